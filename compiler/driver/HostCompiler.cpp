@@ -1,0 +1,75 @@
+#include "compiler/driver/HostCompiler.h"
+
+#include <cstdlib>
+
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Support/Path.h"
+#include "llvm/Support/Program.h"
+#include "llvm/Support/raw_ostream.h"
+
+namespace tcc {
+
+bool compileSharedLibrary(const std::string &source, const std::string &output,
+                          const HostCompileOptions &options, std::string &error) {
+  std::string compiler = options.compiler;
+  if (compiler.empty())
+    compiler = std::getenv("CXX") ? std::getenv("CXX") : "c++";
+  llvm::ErrorOr<std::string> exe = llvm::sys::findProgramByName(compiler);
+  if (!exe) {
+    error = "host C++ compiler '" + compiler + "' not found (set CXX or --cxx)";
+    return false;
+  }
+
+  llvm::SmallString<128> dir;
+  if (std::error_code ec = llvm::sys::fs::createUniqueDirectory("tcc-build", dir)) {
+    error = "cannot create a temporary directory: " + ec.message();
+    return false;
+  }
+  std::string src = (dir + "/step.cpp").str();
+  std::string log = (dir + "/compiler.log").str();
+  // Same directory as the output, so the final rename is atomic.
+  std::string tmpOut = output + ".tmp";
+  {
+    std::error_code ec;
+    llvm::raw_fd_ostream os(src, ec);
+    if (ec) {
+      error = "cannot write " + src + ": " + ec.message();
+      return false;
+    }
+    os << source;
+  }
+
+  std::vector<std::string> args = {*exe, "-std=c++17", "-O3", "-fPIC",
+                                   "-shared", "-fvisibility=hidden"};
+  if (options.nativeArch)
+    args.push_back("-march=native");
+  for (const std::string &f : options.extraFlags)
+    args.push_back(f);
+  args.insert(args.end(), {src, "-o", tmpOut, "-lopenblas"});
+  std::vector<llvm::StringRef> argRefs(args.begin(), args.end());
+  std::optional<llvm::StringRef> redirects[] = {std::nullopt, log, log};
+  std::string execError;
+  int rc = llvm::sys::ExecuteAndWait(*exe, argRefs, std::nullopt, redirects, 0,
+                                     0, &execError);
+  bool ok = rc == 0;
+  if (!ok) {
+    auto text = llvm::MemoryBuffer::getFile(log);
+    std::string cmd;
+    for (const std::string &a : args)
+      cmd += a + " ";
+    error = "host compiler failed (exit " + std::to_string(rc) + ")" +
+            (execError.empty() ? "" : ": " + execError) + "\n  command: " + cmd +
+            "\n" + (text ? (*text)->getBuffer().str() : std::string());
+    llvm::sys::fs::remove(tmpOut);
+  } else if (std::error_code ec = llvm::sys::fs::rename(tmpOut, output)) {
+    error = "cannot move the library into place at " + output + ": " + ec.message();
+    ok = false;
+  }
+  llvm::sys::fs::remove(src);
+  llvm::sys::fs::remove(log);
+  llvm::sys::fs::remove(dir);
+  return ok;
+}
+
+} // namespace tcc

@@ -1,0 +1,23 @@
+// Builds step.so from generated C++ with the system compiler.
+#ifndef TCC_COMPILER_DRIVER_HOSTCOMPILER_H
+#define TCC_COMPILER_DRIVER_HOSTCOMPILER_H
+
+#include <string>
+#include <vector>
+
+namespace tcc {
+
+struct HostCompileOptions {
+  std::string compiler;       // default: $CXX, else "c++"
+  bool nativeArch = true;     // -march=native: the library runs where it is built
+  std::vector<std::string> extraFlags;
+};
+
+// Compiles `source` into the shared library `output` (written atomically).
+// On failure returns false and fills `error` with the compiler's message.
+bool compileSharedLibrary(const std::string &source, const std::string &output,
+                          const HostCompileOptions &options, std::string &error);
+
+} // namespace tcc
+
+#endif

@@ -1,0 +1,263 @@
+// tcc: compiles a model file (.pb / .pbtxt) into a step library.
+//
+//   tcc compile model.pb -o step.so [--target cpu] [--dump-dir DIR]
+//                        [--compile-to PHASE] [--cxx COMPILER] [--no-native]
+//
+// Exit codes: 0 success, 1 compile error (bad model, failed pass or host
+// compiler), 2 usage error.
+#include <cstdio>
+#include <string>
+
+#include "compiler/codegen/CpuCodegen.h"
+#include "compiler/driver/HostCompiler.h"
+#include "compiler/pipeline/IRDumps.h"
+#include "compiler/pipeline/Pipeline.h"
+#include "dialects/kern/KernDialect.h"
+#include "dialects/tg/TgDialect.h"
+#include "frontend/importer/Importer.h"
+#include "frontend/io/ModelFile.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/Diagnostics.h"
+#include "mlir/IR/MLIRContext.h"
+#include "mlir/Pass/PassManager.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/raw_ostream.h"
+
+namespace {
+
+constexpr const char *kVersion = "0.1.0";
+
+const char *kMainHelp = R"(tcc — compiles a model and its training step into one shared library
+
+Usage:
+  tcc compile MODEL -o OUTPUT [options]   compile MODEL (.pb binary or .pbtxt text)
+  tcc --help | -h                         this text
+  tcc --version                           print the version
+
+Run 'tcc compile --help' for the compile options.
+)";
+
+const char *kCompileHelp = R"(Usage: tcc compile MODEL -o OUTPUT [options]
+
+Compiles MODEL (binary .pb, or text .pbtxt/.txtpb/.textproto) into OUTPUT,
+a step library that trun loads (see docs/abi.md).
+
+Options:
+  -o, --output PATH     where to write the result; '-' writes text results
+                        (any --compile-to before 'library') to stdout
+  --target cpu          code generation target (only 'cpu' exists so far)
+  --dump-dir DIR        write the IR after every pass as numbered files
+                        (DIR/NN-<pass>.mlir), the generated source, and
+                        DIR/index.txt describing each file
+  --compile-to PHASE    stop after PHASE and write its output to OUTPUT:
+                          import    tg IR straight from the model
+                          training  + autodiff and optimizer (tg IR)
+                          kern      + lowering to kern ops on buffers
+                          plan      + memory plan (kern IR)
+                          source    + generated C++ source
+                          library   + host compiler: step.so (default)
+  --cxx COMPILER        host C++ compiler for the library (default: $CXX or c++)
+  --no-native           do not pass -march=native to the host compiler
+                        (for a library that must run on another CPU)
+  -h, --help            this text
+)";
+
+int usageError(const std::string &msg) {
+  std::fprintf(stderr, "tcc: error: %s\n(see 'tcc compile --help')\n", msg.c_str());
+  return 2;
+}
+
+int compileError(const std::string &msg) {
+  std::fprintf(stderr, "tcc: error: %s\n", msg.c_str());
+  return 1;
+}
+
+struct CompileArgs {
+  std::string model, output, target = "cpu", dumpDir, cxx;
+  tcc::Phase phase = tcc::Phase::Library;
+  bool native = true;
+};
+
+// Prints diagnostics as one line each, naming the model node when the
+// location is a node name.
+void installDiagnosticPrinter(mlir::MLIRContext &ctx, const std::string &model) {
+  ctx.getDiagEngine().registerHandler([model](mlir::Diagnostic &d) {
+    std::string where;
+    if (auto name = llvm::dyn_cast<mlir::NameLoc>(d.getLocation()))
+      where = "node '" + name.getName().str() + "': ";
+    else if (auto file = llvm::dyn_cast<mlir::FileLineColLoc>(d.getLocation()))
+      where = file.getFilename().str() + ":" + std::to_string(file.getLine()) + ": ";
+    const char *sev = d.getSeverity() == mlir::DiagnosticSeverity::Error ? "error"
+                      : d.getSeverity() == mlir::DiagnosticSeverity::Warning ? "warning"
+                                                                             : "note";
+    llvm::errs() << "tcc: " << sev << ": " << model << ": " << where << d.str() << "\n";
+    for (mlir::Diagnostic &note : d.getNotes())
+      llvm::errs() << "tcc: note: " << note.str() << "\n";
+    return mlir::success();
+  });
+}
+
+bool writeText(const std::string &path, llvm::StringRef text, std::string &error) {
+  if (path == "-") {
+    llvm::outs() << text;
+    return true;
+  }
+  std::error_code ec;
+  llvm::raw_fd_ostream os(path, ec);
+  if (ec) {
+    error = "cannot write " + path + ": " + ec.message();
+    return false;
+  }
+  os << text;
+  return true;
+}
+
+int runCompile(const CompileArgs &args) {
+  absl::StatusOr<tcc::model::Model> model = tcc::LoadModelFile(args.model);
+  if (!model.ok())
+    return compileError(std::string(model.status().message()));
+
+  std::optional<tcc::DumpDirectory> dumps;
+  if (!args.dumpDir.empty()) {
+    std::string error;
+    auto dir = tcc::DumpDirectory::open(args.dumpDir, error);
+    if (mlir::failed(dir))
+      return compileError(error);
+    dumps.emplace(std::move(*dir));
+  }
+
+  mlir::MLIRContext ctx;
+  ctx.loadDialect<tcc::tg::TgDialect, tcc::kern::KernDialect,
+                  mlir::func::FuncDialect>();
+  installDiagnosticPrinter(ctx, args.model);
+  mlir::OwningOpRef<mlir::ModuleOp> module = tcc::importModel(*model, ctx);
+  if (!module)
+    return 1; // the diagnostic handler printed why
+  if (dumps)
+    (void)dumps->writeModule("import", *module, "tg IR imported from " + args.model);
+
+  mlir::PassManager pm(&ctx);
+  tcc::buildPipeline(pm, args.phase);
+  if (dumps) {
+    ctx.disableMultithreading(); // dumps in pass order
+    dumps->attach(pm);
+  }
+  if (mlir::failed(pm.run(*module))) {
+    if (dumps)
+      (void)dumps->writeIndex();
+    return 1;
+  }
+
+  std::string error;
+  auto finish = [&](int rc) {
+    if (dumps)
+      (void)dumps->writeIndex();
+    return rc;
+  };
+  if (args.phase <= tcc::Phase::Plan) {
+    std::string text;
+    llvm::raw_string_ostream os(text);
+    module->print(os);
+    return finish(writeText(args.output, text, error) ? 0 : compileError(error));
+  }
+
+  mlir::FailureOr<tcc::GeneratedStep> step = tcc::generateCpuStep(*module);
+  if (mlir::failed(step))
+    return finish(1);
+  if (dumps)
+    (void)dumps->write("step", "cpp", step->source,
+                       "generated C++ for the cpu target (compiled into the library)");
+  if (args.phase == tcc::Phase::Source)
+    return finish(writeText(args.output, step->source, error) ? 0 : compileError(error));
+
+  if (args.output == "-")
+    return finish(usageError("a library cannot be written to stdout; use -o PATH"));
+  tcc::HostCompileOptions options;
+  options.compiler = args.cxx;
+  options.nativeArch = args.native;
+  if (!tcc::compileSharedLibrary(step->source, args.output, options, error))
+    return finish(compileError(error));
+  return finish(0);
+}
+
+int compileMain(int argc, char **argv) {
+  CompileArgs args;
+  for (int i = 0; i < argc; ++i) {
+    std::string a = argv[i];
+    auto value = [&](std::string &out) -> bool {
+      size_t eq = a.find('=');
+      if (a.rfind("--", 0) == 0 && eq != std::string::npos) {
+        out = a.substr(eq + 1);
+        return true;
+      }
+      if (i + 1 >= argc)
+        return false;
+      out = argv[++i];
+      return true;
+    };
+    std::string flag = a.substr(0, a.find('='));
+    std::string v;
+    if (a == "-h" || a == "--help") {
+      std::fputs(kCompileHelp, stdout);
+      return 0;
+    } else if (flag == "-o" || flag == "--output") {
+      if (!value(args.output))
+        return usageError(flag + " needs a path");
+    } else if (flag == "--target") {
+      if (!value(args.target))
+        return usageError("--target needs a value");
+      if (args.target != "cpu")
+        return usageError("unknown target '" + args.target + "' (supported: cpu)");
+    } else if (flag == "--dump-dir") {
+      if (!value(args.dumpDir) || args.dumpDir.empty())
+        return usageError("--dump-dir needs a directory");
+    } else if (flag == "--compile-to") {
+      if (!value(v))
+        return usageError("--compile-to needs a phase");
+      auto p = tcc::parsePhase(v);
+      if (!p)
+        return usageError("unknown phase '" + v +
+                          "' (import, training, kern, plan, source, library)");
+      args.phase = *p;
+    } else if (flag == "--cxx") {
+      if (!value(args.cxx))
+        return usageError("--cxx needs a compiler");
+    } else if (a == "--no-native") {
+      args.native = false;
+    } else if (!a.empty() && a[0] == '-' && a != "-") {
+      return usageError("unknown option '" + a + "'");
+    } else if (args.model.empty()) {
+      args.model = a;
+    } else {
+      return usageError("more than one model given ('" + args.model + "' and '" + a + "')");
+    }
+  }
+  if (args.model.empty())
+    return usageError("no model file given");
+  if (args.output.empty())
+    return usageError("no output given (-o PATH)");
+  return runCompile(args);
+}
+
+} // namespace
+
+int main(int argc, char **argv) {
+  if (argc < 2) {
+    std::fputs(kMainHelp, stderr);
+    return 2;
+  }
+  std::string cmd = argv[1];
+  if (cmd == "-h" || cmd == "--help" || cmd == "help") {
+    std::fputs(kMainHelp, stdout);
+    return 0;
+  }
+  if (cmd == "--version") {
+    std::printf("tcc %s\n", kVersion);
+    return 0;
+  }
+  if (cmd == "compile")
+    return compileMain(argc - 2, argv + 2);
+  std::fprintf(stderr, "tcc: error: unknown command '%s'\n", cmd.c_str());
+  std::fputs(kMainHelp, stderr);
+  return 2;
+}

@@ -1,0 +1,132 @@
+//===- PlanMemory.cpp - one workspace arena for all temporaries -----------===//
+//
+// Live range of a kern.alloc: from the alloc (placed right before the op that
+// writes it) to its last reader in program order, following kern.reshape
+// views. Ranges are packed first-fit into one arena; a buffer whose last use
+// is strictly before another's alloc may share its bytes. So an op never
+// writes a buffer that aliases one of its own inputs.
+//
+//===----------------------------------------------------------------------===//
+#include "passes/Passes.h"
+
+#include "mlir/IR/Builders.h"
+
+namespace tcc {
+#define GEN_PASS_DEF_KERNPLANMEMORY
+#include "passes/Passes.h.inc"
+} // namespace tcc
+
+using namespace mlir;
+using namespace tcc;
+
+namespace {
+
+constexpr int64_t kAlignment = 64;
+
+int64_t bufferBytes(MemRefType t) {
+  int64_t bytes = t.getNumElements() * (t.getElementTypeBitWidth() / 8);
+  return (bytes + kAlignment - 1) / kAlignment * kAlignment;
+}
+
+struct Hole { // a free range of the arena
+  int64_t offset, size;
+};
+
+// Last position (in `order`) at which `v` or a view of it is used.
+int64_t lastUse(Value v, const llvm::DenseMap<Operation *, int64_t> &order) {
+  int64_t last = -1;
+  for (Operation *user : v.getUsers()) {
+    last = std::max(last, order.lookup(user));
+    if (auto view = dyn_cast<kern::ReshapeOp>(user))
+      last = std::max(last, lastUse(view.getResult(), order));
+  }
+  return last;
+}
+
+struct KernPlanMemoryPass : tcc::impl::KernPlanMemoryBase<KernPlanMemoryPass> {
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    int64_t moduleBytes = 0;
+    for (func::FuncOp f : module.getOps<func::FuncOp>()) {
+      int64_t bytes = planFunction(f);
+      f->setAttr("kern.workspace_bytes",
+                 IntegerAttr::get(IntegerType::get(&getContext(), 64), bytes));
+      moduleBytes = std::max(moduleBytes, bytes);
+    }
+    module->setAttr("kern.workspace_bytes",
+                    IntegerAttr::get(IntegerType::get(&getContext(), 64),
+                                     moduleBytes));
+  }
+
+  int64_t planFunction(func::FuncOp f) {
+    llvm::DenseMap<Operation *, int64_t> order;
+    SmallVector<kern::AllocOp> allocs;
+    int64_t pos = 0;
+    f.walk([&](Operation *op) {
+      order[op] = pos++;
+      if (auto a = dyn_cast<kern::AllocOp>(op))
+        allocs.push_back(a);
+    });
+
+    struct Live {
+      int64_t end, offset, size;
+    };
+    SmallVector<Live> live;   // placed buffers still in use
+    SmallVector<Hole> free; // holes, sorted by offset
+    int64_t top = 0;
+    for (kern::AllocOp a : allocs) {
+      int64_t start = order[a];
+      // Release buffers whose last use is before this alloc.
+      for (auto it = live.begin(); it != live.end();) {
+        if (it->end < start) {
+          free.push_back({it->offset, it->size});
+          it = live.erase(it);
+        } else {
+          ++it;
+        }
+      }
+      coalesce(free);
+      int64_t size = bufferBytes(a.getType());
+      int64_t offset = -1;
+      for (auto it = free.begin(); it != free.end(); ++it) {
+        if (it->size < size)
+          continue;
+        offset = it->offset;
+        it->offset += size;
+        it->size -= size;
+        if (it->size == 0)
+          free.erase(it);
+        break;
+      }
+      if (offset < 0) {
+        offset = top;
+        top += size;
+      }
+      live.push_back({lastUse(a.getResult(), order), offset, size});
+      OpBuilder b(a);
+      Value view = kern::WorkspaceViewOp::create(b, a.getLoc(), a.getType(),
+                                                 b.getI64IntegerAttr(offset));
+      a.getResult().replaceAllUsesWith(view);
+      a.erase();
+    }
+    return top;
+  }
+
+  // Sorts holes by offset and merges neighbours.
+  static void coalesce(SmallVector<Hole> &free) {
+    llvm::sort(free, [](const Hole &x, const Hole &y) {
+      return x.offset < y.offset;
+    });
+    SmallVector<Hole> merged;
+    for (const Hole &blk : free) {
+      if (!merged.empty() &&
+          merged.back().offset + merged.back().size == blk.offset)
+        merged.back().size += blk.size;
+      else
+        merged.push_back(blk);
+    }
+    free = std::move(merged);
+  }
+};
+
+} // namespace

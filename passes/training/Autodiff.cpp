@@ -1,0 +1,152 @@
+//===- Autodiff.cpp - reverse-mode autodiff over tg -----------------------===//
+//
+// @forward(params..., inputs...) -> (loss, outputs...)
+//   becomes, in addition,
+// @train_step(params..., inputs...) -> (loss, d loss/d param for each
+//                                       trainable param)
+//
+// The pass knows no op: each op builds its own vector-Jacobian product
+// through GradientOpInterface (dialects/tg/TgGradients.cpp).
+//
+//===----------------------------------------------------------------------===//
+#include "passes/Passes.h"
+
+#include "dialects/tg/TgModelAttrs.h"
+#include "mlir/IR/Builders.h"
+#include "mlir/Transforms/RegionUtils.h"
+
+namespace tcc {
+#define GEN_PASS_DEF_TGAUTODIFF
+#include "passes/Passes.h.inc"
+} // namespace tcc
+
+using namespace mlir;
+using namespace tcc;
+
+namespace {
+
+Value splat(OpBuilder &b, Location loc, RankedTensorType type, double value) {
+  return tg::ConstantOp::create(
+      b, loc, type,
+      DenseElementsAttr::get(type, b.getFloatAttr(type.getElementType(), value)));
+}
+
+struct TgAutodiffPass : tcc::impl::TgAutodiffBase<TgAutodiffPass> {
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    auto forward = module.lookupSymbol<func::FuncOp>(tg::kForwardFunc);
+    if (!forward) {
+      module.emitError("tg-autodiff: no @forward function to differentiate");
+      return signalPassFailure();
+    }
+    if (module.lookupSymbol(tg::kTrainStepFunc)) {
+      module.emitError("tg-autodiff: @train_step exists already");
+      return signalPassFailure();
+    }
+    func::FuncOp step = forward.clone();
+    step.setName(tg::kTrainStepFunc);
+    module.push_back(step);
+    if (failed(differentiate(step)))
+      return signalPassFailure();
+  }
+
+  LogicalResult differentiate(func::FuncOp step) {
+    Block &body = step.getBody().front();
+    auto ret = cast<func::ReturnOp>(body.getTerminator());
+
+    // The loss is the result marked tg.loss.
+    std::optional<unsigned> lossIndex;
+    for (unsigned i = 0; i < step.getNumResults(); ++i)
+      if (step.getResultAttr(i, tg::kLossAttr))
+        lossIndex = i;
+    if (!lossIndex)
+      return step.emitError("tg-autodiff: no result is marked ")
+             << tg::kLossAttr;
+    Value loss = ret.getOperand(*lossIndex);
+    auto lossType = cast<RankedTensorType>(loss.getType());
+    if (lossType.getRank() != 0)
+      return step.emitError("tg-autodiff: the loss must be a scalar");
+
+    SmallVector<Operation *> forwardOps;
+    for (Operation &op : body.without_terminator())
+      forwardOps.push_back(&op);
+
+    OpBuilder b(ret);
+    llvm::DenseMap<Value, Value> grads;
+    grads[loss] = splat(b, loss.getLoc(), lossType, 1.0);
+
+    for (Operation *op : llvm::reverse(forwardOps)) {
+      SmallVector<Value> resultGrads;
+      bool any = false;
+      for (Value r : op->getResults()) {
+        resultGrads.push_back(grads.lookup(r));
+        any |= static_cast<bool>(resultGrads.back());
+      }
+      if (!any)
+        continue; // does not reach the loss
+      auto diff = dyn_cast<tg::GradientOpInterface>(op);
+      if (!diff)
+        return op->emitError("tg-autodiff: op ")
+               << op->getName() << " has no gradient (no GradientOpInterface)";
+      // Results without an incoming gradient get zeros, so each op's
+      // gradient rule can assume all of them are present.
+      for (auto [r, g] : llvm::zip(op->getResults(), resultGrads))
+        if (!g)
+          g = splat(b, op->getLoc(), cast<RankedTensorType>(r.getType()), 0.0);
+      SmallVector<Value> operandGrads;
+      if (failed(diff.buildGradients(b, resultGrads, operandGrads)))
+        return op->emitError("tg-autodiff: building the gradient failed");
+      if (operandGrads.size() != op->getNumOperands())
+        return op->emitError("tg-autodiff: gradient rule returned ")
+               << operandGrads.size() << " gradients for "
+               << op->getNumOperands() << " operands";
+      for (auto [operand, g] : llvm::zip(op->getOperands(), operandGrads)) {
+        if (!g)
+          continue;
+        Value &acc = grads[operand];
+        // Fan-out: a value used by several ops receives the sum.
+        acc = acc ? tg::AddOp::create(b, op->getLoc(), operand.getType(), acc, g)
+                        .getResult()
+                  : g;
+      }
+    }
+
+    // Results: the loss, then one gradient per trainable parameter.
+    SmallVector<Value> results{loss};
+    SmallVector<Attribute> resultAttrs{step.getResultAttrDict(*lossIndex)};
+    for (BlockArgument arg : body.getArguments()) {
+      auto info = tg::ParamInfo::fromAttr(
+          step.getArgAttr(arg.getArgNumber(), tg::kParamAttr));
+      if (!info || !info->trainable)
+        continue;
+      Value g = grads.lookup(arg);
+      if (!g) // the loss does not depend on this parameter
+        g = splat(b, step.getLoc(), cast<RankedTensorType>(arg.getType()), 0.0);
+      results.push_back(g);
+      resultAttrs.push_back(b.getDictionaryAttr(b.getNamedAttr(
+          tg::kGradOfAttr, b.getI64IntegerAttr(paramIndex(step, arg)))));
+    }
+    func::ReturnOp::create(b, ret.getLoc(), results);
+    ret.erase();
+    step.setType(FunctionType::get(step.getContext(), step.getArgumentTypes(),
+                                   ValueRange(results).getTypes()));
+    step.setAllResultAttrs(resultAttrs);
+
+    // Drop what the step does not need: eval-only outputs and gradients of
+    // data inputs.
+    IRRewriter rewriter(step.getContext());
+    (void)runRegionDCE(rewriter, step.getBody());
+    return success();
+  }
+
+  // Position of `arg` among the parameters (arguments carrying tg.param).
+  static int64_t paramIndex(func::FuncOp f, BlockArgument arg) {
+    int64_t index = 0;
+    for (unsigned i = 0; i < arg.getArgNumber(); ++i)
+      if (f.getArgAttr(i, tg::kParamAttr))
+        ++index;
+    return index;
+  }
+};
+
+} // namespace

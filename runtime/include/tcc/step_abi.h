@@ -1,0 +1,116 @@
+/*
+ * tcc step ABI — the one C contract between a compiled step.so (written by
+ * tcc's code generators) and the runtime that loads it (trun).
+ *
+ * A step.so exports exactly one symbol, `tcc_step_get_descriptor`, returning
+ * a pointer to a static descriptor. Everything else (entry points, tensor
+ * lists) is reached through the descriptor, so adding an entry point later
+ * means appending a field, not a new dlsym.
+ *
+ * Ownership: trun owns all memory. The step never allocates; it computes on
+ * the buffers passed in tcc_step_args.
+ *
+ * Compatibility rule: TCC_STEP_ABI_VERSION changes whenever an existing field
+ * changes meaning or position. trun refuses any other version.
+ */
+#ifndef TCC_STEP_ABI_H
+#define TCC_STEP_ABI_H
+
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define TCC_STEP_ABI_VERSION 1u
+#define TCC_STEP_DESCRIPTOR_SYMBOL "tcc_step_get_descriptor"
+
+typedef enum tcc_dtype {
+  TCC_DTYPE_INVALID = 0,
+  TCC_DTYPE_F32 = 1,
+  TCC_DTYPE_F64 = 2,
+  TCC_DTYPE_I32 = 3,
+  TCC_DTYPE_I64 = 4,
+  TCC_DTYPE_U8 = 5,
+  TCC_DTYPE_BF16 = 6,
+  TCC_DTYPE_F16 = 7,
+} tcc_dtype;
+
+typedef enum tcc_init_kind {
+  TCC_INIT_ZEROS = 0,
+  TCC_INIT_ONES = 1,
+  TCC_INIT_NORMAL = 2,  /* mean 0, standard deviation = scale */
+  TCC_INIT_UNIFORM = 3, /* uniform in [-scale, scale) */
+} tcc_init_kind;
+
+typedef enum tcc_status {
+  TCC_STATUS_OK = 0,
+  TCC_STATUS_BAD_ARGS = 1,
+  TCC_STATUS_RUNTIME_ERROR = 2,
+} tcc_status;
+
+typedef struct tcc_tensor_desc {
+  const char *name;
+  int32_t dtype; /* tcc_dtype */
+  int32_t rank;
+  const int64_t *shape; /* rank entries */
+  int64_t num_elements;
+  int64_t size_bytes;
+  /* Parameters only (zero for inputs/outputs). */
+  int32_t init_kind; /* tcc_init_kind */
+  int32_t trainable; /* 0: frozen, no gradient, no optimizer state */
+  double init_scale;
+  uint64_t init_seed;
+} tcc_tensor_desc;
+
+/* Arguments of one train or eval call. Arrays are in descriptor order. */
+typedef struct tcc_step_args {
+  void **params;            /* num_params buffers, updated in place by train */
+  void **optimizer_state;   /* num_optimizer_state buffers (none for SGD) */
+  const void **inputs;      /* num_inputs buffers for this batch */
+  void **outputs;           /* eval only: num_outputs buffers, may be NULL */
+  void *workspace;          /* workspace_bytes, 64-byte aligned */
+  float *loss;              /* out: the scalar loss of this batch */
+  float learning_rate;      /* the schedule value for this step, from trun */
+  int64_t step;             /* 0-based optimizer step number */
+  void *stream;             /* reserved: the CUDA stream on GPU targets */
+  const void *collectives;  /* reserved: collective hook table (data parallel) */
+} tcc_step_args;
+
+typedef int32_t (*tcc_step_fn)(const tcc_step_args *args);
+
+typedef struct tcc_step_descriptor {
+  uint32_t abi_version; /* TCC_STEP_ABI_VERSION */
+  uint32_t struct_size; /* sizeof(tcc_step_descriptor) at build time */
+  const char *model_name;
+  const char *target; /* "cpu" (later "cuda") */
+  const char *arch;   /* e.g. "x86_64" or "sm_90" */
+  const char *precision; /* "f32" */
+  const char *optimizer; /* "sgd" */
+  const char *loss_name; /* name of the loss value in the model */
+  double default_learning_rate;
+
+  int32_t num_params;
+  const tcc_tensor_desc *params;
+  int32_t num_optimizer_state;
+  const tcc_tensor_desc *optimizer_state;
+  int32_t num_inputs;
+  const tcc_tensor_desc *inputs;
+  int32_t num_outputs; /* eval outputs, e.g. logits */
+  const tcc_tensor_desc *outputs;
+
+  int64_t workspace_bytes;
+  double train_flops_per_step;
+  double eval_flops_per_step;
+
+  tcc_step_fn train; /* forward + backward + optimizer update, in place */
+  tcc_step_fn eval;  /* forward only: loss and outputs, params untouched */
+} tcc_step_descriptor;
+
+typedef const tcc_step_descriptor *(*tcc_step_get_descriptor_fn)(void);
+
+#ifdef __cplusplus
+} /* extern "C" */
+#endif
+
+#endif /* TCC_STEP_ABI_H */
