@@ -63,7 +63,7 @@ def Kern_ElementwiseOp : Kern_Op<"elementwise"> {
     Arg<Kern_FloatBuffer, "", [MemWrite]>:$out,
     Kern_ElementwiseKindAttr:$kind);
   let assemblyFormat = [{
-    $kind $inputs `,` $out attr-dict `:` type($inputs) `,` type($out)
+    $kind `(` $inputs `)` `into` $out attr-dict `:` `(` type($inputs) `)` `->` type($out)
   }];
   let hasVerifier = 1;
 }

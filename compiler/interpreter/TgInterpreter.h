@@ -1,0 +1,42 @@
+// A reference evaluator for tg functions: runs a func.func of tg ops on
+// concrete tensors, in float64, with plain loops.
+//
+// It is the yardstick the rest of the compiler is measured against (gradient
+// checks, and comparisons with the generated CPU code), so it favours being
+// obviously correct over being fast, and shares no code with the codegen
+// kernels (compiler/codegen/cpu_prelude.h).
+#ifndef TCC_COMPILER_INTERPRETER_TGINTERPRETER_H
+#define TCC_COMPILER_INTERPRETER_TGINTERPRETER_H
+
+#include <cstdint>
+#include <vector>
+
+#include "llvm/ADT/ArrayRef.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Support/LLVM.h"
+
+namespace tcc::interp {
+
+// A dense row-major tensor. Every element type is held as a double: f32 and
+// f64 values are evaluated in float64, and integer tensors (labels) hold
+// their integer values exactly (any int32 / int64 label fits in 53 bits).
+struct Tensor {
+  std::vector<int64_t> shape; // empty for a scalar
+  std::vector<double> data;   // product(shape) elements, row-major
+
+  static Tensor zeros(llvm::ArrayRef<int64_t> shape);
+  static Tensor scalar(double value) { return Tensor{{}, {value}}; }
+  int64_t numElements() const;
+};
+
+// Evaluates `f` (one block of tg ops ending in func.return) on `args` and
+// returns its results in order. Fails, with a diagnostic, when an argument
+// does not match the function type, when the body holds an op the
+// interpreter does not know, or when an op cannot be evaluated (e.g. a label
+// outside [0, C) in softmax_cross_entropy).
+mlir::FailureOr<std::vector<Tensor>> interpret(mlir::func::FuncOp f,
+                                               llvm::ArrayRef<Tensor> args);
+
+} // namespace tcc::interp
+
+#endif

@@ -1,0 +1,136 @@
+// RUN: tcc-opt %s -split-input-file -verify-diagnostics
+// Each verifier rejects malformed ops with a message naming the problem.
+
+func.func @matmul_k_mismatch(%a: tensor<4x3xf32>, %b: tensor<4x5xf32>) {
+  // expected-error @+1 {{contraction sizes differ}}
+  %0 = tg.matmul %a, %b : (tensor<4x3xf32>, tensor<4x5xf32>) -> tensor<4x5xf32>
+  return
+}
+
+// -----
+
+func.func @matmul_wrong_result(%a: tensor<4x3xf32>, %b: tensor<3x5xf32>) {
+  // expected-error @+1 {{result shape [4, 4] should be [4, 5]}}
+  %0 = tg.matmul %a, %b : (tensor<4x3xf32>, tensor<3x5xf32>) -> tensor<4x4xf32>
+  return
+}
+
+// -----
+
+func.func @matmul_rank(%a: tensor<4xf32>, %b: tensor<3x5xf32>) {
+  // expected-error @+1 {{expects rank-2 operands}}
+  %0 = tg.matmul %a, %b : (tensor<4xf32>, tensor<3x5xf32>) -> tensor<4x5xf32>
+  return
+}
+
+// -----
+
+func.func @add_no_broadcast(%a: tensor<4x3xf32>, %b: tensor<4xf32>) {
+  // expected-error @+1 {{shapes [4, 3] and [4] do not broadcast}}
+  %0 = tg.add %a, %b : (tensor<4x3xf32>, tensor<4xf32>) -> tensor<4x3xf32>
+  return
+}
+
+// -----
+
+func.func @add_wrong_result(%a: tensor<4x3xf32>, %b: tensor<3xf32>) {
+  // expected-error @+1 {{should be the broadcast shape [4, 3]}}
+  %0 = tg.add %a, %b : (tensor<4x3xf32>, tensor<3xf32>) -> tensor<3xf32>
+  return
+}
+
+// -----
+
+func.func @add_mixed_dtypes(%a: tensor<3xf32>, %b: tensor<3xf64>) {
+  // expected-error @+1 {{one element type}}
+  %0 = tg.add %a, %b : (tensor<3xf32>, tensor<3xf64>) -> tensor<3xf32>
+  return
+}
+
+// -----
+
+func.func @xent_labels(%a: tensor<4x3xf32>, %l: tensor<5xi32>) {
+  // expected-error @+1 {{labels must be (4)}}
+  %0 = tg.softmax_cross_entropy %a, %l : (tensor<4x3xf32>, tensor<5xi32>) -> tensor<4xf32>
+  return
+}
+
+// -----
+
+func.func @xent_float_labels(%a: tensor<4x3xf32>, %l: tensor<4xf32>) {
+  // expected-error @+1 {{operand #1 must be ranked tensor of 32-bit signless integer or 64-bit signless integer values}}
+  %0 = tg.softmax_cross_entropy %a, %l : (tensor<4x3xf32>, tensor<4xf32>) -> tensor<4xf32>
+  return
+}
+
+// -----
+
+func.func @reduce_axis_range(%a: tensor<4x3xf32>) {
+  // expected-error @+1 {{axis 2 out of range for rank 2}}
+  %0 = tg.reduce_sum %a {axes = array<i64: 2>} : (tensor<4x3xf32>) -> tensor<4xf32>
+  return
+}
+
+// -----
+
+func.func @reduce_unsorted(%a: tensor<4x3xf32>) {
+  // expected-error @+1 {{axes must be sorted and unique}}
+  %0 = tg.reduce_sum %a {axes = array<i64: 1, 0>} : (tensor<4x3xf32>) -> tensor<f32>
+  return
+}
+
+// -----
+
+func.func @reduce_result(%a: tensor<4x3xf32>) {
+  // expected-error @+1 {{result shape [3] should be [4]}}
+  %0 = tg.reduce_mean %a {axes = array<i64: 1>} : (tensor<4x3xf32>) -> tensor<3xf32>
+  return
+}
+
+// -----
+
+func.func @reshape_count(%a: tensor<4x3xf32>) {
+  // expected-error @+1 {{cannot reshape [4, 3] (12 elements) to [5] (5 elements)}}
+  %0 = tg.reshape %a : (tensor<4x3xf32>) -> tensor<5xf32>
+  return
+}
+
+// -----
+
+func.func @broadcast_bad(%a: tensor<3xf32>) {
+  // expected-error @+1 {{cannot broadcast [3] to [3, 4]}}
+  %0 = tg.broadcast_to %a : (tensor<3xf32>) -> tensor<3x4xf32>
+  return
+}
+
+// -----
+
+func.func @constant_type() {
+  // expected-error @+1 {{failed to verify that all of {value, result} have same type}}
+  %0 = "tg.constant"() {value = dense<1.0> : tensor<2xf32>} : () -> tensor<3xf32>
+  return
+}
+
+// -----
+
+func.func @sgd_types(%p: tensor<3xf32>, %g: tensor<4xf32>, %lr: tensor<f32>) {
+  // expected-error @+1 {{all of {param, grad, result} have same type}}
+  %0 = "tg.sgd_update"(%p, %g, %lr) : (tensor<3xf32>, tensor<4xf32>, tensor<f32>) -> tensor<3xf32>
+  return
+}
+
+// -----
+
+func.func @kern_gemm(%a: memref<4x3xf32>, %b: memref<4x5xf32>, %c: memref<4x5xf32>) {
+  // expected-error @+1 {{inconsistent gemm shapes}}
+  kern.gemm %a, %b, %c {alpha = 1.0 : f64, beta = 0.0 : f64, transpose_a = false, transpose_b = false} : memref<4x3xf32>, memref<4x5xf32>, memref<4x5xf32>
+  return
+}
+
+// -----
+
+func.func @kern_elementwise_arity(%a: memref<4xf32>, %c: memref<4xf32>) {
+  // expected-error @+1 {{kind 'add' takes 2 inputs}}
+  kern.elementwise add(%a) into %c : (memref<4xf32>) -> memref<4xf32>
+  return
+}

@@ -1,0 +1,60 @@
+// RUN: tcc-opt %s | tcc-opt | FileCheck %s
+// Every tg op parses, verifies and prints back to the same text.
+
+// CHECK-LABEL: func.func @all_ops
+func.func @all_ops(%x: tensor<4x3xf32>, %w: tensor<3x5xf32>, %b: tensor<5xf32>,
+                   %labels: tensor<4xi32>, %lr: tensor<f32>) -> tensor<f32> {
+  // CHECK: tg.constant dense<1.000000e+00> : tensor<f32>
+  %one = tg.constant dense<1.0> : tensor<f32>
+  // CHECK: tg.matmul %{{.*}}, %{{.*}} : (tensor<4x3xf32>, tensor<3x5xf32>) -> tensor<4x5xf32>
+  %y = tg.matmul %x, %w : (tensor<4x3xf32>, tensor<3x5xf32>) -> tensor<4x5xf32>
+  // CHECK: tg.matmul {{.*}} {transpose_lhs = true}
+  %g = tg.matmul %x, %y {transpose_lhs = true} : (tensor<4x3xf32>, tensor<4x5xf32>) -> tensor<3x5xf32>
+  // CHECK: tg.add
+  %z = tg.add %y, %b : (tensor<4x5xf32>, tensor<5xf32>) -> tensor<4x5xf32>
+  // CHECK: tg.mul
+  %m = tg.mul %z, %one : (tensor<4x5xf32>, tensor<f32>) -> tensor<4x5xf32>
+  // CHECK: tg.relu
+  %r = tg.relu %m : tensor<4x5xf32>
+  // CHECK: tg.relu_grad
+  %rg = tg.relu_grad %m, %r : tensor<4x5xf32>
+  // CHECK: tg.softmax_cross_entropy
+  %l = tg.softmax_cross_entropy %rg, %labels : (tensor<4x5xf32>, tensor<4xi32>) -> tensor<4xf32>
+  // CHECK: tg.softmax_cross_entropy_grad
+  %lg = tg.softmax_cross_entropy_grad %rg, %labels, %l : (tensor<4x5xf32>, tensor<4xi32>, tensor<4xf32>) -> tensor<4x5xf32>
+  // CHECK: tg.reduce_sum {{.*}} {axes = array<i64: 0>, keep_dims = true}
+  %s = tg.reduce_sum %lg {axes = array<i64: 0>, keep_dims = true} : (tensor<4x5xf32>) -> tensor<1x5xf32>
+  // CHECK: tg.reshape
+  %s1 = tg.reshape %s : (tensor<1x5xf32>) -> tensor<5xf32>
+  // CHECK: tg.broadcast_to
+  %bc = tg.broadcast_to %s1 : (tensor<5xf32>) -> tensor<4x5xf32>
+  // CHECK: tg.sgd_update
+  %w2 = tg.sgd_update %w, %g, %lr : tensor<3x5xf32>, tensor<f32>
+  // CHECK: tg.reduce_mean
+  %mean = tg.reduce_mean %bc {axes = array<i64: 0, 1>} : (tensor<4x5xf32>) -> tensor<f32>
+  return %mean : tensor<f32>
+}
+
+// CHECK-LABEL: func.func @kern_ops
+func.func @kern_ops(%a: memref<4x3xf32>, %b: memref<3x5xf32>, %l: memref<4xi32>, %lr: memref<f32>) {
+  // CHECK: kern.workspace_view 0
+  %c = kern.workspace_view 0 : memref<4x5xf32>
+  // CHECK: kern.gemm
+  kern.gemm %a, %b, %c {alpha = 1.0 : f64, beta = 0.0 : f64, transpose_a = false, transpose_b = false} : memref<4x3xf32>, memref<3x5xf32>, memref<4x5xf32>
+  %d = kern.workspace_view 128 : memref<4x5xf32>
+  // CHECK: kern.elementwise relu(%{{.*}}) into %{{.*}} : (memref<4x5xf32>) -> memref<4x5xf32>
+  kern.elementwise relu(%c) into %d : (memref<4x5xf32>) -> memref<4x5xf32>
+  %loss = kern.workspace_view 256 : memref<4xf32>
+  // CHECK: kern.softmax_cross_entropy
+  kern.softmax_cross_entropy %d, %l, %loss : memref<4x5xf32>, memref<4xi32>, memref<4xf32>
+  %s = kern.workspace_view 320 : memref<5xf32>
+  // CHECK: kern.reduce
+  kern.reduce %d, %s {axes = array<i64: 0>, mean = false} : memref<4x5xf32>, memref<5xf32>
+  // CHECK: kern.reshape
+  %v = kern.reshape %s : memref<5xf32> to memref<1x5xf32>
+  // CHECK: kern.fill
+  kern.fill %d {value = 0.0 : f64} : memref<4x5xf32>
+  // CHECK: kern.sgd_update
+  kern.sgd_update %b, %b, %lr : memref<3x5xf32>, memref<f32>
+  return
+}
