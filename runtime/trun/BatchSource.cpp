@@ -1,0 +1,102 @@
+#include "runtime/trun/BatchSource.h"
+
+#include "runtime/trun/CounterRng.h"
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+#include <utility>
+
+namespace tcc::trun {
+namespace {
+
+// Copies sample `sample` of `data` into row `row` of `batch`.
+void CopySample(const LabeledImages &data, const PixelNormalizer &normalizer,
+                int64_t sample, int64_t row, HostBatch &batch) {
+  int64_t values = data.pixels_per_image();
+  const uint8_t *pixels = data.pixels.data() + sample * values;
+  float *image = batch.images.as<float>() + row * values; // (values)
+  for (int64_t k = 0; k < values; ++k)
+    image[k] = normalizer.table[pixels[k]];
+  batch.labels.as<int32_t>()[row] = data.labels[sample];
+}
+
+} // namespace
+
+PixelNormalizer
+PixelNormalizer::FromTrainingImages(const LabeledImages &train) {
+  // A histogram makes the statistics exact and cheap for 47M pixels.
+  std::array<int64_t, 256> counts{};
+  for (uint8_t p : train.pixels)
+    ++counts[p];
+  double total = static_cast<double>(train.pixels.size());
+  PixelNormalizer n;
+  if (total == 0)
+    total = 1;
+  double sum = 0;
+  for (int v = 0; v < 256; ++v)
+    sum += counts[v] * (v / 255.0);
+  n.mean = sum / total;
+  double squares = 0;
+  for (int v = 0; v < 256; ++v)
+    squares += counts[v] * (v / 255.0 - n.mean) * (v / 255.0 - n.mean);
+  n.stddev = std::sqrt(squares / total);
+  double divisor = n.stddev > 0 ? n.stddev : 1.0;
+  for (int v = 0; v < 256; ++v)
+    n.table[v] = static_cast<float>((v / 255.0 - n.mean) / divisor);
+  return n;
+}
+
+HostBatch::HostBatch(int64_t batch_size, int64_t values_per_sample)
+    : batch_size(batch_size), values_per_sample(values_per_sample),
+      images(batch_size * values_per_sample * sizeof(float)),
+      labels(batch_size * sizeof(int32_t)) {}
+
+std::vector<int64_t> EpochPermutation(int64_t n, uint64_t seed, int64_t epoch) {
+  std::vector<int64_t> order(n);
+  std::iota(order.begin(), order.end(), 0);
+  uint64_t key = rng::StreamKey(seed, rng::kShuffleDomain, epoch);
+  for (int64_t i = n - 1; i >= 1; --i) {
+    uint64_t j = rng::Bits(key, n - 1 - i) % static_cast<uint64_t>(i + 1);
+    std::swap(order[i], order[j]);
+  }
+  return order;
+}
+
+ShuffledBatches::ShuffledBatches(const LabeledImages &data,
+                                 const PixelNormalizer &normalizer,
+                                 int64_t batch_size, uint64_t seed)
+    : data_(data), normalizer_(normalizer), batch_size_(batch_size),
+      seed_(seed) {}
+
+bool ShuffledBatches::Next(HostBatch &batch) {
+  if (epoch_ < 0 || position_ + batch_size_ > data_.count) {
+    order_ = EpochPermutation(data_.count, seed_, ++epoch_);
+    position_ = 0;
+  }
+  for (int64_t row = 0; row < batch_size_; ++row)
+    CopySample(data_, normalizer_, order_[position_ + row], row, batch);
+  position_ += batch_size_;
+  batch.real_rows = batch_size_;
+  return true;
+}
+
+SequentialBatches::SequentialBatches(const LabeledImages &data,
+                                     const PixelNormalizer &normalizer,
+                                     int64_t batch_size)
+    : data_(data), normalizer_(normalizer), batch_size_(batch_size) {}
+
+bool SequentialBatches::Next(HostBatch &batch) {
+  if (position_ >= data_.count)
+    return false;
+  int64_t real = std::min(batch_size_, data_.count - position_);
+  for (int64_t row = 0; row < batch_size_; ++row) {
+    int64_t sample = position_ + std::min(row, real - 1); // pad: repeat last
+    CopySample(data_, normalizer_, sample, row, batch);
+  }
+  position_ += real;
+  batch.real_rows = real;
+  return true;
+}
+
+} // namespace tcc::trun

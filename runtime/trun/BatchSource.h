@@ -1,0 +1,91 @@
+// Host batches for the step: normalized f32 images and i32 labels.
+//
+// A BatchSource is what the Trainer pulls from; a later GPU path can wrap one
+// in a background loader thread that fills pinned buffers.
+#ifndef TCC_RUNTIME_TRUN_BATCHSOURCE_H
+#define TCC_RUNTIME_TRUN_BATCHSOURCE_H
+
+#include "runtime/trun/AlignedBuffer.h"
+#include "runtime/trun/IdxDataset.h"
+
+#include <array>
+#include <cstdint>
+#include <vector>
+
+namespace tcc::trun {
+
+// Pixel p (0..255) becomes (p / 255 - mean) / stddev, with mean and stddev
+// (population) of p / 255 over every pixel of the training images. The same
+// table is used for the test images. A constant image set (stddev 0) only
+// gets the mean removed.
+struct PixelNormalizer {
+  static PixelNormalizer FromTrainingImages(const LabeledImages &train);
+
+  double mean = 0;
+  double stddev = 1;
+  std::array<float, 256> table{};
+};
+
+struct HostBatch {
+  HostBatch(int64_t batch_size, int64_t values_per_sample);
+
+  int64_t batch_size;
+  int64_t values_per_sample;
+  AlignedBuffer images;  // f32 (batch_size, values_per_sample)
+  AlignedBuffer labels;  // i32 (batch_size)
+  int64_t real_rows = 0; // leading rows from the data; the rest are padding
+};
+
+class BatchSource {
+public:
+  virtual ~BatchSource() = default;
+  // Fills `batch`; returns false when the source has no more batches.
+  virtual bool Next(HostBatch &batch) = 0;
+};
+
+// The permutation used for `epoch` (0-based): Fisher-Yates from the identity,
+// for i = n-1 down to 1: swap(p[i], p[j]) with
+//   j = Bits(StreamKey(seed, kShuffleDomain, epoch), n-1-i) mod (i+1)
+// (CounterRng.h; the modulo bias is below n / 2^64).
+std::vector<int64_t> EpochPermutation(int64_t n, uint64_t seed, int64_t epoch);
+
+// Training batches: full batches in a fresh permutation each epoch; the
+// n mod B samples left at the end of an epoch are skipped in that epoch.
+// Never runs out.
+class ShuffledBatches : public BatchSource {
+public:
+  // `data` and `normalizer` must outlive this. data.count >= batch_size.
+  ShuffledBatches(const LabeledImages &data, const PixelNormalizer &normalizer,
+                  int64_t batch_size, uint64_t seed);
+  bool Next(HostBatch &batch) override;
+
+  int64_t batches_per_epoch() const { return data_.count / batch_size_; }
+
+private:
+  const LabeledImages &data_;
+  const PixelNormalizer &normalizer_;
+  int64_t batch_size_;
+  uint64_t seed_;
+  int64_t epoch_ = -1;
+  int64_t position_ = 0; // into order_
+  std::vector<int64_t> order_;
+};
+
+// Evaluation batches: every sample once, in file order. The last partial
+// batch is padded with copies of its last real sample.
+class SequentialBatches : public BatchSource {
+public:
+  SequentialBatches(const LabeledImages &data,
+                    const PixelNormalizer &normalizer, int64_t batch_size);
+  bool Next(HostBatch &batch) override;
+
+private:
+  const LabeledImages &data_;
+  const PixelNormalizer &normalizer_;
+  int64_t batch_size_;
+  int64_t position_ = 0;
+};
+
+} // namespace tcc::trun
+
+#endif // TCC_RUNTIME_TRUN_BATCHSOURCE_H

@@ -1,0 +1,33 @@
+// Turns the --data / --test arguments into IDX file paths.
+#ifndef TCC_RUNTIME_TRUN_DATAFILES_H
+#define TCC_RUNTIME_TRUN_DATAFILES_H
+
+#include "absl/status/statusor.h"
+
+#include <optional>
+#include <string>
+
+namespace tcc::trun {
+
+struct SplitFiles {
+  std::string images;
+  std::string labels;
+};
+
+struct DataFiles {
+  SplitFiles train;
+  std::optional<SplitFiles> test; // none: skip evaluation
+};
+
+// data: a directory holding the four Fashion-MNIST files
+//   train-images-idx3-ubyte[.gz]  train-labels-idx1-ubyte[.gz]
+//   t10k-images-idx3-ubyte[.gz]   t10k-labels-idx1-ubyte[.gz]
+// (the uncompressed file wins when both exist), or "IMAGES,LABELS".
+// test: optional "IMAGES,LABELS"; it replaces the directory's t10k files.
+absl::StatusOr<DataFiles>
+ResolveDataFiles(const std::string &data,
+                 const std::optional<std::string> &test);
+
+} // namespace tcc::trun
+
+#endif // TCC_RUNTIME_TRUN_DATAFILES_H

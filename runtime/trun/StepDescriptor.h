@@ -1,0 +1,38 @@
+// Checks and formatting for the tcc_step_descriptor a step.so hands to trun.
+#ifndef TCC_RUNTIME_TRUN_STEPDESCRIPTOR_H
+#define TCC_RUNTIME_TRUN_STEPDESCRIPTOR_H
+
+#include "tcc/step_abi.h"
+
+#include "absl/status/status.h"
+#include "absl/strings/string_view.h"
+
+#include <cstdint>
+#include <ostream>
+#include <string>
+
+namespace tcc::trun {
+
+// Bytes per element; 0 for TCC_DTYPE_INVALID or unknown values.
+int64_t DtypeSize(int32_t dtype);
+// "f32", "i32", ...; "dtype(N)" for unknown values.
+std::string DtypeName(int32_t dtype);
+bool IsFloatingDtype(int32_t dtype);
+bool IsIntegerDtype(int32_t dtype);
+// "[64, 784]"
+std::string ShapeString(const tcc_tensor_desc &tensor);
+
+// Checks everything trun relies on before it touches a buffer: ABI version and
+// struct size, non-null entry points and lists, unique non-empty names, known
+// dtypes, shapes consistent with num_elements and size_bytes, valid init specs.
+// `origin` names the library in error messages.
+absl::Status ValidateDescriptor(const tcc_step_descriptor &descriptor,
+                                absl::string_view origin);
+
+// The `trun --info` report.
+void PrintDescriptorInfo(const tcc_step_descriptor &descriptor,
+                         std::ostream &out);
+
+} // namespace tcc::trun
+
+#endif // TCC_RUNTIME_TRUN_STEPDESCRIPTOR_H

@@ -1,0 +1,78 @@
+// The training loop and the evaluation pass over a loaded step.
+#ifndef TCC_RUNTIME_TRUN_TRAINER_H
+#define TCC_RUNTIME_TRUN_TRAINER_H
+
+#include "runtime/trun/AlignedBuffer.h"
+#include "runtime/trun/BatchSource.h"
+#include "runtime/trun/StepBinding.h"
+#include "tcc/step_abi.h"
+
+#include "absl/status/statusor.h"
+
+#include <cstdint>
+#include <memory>
+#include <ostream>
+#include <vector>
+
+namespace tcc::trun {
+
+struct TrainConfig {
+  int64_t steps = 0;
+  float learning_rate = 0;
+  int64_t log_every = 0;       // a progress line every N steps; 0: none
+  int64_t steps_per_epoch = 0; // a line per finished epoch; 0: none
+};
+
+struct EvalResult {
+  int64_t samples = 0;
+  double mean_loss = 0;      // per-batch losses weighted by real rows
+  bool has_accuracy = false; // false: the step has no "logits" output
+  int64_t correct = 0;
+  double accuracy() const {
+    return samples ? static_cast<double>(correct) / samples : 0.0;
+  }
+};
+
+class Trainer {
+public:
+  // Allocates 64-byte aligned params, optimizer state, workspace and eval
+  // outputs, and initializes params and optimizer state from their specs
+  // with `seed`. `descriptor` must have passed ValidateDescriptor.
+  static absl::StatusOr<std::unique_ptr<Trainer>>
+  Create(const tcc_step_descriptor &descriptor, const StepBinding &binding,
+         uint64_t seed);
+
+  // Runs config.steps train steps on batches from `source`; progress lines
+  // go to `log`. Fails on a non-zero step status or a non-finite loss.
+  absl::Status Train(BatchSource &source, const TrainConfig &config,
+                     std::ostream &log);
+
+  // Runs eval on every batch of `source`; accuracy counts real rows only.
+  absl::StatusOr<EvalResult> Evaluate(BatchSource &source);
+
+  int64_t steps_done() const { return steps_done_; }
+  const void *param(int32_t index) const { return params_[index].data(); }
+
+private:
+  Trainer(const tcc_step_descriptor &descriptor, const StepBinding &binding)
+      : descriptor_(descriptor), binding_(binding) {}
+
+  // Fills args_ for one call on `batch`.
+  void BindBatch(HostBatch &batch, bool with_outputs);
+  absl::Status CheckCall(const char *entry, int32_t status, float loss,
+                         int64_t index) const;
+
+  const tcc_step_descriptor &descriptor_;
+  StepBinding binding_;
+  std::vector<AlignedBuffer> params_, optimizer_state_, outputs_;
+  AlignedBuffer workspace_;
+  std::vector<void *> param_ptrs_, state_ptrs_, output_ptrs_;
+  std::vector<const void *> input_ptrs_;
+  float loss_ = 0;
+  tcc_step_args args_{};
+  int64_t steps_done_ = 0;
+};
+
+} // namespace tcc::trun
+
+#endif // TCC_RUNTIME_TRUN_TRAINER_H

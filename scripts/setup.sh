@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# Installs every build and test dependency from Debian packages (bookworm +
+# bookworm-security, where MLIR/LLVM 22 live). Safe to run again: apt skips
+# what is installed. Uses sudo when not root.
+set -euo pipefail
+
+packages=(
+  build-essential cmake ninja-build ccache git
+  # MLIR/LLVM 22: libraries, mlir-tblgen, and lit/FileCheck/not/split-file
+  libmlir-22-dev mlir-22-tools llvm-22-dev llvm-22-tools
+  # the rest of the toolchain named in docs/dependencies.md
+  libprotobuf-dev protobuf-compiler libabsl-dev libfmt-dev
+  libgtest-dev libgmock-dev zlib1g-dev
+  # BLAS for CPU matrix products in generated steps
+  libopenblas-dev
+  # real data: Fashion-MNIST IDX files under /usr/share/datasets/fashion-mnist
+  dataset-fashion-mnist
+)
+
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]} == 0)); then
+  echo "setup: all ${#packages[@]} packages present"
+  exit 0
+fi
+
+sudo=""
+if [ "$(id -u)" -ne 0 ]; then sudo="sudo"; fi
+echo "setup: installing ${missing[*]}"
+$sudo env DEBIAN_FRONTEND=noninteractive apt-get update -q
+$sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "${missing[@]}"

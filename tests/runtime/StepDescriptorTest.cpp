@@ -1,0 +1,138 @@
+#include "runtime/trun/StepDescriptor.h"
+
+#include "tests/runtime/TestData.h"
+
+#include <gtest/gtest.h>
+
+#include <sstream>
+
+namespace tcc::trun {
+namespace {
+
+using testing::FakeStep;
+
+std::string ValidationError(const tcc_step_descriptor &d) {
+  absl::Status status = ValidateDescriptor(d, "step.so");
+  EXPECT_FALSE(status.ok());
+  return std::string(status.message());
+}
+
+TEST(StepDescriptorTest, AcceptsConsistentDescriptor) {
+  FakeStep step(4, 6, 3);
+  EXPECT_TRUE(ValidateDescriptor(step.descriptor, "step.so").ok());
+}
+
+TEST(StepDescriptorTest, RejectsOtherAbiVersionWithRecompileHint) {
+  FakeStep step(4, 6, 3);
+  step.descriptor.abi_version = 7;
+  EXPECT_EQ(ValidationError(step.descriptor),
+            "step.so: ABI version 7, this trun supports 1 — recompile with a "
+            "matching tcc");
+}
+
+TEST(StepDescriptorTest, RejectsSmallerStruct) {
+  FakeStep step(4, 6, 3);
+  step.descriptor.struct_size = sizeof(tcc_step_descriptor) - 8;
+  EXPECT_NE(ValidationError(step.descriptor).find("descriptor is"),
+            std::string::npos);
+  step.descriptor.struct_size = sizeof(tcc_step_descriptor) + 16;
+  EXPECT_TRUE(ValidateDescriptor(step.descriptor, "step.so").ok());
+}
+
+TEST(StepDescriptorTest, RejectsNullEntryPoints) {
+  FakeStep step(4, 6, 3);
+  step.descriptor.eval = nullptr;
+  EXPECT_NE(ValidationError(step.descriptor).find("null eval entry point"),
+            std::string::npos);
+  step.descriptor.train = nullptr;
+  EXPECT_NE(ValidationError(step.descriptor).find("null train"),
+            std::string::npos);
+}
+
+TEST(StepDescriptorTest, RejectsNonCpuTarget) {
+  FakeStep step(4, 6, 3);
+  step.descriptor.target = "cuda";
+  EXPECT_NE(ValidationError(step.descriptor).find("targets 'cuda'"),
+            std::string::npos);
+}
+
+TEST(StepDescriptorTest, RejectsInconsistentNumElements) {
+  FakeStep step(4, 6, 3);
+  step.params[0].num_elements = 17;
+  EXPECT_EQ(ValidationError(step.descriptor),
+            "step.so: param 'w' has shape [6, 3] (18 elements) but "
+            "num_elements 17");
+}
+
+TEST(StepDescriptorTest, RejectsInconsistentSizeBytes) {
+  FakeStep step(4, 6, 3);
+  step.inputs[1].size_bytes = 8;
+  EXPECT_EQ(ValidationError(step.descriptor),
+            "step.so: input 'label' has 4 i32 elements but size_bytes 8");
+}
+
+TEST(StepDescriptorTest, RejectsUnknownDtypeNegativeDimAndNullShape) {
+  {
+    FakeStep step(4, 6, 3);
+    step.outputs[0].dtype = 99;
+    EXPECT_NE(ValidationError(step.descriptor).find("unknown dtype 99"),
+              std::string::npos);
+  }
+  {
+    FakeStep step(4, 6, 3);
+    step.w_shape[0] = -6;
+    EXPECT_NE(ValidationError(step.descriptor).find("negative dimension"),
+              std::string::npos);
+  }
+  {
+    FakeStep step(4, 6, 3);
+    step.params[1].shape = nullptr;
+    EXPECT_NE(ValidationError(step.descriptor).find("null shape"),
+              std::string::npos);
+  }
+}
+
+TEST(StepDescriptorTest, RejectsBadInitSpecs) {
+  FakeStep step(4, 6, 3);
+  step.params[0].init_kind = 9;
+  EXPECT_NE(ValidationError(step.descriptor).find("unknown init_kind 9"),
+            std::string::npos);
+  step.params[0].init_kind = TCC_INIT_UNIFORM;
+  step.params[0].init_scale = -1;
+  EXPECT_NE(ValidationError(step.descriptor).find("invalid init_scale"),
+            std::string::npos);
+}
+
+TEST(StepDescriptorTest, RejectsDuplicateNamesAndNullLists) {
+  FakeStep step(4, 6, 3);
+  step.outputs[0].name = "w";
+  EXPECT_NE(ValidationError(step.descriptor).find("'w' is used twice"),
+            std::string::npos);
+  step.outputs[0].name = "logits";
+  step.descriptor.inputs = nullptr;
+  EXPECT_NE(ValidationError(step.descriptor).find("null list"),
+            std::string::npos);
+}
+
+TEST(StepDescriptorTest, InfoListsTensorsWorkspaceAndFlops) {
+  FakeStep step(4, 6, 3);
+  step.descriptor.train_flops_per_step = 1234;
+  std::ostringstream out;
+  PrintDescriptorInfo(step.descriptor, out);
+  std::string info = out.str();
+  EXPECT_NE(info.find("model: fake"), std::string::npos) << info;
+  EXPECT_NE(info.find("param values: 21 (21 trainable), 84 bytes"),
+            std::string::npos)
+      << info;
+  EXPECT_NE(info.find("  w  f32 [6, 3]  72 bytes  init normal(scale=0.5, "
+                      "seed=3)  trainable"),
+            std::string::npos)
+      << info;
+  EXPECT_NE(info.find("  label  i32 [4]  16 bytes"), std::string::npos) << info;
+  EXPECT_NE(info.find("workspace: 100 bytes"), std::string::npos) << info;
+  EXPECT_NE(info.find("flops/step: train 1234, eval 0"), std::string::npos)
+      << info;
+}
+
+} // namespace
+} // namespace tcc::trun

@@ -1,0 +1,78 @@
+#include "runtime/trun/StepLibrary.h"
+
+#include "tests/runtime/TestData.h"
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <unistd.h>
+
+namespace tcc::trun {
+namespace {
+
+TEST(StepLibraryTest, LoadsValidStep) {
+  absl::StatusOr<std::unique_ptr<StepLibrary>> library =
+      StepLibrary::Open(TRUN_TEST_LINEAR_STEP);
+  ASSERT_TRUE(library.ok()) << library.status();
+  const tcc_step_descriptor &d = (*library)->descriptor();
+  EXPECT_STREQ(d.model_name, "linear_softmax");
+  EXPECT_EQ(d.num_params, 2);
+  EXPECT_EQ(d.num_inputs, 2);
+  EXPECT_EQ(d.workspace_bytes, 100 * 10 * 4);
+}
+
+TEST(StepLibraryTest, RefusesOtherAbiVersion) {
+  absl::StatusOr<std::unique_ptr<StepLibrary>> library =
+      StepLibrary::Open(TRUN_TEST_BAD_ABI_STEP);
+  ASSERT_FALSE(library.ok());
+  EXPECT_EQ(library.status().message(),
+            std::string(TRUN_TEST_BAD_ABI_STEP) +
+                ": ABI version 7, this trun supports 1 — recompile with a "
+                "matching tcc");
+}
+
+TEST(StepLibraryTest, RefusesLibraryWithoutDescriptorSymbol) {
+  absl::StatusOr<std::unique_ptr<StepLibrary>> library =
+      StepLibrary::Open(TRUN_TEST_NO_DESCRIPTOR_STEP);
+  ASSERT_FALSE(library.ok());
+  EXPECT_EQ(library.status().message(),
+            std::string(TRUN_TEST_NO_DESCRIPTOR_STEP) +
+                ": not a tcc step library (no 'tcc_step_get_descriptor' "
+                "symbol)");
+}
+
+TEST(StepLibraryTest, ReportsMissingFile) {
+  absl::StatusOr<std::unique_ptr<StepLibrary>> library =
+      StepLibrary::Open("/nonexistent/step.so");
+  ASSERT_FALSE(library.ok());
+  EXPECT_EQ(library.status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(library.status().message(),
+            "step library '/nonexistent/step.so' not found");
+}
+
+TEST(StepLibraryTest, ReportsFileThatIsNotASharedLibrary) {
+  testing::TempDir dir;
+  testing::WriteFile(dir.File("step.so"), {'h', 'e', 'l', 'l', 'o'});
+  absl::StatusOr<std::unique_ptr<StepLibrary>> library =
+      StepLibrary::Open(dir.File("step.so"));
+  ASSERT_FALSE(library.ok());
+  EXPECT_NE(library.status().message().find("cannot load step library"),
+            std::string::npos)
+      << library.status();
+}
+
+// dlopen("step.so") would search the library path; trun must open ./step.so.
+TEST(StepLibraryTest, OpensBareFileNameInWorkingDirectory) {
+  testing::TempDir dir;
+  std::filesystem::copy_file(TRUN_TEST_LINEAR_STEP, dir.File("mystep.so"));
+  std::string previous = std::filesystem::current_path();
+  ASSERT_EQ(chdir(dir.path().c_str()), 0);
+  absl::StatusOr<std::unique_ptr<StepLibrary>> library =
+      StepLibrary::Open("mystep.so");
+  ASSERT_EQ(chdir(previous.c_str()), 0);
+  ASSERT_TRUE(library.ok()) << library.status();
+  EXPECT_STREQ((*library)->descriptor().model_name, "linear_softmax");
+}
+
+} // namespace
+} // namespace tcc::trun

@@ -1,0 +1,240 @@
+#include "runtime/trun/Trainer.h"
+
+#include "runtime/trun/Initializers.h"
+#include "runtime/trun/StepLibrary.h"
+#include "tests/runtime/TestData.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <limits>
+#include <sstream>
+
+namespace tcc::trun {
+namespace {
+
+using testing::FakeStep;
+
+// What the fake entry points saw; reset by each test.
+struct Calls {
+  std::vector<int64_t> steps;
+  std::vector<float> learning_rates;
+  bool buffers_ok = true;
+  int64_t fail_at = -1; // return TCC_STATUS_RUNTIME_ERROR at this step
+  int64_t inf_at = -1;  // report an infinite loss at this step
+  bool write_loss = true;
+};
+Calls calls;
+
+bool Aligned(const void *p) {
+  return p && reinterpret_cast<uintptr_t>(p) % 64 == 0;
+}
+
+int32_t RecordingTrain(const tcc_step_args *args) {
+  calls.steps.push_back(args->step);
+  calls.learning_rates.push_back(args->learning_rate);
+  calls.buffers_ok &= Aligned(args->params[0]) && Aligned(args->params[1]) &&
+                      Aligned(args->workspace) && Aligned(args->inputs[0]) &&
+                      Aligned(args->inputs[1]) && args->outputs == nullptr;
+  if (args->step == calls.fail_at)
+    return TCC_STATUS_RUNTIME_ERROR;
+  if (calls.write_loss)
+    *args->loss = args->step == calls.inf_at
+                      ? std::numeric_limits<float>::infinity()
+                      : 1.0f / (1 + args->step);
+  return TCC_STATUS_OK;
+}
+
+// logits (B, C) always pick class 0; loss = mean label over all B rows.
+int32_t ClassZeroEval(const tcc_step_args *args) {
+  const int64_t batch = 2, classes = 3;
+  const int32_t *labels = static_cast<const int32_t *>(args->inputs[1]);
+  float *logits = static_cast<float *>(args->outputs[0]); // (B, C)
+  float sum = 0;
+  for (int64_t r = 0; r < batch; ++r) {
+    for (int64_t c = 0; c < classes; ++c)
+      logits[r * classes + c] = c == 0 ? 1.0f : 0.0f;
+    sum += labels[r];
+  }
+  *args->loss = sum / batch;
+  return calls.fail_at == 100 ? TCC_STATUS_BAD_ARGS : TCC_STATUS_OK;
+}
+
+LabeledImages Samples(std::vector<uint8_t> labels) {
+  LabeledImages set;
+  set.count = static_cast<int64_t>(labels.size());
+  set.rows = 1;
+  set.cols = 2;
+  set.pixels.assign(set.count * 2, 9);
+  set.labels = std::move(labels);
+  return set;
+}
+
+class TrainerTest : public ::testing::Test {
+protected:
+  void SetUp() override {
+    calls = Calls();
+    step_.descriptor.train = RecordingTrain;
+    step_.descriptor.eval = ClassZeroEval;
+  }
+
+  std::unique_ptr<Trainer> MakeTrainer(uint64_t seed = 0) {
+    binding_ = BindStep(step_.descriptor);
+    EXPECT_TRUE(binding_.ok()) << binding_.status();
+    absl::StatusOr<std::unique_ptr<Trainer>> trainer =
+        Trainer::Create(step_.descriptor, *binding_, seed);
+    EXPECT_TRUE(trainer.ok()) << trainer.status();
+    return trainer.ok() ? std::move(*trainer) : nullptr;
+  }
+
+  absl::Status Train(Trainer &trainer, int64_t steps, std::ostream &log) {
+    ShuffledBatches batches(data_, normalizer_, 2, 0);
+    TrainConfig config;
+    config.steps = steps;
+    config.learning_rate = 0.5f;
+    config.log_every = 2;
+    config.steps_per_epoch = batches.batches_per_epoch();
+    return trainer.Train(batches, config, log);
+  }
+
+  FakeStep step_{2, 2, 3};
+  absl::StatusOr<StepBinding> binding_;
+  LabeledImages data_ = Samples({0, 1, 1, 1, 0});
+  PixelNormalizer normalizer_ = PixelNormalizer::FromTrainingImages(data_);
+};
+
+TEST_F(TrainerTest, InitializesParamsFromTheirSpecs) {
+  std::unique_ptr<Trainer> trainer = MakeTrainer(/*seed=*/5);
+  ASSERT_TRUE(trainer);
+  const float *w = static_cast<const float *>(trainer->param(0));
+  const float *b = static_cast<const float *>(trainer->param(1));
+  EXPECT_TRUE(Aligned(w));
+  for (int64_t i = 0; i < 6; ++i)
+    EXPECT_EQ(w[i], InitialValue(step_.params[0], 5, i));
+  EXPECT_NE(w[0], 0.0f);
+  for (int64_t i = 0; i < 3; ++i)
+    EXPECT_EQ(b[i], 0.0f);
+}
+
+TEST_F(TrainerTest, PassesStepNumberLearningRateAndAlignedBuffers) {
+  std::unique_ptr<Trainer> trainer = MakeTrainer();
+  ASSERT_TRUE(trainer);
+  std::ostringstream log;
+  ASSERT_TRUE(Train(*trainer, 5, log).ok());
+  EXPECT_EQ(calls.steps, (std::vector<int64_t>{0, 1, 2, 3, 4}));
+  EXPECT_EQ(calls.learning_rates, std::vector<float>(5, 0.5f));
+  EXPECT_TRUE(calls.buffers_ok);
+  EXPECT_EQ(trainer->steps_done(), 5);
+  // Steps 0 and 1 report 1 and 1/2: the logged loss is their mean.
+  EXPECT_NE(log.str().find("step 2/5  loss 0.7500"), std::string::npos)
+      << log.str();
+  EXPECT_NE(log.str().find("step 4/5"), std::string::npos);
+  EXPECT_NE(log.str().find("epoch 2 done: mean loss 0.2917  2 steps"),
+            std::string::npos)
+      << log.str();
+  EXPECT_NE(log.str().find("trained 5 steps"), std::string::npos);
+}
+
+TEST_F(TrainerTest, StopsOnNonZeroStatusNamingTheStep) {
+  calls.fail_at = 3;
+  std::unique_ptr<Trainer> trainer = MakeTrainer();
+  ASSERT_TRUE(trainer);
+  std::ostringstream log;
+  absl::Status status = Train(*trainer, 10, log);
+  EXPECT_EQ(status.message(), "step 'fake': train step 3 failed: returned 2 "
+                              "(TCC_STATUS_RUNTIME_ERROR)");
+  EXPECT_EQ(trainer->steps_done(), 3);
+}
+
+TEST_F(TrainerTest, StopsOnNonFiniteLoss) {
+  calls.inf_at = 2;
+  std::unique_ptr<Trainer> trainer = MakeTrainer();
+  ASSERT_TRUE(trainer);
+  std::ostringstream log;
+  EXPECT_EQ(Train(*trainer, 10, log).message(),
+            "step 'fake': non-finite loss inf at train step 2");
+}
+
+TEST_F(TrainerTest, TreatsAnUnwrittenLossAsNonFinite) {
+  calls.write_loss = false;
+  std::unique_ptr<Trainer> trainer = MakeTrainer();
+  ASSERT_TRUE(trainer);
+  std::ostringstream log;
+  EXPECT_EQ(Train(*trainer, 1, log).message(),
+            "step 'fake': non-finite loss nan at train step 0");
+}
+
+TEST_F(TrainerTest, EvaluationCountsOnlyRealRows) {
+  std::unique_ptr<Trainer> trainer = MakeTrainer();
+  ASSERT_TRUE(trainer);
+  // Labels 0 1 | 1 1 | 0 (0): class 0 is right for samples 0 and 4 only.
+  SequentialBatches batches(data_, normalizer_, 2);
+  absl::StatusOr<EvalResult> result = trainer->Evaluate(batches);
+  ASSERT_TRUE(result.ok()) << result.status();
+  EXPECT_TRUE(result->has_accuracy);
+  EXPECT_EQ(result->samples, 5);
+  EXPECT_EQ(result->correct, 2);
+  EXPECT_DOUBLE_EQ(result->accuracy(), 0.4);
+  // Batch losses 0.5, 1, 0 weighted by 2, 2 and 1 real rows.
+  EXPECT_DOUBLE_EQ(result->mean_loss, (0.5 * 2 + 1.0 * 2 + 0.0) / 5);
+}
+
+TEST_F(TrainerTest, EvaluationFailureNamesTheBatch) {
+  calls.fail_at = 100;
+  std::unique_ptr<Trainer> trainer = MakeTrainer();
+  ASSERT_TRUE(trainer);
+  SequentialBatches batches(data_, normalizer_, 2);
+  EXPECT_EQ(trainer->Evaluate(batches).status().message(),
+            "step 'fake': eval batch 0 failed: returned 1 "
+            "(TCC_STATUS_BAD_ARGS)");
+}
+
+// The hand-written C step learns linearly separable synthetic images.
+TEST(TrainerFixtureTest, LinearStepLearnsSyntheticData) {
+  absl::StatusOr<std::unique_ptr<StepLibrary>> library =
+      StepLibrary::Open(TRUN_TEST_LINEAR_STEP);
+  ASSERT_TRUE(library.ok()) << library.status();
+  const tcc_step_descriptor &d = (*library)->descriptor();
+  absl::StatusOr<StepBinding> binding = BindStep(d);
+  ASSERT_TRUE(binding.ok()) << binding.status();
+
+  testing::SyntheticSplit train_split =
+      testing::MakeSyntheticSplit(600, 28, 28, 1);
+  testing::SyntheticSplit test_split =
+      testing::MakeSyntheticSplit(250, 28, 28, 2);
+  LabeledImages train, test;
+  for (auto [split, set] :
+       {std::pair{&train_split, &train}, std::pair{&test_split, &test}}) {
+    set->count = split->count;
+    set->rows = 28;
+    set->cols = 28;
+    set->pixels = split->pixels;
+    set->labels = split->labels;
+  }
+  PixelNormalizer normalizer = PixelNormalizer::FromTrainingImages(train);
+  absl::StatusOr<std::unique_ptr<Trainer>> trainer =
+      Trainer::Create(d, *binding, 0);
+  ASSERT_TRUE(trainer.ok()) << trainer.status();
+
+  SequentialBatches before_batches(test, normalizer, binding->batch_size);
+  absl::StatusOr<EvalResult> before = (*trainer)->Evaluate(before_batches);
+  ASSERT_TRUE(before.ok()) << before.status();
+
+  ShuffledBatches batches(train, normalizer, binding->batch_size, 0);
+  TrainConfig config;
+  config.steps = 3 * batches.batches_per_epoch();
+  config.learning_rate = 0.1f;
+  std::ostringstream log;
+  ASSERT_TRUE((*trainer)->Train(batches, config, log).ok());
+
+  SequentialBatches after_batches(test, normalizer, binding->batch_size);
+  absl::StatusOr<EvalResult> after = (*trainer)->Evaluate(after_batches);
+  ASSERT_TRUE(after.ok()) << after.status();
+  EXPECT_EQ(after->samples, 250);
+  EXPECT_LT(before->accuracy(), 0.5);
+  EXPECT_GE(after->accuracy(), 0.95);
+  EXPECT_LT(after->mean_loss, before->mean_loss / 2);
+}
+
+} // namespace
+} // namespace tcc::trun
