@@ -5,14 +5,15 @@
 #include "compiler/interpreter/TgInterpreter.h"
 
 #include <cmath>
+#include <cstdio>
 #include <string>
 
 #include "dialects/tg/TgDialect.h"
+#include "mlir/IR/BuiltinAttributes.h"
+#include "mlir/IR/BuiltinTypes.h"
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/TypeSwitch.h"
-#include "mlir/IR/BuiltinAttributes.h"
-#include "mlir/IR/BuiltinTypes.h"
 
 using namespace mlir;
 
@@ -39,6 +40,13 @@ std::string shapeStr(ArrayRef<int64_t> shape) {
   for (auto [i, d] : llvm::enumerate(shape))
     s += (i ? ", " : "") + std::to_string(d);
   return s + "]";
+}
+
+// Shortest exact form of a number for messages: "2", "-1", "0.5".
+std::string numberStr(double x) {
+  char buffer[32];
+  std::snprintf(buffer, sizeof(buffer), "%.17g", x);
+  return buffer;
 }
 
 ArrayRef<int64_t> staticShape(Value v) {
@@ -182,9 +190,8 @@ FailureOr<int64_t> labelOf(Operation *op, const Tensor &labels, int64_t row,
   double label = labels.data[row];
   if (!(label >= 0.0 && label < static_cast<double>(classes)) ||
       label != std::floor(label))
-    return op->emitOpError("label ")
-           << label << " of row " << row << " is outside [0, " << classes
-           << ")";
+    return op->emitOpError("label ") << numberStr(label) << " of row " << row
+                                     << " is outside [0, " << classes << ")";
   return static_cast<int64_t>(label);
 }
 
@@ -331,8 +338,8 @@ LogicalResult Interpreter::bindArguments(func::FuncOp f,
       for (auto [j, x] : llvm::enumerate(tensor.data))
         if (x != std::floor(x))
           return f.emitError("interpreter: argument #")
-                 << i << " is an integer tensor, but element " << j
-                 << " is " << x;
+                 << i << " is an integer tensor, but element " << j << " is "
+                 << numberStr(x);
     values_[arg] = tensor;
   }
   return success();
@@ -357,9 +364,7 @@ FailureOr<Tensor> Interpreter::evaluate(Operation *op) {
       .Case([&](tg::ReduceMeanOp r) { return evalReduceMean(r, in(0)); })
       .Case([&](tg::BroadcastToOp b) { return evalBroadcastTo(b, in(0)); })
       .Case([&](tg::ReshapeOp r) { return evalReshape(r, in(0)); })
-      .Case([&](tg::SgdUpdateOp) {
-        return evalSgdUpdate(in(0), in(1), in(2));
-      })
+      .Case([&](tg::SgdUpdateOp) { return evalSgdUpdate(in(0), in(1), in(2)); })
       .Default([](Operation *other) -> FailureOr<Tensor> {
         return other->emitOpError(
             "is not supported by the tg reference interpreter");

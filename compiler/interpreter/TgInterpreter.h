@@ -11,9 +11,9 @@
 #include <cstdint>
 #include <vector>
 
-#include "llvm/ADT/ArrayRef.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Support/LLVM.h"
+#include "llvm/ADT/ArrayRef.h"
 
 namespace tcc::interp {
 

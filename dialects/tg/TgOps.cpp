@@ -139,8 +139,9 @@ LogicalResult SoftmaxCrossEntropyGradOp::verify() {
   auto logits = rtt(getLogits());
   if (failed(verifyLabels(*this, logits, rtt(getLabels()))))
     return failure();
-  if (rtt(getGrad()).getShape() != ArrayRef<int64_t>{logits.getDimSize(0)})
-    return emitOpError("grad must have one entry per row");
+  if (rtt(getGrad()).getShape() != ArrayRef<int64_t>{logits.getDimSize(0)} ||
+      rtt(getGrad()).getElementType() != logits.getElementType())
+    return emitOpError("grad must have one entry per row, of the logits' type");
   if (getResult().getType() != logits)
     return emitOpError("result type must equal the logits type");
   return success();

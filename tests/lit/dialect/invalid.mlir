@@ -134,3 +134,11 @@ func.func @kern_elementwise_arity(%a: memref<4xf32>, %c: memref<4xf32>) {
   kern.elementwise add(%a) into %c : (memref<4xf32>) -> memref<4xf32>
   return
 }
+
+// -----
+
+func.func @xent_grad_type(%a: tensor<4x3xf32>, %l: tensor<4xi32>, %g: tensor<4xf64>) {
+  // expected-error @+1 {{grad must have one entry per row, of the logits' type}}
+  %0 = tg.softmax_cross_entropy_grad %a, %l, %g : (tensor<4x3xf32>, tensor<4xi32>, tensor<4xf64>) -> tensor<4x3xf32>
+  return
+}
