@@ -63,6 +63,37 @@ SmallVector<int64_t> broadcastStrides(ArrayRef<int64_t> in,
   return strides;
 }
 
+// "i0 * 256 + i1": the flat index for loop counters i0, i1, ... under
+// `strides` (0 = the counter does not move this operand).
+std::string indexExpr(ArrayRef<int64_t> strides) {
+  std::string s;
+  for (auto [d, st] : llvm::enumerate(strides)) {
+    if (!st)
+      continue;
+    s += s.empty() ? "" : " + ";
+    s += st == 1 ? llvm::formatv("i{0}", d).str()
+                 : llvm::formatv("i{0} * {1}", d, st).str();
+  }
+  return s.empty() ? std::string("0") : s;
+}
+
+// One loop per dimension of `shape` (counters i0, i1, ...) around `body`.
+// Constant trip counts let the host compiler vectorize the innermost loop.
+void emitLoopNest(llvm::raw_ostream &os, ArrayRef<int64_t> shape,
+                  StringRef body) {
+  std::string indent = "  ";
+  for (auto [d, size] : llvm::enumerate(shape)) {
+    os << indent
+       << llvm::formatv("for (int64_t i{0} = 0; i{0} < {1}; ++i{0}) {{\n", d, size);
+    indent += "  ";
+  }
+  os << indent << body << "\n";
+  for (size_t d = 0; d < shape.size(); ++d) {
+    indent.resize(indent.size() - 2);
+    os << indent << "}\n";
+  }
+}
+
 class FunctionEmitter {
 public:
   FunctionEmitter(func::FuncOp f, llvm::raw_ostream &os) : f_(f), os_(os) {}
@@ -214,60 +245,35 @@ private:
   // out[idx] = f(inputs broadcast to out's shape).
   LogicalResult emitElementwise(kern::ElementwiseOp e, double &flops) {
     MemRefType out = mrt(e.getOut());
-    ArrayRef<int64_t> shape = out.getShape();
     std::string ct = cType(out.getElementType());
+    // Inputs of out's own shape need no index arithmetic: one flat loop.
     bool flat = llvm::all_of(e.getInputs(), [&](Value v) {
-      return mrt(v).getShape() == shape;
+      return mrt(v).getShape() == out.getShape();
     });
-    SmallVector<std::string> idx; // index expression of each input
-    std::string outIdx;
-    std::string indent = "  ";
-    if (flat) {
-      os_ << llvm::formatv("  for (int64_t i = 0; i < {0}; ++i) {{\n",
-                           out.getNumElements());
-      outIdx = "i";
-      for (size_t k = 0; k < e.getInputs().size(); ++k)
-        idx.push_back("i");
-      indent = "    ";
-    } else {
-      SmallVector<int64_t> outStrides = broadcastStrides(shape, shape);
-      for (auto [d, size] : llvm::enumerate(shape)) {
-        os_ << indent
-            << llvm::formatv("for (int64_t i{0} = 0; i{0} < {1}; ++i{0}) {{\n", d, size);
-        indent += "  ";
-      }
-      auto expr = [&](ArrayRef<int64_t> strides) {
-        std::string s;
-        for (auto [d, st] : llvm::enumerate(strides))
-          if (st)
-            s += (s.empty() ? "" : " + ") + llvm::formatv("i{0} * {1}", d, st).str();
-        return s.empty() ? std::string("0") : s;
-      };
-      outIdx = expr(outStrides);
-      for (Value v : e.getInputs())
-        idx.push_back(expr(broadcastStrides(mrt(v).getShape(), shape)));
-    }
-    auto in = [&](int k) {
-      return name(e.getInputs()[k]) + "[" + idx[k] + "]";
+    SmallVector<int64_t> loops =
+        flat ? SmallVector<int64_t>{out.getNumElements()}
+             : SmallVector<int64_t>(out.getShape());
+    auto index = [&](Value v) {
+      return name(v) + "[" +
+             indexExpr(broadcastStrides(flat ? ArrayRef<int64_t>(loops)
+                                             : mrt(v).getShape(),
+                                        loops)) +
+             "]";
     };
-    std::string value;
+    auto in = [&](int k) { return index(e.getInputs()[k]); };
+    std::string zero = ct + "(0)", value;
     switch (e.getKind()) {
     case kern::ElementwiseKind::add: value = in(0) + " + " + in(1); break;
     case kern::ElementwiseKind::mul: value = in(0) + " * " + in(1); break;
     case kern::ElementwiseKind::relu:
-      value = in(0) + " > " + ct + "(0) ? " + in(0) + " : " + ct + "(0)";
+      value = in(0) + " > " + zero + " ? " + in(0) + " : " + zero;
       break;
     case kern::ElementwiseKind::relu_grad:
-      value = in(0) + " > " + ct + "(0) ? " + in(1) + " : " + ct + "(0)";
+      value = in(0) + " > " + zero + " ? " + in(1) + " : " + zero;
       break;
     case kern::ElementwiseKind::copy: value = in(0); break;
     }
-    os_ << indent << name(e.getOut()) << "[" << outIdx << "] = " << value << ";\n";
-    size_t depth = flat ? 1 : shape.size();
-    for (size_t d = 0; d < depth; ++d) {
-      indent.resize(indent.size() - 2);
-      os_ << indent << "}\n";
-    }
+    emitLoopNest(os_, loops, index(e.getOut()) + " = " + value + ";");
     flops += out.getNumElements();
     return success();
   }
@@ -276,42 +282,24 @@ private:
   LogicalResult emitReduce(kern::ReduceOp r, double &flops) {
     MemRefType in = mrt(r.getInput()), out = mrt(r.getOut());
     ArrayRef<int64_t> shape = in.getShape();
-    ArrayRef<int64_t> axes = r.getAxes();
     std::string ct = cType(out.getElementType());
     std::string o = name(r.getOut()), x = name(r.getInput());
     os_ << llvm::formatv("  for (int64_t i = 0; i < {0}; ++i) {1}[i] = {2}(0);\n",
                          out.getNumElements(), o, ct);
-    // Output strides over the kept dimensions, row-major.
+    // Output strides over the kept dimensions (0 on reduced ones).
     SmallVector<int64_t> outStrides(shape.size(), 0);
     int64_t stride = 1, count = 1;
     for (int64_t d = shape.size() - 1; d >= 0; --d) {
-      if (llvm::is_contained(axes, d)) {
+      if (llvm::is_contained(r.getAxes(), d)) {
         count *= shape[d];
         continue;
       }
       outStrides[d] = stride;
       stride *= shape[d];
     }
-    SmallVector<int64_t> inStrides = broadcastStrides(shape, shape);
-    std::string indent = "  ";
-    for (auto [d, size] : llvm::enumerate(shape)) {
-      os_ << indent
-          << llvm::formatv("for (int64_t i{0} = 0; i{0} < {1}; ++i{0}) {{\n", d, size);
-      indent += "  ";
-    }
-    auto expr = [&](ArrayRef<int64_t> strides) {
-      std::string s;
-      for (auto [d, st] : llvm::enumerate(strides))
-        if (st)
-          s += (s.empty() ? "" : " + ") + llvm::formatv("i{0} * {1}", d, st).str();
-      return s.empty() ? std::string("0") : s;
-    };
-    os_ << indent << o << "[" << expr(outStrides) << "] += " << x << "["
-        << expr(inStrides) << "];\n";
-    for (size_t d = 0; d < shape.size(); ++d) {
-      indent.resize(indent.size() - 2);
-      os_ << indent << "}\n";
-    }
+    emitLoopNest(os_, shape,
+                 o + "[" + indexExpr(outStrides) + "] += " + x + "[" +
+                     indexExpr(broadcastStrides(shape, shape)) + "];");
     if (r.getMean())
       os_ << llvm::formatv("  for (int64_t i = 0; i < {0}; ++i) {1}[i] *= {2}(1.0 / {3});\n",
                            out.getNumElements(), o, ct, count);

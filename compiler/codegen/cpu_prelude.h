@@ -20,6 +20,14 @@ void cblas_dgemm(int order, int ta, int tb, int m, int n, int k, double alpha,
 
 namespace tcc_cpu {
 
+// max over row[0..c): subtracted before exp so softmax never overflows.
+template <typename T> T row_max(const T *row, int64_t c) {
+  T m = row[0];
+  for (int64_t j = 1; j < c; ++j)
+    m = row[j] > m ? row[j] : m;
+  return m;
+}
+
 // c (M,N) = alpha * op(a) x op(b) + beta * c; a is (M,K) or (K,M) when ta,
 // b is (K,N) or (N,K) when tb; all row-major.
 inline void gemm(bool ta, bool tb, int m, int n, int k, float alpha,
@@ -44,9 +52,7 @@ bool softmax_cross_entropy(int64_t n, int64_t c, const T *logits,
     const T *row = logits + i * c;
     if (labels[i] < 0 || labels[i] >= c)
       return false;
-    T maxv = row[0];
-    for (int64_t j = 1; j < c; ++j)
-      maxv = row[j] > maxv ? row[j] : maxv;
+    T maxv = row_max(row, c);
     T sum = 0;
     for (int64_t j = 0; j < c; ++j)
       sum += std::exp(row[j] - maxv);
@@ -64,9 +70,7 @@ bool softmax_cross_entropy_grad(int64_t n, int64_t c, const T *logits,
     T *orow = out + i * c;
     if (labels[i] < 0 || labels[i] >= c)
       return false;
-    T maxv = row[0];
-    for (int64_t j = 1; j < c; ++j)
-      maxv = row[j] > maxv ? row[j] : maxv;
+    T maxv = row_max(row, c);
     T sum = 0;
     for (int64_t j = 0; j < c; ++j) {
       orow[j] = std::exp(row[j] - maxv);

@@ -35,12 +35,6 @@ int64_t Tensor::numElements() const { return product(shape); }
 
 namespace {
 
-std::string shapeStr(ArrayRef<int64_t> shape) {
-  std::string s = "[";
-  for (auto [i, d] : llvm::enumerate(shape))
-    s += (i ? ", " : "") + std::to_string(d);
-  return s + "]";
-}
 
 // Shortest exact form of a number for messages: "2", "-1", "0.5".
 std::string numberStr(double x) {
@@ -331,8 +325,8 @@ LogicalResult Interpreter::bindArguments(func::FuncOp f,
         static_cast<int64_t>(tensor.data.size()) != type.getNumElements())
       return f.emitError("interpreter: argument #")
              << i << " of @" << f.getSymName() << " must be "
-             << shapeStr(type.getShape()) << " (" << type.getNumElements()
-             << " elements), got " << shapeStr(tensor.shape) << " with "
+             << tg::formatShape(type.getShape()) << " (" << type.getNumElements()
+             << " elements), got " << tg::formatShape(tensor.shape) << " with "
              << tensor.data.size() << " elements";
     if (isa<IntegerType>(type.getElementType()))
       for (auto [j, x] : llvm::enumerate(tensor.data))
@@ -395,8 +389,8 @@ FailureOr<std::vector<Tensor>> Interpreter::run(func::FuncOp f,
     if (expected != ArrayRef<int64_t>(result->shape) ||
         static_cast<int64_t>(result->data.size()) != product(expected))
       return op.emitOpError("interpreter bug: computed ")
-             << shapeStr(result->shape) << " with " << result->data.size()
-             << " elements for a result of shape " << shapeStr(expected);
+             << tg::formatShape(result->shape) << " with " << result->data.size()
+             << " elements for a result of shape " << tg::formatShape(expected);
     values_[op.getResult(0)] = std::move(*result);
   }
   return f.emitError("interpreter: @")

@@ -19,6 +19,9 @@
 
 namespace tcc::tg {
 
+// "[64, 784]": how every message in tcc prints a shape.
+std::string formatShape(llvm::ArrayRef<int64_t> shape);
+
 // numpy broadcasting of two shapes; nullopt when incompatible.
 std::optional<llvm::SmallVector<int64_t>>
 broadcastShapes(llvm::ArrayRef<int64_t> a, llvm::ArrayRef<int64_t> b);

@@ -14,6 +14,13 @@ using namespace tcc::tg;
 
 namespace tcc::tg {
 
+std::string formatShape(llvm::ArrayRef<int64_t> shape) {
+  std::string s = "[";
+  for (auto [i, d] : llvm::enumerate(shape))
+    s += (i ? ", " : "") + std::to_string(d);
+  return s + "]";
+}
+
 std::optional<llvm::SmallVector<int64_t>>
 broadcastShapes(llvm::ArrayRef<int64_t> a, llvm::ArrayRef<int64_t> b) {
   size_t rank = std::max(a.size(), b.size());
@@ -44,12 +51,6 @@ llvm::SmallVector<int64_t> reducedShape(llvm::ArrayRef<int64_t> shape,
 
 } // namespace tcc::tg
 
-static std::string shapeStr(ArrayRef<int64_t> shape) {
-  std::string s = "[";
-  for (auto [i, d] : llvm::enumerate(shape))
-    s += (i ? ", " : "") + std::to_string(d);
-  return s + "]";
-}
 
 static RankedTensorType rtt(Value v) {
   return cast<RankedTensorType>(v.getType());
@@ -71,7 +72,7 @@ LogicalResult MatmulOp::verify() {
   auto l = rtt(getLhs()), r = rtt(getRhs()), out = rtt(getResult());
   if (l.getRank() != 2 || r.getRank() != 2 || out.getRank() != 2)
     return emitOpError("expects rank-2 operands and result, got lhs ")
-           << shapeStr(l.getShape()) << ", rhs " << shapeStr(r.getShape());
+           << formatShape(l.getShape()) << ", rhs " << formatShape(r.getShape());
   if (l.getElementType() != r.getElementType() ||
       l.getElementType() != out.getElementType())
     return emitOpError("operands and result must have one element type");
@@ -81,11 +82,11 @@ LogicalResult MatmulOp::verify() {
   int64_t n = r.getDimSize(getTransposeRhs() ? 0 : 1);
   if (kl != kr)
     return emitOpError("contraction sizes differ: lhs ")
-           << shapeStr(l.getShape()) << " and rhs " << shapeStr(r.getShape())
+           << formatShape(l.getShape()) << " and rhs " << formatShape(r.getShape())
            << " give K = " << kl << " vs " << kr;
   if (out.getDimSize(0) != m || out.getDimSize(1) != n)
     return emitOpError("result shape ")
-           << shapeStr(out.getShape()) << " should be " << shapeStr({m, n});
+           << formatShape(out.getShape()) << " should be " << formatShape({m, n});
   return success();
 }
 
@@ -98,12 +99,12 @@ static LogicalResult verifyBroadcastBinary(BinaryOp op) {
   auto shape = broadcastShapes(l.getShape(), r.getShape());
   if (!shape)
     return op.emitOpError("shapes ")
-           << shapeStr(l.getShape()) << " and " << shapeStr(r.getShape())
+           << formatShape(l.getShape()) << " and " << formatShape(r.getShape())
            << " do not broadcast";
   if (ArrayRef<int64_t>(*shape) != out.getShape())
     return op.emitOpError("result shape ")
-           << shapeStr(out.getShape()) << " should be the broadcast shape "
-           << shapeStr(*shape);
+           << formatShape(out.getShape()) << " should be the broadcast shape "
+           << formatShape(*shape);
   return success();
 }
 
@@ -114,12 +115,12 @@ static LogicalResult verifyLabels(Operation *op, RankedTensorType logits,
                                   RankedTensorType labels) {
   if (logits.getRank() != 2)
     return op->emitOpError("logits must be (N, C), got ")
-           << shapeStr(logits.getShape());
+           << formatShape(logits.getShape());
   if (labels.getRank() != 1 || labels.getDimSize(0) != logits.getDimSize(0))
     return op->emitOpError("labels must be (")
            << logits.getDimSize(0) << ") to match logits "
-           << shapeStr(logits.getShape()) << ", got "
-           << shapeStr(labels.getShape());
+           << formatShape(logits.getShape()) << ", got "
+           << formatShape(labels.getShape());
   return success();
 }
 
@@ -130,7 +131,7 @@ LogicalResult SoftmaxCrossEntropyOp::verify() {
   if (out.getShape() != ArrayRef<int64_t>{logits.getDimSize(0)} ||
       out.getElementType() != logits.getElementType())
     return emitOpError("result must be one loss per row: ")
-           << shapeStr({logits.getDimSize(0)}) << " of "
+           << formatShape({logits.getDimSize(0)}) << " of "
            << logits.getElementType();
   return success();
 }
@@ -164,7 +165,7 @@ static LogicalResult verifyReduce(ReduceOp op) {
   if (ArrayRef<int64_t>(expected) != out.getShape() ||
       in.getElementType() != out.getElementType())
     return op.emitOpError("result shape ")
-           << shapeStr(out.getShape()) << " should be " << shapeStr(expected);
+           << formatShape(out.getShape()) << " should be " << formatShape(expected);
   return success();
 }
 
@@ -177,7 +178,7 @@ LogicalResult BroadcastToOp::verify() {
   if (in.getElementType() != out.getElementType() || !shape ||
       ArrayRef<int64_t>(*shape) != out.getShape())
     return emitOpError("cannot broadcast ")
-           << shapeStr(in.getShape()) << " to " << shapeStr(out.getShape());
+           << formatShape(in.getShape()) << " to " << formatShape(out.getShape());
   return success();
 }
 
@@ -187,8 +188,8 @@ LogicalResult ReshapeOp::verify() {
     return emitOpError("element type must not change");
   if (in.getNumElements() != out.getNumElements())
     return emitOpError("cannot reshape ")
-           << shapeStr(in.getShape()) << " (" << in.getNumElements()
-           << " elements) to " << shapeStr(out.getShape()) << " ("
+           << formatShape(in.getShape()) << " (" << in.getNumElements()
+           << " elements) to " << formatShape(out.getShape()) << " ("
            << out.getNumElements() << " elements)";
   return success();
 }

@@ -14,12 +14,6 @@ using namespace mlir;
 namespace tcc {
 namespace {
 
-std::string shapeStr(ArrayRef<int64_t> shape) {
-  std::string s = "[";
-  for (auto [i, d] : llvm::enumerate(shape))
-    s += (i ? ", " : "") + std::to_string(d);
-  return s + "]";
-}
 
 class ModelImporter {
 public:
@@ -84,7 +78,7 @@ ModelImporter::tensorType(model::DType dtype, const model::Shape &shape,
   SmallVector<int64_t> dims(shape.dims().begin(), shape.dims().end());
   for (int64_t d : dims)
     if (d <= 0) {
-      error(where) << "shape " << shapeStr(dims)
+      error(where) << "shape " << tg::formatShape(dims)
                    << " has a non-positive dimension";
       return failure();
     }
@@ -176,13 +170,13 @@ FailureOr<Value> ModelImporter::buildOp(const model::Node &node, Location loc,
     auto l = type(0), r = type(1);
     if (l.getRank() != 2 || r.getRank() != 2)
       return error(where) << "matmul expects 2-D inputs, got "
-                          << shapeStr(l.getShape()) << " x "
-                          << shapeStr(r.getShape());
+                          << tg::formatShape(l.getShape()) << " x "
+                          << tg::formatShape(r.getShape());
     int64_t m = l.getDimSize(*ta ? 1 : 0), kl = l.getDimSize(*ta ? 0 : 1);
     int64_t kr = r.getDimSize(*tb ? 1 : 0), n = r.getDimSize(*tb ? 0 : 1);
     if (kl != kr)
-      return error(where) << "shape mismatch: " << shapeStr(l.getShape())
-                          << " x " << shapeStr(r.getShape())
+      return error(where) << "shape mismatch: " << tg::formatShape(l.getShape())
+                          << " x " << tg::formatShape(r.getShape())
                           << " contracts K = " << kl << " with K = " << kr;
     auto out = RankedTensorType::get({m, n}, l.getElementType());
     return Value(tg::MatmulOp::create(b_, loc, out, operands[0], operands[1],
@@ -197,8 +191,8 @@ FailureOr<Value> ModelImporter::buildOp(const model::Node &node, Location loc,
                           << " and " << type(1);
     auto shape = tg::broadcastShapes(type(0).getShape(), type(1).getShape());
     if (!shape)
-      return error(where) << "shape mismatch: " << shapeStr(type(0).getShape())
-                          << " and " << shapeStr(type(1).getShape())
+      return error(where) << "shape mismatch: " << tg::formatShape(type(0).getShape())
+                          << " and " << tg::formatShape(type(1).getShape())
                           << " do not broadcast";
     auto out = RankedTensorType::get(*shape, type(0).getElementType());
     if (op == "add")
@@ -223,8 +217,8 @@ FailureOr<Value> ModelImporter::buildOp(const model::Node &node, Location loc,
         labels.getDimSize(0) != logits.getDimSize(0))
       return error(where) << "shape mismatch: logits must be (N, C) and "
                              "labels (N), got "
-                          << shapeStr(logits.getShape()) << " and "
-                          << shapeStr(labels.getShape());
+                          << tg::formatShape(logits.getShape()) << " and "
+                          << tg::formatShape(labels.getShape());
     auto out = RankedTensorType::get({logits.getDimSize(0)},
                                      logits.getElementType());
     return Value(tg::SoftmaxCrossEntropyOp::create(b_, loc, out, operands[0],
@@ -245,7 +239,7 @@ FailureOr<Value> ModelImporter::buildOp(const model::Node &node, Location loc,
     for (int64_t &a : *axes) {
       if (a < -in.getRank() || a >= in.getRank())
         return error(where) << "axis " << a << " out of range for "
-                            << shapeStr(in.getShape());
+                            << tg::formatShape(in.getShape());
       if (a < 0)
         a += in.getRank();
     }
@@ -273,13 +267,13 @@ FailureOr<Value> ModelImporter::buildOp(const model::Node &node, Location loc,
     int64_t count = 1;
     for (int64_t d : *shape) {
       if (d <= 0)
-        return error(where) << "reshape target " << shapeStr(*shape)
+        return error(where) << "reshape target " << tg::formatShape(*shape)
                             << " has a non-positive dimension";
       count *= d;
     }
     if (count != in.getNumElements())
-      return error(where) << "cannot reshape " << shapeStr(in.getShape())
-                          << " to " << shapeStr(*shape);
+      return error(where) << "cannot reshape " << tg::formatShape(in.getShape())
+                          << " to " << tg::formatShape(*shape);
     auto out = RankedTensorType::get(*shape, in.getElementType());
     return Value(tg::ReshapeOp::create(b_, loc, out, operands[0]));
   }
