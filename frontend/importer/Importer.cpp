@@ -1,5 +1,7 @@
 #include "frontend/importer/Importer.h"
 
+#include "frontend/importer/NodeImporter.h"
+
 #include "dialects/tg/TgDialect.h"
 #include "dialects/tg/TgModelAttrs.h"
 #include "llvm/ADT/StringMap.h"
@@ -38,16 +40,6 @@ private:
                                          StringRef where);
   LogicalResult declare(StringRef name, Value v, StringRef where);
   LogicalResult importNode(const model::Node &node, int index);
-  FailureOr<Value> buildOp(const model::Node &node, Location loc,
-                           ArrayRef<Value> operands, StringRef where);
-
-  // Attribute readers; each reports a missing or mistyped attribute.
-  FailureOr<bool> boolAttr(const model::Node &n, StringRef key, bool dflt,
-                           StringRef where);
-  FailureOr<SmallVector<int64_t>> intsAttr(const model::Node &n,
-                                           StringRef key, StringRef where);
-  LogicalResult checkAttrKeys(const model::Node &n,
-                              ArrayRef<StringRef> allowed, StringRef where);
 
   const model::Model &model_;
   MLIRContext &ctx_;
@@ -95,193 +87,6 @@ LogicalResult ModelImporter::declare(StringRef name, Value v, StringRef where) {
   return success();
 }
 
-LogicalResult ModelImporter::checkAttrKeys(const model::Node &n,
-                                           ArrayRef<StringRef> allowed,
-                                           StringRef where) {
-  for (const auto &kv : n.attrs())
-    if (!llvm::is_contained(allowed, StringRef(kv.first))) {
-      std::string list;
-      for (StringRef a : allowed)
-        list += (list.empty() ? "" : ", ") + a.str();
-      return error(where) << "unknown attribute '" << kv.first << "' (op "
-                          << n.op() << " takes: "
-                          << (list.empty() ? "none" : list) << ")";
-    }
-  return success();
-}
-
-FailureOr<bool> ModelImporter::boolAttr(const model::Node &n, StringRef key,
-                                        bool dflt, StringRef where) {
-  auto it = n.attrs().find(key.str());
-  if (it == n.attrs().end())
-    return dflt;
-  if (it->second.value_case() != model::Attribute::kB) {
-    error(where) << "attribute '" << key << "' must be a bool (b: true)";
-    return failure();
-  }
-  return it->second.b();
-}
-
-FailureOr<SmallVector<int64_t>>
-ModelImporter::intsAttr(const model::Node &n, StringRef key, StringRef where) {
-  auto it = n.attrs().find(key.str());
-  if (it == n.attrs().end())
-    return SmallVector<int64_t>();
-  if (it->second.value_case() != model::Attribute::kInts) {
-    error(where) << "attribute '" << key
-                 << "' must be a list of integers (ints { values: ... })";
-    return failure();
-  }
-  const auto &v = it->second.ints().values();
-  return SmallVector<int64_t>(v.begin(), v.end());
-}
-
-// Builds the tg op of one node. Result types are inferred here; shape errors
-// are reported in the same words as the op verifiers.
-FailureOr<Value> ModelImporter::buildOp(const model::Node &node, Location loc,
-                                        ArrayRef<Value> operands,
-                                        StringRef where) {
-  StringRef op = node.op();
-  auto type = [&](int i) { return cast<RankedTensorType>(operands[i].getType()); };
-  auto arity = [&](size_t n) -> LogicalResult {
-    if (operands.size() != n)
-      return error(where) << "op " << op << " takes " << n << " input"
-                          << (n == 1 ? "" : "s") << ", got " << operands.size();
-    if (node.outputs_size() != 1)
-      return error(where) << "op " << op << " has 1 output, got "
-                          << node.outputs_size();
-    return success();
-  };
-  auto requireFloat = [&](int i) -> LogicalResult {
-    if (!isa<FloatType>(type(i).getElementType()))
-      return error(where) << "input '" << node.inputs(i)
-                          << "' must be a float tensor, got " << type(i);
-    return success();
-  };
-
-  if (op == "matmul") {
-    if (failed(arity(2)) || failed(checkAttrKeys(node, {"transpose_a", "transpose_b"}, where)) ||
-        failed(requireFloat(0)) || failed(requireFloat(1)))
-      return failure();
-    FailureOr<bool> ta = boolAttr(node, "transpose_a", false, where);
-    FailureOr<bool> tb = boolAttr(node, "transpose_b", false, where);
-    if (failed(ta) || failed(tb))
-      return failure();
-    auto l = type(0), r = type(1);
-    if (l.getRank() != 2 || r.getRank() != 2)
-      return error(where) << "matmul expects 2-D inputs, got "
-                          << tg::formatShape(l.getShape()) << " x "
-                          << tg::formatShape(r.getShape());
-    int64_t m = l.getDimSize(*ta ? 1 : 0), kl = l.getDimSize(*ta ? 0 : 1);
-    int64_t kr = r.getDimSize(*tb ? 1 : 0), n = r.getDimSize(*tb ? 0 : 1);
-    if (kl != kr)
-      return error(where) << "shape mismatch: " << tg::formatShape(l.getShape())
-                          << " x " << tg::formatShape(r.getShape())
-                          << " contracts K = " << kl << " with K = " << kr;
-    auto out = RankedTensorType::get({m, n}, l.getElementType());
-    return Value(tg::MatmulOp::create(b_, loc, out, operands[0], operands[1],
-                                      b_.getBoolAttr(*ta), b_.getBoolAttr(*tb)));
-  }
-  if (op == "add" || op == "mul") {
-    if (failed(arity(2)) || failed(checkAttrKeys(node, {}, where)) ||
-        failed(requireFloat(0)) || failed(requireFloat(1)))
-      return failure();
-    if (type(0).getElementType() != type(1).getElementType())
-      return error(where) << "inputs have different dtypes: " << type(0)
-                          << " and " << type(1);
-    auto shape = tg::broadcastShapes(type(0).getShape(), type(1).getShape());
-    if (!shape)
-      return error(where) << "shape mismatch: " << tg::formatShape(type(0).getShape())
-                          << " and " << tg::formatShape(type(1).getShape())
-                          << " do not broadcast";
-    auto out = RankedTensorType::get(*shape, type(0).getElementType());
-    if (op == "add")
-      return Value(tg::AddOp::create(b_, loc, out, operands[0], operands[1]));
-    return Value(tg::MulOp::create(b_, loc, out, operands[0], operands[1]));
-  }
-  if (op == "relu") {
-    if (failed(arity(1)) || failed(checkAttrKeys(node, {}, where)) ||
-        failed(requireFloat(0)))
-      return failure();
-    return Value(tg::ReluOp::create(b_, loc, type(0), operands[0]));
-  }
-  if (op == "softmax_cross_entropy") {
-    if (failed(arity(2)) || failed(checkAttrKeys(node, {}, where)) ||
-        failed(requireFloat(0)))
-      return failure();
-    auto logits = type(0), labels = type(1);
-    if (!isa<IntegerType>(labels.getElementType()))
-      return error(where) << "labels '" << node.inputs(1)
-                          << "' must be I32 or I64, got " << labels;
-    if (logits.getRank() != 2 || labels.getRank() != 1 ||
-        labels.getDimSize(0) != logits.getDimSize(0))
-      return error(where) << "shape mismatch: logits must be (N, C) and "
-                             "labels (N), got "
-                          << tg::formatShape(logits.getShape()) << " and "
-                          << tg::formatShape(labels.getShape());
-    auto out = RankedTensorType::get({logits.getDimSize(0)},
-                                     logits.getElementType());
-    return Value(tg::SoftmaxCrossEntropyOp::create(b_, loc, out, operands[0],
-                                                   operands[1]));
-  }
-  if (op == "mean" || op == "sum") {
-    if (failed(arity(1)) || failed(checkAttrKeys(node, {"axes", "keep_dims"}, where)) ||
-        failed(requireFloat(0)))
-      return failure();
-    auto in = type(0);
-    FailureOr<SmallVector<int64_t>> axes = intsAttr(node, "axes", where);
-    FailureOr<bool> keep = boolAttr(node, "keep_dims", false, where);
-    if (failed(axes) || failed(keep))
-      return failure();
-    if (axes->empty()) // default: all axes
-      for (int64_t i = 0; i < in.getRank(); ++i)
-        axes->push_back(i);
-    for (int64_t &a : *axes) {
-      if (a < -in.getRank() || a >= in.getRank())
-        return error(where) << "axis " << a << " out of range for "
-                            << tg::formatShape(in.getShape());
-      if (a < 0)
-        a += in.getRank();
-    }
-    llvm::sort(*axes);
-    if (std::adjacent_find(axes->begin(), axes->end()) != axes->end())
-      return error(where) << "axes repeat an axis";
-    if (axes->empty())
-      return error(where) << "cannot reduce a scalar";
-    auto out = RankedTensorType::get(
-        tg::reducedShape(in.getShape(), *axes, *keep), in.getElementType());
-    auto axesAttr = b_.getDenseI64ArrayAttr(*axes);
-    if (op == "mean")
-      return Value(tg::ReduceMeanOp::create(b_, loc, out, operands[0], axesAttr,
-                                            b_.getBoolAttr(*keep)));
-    return Value(tg::ReduceSumOp::create(b_, loc, out, operands[0], axesAttr,
-                                         b_.getBoolAttr(*keep)));
-  }
-  if (op == "reshape") {
-    if (failed(arity(1)) || failed(checkAttrKeys(node, {"shape"}, where)))
-      return failure();
-    FailureOr<SmallVector<int64_t>> shape = intsAttr(node, "shape", where);
-    if (failed(shape))
-      return failure();
-    auto in = type(0);
-    int64_t count = 1;
-    for (int64_t d : *shape) {
-      if (d <= 0)
-        return error(where) << "reshape target " << tg::formatShape(*shape)
-                            << " has a non-positive dimension";
-      count *= d;
-    }
-    if (count != in.getNumElements())
-      return error(where) << "cannot reshape " << tg::formatShape(in.getShape())
-                          << " to " << tg::formatShape(*shape);
-    auto out = RankedTensorType::get(*shape, in.getElementType());
-    return Value(tg::ReshapeOp::create(b_, loc, out, operands[0]));
-  }
-  return error(where) << "unknown op '" << op
-                      << "' (known: matmul, add, mul, relu, "
-                         "softmax_cross_entropy, mean, sum, reshape)";
-}
-
 LogicalResult ModelImporter::importNode(const model::Node &node, int index) {
   std::string where = node.name().empty() ? "node #" + std::to_string(index)
                                           : node.name();
@@ -296,10 +101,23 @@ LogicalResult ModelImporter::importNode(const model::Node &node, int index) {
                              "output of an earlier node";
     operands.push_back(it->second);
   }
-  FailureOr<Value> result = buildOp(node, loc, operands, where);
-  if (failed(result))
+  NodeContext ctx(node, loc, operands, b_);
+  std::optional<NodeResults> results = importElementwiseNode(ctx);
+  if (!results)
+    results = importStructuralNode(ctx);
+  if (!results)
+    return error(where) << "unknown op '" << node.op()
+                        << "' (known: " << knownOpNames() << ")";
+  if (failed(*results))
     return failure();
-  return declare(node.outputs(0), *result, where);
+  if ((*results)->size() != static_cast<size_t>(node.outputs_size()))
+    return error(where) << "op " << node.op() << " defines "
+                        << (*results)->size() << " values but the node names "
+                        << node.outputs_size() << " outputs";
+  for (auto [name, value] : llvm::zip(node.outputs(), **results))
+    if (failed(declare(name, value, where)))
+      return failure();
+  return success();
 }
 
 OwningOpRef<ModuleOp> ModelImporter::run() {

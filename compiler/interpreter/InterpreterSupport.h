@@ -1,0 +1,44 @@
+// Shared by the reference interpreter's core (TgInterpreter.cpp) and its
+// op-group files (Interpret*Ops.cpp): index helpers and the group hooks.
+#ifndef TCC_COMPILER_INTERPRETER_INTERPRETERSUPPORT_H
+#define TCC_COMPILER_INTERPRETER_INTERPRETERSUPPORT_H
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "compiler/interpreter/TgInterpreter.h"
+
+namespace tcc::interp {
+
+int64_t product(llvm::ArrayRef<int64_t> shape);
+// Shortest exact form of a number for messages: "2", "-1", "0.5".
+std::string numberStr(double x);
+llvm::ArrayRef<int64_t> staticShape(mlir::Value v);
+// Row-major multi-index of `flat` in `shape`, and back.
+std::vector<int64_t> unravel(int64_t flat, llvm::ArrayRef<int64_t> shape);
+int64_t ravel(llvm::ArrayRef<int64_t> index, llvm::ArrayRef<int64_t> shape);
+// numpy broadcast of `in` to `shape`.
+Tensor broadcast(const Tensor &in, llvm::ArrayRef<int64_t> shape);
+
+// The values of one op's results, in order.
+using OpResults = mlir::FailureOr<std::vector<Tensor>>;
+
+// Wraps one computed tensor (or its failure) as an op's only result.
+inline OpResults singleResult(mlir::FailureOr<Tensor> t) {
+  if (mlir::failed(t))
+    return mlir::failure();
+  return std::vector<Tensor>{std::move(*t)};
+}
+
+// Each evaluates the ops of its group and returns std::nullopt for others.
+std::optional<OpResults> evaluateElementwiseOp(mlir::Operation *op,
+                                               llvm::ArrayRef<const Tensor *> in);
+std::optional<OpResults> evaluateStructuralOp(mlir::Operation *op,
+                                              llvm::ArrayRef<const Tensor *> in);
+std::optional<OpResults> evaluateOptimizerOp(mlir::Operation *op,
+                                             llvm::ArrayRef<const Tensor *> in);
+
+} // namespace tcc::interp
+
+#endif
