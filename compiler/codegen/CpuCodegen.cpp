@@ -431,10 +431,14 @@ FailureOr<GeneratedStep> generateCpuStep(ModuleOp module) {
     << "  \"aarch64\",\n#else\n  \"unknown\",\n#endif\n"
     << "  \"" << precision << "\", \"" << optimizerKind << "\", \"" << lossName
     << "\", " << llvm::formatv("{0:e}", defaultLr) << ",\n"
+    << "  {TCC_LR_CONSTANT, " << llvm::formatv("{0:e}", defaultLr) << ", 0, 0, "
+    << llvm::formatv("{0:e}", defaultLr) << "}, // lr schedule\n"
+    << "  1, // micro-batches per step\n"
     << "  " << params.size() << ", " << tableOrNull(params.empty(), "tcc_params")
     << ", 0, nullptr, // params, optimizer state\n"
     << "  " << inputs.size() << ", " << tableOrNull(inputs.empty(), "tcc_inputs") << ",\n"
     << "  " << outputs.size() << ", " << tableOrNull(outputs.empty(), "tcc_outputs") << ",\n"
+    << "  0, nullptr, // train outputs\n"
     << "  " << step.workspaceBytes << ", // workspace bytes\n"
     << "  " << llvm::formatv("{0:e}, {1:e}", step.trainFlops, step.evalFlops)
     << ", // FLOPs per train / eval call\n"

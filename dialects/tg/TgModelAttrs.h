@@ -23,13 +23,24 @@ inline constexpr llvm::StringLiteral kTrainStepFunc = "train_step";
 // Argument attributes.
 inline constexpr llvm::StringLiteral kParamAttr = "tg.param"; // ParamInfo dict
 inline constexpr llvm::StringLiteral kInputAttr = "tg.input"; // name
-inline constexpr llvm::StringLiteral kHyperAttr = "tg.hyper"; // e.g. "learning_rate"
+// A per-step scalar the runtime passes through tcc_step_args:
+// "learning_rate" (f32), "step" (i64, 0-based optimizer step), "rng_seed"
+// (i64, the run's seed for counter-based randomness such as dropout).
+inline constexpr llvm::StringLiteral kHyperAttr = "tg.hyper";
+// Optimizer state (explicit in the step, allocated and checkpointed by the
+// runtime): {param = <param index>, name = "adam_m" | "adam_v" | "momentum"}.
+inline constexpr llvm::StringLiteral kOptStateAttr = "tg.opt_state";
 
 // Result attributes.
 inline constexpr llvm::StringLiteral kLossAttr = "tg.loss";     // name of the loss
 inline constexpr llvm::StringLiteral kOutputAttr = "tg.output"; // eval output name
 inline constexpr llvm::StringLiteral kGradOfAttr = "tg.grad_of"; // param index
 inline constexpr llvm::StringLiteral kUpdatesParamAttr = "tg.updates_param"; // param index
+// Updated optimizer state, written in place: index among tg.opt_state args.
+inline constexpr llvm::StringLiteral kUpdatesOptStateAttr = "tg.updates_opt_state";
+// A value the train entry point reports besides the loss (e.g. "grad_norm",
+// or gradients when compiled to emit them): tcc_step_args.train_outputs.
+inline constexpr llvm::StringLiteral kTrainOutputAttr = "tg.train_output";
 
 // A parameter's description, stored as a dictionary in kParamAttr.
 struct ParamInfo {

@@ -22,7 +22,7 @@
 extern "C" {
 #endif
 
-#define TCC_STEP_ABI_VERSION 1u
+#define TCC_STEP_ABI_VERSION 2u
 #define TCC_STEP_DESCRIPTOR_SYMBOL "tcc_step_get_descriptor"
 
 typedef enum tcc_dtype {
@@ -49,6 +49,27 @@ typedef enum tcc_status {
   TCC_STATUS_RUNTIME_ERROR = 2,
 } tcc_status;
 
+/* The learning rate trun passes at optimizer step s (0-based):
+ *   CONSTANT:       base_lr
+ *   WARMUP_COSINE:  s < warmup_steps:  base_lr * (s + 1) / warmup_steps
+ *                   s >= decay_steps:  min_lr
+ *                   otherwise, with r = (s - warmup_steps) /
+ *                   (decay_steps - warmup_steps):
+ *                     min_lr + 0.5 * (1 + cos(pi * r)) * (base_lr - min_lr)
+ * (the nanoGPT / llm.c schedule). */
+typedef enum tcc_lr_schedule_kind {
+  TCC_LR_CONSTANT = 0,
+  TCC_LR_WARMUP_COSINE = 1,
+} tcc_lr_schedule_kind;
+
+typedef struct tcc_lr_schedule {
+  int32_t kind; /* tcc_lr_schedule_kind */
+  double base_lr;
+  int64_t warmup_steps;
+  int64_t decay_steps;
+  double min_lr;
+} tcc_lr_schedule;
+
 typedef struct tcc_tensor_desc {
   const char *name;
   int32_t dtype; /* tcc_dtype */
@@ -56,7 +77,8 @@ typedef struct tcc_tensor_desc {
   const int64_t *shape; /* rank entries */
   int64_t num_elements;
   int64_t size_bytes;
-  /* Parameters only (zero for inputs/outputs). */
+  /* Parameters and optimizer state only (zero for inputs/outputs);
+     optimizer state is always initialized to zeros. */
   int32_t init_kind; /* tcc_init_kind */
   int32_t trainable; /* 0: frozen, no gradient, no optimizer state */
   double init_scale;
@@ -66,7 +88,7 @@ typedef struct tcc_tensor_desc {
 /* Arguments of one train or eval call. Arrays are in descriptor order. */
 typedef struct tcc_step_args {
   void **params;            /* num_params buffers, updated in place by train */
-  void **optimizer_state;   /* num_optimizer_state buffers (none for SGD) */
+  void **optimizer_state;   /* num_optimizer_state buffers, updated in place */
   const void **inputs;      /* num_inputs buffers for this batch */
   void **outputs;           /* eval only: num_outputs buffers, may be NULL */
   void *workspace;          /* workspace_bytes, 64-byte aligned */
@@ -75,6 +97,10 @@ typedef struct tcc_step_args {
   int64_t step;             /* 0-based optimizer step number */
   void *stream;             /* reserved: the CUDA stream on GPU targets */
   const void *collectives;  /* reserved: collective hook table (data parallel) */
+  uint64_t rng_seed;        /* the run's seed: dropout masks are a function of
+                               (rng_seed, step, op), so a resumed run repeats them */
+  void **train_outputs;     /* train only: num_train_outputs buffers (e.g.
+                               grad_norm), may be NULL */
 } tcc_step_args;
 
 typedef int32_t (*tcc_step_fn)(const tcc_step_args *args);
@@ -88,7 +114,9 @@ typedef struct tcc_step_descriptor {
   const char *precision; /* "f32" */
   const char *optimizer; /* "sgd" */
   const char *loss_name; /* name of the loss value in the model */
-  double default_learning_rate;
+  double default_learning_rate; /* = lr_schedule.base_lr */
+  tcc_lr_schedule lr_schedule;
+  int32_t micro_batches; /* gradient accumulation: micro-batches per step */
 
   int32_t num_params;
   const tcc_tensor_desc *params;
@@ -98,6 +126,8 @@ typedef struct tcc_step_descriptor {
   const tcc_tensor_desc *inputs;
   int32_t num_outputs; /* eval outputs, e.g. logits */
   const tcc_tensor_desc *outputs;
+  int32_t num_train_outputs; /* train outputs besides the loss, e.g. grad_norm */
+  const tcc_tensor_desc *train_outputs;
 
   int64_t workspace_bytes;
   double train_flops_per_step;
