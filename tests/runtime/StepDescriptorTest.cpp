@@ -26,7 +26,7 @@ TEST(StepDescriptorTest, RejectsOtherAbiVersionWithRecompileHint) {
   FakeStep step(4, 6, 3);
   step.descriptor.abi_version = 7;
   EXPECT_EQ(ValidationError(step.descriptor),
-            "step.so: ABI version 7, this trun supports 1 — recompile with a "
+            "step.so: ABI version 7, this trun supports " + std::to_string(TCC_STEP_ABI_VERSION) + " — recompile with a "
             "matching tcc");
 }
 

@@ -27,7 +27,7 @@ TEST(StepLibraryTest, RefusesOtherAbiVersion) {
   ASSERT_FALSE(library.ok());
   EXPECT_EQ(library.status().message(),
             std::string(TRUN_TEST_BAD_ABI_STEP) +
-                ": ABI version 7, this trun supports 1 — recompile with a "
+                ": ABI version 7, this trun supports " + std::to_string(TCC_STEP_ABI_VERSION) + " — recompile with a "
                 "matching tcc");
 }
 

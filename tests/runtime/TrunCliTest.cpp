@@ -141,7 +141,7 @@ TEST_F(TrunCliTest, BadLibrariesExitWithOne) {
   ExpectError(RunTrun("/nonexistent/step.so --data " + data_.path()), 1,
               "step library '/nonexistent/step.so' not found");
   ExpectError(RunTrun(std::string(TRUN_TEST_BAD_ABI_STEP) + " --info"), 1,
-              "ABI version 7, this trun supports 1 — recompile with a "
+              "ABI version 7, this trun supports " + std::to_string(TCC_STEP_ABI_VERSION) + " — recompile with a "
               "matching tcc");
   ExpectError(RunTrun(std::string(TRUN_TEST_NO_DESCRIPTOR_STEP) + " --info"), 1,
               "not a tcc step library (no 'tcc_step_get_descriptor' symbol)");
