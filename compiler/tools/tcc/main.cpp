@@ -12,6 +12,8 @@
 #include "compiler/driver/HostCompiler.h"
 #include "compiler/pipeline/IRDumps.h"
 #include "compiler/pipeline/Pipeline.h"
+#include "compiler/tools/tcc/Diagnostics.h"
+#include "compiler/tools/tcc/RunCommand.h"
 #include "dialects/kern/KernDialect.h"
 #include "dialects/tg/TgDialect.h"
 #include "frontend/importer/Importer.h"
@@ -31,10 +33,12 @@ const char *kMainHelp = R"(tcc — compiles a model and its training step into o
 
 Usage:
   tcc compile MODEL -o OUTPUT [options]   compile MODEL (.pb binary or .pbtxt text)
+  tcc run MODEL [options]                 evaluate MODEL once with the float64
+                                          reference interpreter and print the results
   tcc --help | -h                         this text
   tcc --version                           print the version
 
-Run 'tcc compile --help' for the compile options.
+Run 'tcc compile --help' or 'tcc run --help' for their options.
 )";
 
 const char *kCompileHelp = R"(Usage: tcc compile MODEL -o OUTPUT [options]
@@ -78,25 +82,6 @@ struct CompileArgs {
   bool native = true;
 };
 
-// Prints diagnostics as one line each, naming the model node when the
-// location is a node name.
-void installDiagnosticPrinter(mlir::MLIRContext &ctx, const std::string &model) {
-  ctx.getDiagEngine().registerHandler([model](mlir::Diagnostic &d) {
-    std::string where;
-    if (auto name = llvm::dyn_cast<mlir::NameLoc>(d.getLocation()))
-      where = "node '" + name.getName().str() + "': ";
-    else if (auto file = llvm::dyn_cast<mlir::FileLineColLoc>(d.getLocation()))
-      where = file.getFilename().str() + ":" + std::to_string(file.getLine()) + ": ";
-    const char *sev = d.getSeverity() == mlir::DiagnosticSeverity::Error ? "error"
-                      : d.getSeverity() == mlir::DiagnosticSeverity::Warning ? "warning"
-                                                                             : "note";
-    llvm::errs() << "tcc: " << sev << ": " << model << ": " << where << d.str() << "\n";
-    for (mlir::Diagnostic &note : d.getNotes())
-      llvm::errs() << "tcc: note: " << note.str() << "\n";
-    return mlir::success();
-  });
-}
-
 bool writeText(const std::string &path, llvm::StringRef text, std::string &error) {
   if (path == "-") {
     llvm::outs() << text;
@@ -129,7 +114,7 @@ int runCompile(const CompileArgs &args) {
   mlir::MLIRContext ctx;
   ctx.loadDialect<tcc::tg::TgDialect, tcc::kern::KernDialect,
                   mlir::func::FuncDialect>();
-  installDiagnosticPrinter(ctx, args.model);
+  tcc::installDiagnosticPrinter(ctx, args.model);
   mlir::OwningOpRef<mlir::ModuleOp> module = tcc::importModel(*model, ctx);
   if (!module)
     return 1; // the diagnostic handler printed why
@@ -257,6 +242,8 @@ int main(int argc, char **argv) {
   }
   if (cmd == "compile")
     return compileMain(argc - 2, argv + 2);
+  if (cmd == "run")
+    return tcc::runCommandMain(argc - 2, argv + 2);
   std::fprintf(stderr, "tcc: error: unknown command '%s'\n", cmd.c_str());
   std::fputs(kMainHelp, stderr);
   return 2;
