@@ -49,16 +49,71 @@ std::string ModelBuilder::node(const std::string &op, const std::string &out,
   return out;
 }
 
+std::vector<std::string>
+ModelBuilder::nodeOutputs(const std::string &op, const std::string &name,
+                          std::vector<std::string> inputs,
+                          std::vector<std::string> outputs,
+                          std::map<std::string, model::Attribute> attrs) {
+  model::Node *n = model_.add_nodes();
+  n->set_name(name);
+  n->set_op(op);
+  for (const std::string &in : inputs)
+    n->add_inputs(in);
+  for (const std::string &out : outputs)
+    n->add_outputs(out);
+  for (auto &[k, v] : attrs)
+    (*n->mutable_attrs())[k] = v;
+  return outputs;
+}
+
 void ModelBuilder::output(const std::string &name, const std::string &value) {
   model::Output *o = model_.add_outputs();
   o->set_name(name);
   o->set_value(value);
 }
 
-void ModelBuilder::sgd(const std::string &loss, double learningRate) {
+void ModelBuilder::sgd(const std::string &loss, double learningRate,
+                       double momentum, double weightDecay) {
   model_.mutable_training()->set_loss(loss);
-  model_.mutable_training()->mutable_optimizer()->mutable_sgd()->set_learning_rate(
-      learningRate);
+  model::Optimizer::Sgd *sgd =
+      model_.mutable_training()->mutable_optimizer()->mutable_sgd();
+  sgd->set_learning_rate(learningRate);
+  sgd->set_momentum(momentum);
+  sgd->set_weight_decay(weightDecay);
+}
+
+void ModelBuilder::adamw(const std::string &loss, const AdamW &options) {
+  model_.mutable_training()->set_loss(loss);
+  model::Optimizer::AdamW *adam =
+      model_.mutable_training()->mutable_optimizer()->mutable_adamw();
+  adam->set_learning_rate(options.learningRate);
+  adam->set_beta1(options.beta1);
+  adam->set_beta2(options.beta2);
+  adam->set_eps(options.eps);
+  adam->set_weight_decay(options.weightDecay);
+}
+
+void ModelBuilder::warmupCosine(int64_t warmupSteps, int64_t decaySteps,
+                                double minLr) {
+  model::LrSchedule::WarmupCosine *wc =
+      model_.mutable_training()->mutable_lr_schedule()->mutable_warmup_cosine();
+  wc->set_warmup_steps(warmupSteps);
+  wc->set_decay_steps(decaySteps);
+  wc->set_min_lr(minLr);
+}
+
+void ModelBuilder::gradClip(double maxNorm) {
+  model_.mutable_training()->set_grad_clip(maxNorm);
+}
+
+void ModelBuilder::microBatches(int32_t k) {
+  model_.mutable_training()->set_micro_batches(k);
+}
+
+void ModelBuilder::noWeightDecay(const std::string &param) {
+  for (model::Parameter &p : *model_.mutable_params())
+    if (p.name() == param)
+      p.set_no_weight_decay(true);
 }
 
 model::Attribute ModelBuilder::boolAttr(bool v) {

@@ -28,8 +28,31 @@ public:
   std::string node(const std::string &op, const std::string &out,
                    std::vector<std::string> inputs,
                    std::map<std::string, model::Attribute> attrs = {});
+  // Adds a node with several outputs (e.g. split); returns `outputs`.
+  std::vector<std::string> nodeOutputs(const std::string &op,
+                                       const std::string &name,
+                                       std::vector<std::string> inputs,
+                                       std::vector<std::string> outputs,
+                                       std::map<std::string, model::Attribute> attrs = {});
   void output(const std::string &name, const std::string &value);
-  void sgd(const std::string &loss, double learningRate);
+
+  // The training recipe (Training in frontend/proto/tcc_model.proto).
+  // Optimizers set the loss too; the others may be called in any order.
+  void sgd(const std::string &loss, double learningRate, double momentum = 0.0,
+           double weightDecay = 0.0);
+  struct AdamW {
+    double learningRate = 1e-3;
+    double beta1 = 0.9, beta2 = 0.999, eps = 1e-8;
+    double weightDecay = 0.0;
+  };
+  void adamw(const std::string &loss, const AdamW &options);
+  // Linear warmup to the optimizer's learning rate, cosine decay to `minLr`
+  // at `decaySteps` (the formula of runtime/include/tcc/step_abi.h).
+  void warmupCosine(int64_t warmupSteps, int64_t decaySteps, double minLr);
+  void gradClip(double maxNorm); // 0: off
+  void microBatches(int32_t k);
+  // Exempts an existing parameter from weight decay (biases, norms, ...).
+  void noWeightDecay(const std::string &param);
 
   static model::Attribute boolAttr(bool v);
 

@@ -23,13 +23,93 @@ def TgAutodiff : Pass<"tg-autodiff", "mlir::ModuleOp"> {
   let dependentDialects = ["tcc::tg::TgDialect", "mlir::func::FuncDialect"];
 }
 
-def TgSgdUpdate : Pass<"tg-sgd-update", "mlir::ModuleOp"> {
-  let summary = "Applies plain SGD in @train_step: param - lr * grad";
+def TgStripTrainOnlyOps : Pass<"tg-strip-train-only-ops", "mlir::ModuleOp"> {
+  let summary = "Makes @forward an eval function: removes train-only ops";
   let description = [{
-    Requires the module's tg.optimizer to be sgd. Adds a learning-rate
-    argument (tg.hyper = "learning_rate", supplied by the runtime every step
-    so schedules stay outside the compiled code) and replaces each gradient
-    result by the updated parameter (tg.updates_param = index).
+    Runs after tg-autodiff (which cloned @forward into @train_step). In
+    @forward only, every tg.dropout is replaced by its input; @train_step
+    keeps its dropouts.
+  }];
+  let dependentDialects = ["tcc::tg::TgDialect", "mlir::func::FuncDialect"];
+}
+
+def TgAccumulateMicroBatches : Pass<"tg-accumulate-micro-batches", "mlir::ModuleOp"> {
+  let summary = "Gradient accumulation: one step over K micro-batches";
+  let description = [{
+    With tg.micro_batches = K on the module: the data inputs of @train_step
+    and @forward become K times larger along their first dimension; the body
+    runs once per micro-batch on a slice, and the step returns the mean of
+    the K losses and of the K gradients (for a loss that is a batch mean,
+    those of one batch of K micro-batches). Eval outputs are concatenated
+    along their first dimension. Dropout op ids are mixed with the
+    micro-batch index, so each micro-batch gets its own masks. No-op without
+    tg.micro_batches.
+  }];
+  let dependentDialects = ["tcc::tg::TgDialect"];
+}
+
+def TgClipGradNorm : Pass<"tg-clip-grad-norm", "mlir::ModuleOp"> {
+  let summary = "Clips the gradients to the global norm tg.grad_clip";
+  let description = [{
+    As torch.nn.utils.clip_grad_norm_: total = sqrt(sum of squares of all
+    gradients), every gradient times min(max_norm / (total + 1e-6), 1).
+    @train_step reports total (before clipping) as the train output
+    tg.train_output = "grad_norm". Built from tg primitives. No-op without
+    tg.grad_clip.
+  }];
+  let dependentDialects = ["tcc::tg::TgDialect"];
+}
+
+def TgSgdUpdate : Pass<"tg-sgd-update", "mlir::ModuleOp"> {
+  let summary = "Applies SGD (momentum, weight decay) in @train_step";
+  let description = [{
+    For modules whose tg.optimizer is sgd (others are left to their
+    optimizer's pass): adds the learning-rate argument (tg.hyper =
+    "learning_rate", supplied by the runtime every step so schedules stay
+    outside the compiled code) and replaces each gradient result by the
+    updated parameter (tg.updates_param = index), as torch.optim.SGD:
+    tg.sgd_update, or with momentum tg.momentum_update and one buffer per
+    parameter (tg.opt_state argument, tg.updates_opt_state result). Weight
+    decay is skipped for parameters marked no_weight_decay.
+  }];
+  let dependentDialects = ["tcc::tg::TgDialect"];
+}
+
+def TgAdamWUpdate : Pass<"tg-adamw-update", "mlir::ModuleOp"> {
+  let summary = "Applies AdamW in @train_step";
+  let description = [{
+    For modules whose tg.optimizer is adamw (others are left to their
+    optimizer's pass): adds the learning_rate (f32) and step (i64)
+    hyper-parameter arguments and, per trainable parameter, the state
+    arguments adam_m and adam_v (tg.opt_state = {param, name}); each
+    gradient result becomes tg.adamw_update's new parameter (tg.updates_param)
+    and the new moments are appended as results (tg.updates_opt_state).
+    Weight decay is skipped for parameters marked no_weight_decay.
+  }];
+  let dependentDialects = ["tcc::tg::TgDialect"];
+}
+
+def TgEmitGradients : Pass<"tg-emit-gradients", "mlir::ModuleOp"> {
+  let summary = "Returns the gradients as train outputs instead of updating";
+  let description = [{
+    Used instead of clipping and the optimizer (tcc compile
+    --emit-gradients): each gradient result of @train_step becomes the train
+    output tg.train_output = "grad:<param name>", so the step reports the
+    loss and the gradients and leaves the parameters unchanged.
+  }];
+  let dependentDialects = ["tcc::tg::TgDialect"];
+}
+
+def TgDecompose : Pass<"tg-decompose", "mlir::ModuleOp"> {
+  let summary = "Rewrites composite tg ops into the primitives lowering knows";
+  let description = [{
+    softmax, log_softmax (max-subtracted), cross_entropy (log_softmax,
+    one-hot through iota/equal/select, ignore_index mask, mean over counted
+    positions; NaN when a counted target is outside [0, C)), layer_norm,
+    rms_norm, causal_mask (iota/slice/greater/select) and split (slices)
+    become elementwise ops, reductions, slices and constants. The
+    expansions are those the gradient rules use (TgStructuralBuilders.h),
+    so CSE afterwards merges forward and backward copies.
   }];
   let dependentDialects = ["tcc::tg::TgDialect"];
 }
@@ -43,6 +123,17 @@ def TgLowerToKern : Pass<"tg-lower-to-kern", "mlir::ModuleOp"> {
     kern-plan-memory to place.
   }];
   let dependentDialects = ["tcc::kern::KernDialect", "mlir::func::FuncDialect"];
+}
+
+def KernFuseElementwise : Pass<"kern-fuse-elementwise", "mlir::ModuleOp"> {
+  let summary = "Merges a producer kern.elementwise into its only consumer";
+  let description = [{
+    When a kern.elementwise writes a temporary read by exactly one later
+    kern.elementwise at its own shape (no broadcast), the two become one
+    kernel whose body computes the temporary as a scalar, so it never goes
+    through memory. Repeats along chains. Runs before kern-plan-memory.
+  }];
+  let dependentDialects = ["tcc::kern::KernDialect"];
 }
 
 def KernPlanMemory : Pass<"kern-plan-memory", "mlir::ModuleOp"> {

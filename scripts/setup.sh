@@ -13,8 +13,16 @@ packages=(
   libgtest-dev libgmock-dev zlib1g-dev
   # BLAS for CPU matrix products in generated steps
   libopenblas-dev
+  # PyTorch parity test (tests/parity): CPU PyTorch 1.13 for /usr/bin/python3
+  python3-torch
   # real data: Fashion-MNIST IDX files under /usr/share/datasets/fashion-mnist
   dataset-fashion-mnist
+  # JSON for safetensors headers and vocab files in trun (header-only)
+  nlohmann-json3-dev
+  # real text: ~2.5 MB of English under /usr/share/games/fortunes
+  fortunes
+  # reading trun's safetensors and token shards back in tests
+  python3-numpy
 )
 
 missing=()

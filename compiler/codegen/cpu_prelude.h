@@ -1,11 +1,24 @@
 // tcc CPU kernel prelude — pasted by the CPU code generator at the top of
 // every generated step.cpp, so the generated source is self-contained.
-// Kernels whose loops depend on a shape (elementwise with broadcasting,
-// reductions) are generated inline instead; these are the fixed-shape-family
-// kernels. Matrix products go to BLAS (OpenBLAS, Debian libopenblas-dev).
+// Kernels whose loops depend on a shape (elementwise bodies, reductions,
+// copies) are generated inline instead; these are the fixed-shape-family
+// kernels and scalar helpers. Matrix products go to BLAS (OpenBLAS, Debian
+// libopenblas-dev).
+//
+// Threads: the generated loops use OpenMP (`#pragma omp parallel for` above
+// a size threshold; the library is built with -fopenmp), and large gemms
+// are split into row or column blocks across the same OpenMP threads, each
+// block one single-threaded BLAS call. OpenBLAS's own thread pool is set to
+// one thread (init_threads), so the two pools never compete for the cores.
+// Without -fopenmp the same source builds and runs on one thread.
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
+#include <limits>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
 
 extern "C" {
 // CBLAS, declared here so the generated file needs no BLAS headers.
@@ -16,9 +29,261 @@ void cblas_sgemm(int order, int ta, int tb, int m, int n, int k, float alpha,
 void cblas_dgemm(int order, int ta, int tb, int m, int n, int k, double alpha,
                  const double *a, int lda, const double *b, int ldb,
                  double beta, double *c, int ldc);
+void openblas_set_num_threads(int num_threads);
 }
 
+// Per-kernel timing: build a dumped step.cpp with -DTCC_PROFILE and every
+// kernel's wall time is summed; the totals go to stderr at exit, slowest
+// first. Without it TCC_PROFILE_SCOPE expands to nothing.
+#ifdef TCC_PROFILE
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <map>
+#include <string>
+#include <vector>
 namespace tcc_cpu {
+struct Profile {
+  struct Entry {
+    const char *name = "";
+    double seconds = 0;
+    long calls = 0;
+  };
+  std::map<int, Entry> entries;
+  ~Profile() {
+    std::vector<Entry> sorted;
+    double total = 0;
+    for (auto &e : entries) {
+      sorted.push_back(e.second);
+      total += e.second.seconds;
+    }
+    std::sort(sorted.begin(), sorted.end(),
+              [](const Entry &a, const Entry &b) { return a.seconds > b.seconds; });
+    std::fprintf(stderr, "tcc profile: %.3f s in kernels\n", total);
+    for (size_t i = 0; i < sorted.size() && i < 40; ++i)
+      std::fprintf(stderr, "%9.3f ms %5.1f%% %7ld calls  %s\n",
+                   sorted[i].seconds * 1e3, 100 * sorted[i].seconds / total,
+                   sorted[i].calls, sorted[i].name);
+  }
+};
+inline Profile &profile() {
+  static Profile p;
+  return p;
+}
+struct ProfileScope {
+  Profile::Entry &entry;
+  std::chrono::steady_clock::time_point start = std::chrono::steady_clock::now();
+  ProfileScope(int id, const char *name) : entry(profile().entries[id]) {
+    entry.name = name;
+  }
+  ~ProfileScope() {
+    entry.seconds += std::chrono::duration<double>(
+                         std::chrono::steady_clock::now() - start).count();
+    ++entry.calls;
+  }
+};
+} // namespace tcc_cpu
+#define TCC_PROFILE_SCOPE(id, name) tcc_cpu::ProfileScope tcc_profile_scope(id, name)
+#else
+#define TCC_PROFILE_SCOPE(id, name)
+#endif
+
+namespace tcc_cpu {
+
+// Work (elements x ops, or multiply-adds) above which a loop is worth
+// spreading over threads.
+constexpr double kParallelWork = 1 << 17;
+
+inline void init_threads() {
+  static const bool once = [] {
+    openblas_set_num_threads(1);
+    return true;
+  }();
+  (void)once;
+}
+
+inline int max_threads() {
+#ifdef _OPENMP
+  return omp_in_parallel() ? 1 : omp_get_max_threads();
+#else
+  return 1;
+#endif
+}
+
+//===--------------------------------------------------------------------===//
+// Scalars
+//===--------------------------------------------------------------------===//
+
+template <typename To, typename From> To bit_cast(From from) {
+  static_assert(sizeof(To) == sizeof(From), "bit_cast needs equal sizes");
+  To to;
+  std::memcpy(&to, &from, sizeof(To));
+  return to;
+}
+
+// bf16 and f16 are stored as their 16 bits and computed in float; every
+// operation producing one rounds to nearest even (round_bf16 / round_f16).
+inline float bf16_to_float(uint16_t h) {
+  return bit_cast<float>(static_cast<uint32_t>(h) << 16);
+}
+inline uint16_t float_to_bf16(float f) {
+  uint32_t u = bit_cast<uint32_t>(f);
+  if ((u & 0x7fffffffu) > 0x7f800000u) // NaN: keep it a (quiet) NaN
+    return static_cast<uint16_t>((u >> 16) | 0x40);
+  u += 0x7fffu + ((u >> 16) & 1u);
+  return static_cast<uint16_t>(u >> 16);
+}
+inline float round_bf16(float f) { return bf16_to_float(float_to_bf16(f)); }
+
+inline float f16_to_float(uint16_t h) {
+  uint32_t sign = static_cast<uint32_t>(h & 0x8000u) << 16;
+  uint32_t exp = (h >> 10) & 0x1fu, mant = h & 0x3ffu;
+  if (exp == 0x1f) // inf or NaN
+    return bit_cast<float>(sign | 0x7f800000u | (mant << 13));
+  if (exp == 0) { // zero or subnormal: mant * 2^-24
+    float v = static_cast<float>(mant) * (1.0f / 16777216.0f);
+    return sign ? -v : v;
+  }
+  return bit_cast<float>(sign | ((exp + 112) << 23) | (mant << 13));
+}
+inline uint16_t float_to_f16(float f) {
+  uint32_t u = bit_cast<uint32_t>(f);
+  uint16_t sign = static_cast<uint16_t>((u >> 16) & 0x8000u);
+  uint32_t a = u & 0x7fffffffu;
+  if (a > 0x7f800000u) // NaN
+    return sign | 0x7e00u;
+  if (a >= 0x477ff000u) // rounds to >= 65520: infinity
+    return sign | 0x7c00u;
+  if (a < 0x38800000u) { // below 2^-14: subnormal half, a multiple of 2^-24
+    float v = bit_cast<float>(a) * 16777216.0f; // exact
+    return sign | static_cast<uint16_t>(std::nearbyint(v)); // ties to even
+  }
+  // Normal: drop 13 mantissa bits with round to nearest even.
+  uint32_t r = a + 0xfffu + ((a >> 13) & 1u);
+  return sign | static_cast<uint16_t>((r - 0x38000000u) >> 13);
+}
+inline float round_f16(float f) { return f16_to_float(float_to_f16(f)); }
+
+// arith.maximumf / minimumf: NaN propagates, -0 < +0.
+template <typename T> T maximumf(T a, T b) {
+  if (a != a || b != b)
+    return a + b;
+  if (a == b)
+    return std::signbit(a) ? b : a;
+  return a > b ? a : b;
+}
+template <typename T> T minimumf(T a, T b) {
+  if (a != a || b != b)
+    return a + b;
+  if (a == b)
+    return std::signbit(a) ? a : b;
+  return a < b ? a : b;
+}
+
+// e^x for float, written so the host compiler can vectorize loops calling
+// it (glibc's expf is an opaque call): Cody-Waite range reduction and a
+// degree-7 polynomial, within 2 ulp of expf; overflows to inf, underflows
+// to 0 (the -inf of a causal mask gives exactly 0), NaN stays NaN.
+inline float exp(float x) {
+  float xc = x < -104.0f ? -104.0f : (x > 89.0f ? 89.0f : x);
+  float n = std::nearbyint(xc * 1.44269504088896341f);
+  float r = xc - n * 0.693145751953125f; // ln2 split: exact high part
+  r = r - n * 1.428606765330187045e-06f;
+  float p = 1.0f / 5040.0f;
+  p = p * r + 1.0f / 720.0f;
+  p = p * r + 1.0f / 120.0f;
+  p = p * r + 1.0f / 24.0f;
+  p = p * r + 1.0f / 6.0f;
+  p = p * r + 0.5f;
+  p = p * r + 1.0f;
+  p = p * r + 1.0f;
+  // 2^n in two steps so n down to -150 stays representable.
+  int32_t ni = static_cast<int32_t>(n);
+  int32_t n1 = ni / 2, n2 = ni - n1;
+  float s1 = bit_cast<float>(static_cast<uint32_t>(n1 + 127) << 23);
+  float s2 = bit_cast<float>(static_cast<uint32_t>(n2 + 127) << 23);
+  float v = p * s1 * s2;
+  v = x > 88.7228394f ? std::numeric_limits<float>::infinity() : v;
+  v = x < -103.972084f ? 0.0f : v;
+  return x != x ? x : v;
+}
+inline double exp(double x) { return std::exp(x); }
+
+// tanh through exp (vectorizable like exp): tanh(x) = 1 - 2 / (e^2x + 1),
+// with the odd polynomial near 0 where that form loses digits.
+inline float tanh(float x) {
+  float ax = std::fabs(x);
+  float e = tcc_cpu::exp(2.0f * ax);
+  float big = 1.0f - 2.0f / (e + 1.0f);
+  float x2 = x * x;
+  float small = ax * (1.0f + x2 * (-1.0f / 3.0f + x2 * (2.0f / 15.0f +
+                 x2 * (-17.0f / 315.0f + x2 * (62.0f / 2835.0f)))));
+  float t = ax < 0.0625f ? small : big;
+  t = ax > 9.0f ? 1.0f : t;
+  return x != x ? x : std::copysign(t, x);
+}
+inline double tanh(double x) { return std::tanh(x); }
+
+//===--------------------------------------------------------------------===//
+// Matrix products
+//===--------------------------------------------------------------------===//
+
+// c (M,N) = alpha * op(a) x op(b) + beta * c with explicit leading
+// dimensions; a is (M,K) or (K,M) when ta, b is (K,N) or (N,K) when tb.
+inline void gemm_serial(bool ta, bool tb, int m, int n, int k, float alpha,
+                        const float *a, int lda, const float *b, int ldb,
+                        float beta, float *c, int ldc) {
+  cblas_sgemm(TCC_CBLAS_ROW_MAJOR, ta ? TCC_CBLAS_TRANS : TCC_CBLAS_NO_TRANS,
+              tb ? TCC_CBLAS_TRANS : TCC_CBLAS_NO_TRANS, m, n, k, alpha, a,
+              lda, b, ldb, beta, c, ldc);
+}
+inline void gemm_serial(bool ta, bool tb, int m, int n, int k, double alpha,
+                        const double *a, int lda, const double *b, int ldb,
+                        double beta, double *c, int ldc) {
+  cblas_dgemm(TCC_CBLAS_ROW_MAJOR, ta ? TCC_CBLAS_TRANS : TCC_CBLAS_NO_TRANS,
+              tb ? TCC_CBLAS_TRANS : TCC_CBLAS_NO_TRANS, m, n, k, alpha, a,
+              lda, b, ldb, beta, c, ldc);
+}
+
+// Contiguous row-major operands; a large product is split into blocks of
+// rows (or of columns, when N > M) of c, one per thread.
+template <typename T>
+void gemm(bool ta, bool tb, int m, int n, int k, T alpha, const T *a,
+          const T *b, T beta, T *c) {
+  int lda = ta ? m : k, ldb = tb ? k : n, ldc = n;
+  int threads = max_threads();
+  if (threads < 2 || static_cast<double>(m) * n * k < kParallelWork * 8) {
+    gemm_serial(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+    return;
+  }
+  bool byRows = m >= n;
+  int extent = byRows ? m : n;
+  // Blocks of whole 16-row/column panels, so BLAS sees aligned sizes.
+  int panels = (extent + 15) / 16;
+  int blocks = threads < panels ? threads : panels;
+#ifdef _OPENMP
+#pragma omp parallel for num_threads(blocks) schedule(static)
+#endif
+  for (int t = 0; t < blocks; ++t) {
+    int begin = static_cast<int>(static_cast<int64_t>(panels) * t / blocks) * 16;
+    int end = static_cast<int>(static_cast<int64_t>(panels) * (t + 1) / blocks) * 16;
+    end = end < extent ? end : extent;
+    if (begin >= end)
+      continue;
+    if (byRows)
+      gemm_serial(ta, tb, end - begin, n, k, alpha,
+                  ta ? a + begin : a + static_cast<int64_t>(begin) * lda, lda,
+                  b, ldb, beta, c + static_cast<int64_t>(begin) * ldc, ldc);
+    else
+      gemm_serial(ta, tb, m, end - begin, k, alpha, a, lda,
+                  tb ? b + static_cast<int64_t>(begin) * ldb : b + begin, ldb,
+                  beta, c + begin, ldc);
+  }
+}
+
+//===--------------------------------------------------------------------===//
+// Losses
+//===--------------------------------------------------------------------===//
 
 // max over row[0..c): subtracted before exp so softmax never overflows.
 template <typename T> T row_max(const T *row, int64_t c) {
@@ -28,19 +293,12 @@ template <typename T> T row_max(const T *row, int64_t c) {
   return m;
 }
 
-// c (M,N) = alpha * op(a) x op(b) + beta * c; a is (M,K) or (K,M) when ta,
-// b is (K,N) or (N,K) when tb; all row-major.
-inline void gemm(bool ta, bool tb, int m, int n, int k, float alpha,
-                 const float *a, const float *b, float beta, float *c) {
-  cblas_sgemm(TCC_CBLAS_ROW_MAJOR, ta ? TCC_CBLAS_TRANS : TCC_CBLAS_NO_TRANS,
-              tb ? TCC_CBLAS_TRANS : TCC_CBLAS_NO_TRANS, m, n, k, alpha, a,
-              ta ? m : k, b, tb ? k : n, beta, c, n);
-}
-inline void gemm(bool ta, bool tb, int m, int n, int k, double alpha,
-                 const double *a, const double *b, double beta, double *c) {
-  cblas_dgemm(TCC_CBLAS_ROW_MAJOR, ta ? TCC_CBLAS_TRANS : TCC_CBLAS_NO_TRANS,
-              tb ? TCC_CBLAS_TRANS : TCC_CBLAS_NO_TRANS, m, n, k, alpha, a,
-              ta ? m : k, b, tb ? k : n, beta, c, n);
+// Whether every id is in [0, limit).
+template <typename L> bool ids_in_range(int64_t n, const L *ids, int64_t limit) {
+  bool ok = true;
+  for (int64_t i = 0; i < n; ++i)
+    ok &= ids[i] >= 0 && ids[i] < limit;
+  return ok;
 }
 
 // loss (N) = logsumexp(logits[n]) - logits[n, labels[n]]; logits is (N,C).
@@ -48,14 +306,17 @@ inline void gemm(bool ta, bool tb, int m, int n, int k, double alpha,
 template <typename T, typename L>
 bool softmax_cross_entropy(int64_t n, int64_t c, const T *logits,
                            const L *labels, T *loss) {
+  if (!ids_in_range(n, labels, c))
+    return false;
+#ifdef _OPENMP
+#pragma omp parallel for if (static_cast<double>(n) * c > kParallelWork)
+#endif
   for (int64_t i = 0; i < n; ++i) {
     const T *row = logits + i * c;
-    if (labels[i] < 0 || labels[i] >= c)
-      return false;
     T maxv = row_max(row, c);
     T sum = 0;
     for (int64_t j = 0; j < c; ++j)
-      sum += std::exp(row[j] - maxv);
+      sum += tcc_cpu::exp(row[j] - maxv);
     loss[i] = std::log(sum) + maxv - row[labels[i]];
   }
   return true;
@@ -65,15 +326,18 @@ bool softmax_cross_entropy(int64_t n, int64_t c, const T *logits,
 template <typename T, typename L>
 bool softmax_cross_entropy_grad(int64_t n, int64_t c, const T *logits,
                                 const L *labels, const T *grad, T *out) {
+  if (!ids_in_range(n, labels, c))
+    return false;
+#ifdef _OPENMP
+#pragma omp parallel for if (static_cast<double>(n) * c > kParallelWork)
+#endif
   for (int64_t i = 0; i < n; ++i) {
     const T *row = logits + i * c;
     T *orow = out + i * c;
-    if (labels[i] < 0 || labels[i] >= c)
-      return false;
     T maxv = row_max(row, c);
     T sum = 0;
     for (int64_t j = 0; j < c; ++j) {
-      orow[j] = std::exp(row[j] - maxv);
+      orow[j] = tcc_cpu::exp(row[j] - maxv);
       sum += orow[j];
     }
     T scale = grad[i] / sum;
@@ -84,11 +348,51 @@ bool softmax_cross_entropy_grad(int64_t n, int64_t c, const T *logits,
   return true;
 }
 
-// param (n) -= lr * grad.
-template <typename T>
-void sgd_update(int64_t n, T *param, const T *grad, float lr) {
+//===--------------------------------------------------------------------===//
+// Embeddings
+//===--------------------------------------------------------------------===//
+
+// out (N, row) = table[ids[n]] for n < N; table is (V, row). False (and
+// nothing read) when an id is outside [0, V).
+template <typename T, typename L>
+bool gather_rows(int64_t n, int64_t row, int64_t v, const T *table,
+                 const L *ids, T *out) {
+  if (!ids_in_range(n, ids, v))
+    return false;
+#ifdef _OPENMP
+#pragma omp parallel for if (static_cast<double>(n) * row > kParallelWork)
+#endif
   for (int64_t i = 0; i < n; ++i)
-    param[i] -= static_cast<T>(lr) * grad[i];
+    std::memcpy(out + i * row, table + static_cast<int64_t>(ids[i]) * row,
+                sizeof(T) * row);
+  return true;
+}
+
+// out (V, row) = 0, then out[ids[n]] += updates[n] for n < N, in order of
+// n, so repeated ids accumulate (threads split the columns, never the ids).
+template <typename T, typename L>
+bool scatter_add_rows(int64_t n, int64_t row, int64_t v, const T *updates,
+                      const L *ids, T *out) {
+  if (!ids_in_range(n, ids, v))
+    return false;
+  int blocks = static_cast<double>(n) * row > kParallelWork && row >= 32
+                   ? max_threads() : 1;
+#ifdef _OPENMP
+#pragma omp parallel for num_threads(blocks) schedule(static)
+#endif
+  for (int t = 0; t < blocks; ++t) {
+    int64_t begin = row * t / blocks, end = row * (t + 1) / blocks;
+    for (int64_t r = 0; r < v; ++r)
+      for (int64_t j = begin; j < end; ++j)
+        out[r * row + j] = T(0);
+    for (int64_t i = 0; i < n; ++i) {
+      T *dst = out + static_cast<int64_t>(ids[i]) * row;
+      const T *src = updates + i * row;
+      for (int64_t j = begin; j < end; ++j)
+        dst[j] += src[j];
+    }
+  }
+  return true;
 }
 
 } // namespace tcc_cpu

@@ -40,8 +40,13 @@ bool compileSharedLibrary(const std::string &source, const std::string &output,
     os << source;
   }
 
-  std::vector<std::string> args = {*exe, "-std=c++17", "-O3", "-fPIC",
-                                   "-shared", "-fvisibility=hidden"};
+  // -fopenmp: the generated loops and gemm splits run on OpenMP threads
+  // (libgomp ships with g++); OpenBLAS is kept to one thread by the step.
+  // -z nodelete: dlclose leaves the library (and so libgomp, whose idle
+  // worker threads would otherwise run unmapped code) in place.
+  std::vector<std::string> args = {*exe,     "-std=c++17", "-O3",
+                                   "-fPIC",  "-shared",    "-fvisibility=hidden",
+                                   "-fopenmp", "-Wl,-z,nodelete"};
   if (options.nativeArch)
     args.push_back("-march=native");
   for (const std::string &f : options.extraFlags)

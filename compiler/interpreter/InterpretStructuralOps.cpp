@@ -1,5 +1,5 @@
-// The reference interpreter's structural ops (TgStructuralOps.td) (see TgInterpreter.h): one plain,
-// float64 function per op.
+// The reference interpreter's structural ops (TgStructuralOps.td) (see
+// TgInterpreter.h): one plain, float64 function per op.
 #include <algorithm>
 #include <cmath>
 
@@ -12,25 +12,46 @@ using namespace mlir;
 namespace tcc::interp {
 namespace {
 
-// result (M, N) = op(lhs) x op(rhs), op transposing where the flag is set.
+// result (batch..., M, N) = op(lhs) x op(rhs) per batch index, op
+// transposing the last two dimensions where the flag is set; batch
+// dimensions broadcast like numpy.
 Tensor evalMatmul(tg::MatmulOp op, const Tensor &lhs, const Tensor &rhs) {
   bool transposeLhs = op.getTransposeLhs(), transposeRhs = op.getTransposeRhs();
-  // Element (r, c) of the matrix `t`, or of its transpose.
-  auto at = [](const Tensor &t, bool transposed, int64_t r, int64_t c) {
-    int64_t columns = t.shape[1];
-    return transposed ? t.data[c * columns + r] : t.data[r * columns + c];
+  ArrayRef<int64_t> outShape = staticShape(op.getResult());
+  size_t batchRank = outShape.size() - 2;
+  ArrayRef<int64_t> batchShape = outShape.take_front(batchRank);
+  // Element (r, c) of matrix number `matrix` of `t`, or of its transpose.
+  auto at = [](const Tensor &t, int64_t matrix, bool transposed, int64_t r,
+               int64_t c) {
+    int64_t rows = t.shape[t.shape.size() - 2], columns = t.shape.back();
+    int64_t base = matrix * rows * columns;
+    return transposed ? t.data[base + c * columns + r]
+                      : t.data[base + r * columns + c];
   };
-  int64_t m = transposeLhs ? lhs.shape[1] : lhs.shape[0];
-  int64_t k = transposeLhs ? lhs.shape[0] : lhs.shape[1];
-  int64_t n = transposeRhs ? rhs.shape[0] : rhs.shape[1];
-  Tensor out = Tensor::zeros({m, n});
-  for (int64_t i = 0; i < m; ++i)
-    for (int64_t j = 0; j < n; ++j) {
-      double sum = 0.0;
-      for (int64_t p = 0; p < k; ++p)
-        sum += at(lhs, transposeLhs, i, p) * at(rhs, transposeRhs, p, j);
-      out.data[i * n + j] = sum;
-    }
+  // The matrix of `t` that batch index `index` reads (numpy broadcasting).
+  auto matrixOf = [&](const Tensor &t, const std::vector<int64_t> &index) {
+    ArrayRef<int64_t> tBatch = ArrayRef<int64_t>(t.shape).drop_back(2);
+    size_t lead = batchRank - tBatch.size();
+    std::vector<int64_t> tIndex(tBatch.size());
+    for (size_t d = 0; d < tBatch.size(); ++d)
+      tIndex[d] = tBatch[d] == 1 ? 0 : index[d + lead];
+    return ravel(tIndex, tBatch);
+  };
+  int64_t m = outShape[batchRank], n = outShape[batchRank + 1];
+  int64_t k = transposeLhs ? lhs.shape[lhs.shape.size() - 2] : lhs.shape.back();
+  Tensor out = Tensor::zeros(outShape);
+  for (int64_t batch = 0; batch < product(batchShape); ++batch) {
+    std::vector<int64_t> index = unravel(batch, batchShape);
+    int64_t lm = matrixOf(lhs, index), rm = matrixOf(rhs, index);
+    for (int64_t i = 0; i < m; ++i)
+      for (int64_t j = 0; j < n; ++j) {
+        double sum = 0.0;
+        for (int64_t p = 0; p < k; ++p)
+          sum += at(lhs, lm, transposeLhs, i, p) *
+                 at(rhs, rm, transposeRhs, p, j);
+        out.data[(batch * m + i) * n + j] = sum;
+      }
+  }
   return out;
 }
 
@@ -139,6 +160,246 @@ Tensor evalReshape(tg::ReshapeOp op, const Tensor &input) {
   return Tensor{std::vector<int64_t>(shape.begin(), shape.end()), input.data};
 }
 
+// Maximum over `axes`; with keep_dims the reduced dimensions stay as size 1.
+Tensor evalReduceMax(tg::ReduceMaxOp op, const Tensor &input) {
+  std::vector<int64_t> keptShape = input.shape;
+  for (int64_t a : op.getAxes())
+    keptShape[a] = 1;
+  Tensor out = Tensor::zeros(keptShape);
+  std::vector<bool> seen(out.data.size(), false);
+  for (int64_t flat = 0; flat < input.numElements(); ++flat) {
+    std::vector<int64_t> index = unravel(flat, input.shape);
+    for (int64_t a : op.getAxes())
+      index[a] = 0;
+    int64_t o = ravel(index, keptShape);
+    if (!seen[o] || input.data[flat] > out.data[o])
+      out.data[o] = input.data[flat];
+    seen[o] = true;
+  }
+  ArrayRef<int64_t> shape = staticShape(op.getResult());
+  out.shape.assign(shape.begin(), shape.end());
+  return out;
+}
+
+// A tensor seen as (outer, size, inner) around `axis`: element (o, i, k) is
+// at (o * size + i) * inner + k.
+struct AxisView {
+  int64_t outer = 1, size = 1, inner = 1;
+  AxisView(ArrayRef<int64_t> shape, int64_t axis) {
+    for (int64_t d = 0; d < static_cast<int64_t>(shape.size()); ++d)
+      (d < axis ? outer : d == axis ? size : inner) *= shape[d];
+  }
+  int64_t at(int64_t o, int64_t i, int64_t k) const {
+    return (o * size + i) * inner + k;
+  }
+};
+
+// softmax (or log_softmax) along the op's axis, max-subtracted.
+template <typename OpTy>
+Tensor evalSoftmax(OpTy op, const Tensor &input, bool logarithm) {
+  AxisView v(input.shape, op.getAxis());
+  Tensor out = Tensor::zeros(input.shape);
+  for (int64_t o = 0; o < v.outer; ++o)
+    for (int64_t k = 0; k < v.inner; ++k) {
+      double max = input.data[v.at(o, 0, k)];
+      for (int64_t i = 1; i < v.size; ++i)
+        max = std::max(max, input.data[v.at(o, i, k)]);
+      double sum = 0.0;
+      for (int64_t i = 0; i < v.size; ++i)
+        sum += std::exp(input.data[v.at(o, i, k)] - max);
+      for (int64_t i = 0; i < v.size; ++i) {
+        double shifted = input.data[v.at(o, i, k)] - max;
+        out.data[v.at(o, i, k)] =
+            logarithm ? shifted - std::log(sum) : std::exp(shifted) / sum;
+      }
+    }
+  return out;
+}
+
+// mean over counted positions p of logsumexp(logits[p]) - logits[p, t[p]];
+// 0 when no position is counted.
+FailureOr<Tensor> evalCrossEntropy(tg::CrossEntropyOp op, const Tensor &logits,
+                                   const Tensor &targets) {
+  int64_t classes = logits.shape.back();
+  std::optional<int64_t> ignore = op.ignoreIndex();
+  double total = 0.0;
+  int64_t counted = 0;
+  for (int64_t p = 0; p < targets.numElements(); ++p) {
+    double target = targets.data[p];
+    if (ignore && target == static_cast<double>(*ignore))
+      continue;
+    if (!(target >= 0.0 && target < static_cast<double>(classes)))
+      return op.emitOpError("target ")
+             << numberStr(target) << " at position " << p
+             << " is outside [0, " << classes << ")"
+             << (ignore ? " and is not the ignore_index " +
+                              std::to_string(*ignore)
+                        : std::string());
+    const double *row = &logits.data[p * classes];
+    total += logSumExp(row, classes) - row[static_cast<int64_t>(target)];
+    ++counted;
+  }
+  return Tensor::scalar(counted == 0 ? 0.0 : total / counted);
+}
+
+// (x - mean) / sqrt(var + eps) [* weight] [+ bias] over the last axis
+// (rms: x / sqrt(mean(x^2) + eps) [* weight]).
+Tensor normalizeLastAxis(const Tensor &input, const Tensor *weight,
+                         const Tensor *bias, double eps, bool centered) {
+  int64_t c = input.shape.back(), rows = input.numElements() / c;
+  Tensor out = Tensor::zeros(input.shape);
+  for (int64_t r = 0; r < rows; ++r) {
+    const double *x = &input.data[r * c];
+    double mean = 0.0;
+    if (centered) {
+      for (int64_t j = 0; j < c; ++j)
+        mean += x[j];
+      mean /= c;
+    }
+    double squares = 0.0;
+    for (int64_t j = 0; j < c; ++j)
+      squares += (x[j] - mean) * (x[j] - mean);
+    double scale = 1.0 / std::sqrt(squares / c + eps);
+    for (int64_t j = 0; j < c; ++j) {
+      double y = (x[j] - mean) * scale;
+      if (weight)
+        y *= weight->data[j];
+      if (bias)
+        y += bias->data[j];
+      out.data[r * c + j] = y;
+    }
+  }
+  return out;
+}
+
+Tensor evalLayerNorm(tg::LayerNormOp op, ArrayRef<const Tensor *> in) {
+  // Operands: input, then weight and bias when present.
+  const Tensor *weight = op.getWeight() ? in[1] : nullptr;
+  const Tensor *bias = op.getBias() ? in[op.getWeight() ? 2 : 1] : nullptr;
+  return normalizeLastAxis(*in[0], weight, bias, op.getEps().convertToDouble(),
+                           /*centered=*/true);
+}
+
+Tensor evalRmsNorm(tg::RmsNormOp op, ArrayRef<const Tensor *> in) {
+  const Tensor *weight = op.getWeight() ? in[1] : nullptr;
+  return normalizeLastAxis(*in[0], weight, nullptr,
+                           op.getEps().convertToDouble(), /*centered=*/false);
+}
+
+// (i, j) of the last two dimensions (T, S) becomes `value` where
+// j > i + (S - T).
+Tensor evalCausalMask(tg::CausalMaskOp op, const Tensor &input) {
+  int64_t t = input.shape[input.shape.size() - 2], s = input.shape.back();
+  double value = op.getValue().convertToDouble();
+  Tensor out = input;
+  for (int64_t flat = 0; flat < out.numElements(); ++flat) {
+    int64_t i = (flat / s) % t, j = flat % s;
+    if (j > i + (s - t))
+      out.data[flat] = value;
+  }
+  return out;
+}
+
+// ids[p] as a row index of a table with `rows` rows, or an error.
+FailureOr<int64_t> rowOf(Operation *op, const Tensor &ids, int64_t p,
+                         int64_t rows) {
+  double id = ids.data[p];
+  if (!(id >= 0.0 && id < static_cast<double>(rows)))
+    return op->emitOpError("id ") << numberStr(id) << " at position " << p
+                                  << " is outside [0, " << rows << ")";
+  return static_cast<int64_t>(id);
+}
+
+// result[p, d] = table[ids[p], d].
+FailureOr<Tensor> evalGather(tg::GatherOp op, const Tensor &table,
+                             const Tensor &ids) {
+  int64_t rows = table.shape[0], width = table.numElements() / rows;
+  Tensor out = Tensor::zeros(staticShape(op.getResult()));
+  for (int64_t p = 0; p < ids.numElements(); ++p) {
+    FailureOr<int64_t> row = rowOf(op, ids, p, rows);
+    if (failed(row))
+      return failure();
+    for (int64_t d = 0; d < width; ++d)
+      out.data[p * width + d] = table.data[*row * width + d];
+  }
+  return out;
+}
+
+// result = 0; result[ids[p], d] += updates[p, d].
+FailureOr<Tensor> evalScatterAdd(tg::ScatterAddOp op, const Tensor &ids,
+                                 const Tensor &updates) {
+  Tensor out = Tensor::zeros(staticShape(op.getResult()));
+  int64_t rows = out.shape[0], width = out.numElements() / rows;
+  for (int64_t p = 0; p < ids.numElements(); ++p) {
+    FailureOr<int64_t> row = rowOf(op, ids, p, rows);
+    if (failed(row))
+      return failure();
+    for (int64_t d = 0; d < width; ++d)
+      out.data[*row * width + d] += updates.data[p * width + d];
+  }
+  return out;
+}
+
+// result[i_0, ..., i_n] = input[j] with j[perm[d]] = i_d.
+Tensor evalTranspose(tg::TransposeOp op, const Tensor &input) {
+  ArrayRef<int64_t> perm = op.getPerm();
+  Tensor out = Tensor::zeros(staticShape(op.getResult()));
+  for (int64_t flat = 0; flat < out.numElements(); ++flat) {
+    std::vector<int64_t> outIndex = unravel(flat, out.shape);
+    std::vector<int64_t> inIndex(perm.size());
+    for (size_t d = 0; d < perm.size(); ++d)
+      inIndex[perm[d]] = outIndex[d];
+    out.data[flat] = input.data[ravel(inIndex, input.shape)];
+  }
+  return out;
+}
+
+// result[i] = input[i + starts].
+Tensor evalSlice(tg::SliceOp op, const Tensor &input) {
+  ArrayRef<int64_t> starts = op.getStarts();
+  Tensor out = Tensor::zeros(staticShape(op.getResult()));
+  for (int64_t flat = 0; flat < out.numElements(); ++flat) {
+    std::vector<int64_t> index = unravel(flat, out.shape);
+    for (size_t d = 0; d < index.size(); ++d)
+      index[d] += starts[d];
+    out.data[flat] = input.data[ravel(index, input.shape)];
+  }
+  return out;
+}
+
+// Each input is copied to its offset along the axis.
+Tensor evalConcat(tg::ConcatOp op, ArrayRef<const Tensor *> inputs) {
+  int64_t axis = op.getAxis(), offset = 0;
+  Tensor out = Tensor::zeros(staticShape(op.getResult()));
+  for (const Tensor *in : inputs) {
+    for (int64_t flat = 0; flat < in->numElements(); ++flat) {
+      std::vector<int64_t> index = unravel(flat, in->shape);
+      index[axis] += offset;
+      out.data[ravel(index, out.shape)] = in->data[flat];
+    }
+    offset += in->shape[axis];
+  }
+  return out;
+}
+
+// Result r is the input's elements [offset_r, offset_r + size_r) along the
+// axis.
+std::vector<Tensor> evalSplit(tg::SplitOp op, const Tensor &input) {
+  int64_t axis = op.getAxis(), offset = 0;
+  std::vector<Tensor> pieces;
+  for (Value piece : op.getPieces()) {
+    Tensor out = Tensor::zeros(staticShape(piece));
+    for (int64_t flat = 0; flat < out.numElements(); ++flat) {
+      std::vector<int64_t> index = unravel(flat, out.shape);
+      index[axis] += offset;
+      out.data[flat] = input.data[ravel(index, input.shape)];
+    }
+    offset += out.shape[axis];
+    pieces.push_back(std::move(out));
+  }
+  return pieces;
+}
+
 } // namespace
 
 std::optional<OpResults> evaluateStructuralOp(Operation *op,
@@ -155,6 +416,27 @@ std::optional<OpResults> evaluateStructuralOp(Operation *op,
       .Case([&](tg::ReduceMeanOp r) { return singleResult(evalReduceMean(r, *in[0])); })
       .Case([&](tg::BroadcastToOp b) { return singleResult(evalBroadcastTo(b, *in[0])); })
       .Case([&](tg::ReshapeOp r) { return singleResult(evalReshape(r, *in[0])); })
+      .Case([&](tg::ReduceMaxOp r) { return singleResult(evalReduceMax(r, *in[0])); })
+      .Case([&](tg::SoftmaxOp s) {
+        return singleResult(evalSoftmax(s, *in[0], /*logarithm=*/false));
+      })
+      .Case([&](tg::LogSoftmaxOp s) {
+        return singleResult(evalSoftmax(s, *in[0], /*logarithm=*/true));
+      })
+      .Case([&](tg::CrossEntropyOp c) {
+        return singleResult(evalCrossEntropy(c, *in[0], *in[1]));
+      })
+      .Case([&](tg::LayerNormOp l) { return singleResult(evalLayerNorm(l, in)); })
+      .Case([&](tg::RmsNormOp r) { return singleResult(evalRmsNorm(r, in)); })
+      .Case([&](tg::CausalMaskOp c) { return singleResult(evalCausalMask(c, *in[0])); })
+      .Case([&](tg::GatherOp g) { return singleResult(evalGather(g, *in[0], *in[1])); })
+      .Case([&](tg::ScatterAddOp s) {
+        return singleResult(evalScatterAdd(s, *in[0], *in[1]));
+      })
+      .Case([&](tg::TransposeOp t) { return singleResult(evalTranspose(t, *in[0])); })
+      .Case([&](tg::SliceOp s) { return singleResult(evalSlice(s, *in[0])); })
+      .Case([&](tg::ConcatOp c) { return singleResult(evalConcat(c, in)); })
+      .Case([&](tg::SplitOp s) { return OpResults(evalSplit(s, *in[0])); })
       .Default([](Operation *) { return std::nullopt; });
 }
 

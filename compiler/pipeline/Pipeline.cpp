@@ -31,21 +31,38 @@ llvm::StringRef phaseName(Phase p) {
   return "";
 }
 
-void buildPipeline(mlir::OpPassManager &pm, Phase stopAfter) {
+void buildPipeline(mlir::OpPassManager &pm, Phase stopAfter,
+                   const PipelineOptions &options) {
   if (stopAfter == Phase::Import)
     return;
-  // 1. Training transforms: the forward graph becomes a whole train step.
-  //    Autodiff first (loss and gradients), then the optimizer update, each a
-  //    separate pass so the dumps show them apart.
+  // 1. Training transforms: the forward graph becomes a whole train step,
+  //    one pass per stage of the recipe so the dumps show them apart:
+  //    autodiff (loss and gradients), accumulation over micro-batches,
+  //    clipping, the optimizer update. Recipe passes the module does not ask
+  //    for (no tg.micro_batches, no tg.grad_clip, another optimizer) leave
+  //    it unchanged.
   pm.addPass(createTgAutodiff());
-  pm.addPass(createTgSgdUpdate());
+  pm.addPass(createTgStripTrainOnlyOps()); // @forward: eval (no dropout)
+  pm.addPass(createTgAccumulateMicroBatches());
+  if (options.emitGradients) {
+    pm.addPass(createTgEmitGradients());
+  } else {
+    pm.addPass(createTgClipGradNorm());
+    pm.addPass(createTgSgdUpdate());
+    pm.addPass(createTgAdamWUpdate());
+  }
   // 2. Clean up what autodiff produced (repeated constants, shared
   //    subexpressions of the backward graph).
   pm.addPass(mlir::createCSEPass());
   if (stopAfter == Phase::Training)
     return;
+  // Composite NN ops -> primitives (softmax, norms, cross_entropy, ...);
+  // CSE merges the forward and backward copies of their statistics.
+  pm.addPass(createTgDecompose());
+  pm.addPass(mlir::createCSEPass());
   // 3. Tensors -> buffers: one kern op per kernel or library call.
   pm.addPass(createTgLowerToKern());
+  pm.addPass(createKernFuseElementwise()); // elementwise chains -> one loop
   if (stopAfter == Phase::Kern)
     return;
   // 4. Memory plan: every temporary gets an offset in one workspace arena.

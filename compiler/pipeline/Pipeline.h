@@ -13,7 +13,7 @@ namespace tcc {
 // Where `--compile-to` may stop. Each phase ends after the passes named.
 enum class Phase {
   Import,   // tg from the model file, nothing else
-  Training, // + tg-autodiff, tg-sgd-update
+  Training, // + autodiff, accumulation, clipping, optimizer (tg IR)
   Kern,     // + tg-lower-to-kern
   Plan,     // + kern-plan-memory: ready for code generation
   Source,   // + generated C++ (no host compiler)
@@ -23,8 +23,16 @@ enum class Phase {
 std::optional<Phase> parsePhase(llvm::StringRef name);
 llvm::StringRef phaseName(Phase p);
 
+struct PipelineOptions {
+  // The train step skips clipping and the optimizer and returns each
+  // gradient as the train output "grad:<param>" (tcc compile
+  // --emit-gradients, for comparing gradients with PyTorch).
+  bool emitGradients = false;
+};
+
 // Adds the passes that take an imported module to `stopAfter`.
-void buildPipeline(mlir::OpPassManager &pm, Phase stopAfter);
+void buildPipeline(mlir::OpPassManager &pm, Phase stopAfter,
+                   const PipelineOptions &options = {});
 
 // Registers all tcc passes (for tcc-opt).
 void registerAllTccPasses();

@@ -2,6 +2,7 @@
 
 #include "dialects/tg/TgDialect.h"
 #include "mlir/IR/Builders.h"
+#include "llvm/ADT/STLExtras.h"
 
 using namespace mlir;
 using namespace tcc::kern;
@@ -21,36 +22,94 @@ void KernDialect::initialize() {
 
 static MemRefType mrt(Value v) { return cast<MemRefType>(v.getType()); }
 
+namespace tcc::kern {
+
+Value rootBuffer(Value v) {
+  while (auto view = v.getDefiningOp<ReshapeOp>())
+    v = view.getInput();
+  return v;
+}
+
+bool writesBuffer(Operation *op, Value buffer) {
+  auto effects = dyn_cast<MemoryEffectOpInterface>(op);
+  if (!effects)
+    return false;
+  SmallVector<MemoryEffects::EffectInstance> list;
+  effects.getEffects(list);
+  return llvm::any_of(list, [&](const MemoryEffects::EffectInstance &e) {
+    return isa<MemoryEffects::Write>(e.getEffect()) && e.getValue() == buffer;
+  });
+}
+
+int64_t elementBytes(Type elementType) {
+  if (auto shaped = dyn_cast<ShapedType>(elementType))
+    elementType = shaped.getElementType();
+  return std::max<int64_t>(1, (elementType.getIntOrFloatBitWidth() + 7) / 8);
+}
+
+} // namespace tcc::kern
+
 LogicalResult GemmOp::verify() {
   auto a = mrt(getA()), b = mrt(getB()), c = mrt(getOut());
-  if (a.getRank() != 2 || b.getRank() != 2 || c.getRank() != 2)
-    return emitOpError("expects rank-2 buffers");
-  int64_t m = a.getDimSize(getTransposeA() ? 1 : 0);
-  int64_t ka = a.getDimSize(getTransposeA() ? 0 : 1);
-  int64_t kb = b.getDimSize(getTransposeB() ? 1 : 0);
-  int64_t n = b.getDimSize(getTransposeB() ? 0 : 1);
-  if (ka != kb || c.getDimSize(0) != m || c.getDimSize(1) != n)
+  if (a.getRank() < 2 || b.getRank() < 2 || c.getRank() < 2)
+    return emitOpError("expects buffers of rank 2 or more");
+  if (a.getElementType() != c.getElementType() ||
+      b.getElementType() != c.getElementType())
+    return emitOpError("element types differ");
+  ArrayRef<int64_t> as = a.getShape(), bs = b.getShape(), cs = c.getShape();
+  int64_t m = as[as.size() - (getTransposeA() ? 1 : 2)];
+  int64_t ka = as[as.size() - (getTransposeA() ? 2 : 1)];
+  int64_t kb = bs[bs.size() - (getTransposeB() ? 1 : 2)];
+  int64_t n = bs[bs.size() - (getTransposeB() ? 2 : 1)];
+  if (ka != kb || cs[cs.size() - 2] != m || cs[cs.size() - 1] != n)
     return emitOpError("inconsistent gemm shapes");
+  auto batch = tcc::tg::broadcastShapes(as.drop_back(2), bs.drop_back(2));
+  if (!batch || ArrayRef<int64_t>(*batch) != cs.drop_back(2))
+    return emitOpError("batch dimensions ")
+           << tcc::tg::formatShape(as.drop_back(2)) << " and "
+           << tcc::tg::formatShape(bs.drop_back(2))
+           << " do not broadcast to the output's "
+           << tcc::tg::formatShape(cs.drop_back(2));
   return success();
 }
 
 LogicalResult ElementwiseOp::verify() {
-  unsigned expected = (getKind() == ElementwiseKind::relu ||
-                       getKind() == ElementwiseKind::copy)
-                          ? 1
-                          : 2;
-  if (getInputs().size() != expected)
-    return emitOpError("kind '") << stringifyElementwiseKind(getKind())
-                                 << "' takes " << expected << " inputs";
-  auto out = mrt(getOut());
+  if (getOutputs().empty())
+    return emitOpError("needs at least one output");
+  ArrayRef<int64_t> shape = getShape();
+  for (Value out : getOutputs())
+    if (mrt(out).getShape() != shape)
+      return emitOpError("outputs must have one shape");
   for (Value in : getInputs()) {
-    auto t = mrt(in);
-    auto shape = tcc::tg::broadcastShapes(t.getShape(), out.getShape());
-    if (!shape || ArrayRef<int64_t>(*shape) != out.getShape())
-      return emitOpError("input ") << t << " does not broadcast to " << out;
-    if (t.getElementType() != out.getElementType())
-      return emitOpError("element types differ");
+    auto b = tcc::tg::broadcastShapes(mrt(in).getShape(), shape);
+    if (!b || ArrayRef<int64_t>(*b) != shape)
+      return emitOpError("input ")
+             << in.getType() << " does not broadcast to the output shape "
+             << tcc::tg::formatShape(shape);
   }
+  Block &body = getBodyBlock();
+  if (body.getNumArguments() != getInputs().size() + 1)
+    return emitOpError("body takes one scalar per input and the flat index");
+  for (auto [in, arg] : llvm::zip(getInputs(), body.getArguments()))
+    if (arg.getType() != mrt(in).getElementType())
+      return emitOpError("body argument type ")
+             << arg.getType() << " differs from the input element type "
+             << mrt(in).getElementType();
+  if (!getFlatIndex().getType().isInteger(64))
+    return emitOpError("the last body argument (flat index) must be i64");
+  auto yield = dyn_cast<YieldOp>(body.getTerminator());
+  if (!yield || yield.getValues().size() != getOutputs().size())
+    return emitOpError("body must end in kern.yield of one value per output");
+  for (auto [out, v] : llvm::zip(getOutputs(), yield.getValues()))
+    if (v.getType() != mrt(out).getElementType())
+      return emitOpError("yielded type ")
+             << v.getType() << " differs from the output element type "
+             << mrt(out).getElementType();
+  for (Operation &op : body.without_terminator())
+    if (!isa<arith::ArithDialect, math::MathDialect>(op.getDialect()) ||
+        op.getNumRegions() != 0)
+      return op.emitOpError("is not allowed in a kern.elementwise body "
+                            "(arith and math ops only)");
   return success();
 }
 
@@ -58,15 +117,104 @@ LogicalResult ReduceOp::verify() {
   auto in = mrt(getInput()), out = mrt(getOut());
   if (in.getElementType() != out.getElementType())
     return emitOpError("element types differ");
-  int64_t count = 1;
+  int64_t count = 1, previous = -1;
   for (int64_t a : getAxes()) {
     if (a < 0 || a >= in.getRank())
       return emitOpError("axis out of range");
+    if (a <= previous)
+      return emitOpError("axes must be sorted and unique");
+    previous = a;
     count *= in.getDimSize(a);
   }
   if (in.getNumElements() != out.getNumElements() * count)
     return emitOpError("output size does not match the reduced input");
   return success();
+}
+
+LogicalResult ConstantOp::verify() {
+  auto t = mrt(getBuffer());
+  auto v = cast<ShapedType>(getValue().getType());
+  if (v.getShape() != t.getShape() || v.getElementType() != t.getElementType())
+    return emitOpError("value type ") << v << " does not match " << t;
+  return success();
+}
+
+LogicalResult TransposeOp::verify() {
+  auto in = mrt(getInput()), out = mrt(getOut());
+  ArrayRef<int64_t> perm = getPerm();
+  if (in.getElementType() != out.getElementType())
+    return emitOpError("element types differ");
+  if (static_cast<int64_t>(perm.size()) != in.getRank() ||
+      in.getRank() != out.getRank())
+    return emitOpError("perm must have one entry per dimension");
+  SmallVector<bool> seen(perm.size(), false);
+  for (auto [d, p] : llvm::enumerate(perm)) {
+    if (p < 0 || p >= in.getRank() || seen[p])
+      return emitOpError("perm is not a permutation");
+    seen[p] = true;
+    if (out.getDimSize(d) != in.getDimSize(p))
+      return emitOpError("output dimension ") << d << " must be input dimension " << p;
+  }
+  return success();
+}
+
+LogicalResult SliceOp::verify() {
+  auto in = mrt(getInput()), out = mrt(getOut());
+  ArrayRef<int64_t> starts = getStarts();
+  if (in.getElementType() != out.getElementType())
+    return emitOpError("element types differ");
+  if (in.getRank() != out.getRank() ||
+      static_cast<int64_t>(starts.size()) != in.getRank())
+    return emitOpError("needs one start per dimension and equal ranks");
+  for (auto [d, s] : llvm::enumerate(starts))
+    if (s < 0 || s + out.getDimSize(d) > in.getDimSize(d))
+      return emitOpError("slice of dimension ") << d << " is out of bounds";
+  return success();
+}
+
+LogicalResult ConcatOp::verify() {
+  auto out = mrt(getOut());
+  int64_t axis = getAxis();
+  if (getInputs().empty())
+    return emitOpError("needs at least one input");
+  if (axis < 0 || axis >= out.getRank())
+    return emitOpError("axis out of range");
+  int64_t total = 0;
+  for (Value v : getInputs()) {
+    auto t = mrt(v);
+    if (t.getElementType() != out.getElementType() || t.getRank() != out.getRank())
+      return emitOpError("inputs must have the output's element type and rank");
+    for (int64_t d = 0; d < t.getRank(); ++d)
+      if (d != axis && t.getDimSize(d) != out.getDimSize(d))
+        return emitOpError("inputs differ from the output off the axis");
+    total += t.getDimSize(axis);
+  }
+  if (total != out.getDimSize(axis))
+    return emitOpError("input sizes along the axis do not add up to the output's");
+  return success();
+}
+
+// ids.shape + rows.shape[1:] == lookups.shape
+static LogicalResult verifyRowLookup(Operation *op, MemRefType rows,
+                                     MemRefType ids, MemRefType lookups) {
+  if (rows.getRank() < 1)
+    return op->emitOpError("the table must have rank 1 or more");
+  if (rows.getElementType() != lookups.getElementType())
+    return op->emitOpError("element types differ");
+  SmallVector<int64_t> expected(ids.getShape());
+  llvm::append_range(expected, rows.getShape().drop_front());
+  if (ArrayRef<int64_t>(expected) != lookups.getShape())
+    return op->emitOpError("expects shape ")
+           << tcc::tg::formatShape(expected) << " for the looked-up rows";
+  return success();
+}
+
+LogicalResult GatherOp::verify() {
+  return verifyRowLookup(*this, mrt(getTable()), mrt(getIds()), mrt(getOut()));
+}
+
+LogicalResult ScatterAddOp::verify() {
+  return verifyRowLookup(*this, mrt(getOut()), mrt(getIds()), mrt(getUpdates()));
 }
 
 LogicalResult ReshapeOp::verify() {

@@ -1,8 +1,13 @@
 //===- KernOps.td - the kernel-level (kern) dialect -----------------------===//
 //
 // One op per kernel launch or library call. Operands are buffers (memrefs);
-// ops write their `out` operand (destination-passing style), so the memory
+// ops write their output operands (destination-passing style), so the memory
 // plan decides every address. Both code generators read this dialect.
+//
+// Elementwise work is one generic op, kern.elementwise, whose region holds
+// the scalar function (arith / math ops) applied at every position; the
+// structural kernels (gemm, reduce, transpose, slice, concat, gather,
+// scatter_add) are one op each.
 //
 //===----------------------------------------------------------------------===//
 #ifndef TCC_KERN_OPS
@@ -11,12 +16,16 @@
 include "mlir/IR/OpBase.td"
 include "mlir/IR/BuiltinAttributes.td"
 include "mlir/IR/EnumAttr.td"
+include "mlir/Interfaces/ControlFlowInterfaces.td"
 include "mlir/Interfaces/SideEffectInterfaces.td"
 
 def Kern_Dialect : Dialect {
   let name = "kern";
   let summary = "tcc kernels: launches and library calls on buffers";
   let cppNamespace = "::tcc::kern";
+  // Bodies of kern.elementwise are arith and math ops.
+  let dependentDialects = ["::mlir::arith::ArithDialect",
+                           "::mlir::math::MathDialect"];
 }
 
 class Kern_Op<string mnemonic, list<Trait> traits = []>
@@ -26,10 +35,12 @@ def Kern_FloatBuffer : MemRefOf<[F32, F64]>;
 def Kern_IndexBuffer : MemRefOf<[I32, I64]>;
 
 def Kern_GemmOp : Kern_Op<"gemm"> {
-  let summary = "out = alpha * op(a) x op(b) + beta * out (BLAS gemm)";
+  let summary = "out = alpha * op(a) x op(b) + beta * out, batched (BLAS gemm)";
   let description = [{
-    a is (M,K) or (K,M) with transpose_a; b is (K,N) or (N,K) with
-    transpose_b; out is (M,N). Row-major.
+    a is (..., M, K) or (..., K, M) with transpose_a; b is (..., K, N) or
+    (..., N, K) with transpose_b; out is (..., M, N). The batch dimensions
+    (all but the last two) of a and b are numpy-broadcast to those of out;
+    a rank-2 operand is shared by every batch. Row-major.
   }];
   let arguments = (ins
     Arg<Kern_FloatBuffer, "", [MemRead]>:$a,
@@ -43,48 +54,171 @@ def Kern_GemmOp : Kern_Op<"gemm"> {
   let hasVerifier = 1;
 }
 
-def Kern_ElementwiseKindAttr : I32EnumAttr<"ElementwiseKind",
-    "the scalar function of an elementwise kernel", [
-    I32EnumAttrCase<"add", 0>, I32EnumAttrCase<"mul", 1>,
-    I32EnumAttrCase<"relu", 2>, I32EnumAttrCase<"relu_grad", 3>,
-    I32EnumAttrCase<"copy", 4>]> {
+def Kern_ElementwiseOp : Kern_Op<"elementwise", [AttrSizedOperandSegments]> {
+  let summary = "outputs[i] = body(inputs broadcast to the output shape [i], i)";
+  let description = [{
+    Every output has the same shape S; every input is numpy-broadcast to S.
+    The body is the scalar function applied at each row-major position i of
+    S: its block arguments are one scalar per input (the input's element
+    type) followed by i as i64; it ends in kern.yield with one scalar per
+    output (the outputs' element types). The body holds arith and math ops
+    only.
+
+    ```mlir
+    kern.elementwise ins(%a, %b : memref<4x8xf32>, memref<8xf32>)
+                     outs(%c : memref<4x8xf32>) {
+    ^bb0(%x: f32, %y: f32, %i: i64):
+      %s = arith.addf %x, %y : f32
+      kern.yield %s : f32
+    }
+    ```
+
+    Each position reads its inputs before writing its outputs, so an
+    output may be the very buffer of an input of the same shape (in-place
+    optimizer updates); a broadcast input must not alias an output.
+  }];
+  let arguments = (ins
+    Arg<Variadic<AnyMemRef>, "", [MemRead]>:$inputs,
+    Arg<Variadic<AnyMemRef>, "", [MemWrite]>:$outputs);
+  let regions = (region SizedRegion<1>:$body);
+  let assemblyFormat = [{
+    (`ins` `(` $inputs^ `:` type($inputs) `)`)?
+    `outs` `(` $outputs `:` type($outputs) `)` attr-dict-with-keyword $body
+  }];
+  let hasVerifier = 1;
+  let extraClassDeclaration = [{
+    // The shape every output has and every input is broadcast to.
+    ::llvm::ArrayRef<int64_t> getShape() {
+      return ::llvm::cast<::mlir::MemRefType>(getOutputs()[0].getType())
+          .getShape();
+    }
+    ::mlir::Block &getBodyBlock() { return getBody().front(); }
+    // The block argument holding the row-major position (i64).
+    ::mlir::BlockArgument getFlatIndex() {
+      return getBodyBlock().getArguments().back();
+    }
+  }];
+}
+
+def Kern_YieldOp : Kern_Op<"yield", [Pure, Terminator, ReturnLike,
+    HasParent<"ElementwiseOp">]> {
+  let summary = "the scalars a kern.elementwise body writes, one per output";
+  let arguments = (ins Variadic<AnyType>:$values);
+  let assemblyFormat = "($values^ `:` type($values))? attr-dict";
+}
+
+def Kern_ReduceKindAttr : I32EnumAttr<"ReduceKind",
+    "how a kern.reduce combines values", [
+    I32EnumAttrCase<"sum", 0>, I32EnumAttrCase<"mean", 1>,
+    I32EnumAttrCase<"max", 2>]> {
   let cppNamespace = "::tcc::kern";
 }
 
-def Kern_ElementwiseOp : Kern_Op<"elementwise"> {
-  let summary = "out[i] = f(inputs broadcast to out's shape)[i]";
-  let description = [{
-    One or two inputs, each numpy-broadcast to the shape of `out`.
-    Kinds: add, mul (two inputs), relu, copy (one input),
-    relu_grad (input, grad): grad where input > 0 else 0.
-  }];
-  let arguments = (ins
-    Arg<Variadic<Kern_FloatBuffer>, "", [MemRead]>:$inputs,
-    Arg<Kern_FloatBuffer, "", [MemWrite]>:$out,
-    Kern_ElementwiseKindAttr:$kind);
-  let assemblyFormat = [{
-    $kind `(` $inputs `)` `into` $out attr-dict `:` `(` type($inputs) `)` `->` type($out)
-  }];
-  let hasVerifier = 1;
-}
-
 def Kern_ReduceOp : Kern_Op<"reduce"> {
-  let summary = "out = sum or mean of input over axes";
+  let summary = "out = sum, mean or max of input over axes";
+  let description = [{
+    `axes` are sorted, unique dimensions of the input. out holds the
+    remaining dimensions in order (with or without size-1 placeholders for
+    the reduced ones: only the element count and order matter).
+  }];
   let arguments = (ins
     Arg<Kern_FloatBuffer, "", [MemRead]>:$input,
     Arg<Kern_FloatBuffer, "", [MemWrite]>:$out,
-    DenseI64ArrayAttr:$axes, BoolAttr:$mean);
+    Kern_ReduceKindAttr:$kind,
+    DenseI64ArrayAttr:$axes);
   let assemblyFormat = [{
-    $input `,` $out attr-dict `:` type($input) `,` type($out)
+    $kind $input `,` $out attr-dict `:` type($input) `,` type($out)
   }];
   let hasVerifier = 1;
 }
 
 def Kern_FillOp : Kern_Op<"fill"> {
   let summary = "out[i] = value";
-  let arguments = (ins Arg<Kern_FloatBuffer, "", [MemWrite]>:$out,
-                   F64Attr:$value);
+  let description = [{
+    Integer and boolean buffers get the value converted (it must be exact).
+  }];
+  let arguments = (ins Arg<AnyMemRef, "", [MemWrite]>:$out, F64Attr:$value);
   let assemblyFormat = "$out attr-dict `:` type($out)";
+}
+
+def Kern_ConstantOp : Kern_Op<"constant", [Pure]> {
+  let summary = "a read-only buffer holding a dense constant";
+  let description = [{
+    Non-splat constants: the code generator emits static storage. Nothing
+    may write the result.
+  }];
+  let arguments = (ins ElementsAttr:$value);
+  let results = (outs AnyMemRef:$buffer);
+  let assemblyFormat = "$value attr-dict `:` type($buffer)";
+  let hasVerifier = 1;
+}
+
+def Kern_TransposeOp : Kern_Op<"transpose"> {
+  let summary = "out[j...] = input[i...] with out dim d = input dim perm[d]";
+  let arguments = (ins
+    Arg<AnyMemRef, "", [MemRead]>:$input,
+    Arg<AnyMemRef, "", [MemWrite]>:$out,
+    DenseI64ArrayAttr:$perm);
+  let assemblyFormat = [{
+    $input `,` $out attr-dict `:` type($input) `,` type($out)
+  }];
+  let hasVerifier = 1;
+}
+
+def Kern_SliceOp : Kern_Op<"slice"> {
+  let summary = "out = input[starts[d] : starts[d] + out.shape[d]] on every dim";
+  let arguments = (ins
+    Arg<AnyMemRef, "", [MemRead]>:$input,
+    Arg<AnyMemRef, "", [MemWrite]>:$out,
+    DenseI64ArrayAttr:$starts);
+  let assemblyFormat = [{
+    $input `,` $out attr-dict `:` type($input) `,` type($out)
+  }];
+  let hasVerifier = 1;
+}
+
+def Kern_ConcatOp : Kern_Op<"concat"> {
+  let summary = "out = the inputs laid end to end along `axis`";
+  let arguments = (ins
+    Arg<Variadic<AnyMemRef>, "", [MemRead]>:$inputs,
+    Arg<AnyMemRef, "", [MemWrite]>:$out,
+    I64Attr:$axis);
+  let assemblyFormat = [{
+    `(` $inputs `)` `into` $out attr-dict `:` `(` type($inputs) `)` `->` type($out)
+  }];
+  let hasVerifier = 1;
+}
+
+def Kern_GatherOp : Kern_Op<"gather"> {
+  let summary = "out[n..., :] = table[ids[n...], :] (embedding lookup)";
+  let description = [{
+    table is (V, C...), ids any shape, out is ids.shape + (C...). The
+    generated kernel fails the step (bad arguments) on an id outside [0, V).
+  }];
+  let arguments = (ins
+    Arg<AnyMemRef, "", [MemRead]>:$table,
+    Arg<Kern_IndexBuffer, "", [MemRead]>:$ids,
+    Arg<AnyMemRef, "", [MemWrite]>:$out);
+  let assemblyFormat = [{
+    $table `,` $ids `,` $out attr-dict `:` type($table) `,` type($ids) `,` type($out)
+  }];
+  let hasVerifier = 1;
+}
+
+def Kern_ScatterAddOp : Kern_Op<"scatter_add"> {
+  let summary = "out = 0; out[ids[n...], :] += updates[n..., :] (gather's gradient)";
+  let description = [{
+    out is (V, C...), ids any shape, updates is ids.shape + (C...). Repeated
+    ids accumulate. Fails the step (bad arguments) on an id outside [0, V).
+  }];
+  let arguments = (ins
+    Arg<Kern_FloatBuffer, "", [MemRead]>:$updates,
+    Arg<Kern_IndexBuffer, "", [MemRead]>:$ids,
+    Arg<Kern_FloatBuffer, "", [MemWrite]>:$out);
+  let assemblyFormat = [{
+    $updates `,` $ids `,` $out attr-dict `:` type($updates) `,` type($ids) `,` type($out)
+  }];
+  let hasVerifier = 1;
 }
 
 def Kern_SoftmaxCrossEntropyOp : Kern_Op<"softmax_cross_entropy"> {
@@ -111,17 +245,6 @@ def Kern_SoftmaxCrossEntropyGradOp : Kern_Op<"softmax_cross_entropy_grad"> {
     Arg<Kern_FloatBuffer, "", [MemWrite]>:$out);
   let assemblyFormat = [{
     $logits `,` $labels `,` $grad `,` $out attr-dict `:` type($logits) `,` type($labels) `,` type($grad) `,` type($out)
-  }];
-}
-
-def Kern_SgdUpdateOp : Kern_Op<"sgd_update", [AllTypesMatch<["param", "grad"]>]> {
-  let summary = "param -= learning_rate * grad, in place";
-  let arguments = (ins
-    Arg<Kern_FloatBuffer, "", [MemRead, MemWrite]>:$param,
-    Arg<Kern_FloatBuffer, "", [MemRead]>:$grad,
-    Arg<Kern_FloatBuffer, "", [MemRead]>:$learning_rate);
-  let assemblyFormat = [{
-    $param `,` $grad `,` $learning_rate attr-dict `:` type($param) `,` type($learning_rate)
   }];
 }
 

@@ -1,5 +1,7 @@
 #include "dialects/tg/TgDialect.h"
 
+#include "mlir/Dialect/Arith/IR/Arith.h" // dependent dialects
+#include "mlir/Dialect/Math/IR/Math.h"
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/DialectImplementation.h"
 

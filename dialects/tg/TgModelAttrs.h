@@ -14,7 +14,20 @@ namespace tcc::tg {
 
 // Module attributes.
 inline constexpr llvm::StringLiteral kModelNameAttr = "tg.model_name";
-inline constexpr llvm::StringLiteral kOptimizerAttr = "tg.optimizer"; // dict
+// {kind = "sgd", learning_rate, momentum, weight_decay} or
+// {kind = "adamw", learning_rate, beta1, beta2, eps, weight_decay} (f64
+// values; absent ones are 0, except the AdamW betas and eps, which the
+// importer always writes).
+inline constexpr llvm::StringLiteral kOptimizerAttr = "tg.optimizer";
+// The learning-rate schedule the runtime applies (step_abi.h):
+// {kind = "constant"} or {kind = "warmup_cosine", warmup_steps (i64),
+// decay_steps (i64), min_lr (f64)}; base_lr is the optimizer's learning_rate.
+// Absent: constant.
+inline constexpr llvm::StringLiteral kLrScheduleAttr = "tg.lr_schedule";
+// Max global L2 norm of the gradients (f64 > 0); absent: no clipping.
+inline constexpr llvm::StringLiteral kGradClipAttr = "tg.grad_clip";
+// Micro-batches per optimizer step (i64 K >= 1); absent: 1.
+inline constexpr llvm::StringLiteral kMicroBatchesAttr = "tg.micro_batches";
 
 // Function names of the step.
 inline constexpr llvm::StringLiteral kForwardFunc = "forward";
@@ -30,6 +43,13 @@ inline constexpr llvm::StringLiteral kHyperAttr = "tg.hyper";
 // Optimizer state (explicit in the step, allocated and checkpointed by the
 // runtime): {param = <param index>, name = "adam_m" | "adam_v" | "momentum"}.
 inline constexpr llvm::StringLiteral kOptStateAttr = "tg.opt_state";
+// Values of kHyperAttr and of the kOptStateAttr name.
+inline constexpr llvm::StringLiteral kLearningRateHyper = "learning_rate";
+inline constexpr llvm::StringLiteral kStepHyper = "step";
+inline constexpr llvm::StringLiteral kRngSeedHyper = "rng_seed";
+inline constexpr llvm::StringLiteral kAdamMState = "adam_m";
+inline constexpr llvm::StringLiteral kAdamVState = "adam_v";
+inline constexpr llvm::StringLiteral kMomentumState = "momentum";
 
 // Result attributes.
 inline constexpr llvm::StringLiteral kLossAttr = "tg.loss";     // name of the loss
@@ -41,6 +61,10 @@ inline constexpr llvm::StringLiteral kUpdatesOptStateAttr = "tg.updates_opt_stat
 // A value the train entry point reports besides the loss (e.g. "grad_norm",
 // or gradients when compiled to emit them): tcc_step_args.train_outputs.
 inline constexpr llvm::StringLiteral kTrainOutputAttr = "tg.train_output";
+// Train outputs: the global gradient norm before clipping, and (tcc compile
+// --emit-gradients) each gradient as "grad:<param name>".
+inline constexpr llvm::StringLiteral kGradNormOutput = "grad_norm";
+inline constexpr llvm::StringLiteral kGradOutputPrefix = "grad:";
 
 // A parameter's description, stored as a dictionary in kParamAttr.
 struct ParamInfo {
@@ -49,15 +73,21 @@ struct ParamInfo {
   double scale = 0.0;
   uint64_t seed = 0;
   bool trainable = true;
+  // Exempt from weight decay. Written only when set, so the dictionaries of
+  // models without it stay as they were.
+  bool noWeightDecay = false;
 
   mlir::DictionaryAttr toAttr(mlir::Builder &b) const {
-    return b.getDictionaryAttr({
+    llvm::SmallVector<mlir::NamedAttribute> fields = {
         b.getNamedAttr("name", b.getStringAttr(name)),
         b.getNamedAttr("init", b.getStringAttr(init)),
         b.getNamedAttr("scale", b.getF64FloatAttr(scale)),
         b.getNamedAttr("seed", b.getI64IntegerAttr(static_cast<int64_t>(seed))),
         b.getNamedAttr("trainable", b.getBoolAttr(trainable)),
-    });
+    };
+    if (noWeightDecay)
+      fields.push_back(b.getNamedAttr("no_weight_decay", b.getBoolAttr(true)));
+    return b.getDictionaryAttr(fields);
   }
 
   // Returns nullopt when the dictionary misses a field or has a wrong type.
@@ -78,6 +108,12 @@ struct ParamInfo {
     p.scale = scale.getValueAsDouble();
     p.seed = static_cast<uint64_t>(seed.getInt());
     p.trainable = trainable.getValue();
+    if (mlir::Attribute nwd = dict.get("no_weight_decay")) {
+      auto flag = llvm::dyn_cast<mlir::BoolAttr>(nwd);
+      if (!flag)
+        return std::nullopt;
+      p.noWeightDecay = flag.getValue();
+    }
     return p;
   }
 };

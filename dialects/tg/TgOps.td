@@ -20,6 +20,9 @@ def Tg_Dialect : Dialect {
   let summary = "tcc tensor graph: models and training steps on tensors";
   let cppNamespace = "::tcc::tg";
   let hasConstantMaterializer = 1;
+  // Scalar bodies of elementwise ops (ScalarOpInterface) are arith/math ops.
+  let dependentDialects = ["::mlir::arith::ArithDialect",
+                           "::mlir::math::MathDialect"];
 }
 
 class Tg_Op<string mnemonic, list<Trait> traits = []>

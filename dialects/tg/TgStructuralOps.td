@@ -2,15 +2,27 @@
 //
 // Part of the tg dialect (TgOps.td includes this file).
 //
+// Axis attributes are normalized (non-negative) here; the importer turns the
+// model file's negative axes into these. Composite NN ops (softmax,
+// log_softmax, cross_entropy, layer_norm, rms_norm, causal_mask, split) are
+// rewritten into primitives by tg-decompose (passes/lowering/Decompose.cpp)
+// after autodiff, so lowering sees fewer kinds of ops.
+//
+//===----------------------------------------------------------------------===//
+
+//===----------------------------------------------------------------------===//
+// Linear algebra
 //===----------------------------------------------------------------------===//
 
 def Tg_MatmulOp : Tg_Op<"matmul", [
     DeclareOpInterfaceMethods<Tg_GradientOpInterface>]> {
-  let summary = "matrix product with optional transposes";
+  let summary = "batched matrix product with optional transposes";
   let description = [{
-    `result = op(lhs) x op(rhs)` where op transposes when the flag is set.
-    lhs is (M, K) or (K, M) with transpose_lhs; rhs is (K, N) or (N, K) with
-    transpose_rhs; result is (M, N).
+    `result = op(lhs) x op(rhs)` on the last two dimensions, where op
+    transposes them when the flag is set: op(lhs) is (..., M, K), op(rhs) is
+    (..., K, N) and the result is (batch..., M, N). The leading (batch)
+    dimensions broadcast like numpy's matmul; in particular a rank-2 rhs is
+    shared by every matrix of a batched lhs.
   }];
   let arguments = (ins Tg_FloatTensor:$lhs, Tg_FloatTensor:$rhs,
                    DefaultValuedAttr<BoolAttr, "false">:$transpose_lhs,
@@ -21,6 +33,10 @@ def Tg_MatmulOp : Tg_Op<"matmul", [
   }];
   let hasVerifier = 1;
 }
+
+//===----------------------------------------------------------------------===//
+// Losses
+//===----------------------------------------------------------------------===//
 
 def Tg_SoftmaxCrossEntropyOp : Tg_Op<"softmax_cross_entropy", [
     DeclareOpInterfaceMethods<Tg_GradientOpInterface>]> {
@@ -48,6 +64,144 @@ def Tg_SoftmaxCrossEntropyGradOp : Tg_Op<"softmax_cross_entropy_grad"> {
   let hasVerifier = 1;
 }
 
+def Tg_CrossEntropyOp : Tg_Op<"cross_entropy", [
+    DeclareOpInterfaceMethods<Tg_GradientOpInterface>]> {
+  let summary = "mean cross-entropy of softmax(logits) against integer targets";
+  let description = [{
+    logits is (..., C), targets is (...) with values in [0, C). The scalar
+    result is the mean of `logsumexp(logits[p]) - logits[p, targets[p]]`
+    over the positions p whose target differs from `ignore_index` (when
+    set). When every position is ignored the loss is 0 (and so is the
+    gradient). Targets get no gradient.
+  }];
+  let arguments = (ins Tg_FloatTensor:$logits, Tg_IndexTensor:$targets,
+                   OptionalAttr<I64Attr>:$ignore_index);
+  let results = (outs Tg_ScalarFloatTensor:$result);
+  let assemblyFormat = [{
+    $logits `,` $targets attr-dict `:` functional-type(operands, results)
+  }];
+  let hasVerifier = 1;
+  let extraClassDeclaration = [{
+    // ignore_index as a signed value, when set.
+    std::optional<int64_t> ignoreIndex() {
+      if (auto attr = getIgnoreIndexAttr())
+        return attr.getInt();
+      return std::nullopt;
+    }
+  }];
+}
+
+//===----------------------------------------------------------------------===//
+// Normalization and attention
+//===----------------------------------------------------------------------===//
+
+class Tg_AxisOp<string mnemonic> : Tg_Op<mnemonic, [SameOperandsAndResultType,
+    DeclareOpInterfaceMethods<Tg_GradientOpInterface>]> {
+  let arguments = (ins Tg_FloatTensor:$input, I64Attr:$axis);
+  let results = (outs Tg_FloatTensor:$result);
+  let assemblyFormat = "$input attr-dict `:` type($result)";
+  let hasVerifier = 1;
+}
+
+def Tg_SoftmaxOp : Tg_AxisOp<"softmax"> {
+  let summary = "exp(x) / sum(exp(x)) along `axis`";
+}
+
+def Tg_LogSoftmaxOp : Tg_AxisOp<"log_softmax"> {
+  let summary = "x - log(sum(exp(x))) along `axis`";
+}
+
+def Tg_LayerNormOp : Tg_Op<"layer_norm", [AttrSizedOperandSegments,
+    DeclareOpInterfaceMethods<Tg_GradientOpInterface>]> {
+  let summary = "normalization over the last axis, optional scale and shift";
+  let description = [{
+    `(x - mean(x)) / sqrt(var(x) + eps) * weight + bias` over the last axis
+    (biased variance, like PyTorch). weight and bias are (C), C the size of
+    the last axis; each is optional.
+  }];
+  let arguments = (ins Tg_FloatTensor:$input,
+                   Optional<Tg_FloatTensor>:$weight,
+                   Optional<Tg_FloatTensor>:$bias,
+                   DefaultValuedAttr<F64Attr, "1e-5">:$eps);
+  let results = (outs Tg_FloatTensor:$result);
+  let assemblyFormat = [{
+    $input (`weight` $weight^)? (`bias` $bias^)? attr-dict `:`
+    functional-type(operands, results)
+  }];
+  let hasVerifier = 1;
+}
+
+def Tg_RmsNormOp : Tg_Op<"rms_norm", [
+    DeclareOpInterfaceMethods<Tg_GradientOpInterface>]> {
+  let summary = "x / sqrt(mean(x^2) + eps) * weight over the last axis";
+  let description = [{
+    weight is (C), C the size of the last axis, and optional.
+  }];
+  let arguments = (ins Tg_FloatTensor:$input,
+                   Optional<Tg_FloatTensor>:$weight,
+                   DefaultValuedAttr<F64Attr, "1e-6">:$eps);
+  let results = (outs Tg_FloatTensor:$result);
+  let assemblyFormat = [{
+    $input (`weight` $weight^)? attr-dict `:` functional-type(operands, results)
+  }];
+  let hasVerifier = 1;
+}
+
+def Tg_CausalMaskOp : Tg_Op<"causal_mask", [SameOperandsAndResultType,
+    DeclareOpInterfaceMethods<Tg_GradientOpInterface>]> {
+  let summary = "sets the future positions of attention scores to `value`";
+  let description = [{
+    input is (..., T, S); position (i, j) of the last two dimensions becomes
+    `value` (default -inf) where j > i + (S - T), so query i (the last T of
+    S positions) sees keys up to its own position. Other positions are kept.
+  }];
+  let arguments = (ins Tg_FloatTensor:$input,
+      DefaultValuedAttr<F64Attr, "-std::numeric_limits<double>::infinity()">:$value);
+  let results = (outs Tg_FloatTensor:$result);
+  let assemblyFormat = "$input attr-dict `:` type($result)";
+  let hasVerifier = 1;
+}
+
+//===----------------------------------------------------------------------===//
+// Embeddings
+//===----------------------------------------------------------------------===//
+
+def Tg_GatherOp : Tg_Op<"gather", [
+    DeclareOpInterfaceMethods<Tg_GradientOpInterface>]> {
+  let summary = "rows of a table picked by integer ids (embedding lookup)";
+  let description = [{
+    table is (V, D...), ids is (I...) with values in [0, V); the result is
+    (I..., D...) with `result[i, d] = table[ids[i], d]`. The table's
+    gradient is a scatter_add; ids get none.
+  }];
+  let arguments = (ins AnyRankedTensor:$table, Tg_IndexTensor:$ids);
+  let results = (outs AnyRankedTensor:$result);
+  let assemblyFormat = [{
+    $table `,` $ids attr-dict `:` functional-type(operands, results)
+  }];
+  let hasVerifier = 1;
+}
+
+def Tg_ScatterAddOp : Tg_Op<"scatter_add", [
+    DeclareOpInterfaceMethods<Tg_GradientOpInterface>]> {
+  let summary = "sums rows of updates into a zero table at integer ids";
+  let description = [{
+    ids is (I...) with values in [0, V), updates is (I..., D...); the result
+    (V, D...) starts at zero and `result[ids[i], d] += updates[i, d]`, so
+    repeated ids accumulate. The gradient of gather.
+  }];
+  let arguments = (ins Tg_IndexTensor:$ids, Tg_FloatTensor:$updates);
+  let results = (outs Tg_FloatTensor:$result);
+  let assemblyFormat = [{
+    $ids `,` $updates attr-dict `:` functional-type(operands, results)
+  }];
+  let hasVerifier = 1;
+}
+
+//===----------------------------------------------------------------------===//
+// Reductions
+//===----------------------------------------------------------------------===//
+
 class Tg_ReduceOp<string mnemonic> : Tg_Op<mnemonic, [
     DeclareOpInterfaceMethods<Tg_GradientOpInterface>]> {
   let description = [{
@@ -71,6 +225,18 @@ def Tg_ReduceMeanOp : Tg_ReduceOp<"reduce_mean"> {
   let summary = "mean over axes";
 }
 
+def Tg_ReduceMaxOp : Tg_ReduceOp<"reduce_max"> {
+  let summary = "maximum over axes";
+  let description = [{
+    The gradient goes to the positions holding the maximum; when several
+    positions tie, they share it equally.
+  }];
+}
+
+//===----------------------------------------------------------------------===//
+// Shapes
+//===----------------------------------------------------------------------===//
+
 def Tg_BroadcastToOp : Tg_Op<"broadcast_to", [
     DeclareOpInterfaceMethods<Tg_GradientOpInterface>]> {
   let summary = "numpy-style broadcast to the result shape";
@@ -86,5 +252,57 @@ def Tg_ReshapeOp : Tg_Op<"reshape", [
   let arguments = (ins AnyRankedTensor:$input);
   let results = (outs AnyRankedTensor:$result);
   let assemblyFormat = "$input attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
+def Tg_TransposeOp : Tg_Op<"transpose", [
+    DeclareOpInterfaceMethods<Tg_GradientOpInterface>]> {
+  let summary = "permutes dimensions: result dimension i is input dimension perm[i]";
+  let arguments = (ins AnyRankedTensor:$input, DenseI64ArrayAttr:$perm);
+  let results = (outs AnyRankedTensor:$result);
+  let assemblyFormat = "$input attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
+def Tg_SliceOp : Tg_Op<"slice", [
+    DeclareOpInterfaceMethods<Tg_GradientOpInterface>]> {
+  let summary = "the box [starts, ends) of the input, step 1";
+  let description = [{
+    One start and one end per dimension, 0 <= start < end <= size; the
+    result has sizes ends - starts. The gradient pads with zeros.
+  }];
+  let arguments = (ins AnyRankedTensor:$input, DenseI64ArrayAttr:$starts,
+                   DenseI64ArrayAttr:$ends);
+  let results = (outs AnyRankedTensor:$result);
+  let assemblyFormat = "$input attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
+def Tg_ConcatOp : Tg_Op<"concat", [
+    DeclareOpInterfaceMethods<Tg_GradientOpInterface>]> {
+  let summary = "joins one or more tensors along `axis`";
+  let description = [{
+    Inputs have one element type and equal sizes except along `axis`.
+  }];
+  let arguments = (ins Variadic<AnyRankedTensor>:$inputs, I64Attr:$axis);
+  let results = (outs AnyRankedTensor:$result);
+  let assemblyFormat = [{
+    $inputs attr-dict `:` functional-type($inputs, results)
+  }];
+  let hasVerifier = 1;
+}
+
+def Tg_SplitOp : Tg_Op<"split", [
+    DeclareOpInterfaceMethods<Tg_GradientOpInterface>]> {
+  let summary = "cuts a tensor along `axis` into consecutive pieces";
+  let description = [{
+    The result types give the pieces' sizes along `axis`; they add up to the
+    input's size, and every other dimension is the input's.
+  }];
+  let arguments = (ins AnyRankedTensor:$input, I64Attr:$axis);
+  let results = (outs Variadic<AnyRankedTensor>:$pieces);
+  let assemblyFormat = [{
+    $input attr-dict `:` functional-type(operands, results)
+  }];
   let hasVerifier = 1;
 }

@@ -1,5 +1,6 @@
 #include "frontend/importer/Importer.h"
 
+#include "frontend/importer/ImportTraining.h"
 #include "frontend/importer/NodeImporter.h"
 
 #include "dialects/tg/TgDialect.h"
@@ -55,8 +56,9 @@ FailureOr<Type> ModelImporter::elementType(model::DType dtype,
   case model::F64: return Type(b_.getF64Type());
   case model::I32: return Type(b_.getI32Type());
   case model::I64: return Type(b_.getI64Type());
+  case model::BOOL: return Type(b_.getI1Type());
   default:
-    error(where) << "dtype is missing or not supported (use F32, F64, I32, I64)";
+    error(where) << "dtype is missing or not supported (use F32, F64, I32, I64, BOOL)";
     return failure();
   }
 }
@@ -147,6 +149,7 @@ OwningOpRef<ModuleOp> ModelImporter::run() {
     info.scale = p.init().scale();
     info.seed = p.init().seed();
     info.trainable = !p.frozen();
+    info.noWeightDecay = p.no_weight_decay();
     if ((p.init().kind() == model::Initializer::NORMAL ||
          p.init().kind() == model::Initializer::UNIFORM) &&
         !(info.scale > 0)) {
@@ -228,25 +231,16 @@ OwningOpRef<ModuleOp> ModelImporter::run() {
         b_.getNamedAttr(tg::kOutputAttr, b_.getStringAttr(out.name()))));
   }
   func::ReturnOp::create(b_, func.getLoc(), results);
-  func.setType(b_.getFunctionType(argTypes, ValueRange(results).getTypes()));
-  func.setAllArgAttrs(argAttrs);
+  // Node importers may have appended arguments (dropout's rng_seed, step).
+  func.setType(b_.getFunctionType(body->getArgumentTypes(),
+                                  ValueRange(results).getTypes()));
+  for (auto [i, attrs] : llvm::enumerate(argAttrs))
+    func.setArgAttrs(i, attrs);
   func.setAllResultAttrs(resultAttrs);
 
-  // Optimizer.
-  if (training.optimizer().kind_case() != model::Optimizer::kSgd) {
-    error("training") << "training.optimizer is not set (supported: sgd)";
+  // Optimizer, schedule, clipping, micro-batches (ImportTraining.cpp).
+  if (failed(importTrainingRecipe(model_, *module)))
     return nullptr;
-  }
-  double lr = training.optimizer().sgd().learning_rate();
-  if (!(lr > 0)) {
-    error("training") << "sgd learning_rate must be > 0, got " << lr;
-    return nullptr;
-  }
-  module->getOperation()->setAttr(
-      tg::kOptimizerAttr,
-      b_.getDictionaryAttr({b_.getNamedAttr("kind", b_.getStringAttr("sgd")),
-                            b_.getNamedAttr("learning_rate",
-                                            b_.getF64FloatAttr(lr))}));
 
   if (failed(verify(*module)))
     return nullptr;

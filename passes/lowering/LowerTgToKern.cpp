@@ -1,18 +1,32 @@
 //===- LowerTgToKern.cpp - tg on tensors -> kern on buffers ---------------===//
 //
 // Each tg function is rewritten into a function on memrefs:
-//   arguments keep their order and attributes (params, inputs, hypers);
-//   results become trailing output-buffer arguments carrying the result's
-//   attributes (tg.loss, tg.output, tg.grad_of), except updated parameters
-//   (tg.updates_param), which are written in place into the parameter.
+//   arguments keep their order and attributes (params, inputs, hypers,
+//   optimizer state); results become trailing output-buffer arguments
+//   carrying the result's attributes (tg.loss, tg.output, tg.train_output,
+//   tg.grad_of), except updated parameters and optimizer state
+//   (tg.updates_param, tg.updates_opt_state), which are written back into
+//   their argument's buffer.
 // Every intermediate tensor gets a kern.alloc placed right before its
 // producer; kern-plan-memory later assigns it a workspace offset.
+//
+// Elementwise ops are lowered generically: any op implementing
+// tg::ScalarOpInterface becomes one kern.elementwise whose body is the op's
+// scalar function. Splat constants feeding such an op are folded into the
+// body instead of being materialized as buffers.
+//
+// Results are written straight into their destination buffer when that is
+// safe (the kernel computing them is the last to touch the destination, and
+// for an in-place update reads the old value only at the position it
+// writes); otherwise a copy at the end of the function moves them there.
 //
 //===----------------------------------------------------------------------===//
 #include "passes/Passes.h"
 
 #include "dialects/tg/TgModelAttrs.h"
+#include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/IR/Builders.h"
+#include "llvm/ADT/SetVector.h"
 #include "llvm/ADT/TypeSwitch.h"
 
 namespace tcc {
@@ -30,6 +44,54 @@ MemRefType bufferType(Type tensorType) {
   return MemRefType::get(t.getShape(), t.getElementType());
 }
 
+// The splat value of `v` if it is a splat tg.constant, else null.
+TypedAttr splatConstant(Value v) {
+  auto c = v.getDefiningOp<tg::ConstantOp>();
+  if (!c)
+    return {};
+  auto dense = dyn_cast<DenseElementsAttr>(c.getValue());
+  if (!dense || !dense.isSplat())
+    return {};
+  return dyn_cast<TypedAttr>(dense.getSplatValue<Attribute>());
+}
+
+// Builds a kern.elementwise reading `inputs` and writing `outputs`; `body`
+// fills the block (arguments: one scalar per input, then the flat index)
+// and returns the yielded scalars.
+using BodyBuilder = llvm::function_ref<LogicalResult(
+    OpBuilder &, ValueRange scalars, Value flatIndex, SmallVectorImpl<Value> &)>;
+
+FailureOr<kern::ElementwiseOp> buildElementwise(OpBuilder &b, Location loc,
+                                                ValueRange inputs,
+                                                ValueRange outputs,
+                                                BodyBuilder body) {
+  auto op = kern::ElementwiseOp::create(b, loc, inputs, outputs);
+  Block *block = new Block();
+  op.getBody().push_back(block);
+  for (Value in : inputs)
+    block->addArgument(cast<MemRefType>(in.getType()).getElementType(), loc);
+  block->addArgument(b.getI64Type(), loc);
+  OpBuilder inner = OpBuilder::atBlockBegin(block);
+  SmallVector<Value> yielded;
+  if (failed(body(inner, block->getArguments().drop_back(),
+                  block->getArguments().back(), yielded))) {
+    op.erase();
+    return failure();
+  }
+  kern::YieldOp::create(inner, loc, yielded);
+  return op;
+}
+
+// out = in (broadcast to out's shape).
+void buildCopy(OpBuilder &b, Location loc, Value in, Value out) {
+  (void)buildElementwise(b, loc, in, out,
+                         [](OpBuilder &, ValueRange s, Value,
+                            SmallVectorImpl<Value> &r) {
+                           r.push_back(s[0]);
+                           return success();
+                         });
+}
+
 class FunctionLowering {
 public:
   FunctionLowering(func::FuncOp oldFunc) : old_(oldFunc), b_(oldFunc) {}
@@ -38,7 +100,8 @@ public:
     Block &oldBody = old_.getBody().front();
     auto oldRet = cast<func::ReturnOp>(oldBody.getTerminator());
 
-    // Signature: the old arguments, then one buffer per non-in-place result.
+    // Signature: the old arguments, then one buffer per result that is not
+    // written back into an argument.
     SmallVector<Type> argTypes;
     SmallVector<DictionaryAttr> argAttrs;
     for (BlockArgument a : oldBody.getArguments()) {
@@ -47,7 +110,8 @@ public:
     }
     SmallVector<int> outArgOfResult(old_.getNumResults(), -1);
     for (unsigned i = 0; i < old_.getNumResults(); ++i) {
-      if (old_.getResultAttr(i, tg::kUpdatesParamAttr))
+      if (old_.getResultAttr(i, tg::kUpdatesParamAttr) ||
+          old_.getResultAttr(i, tg::kUpdatesOptStateAttr))
         continue;
       outArgOfResult[i] = argTypes.size();
       argTypes.push_back(bufferType(old_.getResultTypes()[i]));
@@ -56,30 +120,44 @@ public:
     auto fn = func::FuncOp::create(old_.getLoc(), old_.getName(),
                                    b_.getFunctionType(argTypes, {}));
     fn.setAllArgAttrs(argAttrs);
-    Block *body = fn.addEntryBlock();
-    b_.setInsertionPointToStart(body);
+    if (DictionaryAttr attrs = old_->getDiscardableAttrDictionary())
+      fn->setDiscardableAttrs(attrs);
+    body_ = fn.addEntryBlock();
+    b_.setInsertionPointToStart(body_);
     for (BlockArgument a : oldBody.getArguments())
-      buffers_[a] = body->getArgument(a.getArgNumber());
+      buffers_[a] = body_->getArgument(a.getArgNumber());
 
     for (Operation &op : oldBody.without_terminator())
-      if (failed(lower(&op)))
+      if (failed(lower(&op))) {
+        fn.erase();
         return failure();
-
-    for (auto [i, v] : llvm::enumerate(oldRet.getOperands())) {
-      if (outArgOfResult[i] >= 0) {
-        kern::ElementwiseOp::create(b_, oldRet.getLoc(),
-                                    ValueRange{buffers_.lookup(v)},
-                                    body->getArgument(outArgOfResult[i]),
-                                    kern::ElementwiseKind::copy);
-        continue;
       }
-      // Updated parameters must already live in their parameter's buffer.
-      int64_t p = old_.getResultAttrOfType<IntegerAttr>(i, tg::kUpdatesParamAttr)
-                      .getInt();
-      Value dest = paramArgument(body, p);
-      if (!dest || buffers_.lookup(v) != dest)
-        return old_.emitError("tg-lower-to-kern: updated parameter ")
-               << p << " is not updated in place";
+
+    // Results: first those going to output buffers, then the in-place
+    // updates, so an update never overwrites a value an output still needs.
+    for (auto [i, v] : llvm::enumerate(oldRet.getOperands()))
+      if (outArgOfResult[i] >= 0)
+        writeResult(oldRet.getLoc(), buf(v), body_->getArgument(outArgOfResult[i]),
+                    /*inPlace=*/false);
+    for (auto [i, v] : llvm::enumerate(oldRet.getOperands())) {
+      if (outArgOfResult[i] >= 0)
+        continue;
+      Value dest = updatedArgument(i);
+      if (!dest) {
+        fn.erase();
+        return old_.emitError("tg-lower-to-kern: result ")
+               << i << " updates an argument that does not exist";
+      }
+      Value src = buf(v);
+      Value srcRoot = kern::rootBuffer(src);
+      if (srcRoot != dest && llvm::is_contained(inPlaceDests_, srcRoot)) {
+        fn.erase();
+        return old_.emitError("tg-lower-to-kern: result ")
+               << i << " is the value of another updated argument";
+      }
+      inPlaceDests_.push_back(dest);
+      if (src != dest)
+        writeResult(oldRet.getLoc(), src, dest, /*inPlace=*/true);
     }
     func::ReturnOp::create(b_, oldRet.getLoc());
     old_->getBlock()->getOperations().insert(Block::iterator(old_), fn);
@@ -88,53 +166,179 @@ public:
   }
 
 private:
-  Value paramArgument(Block *body, int64_t index) {
+  // The argument result `i` writes back into: the tg.updates_param-th
+  // parameter or the tg.updates_opt_state-th optimizer state argument.
+  Value updatedArgument(unsigned i) {
+    StringRef role = tg::kParamAttr;
+    auto index = old_.getResultAttrOfType<IntegerAttr>(i, tg::kUpdatesParamAttr);
+    if (!index) {
+      role = tg::kOptStateAttr;
+      index = old_.getResultAttrOfType<IntegerAttr>(i, tg::kUpdatesOptStateAttr);
+    }
+    if (!index)
+      return Value();
     int64_t seen = 0;
-    for (BlockArgument a : body->getArguments())
-      if (old_.getArgAttr(a.getArgNumber(), tg::kParamAttr) && seen++ == index)
+    for (BlockArgument a : body_->getArguments())
+      if (old_.getArgAttr(a.getArgNumber(), role) && seen++ == index.getInt())
         return a;
     return Value();
+  }
+
+  // Makes `dest` hold `src` at the end of the function: by letting the
+  // kernel that computes `src` write `dest` directly when that is safe,
+  // else by a copy appended to the body.
+  void writeResult(Location loc, Value src, Value dest, bool inPlace) {
+    if (!redirect(src, dest, inPlace))
+      buildCopy(b_, loc, src, dest);
+  }
+
+  bool redirect(Value src, Value dest, bool inPlace) {
+    auto alloc = src.getDefiningOp<kern::AllocOp>();
+    if (!alloc || alloc.getType() != dest.getType())
+      return false;
+    // Exactly one op writes the temporary (directly: nothing writes views).
+    Operation *writer = nullptr;
+    for (Operation *user : src.getUsers()) {
+      if (isa<kern::ReshapeOp>(user) &&
+          llvm::any_of(user->getResult(0).getUsers(), [&](Operation *u) {
+            return kern::writesBuffer(u, user->getResult(0));
+          }))
+        return false;
+      if (kern::writesBuffer(user, src)) {
+        if (writer)
+          return false;
+        writer = user;
+      }
+    }
+    if (!writer)
+      return false;
+    if (inPlace) {
+      // Nothing after the writer may touch the destination (its old value
+      // or a view of it).
+      for (Operation *op = writer->getNextNode(); op; op = op->getNextNode())
+        if (!isa<kern::ReshapeOp>(op) &&
+            llvm::any_of(op->getOperands(), [&](Value v) {
+              return kern::rootBuffer(v) == dest;
+            }))
+          return false;
+      // The writer may read the old value only at the position it writes.
+      for (Value in : writer->getOperands()) {
+        if (in == src || kern::rootBuffer(in) != dest)
+          continue;
+        auto ew = dyn_cast<kern::ElementwiseOp>(writer);
+        if (!ew || cast<MemRefType>(in.getType()).getShape() != ew.getShape())
+          return false;
+      }
+    }
+    src.replaceAllUsesWith(dest);
+    for (auto &entry : buffers_)
+      if (entry.second == src)
+        entry.second = dest;
+    alloc.erase();
+    return true;
   }
 
   Value alloc(Location loc, Value tensor) {
     return kern::AllocOp::create(b_, loc, bufferType(tensor.getType()));
   }
 
-  Value buf(Value tensor) { return buffers_.lookup(tensor); }
-
-  void elementwise(Operation *op, kern::ElementwiseKind kind) {
-    SmallVector<Value> ins;
-    for (Value v : op->getOperands())
-      ins.push_back(buf(v));
-    Value out = alloc(op->getLoc(), op->getResult(0));
-    kern::ElementwiseOp::create(b_, op->getLoc(), ins, out, kind);
-    buffers_[op->getResult(0)] = out;
+  // The buffer of `tensor`. Constants are materialized on first use (many
+  // are folded into elementwise bodies and never need a buffer).
+  Value buf(Value tensor) {
+    if (Value b = buffers_.lookup(tensor))
+      return b;
+    auto c = tensor.getDefiningOp<tg::ConstantOp>();
+    assert(c && "operand lowered before its definition");
+    Location loc = c.getLoc();
+    Value out;
+    auto dense = dyn_cast<DenseElementsAttr>(c.getValue());
+    if (dense && dense.isSplat()) {
+      out = alloc(loc, c.getResult());
+      Attribute v = dense.getSplatValue<Attribute>();
+      double value = 0;
+      if (auto f = dyn_cast<FloatAttr>(v))
+        value = f.getValueAsDouble();
+      else
+        value = static_cast<double>(cast<IntegerAttr>(v).getValue().getSExtValue());
+      kern::FillOp::create(b_, loc, out, b_.getF64FloatAttr(value));
+    } else {
+      out = kern::ConstantOp::create(b_, loc, bufferType(c.getType()),
+                                     c.getValue());
+    }
+    buffers_[tensor] = out;
+    return out;
   }
 
-  template <typename ReduceOp> void reduce(ReduceOp op, bool mean) {
+  // Any elementwise op: one kern.elementwise whose body is the op's scalar
+  // function. Operand buffers appear once each; splat constants are folded.
+  LogicalResult lowerScalar(tg::ScalarOpInterface s) {
+    Operation *op = s.getOperation();
+    Location loc = op->getLoc();
+    if (op->getNumResults() == 0)
+      return op->emitError("tg-lower-to-kern: elementwise op without results");
+    ArrayRef<int64_t> shape =
+        cast<RankedTensorType>(op->getResult(0).getType()).getShape();
+    for (Value r : op->getResults())
+      if (cast<RankedTensorType>(r.getType()).getShape() != shape)
+        return op->emitError("tg-lower-to-kern: the results of an elementwise "
+                             "op must have one shape");
+    // operand k -> input slot, or -1 for a folded constant
+    llvm::SetVector<Value> inputs;
+    SmallVector<int> slot;
+    for (Value v : op->getOperands()) {
+      if (splatConstant(v)) {
+        slot.push_back(-1);
+        continue;
+      }
+      Value b = buf(v);
+      inputs.insert(b);
+      slot.push_back(std::distance(inputs.begin(), llvm::find(inputs, b)));
+    }
+    SmallVector<Value> outputs;
+    for (Value r : op->getResults())
+      outputs.push_back(alloc(loc, r));
+    auto ew = buildElementwise(
+        b_, loc, inputs.getArrayRef(), outputs,
+        [&](OpBuilder &b, ValueRange scalars, Value index,
+            SmallVectorImpl<Value> &results) -> LogicalResult {
+          SmallVector<Value> operands;
+          for (auto [k, v] : llvm::enumerate(op->getOperands()))
+            operands.push_back(
+                slot[k] >= 0
+                    ? scalars[slot[k]]
+                    : arith::ConstantOp::create(b, loc, splatConstant(v)).getResult());
+          if (failed(s.buildScalar(b, loc, operands, index, results)))
+            return op->emitError("tg-lower-to-kern: cannot build the scalar "
+                                 "function of ")
+                   << op->getName();
+          if (results.size() != op->getNumResults())
+            return op->emitError("tg-lower-to-kern: the scalar function of ")
+                   << op->getName() << " yields " << results.size()
+                   << " values for " << op->getNumResults() << " results";
+          return success();
+        });
+    if (failed(ew))
+      return failure();
+    for (auto [r, out] : llvm::zip(op->getResults(), outputs))
+      buffers_[r] = out;
+    return success();
+  }
+
+  template <typename ReduceOp>
+  LogicalResult reduce(ReduceOp op, kern::ReduceKind kind) {
     Value out = alloc(op.getLoc(), op.getResult());
-    kern::ReduceOp::create(b_, op.getLoc(), buf(op.getInput()), out,
-                           op.getAxesAttr(), b_.getBoolAttr(mean));
+    kern::ReduceOp::create(b_, op.getLoc(), buf(op.getInput()), out, kind,
+                           op.getAxesAttr());
     buffers_[op.getResult()] = out;
+    return success();
   }
 
   LogicalResult lower(Operation *op) {
     Location loc = op->getLoc();
+    if (auto s = dyn_cast<tg::ScalarOpInterface>(op))
+      return lowerScalar(s);
     return llvm::TypeSwitch<Operation *, LogicalResult>(op)
-        .Case([&](tg::ConstantOp c) -> LogicalResult {
-          auto dense = dyn_cast<DenseElementsAttr>(c.getValue());
-          if (!dense || !dense.isSplat() ||
-              !isa<FloatType>(dense.getElementType()))
-            return c.emitError("tg-lower-to-kern: only float splat constants "
-                               "are supported so far");
-          Value out = alloc(loc, c.getResult());
-          kern::FillOp::create(
-              b_, loc, out,
-              b_.getF64FloatAttr(
-                  dense.getSplatValue<APFloat>().convertToDouble()));
-          buffers_[c.getResult()] = out;
-          return success();
-        })
+        .Case([&](tg::ConstantOp) { return success(); }) // lowered on demand
         .Case([&](tg::MatmulOp m) {
           Value out = alloc(loc, m.getResult());
           kern::GemmOp::create(b_, loc, buf(m.getLhs()), buf(m.getRhs()), out,
@@ -143,24 +347,10 @@ private:
           buffers_[m.getResult()] = out;
           return success();
         })
-        .Case([&](tg::AddOp) {
-          elementwise(op, kern::ElementwiseKind::add);
-          return success();
-        })
-        .Case([&](tg::MulOp) {
-          elementwise(op, kern::ElementwiseKind::mul);
-          return success();
-        })
-        .Case([&](tg::ReluOp) {
-          elementwise(op, kern::ElementwiseKind::relu);
-          return success();
-        })
-        .Case([&](tg::ReluGradOp) {
-          elementwise(op, kern::ElementwiseKind::relu_grad);
-          return success();
-        })
-        .Case([&](tg::BroadcastToOp) {
-          elementwise(op, kern::ElementwiseKind::copy);
+        .Case([&](tg::BroadcastToOp bc) {
+          Value out = alloc(loc, bc.getResult());
+          buildCopy(b_, loc, buf(bc.getInput()), out);
+          buffers_[bc.getResult()] = out;
           return success();
         })
         .Case([&](tg::SoftmaxCrossEntropyOp x) {
@@ -178,44 +368,95 @@ private:
           buffers_[x.getResult()] = out;
           return success();
         })
-        .Case([&](tg::ReduceSumOp r) {
-          reduce(r, /*mean=*/false);
-          return success();
-        })
-        .Case([&](tg::ReduceMeanOp r) {
-          reduce(r, /*mean=*/true);
-          return success();
-        })
+        .Case([&](tg::ReduceSumOp r) { return reduce(r, kern::ReduceKind::sum); })
+        .Case([&](tg::ReduceMeanOp r) { return reduce(r, kern::ReduceKind::mean); })
+        .Case([&](tg::ReduceMaxOp r) { return reduce(r, kern::ReduceKind::max); })
         .Case([&](tg::ReshapeOp r) {
           buffers_[r.getResult()] = kern::ReshapeOp::create(
               b_, loc, bufferType(r.getType()), buf(r.getInput()));
           return success();
         })
-        .Case([&](tg::SgdUpdateOp u) -> LogicalResult {
-          // In place: legal only if nothing reads the old parameter later.
-          auto param = dyn_cast<BlockArgument>(u.getParam());
-          if (!param)
-            return u.emitError("tg-lower-to-kern: sgd_update of a value that "
-                               "is not a parameter argument");
-          for (Operation *user : param.getUsers())
-            if (user != op && user->getBlock() == op->getBlock() &&
-                op->isBeforeInBlock(user) && !isa<func::ReturnOp>(user))
-              return u.emitError("tg-lower-to-kern: parameter is read after "
-                                 "its update; cannot update in place");
-          kern::SgdUpdateOp::create(b_, loc, buf(param), buf(u.getGrad()),
-                                    buf(u.getLearningRate()));
-          buffers_[u.getResult()] = buf(param);
+        .Case([&](tg::TransposeOp t) {
+          Value out = alloc(loc, t.getResult());
+          kern::TransposeOp::create(b_, loc, buf(t.getInput()), out,
+                                    t.getPermAttr());
+          buffers_[t.getResult()] = out;
           return success();
+        })
+        .Case([&](tg::SliceOp s) {
+          Value out = alloc(loc, s.getResult());
+          kern::SliceOp::create(b_, loc, buf(s.getInput()), out,
+                                s.getStartsAttr());
+          buffers_[s.getResult()] = out;
+          return success();
+        })
+        .Case([&](tg::SplitOp s) {
+          // One slice per piece.
+          auto inType = cast<RankedTensorType>(s.getInput().getType());
+          int64_t offset = 0, axis = s.getAxis();
+          for (Value piece : s.getPieces()) {
+            SmallVector<int64_t> starts(inType.getRank(), 0);
+            starts[axis] = offset;
+            offset += cast<RankedTensorType>(piece.getType()).getDimSize(axis);
+            if (piece.use_empty())
+              continue;
+            Value out = alloc(loc, piece);
+            kern::SliceOp::create(b_, loc, buf(s.getInput()), out,
+                                  b_.getDenseI64ArrayAttr(starts));
+            buffers_[piece] = out;
+          }
+          return success();
+        })
+        .Case([&](tg::ConcatOp c) {
+          SmallVector<Value> ins;
+          for (Value v : c.getInputs())
+            ins.push_back(buf(v));
+          Value out = alloc(loc, c.getResult());
+          kern::ConcatOp::create(b_, loc, ins, out, c.getAxisAttr());
+          buffers_[c.getResult()] = out;
+          return success();
+        })
+        .Case([&](tg::GatherOp g) {
+          Value out = alloc(loc, g.getResult());
+          kern::GatherOp::create(b_, loc, buf(g.getTable()), buf(g.getIds()), out);
+          buffers_[g.getResult()] = out;
+          return success();
+        })
+        .Case([&](tg::ScatterAddOp s) {
+          Value out = alloc(loc, s.getResult());
+          kern::ScatterAddOp::create(b_, loc, buf(s.getUpdates()), buf(s.getIds()),
+                                     out);
+          buffers_[s.getResult()] = out;
+          return success();
+        })
+        .Case([&](tg::SgdUpdateOp u) -> LogicalResult {
+          // param - lr * grad, for builds where the op has no scalar function.
+          Value out = alloc(loc, u.getResult());
+          Value ins[] = {buf(u.getParam()), buf(u.getGrad()),
+                         buf(u.getLearningRate())};
+          auto ew = buildElementwise(
+              b_, loc, ins, out,
+              [&](OpBuilder &b, ValueRange s, Value,
+                  SmallVectorImpl<Value> &r) {
+                Value step = arith::MulFOp::create(b, loc, s[2], s[1]);
+                r.push_back(arith::SubFOp::create(b, loc, s[0], step));
+                return success();
+              });
+          buffers_[u.getResult()] = out;
+          return failure(failed(ew));
         })
         .Default([&](Operation *other) {
           return other->emitError("tg-lower-to-kern: no lowering for ")
-                 << other->getName();
+                 << other->getName()
+                 << " (composite ops are rewritten by tg-decompose first)";
         });
   }
 
   func::FuncOp old_;
   OpBuilder b_;
+  Block *body_ = nullptr;
   llvm::DenseMap<Value, Value> buffers_;
+  SmallVector<Value> inPlaceDests_;
 };
 
 struct TgLowerToKernPass : tcc::impl::TgLowerToKernBase<TgLowerToKernPass> {
@@ -223,6 +464,8 @@ struct TgLowerToKernPass : tcc::impl::TgLowerToKernBase<TgLowerToKernPass> {
     SmallVector<func::FuncOp> funcs(getOperation().getOps<func::FuncOp>());
     for (func::FuncOp f : funcs) {
       bool onTensors = llvm::any_of(f.getArgumentTypes(), [](Type t) {
+        return isa<RankedTensorType>(t);
+      }) || llvm::any_of(f.getResultTypes(), [](Type t) {
         return isa<RankedTensorType>(t);
       });
       if (onTensors && failed(FunctionLowering(f).run()))

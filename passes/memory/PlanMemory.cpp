@@ -4,7 +4,11 @@
 // writes it) to its last reader in program order, following kern.reshape
 // views. Ranges are packed first-fit into one arena; a buffer whose last use
 // is strictly before another's alloc may share its bytes. So an op never
-// writes a buffer that aliases one of its own inputs.
+// writes a temporary that aliases one of its own inputs; the only aliasing
+// a kernel sees is the one the lowering created on purpose (an in-place
+// update writing the argument buffer it reads, position by position).
+// Multi-output kernels need nothing special: each output is its own alloc,
+// live from its alloc to its last reader.
 //
 //===----------------------------------------------------------------------===//
 #include "passes/Passes.h"
@@ -24,7 +28,7 @@ namespace {
 constexpr int64_t kAlignment = 64;
 
 int64_t bufferBytes(MemRefType t) {
-  int64_t bytes = t.getNumElements() * (t.getElementTypeBitWidth() / 8);
+  int64_t bytes = t.getNumElements() * kern::elementBytes(t.getElementType());
   return (bytes + kAlignment - 1) / kAlignment * kAlignment;
 }
 

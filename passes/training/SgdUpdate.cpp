@@ -1,8 +1,14 @@
-//===- SgdUpdate.cpp - plain SGD in @train_step ---------------------------===//
+//===- SgdUpdate.cpp - SGD (with momentum, weight decay) in @train_step ---===//
 //
-// @train_step(params..., inputs...) -> (loss, grads...)
+// @train_step(params..., inputs...) -> (loss, ..., grads...)
 //   becomes
-// @train_step(params..., inputs..., lr) -> (loss, updated params...)
+// @train_step(params..., inputs..., lr [, momentum buffers...])
+//     -> (loss, ..., updated params... [, updated buffers...])
+//
+// Exactly torch.optim.SGD (dampening 0, nesterov off): weight decay is L2,
+// added to the gradient (not for parameters marked no_weight_decay); with
+// momentum, each trainable parameter gets a buffer (tg.opt_state, zeros at
+// the start) that the step updates in place (tg.updates_opt_state).
 //
 // The learning rate is an argument, not a constant: the runtime passes the
 // schedule's value every step, so a resumed run continues the schedule.
@@ -12,6 +18,7 @@
 
 #include "dialects/tg/TgModelAttrs.h"
 #include "mlir/IR/Builders.h"
+#include "passes/training/TrainingUtils.h"
 
 namespace tcc {
 #define GEN_PASS_DEF_TGSGDUPDATE
@@ -23,65 +30,96 @@ using namespace tcc;
 
 namespace {
 
+// "sgd fc1.weight": the location of a parameter's update (dumps, generated
+// code comments and messages name the parameter).
+Location updateLoc(OpBuilder &b, const std::optional<tg::ParamInfo> &info) {
+  return NameLoc::get(
+      b.getStringAttr("sgd " + (info ? info->name : std::string("?"))));
+}
+
+// The number of tg.opt_state arguments of `f` (the index the next gets).
+int64_t countOptState(func::FuncOp f) {
+  int64_t n = 0;
+  for (unsigned i = 0; i < f.getNumArguments(); ++i)
+    if (f.getArgAttr(i, tg::kOptStateAttr))
+      ++n;
+  return n;
+}
+
 struct TgSgdUpdatePass : tcc::impl::TgSgdUpdateBase<TgSgdUpdatePass> {
   void runOnOperation() override {
     ModuleOp module = getOperation();
+    FailureOr<func::FuncOp> maybeStep =
+        training::getTrainStep(module, getArgument());
+    if (failed(maybeStep))
+      return signalPassFailure();
+    FailureOr<StringRef> kind = training::optimizerKind(module, getArgument());
+    if (failed(kind))
+      return signalPassFailure();
+    if (*kind != "sgd")
+      return; // another optimizer's pass updates this module
     auto optimizer = module->getAttrOfType<DictionaryAttr>(tg::kOptimizerAttr);
-    auto kind = optimizer ? optimizer.getAs<StringAttr>("kind") : StringAttr();
-    if (!kind || kind.getValue() != "sgd") {
-      module.emitError("tg-sgd-update: module optimizer is not sgd");
-      return signalPassFailure();
-    }
-    auto step = module.lookupSymbol<func::FuncOp>(tg::kTrainStepFunc);
-    if (!step) {
-      module.emitError("tg-sgd-update: no @train_step (run tg-autodiff first)");
-      return signalPassFailure();
-    }
+    double momentum = training::optimizerField(optimizer, "momentum", 0.0);
+    double weightDecay =
+        training::optimizerField(optimizer, "weight_decay", 0.0);
+
+    func::FuncOp step = *maybeStep;
     Block &body = step.getBody().front();
+    OpBuilder b(body.getTerminator());
+    Value lr = training::getOrAddHyperArgument(step, tg::kLearningRateHyper,
+                                               b.getF32Type());
+    SmallVector<BlockArgument> params = training::paramArguments(step);
+
     auto ret = cast<func::ReturnOp>(body.getTerminator());
-    OpBuilder b(ret);
-
-    auto lrType = RankedTensorType::get({}, b.getF32Type());
-    unsigned lrIndex = step.getNumArguments();
-    if (failed(step.insertArgument(
-            lrIndex, lrType,
-            b.getDictionaryAttr(b.getNamedAttr(
-                tg::kHyperAttr, b.getStringAttr("learning_rate"))),
-            step.getLoc())))
-      return signalPassFailure();
-    Value lr = body.getArgument(lrIndex);
-
-    // Parameter index -> argument.
-    SmallVector<BlockArgument> params;
-    for (BlockArgument arg : body.getArguments())
-      if (step.getArgAttr(arg.getArgNumber(), tg::kParamAttr))
-        params.push_back(arg);
-
-    SmallVector<Value> results;
-    SmallVector<Attribute> resultAttrs;
+    SmallVector<Value> results, stateResults;
+    SmallVector<Attribute> resultAttrs, stateAttrs;
     for (unsigned i = 0; i < step.getNumResults(); ++i) {
-      Value v = ret.getOperand(i);
+      Value grad = ret.getOperand(i);
       auto gradOf = step.getResultAttrOfType<IntegerAttr>(i, tg::kGradOfAttr);
-      if (!gradOf) { // the loss
-        results.push_back(v);
+      if (!gradOf) { // the loss and train outputs stay as they are
+        results.push_back(grad);
         resultAttrs.push_back(step.getResultAttrDict(i));
         continue;
       }
       int64_t p = gradOf.getInt();
       if (p < 0 || p >= static_cast<int64_t>(params.size())) {
-        step.emitError("tg-sgd-update: gradient of unknown parameter ") << p;
+        step.emitError(getArgument()) << ": gradient of unknown parameter " << p;
         return signalPassFailure();
       }
-      results.push_back(tg::SgdUpdateOp::create(b, v.getLoc(), v.getType(),
-                                                params[p], v, lr));
+      BlockArgument param = params[p];
+      auto info = tg::ParamInfo::fromAttr(
+          step.getArgAttr(param.getArgNumber(), tg::kParamAttr));
+      double wd = info && info->noWeightDecay ? 0.0 : weightDecay;
+      Location loc = updateLoc(b, info);
+      Value updated;
+      if (momentum == 0) {
+        updated = tg::SgdUpdateOp::create(b, loc, grad.getType(), param, grad,
+                                          lr, b.getF64FloatAttr(wd));
+      } else {
+        int64_t stateIndex = countOptState(step);
+        Value buffer = training::appendArgument(
+            step, param.getType(),
+            b.getDictionaryAttr(b.getNamedAttr(
+                tg::kOptStateAttr,
+                b.getDictionaryAttr(
+                    {b.getNamedAttr("param", b.getI64IntegerAttr(p)),
+                     b.getNamedAttr("name",
+                                    b.getStringAttr(tg::kMomentumState))}))));
+        auto update = tg::MomentumUpdateOp::create(
+            b, loc, param.getType(), param.getType(), param, grad, buffer, lr,
+            b.getF64FloatAttr(momentum), b.getF64FloatAttr(wd));
+        updated = update.getNewParam();
+        stateResults.push_back(update.getNewMomentumBuffer());
+        stateAttrs.push_back(b.getDictionaryAttr(b.getNamedAttr(
+            tg::kUpdatesOptStateAttr, b.getI64IntegerAttr(stateIndex))));
+      }
+      results.push_back(updated);
       resultAttrs.push_back(b.getDictionaryAttr(
           b.getNamedAttr(tg::kUpdatesParamAttr, b.getI64IntegerAttr(p))));
     }
-    func::ReturnOp::create(b, ret.getLoc(), results);
-    ret.erase();
-    step.setType(FunctionType::get(step.getContext(), step.getArgumentTypes(),
-                                   ValueRange(results).getTypes()));
-    step.setAllResultAttrs(resultAttrs);
+    results.append(stateResults);
+    resultAttrs.append(stateAttrs);
+    training::setResults(step, results, resultAttrs);
   }
 };
 

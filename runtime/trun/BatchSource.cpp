@@ -15,10 +15,10 @@ void CopySample(const LabeledImages &data, const PixelNormalizer &normalizer,
                 int64_t sample, int64_t row, HostBatch &batch) {
   int64_t values = data.pixels_per_image();
   const uint8_t *pixels = data.pixels.data() + sample * values;
-  float *image = batch.images.as<float>() + row * values; // (values)
+  float *image = batch.data.as<float>() + row * values; // (values)
   for (int64_t k = 0; k < values; ++k)
     image[k] = normalizer.table[pixels[k]];
-  batch.labels.as<int32_t>()[row] = data.labels[sample];
+  batch.targets.as<int32_t>()[row] = data.labels[sample];
 }
 
 } // namespace
@@ -47,10 +47,16 @@ PixelNormalizer::FromTrainingImages(const LabeledImages &train) {
   return n;
 }
 
-HostBatch::HostBatch(int64_t batch_size, int64_t values_per_sample)
+HostBatch::HostBatch(const StepBinding &binding)
+    : HostBatch(binding.batch_size, binding.values_per_sample,
+                binding.targets_per_sample) {}
+
+HostBatch::HostBatch(int64_t batch_size, int64_t values_per_sample,
+                     int64_t targets_per_sample)
     : batch_size(batch_size), values_per_sample(values_per_sample),
-      images(batch_size * values_per_sample * sizeof(float)),
-      labels(batch_size * sizeof(int32_t)) {}
+      targets_per_sample(targets_per_sample),
+      data(batch_size * values_per_sample * sizeof(float)),
+      targets(batch_size * targets_per_sample * sizeof(int32_t)) {}
 
 std::vector<int64_t> EpochPermutation(int64_t n, uint64_t seed, int64_t epoch) {
   std::vector<int64_t> order(n);

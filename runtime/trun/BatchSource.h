@@ -1,4 +1,5 @@
-// Host batches for the step: normalized f32 images and i32 labels.
+// Host batches for the step: normalized f32 images and i32 labels (token
+// batches: TokenBatches.h).
 //
 // A BatchSource is what the Trainer pulls from; a later GPU path can wrap one
 // in a background loader thread that fills pinned buffers.
@@ -7,6 +8,7 @@
 
 #include "runtime/trun/AlignedBuffer.h"
 #include "runtime/trun/IdxDataset.h"
+#include "runtime/trun/StepBinding.h"
 
 #include <array>
 #include <cstdint>
@@ -26,13 +28,21 @@ struct PixelNormalizer {
   std::array<float, 256> table{};
 };
 
+// One batch for the step's two fed inputs (StepBinding), 64-byte aligned.
 struct HostBatch {
-  HostBatch(int64_t batch_size, int64_t values_per_sample);
+  // Sized for `binding`: `data` holds batch_size * values_per_sample 4-byte
+  // values, `targets` batch_size * targets_per_sample i32.
+  explicit HostBatch(const StepBinding &binding);
+  // An image batch: data f32 (batch_size, values_per_sample), targets i32
+  // (batch_size).
+  HostBatch(int64_t batch_size, int64_t values_per_sample,
+            int64_t targets_per_sample = 1);
 
   int64_t batch_size;
   int64_t values_per_sample;
-  AlignedBuffer images;  // f32 (batch_size, values_per_sample)
-  AlignedBuffer labels;  // i32 (batch_size)
+  int64_t targets_per_sample;
+  AlignedBuffer data;    // images f32 (B, values)  | tokens i32 (B, T)
+  AlignedBuffer targets; // labels i32 (B)          | targets i32 (B, T)
   int64_t real_rows = 0; // leading rows from the data; the rest are padding
 };
 

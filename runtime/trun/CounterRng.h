@@ -23,6 +23,8 @@ inline constexpr uint64_t kGoldenGamma = 0x9E3779B97F4A7C15ull;
 enum Domain : uint64_t {
   kParamInitDomain = 1, // id = tcc_tensor_desc::init_seed
   kShuffleDomain = 2,   // id = 0-based epoch
+  kTokenWindowDomain = 3, // id = 0-based batch number (TokenBatches.h)
+  kSampleDomain = 4,      // id = 0 (Sampler.h)
 };
 
 inline uint64_t Mix64(uint64_t z) {

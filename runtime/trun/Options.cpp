@@ -10,13 +10,17 @@
 namespace tcc::trun {
 
 const char kUsage[] =
-    R"(usage: trun STEP.so --data DIR|IMAGES,LABELS [options]
+    R"(usage: trun STEP.so --data DIR|IMAGES,LABELS [options]    (image classifier)
+       trun STEP.so --data SHARDS [--val SHARDS] [options]   (token model)
+       trun STEP.so --init-from W.safetensors --sample N [--prompt TEXT]
        trun STEP.so --info
 
-Trains a step library compiled by tcc on IDX image data (e.g. Fashion-MNIST)
-with the step's optimizer, then reports accuracy and loss on the test split.
+Trains a step library compiled by tcc with the step's optimizer. A step with
+inputs 'tokens' and 'targets' (i32 [B, T]) is a token model and trains on
+token shards; any other step is an image classifier and trains on IDX image
+data (e.g. Fashion-MNIST), then reports accuracy and loss on the test split.
 
-options:
+image data:
   --data DIR            train on DIR/train-images-idx3-ubyte[.gz] and
                         DIR/train-labels-idx1-ubyte[.gz], test on
                         DIR/t10k-images-idx3-ubyte[.gz] and
@@ -24,12 +28,37 @@ options:
   --data IMAGES,LABELS  train on these two IDX files (gzipped or not)
   --test IMAGES,LABELS  test on these two IDX files (with --data IMAGES,LABELS
                         and no --test, evaluation is skipped)
+token data (shards from tcc-data tokenize, nanoGPT or llm.c):
+  --data SHARDS         train on a token shard file or a quoted glob of them
+                        ('data/train_*.bin')
+  --val SHARDS          report the validation loss on these shards at the end
+  --data-order ORDER    random: windows at seeded random offsets (default);
+                        sequential: consecutive non-overlapping windows
+  --eval-every N        also report the validation loss every N steps
+  --eval-batches M      validation batches per report (default 20)
+training:
   --steps N             train N steps (batches); 0: evaluate only
   --epochs E            train E epochs (default 1); not with --steps
   --lr X                learning rate (default: the step's default)
-  --seed S              seed of parameter init and shuffling (default 0)
+  --seed S              seed of parameter init, shuffling, random windows and
+                        sampling (default 0)
   --log-every N         print mean loss and samples/s every N steps
                         (default 100; 0: only per-epoch lines)
+weights (safetensors, names = parameter names):
+  --init-from FILE      start from these weights instead of the step's init
+  --save-weights FILE   write the weights at the end
+  --save-train-outputs FILE
+                        write the loss and the train outputs of the last
+                        train step (e.g. the gradients of a step compiled
+                        with tcc compile --emit-gradients)
+sampling (token models with a 'logits' output; after training, if any):
+  --sample N            generate N tokens and print the text
+  --prompt TEXT         the text to continue (default: a newline)
+  --vocab FILE          the _vocab.json from tcc-data to encode and decode
+                        text (default: token id = byte value)
+  --temperature T       softmax temperature; 0: always the likeliest token
+                        (default 1)
+other:
   --info                print the step descriptor and exit
   --help                print this help and exit
 
@@ -49,10 +78,12 @@ absl::Status BadNumber(absl::string_view flag, absl::string_view value,
 }
 
 absl::StatusOr<int64_t> ParseCount(absl::string_view flag,
-                                   absl::string_view value) {
+                                   absl::string_view value, int64_t minimum) {
   int64_t n = 0;
-  if (!absl::SimpleAtoi(value, &n) || n < 0)
-    return BadNumber(flag, value, "a non-negative integer");
+  if (!absl::SimpleAtoi(value, &n) || n < minimum)
+    return BadNumber(flag, value,
+                     minimum == 0 ? "a non-negative integer"
+                                  : "a positive integer");
   return n;
 }
 
@@ -63,21 +94,53 @@ absl::Status ApplyValue(const std::string &flag, const std::string &value,
     options.data = value;
   } else if (flag == "--test") {
     options.test = value;
-  } else if (flag == "--steps" || flag == "--epochs" || flag == "--log-every") {
-    absl::StatusOr<int64_t> n = ParseCount(flag, value);
+  } else if (flag == "--val") {
+    options.val = value;
+  } else if (flag == "--init-from") {
+    options.init_from = value;
+  } else if (flag == "--save-weights") {
+    options.save_weights = value;
+  } else if (flag == "--save-train-outputs") {
+    options.save_train_outputs = value;
+  } else if (flag == "--prompt") {
+    options.prompt = value;
+  } else if (flag == "--vocab") {
+    options.vocab = value;
+  } else if (flag == "--data-order") {
+    if (value == "random")
+      options.data_order = DataOrder::kRandom;
+    else if (value == "sequential")
+      options.data_order = DataOrder::kSequential;
+    else
+      return BadNumber(flag, value, "random or sequential");
+  } else if (flag == "--steps" || flag == "--epochs" ||
+             flag == "--log-every" || flag == "--eval-every") {
+    absl::StatusOr<int64_t> n = ParseCount(flag, value, 0);
     if (!n.ok())
       return n.status();
     if (flag == "--steps")
       options.steps = *n;
     else if (flag == "--epochs")
       options.epochs = *n;
-    else
+    else if (flag == "--log-every")
       options.log_every = *n;
+    else
+      options.eval_every = *n;
+  } else if (flag == "--eval-batches" || flag == "--sample") {
+    absl::StatusOr<int64_t> n = ParseCount(flag, value, 1);
+    if (!n.ok())
+      return n.status();
+    (flag == "--sample" ? options.sample : options.eval_batches) = *n;
   } else if (flag == "--lr") {
     double lr = 0;
     if (!absl::SimpleAtod(value, &lr) || !std::isfinite(lr) || lr <= 0)
       return BadNumber(flag, value, "a positive number");
     options.learning_rate = lr;
+  } else if (flag == "--temperature") {
+    double t = 0;
+    if (!absl::SimpleAtod(value, &t) || !std::isfinite(t) || t < 0)
+      return BadNumber(flag, value, "a non-negative number");
+    options.temperature = t;
   } else if (flag == "--seed") {
     uint64_t seed = 0;
     if (!absl::SimpleAtoi(value, &seed))
@@ -87,12 +150,28 @@ absl::Status ApplyValue(const std::string &flag, const std::string &value,
   return absl::OkStatus();
 }
 
+// Flags that only make sense with another one.
+absl::Status CheckFlagPairs(const std::set<std::string> &seen) {
+  static const std::pair<const char *, const char *> kNeeds[] = {
+      {"--prompt", "--sample"},       {"--vocab", "--sample"},
+      {"--temperature", "--sample"},  {"--eval-every", "--val"},
+      {"--eval-batches", "--val"},    {"--data-order", "--data"},
+      {"--test", "--data"}};
+  for (const auto &[flag, needed] : kNeeds)
+    if (seen.count(flag) && !seen.count(needed))
+      return UsageError(absl::StrCat(flag, " needs ", needed));
+  return absl::OkStatus();
+}
+
 } // namespace
 
 absl::StatusOr<Options> ParseOptions(const std::vector<std::string> &args) {
   static const std::set<std::string> kValueFlags = {
-      "--data", "--test", "--steps",    "--epochs",
-      "--lr",   "--seed", "--log-every"};
+      "--data",         "--test",      "--val",          "--data-order",
+      "--eval-every",   "--eval-batches", "--steps",     "--epochs",
+      "--lr",           "--seed",      "--log-every",    "--init-from",
+      "--save-weights", "--sample",    "--prompt",       "--vocab",
+      "--temperature",  "--save-train-outputs"};
   Options options;
   std::set<std::string> seen;
   for (size_t i = 0; i < args.size(); ++i) {
@@ -134,10 +213,18 @@ absl::StatusOr<Options> ParseOptions(const std::vector<std::string> &args) {
   }
   if (options.step_path.empty())
     return UsageError("missing STEP.so (see trun --help)");
-  if (!options.info && options.data.empty())
+  if (options.info)
+    return options;
+  // A token model may only evaluate (--val) or only sample (--sample).
+  if (options.data.empty() && !options.val && options.sample == 0)
     return UsageError("missing --data (see trun --help)");
   if (options.steps && options.epochs)
     return UsageError("give --steps or --epochs, not both");
+  if (options.data.empty() && (options.epochs || options.steps.value_or(0)))
+    return UsageError(absl::StrCat(options.epochs ? "--epochs" : "--steps",
+                                   " needs --data (training data)"));
+  if (absl::Status s = CheckFlagPairs(seen); !s.ok())
+    return s;
   return options;
 }
 

@@ -11,17 +11,30 @@
 
 namespace tcc::trun {
 
+enum class DataOrder { kRandom, kSequential };
+
 struct Options {
   std::string step_path;
-  std::string data;                    // --data: DIR or IMAGES,LABELS
+  std::string data;                    // --data: DIR, IMAGES,LABELS or SHARDS
   std::optional<std::string> test;     // --test IMAGES,LABELS
+  std::optional<std::string> val;      // --val SHARDS
+  std::optional<DataOrder> data_order; // --data-order (default random)
+  int64_t eval_every = 0;              // --eval-every (0: only at the end)
+  int64_t eval_batches = 20;           // --eval-batches
   std::optional<int64_t> steps;        // --steps
   std::optional<int64_t> epochs;       // --epochs (default 1)
   std::optional<double> learning_rate; // --lr (default: the step's)
   uint64_t seed = 0;                   // --seed
   int64_t log_every = 100;             // --log-every
-  bool info = false;                   // --info
-  bool help = false;                   // --help
+  std::optional<std::string> init_from;    // --init-from W.safetensors
+  std::optional<std::string> save_weights; // --save-weights W.safetensors
+  std::optional<std::string> save_train_outputs; // --save-train-outputs F
+  int64_t sample = 0;                      // --sample N (0: no sampling)
+  std::optional<std::string> prompt;       // --prompt TEXT
+  std::optional<std::string> vocab;        // --vocab VOCAB.json
+  double temperature = 1.0;                // --temperature
+  bool info = false;                       // --info
+  bool help = false;                       // --help
 };
 
 // The text of `trun --help` (docs/runtime.md quotes it verbatim).

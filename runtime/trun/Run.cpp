@@ -3,10 +3,15 @@
 #include "runtime/trun/BatchSource.h"
 #include "runtime/trun/DataFiles.h"
 #include "runtime/trun/IdxDataset.h"
+#include "runtime/trun/Safetensors.h"
+#include "runtime/trun/Sampler.h"
 #include "runtime/trun/StepBinding.h"
 #include "runtime/trun/StepDescriptor.h"
 #include "runtime/trun/StepLibrary.h"
+#include "runtime/trun/TokenBatches.h"
+#include "runtime/trun/TokenShards.h"
 #include "runtime/trun/Trainer.h"
+#include "runtime/trun/Vocab.h"
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -40,6 +45,353 @@ void PrintEvalResult(const EvalResult &result, std::ostream &out) {
   out << absl::StrFormat("test loss: %.4f\n", result.mean_loss);
 }
 
+// Flags that belong to the other kind of step are errors, not no-ops.
+absl::Status CheckFlagsFitStep(const Options &options,
+                               const StepBinding &binding,
+                               const tcc_step_descriptor &d) {
+  auto wrong = [&](absl::string_view flag, absl::string_view hint) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        flag, " is for ",
+        binding.is_token_model() ? "image classifiers" : "token models",
+        "; step '", d.model_name, "' is ",
+        binding.is_token_model() ? "a token model" : "an image classifier",
+        hint));
+  };
+  if (binding.is_token_model()) {
+    if (options.test)
+      return wrong("--test", " (use --val SHARDS)");
+    return absl::OkStatus();
+  }
+  const char *hint = " (inputs 'tokens' and 'targets' make a token model)";
+  if (options.val)
+    return wrong("--val", hint);
+  if (options.data_order)
+    return wrong("--data-order", hint);
+  if (options.sample)
+    return wrong("--sample", hint);
+  if (options.data.empty())
+    return absl::InvalidArgumentError("missing --data (see trun --help)");
+  return absl::OkStatus();
+}
+
+std::vector<const void *> ParamPointers(const Trainer &trainer,
+                                        const tcc_step_descriptor &d) {
+  std::vector<const void *> params;
+  for (int32_t i = 0; i < d.num_params; ++i)
+    params.push_back(trainer.param(i));
+  return params;
+}
+
+absl::Status InitFrom(const Options &options, const tcc_step_descriptor &d,
+                      Trainer &trainer, std::ostream &out) {
+  if (!options.init_from)
+    return absl::OkStatus();
+  std::vector<void *> params;
+  for (int32_t i = 0; i < d.num_params; ++i)
+    params.push_back(trainer.mutable_param(i));
+  if (absl::Status s = LoadWeights(*options.init_from, d, params); !s.ok())
+    return s;
+  out << absl::StrFormat("init: %d parameters from %s\n", d.num_params,
+                         *options.init_from);
+  return absl::OkStatus();
+}
+
+absl::Status SaveAtEnd(const Options &options, const tcc_step_descriptor &d,
+                       const Trainer &trainer, std::ostream &out) {
+  if (!options.save_weights)
+    return absl::OkStatus();
+  if (absl::Status s =
+          SaveWeights(*options.save_weights, d, ParamPointers(trainer, d));
+      !s.ok())
+    return s;
+  out << absl::StrFormat("saved weights: %s (%d tensors)\n",
+                         *options.save_weights, d.num_params);
+  return absl::OkStatus();
+}
+
+// --save-train-outputs: the loss and train outputs of the last train step.
+// The PyTorch parity test reads the gradients of a step compiled with
+// --emit-gradients and the loss at full precision.
+absl::Status SaveTrainOutputs(const Options &options,
+                              const tcc_step_descriptor &d,
+                              const Trainer &trainer, float loss,
+                              int64_t steps, std::ostream &out) {
+  if (!options.save_train_outputs)
+    return absl::OkStatus();
+  if (steps == 0)
+    return absl::InvalidArgumentError(
+        "--save-train-outputs needs at least one train step");
+  std::vector<TensorToWrite> tensors = {
+      {"loss", TCC_DTYPE_F32, {}, &loss, sizeof(float)}};
+  for (int32_t i = 0; i < d.num_train_outputs; ++i) {
+    const tcc_tensor_desc &t = d.train_outputs[i];
+    if (std::string(t.name) == "loss")
+      return absl::InvalidArgumentError(
+          "--save-train-outputs: step has a train output named 'loss'");
+    tensors.push_back({t.name, t.dtype,
+                       std::vector<int64_t>(t.shape, t.shape + t.rank),
+                       trainer.train_output(i), t.size_bytes});
+  }
+  if (absl::Status s = WriteSafetensors(
+          *options.save_train_outputs, tensors,
+          {{"model", d.model_name}, {"producer", "trun"},
+           {"step", std::to_string(steps - 1)}});
+      !s.ok())
+    return s;
+  out << absl::StrFormat("saved train outputs of step %d: %s (loss and %d "
+                         "tensors)\n",
+                         steps, *options.save_train_outputs,
+                         d.num_train_outputs);
+  return absl::OkStatus();
+}
+
+absl::Status RunImageClassifier(const Options &options,
+                                const tcc_step_descriptor &d,
+                                const StepBinding &binding, Trainer &trainer,
+                                std::ostream &out) {
+  // Read and check all data before training, so a bad test file fails fast.
+  absl::StatusOr<DataFiles> files =
+      ResolveDataFiles(options.data, options.test);
+  if (!files.ok())
+    return files.status();
+  absl::StatusOr<LabeledImages> train = LoadSplit(files->train, binding, d);
+  if (!train.ok())
+    return train.status();
+  if (train->count < binding.batch_size)
+    return absl::InvalidArgumentError(absl::StrCat(
+        files->train.images, ": ", train->count,
+        " samples, fewer than the step's batch size ", binding.batch_size));
+  std::optional<LabeledImages> test;
+  if (files->test) {
+    absl::StatusOr<LabeledImages> loaded = LoadSplit(*files->test, binding, d);
+    if (!loaded.ok())
+      return loaded.status();
+    test = std::move(*loaded);
+  }
+
+  PixelNormalizer normalizer = PixelNormalizer::FromTrainingImages(*train);
+  ShuffledBatches batches(*train, normalizer, binding.batch_size,
+                          options.seed);
+  TrainConfig config;
+  config.learning_rate = static_cast<float>(
+      options.learning_rate.value_or(d.default_learning_rate));
+  config.steps_per_epoch = batches.batches_per_epoch();
+  int64_t epochs = options.epochs.value_or(1);
+  if (epochs > std::numeric_limits<int64_t>::max() / config.steps_per_epoch)
+    return absl::InvalidArgumentError(
+        absl::StrCat("--epochs ", epochs, " is too many steps"));
+  config.steps = options.steps.value_or(epochs * config.steps_per_epoch);
+  config.log_every = options.log_every;
+
+  out << absl::StrFormat("step: %s (%s), batch %d, lr %g, seed %u\n",
+                         d.model_name, options.step_path, binding.batch_size,
+                         config.learning_rate, options.seed);
+  out << absl::StrFormat(
+      "train: %d samples from %s (%d steps per epoch, %d steps)\n",
+      train->count, files->train.images, config.steps_per_epoch, config.steps);
+  out << absl::StrFormat("normalization: mean %.4f, std %.4f (of x/255 over "
+                         "the training images)\n",
+                         normalizer.mean, normalizer.stddev);
+
+  if (absl::Status s = trainer.Train(batches, config, out); !s.ok())
+    return s;
+  if (absl::Status s = SaveTrainOutputs(options, d, trainer,
+                                       trainer.last_loss(), config.steps, out);
+      !s.ok())
+    return s;
+
+  if (!test) {
+    out << "note: no test data (pass --test IMAGES,LABELS); skipping "
+           "evaluation\n";
+  } else {
+    out << absl::StrFormat("test: %d samples from %s\n", test->count,
+                           files->test->images);
+    if (binding.logits_output == -1)
+      out << "note: step has no 'logits' output; reporting test loss only\n";
+    SequentialBatches test_batches(*test, normalizer, binding.batch_size);
+    absl::StatusOr<EvalResult> result = trainer.Evaluate(test_batches);
+    if (!result.ok())
+      return result.status();
+    PrintEvalResult(*result, out);
+  }
+  return SaveAtEnd(options, d, trainer, out);
+}
+
+// Opens shards for a token model and checks they fit it: at least one batch
+// of windows, and (when the logits width is known) every id below it.
+absl::StatusOr<TokenDataset> LoadShards(const std::string &pattern,
+                                        const StepBinding &binding) {
+  absl::StatusOr<TokenDataset> dataset = TokenDataset::Open(pattern);
+  if (!dataset.ok())
+    return dataset.status();
+  TokenWindows windows(*dataset, binding.context_length());
+  if (windows.aligned_count() < binding.batch_size)
+    return absl::InvalidArgumentError(absl::StrCat(
+        dataset->Describe(), ": ", dataset->total_tokens(), " tokens make ",
+        windows.aligned_count(), " windows of ", binding.context_length(),
+        "+1 tokens, fewer than the step's batch of ", binding.batch_size));
+  if (binding.vocab_size > 0)
+    if (absl::Status s = dataset->CheckTokensBelow(
+            binding.vocab_size,
+            absl::StrCat("'logits' width ", binding.vocab_size));
+        !s.ok())
+      return s;
+  return dataset;
+}
+
+absl::Status Sample(const Options &options, const tcc_step_descriptor &d,
+                    const StepBinding &binding, const Trainer &trainer,
+                    std::ostream &out) {
+  absl::StatusOr<std::unique_ptr<Sampler>> sampler =
+      Sampler::Create(d, binding, ParamPointers(trainer, d));
+  if (!sampler.ok())
+    return sampler.status();
+  Vocab vocab = Vocab::Bytes();
+  if (options.vocab) {
+    absl::StatusOr<Vocab> read = Vocab::Read(*options.vocab);
+    if (!read.ok())
+      return read.status();
+    if (read->size() > binding.vocab_size)
+      return absl::FailedPreconditionError(absl::StrCat(
+          *options.vocab, ": ", read->size(), " tokens, more than step '",
+          d.model_name, "' has logits for (", binding.vocab_size, ")"));
+    vocab = std::move(*read);
+  }
+  std::vector<int64_t> context;
+  if (options.prompt) {
+    absl::StatusOr<std::vector<int64_t>> ids = vocab.Encode(*options.prompt);
+    if (!ids.ok())
+      return absl::InvalidArgumentError(
+          absl::StrCat("--prompt: ", ids.status().message()));
+    context = std::move(*ids);
+  } else {
+    // A newline starts a fresh "document"; token 0 if there is none.
+    absl::StatusOr<std::vector<int64_t>> newline = vocab.Encode("\n");
+    context = newline.ok() ? *newline : std::vector<int64_t>{0};
+  }
+  for (int64_t id : context)
+    if (id >= binding.vocab_size)
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--prompt: token ", id, " is out of range for 'logits' width ",
+          binding.vocab_size));
+  int64_t allowed = std::min(vocab.size(), binding.vocab_size);
+  absl::StatusOr<std::vector<int64_t>> generated = (*sampler)->Generate(
+      context, options.sample, allowed, options.temperature, options.seed);
+  if (!generated.ok())
+    return generated.status();
+  out << absl::StrFormat("sample: %d tokens, temperature %g, seed %u\n",
+                         options.sample, options.temperature, options.seed);
+  out << vocab.Decode(context) << vocab.Decode(*generated) << "\n";
+  return absl::OkStatus();
+}
+
+absl::Status RunTokenModel(const Options &options,
+                           const tcc_step_descriptor &d,
+                           const StepBinding &binding, Trainer &trainer,
+                           std::ostream &out) {
+  const int64_t B = binding.batch_size, T = binding.context_length();
+  // Read and check all data before training.
+  std::optional<TokenDataset> train, val;
+  if (!options.data.empty()) {
+    absl::StatusOr<TokenDataset> loaded = LoadShards(options.data, binding);
+    if (!loaded.ok())
+      return loaded.status();
+    train = std::move(*loaded);
+  }
+  if (options.val) {
+    absl::StatusOr<TokenDataset> loaded = LoadShards(*options.val, binding);
+    if (!loaded.ok())
+      return loaded.status();
+    val = std::move(*loaded);
+  }
+  if (options.sample && binding.token_logits_output == -1)
+    return absl::FailedPreconditionError(
+        absl::StrCat("--sample: step '", d.model_name,
+                     "' has no eval output 'logits' [batch, context, vocab]"));
+
+  float learning_rate = static_cast<float>(
+      options.learning_rate.value_or(d.default_learning_rate));
+  out << absl::StrFormat("step: %s (%s), batch %dx%d tokens, lr %g, seed %u\n",
+                         d.model_name, options.step_path, B, T, learning_rate,
+                         options.seed);
+  if (binding.token_logits_output == -1)
+    out << "note: step has no 'logits' output; token ids are not checked "
+           "against its vocabulary\n";
+
+  // Validation: the first eval_batches batches of sequential windows, the
+  // same ones every time, so reports are comparable.
+  std::optional<TokenWindows> val_windows;
+  int64_t val_batches = 0;
+  if (val) {
+    val_windows.emplace(*val, T);
+    val_batches = std::min(options.eval_batches, val_windows->aligned_count() / B);
+    out << absl::StrFormat("val: %d tokens in %s (%d batches of %dx%d)\n",
+                           val->total_tokens(), val->Describe(), val_batches,
+                           B, T);
+  }
+  int64_t last_validated = -1;
+  auto validate = [&](int64_t step) -> absl::Status {
+    SequentialTokenBatches batches(*val_windows, B, val_batches);
+    absl::StatusOr<EvalResult> result = trainer.Evaluate(batches);
+    if (!result.ok())
+      return result.status();
+    out << absl::StrFormat("val loss: %.6f (step %d)\n", result->mean_loss,
+                           step)
+        << std::flush;
+    last_validated = step;
+    return absl::OkStatus();
+  };
+
+  int64_t steps = 0;
+  float last_train_loss = 0;
+  if (train) {
+    TokenWindows windows(*train, T);
+    bool sequential = options.data_order == DataOrder::kSequential;
+    RandomTokenBatches random(windows, B, options.seed);
+    SequentialTokenBatches in_order(windows, B);
+    TrainConfig config;
+    config.learning_rate = learning_rate;
+    config.steps_per_epoch = in_order.batches_per_epoch();
+    int64_t epochs = options.epochs.value_or(1);
+    if (epochs > std::numeric_limits<int64_t>::max() / config.steps_per_epoch)
+      return absl::InvalidArgumentError(
+          absl::StrCat("--epochs ", epochs, " is too many steps"));
+    config.steps = options.steps.value_or(epochs * config.steps_per_epoch);
+    config.log_every = options.log_every;
+    if (val && options.eval_every > 0)
+      config.after_step = [&](int64_t done) {
+        last_train_loss = trainer.last_loss(); // before eval overwrites it
+        return done % options.eval_every == 0 ? validate(done)
+                                              : absl::OkStatus();
+      };
+    out << absl::StrFormat(
+        "train: %d tokens in %s, %s windows of %d+1 tokens (%d steps per "
+        "epoch, %d steps)\n",
+        train->total_tokens(), train->Describe(),
+        sequential ? "sequential" : "random", T, config.steps_per_epoch,
+        config.steps);
+    BatchSource &source =
+        sequential ? static_cast<BatchSource &>(in_order) : random;
+    if (absl::Status s = trainer.Train(source, config, out); !s.ok())
+      return s;
+    steps = config.steps;
+    if (!config.after_step)
+      last_train_loss = trainer.last_loss();
+    if (absl::Status s =
+            SaveTrainOutputs(options, d, trainer, last_train_loss, steps, out);
+        !s.ok())
+      return s;
+  }
+  if (val && last_validated != steps)
+    if (absl::Status s = validate(steps); !s.ok())
+      return s;
+  if (absl::Status s = SaveAtEnd(options, d, trainer, out); !s.ok())
+    return s;
+  if (options.sample)
+    return Sample(options, d, binding, trainer, out);
+  return absl::OkStatus();
+}
+
 } // namespace
 
 absl::Status RunTrun(const Options &options, std::ostream &out) {
@@ -55,75 +407,20 @@ absl::Status RunTrun(const Options &options, std::ostream &out) {
   absl::StatusOr<StepBinding> binding = BindStep(d);
   if (!binding.ok())
     return binding.status();
+  if (absl::Status s = CheckFlagsFitStep(options, *binding, d); !s.ok())
+    return s;
 
-  // Parameters first: an unsupported init fails before any data is read.
+  // Parameters first: an unsupported init or a bad weights file fails before
+  // any data is read.
   absl::StatusOr<std::unique_ptr<Trainer>> trainer =
       Trainer::Create(d, *binding, options.seed);
   if (!trainer.ok())
     return trainer.status();
-
-  // Read and check all data before training, so a bad test file fails fast.
-  absl::StatusOr<DataFiles> files =
-      ResolveDataFiles(options.data, options.test);
-  if (!files.ok())
-    return files.status();
-  absl::StatusOr<LabeledImages> train = LoadSplit(files->train, *binding, d);
-  if (!train.ok())
-    return train.status();
-  if (train->count < binding->batch_size)
-    return absl::InvalidArgumentError(absl::StrCat(
-        files->train.images, ": ", train->count,
-        " samples, fewer than the step's batch size ", binding->batch_size));
-  std::optional<LabeledImages> test;
-  if (files->test) {
-    absl::StatusOr<LabeledImages> loaded = LoadSplit(*files->test, *binding, d);
-    if (!loaded.ok())
-      return loaded.status();
-    test = std::move(*loaded);
-  }
-
-  PixelNormalizer normalizer = PixelNormalizer::FromTrainingImages(*train);
-  ShuffledBatches batches(*train, normalizer, binding->batch_size,
-                          options.seed);
-  TrainConfig config;
-  config.learning_rate = static_cast<float>(
-      options.learning_rate.value_or(d.default_learning_rate));
-  config.steps_per_epoch = batches.batches_per_epoch();
-  int64_t epochs = options.epochs.value_or(1);
-  if (epochs > std::numeric_limits<int64_t>::max() / config.steps_per_epoch)
-    return absl::InvalidArgumentError(
-        absl::StrCat("--epochs ", epochs, " is too many steps"));
-  config.steps = options.steps.value_or(epochs * config.steps_per_epoch);
-  config.log_every = options.log_every;
-
-  out << absl::StrFormat("step: %s (%s), batch %d, lr %g, seed %u\n",
-                         d.model_name, options.step_path, binding->batch_size,
-                         config.learning_rate, options.seed);
-  out << absl::StrFormat(
-      "train: %d samples from %s (%d steps per epoch, %d steps)\n",
-      train->count, files->train.images, config.steps_per_epoch, config.steps);
-  out << absl::StrFormat("normalization: mean %.4f, std %.4f (of x/255 over "
-                         "the training images)\n",
-                         normalizer.mean, normalizer.stddev);
-
-  if (absl::Status s = (*trainer)->Train(batches, config, out); !s.ok())
+  if (absl::Status s = InitFrom(options, d, **trainer, out); !s.ok())
     return s;
-
-  if (!test) {
-    out << "note: no test data (pass --test IMAGES,LABELS); skipping "
-           "evaluation\n";
-    return absl::OkStatus();
-  }
-  out << absl::StrFormat("test: %d samples from %s\n", test->count,
-                         files->test->images);
-  if (binding->logits_output == -1)
-    out << "note: step has no 'logits' output; reporting test loss only\n";
-  SequentialBatches test_batches(*test, normalizer, binding->batch_size);
-  absl::StatusOr<EvalResult> result = (*trainer)->Evaluate(test_batches);
-  if (!result.ok())
-    return result.status();
-  PrintEvalResult(*result, out);
-  return absl::OkStatus();
+  if (binding->is_token_model())
+    return RunTokenModel(options, d, *binding, **trainer, out);
+  return RunImageClassifier(options, d, *binding, **trainer, out);
 }
 
 } // namespace tcc::trun

@@ -85,6 +85,31 @@ absl::Status CheckTensorList(int32_t count, const tcc_tensor_desc *list,
 
 bool IsNonNegativeFinite(double v) { return std::isfinite(v) && v >= 0; }
 
+// The schedule's fields, before trun computes a learning rate from them.
+absl::Status CheckSchedule(const tcc_step_descriptor &d,
+                           absl::string_view origin) {
+  const tcc_lr_schedule &s = d.lr_schedule;
+  if (s.kind != TCC_LR_CONSTANT && s.kind != TCC_LR_WARMUP_COSINE)
+    return absl::InvalidArgumentError(
+        absl::StrCat(origin, ": unknown lr_schedule kind ", s.kind));
+  if (s.base_lr != d.default_learning_rate)
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "%s: lr_schedule.base_lr %g differs from default_learning_rate %g",
+        origin, s.base_lr, d.default_learning_rate));
+  if (s.kind == TCC_LR_CONSTANT)
+    return absl::OkStatus();
+  if (s.warmup_steps < 0 || s.decay_steps <= 0 ||
+      s.decay_steps < s.warmup_steps)
+    return absl::InvalidArgumentError(absl::StrCat(
+        origin, ": warmup_cosine schedule needs 0 <= warmup_steps <= "
+                "decay_steps and decay_steps > 0, got warmup_steps ",
+        s.warmup_steps, ", decay_steps ", s.decay_steps));
+  if (!IsNonNegativeFinite(s.min_lr))
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "%s: invalid lr_schedule.min_lr %g", origin, s.min_lr));
+  return absl::OkStatus();
+}
+
 void PrintTensors(const char *title, int32_t count, const tcc_tensor_desc *list,
                   bool has_init, std::ostream &out) {
   out << title << ": " << count << "\n";
@@ -98,7 +123,9 @@ void PrintTensors(const char *title, int32_t count, const tcc_tensor_desc *list,
       if (t.init_kind == TCC_INIT_NORMAL || t.init_kind == TCC_INIT_UNIFORM)
         out << absl::StrFormat("(scale=%g, seed=%u)", t.init_scale,
                                t.init_seed);
-      out << (t.trainable ? "  trainable" : "  frozen");
+      // Optimizer state is never trained: only parameters say either.
+      if (std::strcmp(title, "params") == 0)
+        out << (t.trainable ? "  trainable" : "  frozen");
     }
     out << "\n";
   }
@@ -203,6 +230,12 @@ absl::Status ValidateDescriptor(const tcc_step_descriptor &d,
     return absl::InvalidArgumentError(
         absl::StrCat(origin, ": invalid flops per step"));
 
+  if (absl::Status s = CheckSchedule(d, origin); !s.ok())
+    return s;
+  if (d.micro_batches < 1)
+    return absl::InvalidArgumentError(absl::StrCat(
+        origin, ": micro_batches must be >= 1, got ", d.micro_batches));
+
   std::set<std::string> names;
   if (absl::Status s = CheckTensorList(d.num_params, d.params, "param",
                                        /*has_init=*/true, origin, names);
@@ -217,8 +250,56 @@ absl::Status ValidateDescriptor(const tcc_step_descriptor &d,
                                        /*has_init=*/false, origin, names);
       !s.ok())
     return s;
-  return CheckTensorList(d.num_outputs, d.outputs, "output",
-                         /*has_init=*/false, origin, names);
+  if (absl::Status s = CheckTensorList(d.num_outputs, d.outputs, "output",
+                                       /*has_init=*/false, origin, names);
+      !s.ok())
+    return s;
+  // Train outputs have their own names (e.g. "grad:w" next to param "w").
+  std::set<std::string> train_output_names;
+  if (absl::Status s =
+          CheckTensorList(d.num_train_outputs, d.train_outputs, "train output",
+                          /*has_init=*/false, origin, train_output_names);
+      !s.ok())
+    return s;
+  // trun shows grad_norm in its progress lines: it must be one f32 value.
+  int32_t norm = FindTrainOutput(d, "grad_norm");
+  if (norm != -1 && (d.train_outputs[norm].dtype != TCC_DTYPE_F32 ||
+                     d.train_outputs[norm].num_elements != 1))
+    return absl::InvalidArgumentError(absl::StrCat(
+        origin, ": train output 'grad_norm' must be one f32 value, got ",
+        DtypeName(d.train_outputs[norm].dtype), " ",
+        ShapeString(d.train_outputs[norm])));
+  return absl::OkStatus();
+}
+
+double LearningRateAt(const tcc_lr_schedule &schedule, double base_lr,
+                      int64_t step) {
+  if (schedule.kind != TCC_LR_WARMUP_COSINE)
+    return base_lr;
+  if (step < schedule.warmup_steps)
+    return base_lr * static_cast<double>(step + 1) /
+           static_cast<double>(schedule.warmup_steps);
+  if (step >= schedule.decay_steps)
+    return schedule.min_lr;
+  double r = static_cast<double>(step - schedule.warmup_steps) /
+             static_cast<double>(schedule.decay_steps - schedule.warmup_steps);
+  return schedule.min_lr +
+         0.5 * (1.0 + std::cos(M_PI * r)) * (base_lr - schedule.min_lr);
+}
+
+std::string ScheduleString(const tcc_lr_schedule &s) {
+  if (s.kind != TCC_LR_WARMUP_COSINE)
+    return "constant";
+  return absl::StrFormat(
+      "warmup_cosine (linear warmup over %d steps, cosine to %g at step %d)",
+      s.warmup_steps, s.min_lr, s.decay_steps);
+}
+
+int32_t FindTrainOutput(const tcc_step_descriptor &d, absl::string_view name) {
+  for (int32_t i = 0; i < d.num_train_outputs; ++i)
+    if (d.train_outputs[i].name && name == d.train_outputs[i].name)
+      return i;
+  return -1;
 }
 
 void PrintDescriptorInfo(const tcc_step_descriptor &d, std::ostream &out) {
@@ -234,6 +315,8 @@ void PrintDescriptorInfo(const tcc_step_descriptor &d, std::ostream &out) {
       << OrUnset(d.precision) << "\n";
   out << "optimizer: " << OrUnset(d.optimizer) << ", default learning rate "
       << absl::StrFormat("%g", d.default_learning_rate) << "\n";
+  out << "lr schedule: " << ScheduleString(d.lr_schedule) << "\n";
+  out << "micro-batches per step: " << d.micro_batches << "\n";
   out << "loss: " << OrUnset(d.loss_name) << "\n";
   out << "param values: " << param_values << " (" << trainable_values
       << " trainable), " << param_bytes << " bytes\n";
@@ -242,6 +325,8 @@ void PrintDescriptorInfo(const tcc_step_descriptor &d, std::ostream &out) {
                /*has_init=*/true, out);
   PrintTensors("inputs", d.num_inputs, d.inputs, /*has_init=*/false, out);
   PrintTensors("outputs", d.num_outputs, d.outputs, /*has_init=*/false, out);
+  PrintTensors("train outputs", d.num_train_outputs, d.train_outputs,
+               /*has_init=*/false, out);
   out << "workspace: " << d.workspace_bytes << " bytes\n";
   out << absl::StrFormat("flops/step: train %.4g, eval %.4g\n",
                          d.train_flops_per_step, d.eval_flops_per_step);

@@ -29,6 +29,20 @@ std::string ShapeString(const tcc_tensor_desc &tensor);
 absl::Status ValidateDescriptor(const tcc_step_descriptor &descriptor,
                                 absl::string_view origin);
 
+// The learning rate at 0-based optimizer step `step` under `schedule` (the
+// formula in step_abi.h), with `base_lr` in place of schedule.base_lr (trun
+// --lr replaces the base; warmup, decay and min_lr stay).
+double LearningRateAt(const tcc_lr_schedule &schedule, double base_lr,
+                      int64_t step);
+
+// "constant" or "warmup_cosine (warmup 100 steps, cosine to 0.0001 at step
+// 1000)", for --info and the run header.
+std::string ScheduleString(const tcc_lr_schedule &schedule);
+
+// Index of the train output called `name`, or -1.
+int32_t FindTrainOutput(const tcc_step_descriptor &descriptor,
+                        absl::string_view name);
+
 // The `trun --info` report.
 void PrintDescriptorInfo(const tcc_step_descriptor &descriptor,
                          std::ostream &out);

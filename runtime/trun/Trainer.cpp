@@ -1,6 +1,7 @@
 #include "runtime/trun/Trainer.h"
 
 #include "runtime/trun/Initializers.h"
+#include "runtime/trun/StepDescriptor.h"
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -17,15 +18,17 @@ using Clock = std::chrono::steady_clock;
 // Mean loss and throughput over consecutive train steps (wall time, batch
 // assembly included).
 struct StepWindow {
-  double loss_sum = 0;
+  double loss_sum = 0, grad_norm_sum = 0;
   int64_t steps = 0;
   Clock::time_point start = Clock::now();
 
-  void Add(float loss) {
+  void Add(float loss, float grad_norm) {
     loss_sum += loss;
+    grad_norm_sum += grad_norm;
     ++steps;
   }
   double MeanLoss() const { return steps ? loss_sum / steps : 0.0; }
+  double MeanGradNorm() const { return steps ? grad_norm_sum / steps : 0.0; }
   double Seconds() const {
     return std::chrono::duration<double>(Clock::now() - start).count();
   }
@@ -98,6 +101,12 @@ Trainer::Create(const tcc_step_descriptor &descriptor,
                                        t->output_ptrs_);
       !s.ok())
     return s;
+  if (absl::Status s =
+          AllocateTensors(d.num_train_outputs, d.train_outputs,
+                          t->train_outputs_, t->train_output_ptrs_);
+      !s.ok())
+    return s;
+  t->grad_norm_output_ = FindTrainOutput(d, "grad_norm");
   t->workspace_ = AlignedBuffer(static_cast<size_t>(d.workspace_bytes));
   if (!t->workspace_.ok())
     return absl::ResourceExhaustedError(absl::StrCat(
@@ -116,12 +125,16 @@ Trainer::Create(const tcc_step_descriptor &descriptor,
   t->args_.inputs = t->input_ptrs_.data();
   t->args_.workspace = t->workspace_.data();
   t->args_.loss = &t->loss_;
+  t->args_.train_outputs =
+      t->train_output_ptrs_.empty() ? nullptr : t->train_output_ptrs_.data();
+  // Dropout masks are a function of (rng_seed, step, op): the run's seed.
+  t->args_.rng_seed = seed;
   return t;
 }
 
 void Trainer::BindBatch(HostBatch &batch, bool with_outputs) {
-  input_ptrs_[binding_.image_input] = batch.images.data();
-  input_ptrs_[binding_.label_input] = batch.labels.data();
+  input_ptrs_[binding_.data_input] = batch.data.data();
+  input_ptrs_[binding_.target_input] = batch.targets.data();
   args_.outputs = with_outputs ? output_ptrs_.data() : nullptr;
   args_.step = steps_done_;
   // A step that forgets to write the loss must not pass as finite.
@@ -147,24 +160,36 @@ absl::Status Trainer::CheckCall(const char *entry, int32_t status, float loss,
 
 absl::Status Trainer::Train(BatchSource &source, const TrainConfig &config,
                             std::ostream &log) {
-  HostBatch batch(binding_.batch_size, binding_.values_per_sample);
+  HostBatch batch(binding_);
   const int64_t batch_size = binding_.batch_size;
-  args_.learning_rate = config.learning_rate;
   StepWindow since_log, since_epoch, whole_run;
   for (int64_t i = 0; i < config.steps; ++i) {
     if (!source.Next(batch))
       return absl::InternalError("training data ran out");
     BindBatch(batch, /*with_outputs=*/false);
+    // The schedule continues from steps_done_, also across Train calls.
+    args_.learning_rate = static_cast<float>(LearningRateAt(
+        descriptor_.lr_schedule, config.learning_rate, steps_done_));
     int32_t status = descriptor_.train(&args_);
     if (absl::Status s = CheckCall("train", status, loss_, steps_done_);
         !s.ok())
       return s;
     ++steps_done_;
+    float grad_norm =
+        grad_norm_output_ == -1
+            ? 0.0f
+            : *train_outputs_[grad_norm_output_].as<float>();
     for (StepWindow *window : {&since_log, &since_epoch, &whole_run})
-      window->Add(loss_);
+      window->Add(loss_, grad_norm);
     if (config.log_every > 0 && (i + 1) % config.log_every == 0) {
-      log << absl::StrFormat("step %d/%d  loss %.4f  %.0f samples/s\n", i + 1,
-                             config.steps, since_log.MeanLoss(),
+      // lr: this step's; grad norm (before clipping): the window's mean.
+      std::string norm =
+          grad_norm_output_ == -1
+              ? ""
+              : absl::StrFormat("  grad norm %.3g", since_log.MeanGradNorm());
+      log << absl::StrFormat("step %d/%d  loss %.4f  lr %.3g%s  %.0f samples/s\n",
+                             i + 1, config.steps, since_log.MeanLoss(),
+                             args_.learning_rate, norm,
                              since_log.SamplesPerSecond(batch_size))
           << std::flush;
       since_log = StepWindow();
@@ -179,6 +204,9 @@ absl::Status Trainer::Train(BatchSource &source, const TrainConfig &config,
           << std::flush;
       since_epoch = StepWindow();
     }
+    if (config.after_step)
+      if (absl::Status s = config.after_step(i + 1); !s.ok())
+        return s;
   }
   log << absl::StrFormat("trained %d steps in %.2f s (%.0f samples/s)\n",
                          whole_run.steps, whole_run.Seconds(),
@@ -187,7 +215,7 @@ absl::Status Trainer::Train(BatchSource &source, const TrainConfig &config,
 }
 
 absl::StatusOr<EvalResult> Trainer::Evaluate(BatchSource &source) {
-  HostBatch batch(binding_.batch_size, binding_.values_per_sample);
+  HostBatch batch(binding_);
   EvalResult result;
   result.has_accuracy = binding_.logits_output != -1;
   double weighted_loss = 0;
@@ -204,7 +232,7 @@ absl::StatusOr<EvalResult> Trainer::Evaluate(BatchSource &source) {
       continue;
     const float *logits =
         outputs_[binding_.logits_output].as<float>();   // (B, classes)
-    const int32_t *labels = batch.labels.as<int32_t>(); // (B)
+    const int32_t *labels = batch.targets.as<int32_t>(); // (B)
     for (int64_t row = 0; row < batch.real_rows; ++row)
       if (ArgMax(logits + row * binding_.num_classes, binding_.num_classes) ==
           labels[row])

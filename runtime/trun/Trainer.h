@@ -10,6 +10,7 @@
 #include "absl/status/statusor.h"
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <ostream>
 #include <vector>
@@ -18,9 +19,14 @@ namespace tcc::trun {
 
 struct TrainConfig {
   int64_t steps = 0;
+  // The schedule's base learning rate (--lr, else the step's default): step
+  // s trains with LearningRateAt(descriptor.lr_schedule, learning_rate, s).
   float learning_rate = 0;
   int64_t log_every = 0;       // a progress line every N steps; 0: none
   int64_t steps_per_epoch = 0; // a line per finished epoch; 0: none
+  // Called after each step with the steps done in this Train call (e.g.
+  // periodic validation); an error stops training.
+  std::function<absl::Status(int64_t)> after_step;
 };
 
 struct EvalResult {
@@ -52,6 +58,15 @@ public:
 
   int64_t steps_done() const { return steps_done_; }
   const void *param(int32_t index) const { return params_[index].data(); }
+  void *mutable_param(int32_t index) { return params_[index].data(); }
+  // Values the last train call reported (descriptor.train_outputs order).
+  const void *train_output(int32_t index) const {
+    return train_outputs_[index].data();
+  }
+  // The loss of the last train or eval call.
+  float last_loss() const { return loss_; }
+  // The learning rate of the last train call.
+  float last_learning_rate() const { return args_.learning_rate; }
 
 private:
   Trainer(const tcc_step_descriptor &descriptor, const StepBinding &binding)
@@ -64,9 +79,12 @@ private:
 
   const tcc_step_descriptor &descriptor_;
   StepBinding binding_;
-  std::vector<AlignedBuffer> params_, optimizer_state_, outputs_;
+  std::vector<AlignedBuffer> params_, optimizer_state_, outputs_,
+      train_outputs_;
   AlignedBuffer workspace_;
-  std::vector<void *> param_ptrs_, state_ptrs_, output_ptrs_;
+  std::vector<void *> param_ptrs_, state_ptrs_, output_ptrs_,
+      train_output_ptrs_;
+  int32_t grad_norm_output_ = -1; // index of train output "grad_norm"
   std::vector<const void *> input_ptrs_;
   float loss_ = 0;
   tcc_step_args args_{};

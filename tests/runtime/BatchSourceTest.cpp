@@ -76,11 +76,11 @@ TEST(ShuffledBatchesTest, EachEpochVisitsFullBatchesOfDistinctSamples) {
       ASSERT_TRUE(batches.Next(batch));
       EXPECT_EQ(batch.real_rows, 3);
       for (int row = 0; row < 3; ++row) {
-        int32_t label = batch.labels.as<int32_t>()[row];
+        int32_t label = batch.targets.as<int32_t>()[row];
         EXPECT_TRUE(epochs[epoch].insert(label).second) << "repeated sample";
         // The image row belongs to the labelled sample, normalized.
-        EXPECT_EQ(batch.images.as<float>()[2 * row], n.table[label]);
-        EXPECT_EQ(batch.images.as<float>()[2 * row + 1], n.table[255 - label]);
+        EXPECT_EQ(batch.data.as<float>()[2 * row], n.table[label]);
+        EXPECT_EQ(batch.data.as<float>()[2 * row + 1], n.table[255 - label]);
       }
     }
   EXPECT_EQ(epochs[0].size(), 9u);
@@ -98,7 +98,7 @@ TEST(ShuffledBatchesTest, FollowsTheEpochPermutations) {
     for (int step = 0; step < 3; ++step) {
       ASSERT_TRUE(batches.Next(batch));
       for (int row = 0; row < 10; ++row)
-        fed[epoch].push_back(batch.labels.as<int32_t>()[row]);
+        fed[epoch].push_back(batch.targets.as<int32_t>()[row]);
     }
   for (int epoch = 0; epoch < 3; ++epoch) {
     std::vector<int64_t> expected = EpochPermutation(32, 3, epoch);
@@ -119,8 +119,8 @@ TEST(ShuffledBatchesTest, SameSeedSameBatches) {
     b.Next(bb);
     c.Next(bc);
     for (int r = 0; r < 5; ++r) {
-      EXPECT_EQ(ba.labels.as<int32_t>()[r], bb.labels.as<int32_t>()[r]);
-      all_same_as_c &= ba.labels.as<int32_t>()[r] == bc.labels.as<int32_t>()[r];
+      EXPECT_EQ(ba.targets.as<int32_t>()[r], bb.targets.as<int32_t>()[r]);
+      all_same_as_c &= ba.targets.as<int32_t>()[r] == bc.targets.as<int32_t>()[r];
     }
   }
   EXPECT_FALSE(all_same_as_c);
@@ -134,21 +134,21 @@ TEST(SequentialBatchesTest, PadsLastBatchWithItsLastSample) {
   ASSERT_TRUE(batches.Next(batch));
   EXPECT_EQ(batch.real_rows, 4);
   for (int r = 0; r < 4; ++r)
-    EXPECT_EQ(batch.labels.as<int32_t>()[r], r);
+    EXPECT_EQ(batch.targets.as<int32_t>()[r], r);
   ASSERT_TRUE(batches.Next(batch));
   EXPECT_EQ(batch.real_rows, 1);
   for (int r = 0; r < 4; ++r) {
-    EXPECT_EQ(batch.labels.as<int32_t>()[r], 4);
-    EXPECT_EQ(batch.images.as<float>()[2 * r], n.table[4]);
+    EXPECT_EQ(batch.targets.as<int32_t>()[r], 4);
+    EXPECT_EQ(batch.data.as<float>()[2 * r], n.table[4]);
   }
   EXPECT_FALSE(batches.Next(batch));
 }
 
 TEST(HostBatchTest, BuffersAre64ByteAligned) {
   HostBatch batch(3, 5);
-  EXPECT_EQ(reinterpret_cast<uintptr_t>(batch.images.data()) % 64, 0u);
-  EXPECT_EQ(reinterpret_cast<uintptr_t>(batch.labels.data()) % 64, 0u);
-  EXPECT_EQ(batch.images.size(), 3u * 5 * sizeof(float));
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(batch.data.data()) % 64, 0u);
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(batch.targets.data()) % 64, 0u);
+  EXPECT_EQ(batch.data.size(), 3u * 5 * sizeof(float));
 }
 
 } // namespace

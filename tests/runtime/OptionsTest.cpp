@@ -95,5 +95,57 @@ TEST(OptionsTest, DocsQuoteTheHelpText) {
       << TRUN_TEST_DOCS << " does not contain the current --help text";
 }
 
+TEST(OptionsTest, ParsesTokenWeightAndSamplingFlags) {
+  absl::StatusOr<Options> options = ParseOptions(
+      {"s.so", "--data", "d/train_*.bin", "--val=v.bin", "--data-order",
+       "sequential", "--eval-every", "50", "--eval-batches", "4",
+       "--init-from", "a.safetensors", "--save-weights", "b.safetensors",
+       "--sample", "30", "--prompt", "Once upon", "--vocab", "v.json",
+       "--temperature", "0"});
+  ASSERT_TRUE(options.ok()) << options.status();
+  EXPECT_EQ(options->data, "d/train_*.bin");
+  EXPECT_EQ(options->val, "v.bin");
+  EXPECT_EQ(options->data_order, DataOrder::kSequential);
+  EXPECT_EQ(options->eval_every, 50);
+  EXPECT_EQ(options->eval_batches, 4);
+  EXPECT_EQ(options->init_from, "a.safetensors");
+  EXPECT_EQ(options->save_weights, "b.safetensors");
+  EXPECT_EQ(options->sample, 30);
+  EXPECT_EQ(options->prompt, "Once upon");
+  EXPECT_EQ(options->vocab, "v.json");
+  EXPECT_EQ(options->temperature, 0.0);
+
+  options = ParseOptions({"s.so", "--data", "t.bin"});
+  ASSERT_TRUE(options.ok());
+  EXPECT_FALSE(options->data_order.has_value()); // random
+  EXPECT_EQ(options->eval_batches, 20);
+  EXPECT_EQ(options->temperature, 1.0);
+  // Evaluating or sampling alone needs no training data.
+  EXPECT_TRUE(ParseOptions({"s.so", "--val", "v.bin"}).ok());
+  EXPECT_TRUE(ParseOptions({"s.so", "--sample", "5"}).ok());
+}
+
+TEST(OptionsTest, RejectsBadTokenAndSamplingUsage) {
+  EXPECT_EQ(UsageError({"s.so", "--data", "d", "--data-order", "shuffle"}),
+            "--data-order expects random or sequential, got 'shuffle'");
+  EXPECT_EQ(UsageError({"s.so", "--data", "d", "--eval-batches", "0"}),
+            "--eval-batches expects a positive integer, got '0'");
+  EXPECT_EQ(UsageError({"s.so", "--sample", "0"}),
+            "--sample expects a positive integer, got '0'");
+  EXPECT_EQ(UsageError({"s.so", "--sample", "3", "--temperature", "nan"}),
+            "--temperature expects a non-negative number, got 'nan'");
+  EXPECT_EQ(UsageError({"s.so", "--data", "d", "--prompt", "x"}),
+            "--prompt needs --sample");
+  EXPECT_EQ(UsageError({"s.so", "--data", "d", "--eval-every", "5"}),
+            "--eval-every needs --val");
+  EXPECT_EQ(UsageError({"s.so", "--val", "v", "--data-order", "random"}),
+            "--data-order needs --data");
+  EXPECT_EQ(UsageError({"s.so", "--sample", "3", "--epochs", "2"}),
+            "--epochs needs --data (training data)");
+  EXPECT_EQ(UsageError({"s.so", "--val", "v", "--steps", "1"}),
+            "--steps needs --data (training data)");
+  EXPECT_TRUE(ParseOptions({"s.so", "--val", "v", "--steps", "0"}).ok());
+}
+
 } // namespace
 } // namespace tcc::trun

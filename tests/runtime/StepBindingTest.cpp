@@ -34,8 +34,8 @@ TEST(StepBindingTest, BindsImagesLabelsAndLogits) {
   std::swap(step.inputs[0], step.inputs[1]); // order must not matter
   absl::StatusOr<StepBinding> binding = BindStep(step.descriptor);
   ASSERT_TRUE(binding.ok()) << binding.status();
-  EXPECT_EQ(binding->image_input, 1);
-  EXPECT_EQ(binding->label_input, 0);
+  EXPECT_EQ(binding->data_input, 1);
+  EXPECT_EQ(binding->target_input, 0);
   EXPECT_EQ(binding->batch_size, 8);
   EXPECT_EQ(binding->values_per_sample, 784);
   EXPECT_EQ(binding->logits_output, 0);
@@ -130,6 +130,99 @@ TEST(StepBindingTest, ReportsLabelOutOfRange) {
   EXPECT_EQ(status.message(),
             "train-labels-idx1-ubyte.gz: label 10 of sample 2 is out of range "
             "for 'logits' width 10");
+}
+
+// A token model: tokens, targets i32 [4, 16]; logits f32 [4, 16, 65].
+struct TokenStep {
+  TokenStep() { Sync(); }
+  void Sync() {
+    inputs = {MakeTensor("tokens", TCC_DTYPE_I32, tokens_shape),
+              MakeTensor("targets", TCC_DTYPE_I32, targets_shape)};
+    outputs = {MakeTensor("logits", TCC_DTYPE_F32, logits_shape)};
+    inputs[0].shape = tokens_shape.data();
+    inputs[1].shape = targets_shape.data();
+    outputs[0].shape = logits_shape.data();
+    descriptor.model_name = "gpt";
+    descriptor.num_inputs = static_cast<int32_t>(inputs.size());
+    descriptor.inputs = inputs.data();
+    descriptor.num_outputs = static_cast<int32_t>(outputs.size());
+    descriptor.outputs = outputs.data();
+  }
+  std::vector<int64_t> tokens_shape{4, 16}, targets_shape{4, 16},
+      logits_shape{4, 16, 65}, mask_shape{4, 16};
+  std::vector<tcc_tensor_desc> inputs, outputs;
+  tcc_step_descriptor descriptor{};
+};
+
+TEST(StepBindingTest, BindsTokenModels) {
+  TokenStep step;
+  std::swap(step.inputs[0], step.inputs[1]); // order must not matter
+  absl::StatusOr<StepBinding> binding = BindStep(step.descriptor);
+  ASSERT_TRUE(binding.ok()) << binding.status();
+  EXPECT_TRUE(binding->is_token_model());
+  EXPECT_EQ(binding->data_input, 1);
+  EXPECT_EQ(binding->target_input, 0);
+  EXPECT_EQ(binding->batch_size, 4);
+  EXPECT_EQ(binding->context_length(), 16);
+  EXPECT_EQ(binding->targets_per_sample, 16);
+  EXPECT_EQ(binding->token_logits_output, 0);
+  EXPECT_EQ(binding->vocab_size, 65);
+  EXPECT_EQ(binding->logits_output, -1); // no image accuracy for tokens
+
+  step.outputs[0].name = "hidden";
+  binding = BindStep(step.descriptor);
+  ASSERT_TRUE(binding.ok()) << binding.status();
+  EXPECT_EQ(binding->token_logits_output, -1);
+  EXPECT_EQ(binding->vocab_size, 0);
+}
+
+TEST(StepBindingTest, RejectsMalformedTokenModels) {
+  {
+    TokenStep step;
+    step.inputs[1].name = "labels";
+    EXPECT_EQ(BindError(step.descriptor),
+              "step has an input 'tokens' but no 'targets'; a token model "
+              "needs both (i32 [batch, context])");
+  }
+  {
+    TokenStep step;
+    step.inputs.push_back(MakeTensor("mask", TCC_DTYPE_F32, step.mask_shape));
+    step.inputs.back().shape = step.mask_shape.data();
+    step.descriptor.num_inputs = 3;
+    step.descriptor.inputs = step.inputs.data();
+    EXPECT_EQ(BindError(step.descriptor),
+              "step input 'mask' is neither 'tokens' nor 'targets'; trun "
+              "feeds a token model only those two");
+  }
+  {
+    TokenStep step;
+    step.inputs[0].dtype = TCC_DTYPE_I64;
+    EXPECT_EQ(BindError(step.descriptor),
+              "step input 'tokens' is i64; this trun feeds i32 tokens");
+  }
+  {
+    TokenStep step;
+    step.targets_shape = {4, 8};
+    step.Sync();
+    EXPECT_EQ(BindError(step.descriptor),
+              "step input 'targets' has shape [4, 8]; expected [4, 16] like "
+              "'tokens'");
+  }
+  {
+    TokenStep step;
+    step.tokens_shape = step.targets_shape = {64};
+    step.Sync();
+    EXPECT_EQ(BindError(step.descriptor),
+              "step input 'tokens' has shape [64]; expected [batch, context]");
+  }
+  {
+    TokenStep step;
+    step.logits_shape = {64, 65};
+    step.Sync();
+    EXPECT_EQ(BindError(step.descriptor),
+              "step output 'logits' is f32 [64, 65]; expected f32 [4, 16, "
+              "vocab]");
+  }
 }
 
 } // namespace

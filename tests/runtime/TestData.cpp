@@ -147,6 +147,8 @@ FakeStep::FakeStep(int64_t batch, int64_t values, int64_t classes)
   descriptor.optimizer = "sgd";
   descriptor.loss_name = "loss";
   descriptor.default_learning_rate = 0.05;
+  descriptor.lr_schedule = {TCC_LR_CONSTANT, 0.05, 0, 0, 0.0};
+  descriptor.micro_batches = 1;
   descriptor.workspace_bytes = 100;
   descriptor.train = ReturnOk;
   descriptor.eval = ReturnOk;

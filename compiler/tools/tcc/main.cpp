@@ -2,6 +2,7 @@
 //
 //   tcc compile model.pb -o step.so [--target cpu] [--dump-dir DIR]
 //                        [--compile-to PHASE] [--cxx COMPILER] [--no-native]
+//                        [--emit-gradients]
 //
 // Exit codes: 0 success, 1 compile error (bad model, failed pass or host
 // compiler), 2 usage error.
@@ -63,6 +64,9 @@ Options:
   --cxx COMPILER        host C++ compiler for the library (default: $CXX or c++)
   --no-native           do not pass -march=native to the host compiler
                         (for a library that must run on another CPU)
+  --emit-gradients      the train step skips clipping and the optimizer and
+                        returns each gradient as the train output
+                        'grad:<param>' (parameters stay unchanged)
   -h, --help            this text
 )";
 
@@ -80,6 +84,7 @@ struct CompileArgs {
   std::string model, output, target = "cpu", dumpDir, cxx;
   tcc::Phase phase = tcc::Phase::Library;
   bool native = true;
+  bool emitGradients = false;
 };
 
 bool writeText(const std::string &path, llvm::StringRef text, std::string &error) {
@@ -122,7 +127,9 @@ int runCompile(const CompileArgs &args) {
     (void)dumps->writeModule("import", *module, "tg IR imported from " + args.model);
 
   mlir::PassManager pm(&ctx);
-  tcc::buildPipeline(pm, args.phase);
+  tcc::PipelineOptions pipelineOptions;
+  pipelineOptions.emitGradients = args.emitGradients;
+  tcc::buildPipeline(pm, args.phase, pipelineOptions);
   if (dumps) {
     ctx.disableMultithreading(); // dumps in pass order
     dumps->attach(pm);
@@ -209,6 +216,8 @@ int compileMain(int argc, char **argv) {
         return usageError("--cxx needs a compiler");
     } else if (a == "--no-native") {
       args.native = false;
+    } else if (a == "--emit-gradients") {
+      args.emitGradients = true;
     } else if (!a.empty() && a[0] == '-' && a != "-") {
       return usageError("unknown option '" + a + "'");
     } else if (args.model.empty()) {

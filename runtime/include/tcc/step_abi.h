@@ -112,7 +112,7 @@ typedef struct tcc_step_descriptor {
   const char *target; /* "cpu" (later "cuda") */
   const char *arch;   /* e.g. "x86_64" or "sm_90" */
   const char *precision; /* "f32" */
-  const char *optimizer; /* "sgd" */
+  const char *optimizer; /* "sgd" or "adamw" */
   const char *loss_name; /* name of the loss value in the model */
   double default_learning_rate; /* = lr_schedule.base_lr */
   tcc_lr_schedule lr_schedule;

@@ -121,22 +121,6 @@ func.func @sgd_types(%p: tensor<3xf32>, %g: tensor<4xf32>, %lr: tensor<f32>) {
 
 // -----
 
-func.func @kern_gemm(%a: memref<4x3xf32>, %b: memref<4x5xf32>, %c: memref<4x5xf32>) {
-  // expected-error @+1 {{inconsistent gemm shapes}}
-  kern.gemm %a, %b, %c {alpha = 1.0 : f64, beta = 0.0 : f64, transpose_a = false, transpose_b = false} : memref<4x3xf32>, memref<4x5xf32>, memref<4x5xf32>
-  return
-}
-
-// -----
-
-func.func @kern_elementwise_arity(%a: memref<4xf32>, %c: memref<4xf32>) {
-  // expected-error @+1 {{kind 'add' takes 2 inputs}}
-  kern.elementwise add(%a) into %c : (memref<4xf32>) -> memref<4xf32>
-  return
-}
-
-// -----
-
 func.func @xent_grad_type(%a: tensor<4x3xf32>, %l: tensor<4xi32>, %g: tensor<4xf64>) {
   // expected-error @+1 {{grad must have one entry per row, of the logits' type}}
   %0 = tg.softmax_cross_entropy_grad %a, %l, %g : (tensor<4x3xf32>, tensor<4xi32>, tensor<4xf64>) -> tensor<4x3xf32>

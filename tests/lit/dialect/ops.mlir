@@ -34,27 +34,3 @@ func.func @all_ops(%x: tensor<4x3xf32>, %w: tensor<3x5xf32>, %b: tensor<5xf32>,
   %mean = tg.reduce_mean %bc {axes = array<i64: 0, 1>} : (tensor<4x5xf32>) -> tensor<f32>
   return %mean : tensor<f32>
 }
-
-// CHECK-LABEL: func.func @kern_ops
-func.func @kern_ops(%a: memref<4x3xf32>, %b: memref<3x5xf32>, %l: memref<4xi32>, %lr: memref<f32>) {
-  // CHECK: kern.workspace_view 0
-  %c = kern.workspace_view 0 : memref<4x5xf32>
-  // CHECK: kern.gemm
-  kern.gemm %a, %b, %c {alpha = 1.0 : f64, beta = 0.0 : f64, transpose_a = false, transpose_b = false} : memref<4x3xf32>, memref<3x5xf32>, memref<4x5xf32>
-  %d = kern.workspace_view 128 : memref<4x5xf32>
-  // CHECK: kern.elementwise relu(%{{.*}}) into %{{.*}} : (memref<4x5xf32>) -> memref<4x5xf32>
-  kern.elementwise relu(%c) into %d : (memref<4x5xf32>) -> memref<4x5xf32>
-  %loss = kern.workspace_view 256 : memref<4xf32>
-  // CHECK: kern.softmax_cross_entropy
-  kern.softmax_cross_entropy %d, %l, %loss : memref<4x5xf32>, memref<4xi32>, memref<4xf32>
-  %s = kern.workspace_view 320 : memref<5xf32>
-  // CHECK: kern.reduce
-  kern.reduce %d, %s {axes = array<i64: 0>, mean = false} : memref<4x5xf32>, memref<5xf32>
-  // CHECK: kern.reshape
-  %v = kern.reshape %s : memref<5xf32> to memref<1x5xf32>
-  // CHECK: kern.fill
-  kern.fill %d {value = 0.0 : f64} : memref<4x5xf32>
-  // CHECK: kern.sgd_update
-  kern.sgd_update %b, %b, %lr : memref<3x5xf32>, memref<f32>
-  return
-}

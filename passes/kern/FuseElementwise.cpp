@@ -1,0 +1,202 @@
+//===- FuseElementwise.cpp - merge producer/consumer elementwise kernels ---===//
+//
+// A kern.elementwise P whose output X is read only by one later
+// kern.elementwise C, at C's own shape (no broadcast of X), is merged into
+// C: the fused kernel reads P's inputs and C's other inputs and computes X
+// in a register, so X is never written to memory. Chains (gelu, the AdamW
+// update) become one loop.
+//
+// Legal when, between P and C, nothing writes a buffer P reads (P's reads
+// move to C's position) and nothing touches P's outputs; P's outputs that
+// are also read after C stay outputs of the fused kernel. A fused kernel
+// may write a buffer it reads only at the position it writes it (same
+// shape), as kern.elementwise requires.
+//
+// Runs before kern-plan-memory: temporaries are still distinct kern.allocs,
+// so buffers alias only through kern.reshape views of one root.
+//
+//===----------------------------------------------------------------------===//
+#include "passes/Passes.h"
+
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/IRMapping.h"
+#include "llvm/ADT/SetVector.h"
+
+namespace tcc {
+#define GEN_PASS_DEF_KERNFUSEELEMENTWISE
+#include "passes/Passes.h.inc"
+} // namespace tcc
+
+using namespace mlir;
+using namespace tcc;
+
+namespace {
+
+ArrayRef<int64_t> shapeOf(Value v) {
+  return cast<MemRefType>(v.getType()).getShape();
+}
+
+// The elementwise kernel that is the only writer of the temporary `x`, or
+// null. `x` must not be viewed (kern.reshape) by anyone.
+kern::ElementwiseOp soleProducer(Value x) {
+  if (!x.getDefiningOp<kern::AllocOp>())
+    return {};
+  kern::ElementwiseOp producer;
+  for (Operation *user : x.getUsers()) {
+    if (isa<kern::ReshapeOp>(user))
+      return {};
+    if (kern::writesBuffer(user, x)) {
+      if (producer)
+        return {};
+      producer = dyn_cast<kern::ElementwiseOp>(user);
+      if (!producer)
+        return {};
+    }
+  }
+  return producer;
+}
+
+// Whether `producer` can be merged into `consumer`; fills, for each output
+// of the producer, whether the fused kernel must still write it.
+bool canFuse(kern::ElementwiseOp producer, kern::ElementwiseOp consumer,
+             SmallVectorImpl<bool> &keepOutput) {
+  // Equal shapes: the consumer reads the producer's outputs at its own
+  // position, never broadcast.
+  if (producer->getBlock() != consumer->getBlock() ||
+      !producer->isBeforeInBlock(consumer) ||
+      producer.getShape() != consumer.getShape())
+    return false;
+  keepOutput.clear();
+  for (Value out : producer.getOutputs()) {
+    if (!out.getDefiningOp<kern::AllocOp>())
+      return false; // an argument or view: written where it is, not moved
+    bool readByConsumer = false, readAfter = false;
+    for (Operation *user : out.getUsers()) {
+      if (user == producer.getOperation())
+        continue;
+      if (user == consumer.getOperation()) {
+        readByConsumer = true;
+        continue;
+      }
+      if (isa<kern::ReshapeOp>(user) || !consumer->isBeforeInBlock(user))
+        return false; // touched between producer and consumer, or viewed
+      readAfter = true;
+    }
+    keepOutput.push_back(readAfter || !readByConsumer);
+  }
+  // The producer's reads move to the consumer's position.
+  llvm::SmallPtrSet<Value, 8> readRoots;
+  for (Value in : producer.getInputs())
+    readRoots.insert(kern::rootBuffer(in));
+  for (Operation *op = producer->getNextNode(); op != consumer.getOperation();
+       op = op->getNextNode())
+    for (Value v : op->getOperands())
+      if (readRoots.contains(kern::rootBuffer(v)) && kern::writesBuffer(op, v))
+        return false;
+  // A buffer the fused kernel writes may be read only at the same position.
+  SmallVector<Value> writes(consumer.getOutputs());
+  for (auto [out, keep] : llvm::zip(producer.getOutputs(), keepOutput))
+    if (keep)
+      writes.push_back(out);
+  for (Value w : writes)
+    for (Value in : llvm::concat<Value>(producer.getInputs(), consumer.getInputs()))
+      if (kern::rootBuffer(in) == kern::rootBuffer(w) &&
+          shapeOf(in) != consumer.getShape())
+        return false;
+  return true;
+}
+
+// Replaces `consumer` by one kernel computing both; returns it.
+kern::ElementwiseOp fuse(kern::ElementwiseOp producer,
+                         kern::ElementwiseOp consumer,
+                         ArrayRef<bool> keepOutput) {
+  llvm::SmallPtrSet<Value, 4> internal; // producer outputs only the consumer reads
+  for (auto [out, keep] : llvm::zip(producer.getOutputs(), keepOutput))
+    if (!keep)
+      internal.insert(out);
+  llvm::SetVector<Value> inputs;
+  for (Value in : consumer.getInputs())
+    if (!llvm::is_contained(producer.getOutputs(), in))
+      inputs.insert(in);
+  for (Value in : producer.getInputs())
+    inputs.insert(in);
+  SmallVector<Value> outputs(consumer.getOutputs());
+  for (auto [out, keep] : llvm::zip(producer.getOutputs(), keepOutput))
+    if (keep)
+      outputs.push_back(out);
+
+  OpBuilder b(consumer);
+  Location loc = b.getFusedLoc({producer.getLoc(), consumer.getLoc()});
+  auto fused = kern::ElementwiseOp::create(b, loc, inputs.getArrayRef(), outputs);
+  Block *block = new Block();
+  fused.getBody().push_back(block);
+  llvm::DenseMap<Value, BlockArgument> argOf;
+  for (Value in : inputs)
+    argOf[in] = block->addArgument(
+        cast<MemRefType>(in.getType()).getElementType(), in.getLoc());
+  BlockArgument index = block->addArgument(b.getI64Type(), loc);
+
+  OpBuilder inner = OpBuilder::atBlockBegin(block);
+  IRMapping map;
+  // The producer's body first: its yielded scalars stand for its outputs.
+  for (auto [in, arg] : llvm::zip(producer.getInputs(),
+                                  producer.getBodyBlock().getArguments()))
+    map.map(arg, argOf.lookup(in));
+  map.map(producer.getFlatIndex(), index);
+  for (Operation &op : producer.getBodyBlock().without_terminator())
+    inner.clone(op, map);
+  auto producerYield = cast<kern::YieldOp>(producer.getBodyBlock().getTerminator());
+  llvm::DenseMap<Value, Value> scalarOf; // producer output -> its scalar
+  for (auto [out, v] : llvm::zip(producer.getOutputs(), producerYield.getValues()))
+    scalarOf[out] = map.lookupOrDefault(v);
+  // Then the consumer's body, reading the producer's scalars.
+  IRMapping cmap;
+  for (auto [in, arg] : llvm::zip(consumer.getInputs(),
+                                  consumer.getBodyBlock().getArguments()))
+    cmap.map(arg, scalarOf.count(in) ? scalarOf.lookup(in) : Value(argOf.lookup(in)));
+  cmap.map(consumer.getFlatIndex(), index);
+  for (Operation &op : consumer.getBodyBlock().without_terminator())
+    inner.clone(op, cmap);
+  SmallVector<Value> yielded;
+  for (Value v : cast<kern::YieldOp>(consumer.getBodyBlock().getTerminator())
+                     .getValues())
+    yielded.push_back(cmap.lookupOrDefault(v));
+  for (auto [out, keep] : llvm::zip(producer.getOutputs(), keepOutput))
+    if (keep)
+      yielded.push_back(scalarOf.lookup(out));
+  kern::YieldOp::create(inner, loc, yielded);
+
+  consumer.erase();
+  producer.erase();
+  for (Value out : internal)
+    if (out.use_empty())
+      out.getDefiningOp()->erase();
+  return fused;
+}
+
+struct KernFuseElementwisePass
+    : tcc::impl::KernFuseElementwiseBase<KernFuseElementwisePass> {
+  void runOnOperation() override {
+    for (func::FuncOp f : getOperation().getOps<func::FuncOp>()) {
+      SmallVector<kern::ElementwiseOp> kernels(f.getOps<kern::ElementwiseOp>());
+      for (kern::ElementwiseOp consumer : kernels) {
+        // Fold producers into this consumer until none qualifies.
+        bool fused = true;
+        while (fused) {
+          fused = false;
+          for (Value in : consumer.getInputs()) {
+            kern::ElementwiseOp producer = soleProducer(in);
+            SmallVector<bool> keep;
+            if (!producer || !canFuse(producer, consumer, keep))
+              continue;
+            consumer = fuse(producer, consumer, keep);
+            fused = true;
+            break;
+          }
+        }
+      }
+    }
+  }
+};
+
+} // namespace

@@ -1,0 +1,83 @@
+//===- Decompose.cpp - composite tg ops -> primitive tg ops ---------------===//
+//
+// Rewrites the composite NN ops into the primitives lowering has kernels
+// for, so each new composite needs no kernel of its own:
+//   softmax, log_softmax  -> reduce_max, sub, exp, reduce_sum, div / log
+//   cross_entropy         -> log_softmax + one-hot (iota, equal, select),
+//                            ignore_index mask, mean over counted positions
+//   layer_norm, rms_norm  -> reduce_mean, sub, mul, add, rsqrt
+//   causal_mask           -> iota, slice, greater, select
+//   split                 -> one slice per piece
+// The expansions live in dialects/tg/TgStructuralBuilders.h, shared with the
+// gradient rules, so CSE afterwards merges forward and backward copies.
+//
+//===----------------------------------------------------------------------===//
+#include "passes/Passes.h"
+
+#include "dialects/tg/TgStructuralBuilders.h"
+#include "mlir/IR/PatternMatch.h"
+
+namespace tcc {
+#define GEN_PASS_DEF_TGDECOMPOSE
+#include "passes/Passes.h.inc"
+} // namespace tcc
+
+using namespace mlir;
+using namespace tcc;
+namespace build = tcc::tg::build;
+
+namespace {
+
+// The primitives computing `op`'s results, built at the builder's insertion
+// point; empty when `op` is not a composite.
+SmallVector<Value> expand(Operation *op, OpBuilder &b) {
+  Location loc = op->getLoc();
+  if (auto softmax = dyn_cast<tg::SoftmaxOp>(op))
+    return {build::softmax(b, loc, softmax.getInput(), softmax.getAxis())};
+  if (auto logSoftmax = dyn_cast<tg::LogSoftmaxOp>(op))
+    return {
+        build::logSoftmax(b, loc, logSoftmax.getInput(), logSoftmax.getAxis())};
+  if (auto xent = dyn_cast<tg::CrossEntropyOp>(op))
+    return {build::crossEntropy(b, loc, xent.getLogits(), xent.getTargets(),
+                                xent.ignoreIndex())};
+  if (auto norm = dyn_cast<tg::LayerNormOp>(op)) {
+    build::NormParts parts = build::layerNormParts(
+        b, loc, norm.getInput(), norm.getEps().convertToDouble());
+    return {build::affine(b, loc, parts.normalized, norm.getWeight(),
+                          norm.getBias())};
+  }
+  if (auto norm = dyn_cast<tg::RmsNormOp>(op)) {
+    build::NormParts parts = build::rmsNormParts(
+        b, loc, norm.getInput(), norm.getEps().convertToDouble());
+    return {build::affine(b, loc, parts.normalized, norm.getWeight(), Value())};
+  }
+  if (auto mask = dyn_cast<tg::CausalMaskOp>(op))
+    return {build::causalMask(b, loc, mask.getInput(),
+                              mask.getValue().convertToDouble())};
+  if (auto split = dyn_cast<tg::SplitOp>(op))
+    return build::splitIntoSlices(b, loc, split.getInput(), split.getAxis(),
+                                  split.getResultTypes());
+  return {};
+}
+
+struct TgDecomposePass : tcc::impl::TgDecomposeBase<TgDecomposePass> {
+  void runOnOperation() override {
+    // Expansions contain only primitives, so one walk suffices; nothing
+    // else in the module changes.
+    SmallVector<Operation *> composites;
+    getOperation().walk([&](Operation *op) {
+      if (isa<tg::SoftmaxOp, tg::LogSoftmaxOp, tg::CrossEntropyOp,
+              tg::LayerNormOp, tg::RmsNormOp, tg::CausalMaskOp, tg::SplitOp>(
+              op))
+        composites.push_back(op);
+    });
+    IRRewriter rewriter(&getContext());
+    for (Operation *op : composites) {
+      rewriter.setInsertionPoint(op);
+      SmallVector<Value> replacements = expand(op, rewriter);
+      rewriter.replaceOp(op, replacements);
+    }
+  }
+};
+
+} // namespace

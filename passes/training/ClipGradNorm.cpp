@@ -1,0 +1,138 @@
+//===- ClipGradNorm.cpp - global-norm gradient clipping in @train_step ----===//
+//
+// With tg.grad_clip = max_norm on the module, as
+// torch.nn.utils.clip_grad_norm_(params, max_norm):
+//
+//   total = sqrt(sum over gradients g of sum(g * g))
+//   scale = min(max_norm / (total + 1e-6), 1)
+//   g    <- g * scale                      (every gradient result)
+//
+// and @train_step reports `total`, the norm before clipping, as the train
+// output tg.train_output = "grad_norm". Built from tg primitives (mul,
+// reduce_sum, add, sqrt, div, min), so lowering and fusion need nothing new.
+// Without tg.grad_clip the module is left unchanged.
+//
+//===----------------------------------------------------------------------===//
+#include "passes/Passes.h"
+
+#include <cmath>
+
+#include "dialects/tg/TgModelAttrs.h"
+#include "mlir/IR/Builders.h"
+#include "passes/training/TrainingUtils.h"
+
+namespace tcc {
+#define GEN_PASS_DEF_TGCLIPGRADNORM
+#include "passes/Passes.h.inc"
+} // namespace tcc
+
+using namespace mlir;
+using namespace tcc;
+
+namespace {
+
+// torch.nn.utils.clip_grad_norm_ adds this to the norm before dividing.
+constexpr double kNormEpsilon = 1e-6;
+
+struct TgClipGradNormPass : tcc::impl::TgClipGradNormBase<TgClipGradNormPass> {
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    auto clip = module->getAttrOfType<FloatAttr>(tg::kGradClipAttr);
+    if (!clip)
+      return; // no clipping
+    double maxNorm = clip.getValueAsDouble();
+    if (!(maxNorm > 0) || !std::isfinite(maxNorm)) {
+      module.emitError(getArgument())
+          << ": " << tg::kGradClipAttr << " must be a finite number > 0, got "
+          << maxNorm;
+      return signalPassFailure();
+    }
+    FailureOr<func::FuncOp> maybeStep =
+        training::getTrainStep(module, getArgument());
+    if (failed(maybeStep))
+      return signalPassFailure();
+    func::FuncOp step = *maybeStep;
+    auto ret = cast<func::ReturnOp>(step.getBody().front().getTerminator());
+
+    SmallVector<unsigned> gradResults;
+    for (unsigned i = 0; i < step.getNumResults(); ++i) {
+      if (step.getResultAttr(i, tg::kGradOfAttr))
+        gradResults.push_back(i);
+      if (auto out = step.getResultAttrOfType<StringAttr>(i, tg::kTrainOutputAttr);
+          out && out.getValue() == tg::kGradNormOutput) {
+        step.emitError(getArgument()) << ": @train_step already reports "
+                                      << tg::kGradNormOutput;
+        return signalPassFailure();
+      }
+    }
+    if (gradResults.empty())
+      return; // nothing trainable
+
+    // One element type for the norm: that of the gradients.
+    Type elementType = cast<RankedTensorType>(
+                           ret.getOperand(gradResults.front()).getType())
+                           .getElementType();
+    for (unsigned i : gradResults)
+      if (cast<RankedTensorType>(ret.getOperand(i).getType()).getElementType() !=
+          elementType) {
+        step.emitError(getArgument())
+            << ": gradients of different element types ("
+            << elementType << " and "
+            << cast<RankedTensorType>(ret.getOperand(i).getType())
+                   .getElementType()
+            << ") cannot share one norm";
+        return signalPassFailure();
+      }
+
+    OpBuilder b(ret);
+    Location loc = NameLoc::get(b.getStringAttr("grad_clip"));
+    auto scalarType = RankedTensorType::get({}, elementType);
+    Value sumOfSquares;
+    for (unsigned i : gradResults) {
+      Value g = ret.getOperand(i); // g is (...)
+      auto type = cast<RankedTensorType>(g.getType());
+      Value squares = tg::MulOp::create(b, loc, type, g, g);
+      SmallVector<int64_t> all;
+      for (int64_t d = 0; d < type.getRank(); ++d)
+        all.push_back(d);
+      Value sum = squares;
+      if (type.getRank() > 0)
+        sum = tg::ReduceSumOp::create(b, loc, scalarType, squares,
+                                      b.getDenseI64ArrayAttr(all),
+                                      b.getBoolAttr(false));
+      sumOfSquares = sumOfSquares ? tg::AddOp::create(b, loc, scalarType,
+                                                      sumOfSquares, sum)
+                                        .getResult()
+                                  : sum;
+    }
+    Value norm = tg::SqrtOp::create(b, loc, scalarType, sumOfSquares);
+    Value coefficient = tg::DivOp::create(
+        b, loc, scalarType, training::splat(b, loc, scalarType, maxNorm),
+        tg::AddOp::create(b, loc, scalarType, norm,
+                          training::splat(b, loc, scalarType, kNormEpsilon)));
+    Value scale = tg::MinOp::create(b, loc, scalarType, coefficient,
+                                    training::splat(b, loc, scalarType, 1.0));
+
+    // Results: the loss and other outputs, grad_norm, the clipped gradients.
+    SmallVector<Value> results;
+    SmallVector<Attribute> attrs;
+    bool normAdded = false;
+    for (unsigned i = 0; i < step.getNumResults(); ++i) {
+      Value v = ret.getOperand(i);
+      if (step.getResultAttr(i, tg::kGradOfAttr)) {
+        if (!normAdded) {
+          results.push_back(norm);
+          attrs.push_back(b.getDictionaryAttr(b.getNamedAttr(
+              tg::kTrainOutputAttr, b.getStringAttr(tg::kGradNormOutput))));
+          normAdded = true;
+        }
+        v = tg::MulOp::create(b, loc, v.getType(), v, scale);
+      }
+      results.push_back(v);
+      attrs.push_back(step.getResultAttrDict(i));
+    }
+    training::setResults(step, results, attrs);
+  }
+};
+
+} // namespace

@@ -1,0 +1,59 @@
+//===- EmitGradients.cpp - gradients as train outputs ---------------------===//
+//
+// For comparing gradients with another framework (tcc compile
+// --emit-gradients): instead of clipping and an optimizer update, each
+// gradient result of @train_step (tg.grad_of = i) becomes a train output
+// tg.train_output = "grad:<param name>". The step then leaves every
+// parameter unchanged and reports the loss and the gradients of one
+// (accumulated) batch.
+//
+//===----------------------------------------------------------------------===//
+#include "passes/Passes.h"
+
+#include "dialects/tg/TgModelAttrs.h"
+#include "mlir/IR/Builders.h"
+#include "passes/training/TrainingUtils.h"
+
+namespace tcc {
+#define GEN_PASS_DEF_TGEMITGRADIENTS
+#include "passes/Passes.h.inc"
+} // namespace tcc
+
+using namespace mlir;
+using namespace tcc;
+
+namespace {
+
+struct TgEmitGradientsPass
+    : tcc::impl::TgEmitGradientsBase<TgEmitGradientsPass> {
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    FailureOr<func::FuncOp> maybeStep =
+        training::getTrainStep(module, getArgument());
+    if (failed(maybeStep))
+      return signalPassFailure();
+    func::FuncOp step = *maybeStep;
+    SmallVector<BlockArgument> params = training::paramArguments(step);
+    Builder b(module.getContext());
+    for (unsigned i = 0; i < step.getNumResults(); ++i) {
+      auto gradOf = step.getResultAttrOfType<IntegerAttr>(i, tg::kGradOfAttr);
+      if (!gradOf)
+        continue;
+      int64_t p = gradOf.getInt();
+      std::optional<tg::ParamInfo> info;
+      if (p >= 0 && p < static_cast<int64_t>(params.size()))
+        info = tg::ParamInfo::fromAttr(
+            step.getArgAttr(params[p].getArgNumber(), tg::kParamAttr));
+      if (!info) {
+        step.emitError(getArgument()) << ": gradient of unknown parameter " << p;
+        return signalPassFailure();
+      }
+      step.setResultAttrs(
+          i, b.getDictionaryAttr(b.getNamedAttr(
+                 tg::kTrainOutputAttr,
+                 b.getStringAttr(tg::kGradOutputPrefix.str() + info->name))));
+    }
+  }
+};
+
+} // namespace

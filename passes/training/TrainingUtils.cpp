@@ -1,0 +1,79 @@
+#include "passes/training/TrainingUtils.h"
+
+#include "dialects/tg/TgDialect.h"
+#include "dialects/tg/TgModelAttrs.h"
+
+using namespace mlir;
+
+namespace tcc::training {
+
+FailureOr<func::FuncOp> getTrainStep(ModuleOp module, StringRef pass) {
+  auto step = module.lookupSymbol<func::FuncOp>(tg::kTrainStepFunc);
+  if (!step)
+    return module.emitError(pass) << ": no @train_step (run tg-autodiff first)";
+  return step;
+}
+
+SmallVector<BlockArgument> paramArguments(func::FuncOp f) {
+  SmallVector<BlockArgument> params;
+  for (BlockArgument arg : f.getArguments())
+    if (f.getArgAttr(arg.getArgNumber(), tg::kParamAttr))
+      params.push_back(arg);
+  return params;
+}
+
+BlockArgument appendArgument(func::FuncOp f, Type type, DictionaryAttr attrs) {
+  unsigned index = f.getNumArguments();
+  (void)f.insertArgument(index, type, attrs, f.getLoc());
+  return f.getArgument(index);
+}
+
+BlockArgument getOrAddHyperArgument(func::FuncOp f, StringRef name,
+                                    Type elementType) {
+  for (BlockArgument arg : f.getArguments())
+    if (auto h = f.getArgAttrOfType<StringAttr>(arg.getArgNumber(),
+                                                tg::kHyperAttr);
+        h && h.getValue() == name)
+      return arg;
+  Builder b(f.getContext());
+  return appendArgument(
+      f, RankedTensorType::get({}, elementType),
+      b.getDictionaryAttr(
+          b.getNamedAttr(tg::kHyperAttr, b.getStringAttr(name))));
+}
+
+void setResults(func::FuncOp f, ArrayRef<Value> results,
+                ArrayRef<Attribute> attrs) {
+  auto ret = cast<func::ReturnOp>(f.getBody().front().getTerminator());
+  OpBuilder b(ret);
+  func::ReturnOp::create(b, ret.getLoc(), results);
+  ret.erase();
+  f.setType(FunctionType::get(f.getContext(), f.getArgumentTypes(),
+                              ValueRange(results).getTypes()));
+  f.setAllResultAttrs(attrs);
+}
+
+double optimizerField(DictionaryAttr optimizer, StringRef name, double dflt) {
+  if (auto v = optimizer.getAs<FloatAttr>(name))
+    return v.getValueAsDouble();
+  return dflt;
+}
+
+FailureOr<StringRef> optimizerKind(ModuleOp module, StringRef pass) {
+  auto optimizer = module->getAttrOfType<DictionaryAttr>(tg::kOptimizerAttr);
+  auto kind = optimizer ? optimizer.getAs<StringAttr>("kind") : StringAttr();
+  if (!kind)
+    return module.emitError(pass)
+           << ": the module has no " << tg::kOptimizerAttr
+           << " = {kind = ...} (set by the importer from training.optimizer)";
+  return kind.getValue();
+}
+
+Value splat(OpBuilder &b, Location loc, RankedTensorType type, double value) {
+  return tg::ConstantOp::create(
+      b, loc, type,
+      DenseElementsAttr::get(type,
+                             b.getFloatAttr(type.getElementType(), value)));
+}
+
+} // namespace tcc::training

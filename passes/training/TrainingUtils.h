@@ -1,0 +1,54 @@
+// Helpers shared by the training-recipe passes (accumulation, clipping,
+// optimizers, gradient outputs): finding @train_step, its parameters and
+// hyper-parameter arguments, and replacing its results.
+#ifndef TCC_PASSES_TRAINING_TRAININGUTILS_H
+#define TCC_PASSES_TRAINING_TRAININGUTILS_H
+
+#include <optional>
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/BuiltinOps.h"
+
+namespace tcc::training {
+
+// @train_step of `module`, or an error "<pass>: no @train_step (run
+// tg-autodiff first)".
+mlir::FailureOr<mlir::func::FuncOp> getTrainStep(mlir::ModuleOp module,
+                                                 llvm::StringRef pass);
+
+// The arguments carrying tg.param, in parameter-index order.
+llvm::SmallVector<mlir::BlockArgument> paramArguments(mlir::func::FuncOp f);
+
+// The argument marked tg.hyper = `name`, appended (0-d tensor of
+// `elementType`) when the function has none yet.
+mlir::BlockArgument getOrAddHyperArgument(mlir::func::FuncOp f,
+                                          llvm::StringRef name,
+                                          mlir::Type elementType);
+
+// Appends an argument of `type` with the argument attributes `attrs`.
+mlir::BlockArgument appendArgument(mlir::func::FuncOp f, mlir::Type type,
+                                   mlir::DictionaryAttr attrs);
+
+// Makes `f` return `results` with result attributes `attrs` (one per
+// result), updating the function type.
+void setResults(mlir::func::FuncOp f, llvm::ArrayRef<mlir::Value> results,
+                llvm::ArrayRef<mlir::Attribute> attrs);
+
+// A field of the module's tg.optimizer dictionary: its f64 value, `dflt`
+// when absent.
+double optimizerField(mlir::DictionaryAttr optimizer, llvm::StringRef name,
+                      double dflt);
+
+// The kind of the module's tg.optimizer ("sgd", "adamw"), or an error
+// naming `pass` when the module has none.
+mlir::FailureOr<llvm::StringRef> optimizerKind(mlir::ModuleOp module,
+                                               llvm::StringRef pass);
+
+// A splat constant of `type`.
+mlir::Value splat(mlir::OpBuilder &b, mlir::Location loc,
+                  mlir::RankedTensorType type, double value);
+
+} // namespace tcc::training
+
+#endif

@@ -1,0 +1,729 @@
+// The structural and NN ops (dialects/tg/TgStructuralOps.td):
+//  - every gradient rule, through the real tg-autodiff pass, against finite
+//    differences of @forward on the reference interpreter;
+//  - tg-decompose: @forward and @train_step compute the same values before
+//    and after the rewrite (float64, tight tolerance);
+//  - the interpreter on hand-computed values and on bad inputs.
+#include <cmath>
+#include <limits>
+#include <ostream>
+
+#include <gtest/gtest.h>
+
+#include "dialects/tg/TgDialect.h"
+#include "dialects/tg/TgModelAttrs.h"
+#include "dialects/tg/TgStructuralBuilders.h"
+#include "frontend/importer/Importer.h"
+#include "models/Gpt.h"
+#include "mlir/IR/Diagnostics.h"
+#include "mlir/Parser/Parser.h"
+#include "mlir/Pass/PassManager.h"
+#include "mlir/Transforms/Passes.h"
+#include "passes/Passes.h"
+#include "tests/gradcheck/GradCheck.h"
+
+using namespace mlir;
+using namespace tcc;
+using namespace tcc::gradcheck;
+namespace build = tcc::tg::build;
+
+namespace {
+
+struct OpCase {
+  std::string name; // gtest parameter name
+  std::vector<ArgSpec> args;
+  BodyBuilder body;
+  int64_t numClasses = 3; // range of integer arguments (ids, targets)
+  std::function<bool(ArrayRef<Tensor>)> acceptArguments = nullptr;
+  std::set<int64_t> zeroGradientParams = {};
+};
+
+void PrintTo(const OpCase &c, std::ostream *os) { *os << c.name; }
+
+ArgSpec ids(std::vector<int64_t> shape) {
+  return {ArgSpec::Kind::Labels, std::move(shape)};
+}
+
+std::string shapeName(ArrayRef<int64_t> shape) {
+  if (shape.empty())
+    return "scalar";
+  std::string s;
+  for (int64_t d : shape)
+    s += (s.empty() ? "" : "x") + std::to_string(d);
+  return s;
+}
+
+RankedTensorType typeOf(Value v) { return cast<RankedTensorType>(v.getType()); }
+
+//===----------------------------------------------------------------------===//
+// Cases
+//===----------------------------------------------------------------------===//
+
+std::vector<OpCase> matmulCases() {
+  // (lhs, rhs) as op(lhs) (..., M, K) x op(rhs) (..., K, N), M=3, K=4, N=2;
+  // stored transposed where flagged.
+  struct Layout {
+    std::string name;
+    std::vector<int64_t> lhsBatch, rhsBatch;
+  };
+  const std::vector<Layout> layouts = {
+      {"batched", {2}, {2}},
+      {"rank2_rhs", {2, 2}, {}},        // a linear layer on (B, T, C)
+      {"rank2_lhs", {}, {2}},           // one matrix times a batch
+      {"broadcast_batch", {2, 1}, {3}}, // (2, 1) x (3) -> (2, 3)
+      {"size1_batch", {1}, {2}},
+  };
+  std::vector<OpCase> cases;
+  for (const Layout &layout : layouts)
+    for (bool tl : {false, true})
+      for (bool tr : {false, true}) {
+        std::vector<int64_t> lhs = layout.lhsBatch, rhs = layout.rhsBatch;
+        lhs.push_back(tl ? 4 : 3);
+        lhs.push_back(tl ? 3 : 4);
+        rhs.push_back(tr ? 2 : 4);
+        rhs.push_back(tr ? 4 : 2);
+        cases.push_back({"matmul_" + layout.name + (tl ? "_lhsT" : "_lhs") +
+                             (tr ? "_rhsT" : "_rhs"),
+                         {ArgSpec::param(lhs), ArgSpec::param(rhs)},
+                         [=](OpBuilder &b, Location loc, ArrayRef<Value> a) {
+                           return build::matmul(b, loc, a[0], a[1], tl, tr);
+                         }});
+      }
+  // A batched data input times a weight: only the weight gets a gradient.
+  cases.push_back({"matmul_input_times_rank2_weight",
+                   {ArgSpec::input({2, 3, 4}), ArgSpec::param({4, 5})},
+                   [](OpBuilder &b, Location loc, ArrayRef<Value> a) {
+                     return build::matmul(b, loc, a[0], a[1], false, false);
+                   }});
+  return cases;
+}
+
+std::vector<OpCase> reduceMaxCases() {
+  const std::vector<std::vector<int64_t>> axesSets = {
+      {0}, {1}, {2}, {0, 2}, {1, 2}, {0, 1, 2}};
+  std::vector<OpCase> cases;
+  for (const auto &axes : axesSets)
+    for (bool keepDims : {false, true}) {
+      std::string name = "reduce_max_axes";
+      for (int64_t a : axes)
+        name += "_" + std::to_string(a);
+      cases.push_back({name + (keepDims ? "_keep_dims" : ""),
+                       {ArgSpec::param({2, 3, 4})},
+                       [=](OpBuilder &b, Location loc, ArrayRef<Value> a) {
+                         return build::reduceMax(b, loc, a[0], axes, keepDims);
+                       }});
+    }
+  return cases;
+}
+
+std::vector<OpCase> softmaxCases() {
+  std::vector<OpCase> cases;
+  for (int64_t axis : {0, 1, 2})
+    for (bool logarithm : {false, true})
+      cases.push_back(
+          {std::string(logarithm ? "log_softmax" : "softmax") + "_axis_" +
+               std::to_string(axis),
+           {ArgSpec::param({2, 3, 4})},
+           [=](OpBuilder &b, Location loc, ArrayRef<Value> a) -> Value {
+             auto axisAttr = b.getI64IntegerAttr(axis);
+             if (logarithm)
+               return tg::LogSoftmaxOp::create(b, loc, a[0].getType(), a[0],
+                                               axisAttr);
+             return tg::SoftmaxOp::create(b, loc, a[0].getType(), a[0],
+                                          axisAttr);
+           }});
+  return cases;
+}
+
+Value crossEntropy(OpBuilder &b, Location loc, Value logits, Value targets,
+                   std::optional<int64_t> ignore) {
+  return tg::CrossEntropyOp::create(
+      b, loc, RankedTensorType::get({}, typeOf(logits).getElementType()),
+      logits, targets, ignore ? b.getI64IntegerAttr(*ignore) : IntegerAttr());
+}
+
+// Targets (args[1]) with at least one ignored and one counted position.
+bool someIgnoredSomeCounted(ArrayRef<Tensor> args) {
+  bool ignored = false, counted = false;
+  for (double t : args[1].data)
+    (t == 1.0 ? ignored : counted) = true;
+  return ignored && counted;
+}
+
+std::vector<OpCase> lossCases() {
+  std::vector<OpCase> cases;
+  cases.push_back({"cross_entropy_2x3x5",
+                   {ArgSpec::param({2, 3, 5}), ids({2, 3})},
+                   [](OpBuilder &b, Location loc, ArrayRef<Value> a) {
+                     return crossEntropy(b, loc, a[0], a[1], std::nullopt);
+                   },
+                   /*numClasses=*/5});
+  cases.push_back({"cross_entropy_rows_4x3",
+                   {ArgSpec::param({4, 3}), ids({4})},
+                   [](OpBuilder &b, Location loc, ArrayRef<Value> a) {
+                     return crossEntropy(b, loc, a[0], a[1], std::nullopt);
+                   }});
+  cases.push_back({"cross_entropy_ignore_index",
+                   {ArgSpec::param({2, 4, 3}), ids({2, 4})},
+                   [](OpBuilder &b, Location loc, ArrayRef<Value> a) {
+                     return crossEntropy(b, loc, a[0], a[1], 1);
+                   },
+                   /*numClasses=*/3, someIgnoredSomeCounted});
+  // Every target is 0 = ignore_index: the loss is 0 and so is the gradient.
+  cases.push_back({"cross_entropy_all_ignored",
+                   {ArgSpec::param({2, 3}), ids({2})},
+                   [](OpBuilder &b, Location loc, ArrayRef<Value> a) {
+                     return crossEntropy(b, loc, a[0], a[1], 0);
+                   },
+                   /*numClasses=*/1, nullptr, /*zeroGradientParams=*/{0}});
+  // The usual composition: log_softmax then the mean of picked entries.
+  cases.push_back({"log_softmax_then_cross_entropy",
+                   {ArgSpec::param({3, 4}), ids({3})},
+                   [](OpBuilder &b, Location loc, ArrayRef<Value> a) -> Value {
+                     Value y = tg::LogSoftmaxOp::create(
+                         b, loc, a[0].getType(), a[0], b.getI64IntegerAttr(1));
+                     return crossEntropy(b, loc, y, a[1], std::nullopt);
+                   },
+                   /*numClasses=*/4});
+  return cases;
+}
+
+std::vector<OpCase> normCases() {
+  std::vector<OpCase> cases;
+  for (int inputs : {1, 2, 3})
+    cases.push_back(
+        {"layer_norm_" + std::string(inputs == 1   ? "plain"
+                                     : inputs == 2 ? "weight"
+                                                   : "weight_bias"),
+         inputs == 1   ? std::vector<ArgSpec>{ArgSpec::param({2, 3, 5})}
+         : inputs == 2 ? std::vector<ArgSpec>{ArgSpec::param({2, 3, 5}),
+                                              ArgSpec::param({5})}
+                       : std::vector<ArgSpec>{ArgSpec::param({2, 3, 5}),
+                                              ArgSpec::param({5}),
+                                              ArgSpec::param({5})},
+         [=](OpBuilder &b, Location loc, ArrayRef<Value> a) -> Value {
+           return tg::LayerNormOp::create(
+               b, loc, a[0].getType(), a[0], inputs > 1 ? a[1] : Value(),
+               inputs > 2 ? a[2] : Value(), b.getF64FloatAttr(1e-5));
+         }});
+  for (bool weight : {false, true})
+    cases.push_back(
+        {std::string("rms_norm_") + (weight ? "weight" : "plain"),
+         weight ? std::vector<ArgSpec>{ArgSpec::param({3, 4}),
+                                       ArgSpec::param({4})}
+                : std::vector<ArgSpec>{ArgSpec::param({3, 4})},
+         [=](OpBuilder &b, Location loc, ArrayRef<Value> a) -> Value {
+           return tg::RmsNormOp::create(b, loc, a[0].getType(), a[0],
+                                        weight ? a[1] : Value(),
+                                        b.getF64FloatAttr(1e-6));
+         }});
+  // A frozen weight: only the input gets a gradient.
+  cases.push_back({"layer_norm_frozen_weight",
+                   {ArgSpec::param({3, 4}), ArgSpec::frozen({4})},
+                   [](OpBuilder &b, Location loc, ArrayRef<Value> a) -> Value {
+                     return tg::LayerNormOp::create(b, loc, a[0].getType(),
+                                                    a[0], a[1], Value(),
+                                                    b.getF64FloatAttr(1e-5));
+                   }});
+  return cases;
+}
+
+Value causalMask(OpBuilder &b, Location loc, Value x, double value) {
+  return tg::CausalMaskOp::create(b, loc, x.getType(), x,
+                                  b.getF64FloatAttr(value));
+}
+
+std::vector<OpCase> attentionCases() {
+  std::vector<OpCase> cases;
+  for (auto shape : std::vector<std::vector<int64_t>>{
+           {2, 3, 3}, {2, 3, 5}, {4, 2}, {2, 2, 3, 3}})
+    cases.push_back({"causal_mask_" + shapeName(shape),
+                     {ArgSpec::param(shape)},
+                     [](OpBuilder &b, Location loc, ArrayRef<Value> a) {
+                       return causalMask(b, loc, a[0], 0.5);
+                     }});
+  // Attention scores: softmax over keys of masked scores (-inf).
+  cases.push_back(
+      {"softmax_of_causal_mask",
+       {ArgSpec::param({2, 4, 4})},
+       [](OpBuilder &b, Location loc, ArrayRef<Value> a) -> Value {
+         Value masked =
+             causalMask(b, loc, a[0], -std::numeric_limits<double>::infinity());
+         return tg::SoftmaxOp::create(b, loc, masked.getType(), masked,
+                                      b.getI64IntegerAttr(2));
+       }});
+  return cases;
+}
+
+Value gather(OpBuilder &b, Location loc, Value table, Value indices) {
+  SmallVector<int64_t> shape(typeOf(indices).getShape());
+  llvm::append_range(shape, typeOf(table).getShape().drop_front());
+  return tg::GatherOp::create(
+      b, loc, RankedTensorType::get(shape, typeOf(table).getElementType()),
+      table, indices);
+}
+
+std::vector<OpCase> embeddingCases() {
+  // 8 ids over 5 rows: some row repeats, so its gradient must accumulate.
+  return {
+      {"gather_5x3_by_2x4_ids",
+       {ArgSpec::param({5, 3}), ids({2, 4})},
+       [](OpBuilder &b, Location loc, ArrayRef<Value> a) {
+         return gather(b, loc, a[0], a[1]);
+       },
+       /*numClasses=*/5},
+      {"gather_rank3_table",
+       {ArgSpec::param({4, 2, 3}), ids({6})},
+       [](OpBuilder &b, Location loc, ArrayRef<Value> a) {
+         return gather(b, loc, a[0], a[1]);
+       },
+       /*numClasses=*/4},
+      {"scatter_add_2x4_ids_into_5x3",
+       {ids({2, 4}), ArgSpec::param({2, 4, 3})},
+       [](OpBuilder &b, Location loc, ArrayRef<Value> a) -> Value {
+         return tg::ScatterAddOp::create(
+             b, loc, f64Tensor(b.getContext(), {5, 3}), a[0], a[1]);
+       },
+       /*numClasses=*/5},
+  };
+}
+
+std::vector<OpCase> shapeCases() {
+  std::vector<OpCase> cases;
+  for (auto perm : std::vector<std::vector<int64_t>>{
+           {2, 0, 1}, {1, 0, 2}, {0, 1, 2}, {2, 1, 0}})
+    cases.push_back({"transpose_" + shapeName(perm),
+                     {ArgSpec::param({2, 3, 4})},
+                     [=](OpBuilder &b, Location loc, ArrayRef<Value> a) {
+                       return build::transpose(b, loc, a[0], perm);
+                     }});
+  struct SliceCase {
+    std::vector<int64_t> shape, starts, ends;
+  };
+  for (const SliceCase &s : std::vector<SliceCase>{
+           {{4, 5}, {1, 0}, {3, 4}},
+           {{2, 3, 4}, {0, 1, 1}, {2, 2, 4}},
+           {{6}, {2}, {5}},
+           {{3, 4}, {0, 0}, {3, 4}}})
+    cases.push_back({"slice_" + shapeName(s.shape) + "_from_" +
+                         shapeName(s.starts) + "_to_" + shapeName(s.ends),
+                     {ArgSpec::param(s.shape)},
+                     [=](OpBuilder &b, Location loc, ArrayRef<Value> a) {
+                       return build::slice(b, loc, a[0], s.starts, s.ends);
+                     }});
+  cases.push_back({"concat_axis_1",
+                   {ArgSpec::param({2, 3}), ArgSpec::param({2, 4})},
+                   [](OpBuilder &b, Location loc, ArrayRef<Value> a) {
+                     return build::concat(b, loc, {a[0], a[1]}, 1);
+                   }});
+  cases.push_back({"concat_three_axis_0_with_input",
+                   {ArgSpec::param({1, 3}), ArgSpec::input({2, 3}),
+                    ArgSpec::param({3, 3})},
+                   [](OpBuilder &b, Location loc, ArrayRef<Value> a) {
+                     return build::concat(b, loc, {a[0], a[1], a[2]}, 0);
+                   }});
+  cases.push_back({"concat_single",
+                   {ArgSpec::param({2, 3})},
+                   [](OpBuilder &b, Location loc, ArrayRef<Value> a) {
+                     return build::concat(b, loc, {a[0]}, 1);
+                   }});
+  cases.push_back({"concat_same_value_twice",
+                   {ArgSpec::param({2, 3})},
+                   [](OpBuilder &b, Location loc, ArrayRef<Value> a) {
+                     return build::concat(b, loc, {a[0], a[0]}, 0);
+                   }});
+  // Pieces used in another order, one not at all (autodiff gives it zeros).
+  cases.push_back(
+      {"split_2_2_1_one_unused",
+       {ArgSpec::param({5, 4})},
+       [](OpBuilder &b, Location loc, ArrayRef<Value> a) -> Value {
+         auto f64 = [&](std::vector<int64_t> s) {
+           return f64Tensor(b.getContext(), s);
+         };
+         auto split = tg::SplitOp::create(
+             b, loc, TypeRange{f64({2, 4}), f64({2, 4}), f64({1, 4})}, a[0],
+             b.getI64IntegerAttr(0));
+         return build::concat(b, loc, {split.getResult(2), split.getResult(0)},
+                              0);
+       }});
+  cases.push_back(
+      {"split_axis_1_all_used",
+       {ArgSpec::param({2, 5})},
+       [](OpBuilder &b, Location loc, ArrayRef<Value> a) -> Value {
+         auto split = tg::SplitOp::create(
+             b, loc,
+             TypeRange{f64Tensor(b.getContext(), {2, 3}),
+                       f64Tensor(b.getContext(), {2, 2})},
+             a[0], b.getI64IntegerAttr(1));
+         return build::mul(
+             b, loc, build::slice(b, loc, split.getResult(0), {0, 0}, {2, 2}),
+             split.getResult(1));
+       }});
+  return cases;
+}
+
+std::vector<OpCase> allCases() {
+  std::vector<OpCase> all;
+  for (auto cases : {matmulCases(), reduceMaxCases(), softmaxCases(),
+                     lossCases(), normCases(), attentionCases(),
+                     embeddingCases(), shapeCases()})
+    all.insert(all.end(), cases.begin(), cases.end());
+  return all;
+}
+
+std::string caseName(const ::testing::TestParamInfo<OpCase> &info) {
+  return info.param.name;
+}
+
+//===----------------------------------------------------------------------===//
+// Gradients against finite differences
+//===----------------------------------------------------------------------===//
+
+class StructuralGradientTest : public ::testing::TestWithParam<OpCase> {};
+
+TEST_P(StructuralGradientTest, MatchesFiniteDifferences) {
+  const OpCase &c = GetParam();
+  uint64_t seed = testSeed();
+  SCOPED_TRACE(seedMessage(seed));
+  auto ctx = makeContext();
+  OwningOpRef<ModuleOp> module = buildForwardModule(*ctx, c.args, c.body);
+  ASSERT_TRUE(module) << "the test @forward does not verify";
+  ASSERT_TRUE(succeeded(runTrainingPasses(*module)));
+  GradCheckOptions options;
+  options.numClasses = c.numClasses;
+  options.acceptArguments = c.acceptArguments;
+  options.zeroGradientParams = c.zeroGradientParams;
+  checkGradients(*module, seed, options);
+}
+
+INSTANTIATE_TEST_SUITE_P(Structural, StructuralGradientTest,
+                         ::testing::ValuesIn(allCases()), caseName);
+
+//===----------------------------------------------------------------------===//
+// tg-decompose: same functions before and after
+//===----------------------------------------------------------------------===//
+
+double maxRelativeDifference(const Tensor &a, const Tensor &b) {
+  double worst = 0.0;
+  for (size_t i = 0; i < a.data.size(); ++i) {
+    double x = a.data[i], y = b.data[i];
+    if (x == y) // also equal infinities
+      continue;
+    worst = std::max(worst, std::abs(x - y) / std::max(1.0, std::abs(x)));
+  }
+  return worst;
+}
+
+LogicalResult runPasses(ModuleOp module, bool withCse) {
+  PassManager pm(module.getContext());
+  pm.addPass(createTgDecompose());
+  if (withCse)
+    pm.addPass(createCSEPass());
+  return pm.run(module);
+}
+
+bool hasComposite(ModuleOp module) {
+  bool found = false;
+  module.walk([&](Operation *op) {
+    found |= isa<tg::SoftmaxOp, tg::LogSoftmaxOp, tg::CrossEntropyOp,
+                 tg::LayerNormOp, tg::RmsNormOp, tg::CausalMaskOp,
+                 tg::SplitOp>(op);
+  });
+  return found;
+}
+
+class DecomposeTest : public ::testing::TestWithParam<OpCase> {};
+
+// @forward and @train_step (whose gradients hold composites too) give the
+// same results before and after tg-decompose (+ CSE, as in the pipeline).
+TEST_P(DecomposeTest, SameFunctionsBeforeAndAfter) {
+  const OpCase &c = GetParam();
+  uint64_t seed = testSeed();
+  SCOPED_TRACE(seedMessage(seed));
+  auto ctx = makeContext();
+  OwningOpRef<ModuleOp> module = buildForwardModule(*ctx, c.args, c.body);
+  ASSERT_TRUE(module);
+  ASSERT_TRUE(succeeded(runTrainingPasses(*module)));
+  OwningOpRef<ModuleOp> decomposed = module->clone();
+  ASSERT_TRUE(succeeded(runPasses(*decomposed, /*withCse=*/true)));
+  EXPECT_FALSE(hasComposite(*decomposed));
+
+  std::mt19937_64 rng(seed);
+  for (StringRef name : {tg::kForwardFunc, tg::kTrainStepFunc}) {
+    SCOPED_TRACE(name.str());
+    auto before = module->lookupSymbol<func::FuncOp>(name);
+    auto after = decomposed->lookupSymbol<func::FuncOp>(name);
+    std::vector<Tensor> args = randomArguments(before, rng, c.numClasses);
+    for (int i = 0; c.acceptArguments && !c.acceptArguments(args) && i < 100;
+         ++i)
+      args = randomArguments(before, rng, c.numClasses);
+    auto expected = interp::interpret(before, args);
+    auto actual = interp::interpret(after, args);
+    ASSERT_TRUE(succeeded(expected) && succeeded(actual));
+    ASSERT_EQ(expected->size(), actual->size());
+    for (size_t r = 0; r < expected->size(); ++r) {
+      EXPECT_EQ((*expected)[r].shape, (*actual)[r].shape);
+      EXPECT_LE(maxRelativeDifference((*expected)[r], (*actual)[r]), 1e-12)
+          << "result #" << r;
+    }
+  }
+}
+
+std::vector<OpCase> compositeCases() {
+  std::vector<OpCase> composite;
+  for (auto cases : {softmaxCases(), lossCases(), normCases(), attentionCases(),
+                     shapeCases()})
+    for (const OpCase &c : cases)
+      if (c.name.find("softmax") != std::string::npos ||
+          c.name.find("cross_entropy") != std::string::npos ||
+          c.name.find("norm") != std::string::npos ||
+          c.name.find("causal") != std::string::npos ||
+          c.name.find("split") != std::string::npos)
+        composite.push_back(c);
+  return composite;
+}
+
+INSTANTIATE_TEST_SUITE_P(Composite, DecomposeTest,
+                         ::testing::ValuesIn(compositeCases()), caseName);
+
+//===----------------------------------------------------------------------===//
+// The interpreter on hand-computed values and bad inputs
+//===----------------------------------------------------------------------===//
+
+// Parses `ir` (a module with @f) and interprets @f on `args`; diagnostics
+// are collected in `errors`.
+struct IrRunner {
+  std::unique_ptr<MLIRContext> ctx = makeContext();
+  OwningOpRef<ModuleOp> module;
+  std::string errors;
+
+  FailureOr<std::vector<Tensor>> operator()(StringRef ir,
+                                            std::vector<Tensor> args,
+                                            bool decompose = false) {
+    ScopedDiagnosticHandler handler(ctx.get(), [&](Diagnostic &d) {
+      errors += d.str() + "\n";
+      return success();
+    });
+    module = parseSourceString<ModuleOp>(ir, ctx.get());
+    if (!module)
+      return failure();
+    if (decompose && failed(runPasses(*module, /*withCse=*/false)))
+      return failure();
+    return interp::interpret(module->lookupSymbol<func::FuncOp>("f"), args);
+  }
+};
+
+Tensor tensor(std::vector<int64_t> shape, std::vector<double> data) {
+  return Tensor{std::move(shape), std::move(data)};
+}
+
+TEST(StructuralInterpreterTest, BatchedMatmulBroadcastsBatch) {
+  IrRunner run;
+  // lhs (2, 1, 2) times rhs (2, 1): one rank-2 rhs for both matrices.
+  auto r = run(R"(func.func @f(%a: tensor<2x1x2xf64>, %b: tensor<2x1xf64>) -> tensor<2x1x1xf64> {
+    %0 = tg.matmul %a, %b : (tensor<2x1x2xf64>, tensor<2x1xf64>) -> tensor<2x1x1xf64>
+    return %0 : tensor<2x1x1xf64>
+  })",
+               {tensor({2, 1, 2}, {1, 2, 3, 4}), tensor({2, 1}, {10, 100})});
+  ASSERT_TRUE(succeeded(r)) << run.errors;
+  EXPECT_EQ((*r)[0].data, (std::vector<double>{210, 430}));
+}
+
+TEST(StructuralInterpreterTest, ShapeOps) {
+  IrRunner run;
+  auto r = run(R"(func.func @f(%x: tensor<2x3xf64>) -> (tensor<3x2xf64>, tensor<1x2xf64>, tensor<2x5xf64>, tensor<2x1xf64>, tensor<2x2xf64>, tensor<f64>) {
+    %t = tg.transpose %x {perm = array<i64: 1, 0>} : (tensor<2x3xf64>) -> tensor<3x2xf64>
+    %s = tg.slice %x {starts = array<i64: 1, 1>, ends = array<i64: 2, 3>} : (tensor<2x3xf64>) -> tensor<1x2xf64>
+    %s2 = tg.slice %x {starts = array<i64: 0, 1>, ends = array<i64: 2, 3>} : (tensor<2x3xf64>) -> tensor<2x2xf64>
+    %c = tg.concat %x, %s2 {axis = 1 : i64} : (tensor<2x3xf64>, tensor<2x2xf64>) -> tensor<2x5xf64>
+    %p:2 = tg.split %x {axis = 1 : i64} : (tensor<2x3xf64>) -> (tensor<2x1xf64>, tensor<2x2xf64>)
+    %m = tg.reduce_max %x {axes = array<i64: 0, 1>} : (tensor<2x3xf64>) -> tensor<f64>
+    return %t, %s, %c, %p#0, %p#1, %m : tensor<3x2xf64>, tensor<1x2xf64>, tensor<2x5xf64>, tensor<2x1xf64>, tensor<2x2xf64>, tensor<f64>
+  })",
+               {tensor({2, 3}, {1, 2, 3, 4, 5, -6})});
+  ASSERT_TRUE(succeeded(r)) << run.errors;
+  EXPECT_EQ((*r)[0].data, (std::vector<double>{1, 4, 2, 5, 3, -6}));
+  EXPECT_EQ((*r)[1].data, (std::vector<double>{5, -6}));
+  EXPECT_EQ((*r)[2].data,
+            (std::vector<double>{1, 2, 3, 2, 3, 4, 5, -6, 5, -6}));
+  EXPECT_EQ((*r)[3].data, (std::vector<double>{1, 4}));
+  EXPECT_EQ((*r)[4].data, (std::vector<double>{2, 3, 5, -6}));
+  EXPECT_EQ((*r)[5].data, (std::vector<double>{5}));
+}
+
+TEST(StructuralInterpreterTest, GatherAndScatterAddAccumulateRepeatedIds) {
+  IrRunner run;
+  auto r = run(R"(func.func @f(%t: tensor<3x2xf64>, %ids: tensor<4xi32>) -> (tensor<4x2xf64>, tensor<3x2xf64>) {
+    %g = tg.gather %t, %ids : (tensor<3x2xf64>, tensor<4xi32>) -> tensor<4x2xf64>
+    %s = tg.scatter_add %ids, %g : (tensor<4xi32>, tensor<4x2xf64>) -> tensor<3x2xf64>
+    return %g, %s : tensor<4x2xf64>, tensor<3x2xf64>
+  })",
+               {tensor({3, 2}, {1, 2, 3, 4, 5, 6}), tensor({4}, {2, 0, 2, 2})});
+  ASSERT_TRUE(succeeded(r)) << run.errors;
+  EXPECT_EQ((*r)[0].data, (std::vector<double>{5, 6, 1, 2, 5, 6, 5, 6}));
+  EXPECT_EQ((*r)[1].data, (std::vector<double>{1, 2, 0, 0, 15, 18}));
+}
+
+TEST(StructuralInterpreterTest, IdOutOfRangeIsAnError) {
+  IrRunner run;
+  auto r = run(R"(func.func @f(%t: tensor<3x2xf64>, %ids: tensor<2xi32>) -> tensor<2x2xf64> {
+    %g = tg.gather %t, %ids : (tensor<3x2xf64>, tensor<2xi32>) -> tensor<2x2xf64>
+    return %g : tensor<2x2xf64>
+  })",
+               {Tensor::zeros({3, 2}), tensor({2}, {1, 3})});
+  EXPECT_TRUE(failed(r));
+  EXPECT_NE(run.errors.find("id 3 at position 1 is outside [0, 3)"),
+            std::string::npos)
+      << run.errors;
+}
+
+TEST(StructuralInterpreterTest, CausalMask) {
+  IrRunner run;
+  // T = 2 queries over S = 3 keys: query i sees keys j <= i + 1.
+  const char *ir = R"(func.func @f(%x: tensor<2x3xf64>) -> tensor<2x3xf64> {
+    %m = tg.causal_mask %x {value = -1.0e+09 : f64} : tensor<2x3xf64>
+    return %m : tensor<2x3xf64>
+  })";
+  for (bool decompose : {false, true}) {
+    IrRunner run;
+    auto r = run(ir, {tensor({2, 3}, {1, 2, 3, 4, 5, 6})}, decompose);
+    ASSERT_TRUE(succeeded(r)) << run.errors;
+    EXPECT_EQ((*r)[0].data, (std::vector<double>{1, 2, -1e9, 4, 5, 6}))
+        << (decompose ? "decomposed" : "tg.causal_mask");
+  }
+}
+
+// Hand-computed: logits 0 everywhere over C = 4 classes: each counted
+// position costs log 4.
+TEST(StructuralInterpreterTest, CrossEntropyIgnoreIndex) {
+  const char *ir = R"(func.func @f(%l: tensor<3x4xf64>, %t: tensor<3xi64>) -> tensor<f64> {
+    %0 = tg.cross_entropy %l, %t {ignore_index = -100 : i64} : (tensor<3x4xf64>, tensor<3xi64>) -> tensor<f64>
+    return %0 : tensor<f64>
+  })";
+  for (bool decompose : {false, true}) {
+    SCOPED_TRACE(decompose ? "decomposed" : "tg.cross_entropy");
+    IrRunner run;
+    auto r = run(ir, {Tensor::zeros({3, 4}), tensor({3}, {1, -100, 3})},
+                 decompose);
+    ASSERT_TRUE(succeeded(r)) << run.errors;
+    EXPECT_NEAR((*r)[0].data[0], std::log(4.0), 1e-15);
+    IrRunner allIgnored;
+    r = allIgnored(ir, {Tensor::zeros({3, 4}), tensor({3}, {-100, -100, -100})},
+                   decompose);
+    ASSERT_TRUE(succeeded(r)) << allIgnored.errors;
+    EXPECT_EQ((*r)[0].data[0], 0.0);
+  }
+}
+
+// A counted target outside [0, C): the op reports it; after decomposition
+// (where nothing can report) the loss is NaN, which the runtime rejects.
+TEST(StructuralInterpreterTest, CrossEntropyTargetOutOfRange) {
+  const char *ir = R"(func.func @f(%l: tensor<2x4xf64>, %t: tensor<2xi32>) -> tensor<f64> {
+    %0 = tg.cross_entropy %l, %t {ignore_index = 0 : i64} : (tensor<2x4xf64>, tensor<2xi32>) -> tensor<f64>
+    return %0 : tensor<f64>
+  })";
+  for (double bad : {4.0, -1.0}) {
+    IrRunner run;
+    auto r = run(ir, {Tensor::zeros({2, 4}), tensor({2}, {2, bad})});
+    EXPECT_TRUE(failed(r));
+    EXPECT_NE(run.errors.find("is outside [0, 4) and is not the ignore_index 0"),
+              std::string::npos)
+        << run.errors;
+    IrRunner decomposed;
+    r = decomposed(ir, {Tensor::zeros({2, 4}), tensor({2}, {2, bad})}, true);
+    ASSERT_TRUE(succeeded(r)) << decomposed.errors;
+    EXPECT_TRUE(std::isnan((*r)[0].data[0]));
+  }
+  // Ignored positions may hold anything.
+  IrRunner decomposed;
+  auto r = decomposed(ir, {Tensor::zeros({2, 4}), tensor({2}, {0, 1})}, true);
+  ASSERT_TRUE(succeeded(r)) << decomposed.errors;
+  EXPECT_NEAR((*r)[0].data[0], std::log(4.0), 1e-15);
+}
+
+// Ties share the gradient of reduce_max equally.
+TEST(StructuralInterpreterTest, ReduceMaxGradientSplitsTies) {
+  auto ctx = makeContext();
+  OwningOpRef<ModuleOp> module = buildForwardModule(
+      *ctx, {ArgSpec::param({2, 3})},
+      [](OpBuilder &b, Location loc, ArrayRef<Value> a) {
+        return build::reduceMax(b, loc, a[0], {1}, false);
+      });
+  ASSERT_TRUE(module);
+  ASSERT_TRUE(succeeded(runTrainingPasses(*module)));
+  auto step = module->lookupSymbol<func::FuncOp>(tg::kTrainStepFunc);
+  auto r = interp::interpret(
+      step, {tensor({2, 3}, {1, 5, 5, 7, 2, 7}), tensor({2}, {6, -4})});
+  ASSERT_TRUE(succeeded(r));
+  EXPECT_EQ((*r)[1].data, (std::vector<double>{0, 3, 3, -2, 0, -2}));
+}
+
+//===----------------------------------------------------------------------===//
+// A whole (tiny) GPT of models/: every parameter against finite differences
+//===----------------------------------------------------------------------===//
+
+struct GptCase {
+  std::string name;
+  models::GptOptions::Norm norm;
+  models::GptOptions::Mlp mlp;
+  bool tied;
+};
+
+void PrintTo(const GptCase &c, std::ostream *os) { *os << c.name; }
+
+class TinyGptGradientTest : public ::testing::TestWithParam<GptCase> {};
+
+// Embedding, layer/rms norm, batched matmuls, split, transpose, causal
+// mask, softmax and cross_entropy together, through the real importer and
+// tg-autodiff; then the same after tg-decompose + CSE.
+TEST_P(TinyGptGradientTest, MatchesFiniteDifferences) {
+  const GptCase &c = GetParam();
+  uint64_t seed = testSeed();
+  SCOPED_TRACE(seedMessage(seed));
+  models::GptOptions options;
+  options.vocab = 7;
+  options.context = 4;
+  options.layers = 1;
+  options.width = 8;
+  options.heads = 2;
+  options.batch = 2;
+  options.norm = c.norm;
+  options.mlp = c.mlp;
+  options.tiedEmbeddings = c.tied;
+  ASSERT_EQ(models::validateGptOptions(options), "");
+  auto ctx = makeContext();
+  OwningOpRef<ModuleOp> module = importModel(models::buildGpt(options), *ctx);
+  ASSERT_TRUE(module) << "the tiny GPT does not import";
+  ASSERT_TRUE(succeeded(runTrainingPasses(*module)));
+  GradCheckOptions check;
+  check.numClasses = options.vocab;
+  std::vector<ParamGradient> before = checkGradients(*module, seed, check);
+  EXPECT_FALSE(before.empty());
+
+  // Decomposed: the same gradients (on the same random arguments).
+  ASSERT_TRUE(succeeded(runPasses(*module, /*withCse=*/true)));
+  EXPECT_FALSE(hasComposite(*module));
+  std::vector<ParamGradient> after = checkGradients(*module, seed, check);
+  ASSERT_EQ(before.size(), after.size());
+  // Rounding differs between the composite and the expanded evaluation and
+  // grows through the layers (~1e-12 seen); a wrong expansion is off by far
+  // more.
+  for (size_t i = 0; i < before.size(); ++i)
+    EXPECT_LE(maxRelativeDifference(before[i].analytic, after[i].analytic),
+              1e-9)
+        << before[i].name;
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Gpt, TinyGptGradientTest,
+    ::testing::Values(GptCase{"layer_norm_gelu_tied",
+                              models::GptOptions::Norm::Layer,
+                              models::GptOptions::Mlp::Gelu, true},
+                      GptCase{"rms_norm_swiglu_untied",
+                              models::GptOptions::Norm::Rms,
+                              models::GptOptions::Mlp::SwiGlu, false}),
+    [](const ::testing::TestParamInfo<GptCase> &info) {
+      return info.param.name;
+    });
+
+} // namespace

@@ -1,0 +1,120 @@
+// RUN: tcc-opt %s -split-input-file -verify-diagnostics
+// Each kern verifier rejects malformed ops with a message naming the problem.
+
+func.func @kern_gemm(%a: memref<4x3xf32>, %b: memref<4x5xf32>, %c: memref<4x5xf32>) {
+  // expected-error @+1 {{inconsistent gemm shapes}}
+  kern.gemm %a, %b, %c {alpha = 1.0 : f64, beta = 0.0 : f64, transpose_a = false, transpose_b = false} : memref<4x3xf32>, memref<4x5xf32>, memref<4x5xf32>
+  return
+}
+
+// -----
+
+func.func @kern_gemm_batch(%a: memref<2x4x3xf32>, %b: memref<3x3x5xf32>, %c: memref<2x4x5xf32>) {
+  // expected-error @+1 {{batch dimensions [2] and [3] do not broadcast to the output's [2]}}
+  kern.gemm %a, %b, %c {alpha = 1.0 : f64, beta = 0.0 : f64, transpose_a = false, transpose_b = false} : memref<2x4x3xf32>, memref<3x3x5xf32>, memref<2x4x5xf32>
+  return
+}
+
+// -----
+
+func.func @elementwise_broadcast(%a: memref<3xf32>, %c: memref<4xf32>) {
+  // expected-error @+1 {{does not broadcast to the output shape [4]}}
+  kern.elementwise ins(%a : memref<3xf32>) outs(%c : memref<4xf32>) {
+  ^bb0(%x: f32, %i: i64):
+    kern.yield %x : f32
+  }
+  return
+}
+
+// -----
+
+func.func @elementwise_args(%a: memref<4xf32>, %c: memref<4xf32>) {
+  // expected-error @+1 {{body takes one scalar per input and the flat index}}
+  kern.elementwise ins(%a : memref<4xf32>) outs(%c : memref<4xf32>) {
+  ^bb0(%x: f32):
+    kern.yield %x : f32
+  }
+  return
+}
+
+// -----
+
+func.func @elementwise_yield(%a: memref<4xf32>, %c: memref<4xf64>) {
+  // expected-error @+1 {{yielded type 'f32' differs from the output element type 'f64'}}
+  kern.elementwise ins(%a : memref<4xf32>) outs(%c : memref<4xf64>) {
+  ^bb0(%x: f32, %i: i64):
+    kern.yield %x : f32
+  }
+  return
+}
+
+// -----
+
+func.func @elementwise_outputs(%a: memref<4xf32>, %c: memref<4xf32>, %d: memref<2xf32>) {
+  // expected-error @+1 {{outputs must have one shape}}
+  kern.elementwise ins(%a : memref<4xf32>) outs(%c, %d : memref<4xf32>, memref<2xf32>) {
+  ^bb0(%x: f32, %i: i64):
+    kern.yield %x, %x : f32, f32
+  }
+  return
+}
+
+// -----
+
+func.func @elementwise_body(%a: memref<4xf32>, %c: memref<4xf32>) {
+  kern.elementwise ins(%a : memref<4xf32>) outs(%c : memref<4xf32>) {
+  ^bb0(%x: f32, %i: i64):
+    // expected-error @+1 {{is not allowed in a kern.elementwise body}}
+    %w = kern.workspace_view 0 : memref<4xf32>
+    kern.yield %x : f32
+  }
+  return
+}
+
+// -----
+
+func.func @reduce_axes(%a: memref<4x5xf32>, %c: memref<f32>) {
+  // expected-error @+1 {{axes must be sorted and unique}}
+  kern.reduce sum %a, %c {axes = array<i64: 1, 0>} : memref<4x5xf32>, memref<f32>
+  return
+}
+
+// -----
+
+func.func @transpose_perm(%a: memref<4x5xf32>, %c: memref<5x4xf32>) {
+  // expected-error @+1 {{perm is not a permutation}}
+  kern.transpose %a, %c {perm = array<i64: 1, 1>} : memref<4x5xf32>, memref<5x4xf32>
+  return
+}
+
+// -----
+
+func.func @slice_bounds(%a: memref<4x5xf32>, %c: memref<2x5xf32>) {
+  // expected-error @+1 {{slice of dimension 0 is out of bounds}}
+  kern.slice %a, %c {starts = array<i64: 3, 0>} : memref<4x5xf32>, memref<2x5xf32>
+  return
+}
+
+// -----
+
+func.func @concat_sizes(%a: memref<2x5xf32>, %c: memref<5x5xf32>) {
+  // expected-error @+1 {{input sizes along the axis do not add up to the output's}}
+  kern.concat(%a, %a) into %c {axis = 0 : i64} : (memref<2x5xf32>, memref<2x5xf32>) -> memref<5x5xf32>
+  return
+}
+
+// -----
+
+func.func @gather_shape(%t: memref<7x5xf32>, %ids: memref<3xi32>, %c: memref<3x4xf32>) {
+  // expected-error @+1 {{expects shape [3, 5] for the looked-up rows}}
+  kern.gather %t, %ids, %c : memref<7x5xf32>, memref<3xi32>, memref<3x4xf32>
+  return
+}
+
+// -----
+
+func.func @constant_type() {
+  // expected-error @+1 {{does not match}}
+  %k = kern.constant dense<[1.0, 2.0]> : tensor<2xf32> : memref<3xf32>
+  return
+}

@@ -1,0 +1,128 @@
+// RUN: tcc-opt %s -split-input-file -kern-fuse-elementwise | FileCheck %s
+// kern-fuse-elementwise merges a producer kernel into its only consumer when
+// the consumer reads it at its own shape; the temporary disappears.
+
+// A chain x -> exp -> +b (b broadcast) -> relu becomes one kernel; the
+// bodies follow each other and the broadcast row stays an input.
+// CHECK-LABEL: func.func @chain
+// CHECK-NEXT: kern.elementwise ins(%arg1, %arg0 : memref<4xf32>, memref<2x4xf32>) outs(%arg2 : memref<2x4xf32>) {
+// CHECK-NEXT: ^bb0(%[[B:.*]]: f32, %[[X:.*]]: f32, %{{.*}}: i64):
+// CHECK-NEXT: %[[E:.*]] = math.exp %[[X]] : f32
+// CHECK-NEXT: %[[S:.*]] = arith.addf %[[E]], %[[B]] : f32
+// CHECK-NEXT: %[[Z:.*]] = arith.constant
+// CHECK-NEXT: %[[R:.*]] = arith.maximumf %[[S]], %[[Z]] : f32
+// CHECK-NEXT: kern.yield %[[R]] : f32
+// CHECK-NEXT: }
+// CHECK-NEXT: return
+func.func @chain(%x: memref<2x4xf32>, %b: memref<4xf32>, %out: memref<2x4xf32>) {
+  %e = kern.alloc : memref<2x4xf32>
+  kern.elementwise ins(%x : memref<2x4xf32>) outs(%e : memref<2x4xf32>) {
+  ^bb0(%v: f32, %i: i64):
+    %r = math.exp %v : f32
+    kern.yield %r : f32
+  }
+  %s = kern.alloc : memref<2x4xf32>
+  kern.elementwise ins(%e, %b : memref<2x4xf32>, memref<4xf32>) outs(%s : memref<2x4xf32>) {
+  ^bb0(%v: f32, %w: f32, %i: i64):
+    %r = arith.addf %v, %w : f32
+    kern.yield %r : f32
+  }
+  kern.elementwise ins(%s : memref<2x4xf32>) outs(%out : memref<2x4xf32>) {
+  ^bb0(%v: f32, %i: i64):
+    %z = arith.constant 0.0 : f32
+    %r = arith.maximumf %v, %z : f32
+    kern.yield %r : f32
+  }
+  return
+}
+
+// -----
+
+// Not fused: the consumer broadcasts the producer's output (one value per
+// row, needed at every column); a producer read by two kernels.
+// CHECK-LABEL: func.func @not_fused
+// CHECK-COUNT-4: kern.elementwise
+// CHECK-NOT: kern.elementwise
+func.func @not_fused(%x: memref<4xf32>, %y: memref<2x4xf32>, %o1: memref<2x4xf32>, %o2: memref<4xf32>, %o3: memref<4xf32>) {
+  %e = kern.alloc : memref<4xf32>
+  kern.elementwise ins(%x : memref<4xf32>) outs(%e : memref<4xf32>) {
+  ^bb0(%v: f32, %i: i64):
+    %r = math.exp %v : f32
+    kern.yield %r : f32
+  }
+  kern.elementwise ins(%e, %y : memref<4xf32>, memref<2x4xf32>) outs(%o1 : memref<2x4xf32>) {
+  ^bb0(%v: f32, %w: f32, %i: i64):
+    %r = arith.mulf %v, %w : f32
+    kern.yield %r : f32
+  }
+  %f = kern.alloc : memref<4xf32>
+  kern.elementwise ins(%x : memref<4xf32>) outs(%f : memref<4xf32>) {
+  ^bb0(%v: f32, %i: i64):
+    %r = math.log %v : f32
+    kern.yield %r : f32
+  }
+  kern.elementwise ins(%f, %f : memref<4xf32>, memref<4xf32>) outs(%o2, %o3 : memref<4xf32>, memref<4xf32>) {
+  ^bb0(%v: f32, %w: f32, %i: i64):
+    kern.yield %v, %w : f32, f32
+  }
+  %g = kern.reshape %f : memref<4xf32> to memref<2x2xf32>
+  return
+}
+
+// -----
+
+// Not fused: a kernel between them overwrites what the producer read (the
+// in-place update of %p), so the read cannot move past it.
+// CHECK-LABEL: func.func @clobbered
+// CHECK-COUNT-3: kern.elementwise
+func.func @clobbered(%p: memref<4xf32>, %out: memref<4xf32>) {
+  %t = kern.alloc : memref<4xf32>
+  kern.elementwise ins(%p : memref<4xf32>) outs(%t : memref<4xf32>) {
+  ^bb0(%v: f32, %i: i64):
+    %r = math.exp %v : f32
+    kern.yield %r : f32
+  }
+  kern.elementwise ins(%p : memref<4xf32>) outs(%p : memref<4xf32>) {
+  ^bb0(%v: f32, %i: i64):
+    %r = arith.negf %v : f32
+    kern.yield %r : f32
+  }
+  kern.elementwise ins(%t : memref<4xf32>) outs(%out : memref<4xf32>) {
+  ^bb0(%v: f32, %i: i64):
+    %r = arith.negf %v : f32
+    kern.yield %r : f32
+  }
+  return
+}
+
+// -----
+
+// An optimizer-like update: the consumer writes the parameter in place and
+// the producer reads it at the same position, so they fuse; the producer's
+// second output, also read after the consumer, stays an output.
+// CHECK-LABEL: func.func @inplace
+// CHECK-NEXT: %[[M:.*]] = kern.alloc : memref<4xf32>
+// CHECK-NEXT: kern.elementwise ins(%arg0, %arg1 : memref<4xf32>, memref<4xf32>) outs(%arg0, %[[M]] : memref<4xf32>, memref<4xf32>) {
+// CHECK: kern.yield %{{.*}}, %{{.*}} : f32, f32
+// CHECK: kern.elementwise ins(%[[M]] : memref<4xf32>) outs(%arg2 : memref<4xf32>)
+// CHECK-NOT: kern.elementwise
+func.func @inplace(%p: memref<4xf32>, %g: memref<4xf32>, %out: memref<4xf32>) {
+  %d = kern.alloc : memref<4xf32>
+  %m = kern.alloc : memref<4xf32>
+  kern.elementwise ins(%p, %g : memref<4xf32>, memref<4xf32>) outs(%d, %m : memref<4xf32>, memref<4xf32>) {
+  ^bb0(%v: f32, %w: f32, %i: i64):
+    %r = arith.mulf %v, %w : f32
+    %s = arith.addf %v, %w : f32
+    kern.yield %r, %s : f32, f32
+  }
+  kern.elementwise ins(%p, %d : memref<4xf32>, memref<4xf32>) outs(%p : memref<4xf32>) {
+  ^bb0(%v: f32, %w: f32, %i: i64):
+    %r = arith.subf %v, %w : f32
+    kern.yield %r : f32
+  }
+  kern.elementwise ins(%m : memref<4xf32>) outs(%out : memref<4xf32>) {
+  ^bb0(%v: f32, %i: i64):
+    kern.yield %v : f32
+  }
+  return
+}

@@ -1,0 +1,284 @@
+#!/usr/bin/python3
+"""Parity of a tcc-compiled GPT training step with PyTorch (CPU, float32).
+
+For each configuration: tokenize a text with tcc-data, build the GPT with
+tcc-models, compile it with tcc (once normally, once with --emit-gradients),
+let trun write its initial weights, load them into the PyTorch reference
+(gpt_reference.py) and feed both the same sequential batches. Asserts
+  (a) the first-step loss agrees to 1e-5 relative,
+  (b) every gradient of the first step agrees to 1e-4 relative (norm-wise:
+      |g_tcc - g_torch| <= 1e-4 |g_torch|),
+  (c) the losses of the first STEPS AdamW steps (warmup, cosine decay,
+      clipping, weight decay) agree to 1e-3 relative, and so do the weights
+      after them (norm-wise, per parameter),
+  (d) loss and gradients as in (a) and (b) again, from the trained weights
+      (at initialization the activations are small enough that some formula
+      differences, e.g. GELU erf against tanh, stay below the tolerances).
+Prints every number it compares; exits 1 if any configuration failed.
+
+usage: gpt_parity_test.py --bin-dir BUILD/bin --text FILE [--work-dir DIR]
+                          [--config NAME] [--steps N]
+"""
+
+import argparse
+import json
+import math
+import os
+import re
+import subprocess
+import sys
+import tempfile
+
+import numpy as np
+import torch
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import gpt_reference as ref  # noqa: E402
+import tcc_files  # noqa: E402
+
+LOSS_RTOL = 1e-5
+GRAD_RTOL = 1e-4
+TRAIN_LOSS_RTOL = 1e-3
+
+
+def configs(vocab):
+    """The configurations checked; the first is the nanoGPT-like default."""
+    common = dict(vocab=vocab, context=32, layers=2, width=64, heads=4,
+                  batch=4, lr=3e-3, beta1=0.9, beta2=0.99, eps=1e-8,
+                  weight_decay=0.1, warmup=10, decay_steps=40, min_lr=3e-4)
+    return {
+        # GPT-2 style: LayerNorm, GELU (tanh), learned positions, tied
+        # embeddings, biases. With clip 1.0 the gradient norm is above the
+        # threshold in some steps and below in others (both paths checked).
+        "gpt2": ref.GptConfig(**common, grad_clip=1.0),
+        # LLaMA style: RMSNorm, SwiGLU, rotary, untied head, no biases,
+        # embeddings without weight decay, 2 micro-batches per step.
+        "llama": ref.GptConfig(**common, norm="rms", mlp="swiglu",
+                               positions="rope", tied=False, bias=False,
+                               no_decay=("norm", "embedding"), micro_batches=2,
+                               grad_clip=1.0),
+    }
+
+
+class Failure(Exception):
+    pass
+
+
+def run(cmd, **kwargs):
+    cmd = [str(c) for c in cmd]
+    print("$ " + " ".join(cmd), flush=True)
+    result = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            text=True, **kwargs)
+    if result.returncode != 0:
+        raise Failure(f"command failed with exit status {result.returncode}:\n"
+                      f"{' '.join(cmd)}\n{result.stdout}")
+    return result.stdout
+
+
+def sequential_batches(tokens, cfg, steps):
+    """The batches of trun --data-order sequential: consecutive
+    non-overlapping windows of T + 1 tokens starting at multiples of T
+    (tokens = window[:-1], targets = window[1:]); a step takes the next
+    K * B windows."""
+    T = cfg.context
+    rows = cfg.batch * cfg.micro_batches
+    windows = (len(tokens) - 1) // T
+    if steps * rows > windows:
+        raise Failure(f"the text has {windows} windows of {T} tokens, "
+                      f"{steps} steps need {steps * rows}")
+    batches = []
+    for s in range(steps):
+        starts = [(s * rows + r) * T for r in range(rows)]
+        x = np.stack([tokens[i:i + T] for i in starts]).astype(np.int64)
+        y = np.stack([tokens[i + 1:i + T + 1] for i in starts]).astype(np.int64)
+        batches.append((torch.from_numpy(x), torch.from_numpy(y)))
+    return batches
+
+
+def parse_step_losses(log, steps):
+    """Per-step losses from trun's --log-every 1 progress lines."""
+    losses = {}
+    for m in re.finditer(r"^step (\d+)/\d+\s+loss ([-+0-9.eE]+|nan|inf)", log,
+                         re.MULTILINE):
+        losses[int(m.group(1))] = float(m.group(2))
+    missing = [s for s in range(1, steps + 1) if s not in losses]
+    if missing:
+        raise Failure(f"trun printed no loss for steps {missing[:5]}...:\n{log}")
+    return [losses[s] for s in range(1, steps + 1)]
+
+
+def without_key_bias(cfg, name, w):
+    """The key bias (c_attn.bias[C:2C]) has an exactly zero gradient (it adds
+    q . b_k to a whole row of scores, and softmax ignores a constant per
+    row), so AdamW turns each side's rounding noise into full-size updates
+    of it: its trained values are noise and are left out of the comparison."""
+    if name.endswith(".attn.c_attn.bias"):
+        C = cfg.width
+        return np.concatenate([w[:C], w[2 * C:]])
+    return w
+
+
+def relative(a, b):
+    return abs(a - b) / max(abs(b), 1e-30)
+
+
+def compare_step(label, cfg, weights, batch, tcc_outputs):
+    """Loss and gradients of one step on `batch` from `weights`: PyTorch
+    against a step compiled with --emit-gradients. Returns failures."""
+    failures = []
+    P = ref.make_params(cfg, weights)
+    torch_loss, torch_grads = ref.loss_and_grads(cfg, P, *batch)
+    tcc_loss = float(tcc_outputs["loss"])
+    r = relative(tcc_loss, torch_loss)
+    print(f"{label} loss: tcc {tcc_loss:.8f}  torch {torch_loss:.8f}  "
+          f"relative {r:.2e} (limit {LOSS_RTOL:.0e})")
+    if not r <= LOSS_RTOL:
+        failures.append(f"{label} loss differs by {r:.2e} relative")
+    worst = 0.0
+    for pname, g in torch_grads.items():
+        key = "grad:" + pname
+        if key not in tcc_outputs:
+            failures.append(f"{label}: tcc wrote no gradient '{key}'")
+            continue
+        gt = torch.from_numpy(tcc_outputs[key])
+        if tuple(gt.shape) != tuple(g.shape):
+            failures.append(f"{label}: {key} has shape {tuple(gt.shape)}, "
+                            f"torch {tuple(g.shape)}")
+            continue
+        diff = (gt.double() - g.double()).norm().item()
+        norm = g.double().norm().item()
+        r = diff / max(norm, 1e-30)
+        worst = max(worst, r)
+        ok = r <= GRAD_RTOL
+        print(f"  grad {pname:28s} |g| {norm:.4e}  |diff| {diff:.3e}  "
+              f"relative {r:.2e}{'' if ok else '  FAIL'}")
+        if not ok:
+            failures.append(f"{label}: gradient of {pname} differs by "
+                            f"{r:.2e} relative")
+    extra = sorted(set(k for k in tcc_outputs if k.startswith("grad:")) -
+                   set("grad:" + k for k in torch_grads))
+    if extra:
+        failures.append(f"{label}: tcc has gradients of unknown parameters {extra}")
+    print(f"{label} gradients: {len(torch_grads)} parameters, worst relative "
+          f"difference {worst:.2e} (limit {GRAD_RTOL:.0e})")
+    return failures
+
+
+def check_config(name, cfg, args, shards, steps):
+    work = os.path.join(args.work_dir, name)
+    os.makedirs(work, exist_ok=True)
+    files = {k: os.path.join(work, k) for k in (
+        "gpt.pbtxt", "gpt.so", "gpt_grads.so", "init.safetensors",
+        "trained.safetensors", "grads_init.safetensors",
+        "grads_trained.safetensors")}
+    tool = {t: os.path.join(args.bin_dir, t) for t in ("tcc", "tcc-models", "trun")}
+    print(f"=== {name}: {cfg}", flush=True)
+
+    run([tool["tcc-models"], "gpt", *cfg.tcc_models_args(), "-o", files["gpt.pbtxt"]])
+    run([tool["tcc"], "compile", files["gpt.pbtxt"], "-o", files["gpt.so"]])
+    run([tool["tcc"], "compile", files["gpt.pbtxt"], "-o", files["gpt_grads.so"],
+         "--emit-gradients"])
+    data = ["--data", shards["train"], "--data-order", "sequential"]
+    # tcc's initial weights, then STEPS AdamW steps from them.
+    run([tool["trun"], files["gpt.so"], *data, "--steps", 0, "--seed", 7,
+         "--save-weights", files["init.safetensors"]])
+    train_log = run([tool["trun"], files["gpt.so"], *data, "--steps", steps,
+                     "--init-from", files["init.safetensors"], "--log-every", 1,
+                     "--save-weights", files["trained.safetensors"]])
+    # Gradients on the first batch, from the initial and the trained weights
+    # (at initialization activations are small and some formula differences,
+    # e.g. GELU erf against tanh, hide below the tolerance; after training
+    # they do not).
+    for weights in ("init", "trained"):
+        run([tool["trun"], files["gpt_grads.so"], *data, "--steps", 1,
+             "--init-from", files[f"{weights}.safetensors"],
+             "--save-train-outputs", files[f"grads_{weights}.safetensors"]])
+
+    tokens = tcc_files.read_shard(shards["train"])
+    batches = sequential_batches(tokens, cfg, steps)
+    init, _ = tcc_files.read_safetensors(files["init.safetensors"])
+    trained, _ = tcc_files.read_safetensors(files["trained.safetensors"])
+    failures = []
+
+    # (a) and (b): the first step's loss and gradients; the same after training.
+    for label, weights in (("first-step", init), ("trained-weights", trained)):
+        outputs, _ = tcc_files.read_safetensors(
+            files["grads_init.safetensors" if weights is init
+                  else "grads_trained.safetensors"])
+        failures += compare_step(label, cfg, weights, batches[0], outputs)
+
+    # (c): losses of the first `steps` optimizer steps, and the weights after.
+    P = ref.make_params(cfg, init)
+    torch_losses, torch_norms = ref.train(cfg, P, batches)
+    tcc_losses = parse_step_losses(train_log, steps)
+    worst = 0.0
+    for s, (a, b) in enumerate(zip(tcc_losses, torch_losses)):
+        r = relative(a, b)
+        worst = max(worst, r)
+        print(f"  step {s + 1:3d}  lr {ref.learning_rate(cfg, s):.3e}  "
+              f"loss tcc {a:.4f}  torch {b:.6f}  relative {r:.1e}  "
+              f"grad norm {torch_norms[s]:.3f}")
+    clipped = sum(n > cfg.grad_clip for n in torch_norms) if cfg.grad_clip else 0
+    print(f"{steps} steps: worst relative loss difference {worst:.2e} "
+          f"(limit {TRAIN_LOSS_RTOL:.0e}); clipping active in {clipped} steps; "
+          f"loss {torch_losses[0]:.4f} -> {torch_losses[-1]:.4f}")
+    if not worst <= TRAIN_LOSS_RTOL:
+        failures.append(f"training losses differ by up to {worst:.2e} relative")
+    worst_w = 0.0
+    for n in trained:
+        a = without_key_bias(cfg, n, trained[n].astype(np.float64))
+        b = without_key_bias(cfg, n, P[n].detach().double().numpy())
+        worst_w = max(worst_w, np.linalg.norm(a - b) / np.linalg.norm(b))
+    print(f"weights after {steps} steps: worst relative difference "
+          f"{worst_w:.2e} (limit {TRAIN_LOSS_RTOL:.0e})")
+    if not worst_w <= TRAIN_LOSS_RTOL:
+        failures.append(f"weights after training differ by {worst_w:.2e} relative")
+    if cfg.grad_clip and not 0 < clipped < steps:
+        failures.append(f"clipping was active in {clipped} of {steps} steps: "
+                        f"choose a threshold that exercises both paths")
+    if torch_losses[-1] >= torch_losses[0]:
+        failures.append("the loss did not fall over the run")
+    return failures
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--bin-dir", required=True,
+                        help="directory with tcc, tcc-models, tcc-data, trun")
+    parser.add_argument("--text", required=True, help="text file to train on")
+    parser.add_argument("--work-dir", help="keep files here (default: a temp dir)")
+    parser.add_argument("--config", action="append",
+                        help="check only these configurations")
+    parser.add_argument("--steps", type=int, default=50)
+    args = parser.parse_args()
+    torch.set_num_threads(max(1, os.cpu_count() or 1))
+
+    with tempfile.TemporaryDirectory(prefix="tcc-parity-") as tmp:
+        if not args.work_dir:
+            args.work_dir = tmp
+        os.makedirs(args.work_dir, exist_ok=True)
+        prefix = os.path.join(args.work_dir, "text")
+        try:
+            run([os.path.join(args.bin_dir, "tcc-data"), "tokenize", "--level",
+                 "char", "--val-fraction", "0.1", "-o", prefix, args.text])
+            with open(prefix + "_vocab.json") as f:
+                vocab = json.load(f)["vocab_size"]
+            shards = {"train": prefix + "_train.bin"}
+            all_configs = configs(vocab)
+            names = args.config or list(all_configs)
+            failed = False
+            for name in names:
+                failures = check_config(name, all_configs[name], args, shards,
+                                        args.steps)
+                for f in failures:
+                    print(f"FAIL [{name}]: {f}")
+                failed |= bool(failures)
+                print(f"=== {name}: {'FAIL' if failures else 'PASS'}", flush=True)
+        except Failure as e:
+            print(f"FAIL: {e}")
+            return 1
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

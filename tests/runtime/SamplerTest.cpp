@@ -1,0 +1,107 @@
+#include "runtime/trun/Sampler.h"
+
+#include "runtime/trun/StepLibrary.h"
+#include "tests/runtime/TestData.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+namespace tcc::trun {
+namespace {
+
+TEST(PickTokenTest, GreedyTakesTheFirstMaximum) {
+  float logits[4] = {1, 3, 3, -2};
+  EXPECT_EQ(PickToken(logits, 4, 0.0, 0.99), 1);
+  EXPECT_EQ(PickToken(logits, 1, 0.0, 0.5), 0); // only id 0 allowed
+}
+
+TEST(PickTokenTest, SamplesByInverseCdfOfTheTemperedSoftmax) {
+  // Probabilities 1/4, 3/4 at temperature 1; 1/(1+sqrt 3), ... at 2.
+  float logits[2] = {0, std::log(3.0f)};
+  EXPECT_EQ(PickToken(logits, 2, 1.0, 0.0), 0);
+  EXPECT_EQ(PickToken(logits, 2, 1.0, 0.2499), 0);
+  EXPECT_EQ(PickToken(logits, 2, 1.0, 0.2501), 1);
+  EXPECT_EQ(PickToken(logits, 2, 1.0, 0.9999), 1);
+  double cut = 1 / (1 + std::sqrt(3.0));
+  EXPECT_EQ(PickToken(logits, 2, 2.0, cut - 1e-4), 0);
+  EXPECT_EQ(PickToken(logits, 2, 2.0, cut + 1e-4), 1);
+}
+
+// The bigram fixture with a table that makes token i predict (i + 1) mod V.
+class BigramSamplerTest : public ::testing::Test {
+protected:
+  void SetUp() override {
+    absl::StatusOr<std::unique_ptr<StepLibrary>> library =
+        StepLibrary::Open(TRUN_TEST_BIGRAM_STEP);
+    ASSERT_TRUE(library.ok()) << library.status();
+    library_ = std::move(*library);
+    absl::StatusOr<StepBinding> binding = BindStep(d());
+    ASSERT_TRUE(binding.ok()) << binding.status();
+    binding_ = *binding;
+    ASSERT_TRUE(binding_.is_token_model());
+    ASSERT_EQ(binding_.vocab_size, 256);
+    ASSERT_EQ(binding_.context_length(), 16);
+    table_.assign(256 * 256, 0.0f);
+    bias_.assign(256, 0.0f);
+  }
+  const tcc_step_descriptor &d() const { return library_->descriptor(); }
+  std::unique_ptr<Sampler> Make() {
+    absl::StatusOr<std::unique_ptr<Sampler>> sampler =
+        Sampler::Create(d(), binding_, {table_.data(), bias_.data()});
+    EXPECT_TRUE(sampler.ok()) << sampler.status();
+    return sampler.ok() ? std::move(*sampler) : nullptr;
+  }
+  std::unique_ptr<StepLibrary> library_;
+  StepBinding binding_;
+  std::vector<float> table_, bias_;
+};
+
+TEST_F(BigramSamplerTest, GreedyFollowsTheLogitsAtTheLastRealPosition) {
+  for (int i = 0; i < 256; ++i)
+    table_[i * 256 + (i + 1) % 256] = 10.0f;
+  std::unique_ptr<Sampler> sampler = Make();
+  ASSERT_NE(sampler, nullptr);
+  // One token of context: position 0; the padding (id 0) would predict 1.
+  absl::StatusOr<std::vector<int64_t>> out =
+      sampler->Generate({5}, 20, 256, 0.0, 0);
+  ASSERT_TRUE(out.ok()) << out.status();
+  std::vector<int64_t> expected;
+  for (int i = 0; i < 20; ++i)
+    expected.push_back(6 + i);
+  EXPECT_EQ(*out, expected); // runs past T = 16: the window slides
+  // `allowed` restricts the choice: ids >= 6 are never picked.
+  out = sampler->Generate({5}, 1, 6, 0.0, 0);
+  ASSERT_TRUE(out.ok());
+  EXPECT_LT((*out)[0], 6);
+}
+
+TEST_F(BigramSamplerTest, SameSeedSameTextOtherSeedDiffers) {
+  std::unique_ptr<Sampler> sampler = Make(); // all logits 0: uniform
+  ASSERT_NE(sampler, nullptr);
+  absl::StatusOr<std::vector<int64_t>> a = sampler->Generate({1}, 30, 256, 1.0, 4);
+  absl::StatusOr<std::vector<int64_t>> b = sampler->Generate({1}, 30, 256, 1.0, 4);
+  absl::StatusOr<std::vector<int64_t>> c = sampler->Generate({1}, 30, 256, 1.0, 5);
+  ASSERT_TRUE(a.ok() && b.ok() && c.ok());
+  EXPECT_EQ(*a, *b);
+  EXPECT_NE(*a, *c);
+}
+
+TEST_F(BigramSamplerTest, RejectsBadContextsAndStepsWithoutLogits) {
+  std::unique_ptr<Sampler> sampler = Make();
+  ASSERT_NE(sampler, nullptr);
+  EXPECT_EQ(sampler->Generate({}, 1, 256, 0, 0).status().message(),
+            "sampling needs at least one context token");
+  EXPECT_EQ(sampler->Generate({256}, 1, 256, 0, 0).status().message(),
+            "context token 256 is out of range for 'logits' width 256");
+  StepBinding no_logits = binding_;
+  no_logits.token_logits_output = -1;
+  absl::StatusOr<std::unique_ptr<Sampler>> bad =
+      Sampler::Create(d(), no_logits, {table_.data(), bias_.data()});
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("eval output 'logits'"),
+            std::string::npos);
+}
+
+} // namespace
+} // namespace tcc::trun

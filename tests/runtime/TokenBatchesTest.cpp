@@ -1,0 +1,130 @@
+#include "runtime/trun/TokenBatches.h"
+
+#include "runtime/trun/CounterRng.h"
+#include "tests/runtime/TestData.h"
+
+#include <gtest/gtest.h>
+
+#include <numeric>
+#include <set>
+
+namespace tcc::trun {
+namespace {
+
+using testing::TempDir;
+
+// Shards of consecutive ids starting at `first` (so a window that crossed a
+// shard boundary, or a target not shifted by one, breaks the +1 pattern).
+class TokenBatchesTest : public ::testing::Test {
+protected:
+  void Shard(const std::string &name, uint16_t first, int count) {
+    std::vector<uint16_t> tokens(count);
+    std::iota(tokens.begin(), tokens.end(), first);
+    ASSERT_TRUE(WriteTokenShard(dir_.File(name), tokens).ok());
+  }
+  TokenDataset Open(const std::string &pattern) {
+    absl::StatusOr<TokenDataset> data = TokenDataset::Open(dir_.File(pattern));
+    EXPECT_TRUE(data.ok()) << data.status();
+    return std::move(*data);
+  }
+  // Row r of a batch: its tokens and targets.
+  static std::vector<int32_t> Row(const AlignedBuffer &buffer, int64_t row,
+                                  int64_t T) {
+    const int32_t *p = buffer.as<int32_t>() + row * T;
+    return std::vector<int32_t>(p, p + T);
+  }
+  TempDir dir_;
+};
+
+TEST_F(TokenBatchesTest, CountsWindowsPerShard) {
+  Shard("a.bin", 0, 50);    // T=4: aligned (50-1)/4 = 12, offsets 46
+  Shard("b.bin", 1000, 4);  // too short for a window of 5
+  Shard("c.bin", 2000, 9);  // aligned 2, offsets 5
+  TokenDataset data = Open("*.bin");
+  TokenWindows windows(data, 4);
+  EXPECT_EQ(windows.aligned_count(), 14);
+  EXPECT_EQ(windows.offset_count(), 51);
+  EXPECT_EQ(windows.Aligned(0)[0], 0);
+  EXPECT_EQ(windows.Aligned(11)[0], 44);
+  EXPECT_EQ(windows.Aligned(12)[0], 2000);
+  EXPECT_EQ(windows.Aligned(13)[4], 2008); // the last token of c.bin
+  EXPECT_EQ(windows.AtOffset(45)[0], 45);
+  EXPECT_EQ(windows.AtOffset(46)[0], 2000);
+  EXPECT_EQ(windows.AtOffset(50)[4], 2008);
+}
+
+TEST_F(TokenBatchesTest, SequentialTakesConsecutiveWindowsAndRestartsEpochs) {
+  Shard("a.bin", 0, 30); // T=4: 7 windows; B=3: 2 batches per epoch
+  TokenDataset data = Open("a.bin");
+  TokenWindows windows(data, 4);
+  SequentialTokenBatches batches(windows, 3, /*max_batches=*/5);
+  EXPECT_EQ(batches.batches_per_epoch(), 2);
+  HostBatch batch(3, 4, 4);
+  std::vector<int32_t> firsts;
+  while (batches.Next(batch)) {
+    EXPECT_EQ(batch.real_rows, 3);
+    for (int64_t r = 0; r < 3; ++r) {
+      std::vector<int32_t> tokens = Row(batch.data, r, 4);
+      std::vector<int32_t> targets = Row(batch.targets, r, 4);
+      firsts.push_back(tokens[0]);
+      for (int t = 0; t < 4; ++t) {
+        EXPECT_EQ(tokens[t], tokens[0] + t);
+        EXPECT_EQ(targets[t], tokens[t] + 1);
+      }
+    }
+  }
+  // Windows 0..5 (window 6 is the leftover), then again from window 0.
+  EXPECT_EQ(firsts, (std::vector<int32_t>{0, 4, 8, 12, 16, 20, 0, 4, 8, 12,
+                                          16, 20, 0, 4, 8}));
+}
+
+TEST_F(TokenBatchesTest, RandomWindowsFollowTheCounterRng) {
+  Shard("a.bin", 0, 40);
+  Shard("b.bin", 1000, 20);
+  TokenDataset data = Open("*.bin");
+  TokenWindows windows(data, 8); // offsets: 32 + 12 = 44
+  RandomTokenBatches batches(windows, 4, /*seed=*/7);
+  HostBatch batch(4, 8, 8);
+  std::set<int32_t> starts;
+  for (int64_t k = 0; k < 200; ++k) {
+    ASSERT_TRUE(batches.Next(batch));
+    uint64_t key = rng::StreamKey(7, rng::kTokenWindowDomain, k);
+    for (int64_t r = 0; r < 4; ++r) {
+      int64_t g = static_cast<int64_t>(rng::Bits(key, r) % 44);
+      int32_t expected = g < 32 ? g : 1000 + (g - 32);
+      std::vector<int32_t> tokens = Row(batch.data, r, 8);
+      std::vector<int32_t> targets = Row(batch.targets, r, 8);
+      ASSERT_EQ(tokens[0], expected) << "batch " << k << " row " << r;
+      for (int t = 0; t < 8; ++t) {
+        ASSERT_EQ(tokens[t], tokens[0] + t); // never crosses a shard
+        ASSERT_EQ(targets[t], tokens[t] + 1);
+      }
+      starts.insert(tokens[0]);
+    }
+  }
+  EXPECT_EQ(starts.size(), 44u); // 800 draws reach every offset
+  EXPECT_TRUE(starts.count(31) && starts.count(1011));
+}
+
+TEST_F(TokenBatchesTest, SameSeedSameBatchesOtherSeedDiffers) {
+  Shard("a.bin", 0, 500);
+  TokenDataset data = Open("a.bin");
+  TokenWindows windows(data, 16);
+  RandomTokenBatches a(windows, 4, 3), b(windows, 4, 3), c(windows, 4, 4);
+  HostBatch ba(4, 16, 16), bb(4, 16, 16), bc(4, 16, 16);
+  bool all_equal_c = true;
+  for (int k = 0; k < 10; ++k) {
+    a.Next(ba);
+    b.Next(bb);
+    c.Next(bc);
+    for (int64_t r = 0; r < 4; ++r) {
+      EXPECT_EQ(Row(ba.data, r, 16), Row(bb.data, r, 16));
+      EXPECT_EQ(Row(ba.targets, r, 16), Row(bb.targets, r, 16));
+      all_equal_c &= Row(ba.data, r, 16) == Row(bc.data, r, 16);
+    }
+  }
+  EXPECT_FALSE(all_equal_c);
+}
+
+} // namespace
+} // namespace tcc::trun

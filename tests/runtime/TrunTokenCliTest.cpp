@@ -1,0 +1,317 @@
+// trun on token shards, weights and sampling, run as a user would with the
+// bigram fixture step (fixtures/bigram_step.c: B=8, T=16, V=256).
+#include "runtime/trun/Safetensors.h"
+#include "runtime/trun/TokenShards.h"
+#include "runtime/trun/Vocab.h"
+
+#include "tests/runtime/TestData.h"
+
+#include <gtest/gtest.h>
+
+#include <sys/wait.h>
+
+#include <filesystem>
+#include <fstream>
+#include <regex>
+#include <sstream>
+
+namespace tcc::trun {
+namespace {
+
+using testing::TempDir;
+
+struct CliResult {
+  int exit_code = -1;
+  std::string out, err;
+};
+
+std::string Slurp(const std::string &path) {
+  std::ifstream in(path);
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+CliResult RunTrun(const std::string &args) {
+  TempDir io;
+  std::string command = std::string(TRUN_TEST_TRUN_BINARY) + " " + args + " >" +
+                        io.File("out") + " 2>" + io.File("err");
+  int status = std::system(command.c_str());
+  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, Slurp(io.File("out")),
+          Slurp(io.File("err"))};
+}
+
+void ExpectError(const CliResult &result, int exit_code,
+                 const std::string &message) {
+  EXPECT_EQ(result.exit_code, exit_code) << result.err;
+  EXPECT_EQ(result.err, "trun: error: " + message + "\n");
+}
+
+std::vector<double> ValLosses(const std::string &out) {
+  std::vector<double> losses;
+  std::regex line(R"(val loss: ([0-9.]+) \(step \d+\))");
+  for (std::sregex_iterator it(out.begin(), out.end(), line), end; it != end;
+       ++it)
+    losses.push_back(std::stod((*it)[1]));
+  return losses;
+}
+
+// Shards of a repeated 11-character text ("abcdefghij\n"), char level:
+// a bigram model can learn it exactly.
+class TrunTokenCliTest : public ::testing::Test {
+protected:
+  void SetUp() override {
+    absl::StatusOr<Vocab> vocab =
+        Vocab::Chars({"\n", "a", "b", "c", "d", "e", "f", "g", "h", "i", "j"});
+    ASSERT_TRUE(vocab.ok());
+    std::string text;
+    for (int i = 0; i < 400; ++i)
+      text += "abcdefghij\n";
+    absl::StatusOr<std::vector<int64_t>> ids = vocab->Encode(text);
+    ASSERT_TRUE(ids.ok());
+    std::vector<uint16_t> tokens(ids->begin(), ids->end());
+    size_t split = tokens.size() * 9 / 10;
+    ASSERT_TRUE(WriteTokenShard(
+                    train_, std::vector<uint16_t>(tokens.begin(),
+                                                  tokens.begin() + split))
+                    .ok());
+    ASSERT_TRUE(WriteTokenShard(val_, std::vector<uint16_t>(
+                                          tokens.begin() + split, tokens.end()))
+                    .ok());
+    std::ofstream(vocab_) << vocab->ToJson();
+  }
+  std::string Step() const { return TRUN_TEST_BIGRAM_STEP; }
+  std::string Data() const {
+    return Step() + " --data " + train_ + " --val " + val_;
+  }
+  TempDir dir_;
+  std::string train_ = dir_.File("abc_train.bin"), val_ = dir_.File("abc_val.bin"),
+              vocab_ = dir_.File("abc_vocab.json");
+};
+
+TEST_F(TrunTokenCliTest, TrainsWithPeriodicValidation) {
+  CliResult r = RunTrun(Data() + " --steps 60 --eval-every 20 --log-every 20");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.err, "");
+  EXPECT_NE(r.out.find("step: bigram ("), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("batch 8x16 tokens"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("random windows of 16+1 tokens"), std::string::npos);
+  EXPECT_NE(r.out.find("val: 440 tokens in " + val_ + " (3 batches of 8x16)"),
+            std::string::npos)
+      << r.out;
+  // Reports at steps 20, 40, 60 and none repeated at the end.
+  std::vector<double> losses = ValLosses(r.out);
+  ASSERT_EQ(losses.size(), 3u) << r.out;
+  EXPECT_NE(r.out.find("val loss: " ), std::string::npos);
+  EXPECT_NE(r.out.find("(step 60)\n"), std::string::npos);
+  EXPECT_LT(losses[2], losses[0]);
+  EXPECT_LT(losses[2], 1.0) << r.out; // from ln(256) = 5.5
+}
+
+TEST_F(TrunTokenCliTest, SameSeedReproducesOtherSeedDiffers) {
+  std::string args = Data() + " --steps 5 --eval-batches 2";
+  CliResult a = RunTrun(args + " --seed 3"), b = RunTrun(args + " --seed 3"),
+            c = RunTrun(args + " --seed 4");
+  ASSERT_EQ(a.exit_code, 0) << a.err;
+  ASSERT_EQ(ValLosses(a.out).size(), 1u) << a.out;
+  EXPECT_EQ(ValLosses(a.out), ValLosses(b.out));
+  EXPECT_NE(ValLosses(a.out), ValLosses(c.out));
+  // Sequential windows: reproducible, and not the random ones.
+  CliResult s1 = RunTrun(args + " --data-order sequential");
+  CliResult s2 = RunTrun(args + " --data-order sequential");
+  ASSERT_EQ(s1.exit_code, 0) << s1.err;
+  EXPECT_NE(s1.out.find("sequential windows"), std::string::npos);
+  EXPECT_EQ(ValLosses(s1.out), ValLosses(s2.out));
+  EXPECT_NE(ValLosses(s1.out), ValLosses(RunTrun(args).out));
+}
+
+TEST_F(TrunTokenCliTest, SavedWeightsReloadExactly) {
+  std::string weights = dir_.File("w.safetensors");
+  CliResult trained =
+      RunTrun(Data() + " --steps 30 --save-weights " + weights);
+  ASSERT_EQ(trained.exit_code, 0) << trained.err;
+  EXPECT_NE(trained.out.find("saved weights: " + weights + " (2 tensors)"),
+            std::string::npos);
+  // Evaluation only, from the file, with another seed (init is replaced).
+  CliResult loaded = RunTrun(Step() + " --val " + val_ + " --init-from " +
+                             weights + " --seed 9");
+  ASSERT_EQ(loaded.exit_code, 0) << loaded.err;
+  EXPECT_NE(loaded.out.find("init: 2 parameters from " + weights),
+            std::string::npos);
+  ASSERT_EQ(ValLosses(loaded.out).size(), 1u);
+  EXPECT_EQ(ValLosses(loaded.out), ValLosses(trained.out));
+}
+
+TEST_F(TrunTokenCliTest, GreedySampleContinuesThePattern) {
+  std::string weights = dir_.File("w.safetensors");
+  ASSERT_EQ(RunTrun(Data() + " --steps 100 --save-weights " + weights).exit_code,
+            0);
+  CliResult r = RunTrun(Step() + " --init-from " + weights +
+                        " --sample 14 --temperature 0 --prompt cd --vocab " +
+                        vocab_);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("sample: 14 tokens, temperature 0, seed 0\n"
+                       "cdefghij\nabcdefg\n"),
+            std::string::npos)
+      << r.out;
+  // Sampling at temperature 1 is reproducible for a seed.
+  std::string sample = Step() + " --init-from " + weights +
+                       " --sample 40 --vocab " + vocab_ + " --seed 5";
+  CliResult a = RunTrun(sample), b = RunTrun(sample);
+  ASSERT_EQ(a.exit_code, 0) << a.err;
+  EXPECT_EQ(a.out, b.out);
+  // Without --vocab, ids are bytes: the byte values 0..10 come out.
+  CliResult bytes =
+      RunTrun(Step() + " --init-from " + weights + " --sample 3 "
+                       "--temperature 0 --prompt=\"$(printf '\\003')\"");
+  ASSERT_EQ(bytes.exit_code, 0) << bytes.err;
+  EXPECT_NE(bytes.out.find(std::string("\x03\x04\x05\x06\n")),
+            std::string::npos)
+      << bytes.out;
+}
+
+TEST_F(TrunTokenCliTest, StepWithoutLogitsTrainsButCannotSample) {
+  std::string step = TRUN_TEST_BIGRAM_NO_LOGITS_STEP;
+  CliResult r = RunTrun(step + " --data " + train_ + " --steps 2");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("note: step has no 'logits' output; token ids are not "
+                       "checked against its vocabulary"),
+            std::string::npos);
+  ExpectError(RunTrun(step + " --data " + train_ + " --sample 3"), 1,
+              "--sample: step 'bigram' has no eval output 'logits' [batch, "
+              "context, vocab]");
+}
+
+TEST_F(TrunTokenCliTest, BadShardsExitWithOne) {
+  ExpectError(RunTrun(Step() + " --data " + dir_.File("none.bin")), 1,
+              "cannot open " + dir_.File("none.bin") +
+                  ": No such file or directory");
+  ExpectError(RunTrun(Step() + " --data '" + dir_.File("x_*.bin") + "'"), 1,
+              "no token shards match '" + dir_.File("x_*.bin") + "'");
+  std::vector<uint8_t> bytes = testing::ReadFileBytes(val_);
+  bytes.resize(bytes.size() - 1);
+  std::string cut = dir_.File("cut.bin");
+  testing::WriteFile(cut, bytes);
+  CliResult r = RunTrun(Data() + " --val " + cut);
+  EXPECT_EQ(r.exit_code, 2); // --val given twice
+  r = RunTrun(Step() + " --data " + train_ + " --val " + cut);
+  ExpectError(r, 1, cut + ": header says 440 tokens (1904 bytes) but the file "
+                          "has 1903 bytes (truncated)");
+  EXPECT_EQ(r.out.find("trained"), std::string::npos); // before training
+  bytes[0] ^= 0xFF;
+  testing::WriteFile(cut, bytes);
+  ExpectError(RunTrun(Step() + " --data " + cut), 1,
+              cut + ": bad magic 20240503, expected 20240520 (not a token "
+                    "shard)");
+  // An IDX directory is not a shard.
+  ExpectError(RunTrun(Step() + " --data " + dir_.path()), 1,
+              dir_.path() + " is a directory, not a file");
+}
+
+TEST_F(TrunTokenCliTest, TokenOutOfRangeAndTooLittleData) {
+  std::vector<uint16_t> tokens(1000, 7);
+  tokens[742] = 256;
+  std::string big = dir_.File("big.bin");
+  ASSERT_TRUE(WriteTokenShard(big, tokens).ok());
+  ExpectError(RunTrun(Step() + " --data " + big), 1,
+              big + ": token 256 at position 742 is out of range for 'logits' "
+                    "width 256");
+  std::string small = dir_.File("small.bin");
+  ASSERT_TRUE(WriteTokenShard(small, std::vector<uint16_t>(100, 1)).ok());
+  ExpectError(RunTrun(Step() + " --data " + small), 1,
+              small + ": 100 tokens make 6 windows of 16+1 tokens, fewer than "
+                      "the step's batch of 8");
+}
+
+TEST_F(TrunTokenCliTest, FlagsOfTheOtherStepKindAreErrors) {
+  ExpectError(RunTrun(Step() + " --data " + train_ + " --test a,b"), 1,
+              "--test is for image classifiers; step 'bigram' is a token "
+              "model (use --val SHARDS)");
+  std::string linear = TRUN_TEST_LINEAR_STEP;
+  ExpectError(RunTrun(linear + " --data d --val " + val_), 1,
+              "--val is for token models; step 'linear_softmax' is an image "
+              "classifier (inputs 'tokens' and 'targets' make a token model)");
+  ExpectError(RunTrun(linear + " --sample 3"), 1,
+              "--sample is for token models; step 'linear_softmax' is an "
+              "image classifier (inputs 'tokens' and 'targets' make a token "
+              "model)");
+  ExpectError(RunTrun(Step() + " --val " + val_ + " --steps 3"), 2,
+              "--steps needs --data (training data)");
+  ExpectError(RunTrun(Step() + " --data " + train_ + " --eval-every 3"), 2,
+              "--eval-every needs --val");
+  ExpectError(RunTrun(Step() + " --sample 3 --temperature -1"), 2,
+              "--temperature expects a non-negative number, got '-1'");
+  ExpectError(RunTrun(Step() + " --data " + train_ + " --data-order shuffled"),
+              2, "--data-order expects random or sequential, got 'shuffled'");
+}
+
+TEST_F(TrunTokenCliTest, BadWeightsAndVocabExitWithOne) {
+  ExpectError(RunTrun(Step() + " --sample 3 --init-from " +
+                      dir_.File("none.safetensors")),
+              1,
+              "cannot open " + dir_.File("none.safetensors") +
+                  ": No such file or directory");
+  std::string garbage = dir_.File("g.safetensors");
+  testing::WriteFile(garbage, {1, 2, 3, 4, 5, 6, 7, 8, 9});
+  ExpectError(RunTrun(Step() + " --sample 3 --init-from " + garbage), 1,
+              garbage + ": header size 578437695752307201 is implausible (not "
+                        "safetensors)");
+  // Weights of another model: the first missing parameter is named.
+  std::string linear = dir_.File("linear.safetensors");
+  TempDir idx;
+  testing::WriteSplit(idx.path(), "train",
+                      testing::MakeSyntheticSplit(100, 28, 28, 1), false);
+  ASSERT_EQ(RunTrun(std::string(TRUN_TEST_LINEAR_STEP) + " --data " +
+                    idx.File("train-images-idx3-ubyte") + "," +
+                    idx.File("train-labels-idx1-ubyte") +
+                    " --steps 1 --save-weights " + linear)
+                .exit_code,
+            0);
+  ExpectError(RunTrun(Step() + " --sample 3 --init-from " + linear), 1,
+              linear + ": no tensor 'table' (parameter 0 of step 'bigram')");
+  // A table of the wrong shape.
+  std::vector<float> table(16 * 256), bias(256);
+  std::string wrong = dir_.File("wrong.safetensors");
+  ASSERT_TRUE(WriteSafetensors(
+                  wrong,
+                  {{"table", TCC_DTYPE_F32, {16, 256}, table.data(),
+                    static_cast<int64_t>(table.size() * 4)},
+                   {"bias", TCC_DTYPE_F32, {256}, bias.data(), 1024}},
+                  {})
+                  .ok());
+  ExpectError(RunTrun(Step() + " --sample 3 --init-from " + wrong), 1,
+              wrong + ": tensor 'table' has shape [16, 256] but parameter "
+                      "'table' of step 'bigram' has [256, 256]");
+  ExpectError(RunTrun(Step() + " --sample 3 --vocab " + vocab_ + " --prompt xyz"),
+              1, "--prompt: character 'x' at byte 0 is not in the vocabulary");
+  ExpectError(RunTrun(Step() + " --sample 3 --vocab " + train_), 1,
+              train_ + ": not valid JSON (expected a vocab.json from tcc-data "
+                       "tokenize)");
+}
+
+// The bigram model on real English text (Debian's fortunes), char level.
+TEST(TrunFortunesTest, BigramLearnsEnglishCharacters) {
+  if (!std::filesystem::is_directory(TRUN_TEST_FORTUNES))
+    GTEST_SKIP() << "no " << TRUN_TEST_FORTUNES << " (Debian package fortunes)";
+  TempDir dir;
+  std::string tokenize = std::string(TRUN_TEST_TCC_DATA_BINARY) +
+                         " tokenize --level char -o " + dir.File("f") + " " +
+                         TRUN_TEST_FORTUNES + " >/dev/null";
+  ASSERT_EQ(std::system(tokenize.c_str()), 0);
+  CliResult r = RunTrun(std::string(TRUN_TEST_BIGRAM_STEP) + " --data " +
+                        dir.File("f_train.bin") + " --val " +
+                        dir.File("f_val.bin") +
+                        " --steps 400 --eval-every 200 --log-every 0 --sample "
+                        "80 --vocab " +
+                        dir.File("f_vocab.json"));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  std::vector<double> losses = ValLosses(r.out);
+  ASSERT_EQ(losses.size(), 2u) << r.out;
+  // Uniform over 256 ids is 5.55 nats; English character bigrams are ~2.5.
+  EXPECT_LT(losses[1], 3.2) << r.out;
+  EXPECT_LT(losses[1], losses[0]);
+  EXPECT_NE(r.out.find("sample: 80 tokens"), std::string::npos) << r.out;
+}
+
+} // namespace
+} // namespace tcc::trun
