@@ -787,12 +787,11 @@ private:
       text += name(out) + "[" + nest.index(outSlot) + "] = " +
               store(mrt(out).getElementType(), scalars.lookup(v)) + ";\n";
     double n = static_cast<double>(mrt(e.getOutputs()[0]).getNumElements());
-    os_ << "  {\n";
+    // (In the kernel's own block: see emitOp.)
     for (StringRef line : llvm::split(preamble, '\n'))
       if (!line.empty())
         os_ << "  " << line << "\n";
     nest.emit(os_, text, n * std::max<int64_t>(ops, 1));
-    os_ << "  }\n";
     flops += n * ops;
     return success();
   }

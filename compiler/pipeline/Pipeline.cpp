@@ -56,16 +56,16 @@ void buildPipeline(mlir::OpPassManager &pm, Phase stopAfter,
   pm.addPass(mlir::createCSEPass());
   if (stopAfter == Phase::Training)
     return;
-  // Composite NN ops -> primitives (softmax, norms, cross_entropy, ...);
-  // CSE merges the forward and backward copies of their statistics.
+  // 3. Composite NN ops -> primitives (softmax, norms, cross_entropy, ...);
+  //    CSE merges the forward and backward copies of their statistics.
   pm.addPass(createTgDecompose());
   pm.addPass(mlir::createCSEPass());
-  // 3. Tensors -> buffers: one kern op per kernel or library call.
+  // 4. Tensors -> buffers: one kern op per kernel or library call.
   pm.addPass(createTgLowerToKern());
   pm.addPass(createKernFuseElementwise()); // elementwise chains -> one loop
   if (stopAfter == Phase::Kern)
     return;
-  // 4. Memory plan: every temporary gets an offset in one workspace arena.
+  // 5. Memory plan: every temporary gets an offset in one workspace arena.
   pm.addPass(createKernPlanMemory());
 }
 

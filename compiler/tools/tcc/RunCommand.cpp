@@ -143,7 +143,9 @@ int execute(const RunArgs &args) {
   if (!module)
     return 1; // the diagnostic printer said why
   mlir::PassManager pm(&ctx);
-  if (args.function == "gradients")
+  if (args.function == "forward")
+    pm.addPass(createTgStripTrainOnlyOps()); // eval semantics: no dropout
+  else if (args.function == "gradients")
     pm.addPass(createTgAutodiff());
   else if (args.function == "train_step")
     buildPipeline(pm, Phase::Training);
