@@ -178,9 +178,9 @@ private:
     if (!index)
       return Value();
     int64_t seen = 0;
-    for (BlockArgument a : body_->getArguments())
-      if (old_.getArgAttr(a.getArgNumber(), role) && seen++ == index.getInt())
-        return a;
+    for (unsigned a = 0; a < old_.getNumArguments(); ++a)
+      if (old_.getArgAttr(a, role) && seen++ == index.getInt())
+        return body_->getArgument(a);
     return Value();
   }
 

@@ -10,6 +10,7 @@
 
 #include <sys/wait.h>
 
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <regex>
@@ -287,6 +288,40 @@ TEST_F(TrunTokenCliTest, BadWeightsAndVocabExitWithOne) {
   ExpectError(RunTrun(Step() + " --sample 3 --vocab " + train_), 1,
               train_ + ": not valid JSON (expected a vocab.json from tcc-data "
                        "tokenize)");
+}
+
+// --save-train-outputs writes the loss of the last train step (not of the
+// validation that runs after it) and the step's train outputs (none here).
+TEST_F(TrunTokenCliTest, SavesTheLastTrainStepsLoss) {
+  std::string file = dir_.File("train_outputs.safetensors");
+  CliResult r = RunTrun(Data() + " --steps 4 --eval-every 2 --log-every 1 "
+                                 "--save-train-outputs " + file);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("saved train outputs of step 4: " + file +
+                       " (loss and 0 tensors)"),
+            std::string::npos)
+      << r.out;
+  std::smatch logged;
+  ASSERT_TRUE(std::regex_search(r.out, logged,
+                                std::regex(R"(step 4/4  loss ([0-9.]+))")))
+      << r.out;
+  absl::StatusOr<SafetensorsFile> saved = SafetensorsFile::Open(file);
+  ASSERT_TRUE(saved.ok()) << saved.status();
+  ASSERT_EQ(saved->tensors().size(), 1u);
+  const SafetensorsFile::Tensor &loss = saved->tensors().at("loss");
+  EXPECT_EQ(loss.dtype, "F32");
+  EXPECT_TRUE(loss.shape.empty());
+  ASSERT_EQ(loss.size_bytes, 4);
+  float value;
+  std::memcpy(&value, loss.data, 4);
+  EXPECT_NEAR(value, std::stod(logged[1]), 5e-5);
+  std::vector<double> val = ValLosses(r.out);
+  ASSERT_EQ(val.size(), 2u) << r.out;
+  EXPECT_GT(std::abs(value - val[1]), 1e-4) << "saved the validation loss";
+  EXPECT_EQ(saved->metadata().at("step"), "3");
+
+  ExpectError(RunTrun(Data() + " --steps 0 --save-train-outputs " + file), 1,
+              "--save-train-outputs needs at least one train step");
 }
 
 // The bigram model on real English text (Debian's fortunes), char level.
