@@ -60,6 +60,14 @@ struct Profile {
     std::sort(sorted.begin(), sorted.end(),
               [](const Entry &a, const Entry &b) { return a.seconds > b.seconds; });
     std::fprintf(stderr, "tcc profile: %.3f s in kernels\n", total);
+    std::map<std::string, double> byKind; // "kern.gemm" -> seconds
+    for (const Entry &e : sorted) {
+      std::string name = e.name;
+      byKind[name.substr(name.rfind(": ") + 2)] += e.seconds;
+    }
+    for (auto &k : byKind)
+      std::fprintf(stderr, "%9.3f ms %5.1f%%  all %s\n", k.second * 1e3,
+                   100 * k.second / total, k.first.c_str());
     for (size_t i = 0; i < sorted.size() && i < 40; ++i)
       std::fprintf(stderr, "%9.3f ms %5.1f%% %7ld calls  %s\n",
                    sorted[i].seconds * 1e3, 100 * sorted[i].seconds / total,
