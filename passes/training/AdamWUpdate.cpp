@@ -30,13 +30,6 @@ using namespace tcc;
 
 namespace {
 
-// "adamw fc1.weight": the location of a parameter's update (dumps, generated
-// code comments and messages name the parameter).
-Location updateLoc(OpBuilder &b, const std::optional<tg::ParamInfo> &info) {
-  return NameLoc::get(
-      b.getStringAttr("adamw " + (info ? info->name : std::string("?"))));
-}
-
 struct TgAdamWUpdatePass : tcc::impl::TgAdamWUpdateBase<TgAdamWUpdatePass> {
   void runOnOperation() override {
     ModuleOp module = getOperation();
@@ -64,10 +57,7 @@ struct TgAdamWUpdatePass : tcc::impl::TgAdamWUpdateBase<TgAdamWUpdatePass> {
     Value stepCounter = training::getOrAddHyperArgument(
         step, tg::kStepHyper, b.getIntegerType(64));
     SmallVector<BlockArgument> params = training::paramArguments(step);
-    int64_t stateCount = 0;
-    for (unsigned i = 0; i < step.getNumArguments(); ++i)
-      if (step.getArgAttr(i, tg::kOptStateAttr))
-        ++stateCount;
+    int64_t stateCount = training::countOptStateArguments(step);
 
     auto ret = cast<func::ReturnOp>(body.getTerminator());
     SmallVector<Value> results, stateResults;
@@ -93,18 +83,12 @@ struct TgAdamWUpdatePass : tcc::impl::TgAdamWUpdateBase<TgAdamWUpdatePass> {
       // The moments: new state arguments, and their updated values.
       Value moments[2];
       StringRef names[2] = {tg::kAdamMState, tg::kAdamVState};
-      for (int k = 0; k < 2; ++k) {
-        moments[k] = training::appendArgument(
-            step, param.getType(),
-            b.getDictionaryAttr(b.getNamedAttr(
-                tg::kOptStateAttr,
-                b.getDictionaryAttr(
-                    {b.getNamedAttr("param", b.getI64IntegerAttr(p)),
-                     b.getNamedAttr("name", b.getStringAttr(names[k]))}))));
-      }
+      for (int k = 0; k < 2; ++k)
+        moments[k] = training::appendOptStateArgument(step, param, p, names[k]);
       Type t = param.getType();
       auto update = tg::AdamWUpdateOp::create(
-          b, updateLoc(b, info), t, t, t, param, grad, moments[0], moments[1], lr,
+          b, training::updateLoc(b, "adamw", info), t, t, t, param, grad,
+          moments[0], moments[1], lr,
           stepCounter, b.getF64FloatAttr(beta1), b.getF64FloatAttr(beta2),
           b.getF64FloatAttr(eps), b.getF64FloatAttr(wd));
       results.push_back(update.getNewParam());

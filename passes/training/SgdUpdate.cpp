@@ -30,22 +30,6 @@ using namespace tcc;
 
 namespace {
 
-// "sgd fc1.weight": the location of a parameter's update (dumps, generated
-// code comments and messages name the parameter).
-Location updateLoc(OpBuilder &b, const std::optional<tg::ParamInfo> &info) {
-  return NameLoc::get(
-      b.getStringAttr("sgd " + (info ? info->name : std::string("?"))));
-}
-
-// The number of tg.opt_state arguments of `f` (the index the next gets).
-int64_t countOptState(func::FuncOp f) {
-  int64_t n = 0;
-  for (unsigned i = 0; i < f.getNumArguments(); ++i)
-    if (f.getArgAttr(i, tg::kOptStateAttr))
-      ++n;
-  return n;
-}
-
 struct TgSgdUpdatePass : tcc::impl::TgSgdUpdateBase<TgSgdUpdatePass> {
   void runOnOperation() override {
     ModuleOp module = getOperation();
@@ -90,21 +74,15 @@ struct TgSgdUpdatePass : tcc::impl::TgSgdUpdateBase<TgSgdUpdatePass> {
       auto info = tg::ParamInfo::fromAttr(
           step.getArgAttr(param.getArgNumber(), tg::kParamAttr));
       double wd = info && info->noWeightDecay ? 0.0 : weightDecay;
-      Location loc = updateLoc(b, info);
+      Location loc = training::updateLoc(b, "sgd", info);
       Value updated;
       if (momentum == 0) {
         updated = tg::SgdUpdateOp::create(b, loc, grad.getType(), param, grad,
                                           lr, b.getF64FloatAttr(wd));
       } else {
-        int64_t stateIndex = countOptState(step);
-        Value buffer = training::appendArgument(
-            step, param.getType(),
-            b.getDictionaryAttr(b.getNamedAttr(
-                tg::kOptStateAttr,
-                b.getDictionaryAttr(
-                    {b.getNamedAttr("param", b.getI64IntegerAttr(p)),
-                     b.getNamedAttr("name",
-                                    b.getStringAttr(tg::kMomentumState))}))));
+        int64_t stateIndex = training::countOptStateArguments(step);
+        Value buffer = training::appendOptStateArgument(step, param, p,
+                                                        tg::kMomentumState);
         auto update = tg::MomentumUpdateOp::create(
             b, loc, param.getType(), param.getType(), param, grad, buffer, lr,
             b.getF64FloatAttr(momentum), b.getF64FloatAttr(wd));

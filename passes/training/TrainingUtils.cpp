@@ -28,6 +28,32 @@ BlockArgument appendArgument(func::FuncOp f, Type type, DictionaryAttr attrs) {
   return f.getArgument(index);
 }
 
+int64_t countOptStateArguments(func::FuncOp f) {
+  int64_t n = 0;
+  for (unsigned i = 0; i < f.getNumArguments(); ++i)
+    if (f.getArgAttr(i, tg::kOptStateAttr))
+      ++n;
+  return n;
+}
+
+BlockArgument appendOptStateArgument(func::FuncOp f, BlockArgument param,
+                                     int64_t paramIndex, StringRef name) {
+  Builder b(f.getContext());
+  return appendArgument(
+      f, param.getType(),
+      b.getDictionaryAttr(b.getNamedAttr(
+          tg::kOptStateAttr,
+          b.getDictionaryAttr(
+              {b.getNamedAttr("param", b.getI64IntegerAttr(paramIndex)),
+               b.getNamedAttr("name", b.getStringAttr(name))}))));
+}
+
+Location updateLoc(OpBuilder &b, StringRef optimizer,
+                   const std::optional<tg::ParamInfo> &info) {
+  return NameLoc::get(b.getStringAttr(optimizer + " " +
+                                      (info ? info->name : std::string("?"))));
+}
+
 BlockArgument getOrAddHyperArgument(func::FuncOp f, StringRef name,
                                     Type elementType) {
   for (BlockArgument arg : f.getArguments())

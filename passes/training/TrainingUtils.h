@@ -6,6 +6,7 @@
 
 #include <optional>
 
+#include "dialects/tg/TgModelAttrs.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinOps.h"
@@ -29,6 +30,21 @@ mlir::BlockArgument getOrAddHyperArgument(mlir::func::FuncOp f,
 // Appends an argument of `type` with the argument attributes `attrs`.
 mlir::BlockArgument appendArgument(mlir::func::FuncOp f, mlir::Type type,
                                    mlir::DictionaryAttr attrs);
+
+// The number of tg.opt_state arguments of `f` (the index the next gets).
+int64_t countOptStateArguments(mlir::func::FuncOp f);
+
+// Appends the optimizer-state argument `name` ("adam_m", "momentum", ...) of
+// parameter number `paramIndex`, shaped like `param`.
+mlir::BlockArgument appendOptStateArgument(mlir::func::FuncOp f,
+                                           mlir::BlockArgument param,
+                                           int64_t paramIndex,
+                                           llvm::StringRef name);
+
+// "adamw fc1.weight": the location of a parameter's update (dumps, generated
+// code comments and messages name the parameter).
+mlir::Location updateLoc(mlir::OpBuilder &b, llvm::StringRef optimizer,
+                         const std::optional<tg::ParamInfo> &info);
 
 // Makes `f` return `results` with result attributes `attrs` (one per
 // result), updating the function type.
