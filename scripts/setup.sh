@@ -23,6 +23,8 @@ packages=(
   fortunes
   # reading trun's safetensors and token shards back in tests
   python3-numpy
+  # tcc-plot: loss curves from trun --metrics files (and its test)
+  python3-matplotlib
 )
 
 missing=()

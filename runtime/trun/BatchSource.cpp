@@ -76,15 +76,30 @@ ShuffledBatches::ShuffledBatches(const LabeledImages &data,
       seed_(seed) {}
 
 bool ShuffledBatches::Next(HostBatch &batch) {
-  if (epoch_ < 0 || position_ + batch_size_ > data_.count) {
+  if (epoch_ < 0 || sample_ + batch_size_ > data_.count) {
     order_ = EpochPermutation(data_.count, seed_, ++epoch_);
-    position_ = 0;
+    sample_ = 0;
   }
   for (int64_t row = 0; row < batch_size_; ++row)
-    CopySample(data_, normalizer_, order_[position_ + row], row, batch);
-  position_ += batch_size_;
+    CopySample(data_, normalizer_, order_[sample_ + row], row, batch);
+  sample_ += batch_size_;
+  ++batches_;
   batch.real_rows = batch_size_;
   return true;
+}
+
+void ShuffledBatches::SeekTo(int64_t batches) {
+  batches = std::max<int64_t>(batches, 0);
+  // max(1, ...) only guards the division; the constructor's precondition
+  // (count >= batch_size) makes batches_per_epoch() >= 1.
+  int64_t per_epoch = std::max<int64_t>(batches_per_epoch(), 1);
+  int64_t epoch = batches / per_epoch;
+  if (epoch != epoch_) {
+    order_ = EpochPermutation(data_.count, seed_, epoch);
+    epoch_ = epoch;
+  }
+  sample_ = (batches % per_epoch) * batch_size_;
+  batches_ = batches;
 }
 
 SequentialBatches::SequentialBatches(const LabeledImages &data,
@@ -93,16 +108,23 @@ SequentialBatches::SequentialBatches(const LabeledImages &data,
     : data_(data), normalizer_(normalizer), batch_size_(batch_size) {}
 
 bool SequentialBatches::Next(HostBatch &batch) {
-  if (position_ >= data_.count)
+  if (sample_ >= data_.count)
     return false;
-  int64_t real = std::min(batch_size_, data_.count - position_);
+  int64_t real = std::min(batch_size_, data_.count - sample_);
   for (int64_t row = 0; row < batch_size_; ++row) {
-    int64_t sample = position_ + std::min(row, real - 1); // pad: repeat last
+    int64_t sample = sample_ + std::min(row, real - 1); // pad: repeat last
     CopySample(data_, normalizer_, sample, row, batch);
   }
-  position_ += real;
+  sample_ += real;
+  ++batches_;
   batch.real_rows = real;
   return true;
+}
+
+void SequentialBatches::SeekTo(int64_t batches) {
+  // Clamped before multiplying, so a huge count cannot overflow.
+  batches_ = std::clamp<int64_t>(batches, 0, total_batches());
+  sample_ = std::min(batches_ * batch_size_, data_.count);
 }
 
 } // namespace tcc::trun

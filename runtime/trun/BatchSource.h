@@ -51,6 +51,14 @@ public:
   virtual ~BatchSource() = default;
   // Fills `batch`; returns false when the source has no more batches.
   virtual bool Next(HostBatch &batch) = 0;
+  // Batches handed out so far: the data cursor a checkpoint stores.
+  virtual int64_t position() const = 0;
+  // Continues as if `batches` batches had been handed out: the next Next()
+  // returns the same batch a fresh source would return as batch number
+  // `batches` (0-based). Cheap: no batches are produced to get there.
+  // A negative count seeks to 0; a source that ends stops at its end
+  // (position() is then its total and Next() returns false).
+  virtual void SeekTo(int64_t batches) = 0;
 };
 
 // The permutation used for `epoch` (0-based): Fisher-Yates from the identity,
@@ -68,6 +76,9 @@ public:
   ShuffledBatches(const LabeledImages &data, const PixelNormalizer &normalizer,
                   int64_t batch_size, uint64_t seed);
   bool Next(HostBatch &batch) override;
+  int64_t position() const override { return batches_; }
+  // Recomputes the permutation of the epoch batch `batches` falls in.
+  void SeekTo(int64_t batches) override;
 
   int64_t batches_per_epoch() const { return data_.count / batch_size_; }
 
@@ -76,8 +87,9 @@ private:
   const PixelNormalizer &normalizer_;
   int64_t batch_size_;
   uint64_t seed_;
-  int64_t epoch_ = -1;
-  int64_t position_ = 0; // into order_
+  int64_t epoch_ = -1;   // whose permutation order_ holds; -1: none yet
+  int64_t sample_ = 0;   // next index into order_
+  int64_t batches_ = 0;  // handed out
   std::vector<int64_t> order_;
 };
 
@@ -88,12 +100,20 @@ public:
   SequentialBatches(const LabeledImages &data,
                     const PixelNormalizer &normalizer, int64_t batch_size);
   bool Next(HostBatch &batch) override;
+  int64_t position() const override { return batches_; }
+  void SeekTo(int64_t batches) override;
+
+  // ceil(count / batch_size): every batch this source hands out.
+  int64_t total_batches() const {
+    return (data_.count + batch_size_ - 1) / batch_size_;
+  }
 
 private:
   const LabeledImages &data_;
   const PixelNormalizer &normalizer_;
   int64_t batch_size_;
-  int64_t position_ = 0;
+  int64_t sample_ = 0;  // first sample of the next batch
+  int64_t batches_ = 0; // handed out
 };
 
 } // namespace tcc::trun

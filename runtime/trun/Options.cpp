@@ -5,6 +5,7 @@
 #include "absl/strings/string_view.h"
 
 #include <cmath>
+#include <limits>
 #include <set>
 
 namespace tcc::trun {
@@ -42,8 +43,32 @@ training:
   --lr X                learning rate (default: the step's default)
   --seed S              seed of parameter init, shuffling, random windows and
                         sampling (default 0)
-  --log-every N         print mean loss and samples/s every N steps
-                        (default 100; 0: only per-epoch lines)
+  --on-nan stop|skip    a non-finite loss or gradient norm: stop (default,
+                        naming the step and the last good checkpoint) or
+                        undo that step's update and go on (keeps a copy of
+                        the weights and optimizer state every step; stops
+                        after 10 skipped steps in a row)
+progress and metrics:
+  --log-every N         without a terminal: a progress line every N steps
+                        (default 100; 0: none); on a terminal a live line
+                        is redrawn instead. Both show loss, lr, grad norm,
+                        tokens/s or samples/s, ms/step, data wait, ETA
+  --metrics FILE        append one JSON record per step, evaluation and
+                        checkpoint to FILE (JSON lines; plot it with
+                        tcc-plot FILE -o loss.png)
+  --loader-depth N      batches the background loader prepares ahead
+                        (default 4)
+checkpoints (D/step_NNNNNNNNN/: model.safetensors, optimizer.safetensors,
+state.json; each written completely before it replaces anything):
+  --ckpt-dir D          write a checkpoint to D at the end of training and
+                        when interrupted (SIGINT, SIGTERM)
+  --ckpt-every N        also every N steps
+  --keep K              keep only the newest K checkpoints (default: all)
+  --resume              continue from the newest usable checkpoint in
+                        --ckpt-dir (an unreadable one is skipped, with a
+                        warning); exactly the run that was interrupted:
+                        same batches, schedule and losses. Starts at step 0
+                        when D has no checkpoint yet
 weights (safetensors, names = parameter names):
   --init-from FILE      start from these weights instead of the step's init
   --save-weights FILE   write the weights at the end
@@ -59,10 +84,12 @@ sampling (token models with a 'logits' output; after training, if any):
   --temperature T       softmax temperature; 0: always the likeliest token
                         (default 1)
 other:
-  --info                print the step descriptor and exit
+  --info                print the step descriptor (parameters, inputs,
+                        precision, workspace, FLOPs per step) and exit
   --help                print this help and exit
 
-Exit status: 0 on success, 1 on a runtime error, 2 on a usage error.
+Exit status: 0 on success, 1 on a runtime error, 2 on a usage error,
+130 / 143 when stopped by SIGINT / SIGTERM (after the final checkpoint).
 )";
 
 namespace {
@@ -113,6 +140,25 @@ absl::Status ApplyValue(const std::string &flag, const std::string &value,
       options.data_order = DataOrder::kSequential;
     else
       return BadNumber(flag, value, "random or sequential");
+  } else if (flag == "--ckpt-dir") {
+    options.ckpt_dir = value;
+  } else if (flag == "--metrics") {
+    options.metrics = value;
+  } else if (flag == "--on-nan") {
+    if (value == "stop")
+      options.on_nan = OnNan::kStop;
+    else if (value == "skip")
+      options.on_nan = OnNan::kSkip;
+    else
+      return BadNumber(flag, value, "stop or skip");
+  } else if (flag == "--ckpt-every" || flag == "--keep" ||
+             flag == "--loader-depth") {
+    absl::StatusOr<int64_t> n = ParseCount(flag, value, 1);
+    if (!n.ok())
+      return n.status();
+    (flag == "--ckpt-every" ? options.ckpt_every
+     : flag == "--keep"     ? options.keep
+                            : options.loader_depth) = *n;
   } else if (flag == "--steps" || flag == "--epochs" ||
              flag == "--log-every" || flag == "--eval-every") {
     absl::StatusOr<int64_t> n = ParseCount(flag, value, 0);
@@ -133,8 +179,10 @@ absl::Status ApplyValue(const std::string &flag, const std::string &value,
     (flag == "--sample" ? options.sample : options.eval_batches) = *n;
   } else if (flag == "--lr") {
     double lr = 0;
-    if (!absl::SimpleAtod(value, &lr) || !std::isfinite(lr) || lr <= 0)
-      return BadNumber(flag, value, "a positive number");
+    // The step takes a float: 1e39 would silently become infinity.
+    if (!absl::SimpleAtod(value, &lr) || !std::isfinite(lr) || lr <= 0 ||
+        lr > std::numeric_limits<float>::max())
+      return BadNumber(flag, value, "a positive number (float32 range)");
     options.learning_rate = lr;
   } else if (flag == "--temperature") {
     double t = 0;
@@ -146,6 +194,7 @@ absl::Status ApplyValue(const std::string &flag, const std::string &value,
     if (!absl::SimpleAtoi(value, &seed))
       return BadNumber(flag, value, "an unsigned 64-bit integer");
     options.seed = seed;
+    options.seed_given = true;
   }
   return absl::OkStatus();
 }
@@ -156,7 +205,8 @@ absl::Status CheckFlagPairs(const std::set<std::string> &seen) {
       {"--prompt", "--sample"},       {"--vocab", "--sample"},
       {"--temperature", "--sample"},  {"--eval-every", "--val"},
       {"--eval-batches", "--val"},    {"--data-order", "--data"},
-      {"--test", "--data"}};
+      {"--test", "--data"},           {"--ckpt-every", "--ckpt-dir"},
+      {"--keep", "--ckpt-dir"},       {"--resume", "--ckpt-dir"}};
   for (const auto &[flag, needed] : kNeeds)
     if (seen.count(flag) && !seen.count(needed))
       return UsageError(absl::StrCat(flag, " needs ", needed));
@@ -171,7 +221,8 @@ absl::StatusOr<Options> ParseOptions(const std::vector<std::string> &args) {
       "--eval-every",   "--eval-batches", "--steps",     "--epochs",
       "--lr",           "--seed",      "--log-every",    "--init-from",
       "--save-weights", "--sample",    "--prompt",       "--vocab",
-      "--temperature",  "--save-train-outputs"};
+      "--temperature",  "--save-train-outputs", "--ckpt-dir", "--ckpt-every",
+      "--keep",         "--metrics",   "--on-nan",       "--loader-depth"};
   Options options;
   std::set<std::string> seen;
   for (size_t i = 0; i < args.size(); ++i) {
@@ -189,8 +240,11 @@ absl::StatusOr<Options> ParseOptions(const std::vector<std::string> &args) {
     }
     size_t equals = arg.find('=');
     std::string flag = arg.substr(0, equals);
-    if (flag == "--info" && equals == std::string::npos) {
-      options.info = true;
+    if ((flag == "--info" || flag == "--resume") &&
+        equals == std::string::npos) {
+      if (!seen.insert(flag).second)
+        return UsageError(absl::StrCat(flag, " given twice"));
+      (flag == "--info" ? options.info : options.resume) = true;
       continue;
     }
     if (!kValueFlags.count(flag))

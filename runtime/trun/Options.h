@@ -13,6 +13,9 @@ namespace tcc::trun {
 
 enum class DataOrder { kRandom, kSequential };
 
+// What to do when a train step's loss or gradient norm is not finite.
+enum class OnNan { kStop, kSkip };
+
 struct Options {
   std::string step_path;
   std::string data;                    // --data: DIR, IMAGES,LABELS or SHARDS
@@ -25,6 +28,7 @@ struct Options {
   std::optional<int64_t> epochs;       // --epochs (default 1)
   std::optional<double> learning_rate; // --lr (default: the step's)
   uint64_t seed = 0;                   // --seed
+  bool seed_given = false;             // --seed was on the command line
   int64_t log_every = 100;             // --log-every
   std::optional<std::string> init_from;    // --init-from W.safetensors
   std::optional<std::string> save_weights; // --save-weights W.safetensors
@@ -33,6 +37,16 @@ struct Options {
   std::optional<std::string> prompt;       // --prompt TEXT
   std::optional<std::string> vocab;        // --vocab VOCAB.json
   double temperature = 1.0;                // --temperature
+  std::optional<std::string> ckpt_dir;     // --ckpt-dir D
+  int64_t ckpt_every = 0;                  // --ckpt-every N (0: final only)
+  int64_t keep = 0;                        // --keep K (0: keep all)
+  bool resume = false;                     // --resume
+  std::optional<std::string> metrics;      // --metrics FILE.jsonl
+  OnNan on_nan = OnNan::kStop;             // --on-nan stop|skip
+  int64_t loader_depth = 4; // --loader-depth N: batches prepared ahead
+  // Not a flag: main() sets it when stdout is a terminal (live progress bar
+  // instead of plain lines).
+  bool live_progress = false;
   bool info = false;                       // --info
   bool help = false;                       // --help
 };

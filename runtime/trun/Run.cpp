@@ -11,6 +11,7 @@
 #include "runtime/trun/TokenBatches.h"
 #include "runtime/trun/TokenShards.h"
 #include "runtime/trun/Trainer.h"
+#include "runtime/trun/TrainingSession.h"
 #include "runtime/trun/Vocab.h"
 
 #include "absl/strings/str_cat.h"
@@ -135,12 +136,12 @@ absl::Status SaveTrainOutputs(const Options &options,
   if (absl::Status s = WriteSafetensors(
           *options.save_train_outputs, tensors,
           {{"model", d.model_name}, {"producer", "trun"},
-           {"step", std::to_string(steps - 1)}});
+           {"step", std::to_string(trainer.steps_done() - 1)}});
       !s.ok())
     return s;
   out << absl::StrFormat("saved train outputs of step %d: %s (loss and %d "
                          "tensors)\n",
-                         steps, *options.save_train_outputs,
+                         trainer.steps_done(), *options.save_train_outputs,
                          d.num_train_outputs);
   return absl::OkStatus();
 }
@@ -148,7 +149,7 @@ absl::Status SaveTrainOutputs(const Options &options,
 absl::Status RunImageClassifier(const Options &options,
                                 const tcc_step_descriptor &d,
                                 const StepBinding &binding, Trainer &trainer,
-                                std::ostream &out) {
+                                TrainingSession &session, std::ostream &out) {
   // Read and check all data before training, so a bad test file fails fast.
   absl::StatusOr<DataFiles> files =
       ResolveDataFiles(options.data, options.test);
@@ -172,31 +173,36 @@ absl::Status RunImageClassifier(const Options &options,
   PixelNormalizer normalizer = PixelNormalizer::FromTrainingImages(*train);
   ShuffledBatches batches(*train, normalizer, binding.batch_size,
                           options.seed);
-  TrainConfig config;
-  config.learning_rate = static_cast<float>(
+  TrainingPlan plan;
+  plan.source = &batches;
+  plan.data_order = "shuffled";
+  plan.data = options.data;
+  plan.learning_rate = static_cast<float>(
       options.learning_rate.value_or(d.default_learning_rate));
-  config.steps_per_epoch = batches.batches_per_epoch();
+  plan.steps_per_epoch = batches.batches_per_epoch();
   int64_t epochs = options.epochs.value_or(1);
-  if (epochs > std::numeric_limits<int64_t>::max() / config.steps_per_epoch)
+  if (epochs > std::numeric_limits<int64_t>::max() / plan.steps_per_epoch)
     return absl::InvalidArgumentError(
         absl::StrCat("--epochs ", epochs, " is too many steps"));
-  config.steps = options.steps.value_or(epochs * config.steps_per_epoch);
-  config.log_every = options.log_every;
+  plan.steps = options.steps.value_or(epochs * plan.steps_per_epoch);
+  plan.unit = "samples";
+  plan.items_per_step = binding.batch_size;
 
   out << absl::StrFormat("step: %s (%s), batch %d, lr %g, seed %u\n",
                          d.model_name, options.step_path, binding.batch_size,
-                         config.learning_rate, options.seed);
+                         plan.learning_rate, options.seed);
   out << absl::StrFormat(
       "train: %d samples from %s (%d steps per epoch, %d steps)\n",
-      train->count, files->train.images, config.steps_per_epoch, config.steps);
+      train->count, files->train.images, plan.steps_per_epoch, plan.steps);
   out << absl::StrFormat("normalization: mean %.4f, std %.4f (of x/255 over "
                          "the training images)\n",
                          normalizer.mean, normalizer.stddev);
 
-  if (absl::Status s = trainer.Train(batches, config, out); !s.ok())
+  if (absl::Status s = session.Train(plan); !s.ok())
     return s;
-  if (absl::Status s = SaveTrainOutputs(options, d, trainer,
-                                       trainer.last_loss(), config.steps, out);
+  if (absl::Status s =
+          SaveTrainOutputs(options, d, trainer, session.last_train_loss(),
+                           session.steps_trained(), out);
       !s.ok())
     return s;
 
@@ -213,6 +219,16 @@ absl::Status RunImageClassifier(const Options &options,
     if (!result.ok())
       return result.status();
     PrintEvalResult(*result, out);
+    EvalRecord record;
+    record.step = trainer.steps_done();
+    record.split = "test";
+    record.loss = result->mean_loss;
+    if (result->has_accuracy)
+      record.accuracy = result->accuracy();
+    record.batches = (result->samples + binding.batch_size - 1) /
+                     binding.batch_size;
+    if (absl::Status s = session.ReportEval(record); !s.ok())
+      return s;
   }
   return SaveAtEnd(options, d, trainer, out);
 }
@@ -288,7 +304,7 @@ absl::Status Sample(const Options &options, const tcc_step_descriptor &d,
 absl::Status RunTokenModel(const Options &options,
                            const tcc_step_descriptor &d,
                            const StepBinding &binding, Trainer &trainer,
-                           std::ostream &out) {
+                           TrainingSession &session, std::ostream &out) {
   const int64_t B = binding.batch_size, T = binding.context_length();
   // Read and check all data before training.
   std::optional<TokenDataset> train, val;
@@ -329,62 +345,63 @@ absl::Status RunTokenModel(const Options &options,
                            val->total_tokens(), val->Describe(), val_batches,
                            B, T);
   }
-  int64_t last_validated = -1;
-  auto validate = [&](int64_t step) -> absl::Status {
+  auto validate = [&]() -> absl::StatusOr<EvalRecord> {
     SequentialTokenBatches batches(*val_windows, B, val_batches);
     absl::StatusOr<EvalResult> result = trainer.Evaluate(batches);
     if (!result.ok())
       return result.status();
-    out << absl::StrFormat("val loss: %.6f (step %d)\n", result->mean_loss,
-                           step)
-        << std::flush;
-    last_validated = step;
-    return absl::OkStatus();
+    EvalRecord record;
+    record.step = trainer.steps_done();
+    record.split = "val";
+    record.loss = result->mean_loss;
+    record.batches = val_batches;
+    return record;
   };
 
-  int64_t steps = 0;
-  float last_train_loss = 0;
+  std::optional<TokenWindows> windows;
+  std::optional<RandomTokenBatches> random;
+  std::optional<SequentialTokenBatches> in_order;
   if (train) {
-    TokenWindows windows(*train, T);
+    windows.emplace(*train, T);
     bool sequential = options.data_order == DataOrder::kSequential;
-    RandomTokenBatches random(windows, B, options.seed);
-    SequentialTokenBatches in_order(windows, B);
-    TrainConfig config;
-    config.learning_rate = learning_rate;
-    config.steps_per_epoch = in_order.batches_per_epoch();
+    random.emplace(*windows, B, options.seed);
+    in_order.emplace(*windows, B);
+    TrainingPlan plan;
+    plan.source = sequential ? static_cast<BatchSource *>(&*in_order)
+                             : static_cast<BatchSource *>(&*random);
+    plan.data_order = sequential ? "sequential" : "random";
+    plan.data = options.data;
+    plan.learning_rate = learning_rate;
+    plan.steps_per_epoch = in_order->batches_per_epoch();
     int64_t epochs = options.epochs.value_or(1);
-    if (epochs > std::numeric_limits<int64_t>::max() / config.steps_per_epoch)
+    if (epochs > std::numeric_limits<int64_t>::max() / plan.steps_per_epoch)
       return absl::InvalidArgumentError(
           absl::StrCat("--epochs ", epochs, " is too many steps"));
-    config.steps = options.steps.value_or(epochs * config.steps_per_epoch);
-    config.log_every = options.log_every;
-    if (val && options.eval_every > 0)
-      config.after_step = [&](int64_t done) {
-        last_train_loss = trainer.last_loss(); // before eval overwrites it
-        return done % options.eval_every == 0 ? validate(done)
-                                              : absl::OkStatus();
-      };
+    plan.steps = options.steps.value_or(epochs * plan.steps_per_epoch);
+    plan.unit = "tokens";
+    plan.items_per_step = B * T;
+    if (val)
+      plan.validate = validate;
     out << absl::StrFormat(
         "train: %d tokens in %s, %s windows of %d+1 tokens (%d steps per "
         "epoch, %d steps)\n",
-        train->total_tokens(), train->Describe(),
-        sequential ? "sequential" : "random", T, config.steps_per_epoch,
-        config.steps);
-    BatchSource &source =
-        sequential ? static_cast<BatchSource &>(in_order) : random;
-    if (absl::Status s = trainer.Train(source, config, out); !s.ok())
+        train->total_tokens(), train->Describe(), plan.data_order, T,
+        plan.steps_per_epoch, plan.steps);
+    if (absl::Status s = session.Train(plan); !s.ok())
       return s;
-    steps = config.steps;
-    if (!config.after_step)
-      last_train_loss = trainer.last_loss();
     if (absl::Status s =
-            SaveTrainOutputs(options, d, trainer, last_train_loss, steps, out);
+            SaveTrainOutputs(options, d, trainer, session.last_train_loss(),
+                             session.steps_trained(), out);
         !s.ok())
       return s;
   }
-  if (val && last_validated != steps)
-    if (absl::Status s = validate(steps); !s.ok())
+  if (val && session.last_validated_step() != trainer.steps_done()) {
+    absl::StatusOr<EvalRecord> record = validate();
+    if (!record.ok())
+      return record.status();
+    if (absl::Status s = session.ReportEval(*record); !s.ok())
       return s;
+  }
   if (absl::Status s = SaveAtEnd(options, d, trainer, out); !s.ok())
     return s;
   if (options.sample)
@@ -418,9 +435,21 @@ absl::Status RunTrun(const Options &options, std::ostream &out) {
     return trainer.status();
   if (absl::Status s = InitFrom(options, d, **trainer, out); !s.ok())
     return s;
-  if (binding->is_token_model())
-    return RunTokenModel(options, d, *binding, **trainer, out);
-  return RunImageClassifier(options, d, *binding, **trainer, out);
+  // Checkpoints, resume and metrics; a resumed checkpoint may fix the
+  // seed, lr and data order of the run.
+  absl::StatusOr<std::unique_ptr<TrainingSession>> session =
+      TrainingSession::Open(options, d, **trainer, out);
+  if (!session.ok())
+    return session.status();
+  const Options &effective = (*session)->options();
+  absl::Status status =
+      binding->is_token_model()
+          ? RunTokenModel(effective, d, *binding, **trainer, **session, out)
+          : RunImageClassifier(effective, d, *binding, **trainer, **session,
+                               out);
+  if (!status.ok())
+    return status;
+  return (*session)->Finish();
 }
 
 } // namespace tcc::trun

@@ -68,6 +68,10 @@ bool RandomTokenBatches::Next(HostBatch &batch) {
   return true;
 }
 
+void RandomTokenBatches::SeekTo(int64_t batches) {
+  next_batch_ = std::max<int64_t>(batches, 0); // batch k depends on k only
+}
+
 SequentialTokenBatches::SequentialTokenBatches(const TokenWindows &windows,
                                                int64_t batch_size,
                                                int64_t max_batches)
@@ -81,6 +85,13 @@ bool SequentialTokenBatches::Next(HostBatch &batch) {
     FillTokenRow(windows_.Aligned(first + row), row, batch);
   batch.real_rows = batch_size_;
   return true;
+}
+
+void SequentialTokenBatches::SeekTo(int64_t batches) {
+  // Batch n is a function of n alone (batch n mod batches_per_epoch()).
+  next_batch_ = std::max<int64_t>(batches, 0);
+  if (max_batches_ >= 0)
+    next_batch_ = std::min(next_batch_, max_batches_);
 }
 
 } // namespace tcc::trun

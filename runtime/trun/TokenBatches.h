@@ -57,6 +57,8 @@ public:
   RandomTokenBatches(const TokenWindows &windows, int64_t batch_size,
                      uint64_t seed);
   bool Next(HostBatch &batch) override;
+  int64_t position() const override { return next_batch_; }
+  void SeekTo(int64_t batches) override;
 
 private:
   const TokenWindows &windows_;
@@ -72,6 +74,8 @@ public:
   SequentialTokenBatches(const TokenWindows &windows, int64_t batch_size,
                          int64_t max_batches = -1);
   bool Next(HostBatch &batch) override;
+  int64_t position() const override { return next_batch_; }
+  void SeekTo(int64_t batches) override;
 
   int64_t batches_per_epoch() const {
     return windows_.aligned_count() / batch_size_;

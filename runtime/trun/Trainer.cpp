@@ -8,6 +8,7 @@
 
 #include <chrono>
 #include <cmath>
+#include <cstring>
 #include <limits>
 
 namespace tcc::trun {
@@ -15,28 +16,9 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-// Mean loss and throughput over consecutive train steps (wall time, batch
-// assembly included).
-struct StepWindow {
-  double loss_sum = 0, grad_norm_sum = 0;
-  int64_t steps = 0;
-  Clock::time_point start = Clock::now();
-
-  void Add(float loss, float grad_norm) {
-    loss_sum += loss;
-    grad_norm_sum += grad_norm;
-    ++steps;
-  }
-  double MeanLoss() const { return steps ? loss_sum / steps : 0.0; }
-  double MeanGradNorm() const { return steps ? grad_norm_sum / steps : 0.0; }
-  double Seconds() const {
-    return std::chrono::duration<double>(Clock::now() - start).count();
-  }
-  double SamplesPerSecond(int64_t batch_size) const {
-    double seconds = Seconds();
-    return seconds > 0 ? steps * batch_size / seconds : 0.0;
-  }
-};
+double SecondsSince(Clock::time_point start) {
+  return std::chrono::duration<double>(Clock::now() - start).count();
+}
 
 const char *StatusName(int32_t status) {
   switch (status) {
@@ -143,8 +125,9 @@ void Trainer::BindBatch(HostBatch &batch, bool with_outputs) {
 
 absl::Status Trainer::CheckCall(const char *entry, int32_t status, float loss,
                                 int64_t index) const {
-  // "train step 17" / "eval batch 3": train counts optimizer steps, eval
-  // counts batches of the test pass.
+  // "train step 17" / "eval batch 3": train steps count from 1 like the
+  // progress line, the metrics and the checkpoints (step 17 is the call
+  // with args.step 16); eval counts batches of the pass from 0.
   std::string where = absl::StrCat(
       entry, std::string(entry) == "train" ? " step " : " batch ", index);
   if (status != TCC_STATUS_OK)
@@ -158,60 +141,137 @@ absl::Status Trainer::CheckCall(const char *entry, int32_t status, float loss,
   return absl::OkStatus();
 }
 
-absl::Status Trainer::Train(BatchSource &source, const TrainConfig &config,
-                            std::ostream &log) {
-  HostBatch batch(binding_);
-  const int64_t batch_size = binding_.batch_size;
-  StepWindow since_log, since_epoch, whole_run;
-  for (int64_t i = 0; i < config.steps; ++i) {
-    if (!source.Next(batch))
+std::vector<const void *> Trainer::params() const {
+  return std::vector<const void *>(param_ptrs_.begin(), param_ptrs_.end());
+}
+std::vector<void *> Trainer::mutable_params() { return param_ptrs_; }
+std::vector<const void *> Trainer::optimizer_state() const {
+  return std::vector<const void *>(state_ptrs_.begin(), state_ptrs_.end());
+}
+std::vector<void *> Trainer::mutable_optimizer_state() { return state_ptrs_; }
+
+absl::Status Trainer::Snapshot() {
+  std::vector<AlignedBuffer *> sources;
+  for (AlignedBuffer &b : params_)
+    sources.push_back(&b);
+  for (AlignedBuffer &b : optimizer_state_)
+    sources.push_back(&b);
+  if (snapshot_.empty()) {
+    for (AlignedBuffer *b : sources) {
+      snapshot_.emplace_back(b->size());
+      if (!snapshot_.back().ok())
+        return absl::ResourceExhaustedError(absl::StrCat(
+            "--on-nan skip: cannot allocate ", b->size(),
+            " bytes for a copy of the weights and optimizer state"));
+    }
+  }
+  for (size_t i = 0; i < sources.size(); ++i)
+    std::memcpy(snapshot_[i].data(), sources[i]->data(), sources[i]->size());
+  return absl::OkStatus();
+}
+
+void Trainer::RestoreSnapshot() {
+  size_t i = 0;
+  for (AlignedBuffer &b : params_)
+    std::memcpy(b.data(), snapshot_[i++].data(), b.size());
+  for (AlignedBuffer &b : optimizer_state_)
+    std::memcpy(b.data(), snapshot_[i++].data(), b.size());
+}
+
+absl::StatusOr<TrainSummary> Trainer::Train(BatchLoader &loader,
+                                            const TrainConfig &config) {
+  TrainSummary summary;
+  Clock::time_point loop_start = Clock::now();
+  double epoch_loss = 0;
+  int64_t epoch_steps = 0, consecutive_skips = 0;
+  Clock::time_point epoch_start = loop_start;
+  while (steps_done_ < config.steps) {
+    if (config.stop_requested && config.stop_requested->load()) {
+      summary.interrupted = true;
+      break;
+    }
+    HostBatch *batch = loader.Take();
+    double wait = loader.ConsumeWaitSeconds();
+    summary.data_wait_seconds += wait;
+    if (!batch)
       return absl::InternalError("training data ran out");
-    BindBatch(batch, /*with_outputs=*/false);
-    // The schedule continues from steps_done_, also across Train calls.
+    if (config.on_nan == OnNan::kSkip)
+      if (absl::Status s = Snapshot(); !s.ok())
+        return s;
+    BindBatch(*batch, /*with_outputs=*/false);
+    // The schedule continues from steps_done_, also across runs (resume).
     args_.learning_rate = static_cast<float>(LearningRateAt(
         descriptor_.lr_schedule, config.learning_rate, steps_done_));
+    Clock::time_point step_start = Clock::now();
     int32_t status = descriptor_.train(&args_);
-    if (absl::Status s = CheckCall("train", status, loss_, steps_done_);
-        !s.ok())
-      return s;
-    ++steps_done_;
-    float grad_norm =
-        grad_norm_output_ == -1
-            ? 0.0f
-            : *train_outputs_[grad_norm_output_].as<float>();
-    for (StepWindow *window : {&since_log, &since_epoch, &whole_run})
-      window->Add(loss_, grad_norm);
-    if (config.log_every > 0 && (i + 1) % config.log_every == 0) {
-      // lr: this step's; grad norm (before clipping): the window's mean.
-      std::string norm =
-          grad_norm_output_ == -1
-              ? ""
-              : absl::StrFormat("  grad norm %.3g", since_log.MeanGradNorm());
-      log << absl::StrFormat("step %d/%d  loss %.4f  lr %.3g%s  %.0f samples/s\n",
-                             i + 1, config.steps, since_log.MeanLoss(),
-                             args_.learning_rate, norm,
-                             since_log.SamplesPerSecond(batch_size))
-          << std::flush;
-      since_log = StepWindow();
+    double step_seconds = SecondsSince(step_start);
+    if (status != TCC_STATUS_OK)
+      return CheckCall("train", status, loss_, steps_done_ + 1);
+    ++summary.steps;
+    StepRecord record;
+    record.step = steps_done_ + 1;
+    record.loss = loss_;
+    record.learning_rate = args_.learning_rate;
+    if (grad_norm_output_ != -1)
+      record.grad_norm = *train_outputs_[grad_norm_output_].as<float>();
+    record.step_seconds = step_seconds;
+    record.data_wait_seconds = wait;
+    record.items = config.items_per_step;
+    bool finite = std::isfinite(loss_) &&
+                  (!record.grad_norm || std::isfinite(*record.grad_norm));
+    if (!finite) {
+      std::string what = absl::StrFormat(
+          "step '%s': non-finite %s at train step %d (loss %g%s)",
+          descriptor_.model_name,
+          std::isfinite(loss_) ? "gradient norm" : "loss", steps_done_ + 1,
+          loss_,
+          record.grad_norm ? absl::StrFormat(", grad norm %g", *record.grad_norm)
+                           : "");
+      if (config.on_nan == OnNan::kStop)
+        return absl::DataLossError(what);
+      RestoreSnapshot();
+      record.skipped = true;
+      ++summary.skipped;
+      if (++consecutive_skips >= kMaxConsecutiveSkips)
+        return absl::DataLossError(absl::StrCat(
+            what, "; ", consecutive_skips,
+            " steps in a row skipped (--on-nan skip), giving up"));
+      if (config.progress)
+        config.progress->Message(
+            absl::StrCat("warning: ", what, "; update undone (--on-nan skip)"));
+    } else {
+      consecutive_skips = 0;
     }
-    if (config.steps_per_epoch > 0 && (i + 1) % config.steps_per_epoch == 0) {
-      log << absl::StrFormat(
-                 "epoch %d done: mean loss %.4f  %d steps in %.2f s  %.0f "
-                 "samples/s\n",
-                 (i + 1) / config.steps_per_epoch, since_epoch.MeanLoss(),
-                 since_epoch.steps, since_epoch.Seconds(),
-                 since_epoch.SamplesPerSecond(batch_size))
-          << std::flush;
-      since_epoch = StepWindow();
+    ++steps_done_;
+    if (config.progress)
+      config.progress->OnStep(record);
+    if (config.metrics)
+      if (absl::Status s = config.metrics->WriteStep(record, config.unit);
+          !s.ok())
+        return s;
+    if (!record.skipped) {
+      epoch_loss += loss_;
+      ++epoch_steps;
+    }
+    if (config.steps_per_epoch > 0 &&
+        steps_done_ % config.steps_per_epoch == 0 && config.progress) {
+      double seconds = SecondsSince(epoch_start);
+      config.progress->Message(absl::StrFormat(
+          "epoch %d done: mean loss %.4f  %d steps in %.2f s  %.0f %s/s",
+          steps_done_ / config.steps_per_epoch,
+          epoch_steps ? epoch_loss / epoch_steps : 0.0, epoch_steps, seconds,
+          seconds > 0 ? epoch_steps * config.items_per_step / seconds : 0.0,
+          config.unit));
+      epoch_loss = 0;
+      epoch_steps = 0;
+      epoch_start = Clock::now();
     }
     if (config.after_step)
-      if (absl::Status s = config.after_step(i + 1); !s.ok())
+      if (absl::Status s = config.after_step(steps_done_); !s.ok())
         return s;
   }
-  log << absl::StrFormat("trained %d steps in %.2f s (%.0f samples/s)\n",
-                         whole_run.steps, whole_run.Seconds(),
-                         whole_run.SamplesPerSecond(batch_size));
-  return absl::OkStatus();
+  summary.seconds = SecondsSince(loop_start);
+  return summary;
 }
 
 absl::StatusOr<EvalResult> Trainer::Evaluate(BatchSource &source) {

@@ -1,12 +1,14 @@
 // trun: trains a tcc-compiled step.so on IDX data. See docs/runtime.md.
 #include "runtime/trun/Options.h"
 #include "runtime/trun/Run.h"
+#include "runtime/trun/StopSignals.h"
 
 #include "absl/strings/str_replace.h"
 
 #include <cstdio>
 #include <iostream>
 #include <string>
+#include <unistd.h>
 #include <vector>
 
 namespace {
@@ -30,7 +32,16 @@ int main(int argc, char **argv) {
     std::fputs(tcc::trun::kUsage, stdout);
     return 0;
   }
+  // A live progress line on a terminal; plain lines in a log.
+  options->live_progress = isatty(STDOUT_FILENO) == 1;
   absl::Status status = tcc::trun::RunTrun(*options, std::cout);
+  if (absl::IsCancelled(status)) {
+    // Stopped by SIGINT / SIGTERM after the final checkpoint: not an error,
+    // but the exit status says how it ended, as the shell's would.
+    std::cout.flush();
+    std::fprintf(stderr, "trun: %s\n", std::string(status.message()).c_str());
+    return 128 + tcc::trun::StopSignals::signal_number();
+  }
   if (!status.ok())
     return Fail(std::string(status.message()), 1);
   return 0;

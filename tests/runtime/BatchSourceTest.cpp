@@ -144,6 +144,99 @@ TEST(SequentialBatchesTest, PadsLastBatchWithItsLastSample) {
   EXPECT_FALSE(batches.Next(batch));
 }
 
+// The labels and first pixels of a batch, with its real rows.
+struct Fed {
+  std::vector<int32_t> labels;
+  std::vector<float> data;
+  int64_t real_rows;
+  bool operator==(const Fed &o) const {
+    return labels == o.labels && data == o.data && real_rows == o.real_rows;
+  }
+};
+Fed Contents(const HostBatch &batch) {
+  const int32_t *labels = batch.targets.as<int32_t>();
+  const float *data = batch.data.as<float>();
+  return {std::vector<int32_t>(labels, labels + batch.batch_size),
+          std::vector<float>(data,
+                             data + batch.batch_size * batch.values_per_sample),
+          batch.real_rows};
+}
+
+// 32 samples, B = 10: 3 batches per epoch (batches 3, 6, 9 start epochs).
+TEST(ShuffledBatchesTest, SeekToMatchesAFreshSourceAndPositionCounts) {
+  LabeledImages set = Tiny(32);
+  PixelNormalizer n = PixelNormalizer::FromTrainingImages(set);
+  ShuffledBatches reference(set, n, 10, /*seed=*/4);
+  HostBatch batch(10, 2);
+  std::vector<Fed> fed;
+  for (int64_t k = 0; k < 12; ++k) {
+    EXPECT_EQ(reference.position(), k);
+    ASSERT_TRUE(reference.Next(batch));
+    fed.push_back(Contents(batch));
+  }
+  EXPECT_EQ(reference.position(), 12);
+  // Inside epoch 0, at the epoch 1 and 3 boundaries, inside later epochs.
+  for (int64_t k : {0, 1, 2, 3, 4, 7, 9, 10}) {
+    ShuffledBatches seeked(set, n, 10, 4);
+    seeked.SeekTo(k);
+    EXPECT_EQ(seeked.position(), k);
+    ASSERT_TRUE(seeked.Next(batch));
+    EXPECT_EQ(Contents(batch), fed[k]) << "batch " << k;
+    ASSERT_TRUE(seeked.Next(batch)); // and continues from there
+    EXPECT_EQ(Contents(batch), fed[k + 1]) << "batch " << k + 1;
+    EXPECT_EQ(seeked.position(), k + 2);
+  }
+  // Seeking a used source, back into an earlier epoch and forward again.
+  ShuffledBatches used(set, n, 10, 4);
+  for (int i = 0; i < 8; ++i)
+    used.Next(batch);
+  for (int64_t k : {1, 5, 11, 0}) {
+    used.SeekTo(k);
+    ASSERT_TRUE(used.Next(batch));
+    EXPECT_EQ(Contents(batch), fed[k]) << "batch " << k;
+  }
+  used.SeekTo(-3);
+  EXPECT_EQ(used.position(), 0);
+  ASSERT_TRUE(used.Next(batch));
+  EXPECT_EQ(Contents(batch), fed[0]);
+}
+
+// 10 samples, B = 4: batches of 4, 4 and 2 (padded) real rows.
+TEST(SequentialBatchesTest, SeekToMatchesAFreshSourceAndStopsAtTheEnd) {
+  LabeledImages set = Tiny(10);
+  PixelNormalizer n = PixelNormalizer::FromTrainingImages(set);
+  SequentialBatches reference(set, n, 4);
+  EXPECT_EQ(reference.total_batches(), 3);
+  HostBatch batch(4, 2);
+  std::vector<Fed> fed;
+  while (reference.Next(batch)) {
+    fed.push_back(Contents(batch));
+    EXPECT_EQ(reference.position(), static_cast<int64_t>(fed.size()));
+  }
+  ASSERT_EQ(fed.size(), 3u);
+  EXPECT_EQ(reference.position(), 3); // the failed Next() is not counted
+  for (int64_t k : {0, 1, 2}) {
+    SequentialBatches seeked(set, n, 4);
+    seeked.SeekTo(k);
+    EXPECT_EQ(seeked.position(), k);
+    ASSERT_TRUE(seeked.Next(batch));
+    EXPECT_EQ(Contents(batch), fed[k]) << "batch " << k;
+    EXPECT_EQ(seeked.position(), k + 1);
+  }
+  SequentialBatches seeked(set, n, 4);
+  seeked.SeekTo(3);
+  EXPECT_EQ(seeked.position(), 3);
+  EXPECT_FALSE(seeked.Next(batch));
+  seeked.SeekTo(int64_t{1} << 62); // clamped, no overflow
+  EXPECT_EQ(seeked.position(), 3);
+  EXPECT_FALSE(seeked.Next(batch));
+  seeked.SeekTo(1); // back from the end
+  ASSERT_TRUE(seeked.Next(batch));
+  EXPECT_EQ(Contents(batch), fed[1]);
+  seeked.SeekTo(-1);
+  EXPECT_EQ(seeked.position(), 0);
+}
+
 TEST(HostBatchTest, BuffersAre64ByteAligned) {
   HostBatch batch(3, 5);
   EXPECT_EQ(reinterpret_cast<uintptr_t>(batch.data.data()) % 64, 0u);

@@ -69,9 +69,11 @@ TEST(OptionsTest, RejectsBadUsage) {
   EXPECT_EQ(UsageError({"s.so", "--data", "d", "--epochs", "1.5"}),
             "--epochs expects a non-negative integer, got '1.5'");
   EXPECT_EQ(UsageError({"s.so", "--data", "d", "--lr", "0"}),
-            "--lr expects a positive number, got '0'");
+            "--lr expects a positive number (float32 range), got '0'");
   EXPECT_EQ(UsageError({"s.so", "--data", "d", "--lr", "nan"}),
-            "--lr expects a positive number, got 'nan'");
+            "--lr expects a positive number (float32 range), got 'nan'");
+  EXPECT_EQ(UsageError({"s.so", "--data", "d", "--lr", "1e39"}),
+            "--lr expects a positive number (float32 range), got '1e39'");
   EXPECT_EQ(UsageError({"s.so", "--data", "d", "--seed", "-3"}),
             "--seed expects an unsigned 64-bit integer, got '-3'");
   EXPECT_EQ(
@@ -82,6 +84,53 @@ TEST(OptionsTest, RejectsBadUsage) {
   EXPECT_EQ(UsageError({"s.so", "other.so", "--data", "d"}),
             "unexpected argument 'other.so' (one STEP.so only)");
   EXPECT_EQ(UsageError({"s.so", "--info=yes"}), "unknown flag '--info=yes'");
+}
+
+TEST(OptionsTest, ParsesCheckpointMetricsAndNanFlags) {
+  absl::StatusOr<Options> options = ParseOptions(
+      {"s.so", "--data", "d", "--ckpt-dir", "ck", "--ckpt-every", "50",
+       "--keep", "3", "--resume", "--metrics", "m.jsonl", "--on-nan", "skip",
+       "--loader-depth", "8"});
+  ASSERT_TRUE(options.ok()) << options.status();
+  EXPECT_EQ(options->ckpt_dir, "ck");
+  EXPECT_EQ(options->ckpt_every, 50);
+  EXPECT_EQ(options->keep, 3);
+  EXPECT_TRUE(options->resume);
+  EXPECT_EQ(options->metrics, "m.jsonl");
+  EXPECT_EQ(options->on_nan, OnNan::kSkip);
+  EXPECT_EQ(options->loader_depth, 8);
+  EXPECT_FALSE(options->seed_given);
+
+  options = ParseOptions({"s.so", "--data", "d", "--seed", "3"});
+  ASSERT_TRUE(options.ok());
+  EXPECT_TRUE(options->seed_given);
+  EXPECT_EQ(options->on_nan, OnNan::kStop);
+  EXPECT_FALSE(options->resume);
+}
+
+TEST(OptionsTest, RejectsBadCheckpointFlags) {
+  EXPECT_EQ(UsageError({"s.so", "--data", "d", "--resume"}),
+            "--resume needs --ckpt-dir");
+  EXPECT_EQ(UsageError({"s.so", "--data", "d", "--ckpt-every", "5"}),
+            "--ckpt-every needs --ckpt-dir");
+  EXPECT_EQ(UsageError({"s.so", "--data", "d", "--keep", "2"}),
+            "--keep needs --ckpt-dir");
+  EXPECT_EQ(UsageError({"s.so", "--data", "d", "--ckpt-dir", "c",
+                        "--ckpt-every", "0"}),
+            "--ckpt-every expects a positive integer, got '0'");
+  EXPECT_EQ(
+      UsageError({"s.so", "--data", "d", "--ckpt-dir", "c", "--keep", "-1"}),
+      "--keep expects a positive integer, got '-1'");
+  EXPECT_EQ(UsageError({"s.so", "--data", "d", "--on-nan", "ignore"}),
+            "--on-nan expects stop or skip, got 'ignore'");
+  EXPECT_EQ(UsageError({"s.so", "--data", "d", "--loader-depth", "0"}),
+            "--loader-depth expects a positive integer, got '0'");
+  EXPECT_EQ(UsageError({"s.so", "--data", "d", "--ckpt-dir", "c", "--resume",
+                        "--resume"}),
+            "--resume given twice");
+  EXPECT_EQ(UsageError({"s.so", "--data", "d", "--ckpt-dir", "c",
+                        "--resume=yes"}),
+            "unknown flag '--resume=yes'");
 }
 
 // docs/runtime.md must quote `trun --help` verbatim.

@@ -4,6 +4,7 @@
 // rng_seed), allocating optimizer state and train outputs, and logging the
 // learning rate and gradient norm.
 #include "runtime/trun/StepDescriptor.h"
+#include "runtime/trun/BatchLoader.h"
 #include "runtime/trun/Trainer.h"
 #include "tests/runtime/TestData.h"
 
@@ -237,11 +238,19 @@ protected:
                    std::ostream &log) {
     PixelNormalizer normalizer = PixelNormalizer::FromTrainingImages(data_);
     ShuffledBatches batches(data_, normalizer, 2, 0);
+    BatchLoader loader(batches, *binding_);
+    int64_t total = trainer.steps_done() + steps;
+    ProgressReporter progress(log, /*live=*/false, total,
+                              trainer.steps_done(), /*log_every=*/2,
+                              "samples");
     TrainConfig config;
-    config.steps = steps;
+    config.steps = total;
     config.learning_rate = lr;
-    config.log_every = 2;
-    return trainer.Train(batches, config, log);
+    config.progress = &progress;
+    config.items_per_step = 2;
+    absl::Status status = trainer.Train(loader, config).status();
+    progress.Finish();
+    return status;
   }
 
   std::unique_ptr<Trainer> MakeTrainer(uint64_t seed) {
@@ -278,10 +287,10 @@ TEST_F(RecipeTrainerTest, PassesScheduleStepSeedStateAndTrainOutputs) {
   EXPECT_EQ(*static_cast<const float *>(trainer->train_output(0)), 4.0f);
   EXPECT_FLOAT_EQ(trainer->last_learning_rate(), want[3]);
   // Progress lines: this step's lr and the window's mean grad norm.
-  EXPECT_NE(log.str().find("step 2/4  loss 1.0000  lr 0.05  grad norm 1.5  "),
+  EXPECT_NE(log.str().find("step 2/4  loss 1.0000  lr 5.00e-02  grad norm 1.5  "),
             std::string::npos)
       << log.str();
-  EXPECT_NE(log.str().find("step 4/4  loss 1.0000  lr 0.0441  grad norm 3.5  "),
+  EXPECT_NE(log.str().find("step 4/4  loss 1.0000  lr 4.41e-02  grad norm 3.5  "),
             std::string::npos)
       << log.str();
 
@@ -309,7 +318,7 @@ TEST_F(RecipeTrainerTest, NoGradNormMeansNoNormInTheLog) {
   ASSERT_TRUE(Run(*trainer, 2, 0.05f, log).ok());
   EXPECT_FALSE(seen.has_train_outputs) << "train_outputs is NULL";
   EXPECT_EQ(log.str().find("grad norm"), std::string::npos) << log.str();
-  EXPECT_NE(log.str().find("step 2/2  loss 1.0000  lr 0.05  "),
+  EXPECT_NE(log.str().find("step 2/2  loss 1.0000  lr 5.00e-02  "),
             std::string::npos)
       << log.str();
 }

@@ -126,5 +126,89 @@ TEST_F(TokenBatchesTest, SameSeedSameBatchesOtherSeedDiffers) {
   EXPECT_FALSE(all_equal_c);
 }
 
+// Tokens and targets of every row, with the real rows.
+std::pair<std::vector<int32_t>, std::vector<int32_t>>
+Contents(const HostBatch &batch) {
+  int64_t n = batch.batch_size * batch.values_per_sample;
+  const int32_t *tokens = batch.data.as<int32_t>();
+  const int32_t *targets = batch.targets.as<int32_t>();
+  return {std::vector<int32_t>(tokens, tokens + n),
+          std::vector<int32_t>(targets, targets + n)};
+}
+
+// 7 windows, B = 3: 2 batches per epoch (batches 2, 4, ... start epochs).
+TEST_F(TokenBatchesTest, SequentialSeekToMatchesAFreshSource) {
+  Shard("a.bin", 0, 30);
+  TokenDataset data = Open("a.bin");
+  TokenWindows windows(data, 4);
+  SequentialTokenBatches reference(windows, 3);
+  HostBatch batch(3, 4, 4);
+  std::vector<std::pair<std::vector<int32_t>, std::vector<int32_t>>> fed;
+  for (int64_t k = 0; k < 9; ++k) {
+    EXPECT_EQ(reference.position(), k);
+    ASSERT_TRUE(reference.Next(batch));
+    fed.push_back(Contents(batch));
+  }
+  ASSERT_NE(fed[0], fed[1]);
+  // Inside epoch 0, at the epoch 1 boundary, inside and at later epochs.
+  for (int64_t k : {0, 1, 2, 3, 6, 7}) {
+    SequentialTokenBatches seeked(windows, 3);
+    seeked.SeekTo(k);
+    EXPECT_EQ(seeked.position(), k);
+    ASSERT_TRUE(seeked.Next(batch));
+    EXPECT_EQ(Contents(batch), fed[k]) << "batch " << k;
+    ASSERT_TRUE(seeked.Next(batch));
+    EXPECT_EQ(Contents(batch), fed[k + 1]) << "batch " << k + 1;
+    EXPECT_EQ(seeked.position(), k + 2);
+  }
+  // With a limit: seeking past it stops at the end.
+  SequentialTokenBatches limited(windows, 3, /*max_batches=*/5);
+  limited.SeekTo(4);
+  ASSERT_TRUE(limited.Next(batch));
+  EXPECT_EQ(Contents(batch), fed[4]);
+  EXPECT_FALSE(limited.Next(batch));
+  EXPECT_EQ(limited.position(), 5);
+  limited.SeekTo(9);
+  EXPECT_EQ(limited.position(), 5);
+  EXPECT_FALSE(limited.Next(batch));
+  limited.SeekTo(-2);
+  EXPECT_EQ(limited.position(), 0);
+  ASSERT_TRUE(limited.Next(batch));
+  EXPECT_EQ(Contents(batch), fed[0]);
+}
+
+TEST_F(TokenBatchesTest, RandomSeekToMatchesAFreshSource) {
+  Shard("a.bin", 0, 300);
+  TokenDataset data = Open("a.bin");
+  TokenWindows windows(data, 8);
+  RandomTokenBatches reference(windows, 4, /*seed=*/5);
+  HostBatch batch(4, 8, 8);
+  std::vector<std::pair<std::vector<int32_t>, std::vector<int32_t>>> fed;
+  for (int64_t k = 0; k < 60; ++k) {
+    EXPECT_EQ(reference.position(), k);
+    ASSERT_TRUE(reference.Next(batch));
+    fed.push_back(Contents(batch));
+  }
+  ASSERT_NE(fed[0], fed[1]);
+  for (int64_t k : {0, 1, 3, 17, 58}) {
+    RandomTokenBatches seeked(windows, 4, 5);
+    seeked.SeekTo(k);
+    EXPECT_EQ(seeked.position(), k);
+    ASSERT_TRUE(seeked.Next(batch));
+    EXPECT_EQ(Contents(batch), fed[k]) << "batch " << k;
+    ASSERT_TRUE(seeked.Next(batch));
+    EXPECT_EQ(Contents(batch), fed[k + 1]) << "batch " << k + 1;
+    EXPECT_EQ(seeked.position(), k + 2);
+  }
+  RandomTokenBatches used(windows, 4, 5);
+  for (int i = 0; i < 30; ++i)
+    used.Next(batch);
+  used.SeekTo(2); // backwards
+  ASSERT_TRUE(used.Next(batch));
+  EXPECT_EQ(Contents(batch), fed[2]);
+  used.SeekTo(-1);
+  EXPECT_EQ(used.position(), 0);
+}
+
 } // namespace
 } // namespace tcc::trun

@@ -1,12 +1,17 @@
 #include "runtime/trun/Trainer.h"
 
+#include "runtime/trun/BatchLoader.h"
 #include "runtime/trun/Initializers.h"
 #include "runtime/trun/StepLibrary.h"
 #include "tests/runtime/TestData.h"
 
 #include <gtest/gtest.h>
 
+#include "absl/strings/str_cat.h"
+
+#include <atomic>
 #include <cmath>
+#include <functional>
 #include <limits>
 #include <sstream>
 
@@ -87,15 +92,36 @@ protected:
     return trainer.ok() ? std::move(*trainer) : nullptr;
   }
 
-  absl::Status Train(Trainer &trainer, int64_t steps, std::ostream &log) {
+  // Trains `steps` more steps, continuing the data where the trainer is.
+  absl::StatusOr<TrainSummary>
+  TrainFor(Trainer &trainer, int64_t steps, std::ostream &log,
+           OnNan on_nan = OnNan::kStop,
+           std::function<absl::Status(int64_t)> after_step = nullptr) {
     ShuffledBatches batches(data_, normalizer_, 2, 0);
+    batches.SeekTo(trainer.steps_done());
+    BatchLoader loader(batches, *binding_, 3);
+    int64_t total = trainer.steps_done() + steps;
+    ProgressReporter progress(log, /*live=*/false, total,
+                              trainer.steps_done(), /*log_every=*/2,
+                              "samples");
     TrainConfig config;
-    config.steps = steps;
+    config.steps = total;
     config.learning_rate = 0.5f;
-    config.log_every = 2;
     config.steps_per_epoch = batches.batches_per_epoch();
-    return trainer.Train(batches, config, log);
+    config.progress = &progress;
+    config.items_per_step = 2;
+    config.on_nan = on_nan;
+    config.stop_requested = &stop_;
+    config.after_step = std::move(after_step);
+    absl::StatusOr<TrainSummary> summary = trainer.Train(loader, config);
+    progress.Finish();
+    return summary;
   }
+  absl::Status Train(Trainer &trainer, int64_t steps, std::ostream &log) {
+    return TrainFor(trainer, steps, log).status();
+  }
+
+  std::atomic<bool> stop_{false};
 
   FakeStep step_{2, 2, 3};
   absl::StatusOr<StepBinding> binding_;
@@ -132,7 +158,75 @@ TEST_F(TrainerTest, PassesStepNumberLearningRateAndAlignedBuffers) {
   EXPECT_NE(log.str().find("epoch 2 done: mean loss 0.2917  2 steps"),
             std::string::npos)
       << log.str();
-  EXPECT_NE(log.str().find("trained 5 steps"), std::string::npos);
+}
+
+// A fake step whose update is visible: every call adds 1 to the first
+// weight, also the calls that report a non-finite loss.
+int32_t CountingTrain(const tcc_step_args *args) {
+  static_cast<float *>(args->params[0])[0] += 1.0f;
+  return RecordingTrain(args);
+}
+
+TEST_F(TrainerTest, OnNanSkipUndoesTheUpdateAndGoesOn) {
+  step_.descriptor.train = CountingTrain;
+  calls.inf_at = 2; // the third step
+  std::unique_ptr<Trainer> trainer = MakeTrainer();
+  ASSERT_TRUE(trainer);
+  float before = static_cast<const float *>(trainer->param(0))[0];
+  std::ostringstream log;
+  absl::StatusOr<TrainSummary> summary =
+      TrainFor(*trainer, 5, log, OnNan::kSkip);
+  ASSERT_TRUE(summary.ok()) << summary.status();
+  EXPECT_EQ(summary->steps, 5);
+  EXPECT_EQ(summary->skipped, 1);
+  EXPECT_EQ(trainer->steps_done(), 5);
+  EXPECT_EQ(static_cast<const float *>(trainer->param(0))[0], before + 4);
+  EXPECT_NE(log.str().find("non-finite loss at train step 3"),
+            std::string::npos)
+      << log.str();
+}
+
+TEST_F(TrainerTest, OnNanSkipGivesUpAfterTooManySkipsInARow) {
+  step_.descriptor.train = CountingTrain;
+  calls.write_loss = false; // every loss is NaN
+  std::unique_ptr<Trainer> trainer = MakeTrainer();
+  ASSERT_TRUE(trainer);
+  float before = static_cast<const float *>(trainer->param(0))[0];
+  std::ostringstream log;
+  absl::Status status = TrainFor(*trainer, 50, log, OnNan::kSkip).status();
+  EXPECT_NE(status.message().find(absl::StrCat(
+                kMaxConsecutiveSkips, " steps in a row skipped")),
+            absl::string_view::npos)
+      << status;
+  EXPECT_EQ(trainer->steps_done(), kMaxConsecutiveSkips - 1);
+  EXPECT_EQ(static_cast<const float *>(trainer->param(0))[0], before)
+      << "every update undone";
+}
+
+TEST_F(TrainerTest, StopsBetweenStepsWhenAStopIsRequested) {
+  std::unique_ptr<Trainer> trainer = MakeTrainer();
+  ASSERT_TRUE(trainer);
+  std::ostringstream log;
+  absl::StatusOr<TrainSummary> summary =
+      TrainFor(*trainer, 10, log, OnNan::kStop, [&](int64_t done) {
+        if (done == 3)
+          stop_.store(true);
+        return absl::OkStatus();
+      });
+  ASSERT_TRUE(summary.ok()) << summary.status();
+  EXPECT_TRUE(summary->interrupted);
+  EXPECT_EQ(summary->steps, 3);
+  EXPECT_EQ(trainer->steps_done(), 3);
+}
+
+TEST_F(TrainerTest, ContinuesTheStepCountAndDataAfterSetStepsDone) {
+  std::unique_ptr<Trainer> trainer = MakeTrainer();
+  ASSERT_TRUE(trainer);
+  trainer->set_steps_done(7);
+  std::ostringstream log;
+  ASSERT_TRUE(Train(*trainer, 2, log).ok());
+  EXPECT_EQ(calls.steps, (std::vector<int64_t>{7, 8}));
+  EXPECT_EQ(trainer->steps_done(), 9);
 }
 
 TEST_F(TrainerTest, StopsOnNonZeroStatusNamingTheStep) {
@@ -141,7 +235,7 @@ TEST_F(TrainerTest, StopsOnNonZeroStatusNamingTheStep) {
   ASSERT_TRUE(trainer);
   std::ostringstream log;
   absl::Status status = Train(*trainer, 10, log);
-  EXPECT_EQ(status.message(), "step 'fake': train step 3 failed: returned 2 "
+  EXPECT_EQ(status.message(), "step 'fake': train step 4 failed: returned 2 "
                               "(TCC_STATUS_RUNTIME_ERROR)");
   EXPECT_EQ(trainer->steps_done(), 3);
 }
@@ -152,7 +246,7 @@ TEST_F(TrainerTest, StopsOnNonFiniteLoss) {
   ASSERT_TRUE(trainer);
   std::ostringstream log;
   EXPECT_EQ(Train(*trainer, 10, log).message(),
-            "step 'fake': non-finite loss inf at train step 2");
+            "step 'fake': non-finite loss at train step 3 (loss inf)");
 }
 
 TEST_F(TrainerTest, TreatsAnUnwrittenLossAsNonFinite) {
@@ -161,7 +255,7 @@ TEST_F(TrainerTest, TreatsAnUnwrittenLossAsNonFinite) {
   ASSERT_TRUE(trainer);
   std::ostringstream log;
   EXPECT_EQ(Train(*trainer, 1, log).message(),
-            "step 'fake': non-finite loss nan at train step 0");
+            "step 'fake': non-finite loss at train step 1 (loss nan)");
 }
 
 TEST_F(TrainerTest, EvaluationCountsOnlyRealRows) {
@@ -221,11 +315,11 @@ TEST(TrainerFixtureTest, LinearStepLearnsSyntheticData) {
   ASSERT_TRUE(before.ok()) << before.status();
 
   ShuffledBatches batches(train, normalizer, binding->batch_size, 0);
+  BatchLoader loader(batches, *binding);
   TrainConfig config;
   config.steps = 3 * batches.batches_per_epoch();
   config.learning_rate = 0.1f;
-  std::ostringstream log;
-  ASSERT_TRUE((*trainer)->Train(batches, config, log).ok());
+  ASSERT_TRUE((*trainer)->Train(loader, config).ok());
 
   SequentialBatches after_batches(test, normalizer, binding->batch_size);
   absl::StatusOr<EvalResult> after = (*trainer)->Evaluate(after_batches);

@@ -10,9 +10,11 @@
 
 #include <sys/wait.h>
 
+#include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <regex>
 #include <sstream>
 
@@ -322,6 +324,163 @@ TEST_F(TrunTokenCliTest, SavesTheLastTrainStepsLoss) {
 
   ExpectError(RunTrun(Data() + " --steps 0 --save-train-outputs " + file), 1,
               "--save-train-outputs needs at least one train step");
+}
+
+// Per-step losses from a --metrics file (the last record of each step).
+std::map<int64_t, std::string> StepLosses(const std::string &path) {
+  std::map<int64_t, std::string> losses;
+  std::istringstream lines(Slurp(path));
+  std::regex step(R"re("kind":"step".*"loss":([^,}]+).*"step":(\d+))re");
+  std::regex step_first(R"re("kind":"step".*"step":(\d+).*"loss":([^,}]+))re");
+  for (std::string line; std::getline(lines, line);) {
+    std::smatch m;
+    if (std::regex_search(line, m, step))
+      losses[std::stoll(m[2])] = m[1];
+    else if (std::regex_search(line, m, step_first))
+      losses[std::stoll(m[1])] = m[2];
+  }
+  return losses;
+}
+
+TEST_F(TrunTokenCliTest, ResumedRunContinuesExactly) {
+  std::string ckpt = dir_.File("ckpt");
+  std::string base = Data() + " --seed 5 --eval-every 10 --eval-batches 2";
+  CliResult whole =
+      RunTrun(base + " --steps 30 --metrics " + dir_.File("whole.jsonl"));
+  ASSERT_EQ(whole.exit_code, 0) << whole.err;
+  // The same run in two pieces: 12 steps (checkpoint at 10 and 12), then
+  // --resume to 30 from the final checkpoint.
+  CliResult first = RunTrun(base + " --steps 12 --ckpt-dir " + ckpt +
+                            " --ckpt-every 10 --metrics " +
+                            dir_.File("pieces.jsonl"));
+  ASSERT_EQ(first.exit_code, 0) << first.err;
+  EXPECT_NE(first.out.find("checkpoint: " + ckpt + "/step_000000010"),
+            std::string::npos)
+      << first.out;
+  EXPECT_NE(first.out.find("checkpoint: " + ckpt + "/step_000000012"),
+            std::string::npos)
+      << first.out;
+  CliResult second = RunTrun(Data() + " --eval-every 10 --eval-batches 2 "
+                             "--steps 30 --ckpt-dir " + ckpt +
+                             " --resume --metrics " +
+                             dir_.File("pieces.jsonl"));
+  ASSERT_EQ(second.exit_code, 0) << second.err;
+  EXPECT_NE(second.out.find("resumed from " + ckpt +
+                            "/step_000000012: step 12 of 12, seed 5"),
+            std::string::npos)
+      << second.out;
+  std::map<int64_t, std::string> a = StepLosses(dir_.File("whole.jsonl")),
+                                  b = StepLosses(dir_.File("pieces.jsonl"));
+  ASSERT_EQ(a.size(), 30u);
+  EXPECT_EQ(a, b);
+  EXPECT_EQ(ValLosses(whole.out).back(), ValLosses(second.out).back());
+  // Nothing left to do: resuming a finished run trains nothing.
+  CliResult third = RunTrun(Data() + " --steps 30 --ckpt-dir " + ckpt +
+                            " --resume");
+  ASSERT_EQ(third.exit_code, 0) << third.err;
+  EXPECT_NE(third.out.find("nothing to train: 30 of 30 steps already done"),
+            std::string::npos)
+      << third.out;
+}
+
+TEST_F(TrunTokenCliTest, ResumeRefusesAnotherSeedOrDataOrder) {
+  std::string ckpt = dir_.File("ckpt");
+  ASSERT_EQ(RunTrun(Data() + " --steps 3 --seed 1 --ckpt-dir " + ckpt)
+                .exit_code,
+            0);
+  CliResult seed =
+      RunTrun(Data() + " --steps 6 --seed 2 --ckpt-dir " + ckpt + " --resume");
+  EXPECT_EQ(seed.exit_code, 1);
+  EXPECT_NE(seed.err.find("was written by a run with --seed 1, this run asks "
+                          "for --seed 2"),
+            std::string::npos)
+      << seed.err;
+  CliResult order = RunTrun(Data() + " --steps 6 --data-order sequential "
+                                     "--ckpt-dir " + ckpt + " --resume");
+  EXPECT_EQ(order.exit_code, 1);
+  EXPECT_NE(order.err.find("was written with data order 'random', this run "
+                           "uses 'sequential'"),
+            std::string::npos)
+      << order.err;
+}
+
+TEST_F(TrunTokenCliTest, ResumeWithAnEmptyDirectoryStartsAtZero) {
+  std::string ckpt = dir_.File("new_ckpt");
+  CliResult r = RunTrun(Data() + " --steps 4 --ckpt-dir " + ckpt + " --resume");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("resume: no checkpoint in " + ckpt +
+                       " yet; starting at step 0"),
+            std::string::npos)
+      << r.out;
+  EXPECT_TRUE(std::filesystem::exists(ckpt + "/step_000000004/state.json"));
+}
+
+TEST_F(TrunTokenCliTest, NonFiniteLossStopsNamingStepAndCheckpoint) {
+  // The fixture diverges at its 6th step (args.step 5) and from the 21st on.
+  std::string nan_step = TRUN_TEST_BIGRAM_NAN_STEP;
+  std::string data = " --data " + train_;
+  std::string ckpt = dir_.File("ckpt");
+  CliResult stop = RunTrun(nan_step + data + " --steps 10 --ckpt-dir " + ckpt +
+                           " --ckpt-every 1");
+  ExpectError(stop, 1,
+              "step 'bigram': non-finite loss at train step 6 (loss nan) "
+              "(last good checkpoint: " +
+                  ckpt + "/step_000000005)");
+  EXPECT_FALSE(std::filesystem::exists(ckpt + "/step_000000006"))
+      << "no checkpoint of the poisoned weights";
+  // --on-nan skip: step 6 is undone, the run finishes with finite weights.
+  std::string weights = dir_.File("w.safetensors");
+  CliResult skip = RunTrun(nan_step + data + " --steps 15 --on-nan skip "
+                                             "--save-weights " + weights);
+  ASSERT_EQ(skip.exit_code, 0) << skip.err;
+  EXPECT_NE(skip.out.find("warning: step 'bigram': non-finite loss at train "
+                          "step 6 (loss nan); update undone (--on-nan skip)"),
+            std::string::npos)
+      << skip.out;
+  EXPECT_NE(skip.out.find("1 skipped (non-finite)"), std::string::npos)
+      << skip.out;
+  absl::StatusOr<SafetensorsFile> saved = SafetensorsFile::Open(weights);
+  ASSERT_TRUE(saved.ok()) << saved.status();
+  for (const auto &[name, tensor] : saved->tensors()) {
+    const float *values = reinterpret_cast<const float *>(tensor.data);
+    for (int64_t i = 0; i < tensor.size_bytes / 4; ++i)
+      ASSERT_TRUE(std::isfinite(values[i])) << name << "[" << i << "]";
+  }
+  // Every step bad from step 21: gives up after the limit in a row.
+  CliResult give_up = RunTrun(nan_step + data + " --steps 60 --on-nan skip");
+  EXPECT_EQ(give_up.exit_code, 1);
+  EXPECT_NE(give_up.err.find("non-finite loss at train step 30 (loss nan); "
+                             "10 steps in a row skipped (--on-nan skip), "
+                             "giving up"),
+            std::string::npos)
+      << give_up.err;
+}
+
+TEST_F(TrunTokenCliTest, MetricsFileHasStepEvalAndRunRecords) {
+  std::string metrics = dir_.File("m.jsonl");
+  CliResult r = RunTrun(Data() + " --steps 10 --eval-every 5 --eval-batches 2 "
+                        "--metrics " + metrics);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  std::string text = Slurp(metrics);
+  EXPECT_EQ(StepLosses(metrics).size(), 10u) << text;
+  EXPECT_NE(text.find("\"kind\":\"eval\""), std::string::npos) << text;
+  EXPECT_NE(text.find("\"event\":\"start\""), std::string::npos) << text;
+  EXPECT_NE(text.find("\"event\":\"end\""), std::string::npos) << text;
+  EXPECT_NE(text.find("\"unit\":\"tokens\""), std::string::npos) << text;
+  // The summary line reports the data wait of the background loader.
+  EXPECT_TRUE(std::regex_search(
+      r.out, std::regex("trained 10 steps in [0-9.]+ s \\([0-9]+ tokens/s, "
+                        "data wait [0-9.]+%\\)")))
+      << r.out;
+}
+
+TEST_F(TrunTokenCliTest, UnusableCheckpointDirectoryIsAClearError) {
+  std::string file = dir_.File("plain_file");
+  std::ofstream(file) << "x";
+  CliResult r = RunTrun(Data() + " --steps 2 --ckpt-dir " + file + "/ckpt");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find(file), std::string::npos) << r.err;
+  EXPECT_EQ(r.err.find('\n'), r.err.size() - 1) << "one line: " << r.err;
 }
 
 // The bigram model on real English text (Debian's fortunes), char level.

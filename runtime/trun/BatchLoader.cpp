@@ -1,0 +1,81 @@
+#include "runtime/trun/BatchLoader.h"
+
+#include <algorithm>
+#include <chrono>
+
+namespace tcc::trun {
+
+BatchLoader::BatchLoader(BatchSource &source, const StepBinding &binding,
+                         int depth)
+    : source_(source), depth_(std::max(depth, 2)) {
+  bool allocated = true;
+  for (int64_t i = 0; i < depth_; ++i) {
+    slots_.emplace_back(binding);
+    allocated &= slots_.back().data.ok() && slots_.back().targets.ok();
+  }
+  // Without every slot the source must not write anywhere: report the end
+  // at once (the thread still starts, finds ended_ and exits).
+  ended_ = !allocated;
+  thread_ = std::thread([this] { Produce(); });
+}
+
+BatchLoader::~BatchLoader() {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    stop_ = true;
+  }
+  space_.notify_all();
+  thread_.join();
+}
+
+void BatchLoader::Produce() {
+  std::unique_lock<std::mutex> lock(mutex_);
+  while (!ended_) {
+    // Room for one more while keeping the consumer's batch untouched.
+    space_.wait(lock,
+                [this] { return stop_ || produced_ < taken_ + depth_ - 1; });
+    if (stop_)
+      return;
+    HostBatch &slot = slots_[produced_ % depth_];
+    // The consumer only reads batches below produced_ and its slots: fill
+    // this one without the lock so Take() can run meanwhile.
+    lock.unlock();
+    bool filled = source_.Next(slot);
+    lock.lock();
+    if (filled)
+      ++produced_;
+    else
+      ended_ = true;
+    ready_.notify_one();
+  }
+}
+
+HostBatch *BatchLoader::Take() {
+  std::unique_lock<std::mutex> lock(mutex_);
+  auto ready = [this] { return produced_ > taken_ || ended_; };
+  if (!ready()) {
+    auto start = std::chrono::steady_clock::now();
+    ready_.wait(lock, ready);
+    double waited = std::chrono::duration<double>(
+                        std::chrono::steady_clock::now() - start)
+                        .count();
+    wait_seconds_ += waited;
+    total_wait_seconds_ += waited;
+  }
+  if (produced_ == taken_)
+    return nullptr; // ended, and every filled batch was taken
+  // Taking batch n hands back the slot of batch n-1.
+  HostBatch *batch = &slots_[taken_ % depth_];
+  ++taken_;
+  lock.unlock();
+  space_.notify_one();
+  return batch;
+}
+
+double BatchLoader::ConsumeWaitSeconds() {
+  double seconds = wait_seconds_;
+  wait_seconds_ = 0;
+  return seconds;
+}
+
+} // namespace tcc::trun

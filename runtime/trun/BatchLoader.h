@@ -1,0 +1,83 @@
+// A background loader thread with a bounded queue of ready batches, so the
+// step never waits on I/O (memory-mapped shards, IDX decoding, window
+// copies) unless the loader falls behind; the time the consumer spent
+// blocked is measured and reported.
+//
+//   loader thread:  source.Next(slot) for slot in a ring of `depth` batches
+//   consumer:       Take() -> batch k (blocks only if not ready yet)
+//
+// The source is touched by the loader thread only, in order, so the batch
+// sequence is exactly the source's (deterministic for a seeded source).
+// The GPU path allocates the ring's buffers in pinned host memory and
+// copies a taken batch on a copy stream before the next Take().
+#ifndef TCC_RUNTIME_TRUN_BATCHLOADER_H
+#define TCC_RUNTIME_TRUN_BATCHLOADER_H
+
+#include "runtime/trun/BatchSource.h"
+#include "runtime/trun/StepBinding.h"
+
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+namespace tcc::trun {
+
+class BatchLoader {
+public:
+  // Starts the thread. `source` must outlive the loader and must not be
+  // used by anyone else until the loader is destroyed. depth >= 2: batches
+  // in the ring (one held by the consumer, depth-1 prepared ahead); a
+  // smaller depth is raised to 2. If a slot's buffers cannot be allocated
+  // the source is never read and Take() returns nullptr.
+  BatchLoader(BatchSource &source, const StepBinding &binding, int depth = 4);
+  // Stops the thread (it may be blocked on a full queue) and joins it.
+  ~BatchLoader();
+  BatchLoader(const BatchLoader &) = delete;
+  BatchLoader &operator=(const BatchLoader &) = delete;
+
+  // The next batch in source order; blocks until it is ready. nullptr when
+  // the source ran out. The batch stays valid and unchanged until the next
+  // Take() (the previous batch's slot is handed back to the loader then).
+  HostBatch *Take();
+
+  // Batches returned by Take() so far (not counting nullptr).
+  int64_t taken() const { return taken_; }
+  // Seconds Take() spent blocked waiting for the loader since the last call
+  // of this function; resets the count.
+  double ConsumeWaitSeconds();
+  // Total seconds blocked since construction.
+  double total_wait_seconds() const { return total_wait_seconds_; }
+
+private:
+  void Produce(); // the loader thread
+
+  BatchSource &source_;
+  const int64_t depth_;
+  // Batch n lives in slots_[n % depth_]; a deque never moves its elements.
+  std::deque<HostBatch> slots_;
+
+  // Guarded by mutex_. The loader fills batch produced_ while produced_ <
+  // taken_ + depth_ - 1, so it never touches the slot of the batch the
+  // consumer holds (taken_ - 1) or of one still queued; slot contents are
+  // handed over by the produced_ / taken_ updates under the mutex.
+  std::mutex mutex_;
+  std::condition_variable ready_; // produced_ grew, or the source ended
+  std::condition_variable space_; // taken_ grew, or stop_
+  int64_t produced_ = 0;
+  int64_t taken_ = 0; // written by the consumer only, under mutex_
+  bool ended_ = false; // the source returned false (or no slots)
+  bool stop_ = false;  // the destructor runs
+
+  // The consumer's own: no lock.
+  double wait_seconds_ = 0; // since the last ConsumeWaitSeconds()
+  double total_wait_seconds_ = 0;
+
+  std::thread thread_; // last: started once everything above exists
+};
+
+} // namespace tcc::trun
+
+#endif // TCC_RUNTIME_TRUN_BATCHLOADER_H

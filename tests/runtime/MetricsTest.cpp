@@ -1,0 +1,481 @@
+#include "runtime/trun/Metrics.h"
+
+#include "tests/runtime/TestData.h"
+
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include <cerrno>
+#include <cmath>
+#include <cstring>
+#include <fstream>
+#include <limits>
+#include <sstream>
+#include <vector>
+
+namespace tcc::trun {
+namespace {
+
+using testing::TempDir;
+
+constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+constexpr double kInf = std::numeric_limits<double>::infinity();
+constexpr const char *kClear = "\r\x1b[K";
+
+// A reporter on a clock the test moves by hand.
+class ScriptedReporter : public ProgressReporter {
+public:
+  ScriptedReporter(std::ostream &out, bool live, int64_t total_steps,
+                   int64_t first_step, int64_t log_every, std::string unit,
+                   const double *clock)
+      : ProgressReporter(out, live, total_steps, first_step, log_every,
+                         std::move(unit), [clock] { return *clock; }) {}
+};
+
+std::vector<std::string> Lines(const std::string &text) {
+  std::vector<std::string> lines = absl::StrSplit(text, '\n');
+  if (!lines.empty() && lines.back().empty())
+    lines.pop_back();
+  return lines;
+}
+
+std::vector<std::string> FileLines(const std::string &path) {
+  std::ifstream in(path);
+  std::stringstream text;
+  text << in.rdbuf();
+  return Lines(text.str());
+}
+
+size_t Count(const std::string &text, const std::string &piece) {
+  size_t count = 0;
+  for (size_t at = text.find(piece); at != std::string::npos;
+       at = text.find(piece, at + piece.size()))
+    ++count;
+  return count;
+}
+
+StepRecord Step(int64_t step, double loss, double lr,
+                std::optional<double> grad_norm, double step_seconds,
+                double wait_seconds, int64_t items) {
+  StepRecord record;
+  record.step = step;
+  record.loss = loss;
+  record.learning_rate = lr;
+  record.grad_norm = grad_norm;
+  record.step_seconds = step_seconds;
+  record.data_wait_seconds = wait_seconds;
+  record.items = items;
+  return record;
+}
+
+// --- plain mode --------------------------------------------------------------
+
+TEST(ProgressReporterTest, PlainLinesEveryLogEverySteps) {
+  // 100 steps of 1.5 s wall each: 1.2 s in the train call, 0.03 s waiting,
+  // 20480 tokens; loss and grad norm change every step, lr decays.
+  const int64_t total = 100, every = 50, tokens = 20480;
+  const double wall = 1.5, train = 1.2, wait = 0.03;
+  auto loss = [](int64_t s) { return 3.0 - 0.01 * s; };
+  auto norm = [](int64_t s) { return 0.5 + 0.002 * s; };
+  auto lr = [](int64_t s) { return 3e-4 * (1.0 - s / 200.0); };
+  std::ostringstream out;
+  double clock = 1000;
+  ScriptedReporter reporter(out, /*live=*/false, total, /*first_step=*/0, every,
+                            "tokens", &clock);
+  for (int64_t s = 1; s <= total; ++s) {
+    clock += wall;
+    reporter.OnStep(Step(s, loss(s), lr(s), norm(s), train, wait, tokens));
+  }
+  reporter.Finish();
+
+  // Per window of 50 steps: 50 * 20480 tokens / 75 s = 13653.3 -> "13.7K";
+  // wait 50 * 0.03 / 75 = 2%; ETA at step 50: 1.5 s * 50 left = 1m15s.
+  const char *eta[] = {"1m15s", "0s"};
+  std::vector<std::string> expected;
+  for (int64_t end = every; end <= total; end += every) {
+    double loss_sum = 0, norm_sum = 0;
+    for (int64_t s = end - every + 1; s <= end; ++s) {
+      loss_sum += loss(s);
+      norm_sum += norm(s);
+    }
+    expected.push_back(absl::StrFormat(
+        "step %d/%d  loss %.4f  lr %.2e  grad norm %.3g  13.7K tokens/s  "
+        "%.1f ms/step  data wait %.1f%%  ETA %s",
+        end, total, loss_sum / every, lr(end), norm_sum / every, train * 1e3,
+        100 * wait / wall, eta[end / every - 1]));
+  }
+  EXPECT_EQ(Lines(out.str()), expected);
+  // The computed pieces, spelled out once for a reader.
+  EXPECT_NE(expected[0].find("loss 2.7450  lr 2.25e-04  grad norm 0.551"),
+            std::string::npos)
+      << expected[0];
+  EXPECT_NE(expected[0].find("1200.0 ms/step  data wait 2.0%"),
+            std::string::npos);
+  EXPECT_EQ(out.str().find('\r'), std::string::npos);
+}
+
+TEST(ProgressReporterTest, PlainLineWithoutGradNormAndWithSamples) {
+  // 4 steps of 0.5 s with 256 samples: 512 samples/s, under 1000 -> "512".
+  std::ostringstream out;
+  double clock = 0;
+  ScriptedReporter reporter(out, false, 8, 0, 4, "samples", &clock);
+  const double losses[] = {0.9, 0.7, 0.6, 0.4};
+  for (int64_t s = 1; s <= 4; ++s) {
+    clock += 0.5;
+    reporter.OnStep(Step(s, losses[s - 1], 0.05, std::nullopt, 0.25, 0, 256));
+  }
+  double mean = (0.9 + 0.7 + 0.6 + 0.4) / 4;
+  // ETA: 2 s / 4 steps * 4 left = 2 s.
+  EXPECT_EQ(out.str(),
+            absl::StrFormat("step 4/8  loss %.4f  lr 5.00e-02  512 samples/s  "
+                            "250.0 ms/step  data wait 0.0%%  ETA 2s\n",
+                            mean));
+}
+
+TEST(ProgressReporterTest, ResumedRunCountsStepsAndEtaFromThisProcess) {
+  // Resumed after 40 of 100 steps; log every 25: the first line is at step
+  // 50 and covers 10 steps; the ETA uses this process's 10 steps (2 s each).
+  std::ostringstream out;
+  double clock = 0;
+  ScriptedReporter reporter(out, false, 100, 40, 25, "tokens", &clock);
+  for (int64_t s = 41; s <= 50; ++s) {
+    clock += 2;
+    reporter.OnStep(Step(s, 1.0, 1e-3, 1.0, 1.0, 0.5, 1000));
+  }
+  // 10000 tokens / 20 s = 500; wait 5 s / 20 s = 25%; ETA 2 s * 50 = 1m40s.
+  EXPECT_EQ(out.str(), "step 50/100  loss 1.0000  lr 1.00e-03  grad norm 1  "
+                       "500 tokens/s  1000.0 ms/step  data wait 25.0%  "
+                       "ETA 1m40s\n");
+}
+
+TEST(ProgressReporterTest, LargeRatesAndLongEtas) {
+  std::ostringstream out;
+  double clock = 0;
+  ScriptedReporter reporter(out, false, 10000, 0, 1, "tokens", &clock);
+  clock += 0.5;
+  reporter.OnStep(Step(1, 2.0, 1e-4, std::nullopt, 0.5, 0, 2000000));
+  // 2e6 / 0.5 s = 4.0M tokens/s; ETA 0.5 s * 9999 = 4999.5 s -> 1h23m20s.
+  EXPECT_EQ(out.str(), "step 1/10000  loss 2.0000  lr 1.00e-04  4.0M tokens/s  "
+                       "500.0 ms/step  data wait 0.0%  ETA 1h23m20s\n");
+}
+
+TEST(ProgressReporterTest, SkippedStepsAreCountedNotAveraged) {
+  std::ostringstream out;
+  double clock = 0;
+  ScriptedReporter reporter(out, false, 3, 0, 3, "tokens", &clock);
+  StepRecord skipped = Step(2, kNaN, 1e-3, kNaN, 1, 0, 100);
+  skipped.skipped = true;
+  for (StepRecord record : {Step(1, 2.0, 1e-3, 1.0, 1, 0, 100), skipped,
+                            Step(3, 3.0, 1e-3, 3.0, 1, 0, 100)}) {
+    clock += 1;
+    reporter.OnStep(record);
+  }
+  // loss (2 + 3) / 2, grad norm (1 + 3) / 2: the NaNs are left out.
+  EXPECT_EQ(out.str(), "step 3/3  loss 2.5000  skipped 1  lr 1.00e-03  "
+                       "grad norm 2  100 tokens/s  1000.0 ms/step  "
+                       "data wait 0.0%  ETA 0s\n");
+}
+
+TEST(ProgressReporterTest, PlainLogEveryZeroPrintsOnlyMessages) {
+  std::ostringstream out;
+  double clock = 0;
+  ScriptedReporter reporter(out, false, 10, 0, 0, "tokens", &clock);
+  for (int64_t s = 1; s <= 10; ++s) {
+    clock += 1;
+    reporter.OnStep(Step(s, 1, 1, 1, 1, 0, 1));
+  }
+  EXPECT_EQ(out.str(), "");
+  reporter.Message("val loss 1.2345");
+  reporter.Finish();
+  EXPECT_EQ(out.str(), "val loss 1.2345\n");
+}
+
+// --- live mode ---------------------------------------------------------------
+
+TEST(ProgressReporterTest, LiveRedrawsOneLineAtMostEvery100ms) {
+  // Steps 1/32 s apart: drawn at step 1 (the first), then when 0.1 s have
+  // passed since the last draw (step 5 at 5/32, step 9 at 9/32), and at the
+  // last step 10.
+  std::ostringstream out;
+  double clock = 0;
+  ScriptedReporter reporter(out, /*live=*/true, 10, 0, 100, "tokens", &clock);
+  for (int64_t s = 1; s <= 10; ++s) {
+    clock += 1.0 / 32;
+    reporter.OnStep(Step(s, /*loss=*/s, 1e-3, std::nullopt, 0.03125, 0, 32));
+  }
+  std::string text = out.str();
+  EXPECT_EQ(text.find('\n'), std::string::npos);
+  std::vector<std::string> draws = absl::StrSplit(text, kClear);
+  ASSERT_EQ(draws.size(), 5u) << text; // "" before the first \r
+  EXPECT_EQ(draws[0], "");
+  // Each draw: the bar (20 wide, step/10 full) and the window's mean loss.
+  struct Draw {
+    int64_t step;
+    double mean_loss;
+  } want[] = {
+      {1, 1}, {5, (2 + 3 + 4 + 5) / 4.0}, {9, (6 + 7 + 8 + 9) / 4.0}, {10, 10}};
+  for (int i = 0; i < 4; ++i) {
+    int64_t filled = want[i].step * 20 / 10;
+    std::string bar =
+        "[" + std::string(filled, '#') + std::string(20 - filled, '.') + "] ";
+    std::string head = absl::StrFormat("%sstep %d/10  loss %.4f  ", bar,
+                                       want[i].step, want[i].mean_loss);
+    EXPECT_EQ(draws[i + 1].substr(0, head.size()), head) << draws[i + 1];
+  }
+  // 32 tokens per 1/32 s = 1024 tokens/s on every draw.
+  EXPECT_EQ(Count(text, "1.0K tokens/s"), 4u);
+  EXPECT_NE(draws[4].find("ETA 0s"), std::string::npos);
+  reporter.Finish();
+  EXPECT_EQ(out.str(), text + "\n");
+}
+
+TEST(ProgressReporterTest, LiveMessageClearsTheBarAndRedrawsIt) {
+  std::ostringstream out;
+  double clock = 0;
+  ScriptedReporter reporter(out, true, 100, 0, 100, "samples", &clock);
+  clock = 1;
+  reporter.OnStep(Step(1, 0.5, 0.1, std::nullopt, 0.5, 0, 10));
+  std::string bar = out.str();
+  ASSERT_EQ(bar.substr(0, std::strlen(kClear)), kClear);
+  bar = bar.substr(std::strlen(kClear));
+  reporter.Message("eval step 1: val loss 0.4321");
+  EXPECT_EQ(out.str(), std::string(kClear) + bar + kClear +
+                           "eval step 1: val loss 0.4321\n" + bar);
+  reporter.Finish();
+  EXPECT_EQ(out.str().back(), '\n');
+  // After Finish there is no bar to clear: a plain line.
+  size_t before = out.str().size();
+  reporter.Message("done");
+  EXPECT_EQ(out.str().substr(before), "done\n");
+}
+
+TEST(ProgressReporterTest, LiveMessageBeforeAnyStepIsAPlainLine) {
+  std::ostringstream out;
+  double clock = 0;
+  ScriptedReporter reporter(out, true, 100, 0, 100, "tokens", &clock);
+  reporter.Message("resumed from step 0");
+  reporter.Finish();
+  EXPECT_EQ(out.str(), "resumed from step 0\n");
+}
+
+TEST(ProgressReporterTest, LiveFinishDrawsStepsHeldBackByTheRateLimit) {
+  // Stopped early (e.g. interrupted) at step 3 of 100, steps 10 ms apart:
+  // only step 1 was drawn; Finish shows step 3 before the newline.
+  std::ostringstream out;
+  double clock = 0;
+  ScriptedReporter reporter(out, true, 100, 0, 100, "tokens", &clock);
+  for (int64_t s = 1; s <= 3; ++s) {
+    clock += 0.01;
+    reporter.OnStep(Step(s, 1, 1, std::nullopt, 0.01, 0, 1));
+  }
+  EXPECT_EQ(Count(out.str(), kClear), 1u);
+  EXPECT_NE(out.str().find("step 1/100"), std::string::npos);
+  reporter.Finish();
+  std::string text = out.str();
+  EXPECT_EQ(Count(text, kClear), 2u);
+  EXPECT_NE(text.find("step 3/100"), std::string::npos);
+  EXPECT_EQ(text.find('\n'), text.size() - 1);
+  reporter.Finish(); // a second Finish adds nothing
+  EXPECT_EQ(out.str(), text);
+}
+
+// --- MetricsLog --------------------------------------------------------------
+
+using Json = nlohmann::json;
+
+Json Parse(const std::string &line) {
+  Json json = Json::parse(line, nullptr, /*allow_exceptions=*/false);
+  EXPECT_TRUE(json.is_object()) << line;
+  return json;
+}
+
+TEST(MetricsLogTest, RecordsRoundTripThroughJson) {
+  TempDir dir;
+  std::string path = dir.File("m.jsonl");
+  absl::StatusOr<std::unique_ptr<MetricsLog>> log =
+      MetricsLog::Open(path, false);
+  ASSERT_TRUE(log.ok()) << log.status();
+  StepRecord step = Step(17, 2.31, 3e-4, 1.25, 0.15, 0.00001, 2048);
+  ASSERT_TRUE((*log)->WriteStep(step, "tokens").ok());
+  EvalRecord val{100, "val", 1.93, std::nullopt, 20};
+  ASSERT_TRUE((*log)->WriteEval(val).ok());
+  EvalRecord test{938, "test", 0.41, 0.85, 79};
+  ASSERT_TRUE((*log)->WriteEval(test).ok());
+  ASSERT_TRUE((*log)
+                  ->WriteRunEvent("checkpoint", 100,
+                                  {{"path", "ckpt/step-100"}, {"why", "every"}})
+                  .ok());
+  log->reset(); // closes the file
+
+  std::vector<std::string> lines = FileLines(path);
+  ASSERT_EQ(lines.size(), 4u);
+  Json s = Parse(lines[0]);
+  EXPECT_EQ(s["kind"], "step");
+  EXPECT_EQ(s["step"], 17);
+  EXPECT_DOUBLE_EQ(s["loss"].get<double>(), step.loss);
+  EXPECT_DOUBLE_EQ(s["lr"].get<double>(), step.learning_rate);
+  EXPECT_DOUBLE_EQ(s["grad_norm"].get<double>(), 1.25);
+  EXPECT_DOUBLE_EQ(s["step_ms"].get<double>(), step.step_seconds * 1e3);
+  EXPECT_DOUBLE_EQ(s["data_wait_ms"].get<double>(),
+                   step.data_wait_seconds * 1e3);
+  EXPECT_DOUBLE_EQ(s["items_per_s"].get<double>(),
+                   2048 / (step.step_seconds + step.data_wait_seconds));
+  EXPECT_EQ(s["unit"], "tokens");
+  // Keys in the documented order.
+  EXPECT_EQ(lines[0].rfind(R"({"kind":"step","step":17,"loss":)", 0), 0u)
+      << lines[0];
+
+  Json v = Parse(lines[1]);
+  EXPECT_EQ(v["kind"], "eval");
+  EXPECT_EQ(v["step"], 100);
+  EXPECT_DOUBLE_EQ(v["val_loss"].get<double>(), 1.93);
+  EXPECT_EQ(v["batches"], 20);
+  EXPECT_FALSE(v.contains("accuracy"));
+  Json t = Parse(lines[2]);
+  EXPECT_EQ(t["step"], 938);
+  EXPECT_DOUBLE_EQ(t["test_loss"].get<double>(), 0.41);
+  EXPECT_DOUBLE_EQ(t["accuracy"].get<double>(), 0.85);
+  EXPECT_EQ(t["batches"], 79);
+  Json r = Parse(lines[3]);
+  EXPECT_EQ(r["kind"], "run");
+  EXPECT_EQ(r["event"], "checkpoint");
+  EXPECT_EQ(r["step"], 100);
+  EXPECT_EQ(r["path"], "ckpt/step-100");
+  EXPECT_EQ(r["why"], "every");
+
+  // Every record has time_s: seconds since Open, never decreasing.
+  double previous = 0;
+  for (const std::string &line : lines) {
+    Json json = Parse(line);
+    ASSERT_TRUE(json["time_s"].is_number()) << line;
+    EXPECT_GE(json["time_s"].get<double>(), previous);
+    previous = json["time_s"].get<double>();
+  }
+}
+
+TEST(MetricsLogTest, NonFiniteNumbersAreNull) {
+  TempDir dir;
+  std::string path = dir.File("m.jsonl");
+  auto log = MetricsLog::Open(path, false);
+  ASSERT_TRUE(log.ok()) << log.status();
+  StepRecord skipped = Step(18, kNaN, kInf, -kInf, 0, 0, 64);
+  skipped.skipped = true;
+  ASSERT_TRUE((*log)->WriteStep(skipped, "samples").ok());
+  ASSERT_TRUE(
+      (*log)
+          ->WriteStep(Step(19, 1, 1, std::nullopt, 0.5, 0, 64), "samples")
+          .ok());
+  ASSERT_TRUE((*log)->WriteEval({19, "val", kNaN, kNaN, 1}).ok());
+  std::vector<std::string> lines = FileLines(path);
+  ASSERT_EQ(lines.size(), 3u);
+  Json s = Parse(lines[0]);
+  EXPECT_EQ(s["kind"], "skip");
+  EXPECT_TRUE(s["loss"].is_null());
+  EXPECT_TRUE(s["lr"].is_null());
+  EXPECT_TRUE(s["grad_norm"].is_null());
+  EXPECT_TRUE(s["items_per_s"].is_null()); // 64 items in 0 s
+  Json n = Parse(lines[1]);
+  EXPECT_FALSE(n.contains("grad_norm"));
+  EXPECT_DOUBLE_EQ(n["items_per_s"].get<double>(), 128);
+  Json e = Parse(lines[2]);
+  EXPECT_TRUE(e["val_loss"].is_null());
+  EXPECT_TRUE(e["accuracy"].is_null());
+}
+
+TEST(MetricsLogTest, AppendKeepsEarlierLinesAndWriteTruncates) {
+  TempDir dir;
+  std::string path = dir.File("m.jsonl");
+  {
+    auto log = MetricsLog::Open(path, false);
+    ASSERT_TRUE(log.ok());
+    ASSERT_TRUE((*log)->WriteRunEvent("start", 0, {}).ok());
+    ASSERT_TRUE((*log)->WriteRunEvent("end", 5, {}).ok());
+  }
+  {
+    auto log = MetricsLog::Open(path, true);
+    ASSERT_TRUE(log.ok());
+    ASSERT_TRUE((*log)->WriteRunEvent("resume", 5, {{"from", "ckpt"}}).ok());
+  }
+  std::vector<std::string> lines = FileLines(path);
+  ASSERT_EQ(lines.size(), 3u);
+  EXPECT_EQ(Parse(lines[0])["event"], "start");
+  EXPECT_EQ(Parse(lines[1])["event"], "end");
+  EXPECT_EQ(Parse(lines[2])["event"], "resume");
+  {
+    auto log = MetricsLog::Open(path, false);
+    ASSERT_TRUE(log.ok());
+    ASSERT_TRUE((*log)->WriteRunEvent("start", 0, {}).ok());
+  }
+  lines = FileLines(path);
+  ASSERT_EQ(lines.size(), 1u);
+  EXPECT_EQ(Parse(lines[0])["event"], "start");
+}
+
+TEST(MetricsLogTest, AppendAfterACutOffLineStartsANewLine) {
+  TempDir dir;
+  std::string path = dir.File("m.jsonl");
+  std::string partial = R"({"kind":"step","step":3,"lo)";
+  {
+    std::ofstream out(path);
+    out << R"({"kind":"run","event":"start","step":0})"
+        << "\n"
+        << partial;
+  }
+  auto log = MetricsLog::Open(path, true);
+  ASSERT_TRUE(log.ok()) << log.status();
+  ASSERT_TRUE((*log)->WriteRunEvent("resume", 2, {}).ok());
+  std::vector<std::string> lines = FileLines(path);
+  ASSERT_EQ(lines.size(), 3u);
+  EXPECT_EQ(lines[1], partial);
+  EXPECT_EQ(Parse(lines[2])["event"], "resume");
+}
+
+TEST(MetricsLogTest, OpenErrorNamesThePath) {
+  TempDir dir;
+  std::string path = dir.File("no/such/dir/m.jsonl");
+  auto log = MetricsLog::Open(path, true);
+  ASSERT_FALSE(log.ok());
+  EXPECT_EQ(log.status().message(),
+            "cannot open metrics file " + path + ": " + std::strerror(ENOENT));
+}
+
+TEST(MetricsLogTest, FullDiskIsReportedAndStaysReported) {
+  // /dev/full accepts the open and fails every write with ENOSPC.
+  for (bool append : {false, true}) {
+    auto log = MetricsLog::Open("/dev/full", append);
+    ASSERT_TRUE(log.ok()) << log.status();
+    absl::Status first = (*log)->WriteStep(Step(1, 1, 1, 1, 1, 0, 1), "tokens");
+    ASSERT_FALSE(first.ok());
+    EXPECT_EQ(first.message(), std::string("cannot write metrics file "
+                                           "/dev/full: ") +
+                                   std::strerror(ENOSPC));
+    // Later writes return the same error (and do not crash).
+    EXPECT_EQ((*log)->WriteEval({1, "val", 1, std::nullopt, 1}), first);
+    EXPECT_EQ((*log)->WriteRunEvent("end", 1, {}), first);
+  }
+}
+
+TEST(MetricsLogTest, BadRecordsAreRejectedWithoutBreakingTheLog) {
+  TempDir dir;
+  std::string path = dir.File("m.jsonl");
+  auto log = MetricsLog::Open(path, false);
+  ASSERT_TRUE(log.ok());
+  absl::Status reserved = (*log)->WriteRunEvent("end", 3, {{"step", "4"}});
+  EXPECT_EQ(reserved.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(reserved.message().find("'step'"), std::string::npos) << reserved;
+  EXPECT_NE(reserved.message().find(path), std::string::npos) << reserved;
+  absl::Status no_split = (*log)->WriteEval({3, "", 1, std::nullopt, 1});
+  EXPECT_EQ(no_split.code(), absl::StatusCode::kInvalidArgument);
+  // Not UTF-8: written as U+FFFD, the line still parses.
+  ASSERT_TRUE(
+      (*log)->WriteRunEvent("end", 3, {{"note", "bad \xff byte"}}).ok());
+  std::vector<std::string> lines = FileLines(path);
+  ASSERT_EQ(lines.size(), 1u);
+  EXPECT_EQ(Parse(lines[0])["note"], "bad \xef\xbf\xbd byte");
+}
+
+} // namespace
+} // namespace tcc::trun
