@@ -16,6 +16,7 @@ BatchLoader::BatchLoader(BatchSource &source, const StepBinding &binding,
   // Without every slot the source must not write anywhere: report the end
   // at once (the thread still starts, finds ended_ and exits).
   ended_ = !allocated;
+  slots_allocated_ = allocated;
   thread_ = std::thread([this] { Produce(); });
 }
 
@@ -56,9 +57,9 @@ HostBatch *BatchLoader::Take() {
   if (!ready()) {
     auto start = std::chrono::steady_clock::now();
     ready_.wait(lock, ready);
-    double waited = std::chrono::duration<double>(
-                        std::chrono::steady_clock::now() - start)
-                        .count();
+    double waited =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
+            .count();
     wait_seconds_ += waited;
     total_wait_seconds_ += waited;
   }

@@ -48,6 +48,9 @@ public:
   // Seconds Take() spent blocked waiting for the loader since the last call
   // of this function; resets the count.
   double ConsumeWaitSeconds();
+  // False when the ring's buffers could not be allocated (then Take()
+  // returns nullptr at once and the source is never read).
+  bool slots_allocated() const { return slots_allocated_; }
   // Total seconds blocked since construction.
   double total_wait_seconds() const { return total_wait_seconds_; }
 
@@ -67,7 +70,7 @@ private:
   std::condition_variable ready_; // produced_ grew, or the source ended
   std::condition_variable space_; // taken_ grew, or stop_
   int64_t produced_ = 0;
-  int64_t taken_ = 0; // written by the consumer only, under mutex_
+  int64_t taken_ = 0;  // written by the consumer only, under mutex_
   bool ended_ = false; // the source returned false (or no slots)
   bool stop_ = false;  // the destructor runs
 
@@ -75,6 +78,7 @@ private:
   double wait_seconds_ = 0; // since the last ConsumeWaitSeconds()
   double total_wait_seconds_ = 0;
 
+  bool slots_allocated_ = true; // set before the thread starts
   std::thread thread_; // last: started once everything above exists
 };
 

@@ -10,14 +10,19 @@
 namespace tcc::trun {
 namespace {
 
-// Copies sample `sample` of `data` into row `row` of `batch`.
+// Copies sample `sample` of `data` into row `row` of `batch`: u8 pixels
+// through the normalizer, float32 images as stored.
 void CopySample(const LabeledImages &data, const PixelNormalizer &normalizer,
                 int64_t sample, int64_t row, HostBatch &batch) {
   int64_t values = data.pixels_per_image();
-  const uint8_t *pixels = data.pixels.data() + sample * values;
   float *image = batch.data.as<float>() + row * values; // (values)
-  for (int64_t k = 0; k < values; ++k)
-    image[k] = normalizer.table[pixels[k]];
+  if (!data.float_pixels.empty()) {
+    std::copy_n(data.float_pixels.data() + sample * values, values, image);
+  } else {
+    const uint8_t *pixels = data.pixels.data() + sample * values;
+    for (int64_t k = 0; k < values; ++k)
+      image[k] = normalizer.table[pixels[k]];
+  }
   batch.targets.as<int32_t>()[row] = data.labels[sample];
 }
 
@@ -25,12 +30,19 @@ void CopySample(const LabeledImages &data, const PixelNormalizer &normalizer,
 
 PixelNormalizer
 PixelNormalizer::FromTrainingImages(const LabeledImages &train) {
+  PixelNormalizer n;
+  // float32 training images are fed as stored and have no u8 pixels to
+  // measure: mean 0, std 1 (the table is then plain p/255).
+  if (!train.float_pixels.empty()) {
+    for (int v = 0; v < 256; ++v)
+      n.table[v] = static_cast<float>(v / 255.0);
+    return n;
+  }
   // A histogram makes the statistics exact and cheap for 47M pixels.
   std::array<int64_t, 256> counts{};
   for (uint8_t p : train.pixels)
     ++counts[p];
   double total = static_cast<double>(train.pixels.size());
-  PixelNormalizer n;
   if (total == 0)
     total = 1;
   double sum = 0;

@@ -19,7 +19,8 @@ namespace tcc::trun {
 // Pixel p (0..255) becomes (p / 255 - mean) / stddev, with mean and stddev
 // (population) of p / 255 over every pixel of the training images. The same
 // table is used for the test images. A constant image set (stddev 0) only
-// gets the mean removed.
+// gets the mean removed. float32 images (.npy) are fed as stored: their
+// normalizer is mean 0, stddev 1 and is not applied.
 struct PixelNormalizer {
   static PixelNormalizer FromTrainingImages(const LabeledImages &train);
 
@@ -87,9 +88,9 @@ private:
   const PixelNormalizer &normalizer_;
   int64_t batch_size_;
   uint64_t seed_;
-  int64_t epoch_ = -1;   // whose permutation order_ holds; -1: none yet
-  int64_t sample_ = 0;   // next index into order_
-  int64_t batches_ = 0;  // handed out
+  int64_t epoch_ = -1;  // whose permutation order_ holds; -1: none yet
+  int64_t sample_ = 0;  // next index into order_
+  int64_t batches_ = 0; // handed out
   std::vector<int64_t> order_;
 };
 

@@ -1,6 +1,9 @@
-// Turns the --data / --test arguments into IDX file paths.
+// Turns the --data / --test arguments into image and label files (IDX or
+// .npy) and reads them.
 #ifndef TCC_RUNTIME_TRUN_DATAFILES_H
 #define TCC_RUNTIME_TRUN_DATAFILES_H
+
+#include "runtime/trun/IdxDataset.h"
 
 #include "absl/status/statusor.h"
 
@@ -27,6 +30,11 @@ struct DataFiles {
 absl::StatusOr<DataFiles>
 ResolveDataFiles(const std::string &data,
                  const std::optional<std::string> &test);
+
+// Reads a split. Each file is a .npy array when its name ends with ".npy"
+// (NpyFile.h), else IDX (IdxDataset.h), so the two can be mixed; image and
+// label counts must match. Two IDX files read exactly as LoadLabeledImages.
+absl::StatusOr<LabeledImages> ReadSplit(const SplitFiles &files);
 
 } // namespace tcc::trun
 

@@ -33,7 +33,10 @@ struct LabeledImages {
   int64_t rows = 0;
   int64_t cols = 0;
   std::vector<uint8_t> pixels; // (count, rows, cols)
-  std::vector<uint8_t> labels; // (count)
+  // float32 images (from a .npy file), fed as stored: when non-empty it
+  // replaces `pixels` and no normalizer applies.
+  std::vector<float> float_pixels; // (count, rows, cols)
+  std::vector<uint8_t> labels;     // (count)
 
   int64_t pixels_per_image() const { return rows * cols; }
 };

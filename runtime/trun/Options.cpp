@@ -18,17 +18,21 @@ const char kUsage[] =
 
 Trains a step library compiled by tcc with the step's optimizer. A step with
 inputs 'tokens' and 'targets' (i32 [B, T]) is a token model and trains on
-token shards; any other step is an image classifier and trains on IDX image
-data (e.g. Fashion-MNIST), then reports accuracy and loss on the test split.
+token shards; any other step is an image classifier and trains on image data
+(IDX files such as Fashion-MNIST, or .npy arrays), then reports accuracy and
+loss on the test split.
 
 image data:
   --data DIR            train on DIR/train-images-idx3-ubyte[.gz] and
                         DIR/train-labels-idx1-ubyte[.gz], test on
                         DIR/t10k-images-idx3-ubyte[.gz] and
                         DIR/t10k-labels-idx1-ubyte[.gz]
-  --data IMAGES,LABELS  train on these two IDX files (gzipped or not)
-  --test IMAGES,LABELS  test on these two IDX files (with --data IMAGES,LABELS
-                        and no --test, evaluation is skipped)
+  --data IMAGES,LABELS  train on these two files, each IDX (gzipped or not)
+                        or, when named *.npy, a numpy array: images uint8
+                        (normalized like IDX) or float32 (fed as stored)
+                        [N, ...], labels any integer dtype [N]
+  --test IMAGES,LABELS  test on these two files (same formats; with --data
+                        IMAGES,LABELS and no --test, evaluation is skipped)
 token data (shards from tcc-data tokenize, nanoGPT or llm.c):
   --data SHARDS         train on a token shard file or a quoted glob of them
                         ('data/train_*.bin')

@@ -23,12 +23,12 @@
 namespace tcc::trun {
 namespace {
 
-// Reads a split and checks it against the step's inputs and logits.
+// Reads a split (IDX or .npy files) and checks it against the step's inputs
+// and logits.
 absl::StatusOr<LabeledImages> LoadSplit(const SplitFiles &files,
                                         const StepBinding &binding,
                                         const tcc_step_descriptor &d) {
-  absl::StatusOr<LabeledImages> split =
-      LoadLabeledImages(files.images, files.labels);
+  absl::StatusOr<LabeledImages> split = ReadSplit(files);
   if (!split.ok())
     return split.status();
   if (split->count == 0)
@@ -37,6 +37,42 @@ absl::StatusOr<LabeledImages> LoadSplit(const SplitFiles &files,
   if (absl::Status s = CheckDataFits(binding, d, *split); !s.ok())
     return s;
   return split;
+}
+
+// Train and test images must be alike: after float32 training, u8 test
+// images would get a normalization the model never saw; after u8 training,
+// float32 test images would miss the one it did.
+absl::Status CheckSameImageType(const LabeledImages &train,
+                                const std::optional<LabeledImages> &test) {
+  if (!test || train.float_pixels.empty() == test->float_pixels.empty())
+    return absl::OkStatus();
+  auto type = [](const LabeledImages &set) {
+    return set.float_pixels.empty() ? "uint8" : "float32";
+  };
+  return absl::InvalidArgumentError(absl::StrCat(
+      test->images_path, ": ", type(*test), " images but the training images ",
+      train.images_path, " are ", type(train),
+      "; train and test images must have the same dtype"));
+}
+
+// "normalization: ..." and, per float32 images file, a note that it is fed
+// as stored (CheckSameImageType made test and train alike).
+std::string NormalizationLines(const PixelNormalizer &normalizer,
+                               const LabeledImages &train,
+                               const std::optional<LabeledImages> &test) {
+  if (train.float_pixels.empty())
+    return absl::StrFormat("normalization: mean %.4f, std %.4f (of x/255 over "
+                           "the training images)\n",
+                           normalizer.mean, normalizer.stddev);
+  std::string lines = "normalization: none (float32 images)\n";
+  auto note = [&](const std::string &file) {
+    absl::StrAppend(&lines, "images: float32 from ", file,
+                    ", fed as stored (no normalization)\n");
+  };
+  note(train.images_path);
+  if (test && test->images_path != train.images_path)
+    note(test->images_path);
+  return lines;
 }
 
 void PrintEvalResult(const EvalResult &result, std::ostream &out) {
@@ -146,6 +182,20 @@ absl::Status SaveTrainOutputs(const Options &options,
   return absl::OkStatus();
 }
 
+// One line saying which file feeds which step input, e.g.
+//   inputs: 'image' f32 [64, 784] <- x.gz (normalized), 'label' i32 [64] <- y.gz
+std::string BindingLine(const tcc_step_descriptor &d, const StepBinding &b,
+                        absl::string_view data_from,
+                        absl::string_view targets_from) {
+  auto input = [&](int32_t index) {
+    const tcc_tensor_desc &t = d.inputs[index];
+    return absl::StrCat("'", t.name, "' ", DtypeName(t.dtype), " ",
+                        ShapeString(t));
+  };
+  return absl::StrCat("inputs: ", input(b.data_input), " <- ", data_from, ", ",
+                      input(b.target_input), " <- ", targets_from, "\n");
+}
+
 absl::Status RunImageClassifier(const Options &options,
                                 const tcc_step_descriptor &d,
                                 const StepBinding &binding, Trainer &trainer,
@@ -170,6 +220,8 @@ absl::Status RunImageClassifier(const Options &options,
     test = std::move(*loaded);
   }
 
+  if (absl::Status s = CheckSameImageType(*train, test); !s.ok())
+    return s;
   PixelNormalizer normalizer = PixelNormalizer::FromTrainingImages(*train);
   ShuffledBatches batches(*train, normalizer, binding.batch_size,
                           options.seed);
@@ -194,9 +246,12 @@ absl::Status RunImageClassifier(const Options &options,
   out << absl::StrFormat(
       "train: %d samples from %s (%d steps per epoch, %d steps)\n",
       train->count, files->train.images, plan.steps_per_epoch, plan.steps);
-  out << absl::StrFormat("normalization: mean %.4f, std %.4f (of x/255 over "
-                         "the training images)\n",
-                         normalizer.mean, normalizer.stddev);
+  out << NormalizationLines(normalizer, *train, test);
+  out << BindingLine(d, binding,
+                     absl::StrCat(files->train.images,
+                                  train->float_pixels.empty() ? " (normalized)"
+                                                              : " (as stored)"),
+                     files->train.labels);
 
   if (absl::Status s = session.Train(plan); !s.ok())
     return s;
@@ -387,6 +442,10 @@ absl::Status RunTokenModel(const Options &options,
         "epoch, %d steps)\n",
         train->total_tokens(), train->Describe(), plan.data_order, T,
         plan.steps_per_epoch, plan.steps);
+    out << BindingLine(d, binding,
+                       absl::StrCat(train->Describe(), " (window tokens 0..",
+                                    T - 1, ")"),
+                       absl::StrCat("the same windows (tokens 1..", T, ")"));
     if (absl::Status s = session.Train(plan); !s.ok())
       return s;
     if (absl::Status s =

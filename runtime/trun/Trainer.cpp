@@ -194,7 +194,10 @@ absl::StatusOr<TrainSummary> Trainer::Train(BatchLoader &loader,
     double wait = loader.ConsumeWaitSeconds();
     summary.data_wait_seconds += wait;
     if (!batch)
-      return absl::InternalError("training data ran out");
+      return loader.slots_allocated()
+                 ? absl::InternalError("training data ran out")
+                 : absl::ResourceExhaustedError(
+                       "cannot allocate the batch loader's buffers");
     if (config.on_nan == OnNan::kSkip)
       if (absl::Status s = Snapshot(); !s.ok())
         return s;

@@ -89,8 +89,7 @@ bool SameBatch(const HostBatch &a, const HostBatch &b) {
   return a.real_rows == b.real_rows && a.data.size() == b.data.size() &&
          a.targets.size() == b.targets.size() &&
          std::memcmp(a.data.data(), b.data.data(), a.data.size()) == 0 &&
-         std::memcmp(a.targets.data(), b.targets.data(), a.targets.size()) ==
-             0;
+         std::memcmp(a.targets.data(), b.targets.data(), a.targets.size()) == 0;
 }
 
 // `count` samples of 1x3 images; sample i has pixels {i, 2i, 255 - i}.
@@ -229,6 +228,7 @@ TEST(BatchLoaderTest, UnallocatableSlotsNeverReadTheSource) {
   EXPECT_EQ(loader.Take(), nullptr);
   EXPECT_EQ(loader.Take(), nullptr);
   EXPECT_EQ(source.calls(), 0);
+  EXPECT_FALSE(loader.slots_allocated());
 }
 
 // ~20 ms per batch and a consumer that does nothing else: nearly all of
@@ -243,8 +243,7 @@ TEST(BatchLoaderTest, MeasuresTheWaitForASlowSource) {
     ASSERT_NE(batch, nullptr);
     EXPECT_TRUE(Holds(*batch, n));
   }
-  double elapsed =
-      std::chrono::duration<double>(Clock::now() - start).count();
+  double elapsed = std::chrono::duration<double>(Clock::now() - start).count();
   double waited = loader.ConsumeWaitSeconds();
   // 8 batches take >= 160 ms to produce; allow half of that for scheduling.
   EXPECT_GE(waited, 0.08);
@@ -289,8 +288,7 @@ bool DestroysPromptly(std::unique_ptr<BatchLoader> loader,
         delete source;
         done->set_value();
       });
-  if (finished.wait_for(std::chrono::seconds(5)) !=
-      std::future_status::ready) {
+  if (finished.wait_for(std::chrono::seconds(5)) != std::future_status::ready) {
     destroyer.detach();
     return false;
   }
@@ -311,8 +309,7 @@ TEST(BatchLoaderTest, DestroyingStopsAProducerBlockedOnAFullQueue) {
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
     Clock::time_point start = Clock::now();
     ASSERT_TRUE(DestroysPromptly(std::move(loader), std::move(source)));
-    EXPECT_LT(std::chrono::duration<double>(Clock::now() - start).count(),
-              1.0);
+    EXPECT_LT(std::chrono::duration<double>(Clock::now() - start).count(), 1.0);
   }
 }
 

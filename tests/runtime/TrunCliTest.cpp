@@ -1,4 +1,5 @@
 // Runs the trun binary as a user would and checks output and exit codes.
+#include "runtime/trun/BatchSource.h"
 #include "runtime/trun/Options.h"
 
 #include "tests/runtime/TestData.h"
@@ -7,6 +8,7 @@
 
 #include <sys/wait.h>
 
+#include <cmath>
 #include <cstdlib>
 #include <fstream>
 #include <regex>
@@ -109,6 +111,29 @@ TEST_F(TrunCliTest, SameSeedReproducesOtherSeedDiffers) {
   EXPECT_NE(final_lines(a.out), final_lines(c.out));
 }
 
+// An image classifier stopped mid-epoch and resumed (shuffled batches:
+// the epoch's permutation is recomputed at the data cursor) ends exactly
+// like the uninterrupted run.
+TEST_F(TrunCliTest, ResumedImageRunEndsLikeTheUninterruptedOne) {
+  std::string args = Step() + " --data " + data_.path() + " --seed 3";
+  std::string ckpt = data_.File("ckpt");
+  CliResult whole = RunTrun(args + " --epochs 3");
+  CliResult first = RunTrun(args + " --steps 8 --ckpt-dir " + ckpt);
+  CliResult rest = RunTrun(args + " --epochs 3 --ckpt-dir " + ckpt +
+                           " --resume");
+  ASSERT_EQ(whole.exit_code, 0) << whole.err;
+  ASSERT_EQ(first.exit_code, 0) << first.err;
+  ASSERT_EQ(rest.exit_code, 0) << rest.err;
+  EXPECT_NE(rest.out.find("resumed from " + ckpt + "/step_000000008: step 8"),
+            std::string::npos)
+      << rest.out;
+  auto final_lines = [](const std::string &out) {
+    size_t at = out.find("test accuracy:");
+    return at == std::string::npos ? out : out.substr(at);
+  };
+  EXPECT_EQ(final_lines(rest.out), final_lines(whole.out)) << rest.out;
+}
+
 TEST_F(TrunCliTest, FilePairWithoutTestSkipsEvaluation) {
   CliResult result = RunTrun(
       Step() + " --data " + data_.File("train-images-idx3-ubyte.gz") + "," +
@@ -192,6 +217,178 @@ TEST_F(TrunCliTest, TooFewSamplesForOneBatchIsAnError) {
   ExpectError(RunTrun(Step() + " --data " + images + "," +
                       tiny.File("train-labels-idx1-ubyte.gz")),
               1, "99 samples, fewer than the step's batch size 100");
+}
+
+// A version 1.0 .npy file as np.save writes it: `values` row-major.
+template <typename T>
+void WriteNpy(const std::string &path, const std::string &descr,
+              const std::vector<int64_t> &shape, const std::vector<T> &values) {
+  std::string dims;
+  for (int64_t d : shape)
+    dims += std::to_string(d) + ", ";
+  if (shape.size() > 1)
+    dims.resize(dims.size() - 2);
+  std::string header = "{'descr': '" + descr +
+                       "', 'fortran_order': False, 'shape': (" + dims + "), }";
+  while ((10 + header.size() + 1) % 64 != 0)
+    header += ' ';
+  header += '\n';
+  std::vector<uint8_t> bytes = {0x93, 'N', 'U', 'M', 'P', 'Y', 1, 0};
+  bytes.push_back(static_cast<uint8_t>(header.size())); // little-endian
+  bytes.push_back(static_cast<uint8_t>(header.size() >> 8));
+  bytes.insert(bytes.end(), header.begin(), header.end());
+  const uint8_t *data = reinterpret_cast<const uint8_t *>(values.data());
+  bytes.insert(bytes.end(), data, data + values.size() * sizeof(T));
+  testing::WriteFile(path, bytes);
+}
+
+// The output lines that depend only on the data, step and seed: losses,
+// epochs, accuracy; not timings or file names.
+std::vector<std::string> ResultLines(const std::string &out) {
+  std::vector<std::string> lines;
+  std::regex kept(R"((step \d+/\d+  loss \S+  lr \S+|epoch \d+ done: mean )"
+                  R"(loss \S+|test accuracy: .*|test loss: .*))");
+  std::istringstream in(out);
+  std::smatch match;
+  for (std::string line; std::getline(in, line);)
+    if (std::regex_search(line, match, kept) && match.position(0) == 0)
+      lines.push_back(match[0]);
+  return lines;
+}
+
+std::string LineStartingWith(const std::string &out, const std::string &start) {
+  size_t at = out.find("\n" + start);
+  return at == std::string::npos
+             ? ""
+             : out.substr(at + 1, out.find('\n', at + 1) - at);
+}
+
+// The fixture's data as .npy files: u8 images [N, 28, 28] and int64 / uint8
+// labels train the same as the IDX files.
+TEST_F(TrunCliTest, NpyUint8DataTrainsExactlyLikeIdx) {
+  testing::SyntheticSplit train = testing::MakeSyntheticSplit(600, 28, 28, 1);
+  testing::SyntheticSplit test = testing::MakeSyntheticSplit(250, 28, 28, 2);
+  TempDir npy;
+  WriteNpy(npy.File("x.npy"), "|u1", {600, 28, 28}, train.pixels);
+  WriteNpy(npy.File("y.npy"), "<i8", {600},
+           std::vector<int64_t>(train.labels.begin(), train.labels.end()));
+  WriteNpy(npy.File("tx.npy"), "|u1", {250, 28, 28}, test.pixels);
+  WriteNpy(npy.File("ty.npy"), "|u1", {250}, test.labels);
+
+  std::string flags = " --epochs 2 --log-every 2 --seed 3";
+  CliResult idx = RunTrun(Step() + " --data " + data_.path() + flags);
+  CliResult from_npy = RunTrun(
+      Step() + " --data " + npy.File("x.npy") + "," + npy.File("y.npy") +
+      " --test " + npy.File("tx.npy") + "," + npy.File("ty.npy") + flags);
+  ASSERT_EQ(idx.exit_code, 0) << idx.err;
+  ASSERT_EQ(from_npy.exit_code, 0) << from_npy.err;
+  EXPECT_EQ(from_npy.err, "");
+  std::vector<std::string> lines = ResultLines(idx.out);
+  ASSERT_EQ(lines.size(), 6u + 2u + 2u) << idx.out; // steps, epochs, test
+  EXPECT_EQ(ResultLines(from_npy.out), lines) << from_npy.out;
+  std::string normalization = LineStartingWith(idx.out, "normalization: mean ");
+  ASSERT_NE(normalization, "") << idx.out;
+  EXPECT_EQ(LineStartingWith(from_npy.out, "normalization: "), normalization);
+  EXPECT_NE(from_npy.out.find("train: 600 samples from " + npy.File("x.npy")),
+            std::string::npos)
+      << from_npy.out;
+  EXPECT_NE(from_npy.out.find("test: 250 samples from " + npy.File("tx.npy")),
+            std::string::npos)
+      << from_npy.out;
+  EXPECT_EQ(from_npy.out.find("float32"), std::string::npos) << from_npy.out;
+}
+
+// float32 images holding exactly what the normalizer makes of the u8 pixels
+// ([N, 784] this time) train exactly like the u8 data: fed as stored.
+TEST_F(TrunCliTest, NpyFloat32ImagesAreFedAsStored) {
+  testing::SyntheticSplit train = testing::MakeSyntheticSplit(600, 28, 28, 1);
+  testing::SyntheticSplit test = testing::MakeSyntheticSplit(250, 28, 28, 2);
+  LabeledImages u8;
+  u8.pixels = train.pixels;
+  PixelNormalizer normalizer = PixelNormalizer::FromTrainingImages(u8);
+  auto normalized = [&](const std::vector<uint8_t> &pixels) {
+    std::vector<float> values;
+    for (uint8_t p : pixels)
+      values.push_back(normalizer.table[p]);
+    return values;
+  };
+  TempDir npy;
+  WriteNpy(npy.File("x.npy"), "<f4", {600, 784}, normalized(train.pixels));
+  WriteNpy(npy.File("y.npy"), "<u2", {600},
+           std::vector<uint16_t>(train.labels.begin(), train.labels.end()));
+  WriteNpy(npy.File("tx.npy"), "<f4", {250, 784}, normalized(test.pixels));
+  WriteNpy(npy.File("ty.npy"), "<i4", {250},
+           std::vector<int32_t>(test.labels.begin(), test.labels.end()));
+
+  std::string flags = " --epochs 2 --log-every 2 --seed 3";
+  CliResult idx = RunTrun(Step() + " --data " + data_.path() + flags);
+  CliResult floats = RunTrun(
+      Step() + " --data " + npy.File("x.npy") + "," + npy.File("y.npy") +
+      " --test " + npy.File("tx.npy") + "," + npy.File("ty.npy") + flags);
+  ASSERT_EQ(idx.exit_code, 0) << idx.err;
+  ASSERT_EQ(floats.exit_code, 0) << floats.err;
+  EXPECT_EQ(floats.err, "");
+  ASSERT_FALSE(ResultLines(idx.out).empty()) << idx.out;
+  EXPECT_EQ(ResultLines(floats.out), ResultLines(idx.out)) << floats.out;
+  EXPECT_GE(AccuracyOf(floats.out), 0.95) << floats.out;
+  EXPECT_EQ(LineStartingWith(floats.out, "normalization: "),
+            "normalization: none (float32 images)\n")
+      << floats.out;
+  for (const char *name : {"x.npy", "tx.npy"})
+    EXPECT_NE(floats.out.find("\nimages: float32 from " + npy.File(name) +
+                              ", fed as stored (no normalization)\n"),
+              std::string::npos)
+        << floats.out;
+  EXPECT_NE(floats.out.find("<- " + npy.File("x.npy") + " (as stored), "),
+            std::string::npos)
+      << floats.out;
+}
+
+TEST_F(TrunCliTest, BadNpyDataExitsWithOne) {
+  testing::SyntheticSplit split = testing::MakeSyntheticSplit(200, 28, 28, 1);
+  TempDir npy;
+  WriteNpy(npy.File("x.npy"), "|u1", {200, 784}, split.pixels);
+  std::vector<float> floats(split.pixels.begin(), split.pixels.end());
+  WriteNpy(npy.File("f.npy"), "<f4", {200, 28, 28}, floats);
+  WriteNpy(npy.File("y.npy"), "|u1", {200}, split.labels);
+  auto pair = [&](const char *images, const char *labels) {
+    return npy.File(images) + "," + npy.File(labels);
+  };
+
+  // Labels past the step's 10 classes: the usual check, naming the .npy.
+  std::vector<int64_t> wide(split.labels.begin(), split.labels.end());
+  wide[17] = 10;
+  WriteNpy(npy.File("wide.npy"), "<i8", {200}, wide);
+  ExpectError(RunTrun(Step() + " --data " + pair("x.npy", "wide.npy")), 1,
+              "wide.npy: label 10 of sample 17 is out of range for 'logits' "
+              "width 10");
+  // A negative label, found while reading.
+  wide[17] = -1;
+  WriteNpy(npy.File("neg.npy"), "<i8", {200}, wide);
+  ExpectError(RunTrun(Step() + " --data " + pair("x.npy", "neg.npy")), 1,
+              npy.File("neg.npy") + ": label -1 at index 17 is out of range");
+  // Counts differ.
+  WriteNpy(
+      npy.File("few.npy"), "|u1", {150},
+      std::vector<uint8_t>(split.labels.begin(), split.labels.begin() + 150));
+  ExpectError(RunTrun(Step() + " --data " + pair("x.npy", "few.npy")), 1,
+              npy.File("few.npy") + ": 150 labels but " + npy.File("x.npy") +
+                  " has 200 images");
+  // A NaN pixel.
+  floats[784 * 3 + 5] = std::nanf("");
+  WriteNpy(npy.File("nan.npy"), "<f4", {200, 28, 28}, floats);
+  ExpectError(RunTrun(Step() + " --data " + pair("nan.npy", "y.npy")), 1,
+              npy.File("nan.npy") + ": value 2357 (sample 3, element 5) is "
+                                    "nan; float32 images must be finite");
+  // Train and test must both be u8 or both float32.
+  CliResult mixed = RunTrun(Step() + " --data " + pair("f.npy", "y.npy") +
+                            " --test " + pair("x.npy", "y.npy"));
+  ExpectError(mixed, 1,
+              npy.File("x.npy") + ": uint8 images but the training images " +
+                  npy.File("f.npy") +
+                  " are float32; train and test images must have the same "
+                  "dtype");
+  EXPECT_EQ(mixed.out.find("step 1"), std::string::npos) << mixed.out;
 }
 
 // One epoch of the linear classifier on the real Fashion-MNIST data.
