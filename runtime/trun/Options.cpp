@@ -15,6 +15,7 @@ const char kUsage[] =
        trun STEP.so --data SHARDS [--val SHARDS] [options]   (token model)
        trun STEP.so --init-from W.safetensors --sample N [--prompt TEXT]
        trun STEP.so --info
+       trun [STEP.so] --diagnose
 
 Trains a step library compiled by tcc with the step's optimizer. A step with
 inputs 'tokens' and 'targets' (i32 [B, T]) is a token model and trains on
@@ -90,6 +91,9 @@ sampling (token models with a 'logits' output; after training, if any):
 other:
   --info                print the step descriptor (parameters, inputs,
                         precision, workspace, FLOPs per step) and exit
+  --diagnose            print host memory, the NVIDIA driver and GPUs, and
+                        whether STEP.so's buffers fit where its target runs,
+                        and exit (1 if they do not fit)
   --help                print this help and exit
 
 Exit status: 0 on success, 1 on a runtime error, 2 on a usage error,
@@ -244,11 +248,13 @@ absl::StatusOr<Options> ParseOptions(const std::vector<std::string> &args) {
     }
     size_t equals = arg.find('=');
     std::string flag = arg.substr(0, equals);
-    if ((flag == "--info" || flag == "--resume") &&
+    if ((flag == "--info" || flag == "--resume" || flag == "--diagnose") &&
         equals == std::string::npos) {
       if (!seen.insert(flag).second)
         return UsageError(absl::StrCat(flag, " given twice"));
-      (flag == "--info" ? options.info : options.resume) = true;
+      (flag == "--info"     ? options.info
+       : flag == "--resume" ? options.resume
+                            : options.diagnose) = true;
       continue;
     }
     if (!kValueFlags.count(flag))
@@ -269,6 +275,8 @@ absl::StatusOr<Options> ParseOptions(const std::vector<std::string> &args) {
     if (absl::Status s = ApplyValue(flag, value, options); !s.ok())
       return s;
   }
+  if (options.diagnose)
+    return options; // a machine report, with or without a step
   if (options.step_path.empty())
     return UsageError("missing STEP.so (see trun --help)");
   if (options.info)

@@ -48,6 +48,7 @@ struct Options {
   // instead of plain lines).
   bool live_progress = false;
   bool info = false;                       // --info
+  bool diagnose = false;                   // --diagnose (STEP.so optional)
   bool help = false;                       // --help
 };
 

@@ -2,6 +2,7 @@
 
 #include "runtime/trun/BatchSource.h"
 #include "runtime/trun/DataFiles.h"
+#include "runtime/trun/Diagnose.h"
 #include "runtime/trun/IdxDataset.h"
 #include "runtime/trun/Safetensors.h"
 #include "runtime/trun/Sampler.h"
@@ -471,11 +472,21 @@ absl::Status RunTokenModel(const Options &options,
 } // namespace
 
 absl::Status RunTrun(const Options &options, std::ostream &out) {
+  if (options.diagnose && options.step_path.empty()) {
+    PrintDiagnosis(ProbeMachine(), nullptr, out);
+    return absl::OkStatus();
+  }
   absl::StatusOr<std::unique_ptr<StepLibrary>> library =
       StepLibrary::Open(options.step_path);
   if (!library.ok())
     return library.status();
   const tcc_step_descriptor &d = (*library)->descriptor();
+  if (options.diagnose) {
+    if (!PrintDiagnosis(ProbeMachine(), &d, out))
+      return absl::FailedPreconditionError(absl::StrCat(
+          "step '", d.model_name, "' does not fit on this machine (see above)"));
+    return absl::OkStatus();
+  }
   if (options.info) {
     PrintDescriptorInfo(d, out);
     return absl::OkStatus();

@@ -108,6 +108,18 @@ TEST(OptionsTest, ParsesCheckpointMetricsAndNanFlags) {
   EXPECT_FALSE(options->resume);
 }
 
+TEST(OptionsTest, DiagnoseNeedsNoStepOrData) {
+  absl::StatusOr<Options> options = ParseOptions({"--diagnose"});
+  ASSERT_TRUE(options.ok()) << options.status();
+  EXPECT_TRUE(options->diagnose);
+  EXPECT_TRUE(options->step_path.empty());
+  options = ParseOptions({"s.so", "--diagnose"});
+  ASSERT_TRUE(options.ok()) << options.status();
+  EXPECT_EQ(options->step_path, "s.so");
+  EXPECT_EQ(UsageError({"--diagnose", "--diagnose"}),
+            "--diagnose given twice");
+}
+
 TEST(OptionsTest, RejectsBadCheckpointFlags) {
   EXPECT_EQ(UsageError({"s.so", "--data", "d", "--resume"}),
             "--resume needs --ckpt-dir");
