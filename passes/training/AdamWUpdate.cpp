@@ -56,53 +56,26 @@ struct TgAdamWUpdatePass : tcc::impl::TgAdamWUpdateBase<TgAdamWUpdatePass> {
                                                b.getF32Type());
     Value stepCounter = training::getOrAddHyperArgument(
         step, tg::kStepHyper, b.getIntegerType(64));
-    SmallVector<BlockArgument> params = training::paramArguments(step);
-    int64_t stateCount = training::countOptStateArguments(step);
-
-    auto ret = cast<func::ReturnOp>(body.getTerminator());
-    SmallVector<Value> results, stateResults;
-    SmallVector<Attribute> resultAttrs, stateAttrs;
-    for (unsigned i = 0; i < step.getNumResults(); ++i) {
-      Value grad = ret.getOperand(i);
-      auto gradOf = step.getResultAttrOfType<IntegerAttr>(i, tg::kGradOfAttr);
-      if (!gradOf) { // the loss and train outputs stay as they are
-        results.push_back(grad);
-        resultAttrs.push_back(step.getResultAttrDict(i));
-        continue;
-      }
-      int64_t p = gradOf.getInt();
-      if (p < 0 || p >= static_cast<int64_t>(params.size())) {
-        step.emitError(getArgument()) << ": gradient of unknown parameter " << p;
-        return signalPassFailure();
-      }
-      BlockArgument param = params[p];
-      auto info = tg::ParamInfo::fromAttr(
-          step.getArgAttr(param.getArgNumber(), tg::kParamAttr));
-      double wd = info && info->noWeightDecay ? 0.0 : weightDecay;
-
+    auto applyAdamW = [&](const training::GradientToApply &g) {
+      double wd = g.info && g.info->noWeightDecay ? 0.0 : weightDecay;
       // The moments: new state arguments, and their updated values.
       Value moments[2];
       StringRef names[2] = {tg::kAdamMState, tg::kAdamVState};
       for (int k = 0; k < 2; ++k)
-        moments[k] = training::appendOptStateArgument(step, param, p, names[k]);
-      Type t = param.getType();
+        moments[k] = training::appendOptStateArgument(step, g.param,
+                                                      g.paramIndex, names[k]);
+      Type t = g.param.getType();
       auto update = tg::AdamWUpdateOp::create(
-          b, training::updateLoc(b, "adamw", info), t, t, t, param, grad,
-          moments[0], moments[1], lr,
-          stepCounter, b.getF64FloatAttr(beta1), b.getF64FloatAttr(beta2),
-          b.getF64FloatAttr(eps), b.getF64FloatAttr(wd));
-      results.push_back(update.getNewParam());
-      resultAttrs.push_back(b.getDictionaryAttr(
-          b.getNamedAttr(tg::kUpdatesParamAttr, b.getI64IntegerAttr(p))));
-      for (Value next : {update.getNewM(), update.getNewV()}) {
-        stateResults.push_back(next);
-        stateAttrs.push_back(b.getDictionaryAttr(b.getNamedAttr(
-            tg::kUpdatesOptStateAttr, b.getI64IntegerAttr(stateCount++))));
-      }
-    }
-    results.append(stateResults);
-    resultAttrs.append(stateAttrs);
-    training::setResults(step, results, resultAttrs);
+          b, training::updateLoc(b, "adamw", g.info), t, t, t, g.param, g.grad,
+          moments[0], moments[1], lr, stepCounter, b.getF64FloatAttr(beta1),
+          b.getF64FloatAttr(beta2), b.getF64FloatAttr(eps),
+          b.getF64FloatAttr(wd));
+      return training::ParamUpdate{update.getNewParam(),
+                                   {update.getNewM(), update.getNewV()}};
+    };
+    if (failed(training::replaceGradientsWithUpdates(step, b, getArgument(),
+                                                     applyAdamW)))
+      return signalPassFailure();
   }
 };
 

@@ -52,52 +52,25 @@ struct TgSgdUpdatePass : tcc::impl::TgSgdUpdateBase<TgSgdUpdatePass> {
     OpBuilder b(body.getTerminator());
     Value lr = training::getOrAddHyperArgument(step, tg::kLearningRateHyper,
                                                b.getF32Type());
-    SmallVector<BlockArgument> params = training::paramArguments(step);
-
-    auto ret = cast<func::ReturnOp>(body.getTerminator());
-    SmallVector<Value> results, stateResults;
-    SmallVector<Attribute> resultAttrs, stateAttrs;
-    for (unsigned i = 0; i < step.getNumResults(); ++i) {
-      Value grad = ret.getOperand(i);
-      auto gradOf = step.getResultAttrOfType<IntegerAttr>(i, tg::kGradOfAttr);
-      if (!gradOf) { // the loss and train outputs stay as they are
-        results.push_back(grad);
-        resultAttrs.push_back(step.getResultAttrDict(i));
-        continue;
-      }
-      int64_t p = gradOf.getInt();
-      if (p < 0 || p >= static_cast<int64_t>(params.size())) {
-        step.emitError(getArgument()) << ": gradient of unknown parameter " << p;
-        return signalPassFailure();
-      }
-      BlockArgument param = params[p];
-      auto info = tg::ParamInfo::fromAttr(
-          step.getArgAttr(param.getArgNumber(), tg::kParamAttr));
-      double wd = info && info->noWeightDecay ? 0.0 : weightDecay;
-      Location loc = training::updateLoc(b, "sgd", info);
-      Value updated;
-      if (momentum == 0) {
-        updated = tg::SgdUpdateOp::create(b, loc, grad.getType(), param, grad,
-                                          lr, b.getF64FloatAttr(wd));
-      } else {
-        int64_t stateIndex = training::countOptStateArguments(step);
-        Value buffer = training::appendOptStateArgument(step, param, p,
-                                                        tg::kMomentumState);
-        auto update = tg::MomentumUpdateOp::create(
-            b, loc, param.getType(), param.getType(), param, grad, buffer, lr,
-            b.getF64FloatAttr(momentum), b.getF64FloatAttr(wd));
-        updated = update.getNewParam();
-        stateResults.push_back(update.getNewMomentumBuffer());
-        stateAttrs.push_back(b.getDictionaryAttr(b.getNamedAttr(
-            tg::kUpdatesOptStateAttr, b.getI64IntegerAttr(stateIndex))));
-      }
-      results.push_back(updated);
-      resultAttrs.push_back(b.getDictionaryAttr(
-          b.getNamedAttr(tg::kUpdatesParamAttr, b.getI64IntegerAttr(p))));
-    }
-    results.append(stateResults);
-    resultAttrs.append(stateAttrs);
-    training::setResults(step, results, resultAttrs);
+    auto applySgd = [&](const training::GradientToApply &g) {
+      double wd = g.info && g.info->noWeightDecay ? 0.0 : weightDecay;
+      Location loc = training::updateLoc(b, "sgd", g.info);
+      if (momentum == 0)
+        return training::ParamUpdate{
+            tg::SgdUpdateOp::create(b, loc, g.grad.getType(), g.param, g.grad,
+                                    lr, b.getF64FloatAttr(wd)),
+            {}};
+      Value buffer = training::appendOptStateArgument(
+          step, g.param, g.paramIndex, tg::kMomentumState);
+      auto update = tg::MomentumUpdateOp::create(
+          b, loc, g.param.getType(), g.param.getType(), g.param, g.grad,
+          buffer, lr, b.getF64FloatAttr(momentum), b.getF64FloatAttr(wd));
+      return training::ParamUpdate{update.getNewParam(),
+                                   {update.getNewMomentumBuffer()}};
+    };
+    if (failed(training::replaceGradientsWithUpdates(step, b, getArgument(),
+                                                     applySgd)))
+      return signalPassFailure();
   }
 };
 

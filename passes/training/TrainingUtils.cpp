@@ -68,6 +68,46 @@ BlockArgument getOrAddHyperArgument(func::FuncOp f, StringRef name,
           b.getNamedAttr(tg::kHyperAttr, b.getStringAttr(name))));
 }
 
+LogicalResult replaceGradientsWithUpdates(
+    func::FuncOp step, OpBuilder &b, StringRef passName,
+    function_ref<ParamUpdate(const GradientToApply &)> update) {
+  SmallVector<BlockArgument> params = paramArguments(step);
+  auto ret = cast<func::ReturnOp>(step.getBody().front().getTerminator());
+  SmallVector<Value> results, stateResults;
+  SmallVector<Attribute> resultAttrs, stateAttrs;
+  for (unsigned i = 0; i < step.getNumResults(); ++i) {
+    Value grad = ret.getOperand(i);
+    auto gradOf = step.getResultAttrOfType<IntegerAttr>(i, tg::kGradOfAttr);
+    if (!gradOf) { // the loss and train outputs stay as they are
+      results.push_back(grad);
+      resultAttrs.push_back(step.getResultAttrDict(i));
+      continue;
+    }
+    int64_t p = gradOf.getInt();
+    if (p < 0 || p >= static_cast<int64_t>(params.size()))
+      return step.emitError(passName)
+             << ": gradient of unknown parameter " << p;
+    BlockArgument param = params[p];
+    auto info = tg::ParamInfo::fromAttr(
+        step.getArgAttr(param.getArgNumber(), tg::kParamAttr));
+    int64_t firstState = countOptStateArguments(step);
+    ParamUpdate updated = update({param, p, grad, info});
+    results.push_back(updated.newParam);
+    resultAttrs.push_back(b.getDictionaryAttr(
+        b.getNamedAttr(tg::kUpdatesParamAttr, b.getI64IntegerAttr(p))));
+    for (auto [k, next] : llvm::enumerate(updated.newState)) {
+      stateResults.push_back(next);
+      stateAttrs.push_back(b.getDictionaryAttr(
+          b.getNamedAttr(tg::kUpdatesOptStateAttr,
+                         b.getI64IntegerAttr(firstState + k))));
+    }
+  }
+  results.append(stateResults);
+  resultAttrs.append(stateAttrs);
+  setResults(step, results, resultAttrs);
+  return success();
+}
+
 void setResults(func::FuncOp f, ArrayRef<Value> results,
                 ArrayRef<Attribute> attrs) {
   auto ret = cast<func::ReturnOp>(f.getBody().front().getTerminator());

@@ -46,6 +46,31 @@ mlir::BlockArgument appendOptStateArgument(mlir::func::FuncOp f,
 mlir::Location updateLoc(mlir::OpBuilder &b, llvm::StringRef optimizer,
                          const std::optional<tg::ParamInfo> &info);
 
+// A gradient result of @train_step, with the parameter it belongs to.
+struct GradientToApply {
+  mlir::BlockArgument param;
+  int64_t paramIndex;
+  mlir::Value grad;
+  std::optional<tg::ParamInfo> info; // the parameter's tg.param spec
+};
+
+// What an optimizer makes of one gradient: the updated parameter, and the
+// updated values of the optimizer-state arguments it appended for it (in
+// the order it appended them).
+struct ParamUpdate {
+  mlir::Value newParam;
+  llvm::SmallVector<mlir::Value, 2> newState;
+};
+
+// The skeleton every optimizer pass shares: replaces each gradient result
+// of `step` (tg.grad_of) by `update`'s new parameter (tg.updates_param),
+// keeps the loss and train outputs, and appends the new optimizer state
+// (tg.updates_opt_state = the state argument's index). A gradient of an
+// unknown parameter is an error "<passName>: ..." on `step`.
+mlir::LogicalResult replaceGradientsWithUpdates(
+    mlir::func::FuncOp step, mlir::OpBuilder &b, llvm::StringRef passName,
+    llvm::function_ref<ParamUpdate(const GradientToApply &)> update);
+
 // Makes `f` return `results` with result attributes `attrs` (one per
 // result), updating the function type.
 void setResults(mlir::func::FuncOp f, llvm::ArrayRef<mlir::Value> results,
