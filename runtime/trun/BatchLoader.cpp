@@ -1,7 +1,8 @@
 #include "runtime/trun/BatchLoader.h"
 
+#include "runtime/trun/Stopwatch.h"
+
 #include <algorithm>
-#include <chrono>
 
 namespace tcc::trun {
 
@@ -55,11 +56,9 @@ HostBatch *BatchLoader::Take() {
   std::unique_lock<std::mutex> lock(mutex_);
   auto ready = [this] { return produced_ > taken_ || ended_; };
   if (!ready()) {
-    auto start = std::chrono::steady_clock::now();
+    Clock::time_point start = Clock::now();
     ready_.wait(lock, ready);
-    double waited =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
-            .count();
+    double waited = SecondsSince(start);
     wait_seconds_ += waited;
     total_wait_seconds_ += waited;
   }

@@ -1,5 +1,7 @@
 #include "runtime/trun/Metrics.h"
 
+#include "runtime/trun/Stopwatch.h"
+
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 
@@ -114,9 +116,7 @@ absl::Status MetricsLog::WriteLine(const std::string &line) {
 }
 
 double MetricsLog::SecondsSinceOpen() const {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() -
-                                       opened_)
-      .count();
+  return SecondsSince(opened_);
 }
 
 absl::Status MetricsLog::WriteStep(const StepRecord &record, const char *unit) {

@@ -183,6 +183,44 @@ absl::Status SaveTrainOutputs(const Options &options,
   return absl::OkStatus();
 }
 
+// The schedule's base learning rate: --lr, else the step's default.
+float BaseLearningRate(const Options &options, const tcc_step_descriptor &d) {
+  return static_cast<float>(
+      options.learning_rate.value_or(d.default_learning_rate));
+}
+
+// What both kinds of step share in a plan: the source, the base lr and the
+// step count (--steps, else --epochs (default 1) of steps_per_epoch).
+absl::StatusOr<TrainingPlan> BasePlan(const Options &options,
+                                      const tcc_step_descriptor &d,
+                                      BatchSource *source,
+                                      int64_t steps_per_epoch) {
+  TrainingPlan plan;
+  plan.source = source;
+  plan.data = options.data;
+  plan.learning_rate = BaseLearningRate(options, d);
+  plan.steps_per_epoch = steps_per_epoch;
+  int64_t epochs = options.epochs.value_or(1);
+  if (epochs > std::numeric_limits<int64_t>::max() / steps_per_epoch)
+    return absl::InvalidArgumentError(
+        absl::StrCat("--epochs ", epochs, " is too many steps"));
+  plan.steps = options.steps.value_or(epochs * steps_per_epoch);
+  return plan;
+}
+
+// Trains per `plan`, then writes --save-train-outputs (before any final
+// evaluation overwrites the step's loss).
+absl::Status TrainAndSaveOutputs(const Options &options,
+                                 const tcc_step_descriptor &d,
+                                 const Trainer &trainer,
+                                 TrainingSession &session, TrainingPlan &plan,
+                                 std::ostream &out) {
+  if (absl::Status s = session.Train(plan); !s.ok())
+    return s;
+  return SaveTrainOutputs(options, d, trainer, session.last_train_loss(),
+                          session.steps_trained(), out);
+}
+
 // One line saying which file feeds which step input, e.g.
 //   inputs: 'image' f32 [64, 784] <- x.gz (normalized), 'label' i32 [64] <- y.gz
 std::string BindingLine(const tcc_step_descriptor &d, const StepBinding &b,
@@ -226,18 +264,12 @@ absl::Status RunImageClassifier(const Options &options,
   PixelNormalizer normalizer = PixelNormalizer::FromTrainingImages(*train);
   ShuffledBatches batches(*train, normalizer, binding.batch_size,
                           options.seed);
-  TrainingPlan plan;
-  plan.source = &batches;
+  absl::StatusOr<TrainingPlan> base =
+      BasePlan(options, d, &batches, batches.batches_per_epoch());
+  if (!base.ok())
+    return base.status();
+  TrainingPlan &plan = *base;
   plan.data_order = "shuffled";
-  plan.data = options.data;
-  plan.learning_rate = static_cast<float>(
-      options.learning_rate.value_or(d.default_learning_rate));
-  plan.steps_per_epoch = batches.batches_per_epoch();
-  int64_t epochs = options.epochs.value_or(1);
-  if (epochs > std::numeric_limits<int64_t>::max() / plan.steps_per_epoch)
-    return absl::InvalidArgumentError(
-        absl::StrCat("--epochs ", epochs, " is too many steps"));
-  plan.steps = options.steps.value_or(epochs * plan.steps_per_epoch);
   plan.unit = "samples";
   plan.items_per_step = binding.batch_size;
 
@@ -254,11 +286,8 @@ absl::Status RunImageClassifier(const Options &options,
                                                               : " (as stored)"),
                      files->train.labels);
 
-  if (absl::Status s = session.Train(plan); !s.ok())
-    return s;
   if (absl::Status s =
-          SaveTrainOutputs(options, d, trainer, session.last_train_loss(),
-                           session.steps_trained(), out);
+          TrainAndSaveOutputs(options, d, trainer, session, plan, out);
       !s.ok())
     return s;
 
@@ -381,8 +410,7 @@ absl::Status RunTokenModel(const Options &options,
         absl::StrCat("--sample: step '", d.model_name,
                      "' has no eval output 'logits' [batch, context, vocab]"));
 
-  float learning_rate = static_cast<float>(
-      options.learning_rate.value_or(d.default_learning_rate));
+  float learning_rate = BaseLearningRate(options, d);
   out << absl::StrFormat("step: %s (%s), batch %dx%d tokens, lr %g, seed %u\n",
                          d.model_name, options.step_path, B, T, learning_rate,
                          options.seed);
@@ -422,18 +450,15 @@ absl::Status RunTokenModel(const Options &options,
     bool sequential = options.data_order == DataOrder::kSequential;
     random.emplace(*windows, B, options.seed);
     in_order.emplace(*windows, B);
-    TrainingPlan plan;
-    plan.source = sequential ? static_cast<BatchSource *>(&*in_order)
-                             : static_cast<BatchSource *>(&*random);
+    absl::StatusOr<TrainingPlan> base = BasePlan(
+        options, d,
+        sequential ? static_cast<BatchSource *>(&*in_order)
+                   : static_cast<BatchSource *>(&*random),
+        in_order->batches_per_epoch());
+    if (!base.ok())
+      return base.status();
+    TrainingPlan &plan = *base;
     plan.data_order = sequential ? "sequential" : "random";
-    plan.data = options.data;
-    plan.learning_rate = learning_rate;
-    plan.steps_per_epoch = in_order->batches_per_epoch();
-    int64_t epochs = options.epochs.value_or(1);
-    if (epochs > std::numeric_limits<int64_t>::max() / plan.steps_per_epoch)
-      return absl::InvalidArgumentError(
-          absl::StrCat("--epochs ", epochs, " is too many steps"));
-    plan.steps = options.steps.value_or(epochs * plan.steps_per_epoch);
     plan.unit = "tokens";
     plan.items_per_step = B * T;
     if (val)
@@ -447,11 +472,8 @@ absl::Status RunTokenModel(const Options &options,
                        absl::StrCat(train->Describe(), " (window tokens 0..",
                                     T - 1, ")"),
                        absl::StrCat("the same windows (tokens 1..", T, ")"));
-    if (absl::Status s = session.Train(plan); !s.ok())
-      return s;
     if (absl::Status s =
-            SaveTrainOutputs(options, d, trainer, session.last_train_loss(),
-                             session.steps_trained(), out);
+            TrainAndSaveOutputs(options, d, trainer, session, plan, out);
         !s.ok())
       return s;
   }

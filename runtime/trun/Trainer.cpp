@@ -2,23 +2,17 @@
 
 #include "runtime/trun/Initializers.h"
 #include "runtime/trun/StepDescriptor.h"
+#include "runtime/trun/Stopwatch.h"
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 
-#include <chrono>
 #include <cmath>
 #include <cstring>
 #include <limits>
 
 namespace tcc::trun {
 namespace {
-
-using Clock = std::chrono::steady_clock;
-
-double SecondsSince(Clock::time_point start) {
-  return std::chrono::duration<double>(Clock::now() - start).count();
-}
 
 const char *StatusName(int32_t status) {
   switch (status) {

@@ -2,20 +2,13 @@
 
 #include "runtime/trun/BatchLoader.h"
 #include "runtime/trun/StopSignals.h"
+#include "runtime/trun/Stopwatch.h"
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 
-#include <chrono>
-
 namespace tcc::trun {
 namespace {
-
-using Clock = std::chrono::steady_clock;
-
-double SecondsSince(Clock::time_point start) {
-  return std::chrono::duration<double>(Clock::now() - start).count();
-}
 
 // Prefixes a status message, keeping its code.
 absl::Status WithContext(const absl::Status &status, absl::string_view before,
