@@ -7,6 +7,9 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <sstream>
+
+#include <sys/wait.h>
 
 namespace tcc::trun::testing {
 
@@ -167,6 +170,22 @@ void FakeStep::Sync() {
   descriptor.inputs = inputs.data();
   descriptor.num_outputs = static_cast<int32_t>(outputs.size());
   descriptor.outputs = outputs.data();
+}
+
+std::string Slurp(const std::string &path) {
+  std::ifstream in(path);
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+CliResult RunCommand(const std::string &binary, const std::string &args) {
+  TempDir io;
+  std::string command = binary + " " + args + " >" + io.File("out") + " 2>" +
+                        io.File("err");
+  int status = std::system(command.c_str());
+  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, Slurp(io.File("out")),
+          Slurp(io.File("err"))};
 }
 
 } // namespace tcc::trun::testing

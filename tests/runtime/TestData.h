@@ -25,6 +25,19 @@ private:
   std::string path_;
 };
 
+// The whole contents of a file ("" if it cannot be read).
+std::string Slurp(const std::string &path);
+
+// What a command-line tool did: exit code (-1: killed), stdout, stderr.
+struct CliResult {
+  int exit_code = -1;
+  std::string out, err;
+};
+
+// Runs `binary args` through the shell (tests only use paths without
+// spaces) and captures both output streams.
+CliResult RunCommand(const std::string &binary, const std::string &args);
+
 // The bytes of an IDX file: big-endian magic and dims, then the values.
 std::vector<uint8_t> IdxBytes(uint32_t magic, const std::vector<uint32_t> &dims,
                               const std::vector<uint8_t> &values);

@@ -6,7 +6,6 @@
 
 #include <gtest/gtest.h>
 
-#include <sys/wait.h>
 
 #include <filesystem>
 #include <fstream>
@@ -15,6 +14,8 @@
 namespace tcc::data {
 namespace {
 
+using trun::testing::CliResult;
+using trun::testing::RunCommand;
 using trun::testing::TempDir;
 using Level = trun::Vocab::Level;
 
@@ -154,25 +155,8 @@ TEST_F(RunTokenizeTest, ReportsBadInputs) {
                                ": No such file or directory");
 }
 
-struct CliResult {
-  int exit_code = -1;
-  std::string out, err;
-};
-
-std::string Slurp(const std::string &path) {
-  std::ifstream in(path);
-  std::stringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
-
 CliResult RunTccData(const std::string &args) {
-  TempDir io;
-  std::string command = std::string(TRUN_TEST_TCC_DATA_BINARY) + " " + args +
-                        " >" + io.File("out") + " 2>" + io.File("err");
-  int status = std::system(command.c_str());
-  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, Slurp(io.File("out")),
-          Slurp(io.File("err"))};
+  return RunCommand(TRUN_TEST_TCC_DATA_BINARY, args);
 }
 
 TEST(TccDataCliTest, UsageErrorsExitWithTwo) {

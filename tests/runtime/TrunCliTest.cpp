@@ -6,7 +6,6 @@
 
 #include <gtest/gtest.h>
 
-#include <sys/wait.h>
 
 #include <cmath>
 #include <cstdlib>
@@ -17,32 +16,13 @@
 namespace tcc::trun {
 namespace {
 
+using testing::CliResult;
+using testing::RunCommand;
+using testing::Slurp;
 using testing::TempDir;
 
-struct CliResult {
-  int exit_code = -1;
-  std::string out;
-  std::string err;
-};
-
-std::string Slurp(const std::string &path) {
-  std::ifstream in(path);
-  std::stringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
-
-// `args` is passed through the shell; tests only use paths without spaces.
 CliResult RunTrun(const std::string &args) {
-  TempDir io;
-  std::string command = std::string(TRUN_TEST_TRUN_BINARY) + " " + args + " >" +
-                        io.File("out") + " 2>" + io.File("err");
-  int status = std::system(command.c_str());
-  CliResult result;
-  result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  result.out = Slurp(io.File("out"));
-  result.err = Slurp(io.File("err"));
-  return result;
+  return RunCommand(TRUN_TEST_TRUN_BINARY, args);
 }
 
 // Every failure is one line "trun: error: <message>" and a given exit code.

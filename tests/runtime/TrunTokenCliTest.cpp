@@ -21,27 +21,13 @@
 namespace tcc::trun {
 namespace {
 
+using testing::CliResult;
+using testing::RunCommand;
+using testing::Slurp;
 using testing::TempDir;
 
-struct CliResult {
-  int exit_code = -1;
-  std::string out, err;
-};
-
-std::string Slurp(const std::string &path) {
-  std::ifstream in(path);
-  std::stringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
-
 CliResult RunTrun(const std::string &args) {
-  TempDir io;
-  std::string command = std::string(TRUN_TEST_TRUN_BINARY) + " " + args + " >" +
-                        io.File("out") + " 2>" + io.File("err");
-  int status = std::system(command.c_str());
-  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, Slurp(io.File("out")),
-          Slurp(io.File("err"))};
+  return RunCommand(TRUN_TEST_TRUN_BINARY, args);
 }
 
 void ExpectError(const CliResult &result, int exit_code,
