@@ -8,7 +8,9 @@
  * means appending a field, not a new dlsym.
  *
  * Ownership: trun owns all memory. The step never allocates; it computes on
- * the buffers passed in tcc_step_args.
+ * the buffers passed in tcc_step_args. GPU steps (target "cuda") also give
+ * trun a tcc_device_api: trun allocates device memory through it, so trun
+ * itself has no CUDA dependency (the step library links the CUDA runtime).
  *
  * Compatibility rule: TCC_STEP_ABI_VERSION changes whenever an existing field
  * changes meaning or position. trun refuses any other version.
@@ -22,7 +24,7 @@
 extern "C" {
 #endif
 
-#define TCC_STEP_ABI_VERSION 2u
+#define TCC_STEP_ABI_VERSION 3u
 #define TCC_STEP_DESCRIPTOR_SYMBOL "tcc_step_get_descriptor"
 
 typedef enum tcc_dtype {
@@ -85,7 +87,10 @@ typedef struct tcc_tensor_desc {
   uint64_t init_seed;
 } tcc_tensor_desc;
 
-/* Arguments of one train or eval call. Arrays are in descriptor order. */
+/* Arguments of one train or eval call. Arrays are in descriptor order.
+ * GPU steps: params, optimizer_state, inputs, outputs and workspace are
+ * device buffers (from tcc_device_api.alloc); loss and train_outputs are
+ * host memory, written before the call returns (the call is synchronous). */
 typedef struct tcc_step_args {
   void **params;            /* num_params buffers, updated in place by train */
   void **optimizer_state;   /* num_optimizer_state buffers, updated in place */
@@ -105,11 +110,47 @@ typedef struct tcc_step_args {
 
 typedef int32_t (*tcc_step_fn)(const tcc_step_args *args);
 
+/* GPU steps only: device memory and copies, implemented by the step library
+ * with the CUDA runtime. Every function returning int32_t returns a
+ * tcc_status; after a failure, last_error() says what failed (the CUDA or
+ * cuBLAS error, and the kernel and step where it was seen). */
+typedef struct tcc_device_api {
+  uint32_t struct_size; /* sizeof(tcc_device_api) at build time */
+  /* Selects GPU `ordinal` and creates the step's streams and library
+     handles. Call once, before anything else. */
+  int32_t (*init)(int32_t ordinal);
+  /* Device memory, 256-byte aligned; NULL (and last_error) on failure. */
+  void *(*alloc)(uint64_t bytes);
+  void (*release)(void *device_ptr);
+  /* Page-locked host memory for staging; NULL on failure. */
+  void *(*alloc_pinned)(uint64_t bytes);
+  void (*release_pinned)(void *host_ptr);
+  /* Synchronous copies; they wait for work queued on the step stream. */
+  int32_t (*to_device)(void *dst, const void *src, uint64_t bytes);
+  int32_t (*to_host)(void *dst, const void *src, uint64_t bytes);
+  int32_t (*fill_zero)(void *dst, uint64_t bytes);
+  /* Queues `count` host-to-device copies on the copy stream and records an
+     event the next train/eval call waits for on its stream. Sources should
+     be pinned (alloc_pinned) for the copies to overlap compute. */
+  int32_t (*upload_async)(int32_t count, void *const *dst,
+                          const void *const *src, const uint64_t *bytes);
+  /* Blocks until the queued uploads are done (their sources may be reused). */
+  int32_t (*wait_uploads)(void);
+  /* The message of the last failure ("" if none). */
+  const char *(*last_error)(void);
+  /* One line on how the last call ran, e.g. "CUDA graph: replayed (412
+     kernels)" or "CUDA graph: off (TCC_CUDA_GRAPHS=0)". */
+  const char *(*execution_note)(void);
+  /* Bytes of device memory allocated through alloc: now and at the peak. */
+  uint64_t (*allocated_bytes)(void);
+  uint64_t (*peak_allocated_bytes)(void);
+} tcc_device_api;
+
 typedef struct tcc_step_descriptor {
   uint32_t abi_version; /* TCC_STEP_ABI_VERSION */
   uint32_t struct_size; /* sizeof(tcc_step_descriptor) at build time */
   const char *model_name;
-  const char *target; /* "cpu" (later "cuda") */
+  const char *target; /* "cpu" or "cuda" */
   const char *arch;   /* e.g. "x86_64" or "sm_90" */
   const char *precision; /* "f32" */
   const char *optimizer; /* "sgd" or "adamw" */
@@ -135,6 +176,9 @@ typedef struct tcc_step_descriptor {
 
   tcc_step_fn train; /* forward + backward + optimizer update, in place */
   tcc_step_fn eval;  /* forward only: loss and outputs, params untouched */
+
+  /* target "cuda": the device API (NULL for "cpu"). */
+  const tcc_device_api *device;
 } tcc_step_descriptor;
 
 typedef const tcc_step_descriptor *(*tcc_step_get_descriptor_fn)(void);

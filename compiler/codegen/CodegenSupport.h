@@ -1,0 +1,660 @@
+// Pieces both code generators (CpuCodegen, CudaCodegen) share: C types of
+// MLIR element types, literals, strides and loop nests, the printer of
+// kern.elementwise bodies, and the step descriptor's tensor tables.
+// Included only by the code generators (it pulls in MLIR headers).
+#ifndef TCC_COMPILER_CODEGEN_CODEGENSUPPORT_H
+#define TCC_COMPILER_CODEGEN_CODEGENSUPPORT_H
+
+#include <cmath>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "dialects/kern/KernDialect.h"
+#include "dialects/tg/TgModelAttrs.h"
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/Math/IR/Math.h"
+#include "llvm/ADT/StringExtras.h"
+#include "llvm/ADT/TypeSwitch.h"
+#include "llvm/Support/FormatVariadic.h"
+#include "llvm/Support/raw_ostream.h"
+
+namespace tcc::codegen {
+
+using namespace mlir;
+
+// Which generated language a printer writes.
+enum class CodeTarget { Cpu, Cuda };
+
+// Work (elements x operations) above which a loop gets an OpenMP pragma;
+// below it, waking the second thread costs more than it saves.
+inline constexpr double kParallelWork = 1 << 17;
+
+// The C type a buffer element is stored as.
+inline std::string storageType(Type t) {
+  if (t.isF32()) return "float";
+  if (t.isF64()) return "double";
+  if (t.isBF16() || t.isF16()) return "uint16_t";
+  if (t.isInteger(1)) return "bool";
+  if (t.isInteger(8)) return "int8_t";
+  if (t.isInteger(16)) return "int16_t";
+  if (t.isInteger(32)) return "int32_t";
+  if (t.isInteger(64)) return "int64_t";
+  return "";
+}
+
+// The C type a scalar of type `t` is computed in (half types in float).
+inline std::string scalarType(Type t) {
+  if (t.isBF16() || t.isF16())
+    return "float";
+  return storageType(t);
+}
+
+// The unsigned type of the same width, for wrapping integer arithmetic.
+inline std::string unsignedType(Type t) {
+  if (t.isInteger(1)) return "bool";
+  return "uint" + std::to_string(t.getIntOrFloatBitWidth()) + "_t";
+}
+
+const char *abiDType(Type t) {
+  if (t.isF32()) return "TCC_DTYPE_F32";
+  if (t.isF64()) return "TCC_DTYPE_F64";
+  if (t.isInteger(32)) return "TCC_DTYPE_I32";
+  if (t.isInteger(64)) return "TCC_DTYPE_I64";
+  if (t.isInteger(1) || t.isInteger(8)) return "TCC_DTYPE_U8";
+  if (t.isBF16()) return "TCC_DTYPE_BF16";
+  if (t.isF16()) return "TCC_DTYPE_F16";
+  return "TCC_DTYPE_INVALID";
+}
+
+inline MemRefType mrt(Value v) { return cast<MemRefType>(v.getType()); }
+
+inline int64_t bufferBytes(MemRefType t) {
+  return t.getNumElements() * kern::elementBytes(t.getElementType());
+}
+
+inline std::string shapeComment(MemRefType t) {
+  std::string s = "(";
+  for (auto [i, d] : llvm::enumerate(t.getShape()))
+    s += (i ? "," : "") + std::to_string(d);
+  return s + ")";
+}
+
+// The model node(s) an op comes from: "fc1", or "ln1+gelu" for fused ops.
+inline std::string locName(Location loc) {
+  if (auto n = dyn_cast<NameLoc>(loc)) {
+    std::string name = n.getName().str();
+    std::replace(name.begin(), name.end(), '\n', ' ');
+    return name;
+  }
+  if (auto fused = dyn_cast<FusedLoc>(loc)) {
+    std::string s;
+    for (Location l : fused.getLocations()) {
+      std::string part = locName(l);
+      if (!part.empty() && s.find(part) == std::string::npos)
+        s += (s.empty() ? "" : "+") + part;
+    }
+    return s;
+  }
+  return "";
+}
+
+// A C literal of `v` in the compute type of float type `t`, exact.
+inline std::string floatLiteral(double v, Type t) {
+  std::string ct = scalarType(t);
+  if (std::isnan(v))
+    return "std::numeric_limits<" + ct + ">::quiet_NaN()";
+  if (std::isinf(v))
+    return std::string(v < 0 ? "-" : "") + "std::numeric_limits<" + ct +
+           ">::infinity()";
+  char buf[64];
+  std::snprintf(buf, sizeof(buf), "%a", v);
+  return std::string(buf) + (ct == "float" ? "f" : "");
+}
+
+inline std::string intLiteral(const APInt &v, Type t) {
+  if (t.isInteger(1))
+    return v.isZero() ? "false" : "true";
+  return llvm::formatv("static_cast<{0}>({1:x}ull)", storageType(t),
+                       v.getZExtValue())
+      .str();
+}
+
+// Row-major strides of `shape`.
+inline SmallVector<int64_t> contiguousStrides(ArrayRef<int64_t> shape) {
+  SmallVector<int64_t> strides(shape.size(), 1);
+  for (int64_t d = static_cast<int64_t>(shape.size()) - 2; d >= 0; --d)
+    strides[d] = strides[d + 1] * shape[d + 1];
+  return strides;
+}
+
+// Strides of `in` seen through a numpy broadcast to `outShape` (0 on
+// broadcast dimensions).
+inline SmallVector<int64_t> broadcastStrides(ArrayRef<int64_t> in,
+                                      ArrayRef<int64_t> outShape) {
+  SmallVector<int64_t> strides(outShape.size(), 0);
+  int64_t stride = 1;
+  int64_t lead = outShape.size() - in.size();
+  for (int64_t i = in.size() - 1; i >= 0; --i) {
+    if (in[i] != 1)
+      strides[i + lead] = stride;
+    stride *= in[i];
+  }
+  return strides;
+}
+
+// A loop nest over `sizes` and, for each operand, its strides over the
+// loops. Built from an iteration shape by dropping size-1 dimensions and
+// merging neighbours that every operand walks contiguously, so the common
+// cases (same shapes, a bias row, a scalar) become one or two loops.
+struct LoopNest {
+  SmallVector<int64_t> sizes;
+  SmallVector<SmallVector<int64_t>> strides; // [operand][loop]
+
+  static LoopNest build(ArrayRef<int64_t> shape,
+                        ArrayRef<SmallVector<int64_t>> operandStrides) {
+    LoopNest nest;
+    nest.strides.resize(operandStrides.size());
+    for (size_t d = 0; d < shape.size(); ++d) {
+      if (shape[d] == 1)
+        continue;
+      bool merge = !nest.sizes.empty();
+      for (size_t k = 0; merge && k < operandStrides.size(); ++k)
+        merge = nest.strides[k].back() == operandStrides[k][d] * shape[d];
+      if (merge) {
+        nest.sizes.back() *= shape[d];
+        for (size_t k = 0; k < operandStrides.size(); ++k)
+          nest.strides[k].back() = operandStrides[k][d];
+        continue;
+      }
+      nest.sizes.push_back(shape[d]);
+      for (size_t k = 0; k < operandStrides.size(); ++k)
+        nest.strides[k].push_back(operandStrides[k][d]);
+    }
+    return nest;
+  }
+
+  int64_t numElements() const {
+    int64_t n = 1;
+    for (int64_t s : sizes)
+      n *= s;
+    return n;
+  }
+
+  // "i0 * 256 + i1" for operand k (0 when it does not move).
+  std::string index(size_t k, int64_t base = 0) const {
+    std::string s;
+    for (auto [d, st] : llvm::enumerate(strides[k])) {
+      if (!st)
+        continue;
+      s += s.empty() ? "" : " + ";
+      s += st == 1 ? llvm::formatv("i{0}", d).str()
+                   : llvm::formatv("i{0} * {1}", d, st).str();
+    }
+    if (base)
+      s += (s.empty() ? "" : " + ") + std::to_string(base);
+    return s.empty() ? std::string("0") : s;
+  }
+
+  // The loops around `body` (lines at two spaces), with an OpenMP pragma
+  // on the outer loops when `work` is large enough.
+  void emit(llvm::raw_ostream &os, StringRef body, double work) const {
+    std::string indent = "  ";
+    if (sizes.empty()) { // a single element
+      os << indent << "{\n";
+      for (StringRef line : llvm::split(body, '\n'))
+        if (!line.empty())
+          os << indent << "  " << line << "\n";
+      os << indent << "}\n";
+      return;
+    }
+    if (work >= kParallelWork && numElements() >= 2) {
+      size_t outer = sizes.size() > 1 ? sizes.size() - 1 : 1;
+      os << indent << "#pragma omp parallel for schedule(static)";
+      if (outer > 1)
+        os << " collapse(" << outer << ")";
+      os << "\n";
+    }
+    for (auto [d, size] : llvm::enumerate(sizes)) {
+      os << indent
+         << llvm::formatv("for (int64_t i{0} = 0; i{0} < {1}; ++i{0}) {{\n", d, size);
+      indent += "  ";
+    }
+    for (StringRef line : llvm::split(body, '\n'))
+      if (!line.empty())
+        os << indent << line << "\n";
+    for (size_t d = 0; d < sizes.size(); ++d) {
+      indent.resize(indent.size() - 2);
+      os << indent << "}\n";
+    }
+  }
+};
+
+// Prints the scalar ops of a kern.elementwise body as C++ statements.
+class ScalarPrinter {
+public:
+  // `target` picks the helper namespace (tcc_cpu / tcc_cuda) and how C
+  // math functions are named (std:: on the CPU, CUDA's global overloads).
+  ScalarPrinter(llvm::DenseMap<Value, std::string> &names,
+                CodeTarget target = CodeTarget::Cpu)
+      : names_(names), target_(target) {}
+
+  // Declared scalars in order: (C type, name).
+  const std::vector<std::pair<std::string, std::string>> &declared() const {
+    return declared_;
+  }
+
+  // Emits `const T sN = expr;` for `op`'s result.
+  LogicalResult print(Operation *op, std::string &out) {
+    if (op->getNumResults() != 1)
+      return op->emitError("codegen: scalar op with ")
+             << op->getNumResults() << " results";
+    Type t = op->getResult(0).getType();
+    FailureOr<std::string> expr = expression(op, t);
+    if (failed(expr))
+      return failure();
+    std::string name = "s" + std::to_string(names_.size());
+    std::string value = *expr;
+    // Half types: every operation rounds to the type's precision.
+    if (isa<arith::ConstantOp>(op)) {
+    } else if (t.isBF16()) {
+      value = helper("round_bf16") + "(" + value + ")";
+    } else if (t.isF16()) {
+      value = helper("round_f16") + "(" + value + ")";
+    }
+    out += "const " + scalarType(t) + " " + name + " = " + value + ";\n";
+    declared_.push_back({scalarType(t), name});
+    names_[op->getResult(0)] = name;
+    return success();
+  }
+
+private:
+  std::string n(Value v) { return names_.lookup(v); }
+
+  FailureOr<std::string> expression(Operation *op, Type t) {
+    auto a = [&](unsigned i) { return n(op->getOperand(i)); };
+    auto bin = [&](StringRef sym) {
+      return "(" + a(0) + " " + sym.str() + " " + a(1) + ")";
+    };
+    auto call = [&](StringRef fn) {
+      std::string s = fn.str() + "(";
+      for (unsigned i = 0; i < op->getNumOperands(); ++i)
+        s += (i ? ", " : "") + a(i);
+      return s + ")";
+    };
+    // Integer arithmetic wraps (MLIR semantics): compute in unsigned.
+    auto wrapping = [&](StringRef sym) {
+      if (t.isInteger(1))
+        return "static_cast<bool>(" + a(0) + " " + sym.str() + " " + a(1) + ")";
+      std::string u = unsignedType(t);
+      return "static_cast<" + storageType(t) + ">(static_cast<" + u + ">(" +
+             a(0) + ") " + sym.str() + " static_cast<" + u + ">(" + a(1) + "))";
+    };
+    auto asUnsigned = [&](unsigned i) {
+      return "static_cast<" + unsignedType(op->getOperand(i).getType()) + ">(" +
+             a(i) + ")";
+    };
+    auto cast = [&](const std::string &e) {
+      return "static_cast<" + scalarType(t) + ">(" + e + ")";
+    };
+    std::string ct = scalarType(t);
+    return llvm::TypeSwitch<Operation *, FailureOr<std::string>>(op)
+        .Case([&](arith::ConstantOp c) -> FailureOr<std::string> {
+          if (auto f = dyn_cast<FloatAttr>(c.getValue()))
+            return floatLiteral(f.getValueAsDouble(), t);
+          if (auto i = dyn_cast<IntegerAttr>(c.getValue()))
+            return intLiteral(i.getValue(), t);
+          return c.emitError("codegen: unsupported constant ") << c.getValue();
+        })
+        .Case([&](arith::AddFOp) { return bin("+"); })
+        .Case([&](arith::SubFOp) { return bin("-"); })
+        .Case([&](arith::MulFOp) { return bin("*"); })
+        .Case([&](arith::DivFOp) { return bin("/"); })
+        .Case([&](arith::RemFOp) { return call(libm("fmod")); })
+        .Case([&](arith::NegFOp) { return "(-" + a(0) + ")"; })
+        .Case([&](arith::MaximumFOp) { return call(helper("maximumf")); })
+        .Case([&](arith::MinimumFOp) { return call(helper("minimumf")); })
+        .Case([&](arith::MaxNumFOp) { return call(libm("fmax")); })
+        .Case([&](arith::MinNumFOp) { return call(libm("fmin")); })
+        .Case([&](arith::CmpFOp c) -> FailureOr<std::string> {
+          std::string x = a(0), y = a(1);
+          using P = arith::CmpFPredicate;
+          switch (c.getPredicate()) {
+          case P::AlwaysFalse: return std::string("false");
+          case P::AlwaysTrue: return std::string("true");
+          case P::OEQ: return "(" + x + " == " + y + ")";
+          case P::OGT: return "(" + x + " > " + y + ")";
+          case P::OGE: return "(" + x + " >= " + y + ")";
+          case P::OLT: return "(" + x + " < " + y + ")";
+          case P::OLE: return "(" + x + " <= " + y + ")";
+          case P::ONE: return "(" + x + " < " + y + " || " + x + " > " + y + ")";
+          case P::ORD: return "(" + x + " == " + x + " && " + y + " == " + y + ")";
+          case P::UEQ: return "!(" + x + " < " + y + " || " + x + " > " + y + ")";
+          case P::UGT: return "!(" + x + " <= " + y + ")";
+          case P::UGE: return "!(" + x + " < " + y + ")";
+          case P::ULT: return "!(" + x + " >= " + y + ")";
+          case P::ULE: return "!(" + x + " > " + y + ")";
+          case P::UNE: return "(" + x + " != " + y + ")";
+          case P::UNO: return "(" + x + " != " + x + " || " + y + " != " + y + ")";
+          }
+          return c.emitError("codegen: unknown cmpf predicate");
+        })
+        .Case([&](arith::CmpIOp c) -> FailureOr<std::string> {
+          std::string x = a(0), y = a(1), ux = asUnsigned(0), uy = asUnsigned(1);
+          using P = arith::CmpIPredicate;
+          switch (c.getPredicate()) {
+          case P::eq: return "(" + x + " == " + y + ")";
+          case P::ne: return "(" + x + " != " + y + ")";
+          case P::slt: return "(" + x + " < " + y + ")";
+          case P::sle: return "(" + x + " <= " + y + ")";
+          case P::sgt: return "(" + x + " > " + y + ")";
+          case P::sge: return "(" + x + " >= " + y + ")";
+          case P::ult: return "(" + ux + " < " + uy + ")";
+          case P::ule: return "(" + ux + " <= " + uy + ")";
+          case P::ugt: return "(" + ux + " > " + uy + ")";
+          case P::uge: return "(" + ux + " >= " + uy + ")";
+          }
+          return c.emitError("codegen: unknown cmpi predicate");
+        })
+        .Case([&](arith::SelectOp) {
+          return "(" + a(0) + " ? " + a(1) + " : " + a(2) + ")";
+        })
+        .Case<arith::ExtFOp, arith::TruncFOp, arith::SIToFPOp, arith::FPToSIOp,
+              arith::ExtSIOp>([&](Operation *) { return cast(a(0)); })
+        .Case<arith::UIToFPOp, arith::ExtUIOp>(
+            [&](Operation *) { return cast(asUnsigned(0)); })
+        .Case([&](arith::FPToUIOp) {
+          return cast("static_cast<" + unsignedType(t) + ">(" + a(0) + ")");
+        })
+        .Case([&](arith::TruncIOp) -> std::string {
+          if (t.isInteger(1))
+            return "static_cast<bool>(" + a(0) + " & 1)";
+          return cast("static_cast<" + unsignedType(t) + ">(" + a(0) + ")");
+        })
+        .Case([&](arith::BitcastOp) -> std::string {
+          return helper("bit_cast") + "<" + ct + ">(" + a(0) + ")";
+        })
+        .Case([&](arith::AddIOp) { return wrapping(t.isInteger(1) ? "^" : "+"); })
+        .Case([&](arith::SubIOp) { return wrapping(t.isInteger(1) ? "^" : "-"); })
+        .Case([&](arith::MulIOp) { return wrapping(t.isInteger(1) ? "&" : "*"); })
+        .Case([&](arith::AndIOp) { return wrapping("&"); })
+        .Case([&](arith::OrIOp) { return wrapping("|"); })
+        .Case([&](arith::XOrIOp) { return wrapping("^"); })
+        .Case([&](arith::ShLIOp) { return wrapping("<<"); })
+        .Case([&](arith::ShRUIOp) { return wrapping(">>"); })
+        .Case([&](arith::ShRSIOp) { return cast(bin(">>")); })
+        .Case([&](arith::DivSIOp) { return cast(bin("/")); })
+        .Case([&](arith::RemSIOp) { return cast(bin("%")); })
+        .Case([&](arith::DivUIOp) {
+          return cast("(" + asUnsigned(0) + " / " + asUnsigned(1) + ")");
+        })
+        .Case([&](arith::RemUIOp) {
+          return cast("(" + asUnsigned(0) + " % " + asUnsigned(1) + ")");
+        })
+        .Case([&](arith::MaxSIOp) { return "(" + a(0) + " > " + a(1) + " ? " + a(0) + " : " + a(1) + ")"; })
+        .Case([&](arith::MinSIOp) { return "(" + a(0) + " < " + a(1) + " ? " + a(0) + " : " + a(1) + ")"; })
+        .Case([&](arith::MaxUIOp) { return "(" + asUnsigned(0) + " > " + asUnsigned(1) + " ? " + a(0) + " : " + a(1) + ")"; })
+        .Case([&](arith::MinUIOp) { return "(" + asUnsigned(0) + " < " + asUnsigned(1) + " ? " + a(0) + " : " + a(1) + ")"; })
+        // math: float functions; exp and tanh have vectorizable versions.
+        .Case([&](math::ExpOp) { return call(helper("exp")); })
+        .Case([&](math::TanhOp) { return call(helper("tanh")); })
+        .Case([&](math::Exp2Op) { return call(libm("exp2")); })
+        .Case([&](math::ExpM1Op) { return call(libm("expm1")); })
+        .Case([&](math::LogOp) { return call(libm("log")); })
+        .Case([&](math::Log2Op) { return call(libm("log2")); })
+        .Case([&](math::Log10Op) { return call(libm("log10")); })
+        .Case([&](math::Log1pOp) { return call(libm("log1p")); })
+        .Case([&](math::SqrtOp) { return call(libm("sqrt")); })
+        .Case([&](math::RsqrtOp) {
+          return "(" + ct + "(1) / " + libm("sqrt") + "(" + a(0) + "))";
+        })
+        .Case([&](math::CbrtOp) { return call(libm("cbrt")); })
+        .Case([&](math::ErfOp) { return call(libm("erf")); })
+        .Case([&](math::ErfcOp) { return call(libm("erfc")); })
+        .Case([&](math::SinOp) { return call(libm("sin")); })
+        .Case([&](math::CosOp) { return call(libm("cos")); })
+        .Case([&](math::TanOp) { return call(libm("tan")); })
+        .Case([&](math::AsinOp) { return call(libm("asin")); })
+        .Case([&](math::AcosOp) { return call(libm("acos")); })
+        .Case([&](math::AtanOp) { return call(libm("atan")); })
+        .Case([&](math::Atan2Op) { return call(libm("atan2")); })
+        .Case([&](math::SinhOp) { return call(libm("sinh")); })
+        .Case([&](math::CoshOp) { return call(libm("cosh")); })
+        .Case([&](math::PowFOp) { return call(libm("pow")); })
+        .Case([&](math::FPowIOp) {
+          return libm("pow") + "(" + a(0) + ", static_cast<" + ct + ">(" + a(1) + "))";
+        })
+        .Case([&](math::AbsFOp) { return call(libm("fabs")); })
+        .Case([&](math::AbsIOp) { return cast("(" + a(0) + " < 0 ? -" + a(0) + " : " + a(0) + ")"); })
+        .Case([&](math::FloorOp) { return call(libm("floor")); })
+        .Case([&](math::CeilOp) { return call(libm("ceil")); })
+        .Case([&](math::RoundOp) { return call(libm("round")); })
+        .Case([&](math::RoundEvenOp) { return call(libm("nearbyint")); })
+        .Case([&](math::TruncOp) { return call(libm("trunc")); })
+        .Case([&](math::CopySignOp) { return call(libm("copysign")); })
+        .Case([&](math::FmaOp) { return call(libm("fma")); })
+        .Case([&](math::IsNaNOp) { return "(" + a(0) + " != " + a(0) + ")"; })
+        .Case([&](math::IsInfOp) { return call(libm("isinf")); })
+        .Case([&](math::IsFiniteOp) { return call(libm("isfinite")); })
+        .Default([&](Operation *other) -> FailureOr<std::string> {
+          return other->emitError("codegen: no C translation for ")
+                 << other->getName() << " in an elementwise body";
+        });
+  }
+
+  std::string helper(StringRef fn) const {
+    return (target_ == CodeTarget::Cuda ? "tcc_cuda::" : "tcc_cpu::") + fn.str();
+  }
+  std::string libm(StringRef fn) const {
+    return (target_ == CodeTarget::Cuda ? "::" : "std::") + fn.str();
+  }
+
+  llvm::DenseMap<Value, std::string> &names_;
+  CodeTarget target_;
+  std::vector<std::pair<std::string, std::string>> declared_;
+};
+
+
+struct TableEntry {
+  std::string name;
+  MemRefType type;
+  std::optional<tg::ParamInfo> param; // initializer (parameters only)
+};
+
+inline void emitTensorTable(llvm::raw_ostream &os, StringRef table,
+                     ArrayRef<TableEntry> tensors) {
+  if (tensors.empty())
+    return;
+  for (auto [i, t] : llvm::enumerate(tensors)) {
+    if (t.type.getRank() == 0)
+      continue;
+    os << "static const int64_t " << table << "_shape" << i << "[] = {";
+    for (auto [j, d] : llvm::enumerate(t.type.getShape()))
+      os << (j ? ", " : "") << d;
+    os << "};\n";
+  }
+  os << "static const tcc_tensor_desc " << table << "[] = {\n";
+  for (auto [i, t] : llvm::enumerate(tensors)) {
+    MemRefType type = t.type;
+    std::string kind = "TCC_INIT_ZEROS", scale = "0.0", seed = "0", trainable = "0";
+    if (t.param) {
+      const tg::ParamInfo &p = *t.param;
+      kind = "TCC_INIT_" + StringRef(p.init).upper();
+      scale = llvm::formatv("{0:e}", p.scale).str();
+      seed = std::to_string(p.seed) + "ull";
+      trainable = p.trainable ? "1" : "0";
+    }
+    std::string shape = type.getRank() == 0
+                            ? std::string("nullptr")
+                            : (table + "_shape" + std::to_string(i)).str();
+    // name, dtype, rank, shape, num_elements, size_bytes, init_kind,
+    // trainable, init_scale, init_seed
+    os << llvm::formatv("  {{\"{0}\", {1}, {2}, {3}, {4}, {5}, {6}, {7}, {8}, {9}},\n",
+                        t.name, abiDType(type.getElementType()), type.getRank(),
+                        shape, type.getNumElements(), bufferBytes(type), kind,
+                        trainable, scale, seed);
+  }
+  os << "};\n";
+}
+
+// The descriptor's lr_schedule initializer from the module's tg.lr_schedule.
+inline FailureOr<std::string> lrSchedule(ModuleOp module, double baseLr) {
+  std::string base = llvm::formatv("{0:e}", baseLr).str();
+  auto dict = module->getAttrOfType<DictionaryAttr>(tg::kLrScheduleAttr);
+  auto kind = dict ? dict.getAs<StringAttr>("kind") : StringAttr();
+  if (!dict || (kind && kind.getValue() == "constant"))
+    return "{TCC_LR_CONSTANT, " + base + ", 0, 0, " + base + "}";
+  if (kind && kind.getValue() == "warmup_cosine") {
+    auto warmup = dict.getAs<IntegerAttr>("warmup_steps");
+    auto decay = dict.getAs<IntegerAttr>("decay_steps");
+    auto minLr = dict.getAs<FloatAttr>("min_lr");
+    if (warmup && decay && minLr)
+      return llvm::formatv("{TCC_LR_WARMUP_COSINE, {0}, {1}, {2}, {3:e}}", base,
+                           warmup.getInt(), decay.getInt(),
+                           minLr.getValueAsDouble())
+          .str();
+  }
+  return module.emitError("cpu codegen: cannot read ")
+         << tg::kLrScheduleAttr << " = " << dict;
+}
+
+
+// What the descriptor says about a step, read from the planned kern module.
+struct StepInterface {
+  func::FuncOp train, eval;
+  int64_t plannedWorkspace = 0; // kern.workspace_bytes
+  std::string modelName = "model", optimizerKind = "none", lossName = "loss",
+              precision = "f32", schedule;
+  double defaultLr = 0;
+  int64_t microBatches = 1;
+  SmallVector<TableEntry> params, inputs, outputs, states, trainOutputs;
+};
+
+// `who` prefixes errors ("cpu codegen").
+inline FailureOr<StepInterface> collectStepInterface(ModuleOp module,
+                                                     StringRef who) {
+  StepInterface r;
+  auto train = module.lookupSymbol<func::FuncOp>(tg::kTrainStepFunc);
+  auto eval = module.lookupSymbol<func::FuncOp>(tg::kForwardFunc);
+  if (!train || !eval)
+    return module.emitError(who.str() + ": needs @train_step and @forward");
+  auto wsAttr = module->getAttrOfType<IntegerAttr>("kern.workspace_bytes");
+  if (!wsAttr)
+    return module.emitError(who.str() + ": run kern-plan-memory first");
+  auto modelName = module->getAttrOfType<StringAttr>(tg::kModelNameAttr);
+  auto optimizer = module->getAttrOfType<DictionaryAttr>(tg::kOptimizerAttr);
+  double defaultLr = 0;
+  std::string optimizerKind = "none";
+  if (optimizer) {
+    if (auto lr = optimizer.getAs<FloatAttr>("learning_rate"))
+      defaultLr = lr.getValueAsDouble();
+    if (auto k = optimizer.getAs<StringAttr>("kind"))
+      optimizerKind = k.str();
+  }
+  FailureOr<std::string> schedule = lrSchedule(module, defaultLr);
+  if (failed(schedule))
+    return failure();
+  int64_t microBatches = 1;
+  if (auto k = module->getAttrOfType<IntegerAttr>(tg::kMicroBatchesAttr))
+    microBatches = k.getInt();
+
+  // Descriptor tables: parameters, inputs and outputs from @forward's
+  // signature (same parameter and input order as @train_step); optimizer
+  // state and train outputs from @train_step's.
+  SmallVector<TableEntry> params, inputs, outputs, states, trainOutputs;
+  std::string lossName = "loss", precision = "f32";
+  for (BlockArgument a : eval.getArguments()) {
+    unsigned i = a.getArgNumber();
+    if (auto info = tg::ParamInfo::fromAttr(eval.getArgAttr(i, tg::kParamAttr))) {
+      params.push_back({info->name, mrt(a), info});
+      if (mrt(a).getElementType().isF64())
+        precision = "f64";
+    } else if (auto in = eval.getArgAttrOfType<StringAttr>(i, tg::kInputAttr)) {
+      inputs.push_back({in.str(), mrt(a), std::nullopt});
+    } else if (auto out = eval.getArgAttrOfType<StringAttr>(i, tg::kOutputAttr)) {
+      outputs.push_back({out.str(), mrt(a), std::nullopt});
+    } else if (auto loss = eval.getArgAttrOfType<StringAttr>(i, tg::kLossAttr)) {
+      lossName = loss.str();
+    }
+  }
+  for (BlockArgument a : train.getArguments()) {
+    unsigned i = a.getArgNumber();
+    if (auto s = train.getArgAttrOfType<DictionaryAttr>(i, tg::kOptStateAttr)) {
+      auto param = s.getAs<IntegerAttr>("param");
+      auto stateName = s.getAs<StringAttr>("name");
+      if (!param || !stateName || param.getInt() < 0 ||
+          param.getInt() >= static_cast<int64_t>(params.size()))
+        return train.emitError(who.str() + ": malformed ")
+               << tg::kOptStateAttr << " " << s;
+      states.push_back({params[param.getInt()].name + "." + stateName.str(),
+                        mrt(a), std::nullopt});
+    } else if (auto o = train.getArgAttrOfType<StringAttr>(i, tg::kTrainOutputAttr)) {
+      trainOutputs.push_back({o.str(), mrt(a), std::nullopt});
+    }
+  }
+
+  r.train = train;
+  r.eval = eval;
+  r.plannedWorkspace = wsAttr.getInt();
+  if (modelName)
+    r.modelName = modelName.getValue().str();
+  r.optimizerKind = optimizerKind;
+  r.defaultLr = defaultLr;
+  r.schedule = *schedule;
+  r.microBatches = microBatches;
+  r.lossName = lossName;
+  r.precision = precision;
+  r.params = std::move(params);
+  r.inputs = std::move(inputs);
+  r.outputs = std::move(outputs);
+  r.states = std::move(states);
+  r.trainOutputs = std::move(trainOutputs);
+  return r;
+}
+
+// The tensor tables, the descriptor and tcc_step_get_descriptor. `archLines`
+// is the arch string initializer line(s); entry points are tcc_train and
+// tcc_eval; `deviceApi` the descriptor's device field.
+inline void emitDescriptor(llvm::raw_ostream &s, const StepInterface &iface,
+                           StringRef target, StringRef archLines,
+                           int64_t workspaceBytes, double trainFlops,
+                           double evalFlops, StringRef deviceApi) {
+  const auto &params = iface.params, &states = iface.states,
+             &inputs = iface.inputs, &outputs = iface.outputs,
+             &trainOutputs = iface.trainOutputs;
+  emitTensorTable(s, "tcc_params", params);
+  emitTensorTable(s, "tcc_optimizer_state", states);
+  emitTensorTable(s, "tcc_inputs", inputs);
+  emitTensorTable(s, "tcc_outputs", outputs);
+  emitTensorTable(s, "tcc_train_outputs", trainOutputs);
+  auto table = [](ArrayRef<TableEntry> t, StringRef name) {
+    return std::to_string(t.size()) + ", " +
+           (t.empty() ? std::string("nullptr") : name.str());
+  };
+  s << "\nstatic const tcc_step_descriptor tcc_descriptor = {\n"
+    << "  TCC_STEP_ABI_VERSION, sizeof(tcc_step_descriptor),\n"
+    << "  \"" << iface.modelName << "\", \"" << target << "\",\n"
+    << archLines
+    << "  \"" << iface.precision << "\", \"" << iface.optimizerKind << "\", \"" << iface.lossName
+    << "\", " << llvm::formatv("{0:e}", iface.defaultLr) << ",\n"
+    << "  " << iface.schedule << ", // lr schedule\n"
+    << "  " << iface.microBatches << ", // micro-batches per step\n"
+    << "  " << table(params, "tcc_params") << ", // params\n"
+    << "  " << table(states, "tcc_optimizer_state") << ", // optimizer state\n"
+    << "  " << table(inputs, "tcc_inputs") << ",\n"
+    << "  " << table(outputs, "tcc_outputs") << ",\n"
+    << "  " << table(trainOutputs, "tcc_train_outputs") << ", // train outputs\n"
+    << "  " << workspaceBytes << ", // workspace bytes\n"
+    << "  " << llvm::formatv("{0:e}, {1:e}", trainFlops, evalFlops)
+    << ", // FLOPs per train / eval call\n"
+    << "  tcc_train, tcc_eval,\n"
+    << "  " << deviceApi << ", // device API\n};\n\n"
+    << "extern \"C\" __attribute__((visibility(\"default\"))) const tcc_step_descriptor *\n"
+    << "tcc_step_get_descriptor(void) { return &tcc_descriptor; }\n";
+}
+
+} // namespace tcc::codegen
+
+#endif // TCC_COMPILER_CODEGEN_CODEGENSUPPORT_H
