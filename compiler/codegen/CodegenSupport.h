@@ -58,7 +58,7 @@ inline std::string unsignedType(Type t) {
   return "uint" + std::to_string(t.getIntOrFloatBitWidth()) + "_t";
 }
 
-const char *abiDType(Type t) {
+inline const char *abiDType(Type t) {
   if (t.isF32()) return "TCC_DTYPE_F32";
   if (t.isF64()) return "TCC_DTYPE_F64";
   if (t.isInteger(32)) return "TCC_DTYPE_I32";

@@ -6,6 +6,8 @@
 namespace tcc::embedded {
 extern const char *const kStepAbiHeader; // runtime/include/tcc/step_abi.h
 extern const char *const kCpuPrelude;    // compiler/codegen/cpu_prelude.h
+extern const char *const kCudaPrelude;   // compiler/codegen/cuda_prelude.cuh
+extern const char *const kCudaHostSupport; // compiler/codegen/cuda_host_support.h
 } // namespace tcc::embedded
 
 #endif

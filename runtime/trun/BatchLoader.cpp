@@ -7,11 +7,11 @@
 namespace tcc::trun {
 
 BatchLoader::BatchLoader(BatchSource &source, const StepBinding &binding,
-                         int depth)
+                         int depth, const tcc_device_api *pinned)
     : source_(source), depth_(std::max(depth, 2)) {
   bool allocated = true;
   for (int64_t i = 0; i < depth_; ++i) {
-    slots_.emplace_back(binding);
+    slots_.emplace_back(binding, pinned);
     allocated &= slots_.back().data.ok() && slots_.back().targets.ok();
   }
   // Without every slot the source must not write anywhere: report the end
@@ -52,8 +52,7 @@ void BatchLoader::Produce() {
   }
 }
 
-HostBatch *BatchLoader::Take() {
-  std::unique_lock<std::mutex> lock(mutex_);
+bool BatchLoader::WaitForNext(std::unique_lock<std::mutex> &lock) {
   auto ready = [this] { return produced_ > taken_ || ended_; };
   if (!ready()) {
     Clock::time_point start = Clock::now();
@@ -62,8 +61,22 @@ HostBatch *BatchLoader::Take() {
     wait_seconds_ += waited;
     total_wait_seconds_ += waited;
   }
-  if (produced_ == taken_)
-    return nullptr; // ended, and every filled batch was taken
+  return produced_ > taken_; // else ended, and every filled batch was taken
+}
+
+HostBatch *BatchLoader::Peek() {
+  std::unique_lock<std::mutex> lock(mutex_);
+  if (!WaitForNext(lock))
+    return nullptr;
+  // Produced, so the loader no longer writes it (it only fills batches from
+  // produced_ on, in slots other than those of taken_ - 1 and taken_).
+  return &slots_[taken_ % depth_];
+}
+
+HostBatch *BatchLoader::Take() {
+  std::unique_lock<std::mutex> lock(mutex_);
+  if (!WaitForNext(lock))
+    return nullptr;
   // Taking batch n hands back the slot of batch n-1.
   HostBatch *batch = &slots_[taken_ % depth_];
   ++taken_;

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <numeric>
 #include <utility>
 
@@ -59,16 +60,32 @@ PixelNormalizer::FromTrainingImages(const LabeledImages &train) {
   return n;
 }
 
-HostBatch::HostBatch(const StepBinding &binding)
+BatchBuffer::BatchBuffer(size_t size_bytes, const tcc_device_api *pinned)
+    : size_(size_bytes) {
+  if (!pinned) {
+    host_ = AlignedBuffer(size_bytes);
+    data_ = host_.data();
+    return;
+  }
+  // Never null for an empty buffer, as AlignedBuffer.
+  size_t bytes = size_bytes ? size_bytes : kBufferAlignment;
+  pinned_ = std::unique_ptr<void, ReleasePinned>(pinned->alloc_pinned(bytes),
+                                                 ReleasePinned{pinned});
+  data_ = pinned_.get();
+  if (data_)
+    std::memset(data_, 0, bytes);
+}
+
+HostBatch::HostBatch(const StepBinding &binding, const tcc_device_api *pinned)
     : HostBatch(binding.batch_size, binding.values_per_sample,
-                binding.targets_per_sample) {}
+                binding.targets_per_sample, pinned) {}
 
 HostBatch::HostBatch(int64_t batch_size, int64_t values_per_sample,
-                     int64_t targets_per_sample)
+                     int64_t targets_per_sample, const tcc_device_api *pinned)
     : batch_size(batch_size), values_per_sample(values_per_sample),
       targets_per_sample(targets_per_sample),
-      data(batch_size * values_per_sample * sizeof(float)),
-      targets(batch_size * targets_per_sample * sizeof(int32_t)) {}
+      data(batch_size * values_per_sample * sizeof(float), pinned),
+      targets(batch_size * targets_per_sample * sizeof(int32_t), pinned) {}
 
 std::vector<int64_t> EpochPermutation(int64_t n, uint64_t seed, int64_t epoch) {
   std::vector<int64_t> order(n);

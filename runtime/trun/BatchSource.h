@@ -1,17 +1,20 @@
 // Host batches for the step: normalized f32 images and i32 labels (token
 // batches: TokenBatches.h).
 //
-// A BatchSource is what the Trainer pulls from; a later GPU path can wrap one
-// in a background loader thread that fills pinned buffers.
+// A BatchSource is what the Trainer pulls from, usually through a
+// background loader thread (BatchLoader) that fills the batches; for a GPU
+// step those batches live in pinned (page-locked) host memory.
 #ifndef TCC_RUNTIME_TRUN_BATCHSOURCE_H
 #define TCC_RUNTIME_TRUN_BATCHSOURCE_H
 
 #include "runtime/trun/AlignedBuffer.h"
 #include "runtime/trun/IdxDataset.h"
 #include "runtime/trun/StepBinding.h"
+#include "tcc/step_abi.h"
 
 #include <array>
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 namespace tcc::trun {
@@ -29,21 +32,56 @@ struct PixelNormalizer {
   std::array<float, 256> table{};
 };
 
-// One batch for the step's two fed inputs (StepBinding), 64-byte aligned.
+// Zero-filled host memory of one batch buffer: 64-byte aligned
+// (AlignedBuffer), or page-locked from a GPU step's device->alloc_pinned
+// (256-byte aligned), so the copy to the GPU can run asynchronously.
+class BatchBuffer {
+public:
+  // `pinned`: the device API to allocate (and release) through; null for
+  // ordinary host memory.
+  BatchBuffer(size_t size_bytes, const tcc_device_api *pinned);
+
+  // False when the allocation failed.
+  bool ok() const { return data_ != nullptr; }
+  bool pinned() const { return pinned_ != nullptr; }
+  void *data() { return data_; }
+  const void *data() const { return data_; }
+  size_t size() const { return size_; }
+  template <typename T> T *as() { return static_cast<T *>(data_); }
+  template <typename T> const T *as() const {
+    return static_cast<const T *>(data_);
+  }
+
+private:
+  struct ReleasePinned {
+    const tcc_device_api *device;
+    void operator()(void *p) const { device->release_pinned(p); }
+  };
+  AlignedBuffer host_;
+  std::unique_ptr<void, ReleasePinned> pinned_{nullptr, {nullptr}};
+  void *data_ = nullptr;
+  size_t size_ = 0;
+};
+
+// One batch for the step's two fed inputs (StepBinding).
 struct HostBatch {
   // Sized for `binding`: `data` holds batch_size * values_per_sample 4-byte
-  // values, `targets` batch_size * targets_per_sample i32.
-  explicit HostBatch(const StepBinding &binding);
+  // values, `targets` batch_size * targets_per_sample i32. `pinned`: a GPU
+  // step's device API, to allocate both in pinned memory (null: ordinary
+  // 64-byte aligned host memory).
+  explicit HostBatch(const StepBinding &binding,
+                     const tcc_device_api *pinned = nullptr);
   // An image batch: data f32 (batch_size, values_per_sample), targets i32
   // (batch_size).
   HostBatch(int64_t batch_size, int64_t values_per_sample,
-            int64_t targets_per_sample = 1);
+            int64_t targets_per_sample = 1,
+            const tcc_device_api *pinned = nullptr);
 
   int64_t batch_size;
   int64_t values_per_sample;
   int64_t targets_per_sample;
-  AlignedBuffer data;    // images f32 (B, values)  | tokens i32 (B, T)
-  AlignedBuffer targets; // labels i32 (B)          | targets i32 (B, T)
+  BatchBuffer data;      // images f32 (B, values)  | tokens i32 (B, T)
+  BatchBuffer targets;   // labels i32 (B)          | targets i32 (B, T)
   int64_t real_rows = 0; // leading rows from the data; the rest are padding
 };
 

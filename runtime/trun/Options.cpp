@@ -53,6 +53,8 @@ training:
                         undo that step's update and go on (keeps a copy of
                         the weights and optimizer state every step; stops
                         after 10 skipped steps in a row)
+  --gpu N               the GPU a cuda step runs on (default 0; an error
+                        for a cpu step)
 progress and metrics:
   --log-every N         without a terminal: a progress line every N steps
                         (default 100; 0: none); on a terminal a live line
@@ -185,6 +187,11 @@ absl::Status ApplyValue(const std::string &flag, const std::string &value,
     if (!n.ok())
       return n.status();
     (flag == "--sample" ? options.sample : options.eval_batches) = *n;
+  } else if (flag == "--gpu") {
+    int32_t gpu = 0;
+    if (!absl::SimpleAtoi(value, &gpu) || gpu < 0)
+      return BadNumber(flag, value, "a GPU number (0, 1, ...)");
+    options.gpu = gpu;
   } else if (flag == "--lr") {
     double lr = 0;
     // The step takes a float: 1e39 would silently become infinity.
@@ -230,7 +237,8 @@ absl::StatusOr<Options> ParseOptions(const std::vector<std::string> &args) {
       "--lr",           "--seed",      "--log-every",    "--init-from",
       "--save-weights", "--sample",    "--prompt",       "--vocab",
       "--temperature",  "--save-train-outputs", "--ckpt-dir", "--ckpt-every",
-      "--keep",         "--metrics",   "--on-nan",       "--loader-depth"};
+      "--keep",         "--metrics",   "--on-nan",       "--loader-depth",
+      "--gpu"};
   Options options;
   std::set<std::string> seen;
   for (size_t i = 0; i < args.size(); ++i) {
@@ -275,6 +283,10 @@ absl::StatusOr<Options> ParseOptions(const std::vector<std::string> &args) {
     if (absl::Status s = ApplyValue(flag, value, options); !s.ok())
       return s;
   }
+  // --diagnose checks GPU 0 and --info runs nothing: neither uses a GPU.
+  if (options.gpu && (options.diagnose || options.info))
+    return UsageError(absl::StrCat("--gpu does not apply to ",
+                                   options.diagnose ? "--diagnose" : "--info"));
   if (options.diagnose)
     return options; // a machine report, with or without a step
   if (options.step_path.empty())

@@ -44,6 +44,7 @@ struct Options {
   std::optional<std::string> metrics;      // --metrics FILE.jsonl
   OnNan on_nan = OnNan::kStop;             // --on-nan stop|skip
   int64_t loader_depth = 4; // --loader-depth N: batches prepared ahead
+  std::optional<int32_t> gpu;  // --gpu N: the GPU of a cuda step (default 0)
   // Not a flag: main() sets it when stdout is a terminal (live progress bar
   // instead of plain lines).
   bool live_progress = false;

@@ -2,6 +2,7 @@
 
 #include "runtime/trun/BatchSource.h"
 #include "runtime/trun/DataFiles.h"
+#include "runtime/trun/DeviceMemory.h"
 #include "runtime/trun/Diagnose.h"
 #include "runtime/trun/IdxDataset.h"
 #include "runtime/trun/Safetensors.h"
@@ -138,6 +139,10 @@ absl::Status SaveAtEnd(const Options &options, const tcc_step_descriptor &d,
                        const Trainer &trainer, std::ostream &out) {
   if (!options.save_weights)
     return absl::OkStatus();
+  // GPU steps: the weights come from the device; a failed copy is an error
+  // here, not stale weights in the file.
+  if (absl::Status s = trainer.SyncToHost(); !s.ok())
+    return s;
   if (absl::Status s =
           SaveWeights(*options.save_weights, d, ParamPointers(trainer, d));
       !s.ok())
@@ -221,6 +226,15 @@ absl::Status TrainAndSaveOutputs(const Options &options,
                           session.steps_trained(), out);
 }
 
+// "target: cpu (x86_64)" or "target: cuda (sm_90), GPU 0".
+std::string TargetLine(const tcc_step_descriptor &d, const Options &options) {
+  std::string line = absl::StrCat("target: ", d.target, " (",
+                                  d.arch ? d.arch : "unknown arch", ")");
+  if (d.device)
+    absl::StrAppend(&line, ", GPU ", options.gpu.value_or(0));
+  return line + "\n";
+}
+
 // One line saying which file feeds which step input, e.g.
 //   inputs: 'image' f32 [64, 784] <- x.gz (normalized), 'label' i32 [64] <- y.gz
 std::string BindingLine(const tcc_step_descriptor &d, const StepBinding &b,
@@ -276,6 +290,7 @@ absl::Status RunImageClassifier(const Options &options,
   out << absl::StrFormat("step: %s (%s), batch %d, lr %g, seed %u\n",
                          d.model_name, options.step_path, binding.batch_size,
                          plan.learning_rate, options.seed);
+  out << TargetLine(d, options);
   out << absl::StrFormat(
       "train: %d samples from %s (%d steps per epoch, %d steps)\n",
       train->count, files->train.images, plan.steps_per_epoch, plan.steps);
@@ -341,10 +356,10 @@ absl::StatusOr<TokenDataset> LoadShards(const std::string &pattern,
 }
 
 absl::Status Sample(const Options &options, const tcc_step_descriptor &d,
-                    const StepBinding &binding, const Trainer &trainer,
+                    const StepBinding &binding, Trainer &trainer,
                     std::ostream &out) {
   absl::StatusOr<std::unique_ptr<Sampler>> sampler =
-      Sampler::Create(d, binding, ParamPointers(trainer, d));
+      Sampler::Create(d, binding, trainer);
   if (!sampler.ok())
     return sampler.status();
   Vocab vocab = Vocab::Bytes();
@@ -414,6 +429,7 @@ absl::Status RunTokenModel(const Options &options,
   out << absl::StrFormat("step: %s (%s), batch %dx%d tokens, lr %g, seed %u\n",
                          d.model_name, options.step_path, B, T, learning_rate,
                          options.seed);
+  out << TargetLine(d, options);
   if (binding.token_logits_output == -1)
     out << "note: step has no 'logits' output; token ids are not checked "
            "against its vocabulary\n";
@@ -518,11 +534,14 @@ absl::Status RunTrun(const Options &options, std::ostream &out) {
     return binding.status();
   if (absl::Status s = CheckFlagsFitStep(options, *binding, d); !s.ok())
     return s;
+  if (options.gpu && !d.device)
+    return absl::InvalidArgumentError(
+        absl::StrCat("--gpu applies to cuda steps; this step is ", d.target));
 
   // Parameters first: an unsupported init or a bad weights file fails before
-  // any data is read.
+  // any data is read. A GPU step selects its GPU and allocates here.
   absl::StatusOr<std::unique_ptr<Trainer>> trainer =
-      Trainer::Create(d, *binding, options.seed);
+      Trainer::Create(d, *binding, options.seed, options.gpu.value_or(0));
   if (!trainer.ok())
     return trainer.status();
   if (absl::Status s = InitFrom(options, d, **trainer, out); !s.ok())
@@ -541,6 +560,10 @@ absl::Status RunTrun(const Options &options, std::ostream &out) {
                                out);
   if (!status.ok())
     return status;
+  if (std::optional<GpuMemory> memory = (*trainer)->gpu_memory())
+    out << absl::StrFormat("gpu memory: %s allocated, peak %s\n",
+                           FormatBytes(memory->allocated_bytes),
+                           FormatBytes(memory->peak_allocated_bytes));
   return (*session)->Finish();
 }
 

@@ -7,11 +7,15 @@
 // run is drawn with u = UnitDouble(Bits(StreamKey(seed, kSampleDomain, 0), i))
 // (CounterRng.h) from softmax(logits / temperature) by inverse CDF over ids
 // 0, 1, ...; temperature 0 takes the argmax (the lowest id on ties).
+//
+// The eval calls run through the Trainer, on its buffers (on a GPU step: its
+// device memory; only the V logits of the chosen position are downloaded).
 #ifndef TCC_RUNTIME_TRUN_SAMPLER_H
 #define TCC_RUNTIME_TRUN_SAMPLER_H
 
-#include "runtime/trun/AlignedBuffer.h"
+#include "runtime/trun/BatchSource.h"
 #include "runtime/trun/StepBinding.h"
+#include "runtime/trun/Trainer.h"
 #include "tcc/step_abi.h"
 
 #include "absl/status/statusor.h"
@@ -28,12 +32,11 @@ int64_t PickToken(const float *logits, int64_t n, double temperature,
 
 class Sampler {
 public:
-  // Copies the parameters (descriptor order, each size_bytes) and allocates
-  // inputs, outputs and workspace. The binding must be a token model with
-  // a "logits" output.
+  // Samples with `trainer`'s parameters and buffers (it must outlive the
+  // sampler). The binding must be a token model with a "logits" output.
   static absl::StatusOr<std::unique_ptr<Sampler>>
   Create(const tcc_step_descriptor &descriptor, const StepBinding &binding,
-         const std::vector<const void *> &params);
+         Trainer &trainer);
 
   // Appends `count` tokens to `context` (non-empty, ids below the logits
   // width), choosing among ids below `allowed` (<= the logits width).
@@ -43,15 +46,15 @@ public:
            int64_t allowed, double temperature, uint64_t seed);
 
 private:
-  Sampler(const tcc_step_descriptor &descriptor, const StepBinding &binding)
-      : descriptor_(descriptor), binding_(binding) {}
+  Sampler(const tcc_step_descriptor &descriptor, const StepBinding &binding,
+          Trainer &trainer)
+      : descriptor_(descriptor), binding_(binding), trainer_(trainer),
+        batch_(binding) {}
 
   const tcc_step_descriptor &descriptor_;
   StepBinding binding_;
-  std::vector<AlignedBuffer> params_, outputs_;
-  AlignedBuffer tokens_, targets_, workspace_;
-  std::vector<void *> param_ptrs_, output_ptrs_;
-  std::vector<const void *> input_ptrs_;
+  Trainer &trainer_;
+  HostBatch batch_; // row 0 of tokens: the context; the rest zeros
 };
 
 } // namespace tcc::trun

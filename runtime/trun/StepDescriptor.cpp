@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstring>
 #include <set>
+#include <utility>
 
 namespace tcc::trun {
 namespace {
@@ -84,6 +85,54 @@ absl::Status CheckTensorList(int32_t count, const tcc_tensor_desc *list,
 }
 
 bool IsNonNegativeFinite(double v) { return std::isfinite(v) && v >= 0; }
+
+// "cpu" steps compute on host memory; "cuda" steps bring the device API
+// trun allocates and copies through (it links no CUDA itself).
+absl::Status CheckTarget(const tcc_step_descriptor &d,
+                         absl::string_view origin) {
+  bool cuda = std::strcmp(d.target, "cuda") == 0;
+  if (!cuda && std::strcmp(d.target, "cpu") != 0)
+    return absl::FailedPreconditionError(
+        absl::StrCat(origin, ": step targets '", d.target,
+                     "' but this trun runs only 'cpu' and 'cuda' steps"));
+  if (!cuda) {
+    if (d.device)
+      return absl::InvalidArgumentError(absl::StrCat(
+          origin, ": a 'cpu' step with a device API (device must be NULL)"));
+    return absl::OkStatus();
+  }
+  const tcc_device_api *api = d.device;
+  if (!api)
+    return absl::InvalidArgumentError(
+        absl::StrCat(origin, ": a 'cuda' step without a device API "
+                             "(device is NULL)"));
+  if (api->struct_size < sizeof(tcc_device_api))
+    return absl::FailedPreconditionError(absl::StrFormat(
+        "%s: device API is %u bytes, this trun needs at least %u — "
+        "recompile with a matching tcc",
+        origin, api->struct_size, sizeof(tcc_device_api)));
+  const std::pair<const char *, bool> functions[] = {
+      {"init", api->init != nullptr},
+      {"alloc", api->alloc != nullptr},
+      {"release", api->release != nullptr},
+      {"alloc_pinned", api->alloc_pinned != nullptr},
+      {"release_pinned", api->release_pinned != nullptr},
+      {"to_device", api->to_device != nullptr},
+      {"to_host", api->to_host != nullptr},
+      {"fill_zero", api->fill_zero != nullptr},
+      {"upload_async", api->upload_async != nullptr},
+      {"wait_uploads", api->wait_uploads != nullptr},
+      {"last_error", api->last_error != nullptr},
+      {"execution_note", api->execution_note != nullptr},
+      {"allocated_bytes", api->allocated_bytes != nullptr},
+      {"peak_allocated_bytes", api->peak_allocated_bytes != nullptr},
+  };
+  for (const auto &[name, set] : functions)
+    if (!set)
+      return absl::InvalidArgumentError(absl::StrCat(
+          origin, ": device API has a null '", name, "' function"));
+  return absl::OkStatus();
+}
 
 // The schedule's fields, before trun computes a learning rate from them.
 absl::Status CheckSchedule(const tcc_step_descriptor &d,
@@ -211,10 +260,8 @@ absl::Status ValidateDescriptor(const tcc_step_descriptor &d,
   if (!d.target)
     return absl::InvalidArgumentError(
         absl::StrCat(origin, ": descriptor has no target"));
-  if (std::strcmp(d.target, "cpu") != 0)
-    return absl::FailedPreconditionError(
-        absl::StrCat(origin, ": step targets '", d.target,
-                     "' but this trun runs only 'cpu' steps"));
+  if (absl::Status s = CheckTarget(d, origin); !s.ok())
+    return s;
   if (!d.train || !d.eval)
     return absl::InvalidArgumentError(
         absl::StrCat(origin, ": descriptor has a null ",

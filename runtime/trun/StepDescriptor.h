@@ -23,8 +23,10 @@ bool IsIntegerDtype(int32_t dtype);
 std::string ShapeString(const tcc_tensor_desc &tensor);
 
 // Checks everything trun relies on before it touches a buffer: ABI version and
-// struct size, non-null entry points and lists, unique non-empty names, known
-// dtypes, shapes consistent with num_elements and size_bytes, valid init specs.
+// struct size, the target ("cpu" without a device API; "cuda" with a
+// tcc_device_api of at least this trun's size and every function set),
+// non-null entry points and lists, unique non-empty names, known dtypes,
+// shapes consistent with num_elements and size_bytes, valid init specs.
 // `origin` names the library in error messages.
 absl::Status ValidateDescriptor(const tcc_step_descriptor &descriptor,
                                 absl::string_view origin);

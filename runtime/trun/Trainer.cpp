@@ -7,6 +7,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 
+#include <algorithm>
+
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -62,9 +64,10 @@ int64_t ArgMax(const float *values, int64_t n) {
 
 absl::StatusOr<std::unique_ptr<Trainer>>
 Trainer::Create(const tcc_step_descriptor &descriptor,
-                const StepBinding &binding, uint64_t seed) {
+                const StepBinding &binding, uint64_t seed, int32_t gpu) {
   std::unique_ptr<Trainer> t(new Trainer(descriptor, binding));
   const tcc_step_descriptor &d = descriptor;
+  // On a GPU these are the host mirrors of the device arenas.
   if (absl::Status s =
           AllocateTensors(d.num_params, d.params, t->params_, t->param_ptrs_);
       !s.ok())
@@ -73,20 +76,22 @@ Trainer::Create(const tcc_step_descriptor &descriptor,
                                        t->optimizer_state_, t->state_ptrs_);
       !s.ok())
     return s;
-  if (absl::Status s = AllocateTensors(d.num_outputs, d.outputs, t->outputs_,
-                                       t->output_ptrs_);
-      !s.ok())
-    return s;
+  if (!t->device_) {
+    if (absl::Status s = AllocateTensors(d.num_outputs, d.outputs, t->outputs_,
+                                         t->output_ptrs_);
+        !s.ok())
+      return s;
+    t->workspace_ = AlignedBuffer(static_cast<size_t>(d.workspace_bytes));
+    if (!t->workspace_.ok())
+      return absl::ResourceExhaustedError(absl::StrCat(
+          "cannot allocate ", d.workspace_bytes, " bytes of workspace"));
+  }
   if (absl::Status s =
           AllocateTensors(d.num_train_outputs, d.train_outputs,
                           t->train_outputs_, t->train_output_ptrs_);
       !s.ok())
     return s;
   t->grad_norm_output_ = FindTrainOutput(d, "grad_norm");
-  t->workspace_ = AlignedBuffer(static_cast<size_t>(d.workspace_bytes));
-  if (!t->workspace_.ok())
-    return absl::ResourceExhaustedError(absl::StrCat(
-        "cannot allocate ", d.workspace_bytes, " bytes of workspace"));
   if (absl::Status s =
           InitializeTensors(d.num_params, d.params, t->params_, seed);
       !s.ok())
@@ -96,10 +101,19 @@ Trainer::Create(const tcc_step_descriptor &descriptor,
       !s.ok())
     return s;
   t->input_ptrs_.assign(d.num_inputs, nullptr);
-  t->args_.params = t->param_ptrs_.data();
-  t->args_.optimizer_state = t->state_ptrs_.data();
+  if (t->device_) {
+    if (absl::Status s = t->AllocateDevice(gpu); !s.ok())
+      return s;
+    t->args_.params = t->device_params_.data();
+    t->args_.optimizer_state = t->device_state_.data();
+    t->args_.workspace = t->device_workspace_arena_->tensor(0);
+    t->newer_ = Newer::kHost; // initialized here: uploaded by the first call
+  } else {
+    t->args_.params = t->param_ptrs_.data();
+    t->args_.optimizer_state = t->state_ptrs_.data();
+    t->args_.workspace = t->workspace_.data();
+  }
   t->args_.inputs = t->input_ptrs_.data();
-  t->args_.workspace = t->workspace_.data();
   t->args_.loss = &t->loss_;
   t->args_.train_outputs =
       t->train_output_ptrs_.empty() ? nullptr : t->train_output_ptrs_.data();
@@ -108,43 +122,253 @@ Trainer::Create(const tcc_step_descriptor &descriptor,
   return t;
 }
 
-void Trainer::BindBatch(HostBatch &batch, bool with_outputs) {
-  input_ptrs_[binding_.data_input] = batch.data.data();
-  input_ptrs_[binding_.target_input] = batch.targets.data();
-  args_.outputs = with_outputs ? output_ptrs_.data() : nullptr;
+Trainer::~Trainer() {
+  // Train() waits for its uploads; this only guards a source still queued.
+  if (device_ && uploads_queued_)
+    device_->wait_uploads();
+}
+
+absl::Status Trainer::AllocateDevice(int32_t gpu) {
+  const tcc_device_api &device = *device_;
+  const tcc_step_descriptor &d = descriptor_;
+  if (absl::Status s = DeviceCallStatus(
+          device, device.init(gpu),
+          absl::StrCat("step '", d.model_name, "': selecting GPU ", gpu));
+      !s.ok())
+    return absl::FailedPreconditionError(s.message());
+  auto sizes = [](int32_t count, const tcc_tensor_desc *tensors, int copies) {
+    std::vector<int64_t> out;
+    for (int c = 0; c < copies; ++c)
+      for (int32_t i = 0; i < count; ++i)
+        out.push_back(tensors[i].size_bytes);
+    return out;
+  };
+  auto arena = [&](absl::string_view category, std::vector<int64_t> bytes,
+                   std::unique_ptr<DeviceArena> &into) -> absl::Status {
+    absl::StatusOr<std::unique_ptr<DeviceArena>> created =
+        DeviceArena::Create(device, category, bytes);
+    if (!created.ok())
+      return absl::Status(created.status().code(),
+                          absl::StrCat("step '", d.model_name,
+                                       "': ", created.status().message()));
+    into = std::move(*created);
+    return absl::OkStatus();
+  };
+  // Categories without tensors get no allocation; the workspace always
+  // does, so the step gets a non-null pointer.
+  if (d.num_params > 0) {
+    if (absl::Status s = arena("parameters", sizes(d.num_params, d.params, 1),
+                               device_params_arena_);
+        !s.ok())
+      return s;
+    device_params_ = device_params_arena_->tensors();
+  }
+  if (d.num_optimizer_state > 0) {
+    if (absl::Status s =
+            arena("optimizer state",
+                  sizes(d.num_optimizer_state, d.optimizer_state, 1),
+                  device_state_arena_);
+        !s.ok())
+      return s;
+    device_state_ = device_state_arena_->tensors();
+  }
+  if (absl::Status s =
+          arena("workspace", {d.workspace_bytes}, device_workspace_arena_);
+      !s.ok())
+    return s;
+  // Two input sets: batch k+1 is uploaded into one while step k reads the
+  // other.
+  if (absl::Status s = arena("inputs", sizes(d.num_inputs, d.inputs, 2),
+                             device_inputs_arena_);
+      !s.ok())
+    return s;
+  for (int set = 0; set < 2; ++set)
+    for (int32_t i = 0; i < d.num_inputs; ++i)
+      device_inputs_[set].push_back(
+          device_inputs_arena_->tensor(set * d.num_inputs + i));
+  if (d.num_outputs > 0) {
+    if (absl::Status s =
+            arena("eval outputs", sizes(d.num_outputs, d.outputs, 1),
+                  device_outputs_arena_);
+        !s.ok())
+      return s;
+    device_outputs_ = device_outputs_arena_->tensors();
+  }
+  return absl::OkStatus();
+}
+
+void Trainer::StartCall() {
   args_.step = steps_done_;
   // A step that forgets to write the loss must not pass as finite.
   loss_ = std::numeric_limits<float>::quiet_NaN();
 }
 
-absl::Status Trainer::CheckCall(const char *entry, int32_t status, float loss,
-                                int64_t index) const {
-  // "train step 17" / "eval batch 3": train steps count from 1 like the
-  // progress line, the metrics and the checkpoints (step 17 is the call
-  // with args.step 16); eval counts batches of the pass from 0.
-  std::string where = absl::StrCat(
-      entry, std::string(entry) == "train" ? " step " : " batch ", index);
-  if (status != TCC_STATUS_OK)
-    return absl::InternalError(absl::StrFormat(
-        "step '%s': %s failed: returned %d (%s)", descriptor_.model_name, where,
-        status, StatusName(status)));
-  if (!std::isfinite(loss))
-    return absl::InternalError(
-        absl::StrFormat("step '%s': non-finite loss %g at %s",
-                        descriptor_.model_name, loss, where));
+void Trainer::BindBatch(HostBatch &batch, bool with_outputs) {
+  input_ptrs_[binding_.data_input] = batch.data.data();
+  input_ptrs_[binding_.target_input] = batch.targets.data();
+  args_.outputs = with_outputs ? output_ptrs_.data() : nullptr;
+  StartCall();
+}
+
+void Trainer::BindInputSet(int set, bool with_outputs) {
+  for (size_t i = 0; i < input_ptrs_.size(); ++i)
+    input_ptrs_[i] = device_inputs_[set][i];
+  args_.outputs = with_outputs && !device_outputs_.empty()
+                      ? device_outputs_.data()
+                      : nullptr;
+  StartCall();
+}
+
+absl::Status Trainer::CallError(absl::string_view what, int32_t status) const {
+  std::string message =
+      absl::StrFormat("step '%s': %s failed: returned %d (%s)",
+                      descriptor_.model_name, what, status, StatusName(status));
+  if (device_)
+    message = WithDeviceError(*device_, message);
+  return absl::InternalError(message);
+}
+
+absl::Status Trainer::CheckEvalLoss(float loss, int64_t index) const {
+  if (std::isfinite(loss))
+    return absl::OkStatus();
+  return absl::InternalError(
+      absl::StrFormat("step '%s': non-finite loss %g at eval batch %d",
+                      descriptor_.model_name, loss, index));
+}
+
+absl::Status Trainer::SyncToHost() const {
+  if (!device_ || newer_ != Newer::kDevice || !sync_error_.ok())
+    return sync_error_;
+  auto download = [&](int32_t count, const tcc_tensor_desc *tensors,
+                      const std::vector<void *> &host,
+                      const std::vector<void *> &on_device) -> absl::Status {
+    for (int32_t i = 0; i < count; ++i)
+      if (absl::Status s = DeviceCallStatus(
+              *device_,
+              device_->to_host(host[i], on_device[i],
+                               static_cast<uint64_t>(tensors[i].size_bytes)),
+              absl::StrCat("step '", descriptor_.model_name, "': downloading '",
+                           tensors[i].name, "' from the GPU"));
+          !s.ok())
+        return s;
+    return absl::OkStatus();
+  };
+  const tcc_step_descriptor &d = descriptor_;
+  sync_error_ = download(d.num_params, d.params, param_ptrs_, device_params_);
+  if (sync_error_.ok())
+    sync_error_ = download(d.num_optimizer_state, d.optimizer_state,
+                           state_ptrs_, device_state_);
+  if (sync_error_.ok())
+    newer_ = Newer::kNeither;
+  return sync_error_;
+}
+
+void Trainer::SyncForAccess() const {
+  // A failure stays in sync_error_: the accessors cannot return it, the
+  // next SyncToHost(), Train() or Evaluate() does.
+  SyncToHost().IgnoreError();
+}
+
+absl::Status Trainer::SyncToDevice() {
+  if (!sync_error_.ok())
+    return sync_error_;
+  if (!device_ || newer_ != Newer::kHost)
+    return absl::OkStatus();
+  auto upload = [&](int32_t count, const tcc_tensor_desc *tensors,
+                    const std::vector<void *> &host,
+                    const std::vector<void *> &on_device) -> absl::Status {
+    for (int32_t i = 0; i < count; ++i)
+      if (absl::Status s = DeviceCallStatus(
+              *device_,
+              device_->to_device(on_device[i], host[i],
+                                 static_cast<uint64_t>(tensors[i].size_bytes)),
+              absl::StrCat("step '", descriptor_.model_name, "': uploading '",
+                           tensors[i].name, "' to the GPU"));
+          !s.ok())
+        return s;
+    return absl::OkStatus();
+  };
+  const tcc_step_descriptor &d = descriptor_;
+  if (absl::Status s =
+          upload(d.num_params, d.params, param_ptrs_, device_params_);
+      !s.ok())
+    return s;
+  if (absl::Status s = upload(d.num_optimizer_state, d.optimizer_state,
+                              state_ptrs_, device_state_);
+      !s.ok())
+    return s;
+  newer_ = Newer::kNeither;
   return absl::OkStatus();
 }
 
 std::vector<const void *> Trainer::params() const {
+  SyncForAccess();
   return std::vector<const void *>(param_ptrs_.begin(), param_ptrs_.end());
 }
-std::vector<void *> Trainer::mutable_params() { return param_ptrs_; }
+std::vector<void *> Trainer::mutable_params() {
+  SyncForAccess();
+  if (device_ && sync_error_.ok())
+    newer_ = Newer::kHost;
+  return param_ptrs_;
+}
 std::vector<const void *> Trainer::optimizer_state() const {
+  SyncForAccess();
   return std::vector<const void *>(state_ptrs_.begin(), state_ptrs_.end());
 }
-std::vector<void *> Trainer::mutable_optimizer_state() { return state_ptrs_; }
+std::vector<void *> Trainer::mutable_optimizer_state() {
+  SyncForAccess();
+  if (device_ && sync_error_.ok())
+    newer_ = Newer::kHost;
+  return state_ptrs_;
+}
+const void *Trainer::param(int32_t index) const {
+  SyncForAccess();
+  return params_[index].data();
+}
+void *Trainer::mutable_param(int32_t index) {
+  SyncForAccess();
+  if (device_ && sync_error_.ok())
+    newer_ = Newer::kHost;
+  return params_[index].data();
+}
+
+std::optional<GpuMemory> Trainer::gpu_memory() const {
+  if (!device_)
+    return std::nullopt;
+  return GpuMemory{device_->allocated_bytes(), device_->peak_allocated_bytes()};
+}
+
+absl::Status Trainer::QueueUpload(HostBatch &batch, int set) {
+  const tcc_step_descriptor &d = descriptor_;
+  void *dst[2] = {device_inputs_[set][binding_.data_input],
+                  device_inputs_[set][binding_.target_input]};
+  const void *src[2] = {batch.data.data(), batch.targets.data()};
+  uint64_t bytes[2] = {
+      static_cast<uint64_t>(d.inputs[binding_.data_input].size_bytes),
+      static_cast<uint64_t>(d.inputs[binding_.target_input].size_bytes)};
+  if (absl::Status s =
+          DeviceCallStatus(*device_, device_->upload_async(2, dst, src, bytes),
+                           absl::StrCat("step '", d.model_name,
+                                        "': queueing the upload of a batch"));
+      !s.ok())
+    return s;
+  uploads_queued_ = true;
+  return absl::OkStatus();
+}
+
+absl::Status Trainer::WaitUploads() {
+  if (!uploads_queued_)
+    return absl::OkStatus();
+  uploads_queued_ = false;
+  return DeviceCallStatus(*device_, device_->wait_uploads(),
+                          absl::StrCat("step '", descriptor_.model_name,
+                                       "': waiting for batch uploads"));
+}
 
 absl::Status Trainer::Snapshot() {
+  // GPU steps: the host mirrors must hold the weights before this step.
+  if (absl::Status s = SyncToHost(); !s.ok())
+    return s;
   std::vector<AlignedBuffer *> sources;
   for (AlignedBuffer &b : params_)
     sources.push_back(&b);
@@ -170,40 +394,99 @@ void Trainer::RestoreSnapshot() {
     std::memcpy(b.data(), snapshot_[i++].data(), b.size());
   for (AlignedBuffer &b : optimizer_state_)
     std::memcpy(b.data(), snapshot_[i++].data(), b.size());
+  // GPU steps: the next call uploads the restored weights.
+  if (device_)
+    newer_ = Newer::kHost;
 }
 
 absl::StatusOr<TrainSummary> Trainer::Train(BatchLoader &loader,
                                             const TrainConfig &config) {
+  if (!sync_error_.ok())
+    return sync_error_;
   TrainSummary summary;
   Clock::time_point loop_start = Clock::now();
+  absl::Status status = TrainLoop(loader, config, summary);
+  if (device_) {
+    // Queued sources are loader slots: done before the loader may go.
+    absl::Status waited = WaitUploads();
+    if (status.ok())
+      status = waited;
+    next_set_ = -1; // a peeked batch stays in the loader, not taken
+  }
+  if (!status.ok())
+    return status;
+  summary.seconds = SecondsSince(loop_start);
+  return summary;
+}
+
+absl::Status Trainer::TrainLoop(BatchLoader &loader, const TrainConfig &config,
+                                TrainSummary &summary) {
   double epoch_loss = 0;
   int64_t epoch_steps = 0, consecutive_skips = 0;
-  Clock::time_point epoch_start = loop_start;
+  Clock::time_point epoch_start = Clock::now();
   while (steps_done_ < config.steps) {
     if (config.stop_requested && config.stop_requested->load()) {
       summary.interrupted = true;
       break;
     }
-    HostBatch *batch = loader.Take();
-    double wait = loader.ConsumeWaitSeconds();
-    summary.data_wait_seconds += wait;
+    HostBatch *batch = nullptr;
+    int set = 0; // GPU steps: the input set this step reads
+    if (device_ && next_set_ != -1) {
+      // This batch was peeked, and its upload queued, during the previous
+      // step. Taking it hands the previous batch's slot back to the
+      // loader, which may refill it at once: its upload must be done.
+      if (absl::Status s = WaitUploads(); !s.ok())
+        return s;
+      batch = loader.Take(); // ready: it was peeked
+      set = next_set_;
+    } else {
+      batch = loader.Take();
+      if (device_ && batch)
+        if (absl::Status s = QueueUpload(*batch, set); !s.ok())
+          return s;
+    }
     if (!batch)
       return loader.slots_allocated()
                  ? absl::InternalError("training data ran out")
                  : absl::ResourceExhaustedError(
                        "cannot allocate the batch loader's buffers");
+    if (device_) {
+      // Batch k+1 goes up on the copy stream while step k computes.
+      next_set_ = -1;
+      if (steps_done_ + 1 < config.steps)
+        if (HostBatch *next = loader.Peek()) {
+          if (absl::Status s = QueueUpload(*next, 1 - set); !s.ok())
+            return s;
+          next_set_ = 1 - set;
+        }
+    }
+    double wait = loader.ConsumeWaitSeconds();
+    summary.data_wait_seconds += wait;
     if (config.on_nan == OnNan::kSkip)
       if (absl::Status s = Snapshot(); !s.ok())
         return s;
-    BindBatch(*batch, /*with_outputs=*/false);
+    if (device_)
+      BindInputSet(set, /*with_outputs=*/false);
+    else
+      BindBatch(*batch, /*with_outputs=*/false);
     // The schedule continues from steps_done_, also across runs (resume).
     args_.learning_rate = static_cast<float>(LearningRateAt(
         descriptor_.lr_schedule, config.learning_rate, steps_done_));
+    if (absl::Status s = SyncToDevice(); !s.ok())
+      return s;
     Clock::time_point step_start = Clock::now();
     int32_t status = descriptor_.train(&args_);
     double step_seconds = SecondsSince(step_start);
+    if (device_)
+      newer_ = Newer::kDevice;
     if (status != TCC_STATUS_OK)
-      return CheckCall("train", status, loss_, steps_done_ + 1);
+      return CallError(absl::StrCat("train step ", steps_done_ + 1), status);
+    if (device_ && !note_printed_) {
+      note_printed_ = true;
+      const char *note = device_->execution_note();
+      if (note && *note && config.progress)
+        config.progress->Message(absl::StrCat("gpu: ", note));
+    }
     ++summary.steps;
     StepRecord record;
     record.step = steps_done_ + 1;
@@ -266,20 +549,79 @@ absl::StatusOr<TrainSummary> Trainer::Train(BatchLoader &loader,
     if (config.after_step)
       if (absl::Status s = config.after_step(steps_done_); !s.ok())
         return s;
+    // A checkpoint in after_step reads the weights through the accessors.
+    if (!sync_error_.ok())
+      return sync_error_;
   }
-  summary.seconds = SecondsSince(loop_start);
-  return summary;
+  return absl::OkStatus();
+}
+
+absl::Status Trainer::EvalBatch(HostBatch &batch, absl::string_view what) {
+  if (!device_) {
+    BindBatch(batch, /*with_outputs=*/true);
+    int32_t status = descriptor_.eval(&args_);
+    return status == TCC_STATUS_OK ? absl::OkStatus() : CallError(what, status);
+  }
+  if (absl::Status s = SyncToDevice(); !s.ok())
+    return s;
+  // Synchronous copies into the set no queued upload (a batch peeked by
+  // Train, during validation) is writing.
+  int set = next_set_ == 0 ? 1 : 0;
+  const tcc_step_descriptor &d = descriptor_;
+  for (auto [input, source] :
+       {std::make_pair(binding_.data_input, batch.data.data()),
+        std::make_pair(binding_.target_input,
+                       static_cast<void *>(batch.targets.data()))})
+    if (absl::Status s = DeviceCallStatus(
+            *device_,
+            device_->to_device(
+                device_inputs_[set][input], source,
+                static_cast<uint64_t>(d.inputs[input].size_bytes)),
+            absl::StrCat("step '", d.model_name, "': uploading input '",
+                         d.inputs[input].name, "' for ", what));
+        !s.ok())
+      return s;
+  BindInputSet(set, /*with_outputs=*/true);
+  int32_t status = descriptor_.eval(&args_);
+  return status == TCC_STATUS_OK ? absl::OkStatus() : CallError(what, status);
+}
+
+absl::Status Trainer::ReadOutput(int32_t output, int64_t offset, int64_t bytes,
+                                 void *dst) const {
+  const tcc_step_descriptor &d = descriptor_;
+  if (output < 0 || output >= d.num_outputs || offset < 0 || bytes < 0 ||
+      offset > d.outputs[output].size_bytes - bytes)
+    return absl::InvalidArgumentError(
+        absl::StrCat("step '", d.model_name, "': no bytes [", offset, ", ",
+                     offset + bytes, ") in eval output #", output));
+  if (!device_) {
+    std::memcpy(dst, outputs_[output].as<char>() + offset,
+                static_cast<size_t>(bytes));
+    return absl::OkStatus();
+  }
+  return DeviceCallStatus(
+      *device_,
+      device_->to_host(dst,
+                       static_cast<char *>(device_outputs_[output]) + offset,
+                       static_cast<uint64_t>(bytes)),
+      absl::StrCat("step '", d.model_name, "': downloading eval output '",
+                   d.outputs[output].name, "'"));
 }
 
 absl::StatusOr<EvalResult> Trainer::Evaluate(BatchSource &source) {
+  if (!sync_error_.ok())
+    return sync_error_;
   HostBatch batch(binding_);
   EvalResult result;
   result.has_accuracy = binding_.logits_output != -1;
+  // (B, classes): downloaded from a GPU step, else read in place.
+  std::vector<float> downloaded;
   double weighted_loss = 0;
   for (int64_t index = 0; source.Next(batch); ++index) {
-    BindBatch(batch, /*with_outputs=*/true);
-    int32_t status = descriptor_.eval(&args_);
-    if (absl::Status s = CheckCall("eval", status, loss_, index); !s.ok())
+    if (absl::Status s = EvalBatch(batch, absl::StrCat("eval batch ", index));
+        !s.ok())
+      return s;
+    if (absl::Status s = CheckEvalLoss(loss_, index); !s.ok())
       return s;
     // The step's loss is a mean over all B rows, padding included: weight it
     // by the real rows so a padded batch counts as much as its real data.
@@ -287,8 +629,19 @@ absl::StatusOr<EvalResult> Trainer::Evaluate(BatchSource &source) {
     result.samples += batch.real_rows;
     if (!result.has_accuracy)
       continue;
-    const float *logits =
-        outputs_[binding_.logits_output].as<float>();   // (B, classes)
+    const float *logits = nullptr; // (B, classes)
+    if (device_) {
+      downloaded.resize(binding_.batch_size * binding_.num_classes);
+      if (absl::Status s = ReadOutput(
+              binding_.logits_output, 0,
+              static_cast<int64_t>(downloaded.size() * sizeof(float)),
+              downloaded.data());
+          !s.ok())
+        return s;
+      logits = downloaded.data();
+    } else {
+      logits = outputs_[binding_.logits_output].as<float>();
+    }
     const int32_t *labels = batch.targets.as<int32_t>(); // (B)
     for (int64_t row = 0; row < batch.real_rows; ++row)
       if (ArgMax(logits + row * binding_.num_classes, binding_.num_classes) ==

@@ -129,6 +129,10 @@ absl::Status TrainingSession::WriteCheckpoint(const TrainingPlan &plan,
   state.total_steps = plan.steps;
   state.data = plan.data;
   Clock::time_point start = Clock::now();
+  // GPU steps: the weights come from the device; a failed copy must not
+  // leave a checkpoint of stale host weights.
+  if (absl::Status s = trainer_.SyncToHost(); !s.ok())
+    return WithContext(s, "checkpoint failed: ");
   absl::StatusOr<std::string> path =
       checkpoints_->Write(descriptor_, state, trainer_.params(),
                           trainer_.optimizer_state(), options_.keep);
@@ -175,8 +179,10 @@ absl::Status TrainingSession::Train(TrainingPlan &plan) {
                             trainer_.steps_done(), options_.log_every,
                             plan.unit);
   progress_ = &progress;
+  // GPU steps: the loader fills pinned staging buffers (async uploads).
   BatchLoader loader(*plan.source, trainer_.binding(),
-                     static_cast<int>(options_.loader_depth) + 1);
+                     static_cast<int>(options_.loader_depth) + 1,
+                     trainer_.pinned_memory());
 
   TrainConfig config;
   config.steps = plan.steps;
@@ -249,7 +255,12 @@ absl::Status TrainingSession::Train(TrainingPlan &plan) {
 absl::Status TrainingSession::Finish() {
   if (!metrics_)
     return absl::OkStatus();
-  return metrics_->WriteRunEvent("end", trainer_.steps_done(), {});
+  std::map<std::string, std::string> extra;
+  if (std::optional<GpuMemory> gpu = trainer_.gpu_memory()) {
+    extra["gpu_allocated_bytes"] = std::to_string(gpu->allocated_bytes);
+    extra["gpu_peak_bytes"] = std::to_string(gpu->peak_allocated_bytes);
+  }
+  return metrics_->WriteRunEvent("end", trainer_.steps_done(), extra);
 }
 
 } // namespace tcc::trun

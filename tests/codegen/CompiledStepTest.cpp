@@ -73,7 +73,7 @@ std::string compileWithTcc(const model::Model &m, const std::string &name) {
     return lib;
   compiled[name] = text;
   EXPECT_TRUE(WriteModelFile(m, model).ok());
-  std::string cmd = std::string(TCC_BINARY) + " compile " + model + " -o " + lib;
+  std::string cmd = std::string(TCC_BINARY) + " compile --target cpu " + model + " -o " + lib;
   EXPECT_EQ(std::system(cmd.c_str()), 0) << cmd;
   return lib;
 }

@@ -170,7 +170,7 @@ def main():
              "--batch", "4", "--micro-batches", "2", "--dropout", "0.1",
              "-o", model])
         step = os.path.join(WORK, name + ".so")
-        run([TCC, "compile", model, "-o", step])
+        run([TCC, "compile", "--target", "cpu", model, "-o", step])
         return step
 
     step = compile_gpt("gpt", 48)

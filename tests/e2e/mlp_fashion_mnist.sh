@@ -7,7 +7,7 @@ set -euo pipefail
 tcc=$1 trun=$2 sample=$3 work=$4
 data=/usr/share/datasets/fashion-mnist
 rm -rf "$work" && mkdir -p "$work"
-"$tcc" compile "$sample" -o "$work/mlp.so"
+"$tcc" compile --target cpu "$sample" -o "$work/mlp.so"
 "$trun" "$work/mlp.so" --data "$data" --epochs 1 --seed 1 | tee "$work/trun.log"
 acc=$(sed -n 's/^test accuracy: \([0-9.]*\).*/\1/p' "$work/trun.log")
 if [ -z "$acc" ]; then

@@ -17,3 +17,8 @@ llvm_config.with_environment("PATH", config.tcc_tools_dir, append_path=True)
 llvm_config.with_environment("PATH", config.llvm_tools_dir, append_path=True)
 tools = ["tcc", "tcc-opt", "tcc-models", "FileCheck", "not", "count"]
 llvm_config.add_tool_substitutions(tools, [config.tcc_tools_dir, config.llvm_tools_dir])
+
+# CUDA: tests that run nvcc need the toolkit (CI has it, no GPU needed).
+import shutil
+if shutil.which("nvcc") or os.path.exists("/usr/local/cuda/bin/nvcc"):
+    config.available_features.add("nvcc")

@@ -175,8 +175,8 @@ def check_config(name, cfg, args, shards, steps):
     print(f"=== {name}: {cfg}", flush=True)
 
     run([tool["tcc-models"], "gpt", *cfg.tcc_models_args(), "-o", files["gpt.pbtxt"]])
-    run([tool["tcc"], "compile", files["gpt.pbtxt"], "-o", files["gpt.so"]])
-    run([tool["tcc"], "compile", files["gpt.pbtxt"], "-o", files["gpt_grads.so"],
+    run([tool["tcc"], "compile", "--target", "cpu", files["gpt.pbtxt"], "-o", files["gpt.so"]])
+    run([tool["tcc"], "compile", "--target", "cpu", files["gpt.pbtxt"], "-o", files["gpt_grads.so"],
          "--emit-gradients"])
     data = ["--data", shards["train"], "--data-order", "sequential"]
     # tcc's initial weights, then STEPS AdamW steps from them.

@@ -206,6 +206,63 @@ TEST(BatchLoaderTest, ProducerStaysAtMostDepthMinusOneAhead) {
   }
 }
 
+// A GPU step holds batch k and peeks batch k+1 to queue its upload: the
+// peeked batch is not taken, stays unchanged while the loader fills the
+// rest of the ring, and is exactly what the next Take() returns.
+TEST(BatchLoaderTest, PeekShowsTheNextBatchWithoutTakingIt) {
+  StepBinding binding = Binding(3, 5, 2);
+  for (int depth : {2, 3, 6}) {
+    SCOPED_TRACE(depth);
+    CountingSource source;
+    BatchLoader loader(source, binding, depth);
+    HostBatch *held = loader.Take();
+    ASSERT_NE(held, nullptr);
+    for (int32_t n = 1; n <= 8; ++n) {
+      HostBatch *peeked = loader.Peek();
+      ASSERT_NE(peeked, nullptr);
+      ASSERT_TRUE(Holds(*peeked, n));
+      EXPECT_EQ(loader.Peek(), peeked) << "a second Peek moved on";
+      EXPECT_EQ(loader.taken(), n) << "the peeked batch counts as taken";
+      // The loader still fills up to depth-1 batches past the held one.
+      int64_t limit = n + depth - 1;
+      ASSERT_TRUE(Eventually([&] { return source.calls() >= limit; }));
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+      EXPECT_EQ(source.calls(), limit);
+      EXPECT_TRUE(Holds(*held, n - 1)) << "the held batch was overwritten";
+      EXPECT_TRUE(Holds(*peeked, n)) << "the peeked batch was overwritten";
+      HostBatch *taken = loader.Take();
+      EXPECT_EQ(taken, peeked);
+      held = taken;
+    }
+  }
+}
+
+TEST(BatchLoaderTest, PeekAtTheEndGivesNullptr) {
+  CountingSource source(2);
+  BatchLoader loader(source, Binding(1, 1), 3);
+  ASSERT_NE(loader.Take(), nullptr);
+  ASSERT_NE(loader.Peek(), nullptr);
+  ASSERT_NE(loader.Take(), nullptr);
+  EXPECT_EQ(loader.Peek(), nullptr);
+  EXPECT_EQ(loader.Take(), nullptr);
+  EXPECT_EQ(loader.taken(), 2);
+}
+
+// Waiting in Peek() is data wait like waiting in Take(); the Take() of the
+// peeked batch then does not wait.
+TEST(BatchLoaderTest, PeekCountsItsWait) {
+  CountingSource source(-1, std::chrono::milliseconds(20));
+  BatchLoader loader(source, Binding(2, 3), 2);
+  ASSERT_NE(loader.Take(), nullptr);
+  loader.ConsumeWaitSeconds();
+  // Depth 2: batch 1 is only started once batch 0 is taken.
+  ASSERT_NE(loader.Peek(), nullptr);
+  double waited = loader.ConsumeWaitSeconds();
+  EXPECT_GE(waited, 0.01);
+  ASSERT_NE(loader.Take(), nullptr);
+  EXPECT_EQ(loader.ConsumeWaitSeconds(), 0.0);
+}
+
 TEST(BatchLoaderTest, DepthBelowTwoIsRaisedToTwo) {
   CountingSource source;
   BatchLoader loader(source, Binding(1, 1), /*depth=*/1);

@@ -326,9 +326,10 @@ TEST(CheckpointTest, FingerprintIsStableAndCoversTheInterface) {
   TinyStep base;
   std::string fingerprint = DescriptorFingerprint(base.d);
   // Pinned: the hash must not change between builds or platforms. This is
-  // 64-bit FNV-1a of the canonical text (abi_version 2\nmodel "tiny"\n...),
-  // computed independently; a deliberate change of the text updates it.
-  EXPECT_EQ(fingerprint, "9d1f39556fb6a192");
+  // 64-bit FNV-1a of the canonical text (abi_version 3\nmodel "tiny"\n...),
+  // computed independently; a deliberate change of the text (or an ABI
+  // version bump) updates it.
+  EXPECT_EQ(fingerprint, "6417ebb3f31b3cc1");
   TinyStep same;
   EXPECT_EQ(DescriptorFingerprint(same.d), fingerprint);
 
@@ -346,7 +347,8 @@ TEST(CheckpointTest, FingerprintIsStableAndCoversTheInterface) {
           {"optimizer", [](TinyStep &s) { s.optimizer = "adamw"; }},
           {"schedule", [](TinyStep &s) { s.d.lr_schedule.base_lr = 0.2; }},
           {"micro-batches", [](TinyStep &s) { s.d.micro_batches = 2; }},
-          {"abi", [](TinyStep &s) { s.d.abi_version = 3; }},
+          {"abi",
+           [](TinyStep &s) { s.d.abi_version = TCC_STEP_ABI_VERSION + 1; }},
       };
   for (auto &[what, change] : changes) {
     TinyStep changed;

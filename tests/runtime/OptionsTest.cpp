@@ -146,6 +146,24 @@ TEST(OptionsTest, RejectsBadCheckpointFlags) {
 }
 
 // docs/runtime.md must quote `trun --help` verbatim.
+TEST(OptionsTest, ParsesTheGpuFlag) {
+  absl::StatusOr<Options> options =
+      ParseOptions({"s.so", "--data", "d", "--gpu", "3"});
+  ASSERT_TRUE(options.ok()) << options.status();
+  EXPECT_EQ(options->gpu, 3);
+  options = ParseOptions({"s.so", "--data", "d"});
+  ASSERT_TRUE(options.ok()) << options.status();
+  EXPECT_FALSE(options->gpu.has_value()); // GPU 0, and fine for a cpu step
+  for (const char *bad : {"-1", "x", "1.5", "4294967296"})
+    EXPECT_EQ(UsageError({"s.so", "--data", "d", "--gpu", bad}),
+              std::string("--gpu expects a GPU number (0, 1, ...), got '") +
+                  bad + "'");
+  EXPECT_EQ(UsageError({"s.so", "--info", "--gpu", "1"}),
+            "--gpu does not apply to --info");
+  EXPECT_EQ(UsageError({"s.so", "--diagnose", "--gpu=0"}),
+            "--gpu does not apply to --diagnose");
+}
+
 TEST(OptionsTest, DocsQuoteTheHelpText) {
   std::ifstream docs(TRUN_TEST_DOCS);
   ASSERT_TRUE(docs.good()) << "cannot read " << TRUN_TEST_DOCS;

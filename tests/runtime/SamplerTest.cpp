@@ -1,11 +1,13 @@
 #include "runtime/trun/Sampler.h"
 
 #include "runtime/trun/StepLibrary.h"
+#include "runtime/trun/Trainer.h"
 #include "tests/runtime/TestData.h"
 
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 
 namespace tcc::trun {
 namespace {
@@ -28,12 +30,14 @@ TEST(PickTokenTest, SamplesByInverseCdfOfTheTemperedSoftmax) {
   EXPECT_EQ(PickToken(logits, 2, 2.0, cut + 1e-4), 1);
 }
 
-// The bigram fixture with a table that makes token i predict (i + 1) mod V.
-class BigramSamplerTest : public ::testing::Test {
+// The bigram fixture with a table that makes token i predict (i + 1) mod V;
+// sampling runs through a Trainer holding that table, on the CPU build and
+// on the fake GPU build (whose logits are downloaded).
+class BigramSamplerTest : public ::testing::TestWithParam<const char *> {
 protected:
   void SetUp() override {
     absl::StatusOr<std::unique_ptr<StepLibrary>> library =
-        StepLibrary::Open(TRUN_TEST_BIGRAM_STEP);
+        StepLibrary::Open(GetParam());
     ASSERT_TRUE(library.ok()) << library.status();
     library_ = std::move(*library);
     absl::StatusOr<StepBinding> binding = BindStep(d());
@@ -45,19 +49,37 @@ protected:
     table_.assign(256 * 256, 0.0f);
     bias_.assign(256, 0.0f);
   }
+  void TearDown() override {
+    trainer_.reset(); // before the library that holds its device API
+  }
   const tcc_step_descriptor &d() const { return library_->descriptor(); }
+  // A trainer holding table_ and bias_.
+  Trainer *MakeTrainer() {
+    absl::StatusOr<std::unique_ptr<Trainer>> trainer =
+        Trainer::Create(d(), binding_, 0);
+    EXPECT_TRUE(trainer.ok()) << trainer.status();
+    if (!trainer.ok())
+      return nullptr;
+    trainer_ = std::move(*trainer);
+    std::memcpy(trainer_->mutable_param(0), table_.data(), table_.size() * 4);
+    std::memcpy(trainer_->mutable_param(1), bias_.data(), bias_.size() * 4);
+    return trainer_.get();
+  }
   std::unique_ptr<Sampler> Make() {
+    if (!MakeTrainer())
+      return nullptr;
     absl::StatusOr<std::unique_ptr<Sampler>> sampler =
-        Sampler::Create(d(), binding_, {table_.data(), bias_.data()});
+        Sampler::Create(d(), binding_, *trainer_);
     EXPECT_TRUE(sampler.ok()) << sampler.status();
     return sampler.ok() ? std::move(*sampler) : nullptr;
   }
   std::unique_ptr<StepLibrary> library_;
   StepBinding binding_;
   std::vector<float> table_, bias_;
+  std::unique_ptr<Trainer> trainer_;
 };
 
-TEST_F(BigramSamplerTest, GreedyFollowsTheLogitsAtTheLastRealPosition) {
+TEST_P(BigramSamplerTest, GreedyFollowsTheLogitsAtTheLastRealPosition) {
   for (int i = 0; i < 256; ++i)
     table_[i * 256 + (i + 1) % 256] = 10.0f;
   std::unique_ptr<Sampler> sampler = Make();
@@ -76,7 +98,7 @@ TEST_F(BigramSamplerTest, GreedyFollowsTheLogitsAtTheLastRealPosition) {
   EXPECT_LT((*out)[0], 6);
 }
 
-TEST_F(BigramSamplerTest, SameSeedSameTextOtherSeedDiffers) {
+TEST_P(BigramSamplerTest, SameSeedSameTextOtherSeedDiffers) {
   std::unique_ptr<Sampler> sampler = Make(); // all logits 0: uniform
   ASSERT_NE(sampler, nullptr);
   absl::StatusOr<std::vector<int64_t>> a = sampler->Generate({1}, 30, 256, 1.0, 4);
@@ -87,7 +109,7 @@ TEST_F(BigramSamplerTest, SameSeedSameTextOtherSeedDiffers) {
   EXPECT_NE(*a, *c);
 }
 
-TEST_F(BigramSamplerTest, RejectsBadContextsAndStepsWithoutLogits) {
+TEST_P(BigramSamplerTest, RejectsBadContextsAndStepsWithoutLogits) {
   std::unique_ptr<Sampler> sampler = Make();
   ASSERT_NE(sampler, nullptr);
   EXPECT_EQ(sampler->Generate({}, 1, 256, 0, 0).status().message(),
@@ -97,11 +119,15 @@ TEST_F(BigramSamplerTest, RejectsBadContextsAndStepsWithoutLogits) {
   StepBinding no_logits = binding_;
   no_logits.token_logits_output = -1;
   absl::StatusOr<std::unique_ptr<Sampler>> bad =
-      Sampler::Create(d(), no_logits, {table_.data(), bias_.data()});
+      Sampler::Create(d(), no_logits, *trainer_);
   ASSERT_FALSE(bad.ok());
   EXPECT_NE(bad.status().message().find("eval output 'logits'"),
             std::string::npos);
 }
+
+INSTANTIATE_TEST_SUITE_P(CpuAndFakeGpu, BigramSamplerTest,
+                         ::testing::Values(TRUN_TEST_BIGRAM_STEP,
+                                           TRUN_TEST_BIGRAM_CUDA_STEP));
 
 } // namespace
 } // namespace tcc::trun

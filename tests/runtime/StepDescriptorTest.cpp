@@ -1,9 +1,11 @@
 #include "runtime/trun/StepDescriptor.h"
 
+#include "runtime/trun/StepLibrary.h"
 #include "tests/runtime/TestData.h"
 
 #include <gtest/gtest.h>
 
+#include <functional>
 #include <sstream>
 
 namespace tcc::trun {
@@ -49,11 +51,81 @@ TEST(StepDescriptorTest, RejectsNullEntryPoints) {
             std::string::npos);
 }
 
-TEST(StepDescriptorTest, RejectsNonCpuTarget) {
+TEST(StepDescriptorTest, RejectsUnknownTarget) {
+  FakeStep step(4, 6, 3);
+  step.descriptor.target = "tpu";
+  EXPECT_EQ(ValidationError(step.descriptor),
+            "step.so: step targets 'tpu' but this trun runs only 'cpu' and "
+            "'cuda' steps");
+}
+
+// The fake GPU's complete device API (tests/runtime/fixtures/fake_device.h).
+tcc_device_api FakeDeviceApi() {
+  absl::StatusOr<std::unique_ptr<StepLibrary>> library =
+      StepLibrary::Open(TRUN_TEST_BIGRAM_CUDA_STEP);
+  EXPECT_TRUE(library.ok()) << library.status();
+  // Only its fields are read (validation calls nothing), so a copy outlives
+  // the library.
+  return library.ok() ? *(*library)->descriptor().device : tcc_device_api{};
+}
+
+TEST(StepDescriptorTest, CudaStepNeedsACompleteDeviceApi) {
   FakeStep step(4, 6, 3);
   step.descriptor.target = "cuda";
-  EXPECT_NE(ValidationError(step.descriptor).find("targets 'cuda'"),
+  EXPECT_EQ(ValidationError(step.descriptor),
+            "step.so: a 'cuda' step without a device API (device is NULL)");
+
+  tcc_device_api api = FakeDeviceApi();
+  step.descriptor.device = &api;
+  EXPECT_TRUE(ValidateDescriptor(step.descriptor, "step.so").ok());
+
+  api.struct_size = sizeof(tcc_device_api) - 8;
+  EXPECT_NE(ValidationError(step.descriptor)
+                .find("step.so: device API is " +
+                      std::to_string(sizeof(tcc_device_api) - 8) +
+                      " bytes, this trun needs at least"),
             std::string::npos);
+  api.struct_size = sizeof(tcc_device_api) + 8; // appended fields are fine
+  EXPECT_TRUE(ValidateDescriptor(step.descriptor, "step.so").ok());
+
+  // Each function, cleared in turn, is named.
+  const std::pair<const char *, std::function<void(tcc_device_api &)>>
+      clear[] = {
+          {"init", [](tcc_device_api &a) { a.init = nullptr; }},
+          {"alloc", [](tcc_device_api &a) { a.alloc = nullptr; }},
+          {"release", [](tcc_device_api &a) { a.release = nullptr; }},
+          {"alloc_pinned", [](tcc_device_api &a) { a.alloc_pinned = nullptr; }},
+          {"release_pinned",
+           [](tcc_device_api &a) { a.release_pinned = nullptr; }},
+          {"to_device", [](tcc_device_api &a) { a.to_device = nullptr; }},
+          {"to_host", [](tcc_device_api &a) { a.to_host = nullptr; }},
+          {"fill_zero", [](tcc_device_api &a) { a.fill_zero = nullptr; }},
+          {"upload_async", [](tcc_device_api &a) { a.upload_async = nullptr; }},
+          {"wait_uploads", [](tcc_device_api &a) { a.wait_uploads = nullptr; }},
+          {"last_error", [](tcc_device_api &a) { a.last_error = nullptr; }},
+          {"execution_note",
+           [](tcc_device_api &a) { a.execution_note = nullptr; }},
+          {"allocated_bytes",
+           [](tcc_device_api &a) { a.allocated_bytes = nullptr; }},
+          {"peak_allocated_bytes",
+           [](tcc_device_api &a) { a.peak_allocated_bytes = nullptr; }},
+      };
+  for (const auto &[name, change] : clear) {
+    tcc_device_api broken = FakeDeviceApi();
+    change(broken);
+    step.descriptor.device = &broken;
+    EXPECT_EQ(ValidationError(step.descriptor),
+              std::string("step.so: device API has a null '") + name +
+                  "' function");
+  }
+}
+
+TEST(StepDescriptorTest, CpuStepMustNotHaveADeviceApi) {
+  FakeStep step(4, 6, 3);
+  tcc_device_api api = FakeDeviceApi();
+  step.descriptor.device = &api;
+  EXPECT_EQ(ValidationError(step.descriptor),
+            "step.so: a 'cpu' step with a device API (device must be NULL)");
 }
 
 TEST(StepDescriptorTest, RejectsInconsistentNumElements) {

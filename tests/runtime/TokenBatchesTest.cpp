@@ -28,7 +28,7 @@ protected:
     return std::move(*data);
   }
   // Row r of a batch: its tokens and targets.
-  static std::vector<int32_t> Row(const AlignedBuffer &buffer, int64_t row,
+  static std::vector<int32_t> Row(const BatchBuffer &buffer, int64_t row,
                                   int64_t T) {
     const int32_t *p = buffer.as<int32_t>() + row * T;
     return std::vector<int32_t>(p, p + T);

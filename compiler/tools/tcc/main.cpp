@@ -1,15 +1,19 @@
 // tcc: compiles a model file (.pb / .pbtxt) into a step library.
 //
-//   tcc compile model.pb -o step.so [--target cpu] [--dump-dir DIR]
+//   tcc compile model.pb -o step.so [--target cpu|cuda] [--arch sm_XY]
+//                        [--tf32] [--jobs N] [--no-cache] [--dump-dir DIR]
 //                        [--compile-to PHASE] [--cxx COMPILER] [--no-native]
-//                        [--emit-gradients]
+//                        [--emit-gradients] [-v]
 //
 // Exit codes: 0 success, 1 compile error (bad model, failed pass or host
 // compiler), 2 usage error.
 #include <cstdio>
+#include <cstdlib>
 #include <string>
 
 #include "compiler/codegen/CpuCodegen.h"
+#include "compiler/codegen/CudaCodegen.h"
+#include "compiler/driver/CudaCompiler.h"
 #include "compiler/driver/HostCompiler.h"
 #include "compiler/pipeline/IRDumps.h"
 #include "compiler/pipeline/Pipeline.h"
@@ -50,16 +54,30 @@ a step library that trun loads (see docs/abi.md).
 Options:
   -o, --output PATH     where to write the result; '-' writes text results
                         (any --compile-to before 'library') to stdout
-  --target cpu          code generation target (only 'cpu' exists so far)
+  --target cpu|cuda     code generation target (default: cuda when nvcc is
+                        found — $TCC_NVCC, PATH, /usr/local/cuda/bin — else cpu)
+  --arch sm_XY          cuda: GPU architecture (default: GPU 0's, from
+                        nvidia-smi; sm_90 when no GPU is visible)
+  --tf32                cuda: fp32 matrix products may round inputs to TF32
+                        (tensor cores; about 1e-3 relative error per product)
+  --jobs N              cuda: parallel nvcc runs (default: CPU threads)
+  --no-cache            cuda: compile every unit (default: reuse objects from
+                        $TCC_CACHE_DIR, else ~/.cache/tcc, keyed by source,
+                        flags and compiler version)
+  -v, --verbose         cuda: print a summary (launches, kernels, units
+                        compiled / reused, seconds) on stderr
   --dump-dir DIR        write the IR after every pass as numbered files
-                        (DIR/NN-<pass>.mlir), the generated source, and
+                        (DIR/NN-<pass>.mlir), the generated source (cuda:
+                        step_host.cpp, kernels_N.cu and kernels.txt, the
+                        kernel list with launch shapes, FLOPs and bytes), and
                         DIR/index.txt describing each file
   --compile-to PHASE    stop after PHASE and write its output to OUTPUT:
                           import    tg IR straight from the model
                           training  + autodiff and optimizer (tg IR)
                           kern      + lowering to kern ops on buffers
                           plan      + memory plan (kern IR)
-                          source    + generated C++ source
+                          source    + generated C++ source (cuda: the host
+                                    unit then each kernel unit)
                           library   + host compiler: step.so (default)
   --cxx COMPILER        host C++ compiler for the library (default: $CXX or c++)
   --no-native           do not pass -march=native to the host compiler
@@ -81,10 +99,12 @@ int compileError(const std::string &msg) {
 }
 
 struct CompileArgs {
-  std::string model, output, target = "cpu", dumpDir, cxx;
+  std::string model, output, target, arch, dumpDir, cxx;
   tcc::Phase phase = tcc::Phase::Library;
   bool native = true;
   bool emitGradients = false;
+  bool tf32 = false, useCache = true, verbose = false;
+  int jobs = 0;
 };
 
 bool writeText(const std::string &path, llvm::StringRef text, std::string &error) {
@@ -100,6 +120,58 @@ bool writeText(const std::string &path, llvm::StringRef text, std::string &error
   }
   os << text;
   return true;
+}
+
+// The cuda target after the memory plan: generated sources, then nvcc.
+int emitCuda(const CompileArgs &args, mlir::ModuleOp module,
+             std::optional<tcc::DumpDirectory> &dumps) {
+  std::string error;
+  tcc::CudaCodegenOptions codegen;
+  codegen.arch = args.arch;
+  codegen.tf32 = args.tf32;
+  mlir::FailureOr<tcc::GeneratedCudaStep> step = tcc::generateCudaStep(module, codegen);
+  if (mlir::failed(step))
+    return 1;
+  if (dumps) {
+    (void)dumps->write("step_host", "cpp", step->hostSource,
+                       "generated host C++ for the cuda target (launches, cuBLASLt, ABI)");
+    for (size_t i = 0; i < step->kernelUnits.size(); ++i)
+      (void)dumps->write("kernels_" + std::to_string(i), "cu", step->kernelUnits[i],
+                         "generated CUDA kernel unit " + std::to_string(i));
+    (void)dumps->write("kernels", "txt", step->kernelList,
+                       "kernel list: every launch with its shape, FLOPs and bytes");
+  }
+  if (args.phase == tcc::Phase::Source) {
+    std::string all = step->hostSource;
+    for (size_t i = 0; i < step->kernelUnits.size(); ++i)
+      all += "\n// ==== kernels_" + std::to_string(i) + ".cu ====\n" + step->kernelUnits[i];
+    return writeText(args.output, all, error) ? 0 : compileError(error);
+  }
+  if (args.output == "-")
+    return usageError("a library cannot be written to stdout; use -o PATH");
+  std::optional<std::string> nvcc = tcc::findNvcc();
+  if (!nvcc)
+    return compileError("--target cuda needs nvcc: set TCC_NVCC, put nvcc on PATH or "
+                        "install the CUDA toolkit in /usr/local/cuda");
+  tcc::CudaCompileOptions options;
+  options.nvcc = *nvcc;
+  options.arch = args.arch;
+  options.hostCompiler = args.cxx;
+  options.jobs = args.jobs;
+  options.useCache = args.useCache;
+  tcc::CudaCompileStats stats;
+  if (!tcc::compileCudaLibrary(step->hostSource, step->kernelUnits, args.output, options,
+                               stats, error))
+    return compileError(error);
+  if (args.verbose)
+    std::fprintf(stderr,
+                 "tcc: cuda %s: %lld launches, %lld distinct kernels in %zu units; "
+                 "%d of %d objects from the cache%s%s; %.1f s to compile and link\n",
+                 args.arch.c_str(), static_cast<long long>(step->launches),
+                 static_cast<long long>(step->distinctKernels), step->kernelUnits.size(),
+                 stats.fromCache, stats.units, stats.cacheDir.empty() ? "" : " ",
+                 stats.cacheDir.c_str(), stats.seconds);
+  return 0;
 }
 
 int runCompile(const CompileArgs &args) {
@@ -153,6 +225,9 @@ int runCompile(const CompileArgs &args) {
     return finish(writeText(args.output, text, error) ? 0 : compileError(error));
   }
 
+  if (args.target == "cuda")
+    return finish(emitCuda(args, *module, dumps));
+
   mlir::FailureOr<tcc::GeneratedStep> step = tcc::generateCpuStep(*module);
   if (mlir::failed(step))
     return finish(1);
@@ -198,8 +273,28 @@ int compileMain(int argc, char **argv) {
     } else if (flag == "--target") {
       if (!value(args.target))
         return usageError("--target needs a value");
-      if (args.target != "cpu")
-        return usageError("unknown target '" + args.target + "' (supported: cpu)");
+      if (args.target != "cpu" && args.target != "cuda")
+        return usageError("unknown target '" + args.target + "' (supported: cpu, cuda)");
+    } else if (flag == "--arch") {
+      if (!value(args.arch))
+        return usageError("--arch needs a value");
+      if (!tcc::isValidCudaArch(args.arch))
+        return usageError("unknown CUDA architecture '" + args.arch +
+                          "' (expected sm_XY, e.g. sm_80, sm_90)");
+    } else if (flag == "--jobs") {
+      if (!value(v))
+        return usageError("--jobs needs a number");
+      char *end = nullptr;
+      long n = std::strtol(v.c_str(), &end, 10);
+      if (v.empty() || *end || n < 1 || n > 1024)
+        return usageError("--jobs needs a number from 1 to 1024, got '" + v + "'");
+      args.jobs = static_cast<int>(n);
+    } else if (a == "--tf32") {
+      args.tf32 = true;
+    } else if (a == "--no-cache") {
+      args.useCache = false;
+    } else if (a == "-v" || a == "--verbose") {
+      args.verbose = true;
     } else if (flag == "--dump-dir") {
       if (!value(args.dumpDir) || args.dumpDir.empty())
         return usageError("--dump-dir needs a directory");
@@ -230,6 +325,12 @@ int compileMain(int argc, char **argv) {
     return usageError("no model file given");
   if (args.output.empty())
     return usageError("no output given (-o PATH)");
+  if (args.target.empty())
+    args.target = tcc::findNvcc() ? "cuda" : "cpu";
+  if (args.target == "cpu" && (!args.arch.empty() || args.tf32))
+    return usageError("--arch and --tf32 apply to --target cuda");
+  if (args.target == "cuda" && args.arch.empty())
+    args.arch = tcc::detectGpuArch().value_or("sm_90");
   return runCompile(args);
 }
 

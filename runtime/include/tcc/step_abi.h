@@ -130,11 +130,13 @@ typedef struct tcc_device_api {
   int32_t (*to_host)(void *dst, const void *src, uint64_t bytes);
   int32_t (*fill_zero)(void *dst, uint64_t bytes);
   /* Queues `count` host-to-device copies on the copy stream and records an
-     event the next train/eval call waits for on its stream. Sources should
-     be pinned (alloc_pinned) for the copies to overlap compute. */
+     event; a later train/eval call whose inputs include one of these
+     destinations waits for it on its stream (others do not, so the copy of
+     the next batch overlaps the current step). Sources should be pinned
+     (alloc_pinned) for the copies to run asynchronously. */
   int32_t (*upload_async)(int32_t count, void *const *dst,
                           const void *const *src, const uint64_t *bytes);
-  /* Blocks until the queued uploads are done (their sources may be reused). */
+  /* Blocks until all queued uploads are done (their sources may be reused). */
   int32_t (*wait_uploads)(void);
   /* The message of the last failure ("" if none). */
   const char *(*last_error)(void);

@@ -1,0 +1,29 @@
+#!/usr/bin/env python3
+"""A token shard of N uniformly random GPT-2 token ids (< 50257) in the
+llm.c / trun format (256 int32 header: magic 20240520, version 1, count;
+then uint16 tokens). Throughput does not depend on the text, so the
+benchmark needs no tokenizer or dataset on the device machine.
+
+    random_tokens.py OUT.bin N [--seed S]
+"""
+import argparse
+
+import numpy as np
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("out")
+    p.add_argument("n", type=int)
+    p.add_argument("--seed", type=int, default=0)
+    a = p.parse_args()
+    header = np.zeros(256, dtype=np.int32)
+    header[0], header[1], header[2] = 20240520, 1, a.n
+    tokens = np.random.default_rng(a.seed).integers(0, 50257, size=a.n, dtype=np.uint16)
+    with open(a.out, "wb") as f:
+        f.write(header.tobytes())
+        f.write(tokens.tobytes())
+
+
+if __name__ == "__main__":
+    main()

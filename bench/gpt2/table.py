@@ -1,0 +1,84 @@
+#!/usr/bin/env python3
+"""The benchmark table of bench/gpt2/run.sh: PyTorch eager and torch.compile
+(JSON lines of bench/torch_gpt2.py) and tcc (trun --metrics files) for the
+GPT-2 124M step, with ratios tcc / peer.
+
+tcc's ms/step is the median step_ms of the steps after --warmup; its MFU
+uses the same FLOPs per step and the same measured bf16 matmul peak as the
+PyTorch rows (both come from torch_gpt2.py's JSON); its peak memory is the
+GPU memory trun allocated at the peak (params, optimizer state, workspace
+with gradients and activations, inputs, outputs: trun's "gpu memory" line in
+the .log next to the metrics file), the PyTorch rows report
+torch.cuda.max_memory_allocated.
+
+    table.py --torch torch.jsonl --tcc NAME=metrics.jsonl [...] [--warmup 5]
+"""
+import argparse
+import json
+import os
+import re
+import statistics
+
+
+def read_jsonl(path):
+    with open(path) as f:
+        return [json.loads(line) for line in f if line.strip()]
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("--torch", required=True)
+    p.add_argument("--tcc", action="append", default=[])
+    p.add_argument("--warmup", type=int, default=5)
+    a = p.parse_args()
+    torch_rows = [r for r in read_jsonl(a.torch) if r.get("status") == "ok"]
+    if not torch_rows:
+        raise SystemExit("no PyTorch results in " + a.torch)
+    ref = torch_rows[0]
+    flops, peak = ref["flops_per_step"], ref["matmul_peak"]["flops_per_s"]
+    tokens = ref["tokens_per_step"]
+    rows = []
+    for r in torch_rows:
+        rows.append((r["system"] + " (bf16 autocast)", r["ms_per_step"], r["peak_mem_bytes"]))
+    for spec in a.tcc:
+        name, path = spec.split("=", 1)
+        recs = read_jsonl(path)
+        ms = [r["step_ms"] for r in recs if r.get("kind") == "step" and r["step"] > a.warmup]
+        end = [r for r in recs if r.get("kind") == "run" and r.get("event") == "end"]
+        mem = None
+        if end and "gpu_peak_bytes" in end[-1]:
+            mem = float(end[-1]["gpu_peak_bytes"])
+        else:  # trun's summary line next to the metrics: "gpu memory: ..., peak 38.50 GiB"
+            try:
+                with open(os.path.splitext(path)[0] + ".log") as f:
+                    for line in f:
+                        m = re.search(r"gpu memory: .*peak ([0-9.]+) (KiB|MiB|GiB)", line)
+                        if m:
+                            mem = float(m.group(1)) * 2 ** {"KiB": 10, "MiB": 20, "GiB": 30}[m.group(2)]
+            except OSError:
+                pass
+        if not ms:
+            rows.append((f"tcc {name}", None, mem))
+            continue
+        rows.append((f"tcc {name} (no AMP yet)", statistics.median(ms), mem))
+    print(f"GPT-2 124M, B=16, T=1024, one training step; {ref['device']}, torch {ref['torch']}, "
+          f"bf16 matmul peak {peak / 1e12:.1f} TFLOP/s (measured), {flops / 1e12:.3f} TFLOP/step")
+    print()
+    print("| system | ms/step | tokens/s | MFU | peak GPU memory | ms/step vs eager | vs torch.compile |")
+    print("|---|---|---|---|---|---|---|")
+    eager = next((ms for n, ms, _ in rows if n.startswith("pytorch-eager")), None)
+    comp = next((ms for n, ms, _ in rows if n.startswith("pytorch-compile")), None)
+    for name, ms, mem in rows:
+        if ms is None:
+            print(f"| {name} | failed | | | | | |")
+            continue
+        ratio = lambda peer: f"{ms / peer:.2f}x" if peer else "-"
+        memtxt = f"{mem / 2**30:.2f} GiB" if mem else "n/a"
+        print(f"| {name} | {ms:.2f} | {tokens / ms * 1e3:,.0f} | {flops / (ms / 1e3) / peak * 100:.1f}% "
+              f"| {memtxt} | {ratio(eager)} | {ratio(comp)} |")
+    print()
+    print("ratios are tcc time / peer time (above 1: tcc slower).")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,39 @@
+// kern (after kern-plan-memory) -> CUDA: one host translation unit (C++,
+// calls kernels and cuBLASLt on the step's stream; implements the step ABI
+// and its tcc_device_api) and kernel translation units (.cu) holding every
+// distinct generated kernel once.
+#ifndef TCC_COMPILER_CODEGEN_CUDACODEGEN_H
+#define TCC_COMPILER_CODEGEN_CUDACODEGEN_H
+
+#include <string>
+#include <vector>
+
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/Support/LogicalResult.h"
+
+namespace tcc {
+
+struct CudaCodegenOptions {
+  std::string arch = "sm_90"; // recorded in the descriptor
+  bool tf32 = false;          // fp32 matrix products may use TF32 tensor cores
+  int kernelUnits = 0;        // .cu files to spread kernels over; 0: automatic
+};
+
+struct GeneratedCudaStep {
+  std::string hostSource;               // step_host.cpp
+  std::vector<std::string> kernelUnits; // kernels_N.cu
+  // One line per launch: entry, order, kernel, launch shape, FLOPs, bytes,
+  // model node (tcc compile --dump-dir writes it as kernels.txt).
+  std::string kernelList;
+  double trainFlops = 0, evalFlops = 0;
+  int64_t workspaceBytes = 0;
+  int64_t launches = 0;        // kernel launches and library calls, both entries
+  int64_t distinctKernels = 0; // generated kernels after deduplication
+};
+
+mlir::FailureOr<GeneratedCudaStep>
+generateCudaStep(mlir::ModuleOp module, const CudaCodegenOptions &options);
+
+} // namespace tcc
+
+#endif

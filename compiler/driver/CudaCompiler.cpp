@@ -1,0 +1,303 @@
+#include "compiler/driver/CudaCompiler.h"
+
+#include <chrono>
+#include <cstdlib>
+#include <thread>
+
+#include "llvm/ADT/StringExtras.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Support/Path.h"
+#include "llvm/Support/Program.h"
+#include "llvm/Support/SHA256.h"
+#include "llvm/Support/raw_ostream.h"
+
+namespace tcc {
+namespace {
+
+bool writeFile(const std::string &path, llvm::StringRef text, std::string &error) {
+  std::error_code ec;
+  llvm::raw_fd_ostream os(path, ec);
+  if (ec) {
+    error = "cannot write " + path + ": " + ec.message();
+    return false;
+  }
+  os << text;
+  os.close();
+  if (os.has_error()) {
+    error = "cannot write " + path + ": " + os.error().message();
+    os.clear_error();
+    return false;
+  }
+  return true;
+}
+
+std::string readFile(const std::string &path) {
+  auto text = llvm::MemoryBuffer::getFile(path);
+  return text ? (*text)->getBuffer().str() : std::string();
+}
+
+// Runs `args` and returns its stdout+stderr ("" if it cannot run).
+std::string captureOutput(const std::vector<std::string> &args) {
+  llvm::SmallString<128> log;
+  if (llvm::sys::fs::createTemporaryFile("tcc-probe", "txt", log))
+    return "";
+  std::vector<llvm::StringRef> refs(args.begin(), args.end());
+  std::optional<llvm::StringRef> redirects[] = {std::nullopt, llvm::StringRef(log),
+                                                llvm::StringRef(log)};
+  int rc = llvm::sys::ExecuteAndWait(args[0], refs, std::nullopt, redirects, 10);
+  std::string out = rc == 0 ? readFile(log.str().str()) : std::string();
+  llvm::sys::fs::remove(log);
+  return out;
+}
+
+std::string hashHex(llvm::ArrayRef<std::string> parts) {
+  llvm::SHA256 sha;
+  for (const std::string &p : parts) {
+    sha.update(p);
+    sha.update(llvm::StringRef("\0", 1));
+  }
+  std::array<uint8_t, 32> digest = sha.final();
+  return llvm::toHex(llvm::ArrayRef<uint8_t>(digest.data(), 16), /*LowerCase=*/true);
+}
+
+std::string defaultCacheDir() {
+  if (const char *d = std::getenv("TCC_CACHE_DIR"); d && *d)
+    return d;
+  if (const char *d = std::getenv("XDG_CACHE_HOME"); d && *d)
+    return std::string(d) + "/tcc";
+  if (const char *h = std::getenv("HOME"); h && *h)
+    return std::string(h) + "/.cache/tcc";
+  return "";
+}
+
+std::string commandLine(const std::vector<std::string> &args) {
+  std::string s;
+  for (const std::string &a : args)
+    s += (s.empty() ? "" : " ") + a;
+  return s;
+}
+
+// One compile: its command, where its object goes, where it is cached.
+struct Job {
+  std::vector<std::string> args;
+  std::string object, cached, log, what;
+  llvm::sys::ProcessInfo process;
+  bool running = false;
+};
+
+} // namespace
+
+std::optional<std::string> findNvcc() {
+  if (const char *env = std::getenv("TCC_NVCC"); env && *env)
+    return llvm::sys::fs::can_execute(env) ? std::optional<std::string>(env) : std::nullopt;
+  if (llvm::ErrorOr<std::string> p = llvm::sys::findProgramByName("nvcc"))
+    return *p;
+  if (llvm::sys::fs::can_execute("/usr/local/cuda/bin/nvcc"))
+    return std::string("/usr/local/cuda/bin/nvcc");
+  return std::nullopt;
+}
+
+std::optional<std::string> detectGpuArch() {
+  llvm::ErrorOr<std::string> smi = llvm::sys::findProgramByName("nvidia-smi");
+  if (!smi)
+    return std::nullopt;
+  std::string out = captureOutput(
+      {*smi, "--query-gpu=compute_cap", "--format=csv,noheader", "--id=0"});
+  llvm::StringRef cap = llvm::StringRef(out).trim();
+  auto [major, minor] = cap.split('.');
+  if (major.empty() || minor.empty() || !llvm::all_of(major, llvm::isDigit) ||
+      !llvm::all_of(minor, llvm::isDigit))
+    return std::nullopt;
+  return "sm_" + major.str() + minor.str();
+}
+
+bool isValidCudaArch(const std::string &arch) {
+  llvm::StringRef a(arch);
+  if (!a.consume_front("sm_") || a.size() < 2)
+    return false;
+  a.consume_back("a");
+  return llvm::all_of(a, llvm::isDigit) && a.size() >= 2 && a.size() <= 3;
+}
+
+bool compileCudaLibrary(const std::string &hostSource,
+                        const std::vector<std::string> &kernelUnits,
+                        const std::string &output, const CudaCompileOptions &options,
+                        CudaCompileStats &stats, std::string &error) {
+  auto start = std::chrono::steady_clock::now();
+  std::string cxx = options.hostCompiler;
+  if (cxx.empty())
+    cxx = std::getenv("CXX") ? std::getenv("CXX") : "c++";
+  llvm::ErrorOr<std::string> cxxPath = llvm::sys::findProgramByName(cxx);
+  if (!cxxPath) {
+    error = "host C++ compiler '" + cxx + "' not found (set CXX or --cxx)";
+    return false;
+  }
+  if (!isValidCudaArch(options.arch)) {
+    error = "unknown CUDA architecture '" + options.arch + "' (expected e.g. sm_80, sm_90)";
+    return false;
+  }
+  // <toolkit>/bin/nvcc -> <toolkit>/include, <toolkit>/lib64.
+  std::string toolkit =
+      llvm::sys::path::parent_path(llvm::sys::path::parent_path(options.nvcc)).str();
+  std::string include = toolkit + "/include", lib = toolkit + "/lib64";
+
+  llvm::SmallString<128> dir;
+  if (std::error_code ec = llvm::sys::fs::createUniqueDirectory("tcc-cuda-build", dir)) {
+    error = "cannot create a temporary directory: " + ec.message();
+    return false;
+  }
+  auto cleanup = [&] { llvm::sys::fs::remove_directories(dir); };
+
+  std::string cacheDir;
+  if (options.useCache) {
+    std::string base = options.cacheDir.empty() ? defaultCacheDir() : options.cacheDir;
+    if (!base.empty() && !llvm::sys::fs::create_directories(base + "/objects"))
+      cacheDir = base + "/objects";
+  }
+  stats.cacheDir = cacheDir;
+
+  // Compiler identities go into the cache keys.
+  std::string nvccVersion = captureOutput({options.nvcc, "--version"});
+  std::string cxxVersion = captureOutput({*cxxPath, "--version"});
+  if (nvccVersion.empty()) {
+    cleanup();
+    error = "cannot run nvcc (" + options.nvcc + " --version failed)";
+    return false;
+  }
+  std::string number = options.arch.substr(3);
+  std::vector<std::string> nvccFlags = {
+      "-std=c++17", "-O3", "--expt-relaxed-constexpr", "-Xcompiler", "-fPIC,-fvisibility=hidden",
+      "-gencode", "arch=compute_" + number + ",code=[sm_" + number + ",compute_" + number + "]",
+      "-ccbin", *cxxPath};
+  std::vector<std::string> cxxFlags = {"-std=c++17", "-O2", "-fPIC", "-fvisibility=hidden",
+                                       "-I" + include};
+
+  std::vector<Job> jobs;
+  auto addJob = [&](const std::string &name, const std::string &source,
+                    const std::vector<std::string> &flags, const std::string &compiler,
+                    const std::string &identity) -> bool {
+    Job job;
+    job.what = name;
+    std::string key = hashHex({identity, commandLine(flags), source});
+    job.object = (dir + "/" + name + ".o").str();
+    job.log = (dir + "/" + name + ".log").str();
+    if (!cacheDir.empty())
+      job.cached = cacheDir + "/" + key + ".o";
+    std::string src = (dir + "/" + name).str();
+    if (!writeFile(src, source, error))
+      return false;
+    job.args = {compiler};
+    job.args.insert(job.args.end(), flags.begin(), flags.end());
+    job.args.insert(job.args.end(), {"-c", src, "-o", job.object});
+    jobs.push_back(std::move(job));
+    return true;
+  };
+  for (size_t i = 0; i < kernelUnits.size(); ++i)
+    if (!addJob("kernels_" + std::to_string(i) + ".cu", kernelUnits[i], nvccFlags,
+                options.nvcc, nvccVersion)) {
+      cleanup();
+      return false;
+    }
+  if (!addJob("step_host.cpp", hostSource, cxxFlags, *cxxPath, cxxVersion)) {
+    cleanup();
+    return false;
+  }
+  stats.units = static_cast<int>(jobs.size());
+
+  // Reuse cached objects; run the rest, `parallel` at a time.
+  std::vector<Job *> pending;
+  for (Job &job : jobs) {
+    if (!job.cached.empty() && llvm::sys::fs::exists(job.cached) &&
+        !llvm::sys::fs::copy_file(job.cached, job.object)) {
+      ++stats.fromCache;
+      continue;
+    }
+    pending.push_back(&job);
+  }
+  unsigned parallel = options.jobs > 0 ? options.jobs : std::thread::hardware_concurrency();
+  parallel = std::max(1u, parallel);
+  std::vector<Job *> running;
+  size_t next = 0;
+  std::string failure;
+  while ((next < pending.size() && failure.empty()) || !running.empty()) {
+    while (failure.empty() && next < pending.size() && running.size() < parallel) {
+      Job *job = pending[next++];
+      std::vector<llvm::StringRef> refs(job->args.begin(), job->args.end());
+      std::optional<llvm::StringRef> redirects[] = {std::nullopt, llvm::StringRef(job->log),
+                                                    llvm::StringRef(job->log)};
+      std::string execError;
+      bool failedToStart = false;
+      job->process = llvm::sys::ExecuteNoWait(job->args[0], refs, std::nullopt, redirects, 0,
+                                              &execError, &failedToStart);
+      if (failedToStart) {
+        failure = "cannot run " + job->args[0] + ": " + execError;
+        break;
+      }
+      job->running = true;
+      running.push_back(job);
+    }
+    bool finished = false;
+    for (size_t i = 0; i < running.size(); ++i) {
+      Job *job = running[i];
+      std::string waitError;
+      llvm::sys::ProcessInfo done = llvm::sys::Wait(job->process, 0u, &waitError, nullptr,
+                                                    /*Polling=*/true);
+      if (done.Pid == 0)
+        continue; // still running
+      finished = true;
+      job->running = false;
+      running.erase(running.begin() + i--);
+      if (done.ReturnCode != 0 && failure.empty()) {
+        failure = job->what + ": compiler failed (exit " + std::to_string(done.ReturnCode) +
+                  ")\n  command: " + commandLine(job->args) + "\n" + readFile(job->log);
+      } else if (done.ReturnCode == 0 && !job->cached.empty()) {
+        // Into the cache under a temporary name, then renamed: readers
+        // never see half an object.
+        std::string tmp = job->cached + ".tmp" + std::to_string(done.Pid);
+        if (!llvm::sys::fs::copy_file(job->object, tmp))
+          llvm::sys::fs::rename(tmp, job->cached);
+        llvm::sys::fs::remove(tmp);
+      }
+    }
+    if (!finished && !running.empty())
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  if (!failure.empty()) {
+    cleanup();
+    error = failure;
+    return false;
+  }
+
+  // Link: static CUDA runtime (no libcudart needed where it runs), cuBLASLt
+  // from the toolkit (rpath to it).
+  std::string tmpOut = output + ".tmp";
+  std::vector<std::string> link = {*cxxPath, "-shared", "-o", tmpOut};
+  for (const Job &job : jobs)
+    link.push_back(job.object);
+  link.insert(link.end(), {"-L" + lib, "-Wl,-rpath," + lib, "-lcublasLt", "-lcudart_static",
+                           "-ldl", "-lrt", "-lpthread"});
+  std::vector<llvm::StringRef> refs(link.begin(), link.end());
+  std::string linkLog = (dir + "/link.log").str();
+  std::optional<llvm::StringRef> redirects[] = {std::nullopt, llvm::StringRef(linkLog),
+                                                llvm::StringRef(linkLog)};
+  int rc = llvm::sys::ExecuteAndWait(link[0], refs, std::nullopt, redirects);
+  if (rc != 0) {
+    error = "linking the step library failed (exit " + std::to_string(rc) +
+            ")\n  command: " + commandLine(link) + "\n" + readFile(linkLog);
+    llvm::sys::fs::remove(tmpOut);
+    cleanup();
+    return false;
+  }
+  if (std::error_code ec = llvm::sys::fs::rename(tmpOut, output)) {
+    error = "cannot move the library into place at " + output + ": " + ec.message();
+    cleanup();
+    return false;
+  }
+  cleanup();
+  stats.seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return true;
+}
+
+} // namespace tcc

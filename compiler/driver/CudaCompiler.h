@@ -1,0 +1,50 @@
+// Builds a CUDA step.so: nvcc on each kernel unit and the host compiler on
+// the host unit, in parallel, each object reused from a cache keyed by its
+// source, flags and compiler version; then one link with the CUDA runtime
+// (static) and cuBLASLt.
+#ifndef TCC_COMPILER_DRIVER_CUDACOMPILER_H
+#define TCC_COMPILER_DRIVER_CUDACOMPILER_H
+
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace tcc {
+
+// nvcc: $TCC_NVCC, else `nvcc` on PATH, else /usr/local/cuda/bin/nvcc.
+std::optional<std::string> findNvcc();
+
+// The compute capability of GPU 0 as "sm_XY" (from nvidia-smi), if any.
+std::optional<std::string> detectGpuArch();
+
+// "sm_80", "sm_90", "sm_90a", ...: true if well formed.
+bool isValidCudaArch(const std::string &arch);
+
+struct CudaCompileOptions {
+  std::string nvcc;         // required (findNvcc)
+  std::string arch = "sm_90";
+  std::string hostCompiler; // default: $CXX, else "c++"
+  int jobs = 0;             // parallel compiles; 0: hardware threads
+  // Object cache; empty: $TCC_CACHE_DIR, else $XDG_CACHE_HOME/tcc, else
+  // ~/.cache/tcc (objects go to <dir>/objects). useCache=false: none.
+  std::string cacheDir;
+  bool useCache = true;
+};
+
+struct CudaCompileStats {
+  int units = 0;      // translation units (kernel units + the host unit)
+  int fromCache = 0;  // of those, objects reused
+  double seconds = 0; // wall time, link included
+  std::string cacheDir; // "" when no cache was used
+};
+
+// Compiles and links into `output` (written atomically). On failure returns
+// false with the failing command and its output in `error`.
+bool compileCudaLibrary(const std::string &hostSource,
+                        const std::vector<std::string> &kernelUnits,
+                        const std::string &output, const CudaCompileOptions &options,
+                        CudaCompileStats &stats, std::string &error);
+
+} // namespace tcc
+
+#endif

@@ -1,0 +1,67 @@
+#!/usr/bin/env bash
+# On the device machine (an NVIDIA GPU), after tests/gpu/prepare.sh here:
+#   1. the CUDA kernel-family test (every prelude kernel vs float64),
+#   2. the MLP and the character GPT trained 100 steps on the CPU and on the
+#      GPU from the same initial weights and batches: per-step losses must
+#      agree within 1e-4 relative,
+#   3. a few GPT-2 124M steps on the GPU (that it runs; the benchmark is
+#      bench/gpt2/run.sh).
+# Prints a summary table last; exit 1 if anything failed.
+#
+#   bash tests/gpu/run.sh DIR [OUT]     (OUT: logs and metrics, default DIR/out)
+set -uo pipefail
+dir="$(cd "${1:?usage: run.sh DIR [OUT]}" && pwd)"
+out="${2:-$dir/out}"
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+mkdir -p "$out"
+[ -d "$dir/lib" ] || tar -C "$dir" -xzf "$dir/lib.tar.gz"
+export LD_LIBRARY_PATH="$dir/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+trun="$dir/bin/trun"
+declare -a summary
+status=0
+note() { summary+=("$1"); }
+
+"$trun" "$dir/steps/gpt2_cuda.so" --diagnose 2>&1 | tee "$out/diagnose.txt"
+
+echo "== kernel families =="
+"$dir/bin/kernel_families_test" 2>&1 | tee "$out/kernel_families.txt"
+rc=${PIPESTATUS[0]}
+[ "$rc" = 0 ] && note "kernel families vs float64: PASS" || { note "kernel families vs float64: FAIL (exit $rc)"; status=1; }
+
+train() { # name step data... -> metrics file
+  local name=$1 step=$2; shift 2
+  rm -f "$out/$name.jsonl"
+  "$trun" "$dir/steps/$step" "$@" --steps 100 --seed 0 --log-every 25 \
+    --metrics "$out/$name.jsonl" >"$out/$name.log" 2>&1
+  local rc=$?
+  tail -n 4 "$out/$name.log"
+  return $rc
+}
+mnist="$dir/data/mnist_images.npy,$dir/data/mnist_labels.npy"
+for model in mlp gpt_char; do
+  echo "== $model: cpu vs gpu, 100 steps =="
+  if [ $model = mlp ]; then data=(--data "$mnist"); else data=(--data "$dir/data/fortunes_train.bin"); fi
+  if train ${model}_cpu ${model}_cpu.so "${data[@]}" && train ${model}_gpu ${model}_cuda.so "${data[@]}"; then
+    line=$(python3 "$here/compare_losses.py" "$model" "$out/${model}_cpu.jsonl" "$out/${model}_gpu.jsonl")
+    rc=$?
+    echo "$line"; note "$line"; [ $rc = 0 ] || status=1
+  else
+    note "$model: a run failed (see $out/${model}_*.log)"; status=1
+  fi
+done
+
+echo "== gpt2 124M on the GPU: 5 steps =="
+tokens="$dir/data/gpt2_tokens.bin"
+[ -f "$tokens" ] || python3 "$here/../../bench/gpt2/random_tokens.py" "$tokens" 2000000
+if "$trun" "$dir/steps/gpt2_cuda.so" --data "$tokens" --steps 5 --seed 0 --log-every 1 \
+     >"$out/gpt2_smoke.log" 2>&1; then
+  note "gpt2 124M fp32: $(grep -m1 'gpu:' "$out/gpt2_smoke.log" || true) $(tail -n 1 "$out/gpt2_smoke.log")"
+else
+  note "gpt2 124M fp32: FAIL ($(tail -n 1 "$out/gpt2_smoke.log"))"; status=1
+fi
+cat "$out/gpt2_smoke.log"
+
+echo
+echo "== summary =="
+for s in "${summary[@]}"; do echo "  $s"; done
+exit $status

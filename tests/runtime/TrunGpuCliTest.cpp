@@ -1,0 +1,344 @@
+// trun on GPU steps (target "cuda") run as a user would, with the fixture
+// steps built for the fake GPU (fixtures/fake_device.h; CI has no GPU):
+// the same runs as with the CPU builds must print the same losses and write
+// the same files, and the fake must end with no error, nothing allocated
+// and no upload pending (it writes what it saw to $TRUN_FAKE_REPORT when
+// trun unloads it).
+#include "runtime/trun/TokenShards.h"
+#include "runtime/trun/Vocab.h"
+
+#include "tests/runtime/TestData.h"
+
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <regex>
+#include <sstream>
+
+namespace tcc::trun {
+namespace {
+
+using testing::CliResult;
+using testing::RunCommand;
+using testing::Slurp;
+using testing::TempDir;
+
+CliResult RunTrun(const std::string &args) {
+  return RunCommand(TRUN_TEST_TRUN_BINARY, args);
+}
+
+std::vector<std::string> ValLosses(const std::string &out) {
+  std::vector<std::string> losses;
+  std::regex line(R"(val loss: ([0-9.]+) \(step \d+\))");
+  for (std::sregex_iterator it(out.begin(), out.end(), line), end; it != end;
+       ++it)
+    losses.push_back((*it)[1]);
+  return losses;
+}
+
+// Per-step losses from a --metrics file, as written (the last record of
+// each step).
+std::map<int64_t, std::string> StepLosses(const std::string &path) {
+  std::map<int64_t, std::string> losses;
+  std::istringstream lines(Slurp(path));
+  std::regex loss(R"re("loss":([^,}]+))re"), step(R"re("step":(\d+))re");
+  for (std::string line; std::getline(lines, line);) {
+    std::smatch l, s;
+    if (line.find("\"kind\":\"step\"") != std::string::npos &&
+        std::regex_search(line, l, loss) && std::regex_search(line, s, step))
+      losses[std::stoll(s[1])] = l[1];
+  }
+  return losses;
+}
+
+// The text after the "sample: ..." line, to the end.
+std::string SampleText(const std::string &out) {
+  size_t at = out.find("\nsample: ");
+  if (at == std::string::npos)
+    return "";
+  size_t text = out.find('\n', at + 1);
+  return text == std::string::npos ? "" : out.substr(text + 1);
+}
+
+size_t Count(const std::string &text, const std::string &part) {
+  size_t n = 0;
+  for (size_t at = text.find(part); at != std::string::npos;
+       at = text.find(part, at + 1))
+    ++n;
+  return n;
+}
+
+class TrunGpuCliTest : public ::testing::Test {
+protected:
+  void SetUp() override {
+    // Token shards of a repeated text, as in TrunTokenCliTest.
+    absl::StatusOr<Vocab> vocab =
+        Vocab::Chars({"\n", "a", "b", "c", "d", "e", "f", "g", "h", "i", "j"});
+    ASSERT_TRUE(vocab.ok());
+    std::string text;
+    for (int i = 0; i < 400; ++i)
+      text += "abcdefghij\n";
+    absl::StatusOr<std::vector<int64_t>> ids = vocab->Encode(text);
+    ASSERT_TRUE(ids.ok());
+    std::vector<uint16_t> tokens(ids->begin(), ids->end());
+    size_t split = tokens.size() * 9 / 10;
+    ASSERT_TRUE(
+        WriteTokenShard(train_, std::vector<uint16_t>(tokens.begin(),
+                                                      tokens.begin() + split))
+            .ok());
+    ASSERT_TRUE(WriteTokenShard(val_, std::vector<uint16_t>(
+                                          tokens.begin() + split, tokens.end()))
+                    .ok());
+    // Images in the Fashion-MNIST layout for the linear classifier.
+    testing::WriteSplit(images_.path(), "train",
+                        testing::MakeSyntheticSplit(600, 28, 28, 1), true);
+    testing::WriteSplit(images_.path(), "t10k",
+                        testing::MakeSyntheticSplit(250, 28, 28, 2), true);
+    setenv("TRUN_FAKE_REPORT", report_.c_str(), 1);
+  }
+  void TearDown() override { unsetenv("TRUN_FAKE_REPORT"); }
+
+  // What the fake saw in the last run: key=value pairs of its report.
+  std::map<std::string, std::string> Report() const {
+    std::map<std::string, std::string> fields;
+    std::istringstream in(Slurp(report_));
+    std::string first_line, first_error;
+    std::getline(in, first_line);
+    std::getline(in, first_error);
+    std::istringstream words(first_line);
+    for (std::string word; words >> word;) {
+      size_t equals = word.find('=');
+      if (equals != std::string::npos)
+        fields[word.substr(0, equals)] = word.substr(equals + 1);
+    }
+    fields["first_error"] = first_error;
+    return fields;
+  }
+  // Everything released, nothing pending, no misuse seen.
+  void ExpectCleanFake() const {
+    std::map<std::string, std::string> r = Report();
+    EXPECT_EQ(r["initialized"], "1") << Slurp(report_);
+    EXPECT_EQ(r["errors"], "0") << r["first_error"];
+    EXPECT_EQ(r["device_blocks"], "0") << "device memory leaked";
+    EXPECT_EQ(r["pinned_blocks"], "0") << "pinned memory leaked";
+    EXPECT_EQ(r["pending"], "0") << "uploads in flight at the end";
+  }
+
+  std::string Tokens(const std::string &step) const {
+    return step + " --data " + train_ + " --val " + val_;
+  }
+
+  TempDir dir_, images_;
+  std::string train_ = dir_.File("abc_train.bin"),
+              val_ = dir_.File("abc_val.bin"),
+              report_ = dir_.File("fake_report.txt");
+  const std::string cpu_ = TRUN_TEST_BIGRAM_STEP,
+                    gpu_ = TRUN_TEST_BIGRAM_CUDA_STEP;
+};
+
+TEST_F(TrunGpuCliTest, TokenRunMatchesTheCpuBitForBit) {
+  auto run = [&](const std::string &step, const std::string &tag) {
+    return RunTrun(Tokens(step) +
+                   " --steps 30 --eval-every 10 --eval-batches 2 --seed 5 "
+                   "--log-every 10 --metrics " +
+                   dir_.File(tag + ".jsonl") + " --save-weights " +
+                   dir_.File(tag + ".safetensors") + " --save-train-outputs " +
+                   dir_.File(tag + "_out.st") +
+                   " --sample 40 --temperature 0.8");
+  };
+  CliResult cpu = run(cpu_, "cpu");
+  ASSERT_EQ(cpu.exit_code, 0) << cpu.err;
+  CliResult gpu = run(gpu_, "gpu");
+  ASSERT_EQ(gpu.exit_code, 0) << gpu.err;
+  EXPECT_EQ(gpu.err, "");
+  ExpectCleanFake();
+  std::map<std::string, std::string> report = Report();
+  // Two inputs per step went up with upload_async; all steps but the last
+  // ran while the next batch's upload was queued.
+  EXPECT_EQ(report["uploads"], "60");
+  // From the loader's pinned staging buffers.
+  EXPECT_EQ(report["pinned_uploads"], "60");
+  EXPECT_EQ(report["overlapped_train_calls"], "29");
+  EXPECT_EQ(report["train_calls"], "30");
+
+  std::map<int64_t, std::string> cpu_losses =
+                                     StepLosses(dir_.File("cpu.jsonl")),
+                                 gpu_losses =
+                                     StepLosses(dir_.File("gpu.jsonl"));
+  EXPECT_EQ(gpu_losses.size(), 30u);
+  EXPECT_EQ(gpu_losses, cpu_losses);
+  // The metrics' end event carries the GPU memory.
+  std::string metrics = Slurp(dir_.File("gpu.jsonl"));
+  EXPECT_NE(metrics.find("\"gpu_peak_bytes\":\""), std::string::npos) << metrics;
+  EXPECT_EQ(Slurp(dir_.File("cpu.jsonl")).find("gpu_peak_bytes"), std::string::npos);
+  EXPECT_EQ(ValLosses(gpu.out).size(), 3u) << gpu.out;
+  EXPECT_EQ(ValLosses(gpu.out), ValLosses(cpu.out));
+  // The weights (downloaded) and the last loss, byte for byte.
+  EXPECT_EQ(Slurp(dir_.File("gpu.safetensors")),
+            Slurp(dir_.File("cpu.safetensors")));
+  EXPECT_EQ(Slurp(dir_.File("gpu_out.st")), Slurp(dir_.File("cpu_out.st")));
+  // The same text; the GPU run then reports its memory.
+  EXPECT_FALSE(SampleText(cpu.out).empty()) << cpu.out;
+  EXPECT_EQ(SampleText(gpu.out), SampleText(cpu.out) + "gpu memory: 0.5 MiB "
+                                                       "allocated, peak 0.5 "
+                                                       "MiB\n");
+
+  EXPECT_NE(cpu.out.find("\ntarget: cpu (x86_64)\n"), std::string::npos)
+      << cpu.out;
+  EXPECT_NE(gpu.out.find("\ntarget: cuda (fake), GPU 0\n"), std::string::npos)
+      << gpu.out;
+  EXPECT_EQ(Count(gpu.out, "gpu: fake device: GPU 0, host memory, eager "
+                           "copies\n"),
+            1u)
+      << gpu.out;
+  EXPECT_EQ(cpu.out.find("gpu"), std::string::npos) << cpu.out;
+}
+
+TEST_F(TrunGpuCliTest, CheckpointAndResumeAreExact) {
+  std::string base = " --eval-every 10 --eval-batches 2 --seed 5";
+  CliResult whole = RunTrun(Tokens(gpu_) + base + " --steps 30 --metrics " +
+                            dir_.File("whole.jsonl") + " --save-weights " +
+                            dir_.File("whole.safetensors"));
+  ASSERT_EQ(whole.exit_code, 0) << whole.err;
+  // In two pieces: 12 steps (checkpoints at 10 and 12), then --resume.
+  std::string ckpt = dir_.File("ckpt");
+  CliResult first =
+      RunTrun(Tokens(gpu_) + base + " --steps 12 --ckpt-dir " + ckpt +
+              " --ckpt-every 10 --metrics " + dir_.File("pieces.jsonl"));
+  ASSERT_EQ(first.exit_code, 0) << first.err;
+  ExpectCleanFake();
+  CliResult second =
+      RunTrun(Tokens(gpu_) + base + " --steps 30 --ckpt-dir " + ckpt +
+              " --resume --metrics " + dir_.File("pieces.jsonl") +
+              " --save-weights " + dir_.File("pieces.safetensors"));
+  ASSERT_EQ(second.exit_code, 0) << second.err;
+  ExpectCleanFake();
+  EXPECT_NE(second.out.find("resumed from " + ckpt + "/step_000000012"),
+            std::string::npos)
+      << second.out;
+  std::map<int64_t, std::string> a = StepLosses(dir_.File("whole.jsonl")),
+                                 b = StepLosses(dir_.File("pieces.jsonl"));
+  EXPECT_EQ(a.size(), 30u);
+  EXPECT_EQ(a, b);
+  EXPECT_EQ(Slurp(dir_.File("whole.safetensors")),
+            Slurp(dir_.File("pieces.safetensors")));
+  // The checkpoint holds the downloaded weights: a CPU run resumes from
+  // the GPU's step 12 and ends where the GPU did.
+  std::string cpu_ckpt = dir_.File("cpu_ckpt");
+  std::filesystem::create_directories(cpu_ckpt);
+  std::filesystem::copy(ckpt + "/step_000000012", cpu_ckpt + "/step_000000012",
+                        std::filesystem::copy_options::recursive);
+  CliResult on_cpu =
+      RunTrun(Tokens(cpu_) + base + " --steps 30 --ckpt-dir " + cpu_ckpt +
+              " --resume --save-weights " + dir_.File("cpu.safetensors"));
+  ASSERT_EQ(on_cpu.exit_code, 0) << on_cpu.err;
+  EXPECT_EQ(Slurp(dir_.File("cpu.safetensors")),
+            Slurp(dir_.File("whole.safetensors")));
+}
+
+TEST_F(TrunGpuCliTest, InitFromLoadsTheWeightsOntoTheGpu) {
+  std::string weights = dir_.File("w.safetensors");
+  ASSERT_EQ(
+      RunTrun(Tokens(cpu_) + " --steps 20 --save-weights " + weights).exit_code,
+      0);
+  CliResult cpu = RunTrun(cpu_ + " --val " + val_ + " --init-from " + weights);
+  CliResult gpu = RunTrun(gpu_ + " --val " + val_ + " --init-from " + weights);
+  ASSERT_EQ(gpu.exit_code, 0) << gpu.err;
+  ExpectCleanFake();
+  ASSERT_EQ(ValLosses(gpu.out).size(), 1u) << gpu.out;
+  EXPECT_EQ(ValLosses(gpu.out), ValLosses(cpu.out));
+  EXPECT_EQ(Report()["train_calls"], "0");
+}
+
+TEST_F(TrunGpuCliTest, OnNanSkipMatchesTheCpu) {
+  std::string args = " --data " + train_ + " --steps 15 --on-nan skip";
+  CliResult cpu = RunTrun(std::string(TRUN_TEST_BIGRAM_NAN_STEP) + args +
+                          " --save-weights " + dir_.File("cpu.safetensors"));
+  ASSERT_EQ(cpu.exit_code, 0) << cpu.err;
+  CliResult gpu = RunTrun(std::string(TRUN_TEST_BIGRAM_CUDA_NAN_STEP) + args +
+                          " --save-weights " + dir_.File("gpu.safetensors"));
+  ASSERT_EQ(gpu.exit_code, 0) << gpu.err;
+  ExpectCleanFake();
+  EXPECT_NE(gpu.out.find("warning: step 'bigram': non-finite loss at train "
+                         "step 6 (loss nan); update undone (--on-nan skip)"),
+            std::string::npos)
+      << gpu.out;
+  EXPECT_NE(gpu.out.find("1 skipped (non-finite)"), std::string::npos);
+  EXPECT_EQ(Slurp(dir_.File("gpu.safetensors")),
+            Slurp(dir_.File("cpu.safetensors")));
+  // --on-nan stop names the step as on the CPU.
+  CliResult stop = RunTrun(std::string(TRUN_TEST_BIGRAM_CUDA_NAN_STEP) +
+                           " --data " + train_ + " --steps 10");
+  EXPECT_EQ(stop.exit_code, 1);
+  EXPECT_EQ(stop.err, "trun: error: step 'bigram': non-finite loss at train "
+                      "step 6 (loss nan) (no --ckpt-dir: nothing was "
+                      "checkpointed)\n");
+  ExpectCleanFake();
+}
+
+TEST_F(TrunGpuCliTest, ImageClassifierMatchesTheCpu) {
+  std::string args = " --data " + images_.path() + " --epochs 2 --seed 1";
+  CliResult cpu = RunTrun(std::string(TRUN_TEST_LINEAR_STEP) + args +
+                          " --save-weights " + dir_.File("cpu.safetensors"));
+  ASSERT_EQ(cpu.exit_code, 0) << cpu.err;
+  CliResult gpu = RunTrun(std::string(TRUN_TEST_LINEAR_CUDA_STEP) + args +
+                          " --save-weights " + dir_.File("gpu.safetensors"));
+  ASSERT_EQ(gpu.exit_code, 0) << gpu.err;
+  ExpectCleanFake();
+  std::regex result(
+      R"(test accuracy: [0-9.]+ \(\d+/250\)\ntest loss: [0-9.]+\n)");
+  std::smatch c, g;
+  ASSERT_TRUE(std::regex_search(cpu.out, c, result)) << cpu.out;
+  ASSERT_TRUE(std::regex_search(gpu.out, g, result)) << gpu.out;
+  EXPECT_EQ(g.str(), c.str());
+  EXPECT_EQ(Slurp(dir_.File("gpu.safetensors")),
+            Slurp(dir_.File("cpu.safetensors")));
+}
+
+TEST_F(TrunGpuCliTest, GpuFlagSelectsTheGpuAndIsAnErrorOnCpuSteps) {
+  CliResult second = RunTrun(Tokens(gpu_) + " --steps 3 --gpu 1");
+  ASSERT_EQ(second.exit_code, 0) << second.err;
+  EXPECT_NE(second.out.find("target: cuda (fake), GPU 1\n"), std::string::npos)
+      << second.out;
+  EXPECT_NE(second.out.find("gpu: fake device: GPU 1,"), std::string::npos)
+      << second.out;
+  EXPECT_EQ(Report()["ordinal"], "1");
+  ExpectCleanFake();
+
+  CliResult cpu = RunTrun(Tokens(cpu_) + " --steps 3 --gpu 1");
+  EXPECT_EQ(cpu.exit_code, 1);
+  EXPECT_EQ(cpu.err,
+            "trun: error: --gpu applies to cuda steps; this step is cpu\n");
+
+  CliResult missing = RunTrun(Tokens(gpu_) + " --steps 3 --gpu 7");
+  EXPECT_EQ(missing.exit_code, 1);
+  EXPECT_EQ(missing.err, "trun: error: step 'bigram': selecting GPU 7 failed: "
+                         "fake device: no GPU 7 (the fake has 2)\n");
+}
+
+TEST_F(TrunGpuCliTest, OutOfGpuMemoryNamesTheCategory) {
+  setenv("TRUN_FAKE_GPU_BYTES", "300000", 1);
+  CliResult r = RunTrun(Tokens(gpu_) + " --steps 3");
+  unsetenv("TRUN_FAKE_GPU_BYTES");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_EQ(r.err, "trun: error: step 'bigram': cannot allocate 131072 bytes "
+                   "of GPU memory for the workspace: fake device: out of "
+                   "memory: 131072 bytes requested, 263168 of 300000 in use\n");
+  std::map<std::string, std::string> report = Report();
+  EXPECT_EQ(report["device_blocks"], "0") << "the parameters' arena leaked";
+  EXPECT_EQ(report["errors"], "1") << report["first_error"];
+}
+
+TEST_F(TrunGpuCliTest, InfoNamesTheTarget) {
+  CliResult r = RunTrun(gpu_ + " --info");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("target: cuda (fake), precision f32\n"),
+            std::string::npos)
+      << r.out;
+}
+
+} // namespace
+} // namespace tcc::trun
