@@ -122,6 +122,30 @@ inline std::string intLiteral(const APInt &v, Type t) {
       .str();
 }
 
+// The elements of a dense constant as a C array initializer body, eight a
+// line ("\n    1.0f, 2.0f, ..."): exact float literals, half types as
+// their bits, integers through intLiteral.
+inline std::string denseInitializer(DenseElementsAttr dense, Type et) {
+  std::string values;
+  int64_t count = 0;
+  auto sep = [&] { values += (count++ % 8 == 0) ? "\n    " : " "; };
+  if (isa<FloatType>(et)) {
+    for (APFloat v : dense.getValues<APFloat>()) {
+      sep();
+      if (et.isBF16() || et.isF16())
+        values += llvm::formatv("{0:x},", v.bitcastToAPInt().getZExtValue()).str();
+      else
+        values += floatLiteral(v.convertToDouble(), et) + ",";
+    }
+  } else {
+    for (APInt v : dense.getValues<APInt>()) {
+      sep();
+      values += intLiteral(v, et) + ",";
+    }
+  }
+  return values;
+}
+
 // Row-major strides of `shape`.
 inline SmallVector<int64_t> contiguousStrides(ArrayRef<int64_t> shape) {
   SmallVector<int64_t> strides(shape.size(), 1);

@@ -247,23 +247,7 @@ private:
     if (!dense)
       return c.emitError("cpu codegen: only dense constants are supported");
     std::string st = storageType(et), n = fresh(c.getResult());
-    std::string values;
-    int64_t count = 0;
-    auto sep = [&] { values += (count++ % 8 == 0) ? "\n    " : " "; };
-    if (isa<FloatType>(et)) {
-      for (APFloat v : dense.getValues<APFloat>()) {
-        sep();
-        if (et.isBF16() || et.isF16())
-          values += llvm::formatv("{0:x},", v.bitcastToAPInt().getZExtValue()).str();
-        else
-          values += floatLiteral(v.convertToDouble(), et) + ",";
-      }
-    } else {
-      for (APInt v : dense.getValues<APInt>()) {
-        sep();
-        values += intLiteral(v, et) + ",";
-      }
-    }
+    std::string values = denseInitializer(dense, et);
     os_ << llvm::formatv("  static const {0} {1}_data[] = {{{2}\n  };\n", st, n, values);
     os_ << llvm::formatv("  {0} *{1} = const_cast<{0} *>({1}_data); // {2}\n", st, n,
                          shapeComment(t));

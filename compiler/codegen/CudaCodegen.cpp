@@ -504,23 +504,7 @@ private:
     auto dense = dyn_cast<DenseElementsAttr>(c.getValue());
     if (!dense)
       return c.emitError("cuda codegen: only dense constants are supported");
-    std::string st = storageType(et), values;
-    int64_t count = 0;
-    auto sep = [&] { values += (count++ % 8 == 0) ? "\n    " : " "; };
-    if (isa<FloatType>(et)) {
-      for (APFloat v : dense.getValues<APFloat>()) {
-        sep();
-        if (et.isBF16() || et.isF16())
-          values += llvm::formatv("{0:x},", v.bitcastToAPInt().getZExtValue()).str();
-        else
-          values += floatLiteral(v.convertToDouble(), et) + ",";
-      }
-    } else {
-      for (APInt v : dense.getValues<APInt>()) {
-        sep();
-        values += intLiteral(v, et) + ",";
-      }
-    }
+    std::string st = storageType(et), values = denseInitializer(dense, et);
     std::string text = llvm::formatv(
         "static __device__ const {0} @NAME@_data[] = {{{1}\n}};\n"
         "extern \"C\" void *@NAME@(void) {{\n"
