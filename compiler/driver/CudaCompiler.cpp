@@ -112,6 +112,65 @@ std::optional<std::string> detectGpuArch() {
   return "sm_" + major.str() + minor.str();
 }
 
+namespace {
+
+// Where nvcc itself says its toolkit is: the `TOP=` line of a dry run.
+std::string nvccTop(const std::string &nvcc) {
+  std::string out = captureOutput({nvcc, "--dryrun", "-x", "cu", "-c", "/dev/null", "-o",
+                                   "/dev/null"});
+  for (llvm::StringRef line : llvm::split(out, '\n')) {
+    line = line.trim();
+    if (line.consume_front("#$ TOP="))
+      return line.trim().str();
+  }
+  return "";
+}
+
+std::string realPath(const std::string &path) {
+  llvm::SmallString<256> real;
+  if (llvm::sys::fs::real_path(path, real))
+    return path;
+  return real.str().str();
+}
+
+} // namespace
+
+std::optional<CudaToolkit> findCudaToolkit(const std::string &nvcc, std::string &error) {
+  // nvcc on PATH may be a wrapper script or a symlink somewhere else
+  // (/usr/local/bin/nvcc), so its own parent is only one guess.
+  std::vector<std::string> candidates;
+  if (std::string top = nvccTop(nvcc); !top.empty())
+    candidates.push_back(realPath(top));
+  candidates.push_back(llvm::sys::path::parent_path(
+                           llvm::sys::path::parent_path(realPath(nvcc)))
+                           .str());
+  for (const char *var : {"CUDA_HOME", "CUDA_PATH"})
+    if (const char *v = std::getenv(var); v && *v)
+      candidates.push_back(realPath(v));
+  candidates.push_back(realPath("/usr/local/cuda"));
+
+  std::string tried;
+  for (const std::string &root : candidates) {
+    if (root.empty())
+      continue;
+    // Debian/NVIDIA layouts: <root>/include + <root>/lib64, or the
+    // cross-target folder the two usually link to.
+    for (auto [inc, lib] : {std::pair<const char *, const char *>{"include", "lib64"},
+                            {"targets/x86_64-linux/include", "targets/x86_64-linux/lib"},
+                            {"targets/sbsa-linux/include", "targets/sbsa-linux/lib"}}) {
+      std::string include = root + "/" + inc, libDir = root + "/" + lib;
+      if (llvm::sys::fs::exists(include + "/cuda_runtime_api.h") &&
+          llvm::sys::fs::exists(libDir + "/libcublasLt.so"))
+        return CudaToolkit{root, include, libDir};
+    }
+    tried += "\n  " + root;
+  }
+  error = "cannot find the CUDA toolkit of " + nvcc +
+          " (no include/cuda_runtime_api.h with lib64/libcublasLt.so under any of:" + tried +
+          ")\n  set CUDA_HOME to the toolkit, or TCC_NVCC to its bin/nvcc";
+  return std::nullopt;
+}
+
 bool isValidCudaArch(const std::string &arch) {
   llvm::StringRef a(arch);
   if (!a.consume_front("sm_") || a.size() < 2)
@@ -137,10 +196,13 @@ bool compileCudaLibrary(const std::string &hostSource,
     error = "unknown CUDA architecture '" + options.arch + "' (expected e.g. sm_80, sm_90)";
     return false;
   }
-  // <toolkit>/bin/nvcc -> <toolkit>/include, <toolkit>/lib64.
-  std::string toolkit =
-      llvm::sys::path::parent_path(llvm::sys::path::parent_path(options.nvcc)).str();
-  std::string include = toolkit + "/include", lib = toolkit + "/lib64";
+  std::string toolkitError;
+  std::optional<CudaToolkit> toolkit = findCudaToolkit(options.nvcc, toolkitError);
+  if (!toolkit) {
+    error = toolkitError;
+    return false;
+  }
+  const std::string &include = toolkit->include, &lib = toolkit->lib;
 
   llvm::SmallString<128> dir;
   if (std::error_code ec = llvm::sys::fs::createUniqueDirectory("tcc-cuda-build", dir)) {

@@ -14,6 +14,14 @@ namespace tcc {
 // nvcc: $TCC_NVCC, else `nvcc` on PATH, else /usr/local/cuda/bin/nvcc.
 std::optional<std::string> findNvcc();
 
+// The toolkit an nvcc belongs to: the root nvcc reports (`--dryrun` TOP),
+// else the parent of its real bin/ folder, else $CUDA_HOME, $CUDA_PATH,
+// /usr/local/cuda -- the first with cuda_runtime_api.h and libcublasLt.so.
+struct CudaToolkit {
+  std::string root, include, lib;
+};
+std::optional<CudaToolkit> findCudaToolkit(const std::string &nvcc, std::string &error);
+
 // The compute capability of GPU 0 as "sm_XY" (from nvidia-smi), if any.
 std::optional<std::string> detectGpuArch();
 

@@ -20,5 +20,7 @@ llvm_config.add_tool_substitutions(tools, [config.tcc_tools_dir, config.llvm_too
 
 # CUDA: tests that run nvcc need the toolkit (CI has it, no GPU needed).
 import shutil
-if shutil.which("nvcc") or os.path.exists("/usr/local/cuda/bin/nvcc"):
+nvcc = shutil.which("nvcc") or "/usr/local/cuda/bin/nvcc"
+if os.path.exists(nvcc):
     config.available_features.add("nvcc")
+    config.substitutions.append(("%nvcc", nvcc))
