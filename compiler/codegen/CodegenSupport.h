@@ -256,6 +256,140 @@ struct LoopNest {
   }
 };
 
+// The sizes of a kern.gemm, out (batch..., M, N) = op(a) x op(b) per batch
+// with a's and b's batch dimensions broadcast, and the three ways both
+// generators run it.
+struct GemmShape {
+  int64_t m = 0, n = 0, k = 0;
+  int64_t batchCount = 1, aBatch = 1, bBatch = 1; // product of each batch shape
+  bool ta = false, tb = false;
+  SmallVector<int64_t> batch, aBatchShape, bBatchShape;
+
+  static GemmShape of(kern::GemmOp g) {
+    GemmShape s;
+    ArrayRef<int64_t> as = mrt(g.getA()).getShape(), bs = mrt(g.getB()).getShape(),
+                      cs = mrt(g.getOut()).getShape();
+    s.ta = g.getTransposeA();
+    s.tb = g.getTransposeB();
+    s.m = cs[cs.size() - 2];
+    s.n = cs[cs.size() - 1];
+    s.k = as[as.size() - (s.ta ? 2 : 1)];
+    s.batch.assign(cs.begin(), cs.end() - 2);
+    s.aBatchShape.assign(as.begin(), as.end() - 2);
+    s.bBatchShape.assign(bs.begin(), bs.end() - 2);
+    for (int64_t d : s.batch) s.batchCount *= d;
+    for (int64_t d : s.aBatchShape) s.aBatch *= d;
+    for (int64_t d : s.bBatchShape) s.bBatch *= d;
+    return s;
+  }
+
+  double flops() const { return 2.0 * batchCount * m * n * k; }
+
+  // One matrix for b and a full batch of contiguous a rows: one product
+  // with M' = batch * M.
+  bool foldsBatchIntoM() const {
+    return bBatch == 1 && aBatch == batchCount && (!ta || batchCount == 1);
+  }
+  // Both operands fully batched: one strided-batched product.
+  bool fullyBatched() const { return aBatch == batchCount && bBatch == batchCount; }
+
+  // Otherwise a loop over the batch: element offsets of a, b and out
+  // (operands 0, 1, 2) through the broadcast strides.
+  LoopNest batchLoop() const {
+    SmallVector<int64_t> aStrides = broadcastStrides(aBatchShape, batch);
+    SmallVector<int64_t> bStrides = broadcastStrides(bBatchShape, batch);
+    for (int64_t &st : aStrides) st *= m * k;
+    for (int64_t &st : bStrides) st *= k * n;
+    LoopNest nest = LoopNest::build(batch, {aStrides, bStrides, contiguousStrides(batch)});
+    for (int64_t &st : nest.strides[2]) st *= m * n;
+    return nest;
+  }
+};
+
+// What one argument of a step function is: the generators differ only in
+// where each kind lives (host pointers, or the GPU control block).
+struct ArgumentRole {
+  enum Kind { Param, Input, OptimizerState, Hyper, Loss, Output, TrainOutput };
+  Kind kind;
+  int index = 0;     // among the arguments of its kind
+  std::string label; // param, input or output name; hyper-parameter name
+  // Hyper only: the StepArgs expression that holds its value.
+  std::string hyperValue;
+};
+
+// The roles of f's arguments in order. Unknown or non-scalar
+// hyper-parameters, gradients left unapplied and arguments without a role
+// are errors on f, prefixed with `generator` ("cpu codegen").
+inline FailureOr<SmallVector<ArgumentRole>> classifyArguments(func::FuncOp f,
+                                                              StringRef generator) {
+  SmallVector<ArgumentRole> roles;
+  int counts[ArgumentRole::TrainOutput + 1] = {};
+  auto add = [&](ArgumentRole::Kind kind, std::string label) -> ArgumentRole & {
+    roles.push_back(ArgumentRole{kind, counts[kind]++, std::move(label), ""});
+    return roles.back();
+  };
+  for (BlockArgument a : f.getArguments()) {
+    unsigned i = a.getArgNumber();
+    if (auto info = tg::ParamInfo::fromAttr(f.getArgAttr(i, tg::kParamAttr))) {
+      add(ArgumentRole::Param, info->name);
+    } else if (auto in = f.getArgAttrOfType<StringAttr>(i, tg::kInputAttr)) {
+      add(ArgumentRole::Input, in.getValue().str());
+    } else if (f.getArgAttr(i, tg::kOptStateAttr)) {
+      add(ArgumentRole::OptimizerState, "");
+    } else if (auto h = f.getArgAttrOfType<StringAttr>(i, tg::kHyperAttr)) {
+      std::string value;
+      if (h.getValue() == tg::kLearningRateHyper)
+        value = "args->learning_rate";
+      else if (h.getValue() == tg::kStepHyper)
+        value = "args->step";
+      else if (h.getValue() == tg::kRngSeedHyper)
+        value = "args->rng_seed";
+      else
+        return f.emitError(generator) << ": unknown hyper-parameter " << h;
+      MemRefType t = mrt(a);
+      if (t.getNumElements() != 1 || bufferBytes(t) > 8)
+        return f.emitError(generator) << ": hyper-parameter " << h << " must be a scalar";
+      add(ArgumentRole::Hyper, h.getValue().str()).hyperValue = value;
+    } else if (f.getArgAttr(i, tg::kLossAttr)) {
+      add(ArgumentRole::Loss, "loss");
+    } else if (auto o = f.getArgAttrOfType<StringAttr>(i, tg::kOutputAttr)) {
+      add(ArgumentRole::Output, o.getValue().str());
+    } else if (auto o = f.getArgAttrOfType<StringAttr>(i, tg::kTrainOutputAttr)) {
+      add(ArgumentRole::TrainOutput, o.getValue().str());
+    } else if (f.getArgAttr(i, tg::kGradOfAttr)) {
+      return f.emitError(generator)
+             << ": @" << f.getName()
+             << " returns gradients; run an optimizer pass (tg-sgd-update) first";
+    } else {
+      return f.emitError(generator) << ": argument " << i << " has no role";
+    }
+  }
+  return roles;
+}
+
+// The declaration of a buffer argument that both generators take straight
+// from StepArgs (parameters, inputs, optimizer state); "" for other roles.
+inline std::string stepArgsBuffer(const ArgumentRole &role, const std::string &name,
+                                  MemRefType t) {
+  std::string st = storageType(t.getElementType());
+  switch (role.kind) {
+  case ArgumentRole::Param:
+    return llvm::formatv("  {0} *{1} = static_cast<{0} *>(args->params[{2}]); "
+                         "// param {3} {4}\n",
+                         st, name, role.index, role.label, shapeComment(t));
+  case ArgumentRole::Input:
+    return llvm::formatv("  {0} *{1} = static_cast<{0} *>(const_cast<void *>("
+                         "args->inputs[{2}])); // input {3} {4}\n",
+                         st, name, role.index, role.label, shapeComment(t));
+  case ArgumentRole::OptimizerState:
+    return llvm::formatv("  {0} *{1} = static_cast<{0} *>(args->optimizer_state[{2}]); "
+                         "// optimizer state {3}\n",
+                         st, name, role.index, shapeComment(t));
+  default:
+    return "";
+  }
+}
+
 // Prints the scalar ops of a kern.elementwise body as C++ statements.
 class ScalarPrinter {
 public:

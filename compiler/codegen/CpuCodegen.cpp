@@ -72,54 +72,37 @@ private:
 
   LogicalResult emitArguments(int64_t outputScratchBase) {
     scratchBase_ = outputScratchBase;
-    int param = 0, input = 0, output = 0, state = 0, trainOutput = 0;
-    for (BlockArgument a : f_.getArguments()) {
+    FailureOr<SmallVector<ArgumentRole>> roles = classifyArguments(f_, "cpu codegen");
+    if (failed(roles))
+      return failure();
+    for (auto [a, role] : llvm::zip_equal(f_.getArguments(), *roles)) {
       MemRefType t = mrt(a);
       std::string st = storageType(t.getElementType());
-      unsigned i = a.getArgNumber();
       std::string n = fresh(a);
-      if (auto info = tg::ParamInfo::fromAttr(f_.getArgAttr(i, tg::kParamAttr))) {
-        os_ << llvm::formatv("  {0} *{1} = static_cast<{0} *>(args->params[{2}]); "
-                             "// param {3} {4}\n",
-                             st, n, param++, info->name, shapeComment(t));
-      } else if (auto in = f_.getArgAttrOfType<StringAttr>(i, tg::kInputAttr)) {
-        os_ << llvm::formatv("  {0} *{1} = static_cast<{0} *>(const_cast<void *>("
-                             "args->inputs[{2}])); // input {3} {4}\n",
-                             st, n, input++, in.getValue(), shapeComment(t));
-      } else if (f_.getArgAttr(i, tg::kOptStateAttr)) {
-        os_ << llvm::formatv("  {0} *{1} = static_cast<{0} *>(args->optimizer_state[{2}]); "
-                             "// optimizer state {3}\n",
-                             st, n, state++, shapeComment(t));
-      } else if (auto h = f_.getArgAttrOfType<StringAttr>(i, tg::kHyperAttr)) {
-        std::string value;
-        if (h.getValue() == tg::kLearningRateHyper)
-          value = "args->learning_rate";
-        else if (h.getValue() == tg::kStepHyper)
-          value = "args->step";
-        else if (h.getValue() == tg::kRngSeedHyper)
-          value = "args->rng_seed";
-        else
-          return f_.emitError("cpu codegen: unknown hyper-parameter ") << h;
-        if (t.getNumElements() != 1)
-          return f_.emitError("cpu codegen: hyper-parameter ") << h << " must be a scalar";
-        os_ << llvm::formatv("  {0} {1}[1] = {{static_cast<{0}>({2})}; // {3}\n",
-                             st, n, value, h.getValue());
-      } else if (f_.getArgAttr(i, tg::kLossAttr)) {
+      switch (role.kind) {
+      case ArgumentRole::Param:
+      case ArgumentRole::Input:
+      case ArgumentRole::OptimizerState:
+        os_ << stepArgsBuffer(role, n, t);
+        break;
+      case ArgumentRole::Hyper:
+        os_ << llvm::formatv("  {0} {1}[1] = {{static_cast<{0}>({2})}; // {3}\n", st, n,
+                             role.hyperValue, role.label);
+        break;
+      case ArgumentRole::Loss:
         os_ << llvm::formatv("  {0} {1}[1]; // loss\n", st, n);
         lossName_ = n;
-      } else if (auto o = f_.getArgAttrOfType<StringAttr>(i, tg::kOutputAttr)) {
+        break;
+      case ArgumentRole::Output:
         os_ << llvm::formatv("  {0} *{1} = {2}; // output {3} {4}\n", st, n,
-                             optionalBuffer("outputs", output++, t), o.getValue(),
+                             optionalBuffer("outputs", role.index, t), role.label,
                              shapeComment(t));
-      } else if (auto o = f_.getArgAttrOfType<StringAttr>(i, tg::kTrainOutputAttr)) {
+        break;
+      case ArgumentRole::TrainOutput:
         os_ << llvm::formatv("  {0} *{1} = {2}; // train output {3} {4}\n", st, n,
-                             optionalBuffer("train_outputs", trainOutput++, t),
-                             o.getValue(), shapeComment(t));
-      } else if (f_.getArgAttr(i, tg::kGradOfAttr)) {
-        return f_.emitError("cpu codegen: @") << f_.getName()
-               << " returns gradients; run an optimizer pass (tg-sgd-update) first";
-      } else {
-        return f_.emitError("cpu codegen: argument ") << i << " has no role";
+                             optionalBuffer("train_outputs", role.index, t), role.label,
+                             shapeComment(t));
+        break;
       }
     }
     return success();
@@ -256,40 +239,23 @@ private:
 
   // out (batch..., M, N) = op(a) x op(b) per batch, batch dims broadcast.
   LogicalResult emitGemm(kern::GemmOp g, double &flops) {
-    MemRefType a = mrt(g.getA()), b = mrt(g.getB()), c = mrt(g.getOut());
-    bool ta = g.getTransposeA(), tb = g.getTransposeB();
-    ArrayRef<int64_t> as = a.getShape(), bs = b.getShape(), cs = c.getShape();
-    int64_t m = cs[cs.size() - 2], n = cs[cs.size() - 1];
-    int64_t k = as[as.size() - (ta ? 2 : 1)];
-    ArrayRef<int64_t> batch = cs.drop_back(2);
-    int64_t batchCount = 1, aBatch = 1, bBatch = 1;
-    for (int64_t d : batch) batchCount *= d;
-    for (int64_t d : as.drop_back(2)) aBatch *= d;
-    for (int64_t d : bs.drop_back(2)) bBatch *= d;
-    flops += 2.0 * batchCount * m * n * k;
-    std::string alpha = floatLiteral(g.getAlpha().convertToDouble(), c.getElementType());
-    std::string beta = floatLiteral(g.getBeta().convertToDouble(), c.getElementType());
-    const char *tA = ta ? "true" : "false", *tB = tb ? "true" : "false";
-    // One matrix for b and a full batch of contiguous a rows: one gemm with
-    // M' = batch * M.
-    if (bBatch == 1 && aBatch == batchCount && (!ta || batchCount == 1)) {
+    GemmShape s = GemmShape::of(g);
+    Type et = mrt(g.getOut()).getElementType();
+    double work = s.flops();
+    flops += work;
+    std::string alpha = floatLiteral(g.getAlpha().convertToDouble(), et);
+    std::string beta = floatLiteral(g.getBeta().convertToDouble(), et);
+    const char *tA = s.ta ? "true" : "false", *tB = s.tb ? "true" : "false";
+    if (s.foldsBatchIntoM()) {
       os_ << llvm::formatv("  tcc_cpu::gemm({0}, {1}, {2}, {3}, {4}, {5}, {6}, {7}, {8}, {9});\n",
-                           tA, tB, batchCount * m, n, k, alpha, name(g.getA()),
+                           tA, tB, s.batchCount * s.m, s.n, s.k, alpha, name(g.getA()),
                            name(g.getB()), beta, name(g.getOut()));
       return success();
     }
-    // A loop over the batch; offsets through broadcast strides.
-    SmallVector<int64_t> aStrides = broadcastStrides(as.drop_back(2), batch);
-    SmallVector<int64_t> bStrides = broadcastStrides(bs.drop_back(2), batch);
-    for (int64_t &s : aStrides) s *= as[as.size() - 1] * as[as.size() - 2];
-    for (int64_t &s : bStrides) s *= bs[bs.size() - 1] * bs[bs.size() - 2];
-    LoopNest nest = LoopNest::build(
-        batch, {aStrides, bStrides, contiguousStrides(batch)});
-    for (int64_t &s : nest.strides[2]) s *= m * n;
+    LoopNest nest = s.batchLoop();
     // Many products at once: spread the batch over threads, one
     // single-threaded product each; otherwise each product splits itself.
-    double work = 2.0 * batchCount * m * n * k;
-    bool parallelBatch = batchCount >= 2 && work >= kParallelWork * 8;
+    bool parallelBatch = s.batchCount >= 2 && work >= kParallelWork * 8;
     std::string a0 = name(g.getA()) + " + " + nest.index(0);
     std::string b0 = name(g.getB()) + " + " + nest.index(1);
     std::string c0 = name(g.getOut()) + " + " + nest.index(2);
@@ -297,12 +263,12 @@ private:
         parallelBatch
             ? llvm::formatv("tcc_cpu::gemm_serial({0}, {1}, {2}, {3}, {4}, {5}, "
                             "{6}, {7}, {8}, {9}, {10}, {11}, {12});",
-                            tA, tB, m, n, k, alpha, a0, ta ? m : k, b0,
-                            tb ? k : n, beta, c0, n)
+                            tA, tB, s.m, s.n, s.k, alpha, a0, s.ta ? s.m : s.k, b0,
+                            s.tb ? s.k : s.n, beta, c0, s.n)
                   .str()
             : llvm::formatv("tcc_cpu::gemm({0}, {1}, {2}, {3}, {4}, {5}, {6}, "
                             "{7}, {8}, {9});",
-                            tA, tB, m, n, k, alpha, a0, b0, beta, c0)
+                            tA, tB, s.m, s.n, s.k, alpha, a0, b0, beta, c0)
                   .str();
     nest.emit(os_, call, parallelBatch ? work : 0);
     return success();

@@ -195,71 +195,58 @@ private:
   }
 
   LogicalResult emitArguments(llvm::raw_ostream &os) {
-    int param = 0, input = 0, output = 0, state = 0, trainOutput = 0, hyper = 0;
+    FailureOr<SmallVector<ArgumentRole>> roles = classifyArguments(f_, "cuda codegen");
+    if (failed(roles))
+      return failure();
+    int hyper = 0;
     int64_t controlTail = 64; // train outputs after the control header
-    for (BlockArgument a : f_.getArguments()) {
+    for (auto [a, role] : llvm::zip_equal(f_.getArguments(), *roles)) {
       MemRefType t = mrt(a);
       std::string st = storageType(t.getElementType());
-      unsigned i = a.getArgNumber();
       std::string n = fresh(a);
-      if (auto info = tg::ParamInfo::fromAttr(f_.getArgAttr(i, tg::kParamAttr))) {
-        os << llvm::formatv("  {0} *{1} = static_cast<{0} *>(args->params[{2}]); "
-                            "// param {3} {4}\n",
-                            st, n, param++, info->name, shapeComment(t));
-      } else if (auto in = f_.getArgAttrOfType<StringAttr>(i, tg::kInputAttr)) {
-        os << llvm::formatv("  {0} *{1} = static_cast<{0} *>(const_cast<void *>("
-                            "args->inputs[{2}])); // input {3} {4}\n",
-                            st, n, input++, in.getValue(), shapeComment(t));
-      } else if (f_.getArgAttr(i, tg::kOptStateAttr)) {
-        os << llvm::formatv("  {0} *{1} = static_cast<{0} *>(args->optimizer_state[{2}]); "
-                            "// optimizer state {3}\n",
-                            st, n, state++, shapeComment(t));
-      } else if (auto h = f_.getArgAttrOfType<StringAttr>(i, tg::kHyperAttr)) {
-        std::string value;
-        if (h.getValue() == tg::kLearningRateHyper)
-          value = "args->learning_rate";
-        else if (h.getValue() == tg::kStepHyper)
-          value = "args->step";
-        else if (h.getValue() == tg::kRngSeedHyper)
-          value = "args->rng_seed";
-        else
-          return f_.emitError("cuda codegen: unknown hyper-parameter ") << h;
-        if (t.getNumElements() != 1 || bufferBytes(t) > 8)
-          return f_.emitError("cuda codegen: hyper-parameter ") << h << " must be a scalar";
+      switch (role.kind) {
+      case ArgumentRole::Param:
+      case ArgumentRole::Input:
+      case ArgumentRole::OptimizerState:
+        os << stepArgsBuffer(role, n, t);
+        break;
+      case ArgumentRole::Hyper: {
+        // Hyper-parameters live in the control block (slots of 8 bytes at
+        // 16..63), written from the host before each call.
         if (hyper >= 6)
           return f_.emitError("cuda codegen: more than 6 hyper-parameters");
         int64_t offset = 16 + 8 * hyper++;
         os << llvm::formatv("  {0} *{1} = reinterpret_cast<{0} *>(ws + tcc_control_offset + "
                             "{2}); // {3}\n",
-                            st, n, offset, h.getValue());
+                            st, n, offset, role.label);
         hyper_ += llvm::formatv("  {{ const {0} v = static_cast<{0}>({1}); "
                                 "std::memcpy(control + {2}, &v, sizeof(v)); }\n",
-                                st, value, offset);
-      } else if (f_.getArgAttr(i, tg::kLossAttr)) {
+                                st, role.hyperValue, offset);
+        break;
+      }
+      case ArgumentRole::Loss:
         os << llvm::formatv("  {0} *{1} = reinterpret_cast<{0} *>(ws + tcc_control_offset + "
                             "8); // loss\n",
                             st, n);
         finish_ += llvm::formatv("  {{ {0} v; std::memcpy(&v, control + 8, sizeof(v)); "
                                  "*args->loss = static_cast<float>(v); }\n",
                                  st);
-      } else if (auto o = f_.getArgAttrOfType<StringAttr>(i, tg::kOutputAttr)) {
+        break;
+      case ArgumentRole::Output:
         os << llvm::formatv("  {0} *{1} = {2}; // output {3} {4}\n", st, n,
-                            optionalBuffer("outputs", output++, t), o.getValue(),
+                            optionalBuffer("outputs", role.index, t), role.label,
                             shapeComment(t));
-      } else if (auto o = f_.getArgAttrOfType<StringAttr>(i, tg::kTrainOutputAttr)) {
+        break;
+      case ArgumentRole::TrainOutput:
         os << llvm::formatv("  {0} *{1} = reinterpret_cast<{0} *>(ws + tcc_control_offset + "
                             "{2}); // train output {3} {4}\n",
-                            st, n, controlTail, o.getValue(), shapeComment(t));
+                            st, n, controlTail, role.label, shapeComment(t));
         finish_ += llvm::formatv(
             "  if (args->train_outputs && args->train_outputs[{0}]) "
             "std::memcpy(args->train_outputs[{0}], control + {1}, {2});\n",
-            trainOutput++, controlTail, bufferBytes(t));
+            role.index, controlTail, bufferBytes(t));
         controlTail += (bufferBytes(t) + 63) / 64 * 64;
-      } else if (f_.getArgAttr(i, tg::kGradOfAttr)) {
-        return f_.emitError("cuda codegen: @") << f_.getName()
-               << " returns gradients; run an optimizer pass (tg-sgd-update) first";
-      } else {
-        return f_.emitError("cuda codegen: argument ") << i << " has no role";
+        break;
       }
     }
     controlBytes_ = controlTail;
@@ -523,19 +510,11 @@ private:
 
   // out (batch..., M, N) = op(a) x op(b) per batch, batch dims broadcast.
   LogicalResult emitGemm(kern::GemmOp g, llvm::raw_ostream &os, double &flops) {
+    GemmShape s = GemmShape::of(g);
     MemRefType a = mrt(g.getA()), b = mrt(g.getB()), c = mrt(g.getOut());
-    bool ta = g.getTransposeA(), tb = g.getTransposeB();
-    ArrayRef<int64_t> as = a.getShape(), bs = b.getShape(), cs = c.getShape();
-    int64_t m = cs[cs.size() - 2], n = cs[cs.size() - 1];
-    int64_t k = as[as.size() - (ta ? 2 : 1)];
-    ArrayRef<int64_t> batch = cs.drop_back(2);
-    int64_t batchCount = 1, aBatch = 1, bBatch = 1;
-    for (int64_t d : batch) batchCount *= d;
-    for (int64_t d : as.drop_back(2)) aBatch *= d;
-    for (int64_t d : bs.drop_back(2)) bBatch *= d;
-    double work = 2.0 * batchCount * m * n * k;
+    double work = s.flops();
     flops += work;
-    if (batchCount * m * n == 0)
+    if (s.batchCount * s.m * s.n == 0)
       return success();
     Type et = c.getElementType();
     const char *type = et.isF64() ? "tcc_cuda_host::kGemmF64"
@@ -553,42 +532,36 @@ private:
                  "  if (int32_t rc = tcc_cuda_host::gemm(tcc_gemm_plan_{0}, s, {1}, {2}, {3}, "
                  "{4}, {5}, {6}, {7}, {8}, {9}, {10}, {11}, {12}, {13:e}, {14:e}, {15}, {16}, "
                  "{17}, {18})) return rc;",
-                 site, nextId(), type, options_.tf32 ? "true" : "false", ta ? "true" : "false",
-                 tb ? "true" : "false", mm, n, k, count, sa, sb, sc, alpha, beta, pa, pb, pc,
-                 wsArg)
+                 site, nextId(), type, options_.tf32 ? "true" : "false",
+                 s.ta ? "true" : "false", s.tb ? "true" : "false", mm, s.n, s.k, count, sa, sb,
+                 sc, alpha, beta, pa, pb, pc, wsArg)
           .str();
     };
     std::string shape =
-        llvm::formatv("{0}x{1}x{2}{3}", m, n, k,
-                      batchCount > 1 ? " x" + std::to_string(batchCount) : std::string())
+        llvm::formatv("{0}x{1}x{2}{3}", s.m, s.n, s.k,
+                      s.batchCount > 1 ? " x" + std::to_string(s.batchCount) : std::string())
             .str();
-    // One matrix for b and a full batch of contiguous a rows: M' = batch * M.
-    if (bBatch == 1 && aBatch == batchCount && (!ta || batchCount == 1)) {
+    if (s.foldsBatchIntoM()) {
       launch(os, g, "cublasLtMatmul",
-             call(batchCount * m, 1, 0, 0, 0, name(g.getA()), name(g.getB()), name(g.getOut())),
-             shape, work, bytes);
-      return success();
-    }
-    // Both fully batched: one strided-batched product.
-    if (aBatch == batchCount && bBatch == batchCount) {
-      launch(os, g, "cublasLtMatmul",
-             call(m, batchCount, m * k, k * n, m * n, name(g.getA()), name(g.getB()),
+             call(s.batchCount * s.m, 1, 0, 0, 0, name(g.getA()), name(g.getB()),
                   name(g.getOut())),
              shape, work, bytes);
       return success();
     }
-    // Broadcast batch: one product per batch element, offsets through
-    // broadcast strides (rare: a shared operand of rank > 2).
-    SmallVector<int64_t> aStrides = broadcastStrides(as.drop_back(2), batch);
-    SmallVector<int64_t> bStrides = broadcastStrides(bs.drop_back(2), batch);
-    for (int64_t &st : aStrides) st *= m * k;
-    for (int64_t &st : bStrides) st *= k * n;
-    LoopNest nest = LoopNest::build(batch, {aStrides, bStrides, contiguousStrides(batch)});
-    for (int64_t &st : nest.strides[2]) st *= m * n;
+    if (s.fullyBatched()) {
+      launch(os, g, "cublasLtMatmul",
+             call(s.m, s.batchCount, s.m * s.k, s.k * s.n, s.m * s.n, name(g.getA()),
+                  name(g.getB()), name(g.getOut())),
+             shape, work, bytes);
+      return success();
+    }
+    // Broadcast batch (rare: a shared operand of rank > 2): one product per
+    // batch element.
+    LoopNest nest = s.batchLoop();
     std::string loop;
     for (auto [d, size] : llvm::enumerate(nest.sizes))
       loop += llvm::formatv("for (int64_t i{0} = 0; i{0} < {1}; ++i{0}) ", d, size).str();
-    std::string inner = call(m, 1, 0, 0, 0, name(g.getA()) + " + " + nest.index(0),
+    std::string inner = call(s.m, 1, 0, 0, 0, name(g.getA()) + " + " + nest.index(0),
                              name(g.getB()) + " + " + nest.index(1),
                              name(g.getOut()) + " + " + nest.index(2));
     // The plan declaration stays outside the loop.
@@ -612,7 +585,6 @@ private:
       strides.push_back(broadcastStrides(mrt(in).getShape(), shape));
     strides.push_back(contiguousStrides(shape));
     LoopNest nest = LoopNest::build(shape, strides);
-    size_t outSlot = e.getInputs().size();
 
     llvm::DenseMap<Value, std::string> scalars;
     llvm::DenseSet<Value> invariant;
