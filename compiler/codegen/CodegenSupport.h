@@ -306,6 +306,39 @@ struct GemmShape {
   }
 };
 
+// Result buffers the caller may leave NULL (eval outputs, train outputs
+// on the CPU): each then goes to scratch after the planned workspace,
+// `alignment`-aligned; `bytes` is how much scratch the entry needs.
+struct OutputScratch {
+  int64_t base = 0, bytes = 0, alignment = 64;
+
+  // "args->outputs && args->outputs[i] ? ... : <scratch>" for one buffer.
+  std::string buffer(StringRef array, int index, MemRefType t) {
+    std::string st = storageType(t.getElementType());
+    std::string s = llvm::formatv(
+        "args->{0} && args->{0}[{1}] ? static_cast<{2} *>(args->{0}[{1}]) : "
+        "reinterpret_cast<{2} *>(ws + {3})",
+        array, index, st, base + bytes);
+    bytes += (bufferBytes(t) + alignment - 1) / alignment * alignment;
+    return s;
+  }
+};
+
+// C++ names of buffers in generated code: v0, v1, ... in order of
+// definition.
+class ValueNames {
+public:
+  std::string fresh(Value v) {
+    std::string n = "v" + std::to_string(names_.size());
+    names_[v] = n;
+    return n;
+  }
+  std::string operator()(Value v) const { return names_.lookup(v); }
+
+private:
+  llvm::DenseMap<Value, std::string> names_;
+};
+
 // What one argument of a step function is: the generators differ only in
 // where each kind lives (host pointers, or the GPU control block).
 struct ArgumentRole {

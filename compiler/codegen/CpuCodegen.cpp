@@ -48,30 +48,14 @@ public:
     return success();
   }
 
-  int64_t outputScratchBytes() const { return outputScratchBytes_; }
+  int64_t outputScratchBytes() const { return scratch_.bytes; }
 
 private:
-  std::string fresh(Value v) {
-    std::string n = "v" + std::to_string(names_.size());
-    names_[v] = n;
-    return n;
-  }
-  std::string name(Value v) { return names_.lookup(v); }
-
-  // A result buffer the caller may leave NULL: then it goes to scratch
-  // after the planned workspace.
-  std::string optionalBuffer(StringRef array, int index, MemRefType t) {
-    std::string st = storageType(t.getElementType());
-    std::string s = llvm::formatv(
-        "args->{0} && args->{0}[{1}] ? static_cast<{2} *>(args->{0}[{1}]) : "
-        "reinterpret_cast<{2} *>(ws + {3})",
-        array, index, st, scratchBase_ + outputScratchBytes_);
-    outputScratchBytes_ += (bufferBytes(t) + 63) / 64 * 64;
-    return s;
-  }
+  std::string fresh(Value v) { return names_.fresh(v); }
+  std::string name(Value v) { return names_(v); }
 
   LogicalResult emitArguments(int64_t outputScratchBase) {
-    scratchBase_ = outputScratchBase;
+    scratch_.base = outputScratchBase;
     FailureOr<SmallVector<ArgumentRole>> roles = classifyArguments(f_, "cpu codegen");
     if (failed(roles))
       return failure();
@@ -95,12 +79,12 @@ private:
         break;
       case ArgumentRole::Output:
         os_ << llvm::formatv("  {0} *{1} = {2}; // output {3} {4}\n", st, n,
-                             optionalBuffer("outputs", role.index, t), role.label,
+                             scratch_.buffer("outputs", role.index, t), role.label,
                              shapeComment(t));
         break;
       case ArgumentRole::TrainOutput:
         os_ << llvm::formatv("  {0} *{1} = {2}; // train output {3} {4}\n", st, n,
-                             optionalBuffer("train_outputs", role.index, t), role.label,
+                             scratch_.buffer("train_outputs", role.index, t), role.label,
                              shapeComment(t));
         break;
       }
@@ -465,11 +449,10 @@ private:
 
   func::FuncOp f_;
   llvm::raw_ostream &os_;
-  llvm::DenseMap<Value, std::string> names_;
+  ValueNames names_;
+  OutputScratch scratch_{0, 0, 64};
   std::string lossName_;
   int profileId_;
-  int64_t scratchBase_ = 0;
-  int64_t outputScratchBytes_ = 0;
 };
 
 } // namespace

@@ -129,7 +129,7 @@ public:
 
   LogicalResult emit(int64_t outputScratchBase, double &flops) {
     llvm::raw_string_ostream os(body_);
-    scratchBase_ = outputScratchBase;
+    scratch_.base = outputScratchBase;
     os << "static int32_t tcc_" << entry_
        << "_body(const tcc_step_args *args, cudaStream_t s, char *ws) {\n";
     os << "  int32_t *status = reinterpret_cast<int32_t *>(ws + tcc_control_offset);\n";
@@ -173,26 +173,12 @@ public:
     return s;
   }
 
-  int64_t outputScratchBytes() const { return outputScratchBytes_; }
+  int64_t outputScratchBytes() const { return scratch_.bytes; }
   int64_t controlBytes() const { return controlBytes_; }
 
 private:
-  std::string fresh(Value v) {
-    std::string n = "v" + std::to_string(names_.size());
-    names_[v] = n;
-    return n;
-  }
-  std::string name(Value v) { return names_.lookup(v); }
-
-  std::string optionalBuffer(StringRef array, int index, MemRefType t) {
-    std::string st = storageType(t.getElementType());
-    std::string s = llvm::formatv(
-        "args->{0} && args->{0}[{1}] ? static_cast<{2} *>(args->{0}[{1}]) : "
-        "reinterpret_cast<{2} *>(ws + {3})",
-        array, index, st, scratchBase_ + outputScratchBytes_);
-    outputScratchBytes_ += (bufferBytes(t) + 255) / 256 * 256;
-    return s;
-  }
+  std::string fresh(Value v) { return names_.fresh(v); }
+  std::string name(Value v) { return names_(v); }
 
   LogicalResult emitArguments(llvm::raw_ostream &os) {
     FailureOr<SmallVector<ArgumentRole>> roles = classifyArguments(f_, "cuda codegen");
@@ -234,7 +220,7 @@ private:
         break;
       case ArgumentRole::Output:
         os << llvm::formatv("  {0} *{1} = {2}; // output {3} {4}\n", st, n,
-                            optionalBuffer("outputs", role.index, t), role.label,
+                            scratch_.buffer("outputs", role.index, t), role.label,
                             shapeComment(t));
         break;
       case ArgumentRole::TrainOutput:
@@ -856,10 +842,11 @@ private:
   std::vector<Launch> &launches_;
   const CudaCodegenOptions &options_;
   int &gemmSites_;
-  llvm::DenseMap<Value, std::string> names_;
+  ValueNames names_;
+  OutputScratch scratch_{0, 0, 256};
   std::string body_, hyper_, finish_;
   std::vector<std::string> labels_;
-  int64_t scratchBase_ = 0, outputScratchBytes_ = 0, controlBytes_ = 64;
+  int64_t controlBytes_ = 64;
 };
 
 std::string formatCount(double v) {
