@@ -164,7 +164,7 @@ inline void device_release_pinned(void *p) {
     cudaFreeHost(p);
 }
 
-inline int32_t device_to_device(void *dst, const void *src, uint64_t bytes) {
+inline int32_t device_copy_to_device(void *dst, const void *src, uint64_t bytes) {
   DeviceState &s = state();
   if (cudaError_t e = cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice,
                                       s.step_stream);
@@ -175,7 +175,7 @@ inline int32_t device_to_device(void *dst, const void *src, uint64_t bytes) {
   return 0;
 }
 
-inline int32_t device_to_host(void *dst, const void *src, uint64_t bytes) {
+inline int32_t device_copy_to_host(void *dst, const void *src, uint64_t bytes) {
   DeviceState &s = state();
   if (cudaError_t e = cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost,
                                       s.step_stream);
@@ -183,6 +183,17 @@ inline int32_t device_to_host(void *dst, const void *src, uint64_t bytes) {
     return cuda_error(e, "copy to the host");
   if (cudaError_t e = cudaStreamSynchronize(s.step_stream); e != cudaSuccess)
     return cuda_error(e, "copy to the host");
+  return 0;
+}
+
+// Queued on the step stream only: the stream orders it with the calls, and
+// nothing waits for it here.
+inline int32_t device_copy_on_device(void *dst, const void *src, uint64_t bytes) {
+  DeviceState &s = state();
+  if (cudaError_t e = cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice,
+                                      s.step_stream);
+      e != cudaSuccess)
+    return cuda_error(e, "copy on the device");
   return 0;
 }
 
@@ -239,10 +250,10 @@ inline uint64_t device_peak_allocated_bytes() { return state().peak; }
 inline const tcc_device_api kDeviceApi = {
     sizeof(tcc_device_api), device_init,         device_alloc,
     device_release,         device_alloc_pinned, device_release_pinned,
-    device_to_device,       device_to_host,      device_fill_zero,
+    device_copy_to_device,  device_copy_to_host, device_fill_zero,
     device_upload_async,    device_wait_uploads, device_last_error,
     device_execution_note,  device_allocated_bytes,
-    device_peak_allocated_bytes,
+    device_peak_allocated_bytes, device_copy_on_device,
 };
 
 // ---- running one call ----

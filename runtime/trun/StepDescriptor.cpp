@@ -126,6 +126,7 @@ absl::Status CheckTarget(const tcc_step_descriptor &d,
       {"execution_note", api->execution_note != nullptr},
       {"allocated_bytes", api->allocated_bytes != nullptr},
       {"peak_allocated_bytes", api->peak_allocated_bytes != nullptr},
+      {"copy_on_device", api->copy_on_device != nullptr},
   };
   for (const auto &[name, set] : functions)
     if (!set)

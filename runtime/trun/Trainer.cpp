@@ -366,9 +366,8 @@ absl::Status Trainer::WaitUploads() {
 }
 
 absl::Status Trainer::Snapshot() {
-  // GPU steps: the host mirrors must hold the weights before this step.
-  if (absl::Status s = SyncToHost(); !s.ok())
-    return s;
+  if (device_)
+    return SnapshotOnDevice();
   std::vector<AlignedBuffer *> sources;
   for (AlignedBuffer &b : params_)
     sources.push_back(&b);
@@ -388,15 +387,66 @@ absl::Status Trainer::Snapshot() {
   return absl::OkStatus();
 }
 
-void Trainer::RestoreSnapshot() {
+// GPU steps: the copy lives on the GPU, one device-to-device copy per
+// tensor queued on the step stream before the step (nothing waits for it,
+// nothing crosses the bus), and the restore is the same the other way.
+absl::Status Trainer::SnapshotOnDevice() {
+  // The device copies must be current before they are copied.
+  if (absl::Status s = SyncToDevice(); !s.ok())
+    return s;
+  const tcc_step_descriptor &d = descriptor_;
+  if (!device_snapshot_arena_) {
+    std::vector<int64_t> sizes;
+    for (int32_t i = 0; i < d.num_params; ++i)
+      sizes.push_back(d.params[i].size_bytes);
+    for (int32_t i = 0; i < d.num_optimizer_state; ++i)
+      sizes.push_back(d.optimizer_state[i].size_bytes);
+    absl::StatusOr<std::unique_ptr<DeviceArena>> created = DeviceArena::Create(
+        *device_, "the --on-nan skip copy of the weights and optimizer state",
+        sizes);
+    if (!created.ok())
+      return absl::Status(created.status().code(),
+                          absl::StrCat("step '", d.model_name, "': ",
+                                       created.status().message()));
+    device_snapshot_arena_ = std::move(*created);
+  }
+  return CopySnapshot(/*restore=*/false);
+}
+
+absl::Status Trainer::CopySnapshot(bool restore) {
+  const tcc_step_descriptor &d = descriptor_;
+  size_t k = 0;
+  auto copy = [&](const tcc_tensor_desc &t, void *live) -> absl::Status {
+    void *saved = device_snapshot_arena_->tensor(k++);
+    return DeviceCallStatus(
+        *device_,
+        device_->copy_on_device(restore ? live : saved, restore ? saved : live,
+                                static_cast<uint64_t>(t.size_bytes)),
+        absl::StrCat("step '", d.model_name, "': --on-nan skip: ",
+                     restore ? "restoring '" : "copying '", t.name,
+                     "' on the GPU"));
+  };
+  for (int32_t i = 0; i < d.num_params; ++i)
+    if (absl::Status s = copy(d.params[i], device_params_[i]); !s.ok())
+      return s;
+  for (int32_t i = 0; i < d.num_optimizer_state; ++i)
+    if (absl::Status s = copy(d.optimizer_state[i], device_state_[i]); !s.ok())
+      return s;
+  return absl::OkStatus();
+}
+
+absl::Status Trainer::RestoreSnapshot() {
+  if (device_) {
+    // The GPU holds the restored weights; the host mirrors are stale.
+    newer_ = Newer::kDevice;
+    return CopySnapshot(/*restore=*/true);
+  }
   size_t i = 0;
   for (AlignedBuffer &b : params_)
     std::memcpy(b.data(), snapshot_[i++].data(), b.size());
   for (AlignedBuffer &b : optimizer_state_)
     std::memcpy(b.data(), snapshot_[i++].data(), b.size());
-  // GPU steps: the next call uploads the restored weights.
-  if (device_)
-    newer_ = Newer::kHost;
+  return absl::OkStatus();
 }
 
 absl::StatusOr<TrainSummary> Trainer::Train(BatchLoader &loader,
@@ -509,7 +559,8 @@ absl::Status Trainer::TrainLoop(BatchLoader &loader, const TrainConfig &config,
                            : "");
       if (config.on_nan == OnNan::kStop)
         return absl::DataLossError(what);
-      RestoreSnapshot();
+      if (absl::Status s = RestoreSnapshot(); !s.ok())
+        return s;
       record.skipped = true;
       ++summary.skipped;
       if (++consecutive_skips >= kMaxConsecutiveSkips)

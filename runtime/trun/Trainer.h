@@ -201,9 +201,12 @@ private:
   // The loop of Train(); Train() waits for queued uploads around it.
   absl::Status TrainLoop(BatchLoader &loader, const TrainConfig &config,
                          TrainSummary &summary);
-  // --on-nan skip: copies of params and optimizer state before a step.
+  // --on-nan skip: copies of params and optimizer state before a step
+  // (on the GPU for GPU steps: nothing crosses the bus).
   absl::Status Snapshot();
-  void RestoreSnapshot();
+  absl::Status SnapshotOnDevice();
+  absl::Status CopySnapshot(bool restore); // GPU: live <-> copy
+  absl::Status RestoreSnapshot();
 
   const tcc_step_descriptor &descriptor_;
   StepBinding binding_;
@@ -223,7 +226,8 @@ private:
   // GPU steps. Pointers into the arenas, descriptor order; input set s
   // holds input i at device_inputs_[s][i].
   std::unique_ptr<DeviceArena> device_params_arena_, device_state_arena_,
-      device_workspace_arena_, device_inputs_arena_, device_outputs_arena_;
+      device_workspace_arena_, device_inputs_arena_, device_outputs_arena_,
+      device_snapshot_arena_; // --on-nan skip: params, then optimizer state
   std::vector<void *> device_params_, device_state_, device_outputs_;
   std::array<std::vector<void *>, 2> device_inputs_;
   // The host mirrors are caches the const accessors may refresh.

@@ -4,6 +4,7 @@ run and a GPU run of the same model, seed and data) and fails if any of the
 first STEPS differs by more than TOL relative.
 
     compare_losses.py NAME CPU.jsonl GPU.jsonl [--steps 100] [--tol 1e-4]
+                      [--labels cpu,gpu]   (what to call the two runs)
 """
 import argparse
 import json
@@ -27,20 +28,22 @@ def main():
     p.add_argument("gpu")
     p.add_argument("--steps", type=int, default=100)
     p.add_argument("--tol", type=float, default=1e-4)
+    p.add_argument("--labels", default="cpu,gpu")
     a = p.parse_args()
+    la, lb = a.labels.split(",")
     cpu, gpu = losses(a.cpu), losses(a.gpu)
     worst, worst_step, bad = 0.0, 0, []
     for step in range(1, a.steps + 1):
         if step not in cpu or step not in gpu:
-            print(f"{a.name}: step {step} missing (cpu has {len(cpu)}, gpu has {len(gpu)} steps)")
+            print(f"{a.name}: step {step} missing ({la} has {len(cpu)}, {lb} has {len(gpu)} steps)")
             return 1
         rel = abs(gpu[step] - cpu[step]) / max(abs(cpu[step]), 1e-30)
         if rel > worst:
             worst, worst_step = rel, step
         if rel > a.tol:
             bad.append(step)
-    print(f"{a.name}: {a.steps} steps, loss step 1 cpu {cpu[1]:.6f} gpu {gpu[1]:.6f}, "
-          f"step {a.steps} cpu {cpu[a.steps]:.6f} gpu {gpu[a.steps]:.6f}; "
+    print(f"{a.name}: {a.steps} steps, loss step 1 {la} {cpu[1]:.6f} {lb} {gpu[1]:.6f}, "
+          f"step {a.steps} {la} {cpu[a.steps]:.6f} {lb} {gpu[a.steps]:.6f}; "
           f"worst relative difference {worst:.2e} at step {worst_step} "
           f"(tolerance {a.tol:g}): {'PASS' if not bad else 'FAIL at steps ' + str(bad[:10])}")
     return 0 if not bad else 1

@@ -5,7 +5,9 @@
 #      GPU from the same initial weights and batches: per-step losses must
 #      agree within 1e-4 relative,
 #   3. a few GPT-2 124M steps on the GPU (that it runs; the benchmark is
-#      bench/gpt2/run.sh).
+#      bench/gpt2/run.sh),
+#   4. --on-nan skip on the GPU: the MLP's losses unchanged by it, and what
+#      its on-GPU copy costs GPT-2 per step and in memory.
 # Prints a summary table last; exit 1 if anything failed.
 #
 #   bash tests/gpu/run.sh DIR [OUT]     (OUT: logs and metrics, default DIR/out)
@@ -60,6 +62,31 @@ else
   note "gpt2 124M fp32: FAIL ($(tail -n 1 "$out/gpt2_smoke.log"))"; status=1
 fi
 cat "$out/gpt2_smoke.log"
+
+echo "== --on-nan skip on the GPU (its copy stays on the GPU) =="
+# No step of these runs is non-finite: the copy before each step must not
+# change the training (same losses as without), and costs a device copy.
+if train mlp_gpu_skip mlp_cuda.so --data "$mnist" --on-nan skip; then
+  line=$(python3 "$here/compare_losses.py" "mlp gpu --on-nan skip vs without" \
+         "$out/mlp_gpu.jsonl" "$out/mlp_gpu_skip.jsonl" --tol 1e-6 --labels stop,skip)
+  rc=$?
+  echo "$line"; note "$line"; [ $rc = 0 ] || status=1
+else
+  note "mlp gpu --on-nan skip: FAIL ($(tail -n 1 "$out/mlp_gpu_skip.log"))"; status=1
+fi
+median_ms() { # metrics -> median step_ms of steps 3.. (after graph capture)
+  python3 -c 'import json,statistics,sys
+ms=[r["step_ms"] for r in map(json.loads,open(sys.argv[1])) if r.get("kind")=="step" and r["step"]>=3]
+print(f"{statistics.median(ms):.1f}")' "$1"
+}
+for mode in stop skip; do
+  "$trun" "$dir/steps/gpt2_cuda.so" --data "$tokens" --steps 12 --seed 0 --log-every 4 \
+    --on-nan $mode --metrics "$out/gpt2_onnan_$mode.jsonl" >"$out/gpt2_onnan_$mode.log" 2>&1 \
+    || { note "gpt2 --on-nan $mode: FAIL ($(tail -n 1 "$out/gpt2_onnan_$mode.log"))"; status=1; }
+done
+if [ -s "$out/gpt2_onnan_skip.jsonl" ] && [ -s "$out/gpt2_onnan_stop.jsonl" ]; then
+  note "gpt2 124M fp32 median ms/step: --on-nan stop $(median_ms "$out/gpt2_onnan_stop.jsonl"), skip $(median_ms "$out/gpt2_onnan_skip.jsonl"); $(grep -m1 'gpu memory' "$out/gpt2_onnan_stop.log") vs $(grep -m1 'gpu memory' "$out/gpt2_onnan_skip.log")"
+fi
 
 echo
 echo "== summary =="

@@ -356,8 +356,15 @@ TEST(GpuTrainerTest, OnNanSkipRestoresTheDeviceWeights) {
   // Steps 6, 21, 22 and 23 (1-based) diverge and are undone.
   absl::StatusOr<Trained> c = TrainSteps(*cpu, 23, OnNan::kSkip);
   ASSERT_TRUE(c.ok()) << c.status();
+  const char *lib = TRUN_TEST_BIGRAM_CUDA_NAN_STEP;
+  tcc_fake_device_stats start = FakeStats(lib);
   absl::StatusOr<Trained> g = TrainSteps(*gpu, 23, OnNan::kSkip);
   ASSERT_TRUE(g.ok()) << g.status();
+  // The copy stays on the GPU: per step one device copy of each of the two
+  // parameters, and per undone step one back; nothing is downloaded.
+  tcc_fake_device_stats during = FakeStats(lib);
+  EXPECT_EQ(during.on_device_copies - start.on_device_copies, 23 * 2 + 4 * 2);
+  EXPECT_EQ(during.to_host_copies, start.to_host_copies);
   EXPECT_EQ(g->summary.skipped, 4);
   EXPECT_EQ(c->summary.skipped, 4);
   ExpectSameLosses(g->losses, c->losses);
@@ -368,7 +375,7 @@ TEST(GpuTrainerTest, OnNanSkipRestoresTheDeviceWeights) {
                         "step 6 (loss nan); update undone"),
             std::string::npos)
       << g->log;
-  tcc_fake_device_stats s = FakeStats(TRUN_TEST_BIGRAM_CUDA_NAN_STEP);
+  tcc_fake_device_stats s = FakeStats(lib);
   EXPECT_EQ(s.errors, 0) << s.first_error;
 }
 

@@ -109,6 +109,8 @@ TEST(StepDescriptorTest, CudaStepNeedsACompleteDeviceApi) {
            [](tcc_device_api &a) { a.allocated_bytes = nullptr; }},
           {"peak_allocated_bytes",
            [](tcc_device_api &a) { a.peak_allocated_bytes = nullptr; }},
+          {"copy_on_device",
+           [](tcc_device_api &a) { a.copy_on_device = nullptr; }},
       };
   for (const auto &[name, change] : clear) {
     tcc_device_api broken = FakeDeviceApi();

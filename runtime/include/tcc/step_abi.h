@@ -146,6 +146,10 @@ typedef struct tcc_device_api {
   /* Bytes of device memory allocated through alloc: now and at the peak. */
   uint64_t (*allocated_bytes)(void);
   uint64_t (*peak_allocated_bytes)(void);
+  /* Device-to-device copy, queued on the step stream: ordered after the
+     calls before it and before the calls after it (trun's --on-nan skip
+     keeps its copy of the weights on the GPU with it). */
+  int32_t (*copy_on_device)(void *dst, const void *src, uint64_t bytes);
 } tcc_device_api;
 
 typedef struct tcc_step_descriptor {
