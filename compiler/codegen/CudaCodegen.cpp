@@ -895,6 +895,7 @@ FailureOr<GeneratedCudaStep> generateCudaStep(ModuleOp module,
   s << "// ---- step ABI (runtime/include/tcc/step_abi.h) ----\n"
     << embedded::kStepAbiHeader << "\n";
   s << "// ---- CUDA host support (compiler/codegen/cuda_host_support.h) ----\n"
+    << "#define TCC_STEP_ARCH \"" << options.arch << "\"\n"
     << embedded::kCudaHostSupport << "\n";
   s << "// ---- kernels (defined in the kernel units) ----\n";
   for (const std::string &d : kernels.decls())

@@ -8,6 +8,10 @@
 //     status out, every CUDA/cuBLAS error named with the kernel and step,
 //   - matrix products through cuBLASLt, one cached plan per call site.
 // The kernels themselves live in the generated .cu units (cuda_prelude.cuh).
+#ifndef TCC_STEP_ARCH // defined by the generated host unit, e.g. "sm_90"
+#error "TCC_STEP_ARCH must name the architecture the kernels were built for"
+#endif
+
 #include <cuda_runtime_api.h>
 #include <cublasLt.h>
 
@@ -87,6 +91,33 @@ inline const char *cublas_status_name(cublasStatus_t s) {
 
 // ---- tcc_device_api ----
 
+// Whether the kernels, built for TCC_STEP_ARCH (sm_XY with its PTX, or
+// sm_XYa), run on GPU `ordinal`: natively on XY, through the PTX on a newer
+// GPU, not at all on an older one (nor sm_XYa anywhere but XY). Checked at
+// init so that a mismatch is one clear error, not a failed first launch.
+inline int32_t check_arch(int ordinal) {
+  const char *arch = TCC_STEP_ARCH;
+  int built = std::atoi(arch + 3);
+  bool specific = arch[std::strlen(arch) - 1] == 'a';
+  int major = 0, minor = 0;
+  if (cudaError_t e = cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, ordinal);
+      e != cudaSuccess)
+    return cuda_error(e, "cudaDeviceGetAttribute (compute capability)");
+  if (cudaError_t e = cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, ordinal);
+      e != cudaSuccess)
+    return cuda_error(e, "cudaDeviceGetAttribute (compute capability)");
+  int have = major * 10 + minor;
+  if (have == built || (have > built && !specific))
+    return 0;
+  char name[256] = "?";
+  cudaDeviceProp prop;
+  if (cudaGetDeviceProperties(&prop, ordinal) == cudaSuccess)
+    std::snprintf(name, sizeof name, "%s", prop.name);
+  return set_error("the step was built for %s, which does not run on GPU %d (%s, sm_%d): "
+                   "recompile with tcc compile --arch sm_%d",
+                   arch, ordinal, name, have, have);
+}
+
 inline int32_t device_init(int32_t ordinal) {
   DeviceState &s = state();
   if (s.initialized)
@@ -98,6 +129,8 @@ inline int32_t device_init(int32_t ordinal) {
     return cuda_error(e, "cudaGetDeviceCount (is there an NVIDIA GPU and driver?)");
   if (ordinal < 0 || ordinal >= count)
     return set_error("device API: GPU %d requested, %d visible", ordinal, count);
+  if (int32_t rc = check_arch(ordinal))
+    return rc;
   if (cudaError_t e = cudaSetDevice(ordinal); e != cudaSuccess)
     return cuda_error(e, "cudaSetDevice");
   if (cudaError_t e = cudaStreamCreateWithFlags(&s.step_stream, cudaStreamNonBlocking);

@@ -1,5 +1,6 @@
 #include "runtime/trun/Diagnose.h"
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_format.h"
 
 #include <dlfcn.h>
@@ -155,7 +156,7 @@ int64_t StepBytes(const tcc_step_descriptor &d) {
 }
 
 bool PrintDiagnosis(const MachineInfo &m, const tcc_step_descriptor *d,
-                    std::ostream &out) {
+                    std::ostream &out, int gpu) {
   out << "host memory: " << Bytes(m.host_total_bytes) << " total, "
       << Bytes(m.host_available_bytes) << " available\n";
   if (!m.has_driver) {
@@ -185,8 +186,24 @@ bool PrintDiagnosis(const MachineInfo &m, const tcc_step_descriptor *d,
                              d->model_name);
       return false;
     }
-    have = m.gpus[0].free_bytes;
-    where = "free on gpu 0";
+    if (gpu < 0 || gpu >= static_cast<int>(m.gpus.size())) {
+      out << absl::StrFormat("step '%s' (target cuda): no gpu %d here (gpus "
+                             "0..%d)\n",
+                             d->model_name, gpu, m.gpus.size() - 1);
+      return false;
+    }
+    const GpuInfo &g = m.gpus[gpu];
+    std::string why;
+    bool runs = ArchRunsOn(d->arch ? d->arch : "", g.compute_major,
+                           g.compute_minor, why);
+    out << absl::StrFormat("step '%s' (target cuda): built for %s; gpu %d is "
+                           "sm_%d%d: %s\n",
+                           d->model_name, d->arch ? d->arch : "?", gpu,
+                           g.compute_major, g.compute_minor, why);
+    if (!runs)
+      return false;
+    have = g.free_bytes;
+    where = absl::StrFormat("free on gpu %d", gpu);
   } else {
     have = m.host_available_bytes;
     where = "available host memory";
@@ -198,6 +215,43 @@ bool PrintDiagnosis(const MachineInfo &m, const tcc_step_descriptor *d,
       d->model_name, target, Bytes(need), where, Bytes(have),
       have < 0 ? "unknown" : (fits ? "fits" : "does NOT fit"));
   return fits;
+}
+
+bool ArchRunsOn(const std::string &arch, int major, int minor,
+                std::string &why) {
+  // sm_XY or sm_XYa (XY: major then one minor digit, e.g. 90, 100, 120).
+  std::string digits = arch.rfind("sm_", 0) == 0 ? arch.substr(3) : "";
+  bool specific = !digits.empty() && digits.back() == 'a';
+  if (specific)
+    digits.pop_back();
+  int number = 0;
+  if (digits.size() < 2 ||
+      digits.find_first_not_of("0123456789") != std::string::npos ||
+      !absl::SimpleAtoi(digits, &number)) {
+    why = "unknown architecture, cannot tell";
+    return true;
+  }
+  int built = number, have = major * 10 + minor;
+  std::string rebuild =
+      absl::StrFormat("recompile with tcc compile --arch sm_%d%d", major, minor);
+  if (have == built) {
+    why = "runs natively";
+    return true;
+  }
+  if (specific) {
+    why = absl::StrFormat("does NOT run (%s code runs only on sm_%d; %s)", arch,
+                          built, rebuild);
+    return false;
+  }
+  if (have > built) {
+    why = absl::StrFormat("runs through the embedded PTX, compiled by the "
+                          "driver at start (%s for native code)",
+                          rebuild);
+    return true;
+  }
+  why = absl::StrFormat("does NOT run (a GPU older than the code; %s)",
+                        rebuild);
+  return false;
 }
 
 } // namespace tcc::trun

@@ -43,10 +43,18 @@ MachineInfo ProbeMachine();
 int64_t StepBytes(const tcc_step_descriptor &descriptor);
 
 // Prints the report; with a descriptor also whether it fits: a "cpu" step
-// against available host memory, a "cuda" step against the free memory of
-// GPU 0. Returns false if the step is known not to fit.
+// against available host memory, a "cuda" step against GPU `gpu` — that it
+// exists, that its compute capability runs the step's code (the step's
+// sm_XY exactly, or a newer GPU through the embedded PTX; not an older one,
+// and sm_XYa only on XY), and its free memory. Returns false if the step is
+// known not to run there.
 bool PrintDiagnosis(const MachineInfo &machine,
-                    const tcc_step_descriptor *descriptor, std::ostream &out);
+                    const tcc_step_descriptor *descriptor, std::ostream &out,
+                    int gpu = 0);
+
+// Whether code built for `arch` ("sm_90", "sm_90a", "sm_80") runs on a GPU of
+// compute capability major.minor; `why` says how or why not.
+bool ArchRunsOn(const std::string &arch, int major, int minor, std::string &why);
 
 } // namespace tcc::trun
 

@@ -94,8 +94,9 @@ other:
   --info                print the step descriptor (parameters, inputs,
                         precision, workspace, FLOPs per step) and exit
   --diagnose            print host memory, the NVIDIA driver and GPUs, and
-                        whether STEP.so's buffers fit where its target runs,
-                        and exit (1 if they do not fit)
+                        whether STEP.so runs where its target runs (a cuda
+                        step: its architecture and buffers on the GPU of
+                        --gpu, default 0), and exit (1 if it does not)
   --help                print this help and exit
 
 Exit status: 0 on success, 1 on a runtime error, 2 on a usage error,
@@ -283,10 +284,9 @@ absl::StatusOr<Options> ParseOptions(const std::vector<std::string> &args) {
     if (absl::Status s = ApplyValue(flag, value, options); !s.ok())
       return s;
   }
-  // --diagnose checks GPU 0 and --info runs nothing: neither uses a GPU.
-  if (options.gpu && (options.diagnose || options.info))
-    return UsageError(absl::StrCat("--gpu does not apply to ",
-                                   options.diagnose ? "--diagnose" : "--info"));
+  // --info runs nothing; --diagnose --gpu N checks that GPU.
+  if (options.gpu && options.info)
+    return UsageError("--gpu does not apply to --info");
   if (options.diagnose)
     return options; // a machine report, with or without a step
   if (options.step_path.empty())

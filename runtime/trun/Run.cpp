@@ -520,9 +520,12 @@ absl::Status RunTrun(const Options &options, std::ostream &out) {
     return library.status();
   const tcc_step_descriptor &d = (*library)->descriptor();
   if (options.diagnose) {
-    if (!PrintDiagnosis(ProbeMachine(), &d, out))
+    if (options.gpu && !d.device)
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--gpu applies to cuda steps; this step is ", d.target));
+    if (!PrintDiagnosis(ProbeMachine(), &d, out, options.gpu.value_or(0)))
       return absl::FailedPreconditionError(absl::StrCat(
-          "step '", d.model_name, "' does not fit on this machine (see above)"));
+          "step '", d.model_name, "' cannot run here (see above)"));
     return absl::OkStatus();
   }
   if (options.info) {

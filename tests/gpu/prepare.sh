@@ -7,7 +7,8 @@
 # DIR/bin       trun and the CUDA kernel-family test
 # DIR/lib.tar.gz  trun's shared libraries that the device machine lacks
 # DIR/steps     mlp and gpt_char for cpu (no -march=native) and cuda (fp32,
-#               no TF32), GPT-2 124M for cuda (fp32 and TF32)
+#               no TF32), gpt_char also for sm_80 and sm_100, GPT-2 124M for
+#               cuda (fp32 and TF32)
 # DIR/data      a 6400-image Fashion-MNIST subset (.npy) and the fortunes
 #               character shards
 # Then on the device machine: bash tests/gpu/run.sh DIR (see README.md).
@@ -48,6 +49,10 @@ tcc="$build/bin/tcc"
 "$tcc" compile --target cuda --arch "$arch" "$root/samples/mlp/mlp.pbtxt" -o "$dir/steps/mlp_cuda.so"
 "$tcc" compile --target cpu --no-native "$root/samples/gpt_char/gpt_char.pbtxt" -o "$dir/steps/gpt_char_cpu.so"
 "$tcc" compile --target cuda --arch "$arch" "$root/samples/gpt_char/gpt_char.pbtxt" -o "$dir/steps/gpt_char_cuda.so"
+# The architecture checks: sm_80 code runs on Hopper through its PTX, sm_100
+# code must be refused at start.
+"$tcc" compile --target cuda --arch sm_80 "$root/samples/gpt_char/gpt_char.pbtxt" -o "$dir/steps/gpt_char_cuda_sm80.so"
+"$tcc" compile --target cuda --arch sm_100 "$root/samples/gpt_char/gpt_char.pbtxt" -o "$dir/steps/gpt_char_cuda_sm100.so"
 "$tcc" compile --target cuda --arch "$arch" "$root/samples/gpt2/gpt2_124m.pbtxt" -o "$dir/steps/gpt2_cuda.so" -v
 "$tcc" compile --target cuda --arch "$arch" --tf32 "$root/samples/gpt2/gpt2_124m.pbtxt" -o "$dir/steps/gpt2_cuda_tf32.so" -v
 

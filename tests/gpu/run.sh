@@ -7,7 +7,9 @@
 #   3. a few GPT-2 124M steps on the GPU (that it runs; the benchmark is
 #      bench/gpt2/run.sh),
 #   4. --on-nan skip on the GPU: the MLP's losses unchanged by it, and what
-#      its on-GPU copy costs GPT-2 per step and in memory.
+#      its on-GPU copy costs GPT-2 per step and in memory,
+#   5. architecture checks: an sm_80 build runs through its PTX with the
+#      native build's losses; an sm_100 build is refused at start.
 # Prints a summary table last; exit 1 if anything failed.
 #
 #   bash tests/gpu/run.sh DIR [OUT]     (OUT: logs and metrics, default DIR/out)
@@ -86,6 +88,31 @@ for mode in stop skip; do
 done
 if [ -s "$out/gpt2_onnan_skip.jsonl" ] && [ -s "$out/gpt2_onnan_stop.jsonl" ]; then
   note "gpt2 124M fp32 median ms/step: --on-nan stop $(median_ms "$out/gpt2_onnan_stop.jsonl"), skip $(median_ms "$out/gpt2_onnan_skip.jsonl"); $(grep -m1 'gpu memory' "$out/gpt2_onnan_stop.log") vs $(grep -m1 'gpu memory' "$out/gpt2_onnan_skip.log")"
+fi
+
+echo "== architecture checks =="
+# sm_80 code on this GPU runs through the embedded PTX: same losses as the
+# native build (20 steps); sm_100 code must be refused at start, clearly,
+# and by --diagnose.
+if train gpt_char_sm80 gpt_char_cuda_sm80.so --data "$dir/data/fortunes_train.bin"; then
+  line=$(python3 "$here/compare_losses.py" "gpt_char sm_80 (PTX) vs native" \
+         "$out/gpt_char_gpu.jsonl" "$out/gpt_char_sm80.jsonl" --labels native,sm_80)
+  rc=$?
+  echo "$line"; note "$line"; [ $rc = 0 ] || status=1
+else
+  note "gpt_char sm_80 build: FAIL ($(tail -n 1 "$out/gpt_char_sm80.log"))"; status=1
+fi
+"$trun" "$dir/steps/gpt_char_cuda_sm100.so" --data "$dir/data/fortunes_train.bin" --steps 2 \
+  >"$out/sm100.log" 2>&1
+rc=$?
+"$trun" "$dir/steps/gpt_char_cuda_sm100.so" --diagnose >"$out/sm100_diagnose.log" 2>&1
+drc=$?
+cat "$out/sm100.log" "$out/sm100_diagnose.log"
+if [ $rc = 1 ] && grep -q "built for sm_100, which does not run on GPU 0" "$out/sm100.log" \
+   && [ $drc = 1 ] && grep -q "does NOT run" "$out/sm100_diagnose.log"; then
+  note "sm_100 step refused at start and by --diagnose: PASS ($(tail -n 1 "$out/sm100.log"))"
+else
+  note "sm_100 step: FAIL (exit $rc, diagnose exit $drc; see $out/sm100*.log)"; status=1
 fi
 
 echo

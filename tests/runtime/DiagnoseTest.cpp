@@ -70,6 +70,7 @@ TEST(DiagnoseTest, CpuStepFitsOrNotAgainstAvailableHostMemory) {
 TEST(DiagnoseTest, CudaStepNeedsAGpuWithEnoughFreeMemory) {
   FakeStep step(2, 2, 3);
   step.descriptor.target = "cuda";
+  step.descriptor.arch = "sm_90";
   step.descriptor.workspace_bytes = 3 * 1024 * kMiB;
   std::ostringstream none;
   EXPECT_FALSE(PrintDiagnosis(HostOnly(1024 * kMiB), &step.descriptor, none));
@@ -93,6 +94,57 @@ TEST(DiagnoseTest, CudaStepNeedsAGpuWithEnoughFreeMemory) {
   EXPECT_NE(full.str().find("free on gpu 0 2.00 GiB: does NOT fit"),
             std::string::npos)
       << full.str();
+}
+
+TEST(DiagnoseTest, ArchitectureRunsNativelyOrThroughPtxOnNewerGpus) {
+  std::string why;
+  EXPECT_TRUE(ArchRunsOn("sm_90", 9, 0, why));
+  EXPECT_EQ(why, "runs natively");
+  EXPECT_TRUE(ArchRunsOn("sm_80", 9, 0, why));
+  EXPECT_NE(why.find("runs through the embedded PTX"), std::string::npos) << why;
+  EXPECT_NE(why.find("--arch sm_90"), std::string::npos) << why;
+  EXPECT_TRUE(ArchRunsOn("sm_90", 12, 0, why));
+  EXPECT_FALSE(ArchRunsOn("sm_90", 8, 0, why));
+  EXPECT_EQ(why, "does NOT run (a GPU older than the code; recompile with "
+                 "tcc compile --arch sm_80)");
+  EXPECT_TRUE(ArchRunsOn("sm_90a", 9, 0, why));
+  EXPECT_FALSE(ArchRunsOn("sm_90a", 10, 0, why));
+  EXPECT_NE(why.find("sm_90a code runs only on sm_90"), std::string::npos)
+      << why;
+  EXPECT_TRUE(ArchRunsOn("sm_100", 10, 0, why));
+  EXPECT_FALSE(ArchRunsOn("sm_100", 9, 0, why));
+  EXPECT_TRUE(ArchRunsOn("gfx90a", 9, 0, why)) << "unknown: not refused";
+  EXPECT_EQ(why, "unknown architecture, cannot tell");
+}
+
+TEST(DiagnoseTest, CudaStepIsCheckedOnTheChosenGpu) {
+  FakeStep step(2, 2, 3);
+  step.descriptor.target = "cuda";
+  step.descriptor.arch = "sm_90";
+  MachineInfo two = WithGpu(79 * 1024 * kMiB);
+  GpuInfo a100;
+  a100.index = 1;
+  a100.name = "NVIDIA A100-SXM4-80GB";
+  a100.compute_major = 8;
+  a100.total_bytes = 80 * 1024 * kMiB;
+  a100.free_bytes = 79 * 1024 * kMiB;
+  two.gpus.push_back(a100);
+  std::ostringstream first;
+  EXPECT_TRUE(PrintDiagnosis(two, &step.descriptor, first, 0)) << first.str();
+  EXPECT_NE(first.str().find("built for sm_90; gpu 0 is sm_90: runs natively"),
+            std::string::npos)
+      << first.str();
+  EXPECT_NE(first.str().find("free on gpu 0 79.00 GiB: fits"), std::string::npos)
+      << first.str();
+  std::ostringstream second;
+  EXPECT_FALSE(PrintDiagnosis(two, &step.descriptor, second, 1));
+  EXPECT_NE(second.str().find("gpu 1 is sm_80: does NOT run"), std::string::npos)
+      << second.str();
+  EXPECT_EQ(second.str().find("fits"), std::string::npos) << second.str();
+  std::ostringstream missing;
+  EXPECT_FALSE(PrintDiagnosis(two, &step.descriptor, missing, 2));
+  EXPECT_NE(missing.str().find("no gpu 2 here (gpus 0..1)"), std::string::npos)
+      << missing.str();
 }
 
 TEST(DiagnoseTest, ProbeOfThisMachineReadsHostMemory) {

@@ -160,8 +160,10 @@ TEST(OptionsTest, ParsesTheGpuFlag) {
                   bad + "'");
   EXPECT_EQ(UsageError({"s.so", "--info", "--gpu", "1"}),
             "--gpu does not apply to --info");
-  EXPECT_EQ(UsageError({"s.so", "--diagnose", "--gpu=0"}),
-            "--gpu does not apply to --diagnose");
+  absl::StatusOr<Options> diagnose_gpu =
+      ParseOptions({"s.so", "--diagnose", "--gpu=1"});
+  ASSERT_TRUE(diagnose_gpu.ok()) << diagnose_gpu.status();
+  EXPECT_EQ(diagnose_gpu->gpu, 1) << "--diagnose checks the GPU --gpu names";
 }
 
 TEST(OptionsTest, DocsQuoteTheHelpText) {

@@ -332,6 +332,25 @@ TEST_F(TrunGpuCliTest, OutOfGpuMemoryNamesTheCategory) {
   EXPECT_EQ(report["errors"], "1") << report["first_error"];
 }
 
+TEST_F(TrunGpuCliTest, DiagnoseChecksTheGpuThatGpuNames) {
+  CliResult cpu = RunTrun(cpu_ + " --diagnose --gpu 1");
+  EXPECT_EQ(cpu.exit_code, 1);
+  EXPECT_EQ(cpu.err,
+            "trun: error: --gpu applies to cuda steps; this step is cpu\n");
+  // The probe is of this machine: CI's has no GPU (a GPU machine's answer
+  // depends on its GPUs, so only the no-driver case is pinned down).
+  CliResult gpu = RunTrun(gpu_ + " --diagnose --gpu 1");
+  if (gpu.out.find("nvidia driver:") == std::string::npos) {
+    EXPECT_EQ(gpu.exit_code, 1);
+    EXPECT_NE(gpu.out.find("step 'bigram' (target cuda): needs a GPU; none "
+                           "is usable here"),
+              std::string::npos)
+        << gpu.out;
+    EXPECT_EQ(gpu.err,
+              "trun: error: step 'bigram' cannot run here (see above)\n");
+  }
+}
+
 TEST_F(TrunGpuCliTest, InfoNamesTheTarget) {
   CliResult r = RunTrun(gpu_ + " --info");
   ASSERT_EQ(r.exit_code, 0) << r.err;
