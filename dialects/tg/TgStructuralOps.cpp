@@ -563,35 +563,32 @@ LogicalResult CausalMaskOp::verify() {
   return success();
 }
 
-LogicalResult GatherOp::verify() {
-  auto table = rtt(getTable()), ids = rtt(getIds()), out = rtt(getResult());
-  if (table.getRank() < 1)
-    return emitOpError("table must be (V, ...), got a scalar");
+// gather's result and scatter_add's updates: one row of `rows` (the table,
+// or the scattered-into result) per id, with its element type.
+static LogicalResult verifyRowPerId(Operation *op, StringRef what,
+                                    RankedTensorType ids, RankedTensorType rows,
+                                    StringRef rowsName, RankedTensorType value) {
+  if (rows.getRank() < 1)
+    return op->emitOpError(rowsName) << " must be (V, ...), got a scalar";
   SmallVector<int64_t> expected(ids.getShape());
-  llvm::append_range(expected, table.getShape().drop_front());
-  if (out.getShape() != ArrayRef<int64_t>(expected) ||
-      out.getElementType() != table.getElementType())
-    return emitOpError("result must be ")
-           << formatShape(expected) << " of " << table.getElementType()
-           << " (ids shape, then the table's row shape), got "
-           << formatShape(out.getShape()) << " of " << out.getElementType();
+  llvm::append_range(expected, rows.getShape().drop_front());
+  if (value.getShape() != ArrayRef<int64_t>(expected) ||
+      value.getElementType() != rows.getElementType())
+    return op->emitOpError(what)
+           << " must be " << formatShape(expected) << " of " << rows.getElementType()
+           << " (ids shape, then the " << rowsName << "'s row shape), got "
+           << formatShape(value.getShape()) << " of " << value.getElementType();
   return success();
 }
 
+LogicalResult GatherOp::verify() {
+  return verifyRowPerId(*this, "result", rtt(getIds()), rtt(getTable()), "table",
+                        rtt(getResult()));
+}
+
 LogicalResult ScatterAddOp::verify() {
-  auto ids = rtt(getIds()), updates = rtt(getUpdates()), out = rtt(getResult());
-  if (out.getRank() < 1)
-    return emitOpError("result must be (V, ...), got a scalar");
-  SmallVector<int64_t> expected(ids.getShape());
-  llvm::append_range(expected, out.getShape().drop_front());
-  if (updates.getShape() != ArrayRef<int64_t>(expected) ||
-      updates.getElementType() != out.getElementType())
-    return emitOpError("updates must be ")
-           << formatShape(expected) << " of " << out.getElementType()
-           << " (ids shape, then the result's row shape), got "
-           << formatShape(updates.getShape()) << " of "
-           << updates.getElementType();
-  return success();
+  return verifyRowPerId(*this, "updates", rtt(getIds()), rtt(getResult()), "result",
+                        rtt(getUpdates()));
 }
 
 template <typename ReduceOp>
