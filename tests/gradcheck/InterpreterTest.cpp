@@ -6,9 +6,8 @@
 #include <gtest/gtest.h>
 
 #include "compiler/interpreter/TgInterpreter.h"
-#include "mlir/IR/Diagnostics.h"
-#include "mlir/Parser/Parser.h"
 #include "tests/gradcheck/GradCheck.h"
+#include "tests/gradcheck/InterpreterFixture.h"
 
 using namespace mlir;
 using namespace tcc;
@@ -16,36 +15,7 @@ using tcc::interp::Tensor;
 
 namespace {
 
-class InterpreterTest : public ::testing::Test {
-protected:
-  InterpreterTest() : ctx_(gradcheck::makeContext()) {
-    handler_.emplace(ctx_.get(), [this](Diagnostic &d) {
-      diagnostics_ += d.str() + "\n";
-      return success();
-    });
-  }
-
-  // Parses `source` and interprets its function @f on `args`.
-  FailureOr<std::vector<Tensor>> run(StringRef source,
-                                     std::vector<Tensor> args) {
-    module_ = parseSourceString<ModuleOp>(source, ctx_.get());
-    if (!module_) {
-      ADD_FAILURE() << "test IR does not parse:\n" << diagnostics_;
-      return failure();
-    }
-    auto f = module_->lookupSymbol<func::FuncOp>("f");
-    if (!f) {
-      ADD_FAILURE() << "test IR has no @f";
-      return failure();
-    }
-    return interp::interpret(f, args);
-  }
-
-  std::unique_ptr<MLIRContext> ctx_;
-  std::optional<ScopedDiagnosticHandler> handler_;
-  std::string diagnostics_;
-  OwningOpRef<ModuleOp> module_;
-};
+class InterpreterTest : public gradcheck::InterpreterFixture {};
 
 void expectTensor(const Tensor &actual, std::vector<int64_t> shape,
                   std::vector<double> data) {
