@@ -186,6 +186,33 @@ struct Buffers {
   std::vector<const void *> inputPtrs;
 };
 
+// Zero-filled buffers for every parameter, optimizer state tensor and input
+// of `d`, and args bound to them (no eval outputs, no train outputs).
+struct ZeroedStepArgs {
+  ZeroedStepArgs(const tcc_step_descriptor &d, float learningRate) : workspace(d.workspace_bytes) {
+    for (int i = 0; i < d.num_params; ++i)
+      paramPtrs.push_back(params.emplace_back(d.params[i].size_bytes).data());
+    for (int i = 0; i < d.num_optimizer_state; ++i)
+      statePtrs.push_back(states.emplace_back(d.optimizer_state[i].size_bytes).data());
+    for (int i = 0; i < d.num_inputs; ++i)
+      inputPtrs.push_back(inputs.emplace_back(d.inputs[i].size_bytes).data());
+    args.params = paramPtrs.data();
+    args.optimizer_state = statePtrs.data();
+    args.inputs = inputPtrs.data();
+    args.workspace = workspace.data();
+    args.loss = &loss;
+    args.learning_rate = learningRate;
+  }
+  ZeroedStepArgs(const ZeroedStepArgs &) = delete; // args points into it
+
+  std::vector<trun::AlignedBuffer> params, states, inputs;
+  trun::AlignedBuffer workspace;
+  std::vector<void *> paramPtrs, statePtrs;
+  std::vector<const void *> inputPtrs;
+  float loss = kNaN;
+  tcc_step_args args{};
+};
+
 // What a test varies besides the model.
 struct CheckOptions {
   int steps = 2;                       // train steps checked one after another
@@ -811,29 +838,9 @@ TEST(CompiledStep, TrainOutputsMayBeNull) {
   auto lib = trun::StepLibrary::Open(compileWithTcc(models::buildGpt(tinyGpt()), "gpt_tiny"));
   ASSERT_TRUE(lib.ok()) << lib.status();
   const tcc_step_descriptor &d = (*lib)->descriptor();
-  std::vector<trun::AlignedBuffer> bufs;
-  std::vector<void *> params, states;
-  for (int i = 0; i < d.num_params; ++i) {
-    bufs.emplace_back(d.params[i].size_bytes);
-    params.push_back(bufs.back().data());
-  }
-  for (int i = 0; i < d.num_optimizer_state; ++i) {
-    bufs.emplace_back(d.optimizer_state[i].size_bytes);
-    states.push_back(bufs.back().data());
-  }
-  trun::AlignedBuffer tokens(d.inputs[0].size_bytes), targets(d.inputs[1].size_bytes),
-      ws(d.workspace_bytes);
-  const void *inputs[] = {tokens.data(), targets.data()};
-  float loss = kNaN;
-  tcc_step_args args{};
-  args.params = params.data();
-  args.optimizer_state = states.data();
-  args.inputs = inputs;
-  args.workspace = ws.data();
-  args.loss = &loss;
-  args.learning_rate = 1e-3f;
-  EXPECT_EQ(d.train(&args), TCC_STATUS_OK);
-  EXPECT_TRUE(std::isfinite(loss));
+  ZeroedStepArgs step(d, 1e-3f);
+  EXPECT_EQ(d.train(&step.args), TCC_STATUS_OK);
+  EXPECT_TRUE(std::isfinite(step.loss));
 }
 
 //===----------------------------------------------------------------------===//
@@ -849,25 +856,10 @@ TEST(CompiledStep, LabelOutOfRangeFailsTheStep) {
   auto lib = trun::StepLibrary::Open(compileWithTcc(models::buildMlp(o), "badlabel"));
   ASSERT_TRUE(lib.ok()) << lib.status();
   const tcc_step_descriptor &d = (*lib)->descriptor();
-  std::vector<trun::AlignedBuffer> params;
-  std::vector<void *> paramPtrs;
-  for (int i = 0; i < d.num_params; ++i) {
-    params.emplace_back(d.params[i].size_bytes);
-    paramPtrs.push_back(params.back().data());
-  }
-  trun::AlignedBuffer x(d.inputs[0].size_bytes), y(d.inputs[1].size_bytes),
-      ws(d.workspace_bytes);
-  y.as<int32_t>()[1] = 2; // classes are 0 and 1
-  const void *inputs[] = {x.data(), y.data()};
-  float loss = 0;
-  tcc_step_args args{};
-  args.params = paramPtrs.data();
-  args.inputs = inputs;
-  args.workspace = ws.data();
-  args.loss = &loss;
-  args.learning_rate = 0.1f;
-  EXPECT_EQ(d.train(&args), TCC_STATUS_BAD_ARGS);
-  EXPECT_EQ(d.eval(&args), TCC_STATUS_BAD_ARGS);
+  ZeroedStepArgs step(d, 0.1f);
+  step.inputs[1].as<int32_t>()[1] = 2; // classes are 0 and 1
+  EXPECT_EQ(d.train(&step.args), TCC_STATUS_BAD_ARGS);
+  EXPECT_EQ(d.eval(&step.args), TCC_STATUS_BAD_ARGS);
 }
 
 TEST(CompiledStep, TokenIdOutOfRangeFailsTheStep) {
@@ -876,31 +868,11 @@ TEST(CompiledStep, TokenIdOutOfRangeFailsTheStep) {
   auto lib = trun::StepLibrary::Open(compileWithTcc(models::buildGpt(tinyGpt()), "gpt_tiny"));
   ASSERT_TRUE(lib.ok()) << lib.status();
   const tcc_step_descriptor &d = (*lib)->descriptor();
-  std::vector<trun::AlignedBuffer> bufs;
-  std::vector<void *> params, states;
-  for (int i = 0; i < d.num_params; ++i) {
-    bufs.emplace_back(d.params[i].size_bytes);
-    params.push_back(bufs.back().data());
-  }
-  for (int i = 0; i < d.num_optimizer_state; ++i) {
-    bufs.emplace_back(d.optimizer_state[i].size_bytes);
-    states.push_back(bufs.back().data());
-  }
-  trun::AlignedBuffer tokens(d.inputs[0].size_bytes), targets(d.inputs[1].size_bytes),
-      ws(d.workspace_bytes);
-  const void *inputs[] = {tokens.data(), targets.data()};
-  float loss = 0;
-  tcc_step_args args{};
-  args.params = params.data();
-  args.optimizer_state = states.data();
-  args.inputs = inputs;
-  args.workspace = ws.data();
-  args.loss = &loss;
-  args.learning_rate = 1e-3f;
+  ZeroedStepArgs step(d, 1e-3f);
   for (int32_t bad : {13, -1}) {
-    tokens.as<int32_t>()[4] = bad; // vocab is 13
-    EXPECT_EQ(d.eval(&args), TCC_STATUS_BAD_ARGS) << bad;
-    EXPECT_EQ(d.train(&args), TCC_STATUS_BAD_ARGS) << bad;
+    step.inputs[0].as<int32_t>()[4] = bad; // vocab is 13
+    EXPECT_EQ(d.eval(&step.args), TCC_STATUS_BAD_ARGS) << bad;
+    EXPECT_EQ(d.train(&step.args), TCC_STATUS_BAD_ARGS) << bad;
   }
 }
 
