@@ -32,24 +32,20 @@ namespace {
 
 struct TgAdamWUpdatePass : tcc::impl::TgAdamWUpdateBase<TgAdamWUpdatePass> {
   void runOnOperation() override {
-    ModuleOp module = getOperation();
-    FailureOr<func::FuncOp> maybeStep =
-        training::getTrainStep(module, getArgument());
-    if (failed(maybeStep))
+    FailureOr<training::OptimizerTarget> target =
+        training::optimizerTarget(getOperation(), getArgument(), "adamw");
+    if (failed(target))
       return signalPassFailure();
-    FailureOr<StringRef> kind = training::optimizerKind(module, getArgument());
-    if (failed(kind))
-      return signalPassFailure();
-    if (*kind != "adamw")
+    if (!target->step)
       return; // another optimizer's pass updates this module
-    auto optimizer = module->getAttrOfType<DictionaryAttr>(tg::kOptimizerAttr);
+    DictionaryAttr optimizer = target->optimizer;
     double beta1 = training::optimizerField(optimizer, "beta1", 0.9);
     double beta2 = training::optimizerField(optimizer, "beta2", 0.999);
     double eps = training::optimizerField(optimizer, "eps", 1e-8);
     double weightDecay =
         training::optimizerField(optimizer, "weight_decay", 0.0);
 
-    func::FuncOp step = *maybeStep;
+    func::FuncOp step = target->step;
     Block &body = step.getBody().front();
     OpBuilder b(body.getTerminator());
     Value lr = training::getOrAddHyperArgument(step, tg::kLearningRateHyper,

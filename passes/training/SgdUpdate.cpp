@@ -32,22 +32,18 @@ namespace {
 
 struct TgSgdUpdatePass : tcc::impl::TgSgdUpdateBase<TgSgdUpdatePass> {
   void runOnOperation() override {
-    ModuleOp module = getOperation();
-    FailureOr<func::FuncOp> maybeStep =
-        training::getTrainStep(module, getArgument());
-    if (failed(maybeStep))
+    FailureOr<training::OptimizerTarget> target =
+        training::optimizerTarget(getOperation(), getArgument(), "sgd");
+    if (failed(target))
       return signalPassFailure();
-    FailureOr<StringRef> kind = training::optimizerKind(module, getArgument());
-    if (failed(kind))
-      return signalPassFailure();
-    if (*kind != "sgd")
+    if (!target->step)
       return; // another optimizer's pass updates this module
-    auto optimizer = module->getAttrOfType<DictionaryAttr>(tg::kOptimizerAttr);
+    DictionaryAttr optimizer = target->optimizer;
     double momentum = training::optimizerField(optimizer, "momentum", 0.0);
     double weightDecay =
         training::optimizerField(optimizer, "weight_decay", 0.0);
 
-    func::FuncOp step = *maybeStep;
+    func::FuncOp step = target->step;
     Block &body = step.getBody().front();
     OpBuilder b(body.getTerminator());
     Value lr = training::getOrAddHyperArgument(step, tg::kLearningRateHyper,

@@ -135,6 +135,20 @@ FailureOr<StringRef> optimizerKind(ModuleOp module, StringRef pass) {
   return kind.getValue();
 }
 
+FailureOr<OptimizerTarget> optimizerTarget(ModuleOp module, StringRef pass,
+                                           StringRef kind) {
+  FailureOr<func::FuncOp> step = getTrainStep(module, pass);
+  if (failed(step))
+    return failure();
+  FailureOr<StringRef> actual = optimizerKind(module, pass);
+  if (failed(actual))
+    return failure();
+  if (*actual != kind)
+    return OptimizerTarget{};
+  return OptimizerTarget{*step,
+                         module->getAttrOfType<DictionaryAttr>(tg::kOptimizerAttr)};
+}
+
 Value splat(OpBuilder &b, Location loc, RankedTensorType type, double value) {
   return tg::ConstantOp::create(
       b, loc, type,

@@ -86,6 +86,18 @@ double optimizerField(mlir::DictionaryAttr optimizer, llvm::StringRef name,
 mlir::FailureOr<llvm::StringRef> optimizerKind(mlir::ModuleOp module,
                                                llvm::StringRef pass);
 
+// For an optimizer pass: the train step of `module` and its tg.optimizer
+// dictionary when the module's optimizer is `kind`; a null step (success)
+// when another optimizer's pass owns the module; failure (with an error
+// naming `pass`) when the module has no train step or no optimizer.
+struct OptimizerTarget {
+  mlir::func::FuncOp step;
+  mlir::DictionaryAttr optimizer;
+};
+mlir::FailureOr<OptimizerTarget> optimizerTarget(mlir::ModuleOp module,
+                                                 llvm::StringRef pass,
+                                                 llvm::StringRef kind);
+
 // A splat constant of `type`.
 mlir::Value splat(mlir::OpBuilder &b, mlir::Location loc,
                   mlir::RankedTensorType type, double value);
