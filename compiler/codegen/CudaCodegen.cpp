@@ -160,16 +160,27 @@ public:
         s += "  \"" + escaped + "\",\n";
       }
       s += "};\n";
+      // For profiling: each launch's kernel and its FLOPs and bytes.
+      s += "static const char *const tcc_" + entry_ + "_kernels[] = {\n";
+      for (const Launch &l : entryLaunches_)
+        s += "  \"" + l.kernel + "\",\n";
+      s += "};\n";
+      s += "static const double tcc_" + entry_ + "_costs[] = {\n";
+      for (const Launch &l : entryLaunches_)
+        s += llvm::formatv("  {0:e}, {1:e},\n", l.flops, l.bytes).str();
+      s += "};\n";
     }
+    std::string table = labels_.empty() ? "nullptr" : "tcc_" + entry_ + "_labels";
+    std::string kernelTable = labels_.empty() ? "nullptr" : "tcc_" + entry_ + "_kernels";
+    std::string costTable = labels_.empty() ? "nullptr" : "tcc_" + entry_ + "_costs";
     s += llvm::formatv(
-        "static const tcc_cuda_host::Entry tcc_{0}_entry = {{\"{0}\", {1}, {2}, "
+        "static const tcc_cuda_host::Entry tcc_{0}_entry = {{\"{0}\", {1}, {4}, {5}, {2}, "
         "tcc_control_offset, {3}, tcc_{0}_hyper, tcc_{0}_body, tcc_{0}_finish};\n"
         "static tcc_cuda_host::EntryState tcc_{0}_state;\n"
         "static int32_t tcc_{0}(const tcc_step_args *args) {{\n"
         "  return tcc_cuda_host::run_call(tcc_{0}_entry, tcc_{0}_state, "
         "*tcc_step_get_descriptor(), args);\n}\n\n",
-        entry_, labels_.empty() ? "nullptr" : "tcc_" + entry_ + "_labels",
-        labels_.size(), controlBytes_);
+        entry_, table, labels_.size(), controlBytes_, kernelTable, costTable);
     return s;
   }
 
@@ -251,6 +262,7 @@ private:
     if (call.find("return rc;") == std::string::npos) // not self-checking
       os << "  if (int32_t rc = tcc_cuda_host::after_launch(s, " << id << ")) return rc;\n";
     launches_.push_back({entry_, kernel, shape, node, flops, bytes});
+    entryLaunches_.push_back({entry_, kernel, shape, node, flops, bytes});
   }
   int32_t nextId() const { return static_cast<int32_t>(labels_.size()); }
 
@@ -840,6 +852,7 @@ private:
   std::string entry_;
   KernelRegistry &kernels_;
   std::vector<Launch> &launches_;
+  std::vector<Launch> entryLaunches_; // this entry's, in label order
   const CudaCodegenOptions &options_;
   int &gemmSites_;
   ValueNames names_;

@@ -15,6 +15,7 @@
 #include <cuda_runtime_api.h>
 #include <cublasLt.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdarg>
 #include <cstdint>
@@ -53,6 +54,8 @@ struct DeviceState {
   bool sync_each_kernel = false;
   // TCC_CUDA_GRAPHS=0: launch kernels one by one every call.
   bool graphs = true;
+  // set_profiling(1): no graph, an event after every launch (EntryState).
+  bool profiling = false;
 };
 
 inline DeviceState &state() {
@@ -280,14 +283,6 @@ inline const char *device_execution_note() { return state().note.c_str(); }
 inline uint64_t device_allocated_bytes() { return state().allocated; }
 inline uint64_t device_peak_allocated_bytes() { return state().peak; }
 
-inline const tcc_device_api kDeviceApi = {
-    sizeof(tcc_device_api), device_init,         device_alloc,
-    device_release,         device_alloc_pinned, device_release_pinned,
-    device_copy_to_device,  device_copy_to_host, device_fill_zero,
-    device_upload_async,    device_wait_uploads, device_last_error,
-    device_execution_note,  device_allocated_bytes,
-    device_peak_allocated_bytes, device_copy_on_device,
-};
 
 // ---- running one call ----
 
@@ -307,6 +302,8 @@ constexpr uint64_t kControlHeaderBytes = 64;
 struct Entry {
   const char *name;           // "train" or "eval"
   const char *const *labels;  // per kernel: "fc1: kern.gemm (gemm_3)"
+  const char *const *kernels; // per kernel: "tcc_k3_ew", "cublasLtMatmul"
+  const double *costs;        // per kernel: FLOPs, bytes (2 numbers)
   int32_t num_kernels;
   uint64_t control_offset;    // in the workspace
   uint64_t control_bytes;     // header + train outputs
@@ -329,7 +326,19 @@ struct EntryState {
   int64_t captures = 0;
   const tcc_step_args *current = nullptr; // for error messages
   const Entry *entry = nullptr;
+  // Profiling: the events of the call in flight (after each launch, with
+  // its kernel index; `start` before the first), and the sums per kernel.
+  cudaEvent_t start = nullptr;
+  std::vector<std::pair<int32_t, cudaEvent_t>> marks;
+  std::vector<double> milliseconds;
+  std::vector<int64_t> calls;
 };
+
+// Entry points that have run (profile_read reports them).
+inline std::vector<EntryState *> &entry_states() {
+  static std::vector<EntryState *> all;
+  return all;
+}
 
 // The call being run (kernels report errors through it).
 inline EntryState *&current_call() {
@@ -348,8 +357,36 @@ inline std::string where(int32_t kernel) {
   return w;
 }
 
+inline cudaEvent_t pooled_event() {
+  DeviceState &s = state();
+  if (!s.free_events.empty()) {
+    cudaEvent_t e = s.free_events.back();
+    s.free_events.pop_back();
+    return e;
+  }
+  cudaEvent_t e = nullptr;
+  return cudaEventCreate(&e) == cudaSuccess ? e : nullptr;
+}
+
+// Profiling: an event after launch `kernel` (also after each product of a
+// per-batch loop: their times add up).
+inline int32_t profile_mark(cudaStream_t stream, int32_t kernel) {
+  EntryState *c = current_call();
+  if (!state().profiling || !c)
+    return 0;
+  cudaEvent_t e = pooled_event();
+  if (!e)
+    return set_error("cudaEventCreate (profiling) failed");
+  if (cudaError_t err = cudaEventRecord(e, stream); err != cudaSuccess)
+    return cuda_error(err, "cudaEventRecord (profiling)");
+  c->marks.push_back({kernel, e});
+  return 0;
+}
+
 // After each launch (cheap: no synchronization unless TCC_CUDA_SYNC=1).
 inline int32_t after_launch(cudaStream_t stream, int32_t kernel) {
+  if (int32_t rc = profile_mark(stream, kernel))
+    return rc;
   cudaError_t e = cudaPeekAtLastError();
   if (e == cudaSuccess && state().sync_each_kernel) {
     cudaStreamCaptureStatus capturing = cudaStreamCaptureStatusNone;
@@ -438,7 +475,17 @@ inline int32_t run_call(const Entry &e, EntryState &es, const tcc_step_descripto
         return cuda_error(err, "cudaStreamWaitEvent (uploads)");
   }
   bool launched = false;
-  if (s.graphs && !es.graph_failed) {
+  if (es.milliseconds.size() != static_cast<size_t>(e.num_kernels)) {
+    es.milliseconds.assign(e.num_kernels, 0.0);
+    es.calls.assign(e.num_kernels, 0);
+    entry_states().push_back(&es);
+  }
+  if (s.profiling) {
+    if (!es.start && cudaEventCreate(&es.start) != cudaSuccess)
+      return set_error("cudaEventCreate (profiling) failed");
+    if (cudaError_t err = cudaEventRecord(es.start, stream); err != cudaSuccess)
+      return cuda_error(err, "cudaEventRecord (profiling)");
+  } else if (s.graphs && !es.graph_failed) {
     std::vector<const void *> key;
     args_key(a, d, key);
     if (!es.graph || key != es.key) {
@@ -496,7 +543,28 @@ inline int32_t run_call(const Entry &e, EntryState &es, const tcc_step_descripto
   }
   {
     std::lock_guard<std::mutex> lock(s.mutex);
-    s.note = es.graph_note;
+    s.note = s.profiling ? "CUDA graph: off while profiling (an event after every launch)"
+                         : es.graph_note;
+  }
+  if (!es.marks.empty()) {
+    // Each launch's time: from the event before it (the previous launch's,
+    // or the start) to its own. A kernel counts one call per call.
+    cudaEvent_t previous = es.start;
+    std::vector<bool> seen(e.num_kernels, false);
+    for (auto [kernel, event] : es.marks) {
+      float ms = 0;
+      if (cudaEventElapsedTime(&ms, previous, event) == cudaSuccess && kernel >= 0 &&
+          kernel < e.num_kernels) {
+        es.milliseconds[kernel] += ms;
+        if (!seen[kernel])
+          ++es.calls[kernel];
+        seen[kernel] = true;
+      }
+      previous = event;
+    }
+    for (auto [kernel, event] : es.marks)
+      s.free_events.push_back(event);
+    es.marks.clear();
   }
   int32_t status;
   std::memcpy(&status, es.control, sizeof(status));
@@ -589,9 +657,55 @@ inline int32_t gemm(GemmPlan &p, cudaStream_t s, int32_t kernel, GemmType type,
   float alpha32 = static_cast<float>(alpha), beta32 = static_cast<float>(beta);
   const void *pa = f64 ? static_cast<const void *>(&alpha) : &alpha32;
   const void *pb = f64 ? static_cast<const void *>(&beta) : &beta32;
-  return check_cublas(cublasLtMatmul(state().lt, p.op, pa, B, p.a, A, p.b, pb, C, p.c, C,
+  if (int32_t rc = check_cublas(cublasLtMatmul(state().lt, p.op, pa, B, p.a, A, p.b, pb, C, p.c, C,
                                      p.c, &p.algo, workspace, workspace_bytes, s),
-                      kernel);
+                      kernel))
+    return rc;
+  return profile_mark(s, kernel);
 }
+
+// ---- profiling (tcc_device_api) ----
+
+inline int32_t device_set_profiling(int32_t on) {
+  DeviceState &s = state();
+  s.profiling = on != 0;
+  if (s.profiling)
+    for (EntryState *es : entry_states()) {
+      std::fill(es->milliseconds.begin(), es->milliseconds.end(), 0.0);
+      std::fill(es->calls.begin(), es->calls.end(), 0);
+    }
+  return 0;
+}
+
+inline int32_t device_profile_read(tcc_launch_time *out, int32_t capacity) {
+  int32_t n = 0;
+  for (int train = 1; train >= 0; --train)
+    for (EntryState *es : entry_states()) {
+      const Entry *e = es->entry;
+      if (!e || (std::strcmp(e->name, "train") == 0) != (train == 1))
+        continue;
+      for (int32_t k = 0; k < e->num_kernels; ++k) {
+        if (es->calls[k] == 0)
+          continue;
+        if (n < capacity)
+          out[n] = tcc_launch_time{train ? 0 : 1,     k,
+                                   e->kernels[k],     e->labels[k],
+                                   e->costs[2 * k],   e->costs[2 * k + 1],
+                                   es->milliseconds[k], es->calls[k]};
+        ++n;
+      }
+    }
+  return n;
+}
+
+inline const tcc_device_api kDeviceApi = {
+    sizeof(tcc_device_api), device_init,         device_alloc,
+    device_release,         device_alloc_pinned, device_release_pinned,
+    device_copy_to_device,  device_copy_to_host, device_fill_zero,
+    device_upload_async,    device_wait_uploads, device_last_error,
+    device_execution_note,  device_allocated_bytes,
+    device_peak_allocated_bytes, device_copy_on_device,
+    device_set_profiling,   device_profile_read,
+};
 
 } // namespace tcc_cuda_host

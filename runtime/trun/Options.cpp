@@ -65,6 +65,12 @@ progress and metrics:
                         tcc-plot FILE -o loss.png)
   --loader-depth N      batches the background loader prepares ahead
                         (default 4)
+  --profile             cuda steps: time every kernel of the train steps
+                        after the first (launched one by one with an event
+                        after each, no CUDA graph: the steps run slower)
+                        and print where the time goes at the end: by kind
+                        of kernel and the slowest launches, with their
+                        model node, GB/s and TFLOP/s
 checkpoints (D/step_NNNNNNNNN/: model.safetensors, optimizer.safetensors,
 state.json; each written completely before it replaces anything):
   --ckpt-dir D          write a checkpoint to D at the end of training and
@@ -257,13 +263,15 @@ absl::StatusOr<Options> ParseOptions(const std::vector<std::string> &args) {
     }
     size_t equals = arg.find('=');
     std::string flag = arg.substr(0, equals);
-    if ((flag == "--info" || flag == "--resume" || flag == "--diagnose") &&
+    if ((flag == "--info" || flag == "--resume" || flag == "--diagnose" ||
+         flag == "--profile") &&
         equals == std::string::npos) {
       if (!seen.insert(flag).second)
         return UsageError(absl::StrCat(flag, " given twice"));
-      (flag == "--info"     ? options.info
-       : flag == "--resume" ? options.resume
-                            : options.diagnose) = true;
+      (flag == "--info"       ? options.info
+       : flag == "--resume"   ? options.resume
+       : flag == "--profile"  ? options.profile
+                              : options.diagnose) = true;
       continue;
     }
     if (!kValueFlags.count(flag))
@@ -287,6 +295,9 @@ absl::StatusOr<Options> ParseOptions(const std::vector<std::string> &args) {
   // --info runs nothing; --diagnose --gpu N checks that GPU.
   if (options.gpu && options.info)
     return UsageError("--gpu does not apply to --info");
+  if (options.profile && (options.info || options.diagnose))
+    return UsageError(absl::StrCat("--profile does not apply to ",
+                                   options.info ? "--info" : "--diagnose"));
   if (options.diagnose)
     return options; // a machine report, with or without a step
   if (options.step_path.empty())

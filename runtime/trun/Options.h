@@ -45,6 +45,7 @@ struct Options {
   OnNan on_nan = OnNan::kStop;             // --on-nan stop|skip
   int64_t loader_depth = 4; // --loader-depth N: batches prepared ahead
   std::optional<int32_t> gpu;  // --gpu N: the GPU of a cuda step (default 0)
+  bool profile = false;        // --profile: per-kernel times (cuda steps)
   // Not a flag: main() sets it when stdout is a terminal (live progress bar
   // instead of plain lines).
   bool live_progress = false;

@@ -540,6 +540,11 @@ absl::Status RunTrun(const Options &options, std::ostream &out) {
   if (options.gpu && !d.device)
     return absl::InvalidArgumentError(
         absl::StrCat("--gpu applies to cuda steps; this step is ", d.target));
+  if (options.profile && !d.device)
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--profile applies to cuda steps; this step is ", d.target,
+        " (cpu steps: build a dumped step.cpp with -DTCC_PROFILE, "
+        "docs/performance.md)"));
 
   // Parameters first: an unsupported init or a bad weights file fails before
   // any data is read. A GPU step selects its GPU and allocates here.

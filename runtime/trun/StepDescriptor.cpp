@@ -127,6 +127,8 @@ absl::Status CheckTarget(const tcc_step_descriptor &d,
       {"allocated_bytes", api->allocated_bytes != nullptr},
       {"peak_allocated_bytes", api->peak_allocated_bytes != nullptr},
       {"copy_on_device", api->copy_on_device != nullptr},
+      {"set_profiling", api->set_profiling != nullptr},
+      {"profile_read", api->profile_read != nullptr},
   };
   for (const auto &[name, set] : functions)
     if (!set)

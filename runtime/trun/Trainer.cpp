@@ -332,6 +332,33 @@ void *Trainer::mutable_param(int32_t index) {
   return params_[index].data();
 }
 
+absl::Status Trainer::SetProfiling(bool on) {
+  if (!device_)
+    return absl::FailedPreconditionError(absl::StrCat(
+        "--profile applies to cuda steps; this step is ", descriptor_.target,
+        " (cpu steps: build a dumped step.cpp with -DTCC_PROFILE, "
+        "docs/performance.md)"));
+  return DeviceCallStatus(*device_, device_->set_profiling(on ? 1 : 0),
+                          absl::StrCat("step '", descriptor_.model_name,
+                                       "': turning profiling ",
+                                       on ? "on" : "off"));
+}
+
+absl::StatusOr<std::vector<tcc_launch_time>> Trainer::ReadProfile() const {
+  if (!device_)
+    return std::vector<tcc_launch_time>();
+  int32_t n = device_->profile_read(nullptr, 0);
+  std::vector<tcc_launch_time> launches(n > 0 ? n : 0);
+  if (n > 0)
+    n = device_->profile_read(launches.data(), n);
+  if (n < 0)
+    return absl::InternalError(WithDeviceError(
+        *device_, absl::StrCat("step '", descriptor_.model_name,
+                               "': reading the profile failed")));
+  launches.resize(std::min<size_t>(launches.size(), n));
+  return launches;
+}
+
 std::optional<GpuMemory> Trainer::gpu_memory() const {
   if (!device_)
     return std::nullopt;

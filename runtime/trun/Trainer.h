@@ -175,6 +175,10 @@ public:
   // GPU steps: device memory allocated through the step's API; nullopt on
   // CPU.
   std::optional<GpuMemory> gpu_memory() const;
+  // GPU steps: per-kernel timing through the device API (--profile).
+  // SetProfiling(true) also clears what was timed so far.
+  absl::Status SetProfiling(bool on);
+  absl::StatusOr<std::vector<tcc_launch_time>> ReadProfile() const;
 
 private:
   // Which copy of the parameters and optimizer state is current.

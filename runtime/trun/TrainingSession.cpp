@@ -1,6 +1,7 @@
 #include "runtime/trun/TrainingSession.h"
 
 #include "runtime/trun/BatchLoader.h"
+#include "runtime/trun/Profile.h"
 #include "runtime/trun/StopSignals.h"
 #include "runtime/trun/Stopwatch.h"
 
@@ -184,6 +185,15 @@ absl::Status TrainingSession::Train(TrainingPlan &plan) {
                      static_cast<int>(options_.loader_depth) + 1,
                      trainer_.pinned_memory());
 
+  // --profile: the first step builds cuBLASLt plans and warms caches, so it
+  // is left out when more steps follow.
+  const int64_t first_step = trainer_.steps_done();
+  const int64_t profile_warmup =
+      options_.profile && plan.steps - first_step > 1 ? 1 : 0;
+  if (options_.profile)
+    if (absl::Status s = trainer_.SetProfiling(true); !s.ok())
+      return s;
+
   TrainConfig config;
   config.steps = plan.steps;
   config.learning_rate = plan.learning_rate;
@@ -196,6 +206,9 @@ absl::Status TrainingSession::Train(TrainingPlan &plan) {
   config.stop_requested = &StopSignals::requested();
   config.after_step = [&](int64_t done) -> absl::Status {
     last_train_loss_ = trainer_.last_loss(); // before an eval overwrites it
+    if (profile_warmup && done == first_step + profile_warmup)
+      if (absl::Status s = trainer_.SetProfiling(true); !s.ok()) // clears
+        return s;
     if (plan.validate && options_.eval_every > 0 &&
         done % options_.eval_every == 0) {
       absl::StatusOr<EvalRecord> result = plan.validate();
@@ -216,6 +229,14 @@ absl::Status TrainingSession::Train(TrainingPlan &plan) {
     return WithContext(summary.status(), "", LastCheckpointNote());
   }
   steps_trained_ = summary->steps;
+  if (options_.profile) {
+    absl::StatusOr<std::vector<tcc_launch_time>> launches = trainer_.ReadProfile();
+    if (!launches.ok())
+      return launches.status();
+    PrintProfile(*launches, profile_warmup, out_);
+    if (absl::Status s = trainer_.SetProfiling(false); !s.ok())
+      return s;
+  }
   double rate = summary->seconds > 0
                     ? summary->steps * plan.items_per_step / summary->seconds
                     : 0.0;

@@ -160,6 +160,16 @@ TEST(OptionsTest, ParsesTheGpuFlag) {
                   bad + "'");
   EXPECT_EQ(UsageError({"s.so", "--info", "--gpu", "1"}),
             "--gpu does not apply to --info");
+  EXPECT_EQ(UsageError({"s.so", "--info", "--profile"}),
+            "--profile does not apply to --info");
+  EXPECT_EQ(UsageError({"s.so", "--diagnose", "--profile"}),
+            "--profile does not apply to --diagnose");
+  EXPECT_EQ(UsageError({"s.so", "--profile", "--profile"}),
+            "--profile given twice");
+  absl::StatusOr<Options> profile =
+      ParseOptions({"s.so", "--data", "d", "--profile"});
+  ASSERT_TRUE(profile.ok()) << profile.status();
+  EXPECT_TRUE(profile->profile);
   absl::StatusOr<Options> diagnose_gpu =
       ParseOptions({"s.so", "--diagnose", "--gpu=1"});
   ASSERT_TRUE(diagnose_gpu.ok()) << diagnose_gpu.status();

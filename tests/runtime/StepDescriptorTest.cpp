@@ -111,6 +111,10 @@ TEST(StepDescriptorTest, CudaStepNeedsACompleteDeviceApi) {
            [](tcc_device_api &a) { a.peak_allocated_bytes = nullptr; }},
           {"copy_on_device",
            [](tcc_device_api &a) { a.copy_on_device = nullptr; }},
+          {"set_profiling",
+           [](tcc_device_api &a) { a.set_profiling = nullptr; }},
+          {"profile_read",
+           [](tcc_device_api &a) { a.profile_read = nullptr; }},
       };
   for (const auto &[name, change] : clear) {
     tcc_device_api broken = FakeDeviceApi();

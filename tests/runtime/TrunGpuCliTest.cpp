@@ -351,6 +351,38 @@ TEST_F(TrunGpuCliTest, DiagnoseChecksTheGpuThatGpuNames) {
   }
 }
 
+TEST_F(TrunGpuCliTest, ProfilePrintsWhereTheStepTimeGoes) {
+  // The fake device reports a 0.5 ms product and a 0.25 ms elementwise
+  // kernel per train call (fake_device.h); the first step is left out.
+  CliResult r = RunTrun(Tokens(gpu_) + " --steps 5 --profile");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("profile: 4 train steps timed kernel by kernel (no CUDA "
+                       "graph while profiling); the first 1 left out (warm-up)\n"
+                       "  train step: 0.75 ms in 2 launches"),
+            std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("  matmul (cuBLASLt)             1       0.50  66.7%        "
+                       "2      4.0\n"),
+            std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("fake.act: kern.elementwise (tcc_k0_ew)"), std::string::npos)
+      << r.out;
+  ExpectCleanFake();
+
+  CliResult one = RunTrun(Tokens(gpu_) + " --steps 1 --profile");
+  ASSERT_EQ(one.exit_code, 0) << one.err;
+  EXPECT_NE(one.out.find("profile: 1 train step timed kernel by kernel (no CUDA "
+                         "graph while profiling)\n"),
+            std::string::npos)
+      << one.out;
+
+  CliResult cpu = RunTrun(Tokens(cpu_) + " --steps 1 --profile");
+  EXPECT_EQ(cpu.exit_code, 1);
+  EXPECT_EQ(cpu.err, "trun: error: --profile applies to cuda steps; this step "
+                     "is cpu (cpu steps: build a dumped step.cpp with "
+                     "-DTCC_PROFILE, docs/performance.md)\n");
+}
+
 TEST_F(TrunGpuCliTest, InfoNamesTheTarget) {
   CliResult r = RunTrun(gpu_ + " --info");
   ASSERT_EQ(r.exit_code, 0) << r.err;

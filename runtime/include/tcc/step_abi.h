@@ -110,6 +110,20 @@ typedef struct tcc_step_args {
 
 typedef int32_t (*tcc_step_fn)(const tcc_step_args *args);
 
+/* GPU steps: one launch of the step's kernel list as timed while profiling
+ * (tcc_device_api.profile_read). */
+typedef struct tcc_launch_time {
+  int32_t entry;        /* 0: train, 1: eval */
+  int32_t launch;       /* position in the entry's launch order (the '#' of
+                           the dumped kernels.txt) */
+  const char *kernel;   /* e.g. "tcc_k14_ew", "cublasLtMatmul" */
+  const char *label;    /* model node, kern op and kernel, e.g.
+                           "h.0.attn.probs: kern.reduce (tcc_k15_reduce)" */
+  double flops, bytes;  /* of one launch (as kernels.txt) */
+  double milliseconds;  /* summed over the profiled calls */
+  int64_t calls;        /* profiled calls that ran it */
+} tcc_launch_time;
+
 /* GPU steps only: device memory and copies, implemented by the step library
  * with the CUDA runtime. Every function returning int32_t returns a
  * tcc_status; after a failure, last_error() says what failed (the CUDA or
@@ -150,6 +164,15 @@ typedef struct tcc_device_api {
      calls before it and before the calls after it (trun's --on-nan skip
      keeps its copy of the weights on the GPU with it). */
   int32_t (*copy_on_device)(void *dst, const void *src, uint64_t bytes);
+  /* Profiling. While on, train and eval calls run their kernels one by one
+     (no CUDA graph) with a CUDA event after each launch, and each launch's
+     time (from the previous event) is summed. set_profiling(1) also clears
+     the sums; set_profiling(0) goes back to graphs. */
+  int32_t (*set_profiling)(int32_t on);
+  /* Copies up to `capacity` records of launches that ran while profiling
+     (train's, then eval's, in launch order) and returns how many there are
+     (call with capacity 0 to size the array); -1 on failure. */
+  int32_t (*profile_read)(tcc_launch_time *out, int32_t capacity);
 } tcc_device_api;
 
 typedef struct tcc_step_descriptor {

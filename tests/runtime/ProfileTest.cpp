@@ -1,0 +1,91 @@
+// trun --profile's report, from launch records written by hand (the device
+// API's timing itself runs on a GPU: tests/gpu/run.sh).
+#include "runtime/trun/Profile.h"
+
+#include <gtest/gtest.h>
+
+#include <sstream>
+
+namespace tcc::trun {
+namespace {
+
+tcc_launch_time Launch(int32_t entry, int32_t launch, const char *kernel,
+                       const char *label, double flops, double bytes,
+                       double ms_per_call, int64_t calls) {
+  return {entry, launch, kernel, label, flops, bytes, ms_per_call * calls, calls};
+}
+
+TEST(ProfileTest, KernelKindsFromKernelNames) {
+  EXPECT_EQ(KernelKind("cublasLtMatmul"), "matmul (cuBLASLt)");
+  EXPECT_EQ(KernelKind("tcc_k3_ew"), "elementwise");
+  EXPECT_EQ(KernelKind("tcc_k12_ew4"), "elementwise");
+  EXPECT_EQ(KernelKind("tcc_k15_reduce"), "reduction");
+  EXPECT_EQ(KernelKind("tcc_k7_slice"), "slice");
+  EXPECT_EQ(KernelKind("tcc_k0_gather"), "gather");
+  EXPECT_EQ(KernelKind("cudaMemsetAsync"), "cudaMemsetAsync");
+  EXPECT_EQ(KernelKind("tcc_kx_ew"), "tcc_kx_ew") << "not a generated name";
+}
+
+TEST(ProfileTest, ReportsPerStepTimesByKindAndTheSlowestLaunches) {
+  // 4 steps: a product (2 GFLOP, 3 ms), two elementwise launches (3 GB in
+  // 2 ms; 1 GB in 0.5 ms), a reduction that ran in only 2 of the steps.
+  std::vector<tcc_launch_time> launches = {
+      Launch(0, 0, "cublasLtMatmul", "fc: kern.gemm (cublasLtMatmul)", 2e9,
+             1e6, 3.0, 4),
+      Launch(0, 1, "tcc_k0_ew", "act: kern.elementwise (tcc_k0_ew)", 1e6,
+             3e9, 2.0, 4),
+      Launch(0, 2, "tcc_k1_ew4", "add: kern.elementwise (tcc_k1_ew4)", 0,
+             1e9, 0.5, 4),
+      Launch(0, 3, "tcc_k2_reduce", "loss: kern.reduce (tcc_k2_reduce)", 1e6,
+             1e6, 4.0, 2),
+      Launch(1, 0, "cublasLtMatmul", "fc: kern.gemm (cublasLtMatmul)", 2e9,
+             1e6, 3.0, 3),
+  };
+  std::ostringstream out;
+  PrintProfile(launches, 1, out, /*top=*/2);
+  std::string text = out.str();
+  EXPECT_NE(text.find("profile: 4 train steps timed kernel by kernel (no CUDA "
+                      "graph while profiling); the first 1 left out (warm-up)"),
+            std::string::npos)
+      << text;
+  // Per step: 3 + 2 + 0.5 + 4 (averaged over the steps that ran it).
+  EXPECT_NE(text.find("train step: 9.50 ms in 4 launches"), std::string::npos)
+      << text;
+  // Kinds, slowest first: reduction 4, matmul 3, elementwise 2.5.
+  size_t reduction = text.find("  reduction "), matmul = text.find("  matmul (cuBLASLt) "),
+         elementwise = text.find("  elementwise ");
+  ASSERT_NE(reduction, std::string::npos) << text;
+  ASSERT_NE(matmul, std::string::npos) << text;
+  ASSERT_NE(elementwise, std::string::npos) << text;
+  EXPECT_LT(reduction, matmul);
+  EXPECT_LT(matmul, elementwise);
+  std::string matmulLine = text.substr(matmul, text.find('\n', matmul) - matmul);
+  EXPECT_NE(matmulLine.find("1       3.00  31.6%        0      0.7"), std::string::npos)
+      << matmulLine << " (1 launch, 3 of 9.5 ms, 1 MB -> 0 GB/s, 2 GFLOP in 3 ms)";
+  std::string ewLine = text.substr(elementwise, text.find('\n', elementwise) - elementwise);
+  EXPECT_NE(ewLine.find("2       2.50  26.3%     1600"), std::string::npos)
+      << ewLine << " (4 GB in 2.5 ms)";
+  // The two slowest launches, with their numbers and labels.
+  size_t slowest = text.find("slowest launches");
+  ASSERT_NE(slowest, std::string::npos) << text;
+  std::string list = text.substr(slowest);
+  EXPECT_NE(list.find("reduction                     3      4.000  42.1%        0      0.0  "
+                      "loss: kern.reduce (tcc_k2_reduce)"),
+            std::string::npos)
+      << list;
+  EXPECT_NE(list.find("matmul (cuBLASLt)             0      3.000  31.6%        0      0.7  "
+                      "fc: kern.gemm (cublasLtMatmul)"), std::string::npos)
+      << list;
+  EXPECT_EQ(list.find("act: kern.elementwise"), std::string::npos) << "top 2 only";
+  EXPECT_NE(text.find("eval: 3 calls, 3.00 ms per call in 1 launches"), std::string::npos)
+      << text;
+}
+
+TEST(ProfileTest, NoTrainStepTimed) {
+  std::ostringstream out;
+  PrintProfile({}, 0, out);
+  EXPECT_EQ(out.str(), "profile: no train step was timed\n");
+}
+
+} // namespace
+} // namespace tcc::trun
