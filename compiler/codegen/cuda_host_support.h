@@ -54,8 +54,10 @@ struct DeviceState {
   bool sync_each_kernel = false;
   // TCC_CUDA_GRAPHS=0: launch kernels one by one every call.
   bool graphs = true;
-  // set_profiling(1): no graph, an event after every launch (EntryState).
+  // set_profiling(1): no graph, an event after every launch (EntryState),
+  // from a pool of its own (the upload events do not time).
   bool profiling = false;
+  std::vector<cudaEvent_t> timing_events;
 };
 
 inline DeviceState &state() {
@@ -357,11 +359,11 @@ inline std::string where(int32_t kernel) {
   return w;
 }
 
-inline cudaEvent_t pooled_event() {
+inline cudaEvent_t timing_event() {
   DeviceState &s = state();
-  if (!s.free_events.empty()) {
-    cudaEvent_t e = s.free_events.back();
-    s.free_events.pop_back();
+  if (!s.timing_events.empty()) {
+    cudaEvent_t e = s.timing_events.back();
+    s.timing_events.pop_back();
     return e;
   }
   cudaEvent_t e = nullptr;
@@ -374,13 +376,19 @@ inline int32_t profile_mark(cudaStream_t stream, int32_t kernel) {
   EntryState *c = current_call();
   if (!state().profiling || !c)
     return 0;
-  cudaEvent_t e = pooled_event();
+  cudaEvent_t e = timing_event();
   if (!e)
     return set_error("cudaEventCreate (profiling) failed");
   if (cudaError_t err = cudaEventRecord(e, stream); err != cudaSuccess)
     return cuda_error(err, "cudaEventRecord (profiling)");
   c->marks.push_back({kernel, e});
   return 0;
+}
+
+inline void release_marks(EntryState &es) {
+  for (auto [kernel, event] : es.marks)
+    state().timing_events.push_back(event);
+  es.marks.clear();
 }
 
 // After each launch (cheap: no synchronization unless TCC_CUDA_SYNC=1).
@@ -480,6 +488,7 @@ inline int32_t run_call(const Entry &e, EntryState &es, const tcc_step_descripto
     es.calls.assign(e.num_kernels, 0);
     entry_states().push_back(&es);
   }
+  release_marks(es); // of a call that failed before its times were read
   if (s.profiling) {
     if (!es.start && cudaEventCreate(&es.start) != cudaSuccess)
       return set_error("cudaEventCreate (profiling) failed");
@@ -553,8 +562,13 @@ inline int32_t run_call(const Entry &e, EntryState &es, const tcc_step_descripto
     std::vector<bool> seen(e.num_kernels, false);
     for (auto [kernel, event] : es.marks) {
       float ms = 0;
-      if (cudaEventElapsedTime(&ms, previous, event) == cudaSuccess && kernel >= 0 &&
-          kernel < e.num_kernels) {
+      cudaError_t timed = cudaEventElapsedTime(&ms, previous, event);
+      if (timed != cudaSuccess) {
+        cudaGetLastError(); // not a kernel's error: keep it from the next check
+        release_marks(es);
+        return cuda_error(timed, ("cudaEventElapsedTime (profiling), " + where(kernel)).c_str());
+      }
+      if (kernel >= 0 && kernel < e.num_kernels) {
         es.milliseconds[kernel] += ms;
         if (!seen[kernel])
           ++es.calls[kernel];
@@ -562,9 +576,7 @@ inline int32_t run_call(const Entry &e, EntryState &es, const tcc_step_descripto
       }
       previous = event;
     }
-    for (auto [kernel, event] : es.marks)
-      s.free_events.push_back(event);
-    es.marks.clear();
+    release_marks(es);
   }
   int32_t status;
   std::memcpy(&status, es.control, sizeof(status));

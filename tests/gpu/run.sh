@@ -8,7 +8,8 @@
 #      bench/gpt2/run.sh),
 #   4. --on-nan skip on the GPU: the MLP's losses unchanged by it, and what
 #      its on-GPU copy costs GPT-2 per step and in memory,
-#   5. architecture checks: an sm_80 build runs through its PTX with the
+#   5. trun --profile on GPT-2: its kernel times add up to the step time,
+#   6. architecture checks: an sm_80 build runs through its PTX with the
 #      native build's losses; an sm_100 build is refused at start.
 # Prints a summary table last; exit 1 if anything failed.
 #
@@ -88,6 +89,25 @@ for mode in stop skip; do
 done
 if [ -s "$out/gpt2_onnan_skip.jsonl" ] && [ -s "$out/gpt2_onnan_stop.jsonl" ]; then
   note "gpt2 124M fp32 median ms/step: --on-nan stop $(median_ms "$out/gpt2_onnan_stop.jsonl"), skip $(median_ms "$out/gpt2_onnan_skip.jsonl"); $(grep -m1 'gpu memory' "$out/gpt2_onnan_stop.log") vs $(grep -m1 'gpu memory' "$out/gpt2_onnan_skip.log")"
+fi
+
+echo "== --profile: where a GPT-2 step's time goes =="
+# The kernel times of a profiled step must add up to about the step time of
+# the unprofiled run (launch gaps make the sum a little larger).
+"$trun" "$dir/steps/gpt2_cuda.so" --data "$tokens" --steps 4 --seed 0 --log-every 1 \
+  --profile >"$out/gpt2_profile.txt" 2>&1
+rc=$?
+cat "$out/gpt2_profile.txt"
+profiled=$(sed -n 's/^  train step: \([0-9.]*\) ms in.*/\1/p' "$out/gpt2_profile.txt")
+if [ $rc = 0 ] && [ -n "$profiled" ] && [ -s "$out/gpt2_onnan_stop.jsonl" ]; then
+  plain=$(median_ms "$out/gpt2_onnan_stop.jsonl")
+  if python3 -c "import sys; p,g=float(sys.argv[1]),float(sys.argv[2]); sys.exit(0 if 0.8*g <= p <= 1.3*g else 1)" "$profiled" "$plain"; then
+    note "gpt2 --profile: kernels sum to $profiled ms/step vs $plain ms/step unprofiled (graph): PASS"
+  else
+    note "gpt2 --profile: kernels sum to $profiled ms/step vs $plain ms/step unprofiled: FAIL (outside 0.8-1.3x)"; status=1
+  fi
+else
+  note "gpt2 --profile: FAIL (exit $rc; see $out/gpt2_profile.txt)"; status=1
 fi
 
 echo "== architecture checks =="
