@@ -202,37 +202,33 @@ inline void device_release_pinned(void *p) {
     cudaFreeHost(p);
 }
 
-inline int32_t device_copy_to_device(void *dst, const void *src, uint64_t bytes) {
+// A copy on the step stream (ordered with the calls); `wait`: return only
+// when it is done (host memory is read or written).
+inline int32_t copy_on_step_stream(void *dst, const void *src, uint64_t bytes,
+                                   cudaMemcpyKind kind, const char *what, bool wait) {
   DeviceState &s = state();
-  if (cudaError_t e = cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice,
-                                      s.step_stream);
-      e != cudaSuccess)
-    return cuda_error(e, "copy to the device");
-  if (cudaError_t e = cudaStreamSynchronize(s.step_stream); e != cudaSuccess)
-    return cuda_error(e, "copy to the device");
+  if (cudaError_t e = cudaMemcpyAsync(dst, src, bytes, kind, s.step_stream); e != cudaSuccess)
+    return cuda_error(e, what);
+  if (wait)
+    if (cudaError_t e = cudaStreamSynchronize(s.step_stream); e != cudaSuccess)
+      return cuda_error(e, what);
   return 0;
+}
+
+inline int32_t device_copy_to_device(void *dst, const void *src, uint64_t bytes) {
+  return copy_on_step_stream(dst, src, bytes, cudaMemcpyHostToDevice, "copy to the device",
+                             true);
 }
 
 inline int32_t device_copy_to_host(void *dst, const void *src, uint64_t bytes) {
-  DeviceState &s = state();
-  if (cudaError_t e = cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost,
-                                      s.step_stream);
-      e != cudaSuccess)
-    return cuda_error(e, "copy to the host");
-  if (cudaError_t e = cudaStreamSynchronize(s.step_stream); e != cudaSuccess)
-    return cuda_error(e, "copy to the host");
-  return 0;
+  return copy_on_step_stream(dst, src, bytes, cudaMemcpyDeviceToHost, "copy to the host",
+                             true);
 }
 
-// Queued on the step stream only: the stream orders it with the calls, and
-// nothing waits for it here.
+// Nothing waits for it: the stream orders it with the calls.
 inline int32_t device_copy_on_device(void *dst, const void *src, uint64_t bytes) {
-  DeviceState &s = state();
-  if (cudaError_t e = cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice,
-                                      s.step_stream);
-      e != cudaSuccess)
-    return cuda_error(e, "copy on the device");
-  return 0;
+  return copy_on_step_stream(dst, src, bytes, cudaMemcpyDeviceToDevice, "copy on the device",
+                             false);
 }
 
 inline int32_t device_fill_zero(void *dst, uint64_t bytes) {
