@@ -171,6 +171,27 @@ MetricsLog::WriteRunEvent(const std::string &event, int64_t step,
   return WriteLine(Dump(line));
 }
 
+absl::Status MetricsLog::WriteProfile(int64_t step,
+                                      const std::vector<tcc_launch_time> &launches) {
+  for (const tcc_launch_time &l : launches) {
+    Json line;
+    line["kind"] = "profile";
+    line["step"] = step;
+    line["entry"] = l.entry == 0 ? "train" : "eval";
+    line["launch"] = l.launch;
+    line["kernel"] = l.kernel ? l.kernel : "";
+    line["label"] = l.label ? l.label : "";
+    line["ms_per_call"] = Number(l.calls ? l.milliseconds / l.calls : 0.0);
+    line["calls"] = l.calls;
+    line["flops"] = Number(l.flops);
+    line["bytes"] = Number(l.bytes);
+    line["time_s"] = SecondsSinceOpen();
+    if (absl::Status s = WriteLine(Dump(line)); !s.ok())
+      return s;
+  }
+  return absl::OkStatus();
+}
+
 // --- ProgressReporter -------------------------------------------------------
 
 ProgressReporter::ProgressReporter(std::ostream &out, bool live,

@@ -21,6 +21,7 @@
 #define TCC_RUNTIME_TRUN_METRICS_H
 
 #include "absl/status/statusor.h"
+#include "tcc/step_abi.h"
 
 #include <chrono>
 #include <cstdint>
@@ -31,6 +32,7 @@
 #include <optional>
 #include <ostream>
 #include <string>
+#include <vector>
 
 namespace tcc::trun {
 
@@ -68,6 +70,9 @@ public:
   absl::Status WriteEval(const EvalRecord &record);
   absl::Status WriteRunEvent(const std::string &event, int64_t step,
                              const std::map<std::string, std::string> &extra);
+  // trun --profile: one "profile" record per timed launch (after `step`
+  // train steps), times per call.
+  absl::Status WriteProfile(int64_t step, const std::vector<tcc_launch_time> &launches);
 
 private:
   MetricsLog(std::string path, std::FILE *file);

@@ -234,6 +234,10 @@ absl::Status TrainingSession::Train(TrainingPlan &plan) {
     if (!launches.ok())
       return launches.status();
     PrintProfile(*launches, profile_warmup, out_);
+    if (metrics_)
+      if (absl::Status s = metrics_->WriteProfile(trainer_.steps_done(), *launches);
+          !s.ok())
+        return s;
     if (absl::Status s = trainer_.SetProfiling(false); !s.ok())
       return s;
   }

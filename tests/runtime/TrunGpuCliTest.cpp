@@ -369,6 +369,20 @@ TEST_F(TrunGpuCliTest, ProfilePrintsWhereTheStepTimeGoes) {
       << r.out;
   ExpectCleanFake();
 
+  // The same numbers as records in the metrics file.
+  std::string metrics = dir_.File("profile.jsonl");
+  CliResult recorded =
+      RunTrun(Tokens(gpu_) + " --steps 3 --profile --metrics " + metrics);
+  ASSERT_EQ(recorded.exit_code, 0) << recorded.err;
+  std::string lines = Slurp(metrics);
+  EXPECT_NE(lines.find("{\"kind\":\"profile\",\"step\":3,\"entry\":\"train\","
+                       "\"launch\":0,\"kernel\":\"cublasLtMatmul\",\"label\":"
+                       "\"fake.fc: kern.gemm (cublasLtMatmul)\",\"ms_per_call\":0.5,"
+                       "\"calls\":2,\"flops\":2000000000.0,\"bytes\":1000000.0,"),
+            std::string::npos)
+      << lines;
+  EXPECT_NE(lines.find("\"kernel\":\"tcc_k0_ew\""), std::string::npos) << lines;
+
   CliResult one = RunTrun(Tokens(gpu_) + " --steps 1 --profile");
   ASSERT_EQ(one.exit_code, 0) << one.err;
   EXPECT_NE(one.out.find("profile: 1 train step timed kernel by kernel (no CUDA "
