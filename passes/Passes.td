@@ -100,6 +100,19 @@ def TgEmitGradients : Pass<"tg-emit-gradients", "mlir::ModuleOp"> {
   let dependentDialects = ["tcc::tg::TgDialect"];
 }
 
+def TgFuseCrossEntropy : Pass<"tg-fuse-cross-entropy", "mlir::ModuleOp"> {
+  let summary = "cross_entropy (no ignore_index) -> mean of the fused softmax_cross_entropy";
+  let description = [{
+    Runs before autodiff: tg.cross_entropy(logits (..., C), targets (...))
+    becomes reduce_mean(softmax_cross_entropy(reshape(logits, (N, C)),
+    reshape(targets, (N)))), whose gradient is the fused
+    softmax_cross_entropy_grad, so loss and gradient are one kernel each
+    instead of tg-decompose's log-softmax and one-hot primitives. An op with
+    ignore_index is left as it is.
+  }];
+  let dependentDialects = ["tcc::tg::TgDialect"];
+}
+
 def TgDecompose : Pass<"tg-decompose", "mlir::ModuleOp"> {
   let summary = "Rewrites composite tg ops into the primitives lowering knows";
   let description = [{

@@ -35,6 +35,10 @@ void buildPipeline(mlir::OpPassManager &pm, Phase stopAfter,
                    const PipelineOptions &options) {
   if (stopAfter == Phase::Import)
     return;
+  // 0. Graph fusions that must see the forward ops whole, before autodiff
+  //    differentiates them: cross-entropy becomes the fused
+  //    softmax_cross_entropy, whose gradient is one kernel too.
+  pm.addPass(createTgFuseCrossEntropy());
   // 1. Training transforms: the forward graph becomes a whole train step,
   //    one pass per stage of the recipe so the dumps show them apart:
   //    autodiff (loss and gradients), accumulation over micro-batches,
