@@ -1,5 +1,8 @@
 #include "tests/runtime/TestData.h"
 
+#include "runtime/trun/TokenShards.h"
+#include "runtime/trun/Vocab.h"
+
 #include <gtest/gtest.h>
 #include <zlib.h>
 
@@ -12,6 +15,35 @@
 #include <sys/wait.h>
 
 namespace tcc::trun::testing {
+
+bool WriteAbcTokenShards(const std::string &train, const std::string &val,
+                         const std::string &vocab) {
+  absl::StatusOr<Vocab> chars =
+      Vocab::Chars({"\n", "a", "b", "c", "d", "e", "f", "g", "h", "i", "j"});
+  EXPECT_TRUE(chars.ok()) << chars.status();
+  if (!chars.ok())
+    return false;
+  std::string text;
+  for (int i = 0; i < 400; ++i)
+    text += "abcdefghij\n";
+  absl::StatusOr<std::vector<int64_t>> ids = chars->Encode(text);
+  EXPECT_TRUE(ids.ok()) << ids.status();
+  if (!ids.ok())
+    return false;
+  std::vector<uint16_t> tokens(ids->begin(), ids->end());
+  size_t split = tokens.size() * 9 / 10;
+  for (auto [path, first, last] :
+       {std::tuple(&train, size_t{0}, split), std::tuple(&val, split, tokens.size())}) {
+    absl::Status s = WriteTokenShard(
+        *path, std::vector<uint16_t>(tokens.begin() + first, tokens.begin() + last));
+    EXPECT_TRUE(s.ok()) << s;
+    if (!s.ok())
+      return false;
+  }
+  if (!vocab.empty())
+    std::ofstream(vocab) << chars->ToJson();
+  return true;
+}
 
 TempDir::TempDir() {
   const char *base = std::getenv("TMPDIR");

@@ -25,6 +25,12 @@ private:
   std::string path_;
 };
 
+// Char-level token shards of "abcdefghij\n" repeated 400 times (the first 90%
+// in `train`, the rest in `val`), which a bigram model learns exactly; with
+// `vocab`, also the vocabulary JSON. False (with a gtest failure) on error.
+bool WriteAbcTokenShards(const std::string &train, const std::string &val,
+                         const std::string &vocab = "");
+
 // The whole contents of a file ("" if it cannot be read).
 std::string Slurp(const std::string &path);
 

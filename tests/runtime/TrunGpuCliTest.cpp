@@ -75,23 +75,7 @@ class TrunGpuCliTest : public ::testing::Test {
 protected:
   void SetUp() override {
     // Token shards of a repeated text, as in TrunTokenCliTest.
-    absl::StatusOr<Vocab> vocab =
-        Vocab::Chars({"\n", "a", "b", "c", "d", "e", "f", "g", "h", "i", "j"});
-    ASSERT_TRUE(vocab.ok());
-    std::string text;
-    for (int i = 0; i < 400; ++i)
-      text += "abcdefghij\n";
-    absl::StatusOr<std::vector<int64_t>> ids = vocab->Encode(text);
-    ASSERT_TRUE(ids.ok());
-    std::vector<uint16_t> tokens(ids->begin(), ids->end());
-    size_t split = tokens.size() * 9 / 10;
-    ASSERT_TRUE(
-        WriteTokenShard(train_, std::vector<uint16_t>(tokens.begin(),
-                                                      tokens.begin() + split))
-            .ok());
-    ASSERT_TRUE(WriteTokenShard(val_, std::vector<uint16_t>(
-                                          tokens.begin() + split, tokens.end()))
-                    .ok());
+    ASSERT_TRUE(testing::WriteAbcTokenShards(train_, val_));
     // Images in the Fashion-MNIST layout for the linear classifier.
     testing::WriteSplit(images_.path(), "train",
                         testing::MakeSyntheticSplit(600, 28, 28, 1), true);

@@ -50,24 +50,7 @@ std::vector<double> ValLosses(const std::string &out) {
 class TrunTokenCliTest : public ::testing::Test {
 protected:
   void SetUp() override {
-    absl::StatusOr<Vocab> vocab =
-        Vocab::Chars({"\n", "a", "b", "c", "d", "e", "f", "g", "h", "i", "j"});
-    ASSERT_TRUE(vocab.ok());
-    std::string text;
-    for (int i = 0; i < 400; ++i)
-      text += "abcdefghij\n";
-    absl::StatusOr<std::vector<int64_t>> ids = vocab->Encode(text);
-    ASSERT_TRUE(ids.ok());
-    std::vector<uint16_t> tokens(ids->begin(), ids->end());
-    size_t split = tokens.size() * 9 / 10;
-    ASSERT_TRUE(WriteTokenShard(
-                    train_, std::vector<uint16_t>(tokens.begin(),
-                                                  tokens.begin() + split))
-                    .ok());
-    ASSERT_TRUE(WriteTokenShard(val_, std::vector<uint16_t>(
-                                          tokens.begin() + split, tokens.end()))
-                    .ok());
-    std::ofstream(vocab_) << vocab->ToJson();
+    ASSERT_TRUE(testing::WriteAbcTokenShards(train_, val_, vocab_));
   }
   std::string Step() const { return TRUN_TEST_BIGRAM_STEP; }
   std::string Data() const {
