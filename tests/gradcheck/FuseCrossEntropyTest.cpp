@@ -3,8 +3,6 @@
 // gradients as the original (whose cross_entropy autodiff differentiates
 // through its own rule), on fresh random inputs; and the fused gradient
 // matches finite differences.
-#include <random>
-
 #include <gtest/gtest.h>
 
 #include "compiler/interpreter/TgInterpreter.h"
@@ -43,16 +41,6 @@ int64_t count(ModuleOp module, StringRef opName) {
   return n;
 }
 
-void expectSameResults(const std::vector<Tensor> &a, const std::vector<Tensor> &b) {
-  ASSERT_EQ(a.size(), b.size());
-  for (size_t r = 0; r < a.size(); ++r) {
-    ASSERT_EQ(a[r].shape, b[r].shape) << "result " << r;
-    for (size_t i = 0; i < a[r].data.size(); ++i)
-      EXPECT_NEAR(a[r].data[i], b[r].data[i], 1e-12 * (1 + std::abs(a[r].data[i])))
-          << "result " << r << " element " << i;
-  }
-}
-
 class FuseCrossEntropyTest : public ::testing::TestWithParam<std::vector<int64_t>> {};
 
 TEST_P(FuseCrossEntropyTest, SameLossAndGradientsAsTheUnfusedOp) {
@@ -72,19 +60,7 @@ TEST_P(FuseCrossEntropyTest, SameLossAndGradientsAsTheUnfusedOp) {
   ASSERT_TRUE(succeeded(runTrainingPasses(*fused)));
   EXPECT_EQ(count(*fused, "tg.softmax_cross_entropy_grad"), 1)
       << "the gradient is the fused op too";
-  std::mt19937_64 rng(seed);
-  for (StringRef fn : {"forward", "train_step"}) {
-    auto a = original->lookupSymbol<func::FuncOp>(fn);
-    auto b = fused->lookupSymbol<func::FuncOp>(fn);
-    ASSERT_TRUE(a && b) << fn.str();
-    ASSERT_EQ(a.getFunctionType(), b.getFunctionType()) << fn.str();
-    std::vector<Tensor> args = randomArguments(a, rng, GetParam().back());
-    FailureOr<std::vector<Tensor>> ra = interp::interpret(a, args);
-    FailureOr<std::vector<Tensor>> rb = interp::interpret(b, args);
-    ASSERT_TRUE(succeeded(ra) && succeeded(rb)) << fn.str();
-    SCOPED_TRACE(fn.str());
-    expectSameResults(*ra, *rb);
-  }
+  expectSameFunctions(*original, *fused, seed, GetParam().back());
   GradCheckOptions options;
   options.numClasses = GetParam().back();
   checkGradients(*fused, seed, options);

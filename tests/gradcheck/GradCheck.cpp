@@ -164,6 +164,41 @@ LogicalResult runTrainingPasses(ModuleOp module, bool withSgd) {
   return pm.run(module);
 }
 
+double maxRelativeDifference(const Tensor &a, const Tensor &b) {
+  double worst = 0.0;
+  for (size_t i = 0; i < a.data.size(); ++i) {
+    double x = a.data[i], y = b.data[i];
+    if (x == y) // also equal infinities
+      continue;
+    worst = std::max(worst, std::abs(x - y) / std::max(1.0, std::abs(x)));
+  }
+  return worst;
+}
+
+void expectSameFunctions(ModuleOp before, ModuleOp after, uint64_t seed, int64_t numClasses,
+                         const std::function<bool(ArrayRef<Tensor>)> &acceptArguments) {
+  std::mt19937_64 rng(seed);
+  for (StringRef name : {tg::kForwardFunc, tg::kTrainStepFunc}) {
+    SCOPED_TRACE(name.str());
+    auto a = before.lookupSymbol<func::FuncOp>(name);
+    auto b = after.lookupSymbol<func::FuncOp>(name);
+    ASSERT_TRUE(a && b);
+    ASSERT_EQ(a.getFunctionType(), b.getFunctionType());
+    std::vector<Tensor> args = randomArguments(a, rng, numClasses);
+    for (int i = 0; acceptArguments && !acceptArguments(args) && i < 100; ++i)
+      args = randomArguments(a, rng, numClasses);
+    auto expected = interp::interpret(a, args);
+    auto actual = interp::interpret(b, args);
+    ASSERT_TRUE(succeeded(expected) && succeeded(actual));
+    ASSERT_EQ(expected->size(), actual->size());
+    for (size_t r = 0; r < expected->size(); ++r) {
+      EXPECT_EQ((*expected)[r].shape, (*actual)[r].shape);
+      EXPECT_LE(maxRelativeDifference((*expected)[r], (*actual)[r]), 1e-12)
+          << "result #" << r;
+    }
+  }
+}
+
 std::vector<Tensor> randomArguments(func::FuncOp f, std::mt19937_64 &rng,
                                     int64_t numClasses) {
   std::uniform_real_distribution<double> magnitude(0.1, 1.5);

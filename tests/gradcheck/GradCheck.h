@@ -124,6 +124,19 @@ struct ParamGradient {
 std::vector<ParamGradient> checkGradients(mlir::ModuleOp module, uint64_t seed,
                                           const GradCheckOptions &options = {});
 
+// max over elements of |a - b| / max(1, |a|) (equal values, infinities
+// included, differ by 0).
+double maxRelativeDifference(const Tensor &a, const Tensor &b);
+
+// A pass keeps the meaning of a module: interprets @forward and @train_step
+// of `before` and of `after` (same signatures) on the same random arguments
+// (integers in [0, numClasses); redrawn while `acceptArguments` says no, at
+// most 100 times) and expects the same results within 1e-12
+// (maxRelativeDifference), through gtest expectations.
+void expectSameFunctions(mlir::ModuleOp before, mlir::ModuleOp after, uint64_t seed,
+                         int64_t numClasses,
+                         const std::function<bool(llvm::ArrayRef<Tensor>)> &acceptArguments = {});
+
 // The function arguments that carry tg.param, in parameter-index order.
 std::vector<unsigned> paramArgumentNumbers(mlir::func::FuncOp f);
 

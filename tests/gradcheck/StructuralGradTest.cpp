@@ -403,17 +403,6 @@ INSTANTIATE_TEST_SUITE_P(Structural, StructuralGradientTest,
 // tg-decompose: same functions before and after
 //===----------------------------------------------------------------------===//
 
-double maxRelativeDifference(const Tensor &a, const Tensor &b) {
-  double worst = 0.0;
-  for (size_t i = 0; i < a.data.size(); ++i) {
-    double x = a.data[i], y = b.data[i];
-    if (x == y) // also equal infinities
-      continue;
-    worst = std::max(worst, std::abs(x - y) / std::max(1.0, std::abs(x)));
-  }
-  return worst;
-}
-
 LogicalResult runPasses(ModuleOp module, bool withCse) {
   PassManager pm(module.getContext());
   pm.addPass(createTgDecompose());
@@ -448,25 +437,7 @@ TEST_P(DecomposeTest, SameFunctionsBeforeAndAfter) {
   ASSERT_TRUE(succeeded(runPasses(*decomposed, /*withCse=*/true)));
   EXPECT_FALSE(hasComposite(*decomposed));
 
-  std::mt19937_64 rng(seed);
-  for (StringRef name : {tg::kForwardFunc, tg::kTrainStepFunc}) {
-    SCOPED_TRACE(name.str());
-    auto before = module->lookupSymbol<func::FuncOp>(name);
-    auto after = decomposed->lookupSymbol<func::FuncOp>(name);
-    std::vector<Tensor> args = randomArguments(before, rng, c.numClasses);
-    for (int i = 0; c.acceptArguments && !c.acceptArguments(args) && i < 100;
-         ++i)
-      args = randomArguments(before, rng, c.numClasses);
-    auto expected = interp::interpret(before, args);
-    auto actual = interp::interpret(after, args);
-    ASSERT_TRUE(succeeded(expected) && succeeded(actual));
-    ASSERT_EQ(expected->size(), actual->size());
-    for (size_t r = 0; r < expected->size(); ++r) {
-      EXPECT_EQ((*expected)[r].shape, (*actual)[r].shape);
-      EXPECT_LE(maxRelativeDifference((*expected)[r], (*actual)[r]), 1e-12)
-          << "result #" << r;
-    }
-  }
+  expectSameFunctions(*module, *decomposed, seed, c.numClasses, c.acceptArguments);
 }
 
 std::vector<OpCase> compositeCases() {
