@@ -122,6 +122,33 @@ inline std::string intLiteral(const APInt &v, Type t) {
       .str();
 }
 
+// The namespace of a target's prelude helpers.
+inline std::string preludeNamespace(CodeTarget target) {
+  return target == CodeTarget::Cuda ? "tcc_cuda::" : "tcc_cpu::";
+}
+
+// A stored element of type `et` as its compute type, and back: halves
+// convert through float with the prelude's helpers.
+inline std::string loadElement(Type et, const std::string &e, CodeTarget target) {
+  if (et.isBF16()) return preludeNamespace(target) + "bf16_to_float(" + e + ")";
+  if (et.isF16()) return preludeNamespace(target) + "f16_to_float(" + e + ")";
+  return e;
+}
+inline std::string storeElement(Type et, const std::string &e, CodeTarget target) {
+  if (et.isBF16()) return preludeNamespace(target) + "float_to_bf16(" + e + ")";
+  if (et.isF16()) return preludeNamespace(target) + "float_to_f16(" + e + ")";
+  return e;
+}
+
+// The stored value kern.fill writes: `v` as an element of type `et`.
+inline std::string fillValue(Type et, double v, CodeTarget target) {
+  if (isa<FloatType>(et))
+    return storeElement(et, floatLiteral(v, et), target);
+  if (et.isInteger(1))
+    return v != 0 ? "true" : "false";
+  return llvm::formatv("static_cast<{0}>({1})", storageType(et), static_cast<int64_t>(v)).str();
+}
+
 // The elements of a dense constant as a C array initializer body, eight a
 // line ("\n    1.0f, 2.0f, ..."): exact float literals, half types as
 // their bits, integers through intLiteral.
@@ -636,7 +663,7 @@ private:
   }
 
   std::string helper(StringRef fn) const {
-    return (target_ == CodeTarget::Cuda ? "tcc_cuda::" : "tcc_cpu::") + fn.str();
+    return preludeNamespace(target_) + fn.str();
   }
   std::string libm(StringRef fn) const {
     return (target_ == CodeTarget::Cuda ? "::" : "std::") + fn.str();

@@ -133,15 +133,8 @@ private:
         .Case([&](kern::FillOp fill) {
           MemRefType t = mrt(fill.getOut());
           Type et = t.getElementType();
-          double v = fill.getValue().convertToDouble();
-          std::string value;
-          if (isa<FloatType>(et))
-            value = store(et, floatLiteral(v, et));
-          else if (et.isInteger(1))
-            value = v != 0 ? "true" : "false";
-          else
-            value = llvm::formatv("static_cast<{0}>({1})", storageType(et),
-                                  static_cast<int64_t>(v)).str();
+          std::string value =
+              fillValue(et, fill.getValue().convertToDouble(), CodeTarget::Cpu);
           LoopNest nest = LoopNest::build({t.getNumElements()}, {{1}});
           nest.emit(os_, name(fill.getOut()) + "[" + nest.index(0) + "] = " + value + ";",
                     t.getNumElements());
@@ -197,14 +190,10 @@ private:
 
   // Loading a stored element as its compute type, and back.
   static std::string load(Type et, const std::string &e) {
-    if (et.isBF16()) return "tcc_cpu::bf16_to_float(" + e + ")";
-    if (et.isF16()) return "tcc_cpu::f16_to_float(" + e + ")";
-    return e;
+    return loadElement(et, e, CodeTarget::Cpu);
   }
   static std::string store(Type et, const std::string &e) {
-    if (et.isBF16()) return "tcc_cpu::float_to_bf16(" + e + ")";
-    if (et.isF16()) return "tcc_cpu::float_to_f16(" + e + ")";
-    return e;
+    return storeElement(et, e, CodeTarget::Cpu);
   }
 
   LogicalResult emitConstant(kern::ConstantOp c) {

@@ -33,16 +33,8 @@ constexpr int kThreads = 256;
 constexpr int64_t kMaxBlocks = 4096;
 constexpr int64_t kGemmWorkspaceBytes = 32ll << 20;
 
-std::string load(Type et, const std::string &e) {
-  if (et.isBF16()) return "tcc_cuda::bf16_to_float(" + e + ")";
-  if (et.isF16()) return "tcc_cuda::f16_to_float(" + e + ")";
-  return e;
-}
-std::string store(Type et, const std::string &e) {
-  if (et.isBF16()) return "tcc_cuda::float_to_bf16(" + e + ")";
-  if (et.isF16()) return "tcc_cuda::float_to_f16(" + e + ")";
-  return e;
-}
+std::string load(Type et, const std::string &e) { return loadElement(et, e, CodeTarget::Cuda); }
+std::string store(Type et, const std::string &e) { return storeElement(et, e, CodeTarget::Cuda); }
 
 int64_t blocksFor(int64_t items) {
   return std::max<int64_t>(1, std::min(kMaxBlocks, (items + kThreads - 1) / kThreads));
@@ -460,14 +452,7 @@ private:
              "memset", 0, bufferBytes(t));
       return success();
     }
-    std::string value;
-    if (isa<FloatType>(et))
-      value = store(et, floatLiteral(v, et));
-    else if (et.isInteger(1))
-      value = v != 0 ? "true" : "false";
-    else
-      value = llvm::formatv("static_cast<{0}>({1})", storageType(et), static_cast<int64_t>(v))
-                  .str();
+    std::string value = fillValue(et, v, CodeTarget::Cuda);
     std::string st = storageType(et), it = indexType(n);
     std::string params = st + " *dst";
     std::string text = llvm::formatv(
