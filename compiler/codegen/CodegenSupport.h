@@ -718,7 +718,7 @@ inline void emitTensorTable(llvm::raw_ostream &os, StringRef table,
 }
 
 // The descriptor's lr_schedule initializer from the module's tg.lr_schedule.
-inline FailureOr<std::string> lrSchedule(ModuleOp module, double baseLr) {
+inline FailureOr<std::string> lrSchedule(ModuleOp module, double baseLr, StringRef who) {
   std::string base = llvm::formatv("{0:e}", baseLr).str();
   auto dict = module->getAttrOfType<DictionaryAttr>(tg::kLrScheduleAttr);
   auto kind = dict ? dict.getAs<StringAttr>("kind") : StringAttr();
@@ -734,10 +734,8 @@ inline FailureOr<std::string> lrSchedule(ModuleOp module, double baseLr) {
                            minLr.getValueAsDouble())
           .str();
   }
-  return module.emitError("cpu codegen: cannot read ")
-         << tg::kLrScheduleAttr << " = " << dict;
+  return module.emitError(who) << ": cannot read " << tg::kLrScheduleAttr << " = " << dict;
 }
-
 
 // What the descriptor says about a step, read from the planned kern module.
 struct StepInterface {
@@ -771,7 +769,7 @@ inline FailureOr<StepInterface> collectStepInterface(ModuleOp module,
     if (auto k = optimizer.getAs<StringAttr>("kind"))
       optimizerKind = k.str();
   }
-  FailureOr<std::string> schedule = lrSchedule(module, defaultLr);
+  FailureOr<std::string> schedule = lrSchedule(module, defaultLr, who);
   if (failed(schedule))
     return failure();
   int64_t microBatches = 1;

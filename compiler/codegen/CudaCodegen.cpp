@@ -114,10 +114,9 @@ private:
 class CudaFunctionEmitter {
 public:
   CudaFunctionEmitter(func::FuncOp f, StringRef entry, KernelRegistry &kernels,
-                      std::vector<Launch> &launches, const CudaCodegenOptions &options,
-                      int &gemmSites)
-      : f_(f), entry_(entry.str()), kernels_(kernels), launches_(launches),
-        options_(options), gemmSites_(gemmSites) {}
+                      const CudaCodegenOptions &options, int &gemmSites)
+      : f_(f), entry_(entry.str()), kernels_(kernels), options_(options),
+        gemmSites_(gemmSites) {}
 
   LogicalResult emit(int64_t outputScratchBase, double &flops) {
     llvm::raw_string_ostream os(body_);
@@ -154,11 +153,11 @@ public:
       s += "};\n";
       // For profiling: each launch's kernel and its FLOPs and bytes.
       s += "static const char *const tcc_" + entry_ + "_kernels[] = {\n";
-      for (const Launch &l : entryLaunches_)
+      for (const Launch &l : launches_)
         s += "  \"" + l.kernel + "\",\n";
       s += "};\n";
       s += "static const double tcc_" + entry_ + "_costs[] = {\n";
-      for (const Launch &l : entryLaunches_)
+      for (const Launch &l : launches_)
         s += llvm::formatv("  {0:e}, {1:e},\n", l.flops, l.bytes).str();
       s += "};\n";
     }
@@ -178,6 +177,7 @@ public:
 
   int64_t outputScratchBytes() const { return scratch_.bytes; }
   int64_t controlBytes() const { return controlBytes_; }
+  const std::vector<Launch> &launches() const { return launches_; }
 
 private:
   std::string fresh(Value v) { return names_.fresh(v); }
@@ -254,7 +254,6 @@ private:
     if (call.find("return rc;") == std::string::npos) // not self-checking
       os << "  if (int32_t rc = tcc_cuda_host::after_launch(s, " << id << ")) return rc;\n";
     launches_.push_back({entry_, kernel, shape, node, flops, bytes});
-    entryLaunches_.push_back({entry_, kernel, shape, node, flops, bytes});
   }
   int32_t nextId() const { return static_cast<int32_t>(labels_.size()); }
 
@@ -836,8 +835,7 @@ private:
   func::FuncOp f_;
   std::string entry_;
   KernelRegistry &kernels_;
-  std::vector<Launch> &launches_;
-  std::vector<Launch> entryLaunches_; // this entry's, in label order
+  std::vector<Launch> launches_; // in label order
   const CudaCodegenOptions &options_;
   int &gemmSites_;
   ValueNames names_;
@@ -867,15 +865,17 @@ FailureOr<GeneratedCudaStep> generateCudaStep(ModuleOp module,
 
   GeneratedCudaStep step;
   KernelRegistry kernels;
-  std::vector<Launch> launches;
   int gemmSites = 0;
   int64_t planned = iface->plannedWorkspace;
-  CudaFunctionEmitter train(iface->train, "train", kernels, launches, options, gemmSites);
+  CudaFunctionEmitter train(iface->train, "train", kernels, options, gemmSites);
   if (failed(train.emit(planned, step.trainFlops)))
     return failure();
-  CudaFunctionEmitter eval(iface->eval, "eval", kernels, launches, options, gemmSites);
+  CudaFunctionEmitter eval(iface->eval, "eval", kernels, options, gemmSites);
   if (failed(eval.emit(planned, step.evalFlops)))
     return failure();
+  // The kernel list: train's launches, then eval's.
+  std::vector<Launch> launches = train.launches();
+  llvm::append_range(launches, eval.launches());
   // Workspace: [plan][output scratch][control block][cuBLASLt workspace].
   int64_t scratch = std::max(train.outputScratchBytes(), eval.outputScratchBytes());
   int64_t control = (planned + scratch + 255) / 256 * 256;

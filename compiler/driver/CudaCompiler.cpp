@@ -1,4 +1,5 @@
 #include "compiler/driver/CudaCompiler.h"
+#include "compiler/driver/HostCompiler.h"
 
 #include <chrono>
 #include <cstdlib>
@@ -71,19 +72,11 @@ std::string defaultCacheDir() {
   return "";
 }
 
-std::string commandLine(const std::vector<std::string> &args) {
-  std::string s;
-  for (const std::string &a : args)
-    s += (s.empty() ? "" : " ") + a;
-  return s;
-}
-
 // One compile: its command, where its object goes, where it is cached.
 struct Job {
   std::vector<std::string> args;
   std::string object, cached, log, what;
   llvm::sys::ProcessInfo process;
-  bool running = false;
 };
 
 } // namespace
@@ -184,14 +177,9 @@ bool compileCudaLibrary(const std::string &hostSource,
                         const std::string &output, const CudaCompileOptions &options,
                         CudaCompileStats &stats, std::string &error) {
   auto start = std::chrono::steady_clock::now();
-  std::string cxx = options.hostCompiler;
-  if (cxx.empty())
-    cxx = std::getenv("CXX") ? std::getenv("CXX") : "c++";
-  llvm::ErrorOr<std::string> cxxPath = llvm::sys::findProgramByName(cxx);
-  if (!cxxPath) {
-    error = "host C++ compiler '" + cxx + "' not found (set CXX or --cxx)";
+  std::optional<std::string> cxxPath = findHostCompiler(options.hostCompiler, error);
+  if (!cxxPath)
     return false;
-  }
   if (!isValidCudaArch(options.arch)) {
     error = "unknown CUDA architecture '" + options.arch + "' (expected e.g. sm_80, sm_90)";
     return false;
@@ -296,7 +284,6 @@ bool compileCudaLibrary(const std::string &hostSource,
         failure = "cannot run " + job->args[0] + ": " + execError;
         break;
       }
-      job->running = true;
       running.push_back(job);
     }
     bool finished = false;
@@ -308,7 +295,6 @@ bool compileCudaLibrary(const std::string &hostSource,
       if (done.Pid == 0)
         continue; // still running
       finished = true;
-      job->running = false;
       running.erase(running.begin() + i--);
       if (done.ReturnCode != 0 && failure.empty()) {
         failure = job->what + ": compiler failed (exit " + std::to_string(done.ReturnCode) +

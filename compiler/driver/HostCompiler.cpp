@@ -10,16 +10,30 @@
 
 namespace tcc {
 
-bool compileSharedLibrary(const std::string &source, const std::string &output,
-                          const HostCompileOptions &options, std::string &error) {
-  std::string compiler = options.compiler;
+std::optional<std::string> findHostCompiler(const std::string &requested, std::string &error) {
+  std::string compiler = requested;
   if (compiler.empty())
     compiler = std::getenv("CXX") ? std::getenv("CXX") : "c++";
   llvm::ErrorOr<std::string> exe = llvm::sys::findProgramByName(compiler);
   if (!exe) {
     error = "host C++ compiler '" + compiler + "' not found (set CXX or --cxx)";
-    return false;
+    return std::nullopt;
   }
+  return *exe;
+}
+
+std::string commandLine(const std::vector<std::string> &args) {
+  std::string s;
+  for (const std::string &a : args)
+    s += (s.empty() ? "" : " ") + a;
+  return s;
+}
+
+bool compileSharedLibrary(const std::string &source, const std::string &output,
+                          const HostCompileOptions &options, std::string &error) {
+  std::optional<std::string> exe = findHostCompiler(options.compiler, error);
+  if (!exe)
+    return false;
 
   llvm::SmallString<128> dir;
   if (std::error_code ec = llvm::sys::fs::createUniqueDirectory("tcc-build", dir)) {
@@ -60,11 +74,8 @@ bool compileSharedLibrary(const std::string &source, const std::string &output,
   bool ok = rc == 0;
   if (!ok) {
     auto text = llvm::MemoryBuffer::getFile(log);
-    std::string cmd;
-    for (const std::string &a : args)
-      cmd += a + " ";
     error = "host compiler failed (exit " + std::to_string(rc) + ")" +
-            (execError.empty() ? "" : ": " + execError) + "\n  command: " + cmd +
+            (execError.empty() ? "" : ": " + execError) + "\n  command: " + commandLine(args) +
             "\n" + (text ? (*text)->getBuffer().str() : std::string());
     llvm::sys::fs::remove(tmpOut);
   } else if (std::error_code ec = llvm::sys::fs::rename(tmpOut, output)) {

@@ -2,6 +2,7 @@
 #ifndef TCC_COMPILER_DRIVER_HOSTCOMPILER_H
 #define TCC_COMPILER_DRIVER_HOSTCOMPILER_H
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -12,6 +13,13 @@ struct HostCompileOptions {
   bool nativeArch = true;     // -march=native: the library runs where it is built
   std::vector<std::string> extraFlags;
 };
+
+// The host C++ compiler to run: `requested`, else $CXX, else "c++", found
+// on PATH; nullopt with `error` set when there is none.
+std::optional<std::string> findHostCompiler(const std::string &requested, std::string &error);
+
+// `args` joined by spaces, for error messages.
+std::string commandLine(const std::vector<std::string> &args);
 
 // Compiles `source` into the shared library `output` (written atomically).
 // On failure returns false and fills `error` with the compiler's message.
