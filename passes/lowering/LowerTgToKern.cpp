@@ -429,22 +429,6 @@ private:
           buffers_[s.getResult()] = out;
           return success();
         })
-        .Case([&](tg::SgdUpdateOp u) -> LogicalResult {
-          // param - lr * grad, for builds where the op has no scalar function.
-          Value out = alloc(loc, u.getResult());
-          Value ins[] = {buf(u.getParam()), buf(u.getGrad()),
-                         buf(u.getLearningRate())};
-          auto ew = buildElementwise(
-              b_, loc, ins, out,
-              [&](OpBuilder &b, ValueRange s, Value,
-                  SmallVectorImpl<Value> &r) {
-                Value step = arith::MulFOp::create(b, loc, s[2], s[1]);
-                r.push_back(arith::SubFOp::create(b, loc, s[0], step));
-                return success();
-              });
-          buffers_[u.getResult()] = out;
-          return failure(failed(ew));
-        })
         .Default([&](Operation *other) {
           return other->emitError("tg-lower-to-kern: no lowering for ")
                  << other->getName()

@@ -149,7 +149,7 @@ struct TgAccumulateMicroBatchesPass
         continue;
       }
       auto type = rtt(sums[r]);
-      Value scale = training::splat(
+      Value scale = tg::build::splat(
           b, loc, RankedTensorType::get({}, type.getElementType()),
           1.0 / static_cast<double>(k));
       results.push_back(tg::MulOp::create(b, loc, type, sums[r], scale));

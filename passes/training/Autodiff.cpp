@@ -12,6 +12,7 @@
 #include "passes/Passes.h"
 
 #include "dialects/tg/TgModelAttrs.h"
+#include "dialects/tg/TgStructuralBuilders.h"
 #include "mlir/IR/Builders.h"
 #include "mlir/Transforms/RegionUtils.h"
 
@@ -24,12 +25,6 @@ using namespace mlir;
 using namespace tcc;
 
 namespace {
-
-Value splat(OpBuilder &b, Location loc, RankedTensorType type, double value) {
-  return tg::ConstantOp::create(
-      b, loc, type,
-      DenseElementsAttr::get(type, b.getFloatAttr(type.getElementType(), value)));
-}
 
 struct TgAutodiffPass : tcc::impl::TgAutodiffBase<TgAutodiffPass> {
   void runOnOperation() override {
@@ -73,7 +68,7 @@ struct TgAutodiffPass : tcc::impl::TgAutodiffBase<TgAutodiffPass> {
 
     OpBuilder b(ret);
     llvm::DenseMap<Value, Value> grads;
-    grads[loss] = splat(b, loss.getLoc(), lossType, 1.0);
+    grads[loss] = tg::build::splat(b, loss.getLoc(), lossType, 1.0);
 
     for (Operation *op : llvm::reverse(forwardOps)) {
       SmallVector<Value> resultGrads;
@@ -92,7 +87,7 @@ struct TgAutodiffPass : tcc::impl::TgAutodiffBase<TgAutodiffPass> {
       // gradient rule can assume all of them are present.
       for (auto [r, g] : llvm::zip(op->getResults(), resultGrads))
         if (!g)
-          g = splat(b, op->getLoc(), cast<RankedTensorType>(r.getType()), 0.0);
+          g = tg::build::splat(b, op->getLoc(), cast<RankedTensorType>(r.getType()), 0.0);
       SmallVector<Value> operandGrads;
       if (failed(diff.buildGradients(b, resultGrads, operandGrads)))
         return op->emitError("tg-autodiff: building the gradient failed");
@@ -121,7 +116,7 @@ struct TgAutodiffPass : tcc::impl::TgAutodiffBase<TgAutodiffPass> {
         continue;
       Value g = grads.lookup(arg);
       if (!g) // the loss does not depend on this parameter
-        g = splat(b, step.getLoc(), cast<RankedTensorType>(arg.getType()), 0.0);
+        g = tg::build::splat(b, step.getLoc(), cast<RankedTensorType>(arg.getType()), 0.0);
       results.push_back(g);
       resultAttrs.push_back(b.getDictionaryAttr(b.getNamedAttr(
           tg::kGradOfAttr, b.getI64IntegerAttr(paramIndex(step, arg)))));

@@ -18,6 +18,7 @@
 #include <cmath>
 
 #include "dialects/tg/TgModelAttrs.h"
+#include "dialects/tg/TgStructuralBuilders.h"
 #include "mlir/IR/Builders.h"
 #include "passes/training/TrainingUtils.h"
 
@@ -92,14 +93,7 @@ struct TgClipGradNormPass : tcc::impl::TgClipGradNormBase<TgClipGradNormPass> {
       Value g = ret.getOperand(i); // g is (...)
       auto type = cast<RankedTensorType>(g.getType());
       Value squares = tg::MulOp::create(b, loc, type, g, g);
-      SmallVector<int64_t> all;
-      for (int64_t d = 0; d < type.getRank(); ++d)
-        all.push_back(d);
-      Value sum = squares;
-      if (type.getRank() > 0)
-        sum = tg::ReduceSumOp::create(b, loc, scalarType, squares,
-                                      b.getDenseI64ArrayAttr(all),
-                                      b.getBoolAttr(false));
+      Value sum = tg::build::reduceAll(b, loc, squares);
       sumOfSquares = sumOfSquares ? tg::AddOp::create(b, loc, scalarType,
                                                       sumOfSquares, sum)
                                         .getResult()
@@ -107,11 +101,11 @@ struct TgClipGradNormPass : tcc::impl::TgClipGradNormBase<TgClipGradNormPass> {
     }
     Value norm = tg::SqrtOp::create(b, loc, scalarType, sumOfSquares);
     Value coefficient = tg::DivOp::create(
-        b, loc, scalarType, training::splat(b, loc, scalarType, maxNorm),
+        b, loc, scalarType, tg::build::splat(b, loc, scalarType, maxNorm),
         tg::AddOp::create(b, loc, scalarType, norm,
-                          training::splat(b, loc, scalarType, kNormEpsilon)));
+                          tg::build::splat(b, loc, scalarType, kNormEpsilon)));
     Value scale = tg::MinOp::create(b, loc, scalarType, coefficient,
-                                    training::splat(b, loc, scalarType, 1.0));
+                                    tg::build::splat(b, loc, scalarType, 1.0));
 
     // Results: the loss and other outputs, grad_norm, the clipped gradients.
     SmallVector<Value> results;

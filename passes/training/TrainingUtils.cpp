@@ -149,11 +149,4 @@ FailureOr<OptimizerTarget> optimizerTarget(ModuleOp module, StringRef pass,
                          module->getAttrOfType<DictionaryAttr>(tg::kOptimizerAttr)};
 }
 
-Value splat(OpBuilder &b, Location loc, RankedTensorType type, double value) {
-  return tg::ConstantOp::create(
-      b, loc, type,
-      DenseElementsAttr::get(type,
-                             b.getFloatAttr(type.getElementType(), value)));
-}
-
 } // namespace tcc::training

@@ -98,9 +98,6 @@ mlir::FailureOr<OptimizerTarget> optimizerTarget(mlir::ModuleOp module,
                                                  llvm::StringRef pass,
                                                  llvm::StringRef kind);
 
-// A splat constant of `type`.
-mlir::Value splat(mlir::OpBuilder &b, mlir::Location loc,
-                  mlir::RankedTensorType type, double value);
 
 } // namespace tcc::training
 
