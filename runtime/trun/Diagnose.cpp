@@ -1,5 +1,7 @@
 #include "runtime/trun/Diagnose.h"
 
+#include "runtime/trun/DeviceMemory.h"
+
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_format.h"
 
@@ -53,11 +55,7 @@ int64_t MeminfoBytes(const std::string &text, const std::string &key) {
 }
 
 std::string Bytes(int64_t bytes) {
-  if (bytes < 0)
-    return "unknown";
-  if (bytes < (int64_t{1} << 30))
-    return absl::StrFormat("%.1f MiB", bytes / (1024.0 * 1024.0));
-  return absl::StrFormat("%.2f GiB", bytes / (1024.0 * 1024.0 * 1024.0));
+  return bytes < 0 ? "unknown" : FormatBytes(static_cast<uint64_t>(bytes));
 }
 
 void ProbeDriver(MachineInfo &info) {

@@ -113,22 +113,27 @@ absl::Status CheckFlagsFitStep(const Options &options,
   return absl::OkStatus();
 }
 
-std::vector<const void *> ParamPointers(const Trainer &trainer,
-                                        const tcc_step_descriptor &d) {
-  std::vector<const void *> params;
-  for (int32_t i = 0; i < d.num_params; ++i)
-    params.push_back(trainer.param(i));
-  return params;
+// --gpu and --profile need a cuda step: refused before anything is read.
+absl::Status CheckCudaOnlyFlags(const Options &options, const tcc_step_descriptor &d) {
+  if (d.device)
+    return absl::OkStatus();
+  if (options.gpu)
+    return absl::InvalidArgumentError(
+        absl::StrCat("--gpu applies to cuda steps; this step is ", d.target));
+  if (options.profile)
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--profile applies to cuda steps; this step is ", d.target,
+        " (cpu steps: build a dumped step.cpp with -DTCC_PROFILE, "
+        "docs/performance.md)"));
+  return absl::OkStatus();
 }
 
 absl::Status InitFrom(const Options &options, const tcc_step_descriptor &d,
                       Trainer &trainer, std::ostream &out) {
   if (!options.init_from)
     return absl::OkStatus();
-  std::vector<void *> params;
-  for (int32_t i = 0; i < d.num_params; ++i)
-    params.push_back(trainer.mutable_param(i));
-  if (absl::Status s = LoadWeights(*options.init_from, d, params); !s.ok())
+  if (absl::Status s = LoadWeights(*options.init_from, d, trainer.mutable_params());
+      !s.ok())
     return s;
   out << absl::StrFormat("init: %d parameters from %s\n", d.num_params,
                          *options.init_from);
@@ -144,7 +149,7 @@ absl::Status SaveAtEnd(const Options &options, const tcc_step_descriptor &d,
   if (absl::Status s = trainer.SyncToHost(); !s.ok())
     return s;
   if (absl::Status s =
-          SaveWeights(*options.save_weights, d, ParamPointers(trainer, d));
+          SaveWeights(*options.save_weights, d, trainer.params());
       !s.ok())
     return s;
   out << absl::StrFormat("saved weights: %s (%d tensors)\n",
@@ -520,9 +525,8 @@ absl::Status RunTrun(const Options &options, std::ostream &out) {
     return library.status();
   const tcc_step_descriptor &d = (*library)->descriptor();
   if (options.diagnose) {
-    if (options.gpu && !d.device)
-      return absl::InvalidArgumentError(absl::StrCat(
-          "--gpu applies to cuda steps; this step is ", d.target));
+    if (absl::Status s = CheckCudaOnlyFlags(options, d); !s.ok())
+      return s;
     if (!PrintDiagnosis(ProbeMachine(), &d, out, options.gpu.value_or(0)))
       return absl::FailedPreconditionError(absl::StrCat(
           "step '", d.model_name, "' cannot run here (see above)"));
@@ -537,14 +541,8 @@ absl::Status RunTrun(const Options &options, std::ostream &out) {
     return binding.status();
   if (absl::Status s = CheckFlagsFitStep(options, *binding, d); !s.ok())
     return s;
-  if (options.gpu && !d.device)
-    return absl::InvalidArgumentError(
-        absl::StrCat("--gpu applies to cuda steps; this step is ", d.target));
-  if (options.profile && !d.device)
-    return absl::InvalidArgumentError(absl::StrCat(
-        "--profile applies to cuda steps; this step is ", d.target,
-        " (cpu steps: build a dumped step.cpp with -DTCC_PROFILE, "
-        "docs/performance.md)"));
+  if (absl::Status s = CheckCudaOnlyFlags(options, d); !s.ok())
+    return s;
 
   // Parameters first: an unsupported init or a bad weights file fails before
   // any data is read. A GPU step selects its GPU and allocates here.

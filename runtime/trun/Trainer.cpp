@@ -128,6 +128,25 @@ Trainer::~Trainer() {
     device_->wait_uploads();
 }
 
+void Trainer::AppendSizes(int32_t count, const tcc_tensor_desc *tensors,
+                          std::vector<int64_t> &sizes) {
+  for (int32_t i = 0; i < count; ++i)
+    sizes.push_back(tensors[i].size_bytes);
+}
+
+absl::Status Trainer::CreateArena(absl::string_view category,
+                                  const std::vector<int64_t> &sizes,
+                                  std::unique_ptr<DeviceArena> &into) {
+  absl::StatusOr<std::unique_ptr<DeviceArena>> created =
+      DeviceArena::Create(*device_, category, sizes);
+  if (!created.ok())
+    return absl::Status(created.status().code(),
+                        absl::StrCat("step '", descriptor_.model_name, "': ",
+                                     created.status().message()));
+  into = std::move(*created);
+  return absl::OkStatus();
+}
+
 absl::Status Trainer::AllocateDevice(int32_t gpu) {
   const tcc_device_api &device = *device_;
   const tcc_step_descriptor &d = descriptor_;
@@ -139,47 +158,34 @@ absl::Status Trainer::AllocateDevice(int32_t gpu) {
   auto sizes = [](int32_t count, const tcc_tensor_desc *tensors, int copies) {
     std::vector<int64_t> out;
     for (int c = 0; c < copies; ++c)
-      for (int32_t i = 0; i < count; ++i)
-        out.push_back(tensors[i].size_bytes);
+      AppendSizes(count, tensors, out);
     return out;
-  };
-  auto arena = [&](absl::string_view category, std::vector<int64_t> bytes,
-                   std::unique_ptr<DeviceArena> &into) -> absl::Status {
-    absl::StatusOr<std::unique_ptr<DeviceArena>> created =
-        DeviceArena::Create(device, category, bytes);
-    if (!created.ok())
-      return absl::Status(created.status().code(),
-                          absl::StrCat("step '", d.model_name,
-                                       "': ", created.status().message()));
-    into = std::move(*created);
-    return absl::OkStatus();
   };
   // Categories without tensors get no allocation; the workspace always
   // does, so the step gets a non-null pointer.
   if (d.num_params > 0) {
-    if (absl::Status s = arena("parameters", sizes(d.num_params, d.params, 1),
-                               device_params_arena_);
+    if (absl::Status s = CreateArena("parameters", sizes(d.num_params, d.params, 1),
+                                     device_params_arena_);
         !s.ok())
       return s;
     device_params_ = device_params_arena_->tensors();
   }
   if (d.num_optimizer_state > 0) {
-    if (absl::Status s =
-            arena("optimizer state",
-                  sizes(d.num_optimizer_state, d.optimizer_state, 1),
-                  device_state_arena_);
+    if (absl::Status s = CreateArena("optimizer state",
+                                     sizes(d.num_optimizer_state, d.optimizer_state, 1),
+                                     device_state_arena_);
         !s.ok())
       return s;
     device_state_ = device_state_arena_->tensors();
   }
   if (absl::Status s =
-          arena("workspace", {d.workspace_bytes}, device_workspace_arena_);
+          CreateArena("workspace", {d.workspace_bytes}, device_workspace_arena_);
       !s.ok())
     return s;
   // Two input sets: batch k+1 is uploaded into one while step k reads the
   // other.
-  if (absl::Status s = arena("inputs", sizes(d.num_inputs, d.inputs, 2),
-                             device_inputs_arena_);
+  if (absl::Status s = CreateArena("inputs", sizes(d.num_inputs, d.inputs, 2),
+                                   device_inputs_arena_);
       !s.ok())
     return s;
   for (int set = 0; set < 2; ++set)
@@ -187,9 +193,8 @@ absl::Status Trainer::AllocateDevice(int32_t gpu) {
       device_inputs_[set].push_back(
           device_inputs_arena_->tensor(set * d.num_inputs + i));
   if (d.num_outputs > 0) {
-    if (absl::Status s =
-            arena("eval outputs", sizes(d.num_outputs, d.outputs, 1),
-                  device_outputs_arena_);
+    if (absl::Status s = CreateArena("eval outputs", sizes(d.num_outputs, d.outputs, 1),
+                                     device_outputs_arena_);
         !s.ok())
       return s;
     device_outputs_ = device_outputs_arena_->tensors();
@@ -236,28 +241,35 @@ absl::Status Trainer::CheckEvalLoss(float loss, int64_t index) const {
                       descriptor_.model_name, loss, index));
 }
 
-absl::Status Trainer::SyncToHost() const {
-  if (!device_ || newer_ != Newer::kDevice || !sync_error_.ok())
-    return sync_error_;
-  auto download = [&](int32_t count, const tcc_tensor_desc *tensors,
-                      const std::vector<void *> &host,
-                      const std::vector<void *> &on_device) -> absl::Status {
-    for (int32_t i = 0; i < count; ++i)
+// Every parameter and optimizer state tensor, host to device or back.
+absl::Status Trainer::CopyParamsAndState(bool to_device) const {
+  auto copy = [&](int32_t count, const tcc_tensor_desc *tensors,
+                  const std::vector<void *> &host,
+                  const std::vector<void *> &on_device) -> absl::Status {
+    for (int32_t i = 0; i < count; ++i) {
+      uint64_t bytes = static_cast<uint64_t>(tensors[i].size_bytes);
+      int32_t status = to_device ? device_->to_device(on_device[i], host[i], bytes)
+                                 : device_->to_host(host[i], on_device[i], bytes);
       if (absl::Status s = DeviceCallStatus(
-              *device_,
-              device_->to_host(host[i], on_device[i],
-                               static_cast<uint64_t>(tensors[i].size_bytes)),
-              absl::StrCat("step '", descriptor_.model_name, "': downloading '",
-                           tensors[i].name, "' from the GPU"));
+              *device_, status,
+              absl::StrCat("step '", descriptor_.model_name, "': ",
+                           to_device ? "uploading '" : "downloading '", tensors[i].name,
+                           to_device ? "' to the GPU" : "' from the GPU"));
           !s.ok())
         return s;
+    }
     return absl::OkStatus();
   };
   const tcc_step_descriptor &d = descriptor_;
-  sync_error_ = download(d.num_params, d.params, param_ptrs_, device_params_);
-  if (sync_error_.ok())
-    sync_error_ = download(d.num_optimizer_state, d.optimizer_state,
-                           state_ptrs_, device_state_);
+  if (absl::Status s = copy(d.num_params, d.params, param_ptrs_, device_params_); !s.ok())
+    return s;
+  return copy(d.num_optimizer_state, d.optimizer_state, state_ptrs_, device_state_);
+}
+
+absl::Status Trainer::SyncToHost() const {
+  if (!device_ || newer_ != Newer::kDevice || !sync_error_.ok())
+    return sync_error_;
+  sync_error_ = CopyParamsAndState(/*to_device=*/false);
   if (sync_error_.ok())
     newer_ = Newer::kNeither;
   return sync_error_;
@@ -269,33 +281,18 @@ void Trainer::SyncForAccess() const {
   SyncToHost().IgnoreError();
 }
 
+void Trainer::SyncForWrite() {
+  SyncForAccess();
+  if (device_ && sync_error_.ok())
+    newer_ = Newer::kHost; // the caller writes the host copy
+}
+
 absl::Status Trainer::SyncToDevice() {
   if (!sync_error_.ok())
     return sync_error_;
   if (!device_ || newer_ != Newer::kHost)
     return absl::OkStatus();
-  auto upload = [&](int32_t count, const tcc_tensor_desc *tensors,
-                    const std::vector<void *> &host,
-                    const std::vector<void *> &on_device) -> absl::Status {
-    for (int32_t i = 0; i < count; ++i)
-      if (absl::Status s = DeviceCallStatus(
-              *device_,
-              device_->to_device(on_device[i], host[i],
-                                 static_cast<uint64_t>(tensors[i].size_bytes)),
-              absl::StrCat("step '", descriptor_.model_name, "': uploading '",
-                           tensors[i].name, "' to the GPU"));
-          !s.ok())
-        return s;
-    return absl::OkStatus();
-  };
-  const tcc_step_descriptor &d = descriptor_;
-  if (absl::Status s =
-          upload(d.num_params, d.params, param_ptrs_, device_params_);
-      !s.ok())
-    return s;
-  if (absl::Status s = upload(d.num_optimizer_state, d.optimizer_state,
-                              state_ptrs_, device_state_);
-      !s.ok())
+  if (absl::Status s = CopyParamsAndState(/*to_device=*/true); !s.ok())
     return s;
   newer_ = Newer::kNeither;
   return absl::OkStatus();
@@ -306,9 +303,7 @@ std::vector<const void *> Trainer::params() const {
   return std::vector<const void *>(param_ptrs_.begin(), param_ptrs_.end());
 }
 std::vector<void *> Trainer::mutable_params() {
-  SyncForAccess();
-  if (device_ && sync_error_.ok())
-    newer_ = Newer::kHost;
+  SyncForWrite();
   return param_ptrs_;
 }
 std::vector<const void *> Trainer::optimizer_state() const {
@@ -316,9 +311,7 @@ std::vector<const void *> Trainer::optimizer_state() const {
   return std::vector<const void *>(state_ptrs_.begin(), state_ptrs_.end());
 }
 std::vector<void *> Trainer::mutable_optimizer_state() {
-  SyncForAccess();
-  if (device_ && sync_error_.ok())
-    newer_ = Newer::kHost;
+  SyncForWrite();
   return state_ptrs_;
 }
 const void *Trainer::param(int32_t index) const {
@@ -326,18 +319,13 @@ const void *Trainer::param(int32_t index) const {
   return params_[index].data();
 }
 void *Trainer::mutable_param(int32_t index) {
-  SyncForAccess();
-  if (device_ && sync_error_.ok())
-    newer_ = Newer::kHost;
+  SyncForWrite();
   return params_[index].data();
 }
 
 absl::Status Trainer::SetProfiling(bool on) {
-  if (!device_)
-    return absl::FailedPreconditionError(absl::StrCat(
-        "--profile applies to cuda steps; this step is ", descriptor_.target,
-        " (cpu steps: build a dumped step.cpp with -DTCC_PROFILE, "
-        "docs/performance.md)"));
+  if (!device_) // trun refuses --profile for such steps before this
+    return absl::FailedPreconditionError("profiling needs a cuda step");
   return DeviceCallStatus(*device_, device_->set_profiling(on ? 1 : 0),
                           absl::StrCat("step '", descriptor_.model_name,
                                        "': turning profiling ",
@@ -424,18 +412,13 @@ absl::Status Trainer::SnapshotOnDevice() {
   const tcc_step_descriptor &d = descriptor_;
   if (!device_snapshot_arena_) {
     std::vector<int64_t> sizes;
-    for (int32_t i = 0; i < d.num_params; ++i)
-      sizes.push_back(d.params[i].size_bytes);
-    for (int32_t i = 0; i < d.num_optimizer_state; ++i)
-      sizes.push_back(d.optimizer_state[i].size_bytes);
-    absl::StatusOr<std::unique_ptr<DeviceArena>> created = DeviceArena::Create(
-        *device_, "the --on-nan skip copy of the weights and optimizer state",
-        sizes);
-    if (!created.ok())
-      return absl::Status(created.status().code(),
-                          absl::StrCat("step '", d.model_name, "': ",
-                                       created.status().message()));
-    device_snapshot_arena_ = std::move(*created);
+    AppendSizes(d.num_params, d.params, sizes);
+    AppendSizes(d.num_optimizer_state, d.optimizer_state, sizes);
+    if (absl::Status s = CreateArena(
+            "the --on-nan skip copy of the weights and optimizer state", sizes,
+            device_snapshot_arena_);
+        !s.ok())
+      return s;
   }
   return CopySnapshot(/*restore=*/false);
 }

@@ -198,8 +198,11 @@ private:
   absl::Status CheckEvalLoss(float loss, int64_t index) const;
   // GPU steps: upload the host mirrors if they are newer.
   absl::Status SyncToDevice();
-  // GPU steps: the accessors' download (keeps a failure for later).
+  // GPU steps: the accessors' download (keeps a failure for later); for
+  // the mutable ones the host copy is then the newer.
   void SyncForAccess() const;
+  void SyncForWrite();
+  absl::Status CopyParamsAndState(bool to_device) const;
   absl::Status QueueUpload(HostBatch &batch, int set);
   absl::Status WaitUploads();
   // The loop of Train(); Train() waits for queued uploads around it.
@@ -209,6 +212,12 @@ private:
   // (on the GPU for GPU steps: nothing crosses the bus).
   absl::Status Snapshot();
   absl::Status SnapshotOnDevice();
+  // GPU steps: one arena, its errors prefixed with the step's name.
+  absl::Status CreateArena(absl::string_view category,
+                           const std::vector<int64_t> &sizes,
+                           std::unique_ptr<DeviceArena> &into);
+  static void AppendSizes(int32_t count, const tcc_tensor_desc *tensors,
+                          std::vector<int64_t> &sizes);
   absl::Status CopySnapshot(bool restore); // GPU: live <-> copy
   absl::Status RestoreSnapshot();
 
