@@ -366,6 +366,39 @@ private:
   llvm::DenseMap<Value, std::string> names_;
 };
 
+// A kern.reduce's input dimensions (size-1 ones dropped) split into kept
+// and reduced ones, each with its contiguous input stride.
+struct ReduceAxes {
+  SmallVector<int64_t> keptSizes, keptStrides, reducedSizes, reducedStrides;
+  int64_t count = 1; // input elements per output element
+  // Every reduced dimension follows every kept one: each output element
+  // reduces a contiguous run of `count` inputs.
+  bool reducesContiguousTail = true;
+
+  static ReduceAxes of(kern::ReduceOp r) {
+    ReduceAxes a;
+    ArrayRef<int64_t> shape = mrt(r.getInput()).getShape();
+    SmallVector<int64_t> strides = contiguousStrides(shape);
+    int64_t lastKept = -1, firstReduced = shape.size();
+    for (int64_t d = 0; d < static_cast<int64_t>(shape.size()); ++d) {
+      if (shape[d] == 1)
+        continue;
+      if (llvm::is_contained(r.getAxes(), d)) {
+        a.count *= shape[d];
+        a.reducedSizes.push_back(shape[d]);
+        a.reducedStrides.push_back(strides[d]);
+        firstReduced = std::min(firstReduced, d);
+      } else {
+        a.keptSizes.push_back(shape[d]);
+        a.keptStrides.push_back(strides[d]);
+        lastKept = d;
+      }
+    }
+    a.reducesContiguousTail = lastKept < firstReduced;
+    return a;
+  }
+};
+
 // What one argument of a step function is: the generators differ only in
 // where each kind lives (host pointers, or the GPU control block).
 struct ArgumentRole {

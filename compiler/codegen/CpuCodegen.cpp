@@ -324,32 +324,18 @@ private:
     std::string o = name(r.getOut()), x = name(r.getInput());
     bool isMax = r.getKind() == kern::ReduceKind::max;
     bool isMean = r.getKind() == kern::ReduceKind::mean;
-    SmallVector<int64_t> keptShape, reducedShape, keptIn, reducedIn;
     SmallVector<int64_t> inStrides = contiguousStrides(shape);
-    int64_t count = 1;
-    int64_t lastKept = -1, firstReduced = shape.size();
-    for (int64_t d = 0; d < static_cast<int64_t>(shape.size()); ++d) {
-      if (shape[d] == 1)
-        continue;
-      if (llvm::is_contained(r.getAxes(), d)) {
-        count *= shape[d];
-        reducedShape.push_back(shape[d]);
-        reducedIn.push_back(inStrides[d]);
-        firstReduced = std::min(firstReduced, d);
-      } else {
-        keptShape.push_back(shape[d]);
-        keptIn.push_back(inStrides[d]);
-        lastKept = d;
-      }
-    }
+    ReduceAxes axes = ReduceAxes::of(r);
+    int64_t count = axes.count;
     flops += in.getNumElements();
     std::string init = isMax ? "-std::numeric_limits<" + ct + ">::infinity()"
                              : ct + "(0)";
     std::string scale = isMean ? llvm::formatv(" * ({0}(1) / {0}({1}))", ct, count).str() : "";
-    if (lastKept < firstReduced) {
+    if (axes.reducesContiguousTail) {
       // out[o] = reduce(in[o * count + j]) over the contiguous tail.
       std::string acc = isMax ? ct : std::string("double");
-      LoopNest outer = LoopNest::build(keptShape, {keptIn, contiguousStrides(keptShape)});
+      LoopNest outer = LoopNest::build(axes.keptSizes,
+                                       {axes.keptStrides, contiguousStrides(axes.keptSizes)});
       std::string body = llvm::formatv(
           "{0} acc = {1};\nconst {2} *row = {3} + {4};\n"
           "#pragma omp simd reduction({5}:acc)\n"

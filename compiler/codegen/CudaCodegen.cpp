@@ -779,23 +779,11 @@ private:
   LogicalResult emitGenericReduce(kern::ReduceOp r, llvm::raw_ostream &os, int kind,
                                   double bytes) {
     MemRefType in = mrt(r.getInput()), out = mrt(r.getOut());
-    ArrayRef<int64_t> shape = in.getShape();
     Type et = out.getElementType();
-    SmallVector<int64_t> inStrides = contiguousStrides(shape), keptSizes, keptStrides,
-                                                       redSizes, redStrides;
-    int64_t count = 1;
-    for (int64_t d = 0; d < static_cast<int64_t>(shape.size()); ++d) {
-      if (shape[d] == 1)
-        continue;
-      if (llvm::is_contained(r.getAxes(), d)) {
-        redSizes.push_back(shape[d]);
-        redStrides.push_back(inStrides[d]);
-        count *= shape[d];
-      } else {
-        keptSizes.push_back(shape[d]);
-        keptStrides.push_back(inStrides[d]);
-      }
-    }
+    ReduceAxes axes = ReduceAxes::of(r);
+    const SmallVector<int64_t> &keptSizes = axes.keptSizes, &keptStrides = axes.keptStrides,
+                               &redSizes = axes.reducedSizes, &redStrides = axes.reducedStrides;
+    int64_t count = axes.count;
     std::string st = storageType(et), ct = scalarType(et);
     std::string acc = kind == 2 ? ct : "double";
     std::string it = indexType(in.getNumElements());
