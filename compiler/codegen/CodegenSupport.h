@@ -366,6 +366,45 @@ private:
   llvm::DenseMap<Value, std::string> names_;
 };
 
+// kern.transpose, slice and concat as element copies: for each piece, the
+// iteration shape and, per side, the buffer, its strides over that shape and
+// its base offset (one piece per concat input).
+struct StridedCopy {
+  SmallVector<int64_t> shape;
+  Value src, dst;
+  SmallVector<int64_t> srcStrides, dstStrides;
+  int64_t srcBase = 0, dstBase = 0;
+};
+inline SmallVector<StridedCopy> stridedCopies(Operation *op) {
+  SmallVector<StridedCopy> copies;
+  if (auto t = dyn_cast<kern::TransposeOp>(op)) {
+    ArrayRef<int64_t> outShape = mrt(t.getOut()).getShape();
+    SmallVector<int64_t> inStrides = contiguousStrides(mrt(t.getInput()).getShape()), permuted;
+    for (int64_t p : t.getPerm())
+      permuted.push_back(inStrides[p]);
+    copies.push_back({SmallVector<int64_t>(outShape), t.getInput(), t.getOut(), permuted,
+                      contiguousStrides(outShape), 0, 0});
+  } else if (auto s = dyn_cast<kern::SliceOp>(op)) {
+    ArrayRef<int64_t> outShape = mrt(s.getOut()).getShape();
+    SmallVector<int64_t> inStrides = contiguousStrides(mrt(s.getInput()).getShape());
+    int64_t base = 0;
+    for (auto [d, start] : llvm::enumerate(s.getStarts()))
+      base += start * inStrides[d];
+    copies.push_back({SmallVector<int64_t>(outShape), s.getInput(), s.getOut(), inStrides,
+                      contiguousStrides(outShape), base, 0});
+  } else if (auto c = dyn_cast<kern::ConcatOp>(op)) {
+    SmallVector<int64_t> outStrides = contiguousStrides(mrt(c.getOut()).getShape());
+    int64_t offset = 0;
+    for (Value v : c.getInputs()) {
+      ArrayRef<int64_t> inShape = mrt(v).getShape();
+      copies.push_back({SmallVector<int64_t>(inShape), v, c.getOut(), contiguousStrides(inShape),
+                        outStrides, 0, offset * outStrides[c.getAxis()]});
+      offset += inShape[c.getAxis()];
+    }
+  }
+  return copies;
+}
+
 // A kern.reduce's input dimensions (size-1 ones dropped) split into kept
 // and reduced ones, each with its contiguous input stride.
 struct ReduceAxes {

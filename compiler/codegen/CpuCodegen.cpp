@@ -140,9 +140,8 @@ private:
                     t.getNumElements());
           return success();
         })
-        .Case([&](kern::TransposeOp t) { return emitTranspose(t); })
-        .Case([&](kern::SliceOp s) { return emitSlice(s); })
-        .Case([&](kern::ConcatOp c) { return emitConcat(c); })
+        .Case<kern::TransposeOp, kern::SliceOp, kern::ConcatOp>(
+            [&](Operation *copy) { return emitCopies(copy); })
         .Case([&](kern::GatherOp g) {
           MemRefType table = mrt(g.getTable());
           int64_t v = table.getDimSize(0), row = table.getNumElements() / std::max<int64_t>(v, 1);
@@ -379,45 +378,12 @@ private:
   }
 
   // Copies (transpose, slice, concat) move stored elements unchanged.
-  LogicalResult emitTranspose(kern::TransposeOp t) {
-    MemRefType in = mrt(t.getInput()), out = mrt(t.getOut());
-    SmallVector<int64_t> inStrides = contiguousStrides(in.getShape()), permuted;
-    for (int64_t p : t.getPerm())
-      permuted.push_back(inStrides[p]);
-    LoopNest nest = LoopNest::build(out.getShape(),
-                                    {permuted, contiguousStrides(out.getShape())});
-    nest.emit(os_, name(t.getOut()) + "[" + nest.index(1) + "] = " +
-                       name(t.getInput()) + "[" + nest.index(0) + "];",
-              static_cast<double>(out.getNumElements()));
-    return success();
-  }
-
-  LogicalResult emitSlice(kern::SliceOp s) {
-    MemRefType in = mrt(s.getInput()), out = mrt(s.getOut());
-    SmallVector<int64_t> inStrides = contiguousStrides(in.getShape());
-    int64_t base = 0;
-    for (auto [d, start] : llvm::enumerate(s.getStarts()))
-      base += start * inStrides[d];
-    LoopNest nest = LoopNest::build(out.getShape(),
-                                    {inStrides, contiguousStrides(out.getShape())});
-    nest.emit(os_, name(s.getOut()) + "[" + nest.index(1) + "] = " +
-                       name(s.getInput()) + "[" + nest.index(0, base) + "];",
-              static_cast<double>(out.getNumElements()));
-    return success();
-  }
-
-  LogicalResult emitConcat(kern::ConcatOp c) {
-    MemRefType out = mrt(c.getOut());
-    SmallVector<int64_t> outStrides = contiguousStrides(out.getShape());
-    int64_t axis = c.getAxis(), offset = 0;
-    for (Value v : c.getInputs()) {
-      MemRefType in = mrt(v);
-      LoopNest nest = LoopNest::build(in.getShape(),
-                                      {contiguousStrides(in.getShape()), outStrides});
-      nest.emit(os_, name(c.getOut()) + "[" + nest.index(1, offset * outStrides[axis]) +
-                         "] = " + name(v) + "[" + nest.index(0) + "];",
-                static_cast<double>(in.getNumElements()));
-      offset += in.getDimSize(axis);
+  LogicalResult emitCopies(Operation *op) {
+    for (const StridedCopy &c : stridedCopies(op)) {
+      LoopNest nest = LoopNest::build(c.shape, {c.srcStrides, c.dstStrides});
+      nest.emit(os_, name(c.dst) + "[" + nest.index(1, c.dstBase) + "] = " + name(c.src) + "[" +
+                         nest.index(0, c.srcBase) + "];",
+                static_cast<double>(nest.numElements()));
     }
     return success();
   }

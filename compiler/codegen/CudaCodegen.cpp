@@ -281,35 +281,14 @@ private:
         .Case([&](kern::ElementwiseOp e) { return emitElementwise(e, os, flops); })
         .Case([&](kern::ReduceOp r) { return emitReduce(r, os, flops); })
         .Case([&](kern::FillOp f) { return emitFill(f, os); })
-        .Case([&](kern::TransposeOp t) {
-          MemRefType in = mrt(t.getInput()), out = mrt(t.getOut());
-          SmallVector<int64_t> inStrides = contiguousStrides(in.getShape()), permuted;
-          for (int64_t p : t.getPerm())
-            permuted.push_back(inStrides[p]);
-          return emitCopy(op, os, out.getShape(), t.getInput(), permuted, 0, t.getOut(),
-                          contiguousStrides(out.getShape()), 0, "transpose");
-        })
-        .Case([&](kern::SliceOp sl) {
-          MemRefType in = mrt(sl.getInput()), out = mrt(sl.getOut());
-          SmallVector<int64_t> inStrides = contiguousStrides(in.getShape());
-          int64_t base = 0;
-          for (auto [d, start] : llvm::enumerate(sl.getStarts()))
-            base += start * inStrides[d];
-          return emitCopy(op, os, out.getShape(), sl.getInput(), inStrides, base,
-                          sl.getOut(), contiguousStrides(out.getShape()), 0, "slice");
-        })
-        .Case([&](kern::ConcatOp c) {
-          MemRefType out = mrt(c.getOut());
-          SmallVector<int64_t> outStrides = contiguousStrides(out.getShape());
-          int64_t offset = 0;
-          for (Value v : c.getInputs()) {
-            MemRefType in = mrt(v);
-            if (failed(emitCopy(op, os, in.getShape(), v, contiguousStrides(in.getShape()), 0,
-                                c.getOut(), outStrides, offset * outStrides[c.getAxis()],
-                                "concat")))
+        .Case<kern::TransposeOp, kern::SliceOp, kern::ConcatOp>([&](Operation *copy) {
+          std::string family = isa<kern::TransposeOp>(copy) ? "transpose"
+                               : isa<kern::SliceOp>(copy)   ? "slice"
+                                                            : "concat";
+          for (const StridedCopy &c : stridedCopies(copy))
+            if (failed(emitCopy(op, os, c.shape, c.src, c.srcStrides, c.srcBase, c.dst,
+                                c.dstStrides, c.dstBase, family)))
               return failure();
-            offset += in.getDimSize(c.getAxis());
-          }
           return success();
         })
         .Case([&](kern::GatherOp g) {
