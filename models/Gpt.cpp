@@ -246,30 +246,16 @@ model::Model GptWriter::build() {
   Value loss = b_.node("cross_entropy", "loss", {logits, targets}); // ()
   b_.output("logits", logits);
 
+  b_.adamw(loss, {o_.learningRate, o_.beta1, o_.beta2, o_.eps, o_.weightDecay});
+  b_.gradClip(o_.gradClip);
+  b_.microBatches(static_cast<int32_t>(o_.microBatches));
+  if (o_.decaySteps > 0)
+    b_.warmupCosine(o_.warmupSteps, o_.decaySteps, o_.minLearningRate);
+  for (const std::string &name : noDecay_)
+    b_.noWeightDecay(name);
   model::Model m = b_.model();
-  model::Training *training = m.mutable_training();
-  training->set_loss(loss);
-  model::Optimizer::AdamW *adamw = training->mutable_optimizer()->mutable_adamw();
-  adamw->set_learning_rate(o_.learningRate);
-  adamw->set_beta1(o_.beta1);
-  adamw->set_beta2(o_.beta2);
-  adamw->set_eps(o_.eps);
-  adamw->set_weight_decay(o_.weightDecay);
-  training->set_grad_clip(o_.gradClip);
-  training->set_micro_batches(static_cast<int32_t>(o_.microBatches));
-  if (o_.decaySteps > 0) {
-    model::LrSchedule::WarmupCosine *wc =
-        training->mutable_lr_schedule()->mutable_warmup_cosine();
-    wc->set_warmup_steps(o_.warmupSteps);
-    wc->set_decay_steps(o_.decaySteps);
-    wc->set_min_lr(o_.minLearningRate);
-  } else {
-    training->mutable_lr_schedule()->mutable_constant();
-  }
-  for (model::Parameter &p : *m.mutable_params())
-    for (const std::string &name : noDecay_)
-      if (p.name() == name)
-        p.set_no_weight_decay(true);
+  if (o_.decaySteps <= 0) // an explicit constant schedule (no builder setter)
+    m.mutable_training()->mutable_lr_schedule()->mutable_constant();
   return m;
 }
 
