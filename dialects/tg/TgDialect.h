@@ -21,6 +21,8 @@ namespace tcc::tg {
 
 // "[64, 784]": how every message in tcc prints a shape.
 std::string formatShape(llvm::ArrayRef<int64_t> shape);
+// "0.001", "1e+06" (printf %g): how messages print a number.
+std::string formatNumber(double x);
 
 // numpy broadcasting of two shapes; nullopt when incompatible.
 std::optional<llvm::SmallVector<int64_t>>

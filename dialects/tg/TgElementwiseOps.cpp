@@ -28,12 +28,6 @@ static bool isFloatTensor(Value v) {
 //===----------------------------------------------------------------------===//
 
 // "0.5", "-1", "1e-08": numbers in messages as a model author wrote them.
-static std::string numberText(double x) {
-  char buffer[32];
-  std::snprintf(buffer, sizeof(buffer), "%g", x);
-  return buffer;
-}
-
 LogicalResult ConstantOp::verify() {
   if (getValue().getType() != getResult().getType())
     return emitOpError("value type ")
@@ -151,7 +145,7 @@ LogicalResult CastOp::verify() {
 LogicalResult DropoutOp::verify() {
   double rate = getRate().convertToDouble();
   if (!(rate >= 0.0 && rate < 1.0))
-    return emitOpError("rate must be in [0, 1), got ") << numberText(rate);
+    return emitOpError("rate must be in [0, 1), got ") << formatNumber(rate);
   return success();
 }
 

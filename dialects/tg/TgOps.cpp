@@ -2,6 +2,8 @@
 // the op's location (the model's node name) is attached by MLIR.
 #include "dialects/tg/TgDialect.h"
 
+#include <cstdio>
+
 #include "llvm/ADT/STLExtras.h"
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinAttributes.h"
@@ -17,6 +19,12 @@ using namespace tcc::tg;
 // they share.
 
 namespace tcc::tg {
+
+std::string formatNumber(double x) {
+  char buffer[32];
+  std::snprintf(buffer, sizeof(buffer), "%g", x);
+  return buffer;
+}
 
 std::string formatShape(llvm::ArrayRef<int64_t> shape) {
   std::string s = "[";

@@ -52,12 +52,6 @@ struct ScalarMath {
 };
 
 // "0.9", "1e-08": numbers in messages as they are usually written.
-std::string shortNumber(double x) {
-  char buffer[32];
-  std::snprintf(buffer, sizeof(buffer), "%g", x);
-  return buffer;
-}
-
 // `value` must be finite and in the range `lo`..`hi` (open or closed ends);
 // `range` spells that range for the message.
 LogicalResult verifyHyperParameter(Operation *op, StringRef name,
@@ -67,7 +61,7 @@ LogicalResult verifyHyperParameter(Operation *op, StringRef name,
             (hiOpen ? value < hi : value <= hi);
   if (!ok)
     return op->emitOpError(name)
-           << " must be " << range << ", got " << shortNumber(value);
+           << " must be " << range << ", got " << formatNumber(value);
   return success();
 }
 

@@ -78,12 +78,6 @@ BinaryBuilder compareBuilder(StringRef op) {
 NodeResults single(Value v) { return SmallVector<Value, 1>{v}; }
 
 // "0.5", "-3", "1e+10": numbers in messages as a model author writes them.
-std::string numberText(double x) {
-  char buffer[32];
-  std::snprintf(buffer, sizeof(buffer), "%g", x);
-  return buffer;
-}
-
 std::string typeText(Type t) {
   std::string s;
   llvm::raw_string_ostream os(s);
@@ -257,13 +251,13 @@ NodeResults importConstant(NodeContext &n) {
   } else if (dtype->isInteger(1)) {
     if (*value != 0.0 && *value != 1.0)
       return n.error() << "a bool constant's value must be 0 or 1, got "
-                       << numberText(*value);
+                       << tg::formatNumber(*value);
     element = n.b.getIntegerAttr(*dtype, static_cast<int64_t>(*value));
   } else {
     // Integers: exact and in range (2^31 and 2^63 are exact doubles).
     double limit = dtype->isInteger(32) ? 2147483648.0 : 9223372036854775808.0;
     if (*value != std::trunc(*value) || *value < -limit || *value >= limit)
-      return n.error() << "value " << numberText(*value)
+      return n.error() << "value " << tg::formatNumber(*value)
                        << " is not an integer in the range of "
                        << typeText(*dtype);
     element = n.b.getIntegerAttr(*dtype, static_cast<int64_t>(*value));
@@ -330,7 +324,7 @@ NodeResults importDropout(NodeContext &n) {
     return failure();
   if (!(*rate >= 0.0 && *rate < 1.0))
     return n.error() << "dropout rate must be in [0, 1), got "
-                     << numberText(*rate);
+                     << tg::formatNumber(*rate);
   FailureOr<Value> seed = hyperArgument(n, "rng_seed");
   FailureOr<Value> step = hyperArgument(n, "step");
   if (failed(seed) || failed(step))

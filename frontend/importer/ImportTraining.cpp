@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <string>
 
+#include "dialects/tg/TgDialect.h"
 #include "dialects/tg/TgModelAttrs.h"
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/Diagnostics.h"
@@ -22,12 +23,6 @@ namespace {
 constexpr int64_t kMaxMicroBatches = 1024;
 
 // "0.001", "-1": numbers in messages as a model file writes them.
-std::string num(double x) {
-  char buffer[32];
-  std::snprintf(buffer, sizeof(buffer), "%g", x);
-  return buffer;
-}
-
 class TrainingImporter {
 public:
   TrainingImporter(const model::Model &model, ModuleOp module)
@@ -56,7 +51,7 @@ private:
     bool ok = std::isfinite(value) && (loOpen ? value > lo : value >= lo) &&
               (hiOpen ? value < hi : value <= hi);
     if (!ok)
-      return error() << field << " must be " << range << ", got " << num(value);
+      return error() << field << " must be " << range << ", got " << tg::formatNumber(value);
     return success();
   }
   LogicalResult checkPositive(StringRef field, double value) {
@@ -151,7 +146,8 @@ LogicalResult TrainingImporter::importSchedule() {
     if (!std::isfinite(wc.min_lr()) || wc.min_lr() < 0 ||
         wc.min_lr() > learningRate_)
       return error() << "lr_schedule min_lr must be in [0, learning_rate = "
-                     << num(learningRate_) << "], got " << num(wc.min_lr());
+                     << tg::formatNumber(learningRate_) << "], got "
+                     << tg::formatNumber(wc.min_lr());
     module_->setAttr(
         tg::kLrScheduleAttr,
         b_.getDictionaryAttr(

@@ -178,7 +178,7 @@ private:
           unsigned w = width(inType(op, 0));
           uint64_t a = in(op, 0).bits, b = in(op, 1).bits;
           int64_t sa = signedValue(a, w), sb = signedValue(b, w);
-          bool r;
+          bool r = false; // every predicate is handled below
           switch (c.getPredicate()) {
           case CmpIPredicate::eq: r = a == b; break;
           case CmpIPredicate::ne: r = a != b; break;
@@ -358,8 +358,9 @@ TEST_P(ScalarBodyTest, AgreesWithTheInterpreter) {
     } else if (isa<FloatType>(resultTypes[0])) {
       // The dropout mask must agree exactly: zero where the interpreter
       // dropped, nonzero elsewhere (inputs are nonzero).
-      if (isa<tg::DropoutOp>(target))
+      if (isa<tg::DropoutOp>(target)) {
         EXPECT_EQ(value == 0.0, reference == 0.0) << value << " vs " << reference;
+      }
       EXPECT_NEAR(value, reference, 1e-12 * (1.0 + std::abs(reference)));
     } else {
       EXPECT_EQ(value, reference);
