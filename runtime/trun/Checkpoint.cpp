@@ -329,8 +329,7 @@ TensorsToWrite(int32_t n, const tcc_tensor_desc *list,
                const std::vector<const void *> &data) {
   std::vector<TensorToWrite> tensors;
   for (int32_t i = 0; i < n; ++i)
-    tensors.push_back({Str(list[i].name), list[i].dtype, ShapeOf(list[i]),
-                       data[i], list[i].size_bytes});
+    tensors.push_back(TensorToWriteOf(list[i], data[i]));
   return tensors;
 }
 

@@ -176,9 +176,7 @@ absl::Status SaveTrainOutputs(const Options &options,
     if (std::string(t.name) == "loss")
       return absl::InvalidArgumentError(
           "--save-train-outputs: step has a train output named 'loss'");
-    tensors.push_back({t.name, t.dtype,
-                       std::vector<int64_t>(t.shape, t.shape + t.rank),
-                       trainer.train_output(i), t.size_bytes});
+    tensors.push_back(TensorToWriteOf(t, trainer.train_output(i)));
   }
   if (absl::Status s = WriteSafetensors(
           *options.save_train_outputs, tensors,

@@ -208,16 +208,18 @@ absl::StatusOr<SafetensorsFile> SafetensorsFile::Open(const std::string &path) {
   return file;
 }
 
+TensorToWrite TensorToWriteOf(const tcc_tensor_desc &t, const void *data) {
+  return {t.name ? t.name : "", t.dtype,
+          t.shape ? std::vector<int64_t>(t.shape, t.shape + t.rank) : std::vector<int64_t>(),
+          data, t.size_bytes};
+}
+
 absl::Status SaveWeights(const std::string &path,
                          const tcc_step_descriptor &d,
                          const std::vector<const void *> &params) {
   std::vector<TensorToWrite> tensors;
-  for (int32_t i = 0; i < d.num_params; ++i) {
-    const tcc_tensor_desc &p = d.params[i];
-    tensors.push_back({p.name, p.dtype,
-                       std::vector<int64_t>(p.shape, p.shape + p.rank),
-                       params[i], p.size_bytes});
-  }
+  for (int32_t i = 0; i < d.num_params; ++i)
+    tensors.push_back(TensorToWriteOf(d.params[i], params[i]));
   return WriteSafetensors(path, tensors,
                           {{"model", d.model_name}, {"producer", "trun"}});
 }

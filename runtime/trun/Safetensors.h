@@ -39,6 +39,9 @@ struct TensorToWrite {
   int64_t size_bytes;
 };
 
+// The tensor a descriptor entry describes, with its data at `data`.
+TensorToWrite TensorToWriteOf(const tcc_tensor_desc &t, const void *data);
+
 // Writes `tensors` (data in the given order) atomically (AtomicFile.h).
 absl::Status WriteSafetensors(const std::string &path,
                               const std::vector<TensorToWrite> &tensors,

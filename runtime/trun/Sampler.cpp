@@ -12,12 +12,17 @@
 
 namespace tcc::trun {
 
-int64_t PickToken(const float *logits, int64_t n, double temperature,
-                  double u) {
+int64_t ArgMax(const float *values, int64_t n) {
   int64_t best = 0;
   for (int64_t i = 1; i < n; ++i)
-    if (logits[i] > logits[best])
+    if (values[i] > values[best])
       best = i;
+  return best;
+}
+
+int64_t PickToken(const float *logits, int64_t n, double temperature,
+                  double u) {
+  int64_t best = ArgMax(logits, n);
   if (temperature == 0)
     return best;
   // softmax(logits / temperature), shifted by the max for range.

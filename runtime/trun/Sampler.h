@@ -26,6 +26,10 @@
 
 namespace tcc::trun {
 
+// Index of the largest of `n` values; the first one on ties (greedy
+// sampling, and the classifier accuracy of Trainer::Evaluate).
+int64_t ArgMax(const float *values, int64_t n);
+
 // The token among the first `n` logits for uniform draw `u` in [0, 1).
 int64_t PickToken(const float *logits, int64_t n, double temperature,
                   double u);

@@ -1,6 +1,7 @@
 #include "runtime/trun/Trainer.h"
 
 #include "runtime/trun/Initializers.h"
+#include "runtime/trun/Sampler.h"
 #include "runtime/trun/StepDescriptor.h"
 #include "runtime/trun/Stopwatch.h"
 
@@ -49,15 +50,6 @@ absl::Status InitializeTensors(int32_t count, const tcc_tensor_desc *tensors,
         !s.ok())
       return s;
   return absl::OkStatus();
-}
-
-// Index of the largest of `n` values; the first one on ties.
-int64_t ArgMax(const float *values, int64_t n) {
-  int64_t best = 0;
-  for (int64_t i = 1; i < n; ++i)
-    if (values[i] > values[best])
-      best = i;
-  return best;
 }
 
 } // namespace
