@@ -222,6 +222,8 @@ struct CheckOptions {
   bool repeatIds = true;
   double tolerance = 1e-4;
   float learningRate = 0.125f; // of the first step; halved every step
+  // Standard deviation of the random float parameters and inputs.
+  float valueScale = 1.0f;
 };
 
 // Arguments of `fn` in the reference: each argument's tensor, by its role.
@@ -271,7 +273,10 @@ void checkStep(StepUnderTest &s, const std::string &name, const CheckOptions &o)
   ASSERT_TRUE(s.ok()) << name;
   uint64_t seed = std::random_device{}();
   seed = (seed << 32) ^ std::random_device{}();
-  SCOPED_TRACE("model " + name + ", seed " + std::to_string(seed));
+  if (const char *replay = std::getenv("TCC_TEST_SEED")) // rerun a failure
+    seed = std::strtoull(replay, nullptr, 10);
+  SCOPED_TRACE("model " + name + ", seed " + std::to_string(seed) +
+               " (rerun with TCC_TEST_SEED=" + std::to_string(seed) + ")");
   std::mt19937_64 rng(seed);
   std::normal_distribution<float> normal(0.f, 1.f);
   const tcc_step_descriptor &d = s.lib->descriptor();
@@ -293,7 +298,8 @@ void checkStep(StepUnderTest &s, const std::string &name, const CheckOptions &o)
         into.back().as<int64_t>()[i] =
             id != i ? into.back().as<int64_t>()[id] : static_cast<int64_t>(rng() % range);
       else
-        into.back().as<float>()[i] = nonNegative ? std::abs(normal(rng)) : normal(rng);
+        into.back().as<float>()[i] =
+            o.valueScale * (nonNegative ? std::abs(normal(rng)) : normal(rng));
     }
   };
   for (int i = 0; i < d.num_params; ++i)
@@ -552,8 +558,15 @@ TEST(CompiledStep, ElementwiseOpsMatchReference) {
   // The f16/bf16 round trips change values by up to 2^-8 relative: they
   // carry a gradient of 1 (straight through), and their values are
   // rounded identically on both sides.
+  // Values of scale 0.35 (b = x + p - q of std 0.6): the loss grows like
+  // b·exp(2.2 b) (log(e)·sqrt(e)·e^1.7), so with unit values a rare b near 6
+  // gave a step-1 gradient near 1e6 that moved a parameter to about -100,
+  // where step 2's exp(b) underflows to 0 in float (log -> -inf, NaN) while
+  // the float64 reference does not (seen once in CI: seed
+  // 16928520469415145447). Every op still sees both signs and both
+  // branches of each comparison.
   checkModel(parse(kElementwiseModel, "elementwise"), "elementwise",
-             {.learningRate = 1e-3f});
+             {.learningRate = 1e-3f, .valueScale = 0.35f});
 }
 
 // One op at a time: y = op(a [, b]) with a = x + p (broadcast parameter),
