@@ -18,6 +18,8 @@ base_sha=$(git -C "$root" rev-parse --verify "$base_ref^{commit}")
 build="${TCC_BUILD_DIR:-$root/build}"
 work="${TCC_COMPARE_DIR:-${TMPDIR:-/tmp}/tcc-compare-${base_sha:0:12}}"
 base_tree="$work/base-src"
+# Per-tree outputs: several checkouts may compare against one base at once.
+mine="$work/$(printf '%s' "$root" | cksum | cut -d' ' -f1)"
 base_build="${TCC_BASE_BUILD_DIR:-$work/base-build}"
 mkdir -p "$work"
 
@@ -25,6 +27,8 @@ mkdir -p "$work"
 TCC_BUILD_DIR="$build" bash "$root/scripts/build.sh" tcc tcc-models >/dev/null
 
 # The base commit's tcc, from a detached worktree.
+exec 9>"$work/.base.lock"
+flock 9   # one base worktree and build at a time
 if [ ! -d "$base_tree" ]; then
   git -C "$root" worktree add --detach "$base_tree" "$base_sha" >/dev/null
 else
@@ -33,10 +37,11 @@ fi
 TCC_BUILD_DIR="$base_build" bash "$base_tree/scripts/build.sh" tcc >/dev/null
 new_tcc="$build/bin/tcc"
 base_tcc="$base_build/bin/tcc"
+flock -u 9
 
 # The models: the samples as committed, and tcc-models outputs (written once
 # by this tree's tcc-models, read by both compilers).
-models="$work/models"
+models="$mine/models"
 rm -rf "$models" && mkdir -p "$models"
 for f in "$root"/samples/*/*.pbtxt; do cp "$f" "$models/"; done
 gen() { local name=$1; shift; "$build/bin/tcc-models" "$@" -o "$models/$name.pbtxt" >/dev/null; }
@@ -55,7 +60,7 @@ variants=(
   "cuda-sm80|--target cuda --arch sm_80"
 )
 
-out="$work/out"
+out="$mine/out"
 rm -rf "$out" && mkdir -p "$out"
 differ=0 same=0
 printf '%-28s %-16s %10s  %s\n' model variant bytes result
