@@ -117,7 +117,7 @@ void ExpectRejected(const std::vector<Rejected> &table) {
       ADD_FAILURE() << "parsed, expected the error: " << row.error;
       continue;
     }
-    EXPECT_EQ(options.status().message(), row.error);
+    EXPECT_EQ(std::string(options.status().message()), row.error);
   }
 }
 
