@@ -13,6 +13,7 @@
 #include "dialects/tg/TgDialect.h"
 #include "dialects/tg/TgModelAttrs.h"
 #include "tests/gradcheck/GradCheck.h"
+#include "tests/gradcheck/GradCheckFixture.h"
 
 using namespace mlir;
 using namespace tcc;
@@ -278,17 +279,13 @@ std::vector<ElementwiseCase> selectCastDropoutCases() {
   return cases;
 }
 
-class ElementwiseGradTest : public ::testing::TestWithParam<ElementwiseCase> {};
+class ElementwiseGradTest : public GradCheckParamTest<ElementwiseCase> {};
 
 TEST_P(ElementwiseGradTest, MatchesFiniteDifferences) {
   const ElementwiseCase &c = GetParam();
-  uint64_t seed = testSeed();
-  SCOPED_TRACE(seedMessage(seed));
-  auto ctx = makeContext();
-  OwningOpRef<ModuleOp> module = buildForwardModule(*ctx, c.args, c.body);
-  ASSERT_TRUE(module) << "the test @forward does not verify";
-  ASSERT_TRUE(succeeded(runTrainingPasses(*module)));
-  checkGradients(*module, seed, c.options);
+  OwningOpRef<ModuleOp> module = buildDifferentiated(c.args, c.body);
+  ASSERT_TRUE(module);
+  checkGradients(*module, c.options);
 }
 
 std::string caseName(const ::testing::TestParamInfo<ElementwiseCase> &info) {
@@ -307,40 +304,40 @@ INSTANTIATE_TEST_SUITE_P(SelectCastDropout, ElementwiseGradTest,
 // Rules finite differences cannot see
 //===----------------------------------------------------------------------===//
 
-// Builds @forward(p, q, cotangent) = sum(op(p, q) * cotangent), runs
-// autodiff and returns @train_step's gradients at the given values.
-std::vector<Tensor> gradientsAt(
-    MLIRContext &ctx, std::vector<int64_t> shape,
-    Value (*build)(OpBuilder &, Location, Value, Value), Tensor p, Tensor q,
-    Tensor cotangent) {
-  OwningOpRef<ModuleOp> module = buildForwardModule(
-      ctx, {ArgSpec::param(shape), ArgSpec::param(shape)},
-      [&](OpBuilder &b, Location loc, ArrayRef<Value> a) {
-        return build(b, loc, a[0], a[1]);
-      });
-  if (!module || failed(runTrainingPasses(*module))) {
-    ADD_FAILURE() << "building or differentiating the module failed";
-    return {};
+class ElementwiseGradRules : public GradCheckTest {
+protected:
+  // Builds @forward(p, q, cotangent) = sum(op(p, q) * cotangent), runs
+  // autodiff and returns @train_step's gradients at the given values.
+  std::vector<Tensor> gradientsAt(std::vector<int64_t> shape,
+                                  Value (*build)(OpBuilder &, Location, Value,
+                                                 Value),
+                                  Tensor p, Tensor q, Tensor cotangent) {
+    OwningOpRef<ModuleOp> module =
+        buildDifferentiated({ArgSpec::param(shape), ArgSpec::param(shape)},
+                            [&](OpBuilder &b, Location loc, ArrayRef<Value> a) {
+                              return build(b, loc, a[0], a[1]);
+                            });
+    if (!module)
+      return {};
+    auto step = module->lookupSymbol<func::FuncOp>(tg::kTrainStepFunc);
+    auto results = interp::interpret(step, {p, q, cotangent});
+    if (failed(results)) {
+      ADD_FAILURE() << "interpreting @train_step failed:\n" << diagnostics_;
+      return {};
+    }
+    return {(*results)[1], (*results)[2]};
   }
-  auto step = module->lookupSymbol<func::FuncOp>(tg::kTrainStepFunc);
-  auto results = interp::interpret(step, {p, q, cotangent});
-  if (failed(results)) {
-    ADD_FAILURE() << "interpreting @train_step failed";
-    return {};
-  }
-  return {(*results)[1], (*results)[2]};
-}
+};
 
 // At a tie, max and min split the gradient in halves (torch.maximum).
-TEST(ElementwiseGradRules, MaxAndMinSplitTiesInHalves) {
-  auto ctx = makeContext();
+TEST_F(ElementwiseGradRules, MaxAndMinSplitTiesInHalves) {
   Tensor p{{3}, {1.0, 2.0, 3.0}}, q{{3}, {1.0, 5.0, -3.0}};
   Tensor g{{3}, {4.0, 8.0, 16.0}};
-  auto maxGrads = gradientsAt(*ctx, {3}, binary<tg::MaxOp>, p, q, g);
+  auto maxGrads = gradientsAt({3}, binary<tg::MaxOp>, p, q, g);
   ASSERT_EQ(maxGrads.size(), 2u);
   EXPECT_EQ(maxGrads[0].data, (std::vector<double>{2.0, 0.0, 16.0}));
   EXPECT_EQ(maxGrads[1].data, (std::vector<double>{2.0, 8.0, 0.0}));
-  auto minGrads = gradientsAt(*ctx, {3}, binary<tg::MinOp>, p, q, g);
+  auto minGrads = gradientsAt({3}, binary<tg::MinOp>, p, q, g);
   ASSERT_EQ(minGrads.size(), 2u);
   EXPECT_EQ(minGrads[0].data, (std::vector<double>{2.0, 8.0, 0.0}));
   EXPECT_EQ(minGrads[1].data, (std::vector<double>{2.0, 0.0, 16.0}));
@@ -348,14 +345,11 @@ TEST(ElementwiseGradRules, MaxAndMinSplitTiesInHalves) {
 
 // Integer and boolean operands get no gradient, and a float->int cast stops
 // the gradient: autodiff succeeds and the parameter's gradient is zero.
-TEST(ElementwiseGradRules, IntegerCastsAndConditionsGetNoGradient) {
-  uint64_t seed = testSeed();
-  SCOPED_TRACE(seedMessage(seed));
-  auto ctx = makeContext();
+TEST_F(ElementwiseGradRules, IntegerCastsAndConditionsGetNoGradient) {
   // w * cast(cast(w -> i32) -> f64) + (iota as f64): the i32 round trip is
   // piecewise constant, so d/dw = cast(cast(w)).
-  OwningOpRef<ModuleOp> module = buildForwardModule(
-      *ctx, {ArgSpec::param({3, 4})},
+  OwningOpRef<ModuleOp> module = buildDifferentiated(
+      {ArgSpec::param({3, 4})},
       [](OpBuilder &b, Location loc, ArrayRef<Value> a) -> Value {
         auto shape = typeOf(a[0]).getShape();
         Value asInt = tg::CastOp::create(
@@ -371,7 +365,6 @@ TEST(ElementwiseGradRules, IntegerCastsAndConditionsGetNoGradient) {
             binary<tg::MulOp>(b, loc, iota, constant));
       });
   ASSERT_TRUE(module);
-  ASSERT_TRUE(succeeded(runTrainingPasses(*module)));
   // |w| in [0.1, 1.5): cast to i32 is 0 or +-1; where it is 0 the gradient
   // is 0, so require one element with |w| >= 1.
   GradCheckOptions options;
@@ -381,7 +374,7 @@ TEST(ElementwiseGradRules, IntegerCastsAndConditionsGetNoGradient) {
         return true;
     return false;
   };
-  checkGradients(*module, seed, options);
+  checkGradients(*module, options);
 }
 
 } // namespace

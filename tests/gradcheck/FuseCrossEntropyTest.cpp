@@ -11,6 +11,7 @@
 #include "mlir/Pass/PassManager.h"
 #include "passes/Passes.h"
 #include "tests/gradcheck/GradCheck.h"
+#include "tests/gradcheck/GradCheckFixture.h"
 
 using namespace mlir;
 using namespace tcc;
@@ -41,29 +42,26 @@ int64_t count(ModuleOp module, StringRef opName) {
   return n;
 }
 
-class FuseCrossEntropyTest : public ::testing::TestWithParam<std::vector<int64_t>> {};
+class FuseCrossEntropyTest : public GradCheckParamTest<std::vector<int64_t>> {};
 
 TEST_P(FuseCrossEntropyTest, SameLossAndGradientsAsTheUnfusedOp) {
-  uint64_t seed = testSeed();
-  SCOPED_TRACE(seedMessage(seed));
-  std::unique_ptr<MLIRContext> ctx = makeContext();
-  OwningOpRef<ModuleOp> original = crossEntropyModule(*ctx, GetParam());
+  OwningOpRef<ModuleOp> original = crossEntropyModule(context(), GetParam());
   ASSERT_TRUE(original);
   OwningOpRef<ModuleOp> fused = original->clone();
-  PassManager pm(ctx.get());
+  PassManager pm(&context());
   pm.addPass(createTgFuseCrossEntropy());
   ASSERT_TRUE(succeeded(pm.run(*fused)));
   EXPECT_EQ(count(*fused, "tg.cross_entropy"), 0);
   EXPECT_EQ(count(*fused, "tg.softmax_cross_entropy"), 1);
 
-  ASSERT_TRUE(succeeded(runTrainingPasses(*original)));
-  ASSERT_TRUE(succeeded(runTrainingPasses(*fused)));
+  ASSERT_TRUE(differentiate(*original));
+  ASSERT_TRUE(differentiate(*fused));
   EXPECT_EQ(count(*fused, "tg.softmax_cross_entropy_grad"), 1)
       << "the gradient is the fused op too";
-  expectSameFunctions(*original, *fused, seed, GetParam().back());
+  expectSameFunctions(*original, *fused, seed(), GetParam().back());
   GradCheckOptions options;
   options.numClasses = GetParam().back();
-  checkGradients(*fused, seed, options);
+  checkGradients(*fused, options);
 }
 
 INSTANTIATE_TEST_SUITE_P(Shapes, FuseCrossEntropyTest,
@@ -71,15 +69,16 @@ INSTANTIATE_TEST_SUITE_P(Shapes, FuseCrossEntropyTest,
                                            std::vector<int64_t>{2, 3, 5},
                                            std::vector<int64_t>{7}));
 
-TEST(FuseCrossEntropy, LeavesIgnoreIndexToDecompose) {
-  std::unique_ptr<MLIRContext> ctx = makeContext();
+using FuseCrossEntropy = GradCheckTest;
+
+TEST_F(FuseCrossEntropy, LeavesIgnoreIndexToDecompose) {
   OwningOpRef<ModuleOp> module = buildForwardModule(
-      *ctx, {ArgSpec::param({4, 3}), ArgSpec::labels(4)},
+      context(), {ArgSpec::param({4, 3}), ArgSpec::labels(4)},
       [](OpBuilder &b, Location loc, ArrayRef<Value> a) -> Value {
         return tg::CrossEntropyOp::create(b, loc, f64Tensor(b.getContext(), {}), a[0], a[1],
                                           b.getI64IntegerAttr(0));
       });
-  PassManager pm(ctx.get());
+  PassManager pm(&context());
   pm.addPass(createTgFuseCrossEntropy());
   ASSERT_TRUE(succeeded(pm.run(*module)));
   EXPECT_EQ(count(*module, "tg.cross_entropy"), 1);

@@ -10,6 +10,7 @@
 #include "dialects/tg/TgModelAttrs.h"
 #include "mlir/IR/Verifier.h"
 #include "mlir/Pass/PassManager.h"
+#include "mlir/Transforms/Passes.h"
 #include "passes/Passes.h"
 #include "llvm/Support/raw_ostream.h"
 
@@ -162,6 +163,53 @@ LogicalResult runTrainingPasses(ModuleOp module, bool withSgd) {
   if (withSgd)
     pm.addPass(createTgSgdUpdate());
   return pm.run(module);
+}
+
+LogicalResult runDecompose(ModuleOp module, bool withCse) {
+  PassManager pm(module.getContext());
+  pm.addPass(createTgDecompose());
+  if (withCse)
+    pm.addPass(createCSEPass());
+  return pm.run(module);
+}
+
+FailureOr<func::FuncOp> buildScalarFunction(ModuleOp module,
+                                            Operation *target) {
+  auto scalarOp = dyn_cast<tg::ScalarOpInterface>(target);
+  if (!scalarOp) {
+    ADD_FAILURE() << "the op under test has no ScalarOpInterface";
+    return failure();
+  }
+  OpBuilder b(module.getContext());
+  SmallVector<Type> scalarTypes, resultTypes;
+  for (Value v : target->getOperands())
+    scalarTypes.push_back(cast<RankedTensorType>(v.getType()).getElementType());
+  scalarTypes.push_back(b.getI64Type());
+  for (Value r : target->getResults())
+    resultTypes.push_back(cast<RankedTensorType>(r.getType()).getElementType());
+  auto scalarFn = func::FuncOp::create(
+      target->getLoc(), "scalar", b.getFunctionType(scalarTypes, resultTypes));
+  module.push_back(scalarFn);
+  Block *entry = scalarFn.addEntryBlock();
+  b.setInsertionPointToStart(entry);
+  SmallVector<Value> results;
+  if (failed(scalarOp.buildScalar(b, target->getLoc(),
+                                  entry->getArguments().drop_back(),
+                                  entry->getArguments().back(), results))) {
+    ADD_FAILURE() << "buildScalar failed";
+    return failure();
+  }
+  if (results.size() != target->getNumResults()) {
+    ADD_FAILURE() << "buildScalar made " << results.size()
+                  << " results for an op with " << target->getNumResults();
+    return failure();
+  }
+  func::ReturnOp::create(b, target->getLoc(), results);
+  if (failed(verify(scalarFn))) {
+    ADD_FAILURE() << "@scalar does not verify";
+    return failure();
+  }
+  return scalarFn;
 }
 
 double maxRelativeDifference(const Tensor &a, const Tensor &b) {

@@ -19,6 +19,7 @@
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/IR/OwningOpRef.h"
+#include "mlir/Support/LogicalResult.h"
 
 namespace tcc::gradcheck {
 
@@ -88,6 +89,16 @@ mlir::Value reduceMean(mlir::OpBuilder &b, mlir::Location loc, mlir::Value x,
 // Runs tg-autodiff (and tg-sgd-update with `withSgd`) on `module`.
 mlir::LogicalResult runTrainingPasses(mlir::ModuleOp module,
                                       bool withSgd = false);
+
+// Runs tg-decompose (then CSE with `withCse`, as the pipeline does).
+mlir::LogicalResult runDecompose(mlir::ModuleOp module, bool withCse);
+
+// Appends to `module` the function @scalar(operand elements..., i64 flat
+// index) -> result elements whose body is `target`'s buildScalar (what
+// lowering emits per element). Failure (with a test failure) when
+// buildScalar fails or @scalar does not verify.
+mlir::FailureOr<mlir::func::FuncOp>
+buildScalarFunction(mlir::ModuleOp module, mlir::Operation *target);
 
 // Random arguments for `f`: floats with magnitude in [0.1, 1.5) and random
 // sign (never near relu's kink at 0), integers uniform in [0, numClasses).

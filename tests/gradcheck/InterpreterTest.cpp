@@ -7,7 +7,7 @@
 
 #include "compiler/interpreter/TgInterpreter.h"
 #include "tests/gradcheck/GradCheck.h"
-#include "tests/gradcheck/InterpreterFixture.h"
+#include "tests/gradcheck/GradCheckFixture.h"
 
 using namespace mlir;
 using namespace tcc;
@@ -15,7 +15,7 @@ using tcc::interp::Tensor;
 
 namespace {
 
-class InterpreterTest : public gradcheck::InterpreterFixture {};
+class InterpreterTest : public gradcheck::GradCheckTest {};
 
 void expectTensor(const Tensor &actual, std::vector<int64_t> shape,
                   std::vector<double> data) {

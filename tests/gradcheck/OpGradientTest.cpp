@@ -7,6 +7,7 @@
 
 #include "dialects/tg/TgDialect.h"
 #include "tests/gradcheck/GradCheck.h"
+#include "tests/gradcheck/GradCheckFixture.h"
 
 using namespace mlir;
 using namespace tcc;
@@ -209,19 +210,15 @@ std::vector<OpCase> fanOutCases() {
   };
 }
 
-class OpGradientTest : public ::testing::TestWithParam<OpCase> {};
+class OpGradientTest : public GradCheckParamTest<OpCase> {};
 
 TEST_P(OpGradientTest, MatchesFiniteDifferences) {
   const OpCase &c = GetParam();
-  uint64_t seed = testSeed();
-  SCOPED_TRACE(seedMessage(seed));
-  auto ctx = makeContext();
-  OwningOpRef<ModuleOp> module = buildForwardModule(*ctx, c.args, c.body);
-  ASSERT_TRUE(module) << "the test @forward does not verify";
-  ASSERT_TRUE(succeeded(runTrainingPasses(*module)));
+  OwningOpRef<ModuleOp> module = buildDifferentiated(c.args, c.body);
+  ASSERT_TRUE(module);
   GradCheckOptions options;
   options.acceptArguments = c.acceptArguments;
-  checkGradients(*module, seed, options);
+  checkGradients(*module, options);
 }
 
 std::string caseName(const ::testing::TestParamInfo<OpCase> &info) {

@@ -15,11 +15,9 @@
 #include "dialects/tg/TgDialect.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Math/IR/Math.h"
-#include "mlir/IR/Diagnostics.h"
-#include "mlir/IR/Verifier.h"
-#include "mlir/Parser/Parser.h"
 #include "llvm/ADT/TypeSwitch.h"
 #include "tests/gradcheck/GradCheck.h"
+#include "tests/gradcheck/GradCheckFixture.h"
 
 using namespace mlir;
 using namespace tcc;
@@ -265,54 +263,31 @@ Tensor randomArgument(RankedTensorType type, Floats floats, std::mt19937_64 &rng
   return t;
 }
 
-class ScalarBodyTest : public ::testing::TestWithParam<ScalarCase> {};
+class ScalarBodyTest : public gradcheck::GradCheckParamTest<ScalarCase> {};
 
 TEST_P(ScalarBodyTest, AgreesWithTheInterpreter) {
   const ScalarCase &c = GetParam();
-  uint64_t seed = gradcheck::testSeed();
-  SCOPED_TRACE(gradcheck::seedMessage(seed));
-  auto ctx = gradcheck::makeContext();
-  std::string diagnostics;
-  ScopedDiagnosticHandler handler(ctx.get(), [&](Diagnostic &d) {
-    diagnostics += d.str() + "\n";
-    return success();
-  });
-  OwningOpRef<ModuleOp> module = parseSourceString<ModuleOp>(c.source, ctx.get());
-  ASSERT_TRUE(module) << diagnostics;
+  OwningOpRef<ModuleOp> module = parse(c.source);
+  ASSERT_TRUE(module) << diagnostics_;
   auto f = module->lookupSymbol<func::FuncOp>("f");
   ASSERT_TRUE(f);
   Operation *target = nullptr;
   f.walk([&](tg::ScalarOpInterface op) { target = op; });
   ASSERT_TRUE(target) << "no op with ScalarOpInterface in @f";
 
-  std::mt19937_64 rng(seed);
+  std::mt19937_64 rng(seed());
   std::vector<Tensor> args;
   for (Type t : f.getArgumentTypes())
     args.push_back(randomArgument(cast<RankedTensorType>(t), c.floats, rng));
   auto expected = interp::interpret(f, args);
-  ASSERT_TRUE(succeeded(expected)) << diagnostics;
+  ASSERT_TRUE(succeeded(expected)) << diagnostics_;
 
   // @scalar(operand scalars..., flat index) -> result scalars.
-  OpBuilder b(ctx.get());
-  SmallVector<Type> scalarTypes;
-  for (Value v : target->getOperands())
-    scalarTypes.push_back(cast<RankedTensorType>(v.getType()).getElementType());
-  scalarTypes.push_back(b.getI64Type());
-  SmallVector<Type> resultTypes;
-  for (Value r : target->getResults())
-    resultTypes.push_back(cast<RankedTensorType>(r.getType()).getElementType());
-  auto scalarFn = func::FuncOp::create(target->getLoc(), "scalar",
-                                       b.getFunctionType(scalarTypes, resultTypes));
-  module->push_back(scalarFn);
-  Block *entry = scalarFn.addEntryBlock();
-  b.setInsertionPointToStart(entry);
-  SmallVector<Value> results;
-  ASSERT_TRUE(succeeded(cast<tg::ScalarOpInterface>(target).buildScalar(
-      b, target->getLoc(), entry->getArguments().drop_back(),
-      entry->getArguments().back(), results)));
-  ASSERT_EQ(results.size(), target->getNumResults());
-  func::ReturnOp::create(b, target->getLoc(), results);
-  ASSERT_TRUE(succeeded(verify(scalarFn))) << diagnostics;
+  FailureOr<func::FuncOp> scalarFn =
+      gradcheck::buildScalarFunction(*module, target);
+  ASSERT_TRUE(succeeded(scalarFn)) << diagnostics_;
+  ArrayRef<Type> scalarTypes = scalarFn->getFunctionType().getInputs();
+  ArrayRef<Type> resultTypes = scalarFn->getFunctionType().getResults();
 
   // Operand values broadcast to the result shape, position by position.
   auto resultType = cast<RankedTensorType>(target->getResult(0).getType());
@@ -348,7 +323,7 @@ TEST_P(ScalarBodyTest, AgreesWithTheInterpreter) {
     for (auto [values, t] : llvm::zip(operandValues, scalarTypes))
       in.push_back(fromDouble(values.data[i], t));
     in.push_back(Scalar{0.0, static_cast<uint64_t>(i)});
-    auto got = evaluator.run(scalarFn, in);
+    auto got = evaluator.run(*scalarFn, in);
     ASSERT_TRUE(succeeded(got));
     double value = toDouble((*got)[0], resultTypes[0]);
     double reference = want.data[i];

@@ -3,7 +3,9 @@
 //    differences of @forward on the reference interpreter;
 //  - tg-decompose: @forward and @train_step compute the same values before
 //    and after the rewrite (float64, tight tolerance);
-//  - the interpreter on hand-computed values and on bad inputs.
+//  - a tiny GPT of models/ against finite differences, before and after
+//    tg-decompose.
+// The interpreter on these ops: StructuralInterpreterTest.cpp.
 #include <cmath>
 #include <limits>
 #include <ostream>
@@ -15,12 +17,9 @@
 #include "dialects/tg/TgStructuralBuilders.h"
 #include "frontend/importer/Importer.h"
 #include "models/Gpt.h"
-#include "mlir/IR/Diagnostics.h"
-#include "mlir/Parser/Parser.h"
-#include "mlir/Pass/PassManager.h"
-#include "mlir/Transforms/Passes.h"
 #include "passes/Passes.h"
 #include "tests/gradcheck/GradCheck.h"
+#include "tests/gradcheck/GradCheckFixture.h"
 
 using namespace mlir;
 using namespace tcc;
@@ -379,21 +378,17 @@ std::string caseName(const ::testing::TestParamInfo<OpCase> &info) {
 // Gradients against finite differences
 //===----------------------------------------------------------------------===//
 
-class StructuralGradientTest : public ::testing::TestWithParam<OpCase> {};
+class StructuralGradientTest : public GradCheckParamTest<OpCase> {};
 
 TEST_P(StructuralGradientTest, MatchesFiniteDifferences) {
   const OpCase &c = GetParam();
-  uint64_t seed = testSeed();
-  SCOPED_TRACE(seedMessage(seed));
-  auto ctx = makeContext();
-  OwningOpRef<ModuleOp> module = buildForwardModule(*ctx, c.args, c.body);
-  ASSERT_TRUE(module) << "the test @forward does not verify";
-  ASSERT_TRUE(succeeded(runTrainingPasses(*module)));
+  OwningOpRef<ModuleOp> module = buildDifferentiated(c.args, c.body);
+  ASSERT_TRUE(module);
   GradCheckOptions options;
   options.numClasses = c.numClasses;
   options.acceptArguments = c.acceptArguments;
   options.zeroGradientParams = c.zeroGradientParams;
-  checkGradients(*module, seed, options);
+  checkGradients(*module, options);
 }
 
 INSTANTIATE_TEST_SUITE_P(Structural, StructuralGradientTest,
@@ -402,14 +397,6 @@ INSTANTIATE_TEST_SUITE_P(Structural, StructuralGradientTest,
 //===----------------------------------------------------------------------===//
 // tg-decompose: same functions before and after
 //===----------------------------------------------------------------------===//
-
-LogicalResult runPasses(ModuleOp module, bool withCse) {
-  PassManager pm(module.getContext());
-  pm.addPass(createTgDecompose());
-  if (withCse)
-    pm.addPass(createCSEPass());
-  return pm.run(module);
-}
 
 bool hasComposite(ModuleOp module) {
   bool found = false;
@@ -421,23 +408,20 @@ bool hasComposite(ModuleOp module) {
   return found;
 }
 
-class DecomposeTest : public ::testing::TestWithParam<OpCase> {};
+class DecomposeTest : public GradCheckParamTest<OpCase> {};
 
 // @forward and @train_step (whose gradients hold composites too) give the
 // same results before and after tg-decompose (+ CSE, as in the pipeline).
 TEST_P(DecomposeTest, SameFunctionsBeforeAndAfter) {
   const OpCase &c = GetParam();
-  uint64_t seed = testSeed();
-  SCOPED_TRACE(seedMessage(seed));
-  auto ctx = makeContext();
-  OwningOpRef<ModuleOp> module = buildForwardModule(*ctx, c.args, c.body);
+  OwningOpRef<ModuleOp> module = buildDifferentiated(c.args, c.body);
   ASSERT_TRUE(module);
-  ASSERT_TRUE(succeeded(runTrainingPasses(*module)));
   OwningOpRef<ModuleOp> decomposed = module->clone();
-  ASSERT_TRUE(succeeded(runPasses(*decomposed, /*withCse=*/true)));
+  ASSERT_TRUE(succeeded(runDecompose(*decomposed, /*withCse=*/true)));
   EXPECT_FALSE(hasComposite(*decomposed));
 
-  expectSameFunctions(*module, *decomposed, seed, c.numClasses, c.acceptArguments);
+  expectSameFunctions(*module, *decomposed, seed(), c.numClasses,
+                      c.acceptArguments);
 }
 
 std::vector<OpCase> compositeCases() {
@@ -458,178 +442,6 @@ INSTANTIATE_TEST_SUITE_P(Composite, DecomposeTest,
                          ::testing::ValuesIn(compositeCases()), caseName);
 
 //===----------------------------------------------------------------------===//
-// The interpreter on hand-computed values and bad inputs
-//===----------------------------------------------------------------------===//
-
-// Parses `ir` (a module with @f) and interprets @f on `args`; diagnostics
-// are collected in `errors`.
-struct IrRunner {
-  std::unique_ptr<MLIRContext> ctx = makeContext();
-  OwningOpRef<ModuleOp> module;
-  std::string errors;
-
-  FailureOr<std::vector<Tensor>> operator()(StringRef ir,
-                                            std::vector<Tensor> args,
-                                            bool decompose = false) {
-    ScopedDiagnosticHandler handler(ctx.get(), [&](Diagnostic &d) {
-      errors += d.str() + "\n";
-      return success();
-    });
-    module = parseSourceString<ModuleOp>(ir, ctx.get());
-    if (!module)
-      return failure();
-    if (decompose && failed(runPasses(*module, /*withCse=*/false)))
-      return failure();
-    return interp::interpret(module->lookupSymbol<func::FuncOp>("f"), args);
-  }
-};
-
-Tensor tensor(std::vector<int64_t> shape, std::vector<double> data) {
-  return Tensor{std::move(shape), std::move(data)};
-}
-
-TEST(StructuralInterpreterTest, BatchedMatmulBroadcastsBatch) {
-  IrRunner run;
-  // lhs (2, 1, 2) times rhs (2, 1): one rank-2 rhs for both matrices.
-  auto r = run(R"(func.func @f(%a: tensor<2x1x2xf64>, %b: tensor<2x1xf64>) -> tensor<2x1x1xf64> {
-    %0 = tg.matmul %a, %b : (tensor<2x1x2xf64>, tensor<2x1xf64>) -> tensor<2x1x1xf64>
-    return %0 : tensor<2x1x1xf64>
-  })",
-               {tensor({2, 1, 2}, {1, 2, 3, 4}), tensor({2, 1}, {10, 100})});
-  ASSERT_TRUE(succeeded(r)) << run.errors;
-  EXPECT_EQ((*r)[0].data, (std::vector<double>{210, 430}));
-}
-
-TEST(StructuralInterpreterTest, ShapeOps) {
-  IrRunner run;
-  auto r = run(R"(func.func @f(%x: tensor<2x3xf64>) -> (tensor<3x2xf64>, tensor<1x2xf64>, tensor<2x5xf64>, tensor<2x1xf64>, tensor<2x2xf64>, tensor<f64>) {
-    %t = tg.transpose %x {perm = array<i64: 1, 0>} : (tensor<2x3xf64>) -> tensor<3x2xf64>
-    %s = tg.slice %x {starts = array<i64: 1, 1>, ends = array<i64: 2, 3>} : (tensor<2x3xf64>) -> tensor<1x2xf64>
-    %s2 = tg.slice %x {starts = array<i64: 0, 1>, ends = array<i64: 2, 3>} : (tensor<2x3xf64>) -> tensor<2x2xf64>
-    %c = tg.concat %x, %s2 {axis = 1 : i64} : (tensor<2x3xf64>, tensor<2x2xf64>) -> tensor<2x5xf64>
-    %p:2 = tg.split %x {axis = 1 : i64} : (tensor<2x3xf64>) -> (tensor<2x1xf64>, tensor<2x2xf64>)
-    %m = tg.reduce_max %x {axes = array<i64: 0, 1>} : (tensor<2x3xf64>) -> tensor<f64>
-    return %t, %s, %c, %p#0, %p#1, %m : tensor<3x2xf64>, tensor<1x2xf64>, tensor<2x5xf64>, tensor<2x1xf64>, tensor<2x2xf64>, tensor<f64>
-  })",
-               {tensor({2, 3}, {1, 2, 3, 4, 5, -6})});
-  ASSERT_TRUE(succeeded(r)) << run.errors;
-  EXPECT_EQ((*r)[0].data, (std::vector<double>{1, 4, 2, 5, 3, -6}));
-  EXPECT_EQ((*r)[1].data, (std::vector<double>{5, -6}));
-  EXPECT_EQ((*r)[2].data,
-            (std::vector<double>{1, 2, 3, 2, 3, 4, 5, -6, 5, -6}));
-  EXPECT_EQ((*r)[3].data, (std::vector<double>{1, 4}));
-  EXPECT_EQ((*r)[4].data, (std::vector<double>{2, 3, 5, -6}));
-  EXPECT_EQ((*r)[5].data, (std::vector<double>{5}));
-}
-
-TEST(StructuralInterpreterTest, GatherAndScatterAddAccumulateRepeatedIds) {
-  IrRunner run;
-  auto r = run(R"(func.func @f(%t: tensor<3x2xf64>, %ids: tensor<4xi32>) -> (tensor<4x2xf64>, tensor<3x2xf64>) {
-    %g = tg.gather %t, %ids : (tensor<3x2xf64>, tensor<4xi32>) -> tensor<4x2xf64>
-    %s = tg.scatter_add %ids, %g : (tensor<4xi32>, tensor<4x2xf64>) -> tensor<3x2xf64>
-    return %g, %s : tensor<4x2xf64>, tensor<3x2xf64>
-  })",
-               {tensor({3, 2}, {1, 2, 3, 4, 5, 6}), tensor({4}, {2, 0, 2, 2})});
-  ASSERT_TRUE(succeeded(r)) << run.errors;
-  EXPECT_EQ((*r)[0].data, (std::vector<double>{5, 6, 1, 2, 5, 6, 5, 6}));
-  EXPECT_EQ((*r)[1].data, (std::vector<double>{1, 2, 0, 0, 15, 18}));
-}
-
-TEST(StructuralInterpreterTest, IdOutOfRangeIsAnError) {
-  IrRunner run;
-  auto r = run(R"(func.func @f(%t: tensor<3x2xf64>, %ids: tensor<2xi32>) -> tensor<2x2xf64> {
-    %g = tg.gather %t, %ids : (tensor<3x2xf64>, tensor<2xi32>) -> tensor<2x2xf64>
-    return %g : tensor<2x2xf64>
-  })",
-               {Tensor::zeros({3, 2}), tensor({2}, {1, 3})});
-  EXPECT_TRUE(failed(r));
-  EXPECT_NE(run.errors.find("id 3 at position 1 is outside [0, 3)"),
-            std::string::npos)
-      << run.errors;
-}
-
-TEST(StructuralInterpreterTest, CausalMask) {
-  IrRunner run;
-  // T = 2 queries over S = 3 keys: query i sees keys j <= i + 1.
-  const char *ir = R"(func.func @f(%x: tensor<2x3xf64>) -> tensor<2x3xf64> {
-    %m = tg.causal_mask %x {value = -1.0e+09 : f64} : tensor<2x3xf64>
-    return %m : tensor<2x3xf64>
-  })";
-  for (bool decompose : {false, true}) {
-    IrRunner run;
-    auto r = run(ir, {tensor({2, 3}, {1, 2, 3, 4, 5, 6})}, decompose);
-    ASSERT_TRUE(succeeded(r)) << run.errors;
-    EXPECT_EQ((*r)[0].data, (std::vector<double>{1, 2, -1e9, 4, 5, 6}))
-        << (decompose ? "decomposed" : "tg.causal_mask");
-  }
-}
-
-// Hand-computed: logits 0 everywhere over C = 4 classes: each counted
-// position costs log 4.
-TEST(StructuralInterpreterTest, CrossEntropyIgnoreIndex) {
-  const char *ir = R"(func.func @f(%l: tensor<3x4xf64>, %t: tensor<3xi64>) -> tensor<f64> {
-    %0 = tg.cross_entropy %l, %t {ignore_index = -100 : i64} : (tensor<3x4xf64>, tensor<3xi64>) -> tensor<f64>
-    return %0 : tensor<f64>
-  })";
-  for (bool decompose : {false, true}) {
-    SCOPED_TRACE(decompose ? "decomposed" : "tg.cross_entropy");
-    IrRunner run;
-    auto r = run(ir, {Tensor::zeros({3, 4}), tensor({3}, {1, -100, 3})},
-                 decompose);
-    ASSERT_TRUE(succeeded(r)) << run.errors;
-    EXPECT_NEAR((*r)[0].data[0], std::log(4.0), 1e-15);
-    IrRunner allIgnored;
-    r = allIgnored(ir, {Tensor::zeros({3, 4}), tensor({3}, {-100, -100, -100})},
-                   decompose);
-    ASSERT_TRUE(succeeded(r)) << allIgnored.errors;
-    EXPECT_EQ((*r)[0].data[0], 0.0);
-  }
-}
-
-// A counted target outside [0, C): the op reports it; after decomposition
-// (where nothing can report) the loss is NaN, which the runtime rejects.
-TEST(StructuralInterpreterTest, CrossEntropyTargetOutOfRange) {
-  const char *ir = R"(func.func @f(%l: tensor<2x4xf64>, %t: tensor<2xi32>) -> tensor<f64> {
-    %0 = tg.cross_entropy %l, %t {ignore_index = 0 : i64} : (tensor<2x4xf64>, tensor<2xi32>) -> tensor<f64>
-    return %0 : tensor<f64>
-  })";
-  for (double bad : {4.0, -1.0}) {
-    IrRunner run;
-    auto r = run(ir, {Tensor::zeros({2, 4}), tensor({2}, {2, bad})});
-    EXPECT_TRUE(failed(r));
-    EXPECT_NE(run.errors.find("is outside [0, 4) and is not the ignore_index 0"),
-              std::string::npos)
-        << run.errors;
-    IrRunner decomposed;
-    r = decomposed(ir, {Tensor::zeros({2, 4}), tensor({2}, {2, bad})}, true);
-    ASSERT_TRUE(succeeded(r)) << decomposed.errors;
-    EXPECT_TRUE(std::isnan((*r)[0].data[0]));
-  }
-  // Ignored positions may hold anything.
-  IrRunner decomposed;
-  auto r = decomposed(ir, {Tensor::zeros({2, 4}), tensor({2}, {0, 1})}, true);
-  ASSERT_TRUE(succeeded(r)) << decomposed.errors;
-  EXPECT_NEAR((*r)[0].data[0], std::log(4.0), 1e-15);
-}
-
-// Ties share the gradient of reduce_max equally.
-TEST(StructuralInterpreterTest, ReduceMaxGradientSplitsTies) {
-  auto ctx = makeContext();
-  OwningOpRef<ModuleOp> module = buildForwardModule(
-      *ctx, {ArgSpec::param({2, 3})},
-      [](OpBuilder &b, Location loc, ArrayRef<Value> a) {
-        return build::reduceMax(b, loc, a[0], {1}, false);
-      });
-  ASSERT_TRUE(module);
-  ASSERT_TRUE(succeeded(runTrainingPasses(*module)));
-  auto step = module->lookupSymbol<func::FuncOp>(tg::kTrainStepFunc);
-  auto r = interp::interpret(
-      step, {tensor({2, 3}, {1, 5, 5, 7, 2, 7}), tensor({2}, {6, -4})});
-  ASSERT_TRUE(succeeded(r));
-  EXPECT_EQ((*r)[1].data, (std::vector<double>{0, 3, 3, -2, 0, -2}));
-}
-
-//===----------------------------------------------------------------------===//
 // A whole (tiny) GPT of models/: every parameter against finite differences
 //===----------------------------------------------------------------------===//
 
@@ -642,15 +454,13 @@ struct GptCase {
 
 void PrintTo(const GptCase &c, std::ostream *os) { *os << c.name; }
 
-class TinyGptGradientTest : public ::testing::TestWithParam<GptCase> {};
+class TinyGptGradientTest : public GradCheckParamTest<GptCase> {};
 
 // Embedding, layer/rms norm, batched matmuls, split, transpose, causal
 // mask, softmax and cross_entropy together, through the real importer and
 // tg-autodiff; then the same after tg-decompose + CSE.
 TEST_P(TinyGptGradientTest, MatchesFiniteDifferences) {
   const GptCase &c = GetParam();
-  uint64_t seed = testSeed();
-  SCOPED_TRACE(seedMessage(seed));
   models::GptOptions options;
   options.vocab = 7;
   options.context = 4;
@@ -662,19 +472,19 @@ TEST_P(TinyGptGradientTest, MatchesFiniteDifferences) {
   options.mlp = c.mlp;
   options.tiedEmbeddings = c.tied;
   ASSERT_EQ(models::validateGptOptions(options), "");
-  auto ctx = makeContext();
-  OwningOpRef<ModuleOp> module = importModel(models::buildGpt(options), *ctx);
+  OwningOpRef<ModuleOp> module =
+      importModel(models::buildGpt(options), context());
   ASSERT_TRUE(module) << "the tiny GPT does not import";
-  ASSERT_TRUE(succeeded(runTrainingPasses(*module)));
+  ASSERT_TRUE(differentiate(*module));
   GradCheckOptions check;
   check.numClasses = options.vocab;
-  std::vector<ParamGradient> before = checkGradients(*module, seed, check);
+  std::vector<ParamGradient> before = checkGradients(*module, check);
   EXPECT_FALSE(before.empty());
 
   // Decomposed: the same gradients (on the same random arguments).
-  ASSERT_TRUE(succeeded(runPasses(*module, /*withCse=*/true)));
+  ASSERT_TRUE(succeeded(runDecompose(*module, /*withCse=*/true)));
   EXPECT_FALSE(hasComposite(*module));
-  std::vector<ParamGradient> after = checkGradients(*module, seed, check);
+  std::vector<ParamGradient> after = checkGradients(*module, check);
   ASSERT_EQ(before.size(), after.size());
   // Rounding differs between the composite and the expanded evaluation and
   // grows through the layers (~1e-12 seen); a wrong expansion is off by far

@@ -20,146 +20,16 @@
 #include "dialects/tg/TgDialect.h"
 #include "dialects/tg/TgModelAttrs.h"
 #include "frontend/importer/Importer.h"
-#include "mlir/Dialect/Arith/IR/Arith.h"
-#include "mlir/Dialect/Math/IR/Math.h"
-#include "mlir/IR/Verifier.h"
-#include "mlir/Parser/Parser.h"
-#include "mlir/Pass/PassManager.h"
-#include "llvm/ADT/TypeSwitch.h"
 #include "models/ModelBuilder.h"
-#include "passes/Passes.h"
 #include "tests/gradcheck/GradCheck.h"
+#include "tests/gradcheck/GradCheckFixture.h"
+#include "tests/gradcheck/TrainingSteps.h"
 
 using namespace mlir;
 using namespace tcc;
 using namespace tcc::gradcheck;
 
 namespace {
-
-//===----------------------------------------------------------------------===//
-// Running steps
-//===----------------------------------------------------------------------===//
-
-enum class Pass { Autodiff, Accumulate, Clip, Sgd, AdamW, EmitGradients };
-
-LogicalResult runPasses(ModuleOp module, std::initializer_list<Pass> passes) {
-  PassManager pm(module.getContext());
-  for (Pass p : passes) {
-    switch (p) {
-    case Pass::Autodiff: pm.addPass(createTgAutodiff()); break;
-    case Pass::Accumulate: pm.addPass(createTgAccumulateMicroBatches()); break;
-    case Pass::Clip: pm.addPass(createTgClipGradNorm()); break;
-    case Pass::Sgd: pm.addPass(createTgSgdUpdate()); break;
-    case Pass::AdamW: pm.addPass(createTgAdamWUpdate()); break;
-    case Pass::EmitGradients: pm.addPass(createTgEmitGradients()); break;
-    }
-  }
-  return pm.run(module);
-}
-
-func::FuncOp trainStep(ModuleOp m) {
-  return m.lookupSymbol<func::FuncOp>(tg::kTrainStepFunc);
-}
-func::FuncOp forwardFunc(ModuleOp m) {
-  return m.lookupSymbol<func::FuncOp>(tg::kForwardFunc);
-}
-
-// Optimizer state of parameter `param` called `name` ("adam_m", ...).
-using StateKey = std::pair<int64_t, std::string>;
-
-// Everything a train step reads and writes, by role rather than position.
-struct StepValues {
-  std::vector<Tensor> params;              // by parameter index
-  std::map<std::string, Tensor> inputs;    // by input name
-  double learningRate = 0;
-  int64_t step = 0;
-  std::map<StateKey, Tensor> state;        // missing state starts at zeros
-};
-
-struct StepResults {
-  double loss = 0;
-  std::map<int64_t, Tensor> grads;            // tg.grad_of
-  std::map<int64_t, Tensor> updatedParams;    // tg.updates_param
-  std::map<StateKey, Tensor> updatedState;    // tg.updates_opt_state
-  std::map<std::string, Tensor> trainOutputs; // tg.train_output
-  std::map<std::string, Tensor> outputs;      // tg.output
-};
-
-// Binds `values` to `f`'s arguments by their attributes, interprets `f`
-// and sorts its results by their attributes.
-StepResults runStep(func::FuncOp f, const StepValues &values) {
-  StepResults out;
-  std::vector<Tensor> args;
-  std::vector<StateKey> stateArgs; // index among tg.opt_state arguments
-  int64_t param = 0;
-  for (unsigned i = 0; i < f.getNumArguments(); ++i) {
-    auto type = cast<RankedTensorType>(f.getArgument(i).getType());
-    if (f.getArgAttr(i, tg::kParamAttr)) {
-      args.push_back(values.params.at(param++));
-    } else if (auto in = f.getArgAttrOfType<StringAttr>(i, tg::kInputAttr)) {
-      args.push_back(values.inputs.at(in.str()));
-    } else if (auto h = f.getArgAttrOfType<StringAttr>(i, tg::kHyperAttr)) {
-      if (h.getValue() == tg::kLearningRateHyper)
-        args.push_back(Tensor::scalar(values.learningRate));
-      else if (h.getValue() == tg::kStepHyper)
-        args.push_back(Tensor::scalar(static_cast<double>(values.step)));
-      else
-        ADD_FAILURE() << "unexpected hyper-parameter " << h.str();
-    } else if (auto s = f.getArgAttrOfType<DictionaryAttr>(i, tg::kOptStateAttr)) {
-      StateKey key{s.getAs<IntegerAttr>("param").getInt(),
-                   s.getAs<StringAttr>("name").str()};
-      stateArgs.push_back(key);
-      auto it = values.state.find(key);
-      args.push_back(it != values.state.end() ? it->second
-                                              : Tensor::zeros(type.getShape()));
-    } else {
-      ADD_FAILURE() << "argument " << i << " has no role";
-    }
-  }
-  auto results = interp::interpret(f, args);
-  if (failed(results)) {
-    ADD_FAILURE() << "interpreting @" << f.getSymName().str() << " failed";
-    return out;
-  }
-  for (unsigned r = 0; r < f.getNumResults(); ++r) {
-    Tensor &t = (*results)[r];
-    if (f.getResultAttr(r, tg::kLossAttr))
-      out.loss = t.data.at(0);
-    else if (auto g = f.getResultAttrOfType<IntegerAttr>(r, tg::kGradOfAttr))
-      out.grads[g.getInt()] = t;
-    else if (auto p = f.getResultAttrOfType<IntegerAttr>(r, tg::kUpdatesParamAttr))
-      out.updatedParams[p.getInt()] = t;
-    else if (auto s = f.getResultAttrOfType<IntegerAttr>(r, tg::kUpdatesOptStateAttr))
-      out.updatedState[stateArgs.at(s.getInt())] = t;
-    else if (auto o = f.getResultAttrOfType<StringAttr>(r, tg::kTrainOutputAttr))
-      out.trainOutputs[o.str()] = t;
-    else if (auto o = f.getResultAttrOfType<StringAttr>(r, tg::kOutputAttr))
-      out.outputs[o.str()] = t;
-    else
-      ADD_FAILURE() << "result " << r << " has no role";
-  }
-  return out;
-}
-
-// |a - b| <= tol * max(1, |b|) elementwise, with the first mismatch shown.
-void expectClose(const Tensor &actual, const Tensor &expected, double tol,
-                 const std::string &what) {
-  ASSERT_EQ(actual.shape, expected.shape) << what;
-  for (size_t i = 0; i < actual.data.size(); ++i) {
-    double scale = std::max(1.0, std::fabs(expected.data[i]));
-    ASSERT_LE(std::fabs(actual.data[i] - expected.data[i]), tol * scale)
-        << what << ", element " << i << ": " << actual.data[i] << " vs "
-        << expected.data[i];
-  }
-}
-
-double sumOfSquares(const std::map<int64_t, Tensor> &grads) {
-  double s = 0;
-  for (auto &[p, g] : grads)
-    for (double x : g.data)
-      s += x * x;
-  return s;
-}
 
 //===----------------------------------------------------------------------===//
 // Models
@@ -175,28 +45,7 @@ importMlp(MLIRContext &ctx, int64_t batch,
   options.inputs = 5;
   options.hidden = {4};
   options.classes = 3;
-  model::Model mlp = models::buildMlp(options);
-  for (model::Parameter &p : *mlp.mutable_params())
-    p.set_dtype(model::F64);
-  for (model::Input &in : *mlp.mutable_inputs())
-    if (in.dtype() == model::F32)
-      in.set_dtype(model::F64);
-  if (recipe)
-    recipe(mlp);
-  return importModel(mlp, ctx);
-}
-
-// Random parameters and inputs for `f` (a @forward or @train_step).
-StepValues randomValues(func::FuncOp f, std::mt19937_64 &rng) {
-  std::vector<Tensor> random = randomArguments(f, rng, /*numClasses=*/3);
-  StepValues v;
-  for (unsigned i = 0; i < f.getNumArguments(); ++i) {
-    if (f.getArgAttr(i, tg::kParamAttr))
-      v.params.push_back(random[i]);
-    else if (auto in = f.getArgAttrOfType<StringAttr>(i, tg::kInputAttr))
-      v.inputs[in.str()] = random[i];
-  }
-  return v;
+  return importMlpF64(ctx, options, recipe);
 }
 
 // Marks parameter `index` of every function of `module` no_weight_decay.
@@ -293,19 +142,24 @@ void referenceSgd(Tensor &param, std::optional<Tensor> &buffer,
 // used the wrong learning rate would show.
 double lrAt(int64_t step) { return 0.01 * (step + 1) / 2.0; }
 
+// Each test has GradCheckTest's seed and context.
+using AccumulateMicroBatches = GradCheckTest;
+using AdamWUpdate = GradCheckTest;
+using ClipGradNorm = GradCheckTest;
+using EmitGradients = GradCheckTest;
+using SgdUpdate = GradCheckTest;
+using TrainingRecipe = GradCheckTest;
+
 //===----------------------------------------------------------------------===//
 // Optimizers
 //===----------------------------------------------------------------------===//
 
-TEST(AdamWUpdate, MatchesTorchAdamWForSeveralSteps) {
-  uint64_t seed = testSeed();
-  SCOPED_TRACE(seedMessage(seed));
-  auto ctx = makeContext();
-  OwningOpRef<ModuleOp> grads = buildSmallModel(*ctx);
-  OwningOpRef<ModuleOp> adam = buildSmallModel(*ctx);
+TEST_F(AdamWUpdate, MatchesTorchAdamWForSeveralSteps) {
+  OwningOpRef<ModuleOp> grads = buildSmallModel(context());
+  OwningOpRef<ModuleOp> adam = buildSmallModel(context());
   ASSERT_TRUE(grads && adam);
   AdamWConfig c;
-  Builder b(ctx.get());
+  Builder b(&context());
   setOptimizer(*adam, {b.getNamedAttr("kind", b.getStringAttr("adamw")),
                        b.getNamedAttr("learning_rate", b.getF64FloatAttr(0.01)),
                        b.getNamedAttr("beta1", b.getF64FloatAttr(c.beta1)),
@@ -313,10 +167,11 @@ TEST(AdamWUpdate, MatchesTorchAdamWForSeveralSteps) {
                        b.getNamedAttr("eps", b.getF64FloatAttr(c.eps)),
                        b.getNamedAttr("weight_decay",
                                       b.getF64FloatAttr(c.weightDecay))});
-  ASSERT_TRUE(succeeded(runPasses(*grads, {Pass::Autodiff})));
-  ASSERT_TRUE(succeeded(runPasses(*adam, {Pass::Autodiff, Pass::AdamW})));
+  ASSERT_TRUE(succeeded(runRecipePasses(*grads, {RecipePass::Autodiff})));
+  ASSERT_TRUE(succeeded(
+      runRecipePasses(*adam, {RecipePass::Autodiff, RecipePass::AdamW})));
 
-  std::mt19937_64 rng(seed);
+  std::mt19937_64 rng(seed());
   StepValues compiled = randomValues(trainStep(*grads), rng);
   const StepValues initial = compiled;
   StepValues reference = compiled;
@@ -357,26 +212,24 @@ TEST(AdamWUpdate, MatchesTorchAdamWForSeveralSteps) {
   EXPECT_EQ(compiled.params[1].data, initial.params[1].data);
 }
 
-TEST(SgdUpdate, MomentumAndWeightDecayMatchTorchSgd) {
-  uint64_t seed = testSeed();
-  SCOPED_TRACE(seedMessage(seed));
-  auto ctx = makeContext();
+TEST_F(SgdUpdate, MomentumAndWeightDecayMatchTorchSgd) {
   for (double momentum : {0.0, 0.9}) {
     SCOPED_TRACE("momentum " + std::to_string(momentum));
     const double weightDecay = 0.05;
-    OwningOpRef<ModuleOp> grads = buildSmallModel(*ctx);
-    OwningOpRef<ModuleOp> sgd = buildSmallModel(*ctx);
+    OwningOpRef<ModuleOp> grads = buildSmallModel(context());
+    OwningOpRef<ModuleOp> sgd = buildSmallModel(context());
     ASSERT_TRUE(grads && sgd);
-    Builder b(ctx.get());
+    Builder b(&context());
     setOptimizer(*sgd,
                  {b.getNamedAttr("kind", b.getStringAttr("sgd")),
                   b.getNamedAttr("learning_rate", b.getF64FloatAttr(0.01)),
                   b.getNamedAttr("momentum", b.getF64FloatAttr(momentum)),
                   b.getNamedAttr("weight_decay", b.getF64FloatAttr(weightDecay))});
-    ASSERT_TRUE(succeeded(runPasses(*grads, {Pass::Autodiff})));
-    ASSERT_TRUE(succeeded(runPasses(*sgd, {Pass::Autodiff, Pass::Sgd})));
+    ASSERT_TRUE(succeeded(runRecipePasses(*grads, {RecipePass::Autodiff})));
+    ASSERT_TRUE(succeeded(
+        runRecipePasses(*sgd, {RecipePass::Autodiff, RecipePass::Sgd})));
 
-    std::mt19937_64 rng(seed);
+    std::mt19937_64 rng(seed());
     StepValues compiled = randomValues(trainStep(*grads), rng);
     StepValues reference = compiled;
     std::map<int64_t, std::optional<Tensor>> buffers;
@@ -406,14 +259,11 @@ TEST(SgdUpdate, MomentumAndWeightDecayMatchTorchSgd) {
 // Clipping
 //===----------------------------------------------------------------------===//
 
-TEST(ClipGradNorm, ScalesLikeTorchAboveAndBelowTheThreshold) {
-  uint64_t seed = testSeed();
-  SCOPED_TRACE(seedMessage(seed));
-  auto ctx = makeContext();
-  OwningOpRef<ModuleOp> grads = buildSmallModel(*ctx);
+TEST_F(ClipGradNorm, ScalesLikeTorchAboveAndBelowTheThreshold) {
+  OwningOpRef<ModuleOp> grads = buildSmallModel(context());
   ASSERT_TRUE(grads);
-  ASSERT_TRUE(succeeded(runPasses(*grads, {Pass::Autodiff})));
-  std::mt19937_64 rng(seed);
+  ASSERT_TRUE(succeeded(runRecipePasses(*grads, {RecipePass::Autodiff})));
+  std::mt19937_64 rng(seed());
   StepValues values = randomValues(trainStep(*grads), rng);
   StepResults plain = runStep(trainStep(*grads), values);
   double norm = std::sqrt(sumOfSquares(plain.grads));
@@ -423,11 +273,12 @@ TEST(ClipGradNorm, ScalesLikeTorchAboveAndBelowTheThreshold) {
   for (double maxNorm : {0.5 * norm, 2.0 * norm}) {
     SCOPED_TRACE("max_norm " + std::to_string(maxNorm) + ", norm " +
                  std::to_string(norm));
-    OwningOpRef<ModuleOp> clipped = buildSmallModel(*ctx);
+    OwningOpRef<ModuleOp> clipped = buildSmallModel(context());
     ASSERT_TRUE(clipped);
-    Builder b(ctx.get());
+    Builder b(&context());
     (*clipped)->setAttr(tg::kGradClipAttr, b.getF64FloatAttr(maxNorm));
-    ASSERT_TRUE(succeeded(runPasses(*clipped, {Pass::Autodiff, Pass::Clip})));
+    ASSERT_TRUE(succeeded(
+        runRecipePasses(*clipped, {RecipePass::Autodiff, RecipePass::Clip})));
     StepResults out = runStep(trainStep(*clipped), values);
     EXPECT_DOUBLE_EQ(out.loss, plain.loss);
     ASSERT_EQ(out.trainOutputs.count("grad_norm"), 1u);
@@ -451,18 +302,17 @@ TEST(ClipGradNorm, ScalesLikeTorchAboveAndBelowTheThreshold) {
 // Accumulation
 //===----------------------------------------------------------------------===//
 
-TEST(AccumulateMicroBatches, KMicroBatchesEqualOneBigBatch) {
-  uint64_t seed = testSeed();
-  SCOPED_TRACE(seedMessage(seed));
-  auto ctx = makeContext();
+TEST_F(AccumulateMicroBatches, KMicroBatchesEqualOneBigBatch) {
   const int64_t k = 3, batch = 4;
-  OwningOpRef<ModuleOp> big = importMlp(*ctx, k * batch);
-  OwningOpRef<ModuleOp> micro = importMlp(*ctx, batch, [&](model::Model &m) {
-    m.mutable_training()->set_micro_batches(k);
-  });
+  OwningOpRef<ModuleOp> big = importMlp(context(), k * batch);
+  OwningOpRef<ModuleOp> micro =
+      importMlp(context(), batch, [&](model::Model &m) {
+        m.mutable_training()->set_micro_batches(k);
+      });
   ASSERT_TRUE(big && micro);
-  ASSERT_TRUE(succeeded(runPasses(*big, {Pass::Autodiff})));
-  ASSERT_TRUE(succeeded(runPasses(*micro, {Pass::Autodiff, Pass::Accumulate})));
+  ASSERT_TRUE(succeeded(runRecipePasses(*big, {RecipePass::Autodiff})));
+  ASSERT_TRUE(succeeded(
+      runRecipePasses(*micro, {RecipePass::Autodiff, RecipePass::Accumulate})));
 
   // Both steps now take K*B rows.
   EXPECT_EQ(trainStep(*micro).getArgumentTypes(),
@@ -470,7 +320,7 @@ TEST(AccumulateMicroBatches, KMicroBatchesEqualOneBigBatch) {
   EXPECT_EQ(forwardFunc(*micro).getFunctionType(),
             forwardFunc(*big).getFunctionType());
 
-  std::mt19937_64 rng(seed);
+  std::mt19937_64 rng(seed());
   StepValues values = randomValues(trainStep(*big), rng);
   StepResults expected = runStep(trainStep(*big), values);
   StepResults actual = runStep(trainStep(*micro), values);
@@ -488,8 +338,9 @@ TEST(AccumulateMicroBatches, KMicroBatchesEqualOneBigBatch) {
 
   // And each micro-batch really is a slice: the loss of micro-batch 0 alone
   // differs from the mean (the data differ between micro-batches).
-  OwningOpRef<ModuleOp> single = importMlp(*ctx, batch);
-  ASSERT_TRUE(single && succeeded(runPasses(*single, {Pass::Autodiff})));
+  OwningOpRef<ModuleOp> single = importMlp(context(), batch);
+  ASSERT_TRUE(single &&
+              succeeded(runRecipePasses(*single, {RecipePass::Autodiff})));
   StepValues first = values;
   for (auto &[name, t] : first.inputs) {
     int64_t rowSize = t.numElements() / t.shape[0];
@@ -504,17 +355,14 @@ TEST(AccumulateMicroBatches, KMicroBatchesEqualOneBigBatch) {
 // Gradients as outputs, and the whole recipe
 //===----------------------------------------------------------------------===//
 
-TEST(EmitGradients, ReturnsEachGradientByName) {
-  uint64_t seed = testSeed();
-  SCOPED_TRACE(seedMessage(seed));
-  auto ctx = makeContext();
-  OwningOpRef<ModuleOp> grads = importMlp(*ctx, 4);
-  OwningOpRef<ModuleOp> emitted = importMlp(*ctx, 4);
+TEST_F(EmitGradients, ReturnsEachGradientByName) {
+  OwningOpRef<ModuleOp> grads = importMlp(context(), 4);
+  OwningOpRef<ModuleOp> emitted = importMlp(context(), 4);
   ASSERT_TRUE(grads && emitted);
-  ASSERT_TRUE(succeeded(runPasses(*grads, {Pass::Autodiff})));
-  ASSERT_TRUE(
-      succeeded(runPasses(*emitted, {Pass::Autodiff, Pass::EmitGradients})));
-  std::mt19937_64 rng(seed);
+  ASSERT_TRUE(succeeded(runRecipePasses(*grads, {RecipePass::Autodiff})));
+  ASSERT_TRUE(succeeded(runRecipePasses(
+      *emitted, {RecipePass::Autodiff, RecipePass::EmitGradients})));
+  std::mt19937_64 rng(seed());
   StepValues values = randomValues(trainStep(*grads), rng);
   StepResults expected = runStep(trainStep(*grads), values);
   StepResults actual = runStep(trainStep(*emitted), values);
@@ -531,38 +379,36 @@ TEST(EmitGradients, ReturnsEachGradientByName) {
 
 // autodiff -> accumulate -> clip -> AdamW, as the pipeline runs them, against
 // big-batch gradients, torch's clipping and torch's AdamW.
-TEST(TrainingRecipe, AccumulateClipAdamWInPipelineOrder) {
-  uint64_t seed = testSeed();
-  SCOPED_TRACE(seedMessage(seed));
-  auto ctx = makeContext();
+TEST_F(TrainingRecipe, AccumulateClipAdamWInPipelineOrder) {
   const int64_t k = 2, batch = 3;
   AdamWConfig c;
   c.beta1 = 0.8;
   c.beta2 = 0.99;
   c.weightDecay = 0.01;
-  OwningOpRef<ModuleOp> big = importMlp(*ctx, k * batch);
-  OwningOpRef<ModuleOp> recipe = importMlp(*ctx, batch, [&](model::Model &m) {
-    model::Optimizer::AdamW *o =
-        m.mutable_training()->mutable_optimizer()->mutable_adamw();
-    o->set_learning_rate(0.01);
-    o->set_beta1(c.beta1);
-    o->set_beta2(c.beta2);
-    o->set_eps(c.eps);
-    o->set_weight_decay(c.weightDecay);
-    m.mutable_training()->set_micro_batches(k);
-    m.mutable_training()->set_grad_clip(0.05);
-    // Biases are exempt from weight decay.
-    for (model::Parameter &p : *m.mutable_params())
-      if (p.shape().dims_size() == 1)
-        p.set_no_weight_decay(true);
-  });
+  OwningOpRef<ModuleOp> big = importMlp(context(), k * batch);
+  OwningOpRef<ModuleOp> recipe =
+      importMlp(context(), batch, [&](model::Model &m) {
+        model::Optimizer::AdamW *o =
+            m.mutable_training()->mutable_optimizer()->mutable_adamw();
+        o->set_learning_rate(0.01);
+        o->set_beta1(c.beta1);
+        o->set_beta2(c.beta2);
+        o->set_eps(c.eps);
+        o->set_weight_decay(c.weightDecay);
+        m.mutable_training()->set_micro_batches(k);
+        m.mutable_training()->set_grad_clip(0.05);
+        // Biases are exempt from weight decay.
+        for (model::Parameter &p : *m.mutable_params())
+          if (p.shape().dims_size() == 1)
+            p.set_no_weight_decay(true);
+      });
   ASSERT_TRUE(big && recipe);
-  ASSERT_TRUE(succeeded(runPasses(*big, {Pass::Autodiff})));
-  ASSERT_TRUE(succeeded(runPasses(*recipe, {Pass::Autodiff, Pass::Accumulate,
-                                            Pass::Clip, Pass::Sgd,
-                                            Pass::AdamW})));
+  ASSERT_TRUE(succeeded(runRecipePasses(*big, {RecipePass::Autodiff})));
+  ASSERT_TRUE(succeeded(runRecipePasses(
+      *recipe, {RecipePass::Autodiff, RecipePass::Accumulate, RecipePass::Clip,
+                RecipePass::Sgd, RecipePass::AdamW})));
 
-  std::mt19937_64 rng(seed);
+  std::mt19937_64 rng(seed());
   StepValues compiled = randomValues(trainStep(*big), rng);
   StepValues reference = compiled;
   std::map<StateKey, Tensor> refState;
@@ -600,8 +446,7 @@ TEST(TrainingRecipe, AccumulateClipAdamWInPipelineOrder) {
 
 // models::ModelBuilder's recipe helpers write what the importer turns into
 // the module attributes the passes read.
-TEST(TrainingRecipe, ModelBuilderRecipeReachesTheModuleAttributes) {
-  auto ctx = makeContext();
+TEST_F(TrainingRecipe, ModelBuilderRecipeReachesTheModuleAttributes) {
   models::ModelBuilder b("recipe");
   std::string w = b.param("w", {3}, model::Initializer::ONES);
   std::string bias = b.param("b", {3}, model::Initializer::ZEROS);
@@ -617,7 +462,7 @@ TEST(TrainingRecipe, ModelBuilderRecipeReachesTheModuleAttributes) {
   b.gradClip(0.5);
   b.microBatches(3);
   b.noWeightDecay(bias);
-  OwningOpRef<ModuleOp> module = importModel(b.model(), *ctx);
+  OwningOpRef<ModuleOp> module = importModel(b.model(), context());
   ASSERT_TRUE(module);
 
   auto opt = (*module)->getAttrOfType<DictionaryAttr>(tg::kOptimizerAttr);
@@ -647,7 +492,7 @@ TEST(TrainingRecipe, ModelBuilderRecipeReachesTheModuleAttributes) {
   models::ModelBuilder s("sgd");
   std::string v = s.param("v", {2}, model::Initializer::ONES);
   s.sgd(s.node("sum", "l", {v}), 0.1, 0.9, 0.01);
-  OwningOpRef<ModuleOp> sgd = importModel(s.model(), *ctx);
+  OwningOpRef<ModuleOp> sgd = importModel(s.model(), context());
   ASSERT_TRUE(sgd);
   auto sgdOpt = (*sgd)->getAttrOfType<DictionaryAttr>(tg::kOptimizerAttr);
   EXPECT_EQ(sgdOpt.getAs<FloatAttr>("momentum").getValueAsDouble(), 0.9);
@@ -656,175 +501,5 @@ TEST(TrainingRecipe, ModelBuilderRecipeReachesTheModuleAttributes) {
   EXPECT_FALSE((*sgd)->hasAttr(tg::kGradClipAttr));
   EXPECT_FALSE((*sgd)->hasAttr(tg::kMicroBatchesAttr));
 }
-
-//===----------------------------------------------------------------------===//
-// Scalar bodies of the update ops (what the generated kernels compute)
-//===----------------------------------------------------------------------===//
-
-// Rounds to the float type `t` (f32 or f64), as the kernels do after each op.
-double roundTo(double x, Type t) {
-  return t.isF32() ? static_cast<double>(static_cast<float>(x)) : x;
-}
-
-// Evaluates a function of scalar arith/math ops (the ops the update bodies
-// use), rounding every float result to its type. Integers are held exactly.
-FailureOr<std::vector<double>> evalScalarBody(func::FuncOp f,
-                                              ArrayRef<double> args) {
-  llvm::DenseMap<Value, double> values;
-  for (auto [arg, x] : llvm::zip(f.getArguments(), args))
-    values[arg] = x;
-  for (Operation &op : f.getBody().front()) {
-    if (auto ret = dyn_cast<func::ReturnOp>(op)) {
-      std::vector<double> out;
-      for (Value v : ret.getOperands())
-        out.push_back(values.lookup(v));
-      return out;
-    }
-    auto in = [&](int i) { return values.lookup(op.getOperand(i)); };
-    std::optional<double> r =
-        llvm::TypeSwitch<Operation *, std::optional<double>>(&op)
-            .Case([&](arith::ConstantOp c) -> std::optional<double> {
-              if (auto f = dyn_cast<FloatAttr>(c.getValue()))
-                return f.getValueAsDouble();
-              return std::nullopt;
-            })
-            .Case([&](arith::AddFOp) { return in(0) + in(1); })
-            .Case([&](arith::SubFOp) { return in(0) - in(1); })
-            .Case([&](arith::MulFOp) { return in(0) * in(1); })
-            .Case([&](arith::DivFOp) { return in(0) / in(1); })
-            .Case<arith::ExtFOp, arith::TruncFOp, arith::SIToFPOp>(
-                [&](Operation *) { return in(0); })
-            .Case([&](math::SqrtOp) { return std::sqrt(in(0)); })
-            .Case([&](math::PowFOp) { return std::pow(in(0), in(1)); })
-            .Default([](Operation *) { return std::nullopt; });
-    if (!r)
-      return op.emitOpError("not handled by the test's scalar evaluator");
-    values[op.getResult(0)] = roundTo(*r, op.getResult(0).getType());
-  }
-  return failure();
-}
-
-struct UpdateCase {
-  std::string name;
-  std::string source; // @f(...) returning the results of one update op
-};
-
-void PrintTo(const UpdateCase &c, std::ostream *os) { *os << c.name; }
-
-class UpdateScalarBodyTest : public ::testing::TestWithParam<UpdateCase> {};
-
-// Each result of the op's scalar body, at every position, against the
-// reference interpreter on fresh random operands: exact up to rounding in f64,
-// to f32 rounding in f32.
-TEST_P(UpdateScalarBodyTest, AgreesWithTheInterpreter) {
-  const UpdateCase &c = GetParam();
-  uint64_t seed = testSeed();
-  SCOPED_TRACE(seedMessage(seed));
-  auto ctx = makeContext();
-  OwningOpRef<ModuleOp> module = parseSourceString<ModuleOp>(c.source, ctx.get());
-  ASSERT_TRUE(module);
-  auto f = module->lookupSymbol<func::FuncOp>("f");
-  auto target = cast<tg::ScalarOpInterface>(&f.getBody().front().front());
-
-  std::mt19937_64 rng(seed);
-  std::uniform_real_distribution<double> any(-1.5, 1.5), positive(0.01, 2.0),
-      lr(1e-4, 0.1);
-  std::uniform_int_distribution<int64_t> step(0, 50);
-  std::vector<Tensor> args;
-  for (BlockArgument arg : f.getArguments()) {
-    auto type = cast<RankedTensorType>(arg.getType());
-    Tensor t = Tensor::zeros(type.getShape());
-    for (double &x : t.data) {
-      if (isa<IntegerType>(type.getElementType()))
-        x = static_cast<double>(step(rng));
-      else if (type.getRank() == 0)
-        x = roundTo(lr(rng), type.getElementType());
-      else // the second moment (argument "v") must be >= 0
-        x = roundTo(arg.getArgNumber() == 3 ? positive(rng) : any(rng),
-                    type.getElementType());
-    }
-    args.push_back(std::move(t));
-  }
-  auto expected = interp::interpret(f, args);
-  ASSERT_TRUE(succeeded(expected));
-
-  OpBuilder b(ctx.get());
-  SmallVector<Type> scalarTypes, resultTypes;
-  for (Value v : target->getOperands())
-    scalarTypes.push_back(cast<RankedTensorType>(v.getType()).getElementType());
-  scalarTypes.push_back(b.getI64Type());
-  for (Value r : target->getResults())
-    resultTypes.push_back(cast<RankedTensorType>(r.getType()).getElementType());
-  auto scalarFn = func::FuncOp::create(target->getLoc(), "scalar",
-                                       b.getFunctionType(scalarTypes, resultTypes));
-  module->push_back(scalarFn);
-  Block *entry = scalarFn.addEntryBlock();
-  b.setInsertionPointToStart(entry);
-  SmallVector<Value> results;
-  ASSERT_TRUE(succeeded(target.buildScalar(b, target->getLoc(),
-                                           entry->getArguments().drop_back(),
-                                           entry->getArguments().back(),
-                                           results)));
-  ASSERT_EQ(results.size(), target->getNumResults());
-  func::ReturnOp::create(b, target->getLoc(), results);
-  ASSERT_TRUE(succeeded(verify(scalarFn)));
-
-  double tol = resultTypes[0].isF32() ? 2e-6 : 1e-13;
-  int64_t n = (*expected)[0].numElements();
-  for (int64_t i = 0; i < n; ++i) {
-    std::vector<double> in;
-    for (Value v : target->getOperands()) {
-      const Tensor &t = args[cast<BlockArgument>(v).getArgNumber()];
-      in.push_back(t.data[t.data.size() == 1 ? 0 : i]); // scalars broadcast
-    }
-    in.push_back(static_cast<double>(i));
-    auto got = evalScalarBody(scalarFn, in);
-    ASSERT_TRUE(succeeded(got));
-    for (size_t r = 0; r < got->size(); ++r) {
-      double want = (*expected)[r].data[i];
-      EXPECT_NEAR((*got)[r], want, tol * (1.0 + std::fabs(want)))
-          << "result " << r << ", position " << i;
-    }
-  }
-}
-
-std::vector<UpdateCase> updateCases() {
-  std::vector<UpdateCase> cases;
-  for (std::string t : {"f64", "f32"}) {
-    std::string p = "tensor<2x3x" + t + ">";
-    for (std::string wd : {"0.0", "0.1"}) {
-      std::string suffix = "_" + t + (wd == "0.0" ? "" : "_decay");
-      cases.push_back(
-          {"adamw" + suffix,
-           "func.func @f(%p: " + p + ", %g: " + p + ", %m: " + p + ", %v: " + p +
-               ", %lr: tensor<f32>, %s: tensor<i64>) -> (" + p + ", " + p + ", " +
-               p + ") {\n  %0:3 = tg.adamw_update %p, %g, %m, %v, %lr, %s "
-               "{beta1 = 0.9 : f64, beta2 = 0.95 : f64, eps = 1.0e-8 : f64, "
-               "weight_decay = " + wd + " : f64} : " + p +
-               ", tensor<f32>\n  return %0#0, %0#1, %0#2 : " + p + ", " + p +
-               ", " + p + "\n}"});
-      cases.push_back(
-          {"momentum" + suffix,
-           "func.func @f(%p: " + p + ", %g: " + p + ", %buf: " + p +
-               ", %lr: tensor<f32>) -> (" + p + ", " + p +
-               ") {\n  %0:2 = tg.momentum_update %p, %g, %buf, %lr "
-               "{momentum = 0.9 : f64, weight_decay = " + wd + " : f64} : " + p +
-               ", tensor<f32>\n  return %0#0, %0#1 : " + p + ", " + p + "\n}"});
-      cases.push_back(
-          {"sgd" + suffix,
-           "func.func @f(%p: " + p + ", %g: " + p + ", %lr: tensor<f32>) -> " + p +
-               " {\n  %0 = tg.sgd_update %p, %g, %lr {weight_decay = " + wd +
-               " : f64} : " + p + ", tensor<f32>\n  return %0 : " + p + "\n}"});
-    }
-  }
-  return cases;
-}
-
-std::string updateCaseName(const ::testing::TestParamInfo<UpdateCase> &info) {
-  return info.param.name;
-}
-
-INSTANTIATE_TEST_SUITE_P(TgOptimizer, UpdateScalarBodyTest,
-                         ::testing::ValuesIn(updateCases()), updateCaseName);
 
 } // namespace

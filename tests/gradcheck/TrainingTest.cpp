@@ -7,9 +7,9 @@
 
 #include "dialects/tg/TgDialect.h"
 #include "dialects/tg/TgModelAttrs.h"
-#include "frontend/importer/Importer.h"
-#include "models/ModelBuilder.h"
 #include "tests/gradcheck/GradCheck.h"
+#include "tests/gradcheck/GradCheckFixture.h"
+#include "tests/gradcheck/TrainingSteps.h"
 
 using namespace mlir;
 using namespace tcc;
@@ -26,19 +26,16 @@ std::vector<int64_t> gradOfAttrs(func::FuncOp step) {
 }
 
 // w (trainable) and f (frozen) both feed the loss; u (trainable) does not.
-TEST(ParamGradients, FrozenGetsNoneAndUnusedGetsZeros) {
-  uint64_t seed = testSeed();
-  SCOPED_TRACE(seedMessage(seed));
-  auto ctx = makeContext();
+using ParamGradients = GradCheckTest;
+
+TEST_F(ParamGradients, FrozenGetsNoneAndUnusedGetsZeros) {
   OwningOpRef<ModuleOp> module =
-      buildForwardModule(*ctx,
-                         {ArgSpec::param({3, 4}), ArgSpec::frozen({3, 4}),
-                          ArgSpec::param({2, 2}), ArgSpec::input({3, 4})},
-                         [](OpBuilder &b, Location loc, ArrayRef<Value> a) {
-                           return mul(b, loc, mul(b, loc, a[0], a[1]), a[3]);
-                         });
+      buildDifferentiated({ArgSpec::param({3, 4}), ArgSpec::frozen({3, 4}),
+                           ArgSpec::param({2, 2}), ArgSpec::input({3, 4})},
+                          [](OpBuilder &b, Location loc, ArrayRef<Value> a) {
+                            return mul(b, loc, mul(b, loc, a[0], a[1]), a[3]);
+                          });
   ASSERT_TRUE(module);
-  ASSERT_TRUE(succeeded(runTrainingPasses(*module)));
 
   auto step = module->lookupSymbol<func::FuncOp>(tg::kTrainStepFunc);
   ASSERT_TRUE(step);
@@ -48,7 +45,7 @@ TEST(ParamGradients, FrozenGetsNoneAndUnusedGetsZeros) {
 
   GradCheckOptions options;
   options.zeroGradientParams = {2};
-  std::vector<ParamGradient> checked = checkGradients(*module, seed, options);
+  std::vector<ParamGradient> checked = checkGradients(*module, options);
   ASSERT_EQ(checked.size(), 2u);
   EXPECT_EQ(checked[1].paramIndex, 2);
   EXPECT_EQ(checked[1].analytic.shape, (std::vector<int64_t>{2, 2}));
@@ -61,13 +58,7 @@ OwningOpRef<ModuleOp> importSmallMlpF64(MLIRContext &ctx) {
   options.inputs = 6;
   options.hidden = {5};
   options.classes = 3;
-  model::Model mlp = models::buildMlp(options);
-  for (model::Parameter &p : *mlp.mutable_params())
-    p.set_dtype(model::F64);
-  for (model::Input &in : *mlp.mutable_inputs())
-    if (in.dtype() == model::F32)
-      in.set_dtype(model::F64);
-  return importModel(mlp, ctx);
+  return importMlpF64(ctx, options);
 }
 
 // Argument number of the parameter or input called `name`.
@@ -81,13 +72,12 @@ std::optional<unsigned> argumentNamed(func::FuncOp f, StringRef name) {
   return std::nullopt;
 }
 
-TEST(MlpGradients, AllParametersMatchFiniteDifferences) {
-  uint64_t seed = testSeed();
-  SCOPED_TRACE(seedMessage(seed));
-  auto ctx = makeContext();
-  OwningOpRef<ModuleOp> module = importSmallMlpF64(*ctx);
+using MlpGradients = GradCheckTest;
+
+TEST_F(MlpGradients, AllParametersMatchFiniteDifferences) {
+  OwningOpRef<ModuleOp> module = importSmallMlpF64(context());
   ASSERT_TRUE(module);
-  ASSERT_TRUE(succeeded(runTrainingPasses(*module)));
+  ASSERT_TRUE(differentiate(*module));
 
   auto forward = module->lookupSymbol<func::FuncOp>(tg::kForwardFunc);
   std::optional<unsigned> image = argumentNamed(forward, "image");
@@ -116,7 +106,7 @@ TEST(MlpGradients, AllParametersMatchFiniteDifferences) {
       }
     return anyActive;
   };
-  std::vector<ParamGradient> checked = checkGradients(*module, seed, options);
+  std::vector<ParamGradient> checked = checkGradients(*module, options);
   std::vector<std::string> names;
   for (const ParamGradient &g : checked)
     names.push_back(g.name);
@@ -126,22 +116,21 @@ TEST(MlpGradients, AllParametersMatchFiniteDifferences) {
 
 // tg-sgd-update must turn each gradient result into param - lr * grad and
 // leave the loss and @forward as they were.
-TEST(SgdUpdate, UpdatedParamsAreParamMinusLrTimesGrad) {
-  uint64_t seed = testSeed();
-  SCOPED_TRACE(seedMessage(seed));
-  auto ctx = makeContext();
-  OwningOpRef<ModuleOp> gradientsOnly = importSmallMlpF64(*ctx);
-  OwningOpRef<ModuleOp> withSgd = importSmallMlpF64(*ctx);
+using SgdUpdate = GradCheckTest;
+
+TEST_F(SgdUpdate, UpdatedParamsAreParamMinusLrTimesGrad) {
+  OwningOpRef<ModuleOp> gradientsOnly = importSmallMlpF64(context());
+  OwningOpRef<ModuleOp> withSgd = importSmallMlpF64(context());
   ASSERT_TRUE(gradientsOnly && withSgd);
 
   auto forwardBefore = withSgd->lookupSymbol<func::FuncOp>(tg::kForwardFunc);
-  std::mt19937_64 rng(seed);
+  std::mt19937_64 rng(seed());
   std::vector<Tensor> args = randomArguments(forwardBefore, rng, 3);
   auto forwardResultsBefore = interp::interpret(forwardBefore, args);
   ASSERT_TRUE(succeeded(forwardResultsBefore));
 
-  ASSERT_TRUE(succeeded(runTrainingPasses(*gradientsOnly)));
-  ASSERT_TRUE(succeeded(runTrainingPasses(*withSgd, /*withSgd=*/true)));
+  ASSERT_TRUE(differentiate(*gradientsOnly));
+  ASSERT_TRUE(differentiate(*withSgd, /*withSgd=*/true));
   auto gradStep = gradientsOnly->lookupSymbol<func::FuncOp>(tg::kTrainStepFunc);
   auto sgdStep = withSgd->lookupSymbol<func::FuncOp>(tg::kTrainStepFunc);
   ASSERT_EQ(sgdStep.getNumArguments(), gradStep.getNumArguments() + 1)

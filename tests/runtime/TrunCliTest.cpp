@@ -2,7 +2,7 @@
 #include "runtime/trun/BatchSource.h"
 #include "runtime/trun/Options.h"
 
-#include "tests/runtime/TestData.h"
+#include "tests/runtime/fixtures/TrunCli.h"
 
 #include <gtest/gtest.h>
 
@@ -17,35 +17,16 @@ namespace tcc::trun {
 namespace {
 
 using testing::CliResult;
-using testing::RunCommand;
+using testing::ExpectErrorContaining;
+using testing::RunTrun;
 using testing::Slurp;
 using testing::TempDir;
 
-CliResult RunTrun(const std::string &args) {
-  return RunCommand(TRUN_TEST_TRUN_BINARY, args);
-}
-
-// Every failure is one line "trun: error: <message>" and a given exit code.
-void ExpectError(const CliResult &result, int exit_code,
-                 const std::string &message_part) {
-  EXPECT_EQ(result.exit_code, exit_code) << result.err;
-  EXPECT_EQ(result.err.rfind("trun: error: ", 0), 0u) << result.err;
-  EXPECT_EQ(std::count(result.err.begin(), result.err.end(), '\n'), 1)
-      << result.err;
-  EXPECT_NE(result.err.find(message_part), std::string::npos) << result.err;
-}
-
 // Synthetic 28x28 data in the Fashion-MNIST layout (gzipped).
-class TrunCliTest : public ::testing::Test {
+class TrunCliTest : public testing::TrunCliFixture {
 protected:
-  void SetUp() override {
-    testing::WriteSplit(data_.path(), "train",
-                        testing::MakeSyntheticSplit(600, 28, 28, 1), true);
-    testing::WriteSplit(data_.path(), "t10k",
-                        testing::MakeSyntheticSplit(250, 28, 28, 2), true);
-  }
+  void SetUp() override { WriteImageSplits(dir_.path()); }
   std::string Step() const { return TRUN_TEST_LINEAR_STEP; }
-  TempDir data_;
 };
 
 double AccuracyOf(const std::string &out) {
@@ -65,7 +46,7 @@ TEST_F(TrunCliTest, HelpPrintsUsage) {
 
 TEST_F(TrunCliTest, TrainsAndEvaluatesOnDataDirectory) {
   CliResult result =
-      RunTrun(Step() + " --data " + data_.path() + " --epochs 3 --log-every 2");
+      RunTrun(Step() + " --data " + dir_.path() + " --epochs 3 --log-every 2");
   ASSERT_EQ(result.exit_code, 0) << result.err;
   EXPECT_EQ(result.err, "");
   EXPECT_NE(result.out.find("step 2/18  loss "), std::string::npos)
@@ -79,7 +60,7 @@ TEST_F(TrunCliTest, TrainsAndEvaluatesOnDataDirectory) {
 }
 
 TEST_F(TrunCliTest, SameSeedReproducesOtherSeedDiffers) {
-  std::string args = Step() + " --data " + data_.path() + " --steps 2";
+  std::string args = Step() + " --data " + dir_.path() + " --steps 2";
   CliResult a = RunTrun(args + " --seed 4");
   CliResult b = RunTrun(args + " --seed 4");
   CliResult c = RunTrun(args + " --seed 5");
@@ -95,8 +76,8 @@ TEST_F(TrunCliTest, SameSeedReproducesOtherSeedDiffers) {
 // the epoch's permutation is recomputed at the data cursor) ends exactly
 // like the uninterrupted run.
 TEST_F(TrunCliTest, ResumedImageRunEndsLikeTheUninterruptedOne) {
-  std::string args = Step() + " --data " + data_.path() + " --seed 3";
-  std::string ckpt = data_.File("ckpt");
+  std::string args = Step() + " --data " + dir_.path() + " --seed 3";
+  std::string ckpt = dir_.File("ckpt");
   CliResult whole = RunTrun(args + " --epochs 3");
   CliResult first = RunTrun(args + " --steps 8 --ckpt-dir " + ckpt);
   CliResult rest = RunTrun(args + " --epochs 3 --ckpt-dir " + ckpt +
@@ -116,8 +97,8 @@ TEST_F(TrunCliTest, ResumedImageRunEndsLikeTheUninterruptedOne) {
 
 TEST_F(TrunCliTest, FilePairWithoutTestSkipsEvaluation) {
   CliResult result = RunTrun(
-      Step() + " --data " + data_.File("train-images-idx3-ubyte.gz") + "," +
-      data_.File("train-labels-idx1-ubyte.gz") + " --steps 3 --lr 0.05");
+      Step() + " --data " + dir_.File("train-images-idx3-ubyte.gz") + "," +
+      dir_.File("train-labels-idx1-ubyte.gz") + " --steps 3 --lr 0.05");
   ASSERT_EQ(result.exit_code, 0) << result.err;
   EXPECT_NE(result.out.find("lr 0.05"), std::string::npos) << result.out;
   EXPECT_NE(result.out.find("note: no test data"), std::string::npos);
@@ -134,35 +115,40 @@ TEST_F(TrunCliTest, InfoPrintsDescriptor) {
 }
 
 TEST_F(TrunCliTest, UsageErrorsExitWithTwo) {
-  ExpectError(RunTrun(""), 2, "missing STEP.so");
-  ExpectError(RunTrun(Step() + " --data " + data_.path() + " --bogus"), 2,
-              "unknown flag '--bogus'");
-  ExpectError(RunTrun(Step() + " --data " + data_.path() + " --steps x"), 2,
-              "--steps expects a non-negative integer, got 'x'");
-  ExpectError(RunTrun(Step() + " --data"), 2, "--data needs a value");
+  ExpectErrorContaining(RunTrun(""), 2, "missing STEP.so");
+  ExpectErrorContaining(RunTrun(Step() + " --data " + dir_.path() + " --bogus"),
+                        2, "unknown flag '--bogus'");
+  ExpectErrorContaining(
+      RunTrun(Step() + " --data " + dir_.path() + " --steps x"), 2,
+      "--steps expects a non-negative integer, got 'x'");
+  ExpectErrorContaining(RunTrun(Step() + " --data"), 2, "--data needs a value");
 }
 
 TEST_F(TrunCliTest, BadLibrariesExitWithOne) {
-  ExpectError(RunTrun("/nonexistent/step.so --data " + data_.path()), 1,
-              "step library '/nonexistent/step.so' not found");
-  ExpectError(RunTrun(std::string(TRUN_TEST_BAD_ABI_STEP) + " --info"), 1,
-              "ABI version 7, this trun supports " + std::to_string(TCC_STEP_ABI_VERSION) + " — recompile with a "
-              "matching tcc");
-  ExpectError(RunTrun(std::string(TRUN_TEST_NO_DESCRIPTOR_STEP) + " --info"), 1,
-              "not a tcc step library (no 'tcc_step_get_descriptor' symbol)");
+  ExpectErrorContaining(RunTrun("/nonexistent/step.so --data " + dir_.path()),
+                        1, "step library '/nonexistent/step.so' not found");
+  ExpectErrorContaining(
+      RunTrun(std::string(TRUN_TEST_BAD_ABI_STEP) + " --info"), 1,
+      "ABI version 7, this trun supports " +
+          std::to_string(TCC_STEP_ABI_VERSION) +
+          " — recompile with a "
+          "matching tcc");
+  ExpectErrorContaining(
+      RunTrun(std::string(TRUN_TEST_NO_DESCRIPTOR_STEP) + " --info"), 1,
+      "not a tcc step library (no 'tcc_step_get_descriptor' symbol)");
 }
 
 TEST_F(TrunCliTest, BadDataExitsWithOne) {
-  ExpectError(RunTrun(Step() + " --data /nonexistent/fashion"), 1,
-              "data directory '/nonexistent/fashion' not found");
+  ExpectErrorContaining(RunTrun(Step() + " --data /nonexistent/fashion"), 1,
+                        "data directory '/nonexistent/fashion' not found");
 
   // Truncated test labels: found before any training happens.
-  std::string labels = data_.File("t10k-labels-idx1-ubyte.gz");
+  std::string labels = dir_.File("t10k-labels-idx1-ubyte.gz");
   std::vector<uint8_t> packed = testing::ReadFileBytes(labels);
   packed.resize(packed.size() - 12);
   testing::WriteFile(labels, packed);
-  CliResult result = RunTrun(Step() + " --data " + data_.path());
-  ExpectError(result, 1, labels + ": truncated gzip data");
+  CliResult result = RunTrun(Step() + " --data " + dir_.path());
+  ExpectErrorContaining(result, 1, labels + ": truncated gzip data");
   EXPECT_EQ(result.out.find("trained"), std::string::npos);
 }
 
@@ -170,11 +156,11 @@ TEST_F(TrunCliTest, ShapeMismatchNamesInputAndFile) {
   TempDir small;
   std::string images = testing::WriteSplit(
       small.path(), "train", testing::MakeSyntheticSplit(200, 10, 10, 1), true);
-  ExpectError(RunTrun(Step() + " --data " + images + "," +
-                      small.File("train-labels-idx1-ubyte.gz")),
-              1,
-              "step input 'image' expects 784 values per sample but "
-              "train-images-idx3-ubyte.gz has 10x10 = 100");
+  ExpectErrorContaining(RunTrun(Step() + " --data " + images + "," +
+                                small.File("train-labels-idx1-ubyte.gz")),
+                        1,
+                        "step input 'image' expects 784 values per sample but "
+                        "train-images-idx3-ubyte.gz has 10x10 = 100");
 }
 
 TEST_F(TrunCliTest, OutOfRangeLabelIsAnError) {
@@ -182,21 +168,21 @@ TEST_F(TrunCliTest, OutOfRangeLabelIsAnError) {
   split.labels[17] = 10;
   TempDir bad;
   testing::WriteSplit(bad.path(), "train", split, false);
-  ExpectError(RunTrun(Step() + " --data " +
-                      bad.File("train-images-idx3-ubyte") + "," +
-                      bad.File("train-labels-idx1-ubyte")),
-              1,
-              "train-labels-idx1-ubyte: label 10 of sample 17 is out of "
-              "range for 'logits' width 10");
+  ExpectErrorContaining(
+      RunTrun(Step() + " --data " + bad.File("train-images-idx3-ubyte") + "," +
+              bad.File("train-labels-idx1-ubyte")),
+      1,
+      "train-labels-idx1-ubyte: label 10 of sample 17 is out of "
+      "range for 'logits' width 10");
 }
 
 TEST_F(TrunCliTest, TooFewSamplesForOneBatchIsAnError) {
   TempDir tiny;
   std::string images = testing::WriteSplit(
       tiny.path(), "train", testing::MakeSyntheticSplit(99, 28, 28, 1), true);
-  ExpectError(RunTrun(Step() + " --data " + images + "," +
-                      tiny.File("train-labels-idx1-ubyte.gz")),
-              1, "99 samples, fewer than the step's batch size 100");
+  ExpectErrorContaining(RunTrun(Step() + " --data " + images + "," +
+                                tiny.File("train-labels-idx1-ubyte.gz")),
+                        1, "99 samples, fewer than the step's batch size 100");
 }
 
 // A version 1.0 .npy file as np.save writes it: `values` row-major.
@@ -256,7 +242,7 @@ TEST_F(TrunCliTest, NpyUint8DataTrainsExactlyLikeIdx) {
   WriteNpy(npy.File("ty.npy"), "|u1", {250}, test.labels);
 
   std::string flags = " --epochs 2 --log-every 2 --seed 3";
-  CliResult idx = RunTrun(Step() + " --data " + data_.path() + flags);
+  CliResult idx = RunTrun(Step() + " --data " + dir_.path() + flags);
   CliResult from_npy = RunTrun(
       Step() + " --data " + npy.File("x.npy") + "," + npy.File("y.npy") +
       " --test " + npy.File("tx.npy") + "," + npy.File("ty.npy") + flags);
@@ -301,7 +287,7 @@ TEST_F(TrunCliTest, NpyFloat32ImagesAreFedAsStored) {
            std::vector<int32_t>(test.labels.begin(), test.labels.end()));
 
   std::string flags = " --epochs 2 --log-every 2 --seed 3";
-  CliResult idx = RunTrun(Step() + " --data " + data_.path() + flags);
+  CliResult idx = RunTrun(Step() + " --data " + dir_.path() + flags);
   CliResult floats = RunTrun(
       Step() + " --data " + npy.File("x.npy") + "," + npy.File("y.npy") +
       " --test " + npy.File("tx.npy") + "," + npy.File("ty.npy") + flags);
@@ -339,35 +325,40 @@ TEST_F(TrunCliTest, BadNpyDataExitsWithOne) {
   std::vector<int64_t> wide(split.labels.begin(), split.labels.end());
   wide[17] = 10;
   WriteNpy(npy.File("wide.npy"), "<i8", {200}, wide);
-  ExpectError(RunTrun(Step() + " --data " + pair("x.npy", "wide.npy")), 1,
-              "wide.npy: label 10 of sample 17 is out of range for 'logits' "
-              "width 10");
+  ExpectErrorContaining(
+      RunTrun(Step() + " --data " + pair("x.npy", "wide.npy")), 1,
+      "wide.npy: label 10 of sample 17 is out of range for 'logits' "
+      "width 10");
   // A negative label, found while reading.
   wide[17] = -1;
   WriteNpy(npy.File("neg.npy"), "<i8", {200}, wide);
-  ExpectError(RunTrun(Step() + " --data " + pair("x.npy", "neg.npy")), 1,
-              npy.File("neg.npy") + ": label -1 at index 17 is out of range");
+  ExpectErrorContaining(
+      RunTrun(Step() + " --data " + pair("x.npy", "neg.npy")), 1,
+      npy.File("neg.npy") + ": label -1 at index 17 is out of range");
   // Counts differ.
   WriteNpy(
       npy.File("few.npy"), "|u1", {150},
       std::vector<uint8_t>(split.labels.begin(), split.labels.begin() + 150));
-  ExpectError(RunTrun(Step() + " --data " + pair("x.npy", "few.npy")), 1,
-              npy.File("few.npy") + ": 150 labels but " + npy.File("x.npy") +
-                  " has 200 images");
+  ExpectErrorContaining(RunTrun(Step() + " --data " + pair("x.npy", "few.npy")),
+                        1,
+                        npy.File("few.npy") + ": 150 labels but " +
+                            npy.File("x.npy") + " has 200 images");
   // A NaN pixel.
   floats[784 * 3 + 5] = std::nanf("");
   WriteNpy(npy.File("nan.npy"), "<f4", {200, 28, 28}, floats);
-  ExpectError(RunTrun(Step() + " --data " + pair("nan.npy", "y.npy")), 1,
-              npy.File("nan.npy") + ": value 2357 (sample 3, element 5) is "
-                                    "nan; float32 images must be finite");
+  ExpectErrorContaining(
+      RunTrun(Step() + " --data " + pair("nan.npy", "y.npy")), 1,
+      npy.File("nan.npy") + ": value 2357 (sample 3, element 5) is "
+                            "nan; float32 images must be finite");
   // Train and test must both be u8 or both float32.
   CliResult mixed = RunTrun(Step() + " --data " + pair("f.npy", "y.npy") +
                             " --test " + pair("x.npy", "y.npy"));
-  ExpectError(mixed, 1,
-              npy.File("x.npy") + ": uint8 images but the training images " +
-                  npy.File("f.npy") +
-                  " are float32; train and test images must have the same "
-                  "dtype");
+  ExpectErrorContaining(
+      mixed, 1,
+      npy.File("x.npy") + ": uint8 images but the training images " +
+          npy.File("f.npy") +
+          " are float32; train and test images must have the same "
+          "dtype");
   EXPECT_EQ(mixed.out.find("step 1"), std::string::npos) << mixed.out;
 }
 

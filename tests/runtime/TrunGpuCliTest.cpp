@@ -7,7 +7,7 @@
 #include "runtime/trun/TokenShards.h"
 #include "runtime/trun/Vocab.h"
 
-#include "tests/runtime/TestData.h"
+#include "tests/runtime/fixtures/TrunCli.h"
 
 #include <gtest/gtest.h>
 
@@ -22,36 +22,14 @@ namespace tcc::trun {
 namespace {
 
 using testing::CliResult;
-using testing::RunCommand;
+using testing::RunTrun;
 using testing::Slurp;
+using testing::StepLosses;
 using testing::TempDir;
 
-CliResult RunTrun(const std::string &args) {
-  return RunCommand(TRUN_TEST_TRUN_BINARY, args);
-}
-
+// Compared between runs as printed, digit for digit.
 std::vector<std::string> ValLosses(const std::string &out) {
-  std::vector<std::string> losses;
-  std::regex line(R"(val loss: ([0-9.]+) \(step \d+\))");
-  for (std::sregex_iterator it(out.begin(), out.end(), line), end; it != end;
-       ++it)
-    losses.push_back((*it)[1]);
-  return losses;
-}
-
-// Per-step losses from a --metrics file, as written (the last record of
-// each step).
-std::map<int64_t, std::string> StepLosses(const std::string &path) {
-  std::map<int64_t, std::string> losses;
-  std::istringstream lines(Slurp(path));
-  std::regex loss(R"re("loss":([^,}]+))re"), step(R"re("step":(\d+))re");
-  for (std::string line; std::getline(lines, line);) {
-    std::smatch l, s;
-    if (line.find("\"kind\":\"step\"") != std::string::npos &&
-        std::regex_search(line, l, loss) && std::regex_search(line, s, step))
-      losses[std::stoll(s[1])] = l[1];
-  }
-  return losses;
+  return testing::ValLossTexts(out);
 }
 
 // The text after the "sample: ..." line, to the end.
@@ -71,16 +49,15 @@ size_t Count(const std::string &text, const std::string &part) {
   return n;
 }
 
-class TrunGpuCliTest : public ::testing::Test {
+class TrunGpuCliTest : public testing::TrunCliFixture {
 protected:
   void SetUp() override {
     // Token shards of a repeated text, as in TrunTokenCliTest.
-    ASSERT_TRUE(testing::WriteAbcTokenShards(train_, val_));
+    WriteTokenShards(/*with_vocab=*/false);
+    if (HasFatalFailure())
+      return;
     // Images in the Fashion-MNIST layout for the linear classifier.
-    testing::WriteSplit(images_.path(), "train",
-                        testing::MakeSyntheticSplit(600, 28, 28, 1), true);
-    testing::WriteSplit(images_.path(), "t10k",
-                        testing::MakeSyntheticSplit(250, 28, 28, 2), true);
+    WriteImageSplits(images_.path());
     setenv("TRUN_FAKE_REPORT", report_.c_str(), 1);
   }
   void TearDown() override { unsetenv("TRUN_FAKE_REPORT"); }
@@ -115,10 +92,8 @@ protected:
     return step + " --data " + train_ + " --val " + val_;
   }
 
-  TempDir dir_, images_;
-  std::string train_ = dir_.File("abc_train.bin"),
-              val_ = dir_.File("abc_val.bin"),
-              report_ = dir_.File("fake_report.txt");
+  TempDir images_;
+  std::string report_ = dir_.File("fake_report.txt");
   const std::string cpu_ = TRUN_TEST_BIGRAM_STEP,
                     gpu_ = TRUN_TEST_BIGRAM_CUDA_STEP;
 };

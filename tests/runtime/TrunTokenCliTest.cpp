@@ -4,7 +4,7 @@
 #include "runtime/trun/TokenShards.h"
 #include "runtime/trun/Vocab.h"
 
-#include "tests/runtime/TestData.h"
+#include "tests/runtime/fixtures/TrunCli.h"
 
 #include <gtest/gtest.h>
 
@@ -22,43 +22,22 @@ namespace tcc::trun {
 namespace {
 
 using testing::CliResult;
-using testing::RunCommand;
+using testing::ExpectExactError;
+using testing::RunTrun;
 using testing::Slurp;
+using testing::StepLosses;
 using testing::TempDir;
-
-CliResult RunTrun(const std::string &args) {
-  return RunCommand(TRUN_TEST_TRUN_BINARY, args);
-}
-
-void ExpectError(const CliResult &result, int exit_code,
-                 const std::string &message) {
-  EXPECT_EQ(result.exit_code, exit_code) << result.err;
-  EXPECT_EQ(result.err, "trun: error: " + message + "\n");
-}
-
-std::vector<double> ValLosses(const std::string &out) {
-  std::vector<double> losses;
-  std::regex line(R"(val loss: ([0-9.]+) \(step \d+\))");
-  for (std::sregex_iterator it(out.begin(), out.end(), line), end; it != end;
-       ++it)
-    losses.push_back(std::stod((*it)[1]));
-  return losses;
-}
+using testing::ValLosses;
 
 // Shards of a repeated 11-character text ("abcdefghij\n"), char level:
 // a bigram model can learn it exactly.
-class TrunTokenCliTest : public ::testing::Test {
+class TrunTokenCliTest : public testing::TrunCliFixture {
 protected:
-  void SetUp() override {
-    ASSERT_TRUE(testing::WriteAbcTokenShards(train_, val_, vocab_));
-  }
+  void SetUp() override { WriteTokenShards(/*with_vocab=*/true); }
   std::string Step() const { return TRUN_TEST_BIGRAM_STEP; }
   std::string Data() const {
     return Step() + " --data " + train_ + " --val " + val_;
   }
-  TempDir dir_;
-  std::string train_ = dir_.File("abc_train.bin"), val_ = dir_.File("abc_val.bin"),
-              vocab_ = dir_.File("abc_vocab.json");
 };
 
 TEST_F(TrunTokenCliTest, TrainsWithPeriodicValidation) {
@@ -149,17 +128,18 @@ TEST_F(TrunTokenCliTest, StepWithoutLogitsTrainsButCannotSample) {
   EXPECT_NE(r.out.find("note: step has no 'logits' output; token ids are not "
                        "checked against its vocabulary"),
             std::string::npos);
-  ExpectError(RunTrun(step + " --data " + train_ + " --sample 3"), 1,
-              "--sample: step 'bigram' has no eval output 'logits' [batch, "
-              "context, vocab]");
+  ExpectExactError(
+      RunTrun(step + " --data " + train_ + " --sample 3"), 1,
+      "--sample: step 'bigram' has no eval output 'logits' [batch, "
+      "context, vocab]");
 }
 
 TEST_F(TrunTokenCliTest, BadShardsExitWithOne) {
-  ExpectError(RunTrun(Step() + " --data " + dir_.File("none.bin")), 1,
-              "cannot open " + dir_.File("none.bin") +
-                  ": No such file or directory");
-  ExpectError(RunTrun(Step() + " --data '" + dir_.File("x_*.bin") + "'"), 1,
-              "no token shards match '" + dir_.File("x_*.bin") + "'");
+  ExpectExactError(RunTrun(Step() + " --data " + dir_.File("none.bin")), 1,
+                   "cannot open " + dir_.File("none.bin") +
+                       ": No such file or directory");
+  ExpectExactError(RunTrun(Step() + " --data '" + dir_.File("x_*.bin") + "'"),
+                   1, "no token shards match '" + dir_.File("x_*.bin") + "'");
   std::vector<uint8_t> bytes = testing::ReadFileBytes(val_);
   bytes.resize(bytes.size() - 1);
   std::string cut = dir_.File("cut.bin");
@@ -167,17 +147,18 @@ TEST_F(TrunTokenCliTest, BadShardsExitWithOne) {
   CliResult r = RunTrun(Data() + " --val " + cut);
   EXPECT_EQ(r.exit_code, 2); // --val given twice
   r = RunTrun(Step() + " --data " + train_ + " --val " + cut);
-  ExpectError(r, 1, cut + ": header says 440 tokens (1904 bytes) but the file "
-                          "has 1903 bytes (truncated)");
+  ExpectExactError(r, 1,
+                   cut + ": header says 440 tokens (1904 bytes) but the file "
+                         "has 1903 bytes (truncated)");
   EXPECT_EQ(r.out.find("trained"), std::string::npos); // before training
   bytes[0] ^= 0xFF;
   testing::WriteFile(cut, bytes);
-  ExpectError(RunTrun(Step() + " --data " + cut), 1,
-              cut + ": bad magic 20240503, expected 20240520 (not a token "
-                    "shard)");
+  ExpectExactError(RunTrun(Step() + " --data " + cut), 1,
+                   cut + ": bad magic 20240503, expected 20240520 (not a token "
+                         "shard)");
   // An IDX directory is not a shard.
-  ExpectError(RunTrun(Step() + " --data " + dir_.path()), 1,
-              dir_.path() + " is a directory, not a file");
+  ExpectExactError(RunTrun(Step() + " --data " + dir_.path()), 1,
+                   dir_.path() + " is a directory, not a file");
 }
 
 TEST_F(TrunTokenCliTest, TokenOutOfRangeAndTooLittleData) {
@@ -185,49 +166,55 @@ TEST_F(TrunTokenCliTest, TokenOutOfRangeAndTooLittleData) {
   tokens[742] = 256;
   std::string big = dir_.File("big.bin");
   ASSERT_TRUE(WriteTokenShard(big, tokens).ok());
-  ExpectError(RunTrun(Step() + " --data " + big), 1,
-              big + ": token 256 at position 742 is out of range for 'logits' "
-                    "width 256");
+  ExpectExactError(
+      RunTrun(Step() + " --data " + big), 1,
+      big + ": token 256 at position 742 is out of range for 'logits' "
+            "width 256");
   std::string small = dir_.File("small.bin");
   ASSERT_TRUE(WriteTokenShard(small, std::vector<uint16_t>(100, 1)).ok());
-  ExpectError(RunTrun(Step() + " --data " + small), 1,
-              small + ": 100 tokens make 6 windows of 16+1 tokens, fewer than "
-                      "the step's batch of 8");
+  ExpectExactError(RunTrun(Step() + " --data " + small), 1,
+                   small +
+                       ": 100 tokens make 6 windows of 16+1 tokens, fewer than "
+                       "the step's batch of 8");
 }
 
 TEST_F(TrunTokenCliTest, FlagsOfTheOtherStepKindAreErrors) {
-  ExpectError(RunTrun(Step() + " --data " + train_ + " --test a,b"), 1,
-              "--test is for image classifiers; step 'bigram' is a token "
-              "model (use --val SHARDS)");
+  ExpectExactError(RunTrun(Step() + " --data " + train_ + " --test a,b"), 1,
+                   "--test is for image classifiers; step 'bigram' is a token "
+                   "model (use --val SHARDS)");
   std::string linear = TRUN_TEST_LINEAR_STEP;
-  ExpectError(RunTrun(linear + " --data d --val " + val_), 1,
-              "--val is for token models; step 'linear_softmax' is an image "
-              "classifier (inputs 'tokens' and 'targets' make a token model)");
-  ExpectError(RunTrun(linear + " --sample 3"), 1,
-              "--sample is for token models; step 'linear_softmax' is an "
-              "image classifier (inputs 'tokens' and 'targets' make a token "
-              "model)");
-  ExpectError(RunTrun(Step() + " --val " + val_ + " --steps 3"), 2,
-              "--steps needs --data (training data)");
-  ExpectError(RunTrun(Step() + " --data " + train_ + " --eval-every 3"), 2,
-              "--eval-every needs --val");
-  ExpectError(RunTrun(Step() + " --sample 3 --temperature -1"), 2,
-              "--temperature expects a non-negative number, got '-1'");
-  ExpectError(RunTrun(Step() + " --data " + train_ + " --data-order shuffled"),
-              2, "--data-order expects random or sequential, got 'shuffled'");
+  ExpectExactError(
+      RunTrun(linear + " --data d --val " + val_), 1,
+      "--val is for token models; step 'linear_softmax' is an image "
+      "classifier (inputs 'tokens' and 'targets' make a token model)");
+  ExpectExactError(
+      RunTrun(linear + " --sample 3"), 1,
+      "--sample is for token models; step 'linear_softmax' is an "
+      "image classifier (inputs 'tokens' and 'targets' make a token "
+      "model)");
+  ExpectExactError(RunTrun(Step() + " --val " + val_ + " --steps 3"), 2,
+                   "--steps needs --data (training data)");
+  ExpectExactError(RunTrun(Step() + " --data " + train_ + " --eval-every 3"), 2,
+                   "--eval-every needs --val");
+  ExpectExactError(RunTrun(Step() + " --sample 3 --temperature -1"), 2,
+                   "--temperature expects a non-negative number, got '-1'");
+  ExpectExactError(
+      RunTrun(Step() + " --data " + train_ + " --data-order shuffled"), 2,
+      "--data-order expects random or sequential, got 'shuffled'");
 }
 
 TEST_F(TrunTokenCliTest, BadWeightsAndVocabExitWithOne) {
-  ExpectError(RunTrun(Step() + " --sample 3 --init-from " +
-                      dir_.File("none.safetensors")),
-              1,
-              "cannot open " + dir_.File("none.safetensors") +
-                  ": No such file or directory");
+  ExpectExactError(RunTrun(Step() + " --sample 3 --init-from " +
+                           dir_.File("none.safetensors")),
+                   1,
+                   "cannot open " + dir_.File("none.safetensors") +
+                       ": No such file or directory");
   std::string garbage = dir_.File("g.safetensors");
   testing::WriteFile(garbage, {1, 2, 3, 4, 5, 6, 7, 8, 9});
-  ExpectError(RunTrun(Step() + " --sample 3 --init-from " + garbage), 1,
-              garbage + ": header size 578437695752307201 is implausible (not "
-                        "safetensors)");
+  ExpectExactError(RunTrun(Step() + " --sample 3 --init-from " + garbage), 1,
+                   garbage +
+                       ": header size 578437695752307201 is implausible (not "
+                       "safetensors)");
   // Weights of another model: the first missing parameter is named.
   std::string linear = dir_.File("linear.safetensors");
   TempDir idx;
@@ -239,8 +226,9 @@ TEST_F(TrunTokenCliTest, BadWeightsAndVocabExitWithOne) {
                     " --steps 1 --save-weights " + linear)
                 .exit_code,
             0);
-  ExpectError(RunTrun(Step() + " --sample 3 --init-from " + linear), 1,
-              linear + ": no tensor 'table' (parameter 0 of step 'bigram')");
+  ExpectExactError(RunTrun(Step() + " --sample 3 --init-from " + linear), 1,
+                   linear +
+                       ": no tensor 'table' (parameter 0 of step 'bigram')");
   // A table of the wrong shape.
   std::vector<float> table(16 * 256), bias(256);
   std::string wrong = dir_.File("wrong.safetensors");
@@ -251,13 +239,15 @@ TEST_F(TrunTokenCliTest, BadWeightsAndVocabExitWithOne) {
                    {"bias", TCC_DTYPE_F32, {256}, bias.data(), 1024}},
                   {})
                   .ok());
-  ExpectError(RunTrun(Step() + " --sample 3 --init-from " + wrong), 1,
-              wrong + ": tensor 'table' has shape [16, 256] but parameter "
-                      "'table' of step 'bigram' has [256, 256]");
-  ExpectError(RunTrun(Step() + " --sample 3 --vocab " + vocab_ + " --prompt xyz"),
-              1, "--prompt: character 'x' at byte 0 is not in the vocabulary");
-  ExpectError(RunTrun(Step() + " --sample 3 --vocab " + train_), 1,
-              train_ + ": not valid JSON (expected a vocab.json from tcc-data "
+  ExpectExactError(RunTrun(Step() + " --sample 3 --init-from " + wrong), 1,
+                   wrong + ": tensor 'table' has shape [16, 256] but parameter "
+                           "'table' of step 'bigram' has [256, 256]");
+  ExpectExactError(
+      RunTrun(Step() + " --sample 3 --vocab " + vocab_ + " --prompt xyz"), 1,
+      "--prompt: character 'x' at byte 0 is not in the vocabulary");
+  ExpectExactError(RunTrun(Step() + " --sample 3 --vocab " + train_), 1,
+                   train_ +
+                       ": not valid JSON (expected a vocab.json from tcc-data "
                        "tokenize)");
 }
 
@@ -291,24 +281,8 @@ TEST_F(TrunTokenCliTest, SavesTheLastTrainStepsLoss) {
   EXPECT_GT(std::abs(value - val[1]), 1e-4) << "saved the validation loss";
   EXPECT_EQ(saved->metadata().at("step"), "3");
 
-  ExpectError(RunTrun(Data() + " --steps 0 --save-train-outputs " + file), 1,
-              "--save-train-outputs needs at least one train step");
-}
-
-// Per-step losses from a --metrics file (the last record of each step).
-std::map<int64_t, std::string> StepLosses(const std::string &path) {
-  std::map<int64_t, std::string> losses;
-  std::istringstream lines(Slurp(path));
-  std::regex step(R"re("kind":"step".*"loss":([^,}]+).*"step":(\d+))re");
-  std::regex step_first(R"re("kind":"step".*"step":(\d+).*"loss":([^,}]+))re");
-  for (std::string line; std::getline(lines, line);) {
-    std::smatch m;
-    if (std::regex_search(line, m, step))
-      losses[std::stoll(m[2])] = m[1];
-    else if (std::regex_search(line, m, step_first))
-      losses[std::stoll(m[1])] = m[2];
-  }
-  return losses;
+  ExpectExactError(RunTrun(Data() + " --steps 0 --save-train-outputs " + file),
+                   1, "--save-train-outputs needs at least one train step");
 }
 
 TEST_F(TrunTokenCliTest, ResumedRunContinuesExactly) {
@@ -391,10 +365,10 @@ TEST_F(TrunTokenCliTest, NonFiniteLossStopsNamingStepAndCheckpoint) {
   std::string ckpt = dir_.File("ckpt");
   CliResult stop = RunTrun(nan_step + data + " --steps 10 --ckpt-dir " + ckpt +
                            " --ckpt-every 1");
-  ExpectError(stop, 1,
-              "step 'bigram': non-finite loss at train step 6 (loss nan) "
-              "(last good checkpoint: " +
-                  ckpt + "/step_000000005)");
+  ExpectExactError(stop, 1,
+                   "step 'bigram': non-finite loss at train step 6 (loss nan) "
+                   "(last good checkpoint: " +
+                       ckpt + "/step_000000005)");
   EXPECT_FALSE(std::filesystem::exists(ckpt + "/step_000000006"))
       << "no checkpoint of the poisoned weights";
   // --on-nan skip: step 6 is undone, the run finishes with finite weights.
