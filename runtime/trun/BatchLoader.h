@@ -1,5 +1,5 @@
 // A background loader thread with a bounded queue of ready batches, so the
-// step never waits on I/O (memory-mapped shards, IDX decoding, window
+// step never waits on I/O (shard reads, IDX decoding, window
 // copies) unless the loader falls behind; the time the consumer spent
 // blocked is measured and reported.
 //
