@@ -44,10 +44,12 @@ void BatchLoader::Produce() {
     lock.unlock();
     bool filled = source_.Next(slot);
     lock.lock();
-    if (filled)
+    if (filled) {
       ++produced_;
-    else
+    } else {
       ended_ = true;
+      source_error_ = source_.error();
+    }
     ready_.notify_one();
   }
 }
@@ -83,6 +85,11 @@ HostBatch *BatchLoader::Take() {
   lock.unlock();
   space_.notify_one();
   return batch;
+}
+
+absl::Status BatchLoader::error() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return source_error_;
 }
 
 double BatchLoader::ConsumeWaitSeconds() {

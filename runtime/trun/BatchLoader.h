@@ -1,5 +1,5 @@
 // A background loader thread with a bounded queue of ready batches, so the
-// step never waits on I/O (memory-mapped shards, IDX decoding, window
+// step never waits on I/O (shard reads, IDX decoding, window
 // copies) unless the loader falls behind; the time the consumer spent
 // blocked is measured and reported.
 //
@@ -18,6 +18,8 @@
 
 #include "runtime/trun/BatchSource.h"
 #include "runtime/trun/StepBinding.h"
+
+#include "absl/status/status.h"
 
 #include <condition_variable>
 #include <cstdint>
@@ -56,6 +58,10 @@ public:
   // runs, so a checkpoint's cursor still counts only trained batches.
   HostBatch *Peek();
 
+  // Why Take() or Peek() returned nullptr when the source could not read
+  // its data (BatchSource::error()); OK otherwise.
+  absl::Status error();
+
   // Batches returned by Take() so far (not counting nullptr).
   int64_t taken() const { return taken_; }
   // Seconds Take() spent blocked waiting for the loader since the last call
@@ -89,6 +95,7 @@ private:
   int64_t produced_ = 0;
   int64_t taken_ = 0;  // written by the consumer only, under mutex_
   bool ended_ = false; // the source returned false (or no slots)
+  absl::Status source_error_; // the source's error() when it ended
   bool stop_ = false;  // the destructor runs
 
   // The consumer's own: no lock.

@@ -12,6 +12,8 @@
 #include "runtime/trun/StepBinding.h"
 #include "tcc/step_abi.h"
 
+#include "absl/status/status.h"
+
 #include <array>
 #include <cstdint>
 #include <memory>
@@ -88,8 +90,12 @@ struct HostBatch {
 class BatchSource {
 public:
   virtual ~BatchSource() = default;
-  // Fills `batch`; returns false when the source has no more batches.
+  // Fills `batch`; returns false when the source has no more batches, or
+  // when it could not read its data: error() then says why.
   virtual bool Next(HostBatch &batch) = 0;
+  // Why the last Next() returned false, if not the end (a token shard cut
+  // short while trun runs); OK otherwise.
+  virtual absl::Status error() const { return absl::OkStatus(); }
   // Batches handed out so far: the data cursor a checkpoint stores.
   virtual int64_t position() const = 0;
   // Continues as if `batches` batches had been handed out: the next Next()

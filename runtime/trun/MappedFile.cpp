@@ -1,11 +1,10 @@
 #include "runtime/trun/MappedFile.h"
 
+#include "runtime/trun/ReadOnlyFile.h"
+
 #include "absl/strings/str_cat.h"
 
-#include <fcntl.h>
 #include <sys/mman.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include <cerrno>
 #include <cstring>
@@ -14,41 +13,21 @@
 namespace tcc::trun {
 
 absl::StatusOr<MappedFile> MappedFile::Open(const std::string &path) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) {
-    int error = errno;
-    std::string message =
-        absl::StrCat("cannot open ", path, ": ", std::strerror(error));
-    return error == ENOENT ? absl::NotFoundError(message)
-                           : absl::PermissionDeniedError(message);
-  }
-  struct stat info;
-  if (fstat(fd, &info) != 0) {
-    int error = errno;
-    ::close(fd);
-    return absl::InternalError(
-        absl::StrCat("cannot stat ", path, ": ", std::strerror(error)));
-  }
-  if (S_ISDIR(info.st_mode)) {
-    ::close(fd);
-    return absl::InvalidArgumentError(
-        absl::StrCat(path, " is a directory, not a file"));
-  }
+  absl::StatusOr<ReadOnlyFile> opened = ReadOnlyFile::Open(path);
+  if (!opened.ok())
+    return opened.status();
   MappedFile file;
   file.path_ = path;
-  file.size_ = static_cast<size_t>(info.st_size);
+  file.size_ = opened->size();
   if (file.size_ > 0) {
-    void *map = mmap(nullptr, file.size_, PROT_READ, MAP_PRIVATE, fd, 0);
-    if (map == MAP_FAILED) {
-      int error = errno;
-      ::close(fd);
+    void *map =
+        mmap(nullptr, file.size_, PROT_READ, MAP_PRIVATE, opened->fd(), 0);
+    if (map == MAP_FAILED)
       return absl::InternalError(
-          absl::StrCat("cannot map ", path, ": ", std::strerror(error)));
-    }
+          absl::StrCat("cannot map ", path, ": ", std::strerror(errno)));
     file.data_ = static_cast<const uint8_t *>(map);
   }
-  ::close(fd); // the mapping stays valid without the descriptor
-  return file;
+  return file; // the mapping stays valid once `opened` closes the descriptor
 }
 
 MappedFile::MappedFile(MappedFile &&other) noexcept { *this = std::move(other); }

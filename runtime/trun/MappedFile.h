@@ -1,4 +1,7 @@
-// A read-only memory mapping of a whole file (token shards, safetensors).
+// A read-only memory mapping of a whole file, for files checked against
+// their size and copied out at load (safetensors, checkpoints, .npy). The
+// mapping dies with SIGBUS if the file shrinks under it: inputs read during
+// a whole run use ReadOnlyFile instead.
 #ifndef TCC_RUNTIME_TRUN_MAPPEDFILE_H
 #define TCC_RUNTIME_TRUN_MAPPEDFILE_H
 

@@ -1,5 +1,6 @@
 #include "runtime/trun/StepLibrary.h"
 
+#include "runtime/trun/ElfCheck.h"
 #include "runtime/trun/StepDescriptor.h"
 
 #include "absl/strings/str_cat.h"
@@ -26,6 +27,9 @@ StepLibrary::Open(const std::string &path) {
   if (!S_ISREG(info.st_mode))
     return absl::InvalidArgumentError(
         absl::StrCat("step library '", path, "' is not a regular file"));
+  // dlopen of a cut-short file dies with SIGBUS instead of failing.
+  if (absl::Status status = CheckStepLibraryFile(path); !status.ok())
+    return status;
 
   // Without a slash dlopen searches the library path instead of the file the
   // user named.

@@ -32,14 +32,15 @@ TokenWindows::TokenWindows(const TokenDataset &dataset, int64_t context)
   }
 }
 
-const uint16_t *TokenWindows::Aligned(int64_t w) const {
+absl::Status TokenWindows::ReadAligned(int64_t w, uint16_t *window) const {
   auto [shard, local] = Locate(aligned_prefix_, w);
-  return dataset_.shards()[shard].tokens() + local * context_;
+  return dataset_.shards()[shard].ReadTokens(local * context_, context_ + 1,
+                                             window);
 }
 
-const uint16_t *TokenWindows::AtOffset(int64_t g) const {
+absl::Status TokenWindows::ReadAtOffset(int64_t g, uint16_t *window) const {
   auto [shard, local] = Locate(offset_prefix_, g);
-  return dataset_.shards()[shard].tokens() + local;
+  return dataset_.shards()[shard].ReadTokens(local, context_ + 1, window);
 }
 
 void FillTokenRow(const uint16_t *window, int64_t row, HostBatch &batch) {
@@ -54,7 +55,8 @@ void FillTokenRow(const uint16_t *window, int64_t row, HostBatch &batch) {
 
 RandomTokenBatches::RandomTokenBatches(const TokenWindows &windows,
                                        int64_t batch_size, uint64_t seed)
-    : windows_(windows), batch_size_(batch_size), seed_(seed) {}
+    : windows_(windows), batch_size_(batch_size), seed_(seed),
+      window_(static_cast<size_t>(windows.context() + 1)) {}
 
 bool RandomTokenBatches::Next(HostBatch &batch) {
   uint64_t key = rng::StreamKey(seed_, rng::kTokenWindowDomain, next_batch_++);
@@ -62,7 +64,10 @@ bool RandomTokenBatches::Next(HostBatch &batch) {
   for (int64_t row = 0; row < batch_size_; ++row) {
     // The modulo bias is below P / 2^64.
     int64_t g = static_cast<int64_t>(rng::Bits(key, row) % offsets);
-    FillTokenRow(windows_.AtOffset(g), row, batch);
+    error_ = windows_.ReadAtOffset(g, window_.data());
+    if (!error_.ok())
+      return false;
+    FillTokenRow(window_.data(), row, batch);
   }
   batch.real_rows = batch_size_;
   return true;
@@ -75,14 +80,19 @@ void RandomTokenBatches::SeekTo(int64_t batches) {
 SequentialTokenBatches::SequentialTokenBatches(const TokenWindows &windows,
                                                int64_t batch_size,
                                                int64_t max_batches)
-    : windows_(windows), batch_size_(batch_size), max_batches_(max_batches) {}
+    : windows_(windows), batch_size_(batch_size), max_batches_(max_batches),
+      window_(static_cast<size_t>(windows.context() + 1)) {}
 
 bool SequentialTokenBatches::Next(HostBatch &batch) {
   if (max_batches_ >= 0 && next_batch_ >= max_batches_)
     return false;
   int64_t first = (next_batch_++ % batches_per_epoch()) * batch_size_;
-  for (int64_t row = 0; row < batch_size_; ++row)
-    FillTokenRow(windows_.Aligned(first + row), row, batch);
+  for (int64_t row = 0; row < batch_size_; ++row) {
+    error_ = windows_.ReadAligned(first + row, window_.data());
+    if (!error_.ok())
+      return false;
+    FillTokenRow(window_.data(), row, batch);
+  }
   batch.real_rows = batch_size_;
   return true;
 }

@@ -20,6 +20,8 @@
 #include "runtime/trun/BatchSource.h"
 #include "runtime/trun/TokenShards.h"
 
+#include "absl/status/status.h"
+
 #include <cstdint>
 #include <vector>
 
@@ -36,10 +38,10 @@ public:
   int64_t aligned_count() const { return aligned_prefix_.back(); }
   // P: every offset a window fits at.
   int64_t offset_count() const { return offset_prefix_.back(); }
-  // The T+1 tokens of aligned window w in [0, W).
-  const uint16_t *Aligned(int64_t w) const;
-  // The T+1 tokens of the window at global offset g in [0, P).
-  const uint16_t *AtOffset(int64_t g) const;
+  // Copies the T+1 tokens of aligned window w in [0, W) to `window`.
+  absl::Status ReadAligned(int64_t w, uint16_t *window) const;
+  // Copies the T+1 tokens of the window at global offset g in [0, P).
+  absl::Status ReadAtOffset(int64_t g, uint16_t *window) const;
 
 private:
   const TokenDataset &dataset_;
@@ -56,15 +58,19 @@ class RandomTokenBatches : public BatchSource {
 public:
   RandomTokenBatches(const TokenWindows &windows, int64_t batch_size,
                      uint64_t seed);
+  // False only when a shard cannot be read (error() says why).
   bool Next(HostBatch &batch) override;
   int64_t position() const override { return next_batch_; }
   void SeekTo(int64_t batches) override;
+  absl::Status error() const override { return error_; }
 
 private:
   const TokenWindows &windows_;
   int64_t batch_size_;
   uint64_t seed_;
   int64_t next_batch_ = 0; // k
+  std::vector<uint16_t> window_; // T+1 tokens read from a shard
+  absl::Status error_;
 };
 
 // Sequential aligned windows, epoch after epoch; stops after `max_batches`
@@ -73,9 +79,11 @@ class SequentialTokenBatches : public BatchSource {
 public:
   SequentialTokenBatches(const TokenWindows &windows, int64_t batch_size,
                          int64_t max_batches = -1);
+  // False at the end, or when a shard cannot be read (error() says why).
   bool Next(HostBatch &batch) override;
   int64_t position() const override { return next_batch_; }
   void SeekTo(int64_t batches) override;
+  absl::Status error() const override { return error_; }
 
   int64_t batches_per_epoch() const {
     return windows_.aligned_count() / batch_size_;
@@ -86,6 +94,8 @@ private:
   int64_t batch_size_;
   int64_t max_batches_;
   int64_t next_batch_ = 0;
+  std::vector<uint16_t> window_; // T+1 tokens read from a shard
+  absl::Status error_;
 };
 
 } // namespace tcc::trun

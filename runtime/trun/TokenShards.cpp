@@ -6,19 +6,18 @@
 
 #include <glob.h>
 
+#include <algorithm>
 #include <cstring>
+#include <vector>
 
 namespace tcc::trun {
 namespace {
 
 static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__,
-              "token shards are little-endian; this reader maps them as is");
+              "token shards are little-endian; this reader copies them as is");
 
-int32_t HeaderInt(const uint8_t *data, int index) {
-  int32_t value;
-  std::memcpy(&value, data + 4 * index, sizeof(value));
-  return value;
-}
+// Tokens CheckTokensBelow reads at a time (1 MiB).
+constexpr int64_t kCheckChunkTokens = 1 << 19;
 
 bool HasGlobCharacters(const std::string &pattern) {
   return pattern.find_first_of("*?[") != std::string::npos;
@@ -48,7 +47,7 @@ absl::Status WriteTokenShard(const std::string &path,
 }
 
 absl::StatusOr<TokenShard> TokenShard::Open(const std::string &path) {
-  absl::StatusOr<MappedFile> file = MappedFile::Open(path);
+  absl::StatusOr<ReadOnlyFile> file = ReadOnlyFile::Open(path);
   if (!file.ok())
     return file.status();
   size_t size = file->size();
@@ -60,9 +59,10 @@ absl::StatusOr<TokenShard> TokenShard::Open(const std::string &path) {
                                 kTokenShardHeaderBytes,
                                 "-byte token shard header (truncated or not a "
                                 "token shard)"));
-  int32_t magic = HeaderInt(file->data(), 0);
-  int32_t version = HeaderInt(file->data(), 1);
-  int32_t count = HeaderInt(file->data(), 2);
+  int32_t fields[3];
+  if (absl::Status s = file->ReadAt(0, sizeof(fields), fields); !s.ok())
+    return s;
+  int32_t magic = fields[0], version = fields[1], count = fields[2];
   if (magic != kTokenShardMagic)
     return corrupt(absl::StrCat(
         "bad magic ", magic, ", expected ", kTokenShardMagic,
@@ -83,9 +83,13 @@ absl::StatusOr<TokenShard> TokenShard::Open(const std::string &path) {
   TokenShard shard;
   shard.num_tokens_ = count;
   shard.file_ = std::move(*file);
-  shard.tokens_ = reinterpret_cast<const uint16_t *>(shard.file_.data() +
-                                                     kTokenShardHeaderBytes);
   return shard;
+}
+
+absl::Status TokenShard::ReadTokens(int64_t first, int64_t count,
+                                    uint16_t *out) const {
+  return file_.ReadAt(kTokenShardHeaderBytes + 2 * static_cast<uint64_t>(first),
+                      2 * static_cast<size_t>(count), out);
 }
 
 absl::StatusOr<TokenDataset> TokenDataset::Open(const std::string &pattern) {
@@ -127,19 +131,27 @@ std::string TokenDataset::Describe() const {
 
 absl::Status TokenDataset::CheckTokensBelow(int64_t vocab_size,
                                             absl::string_view limit_name) const {
+  std::vector<uint16_t> tokens;
   for (const TokenShard &shard : shards_) {
-    const uint16_t *tokens = shard.tokens();
-    // One pass with a running max; the position is found only on failure.
-    uint16_t max = 0;
-    for (int64_t i = 0; i < shard.num_tokens(); ++i)
-      max = tokens[i] > max ? tokens[i] : max;
-    if (shard.num_tokens() == 0 || max < vocab_size)
-      continue;
-    for (int64_t i = 0; i < shard.num_tokens(); ++i)
-      if (tokens[i] >= vocab_size)
-        return absl::FailedPreconditionError(
-            absl::StrCat(shard.path(), ": token ", tokens[i], " at position ",
-                         i, " is out of range for ", limit_name));
+    for (int64_t first = 0; first < shard.num_tokens();
+         first += kCheckChunkTokens) {
+      int64_t count = std::min(kCheckChunkTokens, shard.num_tokens() - first);
+      tokens.resize(static_cast<size_t>(count));
+      if (absl::Status s = shard.ReadTokens(first, count, tokens.data());
+          !s.ok())
+        return s;
+      // A running max per chunk; the position is found only on failure.
+      uint16_t max = 0;
+      for (uint16_t token : tokens)
+        max = token > max ? token : max;
+      if (max < vocab_size)
+        continue;
+      for (int64_t i = 0; i < count; ++i)
+        if (tokens[i] >= vocab_size)
+          return absl::FailedPreconditionError(absl::StrCat(
+              shard.path(), ": token ", tokens[i], " at position ", first + i,
+              " is out of range for ", limit_name));
+    }
   }
   return absl::OkStatus();
 }

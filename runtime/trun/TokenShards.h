@@ -3,12 +3,13 @@
 //   header: 256 little-endian int32: [0] magic 20240520, [1] version 1,
 //           [2] token count N, the rest 0
 //   body:   N little-endian uint16 token ids
-// The file is exactly 1024 + 2N bytes. trun memory-maps shards; nothing is
-// copied until a batch is assembled.
+// The file is exactly 1024 + 2N bytes. trun keeps shards open and reads
+// each window when a batch is assembled (pread, not a memory mapping: a
+// shard cut short while trun runs is then an error, not a SIGBUS).
 #ifndef TCC_RUNTIME_TRUN_TOKENSHARDS_H
 #define TCC_RUNTIME_TRUN_TOKENSHARDS_H
 
-#include "runtime/trun/MappedFile.h"
+#include "runtime/trun/ReadOnlyFile.h"
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
@@ -34,19 +35,21 @@ std::string TokenShardHeader(int64_t num_tokens);
 absl::Status WriteTokenShard(const std::string &path,
                              absl::Span<const uint16_t> tokens);
 
-// One memory-mapped shard, checked on open: header magic and version, a
+// One open shard, checked on open: header magic and version, a
 // non-negative token count, and a file size of exactly 1024 + 2N bytes.
 class TokenShard {
 public:
   static absl::StatusOr<TokenShard> Open(const std::string &path);
 
-  const uint16_t *tokens() const { return tokens_; }
+  // Copies tokens [first, first + count) to `out`; 0 <= first and
+  // first + count <= num_tokens(). Error: the shard shrank since it was
+  // opened (ReadOnlyFile::ReadAt names the file and the bytes).
+  absl::Status ReadTokens(int64_t first, int64_t count, uint16_t *out) const;
   int64_t num_tokens() const { return num_tokens_; }
   const std::string &path() const { return file_.path(); }
 
 private:
-  MappedFile file_;
-  const uint16_t *tokens_ = nullptr;
+  ReadOnlyFile file_;
   int64_t num_tokens_ = 0;
 };
 

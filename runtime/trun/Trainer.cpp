@@ -497,6 +497,8 @@ absl::Status Trainer::TrainLoop(BatchLoader &loader, const TrainConfig &config,
         if (absl::Status s = QueueUpload(*batch, set); !s.ok())
           return s;
     }
+    if (!batch && !loader.error().ok())
+      return loader.error();
     if (!batch)
       return loader.slots_allocated()
                  ? absl::InternalError("training data ran out")
@@ -701,6 +703,8 @@ absl::StatusOr<EvalResult> Trainer::Evaluate(BatchSource &source) {
           labels[row])
         ++result.correct;
   }
+  if (absl::Status s = source.error(); !s.ok())
+    return s;
   result.mean_loss = result.samples ? weighted_loss / result.samples : 0.0;
   return result;
 }

@@ -526,6 +526,41 @@ TEST(CheckpointTest, FallsBackPastAnUnusableCheckpoint) {
   }
 }
 
+// Each file of the newest checkpoint cut at every byte (a full disk, an
+// interrupted copy): skipped with a warning, the previous one loads.
+TEST(CheckpointTest, NewestCutAtAnyByteFallsBack) {
+  TempDir tmp;
+  TinyStep step;
+  std::unique_ptr<CheckpointDir> ckpt = OpenOrDie(tmp.path());
+  ASSERT_TRUE(ckpt);
+  std::string older = WriteStep(*ckpt, step, 10, 1);
+  std::string newer = WriteStep(*ckpt, step, 20, 2);
+  for (const char *name :
+       {"model.safetensors", "optimizer.safetensors", "state.json"}) {
+    std::string file = newer + "/" + name;
+    std::vector<uint8_t> whole = ReadFileBytes(file);
+    // Cutting state.json's final newline leaves the same JSON: not a cut.
+    size_t content = whole.size();
+    while (content > 0 && whole[content - 1] == '\n')
+      --content;
+    for (size_t cut = 0; cut < content; ++cut) {
+      testing::WriteFile(
+          file, std::vector<uint8_t>(whole.begin(), whole.begin() + cut));
+      Buffers loaded(step.d, 3);
+      std::vector<std::string> warnings;
+      absl::StatusOr<LoadedCheckpoint> result = ckpt->LoadNewest(
+          step.d, loaded.MutableParams(), loaded.MutableState(), warnings);
+      ASSERT_TRUE(result.ok()) << name << " cut at " << cut << ": "
+                               << result.status();
+      EXPECT_EQ(result->path, older) << name << " cut at " << cut;
+      ASSERT_EQ(warnings.size(), 1u) << name << " cut at " << cut;
+      EXPECT_EQ(warnings[0].rfind(newer + " is unusable: ", 0), 0u)
+          << warnings[0];
+    }
+    testing::WriteFile(file, whole);
+  }
+}
+
 TEST(CheckpointTest, NoUsableCheckpointIsDataLoss) {
   TempDir tmp;
   TinyStep step;

@@ -33,6 +33,18 @@ protected:
     const int32_t *p = buffer.as<int32_t>() + row * T;
     return std::vector<int32_t>(p, p + T);
   }
+  // Window w (aligned) or at offset g, read as T+1 tokens.
+  static std::vector<uint16_t> Aligned(const TokenWindows &windows, int64_t w) {
+    std::vector<uint16_t> window(windows.context() + 1);
+    EXPECT_TRUE(windows.ReadAligned(w, window.data()).ok());
+    return window;
+  }
+  static std::vector<uint16_t> AtOffset(const TokenWindows &windows,
+                                        int64_t g) {
+    std::vector<uint16_t> window(windows.context() + 1);
+    EXPECT_TRUE(windows.ReadAtOffset(g, window.data()).ok());
+    return window;
+  }
   TempDir dir_;
 };
 
@@ -44,13 +56,13 @@ TEST_F(TokenBatchesTest, CountsWindowsPerShard) {
   TokenWindows windows(data, 4);
   EXPECT_EQ(windows.aligned_count(), 14);
   EXPECT_EQ(windows.offset_count(), 51);
-  EXPECT_EQ(windows.Aligned(0)[0], 0);
-  EXPECT_EQ(windows.Aligned(11)[0], 44);
-  EXPECT_EQ(windows.Aligned(12)[0], 2000);
-  EXPECT_EQ(windows.Aligned(13)[4], 2008); // the last token of c.bin
-  EXPECT_EQ(windows.AtOffset(45)[0], 45);
-  EXPECT_EQ(windows.AtOffset(46)[0], 2000);
-  EXPECT_EQ(windows.AtOffset(50)[4], 2008);
+  EXPECT_EQ(Aligned(windows, 0)[0], 0);
+  EXPECT_EQ(Aligned(windows, 11)[0], 44);
+  EXPECT_EQ(Aligned(windows, 12)[0], 2000);
+  EXPECT_EQ(Aligned(windows, 13)[4], 2008); // the last token of c.bin
+  EXPECT_EQ(AtOffset(windows, 45)[0], 45);
+  EXPECT_EQ(AtOffset(windows, 46)[0], 2000);
+  EXPECT_EQ(AtOffset(windows, 50)[4], 2008);
 }
 
 TEST_F(TokenBatchesTest, SequentialTakesConsecutiveWindowsAndRestartsEpochs) {

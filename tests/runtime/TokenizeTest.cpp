@@ -29,8 +29,9 @@ std::vector<uint16_t> ShardTokens(const std::string &path) {
   EXPECT_TRUE(shard.ok()) << shard.status();
   if (!shard.ok())
     return {};
-  return std::vector<uint16_t>(shard->tokens(),
-                               shard->tokens() + shard->num_tokens());
+  std::vector<uint16_t> tokens(shard->num_tokens());
+  EXPECT_TRUE(shard->ReadTokens(0, shard->num_tokens(), tokens.data()).ok());
+  return tokens;
 }
 
 TEST(TokenizeTest, CharLevelUsesSortedDistinctCharacters) {
