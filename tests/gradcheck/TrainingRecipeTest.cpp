@@ -17,8 +17,8 @@
 
 #include <gtest/gtest.h>
 
+#include "dialects/common/ModelAttrs.h"
 #include "dialects/tg/TgDialect.h"
-#include "dialects/tg/TgModelAttrs.h"
 #include "frontend/importer/Importer.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Math/IR/Math.h"
