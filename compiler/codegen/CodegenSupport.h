@@ -11,8 +11,8 @@
 #include <utility>
 #include <vector>
 
+#include "dialects/common/ModelAttrs.h"
 #include "dialects/kern/KernDialect.h"
-#include "dialects/tg/TgModelAttrs.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/Math/IR/Math.h"

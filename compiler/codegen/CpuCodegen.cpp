@@ -9,8 +9,8 @@
 
 #include "compiler/codegen/CodegenSupport.h"
 #include "compiler/codegen/EmbeddedSources.h"
+#include "dialects/common/ModelAttrs.h"
 #include "dialects/kern/KernDialect.h"
-#include "dialects/tg/TgModelAttrs.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/StringExtras.h"

@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <string>
 
+#include "dialects/common/ShapeHelpers.h"
 #include "dialects/tg/TgDialect.h"
 #include "mlir/IR/BuiltinAttributes.h"
 #include "mlir/IR/BuiltinTypes.h"
@@ -132,8 +133,8 @@ LogicalResult Interpreter::bindArguments(func::FuncOp f,
         static_cast<int64_t>(tensor.data.size()) != type.getNumElements())
       return f.emitError("interpreter: argument #")
              << i << " of @" << f.getSymName() << " must be "
-             << tg::formatShape(type.getShape()) << " (" << type.getNumElements()
-             << " elements), got " << tg::formatShape(tensor.shape) << " with "
+             << tcc::formatShape(type.getShape()) << " (" << type.getNumElements()
+             << " elements), got " << tcc::formatShape(tensor.shape) << " with "
              << tensor.data.size() << " elements";
     if (isa<IntegerType>(type.getElementType()))
       for (auto [j, x] : llvm::enumerate(tensor.data))
@@ -189,8 +190,8 @@ FailureOr<std::vector<Tensor>> Interpreter::run(func::FuncOp f,
       if (expected != ArrayRef<int64_t>(result.shape) ||
           static_cast<int64_t>(result.data.size()) != product(expected))
         return op.emitOpError("interpreter bug: computed ")
-               << tg::formatShape(result.shape) << " with " << result.data.size()
-               << " elements for a result of shape " << tg::formatShape(expected);
+               << tcc::formatShape(result.shape) << " with " << result.data.size()
+               << " elements for a result of shape " << tcc::formatShape(expected);
       values_[value] = std::move(result);
     }
   }

@@ -1,6 +1,6 @@
 #include "dialects/kern/KernDialect.h"
 
-#include "dialects/tg/TgDialect.h"
+#include "dialects/common/ShapeHelpers.h"
 #include "mlir/IR/Builders.h"
 #include "llvm/ADT/STLExtras.h"
 
@@ -63,13 +63,13 @@ LogicalResult GemmOp::verify() {
   int64_t n = bs[bs.size() - (getTransposeB() ? 2 : 1)];
   if (ka != kb || cs[cs.size() - 2] != m || cs[cs.size() - 1] != n)
     return emitOpError("inconsistent gemm shapes");
-  auto batch = tcc::tg::broadcastShapes(as.drop_back(2), bs.drop_back(2));
+  auto batch = tcc::broadcastShapes(as.drop_back(2), bs.drop_back(2));
   if (!batch || ArrayRef<int64_t>(*batch) != cs.drop_back(2))
     return emitOpError("batch dimensions ")
-           << tcc::tg::formatShape(as.drop_back(2)) << " and "
-           << tcc::tg::formatShape(bs.drop_back(2))
+           << tcc::formatShape(as.drop_back(2)) << " and "
+           << tcc::formatShape(bs.drop_back(2))
            << " do not broadcast to the output's "
-           << tcc::tg::formatShape(cs.drop_back(2));
+           << tcc::formatShape(cs.drop_back(2));
   return success();
 }
 
@@ -81,11 +81,11 @@ LogicalResult ElementwiseOp::verify() {
     if (mrt(out).getShape() != shape)
       return emitOpError("outputs must have one shape");
   for (Value in : getInputs()) {
-    auto b = tcc::tg::broadcastShapes(mrt(in).getShape(), shape);
+    auto b = tcc::broadcastShapes(mrt(in).getShape(), shape);
     if (!b || ArrayRef<int64_t>(*b) != shape)
       return emitOpError("input ")
              << in.getType() << " does not broadcast to the output shape "
-             << tcc::tg::formatShape(shape);
+             << tcc::formatShape(shape);
   }
   Block &body = getBodyBlock();
   if (body.getNumArguments() != getInputs().size() + 1)
@@ -205,7 +205,7 @@ static LogicalResult verifyRowLookup(Operation *op, MemRefType rows,
   llvm::append_range(expected, rows.getShape().drop_front());
   if (ArrayRef<int64_t>(expected) != lookups.getShape())
     return op->emitOpError("expects shape ")
-           << tcc::tg::formatShape(expected) << " for the looked-up rows";
+           << tcc::formatShape(expected) << " for the looked-up rows";
   return success();
 }
 

@@ -1,5 +1,6 @@
-// The tg (tensor graph) dialect: ops, interfaces, and shape helpers shared by
-// verifiers, gradients and lowering.
+// The tg (tensor graph) dialect: ops, interfaces, and sumToShape, which
+// gradients and lowering share. Shape helpers that need no tg
+// (broadcastShapes, formatShape, ...) are in dialects/common/ShapeHelpers.h.
 #ifndef TCC_DIALECTS_TG_TGDIALECT_H
 #define TCC_DIALECTS_TG_TGDIALECT_H
 
@@ -18,20 +19,6 @@
 #include "dialects/tg/TgOps.h.inc"
 
 namespace tcc::tg {
-
-// "[64, 784]": how every message in tcc prints a shape.
-std::string formatShape(llvm::ArrayRef<int64_t> shape);
-// "0.001", "1e+06" (printf %g): how messages print a number.
-std::string formatNumber(double x);
-
-// numpy broadcasting of two shapes; nullopt when incompatible.
-std::optional<llvm::SmallVector<int64_t>>
-broadcastShapes(llvm::ArrayRef<int64_t> a, llvm::ArrayRef<int64_t> b);
-
-// The shape left after reducing `axes` of `shape`.
-llvm::SmallVector<int64_t> reducedShape(llvm::ArrayRef<int64_t> shape,
-                                        llvm::ArrayRef<int64_t> axes,
-                                        bool keepDims);
 
 // Sums `grad` (of shape `grad`'s type) down to `targetType`, undoing a numpy
 // broadcast: the gradient of an operand that was broadcast in the forward op.

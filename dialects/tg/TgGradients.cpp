@@ -1,8 +1,9 @@
 // Helpers shared by the gradient rules of all op groups. The rules
-// themselves (GradientOpInterface::buildGradients) live next to each op
-// group's verifiers: TgElementwiseOps.cpp, TgStructuralOps.cpp.
+// themselves (GradientOpInterface::buildGradients) live with each op group:
+// TgElementwiseOps.cpp, TgStructuralGradients.cpp.
 #include "dialects/tg/TgDialect.h"
 
+#include "dialects/common/ShapeHelpers.h"
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinAttributes.h"
 
@@ -25,7 +26,7 @@ Value sumToShape(OpBuilder &b, Location loc, Value grad,
       axes.push_back(i);
   Value summed = grad;
   if (!axes.empty()) {
-    auto keptType = RankedTensorType::get(reducedShape(g, axes, true),
+    auto keptType = RankedTensorType::get(tcc::reducedShape(g, axes, true),
                                           gradType.getElementType());
     summed = ReduceSumOp::create(b, loc, keptType, grad,
                                  b.getDenseI64ArrayAttr(axes),

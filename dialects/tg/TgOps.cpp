@@ -1,10 +1,12 @@
-// Verifiers of tg ops. Messages say what was expected and what was found;
-// the op's location (the model's node name) is attached by MLIR.
+// The tg op classes generated from TgOps.td. Their verifiers, gradients and
+// scalar bodies live with their op group (TgElementwiseOps.cpp and
+// TgElementwiseScalarBodies.cpp, TgStructuralOps.cpp and
+// TgStructuralGradients.cpp, TgOptimizerOps.cpp); messages say what was
+// expected and what was found, and MLIR attaches the op's location (the
+// model's node name). The shape helpers they share are dialect-neutral:
+// dialects/common/ShapeHelpers.h.
 #include "dialects/tg/TgDialect.h"
 
-#include <cstdio>
-
-#include "llvm/ADT/STLExtras.h"
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinAttributes.h"
 
@@ -13,52 +15,3 @@ using namespace tcc::tg;
 
 #define GET_OP_CLASSES
 #include "dialects/tg/TgOps.cpp.inc"
-
-// Verifiers live with their op group: TgElementwiseOps.cpp,
-// TgStructuralOps.cpp, TgOptimizerOps.cpp. This file holds the shape helpers
-// they share.
-
-namespace tcc::tg {
-
-std::string formatNumber(double x) {
-  char buffer[32];
-  std::snprintf(buffer, sizeof(buffer), "%g", x);
-  return buffer;
-}
-
-std::string formatShape(llvm::ArrayRef<int64_t> shape) {
-  std::string s = "[";
-  for (auto [i, d] : llvm::enumerate(shape))
-    s += (i ? ", " : "") + std::to_string(d);
-  return s + "]";
-}
-
-std::optional<llvm::SmallVector<int64_t>>
-broadcastShapes(llvm::ArrayRef<int64_t> a, llvm::ArrayRef<int64_t> b) {
-  size_t rank = std::max(a.size(), b.size());
-  llvm::SmallVector<int64_t> out(rank);
-  for (size_t i = 0; i < rank; ++i) {
-    int64_t da = i < rank - a.size() ? 1 : a[i - (rank - a.size())];
-    int64_t db = i < rank - b.size() ? 1 : b[i - (rank - b.size())];
-    if (da != db && da != 1 && db != 1)
-      return std::nullopt;
-    out[i] = da == 1 ? db : da;
-  }
-  return out;
-}
-
-llvm::SmallVector<int64_t> reducedShape(llvm::ArrayRef<int64_t> shape,
-                                        llvm::ArrayRef<int64_t> axes,
-                                        bool keepDims) {
-  llvm::SmallVector<int64_t> out;
-  for (auto [i, d] : llvm::enumerate(shape)) {
-    bool reduced = llvm::is_contained(axes, static_cast<int64_t>(i));
-    if (!reduced)
-      out.push_back(d);
-    else if (keepDims)
-      out.push_back(1);
-  }
-  return out;
-}
-
-} // namespace tcc::tg

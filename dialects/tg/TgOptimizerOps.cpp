@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <string>
 
+#include "dialects/common/ShapeHelpers.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Math/IR/Math.h"
 #include "mlir/IR/Builders.h"
@@ -61,7 +62,7 @@ LogicalResult verifyHyperParameter(Operation *op, StringRef name,
             (hiOpen ? value < hi : value <= hi);
   if (!ok)
     return op->emitOpError(name)
-           << " must be " << range << ", got " << formatNumber(value);
+           << " must be " << range << ", got " << tcc::formatNumber(value);
   return success();
 }
 

@@ -3,7 +3,7 @@
 // rms_norm, causal_mask, split).
 //
 // The expansions are shared by tg-decompose (passes/lowering/Decompose.cpp)
-// and by the gradient rules in TgStructuralOps.cpp: a gradient that needs,
+// and by the gradient rules in TgStructuralGradients.cpp: a gradient that needs,
 // say, the normalized input of a layer_norm rebuilds it with the very ops
 // the decomposition of the forward op emits, so CSE after tg-decompose
 // merges the two copies.

@@ -2,8 +2,9 @@
 #include <cmath>
 #include <cstdio>
 
+#include "dialects/common/ModelAttrs.h"
+#include "dialects/common/ShapeHelpers.h"
 #include "dialects/tg/TgDialect.h"
-#include "dialects/tg/TgModelAttrs.h"
 #include "frontend/importer/NodeImporter.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "llvm/ADT/StringSwitch.h"
@@ -115,7 +116,7 @@ FailureOr<SmallVector<int64_t>> shapeAttr(NodeContext &n) {
     return failure();
   for (int64_t d : *shape)
     if (d <= 0) {
-      n.error() << "shape " << tg::formatShape(*shape)
+      n.error() << "shape " << tcc::formatShape(*shape)
                 << " has a non-positive dimension";
       return failure();
     }
@@ -126,11 +127,11 @@ FailureOr<SmallVector<int64_t>> shapeAttr(NodeContext &n) {
 FailureOr<SmallVector<int64_t>> broadcastOperands(NodeContext &n) {
   SmallVector<int64_t> shape;
   for (size_t i = 0; i < n.operands.size(); ++i) {
-    auto merged = tg::broadcastShapes(shape, n.type(i).getShape());
+    auto merged = tcc::broadcastShapes(shape, n.type(i).getShape());
     if (!merged) {
       InFlightDiagnostic d = n.error() << "shape mismatch: ";
       for (size_t j = 0; j < n.operands.size(); ++j)
-        d << (j ? " and " : "") << tg::formatShape(n.type(j).getShape());
+        d << (j ? " and " : "") << tcc::formatShape(n.type(j).getShape());
       d << " do not broadcast";
       return failure();
     }
@@ -251,13 +252,13 @@ NodeResults importConstant(NodeContext &n) {
   } else if (dtype->isInteger(1)) {
     if (*value != 0.0 && *value != 1.0)
       return n.error() << "a bool constant's value must be 0 or 1, got "
-                       << tg::formatNumber(*value);
+                       << tcc::formatNumber(*value);
     element = n.b.getIntegerAttr(*dtype, static_cast<int64_t>(*value));
   } else {
     // Integers: exact and in range (2^31 and 2^63 are exact doubles).
     double limit = dtype->isInteger(32) ? 2147483648.0 : 9223372036854775808.0;
     if (*value != std::trunc(*value) || *value < -limit || *value >= limit)
-      return n.error() << "value " << tg::formatNumber(*value)
+      return n.error() << "value " << tcc::formatNumber(*value)
                        << " is not an integer in the range of "
                        << typeText(*dtype);
     element = n.b.getIntegerAttr(*dtype, static_cast<int64_t>(*value));
@@ -281,7 +282,7 @@ NodeResults importIota(NodeContext &n) {
     return n.error() << "op iota needs a non-empty 'shape'";
   if (*axis < -rank || *axis >= rank)
     return n.error() << "axis " << *axis << " out of range for "
-                     << tg::formatShape(*shape);
+                     << tcc::formatShape(*shape);
   if (dtype->isInteger(1))
     return n.error() << "iota counts in a number type, not bool";
   return single(tg::IotaOp::create(
@@ -324,7 +325,7 @@ NodeResults importDropout(NodeContext &n) {
     return failure();
   if (!(*rate >= 0.0 && *rate < 1.0))
     return n.error() << "dropout rate must be in [0, 1), got "
-                     << tg::formatNumber(*rate);
+                     << tcc::formatNumber(*rate);
   FailureOr<Value> seed = hyperArgument(n, "rng_seed");
   FailureOr<Value> step = hyperArgument(n, "step");
   if (failed(seed) || failed(step))

@@ -9,6 +9,7 @@
 #include <limits>
 #include <numeric>
 
+#include "dialects/common/ShapeHelpers.h"
 #include "dialects/tg/TgDialect.h"
 #include "dialects/tg/TgStructuralBuilders.h"
 #include "frontend/importer/NodeImporter.h"
@@ -33,7 +34,7 @@ FailureOr<int64_t> normalizeAxis(NodeContext &n, int64_t axis,
   int64_t rank = type.getRank();
   if (axis < -rank || axis >= rank) {
     n.error() << "axis " << axis << " out of range for "
-              << tg::formatShape(type.getShape());
+              << tcc::formatShape(type.getShape());
     return failure();
   }
   return axis < 0 ? axis + rank : axis;
@@ -64,19 +65,19 @@ NodeResults importMatmul(NodeContext &n) {
   if (l.getRank() < 2 || r.getRank() < 2)
     return n.error() << "matmul expects inputs of rank >= 2 (..., M, K) x "
                         "(..., K, N), got "
-                     << tg::formatShape(l.getShape()) << " x "
-                     << tg::formatShape(r.getShape());
+                     << tcc::formatShape(l.getShape()) << " x "
+                     << tcc::formatShape(r.getShape());
   int64_t kl = l.getDimSize(l.getRank() - (*ta ? 2 : 1));
   int64_t kr = r.getDimSize(r.getRank() - (*tb ? 1 : 2));
   if (kl != kr)
-    return n.error() << "shape mismatch: " << tg::formatShape(l.getShape())
-                     << " x " << tg::formatShape(r.getShape())
+    return n.error() << "shape mismatch: " << tcc::formatShape(l.getShape())
+                     << " x " << tcc::formatShape(r.getShape())
                      << " contracts K = " << kl << " with K = " << kr;
   auto shape = tg::matmulShape(l.getShape(), r.getShape(), *ta, *tb);
   if (!shape)
     return n.error() << "shape mismatch: batch dimensions of "
-                     << tg::formatShape(l.getShape()) << " and "
-                     << tg::formatShape(r.getShape()) << " do not broadcast";
+                     << tcc::formatShape(l.getShape()) << " and "
+                     << tcc::formatShape(r.getShape()) << " do not broadcast";
   return single(tg::MatmulOp::create(
       n.b, n.loc, RankedTensorType::get(*shape, l.getElementType()),
       n.operands[0], n.operands[1], n.b.getBoolAttr(*ta),
@@ -98,8 +99,8 @@ LogicalResult checkTargets(NodeContext &n, StringRef what, bool rowsOnly) {
     return n.error() << "shape mismatch: logits must be "
                      << (rowsOnly ? "(N, C) and " : "(..., C) and ") << what
                      << (rowsOnly ? " (N)" : " (...)") << ", got "
-                     << tg::formatShape(logits.getShape()) << " and "
-                     << tg::formatShape(targets.getShape());
+                     << tcc::formatShape(logits.getShape()) << " and "
+                     << tcc::formatShape(targets.getShape());
   return success();
 }
 
@@ -204,9 +205,9 @@ NodeResults importNorm(NodeContext &n) {
     if (t.getShape() != x.getShape().take_back() ||
         t.getElementType() != x.getElementType())
       return n.error() << (i == 1 ? "weight '" : "bias '") << n.node.inputs(i)
-                       << "' must be " << tg::formatShape(x.getShape().take_back())
+                       << "' must be " << tcc::formatShape(x.getShape().take_back())
                        << " of " << x.getElementType() << " (the last axis of "
-                       << tg::formatShape(x.getShape()) << "), got " << t;
+                       << tcc::formatShape(x.getShape()) << "), got " << t;
   }
   Value weight = n.operands.size() > 1 ? n.operands[1] : Value();
   Value bias = n.operands.size() > 2 ? n.operands[2] : Value();
@@ -230,7 +231,7 @@ NodeResults importEmbedding(NodeContext &n) {
   if (table.getRank() != 2)
     return n.error() << "embedding table '" << n.node.inputs(0)
                      << "' must be (V, C), got "
-                     << tg::formatShape(table.getShape());
+                     << tcc::formatShape(table.getShape());
   SmallVector<int64_t> shape(ids.getShape());
   shape.push_back(table.getDimSize(1));
   return single(tg::GatherOp::create(
@@ -253,23 +254,23 @@ NodeResults importReshape(NodeContext &n) {
       continue;
     }
     if (d <= 0)
-      return n.error() << "reshape target " << tg::formatShape(*shape)
+      return n.error() << "reshape target " << tcc::formatShape(*shape)
                        << (d == -1 ? " has more than one -1"
                                    : " has a non-positive dimension");
     known *= d;
   }
   if (inferred >= 0) {
     if (in.getNumElements() % known != 0)
-      return n.error() << "cannot reshape " << tg::formatShape(in.getShape())
-                       << " to " << tg::formatShape(*shape) << ": "
+      return n.error() << "cannot reshape " << tcc::formatShape(in.getShape())
+                       << " to " << tcc::formatShape(*shape) << ": "
                        << in.getNumElements() << " elements are not a multiple of "
                        << known;
     (*shape)[inferred] = in.getNumElements() / known;
     known *= (*shape)[inferred];
   }
   if (known != in.getNumElements())
-    return n.error() << "cannot reshape " << tg::formatShape(in.getShape())
-                     << " to " << tg::formatShape(*shape);
+    return n.error() << "cannot reshape " << tcc::formatShape(in.getShape())
+                     << " to " << tcc::formatShape(*shape);
   auto out = RankedTensorType::get(*shape, in.getElementType());
   return single(tg::ReshapeOp::create(n.b, n.loc, out, n.operands[0]));
 }
@@ -286,9 +287,9 @@ NodeResults importTranspose(NodeContext &n) {
     for (int64_t d = in.getRank() - 1; d >= 0; --d)
       perm->push_back(d);
   if (perm->size() != static_cast<size_t>(in.getRank()))
-    return n.error() << "perm " << tg::formatShape(*perm) << " must have "
+    return n.error() << "perm " << tcc::formatShape(*perm) << " must have "
                      << in.getRank() << " entries for "
-                     << tg::formatShape(in.getShape());
+                     << tcc::formatShape(in.getShape());
   for (int64_t &p : *perm) {
     FailureOr<int64_t> axis = normalizeAxis(n, p, in);
     if (failed(axis))
@@ -298,7 +299,7 @@ NodeResults importTranspose(NodeContext &n) {
   SmallVector<int64_t> sorted(*perm);
   llvm::sort(sorted);
   if (std::adjacent_find(sorted.begin(), sorted.end()) != sorted.end())
-    return n.error() << "perm " << tg::formatShape(*perm)
+    return n.error() << "perm " << tcc::formatShape(*perm)
                      << " is not a permutation (repeats an axis)";
   return single(tg::build::transpose(n.b, n.loc, n.operands[0], *perm));
 }
@@ -311,11 +312,11 @@ NodeResults importBroadcastTo(NodeContext &n) {
   if (failed(shape))
     return failure();
   auto in = n.type(0);
-  auto b = tg::broadcastShapes(in.getShape(), *shape);
+  auto b = tcc::broadcastShapes(in.getShape(), *shape);
   if (llvm::any_of(*shape, [](int64_t d) { return d <= 0; }) || !b ||
       ArrayRef<int64_t>(*b) != ArrayRef<int64_t>(*shape))
-    return n.error() << "cannot broadcast " << tg::formatShape(in.getShape())
-                     << " to " << tg::formatShape(*shape);
+    return n.error() << "cannot broadcast " << tcc::formatShape(in.getShape())
+                     << " to " << tcc::formatShape(*shape);
   return single(tg::BroadcastToOp::create(
       n.b, n.loc, RankedTensorType::get(*shape, in.getElementType()),
       n.operands[0]));
@@ -383,9 +384,9 @@ NodeResults importConcat(NodeContext &n) {
       ok = d == *a || t.getDimSize(d) == first.getDimSize(d);
     if (!ok)
       return n.error() << "input '" << n.node.inputs(i) << "' is "
-                       << tg::formatShape(t.getShape()) << " of "
+                       << tcc::formatShape(t.getShape()) << " of "
                        << t.getElementType() << "; it must match "
-                       << tg::formatShape(first.getShape()) << " of "
+                       << tcc::formatShape(first.getShape()) << " of "
                        << first.getElementType() << " except along axis " << *a;
   }
   return single(tg::build::concat(n.b, n.loc, n.operands, *a));
@@ -410,14 +411,14 @@ NodeResults importSplit(NodeContext &n) {
   int64_t total = 0;
   for (int64_t s : *sizes) {
     if (s <= 0)
-      return n.error() << "split sizes " << tg::formatShape(*sizes)
+      return n.error() << "split sizes " << tcc::formatShape(*sizes)
                        << " must be positive";
     total += s;
   }
   if (total != in.getDimSize(*a))
-    return n.error() << "split sizes " << tg::formatShape(*sizes) << " add up to "
+    return n.error() << "split sizes " << tcc::formatShape(*sizes) << " add up to "
                      << total << ", but axis " << *a << " of "
-                     << tg::formatShape(in.getShape()) << " has size "
+                     << tcc::formatShape(in.getShape()) << " has size "
                      << in.getDimSize(*a);
   SmallVector<Type> types;
   for (int64_t s : *sizes) {
@@ -441,7 +442,7 @@ NodeResults importCausalMask(NodeContext &n) {
     return failure();
   if (n.type(0).getRank() < 2)
     return n.error() << "causal_mask needs scores (..., T, S), got "
-                     << tg::formatShape(n.type(0).getShape());
+                     << tcc::formatShape(n.type(0).getShape());
   return single(tg::CausalMaskOp::create(n.b, n.loc, n.type(0), n.operands[0],
                                          n.b.getF64FloatAttr(*value)));
 }

@@ -7,8 +7,9 @@
 #include <cstdio>
 #include <string>
 
+#include "dialects/common/ModelAttrs.h"
+#include "dialects/common/ShapeHelpers.h"
 #include "dialects/tg/TgDialect.h"
-#include "dialects/tg/TgModelAttrs.h"
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/Diagnostics.h"
 #include "tcc_model.pb.h" // generated from frontend/proto/tcc_model.proto
@@ -51,7 +52,7 @@ private:
     bool ok = std::isfinite(value) && (loOpen ? value > lo : value >= lo) &&
               (hiOpen ? value < hi : value <= hi);
     if (!ok)
-      return error() << field << " must be " << range << ", got " << tg::formatNumber(value);
+      return error() << field << " must be " << range << ", got " << tcc::formatNumber(value);
     return success();
   }
   LogicalResult checkPositive(StringRef field, double value) {
@@ -146,8 +147,8 @@ LogicalResult TrainingImporter::importSchedule() {
     if (!std::isfinite(wc.min_lr()) || wc.min_lr() < 0 ||
         wc.min_lr() > learningRate_)
       return error() << "lr_schedule min_lr must be in [0, learning_rate = "
-                     << tg::formatNumber(learningRate_) << "], got "
-                     << tg::formatNumber(wc.min_lr());
+                     << tcc::formatNumber(learningRate_) << "], got "
+                     << tcc::formatNumber(wc.min_lr());
     module_->setAttr(
         tg::kLrScheduleAttr,
         b_.getDictionaryAttr(

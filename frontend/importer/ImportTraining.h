@@ -1,6 +1,6 @@
 // pb -> tg for the training recipe: the optimizer, the learning-rate
 // schedule, gradient clipping and micro-batches of `model.training`, checked
-// and recorded as module attributes (names in dialects/tg/TgModelAttrs.h)
+// and recorded as module attributes (names in dialects/common/ModelAttrs.h)
 // for the training passes, the code generator and, through the step
 // descriptor, the runtime.
 #ifndef TCC_FRONTEND_IMPORTER_IMPORTTRAINING_H

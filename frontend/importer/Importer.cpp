@@ -3,8 +3,9 @@
 #include "frontend/importer/ImportTraining.h"
 #include "frontend/importer/NodeImporter.h"
 
+#include "dialects/common/ModelAttrs.h"
+#include "dialects/common/ShapeHelpers.h"
 #include "dialects/tg/TgDialect.h"
-#include "dialects/tg/TgModelAttrs.h"
 #include "llvm/ADT/StringMap.h"
 #include "llvm/ADT/StringSet.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -72,7 +73,7 @@ ModelImporter::tensorType(model::DType dtype, const model::Shape &shape,
   SmallVector<int64_t> dims(shape.dims().begin(), shape.dims().end());
   for (int64_t d : dims)
     if (d <= 0) {
-      error(where) << "shape " << tg::formatShape(dims)
+      error(where) << "shape " << tcc::formatShape(dims)
                    << " has a non-positive dimension";
       return failure();
     }

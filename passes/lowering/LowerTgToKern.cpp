@@ -23,7 +23,7 @@
 //===----------------------------------------------------------------------===//
 #include "passes/Passes.h"
 
-#include "dialects/tg/TgModelAttrs.h"
+#include "dialects/common/ModelAttrs.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/IR/Builders.h"
 #include "llvm/ADT/SetVector.h"

@@ -27,7 +27,7 @@
 //===----------------------------------------------------------------------===//
 #include "passes/Passes.h"
 
-#include "dialects/tg/TgModelAttrs.h"
+#include "dialects/common/ModelAttrs.h"
 #include "dialects/tg/TgStructuralBuilders.h"
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/IRMapping.h"

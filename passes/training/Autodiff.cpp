@@ -11,7 +11,7 @@
 //===----------------------------------------------------------------------===//
 #include "passes/Passes.h"
 
-#include "dialects/tg/TgModelAttrs.h"
+#include "dialects/common/ModelAttrs.h"
 #include "dialects/tg/TgStructuralBuilders.h"
 #include "mlir/IR/Builders.h"
 #include "mlir/Transforms/RegionUtils.h"

@@ -17,7 +17,7 @@
 
 #include <cmath>
 
-#include "dialects/tg/TgModelAttrs.h"
+#include "dialects/common/ModelAttrs.h"
 #include "dialects/tg/TgStructuralBuilders.h"
 #include "mlir/IR/Builders.h"
 #include "passes/training/TrainingUtils.h"

@@ -10,7 +10,7 @@
 //===----------------------------------------------------------------------===//
 #include "passes/Passes.h"
 
-#include "dialects/tg/TgModelAttrs.h"
+#include "dialects/common/ModelAttrs.h"
 #include "mlir/IR/Builders.h"
 #include "passes/training/TrainingUtils.h"
 

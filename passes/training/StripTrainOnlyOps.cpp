@@ -8,7 +8,7 @@
 //===----------------------------------------------------------------------===//
 #include "passes/Passes.h"
 
-#include "dialects/tg/TgModelAttrs.h"
+#include "dialects/common/ModelAttrs.h"
 
 namespace tcc {
 #define GEN_PASS_DEF_TGSTRIPTRAINONLYOPS

@@ -1,7 +1,7 @@
 #include "passes/training/TrainingUtils.h"
 
+#include "dialects/common/ModelAttrs.h"
 #include "dialects/tg/TgDialect.h"
-#include "dialects/tg/TgModelAttrs.h"
 
 using namespace mlir;
 

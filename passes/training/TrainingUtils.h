@@ -6,7 +6,7 @@
 
 #include <optional>
 
-#include "dialects/tg/TgModelAttrs.h"
+#include "dialects/common/ModelAttrs.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinOps.h"

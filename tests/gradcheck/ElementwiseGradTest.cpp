@@ -10,8 +10,9 @@
 #include <gtest/gtest.h>
 
 #include "compiler/interpreter/InterpreterSupport.h"
+#include "dialects/common/ModelAttrs.h"
+#include "dialects/common/ShapeHelpers.h"
 #include "dialects/tg/TgDialect.h"
-#include "dialects/tg/TgModelAttrs.h"
 #include "tests/gradcheck/GradCheck.h"
 #include "tests/gradcheck/GradCheckFixture.h"
 
@@ -53,7 +54,7 @@ RankedTensorType typeOf(Value v) { return cast<RankedTensorType>(v.getType()); }
 RankedTensorType broadcastType(ArrayRef<Value> values, Type elementType) {
   SmallVector<int64_t> shape;
   for (Value v : values)
-    shape = *tg::broadcastShapes(shape, typeOf(v).getShape());
+    shape = *tcc::broadcastShapes(shape, typeOf(v).getShape());
   return RankedTensorType::get(shape, elementType);
 }
 
@@ -153,7 +154,7 @@ std::vector<ElementwiseCase> unaryCases() {
 
 // args[0] > args[1] at some position and < at another, after broadcasting.
 bool eachSideWins(ArrayRef<Tensor> args) {
-  auto shape = tg::broadcastShapes(args[0].shape, args[1].shape);
+  auto shape = tcc::broadcastShapes(args[0].shape, args[1].shape);
   Tensor l = interp::broadcast(args[0], *shape);
   Tensor r = interp::broadcast(args[1], *shape);
   bool greater = false, less = false;

@@ -6,8 +6,9 @@
 
 #include <gtest/gtest.h>
 
+#include "dialects/common/ModelAttrs.h"
+#include "dialects/common/ShapeHelpers.h"
 #include "dialects/tg/TgDialect.h"
-#include "dialects/tg/TgModelAttrs.h"
 #include "mlir/IR/Verifier.h"
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Transforms/Passes.h"
@@ -60,7 +61,7 @@ Value matmul(OpBuilder &b, Location loc, Value lhs, Value rhs,
 // The broadcast result type; an incompatible pair is a bug in the test, and
 // the verifier reports it.
 static RankedTensorType broadcastType(Value lhs, Value rhs) {
-  auto shape = tg::broadcastShapes(shapeOf(lhs), shapeOf(rhs));
+  auto shape = tcc::broadcastShapes(shapeOf(lhs), shapeOf(rhs));
   return f64Tensor(lhs.getContext(),
                    shape ? ArrayRef<int64_t>(*shape) : shapeOf(lhs));
 }
@@ -76,7 +77,7 @@ Value mul(OpBuilder &b, Location loc, Value lhs, Value rhs) {
 Value reduceSum(OpBuilder &b, Location loc, Value x, ArrayRef<int64_t> axes,
                 bool keepDims) {
   auto type =
-      f64Tensor(b.getContext(), tg::reducedShape(shapeOf(x), axes, keepDims));
+      f64Tensor(b.getContext(), tcc::reducedShape(shapeOf(x), axes, keepDims));
   return tg::ReduceSumOp::create(b, loc, type, x, b.getDenseI64ArrayAttr(axes),
                                  b.getBoolAttr(keepDims));
 }
@@ -84,7 +85,7 @@ Value reduceSum(OpBuilder &b, Location loc, Value x, ArrayRef<int64_t> axes,
 Value reduceMean(OpBuilder &b, Location loc, Value x, ArrayRef<int64_t> axes,
                  bool keepDims) {
   auto type =
-      f64Tensor(b.getContext(), tg::reducedShape(shapeOf(x), axes, keepDims));
+      f64Tensor(b.getContext(), tcc::reducedShape(shapeOf(x), axes, keepDims));
   return tg::ReduceMeanOp::create(b, loc, type, x, b.getDenseI64ArrayAttr(axes),
                                   b.getBoolAttr(keepDims));
 }

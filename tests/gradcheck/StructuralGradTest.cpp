@@ -12,8 +12,8 @@
 
 #include <gtest/gtest.h>
 
+#include "dialects/common/ModelAttrs.h"
 #include "dialects/tg/TgDialect.h"
-#include "dialects/tg/TgModelAttrs.h"
 #include "dialects/tg/TgStructuralBuilders.h"
 #include "frontend/importer/Importer.h"
 #include "models/Gpt.h"

@@ -17,8 +17,8 @@
 
 #include <gtest/gtest.h>
 
+#include "dialects/common/ModelAttrs.h"
 #include "dialects/tg/TgDialect.h"
-#include "dialects/tg/TgModelAttrs.h"
 #include "frontend/importer/Importer.h"
 #include "models/ModelBuilder.h"
 #include "tests/gradcheck/GradCheck.h"

@@ -6,7 +6,7 @@
 #include <gtest/gtest.h>
 
 #include "dialects/tg/TgDialect.h"
-#include "dialects/tg/TgModelAttrs.h"
+#include "dialects/common/ModelAttrs.h"
 #include "frontend/importer/Importer.h"
 #include "mlir/Pass/PassManager.h"
 #include "passes/Passes.h"

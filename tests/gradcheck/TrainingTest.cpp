@@ -5,8 +5,8 @@
 
 #include <gtest/gtest.h>
 
+#include "dialects/common/ModelAttrs.h"
 #include "dialects/tg/TgDialect.h"
-#include "dialects/tg/TgModelAttrs.h"
 #include "tests/gradcheck/GradCheck.h"
 #include "tests/gradcheck/GradCheckFixture.h"
 #include "tests/gradcheck/TrainingSteps.h"

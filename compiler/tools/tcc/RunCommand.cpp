@@ -5,19 +5,16 @@
 // are random.
 #include "compiler/tools/tcc/RunCommand.h"
 
-#include "compiler/tools/tcc/Diagnostics.h"
-
 #include <cmath>
 #include <cstdio>
 #include <random>
 #include <string>
 
+#include "compiler/driver/Compile.h"
 #include "compiler/interpreter/TgInterpreter.h"
 #include "compiler/pipeline/Pipeline.h"
-#include "dialects/kern/KernDialect.h"
-#include "dialects/tg/TgDialect.h"
-#include "dialects/tg/TgModelAttrs.h"
-#include "frontend/importer/Importer.h"
+#include "dialects/common/ModelAttrs.h"
+#include "dialects/common/ShapeHelpers.h"
 #include "frontend/io/ModelFile.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/MLIRContext.h"
@@ -66,7 +63,7 @@ void printTensor(llvm::StringRef name, const interp::Tensor &t, int64_t show) {
     hi = std::max(hi, x);
   }
   std::printf("%s %s mean %.6g min %.6g max %.6g:", name.str().c_str(),
-              tg::formatShape(t.shape).c_str(),
+              tcc::formatShape(t.shape).c_str(),
               t.data.empty() ? 0.0 : sum / t.data.size(), lo, hi);
   for (int64_t i = 0; i < std::min<int64_t>(show, t.data.size()); ++i)
     std::printf(" %.6g", t.data[i]);
@@ -137,9 +134,7 @@ int execute(const RunArgs &args) {
     return 1;
   }
   mlir::MLIRContext ctx;
-  ctx.loadDialect<tg::TgDialect, kern::KernDialect, mlir::func::FuncDialect>();
-  installDiagnosticPrinter(ctx, args.model);
-  mlir::OwningOpRef<mlir::ModuleOp> module = importModel(*model, ctx);
+  mlir::OwningOpRef<mlir::ModuleOp> module = importIntoContext(*model, args.model, ctx);
   if (!module)
     return 1; // the diagnostic printer said why
   mlir::PassManager pm(&ctx);

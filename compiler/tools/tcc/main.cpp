@@ -6,29 +6,16 @@
 //                        [--emit-gradients] [-v]
 //
 // Exit codes: 0 success, 1 compile error (bad model, failed pass or host
-// compiler), 2 usage error.
+// compiler), 2 usage error. This file parses the flags; the compile itself
+// is compiler/driver/Compile.h, and `tcc run` is RunCommand.cpp.
 #include <cstdio>
 #include <cstdlib>
 #include <string>
 
-#include "compiler/codegen/CpuCodegen.h"
-#include "compiler/codegen/CudaCodegen.h"
+#include "compiler/driver/Compile.h"
 #include "compiler/driver/CudaCompiler.h"
-#include "compiler/driver/HostCompiler.h"
-#include "compiler/pipeline/IRDumps.h"
 #include "compiler/pipeline/Pipeline.h"
-#include "compiler/tools/tcc/Diagnostics.h"
 #include "compiler/tools/tcc/RunCommand.h"
-#include "dialects/kern/KernDialect.h"
-#include "dialects/tg/TgDialect.h"
-#include "frontend/importer/Importer.h"
-#include "frontend/io/ModelFile.h"
-#include "mlir/Dialect/Func/IR/FuncOps.h"
-#include "mlir/IR/Diagnostics.h"
-#include "mlir/IR/MLIRContext.h"
-#include "mlir/Pass/PassManager.h"
-#include "llvm/Support/FileSystem.h"
-#include "llvm/Support/raw_ostream.h"
 
 namespace {
 
@@ -98,157 +85,21 @@ int compileError(const std::string &msg) {
   return 1;
 }
 
-struct CompileArgs {
-  std::string model, output, target, arch, dumpDir, cxx;
-  tcc::Phase phase = tcc::Phase::Library;
-  bool native = true;
-  bool emitGradients = false;
-  bool tf32 = false, useCache = true, verbose = false;
-  int jobs = 0;
-};
-
-bool writeText(const std::string &path, llvm::StringRef text, std::string &error) {
-  if (path == "-") {
-    llvm::outs() << text;
-    return true;
-  }
-  std::error_code ec;
-  llvm::raw_fd_ostream os(path, ec);
-  if (ec) {
-    error = "cannot write " + path + ": " + ec.message();
-    return false;
-  }
-  os << text;
-  return true;
-}
-
-// The cuda target after the memory plan: generated sources, then nvcc.
-int emitCuda(const CompileArgs &args, mlir::ModuleOp module,
-             std::optional<tcc::DumpDirectory> &dumps) {
-  std::string error;
-  tcc::CudaCodegenOptions codegen;
-  codegen.arch = args.arch;
-  codegen.tf32 = args.tf32;
-  mlir::FailureOr<tcc::GeneratedCudaStep> step = tcc::generateCudaStep(module, codegen);
-  if (mlir::failed(step))
+// Prints how a compile failed and returns the exit code: a misuse of the
+// options 2, any other failure 1 (no message when MLIR diagnostics already
+// printed why).
+int reportCompile(const absl::Status &status) {
+  if (status.ok())
+    return 0;
+  if (absl::IsInvalidArgument(status))
+    return usageError(std::string(status.message()));
+  if (status.message().empty())
     return 1;
-  if (dumps) {
-    (void)dumps->write("step_host", "cpp", step->hostSource,
-                       "generated host C++ for the cuda target (launches, cuBLASLt, ABI)");
-    for (size_t i = 0; i < step->kernelUnits.size(); ++i)
-      (void)dumps->write("kernels_" + std::to_string(i), "cu", step->kernelUnits[i],
-                         "generated CUDA kernel unit " + std::to_string(i));
-    (void)dumps->write("kernels", "txt", step->kernelList,
-                       "kernel list: every launch with its shape, FLOPs and bytes");
-  }
-  if (args.phase == tcc::Phase::Source) {
-    std::string all = step->hostSource;
-    for (size_t i = 0; i < step->kernelUnits.size(); ++i)
-      all += "\n// ==== kernels_" + std::to_string(i) + ".cu ====\n" + step->kernelUnits[i];
-    return writeText(args.output, all, error) ? 0 : compileError(error);
-  }
-  if (args.output == "-")
-    return usageError("a library cannot be written to stdout; use -o PATH");
-  std::optional<std::string> nvcc = tcc::findNvcc();
-  if (!nvcc)
-    return compileError("--target cuda needs nvcc: set TCC_NVCC, put nvcc on PATH or "
-                        "install the CUDA toolkit in /usr/local/cuda");
-  tcc::CudaCompileOptions options;
-  options.nvcc = *nvcc;
-  options.arch = args.arch;
-  options.hostCompiler = args.cxx;
-  options.jobs = args.jobs;
-  options.useCache = args.useCache;
-  tcc::CudaCompileStats stats;
-  if (!tcc::compileCudaLibrary(step->hostSource, step->kernelUnits, args.output, options,
-                               stats, error))
-    return compileError(error);
-  if (args.verbose)
-    std::fprintf(stderr,
-                 "tcc: cuda %s: %lld launches, %lld distinct kernels in %zu units; "
-                 "%d of %d objects from the cache%s%s; %.1f s to compile and link\n",
-                 args.arch.c_str(), static_cast<long long>(step->launches),
-                 static_cast<long long>(step->distinctKernels), step->kernelUnits.size(),
-                 stats.fromCache, stats.units, stats.cacheDir.empty() ? "" : " ",
-                 stats.cacheDir.c_str(), stats.seconds);
-  return 0;
-}
-
-int runCompile(const CompileArgs &args) {
-  absl::StatusOr<tcc::model::Model> model = tcc::LoadModelFile(args.model);
-  if (!model.ok())
-    return compileError(std::string(model.status().message()));
-
-  std::optional<tcc::DumpDirectory> dumps;
-  if (!args.dumpDir.empty()) {
-    std::string error;
-    auto dir = tcc::DumpDirectory::open(args.dumpDir, error);
-    if (mlir::failed(dir))
-      return compileError(error);
-    dumps.emplace(std::move(*dir));
-  }
-
-  mlir::MLIRContext ctx;
-  ctx.loadDialect<tcc::tg::TgDialect, tcc::kern::KernDialect,
-                  mlir::func::FuncDialect>();
-  tcc::installDiagnosticPrinter(ctx, args.model);
-  mlir::OwningOpRef<mlir::ModuleOp> module = tcc::importModel(*model, ctx);
-  if (!module)
-    return 1; // the diagnostic handler printed why
-  if (dumps)
-    (void)dumps->writeModule("import", *module, "tg IR imported from " + args.model);
-
-  mlir::PassManager pm(&ctx);
-  tcc::PipelineOptions pipelineOptions;
-  pipelineOptions.emitGradients = args.emitGradients;
-  tcc::buildPipeline(pm, args.phase, pipelineOptions);
-  if (dumps) {
-    ctx.disableMultithreading(); // dumps in pass order
-    dumps->attach(pm);
-  }
-  if (mlir::failed(pm.run(*module))) {
-    if (dumps)
-      (void)dumps->writeIndex();
-    return 1;
-  }
-
-  std::string error;
-  auto finish = [&](int rc) {
-    if (dumps)
-      (void)dumps->writeIndex();
-    return rc;
-  };
-  if (args.phase <= tcc::Phase::Plan) {
-    std::string text;
-    llvm::raw_string_ostream os(text);
-    module->print(os);
-    return finish(writeText(args.output, text, error) ? 0 : compileError(error));
-  }
-
-  if (args.target == "cuda")
-    return finish(emitCuda(args, *module, dumps));
-
-  mlir::FailureOr<tcc::GeneratedStep> step = tcc::generateCpuStep(*module);
-  if (mlir::failed(step))
-    return finish(1);
-  if (dumps)
-    (void)dumps->write("step", "cpp", step->source,
-                       "generated C++ for the cpu target (compiled into the library)");
-  if (args.phase == tcc::Phase::Source)
-    return finish(writeText(args.output, step->source, error) ? 0 : compileError(error));
-
-  if (args.output == "-")
-    return finish(usageError("a library cannot be written to stdout; use -o PATH"));
-  tcc::HostCompileOptions options;
-  options.compiler = args.cxx;
-  options.nativeArch = args.native;
-  if (!tcc::compileSharedLibrary(step->source, args.output, options, error))
-    return finish(compileError(error));
-  return finish(0);
+  return compileError(std::string(status.message()));
 }
 
 int compileMain(int argc, char **argv) {
-  CompileArgs args;
+  tcc::CompileOptions args;
   for (int i = 0; i < argc; ++i) {
     std::string a = argv[i];
     auto value = [&](std::string &out) -> bool {
@@ -310,7 +161,7 @@ int compileMain(int argc, char **argv) {
       if (!value(args.cxx))
         return usageError("--cxx needs a compiler");
     } else if (a == "--no-native") {
-      args.native = false;
+      args.nativeArch = false;
     } else if (a == "--emit-gradients") {
       args.emitGradients = true;
     } else if (!a.empty() && a[0] == '-' && a != "-") {
@@ -331,7 +182,7 @@ int compileMain(int argc, char **argv) {
     return usageError("--arch and --tf32 apply to --target cuda");
   if (args.target == "cuda" && args.arch.empty())
     args.arch = tcc::detectGpuArch().value_or("sm_90");
-  return runCompile(args);
+  return reportCompile(tcc::compileModel(args));
 }
 
 } // namespace

@@ -3,8 +3,17 @@
 // inputs or hyper-parameters, and which results are the loss, gradients,
 // updated parameters or eval outputs. One place, so importer, passes and
 // codegen agree.
-#ifndef TCC_DIALECTS_TG_TGMODELATTRS_H
-#define TCC_DIALECTS_TG_TGMODELATTRS_H
+//
+// Dialect-neutral (builtin MLIR attributes only), so code generation reads
+// these without depending on tg. The C++ namespace stays tcc::tg because the
+// names are the IR's `tg.*` attributes, which tg functions carry from import
+// through lowering to kern.
+#ifndef TCC_DIALECTS_COMMON_MODELATTRS_H
+#define TCC_DIALECTS_COMMON_MODELATTRS_H
+
+#include <cstdint>
+#include <optional>
+#include <string>
 
 #include "llvm/ADT/StringRef.h"
 #include "mlir/IR/Builders.h"

@@ -1,4 +1,4 @@
-#include "compiler/tools/tcc/Diagnostics.h"
+#include "compiler/driver/Diagnostics.h"
 
 #include "mlir/IR/BuiltinAttributes.h"
 #include "mlir/IR/Diagnostics.h"

@@ -1,0 +1,179 @@
+#include "compiler/driver/Compile.h"
+
+#include <cstdio>
+#include <optional>
+
+#include "compiler/codegen/CpuCodegen.h"
+#include "compiler/codegen/CudaCodegen.h"
+#include "compiler/driver/CudaCompiler.h"
+#include "compiler/driver/Diagnostics.h"
+#include "compiler/driver/HostCompiler.h"
+#include "compiler/pipeline/IRDumps.h"
+#include "dialects/kern/KernDialect.h"
+#include "dialects/tg/TgDialect.h"
+#include "frontend/importer/Importer.h"
+#include "frontend/io/ModelFile.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Pass/PassManager.h"
+#include "llvm/Support/raw_ostream.h"
+
+namespace tcc {
+namespace {
+
+// A failure MLIR diagnostics already printed (see compileModel).
+absl::Status reportedByDiagnostics() { return absl::InternalError(""); }
+
+constexpr const char *kLibraryToStdout =
+    "a library cannot be written to stdout; use -o PATH";
+
+absl::Status writeText(const std::string &path, llvm::StringRef text) {
+  if (path == "-") {
+    llvm::outs() << text;
+    return absl::OkStatus();
+  }
+  std::error_code ec;
+  llvm::raw_fd_ostream os(path, ec);
+  if (ec)
+    return absl::InternalError("cannot write " + path + ": " + ec.message());
+  os << text;
+  return absl::OkStatus();
+}
+
+// The cuda target after the memory plan: generated sources, then nvcc.
+absl::Status emitCuda(const CompileOptions &options, mlir::ModuleOp module,
+                      std::optional<DumpDirectory> &dumps) {
+  CudaCodegenOptions codegen;
+  codegen.arch = options.arch;
+  codegen.tf32 = options.tf32;
+  mlir::FailureOr<GeneratedCudaStep> step = generateCudaStep(module, codegen);
+  if (mlir::failed(step))
+    return reportedByDiagnostics();
+  if (dumps) {
+    (void)dumps->write("step_host", "cpp", step->hostSource,
+                       "generated host C++ for the cuda target (launches, cuBLASLt, ABI)");
+    for (size_t i = 0; i < step->kernelUnits.size(); ++i)
+      (void)dumps->write("kernels_" + std::to_string(i), "cu", step->kernelUnits[i],
+                         "generated CUDA kernel unit " + std::to_string(i));
+    (void)dumps->write("kernels", "txt", step->kernelList,
+                       "kernel list: every launch with its shape, FLOPs and bytes");
+  }
+  if (options.phase == Phase::Source) {
+    std::string all = step->hostSource;
+    for (size_t i = 0; i < step->kernelUnits.size(); ++i)
+      all += "\n// ==== kernels_" + std::to_string(i) + ".cu ====\n" + step->kernelUnits[i];
+    return writeText(options.output, all);
+  }
+  if (options.output == "-")
+    return absl::InvalidArgumentError(kLibraryToStdout);
+  std::optional<std::string> nvcc = findNvcc();
+  if (!nvcc)
+    return absl::FailedPreconditionError(
+        "--target cuda needs nvcc: set TCC_NVCC, put nvcc on PATH or "
+        "install the CUDA toolkit in /usr/local/cuda");
+  CudaCompileOptions compile;
+  compile.nvcc = *nvcc;
+  compile.arch = options.arch;
+  compile.hostCompiler = options.cxx;
+  compile.jobs = options.jobs;
+  compile.useCache = options.useCache;
+  CudaCompileStats stats;
+  std::string error;
+  if (!compileCudaLibrary(step->hostSource, step->kernelUnits, options.output, compile,
+                          stats, error))
+    return absl::InternalError(error);
+  if (options.verbose)
+    std::fprintf(stderr,
+                 "tcc: cuda %s: %lld launches, %lld distinct kernels in %zu units; "
+                 "%d of %d objects from the cache%s%s; %.1f s to compile and link\n",
+                 options.arch.c_str(), static_cast<long long>(step->launches),
+                 static_cast<long long>(step->distinctKernels), step->kernelUnits.size(),
+                 stats.fromCache, stats.units, stats.cacheDir.empty() ? "" : " ",
+                 stats.cacheDir.c_str(), stats.seconds);
+  return absl::OkStatus();
+}
+
+// The cpu target after the memory plan: generated source, then the host
+// compiler.
+absl::Status emitCpu(const CompileOptions &options, mlir::ModuleOp module,
+                     std::optional<DumpDirectory> &dumps) {
+  mlir::FailureOr<GeneratedStep> step = generateCpuStep(module);
+  if (mlir::failed(step))
+    return reportedByDiagnostics();
+  if (dumps)
+    (void)dumps->write("step", "cpp", step->source,
+                       "generated C++ for the cpu target (compiled into the library)");
+  if (options.phase == Phase::Source)
+    return writeText(options.output, step->source);
+  if (options.output == "-")
+    return absl::InvalidArgumentError(kLibraryToStdout);
+  HostCompileOptions compile;
+  compile.compiler = options.cxx;
+  compile.nativeArch = options.nativeArch;
+  std::string error;
+  if (!compileSharedLibrary(step->source, options.output, compile, error))
+    return absl::InternalError(error);
+  return absl::OkStatus();
+}
+
+// After the import: the pipeline, then the IR text or the target's output.
+absl::Status compileImported(const CompileOptions &options, mlir::MLIRContext &ctx,
+                             mlir::ModuleOp module, std::optional<DumpDirectory> &dumps) {
+  mlir::PassManager pm(&ctx);
+  PipelineOptions pipelineOptions;
+  pipelineOptions.emitGradients = options.emitGradients;
+  buildPipeline(pm, options.phase, pipelineOptions);
+  if (dumps) {
+    ctx.disableMultithreading(); // dumps in pass order
+    dumps->attach(pm);
+  }
+  if (mlir::failed(pm.run(module)))
+    return reportedByDiagnostics();
+  if (options.phase <= Phase::Plan) {
+    std::string text;
+    llvm::raw_string_ostream os(text);
+    module->print(os);
+    return writeText(options.output, text);
+  }
+  if (options.target == "cuda")
+    return emitCuda(options, module, dumps);
+  return emitCpu(options, module, dumps);
+}
+
+} // namespace
+
+mlir::OwningOpRef<mlir::ModuleOp> importIntoContext(const model::Model &model,
+                                                    const std::string &modelPath,
+                                                    mlir::MLIRContext &ctx) {
+  ctx.loadDialect<tg::TgDialect, kern::KernDialect, mlir::func::FuncDialect>();
+  installDiagnosticPrinter(ctx, modelPath);
+  return importModel(model, ctx);
+}
+
+absl::Status compileModel(const CompileOptions &options) {
+  absl::StatusOr<model::Model> model = LoadModelFile(options.model);
+  if (!model.ok())
+    return absl::InternalError(model.status().message());
+
+  std::optional<DumpDirectory> dumps;
+  if (!options.dumpDir.empty()) {
+    std::string error;
+    auto dir = DumpDirectory::open(options.dumpDir, error);
+    if (mlir::failed(dir))
+      return absl::InternalError(error);
+    dumps.emplace(std::move(*dir));
+  }
+
+  mlir::MLIRContext ctx;
+  mlir::OwningOpRef<mlir::ModuleOp> module = importIntoContext(*model, options.model, ctx);
+  if (!module)
+    return reportedByDiagnostics();
+  if (dumps)
+    (void)dumps->writeModule("import", *module, "tg IR imported from " + options.model);
+
+  absl::Status status = compileImported(options, ctx, *module, dumps);
+  if (dumps)
+    (void)dumps->writeIndex(); // also after a failure: what was dumped so far
+  return status;
+}
+
+} // namespace tcc

@@ -1,0 +1,54 @@
+// tcc's compilation of a model file, front to back, in one place: import
+// (tg) -> the pipeline up to --compile-to's phase -> CPU or CUDA source ->
+// the host compiler or nvcc, with --dump-dir dumps on the way. The CPU and
+// CUDA targets share every step up to code generation. `tcc compile` only
+// parses its flags into CompileOptions; `tcc run` shares importIntoContext.
+#ifndef TCC_COMPILER_DRIVER_COMPILE_H
+#define TCC_COMPILER_DRIVER_COMPILE_H
+
+#include <string>
+
+#include "absl/status/status.h"
+#include "compiler/pipeline/Pipeline.h"
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/MLIRContext.h"
+#include "mlir/IR/OwningOpRef.h"
+
+namespace tcc {
+
+namespace model {
+class Model;
+}
+
+struct CompileOptions {
+  std::string model;          // .pb or .pbtxt file
+  std::string output;         // "-": stdout (text phases, before library)
+  std::string target;         // "cuda", else the cpu target
+  std::string arch;           // cuda: "sm_XY"
+  std::string dumpDir;        // empty: no dumps
+  std::string cxx;            // host C++ compiler; empty: $CXX, else c++
+  Phase phase = Phase::Library; // --compile-to
+  bool nativeArch = true;     // cpu: -march=native
+  bool emitGradients = false; // see PipelineOptions
+  bool tf32 = false;          // cuda: TF32 matrix products
+  bool useCache = true;       // cuda: reuse objects from the nvcc cache
+  bool verbose = false;       // cuda: a summary line on stderr
+  int jobs = 0;               // cuda: parallel compiles; 0: CPU threads
+};
+
+// Compiles `options.model` to `options.output`. An InvalidArgument error is
+// a misuse of the options (tcc exits 2); any other error is a failed compile
+// (exit 1). An error with an empty message was already reported by MLIR
+// diagnostics, printed as they came (installDiagnosticPrinter).
+absl::Status compileModel(const CompileOptions &options);
+
+// Prepares `ctx` the way every tcc command uses it (the tg, kern and func
+// dialects loaded, diagnostics printed naming `modelPath`) and imports
+// `model` into it. Null when the import failed; the diagnostics said why.
+mlir::OwningOpRef<mlir::ModuleOp> importIntoContext(const model::Model &model,
+                                                    const std::string &modelPath,
+                                                    mlir::MLIRContext &ctx);
+
+} // namespace tcc
+
+#endif
