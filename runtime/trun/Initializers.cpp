@@ -1,7 +1,7 @@
 #include "runtime/trun/Initializers.h"
 
 #include "runtime/trun/CounterRng.h"
-#include "runtime/trun/StepDescriptor.h"
+#include "runtime/trun/step/StepDescriptor.h"
 
 #include "absl/strings/str_cat.h"
 

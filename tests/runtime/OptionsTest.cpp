@@ -1,4 +1,4 @@
-#include "runtime/trun/Options.h"
+#include "runtime/trun/cli/Options.h"
 
 #include <gtest/gtest.h>
 

@@ -1,4 +1,4 @@
-#include "runtime/trun/TokenBatches.h"
+#include "runtime/trun/data/TokenBatches.h"
 
 #include "runtime/trun/CounterRng.h"
 #include "tests/runtime/TestData.h"
