@@ -1,6 +1,6 @@
 #include "runtime/trun/train/Trainer.h"
 
-#include "runtime/trun/Initializers.h"
+#include "runtime/initializers/Initializers.h"
 #include "runtime/trun/data/BatchLoader.h"
 #include "runtime/trun/step/StepLibrary.h"
 #include "tests/runtime/TestData.h"

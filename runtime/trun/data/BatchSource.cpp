@@ -1,6 +1,6 @@
 #include "runtime/trun/data/BatchSource.h"
 
-#include "runtime/trun/CounterRng.h"
+#include "tcc/counter_rng.h"
 
 #include <algorithm>
 #include <cmath>
@@ -90,9 +90,9 @@ HostBatch::HostBatch(int64_t batch_size, int64_t values_per_sample,
 std::vector<int64_t> EpochPermutation(int64_t n, uint64_t seed, int64_t epoch) {
   std::vector<int64_t> order(n);
   std::iota(order.begin(), order.end(), 0);
-  uint64_t key = rng::StreamKey(seed, rng::kShuffleDomain, epoch);
+  uint64_t key = tcc_rng_stream_key(seed, TCC_RNG_DOMAIN_SHUFFLE, epoch);
   for (int64_t i = n - 1; i >= 1; --i) {
-    uint64_t j = rng::Bits(key, n - 1 - i) % static_cast<uint64_t>(i + 1);
+    uint64_t j = tcc_rng_key_bits(key, n - 1 - i) % static_cast<uint64_t>(i + 1);
     std::swap(order[i], order[j]);
   }
   return order;

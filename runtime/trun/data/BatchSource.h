@@ -102,8 +102,9 @@ public:
 
 // The permutation used for `epoch` (0-based): Fisher-Yates from the identity,
 // for i = n-1 down to 1: swap(p[i], p[j]) with
-//   j = Bits(StreamKey(seed, kShuffleDomain, epoch), n-1-i) mod (i+1)
-// (CounterRng.h; the modulo bias is below n / 2^64).
+//   j = key_bits(stream_key(seed, TCC_RNG_DOMAIN_SHUFFLE, epoch), n-1-i)
+//       mod (i+1)
+// (tcc/counter_rng.h; the modulo bias is below n / 2^64).
 std::vector<int64_t> EpochPermutation(int64_t n, uint64_t seed, int64_t epoch);
 
 // Training batches: full batches in a fresh permutation each epoch; the

@@ -1,6 +1,6 @@
 #include "runtime/trun/data/TokenBatches.h"
 
-#include "runtime/trun/CounterRng.h"
+#include "tcc/counter_rng.h"
 
 #include <algorithm>
 
@@ -57,11 +57,11 @@ RandomTokenBatches::RandomTokenBatches(const TokenWindows &windows,
     : windows_(windows), batch_size_(batch_size), seed_(seed) {}
 
 bool RandomTokenBatches::Next(HostBatch &batch) {
-  uint64_t key = rng::StreamKey(seed_, rng::kTokenWindowDomain, next_batch_++);
+  uint64_t key = tcc_rng_stream_key(seed_, TCC_RNG_DOMAIN_TOKEN_WINDOW, next_batch_++);
   uint64_t offsets = static_cast<uint64_t>(windows_.offset_count());
   for (int64_t row = 0; row < batch_size_; ++row) {
     // The modulo bias is below P / 2^64.
-    int64_t g = static_cast<int64_t>(rng::Bits(key, row) % offsets);
+    int64_t g = static_cast<int64_t>(tcc_rng_key_bits(key, row) % offsets);
     FillTokenRow(windows_.AtOffset(g), row, batch);
   }
   batch.real_rows = batch_size_;

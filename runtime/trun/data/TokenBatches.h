@@ -5,9 +5,10 @@
 // s[p+1 .. p+T] (the next token at every position). Windows never cross
 // shard boundaries. Two ways of choosing them:
 //   random:     batch k, row r takes the window at global offset
-//                 Bits(StreamKey(seed, kTokenWindowDomain, k), r) mod P
+//                 key_bits(stream_key(seed, TCC_RNG_DOMAIN_TOKEN_WINDOW, k),
+//                          r) mod P
 //               where P = sum over shards of max(0, N_i - T) counts every
-//               offset a window fits at, shards in order (CounterRng.h).
+//               offset a window fits at, shards in order (tcc/counter_rng.h).
 //               Batch k is a pure function of (seed, k).
 //   sequential: aligned windows at offsets 0, T, 2T, ... of each shard
 //               (W = sum of floor((N_i - 1) / T) of them, shards in order);

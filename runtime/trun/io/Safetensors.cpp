@@ -1,7 +1,7 @@
 #include "runtime/trun/io/Safetensors.h"
 
+#include "runtime/initializers/Dtypes.h"
 #include "runtime/trun/io/AtomicFile.h"
-#include "runtime/trun/step/StepDescriptor.h"
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"

@@ -2,6 +2,8 @@
 #ifndef TCC_RUNTIME_TRUN_STEP_STEPDESCRIPTOR_H
 #define TCC_RUNTIME_TRUN_STEP_STEPDESCRIPTOR_H
 
+// DtypeSize, DtypeName, ... (shared with the initializers library).
+#include "runtime/initializers/Dtypes.h"
 #include "tcc/step_abi.h"
 
 #include "absl/status/status.h"
@@ -13,12 +15,6 @@
 
 namespace tcc::trun {
 
-// Bytes per element; 0 for TCC_DTYPE_INVALID or unknown values.
-int64_t DtypeSize(int32_t dtype);
-// "f32", "i32", ...; "dtype(N)" for unknown values.
-std::string DtypeName(int32_t dtype);
-bool IsFloatingDtype(int32_t dtype);
-bool IsIntegerDtype(int32_t dtype);
 // "[64, 784]"
 std::string ShapeString(const tcc_tensor_desc &tensor);
 

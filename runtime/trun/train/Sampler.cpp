@@ -1,6 +1,6 @@
 #include "runtime/trun/train/Sampler.h"
 
-#include "runtime/trun/CounterRng.h"
+#include "tcc/counter_rng.h"
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -70,7 +70,7 @@ Sampler::Generate(const std::vector<int64_t> &context, int64_t count,
       return absl::InvalidArgumentError(absl::StrCat(
           "context token ", id, " is out of range for 'logits' width ", V));
   std::vector<int64_t> all = context, generated;
-  uint64_t key = rng::StreamKey(seed, rng::kSampleDomain, 0);
+  uint64_t key = tcc_rng_stream_key(seed, TCC_RNG_DOMAIN_SAMPLE, 0);
   std::vector<float> last(V); // the logits of the last real position
   for (int64_t i = 0; i < count; ++i) {
     // Row 0: the last min(len, T) tokens, then padding 0.
@@ -90,7 +90,7 @@ Sampler::Generate(const std::vector<int64_t> &context, int64_t count,
             V * static_cast<int64_t>(sizeof(float)), last.data());
         !s.ok())
       return s;
-    double u = rng::UnitDouble(rng::Bits(key, static_cast<uint64_t>(i)));
+    double u = tcc_rng_unit_double(tcc_rng_key_bits(key, static_cast<uint64_t>(i)));
     int64_t next = PickToken(last.data(), allowed, temperature, u);
     all.push_back(next);
     generated.push_back(next);

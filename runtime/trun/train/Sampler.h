@@ -4,9 +4,10 @@
 // so far), right-padded with id 0; every other row and `targets` are 0. The
 // logits at the last real position of row 0 pick the next token; a causal
 // model's logits there do not depend on the padding. Token i (0-based) of a
-// run is drawn with u = UnitDouble(Bits(StreamKey(seed, kSampleDomain, 0), i))
-// (CounterRng.h) from softmax(logits / temperature) by inverse CDF over ids
-// 0, 1, ...; temperature 0 takes the argmax (the lowest id on ties).
+// run is drawn with
+//   u = unit_double(key_bits(stream_key(seed, TCC_RNG_DOMAIN_SAMPLE, 0), i))
+// (tcc/counter_rng.h) from softmax(logits / temperature) by inverse CDF over
+// ids 0, 1, ...; temperature 0 takes the argmax (the lowest id on ties).
 //
 // The eval calls run through the Trainer, on its buffers (on a GPU step: its
 // device memory; only the V logits of the chosen position are downloaded).

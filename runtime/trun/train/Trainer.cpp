@@ -1,6 +1,6 @@
 #include "runtime/trun/train/Trainer.h"
 
-#include "runtime/trun/Initializers.h"
+#include "runtime/initializers/Initializers.h"
 #include "runtime/trun/base/Stopwatch.h"
 #include "runtime/trun/step/StepDescriptor.h"
 #include "runtime/trun/train/Sampler.h"

@@ -1,7 +1,7 @@
-#include "runtime/trun/Initializers.h"
+#include "runtime/initializers/Initializers.h"
 
-#include "runtime/trun/CounterRng.h"
-#include "runtime/trun/step/StepDescriptor.h"
+#include "runtime/initializers/Dtypes.h"
+#include "tcc/counter_rng.h"
 
 #include "absl/strings/str_cat.h"
 
@@ -13,7 +13,7 @@ namespace {
 constexpr double kTwoPi = 6.283185307179586476925286766559;
 
 float Uniform(double scale, uint64_t key, int64_t index) {
-  double u = rng::UnitDouble(rng::Bits(key, index));
+  double u = tcc_rng_unit_double(tcc_rng_key_bits(key, index));
   float value = static_cast<float>(scale * (2.0 * u - 1.0));
   // Rounding to float can reach +scale; the spec says [-scale, scale).
   float limit = static_cast<float>(scale);
@@ -24,8 +24,8 @@ float Uniform(double scale, uint64_t key, int64_t index) {
 
 float Normal(double scale, uint64_t key, int64_t index) {
   uint64_t pair = static_cast<uint64_t>(index) / 2;
-  double u1 = rng::UnitDouble(rng::Bits(key, 2 * pair));
-  double u2 = rng::UnitDouble(rng::Bits(key, 2 * pair + 1));
+  double u1 = tcc_rng_unit_double(tcc_rng_key_bits(key, 2 * pair));
+  double u2 = tcc_rng_unit_double(tcc_rng_key_bits(key, 2 * pair + 1));
   double radius = std::sqrt(-2.0 * std::log(1.0 - u1)); // 1 - u1 is in (0, 1]
   double theta = kTwoPi * u2;
   double z =
@@ -49,7 +49,7 @@ float ValueAt(const tcc_tensor_desc &t, uint64_t key, int64_t index) {
 }
 
 uint64_t InitKey(const tcc_tensor_desc &t, uint64_t run_seed) {
-  return rng::StreamKey(run_seed, rng::kParamInitDomain, t.init_seed);
+  return tcc_rng_stream_key(run_seed, TCC_RNG_DOMAIN_PARAM_INIT, t.init_seed);
 }
 
 } // namespace

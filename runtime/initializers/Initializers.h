@@ -1,6 +1,8 @@
-// Parameter initialization from the seeded specs in the step descriptor.
-#ifndef TCC_RUNTIME_TRUN_INITIALIZERS_H
-#define TCC_RUNTIME_TRUN_INITIALIZERS_H
+// Parameter initialization from the seeded specs in the step descriptor:
+// the values trun trains from and `tcc run` interprets with (the library
+// tcc_initializers, shared by both, links neither trun nor MLIR).
+#ifndef TCC_RUNTIME_INITIALIZERS_INITIALIZERS_H
+#define TCC_RUNTIME_INITIALIZERS_INITIALIZERS_H
 
 #include "tcc/step_abi.h"
 
@@ -10,13 +12,14 @@
 
 namespace tcc::trun {
 
-// Element `index` of tensor `t` for run seed `run_seed` (see CounterRng.h):
-//   key = StreamKey(run_seed, kParamInitDomain, t.init_seed)
+// Element `index` of tensor `t` for run seed `run_seed` (tcc/counter_rng.h):
+//   key = stream_key(run_seed, TCC_RNG_DOMAIN_PARAM_INIT, t.init_seed)
 //   zeros: 0; ones: 1
-//   uniform: u = UnitDouble(Bits(key, index));
+//   uniform: u = unit_double(key_bits(key, index));
 //            float(scale * (2u - 1)), nudged below scale if rounding hits it
 //   normal:  Box-Muller on the pair p = index / 2:
-//            u1 = UnitDouble(Bits(key, 2p)), u2 = UnitDouble(Bits(key, 2p+1))
+//            u1 = unit_double(key_bits(key, 2p)),
+//            u2 = unit_double(key_bits(key, 2p+1))
 //            r = sqrt(-2 ln(1 - u1)), theta = 2 pi u2
 //            float(scale * (index even ? r cos(theta) : r sin(theta)))
 float InitialValue(const tcc_tensor_desc &t, uint64_t run_seed, int64_t index);
@@ -28,4 +31,4 @@ absl::Status InitializeTensor(const tcc_tensor_desc &t, uint64_t run_seed,
 
 } // namespace tcc::trun
 
-#endif // TCC_RUNTIME_TRUN_INITIALIZERS_H
+#endif // TCC_RUNTIME_INITIALIZERS_INITIALIZERS_H
