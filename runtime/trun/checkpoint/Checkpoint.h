@@ -18,6 +18,7 @@
 #ifndef TCC_RUNTIME_TRUN_CHECKPOINT_CHECKPOINT_H
 #define TCC_RUNTIME_TRUN_CHECKPOINT_CHECKPOINT_H
 
+#include "runtime/trun/checkpoint/TrainState.h"
 #include "tcc/step_abi.h"
 
 #include "absl/status/statusor.h"
@@ -30,28 +31,11 @@
 
 namespace tcc::trun {
 
-// Where a run is, besides its tensors: enough to continue it exactly.
-struct TrainState {
-  int64_t step = 0;        // optimizer steps done (the next step's index)
-  int64_t data_cursor = 0; // training batches consumed from the data order
-  uint64_t seed = 0;       // --seed of the run (init, data order, dropout)
-  std::string data_order;  // "random", "sequential" (tokens), "shuffled"
-                           // (images); resume refuses a different one
-  double base_learning_rate = 0; // the schedule's base lr (--lr or default)
-  int64_t total_steps = 0;       // steps the run was asked for
-  std::string data;              // --data as given (reported, not checked)
-};
-
 // A hex string that changes whenever the step's interface does: ABI
 // version, model name, optimizer, schedule, micro-batches, and name, dtype,
 // shape and init of every param, optimizer state, input, output and train
 // output. Equal fingerprints mean a checkpoint's tensors fit the step.
 std::string DescriptorFingerprint(const tcc_step_descriptor &descriptor);
-
-struct LoadedCheckpoint {
-  std::string path; // D/step_...
-  TrainState state;
-};
 
 class CheckpointDir {
 public:

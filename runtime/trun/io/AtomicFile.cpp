@@ -67,12 +67,20 @@ absl::Status WriteFileAtomically(const std::string &path,
     ::unlink(temp.c_str());
     return WriteError(path, error);
   }
-  // The rename itself is durable only once the directory entry is synced.
-  int dir = ::open(DirectoryOf(path).c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (dir >= 0) {
-    ::fsync(dir);
-    ::close(dir);
-  }
+  // The rename itself is durable only once the directory entry is synced;
+  // the file is complete either way, so a failed sync is not an error here.
+  SyncDirectory(DirectoryOf(path)).IgnoreError();
+  return absl::OkStatus();
+}
+
+absl::Status SyncDirectory(const std::string &dir) {
+  int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0)
+    return absl::ErrnoToStatus(errno, absl::StrCat("cannot open ", dir));
+  int error = ::fsync(fd) == 0 ? 0 : errno;
+  ::close(fd);
+  if (error != 0)
+    return absl::ErrnoToStatus(error, absl::StrCat("cannot sync ", dir));
   return absl::OkStatus();
 }
 

@@ -17,6 +17,10 @@ namespace tcc::trun {
 absl::Status WriteFileAtomically(const std::string &path,
                                  const std::vector<absl::string_view> &pieces);
 
+// fsync of directory `dir`, which makes the renames and new entries in it
+// durable. Errors: "cannot open DIR" / "cannot sync DIR" (with the errno).
+absl::Status SyncDirectory(const std::string &dir);
+
 } // namespace tcc::trun
 
 #endif // TCC_RUNTIME_TRUN_IO_ATOMICFILE_H

@@ -1,6 +1,7 @@
 #include "runtime/trun/train/TrainingSession.h"
 
 #include "runtime/trun/base/Stopwatch.h"
+#include "runtime/trun/checkpoint/CheckpointCompatibility.h"
 #include "runtime/trun/data/BatchLoader.h"
 #include "runtime/trun/step/Profile.h"
 #include "runtime/trun/train/StopSignals.h"
@@ -49,12 +50,9 @@ TrainingSession::Open(const Options &options,
       return WithContext(loaded.status(), "--resume: ");
     } else {
       const TrainState &state = loaded->state;
-      if (options.seed_given && options.seed != state.seed)
-        return absl::FailedPreconditionError(absl::StrCat(
-            "--resume: ", loaded->path, " was written by a run with --seed ",
-            state.seed, ", this run asks for --seed ", options.seed,
-            "; the data order and dropout would not continue (leave out "
-            "--seed to use the checkpoint's)"));
+      if (options.seed_given)
+        if (absl::Status s = CheckResumeSeed(*loaded, options.seed); !s.ok())
+          return s;
       effective.seed = state.seed;
       trainer.set_rng_seed(state.seed);
       if (options.learning_rate && *options.learning_rate !=
@@ -160,12 +158,10 @@ absl::Status TrainingSession::ReportEval(const EvalRecord &record) {
 
 absl::Status TrainingSession::Train(TrainingPlan &plan) {
   if (resumed_) {
-    const TrainState &state = resumed_->state;
-    if (plan.data_order != state.data_order)
-      return absl::FailedPreconditionError(absl::StrCat(
-          "--resume: ", resumed_->path, " was written with data order '",
-          state.data_order, "', this run uses '", plan.data_order, "'"));
-    plan.source->SeekTo(state.data_cursor);
+    if (absl::Status s = CheckResumeDataOrder(*resumed_, plan.data_order);
+        !s.ok())
+      return s;
+    plan.source->SeekTo(resumed_->state.data_cursor);
   }
   const int64_t first_cursor = plan.source->position();
   if (trainer_.steps_done() >= plan.steps) {
