@@ -1,6 +1,7 @@
 #include "runtime/trun/train/Sampler.h"
 
 #include "runtime/trun/step/StepLibrary.h"
+#include "runtime/trun/train/Logits.h"
 #include "runtime/trun/train/Trainer.h"
 #include "tests/runtime/TestData.h"
 

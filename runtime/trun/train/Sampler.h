@@ -7,7 +7,8 @@
 // run is drawn with
 //   u = unit_double(key_bits(stream_key(seed, TCC_RNG_DOMAIN_SAMPLE, 0), i))
 // (tcc/counter_rng.h) from softmax(logits / temperature) by inverse CDF over
-// ids 0, 1, ...; temperature 0 takes the argmax (the lowest id on ties).
+// ids 0, 1, ...; temperature 0 takes the argmax (the lowest id on ties)
+// (PickToken, Logits.h).
 //
 // The eval calls run through the Trainer, on its buffers (on a GPU step: its
 // device memory; only the V logits of the chosen position are downloaded).
@@ -16,7 +17,6 @@
 
 #include "runtime/trun/data/BatchSource.h"
 #include "runtime/trun/data/StepBinding.h"
-#include "runtime/trun/train/Trainer.h"
 #include "tcc/step_abi.h"
 
 #include "absl/status/statusor.h"
@@ -27,13 +27,7 @@
 
 namespace tcc::trun {
 
-// Index of the largest of `n` values; the first one on ties (greedy
-// sampling, and the classifier accuracy of Trainer::Evaluate).
-int64_t ArgMax(const float *values, int64_t n);
-
-// The token among the first `n` logits for uniform draw `u` in [0, 1).
-int64_t PickToken(const float *logits, int64_t n, double temperature,
-                  double u);
+class Trainer; // Trainer.h (a reference is all the sampler keeps)
 
 class Sampler {
 public:

@@ -1,17 +1,15 @@
 #include "runtime/trun/train/Trainer.h"
 
-#include "runtime/initializers/Initializers.h"
 #include "runtime/trun/base/Stopwatch.h"
+#include "runtime/trun/step/DeviceMemory.h"
 #include "runtime/trun/step/StepDescriptor.h"
-#include "runtime/trun/train/Sampler.h"
+#include "runtime/trun/train/Logits.h"
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 
 #include <algorithm>
-
 #include <cmath>
-#include <cstring>
 #include <limits>
 
 namespace tcc::trun {
@@ -28,30 +26,6 @@ const char *StatusName(int32_t status) {
   }
 }
 
-absl::Status AllocateTensors(int32_t count, const tcc_tensor_desc *tensors,
-                             std::vector<AlignedBuffer> &buffers,
-                             std::vector<void *> &pointers) {
-  for (int32_t i = 0; i < count; ++i) {
-    buffers.emplace_back(static_cast<size_t>(tensors[i].size_bytes));
-    if (!buffers.back().ok())
-      return absl::ResourceExhaustedError(
-          absl::StrCat("cannot allocate ", tensors[i].size_bytes,
-                       " bytes for '", tensors[i].name, "'"));
-    pointers.push_back(buffers.back().data());
-  }
-  return absl::OkStatus();
-}
-
-absl::Status InitializeTensors(int32_t count, const tcc_tensor_desc *tensors,
-                               std::vector<AlignedBuffer> &buffers,
-                               uint64_t seed) {
-  for (int32_t i = 0; i < count; ++i)
-    if (absl::Status s = InitializeTensor(tensors[i], seed, buffers[i].data());
-        !s.ok())
-      return s;
-  return absl::OkStatus();
-}
-
 } // namespace
 
 absl::StatusOr<std::unique_ptr<Trainer>>
@@ -59,139 +33,22 @@ Trainer::Create(const tcc_step_descriptor &descriptor,
                 const StepBinding &binding, uint64_t seed, int32_t gpu) {
   std::unique_ptr<Trainer> t(new Trainer(descriptor, binding));
   const tcc_step_descriptor &d = descriptor;
-  // On a GPU these are the host mirrors of the device arenas.
-  if (absl::Status s =
-          AllocateTensors(d.num_params, d.params, t->params_, t->param_ptrs_);
-      !s.ok())
-    return s;
-  if (absl::Status s = AllocateTensors(d.num_optimizer_state, d.optimizer_state,
-                                       t->optimizer_state_, t->state_ptrs_);
-      !s.ok())
-    return s;
-  if (!t->device_) {
-    if (absl::Status s = AllocateTensors(d.num_outputs, d.outputs, t->outputs_,
-                                         t->output_ptrs_);
-        !s.ok())
-      return s;
-    t->workspace_ = AlignedBuffer(static_cast<size_t>(d.workspace_bytes));
-    if (!t->workspace_.ok())
-      return absl::ResourceExhaustedError(absl::StrCat(
-          "cannot allocate ", d.workspace_bytes, " bytes of workspace"));
-  }
-  if (absl::Status s =
-          AllocateTensors(d.num_train_outputs, d.train_outputs,
-                          t->train_outputs_, t->train_output_ptrs_);
-      !s.ok())
-    return s;
+  absl::StatusOr<std::unique_ptr<StepBuffers>> buffers =
+      StepBuffers::Create(d, seed, gpu);
+  if (!buffers.ok())
+    return buffers.status();
+  t->buffers_ = std::move(*buffers);
   t->grad_norm_output_ = FindTrainOutput(d, "grad_norm");
-  if (absl::Status s =
-          InitializeTensors(d.num_params, d.params, t->params_, seed);
-      !s.ok())
-    return s;
-  if (absl::Status s = InitializeTensors(
-          d.num_optimizer_state, d.optimizer_state, t->optimizer_state_, seed);
-      !s.ok())
-    return s;
   t->input_ptrs_.assign(d.num_inputs, nullptr);
-  if (t->device_) {
-    if (absl::Status s = t->AllocateDevice(gpu); !s.ok())
-      return s;
-    t->args_.params = t->device_params_.data();
-    t->args_.optimizer_state = t->device_state_.data();
-    t->args_.workspace = t->device_workspace_arena_->tensor(0);
-    t->newer_ = Newer::kHost; // initialized here: uploaded by the first call
-  } else {
-    t->args_.params = t->param_ptrs_.data();
-    t->args_.optimizer_state = t->state_ptrs_.data();
-    t->args_.workspace = t->workspace_.data();
-  }
+  t->args_.params = t->buffers_->params_for_call();
+  t->args_.optimizer_state = t->buffers_->optimizer_state_for_call();
+  t->args_.workspace = t->buffers_->workspace_for_call();
   t->args_.inputs = t->input_ptrs_.data();
   t->args_.loss = &t->loss_;
-  t->args_.train_outputs =
-      t->train_output_ptrs_.empty() ? nullptr : t->train_output_ptrs_.data();
+  t->args_.train_outputs = t->buffers_->train_outputs_for_call();
   // Dropout masks are a function of (rng_seed, step, op): the run's seed.
   t->args_.rng_seed = seed;
   return t;
-}
-
-Trainer::~Trainer() {
-  // Train() waits for its uploads; this only guards a source still queued.
-  if (device_ && uploads_queued_)
-    device_->wait_uploads();
-}
-
-void Trainer::AppendSizes(int32_t count, const tcc_tensor_desc *tensors,
-                          std::vector<int64_t> &sizes) {
-  for (int32_t i = 0; i < count; ++i)
-    sizes.push_back(tensors[i].size_bytes);
-}
-
-absl::Status Trainer::CreateArena(absl::string_view category,
-                                  const std::vector<int64_t> &sizes,
-                                  std::unique_ptr<DeviceArena> &into) {
-  absl::StatusOr<std::unique_ptr<DeviceArena>> created =
-      DeviceArena::Create(*device_, category, sizes);
-  if (!created.ok())
-    return absl::Status(created.status().code(),
-                        absl::StrCat("step '", descriptor_.model_name, "': ",
-                                     created.status().message()));
-  into = std::move(*created);
-  return absl::OkStatus();
-}
-
-absl::Status Trainer::AllocateDevice(int32_t gpu) {
-  const tcc_device_api &device = *device_;
-  const tcc_step_descriptor &d = descriptor_;
-  if (absl::Status s = DeviceCallStatus(
-          device, device.init(gpu),
-          absl::StrCat("step '", d.model_name, "': selecting GPU ", gpu));
-      !s.ok())
-    return absl::FailedPreconditionError(s.message());
-  auto sizes = [](int32_t count, const tcc_tensor_desc *tensors, int copies) {
-    std::vector<int64_t> out;
-    for (int c = 0; c < copies; ++c)
-      AppendSizes(count, tensors, out);
-    return out;
-  };
-  // Categories without tensors get no allocation; the workspace always
-  // does, so the step gets a non-null pointer.
-  if (d.num_params > 0) {
-    if (absl::Status s = CreateArena("parameters", sizes(d.num_params, d.params, 1),
-                                     device_params_arena_);
-        !s.ok())
-      return s;
-    device_params_ = device_params_arena_->tensors();
-  }
-  if (d.num_optimizer_state > 0) {
-    if (absl::Status s = CreateArena("optimizer state",
-                                     sizes(d.num_optimizer_state, d.optimizer_state, 1),
-                                     device_state_arena_);
-        !s.ok())
-      return s;
-    device_state_ = device_state_arena_->tensors();
-  }
-  if (absl::Status s =
-          CreateArena("workspace", {d.workspace_bytes}, device_workspace_arena_);
-      !s.ok())
-    return s;
-  // Two input sets: batch k+1 is uploaded into one while step k reads the
-  // other.
-  if (absl::Status s = CreateArena("inputs", sizes(d.num_inputs, d.inputs, 2),
-                                   device_inputs_arena_);
-      !s.ok())
-    return s;
-  for (int set = 0; set < 2; ++set)
-    for (int32_t i = 0; i < d.num_inputs; ++i)
-      device_inputs_[set].push_back(
-          device_inputs_arena_->tensor(set * d.num_inputs + i));
-  if (d.num_outputs > 0) {
-    if (absl::Status s = CreateArena("eval outputs", sizes(d.num_outputs, d.outputs, 1),
-                                     device_outputs_arena_);
-        !s.ok())
-      return s;
-    device_outputs_ = device_outputs_arena_->tensors();
-  }
-  return absl::OkStatus();
 }
 
 void Trainer::StartCall() {
@@ -203,16 +60,14 @@ void Trainer::StartCall() {
 void Trainer::BindBatch(HostBatch &batch, bool with_outputs) {
   input_ptrs_[binding_.data_input] = batch.data.data();
   input_ptrs_[binding_.target_input] = batch.targets.data();
-  args_.outputs = with_outputs ? output_ptrs_.data() : nullptr;
+  args_.outputs = with_outputs ? buffers_->outputs_for_call() : nullptr;
   StartCall();
 }
 
 void Trainer::BindInputSet(int set, bool with_outputs) {
   for (size_t i = 0; i < input_ptrs_.size(); ++i)
-    input_ptrs_[i] = device_inputs_[set][i];
-  args_.outputs = with_outputs && !device_outputs_.empty()
-                      ? device_outputs_.data()
-                      : nullptr;
+    input_ptrs_[i] = buffers_->device_input(set, static_cast<int32_t>(i));
+  args_.outputs = with_outputs ? buffers_->outputs_for_call() : nullptr;
   StartCall();
 }
 
@@ -231,88 +86,6 @@ absl::Status Trainer::CheckEvalLoss(float loss, int64_t index) const {
   return absl::InternalError(
       absl::StrFormat("step '%s': non-finite loss %g at eval batch %d",
                       descriptor_.model_name, loss, index));
-}
-
-// Every parameter and optimizer state tensor, host to device or back.
-absl::Status Trainer::CopyParamsAndState(bool to_device) const {
-  auto copy = [&](int32_t count, const tcc_tensor_desc *tensors,
-                  const std::vector<void *> &host,
-                  const std::vector<void *> &on_device) -> absl::Status {
-    for (int32_t i = 0; i < count; ++i) {
-      uint64_t bytes = static_cast<uint64_t>(tensors[i].size_bytes);
-      int32_t status = to_device ? device_->to_device(on_device[i], host[i], bytes)
-                                 : device_->to_host(host[i], on_device[i], bytes);
-      if (absl::Status s = DeviceCallStatus(
-              *device_, status,
-              absl::StrCat("step '", descriptor_.model_name, "': ",
-                           to_device ? "uploading '" : "downloading '", tensors[i].name,
-                           to_device ? "' to the GPU" : "' from the GPU"));
-          !s.ok())
-        return s;
-    }
-    return absl::OkStatus();
-  };
-  const tcc_step_descriptor &d = descriptor_;
-  if (absl::Status s = copy(d.num_params, d.params, param_ptrs_, device_params_); !s.ok())
-    return s;
-  return copy(d.num_optimizer_state, d.optimizer_state, state_ptrs_, device_state_);
-}
-
-absl::Status Trainer::SyncToHost() const {
-  if (!device_ || newer_ != Newer::kDevice || !sync_error_.ok())
-    return sync_error_;
-  sync_error_ = CopyParamsAndState(/*to_device=*/false);
-  if (sync_error_.ok())
-    newer_ = Newer::kNeither;
-  return sync_error_;
-}
-
-void Trainer::SyncForAccess() const {
-  // A failure stays in sync_error_: the accessors cannot return it, the
-  // next SyncToHost(), Train() or Evaluate() does.
-  SyncToHost().IgnoreError();
-}
-
-void Trainer::SyncForWrite() {
-  SyncForAccess();
-  if (device_ && sync_error_.ok())
-    newer_ = Newer::kHost; // the caller writes the host copy
-}
-
-absl::Status Trainer::SyncToDevice() {
-  if (!sync_error_.ok())
-    return sync_error_;
-  if (!device_ || newer_ != Newer::kHost)
-    return absl::OkStatus();
-  if (absl::Status s = CopyParamsAndState(/*to_device=*/true); !s.ok())
-    return s;
-  newer_ = Newer::kNeither;
-  return absl::OkStatus();
-}
-
-std::vector<const void *> Trainer::params() const {
-  SyncForAccess();
-  return std::vector<const void *>(param_ptrs_.begin(), param_ptrs_.end());
-}
-std::vector<void *> Trainer::mutable_params() {
-  SyncForWrite();
-  return param_ptrs_;
-}
-std::vector<const void *> Trainer::optimizer_state() const {
-  SyncForAccess();
-  return std::vector<const void *>(state_ptrs_.begin(), state_ptrs_.end());
-}
-std::vector<void *> Trainer::mutable_optimizer_state() {
-  SyncForWrite();
-  return state_ptrs_;
-}
-const void *Trainer::param(int32_t index) const {
-  SyncForAccess();
-  return params_[index].data();
-}
-void *Trainer::mutable_param(int32_t index) {
-  SyncForWrite();
-  return params_[index].data();
 }
 
 absl::Status Trainer::SetProfiling(bool on) {
@@ -345,122 +118,16 @@ std::optional<GpuMemory> Trainer::gpu_memory() const {
   return GpuMemory{device_->allocated_bytes(), device_->peak_allocated_bytes()};
 }
 
-absl::Status Trainer::QueueUpload(HostBatch &batch, int set) {
-  const tcc_step_descriptor &d = descriptor_;
-  void *dst[2] = {device_inputs_[set][binding_.data_input],
-                  device_inputs_[set][binding_.target_input]};
-  const void *src[2] = {batch.data.data(), batch.targets.data()};
-  uint64_t bytes[2] = {
-      static_cast<uint64_t>(d.inputs[binding_.data_input].size_bytes),
-      static_cast<uint64_t>(d.inputs[binding_.target_input].size_bytes)};
-  if (absl::Status s =
-          DeviceCallStatus(*device_, device_->upload_async(2, dst, src, bytes),
-                           absl::StrCat("step '", d.model_name,
-                                        "': queueing the upload of a batch"));
-      !s.ok())
-    return s;
-  uploads_queued_ = true;
-  return absl::OkStatus();
-}
-
-absl::Status Trainer::WaitUploads() {
-  if (!uploads_queued_)
-    return absl::OkStatus();
-  uploads_queued_ = false;
-  return DeviceCallStatus(*device_, device_->wait_uploads(),
-                          absl::StrCat("step '", descriptor_.model_name,
-                                       "': waiting for batch uploads"));
-}
-
-absl::Status Trainer::Snapshot() {
-  if (device_)
-    return SnapshotOnDevice();
-  std::vector<AlignedBuffer *> sources;
-  for (AlignedBuffer &b : params_)
-    sources.push_back(&b);
-  for (AlignedBuffer &b : optimizer_state_)
-    sources.push_back(&b);
-  if (snapshot_.empty()) {
-    for (AlignedBuffer *b : sources) {
-      snapshot_.emplace_back(b->size());
-      if (!snapshot_.back().ok())
-        return absl::ResourceExhaustedError(absl::StrCat(
-            "--on-nan skip: cannot allocate ", b->size(),
-            " bytes for a copy of the weights and optimizer state"));
-    }
-  }
-  for (size_t i = 0; i < sources.size(); ++i)
-    std::memcpy(snapshot_[i].data(), sources[i]->data(), sources[i]->size());
-  return absl::OkStatus();
-}
-
-// GPU steps: the copy lives on the GPU, one device-to-device copy per
-// tensor queued on the step stream before the step (nothing waits for it,
-// nothing crosses the bus), and the restore is the same the other way.
-absl::Status Trainer::SnapshotOnDevice() {
-  // The device copies must be current before they are copied.
-  if (absl::Status s = SyncToDevice(); !s.ok())
-    return s;
-  const tcc_step_descriptor &d = descriptor_;
-  if (!device_snapshot_arena_) {
-    std::vector<int64_t> sizes;
-    AppendSizes(d.num_params, d.params, sizes);
-    AppendSizes(d.num_optimizer_state, d.optimizer_state, sizes);
-    if (absl::Status s = CreateArena(
-            "the --on-nan skip copy of the weights and optimizer state", sizes,
-            device_snapshot_arena_);
-        !s.ok())
-      return s;
-  }
-  return CopySnapshot(/*restore=*/false);
-}
-
-absl::Status Trainer::CopySnapshot(bool restore) {
-  const tcc_step_descriptor &d = descriptor_;
-  size_t k = 0;
-  auto copy = [&](const tcc_tensor_desc &t, void *live) -> absl::Status {
-    void *saved = device_snapshot_arena_->tensor(k++);
-    return DeviceCallStatus(
-        *device_,
-        device_->copy_on_device(restore ? live : saved, restore ? saved : live,
-                                static_cast<uint64_t>(t.size_bytes)),
-        absl::StrCat("step '", d.model_name, "': --on-nan skip: ",
-                     restore ? "restoring '" : "copying '", t.name,
-                     "' on the GPU"));
-  };
-  for (int32_t i = 0; i < d.num_params; ++i)
-    if (absl::Status s = copy(d.params[i], device_params_[i]); !s.ok())
-      return s;
-  for (int32_t i = 0; i < d.num_optimizer_state; ++i)
-    if (absl::Status s = copy(d.optimizer_state[i], device_state_[i]); !s.ok())
-      return s;
-  return absl::OkStatus();
-}
-
-absl::Status Trainer::RestoreSnapshot() {
-  if (device_) {
-    // The GPU holds the restored weights; the host mirrors are stale.
-    newer_ = Newer::kDevice;
-    return CopySnapshot(/*restore=*/true);
-  }
-  size_t i = 0;
-  for (AlignedBuffer &b : params_)
-    std::memcpy(b.data(), snapshot_[i++].data(), b.size());
-  for (AlignedBuffer &b : optimizer_state_)
-    std::memcpy(b.data(), snapshot_[i++].data(), b.size());
-  return absl::OkStatus();
-}
-
 absl::StatusOr<TrainSummary> Trainer::Train(BatchLoader &loader,
                                             const TrainConfig &config) {
-  if (!sync_error_.ok())
-    return sync_error_;
+  if (!buffers_->sync_error().ok())
+    return buffers_->sync_error();
   TrainSummary summary;
   Clock::time_point loop_start = Clock::now();
   absl::Status status = TrainLoop(loader, config, summary);
   if (device_) {
     // Queued sources are loader slots: done before the loader may go.
-    absl::Status waited = WaitUploads();
+    absl::Status waited = buffers_->WaitUploads();
     if (status.ok())
       status = waited;
     next_set_ = -1; // a peeked batch stays in the loader, not taken
@@ -487,14 +154,15 @@ absl::Status Trainer::TrainLoop(BatchLoader &loader, const TrainConfig &config,
       // This batch was peeked, and its upload queued, during the previous
       // step. Taking it hands the previous batch's slot back to the
       // loader, which may refill it at once: its upload must be done.
-      if (absl::Status s = WaitUploads(); !s.ok())
+      if (absl::Status s = buffers_->WaitUploads(); !s.ok())
         return s;
       batch = loader.Take(); // ready: it was peeked
       set = next_set_;
     } else {
       batch = loader.Take();
       if (device_ && batch)
-        if (absl::Status s = QueueUpload(*batch, set); !s.ok())
+        if (absl::Status s = buffers_->QueueUpload(*batch, binding_, set);
+            !s.ok())
           return s;
     }
     if (!batch)
@@ -507,7 +175,8 @@ absl::Status Trainer::TrainLoop(BatchLoader &loader, const TrainConfig &config,
       next_set_ = -1;
       if (steps_done_ + 1 < config.steps)
         if (HostBatch *next = loader.Peek()) {
-          if (absl::Status s = QueueUpload(*next, 1 - set); !s.ok())
+          if (absl::Status s = buffers_->QueueUpload(*next, binding_, 1 - set);
+              !s.ok())
             return s;
           next_set_ = 1 - set;
         }
@@ -515,7 +184,7 @@ absl::Status Trainer::TrainLoop(BatchLoader &loader, const TrainConfig &config,
     double wait = loader.ConsumeWaitSeconds();
     summary.data_wait_seconds += wait;
     if (config.on_nan == OnNan::kSkip)
-      if (absl::Status s = Snapshot(); !s.ok())
+      if (absl::Status s = buffers_->Snapshot(); !s.ok())
         return s;
     if (device_)
       BindInputSet(set, /*with_outputs=*/false);
@@ -524,13 +193,12 @@ absl::Status Trainer::TrainLoop(BatchLoader &loader, const TrainConfig &config,
     // The schedule continues from steps_done_, also across runs (resume).
     args_.learning_rate = static_cast<float>(LearningRateAt(
         descriptor_.lr_schedule, config.learning_rate, steps_done_));
-    if (absl::Status s = SyncToDevice(); !s.ok())
+    if (absl::Status s = buffers_->SyncToDevice(); !s.ok())
       return s;
     Clock::time_point step_start = Clock::now();
     int32_t status = descriptor_.train(&args_);
     double step_seconds = SecondsSince(step_start);
-    if (device_)
-      newer_ = Newer::kDevice;
+    buffers_->DeviceWritten();
     if (status != TCC_STATUS_OK)
       return CallError(absl::StrCat("train step ", steps_done_ + 1), status);
     if (device_ && !note_printed_) {
@@ -545,7 +213,8 @@ absl::Status Trainer::TrainLoop(BatchLoader &loader, const TrainConfig &config,
     record.loss = loss_;
     record.learning_rate = args_.learning_rate;
     if (grad_norm_output_ != -1)
-      record.grad_norm = *train_outputs_[grad_norm_output_].as<float>();
+      record.grad_norm =
+          *static_cast<const float *>(buffers_->train_output(grad_norm_output_));
     record.step_seconds = step_seconds;
     record.data_wait_seconds = wait;
     record.items = config.items_per_step;
@@ -561,7 +230,7 @@ absl::Status Trainer::TrainLoop(BatchLoader &loader, const TrainConfig &config,
                            : "");
       if (config.on_nan == OnNan::kStop)
         return absl::DataLossError(what);
-      if (absl::Status s = RestoreSnapshot(); !s.ok())
+      if (absl::Status s = buffers_->RestoreSnapshot(); !s.ok())
         return s;
       record.skipped = true;
       ++summary.skipped;
@@ -603,8 +272,8 @@ absl::Status Trainer::TrainLoop(BatchLoader &loader, const TrainConfig &config,
       if (absl::Status s = config.after_step(steps_done_); !s.ok())
         return s;
     // A checkpoint in after_step reads the weights through the accessors.
-    if (!sync_error_.ok())
-      return sync_error_;
+    if (!buffers_->sync_error().ok())
+      return buffers_->sync_error();
   }
   return absl::OkStatus();
 }
@@ -615,25 +284,14 @@ absl::Status Trainer::EvalBatch(HostBatch &batch, absl::string_view what) {
     int32_t status = descriptor_.eval(&args_);
     return status == TCC_STATUS_OK ? absl::OkStatus() : CallError(what, status);
   }
-  if (absl::Status s = SyncToDevice(); !s.ok())
+  if (absl::Status s = buffers_->SyncToDevice(); !s.ok())
     return s;
   // Synchronous copies into the set no queued upload (a batch peeked by
   // Train, during validation) is writing.
   int set = next_set_ == 0 ? 1 : 0;
-  const tcc_step_descriptor &d = descriptor_;
-  for (auto [input, source] :
-       {std::make_pair(binding_.data_input, batch.data.data()),
-        std::make_pair(binding_.target_input,
-                       static_cast<void *>(batch.targets.data()))})
-    if (absl::Status s = DeviceCallStatus(
-            *device_,
-            device_->to_device(
-                device_inputs_[set][input], source,
-                static_cast<uint64_t>(d.inputs[input].size_bytes)),
-            absl::StrCat("step '", d.model_name, "': uploading input '",
-                         d.inputs[input].name, "' for ", what));
-        !s.ok())
-      return s;
+  if (absl::Status s = buffers_->UploadBatch(batch, binding_, set, what);
+      !s.ok())
+    return s;
   BindInputSet(set, /*with_outputs=*/true);
   int32_t status = descriptor_.eval(&args_);
   return status == TCC_STATUS_OK ? absl::OkStatus() : CallError(what, status);
@@ -647,23 +305,12 @@ absl::Status Trainer::ReadOutput(int32_t output, int64_t offset, int64_t bytes,
     return absl::InvalidArgumentError(
         absl::StrCat("step '", d.model_name, "': no bytes [", offset, ", ",
                      offset + bytes, ") in eval output #", output));
-  if (!device_) {
-    std::memcpy(dst, outputs_[output].as<char>() + offset,
-                static_cast<size_t>(bytes));
-    return absl::OkStatus();
-  }
-  return DeviceCallStatus(
-      *device_,
-      device_->to_host(dst,
-                       static_cast<char *>(device_outputs_[output]) + offset,
-                       static_cast<uint64_t>(bytes)),
-      absl::StrCat("step '", d.model_name, "': downloading eval output '",
-                   d.outputs[output].name, "'"));
+  return buffers_->CopyOutput(output, offset, bytes, dst);
 }
 
 absl::StatusOr<EvalResult> Trainer::Evaluate(BatchSource &source) {
-  if (!sync_error_.ok())
-    return sync_error_;
+  if (!buffers_->sync_error().ok())
+    return buffers_->sync_error();
   HostBatch batch(binding_);
   EvalResult result;
   result.has_accuracy = binding_.logits_output != -1;
@@ -693,7 +340,8 @@ absl::StatusOr<EvalResult> Trainer::Evaluate(BatchSource &source) {
         return s;
       logits = downloaded.data();
     } else {
-      logits = outputs_[binding_.logits_output].as<float>();
+      logits = static_cast<const float *>(
+          buffers_->host_output(binding_.logits_output));
     }
     const int32_t *labels = batch.targets.as<int32_t>(); // (B)
     for (int64_t row = 0; row < batch.real_rows; ++row)

@@ -4,19 +4,17 @@
 #ifndef TCC_RUNTIME_TRUN_TRAIN_TRAINER_H
 #define TCC_RUNTIME_TRUN_TRAIN_TRAINER_H
 
-#include "runtime/trun/base/AlignedBuffer.h"
 #include "runtime/trun/cli/Options.h"
 #include "runtime/trun/data/BatchLoader.h"
 #include "runtime/trun/data/BatchSource.h"
 #include "runtime/trun/data/StepBinding.h"
-#include "runtime/trun/step/DeviceMemory.h"
 #include "runtime/trun/train/Metrics.h"
+#include "runtime/trun/train/StepBuffers.h"
 #include "tcc/step_abi.h"
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 
-#include <array>
 #include <atomic>
 #include <cstdint>
 #include <functional>
@@ -76,17 +74,9 @@ struct GpuMemory {
 };
 
 // GPU steps (descriptor.device set; target "cuda"):
-//  - Memory: one device allocation (DeviceArena) per category: parameters,
-//    optimizer state, workspace (the memory plan keeps gradients and
-//    activations there), inputs (two sets, double-buffered) and eval
-//    outputs. Parameters and optimizer state also have host mirrors (the
-//    buffers params() returns); loss and train outputs are host memory, as
-//    the ABI says.
-//  - Coherence: after a train call the device copy of the parameters and
-//    optimizer state is newer. params(), param() and optimizer_state()
-//    download them first in that case; mutable_params(), mutable_param()
-//    and mutable_optimizer_state() download if needed and then mark the host
-//    copy newer, and the next train or eval call uploads it first. So
+//  - Memory and coherence: StepBuffers.h (device arenas, host mirrors of
+//    the parameters and optimizer state, which copy is newer). params(),
+//    mutable_params() and the other accessors are StepBuffers'; so
 //    checkpoints, --init-from, resume and --on-nan skip work on the host
 //    buffers unchanged. A failed download is kept and returned by
 //    SyncToHost() and the next Train() or Evaluate(); callers that can
@@ -114,7 +104,6 @@ public:
   static absl::StatusOr<std::unique_ptr<Trainer>>
   Create(const tcc_step_descriptor &descriptor, const StepBinding &binding,
          uint64_t seed, int32_t gpu = 0);
-  ~Trainer();
   Trainer(const Trainer &) = delete;
   Trainer &operator=(const Trainer &) = delete;
 
@@ -151,18 +140,22 @@ public:
   // Host buffers of the parameters and optimizer state (GPU steps: current
   // after a download when the device copy was newer; the mutable ones mark
   // the host copy newer).
-  std::vector<const void *> params() const;
-  std::vector<void *> mutable_params();
-  std::vector<const void *> optimizer_state() const;
-  std::vector<void *> mutable_optimizer_state();
-  const void *param(int32_t index) const;
-  void *mutable_param(int32_t index);
+  std::vector<const void *> params() const { return buffers_->params(); }
+  std::vector<void *> mutable_params() { return buffers_->mutable_params(); }
+  std::vector<const void *> optimizer_state() const {
+    return buffers_->optimizer_state();
+  }
+  std::vector<void *> mutable_optimizer_state() {
+    return buffers_->mutable_optimizer_state();
+  }
+  const void *param(int32_t index) const { return buffers_->param(index); }
+  void *mutable_param(int32_t index) { return buffers_->mutable_param(index); }
   // GPU steps: downloads the parameters and optimizer state if the device
   // copy is newer; returns the first failed download, if any. OK on CPU.
-  absl::Status SyncToHost() const;
+  absl::Status SyncToHost() const { return buffers_->SyncToHost(); }
   // Values the last train call reported (descriptor.train_outputs order).
   const void *train_output(int32_t index) const {
-    return train_outputs_[index].data();
+    return buffers_->train_output(index);
   }
   // The loss of the last train or eval call.
   float last_loss() const { return loss_; }
@@ -181,14 +174,10 @@ public:
   absl::StatusOr<std::vector<tcc_launch_time>> ReadProfile() const;
 
 private:
-  // Which copy of the parameters and optimizer state is current.
-  enum class Newer { kNeither, kHost, kDevice };
-
   Trainer(const tcc_step_descriptor &descriptor, const StepBinding &binding)
       : descriptor_(descriptor), binding_(binding), device_(descriptor.device) {
   }
 
-  absl::Status AllocateDevice(int32_t gpu);
   // Fills args_ for one call on `batch` (CPU) or input set `set` (GPU).
   void BindBatch(HostBatch &batch, bool with_outputs);
   void BindInputSet(int set, bool with_outputs);
@@ -196,59 +185,21 @@ private:
   // "step 'x': <what> failed: returned N (NAME)[: <device last_error>]"
   absl::Status CallError(absl::string_view what, int32_t status) const;
   absl::Status CheckEvalLoss(float loss, int64_t index) const;
-  // GPU steps: upload the host mirrors if they are newer.
-  absl::Status SyncToDevice();
-  // GPU steps: the accessors' download (keeps a failure for later); for
-  // the mutable ones the host copy is then the newer.
-  void SyncForAccess() const;
-  void SyncForWrite();
-  absl::Status CopyParamsAndState(bool to_device) const;
-  absl::Status QueueUpload(HostBatch &batch, int set);
-  absl::Status WaitUploads();
   // The loop of Train(); Train() waits for queued uploads around it.
   absl::Status TrainLoop(BatchLoader &loader, const TrainConfig &config,
                          TrainSummary &summary);
-  // --on-nan skip: copies of params and optimizer state before a step
-  // (on the GPU for GPU steps: nothing crosses the bus).
-  absl::Status Snapshot();
-  absl::Status SnapshotOnDevice();
-  // GPU steps: one arena, its errors prefixed with the step's name.
-  absl::Status CreateArena(absl::string_view category,
-                           const std::vector<int64_t> &sizes,
-                           std::unique_ptr<DeviceArena> &into);
-  static void AppendSizes(int32_t count, const tcc_tensor_desc *tensors,
-                          std::vector<int64_t> &sizes);
-  absl::Status CopySnapshot(bool restore); // GPU: live <-> copy
-  absl::Status RestoreSnapshot();
 
   const tcc_step_descriptor &descriptor_;
   StepBinding binding_;
   const tcc_device_api *device_; // GPU steps only
-  std::vector<AlignedBuffer> params_, optimizer_state_, outputs_,
-      train_outputs_;
-  AlignedBuffer workspace_;
-  std::vector<AlignedBuffer> snapshot_; // params then optimizer state
-  std::vector<void *> param_ptrs_, state_ptrs_, output_ptrs_,
-      train_output_ptrs_;
+  std::unique_ptr<StepBuffers> buffers_;
   int32_t grad_norm_output_ = -1; // index of train output "grad_norm"
   std::vector<const void *> input_ptrs_;
   float loss_ = 0;
   tcc_step_args args_{};
   int64_t steps_done_ = 0;
-
-  // GPU steps. Pointers into the arenas, descriptor order; input set s
-  // holds input i at device_inputs_[s][i].
-  std::unique_ptr<DeviceArena> device_params_arena_, device_state_arena_,
-      device_workspace_arena_, device_inputs_arena_, device_outputs_arena_,
-      device_snapshot_arena_; // --on-nan skip: params, then optimizer state
-  std::vector<void *> device_params_, device_state_, device_outputs_;
-  std::array<std::vector<void *>, 2> device_inputs_;
-  // The host mirrors are caches the const accessors may refresh.
-  mutable Newer newer_ = Newer::kNeither;
-  mutable absl::Status sync_error_;
-  int next_set_ = -1;           // input set of a queued, untrained batch
-  bool uploads_queued_ = false; // since the last wait_uploads
-  bool note_printed_ = false;   // execution_note() shown
+  int next_set_ = -1;         // GPU: input set of a queued, untrained batch
+  bool note_printed_ = false; // GPU: execution_note() shown
 };
 
 } // namespace tcc::trun
