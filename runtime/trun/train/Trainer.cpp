@@ -213,8 +213,8 @@ absl::Status Trainer::TrainLoop(BatchLoader &loader, const TrainConfig &config,
     record.loss = loss_;
     record.learning_rate = args_.learning_rate;
     if (grad_norm_output_ != -1)
-      record.grad_norm =
-          *static_cast<const float *>(buffers_->train_output(grad_norm_output_));
+      record.grad_norm = *static_cast<const float *>(
+          buffers_->train_output(grad_norm_output_));
     record.step_seconds = step_seconds;
     record.data_wait_seconds = wait;
     record.items = config.items_per_step;
