@@ -1,7 +1,7 @@
 #include "runtime/tools/Tokenize.h"
 
-#include "runtime/trun/AtomicFile.h"
-#include "runtime/trun/TokenShards.h"
+#include "runtime/trun/data/TokenShards.h"
+#include "runtime/trun/io/AtomicFile.h"
 
 #include "absl/strings/str_cat.h"
 

@@ -3,7 +3,7 @@
 #ifndef TCC_RUNTIME_TOOLS_TOKENIZE_H
 #define TCC_RUNTIME_TOOLS_TOKENIZE_H
 
-#include "runtime/trun/Vocab.h"
+#include "runtime/trun/data/Vocab.h"
 
 #include "absl/status/statusor.h"
 

@@ -41,8 +41,8 @@
 #include <unistd.h>
 #include "models/Gpt.h"
 #include "models/ModelBuilder.h"
-#include "runtime/trun/AlignedBuffer.h"
-#include "runtime/trun/StepLibrary.h"
+#include "runtime/trun/base/AlignedBuffer.h"
+#include "runtime/trun/step/StepLibrary.h"
 
 namespace tcc {
 namespace {

@@ -1,4 +1,4 @@
-#include "runtime/trun/BatchLoader.h"
+#include "runtime/trun/data/BatchLoader.h"
 
 #include <gtest/gtest.h>
 

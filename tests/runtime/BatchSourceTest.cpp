@@ -1,4 +1,4 @@
-#include "runtime/trun/BatchSource.h"
+#include "runtime/trun/data/BatchSource.h"
 
 #include "tests/runtime/TestData.h"
 

@@ -1,6 +1,6 @@
-#include "runtime/trun/Checkpoint.h"
+#include "runtime/trun/checkpoint/Checkpoint.h"
 
-#include "runtime/trun/Safetensors.h"
+#include "runtime/trun/io/Safetensors.h"
 #include "tests/runtime/TestData.h"
 
 #include <gtest/gtest.h>

@@ -1,4 +1,4 @@
-#include "runtime/trun/DataFiles.h"
+#include "runtime/trun/data/DataFiles.h"
 
 #include "tests/runtime/TestData.h"
 

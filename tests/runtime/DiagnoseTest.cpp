@@ -1,7 +1,7 @@
 // trun --diagnose: the report and the fit decision on machines described by
 // hand (no GPU is needed to test the logic), and the real probe of this
 // machine through the CLI.
-#include "runtime/trun/Diagnose.h"
+#include "runtime/trun/step/Diagnose.h"
 
 #include "tests/runtime/TestData.h"
 

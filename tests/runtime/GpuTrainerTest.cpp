@@ -3,10 +3,10 @@
 // CPU builds on host memory trun allocates through the fake, which refuses
 // host pointers where the ABI wants device memory, stale inputs, and pinned
 // sources reused before their upload completed, and counts what it saw.
-#include "runtime/trun/Trainer.h"
+#include "runtime/trun/train/Trainer.h"
 
-#include "runtime/trun/BatchLoader.h"
-#include "runtime/trun/StepLibrary.h"
+#include "runtime/trun/data/BatchLoader.h"
+#include "runtime/trun/step/StepLibrary.h"
 #include "tests/runtime/TestData.h"
 #include "tests/runtime/fixtures/fake_device_stats.h"
 

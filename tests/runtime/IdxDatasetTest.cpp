@@ -1,4 +1,4 @@
-#include "runtime/trun/IdxDataset.h"
+#include "runtime/trun/data/IdxDataset.h"
 
 #include "tests/runtime/TestData.h"
 

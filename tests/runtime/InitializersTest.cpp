@@ -1,6 +1,6 @@
-#include "runtime/trun/Initializers.h"
+#include "runtime/initializers/Initializers.h"
 
-#include "runtime/trun/CounterRng.h"
+#include "tcc/counter_rng.h"
 #include "tests/runtime/TestData.h"
 
 #include <gtest/gtest.h>
@@ -30,15 +30,35 @@ std::vector<float> Initialize(const tcc_tensor_desc &t, uint64_t run_seed) {
 
 // Published splitmix64 outputs for seed 0.
 TEST(CounterRngTest, BitsAreSplitMix64Outputs) {
-  EXPECT_EQ(rng::Bits(0, 0), 0xE220A8397B1DCDAFull);
-  EXPECT_EQ(rng::Bits(0, 1), 0x6E789E6AA1B965F4ull);
-  EXPECT_EQ(rng::Bits(0, 2), 0x06C45D188009454Full);
+  EXPECT_EQ(tcc_rng_key_bits(0, 0), 0xE220A8397B1DCDAFull);
+  EXPECT_EQ(tcc_rng_key_bits(0, 1), 0x6E789E6AA1B965F4ull);
+  EXPECT_EQ(tcc_rng_key_bits(0, 2), 0x06C45D188009454Full);
+}
+
+// trun's streams (domains of tcc/counter_rng.h), against values of an
+// independent implementation of the formulas there (Python integers).
+TEST(CounterRngTest, StreamKeysAndBitsFollowTheirDefinition) {
+  uint64_t init = tcc_rng_stream_key(7, TCC_RNG_DOMAIN_PARAM_INIT, 42);
+  EXPECT_EQ(init, 0xA3E84097331305C2ull);
+  EXPECT_EQ(tcc_rng_key_bits(init, 0), 0xB189329B73C2F407ull);
+  EXPECT_EQ(tcc_rng_key_bits(init, 1000), 0x07A040F6DB7E0C20ull);
+  EXPECT_EQ(tcc_rng_stream_key(0, TCC_RNG_DOMAIN_SHUFFLE, 0),
+            0x52EAD7E36EA7FEA8ull);
+  uint64_t window =
+      tcc_rng_stream_key(123456789, TCC_RNG_DOMAIN_TOKEN_WINDOW, 5);
+  EXPECT_EQ(window, 0x926A70AA93A595F3ull);
+  EXPECT_EQ(tcc_rng_key_bits(window, 1000), 0xF43AD0BF3E09D6A2ull);
+  EXPECT_EQ(tcc_rng_stream_key(~0ull, TCC_RNG_DOMAIN_SAMPLE, 0),
+            0x7344B75503E50392ull);
+  // The dropout stream is the same generator keyed without a domain.
+  EXPECT_EQ(tcc_rng_bits(5, 9, 3),
+            tcc_rng_key_bits(tcc_rng_mix64(tcc_rng_mix64(5) ^ 9), 3));
 }
 
 TEST(CounterRngTest, UnitDoubleIsInHalfOpenUnitInterval) {
-  EXPECT_EQ(rng::UnitDouble(0), 0.0);
-  EXPECT_LT(rng::UnitDouble(~0ull), 1.0);
-  EXPECT_EQ(rng::UnitDouble(1ull << 63), 0.5);
+  EXPECT_EQ(tcc_rng_unit_double(0), 0.0);
+  EXPECT_LT(tcc_rng_unit_double(~0ull), 1.0);
+  EXPECT_EQ(tcc_rng_unit_double(1ull << 63), 0.5);
 }
 
 TEST(InitializersTest, ZerosAndOnes) {
@@ -53,7 +73,7 @@ TEST(InitializersTest, UniformFollowsDefinitionAndRange) {
   std::vector<int64_t> shape{200000};
   tcc_tensor_desc t = Tensor(shape, TCC_INIT_UNIFORM, 0.25, 42);
   std::vector<float> values = Initialize(t, 7);
-  uint64_t key = rng::StreamKey(7, rng::kParamInitDomain, 42);
+  uint64_t key = tcc_rng_stream_key(7, TCC_RNG_DOMAIN_PARAM_INIT, 42);
   double sum = 0, squares = 0;
   for (size_t i = 0; i < values.size(); ++i) {
     ASSERT_GE(values[i], -0.25f);
@@ -62,7 +82,7 @@ TEST(InitializersTest, UniformFollowsDefinitionAndRange) {
     squares += values[i] * values[i];
   }
   for (int64_t i : {0, 1, 12345, 199999}) {
-    double u = rng::UnitDouble(rng::Bits(key, i));
+    double u = tcc_rng_unit_double(tcc_rng_key_bits(key, i));
     EXPECT_EQ(values[i], static_cast<float>(0.25 * (2 * u - 1)));
   }
   double n = static_cast<double>(values.size());
@@ -74,9 +94,9 @@ TEST(InitializersTest, NormalIsBoxMullerOverPairs) {
   std::vector<int64_t> shape{100001};
   tcc_tensor_desc t = Tensor(shape, TCC_INIT_NORMAL, 0.1, 5);
   std::vector<float> values = Initialize(t, 0);
-  uint64_t key = rng::StreamKey(0, rng::kParamInitDomain, 5);
-  double u1 = rng::UnitDouble(rng::Bits(key, 20));
-  double u2 = rng::UnitDouble(rng::Bits(key, 21));
+  uint64_t key = tcc_rng_stream_key(0, TCC_RNG_DOMAIN_PARAM_INIT, 5);
+  double u1 = tcc_rng_unit_double(tcc_rng_key_bits(key, 20));
+  double u2 = tcc_rng_unit_double(tcc_rng_key_bits(key, 21));
   double r = std::sqrt(-2 * std::log(1 - u1));
   EXPECT_FLOAT_EQ(values[20], 0.1 * r * std::cos(2 * M_PI * u2));
   EXPECT_FLOAT_EQ(values[21], 0.1 * r * std::sin(2 * M_PI * u2));

@@ -1,4 +1,4 @@
-#include "runtime/trun/Metrics.h"
+#include "runtime/trun/train/Metrics.h"
 
 #include "tests/runtime/TestData.h"
 

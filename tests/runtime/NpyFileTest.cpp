@@ -1,8 +1,8 @@
 // .npy files written byte by byte here, read by NpyFile and DataFiles.
-#include "runtime/trun/NpyFile.h"
+#include "runtime/trun/data/NpyFile.h"
 
-#include "runtime/trun/BatchSource.h"
-#include "runtime/trun/DataFiles.h"
+#include "runtime/trun/data/BatchSource.h"
+#include "runtime/trun/data/DataFiles.h"
 
 #include "tests/runtime/TestData.h"
 

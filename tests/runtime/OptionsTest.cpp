@@ -1,7 +1,7 @@
 // trun's command line as tables: arguments -> the fields they set, and
 // arguments -> the one-line usage error. Each TEST keeps its name and runs its
 // table row by row (the row's arguments are traced on failure).
-#include "runtime/trun/Options.h"
+#include "runtime/trun/cli/Options.h"
 
 #include <gtest/gtest.h>
 

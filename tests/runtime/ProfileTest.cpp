@@ -1,6 +1,6 @@
 // trun --profile's report, from launch records written by hand (the device
 // API's timing itself runs on a GPU: tests/gpu/run.sh).
-#include "runtime/trun/Profile.h"
+#include "runtime/trun/step/Profile.h"
 
 #include <gtest/gtest.h>
 

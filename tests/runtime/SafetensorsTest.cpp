@@ -1,6 +1,6 @@
-#include "runtime/trun/Safetensors.h"
+#include "runtime/trun/io/Safetensors.h"
 
-#include "runtime/trun/AtomicFile.h"
+#include "runtime/trun/io/AtomicFile.h"
 #include "tests/runtime/TestData.h"
 
 #include <gtest/gtest.h>

@@ -1,7 +1,8 @@
-#include "runtime/trun/Sampler.h"
+#include "runtime/trun/train/Sampler.h"
 
-#include "runtime/trun/StepLibrary.h"
-#include "runtime/trun/Trainer.h"
+#include "runtime/trun/step/StepLibrary.h"
+#include "runtime/trun/train/Logits.h"
+#include "runtime/trun/train/Trainer.h"
 #include "tests/runtime/TestData.h"
 
 #include <gtest/gtest.h>

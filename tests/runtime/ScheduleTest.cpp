@@ -3,9 +3,9 @@
 // and the Trainer passing the per-step values (learning rate, step,
 // rng_seed), allocating optimizer state and train outputs, and logging the
 // learning rate and gradient norm.
-#include "runtime/trun/StepDescriptor.h"
-#include "runtime/trun/BatchLoader.h"
-#include "runtime/trun/Trainer.h"
+#include "runtime/trun/data/BatchLoader.h"
+#include "runtime/trun/step/StepDescriptor.h"
+#include "runtime/trun/train/Trainer.h"
 #include "tests/runtime/TestData.h"
 
 #include <gtest/gtest.h>

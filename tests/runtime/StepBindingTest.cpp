@@ -1,4 +1,4 @@
-#include "runtime/trun/StepBinding.h"
+#include "runtime/trun/data/StepBinding.h"
 
 #include "tests/runtime/TestData.h"
 

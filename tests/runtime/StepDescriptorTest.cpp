@@ -1,6 +1,6 @@
-#include "runtime/trun/StepDescriptor.h"
+#include "runtime/trun/step/StepDescriptor.h"
 
-#include "runtime/trun/StepLibrary.h"
+#include "runtime/trun/step/StepLibrary.h"
 #include "tests/runtime/TestData.h"
 
 #include <gtest/gtest.h>

@@ -1,4 +1,4 @@
-#include "runtime/trun/StepLibrary.h"
+#include "runtime/trun/step/StepLibrary.h"
 
 #include "tests/runtime/TestData.h"
 

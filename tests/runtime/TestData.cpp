@@ -1,7 +1,7 @@
 #include "tests/runtime/TestData.h"
 
-#include "runtime/trun/TokenShards.h"
-#include "runtime/trun/Vocab.h"
+#include "runtime/trun/data/TokenShards.h"
+#include "runtime/trun/data/Vocab.h"
 
 #include <gtest/gtest.h>
 #include <zlib.h>

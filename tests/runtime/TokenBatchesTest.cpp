@@ -1,6 +1,6 @@
-#include "runtime/trun/TokenBatches.h"
+#include "runtime/trun/data/TokenBatches.h"
 
-#include "runtime/trun/CounterRng.h"
+#include "tcc/counter_rng.h"
 #include "tests/runtime/TestData.h"
 
 #include <gtest/gtest.h>
@@ -100,9 +100,9 @@ TEST_F(TokenBatchesTest, RandomWindowsFollowTheCounterRng) {
   std::set<int32_t> starts;
   for (int64_t k = 0; k < 200; ++k) {
     ASSERT_TRUE(batches.Next(batch));
-    uint64_t key = rng::StreamKey(7, rng::kTokenWindowDomain, k);
+    uint64_t key = tcc_rng_stream_key(7, TCC_RNG_DOMAIN_TOKEN_WINDOW, k);
     for (int64_t r = 0; r < 4; ++r) {
-      int64_t g = static_cast<int64_t>(rng::Bits(key, r) % 44);
+      int64_t g = static_cast<int64_t>(tcc_rng_key_bits(key, r) % 44);
       int32_t expected = g < 32 ? g : 1000 + (g - 32);
       std::vector<int32_t> tokens = Row(batch.data, r, 8);
       std::vector<int32_t> targets = Row(batch.targets, r, 8);

@@ -1,4 +1,4 @@
-#include "runtime/trun/TokenShards.h"
+#include "runtime/trun/data/TokenShards.h"
 
 #include "tests/runtime/TestData.h"
 

@@ -1,7 +1,7 @@
 // tcc-data tokenize: the library (Tokenize.h) and the command line.
 #include "runtime/tools/Tokenize.h"
 
-#include "runtime/trun/TokenShards.h"
+#include "runtime/trun/data/TokenShards.h"
 #include "tests/runtime/TestData.h"
 
 #include <gtest/gtest.h>

@@ -1,8 +1,8 @@
-#include "runtime/trun/Trainer.h"
+#include "runtime/trun/train/Trainer.h"
 
-#include "runtime/trun/BatchLoader.h"
-#include "runtime/trun/Initializers.h"
-#include "runtime/trun/StepLibrary.h"
+#include "runtime/initializers/Initializers.h"
+#include "runtime/trun/data/BatchLoader.h"
+#include "runtime/trun/step/StepLibrary.h"
 #include "tests/runtime/TestData.h"
 
 #include <gtest/gtest.h>

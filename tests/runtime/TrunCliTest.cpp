@@ -1,6 +1,6 @@
 // Runs the trun binary as a user would and checks output and exit codes.
-#include "runtime/trun/BatchSource.h"
-#include "runtime/trun/Options.h"
+#include "runtime/trun/cli/Options.h"
+#include "runtime/trun/data/BatchSource.h"
 
 #include "tests/runtime/fixtures/TrunCli.h"
 

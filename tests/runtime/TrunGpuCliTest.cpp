@@ -4,8 +4,8 @@
 // the same files, and the fake must end with no error, nothing allocated
 // and no upload pending (it writes what it saw to $TRUN_FAKE_REPORT when
 // trun unloads it).
-#include "runtime/trun/TokenShards.h"
-#include "runtime/trun/Vocab.h"
+#include "runtime/trun/data/TokenShards.h"
+#include "runtime/trun/data/Vocab.h"
 
 #include "tests/runtime/fixtures/TrunCli.h"
 

@@ -1,8 +1,8 @@
 // trun on token shards, weights and sampling, run as a user would with the
 // bigram fixture step (fixtures/bigram_step.c: B=8, T=16, V=256).
-#include "runtime/trun/Safetensors.h"
-#include "runtime/trun/TokenShards.h"
-#include "runtime/trun/Vocab.h"
+#include "runtime/trun/data/TokenShards.h"
+#include "runtime/trun/data/Vocab.h"
+#include "runtime/trun/io/Safetensors.h"
 
 #include "tests/runtime/fixtures/TrunCli.h"
 

@@ -1,11 +1,11 @@
 // Inputs cut short (an interrupted copy, a full disk) or shrinking while trun
 // runs: each must be an error naming the file, never a SIGBUS.
-#include "runtime/trun/BatchLoader.h"
-#include "runtime/trun/ElfCheck.h"
-#include "runtime/trun/Safetensors.h"
-#include "runtime/trun/StepLibrary.h"
-#include "runtime/trun/TokenBatches.h"
-#include "runtime/trun/TokenShards.h"
+#include "runtime/trun/data/BatchLoader.h"
+#include "runtime/trun/data/TokenBatches.h"
+#include "runtime/trun/data/TokenShards.h"
+#include "runtime/trun/io/Safetensors.h"
+#include "runtime/trun/step/ElfCheck.h"
+#include "runtime/trun/step/StepLibrary.h"
 #include "tests/runtime/TestData.h"
 
 #include <gtest/gtest.h>

@@ -1,4 +1,4 @@
-#include "runtime/trun/Vocab.h"
+#include "runtime/trun/data/Vocab.h"
 
 #include "tests/runtime/TestData.h"
 

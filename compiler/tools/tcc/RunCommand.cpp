@@ -20,7 +20,7 @@
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/Pass/PassManager.h"
 #include "passes/Passes.h"
-#include "runtime/trun/Initializers.h"
+#include "runtime/initializers/Initializers.h"
 
 namespace tcc {
 namespace {

@@ -10,13 +10,21 @@
  *                  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9
  *                  z = (z ^ (z >> 27)) * 0x94D049BB133111EB
  *                  return z ^ (z >> 31)
+ *   key_bits(key, counter)
+ *              = mix64(key + (counter + 1) * G)
+ *                (the counter-th output of splitmix64 seeded with key)
  *   bits(seed, stream, counter)
- *              = mix64(key + (counter + 1) * G),  key = mix64(mix64(seed) ^ stream)
- *                (the counter-th output of splitmix64 seeded with key; the
- *                same scheme as trun's initializers, runtime/trun/CounterRng.h)
+ *              = key_bits(mix64(mix64(seed) ^ stream), counter)
  *   uniform01(seed, stream, counter)
  *              = (bits >> 40) * 2^-24, a float in [0, 1): the top 24 bits,
  *                exact in float, so every device computes the same value.
+ *
+ * trun's host-side streams (parameter initializers, data order, token
+ * windows, sampling) take their key from (seed, domain, id) and draw doubles:
+ *   stream_key(seed, domain, id) = mix64(mix64(mix64(seed) ^ domain) ^ id)
+ *   unit_double(b)               = (b >> 11) * 2^-53, in [0, 1)
+ * value i of such a stream is key_bits(stream_key(...), i). The domain keeps
+ * the streams of different uses apart for one seed (TCC_RNG_DOMAIN_* below).
  *
  * Dropout (tg.dropout, rate in [0, 1)) at row-major position i of its result:
  *   keep(i) = uniform01(rng_seed ^ mix64(op_id), step, i) >= rate
@@ -41,10 +49,30 @@ static inline uint64_t tcc_rng_mix64(uint64_t z) {
   return z ^ (z >> 31);
 }
 
+static inline uint64_t tcc_rng_key_bits(uint64_t key, uint64_t counter) {
+  return tcc_rng_mix64(key + (counter + 1) * TCC_RNG_GAMMA);
+}
+
 static inline uint64_t tcc_rng_bits(uint64_t seed, uint64_t stream,
                                     uint64_t counter) {
-  uint64_t key = tcc_rng_mix64(tcc_rng_mix64(seed) ^ stream);
-  return tcc_rng_mix64(key + (counter + 1) * TCC_RNG_GAMMA);
+  return tcc_rng_key_bits(tcc_rng_mix64(tcc_rng_mix64(seed) ^ stream),
+                          counter);
+}
+
+/* trun's domains (the id each one takes in parentheses). */
+#define TCC_RNG_DOMAIN_PARAM_INIT 1ull   /* tcc_tensor_desc.init_seed */
+#define TCC_RNG_DOMAIN_SHUFFLE 2ull      /* 0-based epoch */
+#define TCC_RNG_DOMAIN_TOKEN_WINDOW 3ull /* 0-based batch number */
+#define TCC_RNG_DOMAIN_SAMPLE 4ull       /* 0 (one stream per sampling run) */
+
+static inline uint64_t tcc_rng_stream_key(uint64_t seed, uint64_t domain,
+                                          uint64_t id) {
+  return tcc_rng_mix64(tcc_rng_mix64(tcc_rng_mix64(seed) ^ domain) ^ id);
+}
+
+/* The top 53 bits of `bits` as a double in [0, 1) (exact: 2^-53 steps). */
+static inline double tcc_rng_unit_double(uint64_t bits) {
+  return (double)(bits >> 11) * (1.0 / 9007199254740992.0);
 }
 
 static inline float tcc_rng_uniform01(uint64_t seed, uint64_t stream,

@@ -1,0 +1,34 @@
+// Parameter initialization from the seeded specs in the step descriptor:
+// the values trun trains from and `tcc run` interprets with (the library
+// tcc_initializers, shared by both, links neither trun nor MLIR).
+#ifndef TCC_RUNTIME_INITIALIZERS_INITIALIZERS_H
+#define TCC_RUNTIME_INITIALIZERS_INITIALIZERS_H
+
+#include "tcc/step_abi.h"
+
+#include "absl/status/status.h"
+
+#include <cstdint>
+
+namespace tcc::trun {
+
+// Element `index` of tensor `t` for run seed `run_seed` (tcc/counter_rng.h):
+//   key = stream_key(run_seed, TCC_RNG_DOMAIN_PARAM_INIT, t.init_seed)
+//   zeros: 0; ones: 1
+//   uniform: u = unit_double(key_bits(key, index));
+//            float(scale * (2u - 1)), nudged below scale if rounding hits it
+//   normal:  Box-Muller on the pair p = index / 2:
+//            u1 = unit_double(key_bits(key, 2p)),
+//            u2 = unit_double(key_bits(key, 2p+1))
+//            r = sqrt(-2 ln(1 - u1)), theta = 2 pi u2
+//            float(scale * (index even ? r cos(theta) : r sin(theta)))
+float InitialValue(const tcc_tensor_desc &t, uint64_t run_seed, int64_t index);
+
+// Fills `data` (t.size_bytes) with InitialValue for every element. Only f32
+// tensors are supported; other dtypes are an error naming the tensor.
+absl::Status InitializeTensor(const tcc_tensor_desc &t, uint64_t run_seed,
+                              void *data);
+
+} // namespace tcc::trun
+
+#endif // TCC_RUNTIME_INITIALIZERS_INITIALIZERS_H

@@ -1,0 +1,574 @@
+#include "runtime/trun/cli/Run.h"
+
+#include "runtime/trun/data/BatchSource.h"
+#include "runtime/trun/data/DataFiles.h"
+#include "runtime/trun/data/IdxDataset.h"
+#include "runtime/trun/data/StepBinding.h"
+#include "runtime/trun/data/TokenBatches.h"
+#include "runtime/trun/data/TokenShards.h"
+#include "runtime/trun/data/Vocab.h"
+#include "runtime/trun/io/Safetensors.h"
+#include "runtime/trun/step/DeviceMemory.h"
+#include "runtime/trun/step/Diagnose.h"
+#include "runtime/trun/step/StepDescriptor.h"
+#include "runtime/trun/step/StepLibrary.h"
+#include "runtime/trun/train/Sampler.h"
+#include "runtime/trun/train/Trainer.h"
+#include "runtime/trun/train/TrainingSession.h"
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+
+#include <limits>
+#include <optional>
+
+namespace tcc::trun {
+namespace {
+
+// Reads a split (IDX or .npy files) and checks it against the step's inputs
+// and logits.
+absl::StatusOr<LabeledImages> LoadSplit(const SplitFiles &files,
+                                        const StepBinding &binding,
+                                        const tcc_step_descriptor &d) {
+  absl::StatusOr<LabeledImages> split = ReadSplit(files);
+  if (!split.ok())
+    return split.status();
+  if (split->count == 0)
+    return absl::InvalidArgumentError(
+        absl::StrCat(files.images, ": no samples"));
+  if (absl::Status s = CheckDataFits(binding, d, *split); !s.ok())
+    return s;
+  return split;
+}
+
+// Train and test images must be alike: after float32 training, u8 test
+// images would get a normalization the model never saw; after u8 training,
+// float32 test images would miss the one it did.
+absl::Status CheckSameImageType(const LabeledImages &train,
+                                const std::optional<LabeledImages> &test) {
+  if (!test || train.float_pixels.empty() == test->float_pixels.empty())
+    return absl::OkStatus();
+  auto type = [](const LabeledImages &set) {
+    return set.float_pixels.empty() ? "uint8" : "float32";
+  };
+  return absl::InvalidArgumentError(absl::StrCat(
+      test->images_path, ": ", type(*test), " images but the training images ",
+      train.images_path, " are ", type(train),
+      "; train and test images must have the same dtype"));
+}
+
+// "normalization: ..." and, per float32 images file, a note that it is fed
+// as stored (CheckSameImageType made test and train alike).
+std::string NormalizationLines(const PixelNormalizer &normalizer,
+                               const LabeledImages &train,
+                               const std::optional<LabeledImages> &test) {
+  if (train.float_pixels.empty())
+    return absl::StrFormat("normalization: mean %.4f, std %.4f (of x/255 over "
+                           "the training images)\n",
+                           normalizer.mean, normalizer.stddev);
+  std::string lines = "normalization: none (float32 images)\n";
+  auto note = [&](const std::string &file) {
+    absl::StrAppend(&lines, "images: float32 from ", file,
+                    ", fed as stored (no normalization)\n");
+  };
+  note(train.images_path);
+  if (test && test->images_path != train.images_path)
+    note(test->images_path);
+  return lines;
+}
+
+void PrintEvalResult(const EvalResult &result, std::ostream &out) {
+  if (result.has_accuracy)
+    out << absl::StrFormat("test accuracy: %.4f (%d/%d)\n", result.accuracy(),
+                           result.correct, result.samples);
+  out << absl::StrFormat("test loss: %.4f\n", result.mean_loss);
+}
+
+// Flags that belong to the other kind of step are errors, not no-ops.
+absl::Status CheckFlagsFitStep(const Options &options,
+                               const StepBinding &binding,
+                               const tcc_step_descriptor &d) {
+  auto wrong = [&](absl::string_view flag, absl::string_view hint) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        flag, " is for ",
+        binding.is_token_model() ? "image classifiers" : "token models",
+        "; step '", d.model_name, "' is ",
+        binding.is_token_model() ? "a token model" : "an image classifier",
+        hint));
+  };
+  if (binding.is_token_model()) {
+    if (options.test)
+      return wrong("--test", " (use --val SHARDS)");
+    return absl::OkStatus();
+  }
+  const char *hint = " (inputs 'tokens' and 'targets' make a token model)";
+  if (options.val)
+    return wrong("--val", hint);
+  if (options.data_order)
+    return wrong("--data-order", hint);
+  if (options.sample)
+    return wrong("--sample", hint);
+  if (options.data.empty())
+    return absl::InvalidArgumentError("missing --data (see trun --help)");
+  return absl::OkStatus();
+}
+
+// --gpu and --profile need a cuda step: refused before anything is read.
+absl::Status CheckCudaOnlyFlags(const Options &options, const tcc_step_descriptor &d) {
+  if (d.device)
+    return absl::OkStatus();
+  if (options.gpu)
+    return absl::InvalidArgumentError(
+        absl::StrCat("--gpu applies to cuda steps; this step is ", d.target));
+  if (options.profile)
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--profile applies to cuda steps; this step is ", d.target,
+        " (cpu steps: build a dumped step.cpp with -DTCC_PROFILE, "
+        "docs/performance.md)"));
+  return absl::OkStatus();
+}
+
+absl::Status InitFrom(const Options &options, const tcc_step_descriptor &d,
+                      Trainer &trainer, std::ostream &out) {
+  if (!options.init_from)
+    return absl::OkStatus();
+  if (absl::Status s = LoadWeights(*options.init_from, d, trainer.mutable_params());
+      !s.ok())
+    return s;
+  out << absl::StrFormat("init: %d parameters from %s\n", d.num_params,
+                         *options.init_from);
+  return absl::OkStatus();
+}
+
+absl::Status SaveAtEnd(const Options &options, const tcc_step_descriptor &d,
+                       const Trainer &trainer, std::ostream &out) {
+  if (!options.save_weights)
+    return absl::OkStatus();
+  // GPU steps: the weights come from the device; a failed copy is an error
+  // here, not stale weights in the file.
+  if (absl::Status s = trainer.SyncToHost(); !s.ok())
+    return s;
+  if (absl::Status s =
+          SaveWeights(*options.save_weights, d, trainer.params());
+      !s.ok())
+    return s;
+  out << absl::StrFormat("saved weights: %s (%d tensors)\n",
+                         *options.save_weights, d.num_params);
+  return absl::OkStatus();
+}
+
+// --save-train-outputs: the loss and train outputs of the last train step.
+// The PyTorch parity test reads the gradients of a step compiled with
+// --emit-gradients and the loss at full precision.
+absl::Status SaveTrainOutputs(const Options &options,
+                              const tcc_step_descriptor &d,
+                              const Trainer &trainer, float loss,
+                              int64_t steps, std::ostream &out) {
+  if (!options.save_train_outputs)
+    return absl::OkStatus();
+  if (steps == 0)
+    return absl::InvalidArgumentError(
+        "--save-train-outputs needs at least one train step");
+  std::vector<TensorToWrite> tensors = {
+      {"loss", TCC_DTYPE_F32, {}, &loss, sizeof(float)}};
+  for (int32_t i = 0; i < d.num_train_outputs; ++i) {
+    const tcc_tensor_desc &t = d.train_outputs[i];
+    if (std::string(t.name) == "loss")
+      return absl::InvalidArgumentError(
+          "--save-train-outputs: step has a train output named 'loss'");
+    tensors.push_back(TensorToWriteOf(t, trainer.train_output(i)));
+  }
+  if (absl::Status s = WriteSafetensors(
+          *options.save_train_outputs, tensors,
+          {{"model", d.model_name}, {"producer", "trun"},
+           {"step", std::to_string(trainer.steps_done() - 1)}});
+      !s.ok())
+    return s;
+  out << absl::StrFormat("saved train outputs of step %d: %s (loss and %d "
+                         "tensors)\n",
+                         trainer.steps_done(), *options.save_train_outputs,
+                         d.num_train_outputs);
+  return absl::OkStatus();
+}
+
+// The schedule's base learning rate: --lr, else the step's default.
+float BaseLearningRate(const Options &options, const tcc_step_descriptor &d) {
+  return static_cast<float>(
+      options.learning_rate.value_or(d.default_learning_rate));
+}
+
+// What both kinds of step share in a plan: the source, the base lr and the
+// step count (--steps, else --epochs (default 1) of steps_per_epoch).
+absl::StatusOr<TrainingPlan> BasePlan(const Options &options,
+                                      const tcc_step_descriptor &d,
+                                      BatchSource *source,
+                                      int64_t steps_per_epoch) {
+  TrainingPlan plan;
+  plan.source = source;
+  plan.data = options.data;
+  plan.learning_rate = BaseLearningRate(options, d);
+  plan.steps_per_epoch = steps_per_epoch;
+  int64_t epochs = options.epochs.value_or(1);
+  if (epochs > std::numeric_limits<int64_t>::max() / steps_per_epoch)
+    return absl::InvalidArgumentError(
+        absl::StrCat("--epochs ", epochs, " is too many steps"));
+  plan.steps = options.steps.value_or(epochs * steps_per_epoch);
+  return plan;
+}
+
+// Trains per `plan`, then writes --save-train-outputs (before any final
+// evaluation overwrites the step's loss).
+absl::Status TrainAndSaveOutputs(const Options &options,
+                                 const tcc_step_descriptor &d,
+                                 const Trainer &trainer,
+                                 TrainingSession &session, TrainingPlan &plan,
+                                 std::ostream &out) {
+  if (absl::Status s = session.Train(plan); !s.ok())
+    return s;
+  return SaveTrainOutputs(options, d, trainer, session.last_train_loss(),
+                          session.steps_trained(), out);
+}
+
+// "target: cpu (x86_64)" or "target: cuda (sm_90), GPU 0".
+std::string TargetLine(const tcc_step_descriptor &d, const Options &options) {
+  std::string line = absl::StrCat("target: ", d.target, " (",
+                                  d.arch ? d.arch : "unknown arch", ")");
+  if (d.device)
+    absl::StrAppend(&line, ", GPU ", options.gpu.value_or(0));
+  return line + "\n";
+}
+
+// One line saying which file feeds which step input, e.g.
+//   inputs: 'image' f32 [64, 784] <- x.gz (normalized), 'label' i32 [64] <- y.gz
+std::string BindingLine(const tcc_step_descriptor &d, const StepBinding &b,
+                        absl::string_view data_from,
+                        absl::string_view targets_from) {
+  auto input = [&](int32_t index) {
+    const tcc_tensor_desc &t = d.inputs[index];
+    return absl::StrCat("'", t.name, "' ", DtypeName(t.dtype), " ",
+                        ShapeString(t));
+  };
+  return absl::StrCat("inputs: ", input(b.data_input), " <- ", data_from, ", ",
+                      input(b.target_input), " <- ", targets_from, "\n");
+}
+
+absl::Status RunImageClassifier(const Options &options,
+                                const tcc_step_descriptor &d,
+                                const StepBinding &binding, Trainer &trainer,
+                                TrainingSession &session, std::ostream &out) {
+  // Read and check all data before training, so a bad test file fails fast.
+  absl::StatusOr<DataFiles> files =
+      ResolveDataFiles(options.data, options.test);
+  if (!files.ok())
+    return files.status();
+  absl::StatusOr<LabeledImages> train = LoadSplit(files->train, binding, d);
+  if (!train.ok())
+    return train.status();
+  if (train->count < binding.batch_size)
+    return absl::InvalidArgumentError(absl::StrCat(
+        files->train.images, ": ", train->count,
+        " samples, fewer than the step's batch size ", binding.batch_size));
+  std::optional<LabeledImages> test;
+  if (files->test) {
+    absl::StatusOr<LabeledImages> loaded = LoadSplit(*files->test, binding, d);
+    if (!loaded.ok())
+      return loaded.status();
+    test = std::move(*loaded);
+  }
+
+  if (absl::Status s = CheckSameImageType(*train, test); !s.ok())
+    return s;
+  PixelNormalizer normalizer = PixelNormalizer::FromTrainingImages(*train);
+  ShuffledBatches batches(*train, normalizer, binding.batch_size,
+                          options.seed);
+  absl::StatusOr<TrainingPlan> base =
+      BasePlan(options, d, &batches, batches.batches_per_epoch());
+  if (!base.ok())
+    return base.status();
+  TrainingPlan &plan = *base;
+  plan.data_order = "shuffled";
+  plan.unit = "samples";
+  plan.items_per_step = binding.batch_size;
+
+  out << absl::StrFormat("step: %s (%s), batch %d, lr %g, seed %u\n",
+                         d.model_name, options.step_path, binding.batch_size,
+                         plan.learning_rate, options.seed);
+  out << TargetLine(d, options);
+  out << absl::StrFormat(
+      "train: %d samples from %s (%d steps per epoch, %d steps)\n",
+      train->count, files->train.images, plan.steps_per_epoch, plan.steps);
+  out << NormalizationLines(normalizer, *train, test);
+  out << BindingLine(d, binding,
+                     absl::StrCat(files->train.images,
+                                  train->float_pixels.empty() ? " (normalized)"
+                                                              : " (as stored)"),
+                     files->train.labels);
+
+  if (absl::Status s =
+          TrainAndSaveOutputs(options, d, trainer, session, plan, out);
+      !s.ok())
+    return s;
+
+  if (!test) {
+    out << "note: no test data (pass --test IMAGES,LABELS); skipping "
+           "evaluation\n";
+  } else {
+    out << absl::StrFormat("test: %d samples from %s\n", test->count,
+                           files->test->images);
+    if (binding.logits_output == -1)
+      out << "note: step has no 'logits' output; reporting test loss only\n";
+    SequentialBatches test_batches(*test, normalizer, binding.batch_size);
+    absl::StatusOr<EvalResult> result = trainer.Evaluate(test_batches);
+    if (!result.ok())
+      return result.status();
+    PrintEvalResult(*result, out);
+    EvalRecord record;
+    record.step = trainer.steps_done();
+    record.split = "test";
+    record.loss = result->mean_loss;
+    if (result->has_accuracy)
+      record.accuracy = result->accuracy();
+    record.batches = (result->samples + binding.batch_size - 1) /
+                     binding.batch_size;
+    if (absl::Status s = session.ReportEval(record); !s.ok())
+      return s;
+  }
+  return SaveAtEnd(options, d, trainer, out);
+}
+
+// Opens shards for a token model and checks they fit it: at least one batch
+// of windows, and (when the logits width is known) every id below it.
+absl::StatusOr<TokenDataset> LoadShards(const std::string &pattern,
+                                        const StepBinding &binding) {
+  absl::StatusOr<TokenDataset> dataset = TokenDataset::Open(pattern);
+  if (!dataset.ok())
+    return dataset.status();
+  TokenWindows windows(*dataset, binding.context_length());
+  if (windows.aligned_count() < binding.batch_size)
+    return absl::InvalidArgumentError(absl::StrCat(
+        dataset->Describe(), ": ", dataset->total_tokens(), " tokens make ",
+        windows.aligned_count(), " windows of ", binding.context_length(),
+        "+1 tokens, fewer than the step's batch of ", binding.batch_size));
+  if (binding.vocab_size > 0)
+    if (absl::Status s = dataset->CheckTokensBelow(
+            binding.vocab_size,
+            absl::StrCat("'logits' width ", binding.vocab_size));
+        !s.ok())
+      return s;
+  return dataset;
+}
+
+absl::Status Sample(const Options &options, const tcc_step_descriptor &d,
+                    const StepBinding &binding, Trainer &trainer,
+                    std::ostream &out) {
+  absl::StatusOr<std::unique_ptr<Sampler>> sampler =
+      Sampler::Create(d, binding, trainer);
+  if (!sampler.ok())
+    return sampler.status();
+  Vocab vocab = Vocab::Bytes();
+  if (options.vocab) {
+    absl::StatusOr<Vocab> read = Vocab::Read(*options.vocab);
+    if (!read.ok())
+      return read.status();
+    if (read->size() > binding.vocab_size)
+      return absl::FailedPreconditionError(absl::StrCat(
+          *options.vocab, ": ", read->size(), " tokens, more than step '",
+          d.model_name, "' has logits for (", binding.vocab_size, ")"));
+    vocab = std::move(*read);
+  }
+  std::vector<int64_t> context;
+  if (options.prompt) {
+    absl::StatusOr<std::vector<int64_t>> ids = vocab.Encode(*options.prompt);
+    if (!ids.ok())
+      return absl::InvalidArgumentError(
+          absl::StrCat("--prompt: ", ids.status().message()));
+    context = std::move(*ids);
+  } else {
+    // A newline starts a fresh "document"; token 0 if there is none.
+    absl::StatusOr<std::vector<int64_t>> newline = vocab.Encode("\n");
+    context = newline.ok() ? *newline : std::vector<int64_t>{0};
+  }
+  for (int64_t id : context)
+    if (id >= binding.vocab_size)
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--prompt: token ", id, " is out of range for 'logits' width ",
+          binding.vocab_size));
+  int64_t allowed = std::min(vocab.size(), binding.vocab_size);
+  absl::StatusOr<std::vector<int64_t>> generated = (*sampler)->Generate(
+      context, options.sample, allowed, options.temperature, options.seed);
+  if (!generated.ok())
+    return generated.status();
+  out << absl::StrFormat("sample: %d tokens, temperature %g, seed %u\n",
+                         options.sample, options.temperature, options.seed);
+  out << vocab.Decode(context) << vocab.Decode(*generated) << "\n";
+  return absl::OkStatus();
+}
+
+absl::Status RunTokenModel(const Options &options,
+                           const tcc_step_descriptor &d,
+                           const StepBinding &binding, Trainer &trainer,
+                           TrainingSession &session, std::ostream &out) {
+  const int64_t B = binding.batch_size, T = binding.context_length();
+  // Read and check all data before training.
+  std::optional<TokenDataset> train, val;
+  if (!options.data.empty()) {
+    absl::StatusOr<TokenDataset> loaded = LoadShards(options.data, binding);
+    if (!loaded.ok())
+      return loaded.status();
+    train = std::move(*loaded);
+  }
+  if (options.val) {
+    absl::StatusOr<TokenDataset> loaded = LoadShards(*options.val, binding);
+    if (!loaded.ok())
+      return loaded.status();
+    val = std::move(*loaded);
+  }
+  if (options.sample && binding.token_logits_output == -1)
+    return absl::FailedPreconditionError(
+        absl::StrCat("--sample: step '", d.model_name,
+                     "' has no eval output 'logits' [batch, context, vocab]"));
+
+  float learning_rate = BaseLearningRate(options, d);
+  out << absl::StrFormat("step: %s (%s), batch %dx%d tokens, lr %g, seed %u\n",
+                         d.model_name, options.step_path, B, T, learning_rate,
+                         options.seed);
+  out << TargetLine(d, options);
+  if (binding.token_logits_output == -1)
+    out << "note: step has no 'logits' output; token ids are not checked "
+           "against its vocabulary\n";
+
+  // Validation: the first eval_batches batches of sequential windows, the
+  // same ones every time, so reports are comparable.
+  std::optional<TokenWindows> val_windows;
+  int64_t val_batches = 0;
+  if (val) {
+    val_windows.emplace(*val, T);
+    val_batches = std::min(options.eval_batches, val_windows->aligned_count() / B);
+    out << absl::StrFormat("val: %d tokens in %s (%d batches of %dx%d)\n",
+                           val->total_tokens(), val->Describe(), val_batches,
+                           B, T);
+  }
+  auto validate = [&]() -> absl::StatusOr<EvalRecord> {
+    SequentialTokenBatches batches(*val_windows, B, val_batches);
+    absl::StatusOr<EvalResult> result = trainer.Evaluate(batches);
+    if (!result.ok())
+      return result.status();
+    EvalRecord record;
+    record.step = trainer.steps_done();
+    record.split = "val";
+    record.loss = result->mean_loss;
+    record.batches = val_batches;
+    return record;
+  };
+
+  std::optional<TokenWindows> windows;
+  std::optional<RandomTokenBatches> random;
+  std::optional<SequentialTokenBatches> in_order;
+  if (train) {
+    windows.emplace(*train, T);
+    bool sequential = options.data_order == DataOrder::kSequential;
+    random.emplace(*windows, B, options.seed);
+    in_order.emplace(*windows, B);
+    absl::StatusOr<TrainingPlan> base = BasePlan(
+        options, d,
+        sequential ? static_cast<BatchSource *>(&*in_order)
+                   : static_cast<BatchSource *>(&*random),
+        in_order->batches_per_epoch());
+    if (!base.ok())
+      return base.status();
+    TrainingPlan &plan = *base;
+    plan.data_order = sequential ? "sequential" : "random";
+    plan.unit = "tokens";
+    plan.items_per_step = B * T;
+    if (val)
+      plan.validate = validate;
+    out << absl::StrFormat(
+        "train: %d tokens in %s, %s windows of %d+1 tokens (%d steps per "
+        "epoch, %d steps)\n",
+        train->total_tokens(), train->Describe(), plan.data_order, T,
+        plan.steps_per_epoch, plan.steps);
+    out << BindingLine(d, binding,
+                       absl::StrCat(train->Describe(), " (window tokens 0..",
+                                    T - 1, ")"),
+                       absl::StrCat("the same windows (tokens 1..", T, ")"));
+    if (absl::Status s =
+            TrainAndSaveOutputs(options, d, trainer, session, plan, out);
+        !s.ok())
+      return s;
+  }
+  if (val && session.last_validated_step() != trainer.steps_done()) {
+    absl::StatusOr<EvalRecord> record = validate();
+    if (!record.ok())
+      return record.status();
+    if (absl::Status s = session.ReportEval(*record); !s.ok())
+      return s;
+  }
+  if (absl::Status s = SaveAtEnd(options, d, trainer, out); !s.ok())
+    return s;
+  if (options.sample)
+    return Sample(options, d, binding, trainer, out);
+  return absl::OkStatus();
+}
+
+} // namespace
+
+absl::Status RunTrun(const Options &options, std::ostream &out) {
+  if (options.diagnose && options.step_path.empty()) {
+    PrintDiagnosis(ProbeMachine(), nullptr, out);
+    return absl::OkStatus();
+  }
+  absl::StatusOr<std::unique_ptr<StepLibrary>> library =
+      StepLibrary::Open(options.step_path);
+  if (!library.ok())
+    return library.status();
+  const tcc_step_descriptor &d = (*library)->descriptor();
+  if (options.diagnose) {
+    if (absl::Status s = CheckCudaOnlyFlags(options, d); !s.ok())
+      return s;
+    if (!PrintDiagnosis(ProbeMachine(), &d, out, options.gpu.value_or(0)))
+      return absl::FailedPreconditionError(absl::StrCat(
+          "step '", d.model_name, "' cannot run here (see above)"));
+    return absl::OkStatus();
+  }
+  if (options.info) {
+    PrintDescriptorInfo(d, out);
+    return absl::OkStatus();
+  }
+  absl::StatusOr<StepBinding> binding = BindStep(d);
+  if (!binding.ok())
+    return binding.status();
+  if (absl::Status s = CheckFlagsFitStep(options, *binding, d); !s.ok())
+    return s;
+  if (absl::Status s = CheckCudaOnlyFlags(options, d); !s.ok())
+    return s;
+
+  // Parameters first: an unsupported init or a bad weights file fails before
+  // any data is read. A GPU step selects its GPU and allocates here.
+  absl::StatusOr<std::unique_ptr<Trainer>> trainer =
+      Trainer::Create(d, *binding, options.seed, options.gpu.value_or(0));
+  if (!trainer.ok())
+    return trainer.status();
+  if (absl::Status s = InitFrom(options, d, **trainer, out); !s.ok())
+    return s;
+  // Checkpoints, resume and metrics; a resumed checkpoint may fix the
+  // seed, lr and data order of the run.
+  absl::StatusOr<std::unique_ptr<TrainingSession>> session =
+      TrainingSession::Open(options, d, **trainer, out);
+  if (!session.ok())
+    return session.status();
+  const Options &effective = (*session)->options();
+  absl::Status status =
+      binding->is_token_model()
+          ? RunTokenModel(effective, d, *binding, **trainer, **session, out)
+          : RunImageClassifier(effective, d, *binding, **trainer, **session,
+                               out);
+  if (!status.ok())
+    return status;
+  if (std::optional<GpuMemory> memory = (*trainer)->gpu_memory())
+    out << absl::StrFormat("gpu memory: %s allocated, peak %s\n",
+                           FormatBytes(memory->allocated_bytes),
+                           FormatBytes(memory->peak_allocated_bytes));
+  return (*session)->Finish();
+}
+
+} // namespace tcc::trun

@@ -1,0 +1,272 @@
+#include "runtime/trun/io/Safetensors.h"
+
+#include "runtime/initializers/Dtypes.h"
+#include "runtime/trun/io/AtomicFile.h"
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <cstring>
+
+namespace tcc::trun {
+namespace {
+
+static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__,
+              "safetensors data is little-endian; this code copies it as is");
+
+// A header larger than this is not a weights file (the reference
+// implementation's limit).
+constexpr uint64_t kMaxHeaderBytes = 100'000'000;
+
+// Bytes per element of a safetensors dtype; 0 if unknown.
+int64_t ElementBytes(const std::string &dtype) {
+  static const std::map<std::string, int64_t> kSizes = {
+      {"BOOL", 1}, {"U8", 1},  {"I8", 1},      {"F8_E4M3", 1}, {"F8_E5M2", 1},
+      {"I16", 2},  {"U16", 2}, {"F16", 2},     {"BF16", 2},    {"I32", 4},
+      {"U32", 4},  {"F32", 4}, {"F64", 8},     {"I64", 8},     {"U64", 8}};
+  auto found = kSizes.find(dtype);
+  return found == kSizes.end() ? 0 : found->second;
+}
+
+std::string ShapeText(const std::vector<int64_t> &shape) {
+  return absl::StrCat("[", absl::StrJoin(shape, ", "), "]");
+}
+
+absl::Status Corrupt(const std::string &path, absl::string_view what) {
+  return absl::DataLossError(absl::StrCat(path, ": ", what));
+}
+
+// Reads a JSON array of non-negative integers.
+bool ReadCounts(const nlohmann::json &json, std::vector<int64_t> &out) {
+  if (!json.is_array())
+    return false;
+  for (const nlohmann::json &v : json) {
+    if (!v.is_number_integer() || v.get<int64_t>() < 0)
+      return false;
+    out.push_back(v.get<int64_t>());
+  }
+  return true;
+}
+
+} // namespace
+
+const char *SafetensorsDtypeName(int32_t dtype) {
+  switch (dtype) {
+  case TCC_DTYPE_F32:
+    return "F32";
+  case TCC_DTYPE_F64:
+    return "F64";
+  case TCC_DTYPE_I32:
+    return "I32";
+  case TCC_DTYPE_I64:
+    return "I64";
+  case TCC_DTYPE_U8:
+    return "U8";
+  case TCC_DTYPE_BF16:
+    return "BF16";
+  case TCC_DTYPE_F16:
+    return "F16";
+  default:
+    return "";
+  }
+}
+
+absl::Status
+WriteSafetensors(const std::string &path,
+                 const std::vector<TensorToWrite> &tensors,
+                 const std::map<std::string, std::string> &metadata) {
+  nlohmann::json header = nlohmann::json::object();
+  header["__metadata__"] = metadata;
+  int64_t offset = 0;
+  std::vector<absl::string_view> pieces(2); // header size, header
+  for (const TensorToWrite &t : tensors) {
+    const char *dtype = SafetensorsDtypeName(t.dtype);
+    if (!*dtype)
+      return absl::InvalidArgumentError(
+          absl::StrCat("cannot write ", path, ": tensor '", t.name,
+                       "' has dtype ", DtypeName(t.dtype),
+                       ", which safetensors cannot hold"));
+    if (t.name == "__metadata__" || header.contains(t.name))
+      return absl::InvalidArgumentError(absl::StrCat(
+          "cannot write ", path, ": duplicate tensor name '", t.name, "'"));
+    header[t.name] = {{"dtype", dtype},
+                      {"shape", t.shape},
+                      {"data_offsets", {offset, offset + t.size_bytes}}};
+    offset += t.size_bytes;
+    pieces.emplace_back(static_cast<const char *>(t.data),
+                        static_cast<size_t>(t.size_bytes));
+  }
+  // replace: a model name that is not UTF-8 must not abort the write.
+  std::string text =
+      header.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  // Pad so the data section starts 8-byte aligned, as the reference writer does.
+  text.append((8 - text.size() % 8) % 8, ' ');
+  uint64_t size = text.size();
+  char size_bytes[8];
+  std::memcpy(size_bytes, &size, sizeof(size));
+  pieces[0] = absl::string_view(size_bytes, sizeof(size_bytes));
+  pieces[1] = text;
+  return WriteFileAtomically(path, pieces);
+}
+
+absl::StatusOr<SafetensorsFile> SafetensorsFile::Open(const std::string &path) {
+  absl::StatusOr<MappedFile> mapped = MappedFile::Open(path);
+  if (!mapped.ok())
+    return mapped.status();
+  SafetensorsFile file;
+  file.file_ = std::move(*mapped);
+  size_t size = file.file_.size();
+  if (size < 8)
+    return Corrupt(path, absl::StrCat(size, " bytes, too short for the 8-byte "
+                                            "safetensors header size "
+                                            "(truncated or not safetensors)"));
+  uint64_t header_size;
+  std::memcpy(&header_size, file.file_.data(), sizeof(header_size));
+  if (header_size > kMaxHeaderBytes)
+    return Corrupt(path, absl::StrCat("header size ", header_size,
+                                      " is implausible (not safetensors)"));
+  if (header_size > size - 8)
+    return Corrupt(path, absl::StrCat("header size ", header_size,
+                                      " runs past the end of the file (",
+                                      size, " bytes; truncated)"));
+  absl::string_view text(reinterpret_cast<const char *>(file.file_.data() + 8),
+                         header_size);
+  nlohmann::json header =
+      nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (header.is_discarded() || !header.is_object())
+    return Corrupt(path, "the header is not a JSON object (not safetensors)");
+  const uint8_t *data = file.file_.data() + 8 + header_size;
+  int64_t data_size = static_cast<int64_t>(size - 8 - header_size);
+  std::vector<std::pair<int64_t, int64_t>> ranges; // (begin, end)
+  for (auto &[name, entry] : header.items()) {
+    if (name == "__metadata__") {
+      if (!entry.is_object())
+        return Corrupt(path, "__metadata__ is not an object");
+      for (auto &[key, value] : entry.items()) {
+        if (!value.is_string())
+          return Corrupt(path, absl::StrCat("__metadata__ value '", key,
+                                            "' is not a string"));
+        file.metadata_[key] = value.get<std::string>();
+      }
+      continue;
+    }
+    std::string what = absl::StrCat("tensor '", name, "'");
+    if (!entry.is_object() || !entry.contains("dtype") ||
+        !entry["dtype"].is_string() || !entry.contains("shape") ||
+        !entry.contains("data_offsets"))
+      return Corrupt(path, absl::StrCat(what, " needs dtype, shape and "
+                                              "data_offsets"));
+    Tensor tensor;
+    tensor.dtype = entry["dtype"].get<std::string>();
+    int64_t element_bytes = ElementBytes(tensor.dtype);
+    if (element_bytes == 0)
+      return Corrupt(path,
+                     absl::StrCat(what, " has unknown dtype '", tensor.dtype,
+                                  "'"));
+    std::vector<int64_t> offsets;
+    if (!ReadCounts(entry["shape"], tensor.shape))
+      return Corrupt(path, absl::StrCat(what, " has a shape that is not a "
+                                              "list of non-negative integers"));
+    if (!ReadCounts(entry["data_offsets"], offsets) || offsets.size() != 2 ||
+        offsets[0] > offsets[1] || offsets[1] > data_size)
+      return Corrupt(path, absl::StrCat(
+                               what, " has data_offsets outside the ",
+                               data_size, "-byte data section (truncated?)"));
+    int64_t bytes = element_bytes;
+    for (int64_t d : tensor.shape)
+      if (__builtin_mul_overflow(bytes, d, &bytes))
+        return Corrupt(path, absl::StrCat(what, " is too large"));
+    if (offsets[1] - offsets[0] != bytes)
+      return Corrupt(path, absl::StrCat(what, ": ", tensor.dtype, " ",
+                                        ShapeText(tensor.shape), " needs ",
+                                        bytes, " bytes but data_offsets [",
+                                        offsets[0], ", ", offsets[1],
+                                        "] hold ", offsets[1] - offsets[0]));
+    tensor.data = data + offsets[0];
+    tensor.size_bytes = bytes;
+    ranges.emplace_back(offsets[0], offsets[1]);
+    file.tensors_.emplace(name, std::move(tensor));
+  }
+  // The tensors must tile the data section: no gaps, overlaps or tail.
+  std::sort(ranges.begin(), ranges.end());
+  int64_t covered = 0;
+  for (const auto &[begin, end] : ranges) {
+    if (begin != covered)
+      return Corrupt(path, absl::StrCat("tensor data ",
+                                        begin < covered ? "overlaps" : "has a gap",
+                                        " at byte ", std::min(begin, covered),
+                                        " of the data section"));
+    covered = end;
+  }
+  if (covered != data_size)
+    return Corrupt(path, absl::StrCat(data_size - covered,
+                                      " bytes after the last tensor "
+                                      "(corrupt or not safetensors)"));
+  return file;
+}
+
+TensorToWrite TensorToWriteOf(const tcc_tensor_desc &t, const void *data) {
+  return {t.name ? t.name : "", t.dtype,
+          t.shape ? std::vector<int64_t>(t.shape, t.shape + t.rank) : std::vector<int64_t>(),
+          data, t.size_bytes};
+}
+
+absl::Status SaveWeights(const std::string &path,
+                         const tcc_step_descriptor &d,
+                         const std::vector<const void *> &params) {
+  std::vector<TensorToWrite> tensors;
+  for (int32_t i = 0; i < d.num_params; ++i)
+    tensors.push_back(TensorToWriteOf(d.params[i], params[i]));
+  return WriteSafetensors(path, tensors,
+                          {{"model", d.model_name}, {"producer", "trun"}});
+}
+
+absl::Status LoadWeights(const std::string &path,
+                         const tcc_step_descriptor &d,
+                         const std::vector<void *> &params) {
+  absl::StatusOr<SafetensorsFile> file = SafetensorsFile::Open(path);
+  if (!file.ok())
+    return file.status();
+  auto mismatch = [&](absl::string_view what) {
+    return absl::FailedPreconditionError(absl::StrCat(path, ": ", what));
+  };
+  std::string step = absl::StrCat("step '", d.model_name, "'");
+  // Check everything before copying anything.
+  std::vector<const SafetensorsFile::Tensor *> sources;
+  for (int32_t i = 0; i < d.num_params; ++i) {
+    const tcc_tensor_desc &p = d.params[i];
+    auto found = file->tensors().find(p.name);
+    if (found == file->tensors().end())
+      return mismatch(absl::StrCat("no tensor '", p.name, "' (parameter ",
+                                   i, " of ", step, ")"));
+    const SafetensorsFile::Tensor &t = found->second;
+    std::vector<int64_t> shape(p.shape, p.shape + p.rank);
+    if (t.dtype != SafetensorsDtypeName(p.dtype))
+      return mismatch(absl::StrCat("tensor '", p.name, "' is ", t.dtype,
+                                   " but parameter '", p.name, "' of ", step,
+                                   " is ", DtypeName(p.dtype)));
+    if (t.shape != shape)
+      return mismatch(absl::StrCat("tensor '", p.name, "' has shape ",
+                                   ShapeText(t.shape), " but parameter '",
+                                   p.name, "' of ", step, " has ",
+                                   ShapeText(shape)));
+    sources.push_back(&t);
+  }
+  for (const auto &[name, tensor] : file->tensors()) {
+    bool known = false;
+    for (int32_t i = 0; i < d.num_params && !known; ++i)
+      known = name == d.params[i].name;
+    if (!known)
+      return mismatch(absl::StrCat("tensor '", name,
+                                   "' is not a parameter of ", step));
+  }
+  for (int32_t i = 0; i < d.num_params; ++i)
+    std::memcpy(params[i], sources[i]->data,
+                static_cast<size_t>(sources[i]->size_bytes));
+  return absl::OkStatus();
+}
+
+} // namespace tcc::trun

@@ -1,0 +1,93 @@
+// Weights in the safetensors format (https://github.com/huggingface/safetensors),
+// readable by PyTorch (safetensors.torch.load_file) and by a few lines of
+// numpy:
+//
+//   8 bytes   little-endian uint64 N: the header size
+//   N bytes   JSON object: for each tensor
+//               "NAME": {"dtype": "F32", "shape": [d0, ...],
+//                        "data_offsets": [begin, end]}
+//             and "__metadata__": {string: string}; padded with spaces so
+//             the data starts 8-byte aligned
+//   the rest  tensor bytes, little-endian, row-major; offsets are relative to
+//             the start of this section, and the tensors tile it exactly (no
+//             gaps, no overlaps)
+#ifndef TCC_RUNTIME_TRUN_IO_SAFETENSORS_H
+#define TCC_RUNTIME_TRUN_IO_SAFETENSORS_H
+
+#include "runtime/trun/io/MappedFile.h"
+#include "tcc/step_abi.h"
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace tcc::trun {
+
+// "F32", "BF16", ... for a tcc dtype; "" for none.
+const char *SafetensorsDtypeName(int32_t dtype);
+
+// A tensor to write: `data` holds product(shape) elements of `dtype`.
+struct TensorToWrite {
+  std::string name;
+  int32_t dtype; // tcc_dtype
+  std::vector<int64_t> shape;
+  const void *data;
+  int64_t size_bytes;
+};
+
+// The tensor a descriptor entry describes, with its data at `data`.
+TensorToWrite TensorToWriteOf(const tcc_tensor_desc &t, const void *data);
+
+// Writes `tensors` (data in the given order) atomically (AtomicFile.h).
+absl::Status WriteSafetensors(const std::string &path,
+                              const std::vector<TensorToWrite> &tensors,
+                              const std::map<std::string, std::string> &metadata);
+
+// A memory-mapped safetensors file, checked on open: header size, JSON,
+// every entry's dtype, shape and offsets, byte counts, and that the data
+// section is tiled exactly.
+class SafetensorsFile {
+public:
+  struct Tensor {
+    std::string dtype; // as written, e.g. "F32"
+    std::vector<int64_t> shape;
+    const uint8_t *data;
+    int64_t size_bytes;
+  };
+
+  static absl::StatusOr<SafetensorsFile> Open(const std::string &path);
+
+  const std::string &path() const { return file_.path(); }
+  const std::map<std::string, Tensor> &tensors() const { return tensors_; }
+  const std::map<std::string, std::string> &metadata() const {
+    return metadata_;
+  }
+
+private:
+  MappedFile file_;
+  std::map<std::string, Tensor> tensors_;
+  std::map<std::string, std::string> metadata_;
+};
+
+// Writes every parameter of the step (descriptor order, names = parameter
+// names), with metadata {"model": model_name, "producer": "trun"}.
+// params[i] holds the parameter's size_bytes.
+absl::Status SaveWeights(const std::string &path,
+                         const tcc_step_descriptor &descriptor,
+                         const std::vector<const void *> &params);
+
+// Fills every parameter from the file. Every parameter must be present with
+// its dtype and shape, and every tensor in the file must be a parameter;
+// errors name the file, the tensor and both sides. Nothing is written to
+// `params` unless the whole file matches.
+absl::Status LoadWeights(const std::string &path,
+                         const tcc_step_descriptor &descriptor,
+                         const std::vector<void *> &params);
+
+} // namespace tcc::trun
+
+#endif // TCC_RUNTIME_TRUN_IO_SAFETENSORS_H

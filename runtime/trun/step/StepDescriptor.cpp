@@ -1,0 +1,336 @@
+#include "runtime/trun/step/StepDescriptor.h"
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+
+#include <cmath>
+#include <cstring>
+#include <set>
+#include <utility>
+
+namespace tcc::trun {
+namespace {
+
+// A descriptor with a larger rank is garbage, not a tensor.
+constexpr int32_t kMaxRank = 32;
+
+const char *OrUnset(const char *s) { return s ? s : "(unset)"; }
+
+absl::Status CheckTensor(const tcc_tensor_desc &t, absl::string_view kind,
+                         int32_t index, bool has_init,
+                         absl::string_view origin) {
+  if (!t.name || t.name[0] == '\0')
+    return absl::InvalidArgumentError(
+        absl::StrCat(origin, ": ", kind, " #", index, " has no name"));
+  std::string what = absl::StrCat(origin, ": ", kind, " '", t.name, "'");
+  if (DtypeSize(t.dtype) == 0)
+    return absl::InvalidArgumentError(
+        absl::StrCat(what, " has unknown dtype ", t.dtype));
+  if (t.rank < 0 || t.rank > kMaxRank)
+    return absl::InvalidArgumentError(
+        absl::StrCat(what, " has invalid rank ", t.rank));
+  if (t.rank > 0 && !t.shape)
+    return absl::InvalidArgumentError(
+        absl::StrCat(what, " has rank ", t.rank, " but a null shape"));
+  int64_t elements = 1;
+  for (int32_t d = 0; d < t.rank; ++d) {
+    if (t.shape[d] < 0)
+      return absl::InvalidArgumentError(
+          absl::StrCat(what, " has negative dimension ", t.shape[d]));
+    if (__builtin_mul_overflow(elements, t.shape[d], &elements))
+      return absl::InvalidArgumentError(absl::StrCat(what, " is too large"));
+  }
+  if (t.num_elements != elements)
+    return absl::InvalidArgumentError(
+        absl::StrCat(what, " has shape ", ShapeString(t), " (", elements,
+                     " elements) but num_elements ", t.num_elements));
+  int64_t bytes = 0;
+  if (__builtin_mul_overflow(elements, DtypeSize(t.dtype), &bytes) ||
+      t.size_bytes != bytes)
+    return absl::InvalidArgumentError(
+        absl::StrCat(what, " has ", elements, " ", DtypeName(t.dtype),
+                     " elements but size_bytes ", t.size_bytes));
+  if (has_init) {
+    if (t.init_kind < TCC_INIT_ZEROS || t.init_kind > TCC_INIT_UNIFORM)
+      return absl::InvalidArgumentError(
+          absl::StrCat(what, " has unknown init_kind ", t.init_kind));
+    if (!std::isfinite(t.init_scale) || t.init_scale < 0)
+      return absl::InvalidArgumentError(
+          absl::StrCat(what, " has invalid init_scale ", t.init_scale));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CheckTensorList(int32_t count, const tcc_tensor_desc *list,
+                             absl::string_view kind, bool has_init,
+                             absl::string_view origin,
+                             std::set<std::string> &names) {
+  if (count < 0)
+    return absl::InvalidArgumentError(
+        absl::StrCat(origin, ": negative ", kind, " count ", count));
+  if (count > 0 && !list)
+    return absl::InvalidArgumentError(
+        absl::StrCat(origin, ": ", count, " ", kind, "s but a null list"));
+  for (int32_t i = 0; i < count; ++i) {
+    if (absl::Status s = CheckTensor(list[i], kind, i, has_init, origin);
+        !s.ok())
+      return s;
+    // Tensors are bound by name (e.g. "logits"): names must be unambiguous.
+    if (!names.insert(list[i].name).second)
+      return absl::InvalidArgumentError(absl::StrCat(
+          origin, ": ", kind, " name '", list[i].name, "' is used twice"));
+  }
+  return absl::OkStatus();
+}
+
+bool IsNonNegativeFinite(double v) { return std::isfinite(v) && v >= 0; }
+
+// "cpu" steps compute on host memory; "cuda" steps bring the device API
+// trun allocates and copies through (it links no CUDA itself).
+absl::Status CheckTarget(const tcc_step_descriptor &d,
+                         absl::string_view origin) {
+  bool cuda = std::strcmp(d.target, "cuda") == 0;
+  if (!cuda && std::strcmp(d.target, "cpu") != 0)
+    return absl::FailedPreconditionError(
+        absl::StrCat(origin, ": step targets '", d.target,
+                     "' but this trun runs only 'cpu' and 'cuda' steps"));
+  if (!cuda) {
+    if (d.device)
+      return absl::InvalidArgumentError(absl::StrCat(
+          origin, ": a 'cpu' step with a device API (device must be NULL)"));
+    return absl::OkStatus();
+  }
+  const tcc_device_api *api = d.device;
+  if (!api)
+    return absl::InvalidArgumentError(
+        absl::StrCat(origin, ": a 'cuda' step without a device API "
+                             "(device is NULL)"));
+  if (api->struct_size < sizeof(tcc_device_api))
+    return absl::FailedPreconditionError(absl::StrFormat(
+        "%s: device API is %u bytes, this trun needs at least %u — "
+        "recompile with a matching tcc",
+        origin, api->struct_size, sizeof(tcc_device_api)));
+  const std::pair<const char *, bool> functions[] = {
+      {"init", api->init != nullptr},
+      {"alloc", api->alloc != nullptr},
+      {"release", api->release != nullptr},
+      {"alloc_pinned", api->alloc_pinned != nullptr},
+      {"release_pinned", api->release_pinned != nullptr},
+      {"to_device", api->to_device != nullptr},
+      {"to_host", api->to_host != nullptr},
+      {"fill_zero", api->fill_zero != nullptr},
+      {"upload_async", api->upload_async != nullptr},
+      {"wait_uploads", api->wait_uploads != nullptr},
+      {"last_error", api->last_error != nullptr},
+      {"execution_note", api->execution_note != nullptr},
+      {"allocated_bytes", api->allocated_bytes != nullptr},
+      {"peak_allocated_bytes", api->peak_allocated_bytes != nullptr},
+      {"copy_on_device", api->copy_on_device != nullptr},
+      {"set_profiling", api->set_profiling != nullptr},
+      {"profile_read", api->profile_read != nullptr},
+  };
+  for (const auto &[name, set] : functions)
+    if (!set)
+      return absl::InvalidArgumentError(absl::StrCat(
+          origin, ": device API has a null '", name, "' function"));
+  return absl::OkStatus();
+}
+
+// The schedule's fields, before trun computes a learning rate from them.
+absl::Status CheckSchedule(const tcc_step_descriptor &d,
+                           absl::string_view origin) {
+  const tcc_lr_schedule &s = d.lr_schedule;
+  if (s.kind != TCC_LR_CONSTANT && s.kind != TCC_LR_WARMUP_COSINE)
+    return absl::InvalidArgumentError(
+        absl::StrCat(origin, ": unknown lr_schedule kind ", s.kind));
+  if (s.base_lr != d.default_learning_rate)
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "%s: lr_schedule.base_lr %g differs from default_learning_rate %g",
+        origin, s.base_lr, d.default_learning_rate));
+  if (s.kind == TCC_LR_CONSTANT)
+    return absl::OkStatus();
+  if (s.warmup_steps < 0 || s.decay_steps <= 0 ||
+      s.decay_steps < s.warmup_steps)
+    return absl::InvalidArgumentError(absl::StrCat(
+        origin, ": warmup_cosine schedule needs 0 <= warmup_steps <= "
+                "decay_steps and decay_steps > 0, got warmup_steps ",
+        s.warmup_steps, ", decay_steps ", s.decay_steps));
+  if (!IsNonNegativeFinite(s.min_lr))
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "%s: invalid lr_schedule.min_lr %g", origin, s.min_lr));
+  return absl::OkStatus();
+}
+
+void PrintTensors(const char *title, int32_t count, const tcc_tensor_desc *list,
+                  bool has_init, std::ostream &out) {
+  out << title << ": " << count << "\n";
+  for (int32_t i = 0; i < count; ++i) {
+    const tcc_tensor_desc &t = list[i];
+    out << "  " << t.name << "  " << DtypeName(t.dtype) << " " << ShapeString(t)
+        << "  " << t.size_bytes << " bytes";
+    if (has_init) {
+      static const char *kKinds[] = {"zeros", "ones", "normal", "uniform"};
+      out << "  init " << kKinds[t.init_kind];
+      if (t.init_kind == TCC_INIT_NORMAL || t.init_kind == TCC_INIT_UNIFORM)
+        out << absl::StrFormat("(scale=%g, seed=%u)", t.init_scale,
+                               t.init_seed);
+      // Optimizer state is never trained: only parameters say either.
+      if (std::strcmp(title, "params") == 0)
+        out << (t.trainable ? "  trainable" : "  frozen");
+    }
+    out << "\n";
+  }
+}
+
+} // namespace
+
+std::string ShapeString(const tcc_tensor_desc &tensor) {
+  if (tensor.rank <= 0 || !tensor.shape)
+    return "[]";
+  return absl::StrCat(
+      "[", absl::StrJoin(tensor.shape, tensor.shape + tensor.rank, ", "), "]");
+}
+
+absl::Status ValidateDescriptor(const tcc_step_descriptor &d,
+                                absl::string_view origin) {
+  // The version comes first: with another version no other field is
+  // guaranteed to be where this trun expects it.
+  if (d.abi_version != TCC_STEP_ABI_VERSION)
+    return absl::FailedPreconditionError(absl::StrFormat(
+        "%s: ABI version %u, this trun supports %u — recompile with a "
+        "matching tcc",
+        origin, d.abi_version, TCC_STEP_ABI_VERSION));
+  // Fields may be appended without a version bump: a larger struct is fine,
+  // a smaller one lacks fields this trun reads.
+  if (d.struct_size < sizeof(tcc_step_descriptor))
+    return absl::FailedPreconditionError(absl::StrFormat(
+        "%s: descriptor is %u bytes, this trun needs at least %u — recompile "
+        "with a matching tcc",
+        origin, d.struct_size, sizeof(tcc_step_descriptor)));
+  if (!d.model_name)
+    return absl::InvalidArgumentError(
+        absl::StrCat(origin, ": descriptor has no model_name"));
+  if (!d.target)
+    return absl::InvalidArgumentError(
+        absl::StrCat(origin, ": descriptor has no target"));
+  if (absl::Status s = CheckTarget(d, origin); !s.ok())
+    return s;
+  if (!d.train || !d.eval)
+    return absl::InvalidArgumentError(
+        absl::StrCat(origin, ": descriptor has a null ",
+                     d.train ? "eval" : "train", " entry point"));
+  if (!IsNonNegativeFinite(d.default_learning_rate))
+    return absl::InvalidArgumentError(absl::StrCat(
+        origin, ": invalid default_learning_rate ", d.default_learning_rate));
+  if (d.workspace_bytes < 0)
+    return absl::InvalidArgumentError(
+        absl::StrCat(origin, ": negative workspace_bytes ", d.workspace_bytes));
+  if (!IsNonNegativeFinite(d.train_flops_per_step) ||
+      !IsNonNegativeFinite(d.eval_flops_per_step))
+    return absl::InvalidArgumentError(
+        absl::StrCat(origin, ": invalid flops per step"));
+
+  if (absl::Status s = CheckSchedule(d, origin); !s.ok())
+    return s;
+  if (d.micro_batches < 1)
+    return absl::InvalidArgumentError(absl::StrCat(
+        origin, ": micro_batches must be >= 1, got ", d.micro_batches));
+
+  std::set<std::string> names;
+  if (absl::Status s = CheckTensorList(d.num_params, d.params, "param",
+                                       /*has_init=*/true, origin, names);
+      !s.ok())
+    return s;
+  if (absl::Status s = CheckTensorList(d.num_optimizer_state, d.optimizer_state,
+                                       "optimizer state",
+                                       /*has_init=*/true, origin, names);
+      !s.ok())
+    return s;
+  if (absl::Status s = CheckTensorList(d.num_inputs, d.inputs, "input",
+                                       /*has_init=*/false, origin, names);
+      !s.ok())
+    return s;
+  if (absl::Status s = CheckTensorList(d.num_outputs, d.outputs, "output",
+                                       /*has_init=*/false, origin, names);
+      !s.ok())
+    return s;
+  // Train outputs have their own names (e.g. "grad:w" next to param "w").
+  std::set<std::string> train_output_names;
+  if (absl::Status s =
+          CheckTensorList(d.num_train_outputs, d.train_outputs, "train output",
+                          /*has_init=*/false, origin, train_output_names);
+      !s.ok())
+    return s;
+  // trun shows grad_norm in its progress lines: it must be one f32 value.
+  int32_t norm = FindTrainOutput(d, "grad_norm");
+  if (norm != -1 && (d.train_outputs[norm].dtype != TCC_DTYPE_F32 ||
+                     d.train_outputs[norm].num_elements != 1))
+    return absl::InvalidArgumentError(absl::StrCat(
+        origin, ": train output 'grad_norm' must be one f32 value, got ",
+        DtypeName(d.train_outputs[norm].dtype), " ",
+        ShapeString(d.train_outputs[norm])));
+  return absl::OkStatus();
+}
+
+double LearningRateAt(const tcc_lr_schedule &schedule, double base_lr,
+                      int64_t step) {
+  if (schedule.kind != TCC_LR_WARMUP_COSINE)
+    return base_lr;
+  if (step < schedule.warmup_steps)
+    return base_lr * static_cast<double>(step + 1) /
+           static_cast<double>(schedule.warmup_steps);
+  if (step >= schedule.decay_steps)
+    return schedule.min_lr;
+  double r = static_cast<double>(step - schedule.warmup_steps) /
+             static_cast<double>(schedule.decay_steps - schedule.warmup_steps);
+  return schedule.min_lr +
+         0.5 * (1.0 + std::cos(M_PI * r)) * (base_lr - schedule.min_lr);
+}
+
+std::string ScheduleString(const tcc_lr_schedule &s) {
+  if (s.kind != TCC_LR_WARMUP_COSINE)
+    return "constant";
+  return absl::StrFormat(
+      "warmup_cosine (linear warmup over %d steps, cosine to %g at step %d)",
+      s.warmup_steps, s.min_lr, s.decay_steps);
+}
+
+int32_t FindTrainOutput(const tcc_step_descriptor &d, absl::string_view name) {
+  for (int32_t i = 0; i < d.num_train_outputs; ++i)
+    if (d.train_outputs[i].name && name == d.train_outputs[i].name)
+      return i;
+  return -1;
+}
+
+void PrintDescriptorInfo(const tcc_step_descriptor &d, std::ostream &out) {
+  int64_t param_values = 0, param_bytes = 0, trainable_values = 0;
+  for (int32_t i = 0; i < d.num_params; ++i) {
+    param_values += d.params[i].num_elements;
+    param_bytes += d.params[i].size_bytes;
+    if (d.params[i].trainable)
+      trainable_values += d.params[i].num_elements;
+  }
+  out << "model: " << d.model_name << "\n";
+  out << "target: " << d.target << " (" << OrUnset(d.arch) << "), precision "
+      << OrUnset(d.precision) << "\n";
+  out << "optimizer: " << OrUnset(d.optimizer) << ", default learning rate "
+      << absl::StrFormat("%g", d.default_learning_rate) << "\n";
+  out << "lr schedule: " << ScheduleString(d.lr_schedule) << "\n";
+  out << "micro-batches per step: " << d.micro_batches << "\n";
+  out << "loss: " << OrUnset(d.loss_name) << "\n";
+  out << "param values: " << param_values << " (" << trainable_values
+      << " trainable), " << param_bytes << " bytes\n";
+  PrintTensors("params", d.num_params, d.params, /*has_init=*/true, out);
+  PrintTensors("optimizer state", d.num_optimizer_state, d.optimizer_state,
+               /*has_init=*/true, out);
+  PrintTensors("inputs", d.num_inputs, d.inputs, /*has_init=*/false, out);
+  PrintTensors("outputs", d.num_outputs, d.outputs, /*has_init=*/false, out);
+  PrintTensors("train outputs", d.num_train_outputs, d.train_outputs,
+               /*has_init=*/false, out);
+  out << "workspace: " << d.workspace_bytes << " bytes\n";
+  out << absl::StrFormat("flops/step: train %.4g, eval %.4g\n",
+                         d.train_flops_per_step, d.eval_flops_per_step);
+}
+
+} // namespace tcc::trun

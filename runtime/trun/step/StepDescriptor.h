@@ -1,0 +1,50 @@
+// Checks and formatting for the tcc_step_descriptor a step.so hands to trun.
+#ifndef TCC_RUNTIME_TRUN_STEP_STEPDESCRIPTOR_H
+#define TCC_RUNTIME_TRUN_STEP_STEPDESCRIPTOR_H
+
+// DtypeSize, DtypeName, ... (shared with the initializers library).
+#include "runtime/initializers/Dtypes.h"
+#include "tcc/step_abi.h"
+
+#include "absl/status/status.h"
+#include "absl/strings/string_view.h"
+
+#include <cstdint>
+#include <ostream>
+#include <string>
+
+namespace tcc::trun {
+
+// "[64, 784]"
+std::string ShapeString(const tcc_tensor_desc &tensor);
+
+// Checks everything trun relies on before it touches a buffer: ABI version and
+// struct size, the target ("cpu" without a device API; "cuda" with a
+// tcc_device_api of at least this trun's size and every function set),
+// non-null entry points and lists, unique non-empty names, known dtypes,
+// shapes consistent with num_elements and size_bytes, valid init specs.
+// `origin` names the library in error messages.
+absl::Status ValidateDescriptor(const tcc_step_descriptor &descriptor,
+                                absl::string_view origin);
+
+// The learning rate at 0-based optimizer step `step` under `schedule` (the
+// formula in step_abi.h), with `base_lr` in place of schedule.base_lr (trun
+// --lr replaces the base; warmup, decay and min_lr stay).
+double LearningRateAt(const tcc_lr_schedule &schedule, double base_lr,
+                      int64_t step);
+
+// "constant" or "warmup_cosine (warmup 100 steps, cosine to 0.0001 at step
+// 1000)", for --info and the run header.
+std::string ScheduleString(const tcc_lr_schedule &schedule);
+
+// Index of the train output called `name`, or -1.
+int32_t FindTrainOutput(const tcc_step_descriptor &descriptor,
+                        absl::string_view name);
+
+// The `trun --info` report.
+void PrintDescriptorInfo(const tcc_step_descriptor &descriptor,
+                         std::ostream &out);
+
+} // namespace tcc::trun
+
+#endif // TCC_RUNTIME_TRUN_STEP_STEPDESCRIPTOR_H

@@ -1,0 +1,207 @@
+// The training loop and the evaluation pass over a loaded step, on the CPU
+// or, for a step with target "cuda", on the GPU through the step's
+// tcc_device_api (see "GPU steps" below).
+#ifndef TCC_RUNTIME_TRUN_TRAIN_TRAINER_H
+#define TCC_RUNTIME_TRUN_TRAIN_TRAINER_H
+
+#include "runtime/trun/cli/Options.h"
+#include "runtime/trun/data/BatchLoader.h"
+#include "runtime/trun/data/BatchSource.h"
+#include "runtime/trun/data/StepBinding.h"
+#include "runtime/trun/train/Metrics.h"
+#include "runtime/trun/train/StepBuffers.h"
+#include "tcc/step_abi.h"
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <ostream>
+#include <string>
+#include <vector>
+
+namespace tcc::trun {
+
+struct TrainConfig {
+  // Train until steps_done() == steps (a resumed trainer starts past 0).
+  int64_t steps = 0;
+  // The schedule's base learning rate (--lr, else the step's default): step
+  // s trains with LearningRateAt(descriptor.lr_schedule, learning_rate, s).
+  float learning_rate = 0;
+  int64_t steps_per_epoch = 0; // a line per finished epoch; 0: none
+  OnNan on_nan = OnNan::kStop;
+  // Where each step is reported; `metrics` may be null.
+  ProgressReporter *progress = nullptr;
+  MetricsLog *metrics = nullptr;
+  const char *unit = "samples"; // "tokens" for token models
+  int64_t items_per_step = 0;   // tokens or samples per step
+  // Set (by a signal handler) to stop after the current step.
+  const std::atomic<bool> *stop_requested = nullptr;
+  // Called after each step with steps_done() (periodic validation,
+  // checkpoints); an error stops training.
+  std::function<absl::Status(int64_t)> after_step;
+};
+
+// Consecutive skipped steps after which --on-nan skip gives up.
+inline constexpr int64_t kMaxConsecutiveSkips = 10;
+
+struct TrainSummary {
+  int64_t steps = 0;         // train calls made by this Train call
+  int64_t skipped = 0;       // of those, rolled back (--on-nan skip)
+  bool interrupted = false;  // stop_requested ended it early
+  double seconds = 0;        // wall time of the loop
+  double data_wait_seconds = 0;
+};
+
+struct EvalResult {
+  int64_t samples = 0;
+  double mean_loss = 0;      // per-batch losses weighted by real rows
+  bool has_accuracy = false; // false: the step has no "logits" output
+  int64_t correct = 0;
+  double accuracy() const {
+    return samples ? static_cast<double>(correct) / samples : 0.0;
+  }
+};
+
+// GPU memory allocated through the step's device API, now and at the peak.
+struct GpuMemory {
+  uint64_t allocated_bytes = 0;
+  uint64_t peak_allocated_bytes = 0;
+};
+
+// GPU steps (descriptor.device set; target "cuda"):
+//  - Memory and coherence: StepBuffers.h (device arenas, host mirrors of
+//    the parameters and optimizer state, which copy is newer). params(),
+//    mutable_params() and the other accessors are StepBuffers'; so
+//    checkpoints, --init-from, resume and --on-nan skip work on the host
+//    buffers unchanged. A failed download is kept and returned by
+//    SyncToHost() and the next Train() or Evaluate(); callers that can
+//    report it call SyncToHost() before reading.
+//  - Batches: Train() takes batch k from the loader (pinned slots when the
+//    loader was made with pinned_memory()), and before step k runs, peeks
+//    batch k+1 and queues its upload (upload_async) into the other input
+//    set, so that copy runs on the copy stream while step k computes. The
+//    slot of batch k goes back to the loader at the Take() of batch k+1,
+//    after wait_uploads; Train() also waits for queued uploads before it
+//    returns. Evaluate() uploads each batch synchronously (to_device) into
+//    the input set no queued upload targets, and downloads the logits only
+//    for accuracy.
+//  - Errors of the device API carry its last_error(); the first train call
+//    is followed by the device's execution_note() ("gpu: ...") through the
+//    progress reporter.
+class Trainer {
+public:
+  // Allocates params, optimizer state, workspace and eval outputs (64-byte
+  // aligned on the host; device arenas for a GPU step, after
+  // device->init(gpu)), and initializes params and optimizer state from
+  // their specs with `seed`. `descriptor` must have passed
+  // ValidateDescriptor and must outlive the trainer; `gpu` is ignored for a
+  // CPU step.
+  static absl::StatusOr<std::unique_ptr<Trainer>>
+  Create(const tcc_step_descriptor &descriptor, const StepBinding &binding,
+         uint64_t seed, int32_t gpu = 0);
+  Trainer(const Trainer &) = delete;
+  Trainer &operator=(const Trainer &) = delete;
+
+  // Runs train steps on batches from `loader` until config.steps are done
+  // or a stop is requested. Fails on a non-zero step status, and on a
+  // non-finite loss or grad norm with OnNan::kStop (the message names the
+  // step); OnNan::kSkip restores the weights and optimizer state from
+  // before the step and goes on. After a failure the weights may hold the
+  // failed step's update: do not checkpoint them. loader.taken() counts
+  // exactly the batches of the steps run (a GPU step's peeked batch is not
+  // taken), so it stays the data cursor of a checkpoint.
+  absl::StatusOr<TrainSummary> Train(BatchLoader &loader,
+                                     const TrainConfig &config);
+
+  // Runs eval on every batch of `source`; accuracy counts real rows only.
+  absl::StatusOr<EvalResult> Evaluate(BatchSource &source);
+
+  // One eval call on `batch` (GPU steps: uploaded first), e.g. for
+  // sampling; the loss is last_loss() and is not checked. `what` names the
+  // call in errors ("step 'x': <what> failed: returned 1 (...)").
+  absl::Status EvalBatch(HostBatch &batch, absl::string_view what);
+  // Copies `bytes` bytes at byte `offset` of eval output `output` (of the
+  // last eval call) to `dst`: a download for GPU steps.
+  absl::Status ReadOutput(int32_t output, int64_t offset, int64_t bytes,
+                          void *dst) const;
+
+  int64_t steps_done() const { return steps_done_; }
+  // A resumed run continues the step count (schedule, dropout, AdamW bias
+  // correction all depend on it).
+  void set_steps_done(int64_t steps) { steps_done_ = steps; }
+  // The seed dropout masks are keyed by (a resumed run keeps its own).
+  void set_rng_seed(uint64_t seed) { args_.rng_seed = seed; }
+  const StepBinding &binding() const { return binding_; }
+  // Host buffers of the parameters and optimizer state (GPU steps: current
+  // after a download when the device copy was newer; the mutable ones mark
+  // the host copy newer).
+  std::vector<const void *> params() const { return buffers_->params(); }
+  std::vector<void *> mutable_params() { return buffers_->mutable_params(); }
+  std::vector<const void *> optimizer_state() const {
+    return buffers_->optimizer_state();
+  }
+  std::vector<void *> mutable_optimizer_state() {
+    return buffers_->mutable_optimizer_state();
+  }
+  const void *param(int32_t index) const { return buffers_->param(index); }
+  void *mutable_param(int32_t index) { return buffers_->mutable_param(index); }
+  // GPU steps: downloads the parameters and optimizer state if the device
+  // copy is newer; returns the first failed download, if any. OK on CPU.
+  absl::Status SyncToHost() const { return buffers_->SyncToHost(); }
+  // Values the last train call reported (descriptor.train_outputs order).
+  const void *train_output(int32_t index) const {
+    return buffers_->train_output(index);
+  }
+  // The loss of the last train or eval call.
+  float last_loss() const { return loss_; }
+  // The learning rate of the last train call.
+  float last_learning_rate() const { return args_.learning_rate; }
+
+  // The step's device API (GPU steps) to allocate the loader's slots in
+  // pinned memory; null for a CPU step.
+  const tcc_device_api *pinned_memory() const { return device_; }
+  // GPU steps: device memory allocated through the step's API; nullopt on
+  // CPU.
+  std::optional<GpuMemory> gpu_memory() const;
+  // GPU steps: per-kernel timing through the device API (--profile).
+  // SetProfiling(true) also clears what was timed so far.
+  absl::Status SetProfiling(bool on);
+  absl::StatusOr<std::vector<tcc_launch_time>> ReadProfile() const;
+
+private:
+  Trainer(const tcc_step_descriptor &descriptor, const StepBinding &binding)
+      : descriptor_(descriptor), binding_(binding), device_(descriptor.device) {
+  }
+
+  // Fills args_ for one call on `batch` (CPU) or input set `set` (GPU).
+  void BindBatch(HostBatch &batch, bool with_outputs);
+  void BindInputSet(int set, bool with_outputs);
+  void StartCall();
+  // "step 'x': <what> failed: returned N (NAME)[: <device last_error>]"
+  absl::Status CallError(absl::string_view what, int32_t status) const;
+  absl::Status CheckEvalLoss(float loss, int64_t index) const;
+  // The loop of Train(); Train() waits for queued uploads around it.
+  absl::Status TrainLoop(BatchLoader &loader, const TrainConfig &config,
+                         TrainSummary &summary);
+
+  const tcc_step_descriptor &descriptor_;
+  StepBinding binding_;
+  const tcc_device_api *device_; // GPU steps only
+  std::unique_ptr<StepBuffers> buffers_;
+  int32_t grad_norm_output_ = -1; // index of train output "grad_norm"
+  std::vector<const void *> input_ptrs_;
+  float loss_ = 0;
+  tcc_step_args args_{};
+  int64_t steps_done_ = 0;
+  int next_set_ = -1;         // GPU: input set of a queued, untrained batch
+  bool note_printed_ = false; // GPU: execution_note() shown
+};
+
+} // namespace tcc::trun
+
+#endif // TCC_RUNTIME_TRUN_TRAIN_TRAINER_H

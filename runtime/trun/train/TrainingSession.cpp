@@ -1,0 +1,287 @@
+#include "runtime/trun/train/TrainingSession.h"
+
+#include "runtime/trun/base/Stopwatch.h"
+#include "runtime/trun/checkpoint/CheckpointCompatibility.h"
+#include "runtime/trun/data/BatchLoader.h"
+#include "runtime/trun/step/Profile.h"
+#include "runtime/trun/train/StopSignals.h"
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+
+namespace tcc::trun {
+namespace {
+
+// Prefixes a status message, keeping its code.
+absl::Status WithContext(const absl::Status &status, absl::string_view before,
+                         absl::string_view after = "") {
+  return absl::Status(status.code(),
+                      absl::StrCat(before, status.message(), after));
+}
+
+} // namespace
+
+absl::StatusOr<std::unique_ptr<TrainingSession>>
+TrainingSession::Open(const Options &options,
+                      const tcc_step_descriptor &descriptor, Trainer &trainer,
+                      std::ostream &out) {
+  std::unique_ptr<TrainingSession> session(
+      new TrainingSession(options, descriptor, trainer, out));
+  Options &effective = session->options_;
+  if (options.ckpt_dir) {
+    absl::StatusOr<std::unique_ptr<CheckpointDir>> dir =
+        CheckpointDir::Open(*options.ckpt_dir);
+    if (!dir.ok())
+      return dir.status();
+    session->checkpoints_ = std::move(*dir);
+  }
+  if (options.resume) {
+    CheckpointDir &dir = *session->checkpoints_;
+    std::vector<std::string> warnings;
+    absl::StatusOr<LoadedCheckpoint> loaded =
+        dir.LoadNewest(descriptor, trainer.mutable_params(),
+                       trainer.mutable_optimizer_state(), warnings);
+    for (const std::string &warning : warnings)
+      out << "warning: " << warning << "\n";
+    if (absl::IsNotFound(loaded.status())) {
+      out << "resume: no checkpoint in " << dir.dir()
+          << " yet; starting at step 0\n";
+    } else if (!loaded.ok()) {
+      return WithContext(loaded.status(), "--resume: ");
+    } else {
+      const TrainState &state = loaded->state;
+      if (options.seed_given)
+        if (absl::Status s = CheckResumeSeed(*loaded, options.seed); !s.ok())
+          return s;
+      effective.seed = state.seed;
+      trainer.set_rng_seed(state.seed);
+      if (options.learning_rate && *options.learning_rate !=
+                                       state.base_learning_rate)
+        out << absl::StrFormat(
+            "note: --lr %g differs from the checkpoint's base lr %g; the "
+            "resumed run will not repeat the interrupted one exactly\n",
+            *options.learning_rate, state.base_learning_rate);
+      else
+        effective.learning_rate = state.base_learning_rate;
+      if (!options.data_order) {
+        if (state.data_order == "sequential")
+          effective.data_order = DataOrder::kSequential;
+        else if (state.data_order == "random")
+          effective.data_order = DataOrder::kRandom;
+      }
+      trainer.set_steps_done(state.step);
+      session->last_checkpoint_ = loaded->path;
+      session->last_checkpoint_step_ = state.step;
+      out << absl::StrFormat("resumed from %s: step %d of %d, seed %u, data "
+                             "cursor %d batches\n",
+                             loaded->path, state.step, state.total_steps,
+                             state.seed, state.data_cursor);
+      if (options.init_from)
+        out << "note: --init-from is ignored: the weights come from the "
+               "checkpoint\n";
+      session->resumed_ = std::move(*loaded);
+    }
+  }
+  if (options.metrics) {
+    // A resumed run continues the same file; tcc-plot keeps the last record
+    // of each step, so steps redone after a kill replace the lost ones.
+    absl::StatusOr<std::unique_ptr<MetricsLog>> metrics =
+        MetricsLog::Open(*options.metrics, /*append=*/options.resume);
+    if (!metrics.ok())
+      return metrics.status();
+    session->metrics_ = std::move(*metrics);
+    if (absl::Status s = session->metrics_->WriteRunEvent(
+            session->resumed() ? "resume" : "start", trainer.steps_done(),
+            {{"model", descriptor.model_name},
+             {"step_library", options.step_path},
+             {"seed", std::to_string(effective.seed)}});
+        !s.ok())
+      return s;
+  }
+  return session;
+}
+
+void TrainingSession::Say(const std::string &line) {
+  if (progress_)
+    progress_->Message(line);
+  else
+    out_ << line << "\n" << std::flush;
+}
+
+std::string TrainingSession::LastCheckpointNote() const {
+  if (!checkpoints_)
+    return " (no --ckpt-dir: nothing was checkpointed)";
+  if (last_checkpoint_.empty())
+    return absl::StrCat(" (no checkpoint in ", checkpoints_->dir(),
+                        " yet)");
+  return absl::StrCat(" (last good checkpoint: ", last_checkpoint_, ")");
+}
+
+absl::Status TrainingSession::WriteCheckpoint(const TrainingPlan &plan,
+                                              int64_t cursor) {
+  TrainState state;
+  state.step = trainer_.steps_done();
+  state.data_cursor = cursor;
+  state.seed = options_.seed;
+  state.data_order = plan.data_order;
+  state.base_learning_rate = plan.learning_rate;
+  state.total_steps = plan.steps;
+  state.data = plan.data;
+  Clock::time_point start = Clock::now();
+  // GPU steps: the weights come from the device; a failed copy must not
+  // leave a checkpoint of stale host weights.
+  if (absl::Status s = trainer_.SyncToHost(); !s.ok())
+    return WithContext(s, "checkpoint failed: ");
+  absl::StatusOr<std::string> path =
+      checkpoints_->Write(descriptor_, state, trainer_.params(),
+                          trainer_.optimizer_state(), options_.keep);
+  if (!path.ok()) // the caller names the last good checkpoint
+    return WithContext(path.status(), "checkpoint failed: ");
+  last_checkpoint_ = *path;
+  last_checkpoint_step_ = state.step;
+  Say(absl::StrFormat("checkpoint: %s (step %d, %.2f s)", *path, state.step,
+                      SecondsSince(start)));
+  if (metrics_)
+    return metrics_->WriteRunEvent("checkpoint", state.step,
+                                   {{"path", *path}});
+  return absl::OkStatus();
+}
+
+absl::Status TrainingSession::ReportEval(const EvalRecord &record) {
+  if (record.split == "val")
+    Say(absl::StrFormat("val loss: %.6f (step %d)", record.loss, record.step));
+  last_validated_step_ = record.step;
+  if (metrics_)
+    return metrics_->WriteEval(record);
+  return absl::OkStatus();
+}
+
+absl::Status TrainingSession::Train(TrainingPlan &plan) {
+  if (resumed_) {
+    if (absl::Status s = CheckResumeDataOrder(*resumed_, plan.data_order);
+        !s.ok())
+      return s;
+    plan.source->SeekTo(resumed_->state.data_cursor);
+  }
+  const int64_t first_cursor = plan.source->position();
+  if (trainer_.steps_done() >= plan.steps) {
+    out_ << absl::StrFormat("nothing to train: %d of %d steps already done\n",
+                            trainer_.steps_done(), plan.steps);
+    last_train_loss_ = trainer_.last_loss();
+    return absl::OkStatus();
+  }
+
+  StopSignals signals;
+  ProgressReporter progress(out_, options_.live_progress, plan.steps,
+                            trainer_.steps_done(), options_.log_every,
+                            plan.unit);
+  progress_ = &progress;
+  // GPU steps: the loader fills pinned staging buffers (async uploads).
+  BatchLoader loader(*plan.source, trainer_.binding(),
+                     static_cast<int>(options_.loader_depth) + 1,
+                     trainer_.pinned_memory());
+
+  // --profile: the first step builds cuBLASLt plans and warms caches, so it
+  // is left out when more steps follow.
+  const int64_t first_step = trainer_.steps_done();
+  const int64_t profile_warmup =
+      options_.profile && plan.steps - first_step > 1 ? 1 : 0;
+  if (options_.profile)
+    if (absl::Status s = trainer_.SetProfiling(true); !s.ok())
+      return s;
+
+  TrainConfig config;
+  config.steps = plan.steps;
+  config.learning_rate = plan.learning_rate;
+  config.steps_per_epoch = plan.steps_per_epoch;
+  config.on_nan = options_.on_nan;
+  config.progress = &progress;
+  config.metrics = metrics_.get();
+  config.unit = plan.unit;
+  config.items_per_step = plan.items_per_step;
+  config.stop_requested = &StopSignals::requested();
+  config.after_step = [&](int64_t done) -> absl::Status {
+    last_train_loss_ = trainer_.last_loss(); // before an eval overwrites it
+    if (profile_warmup && done == first_step + profile_warmup)
+      if (absl::Status s = trainer_.SetProfiling(true); !s.ok()) // clears
+        return s;
+    if (plan.validate && options_.eval_every > 0 &&
+        done % options_.eval_every == 0) {
+      absl::StatusOr<EvalRecord> result = plan.validate();
+      if (!result.ok())
+        return result.status();
+      if (absl::Status s = ReportEval(*result); !s.ok())
+        return s;
+    }
+    if (checkpoints_ && options_.ckpt_every > 0 &&
+        done % options_.ckpt_every == 0)
+      return WriteCheckpoint(plan, first_cursor + loader.taken());
+    return absl::OkStatus();
+  };
+  absl::StatusOr<TrainSummary> summary = trainer_.Train(loader, config);
+  progress.Finish();
+  if (!summary.ok()) {
+    progress_ = nullptr;
+    return WithContext(summary.status(), "", LastCheckpointNote());
+  }
+  steps_trained_ = summary->steps;
+  if (options_.profile) {
+    absl::StatusOr<std::vector<tcc_launch_time>> launches = trainer_.ReadProfile();
+    if (!launches.ok())
+      return launches.status();
+    PrintProfile(*launches, profile_warmup, out_);
+    if (metrics_)
+      if (absl::Status s = metrics_->WriteProfile(trainer_.steps_done(), *launches);
+          !s.ok())
+        return s;
+    if (absl::Status s = trainer_.SetProfiling(false); !s.ok())
+      return s;
+  }
+  double rate = summary->seconds > 0
+                    ? summary->steps * plan.items_per_step / summary->seconds
+                    : 0.0;
+  Say(absl::StrFormat(
+      "trained %d steps in %.2f s (%.0f %s/s, data wait %.1f%%)%s",
+      summary->steps, summary->seconds, rate, plan.unit,
+      summary->seconds > 0
+          ? 100.0 * summary->data_wait_seconds / summary->seconds
+          : 0.0,
+      summary->skipped
+          ? absl::StrFormat("; %d skipped (non-finite)", summary->skipped)
+          : ""));
+  absl::Status final_checkpoint = absl::OkStatus();
+  if (checkpoints_ && last_checkpoint_step_ != trainer_.steps_done())
+    final_checkpoint = WriteCheckpoint(plan, first_cursor + loader.taken());
+  progress_ = nullptr;
+  if (!final_checkpoint.ok())
+    return WithContext(final_checkpoint, "", LastCheckpointNote());
+  if (summary->interrupted) {
+    int signal_number = StopSignals::signal_number();
+    if (metrics_)
+      if (absl::Status s = metrics_->WriteRunEvent(
+              "interrupted", trainer_.steps_done(),
+              {{"signal", SignalName(signal_number)}});
+          !s.ok())
+        return s;
+    return absl::CancelledError(absl::StrCat(
+        "interrupted by ", SignalName(signal_number), " after step ",
+        trainer_.steps_done(), " of ", plan.steps, "; ",
+        checkpoints_ ? absl::StrCat("continue with --resume from ",
+                                    last_checkpoint_)
+                     : "no --ckpt-dir, so the run cannot be resumed"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status TrainingSession::Finish() {
+  if (!metrics_)
+    return absl::OkStatus();
+  std::map<std::string, std::string> extra;
+  if (std::optional<GpuMemory> gpu = trainer_.gpu_memory()) {
+    extra["gpu_allocated_bytes"] = std::to_string(gpu->allocated_bytes);
+    extra["gpu_peak_bytes"] = std::to_string(gpu->peak_allocated_bytes);
+  }
+  return metrics_->WriteRunEvent("end", trainer_.steps_done(), extra);
+}
+
+} // namespace tcc::trun
