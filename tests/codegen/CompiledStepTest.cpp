@@ -23,7 +23,7 @@
 #include <string>
 #include <vector>
 
-#include "compiler/codegen/CpuCodegen.h"
+#include "compiler/codegen/cpu/CpuCodegen.h"
 #include "compiler/driver/HostCompiler.h"
 #include "compiler/interpreter/TgInterpreter.h"
 #include "compiler/pipeline/Pipeline.h"

@@ -11,8 +11,8 @@
 #include <cstdlib>
 #include <string>
 
-#include "compiler/codegen/CpuCodegen.h"
-#include "compiler/codegen/CudaCodegen.h"
+#include "compiler/codegen/cpu/CpuCodegen.h"
+#include "compiler/codegen/cuda/CudaCodegen.h"
 #include "compiler/driver/CudaCompiler.h"
 #include "compiler/driver/HostCompiler.h"
 #include "compiler/pipeline/IRDumps.h"

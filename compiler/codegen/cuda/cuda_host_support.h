@@ -284,17 +284,7 @@ inline uint64_t device_peak_allocated_bytes() { return state().peak; }
 
 // ---- running one call ----
 
-// The control block at `control_offset` in the workspace: written by the
-// host before the kernels (status 0, hyper-parameters) and read back after
-// them (status, loss, train outputs), both as one copy from / to a pinned
-// mirror, so a captured graph replays them with the values of each call.
-//   [0, 4)    status: 0, or 1 + the index of the kernel that found a bad id
-//   [8, 16)   the loss (f32 or f64)
-//   [16, 64)  hyper-parameters, 8 bytes each (learning rate, step, seed)
-//   [64, ...) train outputs (grad_norm, ...), each 64-byte aligned
-constexpr uint64_t kControlLossOffset = 8;
-constexpr uint64_t kControlHyperOffset = 16;
-constexpr uint64_t kControlHeaderBytes = 64;
+#include "compiler/codegen/cuda/ControlBlockLayout.h"
 
 // Everything the generated code knows about one entry point.
 struct Entry {

@@ -1,0 +1,64 @@
+#include "compiler/codegen/cuda/KernelRegistry.h"
+
+#include <algorithm>
+
+#include "llvm/Support/FormatVariadic.h"
+
+namespace tcc::codegen::cuda {
+
+int64_t blocksFor(int64_t items) {
+  return std::max<int64_t>(1, std::min(kMaxBlocks, (items + kThreads - 1) / kThreads));
+}
+
+std::string indexType(int64_t n) { return n < (1ll << 31) ? "uint32_t" : "uint64_t"; }
+
+std::string coordinates(ArrayRef<int64_t> sizes, StringRef var, StringRef type,
+                        StringRef prefix) {
+  std::string s;
+  int64_t inner = 1;
+  SmallVector<int64_t> innerSizes(sizes.size(), 1);
+  for (int64_t d = static_cast<int64_t>(sizes.size()) - 1; d >= 0; --d) {
+    innerSizes[d] = inner;
+    inner *= sizes[d];
+  }
+  for (auto [d, size] : llvm::enumerate(sizes)) {
+    std::string e = var.str();
+    if (innerSizes[d] != 1)
+      e = "(" + e + " / " + std::to_string(innerSizes[d]) + ")";
+    if (d != 0)
+      e = "(" + e + " % " + std::to_string(size) + ")";
+    s += llvm::formatv("    const {0} {1}{2} = {3};\n", type, prefix, d, e).str();
+  }
+  return s;
+}
+
+std::string KernelRegistry::add(StringRef kind, const std::string &text, StringRef params) {
+  auto it = byText_.find(text);
+  if (it != byText_.end())
+    return it->second;
+  std::string name = llvm::formatv("tcc_k{0}_{1}", defs_.size(), kind).str();
+  std::string def = text;
+  for (size_t pos; (pos = def.find("@NAME@")) != std::string::npos;)
+    def.replace(pos, 6, name);
+  defs_.push_back(def);
+  decls_.push_back("extern \"C\" void " + name + "(cudaStream_t s" +
+                   (params.empty() ? "" : ", ") + params.str() + ");");
+  byText_[text] = name;
+  return name;
+}
+
+std::string KernelRegistry::addConstant(const std::string &text) {
+  auto it = byText_.find(text);
+  if (it != byText_.end())
+    return it->second;
+  std::string name = llvm::formatv("tcc_c{0}", defs_.size()).str();
+  std::string def = text;
+  for (size_t pos; (pos = def.find("@NAME@")) != std::string::npos;)
+    def.replace(pos, 6, name);
+  defs_.push_back(def);
+  decls_.push_back("extern \"C\" void *" + name + "(void);");
+  byText_[text] = name;
+  return name;
+}
+
+} // namespace tcc::codegen::cuda
