@@ -33,30 +33,33 @@ std::string coordinates(ArrayRef<int64_t> sizes, StringRef var, StringRef type,
 }
 
 std::string KernelRegistry::add(StringRef kind, const std::string &text, StringRef params) {
-  auto it = byText_.find(text);
-  if (it != byText_.end())
-    return it->second;
+  if (const std::string *known = find(text))
+    return *known;
   std::string name = llvm::formatv("tcc_k{0}_{1}", defs_.size(), kind).str();
-  std::string def = text;
-  for (size_t pos; (pos = def.find("@NAME@")) != std::string::npos;)
-    def.replace(pos, 6, name);
-  defs_.push_back(def);
-  decls_.push_back("extern \"C\" void " + name + "(cudaStream_t s" +
-                   (params.empty() ? "" : ", ") + params.str() + ");");
-  byText_[text] = name;
-  return name;
+  return record(text, name,
+                "extern \"C\" void " + name + "(cudaStream_t s" + (params.empty() ? "" : ", ") +
+                    params.str() + ");");
 }
 
 std::string KernelRegistry::addConstant(const std::string &text) {
-  auto it = byText_.find(text);
-  if (it != byText_.end())
-    return it->second;
+  if (const std::string *known = find(text))
+    return *known;
   std::string name = llvm::formatv("tcc_c{0}", defs_.size()).str();
+  return record(text, name, "extern \"C\" void *" + name + "(void);");
+}
+
+const std::string *KernelRegistry::find(const std::string &text) const {
+  auto it = byText_.find(text);
+  return it == byText_.end() ? nullptr : &it->second;
+}
+
+std::string KernelRegistry::record(const std::string &text, const std::string &name,
+                                   std::string decl) {
   std::string def = text;
   for (size_t pos; (pos = def.find("@NAME@")) != std::string::npos;)
     def.replace(pos, 6, name);
-  defs_.push_back(def);
-  decls_.push_back("extern \"C\" void *" + name + "(void);");
+  defs_.push_back(std::move(def));
+  decls_.push_back(std::move(decl));
   byText_[text] = name;
   return name;
 }

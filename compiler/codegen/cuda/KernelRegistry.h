@@ -55,6 +55,11 @@ public:
   const std::vector<std::string> &decls() const { return decls_; }
 
 private:
+  // The name already given to `text`, or null.
+  const std::string *find(const std::string &text) const;
+  // Adds `text` as `name` (every @NAME@ replaced) with its declaration.
+  std::string record(const std::string &text, const std::string &name, std::string decl);
+
   std::vector<std::string> defs_, decls_;
   llvm::StringMap<std::string> byText_;
 };
