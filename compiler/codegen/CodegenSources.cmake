@@ -1,6 +1,6 @@
 # Code generation's part of TccCompiler (included from compiler/CMakeLists.txt):
-# its sources by target (common/, cpu/, cuda/), the CUDA prelude
-# concatenated from its per-family pieces, and the files pasted into
+# its sources by target (common/, cpu/, cuda/), the CUDA prelude and host
+# support concatenated from their pieces, and the files pasted into
 # generated sources, embedded into tcc.
 set(TCC_CODEGEN_DIR ${CMAKE_CURRENT_SOURCE_DIR}/codegen)
 
@@ -51,6 +51,26 @@ add_custom_command(
   VERBATIM)
 add_custom_target(tcc_cuda_prelude DEPENDS ${TCC_CUDA_PRELUDE})
 
+# The CUDA host support pasted into the host unit, one piece per concern
+# (CUDA/cuBLAS errors and state, the tcc_device_api, running one call,
+# cuBLASLt products, profiling), concatenated the same way.
+set(TCC_CUDA_HOST_SUPPORT_PIECES
+  ${TCC_CODEGEN_DIR}/cuda/host_support/errors.h
+  ${TCC_CODEGEN_DIR}/cuda/host_support/device_api.h
+  ${TCC_CODEGEN_DIR}/cuda/host_support/run_call.h
+  ${TCC_CODEGEN_DIR}/cuda/host_support/gemm.h
+  ${TCC_CODEGEN_DIR}/cuda/host_support/profiling.h
+)
+set(TCC_CUDA_HOST_SUPPORT ${TCC_GENERATED_INCLUDE_DIR}/compiler/codegen/cuda/cuda_host_support.h)
+string(REPLACE ";" "|" tcc_host_pieces_arg "${TCC_CUDA_HOST_SUPPORT_PIECES}")
+add_custom_command(
+  OUTPUT ${TCC_CUDA_HOST_SUPPORT}
+  COMMAND ${CMAKE_COMMAND} -DOUT=${TCC_CUDA_HOST_SUPPORT} -DPIECES=${tcc_host_pieces_arg}
+          -P ${TCC_CODEGEN_DIR}/common/ConcatSources.cmake
+  DEPENDS ${TCC_CUDA_HOST_SUPPORT_PIECES} ${TCC_CODEGEN_DIR}/common/ConcatSources.cmake
+  COMMENT "Concatenating the CUDA host support's pieces"
+  VERBATIM)
+
 # Files pasted into generated sources, embedded at build time.
 set(TCC_EMBEDDED_CPP ${CMAKE_CURRENT_BINARY_DIR}/EmbeddedSources.cpp)
 add_custom_command(
@@ -59,13 +79,12 @@ add_custom_command(
           -DABI=${CMAKE_SOURCE_DIR}/runtime/include/tcc/step_abi.h
           -DPRELUDE=${TCC_CODEGEN_DIR}/cpu/cpu_prelude.h
           -DCUDA_PRELUDE=${TCC_CUDA_PRELUDE}
-          -DCUDA_HOST=${TCC_CODEGEN_DIR}/cuda/cuda_host_support.h
+          -DCUDA_HOST=${TCC_CUDA_HOST_SUPPORT}
           -DCUDA_CONTROL_LAYOUT=${TCC_CODEGEN_DIR}/cuda/ControlBlockLayout.h
           -P ${TCC_CODEGEN_DIR}/common/EmbedSources.cmake
   DEPENDS ${CMAKE_SOURCE_DIR}/runtime/include/tcc/step_abi.h
           ${TCC_CODEGEN_DIR}/cpu/cpu_prelude.h ${TCC_CUDA_PRELUDE}
-          ${TCC_CODEGEN_DIR}/cuda/cuda_host_support.h
-          ${TCC_CODEGEN_DIR}/cuda/ControlBlockLayout.h
+          ${TCC_CUDA_HOST_SUPPORT} ${TCC_CODEGEN_DIR}/cuda/ControlBlockLayout.h
           ${TCC_CODEGEN_DIR}/common/EmbedSources.cmake
   COMMENT "Embedding the step ABI header and the CPU and CUDA preludes"
   VERBATIM)

@@ -8,7 +8,8 @@ extern const char *const kStepAbiHeader; // runtime/include/tcc/step_abi.h
 extern const char *const kCpuPrelude;    // compiler/codegen/cpu/cpu_prelude.h
 // compiler/codegen/cuda/prelude/*.cuh, concatenated (ConcatSources.cmake)
 extern const char *const kCudaPrelude;
-// compiler/codegen/cuda/cuda_host_support.h, ControlBlockLayout.h spliced in
+// compiler/codegen/cuda/host_support/*.h, concatenated, with
+// cuda/ControlBlockLayout.h spliced in
 extern const char *const kCudaHostSupport;
 } // namespace tcc::embedded
 

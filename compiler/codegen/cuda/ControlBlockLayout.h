@@ -1,7 +1,7 @@
 // The control block of a generated CUDA step: one layout that the CUDA
 // code generator (which places the loss, hyper-parameters and train
 // outputs in it) and cuda_host_support.h (which uploads and reads it back)
-// both include.
+// both include (cuda_host_support.h: its piece host_support/run_call.h).
 //
 // Constants only, no includes, no namespace: it is included inside a
 // namespace by both (tcc::codegen::control, tcc_cuda_host), after
