@@ -3,8 +3,8 @@
 #include <cstdio>
 #include <optional>
 
-#include "compiler/codegen/CpuCodegen.h"
-#include "compiler/codegen/CudaCodegen.h"
+#include "compiler/codegen/cpu/CpuCodegen.h"
+#include "compiler/codegen/cuda/CudaCodegen.h"
 #include "compiler/driver/CudaCompiler.h"
 #include "compiler/driver/Diagnostics.h"
 #include "compiler/driver/HostCompiler.h"

@@ -4,7 +4,7 @@
 // It is the yardstick the rest of the compiler is measured against (gradient
 // checks, and comparisons with the generated CPU code), so it favours being
 // obviously correct over being fast, and shares no code with the codegen
-// kernels (compiler/codegen/cpu_prelude.h).
+// kernels (compiler/codegen/cpu/cpu_prelude.h).
 #ifndef TCC_COMPILER_INTERPRETER_TGINTERPRETER_H
 #define TCC_COMPILER_INTERPRETER_TGINTERPRETER_H
 

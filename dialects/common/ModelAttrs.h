@@ -4,10 +4,10 @@
 // updated parameters or eval outputs. One place, so importer, passes and
 // codegen agree.
 //
-// Dialect-neutral (builtin MLIR attributes only), so code generation reads
-// these without depending on tg. The C++ namespace stays tcc::tg because the
-// names are the IR's `tg.*` attributes, which tg functions carry from import
-// through lowering to kern.
+// Dialect-neutral (builtin MLIR attributes only, namespace tcc::model), so
+// code generation reads these without depending on tg. The attribute names
+// keep their `tg.` prefix: the IR spelled them so since the first model file,
+// and functions carry them unchanged from import through lowering to kern.
 #ifndef TCC_DIALECTS_COMMON_MODELATTRS_H
 #define TCC_DIALECTS_COMMON_MODELATTRS_H
 
@@ -19,7 +19,7 @@
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinAttributes.h"
 
-namespace tcc::tg {
+namespace tcc::model {
 
 // Module attributes.
 inline constexpr llvm::StringLiteral kModelNameAttr = "tg.model_name";
@@ -127,6 +127,6 @@ struct ParamInfo {
   }
 };
 
-} // namespace tcc::tg
+} // namespace tcc::model
 
 #endif

@@ -300,12 +300,12 @@ FailureOr<Value> hyperArgument(NodeContext &n, StringRef name) {
     return failure();
   }
   for (unsigned i = 0; i < func.getNumArguments(); ++i)
-    if (auto hyper = func.getArgAttrOfType<StringAttr>(i, tg::kHyperAttr);
+    if (auto hyper = func.getArgAttrOfType<StringAttr>(i, model::kHyperAttr);
         hyper && hyper.getValue() == name)
       return Value(func.getArgument(i));
   auto type = RankedTensorType::get({}, n.b.getI64Type());
   auto attrs = n.b.getDictionaryAttr(
-      n.b.getNamedAttr(tg::kHyperAttr, n.b.getStringAttr(name)));
+      n.b.getNamedAttr(model::kHyperAttr, n.b.getStringAttr(name)));
   unsigned index = func.getNumArguments();
   if (failed(func.insertArgument(index, type, attrs, func.getLoc()))) {
     n.error() << "internal error: cannot add the '" << name << "' argument";

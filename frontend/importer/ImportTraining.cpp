@@ -125,7 +125,7 @@ LogicalResult TrainingImporter::importOptimizer() {
   default:
     return error() << "training.optimizer is not set (supported: sgd, adamw)";
   }
-  module_->setAttr(tg::kOptimizerAttr, b_.getDictionaryAttr(fields));
+  module_->setAttr(model::kOptimizerAttr, b_.getDictionaryAttr(fields));
   return success();
 }
 
@@ -150,7 +150,7 @@ LogicalResult TrainingImporter::importSchedule() {
                      << tcc::formatNumber(learningRate_) << "], got "
                      << tcc::formatNumber(wc.min_lr());
     module_->setAttr(
-        tg::kLrScheduleAttr,
+        model::kLrScheduleAttr,
         b_.getDictionaryAttr(
             {b_.getNamedAttr("kind", b_.getStringAttr("warmup_cosine")),
              b_.getNamedAttr("warmup_steps",
@@ -169,7 +169,7 @@ LogicalResult TrainingImporter::importGradClip() {
   if (failed(checkNonNegative("grad_clip", clip)))
     return failure();
   if (clip > 0)
-    module_->setAttr(tg::kGradClipAttr, b_.getF64FloatAttr(clip));
+    module_->setAttr(model::kGradClipAttr, b_.getF64FloatAttr(clip));
   return success();
 }
 
@@ -188,7 +188,7 @@ LogicalResult TrainingImporter::importMicroBatches() {
       return error() << "micro_batches = " << k << " splits every input along "
                      << "its first (batch) dimension, but input '"
                      << in.name() << "' is a scalar";
-  module_->setAttr(tg::kMicroBatchesAttr, b_.getI64IntegerAttr(k));
+  module_->setAttr(model::kMicroBatchesAttr, b_.getI64IntegerAttr(k));
   return success();
 }
 

@@ -127,7 +127,7 @@ OwningOpRef<ModuleOp> ModelImporter::run() {
   std::string modelName = model_.name().empty() ? "model" : model_.name();
   OwningOpRef<ModuleOp> module =
       ModuleOp::create(NameLoc::get(b_.getStringAttr(modelName)));
-  module->getOperation()->setAttr(tg::kModelNameAttr,
+  module->getOperation()->setAttr(model::kModelNameAttr,
                                   b_.getStringAttr(modelName));
 
   // Signature: parameters, then data inputs.
@@ -142,7 +142,7 @@ OwningOpRef<ModuleOp> ModelImporter::run() {
       error(where) << "parameters must be F32 or F64";
       return nullptr;
     }
-    tg::ParamInfo info;
+    model::ParamInfo info;
     info.name = p.name();
     info.init = model::Initializer::Kind_Name(p.init().kind());
     std::transform(info.init.begin(), info.init.end(), info.init.begin(),
@@ -159,7 +159,7 @@ OwningOpRef<ModuleOp> ModelImporter::run() {
     }
     argTypes.push_back(*t);
     argAttrs.push_back(b_.getDictionaryAttr(
-        b_.getNamedAttr(tg::kParamAttr, info.toAttr(b_))));
+        b_.getNamedAttr(model::kParamAttr, info.toAttr(b_))));
   }
   for (const model::Input &in : model_.inputs()) {
     std::string where = "input '" + in.name() + "'";
@@ -168,11 +168,11 @@ OwningOpRef<ModuleOp> ModelImporter::run() {
       return nullptr;
     argTypes.push_back(*t);
     argAttrs.push_back(b_.getDictionaryAttr(
-        b_.getNamedAttr(tg::kInputAttr, b_.getStringAttr(in.name()))));
+        b_.getNamedAttr(model::kInputAttr, b_.getStringAttr(in.name()))));
   }
 
   auto func = func::FuncOp::create(
-      module->getLoc(), tg::kForwardFunc, b_.getFunctionType(argTypes, {}));
+      module->getLoc(), model::kForwardFunc, b_.getFunctionType(argTypes, {}));
   module->push_back(func);
   Block *body = func.addEntryBlock();
   b_.setInsertionPointToStart(body);
@@ -213,7 +213,7 @@ OwningOpRef<ModuleOp> ModelImporter::run() {
   }
   SmallVector<Value> results{loss->second};
   SmallVector<Attribute> resultAttrs{b_.getDictionaryAttr(
-      b_.getNamedAttr(tg::kLossAttr, b_.getStringAttr(training.loss())))};
+      b_.getNamedAttr(model::kLossAttr, b_.getStringAttr(training.loss())))};
   llvm::StringSet<> outputNames;
   for (const model::Output &out : model_.outputs()) {
     std::string where = "output '" + out.name() + "'";
@@ -229,7 +229,7 @@ OwningOpRef<ModuleOp> ModelImporter::run() {
     }
     results.push_back(it->second);
     resultAttrs.push_back(b_.getDictionaryAttr(
-        b_.getNamedAttr(tg::kOutputAttr, b_.getStringAttr(out.name()))));
+        b_.getNamedAttr(model::kOutputAttr, b_.getStringAttr(out.name()))));
   }
   func::ReturnOp::create(b_, func.getLoc(), results);
   // Node importers may have appended arguments (dropout's rng_seed, step).

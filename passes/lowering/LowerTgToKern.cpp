@@ -110,8 +110,8 @@ public:
     }
     SmallVector<int> outArgOfResult(old_.getNumResults(), -1);
     for (unsigned i = 0; i < old_.getNumResults(); ++i) {
-      if (old_.getResultAttr(i, tg::kUpdatesParamAttr) ||
-          old_.getResultAttr(i, tg::kUpdatesOptStateAttr))
+      if (old_.getResultAttr(i, model::kUpdatesParamAttr) ||
+          old_.getResultAttr(i, model::kUpdatesOptStateAttr))
         continue;
       outArgOfResult[i] = argTypes.size();
       argTypes.push_back(bufferType(old_.getResultTypes()[i]));
@@ -169,11 +169,11 @@ private:
   // The argument result `i` writes back into: the tg.updates_param-th
   // parameter or the tg.updates_opt_state-th optimizer state argument.
   Value updatedArgument(unsigned i) {
-    StringRef role = tg::kParamAttr;
-    auto index = old_.getResultAttrOfType<IntegerAttr>(i, tg::kUpdatesParamAttr);
+    StringRef role = model::kParamAttr;
+    auto index = old_.getResultAttrOfType<IntegerAttr>(i, model::kUpdatesParamAttr);
     if (!index) {
-      role = tg::kOptStateAttr;
-      index = old_.getResultAttrOfType<IntegerAttr>(i, tg::kUpdatesOptStateAttr);
+      role = model::kOptStateAttr;
+      index = old_.getResultAttrOfType<IntegerAttr>(i, model::kUpdatesOptStateAttr);
     }
     if (!index)
       return Value();

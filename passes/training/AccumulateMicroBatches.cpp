@@ -53,20 +53,20 @@ struct TgAccumulateMicroBatchesPass
     : tcc::impl::TgAccumulateMicroBatchesBase<TgAccumulateMicroBatchesPass> {
   void runOnOperation() override {
     ModuleOp module = getOperation();
-    auto attr = module->getAttrOfType<IntegerAttr>(tg::kMicroBatchesAttr);
+    auto attr = module->getAttrOfType<IntegerAttr>(model::kMicroBatchesAttr);
     if (!attr || attr.getInt() == 1)
       return;
     int64_t k = attr.getInt();
     if (k < 1) {
       module.emitError(getArgument())
-          << ": " << tg::kMicroBatchesAttr << " must be >= 1, got " << k;
+          << ": " << model::kMicroBatchesAttr << " must be >= 1, got " << k;
       return signalPassFailure();
     }
     FailureOr<func::FuncOp> step =
         training::getTrainStep(module, getArgument());
     if (failed(step))
       return signalPassFailure();
-    for (StringRef name : {tg::kTrainStepFunc, tg::kForwardFunc})
+    for (StringRef name : {model::kTrainStepFunc, model::kForwardFunc})
       if (auto f = module.lookupSymbol<func::FuncOp>(name))
         if (failed(accumulate(f, k)))
           return signalPassFailure();
@@ -83,7 +83,7 @@ struct TgAccumulateMicroBatchesPass
     for (BlockArgument arg : old.getArguments()) {
       auto type = rtt(arg);
       bool input = static_cast<bool>(
-          f.getArgAttr(arg.getArgNumber(), tg::kInputAttr));
+          f.getArgAttr(arg.getArgNumber(), model::kInputAttr));
       isInput.push_back(input);
       if (input && type.getRank() == 0)
         return f.emitError(getArgument())
@@ -99,8 +99,8 @@ struct TgAccumulateMicroBatchesPass
 
     SmallVector<Combine> combine;
     for (unsigned r = 0; r < f.getNumResults(); ++r) {
-      bool mean = f.getResultAttr(r, tg::kLossAttr) ||
-                  f.getResultAttr(r, tg::kGradOfAttr) ||
+      bool mean = f.getResultAttr(r, model::kLossAttr) ||
+                  f.getResultAttr(r, model::kGradOfAttr) ||
                   rtt(oldReturn.getOperand(r)).getRank() == 0;
       combine.push_back(mean ? Combine::Mean : Combine::Concat);
     }

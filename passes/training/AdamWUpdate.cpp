@@ -48,15 +48,15 @@ struct TgAdamWUpdatePass : tcc::impl::TgAdamWUpdateBase<TgAdamWUpdatePass> {
     func::FuncOp step = target->step;
     Block &body = step.getBody().front();
     OpBuilder b(body.getTerminator());
-    Value lr = training::getOrAddHyperArgument(step, tg::kLearningRateHyper,
+    Value lr = training::getOrAddHyperArgument(step, model::kLearningRateHyper,
                                                b.getF32Type());
     Value stepCounter = training::getOrAddHyperArgument(
-        step, tg::kStepHyper, b.getIntegerType(64));
+        step, model::kStepHyper, b.getIntegerType(64));
     auto applyAdamW = [&](const training::GradientToApply &g) {
       double wd = g.info && g.info->noWeightDecay ? 0.0 : weightDecay;
       // The moments: new state arguments, and their updated values.
       Value moments[2];
-      StringRef names[2] = {tg::kAdamMState, tg::kAdamVState};
+      StringRef names[2] = {model::kAdamMState, model::kAdamVState};
       for (int k = 0; k < 2; ++k)
         moments[k] = training::appendOptStateArgument(step, g.param,
                                                       g.paramIndex, names[k]);

@@ -29,17 +29,17 @@ namespace {
 struct TgAutodiffPass : tcc::impl::TgAutodiffBase<TgAutodiffPass> {
   void runOnOperation() override {
     ModuleOp module = getOperation();
-    auto forward = module.lookupSymbol<func::FuncOp>(tg::kForwardFunc);
+    auto forward = module.lookupSymbol<func::FuncOp>(model::kForwardFunc);
     if (!forward) {
       module.emitError("tg-autodiff: no @forward function to differentiate");
       return signalPassFailure();
     }
-    if (module.lookupSymbol(tg::kTrainStepFunc)) {
+    if (module.lookupSymbol(model::kTrainStepFunc)) {
       module.emitError("tg-autodiff: @train_step exists already");
       return signalPassFailure();
     }
     func::FuncOp step = forward.clone();
-    step.setName(tg::kTrainStepFunc);
+    step.setName(model::kTrainStepFunc);
     module.push_back(step);
     if (failed(differentiate(step)))
       return signalPassFailure();
@@ -52,11 +52,11 @@ struct TgAutodiffPass : tcc::impl::TgAutodiffBase<TgAutodiffPass> {
     // The loss is the result marked tg.loss.
     std::optional<unsigned> lossIndex;
     for (unsigned i = 0; i < step.getNumResults(); ++i)
-      if (step.getResultAttr(i, tg::kLossAttr))
+      if (step.getResultAttr(i, model::kLossAttr))
         lossIndex = i;
     if (!lossIndex)
       return step.emitError("tg-autodiff: no result is marked ")
-             << tg::kLossAttr;
+             << model::kLossAttr;
     Value loss = ret.getOperand(*lossIndex);
     auto lossType = cast<RankedTensorType>(loss.getType());
     if (lossType.getRank() != 0)
@@ -110,8 +110,8 @@ struct TgAutodiffPass : tcc::impl::TgAutodiffBase<TgAutodiffPass> {
     SmallVector<Value> results{loss};
     SmallVector<Attribute> resultAttrs{step.getResultAttrDict(*lossIndex)};
     for (BlockArgument arg : body.getArguments()) {
-      auto info = tg::ParamInfo::fromAttr(
-          step.getArgAttr(arg.getArgNumber(), tg::kParamAttr));
+      auto info = model::ParamInfo::fromAttr(
+          step.getArgAttr(arg.getArgNumber(), model::kParamAttr));
       if (!info || !info->trainable)
         continue;
       Value g = grads.lookup(arg);
@@ -119,7 +119,7 @@ struct TgAutodiffPass : tcc::impl::TgAutodiffBase<TgAutodiffPass> {
         g = tg::build::splat(b, step.getLoc(), cast<RankedTensorType>(arg.getType()), 0.0);
       results.push_back(g);
       resultAttrs.push_back(b.getDictionaryAttr(b.getNamedAttr(
-          tg::kGradOfAttr, b.getI64IntegerAttr(paramIndex(step, arg)))));
+          model::kGradOfAttr, b.getI64IntegerAttr(paramIndex(step, arg)))));
     }
     func::ReturnOp::create(b, ret.getLoc(), results);
     ret.erase();
@@ -138,7 +138,7 @@ struct TgAutodiffPass : tcc::impl::TgAutodiffBase<TgAutodiffPass> {
   static int64_t paramIndex(func::FuncOp f, BlockArgument arg) {
     int64_t index = 0;
     for (unsigned i = 0; i < arg.getArgNumber(); ++i)
-      if (f.getArgAttr(i, tg::kParamAttr))
+      if (f.getArgAttr(i, model::kParamAttr))
         ++index;
     return index;
   }

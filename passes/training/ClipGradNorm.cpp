@@ -38,13 +38,13 @@ constexpr double kNormEpsilon = 1e-6;
 struct TgClipGradNormPass : tcc::impl::TgClipGradNormBase<TgClipGradNormPass> {
   void runOnOperation() override {
     ModuleOp module = getOperation();
-    auto clip = module->getAttrOfType<FloatAttr>(tg::kGradClipAttr);
+    auto clip = module->getAttrOfType<FloatAttr>(model::kGradClipAttr);
     if (!clip)
       return; // no clipping
     double maxNorm = clip.getValueAsDouble();
     if (!(maxNorm > 0) || !std::isfinite(maxNorm)) {
       module.emitError(getArgument())
-          << ": " << tg::kGradClipAttr << " must be a finite number > 0, got "
+          << ": " << model::kGradClipAttr << " must be a finite number > 0, got "
           << maxNorm;
       return signalPassFailure();
     }
@@ -57,12 +57,12 @@ struct TgClipGradNormPass : tcc::impl::TgClipGradNormBase<TgClipGradNormPass> {
 
     SmallVector<unsigned> gradResults;
     for (unsigned i = 0; i < step.getNumResults(); ++i) {
-      if (step.getResultAttr(i, tg::kGradOfAttr))
+      if (step.getResultAttr(i, model::kGradOfAttr))
         gradResults.push_back(i);
-      if (auto out = step.getResultAttrOfType<StringAttr>(i, tg::kTrainOutputAttr);
-          out && out.getValue() == tg::kGradNormOutput) {
+      if (auto out = step.getResultAttrOfType<StringAttr>(i, model::kTrainOutputAttr);
+          out && out.getValue() == model::kGradNormOutput) {
         step.emitError(getArgument()) << ": @train_step already reports "
-                                      << tg::kGradNormOutput;
+                                      << model::kGradNormOutput;
         return signalPassFailure();
       }
     }
@@ -113,11 +113,11 @@ struct TgClipGradNormPass : tcc::impl::TgClipGradNormBase<TgClipGradNormPass> {
     bool normAdded = false;
     for (unsigned i = 0; i < step.getNumResults(); ++i) {
       Value v = ret.getOperand(i);
-      if (step.getResultAttr(i, tg::kGradOfAttr)) {
+      if (step.getResultAttr(i, model::kGradOfAttr)) {
         if (!normAdded) {
           results.push_back(norm);
           attrs.push_back(b.getDictionaryAttr(b.getNamedAttr(
-              tg::kTrainOutputAttr, b.getStringAttr(tg::kGradNormOutput))));
+              model::kTrainOutputAttr, b.getStringAttr(model::kGradNormOutput))));
           normAdded = true;
         }
         v = tg::MulOp::create(b, loc, v.getType(), v, scale);

@@ -36,22 +36,22 @@ struct TgEmitGradientsPass
     SmallVector<BlockArgument> params = training::paramArguments(step);
     Builder b(module.getContext());
     for (unsigned i = 0; i < step.getNumResults(); ++i) {
-      auto gradOf = step.getResultAttrOfType<IntegerAttr>(i, tg::kGradOfAttr);
+      auto gradOf = step.getResultAttrOfType<IntegerAttr>(i, model::kGradOfAttr);
       if (!gradOf)
         continue;
       int64_t p = gradOf.getInt();
-      std::optional<tg::ParamInfo> info;
+      std::optional<model::ParamInfo> info;
       if (p >= 0 && p < static_cast<int64_t>(params.size()))
-        info = tg::ParamInfo::fromAttr(
-            step.getArgAttr(params[p].getArgNumber(), tg::kParamAttr));
+        info = model::ParamInfo::fromAttr(
+            step.getArgAttr(params[p].getArgNumber(), model::kParamAttr));
       if (!info) {
         step.emitError(getArgument()) << ": gradient of unknown parameter " << p;
         return signalPassFailure();
       }
       step.setResultAttrs(
           i, b.getDictionaryAttr(b.getNamedAttr(
-                 tg::kTrainOutputAttr,
-                 b.getStringAttr(tg::kGradOutputPrefix.str() + info->name))));
+                 model::kTrainOutputAttr,
+                 b.getStringAttr(model::kGradOutputPrefix.str() + info->name))));
     }
   }
 };

@@ -46,7 +46,7 @@ struct TgSgdUpdatePass : tcc::impl::TgSgdUpdateBase<TgSgdUpdatePass> {
     func::FuncOp step = target->step;
     Block &body = step.getBody().front();
     OpBuilder b(body.getTerminator());
-    Value lr = training::getOrAddHyperArgument(step, tg::kLearningRateHyper,
+    Value lr = training::getOrAddHyperArgument(step, model::kLearningRateHyper,
                                                b.getF32Type());
     auto applySgd = [&](const training::GradientToApply &g) {
       double wd = g.info && g.info->noWeightDecay ? 0.0 : weightDecay;
@@ -57,7 +57,7 @@ struct TgSgdUpdatePass : tcc::impl::TgSgdUpdateBase<TgSgdUpdatePass> {
                                     lr, b.getF64FloatAttr(wd)),
             {}};
       Value buffer = training::appendOptStateArgument(
-          step, g.param, g.paramIndex, tg::kMomentumState);
+          step, g.param, g.paramIndex, model::kMomentumState);
       auto update = tg::MomentumUpdateOp::create(
           b, loc, g.param.getType(), g.param.getType(), g.param, g.grad,
           buffer, lr, b.getF64FloatAttr(momentum), b.getF64FloatAttr(wd));

@@ -23,7 +23,7 @@ namespace {
 struct TgStripTrainOnlyOpsPass
     : tcc::impl::TgStripTrainOnlyOpsBase<TgStripTrainOnlyOpsPass> {
   void runOnOperation() override {
-    auto forward = getOperation().lookupSymbol<func::FuncOp>(tg::kForwardFunc);
+    auto forward = getOperation().lookupSymbol<func::FuncOp>(model::kForwardFunc);
     if (!forward) {
       getOperation().emitError("tg-strip-train-only-ops: no @forward function");
       return signalPassFailure();

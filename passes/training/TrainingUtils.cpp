@@ -8,7 +8,7 @@ using namespace mlir;
 namespace tcc::training {
 
 FailureOr<func::FuncOp> getTrainStep(ModuleOp module, StringRef pass) {
-  auto step = module.lookupSymbol<func::FuncOp>(tg::kTrainStepFunc);
+  auto step = module.lookupSymbol<func::FuncOp>(model::kTrainStepFunc);
   if (!step)
     return module.emitError(pass) << ": no @train_step (run tg-autodiff first)";
   return step;
@@ -17,7 +17,7 @@ FailureOr<func::FuncOp> getTrainStep(ModuleOp module, StringRef pass) {
 SmallVector<BlockArgument> paramArguments(func::FuncOp f) {
   SmallVector<BlockArgument> params;
   for (BlockArgument arg : f.getArguments())
-    if (f.getArgAttr(arg.getArgNumber(), tg::kParamAttr))
+    if (f.getArgAttr(arg.getArgNumber(), model::kParamAttr))
       params.push_back(arg);
   return params;
 }
@@ -31,7 +31,7 @@ BlockArgument appendArgument(func::FuncOp f, Type type, DictionaryAttr attrs) {
 int64_t countOptStateArguments(func::FuncOp f) {
   int64_t n = 0;
   for (unsigned i = 0; i < f.getNumArguments(); ++i)
-    if (f.getArgAttr(i, tg::kOptStateAttr))
+    if (f.getArgAttr(i, model::kOptStateAttr))
       ++n;
   return n;
 }
@@ -42,14 +42,14 @@ BlockArgument appendOptStateArgument(func::FuncOp f, BlockArgument param,
   return appendArgument(
       f, param.getType(),
       b.getDictionaryAttr(b.getNamedAttr(
-          tg::kOptStateAttr,
+          model::kOptStateAttr,
           b.getDictionaryAttr(
               {b.getNamedAttr("param", b.getI64IntegerAttr(paramIndex)),
                b.getNamedAttr("name", b.getStringAttr(name))}))));
 }
 
 Location updateLoc(OpBuilder &b, StringRef optimizer,
-                   const std::optional<tg::ParamInfo> &info) {
+                   const std::optional<model::ParamInfo> &info) {
   return NameLoc::get(b.getStringAttr(optimizer + " " +
                                       (info ? info->name : std::string("?"))));
 }
@@ -58,14 +58,14 @@ BlockArgument getOrAddHyperArgument(func::FuncOp f, StringRef name,
                                     Type elementType) {
   for (BlockArgument arg : f.getArguments())
     if (auto h = f.getArgAttrOfType<StringAttr>(arg.getArgNumber(),
-                                                tg::kHyperAttr);
+                                                model::kHyperAttr);
         h && h.getValue() == name)
       return arg;
   Builder b(f.getContext());
   return appendArgument(
       f, RankedTensorType::get({}, elementType),
       b.getDictionaryAttr(
-          b.getNamedAttr(tg::kHyperAttr, b.getStringAttr(name))));
+          b.getNamedAttr(model::kHyperAttr, b.getStringAttr(name))));
 }
 
 LogicalResult replaceGradientsWithUpdates(
@@ -77,7 +77,7 @@ LogicalResult replaceGradientsWithUpdates(
   SmallVector<Attribute> resultAttrs, stateAttrs;
   for (unsigned i = 0; i < step.getNumResults(); ++i) {
     Value grad = ret.getOperand(i);
-    auto gradOf = step.getResultAttrOfType<IntegerAttr>(i, tg::kGradOfAttr);
+    auto gradOf = step.getResultAttrOfType<IntegerAttr>(i, model::kGradOfAttr);
     if (!gradOf) { // the loss and train outputs stay as they are
       results.push_back(grad);
       resultAttrs.push_back(step.getResultAttrDict(i));
@@ -88,17 +88,17 @@ LogicalResult replaceGradientsWithUpdates(
       return step.emitError(passName)
              << ": gradient of unknown parameter " << p;
     BlockArgument param = params[p];
-    auto info = tg::ParamInfo::fromAttr(
-        step.getArgAttr(param.getArgNumber(), tg::kParamAttr));
+    auto info = model::ParamInfo::fromAttr(
+        step.getArgAttr(param.getArgNumber(), model::kParamAttr));
     int64_t firstState = countOptStateArguments(step);
     ParamUpdate updated = update({param, p, grad, info});
     results.push_back(updated.newParam);
     resultAttrs.push_back(b.getDictionaryAttr(
-        b.getNamedAttr(tg::kUpdatesParamAttr, b.getI64IntegerAttr(p))));
+        b.getNamedAttr(model::kUpdatesParamAttr, b.getI64IntegerAttr(p))));
     for (auto [k, next] : llvm::enumerate(updated.newState)) {
       stateResults.push_back(next);
       stateAttrs.push_back(b.getDictionaryAttr(
-          b.getNamedAttr(tg::kUpdatesOptStateAttr,
+          b.getNamedAttr(model::kUpdatesOptStateAttr,
                          b.getI64IntegerAttr(firstState + k))));
     }
   }
@@ -126,11 +126,11 @@ double optimizerField(DictionaryAttr optimizer, StringRef name, double dflt) {
 }
 
 FailureOr<StringRef> optimizerKind(ModuleOp module, StringRef pass) {
-  auto optimizer = module->getAttrOfType<DictionaryAttr>(tg::kOptimizerAttr);
+  auto optimizer = module->getAttrOfType<DictionaryAttr>(model::kOptimizerAttr);
   auto kind = optimizer ? optimizer.getAs<StringAttr>("kind") : StringAttr();
   if (!kind)
     return module.emitError(pass)
-           << ": the module has no " << tg::kOptimizerAttr
+           << ": the module has no " << model::kOptimizerAttr
            << " = {kind = ...} (set by the importer from training.optimizer)";
   return kind.getValue();
 }
@@ -146,7 +146,7 @@ FailureOr<OptimizerTarget> optimizerTarget(ModuleOp module, StringRef pass,
   if (*actual != kind)
     return OptimizerTarget{};
   return OptimizerTarget{*step,
-                         module->getAttrOfType<DictionaryAttr>(tg::kOptimizerAttr)};
+                         module->getAttrOfType<DictionaryAttr>(model::kOptimizerAttr)};
 }
 
 } // namespace tcc::training

@@ -44,14 +44,14 @@ mlir::BlockArgument appendOptStateArgument(mlir::func::FuncOp f,
 // "adamw fc1.weight": the location of a parameter's update (dumps, generated
 // code comments and messages name the parameter).
 mlir::Location updateLoc(mlir::OpBuilder &b, llvm::StringRef optimizer,
-                         const std::optional<tg::ParamInfo> &info);
+                         const std::optional<model::ParamInfo> &info);
 
 // A gradient result of @train_step, with the parameter it belongs to.
 struct GradientToApply {
   mlir::BlockArgument param;
   int64_t paramIndex;
   mlir::Value grad;
-  std::optional<tg::ParamInfo> info; // the parameter's tg.param spec
+  std::optional<model::ParamInfo> info; // the parameter's tg.param spec
 };
 
 // What an optimizer makes of one gradient: the updated parameter, and the

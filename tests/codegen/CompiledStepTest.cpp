@@ -23,7 +23,7 @@
 #include <string>
 #include <vector>
 
-#include "compiler/codegen/CpuCodegen.h"
+#include "compiler/codegen/cpu/CpuCodegen.h"
 #include "compiler/driver/HostCompiler.h"
 #include "compiler/interpreter/TgInterpreter.h"
 #include "compiler/pipeline/Pipeline.h"
@@ -244,19 +244,19 @@ std::vector<Tensor> referenceArgs(mlir::func::FuncOp fn, const Buffers &b,
     return r;
   };
   for (unsigned i = 0; i < fn.getNumArguments(); ++i) {
-    if (fn.getArgAttr(i, tg::kParamAttr)) {
+    if (fn.getArgAttr(i, model::kParamAttr)) {
       args.push_back(fromBuffer(b.params[param], d.params[param]));
       ++param;
-    } else if (fn.getArgAttr(i, tg::kOptStateAttr)) {
+    } else if (fn.getArgAttr(i, model::kOptStateAttr)) {
       args.push_back(fromBuffer(b.states[state], d.optimizer_state[state]));
       ++state;
-    } else if (fn.getArgAttr(i, tg::kInputAttr)) {
+    } else if (fn.getArgAttr(i, model::kInputAttr)) {
       args.push_back(fromBuffer(b.inputs[input], d.inputs[input]));
       ++input;
-    } else if (auto h = fn.getArgAttrOfType<mlir::StringAttr>(i, tg::kHyperAttr)) {
-      if (h.getValue() == tg::kLearningRateHyper)
+    } else if (auto h = fn.getArgAttrOfType<mlir::StringAttr>(i, model::kHyperAttr)) {
+      if (h.getValue() == model::kLearningRateHyper)
         args.push_back(Tensor::scalar(lr));
-      else if (h.getValue() == tg::kStepHyper)
+      else if (h.getValue() == model::kStepHyper)
         args.push_back(Tensor::scalar(static_cast<double>(step)));
       else
         args.push_back(Tensor::scalar(static_cast<double>(static_cast<int64_t>(seed))));
@@ -338,7 +338,7 @@ void checkStep(StepUnderTest &s, const std::string &name, const CheckOptions &o)
   args.rng_seed = rngSeed;
   ASSERT_EQ(d.eval(&args), TCC_STATUS_OK);
   std::vector<Tensor> evalRef = s.run(
-      tg::kForwardFunc, referenceArgs(s.func(tg::kForwardFunc), b, d, 0, 0, rngSeed));
+      model::kForwardFunc, referenceArgs(s.func(model::kForwardFunc), b, d, 0, 0, rngSeed));
   ASSERT_EQ(evalRef.size(), 1u + d.num_outputs);
   EXPECT_NEAR(loss, evalRef[0].data[0], o.tolerance * std::max(1.0, std::abs(evalRef[0].data[0])));
   for (int i = 0; i < d.num_outputs; ++i)
@@ -348,12 +348,12 @@ void checkStep(StepUnderTest &s, const std::string &name, const CheckOptions &o)
         << "output " << d.outputs[i].name;
 
   // Train steps, each compared from the compiled state it starts in.
-  mlir::func::FuncOp train = s.func(tg::kTrainStepFunc);
+  mlir::func::FuncOp train = s.func(model::kTrainStepFunc);
   for (int step = 0; step < o.steps; ++step) {
     SCOPED_TRACE("train step " + std::to_string(step));
     const float lr = o.learningRate / (step + 1);
     std::vector<Tensor> before = referenceArgs(train, b, d, lr, step, rngSeed);
-    std::vector<Tensor> want = s.run(tg::kTrainStepFunc, before);
+    std::vector<Tensor> want = s.run(model::kTrainStepFunc, before);
     ASSERT_EQ(want.size(), train.getNumResults());
     poison(b.workspace);
     for (auto &x : b.trainOutputs) poison(x);
@@ -366,14 +366,14 @@ void checkStep(StepUnderTest &s, const std::string &name, const CheckOptions &o)
     // Where each parameter argument of @train_step sits in `before`.
     std::vector<int> paramArg;
     for (unsigned i = 0; i < train.getNumArguments(); ++i)
-      if (train.getArgAttr(i, tg::kParamAttr))
+      if (train.getArgAttr(i, model::kParamAttr))
         paramArg.push_back(i);
     int checked = 0;
     for (unsigned r = 0; r < train.getNumResults(); ++r) {
       const Tensor &ref = want[r];
-      if (train.getResultAttr(r, tg::kLossAttr)) {
+      if (train.getResultAttr(r, model::kLossAttr)) {
         EXPECT_NEAR(loss, ref.data[0], o.tolerance * std::max(1.0, std::abs(ref.data[0])));
-      } else if (auto p = train.getResultAttrOfType<mlir::IntegerAttr>(r, tg::kUpdatesParamAttr)) {
+      } else if (auto p = train.getResultAttrOfType<mlir::IntegerAttr>(r, model::kUpdatesParamAttr)) {
         // The parameter *change*: lr * update, the part that is computed.
         int j = p.getInt();
         const Tensor &old = before[paramArg[j]];
@@ -392,13 +392,13 @@ void checkStep(StepUnderTest &s, const std::string &name, const CheckOptions &o)
         }
         EXPECT_LE(std::sqrt(diff), o.tolerance * std::sqrt(norm) + 2 * std::sqrt(rounding))
             << "update of " << d.params[j].name;
-      } else if (auto j = train.getResultAttrOfType<mlir::IntegerAttr>(r, tg::kUpdatesOptStateAttr)) {
+      } else if (auto j = train.getResultAttrOfType<mlir::IntegerAttr>(r, model::kUpdatesOptStateAttr)) {
         int k = j.getInt();
         EXPECT_LT(relativeError(toDoubles(b.states[k], d.optimizer_state[k].num_elements),
                                 ref.data),
                   o.tolerance)
             << "optimizer state " << d.optimizer_state[k].name;
-      } else if (auto t = train.getResultAttrOfType<mlir::StringAttr>(r, tg::kTrainOutputAttr)) {
+      } else if (auto t = train.getResultAttrOfType<mlir::StringAttr>(r, model::kTrainOutputAttr)) {
         int k = 0;
         while (k < d.num_train_outputs && t.getValue() != d.train_outputs[k].name)
           ++k;

@@ -1,4 +1,4 @@
-// The fixed kernels and scalar helpers of compiler/codegen/cpu_prelude.h,
+// The fixed kernels and scalar helpers of compiler/codegen/cpu/cpu_prelude.h,
 // checked directly: the vectorizable exp and tanh against libm in double,
 // the f16 / bf16 conversions exhaustively, NaN and signed-zero rules of
 // maximumf / minimumf, the threaded gemm split against one BLAS call, and
@@ -10,7 +10,7 @@
 #include <random>
 #include <vector>
 
-#include "compiler/codegen/cpu_prelude.h"
+#include "compiler/codegen/cpu/cpu_prelude.h"
 #include "gtest/gtest.h"
 
 namespace {

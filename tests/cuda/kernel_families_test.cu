@@ -1,5 +1,5 @@
 // Device test of the CUDA prelude's fixed kernel families
-// (compiler/codegen/cuda_prelude.cuh) against float64 CPU references that
+// (compiler/codegen/cuda/prelude/*.cuh) against float64 CPU references that
 // follow the CPU backend's semantics (cpu_prelude.h, CpuCodegen's
 // reductions). A standalone program (no gtest): the device machine has only
 // the CUDA toolkit and the driver.
@@ -30,10 +30,10 @@
 //   add them in any order).
 // - gather, bf16 / f16 conversions, maximumf / minimumf: bit-exact.
 // - exp / tanh: within 2 ulp of a correctly rounded reference.
-#include "compiler/codegen/cuda_prelude.cuh"
+#include "compiler/codegen/cuda/cuda_prelude.cuh" // generated: the pieces, concatenated
 
 // The CPU backend's scalar helpers, the reference for the conversions.
-#include "compiler/codegen/cpu_prelude.h"
+#include "compiler/codegen/cpu/cpu_prelude.h"
 
 #include <algorithm>
 #include <cinttypes>

@@ -320,7 +320,7 @@ protected:
                             });
     if (!module)
       return {};
-    auto step = module->lookupSymbol<func::FuncOp>(tg::kTrainStepFunc);
+    auto step = module->lookupSymbol<func::FuncOp>(model::kTrainStepFunc);
     auto results = interp::interpret(step, {p, q, cotangent});
     if (failed(results)) {
       ADD_FAILURE() << "interpreting @train_step failed:\n" << diagnostics_;

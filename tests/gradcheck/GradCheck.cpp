@@ -108,19 +108,19 @@ OwningOpRef<ModuleOp> buildForwardModule(MLIRContext &ctx,
     }
     if (spec.kind == ArgSpec::Kind::Param ||
         spec.kind == ArgSpec::Kind::FrozenParam) {
-      tg::ParamInfo info;
+      model::ParamInfo info;
       info.name = name;
       info.trainable = spec.kind == ArgSpec::Kind::Param;
       attrs.push_back(
-          b.getDictionaryAttr(b.getNamedAttr(tg::kParamAttr, info.toAttr(b))));
+          b.getDictionaryAttr(b.getNamedAttr(model::kParamAttr, info.toAttr(b))));
     } else {
       attrs.push_back(b.getDictionaryAttr(
-          b.getNamedAttr(tg::kInputAttr, b.getStringAttr(name))));
+          b.getNamedAttr(model::kInputAttr, b.getStringAttr(name))));
     }
   }
 
   auto forward =
-      func::FuncOp::create(loc, tg::kForwardFunc, b.getFunctionType(types, {}));
+      func::FuncOp::create(loc, model::kForwardFunc, b.getFunctionType(types, {}));
   module->push_back(forward);
   forward.setAllArgAttrs(attrs);
   Block *entry = forward.addEntryBlock();
@@ -133,7 +133,7 @@ OwningOpRef<ModuleOp> buildForwardModule(MLIRContext &ctx,
   if (failed(forward.insertArgument(
           entry->getNumArguments(), valueType,
           b.getDictionaryAttr(
-              b.getNamedAttr(tg::kInputAttr, b.getStringAttr("cotangent"))),
+              b.getNamedAttr(model::kInputAttr, b.getStringAttr("cotangent"))),
           loc)))
     return nullptr;
   Value cotangent = entry->getArgument(entry->getNumArguments() - 1);
@@ -147,7 +147,7 @@ OwningOpRef<ModuleOp> buildForwardModule(MLIRContext &ctx,
   func::ReturnOp::create(b, loc, loss);
   forward.setType(
       b.getFunctionType(forward.getArgumentTypes(), {loss.getType()}));
-  forward.setResultAttr(0, tg::kLossAttr, b.getStringAttr("loss"));
+  forward.setResultAttr(0, model::kLossAttr, b.getStringAttr("loss"));
 
   if (failed(verify(*module)))
     return nullptr;
@@ -227,7 +227,7 @@ double maxRelativeDifference(const Tensor &a, const Tensor &b) {
 void expectSameFunctions(ModuleOp before, ModuleOp after, uint64_t seed, int64_t numClasses,
                          const std::function<bool(ArrayRef<Tensor>)> &acceptArguments) {
   std::mt19937_64 rng(seed);
-  for (StringRef name : {tg::kForwardFunc, tg::kTrainStepFunc}) {
+  for (StringRef name : {model::kForwardFunc, model::kTrainStepFunc}) {
     SCOPED_TRACE(name.str());
     auto a = before.lookupSymbol<func::FuncOp>(name);
     auto b = after.lookupSymbol<func::FuncOp>(name);
@@ -269,7 +269,7 @@ std::vector<Tensor> randomArguments(func::FuncOp f, std::mt19937_64 &rng,
 std::vector<unsigned> paramArgumentNumbers(func::FuncOp f) {
   std::vector<unsigned> numbers;
   for (unsigned i = 0; i < f.getNumArguments(); ++i)
-    if (f.getArgAttr(i, tg::kParamAttr))
+    if (f.getArgAttr(i, model::kParamAttr))
       numbers.push_back(i);
   return numbers;
 }
@@ -297,7 +297,7 @@ static double norm(const Tensor &t) {
 
 static std::optional<unsigned> lossResultNumber(func::FuncOp f) {
   for (unsigned i = 0; i < f.getNumResults(); ++i)
-    if (f.getResultAttr(i, tg::kLossAttr))
+    if (f.getResultAttr(i, model::kLossAttr))
       return i;
   return std::nullopt;
 }
@@ -305,18 +305,18 @@ static std::optional<unsigned> lossResultNumber(func::FuncOp f) {
 std::vector<ParamGradient> checkGradients(ModuleOp module, uint64_t seed,
                                           const GradCheckOptions &options) {
   std::vector<ParamGradient> checked;
-  auto forward = module.lookupSymbol<func::FuncOp>(tg::kForwardFunc);
-  auto step = module.lookupSymbol<func::FuncOp>(tg::kTrainStepFunc);
+  auto forward = module.lookupSymbol<func::FuncOp>(model::kForwardFunc);
+  auto step = module.lookupSymbol<func::FuncOp>(model::kTrainStepFunc);
   if (!forward || !step) {
     ADD_FAILURE() << "the module needs @forward and @train_step";
     return checked;
   }
   std::optional<unsigned> lossResult = lossResultNumber(forward);
   if (!lossResult) {
-    ADD_FAILURE() << "@forward has no result marked " << tg::kLossAttr.str();
+    ADD_FAILURE() << "@forward has no result marked " << model::kLossAttr.str();
     return checked;
   }
-  EXPECT_TRUE(step.getResultAttr(0, tg::kLossAttr))
+  EXPECT_TRUE(step.getResultAttr(0, model::kLossAttr))
       << "@train_step must return the loss first";
 
   std::mt19937_64 rng(seed);
@@ -351,11 +351,11 @@ std::vector<ParamGradient> checkGradients(ModuleOp module, uint64_t seed,
   std::vector<unsigned> paramArgs = paramArgumentNumbers(forward);
   std::vector<int64_t> trainable, returned;
   for (auto [index, argNumber] : llvm::enumerate(paramArgs))
-    if (tg::ParamInfo::fromAttr(forward.getArgAttr(argNumber, tg::kParamAttr))
+    if (model::ParamInfo::fromAttr(forward.getArgAttr(argNumber, model::kParamAttr))
             ->trainable)
       trainable.push_back(index);
   for (unsigned r = 1; r < step.getNumResults(); ++r) {
-    auto gradOf = step.getResultAttrOfType<IntegerAttr>(r, tg::kGradOfAttr);
+    auto gradOf = step.getResultAttrOfType<IntegerAttr>(r, model::kGradOfAttr);
     returned.push_back(gradOf ? gradOf.getInt() : -1);
   }
   EXPECT_EQ(returned, trainable)
@@ -368,7 +368,7 @@ std::vector<ParamGradient> checkGradients(ModuleOp module, uint64_t seed,
     unsigned argNumber = paramArgs[paramIndex];
     ParamGradient g{
         paramIndex,
-        tg::ParamInfo::fromAttr(forward.getArgAttr(argNumber, tg::kParamAttr))
+        model::ParamInfo::fromAttr(forward.getArgAttr(argNumber, model::kParamAttr))
             ->name,
         (*stepResults)[r + 1], Tensor::zeros(args[argNumber].shape)};
     SCOPED_TRACE("parameter '" + g.name + "' (index " +

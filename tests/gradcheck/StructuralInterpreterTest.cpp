@@ -163,7 +163,7 @@ TEST_F(StructuralInterpreterTest, ReduceMaxGradientSplitsTies) {
         return build::reduceMax(b, loc, a[0], {1}, false);
       });
   ASSERT_TRUE(module);
-  auto step = module->lookupSymbol<func::FuncOp>(tg::kTrainStepFunc);
+  auto step = module->lookupSymbol<func::FuncOp>(model::kTrainStepFunc);
   auto r = interp::interpret(
       step, {tensor({2, 3}, {1, 5, 5, 7, 2, 7}), tensor({2}, {6, -4})});
   ASSERT_TRUE(succeeded(r));

@@ -54,12 +54,12 @@ void setNoWeightDecay(ModuleOp module, int64_t index) {
   module.walk([&](func::FuncOp f) {
     int64_t p = 0;
     for (unsigned i = 0; i < f.getNumArguments(); ++i) {
-      auto info = tg::ParamInfo::fromAttr(f.getArgAttr(i, tg::kParamAttr));
+      auto info = model::ParamInfo::fromAttr(f.getArgAttr(i, model::kParamAttr));
       if (!info)
         continue;
       if (p++ == index) {
         info->noWeightDecay = true;
-        f.setArgAttr(i, tg::kParamAttr, info->toAttr(b));
+        f.setArgAttr(i, model::kParamAttr, info->toAttr(b));
       }
     }
   });
@@ -85,7 +85,7 @@ OwningOpRef<ModuleOp> buildSmallModel(MLIRContext &ctx) {
 
 void setOptimizer(ModuleOp module, ArrayRef<NamedAttribute> fields) {
   Builder b(module.getContext());
-  module->setAttr(tg::kOptimizerAttr, b.getDictionaryAttr(fields));
+  module->setAttr(model::kOptimizerAttr, b.getDictionaryAttr(fields));
 }
 
 //===----------------------------------------------------------------------===//
@@ -276,7 +276,7 @@ TEST_F(ClipGradNorm, ScalesLikeTorchAboveAndBelowTheThreshold) {
     OwningOpRef<ModuleOp> clipped = buildSmallModel(context());
     ASSERT_TRUE(clipped);
     Builder b(&context());
-    (*clipped)->setAttr(tg::kGradClipAttr, b.getF64FloatAttr(maxNorm));
+    (*clipped)->setAttr(model::kGradClipAttr, b.getF64FloatAttr(maxNorm));
     ASSERT_TRUE(succeeded(
         runRecipePasses(*clipped, {RecipePass::Autodiff, RecipePass::Clip})));
     StepResults out = runStep(trainStep(*clipped), values);
@@ -465,7 +465,7 @@ TEST_F(TrainingRecipe, ModelBuilderRecipeReachesTheModuleAttributes) {
   OwningOpRef<ModuleOp> module = importModel(b.model(), context());
   ASSERT_TRUE(module);
 
-  auto opt = (*module)->getAttrOfType<DictionaryAttr>(tg::kOptimizerAttr);
+  auto opt = (*module)->getAttrOfType<DictionaryAttr>(model::kOptimizerAttr);
   ASSERT_TRUE(opt);
   EXPECT_EQ(opt.getAs<StringAttr>("kind").getValue(), "adamw");
   EXPECT_EQ(opt.getAs<FloatAttr>("learning_rate").getValueAsDouble(), 0.002);
@@ -473,17 +473,17 @@ TEST_F(TrainingRecipe, ModelBuilderRecipeReachesTheModuleAttributes) {
   EXPECT_EQ(opt.getAs<FloatAttr>("beta2").getValueAsDouble(), 0.95);
   EXPECT_EQ(opt.getAs<FloatAttr>("eps").getValueAsDouble(), 1e-8);
   EXPECT_EQ(opt.getAs<FloatAttr>("weight_decay").getValueAsDouble(), 0.1);
-  auto schedule = (*module)->getAttrOfType<DictionaryAttr>(tg::kLrScheduleAttr);
+  auto schedule = (*module)->getAttrOfType<DictionaryAttr>(model::kLrScheduleAttr);
   ASSERT_TRUE(schedule);
   EXPECT_EQ(schedule.getAs<StringAttr>("kind").getValue(), "warmup_cosine");
   EXPECT_EQ(schedule.getAs<IntegerAttr>("warmup_steps").getInt(), 10);
   EXPECT_EQ(schedule.getAs<IntegerAttr>("decay_steps").getInt(), 100);
   EXPECT_EQ(schedule.getAs<FloatAttr>("min_lr").getValueAsDouble(), 0.0002);
-  EXPECT_EQ((*module)->getAttrOfType<FloatAttr>(tg::kGradClipAttr).getValueAsDouble(), 0.5);
-  EXPECT_EQ((*module)->getAttrOfType<IntegerAttr>(tg::kMicroBatchesAttr).getInt(), 3);
+  EXPECT_EQ((*module)->getAttrOfType<FloatAttr>(model::kGradClipAttr).getValueAsDouble(), 0.5);
+  EXPECT_EQ((*module)->getAttrOfType<IntegerAttr>(model::kMicroBatchesAttr).getInt(), 3);
   func::FuncOp forward = forwardFunc(*module);
-  auto wInfo = tg::ParamInfo::fromAttr(forward.getArgAttr(0, tg::kParamAttr));
-  auto bInfo = tg::ParamInfo::fromAttr(forward.getArgAttr(1, tg::kParamAttr));
+  auto wInfo = model::ParamInfo::fromAttr(forward.getArgAttr(0, model::kParamAttr));
+  auto bInfo = model::ParamInfo::fromAttr(forward.getArgAttr(1, model::kParamAttr));
   ASSERT_TRUE(wInfo && bInfo);
   EXPECT_FALSE(wInfo->noWeightDecay);
   EXPECT_TRUE(bInfo->noWeightDecay);
@@ -494,12 +494,12 @@ TEST_F(TrainingRecipe, ModelBuilderRecipeReachesTheModuleAttributes) {
   s.sgd(s.node("sum", "l", {v}), 0.1, 0.9, 0.01);
   OwningOpRef<ModuleOp> sgd = importModel(s.model(), context());
   ASSERT_TRUE(sgd);
-  auto sgdOpt = (*sgd)->getAttrOfType<DictionaryAttr>(tg::kOptimizerAttr);
+  auto sgdOpt = (*sgd)->getAttrOfType<DictionaryAttr>(model::kOptimizerAttr);
   EXPECT_EQ(sgdOpt.getAs<FloatAttr>("momentum").getValueAsDouble(), 0.9);
   EXPECT_EQ(sgdOpt.getAs<FloatAttr>("weight_decay").getValueAsDouble(), 0.01);
-  EXPECT_FALSE((*sgd)->hasAttr(tg::kLrScheduleAttr));
-  EXPECT_FALSE((*sgd)->hasAttr(tg::kGradClipAttr));
-  EXPECT_FALSE((*sgd)->hasAttr(tg::kMicroBatchesAttr));
+  EXPECT_FALSE((*sgd)->hasAttr(model::kLrScheduleAttr));
+  EXPECT_FALSE((*sgd)->hasAttr(model::kGradClipAttr));
+  EXPECT_FALSE((*sgd)->hasAttr(model::kMicroBatchesAttr));
 }
 
 } // namespace

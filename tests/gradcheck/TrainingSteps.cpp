@@ -44,10 +44,10 @@ LogicalResult runRecipePasses(ModuleOp module,
 }
 
 func::FuncOp trainStep(ModuleOp m) {
-  return m.lookupSymbol<func::FuncOp>(tg::kTrainStepFunc);
+  return m.lookupSymbol<func::FuncOp>(model::kTrainStepFunc);
 }
 func::FuncOp forwardFunc(ModuleOp m) {
-  return m.lookupSymbol<func::FuncOp>(tg::kForwardFunc);
+  return m.lookupSymbol<func::FuncOp>(model::kForwardFunc);
 }
 
 // Binds `values` to `f`'s arguments by their attributes, interprets `f`
@@ -59,19 +59,19 @@ StepResults runStep(func::FuncOp f, const StepValues &values) {
   int64_t param = 0;
   for (unsigned i = 0; i < f.getNumArguments(); ++i) {
     auto type = cast<RankedTensorType>(f.getArgument(i).getType());
-    if (f.getArgAttr(i, tg::kParamAttr)) {
+    if (f.getArgAttr(i, model::kParamAttr)) {
       args.push_back(values.params.at(param++));
-    } else if (auto in = f.getArgAttrOfType<StringAttr>(i, tg::kInputAttr)) {
+    } else if (auto in = f.getArgAttrOfType<StringAttr>(i, model::kInputAttr)) {
       args.push_back(values.inputs.at(in.str()));
-    } else if (auto h = f.getArgAttrOfType<StringAttr>(i, tg::kHyperAttr)) {
-      if (h.getValue() == tg::kLearningRateHyper)
+    } else if (auto h = f.getArgAttrOfType<StringAttr>(i, model::kHyperAttr)) {
+      if (h.getValue() == model::kLearningRateHyper)
         args.push_back(Tensor::scalar(values.learningRate));
-      else if (h.getValue() == tg::kStepHyper)
+      else if (h.getValue() == model::kStepHyper)
         args.push_back(Tensor::scalar(static_cast<double>(values.step)));
       else
         ADD_FAILURE() << "unexpected hyper-parameter " << h.str();
     } else if (auto s =
-                   f.getArgAttrOfType<DictionaryAttr>(i, tg::kOptStateAttr)) {
+                   f.getArgAttrOfType<DictionaryAttr>(i, model::kOptStateAttr)) {
       StateKey key{s.getAs<IntegerAttr>("param").getInt(),
                    s.getAs<StringAttr>("name").str()};
       stateArgs.push_back(key);
@@ -89,20 +89,20 @@ StepResults runStep(func::FuncOp f, const StepValues &values) {
   }
   for (unsigned r = 0; r < f.getNumResults(); ++r) {
     Tensor &t = (*results)[r];
-    if (f.getResultAttr(r, tg::kLossAttr))
+    if (f.getResultAttr(r, model::kLossAttr))
       out.loss = t.data.at(0);
-    else if (auto g = f.getResultAttrOfType<IntegerAttr>(r, tg::kGradOfAttr))
+    else if (auto g = f.getResultAttrOfType<IntegerAttr>(r, model::kGradOfAttr))
       out.grads[g.getInt()] = t;
     else if (auto p =
-                 f.getResultAttrOfType<IntegerAttr>(r, tg::kUpdatesParamAttr))
+                 f.getResultAttrOfType<IntegerAttr>(r, model::kUpdatesParamAttr))
       out.updatedParams[p.getInt()] = t;
     else if (auto s = f.getResultAttrOfType<IntegerAttr>(
-                 r, tg::kUpdatesOptStateAttr))
+                 r, model::kUpdatesOptStateAttr))
       out.updatedState[stateArgs.at(s.getInt())] = t;
     else if (auto o =
-                 f.getResultAttrOfType<StringAttr>(r, tg::kTrainOutputAttr))
+                 f.getResultAttrOfType<StringAttr>(r, model::kTrainOutputAttr))
       out.trainOutputs[o.str()] = t;
-    else if (auto o = f.getResultAttrOfType<StringAttr>(r, tg::kOutputAttr))
+    else if (auto o = f.getResultAttrOfType<StringAttr>(r, model::kOutputAttr))
       out.outputs[o.str()] = t;
     else
       ADD_FAILURE() << "result " << r << " has no role";
@@ -135,9 +135,9 @@ StepValues randomValues(func::FuncOp f, std::mt19937_64 &rng) {
   std::vector<Tensor> random = randomArguments(f, rng, /*numClasses=*/3);
   StepValues v;
   for (unsigned i = 0; i < f.getNumArguments(); ++i) {
-    if (f.getArgAttr(i, tg::kParamAttr))
+    if (f.getArgAttr(i, model::kParamAttr))
       v.params.push_back(random[i]);
-    else if (auto in = f.getArgAttrOfType<StringAttr>(i, tg::kInputAttr))
+    else if (auto in = f.getArgAttrOfType<StringAttr>(i, model::kInputAttr))
       v.inputs[in.str()] = random[i];
   }
   return v;

@@ -20,7 +20,7 @@ namespace {
 std::vector<int64_t> gradOfAttrs(func::FuncOp step) {
   std::vector<int64_t> params;
   for (unsigned r = 0; r < step.getNumResults(); ++r)
-    if (auto p = step.getResultAttrOfType<IntegerAttr>(r, tg::kGradOfAttr))
+    if (auto p = step.getResultAttrOfType<IntegerAttr>(r, model::kGradOfAttr))
       params.push_back(p.getInt());
   return params;
 }
@@ -37,7 +37,7 @@ TEST_F(ParamGradients, FrozenGetsNoneAndUnusedGetsZeros) {
                           });
   ASSERT_TRUE(module);
 
-  auto step = module->lookupSymbol<func::FuncOp>(tg::kTrainStepFunc);
+  auto step = module->lookupSymbol<func::FuncOp>(model::kTrainStepFunc);
   ASSERT_TRUE(step);
   EXPECT_EQ(step.getNumResults(), 3u) << "loss, d/dw, d/du";
   EXPECT_EQ(gradOfAttrs(step), (std::vector<int64_t>{0, 2}))
@@ -64,8 +64,8 @@ OwningOpRef<ModuleOp> importSmallMlpF64(MLIRContext &ctx) {
 // Argument number of the parameter or input called `name`.
 std::optional<unsigned> argumentNamed(func::FuncOp f, StringRef name) {
   for (unsigned i = 0; i < f.getNumArguments(); ++i) {
-    auto info = tg::ParamInfo::fromAttr(f.getArgAttr(i, tg::kParamAttr));
-    auto input = f.getArgAttrOfType<StringAttr>(i, tg::kInputAttr);
+    auto info = model::ParamInfo::fromAttr(f.getArgAttr(i, model::kParamAttr));
+    auto input = f.getArgAttrOfType<StringAttr>(i, model::kInputAttr);
     if ((info && info->name == name) || (input && input.getValue() == name))
       return i;
   }
@@ -79,7 +79,7 @@ TEST_F(MlpGradients, AllParametersMatchFiniteDifferences) {
   ASSERT_TRUE(module);
   ASSERT_TRUE(differentiate(*module));
 
-  auto forward = module->lookupSymbol<func::FuncOp>(tg::kForwardFunc);
+  auto forward = module->lookupSymbol<func::FuncOp>(model::kForwardFunc);
   std::optional<unsigned> image = argumentNamed(forward, "image");
   std::optional<unsigned> weight = argumentNamed(forward, "fc1.weight");
   std::optional<unsigned> bias = argumentNamed(forward, "fc1.bias");
@@ -123,7 +123,7 @@ TEST_F(SgdUpdate, UpdatedParamsAreParamMinusLrTimesGrad) {
   OwningOpRef<ModuleOp> withSgd = importSmallMlpF64(context());
   ASSERT_TRUE(gradientsOnly && withSgd);
 
-  auto forwardBefore = withSgd->lookupSymbol<func::FuncOp>(tg::kForwardFunc);
+  auto forwardBefore = withSgd->lookupSymbol<func::FuncOp>(model::kForwardFunc);
   std::mt19937_64 rng(seed());
   std::vector<Tensor> args = randomArguments(forwardBefore, rng, 3);
   auto forwardResultsBefore = interp::interpret(forwardBefore, args);
@@ -131,13 +131,13 @@ TEST_F(SgdUpdate, UpdatedParamsAreParamMinusLrTimesGrad) {
 
   ASSERT_TRUE(differentiate(*gradientsOnly));
   ASSERT_TRUE(differentiate(*withSgd, /*withSgd=*/true));
-  auto gradStep = gradientsOnly->lookupSymbol<func::FuncOp>(tg::kTrainStepFunc);
-  auto sgdStep = withSgd->lookupSymbol<func::FuncOp>(tg::kTrainStepFunc);
+  auto gradStep = gradientsOnly->lookupSymbol<func::FuncOp>(model::kTrainStepFunc);
+  auto sgdStep = withSgd->lookupSymbol<func::FuncOp>(model::kTrainStepFunc);
   ASSERT_EQ(sgdStep.getNumArguments(), gradStep.getNumArguments() + 1)
       << "tg-sgd-update appends the learning rate";
 
   // @forward is untouched by both passes.
-  auto forwardAfter = withSgd->lookupSymbol<func::FuncOp>(tg::kForwardFunc);
+  auto forwardAfter = withSgd->lookupSymbol<func::FuncOp>(model::kForwardFunc);
   auto forwardResultsAfter = interp::interpret(forwardAfter, args);
   ASSERT_TRUE(succeeded(forwardResultsAfter));
   ASSERT_EQ(forwardResultsAfter->size(), forwardResultsBefore->size());
@@ -158,9 +158,9 @@ TEST_F(SgdUpdate, UpdatedParamsAreParamMinusLrTimesGrad) {
   EXPECT_EQ((*updated)[0].data, (*forwardResultsBefore)[0].data) << "the loss";
   std::vector<unsigned> paramArgs = paramArgumentNumbers(gradStep);
   for (unsigned r = 1; r < updated->size(); ++r) {
-    auto gradOf = gradStep.getResultAttrOfType<IntegerAttr>(r, tg::kGradOfAttr);
+    auto gradOf = gradStep.getResultAttrOfType<IntegerAttr>(r, model::kGradOfAttr);
     auto updates =
-        sgdStep.getResultAttrOfType<IntegerAttr>(r, tg::kUpdatesParamAttr);
+        sgdStep.getResultAttrOfType<IntegerAttr>(r, model::kUpdatesParamAttr);
     ASSERT_TRUE(gradOf && updates);
     ASSERT_EQ(updates.getInt(), gradOf.getInt());
     const Tensor &param = args[paramArgs.at(gradOf.getInt())];

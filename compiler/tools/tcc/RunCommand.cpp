@@ -80,7 +80,7 @@ makeArguments(mlir::func::FuncOp f, const RunArgs &args, double defaultLr) {
     auto type = llvm::cast<mlir::RankedTensorType>(a.getType());
     interp::Tensor t = interp::Tensor::zeros(type.getShape());
     unsigned i = a.getArgNumber();
-    if (auto p = tg::ParamInfo::fromAttr(f.getArgAttr(i, tg::kParamAttr))) {
+    if (auto p = model::ParamInfo::fromAttr(f.getArgAttr(i, model::kParamAttr))) {
       tcc_tensor_desc d{};
       d.name = p->name.c_str();
       d.init_kind = p->init == "ones"      ? TCC_INIT_ONES
@@ -91,12 +91,12 @@ makeArguments(mlir::func::FuncOp f, const RunArgs &args, double defaultLr) {
       d.init_seed = p->seed;
       for (int64_t k = 0; k < t.numElements(); ++k)
         t.data[k] = trun::InitialValue(d, args.seed, k);
-    } else if (auto h = f.getArgAttrOfType<mlir::StringAttr>(i, tg::kHyperAttr)) {
+    } else if (auto h = f.getArgAttrOfType<mlir::StringAttr>(i, model::kHyperAttr)) {
       double v = h.getValue() == "learning_rate" ? args.lr.value_or(defaultLr)
                  : h.getValue() == "rng_seed"    ? static_cast<double>(args.seed)
                                                  : 0.0; // step 0
       t.data.assign(t.data.size(), v);
-    } else if (f.getArgAttr(i, tg::kInputAttr)) {
+    } else if (f.getArgAttr(i, model::kInputAttr)) {
       std::uniform_int_distribution<int64_t> ints(0, args.intMax - 1);
       for (double &x : t.data)
         x = llvm::isa<mlir::FloatType>(type.getElementType())
@@ -109,20 +109,20 @@ makeArguments(mlir::func::FuncOp f, const RunArgs &args, double defaultLr) {
 }
 
 std::string resultName(mlir::func::FuncOp f, unsigned i) {
-  for (llvm::StringRef key : {tg::kLossAttr, tg::kOutputAttr, tg::kTrainOutputAttr})
+  for (llvm::StringRef key : {model::kLossAttr, model::kOutputAttr, model::kTrainOutputAttr})
     if (auto s = f.getResultAttrOfType<mlir::StringAttr>(i, key))
       return s.str();
   auto params = [&](int64_t index) -> std::string {
     int64_t seen = 0;
     for (mlir::BlockArgument a : f.getArguments())
-      if (auto p = tg::ParamInfo::fromAttr(f.getArgAttr(a.getArgNumber(), tg::kParamAttr)))
+      if (auto p = model::ParamInfo::fromAttr(f.getArgAttr(a.getArgNumber(), model::kParamAttr)))
         if (seen++ == index)
           return p->name;
     return "?";
   };
-  if (auto g = f.getResultAttrOfType<mlir::IntegerAttr>(i, tg::kGradOfAttr))
+  if (auto g = f.getResultAttrOfType<mlir::IntegerAttr>(i, model::kGradOfAttr))
     return "grad(" + params(g.getInt()) + ")";
-  if (auto u = f.getResultAttrOfType<mlir::IntegerAttr>(i, tg::kUpdatesParamAttr))
+  if (auto u = f.getResultAttrOfType<mlir::IntegerAttr>(i, model::kUpdatesParamAttr))
     return params(u.getInt()) + " (updated)";
   return "result " + std::to_string(i);
 }
@@ -146,10 +146,10 @@ int execute(const RunArgs &args) {
     buildPipeline(pm, Phase::Training);
   if (mlir::failed(pm.run(*module)))
     return 1;
-  llvm::StringRef fn = args.function == "forward" ? tg::kForwardFunc : tg::kTrainStepFunc;
+  llvm::StringRef fn = args.function == "forward" ? model::kForwardFunc : model::kTrainStepFunc;
   auto f = module->lookupSymbol<mlir::func::FuncOp>(fn);
   double defaultLr = 0;
-  if (auto opt = (*module)->getAttrOfType<mlir::DictionaryAttr>(tg::kOptimizerAttr))
+  if (auto opt = (*module)->getAttrOfType<mlir::DictionaryAttr>(model::kOptimizerAttr))
     if (auto lr = opt.getAs<mlir::FloatAttr>("learning_rate"))
       defaultLr = lr.getValueAsDouble();
   auto inputs = makeArguments(f, args, defaultLr);

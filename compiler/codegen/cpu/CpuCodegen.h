@@ -1,7 +1,7 @@
 // kern (after kern-plan-memory) -> one self-contained C++ source file that
 // implements the step ABI (runtime/include/tcc/step_abi.h) on the CPU.
-#ifndef TCC_COMPILER_CODEGEN_CPUCODEGEN_H
-#define TCC_COMPILER_CODEGEN_CPUCODEGEN_H
+#ifndef TCC_COMPILER_CODEGEN_CPU_CPUCODEGEN_H
+#define TCC_COMPILER_CODEGEN_CPU_CPUCODEGEN_H
 
 #include <string>
 

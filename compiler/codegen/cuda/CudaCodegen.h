@@ -2,8 +2,8 @@
 // calls kernels and cuBLASLt on the step's stream; implements the step ABI
 // and its tcc_device_api) and kernel translation units (.cu) holding every
 // distinct generated kernel once.
-#ifndef TCC_COMPILER_CODEGEN_CUDACODEGEN_H
-#define TCC_COMPILER_CODEGEN_CUDACODEGEN_H
+#ifndef TCC_COMPILER_CODEGEN_CUDA_CUDACODEGEN_H
+#define TCC_COMPILER_CODEGEN_CUDA_CUDACODEGEN_H
 
 #include <string>
 #include <vector>

@@ -1,0 +1,90 @@
+# Code generation's part of TccCompiler (included from compiler/CMakeLists.txt):
+# its sources by target (common/, cpu/, cuda/), the CUDA prelude and host
+# support concatenated from their pieces, and the files pasted into
+# generated sources, embedded into tcc.
+set(TCC_CODEGEN_DIR ${CMAKE_CURRENT_SOURCE_DIR}/codegen)
+
+set(TCC_CODEGEN_SOURCES
+  codegen/common/CTypes.cpp
+  codegen/common/LoopLayout.cpp
+  codegen/common/ScalarPrinter.cpp
+  codegen/common/StepArguments.cpp
+  codegen/common/StepInterface.cpp
+  codegen/cpu/CpuCodegen.cpp
+  codegen/cuda/CudaCodegen.cpp
+  codegen/cuda/CudaStepEmitter.cpp
+  codegen/cuda/KernelRegistry.cpp
+  codegen/cuda/ElementwiseKernels.cpp
+  codegen/cuda/ReductionKernels.cpp
+  codegen/cuda/GemmKernels.cpp
+  codegen/cuda/CopyKernels.cpp
+  codegen/cuda/PreludeKernels.cpp
+)
+
+# The CUDA prelude, one piece per kernel family, in the order of the one
+# text pasted into every kernel unit (and included by tests/cuda). Kernels
+# of all families come before the launchers (the launchers section opens
+# after the detail namespace closes).
+set(TCC_CUDA_PRELUDE_PIECES
+  ${TCC_CODEGEN_DIR}/cuda/prelude/common.cuh
+  ${TCC_CODEGEN_DIR}/cuda/prelude/reduce_kernels.cuh
+  ${TCC_CODEGEN_DIR}/cuda/prelude/softmax_xent_kernels.cuh
+  ${TCC_CODEGEN_DIR}/cuda/prelude/embedding_kernels.cuh
+  ${TCC_CODEGEN_DIR}/cuda/prelude/reduce_launchers.cuh
+  ${TCC_CODEGEN_DIR}/cuda/prelude/softmax_xent_launchers.cuh
+  ${TCC_CODEGEN_DIR}/cuda/prelude/embedding_launchers.cuh
+  ${TCC_CODEGEN_DIR}/cuda/prelude/end.cuh
+)
+# Included as "compiler/codegen/cuda/cuda_prelude.cuh" below
+# TCC_GENERATED_INCLUDE_DIR (tests/cuda does; target tcc_cuda_prelude).
+set(TCC_GENERATED_INCLUDE_DIR ${CMAKE_BINARY_DIR}/generated
+    CACHE INTERNAL "include folder of generated headers")
+set(TCC_CUDA_PRELUDE ${TCC_GENERATED_INCLUDE_DIR}/compiler/codegen/cuda/cuda_prelude.cuh
+    CACHE INTERNAL "the CUDA prelude, concatenated from its pieces")
+string(REPLACE ";" "|" tcc_prelude_pieces_arg "${TCC_CUDA_PRELUDE_PIECES}")
+add_custom_command(
+  OUTPUT ${TCC_CUDA_PRELUDE}
+  COMMAND ${CMAKE_COMMAND} -DOUT=${TCC_CUDA_PRELUDE} -DPIECES=${tcc_prelude_pieces_arg}
+          -P ${TCC_CODEGEN_DIR}/common/ConcatSources.cmake
+  DEPENDS ${TCC_CUDA_PRELUDE_PIECES} ${TCC_CODEGEN_DIR}/common/ConcatSources.cmake
+  COMMENT "Concatenating the CUDA prelude's kernel-family pieces"
+  VERBATIM)
+add_custom_target(tcc_cuda_prelude DEPENDS ${TCC_CUDA_PRELUDE})
+
+# The CUDA host support pasted into the host unit, one piece per concern
+# (CUDA/cuBLAS errors and state, the tcc_device_api, running one call,
+# cuBLASLt products, profiling), concatenated the same way.
+set(TCC_CUDA_HOST_SUPPORT_PIECES
+  ${TCC_CODEGEN_DIR}/cuda/host_support/errors.h
+  ${TCC_CODEGEN_DIR}/cuda/host_support/device_api.h
+  ${TCC_CODEGEN_DIR}/cuda/host_support/run_call.h
+  ${TCC_CODEGEN_DIR}/cuda/host_support/gemm.h
+  ${TCC_CODEGEN_DIR}/cuda/host_support/profiling.h
+)
+set(TCC_CUDA_HOST_SUPPORT ${TCC_GENERATED_INCLUDE_DIR}/compiler/codegen/cuda/cuda_host_support.h)
+string(REPLACE ";" "|" tcc_host_pieces_arg "${TCC_CUDA_HOST_SUPPORT_PIECES}")
+add_custom_command(
+  OUTPUT ${TCC_CUDA_HOST_SUPPORT}
+  COMMAND ${CMAKE_COMMAND} -DOUT=${TCC_CUDA_HOST_SUPPORT} -DPIECES=${tcc_host_pieces_arg}
+          -P ${TCC_CODEGEN_DIR}/common/ConcatSources.cmake
+  DEPENDS ${TCC_CUDA_HOST_SUPPORT_PIECES} ${TCC_CODEGEN_DIR}/common/ConcatSources.cmake
+  COMMENT "Concatenating the CUDA host support's pieces"
+  VERBATIM)
+
+# Files pasted into generated sources, embedded at build time.
+set(TCC_EMBEDDED_CPP ${CMAKE_CURRENT_BINARY_DIR}/EmbeddedSources.cpp)
+add_custom_command(
+  OUTPUT ${TCC_EMBEDDED_CPP}
+  COMMAND ${CMAKE_COMMAND} -DOUT=${TCC_EMBEDDED_CPP}
+          -DABI=${CMAKE_SOURCE_DIR}/runtime/include/tcc/step_abi.h
+          -DPRELUDE=${TCC_CODEGEN_DIR}/cpu/cpu_prelude.h
+          -DCUDA_PRELUDE=${TCC_CUDA_PRELUDE}
+          -DCUDA_HOST=${TCC_CUDA_HOST_SUPPORT}
+          -DCUDA_CONTROL_LAYOUT=${TCC_CODEGEN_DIR}/cuda/ControlBlockLayout.h
+          -P ${TCC_CODEGEN_DIR}/common/EmbedSources.cmake
+  DEPENDS ${CMAKE_SOURCE_DIR}/runtime/include/tcc/step_abi.h
+          ${TCC_CODEGEN_DIR}/cpu/cpu_prelude.h ${TCC_CUDA_PRELUDE}
+          ${TCC_CUDA_HOST_SUPPORT} ${TCC_CODEGEN_DIR}/cuda/ControlBlockLayout.h
+          ${TCC_CODEGEN_DIR}/common/EmbedSources.cmake
+  COMMENT "Embedding the step ABI header and the CPU and CUDA preludes"
+  VERBATIM)

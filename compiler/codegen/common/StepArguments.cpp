@@ -1,0 +1,79 @@
+#include "compiler/codegen/common/StepArguments.h"
+
+#include "compiler/codegen/common/CTypes.h"
+#include "llvm/Support/FormatVariadic.h"
+
+namespace tcc::codegen {
+
+std::string OutputScratch::buffer(StringRef array, int index, MemRefType t) {
+  std::string st = storageType(t.getElementType());
+  std::string s = llvm::formatv(
+      "args->{0} && args->{0}[{1}] ? static_cast<{2} *>(args->{0}[{1}]) : "
+      "reinterpret_cast<{2} *>(ws + {3})",
+      array, index, st, base + bytes);
+  bytes += (bufferBytes(t) + alignment - 1) / alignment * alignment;
+  return s;
+}
+
+namespace {
+
+// The declaration of a buffer argument that both generators take straight
+// from StepArgs (parameters, inputs, optimizer state).
+std::string stepArgsBuffer(const ArgumentRole &role, const std::string &name, MemRefType t) {
+  std::string st = storageType(t.getElementType());
+  switch (role.kind) {
+  case ArgumentRole::Param:
+    return llvm::formatv("  {0} *{1} = static_cast<{0} *>(args->params[{2}]); "
+                         "// param {3} {4}\n",
+                         st, name, role.index, role.label, shapeComment(t));
+  case ArgumentRole::Input:
+    return llvm::formatv("  {0} *{1} = static_cast<{0} *>(const_cast<void *>("
+                         "args->inputs[{2}])); // input {3} {4}\n",
+                         st, name, role.index, role.label, shapeComment(t));
+  case ArgumentRole::OptimizerState:
+    return llvm::formatv("  {0} *{1} = static_cast<{0} *>(args->optimizer_state[{2}]); "
+                         "// optimizer state {3}\n",
+                         st, name, role.index, shapeComment(t));
+  default:
+    return "";
+  }
+}
+
+} // namespace
+
+LogicalResult emitStepArguments(func::FuncOp f, StringRef generator, ValueNames &names,
+                                OutputScratch &scratch, ArgumentPlacement &placement,
+                                llvm::raw_ostream &os) {
+  FailureOr<SmallVector<ArgumentRole>> roles = classifyArguments(f, generator);
+  if (failed(roles))
+    return failure();
+  for (auto [a, role] : llvm::zip_equal(f.getArguments(), *roles)) {
+    MemRefType t = mrt(a);
+    std::string n = names.fresh(a);
+    switch (role.kind) {
+    case ArgumentRole::Param:
+    case ArgumentRole::Input:
+    case ArgumentRole::OptimizerState:
+      os << stepArgsBuffer(role, n, t);
+      break;
+    case ArgumentRole::Output:
+      os << llvm::formatv("  {0} *{1} = {2}; // output {3} {4}\n",
+                          storageType(t.getElementType()), n,
+                          scratch.buffer("outputs", role.index, t), role.label,
+                          shapeComment(t));
+      break;
+    case ArgumentRole::Hyper:
+    case ArgumentRole::Loss:
+    case ArgumentRole::TrainOutput: {
+      FailureOr<std::string> lines = placement.placeArgument(role, n, t);
+      if (failed(lines))
+        return failure();
+      os << *lines;
+      break;
+    }
+    }
+  }
+  return success();
+}
+
+} // namespace tcc::codegen

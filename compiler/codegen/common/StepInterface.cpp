@@ -1,0 +1,232 @@
+#include "compiler/codegen/common/StepInterface.h"
+
+#include "compiler/codegen/common/CTypes.h"
+#include "llvm/ADT/StringExtras.h"
+#include "llvm/Support/FormatVariadic.h"
+
+namespace tcc::codegen {
+
+FailureOr<SmallVector<ArgumentRole>> classifyArguments(func::FuncOp f,
+                                                       StringRef generator) {
+  SmallVector<ArgumentRole> roles;
+  int counts[ArgumentRole::TrainOutput + 1] = {};
+  auto add = [&](ArgumentRole::Kind kind, std::string label) -> ArgumentRole & {
+    roles.push_back(ArgumentRole{kind, counts[kind]++, std::move(label), ""});
+    return roles.back();
+  };
+  for (BlockArgument a : f.getArguments()) {
+    unsigned i = a.getArgNumber();
+    if (auto info = model::ParamInfo::fromAttr(f.getArgAttr(i, model::kParamAttr))) {
+      add(ArgumentRole::Param, info->name);
+    } else if (auto in = f.getArgAttrOfType<StringAttr>(i, model::kInputAttr)) {
+      add(ArgumentRole::Input, in.getValue().str());
+    } else if (f.getArgAttr(i, model::kOptStateAttr)) {
+      add(ArgumentRole::OptimizerState, "");
+    } else if (auto h = f.getArgAttrOfType<StringAttr>(i, model::kHyperAttr)) {
+      std::string value;
+      if (h.getValue() == model::kLearningRateHyper)
+        value = "args->learning_rate";
+      else if (h.getValue() == model::kStepHyper)
+        value = "args->step";
+      else if (h.getValue() == model::kRngSeedHyper)
+        value = "args->rng_seed";
+      else
+        return f.emitError(generator) << ": unknown hyper-parameter " << h;
+      MemRefType t = mrt(a);
+      if (t.getNumElements() != 1 || bufferBytes(t) > 8)
+        return f.emitError(generator) << ": hyper-parameter " << h << " must be a scalar";
+      add(ArgumentRole::Hyper, h.getValue().str()).hyperValue = value;
+    } else if (f.getArgAttr(i, model::kLossAttr)) {
+      add(ArgumentRole::Loss, "loss");
+    } else if (auto o = f.getArgAttrOfType<StringAttr>(i, model::kOutputAttr)) {
+      add(ArgumentRole::Output, o.getValue().str());
+    } else if (auto o = f.getArgAttrOfType<StringAttr>(i, model::kTrainOutputAttr)) {
+      add(ArgumentRole::TrainOutput, o.getValue().str());
+    } else if (f.getArgAttr(i, model::kGradOfAttr)) {
+      return f.emitError(generator)
+             << ": @" << f.getName()
+             << " returns gradients; run an optimizer pass (tg-sgd-update) first";
+    } else {
+      return f.emitError(generator) << ": argument " << i << " has no role";
+    }
+  }
+  return roles;
+}
+
+namespace {
+
+void emitTensorTable(llvm::raw_ostream &os, StringRef table, ArrayRef<TableEntry> tensors) {
+  if (tensors.empty())
+    return;
+  for (auto [i, t] : llvm::enumerate(tensors)) {
+    if (t.type.getRank() == 0)
+      continue;
+    os << "static const int64_t " << table << "_shape" << i << "[] = {";
+    for (auto [j, d] : llvm::enumerate(t.type.getShape()))
+      os << (j ? ", " : "") << d;
+    os << "};\n";
+  }
+  os << "static const tcc_tensor_desc " << table << "[] = {\n";
+  for (auto [i, t] : llvm::enumerate(tensors)) {
+    MemRefType type = t.type;
+    std::string kind = "TCC_INIT_ZEROS", scale = "0.0", seed = "0", trainable = "0";
+    if (t.param) {
+      const model::ParamInfo &p = *t.param;
+      kind = "TCC_INIT_" + StringRef(p.init).upper();
+      scale = llvm::formatv("{0:e}", p.scale).str();
+      seed = std::to_string(p.seed) + "ull";
+      trainable = p.trainable ? "1" : "0";
+    }
+    std::string shape = type.getRank() == 0
+                            ? std::string("nullptr")
+                            : (table + "_shape" + std::to_string(i)).str();
+    // name, dtype, rank, shape, num_elements, size_bytes, init_kind,
+    // trainable, init_scale, init_seed
+    os << llvm::formatv("  {{\"{0}\", {1}, {2}, {3}, {4}, {5}, {6}, {7}, {8}, {9}},\n",
+                        t.name, abiDType(type.getElementType()), type.getRank(),
+                        shape, type.getNumElements(), bufferBytes(type), kind,
+                        trainable, scale, seed);
+  }
+  os << "};\n";
+}
+
+// The descriptor's lr_schedule initializer from the module's tg.lr_schedule.
+FailureOr<std::string> lrSchedule(ModuleOp module, double baseLr, StringRef who) {
+  std::string base = llvm::formatv("{0:e}", baseLr).str();
+  auto dict = module->getAttrOfType<DictionaryAttr>(model::kLrScheduleAttr);
+  auto kind = dict ? dict.getAs<StringAttr>("kind") : StringAttr();
+  if (!dict || (kind && kind.getValue() == "constant"))
+    return "{TCC_LR_CONSTANT, " + base + ", 0, 0, " + base + "}";
+  if (kind && kind.getValue() == "warmup_cosine") {
+    auto warmup = dict.getAs<IntegerAttr>("warmup_steps");
+    auto decay = dict.getAs<IntegerAttr>("decay_steps");
+    auto minLr = dict.getAs<FloatAttr>("min_lr");
+    if (warmup && decay && minLr)
+      return llvm::formatv("{TCC_LR_WARMUP_COSINE, {0}, {1}, {2}, {3:e}}", base,
+                           warmup.getInt(), decay.getInt(),
+                           minLr.getValueAsDouble())
+          .str();
+  }
+  return module.emitError(who) << ": cannot read " << model::kLrScheduleAttr << " = " << dict;
+}
+
+} // namespace
+
+FailureOr<StepInterface> collectStepInterface(ModuleOp module, StringRef who) {
+  StepInterface r;
+  auto train = module.lookupSymbol<func::FuncOp>(model::kTrainStepFunc);
+  auto eval = module.lookupSymbol<func::FuncOp>(model::kForwardFunc);
+  if (!train || !eval)
+    return module.emitError(who.str() + ": needs @train_step and @forward");
+  auto wsAttr = module->getAttrOfType<IntegerAttr>("kern.workspace_bytes");
+  if (!wsAttr)
+    return module.emitError(who.str() + ": run kern-plan-memory first");
+  auto modelName = module->getAttrOfType<StringAttr>(model::kModelNameAttr);
+  auto optimizer = module->getAttrOfType<DictionaryAttr>(model::kOptimizerAttr);
+  double defaultLr = 0;
+  std::string optimizerKind = "none";
+  if (optimizer) {
+    if (auto lr = optimizer.getAs<FloatAttr>("learning_rate"))
+      defaultLr = lr.getValueAsDouble();
+    if (auto k = optimizer.getAs<StringAttr>("kind"))
+      optimizerKind = k.str();
+  }
+  FailureOr<std::string> schedule = lrSchedule(module, defaultLr, who);
+  if (failed(schedule))
+    return failure();
+  int64_t microBatches = 1;
+  if (auto k = module->getAttrOfType<IntegerAttr>(model::kMicroBatchesAttr))
+    microBatches = k.getInt();
+
+  // Descriptor tables: parameters, inputs and outputs from @forward's
+  // signature (same parameter and input order as @train_step); optimizer
+  // state and train outputs from @train_step's.
+  SmallVector<TableEntry> params, inputs, outputs, states, trainOutputs;
+  std::string lossName = "loss", precision = "f32";
+  for (BlockArgument a : eval.getArguments()) {
+    unsigned i = a.getArgNumber();
+    if (auto info = model::ParamInfo::fromAttr(eval.getArgAttr(i, model::kParamAttr))) {
+      params.push_back({info->name, mrt(a), info});
+      if (mrt(a).getElementType().isF64())
+        precision = "f64";
+    } else if (auto in = eval.getArgAttrOfType<StringAttr>(i, model::kInputAttr)) {
+      inputs.push_back({in.str(), mrt(a), std::nullopt});
+    } else if (auto out = eval.getArgAttrOfType<StringAttr>(i, model::kOutputAttr)) {
+      outputs.push_back({out.str(), mrt(a), std::nullopt});
+    } else if (auto loss = eval.getArgAttrOfType<StringAttr>(i, model::kLossAttr)) {
+      lossName = loss.str();
+    }
+  }
+  for (BlockArgument a : train.getArguments()) {
+    unsigned i = a.getArgNumber();
+    if (auto s = train.getArgAttrOfType<DictionaryAttr>(i, model::kOptStateAttr)) {
+      auto param = s.getAs<IntegerAttr>("param");
+      auto stateName = s.getAs<StringAttr>("name");
+      if (!param || !stateName || param.getInt() < 0 ||
+          param.getInt() >= static_cast<int64_t>(params.size()))
+        return train.emitError(who.str() + ": malformed ")
+               << model::kOptStateAttr << " " << s;
+      states.push_back({params[param.getInt()].name + "." + stateName.str(),
+                        mrt(a), std::nullopt});
+    } else if (auto o = train.getArgAttrOfType<StringAttr>(i, model::kTrainOutputAttr)) {
+      trainOutputs.push_back({o.str(), mrt(a), std::nullopt});
+    }
+  }
+
+  r.train = train;
+  r.eval = eval;
+  r.plannedWorkspace = wsAttr.getInt();
+  if (modelName)
+    r.modelName = modelName.getValue().str();
+  r.optimizerKind = optimizerKind;
+  r.defaultLr = defaultLr;
+  r.schedule = *schedule;
+  r.microBatches = microBatches;
+  r.lossName = lossName;
+  r.precision = precision;
+  r.params = std::move(params);
+  r.inputs = std::move(inputs);
+  r.outputs = std::move(outputs);
+  r.states = std::move(states);
+  r.trainOutputs = std::move(trainOutputs);
+  return r;
+}
+
+void emitDescriptor(llvm::raw_ostream &s, const StepInterface &iface, StringRef target,
+                    StringRef archLines, int64_t workspaceBytes, double trainFlops,
+                    double evalFlops, StringRef deviceApi) {
+  const auto &params = iface.params, &states = iface.states,
+             &inputs = iface.inputs, &outputs = iface.outputs,
+             &trainOutputs = iface.trainOutputs;
+  emitTensorTable(s, "tcc_params", params);
+  emitTensorTable(s, "tcc_optimizer_state", states);
+  emitTensorTable(s, "tcc_inputs", inputs);
+  emitTensorTable(s, "tcc_outputs", outputs);
+  emitTensorTable(s, "tcc_train_outputs", trainOutputs);
+  auto table = [](ArrayRef<TableEntry> t, StringRef name) {
+    return std::to_string(t.size()) + ", " +
+           (t.empty() ? std::string("nullptr") : name.str());
+  };
+  s << "\nstatic const tcc_step_descriptor tcc_descriptor = {\n"
+    << "  TCC_STEP_ABI_VERSION, sizeof(tcc_step_descriptor),\n"
+    << "  \"" << iface.modelName << "\", \"" << target << "\",\n"
+    << archLines
+    << "  \"" << iface.precision << "\", \"" << iface.optimizerKind << "\", \"" << iface.lossName
+    << "\", " << llvm::formatv("{0:e}", iface.defaultLr) << ",\n"
+    << "  " << iface.schedule << ", // lr schedule\n"
+    << "  " << iface.microBatches << ", // micro-batches per step\n"
+    << "  " << table(params, "tcc_params") << ", // params\n"
+    << "  " << table(states, "tcc_optimizer_state") << ", // optimizer state\n"
+    << "  " << table(inputs, "tcc_inputs") << ",\n"
+    << "  " << table(outputs, "tcc_outputs") << ",\n"
+    << "  " << table(trainOutputs, "tcc_train_outputs") << ", // train outputs\n"
+    << "  " << workspaceBytes << ", // workspace bytes\n"
+    << "  " << llvm::formatv("{0:e}, {1:e}", trainFlops, evalFlops)
+    << ", // FLOPs per train / eval call\n"
+    << "  tcc_train, tcc_eval,\n"
+    << "  " << deviceApi << ", // device API\n};\n\n"
+    << "extern \"C\" __attribute__((visibility(\"default\"))) const tcc_step_descriptor *\n"
+    << "tcc_step_get_descriptor(void) { return &tcc_descriptor; }\n";
+}
+
+} // namespace tcc::codegen

@@ -1,0 +1,68 @@
+// What a generated step looks like from outside, for both targets: the role
+// of each argument of @train_step / @forward, and the step descriptor
+// (tensor tables, optimizer, learning-rate schedule, entry points) that
+// trun reads through tcc_step_get_descriptor. This is the one place code
+// generation reads the model-level attributes (dialects/common/ModelAttrs.h).
+#ifndef TCC_COMPILER_CODEGEN_COMMON_STEPINTERFACE_H
+#define TCC_COMPILER_CODEGEN_COMMON_STEPINTERFACE_H
+
+#include <optional>
+#include <string>
+
+#include "dialects/common/ModelAttrs.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/BuiltinOps.h"
+#include "llvm/Support/raw_ostream.h"
+
+namespace tcc::codegen {
+
+using namespace mlir;
+
+// What one argument of a step function is: the generators differ only in
+// where each kind lives (host pointers, or the GPU control block).
+struct ArgumentRole {
+  enum Kind { Param, Input, OptimizerState, Hyper, Loss, Output, TrainOutput };
+  Kind kind;
+  int index = 0;     // among the arguments of its kind
+  std::string label; // param, input or output name; hyper-parameter name
+  // Hyper only: the StepArgs expression that holds its value.
+  std::string hyperValue;
+};
+
+// The roles of f's arguments in order. Unknown or non-scalar
+// hyper-parameters, gradients left unapplied and arguments without a role
+// are errors on f, prefixed with `generator` ("cpu codegen").
+FailureOr<SmallVector<ArgumentRole>> classifyArguments(func::FuncOp f,
+                                                       StringRef generator);
+
+// A descriptor tensor table entry.
+struct TableEntry {
+  std::string name;
+  MemRefType type;
+  std::optional<model::ParamInfo> param; // initializer (parameters only)
+};
+
+// What the descriptor says about a step, read from the planned kern module.
+struct StepInterface {
+  func::FuncOp train, eval;
+  int64_t plannedWorkspace = 0; // kern.workspace_bytes
+  std::string modelName = "model", optimizerKind = "none", lossName = "loss",
+              precision = "f32", schedule;
+  double defaultLr = 0;
+  int64_t microBatches = 1;
+  SmallVector<TableEntry> params, inputs, outputs, states, trainOutputs;
+};
+
+// `who` prefixes errors ("cpu codegen").
+FailureOr<StepInterface> collectStepInterface(ModuleOp module, StringRef who);
+
+// The tensor tables, the descriptor and tcc_step_get_descriptor. `archLines`
+// is the arch string initializer line(s); entry points are tcc_train and
+// tcc_eval; `deviceApi` the descriptor's device field.
+void emitDescriptor(llvm::raw_ostream &s, const StepInterface &iface, StringRef target,
+                    StringRef archLines, int64_t workspaceBytes, double trainFlops,
+                    double evalFlops, StringRef deviceApi);
+
+} // namespace tcc::codegen
+
+#endif // TCC_COMPILER_CODEGEN_COMMON_STEPINTERFACE_H

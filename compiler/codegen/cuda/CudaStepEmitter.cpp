@@ -1,0 +1,174 @@
+// The host side of one CUDA entry point: its arguments (through the shared
+// argument emitter, with the control block as this target's place for
+// hyper-parameters, the loss and train outputs), its launches and their
+// labels, the dispatch of kern ops to the kernel-family files, and the
+// functions and tables that make up its tcc_cuda_host::Entry.
+#include "compiler/codegen/cuda/CudaStepEmitter.h"
+
+#include "llvm/ADT/TypeSwitch.h"
+#include "llvm/Support/FormatVariadic.h"
+
+namespace tcc::codegen::cuda {
+
+LogicalResult CudaStepEmitter::emit(int64_t outputScratchBase, double &flops) {
+  llvm::raw_string_ostream os(body_);
+  scratch_.base = outputScratchBase;
+  os << "static int32_t tcc_" << entry_
+     << "_body(const tcc_step_args *args, cudaStream_t s, char *ws) {\n";
+  os << "  int32_t *status = reinterpret_cast<int32_t *>(ws + tcc_control_offset);\n";
+  os << "  (void)status;\n";
+  if (failed(emitStepArguments(f_, "cuda codegen", names_, scratch_, *this, os)))
+    return failure();
+  for (Operation &op : f_.getBody().front().without_terminator())
+    if (failed(emitOp(&op, os, flops)))
+      return failure();
+  os << "  return 0;\n}\n\n";
+  return success();
+}
+
+std::string CudaStepEmitter::source() const {
+  std::string s = body_;
+  s += "static void tcc_" + entry_ + "_hyper(const tcc_step_args *args, char *control) {\n" +
+       hyper_ + "  (void)args;\n  (void)control;\n}\n\n";
+  s += "static void tcc_" + entry_ +
+       "_finish(const tcc_step_args *args, const char *control) {\n" + finish_ +
+       "  (void)args;\n  (void)control;\n}\n\n";
+  if (!labels_.empty()) {
+    s += "static const char *const tcc_" + entry_ + "_labels[] = {\n";
+    for (const std::string &l : labels_) {
+      std::string escaped;
+      llvm::raw_string_ostream e(escaped);
+      llvm::printEscapedString(l, e);
+      s += "  \"" + escaped + "\",\n";
+    }
+    s += "};\n";
+    // For profiling: each launch's kernel and its FLOPs and bytes.
+    s += "static const char *const tcc_" + entry_ + "_kernels[] = {\n";
+    for (const Launch &l : launches_)
+      s += "  \"" + l.kernel + "\",\n";
+    s += "};\n";
+    s += "static const double tcc_" + entry_ + "_costs[] = {\n";
+    for (const Launch &l : launches_)
+      s += llvm::formatv("  {0:e}, {1:e},\n", l.flops, l.bytes).str();
+    s += "};\n";
+  }
+  std::string table = labels_.empty() ? "nullptr" : "tcc_" + entry_ + "_labels";
+  std::string kernelTable = labels_.empty() ? "nullptr" : "tcc_" + entry_ + "_kernels";
+  std::string costTable = labels_.empty() ? "nullptr" : "tcc_" + entry_ + "_costs";
+  s += llvm::formatv(
+      "static const tcc_cuda_host::Entry tcc_{0}_entry = {{\"{0}\", {1}, {4}, {5}, {2}, "
+      "tcc_control_offset, {3}, tcc_{0}_hyper, tcc_{0}_body, tcc_{0}_finish};\n"
+      "static tcc_cuda_host::EntryState tcc_{0}_state;\n"
+      "static int32_t tcc_{0}(const tcc_step_args *args) {{\n"
+      "  return tcc_cuda_host::run_call(tcc_{0}_entry, tcc_{0}_state, "
+      "*tcc_step_get_descriptor(), args);\n}\n\n",
+      entry_, table, labels_.size(), controlBytes_, kernelTable, costTable);
+  return s;
+}
+
+FailureOr<std::string> CudaStepEmitter::placeArgument(const ArgumentRole &role,
+                                                     const std::string &n, MemRefType t) {
+  using namespace control;
+  std::string st = storageType(t.getElementType());
+  switch (role.kind) {
+  case ArgumentRole::Hyper: {
+    // Hyper-parameters live in the control block (slots of 8 bytes after
+    // the loss), written from the host before each call.
+    constexpr int kHyperSlots = (kControlHeaderBytes - kControlHyperOffset) / 8;
+    if (hyperSlots_ >= kHyperSlots)
+      return f_.emitError("cuda codegen: more than ") << kHyperSlots << " hyper-parameters";
+    int64_t offset = kControlHyperOffset + 8 * hyperSlots_++;
+    hyper_ += llvm::formatv("  {{ const {0} v = static_cast<{0}>({1}); "
+                            "std::memcpy(control + {2}, &v, sizeof(v)); }\n",
+                            st, role.hyperValue, offset);
+    return llvm::formatv("  {0} *{1} = reinterpret_cast<{0} *>(ws + tcc_control_offset + "
+                         "{2}); // {3}\n",
+                         st, n, offset, role.label)
+        .str();
+  }
+  case ArgumentRole::Loss:
+    finish_ += llvm::formatv("  {{ {0} v; std::memcpy(&v, control + {1}, sizeof(v)); "
+                             "*args->loss = static_cast<float>(v); }\n",
+                             st, kControlLossOffset);
+    return llvm::formatv("  {0} *{1} = reinterpret_cast<{0} *>(ws + tcc_control_offset + "
+                         "{2}); // loss\n",
+                         st, n, kControlLossOffset)
+        .str();
+  case ArgumentRole::TrainOutput: {
+    // After the header, each 64-byte aligned.
+    constexpr int64_t kTrainOutputAlignment = 64;
+    int64_t offset = controlBytes_;
+    finish_ += llvm::formatv(
+        "  if (args->train_outputs && args->train_outputs[{0}]) "
+        "std::memcpy(args->train_outputs[{0}], control + {1}, {2});\n",
+        role.index, offset, bufferBytes(t));
+    controlBytes_ += (bufferBytes(t) + kTrainOutputAlignment - 1) / kTrainOutputAlignment *
+                     kTrainOutputAlignment;
+    return llvm::formatv("  {0} *{1} = reinterpret_cast<{0} *>(ws + tcc_control_offset + "
+                         "{2}); // train output {3} {4}\n",
+                         st, n, offset, role.label, shapeComment(t))
+        .str();
+  }
+  default:
+    return f_.emitError("cuda codegen: no control-block place for argument ") << n;
+  }
+}
+
+void CudaStepEmitter::launch(llvm::raw_ostream &os, Operation *op, const std::string &kernel,
+                             const std::string &call, const std::string &shape, double flops,
+                             double bytes) {
+  int32_t id = static_cast<int32_t>(labels_.size());
+  std::string node = locName(op->getLoc());
+  labels_.push_back((node.empty() ? std::string("?") : node) + ": " +
+                    op->getName().getStringRef().str() + " (" + kernel + ")");
+  os << "  " << call << "\n";
+  if (call.find("return rc;") == std::string::npos) // not self-checking
+    os << "  if (int32_t rc = tcc_cuda_host::after_launch(s, " << id << ")) return rc;\n";
+  launches_.push_back({entry_, kernel, shape, node, flops, bytes});
+}
+
+LogicalResult CudaStepEmitter::emitOp(Operation *op, llvm::raw_ostream &os, double &flops) {
+  if (!isa<kern::WorkspaceViewOp, kern::ReshapeOp, kern::ConstantOp>(op)) {
+    std::string node = locName(op->getLoc());
+    os << "  // " << (node.empty() ? std::string("?") : node) << ": "
+       << op->getName().getStringRef() << "\n";
+  }
+  return llvm::TypeSwitch<Operation *, LogicalResult>(op)
+      .Case([&](kern::WorkspaceViewOp v) {
+        std::string st = storageType(v.getType().getElementType());
+        os << llvm::formatv("  {0} *{1} = reinterpret_cast<{0} *>(ws + {2}); // {3}\n",
+                            st, fresh(v.getResult()), v.getOffset(),
+                            shapeComment(v.getType()));
+        return success();
+      })
+      .Case([&](kern::ReshapeOp r) {
+        os << llvm::formatv("  auto *{0} = {1}; // viewed as {2}\n", fresh(r.getResult()),
+                            name(r.getInput()), shapeComment(mrt(r.getResult())));
+        return success();
+      })
+      .Case([&](kern::ConstantOp c) { return emitConstant(c, os); })
+      .Case([&](kern::GemmOp g) { return emitGemm(g, os, flops); })
+      .Case([&](kern::ElementwiseOp e) { return emitElementwise(e, os, flops); })
+      .Case([&](kern::ReduceOp r) { return emitReduce(r, os, flops); })
+      .Case([&](kern::FillOp f) { return emitFill(f, os); })
+      .Case<kern::TransposeOp, kern::SliceOp, kern::ConcatOp>([&](Operation *copy) {
+        std::string family = isa<kern::TransposeOp>(copy) ? "transpose"
+                             : isa<kern::SliceOp>(copy)   ? "slice"
+                                                          : "concat";
+        for (const StridedCopy &c : stridedCopies(copy))
+          if (failed(emitCopy(op, os, c, family)))
+            return failure();
+        return success();
+      })
+      .Case([&](kern::GatherOp g) { return emitGather(g, os); })
+      .Case([&](kern::ScatterAddOp sa) { return emitScatterAdd(sa, os, flops); })
+      .Case([&](kern::SoftmaxCrossEntropyOp x) { return emitSoftmaxXent(x, os, flops); })
+      .Case([&](kern::SoftmaxCrossEntropyGradOp x) { return emitSoftmaxXentGrad(x, os, flops); })
+      .Default([&](Operation *other) {
+        return other->emitError("cuda codegen: cannot generate code for ")
+               << other->getName()
+               << (isa<kern::AllocOp>(other) ? " (run kern-plan-memory first)" : "");
+      });
+}
+
+} // namespace tcc::codegen::cuda

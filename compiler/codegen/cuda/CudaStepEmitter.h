@@ -1,0 +1,122 @@
+// One entry point (@train_step or @forward) of a CUDA step: the host body
+// that enqueues its kernels, the functions writing hyper-parameters into
+// and reading the loss and train outputs out of the control block, its
+// launch label table and its tcc_cuda_host::Entry.
+//
+// The emitter is one class; its kernel families live in files of their own
+// (a new family is a new file and a case in emitOp):
+//   CudaStepEmitter.cpp     arguments, launches, the op dispatch, the entry
+//   ElementwiseKernels.cpp  kern.elementwise (scalar and 16-byte vector)
+//   ReductionKernels.cpp    kern.reduce (prelude families, generated rest)
+//   GemmKernels.cpp         kern.gemm through cuBLASLt
+//   CopyKernels.cpp         transpose / slice / concat, fill, constants
+//   PreludeKernels.cpp      wrappers of the prelude's fixed families
+//                           (gather, scatter-add, softmax cross-entropy)
+#ifndef TCC_COMPILER_CODEGEN_CUDA_CUDASTEPEMITTER_H
+#define TCC_COMPILER_CODEGEN_CUDA_CUDASTEPEMITTER_H
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "compiler/codegen/common/LoopLayout.h"
+#include "compiler/codegen/common/StepArguments.h"
+#include "compiler/codegen/cuda/CudaCodegen.h"
+#include "compiler/codegen/cuda/KernelRegistry.h"
+#include "dialects/kern/KernDialect.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+
+// kControlLossOffset, kControlHyperOffset, kControlHeaderBytes: the layout
+// cuda_host_support.h reads (the header is constants only, for inclusion
+// inside a namespace).
+namespace tcc::codegen::control {
+#include "compiler/codegen/cuda/ControlBlockLayout.h"
+} // namespace tcc::codegen::control
+
+namespace tcc::codegen::cuda {
+
+// A launch of one of the prelude's fixed kernel families through a
+// generated wrapper `void (cudaStream_t s, p0, ..., pN[, status, code])`.
+struct FamilyLaunch {
+  StringRef kind;              // the wrapper's name suffix ("reduce", "gather")
+  std::string launcherCall;    // the prelude launcher call, on p0..pN
+  SmallVector<Value> buffers;  // p0..pN
+  SmallVector<bool> written;   // which buffers are outputs (not const)
+  bool checked = false;        // takes status and code (bad ids or labels)
+  double flops = 0, bytes = 0; // for the kernel list
+  std::string shape;           // for the kernel list
+};
+
+class CudaStepEmitter : public ArgumentPlacement {
+public:
+  // `entry` is "train" or "eval"; `gemmSites` numbers cuBLASLt plans
+  // across both entries.
+  CudaStepEmitter(func::FuncOp f, StringRef entry, KernelRegistry &kernels,
+                  const CudaCodegenOptions &options, int &gemmSites)
+      : f_(f), entry_(entry.str()), kernels_(kernels), options_(options),
+        gemmSites_(gemmSites) {}
+
+  LogicalResult emit(int64_t outputScratchBase, double &flops);
+
+  // The body, hyper, finish functions, label table and entry.
+  std::string source() const;
+
+  int64_t outputScratchBytes() const { return scratch_.bytes; }
+  int64_t controlBytes() const { return controlBytes_; }
+  const std::vector<Launch> &launches() const { return launches_; }
+
+  // Hyper-parameters, the loss and train outputs live in the control block.
+  FailureOr<std::string> placeArgument(const ArgumentRole &role, const std::string &n,
+                                       MemRefType t) override;
+
+private:
+  std::string fresh(Value v) { return names_.fresh(v); }
+  std::string name(Value v) { return names_(v); }
+
+  // A launch of `kernel`: the call, its check, its label and list entry.
+  void launch(llvm::raw_ostream &os, Operation *op, const std::string &kernel,
+              const std::string &call, const std::string &shape, double flops,
+              double bytes);
+  int32_t nextId() const { return static_cast<int32_t>(labels_.size()); }
+
+  LogicalResult emitOp(Operation *op, llvm::raw_ostream &os, double &flops);
+
+  // PreludeKernels.cpp
+  LogicalResult emitFamily(Operation *op, llvm::raw_ostream &os, const FamilyLaunch &l);
+  LogicalResult emitGather(kern::GatherOp g, llvm::raw_ostream &os);
+  LogicalResult emitScatterAdd(kern::ScatterAddOp sa, llvm::raw_ostream &os, double &flops);
+  LogicalResult emitSoftmaxXent(kern::SoftmaxCrossEntropyOp x, llvm::raw_ostream &os,
+                                double &flops);
+  LogicalResult emitSoftmaxXentGrad(kern::SoftmaxCrossEntropyGradOp x, llvm::raw_ostream &os,
+                                    double &flops);
+  // CopyKernels.cpp
+  LogicalResult emitCopy(Operation *op, llvm::raw_ostream &os, const StridedCopy &c,
+                         StringRef kind);
+  LogicalResult emitFill(kern::FillOp fill, llvm::raw_ostream &os);
+  LogicalResult emitConstant(kern::ConstantOp c, llvm::raw_ostream &os);
+  // GemmKernels.cpp
+  LogicalResult emitGemm(kern::GemmOp g, llvm::raw_ostream &os, double &flops);
+  // ElementwiseKernels.cpp
+  LogicalResult emitElementwise(kern::ElementwiseOp e, llvm::raw_ostream &os, double &flops);
+  // ReductionKernels.cpp
+  LogicalResult emitReduce(kern::ReduceOp r, llvm::raw_ostream &os, double &flops);
+  LogicalResult emitGenericReduce(kern::ReduceOp r, llvm::raw_ostream &os, int kind,
+                                  double bytes);
+
+  func::FuncOp f_;
+  std::string entry_;
+  KernelRegistry &kernels_;
+  std::vector<Launch> launches_; // in label order
+  const CudaCodegenOptions &options_;
+  int &gemmSites_;
+  ValueNames names_;
+  OutputScratch scratch_{0, 0, 256};
+  std::string body_, hyper_, finish_;
+  std::vector<std::string> labels_;
+  int hyperSlots_ = 0; // control-block hyper-parameter slots used
+  int64_t controlBytes_ = control::kControlHeaderBytes; // header + train outputs so far
+};
+
+} // namespace tcc::codegen::cuda
+
+#endif // TCC_COMPILER_CODEGEN_CUDA_CUDASTEPEMITTER_H

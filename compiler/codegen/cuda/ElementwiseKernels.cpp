@@ -1,0 +1,177 @@
+// kern.elementwise as one generated kernel per distinct (shape, body): the
+// body is printed once as a device lambda (ScalarPrinter, CUDA flavour) and
+// called per element, or per four elements with 16-byte loads and stores.
+#include "compiler/codegen/cuda/CudaStepEmitter.h"
+
+#include <algorithm>
+
+#include "compiler/codegen/common/ScalarPrinter.h"
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "llvm/ADT/DenseSet.h"
+#include "llvm/ADT/StringExtras.h"
+#include "llvm/Support/FormatVariadic.h"
+
+namespace tcc::codegen::cuda {
+
+// outputs[i] = body(inputs broadcast to the shape [i], i): one thread per
+// element (grid-stride), or per 4 elements with 16-byte loads and stores
+// when every non-scalar operand is a full, contiguous 4-byte buffer.
+LogicalResult CudaStepEmitter::emitElementwise(kern::ElementwiseOp e, llvm::raw_ostream &os,
+                                               double &flops) {
+  ArrayRef<int64_t> shape = e.getShape();
+  int64_t n = mrt(e.getOutputs()[0]).getNumElements();
+  Block &body = e.getBodyBlock();
+  SmallVector<SmallVector<int64_t>> strides;
+  for (Value in : e.getInputs())
+    strides.push_back(broadcastStrides(mrt(in).getShape(), shape));
+  strides.push_back(contiguousStrides(shape));
+  LoopNest nest = LoopNest::build(shape, strides);
+
+  llvm::DenseMap<Value, std::string> scalars;
+  llvm::DenseSet<Value> invariant;
+  std::string preamble, text, params, lambdaParams, loads, vecLoads;
+  bool vectorize = n % 4 == 0 && n >= 4;
+  SmallVector<std::string> perElement; // lambda argument names in order
+  SmallVector<size_t> perElementInput;
+  for (auto [k, in] : llvm::enumerate(e.getInputs())) {
+    MemRefType t = mrt(in);
+    Type et = t.getElementType();
+    params += llvm::formatv("{0}const {1} *in{2}", k ? ", " : "", storageType(et), k).str();
+    BlockArgument arg = body.getArgument(k);
+    if (arg.use_empty())
+      continue;
+    std::string sn = "a" + std::to_string(k);
+    scalars[arg] = sn;
+    if (t.getNumElements() == 1) {
+      preamble += "  const " + scalarType(et) + " " + sn + " = " +
+                  load(et, "in" + std::to_string(k) + "[0]") + ";\n";
+      invariant.insert(arg);
+      continue;
+    }
+    perElement.push_back(sn);
+    perElementInput.push_back(k);
+    lambdaParams += (lambdaParams.empty() ? "" : ", ") + scalarType(et) + " " + sn;
+    loads += "    const " + scalarType(et) + " " + sn + " = " +
+             load(et, "in" + std::to_string(k) + "[" + nest.index(k) + "]") + ";\n";
+    bool full = t.getNumElements() == n && kern::elementBytes(et) == 4 &&
+                (et.isF32() || et.isInteger(32));
+    vectorize &= full;
+  }
+  for (auto [j, out] : llvm::enumerate(e.getOutputs())) {
+    Type et = mrt(out).getElementType();
+    params += llvm::formatv("{0}{1} *out{2}", params.empty() ? "" : ", ", storageType(et), j)
+                  .str();
+    vectorize &= et.isF32() || et.isInteger(32);
+  }
+  scalars[e.getFlatIndex()] = "flat";
+  ScalarPrinter printer(scalars, CodeTarget::Cuda);
+  int64_t ops = 0;
+  for (Operation &op : body.without_terminator()) {
+    bool hoist = llvm::all_of(op.getOperands(), [&](Value v) { return invariant.contains(v); });
+    std::string stmt;
+    if (failed(printer.print(&op, stmt)))
+      return failure();
+    (hoist ? preamble : text) += (hoist ? "  " : "      ") + stmt;
+    if (hoist)
+      invariant.insert(op.getResult(0));
+    else if (!isa<arith::ConstantOp>(op))
+      ++ops;
+  }
+  auto yield = cast<kern::YieldOp>(body.getTerminator());
+  std::string outParams, outDecls, outStores, vecOut;
+  for (auto [j, pair] : llvm::enumerate(llvm::zip(e.getOutputs(), yield.getValues()))) {
+    auto [out, v] = pair;
+    Type et = mrt(out).getElementType();
+    outParams += ", " + scalarType(et) + " &o" + std::to_string(j);
+    text += "      o" + std::to_string(j) + " = " + scalars.lookup(v) + ";\n";
+    outDecls += "    " + scalarType(et) + " o" + std::to_string(j) + ";\n";
+    outStores += "    out" + std::to_string(j) + "[i] = " + store(et, "o" + std::to_string(j)) + ";\n";
+  }
+  double bytes = 0;
+  for (Value v : e.getInputs())
+    bytes += bufferBytes(mrt(v));
+  for (Value v : e.getOutputs())
+    bytes += bufferBytes(mrt(v));
+  double work = static_cast<double>(n) * ops;
+  flops += work;
+  if (n == 0)
+    return success();
+
+  std::string it = indexType(n);
+  std::string lambda = "  auto body = [&](" + lambdaParams +
+                       (lambdaParams.empty() ? "" : ", ") + "int64_t flat" + outParams +
+                       ") {\n" + text + "  };\n";
+  std::string argList = llvm::join(perElement, ", ");
+  std::string loop;
+  int64_t items = vectorize ? n / 4 : n;
+  if (vectorize) {
+    loop = llvm::formatv("  for ({0} q = blockIdx.x * ({0}){1} + threadIdx.x; q < {2}u; "
+                         "q += ({0})gridDim.x * {1}) {{\n"
+                         "    const int64_t i = static_cast<int64_t>(q) * 4;\n",
+                         it, kThreads, items)
+               .str();
+    for (auto [p, k] : llvm::zip(perElement, perElementInput)) {
+      Type et = mrt(e.getInputs()[k]).getElementType();
+      loop += llvm::formatv("    const {0} x{1} = reinterpret_cast<const {0} *>(in{1})[q];\n",
+                            et.isF32() ? "float4" : "int4", k)
+                  .str();
+    }
+    SmallVector<std::string> outVecs;
+    for (auto [j, out] : llvm::enumerate(e.getOutputs())) {
+      Type et = mrt(out).getElementType();
+      loop += llvm::formatv("    {0} y{1};\n", et.isF32() ? "float4" : "int4", j).str();
+    }
+    for (const char *lane : {"x", "y", "z", "w"}) {
+      std::string call = "    body(";
+      for (auto [p, k] : llvm::zip(perElement, perElementInput))
+        call += "x" + std::to_string(k) + "." + lane + ", ";
+      call += std::string("i + ") + std::to_string(lane[0] == 'w' ? 3 : lane[0] - 'x');
+      for (size_t j = 0; j < e.getOutputs().size(); ++j)
+        call += ", y" + std::to_string(j) + "." + lane;
+      loop += call + ");\n";
+    }
+    for (size_t j = 0; j < e.getOutputs().size(); ++j) {
+      Type et = mrt(e.getOutputs()[j]).getElementType();
+      loop += llvm::formatv("    reinterpret_cast<{0} *>(out{1})[q] = y{1};\n",
+                            et.isF32() ? "float4" : "int4", j)
+                  .str();
+    }
+    loop += "  }\n";
+  } else {
+    loop = llvm::formatv("  for ({0} i = blockIdx.x * ({0}){1} + threadIdx.x; i < {2}u; "
+                         "i += ({0})gridDim.x * {1}) {{\n",
+                         it, kThreads, items)
+               .str();
+    loop += coordinates(nest.sizes, "i", it);
+    loop += loads + outDecls + "    body(" + argList + (argList.empty() ? "" : ", ") +
+            "static_cast<int64_t>(i)";
+    for (size_t j = 0; j < e.getOutputs().size(); ++j)
+      loop += ", o" + std::to_string(j);
+    loop += ");\n" + outStores + "  }\n";
+  }
+  std::string kernelText =
+      llvm::formatv("static __global__ void __launch_bounds__({0}) @NAME@_kernel({1}) {{\n",
+                    kThreads, params)
+          .str() +
+      preamble + lambda + loop + "}\n";
+  std::string argNames;
+  for (size_t k = 0; k < e.getInputs().size(); ++k)
+    argNames += (k ? ", in" : "in") + std::to_string(k);
+  for (size_t j = 0; j < e.getOutputs().size(); ++j)
+    argNames += (argNames.empty() ? "out" : ", out") + std::to_string(j);
+  kernelText += llvm::formatv("extern \"C\" void @NAME@(cudaStream_t s, {0}) {{\n"
+                              "  @NAME@_kernel<<<{1}, {2}, 0, s>>>({3});\n}\n",
+                              params, blocksFor(items), kThreads, argNames)
+                    .str();
+  std::string kernel = kernels_.add(vectorize ? "ew4" : "ew", kernelText, params);
+  std::string call = kernel + "(s";
+  for (Value v : e.getInputs())
+    call += ", " + name(v);
+  for (Value v : e.getOutputs())
+    call += ", " + name(v);
+  launch(os, e, kernel, call + ");",
+         llvm::formatv("{0}x{1}", blocksFor(items), kThreads).str(), work, bytes);
+  return success();
+}
+
+} // namespace tcc::codegen::cuda

@@ -1,0 +1,79 @@
+// kern.gemm through cuBLASLt (tcc_cuda_host::gemm in cuda_host_support.h,
+// one cached plan per call site): one product when the batch folds into M,
+// one strided-batched product when both operands are fully batched, else
+// a host loop of products over the broadcast batch.
+#include "compiler/codegen/cuda/CudaStepEmitter.h"
+
+#include <algorithm>
+
+#include "llvm/Support/FormatVariadic.h"
+
+namespace tcc::codegen::cuda {
+
+// out (batch..., M, N) = op(a) x op(b) per batch, batch dims broadcast.
+LogicalResult CudaStepEmitter::emitGemm(kern::GemmOp g, llvm::raw_ostream &os,
+                                        double &flops) {
+  GemmShape s = GemmShape::of(g);
+  MemRefType a = mrt(g.getA()), b = mrt(g.getB()), c = mrt(g.getOut());
+  double work = s.flops();
+  flops += work;
+  if (s.batchCount * s.m * s.n == 0)
+    return success();
+  Type et = c.getElementType();
+  const char *type = et.isF64() ? "tcc_cuda_host::kGemmF64"
+                     : et.isBF16() ? "tcc_cuda_host::kGemmBF16"
+                     : et.isF16()  ? "tcc_cuda_host::kGemmF16"
+                                   : "tcc_cuda_host::kGemmF32";
+  double alpha = g.getAlpha().convertToDouble(), beta = g.getBeta().convertToDouble();
+  std::string wsArg = "ws + tcc_gemm_workspace_offset, tcc_gemm_workspace_bytes";
+  double bytes = bufferBytes(a) + bufferBytes(b) + 2.0 * bufferBytes(c);
+  auto call = [&](int64_t mm, int64_t count, int64_t sa, int64_t sb, int64_t sc,
+                  const std::string &pa, const std::string &pb, const std::string &pc) {
+    int site = gemmSites_++;
+    return llvm::formatv(
+               "static tcc_cuda_host::GemmPlan tcc_gemm_plan_{0};\n"
+               "  if (int32_t rc = tcc_cuda_host::gemm(tcc_gemm_plan_{0}, s, {1}, {2}, {3}, "
+               "{4}, {5}, {6}, {7}, {8}, {9}, {10}, {11}, {12}, {13:e}, {14:e}, {15}, {16}, "
+               "{17}, {18})) return rc;",
+               site, nextId(), type, options_.tf32 ? "true" : "false",
+               s.ta ? "true" : "false", s.tb ? "true" : "false", mm, s.n, s.k, count, sa, sb,
+               sc, alpha, beta, pa, pb, pc, wsArg)
+        .str();
+  };
+  std::string shape =
+      llvm::formatv("{0}x{1}x{2}{3}", s.m, s.n, s.k,
+                    s.batchCount > 1 ? " x" + std::to_string(s.batchCount) : std::string())
+          .str();
+  if (s.foldsBatchIntoM()) {
+    launch(os, g, "cublasLtMatmul",
+           call(s.batchCount * s.m, 1, 0, 0, 0, name(g.getA()), name(g.getB()),
+                name(g.getOut())),
+           shape, work, bytes);
+    return success();
+  }
+  if (s.fullyBatched()) {
+    launch(os, g, "cublasLtMatmul",
+           call(s.m, s.batchCount, s.m * s.k, s.k * s.n, s.m * s.n, name(g.getA()),
+                name(g.getB()), name(g.getOut())),
+           shape, work, bytes);
+    return success();
+  }
+  // Broadcast batch (rare: a shared operand of rank > 2): one product per
+  // batch element.
+  LoopNest nest = s.batchLoop();
+  std::string loop;
+  for (auto [d, size] : llvm::enumerate(nest.sizes))
+    loop += llvm::formatv("for (int64_t i{0} = 0; i{0} < {1}; ++i{0}) ", d, size).str();
+  std::string inner = call(s.m, 1, 0, 0, 0, name(g.getA()) + " + " + nest.index(0),
+                           name(g.getB()) + " + " + nest.index(1),
+                           name(g.getOut()) + " + " + nest.index(2));
+  // The plan declaration stays outside the loop.
+  size_t split = inner.find('\n');
+  launch(os, g, "cublasLtMatmul",
+         inner.substr(0, split + 1) + "  " + loop + "{\n  " + inner.substr(split + 3) +
+             "\n  }",
+         shape, work, bytes);
+  return success();
+}
+
+} // namespace tcc::codegen::cuda

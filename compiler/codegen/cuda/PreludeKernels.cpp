@@ -1,0 +1,117 @@
+// Launches of the prelude's fixed kernel families (cuda_prelude pieces):
+// each op gets a small generated wrapper around the family's launcher, so
+// the host unit only sees plain extern "C" functions. Gather, scatter-add
+// and the softmax cross-entropy pair check ids and labels on the device
+// and record a bad one in the control block's status (`code`: 1 + the
+// launch's index).
+#include "compiler/codegen/cuda/CudaStepEmitter.h"
+
+#include <algorithm>
+
+#include "llvm/Support/FormatVariadic.h"
+
+namespace tcc::codegen::cuda {
+
+// A wrapper around a prelude launcher: parameters p0..pN (the buffers,
+// `written` says which are outputs), plus status/code when `checked`.
+LogicalResult CudaStepEmitter::emitFamily(Operation *op, llvm::raw_ostream &os,
+                                          const FamilyLaunch &l) {
+  std::string params, args;
+  for (auto [k, v] : llvm::enumerate(l.buffers)) {
+    params += llvm::formatv("{0}{1}{2} *p{3}", k ? ", " : "", l.written[k] ? "" : "const ",
+                            storageType(mrt(v).getElementType()), k)
+                  .str();
+    args += ", " + name(v);
+  }
+  if (l.checked) {
+    params += ", int32_t *status, int32_t code";
+    args += ", status, " + std::to_string(nextId() + 1);
+  }
+  std::string text = "extern \"C\" void @NAME@(cudaStream_t s, " + params + ") {\n  " +
+                     l.launcherCall + "\n}\n";
+  std::string kernel = kernels_.add(l.kind, text, params);
+  launch(os, op, kernel, kernel + "(s" + args + ");", l.shape, l.flops, l.bytes);
+  return success();
+}
+
+LogicalResult CudaStepEmitter::emitGather(kern::GatherOp g, llvm::raw_ostream &os) {
+  MemRefType table = mrt(g.getTable());
+  int64_t v = table.getDimSize(0), row = table.getNumElements() / std::max<int64_t>(v, 1);
+  int64_t n = mrt(g.getIds()).getNumElements();
+  FamilyLaunch l;
+  l.kind = "gather";
+  l.launcherCall = llvm::formatv("tcc_cuda::launch_gather_rows<{0}, {1}>(p0, p1, p2, "
+                                 "{2}, {3}, {4}, status, code, s);",
+                                 storageType(table.getElementType()),
+                                 storageType(mrt(g.getIds()).getElementType()), n, v, row);
+  l.buffers = {g.getTable(), g.getIds(), g.getOut()};
+  l.written = {false, false, true};
+  l.checked = true;
+  l.flops = 0;
+  l.bytes = static_cast<double>(n) * row * 2 * kern::elementBytes(table.getElementType());
+  l.shape = llvm::formatv("{0} rows of {1}", n, row).str();
+  return emitFamily(g, os, l);
+}
+
+LogicalResult CudaStepEmitter::emitScatterAdd(kern::ScatterAddOp sa, llvm::raw_ostream &os,
+                                              double &flops) {
+  MemRefType out = mrt(sa.getOut());
+  int64_t v = out.getDimSize(0), row = out.getNumElements() / std::max<int64_t>(v, 1);
+  int64_t n = mrt(sa.getIds()).getNumElements();
+  flops += static_cast<double>(n) * row;
+  FamilyLaunch l;
+  l.kind = "scatter_add";
+  l.launcherCall = llvm::formatv("tcc_cuda::launch_scatter_add_rows<{0}, {1}>(p0, p1, "
+                                 "p2, {2}, {3}, {4}, status, code, s);",
+                                 storageType(out.getElementType()),
+                                 storageType(mrt(sa.getIds()).getElementType()), n, v, row);
+  l.buffers = {sa.getUpdates(), sa.getIds(), sa.getOut()};
+  l.written = {false, false, true};
+  l.checked = true;
+  l.flops = static_cast<double>(n) * row;
+  l.bytes = static_cast<double>(bufferBytes(out)) * 2 + bufferBytes(mrt(sa.getUpdates()));
+  l.shape = llvm::formatv("{0} rows of {1}", n, row).str();
+  return emitFamily(sa, os, l);
+}
+
+LogicalResult CudaStepEmitter::emitSoftmaxXent(kern::SoftmaxCrossEntropyOp x,
+                                               llvm::raw_ostream &os, double &flops) {
+  MemRefType logits = mrt(x.getLogits());
+  flops += 4.0 * logits.getNumElements();
+  FamilyLaunch l;
+  l.kind = "xent";
+  l.launcherCall = llvm::formatv("tcc_cuda::launch_softmax_xent_forward<{0}, {1}>(p0, "
+                                 "p1, p2, {2}, {3}, status, code, s);",
+                                 storageType(logits.getElementType()),
+                                 storageType(mrt(x.getLabels()).getElementType()),
+                                 logits.getDimSize(0), logits.getDimSize(1));
+  l.buffers = {x.getLogits(), x.getLabels(), x.getLoss()};
+  l.written = {false, false, true};
+  l.checked = true;
+  l.flops = 4.0 * logits.getNumElements();
+  l.bytes = bufferBytes(logits);
+  l.shape = llvm::formatv("{0} rows of {1}", logits.getDimSize(0), logits.getDimSize(1)).str();
+  return emitFamily(x, os, l);
+}
+
+LogicalResult CudaStepEmitter::emitSoftmaxXentGrad(kern::SoftmaxCrossEntropyGradOp x,
+                                                   llvm::raw_ostream &os, double &flops) {
+  MemRefType logits = mrt(x.getLogits());
+  flops += 5.0 * logits.getNumElements();
+  FamilyLaunch l;
+  l.kind = "xent_grad";
+  l.launcherCall = llvm::formatv("tcc_cuda::launch_softmax_xent_backward<{0}, {1}>(p0, p1, "
+                                 "p2, p3, {2}, {3}, status, code, s);",
+                                 storageType(logits.getElementType()),
+                                 storageType(mrt(x.getLabels()).getElementType()),
+                                 logits.getDimSize(0), logits.getDimSize(1));
+  l.buffers = {x.getLogits(), x.getLabels(), x.getGrad(), x.getOut()};
+  l.written = {false, false, false, true};
+  l.checked = true;
+  l.flops = 5.0 * logits.getNumElements();
+  l.bytes = 2.0 * bufferBytes(logits);
+  l.shape = llvm::formatv("{0} rows of {1}", logits.getDimSize(0), logits.getDimSize(1)).str();
+  return emitFamily(x, os, l);
+}
+
+} // namespace tcc::codegen::cuda

@@ -1,0 +1,123 @@
+// kern.reduce: the prelude's row and middle-axis reduction families after
+// merging neighbouring dimensions, or a generated kernel (one thread per
+// output element) for the rare interleaved cases.
+#include "compiler/codegen/cuda/CudaStepEmitter.h"
+
+#include <algorithm>
+
+#include "llvm/Support/FormatVariadic.h"
+
+namespace tcc::codegen::cuda {
+
+// out = sum / mean / max of input over axes, as one of the prelude's
+// families after merging neighbouring dimensions: rows (innermost
+// reduced), middle (outer x reduced x inner), or a generated kernel with
+// one thread per output for the rare interleaved cases.
+LogicalResult CudaStepEmitter::emitReduce(kern::ReduceOp r, llvm::raw_ostream &os,
+                                          double &flops) {
+  MemRefType in = mrt(r.getInput()), out = mrt(r.getOut());
+  ArrayRef<int64_t> shape = in.getShape();
+  Type et = out.getElementType();
+  int kind = r.getKind() == kern::ReduceKind::sum ? 0
+             : r.getKind() == kern::ReduceKind::mean ? 1
+                                                      : 2;
+  // Runs of kept (false) / reduced (true) dimensions, size-1 dims dropped.
+  SmallVector<std::pair<bool, int64_t>> runs;
+  for (int64_t d = 0; d < static_cast<int64_t>(shape.size()); ++d) {
+    if (shape[d] == 1)
+      continue;
+    bool reduced = llvm::is_contained(r.getAxes(), d);
+    if (!runs.empty() && runs.back().first == reduced)
+      runs.back().second *= shape[d];
+    else
+      runs.push_back({reduced, shape[d]});
+  }
+  flops += in.getNumElements();
+  if (in.getNumElements() == 0 || out.getNumElements() == 0)
+    return success(); // (an empty input: the output is left to the plan)
+  std::string st = storageType(et);
+  double bytes = bufferBytes(in) + bufferBytes(out);
+  auto family = [&](StringRef launcher, const std::string &sizes) {
+    FamilyLaunch l;
+    l.kind = "reduce";
+    l.launcherCall =
+        llvm::formatv("tcc_cuda::{0}<{1}, {2}>(p0, p1, {3}, s);", launcher, st, kind, sizes);
+    l.buffers = {r.getInput(), r.getOut()};
+    l.written = {false, true};
+    l.flops = in.getNumElements();
+    l.bytes = bytes;
+    l.shape = launcher.drop_front(7).str() + "(" + sizes + ")"; // "reduce_rows(...)"
+    return emitFamily(r, os, l);
+  };
+  auto isPattern = [&](std::initializer_list<bool> p) {
+    if (runs.size() != p.size())
+      return false;
+    size_t i = 0;
+    for (bool b : p)
+      if (runs[i++].first != b)
+        return false;
+    return true;
+  };
+  if (runs.empty())
+    return family("launch_reduce_rows", "1, 1");
+  if (isPattern({true}))
+    return family("launch_reduce_rows", "1, " + std::to_string(runs[0].second));
+  if (isPattern({false}))
+    return family("launch_reduce_rows", std::to_string(runs[0].second) + ", 1");
+  if (isPattern({false, true}))
+    return family("launch_reduce_rows", llvm::formatv("{0}, {1}", runs[0].second,
+                                                      runs[1].second));
+  if (isPattern({true, false}))
+    return family("launch_reduce_middle",
+                  llvm::formatv("1, {0}, {1}", runs[0].second, runs[1].second));
+  if (isPattern({false, true, false}))
+    return family("launch_reduce_middle", llvm::formatv("{0}, {1}, {2}", runs[0].second,
+                                                        runs[1].second, runs[2].second));
+  return emitGenericReduce(r, os, kind, bytes);
+}
+
+LogicalResult CudaStepEmitter::emitGenericReduce(kern::ReduceOp r, llvm::raw_ostream &os,
+                                                 int kind, double bytes) {
+  MemRefType in = mrt(r.getInput()), out = mrt(r.getOut());
+  Type et = out.getElementType();
+  ReduceAxes axes = ReduceAxes::of(r);
+  const SmallVector<int64_t> &keptSizes = axes.keptSizes, &keptStrides = axes.keptStrides,
+                             &redSizes = axes.reducedSizes, &redStrides = axes.reducedStrides;
+  int64_t count = axes.count;
+  std::string st = storageType(et), ct = scalarType(et);
+  std::string acc = kind == 2 ? ct : "double";
+  std::string it = indexType(in.getNumElements());
+  std::string keptOff = "0", redOff = "0";
+  for (auto [d, s] : llvm::enumerate(keptStrides))
+    keptOff += llvm::formatv(" + o{0} * {1}", d, s).str();
+  for (auto [d, s] : llvm::enumerate(redStrides))
+    redOff += llvm::formatv(" + j{0} * {1}", d, s).str();
+  std::string init = kind == 2 ? "-std::numeric_limits<" + ct + ">::infinity()" : "0.0";
+  std::string combine =
+      kind == 2 ? "{ const " + ct + " v = " + load(et, "in[base + " + redOff + "]") +
+                      "; acc = (v > acc || v != v) ? v : acc; }"
+                : "acc += " + load(et, "in[base + " + redOff + "]") + ";";
+  std::string scale = kind == 1 ? llvm::formatv(" * (1.0 / {0})", count).str() : "";
+  int64_t n = out.getNumElements();
+  std::string params = "const " + st + " *in, " + st + " *out";
+  std::string text = llvm::formatv(
+      "static __global__ void __launch_bounds__({0}) @NAME@_kernel({1}) {{\n"
+      "  for ({2} o = blockIdx.x * ({2}){0} + threadIdx.x; o < {3}u; o += ({2})gridDim.x * {0}) "
+      "{{\n{4}"
+      "    const {2} base = {5};\n"
+      "    {6} acc = {7};\n"
+      "    for ({2} r = 0; r < {8}u; ++r) {{\n{9}"
+      "      {10}\n    }\n"
+      "    out[o] = {11};\n  }\n}\n"
+      "extern \"C\" void @NAME@(cudaStream_t s, {1}) {{\n"
+      "  @NAME@_kernel<<<{12}, {0}, 0, s>>>(in, out);\n}\n",
+      kThreads, params, it, n, coordinates(keptSizes, "o", it, "o"), keptOff, acc, init,
+      count, coordinates(redSizes, "r", it, "j"), combine,
+      store(et, "static_cast<" + ct + ">(acc" + scale + ")"), blocksFor(n));
+  std::string kernel = kernels_.add("reduce", text, params);
+  launch(os, r, kernel, kernel + "(s, " + name(r.getInput()) + ", " + name(r.getOut()) + ");",
+         llvm::formatv("{0}x{1}", blocksFor(n), kThreads).str(), in.getNumElements(), bytes);
+  return success();
+}
+
+} // namespace tcc::codegen::cuda

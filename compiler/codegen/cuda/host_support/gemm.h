@@ -1,0 +1,88 @@
+// ---- matrix products (cuBLASLt) ----
+
+enum GemmType { kGemmF32 = 0, kGemmF64 = 1, kGemmBF16 = 2, kGemmF16 = 3 };
+
+// One call site's descriptors and algorithm, made on its first call.
+struct GemmPlan {
+  bool ready = false;
+  cublasLtMatmulDesc_t op = nullptr;
+  cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr;
+  cublasLtMatmulAlgo_t algo;
+};
+
+// Row-major out[batch](m x n) = alpha * op(A)(m x k) op(B)(k x n) + beta * out,
+// computed as the column-major product out^T = op(B)^T op(A)^T. Batch
+// strides in elements (each operand contiguous within a matrix).
+inline int32_t gemm(GemmPlan &p, cudaStream_t s, int32_t kernel, GemmType type,
+                    bool tf32, bool ta, bool tb, int64_t m, int64_t n, int64_t k,
+                    int64_t batch, int64_t stride_a, int64_t stride_b, int64_t stride_c,
+                    double alpha, double beta, const void *A, const void *B, void *C,
+                    void *workspace, size_t workspace_bytes) {
+  cudaDataType_t dt = type == kGemmF64    ? CUDA_R_64F
+                      : type == kGemmBF16 ? CUDA_R_16BF
+                      : type == kGemmF16  ? CUDA_R_16F
+                                          : CUDA_R_32F;
+  bool f64 = type == kGemmF64;
+  if (!p.ready) {
+    cublasComputeType_t compute =
+        f64 ? CUBLAS_COMPUTE_64F
+            : (type == kGemmF32 && tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F);
+    cudaDataType_t scale = f64 ? CUDA_R_64F : CUDA_R_32F;
+    if (int32_t rc = check_cublas(cublasLtMatmulDescCreate(&p.op, compute, scale), kernel))
+      return rc;
+    cublasOperation_t opA = tb ? CUBLAS_OP_T : CUBLAS_OP_N; // cuBLAS "A" is our B
+    cublasOperation_t opB = ta ? CUBLAS_OP_T : CUBLAS_OP_N;
+    cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_TRANSA, &opA, sizeof(opA));
+    cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_TRANSB, &opB, sizeof(opB));
+    uint64_t rowsA = tb ? k : n, colsA = tb ? n : k;
+    uint64_t rowsB = ta ? m : k, colsB = ta ? k : m;
+    if (int32_t rc = check_cublas(
+            cublasLtMatrixLayoutCreate(&p.a, dt, rowsA, colsA, rowsA), kernel))
+      return rc;
+    if (int32_t rc = check_cublas(
+            cublasLtMatrixLayoutCreate(&p.b, dt, rowsB, colsB, rowsB), kernel))
+      return rc;
+    if (int32_t rc = check_cublas(cublasLtMatrixLayoutCreate(&p.c, dt, n, m, n), kernel))
+      return rc;
+    if (batch > 1) {
+      int32_t count = static_cast<int32_t>(batch);
+      cublasLtMatrixLayout_t layouts[3] = {p.a, p.b, p.c};
+      int64_t strides[3] = {stride_b, stride_a, stride_c};
+      for (int i = 0; i < 3; ++i) {
+        cublasLtMatrixLayoutSetAttribute(layouts[i], CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT,
+                                         &count, sizeof(count));
+        cublasLtMatrixLayoutSetAttribute(layouts[i],
+                                         CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET,
+                                         &strides[i], sizeof(strides[i]));
+      }
+    }
+    cublasLtMatmulPreference_t pref = nullptr;
+    if (int32_t rc = check_cublas(cublasLtMatmulPreferenceCreate(&pref), kernel))
+      return rc;
+    uint64_t ws = workspace_bytes;
+    cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
+                                         &ws, sizeof(ws));
+    cublasLtMatmulHeuristicResult_t result;
+    int found = 0;
+    cublasStatus_t h = cublasLtMatmulAlgoGetHeuristic(state().lt, p.op, p.a, p.b, p.c,
+                                                      p.c, pref, 1, &result, &found);
+    cublasLtMatmulPreferenceDestroy(pref);
+    if (h != CUBLAS_STATUS_SUCCESS || found == 0)
+      return set_error("cuBLASLt: no algorithm for a %lldx%lldx%lld product (batch %lld): "
+                       "%s in %s",
+                       static_cast<long long>(m), static_cast<long long>(n),
+                       static_cast<long long>(k), static_cast<long long>(batch),
+                       cublas_status_name(h), where(kernel).c_str());
+    p.algo = result.algo;
+    p.ready = true;
+  }
+  float alpha32 = static_cast<float>(alpha), beta32 = static_cast<float>(beta);
+  const void *pa = f64 ? static_cast<const void *>(&alpha) : &alpha32;
+  const void *pb = f64 ? static_cast<const void *>(&beta) : &beta32;
+  if (int32_t rc = check_cublas(cublasLtMatmul(state().lt, p.op, pa, B, p.a, A, p.b, pb, C, p.c, C,
+                                     p.c, &p.algo, workspace, workspace_bytes, s),
+                      kernel))
+    return rc;
+  return profile_mark(s, kernel);
+}
+

@@ -1,0 +1,45 @@
+// ---- profiling (tcc_device_api) ----
+
+inline int32_t device_set_profiling(int32_t on) {
+  DeviceState &s = state();
+  s.profiling = on != 0;
+  if (s.profiling)
+    for (EntryState *es : entry_states()) {
+      std::fill(es->milliseconds.begin(), es->milliseconds.end(), 0.0);
+      std::fill(es->calls.begin(), es->calls.end(), 0);
+    }
+  return 0;
+}
+
+inline int32_t device_profile_read(tcc_launch_time *out, int32_t capacity) {
+  int32_t n = 0;
+  for (int train = 1; train >= 0; --train)
+    for (EntryState *es : entry_states()) {
+      const Entry *e = es->entry;
+      if (!e || (std::strcmp(e->name, "train") == 0) != (train == 1))
+        continue;
+      for (int32_t k = 0; k < e->num_kernels; ++k) {
+        if (es->calls[k] == 0)
+          continue;
+        if (n < capacity)
+          out[n] = tcc_launch_time{train ? 0 : 1,     k,
+                                   e->kernels[k],     e->labels[k],
+                                   e->costs[2 * k],   e->costs[2 * k + 1],
+                                   es->milliseconds[k], es->calls[k]};
+        ++n;
+      }
+    }
+  return n;
+}
+
+inline const tcc_device_api kDeviceApi = {
+    sizeof(tcc_device_api), device_init,         device_alloc,
+    device_release,         device_alloc_pinned, device_release_pinned,
+    device_copy_to_device,  device_copy_to_host, device_fill_zero,
+    device_upload_async,    device_wait_uploads, device_last_error,
+    device_execution_note,  device_allocated_bytes,
+    device_peak_allocated_bytes, device_copy_on_device,
+    device_set_profiling,   device_profile_read,
+};
+
+} // namespace tcc_cuda_host

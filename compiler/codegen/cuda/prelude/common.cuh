@@ -1,0 +1,261 @@
+// tcc CUDA kernel prelude — pasted by the CUDA code generator at the top of
+// every generated kernel translation unit (.cu), so the generated source is
+// self-contained. The CPU counterpart is cpu_prelude.h: same semantics,
+// kernel for kernel. Elementwise kernels, transposes, slices and concats are
+// generated per op; these are the fixed kernel families (reductions, the
+// softmax cross-entropy pair, embedding gather / scatter-add) and the scalar
+// helpers the generated bodies call.
+//
+// Rules every launcher follows:
+// - it only enqueues work on `stream` and never synchronizes; launch errors
+//   are left for the caller's cudaGetLastError / cudaPeekAtLastError after
+//   the step's launches. The one allocation is launch_reduce_rows'
+//   stream-ordered scratch (cudaMallocAsync / cudaFreeAsync) for few long
+//   rows;
+// - all buffers are device pointers, row-major and contiguous; sizes are
+//   int64_t and every index is 64-bit, so any size works;
+// - grids are capped (grid_for) and every kernel loops grid-stride, so a
+//   launch is always valid; 0 rows / 0 ids launch nothing (rows of 0
+//   elements still have their ids / labels checked, as on the CPU);
+// - T is float or double unless a launcher says otherwise, I (ids and
+//   labels) is int32_t or int64_t;
+// - a bad id or label never reads out of bounds: the row gets NaN (or
+//   zeros, or is skipped, as each launcher says) and fail(status, code)
+//   records `code` in *status unless an earlier failure is already there.
+// - everything except launch_scatter_add_rows is deterministic: the same
+//   sizes and the same buffer addresses give bit-identical results run to
+//   run (the launch shape depends only on the sizes and on whether the base
+//   pointers are 16-byte aligned, which selects the vectorized path; and
+//   for split rows in launch_reduce_rows, on the scratch allocation
+//   succeeding);
+// - build without --use_fast_math / -ftz=true: the f16 conversion of
+//   subnormals and exp / tanh accuracy rely on IEEE float behaviour.
+//
+// Kernels are templates (no non-inline, non-template definitions), so
+// several TUs that each paste this text link into one .so without clashes.
+#ifndef TCC_CUDA_PRELUDE_CUH
+#define TCC_CUDA_PRELUDE_CUH
+
+#include <cuda_runtime.h>
+
+#include <cfloat>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+
+namespace tcc_cuda {
+
+//===--------------------------------------------------------------------===//
+// Launch shapes
+//===--------------------------------------------------------------------===//
+
+// The most blocks any launch here uses: 132 SMs (H100 SXM, H200) x 32, the
+// most resident blocks an SM holds on sm_80/sm_90. With the smallest blocks
+// used here (32 threads) that is still one full wave; bigger blocks get
+// several waves' worth and the grid-stride loops cover the rest. Keeping the
+// grid bounded also keeps it far below the 2^31 - 1 grid.x limit.
+constexpr int64_t kMaxGridBlocks = 132 * 32;
+
+// Blocks for a grid-stride loop over n items with `threads` threads per
+// block: ceil(n / threads), capped at kMaxGridBlocks; 0 when n <= 0.
+inline int64_t grid_for(int64_t n, int threads) {
+  if (n <= 0)
+    return 0;
+  int64_t blocks = (n + threads - 1) / threads;
+  return blocks < kMaxGridBlocks ? blocks : kMaxGridBlocks;
+}
+
+//===--------------------------------------------------------------------===//
+// Scalars
+//===--------------------------------------------------------------------===//
+
+template <class To, class From>
+__host__ __device__ __forceinline__ To bit_cast(From from) {
+  static_assert(sizeof(To) == sizeof(From), "bit_cast needs equal sizes");
+  To to;
+  memcpy(&to, &from, sizeof(To));
+  return to;
+}
+
+// Special values by bit pattern (no constexpr limits in device code).
+template <class T> __host__ __device__ __forceinline__ T quiet_nan();
+template <> __host__ __device__ __forceinline__ float quiet_nan<float>() {
+  return bit_cast<float>(0x7fc00000u);
+}
+template <> __host__ __device__ __forceinline__ double quiet_nan<double>() {
+  return bit_cast<double>(0x7ff8000000000000ull);
+}
+template <class T> __host__ __device__ __forceinline__ T infinity();
+template <> __host__ __device__ __forceinline__ float infinity<float>() {
+  return bit_cast<float>(0x7f800000u);
+}
+template <> __host__ __device__ __forceinline__ double infinity<double>() {
+  return bit_cast<double>(0x7ff0000000000000ull);
+}
+__host__ __device__ __forceinline__ bool sign_bit(float x) {
+  return (bit_cast<uint32_t>(x) >> 31) != 0;
+}
+__host__ __device__ __forceinline__ bool sign_bit(double x) {
+  return (bit_cast<uint64_t>(x) >> 63) != 0;
+}
+
+// bf16 and f16 are stored as their 16 bits and computed in float; every
+// operation producing one rounds to nearest even. Bit for bit the same as
+// cpu_prelude.h (the code is the same, std::nearbyint -> rintf, which also
+// rounds ties to even in the default rounding mode).
+__host__ __device__ __forceinline__ float bf16_to_float(uint16_t h) {
+  return bit_cast<float>(static_cast<uint32_t>(h) << 16);
+}
+__host__ __device__ __forceinline__ uint16_t float_to_bf16(float f) {
+  uint32_t u = bit_cast<uint32_t>(f);
+  if ((u & 0x7fffffffu) > 0x7f800000u) // NaN: keep it a (quiet) NaN
+    return static_cast<uint16_t>((u >> 16) | 0x40);
+  u += 0x7fffu + ((u >> 16) & 1u);
+  return static_cast<uint16_t>(u >> 16);
+}
+__host__ __device__ __forceinline__ float round_bf16(float f) {
+  return bf16_to_float(float_to_bf16(f));
+}
+
+__host__ __device__ __forceinline__ float f16_to_float(uint16_t h) {
+  uint32_t sign = static_cast<uint32_t>(h & 0x8000u) << 16;
+  uint32_t exp = (h >> 10) & 0x1fu, mant = h & 0x3ffu;
+  if (exp == 0x1f) // inf or NaN
+    return bit_cast<float>(sign | 0x7f800000u | (mant << 13));
+  if (exp == 0) { // zero or subnormal: mant * 2^-24
+    float v = static_cast<float>(mant) * (1.0f / 16777216.0f);
+    return sign ? -v : v;
+  }
+  return bit_cast<float>(sign | ((exp + 112) << 23) | (mant << 13));
+}
+__host__ __device__ __forceinline__ uint16_t float_to_f16(float f) {
+  uint32_t u = bit_cast<uint32_t>(f);
+  uint16_t sign = static_cast<uint16_t>((u >> 16) & 0x8000u);
+  uint32_t a = u & 0x7fffffffu;
+  if (a > 0x7f800000u) // NaN
+    return sign | 0x7e00u;
+  if (a >= 0x477ff000u) // rounds to >= 65520: infinity
+    return sign | 0x7c00u;
+  if (a < 0x38800000u) { // below 2^-14: subnormal half, a multiple of 2^-24
+    float v = bit_cast<float>(a) * 16777216.0f;      // exact
+    return sign | static_cast<uint16_t>(::rintf(v)); // ties to even
+  }
+  // Normal: drop 13 mantissa bits with round to nearest even.
+  uint32_t r = a + 0xfffu + ((a >> 13) & 1u);
+  return sign | static_cast<uint16_t>((r - 0x38000000u) >> 13);
+}
+__host__ __device__ __forceinline__ float round_f16(float f) {
+  return f16_to_float(float_to_f16(f));
+}
+
+// arith.maximumf / minimumf: NaN propagates, -0 < +0.
+template <class T> __host__ __device__ __forceinline__ T maximumf(T a, T b) {
+  if (a != a || b != b)
+    return a + b;
+  if (a == b)
+    return sign_bit(a) ? b : a;
+  return a > b ? a : b;
+}
+template <class T> __host__ __device__ __forceinline__ T minimumf(T a, T b) {
+  if (a != a || b != b)
+    return a + b;
+  if (a == b)
+    return sign_bit(a) ? a : b;
+  return a < b ? a : b;
+}
+
+// Accurate libm versions (expf is within 2 ulp, like cpu_prelude's
+// polynomial); never the __expf intrinsic, whose error grows with |x|.
+// e^-inf is exactly 0, so a causal mask's -inf gives 0.
+__host__ __device__ __forceinline__ float exp(float x) { return ::expf(x); }
+__host__ __device__ __forceinline__ double exp(double x) { return ::exp(x); }
+__host__ __device__ __forceinline__ float tanh(float x) { return ::tanhf(x); }
+__host__ __device__ __forceinline__ double tanh(double x) { return ::tanh(x); }
+__host__ __device__ __forceinline__ float log(float x) { return ::logf(x); }
+__host__ __device__ __forceinline__ double log(double x) { return ::log(x); }
+
+// Records `code` in *status if nothing was recorded yet (first failure
+// wins, the step reports it after the stream is synchronized). A null
+// status records nothing.
+__device__ __forceinline__ void fail(int32_t *status, int32_t code) {
+  if (status != nullptr)
+    atomicCAS(reinterpret_cast<int *>(status), 0, static_cast<int>(code));
+}
+
+namespace detail {
+
+// 16-byte vectors: four floats or two doubles per load.
+template <class T> struct Vec16;
+template <> struct Vec16<float> {
+  using type = float4;
+  static constexpr int n = 4;
+};
+template <> struct Vec16<double> {
+  using type = double2;
+  static constexpr int n = 2;
+};
+
+inline bool aligned16(const void *p) {
+  return (reinterpret_cast<uintptr_t>(p) & 15u) == 0;
+}
+
+// Smallest power of two >= n (1 for n <= 1), at most 2^30.
+inline int64_t pow2_at_least(int64_t n) {
+  int64_t p = 1;
+  while (p < n && p < (int64_t(1) << 30))
+    p <<= 1;
+  return p;
+}
+
+template <class T> __host__ __device__ __forceinline__ bool is_inf(T x) {
+  return x == infinity<T>() || x == -infinity<T>();
+}
+
+// Kind 0 sum, 1 mean, 2 max, with the CPU code generator's semantics
+// (CpuCodegen emitReduce): max keeps `v > acc ? v : acc` from -inf, so a NaN
+// element never wins (a row's NaNs are ignored; an all-NaN or empty row
+// gives -inf); mean multiplies the sum by (1 / count), so an empty mean is
+// 0 * inf = NaN. Sums accumulate in T (the CPU's row sums use double):
+// per-thread chains of a few hundred elements at most, then a tree, so the
+// rounding error stays near u * sqrt(chain) * ||x||_2.
+template <class T, int Kind> struct Reducer {
+  static_assert(Kind >= 0 && Kind <= 2, "reduce kind: 0 sum, 1 mean, 2 max");
+  __device__ __forceinline__ static T init() {
+    return Kind == 2 ? -infinity<T>() : T(0);
+  }
+  __device__ __forceinline__ static T combine(T acc, T v) {
+    return Kind == 2 ? (v > acc ? v : acc) : acc + v;
+  }
+  __device__ __forceinline__ static T finish(T acc, int64_t count) {
+    return Kind == 1 ? acc * (T(1) / static_cast<T>(count)) : acc;
+  }
+};
+
+// Combine across the 32 lanes; every lane ends with the result (the same
+// on every lane for sums, which commute exactly).
+template <class R, class T> __device__ __forceinline__ T warp_reduce(T v) {
+#pragma unroll
+  for (int offset = 16; offset > 0; offset >>= 1)
+    v = R::combine(v, __shfl_xor_sync(0xffffffffu, v, offset));
+  return v;
+}
+
+// Combine across a block whose size is a multiple of 32 (at most 1024);
+// the result is valid in thread 0. `scratch` holds 32 values; the leading
+// barrier lets a grid-stride loop reuse it.
+template <class R, class T>
+__device__ __forceinline__ T block_reduce(T v, T *scratch) {
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const int warps = blockDim.x >> 5;
+  v = warp_reduce<R>(v);
+  __syncthreads();
+  if (lane == 0)
+    scratch[warp] = v;
+  __syncthreads();
+  if (warp == 0) {
+    v = lane < warps ? scratch[lane] : R::init();
+    v = warp_reduce<R>(v);
+  }
+  return v;
+}
+

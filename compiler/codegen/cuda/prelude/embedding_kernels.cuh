@@ -1,0 +1,94 @@
+
+//===--------------------------------------------------------------------===//
+// Embeddings
+//===--------------------------------------------------------------------===//
+
+// out[n, j] = table[ids[n], j] in copy units U (1 to 16 bytes; a row is a
+// whole number of units). One thread per unit, grid-stride over all units
+// of all ids, so short rows (even one element) keep every lane busy.
+template <class U, class I>
+__global__ void __launch_bounds__(256)
+    gather_rows_kernel(const U *__restrict__ table, const I *__restrict__ ids,
+                       U *__restrict__ out, int64_t n_ids, int64_t vocab,
+                       int64_t row_units, U fill, int32_t *status,
+                       int32_t code) {
+  const int64_t total = n_ids * row_units;
+  for (int64_t k = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
+       k < total; k += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const int64_t n = k / row_units, j = k - n * row_units;
+    const I id = ids[n];
+    if (!label_ok(id, vocab)) {
+      out[k] = fill;
+      if (j == 0)
+        fail(status, code);
+    } else {
+      out[k] = table[static_cast<int64_t>(id) * row_units + j];
+    }
+  }
+}
+
+template <class T, class U, class I>
+inline void launch_gather_units(const T *table, const I *ids, T *out,
+                                int64_t n_ids, int64_t vocab, int64_t row_elems,
+                                const unsigned char *fill16, int32_t *status,
+                                int32_t code, cudaStream_t stream) {
+  const int64_t rowUnits = row_elems * static_cast<int64_t>(sizeof(T)) /
+                           static_cast<int64_t>(sizeof(U));
+  U fill;
+  memcpy(&fill, fill16, sizeof(U));
+  const int threads = 256;
+  gather_rows_kernel<U, I>
+      <<<static_cast<unsigned>(grid_for(n_ids * rowUnits, threads)), threads, 0,
+         stream>>>(reinterpret_cast<const U *>(table), ids,
+                   reinterpret_cast<U *>(out), n_ids, vocab, rowUnits, fill,
+                   status, code);
+}
+
+// out[ids[n], j] += updates[n, j]; one thread per element, atomics.
+template <class T, class I>
+__global__ void __launch_bounds__(256)
+    scatter_add_rows_kernel(const T *__restrict__ updates,
+                            const I *__restrict__ ids, T *out, int64_t n_ids,
+                            int64_t vocab, int64_t row_elems, int32_t *status,
+                            int32_t code) {
+  const int64_t total = n_ids * row_elems;
+  for (int64_t k = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
+       k < total; k += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const int64_t n = k / row_elems, j = k - n * row_elems;
+    const I id = ids[n];
+    if (!label_ok(id, vocab)) {
+      if (j == 0)
+        fail(status, code);
+      continue;
+    }
+    atomicAdd(out + static_cast<int64_t>(id) * row_elems + j, updates[k]);
+  }
+}
+
+// Only the id check (rows of zero elements: nothing to copy, but a bad id
+// still fails the step, as on the CPU).
+template <class I>
+__global__ void __launch_bounds__(256)
+    check_ids_kernel(const I *__restrict__ ids, int64_t n_ids, int64_t vocab,
+                     int32_t *status, int32_t code) {
+  for (int64_t n = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
+       n < n_ids; n += static_cast<int64_t>(gridDim.x) * blockDim.x)
+    if (!label_ok(ids[n], vocab))
+      fail(status, code);
+}
+
+template <class T> struct IsFloatOrDouble {
+  static constexpr bool value = false;
+};
+template <> struct IsFloatOrDouble<float> {
+  static constexpr bool value = true;
+};
+template <> struct IsFloatOrDouble<double> {
+  static constexpr bool value = true;
+};
+template <class I> struct IsIndex { static constexpr bool value = false; };
+template <> struct IsIndex<int32_t> { static constexpr bool value = true; };
+template <> struct IsIndex<int64_t> { static constexpr bool value = true; };
+
+} // namespace detail
+

@@ -1,0 +1,3 @@
+} // namespace tcc_cuda
+
+#endif // TCC_CUDA_PRELUDE_CUH

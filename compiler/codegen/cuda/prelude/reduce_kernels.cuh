@@ -1,0 +1,135 @@
+//===--------------------------------------------------------------------===//
+// Row reductions: out[r] = reduce(in[r, 0..cols))
+//===--------------------------------------------------------------------===//
+
+// Warp per row (cols <= 1024: at most 32 loads per lane), 8 warps a block.
+// `count` is what a mean divides by: cols, except when combining the
+// per-segment partials of a split row (launch_reduce_rows).
+template <class T, int Kind>
+__global__ void __launch_bounds__(256)
+    reduce_rows_warp_kernel(const T *__restrict__ in, T *__restrict__ out,
+                            int64_t rows, int64_t cols, int64_t count) {
+  using R = Reducer<T, Kind>;
+  const int lane = threadIdx.x & 31;
+  const int64_t warpsPerBlock = blockDim.x >> 5;
+  for (int64_t r = blockIdx.x * warpsPerBlock + (threadIdx.x >> 5); r < rows;
+       r += gridDim.x * warpsPerBlock) {
+    const T *row = in + r * cols;
+    T acc = R::init();
+    for (int64_t c = lane; c < cols; c += 32)
+      acc = R::combine(acc, row[c]);
+    acc = warp_reduce<R>(acc);
+    if (lane == 0)
+      out[r] = R::finish(acc, count);
+  }
+}
+
+// Block per (row, segment): the block folds in[r, g*chunk .. +chunk) and
+// writes out[r * segs + g], finished (mean scaled) only when the segment
+// is the whole row (segs == 1); split rows leave raw partials for
+// reduce_rows_warp_kernel. Vec: 16-byte loads (rows and segments are
+// 16-byte aligned: aligned base, cols and chunk multiples of the width).
+template <class T, int Kind, bool Vec>
+__global__ void __launch_bounds__(1024)
+    reduce_rows_block_kernel(const T *__restrict__ in, T *__restrict__ out,
+                             int64_t rows, int64_t cols, int64_t segs,
+                             int64_t chunk) {
+  using R = Reducer<T, Kind>;
+  using V = Vec16<T>;
+  __shared__ T scratch[32];
+  for (int64_t item = blockIdx.x; item < rows * segs; item += gridDim.x) {
+    const int64_t r = item / segs, g = item - r * segs;
+    const int64_t begin = g * chunk;
+    const int64_t end = begin + chunk < cols ? begin + chunk : cols;
+    const T *row = in + r * cols;
+    T acc = R::init();
+    if (Vec) {
+      const typename V::type *vrow =
+          reinterpret_cast<const typename V::type *>(row);
+#pragma unroll 4
+      for (int64_t c = begin / V::n + threadIdx.x; c < end / V::n;
+           c += blockDim.x) {
+        typename V::type v = vrow[c];
+        const T *e = reinterpret_cast<const T *>(&v);
+#pragma unroll
+        for (int k = 0; k < V::n; ++k)
+          acc = R::combine(acc, e[k]);
+      }
+    } else {
+#pragma unroll 2
+      for (int64_t c = begin + threadIdx.x; c < end; c += blockDim.x)
+        acc = R::combine(acc, row[c]);
+    }
+    acc = block_reduce<R>(acc, scratch);
+    if (threadIdx.x == 0)
+      out[item] = segs == 1 ? R::finish(acc, cols) : acc;
+  }
+}
+
+//===--------------------------------------------------------------------===//
+// Middle-axis reductions: out[o, i] = reduce_r in[o, r, i]
+//===--------------------------------------------------------------------===//
+
+// N consecutive elements, loaded as one access (16 bytes for N = 16 /
+// sizeof(T)).
+template <class T, int N> struct alignas(sizeof(T) * N) Pack { T v[N]; };
+
+// Block = (W threads across) x (Y row groups), W * Y <= 1024, Y a power of
+// two; each thread owns N consecutive columns (N > 1: 16-byte loads). A
+// block owns a tile of W * N consecutive inner columns of one outer index:
+// thread (x, y) folds rows y, y + Y, ... of its columns (a warp reads
+// 32 / W rows of W * N consecutive elements: whole 32-byte sectors for
+// tiles of >= 8 floats), then the Y partials combine in a fixed
+// shared-memory tree. No atomics, so the result is deterministic.
+template <class T, int Kind, int N>
+__global__ void __launch_bounds__(1024)
+    reduce_middle_kernel(const T *__restrict__ in, T *__restrict__ out,
+                         int64_t outer, int64_t reduced, int64_t inner,
+                         int64_t tilesPerOuter) {
+  using R = Reducer<T, Kind>;
+  using P = Pack<T, N>;
+  __shared__ P partial[1024];
+  const int W = blockDim.x, Y = blockDim.y;
+  const int tx = threadIdx.x, ty = threadIdx.y;
+  const int64_t innerP = inner / N; // packs per row (inner % N == 0)
+  const int64_t tiles = outer * tilesPerOuter;
+  for (int64_t tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
+    const int64_t o = tile / tilesPerOuter;
+    const int64_t i = (tile - o * tilesPerOuter) * W + tx; // pack column
+    P acc;
+#pragma unroll
+    for (int k = 0; k < N; ++k)
+      acc.v[k] = R::init();
+    if (i < innerP) {
+      const P *col = reinterpret_cast<const P *>(in + o * reduced * inner) + i;
+#pragma unroll 4
+      for (int64_t r = ty; r < reduced; r += Y) {
+        const P v = col[r * innerP];
+#pragma unroll
+        for (int k = 0; k < N; ++k)
+          acc.v[k] = R::combine(acc.v[k], v.v[k]);
+      }
+    }
+    partial[ty * W + tx] = acc;
+    __syncthreads();
+    for (int half = Y >> 1; half > 0; half >>= 1) {
+      if (ty < half) {
+        P a = partial[ty * W + tx];
+        const P b = partial[(ty + half) * W + tx];
+#pragma unroll
+        for (int k = 0; k < N; ++k)
+          a.v[k] = R::combine(a.v[k], b.v[k]);
+        partial[ty * W + tx] = a;
+      }
+      __syncthreads();
+    }
+    if (ty == 0 && i < innerP) {
+      const P a = partial[tx];
+#pragma unroll
+      for (int k = 0; k < N; ++k)
+        out[o * inner + i * N + k] = R::finish(a.v[k], reduced);
+    }
+    __syncthreads(); // partial is reused by the next tile
+  }
+}
+
