@@ -1,4 +1,4 @@
-# Code generation's part of TccCompiler (included from compiler/CMakeLists.txt):
+# Code generation's sources (the TccCodegen library, compiler/CMakeLists.txt):
 # its sources by target (common/, cpu/, cuda/), the CUDA prelude and host
 # support concatenated from their pieces, and the files pasted into
 # generated sources, embedded into tcc.
@@ -21,6 +21,19 @@ set(TCC_CODEGEN_SOURCES
   codegen/cuda/PreludeKernels.cpp
 )
 
+# OUT = the PIECES (a list of files) one after another, byte for byte, at
+# build time (common/ConcatSources.cmake).
+function(tcc_concat_sources out pieces comment)
+  string(REPLACE ";" "|" pieces_arg "${pieces}")
+  add_custom_command(
+    OUTPUT ${out}
+    COMMAND ${CMAKE_COMMAND} -DOUT=${out} -DPIECES=${pieces_arg}
+            -P ${TCC_CODEGEN_DIR}/common/ConcatSources.cmake
+    DEPENDS ${pieces} ${TCC_CODEGEN_DIR}/common/ConcatSources.cmake
+    COMMENT "${comment}"
+    VERBATIM)
+endfunction()
+
 # The CUDA prelude, one piece per kernel family, in the order of the one
 # text pasted into every kernel unit (and included by tests/cuda). Kernels
 # of all families come before the launchers (the launchers section opens
@@ -41,14 +54,8 @@ set(TCC_GENERATED_INCLUDE_DIR ${CMAKE_BINARY_DIR}/generated
     CACHE INTERNAL "include folder of generated headers")
 set(TCC_CUDA_PRELUDE ${TCC_GENERATED_INCLUDE_DIR}/compiler/codegen/cuda/cuda_prelude.cuh
     CACHE INTERNAL "the CUDA prelude, concatenated from its pieces")
-string(REPLACE ";" "|" tcc_prelude_pieces_arg "${TCC_CUDA_PRELUDE_PIECES}")
-add_custom_command(
-  OUTPUT ${TCC_CUDA_PRELUDE}
-  COMMAND ${CMAKE_COMMAND} -DOUT=${TCC_CUDA_PRELUDE} -DPIECES=${tcc_prelude_pieces_arg}
-          -P ${TCC_CODEGEN_DIR}/common/ConcatSources.cmake
-  DEPENDS ${TCC_CUDA_PRELUDE_PIECES} ${TCC_CODEGEN_DIR}/common/ConcatSources.cmake
-  COMMENT "Concatenating the CUDA prelude's kernel-family pieces"
-  VERBATIM)
+tcc_concat_sources(${TCC_CUDA_PRELUDE} "${TCC_CUDA_PRELUDE_PIECES}"
+  "Concatenating the CUDA prelude's kernel-family pieces")
 add_custom_target(tcc_cuda_prelude DEPENDS ${TCC_CUDA_PRELUDE})
 
 # The CUDA host support pasted into the host unit, one piece per concern
@@ -62,14 +69,8 @@ set(TCC_CUDA_HOST_SUPPORT_PIECES
   ${TCC_CODEGEN_DIR}/cuda/host_support/profiling.h
 )
 set(TCC_CUDA_HOST_SUPPORT ${TCC_GENERATED_INCLUDE_DIR}/compiler/codegen/cuda/cuda_host_support.h)
-string(REPLACE ";" "|" tcc_host_pieces_arg "${TCC_CUDA_HOST_SUPPORT_PIECES}")
-add_custom_command(
-  OUTPUT ${TCC_CUDA_HOST_SUPPORT}
-  COMMAND ${CMAKE_COMMAND} -DOUT=${TCC_CUDA_HOST_SUPPORT} -DPIECES=${tcc_host_pieces_arg}
-          -P ${TCC_CODEGEN_DIR}/common/ConcatSources.cmake
-  DEPENDS ${TCC_CUDA_HOST_SUPPORT_PIECES} ${TCC_CODEGEN_DIR}/common/ConcatSources.cmake
-  COMMENT "Concatenating the CUDA host support's pieces"
-  VERBATIM)
+tcc_concat_sources(${TCC_CUDA_HOST_SUPPORT} "${TCC_CUDA_HOST_SUPPORT_PIECES}"
+  "Concatenating the CUDA host support's pieces")
 
 # Files pasted into generated sources, embedded at build time.
 set(TCC_EMBEDDED_CPP ${CMAKE_CURRENT_BINARY_DIR}/EmbeddedSources.cpp)

@@ -5,6 +5,7 @@
 
 #include <cmath>
 
+#include "dialects/tg/TgTypeHelpers.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Math/IR/Math.h"
 #include "mlir/IR/Builders.h"
@@ -13,10 +14,6 @@
 
 using namespace mlir;
 using namespace tcc::tg;
-
-static RankedTensorType rtt(Value v) {
-  return cast<RankedTensorType>(v.getType());
-}
 
 //===----------------------------------------------------------------------===//
 // Scalar bodies (ScalarOpInterface)

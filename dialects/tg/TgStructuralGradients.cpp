@@ -4,19 +4,12 @@
 #include "dialects/tg/TgStructuralBuilders.h"
 
 #include "dialects/common/ShapeHelpers.h"
+#include "dialects/tg/TgTypeHelpers.h"
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinAttributes.h"
 
 using namespace mlir;
 using namespace tcc::tg;
-
-static RankedTensorType rtt(Value v) {
-  return cast<RankedTensorType>(v.getType());
-}
-
-static bool isFloatTensor(Value v) {
-  return isa<FloatType>(rtt(v).getElementType());
-}
 
 //===----------------------------------------------------------------------===//
 // Gradients (GradientOpInterface)

@@ -6,15 +6,12 @@
 #include <numeric>
 
 #include "dialects/common/ShapeHelpers.h"
+#include "dialects/tg/TgTypeHelpers.h"
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinAttributes.h"
 
 using namespace mlir;
 using namespace tcc::tg;
-
-static RankedTensorType rtt(Value v) {
-  return cast<RankedTensorType>(v.getType());
-}
 
 //===----------------------------------------------------------------------===//
 // Shape helpers
