@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Finds #include cycles among the project's own sources.
 
-Usage: scripts/check-include-cycles.py [DIR...]   (default: runtime)
+Usage: scripts/check-include-cycles.py [--show-deps] [DIR...]   (default: runtime)
 
 Reads the quoted #include lines of every .h/.cpp/.c/.cuh under the given
 folders (paths relative to the repository root; "tcc/..." resolves to
@@ -10,9 +10,12 @@ runtime/include/tcc/...) and reports two kinds of cycles:
   - component cycles: a header/source pair (X.h + X.cpp) that includes
     another pair which includes it back, e.g. Trainer.cpp including
     Sampler.h while Sampler.h includes Trainer.h.
-Headers outside the repository and generated files are ignored. Prints the
-cross-folder dependencies too. Exits 1 if there is a cycle.
+Headers outside the repository and generated files are ignored. When there
+is no cycle it prints one line; --show-deps also lists which folders include
+which. Exits 0 without cycles, 1 with a cycle, 2 on bad arguments (a folder
+that does not exist). ctest `include_cycles` runs it over the whole tree.
 """
+import argparse
 import collections
 import os
 import re
@@ -64,8 +67,26 @@ def strongly_connected(graph):
     return found
 
 
+def parse_args():
+    summary = __doc__.split('\n\n')[0]
+    parser = argparse.ArgumentParser(
+        prog='scripts/check-include-cycles.py', description=summary,
+        epilog='Exits 0 without cycles, 1 with a cycle, 2 on bad arguments.')
+    parser.add_argument('folders', nargs='*', metavar='DIR', default=['runtime'],
+                        help='folders to scan, relative to the repository '
+                             'root (default: runtime)')
+    parser.add_argument('--show-deps', action='store_true',
+                        help='also list which folders include which')
+    args = parser.parse_args()
+    for folder in args.folders:
+        if not os.path.isdir(os.path.join(ROOT, folder)):
+            parser.error(f'no folder {folder!r} under {ROOT}')
+    return args
+
+
 def main():
-    folders = sys.argv[1:] or ['runtime']
+    args = parse_args()
+    folders = args.folders
     files = []
     for folder in folders:
         for directory, _, names in os.walk(os.path.join(ROOT, folder)):
@@ -96,12 +117,18 @@ def main():
 
     file_cycles = strongly_connected(includes)
     pair_cycles = strongly_connected(pairs)
-    print(f'{len(files)} files under {", ".join(folders)}')
-    for folder in sorted(folders_used):
-        print(f'  {folder} -> {", ".join(sorted(folders_used[folder]))}')
+    print(f'{len(files)} files under {", ".join(folders)}: ', end='')
+    if not file_cycles and not pair_cycles:
+        print('no include cycles')
+    else:
+        print('include cycles found')
+    if args.show_deps:
+        for folder in sorted(folders_used):
+            print(f'  {folder} -> {", ".join(sorted(folders_used[folder]))}')
     for title, cycles in (('file include cycles', file_cycles),
                           ('header/source pair cycles', pair_cycles)):
-        print(f'{title}: {len(cycles) or "none"}')
+        if cycles:
+            print(f'{title}: {len(cycles)}')
         for cycle in cycles:
             print('  ' + ' <-> '.join(cycle))
     return 1 if file_cycles or pair_cycles else 0

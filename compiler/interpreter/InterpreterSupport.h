@@ -1,5 +1,7 @@
 // Shared by the reference interpreter's core (TgInterpreter.cpp) and its
-// op-group files (Interpret*Ops.cpp): index helpers and the group hooks.
+// op-group files (Interpret*Ops.cpp): index helpers (InterpreterSupport.cpp)
+// and the group hooks. It does not include TgInterpreter.h: the core
+// includes this header, not the other way round.
 #ifndef TCC_COMPILER_INTERPRETER_INTERPRETERSUPPORT_H
 #define TCC_COMPILER_INTERPRETER_INTERPRETERSUPPORT_H
 
@@ -7,11 +9,14 @@
 #include <string>
 #include <vector>
 
-#include "compiler/interpreter/TgInterpreter.h"
+#include "compiler/interpreter/Tensor.h"
+#include "mlir/IR/Operation.h"
+#include "mlir/IR/Value.h"
+#include "mlir/Support/LLVM.h"
+#include "llvm/ADT/ArrayRef.h"
 
 namespace tcc::interp {
 
-int64_t product(llvm::ArrayRef<int64_t> shape);
 // Shortest exact form of a number for messages: "2", "-1", "0.5".
 std::string numberStr(double x);
 llvm::ArrayRef<int64_t> staticShape(mlir::Value v);

@@ -7,7 +7,6 @@
 #include "compiler/interpreter/InterpreterSupport.h"
 
 #include <cmath>
-#include <cstdio>
 #include <string>
 
 #include "dialects/common/ShapeHelpers.h"
@@ -21,83 +20,6 @@
 using namespace mlir;
 
 namespace tcc::interp {
-
-int64_t product(ArrayRef<int64_t> shape) {
-  int64_t n = 1;
-  for (int64_t d : shape)
-    n *= d;
-  return n;
-}
-
-Tensor Tensor::zeros(ArrayRef<int64_t> shape) {
-  return Tensor{std::vector<int64_t>(shape.begin(), shape.end()),
-                std::vector<double>(product(shape), 0.0)};
-}
-
-int64_t Tensor::numElements() const { return product(shape); }
-
-// Helpers shared with the op-group files (InterpreterSupport.h).
-
-// Shortest exact form of a number for messages: "2", "-1", "0.5".
-std::string numberStr(double x) {
-  char buffer[32];
-  std::snprintf(buffer, sizeof(buffer), "%.17g", x);
-  return buffer;
-}
-
-ArrayRef<int64_t> staticShape(Value v) {
-  return cast<RankedTensorType>(v.getType()).getShape();
-}
-
-// Row-major multi-index of the flat position `flat` in `shape`.
-std::vector<int64_t> unravel(int64_t flat, ArrayRef<int64_t> shape) {
-  std::vector<int64_t> index(shape.size());
-  for (int64_t d = static_cast<int64_t>(shape.size()) - 1; d >= 0; --d) {
-    index[d] = flat % shape[d];
-    flat /= shape[d];
-  }
-  return index;
-}
-
-// Flat position of a multi-index in `shape`.
-int64_t ravel(ArrayRef<int64_t> index, ArrayRef<int64_t> shape) {
-  int64_t flat = 0;
-  for (auto [i, d] : llvm::zip_equal(index, shape))
-    flat = flat * d + i;
-  return flat;
-}
-
-
-
-// numpy broadcast of `in` to `shape`: dimensions align at the trailing end;
-// a size-1 (or missing leading) dimension of `in` repeats.
-Tensor broadcast(const Tensor &in, ArrayRef<int64_t> shape) {
-  Tensor out = Tensor::zeros(shape);
-  size_t lead = shape.size() - in.shape.size();
-  for (int64_t flat = 0; flat < out.numElements(); ++flat) {
-    std::vector<int64_t> outIndex = unravel(flat, shape);
-    std::vector<int64_t> inIndex(in.shape.size());
-    for (size_t d = 0; d < in.shape.size(); ++d)
-      inIndex[d] = in.shape[d] == 1 ? 0 : outIndex[d + lead];
-    out.data[flat] = in.data[ravel(inIndex, in.shape)];
-  }
-  return out;
-}
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
 
 //===----------------------------------------------------------------------===//
 // The walk over a function body

@@ -8,26 +8,14 @@
 #ifndef TCC_COMPILER_INTERPRETER_TGINTERPRETER_H
 #define TCC_COMPILER_INTERPRETER_TGINTERPRETER_H
 
-#include <cstdint>
 #include <vector>
 
+#include "compiler/interpreter/Tensor.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Support/LLVM.h"
 #include "llvm/ADT/ArrayRef.h"
 
 namespace tcc::interp {
-
-// A dense row-major tensor. Every element type is held as a double: f32 and
-// f64 values are evaluated in float64, and integer tensors (labels) hold
-// their integer values exactly (any int32 / int64 label fits in 53 bits).
-struct Tensor {
-  std::vector<int64_t> shape; // empty for a scalar
-  std::vector<double> data;   // product(shape) elements, row-major
-
-  static Tensor zeros(llvm::ArrayRef<int64_t> shape);
-  static Tensor scalar(double value) { return Tensor{{}, {value}}; }
-  int64_t numElements() const;
-};
 
 // Evaluates `f` (one block of tg ops ending in func.return) on `args` and
 // returns its results in order. Fails, with a diagnostic, when an argument

@@ -10,6 +10,7 @@
 #include <gtest/gtest.h>
 
 #include "compiler/interpreter/InterpreterSupport.h"
+#include "compiler/interpreter/TgInterpreter.h"
 #include "dialects/common/ModelAttrs.h"
 #include "dialects/common/ShapeHelpers.h"
 #include "dialects/tg/TgDialect.h"

@@ -8,16 +8,11 @@
 #include <string>
 #include <vector>
 
+#include "compiler/codegen/cuda/CudaCodegenOptions.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/Support/LogicalResult.h"
 
 namespace tcc {
-
-struct CudaCodegenOptions {
-  std::string arch = "sm_90"; // recorded in the descriptor
-  bool tf32 = false;          // fp32 matrix products may use TF32 tensor cores
-  int kernelUnits = 0;        // .cu files to spread kernels over; 0: automatic
-};
 
 struct GeneratedCudaStep {
   std::string hostSource;               // step_host.cpp

@@ -21,7 +21,7 @@
 
 #include "compiler/codegen/common/LoopLayout.h"
 #include "compiler/codegen/common/StepArguments.h"
-#include "compiler/codegen/cuda/CudaCodegen.h"
+#include "compiler/codegen/cuda/CudaCodegenOptions.h"
 #include "compiler/codegen/cuda/KernelRegistry.h"
 #include "dialects/kern/KernDialect.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"

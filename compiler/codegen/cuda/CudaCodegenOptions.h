@@ -1,0 +1,19 @@
+// The options of CUDA code generation, in a header of their own: both the
+// step generator (CudaCodegen) and the per-entry emitter (CudaStepEmitter)
+// read them, and the emitter must not include the generator it serves.
+#ifndef TCC_COMPILER_CODEGEN_CUDA_CUDACODEGENOPTIONS_H
+#define TCC_COMPILER_CODEGEN_CUDA_CUDACODEGENOPTIONS_H
+
+#include <string>
+
+namespace tcc {
+
+struct CudaCodegenOptions {
+  std::string arch = "sm_90"; // recorded in the descriptor
+  bool tf32 = false;          // fp32 matrix products may use TF32 tensor cores
+  int kernelUnits = 0;        // .cu files to spread kernels over; 0: automatic
+};
+
+} // namespace tcc
+
+#endif
