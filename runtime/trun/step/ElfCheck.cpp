@@ -1,13 +1,11 @@
 #include "runtime/trun/step/ElfCheck.h"
 
+#include "runtime/trun/io/ReadOnlyFile.h"
+
 #include "absl/strings/str_cat.h"
 
 #include <elf.h>
-#include <fcntl.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
-#include <cerrno>
 #include <cstdint>
 #include <cstring>
 #include <vector>
@@ -37,33 +35,14 @@ bool TableEnd(uint64_t offset, uint64_t count, uint64_t entry_bytes,
          !__builtin_add_overflow(offset, bytes, &end);
 }
 
-// Reads exactly `size` bytes at `offset`; false on a short read or an error.
-bool ReadAt(int fd, uint64_t offset, void *out, size_t size) {
-  auto *bytes = static_cast<char *>(out);
-  while (size > 0) {
-    ssize_t n = pread(fd, bytes, size, static_cast<off_t>(offset));
-    if (n < 0 && errno == EINTR)
-      continue;
-    if (n <= 0)
-      return false;
-    bytes += n;
-    offset += static_cast<uint64_t>(n);
-    size -= static_cast<size_t>(n);
-  }
-  return true;
-}
-
-struct FileCloser {
-  int fd;
-  ~FileCloser() { ::close(fd); }
-};
-
-absl::Status CheckHeaders(const std::string &path, int fd, uint64_t size) {
+absl::Status CheckHeaders(const ReadOnlyFile &file) {
+  const std::string &path = file.path();
+  const uint64_t size = file.size();
   Elf64_Ehdr header;
   if (size < sizeof(header))
     return Bad(path, absl::StrCat(size, " bytes, shorter than the ",
                                   sizeof(header), "-byte ELF header"));
-  if (!ReadAt(fd, 0, &header, sizeof(header)))
+  if (!file.ReadAt(0, sizeof(header), &header).ok())
     return Bad(path, "cannot read the ELF header");
   if (std::memcmp(header.e_ident, ELFMAG, SELFMAG) != 0)
     return Bad(path, "no ELF magic at the start of the file");
@@ -94,8 +73,9 @@ absl::Status CheckHeaders(const std::string &path, int fd, uint64_t size) {
                                   " entries) ends past the end of the file (",
                                   size, " bytes)"));
   std::vector<Elf64_Phdr> segments(header.e_phnum);
-  if (!ReadAt(fd, header.e_phoff, segments.data(),
-              segments.size() * sizeof(Elf64_Phdr)))
+  if (!file.ReadAt(header.e_phoff, segments.size() * sizeof(Elf64_Phdr),
+                   segments.data())
+           .ok())
     return Bad(path, "cannot read the program header table");
   for (size_t i = 0; i < segments.size(); ++i) {
     const Elf64_Phdr &segment = segments[i];
@@ -138,17 +118,10 @@ absl::Status CheckHeaders(const std::string &path, int fd, uint64_t size) {
 } // namespace
 
 absl::Status CheckStepLibraryFile(const std::string &path) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0)
-    return absl::PermissionDeniedError(
-        absl::StrCat("cannot open step library '", path,
-                     "': ", std::strerror(errno)));
-  FileCloser closer{fd};
-  struct stat info;
-  if (fstat(fd, &info) != 0)
-    return absl::InternalError(absl::StrCat("cannot stat step library '", path,
-                                            "': ", std::strerror(errno)));
-  return CheckHeaders(path, fd, static_cast<uint64_t>(info.st_size));
+  absl::StatusOr<ReadOnlyFile> file = ReadOnlyFile::Open(path);
+  if (!file.ok())
+    return file.status();
+  return CheckHeaders(*file);
 }
 
 } // namespace tcc::trun
