@@ -55,7 +55,7 @@ LogicalResult CudaStepEmitter::emitFill(kern::FillOp fill, llvm::raw_ostream &os
            llvm::formatv("if (int32_t rc = tcc_cuda_host::memset_zero(s, {0}, {1}, {2})) "
                          "return rc;",
                          name(fill.getOut()), bufferBytes(t), id),
-           "memset", 0, bufferBytes(t));
+           "memset", 0, bufferBytes(t), LaunchCheck::InCall);
     return success();
   }
   std::string value = fillValue(et, v, CodeTarget::Cuda);

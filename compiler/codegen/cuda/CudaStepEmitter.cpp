@@ -116,13 +116,13 @@ FailureOr<std::string> CudaStepEmitter::placeArgument(const ArgumentRole &role,
 
 void CudaStepEmitter::launch(llvm::raw_ostream &os, Operation *op, const std::string &kernel,
                              const std::string &call, const std::string &shape, double flops,
-                             double bytes) {
+                             double bytes, LaunchCheck check) {
   int32_t id = static_cast<int32_t>(labels_.size());
   std::string node = locName(op->getLoc());
   labels_.push_back((node.empty() ? std::string("?") : node) + ": " +
                     op->getName().getStringRef().str() + " (" + kernel + ")");
   os << "  " << call << "\n";
-  if (call.find("return rc;") == std::string::npos) // not self-checking
+  if (check == LaunchCheck::AfterLaunch)
     os << "  if (int32_t rc = tcc_cuda_host::after_launch(s, " << id << ")) return rc;\n";
   launches_.push_back({entry_, kernel, shape, node, flops, bytes});
 }

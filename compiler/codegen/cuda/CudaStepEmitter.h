@@ -73,10 +73,14 @@ private:
   std::string fresh(Value v) { return names_.fresh(v); }
   std::string name(Value v) { return names_(v); }
 
+  // Who checks a launch for errors: the generic after_launch line the
+  // emitter writes after the call, or the call itself (host-support calls
+  // such as gemm and memset_zero that return their own status).
+  enum class LaunchCheck { AfterLaunch, InCall };
   // A launch of `kernel`: the call, its check, its label and list entry.
   void launch(llvm::raw_ostream &os, Operation *op, const std::string &kernel,
               const std::string &call, const std::string &shape, double flops,
-              double bytes);
+              double bytes, LaunchCheck check = LaunchCheck::AfterLaunch);
   int32_t nextId() const { return static_cast<int32_t>(labels_.size()); }
 
   LogicalResult emitOp(Operation *op, llvm::raw_ostream &os, double &flops);

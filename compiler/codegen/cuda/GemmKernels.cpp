@@ -48,14 +48,14 @@ LogicalResult CudaStepEmitter::emitGemm(kern::GemmOp g, llvm::raw_ostream &os,
     launch(os, g, "cublasLtMatmul",
            call(s.batchCount * s.m, 1, 0, 0, 0, name(g.getA()), name(g.getB()),
                 name(g.getOut())),
-           shape, work, bytes);
+           shape, work, bytes, LaunchCheck::InCall);
     return success();
   }
   if (s.fullyBatched()) {
     launch(os, g, "cublasLtMatmul",
            call(s.m, s.batchCount, s.m * s.k, s.k * s.n, s.m * s.n, name(g.getA()),
                 name(g.getB()), name(g.getOut())),
-           shape, work, bytes);
+           shape, work, bytes, LaunchCheck::InCall);
     return success();
   }
   // Broadcast batch (rare: a shared operand of rank > 2): one product per
@@ -72,7 +72,7 @@ LogicalResult CudaStepEmitter::emitGemm(kern::GemmOp g, llvm::raw_ostream &os,
   launch(os, g, "cublasLtMatmul",
          inner.substr(0, split + 1) + "  " + loop + "{\n  " + inner.substr(split + 3) +
              "\n  }",
-         shape, work, bytes);
+         shape, work, bytes, LaunchCheck::InCall);
   return success();
 }
 

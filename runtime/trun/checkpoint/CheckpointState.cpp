@@ -2,6 +2,7 @@
 
 #include "runtime/initializers/Dtypes.h"
 #include "runtime/trun/io/MappedFile.h"
+#include "tcc/counter_rng.h"
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -246,13 +247,10 @@ std::vector<std::string> InterfaceLines(const tcc_step_descriptor &d) {
 
 // 64-bit FNV-1a: stable across builds and platforms (std::hash is not).
 std::string Fingerprint(const std::vector<std::string> &lines) {
-  uint64_t hash = 0xcbf29ce484222325ull;
+  std::string text;
   for (const std::string &line : lines)
-    for (char c : line + "\n") {
-      hash ^= static_cast<unsigned char>(c);
-      hash *= 0x100000001b3ull;
-    }
-  return absl::StrFormat("%016x", hash);
+    absl::StrAppend(&text, line, "\n");
+  return absl::StrFormat("%016x", tcc_fnv1a64(text.data(), text.size()));
 }
 
 absl::StatusOr<FileSummary> Summarize(const std::string &path) {

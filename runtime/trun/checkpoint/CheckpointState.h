@@ -51,7 +51,8 @@ struct RecordedState {
 // The canonical text the fingerprint hashes, one line per field or tensor
 // (descriptor order). state.json records it, so a mismatch can be named.
 std::vector<std::string> InterfaceLines(const tcc_step_descriptor &d);
-// 64-bit FNV-1a of the lines, as 16 hex digits.
+// 64-bit FNV-1a (tcc_fnv1a64) of the lines, each ended by "\n", as 16 hex
+// digits.
 std::string Fingerprint(const std::vector<std::string> &lines);
 
 // "f32[64,784]"
