@@ -4,6 +4,7 @@
 #include "dialects/tg/TgDialect.h"
 
 #include "dialects/common/ShapeHelpers.h"
+#include "dialects/tg/TgStructuralBuilders.h"
 #include "dialects/tg/TgTypeHelpers.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/IR/Builders.h"
@@ -144,55 +145,18 @@ LogicalResult DropoutOp::verify() {
 
 namespace {
 
-// A rank-0 constant of `elementType`; broadcasting spreads it.
-Value scalarConstant(OpBuilder &b, Location loc, Type elementType,
-                     double value) {
-  auto type = RankedTensorType::get({}, elementType);
-  return ConstantOp::create(
-      b, loc, type,
-      DenseElementsAttr::get(type, b.getFloatAttr(elementType, value)));
-}
-
+// A rank-0 constant of `like`'s element type; broadcasting spreads it.
 Value scalarLike(OpBuilder &b, Location loc, Value like, double value) {
-  return scalarConstant(b, loc, rtt(like).getElementType(), value);
-}
-
-// The numpy broadcast shape of `values`; the verifiers guarantee it exists.
-SmallVector<int64_t> broadcastShape(ArrayRef<Value> values) {
-  SmallVector<int64_t> shape;
-  for (Value v : values)
-    shape = *tcc::broadcastShapes(shape, rtt(v).getShape());
-  return shape;
-}
-
-template <typename OpTy> Value binary(OpBuilder &b, Location loc, Value l, Value r) {
-  auto type = RankedTensorType::get(broadcastShape({l, r}),
-                                    rtt(l).getElementType());
-  return OpTy::create(b, loc, type, l, r);
-}
-
-template <typename OpTy> Value compare(OpBuilder &b, Location loc, Value l, Value r) {
-  auto type = RankedTensorType::get(broadcastShape({l, r}), b.getI1Type());
-  return OpTy::create(b, loc, type, l, r);
-}
-
-Value select(OpBuilder &b, Location loc, Value cond, Value t, Value f) {
-  auto type = RankedTensorType::get(broadcastShape({cond, t, f}),
-                                    rtt(t).getElementType());
-  return SelectOp::create(b, loc, type, cond, t, f);
-}
-
-Value mul(OpBuilder &b, Location loc, Value l, Value r) {
-  return binary<MulOp>(b, loc, l, r);
+  return build::scalar(b, loc, rtt(like).getElementType(), value);
 }
 
 Value scale(OpBuilder &b, Location loc, Value x, double factor) {
-  return mul(b, loc, x, scalarLike(b, loc, x, factor));
+  return build::mul(b, loc, x, scalarLike(b, loc, x, factor));
 }
 
 // 1 - x, the same shape as x.
 Value oneMinus(OpBuilder &b, Location loc, Value x) {
-  return binary<SubOp>(b, loc, scalarLike(b, loc, x, 1.0), x);
+  return build::sub(b, loc, scalarLike(b, loc, x, 1.0), x);
 }
 
 // Unary ops: d input = g * f'(input), with f' built by `derivative`.
@@ -202,8 +166,8 @@ LogicalResult unaryGradient(Operation *op, OpBuilder &b,
                             SmallVectorImpl<Value> &operandGrads,
                             Derivative derivative) {
   Location loc = op->getLoc();
-  operandGrads.push_back(mul(b, loc, resultGrads[0],
-                             derivative(op->getOperand(0), op->getResult(0))));
+  operandGrads.push_back(build::mul(
+      b, loc, resultGrads[0], derivative(op->getOperand(0), op->getResult(0))));
   return success();
 }
 
@@ -236,16 +200,15 @@ LogicalResult ExpOp::buildGradients(OpBuilder &b, ArrayRef<Value> resultGrads,
 LogicalResult LogOp::buildGradients(OpBuilder &b, ArrayRef<Value> resultGrads,
                                     SmallVectorImpl<Value> &operandGrads) {
   // dx = g / x
-  operandGrads.push_back(
-      binary<DivOp>(b, getLoc(), resultGrads[0], getInput()));
+  operandGrads.push_back(build::div(b, getLoc(), resultGrads[0], getInput()));
   return success();
 }
 
 LogicalResult SqrtOp::buildGradients(OpBuilder &b, ArrayRef<Value> resultGrads,
                                      SmallVectorImpl<Value> &operandGrads) {
   // dx = g / (2 y)
-  operandGrads.push_back(binary<DivOp>(b, getLoc(), resultGrads[0],
-                                       scale(b, getLoc(), getResult(), 2.0)));
+  operandGrads.push_back(build::div(b, getLoc(), resultGrads[0],
+                                    scale(b, getLoc(), getResult(), 2.0)));
   return success();
 }
 
@@ -253,11 +216,11 @@ LogicalResult RsqrtOp::buildGradients(OpBuilder &b, ArrayRef<Value> resultGrads,
                                       SmallVectorImpl<Value> &operandGrads) {
   // y = x^(-1/2): dx = g * (-1/2) x^(-3/2) = g * (-1/2) y^3
   Location loc = getLoc();
-  return unaryGradient(*this, b, resultGrads, operandGrads,
-                       [&](Value, Value y) {
-                         Value cube = mul(b, loc, mul(b, loc, y, y), y);
-                         return scale(b, loc, cube, -0.5);
-                       });
+  return unaryGradient(
+      *this, b, resultGrads, operandGrads, [&](Value, Value y) {
+        Value cube = build::mul(b, loc, build::mul(b, loc, y, y), y);
+        return scale(b, loc, cube, -0.5);
+      });
 }
 
 LogicalResult TanhOp::buildGradients(OpBuilder &b, ArrayRef<Value> resultGrads,
@@ -266,7 +229,7 @@ LogicalResult TanhOp::buildGradients(OpBuilder &b, ArrayRef<Value> resultGrads,
   Location loc = getLoc();
   return unaryGradient(*this, b, resultGrads, operandGrads,
                        [&](Value, Value y) {
-                         return oneMinus(b, loc, mul(b, loc, y, y));
+                         return oneMinus(b, loc, build::mul(b, loc, y, y));
                        });
 }
 
@@ -277,7 +240,7 @@ LogicalResult SigmoidOp::buildGradients(OpBuilder &b,
   Location loc = getLoc();
   return unaryGradient(*this, b, resultGrads, operandGrads,
                        [&](Value, Value y) {
-                         return mul(b, loc, y, oneMinus(b, loc, y));
+                         return build::mul(b, loc, y, oneMinus(b, loc, y));
                        });
 }
 
@@ -295,9 +258,9 @@ LogicalResult SiluOp::buildGradients(OpBuilder &b, ArrayRef<Value> resultGrads,
   return unaryGradient(
       *this, b, resultGrads, operandGrads, [&](Value x, Value) {
         Value s = SigmoidOp::create(b, loc, x.getType(), x);
-        Value inner = binary<AddOp>(b, loc, scalarLike(b, loc, x, 1.0),
-                                    mul(b, loc, x, oneMinus(b, loc, s)));
-        return mul(b, loc, s, inner);
+        Value inner = build::add(b, loc, scalarLike(b, loc, x, 1.0),
+                                 build::mul(b, loc, x, oneMinus(b, loc, s)));
+        return build::mul(b, loc, s, inner);
       });
 }
 
@@ -393,11 +356,13 @@ static void minMaxGradients(Operation *op, OpBuilder &b, Value g, Value lhsWins,
                             SmallVectorImpl<Value> &operandGrads) {
   Location loc = op->getLoc();
   Value lhs = op->getOperand(0), rhs = op->getOperand(1);
-  Value tie = compare<EqualOp>(b, loc, lhs, rhs);
+  Value tie = build::equal(b, loc, lhs, rhs);
   Value half = scale(b, loc, g, 0.5);
   Value zero = scalarLike(b, loc, g, 0.0);
-  Value dl = select(b, loc, lhsWins, g, select(b, loc, tie, half, zero));
-  Value dr = select(b, loc, lhsWins, zero, select(b, loc, tie, half, g));
+  Value dl =
+      build::select(b, loc, lhsWins, g, build::select(b, loc, tie, half, zero));
+  Value dr =
+      build::select(b, loc, lhsWins, zero, build::select(b, loc, tie, half, g));
   operandGrads.push_back(sumToShape(b, loc, dl, rtt(lhs)));
   operandGrads.push_back(sumToShape(b, loc, dr, rtt(rhs)));
 }
@@ -405,7 +370,7 @@ static void minMaxGradients(Operation *op, OpBuilder &b, Value g, Value lhsWins,
 LogicalResult MaxOp::buildGradients(OpBuilder &b, ArrayRef<Value> resultGrads,
                                     SmallVectorImpl<Value> &operandGrads) {
   minMaxGradients(*this, b, resultGrads[0],
-                  compare<GreaterOp>(b, getLoc(), getLhs(), getRhs()),
+                  build::greater(b, getLoc(), getLhs(), getRhs()),
                   operandGrads);
   return success();
 }
@@ -413,8 +378,7 @@ LogicalResult MaxOp::buildGradients(OpBuilder &b, ArrayRef<Value> resultGrads,
 LogicalResult MinOp::buildGradients(OpBuilder &b, ArrayRef<Value> resultGrads,
                                     SmallVectorImpl<Value> &operandGrads) {
   minMaxGradients(*this, b, resultGrads[0],
-                  compare<LessOp>(b, getLoc(), getLhs(), getRhs()),
-                  operandGrads);
+                  build::less(b, getLoc(), getLhs(), getRhs()), operandGrads);
   return success();
 }
 
@@ -430,8 +394,8 @@ LogicalResult SelectOp::buildGradients(OpBuilder &b,
   Location loc = getLoc();
   Value g = resultGrads[0];
   Value zero = scalarLike(b, loc, g, 0.0);
-  Value dt = select(b, loc, getCondition(), g, zero);
-  Value df = select(b, loc, getCondition(), zero, g);
+  Value dt = build::select(b, loc, getCondition(), g, zero);
+  Value df = build::select(b, loc, getCondition(), zero, g);
   operandGrads.push_back(sumToShape(b, loc, dt, rtt(getTrueValue())));
   operandGrads.push_back(sumToShape(b, loc, df, rtt(getFalseValue())));
   return success();
