@@ -47,6 +47,28 @@ int64_t elementBytes(Type elementType) {
   return std::max<int64_t>(1, (elementType.getIntOrFloatBitWidth() + 7) / 8);
 }
 
+FailureOr<ElementwiseOp> buildElementwise(OpBuilder &b, Location loc,
+                                          ValueRange inputs, ValueRange outputs,
+                                          ElementwiseBodyBuilder body,
+                                          ArrayRef<Location> inputLocs) {
+  auto op = ElementwiseOp::create(b, loc, inputs, outputs);
+  Block *block = new Block();
+  op.getBody().push_back(block);
+  for (auto [k, in] : llvm::enumerate(inputs))
+    block->addArgument(mrt(in).getElementType(),
+                       inputLocs.empty() ? loc : inputLocs[k]);
+  block->addArgument(b.getI64Type(), loc);
+  OpBuilder inner = OpBuilder::atBlockBegin(block);
+  SmallVector<Value> yielded;
+  if (failed(body(inner, block->getArguments().drop_back(),
+                  block->getArguments().back(), yielded))) {
+    op.erase();
+    return failure();
+  }
+  YieldOp::create(inner, loc, yielded);
+  return op;
+}
+
 } // namespace tcc::kern
 
 LogicalResult GemmOp::verify() {

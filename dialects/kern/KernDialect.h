@@ -29,6 +29,24 @@ bool writesBuffer(mlir::Operation *op, mlir::Value buffer);
 // Bytes of one element of a buffer (i1 and other sub-byte types take one).
 int64_t elementBytes(mlir::Type elementType);
 
+// Fills the body of a kern.elementwise: `scalars` are the block arguments
+// (one per input), `flatIndex` the row-major position; appends the scalars
+// to yield, one per output.
+using ElementwiseBodyBuilder = llvm::function_ref<mlir::LogicalResult(
+    mlir::OpBuilder &, mlir::ValueRange scalars, mlir::Value flatIndex,
+    llvm::SmallVectorImpl<mlir::Value> &yielded)>;
+
+// Builds a kern.elementwise reading `inputs` and writing `outputs`, its
+// body by `body`; erases it again and fails when `body` fails. The input
+// block arguments are located at `inputLocs` (one per input) when given,
+// else at `loc`. The one builder of the op, for tg-lower-to-kern and
+// kern-fuse-elementwise.
+mlir::FailureOr<ElementwiseOp>
+buildElementwise(mlir::OpBuilder &b, mlir::Location loc,
+                 mlir::ValueRange inputs, mlir::ValueRange outputs,
+                 ElementwiseBodyBuilder body,
+                 llvm::ArrayRef<mlir::Location> inputLocs = {});
+
 } // namespace tcc::kern
 
 #endif

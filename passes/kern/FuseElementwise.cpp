@@ -127,51 +127,58 @@ kern::ElementwiseOp fuse(kern::ElementwiseOp producer,
 
   OpBuilder b(consumer);
   Location loc = b.getFusedLoc({producer.getLoc(), consumer.getLoc()});
-  auto fused = kern::ElementwiseOp::create(b, loc, inputs.getArrayRef(), outputs);
-  Block *block = new Block();
-  fused.getBody().push_back(block);
-  llvm::DenseMap<Value, BlockArgument> argOf;
+  // Block arguments of the inputs keep their buffers' locations.
+  SmallVector<Location> inputLocs;
   for (Value in : inputs)
-    argOf[in] = block->addArgument(
-        cast<MemRefType>(in.getType()).getElementType(), in.getLoc());
-  BlockArgument index = block->addArgument(b.getI64Type(), loc);
-
-  OpBuilder inner = OpBuilder::atBlockBegin(block);
-  IRMapping map;
-  // The producer's body first: its yielded scalars stand for its outputs.
-  for (auto [in, arg] : llvm::zip(producer.getInputs(),
-                                  producer.getBodyBlock().getArguments()))
-    map.map(arg, argOf.lookup(in));
-  map.map(producer.getFlatIndex(), index);
-  for (Operation &op : producer.getBodyBlock().without_terminator())
-    inner.clone(op, map);
-  auto producerYield = cast<kern::YieldOp>(producer.getBodyBlock().getTerminator());
-  llvm::DenseMap<Value, Value> scalarOf; // producer output -> its scalar
-  for (auto [out, v] : llvm::zip(producer.getOutputs(), producerYield.getValues()))
-    scalarOf[out] = map.lookupOrDefault(v);
-  // Then the consumer's body, reading the producer's scalars.
-  IRMapping cmap;
-  for (auto [in, arg] : llvm::zip(consumer.getInputs(),
-                                  consumer.getBodyBlock().getArguments()))
-    cmap.map(arg, scalarOf.count(in) ? scalarOf.lookup(in) : Value(argOf.lookup(in)));
-  cmap.map(consumer.getFlatIndex(), index);
-  for (Operation &op : consumer.getBodyBlock().without_terminator())
-    inner.clone(op, cmap);
-  SmallVector<Value> yielded;
-  for (Value v : cast<kern::YieldOp>(consumer.getBodyBlock().getTerminator())
-                     .getValues())
-    yielded.push_back(cmap.lookupOrDefault(v));
-  for (auto [out, keep] : llvm::zip(producer.getOutputs(), keepOutput))
-    if (keep)
-      yielded.push_back(scalarOf.lookup(out));
-  kern::YieldOp::create(inner, loc, yielded);
+    inputLocs.push_back(in.getLoc());
+  FailureOr<kern::ElementwiseOp> fused = kern::buildElementwise(
+      b, loc, inputs.getArrayRef(), outputs,
+      [&](OpBuilder &inner, ValueRange scalars, Value index,
+          SmallVectorImpl<Value> &yielded) {
+        llvm::DenseMap<Value, Value> argOf; // input buffer -> its scalar
+        for (auto [in, arg] : llvm::zip(inputs, scalars))
+          argOf[in] = arg;
+        IRMapping map;
+        // The producer's body first: its yielded scalars stand for its
+        // outputs.
+        for (auto [in, arg] : llvm::zip(producer.getInputs(),
+                                        producer.getBodyBlock().getArguments()))
+          map.map(arg, argOf.lookup(in));
+        map.map(producer.getFlatIndex(), index);
+        for (Operation &op : producer.getBodyBlock().without_terminator())
+          inner.clone(op, map);
+        auto producerYield =
+            cast<kern::YieldOp>(producer.getBodyBlock().getTerminator());
+        llvm::DenseMap<Value, Value> scalarOf; // producer output -> its scalar
+        for (auto [out, v] :
+             llvm::zip(producer.getOutputs(), producerYield.getValues()))
+          scalarOf[out] = map.lookupOrDefault(v);
+        // Then the consumer's body, reading the producer's scalars.
+        IRMapping cmap;
+        for (auto [in, arg] : llvm::zip(consumer.getInputs(),
+                                        consumer.getBodyBlock().getArguments()))
+          cmap.map(arg,
+                   scalarOf.count(in) ? scalarOf.lookup(in) : argOf.lookup(in));
+        cmap.map(consumer.getFlatIndex(), index);
+        for (Operation &op : consumer.getBodyBlock().without_terminator())
+          inner.clone(op, cmap);
+        for (Value v :
+             cast<kern::YieldOp>(consumer.getBodyBlock().getTerminator())
+                 .getValues())
+          yielded.push_back(cmap.lookupOrDefault(v));
+        for (auto [out, keep] : llvm::zip(producer.getOutputs(), keepOutput))
+          if (keep)
+            yielded.push_back(scalarOf.lookup(out));
+        return success();
+      },
+      inputLocs);
 
   consumer.erase();
   producer.erase();
   for (Value out : internal)
     if (out.use_empty())
       out.getDefiningOp()->erase();
-  return fused;
+  return *fused; // the body above cannot fail
 }
 
 struct KernFuseElementwisePass

@@ -55,41 +55,14 @@ TypedAttr splatConstant(Value v) {
   return dyn_cast<TypedAttr>(dense.getSplatValue<Attribute>());
 }
 
-// Builds a kern.elementwise reading `inputs` and writing `outputs`; `body`
-// fills the block (arguments: one scalar per input, then the flat index)
-// and returns the yielded scalars.
-using BodyBuilder = llvm::function_ref<LogicalResult(
-    OpBuilder &, ValueRange scalars, Value flatIndex, SmallVectorImpl<Value> &)>;
-
-FailureOr<kern::ElementwiseOp> buildElementwise(OpBuilder &b, Location loc,
-                                                ValueRange inputs,
-                                                ValueRange outputs,
-                                                BodyBuilder body) {
-  auto op = kern::ElementwiseOp::create(b, loc, inputs, outputs);
-  Block *block = new Block();
-  op.getBody().push_back(block);
-  for (Value in : inputs)
-    block->addArgument(cast<MemRefType>(in.getType()).getElementType(), loc);
-  block->addArgument(b.getI64Type(), loc);
-  OpBuilder inner = OpBuilder::atBlockBegin(block);
-  SmallVector<Value> yielded;
-  if (failed(body(inner, block->getArguments().drop_back(),
-                  block->getArguments().back(), yielded))) {
-    op.erase();
-    return failure();
-  }
-  kern::YieldOp::create(inner, loc, yielded);
-  return op;
-}
-
 // out = in (broadcast to out's shape).
 void buildCopy(OpBuilder &b, Location loc, Value in, Value out) {
-  (void)buildElementwise(b, loc, in, out,
-                         [](OpBuilder &, ValueRange s, Value,
-                            SmallVectorImpl<Value> &r) {
-                           r.push_back(s[0]);
-                           return success();
-                         });
+  (void)kern::buildElementwise(
+      b, loc, in, out,
+      [](OpBuilder &, ValueRange s, Value, SmallVectorImpl<Value> &r) {
+        r.push_back(s[0]);
+        return success();
+      });
 }
 
 class FunctionLowering {
@@ -297,7 +270,7 @@ private:
     SmallVector<Value> outputs;
     for (Value r : op->getResults())
       outputs.push_back(alloc(loc, r));
-    auto ew = buildElementwise(
+    auto ew = kern::buildElementwise(
         b_, loc, inputs.getArrayRef(), outputs,
         [&](OpBuilder &b, ValueRange scalars, Value index,
             SmallVectorImpl<Value> &results) -> LogicalResult {
