@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <string>
 
+#include "dialects/common/HyperParameterRanges.h"
 #include "dialects/common/ShapeHelpers.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Math/IR/Math.h"
@@ -53,28 +54,16 @@ struct ScalarMath {
 };
 
 // "0.9", "1e-08": numbers in messages as they are usually written.
-// `value` must be finite and in the range `lo`..`hi` (open or closed ends);
-// `range` spells that range for the message.
-LogicalResult verifyHyperParameter(Operation *op, StringRef name,
-                                   double value, double lo, bool loOpen,
-                                   double hi, bool hiOpen, StringRef range) {
-  bool ok = std::isfinite(value) && (loOpen ? value > lo : value >= lo) &&
-            (hiOpen ? value < hi : value <= hi);
-  if (!ok)
-    return op->emitOpError(name)
-           << " must be " << range << ", got " << tcc::formatNumber(value);
+// `value` must lie in `range` (HyperParameterRanges.h, shared with the
+// importer's checks of the training recipe).
+LogicalResult
+verifyHyperParameter(Operation *op, StringRef name, APFloat v,
+                     const tcc::model::HyperParameterRange &range) {
+  double value = v.convertToDouble();
+  if (!range.contains(value))
+    return op->emitOpError(name) << " must be " << range.spelling << ", got "
+                                 << tcc::formatNumber(value);
   return success();
-}
-
-LogicalResult verifyUnitInterval(Operation *op, StringRef name, APFloat v) {
-  return verifyHyperParameter(op, name, v.convertToDouble(), 0, false, 1, true,
-                              "in [0, 1)");
-}
-
-LogicalResult verifyWeightDecay(Operation *op, APFloat weightDecay) {
-  return verifyHyperParameter(op, "weight_decay",
-                              weightDecay.convertToDouble(), 0, false,
-                              INFINITY, false, ">= 0");
 }
 
 } // namespace
@@ -84,7 +73,8 @@ LogicalResult verifyWeightDecay(Operation *op, APFloat weightDecay) {
 //===----------------------------------------------------------------------===//
 
 LogicalResult SgdUpdateOp::verify() {
-  return verifyWeightDecay(*this, getWeightDecay());
+  return verifyHyperParameter(*this, "weight_decay", getWeightDecay(),
+                              tcc::model::kNonNegative);
 }
 
 LogicalResult SgdUpdateOp::buildScalar(OpBuilder &b, Location loc,
@@ -105,9 +95,11 @@ LogicalResult SgdUpdateOp::buildScalar(OpBuilder &b, Location loc,
 //===----------------------------------------------------------------------===//
 
 LogicalResult MomentumUpdateOp::verify() {
-  if (failed(verifyUnitInterval(*this, "momentum", getMomentum())))
+  if (failed(verifyHyperParameter(*this, "momentum", getMomentum(),
+                                  tcc::model::kUnitInterval)))
     return failure();
-  return verifyWeightDecay(*this, getWeightDecay());
+  return verifyHyperParameter(*this, "weight_decay", getWeightDecay(),
+                              tcc::model::kNonNegative);
 }
 
 LogicalResult MomentumUpdateOp::buildScalar(OpBuilder &b, Location loc,
@@ -132,12 +124,15 @@ LogicalResult MomentumUpdateOp::buildScalar(OpBuilder &b, Location loc,
 //===----------------------------------------------------------------------===//
 
 LogicalResult AdamWUpdateOp::verify() {
-  if (failed(verifyUnitInterval(*this, "beta1", getBeta1())) ||
-      failed(verifyUnitInterval(*this, "beta2", getBeta2())) ||
-      failed(verifyHyperParameter(*this, "eps", getEps().convertToDouble(), 0,
-                                  true, INFINITY, false, "> 0")))
+  if (failed(verifyHyperParameter(*this, "beta1", getBeta1(),
+                                  tcc::model::kUnitInterval)) ||
+      failed(verifyHyperParameter(*this, "beta2", getBeta2(),
+                                  tcc::model::kUnitInterval)) ||
+      failed(
+          verifyHyperParameter(*this, "eps", getEps(), tcc::model::kPositive)))
     return failure();
-  return verifyWeightDecay(*this, getWeightDecay());
+  return verifyHyperParameter(*this, "weight_decay", getWeightDecay(),
+                              tcc::model::kNonNegative);
 }
 
 LogicalResult AdamWUpdateOp::buildScalar(OpBuilder &b, Location loc,

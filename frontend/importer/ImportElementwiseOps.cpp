@@ -2,7 +2,7 @@
 #include <cmath>
 #include <cstdio>
 
-#include "dialects/common/ModelAttrs.h"
+#include "dialects/common/FuncArguments.h"
 #include "dialects/common/ShapeHelpers.h"
 #include "dialects/tg/TgDialect.h"
 #include "frontend/importer/NodeImporter.h"
@@ -299,19 +299,7 @@ FailureOr<Value> hyperArgument(NodeContext &n, StringRef name) {
     n.error() << "internal error: nodes must be imported into a function";
     return failure();
   }
-  for (unsigned i = 0; i < func.getNumArguments(); ++i)
-    if (auto hyper = func.getArgAttrOfType<StringAttr>(i, model::kHyperAttr);
-        hyper && hyper.getValue() == name)
-      return Value(func.getArgument(i));
-  auto type = RankedTensorType::get({}, n.b.getI64Type());
-  auto attrs = n.b.getDictionaryAttr(
-      n.b.getNamedAttr(model::kHyperAttr, n.b.getStringAttr(name)));
-  unsigned index = func.getNumArguments();
-  if (failed(func.insertArgument(index, type, attrs, func.getLoc()))) {
-    n.error() << "internal error: cannot add the '" << name << "' argument";
-    return failure();
-  }
-  return Value(func.getArgument(index));
+  return Value(model::getOrAddHyperArgument(func, name, n.b.getI64Type()));
 }
 
 // dropout {rate = 0.5}: the mask is keyed by (rng_seed, step, op id), where

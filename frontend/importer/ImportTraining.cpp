@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <string>
 
+#include "dialects/common/HyperParameterRanges.h"
 #include "dialects/common/ModelAttrs.h"
 #include "dialects/common/ShapeHelpers.h"
 #include "dialects/tg/TgDialect.h"
@@ -44,25 +45,23 @@ private:
     return d;
   }
 
-  // `value` must be finite and within [lo, hi) (hi exclusive only when
-  // `hiOpen`), else an error naming `field`.
-  LogicalResult checkRange(StringRef field, double value, double lo,
-                           double hi, bool loOpen, bool hiOpen,
-                           StringRef range) {
-    bool ok = std::isfinite(value) && (loOpen ? value > lo : value >= lo) &&
-              (hiOpen ? value < hi : value <= hi);
-    if (!ok)
-      return error() << field << " must be " << range << ", got " << tcc::formatNumber(value);
+  // `value` must lie in `range` (HyperParameterRanges.h, shared with the
+  // optimizer ops' verifiers), else an error naming `field`.
+  LogicalResult checkRange(StringRef field, double value,
+                           const model::HyperParameterRange &range) {
+    if (!range.contains(value))
+      return error() << field << " must be " << range.spelling << ", got "
+                     << tcc::formatNumber(value);
     return success();
   }
   LogicalResult checkPositive(StringRef field, double value) {
-    return checkRange(field, value, 0, INFINITY, true, false, "> 0");
+    return checkRange(field, value, model::kPositive);
   }
   LogicalResult checkNonNegative(StringRef field, double value) {
-    return checkRange(field, value, 0, INFINITY, false, false, ">= 0");
+    return checkRange(field, value, model::kNonNegative);
   }
   LogicalResult checkUnitInterval(StringRef field, double value) {
-    return checkRange(field, value, 0, 1, false, true, "in [0, 1)");
+    return checkRange(field, value, model::kUnitInterval);
   }
 
   NamedAttribute f64(StringRef name, double value) {

@@ -48,10 +48,10 @@ struct TgAdamWUpdatePass : tcc::impl::TgAdamWUpdateBase<TgAdamWUpdatePass> {
     func::FuncOp step = target->step;
     Block &body = step.getBody().front();
     OpBuilder b(body.getTerminator());
-    Value lr = training::getOrAddHyperArgument(step, model::kLearningRateHyper,
-                                               b.getF32Type());
-    Value stepCounter = training::getOrAddHyperArgument(
-        step, model::kStepHyper, b.getIntegerType(64));
+    Value lr = model::getOrAddHyperArgument(step, model::kLearningRateHyper,
+                                            b.getF32Type());
+    Value stepCounter = model::getOrAddHyperArgument(step, model::kStepHyper,
+                                                     b.getIntegerType(64));
     auto applyAdamW = [&](const training::GradientToApply &g) {
       double wd = g.info && g.info->noWeightDecay ? 0.0 : weightDecay;
       // The moments: new state arguments, and their updated values.

@@ -39,19 +39,18 @@ struct TgEmitGradientsPass
       auto gradOf = step.getResultAttrOfType<IntegerAttr>(i, model::kGradOfAttr);
       if (!gradOf)
         continue;
-      int64_t p = gradOf.getInt();
-      std::optional<model::ParamInfo> info;
-      if (p >= 0 && p < static_cast<int64_t>(params.size()))
-        info = model::ParamInfo::fromAttr(
-            step.getArgAttr(params[p].getArgNumber(), model::kParamAttr));
-      if (!info) {
-        step.emitError(getArgument()) << ": gradient of unknown parameter " << p;
+      // The output is named after the parameter, so its spec must be there.
+      FailureOr<training::GradientParameter> target =
+          training::gradientParameter(step, params, gradOf.getInt(),
+                                      getArgument(),
+                                      training::ParamSpec::Required);
+      if (failed(target))
         return signalPassFailure();
-      }
       step.setResultAttrs(
-          i, b.getDictionaryAttr(b.getNamedAttr(
-                 model::kTrainOutputAttr,
-                 b.getStringAttr(model::kGradOutputPrefix.str() + info->name))));
+          i, b.getDictionaryAttr(
+                 b.getNamedAttr(model::kTrainOutputAttr,
+                                b.getStringAttr(model::kGradOutputPrefix.str() +
+                                                target->info->name))));
     }
   }
 };

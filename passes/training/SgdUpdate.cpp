@@ -46,8 +46,8 @@ struct TgSgdUpdatePass : tcc::impl::TgSgdUpdateBase<TgSgdUpdatePass> {
     func::FuncOp step = target->step;
     Block &body = step.getBody().front();
     OpBuilder b(body.getTerminator());
-    Value lr = training::getOrAddHyperArgument(step, model::kLearningRateHyper,
-                                               b.getF32Type());
+    Value lr = model::getOrAddHyperArgument(step, model::kLearningRateHyper,
+                                            b.getF32Type());
     auto applySgd = [&](const training::GradientToApply &g) {
       double wd = g.info && g.info->noWeightDecay ? 0.0 : weightDecay;
       Location loc = training::updateLoc(b, "sgd", g.info);

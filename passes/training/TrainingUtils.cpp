@@ -22,12 +22,6 @@ SmallVector<BlockArgument> paramArguments(func::FuncOp f) {
   return params;
 }
 
-BlockArgument appendArgument(func::FuncOp f, Type type, DictionaryAttr attrs) {
-  unsigned index = f.getNumArguments();
-  (void)f.insertArgument(index, type, attrs, f.getLoc());
-  return f.getArgument(index);
-}
-
 int64_t countOptStateArguments(func::FuncOp f) {
   int64_t n = 0;
   for (unsigned i = 0; i < f.getNumArguments(); ++i)
@@ -39,7 +33,7 @@ int64_t countOptStateArguments(func::FuncOp f) {
 BlockArgument appendOptStateArgument(func::FuncOp f, BlockArgument param,
                                      int64_t paramIndex, StringRef name) {
   Builder b(f.getContext());
-  return appendArgument(
+  return model::appendArgument(
       f, param.getType(),
       b.getDictionaryAttr(b.getNamedAttr(
           model::kOptStateAttr,
@@ -54,18 +48,19 @@ Location updateLoc(OpBuilder &b, StringRef optimizer,
                                       (info ? info->name : std::string("?"))));
 }
 
-BlockArgument getOrAddHyperArgument(func::FuncOp f, StringRef name,
-                                    Type elementType) {
-  for (BlockArgument arg : f.getArguments())
-    if (auto h = f.getArgAttrOfType<StringAttr>(arg.getArgNumber(),
-                                                model::kHyperAttr);
-        h && h.getValue() == name)
-      return arg;
-  Builder b(f.getContext());
-  return appendArgument(
-      f, RankedTensorType::get({}, elementType),
-      b.getDictionaryAttr(
-          b.getNamedAttr(model::kHyperAttr, b.getStringAttr(name))));
+FailureOr<GradientParameter>
+gradientParameter(func::FuncOp step, ArrayRef<BlockArgument> params,
+                  int64_t paramIndex, StringRef passName, ParamSpec spec) {
+  GradientParameter found;
+  if (paramIndex >= 0 && paramIndex < static_cast<int64_t>(params.size())) {
+    found.param = params[paramIndex];
+    found.info = model::ParamInfo::fromAttr(
+        step.getArgAttr(found.param.getArgNumber(), model::kParamAttr));
+  }
+  if (!found.param || (spec == ParamSpec::Required && !found.info))
+    return step.emitError(passName)
+           << ": gradient of unknown parameter " << paramIndex;
+  return found;
 }
 
 LogicalResult replaceGradientsWithUpdates(
@@ -84,14 +79,12 @@ LogicalResult replaceGradientsWithUpdates(
       continue;
     }
     int64_t p = gradOf.getInt();
-    if (p < 0 || p >= static_cast<int64_t>(params.size()))
-      return step.emitError(passName)
-             << ": gradient of unknown parameter " << p;
-    BlockArgument param = params[p];
-    auto info = model::ParamInfo::fromAttr(
-        step.getArgAttr(param.getArgNumber(), model::kParamAttr));
+    FailureOr<GradientParameter> target =
+        gradientParameter(step, params, p, passName, ParamSpec::Optional);
+    if (failed(target))
+      return failure();
     int64_t firstState = countOptStateArguments(step);
-    ParamUpdate updated = update({param, p, grad, info});
+    ParamUpdate updated = update({target->param, p, grad, target->info});
     results.push_back(updated.newParam);
     resultAttrs.push_back(b.getDictionaryAttr(
         b.getNamedAttr(model::kUpdatesParamAttr, b.getI64IntegerAttr(p))));

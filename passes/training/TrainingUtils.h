@@ -1,11 +1,14 @@
 // Helpers shared by the training-recipe passes (accumulation, clipping,
-// optimizers, gradient outputs): finding @train_step, its parameters and
-// hyper-parameter arguments, and replacing its results.
+// optimizers, gradient outputs): finding @train_step and its parameters,
+// optimizer-state arguments, and replacing its results. Appending arguments
+// (tg.hyper ones included) is in dialects/common/FuncArguments.h, which the
+// importer shares.
 #ifndef TCC_PASSES_TRAINING_TRAININGUTILS_H
 #define TCC_PASSES_TRAINING_TRAININGUTILS_H
 
 #include <optional>
 
+#include "dialects/common/FuncArguments.h"
 #include "dialects/common/ModelAttrs.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
@@ -21,16 +24,6 @@ mlir::FailureOr<mlir::func::FuncOp> getTrainStep(mlir::ModuleOp module,
 // The arguments carrying tg.param, in parameter-index order.
 llvm::SmallVector<mlir::BlockArgument> paramArguments(mlir::func::FuncOp f);
 
-// The argument marked tg.hyper = `name`, appended (0-d tensor of
-// `elementType`) when the function has none yet.
-mlir::BlockArgument getOrAddHyperArgument(mlir::func::FuncOp f,
-                                          llvm::StringRef name,
-                                          mlir::Type elementType);
-
-// Appends an argument of `type` with the argument attributes `attrs`.
-mlir::BlockArgument appendArgument(mlir::func::FuncOp f, mlir::Type type,
-                                   mlir::DictionaryAttr attrs);
-
 // The number of tg.opt_state arguments of `f` (the index the next gets).
 int64_t countOptStateArguments(mlir::func::FuncOp f);
 
@@ -45,6 +38,20 @@ mlir::BlockArgument appendOptStateArgument(mlir::func::FuncOp f,
 // code comments and messages name the parameter).
 mlir::Location updateLoc(mlir::OpBuilder &b, llvm::StringRef optimizer,
                          const std::optional<model::ParamInfo> &info);
+
+// The parameter a gradient result with tg.grad_of = `paramIndex` belongs
+// to: its argument among `params` (paramArguments) and its tg.param spec.
+// An index outside `params`, or a missing spec when `spec` is Required, is an
+// error "<passName>: gradient of unknown parameter <paramIndex>" on `step`.
+struct GradientParameter {
+  mlir::BlockArgument param;
+  std::optional<model::ParamInfo> info;
+};
+enum class ParamSpec { Optional, Required };
+mlir::FailureOr<GradientParameter>
+gradientParameter(mlir::func::FuncOp step,
+                  llvm::ArrayRef<mlir::BlockArgument> params,
+                  int64_t paramIndex, llvm::StringRef passName, ParamSpec spec);
 
 // A gradient result of @train_step, with the parameter it belongs to.
 struct GradientToApply {
