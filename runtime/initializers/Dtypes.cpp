@@ -6,43 +6,47 @@
 
 namespace tcc::trun {
 
+namespace {
+
+struct DtypeInfo {
+  int32_t dtype;
+  const char *name;
+  int64_t bytes;
+};
+
+// Every dtype of the ABI, once.
+constexpr DtypeInfo kDtypes[] = {
+    {TCC_DTYPE_F32, "f32", 4}, {TCC_DTYPE_F64, "f64", 8},
+    {TCC_DTYPE_I32, "i32", 4}, {TCC_DTYPE_I64, "i64", 8},
+    {TCC_DTYPE_U8, "u8", 1},   {TCC_DTYPE_BF16, "bf16", 2},
+    {TCC_DTYPE_F16, "f16", 2},
+};
+
+const DtypeInfo *Find(int32_t dtype) {
+  for (const DtypeInfo &info : kDtypes)
+    if (info.dtype == dtype)
+      return &info;
+  return nullptr;
+}
+
+} // namespace
+
 int64_t DtypeSize(int32_t dtype) {
-  switch (dtype) {
-  case TCC_DTYPE_F32:
-  case TCC_DTYPE_I32:
-    return 4;
-  case TCC_DTYPE_F64:
-  case TCC_DTYPE_I64:
-    return 8;
-  case TCC_DTYPE_U8:
-    return 1;
-  case TCC_DTYPE_BF16:
-  case TCC_DTYPE_F16:
-    return 2;
-  default:
-    return 0;
-  }
+  const DtypeInfo *info = Find(dtype);
+  return info ? info->bytes : 0;
 }
 
 std::string DtypeName(int32_t dtype) {
-  switch (dtype) {
-  case TCC_DTYPE_F32:
-    return "f32";
-  case TCC_DTYPE_F64:
-    return "f64";
-  case TCC_DTYPE_I32:
-    return "i32";
-  case TCC_DTYPE_I64:
-    return "i64";
-  case TCC_DTYPE_U8:
-    return "u8";
-  case TCC_DTYPE_BF16:
-    return "bf16";
-  case TCC_DTYPE_F16:
-    return "f16";
-  default:
-    return absl::StrCat("dtype(", dtype, ")");
-  }
+  if (const DtypeInfo *info = Find(dtype))
+    return info->name;
+  return absl::StrCat("dtype(", dtype, ")");
+}
+
+int32_t DtypeFromName(absl::string_view name) {
+  for (const DtypeInfo &info : kDtypes)
+    if (name == info.name)
+      return info.dtype;
+  return TCC_DTYPE_INVALID;
 }
 
 bool IsFloatingDtype(int32_t dtype) {

@@ -4,6 +4,8 @@
 #ifndef TCC_RUNTIME_INITIALIZERS_DTYPES_H
 #define TCC_RUNTIME_INITIALIZERS_DTYPES_H
 
+#include "absl/strings/string_view.h"
+
 #include <cstdint>
 #include <string>
 
@@ -13,6 +15,8 @@ namespace tcc::trun {
 int64_t DtypeSize(int32_t dtype);
 // "f32", "i32", ...; "dtype(N)" for unknown values.
 std::string DtypeName(int32_t dtype);
+// The dtype DtypeName names ("f32"); TCC_DTYPE_INVALID if none.
+int32_t DtypeFromName(absl::string_view name);
 bool IsFloatingDtype(int32_t dtype);
 bool IsIntegerDtype(int32_t dtype);
 

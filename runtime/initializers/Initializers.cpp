@@ -54,6 +54,21 @@ uint64_t InitKey(const tcc_tensor_desc &t, uint64_t run_seed) {
 
 } // namespace
 
+std::string InitKindName(int32_t kind) {
+  switch (kind) {
+  case TCC_INIT_ZEROS:
+    return "zeros";
+  case TCC_INIT_ONES:
+    return "ones";
+  case TCC_INIT_NORMAL:
+    return "normal";
+  case TCC_INIT_UNIFORM:
+    return "uniform";
+  default:
+    return absl::StrCat("init(", kind, ")");
+  }
+}
+
 float InitialValue(const tcc_tensor_desc &t, uint64_t run_seed, int64_t index) {
   return ValueAt(t, InitKey(t, run_seed), index);
 }

@@ -9,8 +9,13 @@
 #include "absl/status/status.h"
 
 #include <cstdint>
+#include <string>
 
 namespace tcc::trun {
+
+// "zeros", "ones", "normal" or "uniform" for a TCC_INIT_* kind; "init(N)"
+// for an unknown one.
+std::string InitKindName(int32_t kind);
 
 // Element `index` of tensor `t` for run seed `run_seed` (tcc/counter_rng.h):
 //   key = stream_key(run_seed, TCC_RNG_DOMAIN_PARAM_INIT, t.init_seed)

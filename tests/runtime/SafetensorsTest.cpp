@@ -208,5 +208,32 @@ TEST(AtomicFileTest, FailedWriteKeepsTheOldFileAndNamesThePath) {
   EXPECT_EQ(std::string(old.begin(), old.end()), "old");
 }
 
+
+// The size and CRC32 a writer gets while writing are those of the file on
+// disk (checkpoints record them instead of reading the files back).
+TEST(AtomicFileTest, ReportsSizeAndCrcOfWhatItWrote) {
+  TempDir dir;
+  FileChecksum written;
+  ASSERT_TRUE(
+      WriteFileAtomically(dir.File("f"), {"abc", "", "defgh"}, &written).ok());
+  EXPECT_EQ(written.bytes, 8);
+  EXPECT_EQ(written.crc32, Crc32("abcdefgh"));
+  EXPECT_EQ(written.crc32, 0xaeef2a50u); // zlib's crc32 of "abcdefgh"
+  absl::StatusOr<FileChecksum> read = ChecksumOfFile(dir.File("f"));
+  ASSERT_TRUE(read.ok()) << read.status();
+  EXPECT_EQ(read->bytes, 8);
+  EXPECT_EQ(read->crc32, written.crc32);
+
+  float w[3] = {1, 2, 3};
+  ASSERT_TRUE(WriteSafetensors(dir.File("w.safetensors"),
+                               {{"w", TCC_DTYPE_F32, {3}, w, sizeof(w)}},
+                               {{"k", "v"}}, &written)
+                  .ok());
+  read = ChecksumOfFile(dir.File("w.safetensors"));
+  ASSERT_TRUE(read.ok()) << read.status();
+  EXPECT_EQ(read->bytes, written.bytes);
+  EXPECT_EQ(read->crc32, written.crc32);
+}
+
 } // namespace
 } // namespace tcc::trun

@@ -77,10 +77,10 @@ TensorDifference(absl::string_view kind, const std::vector<TensorSpec> &there,
 
 absl::StatusOr<SafetensorsFile>
 ReadRecordedTensors(const std::string &path, const char *name,
-                    const FileSummary &recorded,
+                    const FileChecksum &recorded,
                     const std::vector<TensorSpec> &specs) {
   std::string file = absl::StrCat(path, "/", name);
-  absl::StatusOr<FileSummary> actual = Summarize(file);
+  absl::StatusOr<FileChecksum> actual = ChecksumOfFile(file);
   if (!actual.ok())
     return actual.status();
   if (actual->bytes != recorded.bytes)

@@ -41,7 +41,7 @@ namespace tcc::trun::checkpoint {
 // exactly `specs`. Errors are DataLoss naming the file.
 absl::StatusOr<SafetensorsFile>
 ReadRecordedTensors(const std::string &path, const char *name,
-                    const FileSummary &recorded,
+                    const FileChecksum &recorded,
                     const std::vector<TensorSpec> &specs);
 
 // Names the first difference between the step a checkpoint was written for

@@ -1,6 +1,7 @@
 #include "runtime/trun/checkpoint/CheckpointState.h"
 
 #include "runtime/initializers/Dtypes.h"
+#include "runtime/initializers/Initializers.h"
 #include "runtime/trun/io/MappedFile.h"
 #include "tcc/counter_rng.h"
 
@@ -9,7 +10,6 @@
 #include "absl/strings/str_join.h"
 
 #include <nlohmann/json.hpp>
-#include <zlib.h>
 
 #include <algorithm>
 #include <charconv>
@@ -51,32 +51,6 @@ std::string Quote(const char *name) {
       out.push_back(static_cast<char>(c));
   }
   return out + "\"";
-}
-
-std::string InitName(int32_t kind) {
-  switch (kind) {
-  case TCC_INIT_ZEROS:
-    return "zeros";
-  case TCC_INIT_ONES:
-    return "ones";
-  case TCC_INIT_NORMAL:
-    return "normal";
-  case TCC_INIT_UNIFORM:
-    return "uniform";
-  default:
-    return absl::StrCat("init(", kind, ")");
-  }
-}
-
-uint32_t Crc32(const uint8_t *data, size_t size) {
-  uLong crc = ::crc32(0L, Z_NULL, 0);
-  while (size > 0) { // crc32() takes a uInt length
-    uInt n = static_cast<uInt>(std::min<size_t>(size, 1u << 30));
-    crc = ::crc32(crc, data, n);
-    data += n;
-    size -= n;
-  }
-  return static_cast<uint32_t>(crc);
 }
 
 nlohmann::ordered_json SpecsJson(int32_t n, const tcc_tensor_desc *list) {
@@ -163,7 +137,7 @@ public:
     }
     return absl::OkStatus();
   }
-  absl::Status File(const char *name, FileSummary &out) const {
+  absl::Status File(const char *name, FileChecksum &out) const {
     const Json *files = Find("files");
     if (!files || !files->is_object() || !files->contains(name) ||
         !(*files)[name].is_object())
@@ -231,7 +205,7 @@ std::vector<std::string> InterfaceLines(const tcc_step_descriptor &d) {
       std::string line =
           absl::StrCat(kind, " ", Quote(t.name), " ", SpecText(t));
       if (with_init)
-        absl::StrAppend(&line, " init=", InitName(t.init_kind),
+        absl::StrAppend(&line, " init=", InitKindName(t.init_kind),
                         absl::StrFormat(" scale=%.17g", t.init_scale),
                         " seed=", t.init_seed, " trainable=", t.trainable);
       lines.push_back(std::move(line));
@@ -251,23 +225,6 @@ std::string Fingerprint(const std::vector<std::string> &lines) {
   for (const std::string &line : lines)
     absl::StrAppend(&text, line, "\n");
   return absl::StrFormat("%016x", tcc_fnv1a64(text.data(), text.size()));
-}
-
-absl::StatusOr<FileSummary> Summarize(const std::string &path) {
-  absl::StatusOr<MappedFile> file = MappedFile::Open(path);
-  if (!file.ok())
-    return file.status();
-  return FileSummary{static_cast<int64_t>(file->size()),
-                     Crc32(file->data(), file->size())};
-}
-
-int32_t DtypeFromName(const std::string &name) {
-  for (int32_t dtype :
-       {TCC_DTYPE_F32, TCC_DTYPE_F64, TCC_DTYPE_I32, TCC_DTYPE_I64,
-        TCC_DTYPE_U8, TCC_DTYPE_BF16, TCC_DTYPE_F16})
-    if (DtypeName(dtype) == name)
-      return dtype;
-  return TCC_DTYPE_INVALID;
 }
 
 absl::Status ReadState(const std::string &path, int64_t step,
@@ -333,8 +290,8 @@ absl::Status ReadState(const std::string &path, int64_t step,
 }
 
 std::string EncodeState(const tcc_step_descriptor &d, const TrainState &state,
-                        const FileSummary &model,
-                        const FileSummary &optimizer) {
+                        const FileChecksum &model,
+                        const FileChecksum &optimizer) {
   nlohmann::ordered_json files = nlohmann::ordered_json::object();
   files[kModelFile] = {{"bytes", model.bytes}, {"crc32", model.crc32}};
   files[kOptimizerFile] = {{"bytes", optimizer.bytes},

@@ -6,6 +6,7 @@
 #define TCC_RUNTIME_TRUN_CHECKPOINT_CHECKPOINTSTATE_H
 
 #include "runtime/trun/checkpoint/TrainState.h"
+#include "runtime/trun/io/FileChecksum.h"
 #include "tcc/step_abi.h"
 
 #include "absl/status/status.h"
@@ -32,20 +33,13 @@ struct TensorSpec {
   std::vector<int64_t> shape;
 };
 
-// Size and CRC32 of one data file.
-struct FileSummary {
-  int64_t bytes = 0;
-  uint32_t crc32 = 0;
-};
-absl::StatusOr<FileSummary> Summarize(const std::string &path);
-
 // Everything state.json of one checkpoint says.
 struct RecordedState {
   TrainState state;
   std::string model, optimizer, fingerprint;
   std::vector<std::string> interface;
   std::vector<TensorSpec> params, optimizer_state;
-  std::map<std::string, FileSummary> files; // kModelFile, kOptimizerFile
+  std::map<std::string, FileChecksum> files; // kModelFile, kOptimizerFile
 };
 
 // The canonical text the fingerprint hashes, one line per field or tensor
@@ -60,14 +54,12 @@ std::string SpecText(const std::string &dtype,
                      const std::vector<int64_t> &shape);
 std::string SpecText(const tcc_tensor_desc &t);
 std::vector<int64_t> ShapeOf(const tcc_tensor_desc &t);
-// The dtype code of a tcc dtype name ("f32"); TCC_DTYPE_INVALID if unknown.
-int32_t DtypeFromName(const std::string &name);
 
 // The text of state.json for `state` of step `d`, whose two safetensors
-// files are summarized by `model` and `optimizer`.
+// files are checksummed by `model` and `optimizer`.
 std::string EncodeState(const tcc_step_descriptor &d, const TrainState &state,
-                        const FileSummary &model,
-                        const FileSummary &optimizer);
+                        const FileChecksum &model,
+                        const FileChecksum &optimizer);
 
 // Reads and checks state.json of the checkpoint directory `path` of step
 // `step`: format, version, every field's type, the seed, the step and the

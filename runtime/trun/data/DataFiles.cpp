@@ -55,34 +55,9 @@ absl::StatusOr<SplitFiles> FindSplit(const std::string &dir,
   return SplitFiles{*images, *labels};
 }
 
-// The images of an IDX file, checked like LoadLabeledImages does.
-absl::Status ReadIdxImages(const std::string &path, LabeledImages &set) {
-  absl::StatusOr<IdxArray> images = ReadIdxFile(path, kIdxImagesMagic);
-  if (!images.ok())
-    return images.status();
-  set.images_path = path;
-  set.count = images->dims[0];
-  set.rows = images->dims[1];
-  set.cols = images->dims[2];
-  if (set.rows == 0 || set.cols == 0)
-    return absl::InvalidArgumentError(absl::StrCat(
-        path, ": images are ", set.rows, "x", set.cols, " (empty)"));
-  set.pixels = std::move(images->values);
-  return absl::OkStatus();
-}
-
-absl::StatusOr<std::vector<uint8_t>> ReadIdxLabels(const std::string &path) {
-  absl::StatusOr<IdxArray> labels = ReadIdxFile(path, kIdxLabelsMagic);
-  if (!labels.ok())
-    return labels.status();
-  return std::move(labels->values);
-}
-
 } // namespace
 
 absl::StatusOr<LabeledImages> ReadSplit(const SplitFiles &files) {
-  if (!IsNpyPath(files.images) && !IsNpyPath(files.labels))
-    return LoadLabeledImages(files.images, files.labels);
   LabeledImages set;
   absl::Status images = IsNpyPath(files.images)
                             ? ReadNpyImages(files.images, set)
@@ -94,13 +69,9 @@ absl::StatusOr<LabeledImages> ReadSplit(const SplitFiles &files) {
                               : ReadIdxLabels(files.labels);
   if (!labels.ok())
     return labels.status();
-  set.labels_path = files.labels;
-  // The wording of LoadLabeledImages.
-  if (static_cast<int64_t>(labels->size()) != set.count)
-    return absl::InvalidArgumentError(
-        absl::StrCat(files.labels, ": ", labels->size(), " labels but ",
-                     files.images, " has ", set.count, " images"));
-  set.labels = std::move(*labels);
+  if (absl::Status s = AttachLabels(set, files.labels, std::move(*labels));
+      !s.ok())
+    return s;
   return set;
 }
 

@@ -33,7 +33,8 @@ ResolveDataFiles(const std::string &data,
 
 // Reads a split. Each file is a .npy array when its name ends with ".npy"
 // (NpyFile.h), else IDX (IdxDataset.h), so the two can be mixed; image and
-// label counts must match. Two IDX files read exactly as LoadLabeledImages.
+// label counts must match (AttachLabels). Two IDX files read exactly as
+// LoadLabeledImages.
 absl::StatusOr<LabeledImages> ReadSplit(const SplitFiles &files);
 
 } // namespace tcc::trun

@@ -140,31 +140,51 @@ absl::StatusOr<IdxArray> ReadIdxFile(const std::string &path,
   return array;
 }
 
-absl::StatusOr<LabeledImages>
-LoadLabeledImages(const std::string &images_path,
-                  const std::string &labels_path) {
-  absl::StatusOr<IdxArray> images = ReadIdxFile(images_path, kIdxImagesMagic);
+absl::Status ReadIdxImages(const std::string &path, LabeledImages &set) {
+  absl::StatusOr<IdxArray> images = ReadIdxFile(path, kIdxImagesMagic);
   if (!images.ok())
     return images.status();
-  absl::StatusOr<IdxArray> labels = ReadIdxFile(labels_path, kIdxLabelsMagic);
-  if (!labels.ok())
-    return labels.status();
-
-  LabeledImages set;
-  set.images_path = images_path;
-  set.labels_path = labels_path;
+  set.images_path = path;
   set.count = images->dims[0];
   set.rows = images->dims[1];
   set.cols = images->dims[2];
   if (set.rows == 0 || set.cols == 0)
-    return FileError(images_path, absl::StrCat("images are ", set.rows, "x",
-                                               set.cols, " (empty)"));
-  if (labels->dims[0] != set.count)
-    return absl::InvalidArgumentError(
-        absl::StrCat(labels_path, ": ", labels->dims[0], " labels but ",
-                     images_path, " has ", set.count, " images"));
+    return FileError(path, absl::StrCat("images are ", set.rows, "x", set.cols,
+                                        " (empty)"));
   set.pixels = std::move(images->values);
-  set.labels = std::move(labels->values);
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::vector<uint8_t>> ReadIdxLabels(const std::string &path) {
+  absl::StatusOr<IdxArray> labels = ReadIdxFile(path, kIdxLabelsMagic);
+  if (!labels.ok())
+    return labels.status();
+  return std::move(labels->values);
+}
+
+absl::Status AttachLabels(LabeledImages &set, const std::string &labels_path,
+                          std::vector<uint8_t> labels) {
+  if (static_cast<int64_t>(labels.size()) != set.count)
+    return absl::InvalidArgumentError(
+        absl::StrCat(labels_path, ": ", labels.size(), " labels but ",
+                     set.images_path, " has ", set.count, " images"));
+  set.labels_path = labels_path;
+  set.labels = std::move(labels);
+  return absl::OkStatus();
+}
+
+absl::StatusOr<LabeledImages>
+LoadLabeledImages(const std::string &images_path,
+                  const std::string &labels_path) {
+  LabeledImages set;
+  if (absl::Status s = ReadIdxImages(images_path, set); !s.ok())
+    return s;
+  absl::StatusOr<std::vector<uint8_t>> labels = ReadIdxLabels(labels_path);
+  if (!labels.ok())
+    return labels.status();
+  if (absl::Status s = AttachLabels(set, labels_path, std::move(*labels));
+      !s.ok())
+    return s;
   return set;
 }
 

@@ -41,8 +41,19 @@ struct LabeledImages {
   int64_t pixels_per_image() const { return rows * cols; }
 };
 
-// Reads an images file (0x00000803) and a labels file (0x00000801) and checks
-// that they hold the same number of samples.
+// Reads an images file (0x00000803) into `set` (images_path, count, rows,
+// cols, pixels); rows or cols 0 is an error ("images are RxC (empty)").
+absl::Status ReadIdxImages(const std::string &path, LabeledImages &set);
+
+// Reads a labels file (0x00000801).
+absl::StatusOr<std::vector<uint8_t>> ReadIdxLabels(const std::string &path);
+
+// Gives `set` (images already read) its labels, read from `labels_path`:
+// there must be one per image.
+absl::Status AttachLabels(LabeledImages &set, const std::string &labels_path,
+                          std::vector<uint8_t> labels);
+
+// Reads an images file and a labels file (the three functions above).
 absl::StatusOr<LabeledImages> LoadLabeledImages(const std::string &images_path,
                                                 const std::string &labels_path);
 

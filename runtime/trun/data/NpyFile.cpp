@@ -249,19 +249,76 @@ std::string TypeName(absl::string_view descr) {
   }
 }
 
+template <typename T> int64_t LabelAt(const uint8_t *data, int64_t i) {
+  T value;
+  std::memcpy(&value, data + i * sizeof(T), sizeof(T));
+  // uint64 above int64's range is out of [0, 256) either way.
+  if constexpr (std::is_same_v<T, uint64_t>)
+    return value > 255 ? int64_t{256} : static_cast<int64_t>(value);
+  else
+    return static_cast<int64_t>(value);
+}
+
+// Copies the labels out; the index of the first outside [0, 256), if any.
+template <typename T>
+std::optional<int64_t> FirstBadLabel(const NpyArray &array,
+                                     std::vector<uint8_t> &labels) {
+  const uint8_t *data = array.data();
+  for (int64_t i = 0; i < static_cast<int64_t>(labels.size()); ++i) {
+    int64_t value = LabelAt<T>(data, i);
+    if (value < 0 || value > 255)
+      return i;
+    labels[i] = static_cast<uint8_t>(value);
+  }
+  return std::nullopt;
+}
+
+// The label printed in an error, exactly as stored (uint64 values above
+// int64's range too).
+template <typename T> std::string LabelText(const NpyArray &array, int64_t i) {
+  T value;
+  std::memcpy(&value, array.data() + i * sizeof(T), sizeof(T));
+  // Widened so that one-byte types print as numbers, not characters.
+  if constexpr (std::is_signed_v<T>)
+    return absl::StrCat(static_cast<int64_t>(value));
+  else
+    return absl::StrCat(static_cast<uint64_t>(value));
+}
+
+// Every element type trun reads, with how labels of that type are read
+// (none for float32: labels must be integers).
 struct TypeInfo {
   const char *code; // kind and size, e.g. "u1"
   NpyType type;
   int64_t bytes;
+  std::optional<int64_t> (*first_bad_label)(const NpyArray &,
+                                            std::vector<uint8_t> &);
+  std::string (*label_text)(const NpyArray &, int64_t);
 };
 
+template <typename T> constexpr TypeInfo Integer(const char *code,
+                                                 NpyType type) {
+  return {code, type, sizeof(T), FirstBadLabel<T>, LabelText<T>};
+}
+
 constexpr TypeInfo kTypes[] = {
-    {"u1", NpyType::kUint8, 1},   {"i1", NpyType::kInt8, 1},
-    {"u2", NpyType::kUint16, 2},  {"i2", NpyType::kInt16, 2},
-    {"u4", NpyType::kUint32, 4},  {"i4", NpyType::kInt32, 4},
-    {"u8", NpyType::kUint64, 8},  {"i8", NpyType::kInt64, 8},
-    {"f4", NpyType::kFloat32, 4},
+    Integer<uint8_t>("u1", NpyType::kUint8),
+    Integer<int8_t>("i1", NpyType::kInt8),
+    Integer<uint16_t>("u2", NpyType::kUint16),
+    Integer<int16_t>("i2", NpyType::kInt16),
+    Integer<uint32_t>("u4", NpyType::kUint32),
+    Integer<int32_t>("i4", NpyType::kInt32),
+    Integer<uint64_t>("u8", NpyType::kUint64),
+    Integer<int64_t>("i8", NpyType::kInt64),
+    {"f4", NpyType::kFloat32, 4, nullptr, nullptr},
 };
+
+const TypeInfo &InfoOf(NpyType type) {
+  for (const TypeInfo &info : kTypes)
+    if (info.type == type)
+      return info;
+  return kTypes[0]; // unreachable: every NpyType is in kTypes
+}
 
 // Fills type and item_bytes from descr, or says why not.
 absl::Status ParseDescr(const std::string &path, NpyArray &array) {
@@ -297,54 +354,6 @@ absl::Status ParseDescr(const std::string &path, NpyArray &array) {
     return FileError(
         path, absl::StrCat("big-endian data ('", descr, "') is not supported"));
   return unsupported();
-}
-
-template <typename T> int64_t LabelAt(const uint8_t *data, int64_t i) {
-  T value;
-  std::memcpy(&value, data + i * sizeof(T), sizeof(T));
-  // uint64 above int64's range is out of [0, 256) either way.
-  if constexpr (std::is_same_v<T, uint64_t>)
-    return value > 255 ? int64_t{256} : static_cast<int64_t>(value);
-  else
-    return static_cast<int64_t>(value);
-}
-
-template <typename T>
-std::optional<int64_t> FirstBadLabel(const NpyArray &array,
-                                     std::vector<uint8_t> &labels) {
-  const uint8_t *data = array.data();
-  for (int64_t i = 0; i < static_cast<int64_t>(labels.size()); ++i) {
-    int64_t value = LabelAt<T>(data, i);
-    if (value < 0 || value > 255)
-      return i;
-    labels[i] = static_cast<uint8_t>(value);
-  }
-  return std::nullopt;
-}
-
-// The label printed in an error; uint64 values above int64 print exactly.
-std::string LabelText(const NpyArray &array, int64_t i) {
-  if (array.type == NpyType::kUint64) {
-    uint64_t value;
-    std::memcpy(&value, array.data() + i * 8, 8);
-    return absl::StrCat(value);
-  }
-  switch (array.type) {
-  case NpyType::kUint8:
-    return absl::StrCat(LabelAt<uint8_t>(array.data(), i));
-  case NpyType::kInt8:
-    return absl::StrCat(LabelAt<int8_t>(array.data(), i));
-  case NpyType::kUint16:
-    return absl::StrCat(LabelAt<uint16_t>(array.data(), i));
-  case NpyType::kInt16:
-    return absl::StrCat(LabelAt<int16_t>(array.data(), i));
-  case NpyType::kUint32:
-    return absl::StrCat(LabelAt<uint32_t>(array.data(), i));
-  case NpyType::kInt32:
-    return absl::StrCat(LabelAt<int32_t>(array.data(), i));
-  default:
-    return absl::StrCat(LabelAt<int64_t>(array.data(), i));
-  }
 }
 
 } // namespace
@@ -489,38 +498,10 @@ absl::StatusOr<std::vector<uint8_t>> ReadNpyLabels(const std::string &path) {
     return FileError(path,
                      absl::StrCat("labels have shape ", ShapeText(array->shape),
                                   "; expected (count,)"));
+  const TypeInfo &info = InfoOf(array->type);
   std::vector<uint8_t> labels(array->shape[0]);
-  std::optional<int64_t> bad;
-  switch (array->type) {
-  case NpyType::kUint8:
-    bad = FirstBadLabel<uint8_t>(*array, labels);
-    break;
-  case NpyType::kInt8:
-    bad = FirstBadLabel<int8_t>(*array, labels);
-    break;
-  case NpyType::kUint16:
-    bad = FirstBadLabel<uint16_t>(*array, labels);
-    break;
-  case NpyType::kInt16:
-    bad = FirstBadLabel<int16_t>(*array, labels);
-    break;
-  case NpyType::kUint32:
-    bad = FirstBadLabel<uint32_t>(*array, labels);
-    break;
-  case NpyType::kInt32:
-    bad = FirstBadLabel<int32_t>(*array, labels);
-    break;
-  case NpyType::kUint64:
-    bad = FirstBadLabel<uint64_t>(*array, labels);
-    break;
-  case NpyType::kInt64:
-    bad = FirstBadLabel<int64_t>(*array, labels);
-    break;
-  case NpyType::kFloat32:
-    break; // refused above
-  }
-  if (bad)
-    return FileError(path, absl::StrCat("label ", LabelText(*array, *bad),
+  if (std::optional<int64_t> bad = info.first_bad_label(*array, labels))
+    return FileError(path, absl::StrCat("label ", info.label_text(*array, *bad),
                                         " at index ", *bad,
                                         " is out of range (labels must be in "
                                         "[0, 256))"));

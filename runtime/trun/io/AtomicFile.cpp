@@ -43,18 +43,25 @@ std::string DirectoryOf(const std::string &path) {
 } // namespace
 
 absl::Status WriteFileAtomically(const std::string &path,
-                                 const std::vector<absl::string_view> &pieces) {
+                                 const std::vector<absl::string_view> &pieces,
+                                 FileChecksum *written) {
   std::string temp = absl::StrCat(path, ".tmp.", ::getpid());
   int fd = ::open(temp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0)
     return WriteError(path, errno);
-  for (absl::string_view piece : pieces)
+  FileChecksum checksum;
+  for (absl::string_view piece : pieces) {
     if (!WriteAll(fd, piece)) {
       int error = errno ? errno : EIO;
       ::close(fd);
       ::unlink(temp.c_str());
       return WriteError(path, error);
     }
+    if (written) {
+      checksum.bytes += static_cast<int64_t>(piece.size());
+      checksum.crc32 = Crc32(piece, checksum.crc32);
+    }
+  }
   int error = ::fsync(fd) == 0 ? 0 : errno;
   if (::close(fd) != 0 && error == 0)
     error = errno;
@@ -70,6 +77,8 @@ absl::Status WriteFileAtomically(const std::string &path,
   // The rename itself is durable only once the directory entry is synced;
   // the file is complete either way, so a failed sync is not an error here.
   SyncDirectory(DirectoryOf(path)).IgnoreError();
+  if (written)
+    *written = checksum;
   return absl::OkStatus();
 }
 

@@ -77,7 +77,8 @@ const char *SafetensorsDtypeName(int32_t dtype) {
 absl::Status
 WriteSafetensors(const std::string &path,
                  const std::vector<TensorToWrite> &tensors,
-                 const std::map<std::string, std::string> &metadata) {
+                 const std::map<std::string, std::string> &metadata,
+                 FileChecksum *written) {
   nlohmann::json header = nlohmann::json::object();
   header["__metadata__"] = metadata;
   int64_t offset = 0;
@@ -109,7 +110,7 @@ WriteSafetensors(const std::string &path,
   std::memcpy(size_bytes, &size, sizeof(size));
   pieces[0] = absl::string_view(size_bytes, sizeof(size_bytes));
   pieces[1] = text;
-  return WriteFileAtomically(path, pieces);
+  return WriteFileAtomically(path, pieces, written);
 }
 
 absl::StatusOr<SafetensorsFile> SafetensorsFile::Open(const std::string &path) {
@@ -208,6 +209,14 @@ absl::StatusOr<SafetensorsFile> SafetensorsFile::Open(const std::string &path) {
   return file;
 }
 
+void CopyTensorData(const std::vector<const SafetensorsFile::Tensor *> &tensors,
+                    const std::vector<void *> &into) {
+  for (size_t i = 0; i < tensors.size(); ++i)
+    if (tensors[i]->size_bytes > 0) // an empty tensor's data may be null
+      std::memcpy(into[i], tensors[i]->data,
+                  static_cast<size_t>(tensors[i]->size_bytes));
+}
+
 TensorToWrite TensorToWriteOf(const tcc_tensor_desc &t, const void *data) {
   return {t.name ? t.name : "", t.dtype,
           t.shape ? std::vector<int64_t>(t.shape, t.shape + t.rank) : std::vector<int64_t>(),
@@ -263,9 +272,7 @@ absl::Status LoadWeights(const std::string &path,
       return mismatch(absl::StrCat("tensor '", name,
                                    "' is not a parameter of ", step));
   }
-  for (int32_t i = 0; i < d.num_params; ++i)
-    std::memcpy(params[i], sources[i]->data,
-                static_cast<size_t>(sources[i]->size_bytes));
+  CopyTensorData(sources, params);
   return absl::OkStatus();
 }
 

@@ -14,6 +14,7 @@
 #ifndef TCC_RUNTIME_TRUN_IO_SAFETENSORS_H
 #define TCC_RUNTIME_TRUN_IO_SAFETENSORS_H
 
+#include "runtime/trun/io/FileChecksum.h"
 #include "runtime/trun/io/MappedFile.h"
 #include "tcc/step_abi.h"
 
@@ -43,9 +44,12 @@ struct TensorToWrite {
 TensorToWrite TensorToWriteOf(const tcc_tensor_desc &t, const void *data);
 
 // Writes `tensors` (data in the given order) atomically (AtomicFile.h).
+// With `written`, it receives the file's size and CRC32, computed while
+// writing.
 absl::Status WriteSafetensors(const std::string &path,
                               const std::vector<TensorToWrite> &tensors,
-                              const std::map<std::string, std::string> &metadata);
+                              const std::map<std::string, std::string> &metadata,
+                              FileChecksum *written = nullptr);
 
 // A memory-mapped safetensors file, checked on open: header size, JSON,
 // every entry's dtype, shape and offsets, byte counts, and that the data
@@ -72,6 +76,10 @@ private:
   std::map<std::string, Tensor> tensors_;
   std::map<std::string, std::string> metadata_;
 };
+
+// Copies the data of tensors[i] to into[i] (tensors[i]->size_bytes each).
+void CopyTensorData(const std::vector<const SafetensorsFile::Tensor *> &tensors,
+                    const std::vector<void *> &into);
 
 // Writes every parameter of the step (descriptor order, names = parameter
 // names), with metadata {"model": model_name, "producer": "trun"}.

@@ -1,5 +1,7 @@
 #include "runtime/trun/step/StepDescriptor.h"
 
+#include "runtime/initializers/Initializers.h"
+
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
@@ -170,8 +172,7 @@ void PrintTensors(const char *title, int32_t count, const tcc_tensor_desc *list,
     out << "  " << t.name << "  " << DtypeName(t.dtype) << " " << ShapeString(t)
         << "  " << t.size_bytes << " bytes";
     if (has_init) {
-      static const char *kKinds[] = {"zeros", "ones", "normal", "uniform"};
-      out << "  init " << kKinds[t.init_kind];
+      out << "  init " << InitKindName(t.init_kind);
       if (t.init_kind == TCC_INIT_NORMAL || t.init_kind == TCC_INIT_UNIFORM)
         out << absl::StrFormat("(scale=%g, seed=%u)", t.init_scale,
                                t.init_seed);
