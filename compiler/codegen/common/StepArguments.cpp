@@ -41,6 +41,17 @@ std::string stepArgsBuffer(const ArgumentRole &role, const std::string &name, Me
 
 } // namespace
 
+std::string workspaceViewDefinition(kern::WorkspaceViewOp v, ValueNames &names) {
+  std::string st = storageType(v.getType().getElementType());
+  return llvm::formatv("  {0} *{1} = reinterpret_cast<{0} *>(ws + {2}); // {3}\n", st,
+                       names.fresh(v.getResult()), v.getOffset(), shapeComment(v.getType()));
+}
+
+std::string reshapeDefinition(kern::ReshapeOp r, ValueNames &names) {
+  return llvm::formatv("  auto *{0} = {1}; // viewed as {2}\n", names.fresh(r.getResult()),
+                       names(r.getInput()), shapeComment(mrt(r.getResult())));
+}
+
 LogicalResult emitStepArguments(func::FuncOp f, StringRef generator, ValueNames &names,
                                 OutputScratch &scratch, ArgumentPlacement &placement,
                                 llvm::raw_ostream &os) {

@@ -4,13 +4,15 @@
 // from it or from scratch, the same on both targets; where hyper-parameters,
 // the loss and train outputs live is the target's choice (locals and
 // scratch on the CPU, the control block on the GPU), asked of an
-// ArgumentPlacement.
+// ArgumentPlacement. Views (workspace views, reshapes) are named and
+// defined here too, being the other buffers both targets declare alike.
 #ifndef TCC_COMPILER_CODEGEN_COMMON_STEPARGUMENTS_H
 #define TCC_COMPILER_CODEGEN_COMMON_STEPARGUMENTS_H
 
 #include <string>
 
 #include "compiler/codegen/common/StepInterface.h"
+#include "dialects/kern/KernDialect.h"
 #include "llvm/ADT/DenseMap.h"
 
 namespace tcc::codegen {
@@ -39,6 +41,12 @@ public:
 private:
   llvm::DenseMap<Value, std::string> names_;
 };
+
+// Buffers that are views rather than arguments, named like them and
+// defined alike on both targets: a kern.workspace_view is a typed pointer
+// into the workspace `ws`, a kern.reshape another name for its input.
+std::string workspaceViewDefinition(kern::WorkspaceViewOp v, ValueNames &names);
+std::string reshapeDefinition(kern::ReshapeOp r, ValueNames &names);
 
 // The per-target hook of emitStepArguments.
 class ArgumentPlacement {

@@ -11,17 +11,25 @@ FailureOr<SmallVector<ArgumentRole>> classifyArguments(func::FuncOp f,
   SmallVector<ArgumentRole> roles;
   int counts[ArgumentRole::TrainOutput + 1] = {};
   auto add = [&](ArgumentRole::Kind kind, std::string label) -> ArgumentRole & {
-    roles.push_back(ArgumentRole{kind, counts[kind]++, std::move(label), ""});
+    roles.push_back(ArgumentRole{kind, counts[kind]++, std::move(label), "", std::nullopt});
     return roles.back();
   };
+  // Optimizer state names its parameter by index, which may come later in
+  // the signature: labelled once all parameters are known.
+  SmallVector<std::pair<size_t, DictionaryAttr>> states;
+  SmallVector<std::string> paramNames;
   for (BlockArgument a : f.getArguments()) {
     unsigned i = a.getArgNumber();
     if (auto info = model::ParamInfo::fromAttr(f.getArgAttr(i, model::kParamAttr))) {
-      add(ArgumentRole::Param, info->name);
+      add(ArgumentRole::Param, info->name).param = info;
+      paramNames.push_back(info->name);
     } else if (auto in = f.getArgAttrOfType<StringAttr>(i, model::kInputAttr)) {
       add(ArgumentRole::Input, in.getValue().str());
-    } else if (f.getArgAttr(i, model::kOptStateAttr)) {
+    } else if (Attribute s = f.getArgAttr(i, model::kOptStateAttr)) {
+      states.push_back({roles.size(), dyn_cast<DictionaryAttr>(s)});
       add(ArgumentRole::OptimizerState, "");
+      if (!states.back().second)
+        return f.emitError(generator) << ": malformed " << model::kOptStateAttr << " " << s;
     } else if (auto h = f.getArgAttrOfType<StringAttr>(i, model::kHyperAttr)) {
       std::string value;
       if (h.getValue() == model::kLearningRateHyper)
@@ -36,8 +44,9 @@ FailureOr<SmallVector<ArgumentRole>> classifyArguments(func::FuncOp f,
       if (t.getNumElements() != 1 || bufferBytes(t) > 8)
         return f.emitError(generator) << ": hyper-parameter " << h << " must be a scalar";
       add(ArgumentRole::Hyper, h.getValue().str()).hyperValue = value;
-    } else if (f.getArgAttr(i, model::kLossAttr)) {
-      add(ArgumentRole::Loss, "loss");
+    } else if (Attribute loss = f.getArgAttr(i, model::kLossAttr)) {
+      auto lossName = dyn_cast<StringAttr>(loss);
+      add(ArgumentRole::Loss, lossName ? lossName.str() : "loss");
     } else if (auto o = f.getArgAttrOfType<StringAttr>(i, model::kOutputAttr)) {
       add(ArgumentRole::Output, o.getValue().str());
     } else if (auto o = f.getArgAttrOfType<StringAttr>(i, model::kTrainOutputAttr)) {
@@ -49,6 +58,14 @@ FailureOr<SmallVector<ArgumentRole>> classifyArguments(func::FuncOp f,
     } else {
       return f.emitError(generator) << ": argument " << i << " has no role";
     }
+  }
+  for (auto [role, s] : states) {
+    auto param = s.getAs<IntegerAttr>("param");
+    auto stateName = s.getAs<StringAttr>("name");
+    if (!param || !stateName || param.getInt() < 0 ||
+        param.getInt() >= static_cast<int64_t>(paramNames.size()))
+      return f.emitError(generator) << ": malformed " << model::kOptStateAttr << " " << s;
+    roles[role].label = paramNames[param.getInt()] + "." + stateName.str();
   }
   return roles;
 }
@@ -141,36 +158,32 @@ FailureOr<StepInterface> collectStepInterface(ModuleOp module, StringRef who) {
   // Descriptor tables: parameters, inputs and outputs from @forward's
   // signature (same parameter and input order as @train_step); optimizer
   // state and train outputs from @train_step's.
+  FailureOr<SmallVector<ArgumentRole>> trainRoles = classifyArguments(train, who);
+  if (failed(trainRoles))
+    return failure();
+  FailureOr<SmallVector<ArgumentRole>> evalRoles = classifyArguments(eval, who);
+  if (failed(evalRoles))
+    return failure();
   SmallVector<TableEntry> params, inputs, outputs, states, trainOutputs;
   std::string lossName = "loss", precision = "f32";
-  for (BlockArgument a : eval.getArguments()) {
-    unsigned i = a.getArgNumber();
-    if (auto info = model::ParamInfo::fromAttr(eval.getArgAttr(i, model::kParamAttr))) {
-      params.push_back({info->name, mrt(a), info});
+  for (auto [a, role] : llvm::zip_equal(eval.getArguments(), *evalRoles)) {
+    if (role.kind == ArgumentRole::Param) {
+      params.push_back({role.label, mrt(a), role.param});
       if (mrt(a).getElementType().isF64())
         precision = "f64";
-    } else if (auto in = eval.getArgAttrOfType<StringAttr>(i, model::kInputAttr)) {
-      inputs.push_back({in.str(), mrt(a), std::nullopt});
-    } else if (auto out = eval.getArgAttrOfType<StringAttr>(i, model::kOutputAttr)) {
-      outputs.push_back({out.str(), mrt(a), std::nullopt});
-    } else if (auto loss = eval.getArgAttrOfType<StringAttr>(i, model::kLossAttr)) {
-      lossName = loss.str();
+    } else if (role.kind == ArgumentRole::Input) {
+      inputs.push_back({role.label, mrt(a), std::nullopt});
+    } else if (role.kind == ArgumentRole::Output) {
+      outputs.push_back({role.label, mrt(a), std::nullopt});
+    } else if (role.kind == ArgumentRole::Loss) {
+      lossName = role.label;
     }
   }
-  for (BlockArgument a : train.getArguments()) {
-    unsigned i = a.getArgNumber();
-    if (auto s = train.getArgAttrOfType<DictionaryAttr>(i, model::kOptStateAttr)) {
-      auto param = s.getAs<IntegerAttr>("param");
-      auto stateName = s.getAs<StringAttr>("name");
-      if (!param || !stateName || param.getInt() < 0 ||
-          param.getInt() >= static_cast<int64_t>(params.size()))
-        return train.emitError(who.str() + ": malformed ")
-               << model::kOptStateAttr << " " << s;
-      states.push_back({params[param.getInt()].name + "." + stateName.str(),
-                        mrt(a), std::nullopt});
-    } else if (auto o = train.getArgAttrOfType<StringAttr>(i, model::kTrainOutputAttr)) {
-      trainOutputs.push_back({o.str(), mrt(a), std::nullopt});
-    }
+  for (auto [a, role] : llvm::zip_equal(train.getArguments(), *trainRoles)) {
+    if (role.kind == ArgumentRole::OptimizerState)
+      states.push_back({role.label, mrt(a), std::nullopt});
+    else if (role.kind == ArgumentRole::TrainOutput)
+      trainOutputs.push_back({role.label, mrt(a), std::nullopt});
   }
 
   r.train = train;

@@ -24,14 +24,19 @@ struct ArgumentRole {
   enum Kind { Param, Input, OptimizerState, Hyper, Loss, Output, TrainOutput };
   Kind kind;
   int index = 0;     // among the arguments of its kind
-  std::string label; // param, input or output name; hyper-parameter name
+  // Param, input or output name; hyper-parameter name; the loss's name;
+  // optimizer state as "<param name>.<state name>" ("w.adam_m").
+  std::string label;
   // Hyper only: the StepArgs expression that holds its value.
   std::string hyperValue;
+  // Param only: its initializer, for the descriptor's tensor table.
+  std::optional<model::ParamInfo> param;
 };
 
 // The roles of f's arguments in order. Unknown or non-scalar
-// hyper-parameters, gradients left unapplied and arguments without a role
-// are errors on f, prefixed with `generator` ("cpu codegen").
+// hyper-parameters, malformed optimizer state, gradients left unapplied and
+// arguments without a role are errors on f, prefixed with `generator`
+// ("cpu codegen").
 FailureOr<SmallVector<ArgumentRole>> classifyArguments(func::FuncOp f,
                                                        StringRef generator);
 

@@ -108,16 +108,11 @@ private:
   LogicalResult emitKernel(Operation *op, double &flops) {
     return llvm::TypeSwitch<Operation *, LogicalResult>(op)
         .Case([&](kern::WorkspaceViewOp v) {
-          std::string st = storageType(v.getType().getElementType());
-          os_ << llvm::formatv("  {0} *{1} = reinterpret_cast<{0} *>(ws + {2}); // {3}\n",
-                               st, fresh(v.getResult()), v.getOffset(),
-                               shapeComment(v.getType()));
+          os_ << workspaceViewDefinition(v, names_);
           return success();
         })
         .Case([&](kern::ReshapeOp r) {
-          os_ << llvm::formatv("  auto *{0} = {1}; // viewed as {2}\n",
-                               fresh(r.getResult()), name(r.getInput()),
-                               shapeComment(mrt(r.getResult())));
+          os_ << reshapeDefinition(r, names_);
           return success();
         })
         .Case([&](kern::ConstantOp c) { return emitConstant(c); })

@@ -24,21 +24,17 @@ LogicalResult CudaStepEmitter::emitCopy(Operation *op, llvm::raw_ostream &os,
   LoopNest nest = LoopNest::build(c.shape, {c.srcStrides, c.dstStrides});
   std::string st = storageType(mrt(src).getElementType());
   std::string it = indexType(std::max<int64_t>(bufferBytes(mrt(src)), bufferBytes(mrt(dst))));
-  std::string params = "const " + st + " *src, " + st + " *dst";
-  std::string text = llvm::formatv(
-      "static __global__ void __launch_bounds__({0}) @NAME@_kernel(const {1} *src, {1} *dst) "
-      "{{\n"
-      "  for ({2} i = blockIdx.x * ({2}){0} + threadIdx.x; i < {3}u; i += ({2})gridDim.x * {0}) "
-      "{{\n{4}"
-      "    dst[{5}] = src[{6}];\n  }\n}\n"
-      "extern \"C\" void @NAME@(cudaStream_t s, {7}) {{\n"
-      "  @NAME@_kernel<<<{8}, {0}, 0, s>>>(src, dst);\n}\n",
-      kThreads, st, it, n, coordinates(nest.sizes, "i", it), nest.index(1, c.dstBase),
-      nest.index(0, c.srcBase), params, blocksFor(n));
-  std::string kernel = kernels_.add(kind, text, params);
-  launch(os, op, kernel, kernel + "(s, " + name(src) + ", " + name(dst) + ");",
-         llvm::formatv("{0}x{1}", blocksFor(n), kThreads).str(), 0,
-         2.0 * n * kern::elementBytes(mrt(src).getElementType()));
+  GridStrideKernel k;
+  k.kind = kind.str();
+  k.params = "const " + st + " *src, " + st + " *dst";
+  k.args = "src, dst";
+  k.indexType = it;
+  k.var = "i";
+  k.items = n;
+  k.body = "{\n" + coordinates(nest.sizes, "i", it) + "    dst[" + nest.index(1, c.dstBase) +
+           "] = src[" + nest.index(0, c.srcBase) + "];\n  }\n";
+  launchGridStride(os, op, k, {src, dst}, 0,
+                   2.0 * n * kern::elementBytes(mrt(src).getElementType()));
   return success();
 }
 
@@ -59,18 +55,15 @@ LogicalResult CudaStepEmitter::emitFill(kern::FillOp fill, llvm::raw_ostream &os
     return success();
   }
   std::string value = fillValue(et, v, CodeTarget::Cuda);
-  std::string st = storageType(et), it = indexType(n);
-  std::string params = st + " *dst";
-  std::string text = llvm::formatv(
-      "static __global__ void __launch_bounds__({0}) @NAME@_kernel({1} *dst) {{\n"
-      "  for ({2} i = blockIdx.x * ({2}){0} + threadIdx.x; i < {3}u; i += ({2})gridDim.x * {0}) "
-      "dst[i] = {4};\n}\n"
-      "extern \"C\" void @NAME@(cudaStream_t s, {5}) {{\n"
-      "  @NAME@_kernel<<<{6}, {0}, 0, s>>>(dst);\n}\n",
-      kThreads, st, it, n, value, params, blocksFor(n));
-  std::string kernel = kernels_.add("fill", text, params);
-  launch(os, fill, kernel, kernel + "(s, " + name(fill.getOut()) + ");",
-         llvm::formatv("{0}x{1}", blocksFor(n), kThreads).str(), 0, bufferBytes(t));
+  GridStrideKernel k;
+  k.kind = "fill";
+  k.params = storageType(et) + " *dst";
+  k.args = "dst";
+  k.indexType = indexType(n);
+  k.var = "i";
+  k.items = n;
+  k.body = "dst[i] = " + value + ";\n";
+  launchGridStride(os, fill, k, {fill.getOut()}, 0, bufferBytes(t));
   return success();
 }
 

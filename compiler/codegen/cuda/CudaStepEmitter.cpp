@@ -127,6 +127,17 @@ void CudaStepEmitter::launch(llvm::raw_ostream &os, Operation *op, const std::st
   launches_.push_back({entry_, kernel, shape, node, flops, bytes});
 }
 
+void CudaStepEmitter::launchGridStride(llvm::raw_ostream &os, Operation *op,
+                                       const GridStrideKernel &k, ValueRange buffers,
+                                       double flops, double bytes) {
+  std::string kernel = kernels_.addGridStride(k);
+  std::string call = kernel + "(s";
+  for (Value v : buffers)
+    call += ", " + name(v);
+  launch(os, op, kernel, call + ");",
+         llvm::formatv("{0}x{1}", blocksFor(k.items), kThreads).str(), flops, bytes);
+}
+
 LogicalResult CudaStepEmitter::emitOp(Operation *op, llvm::raw_ostream &os, double &flops) {
   if (!isa<kern::WorkspaceViewOp, kern::ReshapeOp, kern::ConstantOp>(op)) {
     std::string node = locName(op->getLoc());
@@ -135,15 +146,11 @@ LogicalResult CudaStepEmitter::emitOp(Operation *op, llvm::raw_ostream &os, doub
   }
   return llvm::TypeSwitch<Operation *, LogicalResult>(op)
       .Case([&](kern::WorkspaceViewOp v) {
-        std::string st = storageType(v.getType().getElementType());
-        os << llvm::formatv("  {0} *{1} = reinterpret_cast<{0} *>(ws + {2}); // {3}\n",
-                            st, fresh(v.getResult()), v.getOffset(),
-                            shapeComment(v.getType()));
+        os << workspaceViewDefinition(v, names_);
         return success();
       })
       .Case([&](kern::ReshapeOp r) {
-        os << llvm::formatv("  auto *{0} = {1}; // viewed as {2}\n", fresh(r.getResult()),
-                            name(r.getInput()), shapeComment(mrt(r.getResult())));
+        os << reshapeDefinition(r, names_);
         return success();
       })
       .Case([&](kern::ConstantOp c) { return emitConstant(c, os); })

@@ -81,6 +81,10 @@ private:
   void launch(llvm::raw_ostream &os, Operation *op, const std::string &kernel,
               const std::string &call, const std::string &shape, double flops,
               double bytes, LaunchCheck check = LaunchCheck::AfterLaunch);
+  // Adds grid-stride kernel `k` and launches it on `buffers` (the
+  // launcher's parameters after the stream, in order).
+  void launchGridStride(llvm::raw_ostream &os, Operation *op, const GridStrideKernel &k,
+                        ValueRange buffers, double flops, double bytes);
   int32_t nextId() const { return static_cast<int32_t>(labels_.size()); }
 
   LogicalResult emitOp(Operation *op, llvm::raw_ostream &os, double &flops);

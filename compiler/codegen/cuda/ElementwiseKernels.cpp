@@ -102,14 +102,11 @@ LogicalResult CudaStepEmitter::emitElementwise(kern::ElementwiseOp e, llvm::raw_
                        (lambdaParams.empty() ? "" : ", ") + "int64_t flat" + outParams +
                        ") {\n" + text + "  };\n";
   std::string argList = llvm::join(perElement, ", ");
+  // The grid-stride loop's body, over elements or groups of four.
   std::string loop;
   int64_t items = vectorize ? n / 4 : n;
   if (vectorize) {
-    loop = llvm::formatv("  for ({0} q = blockIdx.x * ({0}){1} + threadIdx.x; q < {2}u; "
-                         "q += ({0})gridDim.x * {1}) {{\n"
-                         "    const int64_t i = static_cast<int64_t>(q) * 4;\n",
-                         it, kThreads, items)
-               .str();
+    loop = "{\n    const int64_t i = static_cast<int64_t>(q) * 4;\n";
     for (auto [p, k] : llvm::zip(perElement, perElementInput)) {
       Type et = mrt(e.getInputs()[k]).getElementType();
       loop += llvm::formatv("    const {0} x{1} = reinterpret_cast<const {0} *>(in{1})[q];\n",
@@ -138,39 +135,30 @@ LogicalResult CudaStepEmitter::emitElementwise(kern::ElementwiseOp e, llvm::raw_
     }
     loop += "  }\n";
   } else {
-    loop = llvm::formatv("  for ({0} i = blockIdx.x * ({0}){1} + threadIdx.x; i < {2}u; "
-                         "i += ({0})gridDim.x * {1}) {{\n",
-                         it, kThreads, items)
-               .str();
-    loop += coordinates(nest.sizes, "i", it);
+    loop = "{\n" + coordinates(nest.sizes, "i", it);
     loop += loads + outDecls + "    body(" + argList + (argList.empty() ? "" : ", ") +
             "static_cast<int64_t>(i)";
     for (size_t j = 0; j < e.getOutputs().size(); ++j)
       loop += ", o" + std::to_string(j);
     loop += ");\n" + outStores + "  }\n";
   }
-  std::string kernelText =
-      llvm::formatv("static __global__ void __launch_bounds__({0}) @NAME@_kernel({1}) {{\n",
-                    kThreads, params)
-          .str() +
-      preamble + lambda + loop + "}\n";
   std::string argNames;
   for (size_t k = 0; k < e.getInputs().size(); ++k)
     argNames += (k ? ", in" : "in") + std::to_string(k);
   for (size_t j = 0; j < e.getOutputs().size(); ++j)
     argNames += (argNames.empty() ? "out" : ", out") + std::to_string(j);
-  kernelText += llvm::formatv("extern \"C\" void @NAME@(cudaStream_t s, {0}) {{\n"
-                              "  @NAME@_kernel<<<{1}, {2}, 0, s>>>({3});\n}\n",
-                              params, blocksFor(items), kThreads, argNames)
-                    .str();
-  std::string kernel = kernels_.add(vectorize ? "ew4" : "ew", kernelText, params);
-  std::string call = kernel + "(s";
-  for (Value v : e.getInputs())
-    call += ", " + name(v);
-  for (Value v : e.getOutputs())
-    call += ", " + name(v);
-  launch(os, e, kernel, call + ");",
-         llvm::formatv("{0}x{1}", blocksFor(items), kThreads).str(), work, bytes);
+  GridStrideKernel k;
+  k.kind = vectorize ? "ew4" : "ew";
+  k.params = params;
+  k.args = argNames;
+  k.indexType = it;
+  k.var = vectorize ? "q" : "i";
+  k.items = items;
+  k.before = preamble + lambda;
+  k.body = loop;
+  SmallVector<Value> buffers(e.getInputs());
+  buffers.append(e.getOutputs().begin(), e.getOutputs().end());
+  launchGridStride(os, e, k, buffers, work, bytes);
   return success();
 }
 

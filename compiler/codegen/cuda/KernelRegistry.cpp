@@ -41,6 +41,24 @@ std::string KernelRegistry::add(StringRef kind, const std::string &text, StringR
                     params.str() + ");");
 }
 
+std::string KernelRegistry::addGridStride(const GridStrideKernel &k) {
+  std::string text =
+      llvm::formatv("static __global__ void __launch_bounds__({0}) @NAME@_kernel({1}) {{\n",
+                    kThreads, k.params)
+          .str() +
+      k.before +
+      llvm::formatv("  for ({0} {1} = blockIdx.x * ({0}){2} + threadIdx.x; {1} < {3}u; "
+                    "{1} += ({0})gridDim.x * {2}) ",
+                    k.indexType, k.var, kThreads, k.items)
+          .str() +
+      k.body + "}\n" +
+      llvm::formatv("extern \"C\" void @NAME@(cudaStream_t s, {0}) {{\n"
+                    "  @NAME@_kernel<<<{1}, {2}, 0, s>>>({3});\n}\n",
+                    k.params, blocksFor(k.items), kThreads, k.args)
+          .str();
+  return add(k.kind, text, k.params);
+}
+
 std::string KernelRegistry::addConstant(const std::string &text) {
   if (const std::string *known = find(text))
     return *known;

@@ -37,6 +37,22 @@ std::string indexType(int64_t n);
 std::string coordinates(ArrayRef<int64_t> sizes, StringRef var, StringRef type,
                         StringRef prefix = "i");
 
+// A generated kernel that runs `body` once per work item `var` in
+// [0, items), one item per thread in a grid-stride loop, with its launcher
+// `extern "C" void @NAME@(cudaStream_t s, <params>)` on blocksFor(items)
+// blocks of kThreads. Every generated (non-prelude) kernel family has
+// this skeleton; only `before` and `body` differ.
+struct GridStrideKernel {
+  std::string kind;      // the kernel's name suffix ("fill", "ew", "reduce")
+  std::string params;    // of the kernel and of its launcher
+  std::string args;      // what the launcher passes to the kernel
+  std::string indexType; // of `var` (indexType())
+  std::string var;       // the loop's index variable
+  int64_t items = 0;
+  std::string before;    // kernel statements before the loop
+  std::string body;      // after the loop header: one statement, or "{\n ... }\n"
+};
+
 // What one launch does, for the kernel list.
 struct Launch {
   std::string entry, kernel, shape, node;
@@ -49,6 +65,8 @@ class KernelRegistry {
 public:
   // A kernel `tcc_kN_<kind>` launched as `void (cudaStream_t s, <params>)`.
   std::string add(StringRef kind, const std::string &text, StringRef params);
+  // A grid-stride kernel (above), deduplicated like add().
+  std::string addGridStride(const GridStrideKernel &k);
   // Constants: device arrays with an accessor returning their address.
   std::string addConstant(const std::string &text);
   const std::vector<std::string> &defs() const { return defs_; }

@@ -99,24 +99,24 @@ LogicalResult CudaStepEmitter::emitGenericReduce(kern::ReduceOp r, llvm::raw_ost
                 : "acc += " + load(et, "in[base + " + redOff + "]") + ";";
   std::string scale = kind == 1 ? llvm::formatv(" * (1.0 / {0})", count).str() : "";
   int64_t n = out.getNumElements();
-  std::string params = "const " + st + " *in, " + st + " *out";
-  std::string text = llvm::formatv(
-      "static __global__ void __launch_bounds__({0}) @NAME@_kernel({1}) {{\n"
-      "  for ({2} o = blockIdx.x * ({2}){0} + threadIdx.x; o < {3}u; o += ({2})gridDim.x * {0}) "
-      "{{\n{4}"
-      "    const {2} base = {5};\n"
-      "    {6} acc = {7};\n"
-      "    for ({2} r = 0; r < {8}u; ++r) {{\n{9}"
-      "      {10}\n    }\n"
-      "    out[o] = {11};\n  }\n}\n"
-      "extern \"C\" void @NAME@(cudaStream_t s, {1}) {{\n"
-      "  @NAME@_kernel<<<{12}, {0}, 0, s>>>(in, out);\n}\n",
-      kThreads, params, it, n, coordinates(keptSizes, "o", it, "o"), keptOff, acc, init,
-      count, coordinates(redSizes, "r", it, "j"), combine,
-      store(et, "static_cast<" + ct + ">(acc" + scale + ")"), blocksFor(n));
-  std::string kernel = kernels_.add("reduce", text, params);
-  launch(os, r, kernel, kernel + "(s, " + name(r.getInput()) + ", " + name(r.getOut()) + ");",
-         llvm::formatv("{0}x{1}", blocksFor(n), kThreads).str(), in.getNumElements(), bytes);
+  GridStrideKernel k;
+  k.kind = "reduce";
+  k.params = "const " + st + " *in, " + st + " *out";
+  k.args = "in, out";
+  k.indexType = it;
+  k.var = "o";
+  k.items = n;
+  k.body = llvm::formatv("{{\n{0}"
+                         "    const {1} base = {2};\n"
+                         "    {3} acc = {4};\n"
+                         "    for ({1} r = 0; r < {5}u; ++r) {{\n{6}"
+                         "      {7}\n    }\n"
+                         "    out[o] = {8};\n  }\n",
+                         coordinates(keptSizes, "o", it, "o"), it, keptOff, acc, init, count,
+                         coordinates(redSizes, "r", it, "j"), combine,
+                         store(et, "static_cast<" + ct + ">(acc" + scale + ")"))
+               .str();
+  launchGridStride(os, r, k, {r.getInput(), r.getOut()}, in.getNumElements(), bytes);
   return success();
 }
 
