@@ -12,6 +12,7 @@
 
 #include "dialects/common/HyperParameterRanges.h"
 #include "dialects/common/ShapeHelpers.h"
+#include "dialects/tg/TgTypeHelpers.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Math/IR/Math.h"
 #include "mlir/IR/Builders.h"
@@ -20,8 +21,6 @@ using namespace mlir;
 using namespace tcc::tg;
 
 namespace {
-
-RankedTensorType rtt(Value v) { return cast<RankedTensorType>(v.getType()); }
 
 // Converts a float scalar to `type` (extf / truncf; identity when equal).
 Value toFloat(OpBuilder &b, Location loc, Value x, FloatType type) {

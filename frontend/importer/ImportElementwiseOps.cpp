@@ -3,6 +3,7 @@
 #include <cstdio>
 
 #include "dialects/common/FuncArguments.h"
+#include "dialects/common/ModelAttrs.h"
 #include "dialects/common/ShapeHelpers.h"
 #include "dialects/tg/TgDialect.h"
 #include "frontend/importer/NodeImporter.h"
@@ -314,8 +315,8 @@ NodeResults importDropout(NodeContext &n) {
   if (!(*rate >= 0.0 && *rate < 1.0))
     return n.error() << "dropout rate must be in [0, 1), got "
                      << tcc::formatNumber(*rate);
-  FailureOr<Value> seed = hyperArgument(n, "rng_seed");
-  FailureOr<Value> step = hyperArgument(n, "step");
+  FailureOr<Value> seed = hyperArgument(n, model::kRngSeedHyper);
+  FailureOr<Value> step = hyperArgument(n, model::kStepHyper);
   if (failed(seed) || failed(step))
     return failure();
   StringRef name = cast<NameLoc>(n.loc).getName().getValue();

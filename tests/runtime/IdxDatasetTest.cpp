@@ -1,5 +1,6 @@
 #include "runtime/trun/data/IdxDataset.h"
 
+#include "runtime/trun/data/DataFiles.h"
 #include "tests/runtime/TestData.h"
 
 #include <gtest/gtest.h>
@@ -129,7 +130,7 @@ TEST(IdxDatasetTest, LoadsLabeledImages) {
   testing::SyntheticSplit split = testing::MakeSyntheticSplit(7, 5, 6, 1);
   std::string images = testing::WriteSplit(dir.path(), "train", split, true);
   absl::StatusOr<LabeledImages> set =
-      LoadLabeledImages(images, dir.File("train-labels-idx1-ubyte.gz"));
+      ReadSplit({images, dir.File("train-labels-idx1-ubyte.gz")});
   ASSERT_TRUE(set.ok()) << set.status();
   EXPECT_EQ(set->count, 7);
   EXPECT_EQ(set->rows, 5);
@@ -144,7 +145,7 @@ TEST(IdxDatasetTest, RejectsLabelCountMismatch) {
   testing::WriteFile(dir.File("images"), IdxBytes(0x803, {3, 2, 2}, Iota(12)));
   testing::WriteFile(dir.File("labels"), IdxBytes(0x801, {2}, Iota(2)));
   absl::StatusOr<LabeledImages> set =
-      LoadLabeledImages(dir.File("images"), dir.File("labels"));
+      ReadSplit({dir.File("images"), dir.File("labels")});
   ASSERT_FALSE(set.ok());
   EXPECT_EQ(set.status().message(), dir.File("labels") + ": 2 labels but " +
                                         dir.File("images") + " has 3 images");

@@ -92,9 +92,9 @@ makeArguments(mlir::func::FuncOp f, const RunArgs &args, double defaultLr) {
       for (int64_t k = 0; k < t.numElements(); ++k)
         t.data[k] = trun::InitialValue(d, args.seed, k);
     } else if (auto h = f.getArgAttrOfType<mlir::StringAttr>(i, model::kHyperAttr)) {
-      double v = h.getValue() == "learning_rate" ? args.lr.value_or(defaultLr)
-                 : h.getValue() == "rng_seed"    ? static_cast<double>(args.seed)
-                                                 : 0.0; // step 0
+      double v = h.getValue() == model::kLearningRateHyper ? args.lr.value_or(defaultLr)
+                 : h.getValue() == model::kRngSeedHyper      ? static_cast<double>(args.seed)
+                                                             : 0.0; // step 0
       t.data.assign(t.data.size(), v);
     } else if (f.getArgAttr(i, model::kInputAttr)) {
       std::uniform_int_distribution<int64_t> ints(0, args.intMax - 1);

@@ -140,7 +140,7 @@ std::string StepDifference(const RecordedState &c,
                           "' in this step.so");
   }
   return absl::StrCat("fingerprint ", c.fingerprint, " there and ",
-                      Fingerprint(InterfaceLines(d)), " in this step.so");
+                      Fingerprint(here), " in this step.so");
 }
 
 absl::Status MatchBuffers(const SafetensorsFile &file, const char *name,

@@ -2,6 +2,8 @@
 #ifndef TCC_RUNTIME_TRUN_CLI_OPTIONS_H
 #define TCC_RUNTIME_TRUN_CLI_OPTIONS_H
 
+#include "runtime/trun/train/OnNan.h"
+
 #include "absl/status/statusor.h"
 
 #include <cstdint>
@@ -12,9 +14,6 @@
 namespace tcc::trun {
 
 enum class DataOrder { kRandom, kSequential };
-
-// What to do when a train step's loss or gradient norm is not finite.
-enum class OnNan { kStop, kSkip };
 
 struct Options {
   std::string step_path;

@@ -33,8 +33,7 @@ ResolveDataFiles(const std::string &data,
 
 // Reads a split. Each file is a .npy array when its name ends with ".npy"
 // (NpyFile.h), else IDX (IdxDataset.h), so the two can be mixed; image and
-// label counts must match (AttachLabels). Two IDX files read exactly as
-// LoadLabeledImages.
+// label counts must match (AttachLabels).
 absl::StatusOr<LabeledImages> ReadSplit(const SplitFiles &files);
 
 } // namespace tcc::trun

@@ -173,19 +173,4 @@ absl::Status AttachLabels(LabeledImages &set, const std::string &labels_path,
   return absl::OkStatus();
 }
 
-absl::StatusOr<LabeledImages>
-LoadLabeledImages(const std::string &images_path,
-                  const std::string &labels_path) {
-  LabeledImages set;
-  if (absl::Status s = ReadIdxImages(images_path, set); !s.ok())
-    return s;
-  absl::StatusOr<std::vector<uint8_t>> labels = ReadIdxLabels(labels_path);
-  if (!labels.ok())
-    return labels.status();
-  if (absl::Status s = AttachLabels(set, labels_path, std::move(*labels));
-      !s.ok())
-    return s;
-  return set;
-}
-
 } // namespace tcc::trun

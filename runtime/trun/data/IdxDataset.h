@@ -53,10 +53,6 @@ absl::StatusOr<std::vector<uint8_t>> ReadIdxLabels(const std::string &path);
 absl::Status AttachLabels(LabeledImages &set, const std::string &labels_path,
                           std::vector<uint8_t> labels);
 
-// Reads an images file and a labels file (the three functions above).
-absl::StatusOr<LabeledImages> LoadLabeledImages(const std::string &images_path,
-                                                const std::string &labels_path);
-
 inline constexpr uint32_t kIdxImagesMagic = 0x00000803;
 inline constexpr uint32_t kIdxLabelsMagic = 0x00000801;
 

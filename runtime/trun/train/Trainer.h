@@ -4,11 +4,11 @@
 #ifndef TCC_RUNTIME_TRUN_TRAIN_TRAINER_H
 #define TCC_RUNTIME_TRUN_TRAIN_TRAINER_H
 
-#include "runtime/trun/cli/Options.h"
 #include "runtime/trun/data/BatchLoader.h"
 #include "runtime/trun/data/BatchSource.h"
 #include "runtime/trun/data/StepBinding.h"
 #include "runtime/trun/train/Metrics.h"
+#include "runtime/trun/train/OnNan.h"
 #include "runtime/trun/train/StepBuffers.h"
 #include "tcc/step_abi.h"
 
