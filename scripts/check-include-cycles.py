@@ -25,8 +25,11 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 INCLUDE = re.compile(r'\s*#\s*include\s+"([^"]+)"')
 
 
-def resolve(name):
-    for candidate in (name, os.path.join('runtime/include', name)):
+def resolve(name, including):
+    """The repository path an include names: beside the including file first
+    (as the compiler looks), then from the root, then runtime/include."""
+    beside = os.path.normpath(os.path.join(os.path.dirname(including), name))
+    for candidate in (beside, name, os.path.join('runtime/include', name)):
         if os.path.isfile(os.path.join(ROOT, candidate)):
             return candidate
     return None
@@ -99,7 +102,7 @@ def main():
         with open(os.path.join(ROOT, path), errors='replace') as f:
             for line in f:
                 match = INCLUDE.match(line)
-                target = match and resolve(match.group(1))
+                target = match and resolve(match.group(1), path)
                 if target:
                     includes[path].add(target)
 

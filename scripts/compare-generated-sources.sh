@@ -43,7 +43,10 @@ flock -u 9
 # by this tree's tcc-models, read by both compilers).
 models="$mine/models"
 rm -rf "$models" && mkdir -p "$models"
-for f in "$root"/samples/*/*.pbtxt; do cp "$f" "$models/"; done
+for f in "$root"/samples/*/*.pbtxt; do
+  [ ! -e "$models/$(basename "$f")" ] || { echo "two samples named $(basename "$f")" >&2; exit 1; }
+  cp "$f" "$models/"
+done
 gen() { local name=$1; shift; "$build/bin/tcc-models" "$@" -o "$models/$name.pbtxt" >/dev/null; }
 gen gpt_rope_swiglu_rms gpt --layers 2 --width 64 --heads 4 --context 32 --batch 4 \
   --positions rope --mlp swiglu --norm rms --untied --no-bias

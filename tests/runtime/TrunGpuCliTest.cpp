@@ -26,11 +26,9 @@ using testing::RunTrun;
 using testing::Slurp;
 using testing::StepLosses;
 using testing::TempDir;
+// Validation losses are compared between runs as printed, digit for digit.
+using testing::ValLossTexts;
 
-// Compared between runs as printed, digit for digit.
-std::vector<std::string> ValLosses(const std::string &out) {
-  return testing::ValLossTexts(out);
-}
 
 // The text after the "sample: ..." line, to the end.
 std::string SampleText(const std::string &out) {
@@ -133,8 +131,8 @@ TEST_F(TrunGpuCliTest, TokenRunMatchesTheCpuBitForBit) {
   std::string metrics = Slurp(dir_.File("gpu.jsonl"));
   EXPECT_NE(metrics.find("\"gpu_peak_bytes\":\""), std::string::npos) << metrics;
   EXPECT_EQ(Slurp(dir_.File("cpu.jsonl")).find("gpu_peak_bytes"), std::string::npos);
-  EXPECT_EQ(ValLosses(gpu.out).size(), 3u) << gpu.out;
-  EXPECT_EQ(ValLosses(gpu.out), ValLosses(cpu.out));
+  EXPECT_EQ(ValLossTexts(gpu.out).size(), 3u) << gpu.out;
+  EXPECT_EQ(ValLossTexts(gpu.out), ValLossTexts(cpu.out));
   // The weights (downloaded) and the last loss, byte for byte.
   EXPECT_EQ(Slurp(dir_.File("gpu.safetensors")),
             Slurp(dir_.File("cpu.safetensors")));
@@ -207,8 +205,8 @@ TEST_F(TrunGpuCliTest, InitFromLoadsTheWeightsOntoTheGpu) {
   CliResult gpu = RunTrun(gpu_ + " --val " + val_ + " --init-from " + weights);
   ASSERT_EQ(gpu.exit_code, 0) << gpu.err;
   ExpectCleanFake();
-  ASSERT_EQ(ValLosses(gpu.out).size(), 1u) << gpu.out;
-  EXPECT_EQ(ValLosses(gpu.out), ValLosses(cpu.out));
+  ASSERT_EQ(ValLossTexts(gpu.out).size(), 1u) << gpu.out;
+  EXPECT_EQ(ValLossTexts(gpu.out), ValLossTexts(cpu.out));
   EXPECT_EQ(Report()["train_calls"], "0");
 }
 
