@@ -6,8 +6,19 @@
 #include "dialects/tg/TgDialect.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Pass/Pass.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <optional>
 
 namespace tcc {
+
+// The precisions of `tcc compile --precision` (tg-amp's policy).
+enum class Precision { Bf16, Fp16, Tf32, Fp32 };
+std::optional<Precision> parsePrecision(llvm::StringRef name);
+// The table of tg-amp's decisions (every op of @forward with the type it
+// computes in and why), from the module right after tg-amp; --dump-dir
+// writes it next to that pass's dump.
+void writeAmpReport(mlir::ModuleOp module, llvm::raw_ostream &os);
 
 #define GEN_PASS_DECL
 #include "passes/Passes.h.inc"

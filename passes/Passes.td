@@ -9,6 +9,25 @@
 
 include "mlir/Pass/PassBase.td"
 
+def TgAmp : Pass<"tg-amp", "mlir::ModuleOp"> {
+  let summary = "Automatic mixed precision: casts @forward to the --precision policy";
+  let description = [{
+    Before autodiff. With precision bf16 or fp16: matmuls take low-precision
+    operands (f32 accumulation) and produce low-precision results; losses,
+    reductions and norms compute in f32; every other op follows its operands
+    (a weight or constant meeting a low activation is cast down, an f32
+    activation meeting a low one keeps the op f32). Parameters stay f32, a
+    weight is cast once; results keep their declared types. Each decision
+    is recorded on the op as tg.amp = "<type>: <why>". fp32 and tf32 change
+    no op. Sets tg.precision on the module.
+  }];
+  let options = [
+    Option<"precision", "precision", "std::string", /*default=*/"\"fp32\"",
+           "bf16 | fp16 | tf32 | fp32">,
+  ];
+  let dependentDialects = ["tcc::tg::TgDialect", "mlir::func::FuncDialect"];
+}
+
 def TgAutodiff : Pass<"tg-autodiff", "mlir::ModuleOp"> {
   let summary = "Reverse-mode autodiff: @forward -> @train_step returning loss and gradients";
   let description = [{

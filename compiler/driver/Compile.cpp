@@ -1,6 +1,7 @@
 #include "compiler/driver/Compile.h"
 
 #include <cstdio>
+#include <cstdlib>
 #include <optional>
 
 #include "compiler/codegen/cpu/CpuCodegen.h"
@@ -15,6 +16,7 @@
 #include "frontend/io/ModelFile.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Pass/PassManager.h"
+#include "passes/Passes.h"
 #include "llvm/Support/raw_ostream.h"
 
 namespace tcc {
@@ -44,7 +46,7 @@ absl::Status emitCuda(const CompileOptions &options, mlir::ModuleOp module,
                       std::optional<DumpDirectory> &dumps) {
   CudaCodegenOptions codegen;
   codegen.arch = options.arch;
-  codegen.tf32 = options.tf32;
+  codegen.tf32 = options.precision == "tf32";
   mlir::FailureOr<GeneratedCudaStep> step = generateCudaStep(module, codegen);
   if (mlir::failed(step))
     return reportedByDiagnostics();
@@ -121,6 +123,7 @@ absl::Status compileImported(const CompileOptions &options, mlir::MLIRContext &c
   mlir::PassManager pm(&ctx);
   PipelineOptions pipelineOptions;
   pipelineOptions.emitGradients = options.emitGradients;
+  pipelineOptions.precision = options.precision;
   buildPipeline(pm, options.phase, pipelineOptions);
   if (dumps) {
     ctx.disableMultithreading(); // dumps in pass order
@@ -149,7 +152,33 @@ mlir::OwningOpRef<mlir::ModuleOp> importIntoContext(const model::Model &model,
   return importModel(model, ctx);
 }
 
-absl::Status compileModel(const CompileOptions &options) {
+absl::StatusOr<std::string> resolvePrecision(const CompileOptions &options) {
+  bool cuda = options.target == "cuda";
+  // sm_XY -> XY; bf16 and TF32 tensor cores arrived with sm_80 (Ampere).
+  int sm = cuda && options.arch.size() > 3 ? std::atoi(options.arch.c_str() + 3) : 0;
+  if (options.precision.empty())
+    return std::string(cuda && sm >= 80 ? "bf16" : "fp32");
+  if (!parsePrecision(options.precision))
+    return absl::InvalidArgumentError("unknown precision '" + options.precision +
+                                      "' (expected bf16, fp16, tf32 or fp32)");
+  if (options.precision == "tf32" && !cuda)
+    return absl::InvalidArgumentError(
+        "--precision tf32 applies to --target cuda (TF32 is a GPU matmul mode); "
+        "use fp32 or bf16 on the cpu");
+  if (cuda && sm < 80 && (options.precision == "bf16" || options.precision == "tf32"))
+    return absl::InvalidArgumentError(
+        "--precision " + options.precision + " needs sm_80 or newer; --arch " +
+        options.arch + " has no " + options.precision +
+        " tensor cores (use --precision fp16 or fp32)");
+  return options.precision;
+}
+
+absl::Status compileModel(const CompileOptions &given) {
+  absl::StatusOr<std::string> precision = resolvePrecision(given);
+  if (!precision.ok())
+    return precision.status();
+  CompileOptions options = given;
+  options.precision = *precision;
   absl::StatusOr<model::Model> model = LoadModelFile(options.model);
   if (!model.ok())
     return absl::InternalError(model.status().message());

@@ -9,6 +9,7 @@
 #include <string>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "compiler/pipeline/Pipeline.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/MLIRContext.h"
@@ -30,7 +31,10 @@ struct CompileOptions {
   Phase phase = Phase::Library; // --compile-to
   bool nativeArch = true;     // cpu: -march=native
   bool emitGradients = false; // see PipelineOptions
-  bool tf32 = false;          // cuda: TF32 matrix products
+  // --precision: "bf16", "fp16", "tf32" or "fp32"; empty: the target's
+  // default (cuda sm_80+: bf16; older GPUs and cpu: fp32). See
+  // resolvePrecision.
+  std::string precision;
   bool useCache = true;       // cuda: reuse objects from the nvcc cache
   bool verbose = false;       // cuda: a summary line on stderr
   int jobs = 0;               // cuda: parallel compiles; 0: CPU threads
@@ -41,6 +45,11 @@ struct CompileOptions {
 // (exit 1). An error with an empty message was already reported by MLIR
 // diagnostics, printed as they came (installDiagnosticPrinter).
 absl::Status compileModel(const CompileOptions &options);
+
+// The precision a compile with `options` uses: the default when none was
+// given, or InvalidArgument naming the flag when the target cannot run it
+// (an unknown name, bf16/tf32 before sm_80, tf32 on the cpu).
+absl::StatusOr<std::string> resolvePrecision(const CompileOptions &options);
 
 // Prepares `ctx` the way every tcc command uses it (the tg, kern and func
 // dialects loaded, diagnostics printed naming `modelPath`) and imports

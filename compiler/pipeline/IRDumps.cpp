@@ -1,5 +1,7 @@
 #include "compiler/pipeline/IRDumps.h"
 
+#include "passes/Passes.h"
+
 #include "mlir/IR/OperationSupport.h"
 #include "mlir/Pass/Pass.h"
 #include "mlir/Pass/PassInstrumentation.h"
@@ -76,6 +78,13 @@ public:
                            ("after pass " + pass->getArgument() + ": " +
                             pass->getDescription())
                                .str());
+    if (pass->getArgument() == "tg-amp") {
+      std::string report;
+      llvm::raw_string_ostream os(report);
+      writeAmpReport(module, os);
+      (void)dir_.write("tg-amp-report", "txt", report,
+                       "tg-amp's decisions: each op's precision and why");
+    }
   }
 
 private:

@@ -39,6 +39,10 @@ void buildPipeline(mlir::OpPassManager &pm, Phase stopAfter,
   //    differentiates them: cross-entropy becomes the fused
   //    softmax_cross_entropy, whose gradient is one kernel too.
   pm.addPass(createTgFuseCrossEntropy());
+  // 0b. Precision: the forward graph gets the --precision policy's casts
+  //     (bf16/fp16 products, f32 losses, reductions and norms) before
+  //     autodiff, so the backward inherits them.
+  pm.addPass(createTgAmp(TgAmpOptions{options.precision}));
   // 1. Training transforms: the forward graph becomes a whole train step,
   //    one pass per stage of the recipe so the dumps show them apart:
   //    autodiff (loss and gradients), accumulation over micro-batches,

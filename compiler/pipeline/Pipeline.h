@@ -28,6 +28,9 @@ struct PipelineOptions {
   // gradient as the train output "grad:<param>" (tcc compile
   // --emit-gradients, for comparing gradients with PyTorch).
   bool emitGradients = false;
+  // tg-amp's policy: "bf16", "fp16", "tf32" or "fp32" (tcc compile
+  // --precision; the driver picks the target's default).
+  std::string precision = "fp32";
 };
 
 // Adds the passes that take an imported module to `stopAfter`.

@@ -35,6 +35,11 @@ inline constexpr llvm::StringLiteral kOptimizerAttr = "tg.optimizer";
 inline constexpr llvm::StringLiteral kLrScheduleAttr = "tg.lr_schedule";
 // Max global L2 norm of the gradients (f64 > 0); absent: no clipping.
 inline constexpr llvm::StringLiteral kGradClipAttr = "tg.grad_clip";
+// The precision policy tg-amp applied: "bf16" | "fp16" | "tf32" | "fp32"
+// (absent: fp32); the step descriptor reports it.
+inline constexpr llvm::StringLiteral kPrecisionAttr = "tg.precision";
+// On an op: tg-amp's decision, "<type>: <why>" (e.g. "bf16: matmul").
+inline constexpr llvm::StringLiteral kAmpAttr = "tg.amp";
 // Micro-batches per optimizer step (i64 K >= 1); absent: 1.
 inline constexpr llvm::StringLiteral kMicroBatchesAttr = "tg.micro_batches";
 

@@ -111,6 +111,17 @@ Value indicator(OpBuilder &b, Location loc, Value cond, Type elementType) {
                 scalar(b, loc, elementType, 0.0));
 }
 
+Value castTo(OpBuilder &b, Location loc, Value x, Type elementType) {
+  RankedTensorType type = rtt(x);
+  if (type.getElementType() == elementType)
+    return x;
+  return CastOp::create(b, loc, type.clone(elementType), x);
+}
+
+bool isHalfFloat(Type elementType) {
+  return elementType.isBF16() || elementType.isF16();
+}
+
 Value iota(OpBuilder &b, Location loc, RankedTensorType type, int64_t axis) {
   return IotaOp::create(b, loc, type, b.getI64IntegerAttr(axis));
 }
@@ -247,13 +258,17 @@ SoftmaxPrefix softmaxPrefix(OpBuilder &b, Location loc, Value x, int64_t axis) {
 } // namespace
 
 Value softmax(OpBuilder &b, Location loc, Value x, int64_t axis) {
-  SoftmaxPrefix p = softmaxPrefix(b, loc, x, axis);
-  return div(b, loc, p.exps, p.sum);
+  Type elt = rtt(x).getElementType();
+  Type statsType = isHalfFloat(elt) ? Type(b.getF32Type()) : elt;
+  SoftmaxPrefix p = softmaxPrefix(b, loc, castTo(b, loc, x, statsType), axis);
+  return castTo(b, loc, div(b, loc, p.exps, p.sum), elt);
 }
 
 Value logSoftmax(OpBuilder &b, Location loc, Value x, int64_t axis) {
-  SoftmaxPrefix p = softmaxPrefix(b, loc, x, axis);
-  return sub(b, loc, p.shifted, log(b, loc, p.sum));
+  Type elt = rtt(x).getElementType();
+  Type statsType = isHalfFloat(elt) ? Type(b.getF32Type()) : elt;
+  SoftmaxPrefix p = softmaxPrefix(b, loc, castTo(b, loc, x, statsType), axis);
+  return castTo(b, loc, sub(b, loc, p.shifted, log(b, loc, p.sum)), elt);
 }
 
 CrossEntropyParts crossEntropyParts(OpBuilder &b, Location loc, Value logits,

@@ -34,6 +34,13 @@ mlir::Value splat(mlir::OpBuilder &b, mlir::Location loc,
 mlir::Value scalar(mlir::OpBuilder &b, mlir::Location loc,
                    mlir::Type elementType, double value);
 
+// `x` converted to `elementType` (tg.cast; `x` itself when it has that type).
+mlir::Value castTo(mlir::OpBuilder &b, mlir::Location loc, mlir::Value x,
+                   mlir::Type elementType);
+// bf16 and f16: stored in 16 bits; their statistics (softmax sums, norm
+// moments) are computed in f32 by the expansions below.
+bool isHalfFloat(mlir::Type elementType);
+
 // Elementwise ops; binary ones broadcast like numpy.
 mlir::Value add(mlir::OpBuilder &b, mlir::Location loc, mlir::Value x,
                 mlir::Value y);
@@ -101,7 +108,9 @@ mlir::Value padWithZeros(mlir::OpBuilder &b, mlir::Location loc, mlir::Value x,
 // Expansions of the composite ops into primitives
 //===----------------------------------------------------------------------===//
 
-// softmax along `axis`: e / sum(e) with e = exp(x - max(x)).
+// softmax along `axis`: e / sum(e) with e = exp(x - max(x)). A bf16/f16 `x`
+// is expanded in f32 (max, exponentials and sum in f32) and the result
+// rounded to x's type once; so is log_softmax.
 mlir::Value softmax(mlir::OpBuilder &b, mlir::Location loc, mlir::Value x,
                     int64_t axis);
 // log_softmax along `axis`: (x - max(x)) - log(sum(exp(x - max(x)))).

@@ -89,16 +89,21 @@ CrossEntropyOp::buildGradients(OpBuilder &b, ArrayRef<Value> resultGrads,
   return success();
 }
 
-// y = softmax(x): dx = y * (g - sum(g * y)).
+// y = softmax(x): dx = y * (g - sum(g * y)); for bf16/f16 computed in f32
+// (the sum is a statistic) and rounded to x's type once.
 LogicalResult SoftmaxOp::buildGradients(OpBuilder &b,
                                         ArrayRef<Value> resultGrads,
                                         SmallVectorImpl<Value> &operandGrads) {
   Location loc = getLoc();
-  Value y = getResult(), g = resultGrads[0];
+  Type elt = rtt(getResult()).getElementType();
+  Type math = build::isHalfFloat(elt) ? Type(b.getF32Type()) : elt;
+  Value y = build::castTo(b, loc, getResult(), math);
+  Value g = build::castTo(b, loc, resultGrads[0], math);
   int64_t axis = getAxis();
   Value dot = build::reduceSum(b, loc, build::mul(b, loc, g, y), {axis},
                                /*keepDims=*/true);
-  operandGrads.push_back(build::mul(b, loc, y, build::sub(b, loc, g, dot)));
+  operandGrads.push_back(build::castTo(
+      b, loc, build::mul(b, loc, y, build::sub(b, loc, g, dot)), elt));
   return success();
 }
 
@@ -107,11 +112,16 @@ LogicalResult
 LogSoftmaxOp::buildGradients(OpBuilder &b, ArrayRef<Value> resultGrads,
                              SmallVectorImpl<Value> &operandGrads) {
   Location loc = getLoc();
-  Value y = getResult(), g = resultGrads[0];
+  Type elt = rtt(getResult()).getElementType();
+  Type math = build::isHalfFloat(elt) ? Type(b.getF32Type()) : elt;
+  Value y = build::castTo(b, loc, getResult(), math);
+  Value g = build::castTo(b, loc, resultGrads[0], math);
   int64_t axis = getAxis();
   Value total = build::reduceSum(b, loc, g, {axis}, /*keepDims=*/true);
-  operandGrads.push_back(build::sub(
-      b, loc, g, build::mul(b, loc, build::exp(b, loc, y), total)));
+  operandGrads.push_back(build::castTo(
+      b, loc,
+      build::sub(b, loc, g, build::mul(b, loc, build::exp(b, loc, y), total)),
+      elt));
   return success();
 }
 

@@ -166,6 +166,10 @@ FailureOr<StepInterface> collectStepInterface(ModuleOp module, StringRef who) {
     return failure();
   SmallVector<TableEntry> params, inputs, outputs, states, trainOutputs;
   std::string lossName = "loss", precision = "f32";
+  // tg-amp's policy (bf16, fp16, tf32, fp32); modules compiled without it
+  // (tcc-opt pipelines, tests) report the parameters' type.
+  if (auto policy = module->getAttrOfType<StringAttr>(model::kPrecisionAttr))
+    precision = policy.getValue().str();
   for (auto [a, role] : llvm::zip_equal(eval.getArguments(), *evalRoles)) {
     if (role.kind == ArgumentRole::Param) {
       params.push_back({role.label, mrt(a), role.param});

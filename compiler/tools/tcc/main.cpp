@@ -1,7 +1,7 @@
 // tcc: compiles a model file (.pb / .pbtxt) into a step library.
 //
 //   tcc compile model.pb -o step.so [--target cpu|cuda] [--arch sm_XY]
-//                        [--tf32] [--jobs N] [--no-cache] [--dump-dir DIR]
+//                        [--precision P] [--jobs N] [--no-cache] [--dump-dir DIR]
 //                        [--compile-to PHASE] [--cxx COMPILER] [--no-native]
 //                        [--emit-gradients] [-v]
 //
@@ -45,8 +45,15 @@ Options:
                         found — $TCC_NVCC, PATH, /usr/local/cuda/bin — else cpu)
   --arch sm_XY          cuda: GPU architecture (default: GPU 0's, from
                         nvidia-smi; sm_90 when no GPU is visible)
-  --tf32                cuda: fp32 matrix products may round inputs to TF32
-                        (tensor cores; about 1e-3 relative error per product)
+  --precision P         bf16 | fp16 | tf32 | fp32 (default: bf16 for cuda on
+                        sm_80 and newer, else fp32). bf16/fp16: the tg-amp
+                        pass runs matrix products in 16 bits with fp32
+                        accumulation and keeps losses, reductions, norms, the
+                        master weights and the optimizer in fp32 (dump: NN-tg-
+                        amp.mlir and NN-tg-amp-report.txt); fp16 also scales
+                        the loss. tf32 (cuda): fp32 graph, matrix products
+                        round inputs to TF32 (about 1e-3 relative error)
+  --tf32                the same as --precision tf32
   --jobs N              cuda: parallel nvcc runs (default: CPU threads)
   --no-cache            cuda: compile every unit (default: reuse objects from
                         $TCC_CACHE_DIR, else ~/.cache/tcc, keyed by source,
@@ -140,8 +147,17 @@ int compileMain(int argc, char **argv) {
       if (v.empty() || *end || n < 1 || n > 1024)
         return usageError("--jobs needs a number from 1 to 1024, got '" + v + "'");
       args.jobs = static_cast<int>(n);
+    } else if (flag == "--precision") {
+      if (!value(v) || v.empty())
+        return usageError("--precision needs a value (bf16, fp16, tf32 or fp32)");
+      if (!args.precision.empty() && args.precision != v)
+        return usageError("--precision " + v + " contradicts --precision " + args.precision +
+                          " (or --tf32) given before");
+      args.precision = v;
     } else if (a == "--tf32") {
-      args.tf32 = true;
+      if (!args.precision.empty() && args.precision != "tf32")
+        return usageError("--tf32 contradicts --precision " + args.precision);
+      args.precision = "tf32";
     } else if (a == "--no-cache") {
       args.useCache = false;
     } else if (a == "-v" || a == "--verbose") {
@@ -178,8 +194,8 @@ int compileMain(int argc, char **argv) {
     return usageError("no output given (-o PATH)");
   if (args.target.empty())
     args.target = tcc::findNvcc() ? "cuda" : "cpu";
-  if (args.target == "cpu" && (!args.arch.empty() || args.tf32))
-    return usageError("--arch and --tf32 apply to --target cuda");
+  if (args.target == "cpu" && !args.arch.empty())
+    return usageError("--arch applies to --target cuda");
   if (args.target == "cuda" && args.arch.empty())
     args.arch = tcc::detectGpuArch().value_or("sm_90");
   return reportCompile(tcc::compileModel(args));
