@@ -59,7 +59,7 @@ func.func @cross_entropy_targets(%a: tensor<2x3x4xf32>, %t: tensor<2x4xi32>) {
 // -----
 
 func.func @cross_entropy_not_scalar(%a: tensor<3x4xf32>, %t: tensor<3xi32>) {
-  // expected-error @+1 {{result #0 must be 0D tensor of 32-bit float or 64-bit float values}}
+  // expected-error @+1 {{result #0 must be 0D tensor of 16-bit float or bfloat16 type or 32-bit float or 64-bit float values}}
   %0 = tg.cross_entropy %a, %t : (tensor<3x4xf32>, tensor<3xi32>) -> tensor<3xf32>
   return
 }
