@@ -1,0 +1,115 @@
+#!/usr/bin/env python3
+"""Mixed precision end to end on the CPU: bf16 and fp16 steps track fp32.
+
+A small character-level GPT (rotary and learned positions, micro-batches,
+clipping, AdamW) is compiled three times from one model file, with
+--precision fp32, bf16 and fp16, and trained on Debian's fortunes with the
+same seed, so the initial weights (fp32 master weights in every variant)
+and the batches are the same. The CPU backend runs the 16-bit graphs with
+the same casts as the GPU (16-bit storage, f32 math, sgemm on converted
+operands), so this checks the tg-amp policy and the CPU kernels together:
+
+  * the 16-bit runs' losses stay within 3% of fp32's at every step after
+    the first 10, and the final losses (mean of the last 5) within 2%;
+  * the runs differ at all (the casts take effect);
+  * the loss falls by at least 20% in every variant;
+  * the step's descriptor reports its precision (trun --info).
+
+usage: amp_cpu_test.py TCC TCC_MODELS TCC_DATA TRUN WORKDIR
+"""
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+TCC, TCC_MODELS, TCC_DATA, TRUN, WORK = sys.argv[1:6]
+STEPS = 80
+
+
+def fail(message):
+    print("FAIL: " + message)
+    sys.exit(1)
+
+
+def run(args):
+    result = subprocess.run(args, capture_output=True, text=True)
+    if result.returncode != 0:
+        fail("%s exited %d:\n%s%s" % (" ".join(args), result.returncode,
+                                      result.stdout, result.stderr))
+    return result
+
+
+def losses(metrics):
+    out = {}
+    with open(metrics) as f:
+        for line in f:
+            record = json.loads(line)
+            if record.get("kind") == "step":
+                out[record["step"]] = record["loss"]
+    return [out[s] for s in sorted(out)]
+
+
+def main():
+    shutil.rmtree(WORK, ignore_errors=True)
+    os.makedirs(WORK)
+    fortunes = "/usr/share/games/fortunes"
+    texts = sorted(os.path.join(fortunes, n) for n in os.listdir(fortunes)
+                   if not n.endswith(".dat") and
+                   os.path.isfile(os.path.join(fortunes, n)) and
+                   not os.path.islink(os.path.join(fortunes, n)))[:6]
+    data = os.path.join(WORK, "text")
+    run([TCC_DATA, "tokenize", "--level", "char", "-o", data] + texts)
+    with open(data + "_vocab.json") as f:
+        vocab = json.load(f)["vocab_size"]
+
+    for positions in ("learned", "rope"):
+        model = os.path.join(WORK, "gpt_%s.pbtxt" % positions)
+        run([TCC_MODELS, "gpt", "--vocab", str(vocab), "--context", "32",
+             "--layers", "2", "--width", "64", "--heads", "2", "--batch", "8",
+             "--micro-batches", "2", "--positions", positions,
+             "--lr", "3e-3", "-o", model])
+        curves = {}
+        for precision in ("fp32", "bf16", "fp16"):
+            step = os.path.join(WORK, "%s_%s.so" % (positions, precision))
+            run([TCC, "compile", "--target", "cpu", "--precision", precision,
+                 model, "-o", step])
+            info = run([TRUN, step, "--info"]).stdout
+            if "precision %s" % precision not in info:
+                fail("trun --info of the %s step does not say 'precision %s':\n%s"
+                     % (precision, precision, info))
+            metrics = os.path.join(WORK, "%s_%s.jsonl" % (positions, precision))
+            run([TRUN, step, "--data", data + "_train.bin", "--steps", str(STEPS),
+                 "--seed", "3", "--log-every", "20", "--metrics", metrics])
+            curves[precision] = losses(metrics)
+            if len(curves[precision]) != STEPS:
+                fail("%s %s: %d step records, expected %d"
+                     % (positions, precision, len(curves[precision]), STEPS))
+
+        base = curves["fp32"]
+        for precision in ("bf16", "fp16"):
+            curve = curves[precision]
+            if curve == base:
+                fail("%s %s: losses identical to fp32 (the casts did nothing)"
+                     % (positions, precision))
+            worst = max(abs(a - b) / b for a, b in zip(curve[10:], base[10:]))
+            final = (sum(curve[-5:]) / 5, sum(base[-5:]) / 5)
+            final_error = abs(final[0] - final[1]) / final[1]
+            print("%-7s %s: worst step difference %.2f%% (after step 10), final "
+                  "%.4f vs fp32 %.4f (%.2f%%)" % (positions, precision, 100 * worst,
+                                                 final[0], final[1], 100 * final_error))
+            if worst > 0.03:
+                fail("%s %s: a loss %.2f%% away from fp32's (limit 3%%)"
+                     % (positions, precision, 100 * worst))
+            if final_error > 0.02:
+                fail("%s %s: final loss %.2f%% away from fp32's (limit 2%%)"
+                     % (positions, precision, 100 * final_error))
+        for precision, curve in curves.items():
+            if not curve[-1] < 0.8 * curve[0]:
+                fail("%s %s: loss %.4f -> %.4f did not fall by 20%%"
+                     % (positions, precision, curve[0], curve[-1]))
+    print("PASS")
+
+
+if __name__ == "__main__":
+    main()
