@@ -31,7 +31,8 @@ def Kern_Dialect : Dialect {
 class Kern_Op<string mnemonic, list<Trait> traits = []>
     : Op<Kern_Dialect, mnemonic, traits>;
 
-def Kern_FloatBuffer : MemRefOf<[F32, F64]>;
+// bf16 / f16 buffers: every kernel family computes them in float (codegen).
+def Kern_FloatBuffer : MemRefOf<[F16, BF16, F32, F64]>;
 def Kern_IndexBuffer : MemRefOf<[I32, I64]>;
 
 def Kern_GemmOp : Kern_Op<"gemm"> {
