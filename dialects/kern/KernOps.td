@@ -31,6 +31,7 @@ def Kern_Dialect : Dialect {
 class Kern_Op<string mnemonic, list<Trait> traits = []>
     : Op<Kern_Dialect, mnemonic, traits>;
 
+// bf16 / f16 buffers: every kernel family computes them in float (codegen).
 def Kern_FloatBuffer : MemRefOf<[F16, BF16, F32, F64]>;
 def Kern_IndexBuffer : MemRefOf<[I32, I64]>;
 

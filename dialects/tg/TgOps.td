@@ -28,8 +28,10 @@ def Tg_Dialect : Dialect {
 class Tg_Op<string mnemonic, list<Trait> traits = []>
     : Op<Tg_Dialect, mnemonic, !listconcat(traits, [Pure])>;
 
-// Floats of every width: bf16/f16 appear after tg-amp (or when a model casts).
+// Structural ops take bf16 / f16 too (mixed precision); optimizer updates
+// stay on f32 / f64 master weights and state.
 def Tg_FloatTensor : RankedTensorOf<[F16, BF16, F32, F64]>;
+def Tg_MasterFloatTensor : RankedTensorOf<[F32, F64]>;
 def Tg_IndexTensor : RankedTensorOf<[I32, I64]>;
 def Tg_ScalarFloatTensor : 0DTensorOf<[F16, BF16, F32, F64]>;
 

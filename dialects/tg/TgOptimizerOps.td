@@ -23,10 +23,10 @@ def Tg_SgdUpdateOp : Tg_Op<"sgd_update", [
     added to the gradient (0 by default, and then left out of the printed
     op).
   }];
-  let arguments = (ins Tg_FloatTensor:$param, Tg_FloatTensor:$grad,
+  let arguments = (ins Tg_MasterFloatTensor:$param, Tg_MasterFloatTensor:$grad,
                    Tg_ScalarFloatTensor:$learning_rate,
                    DefaultValuedAttr<F64Attr, "0.0">:$weight_decay);
-  let results = (outs Tg_FloatTensor:$result);
+  let results = (outs Tg_MasterFloatTensor:$result);
   let assemblyFormat = [{
     $param `,` $grad `,` $learning_rate attr-dict `:` type($result) `,` type($learning_rate)
   }];
@@ -47,13 +47,13 @@ def Tg_MomentumUpdateOp : Tg_Op<"momentum_update", [
     With the buffer starting at zeros, the first step gives buf' = d
     exactly, as PyTorch's lazily created buffer does.
   }];
-  let arguments = (ins Tg_FloatTensor:$param, Tg_FloatTensor:$grad,
-                   Tg_FloatTensor:$momentum_buffer,
+  let arguments = (ins Tg_MasterFloatTensor:$param, Tg_MasterFloatTensor:$grad,
+                   Tg_MasterFloatTensor:$momentum_buffer,
                    Tg_ScalarFloatTensor:$learning_rate,
                    F64Attr:$momentum,
                    DefaultValuedAttr<F64Attr, "0.0">:$weight_decay);
-  let results = (outs Tg_FloatTensor:$new_param,
-                      Tg_FloatTensor:$new_momentum_buffer);
+  let results = (outs Tg_MasterFloatTensor:$new_param,
+                      Tg_MasterFloatTensor:$new_momentum_buffer);
   let assemblyFormat = [{
     $param `,` $grad `,` $momentum_buffer `,` $learning_rate attr-dict `:`
     type($param) `,` type($learning_rate)
@@ -77,13 +77,13 @@ def Tg_AdamWUpdateOp : Tg_Op<"adamw_update", [
     p'    = p1 - (lr / (1 - beta1^t)) * (m' / denom)
     ```
   }];
-  let arguments = (ins Tg_FloatTensor:$param, Tg_FloatTensor:$grad,
-                   Tg_FloatTensor:$m, Tg_FloatTensor:$v,
+  let arguments = (ins Tg_MasterFloatTensor:$param, Tg_MasterFloatTensor:$grad,
+                   Tg_MasterFloatTensor:$m, Tg_MasterFloatTensor:$v,
                    Tg_ScalarFloatTensor:$learning_rate, Tg_StepTensor:$step,
                    F64Attr:$beta1, F64Attr:$beta2, F64Attr:$eps,
                    DefaultValuedAttr<F64Attr, "0.0">:$weight_decay);
-  let results = (outs Tg_FloatTensor:$new_param, Tg_FloatTensor:$new_m,
-                      Tg_FloatTensor:$new_v);
+  let results = (outs Tg_MasterFloatTensor:$new_param, Tg_MasterFloatTensor:$new_m,
+                      Tg_MasterFloatTensor:$new_v);
   let assemblyFormat = [{
     $param `,` $grad `,` $m `,` $v `,` $learning_rate `,` $step attr-dict `:`
     type($param) `,` type($learning_rate)

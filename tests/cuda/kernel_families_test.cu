@@ -13,9 +13,17 @@
 // so an element a kernel forgot to write fails. Exit 0 when every case
 // passes, 1 on any failure, 77 (skipped) when there is no GPU.
 //
+// Every floating-point family runs in float, double, bf16 and f16
+// (tcc_cuda::bf16 / f16: loaded into float, computed and accumulated in
+// float, each output rounded once), the softmax cross-entropy pair also
+// with 16-bit logits and an f32 loss / upstream gradient.
+//
 // Tolerances: |got - want| <= rtol * max(|want|, floor), rtol 1e-5 for
-// float and 1e-12 for double; floor is the scale of the rounding error of
-// the computation, per family:
+// float, 1e-12 for double, u + 1e-5 for bf16 (u = 2^-8) and f16 (2^-11):
+// the one rounding of a 16-bit output is at most u |want|, the float math
+// before it at most 1e-5 of the floor; the reference reads the same 16-bit
+// inputs as exact doubles. floor is the scale of the rounding error of the
+// computation, per family:
 // - sums / means: floor = ||x||_2 of the reduced values (/ count for a
 //   mean). Summing n random-signed terms in chains of L (per thread) plus a
 //   tree leaves an error of about u * sqrt(L) * ||x||_2 (u = 6e-8 float,
@@ -27,7 +35,10 @@
 //   absolute one). Gradient: floor |grad[n]| * p[c], every element relative
 //   to its own probability, so no element can be wrong unnoticed.
 // - scatter-add: floor = ||updates landing on the element||_2 (atomics
-//   add them in any order).
+//   add them in any order). For bf16 / f16 this also proves the sums
+//   accumulate in float: rounding to 16 bits after each of k adds would
+//   leave an error near u * k * |update| / 2, sqrt(k) / 2 times the bound
+//   (k ~ 140 for 1000 ids into 7 rows).
 // - gather, bf16 / f16 conversions, maximumf / minimumf: bit-exact.
 // - exp / tanh: within 2 ulp of a correctly rounded reference.
 #include "compiler/codegen/cuda/cuda_prelude.cuh" // generated: the pieces, concatenated
@@ -79,6 +90,24 @@ std::string format(const char *fmt, ...) {
   va_end(args);
   return buf;
 }
+
+using tcc_cuda::bf16;
+using tcc_cuda::f16;
+
+// Element values on the host as doubles, and back: bf16 / f16 through the
+// CPU prelude's conversions (bit-identical to the device's).
+template <class T> double toD(T v) { return static_cast<double>(v); }
+double toD(bf16 v) { return tcc_cpu::bf16_to_float(v.bits); }
+double toD(f16 v) { return tcc_cpu::f16_to_float(v.bits); }
+template <class T> T fromD(double v) { return static_cast<T>(v); }
+template <> bf16 fromD<bf16>(double v) {
+  return bf16{tcc_cpu::float_to_bf16(static_cast<float>(v))};
+}
+template <> f16 fromD<f16>(double v) {
+  return f16{tcc_cpu::float_to_f16(static_cast<float>(v))};
+}
+template <class T> T nanOf() { return fromD<T>(NAN); }
+template <class T> T infOf() { return fromD<T>(INFINITY); }
 
 struct FamilyStats {
   std::string name;
@@ -145,7 +174,7 @@ struct Check {
       fail(format("at %" PRId64 ": never written (still the 0xFF poison)", at));
       return;
     }
-    near(static_cast<double>(got), want, floor, at);
+    near(toD(got), want, floor, at);
   }
   template <class T> static bool isPoison(T v) {
     unsigned char b[sizeof(T)];
@@ -253,10 +282,14 @@ template <> const char *typeName<int32_t>() { return "i32"; }
 template <> const char *typeName<int64_t>() { return "i64"; }
 template <> const char *typeName<uint16_t>() { return "u16"; }
 template <> const char *typeName<uint8_t>() { return "u8"; }
+template <> const char *typeName<bf16>() { return "bf16"; }
+template <> const char *typeName<f16>() { return "f16"; }
 
 template <class T> double rtolFor() {
   return sizeof(T) == 4 ? kRtolFloat : kRtolDouble;
 }
+template <> double rtolFor<bf16>() { return 0x1p-8 + kRtolFloat; }
+template <> double rtolFor<f16>() { return 0x1p-11 + kRtolFloat; }
 
 const char *kindName(int kind) {
   return kind == 0 ? "sum" : kind == 1 ? "mean" : "max";
@@ -579,7 +612,7 @@ double refReduce(const T *x, int64_t n, int64_t stride, int kind,
                  double &floor) {
   double acc = kind == 2 ? -INFINITY : 0.0, sq = 0;
   for (int64_t k = 0; k < n; ++k) {
-    double v = static_cast<double>(x[k * stride]);
+    double v = toD(x[k * stride]);
     acc = kind == 2 ? (v > acc ? v : acc) : acc + v;
     sq += v * v;
   }
@@ -592,8 +625,8 @@ double refReduce(const T *x, int64_t n, int64_t stride, int kind,
 template <class T>
 void plantSpecials(std::vector<T> &x, int64_t rows, int64_t cols, int64_t off,
                    Rng &rng) {
-  const T nan = std::numeric_limits<T>::quiet_NaN();
-  const T inf = std::numeric_limits<T>::infinity();
+  const T nan = nanOf<T>();
+  const T inf = infOf<T>(), ninf = fromD<T>(-INFINITY);
   auto at = [&](int64_t r, int64_t c) -> T & { return x[off + r * cols + c]; };
   if (cols == 0)
     return;
@@ -610,18 +643,18 @@ void plantSpecials(std::vector<T> &x, int64_t rows, int64_t cols, int64_t off,
       at(r, rng.below(cols)) = inf;
       break;
     case 3:
-      at(r, rng.below(cols)) = -inf;
+      at(r, rng.below(cols)) = ninf;
       at(r, rng.below(cols)) = inf;
       break;
     case 4:
       break;
     case 5:
       for (int64_t c = 0; c < cols; ++c)
-        at(r, c) = -inf;
+        at(r, c) = ninf;
       break;
     case 6:
       at(r, 0) = nan;
-      at(r, cols - 1) = -inf;
+      at(r, cols - 1) = ninf;
       break;
     }
   }
@@ -638,7 +671,7 @@ void caseReduceRows(int64_t rows, int64_t cols, const std::string &variant) {
   const int64_t off = variant == "misaligned" ? 1 : 0; // defeats 16-byte loads
   std::vector<T> in(rows * cols + off);
   for (T &v : in)
-    v = static_cast<T>(rng.uniform(-1, 1));
+    v = fromD<T>(rng.uniform(-1, 1));
   if (variant == "specials")
     plantSpecials(in, rows, cols, off, rng);
   Dev<T> din(in.size()), dout(rows), dout2(rows);
@@ -675,7 +708,7 @@ void caseReduceMiddle(int64_t outer, int64_t reduced, int64_t inner,
   const int64_t off = variant == "misaligned" ? 1 : 0; // defeats 16-byte loads
   std::vector<T> in(off + outer * reduced * inner);
   for (T &v : in)
-    v = static_cast<T>(rng.uniform(-1, 1));
+    v = fromD<T>(rng.uniform(-1, 1));
   if (variant == "specials") // (outer*reduced) rows of inner: NaN / inf columns
     plantSpecials(in, outer * reduced, inner, off, rng);
   Dev<T> din(in.size()), dout(outer * inner), dout2(outer * inner);
@@ -793,55 +826,62 @@ template <class T> void xentReference(XentCase<T> &x) {
         x.out[n * C + c] = NAN;
       continue;
     }
-    double m = row[0];
+    double m = toD(row[0]);
     for (int64_t c = 1; c < C; ++c)
-      m = row[c] > m ? static_cast<double>(row[c]) : m;
+      m = toD(row[c]) > m ? toD(row[c]) : m;
     double sum = 0;
     for (int64_t c = 0; c < C; ++c)
-      sum += std::exp(static_cast<double>(row[c]) - m);
+      sum += std::exp(toD(row[c]) - m);
     const int64_t l = x.labels[n];
-    x.loss[n] = std::log(sum) + m - static_cast<double>(row[l]);
-    const double g = static_cast<double>(x.grad[n]), scale = g / sum;
+    x.loss[n] = std::log(sum) + m - toD(row[l]);
+    const double g = toD(x.grad[n]), scale = g / sum;
     for (int64_t c = 0; c < C; ++c) {
-      double p = std::exp(static_cast<double>(row[c]) - m);
+      double p = std::exp(toD(row[c]) - m);
       x.out[n * C + c] = p * scale - (c == l ? g : 0.0);
       x.outFloor[n * C + c] = std::fabs(g) * p / sum;
     }
   }
 }
 
-template <class T, class I> void runXent(const XentCase<T> &x) {
+// L: the loss and upstream gradient type (T, or float with 16-bit logits).
+template <class T, class I, class L = T> void runXent(const XentCase<T> &x) {
   const std::string desc =
-      format("<%s,%s> %s", typeName<T>(), typeName<I>(), x.desc.c_str());
+      format("<%s,%s%s%s> %s", typeName<T>(), typeName<I>(),
+             std::is_same<L, T>::value ? "" : ",loss ",
+             std::is_same<L, T>::value ? "" : typeName<L>(), x.desc.c_str());
   const bool fwd = selected("xent_forward", desc);
   const bool bwd = selected("xent_backward", desc);
   if (!fwd && !bwd)
     return;
   const int64_t rows = x.rows, C = x.classes;
   std::vector<I> labels = toIndex<I>(x.labels);
-  Dev<T> dlogits(x.logits.size()), dgrad(rows), dloss(rows), dloss2(rows);
+  Dev<T> dlogits(x.logits.size());
+  Dev<L> dgrad(rows), dloss(rows), dloss2(rows);
   Dev<T> dout(x.off + rows * C), dout2(x.off + rows * C);
   Dev<I> dlabels(rows);
   Dev<int32_t> status(1);
   dlogits.upload(x.logits);
-  dgrad.upload(x.grad);
+  std::vector<L> grad(rows);
+  for (int64_t n = 0; n < rows; ++n)
+    grad[n] = fromD<L>(toD(x.grad[n])); // exact: bf16 / f16 values fit
+  dgrad.upload(grad);
   dlabels.upload(labels);
   const int32_t wantStatus = x.badRows > 0 ? kCode : 0;
   const T *logits = dlogits.p ? dlogits.p + x.off : nullptr;
   if (fwd) {
-    Check c(rtolFor<T>());
+    Check c(rtolFor<L>());
     dloss.poison();
     dloss2.poison();
     status.zero();
-    tcc_cuda::launch_softmax_xent_forward<T, I>(
+    tcc_cuda::launch_softmax_xent_forward<T, I, L>(
         logits, dlabels.p, dloss.p, rows, C, status.p, kCode, gStream);
     sync();
     int32_t got = readStatus(status);
     c.expect(got == wantStatus, format("status %d, want %d", got, wantStatus));
-    tcc_cuda::launch_softmax_xent_forward<T, I>(
+    tcc_cuda::launch_softmax_xent_forward<T, I, L>(
         logits, dlabels.p, dloss2.p, rows, C, status.p, kCode, gStream);
     sync();
-    std::vector<T> loss = dloss.download(), again = dloss2.download();
+    std::vector<L> loss = dloss.download(), again = dloss2.download();
     for (int64_t n = 0; n < rows; ++n)
       c.value(loss[n], x.loss[n], 1.0, n);
     c.expect(sameBytes(loss, again), "two launches differ (not deterministic)");
@@ -854,12 +894,12 @@ template <class T, class I> void runXent(const XentCase<T> &x) {
     status.zero();
     T *out = dout.p ? dout.p + x.off : nullptr;
     T *out2 = dout2.p ? dout2.p + x.off : nullptr;
-    tcc_cuda::launch_softmax_xent_backward<T, I>(
+    tcc_cuda::launch_softmax_xent_backward<T, I, L>(
         logits, dlabels.p, dgrad.p, out, rows, C, status.p, kCode, gStream);
     sync();
     int32_t got = readStatus(status);
     c.expect(got == wantStatus, format("status %d, want %d", got, wantStatus));
-    tcc_cuda::launch_softmax_xent_backward<T, I>(
+    tcc_cuda::launch_softmax_xent_backward<T, I, L>(
         logits, dlabels.p, dgrad.p, out2, rows, C, status.p, kCode, gStream);
     sync();
     std::vector<T> o = dout.download(), again = dout2.download();
@@ -892,10 +932,10 @@ void xentCase(int64_t rows, int64_t classes, const std::string &variant) {
   x.off = variant == "misaligned" ? 1 : 0;
   x.logits.resize(x.off + rows * classes);
   for (T &v : x.logits)
-    v = static_cast<T>(rng.uniform(-4, 4));
+    v = fromD<T>(rng.uniform(-4, 4));
   x.grad.resize(rows);
   for (T &g : x.grad)
-    g = static_cast<T>(rng.uniform(-1, 1));
+    g = fromD<T>(rng.uniform(-1, 1));
   x.labels.resize(rows);
   for (int64_t &l : x.labels)
     l = classes > 0 ? rng.below(classes) : 0;
@@ -904,19 +944,19 @@ void xentCase(int64_t rows, int64_t classes, const std::string &variant) {
   if (classes == 0)
     x.badRows = static_cast<int>(rows); // no label fits [0, 0)
   if (variant == "specials") {
-    const T inf = std::numeric_limits<T>::infinity();
-    const T nan = std::numeric_limits<T>::quiet_NaN();
+    const T inf = infOf<T>(), ninf = fromD<T>(-INFINITY);
+    const T nan = nanOf<T>();
     for (int64_t n = 0; n < rows; ++n) {
       T *row = x.logits.data() + n * classes;
       const int64_t l = x.labels[n];
       const int64_t other = (l + 1 + rng.below(classes - 1)) % classes;
       switch (n % 8) {
       case 0:
-        row[other] = -inf;
-        row[(other + 3) % classes] = -inf;
+        row[other] = ninf;
+        row[(other + 3) % classes] = ninf;
         break;
       case 1:
-        row[l] = -inf;
+        row[l] = ninf;
         break; // loss +inf, grad -g there
       case 2:
         row[other] = nan;
@@ -926,19 +966,19 @@ void xentCase(int64_t rows, int64_t classes, const std::string &variant) {
         break; // NaN row (e^(inf - inf))
       case 4:
         for (int64_t c = 0; c < classes; ++c)
-          row[c] = -inf;
+          row[c] = ninf;
         break;
       case 5:
-        row[0] = -inf;
+        row[0] = ninf;
         if (l == 0)
           x.labels[n] = 1;
         break; // -inf first
       case 6:
         for (int64_t c = 0; c < classes; ++c)
-          row[c] += T(60);
+          row[c] = fromD<T>(toD(row[c]) + 60);
         break;
       case 7:
-        row[l] = T(30);
+        row[l] = fromD<T>(30);
         break; // a confident row: p near 1
       }
     }
@@ -946,6 +986,8 @@ void xentCase(int64_t rows, int64_t classes, const std::string &variant) {
   xentReference(x);
   runXent<T, int32_t>(x);
   runXent<T, int64_t>(x);
+  if (!std::is_same<T, float>::value && !std::is_same<T, double>::value)
+    runXent<T, int32_t, float>(x); // 16-bit logits, f32 loss and gradient
 }
 
 template <class T> void xentAll() {
@@ -969,7 +1011,7 @@ template <class T> void xentAll() {
 //===--------------------------------------------------------------------===//
 
 template <class T> bool floatLike() {
-  return std::numeric_limits<T>::has_quiet_NaN;
+  return tcc_cuda::detail::IsFloating<T>::value;
 }
 
 // variant: "" random ids; "bad" a few ids out of range; "misaligned" table
@@ -1017,7 +1059,7 @@ void caseGather(int64_t nIds, int64_t vocab, int64_t row,
            format("status %d, want %d", st, bad ? kCode : 0));
   T fill{};
   if (floatLike<T>())
-    fill = std::numeric_limits<T>::quiet_NaN();
+    fill = nanOf<T>();
   for (int64_t n = 0; n < nIds && c.failures < 20; ++n)
     for (int64_t j = 0; j < row; ++j) {
       const T got = out[off + n * row + j];
@@ -1044,7 +1086,7 @@ void caseScatter(int64_t nIds, int64_t vocab, int64_t row,
   Rng rng(desc);
   std::vector<T> updates(nIds * row);
   for (T &u : updates)
-    u = static_cast<T>(rng.uniform(-1, 1));
+    u = fromD<T>(rng.uniform(-1, 1));
   std::vector<int64_t> ids(nIds);
   for (int64_t &id : ids)
     id = vocab > 0 ? rng.below(vocab) : 0;
@@ -1055,7 +1097,7 @@ void caseScatter(int64_t nIds, int64_t vocab, int64_t row,
   for (int64_t n = 0; n < nIds; ++n)
     if (idOk(ids[n], vocab))
       for (int64_t j = 0; j < row; ++j) {
-        double u = updates[n * row + j];
+        double u = toD(updates[n * row + j]);
         want[ids[n] * row + j] += u;
         sq[ids[n] * row + j] += u * u;
       }
@@ -1118,8 +1160,9 @@ int printTable() {
   }
   std::printf(
       "(worst error: |got - want| / max(|want|, floor), against rtol "
-      "%.0e float / %.0e double; ulps for exp/tanh; 0 for exact checks)\n",
-      kRtolFloat, kRtolDouble);
+      "%.0e float / %.0e double / %.3g bf16 / %.3g f16; ulps for exp/tanh; "
+      "0 for exact checks)\n",
+      kRtolFloat, kRtolDouble, rtolFor<bf16>(), rtolFor<f16>());
   if (gFamilies.empty())
     std::printf("no case matched --filter '%s'\n", gFilter.c_str());
   std::printf("%s (seed %" PRIu64 ")\n", ok ? "ALL PASSED" : "FAILED", gSeed);
@@ -1177,10 +1220,16 @@ int main(int argc, char **argv) {
   testFailAndGrid();
   reduceRowsAll<float>();
   reduceRowsAll<double>();
+  reduceRowsAll<bf16>();
+  reduceRowsAll<f16>();
   reduceMiddleAll<float>();
   reduceMiddleAll<double>();
+  reduceMiddleAll<bf16>();
+  reduceMiddleAll<f16>();
   xentAll<float>();
   xentAll<double>();
+  xentAll<bf16>();
+  xentAll<f16>();
   gatherAll<float, int32_t>();
   gatherAll<float, int64_t>();
   gatherAll<double, int32_t>();
@@ -1188,7 +1237,9 @@ int main(int argc, char **argv) {
   gatherAll<int32_t, int32_t>();
   gatherAll<int32_t, int64_t>();
   caseGather<int64_t, int64_t>(37, 50, 7, "bad");
-  caseGather<uint16_t, int32_t>(37, 50, 7, "bad"); // bf16 / f16 rows
+  gatherAll<bf16, int32_t>(); // bad ids: NaN rows
+  gatherAll<f16, int64_t>();
+  caseGather<uint16_t, int32_t>(37, 50, 7, "bad"); // 16-bit integer rows
   caseGather<uint16_t, int64_t>(37, 50, 8, "");
   caseGather<uint16_t, int32_t>(37, 50, 33, "misaligned");
   caseGather<uint8_t, int32_t>(37, 50, 7, "bad"); // bool / byte rows
@@ -1198,6 +1249,8 @@ int main(int argc, char **argv) {
   scatterAll<float, int64_t>();
   scatterAll<double, int32_t>();
   scatterAll<double, int64_t>();
+  scatterAll<bf16, int32_t>();
+  scatterAll<f16, int64_t>();
 
   CUDA_CHECK(cudaStreamDestroy(gStream));
   return printTable();

@@ -116,6 +116,19 @@ std::string storeElement(Type et, const std::string &e, CodeTarget target) {
   return e;
 }
 
+std::string familyElementType(Type et, CodeTarget target) {
+  if (et.isBF16()) return preludeNamespace(target) + "bf16";
+  if (et.isF16()) return preludeNamespace(target) + "f16";
+  return storageType(et);
+}
+
+std::string familyPointer(Type et, const std::string &p, bool written, CodeTarget target) {
+  if (!et.isBF16() && !et.isF16())
+    return p;
+  return "reinterpret_cast<" + std::string(written ? "" : "const ") +
+         familyElementType(et, target) + " *>(" + p + ")";
+}
+
 // The stored value kern.fill writes: `v` as an element of type `et`.
 std::string fillValue(Type et, double v, CodeTarget target) {
   if (isa<FloatType>(et))

@@ -55,6 +55,18 @@ std::string preludeNamespace(CodeTarget target);
 std::string loadElement(Type et, const std::string &e, CodeTarget target);
 std::string storeElement(Type et, const std::string &e, CodeTarget target);
 
+// The element type a fixed kernel family of the prelude (reductions,
+// softmax cross-entropy, gather / scatter-add, CPU gemm) is instantiated
+// with: storageType, except bf16 / f16, which get the prelude's own types
+// (tcc_cpu::bf16, tcc_cuda::f16, ...) so that a family never treats their
+// bits as integers.
+std::string familyElementType(Type et, CodeTarget target);
+
+// Pointer `p` to a buffer of element type `et` (declared with
+// storageType), as the family's pointer type (a reinterpret_cast for
+// bf16 / f16; `p` itself otherwise).
+std::string familyPointer(Type et, const std::string &p, bool written, CodeTarget target);
+
 // The stored value kern.fill writes: `v` as an element of type `et`.
 std::string fillValue(Type et, double v, CodeTarget target);
 

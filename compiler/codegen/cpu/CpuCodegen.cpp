@@ -144,19 +144,28 @@ private:
           MemRefType out = mrt(s.getOut());
           int64_t v = out.getDimSize(0), row = out.getNumElements() / std::max<int64_t>(v, 1);
           int64_t n = mrt(s.getIds()).getNumElements();
+          flops += static_cast<double>(n) * row;
+          if (isHalf(out.getElementType())) {
+            os_ << llvm::formatv("  if (int32_t rc = tcc_cpu::scatter_add_rows_via_float({0}, {1}, "
+                                 "{2}, {3}, {4}, {5})) return rc; // 1: id out of range, "
+                                 "2: out of memory\n",
+                                 n, row, v, cpuPointer(s.getUpdates(), false),
+                                 name(s.getIds()), cpuPointer(s.getOut(), true));
+            return success();
+          }
           os_ << llvm::formatv("  if (!tcc_cpu::scatter_add_rows({0}, {1}, {2}, {3}, {4}, {5})) "
                                "return TCC_STATUS_BAD_ARGS; // id out of range\n",
                                n, row, v, name(s.getUpdates()), name(s.getIds()),
                                name(s.getOut()));
-          flops += static_cast<double>(n) * row;
           return success();
         })
         .Case([&](kern::SoftmaxCrossEntropyOp x) {
           MemRefType l = mrt(x.getLogits());
           os_ << llvm::formatv("  if (!tcc_cpu::softmax_cross_entropy({0}, {1}, {2}, {3}, {4})) "
                                "return TCC_STATUS_BAD_ARGS; // label out of range\n",
-                               l.getDimSize(0), l.getDimSize(1), name(x.getLogits()),
-                               name(x.getLabels()), name(x.getLoss()));
+                               l.getDimSize(0), l.getDimSize(1),
+                               cpuPointer(x.getLogits(), false), name(x.getLabels()),
+                               cpuPointer(x.getLoss(), true));
           flops += 4.0 * l.getNumElements();
           return success();
         })
@@ -164,8 +173,9 @@ private:
           MemRefType l = mrt(x.getLogits());
           os_ << llvm::formatv("  if (!tcc_cpu::softmax_cross_entropy_grad({0}, {1}, {2}, {3}, {4}, {5})) "
                                "return TCC_STATUS_BAD_ARGS; // label out of range\n",
-                               l.getDimSize(0), l.getDimSize(1), name(x.getLogits()),
-                               name(x.getLabels()), name(x.getGrad()), name(x.getOut()));
+                               l.getDimSize(0), l.getDimSize(1),
+                               cpuPointer(x.getLogits(), false), name(x.getLabels()),
+                               cpuPointer(x.getGrad(), false), cpuPointer(x.getOut(), true));
           flops += 5.0 * l.getNumElements();
           return success();
         })
@@ -174,6 +184,14 @@ private:
                  << other->getName()
                  << (isa<kern::AllocOp>(other) ? " (run kern-plan-memory first)" : "");
         });
+  }
+
+  static bool isHalf(Type et) { return et.isBF16() || et.isF16(); }
+
+  // Buffer `v` as the prelude's fixed kernels take it (bf16 / f16 as
+  // tcc_cpu::bf16 / f16 pointers).
+  std::string cpuPointer(Value v, bool written) {
+    return familyPointer(mrt(v).getElementType(), name(v), written, CodeTarget::Cpu);
   }
 
   // Loading a stored element as its compute type, and back.
@@ -207,6 +225,31 @@ private:
     std::string alpha = floatLiteral(g.getAlpha().convertToDouble(), et);
     std::string beta = floatLiteral(g.getBeta().convertToDouble(), et);
     const char *tA = s.ta ? "true" : "false", *tB = s.tb ? "true" : "false";
+    if (isHalf(et)) {
+      // bf16 / f16: one product at a time through float copies.
+      auto call = [&](int64_t m, const std::string &a, const std::string &b,
+                      const std::string &c) {
+        return llvm::formatv("if (int32_t rc = tcc_cpu::gemm_via_float({0}, {1}, {2}, {3}, {4}, "
+                             "{5}, {6}, {7}, {8}, {9})) return rc; // out of memory",
+                             tA, tB, m, s.n, s.k, alpha,
+                             familyPointer(et, a, false, CodeTarget::Cpu),
+                             familyPointer(et, b, false, CodeTarget::Cpu), beta,
+                             familyPointer(et, c, true, CodeTarget::Cpu))
+            .str();
+      };
+      if (s.foldsBatchIntoM()) {
+        os_ << "  " << call(s.batchCount * s.m, name(g.getA()), name(g.getB()), name(g.getOut()))
+            << "\n";
+        return success();
+      }
+      LoopNest nest = s.batchLoop();
+      nest.emit(os_,
+                call(s.m, name(g.getA()) + " + " + nest.index(0),
+                     name(g.getB()) + " + " + nest.index(1),
+                     name(g.getOut()) + " + " + nest.index(2)),
+                0);
+      return success();
+    }
     if (s.foldsBatchIntoM()) {
       os_ << llvm::formatv("  tcc_cpu::gemm({0}, {1}, {2}, {3}, {4}, {5}, {6}, {7}, {8}, {9});\n",
                            tA, tB, s.batchCount * s.m, s.n, s.k, alpha, name(g.getA()),
@@ -335,6 +378,28 @@ private:
                 : "acc += " + load(et, "row[j]") + ";",
           o, outer.index(1),
           store(et, "static_cast<" + ct + ">(acc" + scale + ")"))
+          .str();
+      outer.emit(os_, body, static_cast<double>(in.getNumElements()));
+      return success();
+    }
+    if (isHalf(et)) {
+      // bf16 / f16 in general order: one accumulator per output element
+      // (float for max, double for sums), each output rounded once; folding
+      // into the 16-bit out would round after every element.
+      LoopNest outer = LoopNest::build(axes.keptSizes,
+                                       {axes.keptStrides, contiguousStrides(axes.keptSizes)});
+      std::string loops, offset = outer.index(0);
+      for (auto [d, size] : llvm::enumerate(axes.reducedSizes)) {
+        loops += llvm::formatv("for (int64_t j{0} = 0; j{0} < {1}; ++j{0}) ", d, size).str();
+        offset += llvm::formatv(" + j{0} * {1}", d, axes.reducedStrides[d]).str();
+      }
+      std::string value = load(et, x + "[" + offset + "]");
+      std::string body = llvm::formatv(
+          "{0} acc = {1};\n{2}{3}\n{4}[{5}] = {6};\n", isMax ? ct : "double",
+          isMax ? init : "0.0", loops,
+          isMax ? "{ const " + ct + " v = " + value + "; acc = v > acc ? v : acc; }"
+                : "acc += " + value + ";",
+          o, outer.index(1), store(et, "static_cast<" + ct + ">(acc" + scale + ")"))
           .str();
       outer.emit(os_, body, static_cast<double>(in.getNumElements()));
       return success();

@@ -16,6 +16,8 @@
 #include <cstdint>
 #include <cstring>
 #include <limits>
+#include <memory>
+#include <new>
 #ifdef _OPENMP
 #include <omp.h>
 #endif
@@ -172,6 +174,40 @@ inline uint16_t float_to_f16(float f) {
 }
 inline float round_f16(float f) { return f16_to_float(float_to_f16(f)); }
 
+// bf16 and f16 elements of the fixed kernels (gemm_via_float, the losses,
+// gather / scatter-add). Generated code stores both as uint16_t and casts
+// the pointers it passes, so no template mistakes their bits for integers.
+struct bf16 {
+  uint16_t bits;
+};
+struct f16 {
+  uint16_t bits;
+};
+
+// Element traits: Acc is the type a kernel computes in (float for the
+// 16-bit types), load widens an element to it, store rounds back (nearest
+// even), once per output element.
+template <typename T> struct Elem {
+  using Acc = T;
+  static T load(T x) { return x; }
+  static T store(T x) { return x; }
+};
+template <> struct Elem<bf16> {
+  using Acc = float;
+  static float load(bf16 x) { return bf16_to_float(x.bits); }
+  static bf16 store(float x) { return bf16{float_to_bf16(x)}; }
+};
+template <> struct Elem<f16> {
+  using Acc = float;
+  static float load(f16 x) { return f16_to_float(x.bits); }
+  static f16 store(float x) { return f16{float_to_f16(x)}; }
+};
+template <typename T> using acc_t = typename Elem<T>::Acc;
+
+// Results of the kernels that need memory of their own (the 16-bit gemm
+// and scatter-add work on float copies): the step ABI's tcc_status values.
+constexpr int32_t kKernelOk = 0, kKernelBadIndex = 1, kKernelNoMemory = 2;
+
 // arith.maximumf / minimumf: NaN propagates, -0 < +0.
 template <typename T> T maximumf(T a, T b) {
   if (a != a || b != b)
@@ -289,15 +325,48 @@ void gemm(bool ta, bool tb, int m, int n, int k, T alpha, const T *a,
   }
 }
 
+// gemm for bf16 / f16 operands and result (H): the operands are widened to
+// float copies, multiplied by sgemm (fp32 accumulation, alpha and beta in
+// float), and every result element is rounded once. c is read (widened)
+// only when beta != 0. kKernelNoMemory if the copies cannot be allocated.
+template <typename H>
+int32_t gemm_via_float(bool ta, bool tb, int m, int n, int k, float alpha,
+                       const H *a, const H *b, float beta, H *c) {
+  const int64_t na = static_cast<int64_t>(m) * k, nb = static_cast<int64_t>(k) * n,
+                nc = static_cast<int64_t>(m) * n;
+  std::unique_ptr<float[]> fa(new (std::nothrow) float[na > 0 ? na : 1]);
+  std::unique_ptr<float[]> fb(new (std::nothrow) float[nb > 0 ? nb : 1]);
+  std::unique_ptr<float[]> fc(new (std::nothrow) float[nc > 0 ? nc : 1]);
+  if (!fa || !fb || !fc)
+    return kKernelNoMemory;
+  for (int64_t i = 0; i < na; ++i)
+    fa[i] = Elem<H>::load(a[i]);
+  for (int64_t i = 0; i < nb; ++i)
+    fb[i] = Elem<H>::load(b[i]);
+  for (int64_t i = 0; i < nc; ++i)
+    fc[i] = beta != 0.0f ? Elem<H>::load(c[i]) : 0.0f;
+  if (k > 0)
+    gemm<float>(ta, tb, m, n, k, alpha, fa.get(), fb.get(), beta, fc.get());
+  else // an empty sum: BLAS may skip the scaling of c
+    for (int64_t i = 0; i < nc; ++i)
+      fc[i] *= beta;
+  for (int64_t i = 0; i < nc; ++i)
+    c[i] = Elem<H>::store(fc[i]);
+  return kKernelOk;
+}
+
 //===--------------------------------------------------------------------===//
 // Losses
 //===--------------------------------------------------------------------===//
 
-// max over row[0..c): subtracted before exp so softmax never overflows.
-template <typename T> T row_max(const T *row, int64_t c) {
-  T m = row[0];
-  for (int64_t j = 1; j < c; ++j)
-    m = row[j] > m ? row[j] : m;
+// max over row[0..c) in the compute type: subtracted before exp so softmax
+// never overflows.
+template <typename T> acc_t<T> row_max(const T *row, int64_t c) {
+  acc_t<T> m = Elem<T>::load(row[0]);
+  for (int64_t j = 1; j < c; ++j) {
+    acc_t<T> x = Elem<T>::load(row[j]);
+    m = x > m ? x : m;
+  }
   return m;
 }
 
@@ -309,11 +378,14 @@ template <typename L> bool ids_in_range(int64_t n, const L *ids, int64_t limit) 
   return ok;
 }
 
-// loss (N) = logsumexp(logits[n]) - logits[n, labels[n]]; logits is (N,C).
-// Returns false if a label is outside [0, C).
-template <typename T, typename L>
+// loss (N) = logsumexp(logits[n]) - logits[n, labels[n]]; logits is (N,C),
+// computed in acc_t<T> (float for bf16 / f16 logits) and rounded once to
+// the loss type O (T, or float with 16-bit logits). Returns false if a
+// label is outside [0, C).
+template <typename T, typename L, typename O>
 bool softmax_cross_entropy(int64_t n, int64_t c, const T *logits,
-                           const L *labels, T *loss) {
+                           const L *labels, O *loss) {
+  using A = acc_t<T>;
   if (!ids_in_range(n, labels, c))
     return false;
 #ifdef _OPENMP
@@ -321,19 +393,23 @@ bool softmax_cross_entropy(int64_t n, int64_t c, const T *logits,
 #endif
   for (int64_t i = 0; i < n; ++i) {
     const T *row = logits + i * c;
-    T maxv = row_max(row, c);
-    T sum = 0;
+    A maxv = row_max(row, c);
+    A sum = 0;
     for (int64_t j = 0; j < c; ++j)
-      sum += tcc_cpu::exp(row[j] - maxv);
-    loss[i] = std::log(sum) + maxv - row[labels[i]];
+      sum += tcc_cpu::exp(Elem<T>::load(row[j]) - maxv);
+    loss[i] = Elem<O>::store(static_cast<acc_t<O>>(
+        std::log(sum) + maxv - Elem<T>::load(row[labels[i]])));
   }
   return true;
 }
 
-// out (N,C) = (softmax(logits[n]) - onehot(labels[n])) * grad[n].
-template <typename T, typename L>
+// out (N,C) = (softmax(logits[n]) - onehot(labels[n])) * grad[n], computed
+// in acc_t<T>, each element rounded once to T; grad is of type G (T, or
+// float with 16-bit logits).
+template <typename T, typename L, typename G>
 bool softmax_cross_entropy_grad(int64_t n, int64_t c, const T *logits,
-                                const L *labels, const T *grad, T *out) {
+                                const L *labels, const G *grad, T *out) {
+  using A = acc_t<T>;
   if (!ids_in_range(n, labels, c))
     return false;
 #ifdef _OPENMP
@@ -342,16 +418,16 @@ bool softmax_cross_entropy_grad(int64_t n, int64_t c, const T *logits,
   for (int64_t i = 0; i < n; ++i) {
     const T *row = logits + i * c;
     T *orow = out + i * c;
-    T maxv = row_max(row, c);
-    T sum = 0;
-    for (int64_t j = 0; j < c; ++j) {
-      orow[j] = tcc_cpu::exp(row[j] - maxv);
-      sum += orow[j];
-    }
-    T scale = grad[i] / sum;
+    A maxv = row_max(row, c);
+    A sum = 0;
     for (int64_t j = 0; j < c; ++j)
-      orow[j] *= scale;
-    orow[labels[i]] -= grad[i];
+      sum += tcc_cpu::exp(Elem<T>::load(row[j]) - maxv);
+    const A g = static_cast<A>(Elem<G>::load(grad[i]));
+    const A scale = g / sum;
+    for (int64_t j = 0; j < c; ++j) {
+      A o = tcc_cpu::exp(Elem<T>::load(row[j]) - maxv) * scale;
+      orow[j] = Elem<T>::store(j == static_cast<int64_t>(labels[i]) ? o - g : o);
+    }
   }
   return true;
 }
@@ -401,6 +477,33 @@ bool scatter_add_rows(int64_t n, int64_t row, int64_t v, const T *updates,
     }
   }
   return true;
+}
+
+// scatter_add_rows for bf16 / f16 (H): the sums accumulate in a float copy,
+// in order of n, and each element of out is rounded once (adding into the
+// 16-bit out would round after every add, and small updates would vanish
+// against a large sum). kKernelBadIndex when an id is outside [0, V),
+// kKernelNoMemory if the float copy cannot be allocated.
+template <typename H, typename L>
+int32_t scatter_add_rows_via_float(int64_t n, int64_t row, int64_t v,
+                                   const H *updates, const L *ids, H *out) {
+  if (!ids_in_range(n, ids, v))
+    return kKernelBadIndex;
+  const int64_t elems = v * row;
+  std::unique_ptr<float[]> sums(new (std::nothrow) float[elems > 0 ? elems : 1]);
+  if (!sums)
+    return kKernelNoMemory;
+  for (int64_t i = 0; i < elems; ++i)
+    sums[i] = 0.0f;
+  for (int64_t i = 0; i < n; ++i) {
+    float *dst = sums.get() + static_cast<int64_t>(ids[i]) * row;
+    const H *src = updates + i * row;
+    for (int64_t j = 0; j < row; ++j)
+      dst[j] += Elem<H>::load(src[j]);
+  }
+  for (int64_t i = 0; i < elems; ++i)
+    out[i] = Elem<H>::store(sums[i]);
+  return kKernelOk;
 }
 
 } // namespace tcc_cpu

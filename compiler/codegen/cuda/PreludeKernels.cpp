@@ -12,6 +12,18 @@
 
 namespace tcc::codegen::cuda {
 
+namespace {
+// Wrapper parameter p<k> (declared with the storage type) as the family's
+// pointer type: bf16 / f16 buffers become tcc_cuda::bf16 / f16 pointers.
+std::string familyArg(Value v, int k, bool written) {
+  return familyPointer(mrt(v).getElementType(), "p" + std::to_string(k), written,
+                       CodeTarget::Cuda);
+}
+std::string familyType(Value v) {
+  return familyElementType(mrt(v).getElementType(), CodeTarget::Cuda);
+}
+} // namespace
+
 // A wrapper around a prelude launcher: parameters p0..pN (the buffers,
 // `written` says which are outputs), plus status/code when `checked`.
 LogicalResult CudaStepEmitter::emitFamily(Operation *op, llvm::raw_ostream &os,
@@ -40,10 +52,11 @@ LogicalResult CudaStepEmitter::emitGather(kern::GatherOp g, llvm::raw_ostream &o
   int64_t n = mrt(g.getIds()).getNumElements();
   FamilyLaunch l;
   l.kind = "gather";
-  l.launcherCall = llvm::formatv("tcc_cuda::launch_gather_rows<{0}, {1}>(p0, p1, p2, "
+  l.launcherCall = llvm::formatv("tcc_cuda::launch_gather_rows<{0}, {1}>({5}, p1, {6}, "
                                  "{2}, {3}, {4}, status, code, s);",
-                                 storageType(table.getElementType()),
-                                 storageType(mrt(g.getIds()).getElementType()), n, v, row);
+                                 familyType(g.getTable()), familyType(g.getIds()), n, v, row,
+                                 familyArg(g.getTable(), 0, false),
+                                 familyArg(g.getOut(), 2, true));
   l.buffers = {g.getTable(), g.getIds(), g.getOut()};
   l.written = {false, false, true};
   l.checked = true;
@@ -61,10 +74,11 @@ LogicalResult CudaStepEmitter::emitScatterAdd(kern::ScatterAddOp sa, llvm::raw_o
   flops += static_cast<double>(n) * row;
   FamilyLaunch l;
   l.kind = "scatter_add";
-  l.launcherCall = llvm::formatv("tcc_cuda::launch_scatter_add_rows<{0}, {1}>(p0, p1, "
-                                 "p2, {2}, {3}, {4}, status, code, s);",
-                                 storageType(out.getElementType()),
-                                 storageType(mrt(sa.getIds()).getElementType()), n, v, row);
+  l.launcherCall = llvm::formatv("tcc_cuda::launch_scatter_add_rows<{0}, {1}>({5}, p1, "
+                                 "{6}, {2}, {3}, {4}, status, code, s);",
+                                 familyType(sa.getOut()), familyType(sa.getIds()), n, v, row,
+                                 familyArg(sa.getUpdates(), 0, false),
+                                 familyArg(sa.getOut(), 2, true));
   l.buffers = {sa.getUpdates(), sa.getIds(), sa.getOut()};
   l.written = {false, false, true};
   l.checked = true;
@@ -80,11 +94,12 @@ LogicalResult CudaStepEmitter::emitSoftmaxXent(kern::SoftmaxCrossEntropyOp x,
   flops += 4.0 * logits.getNumElements();
   FamilyLaunch l;
   l.kind = "xent";
-  l.launcherCall = llvm::formatv("tcc_cuda::launch_softmax_xent_forward<{0}, {1}>(p0, "
-                                 "p1, p2, {2}, {3}, status, code, s);",
-                                 storageType(logits.getElementType()),
-                                 storageType(mrt(x.getLabels()).getElementType()),
-                                 logits.getDimSize(0), logits.getDimSize(1));
+  l.launcherCall = llvm::formatv("tcc_cuda::launch_softmax_xent_forward<{0}, {1}, {2}>({5}, "
+                                 "p1, {6}, {3}, {4}, status, code, s);",
+                                 familyType(x.getLogits()), familyType(x.getLabels()),
+                                 familyType(x.getLoss()), logits.getDimSize(0),
+                                 logits.getDimSize(1), familyArg(x.getLogits(), 0, false),
+                                 familyArg(x.getLoss(), 2, true));
   l.buffers = {x.getLogits(), x.getLabels(), x.getLoss()};
   l.written = {false, false, true};
   l.checked = true;
@@ -100,11 +115,12 @@ LogicalResult CudaStepEmitter::emitSoftmaxXentGrad(kern::SoftmaxCrossEntropyGrad
   flops += 5.0 * logits.getNumElements();
   FamilyLaunch l;
   l.kind = "xent_grad";
-  l.launcherCall = llvm::formatv("tcc_cuda::launch_softmax_xent_backward<{0}, {1}>(p0, p1, "
-                                 "p2, p3, {2}, {3}, status, code, s);",
-                                 storageType(logits.getElementType()),
-                                 storageType(mrt(x.getLabels()).getElementType()),
-                                 logits.getDimSize(0), logits.getDimSize(1));
+  l.launcherCall = llvm::formatv("tcc_cuda::launch_softmax_xent_backward<{0}, {1}, {2}>({5}, "
+                                 "p1, {6}, {7}, {3}, {4}, status, code, s);",
+                                 familyType(x.getLogits()), familyType(x.getLabels()),
+                                 familyType(x.getGrad()), logits.getDimSize(0),
+                                 logits.getDimSize(1), familyArg(x.getLogits(), 0, false),
+                                 familyArg(x.getGrad(), 2, false), familyArg(x.getOut(), 3, true));
   l.buffers = {x.getLogits(), x.getLabels(), x.getGrad(), x.getOut()};
   l.written = {false, false, false, true};
   l.checked = true;

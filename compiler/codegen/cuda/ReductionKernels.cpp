@@ -35,13 +35,15 @@ LogicalResult CudaStepEmitter::emitReduce(kern::ReduceOp r, llvm::raw_ostream &o
   flops += in.getNumElements();
   if (in.getNumElements() == 0 || out.getNumElements() == 0)
     return success(); // (an empty input: the output is left to the plan)
-  std::string st = storageType(et);
+  std::string ft = familyElementType(et, CodeTarget::Cuda);
+  std::string args = familyPointer(et, "p0", false, CodeTarget::Cuda) + ", " +
+                     familyPointer(et, "p1", true, CodeTarget::Cuda);
   double bytes = bufferBytes(in) + bufferBytes(out);
   auto family = [&](StringRef launcher, const std::string &sizes) {
     FamilyLaunch l;
     l.kind = "reduce";
     l.launcherCall =
-        llvm::formatv("tcc_cuda::{0}<{1}, {2}>(p0, p1, {3}, s);", launcher, st, kind, sizes);
+        llvm::formatv("tcc_cuda::{0}<{1}, {2}>({3}, {4}, s);", launcher, ft, kind, args, sizes);
     l.buffers = {r.getInput(), r.getOut()};
     l.written = {false, true};
     l.flops = in.getNumElements();

@@ -2,17 +2,44 @@
 
 enum GemmType { kGemmF32 = 0, kGemmF64 = 1, kGemmBF16 = 2, kGemmF16 = 3 };
 
-// One call site's descriptors and algorithm, made on its first call.
+// One call site's descriptors and algorithm, made on its first call and
+// remade (once per halving) if a later call's operands are less aligned
+// than the ones it was chosen for.
 struct GemmPlan {
   bool ready = false;
+  uint64_t alignment = 0; // bytes every operand (and batch stride) is aligned to
   cublasLtMatmulDesc_t op = nullptr;
   cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr;
   cublasLtMatmulAlgo_t algo;
 };
 
+// The largest power of two <= 256 dividing every address and batch stride
+// (in bytes): cuBLASLt's heuristic assumes 256-byte aligned operands unless
+// told otherwise, and an algorithm chosen for that fails on, e.g., a bf16
+// matrix at an odd element offset inside a broadcast batch.
+inline uint64_t gemm_alignment(const void *A, const void *B, const void *C, int64_t batch,
+                               int64_t stride_a, int64_t stride_b, int64_t stride_c,
+                               size_t element_bytes) {
+  uint64_t bits = reinterpret_cast<uintptr_t>(A) | reinterpret_cast<uintptr_t>(B) |
+                  reinterpret_cast<uintptr_t>(C) | 256u;
+  if (batch > 1)
+    bits |= static_cast<uint64_t>(stride_a | stride_b | stride_c) * element_bytes;
+  return bits & (~bits + 1); // the lowest set bit
+}
+
+inline void destroy_plan(GemmPlan &p) {
+  if (p.op) cublasLtMatmulDescDestroy(p.op);
+  if (p.a) cublasLtMatrixLayoutDestroy(p.a);
+  if (p.b) cublasLtMatrixLayoutDestroy(p.b);
+  if (p.c) cublasLtMatrixLayoutDestroy(p.c);
+  p = GemmPlan{};
+}
+
 // Row-major out[batch](m x n) = alpha * op(A)(m x k) op(B)(k x n) + beta * out,
 // computed as the column-major product out^T = op(B)^T op(A)^T. Batch
-// strides in elements (each operand contiguous within a matrix).
+// strides in elements (each operand contiguous within a matrix). bf16 / f16
+// operands and result with fp32 accumulation and fp32 alpha / beta
+// (CUBLAS_COMPUTE_32F; a 16-bit C is read and written in its own type).
 inline int32_t gemm(GemmPlan &p, cudaStream_t s, int32_t kernel, GemmType type,
                     bool tf32, bool ta, bool tb, int64_t m, int64_t n, int64_t k,
                     int64_t batch, int64_t stride_a, int64_t stride_b, int64_t stride_c,
@@ -23,6 +50,11 @@ inline int32_t gemm(GemmPlan &p, cudaStream_t s, int32_t kernel, GemmType type,
                       : type == kGemmF16  ? CUDA_R_16F
                                           : CUDA_R_32F;
   bool f64 = type == kGemmF64;
+  size_t elementBytes = f64 ? 8 : type == kGemmF32 ? 4 : 2;
+  uint64_t alignment =
+      gemm_alignment(A, B, C, batch, stride_a, stride_b, stride_c, elementBytes);
+  if (p.ready && alignment < p.alignment)
+    destroy_plan(p);
   if (!p.ready) {
     cublasComputeType_t compute =
         f64 ? CUBLAS_COMPUTE_64F
@@ -62,6 +94,11 @@ inline int32_t gemm(GemmPlan &p, cudaStream_t s, int32_t kernel, GemmType type,
     uint64_t ws = workspace_bytes;
     cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
                                          &ws, sizeof(ws));
+    uint32_t align32 = static_cast<uint32_t>(alignment);
+    for (cublasLtMatmulPreferenceAttributes_t attr :
+         {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
+          CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES})
+      cublasLtMatmulPreferenceSetAttribute(pref, attr, &align32, sizeof(align32));
     cublasLtMatmulHeuristicResult_t result;
     int found = 0;
     cublasStatus_t h = cublasLtMatmulAlgoGetHeuristic(state().lt, p.op, p.a, p.b, p.c,
@@ -74,6 +111,7 @@ inline int32_t gemm(GemmPlan &p, cudaStream_t s, int32_t kernel, GemmType type,
                        static_cast<long long>(k), static_cast<long long>(batch),
                        cublas_status_name(h), where(kernel).c_str());
     p.algo = result.algo;
+    p.alignment = alignment;
     p.ready = true;
   }
   float alpha32 = static_cast<float>(alpha), beta32 = static_cast<float>(beta);

@@ -17,8 +17,10 @@
 // - grids are capped (grid_for) and every kernel loops grid-stride, so a
 //   launch is always valid; 0 rows / 0 ids launch nothing (rows of 0
 //   elements still have their ids / labels checked, as on the CPU);
-// - T is float or double unless a launcher says otherwise, I (ids and
-//   labels) is int32_t or int64_t;
+// - T is float, double, bf16 or f16 unless a launcher says otherwise (the
+//   16-bit types load into float, compute and accumulate in float, and
+//   round once per output element: Elem / acc_t), I (ids and labels) is
+//   int32_t or int64_t;
 // - a bad id or label never reads out of bounds: the row gets NaN (or
 //   zeros, or is skipped, as each launcher says) and fail(status, code)
 //   records `code` in *status unless an earlier failure is already there.
@@ -42,6 +44,7 @@
 #include <cmath>
 #include <cstdint>
 #include <limits>
+#include <type_traits>
 
 namespace tcc_cuda {
 
@@ -148,6 +151,46 @@ __host__ __device__ __forceinline__ float round_f16(float f) {
   return f16_to_float(float_to_f16(f));
 }
 
+// bf16 and f16 elements of the fixed kernel families. Generated code
+// stores both as uint16_t; the families take these distinct types (the
+// family wrappers cast the pointers), so a template can never mistake
+// their bits for integers or one format for the other.
+struct bf16 {
+  uint16_t bits;
+};
+struct f16 {
+  uint16_t bits;
+};
+
+// Element traits of the fixed families: Acc is the type a kernel computes
+// and accumulates in (float for the 16-bit types), load widens an element
+// to it, store rounds an Acc to the element type (nearest even), once per
+// output element.
+template <class T> struct Elem {
+  using Acc = T;
+  __host__ __device__ __forceinline__ static T load(T x) { return x; }
+  __host__ __device__ __forceinline__ static T store(T x) { return x; }
+};
+template <> struct Elem<bf16> {
+  using Acc = float;
+  __host__ __device__ __forceinline__ static float load(bf16 x) {
+    return bf16_to_float(x.bits);
+  }
+  __host__ __device__ __forceinline__ static bf16 store(float x) {
+    return bf16{float_to_bf16(x)};
+  }
+};
+template <> struct Elem<f16> {
+  using Acc = float;
+  __host__ __device__ __forceinline__ static float load(f16 x) {
+    return f16_to_float(x.bits);
+  }
+  __host__ __device__ __forceinline__ static f16 store(float x) {
+    return f16{float_to_f16(x)};
+  }
+};
+template <class T> using acc_t = typename Elem<T>::Acc;
+
 // arith.maximumf / minimumf: NaN propagates, -0 < +0.
 template <class T> __host__ __device__ __forceinline__ T maximumf(T a, T b) {
   if (a != a || b != b)
@@ -184,7 +227,7 @@ __device__ __forceinline__ void fail(int32_t *status, int32_t code) {
 
 namespace detail {
 
-// 16-byte vectors: four floats or two doubles per load.
+// 16-byte vectors: four floats, two doubles or eight bf16 / f16 per load.
 template <class T> struct Vec16;
 template <> struct Vec16<float> {
   using type = float4;
@@ -193,6 +236,31 @@ template <> struct Vec16<float> {
 template <> struct Vec16<double> {
   using type = double2;
   static constexpr int n = 2;
+};
+template <> struct Vec16<bf16> {
+  using type = uint4;
+  static constexpr int n = 8;
+};
+template <> struct Vec16<f16> {
+  using type = uint4;
+  static constexpr int n = 8;
+};
+
+// The element types the floating-point families take.
+template <class T> struct IsFloating {
+  static constexpr bool value = false;
+};
+template <> struct IsFloating<float> {
+  static constexpr bool value = true;
+};
+template <> struct IsFloating<double> {
+  static constexpr bool value = true;
+};
+template <> struct IsFloating<bf16> {
+  static constexpr bool value = true;
+};
+template <> struct IsFloating<f16> {
+  static constexpr bool value = true;
 };
 
 inline bool aligned16(const void *p) {
@@ -215,7 +283,8 @@ template <class T> __host__ __device__ __forceinline__ bool is_inf(T x) {
 // (CpuCodegen emitReduce): max keeps `v > acc ? v : acc` from -inf, so a NaN
 // element never wins (a row's NaNs are ignored; an all-NaN or empty row
 // gives -inf); mean multiplies the sum by (1 / count), so an empty mean is
-// 0 * inf = NaN. Sums accumulate in T (the CPU's row sums use double):
+// 0 * inf = NaN. T is the accumulator (acc_t of the element type: float
+// for bf16 / f16). Sums accumulate in T (the CPU's row sums use double):
 // per-thread chains of a few hundred elements at most, then a tree, so the
 // rounding error stays near u * sqrt(chain) * ||x||_2.
 template <class T, int Kind> struct Reducer {

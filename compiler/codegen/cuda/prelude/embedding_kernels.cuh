@@ -44,11 +44,14 @@ inline void launch_gather_units(const T *table, const I *ids, T *out,
                    status, code);
 }
 
-// out[ids[n], j] += updates[n, j]; one thread per element, atomics.
+// out[ids[n], j] += updates[n, j]; one thread per element, atomics on the
+// accumulator type (float for bf16 / f16 updates: out is then a float
+// scratch, rounded afterwards by store_elements_kernel).
 template <class T, class I>
 __global__ void __launch_bounds__(256)
     scatter_add_rows_kernel(const T *__restrict__ updates,
-                            const I *__restrict__ ids, T *out, int64_t n_ids,
+                            const I *__restrict__ ids, acc_t<T> *out,
+                            int64_t n_ids,
                             int64_t vocab, int64_t row_elems, int32_t *status,
                             int32_t code) {
   const int64_t total = n_ids * row_elems;
@@ -61,8 +64,19 @@ __global__ void __launch_bounds__(256)
         fail(status, code);
       continue;
     }
-    atomicAdd(out + static_cast<int64_t>(id) * row_elems + j, updates[k]);
+    atomicAdd(out + static_cast<int64_t>(id) * row_elems + j,
+              Elem<T>::load(updates[k]));
   }
+}
+
+// out[i] = in[i] rounded to T (once), i < n.
+template <class T>
+__global__ void __launch_bounds__(256)
+    store_elements_kernel(const acc_t<T> *__restrict__ in, T *__restrict__ out,
+                          int64_t n) {
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
+       i < n; i += static_cast<int64_t>(gridDim.x) * blockDim.x)
+    out[i] = Elem<T>::store(in[i]);
 }
 
 // Only the id check (rows of zero elements: nothing to copy, but a bad id
@@ -77,15 +91,6 @@ __global__ void __launch_bounds__(256)
       fail(status, code);
 }
 
-template <class T> struct IsFloatOrDouble {
-  static constexpr bool value = false;
-};
-template <> struct IsFloatOrDouble<float> {
-  static constexpr bool value = true;
-};
-template <> struct IsFloatOrDouble<double> {
-  static constexpr bool value = true;
-};
 template <class I> struct IsIndex { static constexpr bool value = false; };
 template <> struct IsIndex<int32_t> { static constexpr bool value = true; };
 template <> struct IsIndex<int64_t> { static constexpr bool value = true; };

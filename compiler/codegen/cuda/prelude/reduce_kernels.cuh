@@ -4,45 +4,49 @@
 
 // Warp per row (cols <= 1024: at most 32 loads per lane), 8 warps a block.
 // `count` is what a mean divides by: cols, except when combining the
-// per-segment partials of a split row (launch_reduce_rows).
-template <class T, int Kind>
+// per-segment partials of a split row (launch_reduce_rows; In is then the
+// accumulator type, so partials are never rounded to a 16-bit T).
+template <class In, class T, int Kind>
 __global__ void __launch_bounds__(256)
-    reduce_rows_warp_kernel(const T *__restrict__ in, T *__restrict__ out,
+    reduce_rows_warp_kernel(const In *__restrict__ in, T *__restrict__ out,
                             int64_t rows, int64_t cols, int64_t count) {
-  using R = Reducer<T, Kind>;
+  using A = acc_t<T>;
+  using R = Reducer<A, Kind>;
   const int lane = threadIdx.x & 31;
   const int64_t warpsPerBlock = blockDim.x >> 5;
   for (int64_t r = blockIdx.x * warpsPerBlock + (threadIdx.x >> 5); r < rows;
        r += gridDim.x * warpsPerBlock) {
-    const T *row = in + r * cols;
-    T acc = R::init();
+    const In *row = in + r * cols;
+    A acc = R::init();
     for (int64_t c = lane; c < cols; c += 32)
-      acc = R::combine(acc, row[c]);
+      acc = R::combine(acc, Elem<In>::load(row[c]));
     acc = warp_reduce<R>(acc);
     if (lane == 0)
-      out[r] = R::finish(acc, count);
+      out[r] = Elem<T>::store(R::finish(acc, count));
   }
 }
 
 // Block per (row, segment): the block folds in[r, g*chunk .. +chunk) and
-// writes out[r * segs + g], finished (mean scaled) only when the segment
-// is the whole row (segs == 1); split rows leave raw partials for
-// reduce_rows_warp_kernel. Vec: 16-byte loads (rows and segments are
-// 16-byte aligned: aligned base, cols and chunk multiples of the width).
-template <class T, int Kind, bool Vec>
+// writes out[r * segs + g], finished (mean scaled, Out = T) only when the
+// segment is the whole row (segs == 1); split rows leave raw partials
+// (Out = acc_t<T>) for reduce_rows_warp_kernel. Vec: 16-byte loads (rows
+// and segments are 16-byte aligned: aligned base, cols and chunk multiples
+// of the width).
+template <class T, class Out, int Kind, bool Vec>
 __global__ void __launch_bounds__(1024)
-    reduce_rows_block_kernel(const T *__restrict__ in, T *__restrict__ out,
+    reduce_rows_block_kernel(const T *__restrict__ in, Out *__restrict__ out,
                              int64_t rows, int64_t cols, int64_t segs,
                              int64_t chunk) {
-  using R = Reducer<T, Kind>;
+  using A = acc_t<T>;
+  using R = Reducer<A, Kind>;
   using V = Vec16<T>;
-  __shared__ T scratch[32];
+  __shared__ A scratch[32];
   for (int64_t item = blockIdx.x; item < rows * segs; item += gridDim.x) {
     const int64_t r = item / segs, g = item - r * segs;
     const int64_t begin = g * chunk;
     const int64_t end = begin + chunk < cols ? begin + chunk : cols;
     const T *row = in + r * cols;
-    T acc = R::init();
+    A acc = R::init();
     if (Vec) {
       const typename V::type *vrow =
           reinterpret_cast<const typename V::type *>(row);
@@ -53,16 +57,16 @@ __global__ void __launch_bounds__(1024)
         const T *e = reinterpret_cast<const T *>(&v);
 #pragma unroll
         for (int k = 0; k < V::n; ++k)
-          acc = R::combine(acc, e[k]);
+          acc = R::combine(acc, Elem<T>::load(e[k]));
       }
     } else {
 #pragma unroll 2
       for (int64_t c = begin + threadIdx.x; c < end; c += blockDim.x)
-        acc = R::combine(acc, row[c]);
+        acc = R::combine(acc, Elem<T>::load(row[c]));
     }
     acc = block_reduce<R>(acc, scratch);
     if (threadIdx.x == 0)
-      out[item] = segs == 1 ? R::finish(acc, cols) : acc;
+      out[item] = Elem<Out>::store(segs == 1 ? R::finish(acc, cols) : acc);
   }
 }
 
@@ -80,15 +84,18 @@ template <class T, int N> struct alignas(sizeof(T) * N) Pack { T v[N]; };
 // thread (x, y) folds rows y, y + Y, ... of its columns (a warp reads
 // 32 / W rows of W * N consecutive elements: whole 32-byte sectors for
 // tiles of >= 8 floats), then the Y partials combine in a fixed
-// shared-memory tree. No atomics, so the result is deterministic.
+// shared-memory tree (of accumulators: 32 KiB for bf16 / f16 with N = 8).
+// No atomics, so the result is deterministic.
 template <class T, int Kind, int N>
 __global__ void __launch_bounds__(1024)
     reduce_middle_kernel(const T *__restrict__ in, T *__restrict__ out,
                          int64_t outer, int64_t reduced, int64_t inner,
                          int64_t tilesPerOuter) {
-  using R = Reducer<T, Kind>;
+  using A = acc_t<T>;
+  using R = Reducer<A, Kind>;
   using P = Pack<T, N>;
-  __shared__ P partial[1024];
+  using PA = Pack<A, N>;
+  __shared__ PA partial[1024];
   const int W = blockDim.x, Y = blockDim.y;
   const int tx = threadIdx.x, ty = threadIdx.y;
   const int64_t innerP = inner / N; // packs per row (inner % N == 0)
@@ -96,7 +103,7 @@ __global__ void __launch_bounds__(1024)
   for (int64_t tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
     const int64_t o = tile / tilesPerOuter;
     const int64_t i = (tile - o * tilesPerOuter) * W + tx; // pack column
-    P acc;
+    PA acc;
 #pragma unroll
     for (int k = 0; k < N; ++k)
       acc.v[k] = R::init();
@@ -107,15 +114,15 @@ __global__ void __launch_bounds__(1024)
         const P v = col[r * innerP];
 #pragma unroll
         for (int k = 0; k < N; ++k)
-          acc.v[k] = R::combine(acc.v[k], v.v[k]);
+          acc.v[k] = R::combine(acc.v[k], Elem<T>::load(v.v[k]));
       }
     }
     partial[ty * W + tx] = acc;
     __syncthreads();
     for (int half = Y >> 1; half > 0; half >>= 1) {
       if (ty < half) {
-        P a = partial[ty * W + tx];
-        const P b = partial[(ty + half) * W + tx];
+        PA a = partial[ty * W + tx];
+        const PA b = partial[(ty + half) * W + tx];
 #pragma unroll
         for (int k = 0; k < N; ++k)
           a.v[k] = R::combine(a.v[k], b.v[k]);
@@ -124,10 +131,10 @@ __global__ void __launch_bounds__(1024)
       __syncthreads();
     }
     if (ty == 0 && i < innerP) {
-      const P a = partial[tx];
+      const PA a = partial[tx];
 #pragma unroll
       for (int k = 0; k < N; ++k)
-        out[o * inner + i * N + k] = R::finish(a.v[k], reduced);
+        out[o * inner + i * N + k] = Elem<T>::store(R::finish(a.v[k], reduced));
     }
     __syncthreads(); // partial is reused by the next tile
   }

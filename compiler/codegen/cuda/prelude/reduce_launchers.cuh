@@ -3,7 +3,8 @@
 //===--------------------------------------------------------------------===//
 
 // out (rows) = reduce(in (rows, cols) over cols); Kind 0 sum, 1 mean, 2 max
-// (semantics: detail::Reducer). Sums accumulate in T. Launch shapes:
+// (semantics: detail::Reducer). Sums accumulate in acc_t<T> (T; float for
+// bf16 / f16, rounded once per output). Launch shapes:
 // - cols <= 1024: a warp per row, 8 rows a block;
 // - few long rows (rows < 264, two per SM, and cols >= 65536, e.g. one row
 //   of a whole tensor): each row is split into segments of >= 32768
@@ -20,24 +21,27 @@
 template <class T, int Kind>
 inline void launch_reduce_rows(const T *in, T *out, int64_t rows, int64_t cols,
                                cudaStream_t stream) {
-  static_assert(detail::IsFloatOrDouble<T>::value, "reduce: float or double");
+  static_assert(detail::IsFloating<T>::value,
+                "reduce: float, double, bf16 or f16");
+  using A = acc_t<T>;
   if (rows <= 0)
     return;
   if (cols <= 1024) {
     const int threads = 256; // 8 warps = 8 rows a block
-    detail::reduce_rows_warp_kernel<T, Kind>
+    detail::reduce_rows_warp_kernel<T, T, Kind>
         <<<static_cast<unsigned>(grid_for(rows, threads / 32)), threads, 0,
            stream>>>(in, out, rows, cols, cols);
     return;
   }
   const bool vec = detail::aligned16(in) && cols % detail::Vec16<T>::n == 0;
-  auto blockKernel = [&](T *dst, int threads, int64_t segs, int64_t chunk) {
+  auto blockKernel = [&](auto *dst, int threads, int64_t segs, int64_t chunk) {
+    using Out = typename std::remove_pointer<decltype(dst)>::type;
     const unsigned blocks = static_cast<unsigned>(grid_for(rows * segs, 1));
     if (vec)
-      detail::reduce_rows_block_kernel<T, Kind, true>
+      detail::reduce_rows_block_kernel<T, Out, Kind, true>
           <<<blocks, threads, 0, stream>>>(in, dst, rows, cols, segs, chunk);
     else
-      detail::reduce_rows_block_kernel<T, Kind, false>
+      detail::reduce_rows_block_kernel<T, Out, Kind, false>
           <<<blocks, threads, 0, stream>>>(in, dst, rows, cols, segs, chunk);
   };
   const int64_t fewRows = 2 * 132, targetBlocks = 4 * 132;
@@ -48,13 +52,13 @@ inline void launch_reduce_rows(const T *in, T *out, int64_t rows, int64_t cols,
     // Chunks of whole 1024-element groups keep every segment aligned.
     const int64_t chunk = ((cols + segs - 1) / segs + 1023) / 1024 * 1024;
     segs = (cols + chunk - 1) / chunk;
-    T *partial = nullptr;
+    A *partial = nullptr; // partials stay in the accumulator type
     if (segs > 1 &&
         cudaMallocAsync(reinterpret_cast<void **>(&partial),
-                        static_cast<size_t>(rows * segs) * sizeof(T),
+                        static_cast<size_t>(rows * segs) * sizeof(A),
                         stream) == cudaSuccess) {
       blockKernel(partial, 1024, segs, chunk);
-      detail::reduce_rows_warp_kernel<T, Kind>
+      detail::reduce_rows_warp_kernel<A, T, Kind>
           <<<static_cast<unsigned>(grid_for(rows, 8)), 256, 0, stream>>>(
               partial, out, rows, segs, cols);
       cudaFreeAsync(partial, stream);
@@ -81,7 +85,8 @@ template <class T, int Kind>
 inline void launch_reduce_middle(const T *in, T *out, int64_t outer,
                                  int64_t reduced, int64_t inner,
                                  cudaStream_t stream) {
-  static_assert(detail::IsFloatOrDouble<T>::value, "reduce: float or double");
+  static_assert(detail::IsFloating<T>::value,
+                "reduce: float, double, bf16 or f16");
   if (outer <= 0 || inner <= 0)
     return;
   if (inner == 1) {

@@ -30,13 +30,14 @@ template <class T> __device__ __forceinline__ T finish_lse_sum(T m, T s) {
   return is_inf(m) ? quiet_nan<T>() : s;
 }
 
-// This thread's share of row[0..classes), threads striding; Vec: 16-byte
-// loads (one max update per vector, then one exp per element).
-template <class T, bool Vec>
+// This thread's share of row[0..classes), threads striding, in the
+// accumulator type A = acc_t<T>; Vec: 16-byte loads (one max update per
+// vector, then one exp per element).
+template <class T, bool Vec, class A = acc_t<T>>
 __device__ __forceinline__ void lse_row_partial(const T *__restrict__ row,
-                                                int64_t classes, T &m, T &s) {
-  m = -infinity<T>();
-  s = T(0);
+                                                int64_t classes, A &m, A &s) {
+  m = -infinity<A>();
+  s = A(0);
   if (Vec) {
     using V = Vec16<T>;
     const typename V::type *vrow =
@@ -45,8 +46,12 @@ __device__ __forceinline__ void lse_row_partial(const T *__restrict__ row,
 #pragma unroll 2
     for (int64_t c = threadIdx.x; c < nv; c += blockDim.x) {
       typename V::type v = vrow[c];
-      const T *e = reinterpret_cast<const T *>(&v);
-      T vm = -infinity<T>();
+      const T *raw = reinterpret_cast<const T *>(&v);
+      A e[V::n];
+#pragma unroll
+      for (int k = 0; k < V::n; ++k)
+        e[k] = Elem<T>::load(raw[k]);
+      A vm = -infinity<A>();
 #pragma unroll
       for (int k = 0; k < V::n; ++k)
         vm = e[k] > vm ? e[k] : vm;
@@ -56,11 +61,11 @@ __device__ __forceinline__ void lse_row_partial(const T *__restrict__ row,
       }
 #pragma unroll
       for (int k = 0; k < V::n; ++k)
-        s += e[k] == m ? T(1) : tcc_cuda::exp(e[k] - m);
+        s += e[k] == m ? A(1) : tcc_cuda::exp(e[k] - m);
     }
   } else {
     for (int64_t c = threadIdx.x; c < classes; c += blockDim.x)
-      lse_add(m, s, row[c]);
+      lse_add(m, s, Elem<T>::load(row[c]));
   }
 }
 
@@ -98,62 +103,69 @@ __device__ __forceinline__ bool label_ok(I label, int64_t limit) {
   return label >= 0 && static_cast<int64_t>(label) < limit;
 }
 
-// Block per row: loss[n] = log(s) + m - logits[n, label].
-template <class T, class I, bool Vec>
+// Block per row: loss[n] = log(s) + m - logits[n, label], computed in
+// acc_t<T> and rounded once to the loss type L (T, or float for 16-bit
+// logits with an f32 loss).
+template <class T, class I, class L, bool Vec>
 __global__ void __launch_bounds__(256)
     softmax_xent_forward_kernel(const T *__restrict__ logits,
                                 const I *__restrict__ labels,
-                                T *__restrict__ loss, int64_t rows,
+                                L *__restrict__ loss, int64_t rows,
                                 int64_t classes, int32_t *status,
                                 int32_t code) {
-  __shared__ T sm[32], ss[32];
+  using A = acc_t<T>;
+  __shared__ A sm[32], ss[32];
   for (int64_t n = blockIdx.x; n < rows; n += gridDim.x) {
     const I label = labels[n]; // block-uniform branch below
     if (!label_ok(label, classes)) {
       if (threadIdx.x == 0) {
-        loss[n] = quiet_nan<T>();
+        loss[n] = Elem<L>::store(quiet_nan<acc_t<L>>());
         fail(status, code);
       }
       continue;
     }
     const T *row = logits + n * classes;
-    T m, s;
+    A m, s;
     lse_row_partial<T, Vec>(row, classes, m, s);
     lse_block_reduce(m, s, sm, ss);
     if (threadIdx.x == 0)
-      loss[n] = tcc_cuda::log(finish_lse_sum(m, s)) + m -
-                row[static_cast<int64_t>(label)];
+      loss[n] = Elem<L>::store(static_cast<acc_t<L>>(
+          tcc_cuda::log(finish_lse_sum(m, s)) + m -
+          Elem<T>::load(row[static_cast<int64_t>(label)])));
   }
 }
 
 // Block per row: pass 1 the online (m, s), pass 2 writes
 // out = e^(x - m) * (grad / s), minus grad at the label (the CPU's order of
-// operations). Reads the row twice (the second read mostly hits L2).
-template <class T, class I, bool Vec>
+// operations), in acc_t<T>, each element rounded once to T. grad is of
+// type G (T, or float with 16-bit logits). Reads the row twice (the second
+// read mostly hits L2).
+template <class T, class I, class G, bool Vec>
 __global__ void __launch_bounds__(256)
     softmax_xent_backward_kernel(const T *__restrict__ logits,
                                  const I *__restrict__ labels,
-                                 const T *__restrict__ grad,
+                                 const G *__restrict__ grad,
                                  T *__restrict__ out, int64_t rows,
                                  int64_t classes, int32_t *status,
                                  int32_t code) {
-  __shared__ T sm[32], ss[32];
+  using A = acc_t<T>;
+  __shared__ A sm[32], ss[32];
   for (int64_t n = blockIdx.x; n < rows; n += gridDim.x) {
     T *orow = out + n * classes;
     const I label = labels[n]; // block-uniform branch below
     if (!label_ok(label, classes)) {
       for (int64_t c = threadIdx.x; c < classes; c += blockDim.x)
-        orow[c] = quiet_nan<T>();
+        orow[c] = Elem<T>::store(quiet_nan<A>());
       if (threadIdx.x == 0)
         fail(status, code);
       continue;
     }
     const T *row = logits + n * classes;
-    T m, s;
+    A m, s;
     lse_row_partial<T, Vec>(row, classes, m, s);
     lse_block_reduce(m, s, sm, ss);
-    const T g = grad[n];
-    const T scale = g / finish_lse_sum(m, s);
+    const A g = static_cast<A>(Elem<G>::load(grad[n]));
+    const A scale = g / finish_lse_sum(m, s);
     const int64_t lab = static_cast<int64_t>(label);
     if (Vec) {
       using V = Vec16<T>;
@@ -166,15 +178,15 @@ __global__ void __launch_bounds__(256)
         T *e = reinterpret_cast<T *>(&v);
 #pragma unroll
         for (int k = 0; k < V::n; ++k) {
-          T o = tcc_cuda::exp(e[k] - m) * scale;
-          e[k] = c * V::n + k == lab ? o - g : o;
+          A o = tcc_cuda::exp(Elem<T>::load(e[k]) - m) * scale;
+          e[k] = Elem<T>::store(c * V::n + k == lab ? o - g : o);
         }
         vout[c] = v;
       }
     } else {
       for (int64_t c = threadIdx.x; c < classes; c += blockDim.x) {
-        T o = tcc_cuda::exp(row[c] - m) * scale;
-        orow[c] = c == lab ? o - g : o;
+        A o = tcc_cuda::exp(Elem<T>::load(row[c]) - m) * scale;
+        orow[c] = Elem<T>::store(c == lab ? o - g : o);
       }
     }
   }
