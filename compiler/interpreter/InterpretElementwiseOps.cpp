@@ -1,11 +1,12 @@
 // The reference interpreter's elementwise ops (TgElementwiseOps.td) (see
 // TgInterpreter.h): one plain, float64 function per op.
 //
-// Booleans (i1) are 0 and 1. Values are not rounded to their element type
-// (f32 math runs in double), except by tg.cast, which rounds like the real
-// type: to f32 through (float), to bf16/f16 by rounding to nearest even at
-// that precision, to integers by truncation toward zero (a value out of the
-// integer's range is an error), to bool as x != 0.
+// Booleans (i1) are 0 and 1. f32 values are not rounded to their element
+// type (f32 math runs in double), except by tg.cast, which rounds like the
+// real type: to f32 through (float), to bf16/f16 by rounding to nearest even
+// at that precision, to integers by truncation toward zero (a value out of the
+// integer's range is an error), to bool as x != 0. bf16/f16 results of every
+// op are rounded by the core (TgInterpreter.cpp), not here.
 #include <algorithm>
 #include <cmath>
 
@@ -123,15 +124,6 @@ Tensor evalSelect(tg::SelectOp op, const Tensor &cond, const Tensor &t,
   for (int64_t i = 0; i < out.numElements(); ++i)
     out.data[i] = c.data[i] != 0.0 ? a.data[i] : b.data[i];
   return out;
-}
-
-// `x` rounded to nearest even in `semantics`.
-double roundTo(double x, const llvm::fltSemantics &semantics) {
-  APFloat v(x);
-  bool losesInfo = false;
-  v.convert(semantics, APFloat::rmNearestTiesToEven, &losesInfo);
-  v.convert(APFloat::IEEEdouble(), APFloat::rmNearestTiesToEven, &losesInfo);
-  return v.convertToDouble();
 }
 
 FailureOr<Tensor> evalCast(tg::CastOp op, const Tensor &input) {

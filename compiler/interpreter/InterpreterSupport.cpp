@@ -55,4 +55,26 @@ Tensor broadcast(const Tensor &in, ArrayRef<int64_t> shape) {
   return out;
 }
 
+double roundTo(double x, const llvm::fltSemantics &semantics) {
+  APFloat v(x);
+  bool losesInfo = false;
+  v.convert(semantics, APFloat::rmNearestTiesToEven, &losesInfo);
+  v.convert(APFloat::IEEEdouble(), APFloat::rmNearestTiesToEven, &losesInfo);
+  return v.convertToDouble();
+}
+
+bool isRoundedElementType(Type elementType) {
+  auto f = dyn_cast<FloatType>(elementType);
+  return f && f.getWidth() < 32;
+}
+
+void roundToElementType(Tensor &t, Type elementType) {
+  if (!isRoundedElementType(elementType))
+    return;
+  const llvm::fltSemantics &semantics =
+      cast<FloatType>(elementType).getFloatSemantics();
+  for (double &x : t.data)
+    x = roundTo(x, semantics);
+}
+
 } // namespace tcc::interp

@@ -13,6 +13,7 @@
 #include "mlir/IR/Operation.h"
 #include "mlir/IR/Value.h"
 #include "mlir/Support/LLVM.h"
+#include "llvm/ADT/APFloat.h"
 #include "llvm/ADT/ArrayRef.h"
 
 namespace tcc::interp {
@@ -25,6 +26,17 @@ std::vector<int64_t> unravel(int64_t flat, llvm::ArrayRef<int64_t> shape);
 int64_t ravel(llvm::ArrayRef<int64_t> index, llvm::ArrayRef<int64_t> shape);
 // numpy broadcast of `in` to `shape`.
 Tensor broadcast(const Tensor &in, llvm::ArrayRef<int64_t> shape);
+
+// `x` rounded to nearest even in `semantics` (overflow gives +-inf, as IEEE).
+double roundTo(double x, const llvm::fltSemantics &semantics);
+// Whether values of `elementType` are rounded after every op: the floats
+// narrower than f32 (bf16, f16). f32 and f64 results stay unrounded float64.
+bool isRoundedElementType(mlir::Type elementType);
+// Rounds every element of `t` to `elementType` when isRoundedElementType:
+// an op with a bf16/f16 result computes in float64 from its (already rounded)
+// operands and rounds once, as a compiled kernel computes in fp32 and rounds
+// once when it stores.
+void roundToElementType(Tensor &t, mlir::Type elementType);
 
 // The values of one op's results, in order.
 using OpResults = mlir::FailureOr<std::vector<Tensor>>;

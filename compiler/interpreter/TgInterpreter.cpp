@@ -1,7 +1,8 @@
 // The reference evaluator of tg functions. One function per op, each a plain
 // loop over its definition; shapes come from the operand tensors and are
 // checked against the op's result type after every op, so a slip in here is
-// reported rather than silently compared against.
+// reported rather than silently compared against. Results (and arguments) of
+// a float type narrower than f32 are rounded to it here, once per op.
 #include "compiler/interpreter/TgInterpreter.h"
 
 #include "compiler/interpreter/InterpreterSupport.h"
@@ -64,7 +65,10 @@ LogicalResult Interpreter::bindArguments(func::FuncOp f,
           return f.emitError("interpreter: argument #")
                  << i << " is an integer tensor, but element " << j << " is "
                  << numberStr(x);
-    values_[arg] = tensor;
+    // A bf16/f16 argument holds what a buffer of that type can hold.
+    Tensor bound = tensor;
+    roundToElementType(bound, type.getElementType());
+    values_[arg] = std::move(bound);
   }
   return success();
 }
@@ -114,6 +118,9 @@ FailureOr<std::vector<Tensor>> Interpreter::run(func::FuncOp f,
         return op.emitOpError("interpreter bug: computed ")
                << tcc::formatShape(result.shape) << " with " << result.data.size()
                << " elements for a result of shape " << tcc::formatShape(expected);
+      // bf16/f16 results round once, as a kernel rounds when it stores.
+      roundToElementType(result,
+                         cast<RankedTensorType>(value.getType()).getElementType());
       values_[value] = std::move(result);
     }
   }

@@ -10,6 +10,14 @@
 // Multi-output kernels need nothing special: each output is its own alloc,
 // live from its alloc to its last reader.
 //
+// Each function also records its buffers' bytes by element type (for trun
+// --info's memory-by-precision table, through the step descriptor):
+//   kern.planned_bytes_by_dtype   every planned buffer, summed without reuse
+//   kern.peak_bytes_by_dtype      the buffers live where the arena is fullest
+//                                 (the largest sum of live buffer sizes)
+// each an array of [element type, bytes] pairs in order of first appearance;
+// bytes are the planned (64-byte rounded) sizes.
+//
 //===----------------------------------------------------------------------===//
 #include "passes/Passes.h"
 
@@ -47,6 +55,27 @@ int64_t lastUse(Value v, const llvm::DenseMap<Operation *, int64_t> &order) {
   return last;
 }
 
+// Bytes per element type, in order of first appearance.
+using BytesByType = SmallVector<std::pair<Type, int64_t>>;
+
+void addBytes(BytesByType &table, Type type, int64_t bytes) {
+  for (auto &[t, b] : table)
+    if (t == type) {
+      b += bytes;
+      return;
+    }
+  table.push_back({type, bytes});
+}
+
+ArrayAttr bytesByTypeAttr(MLIRContext *ctx, const BytesByType &table) {
+  SmallVector<Attribute> entries;
+  for (auto [type, bytes] : table)
+    entries.push_back(ArrayAttr::get(
+        ctx, {TypeAttr::get(type),
+              IntegerAttr::get(IntegerType::get(ctx, 64), bytes)}));
+  return ArrayAttr::get(ctx, entries);
+}
+
 struct KernPlanMemoryPass : tcc::impl::KernPlanMemoryBase<KernPlanMemoryPass> {
   void runOnOperation() override {
     ModuleOp module = getOperation();
@@ -74,10 +103,13 @@ struct KernPlanMemoryPass : tcc::impl::KernPlanMemoryBase<KernPlanMemoryPass> {
 
     struct Live {
       int64_t end, offset, size;
+      Type elementType;
     };
     SmallVector<Live> live;   // placed buffers still in use
     SmallVector<Hole> free; // holes, sorted by offset
     int64_t top = 0;
+    BytesByType planned, atPeak;
+    int64_t peakLiveBytes = 0;
     for (kern::AllocOp a : allocs) {
       int64_t start = order[a];
       // Release buffers whose last use is before this alloc.
@@ -106,13 +138,28 @@ struct KernPlanMemoryPass : tcc::impl::KernPlanMemoryBase<KernPlanMemoryPass> {
         offset = top;
         top += size;
       }
-      live.push_back({lastUse(a.getResult(), order), offset, size});
+      Type elementType = a.getType().getElementType();
+      live.push_back({lastUse(a.getResult(), order), offset, size, elementType});
+      addBytes(planned, elementType, size);
+      int64_t liveBytes = 0;
+      for (const Live &l : live)
+        liveBytes += l.size;
+      if (liveBytes > peakLiveBytes) { // the first of equal peaks is kept
+        peakLiveBytes = liveBytes;
+        atPeak.clear();
+        for (const Live &l : live)
+          addBytes(atPeak, l.elementType, l.size);
+      }
       OpBuilder b(a);
       Value view = kern::WorkspaceViewOp::create(b, a.getLoc(), a.getType(),
                                                  b.getI64IntegerAttr(offset));
       a.getResult().replaceAllUsesWith(view);
       a.erase();
     }
+    f->setAttr("kern.planned_bytes_by_dtype",
+               bytesByTypeAttr(f.getContext(), planned));
+    f->setAttr("kern.peak_bytes_by_dtype",
+               bytesByTypeAttr(f.getContext(), atPeak));
     return top;
   }
 

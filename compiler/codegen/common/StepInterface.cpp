@@ -127,6 +127,43 @@ FailureOr<std::string> lrSchedule(ModuleOp module, double baseLr, StringRef who)
   return module.emitError(who) << ": cannot read " << model::kLrScheduleAttr << " = " << dict;
 }
 
+// A kern-plan-memory bytes-by-type attribute ([[type, bytes], ...]) of f
+// as ABI dtypes; a missing attribute is an empty list.
+FailureOr<SmallVector<DtypeBytes>> dtypeBytes(func::FuncOp f, StringRef name,
+                                              StringRef who) {
+  SmallVector<DtypeBytes> out;
+  auto list = f->getAttrOfType<ArrayAttr>(name);
+  if (!list)
+    return out;
+  for (Attribute entry : list) {
+    auto pair = dyn_cast<ArrayAttr>(entry);
+    auto type = pair && pair.size() == 2 ? dyn_cast<TypeAttr>(pair[0]) : nullptr;
+    auto bytes = pair && pair.size() == 2 ? dyn_cast<IntegerAttr>(pair[1]) : nullptr;
+    if (!type || !bytes)
+      return f.emitError(who) << ": cannot read " << name << " entry " << entry;
+    std::string abi = abiDType(type.getValue());
+    if (abi == "TCC_DTYPE_INVALID")
+      return f.emitError(who) << ": " << name << " has element type "
+                              << type.getValue() << ", which the step ABI has no dtype for";
+    auto same = llvm::find_if(out, [&](const DtypeBytes &d) { return d.abiDtype == abi; });
+    if (same != out.end())
+      same->bytes += bytes.getInt();
+    else
+      out.push_back({abi, bytes.getInt()});
+  }
+  return out;
+}
+
+// A static tcc_dtype_bytes array, or nothing for an empty list.
+void emitDtypeBytes(llvm::raw_ostream &s, StringRef name, ArrayRef<DtypeBytes> list) {
+  if (list.empty())
+    return;
+  s << "static const tcc_dtype_bytes " << name << "[] = {\n";
+  for (const DtypeBytes &d : list)
+    s << "  {" << d.abiDtype << ", " << d.bytes << "},\n";
+  s << "};\n";
+}
+
 } // namespace
 
 FailureOr<StepInterface> collectStepInterface(ModuleOp module, StringRef who) {
@@ -190,6 +227,15 @@ FailureOr<StepInterface> collectStepInterface(ModuleOp module, StringRef who) {
       trainOutputs.push_back({role.label, mrt(a), std::nullopt});
   }
 
+  FailureOr<SmallVector<DtypeBytes>> planned =
+      dtypeBytes(train, "kern.planned_bytes_by_dtype", who);
+  FailureOr<SmallVector<DtypeBytes>> peak =
+      dtypeBytes(train, "kern.peak_bytes_by_dtype", who);
+  if (failed(planned) || failed(peak))
+    return failure();
+  r.trainPlannedBytes = std::move(*planned);
+  r.trainPeakBytes = std::move(*peak);
+
   r.train = train;
   r.eval = eval;
   r.plannedWorkspace = wsAttr.getInt();
@@ -220,7 +266,9 @@ void emitDescriptor(llvm::raw_ostream &s, const StepInterface &iface, StringRef 
   emitTensorTable(s, "tcc_inputs", inputs);
   emitTensorTable(s, "tcc_outputs", outputs);
   emitTensorTable(s, "tcc_train_outputs", trainOutputs);
-  auto table = [](ArrayRef<TableEntry> t, StringRef name) {
+  emitDtypeBytes(s, "tcc_train_planned_bytes", iface.trainPlannedBytes);
+  emitDtypeBytes(s, "tcc_train_peak_bytes", iface.trainPeakBytes);
+  auto table = [](const auto &t, StringRef name) {
     return std::to_string(t.size()) + ", " +
            (t.empty() ? std::string("nullptr") : name.str());
   };
@@ -241,7 +289,11 @@ void emitDescriptor(llvm::raw_ostream &s, const StepInterface &iface, StringRef 
     << "  " << llvm::formatv("{0:e}, {1:e}", trainFlops, evalFlops)
     << ", // FLOPs per train / eval call\n"
     << "  tcc_train, tcc_eval,\n"
-    << "  " << deviceApi << ", // device API\n};\n\n"
+    << "  " << deviceApi << ", // device API\n"
+    << "  " << table(iface.trainPlannedBytes, "tcc_train_planned_bytes")
+    << ", // train temporaries by dtype\n"
+    << "  " << table(iface.trainPeakBytes, "tcc_train_peak_bytes")
+    << ", // train temporaries live at the memory peak\n};\n\n"
     << "extern \"C\" __attribute__((visibility(\"default\"))) const tcc_step_descriptor *\n"
     << "tcc_step_get_descriptor(void) { return &tcc_descriptor; }\n";
 }

@@ -47,6 +47,12 @@ struct TableEntry {
   std::optional<model::ParamInfo> param; // initializer (parameters only)
 };
 
+// Bytes of one step-ABI dtype ("TCC_DTYPE_BF16") in the memory plan.
+struct DtypeBytes {
+  std::string abiDtype;
+  int64_t bytes = 0;
+};
+
 // What the descriptor says about a step, read from the planned kern module.
 struct StepInterface {
   func::FuncOp train, eval;
@@ -56,6 +62,9 @@ struct StepInterface {
   double defaultLr = 0;
   int64_t microBatches = 1;
   SmallVector<TableEntry> params, inputs, outputs, states, trainOutputs;
+  // @train_step's kern.planned_bytes_by_dtype / kern.peak_bytes_by_dtype,
+  // one entry per ABI dtype (i1 and i8 buffers are both u8).
+  SmallVector<DtypeBytes> trainPlannedBytes, trainPeakBytes;
 };
 
 // `who` prefixes errors ("cpu codegen").

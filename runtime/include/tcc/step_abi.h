@@ -18,6 +18,7 @@
 #ifndef TCC_STEP_ABI_H
 #define TCC_STEP_ABI_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #ifdef __cplusplus
@@ -71,6 +72,13 @@ typedef struct tcc_lr_schedule {
   int64_t decay_steps;
   double min_lr;
 } tcc_lr_schedule;
+
+/* The bytes of one element type within some category of memory (e.g. the
+   train step's bf16 activations at its memory peak). */
+typedef struct tcc_dtype_bytes {
+  int32_t dtype; /* tcc_dtype */
+  int64_t bytes;
+} tcc_dtype_bytes;
 
 typedef struct tcc_tensor_desc {
   const char *name;
@@ -208,7 +216,26 @@ typedef struct tcc_step_descriptor {
 
   /* target "cuda": the device API (NULL for "cpu"). */
   const tcc_device_api *device;
+
+  /* Appended without a version bump: a step built before these fields has
+     a struct_size that ends at `device`, and trun reads them only when
+     struct_size covers them (tcc_step_descriptor_has_memory_by_dtype).
+     The train step's workspace temporaries by element type, from the
+     compile-time memory plan (sizes rounded up to 64 bytes), at most one
+     entry per dtype: */
+  int32_t num_train_planned_bytes;
+  const tcc_dtype_bytes *train_planned_bytes; /* all temporaries, summed
+                                                 without reuse */
+  int32_t num_train_peak_bytes;
+  const tcc_dtype_bytes *train_peak_bytes; /* those live where the workspace
+                                              arena is fullest */
 } tcc_step_descriptor;
+
+/* Whether descriptor `d` (its struct_size) includes the memory-by-dtype
+   fields above. */
+#define tcc_step_descriptor_has_memory_by_dtype(d)                      \
+  ((d)->struct_size >= offsetof(tcc_step_descriptor, train_peak_bytes) + \
+                           sizeof(const tcc_dtype_bytes *))
 
 typedef const tcc_step_descriptor *(*tcc_step_get_descriptor_fn)(void);
 

@@ -98,7 +98,8 @@ sampling (token models with a 'logits' output; after training, if any):
                         (default 1)
 other:
   --info                print the step descriptor (parameters, inputs,
-                        precision, workspace, FLOPs per step) and exit
+                        precision, workspace, FLOPs per step) and its memory
+                        by category and precision, and exit
   --diagnose            print host memory, the NVIDIA driver and GPUs, and
                         whether STEP.so runs where its target runs (a cuda
                         step: its architecture and buffers on the GPU of

@@ -1,18 +1,25 @@
 #include "runtime/trun/step/StepDescriptor.h"
 
 #include "runtime/initializers/Initializers.h"
+#include "runtime/trun/step/MemoryByPrecision.h"
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 
 #include <cmath>
+#include <cstddef>
 #include <cstring>
 #include <set>
 #include <utility>
 
 namespace tcc::trun {
 namespace {
+
+// The descriptor up to and including `device`: steps built before the
+// memory-plan fields (tcc_step_descriptor_has_memory_by_dtype) end there.
+constexpr size_t kMinDescriptorSize =
+    offsetof(tcc_step_descriptor, num_train_planned_bytes);
 
 // A descriptor with a larger rank is garbage, not a tensor.
 constexpr int32_t kMaxRank = 32;
@@ -203,12 +210,13 @@ absl::Status ValidateDescriptor(const tcc_step_descriptor &d,
         "matching tcc",
         origin, d.abi_version, TCC_STEP_ABI_VERSION));
   // Fields may be appended without a version bump: a larger struct is fine,
-  // a smaller one lacks fields this trun reads.
-  if (d.struct_size < sizeof(tcc_step_descriptor))
+  // a smaller one lacks fields this trun reads — except the memory-plan
+  // fields after `device`, which are read only when present.
+  if (d.struct_size < kMinDescriptorSize)
     return absl::FailedPreconditionError(absl::StrFormat(
         "%s: descriptor is %u bytes, this trun needs at least %u — recompile "
         "with a matching tcc",
-        origin, d.struct_size, sizeof(tcc_step_descriptor)));
+        origin, d.struct_size, kMinDescriptorSize));
   if (!d.model_name)
     return absl::InvalidArgumentError(
         absl::StrCat(origin, ": descriptor has no model_name"));
@@ -262,6 +270,8 @@ absl::Status ValidateDescriptor(const tcc_step_descriptor &d,
           CheckTensorList(d.num_train_outputs, d.train_outputs, "train output",
                           /*has_init=*/false, origin, train_output_names);
       !s.ok())
+    return s;
+  if (absl::Status s = CheckMemoryByDtype(d, origin); !s.ok())
     return s;
   // trun shows grad_norm in its progress lines: it must be one f32 value.
   int32_t norm = FindTrainOutput(d, "grad_norm");
@@ -332,6 +342,7 @@ void PrintDescriptorInfo(const tcc_step_descriptor &d, std::ostream &out) {
   out << "workspace: " << d.workspace_bytes << " bytes\n";
   out << absl::StrFormat("flops/step: train %.4g, eval %.4g\n",
                          d.train_flops_per_step, d.eval_flops_per_step);
+  PrintMemoryByPrecision(d, out);
 }
 
 } // namespace tcc::trun
