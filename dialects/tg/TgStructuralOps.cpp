@@ -86,15 +86,26 @@ static LogicalResult verifyLabels(Operation *op, RankedTensorType logits,
   return success();
 }
 
+// The per-row loss (and its upstream gradient) of softmax cross-entropy:
+// the logits' type, or f32 with bf16 / f16 logits (mixed precision keeps
+// the (N, vocab) logits in 16 bits and the loss in f32; the kernels compute
+// in float either way).
+static bool isLossTypeOf(Type loss, Type logits) {
+  return loss == logits || ((logits.isBF16() || logits.isF16()) && loss.isF32());
+}
+
 LogicalResult SoftmaxCrossEntropyOp::verify() {
   auto logits = rtt(getLogits()), out = rtt(getResult());
   if (failed(verifyLabels(*this, logits, rtt(getLabels()))))
     return failure();
   if (out.getShape() != ArrayRef<int64_t>{logits.getDimSize(0)} ||
-      out.getElementType() != logits.getElementType())
+      !isLossTypeOf(out.getElementType(), logits.getElementType()))
     return emitOpError("result must be one loss per row: ")
            << tcc::formatShape({logits.getDimSize(0)}) << " of "
-           << logits.getElementType();
+           << logits.getElementType()
+           << (logits.getElementType().isBF16() || logits.getElementType().isF16()
+                   ? " or f32"
+                   : "");
   return success();
 }
 
@@ -103,8 +114,9 @@ LogicalResult SoftmaxCrossEntropyGradOp::verify() {
   if (failed(verifyLabels(*this, logits, rtt(getLabels()))))
     return failure();
   if (rtt(getGrad()).getShape() != ArrayRef<int64_t>{logits.getDimSize(0)} ||
-      rtt(getGrad()).getElementType() != logits.getElementType())
-    return emitOpError("grad must have one entry per row, of the logits' type");
+      !isLossTypeOf(rtt(getGrad()).getElementType(), logits.getElementType()))
+    return emitOpError("grad must have one entry per row, of the logits' type "
+                       "(or f32 with bf16 / f16 logits)");
   if (getResult().getType() != logits)
     return emitOpError("result type must equal the logits type");
   return success();

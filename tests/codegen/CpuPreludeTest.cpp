@@ -135,6 +135,68 @@ TEST(CpuPrelude, SplitGemmMatchesOneBlasCall) {
   }
 }
 
+// bf16 / f16 gemm: the result is the float product of the widened operands,
+// rounded once (so it equals sgemm on those floats, rounded); alpha, beta
+// (reading the 16-bit c), transposes and k = 0 honoured.
+template <typename H> void checkGemmViaFloat() {
+  std::mt19937 rng(3);
+  std::normal_distribution<float> normal;
+  for (int t = 0; t < 4; ++t)
+    for (int k : {0, 1, 37}) {
+      const bool ta = t & 1, tb = t & 2;
+      const int m = 13, n = 9;
+      std::vector<H> a(m * k), b(k * n), c(m * n);
+      for (H &x : a) x = tcc_cpu::Elem<H>::store(normal(rng));
+      for (H &x : b) x = tcc_cpu::Elem<H>::store(normal(rng));
+      for (H &x : c) x = tcc_cpu::Elem<H>::store(normal(rng));
+      std::vector<float> fa(a.size()), fb(b.size()), want(c.size());
+      for (size_t i = 0; i < a.size(); ++i) fa[i] = tcc_cpu::Elem<H>::load(a[i]);
+      for (size_t i = 0; i < b.size(); ++i) fb[i] = tcc_cpu::Elem<H>::load(b[i]);
+      for (size_t i = 0; i < c.size(); ++i) want[i] = tcc_cpu::Elem<H>::load(c[i]);
+      if (k > 0)
+        tcc_cpu::gemm_serial(ta, tb, m, n, k, 0.5f, fa.data(), ta ? m : k, fb.data(),
+                             tb ? k : n, 0.25f, want.data(), n);
+      else
+        for (float &w : want) w *= 0.25f;
+      ASSERT_EQ(tcc_cpu::gemm_via_float(ta, tb, m, n, k, 0.5f, a.data(), b.data(), 0.25f,
+                                        c.data()),
+                tcc_cpu::kKernelOk);
+      for (int i = 0; i < m * n; ++i)
+        ASSERT_EQ(c[i].bits, tcc_cpu::Elem<H>::store(want[i]).bits)
+            << "element " << i << " ta " << ta << " tb " << tb << " k " << k;
+    }
+}
+
+TEST(CpuPrelude, HalfGemmRoundsTheFloatProductOnce) {
+  tcc_cpu::init_threads();
+  checkGemmViaFloat<tcc_cpu::bf16>();
+  checkGemmViaFloat<tcc_cpu::f16>();
+}
+
+// bf16 / f16 scatter-add: sums in float, one rounding per element. Row 0
+// gets 256 and then 254 updates of 0.5: the float sum 383 rounds to 384 in
+// bf16; rounding after every add would keep 256 (256.5 ties to 256).
+TEST(CpuPrelude, HalfScatterAddAccumulatesInFloat) {
+  const int n = 256, row = 2, v = 3;
+  std::vector<int32_t> ids(n, 0);
+  std::vector<tcc_cpu::bf16> updates(n * row), out(v * row);
+  for (int i = 0; i < n * row; ++i)
+    updates[i] = tcc_cpu::Elem<tcc_cpu::bf16>::store(i < row ? 256.0f : 0.5f);
+  ids[n - 1] = 1; // row 1: one update of 0.5; row 2: none
+  ASSERT_EQ(tcc_cpu::scatter_add_rows_via_float(n, row, v, updates.data(), ids.data(),
+                                                out.data()),
+            tcc_cpu::kKernelOk);
+  for (int c = 0; c < row; ++c) {
+    EXPECT_EQ(tcc_cpu::bf16_to_float(out[c].bits), 384.0f);
+    EXPECT_EQ(tcc_cpu::bf16_to_float(out[row + c].bits), 0.5f);
+    EXPECT_EQ(out[2 * row + c].bits, 0);
+  }
+  ids[7] = 3;
+  EXPECT_EQ(tcc_cpu::scatter_add_rows_via_float(n, row, v, updates.data(), ids.data(),
+                                                out.data()),
+            tcc_cpu::kKernelBadIndex);
+}
+
 TEST(CpuPrelude, EmbeddingKernelsAccumulateRepeatedIdsAndRejectBadIds) {
   // table (5, 3); ids repeat 2 three times.
   std::vector<float> table(15);

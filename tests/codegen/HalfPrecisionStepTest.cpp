@@ -5,7 +5,8 @@
 // elementwise ops, matmuls (batch folded into M, a transposed shared rhs,
 // a transposed fully batched product, a broadcast batch), transpose,
 // reductions over trailing, middle and interleaved axes (sum, mean, max),
-// concat, slice, reshape and softmax cross-entropy (and, in the train step,
+// concat, slice, reshape and softmax cross-entropy (with a 16-bit loss, and
+// with an f32 loss of the 16-bit logits) (and, in the train step,
 // every gradient of those: all gemm transposes, scatter-add, the softmax
 // cross-entropy gradient, broadcasts of reduced gradients, pads of slices)
 // in the 16-bit type, then casts back to f32 for the loss.
@@ -61,6 +62,8 @@ module attributes {tg.model_name = "half_LOW", tg.optimizer = {kind = "sgd", lea
     %logits = tg.reshape %hv : (tensor<3x4x6xLOW>) -> tensor<12x6xLOW>
     %xent = tg.softmax_cross_entropy %logits, %y : (tensor<12x6xLOW>, tensor<12xi32>) -> tensor<12xLOW>
     %xs = tg.reduce_sum %xent {axes = array<i64: 0>} : (tensor<12xLOW>) -> tensor<LOW>
+    %x32 = tg.softmax_cross_entropy %logits, %y : (tensor<12x6xLOW>, tensor<12xi32>) -> tensor<12xf32>
+    %x32s = tg.reduce_sum %x32 {axes = array<i64: 0>} : (tensor<12xf32>) -> tensor<f32>
     %xsf = tg.cast %xs : tensor<LOW> to tensor<f32>
     %qf = tg.cast %q : tensor<LOW> to tensor<f32>
     %bf = tg.cast %bs : tensor<LOW> to tensor<f32>
@@ -68,7 +71,8 @@ module attributes {tg.model_name = "half_LOW", tg.optimizer = {kind = "sgd", lea
     %qk = tg.mul %qf, %k : (tensor<f32>, tensor<f32>) -> tensor<f32>
     %bk = tg.mul %bf, %k : (tensor<f32>, tensor<f32>) -> tensor<f32>
     %l0 = tg.add %xsf, %qk : (tensor<f32>, tensor<f32>) -> tensor<f32>
-    %loss = tg.add %l0, %bk : (tensor<f32>, tensor<f32>) -> tensor<f32>
+    %l1 = tg.add %l0, %bk : (tensor<f32>, tensor<f32>) -> tensor<f32>
+    %loss = tg.add %l1, %x32s : (tensor<f32>, tensor<f32>) -> tensor<f32>
     %s1f = tg.cast %s1 : tensor<3x6xLOW> to tensor<3x6xf32>
     %s3f = tg.cast %s3 : tensor<4xLOW> to tensor<4xf32>
     return %loss, %s1f, %s3f : tensor<f32>, tensor<3x6xf32>, tensor<4xf32>

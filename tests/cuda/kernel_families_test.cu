@@ -1121,6 +1121,42 @@ void caseScatter(int64_t nIds, int64_t vocab, int64_t row,
   finishCase("scatter_add_rows", desc, c);
 }
 
+// 3000 updates of 1 onto each element of one row: the float sums are
+// exactly 3000, so a 16-bit out must hold 3000 rounded once (bf16 3008,
+// f16 3000). Rounding after every add would stop at 256 (bf16) or 2048
+// (f16), whatever order the atomics land in.
+template <class T> void caseScatterRoundsOnce() {
+  const int64_t n = 3000, vocab = 2, row = 5;
+  const std::string desc = format("<%s,i32> ids=%" PRId64 " vocab=%" PRId64
+                                  " row=%" PRId64 " rounds once",
+                                  typeName<T>(), n, vocab, row);
+  if (!selected("scatter_add_rows", desc))
+    return;
+  std::vector<T> updates(n * row, fromD<T>(1.0));
+  std::vector<int32_t> ids(n, 1);
+  Dev<T> dupdates(updates.size()), dout(vocab * row);
+  Dev<int32_t> dids(n), status(1);
+  dupdates.upload(updates);
+  dids.upload(ids);
+  dout.poison();
+  status.zero();
+  tcc_cuda::launch_scatter_add_rows<T, int32_t>(dupdates.p, dids.p, dout.p, n,
+                                                vocab, row, status.p, kCode,
+                                                gStream);
+  sync();
+  std::vector<T> out = dout.download();
+  Check c(0);
+  c.expect(readStatus(status) == 0, "status set");
+  const T want = fromD<T>(static_cast<double>(n)), zero = fromD<T>(0.0);
+  for (int64_t k = 0; k < vocab * row; ++k) {
+    const T expect = k >= row ? want : zero;
+    if (std::memcmp(&out[k], &expect, sizeof(T)) != 0)
+      c.fail(format("at %" PRId64 ": got %.9g, want %.9g", k, toD(out[k]),
+                    toD(expect)));
+  }
+  finishCase("scatter_add_rows", desc, c);
+}
+
 template <class T, class I> void gatherAll() {
   const int64_t nList[] = {1, 3, 37, 1000};
   const std::pair<int64_t, int64_t> tables[] = {
@@ -1251,6 +1287,8 @@ int main(int argc, char **argv) {
   scatterAll<double, int64_t>();
   scatterAll<bf16, int32_t>();
   scatterAll<f16, int64_t>();
+  caseScatterRoundsOnce<bf16>();
+  caseScatterRoundsOnce<f16>();
 
   CUDA_CHECK(cudaStreamDestroy(gStream));
   return printTable();

@@ -15,7 +15,9 @@ namespace tcc::codegen::cuda {
 
 // outputs[i] = body(inputs broadcast to the shape [i], i): one thread per
 // element (grid-stride), or per 4 elements with 16-byte loads and stores
-// when every non-scalar operand is a full, contiguous 4-byte buffer.
+// when every non-scalar operand is a full, contiguous f32 / i32 buffer, or
+// per 8 elements (one 16-byte access per bf16 / f16 operand, two per f32 /
+// i32 one) when such operands mix in bf16 / f16.
 LogicalResult CudaStepEmitter::emitElementwise(kern::ElementwiseOp e, llvm::raw_ostream &os,
                                                double &flops) {
   ArrayRef<int64_t> shape = e.getShape();
@@ -31,6 +33,12 @@ LogicalResult CudaStepEmitter::emitElementwise(kern::ElementwiseOp e, llvm::raw_
   llvm::DenseSet<Value> invariant;
   std::string preamble, text, params, lambdaParams, loads, vecLoads;
   bool vectorize = n % 4 == 0 && n >= 4;
+  // Groups of 8: full operands of 2 or 4 bytes, at least one of 2.
+  bool vectorize8 = n % 8 == 0 && n >= 8, anyHalf = false;
+  auto groupable = [&](Type et) {
+    anyHalf |= et.isBF16() || et.isF16();
+    return et.isBF16() || et.isF16() || et.isF32() || et.isInteger(32);
+  };
   SmallVector<std::string> perElement; // lambda argument names in order
   SmallVector<size_t> perElementInput;
   for (auto [k, in] : llvm::enumerate(e.getInputs())) {
@@ -56,13 +64,16 @@ LogicalResult CudaStepEmitter::emitElementwise(kern::ElementwiseOp e, llvm::raw_
     bool full = t.getNumElements() == n && kern::elementBytes(et) == 4 &&
                 (et.isF32() || et.isInteger(32));
     vectorize &= full;
+    vectorize8 &= t.getNumElements() == n && groupable(et);
   }
   for (auto [j, out] : llvm::enumerate(e.getOutputs())) {
     Type et = mrt(out).getElementType();
     params += llvm::formatv("{0}{1} *out{2}", params.empty() ? "" : ", ", storageType(et), j)
                   .str();
     vectorize &= et.isF32() || et.isInteger(32);
+    vectorize8 &= groupable(et);
   }
+  vectorize8 &= anyHalf && !vectorize;
   scalars[e.getFlatIndex()] = "flat";
   ScalarPrinter printer(scalars, CodeTarget::Cuda);
   int64_t ops = 0;
@@ -104,8 +115,50 @@ LogicalResult CudaStepEmitter::emitElementwise(kern::ElementwiseOp e, llvm::raw_
   std::string argList = llvm::join(perElement, ", ");
   // The grid-stride loop's body, over elements or groups of four.
   std::string loop;
-  int64_t items = vectorize ? n / 4 : n;
-  if (vectorize) {
+  int64_t items = vectorize ? n / 4 : vectorize8 ? n / 8 : n;
+  // 16-byte accesses of an operand in a group of 8 (1 for 2-byte, 2 for
+  // 4-byte elements), through a 16-byte aligned local copy.
+  auto accesses = [](Type et) { return 8 * kern::elementBytes(et) / 16; };
+  if (vectorize8) {
+    loop = "{\n    const int64_t i = static_cast<int64_t>(q) * 8;\n";
+    for (auto [p, k] : llvm::zip(perElement, perElementInput)) {
+      Type et = mrt(e.getInputs()[k]).getElementType();
+      loop += llvm::formatv("    alignas(16) {0} x{1}[8];\n"
+                            "    for (int j = 0; j < {2}; ++j)\n"
+                            "      reinterpret_cast<uint4 *>(x{1})[j] = "
+                            "reinterpret_cast<const uint4 *>(in{1})[q * {2} + j];\n",
+                            storageType(et), k, accesses(et))
+                  .str();
+    }
+    for (auto [j, out] : llvm::enumerate(e.getOutputs()))
+      loop += llvm::formatv("    alignas(16) {0} y{1}[8];\n",
+                            storageType(mrt(out).getElementType()), j)
+                  .str();
+    loop += "#pragma unroll\n    for (int k = 0; k < 8; ++k) {\n";
+    std::string call = "      body(";
+    for (auto [p, k] : llvm::zip(perElement, perElementInput)) {
+      Type et = mrt(e.getInputs()[k]).getElementType();
+      call += load(et, "x" + std::to_string(k) + "[k]") + ", ";
+    }
+    call += "i + k";
+    for (auto [j, out] : llvm::enumerate(e.getOutputs())) {
+      loop += llvm::formatv("      {0} o{1};\n", scalarType(mrt(out).getElementType()), j).str();
+      call += ", o" + std::to_string(j);
+    }
+    loop += call + ");\n";
+    for (auto [j, out] : llvm::enumerate(e.getOutputs()))
+      loop += llvm::formatv("      y{0}[k] = {1};\n", j,
+                            store(mrt(out).getElementType(), "o" + std::to_string(j)))
+                  .str();
+    loop += "    }\n";
+    for (auto [j, out] : llvm::enumerate(e.getOutputs()))
+      loop += llvm::formatv("    for (int j = 0; j < {1}; ++j)\n"
+                            "      reinterpret_cast<uint4 *>(out{0})[q * {1} + j] = "
+                            "reinterpret_cast<const uint4 *>(y{0})[j];\n",
+                            j, accesses(mrt(out).getElementType()))
+                  .str();
+    loop += "  }\n";
+  } else if (vectorize) {
     loop = "{\n    const int64_t i = static_cast<int64_t>(q) * 4;\n";
     for (auto [p, k] : llvm::zip(perElement, perElementInput)) {
       Type et = mrt(e.getInputs()[k]).getElementType();
@@ -148,11 +201,11 @@ LogicalResult CudaStepEmitter::emitElementwise(kern::ElementwiseOp e, llvm::raw_
   for (size_t j = 0; j < e.getOutputs().size(); ++j)
     argNames += (argNames.empty() ? "out" : ", out") + std::to_string(j);
   GridStrideKernel k;
-  k.kind = vectorize ? "ew4" : "ew";
+  k.kind = vectorize ? "ew4" : vectorize8 ? "ew8" : "ew";
   k.params = params;
   k.args = argNames;
   k.indexType = it;
-  k.var = vectorize ? "q" : "i";
+  k.var = vectorize || vectorize8 ? "q" : "i";
   k.items = items;
   k.before = preamble + lambda;
   k.body = loop;

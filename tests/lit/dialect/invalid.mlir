@@ -126,3 +126,35 @@ func.func @xent_grad_type(%a: tensor<4x3xf32>, %l: tensor<4xi32>, %g: tensor<4xf
   %0 = tg.softmax_cross_entropy_grad %a, %l, %g : (tensor<4x3xf32>, tensor<4xi32>, tensor<4xf64>) -> tensor<4x3xf32>
   return
 }
+
+// -----
+
+func.func @xent_half_loss_type(%a: tensor<4x3xbf16>, %l: tensor<4xi32>) {
+  // expected-error @+1 {{result must be one loss per row: [4] of 'bf16' or f32}}
+  %0 = tg.softmax_cross_entropy %a, %l : (tensor<4x3xbf16>, tensor<4xi32>) -> tensor<4xf64>
+  return
+}
+
+// -----
+
+func.func @xent_f32_logits_low_loss(%a: tensor<4x3xf32>, %l: tensor<4xi32>) {
+  // expected-error @+1 {{result must be one loss per row: [4] of 'f32'}}
+  %0 = tg.softmax_cross_entropy %a, %l : (tensor<4x3xf32>, tensor<4xi32>) -> tensor<4xbf16>
+  return
+}
+
+// -----
+
+func.func @xent_grad_half_type(%a: tensor<4x3xf16>, %l: tensor<4xi32>, %g: tensor<4xbf16>) {
+  // expected-error @+1 {{grad must have one entry per row, of the logits' type (or f32 with bf16 / f16 logits)}}
+  %0 = tg.softmax_cross_entropy_grad %a, %l, %g : (tensor<4x3xf16>, tensor<4xi32>, tensor<4xbf16>) -> tensor<4x3xf16>
+  return
+}
+
+// -----
+
+func.func @sgd_on_bf16(%p: tensor<3xbf16>, %g: tensor<3xbf16>, %lr: tensor<f32>) {
+  // expected-error @+1 {{must be ranked tensor of 32-bit float or 64-bit float values}}
+  %0 = tg.sgd_update %p, %g, %lr : tensor<3xbf16>, tensor<f32>
+  return
+}

@@ -34,3 +34,21 @@ func.func @all_ops(%x: tensor<4x3xf32>, %w: tensor<3x5xf32>, %b: tensor<5xf32>,
   %mean = tg.reduce_mean %bc {axes = array<i64: 0, 1>} : (tensor<4x5xf32>) -> tensor<f32>
   return %mean : tensor<f32>
 }
+
+// Mixed precision: structural ops on bf16 / f16; softmax cross-entropy of
+// 16-bit logits with an f32 per-row loss and f32 upstream gradient.
+// CHECK-LABEL: func.func @half_ops
+func.func @half_ops(%x: tensor<4x3xbf16>, %w: tensor<3x5xbf16>, %h: tensor<4x5xf16>,
+                    %labels: tensor<4xi32>) -> (tensor<4x5xbf16>, tensor<4x5xf16>) {
+  // CHECK: tg.matmul %{{.*}}, %{{.*}} : (tensor<4x3xbf16>, tensor<3x5xbf16>) -> tensor<4x5xbf16>
+  %y = tg.matmul %x, %w : (tensor<4x3xbf16>, tensor<3x5xbf16>) -> tensor<4x5xbf16>
+  // CHECK: tg.softmax_cross_entropy {{.*}} : (tensor<4x5xbf16>, tensor<4xi32>) -> tensor<4xf32>
+  %l = tg.softmax_cross_entropy %y, %labels : (tensor<4x5xbf16>, tensor<4xi32>) -> tensor<4xf32>
+  // CHECK: tg.softmax_cross_entropy_grad {{.*}} : (tensor<4x5xbf16>, tensor<4xi32>, tensor<4xf32>) -> tensor<4x5xbf16>
+  %g = tg.softmax_cross_entropy_grad %y, %labels, %l : (tensor<4x5xbf16>, tensor<4xi32>, tensor<4xf32>) -> tensor<4x5xbf16>
+  // CHECK: tg.softmax_cross_entropy {{.*}} : (tensor<4x5xf16>, tensor<4xi32>) -> tensor<4xf16>
+  %lh = tg.softmax_cross_entropy %h, %labels : (tensor<4x5xf16>, tensor<4xi32>) -> tensor<4xf16>
+  // CHECK: tg.softmax_cross_entropy_grad {{.*}} : (tensor<4x5xf16>, tensor<4xi32>, tensor<4xf16>) -> tensor<4x5xf16>
+  %gh = tg.softmax_cross_entropy_grad %h, %labels, %lh : (tensor<4x5xf16>, tensor<4xi32>, tensor<4xf16>) -> tensor<4x5xf16>
+  return %g, %gh : tensor<4x5xbf16>, tensor<4x5xf16>
+}
