@@ -29,7 +29,9 @@
 #
 # PYTHON (default python3) must have torch (CUDA) and numpy. For quick
 # runs: AMP_STEPS overrides the step count (the tolerances are meant for
-# 200), AMP_MODELS the models of 1-3 (default "gpt_char gpt2_short").
+# 200), AMP_MODELS the models of 1-3 (default "gpt_char gpt2_short");
+# AMP_TORCH_DEVICE=cpu runs PyTorch on the CPU (a dry run of the script
+# here, with cpu steps in place of the cuda ones).
 if [[ "${BASH_SOURCE[0]}" == "$0" ]]; then
   amp_alone=1
   set -uo pipefail
@@ -50,9 +52,15 @@ else
 fi
 py="${PYTHON:-python3}"
 amp_out="$out/amp"
-mkdir -p "$amp_out"
-eval "$("$py" "$here/amp_names.py" --shell)" && eval "$("$py" "$here/amp_models.py" --shell)" \
-  || { note "AMP checks: FAIL (amp_names.py / amp_models.py did not run with $py)"; status=1; return 1 2>/dev/null || exit 1; }
+amp_weights="$dir/amp_weights"  # not under OUT: GPT-2-sized files need not come back
+mkdir -p "$amp_out" "$amp_weights"
+# (Assigned first: a failing command substitution inside eval would pass.)
+if ! { amp_shell=$("$py" "$here/amp_names.py" --shell) && eval "$amp_shell" \
+       && amp_shell=$("$py" "$here/amp_models.py" --shell) && eval "$amp_shell"; }; then
+  echo "AMP checks: FAIL (amp_names.py / amp_models.py did not run with $py)"
+  note "AMP checks: FAIL (amp_names.py / amp_models.py did not run with $py)"; status=1
+  return 1 2>/dev/null || exit 1
+fi
 amp_steps="${AMP_STEPS:-$AMP_DEFAULT_STEPS}"
 
 amp_check() { # a checker command; its output is one summary line or more
@@ -75,11 +83,11 @@ amp_train() { # NAME STEP.so MODEL [trun flags...]: AMP_STEPS steps, metrics in 
   [ $rc = 0 ] || { note "$name: trun FAIL (exit $rc): $(tail -n 1 "$amp_out/$name.log")"; status=1; }
   return $rc
 }
-amp_init() { # NAME STEP.so MODEL: trun's initial weights (--seed 0) into $amp_out/NAME.safetensors
+amp_init() { # NAME STEP.so MODEL: trun's initial weights (--seed 0) into $amp_weights/NAME.safetensors
   local name=$1 step=$2 model=$3
   local data_var="AMP_DATA_$model"
   "$trun" "$dir/steps/$step" --data "$dir/data/${!data_var}_train.bin" --steps 0 --seed 0 \
-    --save-weights "$amp_out/$name.safetensors" >"$amp_out/$name.log" 2>&1 \
+    --save-weights "$amp_weights/$name.safetensors" >"$amp_out/$name.log" 2>&1 \
     || { note "$name: trun FAIL: $(tail -n 1 "$amp_out/$name.log")"; status=1; return 1; }
 }
 # bf16 / fp32 agreement: the issue's tolerances.
@@ -93,7 +101,7 @@ for model in ${AMP_MODELS:-gpt_char gpt2_short}; do
   if amp_init "${model}_init_fp32" "${model}_cuda_fp32.so" $model \
      && amp_init "${model}_init_bf16" "${model}_cuda_bf16.so" $model; then
     amp_check "$py" "$here/same_weights.py" "$model initial weights, fp32 step vs bf16 step" \
-      "$amp_out/${model}_init_fp32.safetensors" "$amp_out/${model}_init_bf16.safetensors"
+      "$amp_weights/${model}_init_fp32.safetensors" "$amp_weights/${model}_init_bf16.safetensors"
   fi
   amp_train "${model}_fp32" "${model}_cuda_fp32.so" $model && fp32_ok=1 || fp32_ok=0
   amp_train "${model}_bf16" "${model}_cuda_bf16.so" $model && bf16_ok=1 || bf16_ok=0
@@ -101,9 +109,10 @@ for model in ${AMP_MODELS:-gpt_char gpt2_short}; do
     "$amp_out/${model}_fp32.jsonl" "$amp_out/${model}_bf16.jsonl" fp32,bf16
   # PyTorch from the same initial weights and batches.
   data_var="AMP_DATA_$model"
-  if [ -f "$amp_out/${model}_init_fp32.safetensors" ] \
-     && "$py" "$here/torch_amp_losses.py" $model --init "$amp_out/${model}_init_fp32.safetensors" \
+  if [ -f "$amp_weights/${model}_init_fp32.safetensors" ] \
+     && "$py" "$here/torch_amp_losses.py" $model --init "$amp_weights/${model}_init_fp32.safetensors" \
           --data "$dir/data/${!data_var}_train.bin" --steps "$amp_steps" --modes bf16,fp32 \
+          --device "${AMP_TORCH_DEVICE:-cuda}" \
           --out-prefix "$amp_out/${model}_torch" >"$amp_out/${model}_torch.log" 2>&1; then
     cat "$amp_out/${model}_torch.log"
     [ $bf16_ok = 1 ] && amp_compare "$model tcc bf16 vs torch autocast bf16" \
@@ -111,6 +120,7 @@ for model in ${AMP_MODELS:-gpt_char gpt2_short}; do
     [ $fp32_ok = 1 ] && amp_compare "$model tcc fp32 vs torch fp32" \
       "$amp_out/${model}_torch_fp32.jsonl" "$amp_out/${model}_fp32.jsonl" torch,tcc
   else
+    tail -n 20 "$amp_out/${model}_torch.log" 2>/dev/null
     note "$model torch_amp_losses.py: FAIL ($(tail -n 1 "$amp_out/${model}_torch.log" 2>/dev/null))"; status=1
   fi
 done

@@ -115,6 +115,10 @@ def tail_mean(losses):
     return statistics.fmean(losses[-TAIL:])
 
 
+def tail_text(losses):
+    return f"mean of the last {min(TAIL, len(losses))} steps"
+
+
 def check_overflow(a):
     steps = read_steps(a.metrics)
     order = sorted(steps)
@@ -149,7 +153,7 @@ def check_overflow(a):
         failures.append("a step that was not skipped has a non-finite loss")
     end = tail_mean(losses)
     if not end < a.fall * losses[0]:
-        failures.append(f"the loss did not fall: mean of the last {TAIL} steps {end:.4f} "
+        failures.append(f"the loss did not fall: {tail_text(losses)} {end:.4f} "
                         f"vs step 1 {losses[0]:.4f} (must be below {a.fall:g}x)")
     shown = " -> ".join(f"{x:.4g}" for x in scales[:min(k + 2, 6)])
     if k + 2 > 6:
@@ -159,7 +163,7 @@ def check_overflow(a):
           f"({later} later), scale {shown} (= S0/2^{k}: "
           f"{a.initial_scale / 2 ** k:.4g}) read as {reading or 'neither reading'}; "
           f"loss step 1 {losses[0]:.4f}, step {k + 1} {losses[min(k, len(losses) - 1)]:.4f}, "
-          f"mean of the last {TAIL} {end:.4f}: {'PASS' if not failures else 'FAIL'}")
+          f"{tail_text(losses)} {end:.4f}: {'PASS' if not failures else 'FAIL'}")
     for f in failures:
         print(f"  FAIL: {f}")
     return not failures
@@ -190,7 +194,7 @@ def check_underflow(a):
         print(f"fp16 underflow ({claim}): {text}: {'PASS' if passed else 'FAIL'}")
 
     line("fp32 trains", end["fp32"] < a.fall * first,
-         f"cross-entropy step 1 {first:.4f} -> mean of the last {TAIL} {end['fp32']:.4f} "
+         f"cross-entropy step 1 {first:.4f} -> {tail_text(ce['fp32'])} {end['fp32']:.4f} "
          f"(below {a.fall:g}x)")
     norms = [n for n in runs["fp16-none"][1] if not math.isnan(n)]
     norm_text = (f"gradient norm at most {max(norms):.3g} (fp32: median "
@@ -200,19 +204,20 @@ def check_underflow(a):
          f"(not below {a.stall:g}x); {norm_text}")
     for name in ("fp16-dynamic", "bf16"):
         rel = abs(end[name] - end["fp32"]) / end["fp32"]
-        extra = ""
-        if name == "fp16-dynamic":
+        extra, reported = "", True
+        if name == "fp16-dynamic":  # must report its scale and skipped steps
             steps = runs[name][2]
             last = steps[max(steps)]
             try:
                 skipped = sum(skipped_flags(a.fp16_dynamic, steps))
                 extra = f"; {skipped} skipped steps"
             except CheckError as e:
-                extra = f"; {e}"
-            extra += f", final loss scale {last.get(names.METRIC_LOSS_SCALE)}"
+                extra, reported = f"; {e}", False
+            reported &= names.METRIC_LOSS_SCALE in last
+            extra += f", final loss scale {last.get(names.METRIC_LOSS_SCALE, 'not reported')}"
         claim = ("fp16 with dynamic loss scaling trains" if name == "fp16-dynamic"
                  else "bf16 without loss scaling trains")
-        line(claim, rel <= a.final_tol,
+        line(claim, rel <= a.final_tol and reported,
              f"cross-entropy {ce[name][0]:.4f} -> {end[name]:.4f} vs fp32 {end['fp32']:.4f}, "
              f"relative {rel:.2e} (tolerance {a.final_tol:g}){extra}")
     return ok

@@ -53,8 +53,10 @@ tar -C "$dir" -czf "$dir/lib.tar.gz" lib && rm -rf "$dir/lib"
 
 # Debian's python: numpy and torch (amp_models.py builds on gpt_reference.py).
 py=/usr/bin/python3
-eval "$("$py" "$root/tests/gpu/amp_names.py" --shell)"
-eval "$("$py" "$root/tests/gpu/amp_models.py" --shell)"
+# (Assigned on their own line, so that set -e stops on a failure.)
+amp_names=$("$py" "$root/tests/gpu/amp_names.py" --shell)
+amp_models=$("$py" "$root/tests/gpu/amp_models.py" --shell)
+eval "$amp_names"; eval "$amp_models"
 tcc="$build/bin/tcc"
 cuda() { # OUT MODEL PRECISION [flags...]: a cuda step for the device's architecture
   local out=$1 model=$2 precision=$3; shift 3
@@ -79,8 +81,9 @@ cuda gpt2_cuda_bf16.so "$root/samples/gpt2/gpt2_124m.pbtxt" bf16 -v
 # sample exactly (the PyTorch side builds the model from the same flags).
 models="$dir/models"
 build_gpt() { # NAME: $models/NAME.pbtxt from amp_models.py's tcc-models flags
-  local -a flags
-  mapfile -t flags < <("$py" "$root/tests/gpu/amp_models.py" args "$1")
+  local text; local -a flags
+  text=$("$py" "$root/tests/gpu/amp_models.py" args "$1")
+  mapfile -t flags <<<"$text"
   "$build/bin/tcc-models" gpt "${flags[@]}" -o "$models/$1.pbtxt"
 }
 build_gpt gpt_char
