@@ -123,6 +123,9 @@ for model in ${AMP_MODELS:-gpt_char gpt2_short}; do
     tail -n 20 "$amp_out/${model}_torch.log" 2>/dev/null
     note "$model torch_amp_losses.py: FAIL ($(tail -n 1 "$amp_out/${model}_torch.log" 2>/dev/null))"; status=1
   fi
+  python3 "$here/loss_table.py" "$model losses" "tcc fp32=$amp_out/${model}_fp32.jsonl" \
+    "tcc bf16=$amp_out/${model}_bf16.jsonl" "torch fp32=$amp_out/${model}_torch_fp32.jsonl" \
+    "torch bf16=$amp_out/${model}_torch_bf16.jsonl"
 done
 
 echo "== AMP: fp16 overflow (initial loss scale $AMP_OVERFLOW_SCALE) =="
@@ -131,6 +134,8 @@ overflow_flags=()
 amp_train gpt_char_fp16_overflow gpt_char_cuda_fp16_overflow.so gpt_char "${overflow_flags[@]}" \
   && amp_check python3 "$here/loss_scale_check.py" overflow "$amp_out/gpt_char_fp16_overflow.jsonl" \
        --initial-scale "$AMP_OVERFLOW_SCALE"
+python3 "$here/loss_table.py" "gpt_char fp16 from a loss scale of $AMP_OVERFLOW_SCALE" \
+  "tcc fp32=$amp_out/gpt_char_fp32.jsonl" "fp16 overflow=$amp_out/gpt_char_fp16_overflow.jsonl"
 
 echo "== AMP: fp16 underflow (loss x $AMP_LOSS_WEIGHT) =="
 underflow_ok=1
@@ -141,6 +146,10 @@ done
   --fp32 "$amp_out/underflow_fp32.jsonl" --fp16-none "$amp_out/underflow_fp16_none.jsonl" \
   --fp16-dynamic "$amp_out/underflow_fp16_dynamic.jsonl" --bf16 "$amp_out/underflow_bf16.jsonl" \
   --loss-weight "$AMP_LOSS_WEIGHT"
+python3 "$here/loss_table.py" "underflow model, cross-entropy (loss / $AMP_LOSS_WEIGHT)" \
+  --divide-by "$AMP_LOSS_WEIGHT" "fp32=$amp_out/underflow_fp32.jsonl" \
+  "fp16 no scaling=$amp_out/underflow_fp16_none.jsonl" \
+  "fp16 dynamic=$amp_out/underflow_fp16_dynamic.jsonl" "bf16=$amp_out/underflow_bf16.jsonl"
 
 if [ $amp_alone = 1 ]; then
   echo
