@@ -2,8 +2,10 @@
 # The GPT-2 124M benchmark of issue 5, on the device machine, all systems in
 # ONE run on one GPU: PyTorch eager, torch.compile (bench/torch_gpt2.py: bf16
 # autocast, SDPA, fused AdamW, clip 1.0) and tcc (trun on the step.so files
-# that tests/gpu/prepare.sh compiled here: fp32, and fp32 with TF32 products;
-# tcc has no AMP pass yet). Prints the table of bench/gpt2/table.py last.
+# that tests/gpu/prepare.sh compiled here with --precision fp32, tf32 (fp32
+# with TF32 products) and bf16 (tg-amp: bf16 products, fp32 master weights
+# and AdamW). Prints the table of bench/gpt2/table.py last: ms/step, MFU and
+# peak memory, and ratios to PyTorch eager and torch.compile.
 #
 #   bash bench/gpt2/run.sh DIR [OUT]    (DIR from tests/gpu/prepare.sh)
 set -uo pipefail
@@ -12,15 +14,17 @@ out="${2:-$dir/bench}"
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 steps="${STEPS:-20}"
 mkdir -p "$out"
-[ -d "$dir/lib" ] || tar -C "$dir" -xzf "$dir/lib.tar.gz"
+for part in lib steps data; do
+  [ -d "$dir/$part" ] || tar -C "$dir" -xzf "$dir/$part.tar.gz"
+done
 export LD_LIBRARY_PATH="$dir/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 tokens="$dir/data/gpt2_tokens.bin"
 [ -f "$tokens" ] || python3 "$here/random_tokens.py" "$tokens" 4000000
 
 # tcc first (its process then exits and frees the GPU), 5 warm-up steps
 # (the first includes cuBLASLt planning and the CUDA graph capture) + timed.
-for variant in fp32 tf32; do
-  step="$dir/steps/gpt2_cuda.so"; [ $variant = tf32 ] && step="$dir/steps/gpt2_cuda_tf32.so"
+for variant in fp32 tf32 bf16; do
+  step="$dir/steps/gpt2_cuda.so"; [ $variant != fp32 ] && step="$dir/steps/gpt2_cuda_$variant.so"
   rm -f "$out/tcc_$variant.jsonl"
   "$dir/bin/trun" "$step" --data "$tokens" --steps $((steps + 5)) --seed 0 --log-every 5 \
     --metrics "$out/tcc_$variant.jsonl" 2>&1 | tee "$out/tcc_$variant.log"
@@ -28,4 +32,5 @@ done
 PYTHONUNBUFFERED=1 python3 "$here/../torch_gpt2.py" --mode both --strict --steps "$steps" --warmup 5 \
   >"$out/torch.jsonl" 2>"$out/torch.log" || { echo "torch_gpt2.py failed:"; tail -n 20 "$out/torch.log"; }
 python3 "$here/table.py" --torch "$out/torch.jsonl" --tcc fp32="$out/tcc_fp32.jsonl" \
-  --tcc tf32="$out/tcc_tf32.jsonl" --warmup 5 | tee "$out/table.md"
+  --tcc "fp32 + TF32 products"="$out/tcc_tf32.jsonl" --tcc "bf16 (tg-amp)"="$out/tcc_bf16.jsonl" \
+  --warmup 5 | tee "$out/table.md"

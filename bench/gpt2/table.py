@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """The benchmark table of bench/gpt2/run.sh: PyTorch eager and torch.compile
-(JSON lines of bench/torch_gpt2.py) and tcc (trun --metrics files) for the
-GPT-2 124M step, with ratios tcc / peer.
+(JSON lines of bench/torch_gpt2.py) and tcc (trun --metrics files, one per
+precision) for the GPT-2 124M step, with ratios tcc / peer: step time
+against eager and torch.compile, peak memory against torch.compile.
 
 tcc's ms/step is the median step_ms of the steps after --warmup; its MFU
 uses the same FLOPs per step and the same measured bf16 matmul peak as the
@@ -12,6 +13,8 @@ the .log next to the metrics file), the PyTorch rows report
 torch.cuda.max_memory_allocated.
 
     table.py --torch torch.jsonl --tcc NAME=metrics.jsonl [...] [--warmup 5]
+
+NAME is the row's label after "tcc " (e.g. "bf16 (tg-amp)").
 """
 import argparse
 import json
@@ -60,24 +63,26 @@ def main():
         if not ms:
             rows.append((f"tcc {name}", None, mem))
             continue
-        rows.append((f"tcc {name} (no AMP yet)", statistics.median(ms), mem))
+        rows.append((f"tcc {name}", statistics.median(ms), mem))
     print(f"GPT-2 124M, B=16, T=1024, one training step; {ref['device']}, torch {ref['torch']}, "
           f"bf16 matmul peak {peak / 1e12:.1f} TFLOP/s (measured), {flops / 1e12:.3f} TFLOP/step")
     print()
-    print("| system | ms/step | tokens/s | MFU | peak GPU memory | ms/step vs eager | vs torch.compile |")
-    print("|---|---|---|---|---|---|---|")
+    print("| system | ms/step | tokens/s | MFU | peak GPU memory | ms/step vs eager "
+          "| vs torch.compile | memory vs torch.compile |")
+    print("|---|---|---|---|---|---|---|---|")
     eager = next((ms for n, ms, _ in rows if n.startswith("pytorch-eager")), None)
-    comp = next((ms for n, ms, _ in rows if n.startswith("pytorch-compile")), None)
+    comp, comp_mem = next(((ms, mem) for n, ms, mem in rows if n.startswith("pytorch-compile")),
+                          (None, None))
     for name, ms, mem in rows:
-        if ms is None:
-            print(f"| {name} | failed | | | | | |")
-            continue
-        ratio = lambda peer: f"{ms / peer:.2f}x" if peer else "-"
+        ratio = lambda value, peer: f"{value / peer:.2f}x" if value and peer else "-"
         memtxt = f"{mem / 2**30:.2f} GiB" if mem else "n/a"
+        if ms is None:
+            print(f"| {name} | failed | | | {memtxt} | | | {ratio(mem, comp_mem)} |")
+            continue
         print(f"| {name} | {ms:.2f} | {tokens / ms * 1e3:,.0f} | {flops / (ms / 1e3) / peak * 100:.1f}% "
-              f"| {memtxt} | {ratio(eager)} | {ratio(comp)} |")
+              f"| {memtxt} | {ratio(ms, eager)} | {ratio(ms, comp)} | {ratio(mem, comp_mem)} |")
     print()
-    print("ratios are tcc time / peer time (above 1: tcc slower).")
+    print("ratios are system / peer (above 1: slower, or more memory).")
 
 
 if __name__ == "__main__":

@@ -6,22 +6,29 @@
 #
 # DIR/bin       trun and the CUDA kernel-family test
 # DIR/lib.tar.gz  trun's shared libraries that the device machine lacks
-# DIR/steps     mlp and gpt_char for cpu (no -march=native) and cuda (fp32,
-#               no TF32), gpt_char also for sm_80 and sm_100, GPT-2 124M for
-#               cuda (fp32 and TF32)
-# DIR/data      a 6400-image Fashion-MNIST subset (.npy) and the fortunes
-#               character shards
-# Then on the device machine: bash tests/gpu/run.sh DIR (see README.md).
+# DIR/steps.tar.gz  mlp and gpt_char for cpu (no -march=native) and cuda
+#               (fp32, no TF32), gpt_char also for sm_80 and sm_100, GPT-2
+#               124M for cuda (fp32, TF32, bf16); the AMP checks' steps
+#               (tests/gpu/amp_checks.sh): gpt_char bf16 and fp16 (from a
+#               huge loss scale), gpt2_short fp32 and bf16, the underflow
+#               model fp32 / fp16 without loss scaling / fp16 dynamic / bf16
+# DIR/data.tar.gz  a 6400-image Fashion-MNIST subset (.npy), the fortunes
+#               character shards, and the shuffled fortunes as characters and
+#               as bytes (the AMP checks)
+# DIR/models    the AMP checks' model files (tcc-models + amp_models.py)
+# Packed because what travels to the device machine is limited to 64 MiB;
+# run.sh unpacks. Then on the device machine: bash tests/gpu/run.sh DIR
+# (tests/gpu/README.md).
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 build="${TCC_BUILD_DIR:-$root/build}"
 dir="${1:-$root/.devrun}"
 arch="${ARCH:-sm_90}"
-for tool in tcc trun tcc-data; do
+for tool in tcc trun tcc-data tcc-models; do
   [ -x "$build/bin/$tool" ] || { echo "prepare.sh: $build/bin/$tool missing: bash scripts/build.sh" >&2; exit 1; }
 done
 [ -x "$build/bin/kernel_families_test" ] || { echo "prepare.sh: $build/bin/kernel_families_test missing (needs nvcc): ninja -C $build tcc_cuda_kernel_test" >&2; exit 1; }
-rm -rf "$dir" && mkdir -p "$dir"/{bin,lib,steps,data}
+rm -rf "$dir" && mkdir -p "$dir"/{bin,lib,steps,data,models}
 cp "$build/bin/trun" "$build/bin/kernel_families_test" "$dir/bin/"
 
 # trun's libraries from Debian (absl, protobuf, openblas, gomp, ...): the
@@ -44,20 +51,78 @@ for lib in $openblas_deps; do cp -L "$lib" "$dir/lib/"; done
 # is 36 MB); run.sh unpacks it.
 tar -C "$dir" -czf "$dir/lib.tar.gz" lib && rm -rf "$dir/lib"
 
+# Debian's python: numpy and torch (amp_models.py builds on gpt_reference.py).
+py=/usr/bin/python3
+# (Assigned on their own line, so that set -e stops on a failure.)
+amp_names=$("$py" "$root/tests/gpu/amp_names.py" --shell)
+amp_models=$("$py" "$root/tests/gpu/amp_models.py" --shell)
+eval "$amp_names"; eval "$amp_models"
 tcc="$build/bin/tcc"
-"$tcc" compile --target cpu --no-native "$root/samples/mlp/mlp.pbtxt" -o "$dir/steps/mlp_cpu.so"
-"$tcc" compile --target cuda --arch "$arch" "$root/samples/mlp/mlp.pbtxt" -o "$dir/steps/mlp_cuda.so"
-"$tcc" compile --target cpu --no-native "$root/samples/gpt_char/gpt_char.pbtxt" -o "$dir/steps/gpt_char_cpu.so"
-"$tcc" compile --target cuda --arch "$arch" "$root/samples/gpt_char/gpt_char.pbtxt" -o "$dir/steps/gpt_char_cuda.so"
+cuda() { # OUT MODEL PRECISION [flags...]: a cuda step for the device's architecture
+  local out=$1 model=$2 precision=$3; shift 3
+  "$tcc" compile --target cuda --arch "$arch" "$AMP_PRECISION_FLAG" "$precision" "$model" \
+    -o "$dir/steps/$out" "$@"
+}
+# Explicit precisions everywhere: the cuda default is bf16, and the checks
+# that compare with the CPU (and the fp32 benchmark rows) are about fp32.
+"$tcc" compile --target cpu --no-native "$AMP_PRECISION_FLAG" fp32 "$root/samples/mlp/mlp.pbtxt" -o "$dir/steps/mlp_cpu.so"
+cuda mlp_cuda.so "$root/samples/mlp/mlp.pbtxt" fp32
+"$tcc" compile --target cpu --no-native "$AMP_PRECISION_FLAG" fp32 "$root/samples/gpt_char/gpt_char.pbtxt" -o "$dir/steps/gpt_char_cpu.so"
+cuda gpt_char_cuda.so "$root/samples/gpt_char/gpt_char.pbtxt" fp32
 # The architecture checks: sm_80 code runs on Hopper through its PTX, sm_100
 # code must be refused at start.
-"$tcc" compile --target cuda --arch sm_80 "$root/samples/gpt_char/gpt_char.pbtxt" -o "$dir/steps/gpt_char_cuda_sm80.so"
-"$tcc" compile --target cuda --arch sm_100 "$root/samples/gpt_char/gpt_char.pbtxt" -o "$dir/steps/gpt_char_cuda_sm100.so"
-"$tcc" compile --target cuda --arch "$arch" "$root/samples/gpt2/gpt2_124m.pbtxt" -o "$dir/steps/gpt2_cuda.so" -v
-"$tcc" compile --target cuda --arch "$arch" --tf32 "$root/samples/gpt2/gpt2_124m.pbtxt" -o "$dir/steps/gpt2_cuda_tf32.so" -v
+"$tcc" compile --target cuda --arch sm_80 "$AMP_PRECISION_FLAG" fp32 "$root/samples/gpt_char/gpt_char.pbtxt" -o "$dir/steps/gpt_char_cuda_sm80.so"
+"$tcc" compile --target cuda --arch sm_100 "$AMP_PRECISION_FLAG" fp32 "$root/samples/gpt_char/gpt_char.pbtxt" -o "$dir/steps/gpt_char_cuda_sm100.so"
+cuda gpt2_cuda.so "$root/samples/gpt2/gpt2_124m.pbtxt" fp32 -v
+cuda gpt2_cuda_tf32.so "$root/samples/gpt2/gpt2_124m.pbtxt" tf32 -v
+cuda gpt2_cuda_bf16.so "$root/samples/gpt2/gpt2_124m.pbtxt" bf16 -v
+
+# The AMP checks' models. gpt_char: amp_models.py's flags must write the
+# sample exactly (the PyTorch side builds the model from the same flags).
+models="$dir/models"
+build_gpt() { # NAME: $models/NAME.pbtxt from amp_models.py's tcc-models flags
+  local text; local -a flags
+  text=$("$py" "$root/tests/gpu/amp_models.py" args "$1")
+  mapfile -t flags <<<"$text"
+  "$build/bin/tcc-models" gpt "${flags[@]}" -o "$models/$1.pbtxt"
+}
+build_gpt gpt_char
+diff <(grep -v '^#' "$root/samples/gpt_char/gpt_char.pbtxt") "$models/gpt_char.pbtxt" >/dev/null \
+  || { echo "prepare.sh: amp_models.py's gpt_char flags no longer write samples/gpt_char/gpt_char.pbtxt" >&2; exit 1; }
+build_gpt gpt2_short
+build_gpt underflow
+"$py" "$root/tests/gpu/amp_models.py" weight-loss "$models/underflow.pbtxt" "$models/underflow.pbtxt"
+cp "$dir/steps/gpt_char_cuda.so" "$dir/steps/gpt_char_cuda_fp32.so"
+cuda gpt_char_cuda_bf16.so "$models/gpt_char.pbtxt" bf16
+if [ "$AMP_LOSS_SCALE_TOOL" = tcc ]; then
+  cuda gpt_char_cuda_fp16_overflow.so "$models/gpt_char.pbtxt" fp16 \
+    "$AMP_LOSS_SCALE_FLAG" "$AMP_LOSS_SCALE_DYNAMIC" "$AMP_INITIAL_LOSS_SCALE_FLAG" "$AMP_OVERFLOW_SCALE"
+else  # trun takes the initial scale (amp_checks.sh passes it)
+  cuda gpt_char_cuda_fp16_overflow.so "$models/gpt_char.pbtxt" fp16 \
+    "$AMP_LOSS_SCALE_FLAG" "$AMP_LOSS_SCALE_DYNAMIC"
+fi
+cuda gpt2_short_cuda_fp32.so "$models/gpt2_short.pbtxt" fp32 -v
+cuda gpt2_short_cuda_bf16.so "$models/gpt2_short.pbtxt" bf16 -v
+cuda underflow_cuda_fp32.so "$models/underflow.pbtxt" fp32
+cuda underflow_cuda_bf16.so "$models/underflow.pbtxt" bf16
+cuda underflow_cuda_fp16_none.so "$models/underflow.pbtxt" fp16 "$AMP_LOSS_SCALE_FLAG" "$AMP_LOSS_SCALE_NONE"
+cuda underflow_cuda_fp16_dynamic.so "$models/underflow.pbtxt" fp16 "$AMP_LOSS_SCALE_FLAG" "$AMP_LOSS_SCALE_DYNAMIC"
 
 # Data: 100 steps of the MLP (batch 64) need 6400 images.
 /usr/bin/python3 "$root/tests/gpu/idx_subset.py" /usr/share/datasets/fashion-mnist 6400 "$dir/data"
 mapfile -t files < <(find /usr/share/games/fortunes -maxdepth 1 -type f ! -name '*.dat' | LC_ALL=C sort)
 "$build/bin/tcc-data" tokenize --level char --val-fraction 0.1 -o "$dir/data/fortunes" "${files[@]}" >/dev/null
+# The AMP checks read batches in order (PyTorch reproduces them): the
+# fortunes shuffled, so that each batch mixes the files' styles.
+"$py" "$root/tests/gpu/shuffle_fortunes.py" /usr/share/games/fortunes "$dir/data/fortunes_shuffled.txt"
+"$build/bin/tcc-data" tokenize --level char --val-fraction 0.1 \
+  -o "$dir/data/$AMP_DATA_gpt_char" "$dir/data/fortunes_shuffled.txt" >/dev/null
+"$build/bin/tcc-data" tokenize --level byte --val-fraction 0.1 \
+  -o "$dir/data/$AMP_DATA_gpt2_short" "$dir/data/fortunes_shuffled.txt" >/dev/null
+rm "$dir/data/fortunes_shuffled.txt"
+cmp -s "$dir/data/fortunes_vocab.json" "$dir/data/${AMP_DATA_gpt_char}_vocab.json" \
+  || { echo "prepare.sh: the shuffled fortunes have another character vocabulary" >&2; exit 1; }
+for part in steps data; do
+  tar -C "$dir" -czf "$dir/$part.tar.gz" $part && rm -rf "${dir:?}/$part"
+done
 du -sh "$dir"

@@ -4,14 +4,19 @@
 #   2. the MLP and the character GPT trained 100 steps on the CPU and on the
 #      GPU from the same initial weights and batches: per-step losses must
 #      agree within 1e-4 relative,
-#   3. a few GPT-2 124M steps on the GPU (that it runs; the benchmark is
-#      bench/gpt2/run.sh),
+#   3. a few GPT-2 124M steps on the GPU in fp32 and in bf16 (that they
+#      run; the benchmark is bench/gpt2/run.sh),
 #   4. --on-nan skip on the GPU: the MLP's losses unchanged by it, and what
 #      its on-GPU copy costs GPT-2 per step and in memory,
-#   5. trun --profile on GPT-2: its kernel times add up to the step time,
+#   5. trun --profile on GPT-2, fp32 and bf16: its kernel times add up to
+#      the step time,
 #   6. architecture checks: an sm_80 build runs through its PTX with the
-#      native build's losses; an sm_100 build is refused at start.
-# Prints a summary table last; exit 1 if anything failed.
+#      native build's losses; an sm_100 build is refused at start,
+#   7. mixed precision (tests/gpu/amp_checks.sh, sourced): bf16 against fp32
+#      and against PyTorch autocast, fp16 loss-scale overflow and underflow.
+# The steps are compiled with explicit precisions (prepare.sh): 1-6 run
+# fp32 steps except where bf16 is named. Prints a summary table last; exit
+# 1 if anything failed.
 #
 #   bash tests/gpu/run.sh DIR [OUT]     (OUT: logs and metrics, default DIR/out)
 set -uo pipefail
@@ -19,7 +24,9 @@ dir="$(cd "${1:?usage: run.sh DIR [OUT]}" && pwd)"
 out="${2:-$dir/out}"
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 mkdir -p "$out"
-[ -d "$dir/lib" ] || tar -C "$dir" -xzf "$dir/lib.tar.gz"
+for part in lib steps data; do
+  [ -d "$dir/$part" ] || tar -C "$dir" -xzf "$dir/$part.tar.gz"
+done
 export LD_LIBRARY_PATH="$dir/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 trun="$dir/bin/trun"
 declare -a summary
@@ -55,16 +62,19 @@ for model in mlp gpt_char; do
   fi
 done
 
-echo "== gpt2 124M on the GPU: 5 steps =="
+echo "== gpt2 124M on the GPU: 5 steps, fp32 and bf16 =="
 tokens="$dir/data/gpt2_tokens.bin"
 [ -f "$tokens" ] || python3 "$here/../../bench/gpt2/random_tokens.py" "$tokens" 2000000
-if "$trun" "$dir/steps/gpt2_cuda.so" --data "$tokens" --steps 5 --seed 0 --log-every 1 \
-     >"$out/gpt2_smoke.log" 2>&1; then
-  note "gpt2 124M fp32: $(grep -m1 'gpu:' "$out/gpt2_smoke.log" || true) $(tail -n 1 "$out/gpt2_smoke.log")"
-else
-  note "gpt2 124M fp32: FAIL ($(tail -n 1 "$out/gpt2_smoke.log"))"; status=1
-fi
-cat "$out/gpt2_smoke.log"
+for precision in fp32 bf16; do
+  step="$dir/steps/gpt2_cuda.so"; [ $precision = bf16 ] && step="$dir/steps/gpt2_cuda_bf16.so"
+  log="$out/gpt2_smoke_$precision.log"
+  if "$trun" "$step" --data "$tokens" --steps 5 --seed 0 --log-every 1 >"$log" 2>&1; then
+    note "gpt2 124M $precision: $(grep -m1 'gpu:' "$log" || true) $(tail -n 1 "$log")"
+  else
+    note "gpt2 124M $precision: FAIL ($(tail -n 1 "$log"))"; status=1
+  fi
+  cat "$log"
+done
 
 echo "== --on-nan skip on the GPU (its copy stays on the GPU) =="
 # No step of these runs is non-finite: the copy before each step must not
@@ -91,24 +101,36 @@ if [ -s "$out/gpt2_onnan_skip.jsonl" ] && [ -s "$out/gpt2_onnan_stop.jsonl" ]; t
   note "gpt2 124M fp32 median ms/step: --on-nan stop $(median_ms "$out/gpt2_onnan_stop.jsonl"), skip $(median_ms "$out/gpt2_onnan_skip.jsonl"); $(grep -m1 'gpu memory' "$out/gpt2_onnan_stop.log") vs $(grep -m1 'gpu memory' "$out/gpt2_onnan_skip.log")"
 fi
 
-echo "== --profile: where a GPT-2 step's time goes =="
+# The bf16 step unprofiled (12 steps: its median step time and memory).
+"$trun" "$dir/steps/gpt2_cuda_bf16.so" --data "$tokens" --steps 12 --seed 0 --log-every 4 \
+  --metrics "$out/gpt2_bf16.jsonl" >"$out/gpt2_bf16.log" 2>&1 \
+  || { note "gpt2 bf16 12 steps: FAIL ($(tail -n 1 "$out/gpt2_bf16.log"))"; status=1; }
+if [ -s "$out/gpt2_bf16.jsonl" ]; then
+  note "gpt2 124M bf16 median ms/step: $(median_ms "$out/gpt2_bf16.jsonl"); $(grep -m1 'gpu memory' "$out/gpt2_bf16.log")"
+fi
+
+echo "== --profile: where a GPT-2 step's time goes, fp32 and bf16 =="
 # The kernel times of a profiled step must add up to about the step time of
 # the unprofiled run (launch gaps make the sum a little larger).
-"$trun" "$dir/steps/gpt2_cuda.so" --data "$tokens" --steps 4 --seed 0 --log-every 1 \
-  --profile >"$out/gpt2_profile.txt" 2>&1
-rc=$?
-cat "$out/gpt2_profile.txt"
-profiled=$(sed -n 's/^  train step: \([0-9.]*\) ms in.*/\1/p' "$out/gpt2_profile.txt")
-if [ $rc = 0 ] && [ -n "$profiled" ] && [ -s "$out/gpt2_onnan_stop.jsonl" ]; then
-  plain=$(median_ms "$out/gpt2_onnan_stop.jsonl")
-  if python3 -c "import sys; p,g=float(sys.argv[1]),float(sys.argv[2]); sys.exit(0 if 0.8*g <= p <= 1.3*g else 1)" "$profiled" "$plain"; then
-    note "gpt2 --profile: kernels sum to $profiled ms/step vs $plain ms/step unprofiled (graph): PASS"
+for precision in fp32 bf16; do
+  step="$dir/steps/gpt2_cuda.so"; plain_metrics="$out/gpt2_onnan_stop.jsonl"
+  [ $precision = bf16 ] && { step="$dir/steps/gpt2_cuda_bf16.so"; plain_metrics="$out/gpt2_bf16.jsonl"; }
+  profile="$out/gpt2_profile.txt"; [ $precision = bf16 ] && profile="$out/gpt2_profile_bf16.txt"
+  "$trun" "$step" --data "$tokens" --steps 4 --seed 0 --log-every 1 --profile >"$profile" 2>&1
+  rc=$?
+  cat "$profile"
+  profiled=$(sed -n 's/^  train step: \([0-9.]*\) ms in.*/\1/p' "$profile")
+  if [ $rc = 0 ] && [ -n "$profiled" ] && [ -s "$plain_metrics" ]; then
+    plain=$(median_ms "$plain_metrics")
+    if python3 -c "import sys; p,g=float(sys.argv[1]),float(sys.argv[2]); sys.exit(0 if 0.8*g <= p <= 1.3*g else 1)" "$profiled" "$plain"; then
+      note "gpt2 $precision --profile: kernels sum to $profiled ms/step vs $plain ms/step unprofiled (graph): PASS"
+    else
+      note "gpt2 $precision --profile: kernels sum to $profiled ms/step vs $plain ms/step unprofiled: FAIL (outside 0.8-1.3x)"; status=1
+    fi
   else
-    note "gpt2 --profile: kernels sum to $profiled ms/step vs $plain ms/step unprofiled: FAIL (outside 0.8-1.3x)"; status=1
+    note "gpt2 $precision --profile: FAIL (exit $rc; see $profile)"; status=1
   fi
-else
-  note "gpt2 --profile: FAIL (exit $rc; see $out/gpt2_profile.txt)"; status=1
-fi
+done
 
 echo "== architecture checks =="
 # sm_80 code on this GPU runs through the embedded PTX: same losses as the
@@ -134,6 +156,9 @@ if [ $rc = 1 ] && grep -q "built for sm_100, which does not run on GPU 0" "$out/
 else
   note "sm_100 step: FAIL (exit $rc, diagnose exit $drc; see $out/sm100*.log)"; status=1
 fi
+
+# Mixed precision: bf16 vs fp32 vs PyTorch, fp16 loss scaling.
+source "$here/amp_checks.sh"
 
 echo
 echo "== summary =="

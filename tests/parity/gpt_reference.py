@@ -1,4 +1,5 @@
-"""The GPT of models/Gpt.cpp, written independently in PyTorch (1.13, CPU).
+"""The GPT of models/Gpt.cpp, written independently in PyTorch (Debian's
+1.13 on the CPU; 2.x on the GPU machine).
 
 Same function as the model file `tcc-models gpt` writes: same parameter
 names and layouts (linear weights stored (in, out), as GPT-2's Conv1D), the
@@ -8,8 +9,15 @@ exp(i * -2 ln(theta) / D), tied output embedding), and the same training
 recipe: torch.optim.AdamW with weight decay only on the decayed group,
 torch.nn.utils.clip_grad_norm_, and the warmup + cosine schedule of
 runtime/include/tcc/step_abi.h. Dropout is not modelled (parity runs use 0).
+
+The parameters live on the device they are made on (make_params(...,
+device)); train(..., autocast_dtype=torch.bfloat16) runs each forward under
+torch.autocast on that device (fp32 master weights, products in bf16,
+softmax / norms / cross-entropy as autocast decides), the PyTorch AMP
+recipe that tcc's --precision bf16 is compared with (tests/gpu/).
 """
 
+import contextlib
 import dataclasses
 import math
 
@@ -144,13 +152,14 @@ def _linear(cfg, P, name, x):
     return y
 
 
-def rope_tables(cfg):
+def rope_tables(cfg, device="cpu"):
     """cos, sin (T, D): angle[t, i] = t * exp(i * (-2 ln(theta) / D))."""
     T, D = cfg.context, cfg.head_size
     half = D // 2
-    pos = torch.arange(T, dtype=torch.float32)[:, None].expand(T, half)
-    idx = torch.arange(half, dtype=torch.float32)[None, :].expand(T, half)
-    k = torch.tensor(-2.0 * math.log(cfg.rope_theta) / D, dtype=torch.float32)
+    pos = torch.arange(T, dtype=torch.float32, device=device)[:, None].expand(T, half)
+    idx = torch.arange(half, dtype=torch.float32, device=device)[None, :].expand(T, half)
+    k = torch.tensor(-2.0 * math.log(cfg.rope_theta) / D, dtype=torch.float32,
+                     device=device)
     angle = pos * torch.exp(idx * k)
     c, s = torch.cos(angle), torch.sin(angle)
     return torch.cat([c, c], dim=1), torch.cat([s, s], dim=1)
@@ -171,8 +180,9 @@ def _attention(cfg, P, name, x, rope):
     q, k, v = (t.reshape(B, T, H, D).transpose(1, 2) for t in (q, k, v))
     if rope is not None:
         q, k = _rope(q, *rope), _rope(k, *rope)
-    scores = (q @ k.transpose(-2, -1)) * torch.tensor(1.0 / math.sqrt(D))
-    mask = torch.ones(T, T, dtype=torch.bool).triu(diagonal=1)
+    scores = (q @ k.transpose(-2, -1)) * torch.tensor(1.0 / math.sqrt(D),
+                                                      device=x.device)
+    mask = torch.ones(T, T, dtype=torch.bool, device=x.device).triu(diagonal=1)
     scores = scores.masked_fill(mask, float("-inf"))         # (B, H, T, T)
     y = torch.softmax(scores, dim=-1) @ v                    # (B, H, T, D)
     y = y.transpose(1, 2).reshape(B, T, C)
@@ -195,7 +205,7 @@ def forward(cfg, P, tokens, targets):
     if cfg.positions == "learned":
         x = x + P["wpe"]
     else:
-        rope = rope_tables(cfg)
+        rope = rope_tables(cfg, tokens.device)
     for layer in range(cfg.layers):
         p = f"h.{layer}"
         x = x + _attention(cfg, P, p + ".attn", _norm(cfg, P, p + ".ln_1", x), rope)
@@ -218,8 +228,9 @@ def learning_rate(cfg, step):
     return cfg.floor_lr + 0.5 * (1 + math.cos(math.pi * r)) * (cfg.lr - cfg.floor_lr)
 
 
-def make_params(cfg, weights):
-    """weights: name -> float32 numpy array. Returns name -> leaf tensor."""
+def make_params(cfg, weights, device="cpu"):
+    """weights: name -> float32 numpy array. Returns name -> leaf tensor
+    (float32, on `device`)."""
     names = {name for name, _, _ in param_specs(cfg)}
     if names != set(weights):
         raise ValueError(f"parameter names differ: only in the reference "
@@ -230,7 +241,8 @@ def make_params(cfg, weights):
         w = weights[name]
         if tuple(w.shape) != tuple(shape):
             raise ValueError(f"{name}: shape {w.shape}, expected {shape}")
-        P[name] = torch.tensor(w, dtype=torch.float32, requires_grad=True)
+        P[name] = torch.tensor(w, dtype=torch.float32, device=device,
+                               requires_grad=True)
     return P
 
 
@@ -247,9 +259,21 @@ def loss_and_grads(cfg, P, tokens, targets):
     return total, {name: p.grad.detach().clone() for name, p in P.items()}
 
 
-def train(cfg, P, batches):
-    """AdamW on `batches` [(tokens, targets)], one step each. Returns the
-    per-step losses (before each update) and the gradient norms."""
+def _autocast(device, dtype):
+    """torch.autocast on `device` to `dtype`, or nothing when dtype is None."""
+    if dtype is None:
+        return contextlib.nullcontext()
+    return torch.autocast(device_type=device.type, dtype=dtype)
+
+
+def train(cfg, P, batches, autocast_dtype=None, on_step=None):
+    """AdamW on `batches` [(tokens, targets)], one step each, on the device
+    of the parameters (batches are moved there). autocast_dtype: run each
+    forward under torch.autocast to this type (e.g. torch.bfloat16); the
+    backward, clipping and AdamW stay outside it, on fp32 master weights, as
+    in PyTorch's AMP recipe. on_step(step, loss, grad_norm), if given, is
+    called after each step (1-based). Returns the per-step losses (before
+    each update) and the gradient norms."""
     groups = {g: [] for g in ("decay", "no_decay")}
     for name, _, group in param_specs(cfg):
         groups["no_decay" if group in cfg.no_decay else "decay"].append(P[name])
@@ -258,15 +282,18 @@ def train(cfg, P, batches):
          {"params": groups["no_decay"], "weight_decay": 0.0}],
         lr=cfg.lr, betas=(cfg.beta1, cfg.beta2), eps=cfg.eps)
     params = [P[name] for name, _, _ in param_specs(cfg)]
+    device = params[0].device
     losses, norms = [], []
     for step, (tokens, targets) in enumerate(batches):
+        tokens, targets = tokens.to(device), targets.to(device)
         for group in opt.param_groups:
             group["lr"] = learning_rate(cfg, step)
         opt.zero_grad(set_to_none=True)
         K = cfg.micro_batches
         total = 0.0
         for mb_tokens, mb_targets in zip(tokens.chunk(K), targets.chunk(K)):
-            loss, _ = forward(cfg, P, mb_tokens, mb_targets)
+            with _autocast(device, autocast_dtype):
+                loss, _ = forward(cfg, P, mb_tokens, mb_targets)
             (loss / K).backward()
             total += loss.item() / K
         if cfg.grad_clip > 0:
@@ -276,4 +303,6 @@ def train(cfg, P, batches):
         opt.step()
         losses.append(total)
         norms.append(norm.item())
+        if on_step is not None:
+            on_step(step + 1, total, norms[-1])
     return losses, norms

@@ -6,15 +6,31 @@ import struct
 
 import numpy as np
 
-_DTYPES = {"F32": np.float32, "F64": np.float64, "I32": np.int32,
-           "I64": np.int64, "U16": np.uint16, "U8": np.uint8}
+_DTYPES = {"F32": np.float32, "F64": np.float64, "F16": np.float16,
+           "I32": np.int32, "I64": np.int64, "U16": np.uint16, "U8": np.uint8,
+           "BF16": np.uint16}  # numpy has no bfloat16: widened below
+
+
+def _bf16_to_f32(bits):
+    """bfloat16 is the top half of a float32: shift the bits back up."""
+    return (bits.astype(np.uint32) << 16).view(np.float32)
 
 SHARD_MAGIC = 20240520
 SHARD_VERSION = 1
 
 
+def safetensors_dtypes(path):
+    """{name: dtype as stored ("F32", "BF16", ...)} from the header."""
+    with open(path, "rb") as f:
+        (header_len,) = struct.unpack("<Q", f.read(8))
+        header = json.loads(f.read(header_len).decode("utf-8"))
+    header.pop("__metadata__", None)
+    return {name: info["dtype"] for name, info in header.items()}
+
+
 def read_safetensors(path):
-    """Returns ({name: array}, metadata)."""
+    """Returns ({name: array}, metadata); BF16 tensors come back as
+    float32 (exactly: every bfloat16 is a float32)."""
     with open(path, "rb") as f:
         data = f.read()
     if len(data) < 8:
@@ -34,6 +50,8 @@ def read_safetensors(path):
         if array.size != int(np.prod(shape, dtype=np.int64)):
             raise ValueError(f"{path}: tensor {name}: {array.size} values "
                              f"for shape {shape}")
+        if info["dtype"] == "BF16":
+            array = _bf16_to_f32(array)
         tensors[name] = array.reshape(shape).copy()
     return tensors, metadata
 
