@@ -6,9 +6,11 @@
 //
 //   low   matmul: f32 operands cast to the low type, result low. cuBLASLt
 //         and the CPU gemm accumulate in f32 (COMPUTE_32F) and round once.
-//   fp32  what numerics need in f32: losses (softmax_cross_entropy,
-//         cross_entropy, log_softmax), reductions (sum/mean/max), layer and
-//         RMS norms (their statistics). Low operands cast to f32.
+//   fp32  what numerics need in f32: losses (cross_entropy, log_softmax),
+//         reductions (sum/mean/max), layer and RMS norms (their
+//         statistics). Low operands cast to f32. softmax_cross_entropy
+//         reads low logits as they are (its kernels compute in f32) and
+//         returns f32 losses; its gradient comes back in the logits' type.
 //   follow everything else (elementwise ops, softmax, dropout, masks,
 //         reshape/transpose/slice/concat, gather): computes in its operands'
 //         type; the kernels compute in f32 and round once on store, and
@@ -54,7 +56,7 @@ namespace build = tcc::tg::build;
 
 namespace {
 
-enum class Rule { Low, Fp32, Follow };
+enum class Rule { Low, Fp32, Fp32Result, Follow };
 
 struct Policy {
   Rule rule;
@@ -64,7 +66,12 @@ struct Policy {
 Policy policyFor(Operation *op) {
   if (isa<tg::MatmulOp>(op))
     return {Rule::Low, "matmul (f32 accumulation)"};
-  if (isa<tg::SoftmaxCrossEntropyOp, tg::CrossEntropyOp>(op))
+  // The fused loss reads 16-bit logits itself (its math is f32 inside) and
+  // writes f32 per-row losses: the (N, C) logits are never widened, and its
+  // gradient is written straight in the logits' type.
+  if (isa<tg::SoftmaxCrossEntropyOp>(op))
+    return {Rule::Fp32Result, "loss (fp32 math and result; logits read as they are)"};
+  if (isa<tg::CrossEntropyOp>(op))
     return {Rule::Fp32, "loss"};
   if (isa<tg::LogSoftmaxOp>(op))
     return {Rule::Fp32, "log-probabilities (loss input)"};
@@ -140,6 +147,13 @@ private:
     } else if (p.rule == Rule::Fp32) {
       target = b_.getF32Type();
       why = p.why.str();
+    } else if (p.rule == Rule::Fp32Result) {
+      for (OpResult r : op->getResults())
+        if (isFloat(r))
+          r.setType(tensorType(r).clone(b_.getF32Type()));
+      op->setAttr(model::kAmpAttr, b_.getStringAttr("fp32: " + p.why.str()));
+      markWeightLike(op);
+      return success();
     } else {
       bool anyLow = false, activationF32 = false;
       for (Value v : floats) {

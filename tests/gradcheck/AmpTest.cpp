@@ -114,6 +114,12 @@ TEST_P(AmpTest, TrainStepTracksTheFp32StepWithinRoundoff) {
   std::mt19937_64 rng(seed());
   auto fullTrain = full->lookupSymbol<func::FuncOp>("train_step");
   std::vector<Tensor> args = randomArguments(fullTrain, rng, /*numClasses=*/5);
+  // Weights at a trained network's scale (|w| < 0.4): with unit weights the
+  // attention saturates and both steps' gradients hinge on a few
+  // near-ties, which no rounding test can pin down.
+  for (size_t p = 0; p < 4; ++p)
+    for (double &v : args[p].data)
+      v *= 0.25;
   FailureOr<std::vector<Tensor>> want = interp::interpret(fullTrain, args);
   FailureOr<std::vector<Tensor>> got = interp::interpret(train, args);
   ASSERT_TRUE(succeeded(want) && succeeded(got)) << diagnostics_;
