@@ -115,12 +115,13 @@ absl::Status emitCpu(const CompileOptions &options, mlir::ModuleOp module,
   return absl::OkStatus();
 }
 
-// After the import: the pipeline, then the IR text or the target's output.
-absl::Status compileImported(const CompileOptions &options, mlir::MLIRContext &ctx,
-                             mlir::ModuleOp module, std::optional<DumpDirectory> &dumps) {
+// After the import (annotated with `pipelineOptions`): the pipeline, then
+// the IR text or the target's output.
+absl::Status compileImported(const CompileOptions &options,
+                             const PipelineOptions &pipelineOptions,
+                             mlir::MLIRContext &ctx, mlir::ModuleOp module,
+                             std::optional<DumpDirectory> &dumps) {
   mlir::PassManager pm(&ctx);
-  PipelineOptions pipelineOptions;
-  pipelineOptions.emitGradients = options.emitGradients;
   buildPipeline(pm, options.phase, pipelineOptions);
   if (dumps) {
     ctx.disableMultithreading(); // dumps in pass order
@@ -149,7 +150,44 @@ mlir::OwningOpRef<mlir::ModuleOp> importIntoContext(const model::Model &model,
   return importModel(model, ctx);
 }
 
+bool dynamicLossScalingByDefault(const CompileOptions &options) {
+  // Every compiled step is fp32 today; fp16 training (issue 11) turns it on.
+  (void)options;
+  return false;
+}
+
+absl::StatusOr<std::optional<training::LossScalingConfig>>
+resolveLossScaling(const CompileOptions &options) {
+  bool dynamic = options.lossScale == LossScaleMode::Dynamic ||
+                 (options.lossScale == LossScaleMode::Auto &&
+                  dynamicLossScalingByDefault(options));
+  if (!dynamic) {
+    if (options.initialLossScale || options.lossScaleGrowthInterval)
+      return absl::InvalidArgumentError(
+          std::string(options.initialLossScale ? "--initial-loss-scale"
+                                               : "--loss-scale-growth-interval") +
+          " applies only with dynamic loss scaling (--loss-scale dynamic)");
+    return std::optional<training::LossScalingConfig>();
+  }
+  training::LossScalingConfig config;
+  if (options.initialLossScale)
+    config.initScale = *options.initialLossScale;
+  if (options.lossScaleGrowthInterval)
+    config.growthInterval = *options.lossScaleGrowthInterval;
+  if (std::string problem = training::lossScalingProblem(config); !problem.empty())
+    return absl::InvalidArgumentError("loss scaling: " + problem);
+  return std::optional<training::LossScalingConfig>(config);
+}
+
 absl::Status compileModel(const CompileOptions &options) {
+  PipelineOptions pipelineOptions;
+  pipelineOptions.emitGradients = options.emitGradients;
+  absl::StatusOr<std::optional<training::LossScalingConfig>> scaling =
+      resolveLossScaling(options);
+  if (!scaling.ok())
+    return scaling.status();
+  pipelineOptions.lossScaling = *scaling;
+
   absl::StatusOr<model::Model> model = LoadModelFile(options.model);
   if (!model.ok())
     return absl::InternalError(model.status().message());
@@ -167,10 +205,13 @@ absl::Status compileModel(const CompileOptions &options) {
   mlir::OwningOpRef<mlir::ModuleOp> module = importIntoContext(*model, options.model, ctx);
   if (!module)
     return reportedByDiagnostics();
+  annotateModule(*module, pipelineOptions);
   if (dumps)
-    (void)dumps->writeModule("import", *module, "tg IR imported from " + options.model);
+    (void)dumps->writeModule("import", *module,
+                             "tg IR imported from " + options.model +
+                                 " (with the module attributes of the options)");
 
-  absl::Status status = compileImported(options, ctx, *module, dumps);
+  absl::Status status = compileImported(options, pipelineOptions, ctx, *module, dumps);
   if (dumps)
     (void)dumps->writeIndex(); // also after a failure: what was dumped so far
   return status;

@@ -6,7 +6,9 @@
 #include <string>
 
 #include "llvm/ADT/StringRef.h"
+#include "mlir/IR/BuiltinOps.h"
 #include "mlir/Pass/PassManager.h"
+#include "passes/training/LossScaling.h"
 
 namespace tcc {
 
@@ -28,7 +30,17 @@ struct PipelineOptions {
   // gradient as the train output "grad:<param>" (tcc compile
   // --emit-gradients, for comparing gradients with PyTorch).
   bool emitGradients = false;
+  // Dynamic loss scaling (GradScaler semantics): set, the train step scales
+  // the loss by its "loss_scale" state, unscales and checks the gradients,
+  // skips the update on overflow and adapts the scale (tcc compile
+  // --loss-scale dynamic; the default for fp16 training). Unset: none.
+  std::optional<training::LossScalingConfig> lossScaling;
 };
+
+// Writes the module attributes `options` ask for (tg.loss_scaling), which
+// the passes read: call it on the imported module before the pipeline runs,
+// so dumps carry them and replay under tcc-opt.
+void annotateModule(mlir::ModuleOp module, const PipelineOptions &options);
 
 // Adds the passes that take an imported module to `stopAfter`.
 void buildPipeline(mlir::OpPassManager &pm, Phase stopAfter,
