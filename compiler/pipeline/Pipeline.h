@@ -39,7 +39,7 @@ struct PipelineOptions {
 
 // Writes the module attributes `options` ask for (tg.loss_scaling), which
 // the passes read: call it on the imported module before the pipeline runs,
-// so dumps carry them and replay under tcc-opt.
+// so every dump shows them and tcc-opt runs of the passes read them.
 void annotateModule(mlir::ModuleOp module, const PipelineOptions &options);
 
 // Adds the passes that take an imported module to `stopAfter`.

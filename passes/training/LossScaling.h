@@ -1,7 +1,8 @@
 // Dynamic loss scaling (torch.cuda.amp.GradScaler) as module configuration:
 // the tg.loss_scaling dictionary the driver writes and the loss-scaling
 // passes (tg-autodiff's seed, tg-unscale-gradients, tg-update-loss-scale)
-// read, so a dumped module replays under tcc-opt with the same settings.
+// read: the settings travel with the module (dumps show them; tcc-opt
+// runs of the passes read them).
 #ifndef TCC_PASSES_TRAINING_LOSSSCALING_H
 #define TCC_PASSES_TRAINING_LOSSSCALING_H
 

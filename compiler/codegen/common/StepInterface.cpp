@@ -105,7 +105,10 @@ void emitTensorTable(llvm::raw_ostream &os, StringRef table, ArrayRef<TableEntry
     if (t.param) {
       const model::ParamInfo &p = *t.param;
       kind = "TCC_INIT_" + StringRef(p.init).upper();
-      scale = llvm::formatv("{0:e}", p.scale).str();
+      // A constant (the loss scale) is the value itself: exact, so that a
+      // power-of-two scale stays one.
+      scale = p.init == "constant" ? llvm::formatv("{0:e16}", p.scale).str()
+                                   : llvm::formatv("{0:e}", p.scale).str();
       seed = std::to_string(p.seed) + "ull";
       trainable = p.trainable ? "1" : "0";
     }
