@@ -13,7 +13,8 @@ Fashion-MNIST (CPU):
               --on-nan event.
   GradScaler  every reported scale follows torch.cuda.amp.GradScaler's rule
               (x0.5 after an overflow, x2 after 4 good steps in a row) from
-              2^127, exactly; skipped_steps counts the overflows.
+              2^127, exactly; skipped_steps counts the overflows
+              (loss_scaling_rule.py, which tests/gpu/run.sh uses too).
   recovery    after the overflows the loss falls.
   reports     the progress line shows "loss scale" and "overflow N", the
               end of the run "loss scaling: N of M steps skipped".
@@ -26,12 +27,14 @@ Fashion-MNIST (CPU):
 
 usage: loss_scaling_test.py TCC TRUN SAMPLE WORKDIR
 """
-import json
 import os
 import re
 import shutil
 import subprocess
 import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import loss_scaling_rule  # noqa: E402  (beside this file)
 
 TCC, TRUN, SAMPLE, WORK = sys.argv[1:5]
 DATA = "/usr/share/datasets/fashion-mnist"
@@ -54,16 +57,7 @@ def run(args, expect_rc=0):
     return result
 
 
-def steps(metrics_path):
-    """step -> record; the last record of each step wins (a resumed run
-    redoes the steps after its checkpoint)."""
-    records = {}
-    with open(metrics_path) as f:
-        for line in f:
-            record = json.loads(line)
-            if record.get("kind") == "step":
-                records[record["step"]] = record
-    return [records[s] for s in sorted(records)]
+steps = loss_scaling_rule.step_records
 
 
 def trun(step, metrics, extra, steps_to=STEPS):
@@ -92,51 +86,21 @@ run([TCC, "compile", "--target", "cpu", model, "-o", step, "--loss-scale",
 # --- overflow, GradScaler's rule, recovery, reports --------------------------
 full = os.path.join(WORK, "full.jsonl")
 result = trun(step, full, ["--ckpt-dir", os.path.join(WORK, "ckpt_full")])
-records = steps(full)
+records = loss_scaling_rule.step_records(full)
 if len(records) != STEPS:
     fail("%d step records, expected %d" % (len(records), STEPS))
-scale, good, skipped = INITIAL, 0, 0
-for r in records:
-    if r["loss_scale"] != scale:
-        fail("step %d used loss scale %r, GradScaler's rule gives %r" %
-             (r["step"], r["loss_scale"], scale))
-    if r["overflow"]:
-        skipped += 1
-        scale, good = scale * 0.5, 0
-    else:
-        good += 1
-        if good == INTERVAL:
-            scale, good = (scale * 2 if scale * 2 < 2.0 ** 128 else scale), 0
-    if r["skipped_steps"] != skipped:
-        fail("step %d reports skipped_steps %r, %d overflows so far" %
-             (r["step"], r["skipped_steps"], skipped))
-first_overflows = 0
-while first_overflows < len(records) and records[first_overflows]["overflow"]:
-    first_overflows += 1
-if first_overflows < 3:
-    fail("only %d overflowing steps at the start (2^127 should overflow "
-         "several times in a row)" % first_overflows)
-if any(r["grad_norm"] is not None for r in records[:first_overflows]):
-    fail("an overflowing step reported a finite grad_norm")
-grown = [b for a, b in zip(records, records[1:])
-         if b["loss_scale"] == 2 * a["loss_scale"]]
-if not grown:
-    fail("the scale never grew after %d good steps" % INTERVAL)
-early = sum(r["loss"] for r in records[:5]) / 5
-late = sum(r["loss"] for r in records[-10:]) / 10
-if not late < 0.6 * early:
-    fail("the loss did not fall after the overflows: %.3f -> %.3f" %
-         (early, late))
+problem = loss_scaling_rule.check(records, INITIAL, INTERVAL)
+if problem:
+    fail(problem)
 if not re.search(r"loss scale 1\.70141e\+38  overflow 1", result.stdout):
     fail("no progress line with 'loss scale' and 'overflow':\n" +
          result.stdout)
+skipped = records[-1]["skipped_steps"]
 summary = "loss scaling: %d of %d steps skipped their update" % (skipped,
                                                                 STEPS)
 if summary not in result.stdout:
     fail("no '%s' line:\n%s" % (summary, result.stdout))
-print("overflow: %d skipped steps (%d at the start), scale from 2^127 to "
-      "%g, loss %.2f -> %.2f" % (skipped, first_overflows,
-                                 records[-1]["loss_scale"], early, late))
+print("overflow: " + loss_scaling_rule.summary(records))
 
 # --- resume ------------------------------------------------------------------
 parts = os.path.join(WORK, "parts.jsonl")

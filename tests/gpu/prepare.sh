@@ -53,6 +53,15 @@ tcc="$build/bin/tcc"
 # code must be refused at start.
 "$tcc" compile --target cuda --arch sm_80 "$root/samples/gpt_char/gpt_char.pbtxt" -o "$dir/steps/gpt_char_cuda_sm80.so"
 "$tcc" compile --target cuda --arch sm_100 "$root/samples/gpt_char/gpt_char.pbtxt" -o "$dir/steps/gpt_char_cuda_sm100.so"
+# Dynamic loss scaling: gpt_char with the default scale (2^16, must train
+# like the unscaled step), and the MLP with its loss summed over the batch
+# and a 2^127 start, which overflows (tests/e2e/loss_scaling_test.py on the
+# CPU does the same).
+"$tcc" compile --target cuda --arch "$arch" --loss-scale dynamic "$root/samples/gpt_char/gpt_char.pbtxt" -o "$dir/steps/gpt_char_cuda_ls.so"
+sed -e 's/op: "mean"/op: "sum"/' -e 's/learning_rate: 0.1$/learning_rate: 0.0015625/' \
+    -e 's/^training {$/training {\n  grad_clip: 1000.0/' "$root/samples/mlp/mlp.pbtxt" > "$dir/steps/mlp_sum.pbtxt"
+"$tcc" compile --target cuda --arch "$arch" --loss-scale dynamic --initial-loss-scale 1.7014118346046923e38 \
+    --loss-scale-growth-interval 4 "$dir/steps/mlp_sum.pbtxt" -o "$dir/steps/mlp_sum_overflow_cuda.so"
 "$tcc" compile --target cuda --arch "$arch" "$root/samples/gpt2/gpt2_124m.pbtxt" -o "$dir/steps/gpt2_cuda.so" -v
 "$tcc" compile --target cuda --arch "$arch" --tf32 "$root/samples/gpt2/gpt2_124m.pbtxt" -o "$dir/steps/gpt2_cuda_tf32.so" -v
 

@@ -8,8 +8,11 @@
 #      bench/gpt2/run.sh),
 #   4. --on-nan skip on the GPU: the MLP's losses unchanged by it, and what
 #      its on-GPU copy costs GPT-2 per step and in memory,
-#   5. trun --profile on GPT-2: its kernel times add up to the step time,
-#   6. architecture checks: an sm_80 build runs through its PTX with the
+#   5. dynamic loss scaling: gpt_char at 2^16 trains like without; the
+#      summed-loss MLP from 2^127 overflows, backs off, recovers and grows
+#      by GradScaler's rule,
+#   6. trun --profile on GPT-2: its kernel times add up to the step time,
+#   7. architecture checks: an sm_80 build runs through its PTX with the
 #      native build's losses; an sm_100 build is refused at start.
 # Prints a summary table last; exit 1 if anything failed.
 #
@@ -89,6 +92,30 @@ for mode in stop skip; do
 done
 if [ -s "$out/gpt2_onnan_skip.jsonl" ] && [ -s "$out/gpt2_onnan_stop.jsonl" ]; then
   note "gpt2 124M fp32 median ms/step: --on-nan stop $(median_ms "$out/gpt2_onnan_stop.jsonl"), skip $(median_ms "$out/gpt2_onnan_skip.jsonl"); $(grep -m1 'gpu memory' "$out/gpt2_onnan_stop.log") vs $(grep -m1 'gpu memory' "$out/gpt2_onnan_skip.log")"
+fi
+
+echo "== dynamic loss scaling on the GPU =="
+# gpt_char compiled with --loss-scale dynamic (2^16, no overflow): the same
+# losses as without; the summed-loss MLP from 2^127: overflows, the scale
+# halves, recovers and grows exactly by GradScaler's rule, the loss falls.
+if train gpt_char_gpu_ls gpt_char_cuda_ls.so --data "$dir/data/fortunes_train.bin"; then
+  line=$(python3 "$here/compare_losses.py" "gpt_char gpu loss scale 2^16 vs none" \
+         "$out/gpt_char_gpu.jsonl" "$out/gpt_char_gpu_ls.jsonl" --tol 1e-6 --labels none,dynamic)
+  rc=$?
+  echo "$line"; note "$line"; [ $rc = 0 ] || status=1
+else
+  note "gpt_char gpu --loss-scale dynamic: FAIL ($(tail -n 1 "$out/gpt_char_gpu_ls.log"))"; status=1
+fi
+"$trun" "$dir/steps/mlp_sum_overflow_cuda.so" --data "$mnist" --steps 40 --seed 1 --log-every 1 \
+  --metrics "$out/mlp_sum_overflow.jsonl" >"$out/mlp_sum_overflow.log" 2>&1
+rc=$?
+tail -n 3 "$out/mlp_sum_overflow.log"
+if [ $rc = 0 ]; then
+  line=$(python3 "$here/../e2e/loss_scaling_rule.py" "$out/mlp_sum_overflow.jsonl" 1.7014118346046923e38 4)
+  rc=$?
+  echo "$line"; note "mlp (sum loss) gpu from 2^127: $line"; [ $rc = 0 ] || status=1
+else
+  note "mlp (sum loss) gpu from 2^127: FAIL (exit $rc: $(tail -n 1 "$out/mlp_sum_overflow.log"))"; status=1
 fi
 
 echo "== --profile: where a GPT-2 step's time goes =="
