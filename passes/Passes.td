@@ -57,9 +57,11 @@ def TgUnscaleGradients : Pass<"tg-unscale-gradients", "mlir::ModuleOp"> {
     With tg.loss_scaling on the module (tg-autodiff then seeded the backward
     pass with the "loss_scale" state S): every gradient result of
     @train_step is multiplied by 1 / S, and the step reports the train
-    outputs "loss_scale" (S) and "skipped" (1.0 when some scaled gradient
-    has an inf or NaN element, else 0.0), as GradScaler.unscale_. Runs
-    before clipping. No-op without tg.loss_scaling.
+    outputs "loss_scale" (S) and "skipped" (1.0 when the summed squares of
+    the unscaled gradients are not finite: some element is inf or NaN, as
+    GradScaler.unscale_ checks, or beyond ~1e19; else 0.0). The sums of
+    squares are built as tg-clip-grad-norm builds them, so CSE shares them
+    with clipping. Runs before clipping. No-op without tg.loss_scaling.
   }];
   let dependentDialects = ["tcc::tg::TgDialect"];
 }

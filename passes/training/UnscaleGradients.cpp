@@ -5,11 +5,17 @@
 // every gradient result of @train_step is S times too large. Before clipping
 // and the optimizer see them, as torch.cuda.amp.GradScaler.unscale_:
 //
-//   found_inf = some element of some (scaled) gradient is inf or NaN
-//               (sum(g * 0) is NaN exactly then; summed over all gradients)
 //   g        <- g * (1 / S)                    (every gradient result)
+//   found_inf = sum over gradients of sum(g * g) is not finite
 //
-// and @train_step reports two f32 train outputs: "loss_scale" = S, and
+// found_inf holds when some element is inf or NaN, as GradScaler checks;
+// it also holds (where GradScaler's check would not) when an unscaled
+// gradient reaches about 1e19 in f32, far beyond any trainable magnitude.
+// The sums of squares are exactly those tg-clip-grad-norm computes for the
+// global norm, so with clipping the CSE after the recipe passes merges them
+// and the check costs no pass over the gradients of its own.
+//
+// @train_step reports two f32 train outputs: "loss_scale" = S, and
 // "skipped" = 1 if found_inf else 0. tg-update-loss-scale, after the
 // optimizer, keeps the old parameters and state when "skipped" is 1 and
 // updates S. Built from tg primitives. No-op without tg.loss_scaling.
@@ -92,34 +98,37 @@ struct TgUnscaleGradientsPass
       return v;
     };
 
-    // NaN iff some scaled gradient has an inf or NaN element: x * 0 is 0
-    // for finite x and NaN otherwise, and NaN survives the sums.
-    Value nonFiniteProbe;
+    // inf or NaN when some unscaled gradient has an inf or NaN element (or
+    // squares beyond f32); x - x is NaN exactly for those.
+    Value sumOfSquares;
     SmallVector<Value> results;
     SmallVector<Attribute> attrs;
     for (unsigned i = 0; i < step.getNumResults(); ++i) {
       Value v = ret.getOperand(i);
       if (step.getResultAttr(i, model::kGradOfAttr)) {
         Type et = elementTypeOf(v);
-        Value zero = tg::build::scalar(b, loc, et, 0.0);
-        Value probe = tg::build::reduceAll(b, loc, tg::build::mul(b, loc, v, zero));
-        if (et != b.getF32Type())
-          probe = tg::CastOp::create(b, loc, f32Scalar, probe);
-        nonFiniteProbe = nonFiniteProbe
-                             ? tg::build::add(b, loc, nonFiniteProbe, probe)
-                             : probe;
         v = tg::build::mul(b, loc, v, inverseIn(et));
+        // As tg-clip-grad-norm builds it (tg.mul v, v; reduce over all
+        // axes), so that CSE merges the two.
+        Value squares = tg::MulOp::create(b, loc, v.getType(), v, v);
+        Value sum = tg::build::reduceAll(b, loc, squares);
+        if (et != b.getF32Type())
+          sum = tg::CastOp::create(b, loc, f32Scalar, sum);
+        sumOfSquares =
+            sumOfSquares ? tg::build::add(b, loc, sumOfSquares, sum) : sum;
       }
       results.push_back(v);
       attrs.push_back(step.getResultAttrDict(i));
     }
-    Value skipped = nonFiniteProbe
-                        ? tg::build::indicator(
-                              b, loc,
-                              tg::build::notEqual(b, loc, nonFiniteProbe,
-                                                  nonFiniteProbe),
-                              b.getF32Type())
-                        : tg::build::scalar(b, loc, b.getF32Type(), 0.0);
+    Value skipped;
+    if (sumOfSquares) {
+      Value difference = tg::build::sub(b, loc, sumOfSquares, sumOfSquares);
+      skipped = tg::build::indicator(
+          b, loc, tg::build::notEqual(b, loc, difference, difference),
+          b.getF32Type());
+    } else { // nothing trainable
+      skipped = tg::build::scalar(b, loc, b.getF32Type(), 0.0);
+    }
     auto output = [&](Value v, StringRef name) {
       results.push_back(v);
       attrs.push_back(b.getDictionaryAttr(
