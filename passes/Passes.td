@@ -33,6 +33,9 @@ def TgAutodiff : Pass<"tg-autodiff", "mlir::ModuleOp"> {
   let description = [{
     Clones @forward into @train_step and appends the backward graph, built
     op by op through GradientOpInterface, walking the forward ops in reverse.
+    The seed d loss is 1, or with tg.loss_scaling on the module the new f32
+    optimizer-state argument "loss_scale" (tg.opt_state = {name,
+    init_value}), so every gradient is scaled by it.
     Gradients of a value used several times are summed. Integer inputs and
     frozen parameters (trainable = false) get no gradient. @train_step
     returns the loss followed by one gradient per trainable parameter
@@ -63,6 +66,21 @@ def TgAccumulateMicroBatches : Pass<"tg-accumulate-micro-batches", "mlir::Module
     along their first dimension. Dropout op ids are mixed with the
     micro-batch index, so each micro-batch gets its own masks. No-op without
     tg.micro_batches.
+  }];
+  let dependentDialects = ["tcc::tg::TgDialect"];
+}
+
+def TgUnscaleGradients : Pass<"tg-unscale-gradients", "mlir::ModuleOp"> {
+  let summary = "Loss scaling: unscales the gradients and checks them for inf/NaN";
+  let description = [{
+    With tg.loss_scaling on the module (tg-autodiff then seeded the backward
+    pass with the "loss_scale" state S): every gradient result of
+    @train_step is multiplied by 1 / S, and the step reports the train
+    outputs "loss_scale" (S) and "skipped" (1.0 when the summed squares of
+    the unscaled gradients are not finite: some element is inf or NaN, as
+    GradScaler.unscale_ checks, or beyond ~1e19; else 0.0). The sums of
+    squares are built as tg-clip-grad-norm builds them, so CSE shares them
+    with clipping. Runs before clipping. No-op without tg.loss_scaling.
   }];
   let dependentDialects = ["tcc::tg::TgDialect"];
 }
@@ -104,6 +122,22 @@ def TgAdamWUpdate : Pass<"tg-adamw-update", "mlir::ModuleOp"> {
     gradient result becomes tg.adamw_update's new parameter (tg.updates_param)
     and the new moments are appended as results (tg.updates_opt_state).
     Weight decay is skipped for parameters marked no_weight_decay.
+  }];
+  let dependentDialects = ["tcc::tg::TgDialect"];
+}
+
+def TgUpdateLossScale : Pass<"tg-update-loss-scale", "mlir::ModuleOp"> {
+  let summary = "Loss scaling: skips the update on overflow and adapts the scale";
+  let description = [{
+    After the optimizer passes, with tg.loss_scaling: where the step reports
+    "skipped" = 1, every updated parameter and optimizer state keeps its old
+    value (tg.select); the scale S becomes S * backoff_factor on a skipped
+    step, S * growth_factor after growth_interval good steps in a row (when
+    finite), as GradScaler.update. Adds the f32 state
+    "loss_scale_good_steps" and "loss_scale_skipped_steps" (zeros at the
+    start), the train output "skipped_steps" (updates skipped so far), and
+    makes tg.adamw_update count only applied steps (step minus skipped
+    ones), as PyTorch's Adam does. No-op without tg.loss_scaling.
   }];
   let dependentDialects = ["tcc::tg::TgDialect"];
 }

@@ -117,13 +117,13 @@ absl::Status emitCpu(const CompileOptions &options, mlir::ModuleOp module,
   return absl::OkStatus();
 }
 
-// After the import: the pipeline, then the IR text or the target's output.
-absl::Status compileImported(const CompileOptions &options, mlir::MLIRContext &ctx,
-                             mlir::ModuleOp module, std::optional<DumpDirectory> &dumps) {
+// After the import (annotated with `pipelineOptions`): the pipeline, then
+// the IR text or the target's output.
+absl::Status compileImported(const CompileOptions &options,
+                             const PipelineOptions &pipelineOptions,
+                             mlir::MLIRContext &ctx, mlir::ModuleOp module,
+                             std::optional<DumpDirectory> &dumps) {
   mlir::PassManager pm(&ctx);
-  PipelineOptions pipelineOptions;
-  pipelineOptions.emitGradients = options.emitGradients;
-  pipelineOptions.precision = options.precision;
   buildPipeline(pm, options.phase, pipelineOptions);
   if (dumps) {
     ctx.disableMultithreading(); // dumps in pass order
@@ -173,12 +173,50 @@ absl::StatusOr<std::string> resolvePrecision(const CompileOptions &options) {
   return options.precision;
 }
 
+bool dynamicLossScalingByDefault(const CompileOptions &options) {
+  // fp16's range needs the loss scaled so that small gradients survive
+  // (GradScaler's default); bf16 has fp32's range and needs none.
+  return options.precision == "fp16";
+}
+
+absl::StatusOr<std::optional<training::LossScalingConfig>>
+resolveLossScaling(const CompileOptions &options) {
+  bool dynamic = options.lossScale == LossScaleMode::Dynamic ||
+                 (options.lossScale == LossScaleMode::Auto &&
+                  dynamicLossScalingByDefault(options));
+  if (!dynamic) {
+    if (options.initialLossScale || options.lossScaleGrowthInterval)
+      return absl::InvalidArgumentError(
+          std::string(options.initialLossScale ? "--initial-loss-scale"
+                                               : "--loss-scale-growth-interval") +
+          " applies only with dynamic loss scaling (--loss-scale dynamic)");
+    return std::optional<training::LossScalingConfig>();
+  }
+  training::LossScalingConfig config;
+  if (options.initialLossScale)
+    config.initScale = *options.initialLossScale;
+  if (options.lossScaleGrowthInterval)
+    config.growthInterval = *options.lossScaleGrowthInterval;
+  if (std::string problem = training::lossScalingProblem(config); !problem.empty())
+    return absl::InvalidArgumentError("loss scaling: " + problem);
+  return std::optional<training::LossScalingConfig>(config);
+}
+
 absl::Status compileModel(const CompileOptions &given) {
   absl::StatusOr<std::string> precision = resolvePrecision(given);
   if (!precision.ok())
     return precision.status();
   CompileOptions options = given;
   options.precision = *precision;
+  PipelineOptions pipelineOptions;
+  pipelineOptions.emitGradients = options.emitGradients;
+  pipelineOptions.precision = options.precision;
+  absl::StatusOr<std::optional<training::LossScalingConfig>> scaling =
+      resolveLossScaling(options);
+  if (!scaling.ok())
+    return scaling.status();
+  pipelineOptions.lossScaling = *scaling;
+
   absl::StatusOr<model::Model> model = LoadModelFile(options.model);
   if (!model.ok())
     return absl::InternalError(model.status().message());
@@ -196,10 +234,13 @@ absl::Status compileModel(const CompileOptions &given) {
   mlir::OwningOpRef<mlir::ModuleOp> module = importIntoContext(*model, options.model, ctx);
   if (!module)
     return reportedByDiagnostics();
+  annotateModule(*module, pipelineOptions);
   if (dumps)
-    (void)dumps->writeModule("import", *module, "tg IR imported from " + options.model);
+    (void)dumps->writeModule("import", *module,
+                             "tg IR imported from " + options.model +
+                                 " (with the module attributes of the options)");
 
-  absl::Status status = compileImported(options, ctx, *module, dumps);
+  absl::Status status = compileImported(options, pipelineOptions, ctx, *module, dumps);
   if (dumps)
     (void)dumps->writeIndex(); // also after a failure: what was dumped so far
   return status;

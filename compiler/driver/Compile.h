@@ -6,6 +6,8 @@
 #ifndef TCC_COMPILER_DRIVER_COMPILE_H
 #define TCC_COMPILER_DRIVER_COMPILE_H
 
+#include <cstdint>
+#include <optional>
 #include <string>
 
 #include "absl/status/status.h"
@@ -20,6 +22,10 @@ namespace tcc {
 namespace model {
 class Model;
 }
+
+// tcc compile --loss-scale: Auto is the precision's default
+// (dynamicLossScalingByDefault).
+enum class LossScaleMode { Auto, None, Dynamic };
 
 struct CompileOptions {
   std::string model;          // .pb or .pbtxt file
@@ -38,7 +44,20 @@ struct CompileOptions {
   bool useCache = true;       // cuda: reuse objects from the nvcc cache
   bool verbose = false;       // cuda: a summary line on stderr
   int jobs = 0;               // cuda: parallel compiles; 0: CPU threads
+  LossScaleMode lossScale = LossScaleMode::Auto;  // --loss-scale
+  std::optional<double> initialLossScale;         // --initial-loss-scale
+  std::optional<int64_t> lossScaleGrowthInterval; // --loss-scale-growth-interval
 };
+
+// Whether --loss-scale Auto means dynamic loss scaling for `options`: the
+// one place that ties loss scaling to the training precision (fp16 needs
+// it; bf16, tf32 and fp32 do not).
+bool dynamicLossScalingByDefault(const CompileOptions &options);
+
+// The loss scaling `options` ask for (nullopt: none). Loss-scaling values
+// without dynamic loss scaling are an InvalidArgument error.
+absl::StatusOr<std::optional<training::LossScalingConfig>>
+resolveLossScaling(const CompileOptions &options);
 
 // Compiles `options.model` to `options.output`. An InvalidArgument error is
 // a misuse of the options (tcc exits 2); any other error is a failed compile

@@ -3,6 +3,7 @@
 // the numbered files in a --dump-dir.
 #include "compiler/pipeline/Pipeline.h"
 
+#include "dialects/common/ModelAttrs.h"
 #include "mlir/Transforms/Passes.h"
 #include "passes/Passes.h"
 
@@ -31,6 +32,12 @@ llvm::StringRef phaseName(Phase p) {
   return "";
 }
 
+void annotateModule(mlir::ModuleOp module, const PipelineOptions &options) {
+  mlir::Builder b(module.getContext());
+  if (options.lossScaling)
+    module->setAttr(model::kLossScalingAttr, options.lossScaling->toAttr(b));
+}
+
 void buildPipeline(mlir::OpPassManager &pm, Phase stopAfter,
                    const PipelineOptions &options) {
   if (stopAfter == Phase::Import)
@@ -47,11 +54,16 @@ void buildPipeline(mlir::OpPassManager &pm, Phase stopAfter,
   //    one pass per stage of the recipe so the dumps show them apart:
   //    autodiff (loss and gradients), accumulation over micro-batches,
   //    clipping, the optimizer update. Recipe passes the module does not ask
-  //    for (no tg.micro_batches, no tg.grad_clip, another optimizer) leave
-  //    it unchanged.
+  //    for (no tg.micro_batches, no tg.grad_clip, no tg.loss_scaling,
+  //    another optimizer) leave it unchanged. With loss scaling, autodiff
+  //    seeds the backward pass with the scale, tg-unscale-gradients divides
+  //    it out before clipping sees the gradients, and tg-update-loss-scale
+  //    (after the optimizer) skips the update on overflow and adapts the
+  //    scale.
   pm.addPass(createTgAutodiff());
   pm.addPass(createTgStripTrainOnlyOps()); // @forward: eval (no dropout)
   pm.addPass(createTgAccumulateMicroBatches());
+  pm.addPass(createTgUnscaleGradients());
   if (options.emitGradients) {
     pm.addPass(createTgEmitGradients());
   } else {
@@ -59,6 +71,7 @@ void buildPipeline(mlir::OpPassManager &pm, Phase stopAfter,
     pm.addPass(createTgSgdUpdate());
     pm.addPass(createTgAdamWUpdate());
   }
+  pm.addPass(createTgUpdateLossScale());
   // 2. Clean up what autodiff produced (repeated constants, shared
   //    subexpressions of the backward graph).
   pm.addPass(mlir::createCSEPass());

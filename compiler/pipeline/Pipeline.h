@@ -6,7 +6,9 @@
 #include <string>
 
 #include "llvm/ADT/StringRef.h"
+#include "mlir/IR/BuiltinOps.h"
 #include "mlir/Pass/PassManager.h"
+#include "passes/training/LossScaling.h"
 
 namespace tcc {
 
@@ -31,7 +33,17 @@ struct PipelineOptions {
   // tg-amp's policy: "bf16", "fp16", "tf32" or "fp32" (tcc compile
   // --precision; the driver picks the target's default).
   std::string precision = "fp32";
+  // Dynamic loss scaling (GradScaler semantics): set, the train step scales
+  // the loss by its "loss_scale" state, unscales and checks the gradients,
+  // skips the update on overflow and adapts the scale (tcc compile
+  // --loss-scale dynamic; the default for fp16 training). Unset: none.
+  std::optional<training::LossScalingConfig> lossScaling;
 };
+
+// Writes the module attributes `options` ask for (tg.loss_scaling), which
+// the passes read: call it on the imported module before the pipeline runs,
+// so every dump shows them and tcc-opt runs of the passes read them.
+void annotateModule(mlir::ModuleOp module, const PipelineOptions &options);
 
 // Adds the passes that take an imported module to `stopAfter`.
 void buildPipeline(mlir::OpPassManager &pm, Phase stopAfter,

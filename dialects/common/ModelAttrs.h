@@ -42,6 +42,12 @@ inline constexpr llvm::StringLiteral kPrecisionAttr = "tg.precision";
 inline constexpr llvm::StringLiteral kAmpAttr = "tg.amp";
 // Micro-batches per optimizer step (i64 K >= 1); absent: 1.
 inline constexpr llvm::StringLiteral kMicroBatchesAttr = "tg.micro_batches";
+// Dynamic loss scaling (torch.cuda.amp.GradScaler), written by the driver
+// (tcc compile --loss-scale dynamic): {init_scale (f64 > 0), growth_factor
+// (f64 > 1), backoff_factor (f64 in (0, 1)), growth_interval (i64 >= 1)}.
+// Absent: no loss scaling. Read by tg-autodiff (the seed),
+// tg-unscale-gradients and tg-update-loss-scale.
+inline constexpr llvm::StringLiteral kLossScalingAttr = "tg.loss_scaling";
 
 // Function names of the step.
 inline constexpr llvm::StringLiteral kForwardFunc = "forward";
@@ -55,7 +61,9 @@ inline constexpr llvm::StringLiteral kInputAttr = "tg.input"; // name
 // (i64, the run's seed for counter-based randomness such as dropout).
 inline constexpr llvm::StringLiteral kHyperAttr = "tg.hyper";
 // Optimizer state (explicit in the step, allocated and checkpointed by the
-// runtime): {param = <param index>, name = "adam_m" | "adam_v" | "momentum"}.
+// runtime): {param = <param index>, name = "adam_m" | "adam_v" | "momentum"}
+// (zeros at the start), or state of the whole step, not of one parameter:
+// {name = "loss_scale" | ..., init_value = <f64>} (starts at init_value).
 inline constexpr llvm::StringLiteral kOptStateAttr = "tg.opt_state";
 // Values of kHyperAttr and of the kOptStateAttr name.
 inline constexpr llvm::StringLiteral kLearningRateHyper = "learning_rate";
@@ -64,6 +72,14 @@ inline constexpr llvm::StringLiteral kRngSeedHyper = "rng_seed";
 inline constexpr llvm::StringLiteral kAdamMState = "adam_m";
 inline constexpr llvm::StringLiteral kAdamVState = "adam_v";
 inline constexpr llvm::StringLiteral kMomentumState = "momentum";
+// Loss-scaling state (no param): the current scale, the good steps since the
+// last change of the scale (GradScaler's growth tracker), and the updates
+// skipped so far (AdamW counts only the steps it applied, as PyTorch does).
+inline constexpr llvm::StringLiteral kLossScaleState = "loss_scale";
+inline constexpr llvm::StringLiteral kLossScaleGoodStepsState =
+    "loss_scale_good_steps";
+inline constexpr llvm::StringLiteral kLossScaleSkippedStepsState =
+    "loss_scale_skipped_steps";
 
 // Result attributes.
 inline constexpr llvm::StringLiteral kLossAttr = "tg.loss";     // name of the loss
@@ -79,6 +95,12 @@ inline constexpr llvm::StringLiteral kTrainOutputAttr = "tg.train_output";
 // --emit-gradients) each gradient as "grad:<param name>".
 inline constexpr llvm::StringLiteral kGradNormOutput = "grad_norm";
 inline constexpr llvm::StringLiteral kGradOutputPrefix = "grad:";
+// Train outputs of a step with loss scaling (f32 scalars): the scale this
+// step used, 1 when its update was skipped (non-finite gradients) else 0,
+// and the updates skipped so far, this one included.
+inline constexpr llvm::StringLiteral kLossScaleOutput = "loss_scale";
+inline constexpr llvm::StringLiteral kSkippedOutput = "skipped";
+inline constexpr llvm::StringLiteral kSkippedStepsOutput = "skipped_steps";
 
 // A parameter's description, stored as a dictionary in kParamAttr.
 struct ParamInfo {

@@ -8,6 +8,13 @@
 // The pass knows no op: each op builds its own vector-Jacobian product
 // through GradientOpInterface (dialects/tg/TgGradients.cpp).
 //
+// With tg.loss_scaling on the module (dynamic loss scaling), the backward
+// pass starts from d loss = S instead of 1, where S is a new f32 scalar
+// optimizer-state argument "loss_scale" (tg.opt_state = {name, init_value =
+// init_scale}): every gradient comes out multiplied by S, which keeps small
+// fp16 gradients from flushing to zero. The returned loss stays unscaled;
+// tg-unscale-gradients divides S out again.
+//
 //===----------------------------------------------------------------------===//
 #include "passes/Passes.h"
 
@@ -15,6 +22,8 @@
 #include "dialects/tg/TgStructuralBuilders.h"
 #include "mlir/IR/Builders.h"
 #include "mlir/Transforms/RegionUtils.h"
+#include "passes/training/LossScaling.h"
+#include "passes/training/TrainingUtils.h"
 
 namespace tcc {
 #define GEN_PASS_DEF_TGAUTODIFF
@@ -41,11 +50,15 @@ struct TgAutodiffPass : tcc::impl::TgAutodiffBase<TgAutodiffPass> {
     func::FuncOp step = forward.clone();
     step.setName(model::kTrainStepFunc);
     module.push_back(step);
-    if (failed(differentiate(step)))
+    FailureOr<std::optional<training::LossScalingConfig>> scaling =
+        training::readLossScaling(module, getArgument());
+    if (failed(scaling) || failed(differentiate(step, *scaling)))
       return signalPassFailure();
   }
 
-  LogicalResult differentiate(func::FuncOp step) {
+  LogicalResult
+  differentiate(func::FuncOp step,
+                const std::optional<training::LossScalingConfig> &scaling) {
     Block &body = step.getBody().front();
     auto ret = cast<func::ReturnOp>(body.getTerminator());
 
@@ -68,7 +81,18 @@ struct TgAutodiffPass : tcc::impl::TgAutodiffBase<TgAutodiffPass> {
 
     OpBuilder b(ret);
     llvm::DenseMap<Value, Value> grads;
-    grads[loss] = tg::build::splat(b, loss.getLoc(), lossType, 1.0);
+    if (scaling) {
+      // The seed is the scale (f32 state), in the loss's element type.
+      auto scaleType = RankedTensorType::get({}, b.getF32Type());
+      Value scale = training::appendStepStateArgument(
+          step, scaleType, model::kLossScaleState, scaling->initScale);
+      Location loc = NameLoc::get(b.getStringAttr("loss_scale"));
+      grads[loss] = scaleType == lossType
+                        ? scale
+                        : tg::CastOp::create(b, loc, lossType, scale).getResult();
+    } else {
+      grads[loss] = tg::build::splat(b, loss.getLoc(), lossType, 1.0);
+    }
 
     for (Operation *op : llvm::reverse(forwardOps)) {
       SmallVector<Value> resultGrads;

@@ -42,6 +42,38 @@ BlockArgument appendOptStateArgument(func::FuncOp f, BlockArgument param,
                b.getNamedAttr("name", b.getStringAttr(name))}))));
 }
 
+BlockArgument appendStepStateArgument(func::FuncOp f, Type type,
+                                      StringRef name, double initValue) {
+  Builder b(f.getContext());
+  return model::appendArgument(
+      f, type,
+      b.getDictionaryAttr(b.getNamedAttr(
+          model::kOptStateAttr,
+          b.getDictionaryAttr(
+              {b.getNamedAttr("name", b.getStringAttr(name)),
+               b.getNamedAttr("init_value", b.getF64FloatAttr(initValue))}))));
+}
+
+BlockArgument findStepStateArgument(func::FuncOp f, StringRef name) {
+  for (BlockArgument arg : f.getArguments()) {
+    auto state =
+        f.getArgAttrOfType<DictionaryAttr>(arg.getArgNumber(), model::kOptStateAttr);
+    if (!state || state.get("param"))
+      continue;
+    if (auto n = state.getAs<StringAttr>("name"); n && n.getValue() == name)
+      return arg;
+  }
+  return {};
+}
+
+int64_t optStateIndex(func::FuncOp f, BlockArgument arg) {
+  int64_t index = 0;
+  for (unsigned i = 0; i < arg.getArgNumber(); ++i)
+    if (f.getArgAttr(i, model::kOptStateAttr))
+      ++index;
+  return index;
+}
+
 Location updateLoc(OpBuilder &b, StringRef optimizer,
                    const std::optional<model::ParamInfo> &info) {
   return NameLoc::get(b.getStringAttr(optimizer + " " +

@@ -34,6 +34,22 @@ mlir::BlockArgument appendOptStateArgument(mlir::func::FuncOp f,
                                            int64_t paramIndex,
                                            llvm::StringRef name);
 
+// Appends optimizer state of the whole step (no parameter), a tensor of
+// `type` called `name` that starts at `initValue` (the loss scale and its
+// counters).
+mlir::BlockArgument appendStepStateArgument(mlir::func::FuncOp f,
+                                            mlir::Type type,
+                                            llvm::StringRef name,
+                                            double initValue);
+
+// The optimizer-state argument of the whole step called `name`; null when
+// `f` has none.
+mlir::BlockArgument findStepStateArgument(mlir::func::FuncOp f,
+                                          llvm::StringRef name);
+
+// The index among the tg.opt_state arguments of `f` of the argument `arg`.
+int64_t optStateIndex(mlir::func::FuncOp f, mlir::BlockArgument arg);
+
 // "adamw fc1.weight": the location of a parameter's update (dumps, generated
 // code comments and messages name the parameter).
 mlir::Location updateLoc(mlir::OpBuilder &b, llvm::StringRef optimizer,

@@ -38,6 +38,8 @@ float ValueAt(const tcc_tensor_desc &t, uint64_t key, int64_t index) {
   switch (t.init_kind) {
   case TCC_INIT_ONES:
     return 1.0f;
+  case TCC_INIT_CONSTANT:
+    return static_cast<float>(t.init_scale);
   case TCC_INIT_NORMAL:
     return Normal(t.init_scale, key, index);
   case TCC_INIT_UNIFORM:
@@ -64,6 +66,8 @@ std::string InitKindName(int32_t kind) {
     return "normal";
   case TCC_INIT_UNIFORM:
     return "uniform";
+  case TCC_INIT_CONSTANT:
+    return "constant";
   default:
     return absl::StrCat("init(", kind, ")");
   }

@@ -13,13 +13,13 @@
 
 namespace tcc::trun {
 
-// "zeros", "ones", "normal" or "uniform" for a TCC_INIT_* kind; "init(N)"
+// "zeros", "ones", "normal", "uniform" or "constant" for a TCC_INIT_* kind; "init(N)"
 // for an unknown one.
 std::string InitKindName(int32_t kind);
 
 // Element `index` of tensor `t` for run seed `run_seed` (tcc/counter_rng.h):
 //   key = stream_key(run_seed, TCC_RNG_DOMAIN_PARAM_INIT, t.init_seed)
-//   zeros: 0; ones: 1
+//   zeros: 0; ones: 1; constant: float(scale)
 //   uniform: u = unit_double(key_bits(key, index));
 //            float(scale * (2u - 1)), nudged below scale if rounding hits it
 //   normal:  Box-Muller on the pair p = index / 2:

@@ -107,6 +107,15 @@ cuda underflow_cuda_fp32.so "$models/underflow.pbtxt" fp32
 cuda underflow_cuda_bf16.so "$models/underflow.pbtxt" bf16
 cuda underflow_cuda_fp16_none.so "$models/underflow.pbtxt" fp16 "$AMP_LOSS_SCALE_FLAG" "$AMP_LOSS_SCALE_NONE"
 cuda underflow_cuda_fp16_dynamic.so "$models/underflow.pbtxt" fp16 "$AMP_LOSS_SCALE_FLAG" "$AMP_LOSS_SCALE_DYNAMIC"
+# Dynamic loss scaling: gpt_char with the default scale (2^16, must train
+# like the unscaled fp32 step), and the MLP with its loss summed over the
+# batch and a 2^127 start, which overflows (tests/e2e/loss_scaling_test.py on
+# the CPU does the same).
+"$tcc" compile --target cuda --arch "$arch" --precision fp32 --loss-scale dynamic "$root/samples/gpt_char/gpt_char.pbtxt" -o "$dir/steps/gpt_char_cuda_ls.so"
+sed -e 's/op: "mean"/op: "sum"/' -e 's/learning_rate: 0.1$/learning_rate: 0.0015625/' \
+    -e 's/^training {$/training {\n  grad_clip: 1000.0/' "$root/samples/mlp/mlp.pbtxt" > "$dir/steps/mlp_sum.pbtxt"
+"$tcc" compile --target cuda --arch "$arch" --precision fp32 --loss-scale dynamic --initial-loss-scale 1.7014118346046923e38 \
+    --loss-scale-growth-interval 4 "$dir/steps/mlp_sum.pbtxt" -o "$dir/steps/mlp_sum_overflow_cuda.so"
 
 # Data: 100 steps of the MLP (batch 64) need 6400 images.
 /usr/bin/python3 "$root/tests/gpu/idx_subset.py" /usr/share/datasets/fashion-mnist 6400 "$dir/data"

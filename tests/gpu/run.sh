@@ -13,7 +13,10 @@
 #   6. architecture checks: an sm_80 build runs through its PTX with the
 #      native build's losses; an sm_100 build is refused at start,
 #   7. mixed precision (tests/gpu/amp_checks.sh, sourced): bf16 against fp32
-#      and against PyTorch autocast, fp16 loss-scale overflow and underflow.
+#      and against PyTorch autocast, fp16 loss-scale overflow and underflow,
+#   8. dynamic loss scaling: gpt_char at 2^16 trains like without; the
+#      summed-loss MLP from 2^127 overflows, backs off, recovers and grows
+#      by GradScaler's rule.
 # The steps are compiled with explicit precisions (prepare.sh): 1-6 run
 # fp32 steps except where bf16 is named. Prints a summary table last; exit
 # 1 if anything failed.
@@ -107,6 +110,30 @@ fi
   || { note "gpt2 bf16 12 steps: FAIL ($(tail -n 1 "$out/gpt2_bf16.log"))"; status=1; }
 if [ -s "$out/gpt2_bf16.jsonl" ]; then
   note "gpt2 124M bf16 median ms/step: $(median_ms "$out/gpt2_bf16.jsonl"); $(grep -m1 'gpu memory' "$out/gpt2_bf16.log")"
+fi
+
+echo "== dynamic loss scaling on the GPU =="
+# gpt_char compiled with --loss-scale dynamic (2^16, no overflow): the same
+# losses as without; the summed-loss MLP from 2^127: overflows, the scale
+# halves, recovers and grows exactly by GradScaler's rule, the loss falls.
+if train gpt_char_gpu_ls gpt_char_cuda_ls.so --data "$dir/data/fortunes_train.bin"; then
+  line=$(python3 "$here/compare_losses.py" "gpt_char gpu loss scale 2^16 vs none" \
+         "$out/gpt_char_gpu.jsonl" "$out/gpt_char_gpu_ls.jsonl" --tol 1e-6 --labels none,dynamic)
+  rc=$?
+  echo "$line"; note "$line"; [ $rc = 0 ] || status=1
+else
+  note "gpt_char gpu --loss-scale dynamic: FAIL ($(tail -n 1 "$out/gpt_char_gpu_ls.log"))"; status=1
+fi
+"$trun" "$dir/steps/mlp_sum_overflow_cuda.so" --data "$mnist" --steps 40 --seed 1 --log-every 1 \
+  --metrics "$out/mlp_sum_overflow.jsonl" >"$out/mlp_sum_overflow.log" 2>&1
+rc=$?
+tail -n 3 "$out/mlp_sum_overflow.log"
+if [ $rc = 0 ]; then
+  line=$(python3 "$here/../e2e/loss_scaling_rule.py" "$out/mlp_sum_overflow.jsonl" 1.7014118346046923e38 4)
+  rc=$?
+  echo "$line"; note "mlp (sum loss) gpu from 2^127: $line"; [ $rc = 0 ] || status=1
+else
+  note "mlp (sum loss) gpu from 2^127: FAIL (exit $rc: $(tail -n 1 "$out/mlp_sum_overflow.log"))"; status=1
 fi
 
 echo "== --profile: where a GPT-2 step's time goes, fp32 and bf16 =="

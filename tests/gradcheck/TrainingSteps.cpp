@@ -38,6 +38,12 @@ LogicalResult runRecipePasses(ModuleOp module,
     case RecipePass::EmitGradients:
       pm.addPass(createTgEmitGradients());
       break;
+    case RecipePass::UnscaleGradients:
+      pm.addPass(createTgUnscaleGradients());
+      break;
+    case RecipePass::UpdateLossScale:
+      pm.addPass(createTgUpdateLossScale());
+      break;
     }
   }
   return pm.run(module);
@@ -72,12 +78,15 @@ StepResults runStep(func::FuncOp f, const StepValues &values) {
         ADD_FAILURE() << "unexpected hyper-parameter " << h.str();
     } else if (auto s =
                    f.getArgAttrOfType<DictionaryAttr>(i, model::kOptStateAttr)) {
-      StateKey key{s.getAs<IntegerAttr>("param").getInt(),
+      auto param = s.getAs<IntegerAttr>("param");
+      StateKey key{param ? param.getInt() : kStepState,
                    s.getAs<StringAttr>("name").str()};
       stateArgs.push_back(key);
+      Tensor start = Tensor::zeros(type.getShape());
+      if (auto init = s.getAs<FloatAttr>("init_value"))
+        start.data.assign(start.data.size(), init.getValueAsDouble());
       auto it = values.state.find(key);
-      args.push_back(it != values.state.end() ? it->second
-                                              : Tensor::zeros(type.getShape()));
+      args.push_back(it != values.state.end() ? it->second : start);
     } else {
       ADD_FAILURE() << "argument " << i << " has no role";
     }

@@ -20,7 +20,10 @@
 namespace tcc::gradcheck {
 
 // The training-recipe passes, in the order given to runRecipePasses.
-enum class RecipePass { Autodiff, Accumulate, Clip, Sgd, AdamW, EmitGradients };
+enum class RecipePass {
+  Autodiff, Accumulate, Clip, Sgd, AdamW, EmitGradients,
+  UnscaleGradients, UpdateLossScale // loss scaling (tg.loss_scaling)
+};
 
 mlir::LogicalResult runRecipePasses(mlir::ModuleOp module,
                                     std::initializer_list<RecipePass> passes);
@@ -29,8 +32,10 @@ mlir::LogicalResult runRecipePasses(mlir::ModuleOp module,
 mlir::func::FuncOp trainStep(mlir::ModuleOp m);
 mlir::func::FuncOp forwardFunc(mlir::ModuleOp m);
 
-// Optimizer state of parameter `param` called `name` ("adam_m", ...).
+// Optimizer state of parameter `param` called `name` ("adam_m", ...);
+// state of the whole step (the loss scale) has param kStepState.
 using StateKey = std::pair<int64_t, std::string>;
+inline constexpr int64_t kStepState = -1;
 
 // Everything a train step reads and writes, by role rather than position.
 struct StepValues {
@@ -38,7 +43,9 @@ struct StepValues {
   std::map<std::string, Tensor> inputs; // by input name
   double learningRate = 0;
   int64_t step = 0;
-  std::map<StateKey, Tensor> state; // missing state starts at zeros
+  // Missing state starts where trun starts it: zeros, or the init_value of
+  // state of the whole step.
+  std::map<StateKey, Tensor> state;
 };
 
 struct StepResults {

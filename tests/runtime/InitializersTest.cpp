@@ -69,6 +69,14 @@ TEST(InitializersTest, ZerosAndOnes) {
     EXPECT_EQ(v, 1.0f);
 }
 
+TEST(InitializersTest, ConstantIsTheScaleItself) {
+  // The loss scale's start: exact, also at the top of the f32 range.
+  for (double value : {65536.0, 1.7014118346046923e38, 0.5})
+    for (float v : Initialize(Tensor({3}, TCC_INIT_CONSTANT, value, 0), 0))
+      EXPECT_EQ(v, static_cast<float>(value));
+  EXPECT_EQ(InitKindName(TCC_INIT_CONSTANT), "constant");
+}
+
 TEST(InitializersTest, UniformFollowsDefinitionAndRange) {
   std::vector<int64_t> shape{200000};
   tcc_tensor_desc t = Tensor(shape, TCC_INIT_UNIFORM, 0.25, 42);

@@ -356,6 +356,57 @@ TEST(MetricsLogTest, RecordsRoundTripThroughJson) {
   }
 }
 
+TEST(MetricsLogTest, LossScalingFieldsFollowTheGradNorm) {
+  TempDir dir;
+  std::string path = dir.File("m.jsonl");
+  absl::StatusOr<std::unique_ptr<MetricsLog>> log =
+      MetricsLog::Open(path, false);
+  ASSERT_TRUE(log.ok()) << log.status();
+  StepRecord overflow = Step(3, 2.5, 0.1, std::nullopt, 0.1, 0, 64);
+  overflow.grad_norm = std::numeric_limits<double>::infinity();
+  overflow.loss_scale = 65536;
+  overflow.overflow = true;
+  overflow.skipped_steps = 2;
+  ASSERT_TRUE((*log)->WriteStep(overflow, "samples").ok());
+  ASSERT_TRUE((*log)->WriteStep(Step(4, 2.4, 0.1, 1.0, 0.1, 0, 64), "samples").ok());
+  log->reset();
+  std::vector<std::string> lines = FileLines(path);
+  ASSERT_EQ(lines.size(), 2u);
+  // An overflow is a step (its loss counts), not an --on-nan "skip".
+  EXPECT_NE(lines[0].find(R"("kind":"step","step":3,"loss":2.5,"lr":0.1,)"
+                          R"("grad_norm":null,"loss_scale":65536.0,)"
+                          R"("overflow":true,"skipped_steps":2,"step_ms")"),
+            std::string::npos)
+      << lines[0];
+  // A step without loss scaling has none of these fields.
+  EXPECT_EQ(lines[1].find("loss_scale"), std::string::npos) << lines[1];
+  EXPECT_EQ(lines[1].find("overflow"), std::string::npos) << lines[1];
+}
+
+TEST(ProgressReporterTest, ShowsTheLatestLossScaleAndCountsOverflows) {
+  std::ostringstream out;
+  double now = 0;
+  ScriptedReporter progress(out, /*live=*/false, 4, /*first_step=*/0, 2,
+                            "samples", &now);
+  for (int64_t s = 1; s <= 4; ++s) {
+    StepRecord r = Step(s, 1.0, 0.1, 1.0, 0.1, 0, 10);
+    r.loss_scale = s < 3 ? 65536 : 32768;
+    r.overflow = s == 2;
+    if (r.overflow)
+      r.grad_norm = std::numeric_limits<double>::quiet_NaN();
+    now += 0.1;
+    progress.OnStep(r);
+  }
+  EXPECT_NE(out.str().find("step 2/4  loss 1.0000  lr 1.00e-01  grad norm 1  "
+                           "loss scale 65536  overflow 1  "),
+            std::string::npos)
+      << out.str();
+  EXPECT_NE(out.str().find("step 4/4  loss 1.0000  lr 1.00e-01  grad norm 1  "
+                           "loss scale 32768  100 samples/s"),
+            std::string::npos)
+      << out.str();
+}
+
 TEST(MetricsLogTest, NonFiniteNumbersAreNull) {
   TempDir dir;
   std::string path = dir.File("m.jsonl");

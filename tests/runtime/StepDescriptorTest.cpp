@@ -185,6 +185,33 @@ TEST(StepDescriptorTest, RejectsBadInitSpecs) {
             std::string::npos);
 }
 
+TEST(StepDescriptorTest, AcceptsAConstantStartAndChecksLossScalingOutputs) {
+  FakeStep step(4, 6, 3);
+  step.params[1].init_kind = TCC_INIT_CONSTANT; // as the loss scale state
+  step.params[1].init_scale = 65536;
+  EXPECT_TRUE(ValidateDescriptor(step.descriptor, "step.so").ok());
+  step.params[1].init_kind = TCC_INIT_CONSTANT + 1;
+  EXPECT_NE(ValidationError(step.descriptor).find("unknown init_kind 5"),
+            std::string::npos);
+  step.params[1].init_kind = TCC_INIT_ZEROS;
+  // trun reads these as one f32 value each.
+  for (const char *name : {"loss_scale", "skipped", "skipped_steps"}) {
+    static const int64_t two[] = {2};
+    std::vector<tcc_tensor_desc> outputs = {
+        testing::MakeTensor(name, TCC_DTYPE_F32, {2})};
+    outputs[0].shape = two;
+    step.descriptor.num_train_outputs = 1;
+    step.descriptor.train_outputs = outputs.data();
+    EXPECT_NE(ValidationError(step.descriptor)
+                  .find(std::string("train output '") + name +
+                        "' must be one f32 value, got f32 [2]"),
+              std::string::npos)
+        << ValidationError(step.descriptor);
+    outputs[0] = testing::MakeTensor(name, TCC_DTYPE_F32, {});
+    EXPECT_TRUE(ValidateDescriptor(step.descriptor, "step.so").ok());
+  }
+}
+
 TEST(StepDescriptorTest, RejectsDuplicateNamesAndNullLists) {
   FakeStep step(4, 6, 3);
   step.outputs[0].name = "w";

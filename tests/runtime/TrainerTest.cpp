@@ -27,6 +27,7 @@ struct Calls {
   bool buffers_ok = true;
   int64_t fail_at = -1; // return TCC_STATUS_RUNTIME_ERROR at this step
   int64_t inf_at = -1;  // report an infinite loss at this step
+  int64_t overflow_at = -1; // loss scaling: gradients overflow at this step
   bool write_loss = true;
 };
 Calls calls;
@@ -247,6 +248,92 @@ TEST_F(TrainerTest, StopsOnNonFiniteLoss) {
   std::ostringstream log;
   EXPECT_EQ(Train(*trainer, 10, log).message(),
             "step 'fake': non-finite loss at train step 3 (loss inf)");
+}
+
+// A step with dynamic loss scaling (tcc compile --loss-scale dynamic):
+// state "loss_scale" (starts at 65536, TCC_INIT_CONSTANT) and the train
+// outputs grad_norm, loss_scale, skipped and skipped_steps. At step
+// calls.inf_at its gradients overflow: grad_norm inf, skipped 1, the scale
+// halves, the weights stay.
+struct LossScalingOutputs {
+  std::vector<tcc_tensor_desc> state, outputs;
+};
+
+int32_t LossScalingTrain(const tcc_step_args *args) {
+  float *scale = static_cast<float *>(args->optimizer_state[0]);
+  float *out[4];
+  for (int i = 0; i < 4; ++i)
+    out[i] = static_cast<float *>(args->train_outputs[i]);
+  static float skipped_so_far = 0;
+  if (args->step == 0)
+    skipped_so_far = 0;
+  bool overflow = args->step == calls.overflow_at;
+  *out[1] = *scale; // the scale this step used
+  *out[0] = overflow ? std::numeric_limits<float>::infinity() : 1.0f;
+  *out[2] = overflow ? 1.0f : 0.0f;
+  skipped_so_far += *out[2];
+  *out[3] = skipped_so_far;
+  if (overflow)
+    *scale *= 0.5f;
+  else
+    static_cast<float *>(args->params[0])[0] += 1.0f;
+  *args->loss = args->step == calls.inf_at
+                    ? std::numeric_limits<float>::infinity()
+                    : 1.0f;
+  return TCC_STATUS_OK;
+}
+
+class LossScalingTrainerTest : public TrainerTest {
+protected:
+  void SetUp() override {
+    TrainerTest::SetUp();
+    calls.overflow_at = 1;
+    tcc_tensor_desc scale = testing::MakeTensor("loss_scale", TCC_DTYPE_F32, {});
+    scale.init_kind = TCC_INIT_CONSTANT;
+    scale.init_scale = 65536;
+    lists_.state = {scale};
+    for (const char *name : {"grad_norm", "loss_scale", "skipped", "skipped_steps"})
+      lists_.outputs.push_back(testing::MakeTensor(name, TCC_DTYPE_F32, {}));
+    step_.descriptor.num_optimizer_state = 1;
+    step_.descriptor.optimizer_state = lists_.state.data();
+    step_.descriptor.num_train_outputs = 4;
+    step_.descriptor.train_outputs = lists_.outputs.data();
+    step_.descriptor.train = LossScalingTrain;
+  }
+  LossScalingOutputs lists_;
+};
+
+TEST_F(LossScalingTrainerTest, AnOverflowingStepIsReportedNotANanEvent) {
+  std::unique_ptr<Trainer> trainer = MakeTrainer();
+  ASSERT_TRUE(trainer);
+  EXPECT_EQ(*static_cast<const float *>(trainer->optimizer_state()[0]), 65536.0f)
+      << "the scale starts at its constant";
+  float before = static_cast<const float *>(trainer->param(0))[0];
+  std::ostringstream log;
+  absl::StatusOr<TrainSummary> summary = TrainFor(*trainer, 4, log);
+  ASSERT_TRUE(summary.ok()) << summary.status();
+  EXPECT_EQ(summary->skipped, 0) << "nothing rolled back by --on-nan";
+  EXPECT_EQ(summary->overflow_skipped, 1);
+  EXPECT_EQ(summary->run_skipped_steps, 1);
+  EXPECT_EQ(summary->last_loss_scale, 32768.0);
+  EXPECT_EQ(static_cast<const float *>(trainer->param(0))[0], before + 3);
+  // Steps 1-2 (the second overflowed), 3-4: the latest scale, the count.
+  EXPECT_NE(log.str().find("loss scale 65536  overflow 1"), std::string::npos)
+      << log.str();
+  EXPECT_NE(log.str().find("step 4/4  loss 1.0000  lr 5.00e-01  grad norm 1  "
+                           "loss scale 32768  "),
+            std::string::npos)
+      << log.str();
+}
+
+TEST_F(LossScalingTrainerTest, ANonFiniteLossIsStillANanEvent) {
+  calls.inf_at = 1; // the overflowing step's loss is inf too
+  std::unique_ptr<Trainer> trainer = MakeTrainer();
+  ASSERT_TRUE(trainer);
+  std::ostringstream log;
+  EXPECT_EQ(Train(*trainer, 4, log).message(),
+            "step 'fake': non-finite loss at train step 2 (loss inf, grad norm "
+            "inf)");
 }
 
 TEST_F(TrainerTest, TreatsAnUnwrittenLossAsNonFinite) {

@@ -62,6 +62,21 @@ FailureOr<SmallVector<ArgumentRole>> classifyArguments(func::FuncOp f,
   for (auto [role, s] : states) {
     auto param = s.getAs<IntegerAttr>("param");
     auto stateName = s.getAs<StringAttr>("name");
+    if (!param && stateName) {
+      // State of the whole step (the loss scale): named by itself, starting
+      // at its init_value (the descriptor's "constant" initializer).
+      auto init = s.getAs<FloatAttr>("init_value");
+      if (!init)
+        return f.emitError(generator) << ": malformed " << model::kOptStateAttr << " " << s;
+      model::ParamInfo start;
+      start.name = stateName.str();
+      start.scale = init.getValueAsDouble();
+      start.init = start.scale == 0 ? "zeros" : "constant";
+      start.trainable = false;
+      roles[role].label = stateName.str();
+      roles[role].param = start;
+      continue;
+    }
     if (!param || !stateName || param.getInt() < 0 ||
         param.getInt() >= static_cast<int64_t>(paramNames.size()))
       return f.emitError(generator) << ": malformed " << model::kOptStateAttr << " " << s;
@@ -90,7 +105,10 @@ void emitTensorTable(llvm::raw_ostream &os, StringRef table, ArrayRef<TableEntry
     if (t.param) {
       const model::ParamInfo &p = *t.param;
       kind = "TCC_INIT_" + StringRef(p.init).upper();
-      scale = llvm::formatv("{0:e}", p.scale).str();
+      // A constant (the loss scale) is the value itself: exact, so that a
+      // power-of-two scale stays one.
+      scale = p.init == "constant" ? llvm::formatv("{0:e16}", p.scale).str()
+                                   : llvm::formatv("{0:e}", p.scale).str();
       seed = std::to_string(p.seed) + "ull";
       trainable = p.trainable ? "1" : "0";
     }
@@ -222,7 +240,7 @@ FailureOr<StepInterface> collectStepInterface(ModuleOp module, StringRef who) {
   }
   for (auto [a, role] : llvm::zip_equal(train.getArguments(), *trainRoles)) {
     if (role.kind == ArgumentRole::OptimizerState)
-      states.push_back({role.label, mrt(a), std::nullopt});
+      states.push_back({role.label, mrt(a), role.param}); // initializer if not zeros
     else if (role.kind == ArgumentRole::TrainOutput)
       trainOutputs.push_back({role.label, mrt(a), std::nullopt});
   }

@@ -29,7 +29,8 @@ struct ArgumentRole {
   std::string label;
   // Hyper only: the StepArgs expression that holds its value.
   std::string hyperValue;
-  // Param only: its initializer, for the descriptor's tensor table.
+  // Param, and optimizer state of the whole step: its initializer, for the
+  // descriptor's tensor table (state of a parameter starts at zeros).
   std::optional<model::ParamInfo> param;
 };
 
@@ -44,7 +45,7 @@ FailureOr<SmallVector<ArgumentRole>> classifyArguments(func::FuncOp f,
 struct TableEntry {
   std::string name;
   MemRefType type;
-  std::optional<model::ParamInfo> param; // initializer (parameters only)
+  std::optional<model::ParamInfo> param; // initializer; none: zeros
 };
 
 // Bytes of one step-ABI dtype ("TCC_DTYPE_BF16") in the memory plan.

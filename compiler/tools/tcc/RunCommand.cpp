@@ -102,7 +102,12 @@ makeArguments(mlir::func::FuncOp f, const RunArgs &args, double defaultLr) {
         x = llvm::isa<mlir::FloatType>(type.getElementType())
                 ? normal(rng)
                 : static_cast<double>(ints(rng));
-    } // optimizer state and anything else: zeros
+    } else if (auto state = f.getArgAttrOfType<mlir::DictionaryAttr>(
+                   i, model::kOptStateAttr)) {
+      // State of the whole step (the loss scale) starts at its init_value.
+      if (auto init = state.getAs<mlir::FloatAttr>("init_value"))
+        t.data.assign(t.data.size(), init.getValueAsDouble());
+    } // other optimizer state and anything else: zeros
     out.push_back(std::move(t));
   }
   return out;

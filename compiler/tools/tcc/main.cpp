@@ -3,11 +3,14 @@
 //   tcc compile model.pb -o step.so [--target cpu|cuda] [--arch sm_XY]
 //                        [--precision P] [--jobs N] [--no-cache] [--dump-dir DIR]
 //                        [--compile-to PHASE] [--cxx COMPILER] [--no-native]
-//                        [--emit-gradients] [-v]
+//                        [--emit-gradients] [--loss-scale dynamic|none]
+//                        [--initial-loss-scale V]
+//                        [--loss-scale-growth-interval N] [-v]
 //
 // Exit codes: 0 success, 1 compile error (bad model, failed pass or host
 // compiler), 2 usage error. This file parses the flags; the compile itself
 // is compiler/driver/Compile.h, and `tcc run` is RunCommand.cpp.
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
@@ -79,6 +82,21 @@ Options:
   --emit-gradients      the train step skips clipping and the optimizer and
                         returns each gradient as the train output
                         'grad:<param>' (parameters stay unchanged)
+  --loss-scale dynamic|none
+                        dynamic: loss scaling in the train step, as PyTorch's
+                        GradScaler: the loss is scaled by S before the
+                        backward pass, the gradients unscaled and checked;
+                        a step with an inf/NaN gradient is skipped and S
+                        halved, S doubles after N good steps in a row. S is
+                        optimizer state (checkpointed); trun reports it and
+                        the skipped steps. Works with any precision
+                        (default: none)
+  --initial-loss-scale V
+                        dynamic loss scaling: the first S, a number > 0 that
+                        fits in f32 (default 65536 = 2^16)
+  --loss-scale-growth-interval N
+                        dynamic loss scaling: good steps in a row before S
+                        doubles, 1 to 16777216 (default 2000)
   -h, --help            this text
 )";
 
@@ -180,6 +198,36 @@ int compileMain(int argc, char **argv) {
       args.nativeArch = false;
     } else if (a == "--emit-gradients") {
       args.emitGradients = true;
+    } else if (flag == "--loss-scale") {
+      if (!value(v))
+        return usageError("--loss-scale needs a value (dynamic, none)");
+      if (v == "dynamic")
+        args.lossScale = tcc::LossScaleMode::Dynamic;
+      else if (v == "none")
+        args.lossScale = tcc::LossScaleMode::None;
+      else
+        return usageError("unknown --loss-scale '" + v + "' (dynamic, none)");
+    } else if (flag == "--initial-loss-scale") {
+      if (!value(v))
+        return usageError("--initial-loss-scale needs a number");
+      char *end = nullptr;
+      double scale = std::strtod(v.c_str(), &end);
+      // The scale is f32 state: finite in f32, above zero.
+      if (v.empty() || *end || !(scale > 0) ||
+          !std::isfinite(static_cast<float>(scale)))
+        return usageError("--initial-loss-scale needs a number > 0 that fits in "
+                          "f32 (at most 3.4e38), got '" + v + "'");
+      args.initialLossScale = scale;
+    } else if (flag == "--loss-scale-growth-interval") {
+      if (!value(v))
+        return usageError("--loss-scale-growth-interval needs a number");
+      char *end = nullptr;
+      long long n = std::strtoll(v.c_str(), &end, 10);
+      if (v.empty() || *end || n < 1 || n > tcc::training::kMaxGrowthInterval)
+        return usageError("--loss-scale-growth-interval needs a whole number from "
+                          "1 to " + std::to_string(tcc::training::kMaxGrowthInterval) +
+                          ", got '" + v + "'");
+      args.lossScaleGrowthInterval = n;
     } else if (!a.empty() && a[0] == '-' && a != "-") {
       return usageError("unknown option '" + a + "'");
     } else if (args.model.empty()) {

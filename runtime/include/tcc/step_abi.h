@@ -44,6 +44,7 @@ typedef enum tcc_init_kind {
   TCC_INIT_ONES = 1,
   TCC_INIT_NORMAL = 2,  /* mean 0, standard deviation = scale */
   TCC_INIT_UNIFORM = 3, /* uniform in [-scale, scale) */
+  TCC_INIT_CONSTANT = 4, /* every element = scale (e.g. the loss scale) */
 } tcc_init_kind;
 
 typedef enum tcc_status {
@@ -87,8 +88,9 @@ typedef struct tcc_tensor_desc {
   const int64_t *shape; /* rank entries */
   int64_t num_elements;
   int64_t size_bytes;
-  /* Parameters and optimizer state only (zero for inputs/outputs);
-     optimizer state is always initialized to zeros. */
+  /* Parameters and optimizer state only (zero for inputs/outputs).
+     Optimizer state of a parameter starts at zeros; state of the whole
+     step may start elsewhere (the loss scale: CONSTANT). */
   int32_t init_kind; /* tcc_init_kind */
   int32_t trainable; /* 0: frozen, no gradient, no optimizer state */
   double init_scale;

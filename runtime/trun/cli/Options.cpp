@@ -52,7 +52,9 @@ training:
                         naming the step and the last good checkpoint) or
                         undo that step's update and go on (keeps a copy of
                         the weights and optimizer state every step; stops
-                        after 10 skipped steps in a row)
+                        after 10 skipped steps in a row). A step compiled
+                        with --loss-scale dynamic that skipped its own
+                        update on inf/NaN gradients is no such event
   --gpu N               the GPU a cuda step runs on (default 0; an error
                         for a cpu step)
 progress and metrics:

@@ -61,7 +61,7 @@ absl::Status CheckTensor(const tcc_tensor_desc &t, absl::string_view kind,
         absl::StrCat(what, " has ", elements, " ", DtypeName(t.dtype),
                      " elements but size_bytes ", t.size_bytes));
   if (has_init) {
-    if (t.init_kind < TCC_INIT_ZEROS || t.init_kind > TCC_INIT_UNIFORM)
+    if (t.init_kind < TCC_INIT_ZEROS || t.init_kind > TCC_INIT_CONSTANT)
       return absl::InvalidArgumentError(
           absl::StrCat(what, " has unknown init_kind ", t.init_kind));
     if (!std::isfinite(t.init_scale) || t.init_scale < 0)
@@ -183,6 +183,8 @@ void PrintTensors(const char *title, int32_t count, const tcc_tensor_desc *list,
       if (t.init_kind == TCC_INIT_NORMAL || t.init_kind == TCC_INIT_UNIFORM)
         out << absl::StrFormat("(scale=%g, seed=%u)", t.init_scale,
                                t.init_seed);
+      if (t.init_kind == TCC_INIT_CONSTANT)
+        out << absl::StrFormat("(%g)", t.init_scale);
       // Optimizer state is never trained: only parameters say either.
       if (std::strcmp(title, "params") == 0)
         out << (t.trainable ? "  trainable" : "  frozen");
@@ -273,14 +275,17 @@ absl::Status ValidateDescriptor(const tcc_step_descriptor &d,
     return s;
   if (absl::Status s = CheckMemoryByDtype(d, origin); !s.ok())
     return s;
-  // trun shows grad_norm in its progress lines: it must be one f32 value.
-  int32_t norm = FindTrainOutput(d, "grad_norm");
-  if (norm != -1 && (d.train_outputs[norm].dtype != TCC_DTYPE_F32 ||
-                     d.train_outputs[norm].num_elements != 1))
-    return absl::InvalidArgumentError(absl::StrCat(
-        origin, ": train output 'grad_norm' must be one f32 value, got ",
-        DtypeName(d.train_outputs[norm].dtype), " ",
-        ShapeString(d.train_outputs[norm])));
+  // trun shows these in its progress lines: each must be one f32 value.
+  for (const char *name :
+       {"grad_norm", "loss_scale", "skipped", "skipped_steps"}) {
+    int32_t i = FindTrainOutput(d, name);
+    if (i != -1 && (d.train_outputs[i].dtype != TCC_DTYPE_F32 ||
+                    d.train_outputs[i].num_elements != 1))
+      return absl::InvalidArgumentError(absl::StrCat(
+          origin, ": train output '", name, "' must be one f32 value, got ",
+          DtypeName(d.train_outputs[i].dtype), " ",
+          ShapeString(d.train_outputs[i])));
+  }
   return absl::OkStatus();
 }
 

@@ -127,6 +127,12 @@ absl::Status MetricsLog::WriteStep(const StepRecord &record, const char *unit) {
   line["lr"] = Number(record.learning_rate);
   if (record.grad_norm)
     line["grad_norm"] = Number(*record.grad_norm);
+  if (record.loss_scale) {
+    line["loss_scale"] = Number(*record.loss_scale);
+    line["overflow"] = record.overflow;
+  }
+  if (record.skipped_steps)
+    line["skipped_steps"] = *record.skipped_steps;
   line["step_ms"] = Number(record.step_seconds * 1e3);
   line["data_wait_ms"] = Number(record.data_wait_seconds * 1e3);
   line["items_per_s"] =
@@ -223,6 +229,10 @@ void ProgressReporter::OnStep(const StepRecord &record) {
     ++window_.grad_norms;
     window_.grad_norm_sum += *record.grad_norm;
   }
+  if (record.overflow)
+    ++window_.overflows;
+  if (record.loss_scale)
+    last_loss_scale_ = record.loss_scale;
   window_.items += record.items;
   window_.step_seconds += record.step_seconds;
   window_.wait_seconds += record.data_wait_seconds;
@@ -255,6 +265,10 @@ std::string ProgressReporter::StatusText(double now) {
   if (window_.grad_norms > 0)
     absl::StrAppendFormat(&text, "  grad norm %.3g",
                           window_.grad_norm_sum / window_.grad_norms);
+  if (last_loss_scale_)
+    absl::StrAppendFormat(&text, "  loss scale %g", *last_loss_scale_);
+  if (window_.overflows > 0)
+    absl::StrAppendFormat(&text, "  overflow %d", window_.overflows);
   double wall = now - window_start_;
   if (wall > 0)
     absl::StrAppendFormat(&text, "  %s %s/s  ",

@@ -6,6 +6,10 @@
 //    "step_ms":151.2,"data_wait_ms":0.01,"items_per_s":13540.1,
 //    "unit":"tokens","time_s":2.75}                  (grad_norm if the step
 //                                                     reports one)
+//   with dynamic loss scaling also, after grad_norm:
+//    "loss_scale":65536,"overflow":false,"skipped_steps":0
+//   (the scale the step used; overflow: the step skipped its own update on
+//   an inf/NaN gradient; skipped_steps: such steps so far in the run)
 //   {"kind":"skip","step":18,"loss":NaN-as-null,...}   (--on-nan skip)
 //   {"kind":"eval","step":100,"val_loss":1.93,"batches":20,"time_s":...}
 //   {"kind":"eval","step":938,"test_loss":0.41,"accuracy":0.85,...}
@@ -45,6 +49,12 @@ struct StepRecord {
   double data_wait_seconds = 0; // blocked on the loader before it
   int64_t items = 0;            // tokens (token models) or samples
   bool skipped = false;         // --on-nan skip rolled this step back
+  // Steps with dynamic loss scaling: the scale the step used, whether it
+  // skipped its own update (an inf/NaN gradient), and the updates skipped
+  // so far in the run (this one included).
+  std::optional<double> loss_scale;
+  bool overflow = false;
+  std::optional<int64_t> skipped_steps;
 };
 
 struct EvalRecord {
@@ -95,6 +105,10 @@ private:
 // ms, the share of time waiting for data, and the ETA:
 //   step 200/1000  loss 2.1345  lr 3.00e-04  grad norm 0.812  13.5K tokens/s
 //   151.2 ms/step  data wait 0.1%  ETA 2m01s                   (one line)
+// With dynamic loss scaling, after the grad norm: "loss scale 65536" (the
+// latest step's) and "overflow N" (steps since the last line that skipped
+// their update on an inf/NaN gradient; their loss counts, their grad norm
+// does not).
 // "Since the last line" (live: since the last redraw): loss and grad norm
 // are means over those steps (skipped steps add "skipped N" and no loss);
 // tokens/s and data wait are over the wall time since then; ms/step is the
@@ -124,7 +138,8 @@ protected:
 private:
   // Sums over the steps since the last printed line (or redraw).
   struct Window {
-    int64_t steps = 0, losses = 0, grad_norms = 0, skipped = 0, items = 0;
+    int64_t steps = 0, losses = 0, grad_norms = 0, skipped = 0, items = 0,
+            overflows = 0;
     double loss_sum = 0, grad_norm_sum = 0, step_seconds = 0, wait_seconds = 0;
   };
   // The fields after the bar: "step 200/1000  loss 2.1345  ...  ETA 2m01s".
@@ -142,6 +157,7 @@ private:
   Window window_;
   int64_t last_step_; // the step of the latest record
   double last_lr_ = 0;
+  std::optional<double> last_loss_scale_; // loss scaling: the latest step's
   bool pending_ = false;   // live: steps not drawn yet
   bool bar_shown_ = false; // live: the bar is on screen, no newline after it
   std::string bar_;        // live: the last bar text drawn

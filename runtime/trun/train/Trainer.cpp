@@ -39,6 +39,9 @@ Trainer::Create(const tcc_step_descriptor &descriptor,
     return buffers.status();
   t->buffers_ = std::move(*buffers);
   t->grad_norm_output_ = FindTrainOutput(d, "grad_norm");
+  t->loss_scale_output_ = FindTrainOutput(d, "loss_scale");
+  t->skipped_output_ = FindTrainOutput(d, "skipped");
+  t->skipped_steps_output_ = FindTrainOutput(d, "skipped_steps");
   t->input_ptrs_.assign(d.num_inputs, nullptr);
   t->args_.params = t->buffers_->params_for_call();
   t->args_.optimizer_state = t->buffers_->optimizer_state_for_call();
@@ -220,8 +223,12 @@ absl::Status Trainer::TrainLoop(BatchLoader &loader, const TrainConfig &config,
     record.step_seconds = step_seconds;
     record.data_wait_seconds = wait;
     record.items = config.items_per_step;
+    ReadLossScaling(record, summary);
+    // Loss scaling: an overflowing step's gradients (and so its grad norm)
+    // are not finite, and the step already kept the old weights.
     bool finite = std::isfinite(loss_) &&
-                  (!record.grad_norm || std::isfinite(*record.grad_norm));
+                  (!record.grad_norm || std::isfinite(*record.grad_norm) ||
+                   record.overflow);
     if (!finite) {
       std::string what = absl::StrFormat(
           "step '%s': non-finite %s at train step %d (loss %g%s)",
@@ -278,6 +285,24 @@ absl::Status Trainer::TrainLoop(BatchLoader &loader, const TrainConfig &config,
       return buffers_->sync_error();
   }
   return absl::OkStatus();
+}
+
+void Trainer::ReadLossScaling(StepRecord &record, TrainSummary &summary) const {
+  auto value = [&](int32_t output) {
+    return *static_cast<const float *>(buffers_->train_output(output));
+  };
+  if (loss_scale_output_ != -1) {
+    record.loss_scale = value(loss_scale_output_);
+    summary.last_loss_scale = record.loss_scale;
+  }
+  if (skipped_output_ != -1 && value(skipped_output_) != 0) {
+    record.overflow = true;
+    ++summary.overflow_skipped;
+  }
+  if (skipped_steps_output_ != -1) {
+    record.skipped_steps = static_cast<int64_t>(value(skipped_steps_output_));
+    summary.run_skipped_steps = record.skipped_steps;
+  }
 }
 
 absl::Status Trainer::EvalBatch(HostBatch &batch, absl::string_view what) {

@@ -52,6 +52,13 @@ inline constexpr int64_t kMaxConsecutiveSkips = 10;
 struct TrainSummary {
   int64_t steps = 0;         // train calls made by this Train call
   int64_t skipped = 0;       // of those, rolled back (--on-nan skip)
+  // Steps with loss scaling (train outputs "loss_scale", "skipped",
+  // "skipped_steps"): of the steps made, those whose update the step itself
+  // skipped on an inf/NaN gradient, the scale after the last one, and the
+  // updates skipped in the whole run (a resumed run's included).
+  int64_t overflow_skipped = 0;
+  std::optional<double> last_loss_scale;
+  std::optional<int64_t> run_skipped_steps;
   bool interrupted = false;  // stop_requested ended it early
   double seconds = 0;        // wall time of the loop
   double data_wait_seconds = 0;
@@ -110,7 +117,8 @@ public:
   // Runs train steps on batches from `loader` until config.steps are done
   // or a stop is requested. Fails on a non-zero step status, and on a
   // non-finite loss or grad norm with OnNan::kStop (the message names the
-  // step); OnNan::kSkip restores the weights and optimizer state from
+  // step; a non-finite grad norm of a step that skipped its own update
+  // under loss scaling is expected, not a failure); OnNan::kSkip restores the weights and optimizer state from
   // before the step and goes on. After a failure the weights may hold the
   // failed step's update: do not checkpoint them. loader.taken() counts
   // exactly the batches of the steps run (a GPU step's peeked batch is not
@@ -185,6 +193,9 @@ private:
   // "step 'x': <what> failed: returned N (NAME)[: <device last_error>]"
   absl::Status CallError(absl::string_view what, int32_t status) const;
   absl::Status CheckEvalLoss(float loss, int64_t index) const;
+  // Fills `record`'s loss-scaling fields from the last train call's
+  // outputs and counts its overflow in `summary`.
+  void ReadLossScaling(StepRecord &record, TrainSummary &summary) const;
   // The loop of Train(); Train() waits for queued uploads around it.
   absl::Status TrainLoop(BatchLoader &loader, const TrainConfig &config,
                          TrainSummary &summary);
@@ -194,6 +205,10 @@ private:
   const tcc_device_api *device_; // GPU steps only
   std::unique_ptr<StepBuffers> buffers_;
   int32_t grad_norm_output_ = -1; // index of train output "grad_norm"
+  // Loss scaling's train outputs ("loss_scale", "skipped",
+  // "skipped_steps"); -1 for a step without loss scaling.
+  int32_t loss_scale_output_ = -1, skipped_output_ = -1,
+          skipped_steps_output_ = -1;
   std::vector<const void *> input_ptrs_;
   float loss_ = 0;
   tcc_step_args args_{};

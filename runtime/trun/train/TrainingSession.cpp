@@ -249,6 +249,16 @@ absl::Status TrainingSession::Train(TrainingPlan &plan) {
       summary->skipped
           ? absl::StrFormat("; %d skipped (non-finite)", summary->skipped)
           : ""));
+  if (summary->last_loss_scale)
+    Say(absl::StrFormat(
+        "loss scaling: %d of %d steps skipped their update (inf/NaN "
+        "gradients)%s; the last step used loss scale %g",
+        summary->overflow_skipped, summary->steps,
+        summary->run_skipped_steps &&
+                *summary->run_skipped_steps != summary->overflow_skipped
+            ? absl::StrFormat(", %d in the whole run", *summary->run_skipped_steps)
+            : "",
+        *summary->last_loss_scale));
   absl::Status final_checkpoint = absl::OkStatus();
   if (checkpoints_ && last_checkpoint_step_ != trainer_.steps_done())
     final_checkpoint = WriteCheckpoint(plan, first_cursor + loader.taken());
