@@ -22,7 +22,9 @@
 // float, 1e-12 for double, u + 1e-5 for bf16 (u = 2^-8) and f16 (2^-11):
 // the one rounding of a 16-bit output is at most u |want|, the float math
 // before it at most 1e-5 of the floor; the reference reads the same 16-bit
-// inputs as exact doubles. floor is the scale of the rounding error of the
+// inputs as exact doubles; an f16 output among the subnormals (below 2^-14)
+// may also be off by half their spacing, 2^-25 (atolFor). floor is the
+// scale of the rounding error of the
 // computation, per family:
 // - sums / means: floor = ||x||_2 of the reduced values (/ count for a
 //   mean). Summing n random-signed terms in chains of L (per thread) plus a
@@ -134,10 +136,14 @@ bool selected(const std::string &fam, const std::string &desc) {
 // denominator, or ulps for exp / tanh) and the first failure.
 struct Check {
   double rtol;
+  // Absolute slack for outputs that land among f16's subnormals (below
+  // 2^-14), where the one rounding is half the fixed spacing 2^-24, not a
+  // relative u: set by checkFor<f16>; 0 elsewhere.
+  double atol = 0;
   double worst = 0;
   int64_t failures = 0;
   std::string first;
-  explicit Check(double rtol) : rtol(rtol) {}
+  explicit Check(double rtol, double atol = 0) : rtol(rtol), atol(atol) {}
 
   void fail(const std::string &what) {
     if (failures++ == 0)
@@ -159,7 +165,7 @@ struct Check {
     else {
       double d = std::fabs(got - want);
       double den = std::max(std::fabs(want), floor);
-      err = d == 0 ? 0 : den > 0 ? d / den : INFINITY;
+      err = d <= atol ? 0 : den > 0 ? d / den : INFINITY;
     }
     if (!(err <= rtol)) {
       fail(format("at %" PRId64 ": got %.17g, want %.17g (floor %.3g)", at, got,
@@ -290,6 +296,9 @@ template <class T> double rtolFor() {
 }
 template <> double rtolFor<bf16>() { return 0x1p-8 + kRtolFloat; }
 template <> double rtolFor<f16>() { return 0x1p-11 + kRtolFloat; }
+// Half of f16's subnormal spacing (2^-24), plus the float math's share.
+template <class T> double atolFor() { return 0; }
+template <> double atolFor<f16>() { return 0x1p-25 * (1 + 1e-3); }
 
 const char *kindName(int kind) {
   return kind == 0 ? "sum" : kind == 1 ? "mean" : "max";
@@ -685,7 +694,7 @@ void caseReduceRows(int64_t rows, int64_t cols, const std::string &variant) {
                                         rows, cols, gStream);
   sync();
   std::vector<T> got = dout.download(), again = dout2.download();
-  Check c(rtolFor<T>());
+  Check c(rtolFor<T>(), atolFor<T>());
   for (int64_t r = 0; r < rows; ++r) {
     double floor;
     double want = refReduce(in.data() + off + r * cols, cols, 1, Kind, floor);
@@ -723,7 +732,7 @@ void caseReduceMiddle(int64_t outer, int64_t reduced, int64_t inner,
                                           gStream);
   sync();
   std::vector<T> got = dout.download(), again = dout2.download();
-  Check c(rtolFor<T>());
+  Check c(rtolFor<T>(), atolFor<T>());
   for (int64_t o = 0; o < outer; ++o)
     for (int64_t i = 0; i < inner; ++i) {
       double floor;
@@ -869,7 +878,7 @@ template <class T, class I, class L = T> void runXent(const XentCase<T> &x) {
   const int32_t wantStatus = x.badRows > 0 ? kCode : 0;
   const T *logits = dlogits.p ? dlogits.p + x.off : nullptr;
   if (fwd) {
-    Check c(rtolFor<L>());
+    Check c(rtolFor<L>(), atolFor<L>());
     dloss.poison();
     dloss2.poison();
     status.zero();
@@ -888,7 +897,7 @@ template <class T, class I, class L = T> void runXent(const XentCase<T> &x) {
     finishCase("xent_forward", desc, c);
   }
   if (bwd) {
-    Check c(rtolFor<T>());
+    Check c(rtolFor<T>(), atolFor<T>());
     dout.poison();
     dout2.poison();
     status.zero();
@@ -1112,7 +1121,7 @@ void caseScatter(int64_t nIds, int64_t vocab, int64_t row,
                                           vocab, row, status.p, kCode, gStream);
   sync();
   std::vector<T> out = dout.download();
-  Check c(rtolFor<T>());
+  Check c(rtolFor<T>(), atolFor<T>());
   int32_t st = readStatus(status);
   c.expect(st == (bad ? kCode : 0),
            format("status %d, want %d", st, bad ? kCode : 0));

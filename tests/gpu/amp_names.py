@@ -28,7 +28,7 @@ LOSS_SCALE_TOOL = "tcc"
 # trun --metrics: each step record carries the loss scale and whether the
 # step was skipped (inf/NaN in the scaled gradients: no update).
 METRIC_LOSS_SCALE = "loss_scale"
-METRIC_SKIPPED = "skipped"
+METRIC_SKIPPED = "overflow"
 # What METRIC_SKIPPED holds: "per_step" (true / 1 on the record of a skipped
 # step, false / 0 otherwise) or "cumulative" (skipped steps so far).
 SKIPPED_COUNTS = "per_step"

@@ -114,11 +114,12 @@ fi
 
 echo "== dynamic loss scaling on the GPU =="
 # gpt_char compiled with --loss-scale dynamic (2^16, no overflow): the same
-# losses as without; the summed-loss MLP from 2^127: overflows, the scale
+# losses as without, to 1e-5 (bit for bit on the CPU; on the GPU the
+# embedding gradient's atomics add in any order, ~1e-6 between two runs); the summed-loss MLP from 2^127: overflows, the scale
 # halves, recovers and grows exactly by GradScaler's rule, the loss falls.
 if train gpt_char_gpu_ls gpt_char_cuda_ls.so --data "$dir/data/fortunes_train.bin"; then
   line=$(python3 "$here/compare_losses.py" "gpt_char gpu loss scale 2^16 vs none" \
-         "$out/gpt_char_gpu.jsonl" "$out/gpt_char_gpu_ls.jsonl" --tol 1e-6 --labels none,dynamic)
+         "$out/gpt_char_gpu.jsonl" "$out/gpt_char_gpu_ls.jsonl" --tol 1e-5 --labels none,dynamic)
   rc=$?
   echo "$line"; note "$line"; [ $rc = 0 ] || status=1
 else
