@@ -248,9 +248,13 @@ namespace {
 struct SoftmaxPrefix {
   Value shifted, exps, sum;
 };
-SoftmaxPrefix softmaxPrefix(OpBuilder &b, Location loc, Value x, int64_t axis) {
-  Value max = reduceMax(b, loc, x, {axis}, /*keepDims=*/true);
-  Value shifted = sub(b, loc, x, max);
+// For a bf16/f16 `x`: the max is taken on x itself (exact in any type, and
+// read from the 16-bit buffer), then x - max, the exponentials and the sum
+// are f32 (`statsType`), so no f32 copy of x is ever stored.
+SoftmaxPrefix softmaxPrefix(OpBuilder &b, Location loc, Value x, int64_t axis,
+                            Type statsType) {
+  Value max = castTo(b, loc, reduceMax(b, loc, x, {axis}, /*keepDims=*/true), statsType);
+  Value shifted = sub(b, loc, castTo(b, loc, x, statsType), max);
   Value exps = exp(b, loc, shifted);
   Value sum = reduceSum(b, loc, exps, {axis}, /*keepDims=*/true);
   return {shifted, exps, sum};
@@ -260,14 +264,14 @@ SoftmaxPrefix softmaxPrefix(OpBuilder &b, Location loc, Value x, int64_t axis) {
 Value softmax(OpBuilder &b, Location loc, Value x, int64_t axis) {
   Type elt = rtt(x).getElementType();
   Type statsType = isHalfFloat(elt) ? Type(b.getF32Type()) : elt;
-  SoftmaxPrefix p = softmaxPrefix(b, loc, castTo(b, loc, x, statsType), axis);
+  SoftmaxPrefix p = softmaxPrefix(b, loc, x, axis, statsType);
   return castTo(b, loc, div(b, loc, p.exps, p.sum), elt);
 }
 
 Value logSoftmax(OpBuilder &b, Location loc, Value x, int64_t axis) {
   Type elt = rtt(x).getElementType();
   Type statsType = isHalfFloat(elt) ? Type(b.getF32Type()) : elt;
-  SoftmaxPrefix p = softmaxPrefix(b, loc, castTo(b, loc, x, statsType), axis);
+  SoftmaxPrefix p = softmaxPrefix(b, loc, x, axis, statsType);
   return castTo(b, loc, sub(b, loc, p.shifted, log(b, loc, p.sum)), elt);
 }
 

@@ -89,21 +89,24 @@ CrossEntropyOp::buildGradients(OpBuilder &b, ArrayRef<Value> resultGrads,
   return success();
 }
 
-// y = softmax(x): dx = y * (g - sum(g * y)); for bf16/f16 computed in f32
-// (the sum is a statistic) and rounded to x's type once.
+// y = softmax(x): dx = y * (g - sum(g * y)). For bf16/f16 the products
+// g * y are formed in f32 and rounded once to x's type before the f32 sum
+// (so the sum reads a 16-bit buffer, not f32 copies of g and y: half the
+// bytes of this, the step's largest backward stage), and dx is computed in
+// f32 from g, y and the f32 sum, rounded once.
 LogicalResult SoftmaxOp::buildGradients(OpBuilder &b,
                                         ArrayRef<Value> resultGrads,
                                         SmallVectorImpl<Value> &operandGrads) {
   Location loc = getLoc();
   Type elt = rtt(getResult()).getElementType();
   Type math = build::isHalfFloat(elt) ? Type(b.getF32Type()) : elt;
-  Value y = build::castTo(b, loc, getResult(), math);
-  Value g = build::castTo(b, loc, resultGrads[0], math);
+  Value y = getResult(), g = resultGrads[0];
   int64_t axis = getAxis();
-  Value dot = build::reduceSum(b, loc, build::mul(b, loc, g, y), {axis},
-                               /*keepDims=*/true);
-  operandGrads.push_back(build::castTo(
-      b, loc, build::mul(b, loc, y, build::sub(b, loc, g, dot)), elt));
+  Value dot = build::reduceSum(b, loc, build::castTo(b, loc, build::mul(b, loc, g, y), math),
+                               {axis}, /*keepDims=*/true);
+  Value dx = build::mul(b, loc, build::castTo(b, loc, y, math),
+                        build::sub(b, loc, build::castTo(b, loc, g, math), dot));
+  operandGrads.push_back(build::castTo(b, loc, dx, elt));
   return success();
 }
 
