@@ -182,7 +182,11 @@ TEST_F(AdamWUpdate, MatchesTorchAdamWForSeveralSteps) {
     compiled.learningRate = lrAt(step);
     StepResults gradients = runStep(trainStep(*grads), reference);
     StepResults updated = runStep(trainStep(*adam), compiled);
-    EXPECT_DOUBLE_EQ(updated.loss, gradients.loss);
+    // After step 0 the two sides' parameters come from two AdamW
+    // implementations whose float64 operations differ in order: a few ulps
+    // apart, so the losses are too (a seed gave 9 ulps; EXPECT_DOUBLE_EQ
+    // allows 4).
+    EXPECT_NEAR(updated.loss, gradients.loss, 1e-12 * std::max(1.0, std::fabs(gradients.loss)));
 
     // Parameter 1 is frozen: no update, no state.
     ASSERT_EQ(updated.updatedParams.size(), 2u);
