@@ -414,15 +414,23 @@ TEST(GpuTrainerTest, ArenasPerCategoryAndTheirRelease) {
   {
     absl::StatusOr<Fixture> gpu = Open(lib);
     ASSERT_TRUE(gpu.ok()) << gpu.status();
-    // parameters, workspace, inputs (two sets) and eval outputs; the
-    // bigram's SGD has no optimizer state.
-    EXPECT_EQ(FakeStats(lib).device_blocks, 4);
+    // parameters, workspace and inputs (two sets); the bigram's SGD has no
+    // optimizer state; the eval outputs wait for the first eval.
+    EXPECT_EQ(FakeStats(lib).device_blocks, 3);
     std::optional<GpuMemory> memory = gpu->trainer->gpu_memory();
     ASSERT_TRUE(memory.has_value());
     uint64_t expected = (256 * 256 + 256) * 4 // table, bias (aligned)
                         + 128 * 256 * 4       // workspace
-                        + 2 * 2 * 128 * 4     // 2 sets of tokens, targets
-                        + 128 * 256 * 4;      // logits
+                        + 2 * 2 * 128 * 4;    // 2 sets of tokens, targets
+    EXPECT_EQ(memory->allocated_bytes, expected);
+    ASSERT_TRUE(TrainSteps(*gpu, 2).ok());
+    EXPECT_EQ(gpu->trainer->gpu_memory()->allocated_bytes, expected)
+        << "training alone never allocates the eval outputs";
+    FirstBatches batches(1);
+    ASSERT_TRUE(gpu->trainer->Evaluate(batches).ok());
+    EXPECT_EQ(FakeStats(lib).device_blocks, 4);
+    expected += 128 * 256 * 4; // logits
+    memory = gpu->trainer->gpu_memory();
     EXPECT_EQ(memory->allocated_bytes, expected);
     EXPECT_GE(memory->peak_allocated_bytes, expected);
     gpu->trainer.reset();

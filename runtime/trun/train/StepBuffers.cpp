@@ -172,13 +172,7 @@ absl::Status StepBuffers::AllocateDevice(int32_t gpu) {
     for (int32_t i = 0; i < d.num_inputs; ++i)
       device_inputs_[set].push_back(
           device_inputs_arena_->tensor(set * d.num_inputs + i));
-  if (d.num_outputs > 0) {
-    if (absl::Status s = CreateArena("eval outputs", sizes(d.num_outputs, d.outputs, 1),
-                                     device_outputs_arena_);
-        !s.ok())
-      return s;
-    device_outputs_ = device_outputs_arena_->tensors();
-  }
+  // Eval outputs: EnsureDeviceOutputs, on the first eval that reads them.
   return absl::OkStatus();
 }
 
@@ -316,6 +310,19 @@ absl::Status StepBuffers::UploadBatch(const HostBatch &batch,
   return absl::OkStatus();
 }
 
+absl::Status StepBuffers::EnsureDeviceOutputs() {
+  const tcc_step_descriptor &d = descriptor_;
+  if (!device_ || d.num_outputs == 0 || device_outputs_arena_)
+    return absl::OkStatus();
+  std::vector<int64_t> sizes;
+  AppendSizes(d.num_outputs, d.outputs, sizes);
+  if (absl::Status s = CreateArena("eval outputs", sizes, device_outputs_arena_);
+      !s.ok())
+    return s;
+  device_outputs_ = device_outputs_arena_->tensors();
+  return absl::OkStatus();
+}
+
 absl::Status StepBuffers::CopyOutput(int32_t output, int64_t offset,
                                      int64_t bytes, void *dst) const {
   if (!device_) {
@@ -324,6 +331,10 @@ absl::Status StepBuffers::CopyOutput(int32_t output, int64_t offset,
     return absl::OkStatus();
   }
   const tcc_step_descriptor &d = descriptor_;
+  if (device_outputs_.empty())
+    return absl::FailedPreconditionError(
+        absl::StrCat("step '", d.model_name, "': eval output '", d.outputs[output].name,
+                     "' read before any eval call wrote it"));
   return DeviceCallStatus(
       *device_,
       device_->to_host(dst,

@@ -63,6 +63,10 @@ public:
   void **params_for_call();
   void **optimizer_state_for_call();
   void *workspace_for_call();
+  // On a GPU the eval outputs are allocated by the first eval that reads
+  // them (a training run that never does never holds them: GPT-2's logits
+  // are 3 GiB); outputs_for_call is null until then.
+  absl::Status EnsureDeviceOutputs();
   void **outputs_for_call();
   void **train_outputs_for_call();
   // GPU steps: input `input` of input set `set` (0 or 1) on the device.

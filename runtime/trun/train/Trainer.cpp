@@ -319,6 +319,8 @@ absl::Status Trainer::EvalBatch(HostBatch &batch, absl::string_view what) {
   if (absl::Status s = buffers_->UploadBatch(batch, binding_, set, what);
       !s.ok())
     return s;
+  if (absl::Status s = buffers_->EnsureDeviceOutputs(); !s.ok())
+    return s;
   BindInputSet(set, /*with_outputs=*/true);
   int32_t status = descriptor_.eval(&args_);
   return status == TCC_STATUS_OK ? absl::OkStatus() : CallError(what, status);
