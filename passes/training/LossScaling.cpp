@@ -4,6 +4,7 @@
 #include <cstdio>
 
 #include "dialects/common/ModelAttrs.h"
+#include "passes/training/TrainingUtils.h"
 
 using namespace mlir;
 
@@ -69,6 +70,19 @@ FailureOr<std::optional<LossScalingConfig>> readLossScaling(ModuleOp module,
     return module.emitError(pass)
            << ": " << model::kLossScalingAttr << ": " << problem;
   return std::optional<LossScalingConfig>(c);
+}
+
+FailureOr<std::optional<ScaledTrainStep>>
+findScaledTrainStep(ModuleOp module, StringRef pass) {
+  FailureOr<std::optional<LossScalingConfig>> scaling = readLossScaling(module, pass);
+  if (failed(scaling))
+    return failure();
+  if (!*scaling)
+    return std::optional<ScaledTrainStep>();
+  FailureOr<func::FuncOp> step = getTrainStep(module, pass);
+  if (failed(step))
+    return failure();
+  return std::optional<ScaledTrainStep>(ScaledTrainStep{**scaling, *step});
 }
 
 } // namespace tcc::training

@@ -11,6 +11,7 @@
 #include <string>
 
 #include "mlir/IR/Builders.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/BuiltinOps.h"
 
 namespace tcc::training {
@@ -38,6 +39,17 @@ std::string lossScalingProblem(const LossScalingConfig &config);
 // naming `pass`) when malformed or out of range.
 mlir::FailureOr<std::optional<LossScalingConfig>>
 readLossScaling(mlir::ModuleOp module, llvm::StringRef pass);
+
+// What the loss-scaling passes after autodiff start from: the module's
+// configuration and its @train_step. nullopt when the module asks for no
+// loss scaling; failure (an error naming `pass`) when the configuration is
+// malformed or there is no train step.
+struct ScaledTrainStep {
+  LossScalingConfig config;
+  mlir::func::FuncOp step;
+};
+mlir::FailureOr<std::optional<ScaledTrainStep>>
+findScaledTrainStep(mlir::ModuleOp module, llvm::StringRef pass);
 
 } // namespace tcc::training
 

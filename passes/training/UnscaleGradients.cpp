@@ -46,18 +46,13 @@ Type elementTypeOf(Value v) {
 struct TgUnscaleGradientsPass
     : tcc::impl::TgUnscaleGradientsBase<TgUnscaleGradientsPass> {
   void runOnOperation() override {
-    ModuleOp module = getOperation();
-    FailureOr<std::optional<training::LossScalingConfig>> scaling =
-        training::readLossScaling(module, getArgument());
-    if (failed(scaling))
+    FailureOr<std::optional<training::ScaledTrainStep>> scaled =
+        training::findScaledTrainStep(getOperation(), getArgument());
+    if (failed(scaled))
       return signalPassFailure();
-    if (!*scaling)
+    if (!*scaled)
       return; // no loss scaling
-    FailureOr<func::FuncOp> maybeStep =
-        training::getTrainStep(module, getArgument());
-    if (failed(maybeStep))
-      return signalPassFailure();
-    func::FuncOp step = *maybeStep;
+    func::FuncOp step = (*scaled)->step;
     BlockArgument scale =
         training::findStepStateArgument(step, model::kLossScaleState);
     if (!scale) {

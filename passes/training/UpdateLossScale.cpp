@@ -43,19 +43,14 @@ namespace build = tg::build;
 struct TgUpdateLossScalePass
     : tcc::impl::TgUpdateLossScaleBase<TgUpdateLossScalePass> {
   void runOnOperation() override {
-    ModuleOp module = getOperation();
-    FailureOr<std::optional<training::LossScalingConfig>> scaling =
-        training::readLossScaling(module, getArgument());
-    if (failed(scaling))
+    FailureOr<std::optional<training::ScaledTrainStep>> scaled =
+        training::findScaledTrainStep(getOperation(), getArgument());
+    if (failed(scaled))
       return signalPassFailure();
-    if (!*scaling)
+    if (!*scaled)
       return; // no loss scaling
-    FailureOr<func::FuncOp> maybeStep =
-        training::getTrainStep(module, getArgument());
-    if (failed(maybeStep))
-      return signalPassFailure();
-    func::FuncOp step = *maybeStep;
-    if (failed(update(step, **scaling)))
+    func::FuncOp step = (*scaled)->step;
+    if (failed(update(step, (*scaled)->config)))
       return signalPassFailure();
   }
 

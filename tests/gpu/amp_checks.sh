@@ -35,18 +35,7 @@
 if [[ "${BASH_SOURCE[0]}" == "$0" ]]; then
   amp_alone=1
   set -uo pipefail
-  dir="$(cd "${1:?usage: amp_checks.sh DIR [OUT]}" && pwd)"
-  out="${2:-$dir/out}"
-  here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-  mkdir -p "$out"
-  for part in lib steps data; do
-    [ -d "$dir/$part" ] || tar -C "$dir" -xzf "$dir/$part.tar.gz"
-  done
-  export LD_LIBRARY_PATH="$dir/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-  trun="$dir/bin/trun"
-  declare -a summary
-  status=0
-  note() { summary+=("$1"); }
+  source "$(dirname "${BASH_SOURCE[0]}")/setup.sh"
 else
   amp_alone=0
 fi

@@ -23,18 +23,7 @@
 #
 #   bash tests/gpu/run.sh DIR [OUT]     (OUT: logs and metrics, default DIR/out)
 set -uo pipefail
-dir="$(cd "${1:?usage: run.sh DIR [OUT]}" && pwd)"
-out="${2:-$dir/out}"
-here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-mkdir -p "$out"
-for part in lib steps data; do
-  [ -d "$dir/$part" ] || tar -C "$dir" -xzf "$dir/$part.tar.gz"
-done
-export LD_LIBRARY_PATH="$dir/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-trun="$dir/bin/trun"
-declare -a summary
-status=0
-note() { summary+=("$1"); }
+source "$(dirname "${BASH_SOURCE[0]}")/setup.sh"
 
 "$trun" "$dir/steps/gpt2_cuda.so" --diagnose 2>&1 | tee "$out/diagnose.txt"
 
