@@ -9,8 +9,9 @@ and the batches are the same. The CPU backend runs the 16-bit graphs with
 the same casts as the GPU (16-bit storage, f32 math, sgemm on converted
 operands), so this checks the tg-amp policy and the CPU kernels together:
 
-  * the 16-bit runs' losses stay within 3% of fp32's at every step after
-    the first 10, and the final losses (mean of the last 5) within 2%;
+  * the 16-bit runs' mean losses over windows of 10 steps (after the
+    first 10) stay within 2% of fp32's, the last window within 1% (single
+    steps are single small batches: their noise is printed, not judged);
   * the runs differ at all (the casts take effect);
   * the loss falls by at least 20% in every variant;
   * the step's descriptor reports its precision (trun --info).
@@ -92,17 +93,24 @@ def main():
             if curve == base:
                 fail("%s %s: losses identical to fp32 (the casts did nothing)"
                      % (positions, precision))
-            worst = max(abs(a - b) / b for a, b in zip(curve[10:], base[10:]))
-            final = (sum(curve[-5:]) / 5, sum(base[-5:]) / 5)
-            final_error = abs(final[0] - final[1]) / final[1]
-            print("%-7s %s: worst step difference %.2f%% (after step 10), final "
-                  "%.4f vs fp32 %.4f (%.2f%%)" % (positions, precision, 100 * worst,
-                                                 final[0], final[1], 100 * final_error))
-            if worst > 0.03:
-                fail("%s %s: a loss %.2f%% away from fp32's (limit 3%%)"
+            # Each step's loss is one small batch's: two runs whose weights
+            # differ by rounding drift apart by a few % on single steps
+            # (PyTorch's autocast does the same), so windows of 10 steps are
+            # compared; the per-step worst is printed for information.
+            worst_step = max(abs(a - b) / b for a, b in zip(curve[10:], base[10:]))
+            windows = [(sum(curve[i:i + 10]) / 10, sum(base[i:i + 10]) / 10)
+                       for i in range(10, STEPS, 10)]
+            worst = max(abs(a - b) / b for a, b in windows)
+            final_error = abs(windows[-1][0] - windows[-1][1]) / windows[-1][1]
+            print("%-7s %s: worst 10-step window %.2f%% (single step %.2f%%), last "
+                  "window %.4f vs fp32 %.4f (%.2f%%)"
+                  % (positions, precision, 100 * worst, 100 * worst_step,
+                     windows[-1][0], windows[-1][1], 100 * final_error))
+            if worst > 0.02:
+                fail("%s %s: a 10-step mean loss %.2f%% away from fp32's (limit 2%%)"
                      % (positions, precision, 100 * worst))
-            if final_error > 0.02:
-                fail("%s %s: final loss %.2f%% away from fp32's (limit 2%%)"
+            if final_error > 0.01:
+                fail("%s %s: last 10 steps' mean loss %.2f%% away from fp32's (limit 1%%)"
                      % (positions, precision, 100 * final_error))
         for precision, curve in curves.items():
             if not curve[-1] < 0.8 * curve[0]:
