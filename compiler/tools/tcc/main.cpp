@@ -90,7 +90,7 @@ Options:
                         halved, S doubles after N good steps in a row. S is
                         optimizer state (checkpointed); trun reports it and
                         the skipped steps. Works with any precision
-                        (default: none)
+                        (default: dynamic for --precision fp16, else none)
   --initial-loss-scale V
                         dynamic loss scaling: the first S, a number > 0 that
                         fits in f32 (default 65536 = 2^16)
