@@ -24,6 +24,8 @@ import shutil
 import subprocess
 import sys
 
+from fortunes_text import tokenize_fortunes
+
 TCC, TCC_MODELS, TCC_DATA, TRUN, WORK = sys.argv[1:6]
 STEPS = 80
 
@@ -54,15 +56,7 @@ def losses(metrics):
 def main():
     shutil.rmtree(WORK, ignore_errors=True)
     os.makedirs(WORK)
-    fortunes = "/usr/share/games/fortunes"
-    texts = sorted(os.path.join(fortunes, n) for n in os.listdir(fortunes)
-                   if not n.endswith(".dat") and
-                   os.path.isfile(os.path.join(fortunes, n)) and
-                   not os.path.islink(os.path.join(fortunes, n)))[:6]
-    data = os.path.join(WORK, "text")
-    run([TCC_DATA, "tokenize", "--level", "char", "-o", data] + texts)
-    with open(data + "_vocab.json") as f:
-        vocab = json.load(f)["vocab_size"]
+    data, vocab = tokenize_fortunes(run, TCC_DATA, WORK)
 
     for positions in ("learned", "rope"):
         model = os.path.join(WORK, "gpt_%s.pbtxt" % positions)

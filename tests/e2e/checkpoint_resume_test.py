@@ -37,6 +37,8 @@ import signal
 import struct
 import subprocess
 import sys
+
+from fortunes_text import tokenize_fortunes
 import time
 import zlib
 
@@ -152,15 +154,7 @@ def main():
     rng = random.Random(test_seed)
 
     # Data and model.
-    fortunes = "/usr/share/games/fortunes"
-    texts = sorted(os.path.join(fortunes, n) for n in os.listdir(fortunes)
-                   if not n.endswith(".dat") and
-                   os.path.isfile(os.path.join(fortunes, n)) and
-                   not os.path.islink(os.path.join(fortunes, n)))[:6]
-    data = os.path.join(WORK, "text")
-    run([TCC_DATA, "tokenize", "--level", "char", "-o", data] + texts)
-    with open(data + "_vocab.json") as f:
-        vocab = json.load(f)["vocab_size"]
+    data, vocab = tokenize_fortunes(run, TCC_DATA, WORK)
     train = data + "_train.bin"
 
     def compile_gpt(name, width):
