@@ -162,6 +162,80 @@ def Tg_CausalMaskOp : Tg_Op<"causal_mask", [SameOperandsAndResultType,
   let hasVerifier = 1;
 }
 
+// Flash attention: introduced by tg-fuse-attention (passes/fusion) from the
+// written-out matmul / scale / mask / softmax / dropout / matmul chain.
+class Tg_AttentionBase<string mnemonic, list<Trait> traits = []>
+    : Tg_Op<mnemonic, !listconcat(traits, [AttrSizedOperandSegments])> {
+  let hasVerifier = 1;
+  let extraClassDeclaration = [{
+    // True when the op drops attention probabilities (rate > 0).
+    bool hasDropout() { return getDropoutRate().convertToDouble() > 0; }
+  }];
+}
+
+def Tg_AttentionOp : Tg_AttentionBase<"attention", [
+    DeclareOpInterfaceMethods<Tg_GradientOpInterface>]> {
+  let summary = "scaled dot-product attention, without the T x S matrices";
+  let description = [{
+    q is (B, H, T, D), k and v are (B, Hkv, S, D) with H a multiple of Hkv:
+    query head h reads key/value head h / (H / Hkv) (grouped / multi-query
+    attention; Hkv = H is ordinary multi-head attention). With
+    `s[b,h,i,j] = scale * sum_d q[b,h,i,d] k[b,h',j,d]`:
+    - `causal`: key j is masked for query i when j > i + (S - T), as
+      tg.causal_mask (the last T of S positions);
+    - `p = softmax_j(s)` over the unmasked keys;
+    - dropout (`dropout_rate` > 0, with the `rng_seed` / `step` operands and
+      `op_id`): p[b,h,i,j] is kept exactly where tg.dropout with the same
+      operands and attributes keeps element ((b*H + h)*T + i)*S + j of a
+      (B, H, T, S) tensor, and scaled by 1 / (1 - rate);
+    - `result = p @ v`, (B, H, T, D), of q's type;
+    - `lse[b,h,i] = log(sum_j exp(s[b,h,i,j]))` over the unmasked keys of
+      the undropped scores, (B, H, T) in f32 (f64 when q is f64); -inf for
+      a fully masked row, whose result is 0.
+    lse is saved for attention_grad, which recomputes p from it: nothing of
+    size T x S is stored.
+  }];
+  let arguments = (ins Tg_FloatTensor:$q, Tg_FloatTensor:$k, Tg_FloatTensor:$v,
+                   Optional<Tg_I64ScalarTensor>:$rng_seed,
+                   Optional<Tg_I64ScalarTensor>:$step,
+                   F64Attr:$scale, UnitAttr:$causal,
+                   DefaultValuedAttr<F64Attr, "0.0">:$dropout_rate,
+                   OptionalAttr<I64Attr>:$op_id);
+  let results = (outs Tg_FloatTensor:$result, Tg_FloatTensor:$lse);
+  let assemblyFormat = [{
+    $q `,` $k `,` $v (`dropout` `(` $rng_seed^ `,` $step `)`)? attr-dict `:`
+    functional-type(operands, results)
+  }];
+}
+
+def Tg_AttentionGradOp : Tg_AttentionBase<"attention_grad"> {
+  let summary = "gradients of tg.attention from its saved lse (no T x S buffers)";
+  let description = [{
+    Operands: tg.attention's q, k, v, its result `out` and `lse`, and the
+    gradient `grad` of its result; attributes and dropout operands are the
+    attention's. Results: dq (q's type), dk and dv (k's and v's types; with
+    grouped heads, summed over the query heads sharing a key/value head).
+    With p recomputed from lse and P' its dropped, scaled form:
+    dv = P'^T grad, dP' = grad v^T, dp = dropout(dP'),
+    ds = p * (dp - rowsum(grad * out)), dq = scale * ds k, dk = scale * ds^T q.
+  }];
+  let arguments = (ins Tg_FloatTensor:$q, Tg_FloatTensor:$k, Tg_FloatTensor:$v,
+                   Tg_FloatTensor:$out, Tg_FloatTensor:$lse,
+                   Tg_FloatTensor:$grad,
+                   Optional<Tg_I64ScalarTensor>:$rng_seed,
+                   Optional<Tg_I64ScalarTensor>:$step,
+                   F64Attr:$scale, UnitAttr:$causal,
+                   DefaultValuedAttr<F64Attr, "0.0">:$dropout_rate,
+                   OptionalAttr<I64Attr>:$op_id);
+  let results = (outs Tg_FloatTensor:$dq, Tg_FloatTensor:$dk,
+                      Tg_FloatTensor:$dv);
+  let assemblyFormat = [{
+    $q `,` $k `,` $v `,` $out `,` $lse `,` $grad
+    (`dropout` `(` $rng_seed^ `,` $step `)`)? attr-dict `:`
+    functional-type(operands, results)
+  }];
+}
+
 //===----------------------------------------------------------------------===//
 // Embeddings
 //===----------------------------------------------------------------------===//
