@@ -115,12 +115,14 @@ std::vector<Tensor> evalAttention(tg::AttentionOp op,
       for (int64_t i = 0; i < ref.queries; ++i) {
         int64_t row = ref.queryRow(b, h, i);
         double maximum = kMinusInfinity;
+        bool anyKey = false;
         for (int64_t j = 0; j < ref.keys; ++j)
           if (!ref.masked(i, j)) {
             scores[j] = ref.score(b, h, i, j);
             maximum = std::max(maximum, scores[j]);
+            anyKey = true;
           }
-        if (maximum == kMinusInfinity) { // no key: result row stays 0
+        if (!anyKey) { // the result row stays 0
           lse.data[row] = kMinusInfinity;
           continue;
         }
