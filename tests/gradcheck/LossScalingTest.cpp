@@ -139,10 +139,24 @@ TEST_F(LossScaling, OverflowSkipsTheUpdateAndHalvesTheScale) {
   StepValues values = randomValues(trainStep(*scaled), rng);
   // Moments from earlier steps, and a scale that makes the gradients inf:
   // 1e308 times gradients of inputs ~1e6 exceeds the f64 range.
-  for (auto &[name, x] : values.inputs)
-    if (name != "label")
-      for (double &v : x.data)
-        v *= 1e6;
+  // Whatever the random values: positive inputs and weights keep every
+  // hidden unit active (~1e6), and rows 0 and 1 get the same input and
+  // different labels, so at most one of them is labelled with its
+  // (saturated, one-hot) prediction and the logits' gradient is nonzero.
+  const int64_t features = 5, classes = 3;
+  for (auto &[name, x] : values.inputs) {
+    if (name == "label") {
+      x.data[1] = std::fmod(x.data[0] + 1, classes);
+      continue;
+    }
+    for (int64_t f = 0; f < features; ++f)
+      x.data[features + f] = x.data[f];
+    for (double &v : x.data)
+      v = std::fabs(v) * 1e6;
+  }
+  for (Tensor &param : values.params)
+    for (double &v : param.data)
+      v = std::fabs(v);
   for (size_t p = 0; p < values.params.size(); ++p)
     for (const char *moment : {"adam_m", "adam_v"}) {
       Tensor t = values.params[p];
@@ -189,11 +203,16 @@ TEST_F(LossScaling, ScaleGrowsAfterIntervalGoodStepsUnlessItWouldOverflow) {
     advance(values, r);
   }
   // Growing 1e308 would give inf: the scale stays (the counter restarts).
-  // Small inputs keep the scaled gradients finite.
+  // Small inputs and weights keep the scaled gradients finite: every
+  // backward value is then far below 1e308 / 1e308 = 1 times the seed
+  // (with random weights of size ~1, W^T g could pass 1.8 and overflow).
   for (auto &[name, x] : values.inputs)
     if (name != "label")
       for (double &v : x.data)
         v *= 1e-3;
+  for (Tensor &param : values.params)
+    for (double &v : param.data)
+      v *= 1e-3;
   values.state[kScale] = Tensor::scalar(1e308);
   values.state[kGood] = Tensor::scalar(2);
   StepResults r = runStep(trainStep(*scaled), values);
