@@ -43,24 +43,21 @@ __global__ void __launch_bounds__(128)
 // dk / dv, bf16 / f16
 //===--------------------------------------------------------------------===//
 
-// 64 keys a CTA (4 warps x 16 key rows), query tiles of 64 rows (32 for
-// D = 128, where the dk and dv accumulators take 128 registers).
-constexpr int kBwdBN = 64, kBwdThreads = 128;
-template <int D> constexpr int attn_bwd_kv_bm() { return D == 128 ? 32 : 64; }
-template <int D> constexpr int attn_bwd_kv_smem_bytes() {
+// BN keys a CTA (BN / 16 warps of 16 key rows), query tiles of BM rows
+// (the dk and dv accumulators take D registers a thread).
+template <int D, int BM, int BN> constexpr int attn_bwd_kv_smem_bytes() {
   // k, v; double-buffered q, dout; double-buffered lse (log2 units), delta
-  return (2 * kBwdBN + 4 * attn_bwd_kv_bm<D>()) * D * 2 +
-         4 * attn_bwd_kv_bm<D>() * 4;
+  return (2 * BN + 4 * BM) * D * 2 + 4 * BM * 4;
 }
 
-template <class T, int D>
-__global__ void __launch_bounds__(kBwdThreads)
+template <class T, int D, int BM, int BN, int MINB>
+__global__ void __launch_bounds__(BN * 2, MINB)
     attn_bwd_dkdv_mma_kernel(const T *__restrict__ q, const T *__restrict__ k,
                              const T *__restrict__ v, const T *__restrict__ dout,
                              const float *__restrict__ lse,
                              const float *__restrict__ delta, T *__restrict__ dk,
                              T *__restrict__ dv, AttnParams p) {
-  constexpr int BM = attn_bwd_kv_bm<D>(), BN = kBwdBN;
+  constexpr int kThreads = BN * 2;
   extern __shared__ uint4 attn_smem[];
   const uint32_t sk = smem_addr(attn_smem);
   const uint32_t sv = sk + BN * D * 2, sq0 = sv + BN * D * 2;
@@ -88,9 +85,9 @@ __global__ void __launch_bounds__(kBwdThreads)
   auto stage = [&](int64_t it, int buf) {
     const int64_t bhq = b * p.H + hk * group + it / per_head;
     const int64_t m0 = (first + it % per_head) * BM;
-    load_tile_async<BM, D, kBwdThreads>(sq0 + buf * BM * D * 2,
+    load_tile_async<BM, D, kThreads>(sq0 + buf * BM * D * 2,
                                         q + bhq * p.T * D, m0, p.T);
-    load_tile_async<BM, D, kBwdThreads>(sdo0 + buf * BM * D * 2,
+    load_tile_async<BM, D, kThreads>(sdo0 + buf * BM * D * 2,
                                         dout + bhq * p.T * D, m0, p.T);
     if (threadIdx.x < BM) {
       const int64_t row = m0 + threadIdx.x;
@@ -103,8 +100,8 @@ __global__ void __launch_bounds__(kBwdThreads)
   };
 
   const T *kp = k + bhk * p.S * D, *vp = v + bhk * p.S * D;
-  load_tile_async<BN, D, kBwdThreads>(sk, kp, n0, p.S);
-  load_tile_async<BN, D, kBwdThreads>(sv, vp, n0, p.S);
+  load_tile_async<BN, D, kThreads>(sk, kp, n0, p.S);
+  load_tile_async<BN, D, kThreads>(sv, vp, n0, p.S);
   if (iters > 0)
     stage(0, 0);
   cp_async_commit();
@@ -190,20 +187,20 @@ __global__ void __launch_bounds__(kBwdThreads)
 // dq, bf16 / f16
 //===--------------------------------------------------------------------===//
 
-// 64 query rows a CTA (4 warps x 16), key tiles of 64, double-buffered.
-constexpr int kBwdQBM = 64;
-template <int D> constexpr int attn_bwd_q_smem_bytes() {
-  return (2 * kBwdQBM + 4 * kBwdBN) * D * 2; // q, dout; k, v x 2
+// BM query rows a CTA (BM / 16 warps of 16), key tiles of BN,
+// double-buffered.
+template <int D, int BM, int BN> constexpr int attn_bwd_q_smem_bytes() {
+  return (2 * BM + 4 * BN) * D * 2; // q, dout; k, v x 2
 }
 
-template <class T, int D>
-__global__ void __launch_bounds__(kBwdThreads)
+template <class T, int D, int BM, int BN, int MINB>
+__global__ void __launch_bounds__(BM * 2, MINB)
     attn_bwd_dq_mma_kernel(const T *__restrict__ q, const T *__restrict__ k,
                            const T *__restrict__ v, const T *__restrict__ dout,
                            const float *__restrict__ lse,
                            const float *__restrict__ delta, T *__restrict__ dq,
                            AttnParams p) {
-  constexpr int BM = kBwdQBM, BN = kBwdBN;
+  constexpr int kThreads = BM * 2;
   extern __shared__ uint4 attn_smem[];
   const uint32_t sq = smem_addr(attn_smem);
   const uint32_t sdo = sq + BM * D * 2, sk0 = sdo + BM * D * 2;
@@ -220,11 +217,11 @@ __global__ void __launch_bounds__(kBwdThreads)
   const T *vp = v + (b * p.Hkv + hk) * p.S * D;
 
   const int tiles = attn_key_tiles(p, m0, BM, BN);
-  load_tile_async<BM, D, kBwdThreads>(sq, q + bh * p.T * D, m0, p.T);
-  load_tile_async<BM, D, kBwdThreads>(sdo, dout + bh * p.T * D, m0, p.T);
+  load_tile_async<BM, D, kThreads>(sq, q + bh * p.T * D, m0, p.T);
+  load_tile_async<BM, D, kThreads>(sdo, dout + bh * p.T * D, m0, p.T);
   if (tiles > 0) {
-    load_tile_async<BN, D, kBwdThreads>(sk0, kp, 0, p.S);
-    load_tile_async<BN, D, kBwdThreads>(sv0, vp, 0, p.S);
+    load_tile_async<BN, D, kThreads>(sk0, kp, 0, p.S);
+    load_tile_async<BN, D, kThreads>(sv0, vp, 0, p.S);
   }
   cp_async_commit();
 
@@ -247,9 +244,9 @@ __global__ void __launch_bounds__(kBwdThreads)
     __syncthreads();
     if (t + 1 < tiles) {
       const int buf = (t + 1) & 1;
-      load_tile_async<BN, D, kBwdThreads>(sk0 + buf * BN * D * 2, kp,
+      load_tile_async<BN, D, kThreads>(sk0 + buf * BN * D * 2, kp,
                                           int64_t(t + 1) * BN, p.S);
-      load_tile_async<BN, D, kBwdThreads>(sv0 + buf * BN * D * 2, vp,
+      load_tile_async<BN, D, kThreads>(sv0 + buf * BN * D * 2, vp,
                                           int64_t(t + 1) * BN, p.S);
     }
     cp_async_commit();

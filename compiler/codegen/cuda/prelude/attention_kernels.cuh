@@ -269,20 +269,20 @@ __device__ __forceinline__ int attn_key_tiles(const AttnParams &p, int64_t m0,
 // Forward, bf16 / f16
 //===--------------------------------------------------------------------===//
 
-// Tiles: 128 query rows a CTA (8 warps x 16 rows), keys in tiles of 64.
-constexpr int kFwdBM = 128, kFwdBN = 64, kFwdThreads = 256;
-template <int D> constexpr int attn_fwd_smem_bytes() {
-  return (kFwdBM + 4 * kFwdBN) * D * 2; // q + double-buffered k and v
+// Tiles: BM query rows a CTA (BM / 16 warps of 16 rows), keys in tiles of
+// BN; MINB CTAs an SM for __launch_bounds__ (caps the registers).
+template <int D, int BM, int BN> constexpr int attn_fwd_smem_bytes() {
+  return (BM + 4 * BN) * D * 2; // q + double-buffered k and v
 }
 
 // Grid: one CTA per (query tile, b, h), the heaviest causal tiles (the
 // last) first so the tail of the launch is short ones.
-template <class T, int D>
-__global__ void __launch_bounds__(kFwdThreads)
+template <class T, int D, int BM, int BN, int MINB>
+__global__ void __launch_bounds__(BM * 2, MINB)
     attn_fwd_mma_kernel(const T *__restrict__ q, const T *__restrict__ k,
                         const T *__restrict__ v, T *__restrict__ out,
                         float *__restrict__ lse, AttnParams p) {
-  constexpr int BM = kFwdBM, BN = kFwdBN;
+  constexpr int kThreads = BM * 2;
   extern __shared__ uint4 attn_smem[];
   const uint32_t sq = smem_addr(attn_smem);
   const uint32_t sk0 = sq + BM * D * 2, sv0 = sk0 + 2 * BN * D * 2;
@@ -300,10 +300,10 @@ __global__ void __launch_bounds__(kFwdThreads)
   const T *vp = v + (b * p.Hkv + hk) * p.S * D;
 
   const int tiles = attn_key_tiles(p, m0, BM, BN);
-  load_tile_async<BM, D, kFwdThreads>(sq, qp, m0, p.T);
+  load_tile_async<BM, D, kThreads>(sq, qp, m0, p.T);
   if (tiles > 0) {
-    load_tile_async<BN, D, kFwdThreads>(sk0, kp, 0, p.S);
-    load_tile_async<BN, D, kFwdThreads>(sv0, vp, 0, p.S);
+    load_tile_async<BN, D, kThreads>(sk0, kp, 0, p.S);
+    load_tile_async<BN, D, kThreads>(sv0, vp, 0, p.S);
   }
   cp_async_commit();
 
@@ -320,9 +320,9 @@ __global__ void __launch_bounds__(kFwdThreads)
     __syncthreads();
     if (t + 1 < tiles) {
       const int buf = (t + 1) & 1;
-      load_tile_async<BN, D, kFwdThreads>(sk0 + buf * BN * D * 2, kp,
+      load_tile_async<BN, D, kThreads>(sk0 + buf * BN * D * 2, kp,
                                           int64_t(t + 1) * BN, p.S);
-      load_tile_async<BN, D, kFwdThreads>(sv0 + buf * BN * D * 2, vp,
+      load_tile_async<BN, D, kThreads>(sv0 + buf * BN * D * 2, vp,
                                           int64_t(t + 1) * BN, p.S);
     }
     cp_async_commit();

@@ -54,49 +54,81 @@ inline AttnParams attn_params(int64_t B, int64_t H, int64_t Hkv, int64_t T,
 // Grids are 1-D, one CTA per (tile, head row block): at most 2^31 - 1.
 inline bool attn_grid_ok(int64_t blocks) { return blocks <= 2147483647; }
 
-template <class T, int D>
+// Tile shapes by head size, the fastest of bench/attention/attention_tune.cu
+// on an H200 (bf16, causal, B16 H12 T1024 D64 and B8 H16 T2048 D128); two
+// CTAs an SM for the forward (registers capped at 128 / 255).
+template <int D> struct AttnTiles {
+  static constexpr int kFwdBM = D == 128 ? 64 : 128, kFwdBN = 64,
+                       kFwdMinBlocks = 2;
+  static constexpr int kKvBM = 64, kKvBN = 64, kKvMinBlocks = 1;
+  static constexpr int kQBM = 64, kQBN = 64, kQMinBlocks = 1;
+};
+
+template <class T, int D, int BM, int BN, int MINB>
 inline cudaError_t attn_forward_mma(const T *q, const T *k, const T *v, T *out,
                                     float *lse, const AttnParams &p,
                                     cudaStream_t stream) {
-  const int64_t blocks = ((p.T + kFwdBM - 1) / kFwdBM) * p.B * p.H;
+  const int64_t blocks = ((p.T + BM - 1) / BM) * p.B * p.H;
   if (blocks <= 0)
     return cudaSuccess;
   if (!attn_grid_ok(blocks))
     return cudaErrorInvalidValue;
-  constexpr int smem = attn_fwd_smem_bytes<D>();
-  cudaFuncSetAttribute(attn_fwd_mma_kernel<T, D>,
+  constexpr int smem = attn_fwd_smem_bytes<D, BM, BN>();
+  cudaFuncSetAttribute(attn_fwd_mma_kernel<T, D, BM, BN, MINB>,
                        cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
-  attn_fwd_mma_kernel<T, D><<<static_cast<unsigned>(blocks), kFwdThreads, smem,
-                              stream>>>(q, k, v, out, lse, p);
+  attn_fwd_mma_kernel<T, D, BM, BN, MINB>
+      <<<static_cast<unsigned>(blocks), BM * 2, smem, stream>>>(q, k, v, out,
+                                                               lse, p);
   return cudaSuccess;
 }
 
-template <class T, int D>
+template <class T, int D, int KV_BM, int KV_BN, int KV_MINB, int Q_BM,
+          int Q_BN, int Q_MINB>
 inline cudaError_t attn_backward_mma(const T *q, const T *k, const T *v,
                                      const float *lse, const T *dout,
                                      const float *delta, T *dq, T *dk, T *dv,
                                      const AttnParams &p, cudaStream_t stream) {
-  const int64_t kv_blocks = ((p.S + kBwdBN - 1) / kBwdBN) * p.B * p.Hkv;
-  const int64_t q_blocks = ((p.T + kBwdQBM - 1) / kBwdQBM) * p.B * p.H;
+  const int64_t kv_blocks = ((p.S + KV_BN - 1) / KV_BN) * p.B * p.Hkv;
+  const int64_t q_blocks = ((p.T + Q_BM - 1) / Q_BM) * p.B * p.H;
   if (!attn_grid_ok(kv_blocks) || !attn_grid_ok(q_blocks))
     return cudaErrorInvalidValue;
   if (kv_blocks > 0) {
-    constexpr int smem = attn_bwd_kv_smem_bytes<D>();
-    cudaFuncSetAttribute(attn_bwd_dkdv_mma_kernel<T, D>,
-                         cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
-    attn_bwd_dkdv_mma_kernel<T, D>
-        <<<static_cast<unsigned>(kv_blocks), kBwdThreads, smem, stream>>>(
-            q, k, v, dout, lse, delta, dk, dv, p);
+    constexpr int smem = attn_bwd_kv_smem_bytes<D, KV_BM, KV_BN>();
+    auto kernel = attn_bwd_dkdv_mma_kernel<T, D, KV_BM, KV_BN, KV_MINB>;
+    cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                         smem);
+    kernel<<<static_cast<unsigned>(kv_blocks), KV_BN * 2, smem, stream>>>(
+        q, k, v, dout, lse, delta, dk, dv, p);
   }
   if (q_blocks > 0) {
-    constexpr int smem = attn_bwd_q_smem_bytes<D>();
-    cudaFuncSetAttribute(attn_bwd_dq_mma_kernel<T, D>,
-                         cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
-    attn_bwd_dq_mma_kernel<T, D>
-        <<<static_cast<unsigned>(q_blocks), kBwdThreads, smem, stream>>>(
-            q, k, v, dout, lse, delta, dq, p);
+    constexpr int smem = attn_bwd_q_smem_bytes<D, Q_BM, Q_BN>();
+    auto kernel = attn_bwd_dq_mma_kernel<T, D, Q_BM, Q_BN, Q_MINB>;
+    cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                         smem);
+    kernel<<<static_cast<unsigned>(q_blocks), Q_BM * 2, smem, stream>>>(
+        q, k, v, dout, lse, delta, dq, p);
   }
   return cudaSuccess;
+}
+
+template <class T, int D>
+inline cudaError_t attn_forward_tuned(const T *q, const T *k, const T *v,
+                                      T *out, float *lse, const AttnParams &p,
+                                      cudaStream_t stream) {
+  using C = AttnTiles<D>;
+  return attn_forward_mma<T, D, C::kFwdBM, C::kFwdBN, C::kFwdMinBlocks>(
+      q, k, v, out, lse, p, stream);
+}
+template <class T, int D>
+inline cudaError_t attn_backward_tuned(const T *q, const T *k, const T *v,
+                                       const float *lse, const T *dout,
+                                       const float *delta, T *dq, T *dk, T *dv,
+                                       const AttnParams &p,
+                                       cudaStream_t stream) {
+  using C = AttnTiles<D>;
+  return attn_backward_mma<T, D, C::kKvBM, C::kKvBN, C::kKvMinBlocks, C::kQBM,
+                           C::kQBN, C::kQMinBlocks>(q, k, v, lse, dout, delta,
+                                                    dq, dk, dv, p, stream);
 }
 
 // Warp-per-row kernels: 4 rows a 128-thread block.
@@ -145,8 +177,8 @@ cudaError_t launch_attention_forward(const T *q, const T *k, const T *v, T *out,
   } else {
     if (!aligned16(q) || !aligned16(k) || !aligned16(v) || !aligned16(out))
       return cudaErrorInvalidValue;
-    return D == 64 ? attn_forward_mma<T, 64>(q, k, v, out, lse, p, stream)
-                   : attn_forward_mma<T, 128>(q, k, v, out, lse, p, stream);
+    return D == 64 ? attn_forward_tuned<T, 64>(q, k, v, out, lse, p, stream)
+                   : attn_forward_tuned<T, 128>(q, k, v, out, lse, p, stream);
   }
 }
 
@@ -204,9 +236,9 @@ cudaError_t launch_attention_backward(
     }
     return cudaSuccess;
   } else {
-    return D == 64 ? attn_backward_mma<T, 64>(q, k, v, lse, dout, delta, dq, dk,
-                                               dv, p, stream)
-                   : attn_backward_mma<T, 128>(q, k, v, lse, dout, delta, dq,
-                                               dk, dv, p, stream);
+    return D == 64 ? attn_backward_tuned<T, 64>(q, k, v, lse, dout, delta, dq,
+                                                 dk, dv, p, stream)
+                   : attn_backward_tuned<T, 128>(q, k, v, lse, dout, delta, dq,
+                                                 dk, dv, p, stream);
   }
 }
