@@ -20,8 +20,9 @@
 // grouped (H 8, Hkv 2) and multi-query (Hkv 1) heads, dropout 0.1 with a
 // fixed key (the reference applies the exact mask of counter_rng.h's
 // tcc_rng_bits, computed independently on the host). The backward runs
-// three times (deterministic false, true, true): the three results must be
-// bit-identical. Unsupported D (96), H % Hkv != 0 and rate 1 must return
+// three times: deterministic false (bf16 / f16: dq by fp32 atomics), true,
+// true; the first two are checked against the reference, the last two
+// must be bit-identical. Unsupported D (96), H % Hkv != 0 and rate 1 must return
 // cudaErrorInvalidValue.
 //
 // Tolerances, per tensor: err = max |got - want| / max |want| (lse: max
@@ -42,6 +43,7 @@
 #include "compiler/codegen/cuda/cuda_prelude.cuh" // generated: the pieces, concatenated
 #include "runtime/include/tcc/counter_rng.h"
 
+#include <algorithm>
 #include <cinttypes>
 #include <cmath>
 #include <cstdio>
@@ -305,19 +307,23 @@ template <class T> void runCase(const Shape &sh) {
     grads[run][1] = dk.download();
     grads[run][2] = dv.download();
   }
-  const double e_dq = compare(grads[0][0], want.dq, false);
-  const double e_dk = compare(grads[0][1], want.dk, false);
-  const double e_dv = compare(grads[0][2], want.dv, false);
+  // Run 0 (atomic dq in 16-bit) and run 1 (deterministic) against the
+  // reference; runs 1 and 2 bit for bit.
+  double e_dq = 0, e_dk = 0, e_dv = 0;
+  for (int run = 0; run < 2; ++run) {
+    e_dq = std::max(e_dq, compare(grads[run][0], want.dq, false));
+    e_dk = std::max(e_dk, compare(grads[run][1], want.dk, false));
+    e_dv = std::max(e_dv, compare(grads[run][2], want.dv, false));
+  }
   bool same = true;
-  for (int run = 1; run < 3; ++run)
-    for (int t = 0; t < 3; ++t)
-      same = same && sameBits(grads[0][t], grads[run][t]);
+  for (int t = 0; t < 3; ++t)
+    same = same && sameBits(grads[1][t], grads[2][t]);
   const bool ok = e_out <= tol && e_lse <= lse_tol && e_dq <= tol &&
                   e_dk <= tol && e_dv <= tol && same;
   gPassed += ok;
   std::printf("[%s] %-58s out %.2e lse %.2e dq %.2e dk %.2e dv %.2e (tol %.1e)%s\n",
               ok ? "PASS" : "FAIL", name, e_out, e_lse, e_dq, e_dk, e_dv, tol,
-              same ? "" : " NOT bit-identical across backward runs");
+              same ? "" : " deterministic backward NOT bit-identical across runs");
 }
 
 template <class T> void unsupported() {
