@@ -69,10 +69,10 @@ template <int D> void sweep(int64_t B, int64_t H, int64_t T) {
     CK(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, sm)); \
     double t = med([&] { kern<<<unsigned((T + BN - 1) / BN * B * H), BN * 2, sm>>>(m.q, m.k, m.v, m.dO, m.lse, m.delta, m.dk, m.dv, m.acc, p); }); \
     std::printf("  dkdv+atomic dq BN=%d minb=%d: %.4f ms (5 products: %.1f TFLOP/s)\n", BN, MB, t, 2.5 * flops / t * 1e-9); }
-  FWD(128, 64, 2) FWD(64, 64, 2) FWD(64, 64, 3) FWD(64, 64, 4) FWD(64, 32, 3) FWD(64, 32, 4)
-  KVA(64, 1) KVA(64, 2) KVA(128, 1)
-  KV(64, 64, 1) KV(64, 64, 2) KV(32, 64, 2)
-  DQ(64, 64, 1) DQ(64, 64, 2) DQ(64, 32, 2) DQ(64, 32, 3)
+  FWD(128, 64, 2) FWD(64, 64, 2) FWD(64, 64, 4) FWD(128, 128, 1)
+  KVA(64, 1) KVA(64, 2)
+  KV(64, 64, 1) KV(64, 64, 2) KV(64, 128, 1)
+  DQ(64, 32, 3) DQ(64, 32, 4) DQ(64, 64, 3) DQ(128, 32, 2)
   for (void *x : {(void *)m.q, (void *)m.k, (void *)m.v, (void *)m.o, (void *)m.dO, (void *)m.dq, (void *)m.dk, (void *)m.dv, (void *)m.lse, (void *)m.delta, (void *)m.acc}) cudaFree(x);
 }
 

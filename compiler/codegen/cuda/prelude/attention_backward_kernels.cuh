@@ -163,7 +163,7 @@ __global__ void __launch_bounds__(BN * 2, MINB)
       for (int e = 0; e < 4; ++e) {
         const int cl = n * 8 + (lane & 3) * 2 + (e & 1);
         const int64_t key = key_a + (e >> 1) * 8, qi = m0 + cl;
-        float pe = exp2f(pt[n][e] * p.sl2 - lse2[cl]);
+        float pe = fast_exp2(pt[n][e] * p.sl2 - lse2[cl]);
         if (masked && (key >= p.S || (p.causal && key > qi + p.S - p.T)))
           pe = 0.f;
         pt[n][e] = pe;
@@ -342,7 +342,7 @@ __global__ void __launch_bounds__(BM * 2, MINB)
       for (int e = 0; e < 4; ++e) {
         const int64_t col = n0 + n * 8 + (lane & 3) * 2 + (e & 1);
         const int64_t row = row_a + (e >> 1) * 8;
-        float pe = exp2f(s[n][e] * p.sl2 - lse2[e >> 1]);
+        float pe = fast_exp2(s[n][e] * p.sl2 - lse2[e >> 1]);
         if (masked && (col >= p.S || (p.causal && col > row + p.S - p.T)))
           pe = 0.f;
         float d = dp[n][e];

@@ -65,7 +65,7 @@ template <int D> struct AttnTiles {
   // dk / dv (with the atomic dq: query tiles of kKvBN rows too)
   static constexpr int kKvBM = 64, kKvBN = 64, kKvMinBlocks = D == 128 ? 2 : 1;
   // deterministic dq
-  static constexpr int kQBM = 64, kQBN = 32, kQMinBlocks = 3;
+  static constexpr int kQBM = 64, kQBN = 32, kQMinBlocks = D == 128 ? 3 : 4;
 };
 
 template <class T, int D, int BM, int BN, int MINB>
