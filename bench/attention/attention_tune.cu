@@ -40,13 +40,13 @@ template <class F> double med(F f) {
   return ms[10];
 }
 
-struct Bufs { bf16 *q, *k, *v, *o, *dO, *dq, *dk, *dv; float *lse, *delta, *acc; };
+struct Bufs { bf16 *q, *k, *v, *o, *dO, *dq, *dk, *dv; float *lse, *delta; };
 
 template <int D> void sweep(int64_t B, int64_t H, int64_t T) {
   const int64_t n = B * H * T * D;
   Bufs m;
   for (bf16 **p : {&m.q, &m.k, &m.v, &m.o, &m.dO, &m.dq, &m.dk, &m.dv}) CK(cudaMalloc(p, n * 2));
-  CK(cudaMalloc(&m.lse, B * H * T * 4)); CK(cudaMalloc(&m.delta, B * H * T * 4)); CK(cudaMalloc(&m.acc, n * 4));
+  CK(cudaMalloc(&m.lse, B * H * T * 4)); CK(cudaMalloc(&m.delta, B * H * T * 4));
   uint64_t s = 1;
   for (bf16 *p : {m.q, m.k, m.v, m.dO}) fill<<<1024, 256>>>(p, n, s++);
   const float scale = 1.f / std::sqrt(float(D));
@@ -55,25 +55,20 @@ template <int D> void sweep(int64_t B, int64_t H, int64_t T) {
   CK(launch_attention_backward<bf16>(m.q, m.k, m.v, m.o, m.lse, m.dO, m.dq, m.dk, m.dv, m.delta, B, H, H, T, T, D, scale, true, 0.f, 0, 0, true, nullptr));
   const double flops = 4.0 * B * H * T * T * D * 0.5;
   std::printf("D=%d B=%lld H=%lld T=%lld causal\n", D, (long long)B, (long long)H, (long long)T);
-#define FWD(BM, BN, MB) { double t = med([&] { CK((attn_forward_mma<bf16, D, BM, BN, MB>(m.q, m.k, m.v, m.o, m.lse, p, nullptr))); }); \
-    std::printf("  fwd BM=%d BN=%d minb=%d: %.4f ms %.1f TFLOP/s\n", BM, BN, MB, t, flops / t * 1e-9); }
-#define KV(BM, BN, MB) { constexpr int sm = attn_bwd_kv_smem_bytes<D, BM, BN, false>(); auto kern = attn_bwd_dkdv_mma_kernel<bf16, D, BM, BN, MB, false>; \
+#define FWD(BM, BN, MT, MB) { double t = med([&] { CK((attn_forward_mma<bf16, D, BM, BN, MT, MB>(m.q, m.k, m.v, m.o, m.lse, p, nullptr))); }); \
+    std::printf("  fwd BM=%d BN=%d MT=%d minb=%d: %.4f ms %.1f TFLOP/s\n", BM, BN, MT, MB, t, flops / t * 1e-9); }
+#define KV(BM, BN, MB) { constexpr int sm = attn_bwd_kv_smem_bytes<D, BM, BN>(); auto kern = attn_bwd_dkdv_mma_kernel<bf16, D, BM, BN, MB>; \
     CK(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, sm)); \
-    double t = med([&] { kern<<<unsigned((T + BN - 1) / BN * B * H), BN * 2, sm>>>(m.q, m.k, m.v, m.dO, m.lse, m.delta, m.dk, m.dv, nullptr, p); }); \
+    double t = med([&] { kern<<<unsigned((T + BN - 1) / BN * B * H), BN * 2, sm>>>(m.q, m.k, m.v, m.dO, m.lse, m.delta, m.dk, m.dv, p); }); \
     std::printf("  dkdv BM=%d BN=%d minb=%d: %.4f ms (4 products: %.1f TFLOP/s)\n", BM, BN, MB, t, 2 * flops / t * 1e-9); }
 #define DQ(BM, BN, MB) { constexpr int sm = attn_bwd_q_smem_bytes<D, BM, BN>(); auto kern = attn_bwd_dq_mma_kernel<bf16, D, BM, BN, MB>; \
     CK(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, sm)); \
     double t = med([&] { kern<<<unsigned((T + BM - 1) / BM * B * H), BM * 2, sm>>>(m.q, m.k, m.v, m.dO, m.lse, m.delta, m.dq, p); }); \
     std::printf("  dq BM=%d BN=%d minb=%d: %.4f ms (3 products: %.1f TFLOP/s)\n", BM, BN, MB, t, 1.5 * flops / t * 1e-9); }
-#define KVA(BN, MB) { constexpr int sm = attn_bwd_kv_smem_bytes<D, BN, BN, true>(); auto kern = attn_bwd_dkdv_mma_kernel<bf16, D, BN, BN, MB, true>; \
-    CK(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, sm)); \
-    double t = med([&] { kern<<<unsigned((T + BN - 1) / BN * B * H), BN * 2, sm>>>(m.q, m.k, m.v, m.dO, m.lse, m.delta, m.dk, m.dv, m.acc, p); }); \
-    std::printf("  dkdv+atomic dq BN=%d minb=%d: %.4f ms (5 products: %.1f TFLOP/s)\n", BN, MB, t, 2.5 * flops / t * 1e-9); }
-  FWD(128, 64, 2) FWD(64, 64, 2) FWD(64, 64, 4) FWD(128, 128, 1)
-  KVA(64, 1) KVA(64, 2)
-  KV(64, 64, 1) KV(64, 64, 2) KV(64, 128, 1)
-  DQ(64, 32, 3) DQ(64, 32, 4) DQ(64, 64, 3) DQ(128, 32, 2)
-  for (void *x : {(void *)m.q, (void *)m.k, (void *)m.v, (void *)m.o, (void *)m.dO, (void *)m.dq, (void *)m.dk, (void *)m.dv, (void *)m.lse, (void *)m.delta, (void *)m.acc}) cudaFree(x);
+  FWD(64, 64, 1, 4) FWD(128, 64, 2, 2) FWD(128, 64, 2, 1) FWD(128, 128, 2, 1)
+  KV(64, 64, 2)
+  DQ(64, 32, 3) DQ(64, 32, 4)
+  for (void *x : {(void *)m.q, (void *)m.k, (void *)m.v, (void *)m.o, (void *)m.dO, (void *)m.dq, (void *)m.dk, (void *)m.dv, (void *)m.lse, (void *)m.delta}) cudaFree(x);
 }
 
 int main() {

@@ -11,16 +11,16 @@
 //   dP      = M o (dout v^T)
 //   dS      = P o (dP - delta)
 //   dk      = scale dS^T q,   dq = scale dS k
-// Launches: delta (a warp per row), dk / dv (a CTA per key tile of one kv
-// head, looping over the query tiles of every query head of its group, so
-// a GQA group's sum is formed in registers), then dq, one of two ways:
-// - default (bf16 / f16): the dk / dv kernel also forms each step's dS k
-//   and adds it into an fp32 dq accumulator with atomics (float adds in
-//   any order: not bit-reproducible), then a conversion kernel scales and
-//   rounds it (FlashAttention-2's scheme);
-// - deterministic, and the float path: a CTA (warp) per query rows loops
-//   over the key tiles, recomputing P and dP (two more products), and
-//   writes dq once. No atomics: bit-identical run to run.
+// Three launches: delta (a warp per row), dk / dv (a CTA per key tile of
+// one kv head, looping over the query tiles of every query head of its
+// group, so a GQA group's sum is formed in registers), and dq (a CTA per
+// query tile looping over the key tiles, recomputing P and dP: two more
+// products than FlashAttention-2's fp32 atomics into a dq accumulator, yet
+// as fast or faster on an H200 at the benchmark shapes — an atomic
+// version measured 0.95x / 0.92x of this at D 64 / 128, see
+// docs/performance.md). No atomics anywhere: every result is written once
+// by one thread in a fixed order, so the backward is deterministic in
+// every mode.
 
 // delta[row] = sum_d dout[row, d] * out[row, d] (float), a warp per row.
 template <class T, int D>
@@ -49,39 +49,19 @@ __global__ void __launch_bounds__(128)
 
 // BN keys a CTA (BN / 16 warps of 16 key rows), query tiles of BM rows
 // (the dk and dv accumulators take D registers a thread).
-// ATOMIC_DQ adds dS^T staged in shared memory (BN x BM, 16-bit).
-template <int D, int BM, int BN, bool ATOMIC_DQ>
-constexpr int attn_bwd_kv_smem_bytes() {
+template <int D, int BM, int BN> constexpr int attn_bwd_kv_smem_bytes() {
   // k, v; double-buffered q, dout; double-buffered lse (log2 units), delta
-  return (2 * BN + 4 * BM) * D * 2 + 4 * BM * 4 + (ATOMIC_DQ ? BN * BM * 2 : 0);
+  return (2 * BN + 4 * BM) * D * 2 + 4 * BM * 4;
 }
 
-__device__ __forceinline__ void st_shared_u32(uint32_t addr, uint32_t v) {
-  asm volatile("st.shared.u32 [%0], %1;\n" ::"r"(addr), "r"(v));
-}
 
-// p[0] += a, p[1] += b (8-byte aligned): one vector reduction on sm_90.
-__device__ __forceinline__ void atomic_add2(float *p, float a, float b) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile("red.global.add.v2.f32 [%0], {%1, %2};\n" ::"l"(p), "f"(a),
-               "f"(b)
-               : "memory");
-#else
-  atomicAdd(p, a);
-  atomicAdd(p + 1, b);
-#endif
-}
-
-template <class T, int D, int BM, int BN, int MINB, bool ATOMIC_DQ>
+template <class T, int D, int BM, int BN, int MINB>
 __global__ void __launch_bounds__(BN * 2, MINB)
     attn_bwd_dkdv_mma_kernel(const T *__restrict__ q, const T *__restrict__ k,
                              const T *__restrict__ v, const T *__restrict__ dout,
                              const float *__restrict__ lse,
                              const float *__restrict__ delta, T *__restrict__ dk,
-                             T *__restrict__ dv, float *__restrict__ dq_accum,
-                             AttnParams p) {
-  static_assert(!ATOMIC_DQ || (BM == BN && BM >= 64),
-                "atomic dq: a warp per 16 query rows, dS^T rows of >= 8 chunks");
+                             T *__restrict__ dv, AttnParams p) {
   constexpr int kThreads = BN * 2;
   extern __shared__ uint4 attn_smem[];
   const uint32_t sk = smem_addr(attn_smem);
@@ -90,7 +70,6 @@ __global__ void __launch_bounds__(BN * 2, MINB)
   float *s_lse = reinterpret_cast<float *>(
       reinterpret_cast<char *>(attn_smem) + (2 * BN + 4 * BM) * D * 2);
   float *s_delta = s_lse + 2 * BM;
-  const uint32_t sds = smem_addr(s_delta + 2 * BM); // ATOMIC_DQ: dS^T
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
 
   const int64_t bhk_count = p.B * p.Hkv;
@@ -198,47 +177,6 @@ __global__ void __launch_bounds__(BN * 2, MINB)
           dp = (keep_bits >> (n * 4 + e)) & 1u ? dp * p.keep_scale : 0.f;
         dpt[n][e] = pt[n][e] * (dp - dl[cl]);
       }
-    if constexpr (ATOMIC_DQ) {
-      // dq rows m0 + warp * 16.. += dS (16 x BN, from dS^T in shared
-      // memory) k, 32 columns at a time (16 accumulator registers).
-      const int r = warp * 16 + (lane >> 2);
-#pragma unroll
-      for (int n = 0; n < BM / 8; ++n) {
-        st_shared_u32(sds + SmemTile<BM>::offset(r, n) + (lane & 3) * 4,
-                      MmaOps<T>::pack(dpt[n][0], dpt[n][1]));
-        st_shared_u32(sds + SmemTile<BM>::offset(r + 8, n) + (lane & 3) * 4,
-                      MmaOps<T>::pack(dpt[n][2], dpt[n][3]));
-      }
-      __syncthreads();
-      const int64_t r0 = m0 + warp * 16 + (lane >> 2), r1 = r0 + 8;
-      float *dst = dq_accum + bhq * p.T * D;
-#pragma unroll
-      for (int dc = 0; dc < D / 32; ++dc) {
-        float acc[4][4] = {};
-#pragma unroll
-        for (int kb = 0; kb < BN / 16; ++kb) {
-          uint32_t a[4];
-          ldmatrix_x4_trans(
-              a, sds + SmemTile<BM>::offset(kb * 16 + (lane & 7) + ((lane >> 4) << 3),
-                                            warp * 2 + ((lane >> 3) & 1)));
-#pragma unroll
-          for (int j = 0; j < 2; ++j) {
-            uint32_t bb[4];
-            ldmatrix_x4_trans(bb, b_frag_trans_addr<D>(sk, kb * 16, dc * 2 + j, lane));
-            MmaOps<T>::mma(acc[2 * j], a, bb[0], bb[1]);
-            MmaOps<T>::mma(acc[2 * j + 1], a, bb[2], bb[3]);
-          }
-        }
-#pragma unroll
-        for (int nb = 0; nb < 4; ++nb) {
-          const int col = dc * 32 + nb * 8 + (lane & 3) * 2;
-          if (r0 < p.T)
-            atomic_add2(dst + r0 * D + col, acc[nb][0], acc[nb][1]);
-          if (r1 < p.T)
-            atomic_add2(dst + r1 * D + col, acc[nb][2], acc[nb][3]);
-        }
-      }
-    }
     uint32_t dsa[BM / 16][4];
     c_to_a<T, BM>(dpt, dsa);
     mma_a_regs_b_trans<T, BM, D>(dk_acc, dsa, sq, 0, lane);
@@ -250,18 +188,8 @@ __global__ void __launch_bounds__(BN * 2, MINB)
                    lane);
 }
 
-// dq = the fp32 accumulator * scale, rounded to T (grid-stride).
-template <class T>
-__global__ void __launch_bounds__(256)
-    attn_dq_convert_kernel(const float *__restrict__ acc, T *__restrict__ dq,
-                           int64_t n, float scale) {
-  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
-       i < n; i += static_cast<int64_t>(gridDim.x) * blockDim.x)
-    dq[i] = Elem<T>::store(acc[i] * scale);
-}
-
 //===--------------------------------------------------------------------===//
-// dq, bf16 / f16 (deterministic mode)
+// dq, bf16 / f16
 //===--------------------------------------------------------------------===//
 
 // BM query rows a CTA (BM / 16 warps of 16), key tiles of BN,

@@ -279,20 +279,71 @@ __device__ __forceinline__ int attn_key_tiles(const AttnParams &p, int64_t m0,
 // Forward, bf16 / f16
 //===--------------------------------------------------------------------===//
 
-// Tiles: BM query rows a CTA (BM / 16 warps of 16 rows), keys in tiles of
-// BN; MINB CTAs an SM for __launch_bounds__ (caps the registers).
+// acc[mt] (16 x N) = rows [a_row + 16 mt, +16) of tile A (D wide) * rows
+// [0, N) of tile B ^T, mt < MT: each B fragment loaded feeds MT products.
+template <class T, int D, int N, int MT>
+__device__ __forceinline__ void mma_tiles_tile_t(float (&acc)[MT][N / 8][4],
+                                                 uint32_t tile_a, int a_row,
+                                                 uint32_t tile_b, int lane) {
+#pragma unroll
+  for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+    for (int n = 0; n < N / 8; ++n)
+      acc[mt][n][0] = acc[mt][n][1] = acc[mt][n][2] = acc[mt][n][3] = 0.f;
+#pragma unroll
+  for (int kk = 0; kk < D / 16; ++kk) {
+    uint32_t a[MT][4];
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt)
+      ldmatrix_x4(a[mt], a_frag_addr<D>(tile_a, a_row + 16 * mt, kk, lane));
+#pragma unroll
+    for (int nb2 = 0; nb2 < N / 16; ++nb2) {
+      uint32_t b[4];
+      ldmatrix_x4(b, b_frag_addr<D>(tile_b, nb2 * 16, kk, lane));
+#pragma unroll
+      for (int mt = 0; mt < MT; ++mt) {
+        MmaOps<T>::mma(acc[mt][2 * nb2], a[mt], b[0], b[1]);
+        MmaOps<T>::mma(acc[mt][2 * nb2 + 1], a[mt], b[2], b[3]);
+      }
+    }
+  }
+}
+
+// acc[mt] (16 x N) += a[mt] (16 x K, registers) * tile rows [0, K) (K x N,
+// N = the tile's D), mt < MT.
+template <class T, int K, int N, int MT>
+__device__ __forceinline__ void mma_regs_tile(float (&acc)[MT][N / 8][4],
+                                              const uint32_t (&a)[MT][K / 16][4],
+                                              uint32_t tile, int lane) {
+#pragma unroll
+  for (int kb = 0; kb < K / 16; ++kb)
+#pragma unroll
+    for (int nb2 = 0; nb2 < N / 16; ++nb2) {
+      uint32_t b[4];
+      ldmatrix_x4_trans(b, b_frag_trans_addr<N>(tile, kb * 16, nb2, lane));
+#pragma unroll
+      for (int mt = 0; mt < MT; ++mt) {
+        MmaOps<T>::mma(acc[mt][2 * nb2], a[mt][kb], b[0], b[1]);
+        MmaOps<T>::mma(acc[mt][2 * nb2 + 1], a[mt][kb], b[2], b[3]);
+      }
+    }
+}
+
+// Tiles: BM query rows a CTA, 16 * MT rows a warp (BM / (16 MT) warps),
+// keys in tiles of BN; MINB CTAs an SM for __launch_bounds__ (caps the
+// registers).
 template <int D, int BM, int BN> constexpr int attn_fwd_smem_bytes() {
   return (BM + 4 * BN) * D * 2; // q + double-buffered k and v
 }
 
 // Grid: one CTA per (query tile, b, h), the heaviest causal tiles (the
 // last) first so the tail of the launch is short ones.
-template <class T, int D, int BM, int BN, int MINB>
-__global__ void __launch_bounds__(BM * 2, MINB)
+template <class T, int D, int BM, int BN, int MT, int MINB>
+__global__ void __launch_bounds__(BM * 2 / MT, MINB)
     attn_fwd_mma_kernel(const T *__restrict__ q, const T *__restrict__ k,
                         const T *__restrict__ v, T *__restrict__ out,
                         float *__restrict__ lse, AttnParams p) {
-  constexpr int kThreads = BM * 2;
+  constexpr int kThreads = BM * 2 / MT;
   extern __shared__ uint4 attn_smem[];
   const uint32_t sq = smem_addr(attn_smem);
   const uint32_t sk0 = sq + BM * D * 2, sv0 = sk0 + 2 * BN * D * 2;
@@ -317,13 +368,18 @@ __global__ void __launch_bounds__(BM * 2, MINB)
   }
   cp_async_commit();
 
-  float o[D / 8][4];
+  float o[MT][D / 8][4];
+  float row_max[MT][2], row_sum[MT][2]; // log2 units; this lane's columns
 #pragma unroll
-  for (int n = 0; n < D / 8; ++n)
-    o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.f;
-  float row_max[2] = {-infinity<float>(), -infinity<float>()}; // log2 units
-  float row_sum[2] = {0.f, 0.f}; // this lane's columns only, until the end
-  const int64_t row_a = m0 + warp * 16 + (lane >> 2); // rows row_a, row_a + 8
+  for (int mt = 0; mt < MT; ++mt) {
+#pragma unroll
+    for (int n = 0; n < D / 8; ++n)
+      o[mt][n][0] = o[mt][n][1] = o[mt][n][2] = o[mt][n][3] = 0.f;
+    row_max[mt][0] = row_max[mt][1] = -infinity<float>();
+    row_sum[mt][0] = row_sum[mt][1] = 0.f;
+  }
+  // Rows row_a + 16 mt + 8 r.
+  const int64_t row_a = m0 + warp * 16 * MT + (lane >> 2);
 
   for (int t = 0; t < tiles; ++t) {
     cp_async_wait_all();
@@ -331,96 +387,103 @@ __global__ void __launch_bounds__(BM * 2, MINB)
     if (t + 1 < tiles) {
       const int buf = (t + 1) & 1;
       load_tile_async<BN, D, kThreads>(sk0 + buf * BN * D * 2, kp,
-                                          int64_t(t + 1) * BN, p.S);
+                                       int64_t(t + 1) * BN, p.S);
       load_tile_async<BN, D, kThreads>(sv0 + buf * BN * D * 2, vp,
-                                          int64_t(t + 1) * BN, p.S);
+                                       int64_t(t + 1) * BN, p.S);
     }
     cp_async_commit();
     const uint32_t sk = sk0 + (t & 1) * BN * D * 2;
     const uint32_t sv = sv0 + (t & 1) * BN * D * 2;
 
-    float s[BN / 8][4];
-    mma_tile_tile_t<T, D, BN>(s, sq, warp * 16, sk, lane);
+    float s[MT][BN / 8][4];
+    mma_tiles_tile_t<T, D, BN, MT>(s, sq, warp * 16 * MT, sk, lane);
 
     const int64_t n0 = int64_t(t) * BN;
     const bool masked =
         n0 + BN > p.S || (p.causal && n0 + BN - 1 > m0 + p.S - p.T);
+    uint32_t pa[MT][BN / 16][4];
 #pragma unroll
-    for (int n = 0; n < BN / 8; ++n)
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        s[n][e] *= p.sl2;
-        if (masked) {
-          const int64_t col = n0 + n * 8 + (lane & 3) * 2 + (e & 1);
-          const int64_t row = row_a + (e >> 1) * 8;
-          if (col >= p.S || (p.causal && col > row + p.S - p.T))
-            s[n][e] = -infinity<float>();
-        }
-      }
-
-    // Online softmax: new max, rescale the running sum and output.
-    float shift[2];
-#pragma unroll
-    for (int r = 0; r < 2; ++r) {
-      float mx = row_max[r];
-#pragma unroll
-      for (int n = 0; n < BN / 8; ++n)
-        mx = fmaxf(mx, fmaxf(s[n][2 * r], s[n][2 * r + 1]));
-      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
-      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-      shift[r] = mx == -infinity<float>() ? 0.f : mx; // all masked so far
-      const float alpha = fast_exp2(row_max[r] - shift[r]);
-      row_max[r] = mx;
-      row_sum[r] *= alpha;
-#pragma unroll
-      for (int n = 0; n < D / 8; ++n) {
-        o[n][2 * r] *= alpha;
-        o[n][2 * r + 1] *= alpha;
-      }
-    }
-#pragma unroll
-    for (int n = 0; n < BN / 8; ++n)
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const float pe = fast_exp2(s[n][e] - shift[e >> 1]);
-        row_sum[e >> 1] += pe;
-        s[n][e] = pe;
-      }
-    if (p.dropout) {
+    for (int mt = 0; mt < MT; ++mt) {
 #pragma unroll
       for (int n = 0; n < BN / 8; ++n)
 #pragma unroll
         for (int e = 0; e < 4; ++e) {
-          const int64_t col = n0 + n * 8 + (lane & 3) * 2 + (e & 1);
-          const int64_t row = row_a + (e >> 1) * 8;
-          const uint64_t counter =
-              static_cast<uint64_t>((bh * p.T + row) * p.S + col);
-          s[n][e] = attn_keep(p.stream_key, counter, p.threshold)
-                        ? s[n][e] * p.keep_scale
-                        : 0.f;
+          s[mt][n][e] *= p.sl2;
+          if (masked) {
+            const int64_t col = n0 + n * 8 + (lane & 3) * 2 + (e & 1);
+            const int64_t row = row_a + 16 * mt + (e >> 1) * 8;
+            if (col >= p.S || (p.causal && col > row + p.S - p.T))
+              s[mt][n][e] = -infinity<float>();
+          }
         }
+      // Online softmax: new max, rescale the running sum and output.
+      float shift[2];
+#pragma unroll
+      for (int r = 0; r < 2; ++r) {
+        float mx = row_max[mt][r];
+#pragma unroll
+        for (int n = 0; n < BN / 8; ++n)
+          mx = fmaxf(mx, fmaxf(s[mt][n][2 * r], s[mt][n][2 * r + 1]));
+        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+        shift[r] = mx == -infinity<float>() ? 0.f : mx; // all masked so far
+        const float alpha = fast_exp2(row_max[mt][r] - shift[r]);
+        row_max[mt][r] = mx;
+        row_sum[mt][r] *= alpha;
+#pragma unroll
+        for (int n = 0; n < D / 8; ++n) {
+          o[mt][n][2 * r] *= alpha;
+          o[mt][n][2 * r + 1] *= alpha;
+        }
+      }
+#pragma unroll
+      for (int n = 0; n < BN / 8; ++n)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const float pe = fast_exp2(s[mt][n][e] - shift[e >> 1]);
+          row_sum[mt][e >> 1] += pe;
+          s[mt][n][e] = pe;
+        }
+      if (p.dropout) {
+#pragma unroll
+        for (int n = 0; n < BN / 8; ++n)
+#pragma unroll
+          for (int e = 0; e < 4; ++e) {
+            const int64_t col = n0 + n * 8 + (lane & 3) * 2 + (e & 1);
+            const int64_t row = row_a + 16 * mt + (e >> 1) * 8;
+            const uint64_t counter =
+                static_cast<uint64_t>((bh * p.T + row) * p.S + col);
+            s[mt][n][e] = attn_keep(p.stream_key, counter, p.threshold)
+                              ? s[mt][n][e] * p.keep_scale
+                              : 0.f;
+          }
+      }
+      c_to_a<T, BN>(s[mt], pa[mt]);
     }
-    uint32_t pa[BN / 16][4];
-    c_to_a<T, BN>(s, pa);
-    mma_a_regs_b_trans<T, BN, D>(o, pa, sv, 0, lane);
+    mma_regs_tile<T, BN, D, MT>(o, pa, sv, lane);
   }
 
-  float inv[2], lse_row[2];
 #pragma unroll
-  for (int r = 0; r < 2; ++r) {
-    float l = row_sum[r];
-    l += __shfl_xor_sync(0xffffffffu, l, 1);
-    l += __shfl_xor_sync(0xffffffffu, l, 2);
-    inv[r] = l > 0.f ? 1.f / l : 0.f;
-    lse_row[r] = l > 0.f ? (row_max[r] + log2f(l)) * kLn2 : -infinity<float>();
-  }
-  store_rows<T, D>(out + bh * p.T * D, o, m0 + warp * 16, p.T, inv[0], inv[1],
-                   lane);
-  if ((lane & 3) == 0) {
-    if (row_a < p.T)
-      lse[bh * p.T + row_a] = lse_row[0];
-    if (row_a + 8 < p.T)
-      lse[bh * p.T + row_a + 8] = lse_row[1];
+  for (int mt = 0; mt < MT; ++mt) {
+    float inv[2], lse_row[2];
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      float l = row_sum[mt][r];
+      l += __shfl_xor_sync(0xffffffffu, l, 1);
+      l += __shfl_xor_sync(0xffffffffu, l, 2);
+      inv[r] = l > 0.f ? 1.f / l : 0.f;
+      lse_row[r] =
+          l > 0.f ? (row_max[mt][r] + log2f(l)) * kLn2 : -infinity<float>();
+    }
+    store_rows<T, D>(out + bh * p.T * D, o[mt], m0 + (warp * MT + mt) * 16,
+                     p.T, inv[0], inv[1], lane);
+    const int64_t row = row_a + 16 * mt;
+    if ((lane & 3) == 0) {
+      if (row < p.T)
+        lse[bh * p.T + row] = lse_row[0];
+      if (row + 8 < p.T)
+        lse[bh * p.T + row + 8] = lse_row[1];
+    }
   }
 }
 

@@ -58,17 +58,20 @@ inline bool attn_grid_ok(int64_t blocks) { return blocks <= 2147483647; }
 // on an H200 (bf16, causal, B16 H12 T1024 D64 and B8 H16 T2048 D128;
 // bench/results/attention-h200-2026-11-24). MinBlocks is the CTAs an SM
 // asked of __launch_bounds__ (it caps the registers a thread: 4 x 128
-// threads -> 128, 2 x 256 -> 128).
+// threads -> 128, 2 x 128 -> 255).
 template <int D> struct AttnTiles {
+  // forward: 16 * kFwdMT query rows a warp (each k / v fragment feeds
+  // kFwdMT products)
   static constexpr int kFwdBM = D == 128 ? 128 : 64, kFwdBN = 64,
+                       kFwdMT = D == 128 ? 2 : 1,
                        kFwdMinBlocks = D == 128 ? 2 : 4;
-  // dk / dv (with the atomic dq: query tiles of kKvBN rows too)
+  // dk / dv
   static constexpr int kKvBM = 64, kKvBN = 64, kKvMinBlocks = D == 128 ? 2 : 1;
-  // deterministic dq
+  // dq
   static constexpr int kQBM = 64, kQBN = 32, kQMinBlocks = D == 128 ? 3 : 4;
 };
 
-template <class T, int D, int BM, int BN, int MINB>
+template <class T, int D, int BM, int BN, int MT, int MINB>
 inline cudaError_t attn_forward_mma(const T *q, const T *k, const T *v, T *out,
                                     float *lse, const AttnParams &p,
                                     cudaStream_t stream) {
@@ -78,53 +81,32 @@ inline cudaError_t attn_forward_mma(const T *q, const T *k, const T *v, T *out,
   if (!attn_grid_ok(blocks))
     return cudaErrorInvalidValue;
   constexpr int smem = attn_fwd_smem_bytes<D, BM, BN>();
-  cudaFuncSetAttribute(attn_fwd_mma_kernel<T, D, BM, BN, MINB>,
+  cudaFuncSetAttribute(attn_fwd_mma_kernel<T, D, BM, BN, MT, MINB>,
                        cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
-  attn_fwd_mma_kernel<T, D, BM, BN, MINB>
-      <<<static_cast<unsigned>(blocks), BM * 2, smem, stream>>>(q, k, v, out,
-                                                               lse, p);
+  attn_fwd_mma_kernel<T, D, BM, BN, MT, MINB>
+      <<<static_cast<unsigned>(blocks), BM * 2 / MT, smem, stream>>>(
+          q, k, v, out, lse, p);
   return cudaSuccess;
 }
 
-// dk, dv and dq (delta computed already). Deterministic: the dk / dv
-// kernel, then the dq kernel. Otherwise the dk / dv kernel also adds dq
-// into dq_accum (zeroed first) with atomics, then the conversion kernel.
+// dk, dv and dq (delta computed already).
 template <class T, int D, int KV_BM, int KV_BN, int KV_MINB, int Q_BM,
           int Q_BN, int Q_MINB>
 inline cudaError_t attn_backward_mma(const T *q, const T *k, const T *v,
                                      const float *lse, const T *dout,
-                                     const float *delta, float *dq_accum,
-                                     T *dq, T *dk, T *dv, const AttnParams &p,
-                                     bool deterministic, cudaStream_t stream) {
+                                     const float *delta, T *dq, T *dk, T *dv,
+                                     const AttnParams &p, cudaStream_t stream) {
   const int64_t kv_blocks = ((p.S + KV_BN - 1) / KV_BN) * p.B * p.Hkv;
   const int64_t q_blocks = ((p.T + Q_BM - 1) / Q_BM) * p.B * p.H;
   if (!attn_grid_ok(kv_blocks) || !attn_grid_ok(q_blocks))
     return cudaErrorInvalidValue;
-  const int64_t dq_size = p.B * p.H * p.T * D;
-  if (!deterministic) {
-    if (dq_size > 0)
-      cudaMemsetAsync(dq_accum, 0, dq_size * sizeof(float), stream);
-    if (kv_blocks > 0) {
-      constexpr int smem = attn_bwd_kv_smem_bytes<D, KV_BN, KV_BN, true>();
-      auto kernel = attn_bwd_dkdv_mma_kernel<T, D, KV_BN, KV_BN, KV_MINB, true>;
-      cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                           smem);
-      kernel<<<static_cast<unsigned>(kv_blocks), KV_BN * 2, smem, stream>>>(
-          q, k, v, dout, lse, delta, dk, dv, dq_accum, p);
-    }
-    if (dq_size > 0)
-      attn_dq_convert_kernel<T><<<static_cast<unsigned>(grid_for(dq_size, 256)),
-                                  256, 0, stream>>>(dq_accum, dq, dq_size,
-                                                    p.scale);
-    return cudaSuccess;
-  }
   if (kv_blocks > 0) {
-    constexpr int smem = attn_bwd_kv_smem_bytes<D, KV_BM, KV_BN, false>();
-    auto kernel = attn_bwd_dkdv_mma_kernel<T, D, KV_BM, KV_BN, KV_MINB, false>;
+    constexpr int smem = attn_bwd_kv_smem_bytes<D, KV_BM, KV_BN>();
+    auto kernel = attn_bwd_dkdv_mma_kernel<T, D, KV_BM, KV_BN, KV_MINB>;
     cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                          smem);
     kernel<<<static_cast<unsigned>(kv_blocks), KV_BN * 2, smem, stream>>>(
-        q, k, v, dout, lse, delta, dk, dv, nullptr, p);
+        q, k, v, dout, lse, delta, dk, dv, p);
   }
   if (q_blocks > 0) {
     constexpr int smem = attn_bwd_q_smem_bytes<D, Q_BM, Q_BN>();
@@ -142,21 +124,20 @@ inline cudaError_t attn_forward_tuned(const T *q, const T *k, const T *v,
                                       T *out, float *lse, const AttnParams &p,
                                       cudaStream_t stream) {
   using C = AttnTiles<D>;
-  return attn_forward_mma<T, D, C::kFwdBM, C::kFwdBN, C::kFwdMinBlocks>(
+  return attn_forward_mma<T, D, C::kFwdBM, C::kFwdBN, C::kFwdMT,
+                          C::kFwdMinBlocks>(
       q, k, v, out, lse, p, stream);
 }
 template <class T, int D>
 inline cudaError_t attn_backward_tuned(const T *q, const T *k, const T *v,
                                        const float *lse, const T *dout,
-                                       const float *delta, float *dq_accum,
-                                       T *dq, T *dk, T *dv, const AttnParams &p,
-                                       bool deterministic,
+                                       const float *delta, T *dq, T *dk, T *dv,
+                                       const AttnParams &p,
                                        cudaStream_t stream) {
   using C = AttnTiles<D>;
   return attn_backward_mma<T, D, C::kKvBM, C::kKvBN, C::kKvMinBlocks, C::kQBM,
                            C::kQBN, C::kQMinBlocks>(q, k, v, lse, dout, delta,
-                                                    dq_accum, dq, dk, dv, p,
-                                                    deterministic, stream);
+                                                    dq, dk, dv, p, stream);
 }
 
 // Warp-per-row kernels: 4 rows a 128-thread block.
@@ -164,18 +145,14 @@ inline int64_t attn_row_blocks(int64_t rows) { return (rows + 3) / 4; }
 
 } // namespace detail
 
-// Floats of workspace launch_attention_backward needs:
-//   B * H * T_                       delta (rowsum(dout * out)), always;
-//   + B * H * T_ * D when !deterministic: the fp32 dq accumulator of the
-//     atomic path (used by bf16 / f16; the float path never uses atomics
-//     and leaves it untouched). Layout: [accumulator | delta], or [delta].
-// An 8-byte aligned workspace is expected (a workspace that is not is
-// still correct: the launcher then takes the deterministic path).
+// Floats of workspace launch_attention_backward needs: B * H * T_, one
+// float per query row (delta = rowsum(dout * out)), in both modes (the
+// backward uses no atomics, so it is deterministic either way).
 __host__ __device__ constexpr int64_t
 attention_backward_workspace_floats(int64_t B, int64_t H, int64_t Hkv,
                                     int64_t T_, int64_t S, int64_t D,
                                     bool deterministic) {
-  return (void)Hkv, (void)S, B * H * T_ + (deterministic ? 0 : B * H * T_ * D);
+  return (void)Hkv, (void)S, (void)D, (void)deterministic, B * H * T_;
 }
 
 template <typename T>
@@ -230,13 +207,8 @@ cudaError_t launch_attention_backward(
   const AttnParams p = attn_params(B, H, Hkv, T_, S, scale, causal,
                                    dropout_rate, seed_key, step);
   const int64_t q_rows = B * H * T_, kv_rows = B * Hkv * S;
-  // Non-deterministic: [dq accumulator (q_rows * D) | delta (q_rows)]
-  // (the accumulator first keeps it 8-byte aligned for the vector
-  // reductions when the workspace is); deterministic: [delta].
-  float *dq_accum = workspace;
-  float *delta = deterministic ? workspace : workspace + q_rows * D;
-  if (reinterpret_cast<uintptr_t>(workspace) % 8 != 0)
-    deterministic = true; // correct either way; the accumulator needs 8 bytes
+  float *delta = workspace;
+  (void)deterministic; // every mode is deterministic (no atomics)
   if (!attn_grid_ok(attn_row_blocks(q_rows)) ||
       !attn_grid_ok(attn_row_blocks(kv_rows)))
     return cudaErrorInvalidValue;
@@ -273,11 +245,9 @@ cudaError_t launch_attention_backward(
     }
     return cudaSuccess;
   } else {
-    return D == 64 ? attn_backward_tuned<T, 64>(q, k, v, lse, dout, delta,
-                                                 dq_accum, dq, dk, dv, p,
-                                                 deterministic, stream)
-                   : attn_backward_tuned<T, 128>(q, k, v, lse, dout, delta,
-                                                 dq_accum, dq, dk, dv, p,
-                                                 deterministic, stream);
+    return D == 64 ? attn_backward_tuned<T, 64>(q, k, v, lse, dout, delta, dq,
+                                                 dk, dv, p, stream)
+                   : attn_backward_tuned<T, 128>(q, k, v, lse, dout, delta, dq,
+                                                 dk, dv, p, stream);
   }
 }
