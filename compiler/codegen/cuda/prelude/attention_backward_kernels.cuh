@@ -131,18 +131,23 @@ __global__ void __launch_bounds__(BN * 2, MINB)
     const int64_t bhq = b * p.H + hk * group + it / per_head;
     const int64_t m0 = (first + it % per_head) * BM;
 
+    // Both products first (the exps below overlap the second's latency).
     float pt[BM / 8][4]; // P^T: key rows, query columns
     mma_tile_tile_t<T, D, BM>(pt, sk, warp * 16, sq, lane);
+    float dpt[BM / 8][4]; // (dout v^T)^T = v dout^T
+    mma_tile_tile_t<T, D, BM>(dpt, sv, warp * 16, sdo, lane);
     const bool masked =
         n0 + BN > p.S || (p.causal && n0 + BN - 1 > m0 + p.S - p.T);
     uint32_t keep_bits = 0;
 #pragma unroll
-    for (int n = 0; n < BM / 8; ++n)
+    for (int n = 0; n < BM / 8; ++n) {
+      const float2 l2 =
+          *reinterpret_cast<const float2 *>(lse2 + n * 8 + (lane & 3) * 2);
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
         const int cl = n * 8 + (lane & 3) * 2 + (e & 1);
         const int64_t key = key_a + (e >> 1) * 8, qi = m0 + cl;
-        float pe = fast_exp2(pt[n][e] * p.sl2 - lse2[cl]);
+        float pe = fast_exp2(pt[n][e] * p.sl2 - ((e & 1) ? l2.y : l2.x));
         if (masked && (key >= p.S || (p.causal && key > qi + p.S - p.T)))
           pe = 0.f;
         pt[n][e] = pe;
@@ -152,6 +157,7 @@ __global__ void __launch_bounds__(BN * 2, MINB)
                       p.threshold))
           keep_bits |= 1u << (n * 4 + e);
       }
+    }
     {
       float zt[BM / 8][4]; // Z^T = M o P^T
 #pragma unroll
@@ -165,18 +171,18 @@ __global__ void __launch_bounds__(BN * 2, MINB)
       c_to_a<T, BM>(zt, za);
       mma_a_regs_b_trans<T, BM, D>(dv_acc, za, sdo, 0, lane);
     }
-    float dpt[BM / 8][4]; // (dout v^T)^T = v dout^T
-    mma_tile_tile_t<T, D, BM>(dpt, sv, warp * 16, sdo, lane);
 #pragma unroll
-    for (int n = 0; n < BM / 8; ++n)
+    for (int n = 0; n < BM / 8; ++n) {
+      const float2 d2 =
+          *reinterpret_cast<const float2 *>(dl + n * 8 + (lane & 3) * 2);
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
-        const int cl = n * 8 + (lane & 3) * 2 + (e & 1);
         float dp = dpt[n][e];
         if (p.dropout)
           dp = (keep_bits >> (n * 4 + e)) & 1u ? dp * p.keep_scale : 0.f;
-        dpt[n][e] = pt[n][e] * (dp - dl[cl]);
+        dpt[n][e] = pt[n][e] * (dp - ((e & 1) ? d2.y : d2.x));
       }
+    }
     uint32_t dsa[BM / 16][4];
     c_to_a<T, BM>(dpt, dsa);
     mma_a_regs_b_trans<T, BM, D>(dk_acc, dsa, sq, 0, lane);
@@ -192,20 +198,20 @@ __global__ void __launch_bounds__(BN * 2, MINB)
 // dq, bf16 / f16
 //===--------------------------------------------------------------------===//
 
-// BM query rows a CTA (BM / 16 warps of 16), key tiles of BN,
-// double-buffered.
+// BM query rows a CTA, 16 * MT a warp (BM / (16 MT) warps), key tiles of
+// BN, double-buffered.
 template <int D, int BM, int BN> constexpr int attn_bwd_q_smem_bytes() {
   return (2 * BM + 4 * BN) * D * 2; // q, dout; k, v x 2
 }
 
-template <class T, int D, int BM, int BN, int MINB>
-__global__ void __launch_bounds__(BM * 2, MINB)
+template <class T, int D, int BM, int BN, int MT, int MINB>
+__global__ void __launch_bounds__(BM * 2 / MT, MINB)
     attn_bwd_dq_mma_kernel(const T *__restrict__ q, const T *__restrict__ k,
                            const T *__restrict__ v, const T *__restrict__ dout,
                            const float *__restrict__ lse,
                            const float *__restrict__ delta, T *__restrict__ dq,
                            AttnParams p) {
-  constexpr int kThreads = BM * 2;
+  constexpr int kThreads = BM * 2 / MT;
   extern __shared__ uint4 attn_smem[];
   const uint32_t sq = smem_addr(attn_smem);
   const uint32_t sdo = sq + BM * D * 2, sk0 = sdo + BM * D * 2;
@@ -230,19 +236,24 @@ __global__ void __launch_bounds__(BM * 2, MINB)
   }
   cp_async_commit();
 
-  const int64_t row_a = m0 + warp * 16 + (lane >> 2);
-  float lse2[2], dl[2];
+  // Rows row_a + 16 mt + 8 r.
+  const int64_t row_a = m0 + warp * 16 * MT + (lane >> 2);
+  float lse2[MT][2], dl[MT][2];
+  float dq_acc[MT][D / 8][4];
 #pragma unroll
-  for (int r = 0; r < 2; ++r) {
-    const int64_t row = row_a + 8 * r;
-    const float l = row < p.T ? lse[bh * p.T + row] : -infinity<float>();
-    lse2[r] = l == -infinity<float>() ? infinity<float>() : l * kLog2e;
-    dl[r] = row < p.T ? delta[bh * p.T + row] : 0.f;
+  for (int mt = 0; mt < MT; ++mt) {
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      const int64_t row = row_a + 16 * mt + 8 * r;
+      const float l = row < p.T ? lse[bh * p.T + row] : -infinity<float>();
+      lse2[mt][r] = l == -infinity<float>() ? infinity<float>() : l * kLog2e;
+      dl[mt][r] = row < p.T ? delta[bh * p.T + row] : 0.f;
+    }
+#pragma unroll
+    for (int n = 0; n < D / 8; ++n)
+      dq_acc[mt][n][0] = dq_acc[mt][n][1] = dq_acc[mt][n][2] =
+          dq_acc[mt][n][3] = 0.f;
   }
-  float dq_acc[D / 8][4];
-#pragma unroll
-  for (int n = 0; n < D / 8; ++n)
-    dq_acc[n][0] = dq_acc[n][1] = dq_acc[n][2] = dq_acc[n][3] = 0.f;
 
   for (int t = 0; t < tiles; ++t) {
     cp_async_wait_all();
@@ -250,44 +261,49 @@ __global__ void __launch_bounds__(BM * 2, MINB)
     if (t + 1 < tiles) {
       const int buf = (t + 1) & 1;
       load_tile_async<BN, D, kThreads>(sk0 + buf * BN * D * 2, kp,
-                                          int64_t(t + 1) * BN, p.S);
+                                       int64_t(t + 1) * BN, p.S);
       load_tile_async<BN, D, kThreads>(sv0 + buf * BN * D * 2, vp,
-                                          int64_t(t + 1) * BN, p.S);
+                                       int64_t(t + 1) * BN, p.S);
     }
     cp_async_commit();
     const uint32_t sk = sk0 + (t & 1) * BN * D * 2;
     const uint32_t sv = sv0 + (t & 1) * BN * D * 2;
     const int64_t n0 = int64_t(t) * BN;
 
-    float s[BN / 8][4], dp[BN / 8][4];
-    mma_tile_tile_t<T, D, BN>(s, sq, warp * 16, sk, lane);
-    mma_tile_tile_t<T, D, BN>(dp, sdo, warp * 16, sv, lane);
+    float s[MT][BN / 8][4], dp[MT][BN / 8][4];
+    mma_tiles_tile_t<T, D, BN, MT>(s, sq, warp * 16 * MT, sk, lane);
+    mma_tiles_tile_t<T, D, BN, MT>(dp, sdo, warp * 16 * MT, sv, lane);
     const bool masked =
         n0 + BN > p.S || (p.causal && n0 + BN - 1 > m0 + p.S - p.T);
+    uint32_t dsa[MT][BN / 16][4];
 #pragma unroll
-    for (int n = 0; n < BN / 8; ++n)
+    for (int mt = 0; mt < MT; ++mt) {
 #pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const int64_t col = n0 + n * 8 + (lane & 3) * 2 + (e & 1);
-        const int64_t row = row_a + (e >> 1) * 8;
-        float pe = fast_exp2(s[n][e] * p.sl2 - lse2[e >> 1]);
-        if (masked && (col >= p.S || (p.causal && col > row + p.S - p.T)))
-          pe = 0.f;
-        float d = dp[n][e];
-        if (p.dropout)
-          d = attn_keep(p.stream_key,
-                        static_cast<uint64_t>((bh * p.T + row) * p.S + col),
-                        p.threshold)
-                  ? d * p.keep_scale
-                  : 0.f;
-        s[n][e] = pe * (d - dl[e >> 1]);
-      }
-    uint32_t dsa[BN / 16][4];
-    c_to_a<T, BN>(s, dsa);
-    mma_a_regs_b_trans<T, BN, D>(dq_acc, dsa, sk, 0, lane);
+      for (int n = 0; n < BN / 8; ++n)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const int64_t col = n0 + n * 8 + (lane & 3) * 2 + (e & 1);
+          const int64_t row = row_a + 16 * mt + (e >> 1) * 8;
+          float pe = fast_exp2(s[mt][n][e] * p.sl2 - lse2[mt][e >> 1]);
+          if (masked && (col >= p.S || (p.causal && col > row + p.S - p.T)))
+            pe = 0.f;
+          float d = dp[mt][n][e];
+          if (p.dropout)
+            d = attn_keep(p.stream_key,
+                          static_cast<uint64_t>((bh * p.T + row) * p.S + col),
+                          p.threshold)
+                    ? d * p.keep_scale
+                    : 0.f;
+          s[mt][n][e] = pe * (d - dl[mt][e >> 1]);
+        }
+      c_to_a<T, BN>(s[mt], dsa[mt]);
+    }
+    mma_regs_tile<T, BN, D, MT>(dq_acc, dsa, sk, lane);
   }
-  store_rows<T, D>(dq + bh * p.T * D, dq_acc, m0 + warp * 16, p.T, p.scale,
-                   p.scale, lane);
+#pragma unroll
+  for (int mt = 0; mt < MT; ++mt)
+    store_rows<T, D>(dq + bh * p.T * D, dq_acc[mt], m0 + (warp * MT + mt) * 16,
+                     p.T, p.scale, p.scale, lane);
 }
 
 //===--------------------------------------------------------------------===//

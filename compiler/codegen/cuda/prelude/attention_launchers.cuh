@@ -66,9 +66,11 @@ template <int D> struct AttnTiles {
                        kFwdMT = D == 128 ? 2 : 1,
                        kFwdMinBlocks = D == 128 ? 2 : 4;
   // dk / dv
-  static constexpr int kKvBM = 64, kKvBN = 64, kKvMinBlocks = D == 128 ? 2 : 1;
+  static constexpr int kKvBM = D == 128 ? 64 : 32, kKvBN = 64,
+                       kKvMinBlocks = D == 128 ? 2 : 4;
   // dq
-  static constexpr int kQBM = 64, kQBN = 32, kQMinBlocks = D == 128 ? 3 : 4;
+  static constexpr int kQBM = 64, kQBN = 32, kQMT = 1,
+                       kQMinBlocks = D == 128 ? 3 : 4;
 };
 
 template <class T, int D, int BM, int BN, int MT, int MINB>
@@ -91,7 +93,7 @@ inline cudaError_t attn_forward_mma(const T *q, const T *k, const T *v, T *out,
 
 // dk, dv and dq (delta computed already).
 template <class T, int D, int KV_BM, int KV_BN, int KV_MINB, int Q_BM,
-          int Q_BN, int Q_MINB>
+          int Q_BN, int Q_MT, int Q_MINB>
 inline cudaError_t attn_backward_mma(const T *q, const T *k, const T *v,
                                      const float *lse, const T *dout,
                                      const float *delta, T *dq, T *dk, T *dv,
@@ -110,10 +112,10 @@ inline cudaError_t attn_backward_mma(const T *q, const T *k, const T *v,
   }
   if (q_blocks > 0) {
     constexpr int smem = attn_bwd_q_smem_bytes<D, Q_BM, Q_BN>();
-    auto kernel = attn_bwd_dq_mma_kernel<T, D, Q_BM, Q_BN, Q_MINB>;
+    auto kernel = attn_bwd_dq_mma_kernel<T, D, Q_BM, Q_BN, Q_MT, Q_MINB>;
     cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                          smem);
-    kernel<<<static_cast<unsigned>(q_blocks), Q_BM * 2, smem, stream>>>(
+    kernel<<<static_cast<unsigned>(q_blocks), Q_BM * 2 / Q_MT, smem, stream>>>(
         q, k, v, dout, lse, delta, dq, p);
   }
   return cudaSuccess;
@@ -136,7 +138,7 @@ inline cudaError_t attn_backward_tuned(const T *q, const T *k, const T *v,
                                        cudaStream_t stream) {
   using C = AttnTiles<D>;
   return attn_backward_mma<T, D, C::kKvBM, C::kKvBN, C::kKvMinBlocks, C::kQBM,
-                           C::kQBN, C::kQMinBlocks>(q, k, v, lse, dout, delta,
+                           C::kQBN, C::kQMT, C::kQMinBlocks>(q, k, v, lse, dout, delta,
                                                     dq, dk, dv, p, stream);
 }
 
