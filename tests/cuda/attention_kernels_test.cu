@@ -1,0 +1,417 @@
+// Device test of the CUDA prelude's flash-attention launchers
+// (compiler/codegen/cuda/prelude/attention_*.cuh: launch_attention_forward,
+// launch_attention_backward) against a float64 CPU reference of the same
+// math (out, lse, dq, dk, dv). A standalone program like
+// kernel_families_test (no gtest).
+//
+//   attention_kernels_test [--seed N] [--filter SUBSTRING]
+//
+// Inputs are fresh random numbers every run (uniform in [-1, 1], rounded to
+// the element type; the reference reads the rounded values exactly); the
+// seed is printed and --seed N reproduces a run; --filter runs the cases
+// whose name contains SUBSTRING. Every output is poisoned with 0xFF bytes
+// (NaN in every type) before each launch, so an element never written
+// fails. Exit 0 when every case passes, 1 on any failure, 77 (skipped)
+// without a GPU.
+//
+// Cases: bf16, f16 and float; D 64 and 128; causal or not; T != S with odd
+// sizes that are no multiple of any tile (T 100 / S 333, T 129 / S 257),
+// T > S causal (the first T - S rows fully masked: out 0, lse -inf),
+// grouped (H 8, Hkv 2) and multi-query (Hkv 1) heads, dropout 0.1 with a
+// fixed key (the reference applies the exact mask of counter_rng.h's
+// tcc_rng_bits, computed independently on the host). The backward runs
+// three times (deterministic false, true, true): the first two are checked
+// against the reference, and all three must be bit-identical (the
+// launchers use no atomics in either mode). Unsupported D (96), H % Hkv != 0 and rate 1 must return
+// cudaErrorInvalidValue.
+//
+// Tolerances, per tensor: err = max |got - want| / max |want| (lse: max
+// |got - want|, an absolute error since lse is a log). Scores use scale
+// 4 / sqrt(D), so s has a standard deviation near 1.3 and the softmax is
+// far from flat: dropping or misplacing one key moves an output by several
+// percent of the tensor's largest element.
+// - float (SIMT, fp32 throughout): 2e-5 (sums of <= 333 fp32 products,
+//   expf / logf within 2 ulp: errors near 1e-6).
+// - f16: 2^-9 (2e-3), bf16: 2^-7 (7.8e-3). The tensor-core path rounds
+//   P (forward) and dS, Z (backward) to the element type before the next
+//   product (relative 2^-11 f16 / 2^-8 bf16, random signs, so they add up
+//   like a random walk far below the tensor maximum), plus the final
+//   rounding of each output (at most half an ulp of the maximum: 2^-12 /
+//   2^-9 relative); four times that bound keeps margin for the delta term,
+//   which reads the rounded forward output. lse: 1e-5 float, 1e-3 16-bit
+//   (computed in fp32 from rounded-input products of fp32 accumulation).
+#include "compiler/codegen/cuda/cuda_prelude.cuh" // generated: the pieces, concatenated
+#include "runtime/include/tcc/counter_rng.h"
+
+#include <algorithm>
+#include <cinttypes>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#define CUDA_CHECK(call)                                                       \
+  do {                                                                         \
+    cudaError_t err_ = (call);                                                 \
+    if (err_ != cudaSuccess) {                                                 \
+      std::fprintf(stderr, "%s:%d: %s failed: %s\n", __FILE__, __LINE__,       \
+                   #call, cudaGetErrorString(err_));                           \
+      std::exit(1);                                                            \
+    }                                                                          \
+  } while (0)
+
+namespace {
+
+using tcc_cuda::bf16;
+using tcc_cuda::f16;
+
+uint64_t gSeed = 0;
+std::string gFilter;
+int gCases = 0, gPassed = 0;
+
+double toD(float v) { return v; }
+double toD(bf16 v) { return tcc_cuda::bf16_to_float(v.bits); }
+double toD(f16 v) { return tcc_cuda::f16_to_float(v.bits); }
+template <class T> T fromD(double v);
+template <> float fromD<float>(double v) { return static_cast<float>(v); }
+template <> bf16 fromD<bf16>(double v) {
+  return bf16{tcc_cuda::float_to_bf16(static_cast<float>(v))};
+}
+template <> f16 fromD<f16>(double v) {
+  return f16{tcc_cuda::float_to_f16(static_cast<float>(v))};
+}
+template <class T> const char *typeName();
+template <> const char *typeName<float>() { return "float"; }
+template <> const char *typeName<bf16>() { return "bf16"; }
+template <> const char *typeName<f16>() { return "f16"; }
+template <class T> double tolOf();
+template <> double tolOf<float>() { return 2e-5; }
+template <> double tolOf<bf16>() { return 1.0 / 128; }
+template <> double tolOf<f16>() { return 1.0 / 512; }
+
+struct Shape {
+  int64_t B, H, Hkv, T, S, D;
+  bool causal;
+  float rate;
+};
+
+// splitmix64 stream per (seed, case name): inputs depend only on them.
+struct Rng {
+  uint64_t s;
+  double uniform() { // [-1, 1)
+    uint64_t z = (s += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    z ^= z >> 31;
+    return (z >> 11) * (2.0 / 9007199254740992.0) - 1.0;
+  }
+};
+
+template <class T> struct DeviceBuf {
+  T *ptr = nullptr;
+  size_t n = 0;
+  explicit DeviceBuf(size_t count) : n(count) {
+    CUDA_CHECK(cudaMalloc(&ptr, (n ? n : 1) * sizeof(T)));
+  }
+  ~DeviceBuf() { cudaFree(ptr); }
+  void poison() { CUDA_CHECK(cudaMemset(ptr, 0xFF, (n ? n : 1) * sizeof(T))); }
+  void upload(const std::vector<T> &h) {
+    CUDA_CHECK(cudaMemcpy(ptr, h.data(), n * sizeof(T), cudaMemcpyHostToDevice));
+  }
+  std::vector<T> download() const {
+    std::vector<T> h(n);
+    CUDA_CHECK(cudaMemcpy(h.data(), ptr, n * sizeof(T), cudaMemcpyDeviceToHost));
+    return h;
+  }
+};
+
+// The reference: float64, the launchers' documented semantics.
+struct Reference {
+  std::vector<double> out, lse, dq, dk, dv;
+};
+Reference reference(const Shape &sh, const std::vector<double> &q,
+                    const std::vector<double> &k, const std::vector<double> &v,
+                    const std::vector<double> &dout, double scale,
+                    uint64_t seed_key, uint64_t step) {
+  const int64_t B = sh.B, H = sh.H, T = sh.T, S = sh.S, D = sh.D;
+  const int64_t group = H / sh.Hkv;
+  Reference r;
+  r.out.assign(B * H * T * D, 0);
+  r.lse.assign(B * H * T, 0);
+  r.dq.assign(B * H * T * D, 0);
+  r.dk.assign(B * sh.Hkv * S * D, 0);
+  r.dv.assign(B * sh.Hkv * S * D, 0);
+  const uint64_t threshold =
+      static_cast<uint64_t>(std::ceil(static_cast<double>(sh.rate) * 16777216.0));
+  const double ks = static_cast<double>(1.f / (1.f - sh.rate)); // as the kernel
+  std::vector<double> s(S), p(S), z(S), dz(S);
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t h = 0; h < H; ++h) {
+      const int64_t kvh = b * sh.Hkv + h / group;
+      for (int64_t i = 0; i < T; ++i) {
+        const int64_t row = (b * H + h) * T + i;
+        const double *qi = &q[row * D], *doi = &dout[row * D];
+        int64_t end = S;
+        if (sh.causal)
+          end = std::min<int64_t>(S, std::max<int64_t>(0, i + 1 + S - T));
+        if (end == 0) {
+          r.lse[row] = -INFINITY;
+          continue; // out, dq stay 0
+        }
+        double mx = -INFINITY;
+        for (int64_t j = 0; j < end; ++j) {
+          const double *kj = &k[(kvh * S + j) * D];
+          double acc = 0;
+          for (int64_t d = 0; d < D; ++d)
+            acc += qi[d] * kj[d];
+          s[j] = scale * acc;
+          mx = std::max(mx, s[j]);
+        }
+        double l = 0;
+        for (int64_t j = 0; j < end; ++j)
+          l += std::exp(s[j] - mx);
+        r.lse[row] = mx + std::log(l);
+        double delta = 0;
+        for (int64_t j = 0; j < end; ++j) {
+          p[j] = std::exp(s[j] - mx) / l;
+          bool keep = true;
+          if (sh.rate > 0)
+            keep = (tcc_rng_bits(seed_key, step, static_cast<uint64_t>(row * S + j)) >>
+                    40) >= threshold;
+          const double m = sh.rate > 0 ? (keep ? ks : 0.0) : 1.0;
+          z[j] = p[j] * m;
+          const double *vj = &v[(kvh * S + j) * D];
+          double acc = 0;
+          for (int64_t d = 0; d < D; ++d) {
+            r.out[row * D + d] += z[j] * vj[d];
+            acc += doi[d] * vj[d];
+          }
+          dz[j] = acc * m; // dP
+          delta += z[j] * acc;
+        }
+        for (int64_t j = 0; j < end; ++j) {
+          const double ds = p[j] * (dz[j] - delta);
+          const double *kj = &k[(kvh * S + j) * D];
+          double *dkj = &r.dk[(kvh * S + j) * D], *dvj = &r.dv[(kvh * S + j) * D];
+          for (int64_t d = 0; d < D; ++d) {
+            r.dq[row * D + d] += scale * ds * kj[d];
+            dkj[d] += scale * ds * qi[d];
+            dvj[d] += z[j] * doi[d];
+          }
+        }
+      }
+    }
+  return r;
+}
+
+// err = max |got - want| / max |want| (absolute when `absolute`); a NaN
+// (poison left unwritten) or a mismatched infinity is an infinite error.
+template <class T>
+double compare(const std::vector<T> &got, const std::vector<double> &want,
+               bool absolute) {
+  double scale = 0, worst = 0;
+  for (double w : want)
+    if (std::isfinite(w))
+      scale = std::max(scale, std::fabs(w));
+  if (absolute || scale == 0)
+    scale = 1;
+  for (size_t i = 0; i < want.size(); ++i) {
+    const double g = toD(got[i]), w = want[i];
+    if (std::isinf(w)) {
+      if (g != w)
+        return INFINITY;
+      continue;
+    }
+    if (!std::isfinite(g))
+      return INFINITY;
+    worst = std::max(worst, std::fabs(g - w) / scale);
+  }
+  return worst;
+}
+
+template <class T> bool sameBits(const std::vector<T> &a, const std::vector<T> &b) {
+  return a.size() == b.size() &&
+         std::memcmp(a.data(), b.data(), a.size() * sizeof(T)) == 0;
+}
+
+template <class T> void runCase(const Shape &sh) {
+  char name[200];
+  std::snprintf(name, sizeof name,
+                "%s D=%" PRId64 " B=%" PRId64 " H=%" PRId64 " Hkv=%" PRId64
+                " T=%" PRId64 " S=%" PRId64 "%s%s",
+                typeName<T>(), sh.D, sh.B, sh.H, sh.Hkv, sh.T, sh.S,
+                sh.causal ? " causal" : "", sh.rate > 0 ? " dropout=0.1" : "");
+  if (!gFilter.empty() && std::string(name).find(gFilter) == std::string::npos)
+    return;
+  ++gCases;
+  uint64_t h = gSeed;
+  for (const char *c = name; *c; ++c)
+    h = (h ^ static_cast<unsigned char>(*c)) * 0x100000001B3ull;
+  Rng rng{h};
+  const size_t nq = sh.B * sh.H * sh.T * sh.D, nk = sh.B * sh.Hkv * sh.S * sh.D;
+  auto make = [&](size_t n, std::vector<T> &dev, std::vector<double> &ref) {
+    dev.resize(n);
+    ref.resize(n);
+    for (size_t i = 0; i < n; ++i) {
+      dev[i] = fromD<T>(rng.uniform());
+      ref[i] = toD(dev[i]);
+    }
+  };
+  std::vector<T> hq, hk, hv, hdo;
+  std::vector<double> rq, rk, rv, rdo;
+  make(nq, hq, rq);
+  make(nk, hk, rk);
+  make(nk, hv, rv);
+  make(nq, hdo, rdo);
+  const float scale = 4.0f / std::sqrt(static_cast<float>(sh.D));
+  const uint64_t seed_key = 0x1234abcd5678ef01ull ^ tcc_rng_mix64(42), step = 7;
+  const Reference want = reference(sh, rq, rk, rv, rdo, scale, seed_key, step);
+
+  DeviceBuf<T> q(nq), k(nk), v(nk), out(nq), dout(nq), dq(nq), dk(nk), dv(nk);
+  DeviceBuf<float> lse(sh.B * sh.H * sh.T);
+  DeviceBuf<float> ws(tcc_cuda::attention_backward_workspace_floats(
+      sh.B, sh.H, sh.Hkv, sh.T, sh.S, sh.D, false));
+  q.upload(hq);
+  k.upload(hk);
+  v.upload(hv);
+  dout.upload(hdo);
+  out.poison();
+  lse.poison();
+  std::string why;
+  cudaError_t e = tcc_cuda::launch_attention_forward<T>(
+      q.ptr, k.ptr, v.ptr, out.ptr, lse.ptr, sh.B, sh.H, sh.Hkv, sh.T, sh.S,
+      sh.D, scale, sh.causal, sh.rate, seed_key, step, nullptr);
+  CUDA_CHECK(e);
+  CUDA_CHECK(cudaGetLastError());
+  CUDA_CHECK(cudaDeviceSynchronize());
+  const double tol = tolOf<T>();
+  const double lse_tol = std::is_same<T, float>::value ? 1e-5 : 1e-3;
+  const double e_out = compare(out.download(), want.out, false);
+  const double e_lse = compare(lse.download(), want.lse, true);
+  std::vector<T> grads[3][3];
+  for (int run = 0; run < 3; ++run) {
+    dq.poison();
+    dk.poison();
+    dv.poison();
+    ws.poison();
+    CUDA_CHECK(tcc_cuda::launch_attention_backward<T>(
+        q.ptr, k.ptr, v.ptr, out.ptr, lse.ptr, dout.ptr, dq.ptr, dk.ptr, dv.ptr,
+        ws.ptr, sh.B, sh.H, sh.Hkv, sh.T, sh.S, sh.D, scale, sh.causal, sh.rate,
+        seed_key, step, /*deterministic=*/run > 0, nullptr));
+    CUDA_CHECK(cudaGetLastError());
+    CUDA_CHECK(cudaDeviceSynchronize());
+    grads[run][0] = dq.download();
+    grads[run][1] = dk.download();
+    grads[run][2] = dv.download();
+  }
+  // Runs 0 and 1 against the reference; all three bit for bit.
+  double e_dq = 0, e_dk = 0, e_dv = 0;
+  for (int run = 0; run < 2; ++run) {
+    e_dq = std::max(e_dq, compare(grads[run][0], want.dq, false));
+    e_dk = std::max(e_dk, compare(grads[run][1], want.dk, false));
+    e_dv = std::max(e_dv, compare(grads[run][2], want.dv, false));
+  }
+  bool same = true;
+  for (int t = 0; t < 3; ++t)
+    same = same && sameBits(grads[0][t], grads[1][t]) &&
+           sameBits(grads[1][t], grads[2][t]);
+  const bool ok = e_out <= tol && e_lse <= lse_tol && e_dq <= tol &&
+                  e_dk <= tol && e_dv <= tol && same;
+  gPassed += ok;
+  std::printf("[%s] %-58s out %.2e lse %.2e dq %.2e dk %.2e dv %.2e (tol %.1e)%s\n",
+              ok ? "PASS" : "FAIL", name, e_out, e_lse, e_dq, e_dk, e_dv, tol,
+              same ? "" : " backward NOT bit-identical across runs");
+}
+
+template <class T> void unsupported() {
+  if (!gFilter.empty() && std::string("unsupported").find(gFilter) == std::string::npos)
+    return;
+  DeviceBuf<T> buf(8 * 128);
+  DeviceBuf<float> f(64);
+  struct Bad {
+    int64_t H, Hkv, D;
+    float rate;
+    const char *what;
+  } bads[] = {{2, 1, 96, 0.f, "D=96"},
+              {3, 2, 64, 0.f, "H=3 Hkv=2"},
+              {2, 0, 64, 0.f, "Hkv=0"},
+              {2, 2, 64, 1.f, "rate=1"}};
+  for (const Bad &b : bads) {
+    ++gCases;
+    const cudaError_t fe = tcc_cuda::launch_attention_forward<T>(
+        buf.ptr, buf.ptr, buf.ptr, buf.ptr, f.ptr, 1, b.H, b.Hkv, 2, 2, b.D,
+        1.f, false, b.rate, 0, 0, nullptr);
+    const cudaError_t be = tcc_cuda::launch_attention_backward<T>(
+        buf.ptr, buf.ptr, buf.ptr, buf.ptr, f.ptr, buf.ptr, buf.ptr, buf.ptr,
+        buf.ptr, f.ptr, 1, b.H, b.Hkv, 2, 2, b.D, 1.f, false, b.rate, 0, 0,
+        true, nullptr);
+    const bool ok = fe == cudaErrorInvalidValue && be == cudaErrorInvalidValue;
+    gPassed += ok;
+    std::printf("[%s] %s unsupported %s -> forward %s, backward %s\n",
+                ok ? "PASS" : "FAIL", typeName<T>(), b.what,
+                cudaGetErrorName(fe), cudaGetErrorName(be));
+  }
+  CUDA_CHECK(cudaGetLastError());
+}
+
+template <class T> void allCases() {
+  for (int64_t D : {64, 128})
+    for (bool causal : {false, true}) {
+      runCase<T>({2, 4, 4, 100, 333, D, causal, 0.f});
+      runCase<T>({1, 8, 2, 129, 257, D, causal, 0.f}); // GQA
+      runCase<T>({2, 3, 1, 150, 70, D, causal, 0.f});  // MQA, T > S
+      runCase<T>({1, 8, 2, 129, 257, D, causal, 0.1f}); // dropout
+    }
+  runCase<T>({1, 2, 2, 256, 256, 64, true, 0.f}); // whole tiles
+  unsupported<T>();
+}
+
+} // namespace
+
+int main(int argc, char **argv) {
+  bool haveSeed = false;
+  for (int a = 1; a < argc; ++a) {
+    std::string arg = argv[a];
+    if (arg == "--seed" && a + 1 < argc) {
+      char *end = nullptr;
+      gSeed = std::strtoull(argv[++a], &end, 10);
+      if (*end != '\0') {
+        std::fprintf(stderr, "attention_kernels_test: --seed needs a number\n");
+        return 2;
+      }
+      haveSeed = true;
+    } else if (arg == "--filter" && a + 1 < argc) {
+      gFilter = argv[++a];
+    } else {
+      std::fprintf(stderr,
+                   "usage: attention_kernels_test [--seed N] [--filter SUBSTRING]\n");
+      return 2;
+    }
+  }
+  int devices = 0;
+  cudaError_t err = cudaGetDeviceCount(&devices);
+  if (err != cudaSuccess || devices == 0) {
+    std::printf("SKIP: no CUDA GPU (%s): attention_kernels_test needs one; run it "
+                "on the device machine (tests/cuda/README.md)\n",
+                err != cudaSuccess ? cudaGetErrorString(err) : "0 devices");
+    return 77;
+  }
+  if (!haveSeed)
+    gSeed = (static_cast<uint64_t>(std::random_device{}()) << 32) ^
+            std::random_device{}();
+  cudaDeviceProp prop;
+  CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
+  std::printf("device: %s (sm_%d%d, %d SMs)\nseed %" PRIu64
+              " (reproduce with --seed %" PRIu64 ")\n",
+              prop.name, prop.major, prop.minor, prop.multiProcessorCount, gSeed,
+              gSeed);
+  allCases<bf16>();
+  allCases<f16>();
+  allCases<float>();
+  std::printf("%d of %d cases passed: %s (seed %" PRIu64 ")\n", gPassed, gCases,
+              gPassed == gCases ? "ALL PASSED" : "FAILED", gSeed);
+  return gPassed == gCases ? 0 : 1;
+}
