@@ -181,11 +181,17 @@ def TgFuseAttention : Pass<"tg-fuse-attention", "mlir::ModuleOp"> {
     (reshapes around it); k and v broadcast over a trailing block of the
     batch dimensions (matmul broadcasting or tg.broadcast_to) become grouped
     heads. Intermediates read elsewhere, finite mask values, causal T > S
-    and, on the cuda target (module attribute tg.target), head sizes other
-    than 64 and 128, f64 or archs before sm_80 are left unfused. Each
-    softmax gets tg.fuse_attention = "not fused at <op> (<node>): <why>",
-    each tg.attention "fused: <shape>".
+    and, with target=cuda, head sizes other than 64 and 128, f64 or archs
+    before sm_80 are left unfused. Each softmax left alone gets
+    tg.fuse_attention = "not fused at <op> (<node>): <why>", each
+    tg.attention "fused: <shape>".
   }];
+  let options = [
+    Option<"target", "target", "std::string", /*default=*/"\"cpu\"",
+           "cpu | cuda: on cuda only what the flash kernels take fuses">,
+    Option<"cudaArch", "cuda-arch", "std::string", /*default=*/"\"\"",
+           "sm_XY of the cuda target (empty: not checked)">,
+  ];
   let dependentDialects = ["tcc::tg::TgDialect"];
 }
 

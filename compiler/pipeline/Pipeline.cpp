@@ -36,11 +36,6 @@ void annotateModule(mlir::ModuleOp module, const PipelineOptions &options) {
   mlir::Builder b(module.getContext());
   if (options.lossScaling)
     module->setAttr(model::kLossScalingAttr, options.lossScaling->toAttr(b));
-  if (options.target == "cuda") {
-    module->setAttr(model::kTargetAttr, b.getStringAttr(options.target));
-    if (!options.cudaArch.empty())
-      module->setAttr(model::kCudaArchAttr, b.getStringAttr(options.cudaArch));
-  }
 }
 
 void buildPipeline(mlir::OpPassManager &pm, Phase stopAfter,
@@ -53,7 +48,9 @@ void buildPipeline(mlir::OpPassManager &pm, Phase stopAfter,
   pm.addPass(createTgFuseCrossEntropy());
   //    Attention written out (q.k^T, scale, causal mask, softmax, dropout,
   //    .v) becomes one tg.attention: flash kernels, nothing T x S saved.
-  pm.addPass(createTgFuseAttention());
+  //    On cuda only the shapes the flash kernels take fuse.
+  pm.addPass(createTgFuseAttention(
+      TgFuseAttentionOptions{options.target, options.cudaArch}));
   // 0b. Precision: the forward graph gets the --precision policy's casts
   //     (bf16/fp16 products, f32 losses, reductions and norms) before
   //     autodiff, so the backward inherits them.

@@ -39,14 +39,13 @@ struct PipelineOptions {
   // --loss-scale dynamic; the default for fp16 training). Unset: none.
   std::optional<training::LossScalingConfig> lossScaling;
   // The compile target ("cuda" or "cpu") and, for cuda, the architecture
-  // "sm_XY": written on the module (tg.target, tg.cuda_arch) so
-  // tg-fuse-attention fuses only what the target's kernels take.
+  // "sm_XY": tg-fuse-attention fuses only what the target's kernels take.
   std::string target = "cpu";
   std::string cudaArch;
 };
 
 // Writes the module attributes `options` ask for (tg.loss_scaling), which
-// the passes read (and tg.target / tg.cuda_arch for --target cuda): call it on the imported module before the pipeline runs,
+// the passes read: call it on the imported module before the pipeline runs,
 // so every dump shows them and tcc-opt runs of the passes read them.
 void annotateModule(mlir::ModuleOp module, const PipelineOptions &options);
 

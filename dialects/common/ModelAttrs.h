@@ -40,11 +40,6 @@ inline constexpr llvm::StringLiteral kGradClipAttr = "tg.grad_clip";
 inline constexpr llvm::StringLiteral kPrecisionAttr = "tg.precision";
 // On an op: tg-amp's decision, "<type>: <why>" (e.g. "bf16: matmul").
 inline constexpr llvm::StringLiteral kAmpAttr = "tg.amp";
-// The compile target, written by the driver for --target cuda only:
-// "cuda" (absent: the cpu target), and the GPU architecture "sm_XY".
-// tg-fuse-attention fuses on cuda only what the flash kernels take.
-inline constexpr llvm::StringLiteral kTargetAttr = "tg.target";
-inline constexpr llvm::StringLiteral kCudaArchAttr = "tg.cuda_arch";
 // On a tg.attention or a tg.softmax: tg-fuse-attention's decision,
 // "fused: <shape>" or "not fused at <op> (<node>): <why>".
 inline constexpr llvm::StringLiteral kFuseAttentionAttr = "tg.fuse_attention";

@@ -11,7 +11,6 @@
 // k, v become (B, Hkv, S, D).
 #include "passes/fusion/AttentionPattern.h"
 
-#include "dialects/common/ModelAttrs.h"
 #include "dialects/tg/TgTypeHelpers.h"
 #include "llvm/Support/FormatVariadic.h"
 
@@ -24,13 +23,12 @@ using tcc::tg::rtt;
 
 namespace tcc::fusion {
 
-AttentionTarget AttentionTarget::ofModule(ModuleOp module) {
+AttentionTarget AttentionTarget::parse(llvm::StringRef target,
+                                       llvm::StringRef arch) {
   AttentionTarget t;
-  auto target = module->getAttrOfType<StringAttr>(model::kTargetAttr);
-  t.cuda = target && target.getValue() == "cuda";
-  if (auto arch = module->getAttrOfType<StringAttr>(model::kCudaArchAttr);
-      arch && arch.getValue().starts_with("sm_"))
-    (void)arch.getValue().drop_front(3).getAsInteger(10, t.smVersion);
+  t.cuda = target == "cuda";
+  if (arch.starts_with("sm_"))
+    (void)arch.drop_front(3).getAsInteger(10, t.smVersion);
   return t;
 }
 

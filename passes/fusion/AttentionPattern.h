@@ -13,12 +13,12 @@
 namespace tcc::fusion {
 
 // What the compiled code can run: on the cuda target only the shapes and
-// types the flash kernels take may fuse (the module attributes tg.target,
-// tg.cuda_arch; absent: the cpu target, whose kernels are generic).
+// types the flash kernels take may fuse (the cpu kernels are generic).
 struct AttentionTarget {
   bool cuda = false;
   int smVersion = 0; // sm_XY -> XY; 0 when unknown
-  static AttentionTarget ofModule(mlir::ModuleOp module);
+  // From the pass options: target "cpu" | "cuda", arch "sm_XY" or empty.
+  static AttentionTarget parse(llvm::StringRef target, llvm::StringRef arch);
 };
 
 // A matched attention: the result of `context` equals

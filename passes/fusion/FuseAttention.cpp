@@ -161,14 +161,21 @@ void fuse(AttentionMatch m) {
 
 struct TgFuseAttentionPass
     : tcc::impl::TgFuseAttentionBase<TgFuseAttentionPass> {
+  using TgFuseAttentionBase::TgFuseAttentionBase;
+
   void runOnOperation() override {
     ModuleOp module = getOperation();
-    AttentionTarget target = AttentionTarget::ofModule(module);
+    if (target != "cpu" && target != "cuda") {
+      module.emitError() << "tg-fuse-attention: unknown target '" << target
+                         << "' (expected cpu or cuda)";
+      return signalPassFailure();
+    }
+    AttentionTarget kernels = AttentionTarget::parse(target, cudaArch);
     SmallVector<tg::SoftmaxOp> candidates;
     module.walk([&](tg::SoftmaxOp op) { candidates.push_back(op); });
     OpBuilder b(module.getContext());
     for (tg::SoftmaxOp softmax : candidates) {
-      AttentionMatchResult r = matchAttention(softmax, target);
+      AttentionMatchResult r = matchAttention(softmax, kernels);
       if (r.match) {
         fuse(*r.match);
         continue;
@@ -191,12 +198,6 @@ namespace tcc {
 void writeAttentionFusionReport(ModuleOp module, llvm::raw_ostream &os) {
   os << "# tg-fuse-attention report: every softmax, fused into tg.attention "
         "or not and why\n";
-  AttentionTarget target = AttentionTarget::ofModule(module);
-  os << "# target: "
-     << (target.cuda ? "cuda (only shapes the flash kernels take: head size 64 "
-                       "or 128, bf16/fp16/f32, sm_80+)"
-                     : "cpu (any head size)")
-     << "\n";
   os << llvm::formatv("{0,-32} {1}\n", "# node", "decision");
   int fused = 0, refused = 0;
   module.walk([&](Operation *op) {
