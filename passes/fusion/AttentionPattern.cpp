@@ -11,11 +11,11 @@
 // k, v become (B, Hkv, S, D).
 #include "passes/fusion/AttentionPattern.h"
 
+#include "dialects/common/ShapeHelpers.h"
 #include "dialects/tg/TgTypeHelpers.h"
 #include "llvm/Support/FormatVariadic.h"
 
 #include <cmath>
-#include <cstdio>
 
 using namespace mlir;
 using namespace tcc;
@@ -53,15 +53,7 @@ std::optional<double> splatValue(Value v) {
   return toDouble(attr.getSplatValue<APFloat>());
 }
 
-} // namespace
 
-std::string formatNumber(double x) {
-  char text[32];
-  std::snprintf(text, sizeof text, "%.6g", x);
-  return text;
-}
-
-namespace {
 
 int64_t product(ArrayRef<int64_t> dims) {
   int64_t n = 1;

@@ -48,9 +48,6 @@ struct AttentionMatchResult {
   AttentionRefusal refusal; // when !match
 };
 
-// `x` in the report: %.6g (0.125, -inf, 1e+09).
-std::string formatNumber(double x);
-
 AttentionMatchResult matchAttention(tg::SoftmaxOp softmax,
                                     const AttentionTarget &target);
 

@@ -21,6 +21,7 @@
 #include "passes/fusion/AttentionPattern.h"
 
 #include "dialects/common/ModelAttrs.h"
+#include "dialects/common/ShapeHelpers.h"
 #include "dialects/tg/TgStructuralBuilders.h"
 #include "dialects/tg/TgTypeHelpers.h"
 #include "mlir/IR/Builders.h"
