@@ -69,7 +69,7 @@ std::string describe(AttentionMatch m) {
                          .str();
   text += m.causal ? " causal" : " not-causal";
   text += " scale=" + formatNumber(m.scale);
-  if (m.dropout)
+  if (m.dropout && m.dropout.getRate().convertToDouble() > 0)
     text += " dropout=" + formatNumber(m.dropout.getRate().convertToDouble());
   return text;
 }
@@ -115,7 +115,9 @@ void fuse(AttentionMatch m) {
   Value seed, step;
   FloatAttr rate = b.getF64FloatAttr(0.0);
   IntegerAttr opId;
-  if (m.dropout) {
+  // A tg.dropout of rate 0 keeps everything: tg.attention then takes no
+  // dropout operands (its verifier's contract).
+  if (m.dropout && m.dropout.getRate().convertToDouble() > 0) {
     seed = m.dropout.getRngSeed();
     step = m.dropout.getStep();
     rate = m.dropout.getRateAttr();

@@ -178,3 +178,18 @@ func.func @single_head_f64(%q: tensor<6x12xf64>, %k: tensor<6x12xf64>, %v: tenso
   %o = tg.matmul %p, %v : (tensor<6x6xf64>, tensor<6x12xf64>) -> tensor<6x12xf64>
   return %o : tensor<6x12xf64>
 }
+
+// -----
+
+// A dropout of rate 0 keeps every probability: no dropout operands.
+// CHECK-LABEL: func.func @dropout_rate_zero
+// CHECK-NEXT: tg.attention %arg0, %arg1, %arg2 {scale = 1.000000e+00 : f64, tg.fuse_attention = "fused: B=1 H=1 Hkv=1 T=2 S=2 D=4 not-causal scale=1"} : (tensor<1x1x2x4xf32>, tensor<1x1x2x4xf32>, tensor<1x1x2x4xf32>) -> (tensor<1x1x2x4xf32>, tensor<1x1x2xf32>)
+// CHECK-NOT: tg.dropout
+func.func @dropout_rate_zero(%q: tensor<1x1x2x4xf32>, %k: tensor<1x1x2x4xf32>, %v: tensor<1x1x2x4xf32>,
+                             %seed: tensor<i64>, %step: tensor<i64>) -> tensor<1x1x2x4xf32> {
+  %s = tg.matmul %q, %k {transpose_rhs = true} : (tensor<1x1x2x4xf32>, tensor<1x1x2x4xf32>) -> tensor<1x1x2x2xf32>
+  %p = tg.softmax %s {axis = 3 : i64} : tensor<1x1x2x2xf32>
+  %d = tg.dropout %p, %seed, %step {op_id = 3 : i64, rate = 0.0 : f64} : tensor<1x1x2x2xf32>
+  %o = tg.matmul %d, %v : (tensor<1x1x2x2xf32>, tensor<1x1x2x4xf32>) -> tensor<1x1x2x4xf32>
+  return %o : tensor<1x1x2x4xf32>
+}
