@@ -191,6 +191,9 @@ def TgFuseAttention : Pass<"tg-fuse-attention", "mlir::ModuleOp"> {
            "cpu | cuda: on cuda only what the flash kernels take fuses">,
     Option<"cudaArch", "cuda-arch", "std::string", /*default=*/"\"\"",
            "sm_XY of the cuda target (empty: not checked)">,
+    Option<"enabled", "enabled", "bool", /*default=*/"true",
+           "false: fuse nothing, and report each match as left written out "
+           "(tcc compile --no-fuse-attention)">,
   ];
   let dependentDialects = ["tcc::tg::TgDialect"];
 }

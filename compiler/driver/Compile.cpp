@@ -211,6 +211,7 @@ absl::Status compileModel(const CompileOptions &given) {
   PipelineOptions pipelineOptions;
   pipelineOptions.emitGradients = options.emitGradients;
   pipelineOptions.precision = options.precision;
+  pipelineOptions.fuseAttention = options.fuseAttention;
   pipelineOptions.target = options.target == "cuda" ? "cuda" : "cpu";
   if (options.target == "cuda")
     pipelineOptions.cudaArch = options.arch;

@@ -41,6 +41,7 @@ struct CompileOptions {
   // default (cuda sm_80+: bf16; older GPUs and cpu: fp32). See
   // resolvePrecision.
   std::string precision;
+  bool fuseAttention = true;  // false: --no-fuse-attention
   bool useCache = true;       // cuda: reuse objects from the nvcc cache
   bool verbose = false;       // cuda: a summary line on stderr
   int jobs = 0;               // cuda: parallel compiles; 0: CPU threads

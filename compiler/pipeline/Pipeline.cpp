@@ -50,7 +50,8 @@ void buildPipeline(mlir::OpPassManager &pm, Phase stopAfter,
   //    .v) becomes one tg.attention: flash kernels, nothing T x S saved.
   //    On cuda only the shapes the flash kernels take fuse.
   pm.addPass(createTgFuseAttention(
-      TgFuseAttentionOptions{options.target, options.cudaArch}));
+      TgFuseAttentionOptions{options.target, options.cudaArch,
+                             options.fuseAttention}));
   // 0b. Precision: the forward graph gets the --precision policy's casts
   //     (bf16/fp16 products, f32 losses, reductions and norms) before
   //     autodiff, so the backward inherits them.

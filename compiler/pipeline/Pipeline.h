@@ -42,6 +42,8 @@ struct PipelineOptions {
   // "sm_XY": tg-fuse-attention fuses only what the target's kernels take.
   std::string target = "cpu";
   std::string cudaArch;
+  // false: tg-fuse-attention leaves attention written out (reported).
+  bool fuseAttention = true;
 };
 
 // Writes the module attributes `options` ask for (tg.loss_scaling), which

@@ -179,6 +179,13 @@ struct TgFuseAttentionPass
     OpBuilder b(module.getContext());
     for (tg::SoftmaxOp softmax : candidates) {
       AttentionMatchResult r = matchAttention(softmax, kernels);
+      if (r.match && !enabled) {
+        softmax->setAttr(model::kFuseAttentionAttr,
+                         b.getStringAttr("not fused: matches, but fusion is "
+                                         "off (tcc compile "
+                                         "--no-fuse-attention)"));
+        continue;
+      }
       if (r.match) {
         fuse(*r.match);
         continue;

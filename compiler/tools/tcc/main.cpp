@@ -57,6 +57,10 @@ Options:
                         the loss. tf32 (cuda): fp32 graph, matrix products
                         round inputs to TF32 (about 1e-3 relative error)
   --tf32                the same as --precision tf32
+  --no-fuse-attention   leave attention written out (matmul, mask, softmax,
+                        matmul) instead of tg-fuse-attention's flash-attention
+                        kernels: for comparing, or ruling the fusion out when
+                        a result looks wrong (the report still lists matches)
   --jobs N              cuda: parallel nvcc runs (default: CPU threads)
   --no-cache            cuda: compile every unit (default: reuse objects from
                         $TCC_CACHE_DIR, else ~/.cache/tcc, keyed by source,
@@ -176,6 +180,8 @@ int compileMain(int argc, char **argv) {
       if (!args.precision.empty() && args.precision != "tf32")
         return usageError("--tf32 contradicts --precision " + args.precision);
       args.precision = "tf32";
+    } else if (a == "--no-fuse-attention") {
+      args.fuseAttention = false;
     } else if (a == "--no-cache") {
       args.useCache = false;
     } else if (a == "-v" || a == "--verbose") {
