@@ -4,7 +4,7 @@
 # autocast, SDPA, fused AdamW, clip 1.0) and tcc (trun on the step.so files
 # that tests/gpu/prepare.sh compiled here with --precision fp32, tf32 (fp32
 # with TF32 products) and bf16 (tg-amp: bf16 products, fp32 master weights
-# and AdamW). Prints the table of bench/gpt2/table.py last: ms/step, MFU and
+# and AdamW; once with flash attention, once --no-fuse-attention). Prints the table of bench/gpt2/table.py last: ms/step, MFU and
 # peak memory, and ratios to PyTorch eager and torch.compile.
 #
 #   bash bench/gpt2/run.sh DIR [OUT]    (DIR from tests/gpu/prepare.sh)
@@ -23,7 +23,7 @@ tokens="$dir/data/gpt2_tokens.bin"
 
 # tcc first (its process then exits and frees the GPU), 5 warm-up steps
 # (the first includes cuBLASLt planning and the CUDA graph capture) + timed.
-for variant in fp32 tf32 bf16; do
+for variant in fp32 tf32 bf16_unfused bf16; do
   step="$dir/steps/gpt2_cuda.so"; [ $variant != fp32 ] && step="$dir/steps/gpt2_cuda_$variant.so"
   rm -f "$out/tcc_$variant.jsonl"
   "$dir/bin/trun" "$step" --data "$tokens" --steps $((steps + 5)) --seed 0 --log-every 5 \
@@ -32,5 +32,6 @@ done
 PYTHONUNBUFFERED=1 python3 "$here/../torch_gpt2.py" --mode both --strict --steps "$steps" --warmup 5 \
   >"$out/torch.jsonl" 2>"$out/torch.log" || { echo "torch_gpt2.py failed:"; tail -n 20 "$out/torch.log"; }
 python3 "$here/table.py" --torch "$out/torch.jsonl" --tcc fp32="$out/tcc_fp32.jsonl" \
-  --tcc "fp32 + TF32 products"="$out/tcc_tf32.jsonl" --tcc "bf16 (tg-amp)"="$out/tcc_bf16.jsonl" \
+  --tcc "fp32 + TF32 products"="$out/tcc_tf32.jsonl" --tcc "bf16, attention written out"="$out/tcc_bf16_unfused.jsonl" \
+  --tcc "bf16 (tg-amp, flash attention)"="$out/tcc_bf16.jsonl" \
   --warmup 5 | tee "$out/table.md"

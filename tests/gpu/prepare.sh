@@ -29,7 +29,8 @@ for tool in tcc trun tcc-data tcc-models; do
 done
 [ -x "$build/bin/kernel_families_test" ] || { echo "prepare.sh: $build/bin/kernel_families_test missing (needs nvcc): ninja -C $build tcc_cuda_kernel_test" >&2; exit 1; }
 rm -rf "$dir" && mkdir -p "$dir"/{bin,lib,steps,data,models}
-cp "$build/bin/trun" "$build/bin/kernel_families_test" "$dir/bin/"
+[ -x "$build/bin/attention_kernels_test" ] || { echo "prepare.sh: $build/bin/attention_kernels_test missing (needs nvcc): ninja -C $build tcc_cuda_attention_test" >&2; exit 1; }
+cp "$build/bin/trun" "$build/bin/kernel_families_test" "$build/bin/attention_kernels_test" "$dir/bin/"
 
 # trun's libraries from Debian (absl, protobuf, openblas, gomp, ...): the
 # device machine runs another distribution. The C/C++ runtime stays its own.
@@ -69,6 +70,13 @@ cuda() { # OUT MODEL PRECISION [flags...]: a cuda step for the device's architec
 cuda mlp_cuda.so "$root/samples/mlp/mlp.pbtxt" fp32
 "$tcc" compile --target cpu --no-native "$AMP_PRECISION_FLAG" fp32 "$root/samples/gpt_char/gpt_char.pbtxt" -o "$dir/steps/gpt_char_cpu.so"
 cuda gpt_char_cuda.so "$root/samples/gpt_char/gpt_char.pbtxt" fp32
+# gpt_char with 2 heads of 64 (the sample's 4 heads of 32 stay written out on
+# cuda, whose flash kernels take head sizes 64 and 128): the CPU-vs-GPU check
+# then covers tg-fuse-attention's kernels on both sides.
+"$build/bin/tcc-models" gpt --vocab 113 --context 128 --layers 4 --width 128 --heads 2 --batch 32 \
+  --lr 5e-3 --warmup 50 --decay-steps 1000 --min-lr 5e-4 -o "$dir/models/gpt_char_d64.pbtxt"
+"$tcc" compile --target cpu --no-native "$AMP_PRECISION_FLAG" fp32 "$dir/models/gpt_char_d64.pbtxt" -o "$dir/steps/gpt_char_d64_cpu.so"
+cuda gpt_char_d64_cuda.so "$dir/models/gpt_char_d64.pbtxt" fp32
 # The architecture checks: sm_80 code runs on Hopper through its PTX, sm_100
 # code must be refused at start.
 "$tcc" compile --target cuda --arch sm_80 "$AMP_PRECISION_FLAG" fp32 "$root/samples/gpt_char/gpt_char.pbtxt" -o "$dir/steps/gpt_char_cuda_sm80.so"
@@ -76,6 +84,8 @@ cuda gpt_char_cuda.so "$root/samples/gpt_char/gpt_char.pbtxt" fp32
 cuda gpt2_cuda.so "$root/samples/gpt2/gpt2_124m.pbtxt" fp32 -v
 cuda gpt2_cuda_tf32.so "$root/samples/gpt2/gpt2_124m.pbtxt" tf32 -v
 cuda gpt2_cuda_bf16.so "$root/samples/gpt2/gpt2_124m.pbtxt" bf16 -v
+# The same bf16 step with attention written out (the "before" of issue 12).
+cuda gpt2_cuda_bf16_unfused.so "$root/samples/gpt2/gpt2_124m.pbtxt" bf16 --no-fuse-attention
 
 # The AMP checks' models. gpt_char: amp_models.py's flags must write the
 # sample exactly (the PyTorch side builds the model from the same flags).

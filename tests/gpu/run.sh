@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # On the device machine (an NVIDIA GPU), after tests/gpu/prepare.sh here:
-#   1. the CUDA kernel-family test (every prelude kernel vs float64),
-#   2. the MLP and the character GPT trained 100 steps on the CPU and on the
+#   1. the CUDA kernel-family tests (every prelude kernel vs float64, the
+#      flash attention kernels too),
+#   2. the MLP and the character GPT (also with head size 64, so that its
+#      attention runs the flash kernels) trained 100 steps on the CPU and on the
 #      GPU from the same initial weights and batches: per-step losses must
 #      agree within 1e-4 relative,
 #   3. a few GPT-2 124M steps on the GPU in fp32 and in bf16 (that they
@@ -32,6 +34,11 @@ echo "== kernel families =="
 rc=${PIPESTATUS[0]}
 [ "$rc" = 0 ] && note "kernel families vs float64: PASS" || { note "kernel families vs float64: FAIL (exit $rc)"; status=1; }
 
+echo "== flash attention kernels =="
+"$dir/bin/attention_kernels_test" 2>&1 | tee "$out/attention_kernels.txt"
+rc=${PIPESTATUS[0]}
+[ "$rc" = 0 ] && note "flash attention kernels vs float64: PASS" || { note "flash attention kernels vs float64: FAIL (exit $rc)"; status=1; }
+
 train() { # name step data... -> metrics file
   local name=$1 step=$2; shift 2
   rm -f "$out/$name.jsonl"
@@ -42,7 +49,7 @@ train() { # name step data... -> metrics file
   return $rc
 }
 mnist="$dir/data/mnist_images.npy,$dir/data/mnist_labels.npy"
-for model in mlp gpt_char; do
+for model in mlp gpt_char gpt_char_d64; do
   echo "== $model: cpu vs gpu, 100 steps =="
   if [ $model = mlp ]; then data=(--data "$mnist"); else data=(--data "$dir/data/fortunes_train.bin"); fi
   if train ${model}_cpu ${model}_cpu.so "${data[@]}" && train ${model}_gpu ${model}_cuda.so "${data[@]}"; then
