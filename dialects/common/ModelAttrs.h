@@ -40,6 +40,11 @@ inline constexpr llvm::StringLiteral kGradClipAttr = "tg.grad_clip";
 inline constexpr llvm::StringLiteral kPrecisionAttr = "tg.precision";
 // On an op: tg-amp's decision, "<type>: <why>" (e.g. "bf16: matmul").
 inline constexpr llvm::StringLiteral kAmpAttr = "tg.amp";
+// Unit attribute (tcc compile --deterministic): kernels with a faster
+// order-dependent form (the attention backward's atomic accumulation on
+// CUDA) use a fixed order instead, so a step is bit-identical run to run.
+// Read by tg-lower-to-kern (kern.attention_grad's `deterministic`).
+inline constexpr llvm::StringLiteral kDeterministicAttr = "tg.deterministic";
 // Micro-batches per optimizer step (i64 K >= 1); absent: 1.
 inline constexpr llvm::StringLiteral kMicroBatchesAttr = "tg.micro_batches";
 // Dynamic loss scaling (torch.cuda.amp.GradScaler), written by the driver
