@@ -21,6 +21,7 @@ set(TCC_CODEGEN_SOURCES
   codegen/cuda/GemmKernels.cpp
   codegen/cuda/CopyKernels.cpp
   codegen/cuda/PreludeKernels.cpp
+  codegen/cuda/AttentionKernels.cpp
 )
 
 # OUT = the PIECES (a list of files) one after another, byte for byte, at

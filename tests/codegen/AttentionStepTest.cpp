@@ -10,6 +10,8 @@
 #include <random>
 
 #include "StepCheck.h"
+#include "compiler/codegen/cuda/CudaCodegen.h"
+#include "tcc/counter_rng.h"
 #include "llvm/Support/FormatVariadic.h"
 
 namespace tcc {
@@ -38,7 +40,8 @@ std::string signature(const AttentionModel &m, const std::string &name) {
 // loss = sum(attention(q, k, v) * w).
 std::string tail(const AttentionModel &m, const std::string &out) {
   return llvm::formatv(R"(    %prod = tg.mul {0}, %w : (tensor<{1}x{2}x{3}x{4}xf32>, tensor<{1}x{2}x{3}x{4}xf32>) -> tensor<{1}x{2}x{3}x{4}xf32>
-    %loss = tg.reduce_sum %prod {{axes = array<i64: 0, 1, 2, 3>} : (tensor<{1}x{2}x{3}x{4}xf32>) -> tensor<f32>
+    %pf = tg.cast %prod : tensor<{1}x{2}x{3}x{4}xf32> to tensor<{1}x{2}x{3}x{4}xKEEPF32>
+    %loss = tg.reduce_sum %pf {{axes = array<i64: 0, 1, 2, 3>} : (tensor<{1}x{2}x{3}x{4}xKEEPF32>) -> tensor<f32>
     return %loss : tensor<f32>
   }
 }
@@ -49,7 +52,9 @@ std::string tail(const AttentionModel &m, const std::string &out) {
 
 constexpr int64_t kOpId = 4242;
 
-std::string fusedIR(const AttentionModel &m) {
+// `elem`: the element type of the attention (f32, bf16, f64); parameters,
+// input and loss stay f32, cast around it.
+std::string fusedIR(const AttentionModel &m, const std::string &elem = "f32") {
   std::string attrs = llvm::formatv("scale = {0:e} : f64", 1.0 / std::sqrt(double(m.dim))).str();
   if (m.causal)
     attrs += ", causal";
@@ -58,18 +63,35 @@ std::string fusedIR(const AttentionModel &m) {
     attrs += llvm::formatv(", dropout_rate = {0} : f64, op_id = {1} : i64", m.rate, kOpId).str();
     dropout = " dropout(%seed, %step)";
   }
-  std::string operands = llvm::formatv("tensor<{0}x{1}x{2}x{3}xf32>, tensor<{0}x{4}x{5}x{3}xf32>, "
-                                       "tensor<{0}x{4}x{5}x{3}xf32>",
-                                       m.batch, m.heads, m.queries, m.dim, m.kvHeads, m.keys)
-                             .str();
+  auto type = [&](int64_t heads, int64_t rows, const std::string &et) {
+    return llvm::formatv("tensor<{0}x{1}x{2}x{3}x{4}>", m.batch, heads, rows, m.dim, et).str();
+  };
+  std::string qt = type(m.heads, m.queries, elem), kt = type(m.kvHeads, m.keys, elem);
+  std::string ir = signature(m, "fused");
+  std::string q = "%q", k = "%k", v = "%v", out = "%o";
+  if (elem != "f32") {
+    ir += llvm::formatv("    %qe = tg.cast %q : {0} to {1}\n"
+                        "    %ke = tg.cast %k : {2} to {3}\n"
+                        "    %ve = tg.cast %v : {2} to {3}\n",
+                        type(m.heads, m.queries, "f32"), qt, type(m.kvHeads, m.keys, "f32"), kt)
+              .str();
+    q = "%qe", k = "%ke", v = "%ve", out = "%of";
+  }
+  std::string operands = qt + ", " + kt + ", " + kt;
   if (m.rate > 0)
     operands += ", tensor<i64>, tensor<i64>";
-  return signature(m, "fused") +
-         llvm::formatv("    %o, %lse = tg.attention %q, %k, %v{0} {{{1}} : ({2}) -> "
-                       "(tensor<{3}x{4}x{5}x{6}xf32>, tensor<{3}x{4}x{5}xf32>)\n",
-                       dropout, attrs, operands, m.batch, m.heads, m.queries, m.dim)
-             .str() +
-         tail(m, "%o");
+  ir += llvm::formatv("    %o, %lse = tg.attention {0}, {1}, {2}{3} {{{4}} : ({5}) -> "
+                      "({6}, tensor<{7}x{8}x{9}x{10}>)\n",
+                      q, k, v, dropout, attrs, operands, qt, m.batch, m.heads, m.queries,
+                      elem == "f64" ? "f64" : "f32")
+            .str();
+  if (elem != "f32")
+    ir += llvm::formatv("    %of = tg.cast %o : {0} to {1}\n", qt, type(m.heads, m.queries, "f32"))
+              .str();
+  ir += tail(m, out);
+  for (size_t at = 0; (at = ir.find("xKEEPF32>", at)) != std::string::npos;)
+    ir.replace(at, 9, "xf32>");
+  return ir;
 }
 
 std::string unfusedIR(const AttentionModel &m) {
@@ -122,7 +144,10 @@ std::string unfusedIR(const AttentionModel &m) {
                         "tensor<{2}x{3}x{6}x{5}xf32>\n",
                         probs, ts, B, H, S, D, T)
               .str();
-  return text + tail(m, "%o");
+  text += tail(m, "%o");
+  for (size_t at = 0; (at = text.find("xKEEPF32>", at)) != std::string::npos;)
+    text.replace(at, 9, "xf32>");
+  return text;
 }
 
 // Runs `steps` train steps of both compiled models from the same random
@@ -173,6 +198,103 @@ TEST(AttentionStep, MultiHeadCausalMatchesWrittenOutAttention) {
 
 TEST(AttentionStep, MultiQueryWithoutMaskMatchesWrittenOutAttention) {
   compareFusedWithUnfused({1, 3, 1, 33, 17, 5, false, 0.1}, "attn_mqa", 2);
+}
+
+// The CUDA source of a tg.attention step: which prelude launcher each op
+// calls, with which arguments (the launchers are compiled and run by the
+// GPU tests; here only the generated text is checked). Errors go to
+// `diagnostics`.
+mlir::FailureOr<GeneratedCudaStep> cudaSource(const std::string &ir, std::string &diagnostics) {
+  mlir::MLIRContext ctx;
+  loadDialects(ctx);
+  mlir::ScopedDiagnosticHandler handler(&ctx, [&](mlir::Diagnostic &d) {
+    diagnostics += d.str() + "\n";
+    return mlir::success();
+  });
+  auto module = mlir::parseSourceString<mlir::ModuleOp>(ir, &ctx);
+  if (!module)
+    return mlir::failure();
+  mlir::PassManager pm(&ctx);
+  buildPipeline(pm, Phase::Plan);
+  if (mlir::failed(pm.run(*module)))
+    return mlir::failure();
+  return generateCudaStep(*module, CudaCodegenOptions{});
+}
+
+std::string allUnits(const GeneratedCudaStep &step) {
+  std::string all;
+  for (const std::string &u : step.kernelUnits)
+    all += u;
+  return all;
+}
+
+// The float literal right after `prefix` in `text` (NaN when absent).
+float floatAfter(const std::string &text, const std::string &prefix) {
+  size_t at = text.find(prefix);
+  if (at == std::string::npos)
+    return std::numeric_limits<float>::quiet_NaN();
+  return std::strtof(text.c_str() + at + prefix.size(), nullptr);
+}
+
+TEST(AttentionCudaSource, LaunchersGetSizesAttributesAndTheDropoutKey) {
+  AttentionModel m{2, 4, 2, 5, 9, 6, true, 0.2};
+  std::string diagnostics;
+  mlir::FailureOr<GeneratedCudaStep> step = cudaSource(fusedIR(m), diagnostics);
+  ASSERT_TRUE(mlir::succeeded(step)) << diagnostics;
+  std::string units = allUnits(*step);
+  // B, H, Hkv, T, S, D, then scale (1/sqrt(6) in float), causal, rate.
+  const std::string forward =
+      "return tcc_cuda::launch_attention_forward<float>(p0, p1, p2, p3, p4, 2, 4, 2, 5, 9, 6, ";
+  EXPECT_EQ(floatAfter(units, forward), static_cast<float>(1.0 / std::sqrt(6.0))) << units;
+  EXPECT_NE(units.find("f, true, 0x1.99999ap-3f, seed_key, step, s);"), std::string::npos);
+  const std::string backward = "return tcc_cuda::launch_attention_backward<float>(p0, p1, p2, "
+                               "p3, p4, p5, p6, p7, p8, p9, 2, 4, 2, 5, 9, 6, ";
+  EXPECT_NE(units.find(backward), std::string::npos) << units;
+  EXPECT_NE(units.find("seed_key, step, false, s);"), std::string::npos); // not deterministic
+  EXPECT_NE(units.find("extern \"C\" cudaError_t tcc_k"), std::string::npos);
+  // The host: the seed key rng_seed ^ mix64(op_id) and the step from the
+  // step's arguments, a launcher error failing the step, no graph capture.
+  char key[256];
+  std::snprintf(key, sizeof(key), "static_cast<uint64_t>(args->rng_seed) ^ %llxull, "
+                "static_cast<uint64_t>(args->step)); e != cudaSuccess) return "
+                "tcc_cuda_host::cuda_error(e, tcc_cuda_host::where(",
+                static_cast<unsigned long long>(tcc_rng_mix64(kOpId)));
+  // (the generator prints the key with formatv's {:x}: "0x" and lower case)
+  std::string host = step->hostSource, want = std::string(key);
+  want.replace(want.find("^ ") + 2, 0, "0x");
+  EXPECT_NE(host.find(want), std::string::npos) << host;
+  EXPECT_NE(host.find("if (int32_t rc = tcc_cuda_host::refuse_graph_capture(s, "),
+            std::string::npos);
+  EXPECT_NE(host.find("extern \"C\" cudaError_t tcc_k"), std::string::npos)
+      << "the host declares the wrappers as returning cudaError_t";
+}
+
+TEST(AttentionCudaSource, DeterministicAndHalfPrecisionAndNoDropout) {
+  AttentionModel m{1, 2, 2, 8, 8, 4, false, 0.0};
+  std::string ir = fusedIR(m, "bf16");
+  ir.replace(ir.find("module attributes {"), 19, "module attributes {tg.deterministic, ");
+  std::string diagnostics;
+  mlir::FailureOr<GeneratedCudaStep> step = cudaSource(ir, diagnostics);
+  ASSERT_TRUE(mlir::succeeded(step)) << diagnostics;
+  std::string units = allUnits(*step);
+  EXPECT_NE(units.find("tcc_cuda::launch_attention_forward<tcc_cuda::bf16>(reinterpret_cast<"
+                       "const tcc_cuda::bf16 *>(p0)"),
+            std::string::npos)
+      << units;
+  EXPECT_NE(units.find("0x1p-1f, false, 0x0p+0f, seed_key, step, s);"), std::string::npos);
+  EXPECT_NE(units.find("seed_key, step, true, s);"), std::string::npos); // deterministic
+  // Without dropout: no key, and the step may be captured in a graph.
+  EXPECT_NE(step->hostSource.find(", 0ull, 0ull); e != cudaSuccess)"), std::string::npos);
+  EXPECT_EQ(step->hostSource.find("refuse_graph_capture(s, "), std::string::npos);
+}
+
+TEST(AttentionCudaSource, F64AttentionIsAClearError) {
+  std::string diagnostics;
+  mlir::FailureOr<GeneratedCudaStep> step =
+      cudaSource(fusedIR({1, 2, 1, 4, 4, 4, true, 0.0}, "f64"), diagnostics);
+  EXPECT_TRUE(mlir::failed(step));
+  EXPECT_NE(diagnostics.find("kern.attention on f64 has no CUDA kernel"), std::string::npos)
+      << diagnostics;
 }
 
 } // namespace

@@ -45,12 +45,17 @@ std::string AttentionCall::sizeArguments() const {
       .str();
 }
 
-std::string AttentionCall::scaleCausalRate() const {
-  // (Exact hexadecimal doubles: both are checked finite by the verifier.)
-  char scaleText[64], rateText[64];
-  std::snprintf(scaleText, sizeof(scaleText), "%a", scale);
-  std::snprintf(rateText, sizeof(rateText), "%a", dropoutRate);
-  return llvm::formatv("{0}, {1}, {2}", scaleText, causal ? "true" : "false", rateText).str();
+std::string AttentionCall::scaleCausalRate(bool asFloat) const {
+  // (Exact hexadecimal literals: both are checked finite by the verifier.)
+  auto literal = [&](double v) {
+    char text[64];
+    if (asFloat)
+      std::snprintf(text, sizeof(text), "%af", static_cast<double>(static_cast<float>(v)));
+    else
+      std::snprintf(text, sizeof(text), "%a", v);
+    return std::string(text);
+  };
+  return literal(scale) + ", " + (causal ? "true" : "false") + ", " + literal(dropoutRate);
 }
 
 std::string AttentionCall::shapeText() const {

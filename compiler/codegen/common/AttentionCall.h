@@ -25,8 +25,10 @@ struct AttentionCall {
 
   // "B, H, Hkv, T, S, D" as the kernels take them.
   std::string sizeArguments() const;
-  // The attributes as C literals: "scale, causal, rate" ("0.125, true, 0.1").
-  std::string scaleCausalRate() const;
+  // The attributes as C literals, "scale, causal, rate": exact doubles
+  // ("0x1p-3, true, 0x1.999999999999ap-4"), or float literals (`asFloat`:
+  // the CUDA launchers take float).
+  std::string scaleCausalRate(bool asFloat = false) const;
   // "2x12x1024x1024x64 causal" for kernel lists.
   std::string shapeText() const;
   // Multiply-adds of the T x S products: 2 (s and p v) forward, 5 (s, dv,
