@@ -210,6 +210,7 @@ absl::Status compileModel(const CompileOptions &given) {
   options.precision = *precision;
   PipelineOptions pipelineOptions;
   pipelineOptions.emitGradients = options.emitGradients;
+  pipelineOptions.deterministic = options.deterministic;
   pipelineOptions.precision = options.precision;
   absl::StatusOr<std::optional<training::LossScalingConfig>> scaling =
       resolveLossScaling(options);

@@ -3,7 +3,8 @@
 //   tcc compile model.pb -o step.so [--target cpu|cuda] [--arch sm_XY]
 //                        [--precision P] [--jobs N] [--no-cache] [--dump-dir DIR]
 //                        [--compile-to PHASE] [--cxx COMPILER] [--no-native]
-//                        [--emit-gradients] [--loss-scale dynamic|none]
+//                        [--emit-gradients] [--deterministic]
+//                        [--loss-scale dynamic|none]
 //                        [--initial-loss-scale V]
 //                        [--loss-scale-growth-interval N] [-v]
 //
@@ -82,6 +83,13 @@ Options:
   --emit-gradients      the train step skips clipping and the optimizer and
                         returns each gradient as the train output
                         'grad:<param>' (parameters stay unchanged)
+  --deterministic       kernels whose fastest form sums in an order that
+                        varies run to run use a fixed order instead, so two
+                        runs of a step give bit-identical results: today the
+                        CUDA flash-attention backward (dq, and dk/dv of
+                        grouped heads, summed in a fixed order instead of
+                        with atomics: a slower backward). The CPU target is
+                        deterministic with or without it
   --loss-scale dynamic|none
                         dynamic: loss scaling in the train step, as PyTorch's
                         GradScaler: the loss is scaled by S before the
@@ -198,6 +206,8 @@ int compileMain(int argc, char **argv) {
       args.nativeArch = false;
     } else if (a == "--emit-gradients") {
       args.emitGradients = true;
+    } else if (a == "--deterministic") {
+      args.deterministic = true;
     } else if (flag == "--loss-scale") {
       if (!value(v))
         return usageError("--loss-scale needs a value (dynamic, none)");
