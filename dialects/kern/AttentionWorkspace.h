@@ -9,20 +9,18 @@
 namespace tcc::kern {
 
 // Must equal tcc_cuda::attention_backward_workspace_floats of the CUDA
-// prelude (the launcher's contract): a float dq accumulator and the row
-// sums D_i = rowsum(grad * out), B*H*T*(D + 1); with grouped heads
-// (H != Hkv), per-query-head dk and dv that are then summed per key/value
-// head, 2*B*H*S*D. The CPU kernel uses the first part (dq in float for
-// 16-bit types).
+// prelude (cuda/prelude/attention_launchers.cuh, the launcher's contract):
+// the row sums D_i = rowsum(grad * out), B*H*T, and unless deterministic
+// the fp32 dq accumulator of the atomic path, B*H*T*D. The CPU kernel needs
+// none of it (its accumulators are per thread).
 inline int64_t attentionBackwardWorkspaceFloats(int64_t batch, int64_t heads,
                                                 int64_t kvHeads, int64_t queries,
                                                 int64_t keys, int64_t headDim,
                                                 bool deterministic) {
-  (void)deterministic; // the CUDA formula may size by it; today it does not
-  int64_t floats = batch * heads * queries * (headDim + 1);
-  if (heads != kvHeads)
-    floats += 2 * batch * heads * keys * headDim;
-  return floats;
+  (void)kvHeads;
+  (void)keys;
+  int64_t rows = batch * heads * queries;
+  return rows + (deterministic ? 0 : rows * headDim);
 }
 
 } // namespace tcc::kern

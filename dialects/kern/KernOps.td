@@ -284,8 +284,8 @@ def Kern_AttentionGradOp : Kern_Op<"attention_grad", [AttrSizedOperandSegments]>
     the dropout operands, then the outputs dq, dk, dv (dk and dv summed
     over the query heads sharing a key/value head) and `workspace`, f32
     scratch of attentionBackwardWorkspaceFloats(...) elements
-    (dialects/kern/AttentionWorkspace.h) the kernels use for their
-    accumulators. `deterministic`: the result is bit-identical run to run
+    (dialects/kern/AttentionWorkspace.h) the CUDA kernels use for row sums
+    and their dq accumulator. `deterministic`: the result is bit-identical run to run
     (the CUDA kernel then accumulates dq and grouped dk/dv in a fixed
     order instead of with atomics; the CPU kernel always does).
   }];

@@ -186,12 +186,13 @@ int32_t attention_forward(const T *q, const T *k, const T *v, T *out, acc_t<T> *
 // walks that head's key blocks, and for each the query heads sharing it,
 // so dk and dv are summed over the group in a fixed order and each dq row
 // is only touched by its task: the result does not depend on threads.
-// dq accumulates in `workspace` (float, B*H*T*D elements used) for bf16 /
-// f16, in dq itself otherwise.
+// dq accumulates in a per-thread float copy of the task's rows (G*T*D) for
+// bf16 / f16, in dq itself otherwise. `workspace` (kern.attention_grad's,
+// sized for the CUDA kernels) is not used.
 template <typename T>
 int32_t attention_backward(const T *q, const T *k, const T *v, const T *out,
                            const acc_t<T> *lse, const T *dout, T *dq, T *dk, T *dv,
-                           float *workspace, const AttentionShape &s, double scale_d,
+                           float * /*workspace*/, const AttentionShape &s, double scale_d,
                            bool causal, double rate, uint64_t seed_key, uint64_t step) {
   using namespace attention_detail;
   using A = acc_t<T>;
@@ -208,9 +209,11 @@ int32_t attention_backward(const T *q, const T *k, const T *v, const T *out,
 #endif
   {
     // Per thread: k, v tiles and dk, dv accumulators of a key block; q and
-    // dout tiles of a query block; its p and ds; D_i of the group's rows.
+    // dout tiles of a query block; its p and ds; D_i of the group's rows;
+    // for bf16 / f16, the float dq of the group's rows.
     const int64_t tile = 4 * kKeyBlock * D + 2 * kQueryBlock * D +
-                         2 * kQueryBlock * kKeyBlock + group * s.queries;
+                         2 * kQueryBlock * kKeyBlock + group * s.queries +
+                         (kWide ? 0 : group * s.queries * D);
     std::unique_ptr<A[]> scratch(new (std::nothrow) A[tile]);
     if (!scratch) {
 #ifdef _OPENMP
@@ -231,11 +234,9 @@ int32_t attention_backward(const T *q, const T *k, const T *v, const T *out,
       const int64_t b = task / s.kv_heads, hk = task % s.kv_heads;
       const int64_t bh0 = b * s.heads + hk * group; // the group's first (b, h)
       const int64_t group_rows = group * s.queries;
-      A *dq_acc = nullptr;
+      A *dq_acc = row_dot + group_rows; // the float copy
       if constexpr (kWide)
         dq_acc = dq + bh0 * s.queries * D;
-      else
-        dq_acc = workspace + bh0 * s.queries * D;
       for (int64_t e = 0; e < group_rows * D; ++e)
         dq_acc[e] = 0;
       for (int64_t r = 0; r < group_rows; ++r) {
