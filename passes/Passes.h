@@ -20,6 +20,11 @@ std::optional<Precision> parsePrecision(llvm::StringRef name);
 // writes it next to that pass's dump.
 void writeAmpReport(mlir::ModuleOp module, llvm::raw_ostream &os);
 
+// The table of tg-fuse-attention's decisions (every softmax candidate:
+// fused with its shape, or not and why), from the module right after that
+// pass; --dump-dir writes it next to the pass's dump.
+void writeAttentionFusionReport(mlir::ModuleOp module, llvm::raw_ostream &os);
+
 #define GEN_PASS_DECL
 #include "passes/Passes.h.inc"
 

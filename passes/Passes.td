@@ -49,8 +49,9 @@ def TgStripTrainOnlyOps : Pass<"tg-strip-train-only-ops", "mlir::ModuleOp"> {
   let summary = "Makes @forward an eval function: removes train-only ops";
   let description = [{
     Runs after tg-autodiff (which cloned @forward into @train_step). In
-    @forward only, every tg.dropout is replaced by its input; @train_step
-    keeps its dropouts.
+    @forward only, every tg.dropout is replaced by its input and every
+    tg.attention's dropout is turned off (rate 0, no rng operands);
+    @train_step keeps its dropouts.
   }];
   let dependentDialects = ["tcc::tg::TgDialect", "mlir::func::FuncDialect"];
 }
@@ -63,8 +64,9 @@ def TgAccumulateMicroBatches : Pass<"tg-accumulate-micro-batches", "mlir::Module
     runs once per micro-batch on a slice, and the step returns the mean of
     the K losses and of the K gradients (for a loss that is a batch mean,
     those of one batch of K micro-batches). Eval outputs are concatenated
-    along their first dimension. Dropout op ids are mixed with the
-    micro-batch index, so each micro-batch gets its own masks. No-op without
+    along their first dimension. Dropout op ids (tg.dropout, tg.attention,
+    tg.attention_grad) are mixed with the micro-batch index, so each
+    micro-batch gets its own masks. No-op without
     tg.micro_batches.
   }];
   let dependentDialects = ["tcc::tg::TgDialect"];
@@ -163,6 +165,33 @@ def TgFuseCrossEntropy : Pass<"tg-fuse-cross-entropy", "mlir::ModuleOp"> {
     instead of tg-decompose's log-softmax and one-hot primitives. An op with
     ignore_index is left as it is.
   }];
+  let dependentDialects = ["tcc::tg::TgDialect"];
+}
+
+def TgFuseAttention : Pass<"tg-fuse-attention", "mlir::ModuleOp"> {
+  let summary = "Written-out scaled dot-product attention -> tg.attention (flash attention)";
+  let description = [{
+    Runs before tg-amp and autodiff. From each tg.softmax over the last
+    axis: matmul(q, k^T) (transpose_rhs or a tg.transpose of k's last two
+    dimensions), an optional scale (mul or div by a splat constant, on the
+    scores or on q or k), an optional causal mask (tg.causal_mask with -inf,
+    an additive constant 0 / -inf, or tg.select with a lower-triangular
+    constant and -inf), the softmax, an optional tg.dropout and matmul(p, v)
+    become one tg.attention on q (B, H, T, D) and k, v (B, Hkv, S, D)
+    (reshapes around it); k and v broadcast over a trailing block of the
+    batch dimensions (matmul broadcasting or tg.broadcast_to) become grouped
+    heads. Intermediates read elsewhere, finite mask values, causal T > S
+    and, with target=cuda, head sizes other than 64 and 128, f64 or archs
+    before sm_80 are left unfused. Each softmax left alone gets
+    tg.fuse_attention = "not fused at <op> (<node>): <why>", each
+    tg.attention "fused: <shape>".
+  }];
+  let options = [
+    Option<"target", "target", "std::string", /*default=*/"\"cpu\"",
+           "cpu | cuda: on cuda only what the flash kernels take fuses">,
+    Option<"cudaArch", "cuda-arch", "std::string", /*default=*/"\"\"",
+           "sm_XY of the cuda target (empty: not checked)">,
+  ];
   let dependentDialects = ["tcc::tg::TgDialect"];
 }
 

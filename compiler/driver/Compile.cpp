@@ -212,6 +212,9 @@ absl::Status compileModel(const CompileOptions &given) {
   pipelineOptions.emitGradients = options.emitGradients;
   pipelineOptions.deterministic = options.deterministic;
   pipelineOptions.precision = options.precision;
+  pipelineOptions.target = options.target == "cuda" ? "cuda" : "cpu";
+  if (options.target == "cuda")
+    pipelineOptions.cudaArch = options.arch;
   absl::StatusOr<std::optional<training::LossScalingConfig>> scaling =
       resolveLossScaling(options);
   if (!scaling.ok())

@@ -78,6 +78,14 @@ public:
                            ("after pass " + pass->getArgument() + ": " +
                             pass->getDescription())
                                .str());
+    if (pass->getArgument() == "tg-fuse-attention") {
+      std::string report;
+      llvm::raw_string_ostream os(report);
+      writeAttentionFusionReport(module, os);
+      (void)dir_.write("tg-fuse-attention-report", "txt", report,
+                       "tg-fuse-attention's decisions: each softmax fused or "
+                       "not and why");
+    }
     if (pass->getArgument() == "tg-amp") {
       std::string report;
       llvm::raw_string_ostream os(report);

@@ -48,6 +48,11 @@ void buildPipeline(mlir::OpPassManager &pm, Phase stopAfter,
   //    differentiates them: cross-entropy becomes the fused
   //    softmax_cross_entropy, whose gradient is one kernel too.
   pm.addPass(createTgFuseCrossEntropy());
+  //    Attention written out (q.k^T, scale, causal mask, softmax, dropout,
+  //    .v) becomes one tg.attention: flash kernels, nothing T x S saved.
+  //    On cuda only the shapes the flash kernels take fuse.
+  pm.addPass(createTgFuseAttention(
+      TgFuseAttentionOptions{options.target, options.cudaArch}));
   // 0b. Precision: the forward graph gets the --precision policy's casts
   //     (bf16/fp16 products, f32 losses, reductions and norms) before
   //     autodiff, so the backward inherits them.

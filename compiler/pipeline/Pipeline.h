@@ -42,6 +42,10 @@ struct PipelineOptions {
   // skips the update on overflow and adapts the scale (tcc compile
   // --loss-scale dynamic; the default for fp16 training). Unset: none.
   std::optional<training::LossScalingConfig> lossScaling;
+  // The compile target ("cuda" or "cpu") and, for cuda, the architecture
+  // "sm_XY": tg-fuse-attention fuses only what the target's kernels take.
+  std::string target = "cpu";
+  std::string cudaArch;
 };
 
 // Writes the module attributes `options` ask for (tg.loss_scaling,

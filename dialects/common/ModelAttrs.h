@@ -45,6 +45,9 @@ inline constexpr llvm::StringLiteral kAmpAttr = "tg.amp";
 // CUDA) use a fixed order instead, so a step is bit-identical run to run.
 // Read by tg-lower-to-kern (kern.attention_grad's `deterministic`).
 inline constexpr llvm::StringLiteral kDeterministicAttr = "tg.deterministic";
+// On a tg.attention or a tg.softmax: tg-fuse-attention's decision,
+// "fused: <shape>" or "not fused at <op> (<node>): <why>".
+inline constexpr llvm::StringLiteral kFuseAttentionAttr = "tg.fuse_attention";
 // Micro-batches per optimizer step (i64 K >= 1); absent: 1.
 inline constexpr llvm::StringLiteral kMicroBatchesAttr = "tg.micro_batches";
 // Dynamic loss scaling (torch.cuda.amp.GradScaler), written by the driver

@@ -21,8 +21,8 @@ Type lseElementType(Type elem) {
 }
 
 LogicalResult verifyAttentionContract(Operation *op, Value q, Value k, Value v,
-                                      Value lse, double scale, double rate,
-                                      bool hasRng, bool hasOpId) {
+                                      Value lse, Value rngSeed, Value step,
+                                      double scale, double rate, bool hasOpId) {
   auto qt = rtt(q), kt = rtt(k), vt = rtt(v);
   if (qt.getRank() != 4)
     return op->emitOpError("q must be (B, H, T, D), got ")
@@ -55,10 +55,16 @@ LogicalResult verifyAttentionContract(Operation *op, Value q, Value k, Value v,
     return op->emitOpError("lse must be (B, H, T) = ")
            << tcc::formatShape(lseShape) << " of " << lseElem << ", got "
            << tcc::formatShape(lt.getShape()) << " of " << lt.getElementType();
+  // The generic form can give one of the two optional operands alone.
+  if (static_cast<bool>(rngSeed) != static_cast<bool>(step))
+    return op->emitOpError("rng_seed and step must be given together");
+  bool hasRng = static_cast<bool>(rngSeed);
   if (!std::isfinite(scale))
-    return op->emitOpError("scale must be finite, got ") << scale;
+    return op->emitOpError("scale must be finite, got ")
+           << tcc::formatNumber(scale);
   if (!(rate >= 0 && rate < 1))
-    return op->emitOpError("dropout_rate must be in [0, 1), got ") << rate;
+    return op->emitOpError("dropout_rate must be in [0, 1), got ")
+           << tcc::formatNumber(rate);
   if ((rate > 0) != hasRng)
     return op->emitOpError(rate > 0
                                ? "dropout_rate > 0 needs the dropout(rng_seed, "
@@ -74,9 +80,9 @@ LogicalResult verifyAttentionContract(Operation *op, Value q, Value k, Value v,
 
 LogicalResult AttentionOp::verify() {
   if (failed(verifyAttentionContract(
-          *this, getQ(), getK(), getV(), getLse(),
+          *this, getQ(), getK(), getV(), getLse(), getRngSeed(), getStep(),
           getScale().convertToDouble(), getDropoutRate().convertToDouble(),
-          static_cast<bool>(getRngSeed()), getOpIdAttr() != nullptr)))
+          getOpIdAttr() != nullptr)))
     return failure();
   if (getResult().getType() != getQ().getType())
     return emitOpError("result must have q's type ") << getQ().getType();
@@ -85,9 +91,9 @@ LogicalResult AttentionOp::verify() {
 
 LogicalResult AttentionGradOp::verify() {
   if (failed(verifyAttentionContract(
-          *this, getQ(), getK(), getV(), getLse(),
+          *this, getQ(), getK(), getV(), getLse(), getRngSeed(), getStep(),
           getScale().convertToDouble(), getDropoutRate().convertToDouble(),
-          static_cast<bool>(getRngSeed()), getOpIdAttr() != nullptr)))
+          getOpIdAttr() != nullptr)))
     return failure();
   if (getOut().getType() != getQ().getType() ||
       getGrad().getType() != getQ().getType())

@@ -6,6 +6,7 @@
 //
 //   low   matmul: f32 operands cast to the low type, result low. cuBLASLt
 //         and the CPU gemm accumulate in f32 (COMPUTE_32F) and round once.
+//         attention likewise (q, k, v and the result low; its lse f32).
 //   fp32  what numerics need in f32: losses (cross_entropy, log_softmax),
 //         reductions (sum/mean/max), layer and RMS norms (their
 //         statistics). Low operands cast to f32. softmax_cross_entropy
@@ -66,6 +67,10 @@ struct Policy {
 Policy policyFor(Operation *op) {
   if (isa<tg::MatmulOp>(op))
     return {Rule::Low, "matmul (f32 accumulation)"};
+  // Flash attention: both products on the low type with f32 accumulation,
+  // softmax statistics in f32; lse stays f32 (its verifier's contract).
+  if (isa<tg::AttentionOp>(op))
+    return {Rule::Low, "attention (f32 accumulation and softmax; lse fp32)"};
   // The fused loss reads 16-bit logits itself (its math is f32 inside) and
   // writes f32 per-row losses: the (N, C) logits are never widened, and its
   // gradient is written straight in the logits' type.
@@ -203,6 +208,9 @@ private:
     for (OpResult r : op->getResults())
       if (isFloat(r))
         r.setType(tensorType(r).clone(target));
+    if (auto attention = dyn_cast<tg::AttentionOp>(op))
+      attention.getLse().setType(
+          tensorType(attention.getLse()).clone(b_.getF32Type()));
     op->setAttr(model::kAmpAttr,
                 b_.getStringAttr(typeName(target) + ": " + why));
     markWeightLike(op);

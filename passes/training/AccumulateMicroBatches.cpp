@@ -18,9 +18,10 @@
 // eval outputs of rank >= 1 are concatenated along their first dimension
 // (rank 0 ones averaged).
 //
-// Dropout differs per micro-batch: in micro-batch k each tg.dropout's op_id
-// becomes op_id ^ mix64(k) (mix64 of runtime/include/tcc/counter_rng.h;
-// mix64(0) = 0, so micro-batch 0 keeps the model's masks).
+// Dropout differs per micro-batch: in micro-batch k each tg.dropout's (and
+// tg.attention / tg.attention_grad's) op_id becomes op_id ^ mix64(k) (mix64
+// of runtime/include/tcc/counter_rng.h; mix64(0) = 0, so micro-batch 0 keeps
+// the model's masks).
 //
 // Without tg.micro_batches (or with K = 1) the module is left unchanged.
 //
@@ -126,6 +127,15 @@ struct TgAccumulateMicroBatchesPass
         if (auto dropout = dyn_cast<tg::DropoutOp>(copy))
           dropout.setOpId(static_cast<int64_t>(
               static_cast<uint64_t>(dropout.getOpId()) ^ opIdMix));
+        // Fused attention dropout: forward and gradient share one op_id,
+        // so both get the same micro-batch mask.
+        if (isa<tg::AttentionOp, tg::AttentionGradOp>(copy))
+          if (auto id = copy->getAttrOfType<IntegerAttr>("op_id"))
+            copy->setAttr("op_id",
+                          IntegerAttr::get(id.getType(),
+                                           static_cast<int64_t>(
+                                               static_cast<uint64_t>(id.getInt()) ^
+                                               opIdMix)));
       }
       for (unsigned r = 0; r < f.getNumResults(); ++r) {
         Value v = mapping.lookup(oldReturn.getOperand(r));

@@ -3,7 +3,8 @@
 // @forward is the eval function, but tg-autodiff clones it into @train_step,
 // so ops that only act while training (dropout) are written into it. After
 // autodiff this pass makes @forward an eval function: every tg.dropout is
-// replaced by its input. @train_step keeps them.
+// replaced by its input, and every tg.attention's dropout is turned off
+// (rate 0, no rng operands). @train_step keeps them.
 //
 //===----------------------------------------------------------------------===//
 #include "passes/Passes.h"
@@ -34,6 +35,15 @@ struct TgStripTrainOnlyOpsPass
       op.getResult().replaceAllUsesWith(op.getInput());
       op.erase();
     }
+    // tg-fuse-attention moved the probabilities' dropout into tg.attention.
+    forward.walk([&](tg::AttentionOp op) {
+      if (!op.hasDropout())
+        return;
+      op.getRngSeedMutable().clear();
+      op.getStepMutable().clear();
+      op.setDropoutRate(llvm::APFloat(0.0));
+      op.removeOpIdAttr();
+    });
   }
 };
 

@@ -94,3 +94,28 @@ module {
     return %1 : tensor<f32>
   }
 }
+
+// -----
+
+// tg.attention: one tg.attention_grad gives dq, dk and dv, recomputing from
+// the forward's result and lse, with the forward's attributes and dropout
+// operands; the dropout operands get no gradient.
+module {
+  func.func @forward(%q: tensor<1x4x3x8xf32> {tg.param = {name = "q", init = "normal", scale = 1.0 : f64, seed = 1 : i64, trainable = true}},
+                     %k: tensor<1x2x5x8xf32> {tg.param = {name = "k", init = "normal", scale = 1.0 : f64, seed = 2 : i64, trainable = true}},
+                     %v: tensor<1x2x5x8xf32> {tg.param = {name = "v", init = "normal", scale = 1.0 : f64, seed = 3 : i64, trainable = true}},
+                     %seed: tensor<i64> {tg.hyper = "rng_seed"}, %step: tensor<i64> {tg.hyper = "step"})
+      -> (tensor<f32> {tg.loss = "loss"}) {
+    %o, %lse = tg.attention %q, %k, %v dropout(%seed, %step) {scale = 0.25 : f64, causal, dropout_rate = 0.1 : f64, op_id = 5 : i64} : (tensor<1x4x3x8xf32>, tensor<1x2x5x8xf32>, tensor<1x2x5x8xf32>, tensor<i64>, tensor<i64>) -> (tensor<1x4x3x8xf32>, tensor<1x4x3xf32>)
+    %0 = tg.reduce_sum %o {axes = array<i64: 0, 1, 2, 3>} : (tensor<1x4x3x8xf32>) -> tensor<f32>
+    return %0 : tensor<f32>
+  }
+}
+
+// CHECK-LABEL: func.func @train_step
+// CHECK-SAME: -> (tensor<f32> {tg.loss = "loss"}, tensor<1x4x3x8xf32> {tg.grad_of = 0 : i64}, tensor<1x2x5x8xf32> {tg.grad_of = 1 : i64}, tensor<1x2x5x8xf32> {tg.grad_of = 2 : i64})
+// CHECK: %[[OUT:[a-z_0-9]+]], %[[LSE:[a-z_0-9]+]] = tg.attention %arg0, %arg1, %arg2 dropout(%arg3, %arg4) {causal, dropout_rate = 1.000000e-01 : f64, op_id = 5 : i64, scale = 2.500000e-01 : f64}
+// CHECK: %[[G:[0-9]+]] = tg.broadcast_to
+// CHECK: %[[DQ:[a-z_0-9]+]], %[[DK:[a-z_0-9]+]], %[[DV:[a-z_0-9]+]] = tg.attention_grad %arg0, %arg1, %arg2, %[[OUT]], %[[LSE]], %[[G]] dropout(%arg3, %arg4) {causal, dropout_rate = 1.000000e-01 : f64, op_id = 5 : i64, scale = 2.500000e-01 : f64}
+// CHECK-NOT: tg.attention_grad
+// CHECK: return %{{.*}}, %[[DQ]], %[[DK]], %[[DV]]
