@@ -32,7 +32,7 @@ struct PipelineOptions {
   bool emitGradients = false;
   // Bit-identical results run to run (tcc compile --deterministic): the
   // module's tg.deterministic, which tg-lower-to-kern passes on to
-  // kern.attention_grad (the CUDA backward then sums without atomics).
+  // kern.attention_grad (its kernels may then take no atomic path).
   bool deterministic = false;
   // tg-amp's policy: "bf16", "fp16", "tf32" or "fp32" (tcc compile
   // --precision; the driver picks the target's default).

@@ -10,17 +10,18 @@ namespace tcc::kern {
 
 // Must equal tcc_cuda::attention_backward_workspace_floats of the CUDA
 // prelude (cuda/prelude/attention_launchers.cuh, the launcher's contract):
-// the row sums D_i = rowsum(grad * out), B*H*T, and unless deterministic
-// the fp32 dq accumulator of the atomic path, B*H*T*D. The CPU kernel needs
-// none of it (its accumulators are per thread).
+// the row sums D_i = rowsum(grad * out), B*H*T, in both modes (the CUDA
+// backward of i12-flash uses no atomics). The CPU kernel needs none of it
+// (its accumulators are per thread).
 inline int64_t attentionBackwardWorkspaceFloats(int64_t batch, int64_t heads,
                                                 int64_t kvHeads, int64_t queries,
                                                 int64_t keys, int64_t headDim,
                                                 bool deterministic) {
   (void)kvHeads;
   (void)keys;
-  int64_t rows = batch * heads * queries;
-  return rows + (deterministic ? 0 : rows * headDim);
+  (void)headDim;
+  (void)deterministic;
+  return batch * heads * queries;
 }
 
 } // namespace tcc::kern

@@ -284,10 +284,10 @@ def Kern_AttentionGradOp : Kern_Op<"attention_grad", [AttrSizedOperandSegments]>
     the dropout operands, then the outputs dq, dk, dv (dk and dv summed
     over the query heads sharing a key/value head) and `workspace`, f32
     scratch of attentionBackwardWorkspaceFloats(...) elements
-    (dialects/kern/AttentionWorkspace.h) the CUDA kernels use for row sums
-    and their dq accumulator. `deterministic`: the result is bit-identical run to run
-    (the CUDA kernel then accumulates dq and grouped dk/dv in a fixed
-    order instead of with atomics; the CPU kernel always does).
+    (dialects/kern/AttentionWorkspace.h) the CUDA kernels use for row sums.
+    `deterministic`: the result must be bit-identical run to run (a kernel
+    may not take an order-dependent, e.g. atomic, path; today neither
+    target's kernel has one).
   }];
   let arguments = (ins
     Arg<Kern_FloatBuffer, "", [MemRead]>:$q,

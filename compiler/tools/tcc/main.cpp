@@ -83,13 +83,11 @@ Options:
   --emit-gradients      the train step skips clipping and the optimizer and
                         returns each gradient as the train output
                         'grad:<param>' (parameters stay unchanged)
-  --deterministic       kernels whose fastest form sums in an order that
-                        varies run to run use a fixed order instead, so two
-                        runs of a step give bit-identical results: today the
-                        CUDA flash-attention backward (dq, and dk/dv of
-                        grouped heads, summed in a fixed order instead of
-                        with atomics: a slower backward). The CPU target is
-                        deterministic with or without it
+  --deterministic       an attention backward bit-identical run to run (no
+                        atomic path in the CUDA flash-attention backward).
+                        Costs nothing today: both targets' attention
+                        backwards are deterministic anyway. CUDA embedding
+                        gradients (scatter-add) still use atomics
   --loss-scale dynamic|none
                         dynamic: loss scaling in the train step, as PyTorch's
                         GradScaler: the loss is scaled by S before the

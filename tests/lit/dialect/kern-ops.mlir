@@ -65,7 +65,7 @@ func.func @kern_ops(%a: memref<2x4x3xf32>, %b: memref<3x5xf32>, %l: memref<4xi32
 
 // Flash attention, grouped heads (H = 4 over Hkv = 2), with dropout, and its
 // backward with the deterministic flag and its workspace
-// (deterministic: B*H*T = 12 floats).
+// (B*H*T = 12 floats).
 // CHECK-LABEL: func.func @kern_attention
 // CHECK: kern.attention %arg0, %arg1, %arg1 dropout(%arg6, %arg7) into %arg2, %arg3 {causal, dropout_rate = 1.000000e-01 : f64, op_id = 5 : i64, scale = 1.250000e-01 : f64} : memref<1x4x3x8xbf16>, memref<1x2x5x8xbf16>, memref<1x2x5x8xbf16>, memref<i64>, memref<i64> -> memref<1x4x3x8xbf16>, memref<1x4x3xf32>
 // CHECK: kern.attention_grad %arg0, %arg1, %arg1, %arg2, %arg3, %arg2 into %arg2, %arg4, %arg4 workspace %arg5 {deterministic, scale = 1.250000e-01 : f64} : memref<1x4x3x8xbf16>, memref<1x2x5x8xbf16>, memref<1x2x5x8xbf16>, memref<1x4x3x8xbf16>, memref<1x4x3xf32>, memref<1x4x3x8xbf16> -> memref<1x4x3x8xbf16>, memref<1x2x5x8xbf16>, memref<1x2x5x8xbf16>, memref<12xf32>

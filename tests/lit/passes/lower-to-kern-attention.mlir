@@ -24,10 +24,10 @@ module attributes {tg.optimizer = {kind = "sgd", learning_rate = 0.5 : f64}} {
 // CHECK-DAG: %[[OUT:.*]] = kern.alloc : memref<2x4x3x8xf32>
 // CHECK-DAG: %[[LSE:.*]] = kern.alloc : memref<2x4x3xf32>
 // CHECK: kern.attention %arg0, %arg1, %arg2 dropout(%arg3, %arg4) into %[[OUT]], %[[LSE]] {causal, dropout_rate = 2.500000e-01 : f64, op_id = 77 : i64, scale = 0.35355339059327373 : f64} : memref<2x4x3x8xf32>, memref<2x2x5x8xf32>, memref<2x2x5x8xf32>, memref<i64>, memref<i64> -> memref<2x4x3x8xf32>, memref<2x4x3xf32>
-// B*H*T + B*H*T*D (not deterministic) = 24 + 192 = 216 floats.
-// CHECK: %[[WS:.*]] = kern.alloc : memref<216xf32>
+// B*H*T = 24 floats (the row sums).
+// CHECK: %[[WS:.*]] = kern.alloc : memref<24xf32>
 // CHECK: kern.attention_grad %arg0, %arg1, %arg2, %[[OUT]], %[[LSE]], %{{.*}} dropout(%arg3, %arg4) into %{{.*}}, %{{.*}}, %{{.*}} workspace %[[WS]] {causal, dropout_rate = 2.500000e-01 : f64, op_id = 77 : i64, scale = 0.35355339059327373 : f64} :
-// CHECK-SAME: -> memref<2x4x3x8xf32>, memref<2x2x5x8xf32>, memref<2x2x5x8xf32>, memref<216xf32>
+// CHECK-SAME: -> memref<2x4x3x8xf32>, memref<2x2x5x8xf32>, memref<2x2x5x8xf32>, memref<24xf32>
 // No buffer of B*H*T*S = 2*4*3*5 elements.
 // CHECK-NOT: memref<2x4x3x5x
 // CHECK-NOT: memref<120x
@@ -35,12 +35,12 @@ module attributes {tg.optimizer = {kind = "sgd", learning_rate = 0.5 : f64}} {
 // The memory plan places the lse and the workspace like any temporary.
 // PLAN-LABEL: func.func @train_step
 // PLAN-DAG: kern.workspace_view {{[0-9]+}} : memref<2x4x3xf32>
-// PLAN-DAG: kern.workspace_view {{[0-9]+}} : memref<216xf32>
+// PLAN-DAG: kern.workspace_view {{[0-9]+}} : memref<24xf32>
 // PLAN-NOT: kern.alloc
 
 // tcc compile --deterministic (the module's tg.deterministic) reaches the
 // backward; without it the attribute is absent (CHECK-NOT below).
-// Deterministic: no atomic dq accumulator, the workspace is B*H*T = 24.
+// Deterministic: the same workspace.
 // DET: kern.attention_grad {{.*}} {causal, deterministic, dropout_rate
 // DET-SAME: memref<24xf32>
 // CHECK-NOT: deterministic
