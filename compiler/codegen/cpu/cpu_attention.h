@@ -55,12 +55,27 @@ void load_rows(const T *src, int64_t rows, int64_t dim, A *dst) {
     dst[i] = static_cast<A>(Elem<T>::load(src[i]));
 }
 
-template <typename A> A dot(const A *x, const A *y, int64_t n) {
-  A sum = 0;
-#pragma omp simd reduction(+ : sum)
-  for (int64_t d = 0; d < n; ++d)
-    sum += x[d] * y[d];
-  return sum;
+// A key block transposed, dst[d * kKeyBlock + c] = src[c, d], so a row of
+// scores is a sum of vectors over d (the inner loop runs over keys).
+template <typename T, typename A>
+void load_transposed(const T *src, int64_t cols, int64_t dim, A *dst) {
+  for (int64_t c = 0; c < cols; ++c)
+    for (int64_t d = 0; d < dim; ++d)
+      dst[d * kKeyBlock + c] = static_cast<A>(Elem<T>::load(src[c * dim + d]));
+}
+
+// out[c] = x . column c of a transposed block, for c < cols.
+template <typename A>
+void row_products(const A *x, const A *transposed, int64_t dim, int64_t cols, A *out) {
+  for (int64_t c = 0; c < cols; ++c)
+    out[c] = 0;
+  for (int64_t d = 0; d < dim; ++d) {
+    const A xd = x[d];
+    const A *col = transposed + d * kKeyBlock;
+#pragma omp simd
+    for (int64_t c = 0; c < cols; ++c)
+      out[c] += xd * col[c];
+  }
 }
 
 // y += a * x
@@ -112,7 +127,8 @@ int32_t attention_forward(const T *q, const T *k, const T *v, T *out, acc_t<T> *
 #endif
       status = kKernelNoMemory;
     }
-    A *qt = scratch.get(), *kt = qt + kQueryBlock * D, *vt = kt + kKeyBlock * D;
+    A *qt = scratch.get(), *kt = qt + kQueryBlock * D; // kt transposed
+    A *vt = kt + kKeyBlock * D;
     A *acc = vt + kKeyBlock * D, *sc = acc + kQueryBlock * D;
     A *row_max = sc + kQueryBlock * kKeyBlock, *row_sum = row_max + kQueryBlock;
 #ifdef _OPENMP
@@ -137,16 +153,18 @@ int32_t attention_forward(const T *q, const T *k, const T *v, T *out, acc_t<T> *
       const int64_t key_end = visible_keys(i0 + rows - 1, s, causal);
       for (int64_t j0 = 0; j0 < key_end; j0 += kKeyBlock) {
         const int64_t cols = key_end - j0 < kKeyBlock ? key_end - j0 : kKeyBlock;
-        load_rows(kbase + j0 * D, cols, D, kt);
+        load_transposed(kbase + j0 * D, cols, D, kt);
         load_rows(vbase + j0 * D, cols, D, vt);
         for (int64_t r = 0; r < rows; ++r) {
           const int64_t i = i0 + r;
           const int64_t visible = visible_keys(i, s, causal) - j0; // columns < visible
           A *srow = sc + r * kKeyBlock;
+          row_products(qt + r * D, kt, D, cols, srow);
           A block_max = neg_inf;
           for (int64_t c = 0; c < cols; ++c) {
-            srow[c] = c < visible ? scale * dot(qt + r * D, kt + c * D, D) : neg_inf;
-            block_max = srow[c] > block_max ? srow[c] : block_max;
+            const A x = c < visible ? scale * srow[c] : neg_inf;
+            srow[c] = x;
+            block_max = x > block_max ? x : block_max;
           }
           const A new_max = block_max > row_max[r] ? block_max : row_max[r];
           if (new_max == neg_inf)
@@ -156,10 +174,15 @@ int32_t attention_forward(const T *q, const T *k, const T *v, T *out, acc_t<T> *
           for (int64_t d = 0; d < D; ++d)
             arow[d] *= correction;
           A sum = 0;
+#pragma omp simd reduction(+ : sum)
+          for (int64_t c = 0; c < cols; ++c) {
+            const A p = tcc_cpu::exp(srow[c] - new_max); // 0 on masked keys
+            srow[c] = p;
+            sum += p;
+          }
           const uint64_t base = (static_cast<uint64_t>(bh) * s.queries + i) * s.keys + j0;
           for (int64_t c = 0; c < cols; ++c) {
-            const A p = tcc_cpu::exp(srow[c] - new_max);
-            sum += p;
+            const A p = srow[c];
             if (p != 0 && (!drop.active || drop.keep(base + c)))
               axpy(p, vt + c * D, arow, D);
           }
@@ -211,7 +234,7 @@ int32_t attention_backward(const T *q, const T *k, const T *v, const T *out,
     // Per thread: k, v tiles and dk, dv accumulators of a key block; q and
     // dout tiles of a query block; its p and ds; D_i of the group's rows;
     // for bf16 / f16, the float dq of the group's rows.
-    const int64_t tile = 4 * kKeyBlock * D + 2 * kQueryBlock * D +
+    const int64_t tile = 5 * kKeyBlock * D + 2 * kQueryBlock * D +
                          2 * kQueryBlock * kKeyBlock + group * s.queries +
                          (kWide ? 0 : group * s.queries * D);
     std::unique_ptr<A[]> scratch(new (std::nothrow) A[tile]);
@@ -221,7 +244,9 @@ int32_t attention_backward(const T *q, const T *k, const T *v, const T *out,
 #endif
       status = kKernelNoMemory;
     }
-    A *kt = scratch.get(), *vt = kt + kKeyBlock * D, *dkt = vt + kKeyBlock * D;
+    // kt by rows and transposed (ktt), vt transposed.
+    A *kt = scratch.get(), *ktt = kt + kKeyBlock * D, *vt = ktt + kKeyBlock * D;
+    A *dkt = vt + kKeyBlock * D;
     A *dvt = dkt + kKeyBlock * D, *qt = dvt + kKeyBlock * D, *gt = qt + kQueryBlock * D;
     A *pt = gt + kQueryBlock * D, *dst = pt + kQueryBlock * kKeyBlock;
     A *row_dot = dst + kQueryBlock * kKeyBlock;
@@ -250,7 +275,8 @@ int32_t attention_backward(const T *q, const T *k, const T *v, const T *out,
       for (int64_t j0 = 0; j0 < s.keys; j0 += kKeyBlock) {
         const int64_t cols = s.keys - j0 < kKeyBlock ? s.keys - j0 : kKeyBlock;
         load_rows(kbase + j0 * D, cols, D, kt);
-        load_rows(vbase + j0 * D, cols, D, vt);
+        load_transposed(kbase + j0 * D, cols, D, ktt);
+        load_transposed(vbase + j0 * D, cols, D, vt);
         for (int64_t e = 0; e < cols * D; ++e)
           dkt[e] = dvt[e] = 0;
         // Queries before first_query see none of this block's keys.
@@ -269,15 +295,28 @@ int32_t attention_backward(const T *q, const T *k, const T *v, const T *out,
               const A di = row_dot[g * s.queries + i];
               const uint64_t base = (static_cast<uint64_t>(bh) * s.queries + i) * s.keys + j0;
               A *prow = pt + r * kKeyBlock, *dsrow = dst + r * kKeyBlock;
-              for (int64_t c = 0; c < cols; ++c) {
-                A p = 0;
-                if (c < visible && row_lse != neg_inf)
-                  p = tcc_cpu::exp(scale * dot(qt + r * D, kt + c * D, D) - row_lse);
-                // P' = p kept and scaled; dp = dP' kept and scaled.
-                const A kept = drop.active && !drop.keep(base + c) ? A(0) : keep_scale;
-                prow[c] = p * kept;
-                const A dp = p != 0 ? kept * dot(gt + r * D, vt + c * D, D) : A(0);
-                dsrow[c] = p * (dp - di);
+              if (row_lse == neg_inf) { // no visible key: p = 0
+                for (int64_t c = 0; c < cols; ++c)
+                  prow[c] = dsrow[c] = 0;
+                continue;
+              }
+              row_products(qt + r * D, ktt, D, cols, prow); // q . k
+              row_products(gt + r * D, vt, D, cols, dsrow); // dP' = dout . v
+#pragma omp simd
+              for (int64_t c = 0; c < cols; ++c)
+                prow[c] = tcc_cpu::exp(c < visible ? scale * prow[c] - row_lse : neg_inf);
+              // P' = p kept and scaled; dp = dP' kept and scaled;
+              // ds = p (dp - D_i).
+              if (drop.active) {
+                for (int64_t c = 0; c < cols; ++c) {
+                  const A kept = drop.keep(base + c) ? keep_scale : A(0);
+                  dsrow[c] = prow[c] * (kept * dsrow[c] - di);
+                  prow[c] *= kept;
+                }
+              } else {
+#pragma omp simd
+                for (int64_t c = 0; c < cols; ++c)
+                  dsrow[c] = prow[c] * (dsrow[c] - di);
               }
             }
             // dv += P'^T dout, dk += scale ds^T q, dq += scale ds k.
