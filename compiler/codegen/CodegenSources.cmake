@@ -5,12 +5,14 @@
 set(TCC_CODEGEN_DIR ${CMAKE_CURRENT_SOURCE_DIR}/codegen)
 
 set(TCC_CODEGEN_SOURCES
+  codegen/common/AttentionCall.cpp
   codegen/common/CTypes.cpp
   codegen/common/LoopLayout.cpp
   codegen/common/ScalarPrinter.cpp
   codegen/common/StepArguments.cpp
   codegen/common/StepInterface.cpp
   codegen/cpu/CpuCodegen.cpp
+  codegen/cpu/CpuAttention.cpp
   codegen/cuda/CudaCodegen.cpp
   codegen/cuda/CudaStepEmitter.cpp
   codegen/cuda/KernelRegistry.cpp
@@ -19,6 +21,7 @@ set(TCC_CODEGEN_SOURCES
   codegen/cuda/GemmKernels.cpp
   codegen/cuda/CopyKernels.cpp
   codegen/cuda/PreludeKernels.cpp
+  codegen/cuda/AttentionKernels.cpp
 )
 
 # OUT = the PIECES (a list of files) one after another, byte for byte, at
@@ -75,19 +78,32 @@ set(TCC_CUDA_HOST_SUPPORT ${TCC_GENERATED_INCLUDE_DIR}/compiler/codegen/cuda/cud
 tcc_concat_sources(${TCC_CUDA_HOST_SUPPORT} "${TCC_CUDA_HOST_SUPPORT_PIECES}"
   "Concatenating the CUDA host support's pieces")
 
+# The CPU prelude pasted into every CPU step: the main piece, the
+# counter-based RNG (dropout masks) and flash attention, concatenated the
+# same way (cpu_attention.h needs the RNG; its own #include of it is
+# guarded, so the pasted text needs no include path).
+set(TCC_CPU_PRELUDE_PIECES
+  ${TCC_CODEGEN_DIR}/cpu/cpu_prelude.h
+  ${CMAKE_SOURCE_DIR}/runtime/include/tcc/counter_rng.h
+  ${TCC_CODEGEN_DIR}/cpu/cpu_attention.h
+)
+set(TCC_CPU_PRELUDE ${TCC_GENERATED_INCLUDE_DIR}/compiler/codegen/cpu/cpu_prelude_pasted.h)
+tcc_concat_sources(${TCC_CPU_PRELUDE} "${TCC_CPU_PRELUDE_PIECES}"
+  "Concatenating the CPU prelude's pieces")
+
 # Files pasted into generated sources, embedded at build time.
 set(TCC_EMBEDDED_CPP ${CMAKE_CURRENT_BINARY_DIR}/EmbeddedSources.cpp)
 add_custom_command(
   OUTPUT ${TCC_EMBEDDED_CPP}
   COMMAND ${CMAKE_COMMAND} -DOUT=${TCC_EMBEDDED_CPP}
           -DABI=${CMAKE_SOURCE_DIR}/runtime/include/tcc/step_abi.h
-          -DPRELUDE=${TCC_CODEGEN_DIR}/cpu/cpu_prelude.h
+          -DPRELUDE=${TCC_CPU_PRELUDE}
           -DCUDA_PRELUDE=${TCC_CUDA_PRELUDE}
           -DCUDA_HOST=${TCC_CUDA_HOST_SUPPORT}
           -DCUDA_CONTROL_LAYOUT=${TCC_CODEGEN_DIR}/cuda/ControlBlockLayout.h
           -P ${TCC_CODEGEN_DIR}/common/EmbedSources.cmake
   DEPENDS ${CMAKE_SOURCE_DIR}/runtime/include/tcc/step_abi.h
-          ${TCC_CODEGEN_DIR}/cpu/cpu_prelude.h ${TCC_CUDA_PRELUDE}
+          ${TCC_CPU_PRELUDE} ${TCC_CUDA_PRELUDE}
           ${TCC_CUDA_HOST_SUPPORT} ${TCC_CODEGEN_DIR}/cuda/ControlBlockLayout.h
           ${TCC_CODEGEN_DIR}/common/EmbedSources.cmake
   COMMENT "Embedding the step ABI header and the CPU and CUDA preludes"

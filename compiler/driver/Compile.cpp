@@ -210,6 +210,7 @@ absl::Status compileModel(const CompileOptions &given) {
   options.precision = *precision;
   PipelineOptions pipelineOptions;
   pipelineOptions.emitGradients = options.emitGradients;
+  pipelineOptions.deterministic = options.deterministic;
   pipelineOptions.precision = options.precision;
   pipelineOptions.fuseAttention = options.fuseAttention;
   pipelineOptions.target = options.target == "cuda" ? "cuda" : "cpu";

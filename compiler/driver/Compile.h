@@ -37,6 +37,7 @@ struct CompileOptions {
   Phase phase = Phase::Library; // --compile-to
   bool nativeArch = true;     // cpu: -march=native
   bool emitGradients = false; // see PipelineOptions
+  bool deterministic = false; // see PipelineOptions
   // --precision: "bf16", "fp16", "tf32" or "fp32"; empty: the target's
   // default (cuda sm_80+: bf16; older GPUs and cpu: fp32). See
   // resolvePrecision.

@@ -36,6 +36,8 @@ void annotateModule(mlir::ModuleOp module, const PipelineOptions &options) {
   mlir::Builder b(module.getContext());
   if (options.lossScaling)
     module->setAttr(model::kLossScalingAttr, options.lossScaling->toAttr(b));
+  if (options.deterministic)
+    module->setAttr(model::kDeterministicAttr, b.getUnitAttr());
 }
 
 void buildPipeline(mlir::OpPassManager &pm, Phase stopAfter,

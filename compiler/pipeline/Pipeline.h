@@ -30,6 +30,10 @@ struct PipelineOptions {
   // gradient as the train output "grad:<param>" (tcc compile
   // --emit-gradients, for comparing gradients with PyTorch).
   bool emitGradients = false;
+  // Bit-identical results run to run (tcc compile --deterministic): the
+  // module's tg.deterministic, which tg-lower-to-kern passes on to
+  // kern.attention_grad (its kernels may then take no atomic path).
+  bool deterministic = false;
   // tg-amp's policy: "bf16", "fp16", "tf32" or "fp32" (tcc compile
   // --precision; the driver picks the target's default).
   std::string precision = "fp32";
@@ -46,7 +50,8 @@ struct PipelineOptions {
   bool fuseAttention = true;
 };
 
-// Writes the module attributes `options` ask for (tg.loss_scaling), which
+// Writes the module attributes `options` ask for (tg.loss_scaling,
+// tg.deterministic), which
 // the passes read: call it on the imported module before the pipeline runs,
 // so every dump shows them and tcc-opt runs of the passes read them.
 void annotateModule(mlir::ModuleOp module, const PipelineOptions &options);

@@ -40,6 +40,10 @@ inline constexpr llvm::StringLiteral kGradClipAttr = "tg.grad_clip";
 inline constexpr llvm::StringLiteral kPrecisionAttr = "tg.precision";
 // On an op: tg-amp's decision, "<type>: <why>" (e.g. "bf16: matmul").
 inline constexpr llvm::StringLiteral kAmpAttr = "tg.amp";
+// Unit attribute (tcc compile --deterministic): a step must be bit-identical
+// run to run, so kernels may not take an order-dependent (atomic) path.
+// Read by tg-lower-to-kern (kern.attention_grad's `deterministic`).
+inline constexpr llvm::StringLiteral kDeterministicAttr = "tg.deterministic";
 // On a tg.attention or a tg.softmax: tg-fuse-attention's decision,
 // "fused: <shape>" or "not fused at <op> (<node>): <why>".
 inline constexpr llvm::StringLiteral kFuseAttentionAttr = "tg.fuse_attention";

@@ -249,6 +249,73 @@ def Kern_SoftmaxCrossEntropyGradOp : Kern_Op<"softmax_cross_entropy_grad"> {
   }];
 }
 
+// Flash attention (tg.attention / tg.attention_grad on buffers): one fused
+// kernel each way, nothing of size T x S in memory. Shapes and semantics
+// are tg's (dialects/tg/TgStructuralOps.td): q (B, H, T, D), k and v
+// (B, Hkv, S, D), lse (B, H, T) in f32 (f64 for f64 q). rng_seed and step
+// (memref<i64>, the step's hyper-parameters) are present iff
+// dropout_rate > 0; the mask is tg.dropout's on a (B, H, T, S) tensor
+// with the same op_id.
+def Kern_AttentionOp : Kern_Op<"attention", [AttrSizedOperandSegments]> {
+  let summary = "out, lse = flash attention forward of q, k, v";
+  let arguments = (ins
+    Arg<Kern_FloatBuffer, "", [MemRead]>:$q,
+    Arg<Kern_FloatBuffer, "", [MemRead]>:$k,
+    Arg<Kern_FloatBuffer, "", [MemRead]>:$v,
+    Arg<Optional<MemRefOf<[I64]>>, "", [MemRead]>:$rng_seed,
+    Arg<Optional<MemRefOf<[I64]>>, "", [MemRead]>:$step,
+    Arg<Kern_FloatBuffer, "", [MemWrite]>:$out,
+    Arg<MemRefOf<[F32, F64]>, "", [MemWrite]>:$lse,
+    F64Attr:$scale, UnitAttr:$causal,
+    DefaultValuedAttr<F64Attr, "0.0">:$dropout_rate,
+    OptionalAttr<I64Attr>:$op_id);
+  let assemblyFormat = [{
+    $q `,` $k `,` $v (`dropout` `(` $rng_seed^ `,` $step `)`)? `into` $out `,` $lse
+    attr-dict `:` type($q) `,` type($k) `,` type($v) (`,` type($rng_seed)^ `,` type($step))?
+    `->` type($out) `,` type($lse)
+  }];
+  let hasVerifier = 1;
+}
+
+def Kern_AttentionGradOp : Kern_Op<"attention_grad", [AttrSizedOperandSegments]> {
+  let summary = "dq, dk, dv of kern.attention, recomputing p from lse";
+  let description = [{
+    Operands: the forward's q, k, v, out, lse, the gradient `grad` of out,
+    the dropout operands, then the outputs dq, dk, dv (dk and dv summed
+    over the query heads sharing a key/value head) and `workspace`, f32
+    scratch of attentionBackwardWorkspaceFloats(...) elements
+    (dialects/kern/AttentionWorkspace.h) the CUDA kernels use for row sums.
+    `deterministic`: the result must be bit-identical run to run (a kernel
+    may not take an order-dependent, e.g. atomic, path; today neither
+    target's kernel has one).
+  }];
+  let arguments = (ins
+    Arg<Kern_FloatBuffer, "", [MemRead]>:$q,
+    Arg<Kern_FloatBuffer, "", [MemRead]>:$k,
+    Arg<Kern_FloatBuffer, "", [MemRead]>:$v,
+    Arg<Kern_FloatBuffer, "", [MemRead]>:$out,
+    Arg<MemRefOf<[F32, F64]>, "", [MemRead]>:$lse,
+    Arg<Kern_FloatBuffer, "", [MemRead]>:$grad,
+    Arg<Optional<MemRefOf<[I64]>>, "", [MemRead]>:$rng_seed,
+    Arg<Optional<MemRefOf<[I64]>>, "", [MemRead]>:$step,
+    Arg<Kern_FloatBuffer, "", [MemWrite]>:$dq,
+    Arg<Kern_FloatBuffer, "", [MemWrite]>:$dk,
+    Arg<Kern_FloatBuffer, "", [MemWrite]>:$dv,
+    Arg<MemRefOf<[F32]>, "", [MemRead, MemWrite]>:$workspace,
+    F64Attr:$scale, UnitAttr:$causal,
+    DefaultValuedAttr<F64Attr, "0.0">:$dropout_rate,
+    OptionalAttr<I64Attr>:$op_id, UnitAttr:$deterministic);
+  let assemblyFormat = [{
+    $q `,` $k `,` $v `,` $out `,` $lse `,` $grad
+    (`dropout` `(` $rng_seed^ `,` $step `)`)?
+    `into` $dq `,` $dk `,` $dv `workspace` $workspace attr-dict `:`
+    type($q) `,` type($k) `,` type($v) `,` type($out) `,` type($lse) `,` type($grad)
+    (`,` type($rng_seed)^ `,` type($step))?
+    `->` type($dq) `,` type($dk) `,` type($dv) `,` type($workspace)
+  }];
+  let hasVerifier = 1;
+}
+
 def Kern_AllocOp : Kern_Op<"alloc"> {
   let summary = "a temporary buffer, placed in the workspace by kern-plan-memory";
   let results = (outs Res<AnyMemRef, "", [MemAlloc]>:$buffer);

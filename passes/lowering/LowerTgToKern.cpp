@@ -24,6 +24,7 @@
 #include "passes/Passes.h"
 
 #include "dialects/common/ModelAttrs.h"
+#include "passes/lowering/LowerAttention.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/IR/Builders.h"
 #include "llvm/ADT/SetVector.h"
@@ -67,7 +68,10 @@ void buildCopy(OpBuilder &b, Location loc, Value in, Value out) {
 
 class FunctionLowering {
 public:
-  FunctionLowering(func::FuncOp oldFunc) : old_(oldFunc), b_(oldFunc) {}
+  FunctionLowering(func::FuncOp oldFunc) : old_(oldFunc), b_(oldFunc) {
+    auto module = oldFunc->getParentOfType<ModuleOp>();
+    deterministic_ = module && module->hasAttr(model::kDeterministicAttr);
+  }
 
   LogicalResult run() {
     Block &oldBody = old_.getBody().front();
@@ -310,6 +314,15 @@ private:
     Location loc = op->getLoc();
     if (auto s = dyn_cast<tg::ScalarOpInterface>(op))
       return lowerScalar(s);
+    if (isa<tg::AttentionOp, tg::AttentionGradOp>(op)) { // LowerAttention.cpp
+      // (Named: the context's function_refs must not outlive them.)
+      auto bufferOf = [&](Value tensor) { return buf(tensor); };
+      auto allocate = [&](Location l, MemRefType t) -> Value {
+        return kern::AllocOp::create(b_, l, t);
+      };
+      AttentionLoweringContext ctx{b_, bufferOf, allocate, buffers_, deterministic_};
+      return lowerAttentionOp(op, ctx);
+    }
     return llvm::TypeSwitch<Operation *, LogicalResult>(op)
         .Case([&](tg::ConstantOp) { return success(); }) // lowered on demand
         .Case([&](tg::MatmulOp m) {
@@ -414,6 +427,7 @@ private:
   Block *body_ = nullptr;
   llvm::DenseMap<Value, Value> buffers_;
   SmallVector<Value> inPlaceDests_;
+  bool deterministic_ = false; // the module's tg.deterministic
 };
 
 struct TgLowerToKernPass : tcc::impl::TgLowerToKernBase<TgLowerToKernPass> {

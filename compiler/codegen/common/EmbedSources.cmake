@@ -1,7 +1,7 @@
 # cmake -DOUT=file.cpp -DABI=step_abi.h -DPRELUDE=cpu_prelude.h
 #       -DCUDA_PRELUDE=cuda_prelude.cuh -DCUDA_HOST=cuda_host_support.h
 #       -DCUDA_CONTROL_LAYOUT=ControlBlockLayout.h -P EmbedSources.cmake
-# CUDA_PRELUDE and CUDA_HOST are the concatenated pieces (ConcatSources.cmake).
+# PRELUDE, CUDA_PRELUDE and CUDA_HOST are the concatenated pieces (ConcatSources.cmake).
 # cuda_host_support.h includes ControlBlockLayout.h, which the generator
 # includes too; generated sources need no include paths, so the layout's
 # lines between its "tcc-embed-begin" / "tcc-embed-end" markers are put in

@@ -5,7 +5,9 @@
 
 namespace tcc::embedded {
 extern const char *const kStepAbiHeader; // runtime/include/tcc/step_abi.h
-extern const char *const kCpuPrelude;    // compiler/codegen/cpu/cpu_prelude.h
+// compiler/codegen/cpu/cpu_prelude.h, runtime/include/tcc/counter_rng.h and
+// cpu/cpu_attention.h, concatenated (ConcatSources.cmake)
+extern const char *const kCpuPrelude;
 // compiler/codegen/cuda/prelude/*.cuh, concatenated (ConcatSources.cmake)
 extern const char *const kCudaPrelude;
 // compiler/codegen/cuda/host_support/*.h, concatenated, with

@@ -8,6 +8,7 @@
 #include <cmath>
 
 #include "compiler/codegen/common/CTypes.h"
+#include "compiler/codegen/cpu/CpuAttention.h"
 #include "compiler/codegen/common/EmbeddedSources.h"
 #include "compiler/codegen/common/LoopLayout.h"
 #include "compiler/codegen/common/ScalarPrinter.h"
@@ -178,6 +179,10 @@ private:
                                cpuPointer(x.getGrad(), false), cpuPointer(x.getOut(), true));
           flops += 5.0 * l.getNumElements();
           return success();
+        })
+        .Case([&](kern::AttentionOp a) { return emitCpuAttention(a, names_, os_, flops); })
+        .Case([&](kern::AttentionGradOp a) {
+          return emitCpuAttentionGrad(a, names_, os_, flops);
         })
         .Default([&](Operation *other) {
           return other->emitError("cpu codegen: cannot generate code for ")

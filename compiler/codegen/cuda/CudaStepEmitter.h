@@ -12,6 +12,8 @@
 //   CopyKernels.cpp         transpose / slice / concat, fill, constants
 //   PreludeKernels.cpp      wrappers of the prelude's fixed families
 //                           (gather, scatter-add, softmax cross-entropy)
+//   AttentionKernels.cpp    the flash-attention launchers (kern.attention,
+//                           kern.attention_grad)
 #ifndef TCC_COMPILER_CODEGEN_CUDA_CUDASTEPEMITTER_H
 #define TCC_COMPILER_CODEGEN_CUDA_CUDASTEPEMITTER_H
 
@@ -19,6 +21,7 @@
 #include <string>
 #include <vector>
 
+#include "compiler/codegen/common/AttentionCall.h"
 #include "compiler/codegen/common/LoopLayout.h"
 #include "compiler/codegen/common/StepArguments.h"
 #include "compiler/codegen/cuda/CudaCodegenOptions.h"
@@ -97,6 +100,14 @@ private:
                                 double &flops);
   LogicalResult emitSoftmaxXentGrad(kern::SoftmaxCrossEntropyGradOp x, llvm::raw_ostream &os,
                                     double &flops);
+  // AttentionKernels.cpp
+  LogicalResult emitAttention(kern::AttentionOp a, llvm::raw_ostream &os, double &flops);
+  LogicalResult emitAttentionGrad(kern::AttentionGradOp g, llvm::raw_ostream &os,
+                                  double &flops);
+  FailureOr<std::string> attentionDropoutKey(Operation *op, const AttentionCall &c);
+  void launchAttention(llvm::raw_ostream &os, Operation *op, const std::string &kernel,
+                       const std::string &hostArgs, const std::string &dropoutKey,
+                       const AttentionCall &c, double flops, double bytes);
   // CopyKernels.cpp
   LogicalResult emitCopy(Operation *op, llvm::raw_ostream &os, const StridedCopy &c,
                          StringRef kind);

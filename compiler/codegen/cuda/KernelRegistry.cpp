@@ -32,13 +32,14 @@ std::string coordinates(ArrayRef<int64_t> sizes, StringRef var, StringRef type,
   return s;
 }
 
-std::string KernelRegistry::add(StringRef kind, const std::string &text, StringRef params) {
+std::string KernelRegistry::add(StringRef kind, const std::string &text, StringRef params,
+                                StringRef returnType) {
   if (const std::string *known = find(text))
     return *known;
   std::string name = llvm::formatv("tcc_k{0}_{1}", defs_.size(), kind).str();
   return record(text, name,
-                "extern \"C\" void " + name + "(cudaStream_t s" + (params.empty() ? "" : ", ") +
-                    params.str() + ");");
+                "extern \"C\" " + returnType.str() + " " + name + "(cudaStream_t s" +
+                    (params.empty() ? "" : ", ") + params.str() + ");");
 }
 
 std::string KernelRegistry::addGridStride(const GridStrideKernel &k) {

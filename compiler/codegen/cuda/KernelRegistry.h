@@ -63,8 +63,11 @@ struct Launch {
 // requests with the same text get the same kernel.
 class KernelRegistry {
 public:
-  // A kernel `tcc_kN_<kind>` launched as `void (cudaStream_t s, <params>)`.
-  std::string add(StringRef kind, const std::string &text, StringRef params);
+  // A kernel `tcc_kN_<kind>` launched as `void (cudaStream_t s, <params>)`
+  // (or `<returnType> (...)`: the attention wrappers return the prelude
+  // launcher's cudaError_t).
+  std::string add(StringRef kind, const std::string &text, StringRef params,
+                  StringRef returnType = "void");
   // A grid-stride kernel (above), deduplicated like add().
   std::string addGridStride(const GridStrideKernel &k);
   // Constants: device arrays with an accessor returning their address.

@@ -3,7 +3,8 @@
 //   tcc compile model.pb -o step.so [--target cpu|cuda] [--arch sm_XY]
 //                        [--precision P] [--jobs N] [--no-cache] [--dump-dir DIR]
 //                        [--compile-to PHASE] [--cxx COMPILER] [--no-native]
-//                        [--emit-gradients] [--loss-scale dynamic|none]
+//                        [--emit-gradients] [--deterministic]
+//                        [--loss-scale dynamic|none]
 //                        [--initial-loss-scale V]
 //                        [--loss-scale-growth-interval N] [-v]
 //
@@ -86,6 +87,11 @@ Options:
   --emit-gradients      the train step skips clipping and the optimizer and
                         returns each gradient as the train output
                         'grad:<param>' (parameters stay unchanged)
+  --deterministic       an attention backward bit-identical run to run (no
+                        atomic path in the CUDA flash-attention backward).
+                        Costs nothing today: both targets' attention
+                        backwards are deterministic anyway. CUDA embedding
+                        gradients (scatter-add) still use atomics
   --loss-scale dynamic|none
                         dynamic: loss scaling in the train step, as PyTorch's
                         GradScaler: the loss is scaled by S before the
@@ -204,6 +210,8 @@ int compileMain(int argc, char **argv) {
       args.nativeArch = false;
     } else if (a == "--emit-gradients") {
       args.emitGradients = true;
+    } else if (a == "--deterministic") {
+      args.deterministic = true;
     } else if (flag == "--loss-scale") {
       if (!value(v))
         return usageError("--loss-scale needs a value (dynamic, none)");

@@ -118,3 +118,36 @@ func.func @constant_type() {
   %k = kern.constant dense<[1.0, 2.0]> : tensor<2xf32> : memref<3xf32>
   return
 }
+
+// -----
+
+func.func @attention_heads(%q: memref<1x3x4x8xf32>, %k: memref<1x2x5x8xf32>, %o: memref<1x3x4x8xf32>, %l: memref<1x3x4xf32>) {
+  // expected-error @+1 {{have a head count dividing q's}}
+  kern.attention %q, %k, %k into %o, %l {scale = 1.0 : f64} : memref<1x3x4x8xf32>, memref<1x2x5x8xf32>, memref<1x2x5x8xf32> -> memref<1x3x4x8xf32>, memref<1x3x4xf32>
+  return
+}
+
+// -----
+
+func.func @attention_lse_type(%q: memref<1x2x4x8xbf16>, %o: memref<1x2x4x8xbf16>, %l: memref<1x2x4xf64>) {
+  // expected-error @+1 {{lse must be (B, H, T) = [1, 2, 4] of 'f32'}}
+  kern.attention %q, %q, %q into %o, %l {scale = 1.0 : f64} : memref<1x2x4x8xbf16>, memref<1x2x4x8xbf16>, memref<1x2x4x8xbf16> -> memref<1x2x4x8xbf16>, memref<1x2x4xf64>
+  return
+}
+
+// -----
+
+func.func @attention_dropout_operands(%q: memref<1x2x4x8xf32>, %o: memref<1x2x4x8xf32>, %l: memref<1x2x4xf32>) {
+  // expected-error @+1 {{dropout_rate > 0 needs exactly the dropout(rng_seed, step) operands and op_id}}
+  kern.attention %q, %q, %q into %o, %l {scale = 1.0 : f64, dropout_rate = 0.1 : f64} : memref<1x2x4x8xf32>, memref<1x2x4x8xf32>, memref<1x2x4x8xf32> -> memref<1x2x4x8xf32>, memref<1x2x4xf32>
+  return
+}
+
+// -----
+
+// (B*H*T = 8 floats)
+func.func @attention_grad_workspace(%q: memref<1x2x4x8xf32>, %l: memref<1x2x4xf32>, %w: memref<10xf32>) {
+  // expected-error @+1 {{workspace must hold 8 floats, has 10}}
+  kern.attention_grad %q, %q, %q, %q, %l, %q into %q, %q, %q workspace %w {scale = 1.0 : f64} : memref<1x2x4x8xf32>, memref<1x2x4x8xf32>, memref<1x2x4x8xf32>, memref<1x2x4x8xf32>, memref<1x2x4xf32>, memref<1x2x4x8xf32> -> memref<1x2x4x8xf32>, memref<1x2x4x8xf32>, memref<1x2x4x8xf32>, memref<10xf32>
+  return
+}

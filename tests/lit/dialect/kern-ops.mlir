@@ -62,3 +62,17 @@ func.func @kern_ops(%a: memref<2x4x3xf32>, %b: memref<3x5xf32>, %l: memref<4xi32
   %k = kern.constant dense<[1.0, 2.0]> : tensor<2xf32> : memref<2xf32>
   return
 }
+
+// Flash attention, grouped heads (H = 4 over Hkv = 2), with dropout, and its
+// backward with the deterministic flag and its workspace
+// (B*H*T = 12 floats).
+// CHECK-LABEL: func.func @kern_attention
+// CHECK: kern.attention %arg0, %arg1, %arg1 dropout(%arg6, %arg7) into %arg2, %arg3 {causal, dropout_rate = 1.000000e-01 : f64, op_id = 5 : i64, scale = 1.250000e-01 : f64} : memref<1x4x3x8xbf16>, memref<1x2x5x8xbf16>, memref<1x2x5x8xbf16>, memref<i64>, memref<i64> -> memref<1x4x3x8xbf16>, memref<1x4x3xf32>
+// CHECK: kern.attention_grad %arg0, %arg1, %arg1, %arg2, %arg3, %arg2 into %arg2, %arg4, %arg4 workspace %arg5 {deterministic, scale = 1.250000e-01 : f64} : memref<1x4x3x8xbf16>, memref<1x2x5x8xbf16>, memref<1x2x5x8xbf16>, memref<1x4x3x8xbf16>, memref<1x4x3xf32>, memref<1x4x3x8xbf16> -> memref<1x4x3x8xbf16>, memref<1x2x5x8xbf16>, memref<1x2x5x8xbf16>, memref<12xf32>
+func.func @kern_attention(%q: memref<1x4x3x8xbf16>, %k: memref<1x2x5x8xbf16>, %o: memref<1x4x3x8xbf16>,
+                          %l: memref<1x4x3xf32>, %dk: memref<1x2x5x8xbf16>, %ws: memref<12xf32>,
+                          %seed: memref<i64>, %step: memref<i64>) {
+  kern.attention %q, %k, %k dropout(%seed, %step) into %o, %l {scale = 0.125 : f64, causal, dropout_rate = 0.1 : f64, op_id = 5 : i64} : memref<1x4x3x8xbf16>, memref<1x2x5x8xbf16>, memref<1x2x5x8xbf16>, memref<i64>, memref<i64> -> memref<1x4x3x8xbf16>, memref<1x4x3xf32>
+  kern.attention_grad %q, %k, %k, %o, %l, %o into %o, %dk, %dk workspace %ws {scale = 0.125 : f64, deterministic} : memref<1x4x3x8xbf16>, memref<1x2x5x8xbf16>, memref<1x2x5x8xbf16>, memref<1x4x3x8xbf16>, memref<1x4x3xf32>, memref<1x4x3x8xbf16> -> memref<1x4x3x8xbf16>, memref<1x2x5x8xbf16>, memref<1x2x5x8xbf16>, memref<12xf32>
+  return
+}

@@ -111,6 +111,19 @@ inline int32_t after_launch(cudaStream_t stream, int32_t kernel) {
   return 0;
 }
 
+// Before a launch that takes this call's hyper-parameters by value (the
+// flash-attention launchers' dropout seed key and step): a captured graph
+// would replay the captured call's values every call, so capture fails
+// here and run_call launches the entry's kernels one by one instead.
+inline int32_t refuse_graph_capture(cudaStream_t stream, int32_t kernel) {
+  cudaStreamCaptureStatus capturing = cudaStreamCaptureStatusNone;
+  if (cudaStreamIsCapturing(stream, &capturing) != cudaSuccess ||
+      capturing == cudaStreamCaptureStatusNone)
+    return 0;
+  return set_error("%s takes the dropout seed and step by value (a graph would freeze them)",
+                   where(kernel).c_str());
+}
+
 // A zero fill of `bytes` at `dst` (kern.fill with 0).
 inline int32_t memset_zero(cudaStream_t stream, void *dst, uint64_t bytes, int32_t kernel) {
   if (cudaError_t e = cudaMemsetAsync(dst, 0, bytes, stream); e != cudaSuccess)

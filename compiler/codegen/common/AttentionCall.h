@@ -1,0 +1,42 @@
+// What both code generators pass to a flash-attention kernel for
+// kern.attention / kern.attention_grad: the sizes, the attributes, the
+// dropout key and the work done (for the FLOP counts and kernel lists).
+#ifndef TCC_COMPILER_CODEGEN_COMMON_ATTENTIONCALL_H
+#define TCC_COMPILER_CODEGEN_COMMON_ATTENTIONCALL_H
+
+#include <cstdint>
+#include <string>
+
+#include "dialects/kern/KernDialect.h"
+
+namespace tcc::codegen {
+
+struct AttentionCall {
+  int64_t batch = 0, heads = 0, kvHeads = 0, queries = 0, keys = 0, dim = 0;
+  double scale = 1, dropoutRate = 0;
+  bool causal = false, deterministic = false;
+  // Dropout: the rng_seed and step buffers (null without), and mix64(op_id),
+  // so the kernel's seed key is rng_seed ^ opKey (counter_rng.h).
+  mlir::Value rngSeed, step;
+  uint64_t opKey = 0;
+
+  static AttentionCall of(kern::AttentionOp op);
+  static AttentionCall of(kern::AttentionGradOp op);
+
+  // "B, H, Hkv, T, S, D" as the kernels take them.
+  std::string sizeArguments() const;
+  // The attributes as C literals, "scale, causal, rate": exact doubles
+  // ("0x1p-3, true, 0x1.999999999999ap-4"), or float literals (`asFloat`:
+  // the CUDA launchers take float).
+  std::string scaleCausalRate(bool asFloat = false) const;
+  // "2x12x1024x1024x64 causal" for kernel lists.
+  std::string shapeText() const;
+  // Multiply-adds of the T x S products: 2 (s and p v) forward, 5 (s, dv,
+  // dp, dq, dk) backward, each 2*B*H*T*S*D flops; half of it when causal.
+  double forwardFlops() const;
+  double backwardFlops() const;
+};
+
+} // namespace tcc::codegen
+
+#endif

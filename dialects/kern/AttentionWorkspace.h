@@ -1,0 +1,29 @@
+// The f32 scratch kern.attention_grad takes (its `workspace` operand), in
+// elements. One function, used by tg-lower-to-kern (which allocates it, so
+// the memory plan places it like any buffer) and by the code generators.
+#ifndef TCC_DIALECTS_KERN_ATTENTIONWORKSPACE_H
+#define TCC_DIALECTS_KERN_ATTENTIONWORKSPACE_H
+
+#include <cstdint>
+
+namespace tcc::kern {
+
+// Must equal tcc_cuda::attention_backward_workspace_floats of the CUDA
+// prelude (cuda/prelude/attention_launchers.cuh, the launcher's contract):
+// the row sums D_i = rowsum(grad * out), B*H*T, in both modes (the CUDA
+// backward of i12-flash uses no atomics). The CPU kernel needs none of it
+// (its accumulators are per thread).
+inline int64_t attentionBackwardWorkspaceFloats(int64_t batch, int64_t heads,
+                                                int64_t kvHeads, int64_t queries,
+                                                int64_t keys, int64_t headDim,
+                                                bool deterministic) {
+  (void)kvHeads;
+  (void)keys;
+  (void)headDim;
+  (void)deterministic;
+  return batch * heads * queries;
+}
+
+} // namespace tcc::kern
+
+#endif

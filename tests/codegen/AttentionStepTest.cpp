@@ -1,0 +1,317 @@
+// tg.attention through the whole CPU pipeline (autodiff, lowering to
+// kern.attention / kern.attention_grad, memory plan, code generation, host
+// compiler): a compiled step whose attention is one tg.attention must
+// compute the same losses and parameter updates, step after step, as the
+// same model with attention written out (matmul, scale, causal_mask,
+// exp / sum, dropout, matmul: no tg.softmax, so tg-fuse-attention keeps it
+// unfused), with grouped heads, T != S and dropout (the fused mask must be
+// tg.dropout's, bit for bit, or the updates differ).
+// Also: the planned workspace holds no B*H*T*S buffer.
+#include <cmath>
+#include <random>
+
+#include "StepCheck.h"
+#include "compiler/codegen/cuda/CudaCodegen.h"
+#include "tcc/counter_rng.h"
+#include "llvm/Support/FormatVariadic.h"
+
+namespace tcc {
+namespace {
+
+struct AttentionModel {
+  int64_t batch, heads, kvHeads, queries, keys, dim;
+  bool causal;
+  double rate;
+};
+
+std::string signature(const AttentionModel &m, const std::string &name) {
+  return llvm::formatv(
+             R"(module attributes {{tg.model_name = "{0}", tg.optimizer = {{kind = "sgd", learning_rate = 1.0e-1 : f64}} {{
+  func.func @forward(%q: tensor<{1}x{2}x{3}x{6}xf32> {{tg.param = {{name = "q", init = "normal", scale = 1.0 : f64, seed = 1 : i64, trainable = true}},
+                     %k: tensor<{1}x{4}x{5}x{6}xf32> {{tg.param = {{name = "k", init = "normal", scale = 1.0 : f64, seed = 2 : i64, trainable = true}},
+                     %v: tensor<{1}x{4}x{5}x{6}xf32> {{tg.param = {{name = "v", init = "normal", scale = 1.0 : f64, seed = 3 : i64, trainable = true}},
+                     %w: tensor<{1}x{2}x{3}x{6}xf32> {{tg.input = "w"},
+                     %seed: tensor<i64> {{tg.hyper = "rng_seed"}, %step: tensor<i64> {{tg.hyper = "step"})
+      -> (tensor<f32> {{tg.loss = "loss"}) {{
+)",
+             name, m.batch, m.heads, m.queries, m.kvHeads, m.keys, m.dim)
+      .str();
+}
+
+// loss = sum(attention(q, k, v) * w).
+std::string tail(const AttentionModel &m, const std::string &out) {
+  return llvm::formatv(R"(    %prod = tg.mul {0}, %w : (tensor<{1}x{2}x{3}x{4}xf32>, tensor<{1}x{2}x{3}x{4}xf32>) -> tensor<{1}x{2}x{3}x{4}xf32>
+    %pf = tg.cast %prod : tensor<{1}x{2}x{3}x{4}xf32> to tensor<{1}x{2}x{3}x{4}xKEEPF32>
+    %loss = tg.reduce_sum %pf {{axes = array<i64: 0, 1, 2, 3>} : (tensor<{1}x{2}x{3}x{4}xKEEPF32>) -> tensor<f32>
+    return %loss : tensor<f32>
+  }
+}
+)",
+                       out, m.batch, m.heads, m.queries, m.dim)
+      .str();
+}
+
+constexpr int64_t kOpId = 4242;
+
+// `elem`: the element type of the attention (f32, bf16, f64); parameters,
+// input and loss stay f32, cast around it.
+std::string fusedIR(const AttentionModel &m, const std::string &elem = "f32") {
+  std::string attrs = llvm::formatv("scale = {0:e} : f64", 1.0 / std::sqrt(double(m.dim))).str();
+  if (m.causal)
+    attrs += ", causal";
+  std::string dropout;
+  if (m.rate > 0) {
+    attrs += llvm::formatv(", dropout_rate = {0} : f64, op_id = {1} : i64", m.rate, kOpId).str();
+    dropout = " dropout(%seed, %step)";
+  }
+  auto type = [&](int64_t heads, int64_t rows, const std::string &et) {
+    return llvm::formatv("tensor<{0}x{1}x{2}x{3}x{4}>", m.batch, heads, rows, m.dim, et).str();
+  };
+  std::string qt = type(m.heads, m.queries, elem), kt = type(m.kvHeads, m.keys, elem);
+  std::string ir = signature(m, "fused");
+  std::string q = "%q", k = "%k", v = "%v", out = "%o";
+  if (elem != "f32") {
+    ir += llvm::formatv("    %qe = tg.cast %q : {0} to {1}\n"
+                        "    %ke = tg.cast %k : {2} to {3}\n"
+                        "    %ve = tg.cast %v : {2} to {3}\n",
+                        type(m.heads, m.queries, "f32"), qt, type(m.kvHeads, m.keys, "f32"), kt)
+              .str();
+    q = "%qe", k = "%ke", v = "%ve", out = "%of";
+  }
+  std::string operands = qt + ", " + kt + ", " + kt;
+  if (m.rate > 0)
+    operands += ", tensor<i64>, tensor<i64>";
+  ir += llvm::formatv("    %o, %lse = tg.attention {0}, {1}, {2}{3} {{{4}} : ({5}) -> "
+                      "({6}, tensor<{7}x{8}x{9}x{10}>)\n",
+                      q, k, v, dropout, attrs, operands, qt, m.batch, m.heads, m.queries,
+                      elem == "f64" ? "f64" : "f32")
+            .str();
+  if (elem != "f32")
+    ir += llvm::formatv("    %of = tg.cast %o : {0} to {1}\n", qt, type(m.heads, m.queries, "f32"))
+              .str();
+  ir += tail(m, out);
+  for (size_t at = 0; (at = ir.find("xKEEPF32>", at)) != std::string::npos;)
+    ir.replace(at, 9, "xf32>");
+  return ir;
+}
+
+std::string unfusedIR(const AttentionModel &m) {
+  const int64_t B = m.batch, H = m.heads, Hkv = m.kvHeads, T = m.queries, S = m.keys,
+                D = m.dim, G = H / Hkv;
+  std::string text = signature(m, "unfused");
+  // Key/value heads repeated for their query heads.
+  auto expand = [&](const char *in, const char *out) {
+    if (G == 1)
+      return llvm::formatv("    {0} = tg.reshape {1} : (tensor<{2}x{3}x{4}x{5}xf32>) -> "
+                           "tensor<{2}x{3}x{4}x{5}xf32>\n",
+                           out, in, B, H, S, D)
+          .str();
+    return llvm::formatv(
+               "    {0}_r = tg.reshape {1} : (tensor<{2}x{3}x{5}x{6}xf32>) -> "
+               "tensor<{2}x{3}x1x{5}x{6}xf32>\n"
+               "    {0}_b = tg.broadcast_to {0}_r : (tensor<{2}x{3}x1x{5}x{6}xf32>) -> "
+               "tensor<{2}x{3}x{4}x{5}x{6}xf32>\n"
+               "    {0} = tg.reshape {0}_b : (tensor<{2}x{3}x{4}x{5}x{6}xf32>) -> "
+               "tensor<{2}x{7}x{5}x{6}xf32>\n",
+               out, in, B, Hkv, G, S, D, H)
+        .str();
+  };
+  text += expand("%k", "%kh");
+  text += expand("%v", "%vh");
+  std::string ts = llvm::formatv("tensor<{0}x{1}x{2}x{3}xf32>", B, H, T, S).str();
+  text += llvm::formatv("    %s = tg.matmul %q, %kh {{transpose_rhs = true} : "
+                        "(tensor<{0}x{1}x{2}x{3}xf32>, tensor<{0}x{1}x{4}x{3}xf32>) -> {5}\n",
+                        B, H, T, D, S, ts)
+              .str();
+  text += llvm::formatv("    %c = tg.constant dense<{0:e}> : tensor<f32>\n"
+                        "    %ss = tg.mul %s, %c : ({1}, tensor<f32>) -> {1}\n",
+                        1.0 / std::sqrt(double(D)), ts)
+              .str();
+  std::string scores = "%ss";
+  if (m.causal) {
+    text += llvm::formatv("    %sm = tg.causal_mask %ss : {0}\n", ts).str();
+    scores = "%sm";
+  }
+  // softmax as exp / sum (no max subtraction: the scores are small), so
+  // that tg-fuse-attention, which looks for tg.softmax, leaves it written out.
+  text += llvm::formatv("    %e = tg.exp {0} : {1}\n"
+                        "    %z = tg.reduce_sum %e {{axes = array<i64: 3>} : ({1}) -> "
+                        "tensor<{2}x{3}x{4}xf32>\n"
+                        "    %zr = tg.reshape %z : (tensor<{2}x{3}x{4}xf32>) -> "
+                        "tensor<{2}x{3}x{4}x1xf32>\n"
+                        "    %p = tg.div %e, %zr : ({1}, tensor<{2}x{3}x{4}x1xf32>) -> {1}\n",
+                        scores, ts, B, H, T)
+              .str();
+  std::string probs = "%p";
+  if (m.rate > 0) {
+    text += llvm::formatv("    %pd = tg.dropout %p, %seed, %step {{rate = {0} : f64, op_id = {1} "
+                          ": i64} : {2}\n",
+                          m.rate, kOpId, ts)
+                .str();
+    probs = "%pd";
+  }
+  text += llvm::formatv("    %o = tg.matmul {0}, %vh : ({1}, tensor<{2}x{3}x{4}x{5}xf32>) -> "
+                        "tensor<{2}x{3}x{6}x{5}xf32>\n",
+                        probs, ts, B, H, S, D, T)
+              .str();
+  text += tail(m, "%o");
+  for (size_t at = 0; (at = text.find("xKEEPF32>", at)) != std::string::npos;)
+    text.replace(at, 9, "xf32>");
+  return text;
+}
+
+// Runs `steps` train steps of both compiled models from the same random
+// parameters and inputs; losses and parameters must agree closely.
+void compareFusedWithUnfused(const AttentionModel &m, const std::string &name, int steps) {
+  auto fused = compileIR(fusedIR(m), name + "_fused");
+  auto unfused = compileIR(unfusedIR(m), name + "_unfused");
+  ASSERT_TRUE(fused->lib && unfused->lib);
+  const tcc_step_descriptor &fd = fused->lib->descriptor(), &ud = unfused->lib->descriptor();
+  ASSERT_EQ(fd.num_params, ud.num_params);
+  // The fused step plans less: no (B, H, T, S) scores, probabilities or
+  // their gradients.
+  EXPECT_LT(fd.workspace_bytes, ud.workspace_bytes);
+
+  // The written-out model stayed written out.
+  ASSERT_TRUE(unfused->module);
+  bool unfusedHasAttention = false;
+  unfused->module->walk([&](tg::AttentionOp) { unfusedHasAttention = true; });
+  EXPECT_FALSE(unfusedHasAttention);
+
+  ZeroedStepArgs a(fd, 0.1f), b(ud, 0.1f);
+  std::mt19937 rng(12345);
+  std::normal_distribution<float> normal(0.f, 1.f);
+  for (int i = 0; i < fd.num_params; ++i)
+    for (int64_t e = 0; e < fd.params[i].num_elements; ++e)
+      a.params[i].as<float>()[e] = b.params[i].as<float>()[e] = normal(rng);
+  for (int64_t e = 0; e < fd.inputs[0].num_elements; ++e)
+    a.inputs[0].as<float>()[e] = b.inputs[0].as<float>()[e] = normal(rng);
+  for (int step = 0; step < steps; ++step) {
+    SCOPED_TRACE("step " + std::to_string(step));
+    a.args.step = b.args.step = step;
+    a.args.rng_seed = b.args.rng_seed = 987654321;
+    ASSERT_EQ(fd.train(&a.args), TCC_STATUS_OK);
+    ASSERT_EQ(ud.train(&b.args), TCC_STATUS_OK);
+    EXPECT_NEAR(a.loss, b.loss, 1e-4 * std::max(1.0f, std::abs(b.loss)));
+    for (int i = 0; i < fd.num_params; ++i) {
+      std::vector<double> got, want;
+      for (int64_t e = 0; e < fd.params[i].num_elements; ++e) {
+        got.push_back(a.params[i].as<float>()[e]);
+        want.push_back(b.params[i].as<float>()[e]);
+      }
+      EXPECT_LT(relativeError(got, want), 1e-5) << "parameter " << fd.params[i].name;
+    }
+  }
+}
+
+TEST(AttentionStep, GroupedCausalDropoutMatchesWrittenOutAttention) {
+  compareFusedWithUnfused({2, 4, 2, 5, 9, 6, true, 0.2}, "attn_gqa", 3);
+}
+
+TEST(AttentionStep, MultiHeadCausalMatchesWrittenOutAttention) {
+  compareFusedWithUnfused({3, 2, 2, 70, 70, 8, true, 0.0}, "attn_mha", 2);
+}
+
+TEST(AttentionStep, MultiQueryWithoutMaskMatchesWrittenOutAttention) {
+  compareFusedWithUnfused({1, 3, 1, 33, 17, 5, false, 0.1}, "attn_mqa", 2);
+}
+
+// The CUDA source of a tg.attention step: which prelude launcher each op
+// calls, with which arguments (the launchers are compiled and run by the
+// GPU tests; here only the generated text is checked). Errors go to
+// `diagnostics`.
+mlir::FailureOr<GeneratedCudaStep> cudaSource(const std::string &ir, std::string &diagnostics) {
+  mlir::MLIRContext ctx;
+  loadDialects(ctx);
+  mlir::ScopedDiagnosticHandler handler(&ctx, [&](mlir::Diagnostic &d) {
+    diagnostics += d.str() + "\n";
+    return mlir::success();
+  });
+  auto module = mlir::parseSourceString<mlir::ModuleOp>(ir, &ctx);
+  if (!module)
+    return mlir::failure();
+  mlir::PassManager pm(&ctx);
+  buildPipeline(pm, Phase::Plan);
+  if (mlir::failed(pm.run(*module)))
+    return mlir::failure();
+  return generateCudaStep(*module, CudaCodegenOptions{});
+}
+
+std::string allUnits(const GeneratedCudaStep &step) {
+  std::string all;
+  for (const std::string &u : step.kernelUnits)
+    all += u;
+  return all;
+}
+
+// The float literal right after `prefix` in `text` (NaN when absent).
+float floatAfter(const std::string &text, const std::string &prefix) {
+  size_t at = text.find(prefix);
+  if (at == std::string::npos)
+    return std::numeric_limits<float>::quiet_NaN();
+  return std::strtof(text.c_str() + at + prefix.size(), nullptr);
+}
+
+TEST(AttentionCudaSource, LaunchersGetSizesAttributesAndTheDropoutKey) {
+  AttentionModel m{2, 4, 2, 5, 9, 6, true, 0.2};
+  std::string diagnostics;
+  mlir::FailureOr<GeneratedCudaStep> step = cudaSource(fusedIR(m), diagnostics);
+  ASSERT_TRUE(mlir::succeeded(step)) << diagnostics;
+  std::string units = allUnits(*step);
+  // B, H, Hkv, T, S, D, then scale (1/sqrt(6) in float), causal, rate.
+  const std::string forward =
+      "return tcc_cuda::launch_attention_forward<float>(p0, p1, p2, p3, p4, 2, 4, 2, 5, 9, 6, ";
+  EXPECT_EQ(floatAfter(units, forward), static_cast<float>(1.0 / std::sqrt(6.0))) << units;
+  EXPECT_NE(units.find("f, true, 0x1.99999ap-3f, seed_key, step, s);"), std::string::npos);
+  const std::string backward = "return tcc_cuda::launch_attention_backward<float>(p0, p1, p2, "
+                               "p3, p4, p5, p6, p7, p8, p9, 2, 4, 2, 5, 9, 6, ";
+  EXPECT_NE(units.find(backward), std::string::npos) << units;
+  EXPECT_NE(units.find("seed_key, step, false, s);"), std::string::npos); // not deterministic
+  EXPECT_NE(units.find("extern \"C\" cudaError_t tcc_k"), std::string::npos);
+  // The host: the seed key rng_seed ^ mix64(op_id) and the step from the
+  // step's arguments, a launcher error failing the step, no graph capture.
+  char key[256];
+  std::snprintf(key, sizeof(key), "static_cast<uint64_t>(args->rng_seed) ^ %llxull, "
+                "static_cast<uint64_t>(args->step)); e != cudaSuccess) return "
+                "tcc_cuda_host::cuda_error(e, tcc_cuda_host::where(",
+                static_cast<unsigned long long>(tcc_rng_mix64(kOpId)));
+  // (the generator prints the key with formatv's {:x}: "0x" and lower case)
+  std::string host = step->hostSource, want = std::string(key);
+  want.replace(want.find("^ ") + 2, 0, "0x");
+  EXPECT_NE(host.find(want), std::string::npos) << host;
+  EXPECT_NE(host.find("if (int32_t rc = tcc_cuda_host::refuse_graph_capture(s, "),
+            std::string::npos);
+  EXPECT_NE(host.find("extern \"C\" cudaError_t tcc_k"), std::string::npos)
+      << "the host declares the wrappers as returning cudaError_t";
+}
+
+TEST(AttentionCudaSource, DeterministicAndHalfPrecisionAndNoDropout) {
+  AttentionModel m{1, 2, 2, 8, 8, 4, false, 0.0};
+  std::string ir = fusedIR(m, "bf16");
+  ir.replace(ir.find("module attributes {"), 19, "module attributes {tg.deterministic, ");
+  std::string diagnostics;
+  mlir::FailureOr<GeneratedCudaStep> step = cudaSource(ir, diagnostics);
+  ASSERT_TRUE(mlir::succeeded(step)) << diagnostics;
+  std::string units = allUnits(*step);
+  EXPECT_NE(units.find("tcc_cuda::launch_attention_forward<tcc_cuda::bf16>(reinterpret_cast<"
+                       "const tcc_cuda::bf16 *>(p0)"),
+            std::string::npos)
+      << units;
+  EXPECT_NE(units.find("0x1p-1f, false, 0x0p+0f, seed_key, step, s);"), std::string::npos);
+  EXPECT_NE(units.find("seed_key, step, true, s);"), std::string::npos); // deterministic
+  // Without dropout: no key, and the step may be captured in a graph.
+  EXPECT_NE(step->hostSource.find(", 0ull, 0ull); e != cudaSuccess)"), std::string::npos);
+  EXPECT_EQ(step->hostSource.find("refuse_graph_capture(s, "), std::string::npos);
+}
+
+TEST(AttentionCudaSource, F64AttentionIsAClearError) {
+  std::string diagnostics;
+  mlir::FailureOr<GeneratedCudaStep> step =
+      cudaSource(fusedIR({1, 2, 1, 4, 4, 4, true, 0.0}, "f64"), diagnostics);
+  EXPECT_TRUE(mlir::failed(step));
+  EXPECT_NE(diagnostics.find("kern.attention on f64 has no CUDA kernel"), std::string::npos)
+      << diagnostics;
+}
+
+} // namespace
+} // namespace tcc
