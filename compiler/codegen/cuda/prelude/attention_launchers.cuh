@@ -65,12 +65,14 @@ template <int D> struct AttnTiles {
   static constexpr int kFwdBM = D == 128 ? 128 : 64, kFwdBN = 64,
                        kFwdMT = D == 128 ? 2 : 1,
                        kFwdMinBlocks = D == 128 ? 2 : 4;
-  // dk / dv
-  static constexpr int kKvBM = D == 128 ? 64 : 32, kKvBN = 64,
-                       kKvMinBlocks = D == 128 ? 2 : 4;
-  // dq
-  static constexpr int kQBM = 64, kQBN = 32, kQMT = 1,
-                       kQMinBlocks = D == 128 ? 3 : 4;
+  // dk / dv (D128: 128 keys, 8 warps, one CTA an SM)
+  static constexpr int kKvBM = D == 128 ? 64 : 32, kKvBN = D == 128 ? 128 : 64,
+                       kKvMinBlocks = D == 128 ? 1 : 4;
+  // dq (D128: 32 query rows a warp, so each k / v fragment feeds two
+  // products)
+  static constexpr int kQBM = D == 128 ? 128 : 64, kQBN = 32,
+                       kQMT = D == 128 ? 2 : 1,
+                       kQMinBlocks = D == 128 ? 2 : 4;
 };
 
 template <class T, int D, int BM, int BN, int MT, int MINB>
