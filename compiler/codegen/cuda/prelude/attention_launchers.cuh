@@ -68,11 +68,9 @@ template <int D> struct AttnTiles {
   // dk / dv (D128: 128 keys, 8 warps, one CTA an SM)
   static constexpr int kKvBM = D == 128 ? 64 : 32, kKvBN = D == 128 ? 128 : 64,
                        kKvMinBlocks = D == 128 ? 1 : 4;
-  // dq (D128: 32 query rows a warp, so each k / v fragment feeds two
-  // products)
-  static constexpr int kQBM = D == 128 ? 128 : 64, kQBN = 32,
-                       kQMT = D == 128 ? 2 : 1,
-                       kQMinBlocks = D == 128 ? 2 : 4;
+  // dq: 32 query rows a warp (each k / v fragment feeds two products)
+  static constexpr int kQBM = 128, kQBN = D == 128 ? 32 : 64, kQMT = 2,
+                       kQMinBlocks = 2;
 };
 
 template <class T, int D, int BM, int BN, int MT, int MINB>
