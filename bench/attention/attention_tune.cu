@@ -57,17 +57,23 @@ template <int D> void sweep(int64_t B, int64_t H, int64_t T) {
   std::printf("D=%d B=%lld H=%lld T=%lld causal\n", D, (long long)B, (long long)H, (long long)T);
 #define FWD(BM, BN, MT, MB) { double t = med([&] { CK((attn_forward_mma<bf16, D, BM, BN, MT, MB>(m.q, m.k, m.v, m.o, m.lse, p, nullptr))); }); \
     std::printf("  fwd BM=%d BN=%d MT=%d minb=%d: %.4f ms %.1f TFLOP/s\n", BM, BN, MT, MB, t, flops / t * 1e-9); }
-#define KV(BM, BN, MB) { constexpr int sm = attn_bwd_kv_smem_bytes<D, BM, BN>(); auto kern = attn_bwd_dkdv_mma_kernel<bf16, D, BM, BN, MB>; \
+#define KV(BM, BN, MB) { constexpr int sm = attn_bwd_kv_smem_bytes<D, BM, BN>(); auto kern = attn_bwd_dkdv_mma_kernel<bf16, D, BM, BN, MB, false>; \
     CK(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, sm)); \
     double t = med([&] { kern<<<unsigned((T + BN - 1) / BN * B * H), BN * 2, sm>>>(m.q, m.k, m.v, m.dO, m.lse, m.delta, m.dk, m.dv, p); }); \
     std::printf("  dkdv BM=%d BN=%d minb=%d: %.4f ms (4 products: %.1f TFLOP/s)\n", BM, BN, MB, t, 2 * flops / t * 1e-9); }
-#define DQ(BM, BN, MT, MB) { constexpr int sm = attn_bwd_q_smem_bytes<D, BM, BN>(); auto kern = attn_bwd_dq_mma_kernel<bf16, D, BM, BN, MT, MB>; \
+#define DQ(BM, BN, MT, MB) { constexpr int sm = attn_bwd_q_smem_bytes<D, BM, BN>(); auto kern = attn_bwd_dq_mma_kernel<bf16, D, BM, BN, MT, MB, false>; \
     CK(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, sm)); \
     double t = med([&] { kern<<<unsigned((T + BM - 1) / BM * B * H), BM * 2 / MT, sm>>>(m.q, m.k, m.v, m.dO, m.lse, m.delta, m.dq, p); }); \
     std::printf("  dq BM=%d BN=%d MT=%d minb=%d: %.4f ms (3 products: %.1f TFLOP/s)\n", BM, BN, MT, MB, t, 1.5 * flops / t * 1e-9); }
-  FWD(64, 64, 1, 4) FWD(64, 128, 1, 3) FWD(64, 32, 1, 4) FWD(128, 64, 2, 2) FWD(128, 32, 2, 2) FWD(64, 64, 2, 2)
-  KV(32, 64, 4) KV(64, 64, 2) KV(16, 64, 4)
-  DQ(64, 32, 1, 3) DQ(64, 32, 1, 4)
+  if constexpr (D == 64) {
+    FWD(64, 64, 1, 4)
+    KV(32, 64, 4)
+    DQ(64, 32, 1, 4) DQ(128, 64, 2, 2) DQ(64, 64, 1, 3) DQ(128, 64, 2, 3) DQ(128, 128, 2, 2)
+  } else {
+    FWD(128, 64, 2, 2)
+    KV(64, 128, 1)
+    DQ(128, 32, 2, 2)
+  }
   for (void *x : {(void *)m.q, (void *)m.k, (void *)m.v, (void *)m.o, (void *)m.dO, (void *)m.dq, (void *)m.dk, (void *)m.dv, (void *)m.lse, (void *)m.delta}) cudaFree(x);
 }
 

@@ -55,7 +55,9 @@ template <int D, int BM, int BN> constexpr int attn_bwd_kv_smem_bytes() {
 }
 
 
-template <class T, int D, int BM, int BN, int MINB>
+// DROPOUT == p.dropout (a template flag: the dropout-free kernel carries
+// none of its per-element code or registers).
+template <class T, int D, int BM, int BN, int MINB, bool DROPOUT>
 __global__ void __launch_bounds__(BN * 2, MINB)
     attn_bwd_dkdv_mma_kernel(const T *__restrict__ q, const T *__restrict__ k,
                              const T *__restrict__ v, const T *__restrict__ dout,
@@ -86,10 +88,10 @@ __global__ void __launch_bounds__(BN * 2, MINB)
   const int64_t per_head = q_tiles > first ? q_tiles - first : 0;
   const int64_t iters = group * per_head;
 
-  // Stage the query tile of step `it` (head, tile) into buffer `buf`.
-  auto stage = [&](int64_t it, int buf) {
-    const int64_t bhq = b * p.H + hk * group + it / per_head;
-    const int64_t m0 = (first + it % per_head) * BM;
+  // Stage query tile m0 of head row bhq into buffer `buf`. Steps walk the
+  // (head, tile) pairs in order with counters (no 64-bit divisions in the
+  // loop).
+  auto stage = [&](int64_t bhq, int64_t m0, int buf) {
     load_tile_async<BM, D, kThreads>(sq0 + buf * BM * D * 2,
                                         q + bhq * p.T * D, m0, p.T);
     load_tile_async<BM, D, kThreads>(sdo0 + buf * BM * D * 2,
@@ -107,9 +109,11 @@ __global__ void __launch_bounds__(BN * 2, MINB)
   const T *kp = k + bhk * p.S * D, *vp = v + bhk * p.S * D;
   load_tile_async<BN, D, kThreads>(sk, kp, n0, p.S);
   load_tile_async<BN, D, kThreads>(sv, vp, n0, p.S);
+  const int64_t bhq0 = b * p.H + hk * group, m_first = first * BM;
   if (iters > 0)
-    stage(0, 0);
+    stage(bhq0, m_first, 0);
   cp_async_commit();
+  int64_t bhq = bhq0, m0 = m_first; // this step's head row and tile
 
   float dk_acc[D / 8][4], dv_acc[D / 8][4];
 #pragma unroll
@@ -122,14 +126,18 @@ __global__ void __launch_bounds__(BN * 2, MINB)
   for (int64_t it = 0; it < iters; ++it) {
     cp_async_wait_all();
     __syncthreads();
+    // The next step's (head, tile).
+    int64_t next_bhq = bhq, next_m0 = m0 + BM;
+    if (next_m0 >= p.T) {
+      next_m0 = m_first;
+      ++next_bhq;
+    }
     if (it + 1 < iters)
-      stage(it + 1, (it + 1) & 1);
+      stage(next_bhq, next_m0, (it + 1) & 1);
     cp_async_commit();
     const int buf = it & 1;
     const uint32_t sq = sq0 + buf * BM * D * 2, sdo = sdo0 + buf * BM * D * 2;
     const float *lse2 = s_lse + buf * BM, *dl = s_delta + buf * BM;
-    const int64_t bhq = b * p.H + hk * group + it / per_head;
-    const int64_t m0 = (first + it % per_head) * BM;
 
     // Both products first (the exps below overlap the second's latency).
     float pt[BM / 8][4]; // P^T: key rows, query columns
@@ -151,7 +159,7 @@ __global__ void __launch_bounds__(BN * 2, MINB)
         if (masked && (key >= p.S || (p.causal && key > qi + p.S - p.T)))
           pe = 0.f;
         pt[n][e] = pe;
-        if (p.dropout &&
+        if (DROPOUT &&
             attn_keep(p.stream_key,
                       static_cast<uint64_t>((bhq * p.T + qi) * p.S + key),
                       p.threshold))
@@ -164,7 +172,7 @@ __global__ void __launch_bounds__(BN * 2, MINB)
       for (int n = 0; n < BM / 8; ++n)
 #pragma unroll
         for (int e = 0; e < 4; ++e)
-          zt[n][e] = !p.dropout ? pt[n][e]
+          zt[n][e] = !DROPOUT ? pt[n][e]
                      : (keep_bits >> (n * 4 + e)) & 1u ? pt[n][e] * p.keep_scale
                                                         : 0.f;
       uint32_t za[BM / 16][4];
@@ -178,7 +186,7 @@ __global__ void __launch_bounds__(BN * 2, MINB)
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
         float dp = dpt[n][e];
-        if (p.dropout)
+        if (DROPOUT)
           dp = (keep_bits >> (n * 4 + e)) & 1u ? dp * p.keep_scale : 0.f;
         dpt[n][e] = pt[n][e] * (dp - ((e & 1) ? d2.y : d2.x));
       }
@@ -186,6 +194,8 @@ __global__ void __launch_bounds__(BN * 2, MINB)
     uint32_t dsa[BM / 16][4];
     c_to_a<T, BM>(dpt, dsa);
     mma_a_regs_b_trans<T, BM, D>(dk_acc, dsa, sq, 0, lane);
+    bhq = next_bhq;
+    m0 = next_m0;
   }
 
   store_rows<T, D>(dk + bhk * p.S * D, dk_acc, n0 + warp * 16, p.S, p.scale,
@@ -204,7 +214,7 @@ template <int D, int BM, int BN> constexpr int attn_bwd_q_smem_bytes() {
   return (2 * BM + 4 * BN) * D * 2; // q, dout; k, v x 2
 }
 
-template <class T, int D, int BM, int BN, int MT, int MINB>
+template <class T, int D, int BM, int BN, int MT, int MINB, bool DROPOUT>
 __global__ void __launch_bounds__(BM * 2 / MT, MINB)
     attn_bwd_dq_mma_kernel(const T *__restrict__ q, const T *__restrict__ k,
                            const T *__restrict__ v, const T *__restrict__ dout,
@@ -288,7 +298,7 @@ __global__ void __launch_bounds__(BM * 2 / MT, MINB)
           if (masked && (col >= p.S || (p.causal && col > row + p.S - p.T)))
             pe = 0.f;
           float d = dp[mt][n][e];
-          if (p.dropout)
+          if (DROPOUT)
             d = attn_keep(p.stream_key,
                           static_cast<uint64_t>((bh * p.T + row) * p.S + col),
                           p.threshold)

@@ -65,12 +65,12 @@ template <int D> struct AttnTiles {
   static constexpr int kFwdBM = D == 128 ? 128 : 64, kFwdBN = 64,
                        kFwdMT = D == 128 ? 2 : 1,
                        kFwdMinBlocks = D == 128 ? 2 : 4;
-  // dk / dv
-  static constexpr int kKvBM = D == 128 ? 64 : 32, kKvBN = 64,
-                       kKvMinBlocks = D == 128 ? 2 : 4;
-  // dq
-  static constexpr int kQBM = 64, kQBN = 32, kQMT = 1,
-                       kQMinBlocks = D == 128 ? 3 : 4;
+  // dk / dv (D128: 128 keys, 8 warps, one CTA an SM)
+  static constexpr int kKvBM = D == 128 ? 64 : 32, kKvBN = D == 128 ? 128 : 64,
+                       kKvMinBlocks = D == 128 ? 1 : 4;
+  // dq: 32 query rows a warp (each k / v fragment feeds two products)
+  static constexpr int kQBM = 128, kQBN = D == 128 ? 32 : 64, kQMT = 2,
+                       kQMinBlocks = 2;
 };
 
 template <class T, int D, int BM, int BN, int MT, int MINB>
@@ -91,9 +91,9 @@ inline cudaError_t attn_forward_mma(const T *q, const T *k, const T *v, T *out,
   return cudaSuccess;
 }
 
-// dk, dv and dq (delta computed already).
+// dk, dv and dq (delta computed already); DROPOUT == p.dropout.
 template <class T, int D, int KV_BM, int KV_BN, int KV_MINB, int Q_BM,
-          int Q_BN, int Q_MT, int Q_MINB>
+          int Q_BN, int Q_MT, int Q_MINB, bool DROPOUT>
 inline cudaError_t attn_backward_mma(const T *q, const T *k, const T *v,
                                      const float *lse, const T *dout,
                                      const float *delta, T *dq, T *dk, T *dv,
@@ -104,7 +104,8 @@ inline cudaError_t attn_backward_mma(const T *q, const T *k, const T *v,
     return cudaErrorInvalidValue;
   if (kv_blocks > 0) {
     constexpr int smem = attn_bwd_kv_smem_bytes<D, KV_BM, KV_BN>();
-    auto kernel = attn_bwd_dkdv_mma_kernel<T, D, KV_BM, KV_BN, KV_MINB>;
+    auto kernel =
+        attn_bwd_dkdv_mma_kernel<T, D, KV_BM, KV_BN, KV_MINB, DROPOUT>;
     cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                          smem);
     kernel<<<static_cast<unsigned>(kv_blocks), KV_BN * 2, smem, stream>>>(
@@ -112,7 +113,8 @@ inline cudaError_t attn_backward_mma(const T *q, const T *k, const T *v,
   }
   if (q_blocks > 0) {
     constexpr int smem = attn_bwd_q_smem_bytes<D, Q_BM, Q_BN>();
-    auto kernel = attn_bwd_dq_mma_kernel<T, D, Q_BM, Q_BN, Q_MT, Q_MINB>;
+    auto kernel =
+        attn_bwd_dq_mma_kernel<T, D, Q_BM, Q_BN, Q_MT, Q_MINB, DROPOUT>;
     cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                          smem);
     kernel<<<static_cast<unsigned>(q_blocks), Q_BM * 2 / Q_MT, smem, stream>>>(
@@ -137,9 +139,15 @@ inline cudaError_t attn_backward_tuned(const T *q, const T *k, const T *v,
                                        const AttnParams &p,
                                        cudaStream_t stream) {
   using C = AttnTiles<D>;
-  return attn_backward_mma<T, D, C::kKvBM, C::kKvBN, C::kKvMinBlocks, C::kQBM,
-                           C::kQBN, C::kQMT, C::kQMinBlocks>(q, k, v, lse, dout, delta,
-                                                    dq, dk, dv, p, stream);
+  return p.dropout
+             ? attn_backward_mma<T, D, C::kKvBM, C::kKvBN, C::kKvMinBlocks,
+                                 C::kQBM, C::kQBN, C::kQMT, C::kQMinBlocks,
+                                 true>(q, k, v, lse, dout, delta, dq, dk, dv,
+                                       p, stream)
+             : attn_backward_mma<T, D, C::kKvBM, C::kKvBN, C::kKvMinBlocks,
+                                 C::kQBM, C::kQBN, C::kQMT, C::kQMinBlocks,
+                                 false>(q, k, v, lse, dout, delta, dq, dk, dv,
+                                        p, stream);
 }
 
 // Warp-per-row kernels: 4 rows a 128-thread block.
