@@ -20,6 +20,10 @@ std::optional<Precision> parsePrecision(llvm::StringRef name);
 // writes it next to that pass's dump.
 void writeAmpReport(mlir::ModuleOp module, llvm::raw_ostream &os);
 
+// The table of tg-cache-rope's decisions (tables cached, rotations fused,
+// what was left and why), from the module right after tg-cache-rope.
+void writeCacheRopeReport(mlir::ModuleOp module, llvm::raw_ostream &os);
+
 #define GEN_PASS_DECL
 #include "passes/Passes.h.inc"
 

@@ -55,6 +55,8 @@ std::optional<OpResults> evaluateStructuralOp(mlir::Operation *op,
                                               llvm::ArrayRef<const Tensor *> in);
 std::optional<OpResults> evaluateOptimizerOp(mlir::Operation *op,
                                              llvm::ArrayRef<const Tensor *> in);
+std::optional<OpResults> evaluatePositionOp(mlir::Operation *op,
+                                            llvm::ArrayRef<const Tensor *> in);
 
 } // namespace tcc::interp
 

@@ -46,6 +46,9 @@ void buildPipeline(mlir::OpPassManager &pm, Phase stopAfter,
   //    differentiates them: cross-entropy becomes the fused
   //    softmax_cross_entropy, whose gradient is one kernel too.
   pm.addPass(createTgFuseCrossEntropy());
+  //    Rotary embeddings: position-only tables (iota -> sin/cos) become
+  //    constants computed here, and each rotation one tg.rope.
+  pm.addPass(createTgCacheRope());
   // 0b. Precision: the forward graph gets the --precision policy's casts
   //     (bf16/fp16 products, f32 losses, reductions and norms) before
   //     autodiff, so the backward inherits them.

@@ -40,6 +40,9 @@ inline constexpr llvm::StringLiteral kGradClipAttr = "tg.grad_clip";
 inline constexpr llvm::StringLiteral kPrecisionAttr = "tg.precision";
 // On an op: tg-amp's decision, "<type>: <why>" (e.g. "bf16: matmul").
 inline constexpr llvm::StringLiteral kAmpAttr = "tg.amp";
+// On an op: tg-cache-rope's decision, "cached: ...", "fused: ...", "not
+// cached: ..." or "not fused: ..." (the NN-tg-cache-rope-report.txt dump).
+inline constexpr llvm::StringLiteral kCacheRopeAttr = "tg.cache_rope";
 // Micro-batches per optimizer step (i64 K >= 1); absent: 1.
 inline constexpr llvm::StringLiteral kMicroBatchesAttr = "tg.micro_batches";
 // Dynamic loss scaling (torch.cuda.amp.GradScaler), written by the driver
