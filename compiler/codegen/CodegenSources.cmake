@@ -19,6 +19,7 @@ set(TCC_CODEGEN_SOURCES
   codegen/cuda/GemmKernels.cpp
   codegen/cuda/CopyKernels.cpp
   codegen/cuda/PreludeKernels.cpp
+  codegen/cuda/RopeKernels.cpp
 )
 
 # OUT = the PIECES (a list of files) one after another, byte for byte, at
@@ -37,15 +38,17 @@ endfunction()
 # The CUDA prelude, one piece per kernel family, in the order of the one
 # text pasted into every kernel unit (and included by tests/cuda). Kernels
 # of all families come before the launchers (the launchers section opens
-# after the detail namespace closes).
+# after the detail namespace closes, at the end of embedding_kernels.cuh).
 set(TCC_CUDA_PRELUDE_PIECES
   ${TCC_CODEGEN_DIR}/cuda/prelude/common.cuh
   ${TCC_CODEGEN_DIR}/cuda/prelude/reduce_kernels.cuh
   ${TCC_CODEGEN_DIR}/cuda/prelude/softmax_xent_kernels.cuh
+  ${TCC_CODEGEN_DIR}/cuda/prelude/rope_kernels.cuh
   ${TCC_CODEGEN_DIR}/cuda/prelude/embedding_kernels.cuh
   ${TCC_CODEGEN_DIR}/cuda/prelude/reduce_launchers.cuh
   ${TCC_CODEGEN_DIR}/cuda/prelude/softmax_xent_launchers.cuh
   ${TCC_CODEGEN_DIR}/cuda/prelude/embedding_launchers.cuh
+  ${TCC_CODEGEN_DIR}/cuda/prelude/rope_launchers.cuh
   ${TCC_CODEGEN_DIR}/cuda/prelude/end.cuh
 )
 # Included as "compiler/codegen/cuda/cuda_prelude.cuh" below

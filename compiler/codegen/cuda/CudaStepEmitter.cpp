@@ -171,6 +171,7 @@ LogicalResult CudaStepEmitter::emitOp(Operation *op, llvm::raw_ostream &os, doub
       .Case([&](kern::ScatterAddOp sa) { return emitScatterAdd(sa, os, flops); })
       .Case([&](kern::SoftmaxCrossEntropyOp x) { return emitSoftmaxXent(x, os, flops); })
       .Case([&](kern::SoftmaxCrossEntropyGradOp x) { return emitSoftmaxXentGrad(x, os, flops); })
+      .Case([&](kern::RopeOp r) { return emitRope(r, os, flops); })
       .Default([&](Operation *other) {
         return other->emitError("cuda codegen: cannot generate code for ")
                << other->getName()

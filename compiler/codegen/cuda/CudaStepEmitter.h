@@ -12,6 +12,7 @@
 //   CopyKernels.cpp         transpose / slice / concat, fill, constants
 //   PreludeKernels.cpp      wrappers of the prelude's fixed families
 //                           (gather, scatter-add, softmax cross-entropy)
+//   RopeKernels.cpp         kern.rope (the prelude's rope family)
 #ifndef TCC_COMPILER_CODEGEN_CUDA_CUDASTEPEMITTER_H
 #define TCC_COMPILER_CODEGEN_CUDA_CUDASTEPEMITTER_H
 
@@ -97,6 +98,8 @@ private:
                                 double &flops);
   LogicalResult emitSoftmaxXentGrad(kern::SoftmaxCrossEntropyGradOp x, llvm::raw_ostream &os,
                                     double &flops);
+  // RopeKernels.cpp
+  LogicalResult emitRope(kern::RopeOp r, llvm::raw_ostream &os, double &flops);
   // CopyKernels.cpp
   LogicalResult emitCopy(Operation *op, llvm::raw_ostream &os, const StridedCopy &c,
                          StringRef kind);
