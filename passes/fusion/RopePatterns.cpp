@@ -94,13 +94,13 @@ std::string checkTable(Value table, StringRef role, RankedTensorType x,
   while (!shape.empty() && shape.front() == 1 && shape.size() > want.size())
     shape = shape.drop_front();
   if (shape != want || t.getRank() > x.getRank())
-    return llvm::formatv("the {0} table {1} is {2}; tg.rope needs {3} (one row per "
+    return llvm::formatv("the {0} table ({1}) is {2}; tg.rope needs {3} (one row per "
                          "position, shared by the leading dimensions of x {4})",
                          role, describe(table), tcc::formatShape(t.getShape()),
                          tcc::formatShape(want), tcc::formatShape(x.getShape()))
         .str();
   if (t.getElementType() != x.getElementType())
-    return llvm::formatv("the {0} table {1} is {2} but x is {3}", role, describe(table),
+    return llvm::formatv("the {0} table ({1}) is {2} but x is {3}", role, describe(table),
                          t.getElementType(), x.getElementType())
         .str();
   return "";
@@ -132,8 +132,10 @@ Value tableAs(OpBuilder &b, Location loc, Value table, ArrayRef<int64_t> want,
         data = DenseElementsAttr::get(fullType, twice);
       }
       auto made = tg::ConstantOp::create(b, loc, data.getType(), data);
-      if (Attribute why = c->getAttr(model::kCacheRopeAttr))
-        made->setAttr(model::kCacheRopeAttr, why);
+      if (auto why = c->getAttrOfType<StringAttr>(model::kCacheRopeAttr))
+        made->setAttr(model::kCacheRopeAttr,
+                      b.getStringAttr(why.getValue() +
+                                      (doubled ? "; doubled along D for tg.rope" : "")));
       return made;
     }
   }
