@@ -1,6 +1,7 @@
 #include "compiler/codegen/common/StepInterface.h"
 
 #include "compiler/codegen/common/CTypes.h"
+#include "dialects/kern/KernDialect.h"
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/FormatVariadic.h"
 
@@ -251,9 +252,9 @@ FailureOr<StepInterface> collectStepInterface(ModuleOp module, StringRef who) {
       dtypeBytes(train, "kern.peak_bytes_by_dtype", who);
   if (failed(planned) || failed(peak))
     return failure();
-  train.walk([&](kern::ConstantOp c) {
+  train.walk([&](tcc::kern::ConstantOp c) {
     MemRefType t = c.getType();
-    r.trainConstantBytes += t.getNumElements() * kern::elementBytes(t.getElementType());
+    r.trainConstantBytes += t.getNumElements() * tcc::kern::elementBytes(t.getElementType());
   });
   r.trainPlannedBytes = std::move(*planned);
   r.trainPeakBytes = std::move(*peak);
