@@ -24,6 +24,9 @@ void writeAmpReport(mlir::ModuleOp module, llvm::raw_ostream &os);
 // fused with its shape, or not and why), from the module right after that
 // pass; --dump-dir writes it next to the pass's dump.
 void writeAttentionFusionReport(mlir::ModuleOp module, llvm::raw_ostream &os);
+// The table of tg-cache-rope's decisions (tables cached, rotations fused,
+// what was left and why), from the module right after tg-cache-rope.
+void writeCacheRopeReport(mlir::ModuleOp module, llvm::raw_ostream &os);
 
 #define GEN_PASS_DECL
 #include "passes/Passes.h.inc"

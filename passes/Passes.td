@@ -9,6 +9,28 @@
 
 include "mlir/Pass/PassBase.td"
 
+def TgCacheRope : Pass<"tg-cache-rope", "mlir::ModuleOp"> {
+  let summary = "Rotary embeddings: position-only tables become constants, rotations one tg.rope";
+  let description = [{
+    Before autodiff and tg-amp. (1) A value computed only from constants and
+    iotas (no function argument reaches it) through a transcendental op
+    (exp, sin, cos, ...) is evaluated once at compile time by the float64
+    reference interpreter, rounded to its type, and becomes a dense
+    tg.constant: step data instead of a subgraph recomputed every step.
+    Tables over max-table-bytes stay computed. (2) x * cos +
+    rotate_half(x) * sin, and concat(x1*c - x2*s, x2*c + x1*s) on half
+    tables, become one tg.rope. Each decision (and each almost-rotation left
+    alone, with the op and condition that failed) is recorded on the op as
+    tg.cache_rope = "<decision>: <why>" (--dump-dir:
+    NN-tg-cache-rope-report.txt).
+  }];
+  let options = [
+    Option<"maxTableBytes", "max-table-bytes", "int64_t", /*default=*/"64 << 20",
+           "largest table computed at compile time, in bytes (64 MiB)">,
+  ];
+  let dependentDialects = ["tcc::tg::TgDialect", "mlir::func::FuncDialect"];
+}
+
 def TgAmp : Pass<"tg-amp", "mlir::ModuleOp"> {
   let summary = "Automatic mixed precision: casts @forward to the --precision policy";
   let description = [{

@@ -86,6 +86,14 @@ public:
                        "tg-fuse-attention's decisions: each softmax fused or "
                        "not and why");
     }
+    if (pass->getArgument() == "tg-cache-rope") {
+      std::string report;
+      llvm::raw_string_ostream os(report);
+      writeCacheRopeReport(module, os);
+      (void)dir_.write("tg-cache-rope-report", "txt", report,
+                       "tg-cache-rope's decisions: tables cached, rotations fused, "
+                       "what was left and why");
+    }
     if (pass->getArgument() == "tg-amp") {
       std::string report;
       llvm::raw_string_ostream os(report);

@@ -54,6 +54,9 @@ void buildPipeline(mlir::OpPassManager &pm, Phase stopAfter,
   pm.addPass(createTgFuseAttention(
       TgFuseAttentionOptions{options.target, options.cudaArch,
                              options.fuseAttention}));
+  //    Rotary embeddings: position-only tables (iota -> sin/cos) become
+  //    constants computed here, and each rotation one tg.rope.
+  pm.addPass(createTgCacheRope());
   // 0b. Precision: the forward graph gets the --precision policy's casts
   //     (bf16/fp16 products, f32 losses, reductions and norms) before
   //     autodiff, so the backward inherits them.

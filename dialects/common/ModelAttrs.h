@@ -47,6 +47,9 @@ inline constexpr llvm::StringLiteral kDeterministicAttr = "tg.deterministic";
 // On a tg.attention or a tg.softmax: tg-fuse-attention's decision,
 // "fused: <shape>" or "not fused at <op> (<node>): <why>".
 inline constexpr llvm::StringLiteral kFuseAttentionAttr = "tg.fuse_attention";
+// On an op: tg-cache-rope's decision, "cached: ...", "fused: ...", "not
+// cached: ..." or "not fused: ..." (the NN-tg-cache-rope-report.txt dump).
+inline constexpr llvm::StringLiteral kCacheRopeAttr = "tg.cache_rope";
 // Micro-batches per optimizer step (i64 K >= 1); absent: 1.
 inline constexpr llvm::StringLiteral kMicroBatchesAttr = "tg.micro_batches";
 // Dynamic loss scaling (torch.cuda.amp.GradScaler), written by the driver

@@ -337,4 +337,30 @@ def Kern_ReshapeOp : Kern_Op<"reshape", [Pure]> {
   let hasVerifier = 1;
 }
 
+//===----------------------------------------------------------------------===//
+// Positions (tg.rope; verifier in KernDialect.cpp)
+//===----------------------------------------------------------------------===//
+
+def Kern_RopeOp : Kern_Op<"rope"> {
+  let summary = "out = x * cos + rotate_half(x) * sin (or its transpose)";
+  let description = [{
+    x and out (..., T, D), cos and sin (T, D) shared by the leading
+    dimensions; rotate_half(x) = (-x[..., h:], x[..., :h]), h = D / 2.
+    With `transposed`: out = x * cos + (y[..., h:], -y[..., :h]) for
+    y = x * sin (the gradient of the plain rotation). One kernel; the
+    tables have x's type, or f32 for bf16 / f16 x. out may not alias x.
+  }];
+  let arguments = (ins
+    Arg<Kern_FloatBuffer, "", [MemRead]>:$input,
+    Arg<Kern_FloatBuffer, "", [MemRead]>:$cos,
+    Arg<Kern_FloatBuffer, "", [MemRead]>:$sin,
+    Arg<Kern_FloatBuffer, "", [MemWrite]>:$out,
+    DefaultValuedAttr<BoolAttr, "false">:$transposed);
+  let assemblyFormat = [{
+    $input `,` $cos `,` $sin `,` $out attr-dict `:` type($input) `,` type($cos) `,`
+    type($sin) `,` type($out)
+  }];
+  let hasVerifier = 1;
+}
+
 #endif // TCC_KERN_OPS

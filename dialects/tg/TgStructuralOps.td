@@ -380,3 +380,35 @@ def Tg_SplitOp : Tg_Op<"split", [
   }];
   let hasVerifier = 1;
 }
+
+//===----------------------------------------------------------------------===//
+// Positions (tg-cache-rope; verifier and gradient in TgPositionOps.cpp)
+//===----------------------------------------------------------------------===//
+
+def Tg_RopeOp : Tg_Op<"rope", [
+    DeclareOpInterfaceMethods<Tg_GradientOpInterface>]> {
+  let summary = "rotary position embedding: x * cos + rotate_half(x) * sin";
+  let description = [{
+    x is (..., T, D) with D even; cos and sin are (T, D), shared by every
+    leading index of x. With h = D / 2 and rotate_half(x) = concat(-x[...,
+    h:], x[..., :h]) on the last axis:
+
+      result = x * cos + rotate_half(x) * sin            (transposed = false)
+      result = x * cos + rotate_half_T(x * sin)          (transposed = true)
+
+    where rotate_half_T(y) = concat(y[..., h:], -y[..., :h]) is the
+    transpose of rotate_half. The transposed form is the vector-Jacobian
+    product of the plain one with respect to x (and the other way round), so
+    the gradient of a rope is one rope. cos and sin have x's element type,
+    or f32 when x is bf16 / f16 (the tables are then read in f32). tg-cache-rope
+    creates this op from the rotation written out in primitives.
+  }];
+  let arguments = (ins Tg_FloatTensor:$input, Tg_FloatTensor:$cos,
+                   Tg_FloatTensor:$sin,
+                   DefaultValuedAttr<BoolAttr, "false">:$transposed);
+  let results = (outs Tg_FloatTensor:$result);
+  let assemblyFormat = [{
+    $input `,` $cos `,` $sin attr-dict `:` functional-type(operands, results)
+  }];
+  let hasVerifier = 1;
+}

@@ -354,6 +354,13 @@ private:
           buffers_[x.getResult()] = out;
           return success();
         })
+        .Case([&](tg::RopeOp r) {
+          Value out = alloc(loc, r.getResult());
+          kern::RopeOp::create(b_, loc, buf(r.getInput()), buf(r.getCos()),
+                               buf(r.getSin()), out, r.getTransposedAttr());
+          buffers_[r.getResult()] = out;
+          return success();
+        })
         .Case([&](tg::ReduceSumOp r) { return reduce(r, kern::ReduceKind::sum); })
         .Case([&](tg::ReduceMeanOp r) { return reduce(r, kern::ReduceKind::mean); })
         .Case([&](tg::ReduceMaxOp r) { return reduce(r, kern::ReduceKind::max); })

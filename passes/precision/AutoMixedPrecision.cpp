@@ -12,6 +12,7 @@
 //         statistics). Low operands cast to f32. softmax_cross_entropy
 //         reads low logits as they are (its kernels compute in f32) and
 //         returns f32 losses; its gradient comes back in the logits' type.
+//   rope  follows its input; its cos / sin tables stay fp32 (read in f32).
 //   follow everything else (elementwise ops, softmax, dropout, masks,
 //         reshape/transpose/slice/concat, gather): computes in its operands'
 //         type; the kernels compute in f32 and round once on store, and
@@ -139,6 +140,8 @@ private:
       markWeightLike(op);
       return success();
     }
+    if (auto rope = dyn_cast<tg::RopeOp>(op))
+      return visitRope(rope);
     Policy p = policyFor(op);
     SmallVector<Value> floats;
     for (Value v : op->getOperands())
@@ -213,6 +216,30 @@ private:
           tensorType(attention.getLse()).clone(b_.getF32Type()));
     op->setAttr(model::kAmpAttr,
                 b_.getStringAttr(typeName(target) + ": " + why));
+    markWeightLike(op);
+    return success();
+  }
+
+  // tg.rope follows its input x; the cos / sin tables stay fp32 for a
+  // 16-bit x (the kernels read them in f32: a table cast to bf16 would lose
+  // the angle's precision and cost a cast every step), and take x's type
+  // otherwise.
+  LogicalResult visitRope(tg::RopeOp op) {
+    Type x = tensorType(op.getInput()).getElementType();
+    Type table = x == low_ ? b_.getF32Type() : x;
+    for (OpOperand *use : {&op.getCosMutable(), &op.getSinMutable()}) {
+      if (tensorType(use->get()).getElementType() == table)
+        continue;
+      FailureOr<Value> converted = convert(use->get(), table, op);
+      if (failed(converted))
+        return failure();
+      use->set(*converted);
+    }
+    op.getResult().setType(tensorType(op.getInput()));
+    op->setAttr(model::kAmpAttr,
+                b_.getStringAttr(llvm::formatv("{0}: follows its input{1}", typeName(x),
+                                               x == low_ ? " (cos / sin read in fp32)" : "")
+                                     .str()));
     markWeightLike(op);
     return success();
   }

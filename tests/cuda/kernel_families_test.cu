@@ -43,6 +43,7 @@
 //   (k ~ 140 for 1000 ids into 7 rows).
 // - gather, bf16 / f16 conversions, maximumf / minimumf: bit-exact.
 // - exp / tanh: within 2 ulp of a correctly rounded reference.
+// - rope: floor |x1 c1| + |x2 s2| per output (tests/cuda/rope_cases.cuh).
 #include "compiler/codegen/cuda/cuda_prelude.cuh" // generated: the pieces, concatenated
 
 // The CPU backend's scalar helpers, the reference for the conversions.
@@ -1166,6 +1167,8 @@ template <class T> void caseScatterRoundsOnce() {
   finishCase("scatter_add_rows", desc, c);
 }
 
+#include "tests/cuda/rope_cases.cuh"
+
 template <class T, class I> void gatherAll() {
   const int64_t nList[] = {1, 3, 37, 1000};
   const std::pair<int64_t, int64_t> tables[] = {
@@ -1298,6 +1301,12 @@ int main(int argc, char **argv) {
   scatterAll<f16, int64_t>();
   caseScatterRoundsOnce<bf16>();
   caseScatterRoundsOnce<f16>();
+  ropeAll<float, float>();
+  ropeAll<double, double>();
+  ropeAll<bf16, bf16>();
+  ropeAll<bf16, float>(); // tg-amp: 16-bit x, f32 tables
+  ropeAll<f16, f16>();
+  ropeAll<f16, float>();
 
   CUDA_CHECK(cudaStreamDestroy(gStream));
   return printTable();

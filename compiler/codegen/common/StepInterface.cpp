@@ -1,6 +1,7 @@
 #include "compiler/codegen/common/StepInterface.h"
 
 #include "compiler/codegen/common/CTypes.h"
+#include "dialects/kern/KernDialect.h"
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/FormatVariadic.h"
 
@@ -251,6 +252,10 @@ FailureOr<StepInterface> collectStepInterface(ModuleOp module, StringRef who) {
       dtypeBytes(train, "kern.peak_bytes_by_dtype", who);
   if (failed(planned) || failed(peak))
     return failure();
+  train.walk([&](tcc::kern::ConstantOp c) {
+    MemRefType t = c.getType();
+    r.trainConstantBytes += t.getNumElements() * tcc::kern::elementBytes(t.getElementType());
+  });
   r.trainPlannedBytes = std::move(*planned);
   r.trainPeakBytes = std::move(*peak);
 
@@ -311,7 +316,8 @@ void emitDescriptor(llvm::raw_ostream &s, const StepInterface &iface, StringRef 
     << "  " << table(iface.trainPlannedBytes, "tcc_train_planned_bytes")
     << ", // train temporaries by dtype\n"
     << "  " << table(iface.trainPeakBytes, "tcc_train_peak_bytes")
-    << ", // train temporaries live at the memory peak\n};\n\n"
+    << ", // train temporaries live at the memory peak\n"
+    << "  " << iface.trainConstantBytes << ", // train constant-table bytes\n};\n\n"
     << "extern \"C\" __attribute__((visibility(\"default\"))) const tcc_step_descriptor *\n"
     << "tcc_step_get_descriptor(void) { return &tcc_descriptor; }\n";
 }

@@ -66,6 +66,9 @@ struct StepInterface {
   // @train_step's kern.planned_bytes_by_dtype / kern.peak_bytes_by_dtype,
   // one entry per ABI dtype (i1 and i8 buffers are both u8).
   SmallVector<DtypeBytes> trainPlannedBytes, trainPeakBytes;
+  // Bytes of the dense kern.constant data @train_step reads (the
+  // descriptor's train_constant_bytes).
+  int64_t trainConstantBytes = 0;
 };
 
 // `who` prefixes errors ("cpu codegen").

@@ -184,6 +184,17 @@ private:
         .Case([&](kern::AttentionGradOp a) {
           return emitCpuAttentionGrad(a, names_, os_, flops);
         })
+        .Case([&](kern::RopeOp r) {
+          MemRefType x = mrt(r.getInput());
+          int64_t d = x.getShape().back(), t = x.getShape().drop_back().back();
+          os_ << llvm::formatv("  tcc_cpu::rope({0}, {1}, {2}, {3}, {4}, {5}, {6}, {7});\n",
+                               x.getNumElements() / d, t, d, cpuPointer(r.getInput(), false),
+                               cpuPointer(r.getCos(), false), cpuPointer(r.getSin(), false),
+                               r.getTransposed() ? "true" : "false",
+                               cpuPointer(r.getOut(), true));
+          flops += 3.0 * x.getNumElements();
+          return success();
+        })
         .Default([&](Operation *other) {
           return other->emitError("cpu codegen: cannot generate code for ")
                  << other->getName()

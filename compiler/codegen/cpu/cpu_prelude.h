@@ -433,6 +433,42 @@ bool softmax_cross_entropy_grad(int64_t n, int64_t c, const T *logits,
 }
 
 //===--------------------------------------------------------------------===//
+// Rotary position embeddings (kern.rope)
+//===--------------------------------------------------------------------===//
+
+// out (rows, D) = x * cos + rotate_half(x) * sin, rotate_half(x) = (-x[h:],
+// x[:h]), h = D / 2; with `transposed` its gradient x * cos +
+// (y[h:], -y[:h]) for y = x * sin. x is (rows, D) with rows = lead * T,
+// row r at position r % T of the (T, D) tables cos / sin, of type C (T, or
+// float for 16-bit x). Computed in acc_t<T>, rounded once per element.
+template <typename T, typename C>
+void rope(int64_t rows, int64_t t, int64_t d, const T *x, const C *cos,
+          const C *sin, bool transposed, T *out) {
+  using A = acc_t<T>;
+  const int64_t h = d / 2;
+#ifdef _OPENMP
+#pragma omp parallel for if (static_cast<double>(rows) * d > kParallelWork)
+#endif
+  for (int64_t r = 0; r < rows; ++r) {
+    const T *xr = x + r * d;
+    T *o = out + r * d;
+    const C *c = cos + (r % t) * d, *s = sin + (r % t) * d;
+    for (int64_t j = 0; j < h; ++j) {
+      A x1 = Elem<T>::load(xr[j]), x2 = Elem<T>::load(xr[j + h]);
+      A c1 = static_cast<A>(Elem<C>::load(c[j])), c2 = static_cast<A>(Elem<C>::load(c[j + h]));
+      A s1 = static_cast<A>(Elem<C>::load(s[j])), s2 = static_cast<A>(Elem<C>::load(s[j + h]));
+      if (!transposed) {
+        o[j] = Elem<T>::store(x1 * c1 - x2 * s1);
+        o[j + h] = Elem<T>::store(x2 * c2 + x1 * s2);
+      } else {
+        o[j] = Elem<T>::store(x1 * c1 + x2 * s2);
+        o[j + h] = Elem<T>::store(x2 * c2 - x1 * s1);
+      }
+    }
+  }
+}
+
+//===--------------------------------------------------------------------===//
 // Embeddings
 //===--------------------------------------------------------------------===//
 

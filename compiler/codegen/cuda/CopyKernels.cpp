@@ -75,7 +75,7 @@ LogicalResult CudaStepEmitter::emitConstant(kern::ConstantOp c, llvm::raw_ostrea
     return c.emitError("cuda codegen: only dense constants are supported");
   std::string st = storageType(et), values = denseInitializer(dense, et);
   std::string text = llvm::formatv(
-      "static __device__ const {0} @NAME@_data[] = {{{1}\n}};\n"
+      "static __device__ const {0} @NAME@_data[] = {{{1}\n};\n"
       "extern \"C\" void *@NAME@(void) {{\n"
       "  void *p = nullptr;\n"
       "  return cudaGetSymbolAddress(&p, @NAME@_data) == cudaSuccess ? p : nullptr;\n}\n",

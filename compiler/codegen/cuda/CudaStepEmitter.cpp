@@ -173,6 +173,7 @@ LogicalResult CudaStepEmitter::emitOp(Operation *op, llvm::raw_ostream &os, doub
       .Case([&](kern::SoftmaxCrossEntropyGradOp x) { return emitSoftmaxXentGrad(x, os, flops); })
       .Case([&](kern::AttentionOp a) { return emitAttention(a, os, flops); })
       .Case([&](kern::AttentionGradOp g) { return emitAttentionGrad(g, os, flops); })
+      .Case([&](kern::RopeOp r) { return emitRope(r, os, flops); })
       .Default([&](Operation *other) {
         return other->emitError("cuda codegen: cannot generate code for ")
                << other->getName()

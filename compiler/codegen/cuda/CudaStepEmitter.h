@@ -14,6 +14,7 @@
 //                           (gather, scatter-add, softmax cross-entropy)
 //   AttentionKernels.cpp    the flash-attention launchers (kern.attention,
 //                           kern.attention_grad)
+//   RopeKernels.cpp         kern.rope (the prelude's rope family)
 #ifndef TCC_COMPILER_CODEGEN_CUDA_CUDASTEPEMITTER_H
 #define TCC_COMPILER_CODEGEN_CUDA_CUDASTEPEMITTER_H
 
@@ -108,6 +109,8 @@ private:
   void launchAttention(llvm::raw_ostream &os, Operation *op, const std::string &kernel,
                        const std::string &hostArgs, const std::string &dropoutKey,
                        const AttentionCall &c, double flops, double bytes);
+  // RopeKernels.cpp
+  LogicalResult emitRope(kern::RopeOp r, llvm::raw_ostream &os, double &flops);
   // CopyKernels.cpp
   LogicalResult emitCopy(Operation *op, llvm::raw_ostream &os, const StridedCopy &c,
                          StringRef kind);

@@ -231,6 +231,13 @@ typedef struct tcc_step_descriptor {
   int32_t num_train_peak_bytes;
   const tcc_dtype_bytes *train_peak_bytes; /* those live where the workspace
                                               arena is fullest */
+
+  /* Appended after the memory-by-dtype fields, without a version bump
+     (tcc_step_descriptor_has_constant_bytes): bytes of the constant tables
+     the train step reads, compiled into the library (dense constants such
+     as the rotary cos / sin tables tg-cache-rope computes at compile time);
+     0 when it reads none. */
+  int64_t train_constant_bytes;
 } tcc_step_descriptor;
 
 /* Whether descriptor `d` (its struct_size) includes the memory-by-dtype
@@ -238,6 +245,11 @@ typedef struct tcc_step_descriptor {
 #define tcc_step_descriptor_has_memory_by_dtype(d)                      \
   ((d)->struct_size >= offsetof(tcc_step_descriptor, train_peak_bytes) + \
                            sizeof(const tcc_dtype_bytes *))
+
+/* Whether descriptor `d` includes train_constant_bytes. */
+#define tcc_step_descriptor_has_constant_bytes(d)                           \
+  ((d)->struct_size >= offsetof(tcc_step_descriptor, train_constant_bytes) + \
+                           sizeof(int64_t))
 
 typedef const tcc_step_descriptor *(*tcc_step_get_descriptor_fn)(void);
 

@@ -234,6 +234,9 @@ absl::Status ValidateDescriptor(const tcc_step_descriptor &d,
   if (!IsNonNegativeFinite(d.default_learning_rate))
     return absl::InvalidArgumentError(absl::StrCat(
         origin, ": invalid default_learning_rate ", d.default_learning_rate));
+  if (tcc_step_descriptor_has_constant_bytes(&d) && d.train_constant_bytes < 0)
+    return absl::InvalidArgumentError(absl::StrCat(
+        origin, ": negative train_constant_bytes ", d.train_constant_bytes));
   if (d.workspace_bytes < 0)
     return absl::InvalidArgumentError(
         absl::StrCat(origin, ": negative workspace_bytes ", d.workspace_bytes));
@@ -345,6 +348,9 @@ void PrintDescriptorInfo(const tcc_step_descriptor &d, std::ostream &out) {
   PrintTensors("train outputs", d.num_train_outputs, d.train_outputs,
                /*has_init=*/false, out);
   out << "workspace: " << d.workspace_bytes << " bytes\n";
+  if (tcc_step_descriptor_has_constant_bytes(&d))
+    out << "constant tables: " << d.train_constant_bytes
+        << " bytes (read by the train step, compiled into the library)\n";
   out << absl::StrFormat("flops/step: train %.4g, eval %.4g\n",
                          d.train_flops_per_step, d.eval_flops_per_step);
   PrintMemoryByPrecision(d, out);

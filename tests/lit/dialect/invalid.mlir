@@ -158,3 +158,43 @@ func.func @sgd_on_bf16(%p: tensor<3xbf16>, %g: tensor<3xbf16>, %lr: tensor<f32>)
   %0 = tg.sgd_update %p, %g, %lr : tensor<3xbf16>, tensor<f32>
   return
 }
+
+// -----
+
+func.func @rope_odd_dim(%x: tensor<2x4x5xf32>, %c: tensor<4x5xf32>) {
+  // expected-error @+1 {{the rotated (last) dimension must be even, got 5}}
+  %0 = tg.rope %x, %c, %c : (tensor<2x4x5xf32>, tensor<4x5xf32>, tensor<4x5xf32>) -> tensor<2x4x5xf32>
+  return
+}
+
+// -----
+
+func.func @rope_table_shape(%x: tensor<2x4x6xf32>, %c: tensor<4x6xf32>, %s: tensor<2x4x6xf32>) {
+  // expected-error @+1 {{cos and sin must be [4, 6] (the input's last two dimensions), got [4, 6] and [2, 4, 6]}}
+  %0 = tg.rope %x, %c, %s : (tensor<2x4x6xf32>, tensor<4x6xf32>, tensor<2x4x6xf32>) -> tensor<2x4x6xf32>
+  return
+}
+
+// -----
+
+func.func @rope_table_type(%x: tensor<2x4x6xf32>, %c: tensor<4x6xf64>) {
+  // expected-error @+1 {{cos and sin must be 'f32' like the input, got 'f64'}}
+  %0 = tg.rope %x, %c, %c : (tensor<2x4x6xf32>, tensor<4x6xf64>, tensor<4x6xf64>) -> tensor<2x4x6xf32>
+  return
+}
+
+// -----
+
+func.func @rope_half_table_type(%x: tensor<2x4x6xbf16>, %c: tensor<4x6xf16>) {
+  // expected-error @+1 {{cos and sin must be 'bf16' or f32 like the input, got 'f16'}}
+  %0 = tg.rope %x, %c, %c : (tensor<2x4x6xbf16>, tensor<4x6xf16>, tensor<4x6xf16>) -> tensor<2x4x6xbf16>
+  return
+}
+
+// -----
+
+func.func @rope_result(%x: tensor<2x4x6xf32>, %c: tensor<4x6xf32>) {
+  // expected-error @+1 {{result type must equal the input type}}
+  %0 = tg.rope %x, %c, %c : (tensor<2x4x6xf32>, tensor<4x6xf32>, tensor<4x6xf32>) -> tensor<2x4x6xf64>
+  return
+}
