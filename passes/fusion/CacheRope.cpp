@@ -18,6 +18,7 @@
 // writeCacheRopeReport lists them (the --dump-dir file
 // NN-tg-cache-rope-report.txt). Runs before autodiff and tg-amp.
 #include "passes/Passes.h"
+#include "passes/common/NodeNames.h"
 
 #include "compiler/interpreter/TgInterpreter.h"
 #include "dialects/common/ModelAttrs.h"
@@ -244,7 +245,7 @@ void writeCacheRopeReport(ModuleOp module, llvm::raw_ostream &os) {
     auto why = op->getAttrOfType<StringAttr>(model::kCacheRopeAttr);
     if (!why)
       return;
-    os << llvm::formatv("{0,-32} {1,-12} {2}\n", rope::nodeName(op->getLoc()),
+    os << llvm::formatv("{0,-32} {1,-12} {2}\n", tcc::nodeName(op->getLoc()),
                         op->getName().getStringRef(), why.getValue());
     StringRef kind = why.getValue().split(':').first;
     if (kind == "cached" && op->getNumResults() == 1 && !op->use_empty()) {

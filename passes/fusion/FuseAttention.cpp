@@ -18,6 +18,7 @@
 // writeAttentionFusionReport lists both (the --dump-dir file
 // NN-tg-fuse-attention-report.txt).
 #include "passes/Passes.h"
+#include "passes/common/NodeNames.h"
 #include "passes/fusion/AttentionPattern.h"
 
 #include "dialects/common/ModelAttrs.h"
@@ -41,20 +42,6 @@ namespace build = tcc::tg::build;
 
 namespace {
 
-// The name a dump reader knows the op by: the model node (NameLoc), else
-// the location as printed.
-std::string nodeName(Location loc) {
-  if (auto name = dyn_cast<NameLoc>(loc))
-    return name.getName().str();
-  if (auto fused = dyn_cast<FusedLoc>(loc))
-    for (Location inner : fused.getLocations())
-      if (auto name = dyn_cast<NameLoc>(inner))
-        return name.getName().str();
-  std::string text;
-  llvm::raw_string_ostream os(text);
-  loc.print(os);
-  return text;
-}
 
 Value reshapeTo(OpBuilder &b, Location loc, Value x, ArrayRef<int64_t> shape) {
   if (tg::rtt(x).getShape() == shape)

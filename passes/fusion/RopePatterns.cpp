@@ -2,6 +2,7 @@
 // Each check that fails names the op and the condition, so the
 // tg-cache-rope report says why an almost-rotation was left alone.
 #include "passes/fusion/RopePatterns.h"
+#include "passes/common/NodeNames.h"
 
 #include "dialects/common/ModelAttrs.h"
 #include "dialects/common/ShapeHelpers.h"
@@ -12,19 +13,6 @@ using namespace mlir;
 using namespace tcc;
 
 namespace tcc::rope {
-
-std::string nodeName(Location loc) {
-  if (auto name = dyn_cast<NameLoc>(loc))
-    return name.getName().str();
-  if (auto fused = dyn_cast<FusedLoc>(loc))
-    for (Location inner : fused.getLocations())
-      if (auto name = dyn_cast<NameLoc>(inner))
-        return name.getName().str();
-  std::string text;
-  llvm::raw_string_ostream os(text);
-  loc.print(os);
-  return text;
-}
 
 namespace {
 

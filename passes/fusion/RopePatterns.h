@@ -26,10 +26,6 @@ namespace tcc::rope {
 std::string fuseRotation(mlir::OpBuilder &b, mlir::Operation *root,
                          mlir::Value &fused);
 
-// The node a dump reader knows the op by: the model node name (NameLoc),
-// else the location as printed.
-std::string nodeName(mlir::Location loc);
-
 } // namespace tcc::rope
 
 #endif

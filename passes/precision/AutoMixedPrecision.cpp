@@ -35,6 +35,7 @@
 // pass only records the precision on the module (tf32 is a choice of the
 // GPU's matmul instructions, not of the graph).
 #include "passes/Passes.h"
+#include "passes/common/NodeNames.h"
 
 #include <cmath>
 
@@ -401,20 +402,6 @@ struct TgAmpPass : tcc::impl::TgAmpBase<TgAmpPass> {
   }
 };
 
-// The name a dump reader knows the op by: the model node (NameLoc), else
-// the location as printed.
-std::string nodeName(Location loc) {
-  if (auto name = dyn_cast<NameLoc>(loc))
-    return name.getName().str();
-  if (auto fused = dyn_cast<FusedLoc>(loc))
-    for (Location inner : fused.getLocations())
-      if (auto name = dyn_cast<NameLoc>(inner))
-        return name.getName().str();
-  std::string text;
-  llvm::raw_string_ostream os(text);
-  loc.print(os);
-  return text;
-}
 
 } // namespace
 
