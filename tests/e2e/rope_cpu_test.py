@@ -13,41 +13,17 @@ compile time and each rotation one tg.rope, and trains.
 
 usage: rope_cpu_test.py TCC TCC_MODELS TCC_DATA TRUN WORKDIR
 """
-import json
 import os
 import re
 import shutil
-import subprocess
 import sys
 
+from e2e_steps import fail, losses, run
 from fortunes_text import tokenize_fortunes
 
 TCC, TCC_MODELS, TCC_DATA, TRUN, WORK = sys.argv[1:6]
 STEPS = 60
 LAYERS, WIDTH, HEADS, CONTEXT = 2, 64, 2, 32
-
-
-def fail(message):
-    print("FAIL: " + message)
-    sys.exit(1)
-
-
-def run(args):
-    result = subprocess.run(args, capture_output=True, text=True)
-    if result.returncode != 0:
-        fail("%s exited %d:\n%s%s" % (" ".join(args), result.returncode,
-                                      result.stdout, result.stderr))
-    return result
-
-
-def losses(metrics):
-    out = {}
-    with open(metrics) as f:
-        for line in f:
-            record = json.loads(line)
-            if record.get("kind") == "step":
-                out[record["step"]] = record["loss"]
-    return [out[s] for s in sorted(out)]
 
 
 def dump_file(dump, stem):
