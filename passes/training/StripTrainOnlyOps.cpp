@@ -43,6 +43,17 @@ struct TgStripTrainOnlyOpsPass
       op.getStepMutable().clear();
       op.setDropoutRate(llvm::APFloat(0.0));
       op.removeOpIdAttr();
+      // Keep tg-fuse-attention's decision text true for the eval copy: its
+      // trailing "dropout=<rate>" no longer applies.
+      if (auto text = op->getAttrOfType<StringAttr>(model::kFuseAttentionAttr)) {
+        StringRef decision = text.getValue();
+        size_t at = decision.find(" dropout=");
+        if (at != StringRef::npos)
+          op->setAttr(model::kFuseAttentionAttr,
+                      StringAttr::get(op.getContext(),
+                                      decision.take_front(at) +
+                                          " (eval: dropout off)"));
+      }
     });
   }
 };

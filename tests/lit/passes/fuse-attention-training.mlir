@@ -24,6 +24,7 @@ module attributes {tg.micro_batches = 2 : i64} {
 
 // CHECK-LABEL: func.func @forward
 // CHECK: tg.attention %{{[0-9]+}}, %{{[0-9]+}}, %{{[0-9]+}} {causal, scale = 2.500000e-01 : f64, tg.amp = "bf16: attention (f32 accumulation and softmax; lse fp32)"
+// CHECK-SAME: tg.fuse_attention = "fused: {{[^"]*}}scale=0.25 (eval: dropout off)"
 // CHECK-SAME: (tensor<2x4x8x16xbf16>, tensor<2x4x8x16xbf16>, tensor<2x4x8x16xbf16>) -> (tensor<2x4x8x16xbf16>, tensor<2x4x8xf32>)
 // CHECK-NOT: tg.dropout
 // CHECK-NOT: dropout(
