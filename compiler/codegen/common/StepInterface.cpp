@@ -185,6 +185,13 @@ void emitDtypeBytes(llvm::raw_ostream &s, StringRef name, ArrayRef<DtypeBytes> l
 
 } // namespace
 
+int64_t outputScratchBase(func::FuncOp f, int64_t modulePlanned, int64_t alignment) {
+  int64_t planned = modulePlanned;
+  if (auto own = f->getAttrOfType<IntegerAttr>("kern.workspace_bytes"))
+    planned = own.getInt();
+  return (planned + alignment - 1) / alignment * alignment;
+}
+
 FailureOr<StepInterface> collectStepInterface(ModuleOp module, StringRef who) {
   StepInterface r;
   auto train = module.lookupSymbol<func::FuncOp>(model::kTrainStepFunc);

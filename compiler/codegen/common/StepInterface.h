@@ -74,6 +74,14 @@ struct StepInterface {
 // `who` prefixes errors ("cpu codegen").
 FailureOr<StepInterface> collectStepInterface(ModuleOp module, StringRef who);
 
+// Where `f`'s output scratch may start: the end of f's own memory plan
+// (its kern.workspace_bytes; the module's when absent), rounded up to
+// `alignment`. Train and eval calls never overlap and keep nothing in the
+// arena between calls, so eval's output scratch (GPT-2: the f32 logits,
+// 3 GiB) lies inside the bytes only the larger train plan needs instead of
+// after them.
+int64_t outputScratchBase(func::FuncOp f, int64_t modulePlanned, int64_t alignment);
+
 // The tensor tables, the descriptor and tcc_step_get_descriptor. `archLines`
 // is the arch string initializer line(s); entry points are tcc_train and
 // tcc_eval; `deviceApi` the descriptor's device field.

@@ -5,6 +5,7 @@
 // fixed kernels come from cpu_prelude.h; matrix products call BLAS.
 #include "compiler/codegen/cpu/CpuCodegen.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "compiler/codegen/common/CTypes.h"
@@ -476,16 +477,20 @@ FailureOr<GeneratedStep> generateCpuStep(ModuleOp module) {
   GeneratedStep step;
   std::string body;
   llvm::raw_string_ostream os(body);
+  // Each function's output scratch starts after its own plan (see
+  // outputScratchBase); the workspace is the larger of the two ends.
   int64_t planned = iface->plannedWorkspace;
+  int64_t trainBase = outputScratchBase(iface->train, planned, 64);
+  int64_t evalBase = outputScratchBase(iface->eval, planned, 64);
   FunctionEmitter trainEmitter(iface->train, os, /*firstProfileId=*/0);
-  if (failed(trainEmitter.emit("tcc_train", planned, step.trainFlops)))
+  if (failed(trainEmitter.emit("tcc_train", trainBase, step.trainFlops)))
     return failure();
   FunctionEmitter evalEmitter(iface->eval, os, /*firstProfileId=*/1 << 20);
-  if (failed(evalEmitter.emit("tcc_eval", planned, step.evalFlops)))
+  if (failed(evalEmitter.emit("tcc_eval", evalBase, step.evalFlops)))
     return failure();
   step.workspaceBytes =
-      planned + std::max(trainEmitter.outputScratchBytes(),
-                         evalEmitter.outputScratchBytes());
+      std::max({planned, trainBase + trainEmitter.outputScratchBytes(),
+                evalBase + evalEmitter.outputScratchBytes()});
 
   std::string src;
   llvm::raw_string_ostream s(src);

@@ -50,19 +50,25 @@ FailureOr<GeneratedCudaStep> generateCudaStep(ModuleOp module,
   GeneratedCudaStep step;
   KernelRegistry kernels;
   int gemmSites = 0;
+  // Each function's output scratch starts after its own plan (see
+  // outputScratchBase), so eval's f32 logits reuse bytes of the train plan.
   int64_t planned = iface->plannedWorkspace;
+  int64_t trainBase = outputScratchBase(iface->train, planned, 256);
+  int64_t evalBase = outputScratchBase(iface->eval, planned, 256);
   CudaStepEmitter train(iface->train, "train", kernels, options, gemmSites);
-  if (failed(train.emit(planned, step.trainFlops)))
+  if (failed(train.emit(trainBase, step.trainFlops)))
     return failure();
   CudaStepEmitter eval(iface->eval, "eval", kernels, options, gemmSites);
-  if (failed(eval.emit(planned, step.evalFlops)))
+  if (failed(eval.emit(evalBase, step.evalFlops)))
     return failure();
   // The kernel list: train's launches, then eval's.
   std::vector<Launch> launches = train.launches();
   llvm::append_range(launches, eval.launches());
-  // Workspace: [plan][output scratch][control block][cuBLASLt workspace].
-  int64_t scratch = std::max(train.outputScratchBytes(), eval.outputScratchBytes());
-  int64_t control = (planned + scratch + 255) / 256 * 256;
+  // Workspace: [plan, each function's output scratch after its own plan]
+  // [control block][cuBLASLt workspace].
+  int64_t scratchEnd = std::max({planned, trainBase + train.outputScratchBytes(),
+                                 evalBase + eval.outputScratchBytes()});
+  int64_t control = (scratchEnd + 255) / 256 * 256;
   int64_t controlBytes = std::max(train.controlBytes(), eval.controlBytes());
   int64_t gemmWorkspace = (control + controlBytes + 255) / 256 * 256;
   step.workspaceBytes = gemmWorkspace + kGemmWorkspaceBytes;
