@@ -239,6 +239,11 @@ def Kern_SoftmaxCrossEntropyOp : Kern_Op<"softmax_cross_entropy"> {
 
 def Kern_SoftmaxCrossEntropyGradOp : Kern_Op<"softmax_cross_entropy_grad"> {
   let summary = "out[n,c] = (softmax(logits[n])[c] - (c == labels[n])) * grad[n]";
+  let description = [{
+    `out` may be the very buffer of `logits` (tg-lower-to-kern writes the
+    gradient over logits that nothing reads afterwards): each position is
+    read before it is written.
+  }];
   let arguments = (ins
     Arg<Kern_FloatBuffer, "", [MemRead]>:$logits,
     Arg<Kern_IndexBuffer, "", [MemRead]>:$labels,

@@ -139,13 +139,14 @@ __global__ void __launch_bounds__(256)
 // out = e^(x - m) * (grad / s), minus grad at the label (the CPU's order of
 // operations), in acc_t<T>, each element rounded once to T. grad is of
 // type G (T, or float with 16-bit logits). Reads the row twice (the second
-// read mostly hits L2).
+// read mostly hits L2). out may be logits itself (written in place: each
+// thread reads an element before it writes it), so neither is __restrict__.
 template <class T, class I, class G, bool Vec>
 __global__ void __launch_bounds__(256)
-    softmax_xent_backward_kernel(const T *__restrict__ logits,
+    softmax_xent_backward_kernel(const T *logits,
                                  const I *__restrict__ labels,
                                  const G *__restrict__ grad,
-                                 T *__restrict__ out, int64_t rows,
+                                 T *out, int64_t rows,
                                  int64_t classes, int32_t *status,
                                  int32_t code) {
   using A = acc_t<T>;

@@ -40,8 +40,8 @@ inline void launch_softmax_xent_forward(const T *logits, const I *labels,
 // grad is (rows), of type G (T, or float with 16-bit logits). Block per
 // row, two reads of the row (online max / sum, then the write pass), math
 // in acc_t<T>. A label outside [0, classes): that row of out is NaN and
-// fail(status, code). out must NOT alias logits (the pointers are
-// __restrict__).
+// fail(status, code). out may be logits itself (the gradient written in
+// place over logits nothing reads afterwards); no other overlap.
 template <class T, class I, class G = T>
 inline void launch_softmax_xent_backward(const T *logits, const I *labels,
                                          const G *grad, T *out, int64_t rows,
