@@ -256,6 +256,20 @@ def KernFuseElementwise : Pass<"kern-fuse-elementwise", "mlir::ModuleOp"> {
   let dependentDialects = ["tcc::kern::KernDialect"];
 }
 
+def KernFuseCrossEntropyGrad
+    : Pass<"kern-fuse-cross-entropy-grad", "mlir::ModuleOp"> {
+  let summary = "Softmax cross-entropy loss and gradient in one pass over the logits";
+  let description = [{
+    A kern.softmax_cross_entropy and the later kern.softmax_cross_entropy_grad
+    of the same logits and labels become one
+    kern.softmax_cross_entropy_with_grad at the gradient's position when the
+    gradient's upstream value does not depend on the loss (a mean or sum
+    loss); the ops reading the loss move after it. Each row of logits is
+    then read once for both. Runs before kern-plan-memory.
+  }];
+  let dependentDialects = ["tcc::kern::KernDialect"];
+}
+
 def KernPlanMemory : Pass<"kern-plan-memory", "mlir::ModuleOp"> {
   let summary = "Places every kern.alloc in one workspace arena by liveness";
   let description = [{

@@ -95,6 +95,7 @@ void buildPipeline(mlir::OpPassManager &pm, Phase stopAfter,
   // 4. Tensors -> buffers: one kern op per kernel or library call.
   pm.addPass(createTgLowerToKern());
   pm.addPass(createKernFuseElementwise()); // elementwise chains -> one loop
+  pm.addPass(createKernFuseCrossEntropyGrad()); // loss + gradient: one read of the logits
   if (stopAfter == Phase::Kern)
     return;
   // 5. Memory plan: every temporary gets an offset in one workspace arena.

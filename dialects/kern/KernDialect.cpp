@@ -153,6 +153,27 @@ LogicalResult ReduceOp::verify() {
   return success();
 }
 
+LogicalResult SoftmaxCrossEntropyWithGradOp::verify() {
+  auto logits = mrt(getLogits());
+  if (logits.getRank() != 2)
+    return emitOpError("logits must be (rows, classes)");
+  int64_t rows = logits.getDimSize(0);
+  Type t = logits.getElementType();
+  if (mrt(getOut()) != logits)
+    return emitOpError("out must have the logits' type");
+  for (auto [what, v] : {std::pair<const char *, Value>{"labels", getLabels()},
+                         {"grad", getGrad()}, {"loss", getLoss()}})
+    if (mrt(v).getNumElements() != rows)
+      return emitOpError() << what << " must hold one element per row (" << rows << ")";
+  for (auto [what, v] : {std::pair<const char *, Value>{"grad", getGrad()},
+                         {"loss", getLoss()}}) {
+    Type e = mrt(v).getElementType();
+    if (e != t && !e.isF32())
+      return emitOpError() << what << " must be of the logits' type or f32";
+  }
+  return success();
+}
+
 LogicalResult ConstantOp::verify() {
   auto t = mrt(getBuffer());
   auto v = cast<ShapedType>(getValue().getType());

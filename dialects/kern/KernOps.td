@@ -261,6 +261,29 @@ def Kern_SoftmaxCrossEntropyGradOp : Kern_Op<"softmax_cross_entropy_grad"> {
 // (memref<i64>, the step's hyper-parameters) are present iff
 // dropout_rate > 0; the mask is tg.dropout's on a (B, H, T, S) tensor
 // with the same op_id.
+def Kern_SoftmaxCrossEntropyWithGradOp
+    : Kern_Op<"softmax_cross_entropy_with_grad"> {
+  let summary = "kern.softmax_cross_entropy and its gradient in one pass";
+  let description = [{
+    loss[n] = logsumexp(logits[n]) - logits[n, labels[n]] and
+    out[n,c] = (softmax(logits[n])[c] - (c == labels[n])) * grad[n]: the
+    two ops' results from one read of each row (kern-fuse-cross-entropy-grad
+    makes it when the gradient's upstream `grad` does not depend on the
+    loss, as for a mean loss). `out` may be the very buffer of `logits`
+    (each row's label logit is read before the row is overwritten).
+  }];
+  let arguments = (ins
+    Arg<Kern_FloatBuffer, "", [MemRead]>:$logits,
+    Arg<Kern_IndexBuffer, "", [MemRead]>:$labels,
+    Arg<Kern_FloatBuffer, "", [MemRead]>:$grad,
+    Arg<Kern_FloatBuffer, "", [MemWrite]>:$loss,
+    Arg<Kern_FloatBuffer, "", [MemWrite]>:$out);
+  let assemblyFormat = [{
+    $logits `,` $labels `,` $grad `,` $loss `,` $out attr-dict `:` type($logits) `,` type($labels) `,` type($grad) `,` type($loss) `,` type($out)
+  }];
+  let hasVerifier = 1;
+}
+
 def Kern_AttentionOp : Kern_Op<"attention", [AttrSizedOperandSegments]> {
   let summary = "out, lse = flash attention forward of q, k, v";
   let arguments = (ins

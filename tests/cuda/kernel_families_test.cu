@@ -861,7 +861,8 @@ template <class T, class I, class L = T> void runXent(const XentCase<T> &x) {
              std::is_same<L, T>::value ? "" : typeName<L>(), x.desc.c_str());
   const bool fwd = selected("xent_forward", desc);
   const bool bwd = selected("xent_backward", desc);
-  if (!fwd && !bwd)
+  const bool both = selected("xent_with_grad", desc);
+  if (!fwd && !bwd && !both)
     return;
   const int64_t rows = x.rows, C = x.classes;
   std::vector<I> labels = toIndex<I>(x.labels);
@@ -918,6 +919,41 @@ template <class T, class I, class L = T> void runXent(const XentCase<T> &x) {
     c.expect(sameBytes(o, again), "two launches differ (not deterministic)");
     finishCase("xent_backward", desc, c);
   }
+  if (both) {
+    // kern.softmax_cross_entropy_with_grad, as the step runs it: the
+    // gradient written over a copy of the logits (in place), and once into
+    // a buffer of its own; the loss from the same launch.
+    Check c(rtolFor<T>(), atolFor<T>());
+    Check cl(rtolFor<L>(), atolFor<L>());
+    dout.upload(x.logits); // logits at x.off, as dlogits
+    dout2.poison();
+    dloss.poison();
+    dloss2.poison();
+    status.zero();
+    T *inPlace = dout.p ? dout.p + x.off : nullptr;
+    T *apart = dout2.p ? dout2.p + x.off : nullptr;
+    tcc_cuda::launch_softmax_xent_with_grad<T, I, L, L>(
+        inPlace, dlabels.p, dgrad.p, inPlace, dloss.p, rows, C, status.p, kCode, gStream);
+    sync();
+    int32_t got = readStatus(status);
+    c.expect(got == wantStatus, format("status %d, want %d", got, wantStatus));
+    tcc_cuda::launch_softmax_xent_with_grad<T, I, L, L>(
+        logits, dlabels.p, dgrad.p, apart, dloss2.p, rows, C, status.p, kCode, gStream);
+    sync();
+    std::vector<T> o = dout.download(), o2 = dout2.download();
+    std::vector<L> loss = dloss.download(), loss2 = dloss2.download();
+    for (int64_t k = 0; k < rows * C; ++k)
+      c.value(o[x.off + k], x.out[k], x.outFloor[k], k);
+    for (int64_t n = 0; n < rows; ++n)
+      cl.value(loss[n], x.loss[n], 1.0, n);
+    o.erase(o.begin(), o.begin() + x.off); // the in-place copy's leading pad
+    o2.erase(o2.begin(), o2.begin() + x.off);
+    c.expect(sameBytes(o, o2), "the gradient differs in place and apart");
+    c.expect(sameBytes(loss, loss2), "the loss differs in place and apart");
+    if (cl.failures)
+      c.fail("loss " + cl.first);
+    finishCase("xent_with_grad", desc, c);
+  }
 }
 
 // variant: "" random logits in [-4, 4]; "bad" a few labels out of range;
@@ -931,7 +967,7 @@ void xentCase(int64_t rows, int64_t classes, const std::string &variant) {
                   variant.empty() ? "" : " ", variant.c_str());
   const std::string full = format("<%s,", typeName<T>()) + x.desc;
   bool any = false;
-  for (const char *fam : {"xent_forward", "xent_backward"})
+  for (const char *fam : {"xent_forward", "xent_backward", "xent_with_grad"})
     for (const char *index : {"i32", "i64"})
       any |= selected(fam, format("<%s,%s> ", typeName<T>(), index) + x.desc);
   if (!any)

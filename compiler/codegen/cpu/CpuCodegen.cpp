@@ -181,6 +181,17 @@ private:
           flops += 5.0 * l.getNumElements();
           return success();
         })
+        .Case([&](kern::SoftmaxCrossEntropyWithGradOp x) {
+          MemRefType l = mrt(x.getLogits());
+          os_ << llvm::formatv("  if (!tcc_cpu::softmax_cross_entropy_with_grad({0}, {1}, {2}, {3}, "
+                               "{4}, {5}, {6})) return TCC_STATUS_BAD_ARGS; // label out of range\n",
+                               l.getDimSize(0), l.getDimSize(1),
+                               cpuPointer(x.getLogits(), false), name(x.getLabels()),
+                               cpuPointer(x.getGrad(), false), cpuPointer(x.getLoss(), true),
+                               cpuPointer(x.getOut(), true));
+          flops += 9.0 * l.getNumElements();
+          return success();
+        })
         .Case([&](kern::AttentionOp a) { return emitCpuAttention(a, names_, os_, flops); })
         .Case([&](kern::AttentionGradOp a) {
           return emitCpuAttentionGrad(a, names_, os_, flops);

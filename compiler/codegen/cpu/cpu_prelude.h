@@ -432,6 +432,40 @@ bool softmax_cross_entropy_grad(int64_t n, int64_t c, const T *logits,
   return true;
 }
 
+// kern.softmax_cross_entropy_with_grad: loss (N) as softmax_cross_entropy
+// and out (N,C) as softmax_cross_entropy_grad, from one max / sum of exps
+// per row; out may be logits itself (each row's label logit is read, and
+// the loss written, before the row is overwritten). loss is of type O.
+template <typename T, typename L, typename G, typename O>
+bool softmax_cross_entropy_with_grad(int64_t n, int64_t c, const T *logits,
+                                     const L *labels, const G *grad, O *loss,
+                                     T *out) {
+  using A = acc_t<T>;
+  if (!ids_in_range(n, labels, c))
+    return false;
+#ifdef _OPENMP
+#pragma omp parallel for if (static_cast<double>(n) * c > kParallelWork)
+#endif
+  for (int64_t i = 0; i < n; ++i) {
+    const T *row = logits + i * c;
+    T *orow = out + i * c;
+    A maxv = row_max(row, c);
+    A sum = 0;
+    for (int64_t j = 0; j < c; ++j)
+      sum += tcc_cpu::exp(Elem<T>::load(row[j]) - maxv);
+    const int64_t label = static_cast<int64_t>(labels[i]);
+    loss[i] = Elem<O>::store(static_cast<acc_t<O>>(
+        std::log(sum) + maxv - Elem<T>::load(row[label])));
+    const A g = static_cast<A>(Elem<G>::load(grad[i]));
+    const A scale = g / sum;
+    for (int64_t j = 0; j < c; ++j) {
+      A o = tcc_cpu::exp(Elem<T>::load(row[j]) - maxv) * scale;
+      orow[j] = Elem<T>::store(j == label ? o - g : o);
+    }
+  }
+  return true;
+}
+
 //===--------------------------------------------------------------------===//
 // Rotary position embeddings (kern.rope)
 //===--------------------------------------------------------------------===//

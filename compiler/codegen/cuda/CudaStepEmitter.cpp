@@ -171,6 +171,9 @@ LogicalResult CudaStepEmitter::emitOp(Operation *op, llvm::raw_ostream &os, doub
       .Case([&](kern::ScatterAddOp sa) { return emitScatterAdd(sa, os, flops); })
       .Case([&](kern::SoftmaxCrossEntropyOp x) { return emitSoftmaxXent(x, os, flops); })
       .Case([&](kern::SoftmaxCrossEntropyGradOp x) { return emitSoftmaxXentGrad(x, os, flops); })
+      .Case([&](kern::SoftmaxCrossEntropyWithGradOp x) {
+        return emitSoftmaxXentWithGrad(x, os, flops);
+      })
       .Case([&](kern::AttentionOp a) { return emitAttention(a, os, flops); })
       .Case([&](kern::AttentionGradOp g) { return emitAttentionGrad(g, os, flops); })
       .Case([&](kern::RopeOp r) { return emitRope(r, os, flops); })

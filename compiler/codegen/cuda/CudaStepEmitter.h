@@ -101,6 +101,8 @@ private:
                                 double &flops);
   LogicalResult emitSoftmaxXentGrad(kern::SoftmaxCrossEntropyGradOp x, llvm::raw_ostream &os,
                                     double &flops);
+  LogicalResult emitSoftmaxXentWithGrad(kern::SoftmaxCrossEntropyWithGradOp x,
+                                        llvm::raw_ostream &os, double &flops);
   // AttentionKernels.cpp
   LogicalResult emitAttention(kern::AttentionOp a, llvm::raw_ostream &os, double &flops);
   LogicalResult emitAttentionGrad(kern::AttentionGradOp g, llvm::raw_ostream &os,

@@ -130,4 +130,26 @@ LogicalResult CudaStepEmitter::emitSoftmaxXentGrad(kern::SoftmaxCrossEntropyGrad
   return emitFamily(x, os, l);
 }
 
+LogicalResult CudaStepEmitter::emitSoftmaxXentWithGrad(kern::SoftmaxCrossEntropyWithGradOp x,
+                                                       llvm::raw_ostream &os, double &flops) {
+  MemRefType logits = mrt(x.getLogits());
+  flops += 9.0 * logits.getNumElements(); // the two ops' FLOPs, as if apart
+  FamilyLaunch l;
+  l.kind = "xent_with_grad";
+  l.launcherCall = llvm::formatv(
+      "tcc_cuda::launch_softmax_xent_with_grad<{0}, {1}, {2}, {3}>({6}, p1, {7}, {8}, {9}, "
+      "{4}, {5}, status, code, s);",
+      familyType(x.getLogits()), familyType(x.getLabels()), familyType(x.getGrad()),
+      familyType(x.getLoss()), logits.getDimSize(0), logits.getDimSize(1),
+      familyArg(x.getLogits(), 0, false), familyArg(x.getGrad(), 2, false),
+      familyArg(x.getOut(), 4, true), familyArg(x.getLoss(), 3, true));
+  l.buffers = {x.getLogits(), x.getLabels(), x.getGrad(), x.getLoss(), x.getOut()};
+  l.written = {false, false, false, true, true};
+  l.checked = true;
+  l.flops = 9.0 * logits.getNumElements();
+  l.bytes = 2.0 * bufferBytes(logits);
+  l.shape = llvm::formatv("{0} rows of {1}", logits.getDimSize(0), logits.getDimSize(1)).str();
+  return emitFamily(x, os, l);
+}
+
 } // namespace tcc::codegen::cuda

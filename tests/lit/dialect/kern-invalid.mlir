@@ -151,3 +151,35 @@ func.func @attention_grad_workspace(%q: memref<1x2x4x8xf32>, %l: memref<1x2x4xf3
   kern.attention_grad %q, %q, %q, %q, %l, %q into %q, %q, %q workspace %w {scale = 1.0 : f64} : memref<1x2x4x8xf32>, memref<1x2x4x8xf32>, memref<1x2x4x8xf32>, memref<1x2x4x8xf32>, memref<1x2x4xf32>, memref<1x2x4x8xf32> -> memref<1x2x4x8xf32>, memref<1x2x4x8xf32>, memref<1x2x4x8xf32>, memref<10xf32>
   return
 }
+
+// -----
+
+func.func @xent_with_grad_rank(%x: memref<20xf32>, %l: memref<4xi32>, %g: memref<4xf32>) {
+  // expected-error @+1 {{logits must be (rows, classes)}}
+  kern.softmax_cross_entropy_with_grad %x, %l, %g, %g, %x : memref<20xf32>, memref<4xi32>, memref<4xf32>, memref<4xf32>, memref<20xf32>
+  return
+}
+
+// -----
+
+func.func @xent_with_grad_out(%x: memref<4x5xbf16>, %l: memref<4xi32>, %g: memref<4xf32>, %o: memref<4x5xf32>) {
+  // expected-error @+1 {{out must have the logits' type}}
+  kern.softmax_cross_entropy_with_grad %x, %l, %g, %g, %o : memref<4x5xbf16>, memref<4xi32>, memref<4xf32>, memref<4xf32>, memref<4x5xf32>
+  return
+}
+
+// -----
+
+func.func @xent_with_grad_rows(%x: memref<4x5xf32>, %l: memref<3xi32>, %g: memref<4xf32>) {
+  // expected-error @+1 {{labels must hold one element per row (4)}}
+  kern.softmax_cross_entropy_with_grad %x, %l, %g, %g, %x : memref<4x5xf32>, memref<3xi32>, memref<4xf32>, memref<4xf32>, memref<4x5xf32>
+  return
+}
+
+// -----
+
+func.func @xent_with_grad_loss_type(%x: memref<4x5xbf16>, %l: memref<4xi32>, %g: memref<4xf32>, %loss: memref<4xf16>) {
+  // expected-error @+1 {{loss must be of the logits' type or f32}}
+  kern.softmax_cross_entropy_with_grad %x, %l, %g, %loss, %x : memref<4x5xbf16>, memref<4xi32>, memref<4xf32>, memref<4xf16>, memref<4x5xbf16>
+  return
+}

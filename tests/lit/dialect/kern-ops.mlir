@@ -38,6 +38,8 @@ func.func @kern_ops(%a: memref<2x4x3xf32>, %b: memref<3x5xf32>, %l: memref<4xi32
   kern.slice %flat, %four {starts = array<i64: 2, 0>} : memref<8x5xf32>, memref<4x5xf32>
   // CHECK: kern.softmax_cross_entropy
   kern.softmax_cross_entropy %four, %l, %loss : memref<4x5xf32>, memref<4xi32>, memref<4xf32>
+  // CHECK: kern.softmax_cross_entropy_with_grad %[[F:.*]], %{{.*}}, %{{.*}}, %{{.*}}, %[[F]] :
+  kern.softmax_cross_entropy_with_grad %four, %l, %loss, %loss, %four : memref<4x5xf32>, memref<4xi32>, memref<4xf32>, memref<4xf32>, memref<4x5xf32>
   %s = kern.workspace_view 960 : memref<2x5xf32>
   // CHECK: kern.reduce sum %{{.*}}, %{{.*}} {axes = array<i64: 1>}
   kern.reduce sum %d, %s {axes = array<i64: 1>} : memref<2x4x5xf32>, memref<2x5xf32>

@@ -141,12 +141,15 @@ __global__ void __launch_bounds__(256)
 // type G (T, or float with 16-bit logits). Reads the row twice (the second
 // read mostly hits L2). out may be logits itself (written in place: each
 // thread reads an element before it writes it), so neither is __restrict__.
-template <class T, class I, class G, bool Vec>
+// With a loss buffer (kern.softmax_cross_entropy_with_grad) it also writes
+// the forward's loss[n], from the label logit read before the row is
+// overwritten; loss is null for the gradient alone.
+template <class T, class I, class G, class L, bool Vec>
 __global__ void __launch_bounds__(256)
     softmax_xent_backward_kernel(const T *logits,
                                  const I *__restrict__ labels,
                                  const G *__restrict__ grad,
-                                 T *out, int64_t rows,
+                                 T *out, L *__restrict__ loss, int64_t rows,
                                  int64_t classes, int32_t *status,
                                  int32_t code) {
   using A = acc_t<T>;
@@ -157,8 +160,11 @@ __global__ void __launch_bounds__(256)
     if (!label_ok(label, classes)) {
       for (int64_t c = threadIdx.x; c < classes; c += blockDim.x)
         orow[c] = Elem<T>::store(quiet_nan<A>());
-      if (threadIdx.x == 0)
+      if (threadIdx.x == 0) {
+        if (loss)
+          loss[n] = Elem<L>::store(quiet_nan<acc_t<L>>());
         fail(status, code);
+      }
       continue;
     }
     const T *row = logits + n * classes;
@@ -166,8 +172,15 @@ __global__ void __launch_bounds__(256)
     lse_row_partial<T, Vec>(row, classes, m, s);
     lse_block_reduce(m, s, sm, ss);
     const A g = static_cast<A>(Elem<G>::load(grad[n]));
-    const A scale = g / finish_lse_sum(m, s);
+    const A sum = finish_lse_sum(m, s);
+    const A scale = g / sum;
     const int64_t lab = static_cast<int64_t>(label);
+    if (loss) { // block-uniform
+      if (threadIdx.x == 0)
+        loss[n] = Elem<L>::store(static_cast<acc_t<L>>(
+            tcc_cuda::log(sum) + m - Elem<T>::load(row[lab])));
+      __syncthreads(); // the label logit is read before anyone overwrites it
+    }
     if (Vec) {
       using V = Vec16<T>;
       const typename V::type *vrow =
