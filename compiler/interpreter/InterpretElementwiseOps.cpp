@@ -87,6 +87,9 @@ double sigmoid(double x) { return 1.0 / (1.0 + std::exp(-x)); }
 
 constexpr double kPi = 3.14159265358979323846;
 
+} // namespace
+
+// Shared with tg.matmul_epilogue's rule (InterpreterSupport.h).
 double gelu(double x, bool tanhForm) {
   if (tanhForm)
     return 0.5 * x *
@@ -94,6 +97,8 @@ double gelu(double x, bool tanhForm) {
                             (x + 0.044715 * x * x * x)));
   return 0.5 * x * (1.0 + std::erf(x / std::sqrt(2.0)));
 }
+
+namespace {
 
 double geluDerivative(double x, bool tanhForm) {
   if (tanhForm) {

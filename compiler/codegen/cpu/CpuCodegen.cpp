@@ -118,6 +118,7 @@ private:
         })
         .Case([&](kern::ConstantOp c) { return emitConstant(c); })
         .Case([&](kern::GemmOp g) { return emitGemm(g, flops); })
+        .Case([&](kern::GemmEpilogueOp g) { return emitGemmEpilogue(g, flops); })
         .Case([&](kern::ElementwiseOp e) { return emitElementwise(e, flops); })
         .Case([&](kern::ReduceOp r) { return emitReduce(r, flops); })
         .Case([&](kern::FillOp fill) {
@@ -291,6 +292,33 @@ private:
                             tA, tB, s.m, s.n, s.k, alpha, a0, b0, beta, c0)
                   .str();
     nest.emit(os_, call, parallelBatch ? work : 0);
+    return success();
+  }
+
+  // out = act(op(a) x op(b) + bias) [+ residual], aux = the pre-activation
+  // (tcc_cpu::gemm_epilogue, cpu_gemm_epilogue.h).
+  LogicalResult emitGemmEpilogue(kern::GemmEpilogueOp g, double &flops) {
+    MemRefType out = mrt(g.getOut());
+    Type p = mrt(g.getA()).getElementType(), o = out.getElementType();
+    int64_t m = out.getDimSize(0), n = out.getDimSize(1);
+    int64_t k = mrt(g.getA()).getDimSize(g.getTransposeA() ? 0 : 1);
+    flops += 2.0 * m * n * k;
+    StringRef act = g.getActivation();
+    const char *actName = act == "gelu_tanh" ? "tcc_cpu::kActGeluTanh"
+                          : act == "gelu_erf" ? "tcc_cpu::kActGeluErf"
+                                              : "tcc_cpu::kActNone";
+    auto ptr = [&](Value v, Type et, bool written) {
+      if (!v)
+        return "static_cast<" + familyElementType(et, CodeTarget::Cpu) + " *>(nullptr)";
+      return familyPointer(et, name(v), written, CodeTarget::Cpu);
+    };
+    os_ << llvm::formatv(
+        "  if (int32_t rc = tcc_cpu::gemm_epilogue({0}, {1}, {2}, {3}, {4}, {5}, {6}, {7}, "
+        "{8}, {9}, {10}, {11})) return rc; // out of memory\n",
+        g.getTransposeA() ? "true" : "false", g.getTransposeB() ? "true" : "false", m, n,
+        k, ptr(g.getA(), p, false), ptr(g.getB(), p, false), ptr(g.getBias(), o, false),
+        ptr(g.getResidual(), o, false), actName, ptr(g.getOut(), o, true),
+        ptr(g.getAux(), p, true));
     return success();
   }
 
