@@ -7,6 +7,7 @@
 // The backward's gelu_grad reads the fused op's pre_activation result.
 #include <gtest/gtest.h>
 
+#include "dialects/tg/TgStructuralBuilders.h"
 #include "mlir/IR/Builders.h"
 #include "mlir/Pass/PassManager.h"
 #include "passes/Passes.h"
@@ -16,6 +17,7 @@
 using namespace mlir;
 using namespace tcc;
 using namespace tcc::gradcheck;
+namespace build = tcc::tg::build;
 
 namespace {
 
@@ -42,11 +44,11 @@ int64_t count(ModuleOp module, StringRef opName) {
 // linear layer (batched activations, one weight).
 Value writeLinear(OpBuilder &b, Location loc, ArrayRef<Value> a,
                   const EpilogueCase &c) {
-  Value y = add(b, loc, matmul(b, loc, a[0], a[1], false, false), a[2]);
+  Value y = build::add(b, loc, build::matmul(b, loc, a[0], a[1], false, false), a[2]);
   if (c.gelu)
     y = tg::GeluOp::create(b, loc, y.getType(), y, b.getStringAttr(c.gelu));
   if (c.residual)
-    y = add(b, loc, a[3], y);
+    y = build::add(b, loc, a[3], y);
   return y;
 }
 
