@@ -89,7 +89,8 @@ constexpr double kPi = 3.14159265358979323846;
 
 } // namespace
 
-// Shared with tg.matmul_epilogue's rule (InterpreterSupport.h).
+// gelu and its derivative are shared with the GEMM-epilogue ops' rules
+// (InterpreterSupport.h).
 double gelu(double x, bool tanhForm) {
   if (tanhForm)
     return 0.5 * x *
@@ -97,8 +98,6 @@ double gelu(double x, bool tanhForm) {
                             (x + 0.044715 * x * x * x)));
   return 0.5 * x * (1.0 + std::erf(x / std::sqrt(2.0)));
 }
-
-namespace {
 
 double geluDerivative(double x, bool tanhForm) {
   if (tanhForm) {
@@ -111,6 +110,8 @@ double geluDerivative(double x, bool tanhForm) {
   double pdf = std::exp(-0.5 * x * x) / std::sqrt(2.0 * kPi);
   return cdf + x * pdf;
 }
+
+namespace {
 
 // max/min that propagate NaN (arith.maximumf / minimumf).
 double maxNaN(double a, double b) {

@@ -84,6 +84,17 @@ OpResults evalMatmulEpilogue(tg::MatmulEpilogueOp op,
   return results;
 }
 
+// result = gelu'(pre) * product.
+Tensor evalMatmulDgelu(tg::MatmulDgeluOp op, const Tensor &lhs, const Tensor &rhs,
+                       const Tensor &pre) {
+  Tensor out = evalProduct(lhs, rhs, op.getTransposeLhs(), op.getTransposeRhs(),
+                           staticShape(op.getResult()));
+  bool tanhForm = op.getApproximate() == "tanh";
+  for (int64_t i = 0; i < out.numElements(); ++i)
+    out.data[i] *= geluDerivative(pre.data[i], tanhForm);
+  return out;
+}
+
 // The label of row `row` as a class index, or an error naming the row when it
 // is not an integer in [0, classes).
 FailureOr<int64_t> labelOf(Operation *op, const Tensor &labels, int64_t row,
@@ -436,6 +447,9 @@ std::optional<OpResults> evaluateStructuralOp(Operation *op,
   return llvm::TypeSwitch<Operation *, std::optional<OpResults>>(op)
       .Case([&](tg::MatmulOp m) { return singleResult(evalMatmul(m, *in[0], *in[1])); })
       .Case([&](tg::MatmulEpilogueOp m) { return evalMatmulEpilogue(m, in); })
+      .Case([&](tg::MatmulDgeluOp m) {
+        return singleResult(evalMatmulDgelu(m, *in[0], *in[1], *in[2]));
+      })
       .Case([&](tg::SoftmaxCrossEntropyOp s) {
         return singleResult(evalSoftmaxCrossEntropy(s, *in[0], *in[1]));
       })

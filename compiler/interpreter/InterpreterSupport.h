@@ -40,6 +40,8 @@ void roundToElementType(Tensor &t, mlir::Type elementType);
 
 // gelu(x): the tanh approximation or the exact (erf) form.
 double gelu(double x, bool tanhForm);
+// gelu'(x), same forms.
+double geluDerivative(double x, bool tanhForm);
 
 // The values of one op's results, in order.
 using OpResults = mlir::FailureOr<std::vector<Tensor>>;

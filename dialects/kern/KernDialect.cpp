@@ -128,6 +128,25 @@ LogicalResult GemmEpilogueOp::verify() {
   return success();
 }
 
+LogicalResult GemmDgeluOp::verify() {
+  auto a = mrt(getA()), b = mrt(getB()), out = mrt(getOut());
+  if (a.getRank() != 2 || b.getRank() != 2 || out.getRank() != 2)
+    return emitOpError("expects rank-2 a, b and out (one product)");
+  if (a.getElementType() != b.getElementType() || out.getElementType() != a.getElementType())
+    return emitOpError("a, b and out must have one element type");
+  int64_t m = a.getDimSize(getTransposeA() ? 1 : 0);
+  int64_t ka = a.getDimSize(getTransposeA() ? 0 : 1);
+  int64_t kb = b.getDimSize(getTransposeB() ? 1 : 0);
+  int64_t n = b.getDimSize(getTransposeB() ? 0 : 1);
+  if (ka != kb || out.getDimSize(0) != m || out.getDimSize(1) != n)
+    return emitOpError("inconsistent gemm shapes");
+  if (getPre().getType() != out)
+    return emitOpError("pre must have out's type");
+  if (getApproximate() != "tanh" && getApproximate() != "none")
+    return emitOpError("approximate must be tanh or none");
+  return success();
+}
+
 LogicalResult ElementwiseOp::verify() {
   if (getOutputs().empty())
     return emitOpError("needs at least one output");

@@ -398,4 +398,26 @@ def Kern_GemmEpilogueOp : Kern_Op<"gemm_epilogue", [AttrSizedOperandSegments]> {
   let hasVerifier = 1;
 }
 
+def Kern_GemmDgeluOp : Kern_Op<"gemm_dgelu"> {
+  let summary = "out = gelu'(pre) * (op(a) x op(b)) (tg.matmul_dgelu)";
+  let description = [{
+    One rank-2 row-major product (kern.gemm_epilogue's shapes) whose result
+    is multiplied by the GELU derivative at `pre` ((M, N), out's type, a's
+    element type); `approximate` is "tanh" or "none" (erf). cuda: cuBLASLt's
+    DGELU epilogue with pre as its aux input (tanh only); cpu: the product,
+    then one loop.
+  }];
+  let arguments = (ins
+    Arg<Kern_FloatBuffer, "", [MemRead]>:$a,
+    Arg<Kern_FloatBuffer, "", [MemRead]>:$b,
+    Arg<Kern_FloatBuffer, "", [MemRead]>:$pre,
+    Arg<Kern_FloatBuffer, "", [MemWrite]>:$out,
+    BoolAttr:$transpose_a, BoolAttr:$transpose_b, StrAttr:$approximate);
+  let assemblyFormat = [{
+    $a `,` $b `pre` $pre `->` $out attr-dict `:` type($a) `,` type($b) `,`
+    type($pre) `->` type($out)
+  }];
+  let hasVerifier = 1;
+}
+
 #endif // TCC_KERN_OPS

@@ -1,7 +1,8 @@
-// Verifier of tg.matmul_epilogue (TgStructuralOps.td): the product's
-// contract is tg.matmul's; bias (N) has the result's element type; the
-// result has the product's shape and type, or the residual's type; the
-// pre-activation result exists exactly when there is an activation.
+// Verifiers of tg.matmul_epilogue and tg.matmul_dgelu (TgStructuralOps.td):
+// the product's contract is tg.matmul's. matmul_epilogue: bias (N) has the
+// result's element type; the result has the product's shape and type, or the
+// residual's type; the pre-activation result exists exactly when there is an
+// activation. matmul_dgelu: pre and the result have the product's type.
 #include "dialects/common/ShapeHelpers.h"
 #include "dialects/tg/TgStructuralBuilders.h"
 #include "dialects/tg/TgTypeHelpers.h"
@@ -56,5 +57,29 @@ LogicalResult MatmulEpilogueOp::verify() {
     return emitOpError("pre_activation ")
            << rtt(pre) << " should be the product's type "
            << RankedTensorType::get(*product, productElem);
+  return success();
+}
+
+LogicalResult MatmulDgeluOp::verify() {
+  auto l = rtt(getLhs()), r = rtt(getRhs()), out = rtt(getResult());
+  if (getApproximate() != "tanh" && getApproximate() != "none")
+    return emitOpError("approximate must be tanh or none, got '")
+           << getApproximate() << "'";
+  if (l.getElementType() != r.getElementType())
+    return emitOpError("lhs and rhs must have one element type");
+  auto product = matmulShape(l.getShape(), r.getShape(), getTransposeLhs(),
+                             getTransposeRhs());
+  if (!product)
+    return emitOpError("lhs ")
+           << tcc::formatShape(l.getShape()) << " and rhs "
+           << tcc::formatShape(r.getShape())
+           << " have no product (contraction sizes or batch dimensions differ)";
+  auto productType = RankedTensorType::get(*product, l.getElementType());
+  if (out != productType)
+    return emitOpError("result ") << out << " should be the product's type "
+                                  << productType;
+  if (rtt(getPre()) != productType)
+    return emitOpError("pre ") << rtt(getPre()) << " should be the product's type "
+                               << productType;
   return success();
 }

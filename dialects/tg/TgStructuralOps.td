@@ -73,6 +73,29 @@ def Tg_MatmulEpilogueOp : Tg_Op<"matmul_epilogue"> {
   let hasVerifier = 1;
 }
 
+def Tg_MatmulDgeluOp : Tg_Op<"matmul_dgelu"> {
+  let summary = "gelu_grad(pre, matmul(lhs, rhs)) as one GEMM (the backward's GELU epilogue)";
+  let description = [{
+    result = gelu'(pre) * matmul(lhs, rhs): tg.gelu_grad of the product (the
+    upstream gradient) at the saved pre-activation `pre`, which has the
+    product's shape and type. `approximate` is tg.gelu's ("tanh" or "none",
+    the erf form). Computed in the accumulator's precision, rounded once.
+    tg-fuse-matmul-epilogue creates it after autodiff (no gradient rule:
+    tg-autodiff refuses it); lowered to kern.gemm_dgelu (cuBLASLt's DGELU
+    epilogue reading pre as its aux matrix; cpu: product + one loop).
+  }];
+  let arguments = (ins Tg_FloatTensor:$lhs, Tg_FloatTensor:$rhs,
+                   Tg_FloatTensor:$pre,
+                   DefaultValuedAttr<BoolAttr, "false">:$transpose_lhs,
+                   DefaultValuedAttr<BoolAttr, "false">:$transpose_rhs,
+                   DefaultValuedAttr<StrAttr, "\"none\"">:$approximate);
+  let results = (outs Tg_FloatTensor:$result);
+  let assemblyFormat = [{
+    $lhs `,` $rhs `pre` $pre attr-dict `:` functional-type(operands, results)
+  }];
+  let hasVerifier = 1;
+}
+
 //===----------------------------------------------------------------------===//
 // Losses
 //===----------------------------------------------------------------------===//

@@ -11,6 +11,10 @@
 // CSE, so the backward's readers of the pre-activation (gelu_grad) are
 // there: they read the op's pre_activation result.
 //
+// The backward's gelu_grad(pre, matmul(dy, w^T)) becomes one
+// tg.matmul_dgelu (cuBLASLt's DGELU epilogue reading the saved
+// pre-activation), so the (M, N) product is never stored and re-read.
+//
 // Every tg.matmul is reported: the tg.matmul_epilogue that replaced it
 // carries tg.fuse_epilogue = "fused: <epilogue>" (with what was left out of
 // the epilogue and why), a matmul left alone "not fused: <why>".
@@ -67,6 +71,21 @@ std::string productRefusal(tg::MatmulOp m, StringRef target) {
   if (isCuda(target) && elem.isF64())
     return "f64 product: cuBLASLt's bias epilogues take 16-bit and f32 "
            "products";
+  return "";
+}
+
+// Transposed operands on cuda: the device check (tests/cuda/
+// gemm_epilogue_test.cu, H200, 2026-11-24) found GELU_AUX_BIAS wrong with a
+// transposed 16-bit A and B, so forward epilogues take plain operands only;
+// DGELU was checked with a transposed B (the backward's dY W^T).
+std::string transposeRefusal(tg::MatmulOp m, StringRef target, bool backward) {
+  if (!isCuda(target))
+    return "";
+  if (m.getTransposeLhs())
+    return "transposed lhs: not a layout the cuBLASLt epilogues were checked with";
+  if (m.getTransposeRhs() && !backward)
+    return "transposed rhs: not a layout the cuBLASLt bias epilogues were checked "
+           "with";
   return "";
 }
 
@@ -183,6 +202,39 @@ std::string describe(EpilogueMatch e) {
   return text + e.leftOut;
 }
 
+// The backward's GELU epilogue: gelu_grad(pre, matmul(dy, w^T)) with the
+// product read only there becomes one tg.matmul_dgelu. Returns the refusal
+// ("" when fused, "-" when the product does not feed a gelu_grad).
+std::string fuseDgelu(tg::MatmulOp m, StringRef target, bool enabled) {
+  auto grad = dyn_cast_or_null<tg::GeluGradOp>(soleUser(m.getResult()));
+  if (!grad || grad.getGrad() != m.getResult())
+    return "-";
+  if (std::string why = transposeRefusal(m, target, /*backward=*/true); !why.empty())
+    return why;
+  if (isCuda(target) && grad.getApproximate() != "tanh")
+    return "gelu_grad (erf): cuBLASLt's DGELU epilogue is the tanh form";
+  if (isCuda(target) && tg::rtt(m.getResult()).getShape().back() % 8 != 0)
+    return "gelu_grad: N is not a multiple of 8 (cuBLASLt's GELU aux leading "
+           "dimension)";
+  if (grad.getType() != m.getResult().getType())
+    return "gelu_grad: its input is not of the product's type";
+  if (!enabled)
+    return "matches (dgelu), but fusion is off (tcc compile --no-fuse-epilogue)";
+  OpBuilder b(grad);
+  Location loc = FusedLoc::get(b.getContext(), {m.getLoc(), grad.getLoc()});
+  auto fused = tg::MatmulDgeluOp::create(
+      b, loc, grad.getType(), m.getLhs(), m.getRhs(), grad.getInput(),
+      m.getTransposeLhsAttr(), m.getTransposeRhsAttr(), grad.getApproximateAttr());
+  fused->setAttr(kFuseEpilogueAttr,
+                 b.getStringAttr(grad.getApproximate() == "tanh"
+                                     ? "fused: dgelu_tanh (gelu_grad of the product)"
+                                     : "fused: dgelu_erf (gelu_grad of the product)"));
+  grad.getResult().replaceAllUsesWith(fused.getResult());
+  grad->erase();
+  m->erase();
+  return "";
+}
+
 // Replaces the chain by one tg.matmul_epilogue placed where its last op was.
 void fuse(EpilogueMatch e) {
   Operation *last = e.residualAdd ? e.residualAdd.getOperation()
@@ -247,9 +299,19 @@ struct TgFuseMatmulEpiloguePass
         refuse(m, why);
         continue;
       }
+      if (std::string dgelu = fuseDgelu(m, target, enabled); dgelu != "-") {
+        if (!dgelu.empty())
+          refuse(m, dgelu);
+        continue;
+      }
       std::string why;
       auto biasAdd = biasAddOf(m, why);
       if (failed(biasAdd)) {
+        refuse(m, why);
+        continue;
+      }
+      if (std::string why = transposeRefusal(m, target, /*backward=*/false);
+          !why.empty()) {
         refuse(m, why);
         continue;
       }
@@ -278,7 +340,7 @@ void writeMatmulEpilogueReport(ModuleOp module, llvm::raw_ostream &os) {
     auto text = op->getAttrOfType<StringAttr>(kFuseEpilogueAttr);
     if (!text)
       return;
-    (isa<tg::MatmulEpilogueOp>(op) ? fused : refused) += 1;
+    (isa<tg::MatmulEpilogueOp, tg::MatmulDgeluOp>(op) ? fused : refused) += 1;
     auto fn = op->getParentOfType<func::FuncOp>();
     os << llvm::formatv("{0,-12} {1,-32} {2}\n", fn ? fn.getSymName() : "",
                         nodeName(op->getLoc()), text.getValue());

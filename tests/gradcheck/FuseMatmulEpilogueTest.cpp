@@ -4,7 +4,8 @@
 // out from primitives is differentiated by tg-autodiff, then fused; the
 // fused and unfused modules compute the same loss, gradients and eval
 // function on the float64 reference interpreter (random inputs, 1e-12).
-// The backward's gelu_grad reads the fused op's pre_activation result.
+// The backward's gelu_grad reads the fused op's pre_activation result; in a
+// two-layer MLP it becomes tg.matmul_dgelu of the second layer's dX product.
 #include <gtest/gtest.h>
 
 #include "dialects/tg/TgStructuralBuilders.h"
@@ -96,5 +97,34 @@ TEST_P(FuseMatmulEpilogueTest, FusedStepComputesTheUnfusedOne) {
 
 INSTANTIATE_TEST_SUITE_P(Epilogues, FuseMatmulEpilogueTest,
                          ::testing::ValuesIn(epilogueCases()), caseName);
+
+// A GPT MLP, gelu(x w1 + b1) w2 + b2 + x: the forward fuses both linears
+// and the backward's gelu_grad(pre, dy w2^T) becomes one tg.matmul_dgelu.
+class FuseMatmulDgeluTest : public GradCheckParamTest<const char *> {};
+
+TEST_P(FuseMatmulDgeluTest, FusedMlpStepComputesTheUnfusedOne) {
+  const char *approximate = GetParam();
+  std::vector<ArgSpec> args = {ArgSpec::param({2, 3, 4}), ArgSpec::param({4, 8}),
+                               ArgSpec::param({8}), ArgSpec::param({8, 4}),
+                               ArgSpec::param({4})};
+  OwningOpRef<ModuleOp> original = buildDifferentiated(
+      args, [&](OpBuilder &b, Location loc, ArrayRef<Value> a) {
+        Value h = build::add(b, loc, build::matmul(b, loc, a[0], a[1], false, false), a[2]);
+        h = tg::GeluOp::create(b, loc, h.getType(), h, b.getStringAttr(approximate));
+        Value y = build::add(b, loc, build::matmul(b, loc, h, a[3], false, false), a[4]);
+        return build::add(b, loc, a[0], y);
+      });
+  ASSERT_TRUE(original) << diagnostics_;
+  OwningOpRef<ModuleOp> fused = original->clone();
+  PassManager pm(&context());
+  pm.addPass(createTgFuseMatmulEpilogue(TgFuseMatmulEpilogueOptions{"cpu", true}));
+  ASSERT_TRUE(succeeded(pm.run(*fused))) << diagnostics_;
+  EXPECT_EQ(count(*fused, "tg.matmul_dgelu"), 1) << "the backward's gelu_grad is not fused";
+  EXPECT_EQ(count(*fused, "tg.gelu_grad"), 0);
+  EXPECT_EQ(count(*fused, "tg.matmul_epilogue"), 4); // two linears, forward and train step
+  expectSameFunctions(*original, *fused, seed(), 1);
+}
+
+INSTANTIATE_TEST_SUITE_P(Gelus, FuseMatmulDgeluTest, ::testing::Values("tanh", "none"));
 
 } // namespace

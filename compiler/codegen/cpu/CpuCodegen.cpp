@@ -119,6 +119,7 @@ private:
         .Case([&](kern::ConstantOp c) { return emitConstant(c); })
         .Case([&](kern::GemmOp g) { return emitGemm(g, flops); })
         .Case([&](kern::GemmEpilogueOp g) { return emitGemmEpilogue(g, flops); })
+        .Case([&](kern::GemmDgeluOp g) { return emitGemmDgelu(g, flops); })
         .Case([&](kern::ElementwiseOp e) { return emitElementwise(e, flops); })
         .Case([&](kern::ReduceOp r) { return emitReduce(r, flops); })
         .Case([&](kern::FillOp fill) {
@@ -319,6 +320,25 @@ private:
         k, ptr(g.getA(), p, false), ptr(g.getB(), p, false), ptr(g.getBias(), o, false),
         ptr(g.getResidual(), o, false), actName, ptr(g.getOut(), o, true),
         ptr(g.getAux(), p, true));
+    return success();
+  }
+
+  // out = gelu'(pre) * (op(a) x op(b)) (tcc_cpu::gemm_dgelu).
+  LogicalResult emitGemmDgelu(kern::GemmDgeluOp g, double &flops) {
+    MemRefType out = mrt(g.getOut());
+    Type p = out.getElementType();
+    int64_t m = out.getDimSize(0), n = out.getDimSize(1);
+    int64_t k = mrt(g.getA()).getDimSize(g.getTransposeA() ? 0 : 1);
+    flops += 2.0 * m * n * k;
+    os_ << llvm::formatv(
+        "  if (int32_t rc = tcc_cpu::gemm_dgelu({0}, {1}, {2}, {3}, {4}, {5}, {6}, {7}, {8}, "
+        "{9})) return rc; // out of memory\n",
+        g.getTransposeA() ? "true" : "false", g.getTransposeB() ? "true" : "false", m, n, k,
+        familyPointer(p, name(g.getA()), false, CodeTarget::Cpu),
+        familyPointer(p, name(g.getB()), false, CodeTarget::Cpu),
+        familyPointer(p, name(g.getPre()), false, CodeTarget::Cpu),
+        g.getApproximate() == "tanh" ? "true" : "false",
+        familyPointer(p, name(g.getOut()), true, CodeTarget::Cpu));
     return success();
   }
 

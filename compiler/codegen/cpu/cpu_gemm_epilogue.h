@@ -85,4 +85,64 @@ int32_t gemm_epilogue(bool ta, bool tb, int m, int n, int k, const P *a, const P
   return kKernelOk;
 }
 
+template <typename Acc> Acc gelu_derivative(bool tanh_form, Acc x) {
+  if (tanh_form) {
+    Acc k = Acc(0.7978845608028654);
+    Acc t = std::tanh(k * (x + Acc(0.044715) * x * x * x));
+    return Acc(0.5) * (Acc(1) + t) +
+           Acc(0.5) * x * (Acc(1) - t * t) * k * (Acc(1) + Acc(3 * 0.044715) * x * x);
+  }
+  Acc cdf = Acc(0.5) * (Acc(1) + std::erf(x * Acc(0.7071067811865476)));
+  Acc pdf = std::exp(Acc(-0.5) * x * x) * Acc(0.3989422804014327);
+  return cdf + x * pdf;
+}
+
+// out (m, n) = gelu'(pre) * (op(a) x op(b)) (kern.gemm_dgelu): the product
+// accumulated in Acc, then one loop; each output rounded once.
+template <typename P>
+int32_t gemm_dgelu(bool ta, bool tb, int m, int n, int k, const P *a, const P *b,
+                   const P *pre, bool tanh_form, P *out) {
+  using Acc = acc_t<P>;
+  const int64_t nc = static_cast<int64_t>(m) * n;
+  // f32 / f64: the product straight into out (read back position by
+  // position); 16-bit: into a float scratch matrix.
+  std::unique_ptr<Acc[]> scratch;
+  Acc *product = std::is_same<P, Acc>::value ? reinterpret_cast<Acc *>(out) : nullptr;
+  if (!product) {
+    scratch.reset(new (std::nothrow) Acc[nc > 0 ? nc : 1]);
+    if (!scratch)
+      return kKernelNoMemory;
+    product = scratch.get();
+  }
+  if (std::is_same<P, Acc>::value) {
+    if (k == 0)
+      for (int64_t i = 0; i < nc; ++i)
+        product[i] = Acc(0);
+    else
+      gemm<Acc>(ta, tb, m, n, k, Acc(1), reinterpret_cast<const Acc *>(a),
+                reinterpret_cast<const Acc *>(b), Acc(0), product);
+  } else {
+    // 16-bit operands: float copies, multiplied by sgemm.
+    const int64_t na = static_cast<int64_t>(m) * k, nb = static_cast<int64_t>(k) * n;
+    std::unique_ptr<Acc[]> wa(new (std::nothrow) Acc[na > 0 ? na : 1]);
+    std::unique_ptr<Acc[]> wb(new (std::nothrow) Acc[nb > 0 ? nb : 1]);
+    if (!wa || !wb)
+      return kKernelNoMemory;
+    for (int64_t i = 0; i < na; ++i)
+      wa[i] = Elem<P>::load(a[i]);
+    for (int64_t i = 0; i < nb; ++i)
+      wb[i] = Elem<P>::load(b[i]);
+    if (k == 0)
+      for (int64_t i = 0; i < nc; ++i)
+        product[i] = Acc(0);
+    else
+      gemm<Acc>(ta, tb, m, n, k, Acc(1), wa.get(), wb.get(), Acc(0), product);
+  }
+#pragma omp parallel for if (nc >= 65536)
+  for (int64_t i = 0; i < nc; ++i)
+    out[i] = Elem<P>::store(product[i] *
+                            gelu_derivative<Acc>(tanh_form, static_cast<Acc>(Elem<P>::load(pre[i]))));
+  return kKernelOk;
+}
+
 } // namespace tcc_cpu

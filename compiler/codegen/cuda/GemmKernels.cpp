@@ -134,4 +134,41 @@ LogicalResult CudaStepEmitter::emitGemmEpilogue(kern::GemmEpilogueOp g,
   return success();
 }
 
+// out (M, N) = gelu'(pre) * (op(a) x op(b)): cuBLASLt's DGELU epilogue
+// reading pre as its aux matrix.
+LogicalResult CudaStepEmitter::emitGemmDgelu(kern::GemmDgeluOp g, llvm::raw_ostream &os,
+                                             double &flops) {
+  MemRefType a = mrt(g.getA()), out = mrt(g.getOut());
+  int64_t m = out.getDimSize(0), n = out.getDimSize(1);
+  int64_t k = a.getDimSize(g.getTransposeA() ? 0 : 1);
+  double work = 2.0 * m * n * k;
+  flops += work;
+  if (g.getApproximate() != "tanh")
+    return g.emitError("cuda: cuBLASLt has no erf-GELU derivative epilogue "
+                       "(tg-fuse-matmul-epilogue fuses only the tanh form for cuda)");
+  if (m * n == 0)
+    return success();
+  Type et = out.getElementType();
+  const char *type = et.isF64()    ? "tcc_cuda_host::kGemmF64"
+                     : et.isBF16() ? "tcc_cuda_host::kGemmBF16"
+                     : et.isF16()  ? "tcc_cuda_host::kGemmF16"
+                                   : "tcc_cuda_host::kGemmF32";
+  int site = gemmSites_++;
+  std::string call =
+      llvm::formatv(
+          "static tcc_cuda_host::GemmPlan tcc_gemm_plan_{0};\n"
+          "  if (int32_t rc = tcc_cuda_host::gemm_epilogue(tcc_gemm_plan_{0}, s, {1}, {2}, "
+          "{2}, {3}, {4}, {5}, {6}, {7}, {8}, tcc_cuda_host::kEpilogueDGelu, {9}, {10}, "
+          "nullptr, nullptr, {11}, const_cast<void *>(static_cast<const void *>({12})), "
+          "ws + tcc_gemm_workspace_offset, tcc_gemm_workspace_bytes)) return rc;",
+          site, nextId(), type, options_.tf32 ? "true" : "false",
+          g.getTransposeA() ? "true" : "false", g.getTransposeB() ? "true" : "false", m, n, k,
+          name(g.getA()), name(g.getB()), name(g.getOut()), name(g.getPre()))
+          .str();
+  double bytes = bufferBytes(a) + bufferBytes(mrt(g.getB())) + 2.0 * bufferBytes(out);
+  launch(os, g, "cublasLtMatmul+dgelu", call, llvm::formatv("{0}x{1}x{2}", m, n, k).str(),
+         work, bytes, LaunchCheck::InCall);
+  return success();
+}
+
 } // namespace tcc::codegen::cuda

@@ -95,3 +95,27 @@ func.func @kern_aux_without_activation(%a: memref<4x8xbf16>, %b: memref<8x16xbf1
   kern.gemm_epilogue %a, %b bias %bias -> %o aux %aux : memref<4x16xbf16> {activation = "none", transpose_a = false, transpose_b = false} : memref<4x8xbf16>, memref<8x16xbf16>, memref<16xbf16> -> memref<4x16xbf16>
   return
 }
+
+// -----
+
+func.func @dgelu_pre_type(%dy: tensor<4x16xbf16>, %w: tensor<16x32xbf16>, %pre: tensor<4x32xf32>) {
+  // expected-error @+1 {{pre 'tensor<4x32xf32>' should be the product's type 'tensor<4x32xbf16>'}}
+  %0 = tg.matmul_dgelu %dy, %w pre %pre : (tensor<4x16xbf16>, tensor<16x32xbf16>, tensor<4x32xf32>) -> tensor<4x32xbf16>
+  return
+}
+
+// -----
+
+func.func @dgelu_approximate(%dy: tensor<4x16xf32>, %w: tensor<16x32xf32>, %pre: tensor<4x32xf32>) {
+  // expected-error @+1 {{approximate must be tanh or none, got 'fast'}}
+  %0 = tg.matmul_dgelu %dy, %w pre %pre {approximate = "fast"} : (tensor<4x16xf32>, tensor<16x32xf32>, tensor<4x32xf32>) -> tensor<4x32xf32>
+  return
+}
+
+// -----
+
+func.func @kern_dgelu_pre(%a: memref<4x16xbf16>, %b: memref<16x32xbf16>, %pre: memref<4x16xbf16>, %o: memref<4x32xbf16>) {
+  // expected-error @+1 {{pre must have out's type}}
+  kern.gemm_dgelu %a, %b pre %pre -> %o {approximate = "tanh", transpose_a = false, transpose_b = false} : memref<4x16xbf16>, memref<16x32xbf16>, memref<4x16xbf16> -> memref<4x32xbf16>
+  return
+}

@@ -209,3 +209,68 @@ func.func @broadcast_residual(%x: tensor<4x8xf32>, %w: tensor<8x16xf32>, %b: ten
   %r = tg.add %s, %res : (tensor<4x16xf32>, tensor<16xf32>) -> tensor<4x16xf32>
   return %r : tensor<4x16xf32>
 }
+
+// -----
+
+// The backward: gelu_grad of a product (dY W^T) at the saved pre-activation
+// becomes one tg.matmul_dgelu (cuBLASLt's DGELU epilogue).
+// CHECK-LABEL: func.func @dgelu
+// CHECK: %[[D:.*]] = tg.matmul_dgelu %arg0, %arg1 pre %arg2 {approximate = "tanh", {{.*}}tg.fuse_epilogue = "fused: dgelu_tanh (gelu_grad of the product)"{{.*}}} : (tensor<2x4x16xbf16>, tensor<32x16xbf16>, tensor<2x4x32xbf16>) -> tensor<2x4x32xbf16>
+// CHECK-NEXT: return %[[D]]
+// OFF-LABEL: func.func @dgelu
+// OFF: tg.matmul {{.*}}"not fused: matches (dgelu), but fusion is off (tcc compile --no-fuse-epilogue)"
+// OFF: tg.gelu_grad
+func.func @dgelu(%dy: tensor<2x4x16xbf16>, %w: tensor<32x16xbf16>, %pre: tensor<2x4x32xbf16>) -> tensor<2x4x32xbf16> {
+  %g = tg.matmul %dy, %w {transpose_rhs = true} : (tensor<2x4x16xbf16>, tensor<32x16xbf16>) -> tensor<2x4x32xbf16> loc("c_fc.dx")
+  %d = tg.gelu_grad %pre, %g {approximate = "tanh"} : tensor<2x4x32xbf16> loc("gelu")
+  return %d : tensor<2x4x32xbf16>
+}
+
+// -----
+
+// erf gelu_grad: cuda has no erf DGELU epilogue; cpu fuses it.
+// CHECK-LABEL: func.func @dgelu_erf
+// CHECK: tg.matmul {{.*}}"not fused: gelu_grad (erf): cuBLASLt's DGELU epilogue is the tanh form"
+// CPU-LABEL: func.func @dgelu_erf
+// CPU: tg.matmul_dgelu {{.*}}"fused: dgelu_erf (gelu_grad of the product)"
+func.func @dgelu_erf(%dy: tensor<4x16xf32>, %w: tensor<16x32xf32>, %pre: tensor<4x32xf32>) -> tensor<4x32xf32> {
+  %g = tg.matmul %dy, %w : (tensor<4x16xf32>, tensor<16x32xf32>) -> tensor<4x32xf32>
+  %d = tg.gelu_grad %pre, %g : tensor<4x32xf32>
+  return %d : tensor<4x32xf32>
+}
+
+// -----
+
+// The product is gelu_grad's input (the pre-activation), not its gradient.
+// CHECK-LABEL: func.func @product_is_gelu_input
+// CHECK: tg.matmul {{.*}}"not fused: its user tg.gelu_grad is not a bias add"
+func.func @product_is_gelu_input(%x: tensor<4x16xf32>, %w: tensor<16x32xf32>, %g: tensor<4x32xf32>) -> tensor<4x32xf32> {
+  %p = tg.matmul %x, %w : (tensor<4x16xf32>, tensor<16x32xf32>) -> tensor<4x32xf32>
+  %d = tg.gelu_grad %p, %g {approximate = "tanh"} : tensor<4x32xf32>
+  return %d : tensor<4x32xf32>
+}
+
+// -----
+
+// Transposed operands: cuda fuses none into the forward epilogues (the
+// device check found GELU_AUX_BIAS wrong with transposed 16-bit A and B);
+// cpu fuses them.
+// CHECK-LABEL: func.func @transposed_rhs
+// CHECK: tg.matmul {{.*}}"not fused: transposed rhs: not a layout the cuBLASLt bias epilogues were checked with"
+// CPU-LABEL: func.func @transposed_rhs
+// CPU: tg.matmul_epilogue {{.*}}"fused: bias"
+func.func @transposed_rhs(%x: tensor<4x8xbf16>, %w: tensor<16x8xbf16>, %b: tensor<16xbf16>) -> tensor<4x16xbf16> {
+  %p = tg.matmul %x, %w {transpose_rhs = true} : (tensor<4x8xbf16>, tensor<16x8xbf16>) -> tensor<4x16xbf16>
+  %s = tg.add %p, %b : (tensor<4x16xbf16>, tensor<16xbf16>) -> tensor<4x16xbf16>
+  return %s : tensor<4x16xbf16>
+}
+
+// -----
+
+// CHECK-LABEL: func.func @transposed_lhs
+// CHECK: tg.matmul {{.*}}"not fused: transposed lhs: not a layout the cuBLASLt epilogues were checked with"
+func.func @transposed_lhs(%x: tensor<8x4xbf16>, %w: tensor<8x16xbf16>, %b: tensor<16xbf16>) -> tensor<4x16xbf16> {
+  %p = tg.matmul %x, %w {transpose_lhs = true} : (tensor<8x4xbf16>, tensor<8x16xbf16>) -> tensor<4x16xbf16>
+  %s = tg.add %p, %b : (tensor<4x16xbf16>, tensor<16xbf16>) -> tensor<4x16xbf16>
+  return %s : tensor<4x16xbf16>
+}

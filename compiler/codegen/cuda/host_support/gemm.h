@@ -129,7 +129,14 @@ inline int32_t gemm(GemmPlan &p, cudaStream_t s, int32_t kernel, GemmType type,
 
 // cuBLASLt epilogues tcc uses: bias (BIAS), bias then tanh-GELU (GELU_BIAS),
 // and the same saving the pre-activation for the backward (GELU_AUX_BIAS).
-enum GemmEpilogue { kEpilogueBias = 0, kEpilogueGeluBias = 1, kEpilogueGeluAuxBias = 2 };
+// DGELU (kern.gemm_dgelu): D = gelu'(aux) * product, aux the saved
+// pre-activation read as an input, no bias.
+enum GemmEpilogue {
+  kEpilogueBias = 0,
+  kEpilogueGeluBias = 1,
+  kEpilogueGeluAuxBias = 2,
+  kEpilogueDGelu = 3
+};
 
 inline uint64_t pointer_alignment(uint64_t alignment, const void *p) {
   if (!p)
@@ -143,7 +150,8 @@ inline uint64_t pointer_alignment(uint64_t alignment, const void *p) {
 // `out` (in's, or f32 with 16-bit in: cuBLASLt's C/D type; the residual is C
 // with beta = 1, added before the epilogue, so only with kEpilogueBias).
 // aux (kEpilogueGeluAuxBias) gets bias + product in D's type, leading
-// dimension n (a multiple of 8). Bias, aux and C pointers are set on every
+// dimension n (a multiple of 8); with kEpilogueDGelu it is read (the saved
+// pre-activation) and bias is unused. Bias, aux and C pointers are set on every
 // call; the plan is remade if they are less aligned than it assumed.
 inline int32_t gemm_epilogue(GemmPlan &p, cudaStream_t s, int32_t kernel, GemmType in,
                              GemmType out, bool tf32, bool ta, bool tb, int64_t m, int64_t n,
@@ -174,12 +182,13 @@ inline int32_t gemm_epilogue(GemmPlan &p, cudaStream_t s, int32_t kernel, GemmTy
     cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_TRANSA, &opA, sizeof(opA));
     cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_TRANSB, &opB, sizeof(opB));
     // Column-major D^T (n x m): the bias runs along cuBLAS's rows, our N.
-    cublasLtEpilogue_t e = epilogue == kEpilogueBias       ? CUBLASLT_EPILOGUE_BIAS
-                           : epilogue == kEpilogueGeluBias ? CUBLASLT_EPILOGUE_GELU_BIAS
-                                                           : CUBLASLT_EPILOGUE_GELU_AUX_BIAS;
+    cublasLtEpilogue_t e = epilogue == kEpilogueBias          ? CUBLASLT_EPILOGUE_BIAS
+                           : epilogue == kEpilogueGeluBias    ? CUBLASLT_EPILOGUE_GELU_BIAS
+                           : epilogue == kEpilogueGeluAuxBias ? CUBLASLT_EPILOGUE_GELU_AUX_BIAS
+                                                              : CUBLASLT_EPILOGUE_DGELU;
     cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_EPILOGUE, &e, sizeof(e));
     int64_t ld = n;
-    if (epilogue == kEpilogueGeluAuxBias)
+    if (epilogue == kEpilogueGeluAuxBias || epilogue == kEpilogueDGelu)
       cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, &ld,
                                      sizeof(ld));
     uint64_t rowsA = tb ? k : n, colsA = tb ? n : k;
@@ -196,8 +205,10 @@ inline int32_t gemm_epilogue(GemmPlan &p, cudaStream_t s, int32_t kernel, GemmTy
   }
   // Pointers of the epilogue: set before the heuristic (it reads their
   // alignment) and on every call (buffers may move between calls).
-  cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias));
-  if (epilogue == kEpilogueGeluAuxBias)
+  if (epilogue != kEpilogueDGelu)
+    cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias,
+                                   sizeof(bias));
+  if (epilogue == kEpilogueGeluAuxBias || epilogue == kEpilogueDGelu)
     cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &aux,
                                    sizeof(aux));
   if (!p.ready) {
