@@ -28,6 +28,10 @@ void writeAttentionFusionReport(mlir::ModuleOp module, llvm::raw_ostream &os);
 // what was left and why), from the module right after tg-cache-rope.
 void writeCacheRopeReport(mlir::ModuleOp module, llvm::raw_ostream &os);
 
+// The table of tg-fuse-matmul-epilogue's decisions (every matmul: fused
+// with which epilogue, or not and why), from the module right after it.
+void writeMatmulEpilogueReport(mlir::ModuleOp module, llvm::raw_ostream &os);
+
 #define GEN_PASS_DECL
 #include "passes/Passes.h.inc"
 

@@ -220,6 +220,33 @@ def TgFuseAttention : Pass<"tg-fuse-attention", "mlir::ModuleOp"> {
   let dependentDialects = ["tcc::tg::TgDialect"];
 }
 
+def TgFuseMatmulEpilogue : Pass<"tg-fuse-matmul-epilogue", "mlir::ModuleOp"> {
+  let summary = "matmul + bias add [+ gelu] [+ cast + residual add] -> tg.matmul_epilogue";
+  let description = [{
+    Runs after the training recipe and the first CSE (tg.matmul_epilogue has
+    no gradient). From each tg.matmul whose only reader is an add of an (N)
+    bias: the bias add, a tg.gelu of the sum (its other readers, the
+    backward's gelu_grad, read the op's pre_activation result) and an add of
+    a residual of the result's shape, optionally through a tg.cast, become
+    one tg.matmul_epilogue (one GEMM with an epilogue). Batched weights and
+    transposed batched lhs are left alone (one GEMM takes one weight
+    matrix). With target=cuda only what cuBLASLt's epilogues compute fuses:
+    no f64, gelu in its tanh form and with N a multiple of 8, a residual
+    only without an activation. The residual sum has the product's type,
+    or f32 after a 16-bit product (the GEMM's C/D types). Every
+    matmul gets tg.fuse_epilogue = "fused: <epilogue>[; <part> left out:
+    <why>]" on the fused op or "not fused: <why>" on itself.
+  }];
+  let options = [
+    Option<"target", "target", "std::string", /*default=*/"\"cpu\"",
+           "cpu | cuda: on cuda only what cuBLASLt's epilogues compute fuses">,
+    Option<"enabled", "enabled", "bool", /*default=*/"true",
+           "false: fuse nothing, and report each match as left unfused "
+           "(tcc compile --no-fuse-epilogue)">,
+  ];
+  let dependentDialects = ["tcc::tg::TgDialect"];
+}
+
 def TgDecompose : Pass<"tg-decompose", "mlir::ModuleOp"> {
   let summary = "Rewrites composite tg ops into the primitives lowering knows";
   let description = [{

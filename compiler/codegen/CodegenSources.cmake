@@ -77,18 +77,22 @@ set(TCC_CUDA_HOST_SUPPORT_PIECES
   ${TCC_CODEGEN_DIR}/cuda/host_support/gemm.h
   ${TCC_CODEGEN_DIR}/cuda/host_support/profiling.h
 )
-set(TCC_CUDA_HOST_SUPPORT ${TCC_GENERATED_INCLUDE_DIR}/compiler/codegen/cuda/cuda_host_support.h)
+set(TCC_CUDA_HOST_SUPPORT ${TCC_GENERATED_INCLUDE_DIR}/compiler/codegen/cuda/cuda_host_support.h
+    CACHE INTERNAL "the CUDA host support, concatenated from its pieces")
 tcc_concat_sources(${TCC_CUDA_HOST_SUPPORT} "${TCC_CUDA_HOST_SUPPORT_PIECES}"
   "Concatenating the CUDA host support's pieces")
+# tests/cuda/gemm_epilogue_test.cu includes it.
+add_custom_target(tcc_cuda_host_support DEPENDS ${TCC_CUDA_HOST_SUPPORT})
 
 # The CPU prelude pasted into every CPU step: the main piece, the
-# counter-based RNG (dropout masks) and flash attention, concatenated the
-# same way (cpu_attention.h needs the RNG; its own #include of it is
+# counter-based RNG (dropout masks), flash attention and the GEMM epilogue,
+# concatenated the same way (cpu_attention.h needs the RNG; its own #include of it is
 # guarded, so the pasted text needs no include path).
 set(TCC_CPU_PRELUDE_PIECES
   ${TCC_CODEGEN_DIR}/cpu/cpu_prelude.h
   ${CMAKE_SOURCE_DIR}/runtime/include/tcc/counter_rng.h
   ${TCC_CODEGEN_DIR}/cpu/cpu_attention.h
+  ${TCC_CODEGEN_DIR}/cpu/cpu_gemm_epilogue.h
 )
 set(TCC_CPU_PRELUDE ${TCC_GENERATED_INCLUDE_DIR}/compiler/codegen/cpu/cpu_prelude_pasted.h)
 tcc_concat_sources(${TCC_CPU_PRELUDE} "${TCC_CPU_PRELUDE_PIECES}"

@@ -87,6 +87,10 @@ double sigmoid(double x) { return 1.0 / (1.0 + std::exp(-x)); }
 
 constexpr double kPi = 3.14159265358979323846;
 
+} // namespace
+
+// gelu and its derivative are shared with the GEMM-epilogue ops' rules
+// (InterpreterSupport.h).
 double gelu(double x, bool tanhForm) {
   if (tanhForm)
     return 0.5 * x *
@@ -106,6 +110,8 @@ double geluDerivative(double x, bool tanhForm) {
   double pdf = std::exp(-0.5 * x * x) / std::sqrt(2.0 * kPi);
   return cdf + x * pdf;
 }
+
+namespace {
 
 // max/min that propagate NaN (arith.maximumf / minimumf).
 double maxNaN(double a, double b) {

@@ -15,9 +15,8 @@ namespace {
 // result (batch..., M, N) = op(lhs) x op(rhs) per batch index, op
 // transposing the last two dimensions where the flag is set; batch
 // dimensions broadcast like numpy.
-Tensor evalMatmul(tg::MatmulOp op, const Tensor &lhs, const Tensor &rhs) {
-  bool transposeLhs = op.getTransposeLhs(), transposeRhs = op.getTransposeRhs();
-  ArrayRef<int64_t> outShape = staticShape(op.getResult());
+Tensor evalProduct(const Tensor &lhs, const Tensor &rhs, bool transposeLhs,
+                   bool transposeRhs, ArrayRef<int64_t> outShape) {
   size_t batchRank = outShape.size() - 2;
   ArrayRef<int64_t> batchShape = outShape.take_front(batchRank);
   // Element (r, c) of matrix number `matrix` of `t`, or of its transpose.
@@ -52,6 +51,47 @@ Tensor evalMatmul(tg::MatmulOp op, const Tensor &lhs, const Tensor &rhs) {
         out.data[(batch * m + i) * n + j] = sum;
       }
   }
+  return out;
+}
+
+Tensor evalMatmul(tg::MatmulOp op, const Tensor &lhs, const Tensor &rhs) {
+  return evalProduct(lhs, rhs, op.getTransposeLhs(), op.getTransposeRhs(),
+                     staticShape(op.getResult()));
+}
+
+// pre = product + bias; result = act(pre) [+ residual] (the interpreter
+// rounds each result to its type once, as the fused kernel stores it).
+OpResults evalMatmulEpilogue(tg::MatmulEpilogueOp op,
+                             ArrayRef<const Tensor *> in) {
+  ArrayRef<int64_t> shape = staticShape(op.getResult());
+  Tensor pre = evalProduct(*in[0], *in[1], op.getTransposeLhs(),
+                           op.getTransposeRhs(), shape);
+  const Tensor &bias = *in[2];
+  int64_t n = shape.back();
+  for (int64_t i = 0; i < pre.numElements(); ++i)
+    pre.data[i] += bias.data[i % n];
+  StringRef act = op.getActivation();
+  Tensor result = pre;
+  if (act != "none")
+    for (double &x : result.data)
+      x = gelu(x, act == "gelu_tanh");
+  if (op.getResidual())
+    for (int64_t i = 0; i < result.numElements(); ++i)
+      result.data[i] += in[3]->data[i];
+  std::vector<Tensor> results{std::move(result)};
+  if (op.getPreActivation())
+    results.push_back(std::move(pre));
+  return results;
+}
+
+// result = gelu'(pre) * product.
+Tensor evalMatmulDgelu(tg::MatmulDgeluOp op, const Tensor &lhs, const Tensor &rhs,
+                       const Tensor &pre) {
+  Tensor out = evalProduct(lhs, rhs, op.getTransposeLhs(), op.getTransposeRhs(),
+                           staticShape(op.getResult()));
+  bool tanhForm = op.getApproximate() == "tanh";
+  for (int64_t i = 0; i < out.numElements(); ++i)
+    out.data[i] *= geluDerivative(pre.data[i], tanhForm);
   return out;
 }
 
@@ -406,6 +446,10 @@ std::optional<OpResults> evaluateStructuralOp(Operation *op,
                                               ArrayRef<const Tensor *> in) {
   return llvm::TypeSwitch<Operation *, std::optional<OpResults>>(op)
       .Case([&](tg::MatmulOp m) { return singleResult(evalMatmul(m, *in[0], *in[1])); })
+      .Case([&](tg::MatmulEpilogueOp m) { return evalMatmulEpilogue(m, in); })
+      .Case([&](tg::MatmulDgeluOp m) {
+        return singleResult(evalMatmulDgelu(m, *in[0], *in[1], *in[2]));
+      })
       .Case([&](tg::SoftmaxCrossEntropyOp s) {
         return singleResult(evalSoftmaxCrossEntropy(s, *in[0], *in[1]));
       })

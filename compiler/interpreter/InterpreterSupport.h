@@ -38,6 +38,11 @@ bool isRoundedElementType(mlir::Type elementType);
 // once when it stores.
 void roundToElementType(Tensor &t, mlir::Type elementType);
 
+// gelu(x): the tanh approximation or the exact (erf) form.
+double gelu(double x, bool tanhForm);
+// gelu'(x), same forms.
+double geluDerivative(double x, bool tanhForm);
+
 // The values of one op's results, in order.
 using OpResults = mlir::FailureOr<std::vector<Tensor>>;
 

@@ -94,6 +94,14 @@ public:
                        "tg-cache-rope's decisions: tables cached, rotations fused, "
                        "what was left and why");
     }
+    if (pass->getArgument() == "tg-fuse-matmul-epilogue") {
+      std::string report;
+      llvm::raw_string_ostream os(report);
+      writeMatmulEpilogueReport(module, os);
+      (void)dir_.write("tg-fuse-matmul-epilogue-report", "txt", report,
+                       "tg-fuse-matmul-epilogue's decisions: each matmul fused "
+                       "with its epilogue or not and why");
+    }
     if (pass->getArgument() == "tg-amp") {
       std::string report;
       llvm::raw_string_ostream os(report);

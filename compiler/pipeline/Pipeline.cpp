@@ -88,6 +88,11 @@ void buildPipeline(mlir::OpPassManager &pm, Phase stopAfter,
   pm.addPass(mlir::createCSEPass());
   if (stopAfter == Phase::Training)
     return;
+  // 2b. GEMM epilogues: a product's bias add, gelu and residual add become
+  //     one tg.matmul_epilogue (one GEMM), the backward's gelu_grad reading
+  //     its saved pre-activation. After the recipe: the op has no gradient.
+  pm.addPass(createTgFuseMatmulEpilogue(
+      TgFuseMatmulEpilogueOptions{options.target, options.fuseEpilogue}));
   // 3. Composite NN ops -> primitives (softmax, norms, cross_entropy, ...);
   //    CSE merges the forward and backward copies of their statistics.
   pm.addPass(createTgDecompose());

@@ -48,6 +48,8 @@ struct PipelineOptions {
   std::string cudaArch;
   // false: tg-fuse-attention leaves attention written out (reported).
   bool fuseAttention = true;
+  // false: tg-fuse-matmul-epilogue fuses no GEMM epilogue (reported).
+  bool fuseEpilogue = true;
 };
 
 // Writes the module attributes `options` ask for (tg.loss_scaling,

@@ -95,6 +95,58 @@ LogicalResult GemmOp::verify() {
   return success();
 }
 
+LogicalResult GemmEpilogueOp::verify() {
+  auto a = mrt(getA()), b = mrt(getB()), out = mrt(getOut()), bias = mrt(getBias());
+  if (a.getRank() != 2 || b.getRank() != 2 || out.getRank() != 2)
+    return emitOpError("expects rank-2 a, b and out (one product)");
+  if (a.getElementType() != b.getElementType())
+    return emitOpError("a and b must have one element type");
+  int64_t m = a.getDimSize(getTransposeA() ? 1 : 0);
+  int64_t ka = a.getDimSize(getTransposeA() ? 0 : 1);
+  int64_t kb = b.getDimSize(getTransposeB() ? 1 : 0);
+  int64_t n = b.getDimSize(getTransposeB() ? 0 : 1);
+  if (ka != kb || out.getDimSize(0) != m || out.getDimSize(1) != n)
+    return emitOpError("inconsistent gemm shapes");
+  Type p = a.getElementType(), o = out.getElementType();
+  if (o != p && !((p.isBF16() || p.isF16()) && o.isF32()))
+    return emitOpError("out must have a's element type, or f32 with 16-bit a");
+  if (o != p && !getResidual())
+    return emitOpError("an out type other than a's needs a residual");
+  if (bias.getRank() != 1 || bias.getDimSize(0) != n || bias.getElementType() != o)
+    return emitOpError("bias must be (") << n << ") of out's element type";
+  if (Value r = getResidual(); r && r.getType() != out)
+    return emitOpError("residual must have out's type");
+  StringRef act = getActivation();
+  if (act != "none" && act != "gelu_tanh" && act != "gelu_erf")
+    return emitOpError("activation must be none, gelu_tanh or gelu_erf");
+  if (Value aux = getAux()) {
+    if (act == "none")
+      return emitOpError("aux (the pre-activation) needs an activation");
+    if (mrt(aux).getShape() != out.getShape() || mrt(aux).getElementType() != p)
+      return emitOpError("aux must be (M, N) of a's element type");
+  }
+  return success();
+}
+
+LogicalResult GemmDgeluOp::verify() {
+  auto a = mrt(getA()), b = mrt(getB()), out = mrt(getOut());
+  if (a.getRank() != 2 || b.getRank() != 2 || out.getRank() != 2)
+    return emitOpError("expects rank-2 a, b and out (one product)");
+  if (a.getElementType() != b.getElementType() || out.getElementType() != a.getElementType())
+    return emitOpError("a, b and out must have one element type");
+  int64_t m = a.getDimSize(getTransposeA() ? 1 : 0);
+  int64_t ka = a.getDimSize(getTransposeA() ? 0 : 1);
+  int64_t kb = b.getDimSize(getTransposeB() ? 1 : 0);
+  int64_t n = b.getDimSize(getTransposeB() ? 0 : 1);
+  if (ka != kb || out.getDimSize(0) != m || out.getDimSize(1) != n)
+    return emitOpError("inconsistent gemm shapes");
+  if (getPre().getType() != out)
+    return emitOpError("pre must have out's type");
+  if (getApproximate() != "tanh" && getApproximate() != "none")
+    return emitOpError("approximate must be tanh or none");
+  return success();
+}
+
 LogicalResult ElementwiseOp::verify() {
   if (getOutputs().empty())
     return emitOpError("needs at least one output");

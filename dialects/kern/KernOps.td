@@ -391,4 +391,61 @@ def Kern_RopeOp : Kern_Op<"rope"> {
   let hasVerifier = 1;
 }
 
+//===----------------------------------------------------------------------===//
+// GEMM with an epilogue (tg.matmul_epilogue; verifier in KernDialect.cpp)
+//===----------------------------------------------------------------------===//
+
+def Kern_GemmEpilogueOp : Kern_Op<"gemm_epilogue", [AttrSizedOperandSegments]> {
+  let summary = "out = act(op(a) x op(b) + bias) [+ residual], aux = the pre-activation";
+  let description = [{
+    One matrix product with its epilogue, all rank 2 and row-major: a is
+    (M, K) or (K, M) with transpose_a, b (K, N) or (N, K) with transpose_b,
+    bias (N) of out's element type. With p = op(a) x op(b) accumulated in
+    f32 (f64 for f64):
+      pre = p + bias;  out = act(pre) (+ residual)
+    `activation` is none, gelu_tanh or gelu_erf; `aux`, when present, gets
+    pre in a's element type (the backward's gelu_grad reads it). out and
+    residual are (M, N) of one type: a's, or f32 with 16-bit a and b (the
+    residual is added in f32, cuBLASLt's C with beta = 1). Each output is
+    rounded once to its type. cuda: cuBLASLt BIAS / GELU_BIAS /
+    GELU_AUX_BIAS epilogues; cpu: the product, then one loop.
+  }];
+  let arguments = (ins
+    Arg<Kern_FloatBuffer, "", [MemRead]>:$a,
+    Arg<Kern_FloatBuffer, "", [MemRead]>:$b,
+    Arg<Kern_FloatBuffer, "", [MemRead]>:$bias,
+    Arg<Optional<Kern_FloatBuffer>, "", [MemRead]>:$residual,
+    Arg<Kern_FloatBuffer, "", [MemWrite]>:$out,
+    Arg<Optional<Kern_FloatBuffer>, "", [MemWrite]>:$aux,
+    BoolAttr:$transpose_a, BoolAttr:$transpose_b, StrAttr:$activation);
+  let assemblyFormat = [{
+    $a `,` $b `bias` $bias (`residual` $residual^ `:` type($residual))? `->`
+    $out (`aux` $aux^ `:` type($aux))? attr-dict `:` type($a) `,` type($b)
+    `,` type($bias) `->` type($out)
+  }];
+  let hasVerifier = 1;
+}
+
+def Kern_GemmDgeluOp : Kern_Op<"gemm_dgelu"> {
+  let summary = "out = gelu'(pre) * (op(a) x op(b)) (tg.matmul_dgelu)";
+  let description = [{
+    One rank-2 row-major product (kern.gemm_epilogue's shapes) whose result
+    is multiplied by the GELU derivative at `pre` ((M, N), out's type, a's
+    element type); `approximate` is "tanh" or "none" (erf). cuda: cuBLASLt's
+    DGELU epilogue with pre as its aux input (tanh only); cpu: the product,
+    then one loop.
+  }];
+  let arguments = (ins
+    Arg<Kern_FloatBuffer, "", [MemRead]>:$a,
+    Arg<Kern_FloatBuffer, "", [MemRead]>:$b,
+    Arg<Kern_FloatBuffer, "", [MemRead]>:$pre,
+    Arg<Kern_FloatBuffer, "", [MemWrite]>:$out,
+    BoolAttr:$transpose_a, BoolAttr:$transpose_b, StrAttr:$approximate);
+  let assemblyFormat = [{
+    $a `,` $b `pre` $pre `->` $out attr-dict `:` type($a) `,` type($b) `,`
+    type($pre) `->` type($out)
+  }];
+  let hasVerifier = 1;
+}
+
 #endif // TCC_KERN_OPS

@@ -34,6 +34,68 @@ def Tg_MatmulOp : Tg_Op<"matmul", [
   let hasVerifier = 1;
 }
 
+def Tg_MatmulEpilogueOp : Tg_Op<"matmul_epilogue"> {
+  let summary = "matmul with its bias, activation and residual add fused (one GEMM)";
+  let description = [{
+    With p = matmul(lhs, rhs) (tg.matmul's transposes and shapes; p is
+    (batch..., M, N) of the operands' element type P) and `bias` (N):
+
+      pre    = p + bias                        (broadcast over the rows)
+      act    = pre, gelu_tanh(pre) or gelu_erf(pre)   (`activation`)
+      result = act                              (no residual; type of p)
+      result = residual + act                   (residual: p's shape, its own
+                                                 float type R, e.g. f32 with
+                                                 bf16 operands)
+
+    `bias` has the result's element type (P, or R with a residual).
+    `pre_activation` (only with an activation) is `pre`, of p's type: what
+    the backward's gelu_grad reads. Everything is computed in the
+    accumulator's precision (f32 for 16-bit and f32 operands, f64 for f64)
+    and rounded once to each result's type, where the unfused graph rounds
+    after each op.
+
+    tg-fuse-matmul-epilogue creates this op after the training recipe
+    (autodiff has already run), so it has no gradient rule: tg-autodiff
+    refuses it. Lowered to kern.gemm_epilogue (cuBLASLt epilogues on cuda,
+    a product plus an epilogue loop on cpu).
+  }];
+  let arguments = (ins Tg_FloatTensor:$lhs, Tg_FloatTensor:$rhs,
+                   Tg_FloatTensor:$bias, Optional<Tg_FloatTensor>:$residual,
+                   DefaultValuedAttr<BoolAttr, "false">:$transpose_lhs,
+                   DefaultValuedAttr<BoolAttr, "false">:$transpose_rhs,
+                   DefaultValuedAttr<StrAttr, "\"none\"">:$activation);
+  let results = (outs Tg_FloatTensor:$result,
+                      Optional<Tg_FloatTensor>:$pre_activation);
+  let assemblyFormat = [{
+    $lhs `,` $rhs `bias` $bias (`residual` $residual^)? attr-dict `:`
+    functional-type(operands, results)
+  }];
+  let hasVerifier = 1;
+}
+
+def Tg_MatmulDgeluOp : Tg_Op<"matmul_dgelu"> {
+  let summary = "gelu_grad(pre, matmul(lhs, rhs)) as one GEMM (the backward's GELU epilogue)";
+  let description = [{
+    result = gelu'(pre) * matmul(lhs, rhs): tg.gelu_grad of the product (the
+    upstream gradient) at the saved pre-activation `pre`, which has the
+    product's shape and type. `approximate` is tg.gelu's ("tanh" or "none",
+    the erf form). Computed in the accumulator's precision, rounded once.
+    tg-fuse-matmul-epilogue creates it after autodiff (no gradient rule:
+    tg-autodiff refuses it); lowered to kern.gemm_dgelu (cuBLASLt's DGELU
+    epilogue reading pre as its aux matrix; cpu: product + one loop).
+  }];
+  let arguments = (ins Tg_FloatTensor:$lhs, Tg_FloatTensor:$rhs,
+                   Tg_FloatTensor:$pre,
+                   DefaultValuedAttr<BoolAttr, "false">:$transpose_lhs,
+                   DefaultValuedAttr<BoolAttr, "false">:$transpose_rhs,
+                   DefaultValuedAttr<StrAttr, "\"none\"">:$approximate);
+  let results = (outs Tg_FloatTensor:$result);
+  let assemblyFormat = [{
+    $lhs `,` $rhs `pre` $pre attr-dict `:` functional-type(operands, results)
+  }];
+  let hasVerifier = 1;
+}
+
 //===----------------------------------------------------------------------===//
 // Losses
 //===----------------------------------------------------------------------===//

@@ -310,6 +310,72 @@ private:
     return success();
   }
 
+  // `buffer` seen as the (rows, columns) matrix of its last dimension.
+  Value matrixView(Location loc, Value buffer, int64_t columns) {
+    auto t = cast<MemRefType>(buffer.getType());
+    if (t.getRank() == 2)
+      return buffer;
+    auto matrix = MemRefType::get({t.getNumElements() / columns, columns},
+                                  t.getElementType());
+    return kern::ReshapeOp::create(b_, loc, matrix, buffer);
+  }
+
+  // One (batch * M, K) x (K, N) product with its epilogue: the batch of a
+  // shared weight folds into the rows (tg-fuse-matmul-epilogue fuses
+  // nothing else).
+  LogicalResult lowerMatmulEpilogue(tg::MatmulEpilogueOp m) {
+    Location loc = m.getLoc();
+    auto lhs = cast<RankedTensorType>(m.getLhs().getType());
+    auto rhs = cast<RankedTensorType>(m.getRhs().getType());
+    if (llvm::any_of(rhs.getShape().drop_back(2), [](int64_t d) { return d != 1; }) ||
+        (m.getTransposeLhs() && lhs.getRank() > 2))
+      return m.emitError("tg-lower-to-kern: tg.matmul_epilogue needs one "
+                         "weight matrix and an untransposed batched lhs");
+    int64_t n = cast<RankedTensorType>(m.getResult().getType()).getShape().back();
+    Value a = buf(m.getLhs());
+    if (lhs.getRank() > 2)
+      a = matrixView(loc, a, lhs.getShape().back());
+    Value b = matrixView(loc, buf(m.getRhs()), rhs.getShape().back());
+    Value out = alloc(loc, m.getResult());
+    Value residual = m.getResidual() ? matrixView(loc, buf(m.getResidual()), n)
+                                     : Value();
+    Value aux;
+    if (Value pre = m.getPreActivation(); pre && !pre.use_empty()) {
+      Value preBuffer = alloc(loc, pre);
+      buffers_[pre] = preBuffer;
+      aux = matrixView(loc, preBuffer, n);
+    }
+    kern::GemmEpilogueOp::create(
+        b_, loc, a, b, buf(m.getBias()), residual, matrixView(loc, out, n), aux,
+        b_.getBoolAttr(m.getTransposeLhs()), b_.getBoolAttr(m.getTransposeRhs()),
+        b_.getStringAttr(m.getActivation()));
+    buffers_[m.getResult()] = out;
+    return success();
+  }
+
+  // gelu'(pre) * product: one (batch * M, K) x (K, N) product, as above.
+  LogicalResult lowerMatmulDgelu(tg::MatmulDgeluOp m) {
+    Location loc = m.getLoc();
+    auto lhs = cast<RankedTensorType>(m.getLhs().getType());
+    auto rhs = cast<RankedTensorType>(m.getRhs().getType());
+    if (llvm::any_of(rhs.getShape().drop_back(2), [](int64_t d) { return d != 1; }) ||
+        (m.getTransposeLhs() && lhs.getRank() > 2))
+      return m.emitError("tg-lower-to-kern: tg.matmul_dgelu needs one weight "
+                         "matrix and an untransposed batched lhs");
+    int64_t n = cast<RankedTensorType>(m.getResult().getType()).getShape().back();
+    Value a = buf(m.getLhs());
+    if (lhs.getRank() > 2)
+      a = matrixView(loc, a, lhs.getShape().back());
+    Value b = matrixView(loc, buf(m.getRhs()), rhs.getShape().back());
+    Value out = alloc(loc, m.getResult());
+    kern::GemmDgeluOp::create(b_, loc, a, b, matrixView(loc, buf(m.getPre()), n),
+                              matrixView(loc, out, n), b_.getBoolAttr(m.getTransposeLhs()),
+                              b_.getBoolAttr(m.getTransposeRhs()),
+                              b_.getStringAttr(m.getApproximate()));
+    buffers_[m.getResult()] = out;
+    return success();
+  }
+
   LogicalResult lower(Operation *op) {
     Location loc = op->getLoc();
     if (auto s = dyn_cast<tg::ScalarOpInterface>(op))
@@ -333,6 +399,8 @@ private:
           buffers_[m.getResult()] = out;
           return success();
         })
+        .Case([&](tg::MatmulEpilogueOp m) { return lowerMatmulEpilogue(m); })
+        .Case([&](tg::MatmulDgeluOp m) { return lowerMatmulDgelu(m); })
         .Case([&](tg::BroadcastToOp bc) {
           Value out = alloc(loc, bc.getResult());
           buildCopy(b_, loc, buf(bc.getInput()), out);

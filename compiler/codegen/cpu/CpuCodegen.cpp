@@ -119,6 +119,8 @@ private:
         })
         .Case([&](kern::ConstantOp c) { return emitConstant(c); })
         .Case([&](kern::GemmOp g) { return emitGemm(g, flops); })
+        .Case([&](kern::GemmEpilogueOp g) { return emitGemmEpilogue(g, flops); })
+        .Case([&](kern::GemmDgeluOp g) { return emitGemmDgelu(g, flops); })
         .Case([&](kern::ElementwiseOp e) { return emitElementwise(e, flops); })
         .Case([&](kern::ReduceOp r) { return emitReduce(r, flops); })
         .Case([&](kern::FillOp fill) {
@@ -303,6 +305,52 @@ private:
                             tA, tB, s.m, s.n, s.k, alpha, a0, b0, beta, c0)
                   .str();
     nest.emit(os_, call, parallelBatch ? work : 0);
+    return success();
+  }
+
+  // out = act(op(a) x op(b) + bias) [+ residual], aux = the pre-activation
+  // (tcc_cpu::gemm_epilogue, cpu_gemm_epilogue.h).
+  LogicalResult emitGemmEpilogue(kern::GemmEpilogueOp g, double &flops) {
+    MemRefType out = mrt(g.getOut());
+    Type p = mrt(g.getA()).getElementType(), o = out.getElementType();
+    int64_t m = out.getDimSize(0), n = out.getDimSize(1);
+    int64_t k = mrt(g.getA()).getDimSize(g.getTransposeA() ? 0 : 1);
+    flops += 2.0 * m * n * k;
+    StringRef act = g.getActivation();
+    const char *actName = act == "gelu_tanh" ? "tcc_cpu::kActGeluTanh"
+                          : act == "gelu_erf" ? "tcc_cpu::kActGeluErf"
+                                              : "tcc_cpu::kActNone";
+    auto ptr = [&](Value v, Type et, bool written) {
+      if (!v)
+        return "static_cast<" + familyElementType(et, CodeTarget::Cpu) + " *>(nullptr)";
+      return familyPointer(et, name(v), written, CodeTarget::Cpu);
+    };
+    os_ << llvm::formatv(
+        "  if (int32_t rc = tcc_cpu::gemm_epilogue({0}, {1}, {2}, {3}, {4}, {5}, {6}, {7}, "
+        "{8}, {9}, {10}, {11})) return rc; // out of memory\n",
+        g.getTransposeA() ? "true" : "false", g.getTransposeB() ? "true" : "false", m, n,
+        k, ptr(g.getA(), p, false), ptr(g.getB(), p, false), ptr(g.getBias(), o, false),
+        ptr(g.getResidual(), o, false), actName, ptr(g.getOut(), o, true),
+        ptr(g.getAux(), p, true));
+    return success();
+  }
+
+  // out = gelu'(pre) * (op(a) x op(b)) (tcc_cpu::gemm_dgelu).
+  LogicalResult emitGemmDgelu(kern::GemmDgeluOp g, double &flops) {
+    MemRefType out = mrt(g.getOut());
+    Type p = out.getElementType();
+    int64_t m = out.getDimSize(0), n = out.getDimSize(1);
+    int64_t k = mrt(g.getA()).getDimSize(g.getTransposeA() ? 0 : 1);
+    flops += 2.0 * m * n * k;
+    os_ << llvm::formatv(
+        "  if (int32_t rc = tcc_cpu::gemm_dgelu({0}, {1}, {2}, {3}, {4}, {5}, {6}, {7}, {8}, "
+        "{9})) return rc; // out of memory\n",
+        g.getTransposeA() ? "true" : "false", g.getTransposeB() ? "true" : "false", m, n, k,
+        familyPointer(p, name(g.getA()), false, CodeTarget::Cpu),
+        familyPointer(p, name(g.getB()), false, CodeTarget::Cpu),
+        familyPointer(p, name(g.getPre()), false, CodeTarget::Cpu),
+        g.getApproximate() == "tanh" ? "true" : "false",
+        familyPointer(p, name(g.getOut()), true, CodeTarget::Cpu));
     return success();
   }
 

@@ -120,6 +120,9 @@ private:
   LogicalResult emitConstant(kern::ConstantOp c, llvm::raw_ostream &os);
   // GemmKernels.cpp
   LogicalResult emitGemm(kern::GemmOp g, llvm::raw_ostream &os, double &flops);
+  LogicalResult emitGemmEpilogue(kern::GemmEpilogueOp g, llvm::raw_ostream &os,
+                                 double &flops);
+  LogicalResult emitGemmDgelu(kern::GemmDgeluOp g, llvm::raw_ostream &os, double &flops);
   // ElementwiseKernels.cpp
   LogicalResult emitElementwise(kern::ElementwiseOp e, llvm::raw_ostream &os, double &flops);
   // ReductionKernels.cpp

@@ -40,11 +40,15 @@ LogicalResult CudaStepEmitter::emitGemm(kern::GemmOp g, llvm::raw_ostream &os,
                sc, alpha, beta, pa, pb, pc, wsArg)
         .str();
   };
+  // The product cuBLASLt runs: a batch folded into M shows as one (B*M)xNxK
+  // product, a real batch as "x<count>".
+  bool folded = s.foldsBatchIntoM();
   std::string shape =
-      llvm::formatv("{0}x{1}x{2}{3}", s.m, s.n, s.k,
-                    s.batchCount > 1 ? " x" + std::to_string(s.batchCount) : std::string())
+      llvm::formatv("{0}x{1}x{2}{3}", folded ? s.batchCount * s.m : s.m, s.n, s.k,
+                    !folded && s.batchCount > 1 ? " x" + std::to_string(s.batchCount)
+                                                : std::string())
           .str();
-  if (s.foldsBatchIntoM()) {
+  if (folded) {
     launch(os, g, "cublasLtMatmul",
            call(s.batchCount * s.m, 1, 0, 0, 0, name(g.getA()), name(g.getB()),
                 name(g.getOut())),
@@ -73,6 +77,97 @@ LogicalResult CudaStepEmitter::emitGemm(kern::GemmOp g, llvm::raw_ostream &os,
          inner.substr(0, split + 1) + "  " + loop + "{\n  " + inner.substr(split + 3) +
              "\n  }",
          shape, work, bytes, LaunchCheck::InCall);
+  return success();
+}
+
+// out (M, N) = act(op(a) x op(b) + bias) [+ residual], aux = the
+// pre-activation: one cuBLASLt product with its epilogue
+// (tcc_cuda_host::gemm_epilogue).
+LogicalResult CudaStepEmitter::emitGemmEpilogue(kern::GemmEpilogueOp g,
+                                                llvm::raw_ostream &os, double &flops) {
+  MemRefType a = mrt(g.getA()), out = mrt(g.getOut());
+  int64_t m = out.getDimSize(0), n = out.getDimSize(1);
+  int64_t k = a.getDimSize(g.getTransposeA() ? 0 : 1);
+  double work = 2.0 * m * n * k;
+  flops += work;
+  StringRef act = g.getActivation();
+  if (act == "gelu_erf")
+    return g.emitError("cuda: cuBLASLt has no erf-GELU epilogue (tg-fuse-matmul-"
+                       "epilogue fuses only the tanh form for cuda)");
+  if (act != "none" && g.getResidual())
+    return g.emitError("cuda: cuBLASLt adds the residual (C) before the activation");
+  if (m * n == 0)
+    return success();
+  auto typeName = [](Type et) {
+    return et.isF64() ? "tcc_cuda_host::kGemmF64"
+           : et.isBF16() ? "tcc_cuda_host::kGemmBF16"
+           : et.isF16()  ? "tcc_cuda_host::kGemmF16"
+                         : "tcc_cuda_host::kGemmF32";
+  };
+  const char *epilogue = act == "none" ? "tcc_cuda_host::kEpilogueBias"
+                         : g.getAux()  ? "tcc_cuda_host::kEpilogueGeluAuxBias"
+                                       : "tcc_cuda_host::kEpilogueGeluBias";
+  auto ptr = [&](Value v) { return v ? name(v) : std::string("nullptr"); };
+  int site = gemmSites_++;
+  std::string call =
+      llvm::formatv(
+          "static tcc_cuda_host::GemmPlan tcc_gemm_plan_{0};\n"
+          "  if (int32_t rc = tcc_cuda_host::gemm_epilogue(tcc_gemm_plan_{0}, s, {1}, {2}, "
+          "{3}, {4}, {5}, {6}, {7}, {8}, {9}, {10}, {11}, {12}, {13}, {14}, {15}, {16}, "
+          "ws + tcc_gemm_workspace_offset, tcc_gemm_workspace_bytes)) return rc;",
+          site, nextId(), typeName(a.getElementType()), typeName(out.getElementType()),
+          options_.tf32 ? "true" : "false", g.getTransposeA() ? "true" : "false",
+          g.getTransposeB() ? "true" : "false", m, n, k, epilogue, name(g.getA()),
+          name(g.getB()), name(g.getBias()), ptr(g.getResidual()), name(g.getOut()),
+          ptr(g.getAux()))
+          .str();
+  double bytes = bufferBytes(a) + bufferBytes(mrt(g.getB())) + bufferBytes(out) +
+                 (g.getResidual() ? bufferBytes(out) : 0) +
+                 (g.getAux() ? bufferBytes(mrt(g.getAux())) : 0);
+  std::string kind = "cublasLtMatmul+bias";
+  if (act != "none")
+    kind += g.getAux() ? "+gelu_aux" : "+gelu";
+  if (g.getResidual())
+    kind += "+residual";
+  launch(os, g, kind, call, llvm::formatv("{0}x{1}x{2}", m, n, k).str(), work, bytes,
+         LaunchCheck::InCall);
+  return success();
+}
+
+// out (M, N) = gelu'(pre) * (op(a) x op(b)): cuBLASLt's DGELU epilogue
+// reading pre as its aux matrix.
+LogicalResult CudaStepEmitter::emitGemmDgelu(kern::GemmDgeluOp g, llvm::raw_ostream &os,
+                                             double &flops) {
+  MemRefType a = mrt(g.getA()), out = mrt(g.getOut());
+  int64_t m = out.getDimSize(0), n = out.getDimSize(1);
+  int64_t k = a.getDimSize(g.getTransposeA() ? 0 : 1);
+  double work = 2.0 * m * n * k;
+  flops += work;
+  if (g.getApproximate() != "tanh")
+    return g.emitError("cuda: cuBLASLt has no erf-GELU derivative epilogue "
+                       "(tg-fuse-matmul-epilogue fuses only the tanh form for cuda)");
+  if (m * n == 0)
+    return success();
+  Type et = out.getElementType();
+  const char *type = et.isF64()    ? "tcc_cuda_host::kGemmF64"
+                     : et.isBF16() ? "tcc_cuda_host::kGemmBF16"
+                     : et.isF16()  ? "tcc_cuda_host::kGemmF16"
+                                   : "tcc_cuda_host::kGemmF32";
+  int site = gemmSites_++;
+  std::string call =
+      llvm::formatv(
+          "static tcc_cuda_host::GemmPlan tcc_gemm_plan_{0};\n"
+          "  if (int32_t rc = tcc_cuda_host::gemm_epilogue(tcc_gemm_plan_{0}, s, {1}, {2}, "
+          "{2}, {3}, {4}, {5}, {6}, {7}, {8}, tcc_cuda_host::kEpilogueDGelu, {9}, {10}, "
+          "nullptr, nullptr, {11}, const_cast<void *>(static_cast<const void *>({12})), "
+          "ws + tcc_gemm_workspace_offset, tcc_gemm_workspace_bytes)) return rc;",
+          site, nextId(), type, options_.tf32 ? "true" : "false",
+          g.getTransposeA() ? "true" : "false", g.getTransposeB() ? "true" : "false", m, n, k,
+          name(g.getA()), name(g.getB()), name(g.getOut()), name(g.getPre()))
+          .str();
+  double bytes = bufferBytes(a) + bufferBytes(mrt(g.getB())) + 2.0 * bufferBytes(out);
+  launch(os, g, "cublasLtMatmul+dgelu", call, llvm::formatv("{0}x{1}x{2}", m, n, k).str(),
+         work, bytes, LaunchCheck::InCall);
   return success();
 }
 

@@ -62,6 +62,10 @@ Options:
                         matmul) instead of tg-fuse-attention's flash-attention
                         kernels: for comparing, or ruling the fusion out when
                         a result looks wrong (the report still lists matches)
+  --no-fuse-epilogue    leave each matmul's bias add, gelu and residual add as
+                        separate kernels instead of tg-fuse-matmul-epilogue's
+                        GEMM epilogues (before/after benchmarks; the report
+                        still lists matches)
   --jobs N              cuda: parallel nvcc runs (default: CPU threads)
   --no-cache            cuda: compile every unit (default: reuse objects from
                         $TCC_CACHE_DIR, else ~/.cache/tcc, keyed by source,
@@ -188,6 +192,8 @@ int compileMain(int argc, char **argv) {
       args.precision = "tf32";
     } else if (a == "--no-fuse-attention") {
       args.fuseAttention = false;
+    } else if (a == "--no-fuse-epilogue") {
+      args.fuseEpilogue = false;
     } else if (a == "--no-cache") {
       args.useCache = false;
     } else if (a == "-v" || a == "--verbose") {

@@ -11,6 +11,9 @@ namespace tcc::trun {
 std::string KernelKind(const std::string &kernel) {
   if (kernel == "cublasLtMatmul")
     return "matmul (cuBLASLt)";
+  // kern.gemm_epilogue: "cublasLtMatmul+bias+gelu_aux" and the like.
+  if (kernel.rfind("cublasLtMatmul+", 0) == 0)
+    return "matmul+epilogue (cuBLASLt)";
   static const std::regex generated("tcc_k[0-9]+_(.+)");
   std::smatch m;
   if (!std::regex_match(kernel, m, generated))

@@ -124,3 +124,126 @@ inline int32_t gemm(GemmPlan &p, cudaStream_t s, int32_t kernel, GemmType type,
   return profile_mark(s, kernel);
 }
 
+
+// ---- matrix products with an epilogue (kern.gemm_epilogue) ----
+
+// cuBLASLt epilogues tcc uses: bias (BIAS), bias then tanh-GELU (GELU_BIAS),
+// and the same saving the pre-activation for the backward (GELU_AUX_BIAS).
+// DGELU (kern.gemm_dgelu): D = gelu'(aux) * product, aux the saved
+// pre-activation read as an input, no bias.
+enum GemmEpilogue {
+  kEpilogueBias = 0,
+  kEpilogueGeluBias = 1,
+  kEpilogueGeluAuxBias = 2,
+  kEpilogueDGelu = 3
+};
+
+inline uint64_t pointer_alignment(uint64_t alignment, const void *p) {
+  if (!p)
+    return alignment;
+  uint64_t bits = reinterpret_cast<uintptr_t>(p) | alignment;
+  return bits & (~bits + 1);
+}
+
+// Row-major D(m x n) = epilogue(op(A) op(B) + bias) [+ residual], one
+// product (no batch): A and B of type `in`, D, bias and residual of type
+// `out` (in's, or f32 with 16-bit in: cuBLASLt's C/D type; the residual is C
+// with beta = 1, added before the epilogue, so only with kEpilogueBias).
+// aux (kEpilogueGeluAuxBias) gets bias + product in D's type, leading
+// dimension n (a multiple of 8); with kEpilogueDGelu it is read (the saved
+// pre-activation) and bias is unused. Bias, aux and C pointers are set on every
+// call; the plan is remade if they are less aligned than it assumed.
+inline int32_t gemm_epilogue(GemmPlan &p, cudaStream_t s, int32_t kernel, GemmType in,
+                             GemmType out, bool tf32, bool ta, bool tb, int64_t m, int64_t n,
+                             int64_t k, GemmEpilogue epilogue, const void *A, const void *B,
+                             const void *bias, const void *residual, void *D, void *aux,
+                             void *workspace, size_t workspace_bytes) {
+  auto dataType = [](GemmType t) {
+    return t == kGemmF64 ? CUDA_R_64F : t == kGemmBF16 ? CUDA_R_16BF
+                                      : t == kGemmF16  ? CUDA_R_16F
+                                                       : CUDA_R_32F;
+  };
+  if (in == kGemmF64 || out == kGemmF64 || (residual && epilogue != kEpilogueBias))
+    return set_error("cuBLASLt epilogue: f64, or a residual with an activation, "
+                     "is not supported in %s", where(kernel).c_str());
+  uint64_t alignment = gemm_alignment(A, B, D, 1, 0, 0, 0, 2);
+  for (const void *q : {bias, residual, static_cast<const void *>(aux)})
+    alignment = pointer_alignment(alignment, q);
+  if (p.ready && alignment < p.alignment)
+    destroy_plan(p);
+  if (!p.ready) {
+    cublasComputeType_t compute =
+        in == kGemmF32 && tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
+    if (int32_t rc =
+            check_cublas(cublasLtMatmulDescCreate(&p.op, compute, CUDA_R_32F), kernel))
+      return rc;
+    cublasOperation_t opA = tb ? CUBLAS_OP_T : CUBLAS_OP_N; // cuBLAS "A" is our B
+    cublasOperation_t opB = ta ? CUBLAS_OP_T : CUBLAS_OP_N;
+    cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_TRANSA, &opA, sizeof(opA));
+    cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_TRANSB, &opB, sizeof(opB));
+    // Column-major D^T (n x m): the bias runs along cuBLAS's rows, our N.
+    cublasLtEpilogue_t e = epilogue == kEpilogueBias          ? CUBLASLT_EPILOGUE_BIAS
+                           : epilogue == kEpilogueGeluBias    ? CUBLASLT_EPILOGUE_GELU_BIAS
+                           : epilogue == kEpilogueGeluAuxBias ? CUBLASLT_EPILOGUE_GELU_AUX_BIAS
+                                                              : CUBLASLT_EPILOGUE_DGELU;
+    cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_EPILOGUE, &e, sizeof(e));
+    int64_t ld = n;
+    if (epilogue == kEpilogueGeluAuxBias || epilogue == kEpilogueDGelu)
+      cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, &ld,
+                                     sizeof(ld));
+    uint64_t rowsA = tb ? k : n, colsA = tb ? n : k;
+    uint64_t rowsB = ta ? m : k, colsB = ta ? k : m;
+    if (int32_t rc = check_cublas(
+            cublasLtMatrixLayoutCreate(&p.a, dataType(in), rowsA, colsA, rowsA), kernel))
+      return rc;
+    if (int32_t rc = check_cublas(
+            cublasLtMatrixLayoutCreate(&p.b, dataType(in), rowsB, colsB, rowsB), kernel))
+      return rc;
+    if (int32_t rc =
+            check_cublas(cublasLtMatrixLayoutCreate(&p.c, dataType(out), n, m, n), kernel))
+      return rc;
+  }
+  // Pointers of the epilogue: set before the heuristic (it reads their
+  // alignment) and on every call (buffers may move between calls).
+  if (epilogue != kEpilogueDGelu)
+    cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias,
+                                   sizeof(bias));
+  if (epilogue == kEpilogueGeluAuxBias || epilogue == kEpilogueDGelu)
+    cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &aux,
+                                   sizeof(aux));
+  if (!p.ready) {
+    cublasLtMatmulPreference_t pref = nullptr;
+    if (int32_t rc = check_cublas(cublasLtMatmulPreferenceCreate(&pref), kernel))
+      return rc;
+    uint64_t ws = workspace_bytes;
+    cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
+                                         &ws, sizeof(ws));
+    uint32_t align32 = static_cast<uint32_t>(alignment);
+    for (cublasLtMatmulPreferenceAttributes_t attr :
+         {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
+          CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES})
+      cublasLtMatmulPreferenceSetAttribute(pref, attr, &align32, sizeof(align32));
+    cublasLtMatmulHeuristicResult_t result;
+    int found = 0;
+    cublasStatus_t h = cublasLtMatmulAlgoGetHeuristic(state().lt, p.op, p.a, p.b, p.c,
+                                                      p.c, pref, 1, &result, &found);
+    cublasLtMatmulPreferenceDestroy(pref);
+    if (h != CUBLAS_STATUS_SUCCESS || found == 0)
+      return set_error("cuBLASLt: no algorithm for a %lldx%lldx%lld product with epilogue "
+                       "%d: %s in %s",
+                       static_cast<long long>(m), static_cast<long long>(n),
+                       static_cast<long long>(k), static_cast<int>(epilogue),
+                       cublas_status_name(h), where(kernel).c_str());
+    p.algo = result.algo;
+    p.alignment = alignment;
+    p.ready = true;
+  }
+  float alpha = 1.0f, beta = residual ? 1.0f : 0.0f;
+  const void *C = residual ? residual : D;
+  if (int32_t rc = check_cublas(cublasLtMatmul(state().lt, p.op, &alpha, B, p.a, A, p.b, &beta,
+                                               C, p.c, D, p.c, &p.algo, workspace,
+                                               workspace_bytes, s),
+                                kernel))
+    return rc;
+  return profile_mark(s, kernel);
+}

@@ -1,0 +1,148 @@
+// tcc CPU kernel prelude, GEMM with an epilogue (kern.gemm_epilogue).
+// Pasted into generated steps after cpu_prelude.h (compiler/codegen/
+// CodegenSources.cmake); a direct #include (tests) must include
+// cpu_prelude.h first.
+//
+// out (m, n) = act(op(a) x op(b) + bias) [+ residual], aux = the sum before
+// the activation. The product is accumulated in Acc (float for bf16 / f16
+// and f32, double for f64) into a scratch matrix, then one loop applies the
+// epilogue and rounds each output element once, as cuBLASLt's epilogue does.
+#include <cmath>
+#include <memory>
+#include <new>
+#include <type_traits>
+
+namespace tcc_cpu {
+
+enum GemmActivation { kActNone = 0, kActGeluTanh = 1, kActGeluErf = 2 };
+
+template <typename Acc> Acc gemm_activation(int act, Acc x) {
+  if (act == kActGeluTanh)
+    return Acc(0.5) * x *
+           (Acc(1) + std::tanh(Acc(0.7978845608028654) * (x + Acc(0.044715) * x * x * x)));
+  if (act == kActGeluErf)
+    return Acc(0.5) * x * (Acc(1) + std::erf(x * Acc(0.7071067811865476)));
+  return x;
+}
+
+// P: a's and b's element type (and aux's); O: out's, bias's and residual's
+// (P, or float after a 16-bit P). residual and aux may be null.
+// kKernelNoMemory if the scratch matrices cannot be allocated.
+template <typename P, typename O>
+int32_t gemm_epilogue(bool ta, bool tb, int m, int n, int k, const P *a, const P *b,
+                      const O *bias, const O *residual, int act, O *out, P *aux) {
+  using Acc = acc_t<P>;
+  const int64_t na = static_cast<int64_t>(m) * k, nb = static_cast<int64_t>(k) * n,
+                nc = static_cast<int64_t>(m) * n;
+  // The product goes straight into out (or aux) when that holds Acc values:
+  // the loop below reads position i before writing it (out and aux never
+  // alias the other operands: the memory plan keeps an op's buffers apart).
+  Acc *product = nullptr;
+  std::unique_ptr<Acc[]> scratch;
+  if (std::is_same<P, Acc>::value && std::is_same<O, Acc>::value)
+    product = reinterpret_cast<Acc *>(out);
+  else if (std::is_same<P, Acc>::value && aux)
+    product = reinterpret_cast<Acc *>(aux);
+  if (!product) {
+    scratch.reset(new (std::nothrow) Acc[nc > 0 ? nc : 1]);
+    if (!scratch)
+      return kKernelNoMemory;
+    product = scratch.get();
+  }
+  if (k == 0) // an empty sum (BLAS may leave c alone)
+    for (int64_t i = 0; i < nc; ++i)
+      product[i] = Acc(0);
+  else {
+    // The operands as Acc (a copy only for the 16-bit types).
+    std::unique_ptr<Acc[]> wa, wb;
+    const Acc *pa = reinterpret_cast<const Acc *>(a), *pb = reinterpret_cast<const Acc *>(b);
+    if (!std::is_same<P, Acc>::value) {
+      wa.reset(new (std::nothrow) Acc[na]);
+      wb.reset(new (std::nothrow) Acc[nb]);
+      if (!wa || !wb)
+        return kKernelNoMemory;
+      for (int64_t i = 0; i < na; ++i)
+        wa[i] = Elem<P>::load(a[i]);
+      for (int64_t i = 0; i < nb; ++i)
+        wb[i] = Elem<P>::load(b[i]);
+      pa = wa.get();
+      pb = wb.get();
+    }
+    gemm<Acc>(ta, tb, m, n, k, Acc(1), pa, pb, Acc(0), product);
+  }
+#pragma omp parallel for if (nc >= 65536)
+  for (int64_t r = 0; r < m; ++r)
+    for (int64_t c = 0; c < n; ++c) {
+      int64_t i = r * n + c;
+      Acc pre = product[i] + static_cast<Acc>(Elem<O>::load(bias[c]));
+      if (aux)
+        aux[i] = Elem<P>::store(pre);
+      Acc value = gemm_activation<Acc>(act, pre);
+      if (residual)
+        value += static_cast<Acc>(Elem<O>::load(residual[i]));
+      out[i] = Elem<O>::store(static_cast<acc_t<O>>(value));
+    }
+  return kKernelOk;
+}
+
+template <typename Acc> Acc gelu_derivative(bool tanh_form, Acc x) {
+  if (tanh_form) {
+    Acc k = Acc(0.7978845608028654);
+    Acc t = std::tanh(k * (x + Acc(0.044715) * x * x * x));
+    return Acc(0.5) * (Acc(1) + t) +
+           Acc(0.5) * x * (Acc(1) - t * t) * k * (Acc(1) + Acc(3 * 0.044715) * x * x);
+  }
+  Acc cdf = Acc(0.5) * (Acc(1) + std::erf(x * Acc(0.7071067811865476)));
+  Acc pdf = std::exp(Acc(-0.5) * x * x) * Acc(0.3989422804014327);
+  return cdf + x * pdf;
+}
+
+// out (m, n) = gelu'(pre) * (op(a) x op(b)) (kern.gemm_dgelu): the product
+// accumulated in Acc, then one loop; each output rounded once.
+template <typename P>
+int32_t gemm_dgelu(bool ta, bool tb, int m, int n, int k, const P *a, const P *b,
+                   const P *pre, bool tanh_form, P *out) {
+  using Acc = acc_t<P>;
+  const int64_t nc = static_cast<int64_t>(m) * n;
+  // f32 / f64: the product straight into out (read back position by
+  // position); 16-bit: into a float scratch matrix.
+  std::unique_ptr<Acc[]> scratch;
+  Acc *product = std::is_same<P, Acc>::value ? reinterpret_cast<Acc *>(out) : nullptr;
+  if (!product) {
+    scratch.reset(new (std::nothrow) Acc[nc > 0 ? nc : 1]);
+    if (!scratch)
+      return kKernelNoMemory;
+    product = scratch.get();
+  }
+  if (std::is_same<P, Acc>::value) {
+    if (k == 0)
+      for (int64_t i = 0; i < nc; ++i)
+        product[i] = Acc(0);
+    else
+      gemm<Acc>(ta, tb, m, n, k, Acc(1), reinterpret_cast<const Acc *>(a),
+                reinterpret_cast<const Acc *>(b), Acc(0), product);
+  } else {
+    // 16-bit operands: float copies, multiplied by sgemm.
+    const int64_t na = static_cast<int64_t>(m) * k, nb = static_cast<int64_t>(k) * n;
+    std::unique_ptr<Acc[]> wa(new (std::nothrow) Acc[na > 0 ? na : 1]);
+    std::unique_ptr<Acc[]> wb(new (std::nothrow) Acc[nb > 0 ? nb : 1]);
+    if (!wa || !wb)
+      return kKernelNoMemory;
+    for (int64_t i = 0; i < na; ++i)
+      wa[i] = Elem<P>::load(a[i]);
+    for (int64_t i = 0; i < nb; ++i)
+      wb[i] = Elem<P>::load(b[i]);
+    if (k == 0)
+      for (int64_t i = 0; i < nc; ++i)
+        product[i] = Acc(0);
+    else
+      gemm<Acc>(ta, tb, m, n, k, Acc(1), wa.get(), wb.get(), Acc(0), product);
+  }
+#pragma omp parallel for if (nc >= 65536)
+  for (int64_t i = 0; i < nc; ++i)
+    out[i] = Elem<P>::store(product[i] *
+                            gelu_derivative<Acc>(tanh_form, static_cast<Acc>(Elem<P>::load(pre[i]))));
+  return kKernelOk;
+}
+
+} // namespace tcc_cpu

@@ -1,0 +1,351 @@
+// tg-fuse-matmul-epilogue: the elementwise ops that follow a product,
+//
+//   pre = add(matmul(x, w), bias)                 bias (N)
+//   act = gelu(pre)                                optional (tanh or erf)
+//   out = add(residual, [cast](act or pre))       optional residual
+//
+// become one tg.matmul_epilogue, which lowers to one GEMM with an epilogue
+// (cuBLASLt BIAS / GELU_AUX_BIAS with beta = 1 on the residual; a product
+// and one loop on cpu) instead of the product plus one or two kernels that
+// re-read its (M, N) result. Runs after the training recipe and the first
+// CSE, so the backward's readers of the pre-activation (gelu_grad) are
+// there: they read the op's pre_activation result.
+//
+// The backward's gelu_grad(pre, matmul(dy, w^T)) becomes one
+// tg.matmul_dgelu (cuBLASLt's DGELU epilogue reading the saved
+// pre-activation), so the (M, N) product is never stored and re-read.
+//
+// Every tg.matmul is reported: the tg.matmul_epilogue that replaced it
+// carries tg.fuse_epilogue = "fused: <epilogue>" (with what was left out of
+// the epilogue and why), a matmul left alone "not fused: <why>".
+// writeMatmulEpilogueReport lists both (NN-tg-fuse-matmul-epilogue-report.txt
+// in a --dump-dir).
+#include "passes/Passes.h"
+#include "passes/common/NodeNames.h"
+
+#include "dialects/tg/TgTypeHelpers.h"
+#include "mlir/IR/Builders.h"
+#include "llvm/Support/FormatVariadic.h"
+
+namespace tcc {
+#define GEN_PASS_DEF_TGFUSEMATMULEPILOGUE
+#include "passes/Passes.h.inc"
+} // namespace tcc
+
+using namespace mlir;
+using namespace tcc;
+
+namespace {
+
+constexpr const char kFuseEpilogueAttr[] = "tg.fuse_epilogue";
+
+// The chain found after one matmul, and what was left out of it and why.
+struct EpilogueMatch {
+  tg::MatmulOp product;
+  tg::AddOp biasAdd;
+  Value bias;
+  tg::GeluOp gelu;         // null: no activation
+  tg::CastOp cast;         // null: the residual add reads the value directly
+  tg::AddOp residualAdd;   // null: no residual
+  Value residual;
+  std::string leftOut;     // "; gelu left out: ..." notes for the report
+};
+
+bool isCuda(StringRef target) { return target == "cuda"; }
+
+// The one user of `v`, or null.
+Operation *soleUser(Value v) {
+  return v.hasOneUse() ? *v.getUsers().begin() : nullptr;
+}
+
+// Why `m` cannot take an epilogue at all, or "" when it can.
+std::string productRefusal(tg::MatmulOp m, StringRef target) {
+  auto lhs = tg::rtt(m.getLhs()), rhs = tg::rtt(m.getRhs());
+  Type elem = lhs.getElementType();
+  // One GEMM: a weight matrix shared by every row block of the lhs.
+  for (int64_t d : rhs.getShape().drop_back(2))
+    if (d != 1)
+      return "batched rhs: the epilogue GEMM takes one (K, N) matrix";
+  if (m.getTransposeLhs() && lhs.getRank() > 2)
+    return "transposed batched lhs: its rows are not one (M, K) matrix";
+  if (isCuda(target) && elem.isF64())
+    return "f64 product: cuBLASLt's bias epilogues take 16-bit and f32 "
+           "products";
+  return "";
+}
+
+// Transposed operands on cuda: the device check (tests/cuda/
+// gemm_epilogue_test.cu, H200, 2026-11-24) found GELU_AUX_BIAS wrong with a
+// transposed 16-bit A and B, so forward epilogues take plain operands only;
+// DGELU was checked with a transposed B (the backward's dY W^T).
+std::string transposeRefusal(tg::MatmulOp m, StringRef target, bool backward) {
+  if (!isCuda(target))
+    return "";
+  if (m.getTransposeLhs())
+    return "transposed lhs: not a layout the cuBLASLt epilogues were checked with";
+  if (m.getTransposeRhs() && !backward)
+    return "transposed rhs: not a layout the cuBLASLt bias epilogues were checked "
+           "with";
+  return "";
+}
+
+// The bias add after `m`: add(m, bias) or add(bias, m) with bias (N).
+FailureOr<std::pair<tg::AddOp, Value>> biasAddOf(tg::MatmulOp m,
+                                                 std::string &why) {
+  Value p = m.getResult();
+  if (p.use_empty()) {
+    why = "the product is unused";
+    return failure();
+  }
+  auto add = dyn_cast_or_null<tg::AddOp>(soleUser(p));
+  if (!add) {
+    why = p.hasOneUse()
+              ? ("its user " + soleUser(p)->getName().getStringRef().str() +
+                 " is not a bias add")
+              : llvm::formatv("the product has {0} readers (the epilogue would "
+                              "hide it)",
+                              std::distance(p.use_begin(), p.use_end()))
+                    .str();
+    return failure();
+  }
+  Value bias = add.getLhs() == p ? add.getRhs() : add.getLhs();
+  int64_t n = tg::rtt(p).getShape().back();
+  auto bt = tg::rtt(bias);
+  if (add.getLhs() == add.getRhs() || bt.getRank() != 1 ||
+      bt.getDimSize(0) != n || bt.getElementType() != tg::rtt(p).getElementType() ||
+      add.getType() != p.getType()) {
+    why = "the add after it is not a (" + std::to_string(n) +
+          ") bias of the product's type";
+    return failure();
+  }
+  return std::make_pair(add, bias);
+}
+
+// Whether a reader of `v` other than `chain` comes before `at`: the fused
+// op replaces the last op of the chain, so the pre-activation it returns
+// must not be read earlier.
+bool readBefore(Value v, Operation *at, Operation *chain) {
+  return llvm::any_of(v.getUsers(), [&](Operation *user) {
+    return user != chain && user != at && user->getBlock() == at->getBlock() &&
+           user->isBeforeInBlock(at);
+  });
+}
+
+// Extends the bias add with a gelu and a residual add where the target can
+// run them in the epilogue.
+void extend(EpilogueMatch &e, StringRef target) {
+  Value pre = e.biasAdd.getResult();
+  for (Operation *user : pre.getUsers())
+    if (auto g = dyn_cast<tg::GeluOp>(user)) {
+      if (isCuda(target) && g.getApproximate() != "tanh") {
+        e.leftOut += "; gelu (erf) left out: cuBLASLt's GELU epilogue is the "
+                     "tanh form";
+        break;
+      }
+      if (isCuda(target) && tg::rtt(pre).getShape().back() % 8 != 0) {
+        e.leftOut += "; gelu left out: N is not a multiple of 8 (cuBLASLt's "
+                     "GELU aux leading dimension)";
+        break;
+      }
+      if (readBefore(pre, g, g)) {
+        e.leftOut += "; gelu left out: the pre-activation is read before it";
+        break;
+      }
+      e.gelu = g;
+      break;
+    }
+  Value value = e.gelu ? e.gelu.getResult() : pre;
+  Operation *next = soleUser(value);
+  if (auto c = dyn_cast_or_null<tg::CastOp>(next)) {
+    e.cast = c;
+    next = soleUser(c.getResult());
+  }
+  auto add = dyn_cast_or_null<tg::AddOp>(next);
+  Value fed = e.cast ? e.cast.getResult() : value;
+  if (!add || add.getLhs() == add.getRhs() || add.getType() != fed.getType()) {
+    e.cast = nullptr;
+    return;
+  }
+  Value residual = add.getLhs() == fed ? add.getRhs() : add.getLhs();
+  Type resultElem = tg::rtt(add.getResult()).getElementType();
+  Type productElem = tg::rtt(pre).getElementType();
+  std::string why;
+  if (tg::rtt(residual) != add.getType())
+    why = "the residual broadcasts";
+  else if (isCuda(target) && e.gelu)
+    why = "cuBLASLt applies the activation after adding C (beta * residual)";
+  else if (resultElem != productElem &&
+           !((productElem.isBF16() || productElem.isF16()) && resultElem.isF32()))
+    why = "the sum is neither of the product's type nor f32 after a 16-bit "
+          "product (the GEMM's C/D types)";
+  else if (e.gelu && readBefore(pre, add, e.gelu))
+    why = "the pre-activation is read before the residual add";
+  if (!why.empty()) {
+    e.leftOut += "; residual add left out: " + why;
+    e.cast = nullptr;
+    return;
+  }
+  e.residualAdd = add;
+  e.residual = residual;
+}
+
+std::string describe(EpilogueMatch e) {
+  std::string text = "fused: bias";
+  if (e.gelu)
+    text += e.gelu.getApproximate() == "tanh" ? "+gelu_tanh" : "+gelu_erf";
+  if (e.residualAdd) {
+    std::string r;
+    llvm::raw_string_ostream os(r);
+    os << tg::rtt(e.residual).getElementType();
+    text += "+residual(" + r + ")";
+  }
+  return text + e.leftOut;
+}
+
+// The backward's GELU epilogue: gelu_grad(pre, matmul(dy, w^T)) with the
+// product read only there becomes one tg.matmul_dgelu. Returns the refusal
+// ("" when fused, "-" when the product does not feed a gelu_grad).
+std::string fuseDgelu(tg::MatmulOp m, StringRef target, bool enabled) {
+  auto grad = dyn_cast_or_null<tg::GeluGradOp>(soleUser(m.getResult()));
+  if (!grad || grad.getGrad() != m.getResult())
+    return "-";
+  if (std::string why = transposeRefusal(m, target, /*backward=*/true); !why.empty())
+    return why;
+  if (isCuda(target) && grad.getApproximate() != "tanh")
+    return "gelu_grad (erf): cuBLASLt's DGELU epilogue is the tanh form";
+  if (isCuda(target) && tg::rtt(m.getResult()).getShape().back() % 8 != 0)
+    return "gelu_grad: N is not a multiple of 8 (cuBLASLt's GELU aux leading "
+           "dimension)";
+  if (grad.getType() != m.getResult().getType())
+    return "gelu_grad: its input is not of the product's type";
+  if (!enabled)
+    return "matches (dgelu), but fusion is off (tcc compile --no-fuse-epilogue)";
+  OpBuilder b(grad);
+  Location loc = FusedLoc::get(b.getContext(), {m.getLoc(), grad.getLoc()});
+  auto fused = tg::MatmulDgeluOp::create(
+      b, loc, grad.getType(), m.getLhs(), m.getRhs(), grad.getInput(),
+      m.getTransposeLhsAttr(), m.getTransposeRhsAttr(), grad.getApproximateAttr());
+  fused->setAttr(kFuseEpilogueAttr,
+                 b.getStringAttr(grad.getApproximate() == "tanh"
+                                     ? "fused: dgelu_tanh (gelu_grad of the product)"
+                                     : "fused: dgelu_erf (gelu_grad of the product)"));
+  grad.getResult().replaceAllUsesWith(fused.getResult());
+  grad->erase();
+  m->erase();
+  return "";
+}
+
+// Replaces the chain by one tg.matmul_epilogue placed where its last op was.
+void fuse(EpilogueMatch e) {
+  Operation *last = e.residualAdd ? e.residualAdd.getOperation()
+                    : e.gelu      ? e.gelu.getOperation()
+                                  : e.biasAdd.getOperation();
+  OpBuilder b(last);
+  SmallVector<Location> locs{e.product.getLoc(), e.biasAdd.getLoc()};
+  if (e.gelu)
+    locs.push_back(e.gelu.getLoc());
+  if (e.residualAdd)
+    locs.push_back(e.residualAdd.getLoc());
+  Location loc = FusedLoc::get(b.getContext(), locs);
+  auto result = cast<RankedTensorType>(last->getResult(0).getType());
+  Value bias = e.bias;
+  if (tg::rtt(bias).getElementType() != result.getElementType())
+    bias = tg::CastOp::create(
+        b, e.biasAdd.getLoc(),
+        RankedTensorType::get(tg::rtt(bias).getShape(), result.getElementType()),
+        bias);
+  Type preType = e.gelu ? e.biasAdd.getType() : Type();
+  StringRef act = !e.gelu ? "none"
+                  : e.gelu.getApproximate() == "tanh" ? "gelu_tanh"
+                                                      : "gelu_erf";
+  auto fused = tg::MatmulEpilogueOp::create(
+      b, loc, result, preType, e.product.getLhs(), e.product.getRhs(), bias,
+      e.residual, e.product.getTransposeLhsAttr(),
+      e.product.getTransposeRhsAttr(), b.getStringAttr(act));
+  fused->setAttr(kFuseEpilogueAttr, b.getStringAttr(describe(e)));
+  for (NamedAttribute attr : e.product->getDiscardableAttrs())
+    if (attr.getName() != kFuseEpilogueAttr && !fused->hasAttr(attr.getName()))
+      fused->setAttr(attr.getName(), attr.getValue());
+  last->getResult(0).replaceAllUsesWith(fused.getResult());
+  if (e.gelu)
+    e.biasAdd.getResult().replaceAllUsesExcept(fused.getPreActivation(),
+                                               e.gelu.getOperation());
+  for (Operation *op : {e.residualAdd.getOperation(), e.cast.getOperation(),
+                        e.gelu.getOperation(), e.biasAdd.getOperation(),
+                        e.product.getOperation()})
+    if (op)
+      op->erase();
+}
+
+struct TgFuseMatmulEpiloguePass
+    : tcc::impl::TgFuseMatmulEpilogueBase<TgFuseMatmulEpiloguePass> {
+  using TgFuseMatmulEpilogueBase::TgFuseMatmulEpilogueBase;
+
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    if (target != "cpu" && target != "cuda") {
+      module.emitError() << "tg-fuse-matmul-epilogue: unknown target '"
+                         << target << "' (expected cpu or cuda)";
+      return signalPassFailure();
+    }
+    SmallVector<tg::MatmulOp> candidates;
+    module.walk([&](tg::MatmulOp op) { candidates.push_back(op); });
+    OpBuilder b(module.getContext());
+    auto refuse = [&](tg::MatmulOp m, const std::string &why) {
+      m->setAttr(kFuseEpilogueAttr, b.getStringAttr("not fused: " + why));
+    };
+    for (tg::MatmulOp m : candidates) {
+      if (std::string why = productRefusal(m, target); !why.empty()) {
+        refuse(m, why);
+        continue;
+      }
+      if (std::string dgelu = fuseDgelu(m, target, enabled); dgelu != "-") {
+        if (!dgelu.empty())
+          refuse(m, dgelu);
+        continue;
+      }
+      std::string why;
+      auto biasAdd = biasAddOf(m, why);
+      if (failed(biasAdd)) {
+        refuse(m, why);
+        continue;
+      }
+      if (std::string why = transposeRefusal(m, target, /*backward=*/false);
+          !why.empty()) {
+        refuse(m, why);
+        continue;
+      }
+      EpilogueMatch e{m, biasAdd->first, biasAdd->second};
+      extend(e, target);
+      if (!enabled) {
+        refuse(m, "matches (" + describe(e).substr(7) +
+                      "), but fusion is off (tcc compile --no-fuse-epilogue)");
+        continue;
+      }
+      fuse(e);
+    }
+  }
+};
+
+} // namespace
+
+namespace tcc {
+
+void writeMatmulEpilogueReport(ModuleOp module, llvm::raw_ostream &os) {
+  os << "# tg-fuse-matmul-epilogue report: every matmul, fused with its "
+        "epilogue into tg.matmul_epilogue or not and why\n";
+  os << llvm::formatv("{0,-12} {1,-32} {2}\n", "# function", "node", "decision");
+  int fused = 0, refused = 0;
+  module.walk([&](Operation *op) {
+    auto text = op->getAttrOfType<StringAttr>(kFuseEpilogueAttr);
+    if (!text)
+      return;
+    (isa<tg::MatmulEpilogueOp, tg::MatmulDgeluOp>(op) ? fused : refused) += 1;
+    auto fn = op->getParentOfType<func::FuncOp>();
+    os << llvm::formatv("{0,-12} {1,-32} {2}\n", fn ? fn.getSymName() : "",
+                        nodeName(op->getLoc()), text.getValue());
+  });
+  os << "# summary: " << fused << " fused, " << refused << " not fused\n";
+}
+
+} // namespace tcc

@@ -1,0 +1,340 @@
+// Device test of tcc_cuda_host::gemm_epilogue (host_support/gemm.h, the
+// cuBLASLt epilogues of kern.gemm_epilogue) against a float64 reference on
+// fresh random inputs. A standalone program (no gtest):
+//
+//   gemm_epilogue_test [--seed N] [--bench]
+//
+// Cases: BIAS, GELU_BIAS and GELU_AUX_BIAS (tanh GELU; aux = the
+// pre-activation), DGELU (out = gelu'(aux) * product, aux read) and BIAS
+// with a residual C (beta = 1), in bf16, f16 and
+// f32, the residual form also with 16-bit A/B and f32 C/D (GPT-2's c_proj),
+// transposed and plain operands, odd M. The reference reads the same
+// (rounded) inputs as exact doubles: pre = sum_k a b + bias,
+// out = gelu_tanh(pre) [+ residual].
+// Tolerance per element: |got - want| <= u * |want| + 1e-5 * scale, u the
+// output's unit roundoff (2^-8 bf16, 2^-11 f16, 2^-22 f32; 2u for 16-bit
+// DGELU, which rounds the product before the derivative) and scale =
+// sum_k |a b| + |bias| + |residual| (the float accumulation's error bound
+// is far below 1e-5 scale for K <= 3072 in typical sums; a wrong bias,
+// missing residual or missed GELU moves an element by O(scale)). GELU's
+// own error (cuBLASLt may use a fast tanh) is covered by the same term.
+// Outputs are poisoned with NaN bytes first, so unwritten elements fail.
+// --bench times GPT-2's forward shapes (16384 rows): the product alone,
+// and the product with each epilogue. Exit 0 pass, 1 fail, 77 no GPU.
+// The host support is pasted after the step ABI into a host unit that
+// names its kernels' arch.
+#include "tcc/step_abi.h"
+#define TCC_STEP_ARCH "sm_90"
+#include "compiler/codegen/cuda/cuda_host_support.h"
+
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+namespace {
+
+using tcc_cuda_host::GemmType;
+
+double bf16ToDouble(uint16_t h) {
+  uint32_t bits = static_cast<uint32_t>(h) << 16;
+  float f;
+  std::memcpy(&f, &bits, 4);
+  return f;
+}
+uint16_t doubleToBf16(double x) {
+  float f = static_cast<float>(x);
+  uint32_t bits;
+  std::memcpy(&bits, &f, 4);
+  bits += 0x7fffu + ((bits >> 16) & 1u);
+  return static_cast<uint16_t>(bits >> 16);
+}
+double f16ToDouble(uint16_t h) { return static_cast<double>(__half2float(*reinterpret_cast<__half *>(&h))); }
+uint16_t doubleToF16(double x) {
+  __half h = __float2half_rn(static_cast<float>(x));
+  return *reinterpret_cast<uint16_t *>(&h);
+}
+
+size_t bytesOf(GemmType t) { return t == tcc_cuda_host::kGemmF32 ? 4 : 2; }
+
+// Host storage of `n` elements of type t, written from doubles (rounded)
+// and read back as doubles.
+struct HostArray {
+  GemmType type;
+  std::vector<unsigned char> bytes;
+  HostArray(GemmType t, size_t n) : type(t), bytes(n * bytesOf(t)) {}
+  size_t size() const { return bytes.size() / bytesOf(type); }
+  void set(size_t i, double x) {
+    if (type == tcc_cuda_host::kGemmF32) {
+      float f = static_cast<float>(x);
+      std::memcpy(&bytes[i * 4], &f, 4);
+    } else {
+      uint16_t h = type == tcc_cuda_host::kGemmBF16 ? doubleToBf16(x) : doubleToF16(x);
+      std::memcpy(&bytes[i * 2], &h, 2);
+    }
+  }
+  double get(size_t i) const {
+    if (type == tcc_cuda_host::kGemmF32) {
+      float f;
+      std::memcpy(&f, &bytes[i * 4], 4);
+      return f;
+    }
+    uint16_t h;
+    std::memcpy(&h, &bytes[i * 2], 2);
+    return type == tcc_cuda_host::kGemmBF16 ? bf16ToDouble(h) : f16ToDouble(h);
+  }
+};
+
+struct Device {
+  void *p = nullptr;
+  explicit Device(size_t bytes) { cudaMalloc(&p, bytes > 0 ? bytes : 1); }
+  ~Device() { cudaFree(p); }
+};
+
+double geluTanh(double x) {
+  const double k = std::sqrt(2.0 / 3.14159265358979323846);
+  return 0.5 * x * (1.0 + std::tanh(k * (x + 0.044715 * x * x * x)));
+}
+double geluTanhDerivative(double x) {
+  const double k = std::sqrt(2.0 / 3.14159265358979323846);
+  double t = std::tanh(k * (x + 0.044715 * x * x * x));
+  return 0.5 * (1.0 + t) + 0.5 * x * (1.0 - t * t) * k * (1.0 + 3.0 * 0.044715 * x * x);
+}
+
+const char *typeName(GemmType t) {
+  return t == tcc_cuda_host::kGemmF32 ? "f32" : t == tcc_cuda_host::kGemmBF16 ? "bf16" : "f16";
+}
+double unitRoundoff(GemmType t) {
+  return t == tcc_cuda_host::kGemmF32 ? std::ldexp(1.0, -22)
+         : t == tcc_cuda_host::kGemmBF16 ? std::ldexp(1.0, -8)
+                                         : std::ldexp(1.0, -11);
+}
+const char *epilogueName(tcc_cuda_host::GemmEpilogue e) {
+  return e == tcc_cuda_host::kEpilogueBias          ? "BIAS"
+         : e == tcc_cuda_host::kEpilogueGeluBias    ? "GELU_BIAS"
+         : e == tcc_cuda_host::kEpilogueGeluAuxBias ? "GELU_AUX_BIAS"
+                                                    : "DGELU";
+}
+
+struct Case {
+  GemmType in, out;
+  tcc_cuda_host::GemmEpilogue epilogue;
+  bool residual, ta, tb;
+  int64_t m, n, k;
+};
+
+constexpr size_t kWorkspace = 32u << 20;
+
+bool runCase(const Case &c, std::mt19937_64 &rng, void *workspace) {
+  std::uniform_real_distribution<double> uniform(-1.0, 1.0);
+  HostArray a(c.in, c.m * c.k), b(c.in, c.k * c.n), bias(c.out, c.n),
+      residual(c.out, c.residual ? c.m * c.n : 0), out(c.out, c.m * c.n),
+      aux(c.out, c.m * c.n);
+  for (size_t i = 0; i < a.size(); ++i) a.set(i, uniform(rng));
+  for (size_t i = 0; i < b.size(); ++i) b.set(i, uniform(rng) * 0.1);
+  for (size_t i = 0; i < bias.size(); ++i) bias.set(i, uniform(rng));
+  for (size_t i = 0; i < residual.size(); ++i) residual.set(i, uniform(rng) * 4);
+  bool dgelu = c.epilogue == tcc_cuda_host::kEpilogueDGelu;
+  if (dgelu) // aux is the pre-activation input
+    for (size_t i = 0; i < aux.size(); ++i) aux.set(i, uniform(rng) * 3);
+  Device da(a.bytes.size()), db(b.bytes.size()), dbias(bias.bytes.size()),
+      dres(residual.bytes.size()), dout(out.bytes.size()), daux(aux.bytes.size());
+  cudaMemcpy(da.p, a.bytes.data(), a.bytes.size(), cudaMemcpyHostToDevice);
+  cudaMemcpy(db.p, b.bytes.data(), b.bytes.size(), cudaMemcpyHostToDevice);
+  cudaMemcpy(dbias.p, bias.bytes.data(), bias.bytes.size(), cudaMemcpyHostToDevice);
+  cudaMemcpy(dres.p, residual.bytes.data(), residual.bytes.size(), cudaMemcpyHostToDevice);
+  cudaMemset(dout.p, 0xff, out.bytes.size());
+  if (dgelu)
+    cudaMemcpy(daux.p, aux.bytes.data(), aux.bytes.size(), cudaMemcpyHostToDevice);
+  else
+    cudaMemset(daux.p, 0xff, aux.bytes.size());
+  bool withAux = c.epilogue == tcc_cuda_host::kEpilogueGeluAuxBias;
+  tcc_cuda_host::GemmPlan plan;
+  int32_t rc = tcc_cuda_host::gemm_epilogue(
+      plan, nullptr, 0, c.in, c.out, false, c.ta, c.tb, c.m, c.n, c.k, c.epilogue, da.p,
+      db.p, dgelu ? nullptr : dbias.p, c.residual ? dres.p : nullptr, dout.p,
+      withAux || dgelu ? daux.p : nullptr,
+      workspace, kWorkspace);
+  cudaDeviceSynchronize();
+  char name[160];
+  std::snprintf(name, sizeof name, "%s%s %s->%s %lldx%lldx%lld%s%s", epilogueName(c.epilogue),
+                c.residual ? "+residual" : "", typeName(c.in), typeName(c.out),
+                static_cast<long long>(c.m), static_cast<long long>(c.n),
+                static_cast<long long>(c.k), c.ta ? " ta" : "", c.tb ? " tb" : "");
+  if (rc != 0) {
+    std::printf("FAIL %s: rc %d: %s\n", name, rc, tcc_cuda_host::state().error.c_str());
+    tcc_cuda_host::destroy_plan(plan);
+    return false;
+  }
+  tcc_cuda_host::destroy_plan(plan);
+  cudaMemcpy(out.bytes.data(), dout.p, out.bytes.size(), cudaMemcpyDeviceToHost);
+  if (withAux)
+    cudaMemcpy(aux.bytes.data(), daux.p, aux.bytes.size(), cudaMemcpyDeviceToHost);
+  double u = unitRoundoff(c.out), worst = 0, worstAux = 0;
+  int64_t bad = 0;
+  bool gelu = c.epilogue == tcc_cuda_host::kEpilogueGeluBias ||
+              c.epilogue == tcc_cuda_host::kEpilogueGeluAuxBias;
+  for (int64_t i = 0; i < c.m; ++i)
+    for (int64_t j = 0; j < c.n; ++j) {
+      double sum = 0, scale = 0;
+      for (int64_t p = 0; p < c.k; ++p) {
+        double x = a.get(c.ta ? p * c.m + i : i * c.k + p);
+        double y = b.get(c.tb ? j * c.k + p : p * c.n + j);
+        sum += x * y;
+        scale += std::fabs(x * y);
+      }
+      double pre = dgelu ? sum : sum + bias.get(j);
+      if (!dgelu)
+        scale += std::fabs(bias.get(j));
+      double want = dgelu ? geluTanhDerivative(aux.get(i * c.n + j)) * sum
+                    : gelu ? geluTanh(pre)
+                           : pre;
+      if (dgelu) // gelu' is at most 1.13: the product's error bound carries over
+        scale *= 1.13;
+      if (c.residual) {
+        want += residual.get(i * c.n + j);
+        scale += std::fabs(residual.get(i * c.n + j));
+      }
+      double got = out.get(i * c.n + j);
+      // DGELU rounds twice in 16 bits (the product to D's type, then the
+      // derivative times it), as the unfused gelu_grad of a stored product.
+      double rounding = dgelu && c.out != tcc_cuda_host::kGemmF32 ? 2 * u : u;
+      double err = std::fabs(got - want) / (rounding * std::fabs(want) + 1e-5 * scale);
+      if (!(err <= 1.0))
+        ++bad;
+      worst = std::max(worst, std::isnan(err) ? 1e30 : err);
+      if (withAux) {
+        double e = std::fabs(aux.get(i * c.n + j) - pre) / (u * std::fabs(pre) + 1e-5 * scale);
+        if (!(e <= 1.0))
+          ++bad;
+        worstAux = std::max(worstAux, std::isnan(e) ? 1e30 : e);
+      }
+    }
+  std::printf("%s %s: worst error / tolerance %.3f%s\n", bad ? "FAIL" : "ok  ", name, worst,
+              withAux ? (" (aux " + std::to_string(worstAux) + ")").c_str() : "");
+  return bad == 0;
+}
+
+// Milliseconds per call of gemm_epilogue (or the plain product with
+// epilogue < 0) on GPT-2's 16384-row shapes, bf16.
+void bench(void *workspace) {
+  struct Shape { const char *name; int64_t n, k; };
+  const Shape shapes[] = {{"c_attn", 2304, 768}, {"attn.c_proj", 768, 768},
+                          {"c_fc", 3072, 768}, {"mlp.c_proj", 768, 3072}};
+  const int64_t m = 16384;
+  cudaStream_t s;
+  cudaStreamCreate(&s);
+  cudaEvent_t t0, t1;
+  cudaEventCreate(&t0);
+  cudaEventCreate(&t1);
+  for (const Shape &sh : shapes) {
+    Device a(m * sh.k * 2), b(sh.k * sh.n * 2), bias(sh.n * 4), c(m * sh.n * 4), aux(m * sh.n * 2);
+    cudaMemset(a.p, 0, m * sh.k * 2);
+    cudaMemset(b.p, 0, sh.k * sh.n * 2);
+    cudaMemset(bias.p, 0, sh.n * 4);
+    cudaMemset(c.p, 0, m * sh.n * 4);
+    cudaMemset(aux.p, 0, m * sh.n * 2);
+    auto time = [&](auto &&call) {
+      for (int i = 0; i < 3; ++i) call();
+      cudaEventRecord(t0, s);
+      for (int i = 0; i < 20; ++i) call();
+      cudaEventRecord(t1, s);
+      cudaEventSynchronize(t1);
+      float ms = 0;
+      cudaEventElapsedTime(&ms, t0, t1);
+      return ms / 20;
+    };
+    tcc_cuda_host::GemmPlan p0, p1, p2, p3;
+    float plain = time([&] {
+      tcc_cuda_host::gemm(p0, s, 0, tcc_cuda_host::kGemmBF16, false, false, false, m, sh.n,
+                          sh.k, 1, 0, 0, 0, 1.0, 0.0, a.p, b.p, aux.p, workspace, kWorkspace);
+    });
+    float biasOnly = time([&] {
+      tcc_cuda_host::gemm_epilogue(p1, s, 0, tcc_cuda_host::kGemmBF16, tcc_cuda_host::kGemmBF16,
+                                   false, false, false, m, sh.n, sh.k,
+                                   tcc_cuda_host::kEpilogueBias, a.p, b.p, bias.p, nullptr,
+                                   aux.p, nullptr, workspace, kWorkspace);
+    });
+    float geluAux = time([&] {
+      tcc_cuda_host::gemm_epilogue(p2, s, 0, tcc_cuda_host::kGemmBF16, tcc_cuda_host::kGemmBF16,
+                                   false, false, false, m, sh.n, sh.k,
+                                   tcc_cuda_host::kEpilogueGeluAuxBias, a.p, b.p, bias.p,
+                                   nullptr, c.p, aux.p, workspace, kWorkspace);
+    });
+    float residual = time([&] {
+      tcc_cuda_host::gemm_epilogue(p3, s, 0, tcc_cuda_host::kGemmBF16, tcc_cuda_host::kGemmF32,
+                                   false, false, false, m, sh.n, sh.k,
+                                   tcc_cuda_host::kEpilogueBias, a.p, b.p, bias.p, c.p, c.p,
+                                   nullptr, workspace, kWorkspace);
+    });
+    tcc_cuda_host::GemmPlan p4;
+    float dgelu = time([&] {
+      tcc_cuda_host::gemm_epilogue(p4, s, 0, tcc_cuda_host::kGemmBF16, tcc_cuda_host::kGemmBF16,
+                                   false, false, false, m, sh.n, sh.k,
+                                   tcc_cuda_host::kEpilogueDGelu, a.p, b.p, nullptr, nullptr,
+                                   c.p, aux.p, workspace, kWorkspace);
+    });
+    std::printf("bench %-12s %lldx%lldx%lld bf16: product %.3f ms, +bias %.3f, +gelu_aux %.3f, "
+                "+bias+residual(f32 C/D) %.3f, dgelu %.3f\n",
+                sh.name, static_cast<long long>(m), static_cast<long long>(sh.n),
+                static_cast<long long>(sh.k), plain, biasOnly, geluAux, residual, dgelu);
+    for (auto *p : {&p0, &p1, &p2, &p3, &p4})
+      tcc_cuda_host::destroy_plan(*p);
+  }
+}
+
+} // namespace
+
+int main(int argc, char **argv) {
+  uint64_t seed = std::random_device{}();
+  bool doBench = false;
+  for (int i = 1; i < argc; ++i) {
+    if (std::strcmp(argv[i], "--seed") == 0 && i + 1 < argc)
+      seed = std::strtoull(argv[++i], nullptr, 10);
+    else if (std::strcmp(argv[i], "--bench") == 0)
+      doBench = true;
+  }
+  int devices = 0;
+  if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0) {
+    std::printf("no GPU: skipped\n");
+    return 77;
+  }
+  if (cublasLtCreate(&tcc_cuda_host::state().lt) != CUBLAS_STATUS_SUCCESS) {
+    std::printf("cublasLtCreate failed\n");
+    return 1;
+  }
+  std::printf("seed %llu\n", static_cast<unsigned long long>(seed));
+  std::mt19937_64 rng(seed);
+  Device workspace(kWorkspace);
+  using namespace tcc_cuda_host;
+  std::vector<Case> cases;
+  for (GemmType t : {kGemmBF16, kGemmF16, kGemmF32}) {
+    for (GemmEpilogue e : {kEpilogueBias, kEpilogueGeluBias, kEpilogueGeluAuxBias})
+      cases.push_back({t, t, e, false, false, false, 37, 64, 96});
+    cases.push_back({t, t, kEpilogueBias, true, false, false, 37, 64, 96});
+    // Transposed A and B: f32 only. On the H200 (2026-11-24) GELU_AUX_BIAS
+    // with a transposed 16-bit A and B was off by up to 22x the tolerance
+    // (aux 38x), so tg-fuse-matmul-epilogue fuses no transposed operand for
+    // cuda's forward epilogues.
+    if (t == kGemmF32)
+      cases.push_back({t, t, kEpilogueGeluAuxBias, false, true, true, 29, 40, 72});
+    cases.push_back({t, t, kEpilogueDGelu, false, false, false, 37, 64, 96});
+    cases.push_back({t, t, kEpilogueDGelu, false, false, true, 29, 40, 72});
+  }
+  cases.push_back({kGemmBF16, kGemmF32, kEpilogueBias, true, false, false, 37, 64, 96});
+  cases.push_back({kGemmF16, kGemmF32, kEpilogueBias, true, false, true, 37, 64, 96});
+  // GPT-2 shapes, fewer rows (the float64 reference is on the CPU).
+  cases.push_back({kGemmBF16, kGemmBF16, kEpilogueBias, false, false, false, 129, 2304, 768});
+  cases.push_back({kGemmBF16, kGemmBF16, kEpilogueGeluAuxBias, false, false, false, 129, 3072, 768});
+  cases.push_back({kGemmBF16, kGemmF32, kEpilogueBias, true, false, false, 129, 768, 3072});
+  cases.push_back({kGemmBF16, kGemmBF16, kEpilogueDGelu, false, false, true, 129, 3072, 768});
+  bool ok = true;
+  for (const Case &c : cases)
+    ok &= runCase(c, rng, workspace.p);
+  if (doBench)
+    bench(workspace.p);
+  std::printf("%s\n", ok ? "all passed" : "FAILED");
+  return ok ? 0 : 1;
+}
