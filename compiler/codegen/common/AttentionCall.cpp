@@ -22,6 +22,7 @@ template <typename Op> AttentionCall fromOp(Op op) {
   c.kvHeads = s.kvHeads;
   c.keys = s.keys;
   c.layouts = kern::attentionLayouts(op, s);
+  c.strided = static_cast<bool>(op.getLayoutAttr());
   c.scale = op.getScale().convertToDouble();
   c.dropoutRate = op.getDropoutRate().convertToDouble();
   c.causal = op.getCausal();

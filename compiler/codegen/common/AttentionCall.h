@@ -25,6 +25,7 @@ struct AttentionCall {
   // its offset and strides in elements (kern.attention's `layout`, else
   // contiguous).
   llvm::SmallVector<kern::AttentionTensorLayout> layouts;
+  bool strided = false; // the op has a `layout` (else all contiguous)
 
   static AttentionCall of(kern::AttentionOp op);
   static AttentionCall of(kern::AttentionGradOp op);

@@ -28,10 +28,12 @@ std::string dropoutKey(const AttentionCall &c, const ValueNames &names) {
       .str();
 }
 
-// "shape, layout" of the kernels' signature.
+// "shape" or, with `layout`, "shape, layout" of the kernels' signature.
 std::string shapeArgument(const AttentionCall &c) {
-  return "tcc_cpu::AttentionShape{" + c.sizeArguments() + "}, tcc_cpu::AttentionLayout{" +
-         c.layoutInitializer() + "}";
+  std::string shape = "tcc_cpu::AttentionShape{" + c.sizeArguments() + "}";
+  if (!c.strided)
+    return shape;
+  return shape + ", tcc_cpu::AttentionLayout{" + c.layoutInitializer() + "}";
 }
 
 } // namespace

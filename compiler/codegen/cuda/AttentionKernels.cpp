@@ -42,6 +42,12 @@ WrapperArguments wrapperArguments(ArrayRef<Value> buffers, ArrayRef<bool> writte
   return w;
 }
 
+// ", tcc_cuda::AttnLayout{...}" after the sizes for the _strided launchers
+// (an op with `layout`), "" for the contiguous ones.
+std::string stridedLayoutArgument(const AttentionCall &c) {
+  return c.strided ? ", tcc_cuda::AttnLayout{" + c.layoutInitializer() + "}" : "";
+}
+
 } // namespace
 
 // The element type the launchers are instantiated with; f64 has none.
@@ -113,10 +119,10 @@ LogicalResult CudaStepEmitter::emitAttention(kern::AttentionOp a, llvm::raw_ostr
       wrapperArguments(buffers, {false, false, false, true, true}, names_, c, {0, 1, 2, 3, -1});
   std::string text = llvm::formatv(
       "extern \"C\" cudaError_t @NAME@(cudaStream_t s, {0}, uint64_t seed_key, uint64_t step) "
-      "{{\n  return tcc_cuda::launch_attention_forward_strided<{1}>({2}, {3}, "
-      "tcc_cuda::AttnLayout{{{5}}, {4}, seed_key, step, s);\n}\n",
-      w.params, *type, w.launcherArgs, c.sizeArguments(), c.scaleCausalRate(/*asFloat=*/true),
-      c.layoutInitializer());
+      "{{\n  return tcc_cuda::launch_attention_forward{5}<{1}>({2}, {3}, {4}, seed_key, step, "
+      "s);\n}\n",
+      w.params, *type, w.launcherArgs, c.sizeArguments() + stridedLayoutArgument(c),
+      c.scaleCausalRate(/*asFloat=*/true), c.strided ? "_strided" : "");
   std::string kernel =
       kernels_.add("attention", text, w.params + ", uint64_t seed_key, uint64_t step",
                    "cudaError_t");
@@ -142,10 +148,11 @@ LogicalResult CudaStepEmitter::emitAttentionGrad(kern::AttentionGradOp g, llvm::
       {0, 1, 2, 3, -1, 4, 5, 6, 7, -1});
   std::string text = llvm::formatv(
       "extern \"C\" cudaError_t @NAME@(cudaStream_t s, {0}, uint64_t seed_key, uint64_t step) "
-      "{{\n  return tcc_cuda::launch_attention_backward_strided<{1}>({2}, {3}, "
-      "tcc_cuda::AttnLayout{{{6}}, {4}, seed_key, step, {5}, s);\n}\n",
-      w.params, *type, w.launcherArgs, c.sizeArguments(), c.scaleCausalRate(/*asFloat=*/true),
-      c.deterministic ? "true" : "false", c.layoutInitializer());
+      "{{\n  return tcc_cuda::launch_attention_backward{6}<{1}>({2}, {3}, {4}, seed_key, step, "
+      "{5}, s);\n}\n",
+      w.params, *type, w.launcherArgs, c.sizeArguments() + stridedLayoutArgument(c),
+      c.scaleCausalRate(/*asFloat=*/true), c.deterministic ? "true" : "false",
+      c.strided ? "_strided" : "");
   std::string kernel =
       kernels_.add("attention_grad", text, w.params + ", uint64_t seed_key, uint64_t step",
                    "cudaError_t");
