@@ -95,6 +95,8 @@ void buildPipeline(mlir::OpPassManager &pm, Phase stopAfter,
   // 4. Tensors -> buffers: one kern op per kernel or library call.
   pm.addPass(createTgLowerToKern());
   pm.addPass(createKernFuseElementwise()); // elementwise chains -> one loop
+  // Slices / transposes / concats around attention -> kernel strides.
+  pm.addPass(createKernFoldAttentionLayout());
   if (stopAfter == Phase::Kern)
     return;
   // 5. Memory plan: every temporary gets an offset in one workspace arena.
