@@ -251,8 +251,13 @@ FailureOr<View> Folder::traceSink(Value x, Operation *writer, bool top,
       used = v;
       continue;
     }
-    if (top && isAttention(op))
+    if (top && isAttention(op)) {
+      if (op->getAttr("layout")) { // its operands are not ours to redirect
+        why = describeOp(op) + " (already strided) reads it";
+        return failure();
+      }
       continue;
+    }
     if (!top)
       return identity; // an intermediate read elsewhere: the chain ends at x
     why = describeOp(op) + " reads it";
@@ -357,9 +362,10 @@ std::string chainText(ArrayRef<Operation *> chain) {
 }
 
 void Folder::run() {
+  // Ops strided already (an earlier run) keep their layout and report.
   SmallVector<Operation *> attention;
   f_.walk([&](Operation *op) {
-    if (isAttention(op))
+    if (isAttention(op) && !op->getAttr("layout"))
       attention.push_back(op);
   });
   // Sink plans first (they decide whether an attention output moves, which
@@ -428,8 +434,8 @@ void Folder::run() {
   for (Operation *op : attention) {
     SmallVector<Value> tensors = kern::attentionTensors(op);
     FailureOr<kern::AttentionSizes> sizes = kern::attentionSizes(op);
-    if (failed(sizes) || op->getAttr("layout"))
-      continue; // (already strided: folded before)
+    if (failed(sizes))
+      continue;
     SmallVector<kern::AttentionTensorLayout> layouts = kern::attentionLayouts(op, *sizes);
     int64_t eb = kern::elementBytes(mrt(tensors[0]).getElementType());
     bool changed = false;

@@ -1,10 +1,12 @@
 // RUN: tcc-opt %s -kern-fold-attention-layout | FileCheck %s
+// RUN: tcc-opt %s -kern-fold-attention-layout -kern-fold-attention-layout | FileCheck %s
 // kern-fold-attention-layout on GPT-2's attention block at kern level (B 2,
 // T 4, H 2, D 8, C 16, packed qkv 48): the three slices, the q/k/v
 // transposes, the context transpose, the grad transpose, the dq/dk/dv
 // transposes and their concat all fold into strides of kern.attention /
 // kern.attention_grad and are erased. Then the refusals, each with its
-// reason in kern.fold_layout.
+// reason in kern.fold_layout. A second run changes nothing (ops strided
+// already keep their layout and report).
 
 // CHECK-LABEL: func.func @gpt2_block
 // CHECK-NOT: kern.slice
