@@ -297,6 +297,25 @@ def KernFuseCrossEntropyGrad
   let dependentDialects = ["tcc::kern::KernDialect"];
 }
 
+def KernFoldAttentionLayout : Pass<"kern-fold-attention-layout", "mlir::ModuleOp"> {
+  let summary = "Folds the slices, transposes and concats around attention into its strides";
+  let description = [{
+    Each kern.attention / kern.attention_grad tensor produced by a chain of
+    kern.slice / kern.transpose copies (q, k, v split out of a packed
+    projection, heads moved forward), or consumed by kern.transpose /
+    kern.concat copies (out back to (B, T, H, D), dq, dk, dv concatenated
+    into the packed gradient), is read or written in place instead: the op
+    gets `sizes` / `layout` (offset and batch, head, row strides per
+    tensor) on the chain's end buffer, and the copies are erased. Only when
+    safe (single writers, no reads in between, a concat only when all its
+    inputs fold, 16-byte strides); each decision is recorded as
+    kern.fold_layout on the op (--dump-dir:
+    NN-kern-fold-attention-layout-report.txt). After
+    kern-fuse-elementwise, before kern-plan-memory.
+  }];
+  let dependentDialects = ["tcc::kern::KernDialect"];
+}
+
 def KernPlanMemory : Pass<"kern-plan-memory", "mlir::ModuleOp"> {
   let summary = "Places every kern.alloc in one workspace arena by liveness";
   let description = [{

@@ -102,6 +102,14 @@ public:
                        "tg-fuse-matmul-epilogue's decisions: each matmul fused "
                        "with its epilogue or not and why");
     }
+    if (pass->getArgument() == "kern-fold-attention-layout") {
+      std::string report;
+      llvm::raw_string_ostream os(report);
+      writeAttentionLayoutReport(module, os);
+      (void)dir_.write("kern-fold-attention-layout-report", "txt", report,
+                       "kern-fold-attention-layout's decisions: each attention "
+                       "tensor's copies folded into strides or kept and why");
+    }
     if (pass->getArgument() == "tg-amp") {
       std::string report;
       llvm::raw_string_ostream os(report);

@@ -100,6 +100,8 @@ void buildPipeline(mlir::OpPassManager &pm, Phase stopAfter,
   // 4. Tensors -> buffers: one kern op per kernel or library call.
   pm.addPass(createTgLowerToKern());
   pm.addPass(createKernFuseElementwise()); // elementwise chains -> one loop
+  // Slices / transposes / concats around attention -> kernel strides.
+  pm.addPass(createKernFoldAttentionLayout());
   pm.addPass(createKernFuseCrossEntropyGrad()); // loss + gradient: one read of the logits
   if (stopAfter == Phase::Kern)
     return;

@@ -286,6 +286,16 @@ def Kern_SoftmaxCrossEntropyWithGradOp
 
 def Kern_AttentionOp : Kern_Op<"attention", [AttrSizedOperandSegments]> {
   let summary = "out, lse = flash attention forward of q, k, v";
+  let description = [{
+    Without `layout`: q, out (B, H, T, D), k, v (B, Hkv, S, D) contiguous.
+    With `layout` (kern-fold-attention-layout, dialects/kern/AttentionLayout.h):
+    `sizes` = [B, H, Hkv, T, S, D] and, for q, k, v, out in turn, [offset,
+    batch stride, head stride, row stride] in elements: row (b, h, i) of
+    the tensor is the D contiguous elements at offset + b * batch + h * head
+    + i * row of its buffer, which may have any shape (e.g. q, k, v read
+    straight out of a (B, T, 3*H*D) projection, out written as (B, T, H, D)).
+    lse is (B, H, T) contiguous either way.
+  }];
   let arguments = (ins
     Arg<Kern_FloatBuffer, "", [MemRead]>:$q,
     Arg<Kern_FloatBuffer, "", [MemRead]>:$k,
@@ -296,7 +306,8 @@ def Kern_AttentionOp : Kern_Op<"attention", [AttrSizedOperandSegments]> {
     Arg<MemRefOf<[F32, F64]>, "", [MemWrite]>:$lse,
     F64Attr:$scale, UnitAttr:$causal,
     DefaultValuedAttr<F64Attr, "0.0">:$dropout_rate,
-    OptionalAttr<I64Attr>:$op_id);
+    OptionalAttr<I64Attr>:$op_id,
+    OptionalAttr<DenseI64ArrayAttr>:$sizes, OptionalAttr<DenseI64ArrayAttr>:$layout);
   let assemblyFormat = [{
     $q `,` $k `,` $v (`dropout` `(` $rng_seed^ `,` $step `)`)? `into` $out `,` $lse
     attr-dict `:` type($q) `,` type($k) `,` type($v) (`,` type($rng_seed)^ `,` type($step))?
@@ -315,7 +326,10 @@ def Kern_AttentionGradOp : Kern_Op<"attention_grad", [AttrSizedOperandSegments]>
     (dialects/kern/AttentionWorkspace.h) the CUDA kernels use for row sums.
     `deterministic`: the result must be bit-identical run to run (a kernel
     may not take an order-dependent, e.g. atomic, path; today neither
-    target's kernel has one).
+    target's kernel has one). `sizes` / `layout` as on kern.attention, the
+    layout listing q, k, v, out, grad, dq, dk, dv (dq, dk, dv may then be
+    disjoint parts of one buffer, e.g. the (B, T, 3*H*D) gradient of a
+    packed projection).
   }];
   let arguments = (ins
     Arg<Kern_FloatBuffer, "", [MemRead]>:$q,
@@ -332,7 +346,8 @@ def Kern_AttentionGradOp : Kern_Op<"attention_grad", [AttrSizedOperandSegments]>
     Arg<MemRefOf<[F32]>, "", [MemRead, MemWrite]>:$workspace,
     F64Attr:$scale, UnitAttr:$causal,
     DefaultValuedAttr<F64Attr, "0.0">:$dropout_rate,
-    OptionalAttr<I64Attr>:$op_id, UnitAttr:$deterministic);
+    OptionalAttr<I64Attr>:$op_id, UnitAttr:$deterministic,
+    OptionalAttr<DenseI64ArrayAttr>:$sizes, OptionalAttr<DenseI64ArrayAttr>:$layout);
   let assemblyFormat = [{
     $q `,` $k `,` $v `,` $out `,` $lse `,` $grad
     (`dropout` `(` $rng_seed^ `,` $step `)`)?

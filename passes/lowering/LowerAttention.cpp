@@ -41,7 +41,8 @@ LogicalResult lowerAttentionOp(Operation *op, AttentionLoweringContext &ctx) {
     Value out = resultBuffer(ctx, loc, a.getResult());
     Value lse = resultBuffer(ctx, loc, a.getLse());
     kern::AttentionOp::create(b, loc, q, k, v, seed, step, out, lse, a.getScaleAttr(),
-                              a.getCausalAttr(), a.getDropoutRateAttr(), a.getOpIdAttr());
+                              a.getCausalAttr(), a.getDropoutRateAttr(), a.getOpIdAttr(),
+                              /*sizes=*/nullptr, /*layout=*/nullptr);
     return success();
   }
   if (auto g = dyn_cast<tg::AttentionGradOp>(op)) {
@@ -62,7 +63,7 @@ LogicalResult lowerAttentionOp(Operation *op, AttentionLoweringContext &ctx) {
     kern::AttentionGradOp::create(
         b, loc, q, k, v, out, lse, grad, seed, step, dq, dk, dv, workspace, g.getScaleAttr(),
         g.getCausalAttr(), g.getDropoutRateAttr(), g.getOpIdAttr(),
-        ctx.deterministic ? b.getUnitAttr() : UnitAttr());
+        ctx.deterministic ? b.getUnitAttr() : UnitAttr(), /*sizes=*/nullptr, /*layout=*/nullptr);
     return success();
   }
   return op->emitError("tg-lower-to-kern: not an attention op: ") << op->getName();

@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <limits>
 #include <random>
+#include <tuple>
 #include <vector>
 
 #include "compiler/codegen/cpu/cpu_prelude.h"
@@ -217,6 +218,139 @@ TEST(CpuAttention, Bf16AndF16ComputeInFloatAndRoundOnce) {
   for (const Case &c : {kGroupedCausal, kFullyMaskedRows, kMultiQueryDropout}) {
     checkCase<tcc_cpu::bf16>(c, 2e-2, 13);
     checkCase<tcc_cpu::f16>(c, 3e-3, 14);
+  }
+}
+
+// Strided layouts (kern.attention's `layout`, what kern-fold-attention-layout
+// produces): q, k, v read from and dq, dk, dv written into one packed
+// (B, T, (H + 2 Hkv) D) buffer when T == S (GPT-2's c_attn output and its
+// gradient), else each tensor in its own (B, N, Hx D + 8) buffer (rows with
+// gaps); out and dout (B, T, H, D). The results must be the contiguous
+// kernels' bit for bit, and nothing outside the tensors may be written.
+struct Placed {
+  int64_t offset;
+  tcc_cpu::AttentionStrides strides;
+  int64_t element(int64_t b, int64_t h, int64_t i) const {
+    return offset + b * strides.batch + h * strides.head + i * strides.row;
+  }
+};
+
+template <typename T>
+void scatterRows(const std::vector<T> &dense, int64_t B, int64_t heads, int64_t rows, int64_t D,
+                 const Placed &at, std::vector<T> &buffer) {
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t h = 0; h < heads; ++h)
+      for (int64_t i = 0; i < rows; ++i)
+        for (int64_t d = 0; d < D; ++d)
+          buffer[at.element(b, h, i) + d] =
+              dense[((b * heads + h) * rows + i) * D + d];
+}
+
+template <typename T>
+std::vector<T> gatherRows(const std::vector<T> &buffer, int64_t B, int64_t heads, int64_t rows,
+                          int64_t D, const Placed &at) {
+  std::vector<T> dense(B * heads * rows * D);
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t h = 0; h < heads; ++h)
+      for (int64_t i = 0; i < rows; ++i)
+        for (int64_t d = 0; d < D; ++d)
+          dense[((b * heads + h) * rows + i) * D + d] =
+              buffer[at.element(b, h, i) + d];
+  return dense;
+}
+
+template <typename T> std::vector<uint8_t> bytesOf(const std::vector<T> &x) {
+  const auto *p = reinterpret_cast<const uint8_t *>(x.data());
+  return std::vector<uint8_t>(p, p + x.size() * sizeof(T));
+}
+
+template <typename T> void checkStridedCase(const Case &c, uint32_t seed) {
+  using A = tcc_cpu::acc_t<T>;
+  std::mt19937 rng(seed);
+  std::normal_distribution<double> normal(0.0, 1.0);
+  auto random = [&](int64_t n) {
+    std::vector<double> x(n);
+    for (double &e : x)
+      e = normal(rng);
+    return toElements<T>(x);
+  };
+  const int64_t B = c.batch, H = c.heads, Hkv = c.kvHeads, Tq = c.queries, S = c.keys,
+                D = c.dim;
+  const int64_t qn = B * H * Tq * D, kn = B * Hkv * S * D;
+  std::vector<T> q = random(qn), k = random(kn), v = random(kn), g = random(qn);
+  const double scale = 1.0 / std::sqrt(static_cast<double>(D));
+  const uint64_t seedKey = kRngSeed ^ tcc_rng_mix64(kOpId);
+  tcc_cpu::AttentionShape shape{B, H, Hkv, Tq, S, D};
+
+  // Contiguous results.
+  std::vector<T> out(qn), dq(qn), dk(kn), dv(kn);
+  std::vector<A> lse(B * H * Tq), lse2(B * H * Tq);
+  std::vector<float> ws(1);
+  ASSERT_EQ(tcc_cpu::attention_forward(q.data(), k.data(), v.data(), out.data(), lse.data(),
+                                       shape, scale, c.causal, c.rate, seedKey, kStep),
+            tcc_cpu::kKernelOk);
+  ASSERT_EQ(tcc_cpu::attention_backward(q.data(), k.data(), v.data(), out.data(), lse.data(),
+                                        g.data(), dq.data(), dk.data(), dv.data(), ws.data(),
+                                        shape, scale, c.causal, c.rate, seedKey, kStep),
+            tcc_cpu::kKernelOk);
+
+  // Placements: packed when square, padded rows otherwise.
+  const bool packed = Tq == S;
+  Placed pq, pk, pv;
+  int64_t inputElems;
+  if (packed) {
+    const int64_t W = (H + 2 * Hkv) * D;
+    pq = {0, {Tq * W, D, W}};
+    pk = {H * D, {Tq * W, D, W}};
+    pv = {(H + Hkv) * D, {Tq * W, D, W}};
+    inputElems = B * Tq * W;
+  } else {
+    const int64_t wq = H * D + 8, wk = Hkv * D + 8;
+    pq = {0, {Tq * wq, D, wq}};
+    pk = {B * Tq * wq, {S * wk, D, wk}};
+    pv = {B * Tq * wq + B * S * wk, {S * wk, D, wk}};
+    inputElems = B * Tq * wq + 2 * B * S * wk;
+  }
+  const Placed po{0, {Tq * H * D, D, H * D}};
+  const T sentinel = toElements<T>(std::vector<double>{12345.0})[0];
+  std::vector<T> inputs(inputElems, sentinel), grads(inputElems, sentinel);
+  scatterRows(q, B, H, Tq, D, pq, inputs);
+  scatterRows(k, B, Hkv, S, D, pk, inputs);
+  scatterRows(v, B, Hkv, S, D, pv, inputs);
+  std::vector<T> gs(qn, sentinel), outs(qn, sentinel);
+  scatterRows(g, B, H, Tq, D, po, gs);
+  tcc_cpu::AttentionLayout layout{pq.strides, pk.strides, pv.strides, po.strides,
+                                  po.strides, pq.strides, pk.strides, pv.strides};
+  ASSERT_EQ(tcc_cpu::attention_forward(inputs.data() + pq.offset, inputs.data() + pk.offset,
+                                       inputs.data() + pv.offset, outs.data(), lse2.data(),
+                                       shape, layout, scale, c.causal, c.rate, seedKey, kStep),
+            tcc_cpu::kKernelOk);
+  EXPECT_EQ(bytesOf(gatherRows(outs, B, H, Tq, D, po)), bytesOf(out)) << "out";
+  EXPECT_EQ(bytesOf(lse2), bytesOf(lse)) << "lse";
+  ASSERT_EQ(tcc_cpu::attention_backward(
+                inputs.data() + pq.offset, inputs.data() + pk.offset, inputs.data() + pv.offset,
+                outs.data(), lse2.data(), gs.data(), grads.data() + pq.offset,
+                grads.data() + pk.offset, grads.data() + pv.offset, ws.data(), shape, layout,
+                scale, c.causal, c.rate, seedKey, kStep),
+            tcc_cpu::kKernelOk);
+  EXPECT_EQ(bytesOf(gatherRows(grads, B, H, Tq, D, pq)), bytesOf(dq)) << "dq";
+  EXPECT_EQ(bytesOf(gatherRows(grads, B, Hkv, S, D, pk)), bytesOf(dk)) << "dk";
+  EXPECT_EQ(bytesOf(gatherRows(grads, B, Hkv, S, D, pv)), bytesOf(dv)) << "dv";
+  // The gaps between rows (padded case) are never written.
+  std::vector<T> untouched(inputElems, sentinel);
+  for (const auto &[at, heads, rows] :
+       {std::tuple{pq, H, Tq}, std::tuple{pk, Hkv, S}, std::tuple{pv, Hkv, S}})
+    scatterRows(gatherRows(grads, B, heads, rows, D, at), B, heads, rows, D, at, untouched);
+  EXPECT_EQ(bytesOf(untouched), bytesOf(grads)) << "written outside dq, dk, dv";
+}
+
+TEST(CpuAttention, StridedLayoutsGiveTheContiguousResultsBitForBit) {
+  const Case gpt2Like{2, 3, 3, 70, 70, 16, true, 0.0};
+  const Case groupedSquareDropout{1, 4, 2, 67, 67, 8, true, 0.15};
+  for (const Case &c : {gpt2Like, groupedSquareDropout, kGroupedCausal, kMultiQueryDropout}) {
+    checkStridedCase<float>(c, 21);
+    checkStridedCase<double>(c, 22);
+    checkStridedCase<tcc_cpu::bf16>(c, 23);
   }
 }
 

@@ -25,6 +25,17 @@
 // launchers use no atomics in either mode). Unsupported D (96), H % Hkv != 0 and rate 1 must return
 // cudaErrorInvalidValue.
 //
+// Strided layouts (launch_attention_*_strided, what kern-fold-attention-
+// layout emits): every case runs again with q, k, v read from and dq, dk,
+// dv written into one packed (B, T, (H + 2 Hkv) D) buffer when T == S
+// (GPT-2's c_attn output and its gradient), else each tensor in its own
+// (B, N, Hx D + 8) buffer (rows with gaps), out and dout (B, T, H, D). The
+// results must equal the contiguous launch's bit for bit, and every element
+// outside the tensors must keep its poison.
+//
+//   attention_kernels_test --bench   times GPT-2's shape (B16 H12 T1024
+//   D64 causal bf16), contiguous vs packed, forward and backward.
+//
 // Tolerances, per tensor: err = max |got - want| / max |want| (lse: max
 // |got - want|, an absolute error since lse is a log). Scores use scale
 // 4 / sqrt(D), so s has a standard deviation near 1.3 and the softmax is
@@ -237,6 +248,66 @@ template <class T> bool sameBits(const std::vector<T> &a, const std::vector<T> &
          std::memcmp(a.data(), b.data(), a.size() * sizeof(T)) == 0;
 }
 
+#include "tests/cuda/attention_layouts.cuh"
+
+// The strided launches against the contiguous results (bit for bit); no
+// element outside the tensors written. Returns "" or what differs.
+template <class T>
+std::string stridedRun(const Shape &sh, const std::vector<T> &hq, const std::vector<T> &hk,
+                       const std::vector<T> &hv, const std::vector<T> &hdo, float scale,
+                       uint64_t seed_key, uint64_t step, const std::vector<T> &out,
+                       const std::vector<float> &lse, const std::vector<T> (&grads)[3]) {
+  const StridedPlan p = stridedPlan(sh);
+  std::vector<T> poison(p.inputElems);
+  std::memset(poison.data(), 0xFF, poison.size() * sizeof(T));
+  std::vector<T> inputs = poison, hdo_s(p.outElems);
+  scatter(hq, sh.B, sh.H, sh.T, sh.D, p.q, inputs);
+  scatter(hk, sh.B, sh.Hkv, sh.S, sh.D, p.k, inputs);
+  scatter(hv, sh.B, sh.Hkv, sh.S, sh.D, p.v, inputs);
+  scatter(hdo, sh.B, sh.H, sh.T, sh.D, p.o, hdo_s);
+  DeviceBuf<T> in(p.inputElems), grad(p.inputElems), o(p.outElems), g(p.outElems);
+  DeviceBuf<float> l(sh.B * sh.H * sh.T);
+  DeviceBuf<float> ws(tcc_cuda::attention_backward_workspace_floats(
+      sh.B, sh.H, sh.Hkv, sh.T, sh.S, sh.D, false));
+  in.upload(inputs);
+  g.upload(hdo_s);
+  o.poison();
+  l.poison();
+  grad.poison();
+  const tcc_cuda::AttnLayout layout = layoutOf(p);
+  CUDA_CHECK(tcc_cuda::launch_attention_forward_strided<T>(
+      in.ptr + p.q.offset, in.ptr + p.k.offset, in.ptr + p.v.offset, o.ptr, l.ptr, sh.B,
+      sh.H, sh.Hkv, sh.T, sh.S, sh.D, layout, scale, sh.causal, sh.rate, seed_key, step,
+      nullptr));
+  CUDA_CHECK(tcc_cuda::launch_attention_backward_strided<T>(
+      in.ptr + p.q.offset, in.ptr + p.k.offset, in.ptr + p.v.offset, o.ptr, l.ptr, g.ptr,
+      grad.ptr + p.q.offset, grad.ptr + p.k.offset, grad.ptr + p.v.offset, ws.ptr, sh.B,
+      sh.H, sh.Hkv, sh.T, sh.S, sh.D, layout, scale, sh.causal, sh.rate, seed_key, step,
+      true, nullptr));
+  CUDA_CHECK(cudaGetLastError());
+  CUDA_CHECK(cudaDeviceSynchronize());
+  std::string why;
+  if (!sameBits(gather(o.download(), sh.B, sh.H, sh.T, sh.D, p.o), out))
+    why += " out";
+  if (!sameBits(l.download(), lse))
+    why += " lse";
+  const std::vector<T> gr = grad.download();
+  if (!sameBits(gather(gr, sh.B, sh.H, sh.T, sh.D, p.q), grads[0]))
+    why += " dq";
+  if (!sameBits(gather(gr, sh.B, sh.Hkv, sh.S, sh.D, p.k), grads[1]))
+    why += " dk";
+  if (!sameBits(gather(gr, sh.B, sh.Hkv, sh.S, sh.D, p.v), grads[2]))
+    why += " dv";
+  // Everything outside dq, dk, dv still poison.
+  std::vector<T> expect = poison;
+  scatter(grads[0], sh.B, sh.H, sh.T, sh.D, p.q, expect);
+  scatter(grads[1], sh.B, sh.Hkv, sh.S, sh.D, p.k, expect);
+  scatter(grads[2], sh.B, sh.Hkv, sh.S, sh.D, p.v, expect);
+  if (!sameBits(gr, expect))
+    why += " (written outside dq/dk/dv)";
+  return why;
+}
+
 template <class T> void runCase(const Shape &sh) {
   char name[200];
   std::snprintf(name, sizeof name,
@@ -318,12 +389,17 @@ template <class T> void runCase(const Shape &sh) {
   for (int t = 0; t < 3; ++t)
     same = same && sameBits(grads[0][t], grads[1][t]) &&
            sameBits(grads[1][t], grads[2][t]);
+  const std::string strided =
+      stridedRun<T>(sh, hq, hk, hv, hdo, scale, seed_key, step, out.download(),
+                    lse.download(), grads[1]);
   const bool ok = e_out <= tol && e_lse <= lse_tol && e_dq <= tol &&
-                  e_dk <= tol && e_dv <= tol && same;
+                  e_dk <= tol && e_dv <= tol && same && strided.empty();
   gPassed += ok;
-  std::printf("[%s] %-58s out %.2e lse %.2e dq %.2e dk %.2e dv %.2e (tol %.1e)%s\n",
+  std::printf("[%s] %-58s out %.2e lse %.2e dq %.2e dk %.2e dv %.2e (tol %.1e)%s%s%s\n",
               ok ? "PASS" : "FAIL", name, e_out, e_lse, e_dq, e_dk, e_dv, tol,
-              same ? "" : " backward NOT bit-identical across runs");
+              same ? "" : " backward NOT bit-identical across runs",
+              strided.empty() ? (sh.T == sh.S ? " packed=" : " padded=") : " STRIDED DIFFERS:",
+              strided.empty() ? "same" : strided.c_str());
 }
 
 template <class T> void unsupported() {
@@ -357,6 +433,74 @@ template <class T> void unsupported() {
   CUDA_CHECK(cudaGetLastError());
 }
 
+// GPT-2's attention (B16 H12 T1024 D64 causal bf16): contiguous vs packed
+// launches, median of 20 timed after 3 warm-up, forward and backward.
+void bench() {
+  const Shape sh{16, 12, 12, 1024, 1024, 64, true, 0.f};
+  const StridedPlan p = stridedPlan(sh);
+  const int64_t n = sh.B * sh.H * sh.T * sh.D;
+  DeviceBuf<bf16> q(n), k(n), v(n), o(n), g(n), dq(n), dk(n), dv(n);
+  DeviceBuf<bf16> in(p.inputElems), grad(p.inputElems), po(n), pg(n);
+  DeviceBuf<float> l(sh.B * sh.H * sh.T), ws(sh.B * sh.H * sh.T);
+  std::vector<bf16> h(p.inputElems);
+  Rng rng{42};
+  for (bf16 &x : h)
+    x = fromD<bf16>(rng.uniform());
+  in.upload(h);
+  h.resize(n);
+  for (DeviceBuf<bf16> *b : {&q, &k, &v, &g, &pg})
+    b->upload(h);
+  const tcc_cuda::AttnLayout layout = layoutOf(p);
+  const float scale = 0.125f;
+  auto timeIt = [&](auto &&launch) {
+    cudaEvent_t a, b;
+    CUDA_CHECK(cudaEventCreate(&a));
+    CUDA_CHECK(cudaEventCreate(&b));
+    std::vector<float> ms;
+    for (int it = 0; it < 23; ++it) {
+      CUDA_CHECK(cudaEventRecord(a));
+      CUDA_CHECK(launch());
+      CUDA_CHECK(cudaEventRecord(b));
+      CUDA_CHECK(cudaEventSynchronize(b));
+      float t = 0;
+      CUDA_CHECK(cudaEventElapsedTime(&t, a, b));
+      if (it >= 3)
+        ms.push_back(t);
+    }
+    std::sort(ms.begin(), ms.end());
+    return ms[ms.size() / 2];
+  };
+  auto fwd = [&] {
+    return tcc_cuda::launch_attention_forward<bf16>(q.ptr, k.ptr, v.ptr, o.ptr, l.ptr, 16,
+                                                    12, 12, 1024, 1024, 64, scale, true,
+                                                    0.f, 0, 0, nullptr);
+  };
+  auto fwdPacked = [&] {
+    return tcc_cuda::launch_attention_forward_strided<bf16>(
+        in.ptr + p.q.offset, in.ptr + p.k.offset, in.ptr + p.v.offset, po.ptr, l.ptr, 16, 12,
+        12, 1024, 1024, 64, layout, scale, true, 0.f, 0, 0, nullptr);
+  };
+  auto bwd = [&] {
+    return tcc_cuda::launch_attention_backward<bf16>(
+        q.ptr, k.ptr, v.ptr, o.ptr, l.ptr, g.ptr, dq.ptr, dk.ptr, dv.ptr, ws.ptr, 16, 12, 12,
+        1024, 1024, 64, scale, true, 0.f, 0, 0, true, nullptr);
+  };
+  auto bwdPacked = [&] {
+    return tcc_cuda::launch_attention_backward_strided<bf16>(
+        in.ptr + p.q.offset, in.ptr + p.k.offset, in.ptr + p.v.offset, po.ptr, l.ptr, pg.ptr,
+        grad.ptr + p.q.offset, grad.ptr + p.k.offset, grad.ptr + p.v.offset, ws.ptr, 16, 12,
+        12, 1024, 1024, 64, layout, scale, true, 0.f, 0, 0, true, nullptr);
+  };
+  CUDA_CHECK(fwd());
+  CUDA_CHECK(fwdPacked());
+  const float f0 = timeIt(fwd), f1 = timeIt(fwdPacked), b0 = timeIt(bwd),
+              b1 = timeIt(bwdPacked);
+  std::printf("bench B16 H12 T1024 D64 causal bf16 (median of 20):\n"
+              "  forward  contiguous %.3f ms  packed %.3f ms  (%.3fx)\n"
+              "  backward contiguous %.3f ms  packed %.3f ms  (%.3fx)\n",
+              f0, f1, f1 / f0, b0, b1, b1 / b0);
+}
+
 template <class T> void allCases() {
   for (int64_t D : {64, 128})
     for (bool causal : {false, true}) {
@@ -372,10 +516,12 @@ template <class T> void allCases() {
 } // namespace
 
 int main(int argc, char **argv) {
-  bool haveSeed = false;
+  bool haveSeed = false, benchOnly = false;
   for (int a = 1; a < argc; ++a) {
     std::string arg = argv[a];
-    if (arg == "--seed" && a + 1 < argc) {
+    if (arg == "--bench") {
+      benchOnly = true;
+    } else if (arg == "--seed" && a + 1 < argc) {
       char *end = nullptr;
       gSeed = std::strtoull(argv[++a], &end, 10);
       if (*end != '\0') {
@@ -387,7 +533,8 @@ int main(int argc, char **argv) {
       gFilter = argv[++a];
     } else {
       std::fprintf(stderr,
-                   "usage: attention_kernels_test [--seed N] [--filter SUBSTRING]\n");
+                   "usage: attention_kernels_test [--seed N] [--filter SUBSTRING] "
+                   "[--bench]\n");
       return 2;
     }
   }
@@ -408,6 +555,10 @@ int main(int argc, char **argv) {
               " (reproduce with --seed %" PRIu64 ")\n",
               prop.name, prop.major, prop.minor, prop.multiProcessorCount, gSeed,
               gSeed);
+  if (benchOnly) {
+    bench();
+    return 0;
+  }
   allCases<bf16>();
   allCases<f16>();
   allCases<float>();

@@ -13,13 +13,16 @@ namespace {
 
 template <typename Op> AttentionCall fromOp(Op op) {
   AttentionCall c;
-  auto q = cast<MemRefType>(op.getQ().getType()), k = cast<MemRefType>(op.getK().getType());
-  c.batch = q.getDimSize(0);
-  c.heads = q.getDimSize(1);
-  c.queries = q.getDimSize(2);
-  c.dim = q.getDimSize(3);
-  c.kvHeads = k.getDimSize(1);
-  c.keys = k.getDimSize(2);
+  // (Verified: sizes from `sizes` or the operand types.)
+  kern::AttentionSizes s = *kern::attentionSizes(op);
+  c.batch = s.batch;
+  c.heads = s.heads;
+  c.queries = s.queries;
+  c.dim = s.dim;
+  c.kvHeads = s.kvHeads;
+  c.keys = s.keys;
+  c.layouts = kern::attentionLayouts(op, s);
+  c.strided = static_cast<bool>(op.getLayoutAttr());
   c.scale = op.getScale().convertToDouble();
   c.dropoutRate = op.getDropoutRate().convertToDouble();
   c.causal = op.getCausal();
@@ -56,6 +59,38 @@ std::string AttentionCall::scaleCausalRate(bool asFloat) const {
     return std::string(text);
   };
   return literal(scale) + ", " + (causal ? "true" : "false") + ", " + literal(dropoutRate);
+}
+
+std::string AttentionCall::layoutInitializer() const {
+  kern::AttentionSizes s{batch, heads, kvHeads, queries, keys, dim};
+  std::string text;
+  for (unsigned i = 0; i < 8; ++i) {
+    kern::AttentionTensorLayout l;
+    if (i < layouts.size()) {
+      l = layouts[i];
+    } else { // a forward call: dout, dq like q; dk, dv like k
+      bool query = i == 4 || i == 5;
+      int64_t h = query ? s.heads : s.kvHeads, n = query ? s.queries : s.keys;
+      l = {0, h * n * s.dim, n * s.dim, s.dim};
+    }
+    text += llvm::formatv("{0}{{{1}, {2}, {3}}", i ? ", " : "", l.batch, l.head, l.row).str();
+  }
+  return text;
+}
+
+std::string AttentionCall::offsetSuffix(unsigned index) const {
+  if (index >= layouts.size() || layouts[index].offset == 0)
+    return "";
+  return " + " + std::to_string(layouts[index].offset);
+}
+
+double AttentionCall::tensorBytes(int64_t elementBytes) const {
+  double queryElems = double(batch) * heads * queries * dim;
+  double keyElems = double(batch) * kvHeads * keys * dim;
+  double total = 0;
+  for (unsigned i = 0; i < layouts.size(); ++i)
+    total += (i == 0 || i == 3 || i == 4 || i == 5) ? queryElems : keyElems;
+  return total * elementBytes;
 }
 
 std::string AttentionCall::shapeText() const {

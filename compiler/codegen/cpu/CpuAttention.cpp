@@ -10,8 +10,12 @@ namespace tcc::codegen {
 
 namespace {
 
-std::string pointer(Value v, const ValueNames &names, bool written) {
-  return familyPointer(mrt(v).getElementType(), names(v), written, CodeTarget::Cpu);
+// The pointer to tensor `index`'s first element (its layout offset).
+std::string pointer(const AttentionCall &c, unsigned index, Value v, const ValueNames &names,
+                    bool written) {
+  std::string base = familyPointer(mrt(v).getElementType(), names(v), written, CodeTarget::Cpu);
+  std::string offset = c.offsetSuffix(index);
+  return offset.empty() ? base : "(" + base + ")" + offset;
 }
 
 // "seed_key, step": rng_seed ^ mix64(op_id) and the step, read from the
@@ -24,8 +28,12 @@ std::string dropoutKey(const AttentionCall &c, const ValueNames &names) {
       .str();
 }
 
+// "shape" or, with `layout`, "shape, layout" of the kernels' signature.
 std::string shapeArgument(const AttentionCall &c) {
-  return "tcc_cpu::AttentionShape{" + c.sizeArguments() + "}";
+  std::string shape = "tcc_cpu::AttentionShape{" + c.sizeArguments() + "}";
+  if (!c.strided)
+    return shape;
+  return shape + ", tcc_cpu::AttentionLayout{" + c.layoutInitializer() + "}";
 }
 
 } // namespace
@@ -36,8 +44,8 @@ LogicalResult emitCpuAttention(kern::AttentionOp op, const ValueNames &names,
   flops += c.forwardFlops();
   os << llvm::formatv("  if (int32_t rc = tcc_cpu::attention_forward({0}, {1}, {2}, {3}, {4}, "
                       "{5}, {6}, {7})) return rc; // out of memory\n",
-                      pointer(op.getQ(), names, false), pointer(op.getK(), names, false),
-                      pointer(op.getV(), names, false), pointer(op.getOut(), names, true),
+                      pointer(c, 0, op.getQ(), names, false), pointer(c, 1, op.getK(), names, false),
+                      pointer(c, 2, op.getV(), names, false), pointer(c, 3, op.getOut(), names, true),
                       names(op.getLse()), shapeArgument(c), c.scaleCausalRate(),
                       dropoutKey(c, names));
   return success();
@@ -51,11 +59,11 @@ LogicalResult emitCpuAttentionGrad(kern::AttentionGradOp op, const ValueNames &n
   flops += c.backwardFlops();
   os << llvm::formatv("  if (int32_t rc = tcc_cpu::attention_backward({0}, {1}, {2}, {3}, {4}, "
                       "{5}, {6}, {7}, {8}, {9}, {10}, {11}, {12})) return rc; // out of memory\n",
-                      pointer(op.getQ(), names, false), pointer(op.getK(), names, false),
-                      pointer(op.getV(), names, false), pointer(op.getOut(), names, false),
-                      names(op.getLse()), pointer(op.getGrad(), names, false),
-                      pointer(op.getDq(), names, true), pointer(op.getDk(), names, true),
-                      pointer(op.getDv(), names, true), names(op.getWorkspace()),
+                      pointer(c, 0, op.getQ(), names, false), pointer(c, 1, op.getK(), names, false),
+                      pointer(c, 2, op.getV(), names, false), pointer(c, 3, op.getOut(), names, false),
+                      names(op.getLse()), pointer(c, 4, op.getGrad(), names, false),
+                      pointer(c, 5, op.getDq(), names, true), pointer(c, 6, op.getDk(), names, true),
+                      pointer(c, 7, op.getDv(), names, true), names(op.getWorkspace()),
                       shapeArgument(c), c.scaleCausalRate(), dropoutKey(c, names));
   return success();
 }

@@ -22,6 +22,26 @@ struct AttentionShape {
   int64_t batch, heads, kv_heads, queries, keys, dim;
 };
 
+// Where one tensor's rows are: row (b, h, i) of `dim` contiguous elements
+// starts at element b * batch + h * head + i * row (the CUDA prelude's
+// AttnStrides; kern.attention's `layout`).
+struct AttentionStrides {
+  int64_t batch, head, row;
+  template <typename T> T *at(T *base, int64_t b, int64_t h, int64_t i) const {
+    return base + b * batch + h * head + i * row;
+  }
+};
+// q, k, v, out, dout, dq, dk, dv.
+struct AttentionLayout {
+  AttentionStrides q, k, v, out, dout, dq, dk, dv;
+};
+// Contiguous (B, H, T, D) q, out, dout, dq and (B, Hkv, S, D) k, v, dk, dv.
+inline AttentionLayout contiguous_layout(const AttentionShape &s) {
+  const AttentionStrides qs{s.heads * s.queries * s.dim, s.queries * s.dim, s.dim};
+  const AttentionStrides ks{s.kv_heads * s.keys * s.dim, s.keys * s.dim, s.dim};
+  return AttentionLayout{qs, ks, ks, qs, qs, qs, ks, ks};
+}
+
 // The dropout of the probabilities: exactly tg.dropout's mask on a
 // (B, H, T, S) tensor (counter_rng.h): position ((b*H + h)*T + i)*S + j is
 // kept iff (tcc_rng_bits(seed_key, step, index) >> 40) >= ceil(rate * 2^24),
@@ -49,19 +69,21 @@ namespace attention_detail {
 // Block sizes: queries per block, keys per block.
 constexpr int64_t kQueryBlock = 32, kKeyBlock = 64;
 
+// rows x dim elements, src rows `stride` elements apart, into dense dst.
 template <typename T, typename A>
-void load_rows(const T *src, int64_t rows, int64_t dim, A *dst) {
-  for (int64_t i = 0; i < rows * dim; ++i)
-    dst[i] = static_cast<A>(Elem<T>::load(src[i]));
+void load_rows(const T *src, int64_t rows, int64_t dim, int64_t stride, A *dst) {
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t d = 0; d < dim; ++d)
+      dst[r * dim + d] = static_cast<A>(Elem<T>::load(src[r * stride + d]));
 }
 
 // A key block transposed, dst[d * kKeyBlock + c] = src[c, d], so a row of
 // scores is a sum of vectors over d (the inner loop runs over keys).
 template <typename T, typename A>
-void load_transposed(const T *src, int64_t cols, int64_t dim, A *dst) {
+void load_transposed(const T *src, int64_t cols, int64_t dim, int64_t stride, A *dst) {
   for (int64_t c = 0; c < cols; ++c)
     for (int64_t d = 0; d < dim; ++d)
-      dst[d * kKeyBlock + c] = static_cast<A>(Elem<T>::load(src[c * dim + d]));
+      dst[d * kKeyBlock + c] = static_cast<A>(Elem<T>::load(src[c * stride + d]));
 }
 
 // out[c] = x . column c of a transposed block, for c < cols.
@@ -96,12 +118,13 @@ inline int64_t visible_keys(int64_t i, const AttentionShape &s, bool causal) {
 
 } // namespace attention_detail
 
-// out (B, H, T, D) and lse (B, H, T) of q, k, v. kKernelNoMemory when a
-// thread's tiles cannot be allocated.
+// out (B, H, T, D) and lse (B, H, T) of q, k, v, placed by `layout` (lse
+// contiguous). kKernelNoMemory when a thread's tiles cannot be allocated.
 template <typename T>
 int32_t attention_forward(const T *q, const T *k, const T *v, T *out, acc_t<T> *lse,
-                          const AttentionShape &s, double scale_d, bool causal,
-                          double rate, uint64_t seed_key, uint64_t step) {
+                          const AttentionShape &s, const AttentionLayout &layout,
+                          double scale_d, bool causal, double rate, uint64_t seed_key,
+                          uint64_t step) {
   using namespace attention_detail;
   using A = acc_t<T>;
   const int64_t D = s.dim, group = s.heads / s.kv_heads;
@@ -140,9 +163,9 @@ int32_t attention_forward(const T *q, const T *k, const T *v, T *out, acc_t<T> *
       const int64_t bh = task / qblocks, b = bh / s.heads, h = bh % s.heads;
       const int64_t i0 = (task % qblocks) * kQueryBlock;
       const int64_t rows = s.queries - i0 < kQueryBlock ? s.queries - i0 : kQueryBlock;
-      const int64_t kvh = b * s.kv_heads + h / group;
-      const T *kbase = k + kvh * s.keys * D, *vbase = v + kvh * s.keys * D;
-      load_rows(q + (bh * s.queries + i0) * D, rows, D, qt);
+      const int64_t hk = h / group;
+      const T *kbase = layout.k.at(k, b, hk, 0), *vbase = layout.v.at(v, b, hk, 0);
+      load_rows(layout.q.at(q, b, h, i0), rows, D, layout.q.row, qt);
       for (int64_t r = 0; r < rows * D; ++r)
         acc[r] = 0;
       for (int64_t r = 0; r < rows; ++r) {
@@ -153,8 +176,8 @@ int32_t attention_forward(const T *q, const T *k, const T *v, T *out, acc_t<T> *
       const int64_t key_end = visible_keys(i0 + rows - 1, s, causal);
       for (int64_t j0 = 0; j0 < key_end; j0 += kKeyBlock) {
         const int64_t cols = key_end - j0 < kKeyBlock ? key_end - j0 : kKeyBlock;
-        load_transposed(kbase + j0 * D, cols, D, kt);
-        load_rows(vbase + j0 * D, cols, D, vt);
+        load_transposed(kbase + j0 * layout.k.row, cols, D, layout.k.row, kt);
+        load_rows(vbase + j0 * layout.v.row, cols, D, layout.v.row, vt);
         for (int64_t r = 0; r < rows; ++r) {
           const int64_t i = i0 + r;
           const int64_t visible = visible_keys(i, s, causal) - j0; // columns < visible
@@ -190,13 +213,13 @@ int32_t attention_forward(const T *q, const T *k, const T *v, T *out, acc_t<T> *
           row_max[r] = new_max;
         }
       }
-      T *orow = out + (bh * s.queries + i0) * D;
+      T *orow = layout.out.at(out, b, h, i0);
       A *lrow = lse + bh * s.queries + i0;
       for (int64_t r = 0; r < rows; ++r) {
         const bool any = row_sum[r] > 0; // false: a fully masked row
         const A factor = any ? keep_scale / row_sum[r] : A(0);
         for (int64_t d = 0; d < D; ++d)
-          orow[r * D + d] = Elem<T>::store(acc[r * D + d] * factor);
+          orow[r * layout.out.row + d] = Elem<T>::store(acc[r * D + d] * factor);
         lrow[r] = any ? row_max[r] + std::log(row_sum[r]) : neg_inf;
       }
     }
@@ -204,22 +227,31 @@ int32_t attention_forward(const T *q, const T *k, const T *v, T *out, acc_t<T> *
   return status;
 }
 
+template <typename T>
+int32_t attention_forward(const T *q, const T *k, const T *v, T *out, acc_t<T> *lse,
+                          const AttentionShape &s, double scale_d, bool causal,
+                          double rate, uint64_t seed_key, uint64_t step) {
+  return attention_forward(q, k, v, out, lse, s, contiguous_layout(s), scale_d, causal, rate,
+                           seed_key, step);
+}
+
 // dq, dk, dv of attention_forward, recomputing p = exp(s - lse) and using
 // D_i = rowsum(dout * out). Each task owns one (b, key/value head): it
 // walks that head's key blocks, and for each the query heads sharing it,
 // so dk and dv are summed over the group in a fixed order and each dq row
 // is only touched by its task: the result does not depend on threads.
-// dq accumulates in a per-thread float copy of the task's rows (G*T*D) for
-// bf16 / f16, in dq itself otherwise. `workspace` (kern.attention_grad's,
-// sized for the CUDA kernels) is not used.
+// dq accumulates in a per-thread copy of the task's rows (G*T*D, in the
+// accumulation type) and is stored once at the end (it may be strided).
+// `workspace` (kern.attention_grad's, sized for the CUDA kernels) is not
+// used.
 template <typename T>
 int32_t attention_backward(const T *q, const T *k, const T *v, const T *out,
                            const acc_t<T> *lse, const T *dout, T *dq, T *dk, T *dv,
-                           float * /*workspace*/, const AttentionShape &s, double scale_d,
-                           bool causal, double rate, uint64_t seed_key, uint64_t step) {
+                           float * /*workspace*/, const AttentionShape &s,
+                           const AttentionLayout &layout, double scale_d, bool causal,
+                           double rate, uint64_t seed_key, uint64_t step) {
   using namespace attention_detail;
   using A = acc_t<T>;
-  constexpr bool kWide = std::is_same<T, A>::value; // dq accumulates in place
   const int64_t D = s.dim, group = s.heads / s.kv_heads;
   const int64_t tasks = s.batch * s.kv_heads;
   const A scale = static_cast<A>(scale_d);
@@ -236,7 +268,7 @@ int32_t attention_backward(const T *q, const T *k, const T *v, const T *out,
     // for bf16 / f16, the float dq of the group's rows.
     const int64_t tile = 5 * kKeyBlock * D + 2 * kQueryBlock * D +
                          2 * kQueryBlock * kKeyBlock + group * s.queries +
-                         (kWide ? 0 : group * s.queries * D);
+                         group * s.queries * D;
     std::unique_ptr<A[]> scratch(new (std::nothrow) A[tile]);
     if (!scratch) {
 #ifdef _OPENMP
@@ -259,24 +291,25 @@ int32_t attention_backward(const T *q, const T *k, const T *v, const T *out,
       const int64_t b = task / s.kv_heads, hk = task % s.kv_heads;
       const int64_t bh0 = b * s.heads + hk * group; // the group's first (b, h)
       const int64_t group_rows = group * s.queries;
-      A *dq_acc = row_dot + group_rows; // the float copy
-      if constexpr (kWide)
-        dq_acc = dq + bh0 * s.queries * D;
+      const int64_t h0 = hk * group; // the group's first query head
+      A *dq_acc = row_dot + group_rows; // rows (g, i) of the group
       for (int64_t e = 0; e < group_rows * D; ++e)
         dq_acc[e] = 0;
       for (int64_t r = 0; r < group_rows; ++r) {
-        const T *o = out + (bh0 * s.queries + r) * D, *g = dout + (bh0 * s.queries + r) * D;
+        const int64_t hq = h0 + r / s.queries, i = r % s.queries;
+        const T *o = layout.out.at(out, b, hq, i), *g = layout.dout.at(dout, b, hq, i);
         A sum = 0;
         for (int64_t d = 0; d < D; ++d)
           sum += static_cast<A>(Elem<T>::load(o[d])) * static_cast<A>(Elem<T>::load(g[d]));
         row_dot[r] = sum;
       }
-      const T *kbase = k + task * s.keys * D, *vbase = v + task * s.keys * D;
+      const T *kbase = layout.k.at(k, b, hk, 0), *vbase = layout.v.at(v, b, hk, 0);
       for (int64_t j0 = 0; j0 < s.keys; j0 += kKeyBlock) {
         const int64_t cols = s.keys - j0 < kKeyBlock ? s.keys - j0 : kKeyBlock;
-        load_rows(kbase + j0 * D, cols, D, kt);
-        load_transposed(kbase + j0 * D, cols, D, ktt);
-        load_transposed(vbase + j0 * D, cols, D, vt);
+        const T *kblock = kbase + j0 * layout.k.row, *vblock = vbase + j0 * layout.v.row;
+        load_rows(kblock, cols, D, layout.k.row, kt);
+        load_transposed(kblock, cols, D, layout.k.row, ktt);
+        load_transposed(vblock, cols, D, layout.v.row, vt);
         for (int64_t e = 0; e < cols * D; ++e)
           dkt[e] = dvt[e] = 0;
         // Queries before first_query see none of this block's keys.
@@ -286,8 +319,8 @@ int32_t attention_backward(const T *q, const T *k, const T *v, const T *out,
           const int64_t bh = bh0 + g;
           for (int64_t i0 = first_query; i0 < s.queries; i0 += kQueryBlock) {
             const int64_t rows = s.queries - i0 < kQueryBlock ? s.queries - i0 : kQueryBlock;
-            load_rows(q + (bh * s.queries + i0) * D, rows, D, qt);
-            load_rows(dout + (bh * s.queries + i0) * D, rows, D, gt);
+            load_rows(layout.q.at(q, b, h0 + g, i0), rows, D, layout.q.row, qt);
+            load_rows(layout.dout.at(dout, b, h0 + g, i0), rows, D, layout.dout.row, gt);
             for (int64_t r = 0; r < rows; ++r) {
               const int64_t i = i0 + r;
               const A row_lse = lse[bh * s.queries + i];
@@ -334,20 +367,30 @@ int32_t attention_backward(const T *q, const T *k, const T *v, const T *out,
             }
           }
         }
-        T *dk_out = dk + (task * s.keys + j0) * D, *dv_out = dv + (task * s.keys + j0) * D;
-        for (int64_t e = 0; e < cols * D; ++e) {
-          dk_out[e] = Elem<T>::store(dkt[e]);
-          dv_out[e] = Elem<T>::store(dvt[e]);
-        }
+        T *dk_out = layout.dk.at(dk, b, hk, j0), *dv_out = layout.dv.at(dv, b, hk, j0);
+        for (int64_t c = 0; c < cols; ++c)
+          for (int64_t d = 0; d < D; ++d) {
+            dk_out[c * layout.dk.row + d] = Elem<T>::store(dkt[c * D + d]);
+            dv_out[c * layout.dv.row + d] = Elem<T>::store(dvt[c * D + d]);
+          }
       }
-      if constexpr (!kWide) {
-        T *dq_out = dq + bh0 * s.queries * D;
-        for (int64_t e = 0; e < group_rows * D; ++e)
-          dq_out[e] = Elem<T>::store(dq_acc[e]);
+      for (int64_t r = 0; r < group_rows; ++r) {
+        T *dq_out = layout.dq.at(dq, b, h0 + r / s.queries, r % s.queries);
+        for (int64_t d = 0; d < D; ++d)
+          dq_out[d] = Elem<T>::store(dq_acc[r * D + d]);
       }
     }
   }
   return status;
+}
+
+template <typename T>
+int32_t attention_backward(const T *q, const T *k, const T *v, const T *out,
+                           const acc_t<T> *lse, const T *dout, T *dq, T *dk, T *dv,
+                           float *workspace, const AttentionShape &s, double scale_d,
+                           bool causal, double rate, uint64_t seed_key, uint64_t step) {
+  return attention_backward(q, k, v, out, lse, dout, dq, dk, dv, workspace, s,
+                            contiguous_layout(s), scale_d, causal, rate, seed_key, step);
 }
 
 } // namespace tcc_cpu

@@ -23,8 +23,12 @@ struct WrapperArguments {
   std::string params, launcherArgs, hostArgs;
 };
 
+// Host arguments point at each strided tensor's first element (buffer +
+// its layout offset); tensorIndex[k]: buffer k's index in c.layouts, or -1
+// (lse, workspace).
 WrapperArguments wrapperArguments(ArrayRef<Value> buffers, ArrayRef<bool> written,
-                                  const ValueNames &names) {
+                                  const ValueNames &names, const AttentionCall &c,
+                                  ArrayRef<int> tensorIndex) {
   WrapperArguments w;
   for (auto [k, v] : llvm::enumerate(buffers)) {
     Type et = mrt(v).getElementType();
@@ -33,9 +37,15 @@ WrapperArguments wrapperArguments(ArrayRef<Value> buffers, ArrayRef<bool> writte
                               storageType(et), p)
                     .str();
     w.launcherArgs += (k ? ", " : "") + familyPointer(et, p, written[k], CodeTarget::Cuda);
-    w.hostArgs += ", " + names(v);
+    w.hostArgs += ", " + names(v) + (tensorIndex[k] < 0 ? "" : c.offsetSuffix(tensorIndex[k]));
   }
   return w;
+}
+
+// ", tcc_cuda::AttnLayout{...}" after the sizes for the _strided launchers
+// (an op with `layout`), "" for the contiguous ones.
+std::string stridedLayoutArgument(const AttentionCall &c) {
+  return c.strided ? ", tcc_cuda::AttnLayout{" + c.layoutInitializer() + "}" : "";
 }
 
 } // namespace
@@ -106,17 +116,17 @@ LogicalResult CudaStepEmitter::emitAttention(kern::AttentionOp a, llvm::raw_ostr
   flops += c.forwardFlops();
   SmallVector<Value> buffers = {a.getQ(), a.getK(), a.getV(), a.getOut(), a.getLse()};
   WrapperArguments w =
-      wrapperArguments(buffers, {false, false, false, true, true}, names_);
+      wrapperArguments(buffers, {false, false, false, true, true}, names_, c, {0, 1, 2, 3, -1});
   std::string text = llvm::formatv(
       "extern \"C\" cudaError_t @NAME@(cudaStream_t s, {0}, uint64_t seed_key, uint64_t step) "
-      "{{\n  return tcc_cuda::launch_attention_forward<{1}>({2}, {3}, {4}, seed_key, step, s);\n}\n",
-      w.params, *type, w.launcherArgs, c.sizeArguments(), c.scaleCausalRate(/*asFloat=*/true));
+      "{{\n  return tcc_cuda::launch_attention_forward{5}<{1}>({2}, {3}, {4}, seed_key, step, "
+      "s);\n}\n",
+      w.params, *type, w.launcherArgs, c.sizeArguments() + stridedLayoutArgument(c),
+      c.scaleCausalRate(/*asFloat=*/true), c.strided ? "_strided" : "");
   std::string kernel =
       kernels_.add("attention", text, w.params + ", uint64_t seed_key, uint64_t step",
                    "cudaError_t");
-  double bytes = 0;
-  for (Value v : buffers)
-    bytes += bufferBytes(mrt(v));
+  double bytes = c.tensorBytes(kern::elementBytes(mrt(a.getQ()))) + bufferBytes(mrt(a.getLse()));
   launchAttention(os, a, kernel, w.hostArgs, *key, c, c.forwardFlops(), bytes);
   return success();
 }
@@ -134,19 +144,20 @@ LogicalResult CudaStepEmitter::emitAttentionGrad(kern::AttentionGradOp g, llvm::
   SmallVector<Value> buffers = {g.getQ(),  g.getK(),  g.getV(),  g.getOut(),      g.getLse(),
                                 g.getGrad(), g.getDq(), g.getDk(), g.getDv(), g.getWorkspace()};
   WrapperArguments w = wrapperArguments(
-      buffers, {false, false, false, false, false, false, true, true, true, true}, names_);
+      buffers, {false, false, false, false, false, false, true, true, true, true}, names_, c,
+      {0, 1, 2, 3, -1, 4, 5, 6, 7, -1});
   std::string text = llvm::formatv(
       "extern \"C\" cudaError_t @NAME@(cudaStream_t s, {0}, uint64_t seed_key, uint64_t step) "
-      "{{\n  return tcc_cuda::launch_attention_backward<{1}>({2}, {3}, {4}, seed_key, step, "
+      "{{\n  return tcc_cuda::launch_attention_backward{6}<{1}>({2}, {3}, {4}, seed_key, step, "
       "{5}, s);\n}\n",
-      w.params, *type, w.launcherArgs, c.sizeArguments(), c.scaleCausalRate(/*asFloat=*/true),
-      c.deterministic ? "true" : "false");
+      w.params, *type, w.launcherArgs, c.sizeArguments() + stridedLayoutArgument(c),
+      c.scaleCausalRate(/*asFloat=*/true), c.deterministic ? "true" : "false",
+      c.strided ? "_strided" : "");
   std::string kernel =
       kernels_.add("attention_grad", text, w.params + ", uint64_t seed_key, uint64_t step",
                    "cudaError_t");
-  double bytes = 0;
-  for (Value v : buffers)
-    bytes += bufferBytes(mrt(v));
+  double bytes = c.tensorBytes(kern::elementBytes(mrt(g.getQ()))) +
+                 bufferBytes(mrt(g.getLse())) + bufferBytes(mrt(g.getWorkspace()));
   launchAttention(os, g, kernel, w.hostArgs, *key, c, c.backwardFlops(), bytes);
   return success();
 }

@@ -154,6 +154,32 @@ func.func @attention_grad_workspace(%q: memref<1x2x4x8xf32>, %l: memref<1x2x4xf3
 
 // -----
 
+// kern.attention with a layout (kern-fold-attention-layout's strides): every
+// tensor must lie inside its buffer.
+func.func @attention_layout_out_of_bounds(%qkv: memref<2x4x48xf32>, %o: memref<2x4x2x8xf32>, %l: memref<2x2x4xf32>) {
+  // expected-error @+1 {{layout of v reaches element 400 of a buffer of 384}}
+  kern.attention %qkv, %qkv, %qkv into %o, %l {scale = 1.0 : f64, sizes = array<i64: 2, 2, 2, 4, 4, 8>, layout = array<i64: 0, 192, 8, 48, 16, 192, 8, 48, 48, 192, 8, 48, 0, 64, 8, 16>} : memref<2x4x48xf32>, memref<2x4x48xf32>, memref<2x4x48xf32> -> memref<2x4x2x8xf32>, memref<2x2x4xf32>
+  return
+}
+
+// -----
+
+func.func @attention_sizes_without_layout(%q: memref<1x2x4x8xf32>, %o: memref<1x2x4x8xf32>, %l: memref<1x2x4xf32>) {
+  // expected-error @+1 {{sizes and layout come together}}
+  kern.attention %q, %q, %q into %o, %l {scale = 1.0 : f64, sizes = array<i64: 1, 2, 2, 4, 4, 8>} : memref<1x2x4x8xf32>, memref<1x2x4x8xf32>, memref<1x2x4x8xf32> -> memref<1x2x4x8xf32>, memref<1x2x4xf32>
+  return
+}
+
+// -----
+
+func.func @attention_layout_count(%qkv: memref<2x4x48xf32>, %o: memref<2x4x2x8xf32>, %l: memref<2x2x4xf32>) {
+  // expected-error @+1 {{layout must hold 4 numbers (offset, batch, head, row strides) for each of the 4 tensors, has 12}}
+  kern.attention %qkv, %qkv, %qkv into %o, %l {scale = 1.0 : f64, sizes = array<i64: 2, 2, 2, 4, 4, 8>, layout = array<i64: 0, 192, 8, 48, 16, 192, 8, 48, 32, 192, 8, 48>} : memref<2x4x48xf32>, memref<2x4x48xf32>, memref<2x4x48xf32> -> memref<2x4x2x8xf32>, memref<2x2x4xf32>
+  return
+}
+
+// -----
+
 func.func @xent_with_grad_rank(%x: memref<20xf32>, %l: memref<4xi32>, %g: memref<4xf32>) {
   // expected-error @+1 {{logits must be (rows, classes)}}
   kern.softmax_cross_entropy_with_grad %x, %l, %g, %g, %x : memref<20xf32>, memref<4xi32>, memref<4xf32>, memref<4xf32>, memref<20xf32>

@@ -22,20 +22,24 @@
 // by one thread in a fixed order, so the backward is deterministic in
 // every mode.
 
-// delta[row] = sum_d dout[row, d] * out[row, d] (float), a warp per row.
+// delta[row] = sum_d dout[row, d] * out[row, d] (float), a warp per row
+// (b, h, i).
 template <class T, int D>
 __global__ void __launch_bounds__(128)
     attn_bwd_delta_kernel(const T *__restrict__ out, const T *__restrict__ dout,
-                          float *__restrict__ delta, int64_t rows) {
+                          float *__restrict__ delta, AttnParams p) {
   const int lane = threadIdx.x & 31;
   const int64_t row = static_cast<int64_t>(blockIdx.x) * 4 + (threadIdx.x >> 5);
-  if (row >= rows)
+  if (row >= p.B * p.H * p.T)
     return;
+  const int64_t bh = row / p.T, i = row % p.T, b = bh / p.H, h = bh % p.H;
+  const T *op = attn_head(out, p.o, b, h) + i * p.o.r;
+  const T *gp = attn_head(dout, p.dout, b, h) + i * p.dout.r;
   float acc = 0.f;
 #pragma unroll
   for (int e = 0; e < D / 32; ++e)
-    acc = fmaf(Elem<T>::load(dout[row * D + e * 32 + lane]),
-               Elem<T>::load(out[row * D + e * 32 + lane]), acc);
+    acc = fmaf(Elem<T>::load(gp[e * 32 + lane]), Elem<T>::load(op[e * 32 + lane]),
+               acc);
 #pragma unroll
   for (int off = 16; off > 0; off >>= 1)
     acc += __shfl_xor_sync(0xffffffffu, acc, off);
@@ -92,10 +96,12 @@ __global__ void __launch_bounds__(BN * 2, MINB)
   // (head, tile) pairs in order with counters (no 64-bit divisions in the
   // loop).
   auto stage = [&](int64_t bhq, int64_t m0, int buf) {
+    const int64_t hq = bhq - b * p.H;
     load_tile_async<BM, D, kThreads>(sq0 + buf * BM * D * 2,
-                                        q + bhq * p.T * D, m0, p.T);
+                                     attn_head(q, p.q, b, hq), m0, p.T, p.q.r);
     load_tile_async<BM, D, kThreads>(sdo0 + buf * BM * D * 2,
-                                        dout + bhq * p.T * D, m0, p.T);
+                                     attn_head(dout, p.dout, b, hq), m0, p.T,
+                                     p.dout.r);
     if (threadIdx.x < BM) {
       const int64_t row = m0 + threadIdx.x;
       const float l = row < p.T ? lse[bhq * p.T + row] : -infinity<float>();
@@ -106,9 +112,9 @@ __global__ void __launch_bounds__(BN * 2, MINB)
     }
   };
 
-  const T *kp = k + bhk * p.S * D, *vp = v + bhk * p.S * D;
-  load_tile_async<BN, D, kThreads>(sk, kp, n0, p.S);
-  load_tile_async<BN, D, kThreads>(sv, vp, n0, p.S);
+  const T *kp = attn_head(k, p.k, b, hk), *vp = attn_head(v, p.v, b, hk);
+  load_tile_async<BN, D, kThreads>(sk, kp, n0, p.S, p.k.r);
+  load_tile_async<BN, D, kThreads>(sv, vp, n0, p.S, p.v.r);
   const int64_t bhq0 = b * p.H + hk * group, m_first = first * BM;
   if (iters > 0)
     stage(bhq0, m_first, 0);
@@ -198,10 +204,10 @@ __global__ void __launch_bounds__(BN * 2, MINB)
     m0 = next_m0;
   }
 
-  store_rows<T, D>(dk + bhk * p.S * D, dk_acc, n0 + warp * 16, p.S, p.scale,
-                   p.scale, lane);
-  store_rows<T, D>(dv + bhk * p.S * D, dv_acc, n0 + warp * 16, p.S, 1.f, 1.f,
-                   lane);
+  store_rows<T, D>(attn_head(dk, p.dk, b, hk), dk_acc, n0 + warp * 16, p.S,
+                   p.dk.r, p.scale, p.scale, lane);
+  store_rows<T, D>(attn_head(dv, p.dv, b, hk), dv_acc, n0 + warp * 16, p.S,
+                   p.dv.r, 1.f, 1.f, lane);
 }
 
 //===--------------------------------------------------------------------===//
@@ -234,15 +240,15 @@ __global__ void __launch_bounds__(BM * 2 / MT, MINB)
   const int64_t bh = static_cast<int64_t>(blockIdx.x) % bh_count;
   const int64_t b = bh / p.H, h = bh % p.H, hk = h / (p.H / p.Hkv);
   const int64_t m0 = qt * BM;
-  const T *kp = k + (b * p.Hkv + hk) * p.S * D;
-  const T *vp = v + (b * p.Hkv + hk) * p.S * D;
+  const T *kp = attn_head(k, p.k, b, hk), *vp = attn_head(v, p.v, b, hk);
 
   const int tiles = attn_key_tiles(p, m0, BM, BN);
-  load_tile_async<BM, D, kThreads>(sq, q + bh * p.T * D, m0, p.T);
-  load_tile_async<BM, D, kThreads>(sdo, dout + bh * p.T * D, m0, p.T);
+  load_tile_async<BM, D, kThreads>(sq, attn_head(q, p.q, b, h), m0, p.T, p.q.r);
+  load_tile_async<BM, D, kThreads>(sdo, attn_head(dout, p.dout, b, h), m0, p.T,
+                                   p.dout.r);
   if (tiles > 0) {
-    load_tile_async<BN, D, kThreads>(sk0, kp, 0, p.S);
-    load_tile_async<BN, D, kThreads>(sv0, vp, 0, p.S);
+    load_tile_async<BN, D, kThreads>(sk0, kp, 0, p.S, p.k.r);
+    load_tile_async<BN, D, kThreads>(sv0, vp, 0, p.S, p.v.r);
   }
   cp_async_commit();
 
@@ -271,9 +277,9 @@ __global__ void __launch_bounds__(BM * 2 / MT, MINB)
     if (t + 1 < tiles) {
       const int buf = (t + 1) & 1;
       load_tile_async<BN, D, kThreads>(sk0 + buf * BN * D * 2, kp,
-                                       int64_t(t + 1) * BN, p.S);
+                                       int64_t(t + 1) * BN, p.S, p.k.r);
       load_tile_async<BN, D, kThreads>(sv0 + buf * BN * D * 2, vp,
-                                       int64_t(t + 1) * BN, p.S);
+                                       int64_t(t + 1) * BN, p.S, p.v.r);
     }
     cp_async_commit();
     const uint32_t sk = sk0 + (t & 1) * BN * D * 2;
@@ -312,8 +318,9 @@ __global__ void __launch_bounds__(BM * 2 / MT, MINB)
   }
 #pragma unroll
   for (int mt = 0; mt < MT; ++mt)
-    store_rows<T, D>(dq + bh * p.T * D, dq_acc[mt], m0 + (warp * MT + mt) * 16,
-                     p.T, p.scale, p.scale, lane);
+    store_rows<T, D>(attn_head(dq, p.dq, b, h), dq_acc[mt],
+                     m0 + (warp * MT + mt) * 16, p.T, p.dq.r, p.scale, p.scale,
+                     lane);
 }
 
 //===--------------------------------------------------------------------===//
@@ -335,13 +342,14 @@ __global__ void __launch_bounds__(128)
     return;
   const int64_t bh = row / p.T, i = row % p.T;
   const int64_t b = bh / p.H, h = bh % p.H, hk = h / (p.H / p.Hkv);
-  const float *kp = k + (b * p.Hkv + hk) * p.S * D;
-  const float *vp = v + (b * p.Hkv + hk) * p.S * D;
+  const float *kp = attn_head(k, p.k, b, hk), *vp = attn_head(v, p.v, b, hk);
+  const float *qp = attn_head(q, p.q, b, h) + i * p.q.r;
+  const float *gp = attn_head(dout, p.dout, b, h) + i * p.dout.r;
   float qr[D / 32], dor[D / 32], acc[D / 32];
 #pragma unroll
   for (int e = 0; e < D / 32; ++e) {
-    qr[e] = q[row * D + e * 32 + lane];
-    dor[e] = dout[row * D + e * 32 + lane];
+    qr[e] = qp[e * 32 + lane];
+    dor[e] = gp[e * 32 + lane];
     acc[e] = 0.f;
   }
   const float l = lse[row], dl = delta[row];
@@ -350,8 +358,8 @@ __global__ void __launch_bounds__(128)
     end = i + 1 + p.S - p.T;
   for (int64_t j = 0; j < end; ++j) {
     const float pe =
-        tcc_cuda::exp(warp_dot<D>(qr, kp + j * D, lane) * p.scale - l);
-    float d = warp_dot<D>(dor, vp + j * D, lane);
+        tcc_cuda::exp(warp_dot<D>(qr, kp + j * p.k.r, lane) * p.scale - l);
+    float d = warp_dot<D>(dor, vp + j * p.v.r, lane);
     if (p.dropout)
       d = attn_keep(p.stream_key, static_cast<uint64_t>(row * p.S + j),
                     p.threshold)
@@ -360,11 +368,12 @@ __global__ void __launch_bounds__(128)
     const float ds = pe * (d - dl);
 #pragma unroll
     for (int e = 0; e < D / 32; ++e)
-      acc[e] = fmaf(ds, kp[j * D + e * 32 + lane], acc[e]);
+      acc[e] = fmaf(ds, kp[j * p.k.r + e * 32 + lane], acc[e]);
   }
+  float *dqp = attn_head(dq, p.dq, b, h) + i * p.dq.r;
 #pragma unroll
   for (int e = 0; e < D / 32; ++e)
-    dq[row * D + e * 32 + lane] = acc[e] * p.scale;
+    dqp[e * 32 + lane] = acc[e] * p.scale;
 }
 
 template <int D>
@@ -385,10 +394,12 @@ __global__ void __launch_bounds__(128)
   const int64_t bhk = key_row / p.S, j = key_row % p.S;
   const int64_t b = bhk / p.Hkv, hk = bhk % p.Hkv, group = p.H / p.Hkv;
   float kr[D / 32], vr[D / 32], dk_acc[D / 32], dv_acc[D / 32];
+  const float *kp = attn_head(k, p.k, b, hk) + j * p.k.r;
+  const float *vp = attn_head(v, p.v, b, hk) + j * p.v.r;
 #pragma unroll
   for (int e = 0; e < D / 32; ++e) {
-    kr[e] = k[key_row * D + e * 32 + lane];
-    vr[e] = v[key_row * D + e * 32 + lane];
+    kr[e] = kp[e * 32 + lane];
+    vr[e] = vp[e * 32 + lane];
     dk_acc[e] = dv_acc[e] = 0.f;
   }
   // Causal: only queries i >= j - (S - T) see key j.
@@ -396,13 +407,14 @@ __global__ void __launch_bounds__(128)
   if (p.causal && j - (p.S - p.T) > 0)
     first = j - (p.S - p.T);
   for (int64_t g = 0; g < group; ++g) {
-    const int64_t bhq = b * p.H + hk * group + g;
+    const int64_t hq = hk * group + g, bhq = b * p.H + hq;
     for (int64_t i = first; i < p.T; ++i) {
       const int64_t row = bhq * p.T + i;
       const float l = lse[row];
       if (l == -infinity<float>())
         continue; // fully masked row: P = 0
-      const float *qp = q + row * D, *dop = dout + row * D;
+      const float *qp = attn_head(q, p.q, b, hq) + i * p.q.r;
+      const float *dop = attn_head(dout, p.dout, b, hq) + i * p.dout.r;
       const float pe = tcc_cuda::exp(warp_dot<D>(kr, qp, lane) * p.scale - l);
       float d = warp_dot<D>(vr, dop, lane);
       float z = pe;
@@ -420,9 +432,11 @@ __global__ void __launch_bounds__(128)
       }
     }
   }
+  float *dkp = attn_head(dk, p.dk, b, hk) + j * p.dk.r;
+  float *dvp = attn_head(dv, p.dv, b, hk) + j * p.dv.r;
 #pragma unroll
   for (int e = 0; e < D / 32; ++e) {
-    dk[key_row * D + e * 32 + lane] = dk_acc[e] * p.scale;
-    dv[key_row * D + e * 32 + lane] = dv_acc[e];
+    dkp[e * 32 + lane] = dk_acc[e] * p.scale;
+    dvp[e * 32 + lane] = dv_acc[e];
   }
 }

@@ -33,11 +33,26 @@ __device__ __forceinline__ bool attn_keep(uint64_t stream_key, uint64_t counter,
   return static_cast<uint32_t>(bits >> 40) >= threshold;
 }
 
+// Where the rows of one tensor are: row (b, h, i) of D contiguous
+// elements starts at element b * b_stride + h * h_stride + i * r_stride of
+// the buffer (contiguous (B, H, T, D): H*T*D, T*D, D; q read straight out
+// of a packed (B, T, 3*H*D) projection: 3*T*H*D, D, 3*H*D).
+struct AttnStrides {
+  int64_t b, h, r;
+};
+template <class T>
+__host__ __device__ __forceinline__ T *attn_head(T *base, const AttnStrides &s,
+                                                 int64_t b, int64_t h) {
+  return base + b * s.b + h * s.h;
+}
+
 // Everything a kernel needs about one attention call. Rows of q / out / dq
 // / dout are (b, h, i), of k / v / dk / dv (b, hkv, j), all D elements
-// long. sl2 = scale * log2(e): scores in log2 units.
+// long, placed by the strides below. sl2 = scale * log2(e): scores in log2
+// units. lse and delta are always contiguous (B, H, T).
 struct AttnParams {
   int64_t B, H, Hkv, T, S;
+  AttnStrides q, k, v, o, dout, dq, dk, dv;
   float scale, sl2;
   bool causal;
   bool dropout;        // rate > 0
@@ -142,13 +157,15 @@ template <int D> struct SmemTile {
   }
 };
 
-// Copies rows [row0, row0 + ROWS) of a (rows_total, D) matrix into the tile
-// at shared address `dst` with cp.async (rows past rows_total are zeros),
-// all THREADS threads of the block taking part.
+// Copies rows [row0, row0 + ROWS) of a (rows_total, D) matrix whose rows
+// are row_stride elements apart into the tile at shared address `dst` with
+// cp.async (rows past rows_total are zeros), all THREADS threads of the
+// block taking part.
 template <int ROWS, int D, int THREADS, class T>
 __device__ __forceinline__ void load_tile_async(uint32_t dst, const T *src,
                                                 int64_t row0,
-                                                int64_t rows_total) {
+                                                int64_t rows_total,
+                                                int64_t row_stride) {
   constexpr int kChunks = D / 8;
   static_assert((ROWS * kChunks) % THREADS == 0, "tile / threads mismatch");
 #pragma unroll
@@ -157,7 +174,7 @@ __device__ __forceinline__ void load_tile_async(uint32_t dst, const T *src,
     const int row = idx / kChunks, chunk = idx % kChunks;
     const int64_t g = row0 + row;
     const bool valid = g < rows_total;
-    const T *p = valid ? src + g * D + chunk * 8 : src;
+    const T *p = valid ? src + g * row_stride + chunk * 8 : src;
     cp_async16(dst + SmemTile<D>::offset(row, chunk), p, valid);
   }
 }
@@ -245,20 +262,22 @@ __device__ __forceinline__ void mma_tile_tile_t(float (&acc)[N / 8][4],
 }
 
 // Stores a warp's 16 x D fragment acc * mul as rows row0 (+ lane / 4, + 8)
-// of a (rows_total, D) matrix, 4 bytes a store.
+// of a (rows_total, D) matrix whose rows are row_stride elements apart, 4
+// bytes a store.
 template <class T, int D>
 __device__ __forceinline__ void store_rows(T *dst, const float (&acc)[D / 8][4],
                                            int64_t row0, int64_t rows_total,
-                                           float mul0, float mul1, int lane) {
+                                           int64_t row_stride, float mul0,
+                                           float mul1, int lane) {
   const int64_t r0 = row0 + (lane >> 2), r1 = r0 + 8;
   const int col = (lane & 3) * 2;
 #pragma unroll
   for (int n = 0; n < D / 8; ++n) {
     if (r0 < rows_total)
-      *reinterpret_cast<uint32_t *>(dst + r0 * D + n * 8 + col) =
+      *reinterpret_cast<uint32_t *>(dst + r0 * row_stride + n * 8 + col) =
           MmaOps<T>::pack(acc[n][0] * mul0, acc[n][1] * mul0);
     if (r1 < rows_total)
-      *reinterpret_cast<uint32_t *>(dst + r1 * D + n * 8 + col) =
+      *reinterpret_cast<uint32_t *>(dst + r1 * row_stride + n * 8 + col) =
           MmaOps<T>::pack(acc[n][2] * mul1, acc[n][3] * mul1);
   }
 }
@@ -356,15 +375,15 @@ __global__ void __launch_bounds__(BM * 2 / MT, MINB)
   const int64_t b = bh / p.H, h = bh % p.H;
   const int64_t hk = h / (p.H / p.Hkv);
   const int64_t m0 = qt * BM;
-  const T *qp = q + bh * p.T * D;
-  const T *kp = k + (b * p.Hkv + hk) * p.S * D;
-  const T *vp = v + (b * p.Hkv + hk) * p.S * D;
+  const T *qp = attn_head(q, p.q, b, h);
+  const T *kp = attn_head(k, p.k, b, hk);
+  const T *vp = attn_head(v, p.v, b, hk);
 
   const int tiles = attn_key_tiles(p, m0, BM, BN);
-  load_tile_async<BM, D, kThreads>(sq, qp, m0, p.T);
+  load_tile_async<BM, D, kThreads>(sq, qp, m0, p.T, p.q.r);
   if (tiles > 0) {
-    load_tile_async<BN, D, kThreads>(sk0, kp, 0, p.S);
-    load_tile_async<BN, D, kThreads>(sv0, vp, 0, p.S);
+    load_tile_async<BN, D, kThreads>(sk0, kp, 0, p.S, p.k.r);
+    load_tile_async<BN, D, kThreads>(sv0, vp, 0, p.S, p.v.r);
   }
   cp_async_commit();
 
@@ -387,9 +406,9 @@ __global__ void __launch_bounds__(BM * 2 / MT, MINB)
     if (t + 1 < tiles) {
       const int buf = (t + 1) & 1;
       load_tile_async<BN, D, kThreads>(sk0 + buf * BN * D * 2, kp,
-                                       int64_t(t + 1) * BN, p.S);
+                                       int64_t(t + 1) * BN, p.S, p.k.r);
       load_tile_async<BN, D, kThreads>(sv0 + buf * BN * D * 2, vp,
-                                       int64_t(t + 1) * BN, p.S);
+                                       int64_t(t + 1) * BN, p.S, p.v.r);
     }
     cp_async_commit();
     const uint32_t sk = sk0 + (t & 1) * BN * D * 2;
@@ -475,8 +494,9 @@ __global__ void __launch_bounds__(BM * 2 / MT, MINB)
       lse_row[r] =
           l > 0.f ? (row_max[mt][r] + log2f(l)) * kLn2 : -infinity<float>();
     }
-    store_rows<T, D>(out + bh * p.T * D, o[mt], m0 + (warp * MT + mt) * 16,
-                     p.T, inv[0], inv[1], lane);
+    store_rows<T, D>(attn_head(out, p.o, b, h), o[mt],
+                     m0 + (warp * MT + mt) * 16, p.T, p.o.r, inv[0], inv[1],
+                     lane);
     const int64_t row = row_a + 16 * mt;
     if ((lane & 3) == 0) {
       if (row < p.T)
@@ -515,12 +535,12 @@ __global__ void __launch_bounds__(128)
     return;
   const int64_t bh = row / p.T, i = row % p.T;
   const int64_t b = bh / p.H, h = bh % p.H, hk = h / (p.H / p.Hkv);
-  const float *kp = k + (b * p.Hkv + hk) * p.S * D;
-  const float *vp = v + (b * p.Hkv + hk) * p.S * D;
+  const float *kp = attn_head(k, p.k, b, hk), *vp = attn_head(v, p.v, b, hk);
+  const float *qp = attn_head(q, p.q, b, h) + i * p.q.r;
   float qr[D / 32], o[D / 32];
 #pragma unroll
   for (int e = 0; e < D / 32; ++e) {
-    qr[e] = q[row * D + e * 32 + lane];
+    qr[e] = qp[e * 32 + lane];
     o[e] = 0.f;
   }
   int64_t end = p.S;
@@ -528,7 +548,7 @@ __global__ void __launch_bounds__(128)
     end = i + 1 + p.S - p.T;
   float m = -infinity<float>(), l = 0.f;
   for (int64_t j = 0; j < end; ++j) {
-    const float s = warp_dot<D>(qr, kp + j * D, lane) * p.scale;
+    const float s = warp_dot<D>(qr, kp + j * p.k.r, lane) * p.scale;
     const float m_new = fmaxf(m, s);
     const float alpha = tcc_cuda::exp(m - m_new), pe = tcc_cuda::exp(s - m_new);
     l = l * alpha + pe;
@@ -541,12 +561,13 @@ __global__ void __launch_bounds__(128)
                : 0.f;
 #pragma unroll
     for (int e = 0; e < D / 32; ++e)
-      o[e] = fmaf(pd, vp[j * D + e * 32 + lane], o[e] * alpha);
+      o[e] = fmaf(pd, vp[j * p.v.r + e * 32 + lane], o[e] * alpha);
   }
   const float inv = l > 0.f ? 1.f / l : 0.f;
+  float *op = attn_head(out, p.o, b, h) + i * p.o.r;
 #pragma unroll
   for (int e = 0; e < D / 32; ++e)
-    out[row * D + e * 32 + lane] = o[e] * inv;
+    op[e * 32 + lane] = o[e] * inv;
   if (lane == 0)
     lse[row] = l > 0.f ? m + tcc_cuda::log(l) : -infinity<float>();
 }

@@ -1,7 +1,11 @@
 
-// Attention (flash attention) launchers. Buffers, contiguous row-major:
-// q (B, H, T, D); k, v (B, Hkv, S, D); out (B, H, T, D); lse (B, H, T)
-// float. H % Hkv == 0: query head h uses kv head h / (H / Hkv) (grouped /
+// Attention (flash attention) launchers. Logical shapes: q (B, H, T, D);
+// k, v (B, Hkv, S, D); out (B, H, T, D); lse (B, H, T) float, contiguous.
+// launch_attention_forward / _backward take q, k, v, out, dout, dq, dk, dv
+// contiguous row-major; the _strided launchers place each tensor's rows by
+// an AttnLayout (row (b, h, i) of D contiguous elements at b * s.b + h * s.h
+// + i * s.r), e.g. q, k, v read from and dq, dk, dv written into a packed
+// (B, T, 3*H*D) buffer. H % Hkv == 0: query head h uses kv head h / (H / Hkv) (grouped /
 // multi-query attention).
 //   s[i, j] = scale * q[i] . k[j]; causal: key j is masked for query i when
 //     j > i + (S - T) (bottom-right aligned, like tg.causal_mask); a fully
@@ -16,13 +20,42 @@
 // T is bf16 or f16 (tensor cores, fp32 accumulation and softmax, inputs of
 // each product rounded to T: p and dS as in FlashAttention) or float (SIMT,
 // fp32 throughout). D must be 64 or 128; the bf16 / f16 path also needs
-// 16-byte aligned q, k, v, out, dout, dq, dk, dv (cudaMalloc's are).
+// 16-byte aligned q, k, v, out, dout, dq, dk, dv (cudaMalloc's are) and,
+// strided, every stride a multiple of 8 elements (16-byte rows). Strides
+// must be >= 0; written tensors must not overlap each other or an input
+// (not checked).
 // Unsupported shapes or arguments return cudaErrorInvalidValue and launch
 // nothing; otherwise the launchers only enqueue on `stream` (no
 // synchronization, no allocation) and return cudaSuccess (launch errors
 // are left for the caller's cudaGetLastError, as everywhere here).
 
+// The strides of every tensor an attention launch touches (elements).
+using AttnStrides = detail::AttnStrides;
+struct AttnLayout {
+  AttnStrides q, k, v, o, dout, dq, dk, dv;
+};
+
+// Contiguous (B, H, T, D) q, out, dout, dq and (B, Hkv, S, D) k, v, dk, dv.
+inline AttnLayout attn_contiguous_layout(int64_t H, int64_t Hkv, int64_t T,
+                                         int64_t S, int64_t D) {
+  const AttnStrides qs{H * T * D, T * D, D}, ks{Hkv * S * D, S * D, D};
+  return AttnLayout{qs, ks, ks, qs, qs, qs, ks, ks};
+}
+
 namespace detail {
+
+inline bool attn_strides_ok(const AttnStrides &s, int64_t multiple) {
+  return s.b >= 0 && s.h >= 0 && s.r >= 0 && s.b % multiple == 0 &&
+         s.h % multiple == 0 && s.r % multiple == 0;
+}
+// `multiple`: 8 for the 16-bit tensor-core path (16-byte rows), else 1.
+inline bool attn_layout_ok(const AttnLayout &l, int64_t multiple) {
+  for (const AttnStrides *s : {&l.q, &l.k, &l.v, &l.o, &l.dout, &l.dq, &l.dk,
+                               &l.dv})
+    if (!attn_strides_ok(*s, multiple))
+      return false;
+  return true;
+}
 
 inline bool attn_shapes_ok(int64_t B, int64_t H, int64_t Hkv, int64_t T,
                            int64_t S, int64_t D, float dropout_rate) {
@@ -31,15 +64,23 @@ inline bool attn_shapes_ok(int64_t B, int64_t H, int64_t Hkv, int64_t T,
 }
 
 inline AttnParams attn_params(int64_t B, int64_t H, int64_t Hkv, int64_t T,
-                              int64_t S, float scale, bool causal,
-                              float dropout_rate, uint64_t seed_key,
-                              uint64_t step) {
+                              int64_t S, const AttnLayout &layout, float scale,
+                              bool causal, float dropout_rate,
+                              uint64_t seed_key, uint64_t step) {
   AttnParams p;
   p.B = B;
   p.H = H;
   p.Hkv = Hkv;
   p.T = T;
   p.S = S;
+  p.q = layout.q;
+  p.k = layout.k;
+  p.v = layout.v;
+  p.o = layout.o;
+  p.dout = layout.dout;
+  p.dq = layout.dq;
+  p.dk = layout.dk;
+  p.dv = layout.dv;
   p.scale = scale;
   p.sl2 = scale * kLog2e;
   p.causal = causal;
@@ -166,19 +207,19 @@ attention_backward_workspace_floats(int64_t B, int64_t H, int64_t Hkv,
 }
 
 template <typename T>
-cudaError_t launch_attention_forward(const T *q, const T *k, const T *v, T *out,
-                                     float *lse, int64_t B, int64_t H,
-                                     int64_t Hkv, int64_t T_, int64_t S,
-                                     int64_t D, float scale, bool causal,
-                                     float dropout_rate, uint64_t seed_key,
-                                     uint64_t step, cudaStream_t stream) {
+cudaError_t launch_attention_forward_strided(
+    const T *q, const T *k, const T *v, T *out, float *lse, int64_t B,
+    int64_t H, int64_t Hkv, int64_t T_, int64_t S, int64_t D,
+    const AttnLayout &layout, float scale, bool causal, float dropout_rate,
+    uint64_t seed_key, uint64_t step, cudaStream_t stream) {
   static_assert(std::is_same<T, bf16>::value || std::is_same<T, f16>::value ||
                     std::is_same<T, float>::value,
                 "attention: bf16, f16 or float");
   using namespace detail;
-  if (!attn_shapes_ok(B, H, Hkv, T_, S, D, dropout_rate))
+  if (!attn_shapes_ok(B, H, Hkv, T_, S, D, dropout_rate) ||
+      !attn_layout_ok(layout, std::is_same<T, float>::value ? 1 : 8))
     return cudaErrorInvalidValue;
-  const AttnParams p = attn_params(B, H, Hkv, T_, S, scale, causal,
+  const AttnParams p = attn_params(B, H, Hkv, T_, S, layout, scale, causal,
                                    dropout_rate, seed_key, step);
   if constexpr (std::is_same<T, float>::value) {
     const int64_t blocks = attn_row_blocks(B * H * T_);
@@ -202,19 +243,33 @@ cudaError_t launch_attention_forward(const T *q, const T *k, const T *v, T *out,
 }
 
 template <typename T>
-cudaError_t launch_attention_backward(
+cudaError_t launch_attention_forward(const T *q, const T *k, const T *v, T *out,
+                                     float *lse, int64_t B, int64_t H,
+                                     int64_t Hkv, int64_t T_, int64_t S,
+                                     int64_t D, float scale, bool causal,
+                                     float dropout_rate, uint64_t seed_key,
+                                     uint64_t step, cudaStream_t stream) {
+  return launch_attention_forward_strided(
+      q, k, v, out, lse, B, H, Hkv, T_, S, D,
+      attn_contiguous_layout(H, Hkv, T_, S, D), scale, causal, dropout_rate,
+      seed_key, step, stream);
+}
+
+template <typename T>
+cudaError_t launch_attention_backward_strided(
     const T *q, const T *k, const T *v, const T *out, const float *lse,
     const T *dout, T *dq, T *dk, T *dv, float *workspace, int64_t B, int64_t H,
-    int64_t Hkv, int64_t T_, int64_t S, int64_t D, float scale, bool causal,
-    float dropout_rate, uint64_t seed_key, uint64_t step, bool deterministic,
-    cudaStream_t stream) {
+    int64_t Hkv, int64_t T_, int64_t S, int64_t D, const AttnLayout &layout,
+    float scale, bool causal, float dropout_rate, uint64_t seed_key,
+    uint64_t step, bool deterministic, cudaStream_t stream) {
   static_assert(std::is_same<T, bf16>::value || std::is_same<T, f16>::value ||
                     std::is_same<T, float>::value,
                 "attention: bf16, f16 or float");
   using namespace detail;
-  if (!attn_shapes_ok(B, H, Hkv, T_, S, D, dropout_rate))
+  if (!attn_shapes_ok(B, H, Hkv, T_, S, D, dropout_rate) ||
+      !attn_layout_ok(layout, std::is_same<T, float>::value ? 1 : 8))
     return cudaErrorInvalidValue;
-  const AttnParams p = attn_params(B, H, Hkv, T_, S, scale, causal,
+  const AttnParams p = attn_params(B, H, Hkv, T_, S, layout, scale, causal,
                                    dropout_rate, seed_key, step);
   const int64_t q_rows = B * H * T_, kv_rows = B * Hkv * S;
   float *delta = workspace;
@@ -232,10 +287,10 @@ cudaError_t launch_attention_backward(
   if (q_blocks > 0) {
     if (D == 64)
       attn_bwd_delta_kernel<T, 64><<<q_blocks, 128, 0, stream>>>(out, dout,
-                                                                delta, q_rows);
+                                                                delta, p);
     else
       attn_bwd_delta_kernel<T, 128><<<q_blocks, 128, 0, stream>>>(out, dout,
-                                                                 delta, q_rows);
+                                                                 delta, p);
   }
   if constexpr (std::is_same<T, float>::value) {
     if (D == 64) {
@@ -260,4 +315,17 @@ cudaError_t launch_attention_backward(
                    : attn_backward_tuned<T, 128>(q, k, v, lse, dout, delta, dq,
                                                  dk, dv, p, stream);
   }
+}
+
+template <typename T>
+cudaError_t launch_attention_backward(
+    const T *q, const T *k, const T *v, const T *out, const float *lse,
+    const T *dout, T *dq, T *dk, T *dv, float *workspace, int64_t B, int64_t H,
+    int64_t Hkv, int64_t T_, int64_t S, int64_t D, float scale, bool causal,
+    float dropout_rate, uint64_t seed_key, uint64_t step, bool deterministic,
+    cudaStream_t stream) {
+  return launch_attention_backward_strided(
+      q, k, v, out, lse, dout, dq, dk, dv, workspace, B, H, Hkv, T_, S, D,
+      attn_contiguous_layout(H, Hkv, T_, S, D), scale, causal, dropout_rate,
+      seed_key, step, deterministic, stream);
 }
