@@ -27,6 +27,9 @@ void writeAttentionFusionReport(mlir::ModuleOp module, llvm::raw_ostream &os);
 // The table of tg-cache-rope's decisions (tables cached, rotations fused,
 // what was left and why), from the module right after tg-cache-rope.
 void writeCacheRopeReport(mlir::ModuleOp module, llvm::raw_ostream &os);
+// The table of kern-fuse-horizontal's decisions (each group and its
+// members, each kernel a group refused and why, and a count).
+void writeFuseHorizontalReport(mlir::ModuleOp module, llvm::raw_ostream &os);
 
 #define GEN_PASS_DECL
 #include "passes/Passes.h.inc"

@@ -94,6 +94,14 @@ public:
                        "tg-cache-rope's decisions: tables cached, rotations fused, "
                        "what was left and why");
     }
+    if (pass->getArgument() == "kern-fuse-horizontal") {
+      std::string report;
+      llvm::raw_string_ostream os(report);
+      writeFuseHorizontalReport(module, os);
+      (void)dir_.write("kern-fuse-horizontal-report", "txt", report,
+                       "kern-fuse-horizontal's decisions: the groups, the kernels "
+                       "refused and why");
+    }
     if (pass->getArgument() == "tg-amp") {
       std::string report;
       llvm::raw_string_ostream os(report);

@@ -95,6 +95,9 @@ void buildPipeline(mlir::OpPassManager &pm, Phase stopAfter,
   // 4. Tensors -> buffers: one kern op per kernel or library call.
   pm.addPass(createTgLowerToKern());
   pm.addPass(createKernFuseElementwise()); // elementwise chains -> one loop
+  // Independent kernels with one body (per-parameter optimizer updates,
+  // weight casts, gradient-norm sums) -> one multi-tensor launch each.
+  pm.addPass(createKernFuseHorizontal());
   if (stopAfter == Phase::Kern)
     return;
   // 5. Memory plan: every temporary gets an offset in one workspace arena.
