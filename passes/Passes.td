@@ -267,6 +267,10 @@ def KernFuseHorizontal : Pass<"kern-fuse-horizontal", "mlir::ModuleOp"> {
     decision is recorded as kern.fuse_horizontal. Runs after
     kern-fuse-elementwise, before kern-plan-memory.
   }];
+  let options = [
+    Option<"enabled", "enabled", "bool", /*default=*/"true",
+           "false: group nothing (every kernel stays its own launch)">,
+  ];
   let dependentDialects = ["tcc::kern::KernDialect"];
 }
 

@@ -97,7 +97,8 @@ void buildPipeline(mlir::OpPassManager &pm, Phase stopAfter,
   pm.addPass(createKernFuseElementwise()); // elementwise chains -> one loop
   // Independent kernels with one body (per-parameter optimizer updates,
   // weight casts, gradient-norm sums) -> one multi-tensor launch each.
-  pm.addPass(createKernFuseHorizontal());
+  pm.addPass(createKernFuseHorizontal(
+      KernFuseHorizontalOptions{options.fuseHorizontal}));
   if (stopAfter == Phase::Kern)
     return;
   // 5. Memory plan: every temporary gets an offset in one workspace arena.

@@ -48,6 +48,8 @@ struct PipelineOptions {
   std::string cudaArch;
   // false: tg-fuse-attention leaves attention written out (reported).
   bool fuseAttention = true;
+  // false: kern-fuse-horizontal groups nothing (tests compare both).
+  bool fuseHorizontal = true;
 };
 
 // Writes the module attributes `options` ask for (tg.loss_scaling,

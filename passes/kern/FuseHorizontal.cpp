@@ -352,7 +352,10 @@ void groupSums(func::FuncOp f, int &nextId, Tally &tally) {
 
 struct KernFuseHorizontalPass
     : tcc::impl::KernFuseHorizontalBase<KernFuseHorizontalPass> {
+  using Base::Base;
   void runOnOperation() override {
+    if (!enabled)
+      return;
     ModuleOp module = getOperation();
     int nextId = 0;
     Tally tally;
