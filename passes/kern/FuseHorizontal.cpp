@@ -22,7 +22,7 @@
 //
 // Each group carries kern.fuse_horizontal = "group N: K kernels: nodes";
 // a kernel refused by a group of its body says why in the same attribute;
-// the module's kern.fuse_horizontal counts everything (the report
+// @train_step's kern.fuse_horizontal counts everything (the report
 // --dump-dir writes). Runs after kern-fuse-elementwise, before
 // kern-plan-memory (temporaries are still distinct kern.allocs).
 //
@@ -270,10 +270,16 @@ void groupElementwise(func::FuncOp f, int &nextId, Tally &tally) {
       continue;
     }
     Candidate c{e, "", {}, {}};
-    int64_t n = mrt(e.getOutputs()[0]).getNumElements();
+    MemRefType outType = mrt(e.getOutputs()[0]);
+    int64_t n = outType.getNumElements();
     llvm::raw_string_ostream key(c.key);
     for (Value in : e.getInputs()) {
-      key << mrt(in).getElementType() << (mrt(in).getNumElements() == n ? "[n]," : "[1],");
+      // Read at the position or at 0. In a one-element kernel both are
+      // element 0: an input shaped like the output counts as positional,
+      // so a size-1 parameter's update groups with the others.
+      bool positional = n == 1 ? mrt(in).getShape() == outType.getShape()
+                               : mrt(in).getNumElements() == n;
+      key << mrt(in).getElementType() << (positional ? "[n]," : "[1],");
       c.reads.insert(kern::rootBuffer(in));
     }
     key << "->";
@@ -365,28 +371,36 @@ struct KernFuseHorizontalPass
       groupElementwise(f, nextId, tally);
       groupSums(f, nextId, tally);
     }
-    module->setAttr(
-        kDecisionAttr,
-        StringAttr::get(
-            module.getContext(),
-            llvm::formatv("{0} groups of {1} kernels; {2} refused by a group of their "
-                          "body, {3} alone with their body, {4} elementwise with a "
-                          "broadcast input",
-                          tally.groups, tally.grouped, tally.refused, tally.alone,
-                          tally.notCandidates)
-                .str()));
+    // The count, for the report: on the train step (the function the
+    // groups are for), or the first function.
+    func::FuncOp target = module.lookupSymbol<func::FuncOp>("train_step");
+    if (!target && !module.getOps<func::FuncOp>().empty())
+      target = *module.getOps<func::FuncOp>().begin();
+    if (target)
+      target->setAttr(
+          kDecisionAttr,
+          StringAttr::get(
+              module.getContext(),
+              llvm::formatv("{0} groups of {1} kernels; {2} refused by a group of their "
+                            "body, {3} alone with their body, {4} elementwise with a "
+                            "broadcast input (all functions)",
+                            tally.groups, tally.grouped, tally.refused, tally.alone,
+                            tally.notCandidates)
+                  .str()));
   }
 };
 
 } // namespace
 
 void tcc::writeFuseHorizontalReport(ModuleOp module, llvm::raw_ostream &os) {
-  for (func::FuncOp f : module.getOps<func::FuncOp>())
-    f.walk([&](Operation *op) {
-      if (auto d = op->getAttrOfType<StringAttr>(kDecisionAttr))
-        os << "@" << f.getName() << "  " << op->getName() << "  "
-           << nodeName(op->getLoc()) << "  " << d.getValue() << "\n";
-    });
-  if (auto summary = module->getAttrOfType<StringAttr>(kDecisionAttr))
-    os << summary.getValue() << "\n";
+  std::string summary;
+  for (func::FuncOp f : module.getOps<func::FuncOp>()) {
+    if (auto d = f->getAttrOfType<StringAttr>(kDecisionAttr))
+      summary = d.getValue().str();
+    for (Operation &op : f.getOps())
+      if (auto d = op.getAttrOfType<StringAttr>(kDecisionAttr))
+        os << "@" << f.getName() << "  " << op.getName() << "  " << nodeName(op.getLoc())
+           << "  " << d.getValue() << "\n";
+  }
+  os << summary << "\n";
 }

@@ -3,8 +3,9 @@
 // multi-tensor kernel, at the first member's place, and says why it
 // refuses the others.
 
-// Per-parameter updates p <- p - lr * g of different shapes, lr shared:
-// one kern.multi_elementwise, members in order, the body kept once.
+// Per-parameter updates p <- p - lr * g of different shapes (one of a
+// single element), lr shared: one kern.multi_elementwise, members in
+// order, the body kept once.
 // CHECK-LABEL: func.func @updates
 // CHECK-NEXT: kern.multi_elementwise ins(%arg0, %arg3, %arg6, %arg1, %arg4, %arg6, %arg2, %arg5, %arg6 : memref<5x7xf32>, memref<5x7xf32>, memref<f32>, memref<1xf32>, memref<1xf32>, memref<f32>, memref<3xf32>, memref<3xf32>, memref<f32>) outs(%arg0, %arg1, %arg2 : memref<5x7xf32>, memref<1xf32>, memref<3xf32>)
 // CHECK-SAME: kern.fuse_horizontal = "group 0: 3 kernels: p0, p1, p2"
@@ -140,7 +141,7 @@ func.func @aliasing(%x: memref<2x2xf32>, %y: memref<2x2xf32>, %z: memref<4xf32>)
 // CHECK: kern.elementwise ins(%arg3
 // CHECK-SAME: "not grouped: kern.fill (between) between the group's first kernel and it writes a buffer it reads"
 // CHECK: kern.gemm
-// CHECK: kern.elementwise ins(%arg7
+// CHECK: kern.elementwise ins(%arg8
 // CHECK-SAME: "not grouped: kern.gemm (mm) lies between it and the group's first kernel: grouping would keep buffers alive across it"
 func.func @refused(%m: memref<2x4xf32>, %row: memref<4xf32>, %o: memref<2x4xf32>,
                    %a: memref<3xf32>, %b: memref<3xf32>, %c: memref<3xf32>, %d: memref<3xf32>,
