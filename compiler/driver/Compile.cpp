@@ -213,6 +213,7 @@ absl::Status compileModel(const CompileOptions &given) {
   pipelineOptions.deterministic = options.deterministic;
   pipelineOptions.precision = options.precision;
   pipelineOptions.fuseAttention = options.fuseAttention;
+  pipelineOptions.fuseHorizontal = options.fuseHorizontal;
   pipelineOptions.target = options.target == "cuda" ? "cuda" : "cpu";
   if (options.target == "cuda")
     pipelineOptions.cudaArch = options.arch;

@@ -62,6 +62,9 @@ Options:
                         matmul) instead of tg-fuse-attention's flash-attention
                         kernels: for comparing, or ruling the fusion out when
                         a result looks wrong (the report still lists matches)
+  --no-fuse-horizontal  one kernel per tensor for the optimizer, the weight
+                        casts and the gradient norm (kern-fuse-horizontal
+                        groups nothing): for comparing
   --jobs N              cuda: parallel nvcc runs (default: CPU threads)
   --no-cache            cuda: compile every unit (default: reuse objects from
                         $TCC_CACHE_DIR, else ~/.cache/tcc, keyed by source,
@@ -188,6 +191,8 @@ int compileMain(int argc, char **argv) {
       args.precision = "tf32";
     } else if (a == "--no-fuse-attention") {
       args.fuseAttention = false;
+    } else if (a == "--no-fuse-horizontal") {
+      args.fuseHorizontal = false;
     } else if (a == "--no-cache") {
       args.useCache = false;
     } else if (a == "-v" || a == "--verbose") {
