@@ -402,5 +402,8 @@ void tcc::writeFuseHorizontalReport(ModuleOp module, llvm::raw_ostream &os) {
         os << "@" << f.getName() << "  " << op.getName() << "  " << nodeName(op.getLoc())
            << "  " << d.getValue() << "\n";
   }
-  os << summary << "\n";
+  os << (summary.empty() ? "nothing grouped: kern-fuse-horizontal is off (tcc compile "
+                            "--no-fuse-horizontal)"
+                          : summary)
+     << "\n";
 }
