@@ -34,6 +34,9 @@ void writeAttentionLayoutReport(mlir::ModuleOp module, llvm::raw_ostream &os);
 // The table of tg-fuse-matmul-epilogue's decisions (every matmul: fused
 // with which epilogue, or not and why), from the module right after it.
 void writeMatmulEpilogueReport(mlir::ModuleOp module, llvm::raw_ostream &os);
+// The table of kern-fuse-horizontal's decisions (each group and its
+// members, each kernel a group refused and why, and a count).
+void writeFuseHorizontalReport(mlir::ModuleOp module, llvm::raw_ostream &os);
 
 #define GEN_PASS_DECL
 #include "passes/Passes.h.inc"

@@ -316,6 +316,24 @@ def KernFoldAttentionLayout : Pass<"kern-fold-attention-layout", "mlir::ModuleOp
   let dependentDialects = ["tcc::kern::KernDialect"];
 }
 
+def KernFuseHorizontal : Pass<"kern-fuse-horizontal", "mlir::ModuleOp"> {
+  let summary = "Groups independent kernels with one body into multi-tensor kernels";
+  let description = [{
+    kern.elementwise kernels with the same body whose inputs are full or
+    single-element become one kern.multi_elementwise; whole-tensor
+    kern.reduce sums one kern.multi_sum. A kernel joins a group when it can
+    move to the group's first kernel: no dependence on a member, nothing in
+    between touching its buffers, no gemm or attention in between. Each
+    decision is recorded as kern.fuse_horizontal. Runs after
+    kern-fuse-elementwise, before kern-plan-memory.
+  }];
+  let options = [
+    Option<"enabled", "enabled", "bool", /*default=*/"true",
+           "false: group nothing (every kernel stays its own launch)">,
+  ];
+  let dependentDialects = ["tcc::kern::KernDialect"];
+}
+
 def KernPlanMemory : Pass<"kern-plan-memory", "mlir::ModuleOp"> {
   let summary = "Places every kern.alloc in one workspace arena by liveness";
   let description = [{

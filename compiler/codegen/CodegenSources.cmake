@@ -23,6 +23,7 @@ set(TCC_CODEGEN_SOURCES
   codegen/cuda/PreludeKernels.cpp
   codegen/cuda/AttentionKernels.cpp
   codegen/cuda/RopeKernels.cpp
+  codegen/cuda/MultiTensorKernels.cpp
 )
 
 # OUT = the PIECES (a list of files) one after another, byte for byte, at
@@ -49,12 +50,14 @@ set(TCC_CUDA_PRELUDE_PIECES
   ${TCC_CODEGEN_DIR}/cuda/prelude/attention_kernels.cuh
   ${TCC_CODEGEN_DIR}/cuda/prelude/attention_backward_kernels.cuh
   ${TCC_CODEGEN_DIR}/cuda/prelude/rope_kernels.cuh
+  ${TCC_CODEGEN_DIR}/cuda/prelude/multi_tensor_kernels.cuh
   ${TCC_CODEGEN_DIR}/cuda/prelude/embedding_kernels.cuh
   ${TCC_CODEGEN_DIR}/cuda/prelude/reduce_launchers.cuh
   ${TCC_CODEGEN_DIR}/cuda/prelude/softmax_xent_launchers.cuh
   ${TCC_CODEGEN_DIR}/cuda/prelude/embedding_launchers.cuh
   ${TCC_CODEGEN_DIR}/cuda/prelude/attention_launchers.cuh
   ${TCC_CODEGEN_DIR}/cuda/prelude/rope_launchers.cuh
+  ${TCC_CODEGEN_DIR}/cuda/prelude/multi_tensor_launchers.cuh
   ${TCC_CODEGEN_DIR}/cuda/prelude/end.cuh
 )
 # Included as "compiler/codegen/cuda/cuda_prelude.cuh" below

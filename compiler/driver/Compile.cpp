@@ -214,6 +214,7 @@ absl::Status compileModel(const CompileOptions &given) {
   pipelineOptions.precision = options.precision;
   pipelineOptions.fuseAttention = options.fuseAttention;
   pipelineOptions.fuseEpilogue = options.fuseEpilogue;
+  pipelineOptions.fuseHorizontal = options.fuseHorizontal;
   pipelineOptions.target = options.target == "cuda" ? "cuda" : "cpu";
   if (options.target == "cuda")
     pipelineOptions.cudaArch = options.arch;

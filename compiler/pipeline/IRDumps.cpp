@@ -110,6 +110,14 @@ public:
                        "kern-fold-attention-layout's decisions: each attention "
                        "tensor's copies folded into strides or kept and why");
     }
+    if (pass->getArgument() == "kern-fuse-horizontal") {
+      std::string report;
+      llvm::raw_string_ostream os(report);
+      writeFuseHorizontalReport(module, os);
+      (void)dir_.write("kern-fuse-horizontal-report", "txt", report,
+                       "kern-fuse-horizontal's decisions: the groups, the kernels "
+                       "refused and why");
+    }
     if (pass->getArgument() == "tg-amp") {
       std::string report;
       llvm::raw_string_ostream os(report);

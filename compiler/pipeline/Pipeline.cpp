@@ -103,6 +103,10 @@ void buildPipeline(mlir::OpPassManager &pm, Phase stopAfter,
   // Slices / transposes / concats around attention -> kernel strides.
   pm.addPass(createKernFoldAttentionLayout());
   pm.addPass(createKernFuseCrossEntropyGrad()); // loss + gradient: one read of the logits
+  // Independent kernels with one body (per-parameter optimizer updates,
+  // weight casts, gradient-norm sums) -> one multi-tensor launch each.
+  pm.addPass(createKernFuseHorizontal(
+      KernFuseHorizontalOptions{options.fuseHorizontal}));
   if (stopAfter == Phase::Kern)
     return;
   // 5. Memory plan: every temporary gets an offset in one workspace arena.

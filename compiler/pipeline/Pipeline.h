@@ -50,6 +50,8 @@ struct PipelineOptions {
   bool fuseAttention = true;
   // false: tg-fuse-matmul-epilogue fuses no GEMM epilogue (reported).
   bool fuseEpilogue = true;
+  // false: kern-fuse-horizontal groups nothing (tests compare both).
+  bool fuseHorizontal = true;
 };
 
 // Writes the module attributes `options` ask for (tg.loss_scaling,

@@ -102,7 +102,7 @@ def Kern_ElementwiseOp : Kern_Op<"elementwise", [AttrSizedOperandSegments]> {
 }
 
 def Kern_YieldOp : Kern_Op<"yield", [Pure, Terminator, ReturnLike,
-    HasParent<"ElementwiseOp">]> {
+    ParentOneOf<["ElementwiseOp", "MultiElementwiseOp"]>]> {
   let summary = "the scalars a kern.elementwise body writes, one per output";
   let arguments = (ins Variadic<AnyType>:$values);
   let assemblyFormat = "($values^ `:` type($values))? attr-dict";
@@ -461,6 +461,77 @@ def Kern_GemmDgeluOp : Kern_Op<"gemm_dgelu"> {
     type($pre) `->` type($out)
   }];
   let hasVerifier = 1;
+}
+
+//===----------------------------------------------------------------------===//
+// Multi-tensor kernels (kern-fuse-horizontal; verifiers in KernDialect.cpp)
+//===----------------------------------------------------------------------===//
+
+def Kern_MultiElementwiseOp : Kern_Op<"multi_elementwise",
+    [AttrSizedOperandSegments]> {
+  let summary = "one body run over several independent (inputs, outputs) members";
+  let description = [{
+    `num_members` kern.elementwise kernels that share one body, as one
+    launch. Operands are member-major: member m's K inputs are
+    inputs[m*K .. m*K+K), its J outputs outputs[m*J .. m*J+J). Within a
+    member every output has one shape S_m (members' shapes may differ) and
+    every input has S_m's element count (read at the position) or a single
+    element (read at 0, e.g. a learning rate). The body is a
+    kern.elementwise body (K scalars, then the position within the member
+    as i64; kern.yield of J scalars); slot k has one element type in every
+    member. Members read and write disjoint buffers, except that an output
+    may be its own member's full input (in-place updates), and any member
+    may read the same single-element input.
+  }];
+  let arguments = (ins
+    Arg<Variadic<AnyMemRef>, "", [MemRead]>:$inputs,
+    Arg<Variadic<AnyMemRef>, "", [MemWrite]>:$outputs,
+    I64Attr:$num_members);
+  let regions = (region SizedRegion<1>:$body);
+  let assemblyFormat = [{
+    (`ins` `(` $inputs^ `:` type($inputs) `)`)?
+    `outs` `(` $outputs `:` type($outputs) `)` attr-dict-with-keyword $body
+  }];
+  let hasVerifier = 1;
+  let extraClassDeclaration = [{
+    ::mlir::Block &getBodyBlock() { return getBody().front(); }
+    int64_t members() { return getNumMembersAttr().getInt(); }
+    int64_t inputsPerMember() { return getInputs().size() / members(); }
+    int64_t outputsPerMember() { return getOutputs().size() / members(); }
+    ::mlir::ValueRange memberInputs(int64_t m) {
+      return getInputs().slice(m * inputsPerMember(), inputsPerMember());
+    }
+    ::mlir::ValueRange memberOutputs(int64_t m) {
+      return getOutputs().slice(m * outputsPerMember(), outputsPerMember());
+    }
+  }];
+}
+
+def Kern_MultiSumOp : Kern_Op<"multi_sum", [AttrSizedOperandSegments]> {
+  let summary = "outputs[m] = the sum of every element of inputs[m]";
+  let description = [{
+    Several whole-tensor sums (the per-gradient sums of squares of a global
+    gradient norm) as one kernel. Each output holds one element of its
+    input's type. The CUDA kernel sums blocks of `chunk` elements into
+    `partials` (one f64 per (member, chunk), members in order, at least one
+    per member), then each member's partials in order: no atomics, the same
+    bits every run. The CPU loop sums each input as kern.reduce does and
+    leaves `partials` alone.
+  }];
+  let arguments = (ins
+    Arg<Variadic<Kern_FloatBuffer>, "", [MemRead]>:$inputs,
+    Arg<Variadic<Kern_FloatBuffer>, "", [MemWrite]>:$outputs,
+    Arg<MemRefOf<[F64]>, "", [MemRead, MemWrite]>:$partials,
+    I64Attr:$chunk);
+  let assemblyFormat = [{
+    `(` $inputs `)` `into` `(` $outputs `)` `partials` $partials attr-dict `:`
+    `(` type($inputs) `)` `->` `(` type($outputs) `)` `,` type($partials)
+  }];
+  let hasVerifier = 1;
+  let extraClassDeclaration = [{
+    // Partials needed for inputs of these element counts.
+    static int64_t partialsFor(::llvm::ArrayRef<int64_t> counts, int64_t chunk);
+  }];
 }
 
 #endif // TCC_KERN_OPS

@@ -161,14 +161,17 @@ SmallVector<StridedCopy> stridedCopies(Operation *op) {
 }
 
 ReduceAxes ReduceAxes::of(kern::ReduceOp r) {
+  return of(mrt(r.getInput()).getShape(), r.getAxes());
+}
+
+ReduceAxes ReduceAxes::of(ArrayRef<int64_t> shape, ArrayRef<int64_t> axes) {
   ReduceAxes a;
-  ArrayRef<int64_t> shape = mrt(r.getInput()).getShape();
   SmallVector<int64_t> strides = contiguousStrides(shape);
   int64_t lastKept = -1, firstReduced = shape.size();
   for (int64_t d = 0; d < static_cast<int64_t>(shape.size()); ++d) {
     if (shape[d] == 1)
       continue;
-    if (llvm::is_contained(r.getAxes(), d)) {
+    if (llvm::is_contained(axes, d)) {
       a.count *= shape[d];
       a.reducedSizes.push_back(shape[d]);
       a.reducedStrides.push_back(strides[d]);

@@ -95,6 +95,8 @@ struct ReduceAxes {
   bool reducesContiguousTail = true;
 
   static ReduceAxes of(kern::ReduceOp r);
+  // Of a reduction of `shape` over `axes`.
+  static ReduceAxes of(ArrayRef<int64_t> shape, ArrayRef<int64_t> axes);
 };
 
 } // namespace tcc::codegen

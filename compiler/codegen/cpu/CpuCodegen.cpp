@@ -122,7 +122,11 @@ private:
         .Case([&](kern::GemmEpilogueOp g) { return emitGemmEpilogue(g, flops); })
         .Case([&](kern::GemmDgeluOp g) { return emitGemmDgelu(g, flops); })
         .Case([&](kern::ElementwiseOp e) { return emitElementwise(e, flops); })
-        .Case([&](kern::ReduceOp r) { return emitReduce(r, flops); })
+        .Case([&](kern::ReduceOp r) {
+          return emitReduce(r.getInput(), r.getOut(), r.getKind(), r.getAxes(), flops);
+        })
+        .Case([&](kern::MultiElementwiseOp e) { return emitMultiElementwise(e, flops); })
+        .Case([&](kern::MultiSumOp m) { return emitMultiSum(m, flops); })
         .Case([&](kern::FillOp fill) {
           MemRefType t = mrt(fill.getOut());
           Type et = t.getElementType();
@@ -356,14 +360,48 @@ private:
 
   // outputs[i] = body(inputs broadcast to the shape [i], i).
   LogicalResult emitElementwise(kern::ElementwiseOp e, double &flops) {
-    ArrayRef<int64_t> shape = e.getShape();
-    Block &body = e.getBodyBlock();
+    return emitElementwiseLoop(e.getInputs(), e.getOutputs(), e.getBodyBlock(), flops);
+  }
+
+  // A multi-tensor kernel: each member's loop exactly as its own
+  // kern.elementwise would be (same body, same order: the same bits), in a
+  // scope of its own.
+  LogicalResult emitMultiElementwise(kern::MultiElementwiseOp e, double &flops) {
+    for (int64_t m = 0; m < e.members(); ++m) {
+      os_ << "  {\n";
+      if (failed(emitElementwiseLoop(e.memberInputs(m), e.memberOutputs(m), e.getBodyBlock(),
+                                     flops)))
+        return failure();
+      os_ << "  }\n";
+    }
+    return success();
+  }
+
+  // Each member summed as its own whole-tensor kern.reduce would be.
+  LogicalResult emitMultiSum(kern::MultiSumOp s, double &flops) {
+    for (auto [in, out] : llvm::zip(s.getInputs(), s.getOutputs())) {
+      SmallVector<int64_t> axes;
+      for (int64_t d = 0; d < mrt(in).getRank(); ++d)
+        axes.push_back(d);
+      os_ << "  {\n";
+      if (failed(emitReduce(in, out, kern::ReduceKind::sum, axes, flops)))
+        return failure();
+      os_ << "  }\n";
+    }
+    return success();
+  }
+
+  // outputs[i] = body(inputs broadcast to the shape [i], i).
+  LogicalResult emitElementwiseLoop(ValueRange inputs, ValueRange outputs, Block &body,
+                                    double &flops) {
+    ArrayRef<int64_t> shape = mrt(outputs[0]).getShape();
+    BlockArgument flatIndex = body.getArguments().back();
     SmallVector<SmallVector<int64_t>> strides;
-    for (Value in : e.getInputs())
+    for (Value in : inputs)
       strides.push_back(broadcastStrides(mrt(in).getShape(), shape));
     strides.push_back(contiguousStrides(shape)); // outputs and the flat index
     LoopNest nest = LoopNest::build(shape, strides);
-    size_t outSlot = e.getInputs().size();
+    size_t outSlot = inputs.size();
 
     // Scalars that do not change along the loop (single-element inputs,
     // constants and what only depends on them) are computed once, before
@@ -372,7 +410,7 @@ private:
     llvm::DenseMap<Value, std::string> scalars;
     llvm::DenseSet<Value> invariant;
     std::string preamble, text;
-    for (auto [k, in] : llvm::enumerate(e.getInputs())) {
+    for (auto [k, in] : llvm::enumerate(inputs)) {
       BlockArgument arg = body.getArgument(k);
       if (arg.use_empty())
         continue;
@@ -388,9 +426,9 @@ private:
       if (scalar)
         invariant.insert(arg);
     }
-    if (!e.getFlatIndex().use_empty()) {
+    if (!flatIndex.use_empty()) {
       text += "const int64_t flat = " + nest.index(outSlot) + ";\n";
-      scalars[e.getFlatIndex()] = "flat";
+      scalars[flatIndex] = "flat";
     }
     ScalarPrinter printer(scalars);
     int64_t ops = 0;
@@ -406,10 +444,10 @@ private:
         ++ops;
     }
     auto yield = cast<kern::YieldOp>(body.getTerminator());
-    for (auto [out, v] : llvm::zip(e.getOutputs(), yield.getValues()))
+    for (auto [out, v] : llvm::zip(outputs, yield.getValues()))
       text += name(out) + "[" + nest.index(outSlot) + "] = " +
               store(mrt(out).getElementType(), scalars.lookup(v)) + ";\n";
-    double n = static_cast<double>(mrt(e.getOutputs()[0]).getNumElements());
+    double n = static_cast<double>(mrt(outputs[0]).getNumElements());
     // (In the kernel's own block: see emitOp.)
     for (StringRef line : llvm::split(preamble, '\n'))
       if (!line.empty())
@@ -423,16 +461,17 @@ private:
   // accumulator (double for sums) per output element, outputs spread over
   // threads. Otherwise (e.g. a column sum): accumulate into out in input
   // order, which keeps the inner loop contiguous.
-  LogicalResult emitReduce(kern::ReduceOp r, double &flops) {
-    MemRefType in = mrt(r.getInput()), out = mrt(r.getOut());
+  LogicalResult emitReduce(Value input, Value output, kern::ReduceKind kind,
+                           ArrayRef<int64_t> axesList, double &flops) {
+    MemRefType in = mrt(input), out = mrt(output);
     ArrayRef<int64_t> shape = in.getShape();
     Type et = out.getElementType();
     std::string ct = scalarType(et);
-    std::string o = name(r.getOut()), x = name(r.getInput());
-    bool isMax = r.getKind() == kern::ReduceKind::max;
-    bool isMean = r.getKind() == kern::ReduceKind::mean;
+    std::string o = name(output), x = name(input);
+    bool isMax = kind == kern::ReduceKind::max;
+    bool isMean = kind == kern::ReduceKind::mean;
     SmallVector<int64_t> inStrides = contiguousStrides(shape);
-    ReduceAxes axes = ReduceAxes::of(r);
+    ReduceAxes axes = ReduceAxes::of(shape, axesList);
     int64_t count = axes.count;
     flops += in.getNumElements();
     std::string init = isMax ? "-std::numeric_limits<" + ct + ">::infinity()"
@@ -487,7 +526,7 @@ private:
     SmallVector<int64_t> outStrides(shape.size(), 0);
     int64_t stride = 1;
     for (int64_t d = shape.size() - 1; d >= 0; --d) {
-      if (llvm::is_contained(r.getAxes(), d))
+      if (llvm::is_contained(axesList, d))
         continue;
       outStrides[d] = stride;
       stride *= shape[d];

@@ -179,6 +179,8 @@ LogicalResult CudaStepEmitter::emitOp(Operation *op, llvm::raw_ostream &os, doub
       .Case([&](kern::AttentionOp a) { return emitAttention(a, os, flops); })
       .Case([&](kern::AttentionGradOp g) { return emitAttentionGrad(g, os, flops); })
       .Case([&](kern::RopeOp r) { return emitRope(r, os, flops); })
+      .Case([&](kern::MultiElementwiseOp e) { return emitMultiElementwise(e, os, flops); })
+      .Case([&](kern::MultiSumOp m) { return emitMultiSum(m, os, flops); })
       .Default([&](Operation *other) {
         return other->emitError("cuda codegen: cannot generate code for ")
                << other->getName()

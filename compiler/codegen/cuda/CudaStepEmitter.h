@@ -15,6 +15,7 @@
 //   AttentionKernels.cpp    the flash-attention launchers (kern.attention,
 //                           kern.attention_grad)
 //   RopeKernels.cpp         kern.rope (the prelude's rope family)
+//   MultiTensorKernels.cpp  kern.multi_elementwise, kern.multi_sum
 #ifndef TCC_COMPILER_CODEGEN_CUDA_CUDASTEPEMITTER_H
 #define TCC_COMPILER_CODEGEN_CUDA_CUDASTEPEMITTER_H
 
@@ -113,6 +114,10 @@ private:
                        const AttentionCall &c, double flops, double bytes);
   // RopeKernels.cpp
   LogicalResult emitRope(kern::RopeOp r, llvm::raw_ostream &os, double &flops);
+  // MultiTensorKernels.cpp
+  LogicalResult emitMultiElementwise(kern::MultiElementwiseOp e, llvm::raw_ostream &os,
+                                     double &flops);
+  LogicalResult emitMultiSum(kern::MultiSumOp m, llvm::raw_ostream &os, double &flops);
   // CopyKernels.cpp
   LogicalResult emitCopy(Operation *op, llvm::raw_ostream &os, const StridedCopy &c,
                          StringRef kind);

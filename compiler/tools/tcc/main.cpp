@@ -66,6 +66,9 @@ Options:
                         separate kernels instead of tg-fuse-matmul-epilogue's
                         GEMM epilogues (before/after benchmarks; the report
                         still lists matches)
+  --no-fuse-horizontal  one kernel per tensor for the optimizer, the weight
+                        casts and the gradient norm (kern-fuse-horizontal
+                        groups nothing): for comparing
   --jobs N              cuda: parallel nvcc runs (default: CPU threads)
   --no-cache            cuda: compile every unit (default: reuse objects from
                         $TCC_CACHE_DIR, else ~/.cache/tcc, keyed by source,
@@ -194,6 +197,8 @@ int compileMain(int argc, char **argv) {
       args.fuseAttention = false;
     } else if (a == "--no-fuse-epilogue") {
       args.fuseEpilogue = false;
+    } else if (a == "--no-fuse-horizontal") {
+      args.fuseHorizontal = false;
     } else if (a == "--no-cache") {
       args.useCache = false;
     } else if (a == "-v" || a == "--verbose") {
