@@ -174,6 +174,8 @@ LogicalResult CudaStepEmitter::emitOp(Operation *op, llvm::raw_ostream &os, doub
       .Case([&](kern::AttentionOp a) { return emitAttention(a, os, flops); })
       .Case([&](kern::AttentionGradOp g) { return emitAttentionGrad(g, os, flops); })
       .Case([&](kern::RopeOp r) { return emitRope(r, os, flops); })
+      .Case([&](kern::LayerNormOp n) { return emitLayerNorm(n, os, flops); })
+      .Case([&](kern::LayerNormGradOp g) { return emitLayerNormGrad(g, os, flops); })
       .Default([&](Operation *other) {
         return other->emitError("cuda codegen: cannot generate code for ")
                << other->getName()

@@ -15,6 +15,8 @@
 //   AttentionKernels.cpp    the flash-attention launchers (kern.attention,
 //                           kern.attention_grad)
 //   RopeKernels.cpp         kern.rope (the prelude's rope family)
+//   NormKernels.cpp         kern.layer_norm, kern.layer_norm_grad (the
+//                           prelude's fused norm family)
 #ifndef TCC_COMPILER_CODEGEN_CUDA_CUDASTEPEMITTER_H
 #define TCC_COMPILER_CODEGEN_CUDA_CUDASTEPEMITTER_H
 
@@ -111,6 +113,10 @@ private:
                        const AttentionCall &c, double flops, double bytes);
   // RopeKernels.cpp
   LogicalResult emitRope(kern::RopeOp r, llvm::raw_ostream &os, double &flops);
+  // NormKernels.cpp
+  LogicalResult emitLayerNorm(kern::LayerNormOp n, llvm::raw_ostream &os, double &flops);
+  LogicalResult emitLayerNormGrad(kern::LayerNormGradOp g, llvm::raw_ostream &os,
+                                  double &flops);
   // CopyKernels.cpp
   LogicalResult emitCopy(Operation *op, llvm::raw_ostream &os, const StridedCopy &c,
                          StringRef kind);
