@@ -47,6 +47,8 @@ LogicalResult LayerNormGradOp::verify() {
     return emitOpError("grad must have the input's shape ") << tcc::formatShape(x.getShape());
   if (mrt(getInputGrad()) != x)
     return emitOpError("input_grad must have the input's type ") << x;
+  if (getAddend() && mrt(getAddend()) != x)
+    return emitOpError("addend must have input_grad's type ") << x;
   if (getRms() && getBiasGrad())
     return emitOpError("an rms norm has no bias_grad");
   if (!getWeight() != !getWeightGrad())

@@ -399,22 +399,26 @@ def Kern_LayerNormGradOp : Kern_Op<"layer_norm_grad", [AttrSizedOperandSegments]
     sums into `workspace`, (P, 2, C) f32 (f64 for f64 input), P =
     normGradParts(rows) (dialects/kern/NormWorkspace.h), and a second pass
     adds the P parts in a fixed order (deterministic, no atomics). The
-    workspace is present iff a weight or bias gradient is.
+    workspace is present iff a weight or bias gradient is. With `plus`,
+    input_grad is the gradient plus `addend` (of input_grad's type): the
+    residual stream's gradient added in the same pass (a tg.add folded in).
   }];
   let arguments = (ins
     Arg<Kern_FloatBuffer, "", [MemRead]>:$grad,
     Arg<Kern_FloatBuffer, "", [MemRead]>:$input,
     Arg<Optional<Kern_FloatBuffer>, "", [MemRead]>:$weight,
+    Arg<Optional<Kern_FloatBuffer>, "", [MemRead]>:$addend,
     Arg<Kern_FloatBuffer, "", [MemWrite]>:$input_grad,
     Arg<Optional<Kern_FloatBuffer>, "", [MemWrite]>:$weight_grad,
     Arg<Optional<Kern_FloatBuffer>, "", [MemWrite]>:$bias_grad,
     Arg<Optional<MemRefOf<[F32, F64]>>, "", [MemRead, MemWrite]>:$workspace,
     F64Attr:$eps, UnitAttr:$rms);
   let assemblyFormat = [{
-    $grad `,` $input (`weight` $weight^)? `into` $input_grad
+    $grad `,` $input (`weight` $weight^)? (`plus` $addend^)? `into` $input_grad
     (`weight_grad` $weight_grad^)? (`bias_grad` $bias_grad^)?
     (`workspace` $workspace^)? attr-dict `:`
-    type($grad) `,` type($input) (`weight` type($weight)^)? `->` type($input_grad)
+    type($grad) `,` type($input) (`weight` type($weight)^)? (`plus` type($addend)^)?
+    `->` type($input_grad)
     (`weight_grad` type($weight_grad)^)? (`bias_grad` type($bias_grad)^)?
     (`workspace` type($workspace)^)?
   }];

@@ -2,6 +2,7 @@
 // tg.rms_norm_grad -> kern.layer_norm_grad with a (P, 2, C) partial-sum
 // workspace (NormWorkspace.h) when weight or bias gradients are wanted. The
 // workspace is a kern.alloc, placed by kern-plan-memory like any temporary.
+// A residual add of the input gradient folds in as the kernel's `plus`.
 #include "passes/lowering/LowerNorms.h"
 
 #include "dialects/kern/KernDialect.h"
@@ -61,6 +62,42 @@ bool castReadAsNormGrad(tg::CastOp c) {
   return true;
 }
 
+Value inputGradOf(Operation *op) {
+  if (auto g = dyn_cast<tg::LayerNormGradOp>(op))
+    return g.getInputGrad();
+  if (auto g = dyn_cast<tg::RmsNormGradOp>(op))
+    return g.getInputGrad();
+  return Value();
+}
+
+// A tg.add of a norm gradient's input_grad (its only use) and a value of
+// the same type computed before the gradient op: the residual stream's
+// gradient, added by the norm kernel itself. Returns that other operand.
+Value residualAddend(tg::AddOp add) {
+  for (int side = 0; side < 2; ++side) {
+    Value mine = add->getOperand(side), other = add->getOperand(1 - side);
+    Operation *grad = mine.getDefiningOp();
+    if (!grad || inputGradOf(grad) != mine || !mine.hasOneUse() || mine == other)
+      continue;
+    if (other.getType() != mine.getType() || add.getType() != mine.getType())
+      continue;
+    Operation *def = other.getDefiningOp();
+    bool before = def ? def->getBlock() == grad->getBlock() && def->isBeforeInBlock(grad)
+                      : cast<BlockArgument>(other).getOwner() == grad->getBlock();
+    if (before)
+      return other;
+  }
+  return Value();
+}
+
+// The add folded into a norm gradient's input_grad, or null.
+tg::AddOp foldedResidualAdd(Value inputGrad) {
+  if (!inputGrad.hasOneUse())
+    return tg::AddOp();
+  auto add = dyn_cast<tg::AddOp>(*inputGrad.getUsers().begin());
+  return add && residualAddend(add) ? add : tg::AddOp();
+}
+
 // The buffer a norm gradient reads as `grad`: a folded cast's source.
 Value gradBuffer(NormLoweringContext &ctx, Value grad) {
   if (auto c = grad.getDefiningOp<tg::CastOp>())
@@ -96,7 +133,13 @@ LogicalResult lowerGrad(NormLoweringContext &ctx, Operation *op, Value grad, Val
                         FloatAttr eps, bool rms) {
   Location loc = op->getLoc();
   Value g = gradBuffer(ctx, grad), x = ctx.bufferOf(input), w = optionalBuffer(ctx, weight);
-  Value dx = resultBuffer(ctx, loc, inputGrad);
+  Value addend;
+  Value storedGrad = inputGrad;
+  if (tg::AddOp add = foldedResidualAdd(inputGrad)) {
+    addend = ctx.bufferOf(residualAddend(add));
+    storedGrad = add.getResult();
+  }
+  Value dx = resultBuffer(ctx, loc, storedGrad);
   Value dw = resultBuffer(ctx, loc, weightGrad), db = resultBuffer(ctx, loc, biasGrad);
   Value workspace;
   if (dw || db) {
@@ -106,7 +149,7 @@ LogicalResult lowerGrad(NormLoweringContext &ctx, Operation *op, Value grad, Val
                                            : Float32Type::get(op->getContext());
     workspace = ctx.allocate(loc, MemRefType::get({kern::normGradParts(rows), 2, c}, acc));
   }
-  kern::LayerNormGradOp::create(ctx.builder, loc, g, x, w, dx, dw, db, workspace, eps,
+  kern::LayerNormGradOp::create(ctx.builder, loc, g, x, w, addend, dx, dw, db, workspace, eps,
                                 rms ? ctx.builder.getUnitAttr() : UnitAttr());
   return success();
 }
@@ -116,6 +159,8 @@ LogicalResult lowerGrad(NormLoweringContext &ctx, Operation *op, Value grad, Val
 bool isLoweredAsNorm(Operation *op) {
   if (isNorm(op) || isa<tg::LayerNormGradOp, tg::RmsNormGradOp>(op))
     return true;
+  if (auto add = dyn_cast<tg::AddOp>(op))
+    return static_cast<bool>(residualAddend(add));
   auto c = dyn_cast<tg::CastOp>(op);
   return c && (castOfNormResult(c) || castReadAsNormGrad(c));
 }
@@ -133,8 +178,8 @@ LogicalResult lowerNormOp(Operation *op, NormLoweringContext &ctx) {
   if (auto g = dyn_cast<tg::RmsNormGradOp>(op))
     return lowerGrad(ctx, op, g.getGrad(), g.getInput(), g.getWeight(), g.getInputGrad(),
                      g.getWeightGrad(), Value(), g.getEpsAttr(), /*rms=*/true);
-  if (isa<tg::CastOp>(op) && isLoweredAsNorm(op))
-    return success(); // folded into the norm kernel (the norm wrote or reads its buffer)
+  if (isa<tg::CastOp, tg::AddOp>(op) && isLoweredAsNorm(op))
+    return success(); // folded into the norm kernel (it wrote or reads the buffer)
   return op->emitError("tg-lower-to-kern: not a norm op: ") << op->getName();
 }
 

@@ -7,6 +7,10 @@
 //     operand becomes one kernel writing bf16);
 //   - a widening cast read only as the `grad` of norm gradient ops: they
 //     read its 16-bit source instead.
+// and one tg.add:
+//   - an add of a norm gradient's input_grad (its only use) and a value of
+//     its type computed before the gradient (the residual stream's
+//     gradient): the kernel adds it while writing (kern `plus`).
 #ifndef TCC_PASSES_LOWERING_LOWERNORMS_H
 #define TCC_PASSES_LOWERING_LOWERNORMS_H
 
@@ -26,10 +30,10 @@ struct NormLoweringContext {
 };
 
 // Whether lowerNormOp handles `op`: a norm, a norm gradient, or a tg.cast
-// folded into one (above).
+// or tg.add folded into one (above).
 bool isLoweredAsNorm(mlir::Operation *op);
 
-// Lowers `op` (isLoweredAsNorm); a folded cast emits nothing.
+// Lowers `op` (isLoweredAsNorm); a folded cast or add emits nothing.
 mlir::LogicalResult lowerNormOp(mlir::Operation *op, NormLoweringContext &ctx);
 
 } // namespace tcc

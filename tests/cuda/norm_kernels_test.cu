@@ -10,17 +10,18 @@
 // per-row offset so the mean matters, rounded to the element type; the
 // reference reads the rounded values exactly); the seed is printed and
 // --seed N reproduces a run. Outputs are poisoned with 0xFF bytes (NaN in
-// every type) before each launch, so an element never written fails. The
-// backward runs twice and both results must be bit-identical (no atomics).
+// every type) before each launch, so an element never written fails.
 // Exit 0 when every case passes, 1 on any failure, 77 (skipped) without a
-// GPU. --bench also times GPT-2's shape (16384 x 768, x f32, y / grad
-// bf16) and prints GB/s (bytes each kernel must move / time).
+// GPU. The backward runs three times, twice with the grad row cached in
+// registers and once without (cache_grad), all bit-identical. --bench also
+// times GPT-2's shape (16384 x 768, x f32, y / grad bf16) and prints GB/s
+// (bytes each kernel must move / time).
 //
 // Cases: layer and rms norm; x f32 or bf16; y f32 or bf16 (f32 x, the
 // folded cast); grad bf16 or f32; weight and bias present or absent; widths
 // 768, 100, 129 (scalar path: no multiple of the vector) and 2000 (beyond
 // the registers' row cache, and fewer warps per backward block); a
-// misaligned (offset by one element) x.
+// misaligned (offset by one element) x; dx plus a residual gradient.
 //
 // Tolerance per tensor: max |got - want| / max |want|: 2e-5 for f32
 // outputs (f32 sums of <= 2000 terms, then <= 512 parts), 2^-7 for bf16
@@ -163,21 +164,26 @@ Reference reference(const std::vector<double> &x, const std::vector<double> &g,
 
 // One case: x of T, y of Y, grad of G.
 template <class T, class Y, class G>
-void runCase(std::mt19937_64 &rng, int64_t rows, int64_t c, bool rms, bool affine, int offset) {
+void runCase(std::mt19937_64 &rng, int64_t rows, int64_t c, bool rms, bool affine, int offset,
+             bool residual = false) {
   const double eps = 1e-5;
   char label[160];
-  std::snprintf(label, sizeof label, "%s %lldx%lld x %s y %s grad %s%s%s", rms ? "rms" : "layer",
-                static_cast<long long>(rows), static_cast<long long>(c), Host<T>::name(),
-                Host<Y>::name(), Host<G>::name(), affine ? " affine" : "",
-                offset ? " misaligned" : "");
+  std::snprintf(label, sizeof label, "%s %lldx%lld x %s y %s grad %s%s%s%s",
+                rms ? "rms" : "layer", static_cast<long long>(rows), static_cast<long long>(c),
+                Host<T>::name(), Host<Y>::name(), Host<G>::name(), affine ? " affine" : "",
+                offset ? " misaligned" : "", residual ? " plus" : "");
   std::vector<T> x = randomRows<T>(rng, rows, c), w = randomRows<T>(rng, 1, c),
                  b = randomRows<T>(rng, 1, c);
   std::vector<G> g = randomRows<G>(rng, rows, c);
+  std::vector<T> addend = randomRows<T>(rng, rows, c);
   std::vector<double> wd = widen(w), bd = widen(b);
   bool bias = affine && !rms;
   Reference ref = reference(widen(x), widen(g), affine ? &wd : nullptr, bias ? &bd : nullptr,
                             rows, c, eps, rms);
-  DeviceBuffer<T> dX(rows * c, offset), dW(c), dB(c), dDx(rows * c, offset), dDw(c), dDb(c);
+  if (residual)
+    for (int64_t i = 0; i < rows * c; ++i)
+      ref.dx[i] += Host<T>::get(addend[i]);
+  DeviceBuffer<T> dA(rows * c, offset), dX(rows * c, offset), dW(c), dB(c), dDx(rows * c, offset), dDw(c), dDb(c);
   DeviceBuffer<Y> dY(rows * c, offset);
   DeviceBuffer<G> dG(rows * c, offset);
   int64_t parts = tcc::kern::normGradParts(rows);
@@ -186,6 +192,7 @@ void runCase(std::mt19937_64 &rng, int64_t rows, int64_t c, bool rms, bool affin
   dW.upload(w);
   dB.upload(b);
   dG.upload(g);
+  dA.upload(addend);
   dY.poison();
   tcc_cuda::launch_layer_norm<T, Y>(dX.p, affine ? dW.p : nullptr, bias ? dB.p : nullptr, dY.p,
                                     rows, c, eps, rms, 0);
@@ -194,13 +201,17 @@ void runCase(std::mt19937_64 &rng, int64_t rows, int64_t c, bool rms, bool affin
   check(std::string(label) + ": y", dY.download(), ref.y);
 
   std::vector<T> first[3];
-  for (int run = 0; run < 2; ++run) {
+  // Runs 0 and 1: the grad row cached in registers; run 2: read per chunk.
+  // Same arithmetic in the same order: all three bit-identical.
+  for (int run = 0; run < 3; ++run) {
     dDx.poison();
     dDw.poison();
     dDb.poison();
     CUDA_CHECK((tcc_cuda::launch_layer_norm_backward<G, T>(
-        dG.p, dX.p, affine ? dW.p : nullptr, dDx.p, affine ? dDw.p : nullptr,
-        bias ? dDb.p : nullptr, (affine || bias) ? ws.p : nullptr, parts, rows, c, eps, rms, 0)));
+        dG.p, dX.p, affine ? dW.p : nullptr, residual ? dA.p : nullptr, dDx.p,
+        affine ? dDw.p : nullptr,
+        bias ? dDb.p : nullptr, (affine || bias) ? ws.p : nullptr, parts, rows, c, eps, rms, 0,
+        /*cache_grad=*/run < 2)));
     CUDA_CHECK(cudaGetLastError());
     CUDA_CHECK(cudaDeviceSynchronize());
     std::vector<T> got[3] = {dDx.download(), dDw.download(), dDb.download()};
@@ -221,8 +232,8 @@ void runCase(std::mt19937_64 &rng, int64_t rows, int64_t c, bool rms, bool affin
                                      got[k].size() * sizeof(T)) == 0;
       if (!same)
         ++gFailures;
-      std::printf("%s %-58s second backward bit-identical\n", same ? "ok  " : "FAIL",
-                  label);
+      std::printf("%s %-58s backward run %d bit-identical\n", same ? "ok  " : "FAIL", label,
+                  run);
     }
   }
 }
@@ -262,7 +273,18 @@ void bench() {
   });
   float bwd = time([&] {
     (void)tcc_cuda::launch_layer_norm_backward<bf16, float>(
-        dG.p, dX.p, dW.p, dDx.p, dDw.p, dDb.p, ws.p, parts, rows, c, 1e-5, false, 0);
+        dG.p, dX.p, dW.p, nullptr, dDx.p, dDw.p, dDb.p, ws.p, parts, rows, c, 1e-5, false, 0,
+        true);
+  });
+  float bwdUncached = time([&] {
+    (void)tcc_cuda::launch_layer_norm_backward<bf16, float>(
+        dG.p, dX.p, dW.p, nullptr, dDx.p, dDw.p, dDb.p, ws.p, parts, rows, c, 1e-5, false, 0,
+        false);
+  });
+  float bwdPlus = time([&] {
+    (void)tcc_cuda::launch_layer_norm_backward<bf16, float>(
+        dG.p, dX.p, dW.p, /*addend=*/dX.p, dDx.p, dDw.p, dDb.p, ws.p, parts,
+        rows, c, 1e-5, false, 0, true);
   });
   CUDA_CHECK(cudaGetLastError());
   double n = static_cast<double>(rows) * c;
@@ -272,6 +294,13 @@ void bench() {
   std::printf("bench 16384x768 backward grad bf16, x f32 -> dx f32, dw, db (2 kernels): %.4f "
               "ms, %.1f MB, %.0f GB/s\n",
               bwd, bwdBytes / 1e6, bwdBytes / (bwd * 1e-3) / 1e9);
+  std::printf("bench 16384x768 backward, grad read per chunk (cache_grad false): %.4f ms, "
+              "%.0f GB/s\n",
+              bwdUncached, bwdBytes / (bwdUncached * 1e-3) / 1e9);
+  double plusBytes = bwdBytes + n * 4;
+  std::printf("bench 16384x768 backward plus residual gradient (f32 addend): %.4f ms, %.1f MB, "
+              "%.0f GB/s\n",
+              bwdPlus, plusBytes / 1e6, plusBytes / (bwdPlus * 1e-3) / 1e9);
 }
 
 } // namespace
@@ -310,6 +339,9 @@ int main(int argc, char **argv) {
     runCase<float, float, float>(rng, 77, c, false, false, 0);
   }
   runCase<float, bf16, bf16>(rng, 5000, 768, false, true, 0);
+  runCase<float, bf16, bf16>(rng, 300, 768, false, true, 0, /*residual=*/true);
+  runCase<float, float, float>(rng, 300, 129, true, true, 0, /*residual=*/true);
+  runCase<bf16, bf16, bf16>(rng, 300, 2000, false, false, 0, /*residual=*/true);
   runCase<float, bf16, bf16>(rng, 64, 768, false, true, 1);
   runCase<float, float, float>(rng, 1, 768, false, true, 0);
   if (doBench)

@@ -11,6 +11,7 @@
 #include "dialects/tg/TgStructuralBuilders.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
+#include "mlir/IR/Verifier.h"
 #include "tests/gradcheck/GradCheck.h"
 #include "tests/gradcheck/GradCheckFixture.h"
 
@@ -62,7 +63,7 @@ TEST_P(NormGradTest, FusedOpEqualsThePrimitiveExpansion) {
   results.append(expanded);
   func::ReturnOp::create(b, loc, results);
   f.setFunctionType(b.getFunctionType({x, w, gradType}, TypeRange(ValueRange(results))));
-  ASSERT_TRUE(succeeded(verify(*module))) << diagnostics_;
+  ASSERT_TRUE(succeeded(mlir::verify(*module))) << diagnostics_;
 
   std::mt19937_64 rng(seed());
   std::vector<Tensor> args = randomArguments(f, rng, /*numClasses=*/3);

@@ -68,12 +68,13 @@ void layer_norm_forward(int64_t rows, int64_t c, const T *x, const T *weight, co
 // With x_hat = (x - mean) * rstd and dx_hat = grad * weight (grad without
 // weight): dx = rstd * (dx_hat - mean(dx_hat) - x_hat * mean(dx_hat * x_hat))
 // (rms: without mean(dx_hat)); dweight = sum over rows of grad * x_hat,
-// dbias = sum over rows of grad (each written when non-null). grad has any
+// dbias = sum over rows of grad (each written when non-null); with an
+// addend (the residual gradient, of T), dx is written plus it. grad has any
 // float type G. workspace: (parts, 2, c) of acc_t<T>, needed when dweight or
 // dbias is wanted; part p covers rows [p * rows / parts, (p + 1) * rows / parts).
 template <typename G, typename T>
 void layer_norm_backward(int64_t rows, int64_t c, const G *grad, const T *x, const T *weight,
-                         double eps, bool rms, T *dx, T *dweight, T *dbias,
+                         const T *addend, double eps, bool rms, T *dx, T *dweight, T *dbias,
                          acc_t<T> *workspace, int64_t parts) {
   using A = acc_t<T>;
   const bool sums = dweight || dbias;
@@ -112,7 +113,10 @@ void layer_norm_backward(int64_t rows, int64_t c, const G *grad, const T *x, con
         const A g = static_cast<A>(Elem<G>::load(gr[j]));
         const A xhat = (Elem<T>::load(xr[j]) - mean) * rstd;
         const A dxhat = weight ? g * Elem<T>::load(weight[j]) : g;
-        dx[r * c + j] = Elem<T>::store(rstd * (dxhat - mean_dxhat - xhat * mean_dot));
+        A d = rstd * (dxhat - mean_dxhat - xhat * mean_dot);
+        if (addend)
+          d += Elem<T>::load(addend[r * c + j]);
+        dx[r * c + j] = Elem<T>::store(d);
       }
     }
   }

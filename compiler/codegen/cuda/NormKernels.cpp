@@ -96,6 +96,7 @@ LogicalResult CudaStepEmitter::emitLayerNormGrad(kern::LayerNormGradOp g, llvm::
   w.add(g.getGrad(), false, et, names_);
   w.add(g.getInput(), false, et, names_);
   w.add(g.getWeight(), false, et, names_);
+  w.add(g.getAddend(), false, et, names_);
   w.add(g.getInputGrad(), true, et, names_);
   w.add(g.getWeightGrad(), true, et, names_);
   w.add(g.getBiasGrad(), true, et, names_);
@@ -119,9 +120,10 @@ LogicalResult CudaStepEmitter::emitLayerNormGrad(kern::LayerNormGradOp g, llvm::
           .str();
   bool sums = g.getWeightGrad() || g.getBiasGrad();
   launch(os, g, kernel, call,
-         llvm::formatv("{0} rows of {1}{2}{3}", s.rows, s.c, g.getRms() ? ", rms" : "",
+         llvm::formatv("{0} rows of {1}{2}{4}{3}", s.rows, s.c, g.getRms() ? ", rms" : "",
                        sums ? llvm::formatv(", {0} parts", kern::normGradParts(s.rows)).str()
-                            : std::string())
+                            : std::string(),
+                       g.getAddend() ? ", plus residual" : "")
              .str(),
          work, w.bytes());
   return success();

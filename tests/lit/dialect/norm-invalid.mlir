@@ -95,3 +95,11 @@ func.func @kern_grad_weight_pair(%g: memref<3x4xf32>, %x: memref<3x4xf32>, %w: m
   kern.layer_norm_grad %g, %x weight %w into %dx {eps = 1.0e-5 : f64} : memref<3x4xf32>, memref<3x4xf32> weight memref<4xf32> -> memref<3x4xf32>
   return
 }
+
+// -----
+
+func.func @kern_grad_addend(%g: memref<3x4xf32>, %x: memref<3x4xf32>, %a: memref<3x4xbf16>, %dx: memref<3x4xf32>) {
+  // expected-error @+1 {{addend must have input_grad's type 'memref<3x4xf32>'}}
+  kern.layer_norm_grad %g, %x plus %a into %dx {eps = 1.0e-5 : f64} : memref<3x4xf32>, memref<3x4xf32> plus memref<3x4xbf16> -> memref<3x4xf32>
+  return
+}

@@ -50,3 +50,30 @@ func.func @rms_grad_plain(%g: tensor<6x8xf32>, %x: tensor<6x8xf32>) -> tensor<6x
   %dx = tg.rms_norm_grad %g, %x {eps = 1.0e-5 : f64} : tensor<6x8xf32>, tensor<6x8xf32> -> tensor<6x8xf32>
   return %dx : tensor<6x8xf32>
 }
+
+// -----
+
+// The residual stream's gradient (%r, computed before the norm gradient)
+// plus the norm's input gradient: one kernel writing the sum (`plus`).
+// CHECK-LABEL: func.func @grad_plus_residual
+// CHECK-SAME: (%[[G:.*]]: memref<6x8xf32>, %[[X:.*]]: memref<6x8xf32>, %[[R:.*]]: memref<6x8xf32>, %[[OUT:.*]]: memref<6x8xf32>)
+// CHECK-NOT: kern.elementwise
+// CHECK: kern.layer_norm_grad %[[G]], %[[X]] plus %[[R]] into %[[OUT]] {eps = 1.000000e-05 : f64} : memref<6x8xf32>, memref<6x8xf32> plus memref<6x8xf32> -> memref<6x8xf32>
+// CHECK-NEXT: return
+func.func @grad_plus_residual(%g: tensor<6x8xf32>, %x: tensor<6x8xf32>, %r: tensor<6x8xf32>) -> tensor<6x8xf32> {
+  %dx = tg.layer_norm_grad %g, %x {eps = 1.0e-5 : f64} : tensor<6x8xf32>, tensor<6x8xf32> -> tensor<6x8xf32>
+  %sum = tg.add %r, %dx : (tensor<6x8xf32>, tensor<6x8xf32>) -> tensor<6x8xf32>
+  return %sum : tensor<6x8xf32>
+}
+
+// -----
+
+// An input gradient read twice keeps its own buffer: the add stays.
+// CHECK-LABEL: func.func @grad_used_twice
+// CHECK: kern.layer_norm_grad %{{[^ ]*}}, %{{[^ ]*}} into
+// CHECK: kern.elementwise
+func.func @grad_used_twice(%g: tensor<6x8xf32>, %x: tensor<6x8xf32>, %r: tensor<6x8xf32>) -> (tensor<6x8xf32>, tensor<6x8xf32>) {
+  %dx = tg.layer_norm_grad %g, %x {eps = 1.0e-5 : f64} : tensor<6x8xf32>, tensor<6x8xf32> -> tensor<6x8xf32>
+  %sum = tg.add %r, %dx : (tensor<6x8xf32>, tensor<6x8xf32>) -> tensor<6x8xf32>
+  return %sum, %dx : tensor<6x8xf32>, tensor<6x8xf32>
+}

@@ -87,6 +87,39 @@ __device__ __forceinline__ void norm_for_chunks(const NormRow<V, T, A> &row,
   }
 }
 
+// f(x chunk, grad chunk, j) for every chunk of the lane, as norm_for_chunks;
+// the grad row cached in registers too (CacheGrad: both rows' loads are in
+// flight at once) or read per chunk.
+template <bool CacheGrad, int V, class T, class G, class A, class F>
+__device__ __forceinline__ void norm_for_chunk_pairs(const NormRow<V, T, A> &xrow,
+                                                     const NormRow<V, G, A> &grow,
+                                                     const T *__restrict__ xr,
+                                                     const G *__restrict__ gr, int64_t c,
+                                                     int lane, F &&f) {
+#pragma unroll
+  for (int k = 0; k < kNormCachedChunks; ++k) {
+    const int64_t j = (static_cast<int64_t>(k) * 32 + lane) * V;
+    if (j < c) {
+      if constexpr (CacheGrad) {
+        f(xrow.v[k], grow.v[k], j);
+      } else {
+        A g[V];
+        norm_load<V>(gr + j, g);
+        f(xrow.v[k], g, j);
+      }
+    }
+  }
+  for (int64_t k = kNormCachedChunks; k * 32 * V < c; ++k) {
+    const int64_t j = (k * 32 + lane) * V;
+    if (j < c) {
+      A x[V], g[V];
+      norm_load<V>(xr + j, x);
+      norm_load<V>(gr + j, g);
+      f(x, g, j);
+    }
+  }
+}
+
 // Mean (0 for rms) and 1 / sqrt(var + eps) of a row, on every lane.
 template <int V, class T, class A>
 __device__ __forceinline__ void norm_statistics(const NormRow<V, T, A> &row,
@@ -152,10 +185,14 @@ __global__ void __launch_bounds__(kNormWarps * 32)
 // own slice of shared memory (2 * c of A; a lane owns its columns, so no
 // two threads add to one place). At the end the block adds its warps'
 // slices in warp order into its part of the workspace, (parts, 2, c).
-template <int V, class G, class T>
+// CacheGrad keeps the grad row in registers too (more registers, fewer
+// loads in the second pass). addend (of T, or null): added to dx as it is
+// written (the residual stream's gradient).
+template <int V, class G, class T, bool CacheGrad>
 __global__ void __launch_bounds__(kNormWarps * 32)
     layer_norm_backward_kernel(const G *__restrict__ grad, const T *__restrict__ x,
-                               const T *__restrict__ weight, T *__restrict__ dx,
+                               const T *__restrict__ weight, const T *__restrict__ addend,
+                               T *__restrict__ dx,
                                acc_t<T> *__restrict__ workspace, int64_t rows, int64_t c,
                                acc_t<T> eps, bool rms) {
   using A = acc_t<T>;
@@ -173,42 +210,53 @@ __global__ void __launch_bounds__(kNormWarps * 32)
     const G *gr = grad + r * c;
     NormRow<V, T, A> row;
     row.load(xr, c, lane);
+    NormRow<V, G, A> grow;
+    if constexpr (CacheGrad)
+      grow.load(gr, c, lane);
     A mean, rstd;
     norm_statistics(row, xr, c, lane, eps, rms, mean, rstd);
     A sum_dxhat = 0, sum_dot = 0;
-    norm_for_chunks(row, xr, c, lane, [&](const A(&xv)[V], int64_t j) {
-      A g[V], w[V];
-      norm_load<V>(gr + j, g);
-      if (weight)
-        norm_load<V>(weight + j, w);
+    norm_for_chunk_pairs<CacheGrad>(
+        row, grow, xr, gr, c, lane, [&](const A(&xv)[V], const A(&g)[V], int64_t j) {
+          A w[V];
+          if (weight)
+            norm_load<V>(weight + j, w);
 #pragma unroll
-      for (int i = 0; i < V; ++i) {
-        const A xhat = (xv[i] - mean) * rstd;
-        const A dxhat = weight ? g[i] * w[i] : g[i];
-        sum_dxhat += dxhat;
-        sum_dot += dxhat * xhat;
-        if (workspace) {
-          mine[j + i] += g[i] * xhat;
-          mine[c + j + i] += g[i];
-        }
-      }
-    });
+          for (int i = 0; i < V; ++i) {
+            const A xhat = (xv[i] - mean) * rstd;
+            const A dxhat = weight ? g[i] * w[i] : g[i];
+            sum_dxhat += dxhat;
+            sum_dot += dxhat * xhat;
+            if (workspace) {
+              mine[j + i] += g[i] * xhat;
+              mine[c + j + i] += g[i];
+            }
+          }
+        });
     const A mean_dxhat = rms ? static_cast<A>(0) : norm_warp_sum(sum_dxhat) / static_cast<A>(c);
     const A mean_dot = norm_warp_sum(sum_dot) / static_cast<A>(c);
     T *dxr = dx + r * c;
-    norm_for_chunks(row, xr, c, lane, [&](const A(&xv)[V], int64_t j) {
-      A g[V], w[V], d[V];
-      norm_load<V>(gr + j, g); // again, from L1 / L2: the grad row is not kept
-      if (weight)
-        norm_load<V>(weight + j, w);
+    const T *addr = addend ? addend + r * c : nullptr;
+    norm_for_chunk_pairs<CacheGrad>(
+        row, grow, xr, gr, c, lane, [&](const A(&xv)[V], const A(&g)[V], int64_t j) {
+          A w[V], d[V];
+          if (weight)
+            norm_load<V>(weight + j, w);
 #pragma unroll
-      for (int i = 0; i < V; ++i) {
-        const A xhat = (xv[i] - mean) * rstd;
-        const A dxhat = weight ? g[i] * w[i] : g[i];
-        d[i] = rstd * (dxhat - mean_dxhat - xhat * mean_dot);
-      }
-      norm_store<V>(dxr + j, d);
-    });
+          for (int i = 0; i < V; ++i) {
+            const A xhat = (xv[i] - mean) * rstd;
+            const A dxhat = weight ? g[i] * w[i] : g[i];
+            d[i] = rstd * (dxhat - mean_dxhat - xhat * mean_dot);
+          }
+          if (addr) {
+            A a[V];
+            norm_load<V>(addr + j, a);
+#pragma unroll
+            for (int i = 0; i < V; ++i)
+              d[i] += a[i];
+          }
+          norm_store<V>(dxr + j, d);
+        });
   }
   if (!workspace)
     return;

@@ -40,17 +40,22 @@ template <class T> inline int layer_norm_backward_warps(int64_t c, bool sums) {
 // dx = rstd * (dx_hat - mean(dx_hat) - x_hat * mean(dx_hat * x_hat)), dx_hat
 // = grad * weight (rms: without mean(dx_hat)), statistics recomputed from x;
 // dweight = sum over rows of grad * x_hat, dbias = sum of grad (each when
-// non-null). grad has any float type G. With dweight or dbias, `workspace`
+// non-null); with an addend (of T: the residual stream's gradient), dx is
+// written plus it. grad has any float type G. With dweight or dbias, `workspace`
 // is (parts, 2, c) of acc_t<T> (parts = tcc::kern::normGradParts(rows)):
 // the backward runs exactly `parts` blocks, each writing its rows' partial
 // sums there, and a second kernel adds the parts in order: deterministic,
 // no atomics. Returns the launch error of a row too long for shared memory
-// (2 * c * sizeof(acc_t<T>) beyond the device's opt-in limit).
+// (2 * c * sizeof(acc_t<T>) beyond the device's opt-in limit). cache_grad:
+// keep the grad row in registers as well as x's (both kernels are tested;
+// the default is the faster on an H200 at GPT-2's shape).
 template <class G, class T>
-inline cudaError_t launch_layer_norm_backward(const G *grad, const T *x, const T *weight, T *dx,
+inline cudaError_t launch_layer_norm_backward(const G *grad, const T *x, const T *weight,
+                                              const T *addend, T *dx,
                                               T *dweight, T *dbias, acc_t<T> *workspace,
                                               int64_t parts, int64_t rows, int64_t c,
-                                              double eps, bool rms, cudaStream_t stream) {
+                                              double eps, bool rms, cudaStream_t stream,
+                                              bool cache_grad = true) {
   static_assert(detail::IsFloating<T>::value && detail::IsFloating<G>::value,
                 "layer_norm_backward: float, double, bf16 or f16");
   if (rows <= 0 || c <= 0)
@@ -63,20 +68,23 @@ inline cudaError_t launch_layer_norm_backward(const G *grad, const T *x, const T
   constexpr int V = detail::Vec16<T>::n < detail::Vec16<G>::n ? detail::Vec16<T>::n
                                                                 : detail::Vec16<G>::n;
   const bool vector = c % V == 0 && detail::aligned16(x) && detail::aligned16(grad) &&
-                      detail::aligned16(dx) && (!weight || detail::aligned16(weight));
+                      detail::aligned16(dx) && (!weight || detail::aligned16(weight)) &&
+                      (!addend || detail::aligned16(addend));
   const int warps = layer_norm_backward_warps<T>(c, sums);
   const size_t shared = sums ? static_cast<size_t>(warps) * 2 * c * sizeof(acc_t<T>) : 0;
   const int64_t grid = sums ? parts : grid_for(rows, warps);
   const acc_t<T> e = static_cast<acc_t<T>>(eps);
-  auto kernel = vector ? detail::layer_norm_backward_kernel<V, G, T>
-                       : detail::layer_norm_backward_kernel<1, G, T>;
+  auto kernel = vector ? (cache_grad ? detail::layer_norm_backward_kernel<V, G, T, true>
+                                    : detail::layer_norm_backward_kernel<V, G, T, false>)
+                       : (cache_grad ? detail::layer_norm_backward_kernel<1, G, T, true>
+                                     : detail::layer_norm_backward_kernel<1, G, T, false>);
   if (shared > 48 * 1024) {
     cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                            static_cast<int>(shared));
     if (err != cudaSuccess)
       return err;
   }
-  kernel<<<static_cast<unsigned>(grid), warps * 32, shared, stream>>>(grad, x, weight, dx,
+  kernel<<<static_cast<unsigned>(grid), warps * 32, shared, stream>>>(grad, x, weight, addend, dx,
                                                                       workspace, rows, c, e, rms);
   if (sums)
     detail::layer_norm_sum_parts_kernel<T>
