@@ -4,8 +4,9 @@
 // cpu_prelude.h.
 //
 // One pass structure per row: the statistics (mean and biased variance, or
-// the mean square for rms) are computed in acc_t<T> (float for bf16 / f16 /
-// f32, double for f64) from the row itself, never saved. The gradient's
+// the mean square for rms) are computed from the row itself, never saved:
+// row sums in double, elementwise math in acc_t<T> (float for bf16 / f16 /
+// f32, double for f64). The gradient's
 // weight / bias sums are split into `parts` fixed row ranges whose partial
 // sums go to the workspace and are then added in part order, so the result
 // does not depend on the thread count.
@@ -15,22 +16,25 @@ namespace tcc_cpu {
 
 namespace norm_detail {
 
-// mean (0 for rms) and 1 / sqrt(var + eps) of one row of c elements.
+// mean (0 for rms) and 1 / sqrt(var + eps) of one row of c elements. The
+// row sums accumulate in double, as the CPU's kern.reduce row sums do (the
+// statistics then match those of the decomposed form closely).
 template <typename T, typename A>
 inline void row_statistics(const T *x, int64_t c, double eps, bool rms, A &mean, A &rstd) {
-  A m = 0;
+  double m = 0;
   if (!rms) {
     for (int64_t j = 0; j < c; ++j)
-      m += Elem<T>::load(x[j]);
-    m /= static_cast<A>(c);
+      m += static_cast<double>(Elem<T>::load(x[j]));
+    m = static_cast<double>(static_cast<A>(m / static_cast<double>(c)));
   }
-  A squares = 0;
+  double squares = 0;
   for (int64_t j = 0; j < c; ++j) {
-    const A d = Elem<T>::load(x[j]) - m;
-    squares += d * d;
+    const A d = Elem<T>::load(x[j]) - static_cast<A>(m);
+    squares += static_cast<double>(d * d);
   }
-  mean = m;
-  rstd = static_cast<A>(1) / std::sqrt(squares / static_cast<A>(c) + static_cast<A>(eps));
+  mean = static_cast<A>(m);
+  rstd = static_cast<A>(1) /
+         std::sqrt(static_cast<A>(squares / static_cast<double>(c)) + static_cast<A>(eps));
 }
 
 template <typename Y, typename A> inline Y store_as(A v) {
@@ -95,7 +99,7 @@ void layer_norm_backward(int64_t rows, int64_t c, const G *grad, const T *x, con
       const G *gr = grad + r * c;
       A mean, rstd;
       norm_detail::row_statistics(xr, c, eps, rms, mean, rstd);
-      A sum_dxhat = 0, sum_dot = 0;
+      double sum_dxhat = 0, sum_dot = 0; // row sums in double, as row_statistics
       for (int64_t j = 0; j < c; ++j) {
         const A g = static_cast<A>(Elem<G>::load(gr[j]));
         const A xhat = (Elem<T>::load(xr[j]) - mean) * rstd;
@@ -107,8 +111,8 @@ void layer_norm_backward(int64_t rows, int64_t c, const G *grad, const T *x, con
           db_part[j] += g;
         }
       }
-      const A mean_dxhat = rms ? static_cast<A>(0) : sum_dxhat / static_cast<A>(c);
-      const A mean_dot = sum_dot / static_cast<A>(c);
+      const A mean_dxhat = rms ? static_cast<A>(0) : static_cast<A>(sum_dxhat / c);
+      const A mean_dot = static_cast<A>(sum_dot / c);
       for (int64_t j = 0; j < c; ++j) {
         const A g = static_cast<A>(Elem<G>::load(gr[j]));
         const A xhat = (Elem<T>::load(xr[j]) - mean) * rstd;
