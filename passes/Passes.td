@@ -252,9 +252,10 @@ def TgDecompose : Pass<"tg-decompose", "mlir::ModuleOp"> {
   let description = [{
     softmax, log_softmax (max-subtracted), cross_entropy (log_softmax,
     one-hot through iota/equal/select, ignore_index mask, mean over counted
-    positions; NaN when a counted target is outside [0, C)), layer_norm,
-    rms_norm, causal_mask (iota/slice/greater/select) and split (slices)
-    become elementwise ops, reductions, slices and constants. The
+    positions; NaN when a counted target is outside [0, C)), causal_mask
+    (iota/slice/greater/select) and split (slices) become elementwise ops,
+    reductions, slices and constants. layer_norm, rms_norm and their
+    gradient ops stay whole (tg-lower-to-kern gives each a fused kernel). The
     expansions are those the gradient rules use (TgStructuralBuilders.h),
     so CSE afterwards merges forward and backward copies.
   }];

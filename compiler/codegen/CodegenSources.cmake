@@ -13,6 +13,7 @@ set(TCC_CODEGEN_SOURCES
   codegen/common/StepInterface.cpp
   codegen/cpu/CpuCodegen.cpp
   codegen/cpu/CpuAttention.cpp
+  codegen/cpu/CpuNorm.cpp
   codegen/cuda/CudaCodegen.cpp
   codegen/cuda/CudaStepEmitter.cpp
   codegen/cuda/KernelRegistry.cpp
@@ -24,6 +25,7 @@ set(TCC_CODEGEN_SOURCES
   codegen/cuda/AttentionKernels.cpp
   codegen/cuda/RopeKernels.cpp
   codegen/cuda/MultiTensorKernels.cpp
+  codegen/cuda/NormKernels.cpp
 )
 
 # OUT = the PIECES (a list of files) one after another, byte for byte, at
@@ -51,6 +53,7 @@ set(TCC_CUDA_PRELUDE_PIECES
   ${TCC_CODEGEN_DIR}/cuda/prelude/attention_backward_kernels.cuh
   ${TCC_CODEGEN_DIR}/cuda/prelude/rope_kernels.cuh
   ${TCC_CODEGEN_DIR}/cuda/prelude/multi_tensor_kernels.cuh
+  ${TCC_CODEGEN_DIR}/cuda/prelude/norm_kernels.cuh
   ${TCC_CODEGEN_DIR}/cuda/prelude/embedding_kernels.cuh
   ${TCC_CODEGEN_DIR}/cuda/prelude/reduce_launchers.cuh
   ${TCC_CODEGEN_DIR}/cuda/prelude/softmax_xent_launchers.cuh
@@ -58,6 +61,7 @@ set(TCC_CUDA_PRELUDE_PIECES
   ${TCC_CODEGEN_DIR}/cuda/prelude/attention_launchers.cuh
   ${TCC_CODEGEN_DIR}/cuda/prelude/rope_launchers.cuh
   ${TCC_CODEGEN_DIR}/cuda/prelude/multi_tensor_launchers.cuh
+  ${TCC_CODEGEN_DIR}/cuda/prelude/norm_launchers.cuh
   ${TCC_CODEGEN_DIR}/cuda/prelude/end.cuh
 )
 # Included as "compiler/codegen/cuda/cuda_prelude.cuh" below
@@ -96,6 +100,7 @@ set(TCC_CPU_PRELUDE_PIECES
   ${CMAKE_SOURCE_DIR}/runtime/include/tcc/counter_rng.h
   ${TCC_CODEGEN_DIR}/cpu/cpu_attention.h
   ${TCC_CODEGEN_DIR}/cpu/cpu_gemm_epilogue.h
+  ${TCC_CODEGEN_DIR}/cpu/cpu_norm.h
 )
 set(TCC_CPU_PRELUDE ${TCC_GENERATED_INCLUDE_DIR}/compiler/codegen/cpu/cpu_prelude_pasted.h)
 tcc_concat_sources(${TCC_CPU_PRELUDE} "${TCC_CPU_PRELUDE_PIECES}"

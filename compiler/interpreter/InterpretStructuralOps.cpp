@@ -326,6 +326,48 @@ Tensor evalRmsNorm(tg::RmsNormOp op, ArrayRef<const Tensor *> in) {
                            op.getEps().convertToDouble(), /*centered=*/false);
 }
 
+// tg.layer_norm_grad / tg.rms_norm_grad (centered: layer_norm), in float64
+// with the statistics recomputed per row: {input_grad, weight_grad when
+// wanted, bias_grad when wanted}.
+std::vector<Tensor> normGrad(const Tensor &grad, const Tensor &input, const Tensor *weight,
+                             bool wantWeightGrad, bool wantBiasGrad, double eps,
+                             bool centered) {
+  int64_t c = input.shape.back(), rows = input.numElements() / c;
+  Tensor dx = Tensor::zeros(input.shape), dw = Tensor::zeros({c}), db = Tensor::zeros({c});
+  std::vector<double> xhat(c), dxhat(c);
+  for (int64_t r = 0; r < rows; ++r) {
+    const double *x = &input.data[r * c], *g = &grad.data[r * c];
+    double mean = 0.0;
+    if (centered) {
+      for (int64_t j = 0; j < c; ++j)
+        mean += x[j];
+      mean /= c;
+    }
+    double squares = 0.0;
+    for (int64_t j = 0; j < c; ++j)
+      squares += (x[j] - mean) * (x[j] - mean);
+    double rstd = 1.0 / std::sqrt(squares / c + eps);
+    double sumDxhat = 0.0, sumDot = 0.0;
+    for (int64_t j = 0; j < c; ++j) {
+      xhat[j] = (x[j] - mean) * rstd;
+      dxhat[j] = weight ? g[j] * weight->data[j] : g[j];
+      sumDxhat += dxhat[j];
+      sumDot += dxhat[j] * xhat[j];
+      dw.data[j] += g[j] * xhat[j];
+      db.data[j] += g[j];
+    }
+    double meanDxhat = centered ? sumDxhat / c : 0.0, meanDot = sumDot / c;
+    for (int64_t j = 0; j < c; ++j)
+      dx.data[r * c + j] = rstd * (dxhat[j] - meanDxhat - xhat[j] * meanDot);
+  }
+  std::vector<Tensor> results{std::move(dx)};
+  if (wantWeightGrad)
+    results.push_back(std::move(dw));
+  if (wantBiasGrad)
+    results.push_back(std::move(db));
+  return results;
+}
+
 // (i, j) of the last two dimensions (T, S) becomes `value` where
 // j > i + (S - T).
 Tensor evalCausalMask(tg::CausalMaskOp op, const Tensor &input) {
@@ -473,6 +515,18 @@ std::optional<OpResults> evaluateStructuralOp(Operation *op,
       .Case([&](tg::LayerNormOp l) { return singleResult(evalLayerNorm(l, in)); })
       .Case([&](tg::RmsNormOp r) { return singleResult(evalRmsNorm(r, in)); })
       .Case([&](tg::CausalMaskOp c) { return singleResult(evalCausalMask(c, *in[0])); })
+      .Case([&](tg::LayerNormGradOp l) {
+        return OpResults(normGrad(*in[0], *in[1], l.getWeight() ? in[2] : nullptr,
+                                  static_cast<bool>(l.getWeightGrad()),
+                                  static_cast<bool>(l.getBiasGrad()),
+                                  l.getEps().convertToDouble(), /*centered=*/true));
+      })
+      .Case([&](tg::RmsNormGradOp r) {
+        return OpResults(normGrad(*in[0], *in[1], r.getWeight() ? in[2] : nullptr,
+                                  static_cast<bool>(r.getWeightGrad()), false,
+                                  r.getEps().convertToDouble(), /*centered=*/false));
+      })
+
       .Case([&](tg::GatherOp g) { return singleResult(evalGather(g, *in[0], *in[1])); })
       .Case([&](tg::ScatterAddOp s) {
         return singleResult(evalScatterAdd(s, *in[0], *in[1]));

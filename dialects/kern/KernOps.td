@@ -534,4 +534,65 @@ def Kern_MultiSumOp : Kern_Op<"multi_sum", [AttrSizedOperandSegments]> {
   }];
 }
 
+//===----------------------------------------------------------------------===//
+// Normalization (tg.layer_norm / tg.rms_norm and their gradients; verifiers
+// in KernNormOps.cpp)
+//===----------------------------------------------------------------------===//
+
+// One kernel per norm: x (..., C) normalized over its last axis (mean and
+// biased variance, or with `rms` the mean square only), statistics in f32
+// (f64 for f64 x). out may have another float type than x (a cast of the
+// result folded in: the f32 residual stream normalized straight into the
+// bf16 matmul operand); weight and bias are (C) of x's element type.
+def Kern_LayerNormOp : Kern_Op<"layer_norm", [AttrSizedOperandSegments]> {
+  let summary = "out = (x - mean) * rstd * weight + bias per row (rms: x * rstd * weight)";
+  let arguments = (ins
+    Arg<Kern_FloatBuffer, "", [MemRead]>:$input,
+    Arg<Optional<Kern_FloatBuffer>, "", [MemRead]>:$weight,
+    Arg<Optional<Kern_FloatBuffer>, "", [MemRead]>:$bias,
+    Arg<Kern_FloatBuffer, "", [MemWrite]>:$out,
+    F64Attr:$eps, UnitAttr:$rms);
+  let assemblyFormat = [{
+    $input (`weight` $weight^)? (`bias` $bias^)? `into` $out attr-dict `:`
+    type($input) (`weight` type($weight)^)? (`bias` type($bias)^)? `->` type($out)
+  }];
+  let hasVerifier = 1;
+}
+
+def Kern_LayerNormGradOp : Kern_Op<"layer_norm_grad", [AttrSizedOperandSegments]> {
+  let summary = "input_grad, weight_grad, bias_grad of kern.layer_norm";
+  let description = [{
+    tg.layer_norm_grad / tg.rms_norm_grad (`rms`) on buffers: the
+    statistics are recomputed from input; grad may have another float type
+    than input (a widening cast folded in). weight_grad and bias_grad (C)
+    are sums over rows: each of the P parts of the rows writes its partial
+    sums into `workspace`, (P, 2, C) f32 (f64 for f64 input), P =
+    normGradParts(rows) (dialects/kern/NormWorkspace.h), and a second pass
+    adds the P parts in a fixed order (deterministic, no atomics). The
+    workspace is present iff a weight or bias gradient is. With `plus`,
+    input_grad is the gradient plus `addend` (of input_grad's type): the
+    residual stream's gradient added in the same pass (a tg.add folded in).
+  }];
+  let arguments = (ins
+    Arg<Kern_FloatBuffer, "", [MemRead]>:$grad,
+    Arg<Kern_FloatBuffer, "", [MemRead]>:$input,
+    Arg<Optional<Kern_FloatBuffer>, "", [MemRead]>:$weight,
+    Arg<Optional<Kern_FloatBuffer>, "", [MemRead]>:$addend,
+    Arg<Kern_FloatBuffer, "", [MemWrite]>:$input_grad,
+    Arg<Optional<Kern_FloatBuffer>, "", [MemWrite]>:$weight_grad,
+    Arg<Optional<Kern_FloatBuffer>, "", [MemWrite]>:$bias_grad,
+    Arg<Optional<MemRefOf<[F32, F64]>>, "", [MemRead, MemWrite]>:$workspace,
+    F64Attr:$eps, UnitAttr:$rms);
+  let assemblyFormat = [{
+    $grad `,` $input (`weight` $weight^)? (`plus` $addend^)? `into` $input_grad
+    (`weight_grad` $weight_grad^)? (`bias_grad` $bias_grad^)?
+    (`workspace` $workspace^)? attr-dict `:`
+    type($grad) `,` type($input) (`weight` type($weight)^)? (`plus` type($addend)^)?
+    `->` type($input_grad)
+    (`weight_grad` type($weight_grad)^)? (`bias_grad` type($bias_grad)^)?
+    (`workspace` type($workspace)^)?
+  }];
+  let hasVerifier = 1;
+}
+
 #endif // TCC_KERN_OPS

@@ -363,6 +363,37 @@ NormParts rmsNormParts(OpBuilder &b, Location loc, Value x, double eps) {
   return {mul(b, loc, x, invRms), invRms};
 }
 
+// With x_hat = (x - mean) * r and dx_hat = g * weight:
+//   layer_norm: dx = r * (dx_hat - mean(dx_hat) - x_hat * mean(dx_hat * x_hat))
+//   rms_norm:   dx = r * (dx_hat - x_hat * mean(dx_hat * x_hat))
+//   d weight = sum over rows of g * x_hat, d bias = sum over rows of g.
+SmallVector<Value> normGradExpansion(OpBuilder &b, Location loc, Value grad, Value x,
+                                     Value weight, bool withBias, double eps,
+                                     bool centered) {
+  NormParts parts = centered ? layerNormParts(b, loc, x, eps) : rmsNormParts(b, loc, x, eps);
+  Value g = castTo(b, loc, grad, rtt(x).getElementType());
+  Value xhat = parts.normalized;
+  int64_t last = rtt(xhat).getRank() - 1;
+  SmallVector<int64_t> rows;
+  for (int64_t a = 0; a < last; ++a)
+    rows.push_back(a);
+  Value dxhat = weight ? mul(b, loc, g, weight) : g;
+  Value projection = mul(
+      b, loc, xhat,
+      reduceMean(b, loc, mul(b, loc, dxhat, xhat), {last}, /*keepDims=*/true));
+  Value inner = sub(b, loc, dxhat, projection);
+  if (centered)
+    inner = sub(b, loc, inner, reduceMean(b, loc, dxhat, {last}, /*keepDims=*/true));
+  SmallVector<Value> grads{mul(b, loc, parts.invStd, inner)};
+  // Summing over no axis (a rank-1 x) is the value itself.
+  auto sumRows = [&](Value v) { return rows.empty() ? v : reduceSum(b, loc, v, rows, false); };
+  if (weight)
+    grads.push_back(sumRows(mul(b, loc, g, xhat)));
+  if (withBias)
+    grads.push_back(sumRows(g));
+  return grads;
+}
+
 Value affine(OpBuilder &b, Location loc, Value normalized, Value weight,
              Value bias) {
   Value y = normalized;

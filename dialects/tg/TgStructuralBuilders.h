@@ -144,6 +144,14 @@ NormParts layerNormParts(mlir::OpBuilder &b, mlir::Location loc, mlir::Value x,
                          double eps);
 NormParts rmsNormParts(mlir::OpBuilder &b, mlir::Location loc, mlir::Value x,
                        double eps);
+// The primitive expansion of tg.layer_norm_grad (centered) and
+// tg.rms_norm_grad: {input_grad, weight_grad (with a weight), bias_grad
+// (with withBias)}, computed in x's type (grad is cast to it). The fused
+// ops are checked against it (tests/gradcheck/NormGradTest.cpp).
+llvm::SmallVector<mlir::Value> normGradExpansion(mlir::OpBuilder &b, mlir::Location loc,
+                                                 mlir::Value grad, mlir::Value x,
+                                                 mlir::Value weight, bool withBias,
+                                                 double eps, bool centered);
 // x_hat * weight + bias, each optional (null).
 mlir::Value affine(mlir::OpBuilder &b, mlir::Location loc, mlir::Value normalized,
                    mlir::Value weight, mlir::Value bias);

@@ -128,51 +128,33 @@ LogSoftmaxOp::buildGradients(OpBuilder &b, ArrayRef<Value> resultGrads,
   return success();
 }
 
-// With x_hat = (x - mean) * r and dx_hat = g * weight:
-//   layer_norm: dx = r * (dx_hat - mean(dx_hat) - x_hat * mean(dx_hat * x_hat))
-//   rms_norm:   dx = r * (dx_hat - x_hat * mean(dx_hat * x_hat))
-//   d weight = sum over rows of g * x_hat, d bias = sum over rows of g.
-static void buildNormGradients(OpBuilder &b, Location loc,
-                               build::NormParts parts, Value g, Value weight,
-                               Value bias, bool centered,
-                               SmallVectorImpl<Value> &operandGrads) {
-  Value xhat = parts.normalized;
-  int64_t last = rtt(xhat).getRank() - 1;
-  Value dxhat = weight ? build::mul(b, loc, g, weight) : g;
-  Value projection = build::mul(
-      b, loc, xhat,
-      build::reduceMean(b, loc, build::mul(b, loc, dxhat, xhat), {last},
-                        /*keepDims=*/true));
-  Value inner = build::sub(b, loc, dxhat, projection);
-  if (centered)
-    inner = build::sub(
-        b, loc, inner,
-        build::reduceMean(b, loc, dxhat, {last}, /*keepDims=*/true));
-  operandGrads.push_back(build::mul(b, loc, parts.invStd, inner));
-  if (weight)
-    operandGrads.push_back(
-        sumToShape(b, loc, build::mul(b, loc, g, xhat), rtt(weight)));
-  if (bias)
-    operandGrads.push_back(sumToShape(b, loc, g, rtt(bias)));
-}
-
+// One fused op each way (statistics recomputed from the input); its
+// primitive expansion is build::normGradExpansion.
 LogicalResult LayerNormOp::buildGradients(OpBuilder &b,
                                           ArrayRef<Value> resultGrads,
                                           SmallVectorImpl<Value> &operandGrads) {
-  build::NormParts parts = build::layerNormParts(
-      b, getLoc(), getInput(), getEps().convertToDouble());
-  buildNormGradients(b, getLoc(), parts, resultGrads[0], getWeight(), getBias(),
-                     /*centered=*/true, operandGrads);
+  Value weight = getWeight(), bias = getBias();
+  auto grad = LayerNormGradOp::create(
+      b, getLoc(), getInput().getType(), weight ? weight.getType() : Type(),
+      bias ? bias.getType() : Type(), resultGrads[0], getInput(), weight, getEpsAttr());
+  operandGrads.push_back(grad.getInputGrad());
+  if (weight)
+    operandGrads.push_back(grad.getWeightGrad());
+  if (bias)
+    operandGrads.push_back(grad.getBiasGrad());
   return success();
 }
 
 LogicalResult RmsNormOp::buildGradients(OpBuilder &b,
                                         ArrayRef<Value> resultGrads,
                                         SmallVectorImpl<Value> &operandGrads) {
-  build::NormParts parts = build::rmsNormParts(b, getLoc(), getInput(),
-                                               getEps().convertToDouble());
-  buildNormGradients(b, getLoc(), parts, resultGrads[0], getWeight(), Value(),
-                     /*centered=*/false, operandGrads);
+  Value weight = getWeight();
+  auto grad = RmsNormGradOp::create(b, getLoc(), getInput().getType(),
+                                    weight ? weight.getType() : Type(), resultGrads[0],
+                                    getInput(), weight, getEpsAttr());
+  operandGrads.push_back(grad.getInputGrad());
+  if (weight)
+    operandGrads.push_back(grad.getWeightGrad());
   return success();
 }
 

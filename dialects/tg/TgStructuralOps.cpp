@@ -185,6 +185,41 @@ LogicalResult RmsNormOp::verify() {
   return verifyNorm(*this, getInput(), getResult(), {{"weight", getWeight()}});
 }
 
+// The fused norm gradients: grad of input's shape (any float type),
+// input_grad of input's type, weight and the (C) gradients of input's
+// element type; a weight gradient only with a weight.
+static LogicalResult verifyNormGrad(Operation *op, Value grad, Value input,
+                                    Value weight, Value inputGrad,
+                                    ArrayRef<std::pair<StringRef, Value>> vectors) {
+  auto in = rtt(input), g = rtt(grad);
+  if (in.getRank() < 1)
+    return op->emitOpError("normalizes over the last axis; got a scalar input");
+  if (g.getShape() != in.getShape())
+    return op->emitOpError("grad must have the input's shape ")
+           << tcc::formatShape(in.getShape()) << ", got " << tcc::formatShape(g.getShape());
+  if (inputGrad.getType() != in)
+    return op->emitOpError("input_grad type must equal the input type ") << in;
+  if (failed(verifyNorm(op, input, input, {{"weight", weight}})))
+    return failure();
+  for (auto [name, v] : vectors)
+    if (failed(verifyNorm(op, input, input, {{name, v}})))
+      return failure();
+  if (!weight != !vectors.front().second)
+    return op->emitOpError(weight ? "has a weight but no weight_grad result"
+                                  : "has a weight_grad result but no weight");
+  return success();
+}
+
+LogicalResult LayerNormGradOp::verify() {
+  return verifyNormGrad(*this, getGrad(), getInput(), getWeight(), getInputGrad(),
+                        {{"weight_grad", getWeightGrad()}, {"bias_grad", getBiasGrad()}});
+}
+
+LogicalResult RmsNormGradOp::verify() {
+  return verifyNormGrad(*this, getGrad(), getInput(), getWeight(), getInputGrad(),
+                        {{"weight_grad", getWeightGrad()}});
+}
+
 LogicalResult CausalMaskOp::verify() {
   if (rtt(getInput()).getRank() < 2)
     return emitOpError("input must be (..., T, S), got ")

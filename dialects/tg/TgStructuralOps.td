@@ -4,9 +4,10 @@
 //
 // Axis attributes are normalized (non-negative) here; the importer turns the
 // model file's negative axes into these. Composite NN ops (softmax,
-// log_softmax, cross_entropy, layer_norm, rms_norm, causal_mask, split) are
-// rewritten into primitives by tg-decompose (passes/lowering/Decompose.cpp)
-// after autodiff, so lowering sees fewer kinds of ops.
+// log_softmax, cross_entropy, causal_mask, split) are rewritten into
+// primitives by tg-decompose (passes/lowering/Decompose.cpp) after
+// autodiff, so lowering sees fewer kinds of ops. layer_norm, rms_norm and
+// their gradients stay whole: each lowers to one fused kernel.
 //
 //===----------------------------------------------------------------------===//
 
@@ -205,6 +206,54 @@ def Tg_RmsNormOp : Tg_Op<"rms_norm", [
   let results = (outs Tg_FloatTensor:$result);
   let assemblyFormat = [{
     $input (`weight` $weight^)? attr-dict `:` functional-type(operands, results)
+  }];
+  let hasVerifier = 1;
+}
+
+// The fused gradients of layer_norm / rms_norm (their gradient rules emit
+// them; TgStructuralGradients.cpp). The statistics are recomputed from
+// `input`: the forward op keeps its single result.
+def Tg_LayerNormGradOp : Tg_Op<"layer_norm_grad", [AttrSizedResultSegments]> {
+  let summary = "d input, d weight, d bias of tg.layer_norm from d result";
+  let description = [{
+    With x_hat = (x - mean(x)) * r, r = 1 / sqrt(var(x) + eps) over the last
+    axis and dx_hat = grad * weight (grad without weight):
+    `input_grad = r * (dx_hat - mean(dx_hat) - x_hat * mean(dx_hat * x_hat))`;
+    `weight_grad` = sum over rows of grad * x_hat, `bias_grad` = sum over rows
+    of grad, each present when asked for (result types). grad has input's
+    shape and any float type (tg-amp's 16-bit gradients are read as they
+    are); input_grad has input's type; weight, weight_grad and bias_grad are
+    (C) of input's element type. Math in f32 (f64 for f64 input).
+  }];
+  let arguments = (ins Tg_FloatTensor:$grad, Tg_FloatTensor:$input,
+                   Optional<Tg_FloatTensor>:$weight, F64Attr:$eps);
+  let results = (outs Tg_FloatTensor:$input_grad,
+                  Optional<Tg_FloatTensor>:$weight_grad,
+                  Optional<Tg_FloatTensor>:$bias_grad);
+  let assemblyFormat = [{
+    $grad `,` $input (`weight` $weight^)? attr-dict `:` type($grad) `,` type($input)
+    (`weight` type($weight)^)? `->` type($input_grad) (`weight_grad` type($weight_grad)^)?
+    (`bias_grad` type($bias_grad)^)?
+  }];
+  let hasVerifier = 1;
+}
+
+def Tg_RmsNormGradOp : Tg_Op<"rms_norm_grad"> {
+  let summary = "d input, d weight of tg.rms_norm from d result";
+  let description = [{
+    With x_hat = x * r, r = 1 / sqrt(mean(x^2) + eps) over the last axis and
+    dx_hat = grad * weight (grad without weight):
+    `input_grad = r * (dx_hat - x_hat * mean(dx_hat * x_hat))`;
+    `weight_grad` (present when asked for) = sum over rows of grad * x_hat.
+    Types as tg.layer_norm_grad.
+  }];
+  let arguments = (ins Tg_FloatTensor:$grad, Tg_FloatTensor:$input,
+                   Optional<Tg_FloatTensor>:$weight, F64Attr:$eps);
+  let results = (outs Tg_FloatTensor:$input_grad,
+                  Optional<Tg_FloatTensor>:$weight_grad);
+  let assemblyFormat = [{
+    $grad `,` $input (`weight` $weight^)? attr-dict `:` type($grad) `,` type($input)
+    (`weight` type($weight)^)? `->` type($input_grad) (`weight_grad` type($weight_grad)^)?
   }];
   let hasVerifier = 1;
 }

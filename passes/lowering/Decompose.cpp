@@ -5,9 +5,10 @@
 //   softmax, log_softmax  -> reduce_max, sub, exp, reduce_sum, div / log
 //   cross_entropy         -> log_softmax + one-hot (iota, equal, select),
 //                            ignore_index mask, mean over counted positions
-//   layer_norm, rms_norm  -> reduce_mean, sub, mul, add, rsqrt
 //   causal_mask           -> iota, slice, greater, select
 //   split                 -> one slice per piece
+// layer_norm, rms_norm and their gradient ops are left whole: tg-lower-to-kern
+// gives each one fused kernel (kern.layer_norm / kern.layer_norm_grad).
 // The expansions live in dialects/tg/TgStructuralBuilders.h, shared with the
 // gradient rules, so CSE afterwards merges forward and backward copies.
 //
@@ -40,17 +41,6 @@ SmallVector<Value> expand(Operation *op, OpBuilder &b) {
   if (auto xent = dyn_cast<tg::CrossEntropyOp>(op))
     return {build::crossEntropy(b, loc, xent.getLogits(), xent.getTargets(),
                                 xent.ignoreIndex())};
-  if (auto norm = dyn_cast<tg::LayerNormOp>(op)) {
-    build::NormParts parts = build::layerNormParts(
-        b, loc, norm.getInput(), norm.getEps().convertToDouble());
-    return {build::affine(b, loc, parts.normalized, norm.getWeight(),
-                          norm.getBias())};
-  }
-  if (auto norm = dyn_cast<tg::RmsNormOp>(op)) {
-    build::NormParts parts = build::rmsNormParts(
-        b, loc, norm.getInput(), norm.getEps().convertToDouble());
-    return {build::affine(b, loc, parts.normalized, norm.getWeight(), Value())};
-  }
   if (auto mask = dyn_cast<tg::CausalMaskOp>(op))
     return {build::causalMask(b, loc, mask.getInput(),
                               mask.getValue().convertToDouble())};
@@ -67,8 +57,7 @@ struct TgDecomposePass : tcc::impl::TgDecomposeBase<TgDecomposePass> {
     SmallVector<Operation *> composites;
     getOperation().walk([&](Operation *op) {
       if (isa<tg::SoftmaxOp, tg::LogSoftmaxOp, tg::CrossEntropyOp,
-              tg::LayerNormOp, tg::RmsNormOp, tg::CausalMaskOp, tg::SplitOp>(
-              op))
+              tg::CausalMaskOp, tg::SplitOp>(op))
         composites.push_back(op);
     });
     IRRewriter rewriter(&getContext());

@@ -25,6 +25,7 @@
 
 #include "dialects/common/ModelAttrs.h"
 #include "passes/lowering/LowerAttention.h"
+#include "passes/lowering/LowerNorms.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/IR/Builders.h"
 #include "llvm/ADT/SetVector.h"
@@ -378,6 +379,14 @@ private:
 
   LogicalResult lower(Operation *op) {
     Location loc = op->getLoc();
+    if (isLoweredAsNorm(op)) { // LowerNorms.cpp (before casts: it folds some)
+      auto bufferOf = [&](Value tensor) { return buf(tensor); };
+      auto allocate = [&](Location l, MemRefType t) -> Value {
+        return kern::AllocOp::create(b_, l, t);
+      };
+      NormLoweringContext ctx{b_, bufferOf, allocate, buffers_};
+      return lowerNormOp(op, ctx);
+    }
     if (auto s = dyn_cast<tg::ScalarOpInterface>(op))
       return lowerScalar(s);
     if (isa<tg::AttentionOp, tg::AttentionGradOp>(op)) { // LowerAttention.cpp

@@ -10,6 +10,7 @@
 
 #include "compiler/codegen/common/CTypes.h"
 #include "compiler/codegen/cpu/CpuAttention.h"
+#include "compiler/codegen/cpu/CpuNorm.h"
 #include "compiler/codegen/common/EmbeddedSources.h"
 #include "compiler/codegen/common/LoopLayout.h"
 #include "compiler/codegen/common/ScalarPrinter.h"
@@ -201,6 +202,10 @@ private:
         .Case([&](kern::AttentionOp a) { return emitCpuAttention(a, names_, os_, flops); })
         .Case([&](kern::AttentionGradOp a) {
           return emitCpuAttentionGrad(a, names_, os_, flops);
+        })
+        .Case([&](kern::LayerNormOp n) { return emitCpuLayerNorm(n, names_, os_, flops); })
+        .Case([&](kern::LayerNormGradOp n) {
+          return emitCpuLayerNormGrad(n, names_, os_, flops);
         })
         .Case([&](kern::RopeOp r) {
           MemRefType x = mrt(r.getInput());

@@ -181,6 +181,8 @@ LogicalResult CudaStepEmitter::emitOp(Operation *op, llvm::raw_ostream &os, doub
       .Case([&](kern::RopeOp r) { return emitRope(r, os, flops); })
       .Case([&](kern::MultiElementwiseOp e) { return emitMultiElementwise(e, os, flops); })
       .Case([&](kern::MultiSumOp m) { return emitMultiSum(m, os, flops); })
+      .Case([&](kern::LayerNormOp n) { return emitLayerNorm(n, os, flops); })
+      .Case([&](kern::LayerNormGradOp g) { return emitLayerNormGrad(g, os, flops); })
       .Default([&](Operation *other) {
         return other->emitError("cuda codegen: cannot generate code for ")
                << other->getName()

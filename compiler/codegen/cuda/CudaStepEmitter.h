@@ -16,6 +16,8 @@
 //                           kern.attention_grad)
 //   RopeKernels.cpp         kern.rope (the prelude's rope family)
 //   MultiTensorKernels.cpp  kern.multi_elementwise, kern.multi_sum
+//   NormKernels.cpp         kern.layer_norm, kern.layer_norm_grad (the
+//                           prelude's fused norm family)
 #ifndef TCC_COMPILER_CODEGEN_CUDA_CUDASTEPEMITTER_H
 #define TCC_COMPILER_CODEGEN_CUDA_CUDASTEPEMITTER_H
 
@@ -118,6 +120,10 @@ private:
   LogicalResult emitMultiElementwise(kern::MultiElementwiseOp e, llvm::raw_ostream &os,
                                      double &flops);
   LogicalResult emitMultiSum(kern::MultiSumOp m, llvm::raw_ostream &os, double &flops);
+  // NormKernels.cpp
+  LogicalResult emitLayerNorm(kern::LayerNormOp n, llvm::raw_ostream &os, double &flops);
+  LogicalResult emitLayerNormGrad(kern::LayerNormGradOp g, llvm::raw_ostream &os,
+                                  double &flops);
   // CopyKernels.cpp
   LogicalResult emitCopy(Operation *op, llvm::raw_ostream &os, const StridedCopy &c,
                          StringRef kind);

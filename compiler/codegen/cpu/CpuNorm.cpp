@@ -1,0 +1,69 @@
+// CPU code for kern.layer_norm / kern.layer_norm_grad: one call of the
+// prelude's norm kernels (cpu/cpu_norm.h) each.
+#include "compiler/codegen/cpu/CpuNorm.h"
+
+#include "compiler/codegen/common/CTypes.h"
+#include "dialects/kern/NormWorkspace.h"
+#include "llvm/Support/FormatVariadic.h"
+
+namespace tcc::codegen {
+
+namespace {
+
+// The buffer as the prelude takes it, or a typed null for an absent one
+// (the template argument must still be deducible).
+std::string pointer(Value v, const ValueNames &names, bool written, Type et) {
+  if (!v)
+    return llvm::formatv("static_cast<{0}{1} *>(nullptr)", written ? "" : "const ",
+                         familyElementType(et, CodeTarget::Cpu))
+        .str();
+  return familyPointer(mrt(v).getElementType(), names(v), written, CodeTarget::Cpu);
+}
+
+struct RowShape {
+  int64_t rows, c;
+  static RowShape of(Value input) {
+    MemRefType x = mrt(input);
+    int64_t c = x.getShape().back();
+    return {c == 0 ? 0 : x.getNumElements() / c, c};
+  }
+};
+
+} // namespace
+
+LogicalResult emitCpuLayerNorm(kern::LayerNormOp op, const ValueNames &names,
+                               llvm::raw_ostream &os, double &flops) {
+  RowShape s = RowShape::of(op.getInput());
+  Type et = mrt(op.getInput()).getElementType();
+  flops += 8.0 * s.rows * s.c;
+  os << llvm::formatv("  tcc_cpu::layer_norm_forward({0}, {1}, {2}, {3}, {4}, {5:e17}, {6}, {7});\n",
+                      s.rows, s.c, pointer(op.getInput(), names, false, et),
+                      pointer(op.getWeight(), names, false, et),
+                      pointer(op.getBias(), names, false, et), op.getEps().convertToDouble(),
+                      op.getRms() ? "true" : "false", pointer(op.getOut(), names, true, et));
+  return success();
+}
+
+LogicalResult emitCpuLayerNormGrad(kern::LayerNormGradOp op, const ValueNames &names,
+                                   llvm::raw_ostream &os, double &flops) {
+  RowShape s = RowShape::of(op.getInput());
+  Type et = mrt(op.getInput()).getElementType();
+  flops += 16.0 * s.rows * s.c;
+  std::string workspace =
+      op.getWorkspace() ? names(op.getWorkspace())
+                        : llvm::formatv("static_cast<tcc_cpu::acc_t<{0}> *>(nullptr)",
+                                        familyElementType(et, CodeTarget::Cpu))
+                              .str();
+  os << llvm::formatv("  tcc_cpu::layer_norm_backward({0}, {1}, {2}, {3}, {4}, {12}, {5:e17}, "
+                      "{6}, {7}, {8}, {9}, {10}, {11});\n",
+                      s.rows, s.c, pointer(op.getGrad(), names, false, et),
+                      pointer(op.getInput(), names, false, et),
+                      pointer(op.getWeight(), names, false, et), op.getEps().convertToDouble(),
+                      op.getRms() ? "true" : "false", pointer(op.getInputGrad(), names, true, et),
+                      pointer(op.getWeightGrad(), names, true, et),
+                      pointer(op.getBiasGrad(), names, true, et), workspace,
+                      kern::normGradParts(s.rows), pointer(op.getAddend(), names, false, et));
+  return success();
+}
+
+} // namespace tcc::codegen

@@ -1,0 +1,132 @@
+// kern.layer_norm / kern.layer_norm_grad: wrappers around the prelude's
+// launch_layer_norm / launch_layer_norm_backward (norm_kernels.cuh /
+// norm_launchers.cuh), one per shape and type combination. Absent weight,
+// bias or gradient buffers are null pointers in the wrapper's text, so each
+// combination is a kernel of its own in the list. The backward's launcher
+// returns a cudaError_t (a row too long for shared memory), which the host
+// body turns into a step failure naming the launch.
+#include "compiler/codegen/cuda/CudaStepEmitter.h"
+
+#include "dialects/kern/NormWorkspace.h"
+#include "llvm/Support/FormatVariadic.h"
+
+namespace tcc::codegen::cuda {
+
+namespace {
+
+// The wrapper's parameters p0..pN (storage types) for the present buffers,
+// the launcher's arguments (null for absent ones, family pointer types
+// otherwise) and the host call's arguments.
+struct NormWrapper {
+  std::string params, launcherArgs, hostArgs;
+  SmallVector<Value> buffers;
+  int next = 0;
+
+  void add(Value v, bool written, Type nullElement, const ValueNames &names) {
+    if (!launcherArgs.empty())
+      launcherArgs += ", ";
+    if (!v) {
+      launcherArgs += llvm::formatv("static_cast<{0}{1} *>(nullptr)", written ? "" : "const ",
+                                    familyElementType(nullElement, CodeTarget::Cuda))
+                          .str();
+      return;
+    }
+    Type et = mrt(v).getElementType();
+    std::string p = "p" + std::to_string(next++);
+    params += llvm::formatv("{0}{1}{2} *{3}", params.empty() ? "" : ", ", written ? "" : "const ",
+                            storageType(et), p)
+                  .str();
+    launcherArgs += familyPointer(et, p, written, CodeTarget::Cuda);
+    hostArgs += ", " + names(v);
+    buffers.push_back(v);
+  }
+
+  double bytes() const {
+    double b = 0;
+    for (Value v : buffers)
+      b += bufferBytes(mrt(v));
+    return b;
+  }
+};
+
+struct Rows {
+  int64_t rows, c;
+  static Rows of(Value input) {
+    MemRefType x = mrt(input);
+    int64_t c = x.getShape().back();
+    return {c == 0 ? 0 : x.getNumElements() / c, c};
+  }
+};
+
+std::string familyType(Value v) {
+  return familyElementType(mrt(v).getElementType(), CodeTarget::Cuda);
+}
+
+} // namespace
+
+LogicalResult CudaStepEmitter::emitLayerNorm(kern::LayerNormOp n, llvm::raw_ostream &os,
+                                             double &flops) {
+  Rows s = Rows::of(n.getInput());
+  Type et = mrt(n.getInput()).getElementType();
+  NormWrapper w;
+  w.add(n.getInput(), false, et, names_);
+  w.add(n.getWeight(), false, et, names_);
+  w.add(n.getBias(), false, et, names_);
+  w.add(n.getOut(), true, et, names_);
+  double work = 8.0 * s.rows * s.c;
+  flops += work;
+  std::string text = llvm::formatv(
+      "extern \"C\" void @NAME@(cudaStream_t s, {0}) {{\n"
+      "  tcc_cuda::launch_layer_norm<{1}, {2}>({3}, {4}, {5}, {6:e17}, {7}, s);\n}\n",
+      w.params, familyType(n.getInput()), familyType(n.getOut()), w.launcherArgs, s.rows, s.c,
+      n.getEps().convertToDouble(), n.getRms() ? "true" : "false");
+  std::string kernel = kernels_.add(n.getRms() ? "rms_norm" : "layer_norm", text, w.params);
+  launch(os, n, kernel, kernel + "(s" + w.hostArgs + ");",
+         llvm::formatv("{0} rows of {1}{2}", s.rows, s.c, n.getRms() ? ", rms" : "").str(), work,
+         w.bytes());
+  return success();
+}
+
+LogicalResult CudaStepEmitter::emitLayerNormGrad(kern::LayerNormGradOp g, llvm::raw_ostream &os,
+                                                 double &flops) {
+  Rows s = Rows::of(g.getInput());
+  Type et = mrt(g.getInput()).getElementType();
+  Type acc = et.isF64() ? et : Float32Type::get(g.getContext());
+  NormWrapper w;
+  w.add(g.getGrad(), false, et, names_);
+  w.add(g.getInput(), false, et, names_);
+  w.add(g.getWeight(), false, et, names_);
+  w.add(g.getAddend(), false, et, names_);
+  w.add(g.getInputGrad(), true, et, names_);
+  w.add(g.getWeightGrad(), true, et, names_);
+  w.add(g.getBiasGrad(), true, et, names_);
+  w.add(g.getWorkspace(), true, acc, names_);
+  double work = 16.0 * s.rows * s.c;
+  flops += work;
+  std::string text = llvm::formatv(
+      "extern \"C\" cudaError_t @NAME@(cudaStream_t s, {0}) {{\n"
+      "  return tcc_cuda::launch_layer_norm_backward<{1}, {2}>({3}, {4}, {5}, {6}, {7:e17}, "
+      "{8}, s);\n}\n",
+      w.params, familyType(g.getGrad()), familyType(g.getInput()), w.launcherArgs,
+      kern::normGradParts(s.rows), s.rows, s.c, g.getEps().convertToDouble(),
+      g.getRms() ? "true" : "false");
+  std::string kernel = kernels_.add(g.getRms() ? "rms_norm_grad" : "layer_norm_grad", text,
+                                    w.params, "cudaError_t");
+  int32_t id = nextId();
+  std::string call =
+      llvm::formatv("if (cudaError_t e = {0}(s{1}); e != cudaSuccess) "
+                    "return tcc_cuda_host::cuda_error(e, tcc_cuda_host::where({2}).c_str());",
+                    kernel, w.hostArgs, id)
+          .str();
+  bool sums = g.getWeightGrad() || g.getBiasGrad();
+  launch(os, g, kernel, call,
+         llvm::formatv("{0} rows of {1}{2}{4}{3}", s.rows, s.c, g.getRms() ? ", rms" : "",
+                       sums ? llvm::formatv(", {0} parts", kern::normGradParts(s.rows)).str()
+                            : std::string(),
+                       g.getAddend() ? ", plus residual" : "")
+             .str(),
+         work, w.bytes());
+  return success();
+}
+
+} // namespace tcc::codegen::cuda

@@ -1,0 +1,292 @@
+//===--------------------------------------------------------------------===//
+// Fused normalization (kern.layer_norm / kern.layer_norm_grad)
+//===--------------------------------------------------------------------===//
+
+// One warp per row (rows grid-stride over the warps of the grid). A lane
+// owns the chunks of V consecutive columns starting at (k * 32 + lane) * V;
+// the first kNormCachedChunks of them stay in registers for the whole row
+// (every row up to 32 * V * kNormCachedChunks columns: 1024 f32, 2048
+// bf16), any further chunk is re-read (from L1). V is the number of
+// elements of the widest type involved in 16 bytes when every pointer is
+// 16-byte aligned and the row length a multiple of V, else 1 (scalar path).
+// Statistics: two passes over the cached row (mean, then the centered sum
+// of squares) in acc_t<T>, warp shuffles in a fixed order.
+constexpr int kNormCachedChunks = 8;
+constexpr int kNormWarps = 8; // warps per block (forward, and backward at most)
+
+template <int Bytes> struct NormChunkBits;
+template <> struct NormChunkBits<2> { using type = uint16_t; };
+template <> struct NormChunkBits<4> { using type = uint32_t; };
+template <> struct NormChunkBits<8> { using type = uint2; };
+template <> struct NormChunkBits<16> { using type = uint4; };
+
+// V elements at p (aligned to their size), widened to A.
+template <int V, class T, class A>
+__device__ __forceinline__ void norm_load(const T *__restrict__ p, A (&out)[V]) {
+  using Bits = typename NormChunkBits<V * sizeof(T)>::type;
+  const Bits bits = *reinterpret_cast<const Bits *>(p);
+  T t[V];
+  memcpy(t, &bits, sizeof(Bits));
+#pragma unroll
+  for (int i = 0; i < V; ++i)
+    out[i] = static_cast<A>(Elem<T>::load(t[i]));
+}
+
+// V values rounded to T (once each) and stored at p in one access.
+template <int V, class T, class A>
+__device__ __forceinline__ void norm_store(T *__restrict__ p, const A (&in)[V]) {
+  using Bits = typename NormChunkBits<V * sizeof(T)>::type;
+  T t[V];
+#pragma unroll
+  for (int i = 0; i < V; ++i)
+    t[i] = Elem<T>::store(static_cast<acc_t<T>>(in[i]));
+  Bits bits;
+  memcpy(&bits, t, sizeof(Bits));
+  *reinterpret_cast<Bits *>(p) = bits;
+}
+
+template <class A> __device__ __forceinline__ A norm_warp_sum(A v) {
+#pragma unroll
+  for (int offset = 16; offset > 0; offset >>= 1)
+    v += __shfl_xor_sync(0xffffffffu, v, offset);
+  return v;
+}
+
+// x of one row in registers (the first kNormCachedChunks chunks of a lane).
+template <int V, class T, class A> struct NormRow {
+  A v[kNormCachedChunks][V];
+  __device__ __forceinline__ void load(const T *__restrict__ xr, int64_t c, int lane) {
+#pragma unroll
+    for (int k = 0; k < kNormCachedChunks; ++k) {
+      const int64_t j = (static_cast<int64_t>(k) * 32 + lane) * V;
+      if (j < c)
+        norm_load<V>(xr + j, v[k]);
+    }
+  }
+};
+
+// f(x chunk, j) for every chunk of the lane, in column order: the cached
+// ones (constant indices: the array stays in registers), then the rest.
+template <int V, class T, class A, class F>
+__device__ __forceinline__ void norm_for_chunks(const NormRow<V, T, A> &row,
+                                                const T *__restrict__ xr, int64_t c, int lane,
+                                                F &&f) {
+#pragma unroll
+  for (int k = 0; k < kNormCachedChunks; ++k) {
+    const int64_t j = (static_cast<int64_t>(k) * 32 + lane) * V;
+    if (j < c)
+      f(row.v[k], j);
+  }
+  for (int64_t k = kNormCachedChunks; k * 32 * V < c; ++k) {
+    const int64_t j = (k * 32 + lane) * V;
+    if (j < c) {
+      A t[V];
+      norm_load<V>(xr + j, t);
+      f(t, j);
+    }
+  }
+}
+
+// f(x chunk, grad chunk, j) for every chunk of the lane, as norm_for_chunks;
+// the grad row cached in registers too (CacheGrad: both rows' loads are in
+// flight at once) or read per chunk.
+template <bool CacheGrad, int V, class T, class G, class A, class F>
+__device__ __forceinline__ void norm_for_chunk_pairs(const NormRow<V, T, A> &xrow,
+                                                     const NormRow<V, G, A> &grow,
+                                                     const T *__restrict__ xr,
+                                                     const G *__restrict__ gr, int64_t c,
+                                                     int lane, F &&f) {
+#pragma unroll
+  for (int k = 0; k < kNormCachedChunks; ++k) {
+    const int64_t j = (static_cast<int64_t>(k) * 32 + lane) * V;
+    if (j < c) {
+      if constexpr (CacheGrad) {
+        f(xrow.v[k], grow.v[k], j);
+      } else {
+        A g[V];
+        norm_load<V>(gr + j, g);
+        f(xrow.v[k], g, j);
+      }
+    }
+  }
+  for (int64_t k = kNormCachedChunks; k * 32 * V < c; ++k) {
+    const int64_t j = (k * 32 + lane) * V;
+    if (j < c) {
+      A x[V], g[V];
+      norm_load<V>(xr + j, x);
+      norm_load<V>(gr + j, g);
+      f(x, g, j);
+    }
+  }
+}
+
+// Mean (0 for rms) and 1 / sqrt(var + eps) of a row, on every lane.
+template <int V, class T, class A>
+__device__ __forceinline__ void norm_statistics(const NormRow<V, T, A> &row,
+                                                const T *__restrict__ xr, int64_t c, int lane,
+                                                A eps, bool rms, A &mean, A &rstd) {
+  A m = 0;
+  if (!rms) {
+    A s = 0;
+    norm_for_chunks(row, xr, c, lane, [&](const A(&x)[V], int64_t) {
+#pragma unroll
+      for (int i = 0; i < V; ++i)
+        s += x[i];
+    });
+    m = norm_warp_sum(s) / static_cast<A>(c);
+  }
+  A sq = 0;
+  norm_for_chunks(row, xr, c, lane, [&](const A(&x)[V], int64_t) {
+#pragma unroll
+    for (int i = 0; i < V; ++i)
+      sq += (x[i] - m) * (x[i] - m);
+  });
+  mean = m;
+  rstd = static_cast<A>(1) / sqrt(norm_warp_sum(sq) / static_cast<A>(c) + eps);
+}
+
+template <int V, class T, class Y>
+__global__ void __launch_bounds__(kNormWarps * 32)
+    layer_norm_forward_kernel(const T *__restrict__ x, const T *__restrict__ weight,
+                              const T *__restrict__ bias, Y *__restrict__ out, int64_t rows,
+                              int64_t c, acc_t<T> eps, bool rms) {
+  using A = acc_t<T>;
+  const int lane = threadIdx.x & 31;
+  for (int64_t r = blockIdx.x * static_cast<int64_t>(kNormWarps) + (threadIdx.x >> 5); r < rows;
+       r += static_cast<int64_t>(gridDim.x) * kNormWarps) {
+    const T *xr = x + r * c;
+    NormRow<V, T, A> row;
+    row.load(xr, c, lane);
+    A mean, rstd;
+    norm_statistics(row, xr, c, lane, eps, rms, mean, rstd);
+    Y *o = out + r * c;
+    norm_for_chunks(row, xr, c, lane, [&](const A(&xv)[V], int64_t j) {
+      A y[V], w[V], b[V];
+      if (weight)
+        norm_load<V>(weight + j, w);
+      if (bias)
+        norm_load<V>(bias + j, b);
+#pragma unroll
+      for (int i = 0; i < V; ++i) {
+        y[i] = (xv[i] - mean) * rstd;
+        if (weight)
+          y[i] *= w[i];
+        if (bias)
+          y[i] += b[i];
+      }
+      norm_store<V>(o + j, y);
+    });
+  }
+}
+
+// The backward: block b of the grid (exactly `parts` blocks, `warps` warps
+// each) takes rows b * warps + w + k * parts * warps, warp w one row at a
+// time: dx per row, and the row's grad * x_hat and grad added to the warp's
+// own slice of shared memory (2 * c of A; a lane owns its columns, so no
+// two threads add to one place). At the end the block adds its warps'
+// slices in warp order into its part of the workspace, (parts, 2, c).
+// CacheGrad keeps the grad row in registers too (more registers, fewer
+// loads in the second pass). addend (of T, or null): added to dx as it is
+// written (the residual stream's gradient).
+template <int V, class G, class T, bool CacheGrad>
+__global__ void __launch_bounds__(kNormWarps * 32)
+    layer_norm_backward_kernel(const G *__restrict__ grad, const T *__restrict__ x,
+                               const T *__restrict__ weight, const T *__restrict__ addend,
+                               T *__restrict__ dx,
+                               acc_t<T> *__restrict__ workspace, int64_t rows, int64_t c,
+                               acc_t<T> eps, bool rms) {
+  using A = acc_t<T>;
+  extern __shared__ __align__(16) unsigned char norm_shared[];
+  A *sums = reinterpret_cast<A *>(norm_shared); // (warps, 2, c) when workspace
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
+  A *mine = sums + static_cast<int64_t>(warp) * 2 * c;
+  if (workspace)
+    for (int64_t j = lane; j < 2 * c; j += 32)
+      mine[j] = 0;
+  __syncwarp();
+  for (int64_t r = blockIdx.x * static_cast<int64_t>(warps) + warp; r < rows;
+       r += static_cast<int64_t>(gridDim.x) * warps) {
+    const T *xr = x + r * c;
+    const G *gr = grad + r * c;
+    NormRow<V, T, A> row;
+    row.load(xr, c, lane);
+    NormRow<V, G, A> grow;
+    if constexpr (CacheGrad)
+      grow.load(gr, c, lane);
+    A mean, rstd;
+    norm_statistics(row, xr, c, lane, eps, rms, mean, rstd);
+    A sum_dxhat = 0, sum_dot = 0;
+    norm_for_chunk_pairs<CacheGrad>(
+        row, grow, xr, gr, c, lane, [&](const A(&xv)[V], const A(&g)[V], int64_t j) {
+          A w[V];
+          if (weight)
+            norm_load<V>(weight + j, w);
+#pragma unroll
+          for (int i = 0; i < V; ++i) {
+            const A xhat = (xv[i] - mean) * rstd;
+            const A dxhat = weight ? g[i] * w[i] : g[i];
+            sum_dxhat += dxhat;
+            sum_dot += dxhat * xhat;
+            if (workspace) {
+              mine[j + i] += g[i] * xhat;
+              mine[c + j + i] += g[i];
+            }
+          }
+        });
+    const A mean_dxhat = rms ? static_cast<A>(0) : norm_warp_sum(sum_dxhat) / static_cast<A>(c);
+    const A mean_dot = norm_warp_sum(sum_dot) / static_cast<A>(c);
+    T *dxr = dx + r * c;
+    const T *addr = addend ? addend + r * c : nullptr;
+    norm_for_chunk_pairs<CacheGrad>(
+        row, grow, xr, gr, c, lane, [&](const A(&xv)[V], const A(&g)[V], int64_t j) {
+          A w[V], d[V];
+          if (weight)
+            norm_load<V>(weight + j, w);
+#pragma unroll
+          for (int i = 0; i < V; ++i) {
+            const A xhat = (xv[i] - mean) * rstd;
+            const A dxhat = weight ? g[i] * w[i] : g[i];
+            d[i] = rstd * (dxhat - mean_dxhat - xhat * mean_dot);
+          }
+          if (addr) {
+            A a[V];
+            norm_load<V>(addr + j, a);
+#pragma unroll
+            for (int i = 0; i < V; ++i)
+              d[i] += a[i];
+          }
+          norm_store<V>(dxr + j, d);
+        });
+  }
+  if (!workspace)
+    return;
+  __syncthreads();
+  A *part = workspace + static_cast<int64_t>(blockIdx.x) * 2 * c;
+  for (int64_t j = threadIdx.x; j < 2 * c; j += blockDim.x) {
+    A s = 0;
+    for (int w = 0; w < warps; ++w)
+      s += sums[static_cast<int64_t>(w) * 2 * c + j];
+    part[j] = s;
+  }
+}
+
+// weight_grad[j] / bias_grad[j] = the parts' sums added in part order.
+template <class T>
+__global__ void __launch_bounds__(256)
+    layer_norm_sum_parts_kernel(const acc_t<T> *__restrict__ workspace, int64_t parts,
+                                int64_t c, T *__restrict__ dweight, T *__restrict__ dbias) {
+  using A = acc_t<T>;
+  for (int64_t j = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; j < c;
+       j += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    A w = 0, b = 0;
+    for (int64_t p = 0; p < parts; ++p) {
+      w += workspace[p * 2 * c + j];
+      b += workspace[p * 2 * c + c + j];
+    }
+    if (dweight)
+      dweight[j] = Elem<T>::store(w);
+    if (dbias)
+      dbias[j] = Elem<T>::store(b);
+  }
+}
+

@@ -1,0 +1,95 @@
+// out (rows, c) = (x - mean) * rstd * weight + bias per row (rms: x * rstd
+// * weight), statistics in acc_t<T>; weight and bias (c) of T or null; out
+// of any float type Y (the f32 residual stream normalized straight into a
+// bf16 matmul operand), rounded once per element. One warp per row, 8 per
+// block; 16-byte accesses when every pointer is 16-byte aligned and c a
+// multiple of the vector, else scalar. Deterministic (fixed shuffle order).
+template <class T, class Y>
+inline void launch_layer_norm(const T *x, const T *weight, const T *bias, Y *out,
+                              int64_t rows, int64_t c, double eps, bool rms,
+                              cudaStream_t stream) {
+  static_assert(detail::IsFloating<T>::value && detail::IsFloating<Y>::value,
+                "layer_norm: float, double, bf16 or f16");
+  if (rows <= 0 || c <= 0)
+    return;
+  constexpr int V = detail::Vec16<T>::n < detail::Vec16<Y>::n ? detail::Vec16<T>::n
+                                                                : detail::Vec16<Y>::n;
+  const bool vector = c % V == 0 && detail::aligned16(x) && detail::aligned16(out) &&
+                      (!weight || detail::aligned16(weight)) &&
+                      (!bias || detail::aligned16(bias));
+  const int threads = detail::kNormWarps * 32;
+  const unsigned blocks = static_cast<unsigned>(grid_for(rows, detail::kNormWarps));
+  const acc_t<T> e = static_cast<acc_t<T>>(eps);
+  if (vector)
+    detail::layer_norm_forward_kernel<V, T, Y>
+        <<<blocks, threads, 0, stream>>>(x, weight, bias, out, rows, c, e, rms);
+  else
+    detail::layer_norm_forward_kernel<1, T, Y>
+        <<<blocks, threads, 0, stream>>>(x, weight, bias, out, rows, c, e, rms);
+}
+
+// Warps per block of the backward: as many (at most 8) as fit their
+// (2, c) shared-memory slices in 48 KiB, at least one.
+template <class T> inline int layer_norm_backward_warps(int64_t c, bool sums) {
+  if (!sums)
+    return detail::kNormWarps;
+  const int64_t fit = (48 * 1024) / (2 * c * static_cast<int64_t>(sizeof(acc_t<T>)));
+  return fit < 1 ? 1 : (fit > detail::kNormWarps ? detail::kNormWarps : static_cast<int>(fit));
+}
+
+// dx = rstd * (dx_hat - mean(dx_hat) - x_hat * mean(dx_hat * x_hat)), dx_hat
+// = grad * weight (rms: without mean(dx_hat)), statistics recomputed from x;
+// dweight = sum over rows of grad * x_hat, dbias = sum of grad (each when
+// non-null); with an addend (of T: the residual stream's gradient), dx is
+// written plus it. grad has any float type G. With dweight or dbias, `workspace`
+// is (parts, 2, c) of acc_t<T> (parts = tcc::kern::normGradParts(rows)):
+// the backward runs exactly `parts` blocks, each writing its rows' partial
+// sums there, and a second kernel adds the parts in order: deterministic,
+// no atomics. Returns the launch error of a row too long for shared memory
+// (2 * c * sizeof(acc_t<T>) beyond the device's opt-in limit). cache_grad:
+// keep the grad row in registers as well as x's (both kernels are tested;
+// the default is the faster on an H200 at GPT-2's shape).
+template <class G, class T>
+inline cudaError_t launch_layer_norm_backward(const G *grad, const T *x, const T *weight,
+                                              const T *addend, T *dx,
+                                              T *dweight, T *dbias, acc_t<T> *workspace,
+                                              int64_t parts, int64_t rows, int64_t c,
+                                              double eps, bool rms, cudaStream_t stream,
+                                              bool cache_grad = true) {
+  static_assert(detail::IsFloating<T>::value && detail::IsFloating<G>::value,
+                "layer_norm_backward: float, double, bf16 or f16");
+  if (rows <= 0 || c <= 0)
+    return cudaSuccess;
+  const bool sums = dweight != nullptr || dbias != nullptr;
+  if (!sums)
+    workspace = nullptr;
+  else if (workspace == nullptr || parts < 1)
+    return cudaErrorInvalidValue;
+  constexpr int V = detail::Vec16<T>::n < detail::Vec16<G>::n ? detail::Vec16<T>::n
+                                                                : detail::Vec16<G>::n;
+  const bool vector = c % V == 0 && detail::aligned16(x) && detail::aligned16(grad) &&
+                      detail::aligned16(dx) && (!weight || detail::aligned16(weight)) &&
+                      (!addend || detail::aligned16(addend));
+  const int warps = layer_norm_backward_warps<T>(c, sums);
+  const size_t shared = sums ? static_cast<size_t>(warps) * 2 * c * sizeof(acc_t<T>) : 0;
+  const int64_t grid = sums ? parts : grid_for(rows, warps);
+  const acc_t<T> e = static_cast<acc_t<T>>(eps);
+  auto kernel = vector ? (cache_grad ? detail::layer_norm_backward_kernel<V, G, T, true>
+                                    : detail::layer_norm_backward_kernel<V, G, T, false>)
+                       : (cache_grad ? detail::layer_norm_backward_kernel<1, G, T, true>
+                                     : detail::layer_norm_backward_kernel<1, G, T, false>);
+  if (shared > 48 * 1024) {
+    cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                           static_cast<int>(shared));
+    if (err != cudaSuccess)
+      return err;
+  }
+  kernel<<<static_cast<unsigned>(grid), warps * 32, shared, stream>>>(grad, x, weight, addend, dx,
+                                                                      workspace, rows, c, e, rms);
+  if (sums)
+    detail::layer_norm_sum_parts_kernel<T>
+        <<<static_cast<unsigned>(grid_for(c, 256)), 256, 0, stream>>>(workspace, parts, c,
+                                                                      dweight, dbias);
+  return cudaSuccess;
+}
+

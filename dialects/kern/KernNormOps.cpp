@@ -1,0 +1,74 @@
+// Verifiers of kern.layer_norm and kern.layer_norm_grad: tg's contract
+// (TgStructuralOps.cpp) on buffers, plus the gradient's partial-sum
+// workspace (NormWorkspace.h).
+#include "dialects/common/ShapeHelpers.h"
+#include "dialects/kern/KernDialect.h"
+#include "dialects/kern/NormWorkspace.h"
+
+using namespace mlir;
+using namespace tcc::kern;
+
+namespace {
+
+MemRefType mrt(Value v) { return cast<MemRefType>(v.getType()); }
+
+// x is (..., C); each present vector is (C) of x's element type.
+LogicalResult verifyNormBuffers(Operation *op, Value input,
+                                ArrayRef<std::pair<StringRef, Value>> vectors) {
+  MemRefType x = mrt(input);
+  if (x.getRank() < 1)
+    return op->emitOpError("normalizes over the last axis; got a scalar input");
+  for (auto [name, v] : vectors) {
+    if (!v)
+      continue;
+    MemRefType t = mrt(v);
+    if (t.getShape() != x.getShape().take_back() || t.getElementType() != x.getElementType())
+      return op->emitOpError() << name << " must be " << tcc::formatShape(x.getShape().take_back())
+                               << " of " << x.getElementType() << ", got "
+                               << tcc::formatShape(t.getShape()) << " of " << t.getElementType();
+  }
+  return success();
+}
+
+} // namespace
+
+LogicalResult LayerNormOp::verify() {
+  if (getRms() && getBias())
+    return emitOpError("an rms norm has no bias");
+  if (mrt(getOut()).getShape() != mrt(getInput()).getShape())
+    return emitOpError("out must have the input's shape ")
+           << tcc::formatShape(mrt(getInput()).getShape());
+  return verifyNormBuffers(*this, getInput(), {{"weight", getWeight()}, {"bias", getBias()}});
+}
+
+LogicalResult LayerNormGradOp::verify() {
+  MemRefType x = mrt(getInput());
+  if (mrt(getGrad()).getShape() != x.getShape())
+    return emitOpError("grad must have the input's shape ") << tcc::formatShape(x.getShape());
+  if (mrt(getInputGrad()) != x)
+    return emitOpError("input_grad must have the input's type ") << x;
+  if (getAddend() && mrt(getAddend()) != x)
+    return emitOpError("addend must have input_grad's type ") << x;
+  if (getRms() && getBiasGrad())
+    return emitOpError("an rms norm has no bias_grad");
+  if (!getWeight() != !getWeightGrad())
+    return emitOpError("weight and weight_grad come together");
+  if (failed(verifyNormBuffers(*this, getInput(),
+                               {{"weight", getWeight()},
+                                {"weight_grad", getWeightGrad()},
+                                {"bias_grad", getBiasGrad()}})))
+    return failure();
+  bool sums = getWeightGrad() || getBiasGrad();
+  if (!sums != !getWorkspace())
+    return emitOpError("a workspace comes exactly with weight_grad or bias_grad");
+  if (!sums)
+    return success();
+  int64_t c = x.getShape().back(), rows = c == 0 ? 0 : x.getNumElements() / c;
+  Type acc = x.getElementType().isF64() ? x.getElementType() : Float32Type::get(getContext());
+  SmallVector<int64_t> want{normGradParts(rows), 2, c};
+  MemRefType w = mrt(getWorkspace());
+  if (w.getShape() != ArrayRef<int64_t>(want) || w.getElementType() != acc)
+    return emitOpError("workspace must be ") << tcc::formatShape(want) << " of " << acc
+                                             << " (normGradParts of " << rows << " rows)";
+  return success();
+}

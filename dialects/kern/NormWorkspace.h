@@ -1,0 +1,26 @@
+// The partial-sum scratch of kern.layer_norm_grad (its `workspace`
+// operand): (P, 2, C) floats, P = normGradParts(rows). One function, used by
+// tg-lower-to-kern (which allocates it) and by both code generators (whose
+// kernels split the rows into exactly P parts), so the sums of weight_grad
+// and bias_grad are added in one fixed order whatever the machine.
+#ifndef TCC_DIALECTS_KERN_NORMWORKSPACE_H
+#define TCC_DIALECTS_KERN_NORMWORKSPACE_H
+
+#include <algorithm>
+#include <cstdint>
+
+namespace tcc::kern {
+
+// Rows per part at least (fewer parts for small inputs), parts at most
+// (about four resident 256-thread blocks per SM of an H100 / H200).
+inline constexpr int64_t kNormGradRowsPerPart = 32;
+inline constexpr int64_t kNormGradMaxParts = 512;
+
+inline int64_t normGradParts(int64_t rows) {
+  return std::max<int64_t>(
+      1, std::min(kNormGradMaxParts, (rows + kNormGradRowsPerPart - 1) / kNormGradRowsPerPart));
+}
+
+} // namespace tcc::kern
+
+#endif

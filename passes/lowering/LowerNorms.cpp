@@ -1,0 +1,186 @@
+// tg.layer_norm / tg.rms_norm -> kern.layer_norm; tg.layer_norm_grad /
+// tg.rms_norm_grad -> kern.layer_norm_grad with a (P, 2, C) partial-sum
+// workspace (NormWorkspace.h) when weight or bias gradients are wanted. The
+// workspace is a kern.alloc, placed by kern-plan-memory like any temporary.
+// A residual add of the input gradient folds in as the kernel's `plus`.
+#include "passes/lowering/LowerNorms.h"
+
+#include "dialects/kern/KernDialect.h"
+#include "dialects/kern/NormWorkspace.h"
+#include "dialects/tg/TgDialect.h"
+
+using namespace mlir;
+
+namespace tcc {
+
+namespace {
+
+MemRefType bufferOfTensorType(Type tensorType) {
+  auto t = cast<RankedTensorType>(tensorType);
+  return MemRefType::get(t.getShape(), t.getElementType());
+}
+
+bool isFloatTensor(Value v) {
+  return isa<FloatType>(cast<RankedTensorType>(v.getType()).getElementType());
+}
+
+bool isNorm(Operation *op) { return isa<tg::LayerNormOp, tg::RmsNormOp>(op); }
+
+// A cast that is the only user of a norm's result: the norm writes its type.
+bool castOfNormResult(tg::CastOp c) {
+  Value in = c.getInput();
+  return in.getDefiningOp() && isNorm(in.getDefiningOp()) && in.hasOneUse() &&
+         isFloatTensor(c.getResult());
+}
+
+// The value a norm's result is stored as: its only cast, or itself.
+Value storedNormResult(Value result) {
+  if (result.hasOneUse())
+    if (auto c = dyn_cast<tg::CastOp>(*result.getUsers().begin()))
+      if (castOfNormResult(c))
+        return c.getResult();
+  return result;
+}
+
+Value gradOperand(Operation *op) {
+  if (auto g = dyn_cast<tg::LayerNormGradOp>(op))
+    return g.getGrad();
+  if (auto g = dyn_cast<tg::RmsNormGradOp>(op))
+    return g.getGrad();
+  return Value();
+}
+
+// A float-to-float cast read only as the `grad` of norm gradient ops.
+bool castReadAsNormGrad(tg::CastOp c) {
+  if (!isFloatTensor(c.getInput()) || c.getResult().use_empty())
+    return false;
+  for (OpOperand &use : c.getResult().getUses()) {
+    Value grad = gradOperand(use.getOwner());
+    if (!grad || use.getOperandNumber() != 0 || grad != c.getResult())
+      return false;
+  }
+  return true;
+}
+
+Value inputGradOf(Operation *op) {
+  if (auto g = dyn_cast<tg::LayerNormGradOp>(op))
+    return g.getInputGrad();
+  if (auto g = dyn_cast<tg::RmsNormGradOp>(op))
+    return g.getInputGrad();
+  return Value();
+}
+
+// A tg.add of a norm gradient's input_grad (its only use) and a value of
+// the same type computed before the gradient op: the residual stream's
+// gradient, added by the norm kernel itself. Returns that other operand.
+Value residualAddend(tg::AddOp add) {
+  for (int side = 0; side < 2; ++side) {
+    Value mine = add->getOperand(side), other = add->getOperand(1 - side);
+    Operation *grad = mine.getDefiningOp();
+    if (!grad || inputGradOf(grad) != mine || !mine.hasOneUse() || mine == other)
+      continue;
+    if (other.getType() != mine.getType() || add.getType() != mine.getType())
+      continue;
+    Operation *def = other.getDefiningOp();
+    bool before = def ? def->getBlock() == grad->getBlock() && def->isBeforeInBlock(grad)
+                      : cast<BlockArgument>(other).getOwner() == grad->getBlock();
+    if (before)
+      return other;
+  }
+  return Value();
+}
+
+// The add folded into a norm gradient's input_grad, or null.
+tg::AddOp foldedResidualAdd(Value inputGrad) {
+  if (!inputGrad.hasOneUse())
+    return tg::AddOp();
+  auto add = dyn_cast<tg::AddOp>(*inputGrad.getUsers().begin());
+  return add && residualAddend(add) ? add : tg::AddOp();
+}
+
+// The buffer a norm gradient reads as `grad`: a folded cast's source.
+Value gradBuffer(NormLoweringContext &ctx, Value grad) {
+  if (auto c = grad.getDefiningOp<tg::CastOp>())
+    if (castReadAsNormGrad(c))
+      return ctx.bufferOf(c.getInput());
+  return ctx.bufferOf(grad);
+}
+
+Value resultBuffer(NormLoweringContext &ctx, Location loc, Value tensor) {
+  if (!tensor)
+    return Value();
+  Value b = ctx.allocate(loc, bufferOfTensorType(tensor.getType()));
+  ctx.buffers[tensor] = b;
+  return b;
+}
+
+Value optionalBuffer(NormLoweringContext &ctx, Value tensor) {
+  return tensor ? ctx.bufferOf(tensor) : Value();
+}
+
+LogicalResult lowerForward(NormLoweringContext &ctx, Operation *op, Value input, Value weight,
+                           Value bias, FloatAttr eps, bool rms) {
+  Location loc = op->getLoc();
+  Value x = ctx.bufferOf(input), w = optionalBuffer(ctx, weight), b = optionalBuffer(ctx, bias);
+  Value out = resultBuffer(ctx, loc, storedNormResult(op->getResult(0)));
+  kern::LayerNormOp::create(ctx.builder, loc, x, w, b, out, eps,
+                            rms ? ctx.builder.getUnitAttr() : UnitAttr());
+  return success();
+}
+
+LogicalResult lowerGrad(NormLoweringContext &ctx, Operation *op, Value grad, Value input,
+                        Value weight, Value inputGrad, Value weightGrad, Value biasGrad,
+                        FloatAttr eps, bool rms) {
+  Location loc = op->getLoc();
+  Value g = gradBuffer(ctx, grad), x = ctx.bufferOf(input), w = optionalBuffer(ctx, weight);
+  Value addend;
+  Value storedGrad = inputGrad;
+  if (tg::AddOp add = foldedResidualAdd(inputGrad)) {
+    addend = ctx.bufferOf(residualAddend(add));
+    storedGrad = add.getResult();
+  }
+  Value dx = resultBuffer(ctx, loc, storedGrad);
+  Value dw = resultBuffer(ctx, loc, weightGrad), db = resultBuffer(ctx, loc, biasGrad);
+  Value workspace;
+  if (dw || db) {
+    auto xt = cast<RankedTensorType>(input.getType());
+    int64_t c = xt.getShape().back(), rows = c == 0 ? 0 : xt.getNumElements() / c;
+    Type acc = xt.getElementType().isF64() ? xt.getElementType()
+                                           : Float32Type::get(op->getContext());
+    workspace = ctx.allocate(loc, MemRefType::get({kern::normGradParts(rows), 2, c}, acc));
+  }
+  kern::LayerNormGradOp::create(ctx.builder, loc, g, x, w, addend, dx, dw, db, workspace, eps,
+                                rms ? ctx.builder.getUnitAttr() : UnitAttr());
+  return success();
+}
+
+} // namespace
+
+bool isLoweredAsNorm(Operation *op) {
+  if (isNorm(op) || isa<tg::LayerNormGradOp, tg::RmsNormGradOp>(op))
+    return true;
+  if (auto add = dyn_cast<tg::AddOp>(op))
+    return static_cast<bool>(residualAddend(add));
+  auto c = dyn_cast<tg::CastOp>(op);
+  return c && (castOfNormResult(c) || castReadAsNormGrad(c));
+}
+
+LogicalResult lowerNormOp(Operation *op, NormLoweringContext &ctx) {
+  if (auto n = dyn_cast<tg::LayerNormOp>(op))
+    return lowerForward(ctx, op, n.getInput(), n.getWeight(), n.getBias(), n.getEpsAttr(),
+                        /*rms=*/false);
+  if (auto n = dyn_cast<tg::RmsNormOp>(op))
+    return lowerForward(ctx, op, n.getInput(), n.getWeight(), Value(), n.getEpsAttr(),
+                        /*rms=*/true);
+  if (auto g = dyn_cast<tg::LayerNormGradOp>(op))
+    return lowerGrad(ctx, op, g.getGrad(), g.getInput(), g.getWeight(), g.getInputGrad(),
+                     g.getWeightGrad(), g.getBiasGrad(), g.getEpsAttr(), /*rms=*/false);
+  if (auto g = dyn_cast<tg::RmsNormGradOp>(op))
+    return lowerGrad(ctx, op, g.getGrad(), g.getInput(), g.getWeight(), g.getInputGrad(),
+                     g.getWeightGrad(), Value(), g.getEpsAttr(), /*rms=*/true);
+  if (isa<tg::CastOp, tg::AddOp>(op) && isLoweredAsNorm(op))
+    return success(); // folded into the norm kernel (it wrote or reads the buffer)
+  return op->emitError("tg-lower-to-kern: not a norm op: ") << op->getName();
+}
+
+} // namespace tcc

@@ -1,0 +1,351 @@
+// Device test of the CUDA prelude's fused norm launchers
+// (compiler/codegen/cuda/prelude/norm_*.cuh: launch_layer_norm,
+// launch_layer_norm_backward) against a float64 CPU reference of the same
+// math (y; dx, dweight, dbias). A standalone program like
+// attention_kernels_test (no gtest).
+//
+//   norm_kernels_test [--seed N] [--bench]
+//
+// Inputs are fresh random numbers every run (uniform in [-1, 1] plus a
+// per-row offset so the mean matters, rounded to the element type; the
+// reference reads the rounded values exactly); the seed is printed and
+// --seed N reproduces a run. Outputs are poisoned with 0xFF bytes (NaN in
+// every type) before each launch, so an element never written fails.
+// Exit 0 when every case passes, 1 on any failure, 77 (skipped) without a
+// GPU. The backward runs three times, twice with the grad row cached in
+// registers and once without (cache_grad), all bit-identical. --bench also
+// times GPT-2's shape (16384 x 768, x f32, y / grad bf16) and prints GB/s
+// (bytes each kernel must move / time).
+//
+// Cases: layer and rms norm; x f32 or bf16; y f32 or bf16 (f32 x, the
+// folded cast); grad bf16 or f32; weight and bias present or absent; widths
+// 768, 100, 129 (scalar path: no multiple of the vector) and 2000 (beyond
+// the registers' row cache, and fewer warps per backward block); a
+// misaligned (offset by one element) x; dx plus a residual gradient.
+//
+// Tolerance per tensor: max |got - want| / max |want|: 2e-5 for f32
+// outputs (f32 sums of <= 2000 terms, then <= 512 parts), 2^-7 for bf16
+// outputs (one rounding, half an ulp, plus the f32 math).
+#include "compiler/codegen/cuda/cuda_prelude.cuh" // generated: the pieces, concatenated
+#include "dialects/kern/NormWorkspace.h"
+
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#define CUDA_CHECK(call)                                                              \
+  do {                                                                                \
+    cudaError_t err_ = (call);                                                        \
+    if (err_ != cudaSuccess) {                                                        \
+      std::fprintf(stderr, "%s:%d: %s failed: %s\n", __FILE__, __LINE__, #call,       \
+                   cudaGetErrorString(err_));                                         \
+      std::exit(1);                                                                   \
+    }                                                                                 \
+  } while (0)
+
+using tcc_cuda::bf16;
+
+namespace {
+
+uint64_t gSeed = 0;
+int gFailures = 0;
+
+template <class T> struct Host;
+template <> struct Host<float> {
+  static float make(double v) { return static_cast<float>(v); }
+  static double get(float v) { return v; }
+  static const char *name() { return "f32"; }
+};
+template <> struct Host<bf16> {
+  static bf16 make(double v) { return bf16{tcc_cuda::float_to_bf16(static_cast<float>(v))}; }
+  static double get(bf16 v) { return tcc_cuda::bf16_to_float(v.bits); }
+  static const char *name() { return "bf16"; }
+};
+
+template <class T> double tolerance() { return sizeof(T) == 2 ? 1.0 / 128 : 2e-5; }
+
+// A device buffer of n T's, `offset` elements past a 256-byte aligned base.
+template <class T> struct DeviceBuffer {
+  void *base = nullptr;
+  T *p = nullptr;
+  size_t n = 0;
+  DeviceBuffer(size_t count, int offset = 0) : n(count) {
+    CUDA_CHECK(cudaMalloc(&base, (count + 8) * sizeof(T)));
+    p = reinterpret_cast<T *>(base) + offset;
+  }
+  ~DeviceBuffer() { cudaFree(base); }
+  void upload(const std::vector<T> &h) {
+    CUDA_CHECK(cudaMemcpy(p, h.data(), n * sizeof(T), cudaMemcpyHostToDevice));
+  }
+  void poison() { CUDA_CHECK(cudaMemset(p, 0xFF, n * sizeof(T))); }
+  std::vector<T> download() const {
+    std::vector<T> h(n);
+    CUDA_CHECK(cudaMemcpy(h.data(), p, n * sizeof(T), cudaMemcpyDeviceToHost));
+    return h;
+  }
+};
+
+template <class T> std::vector<T> randomRows(std::mt19937_64 &rng, int64_t rows, int64_t c) {
+  std::uniform_real_distribution<double> u(-1.0, 1.0);
+  std::vector<T> v(rows * c);
+  for (int64_t r = 0; r < rows; ++r) {
+    double offset = 2.0 * u(rng);
+    for (int64_t j = 0; j < c; ++j)
+      v[r * c + j] = Host<T>::make(offset + u(rng));
+  }
+  return v;
+}
+
+template <class T> std::vector<double> widen(const std::vector<T> &v) {
+  std::vector<double> d(v.size());
+  for (size_t i = 0; i < v.size(); ++i)
+    d[i] = Host<T>::get(v[i]);
+  return d;
+}
+
+template <class T>
+void check(const std::string &what, const std::vector<T> &got, const std::vector<double> &want) {
+  double maxWant = 0, maxErr = 0;
+  for (size_t i = 0; i < want.size(); ++i) {
+    maxWant = std::max(maxWant, std::fabs(want[i]));
+    double g = Host<T>::get(got[i]);
+    double e = std::isfinite(g) ? std::fabs(g - want[i]) : INFINITY;
+    maxErr = std::max(maxErr, e);
+  }
+  double rel = maxErr / std::max(maxWant, 1e-30);
+  bool ok = rel <= tolerance<T>();
+  if (!ok)
+    ++gFailures;
+  std::printf("%s %-58s rel err %.3g (tol %.3g)\n", ok ? "ok  " : "FAIL", what.c_str(), rel,
+              tolerance<T>());
+}
+
+// The float64 reference: y, and dx, dw, db of grad.
+struct Reference {
+  std::vector<double> y, dx, dw, db;
+};
+
+Reference reference(const std::vector<double> &x, const std::vector<double> &g,
+                    const std::vector<double> *w, const std::vector<double> *b, int64_t rows,
+                    int64_t c, double eps, bool rms) {
+  Reference ref{std::vector<double>(rows * c), std::vector<double>(rows * c),
+                std::vector<double>(c), std::vector<double>(c)};
+  std::vector<double> xhat(c);
+  for (int64_t r = 0; r < rows; ++r) {
+    const double *xr = &x[r * c], *gr = &g[r * c];
+    double mean = 0, sq = 0;
+    if (!rms) {
+      for (int64_t j = 0; j < c; ++j)
+        mean += xr[j];
+      mean /= c;
+    }
+    for (int64_t j = 0; j < c; ++j)
+      sq += (xr[j] - mean) * (xr[j] - mean);
+    double rstd = 1 / std::sqrt(sq / c + eps), sumD = 0, sumDot = 0;
+    for (int64_t j = 0; j < c; ++j) {
+      xhat[j] = (xr[j] - mean) * rstd;
+      ref.y[r * c + j] = xhat[j] * (w ? (*w)[j] : 1) + (b ? (*b)[j] : 0);
+      double d = gr[j] * (w ? (*w)[j] : 1);
+      sumD += d;
+      sumDot += d * xhat[j];
+      ref.dw[j] += gr[j] * xhat[j];
+      ref.db[j] += gr[j];
+    }
+    double meanD = rms ? 0 : sumD / c, meanDot = sumDot / c;
+    for (int64_t j = 0; j < c; ++j)
+      ref.dx[r * c + j] = rstd * (gr[j] * (w ? (*w)[j] : 1) - meanD - xhat[j] * meanDot);
+  }
+  return ref;
+}
+
+// One case: x of T, y of Y, grad of G.
+template <class T, class Y, class G>
+void runCase(std::mt19937_64 &rng, int64_t rows, int64_t c, bool rms, bool affine, int offset,
+             bool residual = false) {
+  const double eps = 1e-5;
+  char label[160];
+  std::snprintf(label, sizeof label, "%s %lldx%lld x %s y %s grad %s%s%s%s",
+                rms ? "rms" : "layer", static_cast<long long>(rows), static_cast<long long>(c),
+                Host<T>::name(), Host<Y>::name(), Host<G>::name(), affine ? " affine" : "",
+                offset ? " misaligned" : "", residual ? " plus" : "");
+  std::vector<T> x = randomRows<T>(rng, rows, c), w = randomRows<T>(rng, 1, c),
+                 b = randomRows<T>(rng, 1, c);
+  std::vector<G> g = randomRows<G>(rng, rows, c);
+  std::vector<T> addend = randomRows<T>(rng, rows, c);
+  std::vector<double> wd = widen(w), bd = widen(b);
+  bool bias = affine && !rms;
+  Reference ref = reference(widen(x), widen(g), affine ? &wd : nullptr, bias ? &bd : nullptr,
+                            rows, c, eps, rms);
+  if (residual)
+    for (int64_t i = 0; i < rows * c; ++i)
+      ref.dx[i] += Host<T>::get(addend[i]);
+  DeviceBuffer<T> dA(rows * c, offset), dX(rows * c, offset), dW(c), dB(c), dDx(rows * c, offset), dDw(c), dDb(c);
+  DeviceBuffer<Y> dY(rows * c, offset);
+  DeviceBuffer<G> dG(rows * c, offset);
+  int64_t parts = tcc::kern::normGradParts(rows);
+  DeviceBuffer<float> ws(parts * 2 * c);
+  dX.upload(x);
+  dW.upload(w);
+  dB.upload(b);
+  dG.upload(g);
+  dA.upload(addend);
+  dY.poison();
+  tcc_cuda::launch_layer_norm<T, Y>(dX.p, affine ? dW.p : nullptr, bias ? dB.p : nullptr, dY.p,
+                                    rows, c, eps, rms, 0);
+  CUDA_CHECK(cudaGetLastError());
+  CUDA_CHECK(cudaDeviceSynchronize());
+  check(std::string(label) + ": y", dY.download(), ref.y);
+
+  std::vector<T> first[3];
+  // Runs 0 and 1: the grad row cached in registers; run 2: read per chunk.
+  // Same arithmetic in the same order: all three bit-identical.
+  for (int run = 0; run < 3; ++run) {
+    dDx.poison();
+    dDw.poison();
+    dDb.poison();
+    CUDA_CHECK((tcc_cuda::launch_layer_norm_backward<G, T>(
+        dG.p, dX.p, affine ? dW.p : nullptr, residual ? dA.p : nullptr, dDx.p,
+        affine ? dDw.p : nullptr,
+        bias ? dDb.p : nullptr, (affine || bias) ? ws.p : nullptr, parts, rows, c, eps, rms, 0,
+        /*cache_grad=*/run < 2)));
+    CUDA_CHECK(cudaGetLastError());
+    CUDA_CHECK(cudaDeviceSynchronize());
+    std::vector<T> got[3] = {dDx.download(), dDw.download(), dDb.download()};
+    if (run == 0) {
+      check(std::string(label) + ": dx", got[0], ref.dx);
+      if (affine)
+        check(std::string(label) + ": dweight", got[1], ref.dw);
+      if (bias)
+        check(std::string(label) + ": dbias", got[2], ref.db);
+      for (int k = 0; k < 3; ++k)
+        first[k] = got[k];
+    } else {
+      const bool compared[3] = {true, affine, bias};
+      bool same = true;
+      for (int k = 0; k < 3; ++k)
+        if (compared[k])
+          same = same && std::memcmp(first[k].data(), got[k].data(),
+                                     got[k].size() * sizeof(T)) == 0;
+      if (!same)
+        ++gFailures;
+      std::printf("%s %-58s backward run %d bit-identical\n", same ? "ok  " : "FAIL", label,
+                  run);
+    }
+  }
+}
+
+// GB/s of the GPT-2 shape: forward x f32 -> y bf16, backward grad bf16.
+void bench() {
+  const int64_t rows = 16384, c = 768;
+  std::mt19937_64 rng(gSeed);
+  std::vector<float> x = randomRows<float>(rng, rows, c), w = randomRows<float>(rng, 1, c);
+  std::vector<bf16> g = randomRows<bf16>(rng, rows, c);
+  DeviceBuffer<float> dX(rows * c), dW(c), dB(c), dDx(rows * c), dDw(c), dDb(c);
+  DeviceBuffer<bf16> dY(rows * c), dG(rows * c);
+  int64_t parts = tcc::kern::normGradParts(rows);
+  DeviceBuffer<float> ws(parts * 2 * c);
+  dX.upload(x);
+  dW.upload(w);
+  dB.upload(w);
+  dG.upload(g);
+  cudaEvent_t start, stop;
+  CUDA_CHECK(cudaEventCreate(&start));
+  CUDA_CHECK(cudaEventCreate(&stop));
+  const int iters = 200;
+  auto time = [&](auto &&launch) {
+    for (int i = 0; i < 10; ++i)
+      launch();
+    CUDA_CHECK(cudaEventRecord(start));
+    for (int i = 0; i < iters; ++i)
+      launch();
+    CUDA_CHECK(cudaEventRecord(stop));
+    CUDA_CHECK(cudaEventSynchronize(stop));
+    float ms = 0;
+    CUDA_CHECK(cudaEventElapsedTime(&ms, start, stop));
+    return ms / iters;
+  };
+  float fwd = time([&] {
+    tcc_cuda::launch_layer_norm<float, bf16>(dX.p, dW.p, dB.p, dY.p, rows, c, 1e-5, false, 0);
+  });
+  float bwd = time([&] {
+    (void)tcc_cuda::launch_layer_norm_backward<bf16, float>(
+        dG.p, dX.p, dW.p, nullptr, dDx.p, dDw.p, dDb.p, ws.p, parts, rows, c, 1e-5, false, 0,
+        true);
+  });
+  float bwdUncached = time([&] {
+    (void)tcc_cuda::launch_layer_norm_backward<bf16, float>(
+        dG.p, dX.p, dW.p, nullptr, dDx.p, dDw.p, dDb.p, ws.p, parts, rows, c, 1e-5, false, 0,
+        false);
+  });
+  float bwdPlus = time([&] {
+    (void)tcc_cuda::launch_layer_norm_backward<bf16, float>(
+        dG.p, dX.p, dW.p, /*addend=*/dX.p, dDx.p, dDw.p, dDb.p, ws.p, parts,
+        rows, c, 1e-5, false, 0, true);
+  });
+  CUDA_CHECK(cudaGetLastError());
+  double n = static_cast<double>(rows) * c;
+  double fwdBytes = n * (4 + 2), bwdBytes = n * (2 + 4 + 4) + 2.0 * parts * 2 * c * 4;
+  std::printf("bench 16384x768 forward  x f32 -> y bf16 (affine): %.4f ms, %.1f MB, %.0f GB/s\n",
+              fwd, fwdBytes / 1e6, fwdBytes / (fwd * 1e-3) / 1e9);
+  std::printf("bench 16384x768 backward grad bf16, x f32 -> dx f32, dw, db (2 kernels): %.4f "
+              "ms, %.1f MB, %.0f GB/s\n",
+              bwd, bwdBytes / 1e6, bwdBytes / (bwd * 1e-3) / 1e9);
+  std::printf("bench 16384x768 backward, grad read per chunk (cache_grad false): %.4f ms, "
+              "%.0f GB/s\n",
+              bwdUncached, bwdBytes / (bwdUncached * 1e-3) / 1e9);
+  double plusBytes = bwdBytes + n * 4;
+  std::printf("bench 16384x768 backward plus residual gradient (f32 addend): %.4f ms, %.1f MB, "
+              "%.0f GB/s\n",
+              bwdPlus, plusBytes / 1e6, plusBytes / (bwdPlus * 1e-3) / 1e9);
+}
+
+} // namespace
+
+int main(int argc, char **argv) {
+  bool haveSeed = false, doBench = false;
+  for (int a = 1; a < argc; ++a) {
+    std::string arg = argv[a];
+    if (arg == "--seed" && a + 1 < argc) {
+      gSeed = std::strtoull(argv[++a], nullptr, 10);
+      haveSeed = true;
+    } else if (arg == "--bench") {
+      doBench = true;
+    } else {
+      std::fprintf(stderr, "usage: norm_kernels_test [--seed N] [--bench]\n");
+      return 2;
+    }
+  }
+  int devices = 0;
+  cudaError_t err = cudaGetDeviceCount(&devices);
+  if (err != cudaSuccess || devices == 0) {
+    std::printf("SKIP: no CUDA GPU (%s): norm_kernels_test needs one\n",
+                err != cudaSuccess ? cudaGetErrorString(err) : "0 devices");
+    return 77;
+  }
+  if (!haveSeed)
+    gSeed = (static_cast<uint64_t>(std::random_device{}()) << 32) ^ std::random_device{}();
+  std::printf("seed %llu\n", static_cast<unsigned long long>(gSeed));
+  std::mt19937_64 rng(gSeed);
+  for (int64_t c : {768, 100, 129, 2000}) {
+    for (bool rms : {false, true}) {
+      runCase<float, float, float>(rng, 300, c, rms, true, 0);
+      runCase<float, bf16, bf16>(rng, 300, c, rms, true, 0);
+      runCase<bf16, bf16, bf16>(rng, 300, c, rms, true, 0);
+    }
+    runCase<float, float, float>(rng, 77, c, false, false, 0);
+  }
+  runCase<float, bf16, bf16>(rng, 5000, 768, false, true, 0);
+  runCase<float, bf16, bf16>(rng, 300, 768, false, true, 0, /*residual=*/true);
+  runCase<float, float, float>(rng, 300, 129, true, true, 0, /*residual=*/true);
+  runCase<bf16, bf16, bf16>(rng, 300, 2000, false, false, 0, /*residual=*/true);
+  runCase<float, bf16, bf16>(rng, 64, 768, false, true, 1);
+  runCase<float, float, float>(rng, 1, 768, false, true, 0);
+  if (doBench)
+    bench();
+  std::printf("%s: %d failure(s)\n", gFailures ? "FAILED" : "PASSED", gFailures);
+  return gFailures ? 1 : 0;
+}
