@@ -39,6 +39,16 @@ echo "== flash attention kernels =="
 rc=${PIPESTATUS[0]}
 [ "$rc" = 0 ] && note "flash attention kernels vs float64: PASS" || { note "flash attention kernels vs float64: FAIL (exit $rc)"; status=1; }
 
+echo "== fused norm kernels =="
+"$dir/bin/norm_kernels_test" 2>&1 | tee "$out/norm_kernels.txt"
+rc=${PIPESTATUS[0]}
+[ "$rc" = 0 ] && note "fused norm kernels vs float64: PASS" || { note "fused norm kernels vs float64: FAIL (exit $rc)"; status=1; }
+
+echo "== cuBLASLt GEMM epilogues =="
+"$dir/bin/gemm_epilogue_test" 2>&1 | tee "$out/gemm_epilogue.txt"
+rc=${PIPESTATUS[0]}
+[ "$rc" = 0 ] && note "cuBLASLt GEMM epilogues vs float64: PASS" || { note "cuBLASLt GEMM epilogues vs float64: FAIL (exit $rc)"; status=1; }
+
 train() { # name step data... -> metrics file
   local name=$1 step=$2; shift 2
   rm -f "$out/$name.jsonl"
