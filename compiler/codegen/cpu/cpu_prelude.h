@@ -403,39 +403,11 @@ bool softmax_cross_entropy(int64_t n, int64_t c, const T *logits,
   return true;
 }
 
-// out (N,C) = (softmax(logits[n]) - onehot(labels[n])) * grad[n], computed
-// in acc_t<T>, each element rounded once to T; grad is of type G (T, or
-// float with 16-bit logits).
-template <typename T, typename L, typename G>
-bool softmax_cross_entropy_grad(int64_t n, int64_t c, const T *logits,
-                                const L *labels, const G *grad, T *out) {
-  using A = acc_t<T>;
-  if (!ids_in_range(n, labels, c))
-    return false;
-#ifdef _OPENMP
-#pragma omp parallel for if (static_cast<double>(n) * c > kParallelWork)
-#endif
-  for (int64_t i = 0; i < n; ++i) {
-    const T *row = logits + i * c;
-    T *orow = out + i * c;
-    A maxv = row_max(row, c);
-    A sum = 0;
-    for (int64_t j = 0; j < c; ++j)
-      sum += tcc_cpu::exp(Elem<T>::load(row[j]) - maxv);
-    const A g = static_cast<A>(Elem<G>::load(grad[i]));
-    const A scale = g / sum;
-    for (int64_t j = 0; j < c; ++j) {
-      A o = tcc_cpu::exp(Elem<T>::load(row[j]) - maxv) * scale;
-      orow[j] = Elem<T>::store(j == static_cast<int64_t>(labels[i]) ? o - g : o);
-    }
-  }
-  return true;
-}
-
 // kern.softmax_cross_entropy_with_grad: loss (N) as softmax_cross_entropy
 // and out (N,C) as softmax_cross_entropy_grad, from one max / sum of exps
 // per row; out may be logits itself (each row's label logit is read, and
-// the loss written, before the row is overwritten). loss is of type O.
+// the loss written, before the row is overwritten). loss is of type O; null
+// for the gradient alone (softmax_cross_entropy_grad).
 template <typename T, typename L, typename G, typename O>
 bool softmax_cross_entropy_with_grad(int64_t n, int64_t c, const T *logits,
                                      const L *labels, const G *grad, O *loss,
@@ -454,8 +426,9 @@ bool softmax_cross_entropy_with_grad(int64_t n, int64_t c, const T *logits,
     for (int64_t j = 0; j < c; ++j)
       sum += tcc_cpu::exp(Elem<T>::load(row[j]) - maxv);
     const int64_t label = static_cast<int64_t>(labels[i]);
-    loss[i] = Elem<O>::store(static_cast<acc_t<O>>(
-        std::log(sum) + maxv - Elem<T>::load(row[label])));
+    if (loss)
+      loss[i] = Elem<O>::store(static_cast<acc_t<O>>(
+          std::log(sum) + maxv - Elem<T>::load(row[label])));
     const A g = static_cast<A>(Elem<G>::load(grad[i]));
     const A scale = g / sum;
     for (int64_t j = 0; j < c; ++j) {
@@ -464,6 +437,16 @@ bool softmax_cross_entropy_with_grad(int64_t n, int64_t c, const T *logits,
     }
   }
   return true;
+}
+
+// out (N,C) = (softmax(logits[n]) - onehot(labels[n])) * grad[n], computed
+// in acc_t<T>, each element rounded once to T; grad is of type G (T, or
+// float with 16-bit logits). out may be logits itself.
+template <typename T, typename L, typename G>
+bool softmax_cross_entropy_grad(int64_t n, int64_t c, const T *logits,
+                                const L *labels, const G *grad, T *out) {
+  return softmax_cross_entropy_with_grad<T, L, G, float>(n, c, logits, labels, grad,
+                                                         nullptr, out);
 }
 
 //===--------------------------------------------------------------------===//
