@@ -324,19 +324,32 @@ private:
   // One (batch * M, K) x (K, N) product with its epilogue: the batch of a
   // shared weight folds into the rows (tg-fuse-matmul-epilogue fuses
   // nothing else).
-  LogicalResult lowerMatmulEpilogue(tg::MatmulEpilogueOp m) {
-    Location loc = m.getLoc();
-    auto lhs = cast<RankedTensorType>(m.getLhs().getType());
-    auto rhs = cast<RankedTensorType>(m.getRhs().getType());
+  // The (batch * M, K) and (K, N) matrix views of a fused product's lhs and
+  // rhs; fails (with an error on `op`) unless rhs is one weight matrix and
+  // a batched lhs is untransposed.
+  FailureOr<std::pair<Value, Value>> foldedOperands(Operation *op, Value lhsValue,
+                                                    Value rhsValue, bool transposeLhs) {
+    auto lhs = cast<RankedTensorType>(lhsValue.getType());
+    auto rhs = cast<RankedTensorType>(rhsValue.getType());
     if (llvm::any_of(rhs.getShape().drop_back(2), [](int64_t d) { return d != 1; }) ||
-        (m.getTransposeLhs() && lhs.getRank() > 2))
-      return m.emitError("tg-lower-to-kern: tg.matmul_epilogue needs one "
-                         "weight matrix and an untransposed batched lhs");
-    int64_t n = cast<RankedTensorType>(m.getResult().getType()).getShape().back();
-    Value a = buf(m.getLhs());
+        (transposeLhs && lhs.getRank() > 2))
+      return op->emitError("tg-lower-to-kern: ")
+             << op->getName() << " needs one weight matrix and an untransposed batched lhs";
+    Location loc = op->getLoc();
+    Value a = buf(lhsValue);
     if (lhs.getRank() > 2)
       a = matrixView(loc, a, lhs.getShape().back());
-    Value b = matrixView(loc, buf(m.getRhs()), rhs.getShape().back());
+    return std::make_pair(a, matrixView(loc, buf(rhsValue), rhs.getShape().back()));
+  }
+
+  LogicalResult lowerMatmulEpilogue(tg::MatmulEpilogueOp m) {
+    Location loc = m.getLoc();
+    FailureOr<std::pair<Value, Value>> ab =
+        foldedOperands(m, m.getLhs(), m.getRhs(), m.getTransposeLhs());
+    if (failed(ab))
+      return failure();
+    auto [a, b] = *ab;
+    int64_t n = cast<RankedTensorType>(m.getResult().getType()).getShape().back();
     Value out = alloc(loc, m.getResult());
     Value residual = m.getResidual() ? matrixView(loc, buf(m.getResidual()), n)
                                      : Value();
@@ -357,17 +370,12 @@ private:
   // gelu'(pre) * product: one (batch * M, K) x (K, N) product, as above.
   LogicalResult lowerMatmulDgelu(tg::MatmulDgeluOp m) {
     Location loc = m.getLoc();
-    auto lhs = cast<RankedTensorType>(m.getLhs().getType());
-    auto rhs = cast<RankedTensorType>(m.getRhs().getType());
-    if (llvm::any_of(rhs.getShape().drop_back(2), [](int64_t d) { return d != 1; }) ||
-        (m.getTransposeLhs() && lhs.getRank() > 2))
-      return m.emitError("tg-lower-to-kern: tg.matmul_dgelu needs one weight "
-                         "matrix and an untransposed batched lhs");
+    FailureOr<std::pair<Value, Value>> ab =
+        foldedOperands(m, m.getLhs(), m.getRhs(), m.getTransposeLhs());
+    if (failed(ab))
+      return failure();
+    auto [a, b] = *ab;
     int64_t n = cast<RankedTensorType>(m.getResult().getType()).getShape().back();
-    Value a = buf(m.getLhs());
-    if (lhs.getRank() > 2)
-      a = matrixView(loc, a, lhs.getShape().back());
-    Value b = matrixView(loc, buf(m.getRhs()), rhs.getShape().back());
     Value out = alloc(loc, m.getResult());
     kern::GemmDgeluOp::create(b_, loc, a, b, matrixView(loc, buf(m.getPre()), n),
                               matrixView(loc, out, n), b_.getBoolAttr(m.getTransposeLhs()),
