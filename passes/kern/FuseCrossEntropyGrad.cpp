@@ -72,9 +72,9 @@ bool canFuse(kern::SoftmaxCrossEntropyOp f, kern::SoftmaxCrossEntropyGradOp g,
              SmallVectorImpl<Operation *> &moved) {
   llvm::SmallPtrSet<Value, 4> inputs{kern::rootBuffer(f.getLogits()),
                                      kern::rootBuffer(f.getLabels())};
-  // Buffers holding values that depend on the loss.
+  // Buffers holding values that depend on the loss: the loss and what the
+  // moved ops write.
   llvm::SmallPtrSet<Value, 8> dependent{kern::rootBuffer(f.getLoss())};
-  llvm::SmallPtrSet<Value, 8> movedWrites;
   SmallVector<Operation *> stay;
   for (Operation *op = f->getNextNode(); op != g.getOperation();
        op = op->getNextNode()) {
@@ -87,22 +87,18 @@ bool canFuse(kern::SoftmaxCrossEntropyOp f, kern::SoftmaxCrossEntropyGradOp g,
     if (readsRoot(op, dependent)) {
       moved.push_back(op);
       for (Value v : op->getOperands())
-        if (isa<MemRefType>(v.getType()) && kern::writesBuffer(op, v)) {
+        if (isa<MemRefType>(v.getType()) && kern::writesBuffer(op, v))
           dependent.insert(kern::rootBuffer(v));
-          movedWrites.insert(kern::rootBuffer(v));
-        }
     } else {
       stay.push_back(op);
     }
   }
   // What stays (and g itself) must not touch what the moved ops write, nor
   // read the loss (it would then read it before it exists).
-  llvm::SmallPtrSet<Value, 8> blocked(movedWrites);
-  blocked.insert(kern::rootBuffer(f.getLoss()));
   for (Operation *op : stay)
-    if (touchesRoot(op, blocked))
+    if (touchesRoot(op, dependent))
       return false;
-  return !touchesRoot(g, blocked);
+  return !touchesRoot(g, dependent);
 }
 
 struct KernFuseCrossEntropyGradPass
