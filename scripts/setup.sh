@@ -3,6 +3,7 @@
 # bookworm-security, where MLIR/LLVM 22 live). Safe to run again: apt skips
 # what is installed. Uses sudo when not root.
 set -euo pipefail
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 
 packages=(
   build-essential cmake ninja-build ccache git
@@ -25,14 +26,43 @@ packages=(
   python3-numpy
   # tcc-plot: loss curves from trun --metrics files (and its test)
   python3-matplotlib
+  # the cuDNN frontend's headers come from PyPI (below)
+  python3-pip
 )
 
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
 done
+# The cuDNN frontend (header-only C++, MIT licence: cuDNN attention in cuda
+# steps, docs/dependencies.md), pinned, unpacked from its PyPI wheel into
+# .deps/cudnn-frontend/include (git-ignored; tcc compile finds it there).
+fetch_cudnn_frontend() {
+  local version=1.32.0 dir="$root/.deps/cudnn-frontend"
+  if [ -f "$dir/include/cudnn_frontend.h" ] && [ "$(cat "$dir/VERSION" 2>/dev/null)" = "$version" ]; then
+    return 0
+  fi
+  local tmp
+  tmp=$(mktemp -d)
+  echo "setup: fetching the cuDNN frontend $version headers (PyPI nvidia-cudnn-frontend)"
+  python3 -m pip download --quiet --no-deps --only-binary=:all: \
+    "nvidia-cudnn-frontend==$version" -d "$tmp"
+  rm -rf "$dir" && mkdir -p "$dir"
+  python3 - "$tmp" "$dir" <<'PY'
+import glob, sys, zipfile
+wheel = glob.glob(sys.argv[1] + "/*.whl")[0]
+with zipfile.ZipFile(wheel) as z:
+    for name in z.namelist():
+        if name.startswith("include/"):
+            z.extract(name, sys.argv[2])
+PY
+  echo "$version" > "$dir/VERSION"
+  rm -rf "$tmp"
+}
+
 if ((${#missing[@]} == 0)); then
   echo "setup: all ${#packages[@]} packages present"
+  fetch_cudnn_frontend
   exit 0
 fi
 
@@ -41,3 +71,4 @@ if [ "$(id -u)" -ne 0 ]; then sudo="sudo"; fi
 echo "setup: installing ${missing[*]}"
 $sudo env DEBIAN_FRONTEND=noninteractive apt-get update -q
 $sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "${missing[@]}"
+fetch_cudnn_frontend

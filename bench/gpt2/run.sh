@@ -4,7 +4,8 @@
 # autocast, SDPA, fused AdamW, clip 1.0) and tcc (trun on the step.so files
 # that tests/gpu/prepare.sh compiled here with --precision fp32, tf32 (fp32
 # with TF32 products) and bf16 (tg-amp: bf16 products, fp32 master weights
-# and AdamW; once with flash attention, once --no-fuse-attention). Prints the table of bench/gpt2/table.py last: ms/step, MFU and
+# and AdamW; with cuDNN attention, with tcc's flash kernels (TCC_CUDNN=0),
+# and --no-fuse-attention). Prints the table of bench/gpt2/table.py last: ms/step, MFU and
 # peak memory, and ratios to PyTorch eager and torch.compile.
 #
 #   bash bench/gpt2/run.sh DIR [OUT]    (DIR from tests/gpu/prepare.sh)
@@ -18,20 +19,25 @@ for part in lib steps data; do
   [ -d "$dir/$part" ] || tar -C "$dir" -xzf "$dir/$part.tar.gz"
 done
 export LD_LIBRARY_PATH="$dir/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+source "$(dirname "${BASH_SOURCE[0]}")/../../tests/gpu/cudnn_path.sh"
 tokens="$dir/data/gpt2_tokens.bin"
 [ -f "$tokens" ] || python3 "$here/random_tokens.py" "$tokens" 4000000
 
 # tcc first (its process then exits and frees the GPU), 5 warm-up steps
 # (the first includes cuBLASLt planning and the CUDA graph capture) + timed.
-for variant in fp32 tf32 bf16_unfused bf16; do
-  step="$dir/steps/gpt2_cuda.so"; [ $variant != fp32 ] && step="$dir/steps/gpt2_cuda_$variant.so"
+# bf16_flash: the bf16 step with cuDNN off (TCC_CUDNN=0): tcc's own flash
+# kernels, for the before/after of cuDNN attention.
+for variant in fp32 tf32 bf16_unfused bf16_flash bf16; do
+  step="$dir/steps/gpt2_cuda.so"; [ $variant != fp32 ] && step="$dir/steps/gpt2_cuda_${variant%_flash}.so"
+  cudnn=1; [ $variant = bf16_flash ] && cudnn=0
   rm -f "$out/tcc_$variant.jsonl"
-  "$dir/bin/trun" "$step" --data "$tokens" --steps $((steps + 5)) --seed 0 --log-every 5 \
+  TCC_CUDNN=$cudnn "$dir/bin/trun" "$step" --data "$tokens" --steps $((steps + 5)) --seed 0 --log-every 5 \
     --metrics "$out/tcc_$variant.jsonl" 2>&1 | tee "$out/tcc_$variant.log"
 done
 PYTHONUNBUFFERED=1 python3 "$here/../torch_gpt2.py" --mode both --strict --steps "$steps" --warmup 5 \
   >"$out/torch.jsonl" 2>"$out/torch.log" || { echo "torch_gpt2.py failed:"; tail -n 20 "$out/torch.log"; }
 python3 "$here/table.py" --torch "$out/torch.jsonl" --tcc fp32="$out/tcc_fp32.jsonl" \
   --tcc "fp32 + TF32 products"="$out/tcc_tf32.jsonl" --tcc "bf16, attention written out"="$out/tcc_bf16_unfused.jsonl" \
-  --tcc "bf16 (tg-amp, flash attention)"="$out/tcc_bf16.jsonl" \
+  --tcc "bf16, tcc flash attention (cuDNN off)"="$out/tcc_bf16_flash.jsonl" \
+  --tcc "bf16 (tg-amp, cuDNN attention)"="$out/tcc_bf16.jsonl" \
   --warmup 5 | tee "$out/table.md"

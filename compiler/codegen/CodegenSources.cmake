@@ -78,10 +78,12 @@ add_custom_target(tcc_cuda_prelude DEPENDS ${TCC_CUDA_PRELUDE})
 # (CUDA/cuBLAS errors and state, the tcc_device_api, running one call,
 # cuBLASLt products, profiling), concatenated the same way.
 set(TCC_CUDA_HOST_SUPPORT_PIECES
+  ${TCC_CODEGEN_DIR}/cuda/cudnn/cudnn_attention.h
   ${TCC_CODEGEN_DIR}/cuda/host_support/errors.h
   ${TCC_CODEGEN_DIR}/cuda/host_support/device_api.h
   ${TCC_CODEGEN_DIR}/cuda/host_support/run_call.h
   ${TCC_CODEGEN_DIR}/cuda/host_support/gemm.h
+  ${TCC_CODEGEN_DIR}/cuda/host_support/attention.h
   ${TCC_CODEGEN_DIR}/cuda/host_support/profiling.h
 )
 set(TCC_CUDA_HOST_SUPPORT ${TCC_GENERATED_INCLUDE_DIR}/compiler/codegen/cuda/cuda_host_support.h
@@ -106,6 +108,17 @@ set(TCC_CPU_PRELUDE ${TCC_GENERATED_INCLUDE_DIR}/compiler/codegen/cpu/cpu_prelud
 tcc_concat_sources(${TCC_CPU_PRELUDE} "${TCC_CPU_PRELUDE_PIECES}"
   "Concatenating the CPU prelude's pieces")
 
+# The cuDNN attention unit (its interface, then its body): a host unit of
+# its own in every step that uses cuDNN attention, identical in all of them.
+set(TCC_CUDNN_UNIT_PIECES
+  ${TCC_CODEGEN_DIR}/cuda/cudnn/cudnn_attention.h
+  ${TCC_CODEGEN_DIR}/cuda/cudnn/cudnn_attention.cpp
+)
+set(TCC_CUDNN_UNIT ${TCC_GENERATED_INCLUDE_DIR}/compiler/codegen/cuda/cudnn_attention_unit.cpp
+    CACHE INTERNAL "the cuDNN attention unit, concatenated from its pieces")
+tcc_concat_sources(${TCC_CUDNN_UNIT} "${TCC_CUDNN_UNIT_PIECES}"
+  "Concatenating the cuDNN attention unit")
+
 # Files pasted into generated sources, embedded at build time.
 set(TCC_EMBEDDED_CPP ${CMAKE_CURRENT_BINARY_DIR}/EmbeddedSources.cpp)
 add_custom_command(
@@ -115,11 +128,12 @@ add_custom_command(
           -DPRELUDE=${TCC_CPU_PRELUDE}
           -DCUDA_PRELUDE=${TCC_CUDA_PRELUDE}
           -DCUDA_HOST=${TCC_CUDA_HOST_SUPPORT}
+          -DCUDNN_UNIT=${TCC_CUDNN_UNIT}
           -DCUDA_CONTROL_LAYOUT=${TCC_CODEGEN_DIR}/cuda/ControlBlockLayout.h
           -P ${TCC_CODEGEN_DIR}/common/EmbedSources.cmake
   DEPENDS ${CMAKE_SOURCE_DIR}/runtime/include/tcc/step_abi.h
           ${TCC_CPU_PRELUDE} ${TCC_CUDA_PRELUDE}
-          ${TCC_CUDA_HOST_SUPPORT} ${TCC_CODEGEN_DIR}/cuda/ControlBlockLayout.h
+          ${TCC_CUDA_HOST_SUPPORT} ${TCC_CUDNN_UNIT} ${TCC_CODEGEN_DIR}/cuda/ControlBlockLayout.h
           ${TCC_CODEGEN_DIR}/common/EmbedSources.cmake
   COMMENT "Embedding the step ABI header and the CPU and CUDA preludes"
   VERBATIM)

@@ -41,12 +41,30 @@ absl::Status writeText(const std::string &path, llvm::StringRef text) {
   return absl::OkStatus();
 }
 
+// Whether the step has a kern.attention (tg-fuse-attention matched).
+bool hasFusedAttention(mlir::ModuleOp module) {
+  bool found = false;
+  module.walk([&](kern::AttentionOp) { found = true; });
+  return found;
+}
+
 // The cuda target after the memory plan: generated sources, then nvcc.
 absl::Status emitCuda(const CompileOptions &options, mlir::ModuleOp module,
                       std::optional<DumpDirectory> &dumps) {
   CudaCodegenOptions codegen;
   codegen.arch = options.arch;
   codegen.tf32 = options.precision == "tf32";
+  // cuDNN attention needs the frontend's headers here (the unit compiles
+  // against them) and names the toolkit's lib64 as a place to find cuDNN.
+  std::optional<std::string> cudnnFrontend;
+  if (options.cudnn) {
+    cudnnFrontend = findCudnnFrontend();
+    codegen.cudnnAttention = cudnnFrontend.has_value();
+    std::string ignored;
+    if (std::optional<std::string> nvcc = findNvcc())
+      if (std::optional<CudaToolkit> toolkit = findCudaToolkit(*nvcc, ignored))
+        codegen.cudaLibDir = toolkit->lib;
+  }
   mlir::FailureOr<GeneratedCudaStep> step = generateCudaStep(module, codegen);
   if (mlir::failed(step))
     return reportedByDiagnostics();
@@ -80,8 +98,14 @@ absl::Status emitCuda(const CompileOptions &options, mlir::ModuleOp module,
   compile.useCache = options.useCache;
   CudaCompileStats stats;
   std::string error;
-  if (!compileCudaLibrary(step->hostSource, step->kernelUnits, options.output, compile,
-                          stats, error))
+  if (options.cudnn && !cudnnFrontend && hasFusedAttention(module))
+    std::fprintf(stderr,
+                 "tcc: warning: the cuDNN frontend's headers were not found "
+                 "(scripts/setup.sh unpacks them into .deps/cudnn-frontend; or set "
+                 "TCC_CUDNN_FRONTEND_INCLUDE): attention runs on tcc's flash kernels only\n");
+  if (!compileCudaLibrary(step->hostSource, step->kernelUnits,
+                          step->cudnnAttentionSites ? *cudnnFrontend : std::string(),
+                          options.output, compile, stats, error))
     return absl::InternalError(error);
   if (options.verbose)
     std::fprintf(stderr,

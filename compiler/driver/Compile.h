@@ -45,6 +45,7 @@ struct CompileOptions {
   bool fuseAttention = true;  // false: --no-fuse-attention
   bool fuseEpilogue = true;   // false: --no-fuse-epilogue
   bool fuseHorizontal = true; // false: --no-fuse-horizontal
+  bool cudnn = true;          // cuda: attention tries cuDNN first; false: --no-cudnn
   bool useCache = true;       // cuda: reuse objects from the nvcc cache
   bool verbose = false;       // cuda: a summary line on stderr
   int jobs = 0;               // cuda: parallel compiles; 0: CPU threads

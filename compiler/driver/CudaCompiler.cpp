@@ -1,4 +1,5 @@
 #include "compiler/driver/CudaCompiler.h"
+#include "compiler/codegen/common/EmbeddedSources.h"
 #include "compiler/driver/HostCompiler.h"
 
 #include <chrono>
@@ -172,8 +173,20 @@ bool isValidCudaArch(const std::string &arch) {
   return llvm::all_of(a, llvm::isDigit) && a.size() >= 2 && a.size() <= 3;
 }
 
+std::optional<std::string> findCudnnFrontend() {
+  std::vector<std::string> candidates;
+  if (const char *env = std::getenv("TCC_CUDNN_FRONTEND_INCLUDE"); env && *env)
+    candidates.push_back(env);
+  candidates.push_back(TCC_CUDNN_FRONTEND_DEFAULT_INCLUDE);
+  for (const std::string &dir : candidates)
+    if (llvm::sys::fs::exists(dir + "/cudnn_frontend.h"))
+      return dir;
+  return std::nullopt;
+}
+
 bool compileCudaLibrary(const std::string &hostSource,
                         const std::vector<std::string> &kernelUnits,
+                        const std::string &cudnnFrontend,
                         const std::string &output, const CudaCompileOptions &options,
                         CudaCompileStats &stats, std::string &error) {
   auto start = std::chrono::steady_clock::now();
@@ -252,6 +265,18 @@ bool compileCudaLibrary(const std::string &hostSource,
   if (!addJob("step_host.cpp", hostSource, cxxFlags, *cxxPath, cxxVersion)) {
     cleanup();
     return false;
+  }
+  // cuDNN attention: the same source in every step, so one compile per
+  // machine (the cache); the frontend opens libcudnn at run time.
+  if (!cudnnFrontend.empty()) {
+    std::vector<std::string> cudnnFlags = cxxFlags;
+    cudnnFlags.insert(cudnnFlags.end(), {"-DNV_CUDNN_FRONTEND_USE_DYNAMIC_LOADING",
+                                         "-I" + cudnnFrontend, "-w"});
+    if (!addJob("cudnn_attention.cpp", embedded::kCudnnAttentionUnit, cudnnFlags, *cxxPath,
+                cxxVersion)) {
+      cleanup();
+      return false;
+    }
   }
   stats.units = static_cast<int>(jobs.size());
 

@@ -22,6 +22,12 @@ struct CudaToolkit {
 };
 std::optional<CudaToolkit> findCudaToolkit(const std::string &nvcc, std::string &error);
 
+// The cuDNN frontend's include folder (header-only; cuDNN attention's unit
+// needs it): $TCC_CUDNN_FRONTEND_INCLUDE, else the one scripts/setup.sh
+// unpacks into the source tree (.deps/cudnn-frontend/include), if it holds
+// cudnn_frontend.h.
+std::optional<std::string> findCudnnFrontend();
+
 // The compute capability of GPU 0 as "sm_XY" (from nvidia-smi), if any.
 std::optional<std::string> detectGpuArch();
 
@@ -48,8 +54,12 @@ struct CudaCompileStats {
 
 // Compiles and links into `output` (written atomically). On failure returns
 // false with the failing command and its output in `error`.
+// `cudnnFrontend`: non-empty when the step uses cuDNN attention: the unit
+// embedded::kCudnnAttentionUnit is compiled (against those headers) and
+// linked in too.
 bool compileCudaLibrary(const std::string &hostSource,
                         const std::vector<std::string> &kernelUnits,
+                        const std::string &cudnnFrontend,
                         const std::string &output, const CudaCompileOptions &options,
                         CudaCompileStats &stats, std::string &error);
 

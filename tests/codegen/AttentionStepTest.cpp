@@ -9,6 +9,7 @@
 // Also: the planned workspace holds no B*H*T*S buffer.
 #include <cmath>
 #include <random>
+#include <tuple>
 
 #include "StepCheck.h"
 #include "compiler/codegen/cuda/CudaCodegen.h"
@@ -220,7 +221,8 @@ TEST(AttentionStep, MultiQueryWithoutMaskMatchesWrittenOutAttention) {
 // calls, with which arguments (the launchers are compiled and run by the
 // GPU tests; here only the generated text is checked). Errors go to
 // `diagnostics`.
-mlir::FailureOr<GeneratedCudaStep> cudaSource(const std::string &ir, std::string &diagnostics) {
+mlir::FailureOr<GeneratedCudaStep> cudaSource(const std::string &ir, std::string &diagnostics,
+                                              const CudaCodegenOptions &options = {}) {
   mlir::MLIRContext ctx;
   loadDialects(ctx);
   mlir::ScopedDiagnosticHandler handler(&ctx, [&](mlir::Diagnostic &d) {
@@ -234,7 +236,7 @@ mlir::FailureOr<GeneratedCudaStep> cudaSource(const std::string &ir, std::string
   buildPipeline(pm, Phase::Plan);
   if (mlir::failed(pm.run(*module)))
     return mlir::failure();
-  return generateCudaStep(*module, CudaCodegenOptions{});
+  return generateCudaStep(*module, options);
 }
 
 std::string allUnits(const GeneratedCudaStep &step) {
@@ -302,6 +304,66 @@ TEST(AttentionCudaSource, DeterministicAndHalfPrecisionAndNoDropout) {
   // Without dropout: no key, and the step may be captured in a graph.
   EXPECT_NE(step->hostSource.find(", 0ull, 0ull); e != cudaSuccess)"), std::string::npos);
   EXPECT_EQ(step->hostSource.find("refuse_graph_capture(s, "), std::string::npos);
+}
+
+// With cuDNN allowed, each call cuDNN may run (16-bit, head size 64 or 128,
+// no dropout) gets an AttentionSite that the entry's prepare builds, and its
+// host line tries cuDNN before the flash wrapper; the rest stay as they were.
+TEST(AttentionCudaSource, CudnnSitesForTheCallsCudnnMayRun) {
+  CudaCodegenOptions cudnn;
+  cudnn.cudnnAttention = true;
+  cudnn.cudaLibDir = "/opt/cuda/lib64";
+  std::string diagnostics;
+  mlir::FailureOr<GeneratedCudaStep> step =
+      cudaSource(fusedIR({2, 4, 2, 16, 16, 64, true, 0.0}, "bf16"), diagnostics, cudnn);
+  ASSERT_TRUE(mlir::succeeded(step)) << diagnostics;
+  const std::string &host = step->hostSource;
+  EXPECT_EQ(step->cudnnAttentionSites, 3) << host; // train forward + backward, eval forward
+  EXPECT_NE(host.find("#define TCC_CUDA_LIB_DIR \"/opt/cuda/lib64\""), std::string::npos);
+  // Site: backward, f16, causal, deterministic, B H Hkv T S D, scale 1/8.
+  EXPECT_NE(host.find("static tcc_cuda_host::AttentionSite tcc_train_attention_"),
+            std::string::npos)
+      << host;
+  EXPECT_NE(host.find("= {{false, false, true, false, 2, 4, 2, 16, 16, 64, 0x1p-3f, {"),
+            std::string::npos)
+      << host;
+  EXPECT_NE(host.find("= {{true, false, true, false, 2, 4, 2, 16, 16, 64, 0x1p-3f, {"),
+            std::string::npos);
+  EXPECT_NE(host.find(".cudnn) { if (int32_t rc = tcc_cuda_host::cudnn_attention_forward("),
+            std::string::npos);
+  EXPECT_NE(host.find(".cudnn) { if (int32_t rc = tcc_cuda_host::cudnn_attention_backward("),
+            std::string::npos);
+  EXPECT_NE(host.find("} else if (cudaError_t e = tcc_k"), std::string::npos)
+      << "the flash wrapper stays as the fallback";
+  EXPECT_NE(host.find("tcc_train_finish, tcc_train_prepare};"), std::string::npos);
+  EXPECT_NE(host.find("tcc_eval_finish, tcc_eval_prepare};"), std::string::npos);
+
+  // With dropout the train entry keeps the flash kernels (their dropout is
+  // tcc's counter-based mask); eval runs attention without dropout, so its
+  // forward still may use cuDNN.
+  mlir::FailureOr<GeneratedCudaStep> dropout =
+      cudaSource(fusedIR({2, 4, 2, 16, 16, 64, true, 0.1}, "bf16"), diagnostics, cudnn);
+  ASSERT_TRUE(mlir::succeeded(dropout)) << diagnostics;
+  EXPECT_EQ(dropout->cudnnAttentionSites, 1);
+  EXPECT_EQ(dropout->hostSource.find("AttentionSite tcc_train_"), std::string::npos);
+  EXPECT_NE(dropout->hostSource.find("AttentionSite tcc_eval_"), std::string::npos);
+  EXPECT_NE(dropout->hostSource.find("tcc_train_finish, nullptr};"), std::string::npos);
+
+  // Not for cuDNN at all: a head size the flash kernels lack, f32, or cuDNN
+  // not allowed (the default options).
+  for (auto [model, precision, options] :
+       {std::make_tuple(AttentionModel{2, 4, 2, 16, 16, 32, true, 0.0}, "bf16", cudnn),
+        std::make_tuple(AttentionModel{2, 4, 2, 16, 16, 64, true, 0.0}, "f32", cudnn),
+        std::make_tuple(AttentionModel{2, 4, 2, 16, 16, 64, true, 0.0}, "bf16",
+                        CudaCodegenOptions{})}) {
+    mlir::FailureOr<GeneratedCudaStep> plain =
+        cudaSource(fusedIR(model, precision), diagnostics, options);
+    ASSERT_TRUE(mlir::succeeded(plain)) << diagnostics;
+    EXPECT_EQ(plain->cudnnAttentionSites, 0) << precision << " D=" << model.dim;
+    EXPECT_EQ(plain->hostSource.find("AttentionSite tcc_"), std::string::npos);
+    EXPECT_EQ(plain->hostSource.find("TCC_CUDA_LIB_DIR \"/opt"), std::string::npos);
+    EXPECT_NE(plain->hostSource.find("tcc_train_finish, nullptr};"), std::string::npos);
+  }
 }
 
 TEST(AttentionCudaSource, F64AttentionIsAClearError) {

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # On the device machine (an NVIDIA GPU), after tests/gpu/prepare.sh here:
 #   1. the CUDA kernel-family tests (every prelude kernel vs float64, the
-#      flash attention kernels too),
+#      flash attention kernels too, cuDNN attention, GEMM epilogues),
 #   2. the MLP and the character GPT (also with head size 64, so that its
 #      attention runs the flash kernels) trained 100 steps on the CPU and on the
 #      GPU from the same initial weights and batches: per-step losses must
@@ -38,6 +38,12 @@ echo "== flash attention kernels =="
 "$dir/bin/attention_kernels_test" 2>&1 | tee "$out/attention_kernels.txt"
 rc=${PIPESTATUS[0]}
 [ "$rc" = 0 ] && note "flash attention kernels vs float64: PASS" || { note "flash attention kernels vs float64: FAIL (exit $rc)"; status=1; }
+
+echo "== cuDNN attention =="
+"$dir/bin/cudnn_attention_test" 2>&1 | tee "$out/cudnn_attention.txt"
+rc=${PIPESTATUS[0]}
+[ "$rc" = 0 ] && note "cuDNN attention vs float64 (and mixed with the flash kernels): PASS" || { note "cuDNN attention vs float64: FAIL (exit $rc: 77 = no GPU or no libcudnn.so.9)"; status=1; }
+"$dir/bin/cudnn_attention_test" --bench 2>&1 | tail -3 | tee -a "$out/cudnn_attention.txt"
 
 echo "== fused norm kernels =="
 "$dir/bin/norm_kernels_test" 2>&1 | tee "$out/norm_kernels.txt"

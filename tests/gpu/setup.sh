@@ -15,6 +15,9 @@ for part in lib steps data; do
   [ -d "$dir/$part" ] || tar -C "$dir" -xzf "$dir/$part.tar.gz"
 done
 export LD_LIBRARY_PATH="$dir/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+# cuDNN (cuda steps open libcudnn.so.9 for attention at run time): on the
+# device machine it comes with PyTorch's wheels, off the loader's path.
+source "$here/cudnn_path.sh"
 trun="$dir/bin/trun"
 declare -a summary
 status=0

@@ -18,6 +18,8 @@ tcc_launch_time Launch(int32_t entry, int32_t launch, const char *kernel,
 TEST(ProfileTest, KernelKindsFromKernelNames) {
   EXPECT_EQ(KernelKind("cublasLtMatmul"), "matmul (cuBLASLt)");
   EXPECT_EQ(KernelKind("cublasLtMatmul+bias+gelu_aux"), "matmul+epilogue (cuBLASLt)");
+  EXPECT_EQ(KernelKind("cudnn_sdpa_forward"), "attention (cuDNN)");
+  EXPECT_EQ(KernelKind("cudnn_sdpa_backward"), "attention_grad (cuDNN)");
   EXPECT_EQ(KernelKind("tcc_k3_ew"), "elementwise");
   EXPECT_EQ(KernelKind("tcc_k12_ew4"), "elementwise");
   EXPECT_EQ(KernelKind("tcc_k15_reduce"), "reduction");

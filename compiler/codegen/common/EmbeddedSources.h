@@ -13,6 +13,9 @@ extern const char *const kCudaPrelude;
 // compiler/codegen/cuda/host_support/*.h, concatenated, with
 // cuda/ControlBlockLayout.h spliced in
 extern const char *const kCudaHostSupport;
+// compiler/codegen/cuda/cudnn/cudnn_attention.{h,cpp}: the host unit of
+// cuDNN attention, compiled with the cuDNN frontend's headers.
+extern const char *const kCudnnAttentionUnit;
 } // namespace tcc::embedded
 
 #endif

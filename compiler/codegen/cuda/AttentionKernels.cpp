@@ -4,6 +4,11 @@
 // The launchers return a cudaError_t, which the host body turns into a
 // step failure naming the launch, as after_launch does for other kernels.
 //
+// cuDNN: a call cuDNN may run (cudnnAttentionSite) gets a file-scope
+// tcc_cuda_host::AttentionSite, prepared before the entry's first call
+// (host_support/attention.h); the host line runs cuDNN when the site's plan
+// was built, else the wrapper.
+//
 // Dropout: the launchers take the seed key (rng_seed ^ mix64(op_id)) and the
 // step by value, read on the host from tcc_step_args. A CUDA graph captures
 // launch arguments, so an entry with attention dropout refuses capture
@@ -11,6 +16,9 @@
 #include "compiler/codegen/cuda/CudaStepEmitter.h"
 
 #include "compiler/codegen/common/AttentionCall.h"
+
+#include <cstdio>
+
 #include "llvm/Support/FormatVariadic.h"
 
 namespace tcc::codegen::cuda {
@@ -89,9 +97,12 @@ FailureOr<std::string> CudaStepEmitter::attentionDropoutKey(Operation *op,
 void CudaStepEmitter::launchAttention(llvm::raw_ostream &os, Operation *op,
                                       const std::string &kernel, const std::string &hostArgs,
                                       const std::string &dropoutKey, const AttentionCall &c,
-                                      double flops, double bytes) {
+                                      double flops, double bytes,
+                                      const std::string &cudnnCall) {
   int32_t id = nextId();
   std::string call;
+  if (!cudnnCall.empty()) // (never with dropout: no capture to refuse)
+    call += cudnnCall + " else ";
   if (c.rngSeed)
     call += llvm::formatv("if (int32_t rc = tcc_cuda_host::refuse_graph_capture(s, {0})) "
                           "return rc;\n  ",
@@ -102,6 +113,26 @@ void CudaStepEmitter::launchAttention(llvm::raw_ostream &os, Operation *op,
                         kernel, hostArgs, dropoutKey, id)
               .str();
   launch(os, op, kernel, call, c.shapeText(), flops, bytes);
+}
+
+// cuDNN may run a call the flash kernels also run (so a site it declines at
+// run time has them): no dropout, bf16 or f16, head size 64 or 128.
+std::string CudaStepEmitter::cudnnAttentionSite(Operation *op, const AttentionCall &c,
+                                                Type element, bool backward) {
+  if (!options_.cudnnAttention || c.rngSeed || !(element.isBF16() || element.isF16()) ||
+      (c.dim != 64 && c.dim != 128))
+    return "";
+  std::string site = llvm::formatv("tcc_{0}_attention_{1}", entry_, nextId()).str();
+  char scale[64]; // exact, as the launchers' float
+  std::snprintf(scale, sizeof scale, "%af", static_cast<double>(static_cast<float>(c.scale)));
+  attentionDecls_ += llvm::formatv(
+      "// {0}\nstatic tcc_cuda_host::AttentionSite {1} = {{{{{2}, {3}, {4}, {9}, {5}, {6}, "
+      "{7}}, {8}};\n",
+      locName(op->getLoc()), site, backward ? "true" : "false",
+      element.isF16() ? "true" : "false", c.causal ? "true" : "false", c.sizeArguments(),
+      scale, c.layoutInitializer(), nextId(), c.deterministic ? "true" : "false");
+  attentionSites_.push_back(site);
+  return site;
 }
 
 LogicalResult CudaStepEmitter::emitAttention(kern::AttentionOp a, llvm::raw_ostream &os,
@@ -127,7 +158,15 @@ LogicalResult CudaStepEmitter::emitAttention(kern::AttentionOp a, llvm::raw_ostr
       kernels_.add("attention", text, w.params + ", uint64_t seed_key, uint64_t step",
                    "cudaError_t");
   double bytes = c.tensorBytes(kern::elementBytes(mrt(a.getQ()))) + bufferBytes(mrt(a.getLse()));
-  launchAttention(os, a, kernel, w.hostArgs, *key, c, c.forwardFlops(), bytes);
+  std::string cudnnCall;
+  std::string site = cudnnAttentionSite(a, c, mrt(a.getQ()).getElementType(), false);
+  if (!site.empty())
+    cudnnCall = llvm::formatv("if ({0}.cudnn) {{ if (int32_t rc = "
+                              "tcc_cuda_host::cudnn_attention_forward({0}, s{1}, ws + "
+                              "tcc_gemm_workspace_offset, tcc_gemm_workspace_bytes)) return rc; }",
+                              site, w.hostArgs)
+                    .str();
+  launchAttention(os, a, kernel, w.hostArgs, *key, c, c.forwardFlops(), bytes, cudnnCall);
   return success();
 }
 
@@ -158,7 +197,24 @@ LogicalResult CudaStepEmitter::emitAttentionGrad(kern::AttentionGradOp g, llvm::
                    "cudaError_t");
   double bytes = c.tensorBytes(kern::elementBytes(mrt(g.getQ()))) +
                  bufferBytes(mrt(g.getLse())) + bufferBytes(mrt(g.getWorkspace()));
-  launchAttention(os, g, kernel, w.hostArgs, *key, c, c.backwardFlops(), bytes);
+  std::string cudnnCall;
+  std::string site = cudnnAttentionSite(g, c, mrt(g.getQ()).getElementType(), true);
+  if (!site.empty()) {
+    // q, k, v, out, dout, lse, dq, dk, dv (the wrapper's order: q, k, v,
+    // out, lse, dout, dq, dk, dv, workspace).
+    auto arg = [&](Value v, int tensor) {
+      return ", " + names_(v) + (tensor < 0 ? "" : c.offsetSuffix(tensor));
+    };
+    std::string args = arg(g.getQ(), 0) + arg(g.getK(), 1) + arg(g.getV(), 2) +
+                       arg(g.getOut(), 3) + arg(g.getGrad(), 4) + arg(g.getLse(), -1) +
+                       arg(g.getDq(), 5) + arg(g.getDk(), 6) + arg(g.getDv(), 7);
+    cudnnCall = llvm::formatv("if ({0}.cudnn) {{ if (int32_t rc = "
+                              "tcc_cuda_host::cudnn_attention_backward({0}, s{1}, ws + "
+                              "tcc_gemm_workspace_offset, tcc_gemm_workspace_bytes)) return rc; }",
+                              site, args)
+                    .str();
+  }
+  launchAttention(os, g, kernel, w.hostArgs, *key, c, c.backwardFlops(), bytes, cudnnCall);
   return success();
 }
 

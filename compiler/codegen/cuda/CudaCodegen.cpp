@@ -19,6 +19,7 @@
 #include "compiler/codegen/common/StepInterface.h"
 #include "compiler/codegen/cuda/CudaStepEmitter.h"
 #include "compiler/codegen/cuda/KernelRegistry.h"
+#include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/FormatVariadic.h"
 
 using namespace mlir;
@@ -37,6 +38,15 @@ std::string formatCount(double v) {
     ++u;
   }
   return llvm::formatv("{0:f1}{1}", v, units[u]).str();
+}
+
+// Where the cuDNN unit looks for libcudnn.so.9 after the loader's path: the
+// toolkit's lib64 of the machine that compiled the step.
+std::string cudaLibDirDefine(const std::string &dir) {
+  std::string escaped;
+  llvm::raw_string_ostream e(escaped);
+  llvm::printEscapedString(dir, e);
+  return "#define TCC_CUDA_LIB_DIR \"" + escaped + "\"\n";
 }
 
 } // namespace
@@ -73,6 +83,7 @@ FailureOr<GeneratedCudaStep> generateCudaStep(ModuleOp module,
   int64_t gemmWorkspace = (control + controlBytes + 255) / 256 * 256;
   step.workspaceBytes = gemmWorkspace + kGemmWorkspaceBytes;
   step.launches = static_cast<int64_t>(launches.size());
+  step.cudnnAttentionSites = train.cudnnAttentionSites() + eval.cudnnAttentionSites();
 
   std::string src;
   llvm::raw_string_ostream s(src);
@@ -86,6 +97,8 @@ FailureOr<GeneratedCudaStep> generateCudaStep(ModuleOp module,
     << embedded::kStepAbiHeader << "\n";
   s << "// ---- CUDA host support (compiler/codegen/cuda_host_support.h) ----\n"
     << "#define TCC_STEP_ARCH \"" << options.arch << "\"\n"
+
+    << (step.cudnnAttentionSites ? cudaLibDirDefine(options.cudaLibDir) : std::string())
     << embedded::kCudaHostSupport << "\n";
   s << "// ---- kernels (defined in the kernel units) ----\n";
   for (const std::string &d : kernels.decls())

@@ -24,6 +24,9 @@ struct GeneratedCudaStep {
   int64_t workspaceBytes = 0;
   int64_t launches = 0;        // kernel launches and library calls, both entries
   int64_t distinctKernels = 0; // generated kernels after deduplication
+  // Attention call sites that try cuDNN first: the step then needs the cuDNN
+  // unit (embedded::kCudnnAttentionUnit) linked in.
+  int64_t cudnnAttentionSites = 0;
 };
 
 mlir::FailureOr<GeneratedCudaStep>

@@ -12,6 +12,10 @@ struct CudaCodegenOptions {
   std::string arch = "sm_90"; // recorded in the descriptor
   bool tf32 = false;          // fp32 matrix products may use TF32 tensor cores
   int kernelUnits = 0;        // .cu files to spread kernels over; 0: automatic
+  // Attention call sites cuDNN can run try it first (cuda/cudnn/; the
+  // driver sets it when the cuDNN frontend's headers are there).
+  bool cudnnAttention = false;
+  std::string cudaLibDir; // searched for libcudnn.so.9 at run time, after the loader's path
 };
 
 } // namespace tcc

@@ -27,7 +27,7 @@ LogicalResult CudaStepEmitter::emit(int64_t outputScratchBase, double &flops) {
 }
 
 std::string CudaStepEmitter::source() const {
-  std::string s = body_;
+  std::string s = attentionDecls_ + body_;
   s += "static void tcc_" + entry_ + "_hyper(const tcc_step_args *args, char *control) {\n" +
        hyper_ + "  (void)args;\n  (void)control;\n}\n\n";
   s += "static void tcc_" + entry_ +
@@ -52,17 +52,30 @@ std::string CudaStepEmitter::source() const {
       s += llvm::formatv("  {0:e}, {1:e},\n", l.flops, l.bytes).str();
     s += "};\n";
   }
+  std::string prepare = "nullptr";
+  if (!attentionSites_.empty()) {
+    prepare = "tcc_" + entry_ + "_prepare";
+    s += "static tcc_cuda_host::AttentionSite *const tcc_" + entry_ + "_attention_sites[] = {\n";
+    for (const std::string &site : attentionSites_)
+      s += "  &" + site + ",\n";
+    s += "};\n";
+    s += llvm::formatv("static int32_t {0}(tcc_cuda_host::EntryState &es) {{\n"
+                       "  return tcc_cuda_host::prepare_entry_attention(es, tcc_{1}_attention_sites, "
+                       "{2}, tcc_gemm_workspace_bytes);\n}\n\n",
+                       prepare, entry_, attentionSites_.size())
+             .str();
+  }
   std::string table = labels_.empty() ? "nullptr" : "tcc_" + entry_ + "_labels";
   std::string kernelTable = labels_.empty() ? "nullptr" : "tcc_" + entry_ + "_kernels";
   std::string costTable = labels_.empty() ? "nullptr" : "tcc_" + entry_ + "_costs";
   s += llvm::formatv(
       "static const tcc_cuda_host::Entry tcc_{0}_entry = {{\"{0}\", {1}, {4}, {5}, {2}, "
-      "tcc_control_offset, {3}, tcc_{0}_hyper, tcc_{0}_body, tcc_{0}_finish};\n"
+      "tcc_control_offset, {3}, tcc_{0}_hyper, tcc_{0}_body, tcc_{0}_finish, {6}};\n"
       "static tcc_cuda_host::EntryState tcc_{0}_state;\n"
       "static int32_t tcc_{0}(const tcc_step_args *args) {{\n"
       "  return tcc_cuda_host::run_call(tcc_{0}_entry, tcc_{0}_state, "
       "*tcc_step_get_descriptor(), args);\n}\n\n",
-      entry_, table, labels_.size(), controlBytes_, kernelTable, costTable);
+      entry_, table, labels_.size(), controlBytes_, kernelTable, costTable, prepare);
   return s;
 }
 

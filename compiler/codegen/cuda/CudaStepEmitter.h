@@ -71,6 +71,8 @@ public:
   int64_t outputScratchBytes() const { return scratch_.bytes; }
   int64_t controlBytes() const { return controlBytes_; }
   const std::vector<Launch> &launches() const { return launches_; }
+  // Attention call sites that run on cuDNN when it loads (attention.h).
+  int cudnnAttentionSites() const { return static_cast<int>(attentionSites_.size()); }
 
   // Hyper-parameters, the loss and train outputs live in the control block.
   FailureOr<std::string> placeArgument(const ArgumentRole &role, const std::string &n,
@@ -113,7 +115,12 @@ private:
   FailureOr<std::string> attentionDropoutKey(Operation *op, const AttentionCall &c);
   void launchAttention(llvm::raw_ostream &os, Operation *op, const std::string &kernel,
                        const std::string &hostArgs, const std::string &dropoutKey,
-                       const AttentionCall &c, double flops, double bytes);
+                       const AttentionCall &c, double flops, double bytes,
+                       const std::string &cudnnCall = "");
+  // The AttentionSite declaration of a call cuDNN may run ("" when it may
+  // not: dropout, f32, a head size the flash kernels lack, --no-cudnn).
+  std::string cudnnAttentionSite(Operation *op, const AttentionCall &c, Type element,
+                                 bool backward);
   // RopeKernels.cpp
   LogicalResult emitRope(kern::RopeOp r, llvm::raw_ostream &os, double &flops);
   // MultiTensorKernels.cpp
@@ -150,6 +157,8 @@ private:
   ValueNames names_;
   OutputScratch scratch_{0, 0, 256};
   std::string body_, hyper_, finish_;
+  std::string attentionDecls_;               // file-scope AttentionSite objects
+  std::vector<std::string> attentionSites_; // their names
   std::vector<std::string> labels_;
   int hyperSlots_ = 0; // control-block hyper-parameter slots used
   int64_t controlBytes_ = control::kControlHeaderBytes; // header + train outputs so far

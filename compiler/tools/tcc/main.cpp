@@ -69,6 +69,11 @@ Options:
   --no-fuse-horizontal  one kernel per tensor for the optimizer, the weight
                         casts and the gradient norm (kern-fuse-horizontal
                         groups nothing): for comparing
+  --no-cudnn            cuda: attention always through tcc's flash kernels
+                        (default: each fused attention call cuDNN can run
+                        tries cuDNN's SDPA first, loaded at run time; the
+                        step falls back per call where it cannot, and
+                        TCC_CUDNN=0 turns it off when running)
   --jobs N              cuda: parallel nvcc runs (default: CPU threads)
   --no-cache            cuda: compile every unit (default: reuse objects from
                         $TCC_CACHE_DIR, else ~/.cache/tcc, keyed by source,
@@ -197,6 +202,8 @@ int compileMain(int argc, char **argv) {
       args.fuseAttention = false;
     } else if (a == "--no-fuse-epilogue") {
       args.fuseEpilogue = false;
+    } else if (a == "--no-cudnn") {
+      args.cudnn = false;
     } else if (a == "--no-fuse-horizontal") {
       args.fuseHorizontal = false;
     } else if (a == "--no-cache") {

@@ -14,6 +14,11 @@ std::string KernelKind(const std::string &kernel) {
   // kern.gemm_epilogue: "cublasLtMatmul+bias+gelu_aux" and the like.
   if (kernel.rfind("cublasLtMatmul+", 0) == 0)
     return "matmul+epilogue (cuBLASLt)";
+  // Attention calls cuDNN ran (the step's prepare renamed them).
+  if (kernel == "cudnn_sdpa_forward")
+    return "attention (cuDNN)";
+  if (kernel == "cudnn_sdpa_backward")
+    return "attention_grad (cuDNN)";
   static const std::regex generated("tcc_k[0-9]+_(.+)");
   std::smatch m;
   if (!std::regex_match(kernel, m, generated))

@@ -16,7 +16,9 @@ namespace tcc::trun {
 
 // "matmul (cuBLASLt)" for cublasLtMatmul, "matmul+epilogue (cuBLASLt)" for
 // cublasLtMatmul+bias[+gelu...] (kern.gemm_epilogue); "elementwise" for tcc_kN_ew and
-// tcc_kN_ew4; "reduction" for tcc_kN_reduce; otherwise the generated
+// tcc_kN_ew4; "reduction" for tcc_kN_reduce; "attention (cuDNN)" /
+// "attention_grad (cuDNN)" for cudnn_sdpa_forward / _backward (attention.h);
+// otherwise the generated
 // kernel's family (tcc_k7_slice -> "slice"), or the name itself.
 std::string KernelKind(const std::string &kernel);
 

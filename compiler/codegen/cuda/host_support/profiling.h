@@ -23,7 +23,9 @@ inline int32_t device_profile_read(tcc_launch_time *out, int32_t capacity) {
           continue;
         if (n < capacity)
           out[n] = tcc_launch_time{train ? 0 : 1,     k,
-                                   e->kernels[k],     e->labels[k],
+                                   es->kernel_names.empty() ? e->kernels[k]
+                                                            : es->kernel_names[k],
+                                   e->labels[k],
                                    e->costs[2 * k],   e->costs[2 * k + 1],
                                    es->milliseconds[k], es->calls[k]};
         ++n;

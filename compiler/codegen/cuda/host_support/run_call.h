@@ -3,6 +3,8 @@
 #include "compiler/codegen/cuda/ControlBlockLayout.h"
 
 // Everything the generated code knows about one entry point.
+struct EntryState;
+
 struct Entry {
   const char *name;           // "train" or "eval"
   const char *const *labels;  // per kernel: "fc1: kern.gemm (gemm_3)"
@@ -18,6 +20,9 @@ struct Entry {
   int32_t (*body)(const tcc_step_args *args, cudaStream_t stream, char *ws);
   // Copies loss and train outputs from the pinned control mirror to args.
   void (*finish)(const tcc_step_args *args, const char *control);
+  // Before the first call (before any graph capture): builds the cuDNN
+  // attention plans (attention.h); nullptr when the entry has none.
+  int32_t (*prepare)(EntryState &state);
 };
 
 // Per entry point: the pinned mirror and the captured graph.
@@ -36,6 +41,11 @@ struct EntryState {
   std::vector<std::pair<int32_t, cudaEvent_t>> marks;
   std::vector<double> milliseconds;
   std::vector<int64_t> calls;
+  // Entry::prepare ran; its line for trun ("attention: cuDNN ..."), and the
+  // kernel names it changed (the profile's: empty, or one per launch).
+  bool prepared = false;
+  std::string prepare_note;
+  std::vector<const char *> kernel_names;
 };
 
 // Entry points that have run (profile_read reports them).
@@ -177,6 +187,12 @@ inline int32_t run_call(const Entry &e, EntryState &es, const tcc_step_descripto
   es.entry = &e;
   es.current = a;
   current_call() = &es;
+  if (!es.prepared) {
+    es.prepared = true;
+    if (e.prepare)
+      if (int32_t rc = e.prepare(es))
+        return rc;
+  }
   if (!es.control) {
     if (cudaError_t err = cudaMallocHost(reinterpret_cast<void **>(&es.control),
                                          e.control_bytes);
@@ -269,6 +285,8 @@ inline int32_t run_call(const Entry &e, EntryState &es, const tcc_step_descripto
     std::lock_guard<std::mutex> lock(s.mutex);
     s.note = s.profiling ? "CUDA graph: off while profiling (an event after every launch)"
                          : es.graph_note;
+    if (!es.prepare_note.empty())
+      s.note += "; " + es.prepare_note;
   }
   if (!es.marks.empty()) {
     // Each launch's time: from the event before it (the previous launch's,

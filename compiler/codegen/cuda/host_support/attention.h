@@ -1,0 +1,117 @@
+// ---- attention through cuDNN (cudnn_attention.h), else the flash kernels ----
+//
+// A step's kern.attention / kern.attention_grad call sites that cuDNN can
+// run (no dropout, 16-bit, head sizes the flash kernels also take) become
+// AttentionSites. Before an entry's first call (and so before any graph
+// capture: building a cuDNN plan allocates and loads code) prepare_attention
+// loads cuDNN and builds each site's plan; a site cuDNN declines keeps the
+// flash kernels, which write the same out and log-sum-exp, so forward and
+// backward may come from different sides.
+
+#ifndef TCC_CUDA_LIB_DIR // the generated host unit names the toolkit's lib64
+#define TCC_CUDA_LIB_DIR ""
+#endif
+
+struct AttentionSite {
+  tcc_cudnn::Site site;
+  int32_t kernel;          // the launch index (label, profile)
+  bool cudnn = false;      // prepare_attention: cuDNN runs this site
+  tcc_cudnn::Plan plan;
+};
+
+// Device memory for plans that need more workspace than the cuBLASLt
+// workspace they share (stream order keeps the two from overlapping).
+struct AttentionWorkspace {
+  void *ptr = nullptr;
+  uint64_t bytes = 0;
+};
+inline AttentionWorkspace &attention_workspace() {
+  static AttentionWorkspace w;
+  return w;
+}
+
+// Builds the sites' plans; `note` gets a line for trun ("attention: cuDNN
+// 9.19.0 for 24 of 24 call sites"). Never fails the step: a site cuDNN
+// cannot run keeps the flash kernels (the note says why).
+inline int32_t prepare_attention(AttentionSite *const *sites, int32_t count,
+                                 uint64_t shared_workspace_bytes, std::string &note) {
+  char why[512] = "";
+  int32_t ran = 0;
+  std::string declined;
+  if (tcc_cudnn::load(TCC_CUDA_LIB_DIR, why, sizeof why) != 0) {
+    note = std::string("attention: tcc flash kernels (cuDNN: ") + why + ")";
+    return 0;
+  }
+  uint64_t need = 0;
+  for (int32_t i = 0; i < count; ++i) {
+    AttentionSite &a = *sites[i];
+    if (tcc_cudnn::prepare(a.site, a.plan, why, sizeof why) == 0) {
+      a.cudnn = true;
+      ++ran;
+      need = std::max<uint64_t>(need, static_cast<uint64_t>(a.plan.workspace_bytes));
+    } else if (declined.empty()) {
+      declined = std::string("; the others keep the flash kernels: ") + why;
+    }
+  }
+  AttentionWorkspace &w = attention_workspace();
+  if (need > shared_workspace_bytes && need > w.bytes) {
+    void *p = device_alloc(need);
+    if (!p) { // out of memory: all sites keep the flash kernels
+      for (int32_t i = 0; i < count; ++i)
+        sites[i]->cudnn = false;
+      note = "attention: tcc flash kernels (cuDNN's workspace does not fit: " +
+             state().error + ")";
+      return 0;
+    }
+    device_release(w.ptr);
+    w.ptr = p;
+    w.bytes = need;
+  }
+  note = "attention: cuDNN " + std::string(tcc_cudnn::version()) + " for " +
+         std::to_string(ran) + " of " + std::to_string(count) + " call sites" + declined;
+  return 0;
+}
+
+// The workspace of a prepared site: the shared (cuBLASLt) one when large
+// enough, else the attention workspace.
+inline void *attention_workspace_for(const AttentionSite &a, void *shared, uint64_t shared_bytes) {
+  return static_cast<uint64_t>(a.plan.workspace_bytes) <= shared_bytes
+             ? shared
+             : attention_workspace().ptr;
+}
+
+inline int32_t cudnn_attention_forward(const AttentionSite &a, cudaStream_t s, const void *q,
+                                       const void *k, const void *v, void *out, float *lse,
+                                       void *shared, uint64_t shared_bytes) {
+  char why[512] = "";
+  if (tcc_cudnn::forward(a.plan, s, q, k, v, out, lse,
+                         attention_workspace_for(a, shared, shared_bytes), why, sizeof why))
+    return set_error("%s in %s", why, where(a.kernel).c_str());
+  return 0;
+}
+
+inline int32_t cudnn_attention_backward(const AttentionSite &a, cudaStream_t s, const void *q,
+                                        const void *k, const void *v, const void *out,
+                                        const void *dout, const float *lse, void *dq, void *dk,
+                                        void *dv, void *shared, uint64_t shared_bytes) {
+  char why[512] = "";
+  if (tcc_cudnn::backward(a.plan, s, q, k, v, out, dout, lse, dq, dk, dv,
+                          attention_workspace_for(a, shared, shared_bytes), why, sizeof why))
+    return set_error("%s in %s", why, where(a.kernel).c_str());
+  return 0;
+}
+
+// Entry::prepare of an entry with attention sites: plans, note, and the
+// profile's kernel names of the sites cuDNN runs.
+inline int32_t prepare_entry_attention(EntryState &es, AttentionSite *const *sites,
+                                       int32_t count, uint64_t shared_workspace_bytes) {
+  if (int32_t rc = prepare_attention(sites, count, shared_workspace_bytes, es.prepare_note))
+    return rc;
+  const Entry &e = *es.entry;
+  es.kernel_names.assign(e.kernels, e.kernels + e.num_kernels);
+  for (int32_t i = 0; i < count; ++i)
+    if (sites[i]->cudnn && sites[i]->kernel >= 0 && sites[i]->kernel < e.num_kernels)
+      es.kernel_names[sites[i]->kernel] =
+          sites[i]->site.backward ? "cudnn_sdpa_backward" : "cudnn_sdpa_forward";
+  return 0;
+}

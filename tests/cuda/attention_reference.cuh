@@ -1,0 +1,174 @@
+// Shared by the attention device tests (attention_kernels_test.cu,
+// cudnn_attention_test.cu): the float64 reference of kern.attention /
+// kern.attention_grad (out, lse, dq, dk, dv), random inputs, device buffers
+// and the error measure. Included inside each test's anonymous namespace,
+// after `using tcc_cuda::bf16; using tcc_cuda::f16;`.
+uint64_t gSeed = 0;
+std::string gFilter;
+int gCases = 0, gPassed = 0;
+
+double toD(float v) { return v; }
+double toD(bf16 v) { return tcc_cuda::bf16_to_float(v.bits); }
+double toD(f16 v) { return tcc_cuda::f16_to_float(v.bits); }
+template <class T> T fromD(double v);
+template <> float fromD<float>(double v) { return static_cast<float>(v); }
+template <> bf16 fromD<bf16>(double v) {
+  return bf16{tcc_cuda::float_to_bf16(static_cast<float>(v))};
+}
+template <> f16 fromD<f16>(double v) {
+  return f16{tcc_cuda::float_to_f16(static_cast<float>(v))};
+}
+template <class T> const char *typeName();
+template <> const char *typeName<float>() { return "float"; }
+template <> const char *typeName<bf16>() { return "bf16"; }
+template <> const char *typeName<f16>() { return "f16"; }
+template <class T> double tolOf();
+template <> double tolOf<float>() { return 2e-5; }
+template <> double tolOf<bf16>() { return 1.0 / 128; }
+template <> double tolOf<f16>() { return 1.0 / 512; }
+
+struct Shape {
+  int64_t B, H, Hkv, T, S, D;
+  bool causal;
+  float rate;
+};
+
+// splitmix64 stream per (seed, case name): inputs depend only on them.
+struct Rng {
+  uint64_t s;
+  double uniform() { // [-1, 1)
+    uint64_t z = (s += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    z ^= z >> 31;
+    return (z >> 11) * (2.0 / 9007199254740992.0) - 1.0;
+  }
+};
+
+template <class T> struct DeviceBuf {
+  T *ptr = nullptr;
+  size_t n = 0;
+  explicit DeviceBuf(size_t count) : n(count) {
+    CUDA_CHECK(cudaMalloc(&ptr, (n ? n : 1) * sizeof(T)));
+  }
+  ~DeviceBuf() { cudaFree(ptr); }
+  void poison() { CUDA_CHECK(cudaMemset(ptr, 0xFF, (n ? n : 1) * sizeof(T))); }
+  void upload(const std::vector<T> &h) {
+    CUDA_CHECK(cudaMemcpy(ptr, h.data(), n * sizeof(T), cudaMemcpyHostToDevice));
+  }
+  std::vector<T> download() const {
+    std::vector<T> h(n);
+    CUDA_CHECK(cudaMemcpy(h.data(), ptr, n * sizeof(T), cudaMemcpyDeviceToHost));
+    return h;
+  }
+};
+
+// The reference: float64, the launchers' documented semantics.
+struct Reference {
+  std::vector<double> out, lse, dq, dk, dv;
+};
+Reference reference(const Shape &sh, const std::vector<double> &q,
+                    const std::vector<double> &k, const std::vector<double> &v,
+                    const std::vector<double> &dout, double scale,
+                    uint64_t seed_key, uint64_t step) {
+  const int64_t B = sh.B, H = sh.H, T = sh.T, S = sh.S, D = sh.D;
+  const int64_t group = H / sh.Hkv;
+  Reference r;
+  r.out.assign(B * H * T * D, 0);
+  r.lse.assign(B * H * T, 0);
+  r.dq.assign(B * H * T * D, 0);
+  r.dk.assign(B * sh.Hkv * S * D, 0);
+  r.dv.assign(B * sh.Hkv * S * D, 0);
+  const uint64_t threshold =
+      static_cast<uint64_t>(std::ceil(static_cast<double>(sh.rate) * 16777216.0));
+  const double ks = static_cast<double>(1.f / (1.f - sh.rate)); // as the kernel
+  std::vector<double> s(S), p(S), z(S), dz(S);
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t h = 0; h < H; ++h) {
+      const int64_t kvh = b * sh.Hkv + h / group;
+      for (int64_t i = 0; i < T; ++i) {
+        const int64_t row = (b * H + h) * T + i;
+        const double *qi = &q[row * D], *doi = &dout[row * D];
+        int64_t end = S;
+        if (sh.causal)
+          end = std::min<int64_t>(S, std::max<int64_t>(0, i + 1 + S - T));
+        if (end == 0) {
+          r.lse[row] = -INFINITY;
+          continue; // out, dq stay 0
+        }
+        double mx = -INFINITY;
+        for (int64_t j = 0; j < end; ++j) {
+          const double *kj = &k[(kvh * S + j) * D];
+          double acc = 0;
+          for (int64_t d = 0; d < D; ++d)
+            acc += qi[d] * kj[d];
+          s[j] = scale * acc;
+          mx = std::max(mx, s[j]);
+        }
+        double l = 0;
+        for (int64_t j = 0; j < end; ++j)
+          l += std::exp(s[j] - mx);
+        r.lse[row] = mx + std::log(l);
+        double delta = 0;
+        for (int64_t j = 0; j < end; ++j) {
+          p[j] = std::exp(s[j] - mx) / l;
+          bool keep = true;
+          if (sh.rate > 0)
+            keep = (tcc_rng_bits(seed_key, step, static_cast<uint64_t>(row * S + j)) >>
+                    40) >= threshold;
+          const double m = sh.rate > 0 ? (keep ? ks : 0.0) : 1.0;
+          z[j] = p[j] * m;
+          const double *vj = &v[(kvh * S + j) * D];
+          double acc = 0;
+          for (int64_t d = 0; d < D; ++d) {
+            r.out[row * D + d] += z[j] * vj[d];
+            acc += doi[d] * vj[d];
+          }
+          dz[j] = acc * m; // dP
+          delta += z[j] * acc;
+        }
+        for (int64_t j = 0; j < end; ++j) {
+          const double ds = p[j] * (dz[j] - delta);
+          const double *kj = &k[(kvh * S + j) * D];
+          double *dkj = &r.dk[(kvh * S + j) * D], *dvj = &r.dv[(kvh * S + j) * D];
+          for (int64_t d = 0; d < D; ++d) {
+            r.dq[row * D + d] += scale * ds * kj[d];
+            dkj[d] += scale * ds * qi[d];
+            dvj[d] += z[j] * doi[d];
+          }
+        }
+      }
+    }
+  return r;
+}
+
+// err = max |got - want| / max |want| (absolute when `absolute`); a NaN
+// (poison left unwritten) or a mismatched infinity is an infinite error.
+template <class T>
+double compare(const std::vector<T> &got, const std::vector<double> &want,
+               bool absolute) {
+  double scale = 0, worst = 0;
+  for (double w : want)
+    if (std::isfinite(w))
+      scale = std::max(scale, std::fabs(w));
+  if (absolute || scale == 0)
+    scale = 1;
+  for (size_t i = 0; i < want.size(); ++i) {
+    const double g = toD(got[i]), w = want[i];
+    if (std::isinf(w)) {
+      if (g != w)
+        return INFINITY;
+      continue;
+    }
+    if (!std::isfinite(g))
+      return INFINITY;
+    worst = std::max(worst, std::fabs(g - w) / scale);
+  }
+  return worst;
+}
+
+template <class T> bool sameBits(const std::vector<T> &a, const std::vector<T> &b) {
+  return a.size() == b.size() &&
+         std::memcmp(a.data(), b.data(), a.size() * sizeof(T)) == 0;
+}
+
