@@ -45,6 +45,36 @@ __device__ __forceinline__ void norm_store(T *__restrict__ p, const A (&in)[V]) 
   *reinterpret_cast<Bits *>(p) = bits;
 }
 
+// p[i] += v[i] for V consecutive shared-memory values of the calling lane,
+// in 16-byte (or narrower) pieces: a warp's lanes touch consecutive pieces,
+// so an access costs the minimum of shared-memory wavefronts (scalar
+// accesses V apart would be V-way bank conflicts). p is aligned to the
+// piece (the caller's offsets are multiples of V, its slices of V * 2).
+template <int V, class A>
+__device__ __forceinline__ void norm_shared_add(A *p, const A (&v)[V]) {
+  constexpr int kPieceBytes = V * sizeof(A) < 16 ? V * sizeof(A) : 16;
+  constexpr int kPerPiece = kPieceBytes / sizeof(A);
+  struct alignas(kPieceBytes) Piece {
+    A e[kPerPiece];
+  };
+#pragma unroll
+  for (int q = 0; q < V; q += kPerPiece) {
+    Piece piece = *reinterpret_cast<Piece *>(p + q);
+#pragma unroll
+    for (int i = 0; i < kPerPiece; ++i)
+      piece.e[i] += v[q + i];
+    *reinterpret_cast<Piece *>(p + q) = piece;
+  }
+}
+
+// Asks L2 for the `bytes` at p (one 128-byte line per lane and step), so a
+// later load of them waits for L2, not for DRAM; no registers held.
+__device__ __forceinline__ void norm_prefetch_l2(const void *p, int64_t bytes, int lane) {
+  const char *base = static_cast<const char *>(p);
+  for (int64_t off = static_cast<int64_t>(lane) * 128; off < bytes; off += 32 * 128)
+    asm volatile("prefetch.global.L2 [%0];" ::"l"(base + off));
+}
+
 template <class A> __device__ __forceinline__ A norm_warp_sum(A v) {
 #pragma unroll
   for (int offset = 16; offset > 0; offset >>= 1)
@@ -187,14 +217,17 @@ __global__ void __launch_bounds__(kNormWarps * 32)
 // slices in warp order into its part of the workspace, (parts, 2, c).
 // CacheGrad keeps the grad row in registers too (more registers, fewer
 // loads in the second pass). addend (of T, or null): added to dx as it is
-// written (the residual stream's gradient).
+// written (the residual stream's gradient). prefetch: 0 none; 1 the row's
+// addend asked of L2 when its x and grad loads are issued (its loads at
+// the end then wait for L2, not DRAM); 2 also the warp's next row (x,
+// grad, addend).
 template <int V, class G, class T, bool CacheGrad>
 __global__ void __launch_bounds__(kNormWarps * 32)
     layer_norm_backward_kernel(const G *__restrict__ grad, const T *__restrict__ x,
                                const T *__restrict__ weight, const T *__restrict__ addend,
                                T *__restrict__ dx,
                                acc_t<T> *__restrict__ workspace, int64_t rows, int64_t c,
-                               acc_t<T> eps, bool rms) {
+                               acc_t<T> eps, bool rms, int prefetch) {
   using A = acc_t<T>;
   extern __shared__ __align__(16) unsigned char norm_shared[];
   A *sums = reinterpret_cast<A *>(norm_shared); // (warps, 2, c) when workspace
@@ -204,21 +237,30 @@ __global__ void __launch_bounds__(kNormWarps * 32)
     for (int64_t j = lane; j < 2 * c; j += 32)
       mine[j] = 0;
   __syncwarp();
-  for (int64_t r = blockIdx.x * static_cast<int64_t>(warps) + warp; r < rows;
-       r += static_cast<int64_t>(gridDim.x) * warps) {
+  const int64_t stride = static_cast<int64_t>(gridDim.x) * warps;
+  for (int64_t r = blockIdx.x * static_cast<int64_t>(warps) + warp; r < rows; r += stride) {
     const T *xr = x + r * c;
     const G *gr = grad + r * c;
+    const T *addr = addend ? addend + r * c : nullptr;
     NormRow<V, T, A> row;
     row.load(xr, c, lane);
     NormRow<V, G, A> grow;
     if constexpr (CacheGrad)
       grow.load(gr, c, lane);
+    if (prefetch >= 1 && addr)
+      norm_prefetch_l2(addr, c * static_cast<int64_t>(sizeof(T)), lane);
+    if (prefetch >= 2 && r + stride < rows) {
+      norm_prefetch_l2(xr + stride * c, c * static_cast<int64_t>(sizeof(T)), lane);
+      norm_prefetch_l2(gr + stride * c, c * static_cast<int64_t>(sizeof(G)), lane);
+      if (addr)
+        norm_prefetch_l2(addr + stride * c, c * static_cast<int64_t>(sizeof(T)), lane);
+    }
     A mean, rstd;
     norm_statistics(row, xr, c, lane, eps, rms, mean, rstd);
     A sum_dxhat = 0, sum_dot = 0;
     norm_for_chunk_pairs<CacheGrad>(
         row, grow, xr, gr, c, lane, [&](const A(&xv)[V], const A(&g)[V], int64_t j) {
-          A w[V];
+          A w[V], dw[V];
           if (weight)
             norm_load<V>(weight + j, w);
 #pragma unroll
@@ -227,16 +269,16 @@ __global__ void __launch_bounds__(kNormWarps * 32)
             const A dxhat = weight ? g[i] * w[i] : g[i];
             sum_dxhat += dxhat;
             sum_dot += dxhat * xhat;
-            if (workspace) {
-              mine[j + i] += g[i] * xhat;
-              mine[c + j + i] += g[i];
-            }
+            dw[i] = g[i] * xhat;
+          }
+          if (workspace) {
+            norm_shared_add(mine + j, dw);
+            norm_shared_add(mine + c + j, g);
           }
         });
     const A mean_dxhat = rms ? static_cast<A>(0) : norm_warp_sum(sum_dxhat) / static_cast<A>(c);
     const A mean_dot = norm_warp_sum(sum_dot) / static_cast<A>(c);
     T *dxr = dx + r * c;
-    const T *addr = addend ? addend + r * c : nullptr;
     norm_for_chunk_pairs<CacheGrad>(
         row, grow, xr, gr, c, lane, [&](const A(&xv)[V], const A(&g)[V], int64_t j) {
           A w[V], d[V];
@@ -270,23 +312,46 @@ __global__ void __launch_bounds__(kNormWarps * 32)
   }
 }
 
-// weight_grad[j] / bias_grad[j] = the parts' sums added in part order.
+// weight_grad / bias_grad from the parts: column j of the workspace's (2,
+// c) rows (dweight then dbias) is the sum over parts. Block b takes columns
+// 32 b .. 32 b + 31 (a warp reads 128 contiguous bytes per part); warp w
+// adds parts w, w + kNormSumWarps, ... in order (many loads in flight:
+// parts are L2-resident and the old one-thread-per-column loop waited on
+// them one after another), then the warps' sums are added in warp order.
+// The order depends on (parts, c) only: deterministic on every machine.
+constexpr int kNormSumWarps = 32;
 template <class T>
-__global__ void __launch_bounds__(256)
+__global__ void __launch_bounds__(kNormSumWarps * 32)
     layer_norm_sum_parts_kernel(const acc_t<T> *__restrict__ workspace, int64_t parts,
                                 int64_t c, T *__restrict__ dweight, T *__restrict__ dbias) {
   using A = acc_t<T>;
-  for (int64_t j = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; j < c;
-       j += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-    A w = 0, b = 0;
-    for (int64_t p = 0; p < parts; ++p) {
-      w += workspace[p * 2 * c + j];
-      b += workspace[p * 2 * c + c + j];
+  __shared__ A warp_sums[kNormSumWarps][32];
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const int64_t n = 2 * c;
+  // Column groups grid-stride (the grid is capped); block-uniform, so the
+  // barriers inside are reached by every thread.
+  for (int64_t first = static_cast<int64_t>(blockIdx.x) * 32; first < n;
+       first += static_cast<int64_t>(gridDim.x) * 32) {
+    const int64_t j = first + lane;
+    A s = 0;
+    if (j < n) {
+#pragma unroll 8
+      for (int64_t p = warp; p < parts; p += kNormSumWarps)
+        s += workspace[p * n + j];
     }
-    if (dweight)
-      dweight[j] = Elem<T>::store(w);
-    if (dbias)
-      dbias[j] = Elem<T>::store(b);
+    warp_sums[warp][lane] = s;
+    __syncthreads();
+    if (warp == 0 && j < n) {
+      A t = 0;
+      for (int w = 0; w < kNormSumWarps; ++w)
+        t += warp_sums[w][lane];
+      if (j < c) {
+        if (dweight)
+          dweight[j] = Elem<T>::store(t);
+      } else if (dbias) {
+        dbias[j - c] = Elem<T>::store(t);
+      }
+    }
+    __syncthreads(); // warp_sums is rewritten by the next group
   }
 }
-
