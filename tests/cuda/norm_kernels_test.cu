@@ -12,9 +12,9 @@
 // --seed N reproduces a run. Outputs are poisoned with 0xFF bytes (NaN in
 // every type) before each launch, so an element never written fails.
 // Exit 0 when every case passes, 1 on any failure, 77 (skipped) without a
-// GPU. The backward runs four times, bit-identical: the defaults, the
-// defaults again, the grad row read per chunk (cache_grad false) and with
-// each L2 prefetch mode (none, the next row too). --bench also times
+// GPU. The backward runs three times, bit-identical: the defaults twice
+// and with the grad row (and the addend's) read per chunk (cache_grad
+// false; the addend asked of L2 ahead instead). --bench also times
 // GPT-2's shapes (16384 x 768, x f32, y / grad bf16, the f32 residual
 // gradient added) and prints ms and GB/s (bytes each launch must move /
 // time) per variant, and the two backward kernels apart.
@@ -23,7 +23,8 @@
 // folded cast); grad bf16 or f32; weight and bias present or absent; widths
 // 768, 100, 129 (scalar path: no multiple of the vector) and 2000 (beyond
 // the registers' row cache, and fewer warps per backward block); a
-// misaligned (offset by one element) x; dx plus a residual gradient; GPT-2's
+// misaligned (offset by one element) x; dx plus a residual gradient (held
+// in registers or read per chunk, both in one 2000-wide row); GPT-2's
 // 16384 x 768 (512 parts, several rows per warp).
 //
 // Tolerance per tensor: max |got - want| / max |want|: 2e-5 for f32
@@ -207,15 +208,11 @@ void runCase(std::mt19937_64 &rng, int64_t rows, int64_t c, bool rms, bool affin
   // Same arithmetic in the same order in every variant: all bit-identical.
   struct Variant {
     bool cacheGrad;
-    int prefetch;
     const char *name;
   };
-  const Variant variants[] = {{true, 1, "defaults"},
-                              {true, 1, "defaults again"},
-                              {false, 1, "grad read per chunk"},
-                              {true, 0, "no prefetch"},
-                              {false, 2, "prefetch next row, grad per chunk"},
-                              {true, 2, "prefetch next row"}};
+  const Variant variants[] = {{true, "defaults"},
+                              {true, "defaults again"},
+                              {false, "grad (and addend) read per chunk"}};
   for (int run = 0; run < static_cast<int>(sizeof variants / sizeof variants[0]); ++run) {
     dDx.poison();
     dDw.poison();
@@ -224,7 +221,7 @@ void runCase(std::mt19937_64 &rng, int64_t rows, int64_t c, bool rms, bool affin
         dG.p, dX.p, affine ? dW.p : nullptr, residual ? dA.p : nullptr, dDx.p,
         affine ? dDw.p : nullptr,
         bias ? dDb.p : nullptr, (affine || bias) ? ws.p : nullptr, parts, rows, c, eps, rms, 0,
-        variants[run].cacheGrad, variants[run].prefetch)));
+        variants[run].cacheGrad)));
     CUDA_CHECK(cudaGetLastError());
     CUDA_CHECK(cudaDeviceSynchronize());
     std::vector<T> got[3] = {dDx.download(), dDw.download(), dDb.download()};
@@ -298,27 +295,26 @@ void bench() {
                                                     0);
          }),
          n * (4 + 2));
-  auto backward = [&](const float *addend, bool sums, bool cacheGrad, int prefetch) {
+  auto backward = [&](const float *addend, bool sums, bool cacheGrad) {
     return time([&] {
       CUDA_CHECK((tcc_cuda::launch_layer_norm_backward<bf16, float>(
           dG.p, dX.p, dW.p, addend, dDx.p, sums ? dDw.p : nullptr, sums ? dDb.p : nullptr,
-          sums ? ws.p : nullptr, parts, rows, c, 1e-5, false, 0, cacheGrad, prefetch)));
+          sums ? ws.p : nullptr, parts, rows, c, 1e-5, false, 0, cacheGrad)));
     });
   };
   const double plain = n * (2 + 4 + 4) + wsBytes, plus = plain + n * 4;
-  report("backward + residual (defaults)", backward(dA.p, true, true, 1), plus);
-  report("backward + residual, no prefetch", backward(dA.p, true, true, 0), plus);
-  report("backward + residual, prefetch next row", backward(dA.p, true, true, 2), plus);
-  report("backward + residual, grad read per chunk", backward(dA.p, true, false, 1), plus);
-  report("backward + residual, grad per chunk, prefetch next row",
-         backward(dA.p, true, false, 2), plus);
-  report("backward (defaults)", backward(nullptr, true, true, 1), plain);
-  report("backward, no prefetch", backward(nullptr, true, true, 0), plain);
+  report("backward + residual (defaults: rows in registers)", backward(dA.p, true, true), plus);
+  report("backward + residual, grad and addend read per chunk", backward(dA.p, true, false),
+         plus);
+  report("backward, no residual (defaults)", backward(nullptr, true, true), plain);
   // The two kernels apart: dx alone (no weight or bias gradient: no
   // workspace), and the parts' sum alone.
-  report("backward + residual, dx only (no sums)", backward(dA.p, false, true, 1),
+  report("backward + residual, dx only (no sums)", backward(dA.p, false, true),
          plus - wsBytes);
-  report("sum of 512 parts (second kernel alone)", time([&] {
+  char sumLabel[64];
+  std::snprintf(sumLabel, sizeof sumLabel, "sum of the %lld parts (second kernel alone)",
+                static_cast<long long>(parts));
+  report(sumLabel, time([&] {
            tcc_cuda::detail::layer_norm_sum_parts_kernel<float>
                <<<static_cast<unsigned>(tcc_cuda::grid_for(2 * c, 32)),
                   tcc_cuda::detail::kNormSumWarps * 32>>>(ws.p, parts, c, dDw.p, dDb.p);
@@ -366,6 +362,8 @@ int main(int argc, char **argv) {
   runCase<float, bf16, bf16>(rng, 300, 768, false, true, 0, /*residual=*/true);
   runCase<float, float, float>(rng, 300, 129, true, true, 0, /*residual=*/true);
   runCase<bf16, bf16, bf16>(rng, 300, 2000, false, false, 0, /*residual=*/true);
+  // The addend cached for the row's first chunks, read for the rest.
+  runCase<float, bf16, bf16>(rng, 300, 2000, false, true, 0, /*residual=*/true);
   runCase<float, bf16, bf16>(rng, 64, 768, false, true, 1);
   runCase<float, float, float>(rng, 1, 768, false, true, 0);
   if (doBench)

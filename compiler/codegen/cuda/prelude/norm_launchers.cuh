@@ -47,17 +47,16 @@ template <class T> inline int layer_norm_backward_warps(int64_t c, bool sums) {
 // sums there, and a second kernel adds the parts in order: deterministic,
 // no atomics. Returns the launch error of a row too long for shared memory
 // (2 * c * sizeof(acc_t<T>) beyond the device's opt-in limit). cache_grad:
-// keep the grad row in registers as well as x's; prefetch: what the kernel
-// asks of L2 ahead (0 nothing, 1 the row's addend, 2 also the warp's next
-// row); all variants are tested, the defaults are the fastest on an H200
-// at GPT-2's shape.
+// keep the grad row (and, where it fits, the addend's) in registers as
+// well as x's (both kernels are tested; the default is the faster on an
+// H200 at GPT-2's shape).
 template <class G, class T>
 inline cudaError_t launch_layer_norm_backward(const G *grad, const T *x, const T *weight,
                                               const T *addend, T *dx,
                                               T *dweight, T *dbias, acc_t<T> *workspace,
                                               int64_t parts, int64_t rows, int64_t c,
                                               double eps, bool rms, cudaStream_t stream,
-                                              bool cache_grad = true, int prefetch = 1) {
+                                              bool cache_grad = true) {
   static_assert(detail::IsFloating<T>::value && detail::IsFloating<G>::value,
                 "layer_norm_backward: float, double, bf16 or f16");
   if (rows <= 0 || c <= 0)
@@ -87,8 +86,7 @@ inline cudaError_t launch_layer_norm_backward(const G *grad, const T *x, const T
       return err;
   }
   kernel<<<static_cast<unsigned>(grid), warps * 32, shared, stream>>>(grad, x, weight, addend, dx,
-                                                                      workspace, rows, c, e, rms,
-                                                                      prefetch);
+                                                                      workspace, rows, c, e, rms);
   if (sums)
     detail::layer_norm_sum_parts_kernel<T>
         <<<static_cast<unsigned>(grid_for(2 * c, 32)), detail::kNormSumWarps * 32, 0, stream>>>(
