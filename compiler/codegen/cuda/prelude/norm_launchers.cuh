@@ -44,8 +44,8 @@ template <class T> inline int layer_norm_backward_warps(int64_t c, bool sums) {
 // written plus it. grad has any float type G. With dweight or dbias, `workspace`
 // is (parts, 2, c) of acc_t<T> (parts = tcc::kern::normGradParts(rows)):
 // the backward runs exactly `parts` blocks, each writing its rows' partial
-// sums there, and a second kernel adds the parts in order: deterministic,
-// no atomics. Returns the launch error of a row too long for shared memory
+// sums there, and a second kernel adds the parts in one fixed order:
+// deterministic, no atomics. Returns the launch error of a row too long for shared memory
 // (2 * c * sizeof(acc_t<T>) beyond the device's opt-in limit). cache_grad:
 // keep the grad row (and, where it fits, the addend's) in registers as
 // well as x's (both kernels are tested; the default is the faster on an
