@@ -12,16 +12,20 @@
 // --seed N reproduces a run. Outputs are poisoned with 0xFF bytes (NaN in
 // every type) before each launch, so an element never written fails.
 // Exit 0 when every case passes, 1 on any failure, 77 (skipped) without a
-// GPU. The backward runs three times, twice with the grad row cached in
-// registers and once without (cache_grad), all bit-identical. --bench also
-// times GPT-2's shape (16384 x 768, x f32, y / grad bf16) and prints GB/s
-// (bytes each kernel must move / time).
+// GPU. The backward runs three times, bit-identical: the defaults twice
+// and with the grad row (and the addend's) read per chunk (cache_grad
+// false; the addend asked of L2 ahead instead). --bench also times
+// GPT-2's shapes (16384 x 768, x f32, y / grad bf16, the f32 residual
+// gradient added) and prints ms and GB/s (bytes each launch must move /
+// time) per variant, and the two backward kernels apart.
 //
 // Cases: layer and rms norm; x f32 or bf16; y f32 or bf16 (f32 x, the
 // folded cast); grad bf16 or f32; weight and bias present or absent; widths
 // 768, 100, 129 (scalar path: no multiple of the vector) and 2000 (beyond
 // the registers' row cache, and fewer warps per backward block); a
-// misaligned (offset by one element) x; dx plus a residual gradient.
+// misaligned (offset by one element) x; dx plus a residual gradient (held
+// in registers or read per chunk, both in one 2000-wide row); GPT-2's
+// 16384 x 768 (512 parts, several rows per warp).
 //
 // Tolerance per tensor: max |got - want| / max |want|: 2e-5 for f32
 // outputs (f32 sums of <= 2000 terms, then <= 512 parts), 2^-7 for bf16
@@ -201,9 +205,15 @@ void runCase(std::mt19937_64 &rng, int64_t rows, int64_t c, bool rms, bool affin
   check(std::string(label) + ": y", dY.download(), ref.y);
 
   std::vector<T> first[3];
-  // Runs 0 and 1: the grad row cached in registers; run 2: read per chunk.
-  // Same arithmetic in the same order: all three bit-identical.
-  for (int run = 0; run < 3; ++run) {
+  // Same arithmetic in the same order in every variant: all bit-identical.
+  struct Variant {
+    bool cacheGrad;
+    const char *name;
+  };
+  const Variant variants[] = {{true, "defaults"},
+                              {true, "defaults again"},
+                              {false, "grad (and addend) read per chunk"}};
+  for (int run = 0; run < static_cast<int>(sizeof variants / sizeof variants[0]); ++run) {
     dDx.poison();
     dDw.poison();
     dDb.poison();
@@ -211,7 +221,7 @@ void runCase(std::mt19937_64 &rng, int64_t rows, int64_t c, bool rms, bool affin
         dG.p, dX.p, affine ? dW.p : nullptr, residual ? dA.p : nullptr, dDx.p,
         affine ? dDw.p : nullptr,
         bias ? dDb.p : nullptr, (affine || bias) ? ws.p : nullptr, parts, rows, c, eps, rms, 0,
-        /*cache_grad=*/run < 2)));
+        variants[run].cacheGrad)));
     CUDA_CHECK(cudaGetLastError());
     CUDA_CHECK(cudaDeviceSynchronize());
     std::vector<T> got[3] = {dDx.download(), dDw.download(), dDb.download()};
@@ -232,23 +242,29 @@ void runCase(std::mt19937_64 &rng, int64_t rows, int64_t c, bool rms, bool affin
                                      got[k].size() * sizeof(T)) == 0;
       if (!same)
         ++gFailures;
-      std::printf("%s %-58s backward run %d bit-identical\n", same ? "ok  " : "FAIL", label,
-                  run);
+      std::printf("%s %-58s bit-identical: %s\n", same ? "ok  " : "FAIL", label,
+                  variants[run].name);
     }
   }
 }
 
-// GB/s of the GPT-2 shape: forward x f32 -> y bf16, backward grad bf16.
+// ms and GB/s of GPT-2's shapes (B 16 x T 1024 rows of C 768): the
+// forward x f32 -> y bf16 with weight and bias (25 per step), the backward
+// grad bf16, x f32 -> dx f32, dweight, dbias plus a distinct f32 residual
+// gradient (24 per step) and without it (ln_f, 1 per step). Bytes: each
+// tensor once, plus the workspace written and read.
 void bench() {
   const int64_t rows = 16384, c = 768;
   std::mt19937_64 rng(gSeed);
-  std::vector<float> x = randomRows<float>(rng, rows, c), w = randomRows<float>(rng, 1, c);
+  std::vector<float> x = randomRows<float>(rng, rows, c), w = randomRows<float>(rng, 1, c),
+                     a = randomRows<float>(rng, rows, c);
   std::vector<bf16> g = randomRows<bf16>(rng, rows, c);
-  DeviceBuffer<float> dX(rows * c), dW(c), dB(c), dDx(rows * c), dDw(c), dDb(c);
+  DeviceBuffer<float> dX(rows * c), dA(rows * c), dW(c), dB(c), dDx(rows * c), dDw(c), dDb(c);
   DeviceBuffer<bf16> dY(rows * c), dG(rows * c);
-  int64_t parts = tcc::kern::normGradParts(rows);
+  const int64_t parts = tcc::kern::normGradParts(rows);
   DeviceBuffer<float> ws(parts * 2 * c);
   dX.upload(x);
+  dA.upload(a);
   dW.upload(w);
   dB.upload(w);
   dG.upload(g);
@@ -264,43 +280,46 @@ void bench() {
       launch();
     CUDA_CHECK(cudaEventRecord(stop));
     CUDA_CHECK(cudaEventSynchronize(stop));
+    CUDA_CHECK(cudaGetLastError());
     float ms = 0;
     CUDA_CHECK(cudaEventElapsedTime(&ms, start, stop));
-    return ms / iters;
+    return static_cast<double>(ms) / iters;
   };
-  float fwd = time([&] {
-    tcc_cuda::launch_layer_norm<float, bf16>(dX.p, dW.p, dB.p, dY.p, rows, c, 1e-5, false, 0);
-  });
-  float bwd = time([&] {
-    (void)tcc_cuda::launch_layer_norm_backward<bf16, float>(
-        dG.p, dX.p, dW.p, nullptr, dDx.p, dDw.p, dDb.p, ws.p, parts, rows, c, 1e-5, false, 0,
-        true);
-  });
-  float bwdUncached = time([&] {
-    (void)tcc_cuda::launch_layer_norm_backward<bf16, float>(
-        dG.p, dX.p, dW.p, nullptr, dDx.p, dDw.p, dDb.p, ws.p, parts, rows, c, 1e-5, false, 0,
-        false);
-  });
-  float bwdPlus = time([&] {
-    (void)tcc_cuda::launch_layer_norm_backward<bf16, float>(
-        dG.p, dX.p, dW.p, /*addend=*/dX.p, dDx.p, dDw.p, dDb.p, ws.p, parts,
-        rows, c, 1e-5, false, 0, true);
-  });
-  CUDA_CHECK(cudaGetLastError());
-  double n = static_cast<double>(rows) * c;
-  double fwdBytes = n * (4 + 2), bwdBytes = n * (2 + 4 + 4) + 2.0 * parts * 2 * c * 4;
-  std::printf("bench 16384x768 forward  x f32 -> y bf16 (affine): %.4f ms, %.1f MB, %.0f GB/s\n",
-              fwd, fwdBytes / 1e6, fwdBytes / (fwd * 1e-3) / 1e9);
-  std::printf("bench 16384x768 backward grad bf16, x f32 -> dx f32, dw, db (2 kernels): %.4f "
-              "ms, %.1f MB, %.0f GB/s\n",
-              bwd, bwdBytes / 1e6, bwdBytes / (bwd * 1e-3) / 1e9);
-  std::printf("bench 16384x768 backward, grad read per chunk (cache_grad false): %.4f ms, "
-              "%.0f GB/s\n",
-              bwdUncached, bwdBytes / (bwdUncached * 1e-3) / 1e9);
-  double plusBytes = bwdBytes + n * 4;
-  std::printf("bench 16384x768 backward plus residual gradient (f32 addend): %.4f ms, %.1f MB, "
-              "%.0f GB/s\n",
-              bwdPlus, plusBytes / 1e6, plusBytes / (bwdPlus * 1e-3) / 1e9);
+  const double n = static_cast<double>(rows) * c, wsBytes = 2.0 * parts * 2 * c * 4;
+  auto report = [&](const char *what, double ms, double bytes) {
+    std::printf("bench 16384x768 %-62s %.4f ms %6.1f MB %5.0f GB/s\n", what, ms, bytes / 1e6,
+                bytes / (ms * 1e-3) / 1e9);
+  };
+  report("forward x f32 -> y bf16, weight, bias", time([&] {
+           tcc_cuda::launch_layer_norm<float, bf16>(dX.p, dW.p, dB.p, dY.p, rows, c, 1e-5, false,
+                                                    0);
+         }),
+         n * (4 + 2));
+  auto backward = [&](const float *addend, bool sums, bool cacheGrad) {
+    return time([&] {
+      CUDA_CHECK((tcc_cuda::launch_layer_norm_backward<bf16, float>(
+          dG.p, dX.p, dW.p, addend, dDx.p, sums ? dDw.p : nullptr, sums ? dDb.p : nullptr,
+          sums ? ws.p : nullptr, parts, rows, c, 1e-5, false, 0, cacheGrad)));
+    });
+  };
+  const double plain = n * (2 + 4 + 4) + wsBytes, plus = plain + n * 4;
+  report("backward + residual (defaults: rows in registers)", backward(dA.p, true, true), plus);
+  report("backward + residual, grad and addend read per chunk", backward(dA.p, true, false),
+         plus);
+  report("backward, no residual (defaults)", backward(nullptr, true, true), plain);
+  // The two kernels apart: dx alone (no weight or bias gradient: no
+  // workspace), and the parts' sum alone.
+  report("backward + residual, dx only (no sums)", backward(dA.p, false, true),
+         plus - wsBytes);
+  char sumLabel[64];
+  std::snprintf(sumLabel, sizeof sumLabel, "sum of the %lld parts (second kernel alone)",
+                static_cast<long long>(parts));
+  report(sumLabel, time([&] {
+           tcc_cuda::detail::layer_norm_sum_parts_kernel<float>
+               <<<static_cast<unsigned>(tcc_cuda::grid_for(2 * c, 32)),
+                  tcc_cuda::detail::kNormSumWarps * 32>>>(ws.p, parts, c, dDw.p, dDb.p);
+         }),
+         wsBytes / 2);
 }
 
 } // namespace
@@ -339,9 +358,12 @@ int main(int argc, char **argv) {
     runCase<float, float, float>(rng, 77, c, false, false, 0);
   }
   runCase<float, bf16, bf16>(rng, 5000, 768, false, true, 0);
+  runCase<float, float, bf16>(rng, 16384, 768, false, true, 0, /*residual=*/true);
   runCase<float, bf16, bf16>(rng, 300, 768, false, true, 0, /*residual=*/true);
   runCase<float, float, float>(rng, 300, 129, true, true, 0, /*residual=*/true);
   runCase<bf16, bf16, bf16>(rng, 300, 2000, false, false, 0, /*residual=*/true);
+  // The addend cached for the row's first chunks, read for the rest.
+  runCase<float, bf16, bf16>(rng, 300, 2000, false, true, 0, /*residual=*/true);
   runCase<float, bf16, bf16>(rng, 64, 768, false, true, 1);
   runCase<float, float, float>(rng, 1, 768, false, true, 0);
   if (doBench)

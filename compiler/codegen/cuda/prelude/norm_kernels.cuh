@@ -20,16 +20,23 @@ template <> struct NormChunkBits<4> { using type = uint32_t; };
 template <> struct NormChunkBits<8> { using type = uint2; };
 template <> struct NormChunkBits<16> { using type = uint4; };
 
+// V elements of T as loaded (one access's bits), widened to A.
+template <int V, class T, class A>
+__device__ __forceinline__ void
+norm_unpack(const typename NormChunkBits<V * sizeof(T)>::type &bits, A (&out)[V]) {
+  T t[V];
+  memcpy(t, &bits, sizeof(bits));
+#pragma unroll
+  for (int i = 0; i < V; ++i)
+    out[i] = static_cast<A>(Elem<T>::load(t[i]));
+}
+
 // V elements at p (aligned to their size), widened to A.
 template <int V, class T, class A>
 __device__ __forceinline__ void norm_load(const T *__restrict__ p, A (&out)[V]) {
   using Bits = typename NormChunkBits<V * sizeof(T)>::type;
-  const Bits bits = *reinterpret_cast<const Bits *>(p);
-  T t[V];
-  memcpy(t, &bits, sizeof(Bits));
-#pragma unroll
-  for (int i = 0; i < V; ++i)
-    out[i] = static_cast<A>(Elem<T>::load(t[i]));
+  const Bits bits = *reinterpret_cast<const Bits *>(p); // one access
+  norm_unpack<V, T>(bits, out);
 }
 
 // V values rounded to T (once each) and stored at p in one access.
@@ -45,6 +52,36 @@ __device__ __forceinline__ void norm_store(T *__restrict__ p, const A (&in)[V]) 
   *reinterpret_cast<Bits *>(p) = bits;
 }
 
+// p[i] += v[i] for V consecutive shared-memory values of the calling lane,
+// in 16-byte (or narrower) pieces: a warp's lanes touch consecutive pieces,
+// so an access costs the minimum of shared-memory wavefronts (scalar
+// accesses V apart would be V-way bank conflicts). p is aligned to the
+// piece (the caller's offsets are multiples of V, its slices of V * 2).
+template <int V, class A>
+__device__ __forceinline__ void norm_shared_add(A *p, const A (&v)[V]) {
+  constexpr int kPieceBytes = V * sizeof(A) < 16 ? V * sizeof(A) : 16;
+  constexpr int kPerPiece = kPieceBytes / sizeof(A);
+  struct alignas(kPieceBytes) Piece {
+    A e[kPerPiece];
+  };
+#pragma unroll
+  for (int q = 0; q < V; q += kPerPiece) {
+    Piece piece = *reinterpret_cast<Piece *>(p + q);
+#pragma unroll
+    for (int i = 0; i < kPerPiece; ++i)
+      piece.e[i] += v[q + i];
+    *reinterpret_cast<Piece *>(p + q) = piece;
+  }
+}
+
+// Asks L2 for the `bytes` at p (one 128-byte line per lane and step), so a
+// later load of them waits for L2, not for DRAM; no registers held.
+__device__ __forceinline__ void norm_prefetch_l2(const void *p, int64_t bytes, int lane) {
+  const char *base = static_cast<const char *>(p);
+  for (int64_t off = static_cast<int64_t>(lane) * 128; off < bytes; off += 32 * 128)
+    asm volatile("prefetch.global.L2 [%0];" ::"l"(base + off));
+}
+
 template <class A> __device__ __forceinline__ A norm_warp_sum(A v) {
 #pragma unroll
   for (int offset = 16; offset > 0; offset >>= 1)
@@ -53,14 +90,33 @@ template <class A> __device__ __forceinline__ A norm_warp_sum(A v) {
 }
 
 // x of one row in registers (the first kNormCachedChunks chunks of a lane).
+// A narrower T (bf16 under f32 math) is kept as loaded: half the registers
+// of its f32 values, widened again at each use (a shift); a T as wide as A
+// is kept as values (the same registers; the compiler schedules it better).
 template <int V, class T, class A> struct NormRow {
-  A v[kNormCachedChunks][V];
+  using Bits = typename NormChunkBits<V * sizeof(T)>::type;
+  static constexpr bool kRaw = sizeof(T) < sizeof(A);
+  Bits raw[kRaw ? kNormCachedChunks : 1];
+  A v[kRaw ? 1 : kNormCachedChunks][V];
   __device__ __forceinline__ void load(const T *__restrict__ xr, int64_t c, int lane) {
 #pragma unroll
     for (int k = 0; k < kNormCachedChunks; ++k) {
       const int64_t j = (static_cast<int64_t>(k) * 32 + lane) * V;
-      if (j < c)
-        norm_load<V>(xr + j, v[k]);
+      if (j < c) {
+        if constexpr (kRaw)
+          raw[k] = *reinterpret_cast<const Bits *>(xr + j);
+        else
+          norm_load<V>(xr + j, v[k]);
+      }
+    }
+  }
+  __device__ __forceinline__ void get(int k, A (&out)[V]) const {
+    if constexpr (kRaw) {
+      norm_unpack<V, T>(raw[k], out);
+    } else {
+#pragma unroll
+      for (int i = 0; i < V; ++i)
+        out[i] = v[k][i];
     }
   }
 };
@@ -74,8 +130,11 @@ __device__ __forceinline__ void norm_for_chunks(const NormRow<V, T, A> &row,
 #pragma unroll
   for (int k = 0; k < kNormCachedChunks; ++k) {
     const int64_t j = (static_cast<int64_t>(k) * 32 + lane) * V;
-    if (j < c)
-      f(row.v[k], j);
+    if (j < c) {
+      A t[V];
+      row.get(k, t);
+      f(t, j);
+    }
   }
   for (int64_t k = kNormCachedChunks; k * 32 * V < c; ++k) {
     const int64_t j = (k * 32 + lane) * V;
@@ -100,13 +159,13 @@ __device__ __forceinline__ void norm_for_chunk_pairs(const NormRow<V, T, A> &xro
   for (int k = 0; k < kNormCachedChunks; ++k) {
     const int64_t j = (static_cast<int64_t>(k) * 32 + lane) * V;
     if (j < c) {
-      if constexpr (CacheGrad) {
-        f(xrow.v[k], grow.v[k], j);
-      } else {
-        A g[V];
+      A x[V], g[V];
+      xrow.get(k, x);
+      if constexpr (CacheGrad)
+        grow.get(k, g);
+      else
         norm_load<V>(gr + j, g);
-        f(xrow.v[k], g, j);
-      }
+      f(x, g, j);
     }
   }
   for (int64_t k = kNormCachedChunks; k * 32 * V < c; ++k) {
@@ -116,6 +175,47 @@ __device__ __forceinline__ void norm_for_chunk_pairs(const NormRow<V, T, A> &xro
       norm_load<V>(xr + j, x);
       norm_load<V>(gr + j, g);
       f(x, g, j);
+    }
+  }
+}
+
+// f(x chunk, grad chunk, addend chunk, j), as norm_for_chunk_pairs, with a
+// third row (of T) cached (CacheAddend) or read per chunk; ar null: no
+// third row (the addend chunk passed is unset, unread by f).
+template <bool CacheGrad, bool CacheAddend, int V, class T, class G, class A, class F>
+__device__ __forceinline__ void
+norm_for_chunk_triples(const NormRow<V, T, A> &xrow, const NormRow<V, G, A> &grow,
+                       const NormRow<V, T, A> &arow, const T *__restrict__ xr,
+                       const G *__restrict__ gr, const T *__restrict__ ar, int64_t c, int lane,
+                       F &&f) {
+#pragma unroll
+  for (int k = 0; k < kNormCachedChunks; ++k) {
+    const int64_t j = (static_cast<int64_t>(k) * 32 + lane) * V;
+    if (j < c) {
+      A x[V], g[V], a[V];
+      xrow.get(k, x);
+      if constexpr (CacheGrad)
+        grow.get(k, g);
+      else
+        norm_load<V>(gr + j, g);
+      if (ar) {
+        if constexpr (CacheAddend)
+          arow.get(k, a);
+        else
+          norm_load<V>(ar + j, a);
+      }
+      f(x, g, a, j);
+    }
+  }
+  for (int64_t k = kNormCachedChunks; k * 32 * V < c; ++k) {
+    const int64_t j = (k * 32 + lane) * V;
+    if (j < c) {
+      A x[V], g[V], a[V];
+      norm_load<V>(xr + j, x);
+      norm_load<V>(gr + j, g);
+      if (ar)
+        norm_load<V>(ar + j, a);
+      f(x, g, a, j);
     }
   }
 }
@@ -179,6 +279,16 @@ __global__ void __launch_bounds__(kNormWarps * 32)
   }
 }
 
+// Whether the backward keeps the addend row in registers too (loaded with
+// x and grad, so the row's last pass waits on no memory): only with the
+// grad row cached and when the three rows' cached chunks fit 80 registers a
+// lane (GPT-2's f32 x and addend with a bf16 grad: 8 chunks of 4 + 2 + 4),
+// which with the rest stays within 128 (two 256-thread blocks per SM).
+template <int V, class G, class T, bool CacheGrad>
+__host__ __device__ constexpr bool norm_cache_addend() {
+  return CacheGrad && kNormCachedChunks * V * (2 * sizeof(T) + sizeof(G)) <= 80 * 4;
+}
+
 // The backward: block b of the grid (exactly `parts` blocks, `warps` warps
 // each) takes rows b * warps + w + k * parts * warps, warp w one row at a
 // time: dx per row, and the row's grad * x_hat and grad added to the warp's
@@ -187,15 +297,20 @@ __global__ void __launch_bounds__(kNormWarps * 32)
 // slices in warp order into its part of the workspace, (parts, 2, c).
 // CacheGrad keeps the grad row in registers too (more registers, fewer
 // loads in the second pass). addend (of T, or null): added to dx as it is
-// written (the residual stream's gradient).
+// written (the residual stream's gradient): kept in registers with x and
+// grad when norm_cache_addend says so, else asked of L2 when the row's x
+// and grad loads are issued (its loads in the last pass then wait for L2,
+// not DRAM). Two blocks per SM (at most 128 registers a thread): fewer
+// registers spill, more blocks did not run faster on an H200.
 template <int V, class G, class T, bool CacheGrad>
-__global__ void __launch_bounds__(kNormWarps * 32)
+__global__ void __launch_bounds__(kNormWarps * 32, 2)
     layer_norm_backward_kernel(const G *__restrict__ grad, const T *__restrict__ x,
                                const T *__restrict__ weight, const T *__restrict__ addend,
                                T *__restrict__ dx,
                                acc_t<T> *__restrict__ workspace, int64_t rows, int64_t c,
                                acc_t<T> eps, bool rms) {
   using A = acc_t<T>;
+  constexpr bool kCacheAddend = norm_cache_addend<V, G, T, CacheGrad>();
   extern __shared__ __align__(16) unsigned char norm_shared[];
   A *sums = reinterpret_cast<A *>(norm_shared); // (warps, 2, c) when workspace
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
@@ -204,21 +319,28 @@ __global__ void __launch_bounds__(kNormWarps * 32)
     for (int64_t j = lane; j < 2 * c; j += 32)
       mine[j] = 0;
   __syncwarp();
-  for (int64_t r = blockIdx.x * static_cast<int64_t>(warps) + warp; r < rows;
-       r += static_cast<int64_t>(gridDim.x) * warps) {
+  const int64_t stride = static_cast<int64_t>(gridDim.x) * warps;
+  for (int64_t r = blockIdx.x * static_cast<int64_t>(warps) + warp; r < rows; r += stride) {
     const T *xr = x + r * c;
     const G *gr = grad + r * c;
+    const T *addr = addend ? addend + r * c : nullptr;
     NormRow<V, T, A> row;
     row.load(xr, c, lane);
     NormRow<V, G, A> grow;
+    NormRow<V, T, A> arow;
     if constexpr (CacheGrad)
       grow.load(gr, c, lane);
+    if constexpr (kCacheAddend)
+      if (addr)
+        arow.load(addr, c, lane);
+    if (!kCacheAddend && addr)
+      norm_prefetch_l2(addr, c * static_cast<int64_t>(sizeof(T)), lane);
     A mean, rstd;
     norm_statistics(row, xr, c, lane, eps, rms, mean, rstd);
     A sum_dxhat = 0, sum_dot = 0;
     norm_for_chunk_pairs<CacheGrad>(
         row, grow, xr, gr, c, lane, [&](const A(&xv)[V], const A(&g)[V], int64_t j) {
-          A w[V];
+          A w[V], dw[V];
           if (weight)
             norm_load<V>(weight + j, w);
 #pragma unroll
@@ -227,18 +349,19 @@ __global__ void __launch_bounds__(kNormWarps * 32)
             const A dxhat = weight ? g[i] * w[i] : g[i];
             sum_dxhat += dxhat;
             sum_dot += dxhat * xhat;
-            if (workspace) {
-              mine[j + i] += g[i] * xhat;
-              mine[c + j + i] += g[i];
-            }
+            dw[i] = g[i] * xhat;
+          }
+          if (workspace) {
+            norm_shared_add(mine + j, dw);
+            norm_shared_add(mine + c + j, g);
           }
         });
     const A mean_dxhat = rms ? static_cast<A>(0) : norm_warp_sum(sum_dxhat) / static_cast<A>(c);
     const A mean_dot = norm_warp_sum(sum_dot) / static_cast<A>(c);
     T *dxr = dx + r * c;
-    const T *addr = addend ? addend + r * c : nullptr;
-    norm_for_chunk_pairs<CacheGrad>(
-        row, grow, xr, gr, c, lane, [&](const A(&xv)[V], const A(&g)[V], int64_t j) {
+    norm_for_chunk_triples<CacheGrad, kCacheAddend>(
+        row, grow, arow, xr, gr, addr, c, lane,
+        [&](const A(&xv)[V], const A(&g)[V], const A(&a)[V], int64_t j) {
           A w[V], d[V];
           if (weight)
             norm_load<V>(weight + j, w);
@@ -249,8 +372,6 @@ __global__ void __launch_bounds__(kNormWarps * 32)
             d[i] = rstd * (dxhat - mean_dxhat - xhat * mean_dot);
           }
           if (addr) {
-            A a[V];
-            norm_load<V>(addr + j, a);
 #pragma unroll
             for (int i = 0; i < V; ++i)
               d[i] += a[i];
@@ -270,23 +391,46 @@ __global__ void __launch_bounds__(kNormWarps * 32)
   }
 }
 
-// weight_grad[j] / bias_grad[j] = the parts' sums added in part order.
+// weight_grad / bias_grad from the parts: column j of the workspace's (2,
+// c) rows (dweight then dbias) is the sum over parts. Block b takes columns
+// 32 b .. 32 b + 31 (a warp reads 128 contiguous bytes per part); warp w
+// adds parts w, w + kNormSumWarps, ... in order (many loads in flight:
+// parts are L2-resident and the old one-thread-per-column loop waited on
+// them one after another), then the warps' sums are added in warp order.
+// The order depends on (parts, c) only: deterministic on every machine.
+constexpr int kNormSumWarps = 32;
 template <class T>
-__global__ void __launch_bounds__(256)
+__global__ void __launch_bounds__(kNormSumWarps * 32)
     layer_norm_sum_parts_kernel(const acc_t<T> *__restrict__ workspace, int64_t parts,
                                 int64_t c, T *__restrict__ dweight, T *__restrict__ dbias) {
   using A = acc_t<T>;
-  for (int64_t j = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; j < c;
-       j += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-    A w = 0, b = 0;
-    for (int64_t p = 0; p < parts; ++p) {
-      w += workspace[p * 2 * c + j];
-      b += workspace[p * 2 * c + c + j];
+  __shared__ A warp_sums[kNormSumWarps][32];
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const int64_t n = 2 * c;
+  // Column groups grid-stride (the grid is capped); block-uniform, so the
+  // barriers inside are reached by every thread.
+  for (int64_t first = static_cast<int64_t>(blockIdx.x) * 32; first < n;
+       first += static_cast<int64_t>(gridDim.x) * 32) {
+    const int64_t j = first + lane;
+    A s = 0;
+    if (j < n) {
+#pragma unroll 8
+      for (int64_t p = warp; p < parts; p += kNormSumWarps)
+        s += workspace[p * n + j];
     }
-    if (dweight)
-      dweight[j] = Elem<T>::store(w);
-    if (dbias)
-      dbias[j] = Elem<T>::store(b);
+    warp_sums[warp][lane] = s;
+    __syncthreads();
+    if (warp == 0 && j < n) {
+      A t = 0;
+      for (int w = 0; w < kNormSumWarps; ++w)
+        t += warp_sums[w][lane];
+      if (j < c) {
+        if (dweight)
+          dweight[j] = Elem<T>::store(t);
+      } else if (dbias) {
+        dbias[j - c] = Elem<T>::store(t);
+      }
+    }
+    __syncthreads(); // warp_sums is rewritten by the next group
   }
 }
-

@@ -44,11 +44,12 @@ template <class T> inline int layer_norm_backward_warps(int64_t c, bool sums) {
 // written plus it. grad has any float type G. With dweight or dbias, `workspace`
 // is (parts, 2, c) of acc_t<T> (parts = tcc::kern::normGradParts(rows)):
 // the backward runs exactly `parts` blocks, each writing its rows' partial
-// sums there, and a second kernel adds the parts in order: deterministic,
-// no atomics. Returns the launch error of a row too long for shared memory
+// sums there, and a second kernel adds the parts in one fixed order:
+// deterministic, no atomics. Returns the launch error of a row too long for shared memory
 // (2 * c * sizeof(acc_t<T>) beyond the device's opt-in limit). cache_grad:
-// keep the grad row in registers as well as x's (both kernels are tested;
-// the default is the faster on an H200 at GPT-2's shape).
+// keep the grad row (and, where it fits, the addend's) in registers as
+// well as x's (both kernels are tested; the default is the faster on an
+// H200 at GPT-2's shape).
 template <class G, class T>
 inline cudaError_t launch_layer_norm_backward(const G *grad, const T *x, const T *weight,
                                               const T *addend, T *dx,
@@ -88,8 +89,8 @@ inline cudaError_t launch_layer_norm_backward(const G *grad, const T *x, const T
                                                                       workspace, rows, c, e, rms);
   if (sums)
     detail::layer_norm_sum_parts_kernel<T>
-        <<<static_cast<unsigned>(grid_for(c, 256)), 256, 0, stream>>>(workspace, parts, c,
-                                                                      dweight, dbias);
+        <<<static_cast<unsigned>(grid_for(2 * c, 32)), detail::kNormSumWarps * 32, 0, stream>>>(
+            workspace, parts, c, dweight, dbias);
   return cudaSuccess;
 }
 
