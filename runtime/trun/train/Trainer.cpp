@@ -115,6 +115,21 @@ absl::StatusOr<std::vector<tcc_launch_time>> Trainer::ReadProfile() const {
   return launches;
 }
 
+GemmChoices Trainer::ReadGemmChoices(const std::vector<tcc_launch_time> &launches) const {
+  GemmChoices choices;
+  if (!device_ || !tcc_device_api_has_gemm_choice(device_))
+    return choices;
+  for (const tcc_launch_time &l : launches) {
+    tcc_gemm_choice c{};
+    if (l.entry != 0 || device_->gemm_choice(0, l.launch, &c) != 1)
+      continue;
+    auto text = [](const char *s) { return std::string(s ? s : ""); };
+    choices[l.launch] = GemmChoiceInfo{text(c.descriptor), text(c.algorithm), text(c.source),
+                                       c.best_ms, c.heuristic_ms};
+  }
+  return choices;
+}
+
 std::optional<GpuMemory> Trainer::gpu_memory() const {
   if (!device_)
     return std::nullopt;
@@ -211,6 +226,10 @@ absl::Status Trainer::TrainLoop(BatchLoader &loader, const TrainConfig &config,
       const char *note = device_->execution_note();
       if (note && *note && config.progress)
         config.progress->Message(absl::StrCat("gpu: ", note));
+      // How the first call chose its cuBLASLt algorithms (searched, cached).
+      const char *gemm = tcc_device_api_has_gemm_choice(device_) ? device_->gemm_note() : "";
+      if (gemm && *gemm && config.progress)
+        config.progress->Message(absl::StrCat("gpu: ", gemm));
     }
     ++summary.steps;
     StepRecord record;

@@ -7,6 +7,7 @@
 #include "runtime/trun/data/BatchLoader.h"
 #include "runtime/trun/data/BatchSource.h"
 #include "runtime/trun/data/StepBinding.h"
+#include "runtime/trun/step/Profile.h"
 #include "runtime/trun/train/Metrics.h"
 #include "runtime/trun/train/OnNan.h"
 #include "runtime/trun/train/StepBuffers.h"
@@ -180,6 +181,9 @@ public:
   // SetProfiling(true) also clears what was timed so far.
   absl::Status SetProfiling(bool on);
   absl::StatusOr<std::vector<tcc_launch_time>> ReadProfile() const;
+  // GPU steps: the algorithm of each cuBLASLt product among the train
+  // `launches` (empty when the step's device API predates gemm_choice).
+  GemmChoices ReadGemmChoices(const std::vector<tcc_launch_time> &launches) const;
 
 private:
   Trainer(const tcc_step_descriptor &descriptor, const StepBinding &binding)
