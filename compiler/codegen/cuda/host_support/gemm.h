@@ -107,7 +107,8 @@ inline int32_t gemm(GemmPlan &p, cudaStream_t s, int32_t kernel, GemmType type,
     GemmOperands o{p.op, p.a, p.b, p.c,
                    f64 ? static_cast<const void *>(&alpha) : &alpha32,
                    f64 ? static_cast<const void *>(&beta) : &beta32,
-                   B, A, C, C, beta != 0 ? extent : 0, workspace, workspace_bytes, s};
+                   B, A, C, C, beta != 0 ? extent : 0, type == kGemmBF16 || type == kGemmF16,
+                   workspace, workspace_bytes, s};
     const char *typeName = f64 ? "f64" : type == kGemmBF16 ? "bf16"
                                        : type == kGemmF16  ? "f16"
                                                            : "f32";
@@ -250,8 +251,8 @@ inline int32_t gemm_epilogue(GemmPlan &p, cudaStream_t s, int32_t kernel, GemmTy
     size_t outBytes = out == kGemmF32 ? 4 : 2;
     bool dRead = residual || epilogue == kEpilogueDGelu;
     GemmOperands o{p.op, p.a, p.b, p.c, &one, &beta, B, A, residual ? residual : D, D,
-                   dRead ? static_cast<size_t>(m * n) * outBytes : 0, workspace,
-                   workspace_bytes, s};
+                   dRead ? static_cast<size_t>(m * n) * outBytes : 0, out != kGemmF32,
+                   workspace, workspace_bytes, s};
     auto typeName = [](GemmType t) {
       return t == kGemmBF16 ? "bf16" : t == kGemmF16 ? "f16" : "f32";
     };

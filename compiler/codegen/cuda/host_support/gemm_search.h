@@ -136,28 +136,67 @@ inline std::string gemm_tile_name(int id) {
   return "#" + std::to_string(id);
 }
 
+// One configuration attribute of `algo` (-1 if cuBLASLt does not say):
+// they are 16- or 32-bit, and cuBLASLt wants the exact size.
+inline int64_t gemm_algo_attribute(const cublasLtMatmulAlgo_t &algo,
+                                   cublasLtMatmulAlgoConfigAttributes_t attr) {
+  size_t size = 0;
+  if (cublasLtMatmulAlgoConfigGetAttribute(&algo, attr, nullptr, 0, &size) !=
+          CUBLAS_STATUS_SUCCESS ||
+      (size != 2 && size != 4 && size != 8))
+    return -1;
+  unsigned char bytes[8] = {};
+  size_t written = 0;
+  if (cublasLtMatmulAlgoConfigGetAttribute(&algo, attr, bytes, size, &written) !=
+      CUBLAS_STATUS_SUCCESS)
+    return -1;
+  if (size == 2) {
+    uint16_t v;
+    std::memcpy(&v, bytes, 2);
+    return v;
+  }
+  if (size == 4) {
+    int32_t v;
+    std::memcpy(&v, bytes, 4);
+    return v;
+  }
+  int64_t v;
+  std::memcpy(&v, bytes, 8);
+  return v;
+}
+
 // "algo 66 tile 128x256 stages#13 splitK 1 swizzle 0 reduction 0 cluster#2".
 inline std::string describe_gemm_algo(const cublasLtMatmulAlgo_t &algo) {
   auto get = [&](cublasLtMatmulAlgoConfigAttributes_t attr) {
-    int64_t v = 0; // attributes are 16- to 32-bit; the rest stays 0
-    size_t written = 0;
-    if (cublasLtMatmulAlgoConfigGetAttribute(&algo, attr, &v, sizeof v, &written) !=
-        CUBLAS_STATUS_SUCCESS)
-      return int64_t(-1);
-    return v;
+    return static_cast<long long>(gemm_algo_attribute(algo, attr));
   };
   char buf[200];
   std::snprintf(buf, sizeof buf,
                 "algo %lld tile %s stages#%lld splitK %lld swizzle %lld reduction %lld "
                 "cluster#%lld",
-                static_cast<long long>(get(CUBLASLT_ALGO_CONFIG_ID)),
+                get(CUBLASLT_ALGO_CONFIG_ID),
                 gemm_tile_name(static_cast<int>(get(CUBLASLT_ALGO_CONFIG_TILE_ID))).c_str(),
-                static_cast<long long>(get(CUBLASLT_ALGO_CONFIG_STAGES_ID)),
-                static_cast<long long>(get(CUBLASLT_ALGO_CONFIG_SPLITK_NUM)),
-                static_cast<long long>(get(CUBLASLT_ALGO_CONFIG_CTA_SWIZZLING)),
-                static_cast<long long>(get(CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME)),
-                static_cast<long long>(get(CUBLASLT_ALGO_CONFIG_CLUSTER_SHAPE_ID)));
+                get(CUBLASLT_ALGO_CONFIG_STAGES_ID), get(CUBLASLT_ALGO_CONFIG_SPLITK_NUM),
+                get(CUBLASLT_ALGO_CONFIG_CTA_SWIZZLING),
+                get(CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME),
+                get(CUBLASLT_ALGO_CONFIG_CLUSTER_SHAPE_ID));
   return buf;
+}
+
+// Whether a search may take `algo` for a product with a 16-bit (or wider)
+// output: a split-K candidate that adds its partial products in the output
+// type (reduction in place or in the output type) rounds every partial sum
+// to 16 bits, and on the H200 (cuBLASLt 13.1) such candidates of small
+// 16-bit DGELU products were off by up to 40x gemm_epilogue_test's
+// tolerance. Split-K is taken only with fp32 partial sums.
+inline bool gemm_algo_keeps_precision(const cublasLtMatmulAlgo_t &algo, bool output16) {
+  if (!output16)
+    return true;
+  int64_t splits = gemm_algo_attribute(algo, CUBLASLT_ALGO_CONFIG_SPLITK_NUM);
+  if (splits == 1 || splits == 0)
+    return true;
+  return splits > 1 && gemm_algo_attribute(algo, CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME) ==
+                           CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE;
 }
 
 // One product as cuBLASLt runs it (cuBLAS's A is our B), for timing.
@@ -168,6 +207,7 @@ struct GemmOperands {
   const void *A, *B, *C;
   void *D;
   size_t scratch_d_bytes; // > 0: D is read (beta != 0 or DGELU's aux): time into scratch
+  bool output16;          // D is bf16 / f16 (gemm_algo_keeps_precision)
   void *workspace;
   size_t workspace_bytes;
   cudaStream_t stream;
@@ -180,7 +220,8 @@ inline cublasStatus_t run_gemm_algo(const GemmOperands &o, const cublasLtMatmulA
 }
 
 // Times `found` candidates on the call's operands; the index of the one to
-// use (0 when nothing could be timed). Candidates that fail are skipped.
+// use (0 when nothing could be timed). Candidates that fail, and split-K
+// ones that would round partial sums to 16 bits, are skipped.
 inline int search_gemm_algos(const GemmOperands &o,
                              const cublasLtMatmulHeuristicResult_t *results, int found,
                              double &best_ms, double &heuristic_ms, int32_t kernel,
@@ -199,6 +240,7 @@ inline int search_gemm_algos(const GemmOperands &o,
     for (int i = 0; i < found; ++i) {
       if (results[i].state != CUBLAS_STATUS_SUCCESS ||
           results[i].workspaceSize > o.workspace_bytes ||
+          (i > 0 && !gemm_algo_keeps_precision(results[i].algo, o.output16)) ||
           run_gemm_algo(o, results[i].algo, D) != CUBLAS_STATUS_SUCCESS) // also a warm-up
         continue;
       bool launched = cudaEventRecord(start, o.stream) == cudaSuccess;
