@@ -222,14 +222,22 @@ absl::Status Trainer::TrainLoop(BatchLoader &loader, const TrainConfig &config,
     if (status != TCC_STATUS_OK)
       return CallError(absl::StrCat("train step ", steps_done_ + 1), status);
     if (device_ && !note_printed_) {
-      note_printed_ = true;
-      const char *note = device_->execution_note();
-      if (note && *note && config.progress)
-        config.progress->Message(absl::StrCat("gpu: ", note));
+      ++device_train_calls_;
       // How the first call chose its cuBLASLt algorithms (searched, cached).
-      const char *gemm = tcc_device_api_has_gemm_choice(device_) ? device_->gemm_note() : "";
+      const char *gemm = device_train_calls_ == 1 && tcc_device_api_has_gemm_choice(device_)
+                             ? device_->gemm_note()
+                             : "";
       if (gemm && *gemm && config.progress)
         config.progress->Message(absl::StrCat("gpu: ", gemm));
+      // The step runs its first call kernel by kernel (making those plans)
+      // and captures its CUDA graph at the second: that call's note says
+      // how the rest run (the first's, when the run has one step).
+      if (device_train_calls_ >= 2 || steps_done_ + 1 >= config.steps) {
+        note_printed_ = true;
+        const char *note = device_->execution_note();
+        if (note && *note && config.progress)
+          config.progress->Message(absl::StrCat("gpu: ", note));
+      }
     }
     ++summary.steps;
     StepRecord record;

@@ -99,8 +99,8 @@ struct GpuMemory {
 //    the input set no queued upload targets, and downloads the logits only
 //    for accuracy.
 //  - Errors of the device API carry its last_error(); the first train call
-//    is followed by the device's execution_note() ("gpu: ...") through the
-//    progress reporter.
+//    is followed by the device's gemm_note() and the second (or the only)
+//    by its execution_note() ("gpu: ...") through the progress reporter.
 class Trainer {
 public:
   // Allocates params, optimizer state, workspace and eval outputs (64-byte
@@ -219,6 +219,7 @@ private:
   int64_t steps_done_ = 0;
   int next_set_ = -1;         // GPU: input set of a queued, untrained batch
   bool note_printed_ = false; // GPU: execution_note() shown
+  int64_t device_train_calls_ = 0; // GPU: train calls until then
 };
 
 } // namespace tcc::trun
