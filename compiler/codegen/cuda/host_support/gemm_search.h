@@ -220,7 +220,7 @@ inline cublasStatus_t run_gemm_algo(const GemmOperands &o, const cublasLtMatmulA
 }
 
 // Times `found` candidates on the call's operands; the index of the one to
-// use (0 when nothing could be timed). Candidates that fail, and split-K
+// use, or -1 when nothing could be timed. Candidates that fail, and split-K
 // ones that would round partial sums to 16 bits, are skipped.
 inline int search_gemm_algos(const GemmOperands &o,
                              const cublasLtMatmulHeuristicResult_t *results, int found,
@@ -231,7 +231,7 @@ inline int search_gemm_algos(const GemmOperands &o,
   void *scratch = nullptr;
   if (o.scratch_d_bytes && cudaMalloc(&scratch, o.scratch_d_bytes) != cudaSuccess) {
     cudaGetLastError();
-    return 0; // no room to time safely: cuBLASLt's first answer
+    return -1; // no room to time safely: cuBLASLt's first answer
   }
   void *D = scratch ? scratch : o.D;
   cudaEvent_t start = nullptr, stop = nullptr;
@@ -265,7 +265,7 @@ inline int search_gemm_algos(const GemmOperands &o,
     if (ms[i] >= 0 && (best < 0 || ms[i] < ms[best]))
       best = i;
   if (best < 0)
-    return 0;
+    return -1;
   if (ms[0] >= 0 && ms[best] > kGemmSearchMargin * ms[0])
     best = 0;
   best_ms = ms[best];
@@ -337,10 +337,12 @@ inline int32_t select_gemm_algo(const std::string &descriptor, const GemmOperand
     // The search's kernels are no launch's time (profiling).
     if (int32_t mark = profile_mark(o.stream, -1))
       return mark;
-    choice->algo = results[best].algo;
-    choice->source = kGemmFromSearch;
-    ++g.searched;
-    decided = true;
+    if (best >= 0) {
+      choice->algo = results[best].algo;
+      choice->source = kGemmFromSearch;
+      ++g.searched;
+      decided = true;
+    }
   }
   choice->algorithm = describe_gemm_algo(choice->algo);
   if (choice->source == kGemmFromSearch) {
@@ -388,8 +390,8 @@ inline const char *gemm_selection_note() {
                 g.searched, kGemmCandidates, g.search_seconds, g.cached);
   g.note = buf;
   if (g.heuristic)
-    g.note += ", " + std::to_string(g.heuristic) + " cuBLASLt's first answer (made while "
-              "capturing a CUDA graph)";
+    g.note += ", " + std::to_string(g.heuristic) + " cuBLASLt's first answer (nothing to "
+              "time: made while capturing a CUDA graph, or no memory for a scratch output)";
   g.note += g.cache_path.empty() ? std::string(" (no cache file: TCC_GEMM_CACHE=0 or no "
                                                "HOME)")
                                  : " (" + g.cache_path + ")";
