@@ -76,12 +76,15 @@ add_custom_target(tcc_cuda_prelude DEPENDS ${TCC_CUDA_PRELUDE})
 
 # The CUDA host support pasted into the host unit, one piece per concern
 # (CUDA/cuBLAS errors and state, the tcc_device_api, running one call,
-# cuBLASLt products, profiling), concatenated the same way.
+# the cuBLASLt algorithm cache file and search, cuBLASLt products,
+# profiling), concatenated the same way.
 set(TCC_CUDA_HOST_SUPPORT_PIECES
   ${TCC_CODEGEN_DIR}/cuda/cudnn/cudnn_attention.h
   ${TCC_CODEGEN_DIR}/cuda/host_support/errors.h
   ${TCC_CODEGEN_DIR}/cuda/host_support/device_api.h
   ${TCC_CODEGEN_DIR}/cuda/host_support/run_call.h
+  ${TCC_CODEGEN_DIR}/cuda/host_support/gemm_cache.h
+  ${TCC_CODEGEN_DIR}/cuda/host_support/gemm_search.h
   ${TCC_CODEGEN_DIR}/cuda/host_support/gemm.h
   ${TCC_CODEGEN_DIR}/cuda/host_support/attention.h
   ${TCC_CODEGEN_DIR}/cuda/host_support/profiling.h

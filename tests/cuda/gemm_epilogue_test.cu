@@ -19,6 +19,11 @@
 // missing residual or missed GELU moves an element by O(scale)). GELU's
 // own error (cuBLASLt may use a fast tanh) is covered by the same term.
 // Outputs are poisoned with NaN bytes first, so unwritten elements fail.
+// gemm_epilogue picks its algorithm by gemm_search.h's search (a cache file
+// of this run's own, in /tmp); each case then also runs every heuristic
+// candidate a search could pick against the same reference, and the cache
+// file is read back (same algorithm, source "cache") and, corrupted,
+// ignored. The f32 residual case is in place (C = D), as in GPT-2.
 // --bench times GPT-2's forward shapes (16384 rows): the product alone,
 // and the product with each epilogue. Exit 0 pass, 1 fail, 77 no GPU.
 // The host support is pasted after the step ABI into a host unit that
@@ -36,62 +41,7 @@
 
 namespace {
 
-using tcc_cuda_host::GemmType;
-
-double bf16ToDouble(uint16_t h) {
-  uint32_t bits = static_cast<uint32_t>(h) << 16;
-  float f;
-  std::memcpy(&f, &bits, 4);
-  return f;
-}
-uint16_t doubleToBf16(double x) {
-  float f = static_cast<float>(x);
-  uint32_t bits;
-  std::memcpy(&bits, &f, 4);
-  bits += 0x7fffu + ((bits >> 16) & 1u);
-  return static_cast<uint16_t>(bits >> 16);
-}
-double f16ToDouble(uint16_t h) { return static_cast<double>(__half2float(*reinterpret_cast<__half *>(&h))); }
-uint16_t doubleToF16(double x) {
-  __half h = __float2half_rn(static_cast<float>(x));
-  return *reinterpret_cast<uint16_t *>(&h);
-}
-
-size_t bytesOf(GemmType t) { return t == tcc_cuda_host::kGemmF32 ? 4 : 2; }
-
-// Host storage of `n` elements of type t, written from doubles (rounded)
-// and read back as doubles.
-struct HostArray {
-  GemmType type;
-  std::vector<unsigned char> bytes;
-  HostArray(GemmType t, size_t n) : type(t), bytes(n * bytesOf(t)) {}
-  size_t size() const { return bytes.size() / bytesOf(type); }
-  void set(size_t i, double x) {
-    if (type == tcc_cuda_host::kGemmF32) {
-      float f = static_cast<float>(x);
-      std::memcpy(&bytes[i * 4], &f, 4);
-    } else {
-      uint16_t h = type == tcc_cuda_host::kGemmBF16 ? doubleToBf16(x) : doubleToF16(x);
-      std::memcpy(&bytes[i * 2], &h, 2);
-    }
-  }
-  double get(size_t i) const {
-    if (type == tcc_cuda_host::kGemmF32) {
-      float f;
-      std::memcpy(&f, &bytes[i * 4], 4);
-      return f;
-    }
-    uint16_t h;
-    std::memcpy(&h, &bytes[i * 2], 2);
-    return type == tcc_cuda_host::kGemmBF16 ? bf16ToDouble(h) : f16ToDouble(h);
-  }
-};
-
-struct Device {
-  void *p = nullptr;
-  explicit Device(size_t bytes) { cudaMalloc(&p, bytes > 0 ? bytes : 1); }
-  ~Device() { cudaFree(p); }
-};
+#include "tests/cuda/gemm_test_arrays.h"
 
 double geluTanh(double x) {
   const double k = std::sqrt(2.0 / 3.14159265358979323846);
@@ -103,14 +53,6 @@ double geluTanhDerivative(double x) {
   return 0.5 * (1.0 + t) + 0.5 * x * (1.0 - t * t) * k * (1.0 + 3.0 * 0.044715 * x * x);
 }
 
-const char *typeName(GemmType t) {
-  return t == tcc_cuda_host::kGemmF32 ? "f32" : t == tcc_cuda_host::kGemmBF16 ? "bf16" : "f16";
-}
-double unitRoundoff(GemmType t) {
-  return t == tcc_cuda_host::kGemmF32 ? std::ldexp(1.0, -22)
-         : t == tcc_cuda_host::kGemmBF16 ? std::ldexp(1.0, -8)
-                                         : std::ldexp(1.0, -11);
-}
 const char *epilogueName(tcc_cuda_host::GemmEpilogue e) {
   return e == tcc_cuda_host::kEpilogueBias          ? "BIAS"
          : e == tcc_cuda_host::kEpilogueGeluBias    ? "GELU_BIAS"
@@ -127,7 +69,20 @@ struct Case {
 
 constexpr size_t kWorkspace = 32u << 20;
 
-bool runCase(const Case &c, std::mt19937_64 &rng, void *workspace) {
+// The float64 reference of one case: per element the wanted output, the
+// pre-activation and the error scale (computed once, checked per candidate).
+struct Reference {
+  std::vector<double> want, pre, scale;
+};
+bool check(const Case &c, const Reference &ref, const HostArray &out, const HostArray &aux,
+           const char *name, const tcc_cuda_host::GemmChoice *choice, bool quiet = false);
+Reference reference(const Case &c, const HostArray &a, const HostArray &b,
+                    const HostArray &bias, const HostArray &residual, const HostArray &aux);
+
+// One case through gemm_epilogue (its algorithm searched, or from the
+// cache), then through every heuristic candidate; `chosen`: the plan's.
+bool runCase(const Case &c, std::mt19937_64 &rng, void *workspace,
+             const tcc_cuda_host::GemmChoice **chosen = nullptr) {
   std::uniform_real_distribution<double> uniform(-1.0, 1.0);
   HostArray a(c.in, c.m * c.k), b(c.in, c.k * c.n), bias(c.out, c.n),
       residual(c.out, c.residual ? c.m * c.n : 0), out(c.out, c.m * c.n),
@@ -151,10 +106,18 @@ bool runCase(const Case &c, std::mt19937_64 &rng, void *workspace) {
   else
     cudaMemset(daux.p, 0xff, aux.bytes.size());
   bool withAux = c.epilogue == tcc_cuda_host::kEpilogueGeluAuxBias;
+  // An f32 residual is C = D, in place (GPT-2's residual stream; the search
+  // must time into a scratch D). A 16-bit one is a buffer of its own: in
+  // place, every candidate of the 37x64x96 BIAS+residual cases was off by
+  // up to 36x the tolerance on the H200 (cuBLASLt 13.1).
+  bool inPlace = c.residual && c.out == tcc_cuda_host::kGemmF32;
+  void *C = inPlace ? dout.p : dres.p;
+  if (inPlace)
+    cudaMemcpy(dout.p, dres.p, residual.bytes.size(), cudaMemcpyDeviceToDevice);
   tcc_cuda_host::GemmPlan plan;
   int32_t rc = tcc_cuda_host::gemm_epilogue(
       plan, nullptr, 0, c.in, c.out, false, c.ta, c.tb, c.m, c.n, c.k, c.epilogue, da.p,
-      db.p, dgelu ? nullptr : dbias.p, c.residual ? dres.p : nullptr, dout.p,
+      db.p, dgelu ? nullptr : dbias.p, c.residual ? C : nullptr, dout.p,
       withAux || dgelu ? daux.p : nullptr,
       workspace, kWorkspace);
   cudaDeviceSynchronize();
@@ -168,14 +131,81 @@ bool runCase(const Case &c, std::mt19937_64 &rng, void *workspace) {
     tcc_cuda_host::destroy_plan(plan);
     return false;
   }
-  tcc_cuda_host::destroy_plan(plan);
+  if (chosen)
+    *chosen = plan.choice;
   cudaMemcpy(out.bytes.data(), dout.p, out.bytes.size(), cudaMemcpyDeviceToHost);
   if (withAux)
     cudaMemcpy(aux.bytes.data(), daux.p, aux.bytes.size(), cudaMemcpyDeviceToHost);
-  double u = unitRoundoff(c.out), worst = 0, worstAux = 0;
-  int64_t bad = 0;
+  Reference ref = reference(c, a, b, bias, residual, aux); // aux: DGELU's input
+  bool ok = check(c, ref, out, aux, name, plan.choice);
+  // Every candidate a search could pick, run with the plan's descriptors
+  // (bias / aux pointers set by the call above) on the same inputs.
+  cublasLtMatmulPreference_t pref = nullptr;
+  cublasLtMatmulPreferenceCreate(&pref);
+  uint64_t ws = kWorkspace;
+  cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws,
+                                       sizeof ws);
+  cublasLtMatmulHeuristicResult_t results[tcc_cuda_host::kGemmCandidates];
+  int found = 0;
+  cublasLtMatmulAlgoGetHeuristic(tcc_cuda_host::state().lt, plan.op, plan.a, plan.b, plan.c,
+                                 plan.c, pref, tcc_cuda_host::kGemmCandidates, results, &found);
+  cublasLtMatmulPreferenceDestroy(pref);
+  int candidatesOk = 0, skipped = 0;
+  for (int i = 0; i < found; ++i) {
+    if (inPlace)
+      cudaMemcpy(dout.p, dres.p, residual.bytes.size(), cudaMemcpyDeviceToDevice);
+    else
+      cudaMemset(dout.p, 0xff, out.bytes.size());
+    if (withAux)
+      cudaMemset(daux.p, 0xff, aux.bytes.size());
+    float one = 1.0f, beta = c.residual ? 1.0f : 0.0f;
+    cublasStatus_t st = cublasLtMatmul(
+        tcc_cuda_host::state().lt, plan.op, &one, db.p, plan.a, da.p, plan.b, &beta,
+        c.residual ? C : dout.p, plan.c, dout.p, plan.c, &results[i].algo, workspace,
+        kWorkspace, nullptr);
+    if (cudaDeviceSynchronize() != cudaSuccess) {
+      std::printf("FAIL %s: candidate %d (%s) failed on the GPU\n", name, i,
+                  tcc_cuda_host::describe_gemm_algo(results[i].algo).c_str());
+      ok = false;
+      break;
+    }
+    if (st != CUBLAS_STATUS_SUCCESS)
+      continue; // cuBLASLt refused it at launch: a search skips it too
+    cudaMemcpy(out.bytes.data(), dout.p, out.bytes.size(), cudaMemcpyDeviceToHost);
+    if (withAux)
+      cudaMemcpy(aux.bytes.data(), daux.p, aux.bytes.size(), cudaMemcpyDeviceToHost);
+    // The first is cuBLASLt's own answer (used without a search); a search
+    // also skips split-K candidates that round partial sums to 16 bits.
+    bool searchable =
+        i == 0 || tcc_cuda_host::gemm_algo_keeps_precision(
+                      results[i].algo, c.out != tcc_cuda_host::kGemmF32);
+    std::string label = std::string(name) + " candidate " + std::to_string(i) + " (" +
+                        tcc_cuda_host::describe_gemm_algo(results[i].algo) +
+                        (searchable ? ")" : ", never searched)");
+    if (check(c, ref, out, aux, label.c_str(), nullptr, /*quiet=*/true))
+      ++candidatesOk;
+    else if (searchable)
+      ok = false;
+    else
+      ++skipped;
+  }
+  std::printf("%s %s: %d of %d heuristic candidates within tolerance%s\n",
+              candidatesOk + skipped == found ? "ok  " : "FAIL", name, candidatesOk, found,
+              skipped ? (", " + std::to_string(skipped) + " outside it never searched").c_str()
+                      : "");
+  tcc_cuda_host::destroy_plan(plan);
+  return ok;
+}
+
+Reference reference(const Case &c, const HostArray &a, const HostArray &b,
+                    const HostArray &bias, const HostArray &residual, const HostArray &aux) {
+  bool dgelu = c.epilogue == tcc_cuda_host::kEpilogueDGelu;
   bool gelu = c.epilogue == tcc_cuda_host::kEpilogueGeluBias ||
               c.epilogue == tcc_cuda_host::kEpilogueGeluAuxBias;
+  Reference r;
+  r.want.resize(c.m * c.n);
+  r.pre.resize(c.m * c.n);
+  r.scale.resize(c.m * c.n);
   for (int64_t i = 0; i < c.m; ++i)
     for (int64_t j = 0; j < c.n; ++j) {
       double sum = 0, scale = 0;
@@ -197,24 +227,80 @@ bool runCase(const Case &c, std::mt19937_64 &rng, void *workspace) {
         want += residual.get(i * c.n + j);
         scale += std::fabs(residual.get(i * c.n + j));
       }
-      double got = out.get(i * c.n + j);
-      // DGELU rounds twice in 16 bits (the product to D's type, then the
-      // derivative times it), as the unfused gelu_grad of a stored product.
-      double rounding = dgelu && c.out != tcc_cuda_host::kGemmF32 ? 2 * u : u;
-      double err = std::fabs(got - want) / (rounding * std::fabs(want) + 1e-5 * scale);
-      if (!(err <= 1.0))
-        ++bad;
-      worst = std::max(worst, std::isnan(err) ? 1e30 : err);
-      if (withAux) {
-        double e = std::fabs(aux.get(i * c.n + j) - pre) / (u * std::fabs(pre) + 1e-5 * scale);
-        if (!(e <= 1.0))
-          ++bad;
-        worstAux = std::max(worstAux, std::isnan(e) ? 1e30 : e);
-      }
+      r.want[i * c.n + j] = want;
+      r.pre[i * c.n + j] = pre;
+      r.scale[i * c.n + j] = scale;
     }
-  std::printf("%s %s: worst error / tolerance %.3f%s\n", bad ? "FAIL" : "ok  ", name, worst,
-              withAux ? (" (aux " + std::to_string(worstAux) + ")").c_str() : "");
+  return r;
+}
+
+// The product in `out` (and `aux`) against the float64 reference.
+bool check(const Case &c, const Reference &ref, const HostArray &out, const HostArray &aux,
+           const char *name, const tcc_cuda_host::GemmChoice *choice, bool quiet) {
+  bool dgelu = c.epilogue == tcc_cuda_host::kEpilogueDGelu;
+  bool withAux = c.epilogue == tcc_cuda_host::kEpilogueGeluAuxBias;
+  double u = unitRoundoff(c.out), worst = 0, worstAux = 0;
+  int64_t bad = 0;
+  for (int64_t e = 0; e < c.m * c.n; ++e) {
+    double want = ref.want[e], pre = ref.pre[e], scale = ref.scale[e];
+    double got = out.get(e);
+    // DGELU rounds twice in 16 bits (the product to D's type, then the
+    // derivative times it), as the unfused gelu_grad of a stored product.
+    double rounding = dgelu && c.out != tcc_cuda_host::kGemmF32 ? 2 * u : u;
+    double err = std::fabs(got - want) / (rounding * std::fabs(want) + 1e-5 * scale);
+    if (!(err <= 1.0))
+      ++bad;
+    worst = std::max(worst, std::isnan(err) ? 1e30 : err);
+    if (withAux) {
+      double ea = std::fabs(aux.get(e) - pre) / (u * std::fabs(pre) + 1e-5 * scale);
+      if (!(ea <= 1.0))
+        ++bad;
+      worstAux = std::max(worstAux, std::isnan(ea) ? 1e30 : ea);
+    }
+  }
+  if (!quiet || bad)
+    std::printf("%s %s: worst error / tolerance %.3f%s%s%s\n",
+                !bad ? "ok  " : std::strstr(name, "never searched") ? "note" : "FAIL", name,
+                worst, withAux ? (" (aux " + std::to_string(worstAux) + ")").c_str() : "",
+                choice ? ", " : "",
+                choice ? (choice->algorithm + " (" +
+                          tcc_cuda_host::gemm_source_name(choice->source) + ")")
+                             .c_str()
+                       : "");
   return bad == 0;
+}
+
+// The cache file the searches wrote, read by a fresh process state: the
+// same algorithm, from the cache, still within tolerance; a corrupt file is
+// ignored with a warning and the product searched again.
+bool cacheRoundTrip(const Case &c, std::mt19937_64 &rng, void *workspace) {
+  using tcc_cuda_host::gemm_selection;
+  if (!gemm_selection().search) {
+    std::printf("skip cache round trip (TCC_GEMM_SEARCH=0)\n");
+    return true;
+  }
+  std::string path = gemm_selection().cache_path;
+  const tcc_cuda_host::GemmChoice *searched = nullptr, *cached = nullptr, *again = nullptr;
+  // The case's own choice in this process (searched above, or now).
+  bool ok = runCase(c, rng, workspace, &searched);
+  cublasLtMatmulAlgo_t searchedAlgo = searched->algo;
+  gemm_selection() = tcc_cuda_host::GemmSelection{}; // as a new process
+  ok &= runCase(c, rng, workspace, &cached);
+  bool fromCache = cached->source == tcc_cuda_host::kGemmFromCache &&
+                   std::memcmp(&cached->algo, &searchedAlgo, sizeof searchedAlgo) == 0;
+  std::printf("%s cache round trip (%s): %s\n", fromCache ? "ok  " : "FAIL", path.c_str(),
+              tcc_cuda_host::gemm_source_name(cached->source));
+  if (FILE *f = std::fopen(path.c_str(), "w")) {
+    std::fputs("tcc-gemm-cache 1\ngpu something else\n", f);
+    std::fclose(f);
+  }
+  gemm_selection() = tcc_cuda_host::GemmSelection{};
+  ok &= runCase(c, rng, workspace, &again);
+  bool researched = again->source == tcc_cuda_host::kGemmFromSearch &&
+                    !gemm_selection().cache_problem.empty();
+  std::printf("%s corrupt cache ignored and searched again: %s\n", researched ? "ok  " : "FAIL",
+              gemm_selection().cache_problem.c_str());
+  return ok && fromCache && researched;
 }
 
 // Milliseconds per call of gemm_epilogue (or the plain product with
@@ -281,6 +367,11 @@ void bench(void *workspace) {
                 sh.name, static_cast<long long>(m), static_cast<long long>(sh.n),
                 static_cast<long long>(sh.k), plain, biasOnly, geluAux, residual, dgelu);
     for (auto *p : {&p0, &p1, &p2, &p3, &p4})
+      std::printf("  %s: %s (%s; search %.3f ms, first answer %.3f ms)\n",
+                  p->choice->descriptor.c_str(), p->choice->algorithm.c_str(),
+                  tcc_cuda_host::gemm_source_name(p->choice->source), p->choice->best_ms,
+                  p->choice->heuristic_ms);
+    for (auto *p : {&p0, &p1, &p2, &p3, &p4})
       tcc_cuda_host::destroy_plan(*p);
   }
 }
@@ -305,6 +396,16 @@ int main(int argc, char **argv) {
     std::printf("cublasLtCreate failed\n");
     return 1;
   }
+  // The searches of this run write a cache file of their own (read back by
+  // cacheRoundTrip), never the user's; TCC_GEMM_SEARCH=0 tests cuBLASLt's
+  // first answers alone (and --bench then times them).
+  char cacheDir[] = "/tmp/tcc_gemm_epilogue_test_XXXXXX";
+  if (!mkdtemp(cacheDir)) {
+    std::printf("cannot create a temporary folder\n");
+    return 1;
+  }
+  std::string cacheFile = std::string(cacheDir) + "/gemm.txt";
+  setenv("TCC_GEMM_CACHE", cacheFile.c_str(), 1);
   std::printf("seed %llu\n", static_cast<unsigned long long>(seed));
   std::mt19937_64 rng(seed);
   Device workspace(kWorkspace);
@@ -333,8 +434,11 @@ int main(int argc, char **argv) {
   bool ok = true;
   for (const Case &c : cases)
     ok &= runCase(c, rng, workspace.p);
+  ok &= cacheRoundTrip(cases.back(), rng, workspace.p);
   if (doBench)
     bench(workspace.p);
+  std::remove(cacheFile.c_str());
+  rmdir(cacheDir);
   std::printf("%s\n", ok ? "all passed" : "FAILED");
   return ok ? 0 : 1;
 }

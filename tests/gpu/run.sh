@@ -55,6 +55,11 @@ echo "== cuBLASLt GEMM epilogues =="
 rc=${PIPESTATUS[0]}
 [ "$rc" = 0 ] && note "cuBLASLt GEMM epilogues vs float64: PASS" || { note "cuBLASLt GEMM epilogues vs float64: FAIL (exit $rc)"; status=1; }
 
+echo "== cuBLASLt algorithm search =="
+"$dir/bin/gemm_search_test" 2>&1 | tee "$out/gemm_search.txt"
+rc=${PIPESTATUS[0]}
+[ "$rc" = 0 ] && note "cuBLASLt searched algorithms and candidates vs float64: PASS" || { note "cuBLASLt searched algorithms and candidates vs float64: FAIL (exit $rc)"; status=1; }
+
 train() { # name step data... -> metrics file
   local name=$1 step=$2; shift 2
   rm -f "$out/$name.jsonl"

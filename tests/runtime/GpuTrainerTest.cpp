@@ -480,15 +480,26 @@ TEST(GpuTrainerTest, SelectsTheGpuAndNamesABadOne) {
             "(the fake has 2)");
 }
 
-TEST(GpuTrainerTest, ExecutionNoteIsPrintedOnceAfterTheFirstStep) {
+TEST(GpuTrainerTest, DeviceNotesArePrintedOnceAfterTheFirstAndSecondStep) {
   absl::StatusOr<Fixture> gpu = Open(TRUN_TEST_BIGRAM_CUDA_STEP, 1);
   ASSERT_TRUE(gpu.ok()) << gpu.status();
   absl::StatusOr<Trained> first = TrainSteps(*gpu, 3);
   ASSERT_TRUE(first.ok()) << first.status();
-  EXPECT_EQ(first->log, "gpu: fake device: GPU 1, host memory, eager copies\n");
+  // The GEMM note after the first call, the execution note after the
+  // second (the one that captures the CUDA graph).
+  EXPECT_EQ(first->log, "gpu: GEMM algorithms: 1 shapes searched (up to 16 candidates "
+                        "each, 0.01 s), 0 from the cache (fake)\n"
+                        "gpu: fake device: GPU 1, host memory, eager copies\n");
   absl::StatusOr<Trained> second = TrainSteps(*gpu, 3);
   ASSERT_TRUE(second.ok()) << second.status();
   EXPECT_EQ(second->log, "") << "printed again";
+  // A one-step run prints both after its only call.
+  absl::StatusOr<Fixture> once = Open(TRUN_TEST_BIGRAM_CUDA_STEP, 1);
+  ASSERT_TRUE(once.ok()) << once.status();
+  absl::StatusOr<Trained> single = TrainSteps(*once, 1);
+  ASSERT_TRUE(single.ok()) << single.status();
+  EXPECT_NE(single->log.find("gpu: GEMM algorithms"), std::string::npos) << single->log;
+  EXPECT_NE(single->log.find("gpu: fake device"), std::string::npos) << single->log;
   // A CPU step has no note.
   absl::StatusOr<Fixture> cpu = Open(TRUN_TEST_BIGRAM_STEP);
   ASSERT_TRUE(cpu.ok()) << cpu.status();

@@ -84,6 +84,54 @@ TEST(ProfileTest, ReportsPerStepTimesByKindAndTheSlowestLaunches) {
       << text;
 }
 
+TEST(ProfileTest, ProductsShowTheirAlgorithmAndSumByDescriptor) {
+  // Two launches of one product (1 ms each), one of another (0.5 ms), an
+  // elementwise kernel; the eval product's choice is not looked up.
+  std::vector<tcc_launch_time> launches = {
+      Launch(0, 0, "cublasLtMatmul+bias", "fc1: kern.gemm_epilogue (cublasLtMatmul+bias)",
+             1e12, 1e9, 1.0, 2),
+      Launch(0, 1, "tcc_k0_ew", "act: kern.elementwise (tcc_k0_ew)", 0, 1e9, 0.25, 2),
+      Launch(0, 2, "cublasLtMatmul+bias", "fc2: kern.gemm_epilogue (cublasLtMatmul+bias)",
+             1e12, 1e9, 1.0, 2),
+      Launch(0, 3, "cublasLtMatmul", "proj: kern.gemm (cublasLtMatmul)", 1e11, 1e8, 0.5, 2),
+  };
+  GemmChoices gemm;
+  gemm[0] = {"bf16->bf16 64x64x64 NN bias", "algo 66 tile 128x256", "search", 0.9, 1.1};
+  gemm[2] = gemm[0];
+  gemm[3] = {"bf16->bf16 8x8x8 TN none", "algo 21 tile 64x64", "heuristic", 0, 0};
+  std::ostringstream out;
+  PrintProfile(launches, 0, out, /*top=*/3, gemm);
+  std::string text = out.str();
+  size_t table = text.find("  cuBLASLt products      launches    ms/step      %     GB/s  "
+                           "TFLOP/s  descriptor: algorithm (source)\n");
+  ASSERT_NE(table, std::string::npos) << text;
+  std::string rows = text.substr(table, text.find("slowest launches") - table);
+  // 2 launches, 2 of 2.75 ms, 2 GB and 2 TFLOP in 2 ms; slowest first.
+  size_t first = rows.find("       2       2.00  72.7%     1000   1000.0  bf16->bf16 64x64x64 "
+                           "NN bias: algo 66 tile 128x256 (search: 0.900 ms, cuBLASLt's first "
+                           "answer 1.100 ms)\n");
+  size_t second = rows.find("       1       0.50  18.2%      200    200.0  bf16->bf16 8x8x8 TN "
+                            "none: algo 21 tile 64x64 (heuristic)\n");
+  EXPECT_NE(first, std::string::npos) << rows;
+  EXPECT_NE(second, std::string::npos) << rows;
+  EXPECT_LT(first, second);
+  EXPECT_EQ(rows.find("act"), std::string::npos) << "only products";
+  // Launch rows name the algorithm; other kernels' rows do not change.
+  EXPECT_NE(text.find("fc2: kern.gemm_epilogue (cublasLtMatmul+bias) [algo 66 tile 128x256 "
+                      "(search: 0.900 ms, cuBLASLt's first answer 1.100 ms)]\n"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("proj: kern.gemm (cublasLtMatmul) [algo 21 tile 64x64 (heuristic)]\n"),
+            std::string::npos)
+      << text;
+  // Without choices (an older step) there is no table.
+  std::ostringstream plain;
+  PrintProfile(launches, 0, plain, 3);
+  EXPECT_EQ(plain.str().find("cuBLASLt products"), std::string::npos) << plain.str();
+  EXPECT_NE(plain.str().find("proj: kern.gemm (cublasLtMatmul)\n"), std::string::npos)
+      << plain.str();
+}
+
 TEST(ProfileTest, NoTrainStepTimed) {
   std::ostringstream out;
   PrintProfile({}, 0, out);

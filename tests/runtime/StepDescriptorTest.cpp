@@ -83,12 +83,20 @@ TEST(StepDescriptorTest, CudaStepNeedsACompleteDeviceApi) {
   step.descriptor.device = &api;
   EXPECT_TRUE(ValidateDescriptor(step.descriptor, "step.so").ok());
 
-  api.struct_size = sizeof(tcc_device_api) - 8;
+  // Up to profile_read is needed; gemm_choice and gemm_note (appended
+  // after it) may be missing.
+  const size_t beforeGemmChoice = offsetof(tcc_device_api, gemm_choice);
+  api.struct_size = beforeGemmChoice - 8;
   EXPECT_NE(ValidationError(step.descriptor)
-                .find("step.so: device API is " +
-                      std::to_string(sizeof(tcc_device_api) - 8) +
-                      " bytes, this trun needs at least"),
+                .find("step.so: device API is " + std::to_string(beforeGemmChoice - 8) +
+                      " bytes, this trun needs at least " +
+                      std::to_string(beforeGemmChoice)),
             std::string::npos);
+  api.struct_size = beforeGemmChoice; // a step built before gemm_choice
+  EXPECT_FALSE(tcc_device_api_has_gemm_choice(&api));
+  EXPECT_TRUE(ValidateDescriptor(step.descriptor, "step.so").ok());
+  api.struct_size = sizeof(tcc_device_api);
+  EXPECT_TRUE(tcc_device_api_has_gemm_choice(&api));
   api.struct_size = sizeof(tcc_device_api) + 8; // appended fields are fine
   EXPECT_TRUE(ValidateDescriptor(step.descriptor, "step.so").ok());
 
@@ -119,6 +127,8 @@ TEST(StepDescriptorTest, CudaStepNeedsACompleteDeviceApi) {
            [](tcc_device_api &a) { a.set_profiling = nullptr; }},
           {"profile_read",
            [](tcc_device_api &a) { a.profile_read = nullptr; }},
+          {"gemm_choice", [](tcc_device_api &a) { a.gemm_choice = nullptr; }},
+          {"gemm_note", [](tcc_device_api &a) { a.gemm_note = nullptr; }},
       };
   for (const auto &[name, change] : clear) {
     tcc_device_api broken = FakeDeviceApi();

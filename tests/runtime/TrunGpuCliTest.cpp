@@ -324,6 +324,21 @@ TEST_F(TrunGpuCliTest, ProfilePrintsWhereTheStepTimeGoes) {
       << r.out;
   EXPECT_NE(r.out.find("fake.act: kern.elementwise (tcc_k0_ew)"), std::string::npos)
       << r.out;
+  // The product's algorithm (the fake's gemm_choice): in its launch row,
+  // in the table by descriptor, and the first step's GEMM note.
+  EXPECT_NE(r.out.find("fake.fc: kern.gemm (cublasLtMatmul) [algo 7 tile 64x64 stages#3 "
+                       "splitK 1 swizzle 0 reduction 0 cluster#0 (search: 0.500 ms, "
+                       "cuBLASLt's first answer 0.600 ms)]"),
+            std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("  cuBLASLt products      launches    ms/step      %     GB/s  "
+                       "TFLOP/s  descriptor: algorithm (source)\n"
+                       "                                1       0.50  66.7%        2      "
+                       "4.0  f32->f32 64x64x64 NN none beta0 align256 ws33554432 32F: algo 7"),
+            std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("gpu: GEMM algorithms: 1 shapes searched"), std::string::npos)
+      << r.out;
   ExpectCleanFake();
 
   // The same numbers as records in the metrics file.

@@ -134,6 +134,21 @@ typedef struct tcc_launch_time {
   int64_t calls;        /* profiled calls that ran it */
 } tcc_launch_time;
 
+/* GPU steps: how the algorithm of one cuBLASLt product was chosen
+ * (tcc_device_api.gemm_choice). Strings live as long as the step library. */
+typedef struct tcc_gemm_choice {
+  const char *descriptor; /* types, shape, layouts, epilogue, alignment, e.g.
+                             "bf16->bf16 16384x2304x768 NN bias beta0 align256
+                             ws33554432 32F" */
+  const char *algorithm;  /* e.g. "algo 66 tile 128x256 stages#13 splitK 1
+                             swizzle 0 reduction 0 cluster#2" */
+  const char *source;     /* "search" (timed at the first call), "cache" (a
+                             search's result from an earlier run) or
+                             "heuristic" (cuBLASLt's first answer) */
+  double best_ms;         /* search/cache: the chosen algorithm's time per call */
+  double heuristic_ms;    /* search/cache: cuBLASLt's first answer's time */
+} tcc_gemm_choice;
+
 /* GPU steps only: device memory and copies, implemented by the step library
  * with the CUDA runtime. Every function returning int32_t returns a
  * tcc_status; after a failure, last_error() says what failed (the CUDA or
@@ -183,7 +198,20 @@ typedef struct tcc_device_api {
      (train's, then eval's, in launch order) and returns how many there are
      (call with capacity 0 to size the array); -1 on failure. */
   int32_t (*profile_read)(tcc_launch_time *out, int32_t capacity);
+  /* Launch `launch` of entry `entry` (0: train, 1: eval), once that entry
+     has run: 1 and *out if it is a cuBLASLt product, else 0. */
+  int32_t (*gemm_choice)(int32_t entry, int32_t launch, tcc_gemm_choice *out);
+  /* One line on how the cuBLASLt algorithms were chosen so far, e.g. "GEMM
+     algorithms: 16 shapes searched (up to 16 candidates each, 0.84 s), 0
+     from the cache (...)"; "" before any product. */
+  const char *(*gemm_note)(void);
 } tcc_device_api;
+
+/* Whether device API `api` includes gemm_choice and gemm_note (appended
+   after profile_read; steps built before them still load without). */
+#define tcc_device_api_has_gemm_choice(api)                        \
+  ((api)->struct_size >= offsetof(tcc_device_api, gemm_note) +   \
+                             sizeof(const char *(*)(void)))
 
 typedef struct tcc_step_descriptor {
   uint32_t abi_version; /* TCC_STEP_ABI_VERSION */

@@ -48,10 +48,58 @@ struct Totals {
   double ms = 0, bytes = 0, flops = 0; // per call
 };
 
+// Train products summed by descriptor (one row per distinct product),
+// slowest first, with the algorithm each ran.
+void PrintGemmShapes(const std::vector<const tcc_launch_time *> &train,
+                     const GemmChoices &gemm, double step_ms, std::ostream &out) {
+  struct Shape {
+    Totals totals;
+    const GemmChoiceInfo *choice = nullptr;
+  };
+  std::map<std::string, Shape> shapes;
+  for (const tcc_launch_time *l : train) {
+    auto it = gemm.find(l->launch);
+    if (it == gemm.end())
+      continue;
+    Shape &shape = shapes[it->second.descriptor];
+    shape.choice = &it->second;
+    ++shape.totals.launches;
+    shape.totals.ms += l->calls ? l->milliseconds / l->calls : 0;
+    shape.totals.bytes += l->bytes;
+    shape.totals.flops += l->flops;
+  }
+  if (shapes.empty())
+    return;
+  std::vector<const std::pair<const std::string, Shape> *> sorted;
+  for (const auto &entry : shapes)
+    sorted.push_back(&entry);
+  std::stable_sort(sorted.begin(), sorted.end(), [](const auto *a, const auto *b) {
+    return a->second.totals.ms > b->second.totals.ms;
+  });
+  out << absl::StrFormat("  %-22s %8s %10s %6s %8s %8s  %s\n", "cuBLASLt products", "launches",
+                         "ms/step", "%", "GB/s", "TFLOP/s", "descriptor: algorithm (source)");
+  for (const auto *entry : sorted) {
+    const Totals &t = entry->second.totals;
+    out << absl::StrFormat("  %-22s %8d %10.2f %5.1f%% %s  %s: %s\n", "", t.launches, t.ms,
+                           step_ms > 0 ? 100 * t.ms / step_ms : 0.0,
+                           Rates(t.bytes, t.flops, t.ms), entry->first,
+                           DescribeGemmChoice(*entry->second.choice));
+  }
+}
+
 } // namespace
 
+std::string DescribeGemmChoice(const GemmChoiceInfo &choice) {
+  std::string timing;
+  if (choice.best_ms > 0 && choice.heuristic_ms > 0)
+    timing = absl::StrFormat(": %.3f ms, cuBLASLt's first answer %.3f ms", choice.best_ms,
+                             choice.heuristic_ms);
+  return absl::StrFormat("%s (%s%s)", choice.algorithm, choice.source, timing);
+}
+
 void PrintProfile(const std::vector<tcc_launch_time> &launches,
-                  int64_t steps_left_out, std::ostream &out, int top) {
+                  int64_t steps_left_out, std::ostream &out, int top,
+                  const GemmChoices &gemm) {
   std::vector<const tcc_launch_time *> train;
   Totals eval;
   int64_t steps = 0, eval_calls = 0;
@@ -100,6 +148,7 @@ void PrintProfile(const std::vector<tcc_launch_time> &launches,
     out << absl::StrFormat("  %-22s %8d %10.2f %5.1f%% %s\n", kind, t.launches, t.ms,
                            step.ms > 0 ? 100 * t.ms / step.ms : 0.0,
                            Rates(t.bytes, t.flops, t.ms));
+  PrintGemmShapes(train, gemm, step.ms, out);
   std::vector<const tcc_launch_time *> slowest = train;
   std::stable_sort(slowest.begin(), slowest.end(), [](const auto *a, const auto *b) {
     return a->milliseconds / std::max<int64_t>(a->calls, 1) >
@@ -111,9 +160,13 @@ void PrintProfile(const std::vector<tcc_launch_time> &launches,
                          "ms/step", "%", "GB/s", "TFLOP/s", "model node: op (kernel)");
   for (const tcc_launch_time *l : slowest) {
     double ms = l->calls ? l->milliseconds / l->calls : 0;
-    out << absl::StrFormat("  %-22s %8d %10.3f %5.1f%% %s  %s\n", KernelKind(l->kernel),
+    auto choice = gemm.find(l->launch);
+    out << absl::StrFormat("  %-22s %8d %10.3f %5.1f%% %s  %s%s\n", KernelKind(l->kernel),
                            l->launch, ms, step.ms > 0 ? 100 * ms / step.ms : 0.0,
-                           Rates(l->bytes, l->flops, ms), l->label);
+                           Rates(l->bytes, l->flops, ms), l->label,
+                           choice == gemm.end()
+                               ? std::string()
+                               : " [" + DescribeGemmChoice(choice->second) + "]");
   }
   if (eval.launches > 0)
     out << absl::StrFormat("  eval: %d call%s, %.2f ms per call in %d launches\n",

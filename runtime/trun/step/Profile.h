@@ -8,6 +8,7 @@
 #include "tcc/step_abi.h"
 
 #include <cstdint>
+#include <map>
 #include <ostream>
 #include <string>
 #include <vector>
@@ -22,10 +23,25 @@ namespace tcc::trun {
 // kernel's family (tcc_k7_slice -> "slice"), or the name itself.
 std::string KernelKind(const std::string &kernel);
 
+// How a cuBLASLt product's algorithm was chosen (tcc_device_api's
+// gemm_choice, copied).
+struct GemmChoiceInfo {
+  std::string descriptor, algorithm, source;
+  double best_ms = 0, heuristic_ms = 0;
+};
+// By train launch index.
+using GemmChoices = std::map<int32_t, GemmChoiceInfo>;
+
 // Prints the report. `steps_left_out` train steps before the profiled ones
-// (warm-up) are only mentioned; `top` slowest launches are listed.
+// (warm-up) are only mentioned; `top` slowest launches are listed. With
+// `gemm` choices, the products' rows name their algorithm and a table sums
+// the products by descriptor.
 void PrintProfile(const std::vector<tcc_launch_time> &launches,
-                  int64_t steps_left_out, std::ostream &out, int top = 15);
+                  int64_t steps_left_out, std::ostream &out, int top = 15,
+                  const GemmChoices &gemm = {});
+
+// "algo 66 tile 128x256 ... (search: 0.412 ms, cuBLASLt's first answer 0.455 ms)".
+std::string DescribeGemmChoice(const GemmChoiceInfo &choice);
 
 } // namespace tcc::trun
 

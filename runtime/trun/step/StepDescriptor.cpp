@@ -115,11 +115,14 @@ absl::Status CheckTarget(const tcc_step_descriptor &d,
     return absl::InvalidArgumentError(
         absl::StrCat(origin, ": a 'cuda' step without a device API "
                              "(device is NULL)"));
-  if (api->struct_size < sizeof(tcc_device_api))
+  // Up to profile_read; gemm_choice and gemm_note are read when present.
+  constexpr size_t kMinDeviceApiSize =
+      offsetof(tcc_device_api, profile_read) + sizeof(api->profile_read);
+  if (api->struct_size < kMinDeviceApiSize)
     return absl::FailedPreconditionError(absl::StrFormat(
         "%s: device API is %u bytes, this trun needs at least %u — "
         "recompile with a matching tcc",
-        origin, api->struct_size, sizeof(tcc_device_api)));
+        origin, api->struct_size, kMinDeviceApiSize));
   const std::pair<const char *, bool> functions[] = {
       {"init", api->init != nullptr},
       {"alloc", api->alloc != nullptr},
@@ -143,6 +146,10 @@ absl::Status CheckTarget(const tcc_step_descriptor &d,
     if (!set)
       return absl::InvalidArgumentError(absl::StrCat(
           origin, ": device API has a null '", name, "' function"));
+  if (tcc_device_api_has_gemm_choice(api) && (!api->gemm_choice || !api->gemm_note))
+    return absl::InvalidArgumentError(absl::StrCat(
+        origin, ": device API has a null '",
+        api->gemm_choice ? "gemm_note" : "gemm_choice", "' function"));
   return absl::OkStatus();
 }
 

@@ -115,6 +115,21 @@ absl::StatusOr<std::vector<tcc_launch_time>> Trainer::ReadProfile() const {
   return launches;
 }
 
+GemmChoices Trainer::ReadGemmChoices(const std::vector<tcc_launch_time> &launches) const {
+  GemmChoices choices;
+  if (!device_ || !tcc_device_api_has_gemm_choice(device_))
+    return choices;
+  for (const tcc_launch_time &l : launches) {
+    tcc_gemm_choice c{};
+    if (l.entry != 0 || device_->gemm_choice(0, l.launch, &c) != 1)
+      continue;
+    auto text = [](const char *s) { return std::string(s ? s : ""); };
+    choices[l.launch] = GemmChoiceInfo{text(c.descriptor), text(c.algorithm), text(c.source),
+                                       c.best_ms, c.heuristic_ms};
+  }
+  return choices;
+}
+
 std::optional<GpuMemory> Trainer::gpu_memory() const {
   if (!device_)
     return std::nullopt;
@@ -207,10 +222,22 @@ absl::Status Trainer::TrainLoop(BatchLoader &loader, const TrainConfig &config,
     if (status != TCC_STATUS_OK)
       return CallError(absl::StrCat("train step ", steps_done_ + 1), status);
     if (device_ && !note_printed_) {
-      note_printed_ = true;
-      const char *note = device_->execution_note();
-      if (note && *note && config.progress)
-        config.progress->Message(absl::StrCat("gpu: ", note));
+      ++device_train_calls_;
+      // How the first call chose its cuBLASLt algorithms (searched, cached).
+      const char *gemm = device_train_calls_ == 1 && tcc_device_api_has_gemm_choice(device_)
+                             ? device_->gemm_note()
+                             : "";
+      if (gemm && *gemm && config.progress)
+        config.progress->Message(absl::StrCat("gpu: ", gemm));
+      // The step runs its first call kernel by kernel (making those plans)
+      // and captures its CUDA graph at the second: that call's note says
+      // how the rest run (the first's, when the run has one step).
+      if (device_train_calls_ >= 2 || steps_done_ + 1 >= config.steps) {
+        note_printed_ = true;
+        const char *note = device_->execution_note();
+        if (note && *note && config.progress)
+          config.progress->Message(absl::StrCat("gpu: ", note));
+      }
     }
     ++summary.steps;
     StepRecord record;

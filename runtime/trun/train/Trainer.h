@@ -7,6 +7,7 @@
 #include "runtime/trun/data/BatchLoader.h"
 #include "runtime/trun/data/BatchSource.h"
 #include "runtime/trun/data/StepBinding.h"
+#include "runtime/trun/step/Profile.h"
 #include "runtime/trun/train/Metrics.h"
 #include "runtime/trun/train/OnNan.h"
 #include "runtime/trun/train/StepBuffers.h"
@@ -98,8 +99,8 @@ struct GpuMemory {
 //    the input set no queued upload targets, and downloads the logits only
 //    for accuracy.
 //  - Errors of the device API carry its last_error(); the first train call
-//    is followed by the device's execution_note() ("gpu: ...") through the
-//    progress reporter.
+//    is followed by the device's gemm_note() and the second (or the only)
+//    by its execution_note() ("gpu: ...") through the progress reporter.
 class Trainer {
 public:
   // Allocates params, optimizer state, workspace and eval outputs (64-byte
@@ -180,6 +181,9 @@ public:
   // SetProfiling(true) also clears what was timed so far.
   absl::Status SetProfiling(bool on);
   absl::StatusOr<std::vector<tcc_launch_time>> ReadProfile() const;
+  // GPU steps: the algorithm of each cuBLASLt product among the train
+  // `launches` (empty when the step's device API predates gemm_choice).
+  GemmChoices ReadGemmChoices(const std::vector<tcc_launch_time> &launches) const;
 
 private:
   Trainer(const tcc_step_descriptor &descriptor, const StepBinding &binding)
@@ -215,6 +219,7 @@ private:
   int64_t steps_done_ = 0;
   int next_set_ = -1;         // GPU: input set of a queued, untrained batch
   bool note_printed_ = false; // GPU: execution_note() shown
+  int64_t device_train_calls_ = 0; // GPU: train calls until then
 };
 
 } // namespace tcc::trun

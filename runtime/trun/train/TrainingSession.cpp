@@ -229,7 +229,8 @@ absl::Status TrainingSession::Train(TrainingPlan &plan) {
     absl::StatusOr<std::vector<tcc_launch_time>> launches = trainer_.ReadProfile();
     if (!launches.ok())
       return launches.status();
-    PrintProfile(*launches, profile_warmup, out_);
+    PrintProfile(*launches, profile_warmup, out_, /*top=*/15,
+                 trainer_.ReadGemmChoices(*launches));
     if (metrics_)
       if (absl::Status s = metrics_->WriteProfile(trainer_.steps_done(), *launches);
           !s.ok())

@@ -6,7 +6,8 @@
 //   - running one train/eval call: hyper-parameters in, the step's kernels
 //     on its own stream (as a captured CUDA graph when possible), loss and
 //     status out, every CUDA/cuBLAS error named with the kernel and step,
-//   - matrix products through cuBLASLt, one cached plan per call site.
+//   - matrix products through cuBLASLt, one cached plan per call site, the
+//     algorithm of each distinct product timed once and kept in a cache file.
 // The kernels themselves live in the generated .cu units (cuda_prelude.cuh).
 #ifndef TCC_STEP_ARCH // defined by the generated host unit, e.g. "sm_90"
 #error "TCC_STEP_ARCH must name the architecture the kernels were built for"
@@ -15,13 +16,21 @@
 #include <cuda_runtime_api.h>
 #include <cublasLt.h>
 
+#include <sys/stat.h> // gemm_cache.h: mkdir
+#include <unistd.h>   // gemm_cache.h: getpid
+
 #include <algorithm>
 #include <atomic>
+#include <cctype>
+#include <cerrno>
+#include <chrono>
 #include <cstdarg>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <map>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <unordered_map>

@@ -11,6 +11,7 @@ struct GemmPlan {
   cublasLtMatmulDesc_t op = nullptr;
   cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr;
   cublasLtMatmulAlgo_t algo;
+  const GemmChoice *choice = nullptr; // how algo was chosen (gemm_search.h)
 };
 
 // The largest power of two <= 256 dividing every address and batch stride
@@ -99,21 +100,31 @@ inline int32_t gemm(GemmPlan &p, cudaStream_t s, int32_t kernel, GemmType type,
          {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
           CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES})
       cublasLtMatmulPreferenceSetAttribute(pref, attr, &align32, sizeof(align32));
-    cublasLtMatmulHeuristicResult_t result;
-    int found = 0;
-    cublasStatus_t h = cublasLtMatmulAlgoGetHeuristic(state().lt, p.op, p.a, p.b, p.c,
-                                                      p.c, pref, 1, &result, &found);
+    float alpha32 = static_cast<float>(alpha), beta32 = static_cast<float>(beta);
+    // Timed on this call's operands; with beta != 0 D (= C) is read, so
+    // the search writes a scratch D of C's extent.
+    size_t extent = static_cast<size_t>((batch - 1) * stride_c + m * n) * elementBytes;
+    GemmOperands o{p.op, p.a, p.b, p.c,
+                   f64 ? static_cast<const void *>(&alpha) : &alpha32,
+                   f64 ? static_cast<const void *>(&beta) : &beta32,
+                   B, A, C, C, beta != 0 ? extent : 0, type == kGemmBF16 || type == kGemmF16,
+                   workspace, workspace_bytes, s};
+    const char *typeName = f64 ? "f64" : type == kGemmBF16 ? "bf16"
+                                       : type == kGemmF16  ? "f16"
+                                                           : "f32";
+    std::string descriptor = gemm_descriptor(
+        typeName, typeName, f64 ? "64F" : compute == CUBLAS_COMPUTE_32F ? "32F" : "32F_TF32",
+        ta, tb, m, n, k, batch, stride_a, stride_b, stride_c, "none", beta != 0, alignment,
+        workspace_bytes);
+    int32_t rc = select_gemm_algo(descriptor, o, pref, kernel, p.choice);
     cublasLtMatmulPreferenceDestroy(pref);
-    if (h != CUBLAS_STATUS_SUCCESS || found == 0)
-      return set_error("cuBLASLt: no algorithm for a %lldx%lldx%lld product (batch %lld): "
-                       "%s in %s",
-                       static_cast<long long>(m), static_cast<long long>(n),
-                       static_cast<long long>(k), static_cast<long long>(batch),
-                       cublas_status_name(h), where(kernel).c_str());
-    p.algo = result.algo;
+    if (rc)
+      return rc;
+    p.algo = p.choice->algo;
     p.alignment = alignment;
     p.ready = true;
   }
+  note_gemm_choice(kernel, p.choice);
   float alpha32 = static_cast<float>(alpha), beta32 = static_cast<float>(beta);
   const void *pa = f64 ? static_cast<const void *>(&alpha) : &alpha32;
   const void *pb = f64 ? static_cast<const void *>(&beta) : &beta32;
@@ -137,6 +148,17 @@ enum GemmEpilogue {
   kEpilogueGeluAuxBias = 2,
   kEpilogueDGelu = 3
 };
+
+// The epilogue's name in GEMM descriptors (gemm_search.h).
+inline std::string gemm_epilogue_name(GemmEpilogue e) {
+  switch (e) {
+  case kEpilogueBias: return "bias";
+  case kEpilogueGeluBias: return "gelu_bias";
+  case kEpilogueGeluAuxBias: return "gelu_aux_bias";
+  case kEpilogueDGelu: return "dgelu";
+  }
+  return "epilogue#" + std::to_string(static_cast<int>(e));
+}
 
 inline uint64_t pointer_alignment(uint64_t alignment, const void *p) {
   if (!p)
@@ -223,21 +245,33 @@ inline int32_t gemm_epilogue(GemmPlan &p, cudaStream_t s, int32_t kernel, GemmTy
          {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
           CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES})
       cublasLtMatmulPreferenceSetAttribute(pref, attr, &align32, sizeof(align32));
-    cublasLtMatmulHeuristicResult_t result;
-    int found = 0;
-    cublasStatus_t h = cublasLtMatmulAlgoGetHeuristic(state().lt, p.op, p.a, p.b, p.c,
-                                                      p.c, pref, 1, &result, &found);
+    float one = 1.0f, beta = residual ? 1.0f : 0.0f;
+    // Timed on this call's operands; D is read when it may be the residual
+    // or (DGELU) next to the aux it reads, so the search writes a scratch D.
+    size_t outBytes = out == kGemmF32 ? 4 : 2;
+    bool dRead = residual || epilogue == kEpilogueDGelu;
+    GemmOperands o{p.op, p.a, p.b, p.c, &one, &beta, B, A, residual ? residual : D, D,
+                   dRead ? static_cast<size_t>(m * n) * outBytes : 0, out != kGemmF32,
+                   workspace, workspace_bytes, s};
+    auto typeName = [](GemmType t) {
+      return t == kGemmBF16 ? "bf16" : t == kGemmF16 ? "f16" : "f32";
+    };
+    std::string epilogueName = gemm_epilogue_name(epilogue);
+    if (residual)
+      epilogueName += "+residual";
+    std::string descriptor = gemm_descriptor(
+        typeName(in), typeName(out), in == kGemmF32 && tf32 ? "32F_TF32" : "32F", ta,
+        tb, m, n, k, 1, 0, 0, 0, epilogueName.c_str(), residual != nullptr, alignment,
+        workspace_bytes);
+    int32_t rc = select_gemm_algo(descriptor, o, pref, kernel, p.choice);
     cublasLtMatmulPreferenceDestroy(pref);
-    if (h != CUBLAS_STATUS_SUCCESS || found == 0)
-      return set_error("cuBLASLt: no algorithm for a %lldx%lldx%lld product with epilogue "
-                       "%d: %s in %s",
-                       static_cast<long long>(m), static_cast<long long>(n),
-                       static_cast<long long>(k), static_cast<int>(epilogue),
-                       cublas_status_name(h), where(kernel).c_str());
-    p.algo = result.algo;
+    if (rc)
+      return rc;
+    p.algo = p.choice->algo;
     p.alignment = alignment;
     p.ready = true;
   }
+  note_gemm_choice(kernel, p.choice);
   float alpha = 1.0f, beta = residual ? 1.0f : 0.0f;
   const void *C = residual ? residual : D;
   if (int32_t rc = check_cublas(cublasLtMatmul(state().lt, p.op, &alpha, B, p.a, A, p.b, &beta,

@@ -34,6 +34,20 @@ inline int32_t device_profile_read(tcc_launch_time *out, int32_t capacity) {
   return n;
 }
 
+inline int32_t device_gemm_choice(int32_t entry, int32_t launch, tcc_gemm_choice *out) {
+  for (EntryState *es : entry_states()) {
+    const Entry *e = es->entry;
+    if (!e || (std::strcmp(e->name, "train") == 0) != (entry == 0) || launch < 0 ||
+        static_cast<size_t>(launch) >= es->gemm_choices.size() || !es->gemm_choices[launch])
+      continue;
+    const GemmChoice &c = *es->gemm_choices[launch];
+    *out = tcc_gemm_choice{c.descriptor.c_str(), c.algorithm.c_str(),
+                           gemm_source_name(c.source), c.best_ms, c.heuristic_ms};
+    return 1;
+  }
+  return 0;
+}
+
 inline const tcc_device_api kDeviceApi = {
     sizeof(tcc_device_api), device_init,         device_alloc,
     device_release,         device_alloc_pinned, device_release_pinned,
@@ -42,6 +56,7 @@ inline const tcc_device_api kDeviceApi = {
     device_execution_note,  device_allocated_bytes,
     device_peak_allocated_bytes, device_copy_on_device,
     device_set_profiling,   device_profile_read,
+    device_gemm_choice,     gemm_selection_note,
 };
 
 } // namespace tcc_cuda_host

@@ -25,6 +25,8 @@ struct Entry {
   int32_t (*prepare)(EntryState &state);
 };
 
+struct GemmChoice; // gemm_search.h
+
 // Per entry point: the pinned mirror and the captured graph.
 struct EntryState {
   char *control = nullptr; // pinned
@@ -46,6 +48,11 @@ struct EntryState {
   bool prepared = false;
   std::string prepare_note;
   std::vector<const char *> kernel_names;
+  // Per kernel: the algorithm of a cuBLASLt product (device gemm_choice).
+  std::vector<const GemmChoice *> gemm_choices;
+  // The first call runs without a graph: its cuBLASLt plans are made then,
+  // and an algorithm search times kernels, which a capture cannot.
+  bool ran_directly = false;
 };
 
 // Entry points that have run (profile_read reports them).
@@ -225,6 +232,10 @@ inline int32_t run_call(const Entry &e, EntryState &es, const tcc_step_descripto
       return set_error("cudaEventCreate (profiling) failed");
     if (cudaError_t err = cudaEventRecord(es.start, stream); err != cudaSuccess)
       return cuda_error(err, "cudaEventRecord (profiling)");
+  } else if (s.graphs && !es.graph_failed && !es.ran_directly) {
+    es.graph_note = std::string("CUDA graph: ") + e.name +
+                    " step captured from the second call on (the first ran kernel by "
+                    "kernel while cuBLASLt plans were made)";
   } else if (s.graphs && !es.graph_failed) {
     std::vector<const void *> key;
     args_key(a, d, key);
@@ -270,9 +281,11 @@ inline int32_t run_call(const Entry &e, EntryState &es, const tcc_step_descripto
                         ? "CUDA graph: off (TCC_CUDA_SYNC=1: synchronize after every kernel)"
                         : "CUDA graph: off (TCC_CUDA_GRAPHS=0)";
   }
-  if (!launched)
+  if (!launched) {
     if (int32_t rc = enqueue_call(e, es, a, stream); rc != 0)
       return rc;
+    es.ran_directly = true;
+  }
   if (cudaError_t err = cudaStreamSynchronize(stream); err != cudaSuccess) {
     cudaGetLastError();
     return set_error("CUDA error %s (%s) in %s%s", cudaGetErrorName(err),
