@@ -5,8 +5,12 @@
 //   gemm_epilogue_test [--seed N] [--bench]
 //
 // Cases: BIAS, GELU_BIAS and GELU_AUX_BIAS (tanh GELU; aux = the
-// pre-activation), DGELU (out = gelu'(aux) * product, aux read) and BIAS
-// with a residual C (beta = 1), in bf16, f16 and
+// pre-activation), DGELU (out = gelu'(aux) * product, aux read), BIAS
+// with a residual C (beta = 1), and the bias-gradient epilogues that write
+// the bias vector: BGRADB (tcc's kEpilogueBGradB, cuBLASLt's BGRADA: the
+// product plus bias[j] = sum_k b[k][j], the weight gradient's dY summed
+// over its rows) and DGELU_BGRAD (DGELU plus bias[j] = sum_i out[i][j]), in
+// bf16, f16 and
 // f32, the residual form also with 16-bit A/B and f32 C/D (GPT-2's c_proj),
 // transposed and plain operands, odd M. The reference reads the same
 // (rounded) inputs as exact doubles: pre = sum_k a b + bias,
@@ -18,6 +22,10 @@
 // is far below 1e-5 scale for K <= 3072 in typical sums; a wrong bias,
 // missing residual or missed GELU moves an element by O(scale)). GELU's
 // own error (cuBLASLt may use a fast tanh) is covered by the same term.
+// A bias gradient: the same bound with scale = the sum of its terms'
+// magnitudes (and, for DGELU_BGRAD in 16 bits, u times the sum of |out|:
+// cuBLASLt may sum the rounded D); a missing row or column or a sum over
+// the wrong axis moves it by O(scale).
 // Outputs are poisoned with NaN bytes first, so unwritten elements fail.
 // --bench times GPT-2's forward shapes (16384 rows): the product alone,
 // and the product with each epilogue. Exit 0 pass, 1 fail, 77 no GPU.
@@ -115,7 +123,9 @@ const char *epilogueName(tcc_cuda_host::GemmEpilogue e) {
   return e == tcc_cuda_host::kEpilogueBias          ? "BIAS"
          : e == tcc_cuda_host::kEpilogueGeluBias    ? "GELU_BIAS"
          : e == tcc_cuda_host::kEpilogueGeluAuxBias ? "GELU_AUX_BIAS"
-                                                    : "DGELU";
+         : e == tcc_cuda_host::kEpilogueDGelu       ? "DGELU"
+         : e == tcc_cuda_host::kEpilogueBGradB      ? "BGRADB"
+                                                    : "DGELU_BGRAD";
 }
 
 struct Case {
@@ -136,14 +146,20 @@ bool runCase(const Case &c, std::mt19937_64 &rng, void *workspace) {
   for (size_t i = 0; i < b.size(); ++i) b.set(i, uniform(rng) * 0.1);
   for (size_t i = 0; i < bias.size(); ++i) bias.set(i, uniform(rng));
   for (size_t i = 0; i < residual.size(); ++i) residual.set(i, uniform(rng) * 4);
-  bool dgelu = c.epilogue == tcc_cuda_host::kEpilogueDGelu;
+  bool dgelu = tcc_cuda_host::epilogue_reads_aux(c.epilogue);
+  // The bias-gradient epilogues write `bias` instead of reading it.
+  bool biasGrad = c.epilogue == tcc_cuda_host::kEpilogueBGradB ||
+                  c.epilogue == tcc_cuda_host::kEpilogueDGeluBGrad;
   if (dgelu) // aux is the pre-activation input
     for (size_t i = 0; i < aux.size(); ++i) aux.set(i, uniform(rng) * 3);
   Device da(a.bytes.size()), db(b.bytes.size()), dbias(bias.bytes.size()),
       dres(residual.bytes.size()), dout(out.bytes.size()), daux(aux.bytes.size());
   cudaMemcpy(da.p, a.bytes.data(), a.bytes.size(), cudaMemcpyHostToDevice);
   cudaMemcpy(db.p, b.bytes.data(), b.bytes.size(), cudaMemcpyHostToDevice);
-  cudaMemcpy(dbias.p, bias.bytes.data(), bias.bytes.size(), cudaMemcpyHostToDevice);
+  if (biasGrad)
+    cudaMemset(dbias.p, 0xff, bias.bytes.size());
+  else
+    cudaMemcpy(dbias.p, bias.bytes.data(), bias.bytes.size(), cudaMemcpyHostToDevice);
   cudaMemcpy(dres.p, residual.bytes.data(), residual.bytes.size(), cudaMemcpyHostToDevice);
   cudaMemset(dout.p, 0xff, out.bytes.size());
   if (dgelu)
@@ -154,7 +170,7 @@ bool runCase(const Case &c, std::mt19937_64 &rng, void *workspace) {
   tcc_cuda_host::GemmPlan plan;
   int32_t rc = tcc_cuda_host::gemm_epilogue(
       plan, nullptr, 0, c.in, c.out, false, c.ta, c.tb, c.m, c.n, c.k, c.epilogue, da.p,
-      db.p, dgelu ? nullptr : dbias.p, c.residual ? dres.p : nullptr, dout.p,
+      db.p, dgelu && !biasGrad ? nullptr : dbias.p, c.residual ? dres.p : nullptr, dout.p,
       withAux || dgelu ? daux.p : nullptr,
       workspace, kWorkspace);
   cudaDeviceSynchronize();
@@ -172,6 +188,11 @@ bool runCase(const Case &c, std::mt19937_64 &rng, void *workspace) {
   cudaMemcpy(out.bytes.data(), dout.p, out.bytes.size(), cudaMemcpyDeviceToHost);
   if (withAux)
     cudaMemcpy(aux.bytes.data(), daux.p, aux.bytes.size(), cudaMemcpyDeviceToHost);
+  if (biasGrad)
+    cudaMemcpy(bias.bytes.data(), dbias.p, bias.bytes.size(), cudaMemcpyDeviceToHost);
+  // The bias gradient's reference, the sum of its terms' magnitudes and
+  // (DGELU_BGRAD) the sum of |out| over each column.
+  std::vector<double> gradWant(c.n, 0.0), gradScale(c.n, 0.0), gradAbs(c.n, 0.0);
   double u = unitRoundoff(c.out), worst = 0, worstAux = 0;
   int64_t bad = 0;
   bool gelu = c.epilogue == tcc_cuda_host::kEpilogueGeluBias ||
@@ -185,8 +206,9 @@ bool runCase(const Case &c, std::mt19937_64 &rng, void *workspace) {
         sum += x * y;
         scale += std::fabs(x * y);
       }
-      double pre = dgelu ? sum : sum + bias.get(j);
-      if (!dgelu)
+      bool readsBias = !dgelu && !biasGrad;
+      double pre = readsBias ? sum + bias.get(j) : sum;
+      if (readsBias)
         scale += std::fabs(bias.get(j));
       double want = dgelu ? geluTanhDerivative(aux.get(i * c.n + j)) * sum
                     : gelu ? geluTanh(pre)
@@ -196,6 +218,11 @@ bool runCase(const Case &c, std::mt19937_64 &rng, void *workspace) {
       if (c.residual) {
         want += residual.get(i * c.n + j);
         scale += std::fabs(residual.get(i * c.n + j));
+      }
+      if (c.epilogue == tcc_cuda_host::kEpilogueDGeluBGrad) {
+        gradWant[j] += want;
+        gradScale[j] += scale;
+        gradAbs[j] += std::fabs(want);
       }
       double got = out.get(i * c.n + j);
       // DGELU rounds twice in 16 bits (the product to D's type, then the
@@ -212,8 +239,29 @@ bool runCase(const Case &c, std::mt19937_64 &rng, void *workspace) {
         worstAux = std::max(worstAux, std::isnan(e) ? 1e30 : e);
       }
     }
-  std::printf("%s %s: worst error / tolerance %.3f%s\n", bad ? "FAIL" : "ok  ", name, worst,
-              withAux ? (" (aux " + std::to_string(worstAux) + ")").c_str() : "");
+  double worstGrad = 0;
+  if (c.epilogue == tcc_cuda_host::kEpilogueBGradB)
+    for (int64_t j = 0; j < c.n; ++j)
+      for (int64_t p = 0; p < c.k; ++p) {
+        double y = b.get(c.tb ? j * c.k + p : p * c.n + j);
+        gradWant[j] += y;
+        gradScale[j] += std::fabs(y);
+      }
+  if (biasGrad)
+    for (int64_t j = 0; j < c.n; ++j) {
+      double sumOfRounded = c.epilogue == tcc_cuda_host::kEpilogueDGeluBGrad &&
+                                    c.out != tcc_cuda_host::kGemmF32
+                                ? u * gradAbs[j]
+                                : 0.0;
+      double e = std::fabs(bias.get(j) - gradWant[j]) /
+                 (u * std::fabs(gradWant[j]) + 1e-5 * gradScale[j] + sumOfRounded);
+      if (!(e <= 1.0))
+        ++bad;
+      worstGrad = std::max(worstGrad, std::isnan(e) ? 1e30 : e);
+    }
+  std::printf("%s %s: worst error / tolerance %.3f%s%s\n", bad ? "FAIL" : "ok  ", name, worst,
+              withAux ? (" (aux " + std::to_string(worstAux) + ")").c_str() : "",
+              biasGrad ? (" (bias gradient " + std::to_string(worstGrad) + ")").c_str() : "");
   return bad == 0;
 }
 
@@ -280,7 +328,30 @@ void bench(void *workspace) {
                 "+bias+residual(f32 C/D) %.3f, dgelu %.3f\n",
                 sh.name, static_cast<long long>(m), static_cast<long long>(sh.n),
                 static_cast<long long>(sh.k), plain, biasOnly, geluAux, residual, dgelu);
-    for (auto *p : {&p0, &p1, &p2, &p3, &p4})
+    // The backward: dX = dY W^T with DGELU vs DGELU_BGRAD ((m, k) x (n, k)^T
+    // reusing the buffers), and dW = X^T dY (k x n over m rows) plain vs BGRADB.
+    tcc_cuda_host::GemmPlan p5, p6, p7;
+    float dgeluGrad = time([&] {
+      tcc_cuda_host::gemm_epilogue(p5, s, 0, tcc_cuda_host::kGemmBF16, tcc_cuda_host::kGemmBF16,
+                                   false, false, true, m, sh.n, sh.k,
+                                   tcc_cuda_host::kEpilogueDGeluBGrad, a.p, b.p, bias.p,
+                                   nullptr, c.p, aux.p, workspace, kWorkspace);
+    });
+    float weightGrad = time([&] {
+      tcc_cuda_host::gemm(p6, s, 0, tcc_cuda_host::kGemmBF16, false, true, false, sh.k, sh.n, m,
+                          1, 0, 0, 0, 1.0, 0.0, a.p, aux.p, c.p, workspace, kWorkspace);
+    });
+    float weightBiasGrad = time([&] {
+      tcc_cuda_host::gemm_epilogue(p7, s, 0, tcc_cuda_host::kGemmBF16, tcc_cuda_host::kGemmBF16,
+                                   false, true, false, sh.k, sh.n, m,
+                                   tcc_cuda_host::kEpilogueBGradB, a.p, aux.p, bias.p, nullptr,
+                                   c.p, nullptr, workspace, kWorkspace);
+    });
+    std::printf("bench %-12s backward: dgelu_bgrad (tb) %.3f ms; dW %lldx%lldx%lld product %.3f, "
+                "+bgradb %.3f\n",
+                sh.name, dgeluGrad, static_cast<long long>(sh.k), static_cast<long long>(sh.n),
+                static_cast<long long>(m), weightGrad, weightBiasGrad);
+    for (auto *p : {&p0, &p1, &p2, &p3, &p4, &p5, &p6, &p7})
       tcc_cuda_host::destroy_plan(*p);
   }
 }
@@ -330,6 +401,20 @@ int main(int argc, char **argv) {
   cases.push_back({kGemmBF16, kGemmBF16, kEpilogueGeluAuxBias, false, false, false, 129, 3072, 768});
   cases.push_back({kGemmBF16, kGemmF32, kEpilogueBias, true, false, false, 129, 768, 3072});
   cases.push_back({kGemmBF16, kGemmBF16, kEpilogueDGelu, false, false, true, 129, 3072, 768});
+  // Bias gradients. BGRADB: the weight gradient dW = X^T dY (transposed A)
+  // in every type, plus plain and transposed-B layouts to learn which
+  // cuBLASLt takes; DGELU_BGRAD in GPT-2's c_fc backward layout (dY W^T).
+  for (GemmType t : {kGemmBF16, kGemmF16, kGemmF32}) {
+    cases.push_back({t, t, kEpilogueBGradB, false, true, false, 40, 64, 97});
+    cases.push_back({t, t, kEpilogueBGradB, false, false, false, 40, 64, 96});
+    cases.push_back({t, t, kEpilogueBGradB, false, true, true, 40, 64, 96});
+    cases.push_back({t, t, kEpilogueDGeluBGrad, false, false, true, 37, 64, 96});
+    cases.push_back({t, t, kEpilogueDGeluBGrad, false, false, false, 37, 64, 96});
+  }
+  // GPT-2's weight gradients (768 x 2304 and 3072 x 768, fewer rows of dY).
+  cases.push_back({kGemmBF16, kGemmBF16, kEpilogueBGradB, false, true, false, 768, 2304, 512});
+  cases.push_back({kGemmBF16, kGemmBF16, kEpilogueBGradB, false, true, false, 3072, 768, 256});
+  cases.push_back({kGemmBF16, kGemmBF16, kEpilogueDGeluBGrad, false, false, true, 256, 3072, 768});
   bool ok = true;
   for (const Case &c : cases)
     ok &= runCase(c, rng, workspace.p);
