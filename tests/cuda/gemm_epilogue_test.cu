@@ -28,7 +28,9 @@
 // the wrong axis moves it by O(scale).
 // Outputs are poisoned with NaN bytes first, so unwritten elements fail.
 // --bench times GPT-2's forward shapes (16384 rows): the product alone,
-// and the product with each epilogue. Exit 0 pass, 1 fail, 77 no GPU.
+// and the product with each epilogue; and the backward's: DGELU_BGRAD, and
+// the weight gradient (K x N over the 16384 rows) alone and with BGRADB.
+// Exit 0 pass, 1 fail, 77 no GPU.
 // The host support is pasted after the step ABI into a host unit that
 // names its kernels' arch.
 #include "tcc/step_abi.h"
