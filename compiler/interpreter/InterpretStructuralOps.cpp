@@ -95,6 +95,22 @@ Tensor evalMatmulDgelu(tg::MatmulDgeluOp op, const Tensor &lhs, const Tensor &rh
   return out;
 }
 
+// result = lhs x rhs; bias_grad[n] = sum over the rows k of rhs[k][n].
+OpResults evalMatmulBiasGrad(tg::MatmulBiasGradOp op, const Tensor &lhs,
+                             const Tensor &rhs) {
+  Tensor product = evalProduct(lhs, rhs, op.getTransposeLhs(), false,
+                               staticShape(op.getResult()));
+  int64_t rows = rhs.shape[0], n = rhs.shape[1];
+  Tensor biasGrad = Tensor::zeros({n});
+  for (int64_t k = 0; k < rows; ++k)
+    for (int64_t j = 0; j < n; ++j)
+      biasGrad.data[j] += rhs.data[k * n + j];
+  std::vector<Tensor> results;
+  results.push_back(std::move(product));
+  results.push_back(std::move(biasGrad));
+  return results;
+}
+
 // The label of row `row` as a class index, or an error naming the row when it
 // is not an integer in [0, classes).
 FailureOr<int64_t> labelOf(Operation *op, const Tensor &labels, int64_t row,
@@ -492,6 +508,7 @@ std::optional<OpResults> evaluateStructuralOp(Operation *op,
       .Case([&](tg::MatmulDgeluOp m) {
         return singleResult(evalMatmulDgelu(m, *in[0], *in[1], *in[2]));
       })
+      .Case([&](tg::MatmulBiasGradOp m) { return evalMatmulBiasGrad(m, *in[0], *in[1]); })
       .Case([&](tg::SoftmaxCrossEntropyOp s) {
         return singleResult(evalSoftmaxCrossEntropy(s, *in[0], *in[1]));
       })

@@ -147,6 +147,22 @@ LogicalResult GemmDgeluOp::verify() {
   return success();
 }
 
+LogicalResult GemmBiasGradOp::verify() {
+  auto a = mrt(getA()), b = mrt(getB()), out = mrt(getOut()), grad = mrt(getBiasGrad());
+  if (a.getRank() != 2 || b.getRank() != 2 || out.getRank() != 2)
+    return emitOpError("expects rank-2 a, b and out (one product)");
+  Type p = a.getElementType();
+  if (b.getElementType() != p || out.getElementType() != p || grad.getElementType() != p)
+    return emitOpError("a, b, out and bias_grad must have one element type");
+  int64_t m = a.getDimSize(getTransposeA() ? 1 : 0);
+  int64_t k = a.getDimSize(getTransposeA() ? 0 : 1);
+  if (b.getDimSize(0) != k || out.getDimSize(0) != m || out.getDimSize(1) != b.getDimSize(1))
+    return emitOpError("inconsistent gemm shapes");
+  if (grad.getRank() != 1 || grad.getDimSize(0) != b.getDimSize(1))
+    return emitOpError("bias_grad must be (") << b.getDimSize(1) << "), b's columns";
+  return success();
+}
+
 LogicalResult ElementwiseOp::verify() {
   if (getOutputs().empty())
     return emitOpError("needs at least one output");

@@ -463,6 +463,29 @@ def Kern_GemmDgeluOp : Kern_Op<"gemm_dgelu"> {
   let hasVerifier = 1;
 }
 
+def Kern_GemmBiasGradOp : Kern_Op<"gemm_bias_grad"> {
+  let summary = "out = op(a) x b, bias_grad = the sums of b over its rows (tg.matmul_bias_grad)";
+  let description = [{
+    One rank-2 row-major product, a (M, K) or (K, M) with transpose_a, b
+    (K, N) (never transposed), out (M, N), and bias_grad (N) = sum over k
+    of b[k][n]; all of a's element type, each output accumulated in f32
+    (f64 for f64) and rounded once. cuda: cuBLASLt's BGRADA epilogue (b is
+    cuBLAS's A; checked on the H200, which has no algorithm for it with a
+    transposed b); cpu: the product, then one loop over b.
+  }];
+  let arguments = (ins
+    Arg<Kern_FloatBuffer, "", [MemRead]>:$a,
+    Arg<Kern_FloatBuffer, "", [MemRead]>:$b,
+    Arg<Kern_FloatBuffer, "", [MemWrite]>:$out,
+    Arg<Kern_FloatBuffer, "", [MemWrite]>:$bias_grad,
+    BoolAttr:$transpose_a);
+  let assemblyFormat = [{
+    $a `,` $b `->` $out `,` $bias_grad attr-dict `:` type($a) `,` type($b) `->`
+    type($out) `,` type($bias_grad)
+  }];
+  let hasVerifier = 1;
+}
+
 //===----------------------------------------------------------------------===//
 // Multi-tensor kernels (kern-fuse-horizontal; verifiers in KernDialect.cpp)
 //===----------------------------------------------------------------------===//

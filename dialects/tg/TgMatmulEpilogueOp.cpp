@@ -1,8 +1,10 @@
-// Verifiers of tg.matmul_epilogue and tg.matmul_dgelu (TgStructuralOps.td):
+// Verifiers of tg.matmul_epilogue, tg.matmul_dgelu and tg.matmul_bias_grad
+// (TgStructuralOps.td):
 // the product's contract is tg.matmul's. matmul_epilogue: bias (N) has the
 // result's element type; the result has the product's shape and type, or the
 // residual's type; the pre-activation result exists exactly when there is an
 // activation. matmul_dgelu: pre and the result have the product's type.
+// matmul_bias_grad: rank-2 operands, rhs (K, N), bias_grad (N), one type.
 #include "dialects/common/ShapeHelpers.h"
 #include "dialects/tg/TgStructuralBuilders.h"
 #include "dialects/tg/TgTypeHelpers.h"
@@ -81,5 +83,31 @@ LogicalResult MatmulDgeluOp::verify() {
   if (rtt(getPre()) != productType)
     return emitOpError("pre ") << rtt(getPre()) << " should be the product's type "
                                << productType;
+  return success();
+}
+
+LogicalResult MatmulBiasGradOp::verify() {
+  auto l = rtt(getLhs()), r = rtt(getRhs()), out = rtt(getResult());
+  auto grad = rtt(getBiasGrad());
+  if (l.getRank() != 2 || r.getRank() != 2)
+    return emitOpError("lhs and rhs must be rank 2 (one product), got ")
+           << tcc::formatShape(l.getShape()) << " and "
+           << tcc::formatShape(r.getShape());
+  Type elem = l.getElementType();
+  if (r.getElementType() != elem)
+    return emitOpError("lhs and rhs must have one element type");
+  auto product = matmulShape(l.getShape(), r.getShape(), getTransposeLhs(), false);
+  if (!product)
+    return emitOpError("lhs ")
+           << tcc::formatShape(l.getShape()) << " and rhs "
+           << tcc::formatShape(r.getShape()) << " have no product";
+  auto productType = RankedTensorType::get(*product, elem);
+  if (out != productType)
+    return emitOpError("result ") << out << " should be the product's type "
+                                  << productType;
+  auto gradType = RankedTensorType::get({r.getDimSize(1)}, elem);
+  if (grad != gradType)
+    return emitOpError("bias_grad ") << grad << " should be " << gradType
+                                     << " (the sums of rhs over its rows)";
   return success();
 }

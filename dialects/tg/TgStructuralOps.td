@@ -97,6 +97,30 @@ def Tg_MatmulDgeluOp : Tg_Op<"matmul_dgelu"> {
   let hasVerifier = 1;
 }
 
+def Tg_MatmulBiasGradOp : Tg_Op<"matmul_bias_grad"> {
+  let summary = "a weight gradient and its bias gradient from one GEMM";
+  let description = [{
+    result = matmul(lhs, rhs) (tg.matmul's transposes; lhs and rhs rank 2,
+    rhs not transposed: (K, N)) and bias_grad (N) = the sum of rhs over its
+    K rows: the backward's dW = X^T dY of a linear layer and the bias
+    gradient db = sum over the rows of dY, which reads the same dY. Both
+    results have the operands' element type; each is accumulated in the
+    accumulator's precision (f32 for 16-bit and f32 operands, f64 for f64)
+    and rounded once. tg-fuse-matmul-epilogue creates it after autodiff
+    from a tg.matmul and the tg.reduce_sum of its rhs over the rows (no
+    gradient rule: tg-autodiff refuses it); lowered to kern.gemm_bias_grad
+    (cuBLASLt's BGRADA epilogue on cuda: tcc's B is cuBLAS's A; cpu: the
+    product plus one loop over rhs).
+  }];
+  let arguments = (ins Tg_FloatTensor:$lhs, Tg_FloatTensor:$rhs,
+                   DefaultValuedAttr<BoolAttr, "false">:$transpose_lhs);
+  let results = (outs Tg_FloatTensor:$result, Tg_FloatTensor:$bias_grad);
+  let assemblyFormat = [{
+    $lhs `,` $rhs attr-dict `:` functional-type(operands, results)
+  }];
+  let hasVerifier = 1;
+}
+
 //===----------------------------------------------------------------------===//
 // Losses
 //===----------------------------------------------------------------------===//

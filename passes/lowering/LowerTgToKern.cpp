@@ -385,6 +385,19 @@ private:
     return success();
   }
 
+  // dW = op(lhs) x rhs and db = the sums of rhs over its rows: one product
+  // (rank-2 operands, the op's verifier).
+  LogicalResult lowerMatmulBiasGrad(tg::MatmulBiasGradOp m) {
+    Location loc = m.getLoc();
+    Value out = alloc(loc, m.getResult());
+    Value grad = alloc(loc, m.getBiasGrad());
+    kern::GemmBiasGradOp::create(b_, loc, buf(m.getLhs()), buf(m.getRhs()), out, grad,
+                                 b_.getBoolAttr(m.getTransposeLhs()));
+    buffers_[m.getResult()] = out;
+    buffers_[m.getBiasGrad()] = grad;
+    return success();
+  }
+
   LogicalResult lower(Operation *op) {
     Location loc = op->getLoc();
     if (isLoweredAsNorm(op)) { // LowerNorms.cpp (before casts: it folds some)
@@ -418,6 +431,7 @@ private:
         })
         .Case([&](tg::MatmulEpilogueOp m) { return lowerMatmulEpilogue(m); })
         .Case([&](tg::MatmulDgeluOp m) { return lowerMatmulDgelu(m); })
+        .Case([&](tg::MatmulBiasGradOp m) { return lowerMatmulBiasGrad(m); })
         .Case([&](tg::BroadcastToOp bc) {
           Value out = alloc(loc, bc.getResult());
           buildCopy(b_, loc, buf(bc.getInput()), out);

@@ -104,12 +104,13 @@ struct TgAutodiffPass : tcc::impl::TgAutodiffBase<TgAutodiffPass> {
       if (!any)
         continue; // does not reach the loss
       auto diff = dyn_cast<tg::GradientOpInterface>(op);
-      if (isa<tg::MatmulEpilogueOp, tg::MatmulDgeluOp>(op)) // made after autodiff
+      if (isa<tg::MatmulEpilogueOp, tg::MatmulDgeluOp, tg::MatmulBiasGradOp>(
+              op)) // made after autodiff
         return op->emitError("tg-autodiff: ")
                << op->getName()
                << " has no gradient: tg-fuse-matmul-epilogue creates it after "
-                  "the training recipe; differentiate the unfused matmul, add "
-                  "and gelu instead";
+                  "the training recipe; differentiate the unfused matmul, add, "
+                  "gelu and reduce_sum instead";
       if (!diff)
         return op->emitError("tg-autodiff: op ")
                << op->getName() << " has no gradient (no GradientOpInterface)";

@@ -2,7 +2,8 @@
 // reference interpreter: a small model whose parameters and inputs are f32
 // (as an AMP step keeps its master weights) is cast to the 16-bit type and
 // runs gather (so its gradient is a 16-bit scatter-add with repeated ids),
-// elementwise ops, matmuls (batch folded into M, a transposed shared rhs,
+// elementwise ops, matmuls (batch folded into M, with a bias: its gradient
+// and the weight's are one kern.gemm_bias_grad; a transposed shared rhs,
 // a transposed fully batched product, a broadcast batch), transpose,
 // reductions over trailing, middle and interleaved axes (sum, mean, max),
 // concat, slice, reshape and softmax cross-entropy (with a 16-bit loss, and
@@ -33,6 +34,7 @@ module attributes {tg.model_name = "half_LOW", tg.optimizer = {kind = "sgd", lea
                      %v: tensor<6x6xf32> {tg.param = {name = "v", init = "normal", scale = 1.0 : f64, seed = 2 : i64, trainable = true}},
                      %e: tensor<11x5xf32> {tg.param = {name = "e", init = "normal", scale = 1.0 : f64, seed = 3 : i64, trainable = true}},
                      %u: tensor<2x1x4x6xf32> {tg.param = {name = "u", init = "normal", scale = 1.0 : f64, seed = 4 : i64, trainable = true}},
+                     %bias: tensor<6xf32> {tg.param = {name = "bias", init = "normal", scale = 1.0 : f64, seed = 5 : i64, trainable = true}},
                      %x: tensor<3x4x5xf32> {tg.input = "x"},
                      %ids: tensor<3x4xi32> {tg.input = "ids"},
                      %y: tensor<12xi32> {tg.input = "y"})
@@ -43,9 +45,11 @@ module attributes {tg.model_name = "half_LOW", tg.optimizer = {kind = "sgd", lea
     %el = tg.cast %e : tensor<11x5xf32> to tensor<11x5xLOW>
     %ul = tg.cast %u : tensor<2x1x4x6xf32> to tensor<2x1x4x6xLOW>
     %xl = tg.cast %x : tensor<3x4x5xf32> to tensor<3x4x5xLOW>
+    %bl = tg.cast %bias : tensor<6xf32> to tensor<6xLOW>
     %g = tg.gather %el, %ids : (tensor<11x5xLOW>, tensor<3x4xi32>) -> tensor<3x4x5xLOW>
     %h0 = tg.add %g, %xl : (tensor<3x4x5xLOW>, tensor<3x4x5xLOW>) -> tensor<3x4x5xLOW>
-    %h = tg.matmul %h0, %wl : (tensor<3x4x5xLOW>, tensor<5x6xLOW>) -> tensor<3x4x6xLOW>
+    %hp = tg.matmul %h0, %wl : (tensor<3x4x5xLOW>, tensor<5x6xLOW>) -> tensor<3x4x6xLOW>
+    %h = tg.add %hp, %bl : (tensor<3x4x6xLOW>, tensor<6xLOW>) -> tensor<3x4x6xLOW>
     %hg = tg.gelu %h : tensor<3x4x6xLOW>
     %hv = tg.matmul %hg, %vl {transpose_rhs = true} : (tensor<3x4x6xLOW>, tensor<6x6xLOW>) -> tensor<3x4x6xLOW>
     %a = tg.matmul %h, %hv {transpose_lhs = true} : (tensor<3x4x6xLOW>, tensor<3x4x6xLOW>) -> tensor<3x6x6xLOW>

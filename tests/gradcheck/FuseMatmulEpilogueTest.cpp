@@ -6,6 +6,8 @@
 // function on the float64 reference interpreter (random inputs, 1e-12).
 // The backward's gelu_grad reads the fused op's pre_activation result; in a
 // two-layer MLP it becomes tg.matmul_dgelu of the second layer's dX product.
+// Each bias gradient (reduce_sum of dY over its rows) becomes the second
+// result of its weight-gradient product, a tg.matmul_bias_grad.
 #include <gtest/gtest.h>
 
 #include "dialects/tg/TgStructuralBuilders.h"
@@ -92,6 +94,9 @@ TEST_P(FuseMatmulEpilogueTest, FusedStepComputesTheUnfusedOne) {
   });
   // The backward's gelu_grad reads the saved pre-activation.
   EXPECT_EQ(activationSeen, c.gelu != nullptr);
+  // dW = x^T dY with db = the sums of dY's rows.
+  EXPECT_EQ(count(*fused, "tg.matmul_bias_grad"), 1) << "the bias gradient is not fused";
+  EXPECT_EQ(count(*fused, "tg.reduce_sum"), count(*original, "tg.reduce_sum") - 1);
   expectSameFunctions(*original, *fused, seed(), 1);
 }
 
@@ -122,6 +127,8 @@ TEST_P(FuseMatmulDgeluTest, FusedMlpStepComputesTheUnfusedOne) {
   EXPECT_EQ(count(*fused, "tg.matmul_dgelu"), 1) << "the backward's gelu_grad is not fused";
   EXPECT_EQ(count(*fused, "tg.gelu_grad"), 0);
   EXPECT_EQ(count(*fused, "tg.matmul_epilogue"), 4); // two linears, forward and train step
+  // Both bias gradients, the second read from the DGELU product's result.
+  EXPECT_EQ(count(*fused, "tg.matmul_bias_grad"), 2) << "a bias gradient is not fused";
   expectSameFunctions(*original, *fused, seed(), 1);
 }
 

@@ -122,6 +122,7 @@ private:
         .Case([&](kern::GemmOp g) { return emitGemm(g, flops); })
         .Case([&](kern::GemmEpilogueOp g) { return emitGemmEpilogue(g, flops); })
         .Case([&](kern::GemmDgeluOp g) { return emitGemmDgelu(g, flops); })
+        .Case([&](kern::GemmBiasGradOp g) { return emitGemmBiasGrad(g, flops); })
         .Case([&](kern::ElementwiseOp e) { return emitElementwise(e, flops); })
         .Case([&](kern::ReduceOp r) {
           return emitReduce(r.getInput(), r.getOut(), r.getKind(), r.getAxes(), flops);
@@ -360,6 +361,24 @@ private:
         familyPointer(p, name(g.getPre()), false, CodeTarget::Cpu),
         g.getApproximate() == "tanh" ? "true" : "false",
         familyPointer(p, name(g.getOut()), true, CodeTarget::Cpu));
+    return success();
+  }
+
+  // out = op(a) x b, bias_grad = the sums of b over its rows
+  // (tcc_cpu::gemm_bias_grad).
+  LogicalResult emitGemmBiasGrad(kern::GemmBiasGradOp g, double &flops) {
+    MemRefType out = mrt(g.getOut()), b = mrt(g.getB());
+    Type p = out.getElementType();
+    int64_t m = out.getDimSize(0), n = out.getDimSize(1), k = b.getDimSize(0);
+    flops += 2.0 * m * n * k + static_cast<double>(k) * n;
+    os_ << llvm::formatv(
+        "  if (int32_t rc = tcc_cpu::gemm_bias_grad({0}, {1}, {2}, {3}, {4}, {5}, {6}, {7})) "
+        "return rc; // out of memory\n",
+        g.getTransposeA() ? "true" : "false", m, n, k,
+        familyPointer(p, name(g.getA()), false, CodeTarget::Cpu),
+        familyPointer(p, name(g.getB()), false, CodeTarget::Cpu),
+        familyPointer(p, name(g.getOut()), true, CodeTarget::Cpu),
+        familyPointer(p, name(g.getBiasGrad()), true, CodeTarget::Cpu));
     return success();
   }
 

@@ -1,4 +1,5 @@
-// tcc CPU kernel prelude, GEMM with an epilogue (kern.gemm_epilogue).
+// tcc CPU kernel prelude, GEMM with an epilogue (kern.gemm_epilogue,
+// kern.gemm_dgelu, kern.gemm_bias_grad).
 // Pasted into generated steps after cpu_prelude.h (compiler/codegen/
 // CodegenSources.cmake); a direct #include (tests) must include
 // cpu_prelude.h first.
@@ -142,6 +143,56 @@ int32_t gemm_dgelu(bool ta, bool tb, int m, int n, int k, const P *a, const P *b
   for (int64_t i = 0; i < nc; ++i)
     out[i] = Elem<P>::store(product[i] *
                             gelu_derivative<Acc>(tanh_form, static_cast<Acc>(Elem<P>::load(pre[i]))));
+  return kKernelOk;
+}
+
+// out (m, n) = op(a) x b and bias_grad (n) = the sums of b (k, n) over its
+// k rows (kern.gemm_bias_grad: a weight gradient X^T dY and the bias
+// gradient of the same dY). Both accumulated in Acc and rounded once.
+template <typename P>
+int32_t gemm_bias_grad(bool ta, int m, int n, int k, const P *a, const P *b, P *out,
+                       P *bias_grad) {
+  using Acc = acc_t<P>;
+  const int64_t na = static_cast<int64_t>(m) * k, nb = static_cast<int64_t>(k) * n,
+                nc = static_cast<int64_t>(m) * n;
+  constexpr bool kAccOperands = std::is_same<P, Acc>::value;
+  // The operands as Acc (a copy only for the 16-bit types); the product
+  // straight into out when out holds Acc values.
+  std::unique_ptr<Acc[]> wa, wb, scratch;
+  const Acc *pa = reinterpret_cast<const Acc *>(a), *pb = reinterpret_cast<const Acc *>(b);
+  Acc *product = reinterpret_cast<Acc *>(out);
+  if (!kAccOperands) {
+    wa.reset(new (std::nothrow) Acc[na > 0 ? na : 1]);
+    wb.reset(new (std::nothrow) Acc[nb > 0 ? nb : 1]);
+    scratch.reset(new (std::nothrow) Acc[nc > 0 ? nc : 1]);
+    if (!wa || !wb || !scratch)
+      return kKernelNoMemory;
+    for (int64_t i = 0; i < na; ++i)
+      wa[i] = Elem<P>::load(a[i]);
+    for (int64_t i = 0; i < nb; ++i)
+      wb[i] = Elem<P>::load(b[i]);
+    pa = wa.get();
+    pb = wb.get();
+    product = scratch.get();
+  }
+  if (k == 0) // an empty sum (BLAS may leave c alone)
+    for (int64_t i = 0; i < nc; ++i)
+      product[i] = Acc(0);
+  else
+    gemm<Acc>(ta, false, m, n, k, Acc(1), pa, pb, Acc(0), product);
+  if (!kAccOperands)
+    for (int64_t i = 0; i < nc; ++i)
+      out[i] = Elem<P>::store(product[i]);
+  std::unique_ptr<Acc[]> sums(new (std::nothrow) Acc[n > 0 ? n : 1]);
+  if (!sums)
+    return kKernelNoMemory;
+  for (int64_t j = 0; j < n; ++j)
+    sums[j] = Acc(0);
+  for (int64_t r = 0; r < k; ++r) // row by row: b is read in memory order
+    for (int64_t j = 0; j < n; ++j)
+      sums[j] += pb[r * n + j];
+  for (int64_t j = 0; j < n; ++j)
+    bias_grad[j] = Elem<P>::store(sums[j]);
   return kKernelOk;
 }
 

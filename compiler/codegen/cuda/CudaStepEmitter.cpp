@@ -170,6 +170,7 @@ LogicalResult CudaStepEmitter::emitOp(Operation *op, llvm::raw_ostream &os, doub
       .Case([&](kern::GemmOp g) { return emitGemm(g, os, flops); })
       .Case([&](kern::GemmEpilogueOp g) { return emitGemmEpilogue(g, os, flops); })
       .Case([&](kern::GemmDgeluOp g) { return emitGemmDgelu(g, os, flops); })
+      .Case([&](kern::GemmBiasGradOp g) { return emitGemmBiasGrad(g, os, flops); })
       .Case([&](kern::ElementwiseOp e) { return emitElementwise(e, os, flops); })
       .Case([&](kern::ReduceOp r) { return emitReduce(r, os, flops); })
       .Case([&](kern::FillOp f) { return emitFill(f, os); })

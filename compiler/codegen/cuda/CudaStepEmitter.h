@@ -141,6 +141,8 @@ private:
   LogicalResult emitGemmEpilogue(kern::GemmEpilogueOp g, llvm::raw_ostream &os,
                                  double &flops);
   LogicalResult emitGemmDgelu(kern::GemmDgeluOp g, llvm::raw_ostream &os, double &flops);
+  LogicalResult emitGemmBiasGrad(kern::GemmBiasGradOp g, llvm::raw_ostream &os,
+                                 double &flops);
   // ElementwiseKernels.cpp
   LogicalResult emitElementwise(kern::ElementwiseOp e, llvm::raw_ostream &os, double &flops);
   // ReductionKernels.cpp

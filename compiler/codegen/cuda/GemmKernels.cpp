@@ -171,4 +171,40 @@ LogicalResult CudaStepEmitter::emitGemmDgelu(kern::GemmDgeluOp g, llvm::raw_ostr
   return success();
 }
 
+// out (M, N) = op(a) x b and bias_grad (N) = the sums of b over its K rows:
+// cuBLASLt's BGRADA epilogue (b is cuBLAS's A), the bias pointer written.
+LogicalResult CudaStepEmitter::emitGemmBiasGrad(kern::GemmBiasGradOp g,
+                                                llvm::raw_ostream &os, double &flops) {
+  MemRefType a = mrt(g.getA()), b = mrt(g.getB()), out = mrt(g.getOut());
+  int64_t m = out.getDimSize(0), n = out.getDimSize(1), k = b.getDimSize(0);
+  double work = 2.0 * m * n * k;
+  flops += work;
+  Type et = out.getElementType();
+  if (et.isF64())
+    return g.emitError("cuda: cuBLASLt's bias-gradient epilogue takes 16-bit and f32 "
+                       "products (tg-fuse-matmul-epilogue fuses no f64 product for cuda)");
+  if (m * n == 0)
+    return success();
+  const char *type = et.isBF16()  ? "tcc_cuda_host::kGemmBF16"
+                     : et.isF16() ? "tcc_cuda_host::kGemmF16"
+                                  : "tcc_cuda_host::kGemmF32";
+  int site = gemmSites_++;
+  std::string call =
+      llvm::formatv(
+          "static tcc_cuda_host::GemmPlan tcc_gemm_plan_{0};\n"
+          "  if (int32_t rc = tcc_cuda_host::gemm_epilogue(tcc_gemm_plan_{0}, s, {1}, {2}, "
+          "{2}, {3}, {4}, false, {5}, {6}, {7}, tcc_cuda_host::kEpilogueBGradB, {8}, {9}, "
+          "{10}, nullptr, {11}, nullptr, ws + tcc_gemm_workspace_offset, "
+          "tcc_gemm_workspace_bytes)) return rc;",
+          site, nextId(), type, options_.tf32 ? "true" : "false",
+          g.getTransposeA() ? "true" : "false", m, n, k, name(g.getA()), name(g.getB()),
+          name(g.getBiasGrad()), name(g.getOut()))
+          .str();
+  double bytes = bufferBytes(a) + bufferBytes(b) + bufferBytes(out) +
+                 bufferBytes(mrt(g.getBiasGrad()));
+  launch(os, g, "cublasLtMatmul+bgrad", call, llvm::formatv("{0}x{1}x{2}", m, n, k).str(),
+         work, bytes, LaunchCheck::InCall);
+  return success();
+}
+
 } // namespace tcc::codegen::cuda

@@ -119,3 +119,35 @@ func.func @kern_dgelu_pre(%a: memref<4x16xbf16>, %b: memref<16x32xbf16>, %pre: m
   kern.gemm_dgelu %a, %b pre %pre -> %o {approximate = "tanh", transpose_a = false, transpose_b = false} : memref<4x16xbf16>, memref<16x32xbf16>, memref<4x16xbf16> -> memref<4x32xbf16>
   return
 }
+
+// -----
+
+func.func @bias_grad_batched(%x: tensor<2x8x4xbf16>, %dy: tensor<2x8x16xbf16>) {
+  // expected-error @+1 {{lhs and rhs must be rank 2 (one product), got [2, 8, 4] and [2, 8, 16]}}
+  %0:2 = tg.matmul_bias_grad %x, %dy {transpose_lhs = true} : (tensor<2x8x4xbf16>, tensor<2x8x16xbf16>) -> (tensor<2x4x16xbf16>, tensor<16xbf16>)
+  return
+}
+
+// -----
+
+func.func @bias_grad_size(%x: tensor<8x4xbf16>, %dy: tensor<8x16xbf16>) {
+  // expected-error @+1 {{bias_grad 'tensor<8xbf16>' should be 'tensor<16xbf16>' (the sums of rhs over its rows)}}
+  %0:2 = tg.matmul_bias_grad %x, %dy {transpose_lhs = true} : (tensor<8x4xbf16>, tensor<8x16xbf16>) -> (tensor<4x16xbf16>, tensor<8xbf16>)
+  return
+}
+
+// -----
+
+func.func @kern_bias_grad_type(%a: memref<8x4xbf16>, %b: memref<8x16xbf16>, %o: memref<4x16xbf16>, %g: memref<16xf32>) {
+  // expected-error @+1 {{a, b, out and bias_grad must have one element type}}
+  kern.gemm_bias_grad %a, %b -> %o, %g {transpose_a = true} : memref<8x4xbf16>, memref<8x16xbf16> -> memref<4x16xbf16>, memref<16xf32>
+  return
+}
+
+// -----
+
+func.func @kern_bias_grad_size(%a: memref<8x4xbf16>, %b: memref<8x16xbf16>, %o: memref<4x16xbf16>, %g: memref<4xbf16>) {
+  // expected-error @+1 {{bias_grad must be (16), b's columns}}
+  kern.gemm_bias_grad %a, %b -> %o, %g {transpose_a = true} : memref<8x4xbf16>, memref<8x16xbf16> -> memref<4x16xbf16>, memref<4xbf16>
+  return
+}

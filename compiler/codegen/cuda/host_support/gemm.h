@@ -141,12 +141,18 @@ inline int32_t gemm(GemmPlan &p, cudaStream_t s, int32_t kernel, GemmType type,
 // cuBLASLt epilogues tcc uses: bias (BIAS), bias then tanh-GELU (GELU_BIAS),
 // and the same saving the pre-activation for the backward (GELU_AUX_BIAS).
 // DGELU (kern.gemm_dgelu): D = gelu'(aux) * product, aux the saved
-// pre-activation read as an input, no bias.
+// pre-activation read as an input, no bias. The bias-gradient epilogues
+// write the bias vector instead of reading it: kEpilogueBGradB (kern.gemm_bgrad,
+// cuBLASLt's BGRADA: our B is cuBLAS's A) = the sums of our B over K, one
+// per column N; kEpilogueDGeluBGrad (kern.gemm_dgelu with a bias gradient,
+// DGELU_BGRAD) = the sums of D over its M rows.
 enum GemmEpilogue {
   kEpilogueBias = 0,
   kEpilogueGeluBias = 1,
   kEpilogueGeluAuxBias = 2,
-  kEpilogueDGelu = 3
+  kEpilogueDGelu = 3,
+  kEpilogueBGradB = 4,
+  kEpilogueDGeluBGrad = 5
 };
 
 // The epilogue's name in GEMM descriptors (gemm_search.h).
@@ -156,8 +162,14 @@ inline std::string gemm_epilogue_name(GemmEpilogue e) {
   case kEpilogueGeluBias: return "gelu_bias";
   case kEpilogueGeluAuxBias: return "gelu_aux_bias";
   case kEpilogueDGelu: return "dgelu";
+  case kEpilogueBGradB: return "bgrad";
+  case kEpilogueDGeluBGrad: return "dgelu_bgrad";
   }
   return "epilogue#" + std::to_string(static_cast<int>(e));
+}
+
+inline bool epilogue_reads_aux(int epilogue) {
+  return epilogue == kEpilogueDGelu || epilogue == kEpilogueDGeluBGrad;
 }
 
 inline uint64_t pointer_alignment(uint64_t alignment, const void *p) {
@@ -173,8 +185,11 @@ inline uint64_t pointer_alignment(uint64_t alignment, const void *p) {
 // with beta = 1, added before the epilogue, so only with kEpilogueBias).
 // aux (kEpilogueGeluAuxBias) gets bias + product in D's type, leading
 // dimension n (a multiple of 8); with kEpilogueDGelu it is read (the saved
-// pre-activation) and bias is unused. Bias, aux and C pointers are set on every
-// call; the plan is remade if they are less aligned than it assumed.
+// pre-activation) and bias is unused. With kEpilogueBGradB and
+// kEpilogueDGeluBGrad `bias` (n, D's type) is written: the bias gradient
+// (kEpilogueDGeluBGrad reads aux as kEpilogueDGelu does). Bias, aux and C
+// pointers are set on every call; the plan is remade if they are less
+// aligned than it assumed.
 inline int32_t gemm_epilogue(GemmPlan &p, cudaStream_t s, int32_t kernel, GemmType in,
                              GemmType out, bool tf32, bool ta, bool tb, int64_t m, int64_t n,
                              int64_t k, GemmEpilogue epilogue, const void *A, const void *B,
@@ -204,13 +219,16 @@ inline int32_t gemm_epilogue(GemmPlan &p, cudaStream_t s, int32_t kernel, GemmTy
     cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_TRANSA, &opA, sizeof(opA));
     cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_TRANSB, &opB, sizeof(opB));
     // Column-major D^T (n x m): the bias runs along cuBLAS's rows, our N.
+    // Our B is cuBLAS's A (n x k): the sums over k of BGRADA are ours over K.
     cublasLtEpilogue_t e = epilogue == kEpilogueBias          ? CUBLASLT_EPILOGUE_BIAS
                            : epilogue == kEpilogueGeluBias    ? CUBLASLT_EPILOGUE_GELU_BIAS
                            : epilogue == kEpilogueGeluAuxBias ? CUBLASLT_EPILOGUE_GELU_AUX_BIAS
-                                                              : CUBLASLT_EPILOGUE_DGELU;
+                           : epilogue == kEpilogueDGelu       ? CUBLASLT_EPILOGUE_DGELU
+                           : epilogue == kEpilogueBGradB      ? CUBLASLT_EPILOGUE_BGRADA
+                                                              : CUBLASLT_EPILOGUE_DGELU_BGRAD;
     cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_EPILOGUE, &e, sizeof(e));
     int64_t ld = n;
-    if (epilogue == kEpilogueGeluAuxBias || epilogue == kEpilogueDGelu)
+    if (epilogue == kEpilogueGeluAuxBias || epilogue_reads_aux(epilogue))
       cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, &ld,
                                      sizeof(ld));
     uint64_t rowsA = tb ? k : n, colsA = tb ? n : k;
@@ -230,7 +248,7 @@ inline int32_t gemm_epilogue(GemmPlan &p, cudaStream_t s, int32_t kernel, GemmTy
   if (epilogue != kEpilogueDGelu)
     cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias,
                                    sizeof(bias));
-  if (epilogue == kEpilogueGeluAuxBias || epilogue == kEpilogueDGelu)
+  if (epilogue == kEpilogueGeluAuxBias || epilogue_reads_aux(epilogue))
     cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &aux,
                                    sizeof(aux));
   if (!p.ready) {
