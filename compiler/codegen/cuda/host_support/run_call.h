@@ -27,11 +27,20 @@ struct Entry {
 
 struct GemmChoice; // gemm_search.h
 
-// Per entry point: the pinned mirror and the captured graph.
+// One captured call: the args pointers it was captured with, and its graph.
+struct CapturedGraph {
+  std::vector<const void *> key;
+  cudaGraphExec_t exec = nullptr;
+};
+// Graphs kept per entry: one per set of buffers a caller cycles through
+// (trun alternates two input sets, so that batch k+1 uploads while step k
+// runs); beyond that the oldest is dropped.
+constexpr size_t kGraphsPerEntry = 4;
+
+// Per entry point: the pinned mirror and the captured graphs.
 struct EntryState {
   char *control = nullptr; // pinned
-  cudaGraphExec_t graph = nullptr;
-  std::vector<const void *> key; // the args pointers the graph was captured with
+  std::vector<CapturedGraph> graphs; // most recently captured last
   bool graph_failed = false;
   std::string graph_note;
   int64_t captures = 0;
@@ -239,40 +248,52 @@ inline int32_t run_call(const Entry &e, EntryState &es, const tcc_step_descripto
   } else if (s.graphs && !es.graph_failed) {
     std::vector<const void *> key;
     args_key(a, d, key);
-    if (!es.graph || key != es.key) {
-      if (es.graph) {
-        cudaGraphExecDestroy(es.graph);
-        es.graph = nullptr;
+    cudaGraphExec_t exec = nullptr;
+    for (const CapturedGraph &g : es.graphs)
+      if (g.key == key)
+        exec = g.exec;
+    if (!exec) {
+      // Buffers not seen before: capture them (a recapture every call would
+      // cost more host time than the graph saves).
+      if (es.graphs.size() >= kGraphsPerEntry) {
+        cudaGraphExecDestroy(es.graphs.front().exec);
+        es.graphs.erase(es.graphs.begin());
       }
       cudaGraph_t graph = nullptr;
       cudaError_t err = cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal);
       int32_t rc = err == cudaSuccess ? enqueue_call(e, es, a, stream) : 0;
       cudaError_t end = cudaStreamEndCapture(stream, &graph);
       if (err == cudaSuccess && rc == 0 && end == cudaSuccess)
-        err = cudaGraphInstantiate(&es.graph, graph, 0);
+        err = cudaGraphInstantiate(&exec, graph, 0);
       else if (err == cudaSuccess)
         err = end;
       if (graph)
         cudaGraphDestroy(graph);
       cudaGetLastError();
-      if (err != cudaSuccess || rc != 0 || !es.graph) {
+      if (err != cudaSuccess || rc != 0 || !exec) {
         // Launch errors are reported again by the direct run below.
         es.graph_failed = true;
-        es.graph = nullptr;
+        exec = nullptr;
+        for (CapturedGraph &g : es.graphs)
+          cudaGraphExecDestroy(g.exec);
+        es.graphs.clear();
         es.graph_note = std::string("CUDA graph: off for ") + e.name + " (capture failed: " +
                         (err != cudaSuccess ? cudaGetErrorString(err) : s.error.c_str()) +
                         "); kernels launched one by one";
       } else {
-        es.key = key;
+        es.graphs.push_back({key, exec});
         ++es.captures;
         es.graph_note = std::string("CUDA graph: ") + e.name + " step captured (" +
                         std::to_string(e.num_kernels) + " kernels" +
-                        (es.captures > 1 ? ", re-captured: buffers moved" : "") +
+                        (es.captures > 1
+                             ? ", " + std::to_string(es.captures) + " captures for " +
+                                   std::to_string(es.graphs.size()) + " sets of buffers"
+                             : "") +
                         "), replayed each call";
       }
     }
-    if (es.graph) {
-      if (cudaError_t err = cudaGraphLaunch(es.graph, stream); err != cudaSuccess)
+    if (exec) {
+      if (cudaError_t err = cudaGraphLaunch(exec, stream); err != cudaSuccess)
         return cuda_error(err, ("cudaGraphLaunch, " + where(-1)).c_str());
       launched = true;
     }
