@@ -6,7 +6,10 @@
 # number of threads. Each system runs WARMUP steps, then STEPS timed ones;
 # ROUNDS rounds alternate tcc, PyTorch, tcc, PyTorch ... so that a drift in
 # the machine's speed reaches both. Prints each round's median ms/step, the
-# median over rounds and the ratio.
+# median over rounds, the fastest step and the ratios PyTorch / tcc. Other
+# processes on the cores slow tcc's step most (each of its ~1000 OpenMP
+# regions a step may wait a scheduler slice for a thread, see
+# docs/performance.md): the load average is printed before and after.
 #
 #   bash bench/gpt_char/cpu_vs_eager.sh [OUT_DIR]     (default /tmp/gpt_char_cpu_vs_eager)
 #
