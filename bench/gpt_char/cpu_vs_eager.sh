@@ -19,6 +19,11 @@
 #   WARMUP (5), STEPS (20), ROUNDS (2)
 #   TCC_BUILD_DIR  where bin/{tcc,trun,tcc-data} are (default build/)
 #   PYTHON   a python with torch and numpy (default /usr/bin/python3, Debian's)
+#   OPENBLAS_CORETYPE  passed to both (both multiply through OpenBLAS: the
+#            tcc step directly, Debian's torch as its BLAS). On a VM whose
+#            CPU model is hidden OpenBLAS picks its SSE3 "Prescott" kernels;
+#            the script prints the core OpenBLAS uses, and e.g.
+#            OPENBLAS_CORETYPE=SkylakeX selects the AVX-512 ones
 #
 # Timing: trun's step_ms (--metrics) is the step call alone, batch loading
 # (a background thread) excluded; PyTorch's is the loop of
@@ -59,7 +64,9 @@ data=(--data "$out/fortunes_train.bin" --data-order sequential)
 
 echo "machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ *//');" \
      "load average $(cut -d' ' -f1-3 /proc/loadavg); $(date -u '+%Y-%m-%d %H:%M UTC')"
-echo "threads $threads, $warmup warm-up + $steps timed steps, $rounds rounds"
+blas_core=$("$py" -c 'import ctypes; b = ctypes.CDLL("libopenblas.so.0"); b.openblas_get_corename.restype = ctypes.c_char_p; print(b.openblas_get_corename().decode())' 2>/dev/null || echo unknown)
+echo "threads $threads, $warmup warm-up + $steps timed steps, $rounds rounds;" \
+     "OpenBLAS core $blas_core (OPENBLAS_CORETYPE=${OPENBLAS_CORETYPE:-unset}); $("$py" -c 'import torch; print("torch", torch.__version__)')"
 results="$out/results.jsonl"
 : >"$results"
 for round in $(seq "$rounds"); do
