@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """PyTorch's per-step losses for an AMP check: the model of amp_models.py
 NAME in gpt_reference.py, from tcc's initial weights (a trun
---save-weights file), on the batches trun --data-order sequential feeds
-(gpt_parity_test.sequential_batches), trained STEPS AdamW steps with the
+--save-weights file), on the batches trun --data-order sequential feeds,
+epoch after epoch (gpt_parity_test.sequential_batches), trained STEPS AdamW steps with the
 model's recipe, once per MODE:
 
   bf16   each forward under torch.autocast(bfloat16) (fp32 master weights)

@@ -75,24 +75,40 @@ def run(cmd, **kwargs):
     return result.stdout
 
 
-def sequential_batches(tokens, cfg, steps):
-    """The batches of trun --data-order sequential: consecutive
-    non-overlapping windows of T + 1 tokens starting at multiples of T
-    (tokens = window[:-1], targets = window[1:]); a step takes the next
-    K * B windows."""
+def sequential_window_starts(num_tokens, cfg, step):
+    """Token offsets of the windows of 0-based `step` under trun
+    --data-order sequential (runtime/trun/data/TokenBatches.h), for one
+    shard of `num_tokens` tokens: the W = (num_tokens - 1) // T aligned
+    windows start at 0, T, 2T, ...; an epoch is W // rows batches (rows =
+    K * B), batch b of an epoch takes windows b*rows .. b*rows+rows-1, the
+    W mod rows windows left over are skipped and the next epoch starts
+    again at window 0. Batch `step` is batch step mod (W // rows) of its
+    epoch."""
     T = cfg.context
     rows = cfg.batch * cfg.micro_batches
-    windows = (len(tokens) - 1) // T
-    if steps * rows > windows:
+    windows = (num_tokens - 1) // T if num_tokens > T else 0
+    per_epoch = windows // rows
+    if per_epoch == 0:
         raise Failure(f"the text has {windows} windows of {T} tokens, "
-                      f"{steps} steps need {steps * rows}")
-    batches = []
-    for s in range(steps):
-        starts = [(s * rows + r) * T for r in range(rows)]
-        x = np.stack([tokens[i:i + T] for i in starts]).astype(np.int64)
-        y = np.stack([tokens[i + 1:i + T + 1] for i in starts]).astype(np.int64)
-        batches.append((torch.from_numpy(x), torch.from_numpy(y)))
-    return batches
+                      f"a batch needs {rows}")
+    first = (step % per_epoch) * rows
+    return [(first + r) * T for r in range(rows)]
+
+
+def batch_at(tokens, cfg, starts):
+    """(tokens, targets) int64 [rows, T] of the windows at `starts`
+    (tokens = window[:-1], targets = window[1:])."""
+    T = cfg.context
+    x = np.stack([tokens[i:i + T] for i in starts]).astype(np.int64)
+    y = np.stack([tokens[i + 1:i + T + 1] for i in starts]).astype(np.int64)
+    return torch.from_numpy(x), torch.from_numpy(y)
+
+
+def sequential_batches(tokens, cfg, steps):
+    """The first `steps` batches of trun --data-order sequential on one
+    shard, epoch after epoch (sequential_window_starts)."""
+    return [batch_at(tokens, cfg, sequential_window_starts(len(tokens), cfg, s))
+            for s in range(steps)]
 
 
 def parse_step_losses(log, steps):
