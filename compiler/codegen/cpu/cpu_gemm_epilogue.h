@@ -17,10 +17,13 @@ namespace tcc_cpu {
 
 enum GemmActivation { kActNone = 0, kActGeluTanh = 1, kActGeluErf = 2 };
 
+// tanh is tcc_cpu::tanh (cpu_prelude.h): branch-free through exp, so the
+// epilogue loops vectorize; std::tanh made GELU cost 9x its matrix product
+// on gpt_char (docs/performance.md, 2026-11-25). f64 keeps std::tanh.
 template <typename Acc> Acc gemm_activation(int act, Acc x) {
   if (act == kActGeluTanh)
     return Acc(0.5) * x *
-           (Acc(1) + std::tanh(Acc(0.7978845608028654) * (x + Acc(0.044715) * x * x * x)));
+           (Acc(1) + tcc_cpu::tanh(Acc(0.7978845608028654) * (x + Acc(0.044715) * x * x * x)));
   if (act == kActGeluErf)
     return Acc(0.5) * x * (Acc(1) + std::erf(x * Acc(0.7071067811865476)));
   return x;
@@ -71,25 +74,49 @@ int32_t gemm_epilogue(bool ta, bool tb, int m, int n, int k, const P *a, const P
     }
     gemm<Acc>(ta, tb, m, n, k, Acc(1), pa, pb, Acc(0), product);
   }
+  // One loop per (activation, aux, residual): no branch left inside, so
+  // the compiler vectorizes it (tcc_cpu::tanh is branch-free).
+  auto loop = [&](auto actTag, auto auxTag, auto residualTag) {
+    constexpr int kAct = decltype(actTag)::value;
+    constexpr bool kAux = decltype(auxTag)::value, kResidual = decltype(residualTag)::value;
 #pragma omp parallel for if (nc >= 65536)
-  for (int64_t r = 0; r < m; ++r)
-    for (int64_t c = 0; c < n; ++c) {
-      int64_t i = r * n + c;
-      Acc pre = product[i] + static_cast<Acc>(Elem<O>::load(bias[c]));
-      if (aux)
-        aux[i] = Elem<P>::store(pre);
-      Acc value = gemm_activation<Acc>(act, pre);
-      if (residual)
-        value += static_cast<Acc>(Elem<O>::load(residual[i]));
-      out[i] = Elem<O>::store(static_cast<acc_t<O>>(value));
-    }
+    for (int64_t r = 0; r < m; ++r)
+      for (int64_t c = 0; c < n; ++c) {
+        int64_t i = r * n + c;
+        Acc pre = product[i] + static_cast<Acc>(Elem<O>::load(bias[c]));
+        if (kAux)
+          aux[i] = Elem<P>::store(pre);
+        Acc value = gemm_activation<Acc>(kAct, pre);
+        if (kResidual)
+          value += static_cast<Acc>(Elem<O>::load(residual[i]));
+        out[i] = Elem<O>::store(static_cast<acc_t<O>>(value));
+      }
+  };
+  auto withAct = [&](auto actTag) {
+    using T = std::true_type;
+    using F = std::false_type;
+    if (aux && residual)
+      loop(actTag, T{}, T{});
+    else if (aux)
+      loop(actTag, T{}, F{});
+    else if (residual)
+      loop(actTag, F{}, T{});
+    else
+      loop(actTag, F{}, F{});
+  };
+  if (act == kActGeluTanh)
+    withAct(std::integral_constant<int, kActGeluTanh>{});
+  else if (act == kActGeluErf)
+    withAct(std::integral_constant<int, kActGeluErf>{});
+  else
+    withAct(std::integral_constant<int, kActNone>{});
   return kKernelOk;
 }
 
 template <typename Acc> Acc gelu_derivative(bool tanh_form, Acc x) {
   if (tanh_form) {
     Acc k = Acc(0.7978845608028654);
-    Acc t = std::tanh(k * (x + Acc(0.044715) * x * x * x));
+    Acc t = tcc_cpu::tanh(k * (x + Acc(0.044715) * x * x * x));
     return Acc(0.5) * (Acc(1) + t) +
            Acc(0.5) * x * (Acc(1) - t * t) * k * (Acc(1) + Acc(3 * 0.044715) * x * x);
   }
@@ -139,10 +166,18 @@ int32_t gemm_dgelu(bool ta, bool tb, int m, int n, int k, const P *a, const P *b
     else
       gemm<Acc>(ta, tb, m, n, k, Acc(1), wa.get(), wb.get(), Acc(0), product);
   }
+  // One loop per form: no branch inside, so it vectorizes.
+  auto loop = [&](auto tanhTag) {
+    constexpr bool kTanh = decltype(tanhTag)::value;
 #pragma omp parallel for if (nc >= 65536)
-  for (int64_t i = 0; i < nc; ++i)
-    out[i] = Elem<P>::store(product[i] *
-                            gelu_derivative<Acc>(tanh_form, static_cast<Acc>(Elem<P>::load(pre[i]))));
+    for (int64_t i = 0; i < nc; ++i)
+      out[i] = Elem<P>::store(
+          product[i] * gelu_derivative<Acc>(kTanh, static_cast<Acc>(Elem<P>::load(pre[i]))));
+  };
+  if (tanh_form)
+    loop(std::true_type{});
+  else
+    loop(std::false_type{});
   return kKernelOk;
 }
 
