@@ -172,3 +172,31 @@ template <class T> bool sameBits(const std::vector<T> &a, const std::vector<T> &
          std::memcmp(a.data(), b.data(), a.size() * sizeof(T)) == 0;
 }
 
+// A case's inputs: q, k, v, dout as the device type T and the same rounded
+// values as doubles, drawn from the splitmix64 stream of (gSeed, name), so
+// a case's inputs depend only on them.
+template <class T> struct CaseInputs {
+  std::vector<T> q, k, v, dout;
+  std::vector<double> rq, rk, rv, rdo;
+};
+template <class T> CaseInputs<T> caseInputs(const Shape &sh, const char *name) {
+  uint64_t h = gSeed;
+  for (const char *c = name; *c; ++c)
+    h = (h ^ static_cast<unsigned char>(*c)) * 0x100000001B3ull;
+  Rng rng{h};
+  const size_t nq = sh.B * sh.H * sh.T * sh.D, nk = sh.B * sh.Hkv * sh.S * sh.D;
+  auto make = [&](size_t n, std::vector<T> &dev, std::vector<double> &ref) {
+    dev.resize(n);
+    ref.resize(n);
+    for (size_t i = 0; i < n; ++i) {
+      dev[i] = fromD<T>(rng.uniform());
+      ref[i] = toD(dev[i]);
+    }
+  };
+  CaseInputs<T> in;
+  make(nq, in.q, in.rq);
+  make(nk, in.k, in.rk);
+  make(nk, in.v, in.rv);
+  make(nq, in.dout, in.rdo);
+  return in;
+}

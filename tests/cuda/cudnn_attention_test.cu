@@ -94,25 +94,10 @@ template <class T> void runCase(const Shape &sh) {
   if (!gFilter.empty() && std::string(name).find(gFilter) == std::string::npos)
     return;
   ++gCases;
-  uint64_t h = gSeed;
-  for (const char *c = name; *c; ++c)
-    h = (h ^ static_cast<unsigned char>(*c)) * 0x100000001B3ull;
-  Rng rng{h};
-  const size_t nq = sh.B * sh.H * sh.T * sh.D, nk = sh.B * sh.Hkv * sh.S * sh.D;
-  auto make = [&](size_t n, std::vector<T> &dev, std::vector<double> &ref) {
-    dev.resize(n);
-    ref.resize(n);
-    for (size_t i = 0; i < n; ++i) {
-      dev[i] = fromD<T>(rng.uniform());
-      ref[i] = toD(dev[i]);
-    }
-  };
-  std::vector<T> hq, hk, hv, hdo;
-  std::vector<double> rq, rk, rv, rdo;
-  make(nq, hq, rq);
-  make(nk, hk, rk);
-  make(nk, hv, rv);
-  make(nq, hdo, rdo);
+  const CaseInputs<T> drawn = caseInputs<T>(sh, name);
+  const std::vector<T> &hq = drawn.q, &hk = drawn.k, &hv = drawn.v, &hdo = drawn.dout;
+  const std::vector<double> &rq = drawn.rq, &rk = drawn.rk, &rv = drawn.rv,
+                            &rdo = drawn.rdo;
   const float scale = 4.0f / std::sqrt(static_cast<float>(sh.D));
   const Reference want = reference(sh, rq, rk, rv, rdo, scale, 0, 0);
 
