@@ -170,16 +170,8 @@ bool runCase(const Case &c, std::mt19937_64 &rng, void *workspace,
   bool ok = check(c, ref, out, aux, grad, name, plan.choice);
   // Every candidate a search could pick, run with the plan's descriptors
   // (bias / aux pointers set by the call above) on the same inputs.
-  cublasLtMatmulPreference_t pref = nullptr;
-  cublasLtMatmulPreferenceCreate(&pref);
-  uint64_t ws = kWorkspace;
-  cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws,
-                                       sizeof ws);
   cublasLtMatmulHeuristicResult_t results[tcc_cuda_host::kGemmCandidates];
-  int found = 0;
-  cublasLtMatmulAlgoGetHeuristic(tcc_cuda_host::state().lt, plan.op, plan.a, plan.b, plan.c,
-                                 plan.c, pref, tcc_cuda_host::kGemmCandidates, results, &found);
-  cublasLtMatmulPreferenceDestroy(pref);
+  int found = heuristicCandidates(plan, kWorkspace, results);
   int candidatesOk = 0, skipped = 0;
   for (int i = 0; i < found; ++i) {
     if (inPlace)

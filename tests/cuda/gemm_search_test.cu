@@ -129,16 +129,8 @@ bool runCase(const Case &c, std::mt19937_64 &rng, void *workspace) {
               tcc_cuda_host::gemm_source_name(plan.choice->source));
 
   // Every candidate, with the plan's descriptors.
-  cublasLtMatmulPreference_t pref = nullptr;
-  cublasLtMatmulPreferenceCreate(&pref);
-  uint64_t ws = kWorkspace;
-  cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws,
-                                       sizeof ws);
   cublasLtMatmulHeuristicResult_t results[tcc_cuda_host::kGemmCandidates];
-  int found = 0;
-  cublasLtMatmulAlgoGetHeuristic(tcc_cuda_host::state().lt, plan.op, plan.a, plan.b, plan.c,
-                                 plan.c, pref, tcc_cuda_host::kGemmCandidates, results, &found);
-  cublasLtMatmulPreferenceDestroy(pref);
+  int found = heuristicCandidates(plan, kWorkspace, results);
   int passed = 0, skipped = 0;
   for (int i = 0; i < found; ++i) {
     resetOutput();

@@ -1,6 +1,7 @@
 // What the cuBLASLt device tests (gemm_epilogue_test.cu, gemm_search_test.cu)
 // share: host arrays of bf16 / f16 / f32 written from and read as doubles,
-// device buffers, the types' names and unit roundoffs. Include after
+// device buffers, the types' names and unit roundoffs, a plan's heuristic
+// candidates. Include after
 // cuda_host_support.h (GemmType), inside an anonymous namespace.
 
 using tcc_cuda_host::GemmType;
@@ -67,4 +68,20 @@ double unitRoundoff(GemmType t) {
   return t == tcc_cuda_host::kGemmF32 ? std::ldexp(1.0, -22)
          : t == tcc_cuda_host::kGemmBF16 ? std::ldexp(1.0, -8)
                                          : std::ldexp(1.0, -11);
+}
+
+// Up to kGemmCandidates algorithms cuBLASLt's heuristic offers for `plan`'s
+// descriptors within `workspace_bytes` (the candidates a search could take):
+// how many went into `results`.
+int heuristicCandidates(const tcc_cuda_host::GemmPlan &plan, uint64_t workspace_bytes,
+                        cublasLtMatmulHeuristicResult_t *results) {
+  cublasLtMatmulPreference_t pref = nullptr;
+  cublasLtMatmulPreferenceCreate(&pref);
+  cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
+                                       &workspace_bytes, sizeof workspace_bytes);
+  int found = 0;
+  cublasLtMatmulAlgoGetHeuristic(tcc_cuda_host::state().lt, plan.op, plan.a, plan.b, plan.c,
+                                 plan.c, pref, tcc_cuda_host::kGemmCandidates, results, &found);
+  cublasLtMatmulPreferenceDestroy(pref);
+  return found;
 }

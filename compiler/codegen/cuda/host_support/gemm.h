@@ -28,6 +28,22 @@ inline uint64_t gemm_alignment(const void *A, const void *B, const void *C, int6
   return bits & (~bits + 1); // the lowest set bit
 }
 
+// The heuristic's preference for a plan: the workspace it may use and the
+// alignment (bytes) every operand has. The caller destroys it.
+inline int32_t gemm_preference(cublasLtMatmulPreference_t &pref, uint64_t workspace_bytes,
+                               uint64_t alignment, int32_t kernel) {
+  if (int32_t rc = check_cublas(cublasLtMatmulPreferenceCreate(&pref), kernel))
+    return rc;
+  cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
+                                       &workspace_bytes, sizeof(workspace_bytes));
+  uint32_t align32 = static_cast<uint32_t>(alignment);
+  for (cublasLtMatmulPreferenceAttributes_t attr :
+       {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
+        CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES})
+    cublasLtMatmulPreferenceSetAttribute(pref, attr, &align32, sizeof(align32));
+  return 0;
+}
+
 inline void destroy_plan(GemmPlan &p) {
   if (p.op) cublasLtMatmulDescDestroy(p.op);
   if (p.a) cublasLtMatrixLayoutDestroy(p.a);
@@ -90,16 +106,8 @@ inline int32_t gemm(GemmPlan &p, cudaStream_t s, int32_t kernel, GemmType type,
       }
     }
     cublasLtMatmulPreference_t pref = nullptr;
-    if (int32_t rc = check_cublas(cublasLtMatmulPreferenceCreate(&pref), kernel))
+    if (int32_t rc = gemm_preference(pref, workspace_bytes, alignment, kernel))
       return rc;
-    uint64_t ws = workspace_bytes;
-    cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
-                                         &ws, sizeof(ws));
-    uint32_t align32 = static_cast<uint32_t>(alignment);
-    for (cublasLtMatmulPreferenceAttributes_t attr :
-         {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
-          CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES})
-      cublasLtMatmulPreferenceSetAttribute(pref, attr, &align32, sizeof(align32));
     float alpha32 = static_cast<float>(alpha), beta32 = static_cast<float>(beta);
     // Timed on this call's operands; with beta != 0 D (= C) is read, so
     // the search writes a scratch D of C's extent.
@@ -253,16 +261,8 @@ inline int32_t gemm_epilogue(GemmPlan &p, cudaStream_t s, int32_t kernel, GemmTy
                                    sizeof(aux));
   if (!p.ready) {
     cublasLtMatmulPreference_t pref = nullptr;
-    if (int32_t rc = check_cublas(cublasLtMatmulPreferenceCreate(&pref), kernel))
+    if (int32_t rc = gemm_preference(pref, workspace_bytes, alignment, kernel))
       return rc;
-    uint64_t ws = workspace_bytes;
-    cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
-                                         &ws, sizeof(ws));
-    uint32_t align32 = static_cast<uint32_t>(alignment);
-    for (cublasLtMatmulPreferenceAttributes_t attr :
-         {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
-          CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES})
-      cublasLtMatmulPreferenceSetAttribute(pref, attr, &align32, sizeof(align32));
     float one = 1.0f, beta = residual ? 1.0f : 0.0f;
     // Timed on this call's operands; D is read when it may be the residual
     // or (DGELU) next to the aux it reads, so the search writes a scratch D.
