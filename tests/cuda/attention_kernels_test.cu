@@ -270,24 +270,6 @@ void bench() {
     b->upload(h);
   const tcc_cuda::AttnLayout layout = layoutOf(p);
   const float scale = 0.125f;
-  auto timeIt = [&](auto &&launch) {
-    cudaEvent_t a, b;
-    CUDA_CHECK(cudaEventCreate(&a));
-    CUDA_CHECK(cudaEventCreate(&b));
-    std::vector<float> ms;
-    for (int it = 0; it < 23; ++it) {
-      CUDA_CHECK(cudaEventRecord(a));
-      CUDA_CHECK(launch());
-      CUDA_CHECK(cudaEventRecord(b));
-      CUDA_CHECK(cudaEventSynchronize(b));
-      float t = 0;
-      CUDA_CHECK(cudaEventElapsedTime(&t, a, b));
-      if (it >= 3)
-        ms.push_back(t);
-    }
-    std::sort(ms.begin(), ms.end());
-    return ms[ms.size() / 2];
-  };
   auto fwd = [&] {
     return tcc_cuda::launch_attention_forward<bf16>(q.ptr, k.ptr, v.ptr, o.ptr, l.ptr, 16,
                                                     12, 12, 1024, 1024, 64, scale, true,
@@ -311,8 +293,9 @@ void bench() {
   };
   CUDA_CHECK(fwd());
   CUDA_CHECK(fwdPacked());
-  const float f0 = timeIt(fwd), f1 = timeIt(fwdPacked), b0 = timeIt(bwd),
-              b1 = timeIt(bwdPacked);
+  auto timed = [](auto &&launch) { return medianMs([&] { CUDA_CHECK(launch()); }); };
+  const float f0 = timed(fwd), f1 = timed(fwdPacked), b0 = timed(bwd),
+              b1 = timed(bwdPacked);
   std::printf("bench B16 H12 T1024 D64 causal bf16 (median of 20):\n"
               "  forward  contiguous %.3f ms  packed %.3f ms  (%.3fx)\n"
               "  backward contiguous %.3f ms  packed %.3f ms  (%.3fx)\n",
@@ -334,39 +317,11 @@ template <class T> void allCases() {
 } // namespace
 
 int main(int argc, char **argv) {
-  bool haveSeed = false, benchOnly = false;
-  for (int a = 1; a < argc; ++a) {
-    std::string arg = argv[a];
-    if (arg == "--bench") {
-      benchOnly = true;
-    } else if (arg == "--seed" && a + 1 < argc) {
-      char *end = nullptr;
-      gSeed = std::strtoull(argv[++a], &end, 10);
-      if (*end != '\0') {
-        std::fprintf(stderr, "attention_kernels_test: --seed needs a number\n");
-        return 2;
-      }
-      haveSeed = true;
-    } else if (arg == "--filter" && a + 1 < argc) {
-      gFilter = argv[++a];
-    } else {
-      std::fprintf(stderr,
-                   "usage: attention_kernels_test [--seed N] [--filter SUBSTRING] "
-                   "[--bench]\n");
-      return 2;
-    }
-  }
-  int devices = 0;
-  cudaError_t err = cudaGetDeviceCount(&devices);
-  if (err != cudaSuccess || devices == 0) {
-    std::printf("SKIP: no CUDA GPU (%s): attention_kernels_test needs one; run it "
-                "on the device machine (tests/cuda/README.md)\n",
-                err != cudaSuccess ? cudaGetErrorString(err) : "0 devices");
+  bool benchOnly = false;
+  if (int rc = parseTestArgs(argc, argv, "attention_kernels_test", benchOnly))
+    return rc;
+  if (!haveGpu("attention_kernels_test"))
     return 77;
-  }
-  if (!haveSeed)
-    gSeed = (static_cast<uint64_t>(std::random_device{}()) << 32) ^
-            std::random_device{}();
   cudaDeviceProp prop;
   CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
   std::printf("device: %s (sm_%d%d, %d SMs)\nseed %" PRIu64

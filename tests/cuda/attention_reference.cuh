@@ -1,8 +1,9 @@
 // Shared by the attention device tests (attention_kernels_test.cu,
 // cudnn_attention_test.cu): the float64 reference of kern.attention /
-// kern.attention_grad (out, lse, dq, dk, dv), random inputs, device buffers
-// and the error measure. Included inside each test's anonymous namespace,
-// after `using tcc_cuda::bf16; using tcc_cuda::f16;`.
+// kern.attention_grad (out, lse, dq, dk, dv), random inputs, device buffers,
+// the error measure, the command line, the GPU check and the bench timer.
+// Included inside each test's anonymous namespace, after `using
+// tcc_cuda::bf16; using tcc_cuda::f16;` and the test's CUDA_CHECK.
 uint64_t gSeed = 0;
 std::string gFilter;
 int gCases = 0, gPassed = 0;
@@ -199,4 +200,67 @@ template <class T> CaseInputs<T> caseInputs(const Shape &sh, const char *name) {
   make(nk, in.v, in.rv);
   make(nq, in.dout, in.rdo);
   return in;
+}
+
+// [--seed N] [--filter SUBSTRING] [--bench] into gSeed (random when not
+// given), gFilter and `bench`: 0, or the exit code 2 after a usage error.
+int parseTestArgs(int argc, char **argv, const char *program, bool &bench) {
+  bool haveSeed = false;
+  bench = false;
+  for (int a = 1; a < argc; ++a) {
+    std::string arg = argv[a];
+    if (arg == "--bench") {
+      bench = true;
+    } else if (arg == "--seed" && a + 1 < argc) {
+      char *end = nullptr;
+      gSeed = std::strtoull(argv[++a], &end, 10);
+      if (*end != '\0') {
+        std::fprintf(stderr, "%s: --seed needs a number\n", program);
+        return 2;
+      }
+      haveSeed = true;
+    } else if (arg == "--filter" && a + 1 < argc) {
+      gFilter = argv[++a];
+    } else {
+      std::fprintf(stderr, "usage: %s [--seed N] [--filter SUBSTRING] [--bench]\n", program);
+      return 2;
+    }
+  }
+  if (!haveSeed)
+    gSeed = (static_cast<uint64_t>(std::random_device{}()) << 32) ^ std::random_device{}();
+  return 0;
+}
+
+// Whether a GPU is visible; prints the SKIP line (exit 77) when not.
+bool haveGpu(const char *program) {
+  int devices = 0;
+  cudaError_t err = cudaGetDeviceCount(&devices);
+  if (err == cudaSuccess && devices > 0)
+    return true;
+  std::printf("SKIP: no CUDA GPU (%s): %s needs one; run it on the device machine "
+              "(tests/cuda/README.md)\n",
+              err != cudaSuccess ? cudaGetErrorString(err) : "0 devices", program);
+  return false;
+}
+
+// The median of 20 timed calls of `launch` (after 3 warm-up), in ms.
+template <class Launch> float medianMs(Launch &&launch) {
+  cudaEvent_t a, b;
+  CUDA_CHECK(cudaEventCreate(&a));
+  CUDA_CHECK(cudaEventCreate(&b));
+  std::vector<float> ms;
+  for (int it = 0; it < 23; ++it) {
+    CUDA_CHECK(cudaEventRecord(a));
+    launch();
+    CUDA_CHECK(cudaEventRecord(b));
+    CUDA_CHECK(cudaEventSynchronize(b));
+    float t = 0;
+    CUDA_CHECK(cudaEventElapsedTime(&t, a, b));
+    if (it >= 3)
+      ms.push_back(t);
+  }
+  CUDA_CHECK(cudaEventDestroy(a));
+  CUDA_CHECK(cudaEventDestroy(b));
+  std::sort(ms.begin(), ms.end());
+  return ms[ms.size() / 2];
 }

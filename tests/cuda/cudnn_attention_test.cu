@@ -246,44 +246,26 @@ void bench() {
   const bf16 *q = in.ptr + p.q.offset, *k = in.ptr + p.k.offset, *v = in.ptr + p.v.offset;
   bf16 *dq = grad.ptr + p.q.offset, *dk = grad.ptr + p.k.offset, *dv = grad.ptr + p.v.offset;
   const tcc_cuda::AttnLayout layout = layoutOf(p);
-  auto timeIt = [&](auto &&launch) {
-    cudaEvent_t a, b;
-    CUDA_CHECK(cudaEventCreate(&a));
-    CUDA_CHECK(cudaEventCreate(&b));
-    std::vector<float> ms;
-    for (int it = 0; it < 23; ++it) {
-      CUDA_CHECK(cudaEventRecord(a));
-      launch();
-      CUDA_CHECK(cudaEventRecord(b));
-      CUDA_CHECK(cudaEventSynchronize(b));
-      float t = 0;
-      CUDA_CHECK(cudaEventElapsedTime(&t, a, b));
-      if (it >= 3)
-        ms.push_back(t);
-    }
-    std::sort(ms.begin(), ms.end());
-    return ms[ms.size() / 2];
-  };
-  const float tf = timeIt([&] {
+  const float tf = medianMs([&] {
     CUDA_CHECK(tcc_cuda::launch_attention_forward_strided<bf16>(
         q, k, v, o.ptr, l.ptr, 16, 12, 12, 1024, 1024, 64, layout, scale, true, 0.f, 0, 0,
         nullptr));
   });
-  const float tb = timeIt([&] {
+  const float tb = medianMs([&] {
     CUDA_CHECK(tcc_cuda::launch_attention_backward_strided<bf16>(
         q, k, v, o.ptr, l.ptr, g.ptr, dq, dk, dv, ws.ptr, 16, 12, 12, 1024, 1024, 64, layout,
         scale, true, 0.f, 0, 0, true, nullptr));
   });
-  const float cf = timeIt([&] {
+  const float cf = medianMs([&] {
     if (tcc_cudnn::forward(fp, nullptr, q, k, v, o.ptr, l.ptr, gWorkspace.ptr, why, sizeof why))
       std::printf("cuDNN forward failed: %s\n", why);
   });
-  const float cb = timeIt([&] {
+  const float cb = medianMs([&] {
     if (tcc_cudnn::backward(bp, nullptr, q, k, v, o.ptr, g.ptr, l.ptr, dq, dk, dv,
                             gWorkspace.ptr, why, sizeof why))
       std::printf("cuDNN backward failed: %s\n", why);
   });
-  const float cbn = timeIt([&] {
+  const float cbn = medianMs([&] {
     if (tcc_cudnn::backward(bnp, nullptr, q, k, v, o.ptr, g.ptr, l.ptr, dq, dk, dv,
                             gWorkspace.ptr, why, sizeof why))
       std::printf("cuDNN backward failed: %s\n", why);
@@ -310,43 +292,17 @@ template <class T> void allCases() {
 } // namespace
 
 int main(int argc, char **argv) {
-  bool haveSeed = false, benchOnly = false;
-  for (int a = 1; a < argc; ++a) {
-    std::string arg = argv[a];
-    if (arg == "--bench") {
-      benchOnly = true;
-    } else if (arg == "--seed" && a + 1 < argc) {
-      char *end = nullptr;
-      gSeed = std::strtoull(argv[++a], &end, 10);
-      if (*end != '\0') {
-        std::fprintf(stderr, "cudnn_attention_test: --seed needs a number\n");
-        return 2;
-      }
-      haveSeed = true;
-    } else if (arg == "--filter" && a + 1 < argc) {
-      gFilter = argv[++a];
-    } else {
-      std::fprintf(stderr,
-                   "usage: cudnn_attention_test [--seed N] [--filter SUBSTRING] [--bench]\n");
-      return 2;
-    }
-  }
-  int devices = 0;
-  cudaError_t err = cudaGetDeviceCount(&devices);
-  if (err != cudaSuccess || devices == 0) {
-    std::printf("SKIP: no CUDA GPU (%s): cudnn_attention_test needs one; run it on the "
-                "device machine (tests/cuda/README.md)\n",
-                err != cudaSuccess ? cudaGetErrorString(err) : "0 devices");
+  bool benchOnly = false;
+  if (int rc = parseTestArgs(argc, argv, "cudnn_attention_test", benchOnly))
+    return rc;
+  if (!haveGpu("cudnn_attention_test"))
     return 77;
-  }
   CUDA_CHECK(cudaSetDevice(0));
   char why[512] = "";
   if (tcc_cudnn::load(TCC_CUDA_LIB_DIR, why, sizeof why) != 0) {
     std::printf("SKIP: cuDNN does not load: %s\n", why);
     return 77;
   }
-  if (!haveSeed)
-    gSeed = (static_cast<uint64_t>(std::random_device{}()) << 32) ^ std::random_device{}();
   cudaDeviceProp prop;
   CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
   std::printf("device: %s (sm_%d%d, %d SMs), cuDNN %s\nseed %" PRIu64
