@@ -267,7 +267,7 @@ inline int32_t gemm_epilogue(GemmPlan &p, cudaStream_t s, int32_t kernel, GemmTy
     // Timed on this call's operands; D is read when it may be the residual
     // or (DGELU) next to the aux it reads, so the search writes a scratch D.
     size_t outBytes = out == kGemmF32 ? 4 : 2;
-    bool dRead = residual || epilogue == kEpilogueDGelu;
+    bool dRead = residual || epilogue_reads_aux(epilogue);
     GemmOperands o{p.op, p.a, p.b, p.c, &one, &beta, B, A, residual ? residual : D, D,
                    dRead ? static_cast<size_t>(m * n) * outBytes : 0, out != kGemmF32,
                    workspace, workspace_bytes, s};
