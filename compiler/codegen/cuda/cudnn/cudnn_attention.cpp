@@ -111,7 +111,8 @@ void openLibrary(const char *toolkitLibDir) {
 
 using GraphPtr = std::shared_ptr<fe::graph::Graph>;
 
-// The tensors both graphs share: q, k, v (and, backward, out and stats).
+// An empty graph with the site's tensor type (bf16 or f16) and f32
+// intermediates and compute.
 GraphPtr newGraph(const Site &s) {
   auto g = std::make_shared<fe::graph::Graph>();
   g->set_io_data_type(s.f16 ? fe::DataType_t::HALF : fe::DataType_t::BFLOAT16)

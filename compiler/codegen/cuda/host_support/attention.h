@@ -33,14 +33,14 @@ inline AttentionWorkspace &attention_workspace() {
 // Builds the sites' plans; `note` gets a line for trun ("attention: cuDNN
 // 9.19.0 for 24 of 24 call sites"). Never fails the step: a site cuDNN
 // cannot run keeps the flash kernels (the note says why).
-inline int32_t prepare_attention(AttentionSite *const *sites, int32_t count,
+inline void prepare_attention(AttentionSite *const *sites, int32_t count,
                                  uint64_t shared_workspace_bytes, std::string &note) {
   char why[512] = "";
   int32_t ran = 0;
   std::string declined;
   if (tcc_cudnn::load(TCC_CUDA_LIB_DIR, why, sizeof why) != 0) {
     note = std::string("attention: tcc flash kernels (cuDNN: ") + why + ")";
-    return 0;
+    return;
   }
   uint64_t need = 0;
   for (int32_t i = 0; i < count; ++i) {
@@ -61,7 +61,7 @@ inline int32_t prepare_attention(AttentionSite *const *sites, int32_t count,
         sites[i]->cudnn = false;
       note = "attention: tcc flash kernels (cuDNN's workspace does not fit: " +
              state().error + ")";
-      return 0;
+      return;
     }
     device_release(w.ptr);
     w.ptr = p;
@@ -69,7 +69,6 @@ inline int32_t prepare_attention(AttentionSite *const *sites, int32_t count,
   }
   note = "attention: cuDNN " + std::string(tcc_cudnn::version()) + " for " +
          std::to_string(ran) + " of " + std::to_string(count) + " call sites" + declined;
-  return 0;
 }
 
 // The workspace of a prepared site: the shared (cuBLASLt) one when large
@@ -105,8 +104,7 @@ inline int32_t cudnn_attention_backward(const AttentionSite &a, cudaStream_t s, 
 // profile's kernel names of the sites cuDNN runs.
 inline int32_t prepare_entry_attention(EntryState &es, AttentionSite *const *sites,
                                        int32_t count, uint64_t shared_workspace_bytes) {
-  if (int32_t rc = prepare_attention(sites, count, shared_workspace_bytes, es.prepare_note))
-    return rc;
+  prepare_attention(sites, count, shared_workspace_bytes, es.prepare_note);
   const Entry &e = *es.entry;
   es.kernel_names.assign(e.kernels, e.kernels + e.num_kernels);
   for (int32_t i = 0; i < count; ++i)
