@@ -29,36 +29,27 @@ source "$(dirname "${BASH_SOURCE[0]}")/setup.sh"
 
 "$trun" "$dir/steps/gpt2_cuda.so" --diagnose 2>&1 | tee "$out/diagnose.txt"
 
-echo "== kernel families =="
-"$dir/bin/kernel_families_test" 2>&1 | tee "$out/kernel_families.txt"
-rc=${PIPESTATUS[0]}
-[ "$rc" = 0 ] && note "kernel families vs float64: PASS" || { note "kernel families vs float64: FAIL (exit $rc)"; status=1; }
-
-echo "== flash attention kernels =="
-"$dir/bin/attention_kernels_test" 2>&1 | tee "$out/attention_kernels.txt"
-rc=${PIPESTATUS[0]}
-[ "$rc" = 0 ] && note "flash attention kernels vs float64: PASS" || { note "flash attention kernels vs float64: FAIL (exit $rc)"; status=1; }
-
-echo "== cuDNN attention =="
-"$dir/bin/cudnn_attention_test" 2>&1 | tee "$out/cudnn_attention.txt"
-rc=${PIPESTATUS[0]}
-[ "$rc" = 0 ] && note "cuDNN attention vs float64 (and mixed with the flash kernels): PASS" || { note "cuDNN attention vs float64: FAIL (exit $rc: 77 = no GPU or no libcudnn.so.9)"; status=1; }
+# device_test BINARY WHAT: one tests/cuda program, its output in
+# $out/BINARY.txt (without _test), a PASS or FAIL line in the summary.
+device_test() {
+  local bin=$1 what=$2 log="$out/${1%_test}.txt"
+  echo "== $what =="
+  "$dir/bin/$bin" 2>&1 | tee "$log"
+  local rc=${PIPESTATUS[0]}
+  if [ "$rc" = 0 ]; then
+    note "$what vs float64: PASS"
+  else
+    note "$what vs float64: FAIL (exit $rc${3:+: $3})"; status=1
+  fi
+}
+device_test kernel_families_test "kernel families"
+device_test attention_kernels_test "flash attention kernels"
+device_test cudnn_attention_test "cuDNN attention (and mixed with the flash kernels)" \
+  "77 = no GPU or no libcudnn.so.9"
 "$dir/bin/cudnn_attention_test" --bench 2>&1 | tail -3 | tee -a "$out/cudnn_attention.txt"
-
-echo "== fused norm kernels =="
-"$dir/bin/norm_kernels_test" 2>&1 | tee "$out/norm_kernels.txt"
-rc=${PIPESTATUS[0]}
-[ "$rc" = 0 ] && note "fused norm kernels vs float64: PASS" || { note "fused norm kernels vs float64: FAIL (exit $rc)"; status=1; }
-
-echo "== cuBLASLt GEMM epilogues =="
-"$dir/bin/gemm_epilogue_test" 2>&1 | tee "$out/gemm_epilogue.txt"
-rc=${PIPESTATUS[0]}
-[ "$rc" = 0 ] && note "cuBLASLt GEMM epilogues vs float64: PASS" || { note "cuBLASLt GEMM epilogues vs float64: FAIL (exit $rc)"; status=1; }
-
-echo "== cuBLASLt algorithm search =="
-"$dir/bin/gemm_search_test" 2>&1 | tee "$out/gemm_search.txt"
-rc=${PIPESTATUS[0]}
-[ "$rc" = 0 ] && note "cuBLASLt searched algorithms and candidates vs float64: PASS" || { note "cuBLASLt searched algorithms and candidates vs float64: FAIL (exit $rc)"; status=1; }
+device_test norm_kernels_test "fused norm kernels"
+device_test gemm_epilogue_test "cuBLASLt GEMM epilogues"
+device_test gemm_search_test "cuBLASLt searched algorithms and candidates"
 
 train() { # name step data... -> metrics file
   local name=$1 step=$2; shift 2
