@@ -49,6 +49,9 @@ LogicalResult LayerNormGradOp::verify() {
     return emitOpError("input_grad must have the input's type ") << x;
   if (getAddend() && mrt(getAddend()) != x)
     return emitOpError("addend must have input_grad's type ") << x;
+  if (getInputGradCast() && mrt(getInputGradCast()).getShape() != x.getShape())
+    return emitOpError("input_grad_cast must have the input's shape ")
+           << tcc::formatShape(x.getShape());
   if (getRms() && getBiasGrad())
     return emitOpError("an rms norm has no bias_grad");
   if (!getWeight() != !getWeightGrad())

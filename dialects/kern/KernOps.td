@@ -595,6 +595,11 @@ def Kern_LayerNormGradOp : Kern_Op<"layer_norm_grad", [AttrSizedOperandSegments]
     workspace is present iff a weight or bias gradient is. With `plus`,
     input_grad is the gradient plus `addend` (of input_grad's type): the
     residual stream's gradient added in the same pass (a tg.add folded in).
+    With `cast`, input_grad_cast (input_grad's shape, another float type)
+    gets input_grad's stored values converted once more: a tg.cast of
+    the input gradient folded in (the f32 residual gradient written also as
+    the bf16 operand of the matmul gradients, instead of a kernel that
+    reads it back).
   }];
   let arguments = (ins
     Arg<Kern_FloatBuffer, "", [MemRead]>:$grad,
@@ -602,16 +607,18 @@ def Kern_LayerNormGradOp : Kern_Op<"layer_norm_grad", [AttrSizedOperandSegments]
     Arg<Optional<Kern_FloatBuffer>, "", [MemRead]>:$weight,
     Arg<Optional<Kern_FloatBuffer>, "", [MemRead]>:$addend,
     Arg<Kern_FloatBuffer, "", [MemWrite]>:$input_grad,
+    Arg<Optional<Kern_FloatBuffer>, "", [MemWrite]>:$input_grad_cast,
     Arg<Optional<Kern_FloatBuffer>, "", [MemWrite]>:$weight_grad,
     Arg<Optional<Kern_FloatBuffer>, "", [MemWrite]>:$bias_grad,
     Arg<Optional<MemRefOf<[F32, F64]>>, "", [MemRead, MemWrite]>:$workspace,
     F64Attr:$eps, UnitAttr:$rms);
   let assemblyFormat = [{
     $grad `,` $input (`weight` $weight^)? (`plus` $addend^)? `into` $input_grad
+    (`cast` $input_grad_cast^)?
     (`weight_grad` $weight_grad^)? (`bias_grad` $bias_grad^)?
     (`workspace` $workspace^)? attr-dict `:`
     type($grad) `,` type($input) (`weight` type($weight)^)? (`plus` type($addend)^)?
-    `->` type($input_grad)
+    `->` type($input_grad) (`cast` type($input_grad_cast)^)?
     (`weight_grad` type($weight_grad)^)? (`bias_grad` type($bias_grad)^)?
     (`workspace` type($workspace)^)?
   }];

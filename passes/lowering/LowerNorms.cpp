@@ -2,7 +2,8 @@
 // tg.rms_norm_grad -> kern.layer_norm_grad with a (P, 2, C) partial-sum
 // workspace (NormWorkspace.h) when weight or bias gradients are wanted. The
 // workspace is a kern.alloc, placed by kern-plan-memory like any temporary.
-// A residual add of the input gradient folds in as the kernel's `plus`.
+// A residual add of the input gradient folds in as the kernel's `plus`, and
+// a float cast of the (summed) input gradient as its `cast` output.
 #include "passes/lowering/LowerNorms.h"
 
 #include "dialects/kern/KernDialect.h"
@@ -98,6 +99,38 @@ tg::AddOp foldedResidualAdd(Value inputGrad) {
   return add && residualAddend(add) ? add : tg::AddOp();
 }
 
+// The value a norm gradient's input gradient is stored as: the folded
+// residual add's result, or the input gradient itself; null for a value
+// that is neither.
+Value storedGradOf(Value v) {
+  if (Operation *def = v.getDefiningOp()) {
+    if (inputGradOf(def) == v && !foldedResidualAdd(v))
+      return v;
+    if (auto add = dyn_cast<tg::AddOp>(def))
+      if (residualAddend(add))
+        return v;
+  }
+  return Value();
+}
+
+// The float-to-float cast of a stored input gradient that the norm kernel
+// writes as well (`cast`): the first in the block of its float casts, when
+// that one is not already read through its source (castReadAsNormGrad).
+tg::CastOp foldedGradCast(Value stored) {
+  tg::CastOp first;
+  for (Operation *user : stored.getUsers())
+    if (auto c = dyn_cast<tg::CastOp>(user))
+      if (c.getInput() == stored && isFloatTensor(c.getResult()) &&
+          (!first || c->isBeforeInBlock(first)))
+        first = c;
+  return first && !castReadAsNormGrad(first) ? first : tg::CastOp();
+}
+
+bool castOfNormGradResult(tg::CastOp c) {
+  Value stored = storedGradOf(c.getInput());
+  return stored && foldedGradCast(stored) == c;
+}
+
 // The buffer a norm gradient reads as `grad`: a folded cast's source.
 Value gradBuffer(NormLoweringContext &ctx, Value grad) {
   if (auto c = grad.getDefiningOp<tg::CastOp>())
@@ -140,6 +173,8 @@ LogicalResult lowerGrad(NormLoweringContext &ctx, Operation *op, Value grad, Val
     storedGrad = add.getResult();
   }
   Value dx = resultBuffer(ctx, loc, storedGrad);
+  tg::CastOp gradCast = foldedGradCast(storedGrad);
+  Value dxCast = gradCast ? resultBuffer(ctx, loc, gradCast.getResult()) : Value();
   Value dw = resultBuffer(ctx, loc, weightGrad), db = resultBuffer(ctx, loc, biasGrad);
   Value workspace;
   if (dw || db) {
@@ -149,7 +184,8 @@ LogicalResult lowerGrad(NormLoweringContext &ctx, Operation *op, Value grad, Val
                                            : Float32Type::get(op->getContext());
     workspace = ctx.allocate(loc, MemRefType::get({kern::normGradParts(rows), 2, c}, acc));
   }
-  kern::LayerNormGradOp::create(ctx.builder, loc, g, x, w, addend, dx, dw, db, workspace, eps,
+  kern::LayerNormGradOp::create(ctx.builder, loc, g, x, w, addend, dx, dxCast, dw, db, workspace,
+                                eps,
                                 rms ? ctx.builder.getUnitAttr() : UnitAttr());
   return success();
 }
@@ -162,7 +198,7 @@ bool isLoweredAsNorm(Operation *op) {
   if (auto add = dyn_cast<tg::AddOp>(op))
     return static_cast<bool>(residualAddend(add));
   auto c = dyn_cast<tg::CastOp>(op);
-  return c && (castOfNormResult(c) || castReadAsNormGrad(c));
+  return c && (castOfNormResult(c) || castReadAsNormGrad(c) || castOfNormGradResult(c));
 }
 
 LogicalResult lowerNormOp(Operation *op, NormLoweringContext &ctx) {

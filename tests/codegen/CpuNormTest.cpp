@@ -2,12 +2,13 @@
 // float64 reference on fresh random inputs: layer and rms norm, with and
 // without weight / bias, f32 / f64 / bf16 x, a bf16 y from f32 x (the folded
 // cast) and a bf16 grad for f32 x (tg-amp's backward), widths 768, 100 and
-// 129, dx plus a residual gradient. The backward's weight / bias sums must be bit-identical across
+// 129, dx plus a residual gradient, dx also cast to another float type. The backward's weight / bias sums must be bit-identical across
 // thread counts (fixed parts, added in order).
 #include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <random>
+#include <type_traits>
 #include <vector>
 
 #include "compiler/codegen/cpu/cpu_prelude.h"
@@ -98,9 +99,16 @@ template <typename T> std::vector<double> widen(const std::vector<T> &v) {
   return d;
 }
 
-// x of T, y of Y, grad of G.
+// The other float type: what a folded cast of dx converts to.
+template <typename T>
+using OtherFloat = typename std::conditional<sizeof(T) == 2, float, bf16>::type;
+
+// x of T, y of Y, grad of G; castDx: dx also written as OtherFloat<T> (the
+// folded cast), which must be dx's values converted, bit for bit.
 template <typename T, typename Y, typename G>
-void runCase(int64_t rows, int64_t c, bool rms, bool affine, bool residual = false) {
+void runCase(int64_t rows, int64_t c, bool rms, bool affine, bool residual = false,
+             bool castDx = false) {
+  using C = OtherFloat<T>;
   SCOPED_TRACE(::testing::Message() << rows << "x" << c << (rms ? " rms" : " layer")
                                     << (affine ? " affine" : ""));
   std::mt19937_64 rng(std::random_device{}());
@@ -129,10 +137,19 @@ void runCase(int64_t rows, int64_t c, bool rms, bool affine, bool residual = fal
     omp_set_num_threads(threads);
 #endif
     std::vector<T> dx(rows * c), dw(c), db(c);
+    std::vector<C> dxCast(rows * c);
     tcc_cpu::layer_norm_backward(rows, c, g.data(), x.data(), affine ? w.data() : nullptr,
-                                 residual ? addend.data() : nullptr, eps,
-                                 rms, dx.data(), affine ? dw.data() : nullptr,
-                                 bias ? db.data() : nullptr, ws.data(), parts);
+                                 residual ? addend.data() : nullptr, eps, rms, dx.data(),
+                                 castDx ? dxCast.data() : static_cast<C *>(nullptr),
+                                 affine ? dw.data() : nullptr, bias ? db.data() : nullptr,
+                                 ws.data(), parts);
+    if (castDx) {
+      std::vector<C> want(rows * c);
+      for (int64_t i = 0; i < rows * c; ++i)
+        want[i] = make<C>(get(dx[i]));
+      EXPECT_EQ(std::memcmp(want.data(), dxCast.data(), want.size() * sizeof(C)), 0)
+          << "the cast of dx differs from dx converted";
+    }
     results[threads == 1 ? 0 : 1][0] = dx;
     results[threads == 1 ? 0 : 1][1] = dw;
     results[threads == 1 ? 0 : 1][2] = db;
@@ -167,6 +184,14 @@ TEST(CpuNorm, ManyParts) { runCase<float, bf16, bf16>(5000, 64, false, true); }
 TEST(CpuNorm, PlusResidualGradient) {
   runCase<float, bf16, bf16>(300, 768, false, true, /*residual=*/true);
   runCase<float, float, float>(300, 129, true, true, /*residual=*/true);
+}
+
+// dx also written as another float type (kern `cast`: the f32 residual
+// gradient as the bf16 matmul operand), with and without the residual.
+TEST(CpuNorm, CastOfInputGradient) {
+  runCase<float, bf16, bf16>(300, 768, false, true, /*residual=*/true, /*castDx=*/true);
+  runCase<float, float, float>(300, 129, true, true, /*residual=*/false, /*castDx=*/true);
+  runCase<bf16, bf16, bf16>(70, 100, false, true, /*residual=*/true, /*castDx=*/true);
 }
 
 } // namespace

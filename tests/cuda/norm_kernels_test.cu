@@ -25,7 +25,9 @@
 // the registers' row cache, and fewer warps per backward block); a
 // misaligned (offset by one element) x; dx plus a residual gradient (held
 // in registers or read per chunk, both in one 2000-wide row); GPT-2's
-// 16384 x 768 (512 parts, several rows per warp).
+// 16384 x 768 (512 parts, several rows per warp); dx also written as the
+// other float type (the folded cast: bit-identical to dx converted on the
+// host).
 //
 // Tolerance per tensor: max |got - want| / max |want|: 2e-5 for f32
 // outputs (f32 sums of <= 2000 terms, then <= 512 parts), 2^-7 for bf16
@@ -39,6 +41,7 @@
 #include <cstring>
 #include <random>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #define CUDA_CHECK(call)                                                              \
@@ -166,16 +169,31 @@ Reference reference(const std::vector<double> &x, const std::vector<double> &g,
   return ref;
 }
 
-// One case: x of T, y of Y, grad of G.
+// The other float type: what a folded cast of dx converts to.
+template <class T> using OtherFloat = typename std::conditional<sizeof(T) == 2, float, bf16>::type;
+
+// dx converted to C on the host (the separate cast kernel's result):
+// the folded cast must give exactly these bits.
+template <class C, class T> std::vector<C> castOnHost(const std::vector<T> &dx) {
+  std::vector<C> out(dx.size());
+  for (size_t i = 0; i < dx.size(); ++i)
+    out[i] = Host<C>::make(Host<T>::get(dx[i]));
+  return out;
+}
+
+// One case: x of T, y of Y, grad of G; castDx: dx also written as
+// OtherFloat<T> (the folded cast), compared bit for bit with dx converted.
 template <class T, class Y, class G>
 void runCase(std::mt19937_64 &rng, int64_t rows, int64_t c, bool rms, bool affine, int offset,
-             bool residual = false) {
+             bool residual = false, bool castDx = false) {
+  using C = OtherFloat<T>;
   const double eps = 1e-5;
   char label[160];
-  std::snprintf(label, sizeof label, "%s %lldx%lld x %s y %s grad %s%s%s%s",
+  std::snprintf(label, sizeof label, "%s %lldx%lld x %s y %s grad %s%s%s%s%s%s",
                 rms ? "rms" : "layer", static_cast<long long>(rows), static_cast<long long>(c),
                 Host<T>::name(), Host<Y>::name(), Host<G>::name(), affine ? " affine" : "",
-                offset ? " misaligned" : "", residual ? " plus" : "");
+                offset ? " misaligned" : "", residual ? " plus" : "", castDx ? " cast " : "",
+                castDx ? Host<C>::name() : "");
   std::vector<T> x = randomRows<T>(rng, rows, c), w = randomRows<T>(rng, 1, c),
                  b = randomRows<T>(rng, 1, c);
   std::vector<G> g = randomRows<G>(rng, rows, c);
@@ -189,6 +207,7 @@ void runCase(std::mt19937_64 &rng, int64_t rows, int64_t c, bool rms, bool affin
       ref.dx[i] += Host<T>::get(addend[i]);
   DeviceBuffer<T> dA(rows * c, offset), dX(rows * c, offset), dW(c), dB(c), dDx(rows * c, offset), dDw(c), dDb(c);
   DeviceBuffer<Y> dY(rows * c, offset);
+  DeviceBuffer<C> dCast(rows * c, offset);
   DeviceBuffer<G> dG(rows * c, offset);
   int64_t parts = tcc::kern::normGradParts(rows);
   DeviceBuffer<float> ws(parts * 2 * c);
@@ -217,14 +236,23 @@ void runCase(std::mt19937_64 &rng, int64_t rows, int64_t c, bool rms, bool affin
     dDx.poison();
     dDw.poison();
     dDb.poison();
+    dCast.poison();
     CUDA_CHECK((tcc_cuda::launch_layer_norm_backward<G, T>(
         dG.p, dX.p, affine ? dW.p : nullptr, residual ? dA.p : nullptr, dDx.p,
-        affine ? dDw.p : nullptr,
+        castDx ? dCast.p : static_cast<C *>(nullptr), affine ? dDw.p : nullptr,
         bias ? dDb.p : nullptr, (affine || bias) ? ws.p : nullptr, parts, rows, c, eps, rms, 0,
         variants[run].cacheGrad)));
     CUDA_CHECK(cudaGetLastError());
     CUDA_CHECK(cudaDeviceSynchronize());
     std::vector<T> got[3] = {dDx.download(), dDw.download(), dDb.download()};
+    if (castDx) {
+      std::vector<C> want = castOnHost<C>(got[0]), cast = dCast.download();
+      bool same = std::memcmp(want.data(), cast.data(), want.size() * sizeof(C)) == 0;
+      if (!same)
+        ++gFailures;
+      std::printf("%s %-58s dx cast: %s\n", same ? "ok  " : "FAIL", label,
+                  same ? "the bits of dx converted" : "differs from dx converted");
+    }
     if (run == 0) {
       check(std::string(label) + ": dx", got[0], ref.dx);
       if (affine)
@@ -295,15 +323,20 @@ void bench() {
                                                     0);
          }),
          n * (4 + 2));
-  auto backward = [&](const float *addend, bool sums, bool cacheGrad) {
+  DeviceBuffer<bf16> dCast(rows * c);
+  auto backward = [&](const float *addend, bool sums, bool cacheGrad, bool cast = false) {
     return time([&] {
       CUDA_CHECK((tcc_cuda::launch_layer_norm_backward<bf16, float>(
-          dG.p, dX.p, dW.p, addend, dDx.p, sums ? dDw.p : nullptr, sums ? dDb.p : nullptr,
-          sums ? ws.p : nullptr, parts, rows, c, 1e-5, false, 0, cacheGrad)));
+          dG.p, dX.p, dW.p, addend, dDx.p, cast ? dCast.p : static_cast<bf16 *>(nullptr),
+          sums ? dDw.p : nullptr, sums ? dDb.p : nullptr, sums ? ws.p : nullptr, parts, rows,
+          c, 1e-5, false, 0, cacheGrad)));
     });
   };
   const double plain = n * (2 + 4 + 4) + wsBytes, plus = plain + n * 4;
   report("backward + residual (defaults: rows in registers)", backward(dA.p, true, true), plus);
+  report("backward + residual, dx also cast to bf16", backward(dA.p, true, true, true),
+         plus + n * 2);
+
   report("backward + residual, grad and addend read per chunk", backward(dA.p, true, false),
          plus);
   report("backward, no residual (defaults)", backward(nullptr, true, true), plain);
@@ -364,6 +397,13 @@ int main(int argc, char **argv) {
   runCase<bf16, bf16, bf16>(rng, 300, 2000, false, false, 0, /*residual=*/true);
   // The addend cached for the row's first chunks, read for the rest.
   runCase<float, bf16, bf16>(rng, 300, 2000, false, true, 0, /*residual=*/true);
+  // The folded cast of dx (f32 -> bf16 as GPT-2's residual gradient, and
+  // bf16 -> f32), on the vector and scalar paths, with and without plus.
+  runCase<float, float, bf16>(rng, 16384, 768, false, true, 0, /*residual=*/true, /*cast=*/true);
+  runCase<float, bf16, bf16>(rng, 300, 768, false, true, 0, /*residual=*/false, /*cast=*/true);
+  runCase<float, float, float>(rng, 300, 129, false, true, 0, /*residual=*/true, /*cast=*/true);
+  runCase<bf16, bf16, bf16>(rng, 300, 2000, true, true, 0, /*residual=*/true, /*cast=*/true);
+  runCase<float, bf16, bf16>(rng, 64, 768, false, true, 1, /*residual=*/false, /*cast=*/true);
   runCase<float, bf16, bf16>(rng, 64, 768, false, true, 1);
   runCase<float, float, float>(rng, 1, 768, false, true, 0);
   if (doBench)

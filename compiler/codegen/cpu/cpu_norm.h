@@ -74,12 +74,14 @@ void layer_norm_forward(int64_t rows, int64_t c, const T *x, const T *weight, co
 // (rms: without mean(dx_hat)); dweight = sum over rows of grad * x_hat,
 // dbias = sum over rows of grad (each written when non-null); with an
 // addend (the residual gradient, of T), dx is written plus it. grad has any
-// float type G. workspace: (parts, 2, c) of acc_t<T>, needed when dweight or
-// dbias is wanted; part p covers rows [p * rows / parts, (p + 1) * rows / parts).
-template <typename G, typename T>
+// float type G. dx_cast (of any float type Y, or null): dx's stored values
+// converted to Y as well (a cast of dx folded in). workspace: (parts, 2, c)
+// of acc_t<T>, needed when dweight or dbias is wanted; part p covers rows
+// [p * rows / parts, (p + 1) * rows / parts).
+template <typename G, typename T, typename Y>
 void layer_norm_backward(int64_t rows, int64_t c, const G *grad, const T *x, const T *weight,
-                         const T *addend, double eps, bool rms, T *dx, T *dweight, T *dbias,
-                         acc_t<T> *workspace, int64_t parts) {
+                         const T *addend, double eps, bool rms, T *dx, Y *dx_cast, T *dweight,
+                         T *dbias, acc_t<T> *workspace, int64_t parts) {
   using A = acc_t<T>;
   const bool sums = dweight || dbias;
   if (!sums)
@@ -121,6 +123,8 @@ void layer_norm_backward(int64_t rows, int64_t c, const G *grad, const T *x, con
         if (addend)
           d += Elem<T>::load(addend[r * c + j]);
         dx[r * c + j] = Elem<T>::store(d);
+        if (dx_cast) // from the stored value, as a separate cast reads it
+          dx_cast[r * c + j] = norm_detail::store_as<Y>(Elem<T>::load(dx[r * c + j]));
       }
     }
   }

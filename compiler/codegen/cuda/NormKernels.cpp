@@ -58,6 +58,14 @@ struct Rows {
   }
 };
 
+// "bf16", "f32", ... for the kernel list.
+std::string elementName(Value v) {
+  std::string s;
+  llvm::raw_string_ostream os(s);
+  os << mrt(v).getElementType();
+  return s;
+}
+
 std::string familyType(Value v) {
   return familyElementType(mrt(v).getElementType(), CodeTarget::Cuda);
 }
@@ -98,6 +106,7 @@ LogicalResult CudaStepEmitter::emitLayerNormGrad(kern::LayerNormGradOp g, llvm::
   w.add(g.getWeight(), false, et, names_);
   w.add(g.getAddend(), false, et, names_);
   w.add(g.getInputGrad(), true, et, names_);
+  w.add(g.getInputGradCast(), true, et, names_);
   w.add(g.getWeightGrad(), true, et, names_);
   w.add(g.getBiasGrad(), true, et, names_);
   w.add(g.getWorkspace(), true, acc, names_);
@@ -120,10 +129,12 @@ LogicalResult CudaStepEmitter::emitLayerNormGrad(kern::LayerNormGradOp g, llvm::
           .str();
   bool sums = g.getWeightGrad() || g.getBiasGrad();
   launch(os, g, kernel, call,
-         llvm::formatv("{0} rows of {1}{2}{4}{3}", s.rows, s.c, g.getRms() ? ", rms" : "",
+         llvm::formatv("{0} rows of {1}{2}{4}{5}{3}", s.rows, s.c, g.getRms() ? ", rms" : "",
                        sums ? llvm::formatv(", {0} parts", kern::normGradParts(s.rows)).str()
                             : std::string(),
-                       g.getAddend() ? ", plus residual" : "")
+                       g.getAddend() ? ", plus residual" : "",
+                       g.getInputGradCast() ? ", also as " + elementName(g.getInputGradCast())
+                                            : std::string())
              .str(),
          work, w.bytes());
   return success();

@@ -103,3 +103,11 @@ func.func @kern_grad_addend(%g: memref<3x4xf32>, %x: memref<3x4xf32>, %a: memref
   kern.layer_norm_grad %g, %x plus %a into %dx {eps = 1.0e-5 : f64} : memref<3x4xf32>, memref<3x4xf32> plus memref<3x4xbf16> -> memref<3x4xf32>
   return
 }
+
+// -----
+
+func.func @kern_grad_cast_shape(%g: memref<3x4xf32>, %x: memref<3x4xf32>, %dx: memref<3x4xf32>, %c: memref<4x3xbf16>) {
+  // expected-error @+1 {{input_grad_cast must have the input's shape [3, 4]}}
+  kern.layer_norm_grad %g, %x into %dx cast %c {eps = 1.0e-5 : f64} : memref<3x4xf32>, memref<3x4xf32> -> memref<3x4xf32> cast memref<4x3xbf16>
+  return
+}

@@ -77,3 +77,51 @@ func.func @grad_used_twice(%g: tensor<6x8xf32>, %x: tensor<6x8xf32>, %r: tensor<
   %sum = tg.add %r, %dx : (tensor<6x8xf32>, tensor<6x8xf32>) -> tensor<6x8xf32>
   return %sum, %dx : tensor<6x8xf32>, tensor<6x8xf32>
 }
+
+// -----
+
+// The summed gradient cast to bf16 (the operand of the matmul gradients
+// under AMP) is written by the norm kernel too (`cast`); the f32 sum stays
+// for its other reader. No elementwise kernel is left.
+// CHECK-LABEL: func.func @grad_plus_residual_cast
+// CHECK-SAME: (%[[G:.*]]: memref<6x8xf32>, %[[X:.*]]: memref<6x8xf32>, %[[R:.*]]: memref<6x8xf32>, %[[SUM:.*]]: memref<6x8xf32>, %[[C:.*]]: memref<6x8xbf16>)
+// CHECK-NOT: kern.elementwise
+// CHECK: kern.layer_norm_grad %[[G]], %[[X]] plus %[[R]] into %[[SUM]] cast %[[C]] {eps = 1.000000e-05 : f64} : memref<6x8xf32>, memref<6x8xf32> plus memref<6x8xf32> -> memref<6x8xf32> cast memref<6x8xbf16>
+// CHECK-NEXT: return
+func.func @grad_plus_residual_cast(%g: tensor<6x8xf32>, %x: tensor<6x8xf32>, %r: tensor<6x8xf32>) -> (tensor<6x8xf32>, tensor<6x8xbf16>) {
+  %dx = tg.layer_norm_grad %g, %x {eps = 1.0e-5 : f64} : tensor<6x8xf32>, tensor<6x8xf32> -> tensor<6x8xf32>
+  %sum = tg.add %r, %dx : (tensor<6x8xf32>, tensor<6x8xf32>) -> tensor<6x8xf32>
+  %c = tg.cast %sum : tensor<6x8xf32> to tensor<6x8xbf16>
+  return %sum, %c : tensor<6x8xf32>, tensor<6x8xbf16>
+}
+
+// -----
+
+// Without a residual add the input gradient's own cast folds the same way;
+// of two casts only the first folds (the second stays an elementwise
+// kernel reading the f32 gradient).
+// CHECK-LABEL: func.func @grad_two_casts
+// CHECK: kern.layer_norm_grad %{{[^ ]*}}, %{{[^ ]*}} into %[[DX:[^ ]*]] cast %[[C1:[^ ]*]] {eps
+// CHECK-SAME: -> memref<6x8xf32> cast memref<6x8xbf16>
+// CHECK: kern.elementwise ins(%[[DX]] : memref<6x8xf32>) outs(%{{.*}} : memref<6x8xf16>)
+func.func @grad_two_casts(%g: tensor<6x8xf32>, %x: tensor<6x8xf32>) -> (tensor<6x8xbf16>, tensor<6x8xf16>) {
+  %dx = tg.layer_norm_grad %g, %x {eps = 1.0e-5 : f64} : tensor<6x8xf32>, tensor<6x8xf32> -> tensor<6x8xf32>
+  %c1 = tg.cast %dx : tensor<6x8xf32> to tensor<6x8xbf16>
+  %c2 = tg.cast %dx : tensor<6x8xf32> to tensor<6x8xf16>
+  return %c1, %c2 : tensor<6x8xbf16>, tensor<6x8xf16>
+}
+
+// -----
+
+// A cast read only as another norm gradient's grad is read through its
+// source (the widening fold), so the producer writes no cast copy.
+// CHECK-LABEL: func.func @grad_cast_read_as_grad
+// CHECK: kern.layer_norm_grad %{{[^ ]*}}, %{{[^ ]*}} into %[[DX:[^ ]*]] {eps
+// CHECK-NOT: cast
+// CHECK: kern.layer_norm_grad %[[DX]], %{{[^ ]*}} into %{{[^ ]*}} {eps
+func.func @grad_cast_read_as_grad(%g: tensor<6x8xbf16>, %x: tensor<6x8xbf16>, %x2: tensor<6x8xf32>) -> tensor<6x8xf32> {
+  %dx = tg.layer_norm_grad %g, %x {eps = 1.0e-5 : f64} : tensor<6x8xbf16>, tensor<6x8xbf16> -> tensor<6x8xbf16>
+  %c = tg.cast %dx : tensor<6x8xbf16> to tensor<6x8xf32>
+  %dx2 = tg.layer_norm_grad %c, %x2 {eps = 1.0e-5 : f64} : tensor<6x8xf32>, tensor<6x8xf32> -> tensor<6x8xf32>
+  return %dx2 : tensor<6x8xf32>
+}

@@ -301,12 +301,14 @@ __host__ __device__ constexpr bool norm_cache_addend() {
 // grad when norm_cache_addend says so, else asked of L2 when the row's x
 // and grad loads are issued (its loads in the last pass then wait for L2,
 // not DRAM). Two blocks per SM (at most 128 registers a thread): fewer
-// registers spill, more blocks did not run faster on an H200.
-template <int V, class G, class T, bool CacheGrad>
+// registers spill, more blocks did not run faster on an H200. dx_cast (of
+// Y, or null): dx's stored values converted to Y as well (a folded cast:
+// the f32 residual gradient also written as the bf16 matmul operand).
+template <int V, class G, class T, class Y, bool CacheGrad>
 __global__ void __launch_bounds__(kNormWarps * 32, 2)
     layer_norm_backward_kernel(const G *__restrict__ grad, const T *__restrict__ x,
                                const T *__restrict__ weight, const T *__restrict__ addend,
-                               T *__restrict__ dx,
+                               T *__restrict__ dx, Y *__restrict__ dx_cast,
                                acc_t<T> *__restrict__ workspace, int64_t rows, int64_t c,
                                acc_t<T> eps, bool rms) {
   using A = acc_t<T>;
@@ -377,6 +379,14 @@ __global__ void __launch_bounds__(kNormWarps * 32, 2)
               d[i] += a[i];
           }
           norm_store<V>(dxr + j, d);
+          if (dx_cast) {
+            // From the value dx holds (T rounds first), as a separate cast
+            // kernel reading dx would convert it.
+#pragma unroll
+            for (int i = 0; i < V; ++i)
+              d[i] = static_cast<A>(Elem<T>::load(Elem<T>::store(static_cast<acc_t<T>>(d[i]))));
+            norm_store<V>(dx_cast + r * c + j, d);
+          }
         });
   }
   if (!workspace)

@@ -41,7 +41,8 @@ template <class T> inline int layer_norm_backward_warps(int64_t c, bool sums) {
 // = grad * weight (rms: without mean(dx_hat)), statistics recomputed from x;
 // dweight = sum over rows of grad * x_hat, dbias = sum of grad (each when
 // non-null); with an addend (of T: the residual stream's gradient), dx is
-// written plus it. grad has any float type G. With dweight or dbias, `workspace`
+// written plus it. grad has any float type G. dx_cast (of any float type Y,
+// or null): dx's stored values converted to Y as well. With dweight or dbias, `workspace`
 // is (parts, 2, c) of acc_t<T> (parts = tcc::kern::normGradParts(rows)):
 // the backward runs exactly `parts` blocks, each writing its rows' partial
 // sums there, and a second kernel adds the parts in one fixed order:
@@ -50,14 +51,15 @@ template <class T> inline int layer_norm_backward_warps(int64_t c, bool sums) {
 // keep the grad row (and, where it fits, the addend's) in registers as
 // well as x's (both kernels are tested; the default is the faster on an
 // H200 at GPT-2's shape).
-template <class G, class T>
+template <class G, class T, class Y>
 inline cudaError_t launch_layer_norm_backward(const G *grad, const T *x, const T *weight,
-                                              const T *addend, T *dx,
+                                              const T *addend, T *dx, Y *dx_cast,
                                               T *dweight, T *dbias, acc_t<T> *workspace,
                                               int64_t parts, int64_t rows, int64_t c,
                                               double eps, bool rms, cudaStream_t stream,
                                               bool cache_grad = true) {
-  static_assert(detail::IsFloating<T>::value && detail::IsFloating<G>::value,
+  static_assert(detail::IsFloating<T>::value && detail::IsFloating<G>::value &&
+                    detail::IsFloating<Y>::value,
                 "layer_norm_backward: float, double, bf16 or f16");
   if (rows <= 0 || c <= 0)
     return cudaSuccess;
@@ -66,27 +68,29 @@ inline cudaError_t launch_layer_norm_backward(const G *grad, const T *x, const T
     workspace = nullptr;
   else if (workspace == nullptr || parts < 1)
     return cudaErrorInvalidValue;
-  constexpr int V = detail::Vec16<T>::n < detail::Vec16<G>::n ? detail::Vec16<T>::n
-                                                                : detail::Vec16<G>::n;
+  constexpr int VTG = detail::Vec16<T>::n < detail::Vec16<G>::n ? detail::Vec16<T>::n
+                                                                  : detail::Vec16<G>::n;
+  constexpr int V = VTG < detail::Vec16<Y>::n ? VTG : detail::Vec16<Y>::n;
   const bool vector = c % V == 0 && detail::aligned16(x) && detail::aligned16(grad) &&
                       detail::aligned16(dx) && (!weight || detail::aligned16(weight)) &&
-                      (!addend || detail::aligned16(addend));
+                      (!addend || detail::aligned16(addend)) &&
+                      (!dx_cast || detail::aligned16(dx_cast));
   const int warps = layer_norm_backward_warps<T>(c, sums);
   const size_t shared = sums ? static_cast<size_t>(warps) * 2 * c * sizeof(acc_t<T>) : 0;
   const int64_t grid = sums ? parts : grid_for(rows, warps);
   const acc_t<T> e = static_cast<acc_t<T>>(eps);
-  auto kernel = vector ? (cache_grad ? detail::layer_norm_backward_kernel<V, G, T, true>
-                                    : detail::layer_norm_backward_kernel<V, G, T, false>)
-                       : (cache_grad ? detail::layer_norm_backward_kernel<1, G, T, true>
-                                     : detail::layer_norm_backward_kernel<1, G, T, false>);
+  auto kernel = vector ? (cache_grad ? detail::layer_norm_backward_kernel<V, G, T, Y, true>
+                                    : detail::layer_norm_backward_kernel<V, G, T, Y, false>)
+                       : (cache_grad ? detail::layer_norm_backward_kernel<1, G, T, Y, true>
+                                     : detail::layer_norm_backward_kernel<1, G, T, Y, false>);
   if (shared > 48 * 1024) {
     cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                            static_cast<int>(shared));
     if (err != cudaSuccess)
       return err;
   }
-  kernel<<<static_cast<unsigned>(grid), warps * 32, shared, stream>>>(grad, x, weight, addend, dx,
-                                                                      workspace, rows, c, e, rms);
+  kernel<<<static_cast<unsigned>(grid), warps * 32, shared, stream>>>(
+      grad, x, weight, addend, dx, dx_cast, workspace, rows, c, e, rms);
   if (sums)
     detail::layer_norm_sum_parts_kernel<T>
         <<<static_cast<unsigned>(grid_for(2 * c, 32)), detail::kNormSumWarps * 32, 0, stream>>>(
