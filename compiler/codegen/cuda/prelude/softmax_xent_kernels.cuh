@@ -319,8 +319,8 @@ __device__ __forceinline__ A block_all_reduce(A v, A *scratch) {
 // second read and online rescaling cost 2x the instructions, which bound
 // it below the memory's speed). A thread only ever touches its own
 // vectors in shared memory, so while it writes row n it already copies its
-// vectors of its next row (n + gridDim) into the same slots, after it read
-// them. The loss comes from the thread that owns the label's vector, from
+// vectors of its next row (n + gridDim) into the same slots, each right
+// after its last read of the slot. The loss comes from the thread that owns the label's vector, from
 // the staged copy of the row (in place, the label logit in global memory
 // may already be overwritten). All loads of a row finish before the
 // row's first barrier, so no write of the row precedes a read of it.
@@ -391,6 +391,9 @@ __global__ void __launch_bounds__(kXentStagedThreads, 2)
     const A scale = g / sum;
     const int lab = static_cast<int>(label);
     const int lab_vec = lab / V::n, lab_k = lab % V::n;
+    const VT *next_src =
+        next < rows ? reinterpret_cast<const VT *>(logits + next * classes)
+                    : nullptr;
     for (int c = tid; c < nv; c += step) {
       const VT v = stage[c];
       const T *e = reinterpret_cast<const T *>(&v);
@@ -409,8 +412,8 @@ __global__ void __launch_bounds__(kXentStagedThreads, 2)
           }
       }
       vout[c] = store_vec16<T>(o);
+      if (next_src) // slot c is read (its value stored): the next row's
+        copy16_async(stage + c, next_src + c);
     }
-    if (next < rows)
-      copy_row(next); // after this thread's last read of the slots
   }
 }
