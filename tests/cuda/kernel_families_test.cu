@@ -4,14 +4,15 @@
 // reductions). A standalone program (no gtest): the device machine has only
 // the CUDA toolkit and the driver.
 //
-//   kernel_families_test [--seed N] [--filter SUBSTRING]
+//   kernel_families_test [--seed N] [--filter SUBSTRING] [--bench]
 //
 // Inputs are fresh random numbers every run (the seed is printed; --seed N
 // reproduces a run, --filter runs only the families / cases whose name
 // contains SUBSTRING). Outputs are poisoned with 0xFF bytes before every
 // launch (a NaN that no kernel produces: GPU arithmetic NaNs are positive),
 // so an element a kernel forgot to write fails. Exit 0 when every case
-// passes, 1 on any failure, 77 (skipped) when there is no GPU.
+// passes, 1 on any failure, 77 (skipped) when there is no GPU. --bench
+// only times the softmax cross-entropy at GPT-2's shape (benchXent).
 //
 // Every floating-point family runs in float, double, bf16 and f16
 // (tcc_cuda::bf16 / f16: loaded into float, computed and accumulated in
@@ -348,10 +349,13 @@ __global__ void halfToFloatKernel(const uint16_t *h, uint32_t *bf,
   }
 }
 
+// packed: the xent kernel's pack_bf16x2 of (x[k], -x[k]).
 __global__ void floatToHalfKernel(const float *x, uint16_t *bf, uint16_t *f16,
-                                  float *rbf, float *rf16, int n) {
+                                  float *rbf, float *rf16, uint32_t *packed,
+                                  int n) {
   for (int k = blockIdx.x * blockDim.x + threadIdx.x; k < n;
        k += gridDim.x * blockDim.x) {
+    packed[k] = tcc_cuda::detail::pack_bf16x2(x[k], -x[k]);
     bf[k] = tcc_cuda::float_to_bf16(x[k]);
     f16[k] = tcc_cuda::float_to_f16(x[k]);
     rbf[k] = tcc_cuda::round_bf16(x[k]);
@@ -426,8 +430,8 @@ void testConversions() {
         0x3f807fffu, 0x3f808001u, 0x477fe000u, 0x477fefffu, 0x477ff000u,
         0x477ff001u, 0x38800000u, 0x387fffffu, 0x33800000u, 0x33000000u,
         0x33000001u, 0x337fffffu, 0x32ffffffu, 0x387fe000u, 0x387ff000u,
-        0x7f7f8000u, 0x7f7f7fffu, 0xc77fefffu, 0xb8800000u};
-    while (bits.size() < (1u << 20) + 34)
+        0x7f7f8000u, 0x7f7f7fffu, 0xc77fefffu, 0xb8800000u, 0x7fffffffu};
+    while (bits.size() < (1u << 20) + 35)
       bits.push_back(static_cast<uint32_t>(rng.next()));
     // Also every f16 / bf16 rounding tie neighbourhood near 1.
     for (uint32_t m = 0; m < 4096; ++m)
@@ -438,17 +442,35 @@ void testConversions() {
       x[k] = tcc_cpu::bit_cast<float>(bits[k]);
     Dev<float> dx(n), drbf(n), drf16(n);
     Dev<uint16_t> dbf(n), df16(n);
+    Dev<uint32_t> dpacked(n);
     dx.upload(x);
     dbf.poison();
     df16.poison();
     drbf.poison();
     drf16.poison();
+    dpacked.poison();
     floatToHalfKernel<<<256, 256, 0, gStream>>>(dx.p, dbf.p, df16.p, drbf.p,
-                                                drf16.p, n);
+                                                drf16.p, dpacked.p, n);
     sync();
     std::vector<uint16_t> bf = dbf.download(), f16 = df16.download();
     std::vector<float> rbf = drbf.download(), rf16 = drf16.download();
+    std::vector<uint32_t> packed = dpacked.download();
     for (int k = 0; k < n; ++k) {
+      // pack_bf16x2: float_to_bf16's bits for a number, a NaN for a NaN
+      // (whose payload it does not keep: the xent kernel only packs
+      // arithmetic results, whose NaN 0x7fffffff both turn into 0x7fff).
+      const uint16_t lo = static_cast<uint16_t>(packed[k]),
+                     hi = static_cast<uint16_t>(packed[k] >> 16);
+      const bool isNan = std::isnan(x[k]);
+      const uint16_t wantLo = tcc_cpu::float_to_bf16(x[k]),
+                     wantHi = tcc_cpu::float_to_bf16(-x[k]);
+      const bool packOk =
+          isNan ? (lo & 0x7fffu) > 0x7f80u && (hi & 0x7fffu) > 0x7f80u &&
+                      (bits[k] != 0x7fffffffu || lo == wantLo)
+                : lo == wantLo && hi == wantHi;
+      c.expect(packOk, format("pack_bf16x2(0x%08x, -it) = 0x%08x, cpu "
+                              "0x%04x%04x",
+                              bits[k], packed[k], wantHi, wantLo));
       uint16_t wantBf = tcc_cpu::float_to_bf16(x[k]);
       uint16_t wantF16 = tcc_cpu::float_to_f16(x[k]);
       uint32_t wantRbf = tcc_cpu::bit_cast<uint32_t>(tcc_cpu::round_bf16(x[k]));
@@ -1050,6 +1072,101 @@ template <class T> void xentAll() {
   for (int64_t classes :
        {int64_t(7), int64_t(100), int64_t(2000), int64_t(2001)})
     xentCase<T>(16, classes, "specials");
+  // Long rows: the staged kernel (rows in shared memory; double 50304 and
+  // every type at 120000 classes do not fit and take the two-read kernel),
+  // with more rows than resident blocks, so blocks loop and prefetch their
+  // next row, also after a bad-label row. Misaligned: the scalar kernel.
+  xentCase<T>(64, 50304, "");
+  xentCase<T>(16, 8192, "specials");
+  xentCase<T>(1000, 8192, "bad");
+  xentCase<T>(3, 50304, "misaligned");
+  xentCase<T>(2, 120000, "");
+}
+
+// --bench: kern.softmax_cross_entropy_with_grad at GPT-2 124M's shape
+// (16384 x 50304 bf16 logits, f32 loss and upstream gradient, int32
+// labels, the gradient in place), the launcher against the two-read
+// kernel it replaced there. Every launch reads and writes the logits once
+// (3.3 GB); in place, launches after the first run on the previous
+// gradient, which costs the same.
+__global__ void benchFillKernel(bf16 *x, int64_t n, float *grad, int32_t *labels,
+                                int64_t rows, int64_t classes) {
+  for (int64_t k = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; k < n;
+       k += int64_t(gridDim.x) * blockDim.x) {
+    uint32_t h = static_cast<uint32_t>(k) * 2654435761u;
+    h ^= h >> 15;
+    x[k] = bf16{tcc_cuda::float_to_bf16(
+        (static_cast<float>(h & 0xffffu) / 65535.f - 0.5f) * 8.f)};
+    if (k < rows) {
+      grad[k] = 1.f / static_cast<float>(rows);
+      labels[k] = static_cast<int32_t>((h >> 3) % classes);
+    }
+  }
+}
+
+template <class Launch> float benchMedianMs(Launch &&launch) {
+  cudaEvent_t a, b;
+  CUDA_CHECK(cudaEventCreate(&a));
+  CUDA_CHECK(cudaEventCreate(&b));
+  std::vector<float> ms;
+  for (int it = 0; it < 23; ++it) { // 3 warm-up, then 20 timed
+    CUDA_CHECK(cudaEventRecord(a, gStream));
+    launch();
+    CUDA_CHECK(cudaEventRecord(b, gStream));
+    CUDA_CHECK(cudaEventSynchronize(b));
+    CUDA_CHECK(cudaGetLastError());
+    float t = 0;
+    CUDA_CHECK(cudaEventElapsedTime(&t, a, b));
+    if (it >= 3)
+      ms.push_back(t);
+  }
+  CUDA_CHECK(cudaEventDestroy(a));
+  CUDA_CHECK(cudaEventDestroy(b));
+  std::sort(ms.begin(), ms.end());
+  return ms[ms.size() / 2];
+}
+
+void benchXent() {
+  const int64_t rows = 16384, classes = 50304, n = rows * classes;
+  Dev<bf16> logits(n);
+  Dev<float> grad(rows), loss(rows);
+  Dev<int32_t> labels(rows), status(1);
+  benchFillKernel<<<1024, 256, 0, gStream>>>(logits.p, n, grad.p, labels.p,
+                                             rows, classes);
+  status.zero();
+  sync();
+  const double gb = 2.0 * n * sizeof(bf16) / 1e9;
+  const float staged = benchMedianMs([&] {
+    tcc_cuda::launch_softmax_xent_with_grad<bf16, int32_t, float, float>(
+        logits.p, labels.p, grad.p, logits.p, loss.p, rows, classes, status.p,
+        kCode, gStream);
+  });
+  const float twoRead = benchMedianMs([&] {
+    tcc_cuda::detail::softmax_xent_backward_kernel<bf16, int32_t, float, float,
+                                                   true>
+        <<<static_cast<unsigned>(tcc_cuda::grid_for(rows, 1)),
+           tcc_cuda::row_block_threads(classes), 0, gStream>>>(
+            logits.p, labels.p, grad.p, logits.p, loss.p, rows, classes,
+            status.p, kCode);
+  });
+  float copy = 0; // the memory's speed for the same bytes, for scale
+  {
+    Dev<bf16> to(n);
+    copy = benchMedianMs([&] {
+      CUDA_CHECK(cudaMemcpyAsync(to.p, logits.p, n * sizeof(bf16),
+                                 cudaMemcpyDeviceToDevice, gStream));
+    });
+  }
+  std::printf("bench xent_with_grad %" PRId64 " x %" PRId64
+              " bf16, f32 loss/grad, in place, %.2f GB moved (median of 20):\n"
+              "  launcher (staged)  %.3f ms  %.0f GB/s\n"
+              "  two-read kernel    %.3f ms  %.0f GB/s  (%.2fx)\n"
+              "  cudaMemcpy of the logits (same bytes) %.3f ms  %.0f GB/s\n",
+              rows, classes, gb, staged, gb / staged * 1e3, twoRead,
+              gb / twoRead * 1e3, twoRead / staged, copy, gb / copy * 1e3);
+  const int32_t got = readStatus(status);
+  if (got != 0)
+    std::printf("bench: status %d (a label out of range?)\n", got);
 }
 
 //===--------------------------------------------------------------------===//
@@ -1256,7 +1373,7 @@ int printTable() {
 } // namespace
 
 int main(int argc, char **argv) {
-  bool haveSeed = false;
+  bool haveSeed = false, bench = false;
   for (int k = 1; k < argc; ++k) {
     std::string a = argv[k];
     if (a == "--seed" && k + 1 < argc) {
@@ -1269,10 +1386,11 @@ int main(int argc, char **argv) {
       haveSeed = true;
     } else if (a == "--filter" && k + 1 < argc) {
       gFilter = argv[++k];
+    } else if (a == "--bench") {
+      bench = true;
     } else {
-      std::fprintf(
-          stderr,
-          "usage: kernel_families_test [--seed N] [--filter SUBSTRING]\n");
+      std::fprintf(stderr, "usage: kernel_families_test [--seed N] [--filter "
+                           "SUBSTRING] [--bench]\n");
       return 2;
     }
   }
@@ -1295,6 +1413,11 @@ int main(int argc, char **argv) {
               prop.name, prop.major, prop.minor, prop.multiProcessorCount,
               gSeed, gSeed);
   CUDA_CHECK(cudaStreamCreateWithFlags(&gStream, cudaStreamNonBlocking));
+  if (bench) {
+    benchXent();
+    CUDA_CHECK(cudaStreamDestroy(gStream));
+    return 0;
+  }
 
   testConversions();
   testMaxMin<float>();
