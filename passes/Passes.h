@@ -38,6 +38,23 @@ void writeMatmulEpilogueReport(mlir::ModuleOp module, llvm::raw_ostream &os);
 // members, each kernel a group refused and why, and a count).
 void writeFuseHorizontalReport(mlir::ModuleOp module, llvm::raw_ostream &os);
 
+// kern-plan-memory's placement of one temporary (a kern.workspace_view of
+// the arena): its bytes (64-byte rounded) and its live range in walk order.
+struct PlannedBuffer {
+  kern::WorkspaceViewOp view;
+  int64_t offset, bytes, start, lastUse;
+};
+// The temporaries of a planned function.
+llvm::SmallVector<PlannedBuffer> plannedBuffers(mlir::func::FuncOp f);
+// Pairs of buffers live at the same time that share a byte (empty for a
+// right plan).
+llvm::SmallVector<std::pair<PlannedBuffer, PlannedBuffer>>
+planOverlaps(llvm::ArrayRef<PlannedBuffer> buffers);
+// kern-plan-memory's plan of every function: the arena, the arguments
+// outside it by kind, each temporary's offset, bytes, live range, type and
+// model node, and the overlap check; --dump-dir writes it after the pass.
+void writeMemoryPlanReport(mlir::ModuleOp module, llvm::raw_ostream &os);
+
 #define GEN_PASS_DECL
 #include "passes/Passes.h.inc"
 

@@ -118,6 +118,14 @@ public:
                        "kern-fuse-horizontal's decisions: the groups, the kernels "
                        "refused and why");
     }
+    if (pass->getArgument() == "kern-plan-memory") {
+      std::string report;
+      llvm::raw_string_ostream os(report);
+      writeMemoryPlanReport(module, os);
+      (void)dir_.write("kern-plan-memory-report", "txt", report,
+                       "kern-plan-memory's plan: each temporary's offset, bytes and "
+                       "live range, the arguments outside the arena, the overlap check");
+    }
     if (pass->getArgument() == "tg-amp") {
       std::string report;
       llvm::raw_string_ostream os(report);

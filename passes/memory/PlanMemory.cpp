@@ -20,6 +20,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "passes/Passes.h"
+#include "passes/memory/LiveRanges.h"
 
 #include "mlir/IR/Builders.h"
 
@@ -33,27 +34,13 @@ using namespace tcc;
 
 namespace {
 
-constexpr int64_t kAlignment = 64;
+using memory::lastUse;
 
-int64_t bufferBytes(MemRefType t) {
-  int64_t bytes = t.getNumElements() * kern::elementBytes(t.getElementType());
-  return (bytes + kAlignment - 1) / kAlignment * kAlignment;
-}
+int64_t bufferBytes(MemRefType t) { return memory::plannedBytes(t); }
 
 struct Hole { // a free range of the arena
   int64_t offset, size;
 };
-
-// Last position (in `order`) at which `v` or a view of it is used.
-int64_t lastUse(Value v, const llvm::DenseMap<Operation *, int64_t> &order) {
-  int64_t last = -1;
-  for (Operation *user : v.getUsers()) {
-    last = std::max(last, order.lookup(user));
-    if (auto view = dyn_cast<kern::ReshapeOp>(user))
-      last = std::max(last, lastUse(view.getResult(), order));
-  }
-  return last;
-}
 
 // Bytes per element type, in order of first appearance.
 using BytesByType = SmallVector<std::pair<Type, int64_t>>;
@@ -92,14 +79,9 @@ struct KernPlanMemoryPass : tcc::impl::KernPlanMemoryBase<KernPlanMemoryPass> {
   }
 
   int64_t planFunction(func::FuncOp f) {
-    llvm::DenseMap<Operation *, int64_t> order;
+    llvm::DenseMap<Operation *, int64_t> order = memory::programOrder(f);
     SmallVector<kern::AllocOp> allocs;
-    int64_t pos = 0;
-    f.walk([&](Operation *op) {
-      order[op] = pos++;
-      if (auto a = dyn_cast<kern::AllocOp>(op))
-        allocs.push_back(a);
-    });
+    f.walk([&](kern::AllocOp a) { allocs.push_back(a); });
 
     struct Live {
       int64_t end, offset, size;

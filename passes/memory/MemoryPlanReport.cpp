@@ -1,0 +1,132 @@
+// kern-plan-memory's plan, buffer by buffer (--dump-dir's
+// NN-kern-plan-memory-report.txt), and the check that it never gives one
+// byte to two buffers live at the same time.
+//
+// After the pass every temporary is a kern.workspace_view at a byte offset
+// of the function's arena; its live range is recomputed the way the planner
+// computed it (passes/memory/LiveRanges.h): from the view (where the alloc
+// stood) to its last reader or writer.
+#include "passes/Passes.h"
+#include "passes/common/NodeNames.h"
+#include "passes/memory/LiveRanges.h"
+
+#include "llvm/Support/FormatVariadic.h"
+
+using namespace mlir;
+
+namespace tcc {
+
+namespace {
+
+std::string gib(int64_t bytes) {
+  return llvm::formatv("{0:f2} GiB", static_cast<double>(bytes) / (1024.0 * 1024 * 1024)).str();
+}
+
+std::string typeText(Type t) {
+  std::string s;
+  llvm::raw_string_ostream os(s);
+  os << t;
+  return s;
+}
+
+// What a function argument holds, by its tg attribute.
+StringRef argumentKind(func::FuncOp f, unsigned i) {
+  for (StringRef kind : {"tg.param", "tg.opt_state", "tg.input"})
+    if (f.getArgAttr(i, kind))
+      return kind.drop_front(3);
+  return "output";
+}
+
+} // namespace
+
+SmallVector<PlannedBuffer> plannedBuffers(func::FuncOp f) {
+  llvm::DenseMap<Operation *, int64_t> order = memory::programOrder(f);
+  SmallVector<PlannedBuffer> buffers;
+  f.walk([&](kern::WorkspaceViewOp v) {
+    buffers.push_back({v, static_cast<int64_t>(v.getOffset()), memory::plannedBytes(cast<MemRefType>(v.getBuffer().getType())), order.lookup(v),
+                       memory::lastUse(v.getBuffer(), order)});
+  });
+  return buffers;
+}
+
+SmallVector<std::pair<PlannedBuffer, PlannedBuffer>>
+planOverlaps(ArrayRef<PlannedBuffer> buffers) {
+  SmallVector<std::pair<PlannedBuffer, PlannedBuffer>> overlaps;
+  for (size_t i = 0; i < buffers.size(); ++i)
+    for (size_t j = i + 1; j < buffers.size(); ++j) {
+      const PlannedBuffer &a = buffers[i], &b = buffers[j];
+      bool liveTogether = !(a.lastUse < b.start || b.lastUse < a.start);
+      bool shareBytes = a.offset < b.offset + b.bytes && b.offset < a.offset + a.bytes;
+      if (liveTogether && shareBytes)
+        overlaps.push_back({a, b});
+    }
+  return overlaps;
+}
+
+void writeMemoryPlanReport(ModuleOp module, llvm::raw_ostream &os) {
+  os << "# kern-plan-memory: each function's workspace arena, buffer by buffer. A\n"
+        "# temporary lives from its op index (walk order; where its alloc stood) to\n"
+        "# its last reader or writer; buffers whose ranges do not meet may share bytes.\n";
+  for (func::FuncOp f : module.getOps<func::FuncOp>()) {
+    SmallVector<PlannedBuffer> buffers = plannedBuffers(f);
+    int64_t arena = 0;
+    if (auto a = f->getAttrOfType<IntegerAttr>("kern.workspace_bytes"))
+      arena = a.getInt();
+    // Outside the arena: the arguments, by kind.
+    llvm::StringMap<std::pair<int64_t, int64_t>> byKind; // bytes, count
+    SmallVector<StringRef> kinds;
+    for (unsigned i = 0; i < f.getNumArguments(); ++i) {
+      auto t = dyn_cast<MemRefType>(f.getArgument(i).getType());
+      if (!t)
+        continue;
+      StringRef kind = argumentKind(f, i);
+      if (!byKind.count(kind))
+        kinds.push_back(kind);
+      auto &[bytes, count] = byKind[kind];
+      bytes += t.getNumElements() * kern::elementBytes(t.getElementType());
+      ++count;
+    }
+    // The largest sum of live temporaries, at the start of some buffer.
+    int64_t peak = 0, peakAt = -1;
+    for (const PlannedBuffer &b : buffers) {
+      int64_t live = 0;
+      for (const PlannedBuffer &o : buffers)
+        if (o.start <= b.start && b.start <= o.lastUse)
+          live += o.bytes;
+      if (live > peak) {
+        peak = live;
+        peakAt = b.start;
+      }
+    }
+    os << llvm::formatv("\nfunction @{0}: arena {1} bytes ({2}), {3} temporaries; live "
+                        "temporaries peak at {4} bytes ({5}) at op {6}\n",
+                        f.getName(), arena, gib(arena), buffers.size(), peak, gib(peak), peakAt);
+    for (StringRef kind : kinds)
+      os << llvm::formatv("  outside the arena: {0,-10} {1,5} buffers {2,14} bytes ({3})\n",
+                          kind, byKind[kind].second, byKind[kind].first,
+                          gib(byKind[kind].first));
+    os << llvm::formatv("  {0,14} {1,14} {2,17}  {3,-28} {4}\n", "offset", "bytes", "live ops",
+                        "type", "model node");
+    SmallVector<PlannedBuffer> sorted(buffers);
+    llvm::stable_sort(sorted, [](const PlannedBuffer &a, const PlannedBuffer &b) {
+      return a.start < b.start;
+    });
+    for (PlannedBuffer b : sorted) // (the op accessors are not const)
+      os << llvm::formatv("  {0,14} {1,14} {2,17}  {3,-28} {4}\n", b.offset, b.bytes,
+                          llvm::formatv("{0}..{1}", b.start, b.lastUse).str(),
+                          typeText(b.view.getBuffer().getType()), nodeName(b.view.getLoc()));
+    auto overlaps = planOverlaps(buffers);
+    if (overlaps.empty()) {
+      os << "  plan check: no two buffers live at the same time share a byte\n";
+    } else {
+      os << llvm::formatv("  plan check: FAILED, {0} pairs of live buffers share bytes:\n",
+                          overlaps.size());
+      for (auto [a, b] : overlaps)
+        os << llvm::formatv("    [{0}, +{1}) ops {2}..{3} and [{4}, +{5}) ops {6}..{7}\n",
+                            a.offset, a.bytes, a.start, a.lastUse, b.offset, b.bytes, b.start,
+                            b.lastUse);
+    }
+  }
+}
+
+} // namespace tcc
