@@ -50,6 +50,18 @@ llvm::SmallVector<PlannedBuffer> plannedBuffers(mlir::func::FuncOp f);
 // right plan).
 llvm::SmallVector<std::pair<PlannedBuffer, PlannedBuffer>>
 planOverlaps(llvm::ArrayRef<PlannedBuffer> buffers);
+// A planned function's bytes by category: arguments by kind (parameters,
+// optimizer state, inputs, outputs) and the arena of temporaries, with the
+// largest sum of temporaries live at once.
+struct MemorySummary {
+  int64_t params = 0, optimizerState = 0, inputs = 0, outputs = 0;
+  int64_t arena = 0, peakLive = 0;
+  int64_t total() const { return params + optimizerState + inputs + outputs + arena; }
+};
+MemorySummary summarizeMemory(mlir::func::FuncOp f);
+// One line: "parameters 0.46 GiB, optimizer state 0.93 GiB, ...".
+std::string formatMemorySummary(const MemorySummary &m);
+
 // kern-plan-memory's plan of every function: the arena, the arguments
 // outside it by kind, each temporary's offset, bytes, live range, type and
 // model node, and the overlap check; --dump-dir writes it after the pass.

@@ -161,6 +161,11 @@ absl::Status compileImported(const CompileOptions &options,
     module->print(os);
     return writeText(options.output, text);
   }
+  if (options.verbose)
+    for (auto f : module.getOps<mlir::func::FuncOp>())
+      if (f.getName() == "train_step" || f.getName() == "forward")
+        std::fprintf(stderr, "tcc: memory plan of @%s: %s\n", f.getName().str().c_str(),
+                     formatMemorySummary(summarizeMemory(f)).c_str());
   if (options.target == "cuda")
     return emitCuda(options, module, dumps);
   return emitCpu(options, module, dumps);

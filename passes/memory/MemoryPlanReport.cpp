@@ -37,7 +37,55 @@ StringRef argumentKind(func::FuncOp f, unsigned i) {
   return "output";
 }
 
+int64_t argumentBytes(MemRefType t) {
+  return t.getNumElements() * kern::elementBytes(t.getElementType());
+}
+
+// The largest sum of temporaries live at once and the op index where it is
+// first reached (-1 without temporaries).
+std::pair<int64_t, int64_t> livePeak(ArrayRef<PlannedBuffer> buffers) {
+  int64_t peak = 0, at = -1;
+  for (const PlannedBuffer &b : buffers) {
+    int64_t live = 0;
+    for (const PlannedBuffer &o : buffers)
+      if (o.start <= b.start && b.start <= o.lastUse)
+        live += o.bytes;
+    if (live > peak) {
+      peak = live;
+      at = b.start;
+    }
+  }
+  return {peak, at};
+}
+
 } // namespace
+
+MemorySummary summarizeMemory(func::FuncOp f) {
+  MemorySummary m;
+  for (unsigned i = 0; i < f.getNumArguments(); ++i) {
+    auto t = dyn_cast<MemRefType>(f.getArgument(i).getType());
+    if (!t)
+      continue;
+    StringRef kind = argumentKind(f, i);
+    int64_t &slot = kind == "param"       ? m.params
+                    : kind == "opt_state" ? m.optimizerState
+                    : kind == "input"     ? m.inputs
+                                          : m.outputs;
+    slot += argumentBytes(t);
+  }
+  if (auto a = f->getAttrOfType<IntegerAttr>("kern.workspace_bytes"))
+    m.arena = a.getInt();
+  m.peakLive = livePeak(plannedBuffers(f)).first;
+  return m;
+}
+
+std::string formatMemorySummary(const MemorySummary &m) {
+  return llvm::formatv("parameters {0}, optimizer state {1}, inputs {2}, outputs {3}, "
+                       "temporaries {4} (arena; at most {5} live at once): {6} planned",
+                       gib(m.params), gib(m.optimizerState), gib(m.inputs), gib(m.outputs),
+                       gib(m.arena), gib(m.peakLive), gib(m.total()))
+      .str();
+}
 
 SmallVector<PlannedBuffer> plannedBuffers(func::FuncOp f) {
   llvm::DenseMap<Operation *, int64_t> order = memory::programOrder(f);
@@ -83,21 +131,10 @@ void writeMemoryPlanReport(ModuleOp module, llvm::raw_ostream &os) {
       if (!byKind.count(kind))
         kinds.push_back(kind);
       auto &[bytes, count] = byKind[kind];
-      bytes += t.getNumElements() * kern::elementBytes(t.getElementType());
+      bytes += argumentBytes(t);
       ++count;
     }
-    // The largest sum of live temporaries, at the start of some buffer.
-    int64_t peak = 0, peakAt = -1;
-    for (const PlannedBuffer &b : buffers) {
-      int64_t live = 0;
-      for (const PlannedBuffer &o : buffers)
-        if (o.start <= b.start && b.start <= o.lastUse)
-          live += o.bytes;
-      if (live > peak) {
-        peak = live;
-        peakAt = b.start;
-      }
-    }
+    auto [peak, peakAt] = livePeak(buffers);
     os << llvm::formatv("\nfunction @{0}: arena {1} bytes ({2}), {3} temporaries; live "
                         "temporaries peak at {4} bytes ({5}) at op {6}\n",
                         f.getName(), arena, gib(arena), buffers.size(), peak, gib(peak), peakAt);

@@ -78,8 +78,10 @@ Options:
   --no-cache            cuda: compile every unit (default: reuse objects from
                         $TCC_CACHE_DIR, else ~/.cache/tcc, keyed by source,
                         flags and compiler version)
-  -v, --verbose         cuda: print a summary (launches, kernels, units
-                        compiled / reused, seconds) on stderr
+  -v, --verbose         print on stderr each step function's memory plan
+                        (parameters, optimizer state, inputs, outputs,
+                        temporaries) and, cuda, a summary (launches,
+                        kernels, units compiled / reused, seconds)
   --dump-dir DIR        write the IR after every pass as numbered files
                         (DIR/NN-<pass>.mlir), the generated source (cuda:
                         step_host.cpp, kernels_N.cu and kernels.txt, the
