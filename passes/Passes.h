@@ -46,6 +46,9 @@ struct PlannedBuffer {
 };
 // The temporaries of a planned function.
 llvm::SmallVector<PlannedBuffer> plannedBuffers(mlir::func::FuncOp f);
+// The largest sum of temporaries live at once (their planned bytes) and
+// the op index where it is first reached (-1 without temporaries).
+std::pair<int64_t, int64_t> livePeak(llvm::ArrayRef<PlannedBuffer> buffers);
 // Pairs of buffers live at the same time that share a byte (empty for a
 // right plan).
 llvm::SmallVector<std::pair<PlannedBuffer, PlannedBuffer>>
@@ -61,6 +64,8 @@ struct MemorySummary {
 MemorySummary summarizeMemory(mlir::func::FuncOp f);
 // One line: "parameters 0.46 GiB, optimizer state 0.93 GiB, ...".
 std::string formatMemorySummary(const MemorySummary &m);
+// 512 B, 3.0 KiB, 12.5 MiB, 6.93 GiB.
+std::string formatBytes(int64_t bytes);
 
 // kern-plan-memory's plan of every function: the arena, the arguments
 // outside it by kind, each temporary's offset, bytes, live range, type and

@@ -9,6 +9,7 @@
 #include "compiler/driver/CudaCompiler.h"
 #include "compiler/driver/Diagnostics.h"
 #include "compiler/driver/HostCompiler.h"
+#include "compiler/driver/MemoryBudget.h"
 #include "compiler/pipeline/IRDumps.h"
 #include "dialects/kern/KernDialect.h"
 #include "dialects/tg/TgDialect.h"
@@ -161,6 +162,9 @@ absl::Status compileImported(const CompileOptions &options,
     module->print(os);
     return writeText(options.output, text);
   }
+  if (options.memoryBudget)
+    if (absl::Status s = checkMemoryBudget(module, *options.memoryBudget); !s.ok())
+      return s;
   if (options.verbose)
     for (auto f : module.getOps<mlir::func::FuncOp>())
       if (f.getName() == "train_step" || f.getName() == "forward")

@@ -49,6 +49,7 @@ struct CompileOptions {
   bool useCache = true;       // cuda: reuse objects from the nvcc cache
   bool verbose = false;       // cuda: a summary line on stderr
   int jobs = 0;               // cuda: parallel compiles; 0: CPU threads
+  std::optional<int64_t> memoryBudget; // --memory-budget: bytes the plan must fit
   LossScaleMode lossScale = LossScaleMode::Auto;  // --loss-scale
   std::optional<double> initialLossScale;         // --initial-loss-scale
   std::optional<int64_t> lossScaleGrowthInterval; // --loss-scale-growth-interval

@@ -18,10 +18,6 @@ namespace tcc {
 
 namespace {
 
-std::string gib(int64_t bytes) {
-  return llvm::formatv("{0:f2} GiB", static_cast<double>(bytes) / (1024.0 * 1024 * 1024)).str();
-}
-
 std::string typeText(Type t) {
   std::string s;
   llvm::raw_string_ostream os(s);
@@ -41,8 +37,19 @@ int64_t argumentBytes(MemRefType t) {
   return t.getNumElements() * kern::elementBytes(t.getElementType());
 }
 
-// The largest sum of temporaries live at once and the op index where it is
-// first reached (-1 without temporaries).
+} // namespace
+
+std::string formatBytes(int64_t bytes) {
+  const double b = static_cast<double>(bytes);
+  if (bytes >= (int64_t(1) << 30))
+    return llvm::formatv("{0:f2} GiB", b / (1 << 30)).str();
+  if (bytes >= (int64_t(1) << 20))
+    return llvm::formatv("{0:f1} MiB", b / (1 << 20)).str();
+  if (bytes >= 1024)
+    return llvm::formatv("{0:f1} KiB", b / 1024).str();
+  return std::to_string(bytes) + " B";
+}
+
 std::pair<int64_t, int64_t> livePeak(ArrayRef<PlannedBuffer> buffers) {
   int64_t peak = 0, at = -1;
   for (const PlannedBuffer &b : buffers) {
@@ -57,8 +64,6 @@ std::pair<int64_t, int64_t> livePeak(ArrayRef<PlannedBuffer> buffers) {
   }
   return {peak, at};
 }
-
-} // namespace
 
 MemorySummary summarizeMemory(func::FuncOp f) {
   MemorySummary m;
@@ -82,8 +87,8 @@ MemorySummary summarizeMemory(func::FuncOp f) {
 std::string formatMemorySummary(const MemorySummary &m) {
   return llvm::formatv("parameters {0}, optimizer state {1}, inputs {2}, outputs {3}, "
                        "temporaries {4} (arena; at most {5} live at once): {6} planned",
-                       gib(m.params), gib(m.optimizerState), gib(m.inputs), gib(m.outputs),
-                       gib(m.arena), gib(m.peakLive), gib(m.total()))
+                       formatBytes(m.params), formatBytes(m.optimizerState), formatBytes(m.inputs), formatBytes(m.outputs),
+                       formatBytes(m.arena), formatBytes(m.peakLive), formatBytes(m.total()))
       .str();
 }
 
@@ -137,11 +142,11 @@ void writeMemoryPlanReport(ModuleOp module, llvm::raw_ostream &os) {
     auto [peak, peakAt] = livePeak(buffers);
     os << llvm::formatv("\nfunction @{0}: arena {1} bytes ({2}), {3} temporaries; live "
                         "temporaries peak at {4} bytes ({5}) at op {6}\n",
-                        f.getName(), arena, gib(arena), buffers.size(), peak, gib(peak), peakAt);
+                        f.getName(), arena, formatBytes(arena), buffers.size(), peak, formatBytes(peak), peakAt);
     for (StringRef kind : kinds)
       os << llvm::formatv("  outside the arena: {0,-10} {1,5} buffers {2,14} bytes ({3})\n",
                           kind, byKind[kind].second, byKind[kind].first,
-                          gib(byKind[kind].first));
+                          formatBytes(byKind[kind].first));
     os << llvm::formatv("  {0,14} {1,14} {2,17}  {3,-28} {4}\n", "offset", "bytes", "live ops",
                         "type", "model node");
     SmallVector<PlannedBuffer> sorted(buffers);

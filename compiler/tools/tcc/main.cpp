@@ -2,6 +2,7 @@
 //
 //   tcc compile model.pb -o step.so [--target cpu|cuda] [--arch sm_XY]
 //                        [--precision P] [--jobs N] [--no-cache] [--dump-dir DIR]
+//                        [--memory-budget SIZE]
 //                        [--compile-to PHASE] [--cxx COMPILER] [--no-native]
 //                        [--emit-gradients] [--deterministic]
 //                        [--loss-scale dynamic|none]
@@ -18,6 +19,7 @@
 
 #include "compiler/driver/Compile.h"
 #include "compiler/driver/CudaCompiler.h"
+#include "compiler/driver/MemoryBudget.h"
 #include "compiler/pipeline/Pipeline.h"
 #include "compiler/tools/tcc/RunCommand.h"
 
@@ -75,6 +77,13 @@ Options:
                         step falls back per call where it cannot, and
                         TCC_CUDNN=0 turns it off when running)
   --jobs N              cuda: parallel nvcc runs (default: CPU threads)
+  --memory-budget SIZE  fail the compile when the step's memory plan
+                        (parameters, optimizer state, inputs, outputs and
+                        the arena of temporaries; tcc compile -v prints it)
+                        needs more than SIZE (6GiB, 800MB, bytes: units B,
+                        KB/MB/GB/TB, KiB/MiB/GiB/TiB), naming the largest
+                        buffers live at the plan's peak. tcc does not yet
+                        recompute activations to fit a budget
   --no-cache            cuda: compile every unit (default: reuse objects from
                         $TCC_CACHE_DIR, else ~/.cache/tcc, keyed by source,
                         flags and compiler version)
@@ -189,6 +198,14 @@ int compileMain(int argc, char **argv) {
       if (v.empty() || *end || n < 1 || n > 1024)
         return usageError("--jobs needs a number from 1 to 1024, got '" + v + "'");
       args.jobs = static_cast<int>(n);
+    } else if (flag == "--memory-budget") {
+      if (!value(v))
+        return usageError("--memory-budget needs a size (e.g. 6GiB)");
+      std::string why;
+      std::optional<int64_t> bytes = tcc::parseByteSize(v, why);
+      if (!bytes)
+        return usageError("--memory-budget " + why);
+      args.memoryBudget = *bytes;
     } else if (flag == "--precision") {
       if (!value(v) || v.empty())
         return usageError("--precision needs a value (bf16, fp16, tf32 or fp32)");
