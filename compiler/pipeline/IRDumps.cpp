@@ -67,6 +67,31 @@ mlir::LogicalResult DumpDirectory::writeIndex() {
 }
 
 namespace {
+// The passes whose decisions --dump-dir also writes as a table, next to the
+// pass's IR dump (NN-<pass>-report.txt).
+struct PassReport {
+  const char *pass;
+  void (*write)(mlir::ModuleOp, llvm::raw_ostream &);
+  const char *what;
+};
+const PassReport kPassReports[] = {
+    {"tg-fuse-attention", writeAttentionFusionReport,
+     "tg-fuse-attention's decisions: each softmax fused or not and why"},
+    {"tg-cache-rope", writeCacheRopeReport,
+     "tg-cache-rope's decisions: tables cached, rotations fused, what was left and why"},
+    {"tg-fuse-matmul-epilogue", writeMatmulEpilogueReport,
+     "tg-fuse-matmul-epilogue's decisions: each matmul fused with its epilogue or not and why"},
+    {"kern-fold-attention-layout", writeAttentionLayoutReport,
+     "kern-fold-attention-layout's decisions: each attention tensor's copies folded into "
+     "strides or kept and why"},
+    {"kern-fuse-horizontal", writeFuseHorizontalReport,
+     "kern-fuse-horizontal's decisions: the groups, the kernels refused and why"},
+    {"kern-plan-memory", writeMemoryPlanReport,
+     "kern-plan-memory's plan: each temporary's offset, bytes and live range, the arguments "
+     "outside the arena, the overlap check"},
+    {"tg-amp", writeAmpReport, "tg-amp's decisions: each op's precision and why"},
+};
+
 class DumpAfterEachPass : public mlir::PassInstrumentation {
 public:
   explicit DumpAfterEachPass(DumpDirectory &dir) : dir_(dir) {}
@@ -78,60 +103,13 @@ public:
                            ("after pass " + pass->getArgument() + ": " +
                             pass->getDescription())
                                .str());
-    if (pass->getArgument() == "tg-fuse-attention") {
+    for (const PassReport &r : kPassReports) {
+      if (pass->getArgument() != r.pass)
+        continue;
       std::string report;
       llvm::raw_string_ostream os(report);
-      writeAttentionFusionReport(module, os);
-      (void)dir_.write("tg-fuse-attention-report", "txt", report,
-                       "tg-fuse-attention's decisions: each softmax fused or "
-                       "not and why");
-    }
-    if (pass->getArgument() == "tg-cache-rope") {
-      std::string report;
-      llvm::raw_string_ostream os(report);
-      writeCacheRopeReport(module, os);
-      (void)dir_.write("tg-cache-rope-report", "txt", report,
-                       "tg-cache-rope's decisions: tables cached, rotations fused, "
-                       "what was left and why");
-    }
-    if (pass->getArgument() == "tg-fuse-matmul-epilogue") {
-      std::string report;
-      llvm::raw_string_ostream os(report);
-      writeMatmulEpilogueReport(module, os);
-      (void)dir_.write("tg-fuse-matmul-epilogue-report", "txt", report,
-                       "tg-fuse-matmul-epilogue's decisions: each matmul fused "
-                       "with its epilogue or not and why");
-    }
-    if (pass->getArgument() == "kern-fold-attention-layout") {
-      std::string report;
-      llvm::raw_string_ostream os(report);
-      writeAttentionLayoutReport(module, os);
-      (void)dir_.write("kern-fold-attention-layout-report", "txt", report,
-                       "kern-fold-attention-layout's decisions: each attention "
-                       "tensor's copies folded into strides or kept and why");
-    }
-    if (pass->getArgument() == "kern-fuse-horizontal") {
-      std::string report;
-      llvm::raw_string_ostream os(report);
-      writeFuseHorizontalReport(module, os);
-      (void)dir_.write("kern-fuse-horizontal-report", "txt", report,
-                       "kern-fuse-horizontal's decisions: the groups, the kernels "
-                       "refused and why");
-    }
-    if (pass->getArgument() == "kern-plan-memory") {
-      std::string report;
-      llvm::raw_string_ostream os(report);
-      writeMemoryPlanReport(module, os);
-      (void)dir_.write("kern-plan-memory-report", "txt", report,
-                       "kern-plan-memory's plan: each temporary's offset, bytes and "
-                       "live range, the arguments outside the arena, the overlap check");
-    }
-    if (pass->getArgument() == "tg-amp") {
-      std::string report;
-      llvm::raw_string_ostream os(report);
-      writeAmpReport(module, os);
-      (void)dir_.write("tg-amp-report", "txt", report,
-                       "tg-amp's decisions: each op's precision and why");
+      r.write(module, os);
+      (void)dir_.write(std::string(r.pass) + "-report", "txt", report, r.what);
     }
   }
 
