@@ -58,7 +58,7 @@ planOverlaps(llvm::ArrayRef<PlannedBuffer> buffers);
 // largest sum of temporaries live at once.
 struct MemorySummary {
   int64_t params = 0, optimizerState = 0, inputs = 0, outputs = 0;
-  int64_t arena = 0, peakLive = 0;
+  int64_t arena = 0, peakLive = 0, peakAt = -1; // peakAt: the op index of peakLive
   int64_t total() const { return params + optimizerState + inputs + outputs + arena; }
 };
 MemorySummary summarizeMemory(mlir::func::FuncOp f);

@@ -74,7 +74,7 @@ absl::Status checkMemoryBudget(mlir::ModuleOp module, int64_t budget) {
   // The temporaries live at the peak, largest first (what recomputation
   // would have to drop).
   llvm::SmallVector<PlannedBuffer> buffers = plannedBuffers(step);
-  const int64_t at = livePeak(buffers).second;
+  const int64_t at = m.peakAt;
   llvm::SmallVector<PlannedBuffer> atPeak;
   for (const PlannedBuffer &o : buffers)
     if (o.start <= at && at <= o.lastUse)

@@ -12,6 +12,8 @@
 
 #include "llvm/Support/FormatVariadic.h"
 
+#include <tuple>
+
 using namespace mlir;
 
 namespace tcc {
@@ -80,7 +82,7 @@ MemorySummary summarizeMemory(func::FuncOp f) {
   }
   if (auto a = f->getAttrOfType<IntegerAttr>("kern.workspace_bytes"))
     m.arena = a.getInt();
-  m.peakLive = livePeak(plannedBuffers(f)).first;
+  std::tie(m.peakLive, m.peakAt) = livePeak(plannedBuffers(f));
   return m;
 }
 
