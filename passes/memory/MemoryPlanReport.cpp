@@ -35,8 +35,41 @@ StringRef argumentKind(func::FuncOp f, unsigned i) {
   return "output";
 }
 
-int64_t argumentBytes(MemRefType t) {
-  return t.getNumElements() * kern::elementBytes(t.getElementType());
+// The function's memref arguments by kind, in order of first appearance:
+// kind, bytes, count.
+struct ArgumentKind {
+  StringRef kind;
+  int64_t bytes = 0, count = 0;
+};
+SmallVector<ArgumentKind> argumentsByKind(func::FuncOp f) {
+  SmallVector<ArgumentKind> kinds;
+  for (unsigned i = 0; i < f.getNumArguments(); ++i) {
+    auto t = dyn_cast<MemRefType>(f.getArgument(i).getType());
+    if (!t)
+      continue;
+    StringRef kind = argumentKind(f, i);
+    auto it = llvm::find_if(kinds, [&](const ArgumentKind &k) { return k.kind == kind; });
+    if (it == kinds.end())
+      it = kinds.insert(kinds.end(), ArgumentKind{kind});
+    it->bytes += t.getNumElements() * kern::elementBytes(t.getElementType());
+    ++it->count;
+  }
+  return kinds;
+}
+
+MemorySummary summarize(func::FuncOp f, ArrayRef<PlannedBuffer> buffers) {
+  MemorySummary m;
+  for (const ArgumentKind &k : argumentsByKind(f)) {
+    int64_t &slot = k.kind == "param"       ? m.params
+                    : k.kind == "opt_state" ? m.optimizerState
+                    : k.kind == "input"     ? m.inputs
+                                            : m.outputs;
+    slot += k.bytes;
+  }
+  if (auto a = f->getAttrOfType<IntegerAttr>("kern.workspace_bytes"))
+    m.arena = a.getInt();
+  std::tie(m.peakLive, m.peakAt) = livePeak(buffers);
+  return m;
 }
 
 } // namespace
@@ -67,30 +100,14 @@ std::pair<int64_t, int64_t> livePeak(ArrayRef<PlannedBuffer> buffers) {
   return {peak, at};
 }
 
-MemorySummary summarizeMemory(func::FuncOp f) {
-  MemorySummary m;
-  for (unsigned i = 0; i < f.getNumArguments(); ++i) {
-    auto t = dyn_cast<MemRefType>(f.getArgument(i).getType());
-    if (!t)
-      continue;
-    StringRef kind = argumentKind(f, i);
-    int64_t &slot = kind == "param"       ? m.params
-                    : kind == "opt_state" ? m.optimizerState
-                    : kind == "input"     ? m.inputs
-                                          : m.outputs;
-    slot += argumentBytes(t);
-  }
-  if (auto a = f->getAttrOfType<IntegerAttr>("kern.workspace_bytes"))
-    m.arena = a.getInt();
-  std::tie(m.peakLive, m.peakAt) = livePeak(plannedBuffers(f));
-  return m;
-}
+MemorySummary summarizeMemory(func::FuncOp f) { return summarize(f, plannedBuffers(f)); }
 
 std::string formatMemorySummary(const MemorySummary &m) {
   return llvm::formatv("parameters {0}, optimizer state {1}, inputs {2}, outputs {3}, "
                        "temporaries {4} (arena; at most {5} live at once): {6} planned",
-                       formatBytes(m.params), formatBytes(m.optimizerState), formatBytes(m.inputs), formatBytes(m.outputs),
-                       formatBytes(m.arena), formatBytes(m.peakLive), formatBytes(m.total()))
+                       formatBytes(m.params), formatBytes(m.optimizerState),
+                       formatBytes(m.inputs), formatBytes(m.outputs), formatBytes(m.arena),
+                       formatBytes(m.peakLive), formatBytes(m.total()))
       .str();
 }
 
@@ -98,8 +115,9 @@ SmallVector<PlannedBuffer> plannedBuffers(func::FuncOp f) {
   llvm::DenseMap<Operation *, int64_t> order = memory::programOrder(f);
   SmallVector<PlannedBuffer> buffers;
   f.walk([&](kern::WorkspaceViewOp v) {
-    buffers.push_back({v, static_cast<int64_t>(v.getOffset()), memory::plannedBytes(cast<MemRefType>(v.getBuffer().getType())), order.lookup(v),
-                       memory::lastUse(v.getBuffer(), order)});
+    buffers.push_back({v, static_cast<int64_t>(v.getOffset()),
+                       memory::plannedBytes(cast<MemRefType>(v.getBuffer().getType())),
+                       order.lookup(v), memory::lastUse(v.getBuffer(), order)});
   });
   return buffers;
 }
@@ -124,31 +142,14 @@ void writeMemoryPlanReport(ModuleOp module, llvm::raw_ostream &os) {
         "# its last reader or writer; buffers whose ranges do not meet may share bytes.\n";
   for (func::FuncOp f : module.getOps<func::FuncOp>()) {
     SmallVector<PlannedBuffer> buffers = plannedBuffers(f);
-    int64_t arena = 0;
-    if (auto a = f->getAttrOfType<IntegerAttr>("kern.workspace_bytes"))
-      arena = a.getInt();
-    // Outside the arena: the arguments, by kind.
-    llvm::StringMap<std::pair<int64_t, int64_t>> byKind; // bytes, count
-    SmallVector<StringRef> kinds;
-    for (unsigned i = 0; i < f.getNumArguments(); ++i) {
-      auto t = dyn_cast<MemRefType>(f.getArgument(i).getType());
-      if (!t)
-        continue;
-      StringRef kind = argumentKind(f, i);
-      if (!byKind.count(kind))
-        kinds.push_back(kind);
-      auto &[bytes, count] = byKind[kind];
-      bytes += argumentBytes(t);
-      ++count;
-    }
-    auto [peak, peakAt] = livePeak(buffers);
+    MemorySummary m = summarize(f, buffers);
     os << llvm::formatv("\nfunction @{0}: arena {1} bytes ({2}), {3} temporaries; live "
                         "temporaries peak at {4} bytes ({5}) at op {6}\n",
-                        f.getName(), arena, formatBytes(arena), buffers.size(), peak, formatBytes(peak), peakAt);
-    for (StringRef kind : kinds)
+                        f.getName(), m.arena, formatBytes(m.arena), buffers.size(), m.peakLive,
+                        formatBytes(m.peakLive), m.peakAt);
+    for (const ArgumentKind &k : argumentsByKind(f))
       os << llvm::formatv("  outside the arena: {0,-10} {1,5} buffers {2,14} bytes ({3})\n",
-                          kind, byKind[kind].second, byKind[kind].first,
-                          formatBytes(byKind[kind].first));
+                          k.kind, k.count, k.bytes, formatBytes(k.bytes));
     os << llvm::formatv("  {0,14} {1,14} {2,17}  {3,-28} {4}\n", "offset", "bytes", "live ops",
                         "type", "model node");
     SmallVector<PlannedBuffer> sorted(buffers);
