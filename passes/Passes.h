@@ -38,6 +38,11 @@ void writeMatmulEpilogueReport(mlir::ModuleOp module, llvm::raw_ostream &os);
 // members, each kernel a group refused and why, and a count).
 void writeFuseHorizontalReport(mlir::ModuleOp module, llvm::raw_ostream &os);
 
+// tg-remat's decisions (each value recomputed: bytes freed, FLOPs added;
+// the largest values left at the last peak and why), from the module right
+// after it; --dump-dir writes it next to the pass's dump.
+void writeRematReport(mlir::ModuleOp module, llvm::raw_ostream &os);
+
 // kern-plan-memory's placement of one temporary (a kern.workspace_view of
 // the arena): its bytes (64-byte rounded) and its live range in walk order.
 struct PlannedBuffer {

@@ -262,6 +262,30 @@ def TgDecompose : Pass<"tg-decompose", "mlir::ModuleOp"> {
   let dependentDialects = ["tcc::tg::TgDialect"];
 }
 
+def TgRemat : Pass<"tg-remat", "mlir::ModuleOp"> {
+  let summary = "Recomputes forward values in the backward so the step's peak fits a budget";
+  let description = [{
+    Runs on @train_step after the last CSE, before tg-lower-to-kern. While
+    the largest sum of live tensors (results of top-level ops, reshapes as
+    views, function arguments outside) exceeds `budget` bytes, drops the
+    value live across that peak that frees the most bytes per estimated
+    second of recompute (GEMMs and attention by FLOPs, the rest by bytes
+    moved) and clones the ops that make it (with any operand that is dead
+    by then) right before its first reader after the peak. The clones
+    compute exactly what the originals did. Each clone carries tg.remat;
+    @train_step's tg.remat_decisions lists every choice (bytes freed,
+    FLOPs added) and the largest values left at the last peak with why.
+    budget < 0 only reports. tcc compile --memory-budget sets the budget
+    and re-plans until kern-plan-memory's plan fits.
+  }];
+  let options = [
+    Option<"budget", "budget", "int64_t", /*default=*/"-1",
+           "bytes the live temporaries of @train_step may take (tensor estimate); "
+           "< 0: recompute nothing, report the peak">,
+  ];
+  let dependentDialects = ["tcc::tg::TgDialect"];
+}
+
 def TgLowerToKern : Pass<"tg-lower-to-kern", "mlir::ModuleOp"> {
   let summary = "Lowers tg functions on tensors to kern ops on buffers";
   let description = [{
@@ -339,7 +363,7 @@ def KernPlanMemory : Pass<"kern-plan-memory", "mlir::ModuleOp"> {
   let summary = "Places every kern.alloc in one workspace arena by liveness";
   let description = [{
     Computes each temporary's live range in program order (following
-    kern.reshape aliases), then assigns 64-byte aligned offsets first-fit,
+    kern.reshape aliases), then assigns 64-byte aligned offsets greedy by size (largest first, each at the lowest offset free over its range),
     reusing space of buffers that are dead. Replaces allocs by
     kern.workspace_view and records kern.workspace_bytes on each function
     and (the maximum) on the module.

@@ -163,13 +163,16 @@ absl::Status compileImported(const CompileOptions &options,
     return writeText(options.output, text);
   }
   if (options.memoryBudget)
-    if (absl::Status s = checkMemoryBudget(module, *options.memoryBudget); !s.ok())
+    if (absl::Status s = checkMemoryBudget(module, *options.memoryBudget, options.target == "cuda"); !s.ok())
       return s;
   if (options.verbose)
     for (auto f : module.getOps<mlir::func::FuncOp>())
       if (f.getName() == "train_step" || f.getName() == "forward")
         std::fprintf(stderr, "tcc: memory plan of @%s: %s\n", f.getName().str().c_str(),
                      formatMemorySummary(summarizeMemory(f)).c_str());
+  if (options.verbose && module.lookupSymbol("train_step"))
+    std::fprintf(stderr, "tcc: the step needs %s\n",
+                 formatStepMemory(stepMemory(module, options.target == "cuda")).c_str());
   if (options.target == "cuda")
     return emitCuda(options, module, dumps);
   return emitCpu(options, module, dumps);
@@ -280,6 +283,16 @@ absl::Status compileModel(const CompileOptions &given) {
                              "tg IR imported from " + options.model +
                                  " (with the module attributes of the options)");
 
+  if (options.memoryBudget) {
+    // Plans without code until one fits (tg-remat's budget), then the
+    // compile below with that budget (and the dumps).
+    absl::StatusOr<int64_t> remat = fitMemoryBudget(*module, pipelineOptions,
+                                                    *options.memoryBudget,
+                                                    options.verbose ? stderr : nullptr);
+    if (!remat.ok())
+      return remat.status();
+    pipelineOptions.rematBudget = *remat;
+  }
   absl::Status status = compileImported(options, pipelineOptions, ctx, *module, dumps);
   if (dumps)
     (void)dumps->writeIndex(); // also after a failure: what was dumped so far

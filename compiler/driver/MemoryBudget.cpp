@@ -3,9 +3,13 @@
 #include <algorithm>
 #include <cctype>
 #include <cmath>
+#include <optional>
 #include <cstdlib>
 
+#include "compiler/codegen/cuda/KernelRegistry.h"
+#include "compiler/pipeline/Pipeline.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Pass/PassManager.h"
 #include "passes/Passes.h"
 #include "passes/common/NodeNames.h"
 #include "llvm/Support/FormatVariadic.h"
@@ -49,49 +53,190 @@ std::optional<int64_t> parseByteSize(const std::string &text, std::string &error
   return std::nullopt;
 }
 
-absl::Status checkMemoryBudget(mlir::ModuleOp module, int64_t budget) {
-  mlir::func::FuncOp step;
+namespace {
+
+mlir::func::FuncOp lookupFunction(mlir::ModuleOp module, llvm::StringRef name) {
   for (auto f : module.getOps<mlir::func::FuncOp>())
-    if (f.getName() == "train_step" || (!step && f.getName() == "forward"))
-      step = f;
-  if (!step)
-    return absl::InternalError("--memory-budget: the module has no @train_step or @forward");
-  MemorySummary m = summarizeMemory(step);
-  if (m.total() <= budget)
-    return absl::OkStatus();
-  std::string why = llvm::formatv("the memory plan of @{0} ({1}) is {2} over --memory-budget "
-                                  "{3}",
-                                  step.getName(), formatMemorySummary(m),
-                                  formatBytes(m.total() - budget), formatBytes(budget))
-                        .str();
-  const int64_t fixed = m.params + m.optimizerState + m.inputs + m.outputs;
-  if (fixed > budget)
-    return absl::InvalidArgumentError(
-        why + llvm::formatv(": the parameters, optimizer state, inputs and outputs alone take "
-                            "{0}, so no plan fits this budget",
-                            formatBytes(fixed))
-                  .str());
-  // The temporaries live at the peak, largest first (what recomputation
-  // would have to drop).
-  llvm::SmallVector<PlannedBuffer> buffers = plannedBuffers(step);
-  const int64_t at = m.peakAt;
+    if (f.getName() == name)
+      return f;
+  return {};
+}
+
+// The temporaries of `f` live at its plan's peak, largest first: "a (1 MiB), ...".
+std::string largestAtPeak(mlir::func::FuncOp f, const MemorySummary &m, size_t count,
+                          size_t &live) {
   llvm::SmallVector<PlannedBuffer> atPeak;
-  for (const PlannedBuffer &o : buffers)
-    if (o.start <= at && at <= o.lastUse)
+  for (const PlannedBuffer &o : plannedBuffers(f))
+    if (o.start <= m.peakAt && m.peakAt <= o.lastUse)
       atPeak.push_back(o);
   llvm::stable_sort(atPeak, [](const PlannedBuffer &a, const PlannedBuffer &b) {
     return a.bytes > b.bytes;
   });
-  std::string largest;
-  for (size_t i = 0; i < atPeak.size() && i < 5; ++i)
-    largest += llvm::formatv("{0}{1} ({2})", i ? ", " : "", nodeName(atPeak[i].view.getLoc()),
-                             formatBytes(atPeak[i].bytes))
-                   .str();
+  live = atPeak.size();
+  std::string text;
+  for (size_t i = 0; i < atPeak.size() && i < count; ++i)
+    text += llvm::formatv("{0}{1} ({2})", i ? ", " : "", nodeName(atPeak[i].view.getLoc()),
+                          formatBytes(atPeak[i].bytes))
+                .str();
+  return text;
+}
+
+} // namespace
+
+StepMemory stepMemory(mlir::ModuleOp module, bool cuda) {
+  StepMemory s;
+  if (auto train = lookupFunction(module, "train_step"))
+    s.train = summarizeMemory(train);
+  if (auto eval = lookupFunction(module, "forward")) {
+    s.eval = summarizeMemory(eval);
+    s.hasEval = true;
+  }
+  s.library = cuda ? codegen::cuda::kGemmWorkspaceBytes : 0;
+  return s;
+}
+
+std::string formatStepMemory(const StepMemory &s) {
+  std::string text = llvm::formatv("parameters {0}, optimizer state {1}, inputs {2}; "
+                                   "workspace {3} (@train_step's temporaries and outputs {4}",
+                                   formatBytes(s.train.params), formatBytes(s.train.optimizerState),
+                                   formatBytes(s.train.inputs), formatBytes(s.workspace()),
+                                   formatBytes(s.trainSide()))
+                         .str();
+  if (s.hasEval)
+    text += llvm::formatv(", @forward's {0}", formatBytes(s.evalSide())).str();
+  text += ")";
+  if (s.library)
+    text += ", cuBLASLt workspace " + formatBytes(s.library);
+  return text + ": " + formatBytes(s.total()) + " on the device";
+}
+
+absl::Status checkMemoryBudget(mlir::ModuleOp module, int64_t budget, bool cuda) {
+  auto step = lookupFunction(module, "train_step");
+  if (!step)
+    return absl::InvalidArgumentError(
+        "--memory-budget applies to a training step; the module has no @train_step");
+  StepMemory s = stepMemory(module, cuda);
+  if (s.total() <= budget)
+    return absl::OkStatus();
+  std::string why = llvm::formatv("the step needs {0} over --memory-budget {1} ({2})",
+                                  formatBytes(s.total() - budget), formatBytes(budget),
+                                  formatStepMemory(s))
+                        .str();
+  const int64_t fixed = s.fixed();
+  if (fixed > budget)
+    return absl::InvalidArgumentError(
+        why + llvm::formatv(": the parameters, optimizer state and inputs alone take {0}, so no "
+                            "plan fits this budget",
+                            formatBytes(fixed))
+                  .str());
+  if (s.hasEval && fixed + s.evalSide() > budget) {
+    auto eval = lookupFunction(module, "forward");
+    size_t live = 0;
+    std::string largest = largestAtPeak(eval, s.eval, 3, live);
+    return absl::ResourceExhaustedError(
+        why + llvm::formatv(": @forward (eval, sharing the workspace) alone needs {0}: its "
+                            "outputs {1} and temporaries {2} (the largest at its peak: {3}); "
+                            "recomputation does not shrink it (eval saves nothing for a "
+                            "backward)",
+                            formatBytes(fixed + s.evalSide()), formatBytes(s.eval.outputs),
+                            formatBytes(s.eval.arena), largest)
+                  .str());
+  }
+  size_t live = 0;
+  std::string largest = largestAtPeak(step, s.train, 5, live);
   return absl::ResourceExhaustedError(
-      why + llvm::formatv("; at the peak (op {0}) {1} buffers are live, the largest: {2}. "
-                          "tcc cannot yet recompute activations to fit a budget (tg-remat)",
-                          at, atPeak.size(), largest)
+      why + llvm::formatv("; at @train_step's peak (op {0}) {1} buffers are live, the largest: "
+                          "{2}",
+                          s.train.peakAt, live, largest)
                 .str());
+}
+
+namespace {
+
+// `imported` compiled to the memory plan with tg-remat's budget `remat`.
+absl::StatusOr<mlir::OwningOpRef<mlir::ModuleOp>>
+planWith(mlir::ModuleOp imported, PipelineOptions options, int64_t remat) {
+  mlir::OwningOpRef<mlir::ModuleOp> copy = imported.clone();
+  options.rematBudget = remat;
+  mlir::PassManager pm(imported.getContext());
+  buildPipeline(pm, Phase::Plan, options);
+  if (mlir::failed(pm.run(*copy)))
+    return absl::InternalError(""); // diagnostics printed
+  return copy;
+}
+
+} // namespace
+
+absl::StatusOr<int64_t> fitMemoryBudget(mlir::ModuleOp imported, const PipelineOptions &options,
+                                        int64_t budget, std::FILE *log) {
+  absl::StatusOr<mlir::OwningOpRef<mlir::ModuleOp>> plan = planWith(imported, options, -1);
+  if (!plan.ok())
+    return plan.status();
+  const bool cuda = options.target == "cuda";
+  if (!lookupFunction(**plan, "train_step"))
+    return checkMemoryBudget(**plan, budget, cuda);
+  StepMemory m = stepMemory(**plan, cuda);
+  if (log)
+    std::fprintf(log, "tcc: --memory-budget %s: without recomputation the step needs %s\n",
+                 formatBytes(budget).c_str(), formatBytes(m.total()).c_str());
+  if (m.total() <= budget)
+    return -1;
+  // What recomputation cannot change (the parameters, eval) over the budget.
+  if (m.fixed() > budget || (m.hasEval && m.fixed() + m.evalSide() > budget))
+    return checkMemoryBudget(**plan, budget, cuda);
+  const int64_t fixed = m.fixed() + m.train.outputs;
+  // tg-remat's estimate of the temporaries is not the arena (views, fused
+  // kernels, alignment): search its budget. `fits` is the largest tried
+  // whose plan fits, `over` the smallest whose plan does not; each round
+  // moves by the plan's distance from the budget, kept between the two,
+  // and stops within 1% under the budget (recomputing more than needed
+  // costs time).
+  std::optional<int64_t> fits, over;
+  int64_t remat = budget - fixed;
+  int64_t lastOver = m.total();
+  constexpr int kRounds = 8;
+  for (int round = 1; round <= kRounds; ++round) {
+    plan = planWith(imported, options, remat);
+    if (!plan.ok())
+      return plan.status();
+    StepMemory r = stepMemory(**plan, cuda);
+    if (log)
+      std::fprintf(log, "tcc: --memory-budget round %d: tg-remat budget %s -> plan %s\n", round,
+                   formatBytes(remat).c_str(), formatBytes(r.total()).c_str());
+    if (r.total() <= budget) {
+      fits = std::max(fits.value_or(remat), remat);
+      if (budget - r.total() <= budget / 100)
+        break;
+    } else {
+      // No better than a smaller budget's plan: nothing left to drop.
+      if (!fits && r.total() >= lastOver && round > 1)
+        break;
+      lastOver = r.total();
+      over = std::min(over.value_or(remat), remat);
+    }
+    // The budgets that fit and those that do not are within 1%: done.
+    if (fits && over && *over - *fits <= budget / 100)
+      break;
+    int64_t next = remat + (budget - r.total());
+    if (fits && over)
+      next = std::clamp(next, *fits + (*over - *fits) / 4, *over - (*over - *fits) / 4);
+    else if (over && next >= *over)
+      next = *over - (*over - std::max<int64_t>(0, next - (*over - remat))) / 2;
+    if (next < 0 || next == remat || (fits && next <= *fits) || (over && next >= *over))
+      break;
+    remat = next;
+  }
+  if (fits)
+    return *fits;
+  plan = planWith(imported, options, 0); // everything tg-remat can drop
+  if (!plan.ok())
+    return plan.status();
+  if (stepMemory(**plan, cuda).total() <= budget)
+    return 0;
+  absl::Status s = checkMemoryBudget(**plan, budget, cuda);
+  return absl::Status(s.code(), std::string(s.message()) +
+                                    " (after tg-remat recomputed what it could: see "
+                                    "--dump-dir's tg-remat report)");
 }
 
 } // namespace tcc

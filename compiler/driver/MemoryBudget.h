@@ -3,14 +3,20 @@
 #ifndef TCC_COMPILER_DRIVER_MEMORYBUDGET_H
 #define TCC_COMPILER_DRIVER_MEMORYBUDGET_H
 
+#include <algorithm>
 #include <cstdint>
+#include <cstdio>
 #include <optional>
 #include <string>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "mlir/IR/BuiltinOps.h"
+#include "passes/Passes.h"
 
 namespace tcc {
+
+struct PipelineOptions; // compiler/pipeline/Pipeline.h
 
 // "6GiB", "5.5 GiB", "800MB", "1073741824" (bytes), "512MiB": a positive
 // size in bytes; units B, KB/MB/GB/TB (powers of 1000), KiB/MiB/GiB/TiB
@@ -18,13 +24,45 @@ namespace tcc {
 // an unknown unit, trailing text) is nullopt with `error` saying why.
 std::optional<int64_t> parseByteSize(const std::string &text, std::string &error);
 
-// The plan of @train_step (else @forward) against `budget` bytes: OK when
-// its planned bytes (MemorySummary::total) fit; else an error saying by
-// how much, what the parameters and optimizer state alone take (a budget
-// below those can never be met), and the largest temporaries live at the
-// plan's peak. tcc does not yet recompute activations to fit a budget
-// (tg-remat), so a plan above the budget is an error.
-absl::Status checkMemoryBudget(mlir::ModuleOp module, int64_t budget);
+// What a compiled step needs on the device, from the memory plan: the
+// parameters, optimizer state and inputs, one workspace that @train_step
+// and @forward (eval) share (each call uses it alone: the larger of the
+// two functions' temporaries plus outputs) and, on cuda, the cuBLASLt
+// workspace. Not included: cuDNN's attention workspace when it is larger
+// than cuBLASLt's (known when trun builds cuDNN's plans), the CUDA context.
+struct StepMemory {
+  MemorySummary train, eval;
+  bool hasEval = false;
+  int64_t library = 0; // cuBLASLt's workspace (cuda)
+  int64_t fixed() const { return train.params + train.optimizerState + train.inputs + library; }
+  int64_t trainSide() const { return train.arena + train.outputs; }
+  int64_t evalSide() const { return hasEval ? eval.arena + eval.outputs : 0; }
+  int64_t workspace() const { return std::max(trainSide(), evalSide()); }
+  int64_t total() const { return fixed() + workspace(); }
+};
+StepMemory stepMemory(mlir::ModuleOp module, bool cuda);
+// One line: "parameters 474.8 MiB, ...: 8.34 GiB on the device".
+std::string formatStepMemory(const StepMemory &s);
+
+// The planned module against `budget` bytes: OK when StepMemory::total
+// fits; else an error saying by how much and why: the parameters,
+// optimizer state and inputs alone (no plan can fit), eval's outputs and
+// temporaries (recomputation does not shrink them), or the largest
+// temporaries live at @train_step's peak.
+absl::Status checkMemoryBudget(mlir::ModuleOp module, int64_t budget, bool cuda);
+
+// tg-remat's budget (PipelineOptions::rematBudget) under which the memory
+// plan of `imported` (an imported module, not changed) fits `budget`
+// bytes: -1 when it fits without recomputing anything. tg-remat works on
+// its own estimate of live tensors, so this compiles copies of the module
+// to the memory plan (no code) and lowers the estimate's budget by what the
+// plan exceeded until the plan fits (a few rounds). The error, when even
+// recomputing everything tg-remat can leaves the plan over the budget, is
+// checkMemoryBudget's for the last plan. `log` (may be null) gets a line
+// per round.
+absl::StatusOr<int64_t> fitMemoryBudget(mlir::ModuleOp imported,
+                                        const PipelineOptions &options, int64_t budget,
+                                        std::FILE *log);
 
 } // namespace tcc
 

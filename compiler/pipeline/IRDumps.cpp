@@ -89,6 +89,9 @@ const PassReport kPassReports[] = {
     {"kern-plan-memory", writeMemoryPlanReport,
      "kern-plan-memory's plan: each temporary's offset, bytes and live range, the arguments "
      "outside the arena, the overlap check"},
+    {"tg-remat", writeRematReport,
+     "tg-remat's decisions: each value recomputed (bytes freed, FLOPs added), the largest "
+     "left at the peak and why"},
     {"tg-amp", writeAmpReport, "tg-amp's decisions: each op's precision and why"},
 };
 

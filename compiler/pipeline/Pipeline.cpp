@@ -97,6 +97,10 @@ void buildPipeline(mlir::OpPassManager &pm, Phase stopAfter,
   //    CSE merges the forward and backward copies of their statistics.
   pm.addPass(createTgDecompose());
   pm.addPass(mlir::createCSEPass());
+  // 3b. Memory: under a budget, forward values live across the step's peak
+  //     are dropped and recomputed before their backward readers (after
+  //     the last CSE, which would merge the clones back).
+  pm.addPass(createTgRemat(TgRematOptions{options.rematBudget}));
   // 4. Tensors -> buffers: one kern op per kernel or library call.
   pm.addPass(createTgLowerToKern());
   pm.addPass(createKernFuseElementwise()); // elementwise chains -> one loop

@@ -52,6 +52,10 @@ struct PipelineOptions {
   bool fuseEpilogue = true;
   // false: kern-fuse-horizontal groups nothing (tests compare both).
   bool fuseHorizontal = true;
+  // tg-remat's budget: bytes @train_step's live temporaries may take (its
+  // tensor estimate); < 0 recomputes nothing. tcc compile --memory-budget
+  // searches for the value whose memory plan fits the budget.
+  int64_t rematBudget = -1;
 };
 
 // Writes the module attributes `options` ask for (tg.loss_scaling,
