@@ -91,6 +91,7 @@ StepMemory stepMemory(mlir::ModuleOp module, bool cuda) {
     s.eval = summarizeMemory(eval);
     s.hasEval = true;
   }
+  s.cuda = cuda;
   s.library = cuda ? codegen::cuda::kGemmWorkspaceBytes : 0;
   return s;
 }
@@ -107,7 +108,13 @@ std::string formatStepMemory(const StepMemory &s) {
   text += ")";
   if (s.library)
     text += ", cuBLASLt workspace " + formatBytes(s.library);
-  return text + ": " + formatBytes(s.total()) + " on the device";
+  text += ": " + formatBytes(s.total()) + " on the device";
+  if (s.evalOutputs())
+    text += llvm::formatv(" (+ {0} for eval's outputs when an eval call leaves them to the "
+                          "step, e.g. trun --eval-every)",
+                          formatBytes(s.evalOutputs()))
+                .str();
+  return text;
 }
 
 absl::Status checkMemoryBudget(mlir::ModuleOp module, int64_t budget, bool cuda) {
@@ -135,11 +142,13 @@ absl::Status checkMemoryBudget(mlir::ModuleOp module, int64_t budget, bool cuda)
     std::string largest = largestAtPeak(eval, s.eval, 3, live);
     return absl::ResourceExhaustedError(
         why + llvm::formatv(": @forward (eval, sharing the workspace) alone needs {0}: its "
-                            "outputs {1} and temporaries {2} (the largest at its peak: {3}); "
+                            "temporaries {1}{2} (the largest at its peak: {3}); "
                             "recomputation does not shrink it (eval saves nothing for a "
                             "backward)",
-                            formatBytes(fixed + s.evalSide()), formatBytes(s.eval.outputs),
-                            formatBytes(s.eval.arena), largest)
+                            formatBytes(fixed + s.evalSide()), formatBytes(s.eval.arena),
+                            s.cuda ? std::string()
+                                   : " and outputs " + formatBytes(s.eval.outputs),
+                            largest)
                   .str());
   }
   size_t live = 0;

@@ -27,16 +27,21 @@ std::optional<int64_t> parseByteSize(const std::string &text, std::string &error
 // What a compiled step needs on the device, from the memory plan: the
 // parameters, optimizer state and inputs, one workspace that @train_step
 // and @forward (eval) share (each call uses it alone: the larger of the
-// two functions' temporaries plus outputs) and, on cuda, the cuBLASLt
-// workspace. Not included: cuDNN's attention workspace when it is larger
+// two functions' temporaries, plus outputs on the cpu) and, on cuda, the
+// cuBLASLt workspace. On cuda eval's outputs are allocated by the first
+// eval call that leaves them NULL: counted apart (evalOutputs). Not included: cuDNN's attention workspace when it is larger
 // than cuBLASLt's (known when trun builds cuDNN's plans), the CUDA context.
 struct StepMemory {
   MemorySummary train, eval;
   bool hasEval = false;
+  bool cuda = false;
   int64_t library = 0; // cuBLASLt's workspace (cuda)
   int64_t fixed() const { return train.params + train.optimizerState + train.inputs + library; }
   int64_t trainSide() const { return train.arena + train.outputs; }
-  int64_t evalSide() const { return hasEval ? eval.arena + eval.outputs : 0; }
+  // On cuda eval's outputs are not in the workspace: a call that leaves
+  // them NULL (trun's evaluations) allocates them then (evalOutputs()).
+  int64_t evalSide() const { return hasEval ? eval.arena + (cuda ? 0 : eval.outputs) : 0; }
+  int64_t evalOutputs() const { return hasEval && cuda ? eval.outputs : 0; }
   int64_t workspace() const { return std::max(trainSide(), evalSide()); }
   int64_t total() const { return fixed() + workspace(); }
 };

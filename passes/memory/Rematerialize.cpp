@@ -10,8 +10,9 @@
 // The model of memory is the tensors of the function's top-level ops in
 // program order: each result lives from its op to its last reader
 // (tg.reshape results are views of their operand and extend its life);
-// function arguments (parameters, optimizer state, inputs) lie outside it,
-// as they lie outside kern-plan-memory's arena. Greedy, one value at a time:
+// function arguments (parameters, optimizer state, inputs) and results
+// (outputs, parameters and state updated in place) lie outside it, as they
+// lie outside kern-plan-memory's arena. Greedy, one value at a time:
 //
 //   1. Find the peak: the op where the live bytes are largest. Stop when
 //      they are at most `budget` (or budget < 0: report only).
@@ -189,9 +190,15 @@ public:
   explicit Liveness(Block &block) {
     for (Operation &op : block)
       position_[&op] = static_cast<int64_t>(ops_.size()), ops_.push_back(&op);
+    // Returned values are written to the step's outputs or, for updated
+    // parameters and optimizer state, in place: not temporaries.
+    llvm::DenseSet<Value> returned;
+    if (!ops_.empty() && ops_.back()->hasTrait<OpTrait::IsTerminator>())
+      for (Value v : ops_.back()->getOperands())
+        returned.insert(v);
     for (Operation *op : ops_)
       for (Value r : op->getResults())
-        if (!isView(op))
+        if (!isView(op) && !returned.count(r))
           end_[r] = lastReader(r, position_[op]);
   }
 

@@ -9,8 +9,8 @@ std::string OutputScratch::buffer(StringRef array, int index, MemRefType t) {
   std::string st = storageType(t.getElementType());
   std::string s = llvm::formatv(
       "args->{0} && args->{0}[{1}] ? static_cast<{2} *>(args->{0}[{1}]) : "
-      "reinterpret_cast<{2} *>(ws + {3})",
-      array, index, st, base + bytes);
+      "reinterpret_cast<{2} *>({4} + {3})",
+      array, index, st, base + bytes, baseExpr);
   bytes += (bufferBytes(t) + alignment - 1) / alignment * alignment;
   return s;
 }

@@ -22,6 +22,10 @@ namespace tcc::codegen {
 // `alignment`-aligned; `bytes` is how much scratch the entry needs.
 struct OutputScratch {
   int64_t base = 0, bytes = 0, alignment = 64;
+  // The char pointer the offsets are from: the workspace, or (cuda eval)
+  // the buffer the step allocates on the first call that leaves an output
+  // NULL, so that training alone never holds eval's outputs.
+  std::string baseExpr = "ws";
 
   // "args->outputs && args->outputs[i] ? ... : <scratch>" for one buffer.
   std::string buffer(StringRef array, int index, MemRefType t);

@@ -60,11 +60,13 @@ FailureOr<GeneratedCudaStep> generateCudaStep(ModuleOp module,
   GeneratedCudaStep step;
   KernelRegistry kernels;
   int gemmSites = 0;
-  // Each function's output scratch starts after its own plan (see
-  // outputScratchBase), so eval's f32 logits reuse bytes of the train plan.
+  // Train's output scratch (none on cuda: its outputs live in the control
+  // block) starts after its own plan (see outputScratchBase); eval's outputs
+  // that a caller leaves NULL get a buffer of their own, allocated on the
+  // first such call (host_support/run_call.h), not workspace bytes.
   int64_t planned = iface->plannedWorkspace;
   int64_t trainBase = outputScratchBase(iface->train, planned, 256);
-  int64_t evalBase = outputScratchBase(iface->eval, planned, 256);
+  int64_t evalBase = 0;
   CudaStepEmitter train(iface->train, "train", kernels, options, gemmSites);
   if (failed(train.emit(trainBase, step.trainFlops)))
     return failure();
@@ -74,10 +76,9 @@ FailureOr<GeneratedCudaStep> generateCudaStep(ModuleOp module,
   // The kernel list: train's launches, then eval's.
   std::vector<Launch> launches = train.launches();
   llvm::append_range(launches, eval.launches());
-  // Workspace: [plan, each function's output scratch after its own plan]
+  // Workspace: [plan, train's output scratch after its own plan]
   // [control block][cuBLASLt workspace].
-  int64_t scratchEnd = std::max({planned, trainBase + train.outputScratchBytes(),
-                                 evalBase + eval.outputScratchBytes()});
+  int64_t scratchEnd = std::max(planned, trainBase + train.outputScratchBytes());
   int64_t control = (scratchEnd + 255) / 256 * 256;
   int64_t controlBytes = std::max(train.controlBytes(), eval.controlBytes());
   int64_t gemmWorkspace = (control + controlBytes + 255) / 256 * 256;

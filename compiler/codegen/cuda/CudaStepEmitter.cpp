@@ -13,6 +13,10 @@ namespace tcc::codegen::cuda {
 LogicalResult CudaStepEmitter::emit(int64_t outputScratchBase, double &flops) {
   llvm::raw_string_ostream os(body_);
   scratch_.base = outputScratchBase;
+  if (entry_ == "eval") { // outputs left NULL: a buffer of their own (run_call.h)
+    scratch_.base = 0;
+    scratch_.baseExpr = "tcc_cuda_host::current_call()->output_scratch";
+  }
   os << "static int32_t tcc_" << entry_
      << "_body(const tcc_step_args *args, cudaStream_t s, char *ws) {\n";
   os << "  int32_t *status = reinterpret_cast<int32_t *>(ws + tcc_control_offset);\n";
@@ -70,12 +74,13 @@ std::string CudaStepEmitter::source() const {
   std::string costTable = labels_.empty() ? "nullptr" : "tcc_" + entry_ + "_costs";
   s += llvm::formatv(
       "static const tcc_cuda_host::Entry tcc_{0}_entry = {{\"{0}\", {1}, {4}, {5}, {2}, "
-      "tcc_control_offset, {3}, tcc_{0}_hyper, tcc_{0}_body, tcc_{0}_finish, {6}};\n"
+      "tcc_control_offset, {3}, tcc_{0}_hyper, tcc_{0}_body, tcc_{0}_finish, {6}, {7}};\n"
       "static tcc_cuda_host::EntryState tcc_{0}_state;\n"
       "static int32_t tcc_{0}(const tcc_step_args *args) {{\n"
       "  return tcc_cuda_host::run_call(tcc_{0}_entry, tcc_{0}_state, "
       "*tcc_step_get_descriptor(), args);\n}\n\n",
-      entry_, table, labels_.size(), controlBytes_, kernelTable, costTable, prepare);
+      entry_, table, labels_.size(), controlBytes_, kernelTable, costTable, prepare,
+      entry_ == "eval" ? scratch_.bytes : 0);
   return s;
 }
 

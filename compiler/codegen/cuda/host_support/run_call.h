@@ -23,6 +23,11 @@ struct Entry {
   // Before the first call (before any graph capture): builds the cuDNN
   // attention plans (attention.h); nullptr when the entry has none.
   int32_t (*prepare)(EntryState &state);
+  // Bytes of the outputs a caller may leave NULL (eval's): allocated on the
+  // first call that does (EntryState::output_scratch), not in the
+  // workspace, so that a run that never asks eval for them does not hold
+  // them (GPT-2: 3 GiB of f32 logits).
+  uint64_t output_scratch_bytes;
 };
 
 struct GemmChoice; // gemm_search.h
@@ -40,6 +45,7 @@ constexpr size_t kGraphsPerEntry = 4;
 // Per entry point: the pinned mirror and the captured graphs.
 struct EntryState {
   char *control = nullptr; // pinned
+  char *output_scratch = nullptr; // device, Entry::output_scratch_bytes
   std::vector<CapturedGraph> graphs; // most recently captured last
   bool graph_failed = false;
   std::string graph_note;
@@ -208,6 +214,14 @@ inline int32_t run_call(const Entry &e, EntryState &es, const tcc_step_descripto
     if (e.prepare)
       if (int32_t rc = e.prepare(es))
         return rc;
+  }
+  if (e.output_scratch_bytes && !es.output_scratch) {
+    bool missing = !a->outputs;
+    for (int32_t i = 0; i < d.num_outputs && !missing; ++i)
+      missing = !a->outputs[i];
+    // Before any graph capture of this call (no allocation while capturing).
+    if (missing && !(es.output_scratch = static_cast<char *>(device_alloc(e.output_scratch_bytes))))
+      return set_error("%s: the outputs the caller left NULL: %s", e.name, state().error.c_str());
   }
   if (!es.control) {
     if (cudaError_t err = cudaMallocHost(reinterpret_cast<void **>(&es.control),
