@@ -6,6 +6,7 @@
 
 #include "compiler/codegen/cpu/CpuCodegen.h"
 #include "compiler/codegen/cuda/CudaCodegen.h"
+#include "compiler/driver/BatchSize.h"
 #include "compiler/driver/CudaCompiler.h"
 #include "compiler/driver/Diagnostics.h"
 #include "compiler/driver/HostCompiler.h"
@@ -178,6 +179,49 @@ absl::Status compileImported(const CompileOptions &options,
   return emitCpu(options, module, dumps);
 }
 
+// --batch N | auto [--keep-global-batch]: `model` rewritten to the batch
+// asked for or chosen (printed on stderr).
+absl::Status applyBatchOption(const CompileOptions &options, const PipelineOptions &pipeline,
+                              model::Model &model) {
+  if (options.batch.empty())
+    return options.keepGlobalBatch
+               ? absl::InvalidArgumentError("--keep-global-batch applies with --batch N or auto")
+               : absl::OkStatus();
+  absl::StatusOr<int64_t> from = modelBatch(model);
+  if (!from.ok())
+    return from.status();
+  const int64_t micro = model.training().has_micro_batches() ? model.training().micro_batches() : 1;
+  const int64_t global = *from * micro;
+  if (options.batch == "auto") {
+    if (!options.memoryBudget)
+      return absl::InvalidArgumentError(
+          "--batch auto needs --memory-budget SIZE (the memory the batch must fit)");
+    absl::StatusOr<BatchChoice> choice =
+        chooseBatch(model, options.model, pipeline, *options.memoryBudget,
+                    options.keepGlobalBatch, options.verbose ? stderr : nullptr);
+    if (!choice.ok())
+      return choice.status();
+    std::fprintf(stderr, "tcc: --batch auto: %s\n", choice->why.c_str());
+    model = rebatch(model, *from, choice->batch, choice->microBatches);
+    return absl::OkStatus();
+  }
+  char *end = nullptr;
+  long long b = std::strtoll(options.batch.c_str(), &end, 10);
+  if (options.batch.empty() || *end || b < 1 || b > (1 << 24))
+    return absl::InvalidArgumentError("--batch needs a positive number or 'auto', got '" +
+                                      options.batch + "'");
+  int32_t k = 0;
+  if (options.keepGlobalBatch) {
+    if (global % b)
+      return absl::InvalidArgumentError(
+          "--keep-global-batch: batch " + options.batch + " does not divide the global batch " +
+          std::to_string(global) + " (batch x micro-batches)");
+    k = static_cast<int32_t>(global / b);
+  }
+  model = rebatch(model, *from, b, k);
+  return absl::OkStatus();
+}
+
 } // namespace
 
 mlir::OwningOpRef<mlir::ModuleOp> importIntoContext(const model::Model &model,
@@ -263,6 +307,8 @@ absl::Status compileModel(const CompileOptions &given) {
   absl::StatusOr<model::Model> model = LoadModelFile(options.model);
   if (!model.ok())
     return absl::InternalError(model.status().message());
+  if (absl::Status s = applyBatchOption(options, pipelineOptions, *model); !s.ok())
+    return s;
 
   std::optional<DumpDirectory> dumps;
   if (!options.dumpDir.empty()) {

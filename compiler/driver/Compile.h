@@ -50,6 +50,10 @@ struct CompileOptions {
   bool verbose = false;       // cuda: a summary line on stderr
   int jobs = 0;               // cuda: parallel compiles; 0: CPU threads
   std::optional<int64_t> memoryBudget; // --memory-budget: bytes the plan must fit
+  // --batch: "" (the model's), "auto" (the largest that fits the budget
+  // without recomputation: compiler/driver/BatchSize.h) or a number.
+  std::string batch;
+  bool keepGlobalBatch = false; // --keep-global-batch: micro-batches keep the global batch
   LossScaleMode lossScale = LossScaleMode::Auto;  // --loss-scale
   std::optional<double> initialLossScale;         // --initial-loss-scale
   std::optional<int64_t> lossScaleGrowthInterval; // --loss-scale-growth-interval

@@ -4,8 +4,8 @@
 #     GPU's own run-to-run spread, embedding gradients use atomics) and
 #     under --memory-budget (0.8x its need); the largest relative loss
 #     difference of each pair;
-#  2. GPT-2 124M bf16 B=16 T=1024: unconstrained and under 7.2 GiB and
-#     6.5 GiB budgets: ms/step (median of the timed steps), the peak of
+#  2. GPT-2 124M bf16 B=16 T=1024: unconstrained and under 7.2, 6.5 and
+#     5.9 GiB budgets: ms/step (median of the timed steps), the peak of
 #     device allocations trun measures and the step's planned bytes
 #     (tcc compile -v, recorded by prepare.sh in DIR/plans.txt);
 #  3. torch.compile (bench/torch_gpt2.py) at the same shape: its ms/step and
@@ -57,7 +57,7 @@ print("identical losses remat vs plain: %s" % (c == a))
 PY
 
 echo "== 2. GPT-2 124M bf16: budgets"
-for tag in bf16 bf16_b7.2 bf16_b6.5; do
+for tag in bf16 bf16_b7.2 bf16_b6.5 bf16_b5.9; do
   "$trun" "$dir/steps/gpt2_cuda_${tag}.so" --data "$tokens" --steps 35 --seed 0 --log-every 5 \
     --metrics "$out/gpt2_$tag.jsonl" >"$out/gpt2_$tag.log" 2>&1 || { echo "trun failed:"; tail -5 "$out/gpt2_$tag.log"; }
   grep -h "gpu memory" "$out/gpt2_$tag.log" | tail -1 | sed "s/^/$tag: /"
@@ -102,7 +102,7 @@ print("\n| system | ms/step | measured peak (device allocations) | planned (tcc 
 print("|---|---|---|---|")
 for mode, d in sorted(t.items()):
     print("| torch %s 124M | %s | %s | |" % (mode, d.get("ms_per_step"), d.get("peak_mem_gib")))
-for tag in ("bf16", "bf16_b7.2", "bf16_b6.5"):
+for tag in ("bf16", "bf16_b7.2", "bf16_b6.5", "bf16_b5.9"):
     ms, peak = tcc("%s/gpt2_%s.jsonl" % (out, tag))
     print("| tcc %s 124M | %.2f | %s | %s |" % (tag, ms, "%.3f GiB" % (peak / 2**30) if peak else "?", planned.get("gpt2_cuda_%s.so" % tag, "?")))
 ms, peak = tcc("%s/gpt2xl_b40.jsonl" % out, warm=2)

@@ -2,7 +2,8 @@
 //
 //   tcc compile model.pb -o step.so [--target cpu|cuda] [--arch sm_XY]
 //                        [--precision P] [--jobs N] [--no-cache] [--dump-dir DIR]
-//                        [--memory-budget SIZE]
+//                        [--memory-budget SIZE] [--batch N|auto]
+//                        [--keep-global-batch]
 //                        [--compile-to PHASE] [--cxx COMPILER] [--no-native]
 //                        [--emit-gradients] [--deterministic]
 //                        [--loss-scale dynamic|none]
@@ -77,13 +78,23 @@ Options:
                         step falls back per call where it cannot, and
                         TCC_CUDNN=0 turns it off when running)
   --jobs N              cuda: parallel nvcc runs (default: CPU threads)
-  --memory-budget SIZE  fail the compile when the step's memory plan
-                        (parameters, optimizer state, inputs, outputs and
-                        the arena of temporaries; tcc compile -v prints it)
-                        needs more than SIZE (6GiB, 800MB, bytes: units B,
-                        KB/MB/GB/TB, KiB/MiB/GiB/TiB), naming the largest
-                        buffers live at the plan's peak. tcc does not yet
-                        recompute activations to fit a budget
+  --memory-budget SIZE  the step must fit SIZE on the device (6GiB, 800MB,
+                        bytes: units B, KB/MB/GB/TB, KiB/MiB/GiB/TiB): the
+                        parameters, optimizer state, inputs and the
+                        workspace train and eval share (tcc compile -v
+                        prints it). When the plan needs more, tg-remat
+                        recomputes forward activations in the backward
+                        (cheapest per byte first; dump: NN-tg-remat-
+                        report.txt) until it fits; a budget that even that
+                        cannot meet is an error naming what takes the bytes
+  --batch N|auto        compile the model at batch N (the inputs' first
+                        dimension and the reshapes that start with it), or
+                        with --memory-budget the largest batch whose plan
+                        fits without recomputation (printed; the plans at
+                        that batch and the next one decide, no trial runs)
+  --keep-global-batch   with --batch: gradient accumulation over global /
+                        batch micro-batches keeps the model's global batch
+                        (auto: the largest divisor of it that fits)
   --no-cache            cuda: compile every unit (default: reuse objects from
                         $TCC_CACHE_DIR, else ~/.cache/tcc, keyed by source,
                         flags and compiler version)
@@ -206,6 +217,11 @@ int compileMain(int argc, char **argv) {
       if (!bytes)
         return usageError("--memory-budget " + why);
       args.memoryBudget = *bytes;
+    } else if (flag == "--batch") {
+      if (!value(args.batch) || args.batch.empty())
+        return usageError("--batch needs a number or 'auto'");
+    } else if (a == "--keep-global-batch") {
+      args.keepGlobalBatch = true;
     } else if (flag == "--precision") {
       if (!value(v) || v.empty())
         return usageError("--precision needs a value (bf16, fp16, tf32 or fp32)");

@@ -542,6 +542,12 @@ absl::Status RunTrun(const Options &options, std::ostream &out) {
   if (absl::Status s = CheckCudaOnlyFlags(options, d); !s.ok())
     return s;
 
+  // A cuda step that cannot fit the GPU's free memory stops here, saying
+  // so, rather than at a cudaMalloc half way through the allocations.
+  if (std::string(d.target) == "cuda")
+    if (absl::Status s = CheckGpuMemory(ProbeMachine(), d, options.gpu.value_or(0), out);
+        !s.ok())
+      return s;
   // Parameters first: an unsupported init or a bad weights file fails before
   // any data is read. A GPU step selects its GPU and allocates here.
   absl::StatusOr<std::unique_ptr<Trainer>> trainer =
@@ -565,9 +571,10 @@ absl::Status RunTrun(const Options &options, std::ostream &out) {
   if (!status.ok())
     return status;
   if (std::optional<GpuMemory> memory = (*trainer)->gpu_memory())
-    out << absl::StrFormat("gpu memory: %s allocated, peak %s\n",
+    out << absl::StrFormat("gpu memory: %s allocated, peak %s (planned %s)\n",
                            FormatBytes(memory->allocated_bytes),
-                           FormatBytes(memory->peak_allocated_bytes));
+                           FormatBytes(memory->peak_allocated_bytes),
+                           FormatBytes(static_cast<uint64_t>(TrainingBytes(d))));
   return (*session)->Finish();
 }
 

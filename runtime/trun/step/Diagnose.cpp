@@ -153,6 +153,37 @@ int64_t StepBytes(const tcc_step_descriptor &d) {
   return bytes;
 }
 
+int64_t EvalOutputBytes(const tcc_step_descriptor &d) {
+  if (std::string(d.target) != "cuda")
+    return 0;
+  int64_t bytes = 0;
+  for (int32_t i = 0; i < d.num_outputs; ++i)
+    bytes += d.outputs[i].size_bytes;
+  return bytes;
+}
+
+int64_t TrainingBytes(const tcc_step_descriptor &d) { return StepBytes(d) - EvalOutputBytes(d); }
+
+absl::Status CheckGpuMemory(const MachineInfo &m, const tcc_step_descriptor &d, int gpu,
+                            std::ostream &out) {
+  if (gpu < 0 || gpu >= static_cast<int>(m.gpus.size()) || m.gpus[gpu].free_bytes < 0)
+    return absl::OkStatus(); // unknown: the allocations will tell
+  const int64_t need = TrainingBytes(d), free = m.gpus[gpu].free_bytes;
+  std::string evals = EvalOutputBytes(d)
+                          ? absl::StrFormat("; an evaluation adds %s (eval outputs)",
+                                            Bytes(EvalOutputBytes(d)))
+                          : "";
+  out << absl::StrFormat("memory: the step needs %s on gpu %d (its memory plan: parameters, "
+                         "optimizer state, workspace, inputs)%s; %s free\n",
+                         Bytes(need), gpu, evals, Bytes(free));
+  if (need > free)
+    return absl::FailedPreconditionError(absl::StrFormat(
+        "step '%s' needs %s but gpu %d has %s free: compile it with tcc compile "
+        "--memory-budget (tg-remat recomputes activations to fit), or a smaller batch",
+        d.model_name, Bytes(need), gpu, Bytes(free)));
+  return absl::OkStatus();
+}
+
 bool PrintDiagnosis(const MachineInfo &m, const tcc_step_descriptor *d,
                     std::ostream &out, int gpu) {
   out << "host memory: " << Bytes(m.host_total_bytes) << " total, "
@@ -173,7 +204,8 @@ bool PrintDiagnosis(const MachineInfo &m, const tcc_step_descriptor *d,
   }
   if (!d)
     return true;
-  int64_t need = StepBytes(*d);
+  // A cuda step's eval outputs are allocated by evaluations only.
+  int64_t need = TrainingBytes(*d);
   std::string target = d->target;
   int64_t have = -1;
   std::string where;
@@ -209,9 +241,12 @@ bool PrintDiagnosis(const MachineInfo &m, const tcc_step_descriptor *d,
   bool fits = have < 0 || need <= have;
   out << absl::StrFormat(
       "step '%s' (target %s): needs %s (params, optimizer state, workspace, "
-      "inputs and outputs); %s %s: %s\n",
-      d->model_name, target, Bytes(need), where, Bytes(have),
-      have < 0 ? "unknown" : (fits ? "fits" : "does NOT fit"));
+      "inputs and outputs%s); %s %s: %s\n",
+      d->model_name, target, Bytes(need),
+      EvalOutputBytes(*d) ? absl::StrFormat("; an evaluation adds %s of eval outputs",
+                                            Bytes(EvalOutputBytes(*d)))
+                          : "",
+      where, Bytes(have), have < 0 ? "unknown" : (fits ? "fits" : "does NOT fit"));
   return fits;
 }
 

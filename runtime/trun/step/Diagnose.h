@@ -6,6 +6,7 @@
 
 #include "tcc/step_abi.h"
 
+#include "absl/status/status.h"
 #include <cstdint>
 #include <optional>
 #include <ostream>
@@ -39,8 +40,21 @@ struct MachineInfo {
 MachineInfo ProbeMachine();
 
 // Bytes the step needs where it runs: params, optimizer state, workspace,
-// outputs and train outputs (trun allocates exactly these).
+// inputs, outputs and train outputs (trun allocates exactly these). A cuda
+// step's eval outputs are allocated only by an evaluation (by the step,
+// on its first eval call without output buffers): TrainingBytes leaves
+// them out, EvalOutputBytes is what they add.
 int64_t StepBytes(const tcc_step_descriptor &descriptor);
+int64_t TrainingBytes(const tcc_step_descriptor &descriptor);
+int64_t EvalOutputBytes(const tcc_step_descriptor &descriptor);
+
+// The start of a cuda run: the step's TrainingBytes against the free
+// memory of GPU `gpu`, one line on `out` ("memory: the step needs ...");
+// FailedPrecondition when it is known not to fit (before any allocation
+// fails half way), naming --memory-budget. OK when the free memory cannot
+// be read.
+absl::Status CheckGpuMemory(const MachineInfo &machine, const tcc_step_descriptor &descriptor,
+                            int gpu, std::ostream &out);
 
 // Prints the report; with a descriptor also whether it fits: a "cpu" step
 // against available host memory, a "cuda" step against GPU `gpu` — that it
