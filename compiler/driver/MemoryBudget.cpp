@@ -8,6 +8,7 @@
 
 #include "compiler/codegen/cuda/KernelRegistry.h"
 #include "compiler/pipeline/Pipeline.h"
+#include "dialects/kern/AttentionWorkspace.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Pass/PassManager.h"
 #include "passes/Passes.h"
@@ -93,6 +94,8 @@ StepMemory stepMemory(mlir::ModuleOp module, bool cuda) {
   }
   s.cuda = cuda;
   s.library = cuda ? codegen::cuda::kGemmWorkspaceBytes : 0;
+  if (auto train = lookupFunction(module, "train_step"); train && cuda)
+    s.attention = std::max<int64_t>(0, kern::cudnnAttentionWorkspaceBytes(train) - s.library);
   return s;
 }
 
@@ -108,7 +111,9 @@ std::string formatStepMemory(const StepMemory &s) {
   text += ")";
   if (s.library)
     text += ", cuBLASLt workspace " + formatBytes(s.library);
-  text += ": " + formatBytes(s.total()) + " on the device";
+  if (s.attention)
+    text += ", cuDNN attention workspace " + formatBytes(s.attention) + " (estimate)";
+  text += llvm::formatv(": {0} ({1} bytes) on the device", formatBytes(s.total()), s.total()).str();
   if (s.evalOutputs())
     text += llvm::formatv(" (+ {0} for eval's outputs when an eval call leaves them to the "
                           "step, e.g. trun --eval-every)",

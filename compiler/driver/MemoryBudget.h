@@ -36,7 +36,13 @@ struct StepMemory {
   bool hasEval = false;
   bool cuda = false;
   int64_t library = 0; // cuBLASLt's workspace (cuda)
-  int64_t fixed() const { return train.params + train.optimizerState + train.inputs + library; }
+  // What cuDNN's attention backward needs beyond cuBLASLt's workspace
+  // (cuda; kern::cudnnAttentionWorkspaceBytes): the step's shared
+  // workspace grows by it.
+  int64_t attention = 0;
+  int64_t fixed() const {
+    return train.params + train.optimizerState + train.inputs + library + attention;
+  }
   int64_t trainSide() const { return train.arena + train.outputs; }
   // On cuda eval's outputs are not in the workspace: a call that leaves
   // them NULL (trun's evaluations) allocates them then (evalOutputs()).

@@ -194,3 +194,14 @@ LogicalResult AttentionGradOp::verify() {
                                                << mrt(getWorkspace()).getNumElements();
   return success();
 }
+
+int64_t tcc::kern::cudnnAttentionWorkspaceBytes(Operation *root) {
+  int64_t bytes = 0;
+  root->walk([&](AttentionGradOp op) {
+    int64_t elements = mrt(op.getQ()).getNumElements(); // (B, H, T, D)
+    if (auto sizes = op.getSizes())                      // [B, H, Hkv, T, S, D]
+      elements = (*sizes)[0] * (*sizes)[1] * (*sizes)[3] * (*sizes)[5];
+    bytes = std::max(bytes, elements * 4);
+  });
+  return bytes;
+}

@@ -23,16 +23,15 @@ from fortunes_text import tokenize_fortunes
 
 TCC, TCC_MODELS, TCC_DATA, TRUN, WORK = sys.argv[1:6]
 STEPS = 30
-UNITS = {"B": 1, "KiB": 1024, "MiB": 1024 ** 2, "GiB": 1024 ** 3}
 
 
 def step_bytes(verbose_output):
     """The figure of tcc compile -v's 'the step needs ...: X on the device'."""
-    m = re.search(r"tcc: the step needs .*: ([0-9.]+) (B|KiB|MiB|GiB) on the device",
+    m = re.search(r"tcc: the step needs .*: [0-9.]+ [KMG]?i?B \(([0-9]+) bytes\) on the device",
                   verbose_output)
     if not m:
         fail("tcc compile -v printed no step memory:\n" + verbose_output)
-    return float(m.group(1)) * UNITS[m.group(2)]
+    return int(m.group(1))
 
 
 def report(dump):
@@ -74,10 +73,9 @@ def main():
         if not count or int(count.group(1)) == 0:
             fail("%s: nothing recomputed under a budget of %d bytes (need %d):\n%s"
                  % (precision, budget, need, text))
-        # -v rounds to a tenth of the unit; the driver checked the exact plan.
-        if fitted > budget * 1.01:
-            fail("%s: the step needs %.0f bytes, over the budget %d" % (precision, fitted, budget))
-        print("%s: step needs %.0f bytes unconstrained, %.0f under --memory-budget %d "
+        if fitted > budget:
+            fail("%s: the step needs %d bytes, over the budget %d" % (precision, fitted, budget))
+        print("%s: step needs %d bytes unconstrained, %d under --memory-budget %d "
               "(%s values recomputed)" % (precision, need, fitted, budget, count.group(1)))
         base_losses, base_weights = train(plain, data + "_train.bin", "plain_" + precision)
         remat_losses, remat_weights = train(remat, data + "_train.bin", "remat_" + precision)

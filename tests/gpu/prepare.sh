@@ -125,15 +125,15 @@ cuda gpt2_short_cuda_bf16.so "$models/gpt2_short.pbtxt" bf16 -v
 planned() { # NAME MODEL PRECISION [flags...]
   local text
   text=$(cuda "$@" -v 2>&1) || { echo "$text" >&2; return 1; }
-  echo "$1 $(sed -n 's/^tcc: the step needs .*: \([0-9.]* [KMG]*i*B\) on the device.*$/\1/p' <<<"$text")" >>"$dir/plans.txt"
+  echo "$1 $(sed -n 's/^tcc: the step needs .*: \([0-9.]* [KMG]*i*B ([0-9]* bytes)\) on the device.*$/\1/p' <<<"$text")" >>"$dir/plans.txt"
 }
 planned gpt2_cuda_bf16.so "$root/samples/gpt2/gpt2_124m.pbtxt" bf16
 planned gpt2_cuda_bf16_b7.2.so "$root/samples/gpt2/gpt2_124m.pbtxt" bf16 --memory-budget 7.2GiB
 planned gpt2_cuda_bf16_b6.5.so "$root/samples/gpt2/gpt2_124m.pbtxt" bf16 --memory-budget 6.5GiB
 planned gpt2_cuda_bf16_b5.9.so "$root/samples/gpt2/gpt2_124m.pbtxt" bf16 --memory-budget 5.9GiB
 short_need=$("$tcc" compile --target cuda --arch "$arch" --precision bf16 \
-  "$models/gpt2_short.pbtxt" --compile-to source -o /dev/null -v 2>&1 | sed -n 's/^tcc: the step needs .*: \([0-9.]* [KMG]*i*B\) on the device.*$/\1/p')
-short_budget=$("$py" -c "import sys; n, u = sys.argv[1].split(); print(int(0.8 * float(n) * {'B': 1, 'KiB': 2**10, 'MiB': 2**20, 'GiB': 2**30}[u]))" "$short_need")
+  "$models/gpt2_short.pbtxt" --compile-to source -o /dev/null -v 2>&1 | sed -n 's/^tcc: the step needs .*(\([0-9]*\) bytes) on the device.*$/\1/p')
+short_budget=$((short_need * 4 / 5))
 planned gpt2_short_cuda_bf16_remat.so "$models/gpt2_short.pbtxt" bf16 --memory-budget "$short_budget"
 "$build/bin/tcc-models" gpt --vocab 50304 --context 1024 --layers 48 --width 1600 --heads 25 --batch 16 \
   -o "$models/gpt2_xl.pbtxt"

@@ -35,30 +35,43 @@ echo "== 1. same function: gpt2_short bf16, 100 steps"
 amp_shell=$(python3 "$here/amp_names.py" --shell) && eval "$amp_shell"
 amp_shell=$(python3 "$here/amp_models.py" --shell) && eval "$amp_shell"
 short_data="$dir/data/${AMP_DATA_gpt2_short}_train.bin"
-for tag in plain plain_again remat; do
-  step="$dir/steps/gpt2_short_cuda_bf16.so"; [ $tag = remat ] && step="$dir/steps/gpt2_short_cuda_bf16_remat.so"
-  "$trun" "$step" --data "$short_data" --steps 100 --seed 7 --log-every 50 \
-    --metrics "$out/short_$tag.jsonl" >"$out/short_$tag.log" 2>&1 || { echo "trun failed:"; tail -5 "$out/short_$tag.log"; }
+# cuDNN's attention backward and the embedding gradient (scatter-add) use
+# atomics; TCC_CUDNN=0 leaves only the latter.
+for cudnn in 1 0; do
+  for tag in plain plain_again remat; do
+    step="$dir/steps/gpt2_short_cuda_bf16.so"; [ $tag = remat ] && step="$dir/steps/gpt2_short_cuda_bf16_remat.so"
+    TCC_CUDNN=$cudnn "$trun" "$step" --data "$short_data" --steps 100 --seed 7 --log-every 50 \
+      --metrics "$out/short_${tag}_cudnn$cudnn.jsonl" >"$out/short_${tag}_cudnn$cudnn.log" 2>&1 \
+      || { echo "trun failed:"; tail -5 "$out/short_${tag}_cudnn$cudnn.log"; }
+  done
 done
 python3 - "$out" <<'PY'
 import json, sys
 out = sys.argv[1]
 def losses(tag):
     r = {}
-    for line in open("%s/short_%s.jsonl" % (out, tag)):
-        d = json.loads(line)
-        if d.get("kind") == "step":
-            r[d["step"]] = d["loss"]
+    try:
+        for line in open("%s/short_%s.jsonl" % (out, tag)):
+            d = json.loads(line)
+            if d.get("kind") == "step":
+                r[d["step"]] = d["loss"]
+    except OSError:
+        pass
     return [r[k] for k in sorted(r)]
-a, b, c = losses("plain"), losses("plain_again"), losses("remat")
-def worst(x, y):
-    return max(abs(p - q) / max(1e-30, abs(q)) for p, q in zip(x, y)) if x and len(x) == len(y) else float("nan")
-print("steps: %d / %d / %d" % (len(a), len(b), len(c)))
-print("max relative loss difference, plain vs plain again: %.3g" % worst(b, a))
-print("max relative loss difference, remat vs plain:       %.3g" % worst(c, a))
-print("identical losses remat vs plain: %s" % (c == a))
+def rel(p, q):
+    return abs(p - q) / max(1e-30, abs(q))
+for cudnn in (1, 0):
+    a, b, c = (losses("%s_cudnn%d" % (t, cudnn)) for t in ("plain", "plain_again", "remat"))
+    if not a or len(a) != len(b) or len(a) != len(c):
+        print("cudnn=%d: missing runs (%d / %d / %d steps)" % (cudnn, len(a), len(b), len(c)))
+        continue
+    first = lambda x, y: next((i + 1 for i, (p, q) in enumerate(zip(x, y)) if p != q), None)
+    print("cudnn=%d: %d steps; plain vs plain again: max rel %.3g, first differing step %s; "
+          "remat vs plain: max rel %.3g, first differing step %s; remat vs plain again: max rel %.3g"
+          % (cudnn, len(a), max(rel(p, q) for p, q in zip(b, a)), first(a, b),
+             max(rel(p, q) for p, q in zip(c, a)), first(a, c), max(rel(p, q) for p, q in zip(c, b))))
+    print("  steps 1-5 plain %s remat %s" % (a[:5], c[:5]))
 PY
-
 echo "== 2. GPT-2 124M bf16: budgets"
 for tag in bf16 bf16_b7.2 bf16_b6.5 bf16_b5.9; do
   "$trun" "$dir/steps/gpt2_cuda_${tag}.so" --data "$tokens" --steps 35 --seed 0 --log-every 5 \
@@ -81,15 +94,15 @@ fi
 python3 - "$out" "$dir/plans.txt" <<'PY'
 import json, statistics, sys
 out, plans = sys.argv[1], sys.argv[2]
-planned = {}
-for line in lines(plans):
-    k, v = line.split(None, 1)
-    planned[k] = v.strip()
 def lines(path):
     try:
         return open(path).read().splitlines()
     except OSError:
         return []
+planned = {}
+for line in lines(plans):
+    k, v = line.split(None, 1)
+    planned[k] = v.strip()
 def tcc(path, warm=5):
     ms, peak = [], None
     for line in lines(path):

@@ -163,7 +163,7 @@ LogicalResult CudaStepEmitter::emitAttention(kern::AttentionOp a, llvm::raw_ostr
   if (!site.empty())
     cudnnCall = llvm::formatv("if ({0}.cudnn) {{ if (int32_t rc = "
                               "tcc_cuda_host::cudnn_attention_forward({0}, s{1}, ws + "
-                              "tcc_gemm_workspace_offset, tcc_gemm_workspace_bytes)) return rc; }",
+                              "tcc_gemm_workspace_offset, tcc_shared_workspace_bytes)) return rc; }",
                               site, w.hostArgs)
                     .str();
   launchAttention(os, a, kernel, w.hostArgs, *key, c, c.forwardFlops(), bytes, cudnnCall);
@@ -210,7 +210,7 @@ LogicalResult CudaStepEmitter::emitAttentionGrad(kern::AttentionGradOp g, llvm::
                        arg(g.getDq(), 5) + arg(g.getDk(), 6) + arg(g.getDv(), 7);
     cudnnCall = llvm::formatv("if ({0}.cudnn) {{ if (int32_t rc = "
                               "tcc_cuda_host::cudnn_attention_backward({0}, s{1}, ws + "
-                              "tcc_gemm_workspace_offset, tcc_gemm_workspace_bytes)) return rc; }",
+                              "tcc_gemm_workspace_offset, tcc_shared_workspace_bytes)) return rc; }",
                               site, args)
                     .str();
   }

@@ -12,6 +12,7 @@
 // errors are reported with ("kernel fc1: kern.elementwise (k12_ew), train
 // step 17").
 #include "compiler/codegen/cuda/CudaCodegen.h"
+#include "dialects/kern/AttentionWorkspace.h"
 
 #include <algorithm>
 
@@ -82,7 +83,12 @@ FailureOr<GeneratedCudaStep> generateCudaStep(ModuleOp module,
   int64_t control = (scratchEnd + 255) / 256 * 256;
   int64_t controlBytes = std::max(train.controlBytes(), eval.controlBytes());
   int64_t gemmWorkspace = (control + controlBytes + 255) / 256 * 256;
-  step.workspaceBytes = gemmWorkspace + kGemmWorkspaceBytes;
+  // Shared by cuBLASLt (which takes at most kGemmWorkspaceBytes) and
+  // cuDNN's attention, sized for cuDNN's backward where that is larger
+  // (kern::cudnnAttentionWorkspaceBytes): cuDNN then allocates nothing.
+  int64_t sharedWorkspace =
+      std::max(kGemmWorkspaceBytes, kern::cudnnAttentionWorkspaceBytes(iface->train));
+  step.workspaceBytes = gemmWorkspace + sharedWorkspace;
   step.launches = static_cast<int64_t>(launches.size());
   step.cudnnAttentionSites = train.cudnnAttentionSites() + eval.cudnnAttentionSites();
 
@@ -109,7 +115,8 @@ FailureOr<GeneratedCudaStep> generateCudaStep(ModuleOp module,
   s << "// ---- the step ----\n";
   s << "static constexpr uint64_t tcc_control_offset = " << control << ";\n";
   s << "static constexpr uint64_t tcc_gemm_workspace_offset = " << gemmWorkspace << ";\n";
-  s << "static constexpr uint64_t tcc_gemm_workspace_bytes = " << kGemmWorkspaceBytes << ";\n\n";
+  s << "static constexpr uint64_t tcc_gemm_workspace_bytes = " << kGemmWorkspaceBytes << ";\n";
+  s << "static constexpr uint64_t tcc_shared_workspace_bytes = " << sharedWorkspace << ";\n\n";
   s << train.source() << eval.source();
   emitDescriptor(s, *iface, "cuda", "  \"" + options.arch + "\",\n", step.workspaceBytes,
                  step.trainFlops, step.evalFlops, "&tcc_cuda_host::kDeviceApi");

@@ -65,7 +65,7 @@ std::string CudaStepEmitter::source() const {
     s += "};\n";
     s += llvm::formatv("static int32_t {0}(tcc_cuda_host::EntryState &es) {{\n"
                        "  return tcc_cuda_host::prepare_entry_attention(es, tcc_{1}_attention_sites, "
-                       "{2}, tcc_gemm_workspace_bytes);\n}\n\n",
+                       "{2}, tcc_shared_workspace_bytes);\n}\n\n",
                        prepare, entry_, attentionSites_.size())
              .str();
   }
