@@ -198,10 +198,12 @@ LogicalResult AttentionGradOp::verify() {
 int64_t tcc::kern::cudnnAttentionWorkspaceBytes(Operation *root) {
   int64_t bytes = 0;
   root->walk([&](AttentionGradOp op) {
-    int64_t elements = mrt(op.getQ()).getNumElements(); // (B, H, T, D)
-    if (auto sizes = op.getSizes())                      // [B, H, Hkv, T, S, D]
-      elements = (*sizes)[0] * (*sizes)[1] * (*sizes)[3] * (*sizes)[5];
-    bytes = std::max(bytes, elements * 4);
+    // (B, H, T, D) q, or `sizes` [B, H, Hkv, T, S, D]
+    ArrayRef<int64_t> q = mrt(op.getQ()).getShape();
+    int64_t rows = q.size() == 4 ? q[0] * q[1] * q[2] : 0, d = q.empty() ? 0 : q.back();
+    if (auto sizes = op.getSizes())
+      rows = (*sizes)[0] * (*sizes)[1] * (*sizes)[3], d = (*sizes)[5];
+    bytes = std::max(bytes, rows * (d + 1) * 4);
   });
   return bytes;
 }

@@ -97,6 +97,8 @@ std::string format(const char *fmt, ...) {
 
 using tcc_cuda::bf16;
 using tcc_cuda::f16;
+using tcc_cuda::acc_t;
+using tcc_cuda::Elem;
 
 // Element values on the host as doubles, and back: bf16 / f16 through the
 // CPU prelude's conversions (bit-identical to the device's).
@@ -1271,8 +1273,10 @@ void caseScatter(int64_t nIds, int64_t vocab, int64_t row,
   dids.upload(toIndex<I>(ids));
   dout.poison(); // the launcher's memset must clear it
   status.zero();
+  const bool ordered = variant.find("ordered") != std::string::npos;
   tcc_cuda::launch_scatter_add_rows<T, I>(dupdates.p, dids.p, dout.p, nIds,
-                                          vocab, row, status.p, kCode, gStream);
+                                          vocab, row, status.p, kCode, gStream,
+                                          ordered);
   sync();
   std::vector<T> out = dout.download();
   Check c(rtolFor<T>(), atolFor<T>());
@@ -1281,6 +1285,30 @@ void caseScatter(int64_t nIds, int64_t vocab, int64_t row,
            format("status %d, want %d", st, bad ? kCode : 0));
   for (int64_t k = 0; k < vocab * row; ++k)
     c.value(out[k], want[k], std::sqrt(sq[k]), k);
+  if (ordered) {
+    // In the order of n, as the CPU adds: the sums in the accumulator
+    // type, rounded once, bit for bit; and the same bits a second time.
+    std::vector<acc_t<T>> inOrder(vocab * row, acc_t<T>(0));
+    for (int64_t n = 0; n < nIds; ++n)
+      if (idOk(ids[n], vocab))
+        for (int64_t j = 0; j < row; ++j)
+          inOrder[ids[n] * row + j] += Elem<T>::load(updates[n * row + j]);
+    for (int64_t k = 0; k < vocab * row; ++k) {
+      const T expect = Elem<T>::store(inOrder[k]);
+      if (std::memcmp(&out[k], &expect, sizeof(T)) != 0) {
+        c.fail(format("at %" PRId64 ": got %.9g, the in-order sum is %.9g", k,
+                      toD(out[k]), toD(expect)));
+        break;
+      }
+    }
+    dout.poison();
+    tcc_cuda::launch_scatter_add_rows<T, I>(dupdates.p, dids.p, dout.p, nIds, vocab,
+                                            row, status.p, kCode, gStream, true);
+    sync();
+    std::vector<T> again = dout.download();
+    c.expect(std::memcmp(again.data(), out.data(), out.size() * sizeof(T)) == 0,
+             "a second run gave other bits");
+  }
   finishCase("scatter_add_rows", desc, c);
 }
 
@@ -1348,6 +1376,12 @@ template <class T, class I> void scatterAll() {
   caseScatter<T, I>(0, 5, 3, "");     // out still zeroed
   caseScatter<T, I>(37, 7, 0, "bad"); // empty rows: ids still checked
   caseScatter<T, I>(5, 0, 3, "");     // empty table: every id is bad
+  // --deterministic: in the order of n (GPT-2's embedding gradient shape too).
+  caseScatter<T, I>(1000, 50304, 33, "ordered");
+  caseScatter<T, I>(4096, 300, 768, "ordered"); // many repeats per row
+  caseScatter<T, I>(37, 7, 1000, "ordered");
+  caseScatter<T, I>(37, 7, 33, "bad ordered");
+  caseScatter<T, I>(5, 0, 3, "ordered");     // empty table: every id is bad
 }
 
 int printTable() {

@@ -5,6 +5,7 @@
 // and record a bad one in the control block's status (`code`: 1 + the
 // launch's index).
 #include "compiler/codegen/cuda/CudaStepEmitter.h"
+#include "dialects/common/ModelAttrs.h"
 
 #include <algorithm>
 
@@ -72,13 +73,17 @@ LogicalResult CudaStepEmitter::emitScatterAdd(kern::ScatterAddOp sa, llvm::raw_o
   int64_t v = out.getDimSize(0), row = out.getNumElements() / std::max<int64_t>(v, 1);
   int64_t n = mrt(sa.getIds()).getNumElements();
   flops += static_cast<double>(n) * row;
+  // tcc compile --deterministic: the sums in the order of the ids, no
+  // atomics (the same bits every run).
+  auto module = sa->getParentOfType<ModuleOp>();
+  const bool ordered = module && module->hasAttr(model::kDeterministicAttr);
   FamilyLaunch l;
-  l.kind = "scatter_add";
+  l.kind = ordered ? "scatter_add_ordered" : "scatter_add";
   l.launcherCall = llvm::formatv("tcc_cuda::launch_scatter_add_rows<{0}, {1}>({5}, p1, "
-                                 "{6}, {2}, {3}, {4}, status, code, s);",
+                                 "{6}, {2}, {3}, {4}, status, code, s{7});",
                                  familyType(sa.getOut()), familyType(sa.getIds()), n, v, row,
                                  familyArg(sa.getUpdates(), 0, false),
-                                 familyArg(sa.getOut(), 2, true));
+                                 familyArg(sa.getOut(), 2, true), ordered ? ", true" : "");
   l.buffers = {sa.getUpdates(), sa.getIds(), sa.getOut()};
   l.written = {false, false, true};
   l.checked = true;

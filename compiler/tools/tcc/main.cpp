@@ -121,11 +121,11 @@ Options:
   --emit-gradients      the train step skips clipping and the optimizer and
                         returns each gradient as the train output
                         'grad:<param>' (parameters stay unchanged)
-  --deterministic       an attention backward bit-identical run to run (no
-                        atomic path in the CUDA flash-attention backward).
-                        Costs nothing today: both targets' attention
-                        backwards are deterministic anyway. CUDA embedding
-                        gradients (scatter-add) still use atomics
+  --deterministic       cuda: a train step bit-identical run to run: cuDNN's
+                        deterministic attention backward, and embedding
+                        gradients (scatter-add) summed in the order of the
+                        ids instead of with atomics (slower). cpu steps
+                        always are
   --loss-scale dynamic|none
                         dynamic: loss scaling in the train step, as PyTorch's
                         GradScaler: the loss is scaled by S before the

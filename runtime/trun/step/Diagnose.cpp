@@ -162,7 +162,15 @@ int64_t EvalOutputBytes(const tcc_step_descriptor &d) {
   return bytes;
 }
 
-int64_t TrainingBytes(const tcc_step_descriptor &d) { return StepBytes(d) - EvalOutputBytes(d); }
+int64_t TrainingBytes(const tcc_step_descriptor &d) {
+  int64_t bytes = StepBytes(d) - EvalOutputBytes(d);
+  // A cuda run holds two sets of inputs: the next batch uploads while a
+  // step runs.
+  if (std::string(d.target) == "cuda")
+    for (int32_t i = 0; i < d.num_inputs; ++i)
+      bytes += d.inputs[i].size_bytes;
+  return bytes;
+}
 
 absl::Status CheckGpuMemory(const MachineInfo &m, const tcc_step_descriptor &d, int gpu,
                             std::ostream &out) {

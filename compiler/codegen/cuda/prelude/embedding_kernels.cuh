@@ -69,6 +69,45 @@ __global__ void __launch_bounds__(256)
   }
 }
 
+// The same sums in the order of n, the same bits every run (tcc compile
+// --deterministic): block (t, c) owns output rows [t * rows_per_tile, ...)
+// and columns [c * blockDim.x, ...), one thread per column; every block
+// walks all ids in order (through shared memory: the test of each id is the
+// same for the whole block) and adds the update rows of the ids in its
+// tile. No atomics: each element has one writer. A few tiles keep the walks
+// few (a walk reads every id); out must be zero before.
+template <class T, class I>
+__global__ void __launch_bounds__(256)
+    scatter_add_rows_ordered_kernel(const T *__restrict__ updates,
+                                    const I *__restrict__ ids, acc_t<T> *out,
+                                    int64_t n_ids, int64_t vocab, int64_t row_elems,
+                                    int64_t rows_per_tile, int32_t *status,
+                                    int32_t code) {
+  constexpr int kChunk = 1024;
+  __shared__ I chunk[kChunk];
+  const int64_t r0 = blockIdx.x * rows_per_tile;
+  const int64_t r1 = r0 + rows_per_tile < vocab ? r0 + rows_per_tile : vocab;
+  const int64_t j = blockIdx.y * static_cast<int64_t>(blockDim.x) + threadIdx.x;
+  for (int64_t base = 0; base < n_ids; base += kChunk) {
+    const int64_t m = n_ids - base < kChunk ? n_ids - base : kChunk;
+    __syncthreads(); // the previous chunk is read
+    for (int64_t k = threadIdx.x; k < m; k += blockDim.x)
+      chunk[k] = ids[base + k];
+    __syncthreads();
+    if (j >= row_elems)
+      continue;
+    for (int64_t k = 0; k < m; ++k) {
+      const int64_t id = static_cast<int64_t>(chunk[k]);
+      if (id >= r0 && id < r1)
+        out[id * row_elems + j] += Elem<T>::load(updates[(base + k) * row_elems + j]);
+    }
+  }
+  if (blockIdx.x == 0 && blockIdx.y == 0) // ids outside [0, vocab): no tile has them
+    for (int64_t k = threadIdx.x; k < n_ids; k += blockDim.x)
+      if (!label_ok(ids[k], vocab))
+        fail(status, code);
+}
+
 // out[i] = in[i] rounded to T (once), i < n.
 template <class T>
 __global__ void __launch_bounds__(256)

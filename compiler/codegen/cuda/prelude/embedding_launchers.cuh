@@ -58,7 +58,10 @@ inline void launch_gather_rows(const T *table, const I *ids, T *out,
 // repeated ids accumulate. An id outside [0, vocab): that update row is
 // skipped and fail(status, code). NOT deterministic: the order in which
 // repeated ids' atomics land varies run to run, so float sums may differ in
-// the last bits (the CPU adds in order of n).
+// the last bits (the CPU adds in order of n). `ordered` (tcc compile
+// --deterministic): no atomics, each sum in the order of n as on the CPU,
+// the same bits every run (scatter_add_rows_ordered_kernel; slower: every
+// one of 32 row tiles walks all ids).
 // bf16 / f16: 16-bit atomics would round after every add (a row hit k
 // times collects k roundings, and small updates vanish against a large
 // sum), so the sums accumulate in a float scratch (stream-ordered
@@ -69,7 +72,8 @@ template <class T, class I>
 inline void launch_scatter_add_rows(const T *updates, const I *ids, T *out,
                                     int64_t n_ids, int64_t vocab,
                                     int64_t row_elems, int32_t *status,
-                                    int32_t code, cudaStream_t stream) {
+                                    int32_t code, cudaStream_t stream,
+                                    bool ordered = false) {
   static_assert(detail::IsFloating<T>::value,
                 "scatter_add: float, double, bf16 or f16");
   static_assert(detail::IsIndex<I>::value, "ids: int32_t or int64_t");
@@ -100,10 +104,24 @@ inline void launch_scatter_add_rows(const T *updates, const I *ids, T *out,
     }
     cudaMemsetAsync(sums, 0, static_cast<size_t>(elems) * sizeof(A), stream);
   }
-  detail::scatter_add_rows_kernel<T, I>
-      <<<static_cast<unsigned>(grid_for(n_ids * row_elems, threads)), threads,
-         0, stream>>>(updates, ids, sums, n_ids, vocab, row_elems, status,
-                      code);
+  if (ordered && vocab <= 0) { // every id is out of range
+    detail::check_ids_kernel<I>
+        <<<static_cast<unsigned>(grid_for(n_ids, threads)), threads, 0, stream>>>(
+            ids, n_ids, vocab, status, code);
+  } else if (ordered) {
+    // 32 row tiles: each walks all ids; more would walk more.
+    const int64_t tiles = vocab < 32 ? vocab : 32;
+    const int64_t rowsPerTile = (vocab + tiles - 1) / tiles;
+    const dim3 grid(static_cast<unsigned>(tiles),
+                    static_cast<unsigned>((row_elems + threads - 1) / threads));
+    detail::scatter_add_rows_ordered_kernel<T, I><<<grid, threads, 0, stream>>>(
+        updates, ids, sums, n_ids, vocab, row_elems, rowsPerTile, status, code);
+  } else {
+    detail::scatter_add_rows_kernel<T, I>
+        <<<static_cast<unsigned>(grid_for(n_ids * row_elems, threads)), threads,
+           0, stream>>>(updates, ids, sums, n_ids, vocab, row_elems, status,
+                        code);
+  }
   if (kScratch) {
     detail::store_elements_kernel<T>
         <<<static_cast<unsigned>(grid_for(elems, threads)), threads, 0,
