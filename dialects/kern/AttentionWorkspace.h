@@ -13,10 +13,11 @@ class Operation;
 namespace tcc::kern {
 
 // cuDNN's SDPA backward workspace, estimated as an f32 dQ accumulator and
-// an f32 row statistic, B*H*T*(D+1)*4 bytes, over the kern.attention_grad
-// ops nested in `root` (the largest; 0 without any). cuDNN tells its size
-// only when trun builds its plans; this is what trun measured for GPT-2
-// 124M (cuDNN 9.14, H200, 2026-11-25: 51118080 bytes beyond the plan). The cuda step sizes the workspace it shares between
+// an f32 row statistic, B*H*T*(D+1)*4 bytes plus 1 MiB of slack, over the
+// kern.attention_grad ops nested in `root` (the largest; 0 without any).
+// cuDNN tells its size only when trun builds its plans; trun measured
+// B*H*T*(D+1)*4 and at most 492 bytes more for GPT-2 124M at batch 16 and
+// 34 (cuDNN 9.14, H200, 2026-11-25). The cuda step sizes the workspace it shares between
 // cuBLASLt and attention by it, and the memory budget counts it.
 int64_t cudnnAttentionWorkspaceBytes(mlir::Operation *root);
 
