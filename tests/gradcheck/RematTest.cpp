@@ -73,8 +73,9 @@ TEST_P(RematTest, RecomputedStepComputesTheSameFunction) {
     PassManager pm(&context());
     pm.addPass(createTgRemat(TgRematOptions{budget}));
     ASSERT_TRUE(succeeded(pm.run(*remat))) << diagnostics_;
-    if (budget == 0)
+    if (budget == 0) {
       EXPECT_GT(clones(*remat), 0) << "nothing recomputed";
+    }
     SCOPED_TRACE("budget " + std::to_string(budget) + ": " +
                  std::to_string(clones(*remat)) + " ops recomputed");
     expectSameFunctions(*original, *remat, seed(), options.vocab);
