@@ -139,27 +139,23 @@ absl::StatusOr<BatchChoice> chooseBatch(const model::Model &m, const std::string
                       formatBytes(budget), formatBytes(*one))
             .str());
   int64_t fits = 1, fitsBytes = *one, over = 0, overBytes = 0;
+  auto tryBatch = [&](int64_t b) -> absl::Status {
+    absl::StatusOr<int64_t> bytes = bytesAt(b, 0);
+    if (!bytes.ok())
+      return bytes.status();
+    if (*bytes <= budget)
+      fits = b, fitsBytes = *bytes;
+    else
+      over = b, overBytes = *bytes;
+    return absl::OkStatus();
+  };
   constexpr int64_t kLargest = int64_t(1) << 20;
-  while (!over && fits < kLargest) {
-    int64_t b = std::min(fits * 2, kLargest);
-    absl::StatusOr<int64_t> bytes = bytesAt(b, 0);
-    if (!bytes.ok())
-      return bytes.status();
-    if (*bytes <= budget)
-      fits = b, fitsBytes = *bytes;
-    else
-      over = b, overBytes = *bytes;
-  }
-  while (over && over - fits > 1) {
-    int64_t b = fits + (over - fits) / 2;
-    absl::StatusOr<int64_t> bytes = bytesAt(b, 0);
-    if (!bytes.ok())
-      return bytes.status();
-    if (*bytes <= budget)
-      fits = b, fitsBytes = *bytes;
-    else
-      over = b, overBytes = *bytes;
-  }
+  while (!over && fits < kLargest)
+    if (absl::Status s = tryBatch(std::min(fits * 2, kLargest)); !s.ok())
+      return s;
+  while (over && over - fits > 1)
+    if (absl::Status s = tryBatch(fits + (over - fits) / 2); !s.ok())
+      return s;
   choice.batch = fits;
   choice.why = llvm::formatv("batch {0} needs {1} ({2} bytes) of the {3} budget ({4} bytes){5}",
                              fits, formatBytes(fitsBytes), fitsBytes, formatBytes(budget), budget,

@@ -21,17 +21,10 @@
 #   bash tests/gpu/remat_checks.sh DIR OUT [small|xl|all]
 #   (small: 1-4, xl: 5; default all)
 set -uo pipefail
-dir="$(cd "${1:?usage: remat_checks.sh DIR OUT [small|xl|all]}" && pwd)"
-out="${2:?usage: remat_checks.sh DIR OUT [small|xl|all]}"
+[ $# -ge 2 ] || { echo "usage: remat_checks.sh DIR OUT [small|xl|all]" >&2; exit 2; }
 which="${3:-all}"
-here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-mkdir -p "$out"
-for part in lib steps data; do
-  [ -d "$dir/$part" ] || tar -C "$dir" -xzf "$dir/$part.tar.gz"
-done
-export LD_LIBRARY_PATH="$dir/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-source "$here/cudnn_path.sh"
-trun="$dir/bin/trun"
+# dir, out, here, trun; lib/steps/data unpacked; libraries and cuDNN on the path.
+source "$(dirname "${BASH_SOURCE[0]}")/setup.sh"
 steps="$dir/steps"
 tokens="$dir/data/gpt2_tokens.bin"
 [ -f "$tokens" ] || python3 "$here/../../bench/gpt2/random_tokens.py" "$tokens" 4000000

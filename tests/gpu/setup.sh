@@ -1,5 +1,6 @@
-# Sourced by tests/gpu/run.sh and, when run alone, tests/gpu/amp_checks.sh,
-# with $1 the prepared DIR (tests/gpu/prepare.sh) and $2 the optional OUT:
+# Sourced by tests/gpu/run.sh, tests/gpu/remat_checks.sh and, when run
+# alone, tests/gpu/amp_checks.sh, with $1 the prepared DIR
+# (tests/gpu/prepare.sh or prepare_remat.sh) and $2 the optional OUT:
 # sets dir, out, here (this folder), trun, unpacks lib/steps/data, puts the
 # bundled libraries on LD_LIBRARY_PATH, and starts the summary (`note LINE`;
 # `status` 0, set to 1 by a failed check).
