@@ -80,6 +80,7 @@ import traceback
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
+import torch.utils.checkpoint
 
 HAVE_SDPA = hasattr(F, "scaled_dot_product_attention")
 HAVE_COMPILE = hasattr(torch, "compile")
@@ -166,6 +167,9 @@ class Gpt2(nn.Module):
         self.ln_f = nn.LayerNorm(cfg.width, eps=1e-5)
         self.lm_head = nn.Linear(cfg.width, cfg.vocab, bias=False)
         self.lm_head.weight = self.wte.weight  # tied
+        # --checkpoint: activation checkpointing, each block's activations
+        # recomputed in the backward (torch.utils.checkpoint).
+        self.checkpoint_blocks = False
         resid_std = 0.02 / math.sqrt(2 * cfg.layers)
         for m in self.modules():
             if isinstance(m, nn.Linear) and m is not self.lm_head:
@@ -183,7 +187,10 @@ class Gpt2(nn.Module):
         pos = torch.arange(T, device=tokens.device)
         x = self.wte(tokens) + self.wpe(pos)                  # (B, T, C)
         for block in self.h:
-            x = block(x)
+            if self.checkpoint_blocks and self.training:
+                x = torch.utils.checkpoint.checkpoint(block, x, use_reentrant=False)
+            else:
+                x = block(x)
         logits = self.lm_head(self.ln_f(x))                   # (B, T, V)
         return F.cross_entropy(logits.view(-1, logits.shape[-1]).float(),
                                targets.view(-1))
@@ -304,7 +311,8 @@ class StepTimer:
 
 def run_mode(mode, cfg, args, device, env):
     """Builds, warms up and times one mode; returns its JSON record."""
-    rec = dict(env, system=f"pytorch-{mode}", mode=mode)
+    rec = dict(env, system=f"pytorch-{mode}" + ("+checkpoint" if args.checkpoint else ""),
+               mode=mode, checkpoint=args.checkpoint)
     if mode == "compile" and not HAVE_COMPILE:
         rec.update(status="unavailable",
                    error=f"torch {torch.__version__} has no torch.compile "
@@ -312,6 +320,7 @@ def run_mode(mode, cfg, args, device, env):
         return rec
     torch.manual_seed(args.seed)
     model = Gpt2(cfg, env["attention"] == "sdpa").to(device)
+    model.checkpoint_blocks = args.checkpoint
     n_params = num_params(model)
     flops = model_flops_per_step(cfg, n_params)
     optimizer, opt_kind = make_optimizer(model, device, args.strict)
@@ -427,6 +436,10 @@ def main(argv=None):
                    help="first compare a small fp32 model's loss and "
                         "gradients with SDPA and with the attention written "
                         "out; exit 2 above 1e-4 relative")
+    p.add_argument("--checkpoint", action="store_true",
+                   help="activation checkpointing: every transformer block's "
+                        "activations recomputed in the backward "
+                        "(torch.utils.checkpoint, non-reentrant)")
     p.add_argument("--strict", action="store_true",
                    help="a missing SDPA or fused AdamW is an error, "
                         "not a fallback")

@@ -18,10 +18,13 @@
 #     their out-of-memory error).
 # Prints a table last.
 #
-#   bash tests/gpu/remat_checks.sh DIR OUT [small|xl|all]
-#   (small: 1-4, xl: 5; default all)
+#  6. (ckpt) PyTorch with activation checkpointing (bench/torch_gpt2.py
+#     --checkpoint): torch.compile at 124M, eager and torch.compile at 1.5B.
+#
+#   bash tests/gpu/remat_checks.sh DIR OUT [small|xl|ckpt|all]
+#   (small: 1-4, xl: 5, ckpt: 6; default all: 1-5)
 set -uo pipefail
-[ $# -ge 2 ] || { echo "usage: remat_checks.sh DIR OUT [small|xl|all]" >&2; exit 2; }
+[ $# -ge 2 ] || { echo "usage: remat_checks.sh DIR OUT [small|xl|ckpt|all]" >&2; exit 2; }
 which="${3:-all}"
 # dir, out, here, trun; lib/steps/data unpacked; libraries and cuDNN on the path.
 source "$(dirname "${BASH_SOURCE[0]}")/setup.sh"
@@ -35,7 +38,7 @@ run_step() { # TAG STEP STEPS [trun flags...]: trun into $out/TAG.{log,jsonl}
   grep -h "^memory: \|gpu memory" "$out/$tag.log" | sed "s/^/$tag: /"
 }
 
-if [ "$which" != xl ]; then
+if [ "$which" = small ] || [ "$which" = all ]; then
   echo "== 1. ordered scatter-add"
   "$dir/bin/kernel_families_test" --filter scatter_add 2>&1 | tail -4
   echo "== 2. same function: gpt2_short bf16 --deterministic, 100 steps"
@@ -79,13 +82,24 @@ PY
     run_step "gpt2_auto$budget" "$steps/gpt2_bf16_auto$budget.so" 8
   done
 fi
-if [ "$which" != small ]; then
+if [ "$which" = xl ] || [ "$which" = all ]; then
   echo "== 5. GPT-2 1.5B bf16 B=16 T=1024 under 40 GiB, then PyTorch"
   run_step gpt2xl_b40 "$steps/gpt2xl_bf16_b40.so" 8
   for mode in eager compile; do
     PYTHONUNBUFFERED=1 timeout 280 python3 "$here/../../bench/torch_gpt2.py" --mode $mode --steps 4 --warmup 2 \
       --layers 48 --width 1600 --heads 25 >"$out/torch_xl_$mode.jsonl" 2>"$out/torch_xl_$mode.log" \
       || { echo "torch_gpt2.py (1.5B, $mode) failed:"; tail -n 3 "$out/torch_xl_$mode.log"; }
+  done
+fi
+if [ "$which" = ckpt ]; then
+  echo "== 6. PyTorch with activation checkpointing"
+  PYTHONUNBUFFERED=1 timeout 200 python3 "$here/../../bench/torch_gpt2.py" --mode compile --checkpoint \
+    --steps 20 --warmup 5 >"$out/torch_ckpt.jsonl" 2>"$out/torch_ckpt.log" \
+    || { echo "torch_gpt2.py (124M, checkpoint) failed:"; tail -n 3 "$out/torch_ckpt.log"; }
+  for mode in eager compile; do
+    PYTHONUNBUFFERED=1 timeout 260 python3 "$here/../../bench/torch_gpt2.py" --mode $mode --checkpoint \
+      --steps 4 --warmup 2 --layers 48 --width 1600 --heads 25 >"$out/torch_xl_ckpt_$mode.jsonl" \
+      2>"$out/torch_xl_ckpt_$mode.log" || { echo "torch_gpt2.py (1.5B, $mode, checkpoint) failed:"; tail -n 3 "$out/torch_xl_ckpt_$mode.log"; }
   done
 fi
 python3 - "$out" "$dir/plans.txt" <<'PY'
@@ -118,8 +132,9 @@ def torch(path):
     return rows
 print("\n| system | ms/step | measured peak (device allocations) | planned (tcc compile -v) |")
 print("|---|---|---|---|")
-for d in torch("%s/torch.jsonl" % out):
-    print("| torch %s 124M | %s | %s GiB | |" % (d["mode"], d.get("ms_per_step"), d.get("peak_mem_gib")))
+for f in ("torch", "torch_ckpt"):
+    for d in torch("%s/%s.jsonl" % (out, f)):
+        print("| %s 124M | %s | %s GiB | |" % (d["system"], d.get("ms_per_step"), d.get("peak_mem_gib")))
 for tag, name in [("gpt2_bf16", "gpt2_bf16.so"), ("gpt2_bf16_b7.2", "gpt2_bf16_b7.2.so"),
                   ("gpt2_bf16_b6.5", "gpt2_bf16_b6.5.so"), ("gpt2_bf16_b5.9", "gpt2_bf16_b5.9.so"),
                   ("gpt2_auto8", "gpt2_bf16_auto8.so"), ("gpt2_auto16", "gpt2_bf16_auto16.so"),
@@ -128,8 +143,8 @@ for tag, name in [("gpt2_bf16", "gpt2_bf16.so"), ("gpt2_bf16_b7.2", "gpt2_bf16_b
     if peak is None:
         continue
     print("| tcc %s | %.2f | %.4f GiB (%d bytes) | %s |" % (tag, ms, peak / 2**30, peak, planned.get(name, "?")))
-for mode in ("eager", "compile"):
-    for d in torch("%s/torch_xl_%s.jsonl" % (out, mode)):
-        print("| torch %s 1.5B | %s | %s GiB | %s %s |" % (d["mode"], d.get("ms_per_step"), d.get("peak_mem_gib"),
-                                                     d.get("status", ""), str(d.get("error", ""))[:160]))
+for f in ("torch_xl_eager", "torch_xl_compile", "torch_xl_ckpt_eager", "torch_xl_ckpt_compile"):
+    for d in torch("%s/%s.jsonl" % (out, f)):
+        print("| %s 1.5B | %s | %s GiB | %s %s |" % (d["system"], d.get("ms_per_step"), d.get("peak_mem_gib"),
+                                                   d.get("status", ""), str(d.get("error", ""))[:160]))
 PY
