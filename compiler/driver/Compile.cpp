@@ -335,8 +335,21 @@ absl::Status compileModel(const CompileOptions &given) {
     absl::StatusOr<int64_t> remat = fitMemoryBudget(*module, pipelineOptions,
                                                     *options.memoryBudget,
                                                     options.verbose ? stderr : nullptr);
-    if (!remat.ok())
+    if (!remat.ok()) {
+      // The error names the tg-remat report: --dump-dir gets the pipeline
+      // to the memory plan with everything tg-remat can drop dropped.
+      if (dumps && !absl::IsInvalidArgument(remat.status())) {
+        PipelineOptions most = pipelineOptions;
+        most.rematBudget = 0;
+        mlir::PassManager pm(&ctx);
+        buildPipeline(pm, Phase::Plan, most);
+        ctx.disableMultithreading();
+        dumps->attach(pm);
+        (void)pm.run(*module);
+        (void)dumps->writeIndex();
+      }
       return remat.status();
+    }
     pipelineOptions.rematBudget = *remat;
   }
   absl::Status status = compileImported(options, pipelineOptions, ctx, *module, dumps);

@@ -232,6 +232,11 @@ absl::StatusOr<int64_t> fitMemoryBudget(mlir::ModuleOp imported, const PipelineO
     if (fits && over && *over - *fits <= budget / 100)
       break;
     int64_t next = remat + (budget - r.total());
+    // Fitting with room to spare and no failing budget yet: the plan may sit
+    // on a floor (what cannot be recomputed) that small steps never leave;
+    // step at least a quarter of the budget up.
+    if (fits && !over)
+      next = std::max(next, remat + remat / 4);
     if (fits && over)
       next = std::clamp(next, *fits + (*over - *fits) / 4, *over - (*over - *fits) / 4);
     else if (over && next >= *over)
