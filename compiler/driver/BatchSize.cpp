@@ -3,9 +3,9 @@
 #include <algorithm>
 #include <vector>
 
-#include "compiler/driver/Compile.h"
 #include "compiler/driver/MemoryBudget.h"
 #include "compiler/pipeline/Pipeline.h"
+#include "mlir/Pass/PassManager.h"
 #include "llvm/Support/FormatVariadic.h"
 
 namespace tcc {
@@ -53,12 +53,12 @@ namespace {
 
 // The step's bytes at batch `b` (micro-batches `k`, 0: the model's), from
 // its plan without recomputation.
-absl::StatusOr<int64_t> stepBytesAt(const model::Model &m, const std::string &path,
+absl::StatusOr<int64_t> stepBytesAt(const model::Model &m, const ModelImporter &import,
                                     const PipelineOptions &options, int64_t from, int64_t b,
                                     int32_t k) {
   model::Model r = rebatch(m, from, b, k);
   mlir::MLIRContext ctx;
-  mlir::OwningOpRef<mlir::ModuleOp> module = importIntoContext(r, path, ctx);
+  mlir::OwningOpRef<mlir::ModuleOp> module = import(r, ctx);
   if (!module)
     return absl::InvalidArgumentError(
         llvm::formatv("--batch: the model does not import at batch {0} (its batch appears "
@@ -76,7 +76,7 @@ absl::StatusOr<int64_t> stepBytesAt(const model::Model &m, const std::string &pa
 
 } // namespace
 
-absl::StatusOr<BatchChoice> chooseBatch(const model::Model &m, const std::string &path,
+absl::StatusOr<BatchChoice> chooseBatch(const model::Model &m, const ModelImporter &import,
                                         const PipelineOptions &given, int64_t budget,
                                         bool keepGlobal, std::FILE *log) {
   absl::StatusOr<int64_t> from = modelBatch(m);
@@ -85,7 +85,7 @@ absl::StatusOr<BatchChoice> chooseBatch(const model::Model &m, const std::string
   PipelineOptions options = given;
   options.rematBudget = -1; // the batch that fits without recomputing
   auto bytesAt = [&](int64_t b, int32_t k) -> absl::StatusOr<int64_t> {
-    absl::StatusOr<int64_t> bytes = stepBytesAt(m, path, options, *from, b, k);
+    absl::StatusOr<int64_t> bytes = stepBytesAt(m, import, options, *from, b, k);
     if (bytes.ok() && log)
       std::fprintf(log, "tcc: --batch auto: batch %lld%s needs %s (%lld bytes)\n",
                    static_cast<long long>(b),

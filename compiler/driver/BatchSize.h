@@ -6,9 +6,12 @@
 
 #include <cstdint>
 #include <cstdio>
+#include <functional>
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/OwningOpRef.h"
 #include "tcc_model.pb.h" // generated from frontend/proto/tcc_model.proto
 
 namespace tcc {
@@ -36,8 +39,11 @@ struct BatchChoice {
 // recomputation) fits `budget` bytes. keepGlobal: the largest divisor b of
 // the model's global batch (batch x micro-batches) that fits, with
 // global / b micro-batches. Error when not even batch 1 (or the smallest
-// divisor) fits. `modelPath` names the model in import diagnostics.
-absl::StatusOr<BatchChoice> chooseBatch(const model::Model &m, const std::string &modelPath,
+// divisor) fits. `import` imports a model into a context (null after its
+// diagnostics when it cannot: importIntoContext).
+using ModelImporter =
+    std::function<mlir::OwningOpRef<mlir::ModuleOp>(const model::Model &, mlir::MLIRContext &)>;
+absl::StatusOr<BatchChoice> chooseBatch(const model::Model &m, const ModelImporter &import,
                                         const PipelineOptions &options, int64_t budget,
                                         bool keepGlobal, std::FILE *log);
 

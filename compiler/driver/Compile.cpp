@@ -196,9 +196,12 @@ absl::Status applyBatchOption(const CompileOptions &options, const PipelineOptio
     if (!options.memoryBudget)
       return absl::InvalidArgumentError(
           "--batch auto needs --memory-budget SIZE (the memory the batch must fit)");
+    auto import = [&](const model::Model &m, mlir::MLIRContext &ctx) {
+      return importIntoContext(m, options.model, ctx);
+    };
     absl::StatusOr<BatchChoice> choice =
-        chooseBatch(model, options.model, pipeline, *options.memoryBudget,
-                    options.keepGlobalBatch, options.verbose ? stderr : nullptr);
+        chooseBatch(model, import, pipeline, *options.memoryBudget, options.keepGlobalBatch,
+                    options.verbose ? stderr : nullptr);
     if (!choice.ok())
       return choice.status();
     std::fprintf(stderr, "tcc: --batch auto: %s\n", choice->why.c_str());
