@@ -210,7 +210,7 @@ absl::Status applyBatchOption(const CompileOptions &options, const PipelineOptio
   }
   char *end = nullptr;
   long long b = std::strtoll(options.batch.c_str(), &end, 10);
-  if (options.batch.empty() || *end || b < 1 || b > (1 << 24))
+  if (*end || b < 1 || b > (1 << 24))
     return absl::InvalidArgumentError("--batch needs a positive number or 'auto', got '" +
                                       options.batch + "'");
   int32_t k = 0;

@@ -57,10 +57,7 @@ std::optional<int64_t> parseByteSize(const std::string &text, std::string &error
 namespace {
 
 mlir::func::FuncOp lookupFunction(mlir::ModuleOp module, llvm::StringRef name) {
-  for (auto f : module.getOps<mlir::func::FuncOp>())
-    if (f.getName() == name)
-      return f;
-  return {};
+  return module.lookupSymbol<mlir::func::FuncOp>(name);
 }
 
 // The temporaries of `f` live at its plan's peak, largest first: "a (1 MiB), ...".
@@ -86,16 +83,17 @@ std::string largestAtPeak(mlir::func::FuncOp f, const MemorySummary &m, size_t c
 
 StepMemory stepMemory(mlir::ModuleOp module, bool cuda) {
   StepMemory s;
-  if (auto train = lookupFunction(module, "train_step"))
+  s.cuda = cuda;
+  s.library = cuda ? codegen::cuda::kGemmWorkspaceBytes : 0;
+  if (auto train = lookupFunction(module, "train_step")) {
     s.train = summarizeMemory(train);
+    if (cuda)
+      s.attention = std::max<int64_t>(0, kern::cudnnAttentionWorkspaceBytes(train) - s.library);
+  }
   if (auto eval = lookupFunction(module, "forward")) {
     s.eval = summarizeMemory(eval);
     s.hasEval = true;
   }
-  s.cuda = cuda;
-  s.library = cuda ? codegen::cuda::kGemmWorkspaceBytes : 0;
-  if (auto train = lookupFunction(module, "train_step"); train && cuda)
-    s.attention = std::max<int64_t>(0, kern::cudnnAttentionWorkspaceBytes(train) - s.library);
   return s;
 }
 

@@ -1,5 +1,7 @@
 // tcc compile --memory-budget: the size given (parsed here, with the error a
-// user sees for a bad one) and the check of the memory plan against it.
+// user sees for a bad one), what a compiled step needs on the device, the
+// check of the memory plan against the budget, and the search for
+// tg-remat's budget that makes the plan fit.
 #ifndef TCC_COMPILER_DRIVER_MEMORYBUDGET_H
 #define TCC_COMPILER_DRIVER_MEMORYBUDGET_H
 
@@ -25,12 +27,12 @@ struct PipelineOptions; // compiler/pipeline/Pipeline.h
 std::optional<int64_t> parseByteSize(const std::string &text, std::string &error);
 
 // What a compiled step needs on the device, from the memory plan: the
-// parameters, optimizer state and inputs, one workspace that @train_step
-// and @forward (eval) share (each call uses it alone: the larger of the
-// two functions' temporaries, plus outputs on the cpu) and, on cuda, the
-// cuBLASLt workspace. On cuda eval's outputs are allocated by the first
-// eval call that leaves them NULL: counted apart (evalOutputs). Not included: cuDNN's attention workspace when it is larger
-// than cuBLASLt's (known when trun builds cuDNN's plans), the CUDA context.
+// parameters, optimizer state and inputs (two sets on cuda), one workspace
+// that @train_step and @forward (eval) share (each call uses it alone: the
+// larger of the two functions' temporaries, plus outputs on the cpu) and,
+// on cuda, the workspace cuBLASLt and cuDNN's attention share. On cuda
+// eval's outputs are allocated by the first eval call that leaves them
+// NULL: counted apart (evalOutputs). Not included: the CUDA context.
 struct StepMemory {
   MemorySummary train, eval;
   bool hasEval = false;

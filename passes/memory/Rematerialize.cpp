@@ -51,6 +51,7 @@
 #include "passes/common/NodeNames.h"
 #include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/SetVector.h"
+#include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/FormatVariadic.h"
 
 #include <vector>
@@ -177,7 +178,7 @@ double opSeconds(Operation *op) {
          kLaunchSeconds;
 }
 
-std::string mib(double bytes) { return formatBytes(static_cast<int64_t>(bytes)); }
+std::string bytesText(double bytes) { return formatBytes(static_cast<int64_t>(bytes)); }
 std::string gflop(double flops) {
   if (flops >= 1e9)
     return llvm::formatv("{0:F2} GFLOP", flops / 1e9).str();
@@ -202,7 +203,6 @@ public:
           end_[r] = lastReader(r, position_[op]);
   }
 
-  int64_t size() const { return static_cast<int64_t>(ops_.size()); }
   Operation *op(int64_t i) const { return ops_[i]; }
   int64_t position(Operation *op) const { return position_.lookup(topLevel(op)); }
   // The value a view chain aliases.
@@ -359,7 +359,7 @@ Recipe buildRecipe(const Liveness &live, Value value, int64_t p) {
     recipe.whyNot = "no reader after the peak";
   else if (recipe.net() <= 0)
     recipe.whyNot = llvm::formatv("recomputing it keeps {0} alive, not less than the {1} it frees",
-                                  mib(recipe.kept), mib(recipe.freed))
+                                  bytesText(recipe.kept), bytesText(recipe.freed))
                         .str();
   return recipe;
 }
@@ -369,10 +369,7 @@ std::string readerNames(const Recipe &recipe) {
   for (OpOperand *use : recipe.readers)
     if (std::string n = nodeName(use->getOwner()->getLoc()); !llvm::is_contained(names, n))
       names.push_back(n);
-  std::string text;
-  for (const std::string &n : names)
-    text += (text.empty() ? "" : ", ") + n;
-  return text;
+  return llvm::join(names, ", ");
 }
 
 // Clones the recipe before its first late reader and redirects the readers.
@@ -408,21 +405,22 @@ struct TgRematPass : public tcc::impl::TgRematBase<TgRematPass> {
     Block &block = f.getBody().front();
     llvm::SmallVector<Attribute> decisions;
     Builder b(f.getContext());
-    auto [firstAt, before] = Liveness(block).peak();
+    Liveness live(block); // rebuilt after each change
+    auto [firstAt, before] = live.peak();
     double addedFlops = 0, addedSeconds = 0;
     int choices = 0;
     std::string stop;
     // A bound on choices, far above what a step needs (one per saved value).
     const int maxChoices = 4 * static_cast<int>(block.getOperations().size());
     while (true) {
-      Liveness live(block);
       auto [p, bytes] = live.peak();
       if (budget < 0) {
         stop = "no budget: nothing recomputed";
         break;
       }
       if (bytes <= budget) {
-        stop = llvm::formatv("the estimate fits the budget ({0} <= {1})", mib(bytes), mib(budget));
+        stop = llvm::formatv("the estimate fits the budget ({0} <= {1})", bytesText(bytes),
+                             bytesText(budget));
         break;
       }
       std::optional<Recipe> best;
@@ -439,28 +437,29 @@ struct TgRematPass : public tcc::impl::TgRematBase<TgRematPass> {
       if (!best || choices >= maxChoices) {
         stop = llvm::formatv("budget not reached: {0} live at op {1} ({2}) and nothing left "
                              "to recompute there",
-                             mib(bytes), p, live.op(p)->getName().getStringRef())
+                             bytesText(bytes), p, live.op(p)->getName().getStringRef())
                    .str();
         break;
       }
       std::string what = nodeName(best->value.getLoc());
       std::string note = llvm::formatv(
           "recomputed for {0} (dropped across op {1}, {2}): frees {3}, adds {4}, {5} moved",
-          readerNames(*best), p, live.op(p)->getName().getStringRef(), mib(best->net()),
-          gflop(best->flops), mib(best->bytesMoved));
+          readerNames(*best), p, live.op(p)->getName().getStringRef(), bytesText(best->net()),
+          gflop(best->flops), bytesText(best->bytesMoved));
       decisions.push_back(b.getStringAttr(
           llvm::formatv("recompute {0} ({1} ops: {2}): peak {3} at op {4}; frees {5}, adds {6}, "
                         "{7} moved, ~{8:F3} ms",
-                        what, best->ops.size(), opNames(*best), mib(bytes), p, mib(best->net()),
-                        gflop(best->flops), mib(best->bytesMoved), best->seconds * 1e3)
+                        what, best->ops.size(), opNames(*best), bytesText(bytes), p,
+                        bytesText(best->net()), gflop(best->flops), bytesText(best->bytesMoved),
+                        best->seconds * 1e3)
               .str()));
       addedFlops += best->flops;
       addedSeconds += best->seconds;
       ++choices;
       apply(live, *best, p, note);
+      live = Liveness(block);
     }
     // Why the largest values at the last peak stay.
-    Liveness live(block);
     auto [p, after] = live.peak();
     std::vector<std::pair<int64_t, std::string>> left;
     for (int64_t i = 0; i < p; ++i)
@@ -476,7 +475,7 @@ struct TgRematPass : public tcc::impl::TgRematBase<TgRematPass> {
           why = budget < 0 ? "no budget" : "the budget is met without it";
         left.push_back({tensorBytes(r.getType()),
                         llvm::formatv("kept {0} ({1}): {2}", nodeName(r.getLoc()),
-                                      mib(tensorBytes(r.getType())), why)
+                                      bytesText(tensorBytes(r.getType())), why)
                             .str()});
       }
     llvm::stable_sort(left, [](auto &a, auto &b) { return a.first > b.first; });
@@ -487,18 +486,18 @@ struct TgRematPass : public tcc::impl::TgRematBase<TgRematPass> {
                          "budget {0}; live temporaries peak {1} at op {2} before, {3} at op {4} "
                          "after; {5} values recomputed, {6} added (~{7:F2} ms at nominal "
                          "rates); {8}",
-                         budget < 0 ? std::string("none") : mib(budget), mib(before), firstAt,
-                         mib(after), p, choices, gflop(addedFlops), addedSeconds * 1e3, stop)
+                         budget < 0 ? std::string("none") : bytesText(budget), bytesText(before), firstAt,
+                         bytesText(after), p, choices, gflop(addedFlops), addedSeconds * 1e3, stop)
                          .str()));
     f->setAttr(kDecisionsAttr, b.getArrayAttr(decisions));
   }
 
   static std::string opNames(const Recipe &recipe) {
-    std::string text;
+    std::vector<std::string> names;
     for (Operation *op : recipe.ops)
       if (!isView(op))
-        text += (text.empty() ? "" : ", ") + op->getName().getStringRef().drop_front(3).str();
-    return text;
+        names.push_back(op->getName().getStringRef().drop_front(3).str());
+    return llvm::join(names, ", ");
   }
 };
 

@@ -38,16 +38,9 @@ cp "$build/bin/trun" "$build/bin/kernel_families_test" "$build/bin/attention_ker
   "$build/bin/norm_kernels_test" "$build/bin/gemm_epilogue_test" "$build/bin/gemm_search_test" \
   "$build/bin/cudnn_attention_test" "$dir/bin/"
 
-# trun's libraries from Debian (absl, protobuf, openblas, gomp, ...): the
-# device machine runs another distribution. The C/C++ runtime stays its own.
-for exe in "$dir/bin/trun"; do
-  ldd "$exe" | awk '/=> \//{print $3}' | while read -r lib; do
-    case "$(basename "$lib")" in
-      libc.so*|libm.so*|libgcc_s.so*|libstdc++.so*|ld-linux*|libpthread.so*|libdl.so*|librt.so*) ;;
-      *) cp -L "$lib" "$dir/lib/" ;;
-    esac
-  done
-done
+# trun's libraries from Debian: the device machine runs another distribution.
+source "$root/tests/gpu/trun_libs.sh"
+copy_trun_libs "$dir/bin/trun" "$dir/lib"
 # The cpu steps load OpenBLAS and libgomp at run time too.
 for lib in $(ldconfig -p | awk '/libopenblas.so.0 |libgomp.so.1 /{print $NF}' | sort -u); do
   cp -L "$lib" "$dir/lib/"

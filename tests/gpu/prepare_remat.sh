@@ -27,12 +27,8 @@ done
 rm -rf "$dir" && mkdir -p "$dir"/{bin,lib,steps,data,models}
 cp "$build/bin/trun" "$build/bin/kernel_families_test" "$dir/bin/"
 strip "$dir/bin/"*
-ldd "$dir/bin/trun" | awk '/=> \//{print $3}' | while read -r lib; do
-  case "$(basename "$lib")" in
-    libc.so*|libm.so*|libgcc_s.so*|libstdc++.so*|ld-linux*|libpthread.so*|libdl.so*|librt.so*) ;;
-    *) cp -L "$lib" "$dir/lib/" ;;
-  esac
-done
+source "$root/tests/gpu/trun_libs.sh"
+copy_trun_libs "$dir/bin/trun" "$dir/lib"
 tar -C "$dir" -czf "$dir/lib.tar.gz" lib && rm -rf "$dir/lib"
 
 py=/usr/bin/python3

@@ -67,12 +67,11 @@ FailureOr<GeneratedCudaStep> generateCudaStep(ModuleOp module,
   // first such call (host_support/run_call.h), not workspace bytes.
   int64_t planned = iface->plannedWorkspace;
   int64_t trainBase = outputScratchBase(iface->train, planned, 256);
-  int64_t evalBase = 0;
   CudaStepEmitter train(iface->train, "train", kernels, options, gemmSites);
   if (failed(train.emit(trainBase, step.trainFlops)))
     return failure();
   CudaStepEmitter eval(iface->eval, "eval", kernels, options, gemmSites);
-  if (failed(eval.emit(evalBase, step.evalFlops)))
+  if (failed(eval.emit(/*outputScratchBase=*/0, step.evalFlops))) // their own buffer
     return failure();
   // The kernel list: train's launches, then eval's.
   std::vector<Launch> launches = train.launches();

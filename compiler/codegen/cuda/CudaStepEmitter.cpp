@@ -13,10 +13,8 @@ namespace tcc::codegen::cuda {
 LogicalResult CudaStepEmitter::emit(int64_t outputScratchBase, double &flops) {
   llvm::raw_string_ostream os(body_);
   scratch_.base = outputScratchBase;
-  if (entry_ == "eval") { // outputs left NULL: a buffer of their own (run_call.h)
-    scratch_.base = 0;
+  if (entry_ == "eval") // outputs left NULL: a buffer of their own (run_call.h)
     scratch_.baseExpr = "tcc_cuda_host::current_call()->output_scratch";
-  }
   os << "static int32_t tcc_" << entry_
      << "_body(const tcc_step_args *args, cudaStream_t s, char *ws) {\n";
   os << "  int32_t *status = reinterpret_cast<int32_t *>(ws + tcc_control_offset);\n";

@@ -545,7 +545,8 @@ absl::Status RunTrun(const Options &options, std::ostream &out) {
   // A cuda step that cannot fit the GPU's free memory stops here, saying
   // so, rather than at a cudaMalloc half way through the allocations.
   if (std::string(d.target) == "cuda")
-    if (absl::Status s = CheckGpuMemory(ProbeMachine(), d, options.gpu.value_or(0), out);
+    if (absl::Status s = CheckGpuMemory(ProbeMachine(options.gpu.value_or(0)), d,
+                                        options.gpu.value_or(0), out);
         !s.ok())
       return s;
   // Parameters first: an unsupported init or a bad weights file fails before

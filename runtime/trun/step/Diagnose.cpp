@@ -58,7 +58,7 @@ std::string Bytes(int64_t bytes) {
   return bytes < 0 ? "unknown" : FormatBytes(static_cast<uint64_t>(bytes));
 }
 
-void ProbeDriver(MachineInfo &info) {
+void ProbeDriver(MachineInfo &info, int free_of) {
   // The versioned name: libcuda.so (unversioned) only exists with the
   // toolkit's stubs, which would "load" and then fail every call.
   void *library = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
@@ -111,9 +111,10 @@ void ProbeDriver(MachineInfo &info) {
                              device);
     api.cuDeviceGetAttribute(&gpu.multiprocessors, kAttrMultiprocessorCount,
                              device);
-    // Free memory needs a context: the primary one, released right after.
+    // Free memory needs a context: the primary one, released right after
+    // (only on GPU `free_of` when one is named: a context costs time).
     CUcontext context = nullptr;
-    if (api.cuDevicePrimaryCtxRetain(&context, device) == 0) {
+    if ((free_of < 0 || free_of == i) && api.cuDevicePrimaryCtxRetain(&context, device) == 0) {
       size_t free_bytes = 0, total_bytes = 0;
       if (api.cuCtxSetCurrent(context) == 0 &&
           api.cuMemGetInfo(&free_bytes, &total_bytes) == 0)
@@ -128,14 +129,14 @@ void ProbeDriver(MachineInfo &info) {
 
 } // namespace
 
-MachineInfo ProbeMachine() {
+MachineInfo ProbeMachine(int free_of) {
   MachineInfo info;
   std::ifstream meminfo("/proc/meminfo");
   std::stringstream text;
   text << meminfo.rdbuf();
   info.host_total_bytes = MeminfoBytes(text.str(), "MemTotal");
   info.host_available_bytes = MeminfoBytes(text.str(), "MemAvailable");
-  ProbeDriver(info);
+  ProbeDriver(info, free_of);
   return info;
 }
 

@@ -36,8 +36,10 @@ struct MachineInfo {
 };
 
 // Reads /proc/meminfo and queries the driver (never fails: what could not
-// be read is reported as such).
-MachineInfo ProbeMachine();
+// be read is reported as such). The free memory of a GPU needs a context
+// on it: with `free_of` >= 0 only that GPU's is read (the others' stay
+// unknown), as the start of a run needs.
+MachineInfo ProbeMachine(int free_of = -1);
 
 // Bytes the step needs where it runs: params, optimizer state, workspace,
 // inputs, outputs and train outputs (trun allocates exactly these). A cuda
