@@ -42,6 +42,9 @@ void writeFuseHorizontalReport(mlir::ModuleOp module, llvm::raw_ostream &os);
 // the largest values left at the last peak and why), from the module right
 // after it; --dump-dir writes it next to the pass's dump.
 void writeRematReport(mlir::ModuleOp module, llvm::raw_ostream &os);
+// tg-chunk-loss-head's decisions (each loss head chunked: pieces, logits
+// bytes before and after, time added; or why not).
+void writeChunkLossHeadReport(mlir::ModuleOp module, llvm::raw_ostream &os);
 
 // kern-plan-memory's placement of one temporary (a kern.workspace_view of
 // the arena): its bytes (64-byte rounded) and its live range in walk order.

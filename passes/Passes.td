@@ -262,6 +262,28 @@ def TgDecompose : Pass<"tg-decompose", "mlir::ModuleOp"> {
   let dependentDialects = ["tcc::tg::TgDialect"];
 }
 
+def TgChunkLossHead : Pass<"tg-chunk-loss-head", "mlir::ModuleOp"> {
+  let summary = "Computes the loss head's logits and their gradient in row chunks";
+  let description = [{
+    Runs on @train_step after the last CSE, before tg-remat. A
+    tg.softmax_cross_entropy_grad whose logits come from one tg.matmul
+    (X W^T) read by the loss and its gradient only, and whose gradient feeds
+    GEMMs that keep rows apart (dX = G W) or sum over them (dW = G^T X),
+    is computed in `chunks` pieces of rows at the place of the logits'
+    matmul: per piece its logits, loss rows, gradient, dX rows and a GEMM
+    that adds the piece's dW to an f32 sum. One piece of logits is live at
+    a time instead of all of them. Losses and dX are those of the unchunked
+    step; dW is summed in f32 across pieces. @train_step's
+    tg.loss_chunk_decisions says what was chunked or why not, and
+    tg.loss_chunk_seconds the estimated time added. chunks <= 1: nothing.
+  }];
+  let options = [
+    Option<"chunks", "chunks", "int64_t", /*default=*/"1",
+           "pieces of rows the loss head is computed in (<= 1: unchanged)">,
+  ];
+  let dependentDialects = ["tcc::tg::TgDialect"];
+}
+
 def TgRemat : Pass<"tg-remat", "mlir::ModuleOp"> {
   let summary = "Recomputes forward values in the backward so the step's peak fits a budget";
   let description = [{

@@ -298,6 +298,7 @@ absl::Status compileModel(const CompileOptions &given) {
   pipelineOptions.fuseAttention = options.fuseAttention;
   pipelineOptions.fuseEpilogue = options.fuseEpilogue;
   pipelineOptions.fuseHorizontal = options.fuseHorizontal;
+  pipelineOptions.lossChunks = options.lossChunks.value_or(1);
   pipelineOptions.target = options.target == "cuda" ? "cuda" : "cpu";
   if (options.target == "cuda")
     pipelineOptions.cudaArch = options.arch;
@@ -335,15 +336,17 @@ absl::Status compileModel(const CompileOptions &given) {
   if (options.memoryBudget) {
     // Plans without code until one fits (tg-remat's budget), then the
     // compile below with that budget (and the dumps).
-    absl::StatusOr<int64_t> remat = fitMemoryBudget(*module, pipelineOptions,
-                                                    *options.memoryBudget,
-                                                    options.verbose ? stderr : nullptr);
-    if (!remat.ok()) {
+    absl::StatusOr<MemoryFit> fit =
+        fitMemoryBudget(*module, pipelineOptions, *options.memoryBudget,
+                        /*chooseChunks=*/!options.lossChunks, options.verbose ? stderr : nullptr);
+    if (!fit.ok()) {
       // The error names the tg-remat report: --dump-dir gets the pipeline
       // to the memory plan with everything tg-remat can drop dropped.
-      if (dumps && !absl::IsInvalidArgument(remat.status())) {
+      if (dumps && !absl::IsInvalidArgument(fit.status())) {
         PipelineOptions most = pipelineOptions;
         most.rematBudget = 0;
+        if (!options.lossChunks)
+          most.lossChunks = 8; // what the fit tried last
         mlir::PassManager pm(&ctx);
         buildPipeline(pm, Phase::Plan, most);
         ctx.disableMultithreading();
@@ -351,9 +354,16 @@ absl::Status compileModel(const CompileOptions &given) {
         (void)pm.run(*module);
         (void)dumps->writeIndex();
       }
-      return remat.status();
+      return fit.status();
     }
-    pipelineOptions.rematBudget = *remat;
+    pipelineOptions.rematBudget = fit->remat;
+    pipelineOptions.lossChunks = fit->lossChunks;
+    if (options.verbose && (fit->remat >= 0 || fit->lossChunks > 1))
+      std::fprintf(stderr,
+                   "tcc: --memory-budget: loss head in %lld chunk(s), tg-remat budget %s (~%.2f "
+                   "ms added at nominal rates)\n",
+                   static_cast<long long>(fit->lossChunks),
+                   fit->remat < 0 ? "none" : formatBytes(fit->remat).c_str(), fit->seconds * 1e3);
   }
   absl::Status status = compileImported(options, pipelineOptions, ctx, *module, dumps);
   if (dumps)

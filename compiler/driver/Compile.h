@@ -54,6 +54,9 @@ struct CompileOptions {
   // without recomputation: compiler/driver/BatchSize.h) or a number.
   std::string batch;
   bool keepGlobalBatch = false; // --keep-global-batch: micro-batches keep the global batch
+  // --loss-chunks: the loss head in this many row chunks (1: whole); unset
+  // ("auto"): chosen by --memory-budget's fit, else whole.
+  std::optional<int64_t> lossChunks;
   LossScaleMode lossScale = LossScaleMode::Auto;  // --loss-scale
   std::optional<double> initialLossScale;         // --initial-loss-scale
   std::optional<int64_t> lossScaleGrowthInterval; // --loss-scale-growth-interval

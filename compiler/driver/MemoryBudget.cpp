@@ -177,10 +177,32 @@ planWith(mlir::ModuleOp imported, PipelineOptions options, int64_t remat) {
   return copy;
 }
 
-} // namespace
 
-absl::StatusOr<int64_t> fitMemoryBudget(mlir::ModuleOp imported, const PipelineOptions &options,
-                                        int64_t budget, std::FILE *log) {
+// tg-chunk-loss-head's and tg-remat's estimates of the time they add to
+// the planned step, and whether a loss head was chunked.
+void readEstimates(mlir::ModuleOp plan, MemoryFit &fit) {
+  fit.seconds = 0;
+  fit.chunked = false;
+  mlir::Operation *step = lookupFunction(plan, "train_step");
+  if (!step)
+    return;
+  for (llvm::StringRef attr : {"tg.remat_seconds", "tg.loss_chunk_seconds"})
+    if (auto s = step->getAttrOfType<mlir::FloatAttr>(attr))
+      fit.seconds += s.getValueAsDouble();
+  if (auto decisions = step->getAttrOfType<mlir::ArrayAttr>("tg.loss_chunk_decisions"))
+    for (mlir::Attribute d : decisions)
+      if (llvm::cast<mlir::StringAttr>(d).getValue().starts_with("chunked "))
+        fit.chunked = true;
+}
+
+// tg-remat's budget under which the plan fits, at options.lossChunks.
+absl::StatusOr<MemoryFit> fitRemat(mlir::ModuleOp imported, const PipelineOptions &options,
+                                   int64_t budget, std::FILE *log) {
+  MemoryFit fit;
+  fit.lossChunks = options.lossChunks;
+  std::string chunks = options.lossChunks > 1
+                           ? llvm::formatv(" (loss head in {0} chunks)", options.lossChunks).str()
+                           : std::string();
   absl::StatusOr<mlir::OwningOpRef<mlir::ModuleOp>> plan = planWith(imported, options, -1);
   if (!plan.ok())
     return plan.status();
@@ -189,10 +211,12 @@ absl::StatusOr<int64_t> fitMemoryBudget(mlir::ModuleOp imported, const PipelineO
     return checkMemoryBudget(**plan, budget, cuda);
   StepMemory m = stepMemory(**plan, cuda);
   if (log)
-    std::fprintf(log, "tcc: --memory-budget %s: without recomputation the step needs %s\n",
-                 formatBytes(budget).c_str(), formatBytes(m.total()).c_str());
-  if (m.total() <= budget)
-    return -1;
+    std::fprintf(log, "tcc: --memory-budget %s%s: without recomputation the step needs %s\n",
+                 formatBytes(budget).c_str(), chunks.c_str(), formatBytes(m.total()).c_str());
+  if (m.total() <= budget) {
+    readEstimates(**plan, fit);
+    return fit;
+  }
   // What recomputation cannot change (the parameters, eval) over the budget.
   if (m.fixed() > budget || (m.hasEval && m.fixed() + m.evalSide() > budget))
     return checkMemoryBudget(**plan, budget, cuda);
@@ -204,6 +228,7 @@ absl::StatusOr<int64_t> fitMemoryBudget(mlir::ModuleOp imported, const PipelineO
   // and stops within 1% under the budget (recomputing more than needed
   // costs time).
   std::optional<int64_t> fits, over;
+  MemoryFit fitting; // the plan of `fits`
   int64_t remat = budget - fixed;
   int64_t lastOver = m.total();
   constexpr int kRounds = 8;
@@ -213,10 +238,14 @@ absl::StatusOr<int64_t> fitMemoryBudget(mlir::ModuleOp imported, const PipelineO
       return plan.status();
     StepMemory r = stepMemory(**plan, cuda);
     if (log)
-      std::fprintf(log, "tcc: --memory-budget round %d: tg-remat budget %s -> plan %s\n", round,
-                   formatBytes(remat).c_str(), formatBytes(r.total()).c_str());
+      std::fprintf(log, "tcc: --memory-budget round %d%s: tg-remat budget %s -> plan %s\n",
+                   round, chunks.c_str(), formatBytes(remat).c_str(),
+                   formatBytes(r.total()).c_str());
     if (r.total() <= budget) {
-      fits = std::max(fits.value_or(remat), remat);
+      if (!fits || remat > *fits) {
+        fits = remat;
+        readEstimates(**plan, fitting);
+      }
       if (budget - r.total() <= budget / 100)
         break;
     } else {
@@ -243,17 +272,55 @@ absl::StatusOr<int64_t> fitMemoryBudget(mlir::ModuleOp imported, const PipelineO
       break;
     remat = next;
   }
-  if (fits)
-    return *fits;
+  if (fits) {
+    fitting.remat = *fits;
+    fitting.lossChunks = options.lossChunks;
+    return fitting;
+  }
   plan = planWith(imported, options, 0); // everything tg-remat can drop
   if (!plan.ok())
     return plan.status();
-  if (stepMemory(**plan, cuda).total() <= budget)
-    return 0;
+  if (stepMemory(**plan, cuda).total() <= budget) {
+    readEstimates(**plan, fit);
+    fit.remat = 0;
+    return fit;
+  }
   absl::Status s = checkMemoryBudget(**plan, budget, cuda);
   return absl::Status(s.code(), std::string(s.message()) +
                                     " (after tg-remat recomputed what it could: see "
                                     "--dump-dir's tg-remat report)");
+}
+
+} // namespace
+
+absl::StatusOr<MemoryFit> fitMemoryBudget(mlir::ModuleOp imported, const PipelineOptions &options,
+                                          int64_t budget, bool chooseChunks, std::FILE *log) {
+  if (!chooseChunks)
+    return fitRemat(imported, options, budget, log);
+  PipelineOptions whole = options;
+  whole.lossChunks = 1;
+  absl::StatusOr<MemoryFit> best = fitRemat(imported, whole, budget, log);
+  // Fits as it is, or cannot fit whatever the workspace (the parameters).
+  if ((best.ok() && best->remat < 0) || absl::IsInvalidArgument(best.status()))
+    return best;
+  for (int64_t chunks : {2, 4, 8}) {
+    PipelineOptions chunked = options;
+    chunked.lossChunks = chunks;
+    absl::StatusOr<MemoryFit> fit = fitRemat(imported, chunked, budget, log);
+    if (fit.ok() && !fit->chunked)
+      break; // no loss head to chunk: every count plans the same
+    if (log && fit.ok())
+      std::fprintf(log, "tcc: --memory-budget: loss head in %lld chunks: ~%.2f ms added (the "
+                        "best before: %s)\n",
+                   static_cast<long long>(chunks), fit->seconds * 1e3,
+                   best.ok() ? llvm::formatv("~{0:F2} ms", best->seconds * 1e3).str().c_str()
+                             : "does not fit");
+    if (fit.ok() && (!best.ok() || fit->seconds < best->seconds))
+      best = fit;
+    else if (!fit.ok() && !best.ok())
+      best = fit; // the error of the plan that dropped the most
+  }
+  return best;
 }
 
 } // namespace tcc

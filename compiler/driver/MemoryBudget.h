@@ -67,18 +67,29 @@ std::string formatStepMemory(const StepMemory &s);
 // temporaries live at @train_step's peak.
 absl::Status checkMemoryBudget(mlir::ModuleOp module, int64_t budget, bool cuda);
 
-// tg-remat's budget (PipelineOptions::rematBudget) under which the memory
-// plan of `imported` (an imported module, not changed) fits `budget`
-// bytes: -1 when it fits without recomputing anything. tg-remat works on
-// its own estimate of live tensors, so this compiles copies of the module
-// to the memory plan (no code) and lowers the estimate's budget by what the
-// plan exceeded until the plan fits (a few rounds). The error, when even
-// recomputing everything tg-remat can leaves the plan over the budget, is
+// How a step fits its memory budget.
+struct MemoryFit {
+  int64_t remat = -1;     // tg-remat's budget (PipelineOptions::rematBudget)
+  int64_t lossChunks = 1; // tg-chunk-loss-head's pieces (PipelineOptions::lossChunks)
+  double seconds = 0;     // the time both add, estimated at nominal rates
+  bool chunked = false;   // a loss head was chunked
+};
+
+// The pipeline options under which the memory plan of `imported` (an
+// imported module, not changed) fits `budget` bytes: remat -1 when it fits
+// without recomputing anything. tg-remat works on its own estimate of live
+// tensors, so this compiles copies of the module to the memory plan (no
+// code) and lowers the estimate's budget by what the plan exceeded until
+// the plan fits (a few rounds). With `chooseChunks`, a step over the budget
+// is also tried with its loss head in 2, 4 and 8 row chunks
+// (tg-chunk-loss-head), and the fit that adds the least estimated time
+// wins; else options.lossChunks stays. The error, when even recomputing
+// everything tg-remat can leaves the plan over the budget, is
 // checkMemoryBudget's for the last plan. `log` (may be null) gets a line
 // per round.
-absl::StatusOr<int64_t> fitMemoryBudget(mlir::ModuleOp imported,
-                                        const PipelineOptions &options, int64_t budget,
-                                        std::FILE *log);
+absl::StatusOr<MemoryFit> fitMemoryBudget(mlir::ModuleOp imported,
+                                          const PipelineOptions &options, int64_t budget,
+                                          bool chooseChunks, std::FILE *log);
 
 } // namespace tcc
 

@@ -92,6 +92,9 @@ const PassReport kPassReports[] = {
     {"tg-remat", writeRematReport,
      "tg-remat's decisions: each value recomputed (bytes freed, FLOPs added), the largest "
      "left at the peak and why"},
+    {"tg-chunk-loss-head", writeChunkLossHeadReport,
+     "tg-chunk-loss-head's decisions: each loss head computed in row chunks (logits bytes "
+     "before and after, time added) or not and why"},
     {"tg-amp", writeAmpReport, "tg-amp's decisions: each op's precision and why"},
 };
 

@@ -100,6 +100,11 @@ void buildPipeline(mlir::OpPassManager &pm, Phase stopAfter,
   // 3b. Memory: under a budget, forward values live across the step's peak
   //     are dropped and recomputed before their backward readers (after
   //     the last CSE, which would merge the clones back).
+  //     First, when asked (--loss-chunks, or chosen by --memory-budget), the
+  //     loss head's logits in row chunks: the step's largest tensor, live
+  //     one chunk at a time.
+  if (options.lossChunks > 1)
+    pm.addPass(createTgChunkLossHead(TgChunkLossHeadOptions{options.lossChunks}));
   pm.addPass(createTgRemat(TgRematOptions{options.rematBudget}));
   // 4. Tensors -> buffers: one kern op per kernel or library call.
   pm.addPass(createTgLowerToKern());

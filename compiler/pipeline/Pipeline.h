@@ -56,6 +56,10 @@ struct PipelineOptions {
   // tensor estimate); < 0 recomputes nothing. tcc compile --memory-budget
   // searches for the value whose memory plan fits the budget.
   int64_t rematBudget = -1;
+  // tg-chunk-loss-head's pieces (tcc compile --loss-chunks, or chosen by
+  // --memory-budget): > 1 computes the loss head's logits and gradient in
+  // that many row chunks; <= 1 leaves the head whole (the pass is not run).
+  int64_t lossChunks = 1;
 };
 
 // Writes the module attributes `options` ask for (tg.loss_scaling,

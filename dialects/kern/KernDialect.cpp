@@ -110,8 +110,8 @@ LogicalResult GemmEpilogueOp::verify() {
   Type p = a.getElementType(), o = out.getElementType();
   if (o != p && !((p.isBF16() || p.isF16()) && o.isF32()))
     return emitOpError("out must have a's element type, or f32 with 16-bit a");
-  if (o != p && !getResidual())
-    return emitOpError("an out type other than a's needs a residual");
+  if (o != p && !getResidual() && getActivation() != "none")
+    return emitOpError("an out type other than a's needs a residual or no activation");
   if (bias.getRank() != 1 || bias.getDimSize(0) != n || bias.getElementType() != o)
     return emitOpError("bias must be (") << n << ") of out's element type";
   if (Value r = getResidual(); r && r.getType() != out)

@@ -38,11 +38,18 @@ LogicalResult MatmulEpilogueOp::verify() {
       return emitOpError("residual ")
              << rtt(residual) << " must have the result's type " << out;
     resultElem = rtt(residual).getElementType();
+  } else if (act == "none" && build::isHalfFloat(productElem) &&
+             out.getElementType().isF32()) {
+    // The f32 accumulator kept as it is (tg-chunk-loss-head's weight
+    // gradient, summed over row chunks in f32).
+    resultElem = out.getElementType();
   }
   if (out.getElementType() != resultElem)
     return emitOpError("result element type ")
            << out.getElementType() << " should be " << resultElem
-           << (getResidual() ? " (the residual's)" : " (the operands')");
+           << (getResidual() ? " (the residual's)"
+                             : " (the operands', or f32 for 16-bit operands without an "
+                               "activation)");
   auto bias = rtt(getBias());
   int64_t n = product->back();
   if (bias.getRank() != 1 || bias.getDimSize(0) != n)

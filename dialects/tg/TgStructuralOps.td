@@ -47,6 +47,10 @@ def Tg_MatmulEpilogueOp : Tg_Op<"matmul_epilogue"> {
       result = residual + act                   (residual: p's shape, its own
                                                  float type R, e.g. f32 with
                                                  bf16 operands)
+      result = pre in f32                       (16-bit operands, no residual
+                                                 and no activation: the
+                                                 accumulator kept, as
+                                                 tg-chunk-loss-head's dW sums)
 
     `bias` has the result's element type (P, or R with a residual).
     `pre_activation` (only with an activation) is `pre`, of p's type: what

@@ -536,6 +536,24 @@ private:
   bool deterministic_ = false; // the module's tg.deterministic
 };
 
+// Whether nothing touches `root` (or a view of it) after `op`: `op` may
+// then write its result over it.
+bool lastAccess(Value root, Operation *op) {
+  SmallVector<Value> views{root};
+  while (!views.empty()) {
+    Value v = views.pop_back_val();
+    for (Operation *user : v.getUsers()) {
+      if (auto view = dyn_cast<kern::ReshapeOp>(user)) {
+        views.push_back(view.getResult());
+        continue;
+      }
+      if (user != op && (user->getBlock() != op->getBlock() || !user->isBeforeInBlock(op)))
+        return false;
+    }
+  }
+  return true;
+}
+
 // The cross-entropy gradient writes over the logits when nothing reads
 // them afterwards: both are (N, C) of one type, each thread of the kernels
 // reads an element before it writes the same position, and a language
@@ -551,26 +569,37 @@ void reuseLogitsForGradient(func::FuncOp f) {
     Value root = kern::rootBuffer(logits);
     if (!root.getDefiningOp<kern::AllocOp>())
       continue; // an argument: the caller's buffer
-    // Every reader of the root or of a view of it must come before g.
-    bool lastReader = true;
-    SmallVector<Value> views{root};
-    while (!views.empty() && lastReader) {
-      Value v = views.pop_back_val();
-      for (Operation *user : v.getUsers()) {
-        if (auto view = dyn_cast<kern::ReshapeOp>(user)) {
-          views.push_back(view.getResult());
-          continue;
-        }
-        if (user != g.getOperation() &&
-            (user->getBlock() != g->getBlock() || !user->isBeforeInBlock(g)))
-          lastReader = false;
-      }
-    }
-    if (!lastReader)
+    if (!lastAccess(root, g))
       continue;
     Operation *alloc = out.getDefiningOp();
     out.replaceAllUsesWith(logits);
     alloc->erase();
+  }
+}
+
+// A GEMM whose residual dies at it accumulates in place: out = residual +
+// product writes over the residual (cuBLASLt's C == D; the cpu kernel keeps
+// its product apart then). tg-chunk-loss-head's weight gradient, summed
+// over row chunks, then takes one buffer instead of two.
+void accumulateResidualInPlace(func::FuncOp f) {
+  SmallVector<kern::GemmEpilogueOp> gemms(f.getOps<kern::GemmEpilogueOp>());
+  for (kern::GemmEpilogueOp g : gemms) {
+    Value residual = g.getResidual();
+    if (!residual || residual.getType() != g.getOut().getType())
+      continue;
+    Value resRoot = kern::rootBuffer(residual), outRoot = kern::rootBuffer(g.getOut());
+    auto outAlloc = outRoot.getDefiningOp<kern::AllocOp>();
+    if (!outAlloc || !resRoot.getDefiningOp<kern::AllocOp>() ||
+        resRoot.getType() != outRoot.getType() || !lastAccess(resRoot, g))
+      continue;
+    // out's buffer is allocated for g: g writes it first.
+    if (llvm::any_of(outRoot.getUsers(), [&](Operation *user) {
+          return user != g.getOperation() && !isa<kern::ReshapeOp>(user) &&
+                 user->getBlock() == g->getBlock() && user->isBeforeInBlock(g);
+        }))
+      continue;
+    outRoot.replaceAllUsesWith(resRoot);
+    outAlloc->erase();
   }
 }
 
@@ -588,8 +617,9 @@ struct TgLowerToKernPass : tcc::impl::TgLowerToKernBase<TgLowerToKernPass> {
       std::string name = f.getName().str(); // run() replaces f
       if (failed(FunctionLowering(f).run()))
         return signalPassFailure();
-      reuseLogitsForGradient(
-          getOperation().lookupSymbol<func::FuncOp>(name));
+      auto lowered = getOperation().lookupSymbol<func::FuncOp>(name);
+      reuseLogitsForGradient(lowered);
+      accumulateResidualInPlace(lowered);
     }
   }
 };

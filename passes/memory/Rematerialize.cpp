@@ -68,6 +68,7 @@ namespace {
 
 constexpr llvm::StringLiteral kCloneAttr = "tg.remat";
 constexpr llvm::StringLiteral kDecisionsAttr = "tg.remat_decisions";
+constexpr llvm::StringLiteral kSecondsAttr = "tg.remat_seconds";
 
 // Nominal rates for ranking recipes: dense 16-bit tensor-core GEMMs and
 // HBM bandwidth of a current datacenter GPU, plus a launch.
@@ -490,6 +491,8 @@ struct TgRematPass : public tcc::impl::TgRematBase<TgRematPass> {
                          bytesText(after), p, choices, gflop(addedFlops), addedSeconds * 1e3, stop)
                          .str()));
     f->setAttr(kDecisionsAttr, b.getArrayAttr(decisions));
+    // What tcc compile --memory-budget weighs against tg-chunk-loss-head's.
+    f->setAttr(kSecondsAttr, b.getF64FloatAttr(addedSeconds));
   }
 
   static std::string opNames(const Recipe &recipe) {

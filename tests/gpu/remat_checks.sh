@@ -21,10 +21,18 @@
 #  6. (ckpt) PyTorch with activation checkpointing (bench/torch_gpt2.py
 #     --checkpoint): torch.compile at 124M, eager and torch.compile at 1.5B.
 #
-#   bash tests/gpu/remat_checks.sh DIR OUT [small|xl|ckpt|all]
-#   (small: 1-4, xl: 5, ckpt: 6; default all: 1-5)
+#  7. (chunk) tg-chunk-loss-head: gpt2_short with its loss head in 4 row
+#     chunks against the whole head (fp32 50 steps; bf16 --deterministic 100
+#     steps, also against the unconstrained runs of 2: the losses of
+#     earlier runs in bench/results say whether anything else moved);
+#     GPT-2 124M bf16 with --loss-chunks 4, under 5.9 GiB as --memory-budget
+#     now fits it (chunks chosen) and with --loss-chunks 1 (recomputation
+#     only), beside the unconstrained step and torch.compile.
+#
+#   bash tests/gpu/remat_checks.sh DIR OUT [small|xl|ckpt|chunk|all]
+#   (small: 1-4, xl: 5, ckpt: 6, chunk: 7; default all: 1-5)
 set -uo pipefail
-[ $# -ge 2 ] || { echo "usage: remat_checks.sh DIR OUT [small|xl|ckpt|all]" >&2; exit 2; }
+[ $# -ge 2 ] || { echo "usage: remat_checks.sh DIR OUT [small|xl|ckpt|chunk|all]" >&2; exit 2; }
 which="${3:-all}"
 # dir, out, here, trun; lib/steps/data unpacked; libraries and cuDNN on the path.
 source "$(dirname "${BASH_SOURCE[0]}")/setup.sh"
@@ -102,6 +110,54 @@ if [ "$which" = ckpt ]; then
       2>"$out/torch_xl_ckpt_$mode.log" || { echo "torch_gpt2.py (1.5B, $mode, checkpoint) failed:"; tail -n 3 "$out/torch_xl_ckpt_$mode.log"; }
   done
 fi
+if [ "$which" = chunk ]; then
+  echo "== 7. tg-chunk-loss-head"
+  short_data="$dir/data/fortunes_shuffled_bytes_train.bin"
+  for tag in fp32 fp32_c4; do
+    "$trun" "$steps/gpt2_short_$tag.so" --data "$short_data" --steps 50 --seed 7 --log-every 10 \
+      --metrics "$out/short_$tag.jsonl" >"$out/short_$tag.log" 2>&1 || { echo "trun failed:"; tail -5 "$out/short_$tag.log"; }
+  done
+  for tag in plain c4; do
+    step="$steps/gpt2_short_det.so"; [ $tag = c4 ] && step="$steps/gpt2_short_det_c4.so"
+    "$trun" "$step" --data "$short_data" --steps 100 --seed 7 --log-every 50 \
+      --metrics "$out/short_$tag.jsonl" >"$out/short_$tag.log" 2>&1 || { echo "trun failed:"; tail -5 "$out/short_$tag.log"; }
+  done
+  python3 - "$out" "$here/../../bench/results/remat-h200-2026-11-25" <<'PY'
+import json, sys
+out, earlier = sys.argv[1:3]
+def losses(path):
+    r = {}
+    try:
+        for line in open(path):
+            d = json.loads(line)
+            if d.get("kind") == "step":
+                r[d["step"]] = d["loss"]
+    except OSError:
+        pass
+    return [r[k] for k in sorted(r)]
+rel = lambda x, y, n=None: max(abs(p - q) / max(1e-30, abs(q)) for p, q in list(zip(x, y))[:n])
+for name, a, b, n in [("fp32 4 chunks vs whole, 50 steps", "short_fp32_c4", "short_fp32", None),
+                      ("bf16 det 4 chunks vs whole, first 10 steps", "short_c4", "short_plain", 10),
+                      ("bf16 det 4 chunks vs whole, 100 steps", "short_c4", "short_plain", None)]:
+    x, y = losses("%s/%s.jsonl" % (out, a)), losses("%s/%s.jsonl" % (out, b))
+    if not x or len(x) != len(y):
+        print("%s: missing runs (%d / %d steps)" % (name, len(x), len(y)))
+        continue
+    print("%s: first loss %s, max rel %.3g, last %.6f / %.6f"
+          % (name, "equal" if x[0] == y[0] else "differs", rel(x, y, n), x[-1], y[-1]))
+now, before = losses("%s/short_plain.jsonl" % out), losses("%s/short_plain.jsonl" % earlier)
+if now and len(now) == len(before):
+    print("bf16 det whole head, this build vs the earlier build's run: %s"
+          % ("bit-identical" if now == before else "max rel %.3g" % rel(now, before)))
+PY
+  echo "== 7b. GPT-2 124M bf16: chunks, budgets, torch.compile"
+  for tag in bf16 bf16_c4 bf16_b5.9 bf16_b5.9_c1 bf16_again; do
+    name=$tag; [ $tag = bf16_again ] && name=bf16
+    run_step "gpt2_$tag" "$steps/gpt2_$name.so" 35
+  done
+  PYTHONUNBUFFERED=1 timeout 200 python3 "$here/../../bench/torch_gpt2.py" --mode compile --steps 20 --warmup 5 \
+    >"$out/torch.jsonl" 2>"$out/torch.log" || { echo "torch_gpt2.py (124M) failed:"; tail -n 5 "$out/torch.log"; }
+fi
 python3 - "$out" "$dir/plans.txt" <<'PY'
 import json, statistics, sys
 out, plans = sys.argv[1], sys.argv[2]
@@ -135,7 +191,9 @@ print("|---|---|---|---|")
 for f in ("torch", "torch_ckpt"):
     for d in torch("%s/%s.jsonl" % (out, f)):
         print("| %s 124M | %s | %s GiB | |" % (d["system"], d.get("ms_per_step"), d.get("peak_mem_gib")))
-for tag, name in [("gpt2_bf16", "gpt2_bf16.so"), ("gpt2_bf16_b7.2", "gpt2_bf16_b7.2.so"),
+for tag, name in [("gpt2_bf16", "gpt2_bf16.so"), ("gpt2_bf16_again", "gpt2_bf16.so"),
+                  ("gpt2_bf16_c4", "gpt2_bf16_c4.so"), ("gpt2_bf16_b5.9_c1", "gpt2_bf16_b5.9_c1.so"),
+                  ("gpt2_bf16_b7.2", "gpt2_bf16_b7.2.so"),
                   ("gpt2_bf16_b6.5", "gpt2_bf16_b6.5.so"), ("gpt2_bf16_b5.9", "gpt2_bf16_b5.9.so"),
                   ("gpt2_auto8", "gpt2_bf16_auto8.so"), ("gpt2_auto16", "gpt2_bf16_auto16.so"),
                   ("gpt2_auto40", "gpt2_bf16_auto40.so"), ("gpt2xl_b40", "gpt2xl_bf16_b40.so")]:

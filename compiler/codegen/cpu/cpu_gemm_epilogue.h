@@ -39,11 +39,13 @@ int32_t gemm_epilogue(bool ta, bool tb, int m, int n, int k, const P *a, const P
   const int64_t na = static_cast<int64_t>(m) * k, nb = static_cast<int64_t>(k) * n,
                 nc = static_cast<int64_t>(m) * n;
   // The product goes straight into out (or aux) when that holds Acc values:
-  // the loop below reads position i before writing it (out and aux never
-  // alias the other operands: the memory plan keeps an op's buffers apart).
+  // the loop below reads position i before writing it. out may be the
+  // residual itself (an accumulation in place, tg-lower-to-kern), which the
+  // product must not overwrite first; aux aliases nothing.
   Acc *product = nullptr;
   std::unique_ptr<Acc[]> scratch;
-  if (std::is_same<P, Acc>::value && std::is_same<O, Acc>::value)
+  if (std::is_same<P, Acc>::value && std::is_same<O, Acc>::value &&
+      static_cast<const void *>(residual) != static_cast<const void *>(out))
     product = reinterpret_cast<Acc *>(out);
   else if (std::is_same<P, Acc>::value && aux)
     product = reinterpret_cast<Acc *>(aux);

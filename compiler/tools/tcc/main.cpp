@@ -3,7 +3,7 @@
 //   tcc compile model.pb -o step.so [--target cpu|cuda] [--arch sm_XY]
 //                        [--precision P] [--jobs N] [--no-cache] [--dump-dir DIR]
 //                        [--memory-budget SIZE] [--batch N|auto]
-//                        [--keep-global-batch]
+//                        [--keep-global-batch] [--loss-chunks N|auto]
 //                        [--compile-to PHASE] [--cxx COMPILER] [--no-native]
 //                        [--emit-gradients] [--deterministic]
 //                        [--loss-scale dynamic|none]
@@ -92,6 +92,12 @@ Options:
                         with --memory-budget the largest batch whose plan
                         fits without recomputation (printed; the plans at
                         that batch and the next one decide, no trial runs)
+  --loss-chunks N|auto  the loss head (logits, cross-entropy and their
+                        gradient) in N row chunks, so one chunk of logits is
+                        live at a time (dW summed in f32 across chunks; dump:
+                        NN-tg-chunk-loss-head-report.txt). 1: whole. auto
+                        (default): whole, or with --memory-budget 1, 2, 4 or
+                        8 chunks, whichever fits with the least time added
   --keep-global-batch   with --batch: gradient accumulation over global /
                         batch micro-batches keeps the model's global batch
                         (auto: the largest divisor of it that fits)
@@ -220,6 +226,17 @@ int compileMain(int argc, char **argv) {
     } else if (flag == "--batch") {
       if (!value(args.batch) || args.batch.empty())
         return usageError("--batch needs a number or 'auto'");
+    } else if (flag == "--loss-chunks") {
+      if (!value(v) || v.empty())
+        return usageError("--loss-chunks needs a number or 'auto'");
+      if (v != "auto") {
+        char *end = nullptr;
+        long n = std::strtol(v.c_str(), &end, 10);
+        if (*end || n < 1 || n > 4096)
+          return usageError("--loss-chunks needs 'auto' or a number from 1 to 4096, got '" + v +
+                            "'");
+        args.lossChunks = n;
+      }
     } else if (a == "--keep-global-batch") {
       args.keepGlobalBatch = true;
     } else if (flag == "--precision") {

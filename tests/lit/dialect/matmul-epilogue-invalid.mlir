@@ -19,8 +19,8 @@ func.func @bias_type_with_residual(%x: tensor<4x8xbf16>, %w: tensor<8x16xbf16>, 
 // -----
 
 func.func @result_type_without_residual(%x: tensor<4x8xbf16>, %w: tensor<8x16xbf16>, %b: tensor<16xf32>) {
-  // expected-error @+1 {{result element type 'f32' should be 'bf16' (the operands')}}
-  %0 = tg.matmul_epilogue %x, %w bias %b : (tensor<4x8xbf16>, tensor<8x16xbf16>, tensor<16xf32>) -> tensor<4x16xf32>
+  // expected-error @+1 {{result element type 'f32' should be 'bf16' (the operands', or f32 for 16-bit operands without an activation)}}
+  %0, %1 = tg.matmul_epilogue %x, %w bias %b {activation = "gelu_tanh"} : (tensor<4x8xbf16>, tensor<8x16xbf16>, tensor<16xf32>) -> (tensor<4x16xf32>, tensor<4x16xbf16>)
   return
 }
 
@@ -83,8 +83,8 @@ func.func @kern_rank(%a: memref<2x4x8xbf16>, %b: memref<8x16xbf16>, %bias: memre
 // -----
 
 func.func @kern_out_type(%a: memref<4x8xbf16>, %b: memref<8x16xbf16>, %bias: memref<16xf32>, %o: memref<4x16xf32>) {
-  // expected-error @+1 {{an out type other than a's needs a residual}}
-  kern.gemm_epilogue %a, %b bias %bias -> %o {activation = "none", transpose_a = false, transpose_b = false} : memref<4x8xbf16>, memref<8x16xbf16>, memref<16xf32> -> memref<4x16xf32>
+  // expected-error @+1 {{an out type other than a's needs a residual or no activation}}
+  kern.gemm_epilogue %a, %b bias %bias -> %o {activation = "gelu_tanh", transpose_a = false, transpose_b = false} : memref<4x8xbf16>, memref<8x16xbf16>, memref<16xf32> -> memref<4x16xf32>
   return
 }
 
