@@ -6,7 +6,7 @@
 #
 # DIR/bin       trun and the CUDA kernel-family test
 # DIR/lib.tar.gz  trun's shared libraries that the device machine lacks
-# DIR/steps.tar.gz  mlp and gpt_char for cpu (no -march=native) and cuda
+# DIR/steps.tar.xz  mlp and gpt_char for cpu (no -march=native) and cuda
 #               (fp32, no TF32), gpt_char also for sm_80 and sm_100, GPT-2
 #               124M for cuda (fp32, TF32, bf16); the AMP checks' steps
 #               (tests/gpu/amp_checks.sh): gpt_char bf16 and fp16 (from a
@@ -140,7 +140,6 @@ mapfile -t files < <(find /usr/share/games/fortunes -maxdepth 1 -type f ! -name 
 rm "$dir/data/fortunes_shuffled.txt"
 cmp -s "$dir/data/fortunes_vocab.json" "$dir/data/${AMP_DATA_gpt_char}_vocab.json" \
   || { echo "prepare.sh: the shuffled fortunes have another character vocabulary" >&2; exit 1; }
-for part in steps data; do
-  tar -C "$dir" -czf "$dir/$part.tar.gz" $part && rm -rf "${dir:?}/$part"
-done
+tar -C "$dir" -cJf "$dir/steps.tar.xz" steps && rm -rf "${dir:?}/steps"
+tar -C "$dir" -czf "$dir/data.tar.gz" data && rm -rf "${dir:?}/data"
 du -sh "$dir"

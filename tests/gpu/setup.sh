@@ -12,8 +12,16 @@ dir="$(cd "$1" && pwd)"
 out="${2:-$dir/out}"
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 mkdir -p "$out"
+# .tar.xz (prepare.sh's steps: half of gzip's bytes, under the 64 MiB the
+# device tool carries) through Python's lzma, whatever tools the machine has.
 for part in lib steps data; do
-  [ -d "$dir/$part" ] || tar -C "$dir" -xzf "$dir/$part.tar.gz"
+  [ -d "$dir/$part" ] && continue
+  if [ -f "$dir/$part.tar.xz" ]; then
+    python3 -c 'import sys, tarfile; tarfile.open(sys.argv[1]).extractall(sys.argv[2])' \
+      "$dir/$part.tar.xz" "$dir"
+  else
+    tar -C "$dir" -xzf "$dir/$part.tar.gz"
+  fi
 done
 export LD_LIBRARY_PATH="$dir/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 # cuDNN (cuda steps open libcudnn.so.9 for attention at run time): on the
