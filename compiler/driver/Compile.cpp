@@ -195,7 +195,7 @@ absl::Status applyBatchOption(const CompileOptions &options, const PipelineOptio
   if (options.batch == "auto") {
     if (!options.memoryBudget)
       return absl::InvalidArgumentError(
-          "--batch auto needs --memory-budget SIZE (the memory the batch must fit)");
+          "--batch auto needs --memory-budget SIZE or --gpu NAME (the memory the batch must fit)");
     auto import = [&](const model::Model &m, mlir::MLIRContext &ctx) {
       return importIntoContext(m, options.model, ctx);
     };
@@ -338,14 +338,18 @@ absl::Status compileModel(const CompileOptions &given) {
     // compile below with that budget (and the dumps).
     absl::StatusOr<MemoryFit> fit =
         fitMemoryBudget(*module, pipelineOptions, *options.memoryBudget,
-                        /*chooseChunks=*/!options.lossChunks, options.verbose ? stderr : nullptr);
+                        // Chunks sum dW in another order: --deterministic
+                        // keeps the results of a budgeted step exactly the
+                        // unconstrained step's (recomputation only).
+                        /*chooseChunks=*/!options.lossChunks && !options.deterministic,
+                        options.verbose ? stderr : nullptr);
     if (!fit.ok()) {
       // The error names the tg-remat report: --dump-dir gets the pipeline
       // to the memory plan with everything tg-remat can drop dropped.
       if (dumps && !absl::IsInvalidArgument(fit.status())) {
         PipelineOptions most = pipelineOptions;
         most.rematBudget = 0;
-        if (!options.lossChunks)
+        if (!options.lossChunks && !options.deterministic)
           most.lossChunks = 8; // what the fit tried last
         mlir::PassManager pm(&ctx);
         buildPipeline(pm, Phase::Plan, most);

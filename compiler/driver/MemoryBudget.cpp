@@ -20,7 +20,7 @@ namespace tcc {
 std::optional<int64_t> parseByteSize(const std::string &text, std::string &error) {
   const std::string units = "B, KB, MB, GB, TB, KiB, MiB, GiB or TiB";
   if (text.find('%') != std::string::npos) {
-    error = "'" + text + "': a share of a GPU's memory is not supported; give a size (e.g. 6GiB)";
+    error = "'" + text + "' is a share of a GPU's memory, not a size";
     return std::nullopt;
   }
   const char *begin = text.c_str();
@@ -52,6 +52,44 @@ std::optional<int64_t> parseByteSize(const std::string &text, std::string &error
   }
   error = "'" + text + "': unknown unit '" + unit + "' (" + units + ")";
   return std::nullopt;
+}
+
+std::optional<double> parsePercentage(const std::string &text, std::string &error) {
+  if (text.empty() || text.back() != '%') {
+    error = "'" + text + "' is not a percentage";
+    return std::nullopt;
+  }
+  std::string number = text.substr(0, text.size() - 1);
+  const char *begin = number.c_str();
+  char *end = nullptr;
+  double share = std::strtod(begin, &end);
+  if (end == begin || *end || !std::isfinite(share) || share <= 0 || share > 100) {
+    error = "'" + text + "': a share of the GPU's memory is a number in (0, 100] followed by %";
+    return std::nullopt;
+  }
+  return share;
+}
+
+llvm::ArrayRef<NamedGpu> namedGpus() {
+  // memory.total as nvidia-smi reports it (MiB); h200 checked on the
+  // device machine (docs/performance.md, 2026-11-25).
+  static const NamedGpu kGpus[] = {
+      {"h100", "NVIDIA H100 80GB (SXM or PCIe)", int64_t(81559) << 20, "sm_90"},
+      {"h100-nvl", "NVIDIA H100 NVL 94GB", int64_t(95830) << 20, "sm_90"},
+      {"h200", "NVIDIA H200 141GB", int64_t(143771) << 20, "sm_90"},
+      {"a100-40gb", "NVIDIA A100 40GB", int64_t(40960) << 20, "sm_80"},
+      {"a100-80gb", "NVIDIA A100 80GB", int64_t(81920) << 20, "sm_80"},
+      {"l4", "NVIDIA L4 24GB", int64_t(23034) << 20, "sm_89"},
+      {"rtx4090", "NVIDIA GeForce RTX 4090 24GB", int64_t(24564) << 20, "sm_89"},
+  };
+  return kGpus;
+}
+
+const NamedGpu *findNamedGpu(const std::string &name) {
+  for (const NamedGpu &g : namedGpus())
+    if (llvm::StringRef(name).equals_insensitive(g.name))
+      return &g;
+  return nullptr;
 }
 
 namespace {

@@ -67,6 +67,26 @@ std::string formatStepMemory(const StepMemory &s);
 // temporaries live at @train_step's peak.
 absl::Status checkMemoryBudget(mlir::ModuleOp module, int64_t budget, bool cuda);
 
+// A GPU `tcc compile --gpu NAME` knows: its memory as the driver reports
+// it (nvidia-smi's memory.total), the architecture to compile for.
+struct NamedGpu {
+  const char *name;   // lower case, e.g. "h100"
+  const char *what;   // e.g. "NVIDIA H100 80GB HBM3 (SXM or PCIe)"
+  int64_t totalBytes; // memory.total
+  const char *arch;   // e.g. "sm_90"
+};
+// The GPUs --gpu takes.
+llvm::ArrayRef<NamedGpu> namedGpus();
+// `name` (any case) among namedGpus(), or null.
+const NamedGpu *findNamedGpu(const std::string &name);
+// What a process cannot have of a GPU's memory.total: the CUDA context and
+// the libraries' handles (1.11 GiB on the H200 at trun's start) with room.
+constexpr int64_t kGpuContextReserveBytes = int64_t(3) << 29; // 1.5 GiB
+
+// "80%" -> 80.0: a share of a GPU's memory in (0, 100]; nullopt (and
+// `error`) when `text` is not a percentage or out of range.
+std::optional<double> parsePercentage(const std::string &text, std::string &error);
+
 // How a step fits its memory budget.
 struct MemoryFit {
   int64_t remat = -1;     // tg-remat's budget (PipelineOptions::rematBudget)

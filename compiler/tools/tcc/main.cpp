@@ -50,8 +50,8 @@ Options:
                         (any --compile-to before 'library') to stdout
   --target cpu|cuda     code generation target (default: cuda when nvcc is
                         found — $TCC_NVCC, PATH, /usr/local/cuda/bin — else cpu)
-  --arch sm_XY          cuda: GPU architecture (default: GPU 0's, from
-                        nvidia-smi; sm_90 when no GPU is visible)
+  --arch sm_XY          cuda: GPU architecture (default: --gpu's, else GPU
+                        0's, from nvidia-smi; sm_90 when no GPU is visible)
   --precision P         bf16 | fp16 | tf32 | fp32 (default: bf16 for cuda on
                         sm_80 and newer, else fp32). bf16/fp16: the tg-amp
                         pass runs matrix products in 16 bits with fp32
@@ -78,26 +78,36 @@ Options:
                         step falls back per call where it cannot, and
                         TCC_CUDNN=0 turns it off when running)
   --jobs N              cuda: parallel nvcc runs (default: CPU threads)
-  --memory-budget SIZE  the step must fit SIZE on the device (6GiB, 800MB,
-                        bytes: units B, KB/MB/GB/TB, KiB/MiB/GiB/TiB): the
-                        parameters, optimizer state, inputs and the
-                        workspace train and eval share (tcc compile -v
-                        prints it). When the plan needs more, tg-remat
-                        recomputes forward activations in the backward
-                        (cheapest per byte first; dump: NN-tg-remat-
-                        report.txt) until it fits; a budget that even that
-                        cannot meet is an error naming what takes the bytes
+  --memory-budget SIZE|P%
+                        the step must fit SIZE on the device (6GiB, 800MB,
+                        bytes: units B, KB/MB/GB/TB, KiB/MiB/GiB/TiB), or
+                        P% of --gpu's memory: the parameters, optimizer
+                        state, inputs and the workspace train and eval share
+                        (tcc compile -v prints it). When the plan needs
+                        more, tg-remat recomputes forward activations in the
+                        backward (cheapest per byte first; dump: NN-tg-remat-
+                        report.txt) and the loss head may be chunked (see
+                        --loss-chunks) until it fits; a budget that even
+                        that cannot meet is an error naming what takes the
+                        bytes
   --batch N|auto        compile the model at batch N (the inputs' first
                         dimension and the reshapes that start with it), or
-                        with --memory-budget the largest batch whose plan
-                        fits without recomputation (printed; the plans at
-                        that batch and the next one decide, no trial runs)
+                        with --memory-budget (or --gpu alone: its memory
+                        less 1.5 GiB for the CUDA context) the largest batch
+                        whose plan fits without recomputation (printed; the
+                        plans at that batch and the next one decide, no
+                        trial runs)
+  --gpu NAME            cuda: the GPU the step is for: h100, h100-nvl, h200,
+                        a100-40gb, a100-80gb, l4, rtx4090 (its memory as
+                        nvidia-smi reports it; --arch defaults to its
+                        architecture)
   --loss-chunks N|auto  the loss head (logits, cross-entropy and their
                         gradient) in N row chunks, so one chunk of logits is
                         live at a time (dW summed in f32 across chunks; dump:
                         NN-tg-chunk-loss-head-report.txt). 1: whole. auto
                         (default): whole, or with --memory-budget 1, 2, 4 or
                         8 chunks, whichever fits with the least time added
+                        (whole with --deterministic)
   --keep-global-batch   with --batch: gradient accumulation over global /
                         batch micro-batches keeps the model's global batch
                         (auto: the largest divisor of it that fits)
@@ -173,8 +183,24 @@ int reportCompile(const absl::Status &status) {
   return compileError(std::string(status.message()));
 }
 
+// "h100, h100-nvl, h200, ...": the names --gpu takes.
+std::string gpuNames() {
+  std::string names;
+  for (const tcc::NamedGpu &g : tcc::namedGpus())
+    names += (names.empty() ? "" : ", ") + std::string(g.name);
+  return names;
+}
+
+std::string shareText(double share) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%g%%", share);
+  return text;
+}
+
 int compileMain(int argc, char **argv) {
   tcc::CompileOptions args;
+  const tcc::NamedGpu *gpu = nullptr;   // --gpu
+  std::optional<double> budgetShare;    // --memory-budget P%
   for (int i = 0; i < argc; ++i) {
     std::string a = argv[i];
     auto value = [&](std::string &out) -> bool {
@@ -219,10 +245,25 @@ int compileMain(int argc, char **argv) {
       if (!value(v))
         return usageError("--memory-budget needs a size (e.g. 6GiB)");
       std::string why;
+      if (!v.empty() && v.back() == '%') {
+        budgetShare = tcc::parsePercentage(v, why);
+        if (!budgetShare)
+          return usageError("--memory-budget " + why);
+        args.memoryBudget.reset();
+        continue;
+      }
       std::optional<int64_t> bytes = tcc::parseByteSize(v, why);
       if (!bytes)
         return usageError("--memory-budget " + why);
       args.memoryBudget = *bytes;
+      budgetShare.reset();
+    } else if (flag == "--gpu") {
+      if (!value(v) || v.empty())
+        return usageError("--gpu needs a GPU name (" + gpuNames() + ")");
+      gpu = tcc::findNamedGpu(v);
+      if (!gpu)
+        return usageError("unknown GPU '" + v + "' (known: " + gpuNames() +
+                          "; or give --memory-budget as a size)");
     } else if (flag == "--batch") {
       if (!value(args.batch) || args.batch.empty())
         return usageError("--batch needs a number or 'auto'");
@@ -325,9 +366,29 @@ int compileMain(int argc, char **argv) {
   if (args.output.empty())
     return usageError("no output given (-o PATH)");
   if (args.target.empty())
-    args.target = tcc::findNvcc() ? "cuda" : "cpu";
+    args.target = gpu || tcc::findNvcc() ? "cuda" : "cpu";
   if (args.target == "cpu" && !args.arch.empty())
     return usageError("--arch applies to --target cuda");
+  if (gpu) {
+    if (args.target == "cpu")
+      return usageError("--gpu applies to --target cuda");
+    if (args.arch.empty())
+      args.arch = gpu->arch;
+  }
+  if (budgetShare) {
+    if (!gpu)
+      return usageError("--memory-budget " + shareText(*budgetShare) +
+                        ": a share needs --gpu NAME (the GPU whose memory it is a share of: " +
+                        gpuNames() + ")");
+    args.memoryBudget = static_cast<int64_t>(*budgetShare / 100.0 * gpu->totalBytes);
+  } else if (gpu && !args.memoryBudget && args.batch == "auto") {
+    // --batch auto --gpu NAME: the GPU's memory less the CUDA context's.
+    args.memoryBudget = gpu->totalBytes - tcc::kGpuContextReserveBytes;
+  }
+  if (gpu && args.memoryBudget && args.verbose)
+    std::fprintf(stderr, "tcc: --gpu %s (%s, %s): the memory budget is %s\n", gpu->name,
+                 gpu->what, tcc::formatBytes(gpu->totalBytes).c_str(),
+                 tcc::formatBytes(*args.memoryBudget).c_str());
   if (args.target == "cuda" && args.arch.empty())
     args.arch = tcc::detectGpuArch().value_or("sm_90");
   return reportCompile(tcc::compileModel(args));
