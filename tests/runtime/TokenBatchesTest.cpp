@@ -224,3 +224,58 @@ TEST_F(TokenBatchesTest, RandomSeekToMatchesAFreshSource) {
 
 } // namespace
 } // namespace tcc::trun
+
+namespace tcc::trun {
+namespace {
+
+// Data parallelism: ranks reading their RowSlice of each global batch see
+// together, row for row, the batches of one process reading all of them
+// (random and sequential windows, over epochs), so N ranks x B/N rows
+// compute the step of one rank x B.
+TEST_F(TokenBatchesTest, RankSlicesTogetherAreTheGlobalBatch) {
+  Shard("a.bin", 0, 300);
+  Shard("b.bin", 1000, 200);
+  TokenDataset data = Open("*.bin");
+  TokenWindows windows(data, 8);
+  const int64_t B = 6, T = 8;
+  for (int64_t ranks : {1, 2, 3, 6}) {
+    SCOPED_TRACE(std::to_string(ranks) + " ranks");
+    RandomTokenBatches whole_random(windows, B, /*seed=*/11);
+    SequentialTokenBatches whole_sequential(windows, B);
+    std::vector<RandomTokenBatches> random;
+    std::vector<SequentialTokenBatches> sequential;
+    for (int64_t r = 0; r < ranks; ++r) {
+      absl::StatusOr<RowSlice> rows = RowsOfRank(B, r, ranks);
+      ASSERT_TRUE(rows.ok()) << rows.status();
+      EXPECT_EQ(rows->first, r * B / ranks);
+      EXPECT_EQ(rows->count, B / ranks);
+      random.emplace_back(windows, B, 11, *rows);
+      sequential.emplace_back(windows, B, -1, *rows);
+    }
+    HostBatch whole(B, T, T), part(B / ranks, T, T);
+    for (int k = 0; k < 2 * whole_sequential.batches_per_epoch() + 1; ++k) {
+      for (bool is_random : {true, false}) {
+        ASSERT_TRUE(is_random ? whole_random.Next(whole) : whole_sequential.Next(whole));
+        for (int64_t r = 0; r < ranks; ++r) {
+          ASSERT_TRUE(is_random ? random[r].Next(part) : sequential[r].Next(part));
+          EXPECT_EQ(part.real_rows, B / ranks);
+          for (int64_t row = 0; row < B / ranks; ++row) {
+            EXPECT_EQ(Row(part.data, row, T), Row(whole.data, r * (B / ranks) + row, T));
+            EXPECT_EQ(Row(part.targets, row, T), Row(whole.targets, r * (B / ranks) + row, T));
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST(RowsOfRank, RanksMustDivideTheGlobalBatch) {
+  absl::StatusOr<RowSlice> rows = RowsOfRank(16, 1, 3);
+  ASSERT_FALSE(rows.ok());
+  EXPECT_EQ(rows.status().message(),
+            "the global batch of 16 rows does not split into 3 equal shares (one per rank): "
+            "use a world size that divides it, or compile another batch (tcc compile --batch)");
+}
+
+} // namespace
+} // namespace tcc::trun

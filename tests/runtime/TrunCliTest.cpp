@@ -8,6 +8,7 @@
 
 
 #include <cmath>
+#include <filesystem>
 #include <cstdlib>
 #include <fstream>
 #include <regex>
@@ -378,6 +379,33 @@ TEST(TrunFashionMnistTest, LinearStepReachesEightyPercent) {
       std::regex(R"(test accuracy: ([0-9.]+) \((\d+)/10000\))")))
       << result.out;
   EXPECT_GE(std::stod(match[1]), 0.80) << result.out;
+}
+
+} // namespace
+} // namespace tcc::trun
+
+namespace tcc::trun {
+namespace {
+
+// Started as one of several ranks (torchrun's variables), trun stops before
+// anything is trained or written, naming the rank, until it trains across
+// ranks; a broken launcher environment is an error naming the variable.
+TEST_F(TrunCliTest, RefusesToRunAsOneOfSeveralRanks) {
+  std::string out = dir_.path() + "/ranked";
+  testing::CliResult ranked = testing::RunCommand(
+      "env", "RANK=1 WORLD_SIZE=2 LOCAL_RANK=1 MASTER_ADDR=127.0.0.1 " +
+                 std::string(TRUN_TEST_TRUN_BINARY) + " " + Step() + " --data " + dir_.path() +
+                 " --epochs 1 --ckpt-dir " + out);
+  testing::ExpectErrorContaining(
+      ranked, 1,
+      "started as rank 1 of 2 (local 1, torchrun, master 127.0.0.1:29500): trun does not "
+      "train across ranks yet");
+  EXPECT_FALSE(std::filesystem::exists(out));
+  testing::CliResult broken = testing::RunCommand(
+      "env", "RANK=2 WORLD_SIZE=2 " + std::string(TRUN_TEST_TRUN_BINARY) + " " + Step() +
+                 " --data " + dir_.path());
+  testing::ExpectErrorContaining(broken, 1,
+                                 "launch environment: RANK=2 is not below WORLD_SIZE=2");
 }
 
 } // namespace

@@ -7,6 +7,7 @@
 #include "runtime/trun/data/TokenBatches.h"
 #include "runtime/trun/data/TokenShards.h"
 #include "runtime/trun/data/Vocab.h"
+#include "runtime/trun/dist/LaunchEnvironment.h"
 #include "runtime/trun/io/Safetensors.h"
 #include "runtime/trun/step/DeviceMemory.h"
 #include "runtime/trun/step/Diagnose.h"
@@ -534,6 +535,17 @@ absl::Status RunTrun(const Options &options, std::ostream &out) {
     PrintDescriptorInfo(d, out);
     return absl::OkStatus();
   }
+  // Started by torchrun, srun or mpirun as one of several ranks: each rank
+  // would train its own copy and all would write the same checkpoints, so
+  // stop until data parallelism exists (docs/distributed.md).
+  absl::StatusOr<RankInfo> rank = ReadLaunchEnvironment(ProcessEnvironment());
+  if (!rank.ok())
+    return absl::InvalidArgumentError(absl::StrCat("launch environment: ", rank.status().message()));
+  if (rank->distributed())
+    return absl::UnimplementedError(absl::StrCat(
+        "started as ", rank->Describe(),
+        ": trun does not train across ranks yet (each rank would train its own copy and "
+        "overwrite the others' checkpoints); run one process (docs/distributed.md)"));
   absl::StatusOr<StepBinding> binding = BindStep(d);
   if (!binding.ok())
     return binding.status();

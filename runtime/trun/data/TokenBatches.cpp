@@ -3,6 +3,7 @@
 #include "tcc/counter_rng.h"
 
 #include <algorithm>
+#include <string>
 
 namespace tcc::trun {
 namespace {
@@ -53,23 +54,46 @@ void FillTokenRow(const uint16_t *window, int64_t row, HostBatch &batch) {
   }
 }
 
+namespace {
+RowSlice Whole(RowSlice rows, int64_t batch_size) {
+  if (rows.count < 0)
+    rows = {0, batch_size};
+  return rows;
+}
+} // namespace
+
+absl::StatusOr<RowSlice> RowsOfRank(int64_t global, int64_t rank, int64_t world) {
+  if (world < 1 || rank < 0 || rank >= world)
+    return absl::InvalidArgumentError("rank " + std::to_string(rank) + " of " +
+                                      std::to_string(world) + " ranks");
+  if (global % world != 0)
+    return absl::InvalidArgumentError(
+        "the global batch of " + std::to_string(global) + " rows does not split into " +
+        std::to_string(world) +
+        " equal shares (one per rank): use a world size that divides it, or compile "
+        "another batch (tcc compile --batch)");
+  return RowSlice{rank * (global / world), global / world};
+}
+
 RandomTokenBatches::RandomTokenBatches(const TokenWindows &windows,
-                                       int64_t batch_size, uint64_t seed)
+                                       int64_t batch_size, uint64_t seed, RowSlice rows)
     : windows_(windows), batch_size_(batch_size), seed_(seed),
+      rows_(Whole(rows, batch_size)),
       window_(static_cast<size_t>(windows.context() + 1)) {}
 
 bool RandomTokenBatches::Next(HostBatch &batch) {
   uint64_t key = tcc_rng_stream_key(seed_, TCC_RNG_DOMAIN_TOKEN_WINDOW, next_batch_++);
   uint64_t offsets = static_cast<uint64_t>(windows_.offset_count());
-  for (int64_t row = 0; row < batch_size_; ++row) {
+  for (int64_t row = 0; row < rows_.count; ++row) {
     // The modulo bias is below P / 2^64.
-    int64_t g = static_cast<int64_t>(tcc_rng_key_bits(key, row) % offsets);
+    int64_t g = static_cast<int64_t>(
+        tcc_rng_key_bits(key, static_cast<uint64_t>(rows_.first + row)) % offsets);
     error_ = windows_.ReadAtOffset(g, window_.data());
     if (!error_.ok())
       return false;
     FillTokenRow(window_.data(), row, batch);
   }
-  batch.real_rows = batch_size_;
+  batch.real_rows = rows_.count;
   return true;
 }
 
@@ -79,21 +103,22 @@ void RandomTokenBatches::SeekTo(int64_t batches) {
 
 SequentialTokenBatches::SequentialTokenBatches(const TokenWindows &windows,
                                                int64_t batch_size,
-                                               int64_t max_batches)
+                                               int64_t max_batches, RowSlice rows)
     : windows_(windows), batch_size_(batch_size), max_batches_(max_batches),
+      rows_(Whole(rows, batch_size)),
       window_(static_cast<size_t>(windows.context() + 1)) {}
 
 bool SequentialTokenBatches::Next(HostBatch &batch) {
   if (max_batches_ >= 0 && next_batch_ >= max_batches_)
     return false;
-  int64_t first = (next_batch_++ % batches_per_epoch()) * batch_size_;
-  for (int64_t row = 0; row < batch_size_; ++row) {
+  int64_t first = (next_batch_++ % batches_per_epoch()) * batch_size_ + rows_.first;
+  for (int64_t row = 0; row < rows_.count; ++row) {
     error_ = windows_.ReadAligned(first + row, window_.data());
     if (!error_.ok())
       return false;
     FillTokenRow(window_.data(), row, batch);
   }
-  batch.real_rows = batch_size_;
+  batch.real_rows = rows_.count;
   return true;
 }
 

@@ -22,6 +22,7 @@
 #include "runtime/trun/data/TokenShards.h"
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 
 #include <cstdint>
 #include <vector>
@@ -54,11 +55,25 @@ private:
 // Copies the window `tokens` (T+1 ids) into row `row` of `batch`.
 void FillTokenRow(const uint16_t *window, int64_t row, HostBatch &batch);
 
-// Random windows; never runs out. Needs offset_count() > 0.
+// The rows of each global batch one data-parallel rank reads: rows
+// [first, first + count) of `global` (count -1: all of them). Row r of
+// global batch k is the same window whichever rank reads it, so N ranks
+// reading their slices see together the batches one process would.
+struct RowSlice {
+  int64_t first = 0;
+  int64_t count = -1;
+};
+
+// Rank `rank` of `world`'s equal share of a global batch of `global` rows;
+// an error saying so when the ranks do not divide it.
+absl::StatusOr<RowSlice> RowsOfRank(int64_t global, int64_t rank, int64_t world);
+
+// Random windows; never runs out. Needs offset_count() > 0. `batch_size`
+// is the global batch; the batches filled hold `rows` of it.
 class RandomTokenBatches : public BatchSource {
 public:
   RandomTokenBatches(const TokenWindows &windows, int64_t batch_size,
-                     uint64_t seed);
+                     uint64_t seed, RowSlice rows = {});
   // False only when a shard cannot be read (error() says why).
   bool Next(HostBatch &batch) override;
   int64_t position() const override { return next_batch_; }
@@ -69,17 +84,19 @@ private:
   const TokenWindows &windows_;
   int64_t batch_size_;
   uint64_t seed_;
+  RowSlice rows_;
   int64_t next_batch_ = 0; // k
   std::vector<uint16_t> window_; // T+1 tokens read from a shard
   absl::Status error_;
 };
 
 // Sequential aligned windows, epoch after epoch; stops after `max_batches`
-// batches (-1: never). Needs aligned_count() >= batch_size.
+// batches (-1: never). Needs aligned_count() >= batch_size (the global
+// batch; the batches filled hold `rows` of it).
 class SequentialTokenBatches : public BatchSource {
 public:
   SequentialTokenBatches(const TokenWindows &windows, int64_t batch_size,
-                         int64_t max_batches = -1);
+                         int64_t max_batches = -1, RowSlice rows = {});
   // False at the end, or when a shard cannot be read (error() says why).
   bool Next(HostBatch &batch) override;
   int64_t position() const override { return next_batch_; }
@@ -94,6 +111,7 @@ private:
   const TokenWindows &windows_;
   int64_t batch_size_;
   int64_t max_batches_;
+  RowSlice rows_;
   int64_t next_batch_ = 0;
   std::vector<uint16_t> window_; // T+1 tokens read from a shard
   absl::Status error_;
