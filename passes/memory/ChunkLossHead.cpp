@@ -43,6 +43,7 @@
 
 #include "dialects/tg/TgStructuralBuilders.h"
 #include "mlir/IR/Builders.h"
+#include "passes/common/DecisionReport.h"
 #include "passes/common/NodeNames.h"
 #include "llvm/Support/FormatVariadic.h"
 
@@ -68,17 +69,6 @@ int64_t tensorBytes(Type t) {
   auto ranked = cast<RankedTensorType>(t);
   return ranked.getNumElements() *
          std::max<int64_t>(1, ranked.getElementType().getIntOrFloatBitWidth() / 8);
-}
-
-std::string bytesText(int64_t bytes) {
-  double b = static_cast<double>(bytes);
-  if (b >= 1024.0 * 1024 * 1024)
-    return llvm::formatv("{0:F2} GiB", b / (1024.0 * 1024 * 1024)).str();
-  if (b >= 1024.0 * 1024)
-    return llvm::formatv("{0:F1} MiB", b / (1024.0 * 1024)).str();
-  if (b >= 1024.0)
-    return llvm::formatv("{0:F1} KiB", b / 1024.0).str();
-  return llvm::formatv("{0} B", bytes).str();
 }
 
 // v through reshapes back to the value they view.
@@ -382,9 +372,9 @@ struct TgChunkLossHeadPass : tcc::impl::TgChunkLossHeadBase<TgChunkLossHeadPass>
     seconds += std::max(0.0, added);
     return llvm::formatv("chunked {0}: {1} chunks of {2} rows; the live logits drop from "
                          "{3} to {4}; ~{5:F3} ms added at nominal rates ({6} summed in f32)",
-                         name, int64_t(chunks), n, bytesText(logitsBytes),
-                         bytesText(logitsBytes / chunks), std::max(0.0, added) * 1e3,
-                         bytesText(sumBytes))
+                         name, int64_t(chunks), n, formatBytes(logitsBytes),
+                         formatBytes(logitsBytes / chunks), std::max(0.0, added) * 1e3,
+                         formatBytes(sumBytes))
         .str();
   }
 
@@ -401,15 +391,10 @@ struct TgChunkLossHeadPass : tcc::impl::TgChunkLossHeadBase<TgChunkLossHeadPass>
 } // namespace
 
 void tcc::writeChunkLossHeadReport(ModuleOp module, llvm::raw_ostream &os) {
-  os << "# tg-chunk-loss-head: the loss head's logits computed in row chunks with their\n"
-        "# gradient, so one chunk of logits is live at a time (tcc compile --loss-chunks,\n"
-        "# or chosen by --memory-budget).\n";
-  for (auto f : module.getOps<func::FuncOp>()) {
-    auto decisions = f->getAttrOfType<ArrayAttr>(kDecisionsAttr);
-    if (!decisions)
-      continue;
-    os << "\nfunction @" << f.getName() << "\n";
-    for (Attribute d : decisions)
-      os << "  " << cast<StringAttr>(d).getValue() << "\n";
-  }
+  writeFunctionDecisions(
+      module, kDecisionsAttr,
+      "# tg-chunk-loss-head: the loss head's logits computed in row chunks with their\n"
+      "# gradient, so one chunk of logits is live at a time (tcc compile --loss-chunks,\n"
+      "# or chosen by --memory-budget).\n",
+      os);
 }

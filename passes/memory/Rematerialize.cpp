@@ -48,6 +48,7 @@
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/IRMapping.h"
+#include "passes/common/DecisionReport.h"
 #include "passes/common/NodeNames.h"
 #include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/SetVector.h"
@@ -507,15 +508,10 @@ struct TgRematPass : public tcc::impl::TgRematBase<TgRematPass> {
 } // namespace
 
 void tcc::writeRematReport(ModuleOp module, llvm::raw_ostream &os) {
-  os << "# tg-remat: forward values dropped across the step's peak and recomputed before\n"
-        "# their readers (budget: tcc compile --memory-budget). Bytes are the pass's\n"
-        "# estimate over tensors; kern-plan-memory's report has the plan.\n";
-  for (auto f : module.getOps<func::FuncOp>()) {
-    auto decisions = f->getAttrOfType<ArrayAttr>(kDecisionsAttr);
-    if (!decisions)
-      continue;
-    os << "\nfunction @" << f.getName() << "\n";
-    for (Attribute d : decisions)
-      os << "  " << cast<StringAttr>(d).getValue() << "\n";
-  }
+  writeFunctionDecisions(
+      module, kDecisionsAttr,
+      "# tg-remat: forward values dropped across the step's peak and recomputed before\n"
+      "# their readers (budget: tcc compile --memory-budget). Bytes are the pass's\n"
+      "# estimate over tensors; kern-plan-memory's report has the plan.\n",
+      os);
 }

@@ -56,19 +56,12 @@ if [ "$which" = small ] || [ "$which" = all ]; then
     "$trun" "$step" --data "$short_data" --steps 100 --seed 7 --log-every 50 \
       --metrics "$out/short_$tag.jsonl" >"$out/short_$tag.log" 2>&1 || { echo "trun failed:"; tail -5 "$out/short_$tag.log"; }
   done
-  python3 - "$out" <<'PY'
-import json, sys
+  python3 - "$out" "$here" <<'PY'
+import sys
 out = sys.argv[1]
-def losses(tag):
-    r = {}
-    try:
-        for line in open("%s/short_%s.jsonl" % (out, tag)):
-            d = json.loads(line)
-            if d.get("kind") == "step":
-                r[d["step"]] = d["loss"]
-    except OSError:
-        pass
-    return [r[k] for k in sorted(r)]
+sys.path.insert(0, sys.argv[2])
+from step_losses import step_losses
+losses = lambda tag: step_losses("%s/short_%s.jsonl" % (out, tag))
 a, b, c = losses("plain"), losses("plain_again"), losses("remat")
 if not a or len(a) != len(b) or len(a) != len(c):
     print("missing runs: %d / %d / %d steps" % (len(a), len(b), len(c)))
@@ -122,19 +115,11 @@ if [ "$which" = chunk ]; then
     "$trun" "$step" --data "$short_data" --steps 100 --seed 7 --log-every 50 \
       --metrics "$out/short_$tag.jsonl" >"$out/short_$tag.log" 2>&1 || { echo "trun failed:"; tail -5 "$out/short_$tag.log"; }
   done
-  python3 - "$out" "$here/../../bench/results/remat-h200-2026-11-25" <<'PY'
-import json, sys
+  python3 - "$out" "$here/../../bench/results/remat-h200-2026-11-25" "$here" <<'PY'
+import sys
 out, earlier = sys.argv[1:3]
-def losses(path):
-    r = {}
-    try:
-        for line in open(path):
-            d = json.loads(line)
-            if d.get("kind") == "step":
-                r[d["step"]] = d["loss"]
-    except OSError:
-        pass
-    return [r[k] for k in sorted(r)]
+sys.path.insert(0, sys.argv[3])
+from step_losses import step_losses as losses
 rel = lambda x, y, n=None: max(abs(p - q) / max(1e-30, abs(q)) for p, q in list(zip(x, y))[:n])
 for name, a, b, n in [("fp32 4 chunks vs whole, 50 steps", "short_fp32_c4", "short_fp32", None),
                       ("bf16 det 4 chunks vs whole, first 10 steps", "short_c4", "short_plain", 10),
