@@ -262,6 +262,19 @@ def TgDecompose : Pass<"tg-decompose", "mlir::ModuleOp"> {
   let dependentDialects = ["tcc::tg::TgDialect"];
 }
 
+def TgAllReduceGradients : Pass<"tg-all-reduce-gradients", "mlir::ModuleOp"> {
+  let summary = "Data parallelism: @train_step's gradients and loss averaged over the ranks";
+  let description = [{
+    With tg.data_parallel on the module (tcc compile --data-parallel):
+    every gradient result (tg.grad_of) and the loss result (tg.loss) of
+    @train_step becomes tg.all_reduce(mean) of itself, after autodiff and
+    micro-batch accumulation, before unscaling, clipping and the
+    optimizer, which then see the global batch's gradients on every rank.
+    No-op without the attribute.
+  }];
+  let dependentDialects = ["tcc::tg::TgDialect"];
+}
+
 def TgChunkLossHead : Pass<"tg-chunk-loss-head", "mlir::ModuleOp"> {
   let summary = "Computes the loss head's logits and their gradient in row chunks";
   let description = [{

@@ -57,6 +57,9 @@ struct CompileOptions {
   // --loss-chunks: the loss head in this many row chunks (1: whole); unset
   // ("auto"): chosen by --memory-budget's fit, else whole.
   std::optional<int64_t> lossChunks;
+  // --data-parallel: the step is one rank's share of a data-parallel job
+  // (tg-all-reduce-gradients; cpu only for now).
+  bool dataParallel = false;
   LossScaleMode lossScale = LossScaleMode::Auto;  // --loss-scale
   std::optional<double> initialLossScale;         // --initial-loss-scale
   std::optional<int64_t> lossScaleGrowthInterval; // --loss-scale-growth-interval

@@ -516,6 +516,8 @@ std::optional<OpResults> evaluateStructuralOp(Operation *op,
         return singleResult(evalSoftmaxCrossEntropyGrad(s, *in[0], *in[1], *in[2]));
       })
       .Case([&](tg::ReduceSumOp r) { return singleResult(evalReduceSum(r, *in[0])); })
+      // The interpreter is one rank: the sum and the mean over it are the input.
+      .Case([&](tg::AllReduceOp) { return singleResult(Tensor(*in[0])); })
       .Case([&](tg::ReduceMeanOp r) { return singleResult(evalReduceMean(r, *in[0])); })
       .Case([&](tg::BroadcastToOp b) { return singleResult(evalBroadcastTo(b, *in[0])); })
       .Case([&](tg::ReshapeOp r) { return singleResult(evalReshape(r, *in[0])); })

@@ -38,6 +38,8 @@ void annotateModule(mlir::ModuleOp module, const PipelineOptions &options) {
     module->setAttr(model::kLossScalingAttr, options.lossScaling->toAttr(b));
   if (options.deterministic)
     module->setAttr(model::kDeterministicAttr, b.getUnitAttr());
+  if (options.dataParallel)
+    module->setAttr(model::kDataParallelAttr, b.getUnitAttr());
 }
 
 void buildPipeline(mlir::OpPassManager &pm, Phase stopAfter,
@@ -74,6 +76,8 @@ void buildPipeline(mlir::OpPassManager &pm, Phase stopAfter,
   pm.addPass(createTgAutodiff());
   pm.addPass(createTgStripTrainOnlyOps()); // @forward: eval (no dropout)
   pm.addPass(createTgAccumulateMicroBatches());
+  if (options.dataParallel) // (its dump only when asked: numbering unchanged)
+    pm.addPass(createTgAllReduceGradients());
   pm.addPass(createTgUnscaleGradients());
   if (options.emitGradients) {
     pm.addPass(createTgEmitGradients());

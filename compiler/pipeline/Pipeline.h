@@ -60,6 +60,9 @@ struct PipelineOptions {
   // --memory-budget): > 1 computes the loss head's logits and gradient in
   // that many row chunks; <= 1 leaves the head whole (the pass is not run).
   int64_t lossChunks = 1;
+  // tcc compile --data-parallel: tg.data_parallel on the module, so
+  // tg-all-reduce-gradients averages the gradients and the loss over ranks.
+  bool dataParallel = false;
 };
 
 // Writes the module attributes `options` ask for (tg.loss_scaling,

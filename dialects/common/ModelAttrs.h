@@ -44,6 +44,10 @@ inline constexpr llvm::StringLiteral kAmpAttr = "tg.amp";
 // run to run, so kernels may not take an order-dependent (atomic) path.
 // Read by tg-lower-to-kern (kern.attention_grad's `deterministic`).
 inline constexpr llvm::StringLiteral kDeterministicAttr = "tg.deterministic";
+// Unit attribute (tcc compile --data-parallel): the train step is one rank's
+// share of a data-parallel job; tg-all-reduce-gradients averages its
+// gradients and loss over the ranks.
+inline constexpr llvm::StringLiteral kDataParallelAttr = "tg.data_parallel";
 // On a tg.attention or a tg.softmax: tg-fuse-attention's decision,
 // "fused: <shape>" or "not fused at <op> (<node>): <why>".
 inline constexpr llvm::StringLiteral kFuseAttentionAttr = "tg.fuse_attention";

@@ -133,6 +133,17 @@ def Kern_ReduceOp : Kern_Op<"reduce"> {
   let hasVerifier = 1;
 }
 
+def Kern_AllReduceOp : Kern_Op<"all_reduce"> {
+  let summary = "buffer <- its sum or mean over the data-parallel ranks, in place";
+  let description = [{
+    Calls the step's collectives (tcc_step_args.collectives ->all_reduce)
+    on the whole buffer; without collectives (one rank) the buffer stays.
+    `reduction`: "sum" or "mean".
+  }];
+  let arguments = (ins Arg<AnyMemRef, "", [MemRead, MemWrite]>:$buffer, StrAttr:$reduction);
+  let assemblyFormat = "$buffer attr-dict `:` type($buffer)";
+}
+
 def Kern_FillOp : Kern_Op<"fill"> {
   let summary = "out[i] = value";
   let description = [{

@@ -390,3 +390,12 @@ LogicalResult SplitOp::verify() {
   return verifyPieces(*this, rtt(getInput()), getPieces().getTypes(),
                       getAxis(), "result");
 }
+
+LogicalResult AllReduceOp::verify() {
+  if (getReduction() != "sum" && getReduction() != "mean")
+    return emitOpError("reduction must be sum or mean, got '") << getReduction() << "'";
+  if (getResult().getType() != getInput().getType())
+    return emitOpError("result ") << getResult().getType() << " must have the input's type "
+                                  << getInput().getType();
+  return success();
+}

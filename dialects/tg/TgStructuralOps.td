@@ -144,6 +144,25 @@ def Tg_SoftmaxCrossEntropyOp : Tg_Op<"softmax_cross_entropy", [
   let hasVerifier = 1;
 }
 
+def Tg_AllReduceOp : Tg_Op<"all_reduce", [AllTypesMatch<["input", "result"]>]> {
+  let summary = "the sum or mean of a tensor over the data-parallel ranks";
+  let description = [{
+    result = the `reduction` ("sum" or "mean") over the ranks of each rank's
+    `input`, elementwise: the same tensor on every rank. Made by
+    tg-all-reduce-gradients on @train_step's gradients and loss (tcc
+    compile --data-parallel); the step calls the runtime's collectives
+    (tcc_step_abi.h: tcc_collectives), and with none (one rank) the result
+    is the input. The reference interpreter is one rank: the identity. No
+    gradient rule (made after autodiff).
+  }];
+  let arguments = (ins Tg_FloatTensor:$input, StrAttr:$reduction);
+  let results = (outs Tg_FloatTensor:$result);
+  let assemblyFormat = [{
+    $input attr-dict `:` type($input)
+  }];
+  let hasVerifier = 1;
+}
+
 def Tg_SoftmaxCrossEntropyGradOp : Tg_Op<"softmax_cross_entropy_grad"> {
   let summary = "d(loss)/d(logits): (softmax(logits) - onehot(labels)) * grad[n]";
   let arguments = (ins Tg_FloatTensor:$logits, Tg_IndexTensor:$labels,

@@ -432,6 +432,19 @@ private:
         .Case([&](tg::MatmulEpilogueOp m) { return lowerMatmulEpilogue(m); })
         .Case([&](tg::MatmulDgeluOp m) { return lowerMatmulDgelu(m); })
         .Case([&](tg::MatmulBiasGradOp m) { return lowerMatmulBiasGrad(m); })
+        .Case([&](tg::AllReduceOp r) {
+          // In place on the input's buffer when nothing else reads it (a
+          // gradient), else on a copy.
+          Value in = buf(r.getInput());
+          Value out = in;
+          if (!r.getInput().hasOneUse() || !in.getDefiningOp<kern::AllocOp>()) {
+            out = alloc(loc, r.getResult());
+            buildCopy(b_, loc, in, out);
+          }
+          kern::AllReduceOp::create(b_, loc, out, r.getReductionAttr());
+          buffers_[r.getResult()] = out;
+          return success();
+        })
         .Case([&](tg::BroadcastToOp bc) {
           Value out = alloc(loc, bc.getResult());
           buildCopy(b_, loc, buf(bc.getInput()), out);

@@ -129,6 +129,24 @@ private:
         })
         .Case([&](kern::MultiElementwiseOp e) { return emitMultiElementwise(e, flops); })
         .Case([&](kern::MultiSumOp m) { return emitMultiSum(m, flops); })
+        .Case([&](kern::AllReduceOp r) {
+          // The runtime's collectives (none: one rank, nothing to do).
+          MemRefType t = mrt(r.getBuffer());
+          Type et = t.getElementType();
+          const char *dtype = et.isF64()    ? "TCC_DTYPE_F64"
+                              : et.isBF16() ? "TCC_DTYPE_BF16"
+                              : et.isF16()  ? "TCC_DTYPE_F16"
+                                            : "TCC_DTYPE_F32";
+          os_ << llvm::formatv(
+              "  if (const tcc_collectives *c = static_cast<const tcc_collectives *>("
+              "args->collectives))\n"
+              "    if (int32_t rc = c->all_reduce(c->context, {0}, {1}, {2}, {3}, nullptr)) "
+              "return rc; // data parallel: {4} over the ranks\n",
+              name(r.getBuffer()), t.getNumElements(), dtype,
+              r.getReduction() == "sum" ? "TCC_REDUCE_SUM" : "TCC_REDUCE_MEAN",
+              r.getReduction());
+          return success();
+        })
         .Case([&](kern::FillOp fill) {
           MemRefType t = mrt(fill.getOut());
           Type et = t.getElementType();

@@ -177,6 +177,10 @@ LogicalResult CudaStepEmitter::emitOp(Operation *op, llvm::raw_ostream &os, doub
       .Case([&](kern::ElementwiseOp e) { return emitElementwise(e, os, flops); })
       .Case([&](kern::ReduceOp r) { return emitReduce(r, os, flops); })
       .Case([&](kern::FillOp f) { return emitFill(f, os); })
+      .Case([&](kern::AllReduceOp r) {
+        return r.emitError("cuda: data-parallel steps (tcc compile --data-parallel) are not "
+                           "built for cuda yet (NCCL); compile for --target cpu");
+      })
       .Case<kern::TransposeOp, kern::SliceOp, kern::ConcatOp>([&](Operation *copy) {
         std::string family = isa<kern::TransposeOp>(copy) ? "transpose"
                              : isa<kern::SliceOp>(copy)   ? "slice"

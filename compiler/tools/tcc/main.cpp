@@ -108,6 +108,12 @@ Options:
                         (default): whole, or with --memory-budget 1, 2, 4 or
                         8 chunks, whichever fits with the least time added
                         (whole with --deterministic)
+  --data-parallel       the step is one rank's share of a data-parallel job:
+                        its gradients and loss are averaged over the ranks
+                        (tg.all_reduce, dump: NN-tg-all-reduce-gradients.mlir)
+                        through the runtime's collectives before clipping and
+                        the optimizer; one rank: unchanged results. cpu only
+                        for now (docs/distributed.md)
   --keep-global-batch   with --batch: gradient accumulation over global /
                         batch micro-batches keeps the model's global batch
                         (auto: the largest divisor of it that fits)
@@ -278,6 +284,8 @@ int compileMain(int argc, char **argv) {
                             "'");
         args.lossChunks = n;
       }
+    } else if (a == "--data-parallel") {
+      args.dataParallel = true;
     } else if (a == "--keep-global-batch") {
       args.keepGlobalBatch = true;
     } else if (flag == "--precision") {
@@ -369,6 +377,9 @@ int compileMain(int argc, char **argv) {
     args.target = gpu || tcc::findNvcc() ? "cuda" : "cpu";
   if (args.target == "cpu" && !args.arch.empty())
     return usageError("--arch applies to --target cuda");
+  if (args.dataParallel && args.target == "cuda")
+    return usageError("--data-parallel: cuda steps are not built yet (their all-reduce needs "
+                      "NCCL); compile for --target cpu");
   if (gpu) {
     if (args.target == "cpu")
       return usageError("--gpu applies to --target cuda");

@@ -97,6 +97,26 @@ typedef struct tcc_tensor_desc {
   uint64_t init_seed;
 } tcc_tensor_desc;
 
+/* Data parallelism: what a step compiled with tcc compile --data-parallel
+ * calls to combine a buffer over the ranks (tcc_step_args.collectives; NULL:
+ * one rank, the buffers stay as they are). */
+typedef enum tcc_reduction {
+  TCC_REDUCE_SUM = 0,
+  TCC_REDUCE_MEAN = 1,
+} tcc_reduction;
+
+typedef struct tcc_collectives {
+  int32_t rank;       /* in [0, world_size) */
+  int32_t world_size;
+  void *context;      /* the runtime's (an MPI communicator, NCCL's) */
+  /* `buffer` (count elements of dtype) becomes, on every rank, the sum or the
+     mean over the ranks of each rank's buffer. `stream`: the CUDA stream on
+     GPU targets, NULL on the cpu. 0 on success, else an error the step
+     returns (the runtime says what failed). */
+  int32_t (*all_reduce)(void *context, void *buffer, int64_t count, tcc_dtype dtype,
+                        tcc_reduction reduction, void *stream);
+} tcc_collectives;
+
 /* Arguments of one train or eval call. Arrays are in descriptor order.
  * GPU steps: params, optimizer_state, inputs, outputs and workspace are
  * device buffers (from tcc_device_api.alloc); loss and train_outputs are
@@ -111,7 +131,8 @@ typedef struct tcc_step_args {
   float learning_rate;      /* the schedule value for this step, from trun */
   int64_t step;             /* 0-based optimizer step number */
   void *stream;             /* reserved: the CUDA stream on GPU targets */
-  const void *collectives;  /* reserved: collective hook table (data parallel) */
+  const void *collectives;  /* a const tcc_collectives * (data-parallel steps),
+                               or NULL: one rank */
   uint64_t rng_seed;        /* the run's seed: dropout masks are a function of
                                (rng_seed, step, op), so a resumed run repeats them */
   void **train_outputs;     /* train only: num_train_outputs buffers (e.g.

@@ -145,6 +145,10 @@ public:
   void set_steps_done(int64_t steps) { steps_done_ = steps; }
   // The seed dropout masks are keyed by (a resumed run keeps its own).
   void set_rng_seed(uint64_t seed) { args_.rng_seed = seed; }
+  // The collectives a data-parallel step (tcc compile --data-parallel)
+  // averages its gradients and loss through; null (the default): one rank.
+  // `collectives` must outlive the trainer's calls.
+  void set_collectives(const tcc_collectives *collectives) { args_.collectives = collectives; }
   const StepBinding &binding() const { return binding_; }
   // Host buffers of the parameters and optimizer state (GPU steps: current
   // after a download when the device copy was newer; the mutable ones mark
