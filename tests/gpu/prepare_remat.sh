@@ -15,6 +15,8 @@
 #   GPT-2 124M bf16 unconstrained and under 7.2, 6.5 and 5.9 GiB budgets;
 #   GPT-2 124M bf16 --batch auto under 8, 16 and 40 GiB;
 #   GPT-2 1.5B (48 layers, width 1600) bf16 under --memory-budget 40GiB
+#   xl: only GPT-2 1.5B under 40 GiB (trun it directly: remat_checks.sh's
+#     part xl also runs PyTorch);
 #   chunk: gpt2_short bf16 --deterministic and fp32, each whole and with
 #     --loss-chunks 4; GPT-2 124M bf16 unconstrained, --loss-chunks 4, and
 #     under 5.9 GiB with the chunks --memory-budget picks and with
@@ -27,7 +29,7 @@ root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 build="${TCC_BUILD_DIR:-$root/build}"
 dir="${1:-$root/.devrun}"
 part="${2:-all}"
-case "$part" in all|chunk) ;; *) echo "prepare_remat.sh: part is all or chunk, got '$part'" >&2; exit 2;; esac
+case "$part" in all|chunk|xl) ;; *) echo "prepare_remat.sh: part is all, chunk or xl, got '$part'" >&2; exit 2;; esac
 arch="${ARCH:-sm_90}"
 for tool in tcc trun tcc-data tcc-models kernel_families_test; do
   [ -x "$build/bin/$tool" ] || { echo "prepare_remat.sh: $build/bin/$tool missing: bash scripts/build.sh" >&2; exit 1; }
@@ -60,7 +62,9 @@ short_need=$("$tcc" compile --target cuda --arch "$arch" --precision bf16 --dete
   | sed -n 's/^tcc: the step needs .*(\([0-9]*\) bytes) on the device.*$/\1/p')
 planned gpt2_short_det.so "$models/gpt2_short.pbtxt" --deterministic
 gpt2="$root/samples/gpt2/gpt2_124m.pbtxt"
-if [ "$part" = chunk ]; then
+if [ "$part" = xl ]; then
+  planned gpt2xl_bf16_b40.so "$models/gpt2_xl.pbtxt" --memory-budget 40GiB
+elif [ "$part" = chunk ]; then
   planned gpt2_short_det_c4.so "$models/gpt2_short.pbtxt" --deterministic --loss-chunks 4
   PRECISION=fp32 planned gpt2_short_fp32.so "$models/gpt2_short.pbtxt"
   PRECISION=fp32 planned gpt2_short_fp32_c4.so "$models/gpt2_short.pbtxt" --loss-chunks 4
