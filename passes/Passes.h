@@ -42,6 +42,12 @@ void writeFuseHorizontalReport(mlir::ModuleOp module, llvm::raw_ostream &os);
 // the largest values left at the last peak and why), from the module right
 // after it; --dump-dir writes it next to the pass's dump.
 void writeRematReport(mlir::ModuleOp module, llvm::raw_ostream &os);
+// What the memory passes leave on @train_step for tcc compile
+// --memory-budget to weigh: the time each estimates it added, f64 seconds
+// at nominal rates (tg-chunk-loss-head's only when it chunked a head).
+inline constexpr llvm::StringLiteral kRematSecondsAttr = "tg.remat_seconds";
+inline constexpr llvm::StringLiteral kLossChunkSecondsAttr = "tg.loss_chunk_seconds";
+
 // tg-chunk-loss-head's decisions (each loss head chunked: pieces, logits
 // bytes before and after, time added; or why not).
 void writeChunkLossHeadReport(mlir::ModuleOp module, llvm::raw_ostream &os);

@@ -288,7 +288,8 @@ def TgChunkLossHead : Pass<"tg-chunk-loss-head", "mlir::ModuleOp"> {
     a time instead of all of them. Losses and dX are those of the unchunked
     step; dW is summed in f32 across pieces. @train_step's
     tg.loss_chunk_decisions says what was chunked or why not, and
-    tg.loss_chunk_seconds the estimated time added. chunks <= 1: nothing.
+    tg.loss_chunk_seconds (when a head was chunked) the estimated time
+    added. chunks <= 1: nothing.
   }];
   let options = [
     Option<"chunks", "chunks", "int64_t", /*default=*/"1",

@@ -337,12 +337,11 @@ absl::Status compileModel(const CompileOptions &given) {
   if (options.memoryBudget) {
     // Plans without code until one fits (tg-remat's budget), then the
     // compile below with that budget (and the dumps).
+    // Chunks sum dW in another order: --deterministic keeps the results of
+    // a budgeted step exactly the unconstrained step's (recomputation only).
+    const bool chooseChunks = !options.lossChunks && !options.deterministic;
     absl::StatusOr<MemoryFit> fit =
-        fitMemoryBudget(*module, pipelineOptions, *options.memoryBudget,
-                        // Chunks sum dW in another order: --deterministic
-                        // keeps the results of a budgeted step exactly the
-                        // unconstrained step's (recomputation only).
-                        /*chooseChunks=*/!options.lossChunks && !options.deterministic,
+        fitMemoryBudget(*module, pipelineOptions, *options.memoryBudget, chooseChunks,
                         options.verbose ? stderr : nullptr);
     if (!fit.ok()) {
       // The error names the tg-remat report: --dump-dir gets the pipeline
@@ -350,7 +349,7 @@ absl::Status compileModel(const CompileOptions &given) {
       if (dumps && !absl::IsInvalidArgument(fit.status())) {
         PipelineOptions most = pipelineOptions;
         most.rematBudget = 0;
-        if (!options.lossChunks && !options.deterministic)
+        if (chooseChunks)
           most.lossChunks = 8; // what the fit tried last
         mlir::PassManager pm(&ctx);
         buildPipeline(pm, Phase::Plan, most);

@@ -215,7 +215,6 @@ planWith(mlir::ModuleOp imported, PipelineOptions options, int64_t remat) {
   return copy;
 }
 
-
 // tg-chunk-loss-head's and tg-remat's estimates of the time they add to
 // the planned step, and whether a loss head was chunked.
 void readEstimates(mlir::ModuleOp plan, MemoryFit &fit) {
@@ -224,13 +223,10 @@ void readEstimates(mlir::ModuleOp plan, MemoryFit &fit) {
   mlir::Operation *step = lookupFunction(plan, "train_step");
   if (!step)
     return;
-  for (llvm::StringRef attr : {"tg.remat_seconds", "tg.loss_chunk_seconds"})
+  for (llvm::StringRef attr : {kRematSecondsAttr, kLossChunkSecondsAttr})
     if (auto s = step->getAttrOfType<mlir::FloatAttr>(attr))
       fit.seconds += s.getValueAsDouble();
-  if (auto decisions = step->getAttrOfType<mlir::ArrayAttr>("tg.loss_chunk_decisions"))
-    for (mlir::Attribute d : decisions)
-      if (llvm::cast<mlir::StringAttr>(d).getValue().starts_with("chunked "))
-        fit.chunked = true;
+  fit.chunked = step->hasAttr(kLossChunkSecondsAttr);
 }
 
 // tg-remat's budget under which the plan fits, at options.lossChunks.
@@ -266,7 +262,7 @@ absl::StatusOr<MemoryFit> fitRemat(mlir::ModuleOp imported, const PipelineOption
   // and stops within 1% under the budget (recomputing more than needed
   // costs time).
   std::optional<int64_t> fits, over;
-  MemoryFit fitting; // the plan of `fits`
+  MemoryFit fitting = fit; // the plan of `fits`
   int64_t remat = budget - fixed;
   int64_t lastOver = m.total();
   constexpr int kRounds = 8;
@@ -312,7 +308,6 @@ absl::StatusOr<MemoryFit> fitRemat(mlir::ModuleOp imported, const PipelineOption
   }
   if (fits) {
     fitting.remat = *fits;
-    fitting.lossChunks = options.lossChunks;
     return fitting;
   }
   plan = planWith(imported, options, 0); // everything tg-remat can drop

@@ -19,6 +19,7 @@
 // NN-tg-cache-rope-report.txt). Runs before autodiff and tg-amp.
 #include "passes/Passes.h"
 #include "passes/common/NodeNames.h"
+#include "passes/common/TensorBytes.h"
 
 #include "compiler/interpreter/TgInterpreter.h"
 #include "dialects/common/ModelAttrs.h"
@@ -50,10 +51,6 @@ std::string bytesText(int64_t bytes) {
   if (bytes >= 1024)
     return llvm::formatv("{0:F1} KiB", bytes / 1024.0).str();
   return llvm::formatv("{0} bytes", bytes).str();
-}
-
-int64_t tensorBytes(RankedTensorType t) {
-  return t.getNumElements() * ((t.getElementTypeBitWidth() + 7) / 8);
 }
 
 // Ops whose cost makes a table worth keeping (cheap ones recompute for free).

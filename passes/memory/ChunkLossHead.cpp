@@ -34,9 +34,10 @@
 // says why).
 //
 // The extra cost is the f32 sum (each chunk reads and writes it) and the
-// smaller GEMMs: @train_step's tg.loss_chunk_seconds estimates it at the
-// nominal rates tg-remat uses, so that tcc compile --memory-budget can weigh
-// chunks against recomputation. tg.loss_chunk_decisions is the report.
+// smaller GEMMs: @train_step's tg.loss_chunk_seconds (set when a head was
+// chunked) estimates it at the nominal rates tg-remat uses, so that tcc
+// compile --memory-budget can weigh chunks against recomputation.
+// tg.loss_chunk_decisions is the report.
 //
 //===----------------------------------------------------------------------===//
 #include "passes/Passes.h"
@@ -45,6 +46,7 @@
 #include "mlir/IR/Builders.h"
 #include "passes/common/DecisionReport.h"
 #include "passes/common/NodeNames.h"
+#include "passes/common/TensorBytes.h"
 #include "llvm/Support/FormatVariadic.h"
 
 namespace tcc {
@@ -60,16 +62,9 @@ namespace {
 
 constexpr llvm::StringLiteral kChunkAttr = "tg.loss_chunk";
 constexpr llvm::StringLiteral kDecisionsAttr = "tg.loss_chunk_decisions";
-constexpr llvm::StringLiteral kSecondsAttr = "tg.loss_chunk_seconds";
 // tg-remat's nominal rates (Rematerialize.cpp).
 constexpr double kBytesPerSecond = 2.5e12;
 constexpr double kLaunchSeconds = 4e-6;
-
-int64_t tensorBytes(Type t) {
-  auto ranked = cast<RankedTensorType>(t);
-  return ranked.getNumElements() *
-         std::max<int64_t>(1, ranked.getElementType().getIntOrFloatBitWidth() / 8);
-}
 
 // v through reshapes back to the value they view.
 Value throughReshapes(Value v) {
@@ -101,6 +96,13 @@ bool isLogitsInput(Value v, tg::MatmulOp product, int64_t rows) {
          t.getDimSize(0) == rows && t.getDimSize(1) == x.getShape().back();
 }
 
+// A GEMM that sums over G's rows: G^T Y (gradLhs) or Y^T G.
+struct SumGemm {
+  tg::MatmulOp op;
+  bool gradLhs;
+  Value rows; // Y: (rows, D)
+};
+
 struct Head {
   tg::MatmulOp logits;                 // L = X W^T
   tg::SoftmaxCrossEntropyOp loss;      // r
@@ -108,7 +110,7 @@ struct Head {
   SmallVector<Operation *> logitViews; // reshapes of L (R among them)
   SmallVector<Operation *> gradViews;  // reshapes of G
   SmallVector<tg::MatmulOp> rowGemms;  // dX = G W: rows apart
-  SmallVector<tg::MatmulOp> sumGemms;  // G^T Y or Y^T G: sums over the rows
+  SmallVector<SumGemm> sumGemms;       // dW: sums over the rows
   int64_t rows = 0, classes = 0;
 };
 
@@ -163,7 +165,7 @@ std::string match(tg::SoftmaxCrossEntropyGradOp g, Head &head) {
     }
     if (gemm.getTransposeLhs() && !gemm.getTransposeRhs() && gradType.getRank() == 2 &&
         otherType.getRank() == 2 && otherType.getDimSize(0) == head.rows) {
-      head.sumGemms.push_back(gemm);
+      head.sumGemms.push_back({gemm, gradLhs, other});
       continue;
     }
     return "a GEMM reads the logits' gradient neither by rows nor summed over them";
@@ -202,6 +204,7 @@ struct TgChunkLossHeadPass : tcc::impl::TgChunkLossHeadBase<TgChunkLossHeadPass>
     OpBuilder attrs(f);
     SmallVector<Attribute> decisions;
     double seconds = 0;
+    bool chunked = false;
     SmallVector<tg::SoftmaxCrossEntropyGradOp> grads(
         f.getBody().front().getOps<tg::SoftmaxCrossEntropyGradOp>());
     for (tg::SoftmaxCrossEntropyGradOp g : grads) {
@@ -220,11 +223,13 @@ struct TgChunkLossHeadPass : tcc::impl::TgChunkLossHeadBase<TgChunkLossHeadPass>
         continue;
       }
       decisions.push_back(attrs.getStringAttr(chunk(head, name, seconds)));
+      chunked = true;
     }
     if (decisions.empty())
       decisions.push_back(attrs.getStringAttr("no softmax_cross_entropy_grad in @train_step"));
     f->setAttr(kDecisionsAttr, attrs.getArrayAttr(decisions));
-    f->setAttr(kSecondsAttr, attrs.getF64FloatAttr(seconds));
+    if (chunked)
+      f->setAttr(kLossChunkSecondsAttr, attrs.getF64FloatAttr(seconds));
   }
 
   // Moves the labels, the upstream gradient and the GEMMs' other operands
@@ -237,8 +242,8 @@ struct TgChunkLossHeadPass : tcc::impl::TgChunkLossHeadBase<TgChunkLossHeadPass>
       avoid.insert(v);
     for (tg::MatmulOp m : head.rowGemms)
       avoid.insert(m);
-    for (tg::MatmulOp m : head.sumGemms)
-      avoid.insert(m);
+    for (const SumGemm &s : head.sumGemms)
+      avoid.insert(s.op);
     Operation *point = head.logits;
     if (!hoist(head.grad.getLabels(), point, avoid))
       return "the labels are computed from the forward";
@@ -247,12 +252,9 @@ struct TgChunkLossHeadPass : tcc::impl::TgChunkLossHeadBase<TgChunkLossHeadPass>
     for (tg::MatmulOp m : head.rowGemms)
       if (!hoist(m.getRhs(), point, avoid))
         return "the weight the gradient GEMM reads is computed after the logits";
-    for (tg::MatmulOp m : head.sumGemms) {
-      bool gradLhs = throughReshapes(m.getLhs()) == head.grad.getResult();
-      Value rows = gradLhs ? m.getRhs() : m.getLhs();
-      if (!isLogitsInput(rows, head.logits, head.rows) && !hoist(rows, point, avoid))
+    for (const SumGemm &s : head.sumGemms)
+      if (!isLogitsInput(s.rows, head.logits, head.rows) && !hoist(s.rows, point, avoid))
         return "the rows the weight gradient sums are computed after the logits";
-    }
     return "";
   }
 
@@ -273,7 +275,13 @@ struct TgChunkLossHeadPass : tcc::impl::TgChunkLossHeadBase<TgChunkLossHeadPass>
                            .str();
     SmallVector<Value> losses;
     SmallVector<SmallVector<Value>> rowParts(head.rowGemms.size());
-    SmallVector<Value> sums(head.sumGemms.size());
+    SmallVector<Value> sums(head.sumGemms.size()), zeroBias(head.sumGemms.size());
+    for (auto [i, s] : llvm::enumerate(head.sumGemms)) {
+      RankedTensorType sumType = accumulatorType(s.op);
+      zeroBias[i] = build::splat(
+          b, loc, RankedTensorType::get({sumType.getShape().back()}, sumType.getElementType()),
+          0.0);
+    }
     for (int64_t k = 0; k < chunks; ++k) {
       Value xk = build::sliceAxis(b, loc, x, 0, k * n, n);
       Value labelsK = build::sliceAxis(b, loc, labels, 0, k * n, n);
@@ -290,21 +298,15 @@ struct TgChunkLossHeadPass : tcc::impl::TgChunkLossHeadBase<TgChunkLossHeadPass>
       for (auto [i, m] : llvm::enumerate(head.rowGemms))
         rowParts[i].push_back(build::matmul(b, loc, gradK, m.getRhs(), false,
                                             m.getTransposeRhs()));
-      for (auto [i, m] : llvm::enumerate(head.sumGemms)) {
-        bool gradLhs = throughReshapes(m.getLhs()) == head.grad.getResult();
-        Value other = gradLhs ? m.getRhs() : m.getLhs();
+      for (auto [i, s] : llvm::enumerate(head.sumGemms)) {
         // The rows the logits were made from are sliced once.
-        Value otherK = isLogitsInput(other, product, head.rows)
-                           ? xk
-                           : build::sliceAxis(b, loc, other, 0, k * n, n);
-        Value lhs = gradLhs ? gradK : otherK, rhs = gradLhs ? otherK : gradK;
-        auto sumType = accumulatorType(m);
-        Value bias = build::splat(b, loc, RankedTensorType::get({sumType.getShape().back()},
-                                                                sumType.getElementType()),
-                                  0.0);
-        sums[i] = tg::MatmulEpilogueOp::create(b, loc, sumType, Type(), lhs, rhs, bias, sums[i],
-                                               b.getBoolAttr(true), b.getBoolAttr(false),
-                                               b.getStringAttr("none"))
+        Value rowsK = isLogitsInput(s.rows, product, head.rows)
+                          ? xk
+                          : build::sliceAxis(b, loc, s.rows, 0, k * n, n);
+        Value lhs = s.gradLhs ? gradK : rowsK, rhs = s.gradLhs ? rowsK : gradK;
+        sums[i] = tg::MatmulEpilogueOp::create(b, loc, accumulatorType(s.op), Type(), lhs, rhs,
+                                               zeroBias[i], sums[i], b.getBoolAttr(true),
+                                               b.getBoolAttr(false), b.getStringAttr("none"))
                       .getResult();
       }
     }
@@ -317,7 +319,8 @@ struct TgChunkLossHeadPass : tcc::impl::TgChunkLossHeadBase<TgChunkLossHeadPass>
       m.getResult().replaceAllUsesWith(
           build::reshape(b, loc, whole, cast<RankedTensorType>(m.getType()).getShape()));
     }
-    for (auto [i, m] : llvm::enumerate(head.sumGemms)) {
+    for (auto [i, s] : llvm::enumerate(head.sumGemms)) {
+      tg::MatmulOp m = s.op;
       Value sum = sums[i];
       sumBytes += tensorBytes(sum.getType());
       Type want = m.getType().getElementType();
@@ -341,12 +344,11 @@ struct TgChunkLossHeadPass : tcc::impl::TgChunkLossHeadBase<TgChunkLossHeadPass>
     SmallVector<Operation *> rowViews; // reshapes of X the sums read (now unread)
     for (tg::MatmulOp m : head.rowGemms)
       dead.push_back(m);
-    for (tg::MatmulOp m : head.sumGemms) {
-      dead.push_back(m);
-      for (Value operand : m->getOperands())
-        if (auto view = operand.getDefiningOp<tg::ReshapeOp>();
-            view && isLogitsInput(operand, product, head.rows))
-          rowViews.push_back(view);
+    for (const SumGemm &s : head.sumGemms) {
+      dead.push_back(s.op);
+      if (auto view = s.rows.getDefiningOp<tg::ReshapeOp>();
+          view && isLogitsInput(s.rows, product, head.rows))
+        rowViews.push_back(view);
     }
     for (Operation *v : llvm::reverse(head.gradViews))
       dead.push_back(v);
@@ -366,14 +368,15 @@ struct TgChunkLossHeadPass : tcc::impl::TgChunkLossHeadBase<TgChunkLossHeadPass>
     // Each chunk's GEMM reads and writes the f32 sum but the first, which
     // writes it once; the unchunked step wrote dW in the operands' type and
     // cast it. Plus the launches of each chunk's pieces.
-    double added = static_cast<double>((2 * chunks - 3) * sumBytes) / kBytesPerSecond +
-                   static_cast<double>(chunks - 1) *
-                       (4 + head.rowGemms.size() + head.sumGemms.size()) * kLaunchSeconds;
-    seconds += std::max(0.0, added);
+    double added = std::max(
+        0.0, static_cast<double>((2 * chunks - 3) * sumBytes) / kBytesPerSecond +
+                 static_cast<double>(chunks - 1) *
+                     (4 + head.rowGemms.size() + head.sumGemms.size()) * kLaunchSeconds);
+    seconds += added;
     return llvm::formatv("chunked {0}: {1} chunks of {2} rows; the live logits drop from "
                          "{3} to {4}; ~{5:F3} ms added at nominal rates ({6} summed in f32)",
                          name, int64_t(chunks), n, formatBytes(logitsBytes),
-                         formatBytes(logitsBytes / chunks), std::max(0.0, added) * 1e3,
+                         formatBytes(logitsBytes / chunks), added * 1e3,
                          formatBytes(sumBytes))
         .str();
   }

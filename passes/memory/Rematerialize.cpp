@@ -50,6 +50,7 @@
 #include "mlir/IR/IRMapping.h"
 #include "passes/common/DecisionReport.h"
 #include "passes/common/NodeNames.h"
+#include "passes/common/TensorBytes.h"
 #include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/SetVector.h"
 #include "llvm/ADT/StringExtras.h"
@@ -69,7 +70,6 @@ namespace {
 
 constexpr llvm::StringLiteral kCloneAttr = "tg.remat";
 constexpr llvm::StringLiteral kDecisionsAttr = "tg.remat_decisions";
-constexpr llvm::StringLiteral kSecondsAttr = "tg.remat_seconds";
 
 // Nominal rates for ranking recipes: dense 16-bit tensor-core GEMMs and
 // HBM bandwidth of a current datacenter GPU, plus a launch.
@@ -78,14 +78,6 @@ constexpr double kBytesPerSecond = 2.5e12;
 constexpr double kLaunchSeconds = 4e-6;
 // A recipe recomputes at most this many ops (a layer's worth).
 constexpr size_t kMaxRecipeOps = 24;
-
-int64_t tensorBytes(Type t) {
-  auto ranked = dyn_cast<RankedTensorType>(t);
-  if (!ranked || !ranked.hasStaticShape() || !ranked.getElementType().isIntOrFloat())
-    return 0;
-  int64_t bits = ranked.getElementType().getIntOrFloatBitWidth();
-  return ranked.getNumElements() * std::max<int64_t>(1, bits / 8);
-}
 
 bool isLayoutOp(Operation *op) { return isa<tg::TransposeOp, tg::SliceOp>(op); }
 
@@ -493,7 +485,7 @@ struct TgRematPass : public tcc::impl::TgRematBase<TgRematPass> {
                          .str()));
     f->setAttr(kDecisionsAttr, b.getArrayAttr(decisions));
     // What tcc compile --memory-budget weighs against tg-chunk-loss-head's.
-    f->setAttr(kSecondsAttr, b.getF64FloatAttr(addedSeconds));
+    f->setAttr(kRematSecondsAttr, b.getF64FloatAttr(addedSeconds));
   }
 
   static std::string opNames(const Recipe &recipe) {
