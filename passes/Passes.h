@@ -48,6 +48,10 @@ void writeRematReport(mlir::ModuleOp module, llvm::raw_ostream &os);
 inline constexpr llvm::StringLiteral kRematSecondsAttr = "tg.remat_seconds";
 inline constexpr llvm::StringLiteral kLossChunkSecondsAttr = "tg.loss_chunk_seconds";
 
+// kern-schedule-collectives' decisions (each all-reduce moved: after which
+// op, ahead of how many kernels).
+void writeScheduleCollectivesReport(mlir::ModuleOp module, llvm::raw_ostream &os);
+
 // tg-chunk-loss-head's decisions (each loss head chunked: pieces, logits
 // bytes before and after, time added; or why not).
 void writeChunkLossHeadReport(mlir::ModuleOp module, llvm::raw_ostream &os);

@@ -395,6 +395,19 @@ def KernFuseHorizontal : Pass<"kern-fuse-horizontal", "mlir::ModuleOp"> {
   let dependentDialects = ["tcc::kern::KernDialect"];
 }
 
+def KernScheduleCollectives : Pass<"kern-schedule-collectives", "mlir::ModuleOp"> {
+  let summary = "Issues each kern.all_reduce as soon as its buffer is final";
+  let description = [{
+    Moves every kern.all_reduce (tcc compile --data-parallel) up to right
+    after the last op before it that touches its buffer (through
+    kern.reshape), so that on a GPU the reduction overlaps the rest of the
+    backward. Records kern.schedule_collectives on each moved op and the
+    list on the function. Runs after kern-fuse-horizontal, before
+    kern-plan-memory.
+  }];
+  let dependentDialects = ["tcc::kern::KernDialect"];
+}
+
 def KernPlanMemory : Pass<"kern-plan-memory", "mlir::ModuleOp"> {
   let summary = "Places every kern.alloc in one workspace arena by liveness";
   let description = [{

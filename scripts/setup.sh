@@ -26,6 +26,8 @@ packages=(
   python3-numpy
   # tcc-plot: loss curves from trun --metrics files (and its test)
   python3-matplotlib
+  # MPI for cpu steps across ranks (trun's libtcc_mpi.so, mpirun in tests)
+  openmpi-bin libopenmpi-dev
   # the cuDNN frontend's headers come from PyPI (below)
   python3-pip
 )

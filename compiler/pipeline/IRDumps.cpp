@@ -95,6 +95,9 @@ const PassReport kPassReports[] = {
     {"tg-chunk-loss-head", writeChunkLossHeadReport,
      "tg-chunk-loss-head's decisions: each loss head computed in row chunks (logits bytes "
      "before and after, time added) or not and why"},
+    {"kern-schedule-collectives", writeScheduleCollectivesReport,
+     "kern-schedule-collectives' decisions: each all-reduce moved to right after its "
+     "gradient is final, and the kernels it now overlaps"},
     {"tg-amp", writeAmpReport, "tg-amp's decisions: each op's precision and why"},
 };
 

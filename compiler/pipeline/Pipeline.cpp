@@ -120,6 +120,10 @@ void buildPipeline(mlir::OpPassManager &pm, Phase stopAfter,
   // weight casts, gradient-norm sums) -> one multi-tensor launch each.
   pm.addPass(createKernFuseHorizontal(
       KernFuseHorizontalOptions{options.fuseHorizontal}));
+  // Data parallel: each all-reduce issued as soon as its gradient is final
+  // (overlapping the rest of the backward on a GPU).
+  if (options.dataParallel)
+    pm.addPass(createKernScheduleCollectives());
   if (stopAfter == Phase::Kern)
     return;
   // 5. Memory plan: every temporary gets an offset in one workspace arena.

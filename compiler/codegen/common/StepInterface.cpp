@@ -263,6 +263,7 @@ FailureOr<StepInterface> collectStepInterface(ModuleOp module, StringRef who) {
     MemRefType t = c.getType();
     r.trainConstantBytes += t.getNumElements() * tcc::kern::elementBytes(t.getElementType());
   });
+  train.walk([&](tcc::kern::AllReduceOp) { r.dataParallel = true; });
   r.trainPlannedBytes = std::move(*planned);
   r.trainPeakBytes = std::move(*peak);
 
@@ -324,7 +325,8 @@ void emitDescriptor(llvm::raw_ostream &s, const StepInterface &iface, StringRef 
     << ", // train temporaries by dtype\n"
     << "  " << table(iface.trainPeakBytes, "tcc_train_peak_bytes")
     << ", // train temporaries live at the memory peak\n"
-    << "  " << iface.trainConstantBytes << ", // train constant-table bytes\n};\n\n"
+    << "  " << iface.trainConstantBytes << ", // train constant-table bytes\n"
+    << "  " << (iface.dataParallel ? 1 : 0) << ", // data parallel (kern.all_reduce)\n};\n\n"
     << "extern \"C\" __attribute__((visibility(\"default\"))) const tcc_step_descriptor *\n"
     << "tcc_step_get_descriptor(void) { return &tcc_descriptor; }\n";
 }

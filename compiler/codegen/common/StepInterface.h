@@ -69,6 +69,9 @@ struct StepInterface {
   // Bytes of the dense kern.constant data @train_step reads (the
   // descriptor's train_constant_bytes).
   int64_t trainConstantBytes = 0;
+  // The train step combines its gradients over ranks (kern.all_reduce,
+  // tcc compile --data-parallel): the descriptor's data_parallel.
+  bool dataParallel = false;
 };
 
 // `who` prefixes errors ("cpu codegen").

@@ -21,9 +21,12 @@ LogicalResult CudaStepEmitter::emit(int64_t outputScratchBase, double &flops) {
   os << "  (void)status;\n";
   if (failed(emitStepArguments(f_, "cuda codegen", names_, scratch_, *this, os)))
     return failure();
-  for (Operation &op : f_.getBody().front().without_terminator())
+  for (Operation &op : f_.getBody().front().without_terminator()) {
+    waitIfTouchingReduced(&op, os);
     if (failed(emitOp(&op, os, flops)))
       return failure();
+  }
+  waitForReductions(os); // the loss and the control block are read back
   os << "  return 0;\n}\n\n";
   return success();
 }
@@ -154,6 +157,73 @@ void CudaStepEmitter::launchGridStride(llvm::raw_ostream &os, Operation *op,
          llvm::formatv("{0}x{1}", blocksFor(k.items), kThreads).str(), flops, bytes);
 }
 
+CudaStepEmitter::Footprint CudaStepEmitter::footprint(Value buffer) {
+  while (auto reshape = buffer.getDefiningOp<kern::ReshapeOp>())
+    buffer = reshape.getInput();
+  if (auto view = buffer.getDefiningOp<kern::WorkspaceViewOp>()) {
+    auto type = cast<MemRefType>(view.getType());
+    int64_t begin = static_cast<int64_t>(view.getOffset());
+    return {Value(), begin,
+            begin + type.getNumElements() * kern::elementBytes(type.getElementType())};
+  }
+  return {buffer, 0, 0};
+}
+
+LogicalResult CudaStepEmitter::emitAllReduce(kern::AllReduceOp r, llvm::raw_ostream &os) {
+  auto t = cast<MemRefType>(r.getBuffer().getType());
+  Type et = t.getElementType();
+  const char *dtype = et.isF64()    ? "TCC_DTYPE_F64"
+                      : et.isBF16() ? "TCC_DTYPE_BF16"
+                      : et.isF16()  ? "TCC_DTYPE_F16"
+                      : et.isF32()  ? "TCC_DTYPE_F32"
+                                    : nullptr;
+  if (!dtype)
+    return r.emitError("cuda codegen: kern.all_reduce of ") << et << " (f32, bf16, f16, f64 only)";
+  if (!declaredCollectives_) {
+    os << "  const tcc_collectives *tcc_ranks = static_cast<const tcc_collectives "
+          "*>(args->collectives);\n";
+    declaredCollectives_ = true;
+  }
+  std::string node = locName(r->getLoc());
+  os << llvm::formatv(
+      "  if (tcc_ranks && tcc_ranks->all_reduce(tcc_ranks->context, {0}, {1}, {2}, {3}, s)) "
+      "return tcc_cuda_host::set_error(\"data parallel: the all-reduce ({4}) of {5} failed; the "
+      "runtime's error says why\");\n",
+      name(r.getBuffer()), t.getNumElements(), dtype,
+      r.getReduction() == "sum" ? "TCC_REDUCE_SUM" : "TCC_REDUCE_MEAN", r.getReduction(),
+      node.empty() ? std::string("a buffer") : node);
+  reducing_.push_back(footprint(r.getBuffer()));
+  return success();
+}
+
+void CudaStepEmitter::waitForReductions(llvm::raw_ostream &os) {
+  if (reducing_.empty())
+    return;
+  os << "  if (tcc_ranks && tcc_ranks->wait && tcc_ranks->wait(tcc_ranks->context, s)) "
+        "return tcc_cuda_host::set_error(\"data parallel: waiting for the all-reduces failed\");\n";
+  reducing_.clear();
+}
+
+void CudaStepEmitter::waitIfTouchingReduced(Operation *op, llvm::raw_ostream &os) {
+  if (reducing_.empty() ||
+      isa<kern::AllReduceOp, kern::WorkspaceViewOp, kern::ReshapeOp, kern::ConstantOp>(op))
+    return;
+  for (Value operand : op->getOperands()) {
+    if (!isa<MemRefType>(operand.getType()))
+      continue;
+    Footprint f = footprint(operand);
+    for (const Footprint &busy : reducing_) {
+      bool overlap = f.argument ? f.argument == busy.argument
+                                : !busy.argument && f.begin < busy.end && busy.begin < f.end;
+      if (overlap) {
+        os << "  // the buffers below are still being reduced over the ranks\n";
+        waitForReductions(os);
+        return;
+      }
+    }
+  }
+}
+
 LogicalResult CudaStepEmitter::emitOp(Operation *op, llvm::raw_ostream &os, double &flops) {
   if (!isa<kern::WorkspaceViewOp, kern::ReshapeOp, kern::ConstantOp>(op)) {
     std::string node = locName(op->getLoc());
@@ -177,10 +247,7 @@ LogicalResult CudaStepEmitter::emitOp(Operation *op, llvm::raw_ostream &os, doub
       .Case([&](kern::ElementwiseOp e) { return emitElementwise(e, os, flops); })
       .Case([&](kern::ReduceOp r) { return emitReduce(r, os, flops); })
       .Case([&](kern::FillOp f) { return emitFill(f, os); })
-      .Case([&](kern::AllReduceOp r) {
-        return r.emitError("cuda: data-parallel steps (tcc compile --data-parallel) are not "
-                           "built for cuda yet (NCCL); compile for --target cpu");
-      })
+      .Case([&](kern::AllReduceOp r) { return emitAllReduce(r, os); })
       .Case<kern::TransposeOp, kern::SliceOp, kern::ConcatOp>([&](Operation *copy) {
         std::string family = isa<kern::TransposeOp>(copy) ? "transpose"
                              : isa<kern::SliceOp>(copy)   ? "slice"

@@ -98,6 +98,21 @@ private:
 
   LogicalResult emitOp(Operation *op, llvm::raw_ostream &os, double &flops);
 
+  // Data parallelism (kern.all_reduce): the reduction is queued on the
+  // runtime's communication stream and overlaps the kernels after it; the
+  // step stream waits for it (tcc_collectives.wait) only before the first
+  // op whose buffers overlap a buffer still being reduced, or at the end.
+  struct Footprint {
+    Value argument;            // a step argument's buffer, or
+    int64_t begin = 0, end = 0; // bytes of the workspace
+  };
+  static Footprint footprint(Value buffer);
+  LogicalResult emitAllReduce(kern::AllReduceOp r, llvm::raw_ostream &os);
+  void waitIfTouchingReduced(Operation *op, llvm::raw_ostream &os);
+  void waitForReductions(llvm::raw_ostream &os);
+  SmallVector<Footprint> reducing_;
+  bool declaredCollectives_ = false;
+
   // PreludeKernels.cpp
   LogicalResult emitFamily(Operation *op, llvm::raw_ostream &os, const FamilyLaunch &l);
   LogicalResult emitGather(kern::GatherOp g, llvm::raw_ostream &os);

@@ -111,9 +111,11 @@ Options:
   --data-parallel       the step is one rank's share of a data-parallel job:
                         its gradients and loss are averaged over the ranks
                         (tg.all_reduce, dump: NN-tg-all-reduce-gradients.mlir)
-                        through the runtime's collectives before clipping and
-                        the optimizer; one rank: unchanged results. cpu only
-                        for now (docs/distributed.md)
+                        through the runtime's collectives (MPI on the cpu,
+                        NCCL on a communication stream that overlaps the
+                        backward on cuda) before clipping and the
+                        optimizer; one rank: unchanged results. Train it
+                        with trun --nproc N (docs/distributed.md)
   --keep-global-batch   with --batch: gradient accumulation over global /
                         batch micro-batches keeps the model's global batch
                         (auto: the largest divisor of it that fits)
@@ -377,9 +379,6 @@ int compileMain(int argc, char **argv) {
     args.target = gpu || tcc::findNvcc() ? "cuda" : "cpu";
   if (args.target == "cpu" && !args.arch.empty())
     return usageError("--arch applies to --target cuda");
-  if (args.dataParallel && args.target == "cuda")
-    return usageError("--data-parallel: cuda steps are not built yet (their all-reduce needs "
-                      "NCCL); compile for --target cpu");
   if (gpu) {
     if (args.target == "cpu")
       return usageError("--gpu applies to --target cuda");

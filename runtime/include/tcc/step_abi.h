@@ -115,6 +115,13 @@ typedef struct tcc_collectives {
      returns (the runtime says what failed). */
   int32_t (*all_reduce)(void *context, void *buffer, int64_t count, tcc_dtype dtype,
                         tcc_reduction reduction, void *stream);
+  /* GPU targets: all_reduce may return once the reduction is queued (on a
+     communication stream that waits for the work `stream` had queued), so
+     that it overlaps the rest of the backward. wait makes `stream` wait for
+     every all_reduce queued so far; the step calls it before the first
+     kernel that reads a reduced buffer. NULL: all_reduce is synchronous
+     with `stream` (the cpu back end). */
+  int32_t (*wait)(void *context, void *stream);
 } tcc_collectives;
 
 /* Arguments of one train or eval call. Arrays are in descriptor order.
@@ -287,6 +294,12 @@ typedef struct tcc_step_descriptor {
      as the rotary cos / sin tables tg-cache-rope computes at compile time);
      0 when it reads none. */
   int64_t train_constant_bytes;
+
+  /* Appended after train_constant_bytes (tcc_step_descriptor_has_data_parallel):
+     1 when the train step was compiled with tcc compile --data-parallel (it
+     averages its gradients and loss through tcc_step_args.collectives); a
+     step with 0 trains one rank's batch and cannot run across ranks. */
+  int32_t data_parallel;
 } tcc_step_descriptor;
 
 /* Whether descriptor `d` (its struct_size) includes the memory-by-dtype
@@ -299,6 +312,11 @@ typedef struct tcc_step_descriptor {
 #define tcc_step_descriptor_has_constant_bytes(d)                           \
   ((d)->struct_size >= offsetof(tcc_step_descriptor, train_constant_bytes) + \
                            sizeof(int64_t))
+
+/* Whether descriptor `d` includes data_parallel. */
+#define tcc_step_descriptor_has_data_parallel(d)                     \
+  ((d)->struct_size >= offsetof(tcc_step_descriptor, data_parallel) + \
+                           sizeof(int32_t))
 
 typedef const tcc_step_descriptor *(*tcc_step_get_descriptor_fn)(void);
 

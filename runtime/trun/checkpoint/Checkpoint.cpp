@@ -171,8 +171,8 @@ struct Candidate : RecordedState {
 
 } // namespace
 
-std::string DescriptorFingerprint(const tcc_step_descriptor &descriptor) {
-  return Fingerprint(InterfaceLines(descriptor));
+std::string DescriptorFingerprint(const tcc_step_descriptor &descriptor, int world_size) {
+  return Fingerprint(InterfaceLines(descriptor, world_size));
 }
 
 absl::StatusOr<std::unique_ptr<CheckpointDir>>
@@ -229,6 +229,13 @@ CheckpointDir::Open(const std::string &path) {
     }
   }
   return result;
+}
+
+std::unique_ptr<CheckpointDir> CheckpointDir::OpenForReading(const std::string &path) {
+  std::string dir = path;
+  while (dir.size() > 1 && dir.back() == '/')
+    dir.pop_back();
+  return std::unique_ptr<CheckpointDir>(new CheckpointDir(dir, -1));
 }
 
 CheckpointDir::~CheckpointDir() {
@@ -294,7 +301,7 @@ CheckpointDir::Write(const tcc_step_descriptor &d, const TrainState &state,
                            metadata, &optimizer);
       !s.ok())
     return fail(s);
-  std::string text = EncodeState(d, state, model, optimizer);
+  std::string text = EncodeState(d, world_size_, state, model, optimizer);
   if (absl::Status s =
           WriteFileAtomically(absl::StrCat(temp, "/", kStateFile), {text});
       !s.ok())
@@ -368,7 +375,7 @@ CheckpointDir::LoadNewest(const tcc_step_descriptor &d,
   if (steps.empty())
     return absl::NotFoundError(
         absl::StrCat("no checkpoint (step_* directory) in ", dir_));
-  std::string fingerprint = DescriptorFingerprint(d);
+  std::string fingerprint = DescriptorFingerprint(d, world_size_);
   std::string newest_reason;
   for (size_t i = steps.size(); i-- > 0;) {
     const std::string &path = steps[i].second;
@@ -392,7 +399,7 @@ CheckpointDir::LoadNewest(const tcc_step_descriptor &d,
     if (s.ok() && c.fingerprint != fingerprint)
       return absl::FailedPreconditionError(absl::StrCat(
           "checkpoint ", path,
-          " was written for a different step: ", StepDifference(c, d),
+          " was written for a different step: ", StepDifference(c, d, world_size_),
           "; refusing to resume (--init-from ", path, "/", kModelFile,
           " starts from its weights only when the parameters match)"));
     if (s.ok())

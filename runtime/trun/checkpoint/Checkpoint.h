@@ -35,7 +35,8 @@ namespace tcc::trun {
 // version, model name, optimizer, schedule, micro-batches, and name, dtype,
 // shape and init of every param, optimizer state, input, output and train
 // output. Equal fingerprints mean a checkpoint's tensors fit the step.
-std::string DescriptorFingerprint(const tcc_step_descriptor &descriptor);
+// `world_size`: InterfaceLines'.
+std::string DescriptorFingerprint(const tcc_step_descriptor &descriptor, int world_size = 1);
 
 class CheckpointDir {
 public:
@@ -46,9 +47,18 @@ public:
   // writable, ...).
   static absl::StatusOr<std::unique_ptr<CheckpointDir>>
   Open(const std::string &dir);
+  // The directory of a run another process writes (the other ranks of a
+  // data-parallel run, which only resume from it): no lock, nothing
+  // created or removed; Write must not be called.
+  static std::unique_ptr<CheckpointDir> OpenForReading(const std::string &dir);
   ~CheckpointDir(); // releases the lock
 
   const std::string &dir() const { return dir_; }
+
+  // The data-parallel ranks of the run (default 1): checkpoints record and
+  // match the global step (InterfaceLines), so a run may resume at another
+  // number of ranks with the same global batch.
+  void set_world_size(int world_size) { world_size_ = world_size; }
 
   // Writes the checkpoint for state.step (params[i] / optimizer_state[i]
   // hold the descriptor's size_bytes), then, if keep > 0, deletes older
@@ -88,6 +98,7 @@ private:
       : dir_(std::move(dir)), lock_fd_(lock_fd) {}
   std::string dir_;
   int lock_fd_ = -1;
+  int world_size_ = 1;
 };
 
 } // namespace tcc::trun

@@ -115,7 +115,7 @@ ReadRecordedTensors(const std::string &path, const char *name,
 }
 
 std::string StepDifference(const RecordedState &c,
-                           const tcc_step_descriptor &d) {
+                           const tcc_step_descriptor &d, int world_size) {
   if (auto diff =
           TensorDifference("parameter", c.params, d.num_params, d.params))
     return *diff;
@@ -126,7 +126,7 @@ std::string StepDifference(const RecordedState &c,
                       OrEmpty(d.optimizer), " in this step.so)");
     return *diff;
   }
-  std::vector<std::string> here = InterfaceLines(d);
+  std::vector<std::string> here = InterfaceLines(d, world_size);
   const std::vector<std::string> &there = c.interface;
   for (size_t i = 0; i < std::max(here.size(), there.size()); ++i) {
     if (i >= there.size())

@@ -47,7 +47,7 @@ ReadRecordedTensors(const std::string &path, const char *name,
 // Names the first difference between the step a checkpoint was written for
 // (`recorded`) and `d`, for a fingerprint mismatch.
 std::string StepDifference(const RecordedState &recorded,
-                           const tcc_step_descriptor &d);
+                           const tcc_step_descriptor &d, int world_size = 1);
 
 // The file tensors for `n` descriptor tensors, checked to fill exactly
 // size_bytes each (the fingerprint matched, so a failure means corruption).

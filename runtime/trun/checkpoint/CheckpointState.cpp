@@ -186,7 +186,7 @@ std::string SpecText(const tcc_tensor_desc &t) {
 
 // The canonical text the fingerprint hashes, one line per field or tensor
 // (descriptor order). state.json records it, so a mismatch can be named.
-std::vector<std::string> InterfaceLines(const tcc_step_descriptor &d) {
+std::vector<std::string> InterfaceLines(const tcc_step_descriptor &d, int world_size) {
   std::vector<std::string> lines;
   lines.push_back(absl::StrCat("abi_version ", d.abi_version));
   lines.push_back(absl::StrCat("model ", Quote(d.model_name)));
@@ -198,12 +198,15 @@ std::vector<std::string> InterfaceLines(const tcc_step_descriptor &d) {
                                   s.kind, s.base_lr, s.warmup_steps,
                                   s.decay_steps, s.min_lr));
   lines.push_back(absl::StrCat("micro_batches ", d.micro_batches));
-  auto add = [&lines](const char *kind, int32_t n, const tcc_tensor_desc *list,
-                      bool with_init) {
+  auto add = [&lines, world_size](const char *kind, int32_t n, const tcc_tensor_desc *list,
+                                  bool with_init, bool batched = false) {
     for (int32_t i = 0; list && i < n; ++i) {
       const tcc_tensor_desc &t = list[i];
+      std::vector<int64_t> shape(t.shape, t.shape + t.rank);
+      if (batched && world_size > 1 && !shape.empty())
+        shape[0] *= world_size; // the global batch
       std::string line =
-          absl::StrCat(kind, " ", Quote(t.name), " ", SpecText(t));
+          absl::StrCat(kind, " ", Quote(t.name), " ", SpecText(DtypeName(t.dtype), shape));
       if (with_init)
         absl::StrAppend(&line, " init=", InitKindName(t.init_kind),
                         absl::StrFormat(" scale=%.17g", t.init_scale),
@@ -213,8 +216,8 @@ std::vector<std::string> InterfaceLines(const tcc_step_descriptor &d) {
   };
   add("param", d.num_params, d.params, true);
   add("optimizer_state", d.num_optimizer_state, d.optimizer_state, true);
-  add("input", d.num_inputs, d.inputs, false);
-  add("output", d.num_outputs, d.outputs, false);
+  add("input", d.num_inputs, d.inputs, false, /*batched=*/true);
+  add("output", d.num_outputs, d.outputs, false, /*batched=*/true);
   add("train_output", d.num_train_outputs, d.train_outputs, false);
   return lines;
 }
@@ -289,14 +292,14 @@ absl::Status ReadState(const std::string &path, int64_t step,
   return absl::OkStatus();
 }
 
-std::string EncodeState(const tcc_step_descriptor &d, const TrainState &state,
+std::string EncodeState(const tcc_step_descriptor &d, int world_size, const TrainState &state,
                         const FileChecksum &model,
                         const FileChecksum &optimizer) {
   nlohmann::ordered_json files = nlohmann::ordered_json::object();
   files[kModelFile] = {{"bytes", model.bytes}, {"crc32", model.crc32}};
   files[kOptimizerFile] = {{"bytes", optimizer.bytes},
                            {"crc32", optimizer.crc32}};
-  std::vector<std::string> lines = InterfaceLines(d);
+  std::vector<std::string> lines = InterfaceLines(d, world_size);
   nlohmann::ordered_json json = {
       {"format", kFormat},
       {"version", kVersion},

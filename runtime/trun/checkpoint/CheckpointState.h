@@ -44,7 +44,11 @@ struct RecordedState {
 
 // The canonical text the fingerprint hashes, one line per field or tensor
 // (descriptor order). state.json records it, so a mismatch can be named.
-std::vector<std::string> InterfaceLines(const tcc_step_descriptor &d);
+// Across `world_size` data-parallel ranks the lines describe the global
+// step: the batch (first) dimension of inputs and outputs is the ranks'
+// together, so 2 ranks of batch 4 and 1 rank of batch 8 resume each
+// other's checkpoints.
+std::vector<std::string> InterfaceLines(const tcc_step_descriptor &d, int world_size = 1);
 // 64-bit FNV-1a (tcc_fnv1a64) of the lines, each ended by "\n", as 16 hex
 // digits.
 std::string Fingerprint(const std::vector<std::string> &lines);
@@ -57,7 +61,7 @@ std::vector<int64_t> ShapeOf(const tcc_tensor_desc &t);
 
 // The text of state.json for `state` of step `d`, whose two safetensors
 // files are checksummed by `model` and `optimizer`.
-std::string EncodeState(const tcc_step_descriptor &d, const TrainState &state,
+std::string EncodeState(const tcc_step_descriptor &d, int world_size, const TrainState &state,
                         const FileChecksum &model,
                         const FileChecksum &optimizer);
 

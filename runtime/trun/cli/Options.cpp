@@ -55,8 +55,18 @@ training:
                         after 10 skipped steps in a row). A step compiled
                         with --loss-scale dynamic that skipped its own
                         update on inf/NaN gradients is no such event
-  --gpu N               the GPU a cuda step runs on (default 0; an error
-                        for a cpu step)
+  --gpu N               the GPU a cuda step runs on (default 0, or the
+                        local rank across ranks; an error for a cpu step)
+ranks (a step compiled with tcc compile --data-parallel; token models):
+  --nproc N             train on N ranks of this machine: a cuda step on
+                        GPUs 0..N-1 (NCCL), a cpu step as N processes
+                        under mpirun (Open MPI). The global batch is N x
+                        the step's batch, each rank reading its rows of it,
+                        so N ranks compute the steps one process of N x B
+                        rows would. Rank 0 alone prints and writes metrics
+                        and checkpoints; a rank that fails ends the others.
+                        trun also runs under torchrun, srun and mpirun,
+                        reading their environment (docs/distributed.md)
 progress and metrics:
   --log-every N         without a terminal: a progress line every N steps
                         (default 100; 0: none); on a terminal a live line
@@ -197,6 +207,11 @@ absl::Status ApplyValue(const std::string &flag, const std::string &value,
     if (!n.ok())
       return n.status();
     (flag == "--sample" ? options.sample : options.eval_batches) = *n;
+  } else if (flag == "--nproc") {
+    int32_t n = 0;
+    if (!absl::SimpleAtoi(value, &n) || n < 1 || n > 1024)
+      return BadNumber(flag, value, "a number of ranks from 1 to 1024");
+    options.nproc = n;
   } else if (flag == "--gpu") {
     int32_t gpu = 0;
     if (!absl::SimpleAtoi(value, &gpu) || gpu < 0)
@@ -248,7 +263,7 @@ absl::StatusOr<Options> ParseOptions(const std::vector<std::string> &args) {
       "--save-weights", "--sample",    "--prompt",       "--vocab",
       "--temperature",  "--save-train-outputs", "--ckpt-dir", "--ckpt-every",
       "--keep",         "--metrics",   "--on-nan",       "--loader-depth",
-      "--gpu"};
+      "--gpu",          "--nproc"};
   Options options;
   std::set<std::string> seen;
   for (size_t i = 0; i < args.size(); ++i) {
@@ -298,6 +313,9 @@ absl::StatusOr<Options> ParseOptions(const std::vector<std::string> &args) {
   // --info runs nothing; --diagnose --gpu N checks that GPU.
   if (options.gpu && options.info)
     return UsageError("--gpu does not apply to --info");
+  if (options.nproc && (options.info || options.diagnose))
+    return UsageError(absl::StrCat("--nproc does not apply to ",
+                                   options.info ? "--info" : "--diagnose"));
   if (options.profile && (options.info || options.diagnose))
     return UsageError(absl::StrCat("--profile does not apply to ",
                                    options.info ? "--info" : "--diagnose"));
@@ -307,6 +325,8 @@ absl::StatusOr<Options> ParseOptions(const std::vector<std::string> &args) {
     return UsageError("missing STEP.so (see trun --help)");
   if (options.info)
     return options;
+  if (options.nproc && options.gpu)
+    return UsageError("--gpu does not apply with --nproc (rank r drives GPU r)");
   // A token model may only evaluate (--val) or only sample (--sample).
   if (options.data.empty() && !options.val && options.sample == 0)
     return UsageError("missing --data (see trun --help)");

@@ -51,6 +51,9 @@ struct Options {
   bool info = false;                       // --info
   bool diagnose = false;                   // --diagnose (STEP.so optional)
   bool help = false;                       // --help
+  // --nproc N: start N ranks of this command on this machine
+  // (dist/LocalLaunch.h) instead of training in this process.
+  int32_t nproc = 0;
 };
 
 // The text of `trun --help` (docs/runtime.md quotes it verbatim).

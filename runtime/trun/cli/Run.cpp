@@ -8,6 +8,8 @@
 #include "runtime/trun/data/TokenShards.h"
 #include "runtime/trun/data/Vocab.h"
 #include "runtime/trun/dist/LaunchEnvironment.h"
+#include "runtime/trun/dist/LocalLaunch.h"
+#include "runtime/trun/dist/RankGroup.h"
 #include "runtime/trun/io/Safetensors.h"
 #include "runtime/trun/step/DeviceMemory.h"
 #include "runtime/trun/step/Diagnose.h"
@@ -408,8 +410,21 @@ absl::Status Sample(const Options &options, const tcc_step_descriptor &d,
 absl::Status RunTokenModel(const Options &options,
                            const tcc_step_descriptor &d,
                            const StepBinding &binding, Trainer &trainer,
-                           TrainingSession &session, std::ostream &out) {
+                           TrainingSession &session, RankGroup *ranks,
+                           std::ostream &out) {
   const int64_t B = binding.batch_size, T = binding.context_length();
+  // Data parallel: the global batch is every rank's B rows, and this rank
+  // reads its slice of each global batch (RowsOfRank), so that N ranks see
+  // the batches one process of N x B rows would.
+  const int64_t world = ranks ? ranks->world_size() : 1;
+  const int64_t G = world * B;
+  RowSlice slice;
+  if (ranks) {
+    absl::StatusOr<RowSlice> rows = RowsOfRank(G, ranks->rank(), world);
+    if (!rows.ok())
+      return rows.status();
+    slice = *rows;
+  }
   // Read and check all data before training.
   std::optional<TokenDataset> train, val;
   if (!options.data.empty()) {
@@ -430,9 +445,14 @@ absl::Status RunTokenModel(const Options &options,
                      "' has no eval output 'logits' [batch, context, vocab]"));
 
   float learning_rate = BaseLearningRate(options, d);
-  out << absl::StrFormat("step: %s (%s), batch %dx%d tokens, lr %g, seed %u\n",
-                         d.model_name, options.step_path, B, T, learning_rate,
-                         options.seed);
+  if (ranks)
+    out << absl::StrFormat("step: %s (%s), batch %d ranks x %dx%d tokens, lr %g, seed %u\n",
+                           d.model_name, options.step_path, world, B, T, learning_rate,
+                           options.seed);
+  else
+    out << absl::StrFormat("step: %s (%s), batch %dx%d tokens, lr %g, seed %u\n",
+                           d.model_name, options.step_path, B, T, learning_rate,
+                           options.seed);
   out << TargetLine(d, options);
   if (binding.token_logits_output == -1)
     out << "note: step has no 'logits' output; token ids are not checked "
@@ -444,20 +464,27 @@ absl::Status RunTokenModel(const Options &options,
   int64_t val_batches = 0;
   if (val) {
     val_windows.emplace(*val, T);
-    val_batches = std::min(options.eval_batches, val_windows->aligned_count() / B);
+    val_batches = std::min(options.eval_batches, val_windows->aligned_count() / G);
     out << absl::StrFormat("val: %d tokens in %s (%d batches of %dx%d)\n",
                            val->total_tokens(), val->Describe(), val_batches,
-                           B, T);
+                           G, T);
   }
   auto validate = [&]() -> absl::StatusOr<EvalRecord> {
-    SequentialTokenBatches batches(*val_windows, B, val_batches);
+    SequentialTokenBatches batches(*val_windows, G, val_batches, slice);
     absl::StatusOr<EvalResult> result = trainer.Evaluate(batches);
     if (!result.ok())
       return result.status();
+    double mean_loss = result->mean_loss;
+    if (ranks) { // equal slices: the global mean is the mean of the ranks'
+      std::vector<double> sum = {mean_loss};
+      if (absl::Status s = ranks->SumOnHost(sum); !s.ok())
+        return s;
+      mean_loss = sum[0] / world;
+    }
     EvalRecord record;
     record.step = trainer.steps_done();
     record.split = "val";
-    record.loss = result->mean_loss;
+    record.loss = mean_loss;
     record.batches = val_batches;
     return record;
   };
@@ -468,8 +495,8 @@ absl::Status RunTokenModel(const Options &options,
   if (train) {
     windows.emplace(*train, T);
     bool sequential = options.data_order == DataOrder::kSequential;
-    random.emplace(*windows, B, options.seed);
-    in_order.emplace(*windows, B);
+    random.emplace(*windows, G, options.seed, slice);
+    in_order.emplace(*windows, G, -1, slice);
     absl::StatusOr<TrainingPlan> base = BasePlan(
         options, d,
         sequential ? static_cast<BatchSource *>(&*in_order)
@@ -480,7 +507,7 @@ absl::Status RunTokenModel(const Options &options,
     TrainingPlan &plan = *base;
     plan.data_order = sequential ? "sequential" : "random";
     plan.unit = "tokens";
-    plan.items_per_step = B * T;
+    plan.items_per_step = G * T; // all ranks' tokens
     if (val)
       plan.validate = validate;
     out << absl::StrFormat(
@@ -511,6 +538,44 @@ absl::Status RunTokenModel(const Options &options,
   return absl::OkStatus();
 }
 
+// Whether this step can train as one of several ranks.
+// `who`: "started as rank 1 of 2 (...)" or "--nproc 2".
+absl::Status CheckRanksCanTrain(const std::string &who, const tcc_step_descriptor &d,
+                                const StepBinding &binding) {
+  if (!IsDataParallel(d))
+    return absl::FailedPreconditionError(absl::StrCat(
+        who, ", but step '", d.model_name,
+        "' was compiled for one rank: its ranks would each train their own copy. Compile it "
+        "with tcc compile --data-parallel to train across ranks"));
+  if (!binding.is_token_model())
+    return absl::UnimplementedError(absl::StrCat(
+        who, ": training an image classifier across ranks is not "
+        "built yet (token models only, docs/distributed.md); run one process"));
+  return absl::OkStatus();
+}
+
+// The back end of the step's target: MPI for cpu steps, NCCL for cuda.
+absl::StatusOr<std::unique_ptr<RankGroup>> JoinRanks(const RankInfo &rank,
+                                                     const tcc_step_descriptor &d, int32_t gpu) {
+  if (d.device)
+    return JoinNcclRanks(rank, gpu);
+  if (rank.launcher == Launcher::kTorchrun)
+    return absl::FailedPreconditionError(absl::StrCat(
+        "started by torchrun as ", rank.Describe(), ": a cpu step trains across ranks with "
+        "MPI; start it with trun --nproc N or mpirun"));
+  return JoinMpiRanks(rank);
+}
+
+// "rank 1 of 2: <error>": which rank failed, when several print.
+absl::Status WithRank(const RankInfo &rank, const absl::Status &status) {
+  return absl::Status(status.code(), absl::StrCat("rank ", rank.rank, " of ", rank.world_size,
+                                                  ": ", status.message()));
+}
+
+absl::Status TrainOnThisRank(const Options &options, const tcc_step_descriptor &d,
+                             const StepBinding &binding, Trainer &trainer, RankGroup *ranks,
+                             std::ostream &out);
+
 } // namespace
 
 absl::Status RunTrun(const Options &options, std::ostream &out) {
@@ -535,17 +600,11 @@ absl::Status RunTrun(const Options &options, std::ostream &out) {
     PrintDescriptorInfo(d, out);
     return absl::OkStatus();
   }
-  // Started by torchrun, srun or mpirun as one of several ranks: each rank
-  // would train its own copy and all would write the same checkpoints, so
-  // stop until data parallelism exists (docs/distributed.md).
+  // Started by trun --nproc, torchrun, srun or mpirun as one of several
+  // ranks (docs/distributed.md).
   absl::StatusOr<RankInfo> rank = ReadLaunchEnvironment(ProcessEnvironment());
   if (!rank.ok())
     return absl::InvalidArgumentError(absl::StrCat("launch environment: ", rank.status().message()));
-  if (rank->distributed())
-    return absl::UnimplementedError(absl::StrCat(
-        "started as ", rank->Describe(),
-        ": trun does not train across ranks yet (each rank would train its own copy and "
-        "overwrite the others' checkpoints); run one process (docs/distributed.md)"));
   absl::StatusOr<StepBinding> binding = BindStep(d);
   if (!binding.ok())
     return binding.status();
@@ -553,42 +612,123 @@ absl::Status RunTrun(const Options &options, std::ostream &out) {
     return s;
   if (absl::Status s = CheckCudaOnlyFlags(options, d); !s.ok())
     return s;
+  // A launcher's job of one rank runs a data-parallel step through its
+  // back end too (NCCL or MPI with one rank: what --nproc 1 checks).
+  const bool join = rank->distributed() || (rank->launcher != Launcher::kNone && IsDataParallel(d));
+  if (join)
+    if (absl::Status s = CheckRanksCanTrain(absl::StrCat("started as ", rank->Describe()), d,
+                                            *binding);
+        !s.ok())
+      return s;
+  // Each local rank drives its own GPU unless --gpu says otherwise.
+  const int32_t gpu = options.gpu.value_or(rank->distributed() ? rank->local_rank : 0);
 
   // A cuda step that cannot fit the GPU's free memory stops here, saying
   // so, rather than at a cudaMalloc half way through the allocations.
   if (std::string(d.target) == "cuda")
-    if (absl::Status s = CheckGpuMemory(ProbeMachine(options.gpu.value_or(0)), d,
-                                        options.gpu.value_or(0), out);
-        !s.ok())
+    if (absl::Status s = CheckGpuMemory(ProbeMachine(gpu), d, gpu, out); !s.ok())
       return s;
   // Parameters first: an unsupported init or a bad weights file fails before
   // any data is read. A GPU step selects its GPU and allocates here.
   absl::StatusOr<std::unique_ptr<Trainer>> trainer =
-      Trainer::Create(d, *binding, options.seed, options.gpu.value_or(0));
+      Trainer::Create(d, *binding, options.seed, gpu);
   if (!trainer.ok())
     return trainer.status();
-  if (absl::Status s = InitFrom(options, d, **trainer, out); !s.ok())
+  // The other ranks: joined after the GPU is selected (NCCL binds to it),
+  // and only the lead rank speaks and writes; the others run the same
+  // steps quietly. Every rank starts from the same seeded weights.
+  std::unique_ptr<RankGroup> ranks;
+  std::ostream quiet(nullptr);
+  Options rank_options = options;
+  if (join) {
+    absl::StatusOr<std::unique_ptr<RankGroup>> joined = JoinRanks(*rank, d, gpu);
+    if (!joined.ok())
+      return WithRank(*rank, joined.status());
+    ranks = std::move(*joined);
+    SetActiveRankGroup(ranks.get());
+    if (absl::Status s = CheckSameStepLibrary(*ranks, options.step_path); !s.ok())
+      return WithRank(*rank, s);
+    (*trainer)->set_collectives(ranks->step_collectives());
+    if (ranks->is_lead())
+      out << absl::StrFormat("ranks: %d, %s; this output is rank 0's\n", ranks->world_size(),
+                             ranks->Describe());
+    // Launchers interleave the ranks' output: plain progress lines.
+    rank_options.live_progress = false;
+    if (!ranks->is_lead()) {
+      rank_options.metrics.reset();
+      rank_options.save_weights.reset();
+      rank_options.save_train_outputs.reset();
+      rank_options.sample = 0;
+    }
+  }
+  std::ostream &say = !ranks || ranks->is_lead() ? out : quiet;
+  absl::Status status = TrainOnThisRank(rank_options, d, *binding, **trainer, ranks.get(), say);
+  if (ranks && absl::IsCancelled(status)) {
+    // Every rank agreed to stop after the same step: end together.
+    SetActiveRankGroup(nullptr);
+    (void)ranks->Finish();
+    return status;
+  }
+  if (!status.ok())
+    return ranks ? WithRank(*rank, status) : status;
+  if (ranks) {
+    SetActiveRankGroup(nullptr);
+    return ranks->Finish();
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<int> LaunchRanks(const Options &options, const std::vector<std::string> &args) {
+  absl::StatusOr<RankInfo> rank = ReadLaunchEnvironment(ProcessEnvironment());
+  if (!rank.ok())
+    return absl::InvalidArgumentError(absl::StrCat("launch environment: ", rank.status().message()));
+  if (rank->distributed())
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--nproc: this trun was itself started as ", rank->Describe(),
+        "; use --nproc or a launcher, not both"));
+  // What the ranks would refuse, refused once here, before any starts.
+  absl::StatusOr<std::unique_ptr<StepLibrary>> library = StepLibrary::Open(options.step_path);
+  if (!library.ok())
+    return library.status();
+  const tcc_step_descriptor &d = (*library)->descriptor();
+  absl::StatusOr<StepBinding> binding = BindStep(d);
+  if (!binding.ok())
+    return binding.status();
+  if (absl::Status s =
+          CheckRanksCanTrain(absl::StrCat("--nproc ", options.nproc), d, *binding);
+      !s.ok())
+    return s;
+  return LaunchLocalRanks(WithoutNproc(args), options.nproc, d.device != nullptr);
+}
+
+namespace {
+
+absl::Status TrainOnThisRank(const Options &options, const tcc_step_descriptor &d,
+                             const StepBinding &binding, Trainer &trainer, RankGroup *ranks,
+                             std::ostream &out) {
+  if (absl::Status s = InitFrom(options, d, trainer, out); !s.ok())
     return s;
   // Checkpoints, resume and metrics; a resumed checkpoint may fix the
   // seed, lr and data order of the run.
   absl::StatusOr<std::unique_ptr<TrainingSession>> session =
-      TrainingSession::Open(options, d, **trainer, out);
+      TrainingSession::Open(options, d, trainer, out, ranks);
   if (!session.ok())
     return session.status();
   const Options &effective = (*session)->options();
   absl::Status status =
-      binding->is_token_model()
-          ? RunTokenModel(effective, d, *binding, **trainer, **session, out)
-          : RunImageClassifier(effective, d, *binding, **trainer, **session,
-                               out);
+      binding.is_token_model()
+          ? RunTokenModel(effective, d, binding, trainer, **session, ranks, out)
+          : RunImageClassifier(effective, d, binding, trainer, **session, out);
   if (!status.ok())
     return status;
-  if (std::optional<GpuMemory> memory = (*trainer)->gpu_memory())
+  if (std::optional<GpuMemory> memory = trainer.gpu_memory())
     out << absl::StrFormat("gpu memory: %s allocated, peak %s (planned %s)\n",
                            FormatBytes(memory->allocated_bytes),
                            FormatBytes(memory->peak_allocated_bytes),
                            FormatBytes(static_cast<uint64_t>(TrainingBytes(d))));
   return (*session)->Finish();
 }
+
+} // namespace
 
 } // namespace tcc::trun

@@ -1,6 +1,7 @@
 // trun: trains a tcc-compiled step.so on IDX data. See docs/runtime.md.
 #include "runtime/trun/cli/Options.h"
 #include "runtime/trun/cli/Run.h"
+#include "runtime/trun/dist/RankGroup.h"
 #include "runtime/trun/train/StopSignals.h"
 
 #include "absl/strings/str_replace.h"
@@ -32,6 +33,12 @@ int main(int argc, char **argv) {
     std::fputs(tcc::trun::kUsage, stdout);
     return 0;
   }
+  if (options->nproc > 0) {
+    absl::StatusOr<int> code = tcc::trun::LaunchRanks(*options, args);
+    if (!code.ok())
+      return Fail(std::string(code.status().message()), 1);
+    return *code;
+  }
   // A live progress line on a terminal; plain lines in a log.
   options->live_progress = isatty(STDOUT_FILENO) == 1;
   absl::Status status = tcc::trun::RunTrun(*options, std::cout);
@@ -42,7 +49,13 @@ int main(int argc, char **argv) {
     std::fprintf(stderr, "trun: %s\n", std::string(status.message()).c_str());
     return 128 + tcc::trun::StopSignals::signal_number();
   }
-  if (!status.ok())
-    return Fail(std::string(status.message()), 1);
+  if (!status.ok()) {
+    int code = Fail(std::string(status.message()), 1);
+    // One of several ranks failed alone: end the others now rather than
+    // leave them waiting for it in a collective.
+    if (tcc::trun::RankGroup *ranks = tcc::trun::ActiveRankGroup())
+      ranks->AbortAll(code);
+    return code;
+  }
   return 0;
 }

@@ -244,6 +244,10 @@ absl::Status ValidateDescriptor(const tcc_step_descriptor &d,
   if (tcc_step_descriptor_has_constant_bytes(&d) && d.train_constant_bytes < 0)
     return absl::InvalidArgumentError(absl::StrCat(
         origin, ": negative train_constant_bytes ", d.train_constant_bytes));
+  if (tcc_step_descriptor_has_data_parallel(&d) && d.data_parallel != 0 &&
+      d.data_parallel != 1)
+    return absl::InvalidArgumentError(absl::StrCat(
+        origin, ": data_parallel is ", d.data_parallel, " (0 or 1)"));
   if (d.workspace_bytes < 0)
     return absl::InvalidArgumentError(
         absl::StrCat(origin, ": negative workspace_bytes ", d.workspace_bytes));
@@ -360,6 +364,10 @@ void PrintDescriptorInfo(const tcc_step_descriptor &d, std::ostream &out) {
         << " bytes (read by the train step, compiled into the library)\n";
   out << absl::StrFormat("flops/step: train %.4g, eval %.4g\n",
                          d.train_flops_per_step, d.eval_flops_per_step);
+  out << (IsDataParallel(d) ? "data parallel: yes (gradients and loss averaged over "
+                              "the ranks; trun --nproc, torchrun, srun or mpirun)\n"
+                            : "data parallel: no (one rank; tcc compile --data-parallel "
+                              "to train across ranks)\n");
   PrintMemoryByPrecision(d, out);
 }
 

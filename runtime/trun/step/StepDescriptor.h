@@ -42,6 +42,12 @@ int32_t FindTrainOutput(const tcc_step_descriptor &descriptor,
                         absl::string_view name);
 
 // The `trun --info` report.
+// Whether the step averages its gradients over ranks (tcc compile
+// --data-parallel); false for steps built before the field existed.
+inline bool IsDataParallel(const tcc_step_descriptor &d) {
+  return tcc_step_descriptor_has_data_parallel(&d) && d.data_parallel == 1;
+}
+
 void PrintDescriptorInfo(const tcc_step_descriptor &descriptor,
                          std::ostream &out);
 

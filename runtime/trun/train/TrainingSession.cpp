@@ -24,17 +24,23 @@ absl::Status WithContext(const absl::Status &status, absl::string_view before,
 absl::StatusOr<std::unique_ptr<TrainingSession>>
 TrainingSession::Open(const Options &options,
                       const tcc_step_descriptor &descriptor, Trainer &trainer,
-                      std::ostream &out) {
+                      std::ostream &out, RankGroup *ranks) {
   std::unique_ptr<TrainingSession> session(
       new TrainingSession(options, descriptor, trainer, out));
   Options &effective = session->options_;
-  if (options.ckpt_dir) {
+  session->ranks_ = ranks;
+  session->writes_ = !ranks || ranks->is_lead();
+  if (options.ckpt_dir && !session->writes_) {
+    session->checkpoints_ = CheckpointDir::OpenForReading(*options.ckpt_dir);
+  } else if (options.ckpt_dir) {
     absl::StatusOr<std::unique_ptr<CheckpointDir>> dir =
         CheckpointDir::Open(*options.ckpt_dir);
     if (!dir.ok())
       return dir.status();
     session->checkpoints_ = std::move(*dir);
   }
+  if (session->checkpoints_ && ranks)
+    session->checkpoints_->set_world_size(ranks->world_size());
   if (options.resume) {
     CheckpointDir &dir = *session->checkpoints_;
     std::vector<std::string> warnings;
@@ -82,7 +88,7 @@ TrainingSession::Open(const Options &options,
       session->resumed_ = std::move(*loaded);
     }
   }
-  if (options.metrics) {
+  if (options.metrics && session->writes_) {
     // A resumed run continues the same file; tcc-plot keeps the last record
     // of each step, so steps redone after a kill replace the lost ones.
     absl::StatusOr<std::unique_ptr<MetricsLog>> metrics =
@@ -119,6 +125,8 @@ std::string TrainingSession::LastCheckpointNote() const {
 
 absl::Status TrainingSession::WriteCheckpoint(const TrainingPlan &plan,
                                               int64_t cursor) {
+  if (!writes_) // the lead rank writes the (replicated) state
+    return absl::OkStatus();
   TrainState state;
   state.step = trainer_.steps_done();
   state.data_cursor = cursor;
@@ -200,7 +208,20 @@ absl::Status TrainingSession::Train(TrainingPlan &plan) {
   config.unit = plan.unit;
   config.items_per_step = plan.items_per_step;
   config.stop_requested = &StopSignals::requested();
+  if (ranks_) {
+    // A rank that stopped alone would leave the others waiting in the next
+    // step's all-reduce: after each step the ranks agree, and all stop if
+    // any was asked to.
+    stop_agreed_ = false;
+    config.stop_requested = &stop_agreed_;
+  }
   config.after_step = [&](int64_t done) -> absl::Status {
+    if (ranks_) {
+      std::vector<double> stop = {StopSignals::requested().load() ? 1.0 : 0.0};
+      if (absl::Status s = ranks_->SumOnHost(stop); !s.ok())
+        return s;
+      stop_agreed_ = stop[0] > 0;
+    }
     last_train_loss_ = trainer_.last_loss(); // before an eval overwrites it
     if (profile_warmup && done == first_step + profile_warmup)
       if (absl::Status s = trainer_.SetProfiling(true); !s.ok()) // clears

@@ -8,12 +8,14 @@
 #include "runtime/trun/checkpoint/Checkpoint.h"
 #include "runtime/trun/cli/Options.h"
 #include "runtime/trun/data/BatchSource.h"
+#include "runtime/trun/dist/RankGroup.h"
 #include "runtime/trun/train/Metrics.h"
 #include "runtime/trun/train/Trainer.h"
 #include "tcc/step_abi.h"
 
 #include "absl/status/statusor.h"
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -44,9 +46,14 @@ public:
   // and step; the seed, base lr and data order of the run come from it
   // unless given (a different --seed or --data-order is refused, since the
   // run could not continue exactly). Opens --metrics. Reports to `out`.
+  //
+  // `ranks` (a data-parallel run; nullptr: one rank): every rank resumes
+  // from the same checkpoint, only the lead rank (0) locks the directory
+  // and writes checkpoints and metrics, and the ranks stop together (a
+  // signal any of them got ends the step all of them are at).
   static absl::StatusOr<std::unique_ptr<TrainingSession>>
   Open(const Options &options, const tcc_step_descriptor &descriptor,
-       Trainer &trainer, std::ostream &out);
+       Trainer &trainer, std::ostream &out, RankGroup *ranks = nullptr);
 
   // The options with what a resumed checkpoint fixed (seed, lr, order).
   const Options &options() const { return options_; }
@@ -93,6 +100,9 @@ private:
   std::string last_checkpoint_; // newest complete one (written or loaded)
   int64_t last_checkpoint_step_ = -1;
   std::unique_ptr<MetricsLog> metrics_;
+  RankGroup *ranks_ = nullptr;
+  bool writes_ = true; // checkpoints (the lead rank, or the only one)
+  std::atomic<bool> stop_agreed_{false};
   ProgressReporter *progress_ = nullptr; // while Train runs
   int64_t steps_trained_ = 0;
   float last_train_loss_ = 0;

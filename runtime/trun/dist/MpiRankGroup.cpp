@@ -1,0 +1,99 @@
+// The MPI back end (RankGroup.h): libtcc_mpi.so, found next to the trun
+// executable (or at $TCC_MPI_PLUGIN), dlopened with RTLD_GLOBAL because
+// Open MPI's own components resolve libmpi's symbols through it.
+#include "runtime/trun/dist/RankGroup.h"
+#include "runtime/trun/dist/mpi/MpiPlugin.h"
+
+#include "absl/strings/str_cat.h"
+
+#include <cstdlib>
+#include <dlfcn.h>
+#include <limits.h>
+#include <unistd.h>
+
+namespace tcc::trun {
+namespace {
+
+std::string PluginPath() {
+  if (const char *path = std::getenv("TCC_MPI_PLUGIN"); path && *path)
+    return path;
+  char exe[PATH_MAX] = {0};
+  ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+  std::string dir = n > 0 ? std::string(exe, n) : std::string(".");
+  dir = dir.substr(0, dir.find_last_of('/'));
+  return dir + "/libtcc_mpi.so";
+}
+
+class MpiRankGroup : public RankGroup {
+public:
+  MpiRankGroup(RankInfo info, const tcc_mpi_plugin *mpi) : RankGroup(std::move(info)), mpi_(mpi) {
+    collectives_.rank = info_.rank;
+    collectives_.world_size = info_.world_size;
+    collectives_.context = nullptr;
+    collectives_.all_reduce = mpi->all_reduce;
+    collectives_.wait = nullptr; // MPI_Allreduce returns when it is done
+  }
+
+  std::string Describe() const override { return absl::StrCat("MPI (", mpi_->library_version(), ")"); }
+
+  absl::StatusOr<std::vector<std::string>> AllGather(const std::string &mine) override {
+    std::string all(mine.size() * world_size(), '\0');
+    if (mpi_->all_gather(mine.data(), static_cast<int64_t>(mine.size()), all.data()))
+      return Error();
+    std::vector<std::string> pieces;
+    for (int r = 0; r < world_size(); ++r)
+      pieces.push_back(all.substr(r * mine.size(), mine.size()));
+    return pieces;
+  }
+
+  absl::Status SumOnHost(std::vector<double> &values) override {
+    if (mpi_->all_reduce(nullptr, values.data(), static_cast<int64_t>(values.size()),
+                         TCC_DTYPE_F64, TCC_REDUCE_SUM, nullptr))
+      return Error();
+    return absl::OkStatus();
+  }
+
+  absl::Status Finish() override {
+    if (mpi_->finalize())
+      return Error();
+    return absl::OkStatus();
+  }
+
+  [[noreturn]] void AbortAll(int exit_code) override {
+    mpi_->abort(exit_code);
+    std::_Exit(exit_code); // MPI_Abort should not return
+  }
+
+private:
+  absl::Status Error() const { return absl::InternalError(mpi_->last_error()); }
+  const tcc_mpi_plugin *mpi_;
+};
+
+} // namespace
+
+absl::StatusOr<std::unique_ptr<RankGroup>> JoinMpiRanks(const RankInfo &info) {
+  std::string path = PluginPath();
+  void *handle = dlopen(path.c_str(), RTLD_NOW | RTLD_GLOBAL);
+  if (!handle)
+    return absl::FailedPreconditionError(absl::StrCat(
+        "cannot load trun's MPI back end: ", dlerror(),
+        " (a cpu step trains across ranks with MPI: install Open MPI, apt-get install "
+        "openmpi-bin libopenmpi-dev, and rebuild trun so that libtcc_mpi.so is built next "
+        "to it)"));
+  auto get = reinterpret_cast<tcc_mpi_plugin_fn>(dlsym(handle, TCC_MPI_PLUGIN_SYMBOL));
+  const tcc_mpi_plugin *mpi = get ? get() : nullptr;
+  if (!mpi || mpi->struct_size < sizeof(tcc_mpi_plugin))
+    return absl::FailedPreconditionError(
+        absl::StrCat(path, ": not trun's MPI back end (no ", TCC_MPI_PLUGIN_SYMBOL,
+                     " of this trun's version)"));
+  int32_t rank = 0, world = 0;
+  if (mpi->init(&rank, &world))
+    return absl::UnavailableError(absl::StrCat("MPI: ", mpi->last_error()));
+  if (rank != info.rank || world != info.world_size)
+    return absl::FailedPreconditionError(absl::StrCat(
+        "MPI says this process is rank ", rank, " of ", world, " but the launcher's environment says ",
+        info.Describe(), ": start trun with one launcher"));
+  return std::unique_ptr<RankGroup>(new MpiRankGroup(info, mpi));
+}
+
+} // namespace tcc::trun

@@ -1,0 +1,319 @@
+// The NCCL back end (RankGroup.h) for cuda steps.
+//
+// trun links neither NCCL nor the CUDA runtime (the step library brings its
+// own): libnccl.so.2 and the driver's libcuda.so.1 are dlopened here, so a
+// machine without NCCL learns it at start, in one line. The few
+// declarations below are NCCL's and the driver's stable C ABI (nccl.h,
+// cuda.h), copied as types only.
+//
+// Bootstrap: rank 0 makes NCCL's unique id and serves it over TCP at
+// MASTER_ADDR:MASTER_PORT (TcpBootstrap.h); the others connect, retrying
+// until the timeout, then everyone calls ncclCommInitRank.
+//
+// Overlap: all_reduce queues the reduction on a communication stream that
+// first waits (an event) for what the step stream had queued, and returns;
+// wait() makes the step stream wait for the last one. Inside a CUDA graph
+// capture both are captured as a fork and a join of the step's graph.
+#include "runtime/trun/dist/RankGroup.h"
+#include "runtime/trun/dist/TcpBootstrap.h"
+
+#include "absl/strings/str_cat.h"
+
+#include <cstdlib>
+#include <cstring>
+#include <dlfcn.h>
+
+namespace tcc::trun {
+namespace {
+
+// --- NCCL (nccl.h) ---
+using ncclResult_t = int;
+using ncclComm_t = struct ncclComm *;
+struct ncclUniqueId {
+  char internal[128];
+};
+enum { ncclSum = 0, ncclAvg = 4 };
+enum { ncclFloat16 = 6, ncclFloat32 = 7, ncclFloat64 = 8, ncclBfloat16 = 9, ncclUint8 = 1 };
+// --- CUDA driver (cuda.h) ---
+using CUresult = int;
+using CUdevice = int;
+using CUcontext = struct CUctx_st *;
+using CUstream = struct CUstream_st *;
+using CUevent = struct CUevent_st *;
+using CUdeviceptr = unsigned long long;
+constexpr unsigned kStreamNonBlocking = 0x1, kEventDisableTiming = 0x2;
+
+struct NcclApi {
+  ncclResult_t (*GetUniqueId)(ncclUniqueId *);
+  ncclResult_t (*CommInitRank)(ncclComm_t *, int, ncclUniqueId, int);
+  ncclResult_t (*AllReduce)(const void *, void *, size_t, int, int, ncclComm_t, CUstream);
+  ncclResult_t (*AllGather)(const void *, void *, size_t, int, ncclComm_t, CUstream);
+  ncclResult_t (*CommAbort)(ncclComm_t);
+  ncclResult_t (*CommDestroy)(ncclComm_t);
+  ncclResult_t (*CommGetAsyncError)(ncclComm_t, ncclResult_t *);
+  const char *(*GetErrorString)(ncclResult_t);
+  ncclResult_t (*GetVersion)(int *);
+};
+
+struct DriverApi {
+  CUresult (*Init)(unsigned);
+  CUresult (*DeviceGet)(CUdevice *, int);
+  CUresult (*DevicePrimaryCtxRetain)(CUcontext *, CUdevice);
+  CUresult (*CtxSetCurrent)(CUcontext);
+  CUresult (*StreamCreate)(CUstream *, unsigned);
+  CUresult (*EventCreate)(CUevent *, unsigned);
+  CUresult (*EventRecord)(CUevent, CUstream);
+  CUresult (*StreamWaitEvent)(CUstream, CUevent, unsigned);
+  CUresult (*StreamSynchronize)(CUstream);
+  CUresult (*MemAlloc)(CUdeviceptr *, size_t);
+  CUresult (*MemFree)(CUdeviceptr);
+  CUresult (*MemcpyHtoD)(CUdeviceptr, const void *, size_t);
+  CUresult (*MemcpyDtoH)(void *, CUdeviceptr, size_t);
+  CUresult (*GetErrorString)(CUresult, const char **);
+};
+
+template <typename F> bool Resolve(void *handle, const char *name, F &f) {
+  f = reinterpret_cast<F>(dlsym(handle, name));
+  return f != nullptr;
+}
+
+absl::Status LoadNccl(NcclApi &api) {
+  const char *override_path = std::getenv("TCC_NCCL_LIBRARY");
+  const char *path = override_path && *override_path ? override_path : "libnccl.so.2";
+  void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+  if (!h)
+    return absl::FailedPreconditionError(absl::StrCat(
+        "NCCL is missing: cannot load ", path, " (", dlerror(),
+        "); a cuda step trains across ranks with NCCL: install it (e.g. the libnccl2 package, "
+        "or pip's nvidia-nccl-cu13 with its lib directory on LD_LIBRARY_PATH), or set "
+        "TCC_NCCL_LIBRARY to libnccl.so.2"));
+  bool ok = Resolve(h, "ncclGetUniqueId", api.GetUniqueId) &&
+            Resolve(h, "ncclCommInitRank", api.CommInitRank) &&
+            Resolve(h, "ncclAllReduce", api.AllReduce) &&
+            Resolve(h, "ncclAllGather", api.AllGather) &&
+            Resolve(h, "ncclCommAbort", api.CommAbort) &&
+            Resolve(h, "ncclCommDestroy", api.CommDestroy) &&
+            Resolve(h, "ncclCommGetAsyncError", api.CommGetAsyncError) &&
+            Resolve(h, "ncclGetErrorString", api.GetErrorString) &&
+            Resolve(h, "ncclGetVersion", api.GetVersion);
+  if (!ok)
+    return absl::FailedPreconditionError(
+        absl::StrCat(path, " lacks an NCCL function trun needs (NCCL 2.10 or newer)"));
+  return absl::OkStatus();
+}
+
+absl::Status LoadDriver(DriverApi &api) {
+  void *h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+  if (!h)
+    return absl::FailedPreconditionError(
+        absl::StrCat("cannot load the CUDA driver (libcuda.so.1): ", dlerror()));
+  bool ok = Resolve(h, "cuInit", api.Init) && Resolve(h, "cuDeviceGet", api.DeviceGet) &&
+            Resolve(h, "cuDevicePrimaryCtxRetain", api.DevicePrimaryCtxRetain) &&
+            Resolve(h, "cuCtxSetCurrent", api.CtxSetCurrent) &&
+            Resolve(h, "cuStreamCreate", api.StreamCreate) &&
+            Resolve(h, "cuEventCreate", api.EventCreate) &&
+            Resolve(h, "cuEventRecord", api.EventRecord) &&
+            Resolve(h, "cuStreamWaitEvent", api.StreamWaitEvent) &&
+            Resolve(h, "cuStreamSynchronize", api.StreamSynchronize) &&
+            Resolve(h, "cuMemAlloc_v2", api.MemAlloc) && Resolve(h, "cuMemFree_v2", api.MemFree) &&
+            Resolve(h, "cuMemcpyHtoD_v2", api.MemcpyHtoD) &&
+            Resolve(h, "cuMemcpyDtoH_v2", api.MemcpyDtoH) &&
+            Resolve(h, "cuGetErrorString", api.GetErrorString);
+  if (!ok)
+    return absl::FailedPreconditionError("libcuda.so.1 lacks a driver function trun needs");
+  return absl::OkStatus();
+}
+
+class NcclRankGroup : public RankGroup {
+public:
+  explicit NcclRankGroup(RankInfo info) : RankGroup(std::move(info)) {}
+
+  ~NcclRankGroup() override {
+    if (comm_ && !finished_)
+      nccl_.CommAbort(comm_);
+  }
+
+  absl::Status Init(int gpu, const BootstrapOptions &bootstrap) {
+    if (absl::Status s = LoadNccl(nccl_); !s.ok())
+      return s;
+    if (absl::Status s = LoadDriver(cu_); !s.ok())
+      return s;
+    // The step library selected the GPU through its CUDA runtime; NCCL and
+    // these streams use that device's primary context.
+    CUdevice device = 0;
+    CUcontext context = nullptr;
+    if (absl::Status s = Cu(cu_.Init(0), "cuInit"); !s.ok())
+      return s;
+    if (absl::Status s = Cu(cu_.DeviceGet(&device, gpu), "cuDeviceGet"); !s.ok())
+      return s;
+    if (absl::Status s = Cu(cu_.DevicePrimaryCtxRetain(&context, device), "cuDevicePrimaryCtxRetain");
+        !s.ok())
+      return s;
+    if (absl::Status s = Cu(cu_.CtxSetCurrent(context), "cuCtxSetCurrent"); !s.ok())
+      return s;
+    if (absl::Status s = Cu(cu_.StreamCreate(&comm_stream_, kStreamNonBlocking), "cuStreamCreate");
+        !s.ok())
+      return s;
+    if (absl::Status s = Cu(cu_.EventCreate(&ready_, kEventDisableTiming), "cuEventCreate"); !s.ok())
+      return s;
+    if (absl::Status s = Cu(cu_.EventCreate(&done_, kEventDisableTiming), "cuEventCreate"); !s.ok())
+      return s;
+    if (absl::Status s = Cu(cu_.MemAlloc(&host_exchange_, kHostExchangeBytes), "cuMemAlloc");
+        !s.ok())
+      return s;
+
+    ncclUniqueId id{};
+    if (is_lead())
+      if (absl::Status s = Nccl(nccl_.GetUniqueId(&id), "ncclGetUniqueId"); !s.ok())
+        return s;
+    absl::Status shared = ShareBootstrapBytes(info_, bootstrap, id.internal, sizeof id.internal);
+    if (!shared.ok())
+      return shared;
+    if (absl::Status s =
+            Nccl(nccl_.CommInitRank(&comm_, world_size(), id, rank()), "ncclCommInitRank");
+        !s.ok())
+      return s;
+    int version = 0;
+    nccl_.GetVersion(&version);
+    version_ = absl::StrCat(version / 10000, ".", version / 100 % 100, ".", version % 100);
+    collectives_.rank = rank();
+    collectives_.world_size = world_size();
+    collectives_.context = this;
+    collectives_.all_reduce = &NcclRankGroup::StepAllReduce;
+    collectives_.wait = &NcclRankGroup::StepWait;
+    return absl::OkStatus();
+  }
+
+  std::string Describe() const override {
+    return absl::StrCat("NCCL ", version_, " (all-reduce on a communication stream)");
+  }
+
+  absl::StatusOr<std::vector<std::string>> AllGather(const std::string &mine) override {
+    size_t n = mine.size();
+    if (n * world_size() > kHostExchangeBytes)
+      return absl::InternalError("AllGather: more bytes than the exchange buffer holds");
+    CUdeviceptr all = host_exchange_;
+    CUdeviceptr own = host_exchange_ + n * rank();
+    if (absl::Status s = Cu(cu_.MemcpyHtoD(own, mine.data(), n), "cuMemcpyHtoD"); !s.ok())
+      return s;
+    if (absl::Status s = Nccl(nccl_.AllGather(reinterpret_cast<void *>(own),
+                                              reinterpret_cast<void *>(all), n, ncclUint8, comm_,
+                                              comm_stream_),
+                              "ncclAllGather");
+        !s.ok())
+      return s;
+    if (absl::Status s = Cu(cu_.StreamSynchronize(comm_stream_), "cuStreamSynchronize"); !s.ok())
+      return s;
+    std::string bytes(n * world_size(), '\0');
+    if (absl::Status s = Cu(cu_.MemcpyDtoH(bytes.data(), all, bytes.size()), "cuMemcpyDtoH");
+        !s.ok())
+      return s;
+    std::vector<std::string> pieces;
+    for (int r = 0; r < world_size(); ++r)
+      pieces.push_back(bytes.substr(r * n, n));
+    return pieces;
+  }
+
+  absl::Status SumOnHost(std::vector<double> &values) override {
+    size_t bytes = values.size() * sizeof(double);
+    if (bytes > kHostExchangeBytes)
+      return absl::InternalError("SumOnHost: more values than the exchange buffer holds");
+    if (absl::Status s = Cu(cu_.MemcpyHtoD(host_exchange_, values.data(), bytes), "cuMemcpyHtoD");
+        !s.ok())
+      return s;
+    void *p = reinterpret_cast<void *>(host_exchange_);
+    if (absl::Status s = Nccl(nccl_.AllReduce(p, p, values.size(), ncclFloat64, ncclSum, comm_,
+                                              comm_stream_),
+                              "ncclAllReduce");
+        !s.ok())
+      return s;
+    if (absl::Status s = Cu(cu_.StreamSynchronize(comm_stream_), "cuStreamSynchronize"); !s.ok())
+      return s;
+    return Cu(cu_.MemcpyDtoH(values.data(), host_exchange_, bytes), "cuMemcpyDtoH");
+  }
+
+  absl::Status Finish() override {
+    finished_ = true;
+    if (comm_)
+      if (absl::Status s = Nccl(nccl_.CommDestroy(comm_), "ncclCommDestroy"); !s.ok())
+        return s;
+    comm_ = nullptr;
+    return absl::OkStatus();
+  }
+
+  [[noreturn]] void AbortAll(int exit_code) override {
+    // Aborting the communicator makes the NCCL kernels of this rank return;
+    // the other ranks see their peer gone (or time out) and stop too.
+    if (comm_)
+      nccl_.CommAbort(comm_);
+    comm_ = nullptr;
+    std::_Exit(exit_code);
+  }
+
+private:
+  static constexpr size_t kHostExchangeBytes = 1 << 16;
+
+  static int32_t StepAllReduce(void *context, void *buffer, int64_t count, tcc_dtype dtype,
+                               tcc_reduction reduction, void *stream) {
+    auto *self = static_cast<NcclRankGroup *>(context);
+    int type = dtype == TCC_DTYPE_F32    ? ncclFloat32
+               : dtype == TCC_DTYPE_BF16 ? ncclBfloat16
+               : dtype == TCC_DTYPE_F16  ? ncclFloat16
+               : dtype == TCC_DTYPE_F64  ? ncclFloat64
+                                         : -1;
+    if (type < 0)
+      return 1;
+    CUstream step = static_cast<CUstream>(stream);
+    // The communication stream starts once the gradient is final.
+    if (self->cu_.EventRecord(self->ready_, step) ||
+        self->cu_.StreamWaitEvent(self->comm_stream_, self->ready_, 0))
+      return 2;
+    if (self->nccl_.AllReduce(buffer, buffer, static_cast<size_t>(count), type,
+                              reduction == TCC_REDUCE_MEAN ? ncclAvg : ncclSum, self->comm_,
+                              self->comm_stream_))
+      return 3;
+    return self->cu_.EventRecord(self->done_, self->comm_stream_) ? 4 : 0;
+  }
+
+  static int32_t StepWait(void *context, void *stream) {
+    auto *self = static_cast<NcclRankGroup *>(context);
+    return self->cu_.StreamWaitEvent(static_cast<CUstream>(stream), self->done_, 0) ? 5 : 0;
+  }
+
+  absl::Status Cu(CUresult r, const char *what) {
+    if (r == 0)
+      return absl::OkStatus();
+    const char *text = nullptr;
+    cu_.GetErrorString(r, &text);
+    return absl::InternalError(absl::StrCat(what, " failed: ", text ? text : "?", " (", r, ")"));
+  }
+  absl::Status Nccl(ncclResult_t r, const char *what) {
+    if (r == 0)
+      return absl::OkStatus();
+    return absl::InternalError(
+        absl::StrCat(what, " failed: ", nccl_.GetErrorString(r), " (NCCL_DEBUG=WARN says more)"));
+  }
+
+  NcclApi nccl_{};
+  DriverApi cu_{};
+  ncclComm_t comm_ = nullptr;
+  CUstream comm_stream_ = nullptr;
+  CUevent ready_ = nullptr, done_ = nullptr;
+  CUdeviceptr host_exchange_ = 0;
+  std::string version_;
+  bool finished_ = false;
+};
+
+} // namespace
+
+absl::StatusOr<std::unique_ptr<RankGroup>> JoinNcclRanks(const RankInfo &info, int gpu) {
+  absl::StatusOr<BootstrapOptions> bootstrap = BootstrapFromEnvironment(info);
+  if (!bootstrap.ok())
+    return bootstrap.status();
+  auto group = std::make_unique<NcclRankGroup>(info);
+  if (absl::Status s = group->Init(gpu, *bootstrap); !s.ok())
+    return s;
+  return std::unique_ptr<RankGroup>(std::move(group));
+}
+
+} // namespace tcc::trun

@@ -1,0 +1,84 @@
+// The ranks of a data-parallel run, joined: the collectives a step compiled
+// with tcc compile --data-parallel calls (tcc_collectives), and the few
+// host-side exchanges trun itself needs around the step — the step-library
+// check at start, evaluation sums, agreeing to stop.
+//
+// Back ends (docs/distributed.md):
+//   MPI   cpu steps, under mpirun / srun / trun --nproc: the plugin
+//         libtcc_mpi.so (mpi/MpiPlugin.h), dlopened only here, so trun
+//         starts on machines without MPI.
+//   NCCL  cuda steps (NcclRankGroup.cpp).
+#ifndef TCC_RUNTIME_TRUN_DIST_RANKGROUP_H
+#define TCC_RUNTIME_TRUN_DIST_RANKGROUP_H
+
+#include "runtime/trun/dist/LaunchEnvironment.h"
+#include "tcc/step_abi.h"
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace tcc::trun {
+
+class RankGroup {
+public:
+  virtual ~RankGroup() = default;
+
+  const RankInfo &info() const { return info_; }
+  int rank() const { return info_.rank; }
+  int world_size() const { return info_.world_size; }
+  // Rank 0 prints progress and writes metrics, checkpoints and exports.
+  bool is_lead() const { return info_.rank == 0; }
+
+  // The table the step calls (Trainer::set_collectives); lives as long as
+  // the group.
+  const tcc_collectives *step_collectives() const { return &collectives_; }
+
+  // "MPI (Open MPI v4.1.4)", for the run's header.
+  virtual std::string Describe() const = 0;
+
+  // Every rank's `mine` (the same size on every rank), in rank order.
+  virtual absl::StatusOr<std::vector<std::string>> AllGather(const std::string &mine) = 0;
+
+  // `values` becomes, on every rank, its sum over the ranks.
+  virtual absl::Status SumOnHost(std::vector<double> &values) = 0;
+
+  // Ends the group after a successful run (every rank calls it).
+  virtual absl::Status Finish() = 0;
+
+  // This rank failed alone (its error already printed): ends every rank
+  // now, so that none waits forever in a collective. Does not return.
+  [[noreturn]] virtual void AbortAll(int exit_code) = 0;
+
+protected:
+  explicit RankGroup(RankInfo info) : info_(std::move(info)) {}
+  RankInfo info_;
+  tcc_collectives collectives_{};
+};
+
+// Joins the other ranks of a cpu step through MPI. Errors say what is
+// missing (the plugin, libmpi) and how to get it.
+absl::StatusOr<std::unique_ptr<RankGroup>> JoinMpiRanks(const RankInfo &info);
+
+// Joins the other ranks of a cuda step through NCCL on GPU `gpu`, after
+// TcpBootstrap.h's exchange of NCCL's id. Errors: NCCL or the driver
+// missing, an unreachable master, ranks that never came.
+absl::StatusOr<std::unique_ptr<RankGroup>> JoinNcclRanks(const RankInfo &info, int gpu);
+
+// Checks that every rank loaded the same step library (size and CRC32 of
+// `step_path`): ranks running different steps would exchange buffers of
+// different gradients, or hang. The error names the ranks that differ.
+absl::Status CheckSameStepLibrary(RankGroup &group, const std::string &step_path);
+
+// The group of this process, once joined (nullptr before and for one
+// rank): main() calls AbortAll on it after printing a rank's error.
+RankGroup *ActiveRankGroup();
+void SetActiveRankGroup(RankGroup *group);
+
+} // namespace tcc::trun
+
+#endif // TCC_RUNTIME_TRUN_DIST_RANKGROUP_H

@@ -1,0 +1,114 @@
+#!/usr/bin/env bash
+# Data parallelism on the GPU (issue 15), on one GPU, on the steps
+# tests/gpu/prepare_dp.sh built:
+#  1. same function: each data-parallel step under trun --nproc 1 (one
+#     NCCL rank: the all-reduces queued on the communication stream, the
+#     step stream waiting before the optimizer, inside the CUDA graph)
+#     against the plain step, 50 steps: gpt2_short fp32 (within 1e-5) and
+#     bf16 --deterministic; the largest relative loss difference;
+#  2. bad input, each a clear error within seconds: NCCL missing
+#     (TCC_NCCL_LIBRARY), an unreachable master (rank 1 of 2, MASTER_ADDR
+#     a blackhole address, TCC_DIST_TIMEOUT=5), a step compiled for one rank
+#     under --nproc, --nproc 2 with one GPU (rank 1 fails on GPU 1: the
+#     launcher names it and ends rank 0);
+#  3. GPT-2 124M bf16 B=16 T=1024: ms/step (median of the steps after 5) of
+#     the plain step and of the data-parallel one at one NCCL rank (the cost
+#     of the all-reduce path itself; scaling needs several GPUs).
+# Prints a table last.
+#
+#   bash tests/gpu/dp_checks.sh DIR OUT
+set -uo pipefail
+[ $# -ge 2 ] || { echo "usage: dp_checks.sh DIR OUT" >&2; exit 2; }
+source "$(dirname "${BASH_SOURCE[0]}")/setup.sh"
+steps="$dir/steps"
+short_data="$dir/data/fortunes_shuffled_bytes_train.bin"
+tokens="$dir/data/gpt2_tokens.bin"
+[ -f "$tokens" ] || python3 "$here/../../bench/gpt2/random_tokens.py" "$tokens" 4000000
+nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | sed 's/^/gpu: /'
+ls /usr/lib/x86_64-linux-gnu/libnccl.so* /usr/lib64/libnccl.so* 2>/dev/null | sed 's/^/nccl: /'
+
+train() { # TAG STEP DATA STEPS [trun flags...]
+  local tag=$1 step=$2 data=$3 n=$4; shift 4
+  "$trun" "$step" --data "$data" --steps "$n" --seed 7 --log-every 10 \
+    --metrics "$out/$tag.jsonl" "$@" >"$out/$tag.log" 2>&1 || { echo "$tag: trun failed:"; tail -5 "$out/$tag.log"; status=1; }
+}
+compare() { # LABEL A B TOL
+  python3 - "$out" "$here" "$@" <<'PY'
+import sys
+out, here, label, a, b, tol = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4], sys.argv[5], float(sys.argv[6])
+sys.path.insert(0, here)
+from step_losses import step_losses
+x, y = step_losses("%s/%s.jsonl" % (out, a)), step_losses("%s/%s.jsonl" % (out, b))
+if not x or len(x) != len(y):
+    print("%s: FAIL (missing runs: %d / %d steps)" % (label, len(x), len(y))); sys.exit(1)
+rel = max(abs(p - q) / max(1e-30, abs(q)) for p, q in zip(x, y))
+ok = rel <= tol
+print("%s: %s, %d steps, max rel %.3g (tolerance %g), last %.6f / %.6f" % (label, "PASS" if ok else "FAIL", len(x), rel, tol, x[-1], y[-1]))
+sys.exit(0 if ok else 1)
+PY
+}
+
+echo "== 1. same function at one NCCL rank"
+train short_fp32 "$steps/gpt2_short_fp32.so" "$short_data" 50
+train short_fp32_dp "$steps/gpt2_short_fp32_dp.so" "$short_data" 50 --nproc 1
+grep -h "^ranks:" "$out/short_fp32_dp.log"
+line=$(compare "gpt2_short fp32: data parallel (1 NCCL rank) vs plain" short_fp32_dp short_fp32 1e-5) || status=1
+echo "$line"; note "$line"
+train short_bf16 "$steps/gpt2_short_bf16.so" "$short_data" 50
+train short_bf16_dp "$steps/gpt2_short_bf16_dp.so" "$short_data" 50 --nproc 1
+line=$(compare "gpt2_short bf16 --deterministic: data parallel (1 NCCL rank) vs plain" short_bf16_dp short_bf16 1e-2) || status=1
+echo "$line"; note "$line"
+
+echo "== 2. bad input"
+expect_error() { # LABEL PATTERN command...: the command fails within 60 s with PATTERN on stderr
+  local label=$1 pattern=$2; shift 2
+  local start=$SECONDS text
+  text=$(timeout 60 "$@" 2>&1 >/dev/null); local rc=$?
+  local took=$((SECONDS - start))
+  if [ $rc -ne 0 ] && [ $rc -ne 124 ] && grep -q -- "$pattern" <<<"$text"; then
+    note "$label: PASS (exit $rc after ${took} s): $(grep -m1 -- "$pattern" <<<"$text" | cut -c1-220)"
+  else
+    note "$label: FAIL (exit $rc after ${took} s): $(tail -2 <<<"$text" | tr '\n' ' ' | cut -c1-300)"; status=1
+  fi
+  echo "${summary[-1]}"
+}
+dp="$steps/gpt2_short_fp32_dp.so"
+expect_error "NCCL missing" "NCCL is missing" env TCC_NCCL_LIBRARY=/nonexistent/libnccl.so.2 \
+  "$trun" "$dp" --data "$short_data" --steps 2 --nproc 1
+expect_error "unreachable master" "cannot reach the master" env RANK=1 WORLD_SIZE=2 LOCAL_RANK=0 \
+  MASTER_ADDR=10.255.255.1 MASTER_PORT=29999 TCC_DIST_TIMEOUT=5 "$trun" "$dp" --data "$short_data" --steps 2
+expect_error "one-rank step under --nproc" "compiled for one rank" \
+  "$trun" "$steps/gpt2_short_fp32.so" --data "$short_data" --steps 2 --nproc 1
+ngpu=$(nvidia-smi -L | wc -l)
+if [ "$ngpu" -eq 1 ]; then
+  expect_error "--nproc 2 on one GPU" "rank 1 (pid [0-9]*) failed" env TCC_DIST_TIMEOUT=30 \
+    "$trun" "$dp" --data "$short_data" --steps 2 --nproc 2
+fi
+
+echo "== 3. GPT-2 124M bf16: plain and data parallel at one rank"
+train gpt2_bf16 "$steps/gpt2_bf16.so" "$tokens" 30
+train gpt2_bf16_dp "$steps/gpt2_bf16_dp.so" "$tokens" 30 --nproc 1
+grep -h "CUDA graph\|gpu memory" "$out/gpt2_bf16_dp.log" | head -3
+python3 - "$out" <<'PY' | tee "$out/gpt2.txt"
+import json, statistics, sys
+out = sys.argv[1]
+def ms(tag):
+    v = []
+    try:
+        for line in open("%s/%s.jsonl" % (out, tag)):
+            d = json.loads(line)
+            if d.get("kind") == "step" and d["step"] > 5 and "step_ms" in d:
+                v.append(d["step_ms"])
+    except OSError:
+        pass
+    return statistics.median(v) if v else float("nan")
+a, b = ms("gpt2_bf16"), ms("gpt2_bf16_dp")
+print("GPT-2 124M bf16 B=16: plain %.2f ms/step, data parallel at 1 NCCL rank %.2f ms/step (%+.1f%%)" % (a, b, 100 * (b / a - 1)))
+PY
+note "$(cat "$out/gpt2.txt")"
+
+echo
+echo "| check | result |"
+echo "|---|---|"
+for line in "${summary[@]}"; do echo "| ${line%%: *} | ${line#*: } |"; done
+exit $status
