@@ -66,7 +66,11 @@ ranks (a step compiled with tcc compile --data-parallel; token models):
                         rows would. Rank 0 alone prints and writes metrics
                         and checkpoints; a rank that fails ends the others.
                         trun also runs under torchrun, srun and mpirun,
-                        reading their environment (docs/distributed.md)
+                        reading their environment (docs/distributed.md);
+                        TCC_DIST_TIMEOUT (seconds, default 300) bounds
+                        the wait for the other ranks at start
+  --global-batch G      stop at start unless ranks x the step's batch is G
+                        (compile the step at batch G / ranks)
 progress and metrics:
   --log-every N         without a terminal: a progress line every N steps
                         (default 100; 0: none); on a terminal a live line
@@ -207,6 +211,11 @@ absl::Status ApplyValue(const std::string &flag, const std::string &value,
     if (!n.ok())
       return n.status();
     (flag == "--sample" ? options.sample : options.eval_batches) = *n;
+  } else if (flag == "--global-batch") {
+    absl::StatusOr<int64_t> n = ParseCount(flag, value, 1);
+    if (!n.ok())
+      return n.status();
+    options.global_batch = *n;
   } else if (flag == "--nproc") {
     int32_t n = 0;
     if (!absl::SimpleAtoi(value, &n) || n < 1 || n > 1024)
@@ -263,7 +272,7 @@ absl::StatusOr<Options> ParseOptions(const std::vector<std::string> &args) {
       "--save-weights", "--sample",    "--prompt",       "--vocab",
       "--temperature",  "--save-train-outputs", "--ckpt-dir", "--ckpt-every",
       "--keep",         "--metrics",   "--on-nan",       "--loader-depth",
-      "--gpu",          "--nproc"};
+      "--gpu",          "--nproc",     "--global-batch"};
   Options options;
   std::set<std::string> seen;
   for (size_t i = 0; i < args.size(); ++i) {

@@ -54,6 +54,10 @@ struct Options {
   // --nproc N: start N ranks of this command on this machine
   // (dist/LocalLaunch.h) instead of training in this process.
   int32_t nproc = 0;
+  // --global-batch G: the global batch the run must have (ranks x the
+  // step's batch), checked at start so a script that changes the number
+  // of ranks cannot silently change the optimization.
+  std::optional<int64_t> global_batch;
 };
 
 // The text of `trun --help` (docs/runtime.md quotes it verbatim).

@@ -539,6 +539,20 @@ absl::Status RunTokenModel(const Options &options,
 }
 
 // Whether this step can train as one of several ranks.
+// --global-batch: ranks x the step's batch must be what the user meant.
+absl::Status CheckGlobalBatch(const Options &options, int64_t world, int64_t B) {
+  if (!options.global_batch || *options.global_batch == world * B)
+    return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat(
+      "--global-batch ", *options.global_batch, ": ", world, world == 1 ? " rank" : " ranks",
+      " x the step's batch ", B, " is ", world * B,
+      *options.global_batch % world == 0
+          ? absl::StrCat("; compile the step at batch ", *options.global_batch / world,
+                         " (tcc compile --batch)")
+          : absl::StrCat("; ", world, " ranks do not divide a global batch of ",
+                         *options.global_batch)));
+}
+
 // `who`: "started as rank 1 of 2 (...)" or "--nproc 2".
 absl::Status CheckRanksCanTrain(const std::string &who, const tcc_step_descriptor &d,
                                 const StepBinding &binding) {
@@ -620,6 +634,8 @@ absl::Status RunTrun(const Options &options, std::ostream &out) {
                                             *binding);
         !s.ok())
       return s;
+  if (absl::Status s = CheckGlobalBatch(options, rank->world_size, binding->batch_size); !s.ok())
+    return s;
   // Each local rank drives its own GPU unless --gpu says otherwise.
   const int32_t gpu = options.gpu.value_or(rank->distributed() ? rank->local_rank : 0);
 
@@ -646,8 +662,10 @@ absl::Status RunTrun(const Options &options, std::ostream &out) {
       return WithRank(*rank, joined.status());
     ranks = std::move(*joined);
     SetActiveRankGroup(ranks.get());
-    if (absl::Status s = CheckSameStepLibrary(*ranks, options.step_path); !s.ok())
+    if (absl::Status s = CheckSameStepLibrary(*ranks, options.step_path); !s.ok()) {
+      (void)ranks.release(); // for main()'s AbortAll, as below
       return WithRank(*rank, s);
+    }
     (*trainer)->set_collectives(ranks->step_collectives());
     if (ranks->is_lead())
       out << absl::StrFormat("ranks: %d, %s; this output is rank 0's\n", ranks->world_size(),
@@ -669,8 +687,15 @@ absl::Status RunTrun(const Options &options, std::ostream &out) {
     (void)ranks->Finish();
     return status;
   }
+  if (!status.ok() && ranks) {
+    // main() prints the error, then ends the other ranks through the group
+    // (ActiveRankGroup), which must outlive this function: it is left to
+    // the process's end on purpose.
+    (void)ranks.release();
+    return WithRank(*rank, status);
+  }
   if (!status.ok())
-    return ranks ? WithRank(*rank, status) : status;
+    return status;
   if (ranks) {
     SetActiveRankGroup(nullptr);
     return ranks->Finish();
@@ -697,6 +722,8 @@ absl::StatusOr<int> LaunchRanks(const Options &options, const std::vector<std::s
   if (absl::Status s =
           CheckRanksCanTrain(absl::StrCat("--nproc ", options.nproc), d, *binding);
       !s.ok())
+    return s;
+  if (absl::Status s = CheckGlobalBatch(options, options.nproc, binding->batch_size); !s.ok())
     return s;
   return LaunchLocalRanks(WithoutNproc(args), options.nproc, d.device != nullptr);
 }

@@ -4,6 +4,7 @@
 #include "absl/strings/str_split.h"
 
 #include <arpa/inet.h>
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <chrono>
@@ -85,6 +86,15 @@ absl::StatusOr<int> ExecMpirun(const std::vector<std::string> &rank_args, int np
                                    "--oversubscribe", "--bind-to", "none"};
   if (::geteuid() == 0) // Open MPI refuses root unless asked
     args.push_back("--allow-run-as-root");
+  // The ranks share the cores: each rank's BLAS gets its share of them
+  // unless the user chose (N ranks of all-core BLAS thrash).
+  if (!std::getenv("OPENBLAS_NUM_THREADS") && !std::getenv("OMP_NUM_THREADS")) {
+    long cores = std::max(1L, ::sysconf(_SC_NPROCESSORS_ONLN));
+    std::string share = std::to_string(std::max(1L, cores / nproc));
+    for (const char *name : {"OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS"})
+      for (std::string a : {std::string("-x"), std::string(name) + "=" + share})
+        args.push_back(a);
+  }
   args.push_back(ThisExecutable());
   args.insert(args.end(), rank_args.begin(), rank_args.end());
   std::fflush(stdout);
