@@ -79,12 +79,20 @@ struct KernScheduleCollectivesPass
     for (tcc::kern::AllReduceOp r : reductions) {
       Value root = rootBuffer(r.getBuffer());
       Operation *producer = nullptr;
+      // Views (kern.reshape) touch no memory: the all-reduce's own view
+      // of its buffer is not what made the gradient.
       for (Operation *p = r->getPrevNode(); p && !producer; p = p->getPrevNode())
-        if (touches(p, root) || p == root.getDefiningOp())
+        if ((touches(p, root) && !isa<tcc::kern::ReshapeOp>(p)) || p == root.getDefiningOp())
           producer = p;
       std::string node = describe(r);
-      if (!producer || producer == r->getPrevNode()) {
-        decisions.push_back(b.getStringAttr(node + ": stays (its buffer is written right before)"));
+      int64_t ahead = 0;
+      for (Operation *p = producer ? producer->getNextNode() : nullptr; p && p != r.getOperation();
+           p = p->getNextNode())
+        if (!launchesNothing(p))
+          ++ahead;
+      if (!producer || ahead == 0) {
+        decisions.push_back(
+            b.getStringAttr(node + ": stays (no kernel between its buffer's last writer and it)"));
         continue;
       }
       // The buffer value the all-reduce names may be a view made after the
@@ -99,10 +107,6 @@ struct KernScheduleCollectivesPass
           break;
         v = reshape.getInput();
       }
-      int64_t ahead = 0;
-      for (Operation *p = producer->getNextNode(); p != r.getOperation(); p = p->getNextNode())
-        if (!launchesNothing(p) && !llvm::is_contained(views, p))
-          ++ahead;
       Operation *anchor = producer;
       for (Operation *view : llvm::reverse(views)) {
         view->moveAfter(anchor);

@@ -1,0 +1,173 @@
+#!/usr/bin/env python3
+"""Data parallelism end to end on the CPU, with MPI ranks (Open MPI's
+mpirun, which trun --nproc runs for a cpu step), on the gpt_char sample:
+
+  * 2 ranks x batch 4 (a step compiled with --data-parallel, trun --nproc 2)
+    give the losses of 1 rank x batch 8 within 1e-5 relative over 50 steps;
+    rank 0 alone prints and writes the metrics;
+  * a 2-rank checkpoint resumes on 1 rank (batch 8) and a 1-rank one on 2
+    ranks, each continuing with the losses of the uninterrupted run;
+  * killing rank 1 ends the job within 60 s, and mpirun names rank 1;
+  * bad input, each a clear error: a --global-batch the ranks do not make,
+    a step compiled for one rank, ranks running different step libraries,
+    a cpu step under torchrun's variables, mpirun or the MPI plugin missing.
+
+usage: data_parallel_cpu_test.py TCC TCC_DATA TRUN GPT_CHAR_PBTXT WORKDIR
+"""
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+
+from e2e_steps import fail, losses, run
+
+TCC, TCC_DATA, TRUN, MODEL, WORK = sys.argv[1:6]
+STEPS = 50
+FORTUNES = "/usr/share/games/fortunes"
+
+
+def mpirun_flags():
+    flags = ["--oversubscribe", "--bind-to", "none"]
+    return flags + (["--allow-run-as-root"] if os.geteuid() == 0 else [])
+
+
+def trun(args, tag, **extra_env):
+    """trun with `args`, its metrics into WORK/tag.jsonl; returns (losses, stdout)."""
+    metrics = os.path.join(WORK, tag + ".jsonl")
+    env = dict(os.environ, **extra_env)
+    result = subprocess.run([TRUN] + args + ["--seed", "3", "--log-every", "10", "--metrics", metrics],
+                            capture_output=True, text=True, env=env)
+    if result.returncode != 0:
+        fail("trun %s exited %d:\n%s%s" % (" ".join(args), result.returncode, result.stdout,
+                                           result.stderr))
+    return losses(metrics), result.stdout
+
+
+def expect_error(args, needle, env=None, what=""):
+    result = subprocess.run(args, capture_output=True, text=True, timeout=120,
+                            env=dict(os.environ, **(env or {})))
+    text = result.stdout + result.stderr
+    if result.returncode == 0 or needle not in text:
+        fail("%s: expected a failure saying '%s', got exit %d:\n%s" % (what, needle, result.returncode, text))
+    print("ok: %s: %s" % (what, next(l for l in text.splitlines() if needle in l).strip()[:200]))
+
+
+def val_losses(tag):
+    records = [json.loads(l) for l in open(os.path.join(WORK, tag + ".jsonl"))]
+    return [r["val_loss"] for r in records if r.get("kind") == "eval" and "val_loss" in r]
+
+
+def close(a, b, what, tol=1e-5):
+    if len(a) != len(b) or not a:
+        fail("%s: %d and %d losses" % (what, len(a), len(b)))
+    worst = max(abs(x - y) / abs(y) for x, y in zip(a, b))
+    if worst > tol:
+        fail("%s: losses differ by %.3g relative (tolerance %g):\n%s\n%s" % (what, worst, tol, a, b))
+    print("ok: %s: %d steps, max relative difference %.3g" % (what, len(a), worst))
+
+
+def main():
+    if not shutil.which("mpirun"):
+        fail("mpirun is not installed: bash scripts/setup.sh installs Open MPI (openmpi-bin)")
+    shutil.rmtree(WORK, ignore_errors=True)
+    os.makedirs(WORK)
+    texts = sorted(os.path.join(FORTUNES, n) for n in os.listdir(FORTUNES)
+                   if not n.endswith(".dat") and os.path.isfile(os.path.join(FORTUNES, n)))
+    shards = os.path.join(WORK, "fortunes")
+    run([TCC_DATA, "tokenize", "--level", "char", "--val-fraction", "0.1", "-o", shards] + texts)
+    data, val = shards + "_train.bin", shards + "_val.bin"
+    one = os.path.join(WORK, "b8.so")
+    dp = os.path.join(WORK, "b4_dp.so")
+    dp_other = os.path.join(WORK, "b4_dp_other.so")
+    run([TCC, "compile", "--target", "cpu", "--batch", "8", MODEL, "-o", one])
+    run([TCC, "compile", "--target", "cpu", "--batch", "4", "--data-parallel", MODEL, "-o", dp])
+    # Another data-parallel step with inputs of the same shape (it keeps the
+    # model's batch of 32 by accumulating 8 micro-batches of 4): the
+    # fingerprint check must tell the two apart.
+    run([TCC, "compile", "--target", "cpu", "--batch", "4", "--data-parallel", "--keep-global-batch",
+         MODEL, "-o", dp_other])
+
+    # 1. The same steps.
+    single, _ = trun([one, "--data", data, "--steps", str(STEPS), "--val", val, "--eval-every", "25",
+                      "--eval-batches", "2"], "single")
+    double, text = trun([dp, "--nproc", "2", "--data", data, "--steps", str(STEPS), "--val", val,
+                         "--eval-every", "25", "--eval-batches", "2"], "double")
+    close(double, single, "2 ranks x batch 4 vs 1 rank x batch 8")
+    if text.count("ranks: 2, MPI") != 1 or text.count("trained %d steps" % STEPS) != 1:
+        fail("rank 0 alone should print (one 'ranks:' line, one summary):\n" + text)
+    # Validation: each rank its rows of the same batches, the mean over ranks.
+    close(val_losses("double"), val_losses("single"), "validation, 2 ranks vs 1")
+
+    # 2. Resume across world sizes (the same global batch).
+    half = STEPS // 2
+    for first, then, tag in (([dp, "--nproc", "2"], [one], "2to1"), (([one], [dp, "--nproc", "2"], "1to2"))):
+        ckpt = os.path.join(WORK, "ckpt_" + tag)
+        trun(first + ["--data", data, "--steps", str(half), "--ckpt-dir", ckpt], tag + "_a")
+        resumed, out = trun(then + ["--data", data, "--steps", str(STEPS), "--ckpt-dir", ckpt, "--resume"],
+                            tag + "_b")
+        if "resumed from" not in out:
+            fail(tag + ": no 'resumed from' line:\n" + out)
+        close(resumed, single[half:], "resume " + tag)
+
+    # 3. A dead rank ends the job.
+    metrics = os.path.join(WORK, "kill.jsonl")
+    job = subprocess.Popen([TRUN, dp, "--nproc", "2", "--data", data, "--steps", "100000",
+                            "--log-every", "0", "--metrics", metrics],
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.time() + 120
+    while time.time() < deadline and (not os.path.exists(metrics) or
+                                      sum(1 for _ in open(metrics)) < 3):
+        time.sleep(0.2)
+    victim = None
+    for pid in os.listdir("/proc"):
+        try:
+            with open("/proc/%s/environ" % pid, "rb") as f:
+                env = f.read().split(b"\0")
+            with open("/proc/%s/cmdline" % pid, "rb") as f:
+                cmd = f.read().split(b"\0")
+        except OSError:
+            continue
+        if b"OMPI_COMM_WORLD_RANK=1" in env and cmd and cmd[0].endswith(b"trun") and dp.encode() in cmd:
+            victim = int(pid)
+    if victim is None:
+        job.kill()
+        fail("could not find rank 1 of the running job")
+    os.kill(victim, signal.SIGKILL)
+    killed_at = time.time()
+    try:
+        _, err = job.communicate(timeout=60)
+    except subprocess.TimeoutExpired:
+        job.kill()
+        fail("the job still ran 60 s after rank 1 was killed")
+    took = time.time() - killed_at
+    if job.returncode == 0 or "rank 1" not in err:
+        fail("after killing rank 1: exit %d, stderr:\n%s" % (job.returncode, err))
+    print("ok: rank 1 killed: the job ended in %.1f s: %s" %
+          (took, next(l for l in err.splitlines() if "rank 1" in l).strip()))
+
+    # 4. Bad input.
+    common = ["--data", data, "--steps", "2"]
+    expect_error([TRUN, dp, "--nproc", "2", "--global-batch", "6"] + common,
+                 "2 ranks x the step's batch 4 is 8; compile the step at batch 3",
+                 what="--global-batch 6 on 2 ranks")
+    expect_error([TRUN, dp, "--nproc", "2", "--global-batch", "9"] + common,
+                 "2 ranks do not divide a global batch of 9", what="--global-batch 9 on 2 ranks")
+    expect_error([TRUN, one, "--nproc", "2"] + common, "was compiled for one rank",
+                 what="a one-rank step under --nproc")
+    expect_error(["mpirun", "-np", "1"] + mpirun_flags() + [TRUN, dp] + common + [":", "-np", "1"] +
+                 [TRUN, dp_other] + common,
+                 "the ranks loaded different step libraries", what="different step libraries")
+    expect_error([TRUN, dp] + common, "a cpu step trains across ranks with MPI",
+                 env={"RANK": "0", "WORLD_SIZE": "2", "LOCAL_RANK": "0", "MASTER_ADDR": "127.0.0.1",
+                      "MASTER_PORT": "29511"}, what="a cpu step under torchrun")
+    expect_error([TRUN, dp, "--nproc", "2"] + common, "mpirun was not found",
+                 env={"TCC_MPIRUN": "/nonexistent/mpirun"}, what="mpirun missing")
+    expect_error([TRUN, dp, "--nproc", "1"] + common, "cannot load trun's MPI back end",
+                 env={"TCC_MPI_PLUGIN": "/nonexistent/libtcc_mpi.so"}, what="MPI plugin missing")
+    print("PASS")
+
+
+main()
