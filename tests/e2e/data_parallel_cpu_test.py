@@ -10,6 +10,7 @@ mpirun, which trun --nproc runs for a cpu step), on the gpt_char sample:
   * killing rank 1 ends the job within 60 s, and mpirun names rank 1;
   * bad input, each a clear error: a --global-batch the ranks do not make,
     a step compiled for one rank, ranks running different step libraries,
+    ranks resuming from different checkpoints,
     a cpu step under torchrun's variables, mpirun or the MPI plugin missing.
 
 usage: data_parallel_cpu_test.py TCC TCC_DATA TRUN GPT_CHAR_PBTXT WORKDIR
@@ -160,6 +161,15 @@ def main():
     expect_error(["mpirun", "-np", "1"] + mpirun_flags() + [TRUN, dp] + common + [":", "-np", "1"] +
                  [TRUN, dp_other] + common,
                  "the ranks loaded different step libraries", what="different step libraries")
+    # Rank 1 cannot see rank 0's checkpoints (as on a machine without the
+    # shared file system): refused, not a silent divergence.
+    expect_error(["mpirun", "-np", "1"] + mpirun_flags() +
+                 [TRUN, dp, "--ckpt-dir", os.path.join(WORK, "ckpt_2to1"), "--resume", "--data", data,
+                  "--steps", str(STEPS + 2), ":", "-np", "1", TRUN, dp, "--ckpt-dir",
+                  os.path.join(WORK, "ckpt_elsewhere"), "--resume", "--data", data, "--steps",
+                  str(STEPS + 2)],
+                 "the ranks start from different steps (rank 0 at step %d, rank 1 at step 0)" % STEPS,
+                 what="ranks resuming from different checkpoints")
     expect_error([TRUN, dp] + common, "a cpu step trains across ranks with MPI",
                  env={"RANK": "0", "WORLD_SIZE": "2", "LOCAL_RANK": "0", "MASTER_ADDR": "127.0.0.1",
                       "MASTER_PORT": "29511"}, what="a cpu step under torchrun")

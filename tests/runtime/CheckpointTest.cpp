@@ -1,4 +1,5 @@
 #include "runtime/trun/checkpoint/Checkpoint.h"
+#include "runtime/trun/checkpoint/CheckpointState.h"
 
 #include "runtime/trun/io/Safetensors.h"
 #include "tests/runtime/TestData.h"
@@ -13,6 +14,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -365,6 +367,52 @@ TEST(CheckpointTest, FingerprintIsStableAndCoversTheInterface) {
   TinyStep other_arch;
   other_arch.d.arch = "aarch64";
   EXPECT_EQ(DescriptorFingerprint(other_arch.d), fingerprint);
+}
+
+// Data-parallel runs record the global step: N ranks of batch B match one
+// rank of batch N x B, so a checkpoint resumes at another world size with
+// the same global batch, and only then.
+TEST(CheckpointTest, FingerprintAcrossRanksIsTheGlobalStep) {
+  TinyStep four; // input x f32[2, 3]: batch 2 per rank
+  TinyStep eight;
+  eight.inputs[0].shape[0] = 4;
+  eight.Sync();
+  EXPECT_EQ(DescriptorFingerprint(four.d, 2), DescriptorFingerprint(eight.d, 1));
+  EXPECT_EQ(DescriptorFingerprint(four.d, 1), DescriptorFingerprint(four.d));
+  EXPECT_NE(DescriptorFingerprint(four.d, 2), DescriptorFingerprint(four.d, 1));
+  EXPECT_NE(DescriptorFingerprint(four.d, 4), DescriptorFingerprint(eight.d, 1));
+  // Parameters are replicated, not scaled.
+  std::vector<std::string> lines = checkpoint::InterfaceLines(four.d, 2);
+  EXPECT_NE(std::find(lines.begin(), lines.end(), "input \"x\" f32[4,3]"), lines.end());
+  EXPECT_NE(std::find_if(lines.begin(), lines.end(),
+                         [](const std::string &l) { return l.rfind("param \"w\" f32[3,4]", 0) == 0; }),
+            lines.end());
+
+  // Written by 2 ranks of batch 2, loaded by 1 rank of batch 4; a third
+  // step of another global batch is refused.
+  TempDir dir;
+  Buffers buffers(four.d, 3);
+  {
+    auto ckpt = CheckpointDir::Open(dir.path());
+    ASSERT_TRUE(ckpt.ok()) << ckpt.status();
+    (*ckpt)->set_world_size(2);
+    TrainState state;
+    state.step = 5;
+    ASSERT_TRUE((*ckpt)->Write(four.d, state, buffers.Params(), buffers.State(), 0).ok());
+  }
+  auto ckpt = CheckpointDir::Open(dir.path());
+  ASSERT_TRUE(ckpt.ok()) << ckpt.status();
+  Buffers loaded(eight.d, 9);
+  std::vector<std::string> warnings;
+  auto result = (*ckpt)->LoadNewest(eight.d, loaded.MutableParams(), loaded.MutableState(), warnings);
+  ASSERT_TRUE(result.ok()) << result.status();
+  EXPECT_TRUE(loaded == buffers);
+  auto refused = (*ckpt)->LoadNewest(four.d, loaded.MutableParams(), loaded.MutableState(), warnings);
+  EXPECT_TRUE(absl::IsFailedPrecondition(refused.status())) << refused.status();
+  EXPECT_NE(std::string(refused.status().message())
+                .find("'input \"x\" f32[4,3]' there and 'input \"x\" f32[2,3]'"),
+            std::string::npos)
+      << refused.status();
 }
 
 TEST(CheckpointTest, KeepDeletesOnlyOlderCompleteCheckpoints) {

@@ -390,7 +390,10 @@ namespace {
 // Started as one of several ranks (torchrun's variables), trun stops before
 // anything is trained or written, naming the rank, until it trains across
 // ranks; a broken launcher environment is an error naming the variable.
-TEST_F(TrunCliTest, RefusesToRunAsOneOfSeveralRanks) {
+// A step compiled for one rank (no --data-parallel) started by a launcher
+// as one of several ranks stops before reading data or writing anything:
+// each rank would train its own copy and overwrite the others' checkpoints.
+TEST_F(TrunCliTest, RefusesToRunAOneRankStepAsOneOfSeveralRanks) {
   std::string out = dir_.path() + "/ranked";
   testing::CliResult ranked = testing::RunCommand(
       "env", "RANK=1 WORLD_SIZE=2 LOCAL_RANK=1 MASTER_ADDR=127.0.0.1 " +
@@ -398,8 +401,10 @@ TEST_F(TrunCliTest, RefusesToRunAsOneOfSeveralRanks) {
                  " --epochs 1 --ckpt-dir " + out);
   testing::ExpectErrorContaining(
       ranked, 1,
-      "started as rank 1 of 2 (local 1, torchrun, master 127.0.0.1:29500): trun does not "
-      "train across ranks yet");
+      "started as rank 1 of 2 (local 1, torchrun, master 127.0.0.1:29500), but step");
+  testing::ExpectErrorContaining(ranked, 1,
+                                 "was compiled for one rank: its ranks would each train their "
+                                 "own copy. Compile it with tcc compile --data-parallel");
   EXPECT_FALSE(std::filesystem::exists(out));
   testing::CliResult broken = testing::RunCommand(
       "env", "RANK=2 WORLD_SIZE=2 " + std::string(TRUN_TEST_TRUN_BINARY) + " " + Step() +

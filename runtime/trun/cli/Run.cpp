@@ -1,4 +1,5 @@
 #include "runtime/trun/cli/Run.h"
+#include "runtime/trun/cli/RunRanks.h"
 
 #include "runtime/trun/data/BatchSource.h"
 #include "runtime/trun/data/DataFiles.h"
@@ -8,7 +9,6 @@
 #include "runtime/trun/data/TokenShards.h"
 #include "runtime/trun/data/Vocab.h"
 #include "runtime/trun/dist/LaunchEnvironment.h"
-#include "runtime/trun/dist/LocalLaunch.h"
 #include "runtime/trun/dist/RankGroup.h"
 #include "runtime/trun/io/Safetensors.h"
 #include "runtime/trun/step/DeviceMemory.h"
@@ -21,6 +21,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 
 #include <limits>
 #include <optional>
@@ -538,54 +539,6 @@ absl::Status RunTokenModel(const Options &options,
   return absl::OkStatus();
 }
 
-// Whether this step can train as one of several ranks.
-// --global-batch: ranks x the step's batch must be what the user meant.
-absl::Status CheckGlobalBatch(const Options &options, int64_t world, int64_t B) {
-  if (!options.global_batch || *options.global_batch == world * B)
-    return absl::OkStatus();
-  return absl::InvalidArgumentError(absl::StrCat(
-      "--global-batch ", *options.global_batch, ": ", world, world == 1 ? " rank" : " ranks",
-      " x the step's batch ", B, " is ", world * B,
-      *options.global_batch % world == 0
-          ? absl::StrCat("; compile the step at batch ", *options.global_batch / world,
-                         " (tcc compile --batch)")
-          : absl::StrCat("; ", world, " ranks do not divide a global batch of ",
-                         *options.global_batch)));
-}
-
-// `who`: "started as rank 1 of 2 (...)" or "--nproc 2".
-absl::Status CheckRanksCanTrain(const std::string &who, const tcc_step_descriptor &d,
-                                const StepBinding &binding) {
-  if (!IsDataParallel(d))
-    return absl::FailedPreconditionError(absl::StrCat(
-        who, ", but step '", d.model_name,
-        "' was compiled for one rank: its ranks would each train their own copy. Compile it "
-        "with tcc compile --data-parallel to train across ranks"));
-  if (!binding.is_token_model())
-    return absl::UnimplementedError(absl::StrCat(
-        who, ": training an image classifier across ranks is not "
-        "built yet (token models only, docs/distributed.md); run one process"));
-  return absl::OkStatus();
-}
-
-// The back end of the step's target: MPI for cpu steps, NCCL for cuda.
-absl::StatusOr<std::unique_ptr<RankGroup>> JoinRanks(const RankInfo &rank,
-                                                     const tcc_step_descriptor &d, int32_t gpu) {
-  if (d.device)
-    return JoinNcclRanks(rank, gpu);
-  if (rank.launcher == Launcher::kTorchrun)
-    return absl::FailedPreconditionError(absl::StrCat(
-        "started by torchrun as ", rank.Describe(), ": a cpu step trains across ranks with "
-        "MPI; start it with trun --nproc N or mpirun"));
-  return JoinMpiRanks(rank);
-}
-
-// "rank 1 of 2: <error>": which rank failed, when several print.
-absl::Status WithRank(const RankInfo &rank, const absl::Status &status) {
-  return absl::Status(status.code(), absl::StrCat("rank ", rank.rank, " of ", rank.world_size,
-                                                  ": ", status.message()));
-}
-
 absl::Status TrainOnThisRank(const Options &options, const tcc_step_descriptor &d,
                              const StepBinding &binding, Trainer &trainer, RankGroup *ranks,
                              std::ostream &out);
@@ -703,31 +656,6 @@ absl::Status RunTrun(const Options &options, std::ostream &out) {
   return absl::OkStatus();
 }
 
-absl::StatusOr<int> LaunchRanks(const Options &options, const std::vector<std::string> &args) {
-  absl::StatusOr<RankInfo> rank = ReadLaunchEnvironment(ProcessEnvironment());
-  if (!rank.ok())
-    return absl::InvalidArgumentError(absl::StrCat("launch environment: ", rank.status().message()));
-  if (rank->distributed())
-    return absl::InvalidArgumentError(absl::StrCat(
-        "--nproc: this trun was itself started as ", rank->Describe(),
-        "; use --nproc or a launcher, not both"));
-  // What the ranks would refuse, refused once here, before any starts.
-  absl::StatusOr<std::unique_ptr<StepLibrary>> library = StepLibrary::Open(options.step_path);
-  if (!library.ok())
-    return library.status();
-  const tcc_step_descriptor &d = (*library)->descriptor();
-  absl::StatusOr<StepBinding> binding = BindStep(d);
-  if (!binding.ok())
-    return binding.status();
-  if (absl::Status s =
-          CheckRanksCanTrain(absl::StrCat("--nproc ", options.nproc), d, *binding);
-      !s.ok())
-    return s;
-  if (absl::Status s = CheckGlobalBatch(options, options.nproc, binding->batch_size); !s.ok())
-    return s;
-  return LaunchLocalRanks(WithoutNproc(args), options.nproc, d.device != nullptr);
-}
-
 namespace {
 
 absl::Status TrainOnThisRank(const Options &options, const tcc_step_descriptor &d,
@@ -741,6 +669,9 @@ absl::Status TrainOnThisRank(const Options &options, const tcc_step_descriptor &
       TrainingSession::Open(options, d, trainer, out, ranks);
   if (!session.ok())
     return session.status();
+  if (ranks)
+    if (absl::Status s = CheckSameStart(*ranks, trainer.steps_done()); !s.ok())
+      return s;
   const Options &effective = (*session)->options();
   absl::Status status =
       binding.is_token_model()

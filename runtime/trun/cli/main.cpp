@@ -1,6 +1,7 @@
 // trun: trains a tcc-compiled step.so on IDX data. See docs/runtime.md.
 #include "runtime/trun/cli/Options.h"
 #include "runtime/trun/cli/Run.h"
+#include "runtime/trun/cli/RunRanks.h"
 #include "runtime/trun/dist/RankGroup.h"
 #include "runtime/trun/train/StopSignals.h"
 

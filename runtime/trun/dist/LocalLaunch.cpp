@@ -114,12 +114,14 @@ std::string HowItEnded(int status) {
   return absl::StrCat("failed with exit status ", WEXITSTATUS(status));
 }
 
+} // namespace
+
 // cuda steps: N children with torchrun's variables, watched until all end.
-absl::StatusOr<int> SpawnRanks(const std::vector<std::string> &rank_args, int nproc) {
+absl::StatusOr<int> SpawnLocalRanks(const std::string &exe,
+                                    const std::vector<std::string> &rank_args, int nproc) {
   absl::StatusOr<int> port = FreeLocalPort();
   if (!port.ok())
     return port.status();
-  std::string exe = ThisExecutable();
   std::vector<pid_t> pids(nproc, -1);
   std::fflush(stdout);
   std::fflush(stderr);
@@ -210,8 +212,6 @@ absl::StatusOr<int> SpawnRanks(const std::vector<std::string> &rank_args, int np
   return exit_code;
 }
 
-} // namespace
-
 std::vector<std::string> WithoutNproc(const std::vector<std::string> &args) {
   std::vector<std::string> out;
   for (size_t i = 0; i < args.size(); ++i) {
@@ -228,7 +228,8 @@ std::vector<std::string> WithoutNproc(const std::vector<std::string> &args) {
 
 absl::StatusOr<int> LaunchLocalRanks(const std::vector<std::string> &rank_args, int nproc,
                                      bool cuda_step) {
-  return cuda_step ? SpawnRanks(rank_args, nproc) : ExecMpirun(rank_args, nproc);
+  return cuda_step ? SpawnLocalRanks(ThisExecutable(), rank_args, nproc)
+                   : ExecMpirun(rank_args, nproc);
 }
 
 } // namespace tcc::trun

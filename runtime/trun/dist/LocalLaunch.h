@@ -23,6 +23,12 @@ namespace tcc::trun {
 absl::StatusOr<int> LaunchLocalRanks(const std::vector<std::string> &rank_args, int nproc,
                                      bool cuda_step);
 
+// The cuda launch: `nproc` children running `executable` with `rank_args`
+// and torchrun's variables, watched as described above (LaunchLocalRanks
+// passes this trun; tests pass a shell).
+absl::StatusOr<int> SpawnLocalRanks(const std::string &executable,
+                                    const std::vector<std::string> &rank_args, int nproc);
+
 // `args` without "--nproc N" / "--nproc=N".
 std::vector<std::string> WithoutNproc(const std::vector<std::string> &args);
 

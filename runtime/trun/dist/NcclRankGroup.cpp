@@ -242,8 +242,10 @@ public:
   }
 
   [[noreturn]] void AbortAll(int exit_code) override {
-    // Aborting the communicator makes the NCCL kernels of this rank return;
-    // the other ranks see their peer gone (or time out) and stop too.
+    // Aborting the communicator makes the NCCL kernels of this rank return.
+    // The other ranks are ended by the launcher (trun --nproc, torchrun,
+    // srun), which sees this process exit: trun does not poll NCCL for a
+    // dead peer inside a step.
     if (comm_)
       nccl_.CommAbort(comm_);
     comm_ = nullptr;
