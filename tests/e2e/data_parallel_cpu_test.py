@@ -8,6 +8,8 @@ mpirun, which trun --nproc runs for a cpu step), on the gpt_char sample:
   * a 2-rank checkpoint resumes on 1 rank (batch 8) and a 1-rank one on 2
     ranks, each continuing with the losses of the uninterrupted run;
   * killing rank 1 ends the job within 60 s, and mpirun names rank 1;
+    stopping rank 1 (alive, silent) ends it through rank 0's watchdog
+    (TCC_DIST_TIMEOUT=5);
   * bad input, each a clear error: a --global-batch the ranks do not make,
     a step compiled for one rank, ranks running different step libraries,
     ranks resuming from different checkpoints,
@@ -45,6 +47,22 @@ def trun(args, tag, **extra_env):
         fail("trun %s exited %d:\n%s%s" % (" ".join(args), result.returncode, result.stdout,
                                            result.stderr))
     return losses(metrics), result.stdout
+
+
+def rank_pid(rank, step):
+    """The pid of the trun process of MPI rank `rank` running `step`."""
+    for pid in os.listdir("/proc"):
+        try:
+            with open("/proc/%s/environ" % pid, "rb") as f:
+                env = f.read().split(b"\0")
+            with open("/proc/%s/cmdline" % pid, "rb") as f:
+                cmd = f.read().split(b"\0")
+        except OSError:
+            continue
+        if (b"OMPI_COMM_WORLD_RANK=%d" % rank) in env and cmd and cmd[0].endswith(b"trun") \
+                and step.encode() in cmd:
+            return int(pid)
+    return None
 
 
 def expect_error(args, needle, env=None, what=""):
@@ -113,41 +131,37 @@ def main():
             fail(tag + ": no 'resumed from' line:\n" + out)
         close(resumed, single[half:], "resume " + tag)
 
-    # 3. A dead rank ends the job.
-    metrics = os.path.join(WORK, "kill.jsonl")
-    job = subprocess.Popen([TRUN, dp, "--nproc", "2", "--data", data, "--steps", "100000",
-                            "--log-every", "0", "--metrics", metrics],
-                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    deadline = time.time() + 120
-    while time.time() < deadline and (not os.path.exists(metrics) or
-                                      sum(1 for _ in open(metrics)) < 3):
-        time.sleep(0.2)
-    victim = None
-    for pid in os.listdir("/proc"):
+    # 3. A dead rank, and a hung one (stopped: alive but silent), end the
+    # job: the first through mpirun, the second through the other rank's
+    # watchdog (TCC_DIST_TIMEOUT, here 5 s).
+    for how, sig, needle in (("killed", signal.SIGKILL, "rank 1"),
+                             ("stopped", signal.SIGSTOP, "no exchange with the other ranks finished for 5 s")):
+        metrics = os.path.join(WORK, "%s.jsonl" % how)
+        job = subprocess.Popen([TRUN, dp, "--nproc", "2", "--data", data, "--steps", "100000",
+                                "--log-every", "0", "--metrics", metrics],
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                               env=dict(os.environ, TCC_DIST_TIMEOUT="5"))
+        deadline = time.time() + 120
+        while time.time() < deadline and (not os.path.exists(metrics) or
+                                          sum(1 for _ in open(metrics)) < 3):
+            time.sleep(0.2)
+        victim = rank_pid(1, dp)
+        if victim is None:
+            job.kill()
+            fail("could not find rank 1 of the running job")
+        os.kill(victim, sig)
+        hit_at = time.time()
         try:
-            with open("/proc/%s/environ" % pid, "rb") as f:
-                env = f.read().split(b"\0")
-            with open("/proc/%s/cmdline" % pid, "rb") as f:
-                cmd = f.read().split(b"\0")
-        except OSError:
-            continue
-        if b"OMPI_COMM_WORLD_RANK=1" in env and cmd and cmd[0].endswith(b"trun") and dp.encode() in cmd:
-            victim = int(pid)
-    if victim is None:
-        job.kill()
-        fail("could not find rank 1 of the running job")
-    os.kill(victim, signal.SIGKILL)
-    killed_at = time.time()
-    try:
-        _, err = job.communicate(timeout=60)
-    except subprocess.TimeoutExpired:
-        job.kill()
-        fail("the job still ran 60 s after rank 1 was killed")
-    took = time.time() - killed_at
-    if job.returncode == 0 or "rank 1" not in err:
-        fail("after killing rank 1: exit %d, stderr:\n%s" % (job.returncode, err))
-    print("ok: rank 1 killed: the job ended in %.1f s: %s" %
-          (took, next(l for l in err.splitlines() if "rank 1" in l).strip()))
+            _, err = job.communicate(timeout=60)
+        except subprocess.TimeoutExpired:
+            job.kill()
+            os.kill(victim, signal.SIGKILL)
+            fail("the job still ran 60 s after rank 1 was %s" % how)
+        took = time.time() - hit_at
+        if job.returncode == 0 or needle not in err:
+            fail("after rank 1 was %s: exit %d, stderr:\n%s" % (how, job.returncode, err))
+        print("ok: rank 1 %s: the job ended in %.1f s: %s" %
+              (how, took, next(l for l in err.splitlines() if needle in l).strip()))
 
     # 4. Bad input.
     common = ["--data", data, "--steps", "2"]

@@ -67,8 +67,9 @@ ranks (a step compiled with tcc compile --data-parallel; token models):
                         and checkpoints; a rank that fails ends the others.
                         trun also runs under torchrun, srun and mpirun,
                         reading their environment (docs/distributed.md);
-                        TCC_DIST_TIMEOUT (seconds, default 300) bounds a
-                        cuda step's wait for the other ranks at start
+                        TCC_DIST_TIMEOUT (seconds, default 300) bounds
+                        every wait for the other ranks: at start, and
+                        between steps (a rank that hangs ends the job)
   --global-batch G      stop at start unless ranks x the step's batch is G
                         (compile the step at batch G / ranks)
 progress and metrics:

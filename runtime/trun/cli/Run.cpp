@@ -615,6 +615,10 @@ absl::Status RunTrun(const Options &options, std::ostream &out) {
       return WithRank(*rank, joined.status());
     ranks = std::move(*joined);
     SetActiveRankGroup(ranks.get());
+    absl::StatusOr<double> timeout = DistTimeoutSeconds();
+    if (!timeout.ok())
+      return WithRank(*rank, timeout.status());
+    ranks->StartWatchdog(*timeout);
     if (absl::Status s = CheckSameStepLibrary(*ranks, options.step_path); !s.ok()) {
       (void)ranks.release(); // for main()'s AbortAll, as below
       return WithRank(*rank, s);

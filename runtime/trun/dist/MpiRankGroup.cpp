@@ -43,6 +43,7 @@ public:
     std::vector<std::string> pieces;
     for (int r = 0; r < world_size(); ++r)
       pieces.push_back(all.substr(r * mine.size(), mine.size()));
+    Beat();
     return pieces;
   }
 
@@ -50,10 +51,12 @@ public:
     if (mpi_->all_reduce(nullptr, values.data(), static_cast<int64_t>(values.size()),
                          TCC_DTYPE_F64, TCC_REDUCE_SUM, nullptr))
       return Error();
+    Beat();
     return absl::OkStatus();
   }
 
   absl::Status Finish() override {
+    StopWatchdog();
     if (mpi_->finalize())
       return Error();
     return absl::OkStatus();

@@ -211,6 +211,7 @@ public:
     std::vector<std::string> pieces;
     for (int r = 0; r < world_size(); ++r)
       pieces.push_back(bytes.substr(r * n, n));
+    Beat();
     return pieces;
   }
 
@@ -229,16 +230,27 @@ public:
       return s;
     if (absl::Status s = Cu(cu_.StreamSynchronize(comm_stream_), "cuStreamSynchronize"); !s.ok())
       return s;
-    return Cu(cu_.MemcpyDtoH(values.data(), host_exchange_, bytes), "cuMemcpyDtoH");
+    absl::Status copied = Cu(cu_.MemcpyDtoH(values.data(), host_exchange_, bytes), "cuMemcpyDtoH");
+    if (copied.ok())
+      Beat();
+    return copied;
   }
 
   absl::Status Finish() override {
+    StopWatchdog();
     finished_ = true;
     if (comm_)
       if (absl::Status s = Nccl(nccl_.CommDestroy(comm_), "ncclCommDestroy"); !s.ok())
         return s;
     comm_ = nullptr;
     return absl::OkStatus();
+  }
+
+  void AbortFromWatchdog() override {
+    // ncclCommAbort may be called from another thread; it makes this
+    // rank's NCCL kernels return so that the process can end.
+    if (comm_)
+      nccl_.CommAbort(comm_);
   }
 
   [[noreturn]] void AbortAll(int exit_code) override {

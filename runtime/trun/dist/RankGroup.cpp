@@ -6,7 +6,16 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 
+#include "absl/strings/numbers.h"
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
+#include <mutex>
+#include <thread>
 
 namespace tcc::trun {
 namespace {
@@ -23,6 +32,77 @@ struct LibraryFingerprint {
 };
 
 } // namespace
+
+struct RankGroup::Watchdog {
+  std::atomic<int64_t> last_beat_ns{0};
+  std::mutex mutex;
+  std::condition_variable wake;
+  bool stop = false;
+  std::thread thread;
+};
+
+namespace {
+int64_t NowNs() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+} // namespace
+
+RankGroup::RankGroup(RankInfo info) : info_(std::move(info)) {}
+RankGroup::~RankGroup() { StopWatchdog(); }
+
+void RankGroup::Beat() {
+  if (watchdog_)
+    watchdog_->last_beat_ns = NowNs();
+}
+
+void RankGroup::StartWatchdog(double timeout_seconds) {
+  StopWatchdog();
+  watchdog_ = std::make_unique<Watchdog>();
+  watchdog_->last_beat_ns = NowNs();
+  Watchdog *w = watchdog_.get();
+  w->thread = std::thread([this, w, timeout_seconds] {
+    const int64_t limit = static_cast<int64_t>(timeout_seconds * 1e9);
+    std::unique_lock<std::mutex> lock(w->mutex);
+    while (!w->stop) {
+      w->wake.wait_for(lock, std::chrono::milliseconds(250));
+      if (w->stop || NowNs() - w->last_beat_ns < limit)
+        continue;
+      std::fflush(stdout);
+      std::fprintf(stderr,
+                   "trun: error: rank %d of %d: no exchange with the other ranks finished for "
+                   "%g s (TCC_DIST_TIMEOUT): another rank stopped responding (it died, hung or "
+                   "was stopped); ending this rank\n",
+                   info_.rank, info_.world_size, timeout_seconds);
+      std::fflush(stderr);
+      AbortFromWatchdog();
+      std::_Exit(1);
+    }
+  });
+}
+
+void RankGroup::StopWatchdog() {
+  if (!watchdog_)
+    return;
+  {
+    std::lock_guard<std::mutex> lock(watchdog_->mutex);
+    watchdog_->stop = true;
+  }
+  watchdog_->wake.notify_all();
+  if (watchdog_->thread.joinable())
+    watchdog_->thread.join();
+  watchdog_.reset();
+}
+
+absl::StatusOr<double> DistTimeoutSeconds() {
+  double seconds = 300;
+  if (const char *t = std::getenv("TCC_DIST_TIMEOUT"); t && *t)
+    if (!absl::SimpleAtod(t, &seconds) || !(seconds > 0))
+      return absl::InvalidArgumentError(
+          absl::StrCat("TCC_DIST_TIMEOUT is '", t, "', not a positive number of seconds"));
+  return seconds;
+}
 
 RankGroup *ActiveRankGroup() { return ActiveSlot(); }
 void SetActiveRankGroup(RankGroup *group) { ActiveSlot() = group; }

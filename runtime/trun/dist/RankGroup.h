@@ -26,7 +26,7 @@ namespace tcc::trun {
 
 class RankGroup {
 public:
-  virtual ~RankGroup() = default;
+  virtual ~RankGroup();
 
   const RankInfo &info() const { return info_; }
   int rank() const { return info_.rank; }
@@ -54,11 +54,33 @@ public:
   // now, so that none waits forever in a collective. Does not return.
   [[noreturn]] virtual void AbortAll(int exit_code) = 0;
 
+  // The watchdog: a thread that ends this process (exit 1, after a line on
+  // stderr) when no host exchange (SumOnHost, AllGather: after every train
+  // step and evaluation) has finished for `timeout_seconds`. A rank that
+  // died, hung or was stopped leaves the others blocked in a step's
+  // collective; the launcher then sees this rank exit and ends the job.
+  void StartWatchdog(double timeout_seconds);
+  void StopWatchdog();
+
 protected:
-  explicit RankGroup(RankInfo info) : info_(std::move(info)) {}
+  explicit RankGroup(RankInfo info);
+  // Back ends call this when a host exchange finished: the ranks progress.
+  void Beat();
+  // Called by the watchdog before the process ends (NCCL: abort the
+  // communicator so that its kernels stop); must be safe from its thread.
+  virtual void AbortFromWatchdog() {}
+
   RankInfo info_;
   tcc_collectives collectives_{};
+
+private:
+  struct Watchdog;
+  std::unique_ptr<Watchdog> watchdog_;
 };
+
+// TCC_DIST_TIMEOUT (seconds, default 300): how long a rank waits for the
+// others, at start (the NCCL bootstrap) and between steps (the watchdog).
+absl::StatusOr<double> DistTimeoutSeconds();
 
 // Joins the other ranks of a cpu step through MPI. Errors say what is
 // missing (the plugin, libmpi) and how to get it.

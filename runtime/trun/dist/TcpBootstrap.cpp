@@ -1,4 +1,5 @@
 #include "runtime/trun/dist/TcpBootstrap.h"
+#include "runtime/trun/dist/RankGroup.h"
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -217,11 +218,10 @@ absl::StatusOr<BootstrapOptions> BootstrapFromEnvironment(const RankInfo &info) 
       return absl::InvalidArgumentError(
           absl::StrCat("MASTER_PORT is '", port, "', not a port number"));
   }
-  if (const char *t = std::getenv("TCC_DIST_TIMEOUT"); t && *t) {
-    if (!absl::SimpleAtod(t, &o.timeout_seconds) || !(o.timeout_seconds > 0))
-      return absl::InvalidArgumentError(
-          absl::StrCat("TCC_DIST_TIMEOUT is '", t, "', not a positive number of seconds"));
-  }
+  absl::StatusOr<double> timeout = DistTimeoutSeconds();
+  if (!timeout.ok())
+    return timeout.status();
+  o.timeout_seconds = *timeout;
   return o;
 }
 
