@@ -71,6 +71,7 @@ import gc
 import inspect
 import json
 import math
+import os
 import platform
 import statistics
 import sys
@@ -325,15 +326,21 @@ def run_mode(mode, cfg, args, device, env):
     flops = model_flops_per_step(cfg, n_params)
     optimizer, opt_kind = make_optimizer(model, device, args.strict)
     step_model = model
+    if args.ddp:
+        # PyTorch DDP: gradients all-reduced in buckets during the backward
+        # (the peer of tcc compile --data-parallel); compiled around DDP, as
+        # the PyTorch docs advise (DDPOptimizer splits the graph at buckets).
+        step_model = torch.nn.parallel.DistributedDataParallel(
+            model, device_ids=[device.index])
     if mode == "compile":
         kw = {"mode": args.compile_mode} if args.compile_mode else {}
-        step_model = torch.compile(model, **kw)
+        step_model = torch.compile(step_model, **kw)
     rec.update(params=n_params, flops_per_step=flops,
                optimizer=f"adamw {opt_kind}")
 
     # A few distinct random batches, made on the device up front: the timed
     # step is the training step alone, no host-to-device copy.
-    g = torch.Generator(device=device).manual_seed(args.seed + 1)
+    g = torch.Generator(device=device).manual_seed(args.seed + 1 + env["rank"])
     batches = []
     for _ in range(min(4, args.steps + args.warmup)):
         data = torch.randint(0, cfg.vocab, (cfg.batch, cfg.context + 1),
@@ -393,7 +400,8 @@ def run_mode(mode, cfg, args, device, env):
         ms_per_step_mean=round(statistics.mean(times) * 1e3, 3),
         ms_per_step_min=round(min(times) * 1e3, 3),
         ms_per_step_max=round(max(times) * 1e3, 3),
-        tokens_per_s=round(cfg.batch * cfg.context / med, 1),
+        # every rank's tokens: the global batch
+        tokens_per_s=round(cfg.batch * cfg.context * env["world_size"] / med, 1),
         model_tflops_per_s=round(flops / med / 1e12, 3),
         mfu=round(flops / med / env["matmul_peak"]["flops_per_s"], 4),
         loss_first=round(losses[0], 4), loss_last=round(losses[-1], 4),
@@ -440,6 +448,11 @@ def main(argv=None):
                    help="activation checkpointing: every transformer block's "
                         "activations recomputed in the backward "
                         "(torch.utils.checkpoint, non-reentrant)")
+    p.add_argument("--ddp", action="store_true",
+                   help="data parallel under torchrun (RANK, WORLD_SIZE, "
+                        "LOCAL_RANK): DistributedDataParallel over NCCL, "
+                        "--batch per GPU, tokens_per_s counting every rank's "
+                        "tokens; rank 0 alone prints")
     p.add_argument("--strict", action="store_true",
                    help="a missing SDPA or fused AdamW is an error, "
                         "not a fallback")
@@ -452,6 +465,15 @@ def main(argv=None):
         if getattr(args, name) < 1:
             p.error(f"--{name} must be >= 1")
 
+    rank, world = 0, 1
+    if args.ddp:
+        if "LOCAL_RANK" not in os.environ:
+            p.error("--ddp runs under torchrun (LOCAL_RANK is not set)")
+        import torch.distributed as dist
+        dist.init_process_group("nccl")
+        rank, world = dist.get_rank(), dist.get_world_size()
+        args.device = f"cuda:{int(os.environ['LOCAL_RANK'])}"
+        torch.cuda.set_device(int(os.environ["LOCAL_RANK"]))
     device = torch.device(args.device or
                           ("cuda" if torch.cuda.is_available() else "cpu"))
     if device.type == "cuda" and not torch.cuda.is_available():
@@ -507,6 +529,8 @@ def main(argv=None):
         "grad_clip": GRAD_CLIP,
         "matmul_peak": peak,
         "flops_formula": "B*T*(6*N + 12*L*C*T), N = params without wpe",
+        "rank": rank,
+        "world_size": world,
     }
 
     modes = ["eager", "compile"] if args.mode == "both" else [args.mode]
@@ -521,12 +545,17 @@ def main(argv=None):
         if rec["status"] != "ok":
             failed = True
             log(f"{mode}: {rec['status']}: {rec['error']}")
-        print(json.dumps(rec), flush=True)
+        if args.ddp:
+            rec["system"] += "+ddp"
+        if rank == 0:
+            print(json.dumps(rec), flush=True)
         gc.collect()
         if device.type == "cuda":
             torch.cuda.empty_cache()
         if mode == "compile" and HAVE_COMPILE:
             torch._dynamo.reset()
+    if args.ddp:
+        torch.distributed.destroy_process_group()
     return 1 if failed else 0
 
 

@@ -4,7 +4,9 @@ mpirun, which trun --nproc runs for a cpu step), on the gpt_char sample:
 
   * 2 ranks x batch 4 (a step compiled with --data-parallel, trun --nproc 2)
     give the losses of 1 rank x batch 8 within 1e-5 relative over 50 steps;
-    rank 0 alone prints and writes the metrics;
+    rank 0 alone prints and writes the metrics; likewise an image
+    classifier (the MLP sample on Fashion-MNIST, 2 x 32 against 1 x 64,
+    30 steps, the same test accuracy);
   * a 2-rank checkpoint resumes on 1 rank (batch 8) and a 1-rank one on 2
     ranks, each continuing with the losses of the uninterrupted run;
   * killing rank 1 ends the job within 60 s, and mpirun names rank 1;
@@ -119,6 +121,22 @@ def main():
         fail("rank 0 alone should print (one 'ranks:' line, one summary):\n" + text)
     # Validation: each rank its rows of the same batches, the mean over ranks.
     close(val_losses("double"), val_losses("single"), "validation, 2 ranks vs 1")
+
+    # 1b. An image classifier (the MLP sample on Fashion-MNIST): 2 ranks x
+    # 32 images train like 1 x 64; the test split's accuracy is the same.
+    mlp = os.path.join(os.path.dirname(os.path.dirname(MODEL)), "mlp", "mlp.pbtxt")
+    mlp_one = os.path.join(WORK, "mlp64.so")
+    mlp_dp = os.path.join(WORK, "mlp32_dp.so")
+    run([TCC, "compile", "--target", "cpu", "--batch", "64", mlp, "-o", mlp_one])
+    run([TCC, "compile", "--target", "cpu", "--batch", "32", "--data-parallel", mlp, "-o", mlp_dp])
+    images = "/usr/share/datasets/fashion-mnist"
+    mlp_single, one_text = trun([mlp_one, "--data", images, "--steps", "30"], "mlp_single")
+    mlp_double, two_text = trun([mlp_dp, "--nproc", "2", "--data", images, "--steps", "30"], "mlp_double")
+    close(mlp_double, mlp_single, "MLP: 2 ranks x batch 32 vs 1 rank x batch 64")
+    accuracy = lambda text: [l for l in text.splitlines() if l.startswith("test accuracy")]
+    if not accuracy(one_text) or accuracy(one_text) != accuracy(two_text):
+        fail("test accuracy differs: %s vs %s" % (accuracy(one_text), accuracy(two_text)))
+    print("ok: MLP: the same %s" % accuracy(one_text)[0])
 
     # 2. Resume across world sizes (the same global batch).
     half = STEPS // 2

@@ -13,7 +13,11 @@
 #     launcher names it and ends rank 0);
 #  3. GPT-2 124M bf16 B=16 T=1024: ms/step (median of the steps after 5) of
 #     the plain step and of the data-parallel one at one NCCL rank (the cost
-#     of the all-reduce path itself; scaling needs several GPUs).
+#     of the all-reduce path itself);
+#  4. scaling: the data-parallel GPT-2 124M step on 1, 2 and 4 GPUs (as many
+#     as the machine has) beside PyTorch DDP + torch.compile
+#     (bench/torch_gpt2.py --ddp under torchrun): tokens/s and per-GPU
+#     scaling (tokens/s on n GPUs / (n x on 1)).
 # Prints a table last.
 #
 #   bash tests/gpu/dp_checks.sh DIR OUT
@@ -106,6 +110,49 @@ a, b = ms("gpt2_bf16"), ms("gpt2_bf16_dp")
 print("GPT-2 124M bf16 B=16: plain %.2f ms/step, data parallel at 1 NCCL rank %.2f ms/step (%+.1f%%)" % (a, b, 100 * (b / a - 1)))
 PY
 note "$(cat "$out/gpt2.txt")"
+
+echo "== 4. scaling: GPT-2 124M bf16 B=16 per GPU on 1, 2, 4 GPUs, tcc and PyTorch DDP + torch.compile"
+python3 -c 'import torch' 2>/dev/null || note "scaling: PyTorch missing, DDP not run"
+for n in 1 2 4; do
+  [ "$n" -le "$ngpu" ] || { note "scaling $n GPUs: not measured (this machine has $ngpu GPU)"; continue; }
+  train "scale_tcc_$n" "$steps/gpt2_bf16_dp.so" "$tokens" 30 --nproc "$n"
+  PYTHONUNBUFFERED=1 timeout 400 python3 -m torch.distributed.run --standalone --nproc_per_node "$n" \
+    "$here/../../bench/torch_gpt2.py" --mode compile --ddp --steps 20 --warmup 5 \
+    >"$out/scale_torch_$n.jsonl" 2>"$out/scale_torch_$n.log" || { echo "torch DDP ($n GPUs) failed:"; tail -n 5 "$out/scale_torch_$n.log"; }
+done
+python3 - "$out" <<'PY' | tee "$out/scaling.txt"
+import json, statistics, sys
+out = sys.argv[1]
+def tcc(n):
+    v = []
+    try:
+        for line in open("%s/scale_tcc_%d.jsonl" % (out, n)):
+            d = json.loads(line)
+            if d.get("kind") == "step" and d["step"] > 5 and "step_ms" in d:
+                v.append(d["step_ms"])
+    except OSError:
+        return None
+    return 16 * 1024 * n / (statistics.median(v) / 1e3) if v else None
+def torch(n):
+    try:
+        for line in open("%s/scale_torch_%d.jsonl" % (out, n)):
+            d = json.loads(line)
+            if d.get("status") == "ok":
+                return d["tokens_per_s"]
+    except OSError:
+        pass
+    return None
+base = {"tcc": tcc(1), "torch": torch(1)}
+for n in (1, 2, 4):
+    t, p = tcc(n), torch(n)
+    if t is None and p is None:
+        continue
+    scale = lambda x, b: "%.1f%%" % (100 * x / (n * b)) if x and b else "-"
+    print("scaling %d GPU: tcc %s tokens/s (per-GPU scaling %s), torch.compile+DDP %s tokens/s (%s), tcc/torch %s"
+          % (n, "%.0f" % t if t else "-", scale(t, base["tcc"]), "%.0f" % p if p else "-",
+             scale(p, base["torch"]), "%.3f" % (t / p) if t and p else "-"))
+PY
+while read -r line; do note "$line"; done <"$out/scaling.txt"
 
 echo
 echo "| check | result |"

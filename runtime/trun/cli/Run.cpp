@@ -259,7 +259,19 @@ std::string BindingLine(const tcc_step_descriptor &d, const StepBinding &b,
 absl::Status RunImageClassifier(const Options &options,
                                 const tcc_step_descriptor &d,
                                 const StepBinding &binding, Trainer &trainer,
-                                TrainingSession &session, std::ostream &out) {
+                                TrainingSession &session, RankGroup *ranks,
+                                std::ostream &out) {
+  // Data parallel: the global batch is every rank's rows; each rank reads
+  // its rows of each shuffled global batch (as RunTokenModel).
+  const int64_t world = ranks ? ranks->world_size() : 1;
+  const int64_t G = world * binding.batch_size;
+  RowSlice slice;
+  if (ranks) {
+    absl::StatusOr<RowSlice> rows = RowsOfRank(G, ranks->rank(), world);
+    if (!rows.ok())
+      return rows.status();
+    slice = *rows;
+  }
   // Read and check all data before training, so a bad test file fails fast.
   absl::StatusOr<DataFiles> files =
       ResolveDataFiles(options.data, options.test);
@@ -268,10 +280,12 @@ absl::Status RunImageClassifier(const Options &options,
   absl::StatusOr<LabeledImages> train = LoadSplit(files->train, binding, d);
   if (!train.ok())
     return train.status();
-  if (train->count < binding.batch_size)
+  if (train->count < G)
     return absl::InvalidArgumentError(absl::StrCat(
-        files->train.images, ": ", train->count,
-        " samples, fewer than the step's batch size ", binding.batch_size));
+        files->train.images, ": ", train->count, " samples, fewer than the ",
+        ranks ? absl::StrCat("global batch (", world, " ranks x ", binding.batch_size, ") ")
+              : std::string("step's batch size "),
+        G));
   std::optional<LabeledImages> test;
   if (files->test) {
     absl::StatusOr<LabeledImages> loaded = LoadSplit(*files->test, binding, d);
@@ -283,8 +297,7 @@ absl::Status RunImageClassifier(const Options &options,
   if (absl::Status s = CheckSameImageType(*train, test); !s.ok())
     return s;
   PixelNormalizer normalizer = PixelNormalizer::FromTrainingImages(*train);
-  ShuffledBatches batches(*train, normalizer, binding.batch_size,
-                          options.seed);
+  ShuffledBatches batches(*train, normalizer, G, options.seed, slice);
   absl::StatusOr<TrainingPlan> base =
       BasePlan(options, d, &batches, batches.batches_per_epoch());
   if (!base.ok())
@@ -292,11 +305,16 @@ absl::Status RunImageClassifier(const Options &options,
   TrainingPlan &plan = *base;
   plan.data_order = "shuffled";
   plan.unit = "samples";
-  plan.items_per_step = binding.batch_size;
+  plan.items_per_step = G; // all ranks' samples
 
-  out << absl::StrFormat("step: %s (%s), batch %d, lr %g, seed %u\n",
-                         d.model_name, options.step_path, binding.batch_size,
-                         plan.learning_rate, options.seed);
+  if (ranks)
+    out << absl::StrFormat("step: %s (%s), batch %d ranks x %d, lr %g, seed %u\n",
+                           d.model_name, options.step_path, world, binding.batch_size,
+                           plan.learning_rate, options.seed);
+  else
+    out << absl::StrFormat("step: %s (%s), batch %d, lr %g, seed %u\n",
+                           d.model_name, options.step_path, binding.batch_size,
+                           plan.learning_rate, options.seed);
   out << TargetLine(d, options);
   out << absl::StrFormat(
       "train: %d samples from %s (%d steps per epoch, %d steps)\n",
@@ -321,6 +339,8 @@ absl::Status RunImageClassifier(const Options &options,
                            files->test->images);
     if (binding.logits_output == -1)
       out << "note: step has no 'logits' output; reporting test loss only\n";
+    // Every rank evaluates the whole test split (the same weights, the same
+    // result; rank 0 reports it): no exchange needed.
     SequentialBatches test_batches(*test, normalizer, binding.batch_size);
     absl::StatusOr<EvalResult> result = trainer.Evaluate(test_batches);
     if (!result.ok())
@@ -583,8 +603,7 @@ absl::Status RunTrun(const Options &options, std::ostream &out) {
   // back end too (NCCL or MPI with one rank: what --nproc 1 checks).
   const bool join = rank->distributed() || (rank->launcher != Launcher::kNone && IsDataParallel(d));
   if (join)
-    if (absl::Status s = CheckRanksCanTrain(absl::StrCat("started as ", rank->Describe()), d,
-                                            *binding);
+    if (absl::Status s = CheckRanksCanTrain(absl::StrCat("started as ", rank->Describe()), d);
         !s.ok())
       return s;
   if (absl::Status s = CheckGlobalBatch(options, rank->world_size, binding->batch_size); !s.ok())
@@ -680,7 +699,7 @@ absl::Status TrainOnThisRank(const Options &options, const tcc_step_descriptor &
   absl::Status status =
       binding.is_token_model()
           ? RunTokenModel(effective, d, binding, trainer, **session, ranks, out)
-          : RunImageClassifier(effective, d, binding, trainer, **session, out);
+          : RunImageClassifier(effective, d, binding, trainer, **session, ranks, out);
   if (!status.ok())
     return status;
   if (std::optional<GpuMemory> memory = trainer.gpu_memory())

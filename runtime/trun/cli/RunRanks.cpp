@@ -26,17 +26,12 @@ absl::Status CheckGlobalBatch(const Options &options, int64_t world, int64_t B) 
 }
 
 // `who`: "started as rank 1 of 2 (...)" or "--nproc 2".
-absl::Status CheckRanksCanTrain(const std::string &who, const tcc_step_descriptor &d,
-                                const StepBinding &binding) {
+absl::Status CheckRanksCanTrain(const std::string &who, const tcc_step_descriptor &d) {
   if (!IsDataParallel(d))
     return absl::FailedPreconditionError(absl::StrCat(
         who, ", but step '", d.model_name,
         "' was compiled for one rank: its ranks would each train their own copy. Compile it "
         "with tcc compile --data-parallel to train across ranks"));
-  if (!binding.is_token_model())
-    return absl::UnimplementedError(absl::StrCat(
-        who, ": training an image classifier across ranks is not "
-        "built yet (token models only, docs/distributed.md); run one process"));
   return absl::OkStatus();
 }
 
@@ -94,7 +89,7 @@ absl::StatusOr<int> LaunchRanks(const Options &options, const std::vector<std::s
   if (!binding.ok())
     return binding.status();
   if (absl::Status s =
-          CheckRanksCanTrain(absl::StrCat("--nproc ", options.nproc), d, *binding);
+          CheckRanksCanTrain(absl::StrCat("--nproc ", options.nproc), d);
       !s.ok())
     return s;
   if (absl::Status s = CheckGlobalBatch(options, options.nproc, binding->batch_size); !s.ok())

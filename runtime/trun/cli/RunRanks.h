@@ -29,10 +29,9 @@ absl::StatusOr<int> LaunchRanks(const Options &options, const std::vector<std::s
 absl::Status CheckGlobalBatch(const Options &options, int64_t world, int64_t B);
 
 // Whether step `d` may train as one of several ranks: compiled with
-// --data-parallel, a token model. `who`: "started as rank 1 of 2 (...)" or
+// --data-parallel. `who`: "started as rank 1 of 2 (...)" or
 // "--nproc 2", for the message.
-absl::Status CheckRanksCanTrain(const std::string &who, const tcc_step_descriptor &d,
-                                const StepBinding &binding);
+absl::Status CheckRanksCanTrain(const std::string &who, const tcc_step_descriptor &d);
 
 // The back end of the step's target: MPI for cpu steps, NCCL for cuda (on
 // GPU `gpu`).

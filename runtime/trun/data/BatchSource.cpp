@@ -98,22 +98,41 @@ std::vector<int64_t> EpochPermutation(int64_t n, uint64_t seed, int64_t epoch) {
   return order;
 }
 
+RowSlice WholeBatch(RowSlice rows, int64_t batch_size) {
+  if (rows.count < 0)
+    rows = {0, batch_size};
+  return rows;
+}
+
+absl::StatusOr<RowSlice> RowsOfRank(int64_t global, int64_t rank, int64_t world) {
+  if (world < 1 || rank < 0 || rank >= world)
+    return absl::InvalidArgumentError("rank " + std::to_string(rank) + " of " +
+                                      std::to_string(world) + " ranks");
+  if (global % world != 0)
+    return absl::InvalidArgumentError(
+        "the global batch of " + std::to_string(global) + " rows does not split into " +
+        std::to_string(world) +
+        " equal shares (one per rank): use a world size that divides it, or compile "
+        "another batch (tcc compile --batch)");
+  return RowSlice{rank * (global / world), global / world};
+}
+
 ShuffledBatches::ShuffledBatches(const LabeledImages &data,
                                  const PixelNormalizer &normalizer,
-                                 int64_t batch_size, uint64_t seed)
+                                 int64_t batch_size, uint64_t seed, RowSlice rows)
     : data_(data), normalizer_(normalizer), batch_size_(batch_size),
-      seed_(seed) {}
+      seed_(seed), rows_(WholeBatch(rows, batch_size)) {}
 
 bool ShuffledBatches::Next(HostBatch &batch) {
   if (epoch_ < 0 || sample_ + batch_size_ > data_.count) {
     order_ = EpochPermutation(data_.count, seed_, ++epoch_);
     sample_ = 0;
   }
-  for (int64_t row = 0; row < batch_size_; ++row)
-    CopySample(data_, normalizer_, order_[sample_ + row], row, batch);
+  for (int64_t row = 0; row < rows_.count; ++row)
+    CopySample(data_, normalizer_, order_[sample_ + rows_.first + row], row, batch);
   sample_ += batch_size_;
   ++batches_;
-  batch.real_rows = batch_size_;
+  batch.real_rows = rows_.count;
   return true;
 }
 

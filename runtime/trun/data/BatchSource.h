@@ -13,6 +13,7 @@
 #include "tcc/step_abi.h"
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 
 #include <array>
 #include <cstdint>
@@ -113,14 +114,32 @@ public:
 // (tcc/counter_rng.h; the modulo bias is below n / 2^64).
 std::vector<int64_t> EpochPermutation(int64_t n, uint64_t seed, int64_t epoch);
 
+// The rows of each global batch one data-parallel rank reads: rows
+// [first, first + count) of `global` (count -1: all of them). Row r of
+// global batch k is the same sample (token window, image) whichever rank
+// reads it, so N ranks reading their slices see together the batches one
+// process would.
+struct RowSlice {
+  int64_t first = 0;
+  int64_t count = -1;
+};
+
+// Rank `rank` of `world`'s equal share of a global batch of `global` rows;
+// an error saying so when the ranks do not divide it.
+absl::StatusOr<RowSlice> RowsOfRank(int64_t global, int64_t rank, int64_t world);
+
+// `rows`, or all `batch_size` rows of a batch when rows.count is -1.
+RowSlice WholeBatch(RowSlice rows, int64_t batch_size);
+
 // Training batches: full batches in a fresh permutation each epoch; the
 // n mod B samples left at the end of an epoch are skipped in that epoch.
 // Never runs out.
 class ShuffledBatches : public BatchSource {
 public:
   // `data` and `normalizer` must outlive this. data.count >= batch_size.
+  // `batch_size`: the global batch; the batches filled hold `rows` of it.
   ShuffledBatches(const LabeledImages &data, const PixelNormalizer &normalizer,
-                  int64_t batch_size, uint64_t seed);
+                  int64_t batch_size, uint64_t seed, RowSlice rows = {});
   bool Next(HostBatch &batch) override;
   int64_t position() const override { return batches_; }
   // Recomputes the permutation of the epoch batch `batches` falls in.
@@ -133,6 +152,7 @@ private:
   const PixelNormalizer &normalizer_;
   int64_t batch_size_;
   uint64_t seed_;
+  RowSlice rows_;
   int64_t epoch_ = -1;  // whose permutation order_ holds; -1: none yet
   int64_t sample_ = 0;  // next index into order_
   int64_t batches_ = 0; // handed out

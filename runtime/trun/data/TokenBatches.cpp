@@ -54,31 +54,10 @@ void FillTokenRow(const uint16_t *window, int64_t row, HostBatch &batch) {
   }
 }
 
-namespace {
-RowSlice Whole(RowSlice rows, int64_t batch_size) {
-  if (rows.count < 0)
-    rows = {0, batch_size};
-  return rows;
-}
-} // namespace
-
-absl::StatusOr<RowSlice> RowsOfRank(int64_t global, int64_t rank, int64_t world) {
-  if (world < 1 || rank < 0 || rank >= world)
-    return absl::InvalidArgumentError("rank " + std::to_string(rank) + " of " +
-                                      std::to_string(world) + " ranks");
-  if (global % world != 0)
-    return absl::InvalidArgumentError(
-        "the global batch of " + std::to_string(global) + " rows does not split into " +
-        std::to_string(world) +
-        " equal shares (one per rank): use a world size that divides it, or compile "
-        "another batch (tcc compile --batch)");
-  return RowSlice{rank * (global / world), global / world};
-}
-
 RandomTokenBatches::RandomTokenBatches(const TokenWindows &windows,
                                        int64_t batch_size, uint64_t seed, RowSlice rows)
     : windows_(windows), batch_size_(batch_size), seed_(seed),
-      rows_(Whole(rows, batch_size)),
+      rows_(WholeBatch(rows, batch_size)),
       window_(static_cast<size_t>(windows.context() + 1)) {}
 
 bool RandomTokenBatches::Next(HostBatch &batch) {
@@ -105,7 +84,7 @@ SequentialTokenBatches::SequentialTokenBatches(const TokenWindows &windows,
                                                int64_t batch_size,
                                                int64_t max_batches, RowSlice rows)
     : windows_(windows), batch_size_(batch_size), max_batches_(max_batches),
-      rows_(Whole(rows, batch_size)),
+      rows_(WholeBatch(rows, batch_size)),
       window_(static_cast<size_t>(windows.context() + 1)) {}
 
 bool SequentialTokenBatches::Next(HostBatch &batch) {

@@ -55,19 +55,6 @@ private:
 // Copies the window `tokens` (T+1 ids) into row `row` of `batch`.
 void FillTokenRow(const uint16_t *window, int64_t row, HostBatch &batch);
 
-// The rows of each global batch one data-parallel rank reads: rows
-// [first, first + count) of `global` (count -1: all of them). Row r of
-// global batch k is the same window whichever rank reads it, so N ranks
-// reading their slices see together the batches one process would.
-struct RowSlice {
-  int64_t first = 0;
-  int64_t count = -1;
-};
-
-// Rank `rank` of `world`'s equal share of a global batch of `global` rows;
-// an error saying so when the ranks do not divide it.
-absl::StatusOr<RowSlice> RowsOfRank(int64_t global, int64_t rank, int64_t world);
-
 // Random windows; never runs out. Needs offset_count() > 0. `batch_size`
 // is the global batch; the batches filled hold `rows` of it.
 class RandomTokenBatches : public BatchSource {
