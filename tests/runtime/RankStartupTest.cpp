@@ -60,7 +60,7 @@ TEST(SpawnLocalRanks, AFailedRankEndsTheOthersAtOnce) {
   // in a collective would wait forever) but are ended.
   Clock::time_point start = Clock::now();
   absl::StatusOr<int> code =
-      SpawnLocalRanks("/bin/sh", {"-c", "if [ \"$RANK\" = 1 ]; then exit 3; fi; sleep 60"}, 3);
+      SpawnLocalRanks("/bin/sh", {"-c", "if [ \"$RANK\" = 1 ]; then exit 3; fi; exec sleep 60"}, 3);
   ASSERT_TRUE(code.ok()) << code.status();
   EXPECT_EQ(*code, 3);
   EXPECT_LT(SecondsSince(start), 15.0);
@@ -69,7 +69,7 @@ TEST(SpawnLocalRanks, AFailedRankEndsTheOthersAtOnce) {
 TEST(SpawnLocalRanks, AKilledRankGivesItsSignal) {
   Clock::time_point start = Clock::now();
   absl::StatusOr<int> code =
-      SpawnLocalRanks("/bin/sh", {"-c", "if [ \"$RANK\" = 0 ]; then kill -9 $$; fi; sleep 60"}, 2);
+      SpawnLocalRanks("/bin/sh", {"-c", "if [ \"$RANK\" = 0 ]; then kill -9 $$; fi; exec sleep 60"}, 2);
   ASSERT_TRUE(code.ok()) << code.status();
   EXPECT_EQ(*code, 128 + 9);
   EXPECT_LT(SecondsSince(start), 15.0);
@@ -78,7 +78,7 @@ TEST(SpawnLocalRanks, AKilledRankGivesItsSignal) {
 TEST(SpawnLocalRanks, ARankThatIgnoresSigtermIsKilledAfterTheGrace) {
   Clock::time_point start = Clock::now();
   absl::StatusOr<int> code = SpawnLocalRanks(
-      "/bin/sh", {"-c", "trap '' TERM; if [ \"$RANK\" = 1 ]; then exit 4; fi; sleep 60"}, 2);
+      "/bin/sh", {"-c", "trap '' TERM; if [ \"$RANK\" = 1 ]; then exit 4; fi; exec sleep 60"}, 2);
   ASSERT_TRUE(code.ok()) << code.status();
   EXPECT_EQ(*code, 4);
   double took = SecondsSince(start);

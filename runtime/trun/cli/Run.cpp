@@ -261,17 +261,12 @@ absl::Status RunImageClassifier(const Options &options,
                                 const StepBinding &binding, Trainer &trainer,
                                 TrainingSession &session, RankGroup *ranks,
                                 std::ostream &out) {
-  // Data parallel: the global batch is every rank's rows; each rank reads
-  // its rows of each shuffled global batch (as RunTokenModel).
-  const int64_t world = ranks ? ranks->world_size() : 1;
-  const int64_t G = world * binding.batch_size;
-  RowSlice slice;
-  if (ranks) {
-    absl::StatusOr<RowSlice> rows = RowsOfRank(G, ranks->rank(), world);
-    if (!rows.ok())
-      return rows.status();
-    slice = *rows;
-  }
+  // Data parallel: each rank reads its rows of each shuffled global batch.
+  absl::StatusOr<RankRows> rank_rows = RankRowsOf(ranks, binding.batch_size);
+  if (!rank_rows.ok())
+    return rank_rows.status();
+  const int64_t world = rank_rows->world, G = rank_rows->global;
+  const RowSlice slice = rank_rows->slice;
   // Read and check all data before training, so a bad test file fails fast.
   absl::StatusOr<DataFiles> files =
       ResolveDataFiles(options.data, options.test);
@@ -434,18 +429,12 @@ absl::Status RunTokenModel(const Options &options,
                            TrainingSession &session, RankGroup *ranks,
                            std::ostream &out) {
   const int64_t B = binding.batch_size, T = binding.context_length();
-  // Data parallel: the global batch is every rank's B rows, and this rank
-  // reads its slice of each global batch (RowsOfRank), so that N ranks see
-  // the batches one process of N x B rows would.
-  const int64_t world = ranks ? ranks->world_size() : 1;
-  const int64_t G = world * B;
-  RowSlice slice;
-  if (ranks) {
-    absl::StatusOr<RowSlice> rows = RowsOfRank(G, ranks->rank(), world);
-    if (!rows.ok())
-      return rows.status();
-    slice = *rows;
-  }
+  // Data parallel: this rank reads its slice of each global batch.
+  absl::StatusOr<RankRows> rank_rows = RankRowsOf(ranks, B);
+  if (!rank_rows.ok())
+    return rank_rows.status();
+  const int64_t world = rank_rows->world, G = rank_rows->global;
+  const RowSlice slice = rank_rows->slice;
   // Read and check all data before training.
   std::optional<TokenDataset> train, val;
   if (!options.data.empty()) {

@@ -47,6 +47,19 @@ absl::StatusOr<std::unique_ptr<RankGroup>> JoinRanks(const RankInfo &rank,
   return JoinMpiRanks(rank);
 }
 
+absl::StatusOr<RankRows> RankRowsOf(const RankGroup *ranks, int64_t B) {
+  RankRows r;
+  r.world = ranks ? ranks->world_size() : 1;
+  r.global = r.world * B;
+  if (ranks) {
+    absl::StatusOr<RowSlice> rows = RowsOfRank(r.global, ranks->rank(), r.world);
+    if (!rows.ok())
+      return rows.status();
+    r.slice = *rows;
+  }
+  return r;
+}
+
 // "rank 1 of 2: <error>": which rank failed, when several print.
 absl::Status WithRank(const RankInfo &rank, const absl::Status &status) {
   return absl::Status(status.code(), absl::StrCat("rank ", rank.rank, " of ", rank.world_size,

@@ -5,6 +5,7 @@
 #define TCC_RUNTIME_TRUN_CLI_RUNRANKS_H
 
 #include "runtime/trun/cli/Options.h"
+#include "runtime/trun/data/BatchSource.h"
 #include "runtime/trun/data/StepBinding.h"
 #include "runtime/trun/dist/LaunchEnvironment.h"
 #include "runtime/trun/dist/RankGroup.h"
@@ -37,6 +38,17 @@ absl::Status CheckRanksCanTrain(const std::string &who, const tcc_step_descripto
 // GPU `gpu`).
 absl::StatusOr<std::unique_ptr<RankGroup>> JoinRanks(const RankInfo &rank,
                                                      const tcc_step_descriptor &d, int32_t gpu);
+
+// A rank's share of the data: the global batch is every rank's B rows, and
+// this rank reads `slice` of each global batch (RowsOfRank), so that N
+// ranks see the batches one process of N x B rows would. One rank (ranks
+// null): the whole batch.
+struct RankRows {
+  int64_t world = 1;
+  int64_t global = 0; // N x B
+  RowSlice slice;
+};
+absl::StatusOr<RankRows> RankRowsOf(const RankGroup *ranks, int64_t B);
 
 // "rank 1 of 2: <error>": which rank failed, when several print.
 absl::Status WithRank(const RankInfo &rank, const absl::Status &status);
