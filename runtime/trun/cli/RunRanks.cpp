@@ -1,6 +1,7 @@
 #include "runtime/trun/cli/RunRanks.h"
 
 #include "runtime/trun/dist/LocalLaunch.h"
+#include "runtime/trun/step/Diagnose.h"
 #include "runtime/trun/step/StepDescriptor.h"
 #include "runtime/trun/step/StepLibrary.h"
 
@@ -107,6 +108,18 @@ absl::StatusOr<int> LaunchRanks(const Options &options, const std::vector<std::s
     return s;
   if (absl::Status s = CheckGlobalBatch(options, options.nproc, binding->batch_size); !s.ok())
     return s;
+  if (d.device) { // rank r drives GPU r: there must be N of them
+    MachineInfo machine = ProbeMachine();
+    if (!machine.has_driver)
+      return absl::FailedPreconditionError(absl::StrCat(
+          "--nproc ", options.nproc, ": a cuda step needs the NVIDIA driver: ",
+          machine.driver_error));
+    if (static_cast<int>(machine.gpus.size()) < options.nproc)
+      return absl::FailedPreconditionError(absl::StrCat(
+          "--nproc ", options.nproc, ": this machine has ", machine.gpus.size(),
+          machine.gpus.size() == 1 ? " GPU" : " GPUs",
+          " (rank r drives GPU r; CUDA_VISIBLE_DEVICES counts)"));
+  }
   return LaunchLocalRanks(WithoutNproc(args), options.nproc, d.device != nullptr);
 }
 
