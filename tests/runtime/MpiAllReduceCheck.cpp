@@ -5,7 +5,8 @@
 // can compute the exact sum and mean in float64 and check its result:
 //   f32 and f64 sums and means, counts of 1, 1000 and 1 << 20 elements;
 //   bf16 and f16, summed in f32 and rounded once (within one rounding of
-//   the reference), and a dtype the back end refuses (i32).
+//   the reference), and a dtype the back end refuses (i32), its error kept
+//   for trun's message (LastCollectiveError).
 // Also SumOnHost and AllGather, which trun uses between steps.
 // Prints one line per case; exit 0 when every rank passed.
 #include "runtime/trun/dist/LaunchEnvironment.h"
@@ -137,6 +138,11 @@ int main() {
   int32_t dummy[4] = {1, 2, 3, 4};
   bool refused = c.all_reduce(c.context, dummy, 4, TCC_DTYPE_I32, TCC_REDUCE_SUM, nullptr) != 0;
   Report(rank, "i32 refused", refused ? 0.0 : 1.0, 0.0);
+  // trun's message for the failed step call names the back end's error.
+  Report(rank, "the refusal recorded for trun's message",
+         LastCollectiveError().find("MPI all-reduce of 4 elements: all_reduce: dtype") == 0 ? 0.0
+                                                                                           : 1.0,
+         0.0);
 
   std::vector<double> sums = {1.0 * rank, 0.5};
   absl::Status s = (*group)->SumOnHost(sums);

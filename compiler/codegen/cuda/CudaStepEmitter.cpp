@@ -187,8 +187,8 @@ LogicalResult CudaStepEmitter::emitAllReduce(kern::AllReduceOp r, llvm::raw_ostr
   std::string node = locName(r->getLoc());
   os << llvm::formatv(
       "  if (tcc_ranks && tcc_ranks->all_reduce(tcc_ranks->context, {0}, {1}, {2}, {3}, s)) "
-      "return tcc_cuda_host::set_error(\"data parallel: the all-reduce ({4}) of {5} failed; the "
-      "runtime's error says why\");\n",
+      "return tcc_cuda_host::set_error(\"data parallel: the all-reduce ({4}) of {5} failed (trun adds "
+      "the back end's error)\");\n",
       name(r.getBuffer()), t.getNumElements(), dtype,
       r.getReduction() == "sum" ? "TCC_REDUCE_SUM" : "TCC_REDUCE_MEAN", r.getReduction(),
       node.empty() ? std::string("a buffer") : node);

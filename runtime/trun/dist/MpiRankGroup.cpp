@@ -29,8 +29,8 @@ public:
   MpiRankGroup(RankInfo info, const tcc_mpi_plugin *mpi) : RankGroup(std::move(info)), mpi_(mpi) {
     collectives_.rank = info_.rank;
     collectives_.world_size = info_.world_size;
-    collectives_.context = nullptr;
-    collectives_.all_reduce = mpi->all_reduce;
+    collectives_.context = this;
+    collectives_.all_reduce = &MpiRankGroup::StepAllReduce;
     collectives_.wait = nullptr; // MPI_Allreduce returns when it is done
   }
 
@@ -68,6 +68,17 @@ public:
   }
 
 private:
+  // The step's all-reduce: the plugin's, its error kept for trun's message.
+  static int32_t StepAllReduce(void *context, void *buffer, int64_t count, tcc_dtype dtype,
+                               tcc_reduction reduction, void *stream) {
+    auto *self = static_cast<MpiRankGroup *>(context);
+    int32_t rc = self->mpi_->all_reduce(nullptr, buffer, count, dtype, reduction, stream);
+    if (rc)
+      RecordCollectiveError(absl::StrCat("MPI all-reduce of ", count, " elements: ",
+                                         self->mpi_->last_error()));
+    return rc;
+  }
+
   absl::Status Error() const { return absl::InternalError(mpi_->last_error()); }
   const tcc_mpi_plugin *mpi_;
 };

@@ -275,23 +275,39 @@ private:
                : dtype == TCC_DTYPE_F16  ? ncclFloat16
                : dtype == TCC_DTYPE_F64  ? ncclFloat64
                                          : -1;
-    if (type < 0)
+    if (type < 0) {
+      RecordCollectiveError(absl::StrCat("NCCL all-reduce: dtype ", dtype,
+                                         " is not f32, bf16, f16 or f64"));
       return 1;
+    }
     CUstream step = static_cast<CUstream>(stream);
     // The communication stream starts once the gradient is final.
-    if (self->cu_.EventRecord(self->ready_, step) ||
-        self->cu_.StreamWaitEvent(self->comm_stream_, self->ready_, 0))
-      return 2;
-    if (self->nccl_.AllReduce(buffer, buffer, static_cast<size_t>(count), type,
-                              reduction == TCC_REDUCE_MEAN ? ncclAvg : ncclSum, self->comm_,
-                              self->comm_stream_))
-      return 3;
-    return self->cu_.EventRecord(self->done_, self->comm_stream_) ? 4 : 0;
+    absl::Status s = self->Cu(self->cu_.EventRecord(self->ready_, step), "cuEventRecord");
+    if (s.ok())
+      s = self->Cu(self->cu_.StreamWaitEvent(self->comm_stream_, self->ready_, 0),
+                   "cuStreamWaitEvent");
+    if (s.ok())
+      s = self->Nccl(self->nccl_.AllReduce(buffer, buffer, static_cast<size_t>(count), type,
+                                           reduction == TCC_REDUCE_MEAN ? ncclAvg : ncclSum,
+                                           self->comm_, self->comm_stream_),
+                     "ncclAllReduce");
+    if (s.ok())
+      s = self->Cu(self->cu_.EventRecord(self->done_, self->comm_stream_), "cuEventRecord");
+    if (s.ok())
+      return 0;
+    RecordCollectiveError(absl::StrCat("NCCL all-reduce of ", count, " elements: ", s.message()));
+    return 2;
   }
 
   static int32_t StepWait(void *context, void *stream) {
     auto *self = static_cast<NcclRankGroup *>(context);
-    return self->cu_.StreamWaitEvent(static_cast<CUstream>(stream), self->done_, 0) ? 5 : 0;
+    absl::Status s = self->Cu(
+        self->cu_.StreamWaitEvent(static_cast<CUstream>(stream), self->done_, 0),
+        "cuStreamWaitEvent");
+    if (s.ok())
+      return 0;
+    RecordCollectiveError(absl::StrCat("waiting for the NCCL all-reduces: ", s.message()));
+    return 3;
   }
 
   absl::Status Cu(CUresult r, const char *what) {

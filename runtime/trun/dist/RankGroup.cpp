@@ -104,6 +104,27 @@ absl::StatusOr<double> DistTimeoutSeconds() {
   return seconds;
 }
 
+namespace {
+std::mutex &CollectiveErrorMutex() {
+  static std::mutex m;
+  return m;
+}
+std::string &CollectiveErrorText() {
+  static std::string text;
+  return text;
+}
+} // namespace
+
+std::string LastCollectiveError() {
+  std::lock_guard<std::mutex> lock(CollectiveErrorMutex());
+  return CollectiveErrorText();
+}
+
+void RecordCollectiveError(std::string error) {
+  std::lock_guard<std::mutex> lock(CollectiveErrorMutex());
+  CollectiveErrorText() = std::move(error);
+}
+
 RankGroup *ActiveRankGroup() { return ActiveSlot(); }
 void SetActiveRankGroup(RankGroup *group) { ActiveSlot() = group; }
 

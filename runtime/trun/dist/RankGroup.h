@@ -96,6 +96,12 @@ absl::StatusOr<std::unique_ptr<RankGroup>> JoinNcclRanks(const RankInfo &info, i
 // different gradients, or hang. The error names the ranks that differ.
 absl::Status CheckSameStepLibrary(RankGroup &group, const std::string &step_path);
 
+// The back end's text for the last collective of a step that failed
+// ("" if none): the step itself only returns a code, so trun's message for
+// a failed train call adds this (Trainer::CallError).
+std::string LastCollectiveError();
+void RecordCollectiveError(std::string error);
+
 // The group of this process, once joined (nullptr before and for one
 // rank): main() calls AbortAll on it after printing a rank's error.
 RankGroup *ActiveRankGroup();

@@ -1,6 +1,7 @@
 #include "runtime/trun/train/Trainer.h"
 
 #include "runtime/trun/base/Stopwatch.h"
+#include "runtime/trun/dist/RankGroup.h"
 #include "runtime/trun/step/DeviceMemory.h"
 #include "runtime/trun/step/StepDescriptor.h"
 #include "runtime/trun/train/Logits.h"
@@ -80,6 +81,8 @@ absl::Status Trainer::CallError(absl::string_view what, int32_t status) const {
                       descriptor_.model_name, what, status, StatusName(status));
   if (device_)
     message = WithDeviceError(*device_, message);
+  if (std::string collective = LastCollectiveError(); !collective.empty())
+    message += "; the collective: " + collective;
   return absl::InternalError(message);
 }
 
