@@ -14,7 +14,7 @@ mpirun, which trun --nproc runs for a cpu step), on the gpt_char sample:
     (TCC_DIST_TIMEOUT=5);
   * bad input, each a clear error: a --global-batch the ranks do not make,
     a step compiled for one rank, ranks running different step libraries,
-    ranks resuming from different checkpoints,
+    ranks resuming from different checkpoints, ranks given different flags,
     a cpu step under torchrun's variables, mpirun or the MPI plugin missing.
 
 usage: data_parallel_cpu_test.py TCC TCC_DATA TRUN GPT_CHAR_PBTXT WORKDIR
@@ -29,7 +29,7 @@ import time
 
 from e2e_steps import fail, losses, run
 
-TCC, TCC_DATA, TRUN, MODEL, WORK = sys.argv[1:6]
+TCC, TCC_DATA, TRUN, MODEL, WORK = map(os.path.abspath, sys.argv[1:6])
 STEPS = 50
 FORTUNES = "/usr/share/games/fortunes"
 
@@ -194,14 +194,21 @@ def main():
                  [TRUN, dp_other] + common,
                  "the ranks loaded different step libraries", what="different step libraries")
     # Rank 1 cannot see rank 0's checkpoints (as on a machine without the
-    # shared file system): refused, not a silent divergence.
-    expect_error(["mpirun", "-np", "1"] + mpirun_flags() +
-                 [TRUN, dp, "--ckpt-dir", os.path.join(WORK, "ckpt_2to1"), "--resume", "--data", data,
-                  "--steps", str(STEPS + 2), ":", "-np", "1", TRUN, dp, "--ckpt-dir",
-                  os.path.join(WORK, "ckpt_elsewhere"), "--resume", "--data", data, "--steps",
-                  str(STEPS + 2)],
+    # shared file system): the same --ckpt-dir, run from two directories
+    # (mpirun -wdir), one holding rank 0's checkpoints. Refused, not a
+    # silent divergence.
+    seen, unseen = os.path.join(WORK, "wdir_seen"), os.path.join(WORK, "wdir_unseen")
+    os.makedirs(seen)
+    os.makedirs(os.path.join(unseen, "ckpt"))
+    os.symlink(os.path.join(WORK, "ckpt_2to1"), os.path.join(seen, "ckpt"))
+    resume = [TRUN, dp, "--ckpt-dir", "ckpt", "--resume", "--data", data, "--steps", str(STEPS + 2)]
+    expect_error(["mpirun", "-np", "1", "-wdir", seen] + mpirun_flags() + resume +
+                 [":", "-np", "1", "-wdir", unseen] + resume,
                  "the ranks start from different steps (rank 0 at step %d, rank 1 at step 0)" % STEPS,
                  what="ranks resuming from different checkpoints")
+    expect_error(["mpirun", "-np", "1"] + mpirun_flags() + [TRUN, dp] + common +
+                 [":", "-np", "1", TRUN, dp, "--seed", "5"] + common,
+                 "rank 1 has another --seed than rank 0", what="ranks given different flags")
     expect_error([TRUN, dp] + common, "a cpu step trains across ranks with MPI",
                  env={"RANK": "0", "WORLD_SIZE": "2", "LOCAL_RANK": "0", "MASTER_ADDR": "127.0.0.1",
                       "MASTER_PORT": "29511"}, what="a cpu step under torchrun")

@@ -627,9 +627,12 @@ absl::Status RunTrun(const Options &options, std::ostream &out) {
     if (!timeout.ok())
       return WithRank(*rank, timeout.status());
     ranks->StartWatchdog(*timeout);
-    if (absl::Status s = CheckSameStepLibrary(*ranks, options.step_path); !s.ok()) {
+    absl::Status same = CheckSameStepLibrary(*ranks, options.step_path);
+    if (same.ok())
+      same = CheckSameFlags(*ranks, options);
+    if (!same.ok()) {
       (void)ranks.release(); // for main()'s AbortAll, as below
-      return WithRank(*rank, s);
+      return WithRank(*rank, same);
     }
     (*trainer)->set_collectives(ranks->step_collectives());
     if (ranks->is_lead())

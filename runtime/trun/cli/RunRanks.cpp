@@ -1,11 +1,13 @@
 #include "runtime/trun/cli/RunRanks.h"
 
 #include "runtime/trun/dist/LocalLaunch.h"
+#include "runtime/trun/io/FileChecksum.h"
 #include "runtime/trun/step/Diagnose.h"
 #include "runtime/trun/step/StepDescriptor.h"
 #include "runtime/trun/step/StepLibrary.h"
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 
 #include <vector>
@@ -46,6 +48,64 @@ absl::StatusOr<std::unique_ptr<RankGroup>> JoinRanks(const RankInfo &rank,
         "started by torchrun as ", rank.Describe(), ": a cpu step trains across ranks with "
         "MPI; start it with trun --nproc N or mpirun"));
   return JoinMpiRanks(rank);
+}
+
+absl::Status CheckSameFlags(RankGroup &ranks, const Options &options) {
+  auto text = [](const auto &v) -> std::string {
+    if (!v)
+      return "(none)";
+    return absl::StrCat(*v);
+  };
+  const std::vector<std::pair<const char *, std::string>> flags = {
+      {"--data", options.data},
+      {"--test", text(options.test)},
+      {"--val", text(options.val)},
+      {"--data-order", options.data_order ? std::to_string(static_cast<int>(*options.data_order))
+                                          : "(default)"},
+      {"--eval-every", absl::StrCat(options.eval_every)},
+      {"--eval-batches", absl::StrCat(options.eval_batches)},
+      {"--steps", text(options.steps)},
+      {"--epochs", text(options.epochs)},
+      {"--lr", options.learning_rate ? absl::StrFormat("%.17g", *options.learning_rate)
+                                     : "(default)"},
+      {"--seed", absl::StrCat(options.seed)},
+      {"--init-from", text(options.init_from)},
+      {"--ckpt-dir", text(options.ckpt_dir)},
+      {"--ckpt-every", absl::StrCat(options.ckpt_every)},
+      {"--resume", options.resume ? "yes" : "no"},
+      {"--on-nan", std::to_string(static_cast<int>(options.on_nan))},
+      {"--global-batch", text(options.global_batch)},
+      {"--profile", options.profile ? "yes" : "no"},
+  };
+  // One CRC32 per flag, gathered: fixed-size records.
+  std::string mine;
+  for (const auto &[flag, value] : flags) {
+    uint32_t crc = Crc32(value);
+    mine.append(reinterpret_cast<const char *>(&crc), sizeof crc);
+  }
+  absl::StatusOr<std::vector<std::string>> all = ranks.AllGather(mine);
+  if (!all.ok())
+    return all.status();
+  std::vector<std::string> differ;
+  for (int r = 1; r < ranks.world_size(); ++r)
+    for (size_t i = 0; i < flags.size(); ++i)
+      if ((*all)[r].compare(i * 4, 4, (*all)[0], i * 4, 4) != 0) {
+        differ.push_back(absl::StrCat("rank ", r, " has another ", flags[i].first));
+        break;
+      }
+  if (differ.empty())
+    return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat(
+      "the ranks were given different flags (", absl::StrJoin(differ, ", "),
+      " than rank 0; this rank's is ",
+      [&] {
+        for (size_t i = 0; i < flags.size(); ++i)
+          for (int r = 1; r < ranks.world_size(); ++r)
+            if ((*all)[r].compare(i * 4, 4, (*all)[0], i * 4, 4) != 0)
+              return absl::StrCat(flags[i].first, " ", flags[i].second);
+        return std::string();
+      }(),
+      "): start every rank with the same command line"));
 }
 
 absl::StatusOr<RankRows> RankRowsOf(const RankGroup *ranks, int64_t B) {

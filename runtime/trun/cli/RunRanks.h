@@ -39,6 +39,14 @@ absl::Status CheckRanksCanTrain(const std::string &who, const tcc_step_descripto
 absl::StatusOr<std::unique_ptr<RankGroup>> JoinRanks(const RankInfo &rank,
                                                      const tcc_step_descriptor &d, int32_t gpu);
 
+// Every rank was given the flags that decide what it computes (data,
+// steps, seed, lr, order, evaluation, checkpoints and resume, --on-nan,
+// --init-from, --global-batch, --profile): ranks that differ would diverge
+// or wait for each other forever. Paths only rank 0 writes (--metrics,
+// --save-weights, ...) and display flags may differ. The error names the
+// first differing flag of each rank that differs from rank 0.
+absl::Status CheckSameFlags(RankGroup &ranks, const Options &options);
+
 // A rank's share of the data: the global batch is every rank's B rows, and
 // this rank reads `slice` of each global batch (RowsOfRank), so that N
 // ranks see the batches one process of N x B rows would. One rank (ranks
