@@ -132,17 +132,12 @@ private:
         .Case([&](kern::AllReduceOp r) {
           // The runtime's collectives (none: one rank, nothing to do).
           MemRefType t = mrt(r.getBuffer());
-          Type et = t.getElementType();
-          const char *dtype = et.isF64()    ? "TCC_DTYPE_F64"
-                              : et.isBF16() ? "TCC_DTYPE_BF16"
-                              : et.isF16()  ? "TCC_DTYPE_F16"
-                                            : "TCC_DTYPE_F32";
           os_ << llvm::formatv(
               "  if (const tcc_collectives *c = static_cast<const tcc_collectives *>("
               "args->collectives))\n"
               "    if (int32_t rc = c->all_reduce(c->context, {0}, {1}, {2}, {3}, nullptr)) "
               "return rc; // data parallel: {4} over the ranks\n",
-              name(r.getBuffer()), t.getNumElements(), dtype,
+              name(r.getBuffer()), t.getNumElements(), abiDType(t.getElementType()),
               r.getReduction() == "sum" ? "TCC_REDUCE_SUM" : "TCC_REDUCE_MEAN",
               r.getReduction());
           return success();

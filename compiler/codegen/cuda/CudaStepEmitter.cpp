@@ -5,6 +5,8 @@
 // functions and tables that make up its tcc_cuda_host::Entry.
 #include "compiler/codegen/cuda/CudaStepEmitter.h"
 
+#include "compiler/codegen/common/CTypes.h"
+
 #include "llvm/ADT/TypeSwitch.h"
 #include "llvm/Support/FormatVariadic.h"
 
@@ -161,10 +163,8 @@ CudaStepEmitter::Footprint CudaStepEmitter::footprint(Value buffer) {
   while (auto reshape = buffer.getDefiningOp<kern::ReshapeOp>())
     buffer = reshape.getInput();
   if (auto view = buffer.getDefiningOp<kern::WorkspaceViewOp>()) {
-    auto type = cast<MemRefType>(view.getType());
     int64_t begin = static_cast<int64_t>(view.getOffset());
-    return {Value(), begin,
-            begin + type.getNumElements() * kern::elementBytes(type.getElementType())};
+    return {Value(), begin, begin + bufferBytes(cast<MemRefType>(view.getType()))};
   }
   return {buffer, 0, 0};
 }
@@ -172,12 +172,7 @@ CudaStepEmitter::Footprint CudaStepEmitter::footprint(Value buffer) {
 LogicalResult CudaStepEmitter::emitAllReduce(kern::AllReduceOp r, llvm::raw_ostream &os) {
   auto t = cast<MemRefType>(r.getBuffer().getType());
   Type et = t.getElementType();
-  const char *dtype = et.isF64()    ? "TCC_DTYPE_F64"
-                      : et.isBF16() ? "TCC_DTYPE_BF16"
-                      : et.isF16()  ? "TCC_DTYPE_F16"
-                      : et.isF32()  ? "TCC_DTYPE_F32"
-                                    : nullptr;
-  if (!dtype)
+  if (!et.isF64() && !et.isF32() && !et.isBF16() && !et.isF16())
     return r.emitError("cuda codegen: kern.all_reduce of ") << et << " (f32, bf16, f16, f64 only)";
   if (!declaredCollectives_) {
     os << "  const tcc_collectives *tcc_ranks = static_cast<const tcc_collectives "
@@ -189,7 +184,7 @@ LogicalResult CudaStepEmitter::emitAllReduce(kern::AllReduceOp r, llvm::raw_ostr
       "  if (tcc_ranks && tcc_ranks->all_reduce(tcc_ranks->context, {0}, {1}, {2}, {3}, s)) "
       "return tcc_cuda_host::set_error(\"data parallel: the all-reduce ({4}) of {5} failed (trun adds "
       "the back end's error)\");\n",
-      name(r.getBuffer()), t.getNumElements(), dtype,
+      name(r.getBuffer()), t.getNumElements(), abiDType(et),
       r.getReduction() == "sum" ? "TCC_REDUCE_SUM" : "TCC_REDUCE_MEAN", r.getReduction(),
       node.empty() ? std::string("a buffer") : node);
   reducing_.push_back(footprint(r.getBuffer()));

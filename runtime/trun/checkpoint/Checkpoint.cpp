@@ -175,11 +175,18 @@ std::string DescriptorFingerprint(const tcc_step_descriptor &descriptor, int wor
   return Fingerprint(InterfaceLines(descriptor, world_size));
 }
 
+namespace {
+// "D/" names D.
+std::string WithoutTrailingSlashes(std::string dir) {
+  while (dir.size() > 1 && dir.back() == '/')
+    dir.pop_back();
+  return dir;
+}
+} // namespace
+
 absl::StatusOr<std::unique_ptr<CheckpointDir>>
 CheckpointDir::Open(const std::string &path) {
-  std::string dir = path;
-  while (dir.size() > 1 && dir.back() == '/') // "D/" names D
-    dir.pop_back();
+  std::string dir = WithoutTrailingSlashes(path);
   if (dir.empty())
     return absl::InvalidArgumentError("checkpoint directory: empty path");
   if (absl::Status s = MakeDirectories(dir); !s.ok())
@@ -232,10 +239,7 @@ CheckpointDir::Open(const std::string &path) {
 }
 
 std::unique_ptr<CheckpointDir> CheckpointDir::OpenForReading(const std::string &path) {
-  std::string dir = path;
-  while (dir.size() > 1 && dir.back() == '/')
-    dir.pop_back();
-  return std::unique_ptr<CheckpointDir>(new CheckpointDir(dir, -1));
+  return std::unique_ptr<CheckpointDir>(new CheckpointDir(WithoutTrailingSlashes(path), -1));
 }
 
 CheckpointDir::~CheckpointDir() {

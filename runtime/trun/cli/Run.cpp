@@ -21,13 +21,18 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "absl/strings/str_join.h"
 
 #include <limits>
 #include <optional>
 
 namespace tcc::trun {
 namespace {
+
+// "2 ranks x " before the per-rank batch in the run's header; "" for one
+// process.
+std::string RanksTimes(const RankGroup *ranks) {
+  return ranks ? absl::StrCat(ranks->world_size(), " ranks x ") : std::string();
+}
 
 // Reads a split (IDX or .npy files) and checks it against the step's inputs
 // and logits.
@@ -302,14 +307,9 @@ absl::Status RunImageClassifier(const Options &options,
   plan.unit = "samples";
   plan.items_per_step = G; // all ranks' samples
 
-  if (ranks)
-    out << absl::StrFormat("step: %s (%s), batch %d ranks x %d, lr %g, seed %u\n",
-                           d.model_name, options.step_path, world, binding.batch_size,
-                           plan.learning_rate, options.seed);
-  else
-    out << absl::StrFormat("step: %s (%s), batch %d, lr %g, seed %u\n",
-                           d.model_name, options.step_path, binding.batch_size,
-                           plan.learning_rate, options.seed);
+  out << absl::StrFormat("step: %s (%s), batch %s%d, lr %g, seed %u\n", d.model_name,
+                         options.step_path, RanksTimes(ranks), binding.batch_size,
+                         plan.learning_rate, options.seed);
   out << TargetLine(d, options);
   out << absl::StrFormat(
       "train: %d samples from %s (%d steps per epoch, %d steps)\n",
@@ -455,14 +455,9 @@ absl::Status RunTokenModel(const Options &options,
                      "' has no eval output 'logits' [batch, context, vocab]"));
 
   float learning_rate = BaseLearningRate(options, d);
-  if (ranks)
-    out << absl::StrFormat("step: %s (%s), batch %d ranks x %dx%d tokens, lr %g, seed %u\n",
-                           d.model_name, options.step_path, world, B, T, learning_rate,
-                           options.seed);
-  else
-    out << absl::StrFormat("step: %s (%s), batch %dx%d tokens, lr %g, seed %u\n",
-                           d.model_name, options.step_path, B, T, learning_rate,
-                           options.seed);
+  out << absl::StrFormat("step: %s (%s), batch %s%dx%d tokens, lr %g, seed %u\n",
+                         d.model_name, options.step_path, RanksTimes(ranks), B, T, learning_rate,
+                         options.seed);
   out << TargetLine(d, options);
   if (binding.token_logits_output == -1)
     out << "note: step has no 'logits' output; token ids are not checked "
@@ -618,14 +613,14 @@ absl::Status RunTrun(const Options &options, std::ostream &out) {
   std::ostream quiet(nullptr);
   Options rank_options = options;
   if (join) {
+    absl::StatusOr<double> timeout = DistTimeoutSeconds();
+    if (!timeout.ok())
+      return WithRank(*rank, timeout.status());
     absl::StatusOr<std::unique_ptr<RankGroup>> joined = JoinRanks(*rank, d, gpu);
     if (!joined.ok())
       return WithRank(*rank, joined.status());
     ranks = std::move(*joined);
     SetActiveRankGroup(ranks.get());
-    absl::StatusOr<double> timeout = DistTimeoutSeconds();
-    if (!timeout.ok())
-      return WithRank(*rank, timeout.status());
     ranks->StartWatchdog(*timeout);
     absl::Status same = CheckSameStepLibrary(*ranks, options.step_path);
     if (same.ok())
@@ -640,8 +635,9 @@ absl::Status RunTrun(const Options &options, std::ostream &out) {
                              ranks->Describe());
     // Launchers interleave the ranks' output: plain progress lines.
     rank_options.live_progress = false;
+    // Exports and samples are rank 0's (the session keeps checkpoints and
+    // metrics to it).
     if (!ranks->is_lead()) {
-      rank_options.metrics.reset();
       rank_options.save_weights.reset();
       rank_options.save_train_outputs.reset();
       rank_options.sample = 0;

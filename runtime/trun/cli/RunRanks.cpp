@@ -10,6 +10,8 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 
+#include <algorithm>
+#include <cstring>
 #include <vector>
 
 namespace tcc::trun {
@@ -86,25 +88,22 @@ absl::Status CheckSameFlags(RankGroup &ranks, const Options &options) {
   absl::StatusOr<std::vector<std::string>> all = ranks.AllGather(mine);
   if (!all.ok())
     return all.status();
+  // Each differing rank's first differing flag; the earliest of them is
+  // the one this rank's value is shown for.
   std::vector<std::string> differ;
+  size_t first = flags.size();
   for (int r = 1; r < ranks.world_size(); ++r)
     for (size_t i = 0; i < flags.size(); ++i)
       if ((*all)[r].compare(i * 4, 4, (*all)[0], i * 4, 4) != 0) {
         differ.push_back(absl::StrCat("rank ", r, " has another ", flags[i].first));
+        first = std::min(first, i);
         break;
       }
   if (differ.empty())
     return absl::OkStatus();
   return absl::InvalidArgumentError(absl::StrCat(
       "the ranks were given different flags (", absl::StrJoin(differ, ", "),
-      " than rank 0; this rank's is ",
-      [&] {
-        for (size_t i = 0; i < flags.size(); ++i)
-          for (int r = 1; r < ranks.world_size(); ++r)
-            if ((*all)[r].compare(i * 4, 4, (*all)[0], i * 4, 4) != 0)
-              return absl::StrCat(flags[i].first, " ", flags[i].second);
-        return std::string();
-      }(),
+      " than rank 0; this rank's is ", flags[first].first, " ", flags[first].second,
       "): start every rank with the same command line"));
 }
 
@@ -130,18 +129,24 @@ absl::Status WithRank(const RankInfo &rank, const absl::Status &status) {
 // A rank that cannot see --ckpt-dir (a machine without the shared file
 // system) would start at step 0 and train other weights in silence.
 absl::Status CheckSameStart(RankGroup &ranks, int64_t step) {
-  std::vector<double> steps(ranks.world_size(), 0.0);
-  steps[ranks.rank()] = static_cast<double>(step);
-  if (absl::Status s = ranks.SumOnHost(steps); !s.ok())
-    return s;
+  absl::StatusOr<std::vector<std::string>> all =
+      ranks.AllGather(std::string(reinterpret_cast<const char *>(&step), sizeof step));
+  if (!all.ok())
+    return all.status();
+  std::vector<int64_t> steps;
+  for (const std::string &bytes : *all) {
+    int64_t s = 0;
+    std::memcpy(&s, bytes.data(), sizeof s);
+    steps.push_back(s);
+  }
   std::vector<std::string> differ;
   for (int r = 0; r < ranks.world_size(); ++r)
     if (steps[r] != steps[0])
-      differ.push_back(absl::StrCat("rank ", r, " at step ", static_cast<int64_t>(steps[r])));
+      differ.push_back(absl::StrCat("rank ", r, " at step ", steps[r]));
   if (differ.empty())
     return absl::OkStatus();
   return absl::FailedPreconditionError(absl::StrCat(
-      "the ranks start from different steps (rank 0 at step ", static_cast<int64_t>(steps[0]),
+      "the ranks start from different steps (rank 0 at step ", steps[0],
       ", ", absl::StrJoin(differ, ", "),
       "): every rank must see the same --ckpt-dir (a shared file system) to resume"));
 }

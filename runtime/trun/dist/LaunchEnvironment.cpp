@@ -4,12 +4,13 @@
 
 #include <cerrno>
 #include <cstdlib>
+#include <limits.h>
 #include <limits>
+#include <unistd.h>
 
 namespace tcc::trun {
 namespace {
 
-constexpr int kDefaultMasterPort = 29500; // torchrun's default
 
 // `name`'s value as a number in [lo, hi]; nullopt when unset; an error
 // naming the variable when set to anything else.
@@ -143,6 +144,12 @@ std::string RankInfo::Describe() const {
   if (!master_addr.empty())
     s += ", master " + master_addr + ":" + std::to_string(master_port);
   return s + ")";
+}
+
+std::string ThisExecutable() {
+  char exe[PATH_MAX] = {0};
+  ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+  return n > 0 ? std::string(exe, n) : std::string();
 }
 
 EnvLookup ProcessEnvironment() {

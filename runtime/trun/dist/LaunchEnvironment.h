@@ -34,6 +34,9 @@
 
 namespace tcc::trun {
 
+// MASTER_PORT when unset (torchrun's default).
+inline constexpr int kDefaultMasterPort = 29500;
+
 enum class Launcher { kNone, kTorchrun, kSlurm, kOpenMpi, kMpich };
 
 // "torchrun", "slurm", ...: for messages.
@@ -59,6 +62,11 @@ using EnvLookup = std::function<std::optional<std::string>(const std::string &na
 
 // The process's environment (getenv).
 EnvLookup ProcessEnvironment();
+
+// The path of this process's executable (/proc/self/exe); "" when it
+// cannot be read. trun --nproc starts it again; the MPI plugin lies next
+// to it.
+std::string ThisExecutable();
 
 // This process's place in the job, from `env`.
 absl::StatusOr<RankInfo> ReadLaunchEnvironment(const EnvLookup &env);

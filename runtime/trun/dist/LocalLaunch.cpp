@@ -1,4 +1,5 @@
 #include "runtime/trun/dist/LocalLaunch.h"
+#include "runtime/trun/dist/LaunchEnvironment.h"
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
@@ -24,10 +25,9 @@
 namespace tcc::trun {
 namespace {
 
-std::string ThisExecutable() {
-  char exe[PATH_MAX] = {0};
-  ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
-  return n > 0 ? std::string(exe, n) : std::string("trun");
+std::string TrunExecutable() {
+  std::string exe = ThisExecutable();
+  return exe.empty() ? "trun" : exe;
 }
 
 // A port on 127.0.0.1 that was free a moment ago, for rank 0 to listen on.
@@ -95,7 +95,7 @@ absl::StatusOr<int> ExecMpirun(const std::vector<std::string> &rank_args, int np
       for (std::string a : {std::string("-x"), std::string(name) + "=" + share})
         args.push_back(a);
   }
-  args.push_back(ThisExecutable());
+  args.push_back(TrunExecutable());
   args.insert(args.end(), rank_args.begin(), rank_args.end());
   std::fflush(stdout);
   std::vector<char *> argv = Argv(args);
@@ -157,8 +157,8 @@ absl::StatusOr<int> SpawnLocalRanks(const std::string &exe,
 
   using Clock = std::chrono::steady_clock;
   constexpr auto kGrace = std::chrono::seconds(10); // to stop, before SIGKILL
-  int alive = nproc, exit_code = 0, forwarded = 0;
-  bool failed = false;
+  int alive = nproc, forwarded = 0;
+  int exit_code = 0; // the first failed rank's; 0 while none failed
   Clock::time_point kill_at = Clock::time_point::max();
   while (alive > 0) {
     if (int sig = g_forward_signal.exchange(0)) {
@@ -179,8 +179,7 @@ absl::StatusOr<int> SpawnLocalRanks(const std::string &exe,
       --alive;
       bool ok = WIFEXITED(status) && WEXITSTATUS(status) == 0;
       bool stopped = forwarded && WIFEXITED(status) && WEXITSTATUS(status) == 128 + forwarded;
-      if (!ok && !failed) {
-        failed = true;
+      if (!ok && exit_code == 0) {
         exit_code = WIFSIGNALED(status) ? 128 + WTERMSIG(status) : WEXITSTATUS(status);
         if (!stopped) {
           std::fprintf(stderr, "trun --nproc: rank %d (pid %d) %s%s\n", r, pid,
@@ -228,7 +227,7 @@ std::vector<std::string> WithoutNproc(const std::vector<std::string> &args) {
 
 absl::StatusOr<int> LaunchLocalRanks(const std::vector<std::string> &rank_args, int nproc,
                                      bool cuda_step) {
-  return cuda_step ? SpawnLocalRanks(ThisExecutable(), rank_args, nproc)
+  return cuda_step ? SpawnLocalRanks(TrunExecutable(), rank_args, nproc)
                    : ExecMpirun(rank_args, nproc);
 }
 

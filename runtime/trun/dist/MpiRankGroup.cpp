@@ -17,10 +17,8 @@ namespace {
 std::string PluginPath() {
   if (const char *path = std::getenv("TCC_MPI_PLUGIN"); path && *path)
     return path;
-  char exe[PATH_MAX] = {0};
-  ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
-  std::string dir = n > 0 ? std::string(exe, n) : std::string(".");
-  dir = dir.substr(0, dir.find_last_of('/'));
+  std::string dir = ThisExecutable();
+  dir = dir.empty() ? std::string(".") : dir.substr(0, dir.find_last_of('/'));
   return dir + "/libtcc_mpi.so";
 }
 
@@ -36,24 +34,6 @@ public:
 
   std::string Describe() const override { return absl::StrCat("MPI (", mpi_->library_version(), ")"); }
 
-  absl::StatusOr<std::vector<std::string>> AllGather(const std::string &mine) override {
-    std::string all(mine.size() * world_size(), '\0');
-    if (mpi_->all_gather(mine.data(), static_cast<int64_t>(mine.size()), all.data()))
-      return Error();
-    std::vector<std::string> pieces;
-    for (int r = 0; r < world_size(); ++r)
-      pieces.push_back(all.substr(r * mine.size(), mine.size()));
-    Beat();
-    return pieces;
-  }
-
-  absl::Status SumOnHost(std::vector<double> &values) override {
-    if (mpi_->all_reduce(nullptr, values.data(), static_cast<int64_t>(values.size()),
-                         TCC_DTYPE_F64, TCC_REDUCE_SUM, nullptr))
-      return Error();
-    Beat();
-    return absl::OkStatus();
-  }
 
   absl::Status Finish() override {
     StopWatchdog();
@@ -65,6 +45,20 @@ public:
   [[noreturn]] void AbortAll(int exit_code) override {
     mpi_->abort(exit_code);
     std::_Exit(exit_code); // MPI_Abort should not return
+  }
+
+protected:
+  absl::Status GatherBytes(const char *mine, size_t bytes, char *all) override {
+    if (mpi_->all_gather(mine, static_cast<int64_t>(bytes), all))
+      return Error();
+    return absl::OkStatus();
+  }
+
+  absl::Status SumDoubles(double *values, size_t count) override {
+    if (mpi_->all_reduce(nullptr, values, static_cast<int64_t>(count), TCC_DTYPE_F64,
+                         TCC_REDUCE_SUM, nullptr))
+      return Error();
+    return absl::OkStatus();
   }
 
 private:

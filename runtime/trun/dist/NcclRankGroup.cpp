@@ -188,54 +188,6 @@ public:
     return absl::StrCat("NCCL ", version_, " (all-reduce on a communication stream)");
   }
 
-  absl::StatusOr<std::vector<std::string>> AllGather(const std::string &mine) override {
-    size_t n = mine.size();
-    if (n * world_size() > kHostExchangeBytes)
-      return absl::InternalError("AllGather: more bytes than the exchange buffer holds");
-    CUdeviceptr all = host_exchange_;
-    CUdeviceptr own = host_exchange_ + n * rank();
-    if (absl::Status s = Cu(cu_.MemcpyHtoD(own, mine.data(), n), "cuMemcpyHtoD"); !s.ok())
-      return s;
-    if (absl::Status s = Nccl(nccl_.AllGather(reinterpret_cast<void *>(own),
-                                              reinterpret_cast<void *>(all), n, ncclUint8, comm_,
-                                              comm_stream_),
-                              "ncclAllGather");
-        !s.ok())
-      return s;
-    if (absl::Status s = Cu(cu_.StreamSynchronize(comm_stream_), "cuStreamSynchronize"); !s.ok())
-      return s;
-    std::string bytes(n * world_size(), '\0');
-    if (absl::Status s = Cu(cu_.MemcpyDtoH(bytes.data(), all, bytes.size()), "cuMemcpyDtoH");
-        !s.ok())
-      return s;
-    std::vector<std::string> pieces;
-    for (int r = 0; r < world_size(); ++r)
-      pieces.push_back(bytes.substr(r * n, n));
-    Beat();
-    return pieces;
-  }
-
-  absl::Status SumOnHost(std::vector<double> &values) override {
-    size_t bytes = values.size() * sizeof(double);
-    if (bytes > kHostExchangeBytes)
-      return absl::InternalError("SumOnHost: more values than the exchange buffer holds");
-    if (absl::Status s = Cu(cu_.MemcpyHtoD(host_exchange_, values.data(), bytes), "cuMemcpyHtoD");
-        !s.ok())
-      return s;
-    void *p = reinterpret_cast<void *>(host_exchange_);
-    if (absl::Status s = Nccl(nccl_.AllReduce(p, p, values.size(), ncclFloat64, ncclSum, comm_,
-                                              comm_stream_),
-                              "ncclAllReduce");
-        !s.ok())
-      return s;
-    if (absl::Status s = Cu(cu_.StreamSynchronize(comm_stream_), "cuStreamSynchronize"); !s.ok())
-      return s;
-    absl::Status copied = Cu(cu_.MemcpyDtoH(values.data(), host_exchange_, bytes), "cuMemcpyDtoH");
-    if (copied.ok())
-      Beat();
-    return copied;
-  }
-
   absl::Status Finish() override {
     StopWatchdog();
     finished_ = true;
@@ -264,8 +216,49 @@ public:
     std::_Exit(exit_code);
   }
 
+protected:
+  // Host exchanges go through a small device buffer on the communication
+  // stream (between steps: nothing else is queued there then).
+  absl::Status GatherBytes(const char *mine, size_t bytes, char *all) override {
+    size_t total = bytes * world_size();
+    if (total > kHostExchangeBytes)
+      return absl::InternalError("AllGather: more bytes than the exchange buffer holds");
+    CUdeviceptr own = host_exchange_ + bytes * rank();
+    if (absl::Status s = Cu(cu_.MemcpyHtoD(own, mine, bytes), "cuMemcpyHtoD"); !s.ok())
+      return s;
+    if (absl::Status s = Nccl(nccl_.AllGather(reinterpret_cast<void *>(own),
+                                              reinterpret_cast<void *>(host_exchange_), bytes,
+                                              ncclUint8, comm_, comm_stream_),
+                              "ncclAllGather");
+        !s.ok())
+      return s;
+    return CopyBack(all, total);
+  }
+
+  absl::Status SumDoubles(double *values, size_t count) override {
+    size_t bytes = count * sizeof(double);
+    if (bytes > kHostExchangeBytes)
+      return absl::InternalError("SumOnHost: more values than the exchange buffer holds");
+    if (absl::Status s = Cu(cu_.MemcpyHtoD(host_exchange_, values, bytes), "cuMemcpyHtoD"); !s.ok())
+      return s;
+    void *p = reinterpret_cast<void *>(host_exchange_);
+    if (absl::Status s =
+            Nccl(nccl_.AllReduce(p, p, count, ncclFloat64, ncclSum, comm_, comm_stream_),
+                 "ncclAllReduce");
+        !s.ok())
+      return s;
+    return CopyBack(reinterpret_cast<char *>(values), bytes);
+  }
+
 private:
   static constexpr size_t kHostExchangeBytes = 1 << 16;
+
+  // The first `bytes` of the exchange buffer, once the stream is done.
+  absl::Status CopyBack(char *out, size_t bytes) {
+    if (absl::Status s = Cu(cu_.StreamSynchronize(comm_stream_), "cuStreamSynchronize"); !s.ok())
+      return s;
+    return Cu(cu_.MemcpyDtoH(out, host_exchange_, bytes), "cuMemcpyDtoH");
+  }
 
   static int32_t StepAllReduce(void *context, void *buffer, int64_t count, tcc_dtype dtype,
                                tcc_reduction reduction, void *stream) {

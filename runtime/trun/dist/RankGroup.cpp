@@ -52,9 +52,24 @@ int64_t NowNs() {
 RankGroup::RankGroup(RankInfo info) : info_(std::move(info)) {}
 RankGroup::~RankGroup() { StopWatchdog(); }
 
-void RankGroup::Beat() {
+absl::StatusOr<std::vector<std::string>> RankGroup::AllGather(const std::string &mine) {
+  std::string all(mine.size() * world_size(), '\0');
+  if (absl::Status s = GatherBytes(mine.data(), mine.size(), all.data()); !s.ok())
+    return s;
+  std::vector<std::string> pieces;
+  for (int r = 0; r < world_size(); ++r)
+    pieces.push_back(all.substr(r * mine.size(), mine.size()));
+  if (watchdog_) // the ranks progress
+    watchdog_->last_beat_ns = NowNs();
+  return pieces;
+}
+
+absl::Status RankGroup::SumOnHost(std::vector<double> &values) {
+  if (absl::Status s = SumDoubles(values.data(), values.size()); !s.ok())
+    return s;
   if (watchdog_)
     watchdog_->last_beat_ns = NowNs();
+  return absl::OkStatus();
 }
 
 void RankGroup::StartWatchdog(double timeout_seconds) {

@@ -41,11 +41,11 @@ public:
   // "MPI (Open MPI v4.1.4)", for the run's header.
   virtual std::string Describe() const = 0;
 
-  // Every rank's `mine` (the same size on every rank), in rank order.
-  virtual absl::StatusOr<std::vector<std::string>> AllGather(const std::string &mine) = 0;
-
+  // The host exchanges (each one a heartbeat for the watchdog):
+  // every rank's `mine` (the same size on every rank), in rank order;
+  absl::StatusOr<std::vector<std::string>> AllGather(const std::string &mine);
   // `values` becomes, on every rank, its sum over the ranks.
-  virtual absl::Status SumOnHost(std::vector<double> &values) = 0;
+  absl::Status SumOnHost(std::vector<double> &values);
 
   // Ends the group after a successful run (every rank calls it).
   virtual absl::Status Finish() = 0;
@@ -64,8 +64,10 @@ public:
 
 protected:
   explicit RankGroup(RankInfo info);
-  // Back ends call this when a host exchange finished: the ranks progress.
-  void Beat();
+  // The back end's exchanges: `bytes` bytes of every rank's `mine` into
+  // `all` (rank order); `count` doubles summed in place.
+  virtual absl::Status GatherBytes(const char *mine, size_t bytes, char *all) = 0;
+  virtual absl::Status SumDoubles(double *values, size_t count) = 0;
   // Called by the watchdog before the process ends (NCCL: abort the
   // communicator so that its kernels stop); must be safe from its thread.
   virtual void AbortFromWatchdog() {}

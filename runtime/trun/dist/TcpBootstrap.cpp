@@ -212,7 +212,7 @@ absl::StatusOr<BootstrapOptions> BootstrapFromEnvironment(const RankInfo &info) 
           "(rank 0's host and a free port) for NCCL's bootstrap; set them (mpirun -x MASTER_ADDR=... "
           "-x MASTER_PORT=...)"));
     o.master_addr = addr;
-    o.master_port = 29500;
+    o.master_port = kDefaultMasterPort;
     if (port && *port && (!absl::SimpleAtoi(port, &o.master_port) || o.master_port <= 0 ||
                           o.master_port > 65535))
       return absl::InvalidArgumentError(
