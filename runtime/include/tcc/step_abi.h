@@ -122,6 +122,20 @@ typedef struct tcc_collectives {
      kernel that reads a reduced buffer. NULL: all_reduce is synchronous
      with `stream` (the cpu back end). */
   int32_t (*wait)(void *context, void *stream);
+  /* Appended for steps compiled with tcc compile --shard-optimizer N (ZeRO-1;
+     the descriptor's shard_optimizer_ranks), which call them; other steps
+     never read these fields.
+     reduce_scatter: `recv` (recv_count elements) becomes this rank's part,
+     elements [rank * recv_count, (rank + 1) * recv_count), of the sum or the
+     mean over the ranks of each rank's `send` (world_size * recv_count
+     elements). all_gather: `recv` (world_size * send_count elements) becomes
+     every rank's `send` (send_count elements) in rank order. `send` and
+     `recv` do not overlap. On GPU targets both may return once queued, like
+     all_reduce, and `wait` covers them too. */
+  int32_t (*reduce_scatter)(void *context, const void *send, void *recv, int64_t recv_count,
+                            tcc_dtype dtype, tcc_reduction reduction, void *stream);
+  int32_t (*all_gather)(void *context, const void *send, void *recv, int64_t send_count,
+                        tcc_dtype dtype, void *stream);
 } tcc_collectives;
 
 /* Arguments of one train or eval call. Arrays are in descriptor order.
@@ -300,6 +314,18 @@ typedef struct tcc_step_descriptor {
      averages its gradients and loss through tcc_step_args.collectives); a
      step with 0 trains one rank's batch and cannot run across ranks. */
   int32_t data_parallel;
+
+  /* Appended after data_parallel (tcc_step_descriptor_has_shard_optimizer):
+     ZeRO-1 (tcc compile --shard-optimizer N). shard_optimizer_ranks is N, the
+     only world size the step runs at (0: not sharded). For each optimizer
+     state tensor i, optimizer_state_shard_of[i] is the index of the
+     parameter whose flattened elements [rank * n / N, (rank + 1) * n / N)
+     the tensor holds on rank `rank` (n: the parameter's elements; the
+     tensor is 1-D with n / N elements), or -1 when the tensor is whole (the
+     same on every rank). Checkpoints hold the whole, parameter-shaped
+     tensor. NULL when shard_optimizer_ranks is 0. */
+  int32_t shard_optimizer_ranks;
+  const int32_t *optimizer_state_shard_of;
 } tcc_step_descriptor;
 
 /* Whether descriptor `d` (its struct_size) includes the memory-by-dtype
@@ -317,6 +343,12 @@ typedef struct tcc_step_descriptor {
 #define tcc_step_descriptor_has_data_parallel(d)                     \
   ((d)->struct_size >= offsetof(tcc_step_descriptor, data_parallel) + \
                            sizeof(int32_t))
+
+/* Whether descriptor `d` includes shard_optimizer_ranks and
+   optimizer_state_shard_of. */
+#define tcc_step_descriptor_has_shard_optimizer(d)                          \
+  ((d)->struct_size >= offsetof(tcc_step_descriptor, optimizer_state_shard_of) + \
+                           sizeof(const int32_t *))
 
 typedef const tcc_step_descriptor *(*tcc_step_get_descriptor_fn)(void);
 
