@@ -1,6 +1,7 @@
 // The MPI back end (RankGroup.h): libtcc_mpi.so, found next to the trun
 // executable (or at $TCC_MPI_PLUGIN), dlopened with RTLD_GLOBAL because
 // Open MPI's own components resolve libmpi's symbols through it.
+#include "runtime/initializers/Dtypes.h"
 #include "runtime/trun/dist/RankGroup.h"
 #include "runtime/trun/dist/mpi/MpiPlugin.h"
 
@@ -29,7 +30,9 @@ public:
     collectives_.world_size = info_.world_size;
     collectives_.context = this;
     collectives_.all_reduce = &MpiRankGroup::StepAllReduce;
-    collectives_.wait = nullptr; // MPI_Allreduce returns when it is done
+    collectives_.reduce_scatter = &MpiRankGroup::StepReduceScatter;
+    collectives_.all_gather = &MpiRankGroup::StepAllGather;
+    collectives_.wait = nullptr; // MPI's collectives return when they are done
   }
 
   std::string Describe() const override { return absl::StrCat("MPI (", mpi_->library_version(), ")"); }
@@ -70,6 +73,35 @@ private:
     if (rc)
       RecordCollectiveError(absl::StrCat("MPI all-reduce of ", count, " elements: ",
                                          self->mpi_->last_error()));
+    return rc;
+  }
+
+  static int32_t StepReduceScatter(void *context, const void *send, void *recv,
+                                   int64_t recv_count, tcc_dtype dtype, tcc_reduction reduction,
+                                   void *stream) {
+    auto *self = static_cast<MpiRankGroup *>(context);
+    int32_t rc =
+        self->mpi_->reduce_scatter(nullptr, send, recv, recv_count, dtype, reduction, stream);
+    if (rc)
+      RecordCollectiveError(absl::StrCat("MPI reduce-scatter to ", recv_count,
+                                         " elements per rank: ", self->mpi_->last_error()));
+    return rc;
+  }
+
+  // A byte copy: the plugin's host gather serves every dtype.
+  static int32_t StepAllGather(void *context, const void *send, void *recv, int64_t send_count,
+                               tcc_dtype dtype, void *) {
+    auto *self = static_cast<MpiRankGroup *>(context);
+    int64_t element_bytes = DtypeSize(dtype);
+    if (element_bytes == 0) {
+      RecordCollectiveError(absl::StrCat("MPI all-gather of ", send_count,
+                                         " elements per rank: unknown dtype ", dtype));
+      return 1;
+    }
+    int32_t rc = self->mpi_->all_gather(send, send_count * element_bytes, recv);
+    if (rc)
+      RecordCollectiveError(absl::StrCat("MPI all-gather of ", send_count,
+                                         " elements per rank: ", self->mpi_->last_error()));
     return rc;
   }
 

@@ -10,10 +10,12 @@
 // MASTER_ADDR:MASTER_PORT (TcpBootstrap.h); the others connect, retrying
 // until the timeout, then everyone calls ncclCommInitRank.
 //
-// Overlap: all_reduce queues the reduction on a communication stream that
-// first waits (an event) for what the step stream had queued, and returns;
-// wait() makes the step stream wait for the last one. Inside a CUDA graph
-// capture both are captured as a fork and a join of the step's graph.
+// Overlap: all_reduce, reduce_scatter and all_gather queue the collective
+// on a communication stream that first waits (an event) for what the step
+// stream had queued, and return; wait() makes the step stream wait for the
+// last one. Inside a CUDA graph capture both are captured as a fork and a
+// join of the step's graph.
+#include "runtime/initializers/Dtypes.h"
 #include "runtime/trun/dist/RankGroup.h"
 #include "runtime/trun/dist/TcpBootstrap.h"
 
@@ -48,6 +50,7 @@ struct NcclApi {
   ncclResult_t (*CommInitRank)(ncclComm_t *, int, ncclUniqueId, int);
   ncclResult_t (*AllReduce)(const void *, void *, size_t, int, int, ncclComm_t, CUstream);
   ncclResult_t (*AllGather)(const void *, void *, size_t, int, ncclComm_t, CUstream);
+  ncclResult_t (*ReduceScatter)(const void *, void *, size_t, int, int, ncclComm_t, CUstream);
   ncclResult_t (*CommAbort)(ncclComm_t);
   ncclResult_t (*CommDestroy)(ncclComm_t);
   ncclResult_t (*CommGetAsyncError)(ncclComm_t, ncclResult_t *);
@@ -87,18 +90,25 @@ absl::Status LoadNccl(NcclApi &api) {
         "); a cuda step trains across ranks with NCCL: install it (e.g. the libnccl2 package, "
         "or pip's nvidia-nccl-cu13 with its lib directory on LD_LIBRARY_PATH), or set "
         "TCC_NCCL_LIBRARY to libnccl.so.2"));
-  bool ok = Resolve(h, "ncclGetUniqueId", api.GetUniqueId) &&
-            Resolve(h, "ncclCommInitRank", api.CommInitRank) &&
-            Resolve(h, "ncclAllReduce", api.AllReduce) &&
-            Resolve(h, "ncclAllGather", api.AllGather) &&
-            Resolve(h, "ncclCommAbort", api.CommAbort) &&
-            Resolve(h, "ncclCommDestroy", api.CommDestroy) &&
-            Resolve(h, "ncclCommGetAsyncError", api.CommGetAsyncError) &&
-            Resolve(h, "ncclGetErrorString", api.GetErrorString) &&
-            Resolve(h, "ncclGetVersion", api.GetVersion);
-  if (!ok)
-    return absl::FailedPreconditionError(
-        absl::StrCat(path, " lacks an NCCL function trun needs (NCCL 2.10 or newer)"));
+  // The first function this libnccl lacks, named in the error.
+  const char *missing = nullptr;
+  auto need = [&](const char *name, auto &f) {
+    if (!missing && !Resolve(h, name, f))
+      missing = name;
+  };
+  need("ncclGetUniqueId", api.GetUniqueId);
+  need("ncclCommInitRank", api.CommInitRank);
+  need("ncclAllReduce", api.AllReduce);
+  need("ncclAllGather", api.AllGather);
+  need("ncclReduceScatter", api.ReduceScatter);
+  need("ncclCommAbort", api.CommAbort);
+  need("ncclCommDestroy", api.CommDestroy);
+  need("ncclCommGetAsyncError", api.CommGetAsyncError);
+  need("ncclGetErrorString", api.GetErrorString);
+  need("ncclGetVersion", api.GetVersion);
+  if (missing)
+    return absl::FailedPreconditionError(absl::StrCat(
+        path, " lacks ", missing, ", an NCCL function trun needs (NCCL 2.10 or newer)"));
   return absl::OkStatus();
 }
 
@@ -180,6 +190,8 @@ public:
     collectives_.world_size = world_size();
     collectives_.context = this;
     collectives_.all_reduce = &NcclRankGroup::StepAllReduce;
+    collectives_.reduce_scatter = &NcclRankGroup::StepReduceScatter;
+    collectives_.all_gather = &NcclRankGroup::StepAllGather;
     collectives_.wait = &NcclRankGroup::StepWait;
     return absl::OkStatus();
   }
@@ -260,35 +272,101 @@ private:
     return Cu(cu_.MemcpyDtoH(out, host_exchange_, bytes), "cuMemcpyDtoH");
   }
 
+  // NCCL's type of a floating-point dtype, -1 for the others.
+  static int NcclFloatType(tcc_dtype dtype) {
+    return dtype == TCC_DTYPE_F32    ? ncclFloat32
+           : dtype == TCC_DTYPE_BF16 ? ncclBfloat16
+           : dtype == TCC_DTYPE_F16  ? ncclFloat16
+           : dtype == TCC_DTYPE_F64  ? ncclFloat64
+                                     : -1;
+  }
+  static int NcclOp(tcc_reduction reduction) {
+    return reduction == TCC_REDUCE_MEAN ? ncclAvg : ncclSum;
+  }
+
+  // Queues `collective` (an NCCL call on the communication stream) after
+  // the work `stream` had queued, then records done_ for StepWait: the
+  // communication stream runs in order, so done_ covers every collective
+  // queued so far.
+  template <typename Collective>
+  absl::Status QueueAfterStep(void *stream, const char *what, Collective collective) {
+    CUstream step = static_cast<CUstream>(stream);
+    // The communication stream starts once the step's buffers are final.
+    if (absl::Status s = Cu(cu_.EventRecord(ready_, step), "cuEventRecord"); !s.ok())
+      return s;
+    if (absl::Status s = Cu(cu_.StreamWaitEvent(comm_stream_, ready_, 0), "cuStreamWaitEvent");
+        !s.ok())
+      return s;
+    if (absl::Status s = Nccl(collective(), what); !s.ok())
+      return s;
+    return Cu(cu_.EventRecord(done_, comm_stream_), "cuEventRecord");
+  }
+
   static int32_t StepAllReduce(void *context, void *buffer, int64_t count, tcc_dtype dtype,
                                tcc_reduction reduction, void *stream) {
     auto *self = static_cast<NcclRankGroup *>(context);
-    int type = dtype == TCC_DTYPE_F32    ? ncclFloat32
-               : dtype == TCC_DTYPE_BF16 ? ncclBfloat16
-               : dtype == TCC_DTYPE_F16  ? ncclFloat16
-               : dtype == TCC_DTYPE_F64  ? ncclFloat64
-                                         : -1;
+    int type = NcclFloatType(dtype);
     if (type < 0) {
       RecordCollectiveError(absl::StrCat("NCCL all-reduce: dtype ", dtype,
                                          " is not f32, bf16, f16 or f64"));
       return 1;
     }
-    CUstream step = static_cast<CUstream>(stream);
-    // The communication stream starts once the gradient is final.
-    absl::Status s = self->Cu(self->cu_.EventRecord(self->ready_, step), "cuEventRecord");
-    if (s.ok())
-      s = self->Cu(self->cu_.StreamWaitEvent(self->comm_stream_, self->ready_, 0),
-                   "cuStreamWaitEvent");
-    if (s.ok())
-      s = self->Nccl(self->nccl_.AllReduce(buffer, buffer, static_cast<size_t>(count), type,
-                                           reduction == TCC_REDUCE_MEAN ? ncclAvg : ncclSum,
-                                           self->comm_, self->comm_stream_),
-                     "ncclAllReduce");
-    if (s.ok())
-      s = self->Cu(self->cu_.EventRecord(self->done_, self->comm_stream_), "cuEventRecord");
+    absl::Status s = self->QueueAfterStep(stream, "ncclAllReduce", [&] {
+      return self->nccl_.AllReduce(buffer, buffer, static_cast<size_t>(count), type,
+                                   NcclOp(reduction), self->comm_, self->comm_stream_);
+    });
     if (s.ok())
       return 0;
     RecordCollectiveError(absl::StrCat("NCCL all-reduce of ", count, " elements: ", s.message()));
+    return 2;
+  }
+
+  static int32_t StepReduceScatter(void *context, const void *send, void *recv,
+                                   int64_t recv_count, tcc_dtype dtype, tcc_reduction reduction,
+                                   void *stream) {
+    auto *self = static_cast<NcclRankGroup *>(context);
+    int type = NcclFloatType(dtype);
+    if (type < 0) {
+      RecordCollectiveError(absl::StrCat("NCCL reduce-scatter: dtype ", dtype,
+                                         " is not f32, bf16, f16 or f64"));
+      return 1;
+    }
+    if (recv_count < 0) {
+      RecordCollectiveError(absl::StrCat("NCCL reduce-scatter: negative count ", recv_count));
+      return 1;
+    }
+    absl::Status s = self->QueueAfterStep(stream, "ncclReduceScatter", [&] {
+      return self->nccl_.ReduceScatter(send, recv, static_cast<size_t>(recv_count), type,
+                                       NcclOp(reduction), self->comm_, self->comm_stream_);
+    });
+    if (s.ok())
+      return 0;
+    RecordCollectiveError(absl::StrCat("NCCL reduce-scatter to ", recv_count,
+                                       " elements per rank: ", s.message()));
+    return 2;
+  }
+
+  // A byte copy, so every dtype goes as bytes.
+  static int32_t StepAllGather(void *context, const void *send, void *recv, int64_t send_count,
+                               tcc_dtype dtype, void *stream) {
+    auto *self = static_cast<NcclRankGroup *>(context);
+    int64_t element_bytes = DtypeSize(dtype);
+    if (element_bytes == 0) {
+      RecordCollectiveError(absl::StrCat("NCCL all-gather: unknown dtype ", dtype));
+      return 1;
+    }
+    if (send_count < 0) {
+      RecordCollectiveError(absl::StrCat("NCCL all-gather: negative count ", send_count));
+      return 1;
+    }
+    absl::Status s = self->QueueAfterStep(stream, "ncclAllGather", [&] {
+      return self->nccl_.AllGather(send, recv, static_cast<size_t>(send_count * element_bytes),
+                                   ncclUint8, self->comm_, self->comm_stream_);
+    });
+    if (s.ok())
+      return 0;
+    RecordCollectiveError(absl::StrCat("NCCL all-gather of ", send_count,
+                                       " elements per rank: ", s.message()));
     return 2;
   }
 
@@ -299,7 +377,7 @@ private:
         "cuStreamWaitEvent");
     if (s.ok())
       return 0;
-    RecordCollectiveError(absl::StrCat("waiting for the NCCL all-reduces: ", s.message()));
+    RecordCollectiveError(absl::StrCat("waiting for the NCCL collectives: ", s.message()));
     return 3;
   }
 

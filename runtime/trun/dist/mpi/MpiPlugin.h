@@ -30,7 +30,8 @@ typedef struct tcc_mpi_plugin {
      bf16 and f16 are summed in f32). `context` and `stream` are unused. */
   int32_t (*all_reduce)(void *context, void *buffer, int64_t count, tcc_dtype dtype,
                         tcc_reduction reduction, void *stream);
-  /* `bytes` bytes from every rank into all[rank * bytes ...]. */
+  /* `bytes` bytes from every rank into all[rank * bytes ...] (also
+     tcc_collectives.all_gather, a byte copy of any dtype). */
   int32_t (*all_gather)(const void *mine, int64_t bytes, void *all);
   /* `count` bytes of rank `root`'s buffer to every rank's. */
   int32_t (*broadcast)(void *buffer, int64_t count, int32_t root);
@@ -41,6 +42,11 @@ typedef struct tcc_mpi_plugin {
   const char *(*last_error)(void);
   /* MPI_Get_library_version's first line, e.g. "Open MPI v4.1.4, ...". */
   const char *(*library_version)(void);
+  /* Appended (trun refuses a plugin whose struct_size lacks it):
+     tcc_collectives.reduce_scatter over MPI_COMM_WORLD (f32, f64; bf16 and
+     f16 are summed in f32). `context` and `stream` are unused. */
+  int32_t (*reduce_scatter)(void *context, const void *send, void *recv, int64_t recv_count,
+                            tcc_dtype dtype, tcc_reduction reduction, void *stream);
 } tcc_mpi_plugin;
 
 typedef const tcc_mpi_plugin *(*tcc_mpi_plugin_fn)(void);
