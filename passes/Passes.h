@@ -50,6 +50,9 @@ inline constexpr llvm::StringLiteral kLossChunkSecondsAttr = "tg.loss_chunk_seco
 
 // kern-schedule-collectives' decisions (each all-reduce moved: after which
 // op, ahead of how many kernels).
+// tg-all-reduce-gradients' sharding decisions (--shard-optimizer); writes
+// nothing for a module without them.
+void writeShardOptimizerReport(mlir::ModuleOp module, llvm::raw_ostream &os);
 void writeScheduleCollectivesReport(mlir::ModuleOp module, llvm::raw_ostream &os);
 
 // tg-chunk-loss-head's decisions (each loss head chunked: pieces, logits

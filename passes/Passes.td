@@ -270,7 +270,11 @@ def TgAllReduceGradients : Pass<"tg-all-reduce-gradients", "mlir::ModuleOp"> {
     @train_step becomes tg.all_reduce(mean) of itself, after autodiff and
     micro-batch accumulation, before unscaling, clipping and the
     optimizer, which then see the global batch's gradients on every rank.
-    No-op without the attribute.
+    No-op without the attribute. With tg.shard_optimizer = N (ZeRO-1) a
+    gradient whose element count N divides is tg.reduce_scatter'd instead
+    (this rank's 1/N, result marked tg.grad_shard = N) and the optimizer
+    passes update only that shard; the decisions go to
+    NN-tg-all-reduce-gradients-report.txt.
   }];
   let dependentDialects = ["tcc::tg::TgDialect"];
 }
@@ -396,11 +400,12 @@ def KernFuseHorizontal : Pass<"kern-fuse-horizontal", "mlir::ModuleOp"> {
 }
 
 def KernScheduleCollectives : Pass<"kern-schedule-collectives", "mlir::ModuleOp"> {
-  let summary = "Issues each kern.all_reduce as soon as its buffer is final";
+  let summary = "Issues each kern.all_reduce / reduce_scatter / all_gather as soon as its input is final";
   let description = [{
-    Moves every kern.all_reduce (tcc compile --data-parallel) up to right
-    after the last op before it that touches its buffer (through
-    kern.reshape), so that on a GPU the reduction overlaps the rest of the
+    Moves every kern.all_reduce, kern.reduce_scatter and kern.all_gather
+    (tcc compile --data-parallel, --shard-optimizer) up to right after the
+    last op before it that touches one of its buffers (through
+    kern.reshape), so that on a GPU the exchange overlaps the rest of the
     backward. Records kern.schedule_collectives on each moved op and the
     list on the function. Runs after kern-fuse-horizontal, before
     kern-plan-memory.

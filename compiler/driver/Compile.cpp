@@ -299,7 +299,8 @@ absl::Status compileModel(const CompileOptions &given) {
   pipelineOptions.fuseEpilogue = options.fuseEpilogue;
   pipelineOptions.fuseHorizontal = options.fuseHorizontal;
   pipelineOptions.lossChunks = options.lossChunks.value_or(1);
-  pipelineOptions.dataParallel = options.dataParallel;
+  pipelineOptions.dataParallel = options.dataParallel || options.shardOptimizer > 0;
+  pipelineOptions.shardOptimizer = options.shardOptimizer;
   pipelineOptions.target = options.target == "cuda" ? "cuda" : "cpu";
   if (options.target == "cuda")
     pipelineOptions.cudaArch = options.arch;

@@ -58,8 +58,10 @@ struct CompileOptions {
   // ("auto"): chosen by --memory-budget's fit, else whole.
   std::optional<int64_t> lossChunks;
   // --data-parallel: the step is one rank's share of a data-parallel job
-  // (tg-all-reduce-gradients; cpu only for now).
+  // (tg-all-reduce-gradients).
   bool dataParallel = false;
+  // --shard-optimizer N: ZeRO-1 over exactly N ranks (0: not sharded).
+  int64_t shardOptimizer = 0;
   LossScaleMode lossScale = LossScaleMode::Auto;  // --loss-scale
   std::optional<double> initialLossScale;         // --initial-loss-scale
   std::optional<int64_t> lossScaleGrowthInterval; // --loss-scale-growth-interval

@@ -518,6 +518,15 @@ std::optional<OpResults> evaluateStructuralOp(Operation *op,
       .Case([&](tg::ReduceSumOp r) { return singleResult(evalReduceSum(r, *in[0])); })
       // The interpreter is one rank: the sum and the mean over it are the input.
       .Case([&](tg::AllReduceOp) { return singleResult(Tensor(*in[0])); })
+      // ZeRO-1's exchanges at one rank (ranks = 1): the shard is the whole
+      // tensor, flattened (or reshaped back). More ranks: not evaluated.
+      .Case<tg::ReduceScatterOp, tg::RankShardOp, tg::AllGatherOp>(
+          [&](Operation *zero) -> std::optional<OpResults> {
+            if (cast<IntegerAttr>(zero->getAttr("ranks")).getInt() != 1)
+              return std::nullopt;
+            ArrayRef<int64_t> shape = staticShape(zero->getResult(0));
+            return singleResult(Tensor{std::vector<int64_t>(shape.begin(), shape.end()), in[0]->data});
+          })
       .Case([&](tg::ReduceMeanOp r) { return singleResult(evalReduceMean(r, *in[0])); })
       .Case([&](tg::BroadcastToOp b) { return singleResult(evalBroadcastTo(b, *in[0])); })
       .Case([&](tg::ReshapeOp r) { return singleResult(evalReshape(r, *in[0])); })

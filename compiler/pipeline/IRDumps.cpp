@@ -95,6 +95,9 @@ const PassReport kPassReports[] = {
     {"tg-chunk-loss-head", writeChunkLossHeadReport,
      "tg-chunk-loss-head's decisions: each loss head computed in row chunks (logits bytes "
      "before and after, time added) or not and why"},
+    {"tg-all-reduce-gradients", writeShardOptimizerReport,
+     "tg-all-reduce-gradients' decisions with --shard-optimizer: each gradient reduce-scattered "
+     "(its optimizer state sharded) or kept whole and why"},
     {"kern-schedule-collectives", writeScheduleCollectivesReport,
      "kern-schedule-collectives' decisions: each all-reduce moved to right after its "
      "gradient is final, and the kernels it now overlaps"},
@@ -118,6 +121,8 @@ public:
       std::string report;
       llvm::raw_string_ostream os(report);
       r.write(module, os);
+      if (report.empty()) // nothing to report for this module (e.g. no sharding)
+        continue;
       (void)dir_.write(std::string(r.pass) + "-report", "txt", report, r.what);
     }
   }

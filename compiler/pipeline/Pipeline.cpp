@@ -40,6 +40,8 @@ void annotateModule(mlir::ModuleOp module, const PipelineOptions &options) {
     module->setAttr(model::kDeterministicAttr, b.getUnitAttr());
   if (options.dataParallel)
     module->setAttr(model::kDataParallelAttr, b.getUnitAttr());
+  if (options.dataParallel && options.shardOptimizer > 0)
+    module->setAttr(model::kShardOptimizerAttr, b.getI64IntegerAttr(options.shardOptimizer));
 }
 
 void buildPipeline(mlir::OpPassManager &pm, Phase stopAfter,

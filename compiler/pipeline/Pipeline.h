@@ -63,6 +63,9 @@ struct PipelineOptions {
   // tcc compile --data-parallel: tg.data_parallel on the module, so
   // tg-all-reduce-gradients averages the gradients and the loss over ranks.
   bool dataParallel = false;
+  // tcc compile --shard-optimizer N (with dataParallel): tg.shard_optimizer
+  // = N on the module (ZeRO-1); 0: not sharded.
+  int64_t shardOptimizer = 0;
 };
 
 // Writes the module attributes `options` ask for (tg.loss_scaling,

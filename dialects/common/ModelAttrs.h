@@ -48,6 +48,14 @@ inline constexpr llvm::StringLiteral kDeterministicAttr = "tg.deterministic";
 // share of a data-parallel job; tg-all-reduce-gradients averages its
 // gradients and loss over the ranks.
 inline constexpr llvm::StringLiteral kDataParallelAttr = "tg.data_parallel";
+// i64 N (tcc compile --shard-optimizer N, ZeRO-1): with tg.data_parallel,
+// each rank keeps the optimizer state of 1/N of every parameter whose
+// element count N divides; tg-all-reduce-gradients reduce-scatters those
+// gradients, the optimizer updates the rank's shard and all-gathers it.
+inline constexpr llvm::StringLiteral kShardOptimizerAttr = "tg.shard_optimizer";
+// On @train_step: tg-all-reduce-gradients' decisions (sharded or kept whole
+// and why), for its report in the dumps.
+inline constexpr llvm::StringLiteral kShardDecisionsAttr = "tg.shard_decisions";
 // On a tg.attention or a tg.softmax: tg-fuse-attention's decision,
 // "fused: <shape>" or "not fused at <op> (<node>): <why>".
 inline constexpr llvm::StringLiteral kFuseAttentionAttr = "tg.fuse_attention";
@@ -79,6 +87,9 @@ inline constexpr llvm::StringLiteral kHyperAttr = "tg.hyper";
 // (zeros at the start), or state of the whole step, not of one parameter:
 // {name = "loss_scale" | ..., init_value = <f64>} (starts at init_value).
 inline constexpr llvm::StringLiteral kOptStateAttr = "tg.opt_state";
+// In a parameter's tg.opt_state with ZeRO-1: N, the state holds this rank's
+// 1/N of the parameter's flattened elements (1-D).
+inline constexpr llvm::StringLiteral kShardRanksField = "shard_ranks";
 // Values of kHyperAttr and of the kOptStateAttr name.
 inline constexpr llvm::StringLiteral kLearningRateHyper = "learning_rate";
 inline constexpr llvm::StringLiteral kStepHyper = "step";
@@ -99,6 +110,9 @@ inline constexpr llvm::StringLiteral kLossScaleSkippedStepsState =
 inline constexpr llvm::StringLiteral kLossAttr = "tg.loss";     // name of the loss
 inline constexpr llvm::StringLiteral kOutputAttr = "tg.output"; // eval output name
 inline constexpr llvm::StringLiteral kGradOfAttr = "tg.grad_of"; // param index
+// i64 N, beside tg.grad_of: the result is this rank's 1/N of the gradient
+// (flattened, reduce-scattered over N ranks), not all of it.
+inline constexpr llvm::StringLiteral kGradShardAttr = "tg.grad_shard";
 inline constexpr llvm::StringLiteral kUpdatesParamAttr = "tg.updates_param"; // param index
 // Updated optimizer state, written in place: index among tg.opt_state args.
 inline constexpr llvm::StringLiteral kUpdatesOptStateAttr = "tg.updates_opt_state";

@@ -71,6 +71,34 @@ FailureOr<ElementwiseOp> buildElementwise(OpBuilder &b, Location loc,
 
 } // namespace tcc::kern
 
+// A ZeRO op's buffers: `whole` of n elements, `shard` of n / ranks, one
+// element type, ranks >= 1 dividing n.
+static LogicalResult verifyShard(Operation *op, int64_t ranks, Value whole, Value shard) {
+  auto w = cast<MemRefType>(whole.getType()), s = cast<MemRefType>(shard.getType());
+  if (ranks < 1 || w.getNumElements() % ranks != 0)
+    return op->emitOpError("ranks ") << ranks << " must be >= 1 and divide the "
+                                     << w.getNumElements() << " elements of " << w;
+  if (w.getElementType() != s.getElementType() ||
+      s.getNumElements() != w.getNumElements() / ranks)
+    return op->emitOpError("shard ") << s << " must have " << w.getNumElements() / ranks
+                                     << " elements of " << w.getElementType();
+  return success();
+}
+
+LogicalResult ReduceScatterOp::verify() {
+  if (getReduction() != "sum" && getReduction() != "mean")
+    return emitOpError("reduction must be sum or mean, got '") << getReduction() << "'";
+  return verifyShard(*this, getRanks(), getInput(), getOut());
+}
+
+LogicalResult RankShardOp::verify() {
+  return verifyShard(*this, getRanks(), getInput(), getOut());
+}
+
+LogicalResult AllGatherOp::verify() {
+  return verifyShard(*this, getRanks(), getOut(), getInput());
+}
+
 LogicalResult GemmOp::verify() {
   auto a = mrt(getA()), b = mrt(getB()), c = mrt(getOut());
   if (a.getRank() < 2 || b.getRank() < 2 || c.getRank() < 2)

@@ -144,6 +144,53 @@ def Kern_AllReduceOp : Kern_Op<"all_reduce"> {
   let assemblyFormat = "$buffer attr-dict `:` type($buffer)";
 }
 
+// ZeRO-1 (tcc compile --shard-optimizer N): a shard is this rank's 1/N of
+// a buffer's flattened elements, [rank * n / N, (rank + 1) * n / N); the
+// rank is known only at run time. `input` and `out` never alias.
+def Kern_ReduceScatterOp : Kern_Op<"reduce_scatter"> {
+  let summary = "out <- this rank's shard of input's sum or mean over the ranks";
+  let description = [{
+    Calls tcc_collectives.reduce_scatter (input: n elements, out: n / ranks);
+    without collectives (one rank, ranks = 1) out is a copy of input.
+  }];
+  let arguments = (ins
+    Arg<Kern_FloatBuffer, "", [MemRead]>:$input,
+    Arg<Kern_FloatBuffer, "", [MemWrite]>:$out,
+    StrAttr:$reduction, I64Attr:$ranks);
+  let assemblyFormat = [{
+    $input `,` $out attr-dict `:` type($input) `,` type($out)
+  }];
+  let hasVerifier = 1;
+}
+
+def Kern_RankShardOp : Kern_Op<"rank_shard"> {
+  let summary = "out <- a copy of this rank's shard of input";
+  let arguments = (ins
+    Arg<Kern_FloatBuffer, "", [MemRead]>:$input,
+    Arg<Kern_FloatBuffer, "", [MemWrite]>:$out,
+    I64Attr:$ranks);
+  let assemblyFormat = [{
+    $input `,` $out attr-dict `:` type($input) `,` type($out)
+  }];
+  let hasVerifier = 1;
+}
+
+def Kern_AllGatherOp : Kern_Op<"all_gather"> {
+  let summary = "out <- every rank's input shard in rank order";
+  let description = [{
+    Calls tcc_collectives.all_gather (input: n / ranks elements, out: n);
+    without collectives (one rank, ranks = 1) out is a copy of input.
+  }];
+  let arguments = (ins
+    Arg<Kern_FloatBuffer, "", [MemRead]>:$input,
+    Arg<Kern_FloatBuffer, "", [MemWrite]>:$out,
+    I64Attr:$ranks);
+  let assemblyFormat = [{
+    $input `,` $out attr-dict `:` type($input) `,` type($out)
+  }];
+  let hasVerifier = 1;
+}
+
 def Kern_FillOp : Kern_Op<"fill"> {
   let summary = "out[i] = value";
   let description = [{

@@ -391,6 +391,41 @@ LogicalResult SplitOp::verify() {
                       getAxis(), "result");
 }
 
+namespace {
+
+// A shard op's types: `whole` has n elements, `shard` is 1-D with n / ranks,
+// and ranks >= 1 divides n; both have one element type.
+LogicalResult verifyShard(Operation *op, int64_t ranks, Type whole, Type shard) {
+  auto w = cast<RankedTensorType>(whole), s = cast<RankedTensorType>(shard);
+  if (ranks < 1)
+    return op->emitOpError("ranks must be >= 1, got ") << ranks;
+  if (w.getElementType() != s.getElementType())
+    return op->emitOpError("element types differ: ") << w << " and " << s;
+  int64_t n = w.getNumElements();
+  if (n % ranks != 0)
+    return op->emitOpError("ranks ") << ranks << " must divide the " << n << " elements of " << w;
+  if (s.getRank() != 1 || s.getDimSize(0) != n / ranks)
+    return op->emitOpError("shard ") << s << " must be 1-D with " << n / ranks << " elements ("
+                                     << n << " / " << ranks << ")";
+  return success();
+}
+
+} // namespace
+
+LogicalResult ReduceScatterOp::verify() {
+  if (getReduction() != "sum" && getReduction() != "mean")
+    return emitOpError("reduction must be sum or mean, got '") << getReduction() << "'";
+  return verifyShard(*this, getRanks(), getInput().getType(), getResult().getType());
+}
+
+LogicalResult RankShardOp::verify() {
+  return verifyShard(*this, getRanks(), getInput().getType(), getResult().getType());
+}
+
+LogicalResult AllGatherOp::verify() {
+  return verifyShard(*this, getRanks(), getResult().getType(), getInput().getType());
+}
+
 LogicalResult AllReduceOp::verify() {
   if (getReduction() != "sum" && getReduction() != "mean")
     return emitOpError("reduction must be sum or mean, got '") << getReduction() << "'";

@@ -163,6 +163,57 @@ def Tg_AllReduceOp : Tg_Op<"all_reduce", [AllTypesMatch<["input", "result"]>]> {
   let hasVerifier = 1;
 }
 
+// ZeRO-1 (tcc compile --shard-optimizer N): made by tg-all-reduce-gradients
+// and the optimizer passes, after autodiff (no gradient rules). A shard is
+// this rank's 1/N of a tensor's flattened elements: elements
+// [rank * n / N, (rank + 1) * n / N) of n; `ranks` (N) must divide n. The
+// rank is known only at run time (tcc_collectives.rank). The reference
+// interpreter is one rank: it runs these ops with ranks = 1 only.
+def Tg_ReduceScatterOp : Tg_Op<"reduce_scatter"> {
+  let summary = "this rank's shard of the sum or mean over the ranks";
+  let description = [{
+    result (1-D, n / ranks elements) = this rank's shard of the
+    `reduction` ("sum" or "mean") over the ranks of each rank's `input`
+    (n elements). Calls tcc_collectives.reduce_scatter.
+  }];
+  let arguments = (ins Tg_FloatTensor:$input, StrAttr:$reduction, I64Attr:$ranks);
+  let results = (outs Tg_FloatTensor:$result);
+  let assemblyFormat = [{
+    $input attr-dict `:` functional-type(operands, results)
+  }];
+  let hasVerifier = 1;
+}
+
+def Tg_RankShardOp : Tg_Op<"rank_shard"> {
+  let summary = "this rank's shard of a tensor (no exchange)";
+  let description = [{
+    result (1-D, n / ranks elements) = elements [rank * n / ranks,
+    (rank + 1) * n / ranks) of the flattened `input` (n elements): the part
+    of a parameter whose optimizer update this rank owns.
+  }];
+  let arguments = (ins Tg_FloatTensor:$input, I64Attr:$ranks);
+  let results = (outs Tg_FloatTensor:$result);
+  let assemblyFormat = [{
+    $input attr-dict `:` functional-type(operands, results)
+  }];
+  let hasVerifier = 1;
+}
+
+def Tg_AllGatherOp : Tg_Op<"all_gather"> {
+  let summary = "every rank's shard, concatenated in rank order";
+  let description = [{
+    result (any shape of n elements) = the ranks' `input` shards (1-D,
+    n / ranks elements each) in rank order, reshaped: the updated parameter
+    from each rank's updated shard. Calls tcc_collectives.all_gather.
+  }];
+  let arguments = (ins Tg_FloatTensor:$input, I64Attr:$ranks);
+  let results = (outs Tg_FloatTensor:$result);
+  let assemblyFormat = [{
+    $input attr-dict `:` functional-type(operands, results)
+  }];
+  let hasVerifier = 1;
+}
+
 def Tg_SoftmaxCrossEntropyGradOp : Tg_Op<"softmax_cross_entropy_grad"> {
   let summary = "d(loss)/d(logits): (softmax(logits) - onehot(labels)) * grad[n]";
   let arguments = (ins Tg_FloatTensor:$logits, Tg_IndexTensor:$labels,

@@ -1,4 +1,4 @@
-//===- ScheduleCollectives.cpp - all-reduces as soon as a gradient is final -===//
+//===- ScheduleCollectives.cpp - exchanges as soon as their input is final -===//
 //
 // tg-all-reduce-gradients leaves every kern.all_reduce after the whole
 // backward (where the tg graph's optimizer reads the gradients), so on a
@@ -12,6 +12,10 @@
 // (the optimizer). On the cpu the reduction is synchronous: the order
 // changes, the results do not.
 //
+// ZeRO-1's kern.reduce_scatter moves the same way (its fresh output buffer
+// with it), and each kern.all_gather to right after its parameter's shard
+// is updated, overlapping the other parameters' updates.
+//
 // Each moved all-reduce carries kern.schedule_collectives = "<node>: after
 // <node of the producer>, ahead of K kernels"; @train_step's attribute of
 // the same name lists them all for the report --dump-dir writes. Runs after
@@ -24,7 +28,10 @@
 #include "mlir/IR/Builders.h"
 #include "passes/common/DecisionReport.h"
 #include "passes/common/NodeNames.h"
+#include "llvm/ADT/SetVector.h"
 #include "llvm/Support/FormatVariadic.h"
+
+#include <functional>
 
 namespace tcc {
 #define GEN_PASS_DEF_KERNSCHEDULECOLLECTIVES
@@ -44,22 +51,51 @@ Value rootBuffer(Value v) {
   return v;
 }
 
-bool touches(Operation *op, Value root) {
+bool touches(Operation *op, ArrayRef<Value> roots) {
   for (Value operand : op->getOperands())
-    if (isa<MemRefType>(operand.getType()) && rootBuffer(operand) == root)
+    if (isa<MemRefType>(operand.getType()) && llvm::is_contained(roots, rootBuffer(operand)))
       return true;
   return false;
 }
 
+bool isCollective(Operation *op) {
+  return isa<tcc::kern::AllReduceOp, tcc::kern::ReduceScatterOp, tcc::kern::AllGatherOp>(op);
+}
+
 // Ops that launch nothing: they do not count as overlapped work.
 bool launchesNothing(Operation *op) {
-  return isa<tcc::kern::AllocOp, tcc::kern::ReshapeOp, tcc::kern::ConstantOp,
-             tcc::kern::AllReduceOp>(op);
+  return isa<tcc::kern::AllocOp, tcc::kern::ReshapeOp, tcc::kern::ConstantOp>(op) ||
+         isCollective(op);
 }
 
 std::string describe(Operation *op) {
   std::string node = tcc::nodeName(op->getLoc());
   return node.empty() ? op->getName().getStringRef().str() : node;
+}
+
+// The kern.alloc behind a collective's output buffer when nothing before the
+// collective uses it: it moves along with the collective (allocs are pure).
+tcc::kern::AllocOp freshOutput(Operation *r) {
+  Value out;
+  if (auto rs = dyn_cast<tcc::kern::ReduceScatterOp>(r))
+    out = rs.getOut();
+  else if (auto ag = dyn_cast<tcc::kern::AllGatherOp>(r))
+    out = ag.getOut();
+  auto alloc = out ? rootBuffer(out).getDefiningOp<tcc::kern::AllocOp>() : nullptr;
+  if (!alloc)
+    return nullptr;
+  std::function<bool(Value)> usedBefore = [&](Value v) {
+    for (Operation *user : v.getUsers()) {
+      if (auto reshape = dyn_cast<tcc::kern::ReshapeOp>(user)) {
+        if (usedBefore(reshape.getResult()))
+          return true;
+      } else if (user != r && user->isBeforeInBlock(r)) {
+        return true;
+      }
+    }
+    return false;
+  };
+  return usedBefore(alloc.getResult()) ? nullptr : alloc;
 }
 
 struct KernScheduleCollectivesPass
@@ -71,46 +107,60 @@ struct KernScheduleCollectivesPass
   void schedule(func::FuncOp f) {
     if (f.getBody().empty())
       return;
-    SmallVector<tcc::kern::AllReduceOp> reductions(f.getBody().front().getOps<tcc::kern::AllReduceOp>());
-    if (reductions.empty())
+    SmallVector<Operation *> collectives;
+    for (Operation &op : f.getBody().front())
+      if (isCollective(&op))
+        collectives.push_back(&op);
+    if (collectives.empty())
       return;
     SmallVector<Attribute> decisions;
     Builder b(f.getContext());
-    for (tcc::kern::AllReduceOp r : reductions) {
-      Value root = rootBuffer(r.getBuffer());
+    for (Operation *r : collectives) {
+      tcc::kern::AllocOp fresh = freshOutput(r);
+      SmallVector<Value> roots;
+      for (Value operand : r->getOperands())
+        if (isa<MemRefType>(operand.getType()) &&
+            (!fresh || rootBuffer(operand) != fresh.getResult()))
+          roots.push_back(rootBuffer(operand));
       Operation *producer = nullptr;
-      // Views (kern.reshape) touch no memory: the all-reduce's own view
-      // of its buffer is not what made the gradient.
+      // Views (kern.reshape) touch no memory: the collective's own view of
+      // its buffer is not what made the gradient.
       for (Operation *p = r->getPrevNode(); p && !producer; p = p->getPrevNode())
-        if ((touches(p, root) && !isa<tcc::kern::ReshapeOp>(p)) || p == root.getDefiningOp())
+        if ((touches(p, roots) && !isa<tcc::kern::ReshapeOp>(p)) ||
+            llvm::any_of(roots, [&](Value root) { return p == root.getDefiningOp(); }))
           producer = p;
       std::string node = describe(r);
+      if (!isa<tcc::kern::AllReduceOp>(r))
+        node += " (" + r->getName().getStringRef().str() + ")";
       int64_t ahead = 0;
-      for (Operation *p = producer ? producer->getNextNode() : nullptr; p && p != r.getOperation();
+      for (Operation *p = producer ? producer->getNextNode() : nullptr; p && p != r;
            p = p->getNextNode())
         if (!launchesNothing(p))
           ++ahead;
       if (!producer || ahead == 0) {
-        decisions.push_back(
-            b.getStringAttr(node + ": stays (no kernel between its buffer's last writer and it)"));
+        decisions.push_back(b.getStringAttr(
+            node + ": stays (no kernel between its buffer's last writer and it)"));
         continue;
       }
-      // The buffer value the all-reduce names may be a view made after the
-      // producer: it moves along (views are pure).
-      SmallVector<Operation *> views;
-      for (Value v = r.getBuffer(); Operation *def = v.getDefiningOp();) {
-        if (def->isBeforeInBlock(producer) || def == producer)
-          break;
-        views.push_back(def);
-        auto reshape = dyn_cast<tcc::kern::ReshapeOp>(def);
-        if (!reshape)
-          break;
-        v = reshape.getInput();
-      }
+      // The buffer values the collective names may be views made after the
+      // producer, and its output a fresh alloc: they move along (pure ops).
+      SetVector<Operation *> defs;
+      for (Value operand : r->getOperands())
+        for (Value v = operand; Operation *def = v.getDefiningOp();) {
+          if (def->isBeforeInBlock(producer) || def == producer)
+            break;
+          defs.insert(def);
+          auto reshape = dyn_cast<tcc::kern::ReshapeOp>(def);
+          if (!reshape)
+            break;
+          v = reshape.getInput();
+        }
+      SmallVector<Operation *> ordered(defs.begin(), defs.end());
+      llvm::sort(ordered, [](Operation *x, Operation *y) { return x->isBeforeInBlock(y); });
       Operation *anchor = producer;
-      for (Operation *view : llvm::reverse(views)) {
-        view->moveAfter(anchor);
-        anchor = view;
+      for (Operation *def : ordered) {
+        def->moveAfter(anchor);
+        anchor = def;
       }
       r->moveAfter(anchor);
       std::string decision =

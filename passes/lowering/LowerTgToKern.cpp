@@ -445,6 +445,27 @@ private:
           buffers_[r.getResult()] = out;
           return success();
         })
+        // ZeRO-1: the exchanges write fresh buffers (an all-gather's is
+        // then redirected into its parameter's, see writeResult).
+        .Case([&](tg::ReduceScatterOp r) {
+          Value out = alloc(loc, r.getResult());
+          kern::ReduceScatterOp::create(b_, loc, buf(r.getInput()), out, r.getReductionAttr(),
+                                        r.getRanksAttr());
+          buffers_[r.getResult()] = out;
+          return success();
+        })
+        .Case([&](tg::RankShardOp r) {
+          Value out = alloc(loc, r.getResult());
+          kern::RankShardOp::create(b_, loc, buf(r.getInput()), out, r.getRanksAttr());
+          buffers_[r.getResult()] = out;
+          return success();
+        })
+        .Case([&](tg::AllGatherOp g) {
+          Value out = alloc(loc, g.getResult());
+          kern::AllGatherOp::create(b_, loc, buf(g.getInput()), out, g.getRanksAttr());
+          buffers_[g.getResult()] = out;
+          return success();
+        })
         .Case([&](tg::BroadcastToOp bc) {
           Value out = alloc(loc, bc.getResult());
           buildCopy(b_, loc, buf(bc.getInput()), out);

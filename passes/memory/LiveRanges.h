@@ -29,11 +29,17 @@ inline llvm::DenseMap<mlir::Operation *, int64_t> programOrder(mlir::func::FuncO
 }
 
 // The position of v's last reader or writer, following kern.reshape views
-// (-1: unused).
+// (-1: unused). The input of a ZeRO-1 exchange (kern.reduce_scatter,
+// kern.all_gather) is live to the end of the function: on a GPU the
+// exchange reads it on the communication stream while later kernels run,
+// and the step waits for it only at the end (or before a kernel touching
+// its buffers), so its bytes may not be reused before.
 inline int64_t lastUse(mlir::Value v, const llvm::DenseMap<mlir::Operation *, int64_t> &order) {
   int64_t last = -1;
   for (mlir::Operation *user : v.getUsers()) {
     last = std::max(last, order.lookup(user));
+    if (llvm::isa<kern::ReduceScatterOp, kern::AllGatherOp>(user) && user->getOperand(0) == v)
+      last = std::max(last, static_cast<int64_t>(order.size()));
     if (auto view = llvm::dyn_cast<kern::ReshapeOp>(user))
       last = std::max(last, lastUse(view.getResult(), order));
   }

@@ -58,8 +58,7 @@ struct TgAdamWUpdatePass : tcc::impl::TgAdamWUpdateBase<TgAdamWUpdatePass> {
       Value moments[2];
       StringRef names[2] = {model::kAdamMState, model::kAdamVState};
       for (int k = 0; k < 2; ++k)
-        moments[k] = training::appendOptStateArgument(step, g.param,
-                                                      g.paramIndex, names[k]);
+        moments[k] = training::appendOptStateArgument(step, g, names[k]);
       Type t = g.param.getType();
       auto update = tg::AdamWUpdateOp::create(
           b, training::updateLoc(b, "adamw", g.info), t, t, t, g.param, g.grad,

@@ -10,6 +10,10 @@
 // and @train_step reports `total`, the norm before clipping, as the train
 // output tg.train_output = "grad_norm". Built from tg primitives (mul,
 // reduce_sum, add, sqrt, div, min), so lowering and fusion need nothing new.
+// With ZeRO-1 a gradient result marked tg.grad_shard is this rank's shard
+// only: the squares of the shards are summed over the ranks (one scalar
+// tg.all_reduce, sum) and added to those of the whole gradients, so every
+// rank computes the same global norm.
 // Without tg.grad_clip the module is left unchanged.
 //
 //===----------------------------------------------------------------------===//
@@ -88,17 +92,22 @@ struct TgClipGradNormPass : tcc::impl::TgClipGradNormBase<TgClipGradNormPass> {
     OpBuilder b(ret);
     Location loc = NameLoc::get(b.getStringAttr("grad_clip"));
     auto scalarType = RankedTensorType::get({}, elementType);
-    Value sumOfSquares;
+    // [0]: whole gradients, [1]: shards (summed over the ranks below).
+    Value sums[2];
     for (unsigned i : gradResults) {
       Value g = ret.getOperand(i); // g is (...)
       auto type = cast<RankedTensorType>(g.getType());
       Value squares = tg::MulOp::create(b, loc, type, g, g);
       Value sum = tg::build::reduceAll(b, loc, squares);
-      sumOfSquares = sumOfSquares ? tg::AddOp::create(b, loc, scalarType,
-                                                      sumOfSquares, sum)
-                                        .getResult()
-                                  : sum;
+      Value &total = sums[step.getResultAttr(i, model::kGradShardAttr) ? 1 : 0];
+      total = total ? tg::AddOp::create(b, loc, scalarType, total, sum).getResult() : sum;
     }
+    if (sums[1])
+      sums[1] = tg::AllReduceOp::create(b, loc, scalarType, sums[1], b.getStringAttr("sum"));
+    Value sumOfSquares =
+        sums[0] && sums[1]
+            ? tg::AddOp::create(b, loc, scalarType, sums[0], sums[1]).getResult()
+            : (sums[0] ? sums[0] : sums[1]);
     Value norm = tg::SqrtOp::create(b, loc, scalarType, sumOfSquares);
     Value coefficient = tg::DivOp::create(
         b, loc, scalarType, tg::build::splat(b, loc, scalarType, maxNorm),

@@ -56,8 +56,7 @@ struct TgSgdUpdatePass : tcc::impl::TgSgdUpdateBase<TgSgdUpdatePass> {
             tg::SgdUpdateOp::create(b, loc, g.grad.getType(), g.param, g.grad,
                                     lr, b.getF64FloatAttr(wd)),
             {}};
-      Value buffer = training::appendOptStateArgument(
-          step, g.param, g.paramIndex, model::kMomentumState);
+      Value buffer = training::appendOptStateArgument(step, g, model::kMomentumState);
       auto update = tg::MomentumUpdateOp::create(
           b, loc, g.param.getType(), g.param.getType(), g.param, g.grad,
           buffer, lr, b.getF64FloatAttr(momentum), b.getF64FloatAttr(wd));

@@ -30,16 +30,17 @@ int64_t countOptStateArguments(func::FuncOp f) {
   return n;
 }
 
-BlockArgument appendOptStateArgument(func::FuncOp f, BlockArgument param,
-                                     int64_t paramIndex, StringRef name) {
+BlockArgument appendOptStateArgument(func::FuncOp f, const GradientToApply &g,
+                                     StringRef name) {
   Builder b(f.getContext());
+  SmallVector<NamedAttribute, 3> fields = {
+      b.getNamedAttr("param", b.getI64IntegerAttr(g.paramIndex)),
+      b.getNamedAttr("name", b.getStringAttr(name))};
+  if (g.shardRanks > 0)
+    fields.push_back(b.getNamedAttr(model::kShardRanksField, b.getI64IntegerAttr(g.shardRanks)));
   return model::appendArgument(
-      f, param.getType(),
-      b.getDictionaryAttr(b.getNamedAttr(
-          model::kOptStateAttr,
-          b.getDictionaryAttr(
-              {b.getNamedAttr("param", b.getI64IntegerAttr(paramIndex)),
-               b.getNamedAttr("name", b.getStringAttr(name))}))));
+      f, g.param.getType(),
+      b.getDictionaryAttr(b.getNamedAttr(model::kOptStateAttr, b.getDictionaryAttr(fields))));
 }
 
 BlockArgument appendStepStateArgument(func::FuncOp f, Type type,
@@ -102,6 +103,24 @@ LogicalResult replaceGradientsWithUpdates(
   auto ret = cast<func::ReturnOp>(step.getBody().front().getTerminator());
   SmallVector<Value> results, stateResults;
   SmallVector<Attribute> resultAttrs, stateAttrs;
+  // ZeRO-1: every rank shard is copied out before the first update and
+  // every all-gather follows the last, so that the updates stay adjacent
+  // (kern-fuse-horizontal makes them one launch).
+  DenseMap<unsigned, Value> shards;
+  for (unsigned i = 0; i < step.getNumResults(); ++i) {
+    auto gradOf = step.getResultAttrOfType<IntegerAttr>(i, model::kGradOfAttr);
+    auto shard = step.getResultAttrOfType<IntegerAttr>(i, model::kGradShardAttr);
+    if (!gradOf || !shard)
+      continue;
+    FailureOr<GradientParameter> target =
+        gradientParameter(step, params, gradOf.getInt(), passName, ParamSpec::Optional);
+    if (failed(target))
+      return failure();
+    shards[i] = tg::RankShardOp::create(b, updateLoc(b, "shard", target->info),
+                                        ret.getOperand(i).getType(), target->param, shard);
+  }
+  // The sharded updates: (position in results, the parameter, N).
+  SmallVector<std::tuple<size_t, Value, int64_t>> gathers;
   for (unsigned i = 0; i < step.getNumResults(); ++i) {
     Value grad = ret.getOperand(i);
     auto gradOf = step.getResultAttrOfType<IntegerAttr>(i, model::kGradOfAttr);
@@ -116,7 +135,15 @@ LogicalResult replaceGradientsWithUpdates(
     if (failed(target))
       return failure();
     int64_t firstState = countOptStateArguments(step);
-    ParamUpdate updated = update({target->param, p, grad, target->info});
+    GradientToApply g{target->param, p, grad, target->info};
+    if (Value shard = shards.lookup(i)) {
+      // ZeRO-1: this rank updates its shard of the parameter; every rank's
+      // updated shard is then gathered into the whole parameter (below).
+      g.shardRanks = step.getResultAttrOfType<IntegerAttr>(i, model::kGradShardAttr).getInt();
+      g.param = shard;
+      gathers.push_back({results.size(), target->param, g.shardRanks});
+    }
+    ParamUpdate updated = update(g);
     results.push_back(updated.newParam);
     resultAttrs.push_back(b.getDictionaryAttr(
         b.getNamedAttr(model::kUpdatesParamAttr, b.getI64IntegerAttr(p))));
@@ -126,6 +153,11 @@ LogicalResult replaceGradientsWithUpdates(
           b.getNamedAttr(model::kUpdatesOptStateAttr,
                          b.getI64IntegerAttr(firstState + k))));
     }
+  }
+  for (auto [position, param, ranks] : gathers) {
+    Value shard = results[position];
+    results[position] = tg::AllGatherOp::create(b, shard.getLoc(), param.getType(), shard,
+                                                b.getI64IntegerAttr(ranks));
   }
   results.append(stateResults);
   resultAttrs.append(stateAttrs);

@@ -27,12 +27,6 @@ llvm::SmallVector<mlir::BlockArgument> paramArguments(mlir::func::FuncOp f);
 // The number of tg.opt_state arguments of `f` (the index the next gets).
 int64_t countOptStateArguments(mlir::func::FuncOp f);
 
-// Appends the optimizer-state argument `name` ("adam_m", "momentum", ...) of
-// parameter number `paramIndex`, shaped like `param`.
-mlir::BlockArgument appendOptStateArgument(mlir::func::FuncOp f,
-                                           mlir::BlockArgument param,
-                                           int64_t paramIndex,
-                                           llvm::StringRef name);
 
 // Appends optimizer state of the whole step (no parameter), a tensor of
 // `type` called `name` that starts at `initValue` (the loss scale and its
@@ -70,12 +64,23 @@ gradientParameter(mlir::func::FuncOp step,
                   int64_t paramIndex, llvm::StringRef passName, ParamSpec spec);
 
 // A gradient result of @train_step, with the parameter it belongs to.
+// ZeRO-1 (shardRanks = N > 0, the gradient's tg.grad_shard): `grad` is this
+// rank's 1/N of the gradient and `param` the same shard of the parameter
+// (tg.rank_shard), both 1-D; the optimizer updates them as any parameter.
 struct GradientToApply {
-  mlir::BlockArgument param;
+  mlir::Value param; // the parameter's argument, or this rank's shard of it
   int64_t paramIndex;
   mlir::Value grad;
   std::optional<model::ParamInfo> info; // the parameter's tg.param spec
+  int64_t shardRanks = 0;
 };
+
+// Appends the optimizer-state argument `name` ("adam_m", "momentum", ...) of
+// the parameter `g` updates, shaped like g.param (a shard with ZeRO-1: its
+// tg.opt_state records shard_ranks = N).
+mlir::BlockArgument appendOptStateArgument(mlir::func::FuncOp f,
+                                           const GradientToApply &g,
+                                           llvm::StringRef name);
 
 // What an optimizer makes of one gradient: the updated parameter, and the
 // updated values of the optimizer-state arguments it appended for it (in
@@ -86,7 +91,8 @@ struct ParamUpdate {
 };
 
 // The skeleton every optimizer pass shares: replaces each gradient result
-// of `step` (tg.grad_of) by `update`'s new parameter (tg.updates_param),
+// of `step` (tg.grad_of) by `update`'s new parameter (tg.updates_param;
+// with ZeRO-1, the all-gather of the updated shards),
 // keeps the loss and train outputs, and appends the new optimizer state
 // (tg.updates_opt_state = the state argument's index). A gradient of an
 // unknown parameter is an error "<passName>: ..." on `step`.

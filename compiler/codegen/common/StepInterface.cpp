@@ -246,9 +246,19 @@ FailureOr<StepInterface> collectStepInterface(ModuleOp module, StringRef who) {
       lossName = role.label;
     }
   }
+  if (auto ranks = module->getAttrOfType<IntegerAttr>(model::kShardOptimizerAttr))
+    r.shardRanks = ranks.getInt();
   for (auto [a, role] : llvm::zip_equal(train.getArguments(), *trainRoles)) {
-    if (role.kind == ArgumentRole::OptimizerState)
+    if (role.kind == ArgumentRole::OptimizerState) {
       states.push_back({role.label, mrt(a), role.param}); // initializer if not zeros
+      auto state = train.getArgAttrOfType<DictionaryAttr>(a.getArgNumber(), model::kOptStateAttr);
+      auto param = state ? state.getAs<IntegerAttr>("param") : nullptr;
+      bool sharded = state && state.get(model::kShardRanksField);
+      r.stateShardOf.push_back(sharded && param ? static_cast<int32_t>(param.getInt()) : -1);
+      if (sharded && r.shardRanks == 0)
+        return train.emitError(who) << ": sharded optimizer state without "
+                                    << model::kShardOptimizerAttr << " on the module";
+    }
     else if (role.kind == ArgumentRole::TrainOutput)
       trainOutputs.push_back({role.label, mrt(a), std::nullopt});
   }
@@ -263,7 +273,10 @@ FailureOr<StepInterface> collectStepInterface(ModuleOp module, StringRef who) {
     MemRefType t = c.getType();
     r.trainConstantBytes += t.getNumElements() * tcc::kern::elementBytes(t.getElementType());
   });
-  train.walk([&](tcc::kern::AllReduceOp) { r.dataParallel = true; });
+  train.walk([&](Operation *op) {
+    if (isa<tcc::kern::AllReduceOp, tcc::kern::ReduceScatterOp, tcc::kern::AllGatherOp>(op))
+      r.dataParallel = true;
+  });
   r.trainPlannedBytes = std::move(*planned);
   r.trainPeakBytes = std::move(*peak);
 
@@ -299,6 +312,13 @@ void emitDescriptor(llvm::raw_ostream &s, const StepInterface &iface, StringRef 
   emitTensorTable(s, "tcc_train_outputs", trainOutputs);
   emitDtypeBytes(s, "tcc_train_planned_bytes", iface.trainPlannedBytes);
   emitDtypeBytes(s, "tcc_train_peak_bytes", iface.trainPeakBytes);
+  bool sharded = iface.shardRanks > 0 && !iface.stateShardOf.empty();
+  if (sharded) {
+    s << "static const int32_t tcc_optimizer_state_shard_of[] = {";
+    for (auto [i, p] : llvm::enumerate(iface.stateShardOf))
+      s << (i ? ", " : "") << p;
+    s << "};\n";
+  }
   auto table = [](const auto &t, StringRef name) {
     return std::to_string(t.size()) + ", " +
            (t.empty() ? std::string("nullptr") : name.str());
@@ -326,7 +346,9 @@ void emitDescriptor(llvm::raw_ostream &s, const StepInterface &iface, StringRef 
     << "  " << table(iface.trainPeakBytes, "tcc_train_peak_bytes")
     << ", // train temporaries live at the memory peak\n"
     << "  " << iface.trainConstantBytes << ", // train constant-table bytes\n"
-    << "  " << (iface.dataParallel ? 1 : 0) << ", // data parallel (kern.all_reduce)\n};\n\n"
+    << "  " << (iface.dataParallel ? 1 : 0) << ", // data parallel (kern.all_reduce)\n"
+    << "  " << iface.shardRanks << ", " << (sharded ? "tcc_optimizer_state_shard_of" : "nullptr")
+    << ", // ZeRO-1: ranks, each optimizer state's parameter (-1: whole)\n};\n\n"
     << "extern \"C\" __attribute__((visibility(\"default\"))) const tcc_step_descriptor *\n"
     << "tcc_step_get_descriptor(void) { return &tcc_descriptor; }\n";
 }

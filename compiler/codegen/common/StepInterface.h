@@ -72,6 +72,12 @@ struct StepInterface {
   // The train step combines its gradients over ranks (kern.all_reduce,
   // tcc compile --data-parallel): the descriptor's data_parallel.
   bool dataParallel = false;
+  // ZeRO-1 (tcc compile --shard-optimizer N): N (0: not sharded), and for
+  // each optimizer state tensor the parameter it holds this rank's shard of
+  // (-1: whole): the descriptor's shard_optimizer_ranks and
+  // optimizer_state_shard_of.
+  int64_t shardRanks = 0;
+  SmallVector<int32_t> stateShardOf;
 };
 
 // `who` prefixes errors ("cpu codegen").

@@ -108,6 +108,43 @@ private:
     return result;
   }
 
+  // ZeRO-1 (kern.reduce_scatter, kern.rank_shard, kern.all_gather): a
+  // shard is this rank's 1/R of the whole buffer. The step refuses to run
+  // at another world size than the R it was compiled for; one rank
+  // without collectives (R = 1) copies.
+  LogicalResult emitShardExchange(Operation *op) {
+    Value in = op->getOperand(0), out = op->getOperand(1);
+    int64_t ranks = cast<IntegerAttr>(op->getAttr("ranks")).getInt();
+    MemRefType shard = mrt(isa<kern::AllGatherOp>(op) ? in : out);
+    int64_t count = shard.getNumElements();
+    int64_t bytes = count * kern::elementBytes(shard.getElementType());
+    os_ << "  {\n    const tcc_collectives *c = static_cast<const tcc_collectives *>("
+           "args->collectives);\n"
+        << llvm::formatv("    if (c ? c->world_size != {0} : {0} != 1) return TCC_STATUS_BAD_ARGS; "
+                         "// compiled for {0} ranks (--shard-optimizer)\n",
+                         ranks);
+    std::string dtype = abiDType(shard.getElementType());
+    if (auto rs = dyn_cast<kern::ReduceScatterOp>(op))
+      os_ << llvm::formatv(
+          "    if (!c) std::memcpy({1}, {0}, {3});\n"
+          "    else if (int32_t rc = c->reduce_scatter(c->context, {0}, {1}, {2}, {4}, {5}, "
+          "nullptr)) return rc;\n",
+          name(in), name(out), count, bytes, dtype,
+          rs.getReduction() == "sum" ? "TCC_REDUCE_SUM" : "TCC_REDUCE_MEAN");
+    else if (isa<kern::AllGatherOp>(op))
+      os_ << llvm::formatv(
+          "    if (!c) std::memcpy({1}, {0}, {3});\n"
+          "    else if (int32_t rc = c->all_gather(c->context, {0}, {1}, {2}, {4}, nullptr)) "
+          "return rc;\n",
+          name(in), name(out), count, bytes, dtype);
+    else
+      os_ << llvm::formatv("    std::memcpy({1}, {0} + static_cast<int64_t>(c ? c->rank : 0) * {2}, "
+                           "{3}); // this rank's shard\n",
+                           name(in), name(out), count, bytes);
+    os_ << "  }\n";
+    return success();
+  }
+
   LogicalResult emitKernel(Operation *op, double &flops) {
     return llvm::TypeSwitch<Operation *, LogicalResult>(op)
         .Case([&](kern::WorkspaceViewOp v) {
@@ -142,6 +179,8 @@ private:
               r.getReduction());
           return success();
         })
+        .Case<kern::ReduceScatterOp, kern::RankShardOp, kern::AllGatherOp>(
+            [&](Operation *zero) { return emitShardExchange(zero); })
         .Case([&](kern::FillOp fill) {
           MemRefType t = mrt(fill.getOut());
           Type et = t.getElementType();

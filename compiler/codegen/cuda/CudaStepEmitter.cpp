@@ -169,16 +169,20 @@ CudaStepEmitter::Footprint CudaStepEmitter::footprint(Value buffer) {
   return {buffer, 0, 0};
 }
 
+void CudaStepEmitter::declareCollectives(llvm::raw_ostream &os) {
+  if (declaredCollectives_)
+    return;
+  os << "  const tcc_collectives *tcc_ranks = static_cast<const tcc_collectives "
+        "*>(args->collectives);\n";
+  declaredCollectives_ = true;
+}
+
 LogicalResult CudaStepEmitter::emitAllReduce(kern::AllReduceOp r, llvm::raw_ostream &os) {
   auto t = cast<MemRefType>(r.getBuffer().getType());
   Type et = t.getElementType();
   if (!et.isF64() && !et.isF32() && !et.isBF16() && !et.isF16())
     return r.emitError("cuda codegen: kern.all_reduce of ") << et << " (f32, bf16, f16, f64 only)";
-  if (!declaredCollectives_) {
-    os << "  const tcc_collectives *tcc_ranks = static_cast<const tcc_collectives "
-          "*>(args->collectives);\n";
-    declaredCollectives_ = true;
-  }
+  declareCollectives(os);
   std::string node = locName(r->getLoc());
   os << llvm::formatv(
       "  if (tcc_ranks && tcc_ranks->all_reduce(tcc_ranks->context, {0}, {1}, {2}, {3}, s)) "
@@ -188,6 +192,53 @@ LogicalResult CudaStepEmitter::emitAllReduce(kern::AllReduceOp r, llvm::raw_ostr
       r.getReduction() == "sum" ? "TCC_REDUCE_SUM" : "TCC_REDUCE_MEAN", r.getReduction(),
       node.empty() ? std::string("a buffer") : node);
   reducing_.push_back(footprint(r.getBuffer()));
+  return success();
+}
+
+LogicalResult CudaStepEmitter::emitShardExchange(Operation *op, llvm::raw_ostream &os) {
+  Value in = op->getOperand(0), out = op->getOperand(1);
+  int64_t ranks = cast<IntegerAttr>(op->getAttr("ranks")).getInt();
+  auto shard = cast<MemRefType>((isa<kern::AllGatherOp>(op) ? in : out).getType());
+  int64_t count = shard.getNumElements();
+  int64_t bytes = count * kern::elementBytes(shard.getElementType());
+  std::string node = locName(op->getLoc());
+  if (node.empty())
+    node = "a buffer";
+  declareCollectives(os);
+  os << llvm::formatv(
+      "  if (tcc_ranks ? tcc_ranks->world_size != {0} : {0} != 1) "
+      "return tcc_cuda_host::set_error(\"the step shards its optimizer over {0} ranks (tcc "
+      "compile --shard-optimizer {0}) and runs at another world size\");\n",
+      ranks);
+  std::string copy = llvm::formatv("cudaMemcpyAsync({1}, {0}, {2}, cudaMemcpyDeviceToDevice, s)",
+                                   name(in), name(out), bytes);
+  if (auto rs = dyn_cast<kern::ReduceScatterOp>(op)) {
+    os << llvm::formatv(
+        "  if (tcc_ranks ? tcc_ranks->reduce_scatter(tcc_ranks->context, {0}, {1}, {2}, {3}, {4}, s) "
+        "!= 0 : {5} != cudaSuccess) return tcc_cuda_host::set_error(\"data parallel: the "
+        "reduce-scatter of {6} failed (trun adds the back end's error)\");\n",
+        name(in), name(out), count, abiDType(shard.getElementType()),
+        rs.getReduction() == "sum" ? "TCC_REDUCE_SUM" : "TCC_REDUCE_MEAN", copy, node);
+  } else if (isa<kern::AllGatherOp>(op)) {
+    os << llvm::formatv(
+        "  if (tcc_ranks ? tcc_ranks->all_gather(tcc_ranks->context, {0}, {1}, {2}, {3}, s) != 0 "
+        ": {4} != cudaSuccess) return tcc_cuda_host::set_error(\"data parallel: the all-gather "
+        "of {5} failed (trun adds the back end's error)\");\n",
+        name(in), name(out), count, abiDType(shard.getElementType()), copy, node);
+  } else {
+    // This rank's shard: a copy on the step stream (the rank is fixed for
+    // the process, so a captured CUDA graph may keep the offset).
+    os << llvm::formatv(
+        "  if (cudaMemcpyAsync({1}, {0} + static_cast<int64_t>(tcc_ranks ? tcc_ranks->rank : 0) * "
+        "{2}, {3}, cudaMemcpyDeviceToDevice, s) != cudaSuccess) return "
+        "tcc_cuda_host::set_error(\"copying this rank's shard of {4} failed\");\n",
+        name(in), name(out), count, bytes, node);
+    return success();
+  }
+  // Queued on the communication stream: later kernels touching either
+  // buffer wait for it.
+  reducing_.push_back(footprint(in));
+  reducing_.push_back(footprint(out));
   return success();
 }
 
@@ -201,8 +252,9 @@ void CudaStepEmitter::waitForReductions(llvm::raw_ostream &os) {
 
 void CudaStepEmitter::waitIfTouchingReduced(Operation *op, llvm::raw_ostream &os) {
   if (reducing_.empty() ||
-      isa<kern::AllReduceOp, kern::WorkspaceViewOp, kern::ReshapeOp, kern::ConstantOp>(op))
-    return;
+      isa<kern::AllReduceOp, kern::ReduceScatterOp, kern::AllGatherOp, kern::WorkspaceViewOp,
+          kern::ReshapeOp, kern::ConstantOp>(op))
+    return; // (the exchanges are ordered on the communication stream)
   for (Value operand : op->getOperands()) {
     if (!isa<MemRefType>(operand.getType()))
       continue;
@@ -243,6 +295,8 @@ LogicalResult CudaStepEmitter::emitOp(Operation *op, llvm::raw_ostream &os, doub
       .Case([&](kern::ReduceOp r) { return emitReduce(r, os, flops); })
       .Case([&](kern::FillOp f) { return emitFill(f, os); })
       .Case([&](kern::AllReduceOp r) { return emitAllReduce(r, os); })
+      .Case<kern::ReduceScatterOp, kern::RankShardOp, kern::AllGatherOp>(
+          [&](Operation *zero) { return emitShardExchange(zero, os); })
       .Case<kern::TransposeOp, kern::SliceOp, kern::ConcatOp>([&](Operation *copy) {
         std::string family = isa<kern::TransposeOp>(copy) ? "transpose"
                              : isa<kern::SliceOp>(copy)   ? "slice"

@@ -6,6 +6,7 @@
 //                        [--keep-global-batch] [--loss-chunks N|auto]
 //                        [--compile-to PHASE] [--cxx COMPILER] [--no-native]
 //                        [--emit-gradients] [--deterministic]
+//                        [--data-parallel] [--shard-optimizer N]
 //                        [--loss-scale dynamic|none]
 //                        [--initial-loss-scale V]
 //                        [--loss-scale-growth-interval N] [-v]
@@ -116,6 +117,13 @@ Options:
                         backward on cuda) before clipping and the
                         optimizer; one rank: unchanged results. Train it
                         with trun --nproc N (docs/distributed.md)
+  --shard-optimizer N   ZeRO-1, implies --data-parallel: the step runs on N
+                        ranks exactly, and each keeps the optimizer state of
+                        1/N of every parameter whose size N divides (its
+                        gradient reduce-scattered, its shard updated, then
+                        all-gathered); the rest stay whole. Optimizer memory
+                        per rank about 1/N (dump:
+                        NN-tg-all-reduce-gradients-report.txt)
   --keep-global-batch   with --batch: gradient accumulation over global /
                         batch micro-batches keeps the model's global batch
                         (auto: the largest divisor of it that fits)
@@ -288,6 +296,16 @@ int compileMain(int argc, char **argv) {
       }
     } else if (a == "--data-parallel") {
       args.dataParallel = true;
+    } else if (flag == "--shard-optimizer") {
+      if (!value(v))
+        return usageError("--shard-optimizer needs the number of ranks the step will run on");
+      char *end = nullptr;
+      long n = std::strtol(v.c_str(), &end, 10);
+      if (v.empty() || *end || n < 1 || n > 65536)
+        return usageError("--shard-optimizer needs a number of ranks from 1 to 65536, got '" + v +
+                          "'");
+      args.shardOptimizer = n;
+      args.dataParallel = true; // sharding is data parallelism's
     } else if (a == "--keep-global-batch") {
       args.keepGlobalBatch = true;
     } else if (flag == "--precision") {
@@ -373,6 +391,9 @@ int compileMain(int argc, char **argv) {
   }
   if (args.model.empty())
     return usageError("no model file given");
+  if (args.shardOptimizer > 0 && args.emitGradients)
+    return usageError("--shard-optimizer shards the optimizer's state; --emit-gradients runs no "
+                      "optimizer");
   if (args.output.empty())
     return usageError("no output given (-o PATH)");
   if (args.target.empty())
