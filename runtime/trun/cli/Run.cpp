@@ -586,10 +586,12 @@ absl::Status RunTrun(const Options &options, std::ostream &out) {
   // A launcher's job of one rank runs a data-parallel step through its
   // back end too (NCCL or MPI with one rank: what --nproc 1 checks).
   const bool join = rank->distributed() || (rank->launcher != Launcher::kNone && IsDataParallel(d));
-  if (join)
-    if (absl::Status s = CheckRanksCanTrain(absl::StrCat("started as ", rank->Describe()), d);
-        !s.ok())
-      return s;
+  if (absl::Status s =
+          join ? CheckRanksCanTrain(absl::StrCat("started as ", rank->Describe()), d,
+                                    rank->world_size)
+               : CheckShardRanks("started as one process", d, 1);
+      !s.ok())
+    return s;
   if (absl::Status s = CheckGlobalBatch(options, rank->world_size, binding->batch_size); !s.ok())
     return s;
   // Each local rank drives its own GPU unless --gpu says otherwise.

@@ -31,13 +31,27 @@ absl::Status CheckGlobalBatch(const Options &options, int64_t world, int64_t B) 
 }
 
 // `who`: "started as rank 1 of 2 (...)" or "--nproc 2".
-absl::Status CheckRanksCanTrain(const std::string &who, const tcc_step_descriptor &d) {
+absl::Status CheckRanksCanTrain(const std::string &who, const tcc_step_descriptor &d,
+                                int world_size) {
   if (!IsDataParallel(d))
     return absl::FailedPreconditionError(absl::StrCat(
         who, ", but step '", d.model_name,
         "' was compiled for one rank: its ranks would each train their own copy. Compile it "
         "with tcc compile --data-parallel to train across ranks"));
-  return absl::OkStatus();
+  return CheckShardRanks(who, d, world_size);
+}
+
+absl::Status CheckShardRanks(const std::string &who, const tcc_step_descriptor &d,
+                             int world_size) {
+  const int32_t shards = ShardOptimizerRanks(d);
+  if (shards == 0 || shards == world_size)
+    return absl::OkStatus();
+  return absl::FailedPreconditionError(absl::StrCat(
+      who, ", but step '", d.model_name, "' shards its optimizer state over exactly ", shards,
+      shards == 1 ? " rank" : " ranks", " (tcc compile --shard-optimizer ", shards, "): run it on ",
+      shards, shards == 1 ? " rank" : " ranks", " (trun --nproc ", shards,
+      "), or compile it with --shard-optimizer ", world_size,
+      " (its checkpoints resume at any world size)"));
 }
 
 // The back end of the step's target: MPI for cpu steps, NCCL for cuda.
@@ -168,7 +182,7 @@ absl::StatusOr<int> LaunchRanks(const Options &options, const std::vector<std::s
   if (!binding.ok())
     return binding.status();
   if (absl::Status s =
-          CheckRanksCanTrain(absl::StrCat("--nproc ", options.nproc), d);
+          CheckRanksCanTrain(absl::StrCat("--nproc ", options.nproc), d, options.nproc);
       !s.ok())
     return s;
   if (absl::Status s = CheckGlobalBatch(options, options.nproc, binding->batch_size); !s.ok())

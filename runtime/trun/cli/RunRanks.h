@@ -29,10 +29,15 @@ absl::StatusOr<int> LaunchRanks(const Options &options, const std::vector<std::s
 // --global-batch: ranks x the step's batch B must be what the user meant.
 absl::Status CheckGlobalBatch(const Options &options, int64_t world, int64_t B);
 
-// Whether step `d` may train as one of several ranks: compiled with
-// --data-parallel. `who`: "started as rank 1 of 2 (...)" or
-// "--nproc 2", for the message.
-absl::Status CheckRanksCanTrain(const std::string &who, const tcc_step_descriptor &d);
+// Whether step `d` may train as one of `world_size` ranks: compiled with
+// --data-parallel (and, if sharded, for that many ranks). `who`: "started
+// as rank 1 of 2 (...)" or "--nproc 2", for the message.
+absl::Status CheckRanksCanTrain(const std::string &who, const tcc_step_descriptor &d,
+                                int world_size);
+// A step compiled with --shard-optimizer N runs on exactly N ranks: an error
+// naming `who` ("--nproc 4", "started as ...", "one process") otherwise.
+absl::Status CheckShardRanks(const std::string &who, const tcc_step_descriptor &d,
+                             int world_size);
 
 // The back end of the step's target: MPI for cpu steps, NCCL for cuda (on
 // GPU `gpu`).

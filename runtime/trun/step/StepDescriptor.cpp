@@ -7,6 +7,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstddef>
 #include <cstring>
@@ -368,6 +369,26 @@ void PrintDescriptorInfo(const tcc_step_descriptor &d, std::ostream &out) {
                               "the ranks; trun --nproc, torchrun, srun or mpirun)\n"
                             : "data parallel: no (one rank; tcc compile --data-parallel "
                               "to train across ranks)\n");
+  if (int32_t ranks = ShardOptimizerRanks(d)) {
+    // The descriptor's optimizer state sizes are one rank's (its shards).
+    int64_t per_rank = 0, whole = 0;
+    int32_t sharded = 0;
+    for (int32_t i = 0; i < d.num_optimizer_state; ++i) {
+      per_rank += d.optimizer_state[i].size_bytes;
+      int32_t p = d.optimizer_state_shard_of[i];
+      if (p >= 0 && p < d.num_params) {
+        ++sharded;
+        whole += d.params[p].num_elements * (d.optimizer_state[i].size_bytes /
+                                             std::max<int64_t>(d.optimizer_state[i].num_elements, 1));
+      } else {
+        whole += d.optimizer_state[i].size_bytes;
+      }
+    }
+    out << absl::StrFormat(
+        "optimizer sharded (ZeRO-1): over exactly %d ranks; %d of %d state tensors sharded; "
+        "%d bytes of optimizer state per rank (%d unsharded)\n",
+        ranks, sharded, d.num_optimizer_state, per_rank, whole);
+  }
   PrintMemoryByPrecision(d, out);
 }
 

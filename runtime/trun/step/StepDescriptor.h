@@ -48,6 +48,16 @@ inline bool IsDataParallel(const tcc_step_descriptor &d) {
   return tcc_step_descriptor_has_data_parallel(&d) && d.data_parallel == 1;
 }
 
+// N of a step compiled with tcc compile --shard-optimizer N (ZeRO-1: it
+// runs on exactly N ranks); 0 for other steps and steps built before the
+// field.
+inline int32_t ShardOptimizerRanks(const tcc_step_descriptor &d) {
+  if (!tcc_step_descriptor_has_shard_optimizer(&d) || d.shard_optimizer_ranks < 1 ||
+      !d.optimizer_state_shard_of)
+    return 0;
+  return d.shard_optimizer_ranks;
+}
+
 void PrintDescriptorInfo(const tcc_step_descriptor &descriptor,
                          std::ostream &out);
 

@@ -41,12 +41,19 @@ TrainingSession::Open(const Options &options,
   }
   if (session->checkpoints_ && ranks)
     session->checkpoints_->set_world_size(ranks->world_size());
+  // ZeRO-1: checkpoints hold the whole optimizer state (ShardedOptimizerState.h).
+  session->sharded_ = ShardedOptimizerState::ForStep(descriptor);
   if (options.resume) {
     CheckpointDir &dir = *session->checkpoints_;
     std::vector<std::string> warnings;
+    ShardedOptimizerState *sharded = session->sharded_.get();
     absl::StatusOr<LoadedCheckpoint> loaded =
-        dir.LoadNewest(descriptor, trainer.mutable_params(),
-                       trainer.mutable_optimizer_state(), warnings);
+        sharded ? dir.LoadNewest(sharded->whole_descriptor(), trainer.mutable_params(),
+                                 sharded->mutable_whole(), warnings)
+                : dir.LoadNewest(descriptor, trainer.mutable_params(),
+                                 trainer.mutable_optimizer_state(), warnings);
+    if (loaded.ok() && sharded) // this rank's shards of the whole tensors
+      sharded->Scatter(ranks ? ranks->rank() : 0, trainer.mutable_optimizer_state());
     for (const std::string &warning : warnings)
       out << "warning: " << warning << "\n";
     if (absl::IsNotFound(loaded.status())) {
@@ -125,6 +132,14 @@ std::string TrainingSession::LastCheckpointNote() const {
 
 absl::Status TrainingSession::WriteCheckpoint(const TrainingPlan &plan,
                                               int64_t cursor) {
+  if (sharded_) {
+    // ZeRO-1: every rank sends its shards of the optimizer state; the lead
+    // rank writes them as whole tensors.
+    if (absl::Status s = trainer_.SyncToHost(); !s.ok())
+      return WithContext(s, "checkpoint failed: ");
+    if (absl::Status s = sharded_->Gather(ranks_, trainer_.optimizer_state()); !s.ok())
+      return WithContext(s, "checkpoint failed: ");
+  }
   if (!writes_) // the lead rank writes the (replicated) state
     return absl::OkStatus();
   TrainState state;
@@ -141,8 +156,10 @@ absl::Status TrainingSession::WriteCheckpoint(const TrainingPlan &plan,
   if (absl::Status s = trainer_.SyncToHost(); !s.ok())
     return WithContext(s, "checkpoint failed: ");
   absl::StatusOr<std::string> path =
-      checkpoints_->Write(descriptor_, state, trainer_.params(),
-                          trainer_.optimizer_state(), options_.keep);
+      sharded_ ? checkpoints_->Write(sharded_->whole_descriptor(), state, trainer_.params(),
+                                     sharded_->whole(), options_.keep)
+               : checkpoints_->Write(descriptor_, state, trainer_.params(),
+                                     trainer_.optimizer_state(), options_.keep);
   if (!path.ok()) // the caller names the last good checkpoint
     return WithContext(path.status(), "checkpoint failed: ");
   last_checkpoint_ = *path;
