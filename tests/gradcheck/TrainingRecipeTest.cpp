@@ -448,6 +448,66 @@ TEST_F(TrainingRecipe, AccumulateClipAdamWInPipelineOrder) {
   EXPECT_TRUE(clippedOnce) << "the threshold should clip at least one step";
 }
 
+// ZeRO-1 at one rank (tg.shard_optimizer = 1; the interpreter is one rank):
+// tg-all-reduce-gradients reduce-scatters every gradient, clipping sums the
+// shards' squares through an all-reduce, AdamW updates each parameter's
+// shard with flattened state and all-gathers it. The same function as the
+// recipe without sharding: losses, norms, weights and (flattened) state
+// over three steps. Across ranks: tests/e2e/data_parallel_cpu_test.py.
+TEST_F(TrainingRecipe, ShardedOptimizerAtOneRankIsTheSameStep) {
+  auto recipe = [](model::Model &m) {
+    model::Optimizer::AdamW *o = m.mutable_training()->mutable_optimizer()->mutable_adamw();
+    o->set_learning_rate(0.01);
+    o->set_weight_decay(0.01);
+    m.mutable_training()->set_grad_clip(0.05);
+  };
+  OwningOpRef<ModuleOp> plain = importMlp(context(), 4, recipe);
+  OwningOpRef<ModuleOp> sharded = importMlp(context(), 4, recipe);
+  ASSERT_TRUE(plain && sharded);
+  Builder b(&context());
+  (*sharded)->setAttr(model::kDataParallelAttr, b.getUnitAttr());
+  (*sharded)->setAttr(model::kShardOptimizerAttr, b.getI64IntegerAttr(1));
+  ASSERT_TRUE(succeeded(runRecipePasses(
+      *plain, {RecipePass::Autodiff, RecipePass::Clip, RecipePass::AdamW})));
+  ASSERT_TRUE(succeeded(runRecipePasses(*sharded, {RecipePass::Autodiff, RecipePass::AllReduce,
+                                                   RecipePass::Clip, RecipePass::AdamW})));
+  int64_t scattered = 0, gathered = 0;
+  trainStep(*sharded).walk([&](Operation *op) {
+    scattered += isa<tg::ReduceScatterOp>(op);
+    gathered += isa<tg::AllGatherOp>(op);
+  });
+  EXPECT_EQ(scattered, 4); // two weights, two biases
+  EXPECT_EQ(gathered, 4);
+
+  std::mt19937_64 rng(seed());
+  StepValues a = randomValues(trainStep(*plain), rng);
+  StepValues z = a;
+  for (int64_t step = 0; step < 3; ++step) {
+    SCOPED_TRACE("step " + std::to_string(step));
+    a.step = z.step = step;
+    a.learningRate = z.learningRate = lrAt(step);
+    StepResults one = runStep(trainStep(*plain), a);
+    StepResults two = runStep(trainStep(*sharded), z);
+    EXPECT_NEAR(two.loss, one.loss, 1e-12 * std::fabs(one.loss));
+    double norm = one.trainOutputs.at("grad_norm").data[0];
+    EXPECT_NEAR(two.trainOutputs.at("grad_norm").data[0], norm, 1e-12 * norm);
+    for (auto &[p, w] : one.updatedParams) {
+      expectClose(two.updatedParams.at(p), w, 1e-12, "param " + std::to_string(p));
+      a.params[p] = w;
+      z.params[p] = two.updatedParams.at(p);
+    }
+    ASSERT_EQ(two.updatedState.size(), one.updatedState.size());
+    for (auto &[key, state] : one.updatedState) {
+      Tensor flat = two.updatedState.at(key);
+      ASSERT_EQ(flat.shape.size(), 1u) << "sharded state is 1-D";
+      flat.shape = state.shape;
+      expectClose(flat, state, 1e-12, key.second + " of param " + std::to_string(key.first));
+    }
+    a.state = one.updatedState;
+    z.state = two.updatedState;
+  }
+}
+
 // models::ModelBuilder's recipe helpers write what the importer turns into
 // the module attributes the passes read.
 TEST_F(TrainingRecipe, ModelBuilderRecipeReachesTheModuleAttributes) {

@@ -44,6 +44,9 @@ LogicalResult runRecipePasses(ModuleOp module,
     case RecipePass::UpdateLossScale:
       pm.addPass(createTgUpdateLossScale());
       break;
+    case RecipePass::AllReduce:
+      pm.addPass(createTgAllReduceGradients());
+      break;
     }
   }
   return pm.run(module);

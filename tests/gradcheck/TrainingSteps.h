@@ -22,7 +22,8 @@ namespace tcc::gradcheck {
 // The training-recipe passes, in the order given to runRecipePasses.
 enum class RecipePass {
   Autodiff, Accumulate, Clip, Sgd, AdamW, EmitGradients,
-  UnscaleGradients, UpdateLossScale // loss scaling (tg.loss_scaling)
+  UnscaleGradients, UpdateLossScale, // loss scaling (tg.loss_scaling)
+  AllReduce // data parallelism (tg.data_parallel, tg.shard_optimizer)
 };
 
 mlir::LogicalResult runRecipePasses(mlir::ModuleOp module,

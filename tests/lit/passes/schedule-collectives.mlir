@@ -50,3 +50,28 @@ func.func @plain(%x: memref<2xf32>) {
   kern.fill %x {value = 0.0 : f64} : memref<2xf32>
   return
 }
+
+// ZeRO-1: the reduce-scatter of g moves to right after g's writer, with the
+// fresh alloc of its shard; the all-gather of the updated shard into w moves
+// to right after the update, ahead of the next parameter's.
+// CHECK-LABEL: func.func @zero
+// CHECK: kern.fill %arg1 {value = 3.000000e+00 : f64} : memref<4xf32>
+// CHECK-NEXT: %[[SHARD:.*]] = kern.alloc : memref<2xf32>
+// CHECK-NEXT: kern.reduce_scatter %arg1, %[[SHARD]] {kern.schedule_collectives = "rs (kern.reduce_scatter): after gw, ahead of 2 kernels", ranks = 2 : i64, reduction = "mean"}
+// CHECK-NEXT: kern.fill %arg2 {value = 4.000000e+00 : f64}
+// CHECK: kern.fill %[[NEW:.*]] {value = 5.000000e+00 : f64} : memref<2xf32>
+// CHECK-NEXT: kern.all_gather %[[NEW]], %arg0 {kern.schedule_collectives = "ag (kern.all_gather): after update, ahead of 1 kernels", ranks = 2 : i64}
+// CHECK-NEXT: kern.fill %arg3 {value = 6.000000e+00 : f64} : memref<2xf32>
+// CHECK-NEXT: return
+func.func @zero(%w: memref<4xf32>, %g: memref<4xf32>, %other: memref<2x2xf32>, %state: memref<2xf32>) {
+  kern.fill %g {value = 3.0 : f64} : memref<4xf32> loc("gw")
+  kern.fill %other {value = 4.0 : f64} : memref<2x2xf32> loc("more backward")
+  kern.fill %other {value = 4.5 : f64} : memref<2x2xf32> loc("even more")
+  %shard = kern.alloc : memref<2xf32>
+  kern.reduce_scatter %g, %shard {reduction = "mean", ranks = 2 : i64} : memref<4xf32>, memref<2xf32> loc("rs")
+  %new = kern.alloc : memref<2xf32>
+  kern.fill %new {value = 5.0 : f64} : memref<2xf32> loc("update")
+  kern.fill %state {value = 6.0 : f64} : memref<2xf32> loc("other update")
+  kern.all_gather %new, %w {ranks = 2 : i64} : memref<2xf32>, memref<4xf32> loc("ag")
+  return
+}
