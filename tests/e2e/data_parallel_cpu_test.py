@@ -7,12 +7,17 @@ mpirun, which trun --nproc runs for a cpu step), on the gpt_char sample:
     rank 0 alone prints and writes the metrics; likewise an image
     classifier (the MLP sample on Fashion-MNIST, 2 x 32 against 1 x 64,
     30 steps, the same test accuracy);
+  * ZeRO-1 (tcc compile --shard-optimizer 2): 2 ranks x batch 4, each
+    keeping half of the AdamW state, give the same losses (50 steps,
+    1e-5) with half the optimizer state per rank (trun --info);
   * a 2-rank checkpoint resumes on 1 rank (batch 8) and a 1-rank one on 2
-    ranks, each continuing with the losses of the uninterrupted run;
+    ranks, each continuing with the losses of the uninterrupted run; the
+    same with the 2 ranks sharding their optimizer state (ZeRO-1);
   * killing rank 1 ends the job within 60 s, and mpirun names rank 1;
     stopping rank 1 (alive, silent) ends it through rank 0's watchdog
     (TCC_DIST_TIMEOUT=5);
   * bad input, each a clear error: a --global-batch the ranks do not make,
+    a ZeRO-1 step for 2 ranks on 1 rank or in one process,
     a step compiled for one rank, ranks running different step libraries,
     ranks resuming from different checkpoints, ranks given different flags,
     a cpu step under torchrun's variables, mpirun or the MPI plugin missing.
@@ -105,6 +110,8 @@ def main():
     dp_other = os.path.join(WORK, "b4_dp_other.so")
     run([TCC, "compile", "--target", "cpu", "--batch", "8", MODEL, "-o", one])
     run([TCC, "compile", "--target", "cpu", "--batch", "4", "--data-parallel", MODEL, "-o", dp])
+    zero = os.path.join(WORK, "b4_zero2.so")
+    run([TCC, "compile", "--target", "cpu", "--batch", "4", "--shard-optimizer", "2", MODEL, "-o", zero])
     # Another data-parallel step with inputs of the same shape (it keeps the
     # model's batch of 32 by accumulating 8 micro-batches of 4): the
     # fingerprint check must tell the two apart.
@@ -121,6 +128,21 @@ def main():
         fail("rank 0 alone should print (one 'ranks:' line, one summary):\n" + text)
     # Validation: each rank its rows of the same batches, the mean over ranks.
     close(val_losses("double"), val_losses("single"), "validation, 2 ranks vs 1")
+
+    # 1a. ZeRO-1: the same steps with each rank updating half of every
+    # parameter and keeping half of the AdamW state.
+    sharded, text = trun([zero, "--nproc", "2", "--data", data, "--steps", str(STEPS), "--val", val,
+                          "--eval-every", "25", "--eval-batches", "2"], "zero")
+    close(sharded, single, "ZeRO-1: 2 ranks x batch 4 vs 1 rank x batch 8")
+    close(val_losses("zero"), val_losses("single"), "ZeRO-1: validation, 2 ranks vs 1")
+    info = subprocess.run([TRUN, zero, "--info"], capture_output=True, text=True, check=True).stdout
+    line = next((l for l in info.splitlines() if l.startswith("optimizer sharded")), None)
+    if not line:
+        fail("trun --info of a ZeRO-1 step has no 'optimizer sharded' line:\n" + info)
+    per_rank, whole = [int(w) for w in line.replace("(", " ").split() if w.isdigit()][-2:]
+    if per_rank * 2 != whole:
+        fail("ZeRO-1 over 2 ranks should hold half of the optimizer state per rank: " + line)
+    print("ok: " + line)
 
     # 1b. An image classifier (the MLP sample on Fashion-MNIST): 2 ranks x
     # 32 images train like 1 x 64; the test split's accuracy is the same.
@@ -140,7 +162,9 @@ def main():
 
     # 2. Resume across world sizes (the same global batch).
     half = STEPS // 2
-    for first, then, tag in (([dp, "--nproc", "2"], [one], "2to1"), (([one], [dp, "--nproc", "2"], "1to2"))):
+    for first, then, tag in (([dp, "--nproc", "2"], [one], "2to1"), ([one], [dp, "--nproc", "2"], "1to2"),
+                             ([zero, "--nproc", "2"], [one], "zero2to1"),
+                             ([one], [zero, "--nproc", "2"], "1tozero2")):
         ckpt = os.path.join(WORK, "ckpt_" + tag)
         trun(first + ["--data", data, "--steps", str(half), "--ckpt-dir", ckpt], tag + "_a")
         resumed, out = trun(then + ["--data", data, "--steps", str(STEPS), "--ckpt-dir", ckpt, "--resume"],
@@ -190,6 +214,11 @@ def main():
                  "2 ranks do not divide a global batch of 9", what="--global-batch 9 on 2 ranks")
     expect_error([TRUN, one, "--nproc", "2"] + common, "was compiled for one rank",
                  what="a one-rank step under --nproc")
+    expect_error([TRUN, zero, "--nproc", "1"] + common,
+                 "shards its optimizer state over exactly 2 ranks (tcc compile --shard-optimizer 2)",
+                 what="a ZeRO-1 step for 2 ranks on 1")
+    expect_error([TRUN, zero] + common, "started as one process, but step",
+                 what="a ZeRO-1 step for 2 ranks in one process")
     expect_error(["mpirun", "-np", "1"] + mpirun_flags() + [TRUN, dp] + common + [":", "-np", "1"] +
                  [TRUN, dp_other] + common,
                  "the ranks loaded different step libraries", what="different step libraries")
