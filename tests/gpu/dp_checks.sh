@@ -6,17 +6,23 @@
 #     step stream waiting before the optimizer, inside the CUDA graph)
 #     against the plain step, 50 steps: gpt2_short fp32 (within 1e-5) and
 #     bf16 --deterministic; the largest relative loss difference;
+#     ZeRO-1 (--shard-optimizer 1: reduce-scatter, the shard's update,
+#     all-gather through NCCL) against the plain step too (fp32, 1e-5), and
+#     a ZeRO-1 checkpoint (the shards gathered off the GPU) resumed by the
+#     plain step, against the uninterrupted plain run;
 #  2. bad input, each a clear error within seconds: NCCL missing
 #     (TCC_NCCL_LIBRARY), an unreachable master (rank 1 of 2, MASTER_ADDR
 #     a blackhole address, TCC_DIST_TIMEOUT=5), a step compiled for one rank
 #     under --nproc, --nproc 2 with one GPU (refused before any rank starts);
 #  3. GPT-2 124M bf16 B=16 T=1024: ms/step (median of the steps after 5) of
 #     the plain step and of the data-parallel one at one NCCL rank (the cost
-#     of the all-reduce path itself);
+#     of the all-reduce path itself), and of ZeRO-1 at one rank, with each
+#     run's GPU memory;
 #  4. scaling: the data-parallel GPT-2 124M step on 1, 2 and 4 GPUs (as many
 #     as the machine has) beside PyTorch DDP + torch.compile
 #     (bench/torch_gpt2.py --ddp under torchrun): tokens/s and per-GPU
-#     scaling (tokens/s on n GPUs / (n x on 1)).
+#     scaling (tokens/s on n GPUs / (n x on 1)); with ZeRO-1 over n GPUs,
+#     its tokens/s and GPU memory per rank.
 # Prints a table last.
 #
 #   bash tests/gpu/dp_checks.sh DIR OUT
@@ -62,6 +68,28 @@ train short_bf16_dp "$steps/gpt2_short_bf16_dp.so" "$short_data" 50 --nproc 1
 line=$(compare "gpt2_short bf16 --deterministic: data parallel (1 NCCL rank) vs plain" short_bf16_dp short_bf16 1e-2) || status=1
 echo "$line"; note "$line"
 
+train short_fp32_zero1 "$steps/gpt2_short_fp32_zero1.so" "$short_data" 50 --nproc 1
+line=$(compare "gpt2_short fp32: ZeRO-1 (1 NCCL rank) vs plain" short_fp32_zero1 short_fp32 1e-5) || status=1
+echo "$line"; note "$line"
+# A ZeRO-1 checkpoint at step 25 resumed by the plain step: steps 26-50
+# against the uninterrupted plain run.
+train short_zero_a "$steps/gpt2_short_fp32_zero1.so" "$short_data" 25 --nproc 1 --ckpt-dir "$out/ck_zero"
+train short_zero_b "$steps/gpt2_short_fp32.so" "$short_data" 50 --ckpt-dir "$out/ck_zero" --resume
+line=$(python3 - "$out" "$here" <<'PY'
+import sys
+out, here = sys.argv[1:3]
+sys.path.insert(0, here)
+from step_losses import step_losses
+full, resumed = step_losses(out + "/short_fp32.jsonl"), step_losses(out + "/short_zero_b.jsonl")
+tail = full[25:]
+ok = len(resumed) == len(tail) == 25 and max(abs(a - b) / abs(b) for a, b in zip(resumed, tail)) <= 1e-5
+rel = max(abs(a - b) / abs(b) for a, b in zip(resumed, tail)) if resumed and tail else float("nan")
+print("gpt2_short fp32: ZeRO-1 checkpoint resumed by the plain step: %s, %d steps, max rel %.3g" % ("PASS" if ok else "FAIL", len(resumed), rel))
+sys.exit(0 if ok else 1)
+PY
+) || status=1
+echo "$line"; note "$line"
+
 echo "== 2. bad input"
 expect_error() { # LABEL PATTERN command...: the command fails within 60 s with PATTERN on stderr
   local label=$1 pattern=$2; shift 2
@@ -91,7 +119,8 @@ fi
 echo "== 3. GPT-2 124M bf16: plain and data parallel at one rank"
 train gpt2_bf16 "$steps/gpt2_bf16.so" "$tokens" 30
 train gpt2_bf16_dp "$steps/gpt2_bf16_dp.so" "$tokens" 30 --nproc 1
-grep -h "CUDA graph\|gpu memory" "$out/gpt2_bf16_dp.log" | head -3
+train gpt2_bf16_zero1 "$steps/gpt2_bf16_zero1.so" "$tokens" 30 --nproc 1
+grep -h "CUDA graph\|gpu memory" "$out/gpt2_bf16_dp.log" "$out/gpt2_bf16_zero1.log" | head -6
 python3 - "$out" <<'PY' | tee "$out/gpt2.txt"
 import json, statistics, sys
 out = sys.argv[1]
@@ -105,8 +134,16 @@ def ms(tag):
     except OSError:
         pass
     return statistics.median(v) if v else float("nan")
-a, b = ms("gpt2_bf16"), ms("gpt2_bf16_dp")
-print("GPT-2 124M bf16 B=16: plain %.2f ms/step, data parallel at 1 NCCL rank %.2f ms/step (%+.1f%%)" % (a, b, 100 * (b / a - 1)))
+def memory(tag):
+    try:
+        return next(l.split(": ", 1)[1].strip() for l in open("%s/%s.log" % (out, tag))
+                    if l.startswith("gpu memory:"))
+    except (OSError, StopIteration):
+        return "?"
+a, b, z = ms("gpt2_bf16"), ms("gpt2_bf16_dp"), ms("gpt2_bf16_zero1")
+print("GPT-2 124M bf16 B=16: plain %.2f ms/step, data parallel at 1 NCCL rank %.2f ms/step (%+.1f%%), "
+      "ZeRO-1 at 1 rank %.2f ms/step (%+.1f%%); gpu memory: data parallel %s; ZeRO-1 %s"
+      % (a, b, 100 * (b / a - 1), z, 100 * (z / a - 1), memory("gpt2_bf16_dp"), memory("gpt2_bf16_zero1")))
 PY
 note "$(cat "$out/gpt2.txt")"
 
@@ -115,6 +152,7 @@ python3 -c 'import torch' 2>/dev/null || note "scaling: PyTorch missing, DDP not
 for n in 1 2 4; do
   [ "$n" -le "$ngpu" ] || { note "scaling $n GPUs: not measured (this machine has $ngpu GPU)"; continue; }
   train "scale_tcc_$n" "$steps/gpt2_bf16_dp.so" "$tokens" 30 --nproc "$n"
+  train "scale_zero_$n" "$steps/gpt2_bf16_zero$n.so" "$tokens" 30 --nproc "$n"
   PYTHONUNBUFFERED=1 timeout 400 python3 -m torch.distributed.run --standalone --nproc_per_node "$n" \
     "$here/../../bench/torch_gpt2.py" --mode compile --ddp --steps 20 --warmup 5 \
     >"$out/scale_torch_$n.jsonl" 2>"$out/scale_torch_$n.log" || { echo "torch DDP ($n GPUs) failed:"; tail -n 5 "$out/scale_torch_$n.log"; }
@@ -122,10 +160,10 @@ done
 python3 - "$out" <<'PY' | tee "$out/scaling.txt"
 import json, statistics, sys
 out = sys.argv[1]
-def tcc(n):
+def tcc(n, tag="tcc"):
     v = []
     try:
-        for line in open("%s/scale_tcc_%d.jsonl" % (out, n)):
+        for line in open("%s/scale_%s_%d.jsonl" % (out, tag, n)):
             d = json.loads(line)
             if d.get("kind") == "step" and d["step"] > 5 and "step_ms" in d:
                 v.append(d["step_ms"])
@@ -150,6 +188,14 @@ for n in (1, 2, 4):
     print("scaling %d GPU: tcc %s tokens/s (per-GPU scaling %s), torch.compile+DDP %s tokens/s (%s), tcc/torch %s"
           % (n, "%.0f" % t if t else "-", scale(t, base["tcc"]), "%.0f" % p if p else "-",
              scale(p, base["torch"]), "%.3f" % (t / p) if t and p else "-"))
+    z = tcc(n, "zero")
+    try:
+        mem = lambda tag: next(l.split(": ", 1)[1].strip() for l in open("%s/scale_%s_%d.log" % (out, tag, n))
+                               if l.startswith("gpu memory:"))
+        print("ZeRO-1 %d GPU: tcc %s tokens/s; gpu memory per rank: ZeRO-1 %s, data parallel %s"
+              % (n, "%.0f" % z if z else "-", mem("zero"), mem("tcc")))
+    except (OSError, StopIteration):
+        print("ZeRO-1 %d GPU: no result" % n)
 PY
 while read -r line; do note "$line"; done <"$out/scaling.txt"
 

@@ -10,7 +10,8 @@
 # DIR/steps.tar.gz cuda steps for $ARCH (default sm_90), each plain and
 #   compiled with --data-parallel (_dp):
 #   gpt2_short (tests/gpu/amp_models.py) fp32 and bf16 --deterministic;
-#   GPT-2 124M bf16 B=16 T=1024 (samples/gpt2)
+#   GPT-2 124M bf16 B=16 T=1024 (samples/gpt2); and ZeRO-1 steps
+#   (--shard-optimizer N, _zeroN): gpt2_short fp32 at 1, GPT-2 at 1, 2, 4
 # DIR/data.tar.gz  the shuffled fortunes as bytes (gpt2_short's data)
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
@@ -40,6 +41,14 @@ both() { # NAME MODEL PRECISION [flags...]: NAME.so and NAME_dp.so
 both gpt2_short_fp32 "$dir/models/gpt2_short.pbtxt" fp32
 both gpt2_short_bf16 "$dir/models/gpt2_short.pbtxt" bf16 --deterministic
 both gpt2_bf16 "$root/samples/gpt2/gpt2_124m.pbtxt" bf16
+# ZeRO-1 (--shard-optimizer N): at one rank for the checks, at 2 and 4 for
+# the scaling runs of a machine with that many GPUs.
+zero() { # NAME MODEL PRECISION N: NAME_zeroN.so
+  "$tcc" compile --target cuda --arch "$arch" --precision "$3" "$2" -o "$dir/steps/${1}_zero$4.so" \
+    --shard-optimizer "$4"
+}
+zero gpt2_short_fp32 "$dir/models/gpt2_short.pbtxt" fp32 1
+for n in 1 2 4; do zero gpt2_bf16 "$root/samples/gpt2/gpt2_124m.pbtxt" bf16 $n; done
 
 /usr/bin/python3 "$root/tests/gpu/shuffle_fortunes.py" /usr/share/games/fortunes "$dir/data/fortunes_shuffled.txt"
 "$build/bin/tcc-data" tokenize --level byte --val-fraction 0.1 \

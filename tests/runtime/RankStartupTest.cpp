@@ -21,8 +21,11 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <condition_variable>
+#include <cstring>
 #include <cstdlib>
 #include <fstream>
+#include <mutex>
 #include <sstream>
 #include <thread>
 
@@ -220,6 +223,90 @@ TEST(NcclRanks, MissingNcclIsAnErrorAtStart) {
   ASSERT_FALSE(group.ok());
   EXPECT_NE(group.status().message().find("NCCL is missing"), std::string::npos)
       << group.status();
+}
+
+} // namespace
+} // namespace tcc::trun
+
+namespace tcc::trun {
+namespace {
+
+// Ranks as threads of this test over shared memory, with an exchange of at
+// most 8 bytes (every rank's part together), as a back end with a small
+// exchange buffer (NCCL's) has: RankGroup::AllGather must split a larger
+// exchange (a ZeRO-1 checkpoint gathers whole optimizer state tensors).
+class TinyExchangeGroup : public RankGroup {
+public:
+  struct Shared {
+    std::mutex mutex;
+    std::condition_variable done;
+    std::vector<std::string> parts;
+    int arrived = 0, copied = 0;
+    bool draining = false; // every part is in; the ranks are copying them
+    int64_t exchanges = 0;
+  };
+  TinyExchangeGroup(int rank, int world, Shared &shared)
+      : RankGroup(RankInfo{Launcher::kNone, rank, world, rank, "", 0}), shared_(shared) {}
+  std::string Describe() const override { return "threads"; }
+  absl::Status Finish() override { return absl::OkStatus(); }
+  [[noreturn]] void AbortAll(int) override { std::abort(); }
+
+protected:
+  size_t MaxExchangeBytes() const override { return 8; }
+  absl::Status GatherBytes(const char *mine, size_t bytes, char *all) override {
+    if (bytes * world_size() > MaxExchangeBytes())
+      return absl::InternalError("more bytes than the exchange holds");
+    std::unique_lock<std::mutex> lock(shared_.mutex);
+    shared_.done.wait(lock, [&] { return !shared_.draining; }); // the last exchange is over
+    shared_.parts[rank()] = std::string(mine, bytes);
+    if (++shared_.arrived == world_size()) {
+      shared_.arrived = 0;
+      shared_.draining = true;
+      ++shared_.exchanges;
+      shared_.done.notify_all();
+    } else {
+      shared_.done.wait(lock, [&] { return shared_.draining; });
+    }
+    for (int r = 0; r < world_size(); ++r)
+      std::memcpy(all + r * bytes, shared_.parts[r].data(), bytes);
+    if (++shared_.copied == world_size()) {
+      shared_.copied = 0;
+      shared_.draining = false;
+      shared_.done.notify_all();
+    }
+    return absl::OkStatus();
+  }
+  absl::Status SumDoubles(double *, size_t) override { return absl::UnimplementedError(""); }
+
+private:
+  Shared &shared_;
+};
+
+TEST(RankGroupAllGather, SplitsWhatTheExchangeCannotHold) {
+  constexpr int kWorld = 2;
+  TinyExchangeGroup::Shared shared;
+  shared.parts.resize(kWorld);
+  std::vector<absl::StatusOr<std::vector<std::string>>> got(kWorld);
+  std::vector<std::thread> ranks;
+  for (int r = 0; r < kWorld; ++r)
+    ranks.emplace_back([&, r] {
+      TinyExchangeGroup group(r, kWorld, shared);
+      std::string mine(25, '\0');
+      for (size_t i = 0; i < mine.size(); ++i)
+        mine[i] = static_cast<char>('a' + (i + 7 * r) % 26);
+      got[r] = group.AllGather(mine);
+    });
+  for (std::thread &t : ranks)
+    t.join();
+  for (int r = 0; r < kWorld; ++r) {
+    ASSERT_TRUE(got[r].ok()) << got[r].status();
+    ASSERT_EQ(got[r]->size(), static_cast<size_t>(kWorld));
+    for (int from = 0; from < kWorld; ++from)
+      for (size_t i = 0; i < 25; ++i)
+        EXPECT_EQ((*got[r])[from][i], static_cast<char>('a' + (i + 7 * from) % 26))
+            << "rank " << r << " got rank " << from << "'s byte " << i;
+  }
+  EXPECT_EQ(shared.exchanges, 7) << "25 bytes in parts of 4 (8 bytes / 2 ranks)";
 }
 
 } // namespace

@@ -231,6 +231,8 @@ public:
 protected:
   // Host exchanges go through a small device buffer on the communication
   // stream (between steps: nothing else is queued there then).
+  size_t MaxExchangeBytes() const override { return kHostExchangeBytes; }
+
   absl::Status GatherBytes(const char *mine, size_t bytes, char *all) override {
     size_t total = bytes * world_size();
     if (total > kHostExchangeBytes)

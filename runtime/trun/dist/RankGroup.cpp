@@ -8,6 +8,7 @@
 
 #include "absl/strings/numbers.h"
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -53,12 +54,23 @@ RankGroup::RankGroup(RankInfo info) : info_(std::move(info)) {}
 RankGroup::~RankGroup() { StopWatchdog(); }
 
 absl::StatusOr<std::vector<std::string>> RankGroup::AllGather(const std::string &mine) {
-  std::string all(mine.size() * world_size(), '\0');
-  if (absl::Status s = GatherBytes(mine.data(), mine.size(), all.data()); !s.ok())
-    return s;
-  std::vector<std::string> pieces;
-  for (int r = 0; r < world_size(); ++r)
-    pieces.push_back(all.substr(r * mine.size(), mine.size()));
+  const size_t world = static_cast<size_t>(world_size());
+  std::vector<std::string> pieces(world, std::string(mine.size(), '\0'));
+  // In parts the back end's exchange holds (a ZeRO-1 checkpoint gathers
+  // whole optimizer state tensors: hundreds of MB).
+  const size_t part = std::max<size_t>(1, MaxExchangeBytes() / world);
+  std::string all;
+  for (size_t offset = 0; offset < mine.size() || (offset == 0 && mine.empty());
+       offset += part) {
+    const size_t bytes = std::min(part, mine.size() - offset);
+    all.resize(bytes * world);
+    if (absl::Status s = GatherBytes(mine.data() + offset, bytes, all.data()); !s.ok())
+      return s;
+    for (size_t r = 0; r < world; ++r)
+      std::memcpy(pieces[r].data() + offset, all.data() + r * bytes, bytes);
+    if (mine.empty())
+      break;
+  }
   if (watchdog_) // the ranks progress
     watchdog_->last_beat_ns = NowNs();
   return pieces;

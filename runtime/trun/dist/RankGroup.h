@@ -68,6 +68,9 @@ protected:
   // `all` (rank order); `count` doubles summed in place.
   virtual absl::Status GatherBytes(const char *mine, size_t bytes, char *all) = 0;
   virtual absl::Status SumDoubles(double *values, size_t count) = 0;
+  // The most bytes one GatherBytes may exchange in all (every rank's part):
+  // AllGather splits larger exchanges.
+  virtual size_t MaxExchangeBytes() const { return static_cast<size_t>(1) << 30; }
   // Called by the watchdog before the process ends (NCCL: abort the
   // communicator so that its kernels stop); must be safe from its thread.
   virtual void AbortFromWatchdog() {}
