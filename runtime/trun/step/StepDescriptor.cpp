@@ -385,9 +385,9 @@ void PrintDescriptorInfo(const tcc_step_descriptor &d, std::ostream &out) {
       }
     }
     out << absl::StrFormat(
-        "optimizer sharded (ZeRO-1): over exactly %d ranks; %d of %d state tensors sharded; "
+        "optimizer sharded (ZeRO-1): over exactly %d %s; %d of %d state tensors sharded; "
         "%d bytes of optimizer state per rank (%d unsharded)\n",
-        ranks, sharded, d.num_optimizer_state, per_rank, whole);
+        ranks, ranks == 1 ? "rank" : "ranks", sharded, d.num_optimizer_state, per_rank, whole);
   }
   PrintMemoryByPrecision(d, out);
 }
