@@ -406,10 +406,18 @@ def KernScheduleCollectives : Pass<"kern-schedule-collectives", "mlir::ModuleOp"
     (tcc compile --data-parallel, --shard-optimizer) up to right after the
     last op before it that touches one of its buffers (through
     kern.reshape), so that on a GPU the exchange overlaps the rest of the
-    backward. Records kern.schedule_collectives on each moved op and the
-    list on the function. Runs after kern-fuse-horizontal, before
-    kern-plan-memory.
+    backward. Then consecutive all-reduces of one element type and
+    reduction become buckets (kern.all_reduce_bucket at the last member's
+    place) of up to `bucket-bytes` (0: no buckets), as DDP's: one NCCL group
+    instead of one call per gradient. Records kern.schedule_collectives on
+    each moved op and bucket and the list on the function. Runs after
+    kern-fuse-horizontal, before kern-plan-memory.
   }];
+  let options = [
+    Option<"bucketBytes", "bucket-bytes", "int64_t", /*default=*/"25 << 20",
+           "close a bucket of all-reduces once it holds this many bytes "
+           "(25 MiB, DDP's default; 0: no buckets)">
+  ];
   let dependentDialects = ["tcc::kern::KernDialect"];
 }
 

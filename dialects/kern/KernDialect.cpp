@@ -85,6 +85,19 @@ static LogicalResult verifyShard(Operation *op, int64_t ranks, Value whole, Valu
   return success();
 }
 
+LogicalResult AllReduceBucketOp::verify() {
+  if (getReduction() != "sum" && getReduction() != "mean")
+    return emitOpError("reduction must be sum or mean, got '") << getReduction() << "'";
+  if (getBuffers().empty())
+    return emitOpError("needs at least one buffer");
+  Type element = cast<MemRefType>(getBuffers().front().getType()).getElementType();
+  for (Value b : getBuffers())
+    if (cast<MemRefType>(b.getType()).getElementType() != element)
+      return emitOpError("buffers of one element type only, got ")
+             << element << " and " << cast<MemRefType>(b.getType()).getElementType();
+  return success();
+}
+
 LogicalResult ReduceScatterOp::verify() {
   if (getReduction() != "sum" && getReduction() != "mean")
     return emitOpError("reduction must be sum or mean, got '") << getReduction() << "'";

@@ -191,6 +191,21 @@ def Kern_AllGatherOp : Kern_Op<"all_gather"> {
   let hasVerifier = 1;
 }
 
+def Kern_AllReduceBucketOp : Kern_Op<"all_reduce_bucket"> {
+  let summary = "every buffer <- its sum or mean over the ranks, issued as one bucket";
+  let description = [{
+    What one kern.all_reduce per buffer does, in one call of the step's
+    collectives (tcc_collectives.all_reduce_bucket: NCCL issues the bucket
+    as one group; without that entry the step calls all_reduce per buffer).
+    Made by kern-schedule-collectives from consecutive all-reduces of one
+    element type and reduction. The buffers do not overlap.
+  }];
+  let arguments = (ins Arg<Variadic<Kern_FloatBuffer>, "", [MemRead, MemWrite]>:$buffers,
+                   StrAttr:$reduction);
+  let assemblyFormat = "$buffers attr-dict `:` type($buffers)";
+  let hasVerifier = 1;
+}
+
 def Kern_FillOp : Kern_Op<"fill"> {
   let summary = "out[i] = value";
   let description = [{

@@ -274,7 +274,8 @@ FailureOr<StepInterface> collectStepInterface(ModuleOp module, StringRef who) {
     r.trainConstantBytes += t.getNumElements() * tcc::kern::elementBytes(t.getElementType());
   });
   train.walk([&](Operation *op) {
-    if (isa<tcc::kern::AllReduceOp, tcc::kern::ReduceScatterOp, tcc::kern::AllGatherOp>(op))
+    if (isa<tcc::kern::AllReduceOp, tcc::kern::AllReduceBucketOp, tcc::kern::ReduceScatterOp,
+            tcc::kern::AllGatherOp>(op))
       r.dataParallel = true;
   });
   r.trainPlannedBytes = std::move(*planned);

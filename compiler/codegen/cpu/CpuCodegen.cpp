@@ -181,6 +181,34 @@ private:
         })
         .Case<kern::ReduceScatterOp, kern::RankShardOp, kern::AllGatherOp>(
             [&](Operation *zero) { return emitShardExchange(zero); })
+        .Case([&](kern::AllReduceBucketOp bucket) {
+          // One call for the bucket, or one all_reduce per buffer when the
+          // runtime has no bucket entry (none: one rank, nothing to do).
+          MemRefType first = mrt(bucket.getBuffers().front());
+          std::string buffers, counts;
+          for (Value v : bucket.getBuffers()) {
+            buffers += (buffers.empty() ? "" : ", ") + name(v);
+            counts += (counts.empty() ? "" : ", ") + std::to_string(mrt(v).getNumElements());
+          }
+          os_ << llvm::formatv(
+              "  if (const tcc_collectives *c = static_cast<const tcc_collectives *>("
+              "args->collectives)) {{\n"
+              "    void *const bucket[] = {{{0}};\n"
+              "    const int64_t counts[] = {{{1}};\n"
+              "    if (c->all_reduce_bucket) {{\n"
+              "      if (int32_t rc = c->all_reduce_bucket(c->context, {2}, bucket, counts, {3}, {4}, "
+              "nullptr)) return rc;\n"
+              "    } else {{\n"
+              "      for (int32_t i = 0; i < {2}; ++i)\n"
+              "        if (int32_t rc = c->all_reduce(c->context, bucket[i], counts[i], {3}, {4}, "
+              "nullptr)) return rc;\n"
+              "    }\n"
+              "  } // data parallel: a bucket of {2} buffers, {5} over the ranks\n",
+              buffers, counts, bucket.getBuffers().size(), abiDType(first.getElementType()),
+              bucket.getReduction() == "sum" ? "TCC_REDUCE_SUM" : "TCC_REDUCE_MEAN",
+              bucket.getReduction());
+          return success();
+        })
         .Case([&](kern::FillOp fill) {
           MemRefType t = mrt(fill.getOut());
           Type et = t.getElementType();

@@ -195,6 +195,45 @@ LogicalResult CudaStepEmitter::emitAllReduce(kern::AllReduceOp r, llvm::raw_ostr
   return success();
 }
 
+LogicalResult CudaStepEmitter::emitAllReduceBucket(kern::AllReduceBucketOp bucket,
+                                                   llvm::raw_ostream &os) {
+  Type et = cast<MemRefType>(bucket.getBuffers().front().getType()).getElementType();
+  if (!et.isF64() && !et.isF32() && !et.isBF16() && !et.isF16())
+    return bucket.emitError("cuda codegen: kern.all_reduce_bucket of ")
+           << et << " (f32, bf16, f16, f64 only)";
+  declareCollectives(os);
+  std::string buffers, counts;
+  for (Value v : bucket.getBuffers()) {
+    buffers += (buffers.empty() ? "" : ", ") + name(v);
+    counts += (counts.empty() ? "" : ", ") +
+              std::to_string(cast<MemRefType>(v.getType()).getNumElements());
+    reducing_.push_back(footprint(v));
+  }
+  size_t n = bucket.getBuffers().size();
+  std::string reduction = bucket.getReduction() == "sum" ? "TCC_REDUCE_SUM" : "TCC_REDUCE_MEAN";
+  std::string node = locName(bucket->getLoc());
+  // One NCCL group for the bucket; a runtime without the bucket entry gets
+  // one all_reduce per buffer.
+  os << llvm::formatv(
+      "  if (tcc_ranks) {{\n"
+      "    void *const bucket[] = {{{0}};\n"
+      "    const int64_t counts[] = {{{1}};\n"
+      "    bool failed = false;\n"
+      "    if (tcc_ranks->all_reduce_bucket)\n"
+      "      failed = tcc_ranks->all_reduce_bucket(tcc_ranks->context, {2}, bucket, counts, {3}, {4}, "
+      "s) != 0;\n"
+      "    else\n"
+      "      for (int32_t i = 0; i < {2} && !failed; ++i)\n"
+      "        failed = tcc_ranks->all_reduce(tcc_ranks->context, bucket[i], counts[i], {3}, {4}, s) "
+      "!= 0;\n"
+      "    if (failed) return tcc_cuda_host::set_error(\"data parallel: the bucket of {2} "
+      "all-reduces ({5}) ending at {6} failed (trun adds the back end's error)\");\n"
+      "  }\n",
+      buffers, counts, n, abiDType(et), reduction, bucket.getReduction(),
+      node.empty() ? std::string("a buffer") : node);
+  return success();
+}
+
 LogicalResult CudaStepEmitter::emitShardExchange(Operation *op, llvm::raw_ostream &os) {
   Value in = op->getOperand(0), out = op->getOperand(1);
   int64_t ranks = cast<IntegerAttr>(op->getAttr("ranks")).getInt();
@@ -252,8 +291,8 @@ void CudaStepEmitter::waitForReductions(llvm::raw_ostream &os) {
 
 void CudaStepEmitter::waitIfTouchingReduced(Operation *op, llvm::raw_ostream &os) {
   if (reducing_.empty() ||
-      isa<kern::AllReduceOp, kern::ReduceScatterOp, kern::AllGatherOp, kern::WorkspaceViewOp,
-          kern::ReshapeOp, kern::ConstantOp>(op))
+      isa<kern::AllReduceOp, kern::AllReduceBucketOp, kern::ReduceScatterOp, kern::AllGatherOp,
+          kern::WorkspaceViewOp, kern::ReshapeOp, kern::ConstantOp>(op))
     return; // (the exchanges are ordered on the communication stream)
   for (Value operand : op->getOperands()) {
     if (!isa<MemRefType>(operand.getType()))
@@ -295,6 +334,7 @@ LogicalResult CudaStepEmitter::emitOp(Operation *op, llvm::raw_ostream &os, doub
       .Case([&](kern::ReduceOp r) { return emitReduce(r, os, flops); })
       .Case([&](kern::FillOp f) { return emitFill(f, os); })
       .Case([&](kern::AllReduceOp r) { return emitAllReduce(r, os); })
+      .Case([&](kern::AllReduceBucketOp b) { return emitAllReduceBucket(b, os); })
       .Case<kern::ReduceScatterOp, kern::RankShardOp, kern::AllGatherOp>(
           [&](Operation *zero) { return emitShardExchange(zero, os); })
       .Case<kern::TransposeOp, kern::SliceOp, kern::ConcatOp>([&](Operation *copy) {

@@ -108,6 +108,7 @@ private:
   };
   static Footprint footprint(Value buffer);
   LogicalResult emitAllReduce(kern::AllReduceOp r, llvm::raw_ostream &os);
+  LogicalResult emitAllReduceBucket(kern::AllReduceBucketOp bucket, llvm::raw_ostream &os);
   // ZeRO-1: kern.reduce_scatter and kern.all_gather queued like the
   // all-reduce (both buffers busy until the wait); kern.rank_shard, a copy
   // on the step stream at this rank's offset.

@@ -136,6 +136,13 @@ typedef struct tcc_collectives {
                             tcc_dtype dtype, tcc_reduction reduction, void *stream);
   int32_t (*all_gather)(void *context, const void *send, void *recv, int64_t send_count,
                         tcc_dtype dtype, void *stream);
+  /* Appended: one bucket of all-reduces (kern-schedule-collectives groups
+     gradients into buckets): buffers[i] (counts[i] elements of dtype) each
+     as all_reduce would, issued together (NCCL: one group, one launch).
+     NULL: the step calls all_reduce once per buffer. */
+  int32_t (*all_reduce_bucket)(void *context, int32_t n, void *const *buffers,
+                               const int64_t *counts, tcc_dtype dtype, tcc_reduction reduction,
+                               void *stream);
 } tcc_collectives;
 
 /* Arguments of one train or eval call. Arrays are in descriptor order.

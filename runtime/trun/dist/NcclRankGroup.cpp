@@ -34,6 +34,7 @@ using ncclComm_t = struct ncclComm *;
 struct ncclUniqueId {
   char internal[128];
 };
+enum { ncclSuccess = 0 };
 enum { ncclSum = 0, ncclAvg = 4 };
 enum { ncclFloat16 = 6, ncclFloat32 = 7, ncclFloat64 = 8, ncclBfloat16 = 9, ncclUint8 = 1 };
 // --- CUDA driver (cuda.h) ---
@@ -56,6 +57,8 @@ struct NcclApi {
   ncclResult_t (*CommGetAsyncError)(ncclComm_t, ncclResult_t *);
   const char *(*GetErrorString)(ncclResult_t);
   ncclResult_t (*GetVersion)(int *);
+  ncclResult_t (*GroupStart)();
+  ncclResult_t (*GroupEnd)();
 };
 
 struct DriverApi {
@@ -106,6 +109,8 @@ absl::Status LoadNccl(NcclApi &api) {
   need("ncclCommGetAsyncError", api.CommGetAsyncError);
   need("ncclGetErrorString", api.GetErrorString);
   need("ncclGetVersion", api.GetVersion);
+  need("ncclGroupStart", api.GroupStart);
+  need("ncclGroupEnd", api.GroupEnd);
   if (missing)
     return absl::FailedPreconditionError(absl::StrCat(
         path, " lacks ", missing, ", an NCCL function trun needs (NCCL 2.10 or newer)"));
@@ -193,6 +198,7 @@ public:
     collectives_.reduce_scatter = &NcclRankGroup::StepReduceScatter;
     collectives_.all_gather = &NcclRankGroup::StepAllGather;
     collectives_.wait = &NcclRankGroup::StepWait;
+    collectives_.all_reduce_bucket = &NcclRankGroup::StepAllReduceBucket;
     return absl::OkStatus();
   }
 
@@ -320,6 +326,32 @@ private:
     if (s.ok())
       return 0;
     RecordCollectiveError(absl::StrCat("NCCL all-reduce of ", count, " elements: ", s.message()));
+    return 2;
+  }
+
+  // A bucket of all-reduces as one NCCL group: one launch on the
+  // communication stream for all of them.
+  static int32_t StepAllReduceBucket(void *context, int32_t n, void *const *buffers,
+                                     const int64_t *counts, tcc_dtype dtype,
+                                     tcc_reduction reduction, void *stream) {
+    auto *self = static_cast<NcclRankGroup *>(context);
+    int type = NcclFloatType(dtype);
+    if (type < 0) {
+      RecordCollectiveError(absl::StrCat("NCCL all-reduce bucket: dtype ", dtype,
+                                         " is not f32, bf16, f16 or f64"));
+      return 1;
+    }
+    absl::Status s = self->QueueAfterStep(stream, "ncclGroupEnd (a bucket of ncclAllReduce)", [&] {
+      ncclResult_t r = self->nccl_.GroupStart();
+      for (int32_t i = 0; i < n && r == ncclSuccess; ++i)
+        r = self->nccl_.AllReduce(buffers[i], buffers[i], static_cast<size_t>(counts[i]), type,
+                                  NcclOp(reduction), self->comm_, self->comm_stream_);
+      ncclResult_t end = self->nccl_.GroupEnd(); // always: a started group must end
+      return r != ncclSuccess ? r : end;
+    });
+    if (s.ok())
+      return 0;
+    RecordCollectiveError(absl::StrCat("NCCL all-reduce bucket of ", n, " buffers: ", s.message()));
     return 2;
   }
 

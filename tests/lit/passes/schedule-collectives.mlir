@@ -1,7 +1,8 @@
-// RUN: tcc-opt %s -kern-schedule-collectives | FileCheck %s
+// RUN: tcc-opt %s -kern-schedule-collectives=bucket-bytes=0 | FileCheck %s
 // kern-schedule-collectives moves each kern.all_reduce up to right after
 // the last op that touches its buffer (through kern.reshape), so that on a
-// GPU it overlaps what follows, and records where it went.
+// GPU it overlaps what follows, and records where it went (buckets off
+// here: bucket-all-reduces.mlir tests them).
 
 // Three gradients reduced after the whole "backward" (where
 // tg-all-reduce-gradients leaves them): g1 moves to right after its product
