@@ -310,25 +310,6 @@ private:
     return Cu(cu_.EventRecord(done_, comm_stream_), "cuEventRecord");
   }
 
-  static int32_t StepAllReduce(void *context, void *buffer, int64_t count, tcc_dtype dtype,
-                               tcc_reduction reduction, void *stream) {
-    auto *self = static_cast<NcclRankGroup *>(context);
-    int type = NcclFloatType(dtype);
-    if (type < 0) {
-      RecordCollectiveError(absl::StrCat("NCCL all-reduce: dtype ", dtype,
-                                         " is not f32, bf16, f16 or f64"));
-      return 1;
-    }
-    absl::Status s = self->QueueAfterStep(stream, "ncclAllReduce", [&] {
-      return self->nccl_.AllReduce(buffer, buffer, static_cast<size_t>(count), type,
-                                   NcclOp(reduction), self->comm_, self->comm_stream_);
-    });
-    if (s.ok())
-      return 0;
-    RecordCollectiveError(absl::StrCat("NCCL all-reduce of ", count, " elements: ", s.message()));
-    return 2;
-  }
-
   // A bucket of all-reduces as one NCCL group: one launch on the
   // communication stream for all of them.
   static int32_t StepAllReduceBucket(void *context, int32_t n, void *const *buffers,
@@ -337,7 +318,7 @@ private:
     auto *self = static_cast<NcclRankGroup *>(context);
     int type = NcclFloatType(dtype);
     if (type < 0) {
-      RecordCollectiveError(absl::StrCat("NCCL all-reduce bucket: dtype ", dtype,
+      RecordCollectiveError(absl::StrCat("NCCL all-reduce: dtype ", dtype,
                                          " is not f32, bf16, f16 or f64"));
       return 1;
     }
@@ -351,8 +332,19 @@ private:
     });
     if (s.ok())
       return 0;
-    RecordCollectiveError(absl::StrCat("NCCL all-reduce bucket of ", n, " buffers: ", s.message()));
+    int64_t elements = 0;
+    for (int32_t i = 0; i < n; ++i)
+      elements += counts[i];
+    RecordCollectiveError(absl::StrCat("NCCL all-reduce of ", n, n == 1 ? " buffer" : " buffers",
+                                       " (", elements, " elements): ", s.message()));
     return 2;
+  }
+
+  // One all-reduce: a bucket of one.
+  static int32_t StepAllReduce(void *context, void *buffer, int64_t count, tcc_dtype dtype,
+                               tcc_reduction reduction, void *stream) {
+    void *const buffers[] = {buffer};
+    return StepAllReduceBucket(context, 1, buffers, &count, dtype, reduction, stream);
   }
 
   static int32_t StepReduceScatter(void *context, const void *send, void *recv,
