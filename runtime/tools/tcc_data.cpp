@@ -1,6 +1,7 @@
 // tcc-data: prepares data for trun. See docs/runtime.md ("Token data").
 //
 //   tcc-data tokenize --level char|byte [--val-fraction F] -o OUT_PREFIX FILES...
+#include "runtime/trun/base/NearestName.h"
 #include "runtime/tools/Tokenize.h"
 
 #include "absl/strings/numbers.h"
@@ -58,7 +59,7 @@ std::optional<std::string> ParseTokenize(const std::vector<std::string> &args,
     size_t equals = arg.find('=');
     std::string flag = arg.substr(0, equals);
     if (flag != "--level" && flag != "--val-fraction" && flag != "-o")
-      return "unknown flag '" + arg + "'";
+      return "unknown flag '" + arg + "'" + tcc::DidYouMean(flag, kUsage);
     bool &seen = flag == "--level"          ? have_level
                  : flag == "--val-fraction" ? have_fraction
                                             : have_output;

@@ -62,6 +62,20 @@ TEST(StepLibraryTest, ReportsFileThatIsNotASharedLibrary) {
       << library.status();
 }
 
+// A model file given where the compiled step belongs: the error says to
+// compile it first (not "invalid ELF header").
+TEST(StepLibraryTest, ModelFileSaysCompileItFirst) {
+  testing::TempDir dir;
+  testing::WriteFile(dir.File("model.pbtxt"), {'n', 'a', 'm', 'e', ':', ' ', '"', 'm', '"'});
+  absl::StatusOr<std::unique_ptr<StepLibrary>> library =
+      StepLibrary::Open(dir.File("model.pbtxt"));
+  ASSERT_FALSE(library.ok());
+  EXPECT_NE(library.status().message().find(
+                "model.pbtxt' is a model file, not a compiled step: compile it first (tcc compile "),
+            std::string::npos)
+      << library.status();
+}
+
 // dlopen("step.so") would search the library path; trun must open ./step.so.
 TEST(StepLibraryTest, OpensBareFileNameInWorkingDirectory) {
   testing::TempDir dir;

@@ -174,6 +174,7 @@ TEST(TccDataCliTest, UsageErrorsExitWithTwo) {
       {"tokenize --level char --val-fraction 1 -o x f",
        "--val-fraction expects a number in [0, 1), got '1'"},
       {"tokenize --level char --bogus -o x f", "unknown flag '--bogus'"},
+      {"tokenize --levl char -o x f", "unknown flag '--levl' (did you mean --level?)"},
       {"tokenize --level char --level byte -o x f", "--level given twice"},
   };
   for (const Case &c : cases) {

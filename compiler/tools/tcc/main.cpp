@@ -24,6 +24,7 @@
 #include "compiler/driver/MemoryBudget.h"
 #include "compiler/pipeline/Pipeline.h"
 #include "compiler/tools/tcc/RunCommand.h"
+#include "runtime/trun/base/NearestName.h"
 
 namespace {
 
@@ -382,7 +383,7 @@ int compileMain(int argc, char **argv) {
                           ", got '" + v + "'");
       args.lossScaleGrowthInterval = n;
     } else if (!a.empty() && a[0] == '-' && a != "-") {
-      return usageError("unknown option '" + a + "'");
+      return usageError("unknown option '" + a + "'" + tcc::DidYouMean(flag, kCompileHelp));
     } else if (args.model.empty()) {
       args.model = a;
     } else {

@@ -1,5 +1,7 @@
 #include "runtime/trun/cli/Options.h"
 
+#include "runtime/trun/base/NearestName.h"
+
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
@@ -303,7 +305,7 @@ absl::StatusOr<Options> ParseOptions(const std::vector<std::string> &args) {
       continue;
     }
     if (!kValueFlags.count(flag))
-      return UsageError(absl::StrCat("unknown flag '", arg, "'"));
+      return UsageError(absl::StrCat("unknown flag '", arg, "'", DidYouMean(flag, kUsage)));
     if (!seen.insert(flag).second)
       return UsageError(absl::StrCat(flag, " given twice"));
     std::string value;

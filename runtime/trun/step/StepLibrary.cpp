@@ -3,8 +3,11 @@
 #include "runtime/trun/step/ElfCheck.h"
 #include "runtime/trun/step/StepDescriptor.h"
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 
+#include <cstring>
+#include <fstream>
 #include <dlfcn.h>
 #include <sys/stat.h>
 
@@ -18,6 +21,24 @@ std::string LastDlError() {
 
 } // namespace
 
+namespace {
+
+// Whether `path` is a model file (what tcc compile reads): no ELF header,
+// and a model file's name (.pb, .pbtxt, .txtpb, .textproto).
+bool IsModelFile(const std::string &path) {
+  std::ifstream in(path, std::ios::binary);
+  char magic[4] = {};
+  in.read(magic, sizeof magic);
+  if (in.gcount() == 4 && std::memcmp(magic, "\x7f" "ELF", 4) == 0)
+    return false;
+  for (const char *extension : {".pb", ".pbtxt", ".txtpb", ".textproto"})
+    if (absl::EndsWith(path, extension))
+      return true;
+  return false;
+}
+
+} // namespace
+
 absl::StatusOr<std::unique_ptr<StepLibrary>>
 StepLibrary::Open(const std::string &path) {
   struct stat info;
@@ -27,6 +48,11 @@ StepLibrary::Open(const std::string &path) {
   if (!S_ISREG(info.st_mode))
     return absl::InvalidArgumentError(
         absl::StrCat("step library '", path, "' is not a regular file"));
+  // A model file where the compiled step belongs: say what to run first.
+  if (IsModelFile(path))
+    return absl::InvalidArgumentError(absl::StrCat(
+        "'", path, "' is a model file, not a compiled step: compile it first (tcc compile ", path,
+        " -o step.so), then run trun step.so"));
   // dlopen of a cut-short file dies with SIGBUS instead of failing.
   if (absl::Status status = CheckStepLibraryFile(path); !status.ok())
     return status;
