@@ -206,6 +206,13 @@ absl::StatusOr<TokenizeReport> RunTokenize(const TokenizeOptions &options) {
   report.train_path = options.out_prefix + "_train.bin";
   report.val_path = options.out_prefix + "_val.bin";
   report.vocab_path = options.out_prefix + "_vocab.json";
+  // The output prefix's folder is made, as a user naming it expects.
+  std::filesystem::path folder = std::filesystem::path(options.out_prefix).parent_path();
+  std::error_code error;
+  if (!folder.empty() && !std::filesystem::is_directory(folder) &&
+      !std::filesystem::create_directories(folder, error) && error)
+    return absl::FailedPreconditionError(absl::StrCat(
+        "cannot create the output folder ", folder.string(), ": ", error.message()));
   absl::Span<const uint16_t> all(tokens);
   if (absl::Status s = trun::WriteTokenShard(
           report.train_path, all.subspan(0, report.train_tokens));

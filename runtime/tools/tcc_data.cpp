@@ -30,7 +30,7 @@ OUT_PREFIX_vocab.json (id -> text, for trun --vocab).
   --level byte          one token per byte, id = byte value (256 ids)
   --val-fraction F      the last floor(N * F) of the N tokens go to the
                         validation shard (0 <= F < 1, default 0.1)
-  -o OUT_PREFIX         output path prefix (its directory must exist)
+  -o OUT_PREFIX         output path prefix (its folder is created if missing)
   FILES...              text files or directories; a directory contributes its
                         regular files in sorted path order, skipping symbolic
                         links and binary files (with a NUL byte)

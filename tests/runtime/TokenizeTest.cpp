@@ -215,3 +215,24 @@ TEST(TccDataCliTest, TokenizesFortunesDeterministically) {
 
 } // namespace
 } // namespace tcc::data
+
+namespace tcc::data {
+namespace {
+
+// -o into a folder that does not exist yet: tcc-data makes it; a folder
+// that cannot be made (under a file) is one clear error.
+TEST(TccDataCliTest, CreatesTheOutputFolder) {
+  TempDir dir;
+  trun::testing::WriteFile(dir.File("text.txt"), {'h', 'e', 'l', 'l', 'o', ' ', 'w', 'o', 'r', 'l', 'd', '\n'});
+  CliResult made = RunTccData("tokenize --level byte -o " + dir.File("new/sub/f") + " " +
+                              dir.File("text.txt"));
+  ASSERT_EQ(made.exit_code, 0) << made.err;
+  EXPECT_TRUE(std::filesystem::exists(dir.File("new/sub/f_train.bin")));
+  CliResult blocked = RunTccData("tokenize --level byte -o " + dir.File("text.txt/f") + " " +
+                                 dir.File("text.txt"));
+  EXPECT_EQ(blocked.exit_code, 1);
+  EXPECT_NE(blocked.err.find("cannot create the output folder"), std::string::npos) << blocked.err;
+}
+
+} // namespace
+} // namespace tcc::data
