@@ -150,10 +150,12 @@ TEST_F(RunTokenizeTest, ReportsBadInputs) {
   EXPECT_EQ(Error(Options(Level::kChar, {dir_.File("tiny.txt")})),
             "the text has 3 tokens; --val-fraction 0.1 leaves no validation "
             "tokens");
+  // A missing output folder is made (TccDataCliTest.CreatesTheOutputFolder);
+  // one that cannot be (under a file) is the error.
   TokenizeOptions no_dir = bytes;
-  no_dir.out_prefix = dir_.File("missing/out");
-  EXPECT_EQ(Error(no_dir), "cannot write " + dir_.File("missing/out_train.bin") +
-                               ": No such file or directory");
+  no_dir.out_prefix = dir_.File("tiny.txt/out");
+  EXPECT_EQ(Error(no_dir), "cannot create the output folder " + dir_.File("tiny.txt") +
+                               ": Not a directory");
 }
 
 CliResult RunTccData(const std::string &args) {
