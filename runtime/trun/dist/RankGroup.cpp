@@ -60,17 +60,16 @@ absl::StatusOr<std::vector<std::string>> RankGroup::AllGather(const std::string 
   // whole optimizer state tensors: hundreds of MB).
   const size_t part = std::max<size_t>(1, MaxExchangeBytes() / world);
   std::string all;
-  for (size_t offset = 0; offset < mine.size() || (offset == 0 && mine.empty());
-       offset += part) {
+  size_t offset = 0;
+  do { // at least one exchange, even of nothing: every rank takes part
     const size_t bytes = std::min(part, mine.size() - offset);
     all.resize(bytes * world);
     if (absl::Status s = GatherBytes(mine.data() + offset, bytes, all.data()); !s.ok())
       return s;
     for (size_t r = 0; r < world; ++r)
       std::memcpy(pieces[r].data() + offset, all.data() + r * bytes, bytes);
-    if (mine.empty())
-      break;
-  }
+    offset += bytes;
+  } while (offset < mine.size());
   if (watchdog_) // the ranks progress
     watchdog_->last_beat_ns = NowNs();
   return pieces;

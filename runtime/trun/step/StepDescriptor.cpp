@@ -334,6 +334,22 @@ int32_t FindTrainOutput(const tcc_step_descriptor &d, absl::string_view name) {
   return -1;
 }
 
+tcc_tensor_desc WholeOptimizerState(const tcc_step_descriptor &d, int32_t i, bool *sharded) {
+  tcc_tensor_desc t = d.optimizer_state[i];
+  const int32_t p = ShardOptimizerRanks(d) ? d.optimizer_state_shard_of[i] : -1;
+  const bool shard = p >= 0 && p < d.num_params;
+  if (shard) { // shaped like its parameter
+    const tcc_tensor_desc &param = d.params[p];
+    t.rank = param.rank;
+    t.shape = param.shape;
+    t.num_elements = param.num_elements;
+    t.size_bytes = param.num_elements * DtypeSize(t.dtype);
+  }
+  if (sharded)
+    *sharded = shard;
+  return t;
+}
+
 void PrintDescriptorInfo(const tcc_step_descriptor &d, std::ostream &out) {
   int64_t param_values = 0, param_bytes = 0, trainable_values = 0;
   for (int32_t i = 0; i < d.num_params; ++i) {
@@ -374,15 +390,10 @@ void PrintDescriptorInfo(const tcc_step_descriptor &d, std::ostream &out) {
     int64_t per_rank = 0, whole = 0;
     int32_t sharded = 0;
     for (int32_t i = 0; i < d.num_optimizer_state; ++i) {
+      bool shard = false;
       per_rank += d.optimizer_state[i].size_bytes;
-      int32_t p = d.optimizer_state_shard_of[i];
-      if (p >= 0 && p < d.num_params) {
-        ++sharded;
-        whole += d.params[p].num_elements * (d.optimizer_state[i].size_bytes /
-                                             std::max<int64_t>(d.optimizer_state[i].num_elements, 1));
-      } else {
-        whole += d.optimizer_state[i].size_bytes;
-      }
+      whole += WholeOptimizerState(d, i, &shard).size_bytes;
+      sharded += shard;
     }
     out << absl::StrFormat(
         "optimizer sharded (ZeRO-1): over exactly %d %s; %d of %d state tensors sharded; "

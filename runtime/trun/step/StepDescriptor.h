@@ -58,6 +58,13 @@ inline int32_t ShardOptimizerRanks(const tcc_step_descriptor &d) {
   return d.shard_optimizer_ranks;
 }
 
+// Optimizer state tensor `i` of `d` as a whole: for a ZeRO-1 shard
+// (optimizer_state_shard_of[i] names a parameter), the parameter-shaped
+// tensor the ranks' shards make together; else the tensor itself.
+// Checkpoints hold these; `sharded` (if given) says which case it was.
+tcc_tensor_desc WholeOptimizerState(const tcc_step_descriptor &d, int32_t i,
+                                    bool *sharded = nullptr);
+
 void PrintDescriptorInfo(const tcc_step_descriptor &descriptor,
                          std::ostream &out);
 

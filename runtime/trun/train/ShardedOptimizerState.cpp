@@ -1,6 +1,5 @@
 #include "runtime/trun/train/ShardedOptimizerState.h"
 
-#include "runtime/initializers/Dtypes.h"
 #include "runtime/trun/dist/RankGroup.h"
 #include "runtime/trun/step/StepDescriptor.h"
 
@@ -18,18 +17,10 @@ std::unique_ptr<ShardedOptimizerState> ShardedOptimizerState::ForStep(const tcc_
 }
 
 ShardedOptimizerState::ShardedOptimizerState(const tcc_step_descriptor &d) : step_(d), whole_(d) {
-  whole_tensors_.assign(d.optimizer_state, d.optimizer_state + d.num_optimizer_state);
   for (int32_t i = 0; i < d.num_optimizer_state; ++i) {
-    int32_t p = d.optimizer_state_shard_of[i];
-    if (p < 0 || p >= d.num_params)
-      continue;
-    // The shard's whole tensor is shaped like its parameter.
-    tcc_tensor_desc &t = whole_tensors_[i];
-    const tcc_tensor_desc &param = d.params[p];
-    t.rank = param.rank;
-    t.shape = param.shape;
-    t.num_elements = param.num_elements;
-    t.size_bytes = param.num_elements * DtypeSize(t.dtype);
+    bool shard = false;
+    whole_tensors_.push_back(WholeOptimizerState(d, i, &shard));
+    sharded_.push_back(shard);
   }
   whole_.optimizer_state = whole_tensors_.data();
   // What a step without sharding would say.
@@ -72,7 +63,7 @@ absl::Status ShardedOptimizerState::Gather(RankGroup *ranks, const std::vector<c
   for (size_t i = 0; i < state.size(); ++i) {
     const size_t bytes = static_cast<size_t>(step_.optimizer_state[i].size_bytes);
     char *whole = lead ? static_cast<char *>(whole_buffers_[i].data()) : nullptr;
-    if (step_.optimizer_state_shard_of[i] < 0 || !ranks) { // whole already (or one rank)
+    if (!sharded_[i] || !ranks) { // whole already (or one rank)
       if (lead)
         std::memcpy(whole, state[i], bytes);
       continue;
@@ -96,7 +87,7 @@ void ShardedOptimizerState::Scatter(int rank, const std::vector<void *> &state) 
   for (size_t i = 0; i < state.size() && i < whole_buffers_.size(); ++i) {
     const size_t bytes = static_cast<size_t>(step_.optimizer_state[i].size_bytes);
     const char *whole = static_cast<const char *>(whole_buffers_[i].data());
-    size_t offset = step_.optimizer_state_shard_of[i] < 0 ? 0 : static_cast<size_t>(rank) * bytes;
+    size_t offset = sharded_[i] ? static_cast<size_t>(rank) * bytes : 0;
     std::memcpy(state[i], whole + offset, bytes);
   }
 }

@@ -51,6 +51,7 @@ private:
   const tcc_step_descriptor &step_;
   tcc_step_descriptor whole_;
   std::vector<tcc_tensor_desc> whole_tensors_;
+  std::vector<bool> sharded_; // per state tensor: this rank holds a shard
   std::vector<AlignedBuffer> whole_buffers_;
 };
 
