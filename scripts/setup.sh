@@ -30,6 +30,9 @@ packages=(
   openmpi-bin libopenmpi-dev
   # the cuDNN frontend's headers come from PyPI (below)
   python3-pip
+  # the Python front end (python/tcc): the model schema's protobuf runtime;
+  # ONNX import (tcc import model.onnx, tcc.onnx_import)
+  python3-protobuf python3-onnx
 )
 
 missing=()
@@ -65,6 +68,7 @@ PY
 if ((${#missing[@]} == 0)); then
   echo "setup: all ${#packages[@]} packages present"
   fetch_cudnn_frontend
+  bash "$root/python/install.sh"
   exit 0
 fi
 
@@ -74,3 +78,4 @@ echo "setup: installing ${missing[*]}"
 $sudo env DEBIAN_FRONTEND=noninteractive apt-get update -q
 $sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "${missing[@]}"
 fetch_cudnn_frontend
+bash "$root/python/install.sh"

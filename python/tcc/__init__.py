@@ -1,0 +1,20 @@
+"""tcc's Python front end: write a model and its training recipe in Python,
+save the model file, `tcc compile` it, `trun` it.
+
+    import tcc
+    m = tcc.Model("mlp")
+    ...
+    m.save("mlp.pb")
+
+`tcc.ops`: every op of docs/ir.md as a function; `tcc.Model`: parameters,
+inputs, nodes, outputs, the training recipe. See docs/python.md.
+"""
+
+from tcc.model import (AdamW, Init, Model, SGD, Tensor, TccError,
+                       WarmupCosine, load_proto, normal, ones, save_proto,
+                       uniform, zeros)
+from tcc import ops
+
+__all__ = ["AdamW", "Init", "Model", "SGD", "Tensor", "TccError",
+           "WarmupCosine", "load_proto", "normal", "ones", "ops",
+           "save_proto", "uniform", "zeros"]

@@ -1,0 +1,196 @@
+"""Every op a model file may use (docs/ir.md, "Ops a node may use") as a
+function. Each takes the input tensors, the op's attributes as keywords and
+an optional `name` (the node's; default made from the op under the model's
+scope) and returns the output tensor (a list for `split`).
+
+    y = ops.softmax(ops.causal_mask(scores), axis=-1)
+"""
+
+from typing import Optional, Sequence
+
+from tcc.model import Tensor, TccError
+
+
+def _model(*xs):
+    for x in xs:
+        if isinstance(x, Tensor):
+            return x.model
+    raise TccError("an op needs at least one tcc Tensor input to know its model")
+
+
+def _unary(op):
+    def f(x: Tensor, name: Optional[str] = None) -> Tensor:
+        return _model(x).op(op, x, name=name)
+    f.__name__ = op
+    f.__doc__ = f"`{op}` of x, elementwise (docs/ir.md)."
+    return f
+
+
+def _binary(op):
+    def f(a, b, name: Optional[str] = None) -> Tensor:
+        m = _model(a, b)
+        like = a if isinstance(a, Tensor) else b
+        return m.op(op, m._as_tensor(a, like), m._as_tensor(b, like), name=name)
+    f.__name__ = op
+    f.__doc__ = f"`{op}` of a and b with numpy broadcasting (docs/ir.md)."
+    return f
+
+
+add, sub, mul, div, maximum, minimum = (_binary(o) for o in
+                                        ("add", "sub", "mul", "div", "max", "min"))
+equal, not_equal, less, less_equal, greater, greater_equal = (
+    _binary(o) for o in ("equal", "not_equal", "less", "less_equal",
+                         "greater", "greater_equal"))
+neg, exp, log, sqrt, rsqrt, tanh, sigmoid, relu, silu, sin, cos = (
+    _unary(o) for o in ("neg", "exp", "log", "sqrt", "rsqrt", "tanh",
+                        "sigmoid", "relu", "silu", "sin", "cos"))
+
+
+def matmul(a: Tensor, b: Tensor, transpose_a: bool = False,
+           transpose_b: bool = False, name: Optional[str] = None) -> Tensor:
+    """a (..., M, K) x b (..., K, N); the flags swap the last two dims."""
+    return _model(a, b).op("matmul", a, b, name=name,
+                           transpose_a=transpose_a or None,
+                           transpose_b=transpose_b or None)
+
+
+def gelu(x: Tensor, approximate: str = "none", name: Optional[str] = None) -> Tensor:
+    """"none": the erf form; "tanh": GPT-2's."""
+    return _model(x).op("gelu", x, name=name,
+                        approximate=None if approximate == "none" else approximate)
+
+
+def pow(x: Tensor, exponent: float, name: Optional[str] = None) -> Tensor:  # noqa: A001
+    return _model(x).op("pow", x, name=name, exponent=float(exponent))
+
+
+def select(cond: Tensor, a, b, name: Optional[str] = None) -> Tensor:
+    """cond ? a : b (all three broadcast)."""
+    m = _model(cond, a, b)
+    like = a if isinstance(a, Tensor) else b
+    return m.op("select", cond, m._as_tensor(a, like), m._as_tensor(b, like),
+                name=name)
+
+
+where = select
+
+
+def cast(x: Tensor, dtype: str, name: Optional[str] = None) -> Tensor:
+    return _model(x).op("cast", x, name=name, dtype=dtype)
+
+
+def constant(model, value: float, shape: Sequence[int] = (), dtype: str = "f32",
+             name: Optional[str] = None) -> Tensor:
+    """A splat of `value` (the model is needed: a constant has no inputs)."""
+    return model.op("constant", name=name, value=float(value),
+                    shape=[int(d) for d in shape], dtype=dtype)
+
+
+def iota(model, shape: Sequence[int], axis: int = 0, dtype: str = "i64",
+         name: Optional[str] = None) -> Tensor:
+    """The index along `axis`."""
+    return model.op("iota", name=name, shape=[int(d) for d in shape],
+                    axis=axis, dtype=dtype)
+
+
+def dropout(x: Tensor, rate: float = 0.5, name: Optional[str] = None) -> Tensor:
+    return _model(x).op("dropout", x, name=name, rate=float(rate))
+
+
+def softmax_cross_entropy(logits: Tensor, labels: Tensor,
+                          name: Optional[str] = None) -> Tensor:
+    """Per-row loss (N) of logits (N, C) against labels (N)."""
+    return _model(logits).op("softmax_cross_entropy", logits, labels, name=name)
+
+
+def cross_entropy(logits: Tensor, targets: Tensor,
+                  ignore_index: Optional[int] = None,
+                  name: Optional[str] = None) -> Tensor:
+    """Scalar mean over positions of logsumexp - logit[target]."""
+    return _model(logits).op("cross_entropy", logits, targets, name=name,
+                             ignore_index=ignore_index)
+
+
+def _reduce(op):
+    def f(x: Tensor, axes: Optional[Sequence[int]] = None,
+          keep_dims: bool = False, name: Optional[str] = None) -> Tensor:
+        return _model(x).op(op, x, name=name,
+                            axes=None if axes is None else [int(a) for a in axes],
+                            keep_dims=keep_dims or None)
+    f.__name__ = op
+    f.__doc__ = f"`{op}` over `axes` (default all) (docs/ir.md)."
+    return f
+
+
+mean, sum, reduce_max = (_reduce(o) for o in ("mean", "sum", "max"))  # noqa: A001
+
+
+def softmax(x: Tensor, axis: int = -1, name: Optional[str] = None) -> Tensor:
+    return _model(x).op("softmax", x, name=name, axis=axis)
+
+
+def log_softmax(x: Tensor, axis: int = -1, name: Optional[str] = None) -> Tensor:
+    return _model(x).op("log_softmax", x, name=name, axis=axis)
+
+
+def layer_norm(x: Tensor, weight: Optional[Tensor] = None,
+               bias: Optional[Tensor] = None, eps: float = 1e-5,
+               name: Optional[str] = None) -> Tensor:
+    ins = [x] + ([weight] if weight is not None else [])
+    if bias is not None:
+        if weight is None:
+            raise TccError("layer_norm: a bias needs a weight")
+        ins.append(bias)
+    return _model(x).op("layer_norm", *ins, name=name, eps=float(eps))
+
+
+def rms_norm(x: Tensor, weight: Optional[Tensor] = None, eps: float = 1e-6,
+             name: Optional[str] = None) -> Tensor:
+    ins = [x] + ([weight] if weight is not None else [])
+    return _model(x).op("rms_norm", *ins, name=name, eps=float(eps))
+
+
+def embedding(table: Tensor, ids: Tensor, name: Optional[str] = None) -> Tensor:
+    """Rows of table (V, C) at ids (...): (..., C)."""
+    return _model(table).op("embedding", table, ids, name=name)
+
+
+def reshape(x: Tensor, shape: Sequence[int], name: Optional[str] = None) -> Tensor:
+    return _model(x).op("reshape", x, name=name, shape=[int(d) for d in shape])
+
+
+def transpose(x: Tensor, perm: Optional[Sequence[int]] = None,
+              name: Optional[str] = None) -> Tensor:
+    return _model(x).op("transpose", x, name=name,
+                        perm=None if perm is None else [int(p) for p in perm])
+
+
+def broadcast_to(x: Tensor, shape: Sequence[int], name: Optional[str] = None) -> Tensor:
+    return _model(x).op("broadcast_to", x, name=name, shape=[int(d) for d in shape])
+
+
+def slice(x: Tensor, starts: Sequence[int], ends: Sequence[int],  # noqa: A001
+          axes: Optional[Sequence[int]] = None, name: Optional[str] = None) -> Tensor:
+    return _model(x).op("slice", x, name=name, starts=[int(s) for s in starts],
+                        ends=[int(e) for e in ends],
+                        axes=None if axes is None else [int(a) for a in axes])
+
+
+def concat(xs: Sequence[Tensor], axis: int = 0, name: Optional[str] = None) -> Tensor:
+    return _model(*xs).op("concat", *xs, name=name, axis=axis)
+
+
+def split(x: Tensor, sizes: Sequence[int], axis: int = 0,
+          name: Optional[str] = None,
+          outputs: Optional[Sequence[str]] = None):
+    """One output per size; `outputs` names them (default name.0, name.1...)."""
+    return _model(x).op("split", x, name=name,
+                        outputs=list(outputs) if outputs else len(sizes),
+                        axis=axis, sizes=[int(s) for s in sizes])
+
+
+def causal_mask(scores: Tensor, value: Optional[float] = None,
+                name: Optional[str] = None) -> Tensor:
+    """(..., T, S): `value` (default -inf) where j > i + (S - T)."""
+    return _model(scores).op("causal_mask", scores, name=name,
+                             value=None if value is None else float(value))
