@@ -18,3 +18,11 @@ from tcc import ops
 __all__ = ["AdamW", "Init", "Model", "SGD", "Tensor", "TccError",
            "WarmupCosine", "load_proto", "normal", "ones", "ops",
            "save_proto", "uniform", "zeros"]
+
+
+def __getattr__(name):
+    # PyTorch import on first use only: `import tcc` must not import torch.
+    if name in ("from_torch", "export_torch_weights", "TorchImportError"):
+        from tcc import torch_import
+        return getattr(torch_import, name)
+    raise AttributeError(f"module 'tcc' has no attribute {name!r}")

@@ -1,0 +1,525 @@
+"""The PyTorch ops tcc.from_torch maps (torch_import.py drives it): one
+handler per op, each given the converter, the fx node and its arguments
+with graph values resolved (a `Dyn` for a value computed from the inputs or
+the parameters, plain Python / torch constants otherwise). Shapes come from
+the example run, so view(-1, ...) and size()-derived shapes are exact."""
+
+import math
+import operator
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+from tcc import ops
+from tcc.model import TccError
+
+
+class Dyn:
+    """A value of the tcc graph with the shape and dtype it had in PyTorch."""
+    __slots__ = ("t", "shape", "dtype")
+
+    def __init__(self, t, shape, dtype):
+        self.t, self.shape, self.dtype = t, tuple(shape), dtype
+
+    @property
+    def rank(self):
+        return len(self.shape)
+
+
+class Unsupported(Exception):
+    """An op or argument this importer cannot map (the driver names the
+    op and its module path)."""
+
+
+def _dim(d, rank):
+    return d + rank if d < 0 else d
+
+
+def _dims(dim, rank):
+    if dim is None:
+        return None
+    if isinstance(dim, int):
+        dim = [dim]
+    return [_dim(int(d), rank) for d in dim]
+
+
+def _const_float(x, what):
+    if isinstance(x, torch.Tensor) and x.numel() == 1:
+        return float(x.item())
+    if isinstance(x, (int, float)) and not isinstance(x, bool):
+        return float(x)
+    raise Unsupported(f"{what} must be a constant number, got {type(x).__name__}")
+
+
+# -- elementwise ---------------------------------------------------------------
+
+def _unary(op):
+    def h(c, node, args, kwargs):
+        return getattr(ops, op)(c.t(args[0]))
+    return h
+
+
+def _binary(op):
+    def h(c, node, args, kwargs):
+        a, b = args[0], args[1] if len(args) > 1 else kwargs.get("other")
+        alpha = kwargs.get("alpha", 1)
+        if alpha != 1:
+            b = _mul_const(c, b, alpha)
+        if op == "div" and kwargs.get("rounding_mode") is not None:
+            raise Unsupported("div with a rounding_mode")
+        like = a if isinstance(a, Dyn) else b
+        return c.model.op(op, c.t(a, like), c.t(b, like))
+    return h
+
+
+def _mul_const(c, x, k):
+    return c.model.op("mul", c.t(x), c.t(float(k), x)) if isinstance(x, Dyn) else x * k
+
+
+def _rsub(c, node, args, kwargs):  # torch.rsub(a, b) = b - a
+    a, b = args[0], args[1]
+    like = a if isinstance(a, Dyn) else b
+    return c.model.op("sub", c.t(b, like), c.t(a, like))
+
+
+def _neg(c, node, args, kwargs):
+    return ops.neg(c.t(args[0]))
+
+
+def _pow(c, node, args, kwargs):
+    x, e = args[0], args[1] if len(args) > 1 else kwargs["exponent"]
+    if not isinstance(x, Dyn):
+        raise Unsupported("pow of a constant base by a tensor exponent")
+    e = _const_float(e, "the exponent of pow")
+    if e == 1.0:
+        return x.t
+    if e == 2.0:  # one multiply: exact, and what torch does for x ** 2
+        return ops.mul(x.t, x.t)
+    return ops.pow(x.t, e)
+
+
+def _gelu(c, node, args, kwargs):
+    approx = kwargs.get("approximate", args[1] if len(args) > 1 else "none")
+    if node.op == "call_module":
+        approx = getattr(c.module_of(node), "approximate", "none")
+    if approx not in ("none", "tanh"):
+        raise Unsupported(f"gelu approximate={approx!r}")
+    return ops.gelu(c.t(args[0]), approximate=approx)
+
+
+def _activation_module(op):
+    def h(c, node, args, kwargs):
+        return getattr(ops, op)(c.t(args[0]))
+    return h
+
+
+def _dropout(c, node, args, kwargs):
+    x = args[0]
+    if node.op == "call_module":
+        p = c.module_of(node).p
+        training = True
+    else:
+        p = kwargs.get("p", args[1] if len(args) > 1 else 0.5)
+        training = kwargs.get("training", args[2] if len(args) > 2 else True)
+    # tcc's dropout drops in the train step and is the identity in eval;
+    # an explicit training=False is the identity everywhere.
+    if not training or float(p) == 0.0:
+        return x.t
+    return ops.dropout(x.t, rate=float(p))
+
+
+# -- products and layers -------------------------------------------------------
+
+def _matmul(c, node, args, kwargs):
+    a, b = args[0], args[1]
+    if not (isinstance(a, Dyn) and isinstance(b, Dyn)):
+        raise Unsupported("matmul with a constant operand")
+    if a.rank < 2 or b.rank < 2:
+        raise Unsupported("matmul of a 1-D tensor")
+    if b.rank > 2 and b.shape[:-2] != a.shape[:-2]:
+        raise Unsupported(f"matmul with batch dims {a.shape[:-2]} and {b.shape[:-2]}")
+    return ops.matmul(a.t, b.t)
+
+
+def linear(c, x, weight_param, bias):
+    """y = x W^T + b with W a parameter in either layout (torch_import picks
+    tcc's (in, out) layout unless W is also used another way, e.g. tied to an
+    embedding table)."""
+    if not isinstance(weight_param, Dyn):
+        raise Unsupported("linear with a constant weight")
+    if c.is_transposed(weight_param):
+        y = ops.matmul(c.t(x), weight_param.t)
+    else:
+        y = ops.matmul(c.t(x), weight_param.t, transpose_b=True)
+    if bias is not None:
+        y = ops.add(y, c.t(bias))
+    return y
+
+
+def _linear_module(c, node, args, kwargs):
+    m = c.module_of(node)
+    path = node.target
+    w = c.param_value(f"{path}.weight")
+    b = c.param_value(f"{path}.bias") if m.bias is not None else None
+    return linear(c, args[0], w, b)
+
+
+def _linear_function(c, node, args, kwargs):
+    x = args[0]
+    w = args[1] if len(args) > 1 else kwargs["weight"]
+    b = args[2] if len(args) > 2 else kwargs.get("bias")
+    return linear(c, x, w, b)
+
+
+def _embedding_module(c, node, args, kwargs):
+    m = c.module_of(node)
+    if m.padding_idx is not None or m.max_norm is not None or m.sparse:
+        raise Unsupported("nn.Embedding with padding_idx, max_norm or sparse")
+    return ops.embedding(c.param_value(f"{node.target}.weight").t, c.t(args[0]))
+
+
+def _embedding_function(c, node, args, kwargs):
+    ids, table = args[0], args[1] if len(args) > 1 else kwargs["weight"]
+    extra = [kwargs.get(k) for k in ("padding_idx", "max_norm")] + list(args[2:4])
+    if any(e is not None for e in extra):
+        raise Unsupported("F.embedding with padding_idx or max_norm")
+    return ops.embedding(c.t(table), c.t(ids))
+
+
+def _layer_norm(c, x, shape, weight, bias, eps):
+    shape = [shape] if isinstance(shape, int) else list(shape)
+    if len(shape) != 1 or shape[0] != x.shape[-1]:
+        raise Unsupported(f"layer_norm over {shape} (only the last dimension)")
+    if weight is None and bias is not None:
+        weight = Dyn(ops.constant(c.model, 1.0, x.shape[-1:]), x.shape[-1:], x.dtype)
+    return ops.layer_norm(x.t, c.t(weight) if weight is not None else None,
+                          c.t(bias) if bias is not None else None, eps=float(eps))
+
+
+def _layer_norm_module(c, node, args, kwargs):
+    m = c.module_of(node)
+    w = b = None
+    if m.elementwise_affine:
+        w = c.param_value(f"{node.target}.weight")
+        if getattr(m, "bias", None) is not None:
+            b = c.param_value(f"{node.target}.bias")
+    return _layer_norm(c, args[0], m.normalized_shape, w, b, m.eps)
+
+
+def _layer_norm_function(c, node, args, kwargs):
+    names = ("input", "normalized_shape", "weight", "bias", "eps")
+    a = dict(zip(names, args), **kwargs)
+    return _layer_norm(c, a["input"], a["normalized_shape"], a.get("weight"),
+                       a.get("bias"), a.get("eps", 1e-5))
+
+
+def _softmax(op):
+    def h(c, node, args, kwargs):
+        x = args[0]
+        if node.op == "call_module":
+            dim = c.module_of(node).dim
+        else:
+            dim = kwargs.get("dim", args[1] if len(args) > 1 else None)
+        if dim is None:
+            raise Unsupported(f"{op} without dim")
+        if kwargs.get("dtype") is not None:
+            raise Unsupported(f"{op} with dtype")
+        return getattr(ops, op)(x.t, axis=_dim(int(dim), x.rank))
+    return h
+
+
+def _reduce(op):
+    def h(c, node, args, kwargs):
+        x = args[0]
+        dim = kwargs.get("dim", kwargs.get("axis", args[1] if len(args) > 1 else None))
+        keep = kwargs.get("keepdim", args[2] if len(args) > 2 else False)
+        if kwargs.get("dtype") is not None:
+            raise Unsupported(f"{op} with dtype")
+        return getattr(ops, op)(x.t, axes=_dims(dim, x.rank), keep_dims=bool(keep))
+    return h
+
+
+# -- shapes --------------------------------------------------------------------
+
+def _to_recorded_shape(c, node, args, kwargs):
+    """view, reshape, flatten, unsqueeze, squeeze...: the shape the example
+    run produced (so -1 and size()-derived dims need no re-evaluation)."""
+    x = args[0]
+    shape = tuple(c.recorded(node).shape)
+    if shape == x.shape:
+        return x.t
+    return ops.reshape(x.t, list(shape))
+
+
+def _identity(c, node, args, kwargs):
+    return c.t(args[0])
+
+
+def _transpose(c, node, args, kwargs):
+    x = args[0]
+    d0 = kwargs.get("dim0", args[1] if len(args) > 1 else None)
+    d1 = kwargs.get("dim1", args[2] if len(args) > 2 else None)
+    perm = list(range(x.rank))
+    a, b = _dim(int(d0), x.rank), _dim(int(d1), x.rank)
+    perm[a], perm[b] = perm[b], perm[a]
+    return ops.transpose(x.t, perm) if a != b else x.t
+
+
+def _t(c, node, args, kwargs):
+    x = args[0]
+    if x.rank < 2:
+        return x.t
+    perm = list(range(x.rank))[:-2] + [x.rank - 1, x.rank - 2]
+    return ops.transpose(x.t, perm)
+
+
+def _permute(c, node, args, kwargs):
+    x = args[0]
+    dims = kwargs.get("dims", args[1:])
+    if len(dims) == 1 and isinstance(dims[0], (list, tuple)):
+        dims = dims[0]
+    return ops.transpose(x.t, [_dim(int(d), x.rank) for d in dims])
+
+
+def _split(c, node, args, kwargs):
+    x = args[0]
+    # split(x, size_or_sizes, dim) and chunk(x, n, dim): the sizes are the
+    # example run's.
+    dim = _dim(int(kwargs.get("dim", args[2] if len(args) > 2 else 0)), x.rank)
+    sizes = [int(v.shape[dim]) for v in c.recorded(node)]
+    if len(sizes) == 1:
+        return [x.t]
+    return ops.split(x.t, sizes, axis=dim)
+
+
+def _cat(c, node, args, kwargs):
+    xs = args[0] if args else kwargs["tensors"]
+    dim = kwargs.get("dim", args[1] if len(args) > 1 else 0)
+    like = next(x for x in xs if isinstance(x, Dyn))
+    return ops.concat([c.t(x, like) for x in xs], axis=_dim(int(dim), like.rank))
+
+
+def _expand(c, node, args, kwargs):
+    shape = tuple(c.recorded(node).shape)
+    return ops.broadcast_to(args[0].t, list(shape)) if shape != args[0].shape else args[0].t
+
+
+def _getitem(c, node, args, kwargs):
+    x, index = args[0], args[1]
+    if isinstance(x, (list, tuple)):
+        return x[index]
+    if not isinstance(x, Dyn):
+        raise Unsupported(f"indexing a {type(x).__name__}")
+    index = index if isinstance(index, tuple) else (index,)
+    if any(isinstance(i, (Dyn, torch.Tensor, list)) for i in index):
+        raise Unsupported("advanced (tensor) indexing")
+    n_real = sum(1 for i in index if i is not None and i is not Ellipsis)
+    if Ellipsis in index:
+        k = index.index(Ellipsis)
+        index = index[:k] + (slice(None),) * (x.rank - n_real) + index[k + 1:]
+    starts, ends, axes = [], [], []
+    axis = 0
+    for i in index:
+        if i is None:
+            continue
+        size = x.shape[axis]
+        if isinstance(i, int):
+            s = i + size if i < 0 else i
+            starts.append(s), ends.append(s + 1), axes.append(axis)
+        elif isinstance(i, slice):
+            if i.step not in (None, 1):
+                raise Unsupported("a slice with a step")
+            s, e, _ = i.indices(size)
+            if (s, e) != (0, size):
+                starts.append(s), ends.append(e), axes.append(axis)
+        else:
+            raise Unsupported(f"index {i!r}")
+        axis += 1
+    y = ops.slice(x.t, starts, ends, axes=axes) if axes else x.t
+    shape = tuple(c.recorded(node).shape)
+    sliced = list(x.shape)
+    for s, e, a in zip(starts, ends, axes):
+        sliced[a] = e - s
+    return ops.reshape(y, list(shape)) if tuple(sliced) != shape else y
+
+
+def _getattr(c, node, args, kwargs):
+    x, attr = args[0], args[1]
+    if attr == "T":
+        return _t(c, node, [x], {})
+    if attr == "mT":
+        return _t(c, node, [x], {})
+    raise Unsupported(f"tensor attribute .{attr}")
+
+
+def _cast(c, node, args, kwargs):
+    x = args[0]
+    out = c.recorded(node)
+    if out.dtype == x.dtype:
+        return x.t
+    return ops.cast(x.t, c.dtype_name(out.dtype))
+
+
+# -- masks and selection -------------------------------------------------------
+
+def _masked_fill(c, node, args, kwargs):
+    x = args[0]
+    mask = args[1] if len(args) > 1 else kwargs["mask"]
+    value = _const_float(args[2] if len(args) > 2 else kwargs["value"],
+                         "the fill value of masked_fill")
+    if isinstance(mask, torch.Tensor):
+        k = c.upper_triangle(mask, x.shape)
+        if k is not None and k == x.shape[-1] - x.shape[-2]:
+            return ops.causal_mask(x.t, value=value)
+    return ops.select(c.t(mask), c.t(value, x), x.t)
+
+
+def _where(c, node, args, kwargs):
+    cond, a, b = args[0], args[1], args[2]
+    like = a if isinstance(a, Dyn) else b
+    if isinstance(cond, torch.Tensor) and isinstance(b, Dyn) and not isinstance(a, Dyn):
+        k = c.upper_triangle(cond, b.shape)
+        if k is not None and k == b.shape[-1] - b.shape[-2]:
+            return ops.causal_mask(b.t, value=_const_float(a, "where's value"))
+    return ops.select(c.t(cond), c.t(a, like), c.t(b, like))
+
+
+# -- losses --------------------------------------------------------------------
+
+def cross_entropy(c, logits, target, weight=None, ignore_index=-100,
+                  reduction="mean", label_smoothing=0.0):
+    if weight is not None or float(label_smoothing) != 0.0:
+        raise Unsupported("cross_entropy with class weights or label smoothing")
+    x = logits.t
+    if logits.rank > 2:  # torch's class dimension is 1; tcc's the last
+        perm = [0] + list(range(2, logits.rank)) + [1]
+        x = ops.transpose(x, perm)
+    if reduction == "none":
+        if logits.rank != 2:
+            raise Unsupported("cross_entropy reduction='none' beyond (N, C)")
+        return ops.softmax_cross_entropy(x, c.t(target))
+    # torch's default ignore_index -100 matches no class id, as tcc without one.
+    ii = None if int(ignore_index) == -100 else int(ignore_index)
+    loss = ops.cross_entropy(x, c.t(target), ignore_index=ii)
+    if reduction == "sum":
+        if ii is not None:
+            raise Unsupported("cross_entropy reduction='sum' with ignore_index")
+        return ops.mul(loss, c.t(float(math.prod(target.shape)), logits))
+    if reduction != "mean":
+        raise Unsupported(f"cross_entropy reduction={reduction!r}")
+    return loss
+
+
+def mse_loss(c, a, b, reduction="mean"):
+    like = a if isinstance(a, Dyn) else b
+    d = ops.sub(c.t(a, like), c.t(b, like))
+    sq = ops.mul(d, d)
+    if reduction == "mean":
+        return ops.mean(sq)
+    if reduction == "sum":
+        return ops.sum(sq)
+    raise Unsupported(f"mse_loss reduction={reduction!r}")
+
+
+def _cross_entropy_function(c, node, args, kwargs):
+    names = ("input", "target", "weight", "size_average", "ignore_index",
+             "reduce", "reduction", "label_smoothing")
+    a = dict(zip(names, args), **kwargs)
+    if a.get("size_average") is not None or a.get("reduce") is not None:
+        raise Unsupported("cross_entropy with size_average/reduce")
+    return cross_entropy(c, a["input"], a["target"], a.get("weight"),
+                         a.get("ignore_index", -100), a.get("reduction", "mean"),
+                         a.get("label_smoothing", 0.0))
+
+
+def _cross_entropy_module(c, node, args, kwargs):
+    m = c.module_of(node)
+    return cross_entropy(c, args[0], args[1], m.weight, m.ignore_index,
+                         m.reduction, getattr(m, "label_smoothing", 0.0))
+
+
+def _mse_function(c, node, args, kwargs):
+    names = ("input", "target", "size_average", "reduce", "reduction")
+    a = dict(zip(names, args), **kwargs)
+    return mse_loss(c, a["input"], a["target"], a.get("reduction", "mean"))
+
+
+def _mse_module(c, node, args, kwargs):
+    return mse_loss(c, args[0], args[1], c.module_of(node).reduction)
+
+
+# -- the tables ----------------------------------------------------------------
+
+MODULES = {
+    nn.Linear: _linear_module, nn.Embedding: _embedding_module,
+    nn.LayerNorm: _layer_norm_module, nn.Dropout: _dropout,
+    nn.ReLU: _activation_module("relu"), nn.GELU: _gelu,
+    nn.SiLU: _activation_module("silu"), nn.Tanh: _activation_module("tanh"),
+    nn.Sigmoid: _activation_module("sigmoid"), nn.Identity: _identity,
+    nn.Softmax: _softmax("softmax"), nn.LogSoftmax: _softmax("log_softmax"),
+    nn.Flatten: _to_recorded_shape, nn.CrossEntropyLoss: _cross_entropy_module,
+    nn.MSELoss: _mse_module,
+}
+
+FUNCTIONS = {
+    F.linear: _linear_function, F.embedding: _embedding_function,
+    F.layer_norm: _layer_norm_function, F.dropout: _dropout,
+    F.relu: _unary("relu"), torch.relu: _unary("relu"),
+    F.gelu: _gelu, F.silu: _unary("silu"),
+    torch.tanh: _unary("tanh"), F.tanh: _unary("tanh"),
+    torch.sigmoid: _unary("sigmoid"), F.sigmoid: _unary("sigmoid"),
+    torch.exp: _unary("exp"), torch.log: _unary("log"),
+    torch.sqrt: _unary("sqrt"), torch.rsqrt: _unary("rsqrt"),
+    torch.neg: _neg, operator.neg: _neg,
+    torch.add: _binary("add"), operator.add: _binary("add"),
+    operator.iadd: _binary("add"),
+    torch.sub: _binary("sub"), operator.sub: _binary("sub"), torch.rsub: _rsub,
+    torch.mul: _binary("mul"), operator.mul: _binary("mul"),
+    torch.div: _binary("div"), operator.truediv: _binary("div"),
+    torch.pow: _pow, operator.pow: _pow,
+    torch.matmul: _matmul, operator.matmul: _matmul, torch.bmm: _matmul,
+    F.softmax: _softmax("softmax"), torch.softmax: _softmax("softmax"),
+    F.log_softmax: _softmax("log_softmax"),
+    torch.log_softmax: _softmax("log_softmax"),
+    torch.mean: _reduce("mean"), torch.sum: _reduce("sum"),
+    torch.reshape: _to_recorded_shape, torch.flatten: _to_recorded_shape,
+    torch.unsqueeze: _to_recorded_shape, torch.squeeze: _to_recorded_shape,
+    torch.transpose: _transpose, torch.permute: _permute, torch.t: _t,
+    torch.split: _split, torch.chunk: _split, torch.cat: _cat,
+    operator.getitem: _getitem, getattr: _getattr,
+    torch.masked_fill: _masked_fill, torch.where: _where,
+    F.cross_entropy: _cross_entropy_function, F.mse_loss: _mse_function,
+}
+
+METHODS = {
+    "view": _to_recorded_shape, "reshape": _to_recorded_shape,
+    "flatten": _to_recorded_shape, "unsqueeze": _to_recorded_shape,
+    "squeeze": _to_recorded_shape, "view_as": _to_recorded_shape,
+    "reshape_as": _to_recorded_shape,
+    "transpose": _transpose, "permute": _permute, "t": _t,
+    "contiguous": _identity, "clone": _identity,
+    "split": _split, "chunk": _split, "expand": _expand, "expand_as": _expand,
+    "masked_fill": _masked_fill,
+    "mean": _reduce("mean"), "sum": _reduce("sum"),
+    "softmax": _softmax("softmax"), "log_softmax": _softmax("log_softmax"),
+    "relu": _unary("relu"), "tanh": _unary("tanh"), "sigmoid": _unary("sigmoid"),
+    "exp": _unary("exp"), "log": _unary("log"), "sqrt": _unary("sqrt"),
+    "rsqrt": _unary("rsqrt"), "neg": _neg, "pow": _pow,
+    "add": _binary("add"), "sub": _binary("sub"), "mul": _binary("mul"),
+    "div": _binary("div"), "matmul": _matmul, "bmm": _matmul,
+    "float": _cast, "to": _cast, "type_as": _cast, "long": _cast, "int": _cast,
+    "double": _cast,
+}
+
+# Method calls whose result depends only on shapes (constant at import).
+SHAPE_METHODS = {"size", "dim", "numel", "ndimension"}
+SHAPE_ATTRS = {"shape", "ndim", "dtype", "device"}
+
+
+def supported_names():
+    """A compact list of what is mapped, for the error message."""
+    mods = sorted(f"nn.{m.__name__}" for m in MODULES)
+    fns = sorted({getattr(f, "__name__", str(f)) for f in FUNCTIONS} - {"getattr"})
+    return ", ".join(mods) + "; functions/methods: " + ", ".join(
+        sorted(set(fns) | set(METHODS) | SHAPE_METHODS))

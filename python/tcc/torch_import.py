@@ -1,0 +1,705 @@
+"""tcc.from_torch: a torch.nn.Module, its loss and its optimizer as a tcc
+model file (docs/pytorch-import.md).
+
+    model = tcc.from_torch(net, (x,), loss=F.cross_entropy, target=y,
+                           optimizer=torch.optim.SGD(net.parameters(), lr=0.1))
+    model.save("net.pb")                       # tcc compile net.pb -o net.so
+    tcc.export_torch_weights(net, "net.safetensors")   # trun --init-from
+
+The module is traced with torch.fx.symbolic_trace (a custom tracer that
+remembers which submodule each call came from) and run once on the example
+inputs (ShapeProp) so every value has its shape. Values that depend only on
+shapes and buffers (size(), a registered tril mask, torch.arange(T)) are
+constants of the import: uniform tensors, index ramps and triangular masks
+become tcc constants, iota and causal_mask; anything else is refused. Each
+op this importer does not map is one TccError naming the op and the module
+path.
+"""
+
+import dis
+import inspect
+
+import torch
+import torch.fx as fx
+from torch.fx.passes.shape_prop import ShapeProp
+
+from tcc import ops
+from tcc import _torch_ops as T
+from tcc.model import AdamW, Model, SGD, TccError, WarmupCosine, normal, ones, zeros
+from tcc._torch_ops import Dyn, Unsupported
+
+
+class TorchImportError(TccError):
+    """A module, loss or optimizer from_torch cannot map (one line)."""
+
+
+_PREFIX = "tcc.from_torch"
+
+
+def _concrete(a):
+    """`a` with every proxy replaced by its example value."""
+    if isinstance(a, fx.Proxy):
+        return a.node.meta["tcc_value"]
+    if isinstance(a, (list, tuple)):
+        values = [_concrete(x) for x in a]
+        return type(a)(*values) if hasattr(a, "_fields") else type(a)(values)
+    if isinstance(a, dict):
+        return {k: _concrete(v) for k, v in a.items()}
+    if isinstance(a, slice):
+        return slice(_concrete(a.start), _concrete(a.stop), _concrete(a.step))
+    return a
+
+
+class _Proxy(fx.Proxy):
+    """A proxy whose shape is known: `x.shape`, `x.size()`, `x.dim()` are
+    plain ints (the step's sizes are static), so `B, T = x.size()` and
+    `torch.arange(T)` trace."""
+
+    def __getattr__(self, k):
+        if k in _SHAPE_ATTRS and "tcc_value" in self.node.meta:
+            return getattr(self.node.meta["tcc_value"], k)
+        return super().__getattr__(k)
+
+    def __iter__(self):
+        # Unpacking a tuple-valued proxy (q, k, v = x.split(...)): fx finds
+        # the UNPACK_SEQUENCE by bytecode index, which Python 3.11 broke for
+        # torch 1.13; find it by offset.
+        frame = inspect.currentframe().f_back
+        for inst in dis.get_instructions(frame.f_code):
+            if inst.offset == frame.f_lasti and inst.opname == "UNPACK_SEQUENCE":
+                return (self[i] for i in range(inst.argval))
+        return self.tracer.iter(self)
+
+
+# Module.__call__ / __getattr__ as they are outside fx's tracing (which
+# patches them): the example run of each op uses these.
+_MODULE_ORIGINALS = {n: torch.nn.Module.__dict__[n] for n in ("__call__", "__getattr__")}
+
+_SHAPE_ATTRS = ("shape", "ndim", "dtype", "device")
+_SHAPE_METHODS = ("size", "dim", "numel", "ndimension")
+
+
+class _Tracer(fx.Tracer):
+    """symbolic_trace's tracer (public Tracer hooks: torch 1.13 and 2.x)
+    that runs each op on the example inputs as it records it, so shapes are
+    constants while tracing, and that records on each node the path of the
+    submodule whose forward made it."""
+
+    def __init__(self, examples=None):
+        super().__init__()
+        self._paths = []
+        self._examples = examples or {}
+
+    def call_module(self, m, forward, args, kwargs):
+        self._paths.append(self.path_of_module(m))
+        try:
+            return super().call_module(m, forward, args, kwargs)
+        finally:
+            self._paths.pop()
+
+    def proxy(self, node):
+        return _Proxy(node, self)
+
+    def create_node(self, *args, **kwargs):
+        node = super().create_node(*args, **kwargs)
+        node.meta["tcc_path"] = self._paths[-1] if self._paths else ""
+        return node
+
+    def _evaluate(self, kind, target, args, kwargs):
+        if kind == "placeholder":
+            return self._examples[target]
+        # While tracing, fx patches Module.__call__ and __getattr__: reach
+        # submodules and tensors through the module dicts, call forward.
+        if kind == "get_attr":
+            *path, leaf = target.split(".")
+            m = self._submodule(path)
+            for table in (m._parameters, m._buffers):
+                if leaf in table:
+                    return table[leaf]
+            return m.__dict__[leaf]
+        a, k = _concrete(args), _concrete(kwargs)
+        patched = {n: torch.nn.Module.__dict__[n] for n in _MODULE_ORIGINALS}
+        try:
+            for n, f in _MODULE_ORIGINALS.items():
+                setattr(torch.nn.Module, n, f)
+            with torch.no_grad():
+                if kind == "call_module":
+                    return self._submodule(target.split("."))(*a, **k)
+                if kind == "call_method":
+                    return getattr(a[0], target)(*a[1:], **k)
+                return target(*a, **k)
+        finally:
+            for n, f in patched.items():
+                setattr(torch.nn.Module, n, f)
+
+    def _submodule(self, path):
+        m = self.root
+        for part in path:
+            m = m._modules[part]
+        return m
+
+    def create_proxy(self, kind, target, args, kwargs, *rest, **krest):
+        proxy = super().create_proxy(kind, target, args, kwargs, *rest, **krest)
+        try:
+            value = self._evaluate(kind, target, args, kwargs)
+        except Exception:  # no example value: ShapeProp's run reports it
+            return proxy
+        proxy.node.meta["tcc_value"] = value
+        if kind == "call_method" and target in _SHAPE_METHODS:
+            return value
+        return proxy
+
+
+class _Record(ShapeProp):
+    """ShapeProp that also keeps each node's example value."""
+
+    def run_node(self, n):
+        result = super().run_node(n)
+        n.meta["tcc_value"] = result
+        return result
+
+
+def _trace(root, concrete_args=None, what="module", examples=None):
+    tracer = _Tracer(examples)
+    try:
+        graph = tracer.trace(root, concrete_args=concrete_args)
+    except Exception as e:  # fx raises many kinds; one line for the user
+        msg = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        raise TorchImportError(f"{_PREFIX}: cannot trace the {what} with "
+                               f"torch.fx.symbolic_trace: {msg}") from None
+    name = type(root).__name__ if isinstance(root, torch.nn.Module) else "loss"
+    gm = fx.GraphModule(tracer.root, graph, name)
+    return gm
+
+
+def _run(gm, example, what):
+    try:
+        with torch.no_grad():
+            _Record(gm).propagate(*example)
+    except Exception as e:
+        msg = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        raise TorchImportError(f"{_PREFIX}: running the {what} on the example "
+                               f"inputs failed: {msg}") from None
+
+
+def _op_name(node, gm):
+    if node.op == "call_module":
+        cls = type(gm.get_submodule(node.target))
+        mod = cls.__module__
+        if mod.startswith("torch.nn.modules"):
+            mod = "torch.nn"
+        return f"{mod}.{cls.__name__}"
+    if node.op == "call_method":
+        return f"Tensor.{node.target}"
+    fn = node.target
+    mod = getattr(fn, "__module__", None) or "torch"
+    if mod == "_operator":
+        mod = "operator"
+    return f"{mod}.{getattr(fn, '__name__', str(fn))}"
+
+
+def _where(node):
+    if node.op == "call_module":
+        return node.target
+    return node.meta.get("tcc_path") or "the top-level forward"
+
+
+class _Converter:
+    """Emits the tcc nodes of one traced graph into `model`."""
+
+    def __init__(self, model, gm, params, int_dtype):
+        self.model, self.gm = model, gm
+        self.params = params          # id(torch tensor) -> (Dyn, transposed)
+        self.int_dtype = int_dtype
+        self.env = {}
+
+    # -- helpers the op handlers use -------------------------------------------
+
+    def module_of(self, node):
+        return self.gm.get_submodule(node.target)
+
+    def recorded(self, node):
+        return node.meta["tcc_value"]
+
+    def param_value(self, qualified):
+        p = self.gm.get_parameter(qualified)
+        return self.params[id(p)][0]
+
+    def is_transposed(self, value):
+        for dyn, transposed in self.params.values():
+            if dyn is value:
+                return transposed
+        return False  # not a parameter: an activation in torch's layout
+
+    def dtype_name(self, dtype):
+        if dtype == torch.float32:
+            return "f32"
+        if dtype == torch.float64:
+            return "f64"
+        if dtype == torch.bool:
+            return "bool"
+        if dtype in (torch.int64, torch.int32, torch.int16, torch.int8, torch.uint8):
+            return self.int_dtype
+        raise Unsupported(f"dtype {dtype}")
+
+    def t(self, x, like=None):
+        """A tcc tensor for x: a graph value, a number or a constant tensor."""
+        if isinstance(x, Dyn):
+            return x.t
+        if isinstance(x, bool):
+            raise Unsupported("a bool used as a tensor")
+        if isinstance(x, (int, float)):
+            dtype = self.dtype_name(like.dtype) if isinstance(like, Dyn) else "f32"
+            return ops.constant(self.model, float(x), (), dtype)
+        if isinstance(x, torch.Tensor):
+            return self.materialize(x)
+        raise Unsupported(f"a {type(x).__name__} used as a tensor")
+
+    def upper_triangle(self, mask, shape):
+        """k when the bool `mask` broadcast to `shape` is (j - i > k) over the
+        last two dims and the same for every leading index; else None."""
+        if mask.dtype != torch.bool or mask.dim() < 2 or len(shape) < 2:
+            return None
+        try:
+            full = mask.expand(*shape[:-2], *mask.shape[-2:]) if mask.dim() < len(shape) \
+                else mask
+        except RuntimeError:
+            return None
+        if tuple(full.shape[-2:]) != tuple(shape[-2:]):
+            return None
+        flat = full.reshape(-1, *full.shape[-2:])
+        if not bool((flat == flat[0]).all()):
+            return None
+        rows, cols = flat.shape[-2:]
+        d = torch.arange(cols).view(1, -1) - torch.arange(rows).view(-1, 1)
+        for k in range(-rows - 1, cols + 1):
+            if torch.equal(flat[0], d > k):
+                return k
+        return None
+
+    def materialize(self, x):
+        """A constant tensor of the import as tcc nodes: a splat, an index
+        ramp (iota) or a triangular bool mask; anything else is refused."""
+        shape = list(x.shape)
+        dtype = self.dtype_name(x.dtype)
+        if x.numel() == 0:
+            raise Unsupported("an empty constant tensor")
+        flat = x.reshape(-1)
+        if bool((flat == flat[0]).all()):
+            return ops.constant(self.model, float(flat[0]), shape, dtype)
+        if x.dtype != torch.bool:
+            for axis, n in enumerate(shape):
+                ramp = torch.arange(n, dtype=x.dtype).view(
+                    [n if a == axis else 1 for a in range(len(shape))])
+                if torch.equal(x, ramp.expand(shape)):
+                    return ops.iota(self.model, shape, axis=axis, dtype=dtype)
+        if x.dtype == torch.bool and x.dim() >= 2:
+            k = self.upper_triangle(x, shape)
+            inverted = False
+            if k is None:
+                k = self.upper_triangle(~x, shape)
+                inverted = True
+            if k is not None:
+                cols = ops.iota(self.model, shape, axis=-1, dtype="f32")
+                rows = ops.iota(self.model, shape, axis=-2, dtype="f32")
+                diff = ops.sub(cols, rows)
+                bound = ops.constant(self.model, float(k), (), "f32")
+                return (ops.less_equal if inverted else ops.greater)(diff, bound)
+        raise Unsupported(f"a constant tensor of shape {tuple(shape)} that is "
+                          "neither uniform, an index ramp nor a triangular mask")
+
+    # -- the walk --------------------------------------------------------------
+
+    def resolve(self, a):
+        if isinstance(a, fx.Node):
+            return self.env[a]
+        if isinstance(a, (list, tuple)):
+            return type(a)(self.resolve(x) for x in a) if not hasattr(a, "_fields") \
+                else type(a)(*(self.resolve(x) for x in a))
+        if isinstance(a, dict):
+            return {k: self.resolve(v) for k, v in a.items()}
+        if isinstance(a, slice):
+            return slice(self.resolve(a.start), self.resolve(a.stop), self.resolve(a.step))
+        return a
+
+    @staticmethod
+    def _has_dyn(v):
+        if isinstance(v, Dyn):
+            return True
+        if isinstance(v, (list, tuple)):
+            return any(_Converter._has_dyn(x) for x in v)
+        if isinstance(v, dict):
+            return any(_Converter._has_dyn(x) for x in v.values())
+        if isinstance(v, slice):
+            return any(_Converter._has_dyn(x) for x in (v.start, v.stop, v.step))
+        return False
+
+    def wrap(self, node, result):
+        rec = self.recorded(node)
+        if isinstance(result, (list, tuple)):
+            return [self.wrap_one(r, v) for r, v in zip(result, rec)]
+        return self.wrap_one(result, rec)
+
+    def wrap_one(self, result, rec):
+        if isinstance(result, Dyn):
+            return result
+        return Dyn(result, rec.shape, rec.dtype)
+
+    def run(self, bindings):
+        """Converts every node; `bindings`: placeholder name -> value.
+        Returns the value of the output node."""
+        for node in self.gm.graph.nodes:
+            if node.op == "placeholder":
+                self.env[node] = bindings[node.target]
+            elif node.op == "output":
+                return self.resolve(node.args[0])
+            elif node.op == "get_attr":
+                self.env[node] = self.get_attr(node)
+            else:
+                self.env[node] = self.call(node)
+        raise TccError(f"{_PREFIX}: the traced graph has no output")
+
+    def get_attr(self, node):
+        value = self.recorded(node)
+        if isinstance(value, torch.Tensor) and id(value) in self.params:
+            return self.params[id(value)][0]
+        return value  # a buffer or a constant: a value of the import
+
+    def call(self, node):
+        args = self.resolve(node.args)
+        kwargs = self.resolve(node.kwargs)
+        shape_only = (node.op == "call_method" and node.target in T.SHAPE_METHODS) or (
+            node.op == "call_function" and node.target is getattr
+            and args[1] in T.SHAPE_ATTRS)
+        if shape_only or not self._has_dyn((args, kwargs)) and node.op != "call_module":
+            return self.recorded(node)  # computed by the example run
+        if node.op == "call_module":
+            handler = T.MODULES.get(type(self.module_of(node)))
+        elif node.op == "call_method":
+            handler = T.METHODS.get(node.target)
+        else:
+            handler = T.FUNCTIONS.get(node.target)
+        where = _where(node)
+        if handler is None:
+            raise TorchImportError(
+                f"{_PREFIX}: unsupported op {_op_name(node, self.gm)} at {where} "
+                f"(fx node {node.name}) — supported: {T.supported_names()}")
+        try:
+            with self.model.scope(where if node.op == "call_module" or
+                                  node.meta.get("tcc_path") else ""):
+                result = handler(self, node, list(args), kwargs)
+        except Unsupported as e:
+            raise TorchImportError(f"{_PREFIX}: unsupported use of "
+                                   f"{_op_name(node, self.gm)} at {where}: {e}") from None
+        return self.wrap(node, result)
+
+
+# -- parameters ---------------------------------------------------------------------
+
+def _parameter_uses(gm):
+    """id(param) -> set of uses: 'linear' (the weight of nn.Linear/F.linear)
+    or 'other'."""
+    uses = {}
+
+    def add(p, use):
+        uses.setdefault(id(p), set()).add(use)
+
+    linear_weight_nodes = set()
+    for node in gm.graph.nodes:
+        if node.op == "call_module":
+            m = gm.get_submodule(node.target)
+            for pname, p in m.named_parameters():
+                add(p, "linear" if isinstance(m, torch.nn.Linear) and pname == "weight"
+                    else "other")
+        elif node.op == "call_function" and node.target is torch.nn.functional.linear:
+            w = node.args[1] if len(node.args) > 1 else node.kwargs.get("weight")
+            if isinstance(w, fx.Node) and w.op == "get_attr":
+                linear_weight_nodes.add((w, node))
+    for node in gm.graph.nodes:
+        if node.op != "get_attr":
+            continue
+        value = node.meta.get("tcc_value")
+        if not isinstance(value, torch.nn.Parameter):
+            continue
+        for user in node.users:
+            add(value, "linear" if (node, user) in linear_weight_nodes and
+                user.args[0] is not node else "other")
+    return uses
+
+
+def _init_like(p):
+    """An initializer close to the tensor (real values come from
+    export_torch_weights + trun --init-from)."""
+    if bool((p == 0).all()):
+        return zeros()
+    if bool((p == 1).all()):
+        return ones()
+    return normal(float(p.detach().float().std()) if p.numel() > 1 else 0.02)
+
+
+def _make_params(model, module, uses):
+    """One tcc parameter per distinct nn.Parameter, named as
+    named_parameters() names it, tied names as torch aliases."""
+    names = {}
+    for mod_name, mod in module.named_modules(remove_duplicate=False):
+        for pname, p in mod.named_parameters(recurse=False):
+            full = f"{mod_name}.{pname}" if mod_name else pname
+            names.setdefault(id(p), [])
+            if full not in names[id(p)]:
+                names[id(p)].append(full)
+    params = {}
+    for name, p in module.named_parameters():
+        if p.dtype not in (torch.float32, torch.float64):
+            raise TorchImportError(f"{_PREFIX}: parameter {name} is {p.dtype}; "
+                                   "tcc parameters are float32 or float64")
+        transposed = p.dim() == 2 and uses.get(id(p)) == {"linear"}
+        shape = tuple(p.shape[::-1]) if transposed else tuple(p.shape)
+        aliases = [n for n in names.get(id(p), []) if n != name]
+        t = model.param(name, shape, init=_init_like(p),
+                        dtype="f32" if p.dtype == torch.float32 else "f64",
+                        frozen=not p.requires_grad,
+                        torch_perm=[1, 0] if transposed else (),
+                        torch_aliases=aliases)
+        params[id(p)] = (Dyn(t, p.shape[::-1] if transposed else p.shape, p.dtype),
+                         transposed)
+    return params
+
+
+# -- optimizer ---------------------------------------------------------------------
+
+def _optimizer(opt, module, model):
+    """A tcc.SGD / tcc.AdamW for a torch.optim instance (or passed through);
+    parameter groups with weight_decay 0 mark their parameters no_weight_decay."""
+    if isinstance(opt, (SGD, AdamW)):
+        return opt
+    if not isinstance(opt, torch.optim.Optimizer):
+        raise TorchImportError(f"{_PREFIX}: optimizer must be a torch.optim.SGD/"
+                               f"AdamW/Adam or tcc.SGD/AdamW, got {type(opt).__name__}")
+    kind = type(opt).__name__
+    groups = opt.param_groups
+    lrs = {float(g["lr"]) for g in groups}
+    decays = {float(g.get("weight_decay", 0.0)) for g in groups} - {0.0}
+    if len(lrs) != 1:
+        raise TorchImportError(f"{_PREFIX}: {kind} has parameter groups with "
+                               f"different learning rates {sorted(lrs)}")
+    if len(decays) > 1:
+        raise TorchImportError(f"{_PREFIX}: {kind} has parameter groups with "
+                               f"different nonzero weight decays {sorted(decays)}")
+    lr, wd = lrs.pop(), (decays.pop() if decays else 0.0)
+    g0 = groups[0]
+    if kind == "SGD":
+        if any(g.get("nesterov") or g.get("dampening", 0) != 0 or g.get("maximize")
+               for g in groups):
+            raise TorchImportError(f"{_PREFIX}: SGD with nesterov, dampening or "
+                                   "maximize is not supported")
+        moms = {float(g.get("momentum", 0.0)) for g in groups}
+        if len(moms) != 1:
+            raise TorchImportError(f"{_PREFIX}: SGD groups differ in momentum")
+        result = SGD(lr=lr, momentum=moms.pop(), weight_decay=wd)
+    elif kind in ("AdamW", "Adam"):
+        if kind == "Adam" and wd != 0.0:
+            raise TorchImportError(f"{_PREFIX}: torch.optim.Adam with weight_decay "
+                                   "(L2 in the gradient) is not AdamW; use AdamW")
+        if any(g.get("amsgrad") or g.get("maximize") for g in groups):
+            raise TorchImportError(f"{_PREFIX}: {kind} with amsgrad/maximize is "
+                                   "not supported")
+        if len({(tuple(g["betas"]), g["eps"]) for g in groups}) != 1:
+            raise TorchImportError(f"{_PREFIX}: {kind} groups differ in betas/eps")
+        result = AdamW(lr=lr, betas=tuple(float(b) for b in g0["betas"]),
+                       eps=float(g0["eps"]), weight_decay=wd)
+    else:
+        raise TorchImportError(f"{_PREFIX}: optimizer torch.optim.{kind} is not "
+                               "supported (SGD, Adam, AdamW)")
+    names = {id(p): n for n, p in module.named_parameters()}
+    in_groups = set()
+    for g in groups:
+        for p in g["params"]:
+            in_groups.add(id(p))
+            if id(p) not in names:
+                raise TorchImportError(f"{_PREFIX}: the optimizer holds a tensor "
+                                       f"of shape {tuple(p.shape)} that is not a "
+                                       "parameter of the module")
+            if wd and float(g.get("weight_decay", 0.0)) == 0.0:
+                model.no_weight_decay(names[id(p)])
+    for pid, name in names.items():
+        if pid not in in_groups:  # not optimized by torch: not by tcc either
+            for p in model._proto.params:
+                if p.name == name:
+                    p.frozen = True
+    return result
+
+
+# -- from_torch ----------------------------------------------------------------------
+
+_LOSS_FUNCTIONS = {torch.nn.functional.cross_entropy: "cross_entropy",
+                   torch.nn.functional.mse_loss: "mse"}
+
+
+def _loss_value(conv, loss, out, target, target_example):
+    """The loss of `out` against the target input, for the known losses
+    directly and for any other callable by tracing it."""
+    kind = _LOSS_FUNCTIONS.get(loss)
+    kw = {}
+    if isinstance(loss, torch.nn.CrossEntropyLoss):
+        kind = "cross_entropy"
+        kw = dict(weight=loss.weight, ignore_index=loss.ignore_index,
+                  reduction=loss.reduction,
+                  label_smoothing=getattr(loss, "label_smoothing", 0.0))
+    elif isinstance(loss, torch.nn.MSELoss):
+        kind, kw = "mse", dict(reduction=loss.reduction)
+    try:
+        if kind == "cross_entropy":
+            if out.rank == 3 and target.rank == 2:  # (B, T, V) logits as nanoGPT
+                n = out.shape[0] * out.shape[1]
+                out = Dyn(ops.reshape(out.t, [n, out.shape[2]]), (n, out.shape[2]),
+                          out.dtype)
+                target = Dyn(ops.reshape(target.t, [n]), (n,), target.dtype)
+            return T.cross_entropy(conv, out, target, **kw)
+        if kind == "mse":
+            return T.mse_loss(conv, out, target, **kw)
+    except Unsupported as e:
+        raise TorchImportError(f"{_PREFIX}: unsupported loss: {e}") from None
+    if not callable(loss):
+        raise TorchImportError(f"{_PREFIX}: loss must be callable, got "
+                               f"{type(loss).__name__}")
+    fn = loss.forward if isinstance(loss, torch.nn.Module) else loss
+    try:
+        arg_names = list(inspect.signature(fn).parameters)[:2]
+    except (TypeError, ValueError):
+        arg_names = []
+    gm = _trace(loss, what="loss", examples=dict(zip(
+        arg_names, (conv.out_example, target_example))))
+    names = [n.target for n in gm.graph.nodes if n.op == "placeholder"]
+    if len(names) != 2:
+        raise TorchImportError(f"{_PREFIX}: the loss must take (output, target), "
+                               f"it takes {names}")
+    _run(gm, (conv.out_example, target_example), "loss")
+    sub = _Converter(conv.model, gm, conv.params, conv.int_dtype)
+    with conv.model.scope("loss"):
+        result = sub.run({names[0]: out, names[1]: target})
+    if not isinstance(result, Dyn):
+        raise TorchImportError(f"{_PREFIX}: the loss returned no tensor")
+    return result.t
+
+
+def _examples(example_inputs):
+    if isinstance(example_inputs, torch.Tensor):
+        return (example_inputs,)
+    return tuple(example_inputs)
+
+
+def from_torch(module, example_inputs, loss=None, optimizer=None, target=None,
+               target_name="targets", name=None, int_dtype="i32",
+               grad_clip=0.0, micro_batches=None, schedule=None):
+    """A tcc.Model computing `module` on inputs shaped like `example_inputs`
+    (a tensor or a tuple, the forward's positional arguments; input names
+    are the forward's parameter names) and training it with `optimizer`.
+
+    loss: None when the forward returns the loss (a scalar, or a tuple
+      holding it), else a callable (F.cross_entropy, nn.CrossEntropyLoss(),
+      F.mse_loss, nn.MSELoss() or one fx can trace) of (output, target);
+      `target` is an example target (its shape and dtype make the input
+      `target_name`). Cross entropy of (B, T, V) logits against (B, T)
+      targets is taken over the B*T positions, as nanoGPT does.
+    optimizer: torch.optim.SGD / AdamW / Adam (weight_decay 0) or tcc.SGD /
+      tcc.AdamW.
+    int_dtype: tcc dtype of integer inputs ("i32": what trun feeds).
+    The output "logits" is the module output when it is (B, C) or (B, T, V).
+    """
+    if not isinstance(module, torch.nn.Module):
+        raise TorchImportError(f"{_PREFIX}: expected a torch.nn.Module, got "
+                               f"{type(module).__name__}")
+    if optimizer is None:
+        raise TorchImportError(f"{_PREFIX}: an optimizer is needed (torch.optim.SGD/"
+                               "AdamW or tcc.SGD/AdamW)")
+    if loss is not None and target is None:
+        raise TorchImportError(f"{_PREFIX}: loss= needs target=, an example target")
+    examples = _examples(example_inputs)
+    sig = inspect.signature(module.forward)
+    positional = [p for p in sig.parameters.values()
+                  if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    if len(examples) > len(positional):
+        raise TorchImportError(f"{_PREFIX}: {len(examples)} example inputs for a "
+                               f"forward taking {len(positional)}")
+    concrete = {}
+    for p in positional[len(examples):]:
+        if p.default is p.empty:
+            raise TorchImportError(f"{_PREFIX}: forward argument {p.name!r} has no "
+                                   "example input and no default")
+        concrete[p.name] = p.default
+    gm = _trace(module, concrete or None, examples=dict(
+        zip((p.name for p in positional), examples)))
+    _run(gm, examples, "module")
+
+    model = Model(name or type(module).__name__)
+    conv = _Converter(model, gm, None, int_dtype)
+    conv.params = _make_params(model, module, _parameter_uses(gm))
+    bindings = {}
+    placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
+    for node, ex in zip(placeholders, examples):
+        if not isinstance(ex, torch.Tensor):
+            raise TorchImportError(f"{_PREFIX}: example input {node.target!r} is a "
+                                   f"{type(ex).__name__}, not a tensor")
+        try:
+            dt = conv.dtype_name(ex.dtype)
+        except Unsupported as e:
+            raise TorchImportError(f"{_PREFIX}: input {node.target!r}: {e}") from None
+        bindings[node.target] = Dyn(model.input(node.target, ex.shape, dt),
+                                    ex.shape, ex.dtype)
+    out = conv.run(bindings)
+    output_node = next(n for n in gm.graph.nodes if n.op == "output")
+    out_example = output_node.args[0]
+    batch = examples[0].shape[0] if examples and examples[0].dim() else None
+
+    def is_logits(v):
+        return isinstance(v, Dyn) and v.rank in (2, 3) and v.shape[0] == batch \
+            and v.dtype.is_floating_point
+
+    if loss is None:
+        outs = list(out) if isinstance(out, (list, tuple)) else [out]
+        scalars = [v for v in outs if isinstance(v, Dyn) and v.rank == 0]
+        if len(scalars) != 1:
+            raise TorchImportError(f"{_PREFIX}: without loss= the forward must return "
+                                   "the loss (a scalar, or a tuple with one scalar)")
+        loss_t = scalars[0].t
+        logits = [v for v in outs if is_logits(v)]
+    else:
+        if not isinstance(out, Dyn):
+            raise TorchImportError(f"{_PREFIX}: with loss= the forward must return "
+                                   "one tensor")
+        tgt = _examples(target)[0]
+        try:
+            tdt = conv.dtype_name(tgt.dtype)
+        except Unsupported as e:
+            raise TorchImportError(f"{_PREFIX}: target: {e}") from None
+        if target_name in bindings:
+            raise TorchImportError(f"{_PREFIX}: target_name {target_name!r} is also "
+                                   "a forward argument")
+        tdyn = Dyn(model.input(target_name, tgt.shape, tdt), tgt.shape, tgt.dtype)
+        conv.out_example = out_example.meta["tcc_value"] if isinstance(
+            out_example, fx.Node) else None
+        loss_t = _loss_value(conv, loss, out, tdyn, tgt)
+        logits = [out] if is_logits(out) else []
+    if logits:
+        model.output("logits", logits[0].t)
+    model.train(loss_t, _optimizer(optimizer, module, model), grad_clip=grad_clip,
+                micro_batches=micro_batches, schedule=schedule)
+    return model
+
+
+def export_torch_weights(module, path, metadata=None):
+    """Writes the module's parameters as safetensors with PyTorch's names and
+    layouts (named_parameters(): tied tensors once, under their first name),
+    the file trun --init-from reads for a model from from_torch. Returns
+    the path."""
+    from tcc.safetensors import save_file
+    tensors = {name: p.detach().cpu().contiguous().numpy()
+               for name, p in module.named_parameters()}
+    meta = {"producer": "tcc.export_torch_weights", "model": type(module).__name__}
+    meta.update(metadata or {})
+    save_file(tensors, path, metadata=meta)
+    return path
+
+
+__all__ = ["from_torch", "export_torch_weights", "TorchImportError",
+           "WarmupCosine"]
