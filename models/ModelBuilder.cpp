@@ -116,6 +116,14 @@ void ModelBuilder::noWeightDecay(const std::string &param) {
       p.set_no_weight_decay(true);
 }
 
+void ModelBuilder::torchPerm(const std::string &param,
+                             const std::vector<int64_t> &perm) {
+  for (model::Parameter &p : *model_.mutable_params())
+    if (p.name() == param)
+      for (int64_t d : perm)
+        p.mutable_torch()->add_perm(d);
+}
+
 model::Attribute ModelBuilder::boolAttr(bool v) {
   model::Attribute a;
   a.set_b(v);
@@ -135,6 +143,7 @@ model::Model buildMlp(const MlpOptions &o) {
     std::string w = b.param(layer + ".weight", {fanIn, widths[i]},
                             model::Initializer::NORMAL,
                             std::sqrt(2.0 / static_cast<double>(fanIn)));
+    b.torchPerm(w, {1, 0}); // nn.Linear's (out, in) in PyTorch
     std::string bias = b.param(layer + ".bias", {widths[i]}, model::Initializer::ZEROS);
     x = b.node("matmul", layer, {x, w});                        // (B, width)
     x = b.node("add", last ? "logits" : layer + ".biased", {x, bias});

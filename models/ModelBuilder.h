@@ -53,6 +53,10 @@ public:
   void microBatches(int32_t k);
   // Exempts an existing parameter from weight decay (biases, norms, ...).
   void noWeightDecay(const std::string &param);
+  // Records how PyTorch holds an existing parameter: torch = tcc.permute(perm)
+  // (Parameter.torch; nn.Linear's (out, in) weight of an (in, out) one: {1, 0}),
+  // so trun --save-weights / --init-from speak its state_dict layout.
+  void torchPerm(const std::string &param, const std::vector<int64_t> &perm);
 
   static model::Attribute boolAttr(bool v);
 
@@ -74,6 +78,8 @@ struct MlpOptions {
 // x (B, inputs) -> [linear -> relu] per hidden width -> linear -> logits
 // (B, classes); loss = mean softmax cross-entropy against labels (B).
 // Weights: normal with std sqrt(2 / fan_in) (He init, for relu); biases 0.
+// Each layer is an nn.Linear: weights (in, out) with torch perm {1, 0}, as
+// python/tcc/models.py's mlp() writes it (tests/python keeps them equal).
 model::Model buildMlp(const MlpOptions &options);
 
 } // namespace tcc::models

@@ -23,6 +23,7 @@ import math
 import os
 from typing import Iterable, Optional, Sequence, Union
 
+from tcc import shapes
 from tcc._schema import pb
 
 
@@ -129,6 +130,7 @@ def _attribute(key: str, value, where: str) -> "pb.Attribute":
         a.s = value
     elif isinstance(value, (list, tuple)) and all(
             isinstance(v, int) and not isinstance(v, bool) for v in value):
+        a.ints.SetInParent()  # an empty list (a scalar's shape) is still set
         a.ints.values.extend(int(v) for v in value)
     else:
         raise TccError(f"{where}: attribute {key}={value!r} is not an int, "
@@ -178,21 +180,34 @@ class Model:
     # -- names ---------------------------------------------------------------
 
     @contextlib.contextmanager
-    def scope(self, prefix: str):
-        """Names made inside get `prefix.` in front (nested scopes join)."""
-        self._scopes.append(prefix)
+    def scope(self, prefix: str, absolute: bool = False):
+        """Names made inside get `prefix.` in front (nested scopes join;
+        `absolute=True` drops the enclosing ones: tcc.nn modules use their
+        path in the module tree)."""
+        self._scopes.append((prefix, absolute))
         try:
             yield
         finally:
             self._scopes.pop()
 
-    def scoped(self, name: str) -> str:
-        """`name` under the current scope."""
-        return ".".join([s for s in self._scopes if s] + [name])
+    def scoped(self, name: str = "") -> str:
+        """`name` under the current scope (empty parts are left out)."""
+        start = 0
+        for i, (_, absolute) in enumerate(self._scopes):
+            if absolute:
+                start = i
+        parts = [p for p, _ in self._scopes[start:]] + [name]
+        return ".".join(p for p in parts if p)
 
-    def _fresh(self, base: str) -> str:
-        """A new unique value name for an unnamed node (`base`, `base_1`, ...)."""
-        full = self.scoped(base)
+    def fresh_name(self, base: str) -> str:
+        """A node name not used yet: `base` under the current scope, or with
+        `_1`, `_2`, ... after it when taken (a module called twice)."""
+        return self.unique_name(self.scoped(base))
+
+    def unique_name(self, full: str) -> str:
+        """`full` itself when no value or node has it, else `full_1`, ..."""
+        if not full:
+            raise TccError("a node name cannot be empty")
         n = self._counters.get(full, 0)
         while True:
             candidate = full if n == 0 else f"{full}_{n}"
@@ -200,6 +215,10 @@ class Model:
             if candidate not in self._names and candidate not in self._node_names:
                 self._counters[full] = n
                 return candidate
+
+    def _fresh(self, base: str) -> str:
+        """A new unique value name for an unnamed node (`base`, `base_1`, ...)."""
+        return self.fresh_name(base)
 
     def _define(self, name: str, what: str, shape=None, dtype=None) -> Tensor:
         if not name:
@@ -279,6 +298,8 @@ class Model:
         ins = [self._as_tensor(x) for x in inputs]
         node_name = name if name is not None else self._fresh(op)
         where = f"node {node_name!r} ({op})"
+        if not node_name:
+            raise TccError(f"node ({op}): empty name")
         if node_name in self._node_names:
             raise TccError(f"{where}: a node of this name exists already")
         if outputs is None:
@@ -287,17 +308,36 @@ class Model:
             out_names = [f"{node_name}.{k}" for k in range(outputs)]
         else:
             out_names = list(outputs)
+        # Everything is checked before the node goes in, so a TccError leaves
+        # the model as it was.
+        for o in out_names:
+            if not o or o in self._names or out_names.count(o) > 1:
+                raise TccError(f"{where}: output name {o!r} is empty or "
+                               "already used by another parameter, input or "
+                               "node output")
+        given = {k: v for k, v in attrs.items() if v is not None}
+        built = {k: _attribute(k, given[k], where) for k in sorted(given)}
+        known = [(result_shape, result_dtype)] * len(out_names)
+        if result_shape is None:
+            try:
+                inferred = shapes.infer(op, [t.shape for t in ins],
+                                        [t.dtype for t in ins], given,
+                                        len(out_names))
+            except shapes.ShapeError as e:
+                args = ", ".join(f"{t.name!r} {t.shape}" for t in ins)
+                raise TccError(f"{where}: {e} (inputs {args})") from None
+            except (KeyError, TypeError, IndexError):
+                inferred = None  # a malformed node: tcc compile names it
+            if inferred and len(inferred) == len(out_names):
+                known = [(s, result_dtype or d) for s, d in inferred]
         node = self._proto.nodes.add(name=node_name, op=op)
         node.inputs.extend(t.name for t in ins)
         node.outputs.extend(out_names)
-        for key in sorted(attrs):
-            if attrs[key] is None:
-                continue
-            node.attrs[key].CopyFrom(_attribute(key, attrs[key], where))
+        for key, value in built.items():
+            node.attrs[key].CopyFrom(value)
         self._node_names.add(node_name)
-        results = [self._define(o, f"output of {where}", result_shape,
-                                result_dtype)
-                   for o in out_names]
+        results = [self._define(o, f"output of {where}", s, d)
+                   for o, (s, d) in zip(out_names, known)]
         return results[0] if outputs is None else results
 
     def _as_tensor(self, x, like: Optional[Tensor] = None) -> Tensor:
