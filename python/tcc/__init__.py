@@ -7,17 +7,20 @@ save the model file, `tcc compile` it, `trun` it.
     m.save("mlp.pb")
 
 `tcc.ops`: every op of docs/ir.md as a function; `tcc.Model`: parameters,
-inputs, nodes, outputs, the training recipe. See docs/python.md.
+inputs, nodes, outputs, the training recipe; `tcc.nn`: torch-like modules;
+`tcc.models`: tcc-models' GPT and MLP. See docs/python.md.
 """
 
 from tcc.model import (AdamW, Init, Model, SGD, Tensor, TccError,
                        WarmupCosine, load_proto, normal, ones, save_proto,
                        uniform, zeros)
 from tcc import ops
+from tcc import nn  # torch-like modules (tcc.nn, tcc.nn.functional)
+from tcc import models  # tcc-models' GPT and MLP written with tcc.nn
 
 __all__ = ["AdamW", "Init", "Model", "SGD", "Tensor", "TccError",
-           "WarmupCosine", "load_proto", "normal", "ones", "ops",
-           "save_proto", "uniform", "zeros"]
+           "WarmupCosine", "load_proto", "models", "nn", "normal", "ones",
+           "ops", "save_proto", "uniform", "zeros"]
 
 
 def __getattr__(name):
