@@ -74,7 +74,17 @@ def _binary(op):
 
 
 def _mul_const(c, x, k):
-    return c.model.op("mul", c.t(x), c.t(float(k), x)) if isinstance(x, Dyn) else x * k
+    if isinstance(x, Dyn):
+        return Dyn(ops.mul(x.t, c.t(float(k), x)), x.shape, x.dtype)
+    return x * k
+
+
+def _compare(op):
+    def h(c, node, args, kwargs):
+        a, b = args[0], args[1]
+        like = a if isinstance(a, Dyn) else b
+        return getattr(ops, op)(c.t(a, like), c.t(b, like))
+    return h
 
 
 def _rsub(c, node, args, kwargs):  # torch.rsub(a, b) = b - a
@@ -490,6 +500,13 @@ FUNCTIONS = {
     operator.getitem: _getitem, getattr: _getattr,
     torch.masked_fill: _masked_fill, torch.where: _where,
     F.cross_entropy: _cross_entropy_function, F.mse_loss: _mse_function,
+    operator.gt: _compare("greater"), torch.gt: _compare("greater"),
+    operator.ge: _compare("greater_equal"), torch.ge: _compare("greater_equal"),
+    operator.lt: _compare("less"), torch.lt: _compare("less"),
+    operator.le: _compare("less_equal"), torch.le: _compare("less_equal"),
+    operator.eq: _compare("equal"), torch.eq: _compare("equal"),
+    operator.ne: _compare("not_equal"), torch.ne: _compare("not_equal"),
+    torch.maximum: _binary("max"), torch.minimum: _binary("min"),
 }
 
 METHODS = {
@@ -509,7 +526,9 @@ METHODS = {
     "add": _binary("add"), "sub": _binary("sub"), "mul": _binary("mul"),
     "div": _binary("div"), "matmul": _matmul, "bmm": _matmul,
     "float": _cast, "to": _cast, "type_as": _cast, "long": _cast, "int": _cast,
-    "double": _cast,
+    "double": _cast, "gt": _compare("greater"), "ge": _compare("greater_equal"),
+    "lt": _compare("less"), "le": _compare("less_equal"), "eq": _compare("equal"),
+    "ne": _compare("not_equal"),
 }
 
 # Method calls whose result depends only on shapes (constant at import).

@@ -589,7 +589,7 @@ def _examples(example_inputs):
 
 
 def from_torch(module, example_inputs, loss=None, optimizer=None, target=None,
-               target_name="targets", name=None, int_dtype="i32",
+               target_name=None, name=None, int_dtype="i32",
                grad_clip=0.0, micro_batches=None, schedule=None):
     """A tcc.Model computing `module` on inputs shaped like `example_inputs`
     (a tensor or a tuple, the forward's positional arguments; input names
@@ -599,7 +599,8 @@ def from_torch(module, example_inputs, loss=None, optimizer=None, target=None,
       holding it), else a callable (F.cross_entropy, nn.CrossEntropyLoss(),
       F.mse_loss, nn.MSELoss() or one fx can trace) of (output, target);
       `target` is an example target (its shape and dtype make the input
-      `target_name`). Cross entropy of (B, T, V) logits against (B, T)
+      `target_name`, default "targets" next to an input "tokens" (a token
+      model for trun), else "labels"). Cross entropy of (B, T, V) logits against (B, T)
       targets is taken over the B*T positions, as nanoGPT does.
     optimizer: torch.optim.SGD / AdamW / Adam (weight_decay 0) or tcc.SGD /
       tcc.AdamW.
@@ -672,6 +673,8 @@ def from_torch(module, example_inputs, loss=None, optimizer=None, target=None,
             tdt = conv.dtype_name(tgt.dtype)
         except Unsupported as e:
             raise TorchImportError(f"{_PREFIX}: target: {e}") from None
+        if target_name is None:  # trun's names: tokens/targets, else any
+            target_name = "targets" if "tokens" in bindings else "labels"
         if target_name in bindings:
             raise TorchImportError(f"{_PREFIX}: target_name {target_name!r} is also "
                                    "a forward argument")
