@@ -23,6 +23,7 @@
 #include "compiler/driver/CudaCompiler.h"
 #include "compiler/driver/MemoryBudget.h"
 #include "compiler/pipeline/Pipeline.h"
+#include "compiler/tools/tcc/ImportCommand.h"
 #include "compiler/tools/tcc/RunCommand.h"
 #include "runtime/trun/base/NearestName.h"
 
@@ -36,10 +37,13 @@ Usage:
   tcc compile MODEL -o OUTPUT [options]   compile MODEL (.pb binary or .pbtxt text)
   tcc run MODEL [options]                 evaluate MODEL once with the float64
                                           reference interpreter and print the results
+  tcc import MODEL.onnx -o OUT.pb [options]
+                                          a model file from an ONNX export (torch.onnx)
+                                          plus a training recipe (loss, optimizer)
   tcc --help | -h                         this text
   tcc --version                           print the version
 
-Run 'tcc compile --help' or 'tcc run --help' for their options.
+Run 'tcc compile --help', 'tcc run --help' or 'tcc import --help' for their options.
 )";
 
 const char *kCompileHelp = R"(Usage: tcc compile MODEL -o OUTPUT [options]
@@ -446,6 +450,8 @@ int main(int argc, char **argv) {
     return compileMain(argc - 2, argv + 2);
   if (cmd == "run")
     return tcc::runCommandMain(argc - 2, argv + 2);
+  if (cmd == "import")
+    return tcc::importCommandMain(argc - 2, argv + 2, argv[0]);
   std::fprintf(stderr, "tcc: error: unknown command '%s'\n", cmd.c_str());
   std::fputs(kMainHelp, stderr);
   return 2;

@@ -1,0 +1,545 @@
+"""ONNX import: the forward graph of an ONNX model (as torch.onnx.export
+writes it) as a tcc model, plus a training recipe given here, and its
+initializers as a weights file for trun --init-from (docs/pytorch-import.md).
+
+    tcc import mlp.onnx -o mlp.pb --loss cross_entropy --optimizer sgd --lr 0.1
+    python3 -m tcc.onnx_import mlp.onnx -o mlp.pb ...      (the same)
+
+    model = tcc.onnx_import.from_onnx("mlp.onnx", loss="cross_entropy",
+                                      optimizer=tcc.SGD(lr=0.1))
+
+Float initializers become parameters under their ONNX names (for
+torch.onnx.export: the state_dict keys). A Gemm's transB=1 weight is
+PyTorch's (out, in) nn.Linear weight: tcc stores it (in, out) and records
+torch perm [1, 0]. A MatMul weight that the exporter folded into a
+transposed copy (`onnx::MatMul_N`, consumed by the node `/fc/MatMul`) is
+recorded as the PyTorch tensor `fc.weight`, perm [1, 0]. The weights file
+holds every parameter under its PyTorch name in PyTorch's layout, so it is
+the module's state_dict too. Shapes are ONNX shape inference's (static).
+"""
+
+import argparse
+import math
+import os
+import sys
+
+import numpy as np
+
+from tcc import ops
+from tcc.model import AdamW, Model, SGD, TccError, normal, ones, zeros
+
+
+class OnnxImportError(TccError):
+    """An ONNX model or recipe this importer cannot map (one line)."""
+
+
+class Val:
+    """A graph value: a tcc tensor with its static shape and numpy dtype."""
+    __slots__ = ("t", "shape", "dtype")
+
+    def __init__(self, t, shape, dtype):
+        self.t, self.shape, self.dtype = t, tuple(shape), np.dtype(dtype)
+
+
+_ELEM = {1: np.float32, 11: np.float64, 7: np.int64, 6: np.int32, 9: np.bool_}
+
+
+def _tcc_dtype(dt, where):
+    dt = np.dtype(dt)
+    if dt == np.float32:
+        return "f32"
+    if dt == np.float64:
+        return "f64"
+    if dt == np.bool_:
+        return "bool"
+    if dt.kind in "iu":
+        return "i32"  # what trun feeds
+    raise OnnxImportError(f"tcc import: {where}: dtype {dt} is not supported")
+
+
+def _gelu_erf(graph_nodes, consumers, erf, values):
+    """GELU as torch.onnx.export writes it: x * (erf(x / sqrt2) + 1) * 0.5.
+    Returns (x, output name, nodes consumed) or None."""
+    def only_user(name):
+        users = consumers.get(name, [])
+        return users[0] if len(users) == 1 else None
+
+    div = graph_nodes.get(erf.input[0])
+    if div is None or div.op_type not in ("Div", "Mul"):
+        return None
+    k = values.get(div.input[1])
+    if not isinstance(k, np.ndarray) or k.size != 1:
+        return None
+    k = float(k.reshape(-1)[0])
+    if not math.isclose(k if div.op_type == "Div" else 1 / k, math.sqrt(2), rel_tol=1e-6):
+        return None
+    x = div.input[0]
+    add = only_user(erf.output[0])
+    if add is None or add.op_type != "Add":
+        return None
+    one = values.get([i for i in add.input if i != erf.output[0]][0])
+    if not isinstance(one, np.ndarray) or float(one.reshape(-1)[0]) != 1.0:
+        return None
+    mul = only_user(add.output[0])
+    if mul is None or mul.op_type != "Mul" or x not in mul.input:
+        return None
+    half = only_user(mul.output[0])
+    if half is None or half.op_type != "Mul":
+        return None
+    c = values.get([i for i in half.input if i != mul.output[0]][0])
+    if not isinstance(c, np.ndarray) or float(c.reshape(-1)[0]) != 0.5:
+        return None
+    return x, half.output[0], {id(n) for n in (div, erf, add, mul, half)}
+
+
+def _attrs(node):
+    import onnx
+    return {a.name: onnx.helper.get_attribute_value(a) for a in node.attribute}
+
+
+# Handlers of the op_* table of _Importer, made per tcc op.
+
+def _bin(op):
+    def h(self, node, ins, a, where):
+        x, y = ins
+        like = x if isinstance(x, Val) else y
+        return getattr(ops, op)(self.t(x, like), self.t(y, like))
+    return h
+
+
+def _un(op):
+    def h(self, node, ins, a, where):
+        return getattr(ops, op)(ins[0].t)
+    return h
+
+
+def _softmax(op):
+    def h(self, node, ins, a, where):
+        return getattr(ops, op)(ins[0].t, axis=int(a.get("axis", -1)))
+    return h
+
+
+def _reduce(op):
+    def h(self, node, ins, a, where):
+        axes = a.get("axes")
+        if axes is None and len(ins) > 1 and ins[1] is not None:
+            axes = [int(v) for v in np.asarray(ins[1]).reshape(-1)]
+        return getattr(ops, op)(ins[0].t, axes=axes, keep_dims=bool(a.get("keepdims", 1)))
+    return h
+
+
+class _Importer:
+    def __init__(self, onnx_model, name):
+        import onnx
+        from onnx import numpy_helper
+        self.onnx, self.nh = onnx, numpy_helper
+        try:
+            m = onnx.shape_inference.infer_shapes(onnx_model)
+        except Exception as e:  # noqa: BLE001 - onnx raises several kinds
+            raise OnnxImportError(f"tcc import: ONNX shape inference failed: {e}") from None
+        self.g = m.graph
+        self.model = Model(name)
+        self.values = {}      # ONNX name -> Val or np.ndarray (a constant)
+        self.shapes = {}
+        for vi in list(self.g.input) + list(self.g.value_info) + list(self.g.output):
+            tt = vi.type.tensor_type
+            if tt.HasField("shape") and all(d.HasField("dim_value") for d in tt.shape.dim):
+                self.shapes[vi.name] = (tuple(d.dim_value for d in tt.shape.dim),
+                                        _ELEM.get(tt.elem_type))
+        self.torch = {}       # param name -> (torch name, perm) for the weights file
+
+    # -- values ----------------------------------------------------------------
+
+    def t(self, x, like=None):
+        if isinstance(x, Val):
+            return x.t
+        a = np.asarray(x)
+        dtype = _tcc_dtype(like.dtype if isinstance(like, Val) else a.dtype, "constant")
+        flat = a.reshape(-1)
+        if flat.size and np.all(flat == flat[0]):
+            return ops.constant(self.model, float(flat[0]), a.shape, dtype)
+        raise OnnxImportError(f"tcc import: a non-uniform constant tensor of shape "
+                              f"{a.shape} used in the computation is not supported")
+
+    def shape_of(self, name, node):
+        if name not in self.shapes or self.shapes[name][0] is None:
+            raise OnnxImportError(f"tcc import: node {node.name or node.op_type}: "
+                                  f"no static shape for {name!r} (export with "
+                                  "fixed input sizes)")
+        return self.shapes[name][0]
+
+    # -- parameters and inputs ---------------------------------------------------
+
+    def declare(self):
+        inits = {i.name: self.nh.to_array(i) for i in self.g.initializer}
+        consumers = {}
+        for n in self.g.node:
+            for k, i in enumerate(n.input):
+                consumers.setdefault(i, []).append((n, k))
+        for name, arr in inits.items():
+            users = consumers.get(name, [])
+            if arr.dtype.kind != "f" or arr.size == 1 or not users:
+                self.values[name] = arr  # shapes, scalars: constants of the import
+                continue
+            gemm_b = all(n.op_type == "Gemm" and k == 1 and _attrs(n).get("transB", 0)
+                         for n, k in users)
+            torch_name, perm = name, []
+            stored = arr
+            if gemm_b and arr.ndim == 2:
+                stored, perm = arr.T, [1, 0]
+            elif "::" in name and len(users) == 1 and users[0][0].op_type == "MatMul" \
+                    and users[0][1] == 1 and arr.ndim == 2:
+                path = users[0][0].name.strip("/").split("/")[:-1]
+                guess = ".".join(path) + ".weight" if path else ""
+                if guess and guess not in inits:
+                    torch_name, perm = guess, [1, 0]
+            init = zeros() if not np.any(stored) else ones() if np.all(stored == 1) \
+                else normal(float(np.std(stored)) or 0.02)
+            t = self.model.param(name, stored.shape, init=init,
+                                 dtype=_tcc_dtype(arr.dtype, f"initializer {name!r}"),
+                                 torch_name=torch_name if torch_name != name else "",
+                                 torch_perm=perm)
+            self.values[name] = Val(t, stored.shape, arr.dtype)
+            self.torch[name] = (torch_name, perm, arr if not perm else stored.T)
+        for i in self.g.input:
+            if i.name in inits:
+                continue
+            shape, dt = self.shapes.get(i.name, (None, None))
+            if shape is None:
+                raise OnnxImportError(f"tcc import: input {i.name!r} has no static shape")
+            t = self.model.input(i.name, shape, _tcc_dtype(dt, f"input {i.name!r}"))
+            self.values[i.name] = Val(t, shape, dt)
+
+    # -- nodes -------------------------------------------------------------------
+
+    def run(self):
+        producers = {o: n for n in self.g.node for o in n.output}
+        consumers = {}
+        for n in self.g.node:
+            for i in n.input:
+                consumers.setdefault(i, []).append(n)
+        skip = set()
+        for node in self.g.node:  # constants first: the GELU match reads them
+            if node.op_type == "Constant" and "value" in _attrs(node):
+                self.values[node.output[0]] = self.nh.to_array(_attrs(node)["value"])
+        for node in self.g.node:
+            if id(node) in skip:
+                continue
+            where = f"node {node.name or node.op_type} ({node.op_type})"
+            if node.op_type == "Constant":
+                a = _attrs(node)
+                if "value" not in a:
+                    raise OnnxImportError(f"tcc import: {where}: only tensor constants")
+                self.values[node.output[0]] = self.nh.to_array(a["value"])
+                continue
+            if node.op_type == "Erf":
+                fused = _gelu_erf(producers, consumers, node, self.values)
+                if fused is None:
+                    raise OnnxImportError(f"tcc import: unsupported op Erf at {where} "
+                                          "(only inside GELU's x*(erf(x/sqrt2)+1)*0.5)")
+                x, out, nodes = fused
+                src = self.values[x]
+                self.values[out] = Val(ops.gelu(src.t), src.shape, src.dtype)
+                skip |= nodes
+                continue
+            ins = [self.values.get(i) if i else None for i in node.input]
+            missing = [i for i, v in zip(node.input, ins) if i and v is None]
+            if missing:
+                raise OnnxImportError(f"tcc import: {where}: input {missing[0]!r} is "
+                                      "not computed before it")
+            if all(not isinstance(v, Val) for v in ins):
+                self.fold(node, ins, where)
+                continue
+            handler = getattr(self, "op_" + node.op_type, None)
+            if handler is None:
+                raise OnnxImportError(
+                    f"tcc import: unsupported op {node.op_type} at {where} — supported: "
+                    + ", ".join(sorted(n[3:] for n in dir(self) if n.startswith("op_"))))
+            outs = handler(node, ins, _attrs(node), where)
+            outs = outs if isinstance(outs, list) else [outs]
+            for name, t in zip(node.output, outs):
+                if isinstance(t, Val):
+                    self.values[name] = t
+                else:
+                    shape = self.shape_of(name, node)
+                    self.values[name] = Val(t, shape, self.shapes[name][1])
+
+    def fold(self, node, ins, where):
+        """A node of constants only (shape arithmetic): evaluated here."""
+        try:
+            from onnx.reference import ReferenceEvaluator  # onnx >= 1.13
+        except ImportError:
+            ReferenceEvaluator = None
+        if ReferenceEvaluator is not None:
+            g = self.onnx.helper
+            inputs = [g.make_tensor_value_info(f"i{k}", 1, None) for k in range(len(ins))]
+            n = g.make_node(node.op_type, [f"i{k}" if v is not None else ""
+                                           for k, v in enumerate(ins)],
+                            list(node.output), **_attrs(node))
+            graph = g.make_graph([n], "fold", inputs,
+                                 [g.make_tensor_value_info(o, 1, None) for o in node.output])
+            res = ReferenceEvaluator(g.make_model(graph)).run(
+                None, {f"i{k}": v for k, v in enumerate(ins) if v is not None})
+        else:
+            res = self._fold_numpy(node, ins, where)
+        for name, r in zip(node.output, res):
+            self.values[name] = np.asarray(r)
+
+    def _fold_numpy(self, node, ins, where):
+        a = _attrs(node)
+        op = node.op_type
+        binary = {"Add": np.add, "Sub": np.subtract, "Mul": np.multiply,
+                  "Div": np.divide, "Equal": np.equal, "Less": np.less,
+                  "Greater": np.greater}
+        if op in binary:
+            r = binary[op](ins[0], ins[1])
+            return [r.astype(ins[0].dtype) if op in ("Add", "Sub", "Mul", "Div") else r]
+        if op == "Cast":
+            return [ins[0].astype(_ELEM[a["to"]])]
+        if op == "Unsqueeze":
+            axes = a.get("axes", ins[1] if len(ins) > 1 else None)
+            return [np.expand_dims(ins[0], tuple(int(x) for x in axes))]
+        if op == "Concat":
+            return [np.concatenate(ins, axis=a["axis"])]
+        if op == "Reshape":
+            return [ins[0].reshape(ins[1])]
+        if op == "Sqrt":
+            return [np.sqrt(ins[0])]
+        raise OnnxImportError(f"tcc import: {where}: cannot evaluate this constant "
+                              "expression (onnx < 1.13 has no reference evaluator)")
+
+    # -- ops ---------------------------------------------------------------------
+
+    op_Add, op_Sub, op_Mul, op_Div = _bin("add"), _bin("sub"), _bin("mul"), _bin("div")
+    op_Max, op_Min = _bin("maximum"), _bin("minimum")
+    op_Equal, op_Less, op_Greater = _bin("equal"), _bin("less"), _bin("greater")
+
+    op_Relu, op_Sigmoid, op_Tanh = _un("relu"), _un("sigmoid"), _un("tanh")
+    op_Exp, op_Log, op_Sqrt, op_Neg = _un("exp"), _un("log"), _un("sqrt"), _un("neg")
+
+    def op_Identity(self, node, ins, a, where):
+        return ins[0]
+
+    def op_Dropout(self, node, ins, a, where):
+        ratio = float(ins[1]) if len(ins) > 1 and ins[1] is not None else a.get("ratio", 0.5)
+        training = bool(ins[2]) if len(ins) > 2 and ins[2] is not None else False
+        # An exported eval graph's Dropout is the identity; a training one
+        # drops in tcc's train step and is the identity in eval, as here.
+        return ops.dropout(ins[0].t, rate=ratio) if training and ratio > 0 else ins[0]
+
+    def op_Pow(self, node, ins, a, where):
+        if isinstance(ins[1], Val) or np.asarray(ins[1]).size != 1:
+            raise OnnxImportError(f"tcc import: {where}: only a constant exponent")
+        e = float(np.asarray(ins[1]).reshape(-1)[0])
+        return ops.mul(ins[0].t, ins[0].t) if e == 2.0 else ops.pow(ins[0].t, e)
+
+    def op_Gemm(self, node, ins, a, where):
+        x, w = ins[0], ins[1]
+        if a.get("transA", 0):
+            raise OnnxImportError(f"tcc import: {where}: Gemm transA=1")
+        trans_b = bool(a.get("transB", 0))
+        if isinstance(w, Val) and w.t.name in self.torch and self.torch[w.t.name][1]:
+            trans_b = False  # stored (in, out) already
+        y = ops.matmul(x.t, self.t(w), transpose_b=trans_b)
+        if a.get("alpha", 1.0) != 1.0:
+            y = ops.mul(y, self.t(float(a["alpha"]), x))
+        if len(ins) > 2 and ins[2] is not None:
+            c = self.t(ins[2], x)
+            if a.get("beta", 1.0) != 1.0:
+                c = ops.mul(c, self.t(float(a["beta"]), x))
+            y = ops.add(y, c)
+        return y
+
+    def op_MatMul(self, node, ins, a, where):
+        return ops.matmul(self.t(ins[0]), self.t(ins[1]))
+
+    def op_Gather(self, node, ins, a, where):
+        table, ids = ins
+        if a.get("axis", 0) != 0 or not isinstance(table, Val):
+            raise OnnxImportError(f"tcc import: {where}: only Gather of a table's rows "
+                                  "(an embedding)")
+        if not isinstance(ids, Val):
+            raise OnnxImportError(f"tcc import: {where}: Gather with constant indices")
+        return ops.embedding(table.t, ids.t)
+
+    op_Softmax, op_LogSoftmax = _softmax("softmax"), _softmax("log_softmax")
+
+    def _reshape_to_inferred(self, node, ins, a, where):
+        shape = self.shape_of(node.output[0], node)
+        return ops.reshape(ins[0].t, list(shape)) if shape != ins[0].shape else ins[0]
+
+    op_Reshape = op_Flatten = op_Squeeze = op_Unsqueeze = _reshape_to_inferred
+
+    def op_Transpose(self, node, ins, a, where):
+        perm = a.get("perm")
+        return ops.transpose(ins[0].t, list(perm) if perm is not None else None)
+
+    op_ReduceMean, op_ReduceSum = _reduce("mean"), _reduce("sum")
+
+    def op_Concat(self, node, ins, a, where):
+        like = next(v for v in ins if isinstance(v, Val))
+        return ops.concat([self.t(v, like) for v in ins], axis=int(a["axis"]))
+
+    def op_Split(self, node, ins, a, where):
+        axis = int(a.get("axis", 0))
+        x = ins[0]
+        axis = axis + len(x.shape) if axis < 0 else axis
+        sizes = [self.shape_of(o, node)[axis] for o in node.output]
+        return ops.split(x.t, sizes, axis=axis)
+
+    def op_Slice(self, node, ins, a, where):
+        x = ins[0]
+        starts, ends = (np.asarray(v).reshape(-1).tolist() for v in ins[1:3])
+        axes = np.asarray(ins[3]).reshape(-1).tolist() if len(ins) > 3 and ins[3] is not None \
+            else list(range(len(starts)))
+        if len(ins) > 4 and ins[4] is not None and any(s != 1 for s in np.asarray(ins[4]).reshape(-1)):
+            raise OnnxImportError(f"tcc import: {where}: Slice with steps")
+        big = 2 ** 62  # ONNX writes INT64_MAX for "to the end": clamp like numpy
+        ends = [min(e, big) for e in ends]
+        return ops.slice(x.t, starts, ends, axes=axes)
+
+    def op_Cast(self, node, ins, a, where):
+        to = _ELEM.get(a["to"])
+        if to is None:
+            raise OnnxImportError(f"tcc import: {where}: Cast to ONNX type {a['to']}")
+        if np.dtype(to) == ins[0].dtype:
+            return ins[0]
+        return ops.cast(ins[0].t, _tcc_dtype(to, where))
+
+    def op_Where(self, node, ins, a, where):
+        like = ins[1] if isinstance(ins[1], Val) else ins[2]
+        return ops.select(self.t(ins[0]), self.t(ins[1], like), self.t(ins[2], like))
+
+
+# -- the recipe and the files ----------------------------------------------------
+
+def from_onnx(path, loss="cross_entropy", optimizer=None, output=None,
+              target_name=None, name=None, grad_clip=0.0, no_decay=()):
+    """(tcc.Model, {torch name: array}) for the ONNX file at `path`.
+
+    loss: "cross_entropy" (the output is (B, C) or (B, T, V) logits, the
+      target (B) / (B, T) integer labels) or "mse" (a float target shaped as
+      the output). output: the ONNX output it applies to (default: the
+      first); it is also the model's "logits" output when shaped so.
+    target_name: the target input (default "targets" next to an input
+      "tokens", else "labels": trun's names).
+    no_decay: "bias" (1-D parameters) and/or "norm": parameters without
+      weight decay.
+    The weights are every parameter under its PyTorch name and layout."""
+    import onnx
+    if optimizer is None:
+        raise OnnxImportError("tcc import: an optimizer is needed")
+    try:
+        onnx_model = onnx.load(path)
+    except Exception as e:  # noqa: BLE001 - protobuf/IO errors of many kinds
+        raise OnnxImportError(f"tcc import: cannot read {path}: {e}") from None
+    base = os.path.splitext(os.path.basename(path))[0]
+    imp = _Importer(onnx_model, name or onnx_model.graph.name or base)
+    imp.declare()
+    imp.run()
+    outs = [o.name for o in imp.g.output]
+    out_name = output or (outs[0] if outs else None)
+    if out_name not in imp.values or not isinstance(imp.values[out_name], Val):
+        raise OnnxImportError(f"tcc import: no computed output {out_name!r} "
+                              f"(outputs: {', '.join(outs)})")
+    out = imp.values[out_name]
+    m = imp.model
+    inputs = [i.name for i in imp.g.input if isinstance(imp.values.get(i.name), Val)
+              and i.name not in imp.torch]
+    if target_name is None:
+        target_name = "targets" if "tokens" in inputs else "labels"
+    if loss == "cross_entropy":
+        if len(out.shape) not in (2, 3):
+            raise OnnxImportError(f"tcc import: cross_entropy needs (B, C) or "
+                                  f"(B, T, V) logits; {out_name!r} is {out.shape}")
+        target = m.input(target_name, out.shape[:-1], "i32")
+        loss_t = ops.cross_entropy(out.t, target)
+        m.output("logits", out.t)
+    elif loss == "mse":
+        target = m.input(target_name, out.shape, _tcc_dtype(out.dtype, "output"))
+        d = ops.sub(out.t, target)
+        loss_t = ops.mean(ops.mul(d, d))
+        m.output("output", out.t)
+    else:
+        raise OnnxImportError(f"tcc import: unknown loss {loss!r} (cross_entropy, mse)")
+    for p in m.params():
+        if ("bias" in no_decay and len(p.shape.dims) == 1) or (
+                "norm" in no_decay and "norm" in p.name.lower()):
+            m.no_weight_decay(p.name)
+    m.train(loss_t, optimizer, grad_clip=grad_clip)
+    weights = {tn: np.ascontiguousarray(arr) for tn, _, arr in imp.torch.values()}
+    return m, weights
+
+
+def _parser(prog):
+    ap = argparse.ArgumentParser(
+        prog=prog, description="A tcc model file from an ONNX model "
+        "(torch.onnx.export) and a training recipe; optionally its "
+        "initializers as a weights file for trun --init-from.")
+    ap.add_argument("model", help="the .onnx file")
+    ap.add_argument("-o", "--output", required=True,
+                    help="the model file to write (.pb, or .pbtxt for text)")
+    ap.add_argument("--weights", help="also write the initializers here "
+                    "(safetensors, PyTorch names and layouts)")
+    ap.add_argument("--loss", choices=("cross_entropy", "mse"), default="cross_entropy")
+    ap.add_argument("--logits", help="the ONNX output the loss applies to "
+                    "(default: the first)")
+    ap.add_argument("--target-name", help="the target input (default: targets "
+                    "with an input 'tokens', else labels)")
+    ap.add_argument("--optimizer", choices=("sgd", "adamw"), default="sgd")
+    ap.add_argument("--lr", type=float, required=True)
+    ap.add_argument("--momentum", type=float, default=0.0, help="sgd")
+    ap.add_argument("--weight-decay", type=float, default=0.0)
+    ap.add_argument("--beta1", type=float, default=0.9, help="adamw")
+    ap.add_argument("--beta2", type=float, default=0.999, help="adamw")
+    ap.add_argument("--eps", type=float, default=1e-8, help="adamw")
+    ap.add_argument("--no-decay", default="",
+                    help="comma list: bias (1-D parameters), norm: no weight decay")
+    ap.add_argument("--grad-clip", type=float, default=0.0,
+                    help="global gradient L2 norm (0: off)")
+    ap.add_argument("--name", help="the model's name (default: the graph's)")
+    return ap
+
+
+def main(argv=None):
+    argv = list(sys.argv[1:] if argv is None else argv)
+    prog = "python3 -m tcc.onnx_import"
+    if argv and argv[0].startswith("--prog="):  # set by `tcc import`
+        prog = argv.pop(0)[len("--prog="):]
+    args = _parser(prog).parse_args(argv)
+    if args.optimizer == "sgd":
+        opt = SGD(lr=args.lr, momentum=args.momentum, weight_decay=args.weight_decay)
+    else:
+        opt = AdamW(lr=args.lr, betas=(args.beta1, args.beta2), eps=args.eps,
+                    weight_decay=args.weight_decay)
+    no_decay = tuple(x for x in args.no_decay.split(",") if x)
+    bad = set(no_decay) - {"bias", "norm"}
+    if bad:
+        print(f"{prog}: error: --no-decay: unknown group {sorted(bad)[0]!r} "
+              "(bias, norm)", file=sys.stderr)
+        return 2
+    try:
+        if not os.path.isfile(args.model):
+            raise OnnxImportError(f"tcc import: {args.model}: no such file")
+        model, weights = from_onnx(args.model, loss=args.loss, optimizer=opt,
+                                   output=args.logits, target_name=args.target_name,
+                                   name=args.name, grad_clip=args.grad_clip,
+                                   no_decay=no_decay)
+        model.save(args.output)
+        if args.weights:
+            from tcc.safetensors import save_file
+            save_file(weights, args.weights,
+                      metadata={"producer": "tcc import", "model": model.name})
+    except (TccError, OSError, ValueError) as e:
+        msg = str(e)
+        print(msg if msg.startswith("tcc import") else f"tcc import: error: {msg}",
+              file=sys.stderr)
+        return 1
+    p = model.proto()
+    print(f"{args.output}: {len(p.params)} parameters, {len(p.inputs)} inputs, "
+          f"{len(p.nodes)} nodes" + (f"; weights: {args.weights}" if args.weights else ""))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
