@@ -2,7 +2,9 @@
 # The main job, from a fresh clone: install dependencies, build, compile the
 # MLP sample into a step library, train it on Fashion-MNIST — on the GPU when
 # there is one (nvidia-smi lists a GPU and nvcc is installed), else on the
-# CPU; TARGET=cpu|cuda chooses — and print the test accuracy.
+# CPU; TARGET=cpu|cuda chooses — and print the test accuracy. Then the same
+# for samples/python_mlp, a classifier written in Python with tcc.nn
+# (model.py writes its model file; PYTHON_SAMPLE=0 skips it).
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 build="${TCC_BUILD_DIR:-$root/build}"
@@ -14,3 +16,12 @@ mkdir -p "$out"
 "$build/bin/tcc" compile --target "$target" "$root/samples/mlp/mlp.pbtxt" -o "$out/mlp.so" --dump-dir "$out/dump"
 echo "compiled samples/mlp/mlp.pbtxt for $target -> $out/mlp.so (per-pass IR in $out/dump)"
 "$build/bin/trun" "$out/mlp.so" --data /usr/share/datasets/fashion-mnist --epochs "${EPOCHS:-2}" --seed 0 "$@"
+
+if [ "${PYTHON_SAMPLE:-1}" != 0 ]; then
+  pout="$build/samples/python_mlp"
+  mkdir -p "$pout"
+  PYTHONPATH="$root/python${PYTHONPATH:+:$PYTHONPATH}" /usr/bin/python3 "$root/samples/python_mlp/model.py" -o "$pout/python_mlp.pbtxt" --epochs "${EPOCHS:-2}"
+  "$build/bin/tcc" compile --target "$target" "$pout/python_mlp.pbtxt" -o "$pout/python_mlp.so"
+  echo "compiled samples/python_mlp (written by model.py) for $target -> $pout/python_mlp.so"
+  "$build/bin/trun" "$pout/python_mlp.so" --data /usr/share/datasets/fashion-mnist --epochs "${EPOCHS:-2}" --seed 0 "$@"
+fi
