@@ -1,7 +1,9 @@
 #include "runtime/trun/cli/Run.h"
+#include "runtime/trun/cli/RunArrays.h"
 #include "runtime/trun/cli/RunRanks.h"
 
 #include "runtime/trun/data/BatchSource.h"
+#include "runtime/trun/data/ArrayFiles.h"
 #include "runtime/trun/data/DataFiles.h"
 #include "runtime/trun/data/IdxDataset.h"
 #include "runtime/trun/data/StepBinding.h"
@@ -102,7 +104,9 @@ absl::Status CheckFlagsFitStep(const Options &options,
         flag, " is for ",
         binding.is_token_model() ? "image classifiers" : "token models",
         "; step '", d.model_name, "' is ",
-        binding.is_token_model() ? "a token model" : "an image classifier",
+        binding.is_token_model()    ? "a token model"
+        : binding.is_named_arrays() ? "fed named arrays"
+                                    : "an image classifier",
         hint));
   };
   if (binding.is_token_model()) {
@@ -110,9 +114,11 @@ absl::Status CheckFlagsFitStep(const Options &options,
       return wrong("--test", " (use --val SHARDS)");
     return absl::OkStatus();
   }
-  const char *hint = " (inputs 'tokens' and 'targets' make a token model)";
+  const bool arrays = binding.is_named_arrays();
+  const char *hint =
+      arrays ? "" : " (inputs 'tokens' and 'targets' make a token model)";
   if (options.val)
-    return wrong("--val", hint);
+    return wrong("--val", arrays ? " (use --test NAMED_ARRAYS)" : hint);
   if (options.data_order)
     return wrong("--data-order", hint);
   if (options.sample)
@@ -206,7 +212,9 @@ float BaseLearningRate(const Options &options, const tcc_step_descriptor &d) {
       options.learning_rate.value_or(d.default_learning_rate));
 }
 
-// What both kinds of step share in a plan: the source, the base lr and the
+} // namespace
+
+// What every kind of step shares in a plan: the source, the base lr and the
 // step count (--steps, else --epochs (default 1) of steps_per_epoch).
 absl::StatusOr<TrainingPlan> BasePlan(const Options &options,
                                       const tcc_step_descriptor &d,
@@ -246,6 +254,8 @@ std::string TargetLine(const tcc_step_descriptor &d, const Options &options) {
     absl::StrAppend(&line, ", GPU ", options.gpu.value_or(0));
   return line + "\n";
 }
+
+namespace {
 
 // One line saying which file feeds which step input, e.g.
 //   inputs: 'image' f32 [64, 784] <- x.gz (normalized), 'label' i32 [64] <- y.gz
@@ -576,7 +586,10 @@ absl::Status RunTrun(const Options &options, std::ostream &out) {
   absl::StatusOr<RankInfo> rank = ReadLaunchEnvironment(ProcessEnvironment());
   if (!rank.ok())
     return absl::InvalidArgumentError(absl::StrCat("launch environment: ", rank.status().message()));
-  absl::StatusOr<StepBinding> binding = BindStep(d);
+  // Named arrays given by the user bind any step that way (ArrayFiles.h).
+  absl::StatusOr<StepBinding> binding = BindStep(
+      d, IsNamedArraysValue(options.data) ||
+             (options.test && IsNamedArraysValue(*options.test)));
   if (!binding.ok())
     return binding.status();
   if (absl::Status s = CheckFlagsFitStep(options, *binding, d); !s.ok())
@@ -689,7 +702,12 @@ absl::Status TrainOnThisRank(const Options &options, const tcc_step_descriptor &
   absl::Status status =
       binding.is_token_model()
           ? RunTokenModel(effective, d, binding, trainer, **session, ranks, out)
+      : binding.is_named_arrays()
+          ? RunNamedArrays(effective, d, binding, trainer, **session, ranks, out)
           : RunImageClassifier(effective, d, binding, trainer, **session, ranks, out);
+  // The named-arrays run leaves --save-weights to here.
+  if (status.ok() && binding.is_named_arrays())
+    status = SaveAtEnd(effective, d, trainer, out);
   if (!status.ok())
     return status;
   if (std::optional<GpuMemory> memory = trainer.gpu_memory())

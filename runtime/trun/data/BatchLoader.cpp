@@ -12,7 +12,7 @@ BatchLoader::BatchLoader(BatchSource &source, const StepBinding &binding,
   bool allocated = true;
   for (int64_t i = 0; i < depth_; ++i) {
     slots_.emplace_back(binding, pinned);
-    allocated &= slots_.back().data.ok() && slots_.back().targets.ok();
+    allocated &= slots_.back().ok();
   }
   // Without every slot the source must not write anywhere: report the end
   // at once (the thread still starts, finds ended_ and exits).

@@ -78,7 +78,37 @@ BatchBuffer::BatchBuffer(size_t size_bytes, const tcc_device_api *pinned)
 
 HostBatch::HostBatch(const StepBinding &binding, const tcc_device_api *pinned)
     : HostBatch(binding.batch_size, binding.values_per_sample,
-                binding.targets_per_sample, pinned) {}
+                binding.targets_per_sample, pinned) {
+  arrays.reserve(binding.array_batch_bytes.size()); // no moves below
+  for (int64_t bytes : binding.array_batch_bytes)
+    arrays.emplace_back(static_cast<size_t>(bytes), pinned);
+}
+
+bool HostBatch::ok() const {
+  bool all = data.ok() && targets.ok();
+  for (const BatchBuffer &array : arrays)
+    all &= array.ok();
+  return all;
+}
+
+std::vector<std::pair<int32_t, const void *>>
+HostBatch::Inputs(const StepBinding &binding) const {
+  if (!binding.is_named_arrays())
+    return {{binding.data_input, data.data()},
+            {binding.target_input, targets.data()}};
+  std::vector<std::pair<int32_t, const void *>> inputs;
+  for (size_t i = 0; i < arrays.size(); ++i)
+    inputs.emplace_back(static_cast<int32_t>(i), arrays[i].data());
+  return inputs;
+}
+
+int64_t HostBatch::ArrayLabel(const StepBinding &binding, int32_t dtype,
+                              int64_t row) const {
+  const BatchBuffer &labels = arrays[binding.target_input];
+  if (dtype == TCC_DTYPE_I64)
+    return labels.as<int64_t>()[row];
+  return labels.as<int32_t>()[row];
+}
 
 HostBatch::HostBatch(int64_t batch_size, int64_t values_per_sample,
                      int64_t targets_per_sample, const tcc_device_api *pinned)
@@ -117,19 +147,38 @@ absl::StatusOr<RowSlice> RowsOfRank(int64_t global, int64_t rank, int64_t world)
   return RowSlice{rank * (global / world), global / world};
 }
 
+namespace {
+
+// Copies `data` through `normalizer`, both of which must outlive the
+// batches.
+SampleCopier ImageCopier(const LabeledImages &data,
+                         const PixelNormalizer &normalizer) {
+  return [&data, &normalizer](int64_t sample, int64_t row, HostBatch &batch) {
+    CopySample(data, normalizer, sample, row, batch);
+  };
+}
+
+} // namespace
+
 ShuffledBatches::ShuffledBatches(const LabeledImages &data,
                                  const PixelNormalizer &normalizer,
                                  int64_t batch_size, uint64_t seed, RowSlice rows)
-    : data_(data), normalizer_(normalizer), batch_size_(batch_size),
+    : ShuffledBatches(data.count, ImageCopier(data, normalizer), batch_size,
+                      seed, rows) {}
+
+ShuffledBatches::ShuffledBatches(int64_t count, SampleCopier copy,
+                                 int64_t batch_size, uint64_t seed,
+                                 RowSlice rows)
+    : count_(count), copy_(std::move(copy)), batch_size_(batch_size),
       seed_(seed), rows_(WholeBatch(rows, batch_size)) {}
 
 bool ShuffledBatches::Next(HostBatch &batch) {
-  if (epoch_ < 0 || sample_ + batch_size_ > data_.count) {
-    order_ = EpochPermutation(data_.count, seed_, ++epoch_);
+  if (epoch_ < 0 || sample_ + batch_size_ > count_) {
+    order_ = EpochPermutation(count_, seed_, ++epoch_);
     sample_ = 0;
   }
   for (int64_t row = 0; row < rows_.count; ++row)
-    CopySample(data_, normalizer_, order_[sample_ + rows_.first + row], row, batch);
+    copy_(order_[sample_ + rows_.first + row], row, batch);
   sample_ += batch_size_;
   ++batches_;
   batch.real_rows = rows_.count;
@@ -143,7 +192,7 @@ void ShuffledBatches::SeekTo(int64_t batches) {
   int64_t per_epoch = std::max<int64_t>(batches_per_epoch(), 1);
   int64_t epoch = batches / per_epoch;
   if (epoch != epoch_) {
-    order_ = EpochPermutation(data_.count, seed_, epoch);
+    order_ = EpochPermutation(count_, seed_, epoch);
     epoch_ = epoch;
   }
   sample_ = (batches % per_epoch) * batch_size_;
@@ -153,15 +202,20 @@ void ShuffledBatches::SeekTo(int64_t batches) {
 SequentialBatches::SequentialBatches(const LabeledImages &data,
                                      const PixelNormalizer &normalizer,
                                      int64_t batch_size)
-    : data_(data), normalizer_(normalizer), batch_size_(batch_size) {}
+    : SequentialBatches(data.count, ImageCopier(data, normalizer),
+                        batch_size) {}
+
+SequentialBatches::SequentialBatches(int64_t count, SampleCopier copy,
+                                     int64_t batch_size)
+    : count_(count), copy_(std::move(copy)), batch_size_(batch_size) {}
 
 bool SequentialBatches::Next(HostBatch &batch) {
-  if (sample_ >= data_.count)
+  if (sample_ >= count_)
     return false;
-  int64_t real = std::min(batch_size_, data_.count - sample_);
+  int64_t real = std::min(batch_size_, count_ - sample_);
   for (int64_t row = 0; row < batch_size_; ++row) {
     int64_t sample = sample_ + std::min(row, real - 1); // pad: repeat last
-    CopySample(data_, normalizer_, sample, row, batch);
+    copy_(sample, row, batch);
   }
   sample_ += real;
   ++batches_;
@@ -172,7 +226,7 @@ bool SequentialBatches::Next(HostBatch &batch) {
 void SequentialBatches::SeekTo(int64_t batches) {
   // Clamped before multiplying, so a huge count cannot overflow.
   batches_ = std::clamp<int64_t>(batches, 0, total_batches());
-  sample_ = std::min(batches_ * batch_size_, data_.count);
+  sample_ = std::min(batches_ * batch_size_, count_);
 }
 
 } // namespace tcc::trun

@@ -1,5 +1,5 @@
 // Host batches for the step: normalized f32 images and i32 labels (token
-// batches: TokenBatches.h).
+// batches: TokenBatches.h; named arrays: NamedArrays.h).
 //
 // A BatchSource is what the Trainer pulls from, usually through a
 // background loader thread (BatchLoader) that fills the batches; for a GPU
@@ -17,7 +17,9 @@
 
 #include <array>
 #include <cstdint>
+#include <functional>
 #include <memory>
+#include <utility>
 #include <vector>
 
 namespace tcc::trun {
@@ -66,11 +68,12 @@ private:
   size_t size_ = 0;
 };
 
-// One batch for the step's two fed inputs (StepBinding).
+// One batch for the step's fed inputs (StepBinding).
 struct HostBatch {
   // Sized for `binding`: `data` holds batch_size * values_per_sample 4-byte
-  // values, `targets` batch_size * targets_per_sample i32. `pinned`: a GPU
-  // step's device API, to allocate both in pinned memory (null: ordinary
+  // values, `targets` batch_size * targets_per_sample i32; named arrays:
+  // `arrays` holds one buffer per step input instead. `pinned`: a GPU
+  // step's device API, to allocate them in pinned memory (null: ordinary
   // 64-byte aligned host memory).
   explicit HostBatch(const StepBinding &binding,
                      const tcc_device_api *pinned = nullptr);
@@ -80,13 +83,32 @@ struct HostBatch {
             int64_t targets_per_sample = 1,
             const tcc_device_api *pinned = nullptr);
 
+  // False when a buffer could not be allocated.
+  bool ok() const;
+  // The step input each buffer feeds: {input index, host data}, for every
+  // input the binding feeds.
+  std::vector<std::pair<int32_t, const void *>>
+  Inputs(const StepBinding &binding) const;
+  // Named arrays with accuracy: label `row` of the labels input (i32 or
+  // i64; binding.target_input).
+  int64_t ArrayLabel(const StepBinding &binding, int32_t dtype,
+                     int64_t row) const;
+
   int64_t batch_size;
   int64_t values_per_sample;
   int64_t targets_per_sample;
   BatchBuffer data;      // images f32 (B, values)  | tokens i32 (B, T)
   BatchBuffer targets;   // labels i32 (B)          | targets i32 (B, T)
+  // Named arrays: input i's whole batch (binding.array_batch_bytes[i]),
+  // descriptor order; empty for the other kinds. Never resized (the
+  // buffers must not move).
+  std::vector<BatchBuffer> arrays;
   int64_t real_rows = 0; // leading rows from the data; the rest are padding
 };
+
+// Copies sample `sample` of a data set into row `row` of a batch.
+using SampleCopier =
+    std::function<void(int64_t sample, int64_t row, HostBatch &batch)>;
 
 class BatchSource {
 public:
@@ -140,16 +162,19 @@ public:
   // `batch_size`: the global batch; the batches filled hold `rows` of it.
   ShuffledBatches(const LabeledImages &data, const PixelNormalizer &normalizer,
                   int64_t batch_size, uint64_t seed, RowSlice rows = {});
+  // Any `count` samples, copied by `copy` (named arrays).
+  ShuffledBatches(int64_t count, SampleCopier copy, int64_t batch_size,
+                  uint64_t seed, RowSlice rows = {});
   bool Next(HostBatch &batch) override;
   int64_t position() const override { return batches_; }
   // Recomputes the permutation of the epoch batch `batches` falls in.
   void SeekTo(int64_t batches) override;
 
-  int64_t batches_per_epoch() const { return data_.count / batch_size_; }
+  int64_t batches_per_epoch() const { return count_ / batch_size_; }
 
 private:
-  const LabeledImages &data_;
-  const PixelNormalizer &normalizer_;
+  int64_t count_;
+  SampleCopier copy_;
   int64_t batch_size_;
   uint64_t seed_;
   RowSlice rows_;
@@ -165,18 +190,20 @@ class SequentialBatches : public BatchSource {
 public:
   SequentialBatches(const LabeledImages &data,
                     const PixelNormalizer &normalizer, int64_t batch_size);
+  // Any `count` samples, copied by `copy` (named arrays).
+  SequentialBatches(int64_t count, SampleCopier copy, int64_t batch_size);
   bool Next(HostBatch &batch) override;
   int64_t position() const override { return batches_; }
   void SeekTo(int64_t batches) override;
 
   // ceil(count / batch_size): every batch this source hands out.
   int64_t total_batches() const {
-    return (data_.count + batch_size_ - 1) / batch_size_;
+    return (count_ + batch_size_ - 1) / batch_size_;
   }
 
 private:
-  const LabeledImages &data_;
-  const PixelNormalizer &normalizer_;
+  int64_t count_;
+  SampleCopier copy_;
   int64_t batch_size_;
   int64_t sample_ = 0;  // first sample of the next batch
   int64_t batches_ = 0; // handed out

@@ -294,6 +294,7 @@ struct TypeInfo {
   std::optional<int64_t> (*first_bad_label)(const NpyArray &,
                                             std::vector<uint8_t> &);
   std::string (*label_text)(const NpyArray &, int64_t);
+  bool arrays_only = false; // read by ReadNpyArray only
 };
 
 template <typename T> constexpr TypeInfo Integer(const char *code,
@@ -311,6 +312,9 @@ constexpr TypeInfo kTypes[] = {
     Integer<uint64_t>("u8", NpyType::kUint64),
     Integer<int64_t>("i8", NpyType::kInt64),
     {"f4", NpyType::kFloat32, 4, nullptr, nullptr},
+    {"f8", NpyType::kFloat64, 8, nullptr, nullptr, true},
+    {"f2", NpyType::kFloat16, 2, nullptr, nullptr, true},
+    {"b1", NpyType::kBool, 1, nullptr, nullptr, true},
 };
 
 const TypeInfo &InfoOf(NpyType type) {
@@ -321,22 +325,27 @@ const TypeInfo &InfoOf(NpyType type) {
 }
 
 // Fills type and item_bytes from descr, or says why not.
-absl::Status ParseDescr(const std::string &path, NpyArray &array) {
+// `any_type`: named arrays, which also take the arrays_only types.
+absl::Status ParseDescr(const std::string &path, NpyArray &array,
+                        bool any_type) {
   const std::string &descr = array.descr;
   auto unsupported = [&] {
     std::string name = TypeName(descr);
     return FileError(
         path, absl::StrCat("unsupported dtype '", descr, "'",
                            name == descr ? "" : absl::StrCat(" (", name, ")"),
-                           "; trun reads uint8 '|u1' or float32 '<f4' images "
-                           "and integer labels (|u1 |i1 <u2 <i2 <u4 <i4 <u8 "
-                           "<i8)"));
+                           any_type
+                               ? "; trun reads bool, integer (8 to 64 bits) "
+                                 "and float16/32/64 arrays"
+                               : "; trun reads uint8 '|u1' or float32 '<f4' "
+                                 "images and integer labels (|u1 |i1 <u2 "
+                                 "<i2 <u4 <i4 <u8 <i8)"));
   };
   if (descr.size() < 3 ||
       std::string("<>|=").find(descr[0]) == std::string::npos)
     return unsupported();
   for (const TypeInfo &info : kTypes) {
-    if (descr.substr(1) != info.code)
+    if (descr.substr(1) != info.code || (info.arrays_only && !any_type))
       continue;
     // Byte order matters only for multi-byte types ('|': not applicable).
     if (info.bytes > 1 && descr[0] == '>')
@@ -369,7 +378,9 @@ bool IsNpyPath(const std::string &path) {
   return path.size() >= 4 && path.compare(path.size() - 4, 4, ".npy") == 0;
 }
 
-absl::StatusOr<NpyArray> ReadNpyFile(const std::string &path) {
+namespace {
+
+absl::StatusOr<NpyArray> ReadNpy(const std::string &path, bool any_type) {
   absl::StatusOr<MappedFile> file = MappedFile::Open(path);
   if (!file.ok())
     return file.status();
@@ -410,7 +421,7 @@ absl::StatusOr<NpyArray> ReadNpyFile(const std::string &path) {
     return FileError(path, absl::StrCat("malformed .npy header: ", malformed,
                                         " (header: ", Quote(header), ")"));
   array.descr = *dict.descr;
-  if (absl::Status s = ParseDescr(path, array); !s.ok())
+  if (absl::Status s = ParseDescr(path, array, any_type); !s.ok())
     return s;
   if (*dict.fortran_order)
     return FileError(path, "Fortran-order arrays are not supported; save "
@@ -434,6 +445,16 @@ absl::StatusOr<NpyArray> ReadNpyFile(const std::string &path) {
   array.data_offset = prefix + header_bytes;
   array.file = std::move(*file);
   return array;
+}
+
+} // namespace
+
+absl::StatusOr<NpyArray> ReadNpyFile(const std::string &path) {
+  return ReadNpy(path, /*any_type=*/false);
+}
+
+absl::StatusOr<NpyArray> ReadNpyArray(const std::string &path) {
+  return ReadNpy(path, /*any_type=*/true);
 }
 
 absl::Status ReadNpyImages(const std::string &path, LabeledImages &set) {

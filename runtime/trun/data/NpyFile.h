@@ -19,7 +19,8 @@
 
 namespace tcc::trun {
 
-// The element types trun reads: '|u1' and '<f4' images, integer labels.
+// The element types trun reads: '|u1' and '<f4' images, integer labels;
+// named arrays (ReadNpyArray) also float64, float16 and bool.
 enum class NpyType {
   kUint8,
   kInt8,
@@ -30,6 +31,9 @@ enum class NpyType {
   kUint64,
   kInt64,
   kFloat32,
+  kFloat64, // named arrays only
+  kFloat16, // named arrays only
+  kBool,    // named arrays only
 };
 
 struct NpyArray {
@@ -61,6 +65,9 @@ bool IsNpyPath(const std::string &path);
 // size overflows, and a data size that does not match the shape (truncated
 // / trailing bytes, both sizes given).
 absl::StatusOr<NpyArray> ReadNpyFile(const std::string &path);
+
+// ReadNpyFile for named arrays (NamedArrays.h): also '<f8', '<f2' and '|b1'.
+absl::StatusOr<NpyArray> ReadNpyArray(const std::string &path);
 
 // Images from a .npy file into `set` (count, rows, cols, images_path):
 // uint8 [N, d1, ..., dk] (k >= 1) goes to `pixels`, exactly like IDX pixels;

@@ -76,64 +76,28 @@ absl::StatusOr<StepBinding> BindTokenModel(const tcc_step_descriptor &d,
   return binding;
 }
 
-} // namespace
+// Exactly two inputs: f32 images [B, ...] (rank >= 2) and i32 labels [B].
+bool IsImageClassifier(const tcc_step_descriptor &d, int32_t &images,
+                       int32_t &labels) {
+  if (d.num_inputs != 2)
+    return false;
+  images = d.inputs[0].dtype == TCC_DTYPE_F32 ? 0 : 1;
+  labels = 1 - images;
+  const tcc_tensor_desc &x = d.inputs[images], &y = d.inputs[labels];
+  return x.dtype == TCC_DTYPE_F32 && x.rank >= 2 && x.shape[0] > 0 &&
+         y.dtype == TCC_DTYPE_I32 && y.rank == 1 && y.shape[0] == x.shape[0];
+}
 
-absl::StatusOr<StepBinding> BindStep(const tcc_step_descriptor &d) {
-  int32_t tokens_index = FindInput(d, "tokens");
-  int32_t targets_index = FindInput(d, "targets");
-  if (tokens_index != -1 && targets_index != -1)
-    return BindTokenModel(d, tokens_index, targets_index);
-  if (tokens_index != -1 || targets_index != -1)
-    return BindError(absl::StrCat(
-        "step has an input '", tokens_index != -1 ? "tokens" : "targets",
-        "' but no '", tokens_index != -1 ? "targets" : "tokens",
-        "'; a token model needs both (i32 [batch, context])"));
-
+absl::StatusOr<StepBinding> BindImageClassifier(const tcc_step_descriptor &d,
+                                                int32_t images_index,
+                                                int32_t labels_index) {
   StepBinding binding;
+  binding.data_input = images_index;
+  binding.target_input = labels_index;
   binding.targets_per_sample = 1;
-  for (int32_t i = 0; i < d.num_inputs; ++i) {
-    int32_t dtype = d.inputs[i].dtype;
-    int32_t &slot =
-        IsFloatingDtype(dtype) ? binding.data_input : binding.target_input;
-    if (!IsFloatingDtype(dtype) && !IsIntegerDtype(dtype))
-      return BindError(absl::StrCat("step input '", d.inputs[i].name,
-                                    "' has dtype ", DtypeName(dtype),
-                                    "; trun feeds only images and labels"));
-    if (slot != -1)
-      return BindError(absl::StrCat(
-          "step has more than one ",
-          IsFloatingDtype(dtype) ? "floating" : "integer", " input ('",
-          d.inputs[slot].name, "', '", d.inputs[i].name,
-          "'); trun feeds one image input and one label input"));
-    slot = i;
-  }
-  if (binding.data_input == -1 || binding.target_input == -1)
-    return BindError(absl::StrCat(
-        "step has no ", binding.data_input == -1 ? "floating" : "integer",
-        " input; trun feeds one image input and one label input"));
-
-  const tcc_tensor_desc &images = d.inputs[binding.data_input];
-  const tcc_tensor_desc &labels = d.inputs[binding.target_input];
-  if (images.dtype != TCC_DTYPE_F32)
-    return BindError(absl::StrCat("step input '", images.name, "' is ",
-                                  DtypeName(images.dtype),
-                                  "; this trun feeds f32 images"));
-  if (labels.dtype != TCC_DTYPE_I32)
-    return BindError(absl::StrCat("step input '", labels.name, "' is ",
-                                  DtypeName(labels.dtype),
-                                  "; this trun feeds i32 labels"));
-  if (images.rank < 2 || images.shape[0] <= 0)
-    return BindError(absl::StrCat("step input '", images.name, "' has shape ",
-                                  ShapeString(images),
-                                  "; expected [batch, values...]"));
+  const tcc_tensor_desc &images = d.inputs[images_index];
   binding.batch_size = images.shape[0];
   binding.values_per_sample = images.num_elements / binding.batch_size;
-  if (labels.rank != 1 || labels.shape[0] != binding.batch_size)
-    return BindError(absl::StrCat("step input '", labels.name, "' has shape ",
-                                  ShapeString(labels), "; expected [",
-                                  binding.batch_size, "] to match '",
-                                  images.name, "' ", ShapeString(images)));
-
   for (int32_t i = 0; i < d.num_outputs; ++i) {
     const tcc_tensor_desc &out = d.outputs[i];
     if (std::strcmp(out.name, "logits") != 0)
@@ -148,6 +112,77 @@ absl::StatusOr<StepBinding> BindStep(const tcc_step_descriptor &d) {
     binding.num_classes = out.shape[1];
   }
   return binding;
+}
+
+// Every input [B, ...] with one B; accuracy from "logits" f32 [B, C] and the
+// only integer input [B], when both are there.
+absl::StatusOr<StepBinding> BindNamedArrays(const tcc_step_descriptor &d) {
+  if (d.num_inputs == 0)
+    return BindError(absl::StrCat("step '", d.model_name,
+                                  "' has no inputs; trun has nothing to feed"));
+  StepBinding binding;
+  binding.kind = StepKind::kNamedArrays;
+  int32_t first = -1, label = -1, integer_inputs = 0;
+  for (int32_t i = 0; i < d.num_inputs; ++i) {
+    const tcc_tensor_desc &t = d.inputs[i];
+    if (DtypeSize(t.dtype) == 0)
+      return BindError(absl::StrCat("step input '", t.name, "' has dtype ",
+                                    DtypeName(t.dtype),
+                                    "; trun cannot feed it"));
+    if (t.rank < 1 || t.shape[0] <= 0)
+      return BindError(absl::StrCat(
+          "step input '", t.name, "' has shape ", ShapeString(t),
+          "; named arrays feed inputs [batch, ...], one row per sample"));
+    if (first == -1) {
+      first = i;
+      binding.batch_size = t.shape[0];
+    } else if (t.shape[0] != binding.batch_size) {
+      return BindError(absl::StrCat(
+          "step inputs '", d.inputs[first].name, "' ",
+          ShapeString(d.inputs[first]), " and '", t.name, "' ",
+          ShapeString(t),
+          " differ in their first dimension; named arrays feed every input "
+          "[batch, ...] from the same batch of samples"));
+    }
+    binding.array_batch_bytes.push_back(t.size_bytes);
+    if (t.dtype == TCC_DTYPE_I32 || t.dtype == TCC_DTYPE_I64) {
+      ++integer_inputs;
+      if (t.rank == 1)
+        label = i;
+    }
+  }
+  for (int32_t i = 0; i < d.num_outputs; ++i) {
+    const tcc_tensor_desc &out = d.outputs[i];
+    if (std::strcmp(out.name, "logits") == 0 && out.dtype == TCC_DTYPE_F32 &&
+        out.rank == 2 && out.shape[0] == binding.batch_size &&
+        out.shape[1] > 0 && integer_inputs == 1 && label != -1) {
+      binding.logits_output = i;
+      binding.num_classes = out.shape[1];
+      binding.target_input = label;
+    }
+  }
+  return binding;
+}
+
+} // namespace
+
+absl::StatusOr<StepBinding> BindStep(const tcc_step_descriptor &d,
+                                     bool named_arrays) {
+  if (named_arrays)
+    return BindNamedArrays(d);
+  int32_t tokens_index = FindInput(d, "tokens");
+  int32_t targets_index = FindInput(d, "targets");
+  if (tokens_index != -1 && targets_index != -1)
+    return BindTokenModel(d, tokens_index, targets_index);
+  if (tokens_index != -1 || targets_index != -1)
+    return BindError(absl::StrCat(
+        "step has an input '", tokens_index != -1 ? "tokens" : "targets",
+        "' but no '", tokens_index != -1 ? "targets" : "tokens",
+        "'; a token model needs both (i32 [batch, context])"));
+  int32_t images = -1, labels = -1;
+  if (IsImageClassifier(d, images, labels))
+    return BindImageClassifier(d, images, labels);
+  return BindNamedArrays(d);
 }
 
 absl::Status CheckDataFits(const StepBinding &binding,

@@ -266,16 +266,20 @@ void StepBuffers::DeviceWritten() {
 absl::Status StepBuffers::QueueUpload(const HostBatch &batch,
                                       const StepBinding &binding, int set) {
   const tcc_step_descriptor &d = descriptor_;
-  void *dst[2] = {device_inputs_[set][binding.data_input],
-                  device_inputs_[set][binding.target_input]};
-  const void *src[2] = {batch.data.data(), batch.targets.data()};
-  uint64_t bytes[2] = {
-      static_cast<uint64_t>(d.inputs[binding.data_input].size_bytes),
-      static_cast<uint64_t>(d.inputs[binding.target_input].size_bytes)};
-  if (absl::Status s =
-          DeviceCallStatus(*device_, device_->upload_async(2, dst, src, bytes),
-                           absl::StrCat("step '", d.model_name,
-                                        "': queueing the upload of a batch"));
+  std::vector<void *> dst;
+  std::vector<const void *> src;
+  std::vector<uint64_t> bytes;
+  for (auto [input, source] : batch.Inputs(binding)) {
+    dst.push_back(device_inputs_[set][input]);
+    src.push_back(source);
+    bytes.push_back(static_cast<uint64_t>(d.inputs[input].size_bytes));
+  }
+  if (absl::Status s = DeviceCallStatus(
+          *device_,
+          device_->upload_async(static_cast<int32_t>(dst.size()), dst.data(),
+                                src.data(), bytes.data()),
+          absl::StrCat("step '", d.model_name,
+                       "': queueing the upload of a batch"));
       !s.ok())
     return s;
   uploads_queued_ = true;
@@ -295,9 +299,7 @@ absl::Status StepBuffers::UploadBatch(const HostBatch &batch,
                                       const StepBinding &binding, int set,
                                       absl::string_view what) {
   const tcc_step_descriptor &d = descriptor_;
-  for (auto [input, source] :
-       {std::make_pair(binding.data_input, batch.data.data()),
-        std::make_pair(binding.target_input, batch.targets.data())})
+  for (auto [input, source] : batch.Inputs(binding))
     if (absl::Status s = DeviceCallStatus(
             *device_,
             device_->to_device(

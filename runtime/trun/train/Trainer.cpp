@@ -62,8 +62,8 @@ void Trainer::StartCall() {
 }
 
 void Trainer::BindBatch(HostBatch &batch, bool with_outputs) {
-  input_ptrs_[binding_.data_input] = batch.data.data();
-  input_ptrs_[binding_.target_input] = batch.targets.data();
+  for (auto [input, data] : batch.Inputs(binding_))
+    input_ptrs_[input] = data; // the step reads its inputs only
   args_.outputs = with_outputs ? buffers_->outputs_for_call() : nullptr;
   StartCall();
 }
@@ -403,9 +403,16 @@ absl::StatusOr<EvalResult> Trainer::Evaluate(BatchSource &source) {
           buffers_->host_output(binding_.logits_output));
     }
     const int32_t *labels = batch.targets.as<int32_t>(); // (B)
+    // Named arrays: i32 or i64 labels in their input's buffer.
+    const int32_t label_dtype =
+        binding_.is_named_arrays()
+            ? descriptor_.inputs[binding_.target_input].dtype
+            : TCC_DTYPE_I32;
     for (int64_t row = 0; row < batch.real_rows; ++row)
       if (ArgMax(logits + row * binding_.num_classes, binding_.num_classes) ==
-          labels[row])
+          (binding_.is_named_arrays()
+               ? batch.ArrayLabel(binding_, label_dtype, row)
+               : labels[row]))
         ++result.correct;
   }
   if (absl::Status s = source.error(); !s.ok())
