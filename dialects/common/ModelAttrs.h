@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "llvm/ADT/StringRef.h"
 #include "mlir/IR/Builders.h"
@@ -140,6 +141,19 @@ struct ParamInfo {
   // Exempt from weight decay. Written only when set, so the dictionaries of
   // models without it stay as they were.
   bool noWeightDecay = false;
+  // How PyTorch holds it (TorchTensor in the schema; the step descriptor's
+  // param_torch): the state_dict key (empty: `name`), the permutation with
+  // torch = tcc.permute(torchPerm) (empty: the same layout) and further
+  // keys of the same tensor. Written as a `torch` dictionary only when set.
+  std::string torchName;
+  std::vector<int64_t> torchPerm;
+  std::vector<std::string> torchAliases;
+
+  bool hasTorch() const {
+    return !torchName.empty() || !torchPerm.empty() || !torchAliases.empty();
+  }
+  // The state_dict key.
+  const std::string &torchKey() const { return torchName.empty() ? name : torchName; }
 
   mlir::DictionaryAttr toAttr(mlir::Builder &b) const {
     llvm::SmallVector<mlir::NamedAttribute> fields = {
@@ -151,6 +165,15 @@ struct ParamInfo {
     };
     if (noWeightDecay)
       fields.push_back(b.getNamedAttr("no_weight_decay", b.getBoolAttr(true)));
+    if (hasTorch()) {
+      llvm::SmallVector<llvm::StringRef> aliases(torchAliases.begin(), torchAliases.end());
+      fields.push_back(b.getNamedAttr(
+          "torch", b.getDictionaryAttr({
+                       b.getNamedAttr("name", b.getStringAttr(torchName)),
+                       b.getNamedAttr("perm", b.getI64ArrayAttr(torchPerm)),
+                       b.getNamedAttr("aliases", b.getStrArrayAttr(aliases)),
+                   })));
+    }
     return b.getDictionaryAttr(fields);
   }
 
@@ -178,7 +201,34 @@ struct ParamInfo {
         return std::nullopt;
       p.noWeightDecay = flag.getValue();
     }
+    if (mlir::Attribute torch = dict.get("torch"))
+      if (!readTorch(torch, p))
+        return std::nullopt;
     return p;
+  }
+
+private:
+  static bool readTorch(mlir::Attribute attr, ParamInfo &p) {
+    auto dict = llvm::dyn_cast<mlir::DictionaryAttr>(attr);
+    auto name = dict ? dict.getAs<mlir::StringAttr>("name") : nullptr;
+    auto perm = dict ? dict.getAs<mlir::ArrayAttr>("perm") : nullptr;
+    auto aliases = dict ? dict.getAs<mlir::ArrayAttr>("aliases") : nullptr;
+    if (!name || !perm || !aliases)
+      return false;
+    p.torchName = name.str();
+    for (mlir::Attribute d : perm) {
+      auto i = llvm::dyn_cast<mlir::IntegerAttr>(d);
+      if (!i)
+        return false;
+      p.torchPerm.push_back(i.getInt());
+    }
+    for (mlir::Attribute a : aliases) {
+      auto s = llvm::dyn_cast<mlir::StringAttr>(a);
+      if (!s)
+        return false;
+      p.torchAliases.push_back(s.str());
+    }
+    return true;
   }
 };
 

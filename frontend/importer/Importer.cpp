@@ -42,6 +42,9 @@ private:
                                          StringRef where);
   LogicalResult declare(StringRef name, Value v, StringRef where);
   LogicalResult importNode(const model::Node &node, int index);
+  LogicalResult importTorch(const model::Parameter &p, RankedTensorType type,
+                            model::ParamInfo &info);
+  LogicalResult checkTorchKeys(ArrayRef<model::ParamInfo> params);
 
   const model::Model &model_;
   MLIRContext &ctx_;
@@ -90,6 +93,66 @@ LogicalResult ModelImporter::declare(StringRef name, Value v, StringRef where) {
   return success();
 }
 
+// Parameter.torch: the perm must permute the parameter's dimensions.
+LogicalResult ModelImporter::importTorch(const model::Parameter &p,
+                                         RankedTensorType type,
+                                         model::ParamInfo &info) {
+  const model::TorchTensor &torch = p.torch();
+  info.torchName = torch.name() == p.name() ? "" : torch.name();
+  info.torchPerm.assign(torch.perm().begin(), torch.perm().end());
+  info.torchAliases.assign(torch.aliases().begin(), torch.aliases().end());
+  if (info.torchPerm.empty())
+    return success();
+  SmallVector<bool> seen(type.getRank(), false);
+  bool ok = static_cast<int64_t>(info.torchPerm.size()) == type.getRank();
+  for (int64_t d : info.torchPerm) {
+    ok = ok && d >= 0 && d < type.getRank() && !seen[d];
+    if (ok)
+      seen[d] = true;
+  }
+  if (!ok)
+    return error("parameter '" + p.name() + "'")
+           << "torch.perm " << tcc::formatShape(info.torchPerm)
+           << " is not a permutation of its " << type.getRank()
+           << " dimensions (shape " << tcc::formatShape(type.getShape())
+           << "; torch = tcc.permute(perm), empty: the same layout)";
+  return success();
+}
+
+// Every state_dict key (a torch name, the parameter's own name when it has
+// none, and each alias) must be non-empty and belong to one parameter, so
+// that trun writes and reads a state_dict without guessing. Checked after
+// the parameters are declared (a duplicate parameter name is that error).
+LogicalResult ModelImporter::checkTorchKeys(ArrayRef<model::ParamInfo> params) {
+  llvm::StringMap<std::string> owners; // key -> parameter
+  for (const model::ParamInfo &info : params) {
+    std::string where = "parameter '" + info.name + "'";
+    auto claim = [&](const std::string &key, StringRef what) -> LogicalResult {
+      if (key.empty())
+        return error(where) << "torch " << what << " is empty";
+      if (key == "__metadata__")
+        return error(where) << "torch " << what
+                            << " '__metadata__' is reserved by safetensors";
+      auto [it, added] = owners.try_emplace(key, info.name);
+      if (!added)
+        return error(where) << "torch " << what << " '" << key
+                            << "' is already a state_dict key of "
+                            << (it->second == info.name
+                                    ? std::string("this parameter")
+                                    : "parameter '" + it->second + "'")
+                            << " (torch names and aliases must be unique)";
+      return success();
+    };
+    if (failed(claim(info.torchKey(),
+                     info.torchName.empty() ? "name (the parameter's own)" : "name")))
+      return failure();
+    for (auto [i, alias] : llvm::enumerate(info.torchAliases))
+      if (failed(claim(alias, "alias #" + std::to_string(i))))
+        return failure();
+  }
+  return success();
+}
+
 LogicalResult ModelImporter::importNode(const model::Node &node, int index) {
   std::string where = node.name().empty() ? "node #" + std::to_string(index)
                                           : node.name();
@@ -133,6 +196,7 @@ OwningOpRef<ModuleOp> ModelImporter::run() {
   // Signature: parameters, then data inputs.
   SmallVector<Type> argTypes;
   SmallVector<DictionaryAttr> argAttrs;
+  SmallVector<model::ParamInfo> paramInfos;
   for (const model::Parameter &p : model_.params()) {
     std::string where = "parameter '" + p.name() + "'";
     FailureOr<RankedTensorType> t = tensorType(p.dtype(), p.shape(), where);
@@ -151,6 +215,8 @@ OwningOpRef<ModuleOp> ModelImporter::run() {
     info.seed = p.init().seed();
     info.trainable = !p.frozen();
     info.noWeightDecay = p.no_weight_decay();
+    if (failed(importTorch(p, *t, info)))
+      return nullptr;
     if ((p.init().kind() == model::Initializer::NORMAL ||
          p.init().kind() == model::Initializer::UNIFORM) &&
         !(info.scale > 0)) {
@@ -160,6 +226,7 @@ OwningOpRef<ModuleOp> ModelImporter::run() {
     argTypes.push_back(*t);
     argAttrs.push_back(b_.getDictionaryAttr(
         b_.getNamedAttr(model::kParamAttr, info.toAttr(b_))));
+    paramInfos.push_back(std::move(info));
   }
   for (const model::Input &in : model_.inputs()) {
     std::string where = "input '" + in.name() + "'";
@@ -186,6 +253,8 @@ OwningOpRef<ModuleOp> ModelImporter::run() {
     if (failed(declare(in.name(), body->getArgument(argIndex++),
                        "input '" + in.name() + "'")))
       return nullptr;
+  if (failed(checkTorchKeys(paramInfos)))
+    return nullptr;
 
   for (auto [i, node] : llvm::enumerate(model_.nodes()))
     if (failed(importNode(node, static_cast<int>(i))))

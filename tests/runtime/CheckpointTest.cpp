@@ -2,6 +2,7 @@
 #include "runtime/trun/checkpoint/CheckpointState.h"
 
 #include "runtime/trun/io/Safetensors.h"
+#include "runtime/trun/io/Weights.h"
 #include "tests/runtime/TestData.h"
 
 #include <gtest/gtest.h>

@@ -13,7 +13,6 @@
 namespace tcc::trun {
 namespace {
 
-using testing::FakeStep;
 using testing::TempDir;
 
 // A file from a header text and data bytes, written by hand.
@@ -125,69 +124,8 @@ TEST(SafetensorsTest, ReportsBadFiles) {
   }
 }
 
-class WeightsTest : public ::testing::Test {
-protected:
-  WeightsTest() : step_(2, 3, 4) {} // w [3, 4], b [4]
-  void SetUp() override {
-    for (int i = 0; i < 12; ++i)
-      w_[i] = 0.5f * i - 1;
-    for (int i = 0; i < 4; ++i)
-      b_[i] = 10.0f + i;
-    ASSERT_TRUE(SaveWeights(path_, step_.descriptor, {w_, b_}).ok());
-  }
-  std::string LoadError() {
-    float w[12], b[4];
-    absl::Status status = LoadWeights(path_, step_.descriptor, {w, b});
-    EXPECT_FALSE(status.ok());
-    return std::string(status.message());
-  }
-  void Write(const std::vector<TensorToWrite> &tensors) {
-    ASSERT_TRUE(WriteSafetensors(path_, tensors, {}).ok());
-  }
-  TempDir dir_;
-  std::string path_ = dir_.File("w.safetensors");
-  FakeStep step_;
-  float w_[12], b_[4];
-};
-
-TEST_F(WeightsTest, SaveThenLoadRestoresEveryParameter) {
-  absl::StatusOr<SafetensorsFile> file = SafetensorsFile::Open(path_);
-  ASSERT_TRUE(file.ok()) << file.status();
-  EXPECT_EQ(file->metadata().at("model"), "fake");
-  EXPECT_EQ(file->tensors().at("w").shape, (std::vector<int64_t>{3, 4}));
-  float w[12] = {}, b[4] = {};
-  ASSERT_TRUE(LoadWeights(path_, step_.descriptor, {w, b}).ok());
-  EXPECT_EQ(std::memcmp(w, w_, sizeof(w)), 0);
-  EXPECT_EQ(std::memcmp(b, b_, sizeof(b)), 0);
-}
-
-TEST_F(WeightsTest, NamesMissingMismatchedAndUnexpectedTensors) {
-  Write({{"w", TCC_DTYPE_F32, {3, 4}, w_, sizeof(w_)}});
-  EXPECT_EQ(LoadError(),
-            path_ + ": no tensor 'b' (parameter 1 of step 'fake')");
-  Write({{"w", TCC_DTYPE_F32, {4, 3}, w_, sizeof(w_)},
-         {"b", TCC_DTYPE_F32, {4}, b_, sizeof(b_)}});
-  EXPECT_EQ(LoadError(), path_ + ": tensor 'w' has shape [4, 3] but "
-                                 "parameter 'w' of step 'fake' has [3, 4]");
-  double b64[4] = {};
-  Write({{"w", TCC_DTYPE_F32, {3, 4}, w_, sizeof(w_)},
-         {"b", TCC_DTYPE_F64, {4}, b64, sizeof(b64)}});
-  EXPECT_EQ(LoadError(), path_ + ": tensor 'b' is F64 but parameter 'b' of "
-                                 "step 'fake' is f32");
-  Write({{"w", TCC_DTYPE_F32, {3, 4}, w_, sizeof(w_)},
-         {"b", TCC_DTYPE_F32, {4}, b_, sizeof(b_)},
-         {"extra", TCC_DTYPE_F32, {4}, b_, sizeof(b_)}});
-  EXPECT_EQ(LoadError(),
-            path_ + ": tensor 'extra' is not a parameter of step 'fake'");
-}
-
-TEST_F(WeightsTest, FailedLoadLeavesParametersUntouched) {
-  Write({{"w", TCC_DTYPE_F32, {3, 4}, w_, sizeof(w_)}}); // 'b' missing
-  float w[12] = {}, b[4] = {};
-  ASSERT_FALSE(LoadWeights(path_, step_.descriptor, {w, b}).ok());
-  for (float v : w)
-    EXPECT_EQ(v, 0.0f);
-}
+// SaveWeights and LoadWeights (PyTorch layouts, aliases, errors):
+// WeightsTest.cpp.
 
 TEST(AtomicFileTest, FailedWriteKeepsTheOldFileAndNamesThePath) {
   TempDir dir;

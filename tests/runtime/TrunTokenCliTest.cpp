@@ -227,8 +227,8 @@ TEST_F(TrunTokenCliTest, BadWeightsAndVocabExitWithOne) {
                 .exit_code,
             0);
   ExpectExactError(RunTrun(Step() + " --sample 3 --init-from " + linear), 1,
-                   linear +
-                       ": no tensor 'table' (parameter 0 of step 'bigram')");
+                   linear + ": missing tensor 'table' (parameter 'table' of step "
+                            "'bigram': f32 [256, 256])");
   // A table of the wrong shape.
   std::vector<float> table(16 * 256), bias(256);
   std::string wrong = dir_.File("wrong.safetensors");
@@ -241,7 +241,7 @@ TEST_F(TrunTokenCliTest, BadWeightsAndVocabExitWithOne) {
                   .ok());
   ExpectExactError(RunTrun(Step() + " --sample 3 --init-from " + wrong), 1,
                    wrong + ": tensor 'table' has shape [16, 256] but parameter "
-                           "'table' of step 'bigram' has [256, 256]");
+                           "'table' of step 'bigram' needs f32 [256, 256]");
   ExpectExactError(
       RunTrun(Step() + " --sample 3 --vocab " + vocab_ + " --prompt xyz"), 1,
       "--prompt: character 'x' at byte 0 is not in the vocabulary");

@@ -5,6 +5,8 @@
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/FormatVariadic.h"
 
+#include <cstdio>
+
 namespace tcc::codegen {
 
 FailureOr<SmallVector<ArgumentRole>> classifyArguments(func::FuncOp f,
@@ -183,6 +185,69 @@ void emitDtypeBytes(llvm::raw_ostream &s, StringRef name, ArrayRef<DtypeBytes> l
   s << "};\n";
 }
 
+// `text` as a C string literal (quotes included); bytes other than
+// printable ASCII as 3-digit octal escapes, which never run into the next
+// character.
+std::string cString(StringRef text) {
+  std::string out = "\"";
+  for (unsigned char c : text) {
+    if (c == '"' || c == '\\') {
+      out += '\\';
+      out += static_cast<char>(c);
+    } else if (c >= 0x20 && c < 0x7f) {
+      out += static_cast<char>(c);
+    } else {
+      char octal[8];
+      std::snprintf(octal, sizeof(octal), "\\%03o", static_cast<unsigned>(c));
+      out += octal;
+    }
+  }
+  return out + "\"";
+}
+
+// The descriptor's param_torch table (tcc_torch_tensor per parameter), or
+// nothing when no parameter has a Parameter.torch: returns whether it wrote
+// one. Parameters without one keep their name and layout.
+bool emitTorchTable(llvm::raw_ostream &os, ArrayRef<TableEntry> params) {
+  if (llvm::none_of(params, [](const TableEntry &t) { return t.param && t.param->hasTorch(); }))
+    return false;
+  SmallVector<std::string> entries;
+  for (auto [i, t] : llvm::enumerate(params)) {
+    std::string perm = "nullptr", aliases = "nullptr", name = cString(t.name);
+    size_t numAliases = 0;
+    if (t.param && t.param->hasTorch()) {
+      const model::ParamInfo &p = *t.param;
+      name = cString(p.torchKey());
+      bool identity = true;
+      for (auto [d, v] : llvm::enumerate(p.torchPerm))
+        identity = identity && v == static_cast<int64_t>(d);
+      if (!identity) {
+        perm = "tcc_param_torch_perm" + std::to_string(i);
+        os << "static const int32_t " << perm << "[] = {";
+        for (auto [d, v] : llvm::enumerate(p.torchPerm))
+          os << (d ? ", " : "") << v;
+        os << "};\n";
+      }
+      if (!p.torchAliases.empty()) {
+        aliases = "tcc_param_torch_aliases" + std::to_string(i);
+        numAliases = p.torchAliases.size();
+        os << "static const char *const " << aliases << "[] = {";
+        for (auto [d, a] : llvm::enumerate(p.torchAliases))
+          os << (d ? ", " : "") << cString(a);
+        os << "};\n";
+      }
+    }
+    // name, perm, num_aliases, aliases
+    entries.push_back(llvm::formatv("  {{{0}, {1}, {2}, {3}},\n", name, perm, numAliases,
+                                    aliases));
+  }
+  os << "static const tcc_torch_tensor tcc_param_torch[] = {\n";
+  for (const std::string &e : entries)
+    os << e;
+  os << "};\n";
+  return true;
+}
+
 } // namespace
 
 int64_t outputScratchBase(func::FuncOp f, int64_t modulePlanned, int64_t alignment) {
@@ -320,6 +385,7 @@ void emitDescriptor(llvm::raw_ostream &s, const StepInterface &iface, StringRef 
       s << (i ? ", " : "") << p;
     s << "};\n";
   }
+  bool torch = emitTorchTable(s, params);
   auto table = [](const auto &t, StringRef name) {
     return std::to_string(t.size()) + ", " +
            (t.empty() ? std::string("nullptr") : name.str());
@@ -349,7 +415,9 @@ void emitDescriptor(llvm::raw_ostream &s, const StepInterface &iface, StringRef 
     << "  " << iface.trainConstantBytes << ", // train constant-table bytes\n"
     << "  " << (iface.dataParallel ? 1 : 0) << ", // data parallel (kern.all_reduce)\n"
     << "  " << iface.shardRanks << ", " << (sharded ? "tcc_optimizer_state_shard_of" : "nullptr")
-    << ", // ZeRO-1: ranks, each optimizer state's parameter (-1: whole)\n};\n\n"
+    << ", // ZeRO-1: ranks, each optimizer state's parameter (-1: whole)\n"
+    << "  " << (torch ? "tcc_param_torch" : "nullptr")
+    << ", // PyTorch state_dict keys and layouts of the params\n};\n\n"
     << "extern \"C\" __attribute__((visibility(\"default\"))) const tcc_step_descriptor *\n"
     << "tcc_step_get_descriptor(void) { return &tcc_descriptor; }\n";
 }

@@ -262,6 +262,21 @@ typedef struct tcc_device_api {
   ((api)->struct_size >= offsetof(tcc_device_api, gemm_note) +   \
                              sizeof(const char *(*)(void)))
 
+/* How PyTorch holds one parameter (an entry of the descriptor's
+   param_torch). Strings live as long as the step library. */
+typedef struct tcc_torch_tensor {
+  const char *name;    /* the state_dict key; never NULL: the parameter's own
+                          name when the model gives none */
+  const int32_t *perm; /* rank entries, a permutation of [0, rank): the
+                          PyTorch tensor is the parameter permuted,
+                          torch.shape[k] = shape[perm[k]] (nn.Linear's
+                          (out, in) weight of tcc's (in, out): {1, 0});
+                          NULL: the same layout */
+  int32_t num_aliases;
+  const char *const *aliases; /* num_aliases further keys holding the same
+                                 tensor (tied weights); NULL when none */
+} tcc_torch_tensor;
+
 typedef struct tcc_step_descriptor {
   uint32_t abi_version; /* TCC_STEP_ABI_VERSION */
   uint32_t struct_size; /* sizeof(tcc_step_descriptor) at build time */
@@ -333,6 +348,13 @@ typedef struct tcc_step_descriptor {
      tensor. NULL when shard_optimizer_ranks is 0. */
   int32_t shard_optimizer_ranks;
   const int32_t *optimizer_state_shard_of;
+
+  /* Appended after optimizer_state_shard_of (tcc_step_descriptor_has_torch):
+     how PyTorch holds each parameter (the model's Parameter.torch), for
+     trun --save-weights and --init-from: num_params entries in parameter
+     order, or NULL when no parameter of the model has one (every state_dict
+     key is then the parameter's name, every layout tcc's). */
+  const tcc_torch_tensor *param_torch;
 } tcc_step_descriptor;
 
 /* Whether descriptor `d` (its struct_size) includes the memory-by-dtype
@@ -356,6 +378,11 @@ typedef struct tcc_step_descriptor {
 #define tcc_step_descriptor_has_shard_optimizer(d)                          \
   ((d)->struct_size >= offsetof(tcc_step_descriptor, optimizer_state_shard_of) + \
                            sizeof(const int32_t *))
+
+/* Whether descriptor `d` includes param_torch. */
+#define tcc_step_descriptor_has_torch(d)                               \
+  ((d)->struct_size >= offsetof(tcc_step_descriptor, param_torch) + \
+                           sizeof(const tcc_torch_tensor *))
 
 typedef const tcc_step_descriptor *(*tcc_step_get_descriptor_fn)(void);
 

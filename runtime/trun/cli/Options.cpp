@@ -101,9 +101,15 @@ state.json; each written completely before it replaces anything):
                         warning); exactly the run that was interrupted:
                         same batches, schedule and losses. Starts at step 0
                         when D has no checkpoint yet
-weights (safetensors, names = parameter names):
+weights (safetensors, PyTorch's state_dict names and layouts; docs/cli.md):
   --init-from FILE      start from these weights instead of the step's init
-  --save-weights FILE   write the weights at the end
+                        (a PyTorch state_dict saved with safetensors, a
+                        --save-weights file, a checkpoint's model.safetensors)
+  --init-from-ignore-extra
+                        skip tensors of the --init-from file that are no
+                        parameter (e.g. buffers) instead of refusing them
+  --save-weights FILE   write the weights at the end (load_state_dict
+                        accepts them)
   --save-train-outputs FILE
                         write the loss and the train outputs of the last
                         train step (e.g. the gradients of a step compiled
@@ -258,7 +264,8 @@ absl::Status CheckFlagPairs(const std::set<std::string> &seen) {
       {"--temperature", "--sample"},  {"--eval-every", "--val"},
       {"--eval-batches", "--val"},    {"--data-order", "--data"},
       {"--test", "--data"},           {"--ckpt-every", "--ckpt-dir"},
-      {"--keep", "--ckpt-dir"},       {"--resume", "--ckpt-dir"}};
+      {"--keep", "--ckpt-dir"},       {"--resume", "--ckpt-dir"},
+      {"--init-from-ignore-extra", "--init-from"}};
   for (const auto &[flag, needed] : kNeeds)
     if (seen.count(flag) && !seen.count(needed))
       return UsageError(absl::StrCat(flag, " needs ", needed));
@@ -294,13 +301,14 @@ absl::StatusOr<Options> ParseOptions(const std::vector<std::string> &args) {
     size_t equals = arg.find('=');
     std::string flag = arg.substr(0, equals);
     if ((flag == "--info" || flag == "--resume" || flag == "--diagnose" ||
-         flag == "--profile") &&
+         flag == "--profile" || flag == "--init-from-ignore-extra") &&
         equals == std::string::npos) {
       if (!seen.insert(flag).second)
         return UsageError(absl::StrCat(flag, " given twice"));
       (flag == "--info"       ? options.info
        : flag == "--resume"   ? options.resume
        : flag == "--profile"  ? options.profile
+       : flag == "--init-from-ignore-extra" ? options.init_from_ignore_extra
                               : options.diagnose) = true;
       continue;
     }

@@ -30,6 +30,7 @@ struct Options {
   bool seed_given = false;             // --seed was on the command line
   int64_t log_every = 100;             // --log-every
   std::optional<std::string> init_from;    // --init-from W.safetensors
+  bool init_from_ignore_extra = false;     // --init-from-ignore-extra
   std::optional<std::string> save_weights; // --save-weights W.safetensors
   std::optional<std::string> save_train_outputs; // --save-train-outputs F
   int64_t sample = 0;                      // --sample N (0: no sampling)

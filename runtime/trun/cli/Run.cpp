@@ -13,6 +13,7 @@
 #include "runtime/trun/dist/LaunchEnvironment.h"
 #include "runtime/trun/dist/RankGroup.h"
 #include "runtime/trun/io/Safetensors.h"
+#include "runtime/trun/io/Weights.h"
 #include "runtime/trun/step/DeviceMemory.h"
 #include "runtime/trun/step/Diagnose.h"
 #include "runtime/trun/step/StepDescriptor.h"
@@ -23,6 +24,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 
 #include <limits>
 #include <optional>
@@ -147,11 +149,25 @@ absl::Status InitFrom(const Options &options, const tcc_step_descriptor &d,
                       Trainer &trainer, std::ostream &out) {
   if (!options.init_from)
     return absl::OkStatus();
-  if (absl::Status s = LoadWeights(*options.init_from, d, trainer.mutable_params());
+  LoadedWeights loaded;
+  if (absl::Status s = LoadWeights(*options.init_from, d, trainer.mutable_params(),
+                                   {options.init_from_ignore_extra}, &loaded);
       !s.ok())
     return s;
-  out << absl::StrFormat("init: %d parameters from %s\n", d.num_params,
-                         *options.init_from);
+  std::vector<std::string> notes;
+  if (loaded.permuted)
+    notes.push_back(absl::StrFormat("%d permuted from PyTorch's layout", loaded.permuted));
+  if (loaded.from_alias)
+    notes.push_back(absl::StrFormat("%d found under an alias", loaded.from_alias));
+  if (loaded.converted)
+    notes.push_back(absl::StrFormat("%d converted to the parameter's dtype", loaded.converted));
+  if (!loaded.ignored.empty())
+    notes.push_back(absl::StrFormat("%d extra tensors ignored: %s", loaded.ignored.size(),
+                                    absl::StrJoin(loaded.ignored, ", ")));
+  out << absl::StrFormat("init: %d parameters from %s (%s names and layouts%s%s)\n",
+                         d.num_params, *options.init_from,
+                         loaded.torch_layout ? "PyTorch" : "tcc",
+                         notes.empty() ? "" : "; ", absl::StrJoin(notes, "; "));
   return absl::OkStatus();
 }
 
@@ -167,8 +183,10 @@ absl::Status SaveAtEnd(const Options &options, const tcc_step_descriptor &d,
           SaveWeights(*options.save_weights, d, trainer.params());
       !s.ok())
     return s;
-  out << absl::StrFormat("saved weights: %s (%d tensors)\n",
-                         *options.save_weights, d.num_params);
+  int32_t tensors = d.num_params; // aliases are written too
+  for (int32_t i = 0; i < d.num_params; ++i)
+    tensors += static_cast<int32_t>(TorchTensorOf(d, i).aliases.size());
+  out << absl::StrFormat("saved weights: %s (%d tensors)\n", *options.save_weights, tensors);
   return absl::OkStatus();
 }
 

@@ -81,20 +81,8 @@ private:
 void CopyTensorData(const std::vector<const SafetensorsFile::Tensor *> &tensors,
                     const std::vector<void *> &into);
 
-// Writes every parameter of the step (descriptor order, names = parameter
-// names), with metadata {"model": model_name, "producer": "trun"}.
-// params[i] holds the parameter's size_bytes.
-absl::Status SaveWeights(const std::string &path,
-                         const tcc_step_descriptor &descriptor,
-                         const std::vector<const void *> &params);
-
-// Fills every parameter from the file. Every parameter must be present with
-// its dtype and shape, and every tensor in the file must be a parameter;
-// errors name the file, the tensor and both sides. Nothing is written to
-// `params` unless the whole file matches.
-absl::Status LoadWeights(const std::string &path,
-                         const tcc_step_descriptor &descriptor,
-                         const std::vector<void *> &params);
+// Parameters as weights files (trun --save-weights, --init-from):
+// Weights.h.
 
 } // namespace tcc::trun
 

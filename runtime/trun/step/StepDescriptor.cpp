@@ -11,6 +11,7 @@
 #include <cmath>
 #include <cstddef>
 #include <cstring>
+#include <map>
 #include <set>
 #include <utility>
 
@@ -90,6 +91,44 @@ absl::Status CheckTensorList(int32_t count, const tcc_tensor_desc *list,
     if (!names.insert(list[i].name).second)
       return absl::InvalidArgumentError(absl::StrCat(
           origin, ": ", kind, " name '", list[i].name, "' is used twice"));
+  }
+  return absl::OkStatus();
+}
+
+// param_torch, when present: a key and a valid perm per parameter, and
+// every key (names and aliases) non-empty and used once.
+absl::Status CheckTorchTable(const tcc_step_descriptor &d, absl::string_view origin) {
+  if (!tcc_step_descriptor_has_torch(&d) || !d.param_torch)
+    return absl::OkStatus();
+  std::map<std::string, std::string> owners; // key -> parameter
+  for (int32_t i = 0; i < d.num_params; ++i) {
+    const tcc_tensor_desc &p = d.params[i];
+    const tcc_torch_tensor &t = d.param_torch[i];
+    std::string what = absl::StrCat(origin, ": param '", p.name, "'");
+    if (t.perm) {
+      std::vector<bool> seen(p.rank, false);
+      for (int32_t k = 0; k < p.rank; ++k) {
+        if (t.perm[k] < 0 || t.perm[k] >= p.rank || seen[t.perm[k]])
+          return absl::InvalidArgumentError(absl::StrCat(
+              what, ": torch perm [", absl::StrJoin(t.perm, t.perm + p.rank, ", "),
+              "] is not a permutation of its ", p.rank, " dimensions"));
+        seen[t.perm[k]] = true;
+      }
+    }
+    if (t.num_aliases < 0 || (t.num_aliases > 0 && !t.aliases))
+      return absl::InvalidArgumentError(absl::StrCat(
+          what, ": ", t.num_aliases, " torch aliases but ",
+          t.aliases ? "a negative count" : "a null list"));
+    for (int32_t k = -1; k < t.num_aliases; ++k) {
+      const char *key = k < 0 ? t.name : t.aliases[k];
+      std::string which = k < 0 ? std::string("torch name") : absl::StrCat("torch alias #", k);
+      if (!key || key[0] == '\0')
+        return absl::InvalidArgumentError(absl::StrCat(what, " has no ", which));
+      auto [it, added] = owners.emplace(key, p.name);
+      if (!added)
+        return absl::InvalidArgumentError(absl::StrCat(
+            what, ": ", which, " '", key, "' is also a key of param '", it->second, "'"));
+    }
   }
   return absl::OkStatus();
 }
@@ -179,8 +218,13 @@ absl::Status CheckSchedule(const tcc_step_descriptor &d,
   return absl::OkStatus();
 }
 
+// " torch fc1.weight [256, 784] (perm [1, 0]), aliases lm_head.weight" for a
+// parameter PyTorch holds under another name or layout; "" otherwise.
+std::string TorchNote(const tcc_step_descriptor &d, int32_t i);
+
 void PrintTensors(const char *title, int32_t count, const tcc_tensor_desc *list,
-                  bool has_init, std::ostream &out) {
+                  bool has_init, std::ostream &out,
+                  const tcc_step_descriptor *params_of = nullptr) {
   out << title << ": " << count << "\n";
   for (int32_t i = 0; i < count; ++i) {
     const tcc_tensor_desc &t = list[i];
@@ -197,6 +241,8 @@ void PrintTensors(const char *title, int32_t count, const tcc_tensor_desc *list,
       if (std::strcmp(title, "params") == 0)
         out << (t.trainable ? "  trainable" : "  frozen");
     }
+    if (params_of)
+      out << TorchNote(*params_of, i);
     out << "\n";
   }
 }
@@ -290,6 +336,8 @@ absl::Status ValidateDescriptor(const tcc_step_descriptor &d,
     return s;
   if (absl::Status s = CheckMemoryByDtype(d, origin); !s.ok())
     return s;
+  if (absl::Status s = CheckTorchTable(d, origin); !s.ok())
+    return s;
   // trun shows these in its progress lines: each must be one f32 value.
   for (const char *name :
        {"grad_norm", "loss_scale", "skipped", "skipped_steps"}) {
@@ -350,6 +398,57 @@ tcc_tensor_desc WholeOptimizerState(const tcc_step_descriptor &d, int32_t i, boo
   return t;
 }
 
+namespace {
+
+std::string TorchNote(const tcc_step_descriptor &d, int32_t i) {
+  TorchTensor t = TorchTensorOf(d, i);
+  if (t.name == d.params[i].name && t.perm.empty() && t.aliases.empty())
+    return "";
+  std::vector<int64_t> shape = TorchShapeOf(d, i);
+  std::string note = absl::StrCat("  torch ", t.name, " [", absl::StrJoin(shape, ", "), "]");
+  if (!t.perm.empty())
+    absl::StrAppend(&note, " (perm [", absl::StrJoin(t.perm, ", "), "])");
+  if (!t.aliases.empty())
+    absl::StrAppend(&note, ", aliases ", absl::StrJoin(t.aliases, " "));
+  return note;
+}
+
+} // namespace
+
+TorchTensor TorchTensorOf(const tcc_step_descriptor &d, int32_t i) {
+  TorchTensor t;
+  const tcc_tensor_desc &p = d.params[i];
+  if (!tcc_step_descriptor_has_torch(&d) || !d.param_torch) {
+    t.name = p.name;
+    return t;
+  }
+  const tcc_torch_tensor &torch = d.param_torch[i];
+  t.name = torch.name;
+  if (torch.perm) {
+    t.perm.assign(torch.perm, torch.perm + p.rank);
+    bool identity = true;
+    for (int32_t k = 0; k < p.rank; ++k)
+      identity = identity && t.perm[k] == k;
+    if (identity)
+      t.perm.clear();
+  }
+  for (int32_t k = 0; k < torch.num_aliases; ++k)
+    t.aliases.push_back(torch.aliases[k]);
+  return t;
+}
+
+std::vector<int64_t> TorchShapeOf(const tcc_step_descriptor &d, int32_t i) {
+  const tcc_tensor_desc &p = d.params[i];
+  std::vector<int64_t> shape(p.shape, p.shape + p.rank);
+  std::vector<int32_t> perm = TorchTensorOf(d, i).perm;
+  if (perm.empty())
+    return shape;
+  std::vector<int64_t> torch(p.rank);
+  for (int32_t k = 0; k < p.rank; ++k)
+    torch[k] = shape[perm[k]];
+  return torch;
+}
+
 void PrintDescriptorInfo(const tcc_step_descriptor &d, std::ostream &out) {
   int64_t param_values = 0, param_bytes = 0, trainable_values = 0;
   for (int32_t i = 0; i < d.num_params; ++i) {
@@ -368,7 +467,7 @@ void PrintDescriptorInfo(const tcc_step_descriptor &d, std::ostream &out) {
   out << "loss: " << OrUnset(d.loss_name) << "\n";
   out << "param values: " << param_values << " (" << trainable_values
       << " trainable), " << param_bytes << " bytes\n";
-  PrintTensors("params", d.num_params, d.params, /*has_init=*/true, out);
+  PrintTensors("params", d.num_params, d.params, /*has_init=*/true, out, &d);
   PrintTensors("optimizer state", d.num_optimizer_state, d.optimizer_state,
                /*has_init=*/true, out);
   PrintTensors("inputs", d.num_inputs, d.inputs, /*has_init=*/false, out);

@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <ostream>
 #include <string>
+#include <vector>
 
 namespace tcc::trun {
 
@@ -64,6 +65,22 @@ inline int32_t ShardOptimizerRanks(const tcc_step_descriptor &d) {
 // Checkpoints hold these; `sharded` (if given) says which case it was.
 tcc_tensor_desc WholeOptimizerState(const tcc_step_descriptor &d, int32_t i,
                                     bool *sharded = nullptr);
+
+// How PyTorch holds parameter `i` (the descriptor's param_torch): its
+// state_dict key, the permutation with torch.shape[k] = shape[perm[k]]
+// (empty: the same layout) and further keys of the same tensor. A step
+// without param_torch (built before it, or a model without any): the
+// parameter's name and layout, no aliases.
+struct TorchTensor {
+  std::string name;
+  std::vector<int32_t> perm;
+  std::vector<std::string> aliases;
+};
+TorchTensor TorchTensorOf(const tcc_step_descriptor &d, int32_t i);
+
+// The PyTorch shape of parameter `i`: its shape permuted by TorchTensorOf's
+// perm.
+std::vector<int64_t> TorchShapeOf(const tcc_step_descriptor &d, int32_t i);
 
 void PrintDescriptorInfo(const tcc_step_descriptor &descriptor,
                          std::ostream &out);
