@@ -278,6 +278,17 @@ class Model:
             p.torch.aliases.extend(torch_aliases)
         return t
 
+    def add_torch_alias(self, name: str, alias: str) -> None:
+        """Records `alias` as a further PyTorch state_dict key of parameter
+        `name` (a tied weight); once."""
+        for p in self._proto.params:
+            if p.name == name:
+                if alias != (p.torch.name or p.name) and \
+                        alias not in p.torch.aliases:
+                    p.torch.aliases.append(alias)
+                return
+        raise TccError(f"add_torch_alias: no parameter named {name!r}")
+
     def input(self, name: str, shape: Iterable[int], dtype: str = "f32") -> Tensor:
         """A data input of the step (batch dimension included)."""
         dims = _shape(shape, f"input {name!r}")

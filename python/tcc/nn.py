@@ -53,6 +53,7 @@ class Parameter:
         self.frozen = frozen
         self.no_weight_decay = no_weight_decay
         self.torch_perm = tuple(torch_perm)
+        self._made = {}  # Model -> Tensor: one per model, however shared
 
     def __repr__(self):
         return f"Parameter(shape={self.shape}, init={self.init})"
@@ -246,21 +247,26 @@ class Module:
     def _tensor(self, name: str) -> Tensor:
         """The graph value of parameter `name` in the current model."""
         model = self._current_model()
-        made = self._made.setdefault(model, {})
-        if name not in made:
-            p = self._parameters[name]
-            full = self._full(name)
+        p = self._parameters[name]
+        full = self._full(name)
+        t = p._made.get(model)
+        if t is None:
             if full in model:
                 raise TccError(
                     f"{self._describe()}: parameter {full!r} exists already "
                     f"in model {model.name!r} (another module of the same "
                     "path?); register modules as attributes of one parent "
                     "Module so their names follow the module tree")
-            made[name] = model.param(
+            t = p._made[model] = model.param(
                 full, p.shape, init=p.init, dtype=p.dtype,
                 frozen=p.frozen, no_weight_decay=p.no_weight_decay,
                 torch_perm=p.torch_perm)
-        return made[name]
+        elif t.name != full:
+            # One Parameter in two modules (tied weights): one tcc parameter,
+            # the second state_dict key recorded as its alias.
+            model.add_torch_alias(t.name, full)
+        self._made.setdefault(model, {})[name] = t
+        return t
 
     def node_name(self, local: str = "") -> str:
         """A fresh node name under this module's path: `path.local` (the

@@ -118,6 +118,23 @@ class NamesTest(unittest.TestCase):
                          ["fc", "fc.biased", "fc_1", "fc.biased_1"])
         self.assertEqual(nodes[0].inputs[1], nodes[2].inputs[1])
 
+    def test_a_parameter_in_two_modules_is_one_tied_parameter(self):
+        class Tied(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.a = nn.Linear(5, 5)
+                self.b = nn.Linear(5, 5)
+                self.b.weight = self.a._parameters["weight"]
+
+            def forward(self, x):
+                return self.b(self.a(x))
+        m, _ = built(Tied())
+        params = m.proto().params
+        self.assertEqual([p.name for p in params],
+                         ["a.weight", "a.bias", "b.bias"])
+        self.assertEqual(list(params[0].torch.aliases), ["b.weight"])
+        self.assertEqual(list(params[0].torch.perm), [1, 0])
+
     def test_one_module_tree_in_two_models(self):
         net = Net()
         m1, _ = built(net, name="a")
