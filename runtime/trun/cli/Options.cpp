@@ -15,15 +15,18 @@ namespace tcc::trun {
 const char kUsage[] =
     R"(usage: trun STEP.so --data DIR|IMAGES,LABELS [options]    (image classifier)
        trun STEP.so --data SHARDS [--val SHARDS] [options]   (token model)
+       trun STEP.so --data NAME=FILE,... [--test ...] [options] (named arrays)
        trun STEP.so --init-from W.safetensors --sample N [--prompt TEXT]
        trun STEP.so --info
        trun [STEP.so] --diagnose
 
 Trains a step library compiled by tcc with the step's optimizer. A step with
 inputs 'tokens' and 'targets' (i32 [B, T]) is a token model and trains on
-token shards; any other step is an image classifier and trains on image data
-(IDX files such as Fashion-MNIST, or .npy arrays), then reports accuracy and
-loss on the test split.
+token shards; a step whose inputs are f32 images [B, ...] and i32 labels [B]
+is an image classifier and trains on image data (IDX files such as
+Fashion-MNIST, or .npy arrays), then reports accuracy and loss on the test
+split. Any other step, and any step given named arrays, is fed named arrays:
+each input from the array of its name.
 
 image data:
   --data DIR            train on DIR/train-images-idx3-ubyte[.gz] and
@@ -44,6 +47,21 @@ token data (shards from tcc-data tokenize, nanoGPT or llm.c):
                         sequential: consecutive non-overlapping windows
   --eval-every N        also report the validation loss every N steps
   --eval-batches M      validation batches per report (default 20)
+named arrays (any step; an array per input, (samples, ...) per sample as the
+input [B, ...]; batches of shuffled rows, the same rows from every array):
+  --data NAME=FILE.npy,...
+                        input NAME from FILE.npy; NAME=FILE.safetensors[:T]
+                        from tensor T (default NAME) of a safetensors file;
+                        FILE.npy alone feeds the input named like the file
+  --data FILE.safetensors
+                        every tensor feeds the input of its name
+  --data DIR            every DIR/NAME.npy feeds input NAME
+  --test ...            test arrays in the same forms: mean test loss (and
+                        accuracy with an output 'logits' [B, C] and one
+                        integer input [B] of labels)
+                        dtypes convert when exact (float64 rounds to f32,
+                        integers in range, whole floats to integer inputs);
+                        otherwise, and for any mismatch, a one-line error
 training:
   --steps N             train N steps (batches); 0: evaluate only
   --epochs E            train E epochs (default 1); not with --steps
