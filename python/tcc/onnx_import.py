@@ -92,6 +92,61 @@ def _gelu_erf(graph_nodes, consumers, erf, values):
     return x, half.output[0], {id(n) for n in (div, erf, add, mul, half)}
 
 
+def _module_path(node_name):
+    """The module path in torch.onnx.export's node name: "/h.0/attn/c_attn/
+    MatMul" -> "h.0.attn.c_attn"; "/features/features.0/Conv" -> "features.0"
+    (a level may repeat the path above it)."""
+    path = ""
+    for part in node_name.strip("/").split("/")[:-1]:
+        path = part if not path or part.startswith(path + ".") else f"{path}.{part}"
+    return path
+
+
+def _upper_triangle(a):
+    """k when the bool array `a` is (j - i > k) over its last two dims for
+    every leading index, else None."""
+    if a.dtype != np.bool_ or a.ndim < 2:
+        return None
+    rows, cols = a.shape[-2:]
+    flat = a.reshape(-1, rows, cols)
+    if not np.all(flat == flat[0]):
+        return None
+    d = np.arange(cols)[None, :] - np.arange(rows)[:, None]
+    for k in range(-rows - 1, cols + 1):
+        if np.array_equal(flat[0], d > k):
+            return k
+    return None
+
+
+# Ops through which an initializer does not reach the loss differentiably:
+# one that meets the data only through them (a mask buffer) is a constant.
+_NOT_DIFFERENTIABLE = {"Equal", "Less", "Greater", "LessOrEqual", "GreaterOrEqual",
+                       "Not", "And", "Or", "Xor", "Shape", "Size"}
+
+
+def _meets_data(graph, nodes, consumers, inits):
+    """The float initializers that reach a value computed from the graph
+    inputs through differentiable ops: the parameters."""
+    data = {i.name for i in graph.input if i.name not in inits}
+    for n in nodes:
+        if any(i in data for i in n.input):
+            data.update(n.output)
+    found = set()
+    for name in inits:
+        seen, frontier = set(), [name]
+        while frontier and name not in found:
+            v = frontier.pop()
+            for n, _ in consumers.get(v, []):
+                if n.op_type in _NOT_DIFFERENTIABLE or id(n) in seen:
+                    continue
+                seen.add(id(n))
+                if any(o in data for o in n.output):
+                    found.add(name)
+                    break
+                frontier.extend(n.output)
+    return found
+
+
 def _attrs(node):
     import onnx
     return {a.name: onnx.helper.get_attribute_value(a) for a in node.attribute}
@@ -134,10 +189,12 @@ class _Importer:
         from onnx import numpy_helper
         self.onnx, self.nh = onnx, numpy_helper
         try:
-            m = onnx.shape_inference.infer_shapes(onnx_model)
+            m = onnx.shape_inference.infer_shapes(onnx_model, data_prop=True)
         except Exception as e:  # noqa: BLE001 - onnx raises several kinds
             raise OnnxImportError(f"tcc import: ONNX shape inference failed: {e}") from None
         self.g = m.graph
+        # One wrapper per node, kept: the code below keys nodes by id().
+        self.nodes = list(self.g.node)
         self.model = Model(name)
         self.values = {}      # ONNX name -> Val or np.ndarray (a constant)
         self.shapes = {}
@@ -146,7 +203,8 @@ class _Importer:
             if tt.HasField("shape") and all(d.HasField("dim_value") for d in tt.shape.dim):
                 self.shapes[vi.name] = (tuple(d.dim_value for d in tt.shape.dim),
                                         _ELEM.get(tt.elem_type))
-        self.torch = {}       # param name -> (torch name, perm) for the weights file
+        self.torch = {}       # param name -> (torch name, perm, torch-layout array)
+        self.tables = set()   # parameters read by Gather (embeddings)
 
     # -- values ----------------------------------------------------------------
 
@@ -158,6 +216,16 @@ class _Importer:
         flat = a.reshape(-1)
         if flat.size and np.all(flat == flat[0]):
             return ops.constant(self.model, float(flat[0]), a.shape, dtype)
+        if a.dtype != np.bool_:  # torch.arange(T) positions: iota
+            for axis, n in enumerate(a.shape):
+                ramp = np.arange(n).reshape([n if i == axis else 1 for i in range(a.ndim)])
+                if np.array_equal(a, np.broadcast_to(ramp, a.shape)):
+                    return ops.iota(self.model, a.shape, axis=axis, dtype=dtype)
+        k = _upper_triangle(a)
+        if k is not None:  # a causal mask buffer: j - i > k
+            cols = ops.iota(self.model, a.shape, axis=-1, dtype="f32")
+            rows = ops.iota(self.model, a.shape, axis=-2, dtype="f32")
+            return ops.greater(ops.sub(cols, rows), ops.constant(self.model, float(k)))
         raise OnnxImportError(f"tcc import: a non-uniform constant tensor of shape "
                               f"{a.shape} used in the computation is not supported")
 
@@ -172,14 +240,25 @@ class _Importer:
 
     def declare(self):
         inits = {i.name: self.nh.to_array(i) for i in self.g.initializer}
+        # torch.onnx.export stores equal parameters once and names the others
+        # Identity(first): each is a parameter of its own (trained apart).
+        self.skip = set()
+        for n in self.nodes:
+            if n.op_type == "Identity" and n.input[0] in inits \
+                    and inits[n.input[0]].dtype.kind == "f":
+                inits[n.output[0]] = inits[n.input[0]].copy()
+                self.skip.add(id(n))
         consumers = {}
-        for n in self.g.node:
+        for n in self.nodes:
+            if id(n) in self.skip:
+                continue
             for k, i in enumerate(n.input):
                 consumers.setdefault(i, []).append((n, k))
+        trained = _meets_data(self.g, self.nodes, consumers, set(inits))
         for name, arr in inits.items():
             users = consumers.get(name, [])
-            if arr.dtype.kind != "f" or arr.size == 1 or not users:
-                self.values[name] = arr  # shapes, scalars: constants of the import
+            if arr.dtype.kind != "f" or name not in trained:
+                self.values[name] = arr  # shapes, masks: constants of the import
                 continue
             gemm_b = all(n.op_type == "Gemm" and k == 1 and _attrs(n).get("transB", 0)
                          for n, k in users)
@@ -189,8 +268,8 @@ class _Importer:
                 stored, perm = arr.T, [1, 0]
             elif "::" in name and len(users) == 1 and users[0][0].op_type == "MatMul" \
                     and users[0][1] == 1 and arr.ndim == 2:
-                path = users[0][0].name.strip("/").split("/")[:-1]
-                guess = ".".join(path) + ".weight" if path else ""
+                guess = _module_path(users[0][0].name)
+                guess = guess + ".weight" if guess else ""
                 if guess and guess not in inits:
                     torch_name, perm = guess, [1, 0]
             init = zeros() if not np.any(stored) else ones() if np.all(stored == 1) \
@@ -213,16 +292,16 @@ class _Importer:
     # -- nodes -------------------------------------------------------------------
 
     def run(self):
-        producers = {o: n for n in self.g.node for o in n.output}
+        producers = {o: n for n in self.nodes for o in n.output}
         consumers = {}
-        for n in self.g.node:
+        for n in self.nodes:
             for i in n.input:
                 consumers.setdefault(i, []).append(n)
-        skip = set()
-        for node in self.g.node:  # constants first: the GELU match reads them
+        skip = set(self.skip)
+        for node in self.nodes:  # constants first: the GELU match reads them
             if node.op_type == "Constant" and "value" in _attrs(node):
                 self.values[node.output[0]] = self.nh.to_array(_attrs(node)["value"])
-        for node in self.g.node:
+        for node in self.nodes:
             if id(node) in skip:
                 continue
             where = f"node {node.name or node.op_type} ({node.op_type})"
@@ -305,6 +384,32 @@ class _Importer:
             return [ins[0].reshape(ins[1])]
         if op == "Sqrt":
             return [np.sqrt(ins[0])]
+        if op == "Not":
+            return [np.logical_not(ins[0])]
+        if op == "Neg":
+            return [-ins[0]]
+        if op == "Gather":
+            return [np.take(ins[0], ins[1], axis=a.get("axis", 0))]
+        if op == "Transpose":
+            return [np.transpose(ins[0], a.get("perm"))]
+        if op == "Squeeze":
+            axes = a.get("axes", ins[1] if len(ins) > 1 else None)
+            return [np.squeeze(ins[0], tuple(int(x) for x in axes) if axes is not None else None)]
+        if op == "Range":
+            return [np.arange(ins[0], ins[1], ins[2]).astype(ins[0].dtype)]
+        if op == "Expand":
+            return [ins[0] * np.ones(tuple(int(d) for d in ins[1]), dtype=ins[0].dtype)]
+        if op == "Slice":
+            x = ins[0]
+            starts, ends = (np.asarray(v).reshape(-1).tolist() for v in ins[1:3])
+            axes = np.asarray(ins[3]).reshape(-1).tolist() if len(ins) > 3 and \
+                ins[3] is not None else list(range(len(starts)))
+            steps = np.asarray(ins[4]).reshape(-1).tolist() if len(ins) > 4 and \
+                ins[4] is not None else [1] * len(starts)
+            index = [slice(None)] * x.ndim
+            for st, en, ax, sp in zip(starts, ends, axes, steps):
+                index[ax] = slice(st, en, sp)
+            return [x[tuple(index)]]
         raise OnnxImportError(f"tcc import: {where}: cannot evaluate this constant "
                               "expression (onnx < 1.13 has no reference evaluator)")
 
@@ -358,9 +463,8 @@ class _Importer:
         if a.get("axis", 0) != 0 or not isinstance(table, Val):
             raise OnnxImportError(f"tcc import: {where}: only Gather of a table's rows "
                                   "(an embedding)")
-        if not isinstance(ids, Val):
-            raise OnnxImportError(f"tcc import: {where}: Gather with constant indices")
-        return ops.embedding(table.t, ids.t)
+        self.tables.add(table.t.name)
+        return ops.embedding(table.t, self.t(ids))
 
     op_Softmax, op_LogSoftmax = _softmax("softmax"), _softmax("log_softmax")
 
@@ -423,8 +527,9 @@ def from_onnx(path, loss="cross_entropy", optimizer=None, output=None,
       first); it is also the model's "logits" output when shaped so.
     target_name: the target input (default "targets" next to an input
       "tokens", else "labels": trun's names).
-    no_decay: "bias" (1-D parameters) and/or "norm": parameters without
-      weight decay.
+    no_decay: groups of parameters without weight decay: "bias" (names
+      ending in "bias"), "norm" (other 1-D parameters: norm weights),
+      "embedding" (tables read by Gather).
     The weights are every parameter under its PyTorch name and layout."""
     import onnx
     if optimizer is None:
@@ -463,8 +568,10 @@ def from_onnx(path, loss="cross_entropy", optimizer=None, output=None,
     else:
         raise OnnxImportError(f"tcc import: unknown loss {loss!r} (cross_entropy, mse)")
     for p in m.params():
-        if ("bias" in no_decay and len(p.shape.dims) == 1) or (
-                "norm" in no_decay and "norm" in p.name.lower()):
+        is_bias = (p.torch.name or p.name).endswith("bias")
+        if ("bias" in no_decay and is_bias) or (
+                "norm" in no_decay and len(p.shape.dims) == 1 and not is_bias) or (
+                "embedding" in no_decay and p.name in imp.tables):
             m.no_weight_decay(p.name)
     m.train(loss_t, optimizer, grad_clip=grad_clip)
     weights = {tn: np.ascontiguousarray(arr) for tn, _, arr in imp.torch.values()}
@@ -494,7 +601,9 @@ def _parser(prog):
     ap.add_argument("--beta2", type=float, default=0.999, help="adamw")
     ap.add_argument("--eps", type=float, default=1e-8, help="adamw")
     ap.add_argument("--no-decay", default="",
-                    help="comma list: bias (1-D parameters), norm: no weight decay")
+                    help="comma list of groups without weight decay: bias "
+                    "(names ending in bias), norm (other 1-D parameters), "
+                    "embedding (tables of Gather)")
     ap.add_argument("--grad-clip", type=float, default=0.0,
                     help="global gradient L2 norm (0: off)")
     ap.add_argument("--name", help="the model's name (default: the graph's)")
@@ -513,10 +622,10 @@ def main(argv=None):
         opt = AdamW(lr=args.lr, betas=(args.beta1, args.beta2), eps=args.eps,
                     weight_decay=args.weight_decay)
     no_decay = tuple(x for x in args.no_decay.split(",") if x)
-    bad = set(no_decay) - {"bias", "norm"}
+    bad = set(no_decay) - {"bias", "norm", "embedding"}
     if bad:
         print(f"{prog}: error: --no-decay: unknown group {sorted(bad)[0]!r} "
-              "(bias, norm)", file=sys.stderr)
+              "(bias, norm, embedding)", file=sys.stderr)
         return 2
     try:
         if not os.path.isfile(args.model):

@@ -1,0 +1,250 @@
+#!/usr/bin/python3
+"""Training parity of imported PyTorch models: 50 steps of trun from the
+PyTorch weights (tcc.export_torch_weights / tcc import --weights, read by
+trun --init-from) against the same 50 steps of torch.optim on the same
+batches. Every step's loss (trun --metrics) must agree to 1e-5 relative,
+and the weights trun saves at the end (PyTorch names and layouts) to 1e-4
+relative (norm-wise, per parameter).
+
+  --model mlp       a torch.nn MLP (Flatten, Linear, ReLU, Linear, GELU,
+                    Linear) from tcc.from_torch, SGD with momentum and
+                    weight decay, on .npy float images whose batch is the
+                    whole set (trun's shuffling only reorders the rows of
+                    a mean);
+  --model onnx_mlp  the same MLP and weights through torch.onnx.export and
+                    `tcc import`;
+  --model gpt       torch_gpt.Gpt (nn.Module GPT-2: tied embedding, tril
+                    buffer mask, GELU tanh) from tcc.from_torch, AdamW with
+                    a no-decay group, on tcc-data char tokens of a text fed
+                    by trun --data-order sequential and rebuilt for PyTorch
+                    as tests/parity/gpt_parity_test.py does;
+  --model onnx_gpt  the same GPT and weights through torch.onnx.export
+                    (do_constant_folding=False) and `tcc import` with the
+                    same AdamW recipe given as flags.
+
+usage: parity_test.py --bin-dir BUILD/bin --model NAME [--text FILE]
+                      [--work-dir DIR] [--steps N]
+"""
+
+import argparse
+import json
+import os
+import sys
+import tempfile
+import types
+
+import numpy as np
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+here = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, here)
+sys.path.insert(0, os.path.join(here, "..", "parity"))
+import harness as H  # noqa: E402
+import tcc  # noqa: E402
+from tcc import safetensors  # noqa: E402
+
+LOSS_RTOL = 1e-5
+WEIGHT_RTOL = 1e-4
+
+
+def mlp_module():
+    return nn.Sequential(nn.Flatten(), nn.Linear(64, 32), nn.ReLU(),
+                         nn.Linear(32, 32), nn.GELU(), nn.Linear(32, 10))
+
+
+def mlp_data(n=64):
+    """Images (n, 8, 8) and the labels of a random linear teacher."""
+    g = torch.Generator().manual_seed(3)
+    x = torch.randn(n, 8, 8, generator=g)
+    teacher = torch.randn(64, 10, generator=g)
+    y = (x.reshape(n, 64) @ teacher).argmax(1)
+    return x, y
+
+
+def mlp_optimizer(module):
+    return torch.optim.SGD(module.parameters(), lr=0.05, momentum=0.9,
+                           weight_decay=5e-4)
+
+
+def torch_train(module, opt, batches, loss_fn):
+    losses = []
+    for inputs, target in batches:
+        opt.zero_grad()
+        loss = loss_fn(module(*inputs), target)
+        loss.backward()
+        opt.step()
+        losses.append(float(loss))
+    return losses
+
+
+def trun_train(args, step, data, steps, init, extra=()):
+    work = args.work_dir
+    metrics = os.path.join(work, "metrics.jsonl")
+    if os.path.exists(metrics):
+        os.remove(metrics)
+    saved = os.path.join(work, "trained.safetensors")
+    H.run([os.path.join(args.bin_dir, "trun"), step, *data, "--steps", steps,
+           "--init-from", init, "--metrics", metrics, "--save-weights", saved,
+           "--log-every", 0, *extra])
+    return H.read_metrics_losses(metrics, steps), safetensors.load_file(saved)
+
+
+def compare(label, tcc_losses, torch_losses, tcc_weights, module):
+    failures = []
+    worst = 0.0
+    for s, (a, b) in enumerate(zip(tcc_losses, torch_losses)):
+        r = H.relative(a, b)
+        worst = max(worst, r)
+        print(f"  {label} step {s + 1:3d}  loss tcc {a:.7f}  torch {b:.7f}  "
+              f"relative {r:.1e}")
+    print(f"{label}: {len(torch_losses)} steps, loss {torch_losses[0]:.4f} -> "
+          f"{torch_losses[-1]:.4f}, worst relative loss difference {worst:.2e} "
+          f"(limit {LOSS_RTOL:.0e})")
+    if not worst <= LOSS_RTOL:
+        failures.append(f"{label}: losses differ by up to {worst:.2e} relative")
+    if not torch_losses[-1] < torch_losses[0]:
+        failures.append(f"{label}: the loss did not fall")
+    # trun saves a state_dict: tied parameters under each of their names.
+    buffers = {n for n, _ in module.named_buffers()}
+    state = {k: v for k, v in module.state_dict().items() if k not in buffers}
+    if set(tcc_weights) != set(state):
+        failures.append(f"{label}: trun saved {sorted(tcc_weights)}, PyTorch has "
+                        f"{sorted(state)}")
+        return failures
+    worst_w = 0.0
+    for name, p in state.items():
+        a, b = tcc_weights[name].astype(np.float64), p.double().numpy()
+        if a.shape != b.shape:
+            failures.append(f"{label}: saved {name} is {a.shape}, PyTorch {b.shape}")
+            continue
+        worst_w = max(worst_w, np.linalg.norm(a - b) / max(np.linalg.norm(b), 1e-30))
+    print(f"{label}: weights after training, worst relative difference "
+          f"{worst_w:.2e} (limit {WEIGHT_RTOL:.0e})")
+    if not worst_w <= WEIGHT_RTOL:
+        failures.append(f"{label}: trained weights differ by {worst_w:.2e} relative")
+    return failures
+
+
+def check_mlp(args, via_onnx):
+    torch.manual_seed(0)
+    module = mlp_module()
+    x, y = mlp_data()
+    work = args.work_dir
+    xs, ys = os.path.join(work, "x.npy"), os.path.join(work, "y.npy")
+    np.save(xs, x.numpy().astype(np.float32))
+    np.save(ys, y.numpy().astype(np.int64))
+    model_path = os.path.join(work, "mlp.pb")
+    init = os.path.join(work, "init.safetensors")
+    opt = mlp_optimizer(module)
+    if via_onnx:
+        onnx_path = os.path.join(work, "mlp.onnx")
+        torch.onnx.export(module, x, onnx_path, input_names=["image"],
+                          output_names=["logits"])
+        g = opt.param_groups[0]
+        H.run([os.path.join(args.bin_dir, "tcc"), "import", onnx_path, "-o", model_path,
+               "--loss", "cross_entropy", "--optimizer", "sgd", "--lr", g["lr"],
+               "--momentum", g["momentum"], "--weight-decay", g["weight_decay"],
+               "--weights", init])
+    else:
+        model = tcc.from_torch(module, (x,), loss=nn.CrossEntropyLoss(), target=y,
+                               optimizer=opt)
+        model.save(model_path)
+        tcc.export_torch_weights(module, init)
+    step = os.path.join(work, "mlp.so")
+    H.compile_step(args.bin_dir, model_path, step)
+    tcc_losses, tcc_weights = trun_train(args, step, ["--data", f"{xs},{ys}"],
+                                         args.steps, init)
+    batches = [((x,), y)] * args.steps
+    torch_losses = torch_train(module, opt, batches, F.cross_entropy)
+    return compare("onnx_mlp" if via_onnx else "mlp", tcc_losses, torch_losses,
+                   tcc_weights, module)
+
+
+def check_gpt(args, via_onnx=False):
+    import gpt_parity_test as gp  # tests/parity: the sequential batches
+    from torch_gpt import Gpt
+    work = args.work_dir
+    prefix = os.path.join(work, "text")
+    H.run([os.path.join(args.bin_dir, "tcc-data"), "tokenize", "--level", "char",
+           "--val-fraction", "0.1", "-o", prefix, args.text])
+    with open(prefix + "_vocab.json") as f:
+        vocab = json.load(f)["vocab_size"]
+    shard = prefix + "_train.bin"
+    cfg = types.SimpleNamespace(context=32, batch=4, micro_batches=1)
+    tokens = gp.tcc_files.read_shard(shard)
+    batches = gp.sequential_batches(tokens, cfg, args.steps)
+    torch.manual_seed(0)
+    module = Gpt(vocab, cfg.context, layers=2, width=48, heads=4)
+    decay = [p for p in module.parameters() if p.dim() >= 2]
+    no_decay = [p for p in module.parameters() if p.dim() < 2]
+    opt = torch.optim.AdamW([{"params": decay, "weight_decay": 0.1},
+                             {"params": no_decay, "weight_decay": 0.0}],
+                            lr=3e-3, betas=(0.9, 0.99), eps=1e-8)
+    x0, y0 = batches[0]
+    model_path = os.path.join(work, "gpt.pb")
+    init = os.path.join(work, "init.safetensors")
+    if via_onnx:
+        # Without constant folding the exporter keeps every parameter an
+        # initializer (folding bakes wpe's rows and transposed copies in).
+        onnx_path = os.path.join(work, "gpt.onnx")
+        torch.onnx.export(module, x0, onnx_path, input_names=["tokens"],
+                          output_names=["logits"], do_constant_folding=False)
+        H.run([os.path.join(args.bin_dir, "tcc"), "import", onnx_path, "-o", model_path,
+               "--optimizer", "adamw", "--lr", 3e-3, "--beta1", 0.9, "--beta2", 0.99,
+               "--eps", 1e-8, "--weight-decay", 0.1, "--no-decay", "bias,norm",
+               "--weights", init])
+    else:
+        model = tcc.from_torch(module, (x0,), loss=F.cross_entropy, target=y0,
+                               optimizer=opt)
+        model.save(model_path)
+        tcc.export_torch_weights(module, init)
+    step = os.path.join(work, "gpt.so")
+    H.compile_step(args.bin_dir, model_path, step)
+    tcc_losses, tcc_weights = trun_train(
+        args, step, ["--data", shard, "--data-order", "sequential"], args.steps, init)
+    torch_losses = torch_train(module, opt, [((x,), y) for x, y in batches],
+                               H.cross_entropy)
+    # The key bias has an exactly zero gradient (softmax ignores a constant
+    # per row): AdamW turns each side's rounding noise into full-size
+    # updates of it, so it is left out of the weights comparison.
+    C = 48
+    for i in range(2):
+        name = f"h.{i}.attn.c_attn.bias"
+        tcc_weights[name] = tcc_weights[name].copy()
+        tcc_weights[name][C:2 * C] = 0
+        module.h[i].attn.c_attn.bias.data[C:2 * C] = 0
+    if via_onnx:  # the ONNX graph does not know lm_head.weight is wte.weight
+        tcc_weights["lm_head.weight"] = tcc_weights["wte.weight"]
+    return compare("onnx_gpt" if via_onnx else "gpt", tcc_losses, torch_losses,
+                   tcc_weights, module)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--bin-dir", required=True)
+    ap.add_argument("--model", required=True, choices=("mlp", "onnx_mlp", "gpt", "onnx_gpt"))
+    ap.add_argument("--text", default="/usr/share/games/fortunes/fortunes")
+    ap.add_argument("--work-dir")
+    ap.add_argument("--steps", type=int, default=50)
+    args = ap.parse_args()
+    torch.set_num_threads(1)
+    with tempfile.TemporaryDirectory(prefix="tcc-torch-parity-") as tmp:
+        args.work_dir = args.work_dir or tmp
+        os.makedirs(args.work_dir, exist_ok=True)
+        try:
+            if args.model in ("gpt", "onnx_gpt"):
+                failures = check_gpt(args, via_onnx=args.model == "onnx_gpt")
+            else:
+                failures = check_mlp(args, via_onnx=args.model == "onnx_mlp")
+        except (H.Failure, tcc.TccError) as e:
+            failures = [str(e)]
+    for f in failures:
+        print("FAIL:", f)
+    print("PASS" if not failures else "FAIL")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
