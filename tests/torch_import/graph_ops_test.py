@@ -3,8 +3,9 @@
 use it are imported, compiled by tcc (--target cpu --emit-gradients) and
 run one step by trun on the same weights and batch as PyTorch; the loss must
 agree to 1e-5 and every gradient to 1e-4 relative (norm-wise). The step is
-an image classifier (float input (N, 12), integer labels (N)) whose batch
-is the whole data set, so trun's shuffling only reorders rows of a mean.
+fed named arrays (input (N, 12), labels (N) or float targets (N, 6)) whose
+batch is the whole data set, so trun's shuffling only reorders rows of a
+mean.
 
 usage: graph_ops_test.py --bin-dir BUILD/bin --work-dir DIR [--case NAME]
 """
@@ -180,16 +181,53 @@ class OwnLoss(nn.Module):
         return logits, F.cross_entropy(logits, label)
 
 
+class Misc(nn.Module):
+    """maximum/minimum, casts that are no-ops, nn.LogSoftmax, dropout with
+    training=False, type_as, comparisons."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(D, 2 * C)
+        self.lsm = nn.LogSoftmax(dim=1)
+
+    def forward(self, x):
+        h = self.fc(x).float()
+        a, b = h.chunk(2, dim=1)
+        y = torch.maximum(a, b) + torch.minimum(a * 2, b).to(torch.float32)
+        y = F.dropout(y, 0.3, training=False) + self.lsm(a).type_as(b)
+        return torch.where(a <= b, y, -y) + (a != b).float() * 0.0
+
+
+class Regression(nn.Module):
+    """A float target: trained with nn.MSELoss and with a traced loss."""
+
+    def __init__(self):
+        super().__init__()
+        self.body = nn.Sequential(nn.Linear(D, 16), nn.SiLU(), nn.Linear(16, C))
+
+    def forward(self, x):
+        return self.body(x)
+
+
+def smooth_loss(out, target):
+    """A loss fx traces (not one of the known ones)."""
+    d = out - target
+    return (d * d / (1.0 + d * d)).sum(-1).mean()
+
+
 CASES = {"activations": Activations, "arithmetic": Arithmetic, "shapes": Shapes,
          "reductions": Reductions, "products": Products, "norms": Norms,
-         "masks": Masks, "own_loss": OwnLoss}
+         "masks": Masks, "own_loss": OwnLoss, "misc": Misc, "mse": Regression,
+         "traced_loss": Regression}
+LOSSES = {"mse": nn.MSELoss(), "traced_loss": smooth_loss}
 
 
 def check(name, args):
     H.seed_all(1)
     module = CASES[name]()
     x = torch.randn(N, D)
-    y = torch.randint(0, C, (N,))
+    y = torch.randn(N, C) if name in LOSSES else torch.randint(0, C, (N,))
+    loss_fn = LOSSES.get(name, F.cross_entropy)
     work = os.path.join(args.work_dir, name)
     os.makedirs(work, exist_ok=True)
     opt = torch.optim.SGD(module.parameters(), lr=0.1)
@@ -197,17 +235,16 @@ def check(name, args):
         model = tcc.from_torch(module, (x, y), optimizer=opt)
         torch_loss, torch_grads = _own(module, x, y)
     else:
-        model = tcc.from_torch(module, (x,), loss=F.cross_entropy, target=y,
-                               optimizer=opt)
-        torch_loss, torch_grads = H.torch_loss_and_grads(module, F.cross_entropy,
-                                                         (x,), y)
+        model = tcc.from_torch(module, (x,), loss=loss_fn, target=y, optimizer=opt)
+        torch_loss, torch_grads = H.torch_loss_and_grads(module, loss_fn, (x,), y)
     proto = model.proto()
     path = os.path.join(work, f"{name}.pbtxt")
     model.save(path)
     step = os.path.join(work, f"{name}.so")
     H.compile_step(args.bin_dir, path, step, "--emit-gradients")
-    outs = H.classifier_step_outputs(args.bin_dir, step, work, x.numpy(), y.numpy(),
-                                     module)
+    names = [i.name for i in proto.inputs]  # x, then label / labels
+    outs = H.step_outputs(args.bin_dir, step, work, dict(zip(names, (x.numpy(), y.numpy()))),
+                          module)
     tcc_loss = float(outs["loss"])
     r = H.relative(tcc_loss, torch_loss)
     print(f"{name}: loss tcc {tcc_loss:.8f} torch {torch_loss:.8f} relative {r:.2e}")

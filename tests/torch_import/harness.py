@@ -59,17 +59,21 @@ def compile_step(bin_dir, model_path, out, *extra):
          "-o", out, *extra])
 
 
-def classifier_step_outputs(bin_dir, step, work, x, y, module):
-    """One trun step of an image classifier on the whole dataset (x, y) as
-    its batch, from the module's weights (tcc.export_torch_weights: PyTorch
-    names and layouts, read by trun --init-from): the train outputs (loss,
-    and grad:<param> for a step compiled with --emit-gradients)."""
-    xs, ys = os.path.join(work, "x.npy"), os.path.join(work, "y.npy")
-    np.save(xs, np.ascontiguousarray(x, dtype=np.float32))
-    np.save(ys, np.asarray(y, dtype=np.int64))
+def step_outputs(bin_dir, step, work, arrays, module):
+    """One trun step on named arrays ({input name: array}) whose rows are
+    all one batch, from the module's weights (tcc.export_torch_weights:
+    PyTorch names and layouts, read by trun --init-from): the train outputs
+    (loss, and grad:<param> for a step compiled with --emit-gradients)."""
+    data = []
+    for name, a in arrays.items():
+        path = os.path.join(work, f"{name}.npy")
+        a = np.asarray(a)
+        np.save(path, np.ascontiguousarray(a, dtype=np.float32 if a.dtype.kind == "f"
+                                           else np.int32))
+        data.append(f"{name}={path}")
     w = tcc.export_torch_weights(module, os.path.join(work, "w.safetensors"))
     outs = os.path.join(work, "outs.safetensors")
-    run([os.path.join(bin_dir, "trun"), step, "--data", f"{xs},{ys}",
+    run([os.path.join(bin_dir, "trun"), step, "--data", ",".join(data),
          "--steps", 1, "--init-from", w, "--save-train-outputs", outs])
     return safetensors.load_file(outs)
 
