@@ -8,6 +8,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <cstring>
 #include <regex>
 #include <sstream>
@@ -18,6 +19,7 @@ namespace {
 using testing::CliResult;
 using testing::ExpectExactError;
 using testing::RunTrun;
+using testing::Slurp;
 using testing::TempDir;
 
 // A version 1.0 .npy file: `values` row-major as stored.
@@ -149,6 +151,30 @@ TEST_F(TrunArraysCliTest, ResumedRunEndsLikeTheUninterruptedOne) {
   ASSERT_EQ(expected.size(), 10u + 1u) << whole.out;
   EXPECT_EQ(steps_after_8(rest.out), expected) << rest.out;
   EXPECT_EQ(TestLoss(rest.out), TestLoss(whole.out));
+}
+
+// On the fake GPU (fixtures/fake_device.h) the arrays go up from pinned
+// buffers, one per input, and the run matches the CPU's to the byte.
+TEST_F(TrunArraysCliTest, GpuStepMatchesTheCpu) {
+  std::string args = " --data " + Arrays("") + " --test " + Arrays("t") +
+                     " --epochs 2 --seed 1";
+  CliResult cpu = RunTrun(Step() + args + " --save-weights " +
+                          dir_.File("cpu.safetensors"));
+  std::string report = dir_.File("fake_report.txt");
+  setenv("TRUN_FAKE_REPORT", report.c_str(), 1);
+  CliResult gpu = RunTrun(std::string(TRUN_TEST_LINEAR_CUDA_STEP) + args +
+                          " --save-weights " + dir_.File("gpu.safetensors"));
+  unsetenv("TRUN_FAKE_REPORT");
+  ASSERT_EQ(cpu.exit_code, 0) << cpu.err;
+  ASSERT_EQ(gpu.exit_code, 0) << gpu.err;
+  std::string fake = Slurp(report);
+  for (const char *clean : {" errors=0", " device_blocks=0", " pinned_blocks=0",
+                            " pending=0"})
+    EXPECT_NE((" " + fake).find(clean), std::string::npos) << fake;
+  EXPECT_EQ(LossLines(gpu.out), LossLines(cpu.out)) << gpu.out;
+  EXPECT_EQ(TestLoss(gpu.out), TestLoss(cpu.out));
+  EXPECT_EQ(Slurp(dir_.File("gpu.safetensors")),
+            Slurp(dir_.File("cpu.safetensors")));
 }
 
 TEST_F(TrunArraysCliTest, MistakesAreOneLineErrors) {
