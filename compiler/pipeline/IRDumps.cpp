@@ -51,7 +51,10 @@ mlir::LogicalResult DumpDirectory::writeModule(llvm::StringRef stem,
                                                llvm::StringRef description) {
   std::string text;
   llvm::raw_string_ostream os(text);
-  module->print(os, mlir::OpPrintingFlags().enableDebugInfo(true, true));
+  // Locations in their parseable form (loc("fc1"), #loc aliases at the
+  // end), not the pretty one: a dump must replay with tcc-opt.
+  module->print(os, mlir::OpPrintingFlags().enableDebugInfo(
+                        /*enable=*/true, /*prettyForm=*/false));
   return write(stem, "mlir", text, description);
 }
 
