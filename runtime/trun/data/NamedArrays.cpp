@@ -106,8 +106,9 @@ void Store(int32_t dtype, long double v, uint8_t *out) {
   }
 }
 
-// Checks every value of `stored` and writes it in `input`'s dtype to `out`.
-absl::Status Convert(const StoredArray &stored, const tcc_tensor_desc &input,
+// Checks every value of `stored` and writes it in `input`'s dtype to `out`
+// (an array already of that dtype moves its bytes there).
+absl::Status Convert(StoredArray &stored, const tcc_tensor_desc &input,
                      NamedArrays::Array &out) {
   int32_t dtype = input.dtype;
   ArrayType native = NativeType(dtype);
@@ -121,9 +122,7 @@ absl::Status Convert(const StoredArray &stored, const tcc_tensor_desc &input,
   const int64_t n = stored.num_elements();
   const int64_t per_sample = stored.shape[0] ? n / stored.shape[0] : 1;
   out.converted = stored.type != native;
-  if (!out.converted)
-    out.data = stored.bytes;
-  else
+  if (out.converted)
     out.data.assign(static_cast<size_t>(n * DtypeSize(dtype)), 0);
   const bool check = out.converted || IsFloatArrayType(stored.type);
   for (int64_t i = 0; check && i < n; ++i) {
@@ -137,6 +136,8 @@ absl::Status Convert(const StoredArray &stored, const tcc_tensor_desc &input,
     if (out.converted)
       Store(dtype, v, out.data.data() + i * DtypeSize(dtype));
   }
+  if (!out.converted)
+    out.data = std::move(stored.bytes);
   return absl::OkStatus();
 }
 
@@ -243,7 +244,7 @@ absl::StatusOr<NamedArrays> NamedArrays::Bind(std::vector<StoredArray> stored,
   NamedArrays arrays;
   arrays.count_ = first.shape[0];
   for (int32_t i = 0; i < d.num_inputs; ++i) {
-    const StoredArray &s = stored[of_input[i]];
+    StoredArray &s = stored[of_input[i]];
     const tcc_tensor_desc &t = d.inputs[i];
     Array array;
     array.input = i;

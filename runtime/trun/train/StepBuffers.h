@@ -96,7 +96,7 @@ public:
   // The kept failure of a download (OK if none).
   const absl::Status &sync_error() const { return sync_error_; }
 
-  // GPU steps: queues the upload of `batch`'s two bound inputs into input
+  // GPU steps: queues the upload of `batch`'s bound inputs into input
   // set `set`; WaitUploads() waits for everything queued (OK if nothing).
   absl::Status QueueUpload(const HostBatch &batch, const StepBinding &binding,
                            int set);
