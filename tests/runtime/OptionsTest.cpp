@@ -57,6 +57,7 @@ std::map<std::string, std::string> Fields(const Options &o) {
           {"seed_given", Text(o.seed_given)},
           {"log_every", Text(o.log_every)},
           {"init_from", Text(o.init_from)},
+          {"init_from_ignore_extra", Text(o.init_from_ignore_extra)},
           {"save_weights", Text(o.save_weights)},
           {"save_train_outputs", Text(o.save_train_outputs)},
           {"sample", Text(o.sample)},
@@ -331,6 +332,19 @@ TEST(OptionsTest, RejectsBadTokenAndSamplingUsage) {
        "--steps needs --data (training data)"},
   });
   ExpectAccepted({{{"s.so", "--val", "v", "--steps", "0"}, {}}});
+}
+
+TEST(OptionsTest, InitFromIgnoreExtraGoesWithInitFrom) {
+  ExpectAccepted({{{"s.so", "--data", "d", "--init-from", "w.safetensors",
+                    "--init-from-ignore-extra"},
+                   {{"init_from", "w.safetensors"}, {"init_from_ignore_extra", "true"}}},
+                  {{"s.so", "--data", "d"}, {{"init_from_ignore_extra", "false"}}}});
+  ExpectRejected({
+      {{"s.so", "--data", "d", "--init-from-ignore-extra"},
+       "--init-from-ignore-extra needs --init-from"},
+      {{"s.so", "--init-from", "w", "--init-from-ignore-extra", "--init-from-ignore-extra"},
+       "--init-from-ignore-extra given twice"},
+  });
 }
 
 } // namespace
