@@ -12,7 +12,6 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from tcc import ops
-from tcc.model import TccError
 
 
 class Dyn:

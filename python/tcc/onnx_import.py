@@ -19,13 +19,14 @@ the module's state_dict too. Shapes are ONNX shape inference's (static).
 """
 
 import argparse
-import math
 import os
 import sys
 
 import numpy as np
 
 from tcc import ops
+from tcc._onnx_graph import (ELEM, attrs, fold_numpy, gelu_erf, meets_data,
+                             module_path, upper_triangle)
 from tcc.model import AdamW, Model, SGD, TccError, normal, ones, zeros
 
 
@@ -41,9 +42,6 @@ class Val:
         self.t, self.shape, self.dtype = t, tuple(shape), np.dtype(dtype)
 
 
-_ELEM = {1: np.float32, 11: np.float64, 7: np.int64, 6: np.int32, 9: np.bool_}
-
-
 def _tcc_dtype(dt, where):
     dt = np.dtype(dt)
     if dt == np.float32:
@@ -55,101 +53,6 @@ def _tcc_dtype(dt, where):
     if dt.kind in "iu":
         return "i32"  # what trun feeds
     raise OnnxImportError(f"tcc import: {where}: dtype {dt} is not supported")
-
-
-def _gelu_erf(graph_nodes, consumers, erf, values):
-    """GELU as torch.onnx.export writes it: x * (erf(x / sqrt2) + 1) * 0.5.
-    Returns (x, output name, nodes consumed) or None."""
-    def only_user(name):
-        users = consumers.get(name, [])
-        return users[0] if len(users) == 1 else None
-
-    div = graph_nodes.get(erf.input[0])
-    if div is None or div.op_type not in ("Div", "Mul"):
-        return None
-    k = values.get(div.input[1])
-    if not isinstance(k, np.ndarray) or k.size != 1:
-        return None
-    k = float(k.reshape(-1)[0])
-    if not math.isclose(k if div.op_type == "Div" else 1 / k, math.sqrt(2), rel_tol=1e-6):
-        return None
-    x = div.input[0]
-    add = only_user(erf.output[0])
-    if add is None or add.op_type != "Add":
-        return None
-    one = values.get([i for i in add.input if i != erf.output[0]][0])
-    if not isinstance(one, np.ndarray) or float(one.reshape(-1)[0]) != 1.0:
-        return None
-    mul = only_user(add.output[0])
-    if mul is None or mul.op_type != "Mul" or x not in mul.input:
-        return None
-    half = only_user(mul.output[0])
-    if half is None or half.op_type != "Mul":
-        return None
-    c = values.get([i for i in half.input if i != mul.output[0]][0])
-    if not isinstance(c, np.ndarray) or float(c.reshape(-1)[0]) != 0.5:
-        return None
-    return x, half.output[0], {id(n) for n in (div, erf, add, mul, half)}
-
-
-def _module_path(node_name):
-    """The module path in torch.onnx.export's node name: "/h.0/attn/c_attn/
-    MatMul" -> "h.0.attn.c_attn"; "/features/features.0/Conv" -> "features.0"
-    (a level may repeat the path above it)."""
-    path = ""
-    for part in node_name.strip("/").split("/")[:-1]:
-        path = part if not path or part.startswith(path + ".") else f"{path}.{part}"
-    return path
-
-
-def _upper_triangle(a):
-    """k when the bool array `a` is (j - i > k) over its last two dims for
-    every leading index, else None."""
-    if a.dtype != np.bool_ or a.ndim < 2:
-        return None
-    rows, cols = a.shape[-2:]
-    flat = a.reshape(-1, rows, cols)
-    if not np.all(flat == flat[0]):
-        return None
-    d = np.arange(cols)[None, :] - np.arange(rows)[:, None]
-    for k in range(-rows - 1, cols + 1):
-        if np.array_equal(flat[0], d > k):
-            return k
-    return None
-
-
-# Ops through which an initializer does not reach the loss differentiably:
-# one that meets the data only through them (a mask buffer) is a constant.
-_NOT_DIFFERENTIABLE = {"Equal", "Less", "Greater", "LessOrEqual", "GreaterOrEqual",
-                       "Not", "And", "Or", "Xor", "Shape", "Size"}
-
-
-def _meets_data(graph, nodes, consumers, inits):
-    """The float initializers that reach a value computed from the graph
-    inputs through differentiable ops: the parameters."""
-    data = {i.name for i in graph.input if i.name not in inits}
-    for n in nodes:
-        if any(i in data for i in n.input):
-            data.update(n.output)
-    found = set()
-    for name in inits:
-        seen, frontier = set(), [name]
-        while frontier and name not in found:
-            v = frontier.pop()
-            for n, _ in consumers.get(v, []):
-                if n.op_type in _NOT_DIFFERENTIABLE or id(n) in seen:
-                    continue
-                seen.add(id(n))
-                if any(o in data for o in n.output):
-                    found.add(name)
-                    break
-                frontier.extend(n.output)
-    return found
-
-
-def _attrs(node):
-    import onnx
-    return {a.name: onnx.helper.get_attribute_value(a) for a in node.attribute}
 
 
 # Handlers of the op_* table of _Importer, made per tcc op.
@@ -202,7 +105,7 @@ class _Importer:
             tt = vi.type.tensor_type
             if tt.HasField("shape") and all(d.HasField("dim_value") for d in tt.shape.dim):
                 self.shapes[vi.name] = (tuple(d.dim_value for d in tt.shape.dim),
-                                        _ELEM.get(tt.elem_type))
+                                        ELEM.get(tt.elem_type))
         self.torch = {}       # param name -> (torch name, perm, torch-layout array)
         self.tables = set()   # parameters read by Gather (embeddings)
 
@@ -221,7 +124,7 @@ class _Importer:
                 ramp = np.arange(n).reshape([n if i == axis else 1 for i in range(a.ndim)])
                 if np.array_equal(a, np.broadcast_to(ramp, a.shape)):
                     return ops.iota(self.model, a.shape, axis=axis, dtype=dtype)
-        k = _upper_triangle(a)
+        k = upper_triangle(a)
         if k is not None:  # a causal mask buffer: j - i > k
             cols = ops.iota(self.model, a.shape, axis=-1, dtype="f32")
             rows = ops.iota(self.model, a.shape, axis=-2, dtype="f32")
@@ -254,13 +157,13 @@ class _Importer:
                 continue
             for k, i in enumerate(n.input):
                 consumers.setdefault(i, []).append((n, k))
-        trained = _meets_data(self.g, self.nodes, consumers, set(inits))
+        trained = meets_data(self.g, self.nodes, consumers, set(inits))
         for name, arr in inits.items():
             users = consumers.get(name, [])
             if arr.dtype.kind != "f" or name not in trained:
                 self.values[name] = arr  # shapes, masks: constants of the import
                 continue
-            gemm_b = all(n.op_type == "Gemm" and k == 1 and _attrs(n).get("transB", 0)
+            gemm_b = all(n.op_type == "Gemm" and k == 1 and attrs(n).get("transB", 0)
                          for n, k in users)
             torch_name, perm = name, []
             stored = arr
@@ -268,7 +171,7 @@ class _Importer:
                 stored, perm = arr.T, [1, 0]
             elif "::" in name and len(users) == 1 and users[0][0].op_type == "MatMul" \
                     and users[0][1] == 1 and arr.ndim == 2:
-                guess = _module_path(users[0][0].name)
+                guess = module_path(users[0][0].name)
                 guess = guess + ".weight" if guess else ""
                 if guess and guess not in inits:
                     torch_name, perm = guess, [1, 0]
@@ -299,20 +202,20 @@ class _Importer:
                 consumers.setdefault(i, []).append(n)
         skip = set(self.skip)
         for node in self.nodes:  # constants first: the GELU match reads them
-            if node.op_type == "Constant" and "value" in _attrs(node):
-                self.values[node.output[0]] = self.nh.to_array(_attrs(node)["value"])
+            if node.op_type == "Constant" and "value" in attrs(node):
+                self.values[node.output[0]] = self.nh.to_array(attrs(node)["value"])
         for node in self.nodes:
             if id(node) in skip:
                 continue
             where = f"node {node.name or node.op_type} ({node.op_type})"
             if node.op_type == "Constant":
-                a = _attrs(node)
+                a = attrs(node)
                 if "value" not in a:
                     raise OnnxImportError(f"tcc import: {where}: only tensor constants")
                 self.values[node.output[0]] = self.nh.to_array(a["value"])
                 continue
             if node.op_type == "Erf":
-                fused = _gelu_erf(producers, consumers, node, self.values)
+                fused = gelu_erf(producers, consumers, node, self.values)
                 if fused is None:
                     raise OnnxImportError(f"tcc import: unsupported op Erf at {where} "
                                           "(only inside GELU's x*(erf(x/sqrt2)+1)*0.5)")
@@ -334,84 +237,23 @@ class _Importer:
                 raise OnnxImportError(
                     f"tcc import: unsupported op {node.op_type} at {where} — supported: "
                     + ", ".join(sorted(n[3:] for n in dir(self) if n.startswith("op_"))))
-            outs = handler(node, ins, _attrs(node), where)
+            outs = handler(node, ins, attrs(node), where)
             outs = outs if isinstance(outs, list) else [outs]
             for name, t in zip(node.output, outs):
-                if isinstance(t, Val):
+                if isinstance(t, (Val, np.ndarray)):
                     self.values[name] = t
                 else:
                     shape = self.shape_of(name, node)
                     self.values[name] = Val(t, shape, self.shapes[name][1])
 
     def fold(self, node, ins, where):
-        """A node of constants only (shape arithmetic): evaluated here."""
-        try:
-            from onnx.reference import ReferenceEvaluator  # onnx >= 1.13
-        except ImportError:
-            ReferenceEvaluator = None
-        if ReferenceEvaluator is not None:
-            g = self.onnx.helper
-            inputs = [g.make_tensor_value_info(f"i{k}", 1, None) for k in range(len(ins))]
-            n = g.make_node(node.op_type, [f"i{k}" if v is not None else ""
-                                           for k, v in enumerate(ins)],
-                            list(node.output), **_attrs(node))
-            graph = g.make_graph([n], "fold", inputs,
-                                 [g.make_tensor_value_info(o, 1, None) for o in node.output])
-            res = ReferenceEvaluator(g.make_model(graph)).run(
-                None, {f"i{k}": v for k, v in enumerate(ins) if v is not None})
-        else:
-            res = self._fold_numpy(node, ins, where)
+        """A node of constants only (shape arithmetic, masks): evaluated here."""
+        res = fold_numpy(node.op_type, attrs(node), ins)
+        if res is None:
+            raise OnnxImportError(f"tcc import: {where}: cannot evaluate this "
+                                  "constant expression at import")
         for name, r in zip(node.output, res):
             self.values[name] = np.asarray(r)
-
-    def _fold_numpy(self, node, ins, where):
-        a = _attrs(node)
-        op = node.op_type
-        binary = {"Add": np.add, "Sub": np.subtract, "Mul": np.multiply,
-                  "Div": np.divide, "Equal": np.equal, "Less": np.less,
-                  "Greater": np.greater}
-        if op in binary:
-            r = binary[op](ins[0], ins[1])
-            return [r.astype(ins[0].dtype) if op in ("Add", "Sub", "Mul", "Div") else r]
-        if op == "Cast":
-            return [ins[0].astype(_ELEM[a["to"]])]
-        if op == "Unsqueeze":
-            axes = a.get("axes", ins[1] if len(ins) > 1 else None)
-            return [np.expand_dims(ins[0], tuple(int(x) for x in axes))]
-        if op == "Concat":
-            return [np.concatenate(ins, axis=a["axis"])]
-        if op == "Reshape":
-            return [ins[0].reshape(ins[1])]
-        if op == "Sqrt":
-            return [np.sqrt(ins[0])]
-        if op == "Not":
-            return [np.logical_not(ins[0])]
-        if op == "Neg":
-            return [-ins[0]]
-        if op == "Gather":
-            return [np.take(ins[0], ins[1], axis=a.get("axis", 0))]
-        if op == "Transpose":
-            return [np.transpose(ins[0], a.get("perm"))]
-        if op == "Squeeze":
-            axes = a.get("axes", ins[1] if len(ins) > 1 else None)
-            return [np.squeeze(ins[0], tuple(int(x) for x in axes) if axes is not None else None)]
-        if op == "Range":
-            return [np.arange(ins[0], ins[1], ins[2]).astype(ins[0].dtype)]
-        if op == "Expand":
-            return [ins[0] * np.ones(tuple(int(d) for d in ins[1]), dtype=ins[0].dtype)]
-        if op == "Slice":
-            x = ins[0]
-            starts, ends = (np.asarray(v).reshape(-1).tolist() for v in ins[1:3])
-            axes = np.asarray(ins[3]).reshape(-1).tolist() if len(ins) > 3 and \
-                ins[3] is not None else list(range(len(starts)))
-            steps = np.asarray(ins[4]).reshape(-1).tolist() if len(ins) > 4 and \
-                ins[4] is not None else [1] * len(starts)
-            index = [slice(None)] * x.ndim
-            for st, en, ax, sp in zip(starts, ends, axes, steps):
-                index[ax] = slice(st, en, sp)
-            return [x[tuple(index)]]
-        raise OnnxImportError(f"tcc import: {where}: cannot evaluate this constant "
-                              "expression (onnx < 1.13 has no reference evaluator)")
 
     # -- ops ---------------------------------------------------------------------
 
@@ -421,6 +263,9 @@ class _Importer:
 
     op_Relu, op_Sigmoid, op_Tanh = _un("relu"), _un("sigmoid"), _un("tanh")
     op_Exp, op_Log, op_Sqrt, op_Neg = _un("exp"), _un("log"), _un("sqrt"), _un("neg")
+
+    def op_Shape(self, node, ins, a, where):
+        return np.array(ins[0].shape, dtype=np.int64)  # static: a constant
 
     def op_Identity(self, node, ins, a, where):
         return ins[0]
@@ -503,7 +348,7 @@ class _Importer:
         return ops.slice(x.t, starts, ends, axes=axes)
 
     def op_Cast(self, node, ins, a, where):
-        to = _ELEM.get(a["to"])
+        to = ELEM.get(a["to"])
         if to is None:
             raise OnnxImportError(f"tcc import: {where}: Cast to ONNX type {a['to']}")
         if np.dtype(to) == ins[0].dtype:

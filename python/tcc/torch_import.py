@@ -16,170 +16,19 @@ op this importer does not map is one TccError naming the op and the module
 path.
 """
 
-import dis
 import inspect
 
 import torch
 import torch.fx as fx
-from torch.fx.passes.shape_prop import ShapeProp
 
 from tcc import ops
 from tcc import _torch_ops as T
+from tcc._torch_trace import PREFIX, TorchImportError, run as _run, trace as _trace
 from tcc.model import AdamW, Model, SGD, TccError, WarmupCosine, normal, ones, zeros
 from tcc._torch_ops import Dyn, Unsupported
 
 
-class TorchImportError(TccError):
-    """A module, loss or optimizer from_torch cannot map (one line)."""
-
-
-_PREFIX = "tcc.from_torch"
-
-
-def _concrete(a):
-    """`a` with every proxy replaced by its example value."""
-    if isinstance(a, fx.Proxy):
-        return a.node.meta["tcc_value"]
-    if isinstance(a, (list, tuple)):
-        values = [_concrete(x) for x in a]
-        return type(a)(*values) if hasattr(a, "_fields") else type(a)(values)
-    if isinstance(a, dict):
-        return {k: _concrete(v) for k, v in a.items()}
-    if isinstance(a, slice):
-        return slice(_concrete(a.start), _concrete(a.stop), _concrete(a.step))
-    return a
-
-
-class _Proxy(fx.Proxy):
-    """A proxy whose shape is known: `x.shape`, `x.size()`, `x.dim()` are
-    plain ints (the step's sizes are static), so `B, T = x.size()` and
-    `torch.arange(T)` trace."""
-
-    def __getattr__(self, k):
-        if k in _SHAPE_ATTRS and "tcc_value" in self.node.meta:
-            return getattr(self.node.meta["tcc_value"], k)
-        return super().__getattr__(k)
-
-    def __iter__(self):
-        # Unpacking a tuple-valued proxy (q, k, v = x.split(...)): fx finds
-        # the UNPACK_SEQUENCE by bytecode index, which Python 3.11 broke for
-        # torch 1.13; find it by offset.
-        frame = inspect.currentframe().f_back
-        for inst in dis.get_instructions(frame.f_code):
-            if inst.offset == frame.f_lasti and inst.opname == "UNPACK_SEQUENCE":
-                return (self[i] for i in range(inst.argval))
-        return self.tracer.iter(self)
-
-
-# Module.__call__ / __getattr__ as they are outside fx's tracing (which
-# patches them): the example run of each op uses these.
-_MODULE_ORIGINALS = {n: torch.nn.Module.__dict__[n] for n in ("__call__", "__getattr__")}
-
-_SHAPE_ATTRS = ("shape", "ndim", "dtype", "device")
-_SHAPE_METHODS = ("size", "dim", "numel", "ndimension")
-
-
-class _Tracer(fx.Tracer):
-    """symbolic_trace's tracer (public Tracer hooks: torch 1.13 and 2.x)
-    that runs each op on the example inputs as it records it, so shapes are
-    constants while tracing, and that records on each node the path of the
-    submodule whose forward made it."""
-
-    def __init__(self, examples=None):
-        super().__init__()
-        self._paths = []
-        self._examples = examples or {}
-
-    def call_module(self, m, forward, args, kwargs):
-        self._paths.append(self.path_of_module(m))
-        try:
-            return super().call_module(m, forward, args, kwargs)
-        finally:
-            self._paths.pop()
-
-    def proxy(self, node):
-        return _Proxy(node, self)
-
-    def create_node(self, *args, **kwargs):
-        node = super().create_node(*args, **kwargs)
-        node.meta["tcc_path"] = self._paths[-1] if self._paths else ""
-        return node
-
-    def _evaluate(self, kind, target, args, kwargs):
-        if kind == "placeholder":
-            return self._examples[target]
-        # While tracing, fx patches Module.__call__ and __getattr__: reach
-        # submodules and tensors through the module dicts, call forward.
-        if kind == "get_attr":
-            *path, leaf = target.split(".")
-            m = self._submodule(path)
-            for table in (m._parameters, m._buffers):
-                if leaf in table:
-                    return table[leaf]
-            return m.__dict__[leaf]
-        a, k = _concrete(args), _concrete(kwargs)
-        patched = {n: torch.nn.Module.__dict__[n] for n in _MODULE_ORIGINALS}
-        try:
-            for n, f in _MODULE_ORIGINALS.items():
-                setattr(torch.nn.Module, n, f)
-            with torch.no_grad():
-                if kind == "call_module":
-                    return self._submodule(target.split("."))(*a, **k)
-                if kind == "call_method":
-                    return getattr(a[0], target)(*a[1:], **k)
-                return target(*a, **k)
-        finally:
-            for n, f in patched.items():
-                setattr(torch.nn.Module, n, f)
-
-    def _submodule(self, path):
-        m = self.root
-        for part in path:
-            m = m._modules[part]
-        return m
-
-    def create_proxy(self, kind, target, args, kwargs, *rest, **krest):
-        proxy = super().create_proxy(kind, target, args, kwargs, *rest, **krest)
-        try:
-            value = self._evaluate(kind, target, args, kwargs)
-        except Exception:  # no example value: ShapeProp's run reports it
-            return proxy
-        proxy.node.meta["tcc_value"] = value
-        if kind == "call_method" and target in _SHAPE_METHODS:
-            return value
-        return proxy
-
-
-class _Record(ShapeProp):
-    """ShapeProp that also keeps each node's example value."""
-
-    def run_node(self, n):
-        result = super().run_node(n)
-        n.meta["tcc_value"] = result
-        return result
-
-
-def _trace(root, concrete_args=None, what="module", examples=None):
-    tracer = _Tracer(examples)
-    try:
-        graph = tracer.trace(root, concrete_args=concrete_args)
-    except Exception as e:  # fx raises many kinds; one line for the user
-        msg = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-        raise TorchImportError(f"{_PREFIX}: cannot trace the {what} with "
-                               f"torch.fx.symbolic_trace: {msg}") from None
-    name = type(root).__name__ if isinstance(root, torch.nn.Module) else "loss"
-    gm = fx.GraphModule(tracer.root, graph, name)
-    return gm
-
-
-def _run(gm, example, what):
-    try:
-        with torch.no_grad():
-            _Record(gm).propagate(*example)
-    except Exception as e:
-        msg = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-        raise TorchImportError(f"{_PREFIX}: running the {what} on the example "
-                               f"inputs failed: {msg}") from None
+_PREFIX = PREFIX
 
 
 def _op_name(node, gm):
@@ -437,9 +286,10 @@ def _init_like(p):
     return normal(float(p.detach().float().std()) if p.numel() > 1 else 0.02)
 
 
-def _make_params(model, module, uses):
+def _make_params(model, module, uses, optimized):
     """One tcc parameter per distinct nn.Parameter, named as
-    named_parameters() names it, tied names as torch aliases."""
+    named_parameters() names it, tied names as torch aliases; frozen when
+    it does not require grad or the optimizer does not hold it."""
     names = {}
     for mod_name, mod in module.named_modules(remove_duplicate=False):
         for pname, p in mod.named_parameters(recurse=False):
@@ -457,7 +307,8 @@ def _make_params(model, module, uses):
         aliases = [n for n in names.get(id(p), []) if n != name]
         t = model.param(name, shape, init=_init_like(p),
                         dtype="f32" if p.dtype == torch.float32 else "f64",
-                        frozen=not p.requires_grad,
+                        frozen=not p.requires_grad or (
+                            optimized is not None and id(p) not in optimized),
                         torch_perm=[1, 0] if transposed else (),
                         torch_aliases=aliases)
         params[id(p)] = (Dyn(t, p.shape[::-1] if transposed else p.shape, p.dtype),
@@ -511,22 +362,22 @@ def _optimizer(opt, module, model):
         raise TorchImportError(f"{_PREFIX}: optimizer torch.optim.{kind} is not "
                                "supported (SGD, Adam, AdamW)")
     names = {id(p): n for n, p in module.named_parameters()}
-    in_groups = set()
     for g in groups:
         for p in g["params"]:
-            in_groups.add(id(p))
             if id(p) not in names:
                 raise TorchImportError(f"{_PREFIX}: the optimizer holds a tensor "
                                        f"of shape {tuple(p.shape)} that is not a "
                                        "parameter of the module")
             if wd and float(g.get("weight_decay", 0.0)) == 0.0:
                 model.no_weight_decay(names[id(p)])
-    for pid, name in names.items():
-        if pid not in in_groups:  # not optimized by torch: not by tcc either
-            for p in model._proto.params:
-                if p.name == name:
-                    p.frozen = True
     return result
+
+
+def _optimized(opt):
+    """ids of the tensors a torch optimizer updates (None: all, for tcc's)."""
+    if isinstance(opt, torch.optim.Optimizer):
+        return {id(p) for g in opt.param_groups for p in g["params"]}
+    return None
 
 
 # -- from_torch ----------------------------------------------------------------------
@@ -634,7 +485,7 @@ def from_torch(module, example_inputs, loss=None, optimizer=None, target=None,
 
     model = Model(name or type(module).__name__)
     conv = _Converter(model, gm, None, int_dtype)
-    conv.params = _make_params(model, module, _parameter_uses(gm))
+    conv.params = _make_params(model, module, _parameter_uses(gm), _optimized(optimizer))
     bindings = {}
     placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
     for node, ex in zip(placeholders, examples):

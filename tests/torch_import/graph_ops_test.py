@@ -11,12 +11,10 @@ usage: graph_ops_test.py --bin-dir BUILD/bin --work-dir DIR [--case NAME]
 """
 
 import argparse
-import math
 import os
 import sys
 import tempfile
 
-import numpy as np
 import torch
 import torch.nn as nn
 import torch.nn.functional as F

@@ -1,0 +1,174 @@
+"""Graph helpers of the ONNX import (onnx_import.py): ONNX dtypes, module
+paths in node names, the GELU pattern, which initializers are parameters,
+triangular masks, and numpy evaluation of constant expressions."""
+
+import math
+
+import numpy as np
+
+
+ELEM = {1: np.float32, 11: np.float64, 7: np.int64, 6: np.int32, 9: np.bool_}
+
+
+def gelu_erf(graph_nodes, consumers, erf, values):
+    """GELU as torch.onnx.export writes it: x * (erf(x / sqrt2) + 1) * 0.5.
+    Returns (x, output name, nodes consumed) or None."""
+    def only_user(name):
+        users = consumers.get(name, [])
+        return users[0] if len(users) == 1 else None
+
+    div = graph_nodes.get(erf.input[0])
+    if div is None or div.op_type not in ("Div", "Mul"):
+        return None
+    k = values.get(div.input[1])
+    if not isinstance(k, np.ndarray) or k.size != 1:
+        return None
+    k = float(k.reshape(-1)[0])
+    if not math.isclose(k if div.op_type == "Div" else 1 / k, math.sqrt(2), rel_tol=1e-6):
+        return None
+    x = div.input[0]
+    add = only_user(erf.output[0])
+    if add is None or add.op_type != "Add":
+        return None
+    one = values.get([i for i in add.input if i != erf.output[0]][0])
+    if not isinstance(one, np.ndarray) or float(one.reshape(-1)[0]) != 1.0:
+        return None
+    mul = only_user(add.output[0])
+    if mul is None or mul.op_type != "Mul" or x not in mul.input:
+        return None
+    half = only_user(mul.output[0])
+    if half is None or half.op_type != "Mul":
+        return None
+    c = values.get([i for i in half.input if i != mul.output[0]][0])
+    if not isinstance(c, np.ndarray) or float(c.reshape(-1)[0]) != 0.5:
+        return None
+    return x, half.output[0], {id(n) for n in (div, erf, add, mul, half)}
+
+
+def module_path(node_name):
+    """The module path in torch.onnx.export's node name: "/h.0/attn/c_attn/
+    MatMul" -> "h.0.attn.c_attn"; "/features/features.0/Conv" -> "features.0"
+    (a level may repeat the path above it)."""
+    path = ""
+    for part in node_name.strip("/").split("/")[:-1]:
+        path = part if not path or part.startswith(path + ".") else f"{path}.{part}"
+    return path
+
+
+def upper_triangle(a):
+    """k when the bool array `a` is (j - i > k) over its last two dims for
+    every leading index, else None."""
+    if a.dtype != np.bool_ or a.ndim < 2:
+        return None
+    rows, cols = a.shape[-2:]
+    flat = a.reshape(-1, rows, cols)
+    if not np.all(flat == flat[0]):
+        return None
+    d = np.arange(cols)[None, :] - np.arange(rows)[:, None]
+    for k in range(-rows - 1, cols + 1):
+        if np.array_equal(flat[0], d > k):
+            return k
+    return None
+
+
+# Ops through which an initializer does not reach the loss differentiably:
+# one that meets the data only through them (a mask buffer) is a constant.
+NOT_DIFFERENTIABLE = {"Equal", "Less", "Greater", "LessOrEqual", "GreaterOrEqual",
+                       "Not", "And", "Or", "Xor", "Shape", "Size"}
+
+
+def meets_data(graph, nodes, consumers, inits):
+    """The float initializers that reach a value computed from the graph
+    inputs through differentiable ops: the parameters."""
+    data = {i.name for i in graph.input if i.name not in inits}
+    for n in nodes:
+        if any(i in data for i in n.input):
+            data.update(n.output)
+    found = set()
+    for name in inits:
+        seen, frontier = set(), [name]
+        while frontier and name not in found:
+            v = frontier.pop()
+            for n, _ in consumers.get(v, []):
+                if n.op_type in NOT_DIFFERENTIABLE or id(n) in seen:
+                    continue
+                seen.add(id(n))
+                if any(o in data for o in n.output):
+                    found.add(name)
+                    break
+                frontier.extend(n.output)
+    return found
+
+
+def numpy_helper_value(tensor):
+    """A TensorProto attribute as a flat numpy array (None stays None)."""
+    if tensor is None:
+        return None
+    from onnx import numpy_helper
+    return numpy_helper.to_array(tensor).reshape(-1)
+
+
+def attrs(node):
+    import onnx
+    return {a.name: onnx.helper.get_attribute_value(a) for a in node.attribute}
+
+
+def fold_numpy(op, a, ins):
+    """The outputs of ONNX op `op` (attributes `a`) on constant inputs, or
+    None when it is not one evaluated here."""
+    binary = {"Add": np.add, "Sub": np.subtract, "Mul": np.multiply,
+              "Div": np.divide, "Equal": np.equal, "Less": np.less,
+              "Greater": np.greater}
+    if op in binary:
+        r = binary[op](ins[0], ins[1])
+        return [r.astype(ins[0].dtype) if op in ("Add", "Sub", "Mul", "Div") else r]
+    if op == "Cast":
+        return [ins[0].astype(ELEM[a["to"]])]
+    if op == "Unsqueeze":
+        axes = a.get("axes", ins[1] if len(ins) > 1 else None)
+        return [np.expand_dims(ins[0], tuple(int(x) for x in axes))]
+    if op == "Concat":
+        return [np.concatenate(ins, axis=a["axis"])]
+    if op == "Reshape":
+        return [ins[0].reshape(ins[1])]
+    if op == "Sqrt":
+        return [np.sqrt(ins[0])]
+    if op == "Not":
+        return [np.logical_not(ins[0])]
+    if op == "Neg":
+        return [-ins[0]]
+    if op == "Identity":
+        return [ins[0]]
+    if op == "Shape":
+        return [np.array(np.shape(ins[0]), dtype=np.int64)]
+    if op == "Where":
+        return [np.where(ins[0], ins[1], ins[2])]
+    if op == "Pow":
+        return [np.power(ins[0], ins[1]).astype(ins[0].dtype)]
+    if op == "ConstantOfShape":
+        value = numpy_helper_value(a.get("value"))
+        return [np.full(tuple(int(d) for d in ins[0]), value[0] if value is not None
+                        else 0.0, dtype=value.dtype if value is not None else np.float32)]
+    if op == "Gather":
+        return [np.take(ins[0], ins[1], axis=a.get("axis", 0))]
+    if op == "Transpose":
+        return [np.transpose(ins[0], a.get("perm"))]
+    if op == "Squeeze":
+        axes = a.get("axes", ins[1] if len(ins) > 1 else None)
+        return [np.squeeze(ins[0], tuple(int(x) for x in axes) if axes is not None else None)]
+    if op == "Range":
+        return [np.arange(ins[0], ins[1], ins[2]).astype(ins[0].dtype)]
+    if op == "Expand":
+        return [ins[0] * np.ones(tuple(int(d) for d in ins[1]), dtype=ins[0].dtype)]
+    if op == "Slice":
+        x = ins[0]
+        starts, ends = (np.asarray(v).reshape(-1).tolist() for v in ins[1:3])
+        axes = np.asarray(ins[3]).reshape(-1).tolist() if len(ins) > 3 and \
+            ins[3] is not None else list(range(len(starts)))
+        steps = np.asarray(ins[4]).reshape(-1).tolist() if len(ins) > 4 and \
+            ins[4] is not None else [1] * len(starts)
+        index = [slice(None)] * x.ndim
+        for st, en, ax, sp in zip(starts, ends, axes, steps):
+            index[ax] = slice(st, en, sp)
+        return [x[tuple(index)]]
+    return None
