@@ -22,6 +22,7 @@ usage: named_arrays_test.py TCC TRUN PYTHON_DIR WORKDIR
 import json
 import os
 import re
+import shutil
 import struct
 import subprocess
 import sys
@@ -243,7 +244,8 @@ def errors(so):
 
 
 def main():
-    os.makedirs(WORK, exist_ok=True)
+    shutil.rmtree(WORK, ignore_errors=True)  # no checkpoints of a former run
+    os.makedirs(WORK)
     so = regression()
     two_features()
     errors(so)
