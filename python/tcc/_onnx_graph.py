@@ -172,3 +172,92 @@ def fold_numpy(op, a, ins):
             index[ax] = slice(st, en, sp)
         return [x[tuple(index)]]
     return None
+
+
+# Ops whose output has the shape of the first input / the inputs broadcast.
+SAME_SHAPE = {"Gelu", "LayerNormalization", "Relu", "Sigmoid", "Tanh", "Exp", "Log",
+              "Sqrt", "Neg", "Softmax", "LogSoftmax", "Pow", "Identity", "Dropout",
+              "Cast"}
+BROADCAST = {"Add", "Sub", "Mul", "Div", "Max", "Min", "Where", "Equal", "Less",
+             "Greater"}
+
+
+def derive_shapes(op, a, shapes, consts, n_out):
+    """The output shapes of `op` from its input shapes (and constant inputs:
+    consts[k] is the array or None), for when ONNX shape inference left them
+    out (ops newer than this onnx stop its propagation). None: unknown."""
+    def const(k):
+        return np.asarray(consts[k]).reshape(-1).tolist() \
+            if k < len(consts) and consts[k] is not None else None
+
+    def axis(k, rank):
+        return k + rank if k < 0 else k
+
+    if not shapes:
+        return None
+    x = tuple(shapes[0])
+    r = len(x)
+    if op in SAME_SHAPE:
+        return [x]
+    if op in BROADCAST and len(shapes) >= 2:
+        return [tuple(np.broadcast_shapes(*shapes))]
+    if op == "MatMul" and len(shapes) == 2 and min(map(len, shapes)) >= 2:
+        b = shapes[1]
+        return [tuple(np.broadcast_shapes(x[:-2], b[:-2])) + (x[-2], b[-1])]
+    if op == "Gemm":
+        m = x[1] if a.get("transA", 0) else x[0]
+        n = shapes[1][0] if a.get("transB", 0) else shapes[1][1]
+        return [(m, n)]
+    if op == "Transpose":
+        perm = a.get("perm") or list(range(r))[::-1]
+        return [tuple(x[p] for p in perm)]
+    if op == "Reshape":
+        target = const(1)
+        if target is None:
+            return None
+        out = [x[i] if d == 0 and not a.get("allowzero", 0) else d
+               for i, d in enumerate(target)]
+        if -1 in out:
+            known = int(np.prod([d for d in out if d != -1]))
+            out[out.index(-1)] = int(np.prod(x)) // max(known, 1)
+        return [tuple(out)]
+    if op == "Flatten":
+        k = axis(a.get("axis", 1), r)
+        return [(int(np.prod(x[:k])), int(np.prod(x[k:])))]
+    if op in ("Unsqueeze", "Squeeze"):
+        axes = a.get("axes", const(1))
+        if op == "Squeeze":
+            drop = {axis(k, r) for k in axes} if axes is not None else \
+                {i for i, d in enumerate(x) if d == 1}
+            return [tuple(d for i, d in enumerate(x) if i not in drop)]
+        out = list(x)
+        for k in sorted(axis(k, r + len(axes)) for k in axes):
+            out.insert(k, 1)
+        return [tuple(out)]
+    if op == "Concat":
+        k = axis(a["axis"], r)
+        return [x[:k] + (sum(s[k] for s in shapes),) + x[k + 1:]]
+    if op == "Split":
+        k = axis(a.get("axis", 0), r)
+        sizes = a.get("split", const(1))
+        if sizes is None:
+            sizes = [x[k] // n_out] * n_out
+        return [x[:k] + (int(s),) + x[k + 1:] for s in sizes]
+    if op == "Slice":
+        starts, ends = const(1), const(2)
+        axes = const(3) or list(range(len(starts or [])))
+        if starts is None or ends is None:
+            return None
+        out = list(x)
+        for s, e, k in zip(starts, ends, axes):
+            k = axis(k, r)
+            out[k] = len(range(*slice(s, e).indices(x[k])))
+        return [tuple(out)]
+    if op == "Gather" and a.get("axis", 0) == 0:
+        return [tuple(shapes[1]) + x[1:]]
+    if op in ("ReduceMean", "ReduceSum"):
+        axes = a.get("axes", const(1))
+        axes = {axis(k, r) for k in axes} if axes is not None else set(range(r))
+        keep = a.get("keepdims", 1)
+        return [tuple(1 if i in axes else d for i, d in enumerate(x) if keep or i not in axes)]
+    return None

@@ -25,8 +25,8 @@ import sys
 import numpy as np
 
 from tcc import ops
-from tcc._onnx_graph import (ELEM, attrs, fold_numpy, gelu_erf, meets_data,
-                             module_path, upper_triangle)
+from tcc._onnx_graph import (ELEM, attrs, derive_shapes, fold_numpy, gelu_erf,
+                             meets_data, module_path, upper_triangle)
 from tcc.model import AdamW, Model, SGD, TccError, normal, ones, zeros
 
 
@@ -134,10 +134,30 @@ class _Importer:
 
     def shape_of(self, name, node):
         if name not in self.shapes or self.shapes[name][0] is None:
+            ins = [self.values.get(i) if i else None for i in node.input]
+            shapes = [v.shape if isinstance(v, Val) else np.shape(v) for v in ins]
+            consts = [None if isinstance(v, Val) else v for v in ins]
+            derived = derive_shapes(node.op_type, attrs(node), shapes, consts,
+                                    len(node.output))
+            if derived is not None:
+                for out, shape in zip(node.output, derived):
+                    self.shapes[out] = (shape, None)
+                return self.shapes[name][0]
             raise OnnxImportError(f"tcc import: node {node.name or node.op_type}: "
                                   f"no static shape for {name!r} (export with "
                                   "fixed input sizes)")
         return self.shapes[name][0]
+
+    def dtype_of(self, name, node, ins):
+        if name in self.shapes and self.shapes[name][1] is not None:
+            return self.shapes[name][1]
+        if node.op_type in ("Equal", "Less", "Greater"):
+            return np.bool_
+        if node.op_type == "Cast":
+            return ELEM[attrs(node)["to"]]
+        vals = [v for v in ins if isinstance(v, Val)]
+        floats = [v.dtype for v in vals if v.dtype.kind == "f"]
+        return floats[0] if floats else vals[0].dtype
 
     # -- parameters and inputs ---------------------------------------------------
 
@@ -160,7 +180,7 @@ class _Importer:
         trained = meets_data(self.g, self.nodes, consumers, set(inits))
         for name, arr in inits.items():
             users = consumers.get(name, [])
-            if arr.dtype.kind != "f" or name not in trained:
+            if arr.dtype.kind != "f" or name not in trained or not np.all(np.isfinite(arr)):
                 self.values[name] = arr  # shapes, masks: constants of the import
                 continue
             gemm_b = all(n.op_type == "Gemm" and k == 1 and attrs(n).get("transB", 0)
@@ -244,7 +264,7 @@ class _Importer:
                     self.values[name] = t
                 else:
                     shape = self.shape_of(name, node)
-                    self.values[name] = Val(t, shape, self.shapes[name][1])
+                    self.values[name] = Val(t, shape, self.dtype_of(name, node, ins))
 
     def fold(self, node, ins, where):
         """A node of constants only (shape arithmetic, masks): evaluated here."""
@@ -263,6 +283,25 @@ class _Importer:
 
     op_Relu, op_Sigmoid, op_Tanh = _un("relu"), _un("sigmoid"), _un("tanh")
     op_Exp, op_Log, op_Sqrt, op_Neg = _un("exp"), _un("log"), _un("sqrt"), _un("neg")
+
+    def op_Gelu(self, node, ins, a, where):  # opset 20
+        approx = a.get("approximate", "none")
+        approx = approx.decode() if isinstance(approx, bytes) else approx
+        return ops.gelu(ins[0].t, approximate=approx)
+
+    def op_LayerNormalization(self, node, ins, a, where):  # opset 17
+        x = ins[0]
+        if a.get("axis", -1) not in (-1, len(x.shape) - 1):
+            raise OnnxImportError(f"tcc import: {where}: LayerNormalization over "
+                                  "more than the last axis")
+        if len(node.output) > 1 and any(node.output[1:]):
+            raise OnnxImportError(f"tcc import: {where}: LayerNormalization's mean / "
+                                  "inverse deviation outputs are not supported")
+        w = self.t(ins[1], x) if len(ins) > 1 and ins[1] is not None else None
+        b = self.t(ins[2], x) if len(ins) > 2 and ins[2] is not None else None
+        if b is not None and w is None:
+            w = ops.constant(self.model, 1.0, x.shape[-1:])
+        return ops.layer_norm(x.t, w, b, eps=float(a.get("epsilon", 1e-5)))
 
     def op_Shape(self, node, ins, a, where):
         return np.array(ins[0].shape, dtype=np.int64)  # static: a constant
@@ -487,6 +526,10 @@ def main(argv=None):
     except (TccError, OSError, ValueError) as e:
         msg = str(e)
         print(msg if msg.startswith("tcc import") else f"tcc import: error: {msg}",
+              file=sys.stderr)
+        return 1
+    except Exception as e:  # noqa: BLE001 - a bug here: still one line
+        print(f"tcc import: internal error on {args.model}: {type(e).__name__}: {e}",
               file=sys.stderr)
         return 1
     p = model.proto()
