@@ -6,9 +6,10 @@ model file (docs/pytorch-import.md).
     model.save("net.pb")                       # tcc compile net.pb -o net.so
     tcc.export_torch_weights(net, "net.safetensors")   # trun --init-from
 
-The module is traced with torch.fx.symbolic_trace (a custom tracer that
-remembers which submodule each call came from) and run once on the example
-inputs (ShapeProp) so every value has its shape. Values that depend only on
+The module is traced with torch.fx (_torch_trace.py: symbolic_trace's
+tracer, running each op on the example inputs as it records it and
+remembering which submodule each call came from), then ShapeProp gives
+every value its shape. Values that depend only on
 shapes and buffers (size(), a registered tril mask, torch.arange(T)) are
 constants of the import: uniform tensors, index ramps and triangular masks
 become tcc constants, iota and causal_mask; anything else is refused. Each
@@ -451,8 +452,8 @@ def from_torch(module, example_inputs, loss=None, optimizer=None, target=None,
       F.mse_loss, nn.MSELoss() or one fx can trace) of (output, target);
       `target` is an example target (its shape and dtype make the input
       `target_name`, default "targets" next to an input "tokens" (a token
-      model for trun), else "labels"). Cross entropy of (B, T, V) logits against (B, T)
-      targets is taken over the B*T positions, as nanoGPT does.
+      model for trun), else "labels"). Cross entropy of (B, T, V) logits
+      against (B, T) targets is taken over the B*T positions, as nanoGPT.
     optimizer: torch.optim.SGD / AdamW / Adam (weight_decay 0) or tcc.SGD /
       tcc.AdamW.
     int_dtype: tcc dtype of integer inputs ("i32": what trun feeds).
