@@ -4,7 +4,9 @@ PyTorch weights (tcc.export_torch_weights / tcc import --weights, read by
 trun --init-from) against the same 50 steps of torch.optim on the same
 batches. Every step's loss (trun --metrics) must agree to 1e-5 relative,
 and the weights trun saves at the end (PyTorch names and layouts) to 1e-4
-relative (norm-wise, per parameter).
+relative (norm-wise, per parameter); those weights load into a new module
+with load_state_dict(strict=True) and give the trained module's outputs
+(1e-4 relative).
 
   --model mlp       a torch.nn MLP (Flatten, Linear, ReLU, Linear, GELU,
                     Linear) from tcc.from_torch, SGD with momentum and
@@ -127,6 +129,24 @@ def compare(label, tcc_losses, torch_losses, tcc_weights, module):
     return failures
 
 
+def round_trip(label, fresh, tcc_weights, trained, inputs):
+    """trun's saved weights load into a new module with
+    load_state_dict(strict=True) and give the trained module's outputs."""
+    module = fresh()
+    try:
+        module.load_state_dict({k: torch.from_numpy(v.copy()) for k, v in
+                                tcc_weights.items()}, strict=True)
+    except RuntimeError as e:
+        return [f"{label}: load_state_dict(strict=True) of trun's weights: {e}"]
+    with torch.no_grad():
+        a, b = module(*inputs).double(), trained(*inputs).double()
+    r = float((a - b).norm() / b.norm())
+    print(f"{label}: trun's weights in PyTorch (strict load), outputs relative "
+          f"difference {r:.2e} (limit {WEIGHT_RTOL:.0e})")
+    return [] if r <= WEIGHT_RTOL else [f"{label}: outputs from trun's weights "
+                                        f"differ by {r:.2e}"]
+
+
 def check_mlp(args, via_onnx):
     torch.manual_seed(0)
     module = mlp_module()
@@ -158,8 +178,9 @@ def check_mlp(args, via_onnx):
                                          args.steps, init)
     batches = [((x,), y)] * args.steps
     torch_losses = torch_train(module, opt, batches, F.cross_entropy)
-    return compare("onnx_mlp" if via_onnx else "mlp", tcc_losses, torch_losses,
-                   tcc_weights, module)
+    label = "onnx_mlp" if via_onnx else "mlp"
+    return compare(label, tcc_losses, torch_losses, tcc_weights, module) + \
+        round_trip(label, mlp_module, tcc_weights, module, (x,))
 
 
 def check_gpt(args, via_onnx=False):
@@ -217,8 +238,10 @@ def check_gpt(args, via_onnx=False):
         module.h[i].attn.c_attn.bias.data[C:2 * C] = 0
     if via_onnx:  # the ONNX graph does not know lm_head.weight is wte.weight
         tcc_weights["lm_head.weight"] = tcc_weights["wte.weight"]
-    return compare("onnx_gpt" if via_onnx else "gpt", tcc_losses, torch_losses,
-                   tcc_weights, module)
+    label = "onnx_gpt" if via_onnx else "gpt"
+    failures = round_trip(label, lambda: Gpt(vocab, cfg.context, layers=2, width=48,
+                                             heads=4), tcc_weights, module, (x0,))
+    return failures + compare(label, tcc_losses, torch_losses, tcc_weights, module)
 
 
 def main():

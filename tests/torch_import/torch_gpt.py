@@ -27,8 +27,10 @@ class CausalSelfAttention(nn.Module):
         self.heads = heads
         self.c_attn = nn.Linear(width, 3 * width)
         self.c_proj = nn.Linear(width, width)
+        # Not persistent: the state_dict holds only weights, so the weights
+        # trun saves load with load_state_dict(strict=True).
         self.register_buffer("mask", torch.tril(torch.ones(context, context))
-                             .view(1, 1, context, context))
+                             .view(1, 1, context, context), persistent=False)
 
     def forward(self, x):
         B, T, C = x.size()
