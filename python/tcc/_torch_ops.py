@@ -394,6 +394,42 @@ def _where(c, node, args, kwargs):
     return ops.select(c.t(cond), c.t(a, like), c.t(b, like))
 
 
+def _sdpa(c, node, args, kwargs):
+    """F.scaled_dot_product_attention (torch >= 2.0) from primitives:
+    softmax(q k^T * scale [+ mask]) v."""
+    names = ("query", "key", "value", "attn_mask", "dropout_p", "is_causal", "scale",
+             "enable_gqa")
+    a = dict(zip(names, args), **kwargs)
+    q, k, v = a["query"], a["key"], a["value"]
+    if a.get("enable_gqa") or not all(isinstance(t, Dyn) for t in (q, k, v)):
+        raise Unsupported("scaled_dot_product_attention with enable_gqa or constant q/k/v")
+    L, S = q.shape[-2], k.shape[-2]
+    scale = a.get("scale")
+    scale = 1.0 / math.sqrt(q.shape[-1]) if scale is None else float(scale)
+    scores = ops.mul(ops.matmul(q.t, k.t, transpose_b=True), c.t(scale, q))
+    if a.get("is_causal"):
+        if a.get("attn_mask") is not None or L != S:
+            # torch's is_causal mask is top-left aligned (tril of (L, S)).
+            raise Unsupported("is_causal with an attn_mask or L != S")
+        scores = ops.causal_mask(scores)
+    mask = a.get("attn_mask")
+    if mask is not None:
+        if isinstance(mask, (Dyn, torch.Tensor)) and mask.dtype == torch.bool:
+            if isinstance(mask, torch.Tensor):
+                kk = c.upper_triangle(~mask, tuple(q.shape[:-2]) + (L, S))
+                if kk is not None and kk == S - L:
+                    scores = ops.causal_mask(scores)
+                    mask = None
+            if mask is not None:
+                scores = ops.select(c.t(mask), scores, c.t(float("-inf"), q))
+        else:
+            scores = ops.add(scores, c.t(mask, q))
+    p = ops.softmax(scores, axis=-1)
+    if float(a.get("dropout_p") or 0.0) > 0.0:
+        p = ops.dropout(p, rate=float(a["dropout_p"]))
+    return ops.matmul(p, v.t)
+
+
 # -- losses --------------------------------------------------------------------
 
 def cross_entropy(c, logits, target, weight=None, ignore_index=-100,
@@ -507,6 +543,9 @@ FUNCTIONS = {
     operator.ne: _compare("not_equal"), torch.ne: _compare("not_equal"),
     torch.maximum: _binary("max"), torch.minimum: _binary("min"),
 }
+
+if hasattr(F, "scaled_dot_product_attention"):  # torch >= 2.0
+    FUNCTIONS[F.scaled_dot_product_attention] = _sdpa
 
 METHODS = {
     "view": _to_recorded_shape, "reshape": _to_recorded_shape,

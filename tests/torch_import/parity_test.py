@@ -20,6 +20,10 @@ with load_state_dict(strict=True) and give the trained module's outputs
                     a no-decay group, on tcc-data char tokens of a text fed
                     by trun --data-order sequential and rebuilt for PyTorch
                     as tests/parity/gpt_parity_test.py does;
+  --model nanogpt   torch_gpt.NanoGpt, nanoGPT's model.py structure
+                    (ModuleDict, forward(tokens, targets) returning
+                    (logits, loss), F.scaled_dot_product_attention on
+                    torch 2.x), from tcc.from_torch without loss=;
   --model onnx_gpt  the same GPT and weights through torch.onnx.export
                     (do_constant_folding=False) and `tcc import` with the
                     same AdamW recipe given as flags.
@@ -138,8 +142,12 @@ def round_trip(label, fresh, tcc_weights, trained, inputs):
                                 tcc_weights.items()}, strict=True)
     except RuntimeError as e:
         return [f"{label}: load_state_dict(strict=True) of trun's weights: {e}"]
+    def logits(m):
+        out = m(*inputs)
+        return (out[0] if isinstance(out, tuple) else out).double()
+
     with torch.no_grad():
-        a, b = module(*inputs).double(), trained(*inputs).double()
+        a, b = logits(module), logits(trained)
     r = float((a - b).norm() / b.norm())
     print(f"{label}: trun's weights in PyTorch (strict load), outputs relative "
           f"difference {r:.2e} (limit {WEIGHT_RTOL:.0e})")
@@ -183,9 +191,9 @@ def check_mlp(args, via_onnx):
         round_trip(label, mlp_module, tcc_weights, module, (x,))
 
 
-def check_gpt(args, via_onnx=False):
+def check_gpt(args, via_onnx=False, nano=False):
     import gpt_parity_test as gp  # tests/parity: the sequential batches
-    from torch_gpt import Gpt
+    from torch_gpt import Gpt, NanoGpt
     work = args.work_dir
     prefix = os.path.join(work, "text")
     H.run([os.path.join(args.bin_dir, "tcc-data"), "tokenize", "--level", "char",
@@ -197,7 +205,8 @@ def check_gpt(args, via_onnx=False):
     tokens = gp.tcc_files.read_shard(shard)
     batches = gp.sequential_batches(tokens, cfg, args.steps)
     torch.manual_seed(0)
-    module = Gpt(vocab, cfg.context, layers=2, width=48, heads=4)
+    make = NanoGpt if nano else Gpt
+    module = make(vocab, cfg.context, layers=2, width=48, heads=4)
     decay = [p for p in module.parameters() if p.dim() >= 2]
     no_decay = [p for p in module.parameters() if p.dim() < 2]
     opt = torch.optim.AdamW([{"params": decay, "weight_decay": 0.1},
@@ -216,6 +225,10 @@ def check_gpt(args, via_onnx=False):
                "--optimizer", "adamw", "--lr", 3e-3, "--beta1", 0.9, "--beta2", 0.99,
                "--eps", 1e-8, "--weight-decay", 0.1, "--no-decay", "bias,norm",
                "--weights", init])
+    elif nano:  # the forward takes the targets and returns (logits, loss)
+        model = tcc.from_torch(module, (x0, y0), optimizer=opt)
+        model.save(model_path)
+        tcc.export_torch_weights(module, init)
     else:
         model = tcc.from_torch(module, (x0,), loss=F.cross_entropy, target=y0,
                                optimizer=opt)
@@ -225,29 +238,35 @@ def check_gpt(args, via_onnx=False):
     H.compile_step(args.bin_dir, model_path, step)
     tcc_losses, tcc_weights = trun_train(
         args, step, ["--data", shard, "--data-order", "sequential"], args.steps, init)
-    torch_losses = torch_train(module, opt, [((x,), y) for x, y in batches],
-                               H.cross_entropy)
+    if nano:
+        torch_losses = torch_train(module, opt, [((x, y), None) for x, y in batches],
+                                   lambda out, _: out[1])
+    else:
+        torch_losses = torch_train(module, opt, [((x,), y) for x, y in batches],
+                                   H.cross_entropy)
     # The key bias has an exactly zero gradient (softmax ignores a constant
     # per row): AdamW turns each side's rounding noise into full-size
     # updates of it, so it is left out of the weights comparison.
     C = 48
+    blocks = module.transformer.h if nano else module.h
     for i in range(2):
-        name = f"h.{i}.attn.c_attn.bias"
+        name = ("transformer." if nano else "") + f"h.{i}.attn.c_attn.bias"
         tcc_weights[name] = tcc_weights[name].copy()
         tcc_weights[name][C:2 * C] = 0
-        module.h[i].attn.c_attn.bias.data[C:2 * C] = 0
+        blocks[i].attn.c_attn.bias.data[C:2 * C] = 0
     if via_onnx:  # the ONNX graph does not know lm_head.weight is wte.weight
         tcc_weights["lm_head.weight"] = tcc_weights["wte.weight"]
-    label = "onnx_gpt" if via_onnx else "gpt"
-    failures = round_trip(label, lambda: Gpt(vocab, cfg.context, layers=2, width=48,
-                                             heads=4), tcc_weights, module, (x0,))
+    label = "onnx_gpt" if via_onnx else "nanogpt" if nano else "gpt"
+    failures = round_trip(label, lambda: make(vocab, cfg.context, layers=2, width=48,
+                                              heads=4), tcc_weights, module,
+                          (x0,) if not nano else (x0, y0))
     return failures + compare(label, tcc_losses, torch_losses, tcc_weights, module)
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--bin-dir", required=True)
-    ap.add_argument("--model", required=True, choices=("mlp", "onnx_mlp", "gpt", "onnx_gpt"))
+    ap.add_argument("--model", required=True, choices=("mlp", "onnx_mlp", "gpt", "onnx_gpt", "nanogpt"))
     ap.add_argument("--text", default="/usr/share/games/fortunes/fortunes")
     ap.add_argument("--work-dir")
     ap.add_argument("--steps", type=int, default=50)
@@ -257,8 +276,9 @@ def main():
         args.work_dir = args.work_dir or tmp
         os.makedirs(args.work_dir, exist_ok=True)
         try:
-            if args.model in ("gpt", "onnx_gpt"):
-                failures = check_gpt(args, via_onnx=args.model == "onnx_gpt")
+            if args.model in ("gpt", "onnx_gpt", "nanogpt"):
+                failures = check_gpt(args, via_onnx=args.model == "onnx_gpt",
+                                     nano=args.model == "nanogpt")
             else:
                 failures = check_mlp(args, via_onnx=args.model == "onnx_mlp")
         except (H.Failure, tcc.TccError) as e:
