@@ -19,6 +19,7 @@ the module's state_dict too. Shapes are ONNX shape inference's (static).
 """
 
 import argparse
+import importlib.util
 import os
 import sys
 
@@ -511,6 +512,11 @@ def main(argv=None):
         print(f"{prog}: error: --no-decay: unknown group {sorted(bad)[0]!r} "
               "(bias, norm, embedding)", file=sys.stderr)
         return 2
+    if importlib.util.find_spec("onnx") is None:
+        print(f"tcc import: needs the onnx package for {sys.executable} (Debian: "
+              "apt install python3-onnx; or pip install onnx; TCC_PYTHON picks "
+              "the python)", file=sys.stderr)
+        return 1
     try:
         if not os.path.isfile(args.model):
             raise OnnxImportError(f"tcc import: {args.model}: no such file")
