@@ -6,6 +6,8 @@
 
 #include "tests/runtime/fixtures/TrunCli.h"
 
+#include <cstdio>
+
 #include <gtest/gtest.h>
 
 #include <sys/wait.h>
@@ -111,11 +113,26 @@ TEST_F(TrunTokenCliTest, GreedySampleContinuesThePattern) {
   CliResult a = RunTrun(sample), b = RunTrun(sample);
   ASSERT_EQ(a.exit_code, 0) << a.err;
   EXPECT_EQ(a.out, b.out);
-  // Without --vocab, ids are bytes: the byte values 0..10 come out.
+  // Without --vocab: the vocabulary found beside the shards was saved
+  // beside the weights (w.vocab.json), and the sample decodes with it.
+  CliResult beside = RunTrun(Step() + " --init-from " + weights +
+                             " --sample 14 --temperature 0 --prompt cd");
+  ASSERT_EQ(beside.exit_code, 0) << beside.err;
+  EXPECT_NE(beside.out.find("vocab: 11 tokens (char level) from " +
+                            dir_.File("w.vocab.json") +
+                            " (beside the --init-from weights)"),
+            std::string::npos)
+      << beside.out;
+  EXPECT_NE(beside.out.find("cdefghij\nabcdefg\n"), std::string::npos)
+      << beside.out;
+  // With no vocabulary anywhere, a step with 256 logits decodes bytes: the
+  // byte values 0..10 come out.
+  ASSERT_EQ(std::remove(dir_.File("w.vocab.json").c_str()), 0);
   CliResult bytes =
       RunTrun(Step() + " --init-from " + weights + " --sample 3 "
                        "--temperature 0 --prompt=\"$(printf '\\003')\"");
   ASSERT_EQ(bytes.exit_code, 0) << bytes.err;
+  EXPECT_EQ(bytes.out.find("vocab:"), std::string::npos) << bytes.out;
   EXPECT_NE(bytes.out.find(std::string("\x03\x04\x05\x06\n")),
             std::string::npos)
       << bytes.out;

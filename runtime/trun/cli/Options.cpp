@@ -136,7 +136,11 @@ sampling (token models with a 'logits' output; after training, if any):
   --sample N            generate N tokens and print the text
   --prompt TEXT         the text to continue (default: a newline)
   --vocab FILE          the _vocab.json from tcc-data to encode and decode
-                        text (default: token id = byte value)
+                        text (default: PREFIX_vocab.json beside the --data /
+                        --val shards, else the --ckpt-dir's vocab.json, else
+                        W.vocab.json beside --init-from W.safetensors; none:
+                        bytes, for a step with 256 logits only). Training
+                        keeps a copy in --ckpt-dir and beside --save-weights
   --temperature T       softmax temperature; 0: always the likeliest token
                         (default 1)
 other:
@@ -278,7 +282,7 @@ absl::Status ApplyValue(const std::string &flag, const std::string &value,
 // Flags that only make sense with another one.
 absl::Status CheckFlagPairs(const std::set<std::string> &seen) {
   static const std::pair<const char *, const char *> kNeeds[] = {
-      {"--prompt", "--sample"},       {"--vocab", "--sample"},
+      {"--prompt", "--sample"},
       {"--temperature", "--sample"},  {"--eval-every", "--val"},
       {"--eval-batches", "--val"},    {"--data-order", "--data"},
       {"--test", "--data"},           {"--ckpt-every", "--ckpt-dir"},

@@ -10,6 +10,7 @@
 #include "runtime/trun/data/TokenBatches.h"
 #include "runtime/trun/data/TokenShards.h"
 #include "runtime/trun/data/Vocab.h"
+#include "runtime/trun/data/VocabLookup.h"
 #include "runtime/trun/dist/LaunchEnvironment.h"
 #include "runtime/trun/dist/RankGroup.h"
 #include "runtime/trun/io/Safetensors.h"
@@ -26,6 +27,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 
+#include <filesystem>
 #include <limits>
 #include <optional>
 
@@ -405,24 +407,60 @@ absl::StatusOr<TokenDataset> LoadShards(const std::string &pattern,
   return dataset;
 }
 
+// The vocabulary of a token model's run (VocabLookup.h says where from).
+absl::StatusOr<std::optional<FoundVocab>>
+FindRunVocab(const Options &options, const tcc_step_descriptor &d,
+             const StepBinding &binding) {
+  std::vector<VocabCandidate> candidates;
+  if (options.vocab)
+    candidates.push_back({*options.vocab, "--vocab", /*required=*/true});
+  for (const std::string *shards :
+       {options.data.empty() ? nullptr : &options.data,
+        options.val ? &*options.val : nullptr})
+    if (shards)
+      if (std::optional<std::string> beside = VocabBesideShards(*shards))
+        candidates.push_back({*beside, "beside the shards"});
+  if (options.ckpt_dir)
+    candidates.push_back(
+        {VocabInCheckpointDir(*options.ckpt_dir), "beside the checkpoints"});
+  if (options.init_from)
+    candidates.push_back(
+        {VocabBesideWeights(*options.init_from), "beside the --init-from weights"});
+  return FindVocab(candidates, binding.vocab_size, d.model_name);
+}
+
+// Keeps the run's vocabulary with what it writes, so a later --sample from
+// the checkpoints or the weights decodes with it.
+absl::Status StoreRunVocab(const Options &options,
+                           const std::optional<FoundVocab> &vocab,
+                           bool after_training) {
+  if (!vocab)
+    return absl::OkStatus();
+  if (!after_training && options.ckpt_dir) {
+    std::error_code ec;
+    std::filesystem::create_directories(*options.ckpt_dir, ec);
+    if (ec)
+      return absl::FailedPreconditionError(absl::StrCat(
+          "cannot create --ckpt-dir ", *options.ckpt_dir, ": ", ec.message()));
+    return StoreVocab(*vocab, VocabInCheckpointDir(*options.ckpt_dir));
+  }
+  if (after_training && options.save_weights)
+    return StoreVocab(*vocab, VocabBesideWeights(*options.save_weights));
+  return absl::OkStatus();
+}
+
 absl::Status Sample(const Options &options, const tcc_step_descriptor &d,
                     const StepBinding &binding, Trainer &trainer,
-                    std::ostream &out) {
+                    const std::optional<FoundVocab> &found, std::ostream &out) {
   absl::StatusOr<std::unique_ptr<Sampler>> sampler =
       Sampler::Create(d, binding, trainer);
   if (!sampler.ok())
     return sampler.status();
-  Vocab vocab = Vocab::Bytes();
-  if (options.vocab) {
-    absl::StatusOr<Vocab> read = Vocab::Read(*options.vocab);
-    if (!read.ok())
-      return read.status();
-    if (read->size() > binding.vocab_size)
-      return absl::FailedPreconditionError(absl::StrCat(
-          *options.vocab, ": ", read->size(), " tokens, more than step '",
-          d.model_name, "' has logits for (", binding.vocab_size, ")"));
-    vocab = std::move(*read);
-  }
+  absl::StatusOr<Vocab> text_vocab =
+      VocabForText(found, binding.vocab_size, d.model_name);
+  if (!text_vocab.ok())
+    return text_vocab.status();
+  const Vocab &vocab = *text_vocab;
   std::vector<int64_t> context;
   if (options.prompt) {
     absl::StatusOr<std::vector<int64_t>> ids = vocab.Encode(*options.prompt);
@@ -481,6 +519,22 @@ absl::Status RunTokenModel(const Options &options,
     return absl::FailedPreconditionError(
         absl::StrCat("--sample: step '", d.model_name,
                      "' has no eval output 'logits' [batch, context, vocab]"));
+  absl::StatusOr<std::optional<FoundVocab>> found_vocab =
+      FindRunVocab(options, d, binding);
+  if (!found_vocab.ok())
+    return found_vocab.status();
+  const std::optional<FoundVocab> &vocab = *found_vocab;
+  if (vocab)
+    out << absl::StrFormat("vocab: %d tokens (%s level) from %s (%s)\n",
+                           vocab->vocab.size(),
+                           vocab->vocab.level() == Vocab::Level::kChar ? "char"
+                                                                       : "byte",
+                           vocab->path, vocab->origin);
+  // Before any training: a run stopped at any point has it with its
+  // checkpoints.
+  if (absl::Status s = StoreRunVocab(options, vocab, /*after_training=*/false);
+      !s.ok())
+    return s;
 
   float learning_rate = BaseLearningRate(options, d);
   out << absl::StrFormat("step: %s (%s), batch %s%dx%d tokens, lr %g, seed %u\n",
@@ -566,8 +620,11 @@ absl::Status RunTokenModel(const Options &options,
   }
   if (absl::Status s = SaveAtEnd(options, d, trainer, out); !s.ok())
     return s;
+  if (absl::Status s = StoreRunVocab(options, vocab, /*after_training=*/true);
+      !s.ok())
+    return s;
   if (options.sample)
-    return Sample(options, d, binding, trainer, out);
+    return Sample(options, d, binding, trainer, vocab, out);
   return absl::OkStatus();
 }
 

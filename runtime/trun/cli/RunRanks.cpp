@@ -86,6 +86,7 @@ absl::Status CheckSameFlags(RankGroup &ranks, const Options &options) {
                                      : "(default)"},
       {"--seed", absl::StrCat(options.seed)},
       {"--init-from", text(options.init_from)},
+      {"--init-from-ignore-extra", options.init_from_ignore_extra ? "yes" : "no"},
       {"--ckpt-dir", text(options.ckpt_dir)},
       {"--ckpt-every", absl::StrCat(options.ckpt_every)},
       {"--resume", options.resume ? "yes" : "no"},
