@@ -140,12 +140,40 @@ class _Tracer(fx.Tracer):
         return proxy
 
 
+def _stub(value):
+    """Shape and dtype only (a meta tensor): what a value computed from the
+    inputs or the parameters needs to keep, not its memory."""
+    if isinstance(value, torch.Tensor) and not isinstance(value, torch.nn.Parameter):
+        return torch.empty(value.shape, dtype=value.dtype, device="meta")
+    if isinstance(value, (list, tuple)) and not hasattr(value, "_fields"):
+        return type(value)(_stub(v) for v in value)
+    return value
+
+
+def _depends_on_data(n):
+    """Whether node n's value is computed from the inputs or parameters (its
+    example value is then not a constant of the import)."""
+    if n.op == "placeholder":
+        return True
+    if n.op == "get_attr":
+        return isinstance(n.meta.get("tcc_value"), torch.nn.Parameter)
+    if n.op == "call_method" and n.target in _SHAPE_METHODS or \
+            n.op == "call_function" and n.target is getattr and n.args[1] in _SHAPE_ATTRS:
+        return False
+    return n.op == "call_module" or any(a.meta.get("tcc_data", False)
+                                        for a in n.all_input_nodes)
+
+
 class _Record(ShapeProp):
-    """ShapeProp that also keeps each node's example value."""
+    """ShapeProp that also keeps each node's example value: the value itself
+    for constants of the import (shapes, buffers, masks), a meta tensor for
+    values computed from the data (only their shape and dtype are used), so
+    an import holds no more than one forward's live activations."""
 
     def run_node(self, n):
         result = super().run_node(n)
-        n.meta["tcc_value"] = result
+        n.meta["tcc_data"] = _depends_on_data(n)
+        n.meta["tcc_value"] = _stub(result) if n.meta["tcc_data"] else result
         return result
 
 

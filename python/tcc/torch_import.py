@@ -531,8 +531,11 @@ def from_torch(module, example_inputs, loss=None, optimizer=None, target=None,
             raise TorchImportError(f"{_PREFIX}: target_name {target_name!r} is also "
                                    "a forward argument")
         tdyn = Dyn(model.input(target_name, tgt.shape, tdt), tgt.shape, tgt.dtype)
-        conv.out_example = out_example.meta["tcc_value"] if isinstance(
-            out_example, fx.Node) else None
+        # The loss is traced on zeros shaped like the output (only its
+        # shapes matter: the output's values are not constants).
+        rec = out_example.meta["tcc_value"] if isinstance(out_example, fx.Node) else None
+        conv.out_example = torch.zeros(rec.shape, dtype=rec.dtype) \
+            if isinstance(rec, torch.Tensor) else rec
         loss_t = _loss_value(conv, loss, out, tdyn, tgt)
         logits = [out] if is_logits(out) else []
     if logits:
