@@ -46,6 +46,8 @@ class _Proxy(fx.Proxy):
     `torch.arange(T)` trace."""
 
     def __getattr__(self, k):
+        if k == "device" and "tcc_value" in self.node.meta:
+            return self.tracer.device  # the value is a meta tensor; the data's
         if k in _SHAPE_ATTRS and "tcc_value" in self.node.meta:
             return getattr(self.node.meta["tcc_value"], k)
         return super().__getattr__(k)
@@ -59,6 +61,33 @@ class _Proxy(fx.Proxy):
             if inst.offset == frame.f_lasti and inst.opname == "UNPACK_SEQUENCE":
                 return (self[i] for i in range(inst.argval))
         return self.tracer.iter(self)
+
+
+def _tree_map(fn, a):
+    if isinstance(a, (list, tuple)):
+        values = [_tree_map(fn, x) for x in a]
+        return type(a)(*values) if hasattr(a, "_fields") else type(a)(values)
+    if isinstance(a, dict):
+        return {k: _tree_map(fn, v) for k, v in a.items()}
+    return fn(a)
+
+
+def _has_meta(a):
+    if isinstance(a, (list, tuple)):
+        return any(_has_meta(x) for x in a)
+    if isinstance(a, dict):
+        return any(_has_meta(x) for x in a.values())
+    return isinstance(a, torch.Tensor) and a.is_meta
+
+
+def _to_meta(x):
+    return x.to("meta") if isinstance(x, torch.Tensor) and not x.is_meta else x
+
+
+try:  # torch >= 2.0
+    from torch.func import functional_call as _functional_call
+except ImportError:  # torch 1.13
+    from torch.nn.utils.stateless import functional_call as _functional_call
 
 
 # Module.__call__ / __getattr__ as they are outside fx's tracing (which
@@ -79,6 +108,7 @@ class _Tracer(fx.Tracer):
         super().__init__()
         self._paths = []
         self._examples = examples or {}
+        self.device = torch.device("cpu")  # the example inputs'
 
     def call_module(self, m, forward, args, kwargs):
         self._paths.append(self.path_of_module(m))
@@ -96,8 +126,14 @@ class _Tracer(fx.Tracer):
         return node
 
     def _evaluate(self, kind, target, args, kwargs):
+        """The example value of one op. Values computed from the inputs are
+        meta tensors (shape and dtype, no memory, no arithmetic); constants
+        (shapes, buffers, masks) are computed for real."""
         if kind == "placeholder":
-            return self._examples[target]
+            example = self._examples[target]
+            if isinstance(example, torch.Tensor):
+                self.device = example.device
+            return _stub(example)
         # While tracing, fx patches Module.__call__ and __getattr__: reach
         # submodules and tensors through the module dicts, call forward.
         if kind == "get_attr":
@@ -113,14 +149,31 @@ class _Tracer(fx.Tracer):
             for n, f in _MODULE_ORIGINALS.items():
                 setattr(torch.nn.Module, n, f)
             with torch.no_grad():
-                if kind == "call_module":
-                    return self._submodule(target.split("."))(*a, **k)
-                if kind == "call_method":
-                    return getattr(a[0], target)(*a[1:], **k)
-                return target(*a, **k)
+                if not _has_meta((a, k)):
+                    return self._call(kind, target, a, k, meta=False)
+                try:
+                    return _tree_map(_stub, self._call(kind, target, _tree_map(_to_meta, a),
+                                                       _tree_map(_to_meta, k), meta=True))
+                except Exception:  # noqa: BLE001 - no meta kernel: on zeros
+                    zeros = lambda t: torch.zeros(t.shape, dtype=t.dtype, device=self.device) \
+                        if isinstance(t, torch.Tensor) and t.is_meta else t  # noqa: E731
+                    return _tree_map(_stub, self._call(kind, target, _tree_map(zeros, a),
+                                                       _tree_map(zeros, k), meta=False))
         finally:
             for n, f in patched.items():
                 setattr(torch.nn.Module, n, f)
+
+    def _call(self, kind, target, a, k, meta):
+        if kind == "call_module":
+            m = self._submodule(target.split("."))
+            if not meta:
+                return m(*a, **k)
+            tensors = {n: t.to("meta") for n, t in
+                       list(m.named_parameters()) + list(m.named_buffers())}
+            return _functional_call(m, tensors, tuple(a), k)
+        if kind == "call_method":
+            return getattr(a[0], target)(*a[1:], **k)
+        return target(*a, **k)
 
     def _submodule(self, path):
         m = self.root
@@ -167,14 +220,48 @@ def _depends_on_data(n):
 class _Record(ShapeProp):
     """ShapeProp that also keeps each node's example value: the value itself
     for constants of the import (shapes, buffers, masks), a meta tensor for
-    values computed from the data (only their shape and dtype are used), so
-    an import holds no more than one forward's live activations."""
+    values computed from the data. Run on meta example inputs, it computes
+    only constants for real: the data's values are never needed, their
+    shapes and dtypes are."""
+
+    def __init__(self, gm, device):
+        super().__init__(gm)
+        self.device = device
 
     def run_node(self, n):
         result = super().run_node(n)
         n.meta["tcc_data"] = _depends_on_data(n)
         n.meta["tcc_value"] = _stub(result) if n.meta["tcc_data"] else result
         return result
+
+    def _on_meta(self, call, args, kwargs):
+        if not _has_meta((args, kwargs)):
+            return call(args, kwargs, False)
+        try:
+            return call(_tree_map(_to_meta, args), _tree_map(_to_meta, kwargs), True)
+        except Exception:  # noqa: BLE001 - no meta kernel: on zeros
+            zeros = lambda t: torch.zeros(t.shape, dtype=t.dtype, device=self.device) \
+                if isinstance(t, torch.Tensor) and t.is_meta else t  # noqa: E731
+            return _tree_map(_stub, call(_tree_map(zeros, args), _tree_map(zeros, kwargs),
+                                         False))
+
+    def call_function(self, target, args, kwargs):
+        return self._on_meta(lambda a, k, m: target(*a, **k), args, kwargs)
+
+    def call_method(self, target, args, kwargs):
+        return self._on_meta(lambda a, k, m: getattr(a[0], target)(*a[1:], **k),
+                             args, kwargs)
+
+    def call_module(self, target, args, kwargs):
+        module = self.fetch_attr(target)
+
+        def call(a, k, meta):
+            if not meta:
+                return module(*a, **k)
+            tensors = {n: t.to("meta") for n, t in
+                       list(module.named_parameters()) + list(module.named_buffers())}
+            return _functional_call(module, tensors, tuple(a), k)
+        return self._on_meta(call, args, kwargs)
 
 
 def trace(root, concrete_args=None, what="module", examples=None):
@@ -191,9 +278,11 @@ def trace(root, concrete_args=None, what="module", examples=None):
 
 
 def run(gm, example, what):
+    device = next((e.device for e in example if isinstance(e, torch.Tensor)),
+                  torch.device("cpu"))
     try:
         with torch.no_grad():
-            _Record(gm).propagate(*example)
+            _Record(gm, device).propagate(*(_stub(e) for e in example))
     except Exception as e:
         msg = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
         raise TorchImportError(f"{PREFIX}: running the {what} on the example "

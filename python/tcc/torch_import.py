@@ -132,6 +132,9 @@ class _Converter:
         ramp (iota) or a triangular bool mask; anything else is refused."""
         shape = list(x.shape)
         dtype = self.dtype_name(x.dtype)
+        if x.is_meta:
+            raise Unsupported(f"a tensor of shape {tuple(shape)} computed from the "
+                              "data used where a constant is needed")
         if x.numel() == 0:
             raise Unsupported("an empty constant tensor")
         flat = x.reshape(-1)
