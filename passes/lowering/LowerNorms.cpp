@@ -91,12 +91,17 @@ Value residualAddend(tg::AddOp add) {
   return Value();
 }
 
-// The add folded into a norm gradient's input_grad, or null.
+// The add folded into a norm gradient's input_grad, or null. When both
+// operands are norm input gradients (two norms of one input), the add folds
+// into one of them only: the other's input gradient is that one's addend.
 tg::AddOp foldedResidualAdd(Value inputGrad) {
   if (!inputGrad.hasOneUse())
     return tg::AddOp();
   auto add = dyn_cast<tg::AddOp>(*inputGrad.getUsers().begin());
-  return add && residualAddend(add) ? add : tg::AddOp();
+  if (!add)
+    return tg::AddOp();
+  Value addend = residualAddend(add);
+  return addend && addend != inputGrad ? add : tg::AddOp();
 }
 
 // The value a norm gradient's input gradient is stored as: the folded

@@ -140,9 +140,10 @@ class Norms(nn.Module):
 
     def forward(self, x):
         h = self.fc(x).view(x.shape[0], 2, 16)
-        # (ln2 on h itself next to the weight-only F.layer_norm on h crashes
-        # tcc compile --emit-gradients: a separate bug, kept out of this test.)
-        y = self.ln(h) + self.ln2(h * 2.0) + F.layer_norm(h, (16,), self.g, None, 1e-3)
+        # ln2 and the weight-only F.layer_norm both read h: their input
+        # gradients are summed by one norm-gradient kernel (`plus`), which
+        # once crashed tg-lower-to-kern.
+        y = self.ln(h) + self.ln2(h) + F.layer_norm(h, (16,), self.g, None, 1e-3)
         return self.out(self.ident(self.flat(self.drop(y))))
 
 

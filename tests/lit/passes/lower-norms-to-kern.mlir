@@ -125,3 +125,22 @@ func.func @grad_cast_read_as_grad(%g: tensor<6x8xbf16>, %x: tensor<6x8xbf16>, %x
   %dx2 = tg.layer_norm_grad %c, %x2 {eps = 1.0e-5 : f64} : tensor<6x8xf32>, tensor<6x8xf32> -> tensor<6x8xf32>
   return %dx2 : tensor<6x8xf32>
 }
+
+// -----
+
+// Two norms of one input: the sum of their input gradients folds into the
+// second gradient kernel only, which adds the first one's buffer (`plus`);
+// the first writes its own (this crashed before: both claimed the add).
+// CHECK-LABEL: func.func @two_norm_grads_summed
+// CHECK-SAME: (%[[G1:[^:]*]]: memref<6x8xf32>, %[[G2:[^:]*]]: memref<6x8xf32>, %[[X:[^:]*]]: memref<6x8xf32>, %[[OUT:[^:]*]]: memref<6x8xf32>)
+// CHECK-NOT: kern.elementwise
+// CHECK: %[[D1:.*]] = kern.alloc
+// CHECK: kern.layer_norm_grad %[[G1]], %[[X]] into %[[D1]] {eps = 1.000000e-05 : f64}
+// CHECK: kern.layer_norm_grad %[[G2]], %[[X]] plus %[[D1]] into %[[OUT]] {eps = 9.9999999999999995E-7 : f64}
+// CHECK-NEXT: return
+func.func @two_norm_grads_summed(%g1: tensor<6x8xf32>, %g2: tensor<6x8xf32>, %x: tensor<6x8xf32>) -> tensor<6x8xf32> {
+  %dx1 = tg.layer_norm_grad %g1, %x {eps = 1.0e-5 : f64} : tensor<6x8xf32>, tensor<6x8xf32> -> tensor<6x8xf32>
+  %dx2 = tg.layer_norm_grad %g2, %x {eps = 1.0e-6 : f64} : tensor<6x8xf32>, tensor<6x8xf32> -> tensor<6x8xf32>
+  %sum = tg.add %dx2, %dx1 : (tensor<6x8xf32>, tensor<6x8xf32>) -> tensor<6x8xf32>
+  return %sum : tensor<6x8xf32>
+}
