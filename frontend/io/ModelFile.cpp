@@ -8,7 +8,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/match.h"
+#include "google/protobuf/io/coded_stream.h"
 #include "google/protobuf/io/tokenizer.h"
+#include "google/protobuf/io/zero_copy_stream_impl_lite.h"
 #include "google/protobuf/text_format.h"
 #include "google/protobuf/unknown_field_set.h"
 
@@ -128,8 +130,14 @@ absl::Status WriteModelFile(const model::Model &m, const std::string &path) {
   if (IsTextModelPath(path)) {
     if (!pb::TextFormat::PrintToString(m, &out))
       return absl::InternalError("cannot print model as text");
-  } else if (!m.SerializeToString(&out)) {
-    return absl::InternalError("cannot serialize model");
+  } else {
+    // Deterministic: attribute maps in key order, so one model is one byte
+    // string (the Python front end writes the same bytes).
+    pb::io::StringOutputStream stream(&out);
+    pb::io::CodedOutputStream coded(&stream);
+    coded.SetSerializationDeterministic(true);
+    if (!m.SerializeToCodedStream(&coded))
+      return absl::InternalError("cannot serialize model");
   }
   std::string tmp = path + ".tmp";
   {

@@ -26,8 +26,8 @@ absl::StatusOr<model::Model> ParseModelBinary(const std::string &bytes,
 absl::StatusOr<model::Model> ParseModelText(const std::string &text,
                                             const std::string &what);
 
-// Writes binary or text depending on the extension of `path`, atomically
-// (temporary file, then rename).
+// Writes binary (deterministic: maps in key order) or text depending on the
+// extension of `path`, atomically (temporary file, then rename).
 absl::Status WriteModelFile(const model::Model &m, const std::string &path);
 
 bool IsTextModelPath(const std::string &path);

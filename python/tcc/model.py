@@ -21,6 +21,7 @@ import contextlib
 import dataclasses
 import math
 import os
+import re
 from typing import Iterable, Optional, Sequence, Union
 
 from tcc import shapes
@@ -449,11 +450,30 @@ class Model:
 
 _TEXT_SUFFIXES = (".pbtxt", ".txtpb", ".textproto")
 
+# A scalar field whose value has a decimal point or an exponent: a double
+# (integer fields print digits only; strings are quoted).
+_FLOAT_LINE = re.compile(r"^(\s*\w+: )(-?\d[\d.]*(?:[eE][-+]?\d+)?)$",
+                         re.MULTILINE)
+
+
+def _cpp_float(match) -> str:
+    """protobuf C++'s SimpleDtoa: %.15g when it reads back exactly, else
+    %.17g ("1" for 1.0; Python would print "1.0")."""
+    token = match.group(2)
+    if "." not in token and "e" not in token.lower():
+        return match.group(0)
+    value = float(token)
+    short = "%.15g" % value
+    return match.group(1) + (short if float(short) == value else "%.17g" % value)
+
 
 def save_proto(message: "pb.Model", path: str) -> None:
     from google.protobuf import text_format
     if path.endswith(_TEXT_SUFFIXES):
-        data = text_format.MessageToString(message).encode()
+        # Floats as C++'s TextFormat prints them: tcc-models and this front
+        # end write the same text for one model.
+        text = text_format.MessageToString(message)
+        data = _FLOAT_LINE.sub(_cpp_float, text).encode()
     elif path.endswith(".pb"):
         data = message.SerializeToString(deterministic=True)
     else:

@@ -5,7 +5,7 @@ the same order with the same seeds, inits and torch layouts; same nodes,
 names, inputs and attributes; same training recipe). On a difference the
 first one is printed.
 
-usage: models_equal_test.py TCC_MODELS WORK_DIR
+usage: models_equal_test.py TCC_MODELS WORK_DIR SOURCE_ROOT
 """
 
 import difflib
@@ -77,7 +77,7 @@ def first_difference(a, b) -> str:
 
 
 def main():
-    tcc_models, work = sys.argv[1], sys.argv[2]
+    tcc_models, work, source_root = sys.argv[1], sys.argv[2], sys.argv[3]
     os.makedirs(work, exist_ok=True)
     failures = 0
     cases = [("gpt", c) for c in GPT_CASES] + [("mlp", c) for c in MLP_CASES]
@@ -92,13 +92,40 @@ def main():
         else:
             failures += 1
             print(f"FAIL {name}: {first_difference(want, got)}")
-        # The file Model.save writes reads back equal.
+        # The file Model.save writes is the same bytes as tcc-models' (both
+        # serialize deterministically).
         saved = os.path.join(work, f"{name}.py.pb")
         m = getattr(models, kind)(**kwargs)
         m.save(saved)
-        if tcc.load_proto(saved) != want:
+        with open(saved, "rb") as a, open(path, "rb") as b:
+            if a.read() != b.read():
+                failures += 1
+                print(f"FAIL {name}: the saved file's bytes differ")
+    # The committed GPT samples, written by tcc-models, against Python.
+    sys.path.insert(0, os.path.join(source_root, "samples", "gpt_char"))
+    import model as gpt_char_sample  # samples/gpt_char/model.py
+    for sample, got in [
+            ("samples/gpt_char/gpt_char.pbtxt", gpt_char_sample.build()),
+            ("samples/gpt2/gpt2_124m.pbtxt", models.gpt(
+                vocab=50304, context=1024, layers=12, width=768, heads=12,
+                batch=16, lr=6e-4, beta1=0.9, beta2=0.95, eps=1e-8,
+                weight_decay=0.1, grad_clip=1.0, warmup=715,
+                decay_steps=19073, min_lr=6e-5))]:
+        want = tcc.load_proto(os.path.join(source_root, sample))
+        if want == got.proto():
+            print(f"ok   {sample}: the Python build is equal")
+        else:
             failures += 1
-            print(f"FAIL {name}: the saved file differs")
+            print(f"FAIL {sample}: {first_difference(want, got.proto())}")
+        # And the text file itself, below its '#' header.
+        written = os.path.join(work, os.path.basename(sample))
+        got.save(written)
+        with open(os.path.join(source_root, sample)) as f:
+            committed = "".join(l for l in f if not l.startswith("#"))
+        with open(written) as f:
+            if f.read() != committed:
+                failures += 1
+                print(f"FAIL {sample}: the text Model.save writes differs")
     # A sanity check that the comparison can fail: another option differs.
     other = models.mlp(hidden=(255,)).proto()
     if other == tcc.load_proto(os.path.join(work, "mlp-default.pb")):
