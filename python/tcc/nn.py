@@ -284,13 +284,8 @@ class Module:
         return "\n".join(lines) + ")" if len(lines) > 1 else lines[0] + ")"
 
 
-class Sequential(Module):
-    """Children "0", "1", ... called in order."""
-
-    def __init__(self, *modules: Module):
-        super().__init__()
-        for i, m in enumerate(modules):
-            self.add_module(str(i), m)
+class _IndexedModules(Module):
+    """Children named by index ("0", "1", ...), as torch's containers."""
 
     def __len__(self):
         return len(self._modules)
@@ -301,13 +296,22 @@ class Sequential(Module):
     def __iter__(self):
         return iter(self._modules.values())
 
+
+class Sequential(_IndexedModules):
+    """Children "0", "1", ... called in order."""
+
+    def __init__(self, *modules: Module):
+        super().__init__()
+        for i, m in enumerate(modules):
+            self.add_module(str(i), m)
+
     def forward(self, x):
         for m in self._modules.values():
             x = m(x)
         return x
 
 
-class ModuleList(Module):
+class ModuleList(_IndexedModules):
     """A list of modules named by index; not callable itself."""
 
     def __init__(self, modules: Sequence[Module] = ()):
@@ -318,15 +322,6 @@ class ModuleList(Module):
     def append(self, module: Module) -> "ModuleList":
         self.add_module(str(len(self._modules)), module)
         return self
-
-    def __len__(self):
-        return len(self._modules)
-
-    def __getitem__(self, i: int) -> Module:
-        return list(self._modules.values())[i]
-
-    def __iter__(self):
-        return iter(self._modules.values())
 
     def forward(self, *args, **kwargs):
         raise TccError(f"{self._describe()}: a ModuleList is not callable; "

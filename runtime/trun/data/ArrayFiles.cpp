@@ -1,5 +1,6 @@
 #include "runtime/trun/data/ArrayFiles.h"
 
+#include "runtime/trun/base/PathChecks.h"
 #include "runtime/trun/data/NpyFile.h"
 #include "runtime/trun/io/Safetensors.h"
 
@@ -9,8 +10,6 @@
 #include "absl/strings/str_split.h"
 
 #include <dirent.h>
-#include <sys/stat.h>
-
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -23,16 +22,6 @@ namespace {
 
 constexpr absl::string_view kNpy = ".npy";
 constexpr absl::string_view kSafetensors = ".safetensors";
-
-bool IsDirectory(const std::string &path) {
-  struct stat info;
-  return stat(path.c_str(), &info) == 0 && S_ISDIR(info.st_mode);
-}
-
-bool Exists(const std::string &path) {
-  struct stat info;
-  return stat(path.c_str(), &info) == 0;
-}
 
 // "data/train_x.npy" -> "train_x".
 std::string Stem(const std::string &path) {

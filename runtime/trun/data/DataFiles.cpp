@@ -1,26 +1,15 @@
 #include "runtime/trun/data/DataFiles.h"
 
+#include "runtime/trun/base/PathChecks.h"
 #include "runtime/trun/data/NpyFile.h"
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 
-#include <sys/stat.h>
-
 #include <vector>
 
 namespace tcc::trun {
 namespace {
-
-bool IsDirectory(const std::string &path) {
-  struct stat info;
-  return stat(path.c_str(), &info) == 0 && S_ISDIR(info.st_mode);
-}
-
-bool Exists(const std::string &path) {
-  struct stat info;
-  return stat(path.c_str(), &info) == 0;
-}
 
 absl::StatusOr<SplitFiles> ParseFilePair(const std::string &arg,
                                          const char *flag) {
