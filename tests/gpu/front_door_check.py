@@ -148,7 +148,7 @@ def torch_run(torch, module, batches, cfg, device, autocast):
                                    y.reshape(-1))
         loss.backward()
         opt.step()
-        losses[s] = float(loss)
+        losses[s] = float(loss.detach())
     return losses
 
 
