@@ -17,9 +17,10 @@ from tcc.model import (AdamW, Init, Model, SGD, Tensor, TccError,
 from tcc import ops
 from tcc import nn  # torch-like modules (tcc.nn, tcc.nn.functional)
 from tcc import models  # tcc-models' GPT and MLP written with tcc.nn
+from tcc import lora  # LoRA adapters and their merged export
 
 __all__ = ["AdamW", "Init", "Model", "SGD", "Tensor", "TccError",
-           "WarmupCosine", "load_proto", "models", "nn", "normal", "ones",
+           "WarmupCosine", "load_proto", "lora", "models", "nn", "normal", "ones",
            "ops", "save_proto", "uniform", "zeros"]
 
 

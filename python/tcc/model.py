@@ -19,6 +19,7 @@ naming the tensor or node at the line that made them, not later in
 
 import contextlib
 import dataclasses
+import difflib
 import math
 import os
 import re
@@ -247,9 +248,12 @@ class Model:
               dtype: str = "f32", frozen: bool = False,
               no_weight_decay: bool = False, torch_name: str = "",
               torch_perm: Sequence[int] = (),
-              torch_aliases: Sequence[str] = ()) -> Tensor:
-        """A trainable parameter. Seeds count up from 1 in creation order, as
-        tcc-models does, so adding a layer keeps earlier layers' weights.
+              torch_aliases: Sequence[str] = (),
+              seed: Optional[int] = None) -> Tensor:
+        """A trainable parameter (`frozen=True`: no gradient, no optimizer
+        state). Seeds count up from 1 in creation order, as tcc-models does,
+        so adding a layer keeps earlier layers' weights; an explicit `seed`
+        takes none from that count (LoRA adapters keep the base's seeds).
         `torch_*` record how PyTorch holds it (TorchTensor in the schema):
         trun --save-weights / --init-from then speak PyTorch's state_dict."""
         if dtype not in ("f32", "f64"):
@@ -269,8 +273,11 @@ class Model:
         p.shape.dims.extend(dims)
         p.init.kind = _INIT_KINDS[init.kind]
         p.init.scale = init.scale
-        p.init.seed = self._next_seed
-        self._next_seed += 1
+        if seed is None:
+            p.init.seed = self._next_seed
+            self._next_seed += 1
+        else:
+            p.init.seed = int(seed)
         p.frozen = frozen
         p.no_weight_decay = no_weight_decay
         if torch_name or perm or torch_aliases:
@@ -413,6 +420,21 @@ class Model:
             wc.min_lr = schedule.min_lr
         elif constant_schedule:
             tr.lr_schedule.constant.SetInParent()
+
+    def freeze(self, *params, frozen: bool = True) -> None:
+        """Marks parameters (names or Tensors) frozen: no gradient, no
+        optimizer state, and autodiff drops what only their gradients
+        needed. `frozen=False` makes them trainable again. An unknown name
+        is a TccError naming the model and the nearest parameter."""
+        by_name = {p.name: p for p in self._proto.params}
+        for param in params:
+            name = param.name if isinstance(param, Tensor) else param
+            if name not in by_name:
+                near = difflib.get_close_matches(str(name), by_name, n=1)
+                hint = f"; did you mean {near[0]!r}?" if near else ""
+                raise TccError(f"freeze: model {self.name!r} has no parameter "
+                               f"named {name!r}{hint}")
+            by_name[name].frozen = frozen
 
     def no_weight_decay(self, param) -> None:
         """Exempts a parameter from the optimizer's weight decay."""

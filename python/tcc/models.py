@@ -181,12 +181,14 @@ def gpt(vocab=256, context=128, layers=4, width=128, heads=4, norm="layer",
         batch=32, micro_batches=1, lr=1e-3, beta1=0.9, beta2=0.99, eps=1e-8,
         weight_decay=0.1, no_decay: Sequence[str] = ("bias", "norm"),
         grad_clip=1.0, warmup=0, decay_steps=0,
-        min_lr: Optional[float] = None) -> Model:
+        min_lr: Optional[float] = None, lora=None) -> Model:
     """`tcc-models gpt`'s model: inputs tokens, targets (B, T) i32, eval
     output logits, loss = cross_entropy, AdamW with the no-decay groups
     (`no_decay`: any of bias, norm, embedding; () for none), clipping,
     micro-batches, warmup + cosine to min_lr (default lr / 10) when
-    decay_steps > 0, else a constant rate."""
+    decay_steps > 0, else a constant rate. `lora`: a tcc.lora.LoRA (rank,
+    alpha, targets): adapters on those layers, the base frozen (not a
+    tcc-models option)."""
     o = dict(locals())
     o["min_lr"] = lr / 10 if min_lr is None else min_lr
     o["no_decay"] = tuple(no_decay)
@@ -197,6 +199,9 @@ def gpt(vocab=256, context=128, layers=4, width=128, heads=4, norm="layer",
     net = GPT(vocab, context, layers, width, heads, norm, norm_eps, mlp,
               mlp_hidden, positions, rope_theta, not untied, not no_bias,
               dropout)
+    if lora is not None:
+        from tcc import lora as lora_module
+        lora_module.apply(net, lora)
     logits = net(tokens)
     loss = ops.cross_entropy(logits, targets, name="loss")
     m.output("logits", logits)

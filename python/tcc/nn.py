@@ -46,13 +46,14 @@ class Parameter:
     def __init__(self, shape: Sequence[int], init: Optional[Init] = None,
                  dtype: str = "f32", frozen: bool = False,
                  no_weight_decay: bool = False,
-                 torch_perm: Sequence[int] = ()):
+                 torch_perm: Sequence[int] = (), seed: Optional[int] = None):
         self.shape = tuple(int(d) for d in shape)
         self.init = init if init is not None else zeros()
         self.dtype = dtype
         self.frozen = frozen
         self.no_weight_decay = no_weight_decay
         self.torch_perm = tuple(torch_perm)
+        self.seed = seed  # None: the model's next seed (creation order)
         self._made = {}  # Model -> Tensor: one per model, however shared
 
     def __repr__(self):
@@ -208,6 +209,26 @@ class Module:
     def children(self):
         return list(self._modules.values())
 
+    # -- freezing ------------------------------------------------------------
+
+    def requires_grad_(self, requires_grad: bool = True) -> "Module":
+        """torch's requires_grad_: every parameter of this module and its
+        children frozen (False) or trainable (True), in the models built
+        already and in those built later. Returns self."""
+        for _, p in self.named_parameters():
+            p.frozen = not requires_grad
+            for model, t in p._made.items():
+                model.freeze(t.name, frozen=p.frozen)
+        return self
+
+    def freeze(self) -> "Module":
+        """Freezes every parameter of this module tree (no gradient, no
+        optimizer state): requires_grad_(False)."""
+        return self.requires_grad_(False)
+
+    def unfreeze(self) -> "Module":
+        return self.requires_grad_(True)
+
     # -- calls ---------------------------------------------------------------
 
     def forward(self, *args, **kwargs):
@@ -260,7 +281,7 @@ class Module:
             t = p._made[model] = model.param(
                 full, p.shape, init=p.init, dtype=p.dtype,
                 frozen=p.frozen, no_weight_decay=p.no_weight_decay,
-                torch_perm=p.torch_perm)
+                torch_perm=p.torch_perm, seed=p.seed)
         elif t.name != full:
             # One Parameter in two modules (tied weights): one tcc parameter,
             # the second state_dict key recorded as its alias.
