@@ -17,7 +17,6 @@ from tcc.model import (AdamW, Init, Model, SGD, Tensor, TccError,
 from tcc import ops
 from tcc import nn  # torch-like modules (tcc.nn, tcc.nn.functional)
 from tcc import models  # tcc-models' GPT and MLP written with tcc.nn
-from tcc import lora  # LoRA adapters and their merged export
 
 __all__ = ["AdamW", "Init", "Model", "SGD", "Tensor", "TccError",
            "WarmupCosine", "load_proto", "lora", "models", "nn", "normal", "ones",
@@ -26,6 +25,9 @@ __all__ = ["AdamW", "Init", "Model", "SGD", "Tensor", "TccError",
 
 def __getattr__(name):
     # PyTorch import on first use only: `import tcc` must not import torch.
+    if name == "lora":  # LoRA adapters, merge; lazily: python3 -m tcc.lora
+        import importlib
+        return importlib.import_module("tcc.lora")
     if name in ("from_torch", "export_torch_weights", "TorchImportError"):
         from tcc import torch_import
         return getattr(torch_import, name)

@@ -190,7 +190,12 @@ def _proto(model):
     if isinstance(model, Model):
         return model.proto()
     if isinstance(model, str):
-        return load_proto(model)
+        try:
+            return load_proto(model)
+        except OSError as e:
+            raise TccError(f"{model}: {e.strerror or e}") from None
+        except Exception as e:  # protobuf's parse errors
+            raise TccError(f"{model}: not a tcc model file ({e})") from None
     return model
 
 
@@ -214,7 +219,10 @@ def merge(weights_in: str, model, out_path: str) -> Dict[str, float]:
                        "adapters")
     try:
         tensors, metadata = safetensors.load_file_with_metadata(weights_in)
-    except (OSError, safetensors.SafetensorsError) as e:
+    except OSError as e:
+        raise TccError(f"tcc.lora.merge: {weights_in}: {e.strerror or e}"
+                       ) from None
+    except safetensors.SafetensorsError as e:
         raise TccError(f"tcc.lora.merge: {e}") from None
     # trun's rule (runtime/trun/io/Weights.cpp IsTorchLayout): "layout"
     # says it; trun's files without one (checkpoints) are tcc's layout.
@@ -247,3 +255,32 @@ def merge(weights_in: str, model, out_path: str) -> Dict[str, float]:
         del out[keys["A"][0]], out[keys["B"][0]]
     safetensors.save_file(out, out_path, metadata=metadata)
     return {p: a["scale"] for p, a in found.items()}
+
+
+def main(argv=None) -> int:
+    """python3 -m tcc.lora merge WEIGHTS MODEL OUT: merge() from the shell;
+    an error is one line."""
+    import argparse
+    import sys
+    ap = argparse.ArgumentParser(
+        prog="python3 -m tcc.lora",
+        description="Merge LoRA adapters into their base weights.")
+    sub = ap.add_subparsers(dest="command", required=True)
+    mp = sub.add_parser("merge", help="WEIGHTS (trun's --save-weights or a "
+                        "checkpoint's model.safetensors) of MODEL (.pb/.pbtxt) "
+                        "-> OUT without adapters")
+    mp.add_argument("weights")
+    mp.add_argument("model")
+    mp.add_argument("out")
+    args = ap.parse_args(argv)
+    try:
+        scales = merge(args.weights, args.model, args.out)
+    except (TccError, OSError) as e:
+        print(f"tcc.lora: error: {e}", file=sys.stderr)
+        return 1
+    print(f"merged {len(scales)} adapters into {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

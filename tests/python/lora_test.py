@@ -220,6 +220,18 @@ def main():
     check(all(np.array_equal(merged[k], after[k]) for k in base_keys
               if k.rsplit(".", 1)[0] not in scales
               or not k.endswith(".weight")), "other tensors as trained")
+    # The same from the shell; a weights file of no adapters: one line.
+    cli_out = os.path.join(WORK, "merged_cli.safetensors")
+    run(sys.executable, "-m", "tcc.lora", "merge", w30,
+        os.path.join(WORK, "lora.pb"), cli_out)
+    check(open(cli_out, "rb").read() == open(merged_path, "rb").read(),
+          "python3 -m tcc.lora merge writes the same file")
+    r = subprocess.run([sys.executable, "-m", "tcc.lora", "merge", w30,
+                        os.path.join(WORK, "base.pb"), cli_out],
+                       capture_output=True, text=True)
+    check(r.returncode == 1 and r.stderr.count("\n") == 1
+          and "has no LoRA adapters" in r.stderr,
+          f"merge with a model without adapters: {r.stderr.strip()}")
     vm = val_loss(run(TRUN, paths["base"], "--val", val, "--steps", "0",
                       "--init-from", merged_path))
     check(abs(vm - v30) <= 2e-6,
