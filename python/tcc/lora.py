@@ -20,6 +20,8 @@ parameters get the same seeds (and initial values) as without adapters.
 
 merge(weights, model, out) writes the base weights with W + (alpha/r) A B and
 no adapter tensors: the file a model without adapters loads (--init-from).
+add_adapters(base, adapters, out) is the way in: a pretrained base's weights
+plus the adapters of a 0-step run, the adapted model's --init-from file.
 """
 
 import dataclasses
@@ -33,7 +35,8 @@ import numpy as np
 from tcc import nn, ops, safetensors
 from tcc.model import Model, TccError, load_proto, uniform, zeros
 
-__all__ = ["LoRA", "LoRALinear", "apply", "merge", "adapters"]
+__all__ = ["LoRA", "LoRALinear", "add_adapters", "adapters", "apply",
+           "merge"]
 
 
 @dataclasses.dataclass
@@ -133,6 +136,9 @@ def apply(module: nn.Module, targets: Union[str, Sequence[str], LoRA] = (),
                                               else "")
             raise TccError(f"tcc.lora: target {target!r} matches no module "
                            f"(Linear / Conv1D layers: {shown or 'none'})")
+        if any(c in target for c in "*?["):
+            # A glob takes the Linear layers among what it matches.
+            hits = [h for h in hits if isinstance(h[1], nn.Linear)] or hits[:1]
         for p, m in hits:
             if isinstance(m, LoRALinear):
                 raise TccError(f"tcc.lora: {p!r} has an adapter already")
@@ -224,11 +230,7 @@ def merge(weights_in: str, model, out_path: str) -> Dict[str, float]:
                        ) from None
     except safetensors.SafetensorsError as e:
         raise TccError(f"tcc.lora.merge: {e}") from None
-    # trun's rule (runtime/trun/io/Weights.cpp IsTorchLayout): "layout"
-    # says it; trun's files without one (checkpoints) are tcc's layout.
-    layout = metadata.get("layout")
-    torch_layout = layout == "torch" if layout else \
-        metadata.get("producer") != "trun"
+    torch_layout = _is_torch_layout(metadata)
     params = {p.name: p for p in proto.params}
     out = dict(tensors)
     for path, a in found.items():
@@ -257,6 +259,50 @@ def merge(weights_in: str, model, out_path: str) -> Dict[str, float]:
     return {p: a["scale"] for p, a in found.items()}
 
 
+def _is_torch_layout(metadata) -> bool:
+    # trun's rule (runtime/trun/io/Weights.cpp IsTorchLayout): "layout"
+    # says it; trun's files without one (checkpoints) are tcc's layout.
+    layout = metadata.get("layout")
+    if layout:
+        return layout == "torch"
+    return metadata.get("producer") != "trun"
+
+
+def add_adapters(base_weights: str, adapter_weights: str, out_path: str) -> int:
+    """Fine-tuning a pretrained base: writes `out_path` with every tensor of
+    `base_weights` (a PyTorch state_dict or trun's weights of the model
+    without adapters) and the adapter tensors (`*.lora_A.*`, `*.lora_B.*`)
+    of `adapter_weights` (e.g. the adapted model's `trun --steps 0
+    --save-weights`), both in PyTorch's layouts: the adapted model's
+    --init-from file. Returns the number of adapter tensors."""
+    def load(path):
+        try:
+            return safetensors.load_file_with_metadata(path)
+        except OSError as e:
+            raise TccError(f"tcc.lora.add_adapters: {path}: "
+                           f"{e.strerror or e}") from None
+        except safetensors.SafetensorsError as e:
+            raise TccError(f"tcc.lora.add_adapters: {e}") from None
+    (base, bmeta), (ad, ameta) = load(base_weights), load(adapter_weights)
+    for path, meta in ((base_weights, bmeta), (adapter_weights, ameta)):
+        if not _is_torch_layout(meta):
+            raise TccError(f"tcc.lora.add_adapters: {path} is in tcc's layout "
+                           "(a checkpoint); use trun --save-weights files or "
+                           "PyTorch state_dicts")
+    is_adapter = lambda k: ".lora_A." in k or ".lora_B." in k  # noqa: E731
+    clash = [k for k in base if is_adapter(k)]
+    if clash:
+        raise TccError(f"tcc.lora.add_adapters: {base_weights} holds adapter "
+                       f"tensor {clash[0]!r} already")
+    picked = {k: v for k, v in ad.items() if is_adapter(k)}
+    if not picked:
+        raise TccError(f"tcc.lora.add_adapters: {adapter_weights} has no "
+                       "adapter tensors (*.lora_A.*, *.lora_B.*)")
+    safetensors.save_file({**base, **picked}, out_path,
+                          metadata={"format": "pt", "layout": "torch"})
+    return len(picked)
+
+
 def main(argv=None) -> int:
     """python3 -m tcc.lora merge WEIGHTS MODEL OUT: merge() from the shell;
     an error is one line."""
@@ -272,13 +318,23 @@ def main(argv=None) -> int:
     mp.add_argument("weights")
     mp.add_argument("model")
     mp.add_argument("out")
+    ap_add = sub.add_parser("add-adapters", help="BASE weights + the "
+                            "adapter tensors of ADAPTERS -> OUT (the adapted "
+                            "model's --init-from file)")
+    ap_add.add_argument("base")
+    ap_add.add_argument("adapters")
+    ap_add.add_argument("out")
     args = ap.parse_args(argv)
     try:
-        scales = merge(args.weights, args.model, args.out)
+        if args.command == "merge":
+            scales = merge(args.weights, args.model, args.out)
+            print(f"merged {len(scales)} adapters into {args.out}")
+        else:
+            n = add_adapters(args.base, args.adapters, args.out)
+            print(f"{args.out}: {args.base} + {n} adapter tensors")
     except (TccError, OSError) as e:
         print(f"tcc.lora: error: {e}", file=sys.stderr)
         return 1
-    print(f"merged {len(scales)} adapters into {args.out}")
     return 0
 
 

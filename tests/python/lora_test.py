@@ -236,6 +236,18 @@ def main():
                       "--init-from", merged_path))
     check(abs(vm - v30) <= 2e-6,
           f"model without adapters + merged weights: val loss {vm} = {v30}")
+    # Fine-tuning a pretrained base: the merged weights as the base, plus the
+    # step-0 adapters (B = 0) -> the adapted model starts at the base's loss.
+    init = os.path.join(WORK, "init.safetensors")
+    n = tcc.lora.add_adapters(merged_path, w0, init)
+    vi = val_loss(run(TRUN, paths["lora"], "--val", val, "--steps", "0",
+                      "--init-from", init))
+    check(n == 8 and vi == vm, f"base + {n} fresh adapters: val loss {vi} = "
+          f"the base's {vm}")
+    expect_error(lambda: tcc.lora.add_adapters(w30, w0, init),
+                 "holds adapter tensor")
+    expect_error(lambda: tcc.lora.add_adapters(merged_path, merged_path, init),
+                 "has no adapter tensors")
     print("PASS")
 
 
