@@ -93,6 +93,38 @@ def errors():
           "requires_grad_ after the build updates the model")
 
 
+def linear_merge():
+    """nn.Linear bases (torch perm [1, 0]): merge follows PEFT's formula in
+    PyTorch's layouts, W (out, in) + scale B (out, r) @ A (r, in)."""
+    net = tcc.models.MLP(6, (5,), 3)
+    tcc.lora.apply(net, ["fc1", "fc2"], rank=2, alpha=3)
+    m = tcc.Model("mlp")
+    logits = net(m.input("image", (4, 6)))
+    m.train(tcc.ops.mean(tcc.ops.softmax_cross_entropy(
+        logits, m.input("label", (4,), "i32"))), tcc.SGD(0.1))
+    check({p.name for p in m.params() if not p.frozen} == {
+        f"fc{i}.lora_{ab}.weight" for i in (1, 2) for ab in "AB"},
+        "MLP: only the adapters trainable")
+    rng = np.random.default_rng(0)
+    shapes = {"fc1.weight": (5, 6), "fc1.bias": (5,), "fc2.weight": (3, 5),
+              "fc2.bias": (3,), "fc1.lora_A.weight": (2, 6),
+              "fc1.lora_B.weight": (5, 2), "fc2.lora_A.weight": (2, 5),
+              "fc2.lora_B.weight": (3, 2)}
+    w = {k: rng.standard_normal(v).astype(np.float32) for k, v in shapes.items()}
+    src = os.path.join(WORK, "mlp_lora.safetensors")
+    out = os.path.join(WORK, "mlp_merged.safetensors")
+    safetensors.save_file(w, src, metadata={"format": "pt", "layout": "torch"})
+    tcc.lora.merge(src, m, out)
+    merged = safetensors.load_file(out)
+    err = max(float(np.abs(merged[f"fc{i}.weight"] - (
+        w[f"fc{i}.weight"].astype(np.float64) + 1.5 *
+        w[f"fc{i}.lora_B.weight"].astype(np.float64) @
+        w[f"fc{i}.lora_A.weight"])).max()) for i in (1, 2))
+    check(err < 1e-6 and sorted(merged) == sorted(
+        k for k in w if ".lora_" not in k),
+        f"nn.Linear merge = W + 1.5 B A in PyTorch's layout (worst {err:.1e})")
+
+
 def info_sections(text):
     """name -> bytes for the 'params:' and 'optimizer state:' lists."""
     sections, current = {}, None
@@ -120,6 +152,7 @@ def val_loss(out):
 def main():
     os.makedirs(WORK, exist_ok=True)
     errors()
+    linear_merge()
 
     prefix = os.path.join(WORK, "fortunes")
     run(TCC_DATA, "tokenize", "--level", "char", "-o", prefix, TEXT)
