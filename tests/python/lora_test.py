@@ -247,6 +247,11 @@ def main():
     tcc.lora.merge(os.path.join(ckpt, step_dir, "model.safetensors"),
                    lora_model, from_ckpt)
     c = safetensors.load_file(from_ckpt)
+    opt = safetensors.load_file(os.path.join(ckpt, step_dir,
+                                             "optimizer.safetensors"))
+    check(sorted(opt) == sorted(f"{k}.adam_{x}" for k in adapters
+                                for x in "mv"),
+          f"checkpoint optimizer state: {len(opt)} tensors, adapters' m, v")
     check(sorted(c) == sorted(merged) and all(
         np.array_equal(c[k], merged[k]) for k in c),
         f"merging checkpoint {step_dir}/model.safetensors gives the same file")
