@@ -202,6 +202,14 @@ def main():
                      for t in (info, full_info))
     check(act < full_act, f"activations at peak {act} MiB < {full_act} MiB "
           "of the model without LoRA, all trainable")
+    # No weight-gradient matmuls for the frozen base: train flops ~2x eval
+    # (forward + input gradients) instead of ~3x.
+    ratio, full_ratio = (
+        float(re.search(r"train ([\d.e+]+)", t).group(1)) /
+        float(re.search(r"eval ([\d.e+]+)", t).group(1))
+        for t in (info, full_info))
+    check(ratio < full_ratio - 0.5, f"train/eval flops {ratio:.2f} "
+          f"(all trainable: {full_ratio:.2f})")
 
     # Step 0: the adapted model is the base model (B = 0).
     w0 = os.path.join(WORK, "w0.safetensors")
