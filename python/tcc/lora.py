@@ -116,7 +116,8 @@ def apply(module: nn.Module, targets: Union[str, Sequence[str], LoRA] = (),
     if not isinstance(rank, int) or isinstance(rank, bool) or rank <= 0:
         raise TccError(f"tcc.lora: rank must be a positive integer, got "
                        f"{rank!r}")
-    if not alpha > 0:
+    if isinstance(alpha, bool) or not isinstance(alpha, (int, float)) or \
+            not alpha > 0:
         raise TccError(f"tcc.lora: alpha must be > 0, got {alpha!r}")
     if not targets:
         raise TccError("tcc.lora: no targets (module paths such as "
@@ -171,8 +172,8 @@ def _find(root: nn.Module, path: str) -> nn.Module:
 
 def adapters(model) -> Dict[str, dict]:
     """The adapters of a model (tcc.Model, model message or file): base
-    parameter path -> {"A", "B", "base", "bias", "scale"} (parameter
-    names; the scale from the `PATH.lora_scale` constant)."""
+    layer path -> {"A", "B", "base": parameter names, "scale": alpha / r
+    from the `PATH.lora_scale` constant}."""
     proto = _proto(model)
     params = {p.name: p for p in proto.params}
     nodes = {n.name: n for n in proto.nodes}
