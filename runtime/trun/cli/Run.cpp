@@ -1,5 +1,7 @@
 #include "runtime/trun/cli/Run.h"
 #include "runtime/trun/cli/RunArrays.h"
+#include "runtime/trun/cli/RunCommon.h"
+#include "runtime/trun/cli/RunTokens.h"
 #include "runtime/trun/cli/RunRanks.h"
 
 #include "runtime/trun/data/BatchSource.h"
@@ -7,10 +9,6 @@
 #include "runtime/trun/data/DataFiles.h"
 #include "runtime/trun/data/IdxDataset.h"
 #include "runtime/trun/data/StepBinding.h"
-#include "runtime/trun/data/TokenBatches.h"
-#include "runtime/trun/data/TokenShards.h"
-#include "runtime/trun/data/Vocab.h"
-#include "runtime/trun/data/VocabLookup.h"
 #include "runtime/trun/dist/LaunchEnvironment.h"
 #include "runtime/trun/dist/RankGroup.h"
 #include "runtime/trun/io/Safetensors.h"
@@ -19,7 +17,6 @@
 #include "runtime/trun/step/Diagnose.h"
 #include "runtime/trun/step/StepDescriptor.h"
 #include "runtime/trun/step/StepLibrary.h"
-#include "runtime/trun/train/Sampler.h"
 #include "runtime/trun/train/Trainer.h"
 #include "runtime/trun/train/TrainingSession.h"
 
@@ -27,18 +24,11 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 
-#include <filesystem>
 #include <limits>
 #include <optional>
 
 namespace tcc::trun {
 namespace {
-
-// "2 ranks x " before the per-rank batch in the run's header; "" for one
-// process.
-std::string RanksTimes(const RankGroup *ranks) {
-  return ranks ? absl::StrCat(ranks->world_size(), " ranks x ") : std::string();
-}
 
 // Reads a split (IDX or .npy files) and checks it against the step's inputs
 // and logits.
@@ -173,25 +163,6 @@ absl::Status InitFrom(const Options &options, const tcc_step_descriptor &d,
   return absl::OkStatus();
 }
 
-absl::Status SaveAtEnd(const Options &options, const tcc_step_descriptor &d,
-                       const Trainer &trainer, std::ostream &out) {
-  if (!options.save_weights)
-    return absl::OkStatus();
-  // GPU steps: the weights come from the device; a failed copy is an error
-  // here, not stale weights in the file.
-  if (absl::Status s = trainer.SyncToHost(); !s.ok())
-    return s;
-  if (absl::Status s =
-          SaveWeights(*options.save_weights, d, trainer.params());
-      !s.ok())
-    return s;
-  int32_t tensors = d.num_params; // aliases are written too
-  for (int32_t i = 0; i < d.num_params; ++i)
-    tensors += static_cast<int32_t>(TorchTensorOf(d, i).aliases.size());
-  out << absl::StrFormat("saved weights: %s (%d tensors)\n", *options.save_weights, tensors);
-  return absl::OkStatus();
-}
-
 // --save-train-outputs: the loss and train outputs of the last train step.
 // The PyTorch parity test reads the gradients of a step compiled with
 // --emit-gradients and the loss at full precision.
@@ -224,12 +195,6 @@ absl::Status SaveTrainOutputs(const Options &options,
                          trainer.steps_done(), *options.save_train_outputs,
                          d.num_train_outputs);
   return absl::OkStatus();
-}
-
-// The schedule's base learning rate: --lr, else the step's default.
-float BaseLearningRate(const Options &options, const tcc_step_descriptor &d) {
-  return static_cast<float>(
-      options.learning_rate.value_or(d.default_learning_rate));
 }
 
 } // namespace
@@ -275,7 +240,36 @@ std::string TargetLine(const tcc_step_descriptor &d, const Options &options) {
   return line + "\n";
 }
 
-namespace {
+// "2 ranks x " before the per-rank batch in the run's header; "" for one
+// process.
+std::string RanksTimes(const RankGroup *ranks) {
+  return ranks ? absl::StrCat(ranks->world_size(), " ranks x ") : std::string();
+}
+
+// The schedule's base learning rate: --lr, else the step's default.
+float BaseLearningRate(const Options &options, const tcc_step_descriptor &d) {
+  return static_cast<float>(
+      options.learning_rate.value_or(d.default_learning_rate));
+}
+
+absl::Status SaveAtEnd(const Options &options, const tcc_step_descriptor &d,
+                       const Trainer &trainer, std::ostream &out) {
+  if (!options.save_weights)
+    return absl::OkStatus();
+  // GPU steps: the weights come from the device; a failed copy is an error
+  // here, not stale weights in the file.
+  if (absl::Status s = trainer.SyncToHost(); !s.ok())
+    return s;
+  if (absl::Status s =
+          SaveWeights(*options.save_weights, d, trainer.params());
+      !s.ok())
+    return s;
+  int32_t tensors = d.num_params; // aliases are written too
+  for (int32_t i = 0; i < d.num_params; ++i)
+    tensors += static_cast<int32_t>(TorchTensorOf(d, i).aliases.size());
+  out << absl::StrFormat("saved weights: %s (%d tensors)\n", *options.save_weights, tensors);
+  return absl::OkStatus();
+}
 
 // One line saying which file feeds which step input, e.g.
 //   inputs: 'image' f32 [64, 784] <- x.gz (normalized), 'label' i32 [64] <- y.gz
@@ -290,6 +284,8 @@ std::string BindingLine(const tcc_step_descriptor &d, const StepBinding &b,
   return absl::StrCat("inputs: ", input(b.data_input), " <- ", data_from, ", ",
                       input(b.target_input), " <- ", targets_from, "\n");
 }
+
+namespace {
 
 absl::Status RunImageClassifier(const Options &options,
                                 const tcc_step_descriptor &d,
@@ -383,249 +379,6 @@ absl::Status RunImageClassifier(const Options &options,
       return s;
   }
   return SaveAtEnd(options, d, trainer, out);
-}
-
-// Opens shards for a token model and checks they fit it: at least one batch
-// of windows, and (when the logits width is known) every id below it.
-absl::StatusOr<TokenDataset> LoadShards(const std::string &pattern,
-                                        const StepBinding &binding) {
-  absl::StatusOr<TokenDataset> dataset = TokenDataset::Open(pattern);
-  if (!dataset.ok())
-    return dataset.status();
-  TokenWindows windows(*dataset, binding.context_length());
-  if (windows.aligned_count() < binding.batch_size)
-    return absl::InvalidArgumentError(absl::StrCat(
-        dataset->Describe(), ": ", dataset->total_tokens(), " tokens make ",
-        windows.aligned_count(), " windows of ", binding.context_length(),
-        "+1 tokens, fewer than the step's batch of ", binding.batch_size));
-  if (binding.vocab_size > 0)
-    if (absl::Status s = dataset->CheckTokensBelow(
-            binding.vocab_size,
-            absl::StrCat("'logits' width ", binding.vocab_size));
-        !s.ok())
-      return s;
-  return dataset;
-}
-
-// The vocabulary of a token model's run (VocabLookup.h says where from).
-absl::StatusOr<std::optional<FoundVocab>>
-FindRunVocab(const Options &options, const tcc_step_descriptor &d,
-             const StepBinding &binding) {
-  std::vector<VocabCandidate> candidates;
-  if (options.vocab)
-    candidates.push_back({*options.vocab, "--vocab", /*required=*/true});
-  for (const std::string *shards :
-       {options.data.empty() ? nullptr : &options.data,
-        options.val ? &*options.val : nullptr})
-    if (shards)
-      if (std::optional<std::string> beside = VocabBesideShards(*shards))
-        candidates.push_back({*beside, "beside the shards"});
-  if (options.ckpt_dir)
-    candidates.push_back(
-        {VocabInCheckpointDir(*options.ckpt_dir), "beside the checkpoints"});
-  if (options.init_from)
-    candidates.push_back(
-        {VocabBesideWeights(*options.init_from), "beside the --init-from weights"});
-  return FindVocab(candidates, binding.vocab_size, d.model_name);
-}
-
-// Keeps the run's vocabulary with what it writes, so a later --sample from
-// the checkpoints or the weights decodes with it.
-absl::Status StoreRunVocab(const Options &options,
-                           const std::optional<FoundVocab> &vocab,
-                           bool after_training) {
-  if (!vocab)
-    return absl::OkStatus();
-  if (!after_training && options.ckpt_dir) {
-    std::error_code ec;
-    std::filesystem::create_directories(*options.ckpt_dir, ec);
-    if (ec)
-      return absl::FailedPreconditionError(absl::StrCat(
-          "cannot create --ckpt-dir ", *options.ckpt_dir, ": ", ec.message()));
-    return StoreVocab(*vocab, VocabInCheckpointDir(*options.ckpt_dir));
-  }
-  if (after_training && options.save_weights)
-    return StoreVocab(*vocab, VocabBesideWeights(*options.save_weights));
-  return absl::OkStatus();
-}
-
-absl::Status Sample(const Options &options, const tcc_step_descriptor &d,
-                    const StepBinding &binding, Trainer &trainer,
-                    const std::optional<FoundVocab> &found, std::ostream &out) {
-  absl::StatusOr<std::unique_ptr<Sampler>> sampler =
-      Sampler::Create(d, binding, trainer);
-  if (!sampler.ok())
-    return sampler.status();
-  absl::StatusOr<Vocab> text_vocab =
-      VocabForText(found, binding.vocab_size, d.model_name);
-  if (!text_vocab.ok())
-    return text_vocab.status();
-  const Vocab &vocab = *text_vocab;
-  std::vector<int64_t> context;
-  if (options.prompt) {
-    absl::StatusOr<std::vector<int64_t>> ids = vocab.Encode(*options.prompt);
-    if (!ids.ok())
-      return absl::InvalidArgumentError(
-          absl::StrCat("--prompt: ", ids.status().message()));
-    context = std::move(*ids);
-  } else {
-    // A newline starts a fresh "document"; token 0 if there is none.
-    absl::StatusOr<std::vector<int64_t>> newline = vocab.Encode("\n");
-    context = newline.ok() ? *newline : std::vector<int64_t>{0};
-  }
-  for (int64_t id : context)
-    if (id >= binding.vocab_size)
-      return absl::InvalidArgumentError(absl::StrCat(
-          "--prompt: token ", id, " is out of range for 'logits' width ",
-          binding.vocab_size));
-  int64_t allowed = std::min(vocab.size(), binding.vocab_size);
-  absl::StatusOr<std::vector<int64_t>> generated = (*sampler)->Generate(
-      context, options.sample, allowed, options.temperature, options.seed);
-  if (!generated.ok())
-    return generated.status();
-  out << absl::StrFormat("sample: %d tokens, temperature %g, seed %u\n",
-                         options.sample, options.temperature, options.seed);
-  out << vocab.Decode(context) << vocab.Decode(*generated) << "\n";
-  return absl::OkStatus();
-}
-
-absl::Status RunTokenModel(const Options &options,
-                           const tcc_step_descriptor &d,
-                           const StepBinding &binding, Trainer &trainer,
-                           TrainingSession &session, RankGroup *ranks,
-                           std::ostream &out) {
-  const int64_t B = binding.batch_size, T = binding.context_length();
-  // Data parallel: this rank reads its slice of each global batch.
-  absl::StatusOr<RankRows> rank_rows = RankRowsOf(ranks, B);
-  if (!rank_rows.ok())
-    return rank_rows.status();
-  const int64_t world = rank_rows->world, G = rank_rows->global;
-  const RowSlice slice = rank_rows->slice;
-  // Read and check all data before training.
-  std::optional<TokenDataset> train, val;
-  if (!options.data.empty()) {
-    absl::StatusOr<TokenDataset> loaded = LoadShards(options.data, binding);
-    if (!loaded.ok())
-      return loaded.status();
-    train = std::move(*loaded);
-  }
-  if (options.val) {
-    absl::StatusOr<TokenDataset> loaded = LoadShards(*options.val, binding);
-    if (!loaded.ok())
-      return loaded.status();
-    val = std::move(*loaded);
-  }
-  if (options.sample && binding.token_logits_output == -1)
-    return absl::FailedPreconditionError(
-        absl::StrCat("--sample: step '", d.model_name,
-                     "' has no eval output 'logits' [batch, context, vocab]"));
-  absl::StatusOr<std::optional<FoundVocab>> found_vocab =
-      FindRunVocab(options, d, binding);
-  if (!found_vocab.ok())
-    return found_vocab.status();
-  const std::optional<FoundVocab> &vocab = *found_vocab;
-  if (vocab)
-    out << absl::StrFormat("vocab: %d tokens (%s level) from %s (%s)\n",
-                           vocab->vocab.size(),
-                           vocab->vocab.level() == Vocab::Level::kChar ? "char"
-                                                                       : "byte",
-                           vocab->path, vocab->origin);
-  // Before any training: a run stopped at any point has it with its
-  // checkpoints.
-  if (absl::Status s = StoreRunVocab(options, vocab, /*after_training=*/false);
-      !s.ok())
-    return s;
-
-  float learning_rate = BaseLearningRate(options, d);
-  out << absl::StrFormat("step: %s (%s), batch %s%dx%d tokens, lr %g, seed %u\n",
-                         d.model_name, options.step_path, RanksTimes(ranks), B, T, learning_rate,
-                         options.seed);
-  out << TargetLine(d, options);
-  if (binding.token_logits_output == -1)
-    out << "note: step has no 'logits' output; token ids are not checked "
-           "against its vocabulary\n";
-
-  // Validation: the first eval_batches batches of sequential windows, the
-  // same ones every time, so reports are comparable.
-  std::optional<TokenWindows> val_windows;
-  int64_t val_batches = 0;
-  if (val) {
-    val_windows.emplace(*val, T);
-    val_batches = std::min(options.eval_batches, val_windows->aligned_count() / G);
-    out << absl::StrFormat("val: %d tokens in %s (%d batches of %dx%d)\n",
-                           val->total_tokens(), val->Describe(), val_batches,
-                           G, T);
-  }
-  auto validate = [&]() -> absl::StatusOr<EvalRecord> {
-    SequentialTokenBatches batches(*val_windows, G, val_batches, slice);
-    absl::StatusOr<EvalResult> result = trainer.Evaluate(batches);
-    if (!result.ok())
-      return result.status();
-    double mean_loss = result->mean_loss;
-    if (ranks) { // equal slices: the global mean is the mean of the ranks'
-      std::vector<double> sum = {mean_loss};
-      if (absl::Status s = ranks->SumOnHost(sum); !s.ok())
-        return s;
-      mean_loss = sum[0] / world;
-    }
-    EvalRecord record;
-    record.step = trainer.steps_done();
-    record.split = "val";
-    record.loss = mean_loss;
-    record.batches = val_batches;
-    return record;
-  };
-
-  std::optional<TokenWindows> windows;
-  std::optional<RandomTokenBatches> random;
-  std::optional<SequentialTokenBatches> in_order;
-  if (train) {
-    windows.emplace(*train, T);
-    bool sequential = options.data_order == DataOrder::kSequential;
-    random.emplace(*windows, G, options.seed, slice);
-    in_order.emplace(*windows, G, -1, slice);
-    absl::StatusOr<TrainingPlan> base = BasePlan(
-        options, d,
-        sequential ? static_cast<BatchSource *>(&*in_order)
-                   : static_cast<BatchSource *>(&*random),
-        in_order->batches_per_epoch());
-    if (!base.ok())
-      return base.status();
-    TrainingPlan &plan = *base;
-    plan.data_order = sequential ? "sequential" : "random";
-    plan.unit = "tokens";
-    plan.items_per_step = G * T; // all ranks' tokens
-    if (val)
-      plan.validate = validate;
-    out << absl::StrFormat(
-        "train: %d tokens in %s, %s windows of %d+1 tokens (%d steps per "
-        "epoch, %d steps)\n",
-        train->total_tokens(), train->Describe(), plan.data_order, T,
-        plan.steps_per_epoch, plan.steps);
-    out << BindingLine(d, binding,
-                       absl::StrCat(train->Describe(), " (window tokens 0..",
-                                    T - 1, ")"),
-                       absl::StrCat("the same windows (tokens 1..", T, ")"));
-    if (absl::Status s =
-            TrainAndSaveOutputs(options, d, trainer, session, plan, out);
-        !s.ok())
-      return s;
-  }
-  if (val && session.last_validated_step() != trainer.steps_done()) {
-    absl::StatusOr<EvalRecord> record = validate();
-    if (!record.ok())
-      return record.status();
-    if (absl::Status s = session.ReportEval(*record); !s.ok())
-      return s;
-  }
-  if (absl::Status s = SaveAtEnd(options, d, trainer, out); !s.ok())
-    return s;
-  if (absl::Status s = StoreRunVocab(options, vocab, /*after_training=*/true);
-      !s.ok())
-    return s;
-  if (options.sample)
-    return Sample(options, d, binding, trainer, vocab, out);
-  return absl::OkStatus();
 }
 
 absl::Status TrainOnThisRank(const Options &options, const tcc_step_descriptor &d,
