@@ -14,6 +14,7 @@ set(TCC_CODEGEN_SOURCES
   codegen/cpu/CpuCodegen.cpp
   codegen/cpu/CpuAttention.cpp
   codegen/cpu/CpuNorm.cpp
+  codegen/cpu/CpuConv.cpp
   codegen/cuda/CudaCodegen.cpp
   codegen/cuda/CudaStepEmitter.cpp
   codegen/cuda/KernelRegistry.cpp
@@ -106,6 +107,7 @@ set(TCC_CPU_PRELUDE_PIECES
   ${TCC_CODEGEN_DIR}/cpu/cpu_attention.h
   ${TCC_CODEGEN_DIR}/cpu/cpu_gemm_epilogue.h
   ${TCC_CODEGEN_DIR}/cpu/cpu_norm.h
+  ${TCC_CODEGEN_DIR}/cpu/cpu_conv.h
 )
 set(TCC_CPU_PRELUDE ${TCC_GENERATED_INCLUDE_DIR}/compiler/codegen/cpu/cpu_prelude_pasted.h)
 tcc_concat_sources(${TCC_CPU_PRELUDE} "${TCC_CPU_PRELUDE_PIECES}"

@@ -62,6 +62,8 @@ std::optional<OpResults> evaluateOptimizerOp(mlir::Operation *op,
                                              llvm::ArrayRef<const Tensor *> in);
 std::optional<OpResults> evaluateAttentionOp(mlir::Operation *op,
                                              llvm::ArrayRef<const Tensor *> in);
+std::optional<OpResults> evaluateVisionOp(mlir::Operation *op,
+                                          llvm::ArrayRef<const Tensor *> in);
 std::optional<OpResults> evaluatePositionOp(mlir::Operation *op,
                                             llvm::ArrayRef<const Tensor *> in);
 

@@ -88,6 +88,8 @@ OpResults Interpreter::evaluate(Operation *op) {
   if (!results)
     results = evaluatePositionOp(op, operands);
   if (!results)
+    results = evaluateVisionOp(op, operands);
+  if (!results)
     return op->emitOpError("is not supported by the tg reference interpreter");
   return std::move(*results);
 }

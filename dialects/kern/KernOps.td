@@ -698,4 +698,6 @@ def Kern_LayerNormGradOp : Kern_Op<"layer_norm_grad", [AttrSizedOperandSegments]
   let hasVerifier = 1;
 }
 
+include "dialects/kern/KernVisionOps.td"
+
 #endif // TCC_KERN_OPS

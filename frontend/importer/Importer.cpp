@@ -172,6 +172,8 @@ LogicalResult ModelImporter::importNode(const model::Node &node, int index) {
   if (!results)
     results = importStructuralNode(ctx);
   if (!results)
+    results = importVisionNode(ctx);
+  if (!results)
     return error(where) << "unknown op '" << node.op()
                         << "' (known: " << knownOpNames() << ")";
   if (failed(*results))

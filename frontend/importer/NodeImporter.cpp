@@ -104,6 +104,7 @@ FailureOr<SmallVector<int64_t>> NodeContext::intsAttr(StringRef key) const {
 
 namespace tcc {
 std::string knownOpNames() {
-  return std::string(elementwiseOpNames()) + ", " + structuralOpNames();
+  return std::string(elementwiseOpNames()) + ", " + structuralOpNames() + ", " +
+         visionOpNames();
 }
 } // namespace tcc

@@ -58,10 +58,12 @@ using NodeResults = mlir::FailureOr<llvm::SmallVector<mlir::Value, 1>>;
 // Each returns std::nullopt when the node's op is not one of the group's.
 std::optional<NodeResults> importElementwiseNode(NodeContext &node);
 std::optional<NodeResults> importStructuralNode(NodeContext &node);
+std::optional<NodeResults> importVisionNode(NodeContext &node);
 
 // Op names each group knows, and all of them, for "unknown op" messages.
 const char *elementwiseOpNames();
 const char *structuralOpNames();
+const char *visionOpNames();
 std::string knownOpNames();
 
 } // namespace tcc

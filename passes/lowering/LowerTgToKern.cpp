@@ -555,6 +555,42 @@ private:
           buffers_[s.getResult()] = out;
           return success();
         })
+        // conv2d and pooling (TgVisionOps.td): one kernel each, attributes kept.
+        .Case<tg::Conv2dOp, tg::Conv2dInputGradOp, tg::Conv2dWeightGradOp>(
+            [&](Operation *conv) {
+              Value result = conv->getResult(0);
+              Value out = alloc(loc, result);
+              StringRef product = isa<tg::Conv2dOp>(conv)             ? "forward"
+                                  : isa<tg::Conv2dInputGradOp>(conv) ? "input_grad"
+                                                                     : "weight_grad";
+              kern::Conv2dOp::create(
+                  b_, loc, buf(conv->getOperand(0)), buf(conv->getOperand(1)), out,
+                  b_.getStringAttr(product), cast<DenseI64ArrayAttr>(conv->getAttr("stride")),
+                  cast<DenseI64ArrayAttr>(conv->getAttr("padding")),
+                  cast<DenseI64ArrayAttr>(conv->getAttr("dilation")),
+                  cast<IntegerAttr>(conv->getAttr("groups")));
+              buffers_[result] = out;
+              return success();
+            })
+        .Case<tg::MaxPool2dOp, tg::AvgPool2dOp>([&](Operation *pool) {
+          Value result = pool->getResult(0);
+          Value out = alloc(loc, result);
+          kern::Pool2dOp::create(b_, loc, buf(pool->getOperand(0)), Value(), out,
+                                 b_.getStringAttr(isa<tg::MaxPool2dOp>(pool) ? "max" : "avg"),
+                                 cast<DenseI64ArrayAttr>(pool->getAttr("kernel")),
+                                 cast<DenseI64ArrayAttr>(pool->getAttr("stride")),
+                                 cast<DenseI64ArrayAttr>(pool->getAttr("padding")));
+          buffers_[result] = out;
+          return success();
+        })
+        .Case([&](tg::Pool2dGradOp p) {
+          Value out = alloc(loc, p.getResult());
+          kern::Pool2dOp::create(b_, loc, buf(p.getInput()), buf(p.getGrad()), out,
+                                 b_.getStringAttr(p.getMode() + "_grad"), p.getKernelAttr(),
+                                 p.getStrideAttr(), p.getPaddingAttr());
+          buffers_[p.getResult()] = out;
+          return success();
+        })
         .Default([&](Operation *other) {
           return other->emitError("tg-lower-to-kern: no lowering for ")
                  << other->getName()

@@ -496,6 +496,11 @@ def _mse_module(c, node, args, kwargs):
 
 # -- the tables ----------------------------------------------------------------
 
+# Imported here: the vision handlers use Dyn and Unsupported above.
+from tcc._torch_vision_ops import (_avg_pool_function, _avg_pool_module,
+                                   _conv2d_function, _conv2d_module,
+                                   _max_pool_function, _max_pool_module)  # noqa: E402
+
 MODULES = {
     nn.Linear: _linear_module, nn.Embedding: _embedding_module,
     nn.LayerNorm: _layer_norm_module, nn.Dropout: _dropout,
@@ -504,11 +509,14 @@ MODULES = {
     nn.Sigmoid: _activation_module("sigmoid"), nn.Identity: _identity,
     nn.Softmax: _softmax("softmax"), nn.LogSoftmax: _softmax("log_softmax"),
     nn.Flatten: _to_recorded_shape, nn.CrossEntropyLoss: _cross_entropy_module,
-    nn.MSELoss: _mse_module,
+    nn.MSELoss: _mse_module, nn.Conv2d: _conv2d_module,
+    nn.MaxPool2d: _max_pool_module, nn.AvgPool2d: _avg_pool_module,
 }
 
 FUNCTIONS = {
     F.linear: _linear_function, F.embedding: _embedding_function,
+    F.conv2d: _conv2d_function, F.max_pool2d: _max_pool_function,
+    torch.max_pool2d: _max_pool_function, F.avg_pool2d: _avg_pool_function,
     F.layer_norm: _layer_norm_function, F.dropout: _dropout,
     F.relu: _unary("relu"), torch.relu: _unary("relu"),
     F.gelu: _gelu, F.silu: _unary("silu"),

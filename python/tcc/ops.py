@@ -194,3 +194,43 @@ def causal_mask(scores: Tensor, value: Optional[float] = None,
     """(..., T, S): `value` (default -inf) where j > i + (S - T)."""
     return _model(scores).op("causal_mask", scores, name=name,
                              value=None if value is None else float(value))
+
+
+def _pair(v, what: str):
+    """An int or a (height, width) pair as a 2-list of ints."""
+    if isinstance(v, int):
+        return [int(v), int(v)]
+    v = [int(e) for e in v]
+    if len(v) != 2:
+        raise TccError(f"{what} needs 1 or 2 values (height, width), got {len(v)}")
+    return v
+
+
+def conv2d(x: Tensor, weight: Tensor, stride=1, padding=0, dilation=1,
+           groups: int = 1, name: Optional[str] = None) -> Tensor:
+    """NCHW cross-correlation (PyTorch's conv2d without bias): x (N, C, H,
+    W), weight (O, C / groups, KH, KW) -> (N, O, HO, WO). Add a bias with
+    ops.add (reshaped to (O, 1, 1))."""
+    return _model(x, weight).op("conv2d", x, weight, name=name,
+                                stride=_pair(stride, "conv2d stride"),
+                                padding=_pair(padding, "conv2d padding"),
+                                dilation=_pair(dilation, "conv2d dilation"),
+                                groups=int(groups))
+
+
+def _pool(op):
+    def f(x: Tensor, kernel, stride=None, padding=0,
+          name: Optional[str] = None) -> Tensor:
+        k = _pair(kernel, f"{op} kernel")
+        return _model(x).op(op, x, name=name, kernel=k,
+                            stride=k if stride is None else _pair(stride, f"{op} stride"),
+                            padding=_pair(padding, f"{op} padding"))
+    f.__name__ = op
+    f.__doc__ = (f"`{op}` over KH x KW windows of NCHW x (stride defaults to the "
+                 "kernel; docs/ir.md)." + (" Divides by KH * KW, padding counted "
+                                           "(PyTorch's count_include_pad=True)."
+                                           if op == "avg_pool2d" else ""))
+    return f
+
+
+max_pool2d, avg_pool2d = _pool("max_pool2d"), _pool("avg_pool2d")

@@ -92,6 +92,43 @@ def _reduce(x: Shape, axes, keep: bool) -> Shape:
     return tuple(d for i, d in enumerate(x) if i not in axes)
 
 
+def _window2d(op: str, x: Shape, w: Optional[Shape], attrs: dict) -> Shape:
+    """(N, O or C, HO, WO) of conv2d (weight w) or a 2-D pool of NCHW x."""
+    if len(x) != 4:
+        raise ShapeError(f"input must be NCHW (rank 4), got {tuple(x)}")
+    n, c, h, wd = x
+    if op == "conv2d":
+        if len(w) != 4:
+            raise ShapeError(f"weight must be (O, C/groups, KH, KW), got {tuple(w)}")
+        g = attrs.get("groups", 1)
+        if g < 1 or c % g or w[0] % g:
+            raise ShapeError(f"groups {g} must divide the input channels {c} "
+                             f"and the output channels {w[0]}")
+        if w[1] != c // g:
+            raise ShapeError(f"weight {tuple(w)} must have {c // g} input "
+                             f"channels (input channels {c} / groups {g})")
+        k, channels = w[2:], w[0]
+        dil = attrs.get("dilation", [1, 1])
+    else:
+        k, channels, dil = attrs["kernel"], c, [1, 1]
+    stride = attrs.get("stride", k)
+    pad = attrs.get("padding", [0, 0])
+    if min(stride) < 1 or min(pad) < 0 or min(dil) < 1 or min(k) < 1:
+        raise ShapeError(f"stride {list(stride)} and dilation {list(dil)} must be "
+                         f">= 1, padding {list(pad)} >= 0")
+    if op != "conv2d" and (2 * pad[0] > k[0] or 2 * pad[1] > k[1]):
+        raise ShapeError(f"padding {list(pad)} must be at most half the kernel "
+                         f"{list(k)}")
+    out = []
+    for size, kk, s, p, d in zip((h, wd), k, stride, pad, dil):
+        span = d * (kk - 1) + 1
+        if span > size + 2 * p:
+            raise ShapeError(f"kernel extent {span} is larger than the padded "
+                             f"input {size + 2 * p} (input {tuple(x)})")
+        out.append((size + 2 * p - span) // s + 1)
+    return (n, channels, out[0], out[1])
+
+
 def infer(op: str, shapes: List[Optional[Shape]], dtypes: List[Optional[str]],
           attrs: dict, n_outputs: int):
     """[(shape, dtype)] per output, entries None where unknown. Raises
@@ -180,6 +217,9 @@ def infer(op: str, shapes: List[Optional[Shape]], dtypes: List[Optional[str]],
                                  f"{tuple(s)} differ elsewhere")
             total += s[a]
         return [(tuple(x[:a]) + (total,) + tuple(x[a + 1:]), dtype)]
+    if op in ("conv2d", "max_pool2d", "avg_pool2d"):
+        return [(_window2d(op, x, shapes[1] if op == "conv2d" else None, attrs),
+                 dtype)]
     if op == "split":
         a = _axis(attrs.get("axis", 0), len(x))
         sizes = list(attrs["sizes"])

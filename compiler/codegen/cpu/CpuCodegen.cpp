@@ -10,6 +10,7 @@
 
 #include "compiler/codegen/common/CTypes.h"
 #include "compiler/codegen/cpu/CpuAttention.h"
+#include "compiler/codegen/cpu/CpuConv.h"
 #include "compiler/codegen/cpu/CpuNorm.h"
 #include "compiler/codegen/common/EmbeddedSources.h"
 #include "compiler/codegen/common/LoopLayout.h"
@@ -288,6 +289,8 @@ private:
         .Case([&](kern::LayerNormGradOp n) {
           return emitCpuLayerNormGrad(n, names_, os_, flops);
         })
+        .Case([&](kern::Conv2dOp c) { return emitCpuConv2d(c, names_, os_, flops); })
+        .Case([&](kern::Pool2dOp p) { return emitCpuPool2d(p, names_, os_, flops); })
         .Case([&](kern::RopeOp r) {
           MemRefType x = mrt(r.getInput());
           int64_t d = x.getShape().back(), t = x.getShape().drop_back().back();

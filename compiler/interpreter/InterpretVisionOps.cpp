@@ -1,0 +1,183 @@
+// The reference interpreter's 2-D convolution and pooling ops
+// (TgVisionOps.td), float64, direct loops over the windows (see
+// TgInterpreter.h). The three conv2d products share one loop nest: each
+// visits every (output position, kernel tap) pair once.
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "compiler/interpreter/InterpreterSupport.h"
+#include "dialects/tg/TgDialect.h"
+#include "dialects/common/Window2d.h"
+#include "llvm/ADT/TypeSwitch.h"
+
+using namespace mlir;
+
+namespace tcc::interp {
+namespace {
+
+enum class ConvProduct { Forward, InputGrad, WeightGrad };
+
+tcc::Window2d convWindow(ArrayRef<int64_t> weightShape, ArrayRef<int64_t> stride,
+                        ArrayRef<int64_t> padding, ArrayRef<int64_t> dilation) {
+  tcc::Window2d w;
+  w.kh = weightShape[2], w.kw = weightShape[3];
+  w.sh = stride[0], w.sw = stride[1];
+  w.ph = padding[0], w.pw = padding[1];
+  w.dh = dilation[0], w.dw = dilation[1];
+  return w;
+}
+
+// x (N, C, H, W), w (O, C / groups, KH, KW), y (N, O, HO, WO). Forward
+// writes y from x and w; InputGrad writes x from y (the gradient) and w;
+// WeightGrad writes w from y and x. The written tensor starts at zero.
+void convLoop(ConvProduct product, Tensor &x, Tensor &w, Tensor &y, const tcc::Window2d &win,
+              int64_t groups) {
+  int64_t n = x.shape[0], c = x.shape[1], h = x.shape[2], wd = x.shape[3];
+  int64_t o = w.shape[0], cg = w.shape[1];
+  int64_t ho = y.shape[2], wo = y.shape[3], og = o / groups;
+  for (int64_t b = 0; b < n; ++b)
+    for (int64_t oc = 0; oc < o; ++oc) {
+      int64_t group = oc / og;
+      for (int64_t oy = 0; oy < ho; ++oy)
+        for (int64_t ox = 0; ox < wo; ++ox) {
+          int64_t yi = ((b * o + oc) * ho + oy) * wo + ox;
+          for (int64_t ci = 0; ci < cg; ++ci) {
+            int64_t ic = group * cg + ci;
+            for (int64_t ky = 0; ky < win.kh; ++ky) {
+              int64_t iy = oy * win.sh - win.ph + ky * win.dh;
+              if (iy < 0 || iy >= h)
+                continue;
+              for (int64_t kx = 0; kx < win.kw; ++kx) {
+                int64_t ix = ox * win.sw - win.pw + kx * win.dw;
+                if (ix < 0 || ix >= wd)
+                  continue;
+                int64_t xi = ((b * c + ic) * h + iy) * wd + ix;
+                int64_t wi = ((oc * cg + ci) * win.kh + ky) * win.kw + kx;
+                switch (product) {
+                case ConvProduct::Forward: y.data[yi] += x.data[xi] * w.data[wi]; break;
+                case ConvProduct::InputGrad: x.data[xi] += y.data[yi] * w.data[wi]; break;
+                case ConvProduct::WeightGrad: w.data[wi] += y.data[yi] * x.data[xi]; break;
+                }
+              }
+            }
+          }
+        }
+    }
+}
+
+template <typename ConvLike>
+Tensor evalConv(ConvLike op, ConvProduct product, const Tensor &a, const Tensor &b) {
+  Tensor out = Tensor::zeros(staticShape(op.getResult()));
+  Tensor x, w, y;
+  switch (product) {
+  case ConvProduct::Forward: x = a, w = b; break;   // input, weight
+  case ConvProduct::InputGrad: y = a, w = b; break; // grad, weight
+  case ConvProduct::WeightGrad: y = a, x = b; break; // grad, input
+  }
+  Tensor &target = product == ConvProduct::Forward ? y
+                   : product == ConvProduct::InputGrad ? x
+                                                       : w;
+  target = out;
+  convLoop(product, x, w, y,
+           convWindow(w.shape, op.getStride(), op.getPadding(), op.getDilation()),
+           op.getGroups());
+  return target;
+}
+
+tcc::Window2d poolWindow(ArrayRef<int64_t> kernel, ArrayRef<int64_t> stride,
+                        ArrayRef<int64_t> padding) {
+  tcc::Window2d w;
+  w.kh = kernel[0], w.kw = kernel[1];
+  w.sh = stride[0], w.sw = stride[1];
+  w.ph = padding[0], w.pw = padding[1];
+  return w;
+}
+
+// Visits each window of x (N, C, H, W) for output (N, C, HO, WO):
+// visit(outIndex, list of input indices inside the input, row-major).
+template <typename Visit>
+void forEachWindow(ArrayRef<int64_t> xShape, int64_t ho, int64_t wo, const tcc::Window2d &win,
+                   Visit visit) {
+  int64_t planes = xShape[0] * xShape[1], h = xShape[2], w = xShape[3];
+  std::vector<int64_t> taps;
+  for (int64_t p = 0; p < planes; ++p)
+    for (int64_t oy = 0; oy < ho; ++oy)
+      for (int64_t ox = 0; ox < wo; ++ox) {
+        taps.clear();
+        for (int64_t ky = 0; ky < win.kh; ++ky)
+          for (int64_t kx = 0; kx < win.kw; ++kx) {
+            int64_t iy = oy * win.sh - win.ph + ky, ix = ox * win.sw - win.pw + kx;
+            if (iy >= 0 && iy < h && ix >= 0 && ix < w)
+              taps.push_back((p * h + iy) * w + ix);
+          }
+        visit((p * ho + oy) * wo + ox, taps);
+      }
+}
+
+Tensor evalPool(ArrayRef<int64_t> outShape, const Tensor &x, bool max,
+                const tcc::Window2d &win) {
+  Tensor out = Tensor::zeros(outShape);
+  forEachWindow(x.shape, outShape[2], outShape[3], win,
+                [&](int64_t o, const std::vector<int64_t> &taps) {
+                  if (max) {
+                    double m = -std::numeric_limits<double>::infinity();
+                    for (int64_t t : taps)
+                      m = std::max(m, x.data[t]);
+                    out.data[o] = m;
+                    return;
+                  }
+                  double sum = 0; // padding counts as zeros in the divisor
+                  for (int64_t t : taps)
+                    sum += x.data[t];
+                  out.data[o] = sum / static_cast<double>(win.kh * win.kw);
+                });
+  return out;
+}
+
+Tensor evalPoolGrad(tg::Pool2dGradOp op, const Tensor &g, const Tensor &x) {
+  tcc::Window2d win = poolWindow(op.getKernel(), op.getStride(), op.getPadding());
+  Tensor dx = Tensor::zeros(x.shape);
+  bool max = op.getMode() == "max";
+  forEachWindow(x.shape, g.shape[2], g.shape[3], win,
+                [&](int64_t o, const std::vector<int64_t> &taps) {
+                  if (max) { // the first maximum in row-major window order (PyTorch)
+                    int64_t best = taps.front();
+                    for (int64_t t : taps)
+                      if (x.data[t] > x.data[best])
+                        best = t;
+                    dx.data[best] += g.data[o];
+                    return;
+                  }
+                  for (int64_t t : taps)
+                    dx.data[t] += g.data[o] / static_cast<double>(win.kh * win.kw);
+                });
+  return dx;
+}
+
+} // namespace
+
+std::optional<OpResults> evaluateVisionOp(Operation *op, ArrayRef<const Tensor *> in) {
+  return llvm::TypeSwitch<Operation *, std::optional<OpResults>>(op)
+      .Case([&](tg::Conv2dOp c) {
+        return singleResult(evalConv(c, ConvProduct::Forward, *in[0], *in[1]));
+      })
+      .Case([&](tg::Conv2dInputGradOp c) {
+        return singleResult(evalConv(c, ConvProduct::InputGrad, *in[0], *in[1]));
+      })
+      .Case([&](tg::Conv2dWeightGradOp c) {
+        return singleResult(evalConv(c, ConvProduct::WeightGrad, *in[0], *in[1]));
+      })
+      .Case([&](tg::MaxPool2dOp p) {
+        return singleResult(evalPool(staticShape(p.getResult()), *in[0], /*max=*/true,
+                                     poolWindow(p.getKernel(), p.getStride(), p.getPadding())));
+      })
+      .Case([&](tg::AvgPool2dOp p) {
+        return singleResult(evalPool(staticShape(p.getResult()), *in[0], /*max=*/false,
+                                     poolWindow(p.getKernel(), p.getStride(), p.getPadding())));
+      })
+      .Case([&](tg::Pool2dGradOp p) { return singleResult(evalPoolGrad(p, *in[0], *in[1])); })
+      .Default([](Operation *) { return std::nullopt; });
+}
+
+} // namespace tcc::interp

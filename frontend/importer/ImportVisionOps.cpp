@@ -1,0 +1,138 @@
+// Model nodes -> tg 2-D convolution and pooling ops (dialects/tg/
+// TgVisionOps.td), NCHW:
+//   conv2d(x, weight): ints stride = [1, 1], padding = [0, 0],
+//     dilation = [1, 1], int groups = 1; weight (O, C / groups, KH, KW).
+//   max_pool2d(x), avg_pool2d(x): ints kernel (required), stride = kernel,
+//     padding = [0, 0]. avg_pool2d divides by KH * KW (padding counts).
+// A one-value list means the same value for height and width. Every shape
+// problem is reported here, at the node, before an op is built.
+#include "dialects/common/ShapeHelpers.h"
+#include "dialects/tg/TgDialect.h"
+#include "dialects/common/Window2d.h"
+#include "frontend/importer/NodeImporter.h"
+
+using namespace mlir;
+
+namespace tcc {
+
+const char *visionOpNames() { return "conv2d, max_pool2d, avg_pool2d"; }
+
+namespace {
+
+NodeResults single(Value v) { return SmallVector<Value, 1>{v}; }
+
+// The (height, width) pair of ints attribute `key`: absent -> dflt, one
+// value -> both.
+FailureOr<SmallVector<int64_t>> pairAttr(NodeContext &n, StringRef key,
+                                         ArrayRef<int64_t> dflt) {
+  FailureOr<SmallVector<int64_t>> v = n.intsAttr(key);
+  if (failed(v))
+    return failure();
+  if (v->empty() && !dflt.empty())
+    return SmallVector<int64_t>(dflt.begin(), dflt.end());
+  if (v->size() == 1)
+    return SmallVector<int64_t>{(*v)[0], (*v)[0]};
+  if (v->size() != 2) {
+    n.error() << "op " << n.op() << ": attribute '" << key
+              << "' needs 2 values (height, width), got " << v->size();
+    return failure();
+  }
+  return *v;
+}
+
+LogicalResult requireNchw(NodeContext &n, int i, StringRef what) {
+  if (n.type(i).getRank() != 4)
+    return n.error() << "op " << n.op() << ": " << what << " '" << n.node.inputs(i)
+                     << "' must be rank 4 (" << (i == 0 ? "N, C, H, W" : "O, C/groups, KH, KW")
+                     << "), got " << tcc::formatShape(n.type(i).getShape());
+  return success();
+}
+
+NodeResults importConv2d(NodeContext &n) {
+  if (failed(n.arity(2)) || failed(n.attrs({"stride", "padding", "dilation", "groups"})) ||
+      failed(n.requireFloat(0)) || failed(n.requireFloat(1)) ||
+      failed(requireNchw(n, 0, "input")) || failed(requireNchw(n, 1, "weight")))
+    return failure();
+  auto stride = pairAttr(n, "stride", {1, 1});
+  auto padding = pairAttr(n, "padding", {0, 0});
+  auto dilation = pairAttr(n, "dilation", {1, 1});
+  FailureOr<int64_t> groups = n.intAttr("groups", 1);
+  if (failed(stride) || failed(padding) || failed(dilation) || failed(groups))
+    return failure();
+  RankedTensorType x = n.type(0), w = n.type(1);
+  if (x.getElementType() != w.getElementType())
+    return n.error() << "conv2d: input and weight must have one element type, got "
+                     << x.getElementType() << " and " << w.getElementType();
+  int64_t c = x.getDimSize(1), o = w.getDimSize(0);
+  if (*groups < 1 || c % *groups != 0 || o % *groups != 0)
+    return n.error() << "conv2d: groups " << *groups << " must be >= 1 and divide the input "
+                     << "channels " << c << " and the output channels " << o;
+  if (w.getDimSize(1) != c / *groups)
+    return n.error() << "conv2d: weight " << tcc::formatShape(w.getShape()) << " must have "
+                     << c / *groups << " input channels (input channels " << c
+                     << " / groups " << *groups << ")";
+  tcc::Window2d win;
+  win.kh = w.getDimSize(2), win.kw = w.getDimSize(3);
+  win.sh = (*stride)[0], win.sw = (*stride)[1];
+  win.ph = (*padding)[0], win.pw = (*padding)[1];
+  win.dh = (*dilation)[0], win.dw = (*dilation)[1];
+  std::string why = win.check(x.getDimSize(2), x.getDimSize(3));
+  if (!why.empty())
+    return n.error() << "conv2d: " << why << " (input " << tcc::formatShape(x.getShape())
+                     << ")";
+  auto type = RankedTensorType::get(
+      {x.getDimSize(0), o, win.outH(x.getDimSize(2)), win.outW(x.getDimSize(3))},
+      x.getElementType());
+  return single(tg::Conv2dOp::create(n.b, n.loc, type, n.operands[0], n.operands[1],
+                                     n.b.getDenseI64ArrayAttr(*stride),
+                                     n.b.getDenseI64ArrayAttr(*padding),
+                                     n.b.getDenseI64ArrayAttr(*dilation),
+                                     n.b.getI64IntegerAttr(*groups)));
+}
+
+NodeResults importPool2d(NodeContext &n) {
+  if (failed(n.arity(1)) || failed(n.attrs({"kernel", "stride", "padding"})) ||
+      failed(n.requireFloat(0)) || failed(requireNchw(n, 0, "input")))
+    return failure();
+  if (!n.hasAttr("kernel"))
+    return n.error() << "op " << n.op() << " needs attribute 'kernel' (ints: KH, KW)";
+  auto kernel = pairAttr(n, "kernel", {});
+  if (failed(kernel))
+    return failure();
+  auto stride = pairAttr(n, "stride", *kernel);
+  auto padding = pairAttr(n, "padding", {0, 0});
+  if (failed(stride) || failed(padding))
+    return failure();
+  RankedTensorType x = n.type(0);
+  tcc::Window2d win;
+  win.kh = (*kernel)[0], win.kw = (*kernel)[1];
+  win.sh = (*stride)[0], win.sw = (*stride)[1];
+  win.ph = (*padding)[0], win.pw = (*padding)[1];
+  std::string why = win.check(x.getDimSize(2), x.getDimSize(3));
+  if (why.empty() && (2 * win.ph > win.kh || 2 * win.pw > win.kw))
+    why = "padding must be at most half the kernel";
+  if (!why.empty())
+    return n.error() << n.op() << ": " << why << " (input " << tcc::formatShape(x.getShape())
+                     << ")";
+  auto type = RankedTensorType::get({x.getDimSize(0), x.getDimSize(1),
+                                     win.outH(x.getDimSize(2)), win.outW(x.getDimSize(3))},
+                                    x.getElementType());
+  auto k = n.b.getDenseI64ArrayAttr(*kernel), s = n.b.getDenseI64ArrayAttr(*stride),
+       p = n.b.getDenseI64ArrayAttr(*padding);
+  if (n.op() == "max_pool2d")
+    return single(tg::MaxPool2dOp::create(n.b, n.loc, type, n.operands[0], k, s, p));
+  return single(tg::AvgPool2dOp::create(n.b, n.loc, type, n.operands[0], k, s, p));
+}
+
+} // namespace
+
+std::optional<NodeResults> importVisionNode(NodeContext &n) {
+  StringRef op = n.op();
+  if (op == "conv2d")
+    return importConv2d(n);
+  if (op == "max_pool2d" || op == "avg_pool2d")
+    return importPool2d(n);
+  return std::nullopt;
+}
+
+} // namespace tcc
