@@ -6,7 +6,8 @@ compiled by `tcc compile --target cpu --emit-gradients` and run by trun on
 the same weights (torch's state_dict, trun --init-from) and batch:
   - "tcc_nn": the network written with tcc.nn (Conv2d weights stored in
     torch's (out, in/groups, kh, kw) layout, no perm);
-  - "from_torch": the torch network imported by tcc.from_torch.
+  - "from_torch": the torch network imported by tcc.from_torch;
+  - "functional": the same through F.conv2d / F.max_pool2d / F.avg_pool2d.
 Loss and every gradient (norm-wise) must agree to 1e-5 relative.
 
 usage: vision_ops_test.py --bin-dir BUILD/bin --work-dir DIR
@@ -45,6 +46,17 @@ class TorchCnn(tnn.Module):
     def forward(self, x):
         h = self.pool1(torch.relu(self.conv1(x)))
         h = self.pool2(self.conv2(h))
+        return self.fc(h.flatten(1))
+
+
+class TorchCnnFunctional(TorchCnn):
+    """The same network through F.conv2d, F.max_pool2d, F.avg_pool2d."""
+
+    def forward(self, x):
+        c1, c2 = self.conv1, self.conv2
+        h = TF.max_pool2d(torch.relu(TF.conv2d(x, c1.weight, c1.bias, padding=1)), 2)
+        h = TF.conv2d(h, c2.weight, c2.bias, 1, (1, 2), (1, 2), 2)
+        h = TF.avg_pool2d(h, 2, stride=2, padding=1)
         return self.fc(h.flatten(1))
 
 
@@ -147,14 +159,21 @@ def main():
     failures = shape_checks()
     with tempfile.TemporaryDirectory(prefix="tcc-vision-") as tmp:
         root = args.work_dir or tmp
-        for name in ("tcc_nn", "from_torch"):
+        functional = TorchCnnFunctional()
+        functional.load_state_dict(net.state_dict())
+        f_loss, f_grads = H.torch_loss_and_grads(functional, TF.cross_entropy, (x,), y)
+        for name in ("tcc_nn", "from_torch", "functional"):
             work = os.path.join(root, name)
             os.makedirs(work, exist_ok=True)
+            module = functional if name == "functional" else net
             try:
                 model = tcc_nn_model() if name == "tcc_nn" else tcc.from_torch(
-                    net, (x,), loss=TF.cross_entropy, target=y,
-                    optimizer=torch.optim.SGD(net.parameters(), lr=0.1))
-                failures += run_case(name, model, net, x, y, loss, grads, work)
+                    module, (x,), loss=TF.cross_entropy, target=y,
+                    optimizer=torch.optim.SGD(module.parameters(), lr=0.1))
+                if name == "functional":
+                    failures += run_case(name, model, module, x, y, f_loss, f_grads, work)
+                else:
+                    failures += run_case(name, model, net, x, y, loss, grads, work)
             except (H.Failure, tcc.TccError) as e:
                 failures.append(f"{name}: {e}")
     for f in failures:
