@@ -113,28 +113,12 @@ std::string BindError(ArraysStep &step, std::vector<StoredArray> arrays,
   return bound.ok() ? "" : std::string(bound.status().message());
 }
 
-// A version 1.0 .npy file: `values` as T, row-major.
+// A .npy file of `values` converted to T (testing::WriteNpy).
 template <typename T>
 void WriteNpy(const std::string &path, const std::string &descr,
               const std::vector<int64_t> &shape, const std::vector<double> &values) {
-  std::string dims;
-  for (int64_t d : shape)
-    dims += std::to_string(d) + ",";
-  std::string header = "{'descr': '" + descr +
-                       "', 'fortran_order': False, 'shape': (" + dims + "), }";
-  while ((10 + header.size() + 1) % 64 != 0)
-    header += ' ';
-  header += '\n';
-  std::vector<uint8_t> bytes = {0x93, 'N', 'U', 'M', 'P', 'Y', 1, 0,
-                                static_cast<uint8_t>(header.size()),
-                                static_cast<uint8_t>(header.size() >> 8)};
-  bytes.insert(bytes.end(), header.begin(), header.end());
-  for (double value : values) {
-    T v = static_cast<T>(value);
-    const uint8_t *p = reinterpret_cast<const uint8_t *>(&v);
-    bytes.insert(bytes.end(), p, p + sizeof(T));
-  }
-  testing::WriteFile(path, bytes);
+  std::vector<T> stored(values.begin(), values.end());
+  testing::WriteNpy(path, descr, shape, stored);
 }
 
 // A safetensors file of float32 tensors, written by hand.

@@ -48,6 +48,30 @@ CliResult RunCommand(const std::string &binary, const std::string &args);
 std::vector<uint8_t> IdxBytes(uint32_t magic, const std::vector<uint32_t> &dims,
                               const std::vector<uint8_t> &values);
 void WriteFile(const std::string &path, const std::vector<uint8_t> &bytes);
+
+// A version 1.0 .npy file as np.save writes it: `values` row-major, stored as
+// T; `descr` is numpy's dtype string for T ("<f4", "<i8", "|u1", ...).
+template <typename T>
+void WriteNpy(const std::string &path, const std::string &descr,
+              const std::vector<int64_t> &shape, const std::vector<T> &values) {
+  std::string dims;
+  for (int64_t d : shape)
+    dims += std::to_string(d) + ", ";
+  if (shape.size() > 1)
+    dims.resize(dims.size() - 2);
+  std::string header = "{'descr': '" + descr +
+                       "', 'fortran_order': False, 'shape': (" + dims + "), }";
+  while ((10 + header.size() + 1) % 64 != 0)
+    header += ' ';
+  header += '\n';
+  std::vector<uint8_t> bytes = {0x93, 'N', 'U', 'M', 'P', 'Y', 1, 0};
+  bytes.push_back(static_cast<uint8_t>(header.size())); // little-endian
+  bytes.push_back(static_cast<uint8_t>(header.size() >> 8));
+  bytes.insert(bytes.end(), header.begin(), header.end());
+  const uint8_t *data = reinterpret_cast<const uint8_t *>(values.data());
+  bytes.insert(bytes.end(), data, data + values.size() * sizeof(T));
+  WriteFile(path, bytes);
+}
 void WriteGzipFile(const std::string &path, const std::vector<uint8_t> &bytes);
 std::vector<uint8_t> ReadFileBytes(const std::string &path);
 

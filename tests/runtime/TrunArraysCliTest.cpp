@@ -21,27 +21,7 @@ using testing::ExpectExactError;
 using testing::RunTrun;
 using testing::Slurp;
 using testing::TempDir;
-
-// A version 1.0 .npy file: `values` row-major as stored.
-template <typename T>
-void WriteNpy(const std::string &path, const std::string &descr,
-              const std::vector<int64_t> &shape, const std::vector<T> &values) {
-  std::string dims;
-  for (int64_t d : shape)
-    dims += std::to_string(d) + ",";
-  std::string header = "{'descr': '" + descr +
-                       "', 'fortran_order': False, 'shape': (" + dims + "), }";
-  while ((10 + header.size() + 1) % 64 != 0)
-    header += ' ';
-  header += '\n';
-  std::vector<uint8_t> bytes = {0x93, 'N', 'U', 'M', 'P', 'Y', 1, 0,
-                                static_cast<uint8_t>(header.size()),
-                                static_cast<uint8_t>(header.size() >> 8)};
-  bytes.insert(bytes.end(), header.begin(), header.end());
-  const uint8_t *data = reinterpret_cast<const uint8_t *>(values.data());
-  bytes.insert(bytes.end(), data, data + values.size() * sizeof(T));
-  testing::WriteFile(path, bytes);
-}
+using testing::WriteNpy;
 
 // Lines that depend only on data, step and seed.
 std::vector<std::string> LossLines(const std::string &out) {

@@ -22,6 +22,7 @@ using testing::ExpectErrorContaining;
 using testing::RunTrun;
 using testing::Slurp;
 using testing::TempDir;
+using testing::WriteNpy;
 
 // Synthetic 28x28 data in the Fashion-MNIST layout (gzipped).
 class TrunCliTest : public testing::TrunCliFixture {
@@ -184,29 +185,6 @@ TEST_F(TrunCliTest, TooFewSamplesForOneBatchIsAnError) {
   ExpectErrorContaining(RunTrun(Step() + " --data " + images + "," +
                                 tiny.File("train-labels-idx1-ubyte.gz")),
                         1, "99 samples, fewer than the step's batch size 100");
-}
-
-// A version 1.0 .npy file as np.save writes it: `values` row-major.
-template <typename T>
-void WriteNpy(const std::string &path, const std::string &descr,
-              const std::vector<int64_t> &shape, const std::vector<T> &values) {
-  std::string dims;
-  for (int64_t d : shape)
-    dims += std::to_string(d) + ", ";
-  if (shape.size() > 1)
-    dims.resize(dims.size() - 2);
-  std::string header = "{'descr': '" + descr +
-                       "', 'fortran_order': False, 'shape': (" + dims + "), }";
-  while ((10 + header.size() + 1) % 64 != 0)
-    header += ' ';
-  header += '\n';
-  std::vector<uint8_t> bytes = {0x93, 'N', 'U', 'M', 'P', 'Y', 1, 0};
-  bytes.push_back(static_cast<uint8_t>(header.size())); // little-endian
-  bytes.push_back(static_cast<uint8_t>(header.size() >> 8));
-  bytes.insert(bytes.end(), header.begin(), header.end());
-  const uint8_t *data = reinterpret_cast<const uint8_t *>(values.data());
-  bytes.insert(bytes.end(), data, data + values.size() * sizeof(T));
-  testing::WriteFile(path, bytes);
 }
 
 // The output lines that depend only on the data, step and seed: losses,
