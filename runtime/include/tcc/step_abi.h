@@ -165,6 +165,13 @@ typedef struct tcc_step_args {
                                (rng_seed, step, op), so a resumed run repeats them */
   void **train_outputs;     /* train only: num_train_outputs buffers (e.g.
                                grad_norm), may be NULL */
+  /* Appended (issue 17). The step reads them only when its descriptor has
+     buffers / entries (a runtime must zero-initialize the struct). */
+  void **buffers;           /* num_buffers buffers (batch norm's running
+                               statistics): train updates them, eval and the
+                               extra entries read them */
+  void **entry_state;       /* an extra entry's num_state buffers (a KV
+                               cache), kept by the runtime between calls */
 } tcc_step_args;
 
 typedef int32_t (*tcc_step_fn)(const tcc_step_args *args);
@@ -172,7 +179,7 @@ typedef int32_t (*tcc_step_fn)(const tcc_step_args *args);
 /* GPU steps: one launch of the step's kernel list as timed while profiling
  * (tcc_device_api.profile_read). */
 typedef struct tcc_launch_time {
-  int32_t entry;        /* 0: train, 1: eval */
+  int32_t entry;        /* 0: train, 1: eval, 2 + k: the descriptor's entries[k] */
   int32_t launch;       /* position in the entry's launch order (the '#' of
                            the dumped kernels.txt) */
   const char *kernel;   /* e.g. "tcc_k14_ew", "cublasLtMatmul" */
@@ -277,6 +284,30 @@ typedef struct tcc_torch_tensor {
                                  tensor (tied weights); NULL when none */
 } tcc_torch_tensor;
 
+/* A further entry point of the step (the descriptor's entries): called
+   with tcc_step_args like train / eval. `params` and `buffers` are the
+   descriptor's; `inputs` / `outputs` are this entry's own lists; its
+   `state` tensors (zeros at the start, e.g. a KV cache) stay with the
+   runtime between calls and come as args->entry_state. An entry whose name
+   begins with "train" updates params / optimizer_state like train (and
+   writes *loss and train_outputs); the others leave them untouched and
+   write *loss only when they compute one. The descriptor's
+   workspace_bytes covers every entry. Names in use: "encode" (the frozen
+   encoder split off by tcc: per-sample inputs -> cached features),
+   "train_cached" / "eval_cached" (train / eval from those features),
+   "prefill" / "decode" (generation with a KV cache). */
+typedef struct tcc_step_entry {
+  const char *name;
+  tcc_step_fn fn;
+  int32_t num_inputs;
+  const tcc_tensor_desc *inputs;
+  int32_t num_outputs;
+  const tcc_tensor_desc *outputs;
+  int32_t num_state;
+  const tcc_tensor_desc *state;
+  double flops_per_call; /* counted by the code generator */
+} tcc_step_entry;
+
 typedef struct tcc_step_descriptor {
   uint32_t abi_version; /* TCC_STEP_ABI_VERSION */
   uint32_t struct_size; /* sizeof(tcc_step_descriptor) at build time */
@@ -355,6 +386,22 @@ typedef struct tcc_step_descriptor {
      order, or NULL when no parameter of the model has one (every state_dict
      key is then the parameter's name, every layout tcc's). */
   const tcc_torch_tensor *param_torch;
+
+  /* Appended after param_torch (tcc_step_descriptor_has_buffers): tensors
+     kept with the parameters that are not trained by gradients (batch
+     norm's running mean / variance and batches seen): initialized from
+     their init fields, updated in place by train, read by eval and the
+     entries, saved in checkpoints and by --save-weights (PyTorch buffers,
+     under buffer_torch's keys). buffer_torch: num_buffers entries, or NULL
+     (keys = names, tcc's layout). */
+  int32_t num_buffers;
+  const tcc_tensor_desc *buffers;
+  const tcc_torch_tensor *buffer_torch;
+
+  /* Appended after the buffers (tcc_step_descriptor_has_entries): further
+     entry points (tcc_step_entry), none when num_entries is 0. */
+  int32_t num_entries;
+  const tcc_step_entry *entries;
 } tcc_step_descriptor;
 
 /* Whether descriptor `d` (its struct_size) includes the memory-by-dtype
@@ -383,6 +430,16 @@ typedef struct tcc_step_descriptor {
 #define tcc_step_descriptor_has_torch(d)                               \
   ((d)->struct_size >= offsetof(tcc_step_descriptor, param_torch) + \
                            sizeof(const tcc_torch_tensor *))
+
+/* Whether descriptor `d` includes num_buffers, buffers and buffer_torch. */
+#define tcc_step_descriptor_has_buffers(d)                                \
+  ((d)->struct_size >= offsetof(tcc_step_descriptor, buffer_torch) + \
+                           sizeof(const tcc_torch_tensor *))
+
+/* Whether descriptor `d` includes num_entries and entries. */
+#define tcc_step_descriptor_has_entries(d)                            \
+  ((d)->struct_size >= offsetof(tcc_step_descriptor, entries) + \
+                           sizeof(const tcc_step_entry *))
 
 typedef const tcc_step_descriptor *(*tcc_step_get_descriptor_fn)(void);
 
