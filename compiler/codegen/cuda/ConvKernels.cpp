@@ -1,0 +1,127 @@
+// kern.conv2d / kern.pool2d: wrappers around the prelude's launch_conv2d /
+// launch_pool2d (prelude/conv_kernels.cuh), one per shape, type and product
+// or mode (the shape is part of the wrapper's text, so identical layers
+// share one). Direct NCHW kernels, one thread per output element (one block
+// per weight-gradient element), gradients in gather form: deterministic, no
+// atomics. The launchers return a cudaError_t, which the host body turns
+// into a step failure naming the launch.
+#include "compiler/codegen/cuda/CudaStepEmitter.h"
+
+#include "compiler/codegen/common/CTypes.h"
+#include "llvm/Support/FormatVariadic.h"
+
+namespace tcc::codegen::cuda {
+
+namespace {
+
+// Wrapper parameters p0..pN (storage types), the launcher's arguments (the
+// prelude's bf16 / f16 pointer types) and the host call's arguments.
+struct ConvWrapper {
+  std::string params, launcherArgs, hostArgs;
+  double bytes = 0;
+  int next = 0;
+
+  void add(Value v, bool written, const ValueNames &names) {
+    Type et = mrt(v).getElementType();
+    std::string p = "p" + std::to_string(next++);
+    params += llvm::formatv("{0}{1}{2} *{3}", params.empty() ? "" : ", ", written ? "" : "const ",
+                            storageType(et), p)
+                  .str();
+    launcherArgs += ", " + familyPointer(et, p, written, CodeTarget::Cuda);
+    hostArgs += ", " + names(v);
+    bytes += bufferBytes(mrt(v));
+  }
+  void addNull(Type et) {
+    launcherArgs += llvm::formatv(", static_cast<const {0} *>(nullptr)",
+                                  familyElementType(et, CodeTarget::Cuda))
+                        .str();
+  }
+};
+
+} // namespace
+
+LogicalResult CudaStepEmitter::emitConv2d(kern::Conv2dOp op, llvm::raw_ostream &os,
+                                          double &flops) {
+  StringRef product = op.getProduct();
+  int code = product == "forward" ? 0 : product == "input_grad" ? 1 : product == "weight_grad" ? 2 : -1;
+  if (code < 0)
+    return op.emitOpError("unknown product '") << product << "'";
+  // x (N, C, H, W), w (O, C/g, KH, KW), y (N, O, HO, WO) from the operands.
+  Value x = code == 0 ? op.getA() : code == 1 ? op.getOut() : op.getB();
+  Value w = code == 2 ? op.getOut() : op.getB();
+  Value y = code == 0 ? op.getOut() : op.getA();
+  ArrayRef<int64_t> xs = mrt(x).getShape(), ws = mrt(w).getShape(), ys = mrt(y).getShape();
+  ArrayRef<int64_t> s = op.getStride(), p = op.getPadding(), d = op.getDilation();
+  Type et = mrt(op.getOut()).getElementType();
+  ConvWrapper wr;
+  wr.add(op.getA(), false, names_);
+  wr.add(op.getB(), false, names_);
+  wr.add(op.getOut(), true, names_);
+  double work = 2.0 * ys[0] * ys[1] * ys[2] * ys[3] * ws[1] * ws[2] * ws[3];
+  flops += work;
+  std::string text = llvm::formatv(
+      "extern \"C\" cudaError_t @NAME@(cudaStream_t s, {0}) {{\n"
+      "  return tcc_cuda::launch_conv2d<{1}>({2}, tcc_cuda::Conv2dShape{{{3}, {4}, {5}, {6}, "
+      "{7}, {8}, {9}, {10}, {11}, {12}, {13}, {14}, {15}, {16}, {17}, {18}}{19}, s);\n}\n",
+      wr.params, familyElementType(et, CodeTarget::Cuda), code, xs[0], xs[1], xs[2], xs[3],
+      ws[0], ws[2], ws[3], ys[2], ys[3], s[0], s[1], p[0], p[1], d[0], d[1], op.getGroups(),
+      wr.launcherArgs);
+  std::string kernel = kernels_.add(("conv2d_" + product).str(), text, wr.params, "cudaError_t");
+  int32_t id = nextId();
+  std::string call =
+      llvm::formatv("if (cudaError_t e = {0}(s{1}); e != cudaSuccess) "
+                    "return tcc_cuda_host::cuda_error(e, tcc_cuda_host::where({2}).c_str());",
+                    kernel, wr.hostArgs, id)
+          .str();
+  std::string shape = llvm::formatv("{0} x{1}x{2}x{3}x{4} * {5}x{6}x{7}x{8} s{9},{10} p{11},{12} "
+                                    "d{13},{14} g{15}",
+                                    product, xs[0], xs[1], xs[2], xs[3], ws[0], ws[1], ws[2],
+                                    ws[3], s[0], s[1], p[0], p[1], d[0], d[1], op.getGroups())
+                          .str();
+  launch(os, op, kernel, call, shape, work, wr.bytes);
+  return success();
+}
+
+LogicalResult CudaStepEmitter::emitPool2d(kern::Pool2dOp op, llvm::raw_ostream &os,
+                                          double &flops) {
+  StringRef mode = op.getMode();
+  int code = mode == "max" ? 0 : mode == "avg" ? 1 : mode == "max_grad" ? 2 : mode == "avg_grad" ? 3 : -1;
+  if (code < 0)
+    return op.emitOpError("unknown mode '") << mode << "'";
+  bool grad = code >= 2;
+  if (grad != static_cast<bool>(op.getGrad()))
+    return op.emitOpError(grad ? "needs a grad operand" : "takes no grad operand");
+  ArrayRef<int64_t> xs = mrt(op.getInput()).getShape();
+  ArrayRef<int64_t> ys = mrt(grad ? op.getGrad() : op.getOut()).getShape();
+  ArrayRef<int64_t> k = op.getKernel(), s = op.getStride(), p = op.getPadding();
+  Type et = mrt(op.getOut()).getElementType();
+  ConvWrapper wr;
+  wr.add(op.getInput(), false, names_);
+  if (grad)
+    wr.add(op.getGrad(), false, names_);
+  else
+    wr.addNull(et);
+  wr.add(op.getOut(), true, names_);
+  double work = static_cast<double>(ys[0]) * ys[1] * ys[2] * ys[3] * k[0] * k[1];
+  flops += work;
+  std::string text = llvm::formatv(
+      "extern \"C\" cudaError_t @NAME@(cudaStream_t s, {0}) {{\n"
+      "  return tcc_cuda::launch_pool2d<{1}>({2}, tcc_cuda::Pool2dShape{{{3}, {4}, {5}, {6}, "
+      "{7}, {8}, {9}, {10}, {11}, {12}, {13}}{14}, s);\n}\n",
+      wr.params, familyElementType(et, CodeTarget::Cuda), code, xs[0] * xs[1], xs[2], xs[3],
+      ys[2], ys[3], k[0], k[1], s[0], s[1], p[0], p[1], wr.launcherArgs);
+  std::string kernel = kernels_.add(("pool2d_" + mode).str(), text, wr.params, "cudaError_t");
+  int32_t id = nextId();
+  std::string call =
+      llvm::formatv("if (cudaError_t e = {0}(s{1}); e != cudaSuccess) "
+                    "return tcc_cuda_host::cuda_error(e, tcc_cuda_host::where({2}).c_str());",
+                    kernel, wr.hostArgs, id)
+          .str();
+  std::string shape = llvm::formatv("{0} x{1}x{2}x{3}x{4} k{5},{6} s{7},{8} p{9},{10}", mode,
+                                    xs[0], xs[1], xs[2], xs[3], k[0], k[1], s[0], s[1], p[0], p[1])
+                          .str();
+  launch(os, op, kernel, call, shape, work, wr.bytes);
+  return success();
+}
+
+} // namespace tcc::codegen::cuda

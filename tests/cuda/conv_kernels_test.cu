@@ -1,0 +1,402 @@
+// Device test of the CUDA prelude's convolution and pooling launchers
+// (compiler/codegen/cuda/prelude/conv_kernels.cuh: launch_conv2d's forward,
+// input gradient and weight gradient; launch_pool2d's max / avg and their
+// gradients) against a float64 CPU reference written independently here:
+// the gradients in scatter form (each (output, tap) pair adds to the dx and
+// dw elements it touched), where the kernels gather.
+//
+//   conv_kernels_test [--seed N] [--bench]
+//
+// Inputs are fresh random numbers every run (uniform in [-1, 1], rounded to
+// the element type; the reference reads the rounded values exactly; one
+// pooling case on a grid of 1/4 so that windows hold ties and the first
+// maximum matters); the seed is printed and --seed N reproduces a run.
+// Outputs are poisoned with 0xFF bytes (NaN) before each launch, so an
+// element never written fails. Every launch runs twice: bit-identical
+// results (no atomics). Exit 0 when every case passes, 1 on any failure,
+// 77 (skipped) without a GPU. --bench times a few layer shapes and prints
+// ms and TFLOP/s per product.
+//
+// Cases: stride 1 and 2 (also per axis), padding, dilation 2, groups 2,
+// depthwise (groups = channels), 1x1 with stride 2, a 5x3 kernel, f32, bf16
+// and f64. Tolerance per tensor: max |got - want| / max |want|: 1e-5 for
+// f32 (f32 sums of <= 8192 terms), 1e-12 for f64, 2^-7 for bf16 outputs
+// (one rounding plus f32 sums).
+#include "compiler/codegen/cuda/cuda_prelude.cuh" // generated: the pieces, concatenated
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <limits>
+#include <random>
+#include <string>
+#include <vector>
+
+#define CUDA_CHECK(call)                                                              \
+  do {                                                                                \
+    cudaError_t err_ = (call);                                                        \
+    if (err_ != cudaSuccess) {                                                        \
+      std::fprintf(stderr, "%s:%d: %s failed: %s\n", __FILE__, __LINE__, #call,       \
+                   cudaGetErrorString(err_));                                         \
+      std::exit(1);                                                                   \
+    }                                                                                 \
+  } while (0)
+
+using tcc_cuda::bf16;
+using tcc_cuda::Conv2dShape;
+using tcc_cuda::Pool2dShape;
+
+namespace {
+
+uint64_t gSeed = 0;
+int gFailures = 0;
+int gCases = 0;
+
+template <class T> struct Host;
+template <> struct Host<float> {
+  static float make(double v) { return static_cast<float>(v); }
+  static double get(float v) { return v; }
+  static const char *name() { return "f32"; }
+  static double tolerance() { return 1e-5; }
+};
+template <> struct Host<double> {
+  static double make(double v) { return v; }
+  static double get(double v) { return v; }
+  static const char *name() { return "f64"; }
+  static double tolerance() { return 1e-12; }
+};
+template <> struct Host<bf16> {
+  static bf16 make(double v) { return bf16{tcc_cuda::float_to_bf16(static_cast<float>(v))}; }
+  static double get(bf16 v) { return tcc_cuda::bf16_to_float(v.bits); }
+  static const char *name() { return "bf16"; }
+  static double tolerance() { return 1.0 / 128; }
+};
+
+// Random values rounded to T (grid > 0: multiples of 1 / grid).
+template <class T>
+std::vector<T> randomValues(std::mt19937_64 &rng, int64_t n, int grid = 0) {
+  std::uniform_real_distribution<double> u(-1.0, 1.0);
+  std::vector<T> v(static_cast<size_t>(n));
+  for (T &x : v) {
+    double d = u(rng);
+    if (grid > 0)
+      d = std::round(d * grid) / grid;
+    x = Host<T>::make(d);
+  }
+  return v;
+}
+
+template <class T> std::vector<double> widen(const std::vector<T> &v) {
+  std::vector<double> d(v.size());
+  for (size_t i = 0; i < v.size(); ++i)
+    d[i] = Host<T>::get(v[i]);
+  return d;
+}
+
+template <class T> T *upload(const std::vector<T> &v) {
+  T *d = nullptr;
+  CUDA_CHECK(cudaMalloc(&d, v.size() * sizeof(T) + 1));
+  CUDA_CHECK(cudaMemcpy(d, v.data(), v.size() * sizeof(T), cudaMemcpyHostToDevice));
+  return d;
+}
+
+// Runs `launch` (writing n T's at out) twice on poisoned outputs; the first
+// result, and whether the second was bit-identical.
+template <class T, class Launch>
+std::vector<T> runTwice(T *out, int64_t n, Launch launch, bool &same) {
+  std::vector<T> first(static_cast<size_t>(n)), second(static_cast<size_t>(n));
+  for (int r = 0; r < 2; ++r) {
+    CUDA_CHECK(cudaMemset(out, 0xFF, n * sizeof(T)));
+    CUDA_CHECK(launch());
+    CUDA_CHECK(cudaDeviceSynchronize());
+    CUDA_CHECK(cudaMemcpy(r == 0 ? first.data() : second.data(), out, n * sizeof(T),
+                          cudaMemcpyDeviceToHost));
+  }
+  same = std::memcmp(first.data(), second.data(), n * sizeof(T)) == 0;
+  return first;
+}
+
+template <class T>
+void check(const std::string &what, const std::vector<T> &got, const std::vector<double> &want,
+           bool same) {
+  ++gCases;
+  double scale = 0, err = 0;
+  bool finite = true;
+  for (size_t i = 0; i < want.size(); ++i) {
+    double g = Host<T>::get(got[i]);
+    if (!std::isfinite(g) && std::isfinite(want[i]))
+      finite = false;
+    scale = std::max(scale, std::fabs(want[i]));
+    if (std::isfinite(want[i]))
+      err = std::max(err, std::fabs(g - want[i]));
+  }
+  double rel = scale > 0 ? err / scale : err;
+  bool ok = finite && same && rel <= Host<T>::tolerance();
+  std::printf("%s %-64s rel err %.2e (tol %.1e)%s%s\n", ok ? "ok  " : "FAIL", what.c_str(), rel,
+              Host<T>::tolerance(), finite ? "" : " non-finite output",
+              same ? "" : " NOT bit-identical on a second run");
+  if (!ok)
+    ++gFailures;
+}
+
+struct ConvCase {
+  int64_t n, c, h, w, o, kh, kw, sh, sw, ph, pw, dh, dw, groups;
+  Conv2dShape shape() const {
+    int64_t ho = (h + 2 * ph - dh * (kh - 1) - 1) / sh + 1;
+    int64_t wo = (w + 2 * pw - dw * (kw - 1) - 1) / sw + 1;
+    return {n, c, h, w, o, kh, kw, ho, wo, sh, sw, ph, pw, dh, dw, groups};
+  }
+};
+
+// float64 reference: y, and dx / dw scattered from every (output, tap).
+void referenceConv(const Conv2dShape &s, const std::vector<double> &x,
+                   const std::vector<double> &w, const std::vector<double> &dy,
+                   std::vector<double> &y, std::vector<double> &dx, std::vector<double> &dw) {
+  const int64_t cg = s.c / s.groups, og = s.o / s.groups;
+  y.assign(s.n * s.o * s.ho * s.wo, 0.0);
+  dx.assign(s.n * s.c * s.h * s.w, 0.0);
+  dw.assign(s.o * cg * s.kh * s.kw, 0.0);
+  for (int64_t b = 0; b < s.n; ++b)
+    for (int64_t oc = 0; oc < s.o; ++oc)
+      for (int64_t oy = 0; oy < s.ho; ++oy)
+        for (int64_t ox = 0; ox < s.wo; ++ox) {
+          const int64_t yi = ((b * s.o + oc) * s.ho + oy) * s.wo + ox;
+          for (int64_t ci = 0; ci < cg; ++ci) {
+            const int64_t ic = (oc / og) * cg + ci;
+            for (int64_t ky = 0; ky < s.kh; ++ky)
+              for (int64_t kx = 0; kx < s.kw; ++kx) {
+                const int64_t iy = oy * s.sh - s.ph + ky * s.dh, ix = ox * s.sw - s.pw + kx * s.dw;
+                if (iy < 0 || iy >= s.h || ix < 0 || ix >= s.w)
+                  continue;
+                const int64_t xi = ((b * s.c + ic) * s.h + iy) * s.w + ix;
+                const int64_t wi = ((oc * cg + ci) * s.kh + ky) * s.kw + kx;
+                y[yi] += x[xi] * w[wi];
+                dx[xi] += dy[yi] * w[wi];
+                dw[wi] += dy[yi] * x[xi];
+              }
+          }
+        }
+}
+
+template <class T> void runConv(std::mt19937_64 &rng, const ConvCase &cc) {
+  const Conv2dShape s = cc.shape();
+  const int64_t xs = s.n * s.c * s.h * s.w, ws = s.o * (s.c / s.groups) * s.kh * s.kw,
+                ys = s.n * s.o * s.ho * s.wo;
+  std::vector<T> x = randomValues<T>(rng, xs), w = randomValues<T>(rng, ws),
+                 dy = randomValues<T>(rng, ys);
+  std::vector<double> y, dx, dw;
+  referenceConv(s, widen(x), widen(w), widen(dy), y, dx, dw);
+  T *dX = upload(x), *dW = upload(w), *dDy = upload(dy);
+  T *out = nullptr;
+  CUDA_CHECK(cudaMalloc(&out, std::max({xs, ws, ys}) * sizeof(T)));
+  char name[200];
+  std::snprintf(name, sizeof name, "%s x%ldx%ldx%ldx%ld w%ldx%ldx%ldx%ld s%ld,%ld p%ld,%ld d%ld,%ld g%ld",
+                Host<T>::name(), (long)s.n, (long)s.c, (long)s.h, (long)s.w, (long)s.o,
+                (long)(s.c / s.groups), (long)s.kh, (long)s.kw, (long)s.sh, (long)s.sw,
+                (long)s.ph, (long)s.pw, (long)s.dh, (long)s.dw, (long)s.groups);
+  bool same = false;
+  std::vector<T> got = runTwice(out, ys, [&] {
+    return tcc_cuda::launch_conv2d<T>(0, s, dX, dW, out, nullptr);
+  }, same);
+  check(std::string("conv forward     ") + name, got, y, same);
+  got = runTwice(out, xs, [&] {
+    return tcc_cuda::launch_conv2d<T>(1, s, dDy, dW, out, nullptr);
+  }, same);
+  check(std::string("conv input grad  ") + name, got, dx, same);
+  got = runTwice(out, ws, [&] {
+    return tcc_cuda::launch_conv2d<T>(2, s, dDy, dX, out, nullptr);
+  }, same);
+  check(std::string("conv weight grad ") + name, got, dw, same);
+  CUDA_CHECK(cudaFree(dX));
+  CUDA_CHECK(cudaFree(dW));
+  CUDA_CHECK(cudaFree(dDy));
+  CUDA_CHECK(cudaFree(out));
+}
+
+struct PoolCase {
+  int64_t n, c, h, w, kh, kw, sh, sw, ph, pw;
+  Pool2dShape shape() const {
+    return {n * c, h, w, (h + 2 * ph - kh) / sh + 1, (w + 2 * pw - kw) / sw + 1, kh, kw, sh, sw,
+            ph, pw};
+  }
+};
+
+// float64 reference: y, and dx scattered from each window (max: to its
+// first maximum in row-major order, padding never a candidate; avg: dy /
+// (KH * KW) to each position inside x).
+void referencePool(const Pool2dShape &s, bool avg, const std::vector<double> &x,
+                   const std::vector<double> &dy, std::vector<double> &y,
+                   std::vector<double> &dx) {
+  y.assign(s.planes * s.ho * s.wo, 0.0);
+  dx.assign(s.planes * s.h * s.w, 0.0);
+  for (int64_t p = 0; p < s.planes; ++p)
+    for (int64_t oy = 0; oy < s.ho; ++oy)
+      for (int64_t ox = 0; ox < s.wo; ++ox) {
+        const int64_t yi = (p * s.ho + oy) * s.wo + ox;
+        double acc = avg ? 0.0 : -std::numeric_limits<double>::infinity();
+        int64_t best = -1;
+        for (int64_t ky = 0; ky < s.kh; ++ky)
+          for (int64_t kx = 0; kx < s.kw; ++kx) {
+            const int64_t iy = oy * s.sh - s.ph + ky, ix = ox * s.sw - s.pw + kx;
+            if (iy < 0 || iy >= s.h || ix < 0 || ix >= s.w)
+              continue;
+            const int64_t xi = (p * s.h + iy) * s.w + ix;
+            if (avg) {
+              acc += x[xi];
+              dx[xi] += dy[yi] / static_cast<double>(s.kh * s.kw);
+            } else if (best < 0 || x[xi] > acc) {
+              acc = x[xi];
+              best = xi;
+            }
+          }
+        y[yi] = avg ? acc / static_cast<double>(s.kh * s.kw) : acc;
+        if (!avg && best >= 0)
+          dx[best] += dy[yi];
+      }
+}
+
+template <class T> void runPool(std::mt19937_64 &rng, const PoolCase &pc, bool avg, int grid) {
+  const Pool2dShape s = pc.shape();
+  const int64_t xs = s.planes * s.h * s.w, ys = s.planes * s.ho * s.wo;
+  std::vector<T> x = randomValues<T>(rng, xs, grid), dy = randomValues<T>(rng, ys);
+  std::vector<double> y, dx;
+  referencePool(s, avg, widen(x), widen(dy), y, dx);
+  T *dX = upload(x), *dDy = upload(dy), *out = nullptr;
+  CUDA_CHECK(cudaMalloc(&out, std::max(xs, ys) * sizeof(T)));
+  char name[160];
+  std::snprintf(name, sizeof name, "%s %s x%ldx%ldx%ldx%ld k%ld,%ld s%ld,%ld p%ld,%ld%s",
+                Host<T>::name(), avg ? "avg" : "max", (long)pc.n, (long)pc.c, (long)s.h,
+                (long)s.w, (long)s.kh, (long)s.kw, (long)s.sh, (long)s.sw, (long)s.ph,
+                (long)s.pw, grid ? " (ties)" : "");
+  bool same = false;
+  std::vector<T> got = runTwice(out, ys, [&] {
+    return tcc_cuda::launch_pool2d<T>(avg ? 1 : 0, s, dX, static_cast<const T *>(nullptr), out,
+                                      nullptr);
+  }, same);
+  check(std::string("pool forward     ") + name, got, y, same);
+  got = runTwice(out, xs, [&] {
+    return tcc_cuda::launch_pool2d<T>(avg ? 3 : 2, s, dX, dDy, out, nullptr);
+  }, same);
+  check(std::string("pool grad        ") + name, got, dx, same);
+  CUDA_CHECK(cudaFree(dX));
+  CUDA_CHECK(cudaFree(dDy));
+  CUDA_CHECK(cudaFree(out));
+}
+
+// Median ms of `launch` over 10 runs after 2 warm-ups.
+template <class Launch> double timeMs(Launch launch) {
+  cudaEvent_t a, b;
+  CUDA_CHECK(cudaEventCreate(&a));
+  CUDA_CHECK(cudaEventCreate(&b));
+  std::vector<float> ms;
+  for (int r = 0; r < 12; ++r) {
+    CUDA_CHECK(cudaEventRecord(a));
+    CUDA_CHECK(launch());
+    CUDA_CHECK(cudaEventRecord(b));
+    CUDA_CHECK(cudaEventSynchronize(b));
+    float t = 0;
+    CUDA_CHECK(cudaEventElapsedTime(&t, a, b));
+    if (r >= 2)
+      ms.push_back(t);
+  }
+  std::sort(ms.begin(), ms.end());
+  CUDA_CHECK(cudaEventDestroy(a));
+  CUDA_CHECK(cudaEventDestroy(b));
+  return ms[ms.size() / 2];
+}
+
+template <class T> void bench(std::mt19937_64 &rng, const ConvCase &cc) {
+  const Conv2dShape s = cc.shape();
+  const int64_t xs = s.n * s.c * s.h * s.w, ws = s.o * (s.c / s.groups) * s.kh * s.kw,
+                ys = s.n * s.o * s.ho * s.wo;
+  T *dX = upload(randomValues<T>(rng, xs)), *dW = upload(randomValues<T>(rng, ws)),
+    *dDy = upload(randomValues<T>(rng, ys)), *out = nullptr;
+  CUDA_CHECK(cudaMalloc(&out, std::max({xs, ws, ys}) * sizeof(T)));
+  const double flops = 2.0 * ys * (s.c / s.groups) * s.kh * s.kw;
+  const char *names[] = {"forward", "input grad", "weight grad"};
+  const T *a[] = {dX, dDy, dDy}, *b[] = {dW, dW, dX};
+  for (int p = 0; p < 3; ++p) {
+    double ms = timeMs([&] { return tcc_cuda::launch_conv2d<T>(p, s, a[p], b[p], out, nullptr); });
+    std::printf("bench %s conv x%ldx%ldx%ldx%ld -> %ld, %ldx%ld s%ld g%ld %-11s %8.3f ms %6.2f TFLOP/s\n",
+                Host<T>::name(), (long)s.n, (long)s.c, (long)s.h, (long)s.w, (long)s.o,
+                (long)s.kh, (long)s.kw, (long)s.sh, (long)s.groups, names[p], ms,
+                flops / (ms * 1e-3) / 1e12);
+  }
+  CUDA_CHECK(cudaFree(dX));
+  CUDA_CHECK(cudaFree(dW));
+  CUDA_CHECK(cudaFree(dDy));
+  CUDA_CHECK(cudaFree(out));
+}
+
+} // namespace
+
+int main(int argc, char **argv) {
+  bool haveSeed = false, doBench = false;
+  for (int a = 1; a < argc; ++a) {
+    std::string arg = argv[a];
+    if (arg == "--seed" && a + 1 < argc) {
+      gSeed = std::strtoull(argv[++a], nullptr, 10);
+      haveSeed = true;
+    } else if (arg == "--bench") {
+      doBench = true;
+    } else {
+      std::fprintf(stderr, "usage: conv_kernels_test [--seed N] [--bench]\n");
+      return 2;
+    }
+  }
+  int devices = 0;
+  cudaError_t err = cudaGetDeviceCount(&devices);
+  if (err != cudaSuccess || devices == 0) {
+    std::printf("SKIP: no CUDA GPU (%s): conv_kernels_test needs one\n",
+                err != cudaSuccess ? cudaGetErrorString(err) : "0 devices");
+    return 77;
+  }
+  if (!haveSeed)
+    gSeed = (static_cast<uint64_t>(std::random_device{}()) << 32) ^ std::random_device{}();
+  std::printf("seed %llu\n", static_cast<unsigned long long>(gSeed));
+  std::mt19937_64 rng(gSeed);
+  //                 n   c   h   w   o kh kw sh sw ph pw dh dw groups
+  const ConvCase convs[] = {
+      {2, 3, 9, 9, 8, 3, 3, 1, 1, 1, 1, 1, 1, 1},       // RGB input layer, padding
+      {2, 8, 16, 16, 16, 3, 3, 2, 2, 1, 1, 1, 1, 1},    // stride 2
+      {2, 8, 13, 11, 8, 3, 3, 1, 1, 2, 2, 2, 2, 1},     // dilation 2
+      {2, 8, 10, 10, 12, 3, 3, 1, 1, 1, 1, 1, 1, 2},    // groups 2
+      {2, 16, 12, 12, 16, 3, 3, 1, 1, 1, 1, 1, 1, 16},  // depthwise
+      {4, 16, 8, 8, 32, 1, 1, 2, 2, 0, 0, 1, 1, 1},     // 1x1, stride 2
+      {2, 4, 7, 12, 6, 5, 3, 2, 1, 2, 1, 1, 2, 2},      // 5x3, per-axis stride / dilation
+      {8, 32, 32, 32, 32, 3, 3, 1, 1, 1, 1, 1, 1, 1},   // 8192 terms a weight-grad element
+  };
+  for (const ConvCase &c : convs)
+    runConv<float>(rng, c);
+  for (int i : {0, 1, 2, 3, 4, 6})
+    runConv<bf16>(rng, convs[i]);
+  runConv<double>(rng, convs[2]);
+  runConv<double>(rng, convs[6]);
+  //                 n  c   h   w kh kw sh sw ph pw
+  const PoolCase pools[] = {
+      {2, 3, 8, 8, 2, 2, 2, 2, 0, 0},
+      {2, 4, 9, 7, 3, 3, 2, 2, 1, 1},
+      {2, 4, 6, 6, 3, 3, 1, 1, 1, 1},
+      {1, 5, 11, 13, 3, 2, 2, 3, 1, 0},
+  };
+  for (const PoolCase &p : pools)
+    for (bool avg : {false, true}) {
+      runPool<float>(rng, p, avg, 0);
+      runPool<bf16>(rng, p, avg, 0);
+    }
+  runPool<float>(rng, pools[1], false, 4); // ties: the first maximum takes dy
+  runPool<float>(rng, pools[2], false, 4);
+  runPool<double>(rng, pools[3], false, 0);
+  runPool<double>(rng, pools[3], true, 0);
+  std::printf("%d of %d checks passed (seed %llu)\n", gCases - gFailures, gCases,
+              static_cast<unsigned long long>(gSeed));
+  if (doBench) {
+    bench<float>(rng, {32, 64, 56, 56, 64, 3, 3, 1, 1, 1, 1, 1, 1, 1});
+    bench<bf16>(rng, {32, 64, 56, 56, 64, 3, 3, 1, 1, 1, 1, 1, 1, 1});
+    bench<float>(rng, {128, 32, 32, 32, 64, 3, 3, 1, 1, 1, 1, 1, 1, 1});
+    bench<float>(rng, {32, 128, 28, 28, 128, 3, 3, 1, 1, 1, 1, 1, 1, 128});
+  }
+  return gFailures ? 1 : 0;
+}
