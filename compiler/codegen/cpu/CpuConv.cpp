@@ -1,5 +1,5 @@
 // CPU code for kern.conv2d / kern.pool2d: one call of the prelude's
-// kernels (cpu/cpu_conv.h) each, the shapes passed as a brace-initialized
+// kernels (cpu/cpu_conv.h) each (a conv returns a tcc_status), the shapes passed as a brace-initialized
 // Conv2dShape / Pool2dShape.
 #include "compiler/codegen/cpu/CpuConv.h"
 
@@ -24,8 +24,10 @@ LogicalResult emitCpuConv2d(kern::Conv2dOp op, const ValueNames &names, llvm::ra
     return op.emitOpError("unknown product '") << product << "'";
   Type et = mrt(op.getOut()).getElementType();
   flops += 2.0 * ys[0] * ys[1] * ys[2] * ys[3] * ws[1] * ws[2] * ws[3];
-  os << llvm::formatv("  tcc_cpu::{0}(tcc_cpu::Conv2dShape{{{1}, {2}, {3}, {4}, {5}, {6}, {7}, "
-                      "{8}, {9}, {10}, {11}, {12}, {13}, {14}, {15}, {16}}, {17}, {18}, {19});\n",
+  // f32 / f64 allocate column buffers (cpu_conv.h): out of memory ends the step.
+  os << llvm::formatv("  if (int32_t rc = tcc_cpu::{0}(tcc_cpu::Conv2dShape{{{1}, {2}, {3}, {4}, "
+                      "{5}, {6}, {7}, {8}, {9}, {10}, {11}, {12}, {13}, {14}, {15}, {16}}, {17}, "
+                      "{18}, {19})) return rc; // out of memory\n",
                       fn, xs[0], xs[1], xs[2], xs[3], ws[0], ws[2], ws[3], ys[2], ys[3], s[0],
                       s[1], p[0], p[1], d[0], d[1], op.getGroups(),
                       familyPointer(et, names(op.getA()), false, CodeTarget::Cpu),
