@@ -530,6 +530,9 @@ std::optional<OpResults> evaluateStructuralOp(Operation *op,
       .Case([&](tg::ReduceMeanOp r) { return singleResult(evalReduceMean(r, *in[0])); })
       .Case([&](tg::BroadcastToOp b) { return singleResult(evalBroadcastTo(b, *in[0])); })
       .Case([&](tg::ReshapeOp r) { return singleResult(evalReshape(r, *in[0])); })
+      // Before tg-strip-train-only-ops resolves it: @forward is written with
+      // training semantics.
+      .Case([&](tg::TrainSelectOp) { return singleResult(*in[0]); })
       .Case([&](tg::ReduceMaxOp r) { return singleResult(evalReduceMax(r, *in[0])); })
       .Case([&](tg::SoftmaxOp s) {
         return singleResult(evalSoftmax(s, *in[0], /*logarithm=*/false));

@@ -83,6 +83,10 @@ inline constexpr llvm::StringLiteral kInputAttr = "tg.input"; // name
 // "learning_rate" (f32), "step" (i64, 0-based optimizer step), "rng_seed"
 // (i64, the run's seed for counter-based randomness such as dropout).
 inline constexpr llvm::StringLiteral kHyperAttr = "tg.hyper";
+// A model buffer (batch norm's running statistics): a ParamInfo dictionary
+// (name, init zeros | ones, torch; trainable false). The train step updates
+// it in place (kUpdatesBufferAttr); eval reads it.
+inline constexpr llvm::StringLiteral kBufferAttr = "tg.buffer";
 // Optimizer state (explicit in the step, allocated and checkpointed by the
 // runtime): {param = <param index>, name = "adam_m" | "adam_v" | "momentum"}
 // (zeros at the start), or state of the whole step, not of one parameter:
@@ -117,6 +121,8 @@ inline constexpr llvm::StringLiteral kGradShardAttr = "tg.grad_shard";
 inline constexpr llvm::StringLiteral kUpdatesParamAttr = "tg.updates_param"; // param index
 // Updated optimizer state, written in place: index among tg.opt_state args.
 inline constexpr llvm::StringLiteral kUpdatesOptStateAttr = "tg.updates_opt_state";
+// Updated buffer, written in place: index among tg.buffer args.
+inline constexpr llvm::StringLiteral kUpdatesBufferAttr = "tg.updates_buffer";
 // A value the train entry point reports besides the loss (e.g. "grad_norm",
 // or gradients when compiled to emit them): tcc_step_args.train_outputs.
 inline constexpr llvm::StringLiteral kTrainOutputAttr = "tg.train_output";

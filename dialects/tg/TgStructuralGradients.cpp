@@ -321,3 +321,12 @@ LogicalResult SplitOp::buildGradients(OpBuilder &b, ArrayRef<Value> resultGrads,
           : build::concat(b, getLoc(), resultGrads, getAxis()));
   return success();
 }
+
+// train_select(train, eval) is `train` wherever gradients are taken (the
+// training step); the eval computation gets none.
+LogicalResult TrainSelectOp::buildGradients(OpBuilder &b, ArrayRef<Value> resultGrads,
+                                            SmallVectorImpl<Value> &operandGrads) {
+  operandGrads.push_back(resultGrads[0]);
+  operandGrads.push_back(Value());
+  return success();
+}

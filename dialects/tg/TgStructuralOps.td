@@ -621,3 +621,26 @@ def Tg_RopeOp : Tg_Op<"rope", [
   }];
   let hasVerifier = 1;
 }
+
+//===----------------------------------------------------------------------===//
+// Train / eval switch (batch norm; gradient in TgStructuralGradients.cpp)
+//===----------------------------------------------------------------------===//
+
+def Tg_TrainSelectOp : Tg_Op<"train_select", [
+    AllTypesMatch<["train", "eval", "result"]>,
+    DeclareOpInterfaceMethods<Tg_GradientOpInterface>]> {
+  let summary = "the train value in the training step, the eval value in eval";
+  let description = [{
+    A value that differs between training and evaluation (batch norm
+    normalizes with the batch's statistics while training and with its
+    running statistics in eval). The importer writes both computations;
+    tg-strip-train-only-ops replaces the op by `eval` in @forward and by
+    `train` in @train_step (after tg-autodiff), so no later pass, and no
+    kernel, sees it. Until then (tcc run --function gradients, the
+    interpreter) it is `train`: @forward is written with training semantics.
+    Gradient: to `train` only.
+  }];
+  let arguments = (ins AnyRankedTensor:$train, AnyRankedTensor:$eval);
+  let results = (outs AnyRankedTensor:$result);
+  let assemblyFormat = "$train `,` $eval attr-dict `:` type($result)";
+}

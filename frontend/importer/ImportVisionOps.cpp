@@ -15,7 +15,7 @@ using namespace mlir;
 
 namespace tcc {
 
-const char *visionOpNames() { return "conv2d, max_pool2d, avg_pool2d"; }
+const char *visionOpNames() { return "conv2d, max_pool2d, avg_pool2d, batch_norm"; }
 
 namespace {
 
@@ -132,6 +132,8 @@ std::optional<NodeResults> importVisionNode(NodeContext &n) {
     return importConv2d(n);
   if (op == "max_pool2d" || op == "avg_pool2d")
     return importPool2d(n);
+  if (op == "batch_norm")
+    return importBatchNorm(n);
   return std::nullopt;
 }
 

@@ -51,6 +51,8 @@ private:
   OpBuilder b_;
   llvm::StringMap<Value> values_;
   std::string currentNode_;
+  // Buffer updates the nodes made (batch norm), in node order.
+  SmallVector<std::pair<BlockArgument, Value>> bufferUpdates_;
 };
 
 FailureOr<Type> ModelImporter::elementType(model::DType dtype,
@@ -168,6 +170,8 @@ LogicalResult ModelImporter::importNode(const model::Node &node, int index) {
     operands.push_back(it->second);
   }
   NodeContext ctx(node, loc, operands, b_);
+  ctx.bufferUpdates = &bufferUpdates_;
+  ctx.lookupValue = [this](StringRef name) { return values_.lookup(name); };
   std::optional<NodeResults> results = importElementwiseNode(ctx);
   if (!results)
     results = importStructuralNode(ctx);
@@ -239,12 +243,51 @@ OwningOpRef<ModuleOp> ModelImporter::run() {
     argAttrs.push_back(b_.getDictionaryAttr(
         b_.getNamedAttr(model::kInputAttr, b_.getStringAttr(in.name()))));
   }
+  // Buffers (batch norm's running statistics): after the inputs.
+  for (const model::Buffer &buf : model_.buffers()) {
+    std::string where = "buffer '" + buf.name() + "'";
+    FailureOr<RankedTensorType> t = tensorType(buf.dtype(), buf.shape(), where);
+    if (failed(t))
+      return nullptr;
+    Type elt = t->getElementType();
+    if (!elt.isF32() && !elt.isF64() && !elt.isInteger(64)) {
+      error(where) << "buffers must be F32, F64 or I64";
+      return nullptr;
+    }
+    if (buf.init().kind() != model::Initializer::ZEROS &&
+        buf.init().kind() != model::Initializer::ONES) {
+      error(where) << "buffers start at ZEROS or ONES, got "
+                   << model::Initializer::Kind_Name(buf.init().kind());
+      return nullptr;
+    }
+    model::ParamInfo info;
+    info.name = buf.name();
+    info.init = buf.init().kind() == model::Initializer::ONES ? "ones" : "zeros";
+    info.trainable = false;
+    model::Parameter asParam; // importTorch reads a Parameter's name and torch
+    asParam.set_name(buf.name());
+    *asParam.mutable_torch() = buf.torch();
+    if (failed(importTorch(asParam, *t, info)))
+      return nullptr;
+    if (!info.torchPerm.empty()) {
+      error(where) << "torch.perm is for parameters; a buffer keeps tcc's layout";
+      return nullptr;
+    }
+    argTypes.push_back(*t);
+    argAttrs.push_back(b_.getDictionaryAttr(
+        b_.getNamedAttr(model::kBufferAttr, info.toAttr(b_))));
+    paramInfos.push_back(std::move(info)); // their state_dict keys are unique too
+  }
 
   auto func = func::FuncOp::create(
       module->getLoc(), model::kForwardFunc, b_.getFunctionType(argTypes, {}));
   module->push_back(func);
   Block *body = func.addEntryBlock();
   b_.setInsertionPointToStart(body);
+  // Now, not only at the end: batch_norm asks whether an operand is a
+  // buffer (tg.buffer).
+  for (auto [i, attrs] : llvm::enumerate(argAttrs))
+    func.setArgAttrs(i, attrs);
 
   int argIndex = 0;
   for (const model::Parameter &p : model_.params())
@@ -254,6 +297,11 @@ OwningOpRef<ModuleOp> ModelImporter::run() {
   for (const model::Input &in : model_.inputs())
     if (failed(declare(in.name(), body->getArgument(argIndex++),
                        "input '" + in.name() + "'")))
+      return nullptr;
+  int firstBuffer = argIndex;
+  for (const model::Buffer &buf : model_.buffers())
+    if (failed(declare(buf.name(), body->getArgument(argIndex++),
+                       "buffer '" + buf.name() + "'")))
       return nullptr;
   if (failed(checkTorchKeys(paramInfos)))
     return nullptr;
@@ -301,6 +349,21 @@ OwningOpRef<ModuleOp> ModelImporter::run() {
     results.push_back(it->second);
     resultAttrs.push_back(b_.getDictionaryAttr(
         b_.getNamedAttr(model::kOutputAttr, b_.getStringAttr(out.name()))));
+  }
+  // Then the buffer updates (tg-autodiff keeps them in @train_step,
+  // tg-strip-train-only-ops drops them from the eval function).
+  SmallVector<bool> updated(model_.buffers_size(), false);
+  for (auto [arg, value] : bufferUpdates_) {
+    int index = static_cast<int>(arg.getArgNumber()) - firstBuffer;
+    if (updated[index]) {
+      error("buffer '" + model_.buffers(index).name() + "'")
+          << "is updated by two nodes (each running statistic belongs to one batch_norm)";
+      return nullptr;
+    }
+    updated[index] = true;
+    results.push_back(value);
+    resultAttrs.push_back(b_.getDictionaryAttr(
+        b_.getNamedAttr(model::kUpdatesBufferAttr, b_.getI64IntegerAttr(index))));
   }
   func::ReturnOp::create(b_, func.getLoc(), results);
   // Node importers may have appended arguments (dropout's rng_seed, step).

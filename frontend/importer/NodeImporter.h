@@ -5,8 +5,10 @@
 #ifndef TCC_FRONTEND_IMPORTER_NODEIMPORTER_H
 #define TCC_FRONTEND_IMPORTER_NODEIMPORTER_H
 
+#include <functional>
 #include <optional>
 #include <string>
+#include <utility>
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinTypes.h"
@@ -25,6 +27,12 @@ public:
   mlir::Location loc; // NameLoc of the node name
   llvm::ArrayRef<mlir::Value> operands;
   mlir::OpBuilder &b;
+  // Model buffers the node updates in the training step (batch norm's
+  // running statistics): (the buffer, its new value), returned by @forward
+  // marked tg.updates_buffer. Set by the importer.
+  llvm::SmallVectorImpl<std::pair<mlir::BlockArgument, mlir::Value>> *bufferUpdates = nullptr;
+  // The value a name refers to (null if none): names in attributes.
+  std::function<mlir::Value(llvm::StringRef)> lookupValue;
 
   llvm::StringRef op() const { return node.op(); }
   mlir::RankedTensorType type(int i) const {
@@ -59,6 +67,8 @@ using NodeResults = mlir::FailureOr<llvm::SmallVector<mlir::Value, 1>>;
 std::optional<NodeResults> importElementwiseNode(NodeContext &node);
 std::optional<NodeResults> importStructuralNode(NodeContext &node);
 std::optional<NodeResults> importVisionNode(NodeContext &node);
+// batch_norm (ImportBatchNorm.cpp).
+NodeResults importBatchNorm(NodeContext &node);
 
 // Op names each group knows, and all of them, for "unknown op" messages.
 const char *elementwiseOpNames();

@@ -89,7 +89,8 @@ public:
     SmallVector<int> outArgOfResult(old_.getNumResults(), -1);
     for (unsigned i = 0; i < old_.getNumResults(); ++i) {
       if (old_.getResultAttr(i, model::kUpdatesParamAttr) ||
-          old_.getResultAttr(i, model::kUpdatesOptStateAttr))
+          old_.getResultAttr(i, model::kUpdatesOptStateAttr) ||
+          old_.getResultAttr(i, model::kUpdatesBufferAttr))
         continue;
       outArgOfResult[i] = argTypes.size();
       argTypes.push_back(bufferType(old_.getResultTypes()[i]));
@@ -152,6 +153,10 @@ private:
     if (!index) {
       role = model::kOptStateAttr;
       index = old_.getResultAttrOfType<IntegerAttr>(i, model::kUpdatesOptStateAttr);
+    }
+    if (!index) { // a model buffer (batch norm's running statistics)
+      role = model::kBufferAttr;
+      index = old_.getResultAttrOfType<IntegerAttr>(i, model::kUpdatesBufferAttr);
     }
     if (!index)
       return Value();

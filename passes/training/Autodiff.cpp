@@ -3,7 +3,7 @@
 // @forward(params..., inputs...) -> (loss, outputs...)
 //   becomes, in addition,
 // @train_step(params..., inputs...) -> (loss, d loss/d param for each
-//                                       trainable param)
+//                                       trainable param, buffer updates)
 //
 // The pass knows no op: each op builds its own vector-Jacobian product
 // through GradientOpInterface (dialects/tg/TgGradients.cpp).
@@ -152,6 +152,19 @@ struct TgAutodiffPass : tcc::impl::TgAutodiffBase<TgAutodiffPass> {
       resultAttrs.push_back(b.getDictionaryAttr(b.getNamedAttr(
           model::kGradOfAttr, b.getI64IntegerAttr(paramIndex(step, arg)))));
     }
+    // Buffer updates (batch norm's running statistics) stay results of the
+    // step: written in place like the updated parameters.
+    for (unsigned i = 0; i < step.getNumResults(); ++i)
+      if (step.getResultAttr(i, model::kUpdatesBufferAttr)) {
+        auto k = step->getParentOfType<ModuleOp>()->getAttrOfType<IntegerAttr>(
+            model::kMicroBatchesAttr);
+        if (k && k.getInt() > 1)
+          return step.emitError("tg-autodiff: batch norm's running statistics "
+                                "(model buffers) with micro_batches > 1 are not "
+                                "supported");
+        results.push_back(ret.getOperand(i));
+        resultAttrs.push_back(step.getResultAttrDict(i));
+      }
     func::ReturnOp::create(b, ret.getLoc(), results);
     ret.erase();
     step.setType(FunctionType::get(step.getContext(), step.getArgumentTypes(),

@@ -498,6 +498,7 @@ def _mse_module(c, node, args, kwargs):
 
 # Imported here: the vision handlers use Dyn and Unsupported above.
 from tcc._torch_vision_ops import (_avg_pool_function, _avg_pool_module,
+                                   _batch_norm_function, _batch_norm_module,
                                    _conv2d_function, _conv2d_module,
                                    _max_pool_function, _max_pool_module)  # noqa: E402
 
@@ -511,11 +512,13 @@ MODULES = {
     nn.Flatten: _to_recorded_shape, nn.CrossEntropyLoss: _cross_entropy_module,
     nn.MSELoss: _mse_module, nn.Conv2d: _conv2d_module,
     nn.MaxPool2d: _max_pool_module, nn.AvgPool2d: _avg_pool_module,
+    nn.BatchNorm1d: _batch_norm_module, nn.BatchNorm2d: _batch_norm_module,
 }
 
 FUNCTIONS = {
     F.linear: _linear_function, F.embedding: _embedding_function,
     F.conv2d: _conv2d_function, F.max_pool2d: _max_pool_function,
+    F.batch_norm: _batch_norm_function,
     torch.max_pool2d: _max_pool_function, F.avg_pool2d: _avg_pool_function,
     F.layer_norm: _layer_norm_function, F.dropout: _dropout,
     F.relu: _unary("relu"), torch.relu: _unary("relu"),

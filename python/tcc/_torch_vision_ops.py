@@ -1,11 +1,13 @@
 """The PyTorch vision ops tcc.from_torch maps (the tables are in
 _torch_ops.py, which imports this module after defining Dyn and
 Unsupported): nn.Conv2d / F.conv2d, nn.MaxPool2d / F.max_pool2d,
-nn.AvgPool2d / F.avg_pool2d, on NCHW tensors. Handlers take (converter,
+nn.AvgPool2d / F.avg_pool2d, nn.BatchNorm1d / 2d / F.batch_norm, on NCHW
+tensors. Handlers take (converter,
 fx node, args, kwargs) like _torch_ops.py's."""
 
 from tcc import ops
 from tcc._torch_ops import Dyn, Unsupported
+from tcc.model import ones, zeros
 
 
 def _conv2d(c, x, weight, bias, stride, padding, dilation, groups):
@@ -84,3 +86,73 @@ def _avg_pool_function(c, node, args, kwargs):
                    a["padding"], a["ceil_mode"],
                    [("count_include_pad=False", not a["count_include_pad"]),
                     ("divisor_override", a["divisor_override"] is not None)])
+
+
+# -- batch norm ----------------------------------------------------------------
+
+def _model_buffers(c, path, channels, dtype):
+    """The tcc buffers running_mean, running_var and num_batches_tracked
+    under `path` (PyTorch's state_dict names), made once per import."""
+    made = c.__dict__.setdefault("batch_norm_buffers", {})
+    if path not in made:
+        prefix = f"{path}." if path else ""
+        m = c.model
+        made[path] = (
+            m.buffer(f"{prefix}running_mean", (channels,), zeros(), dtype=dtype),
+            m.buffer(f"{prefix}running_var", (channels,), ones(), dtype=dtype),
+            m.buffer(f"{prefix}num_batches_tracked", (), zeros(), dtype="i64"))
+    return made[path]
+
+
+def _batch_norm(c, x, stats, weight, bias, momentum, eps):
+    if momentum is None:
+        raise Unsupported("momentum=None (a cumulative moving average); give a number")
+    if not isinstance(x, Dyn) or x.rank < 2:
+        raise Unsupported("batch norm of a non-tensor or of rank < 2")
+    if weight is not None and not isinstance(weight, Dyn):
+        raise Unsupported("batch norm with a constant weight")
+    mean, var, count = stats if stats is not None else (None, None, None)
+    return ops.batch_norm(x.t, mean, var, c.t(weight) if weight is not None else None,
+                          c.t(bias) if bias is not None else None, eps=float(eps),
+                          momentum=float(momentum), num_batches_tracked=count)
+
+
+def _batch_norm_module(c, node, args, kwargs):
+    """nn.BatchNorm1d / 2d: train steps use the batch's statistics and update
+    the running ones (tcc buffers named as the module's), eval uses them."""
+    m = c.module_of(node)
+    path = node.target
+    x = args[0]
+    stats = None
+    if m.track_running_stats:
+        stats = _model_buffers(c, path, m.num_features, c.dtype_name(m.running_mean.dtype))
+    w = c.param_value(f"{path}.weight") if m.affine else None
+    b = c.param_value(f"{path}.bias") if m.affine else None
+    return _batch_norm(c, x, stats, w, b, m.momentum, m.eps)
+
+
+def _batch_norm_function(c, node, args, kwargs):
+    """F.batch_norm(input, running_mean, running_var, weight, bias, training,
+    momentum, eps) with the module's registered running statistics and
+    training=True (what a module's forward passes while it trains)."""
+    names = ("input", "running_mean", "running_var", "weight", "bias", "training",
+             "momentum", "eps")
+    a = dict({"weight": None, "bias": None, "training": False, "momentum": 0.1,
+              "eps": 1e-5}, **dict(zip(names, args)), **kwargs)
+    rm, rv = a["running_mean"], a["running_var"]
+    stats = None
+    if rm is not None or rv is not None:
+        if not a["training"]:
+            raise Unsupported("training=False with running statistics (tcc's train "
+                              "step normalizes with the batch's statistics)")
+        owners = {id(t): n for n, t in c.gm.named_buffers()}
+        if id(rm) not in owners or id(rv) not in owners:
+            raise Unsupported("running statistics that are not registered buffers")
+        prefix, _, leaf = owners[id(rm)].rpartition(".")
+        if leaf != "running_mean" or owners[id(rv)] != (f"{prefix}.running_var"
+                                                        if prefix else "running_var"):
+            raise Unsupported("running statistics not named running_mean / running_var "
+                              "of one module")
+        stats = _model_buffers(c, prefix, rm.shape[0], c.dtype_name(rm.dtype))
+    return _batch_norm(c, a["input"], stats, a["weight"], a["bias"], a["momentum"],
+                       a["eps"])

@@ -297,6 +297,29 @@ class Model:
                 return
         raise TccError(f"add_torch_alias: no parameter named {name!r}")
 
+    def buffer(self, name: str, shape: Iterable[int], init: Init = None,
+               dtype: str = "f32", torch_name: str = "") -> Tensor:
+        """A model buffer (Model.buffers in the schema): state the train step
+        updates in place that no gradient trains, PyTorch's module buffers
+        (batch norm's running statistics and counter). Starts at `init`
+        (zeros or ones); trun keeps it in checkpoints and writes it with
+        --save-weights under `torch_name` (default: `name`)."""
+        if dtype not in ("f32", "f64", "i64"):
+            raise TccError(f"buffer {name!r}: dtype must be f32, f64 or i64, "
+                           f"got {dtype!r}")
+        dims = _shape(shape, f"buffer {name!r}")
+        init = init if init is not None else zeros()
+        if init.kind not in ("zeros", "ones"):
+            raise TccError(f"buffer {name!r}: starts at zeros or ones, not "
+                           f"{init.kind!r}")
+        t = self._define(name, "buffer", dims, dtype)
+        b = self._proto.buffers.add(name=name, dtype=_dtype(dtype, name))
+        b.shape.dims.extend(dims)
+        b.init.kind = _INIT_KINDS[init.kind]
+        if torch_name and torch_name != name:
+            b.torch.name = torch_name
+        return t
+
     def input(self, name: str, shape: Iterable[int], dtype: str = "f32") -> Tensor:
         """A data input of the step (batch dimension included)."""
         dims = _shape(shape, f"input {name!r}")

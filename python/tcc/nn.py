@@ -30,7 +30,8 @@ from tcc import ops
 from tcc.model import Init, Model, Tensor, TccError, normal, ones, zeros
 
 __all__ = ["Parameter", "Module", "Sequential", "ModuleList", "Linear",
-           "Conv1D", "Conv2d", "MaxPool2d", "AvgPool2d", "LayerNorm", "RMSNorm", "Embedding", "Dropout", "ReLU",
+           "Conv1D", "Conv2d", "MaxPool2d", "AvgPool2d", "BatchNorm1d",
+           "BatchNorm2d", "LayerNorm", "RMSNorm", "Embedding", "Dropout", "ReLU",
            "GELU", "SiLU", "Tanh", "Sigmoid", "CausalSelfAttention",
            "apply_rotary", "rotary_tables", "functional"]
 
@@ -592,4 +593,5 @@ from tcc import functional  # noqa: E402  (nn.functional, as in torch)
 
 # The vision modules (NCHW) live in nn_vision.py; imported last because they
 # subclass Module.
-from tcc.nn_vision import AvgPool2d, Conv2d, MaxPool2d  # noqa: E402
+from tcc.nn_vision import (AvgPool2d, BatchNorm1d, BatchNorm2d, Conv2d,  # noqa: E402
+                           MaxPool2d)

@@ -1,11 +1,12 @@
 """tcc.nn's vision modules on NCHW tensors (torch.nn's names, layouts and
-defaults): Conv2d, MaxPool2d, AvgPool2d. Exported by tcc.nn."""
+defaults): Conv2d, MaxPool2d, AvgPool2d, BatchNorm1d, BatchNorm2d. Exported
+by tcc.nn."""
 
 import math
 from typing import Optional, Tuple
 
 from tcc import ops
-from tcc.model import Init, Tensor, TccError, uniform
+from tcc.model import Init, Tensor, TccError, ones, uniform, zeros
 from tcc.nn import Module, Parameter
 
 
@@ -76,3 +77,72 @@ class AvgPool2d(MaxPool2d):
     def forward(self, x: Tensor) -> Tensor:
         return ops.avg_pool2d(x, self.kernel_size, self.stride, self.padding,
                               name=self.node_name())
+
+
+class _BatchNorm(Module):
+    """torch.nn.BatchNorm*d: weight ones, bias zeros (affine), and the
+    buffers running_mean (zeros), running_var (ones) and num_batches_tracked
+    (i64, 0) with PyTorch's state_dict names. The train step normalizes with
+    the batch's statistics and updates the buffers (momentum as PyTorch's:
+    running = (1 - momentum) running + momentum batch); eval uses them.
+    momentum=None (a cumulative average) is not supported."""
+
+    ranks: Tuple[int, ...] = ()
+
+    def __init__(self, num_features: int, eps: float = 1e-5,
+                 momentum: Optional[float] = 0.1, affine: bool = True,
+                 track_running_stats: bool = True):
+        super().__init__()
+        if num_features <= 0:
+            raise TccError(f"{type(self).__name__}({num_features}): "
+                           "num_features must be positive")
+        if momentum is None:
+            raise TccError(f"{type(self).__name__}: momentum=None (a cumulative "
+                           "moving average) is not supported; give a number")
+        self.num_features, self.eps = int(num_features), float(eps)
+        self.momentum = float(momentum)
+        self.track_running_stats = bool(track_running_stats)
+        self.__dict__["_buffers_made"] = {}  # Model -> (mean, var, count)
+        if affine:
+            self.weight = Parameter((num_features,), ones())
+            self.bias = Parameter((num_features,), zeros())
+
+    def _buffers(self):
+        """The running statistics in the current model, made at the first
+        call (after the module's parameters, as torch's state_dict lists
+        them)."""
+        model = self._current_model()
+        made = self._buffers_made.get(model)
+        if made is None:
+            c = (self.num_features,)
+            made = (model.buffer(self._full("running_mean"), c, zeros()),
+                    model.buffer(self._full("running_var"), c, ones()),
+                    model.buffer(self._full("num_batches_tracked"), (), zeros(),
+                                 dtype="i64"))
+            self._buffers_made[model] = made
+        return made
+
+    def forward(self, x: Tensor) -> Tensor:
+        if x.shape is not None and (len(x.shape) not in self.ranks or
+                                    x.shape[1] != self.num_features):
+            raise TccError(f"{self._describe()}: input {x.name!r} has shape "
+                           f"{x.shape}, expected rank {' or '.join(map(str, self.ranks))} "
+                           f"with {self.num_features} channels at dim 1")
+        w = self.weight if "weight" in self._parameters else None
+        b = self.bias if "bias" in self._parameters else None
+        mean = var = count = None
+        if self.track_running_stats:
+            mean, var, count = self._buffers()
+        return ops.batch_norm(x, mean, var, w, b, eps=self.eps,
+                              momentum=self.momentum, num_batches_tracked=count,
+                              name=self.node_name())
+
+
+class BatchNorm1d(_BatchNorm):
+    """torch.nn.BatchNorm1d on (N, C) or (N, C, L)."""
+    ranks = (2, 3)
+
+
+class BatchNorm2d(_BatchNorm):
+    """torch.nn.BatchNorm2d on NCHW."""
+    ranks = (4,)

@@ -144,6 +144,35 @@ def layer_norm(x: Tensor, weight: Optional[Tensor] = None,
     return _model(x).op("layer_norm", *ins, name=name, eps=float(eps))
 
 
+def batch_norm(x: Tensor, running_mean: Optional[Tensor], running_var: Optional[Tensor],
+               weight: Optional[Tensor] = None, bias: Optional[Tensor] = None,
+               eps: float = 1e-5, momentum: float = 0.1,
+               num_batches_tracked: Optional[Tensor] = None,
+               name: Optional[str] = None) -> Tensor:
+    """Batch norm over the channels (dim 1) of x (N, C, ...), as
+    F.batch_norm: the train step normalizes with the batch's statistics
+    (biased variance) and updates the running ones in place
+    (running = (1 - momentum) running + momentum batch, the variance
+    unbiased; num_batches_tracked + 1), eval normalizes with the running
+    ones. running_mean / running_var (C) must be model buffers
+    (Model.buffer); both None: batch statistics in train and eval
+    (track_running_stats=False). weight and bias (C) are optional."""
+    track = running_mean is not None
+    if track != (running_var is not None):
+        raise TccError("batch_norm: give both running_mean and running_var, or neither")
+    if bias is not None and weight is None:
+        raise TccError("batch_norm: a bias needs a weight")
+    if num_batches_tracked is not None and not track:
+        raise TccError("batch_norm: num_batches_tracked needs the running statistics")
+    ins = [x] + ([running_mean, running_var] if track else [])
+    ins += [t for t in (weight, bias) if t is not None]
+    return _model(x).op(
+        "batch_norm", *ins, name=name, eps=float(eps), momentum=float(momentum),
+        track_running_stats=None if track else False,
+        num_batches_tracked=num_batches_tracked.name
+        if num_batches_tracked is not None else None)
+
+
 def rms_norm(x: Tensor, weight: Optional[Tensor] = None, eps: float = 1e-6,
              name: Optional[str] = None) -> Tensor:
     ins = [x] + ([weight] if weight is not None else [])

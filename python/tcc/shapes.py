@@ -217,6 +217,15 @@ def infer(op: str, shapes: List[Optional[Shape]], dtypes: List[Optional[str]],
                                  f"{tuple(s)} differ elsewhere")
             total += s[a]
         return [(tuple(x[:a]) + (total,) + tuple(x[a + 1:]), dtype)]
+    if op == "batch_norm":
+        if len(x) < 2:
+            raise ShapeError(f"batch_norm needs (N, C, ...), got {tuple(x)}")
+        for s in shapes[1:]:
+            if tuple(s) != (x[1],):
+                raise ShapeError(f"running statistics, weight and bias must be "
+                                 f"({x[1]},) (the channels of {tuple(x)}), got "
+                                 f"{tuple(s)}")
+        return [(x, dtype)]
     if op in ("conv2d", "max_pool2d", "avg_pool2d"):
         return [(_window2d(op, x, shapes[1] if op == "conv2d" else None, attrs),
                  dtype)]

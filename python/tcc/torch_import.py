@@ -549,13 +549,20 @@ def from_torch(module, example_inputs, loss=None, optimizer=None, target=None,
 
 
 def export_torch_weights(module, path, metadata=None):
-    """Writes the module's parameters as safetensors with PyTorch's names and
-    layouts (named_parameters(): tied tensors once, under their first name),
+    """Writes the module's parameters (and batch norm's running statistics)
+    as safetensors with PyTorch's names and layouts (named_parameters(): tied
+    tensors once, under their first name),
     the file trun --init-from reads for a model from from_torch. Returns
     the path."""
     from tcc.safetensors import save_file
     tensors = {name: p.detach().cpu().contiguous().numpy()
                for name, p in module.named_parameters()}
+    # Batch norm's running statistics are tcc buffers, read with the weights.
+    for prefix, m in module.named_modules():
+        if isinstance(m, torch.nn.modules.batchnorm._BatchNorm) and m.track_running_stats:
+            for leaf in ("running_mean", "running_var", "num_batches_tracked"):
+                key = f"{prefix}.{leaf}" if prefix else leaf
+                tensors[key] = getattr(m, leaf).detach().cpu().contiguous().numpy()
     meta = {"producer": "tcc.export_torch_weights", "model": type(module).__name__}
     meta.update(metadata or {})
     save_file(tensors, path, metadata=meta)

@@ -34,6 +34,10 @@ std::string stepArgsBuffer(const ArgumentRole &role, const std::string &name, Me
     return llvm::formatv("  {0} *{1} = static_cast<{0} *>(args->optimizer_state[{2}]); "
                          "// optimizer state {3}\n",
                          st, name, role.index, shapeComment(t));
+  case ArgumentRole::Buffer:
+    return llvm::formatv("  {0} *{1} = static_cast<{0} *>(args->buffers[{2}]); "
+                         "// buffer {3} {4}\n",
+                         st, name, role.index, role.label, shapeComment(t));
   default:
     return "";
   }
@@ -65,6 +69,7 @@ LogicalResult emitStepArguments(func::FuncOp f, StringRef generator, ValueNames 
     case ArgumentRole::Param:
     case ArgumentRole::Input:
     case ArgumentRole::OptimizerState:
+    case ArgumentRole::Buffer:
       os << stepArgsBuffer(role, n, t);
       break;
     case ArgumentRole::Output:

@@ -12,7 +12,7 @@ namespace tcc::codegen {
 FailureOr<SmallVector<ArgumentRole>> classifyArguments(func::FuncOp f,
                                                        StringRef generator) {
   SmallVector<ArgumentRole> roles;
-  int counts[ArgumentRole::TrainOutput + 1] = {};
+  int counts[ArgumentRole::Buffer + 1] = {};
   auto add = [&](ArgumentRole::Kind kind, std::string label) -> ArgumentRole & {
     roles.push_back(ArgumentRole{kind, counts[kind]++, std::move(label), "", std::nullopt});
     return roles.back();
@@ -28,6 +28,8 @@ FailureOr<SmallVector<ArgumentRole>> classifyArguments(func::FuncOp f,
       paramNames.push_back(info->name);
     } else if (auto in = f.getArgAttrOfType<StringAttr>(i, model::kInputAttr)) {
       add(ArgumentRole::Input, in.getValue().str());
+    } else if (auto buffer = model::ParamInfo::fromAttr(f.getArgAttr(i, model::kBufferAttr))) {
+      add(ArgumentRole::Buffer, buffer->name).param = buffer;
     } else if (Attribute s = f.getArgAttr(i, model::kOptStateAttr)) {
       states.push_back({roles.size(), dyn_cast<DictionaryAttr>(s)});
       add(ArgumentRole::OptimizerState, "");
@@ -208,7 +210,8 @@ std::string cString(StringRef text) {
 // The descriptor's param_torch table (tcc_torch_tensor per parameter), or
 // nothing when no parameter has a Parameter.torch: returns whether it wrote
 // one. Parameters without one keep their name and layout.
-bool emitTorchTable(llvm::raw_ostream &os, ArrayRef<TableEntry> params) {
+bool emitTorchTable(llvm::raw_ostream &os, ArrayRef<TableEntry> params,
+                    StringRef table = "tcc_param_torch") {
   if (llvm::none_of(params, [](const TableEntry &t) { return t.param && t.param->hasTorch(); }))
     return false;
   SmallVector<std::string> entries;
@@ -222,14 +225,14 @@ bool emitTorchTable(llvm::raw_ostream &os, ArrayRef<TableEntry> params) {
       for (auto [d, v] : llvm::enumerate(p.torchPerm))
         identity = identity && v == static_cast<int64_t>(d);
       if (!identity) {
-        perm = "tcc_param_torch_perm" + std::to_string(i);
+        perm = table.str() + "_perm" + std::to_string(i);
         os << "static const int32_t " << perm << "[] = {";
         for (auto [d, v] : llvm::enumerate(p.torchPerm))
           os << (d ? ", " : "") << v;
         os << "};\n";
       }
       if (!p.torchAliases.empty()) {
-        aliases = "tcc_param_torch_aliases" + std::to_string(i);
+        aliases = table.str() + "_aliases" + std::to_string(i);
         numAliases = p.torchAliases.size();
         os << "static const char *const " << aliases << "[] = {";
         for (auto [d, a] : llvm::enumerate(p.torchAliases))
@@ -241,7 +244,7 @@ bool emitTorchTable(llvm::raw_ostream &os, ArrayRef<TableEntry> params) {
     entries.push_back(llvm::formatv("  {{{0}, {1}, {2}, {3}},\n", name, perm, numAliases,
                                     aliases));
   }
-  os << "static const tcc_torch_tensor tcc_param_torch[] = {\n";
+  os << "static const tcc_torch_tensor " << table << "[] = {\n";
   for (const std::string &e : entries)
     os << e;
   os << "};\n";
@@ -305,6 +308,8 @@ FailureOr<StepInterface> collectStepInterface(ModuleOp module, StringRef who) {
         precision = "f64";
     } else if (role.kind == ArgumentRole::Input) {
       inputs.push_back({role.label, mrt(a), std::nullopt});
+    } else if (role.kind == ArgumentRole::Buffer) {
+      r.buffers.push_back({role.label, mrt(a), role.param});
     } else if (role.kind == ArgumentRole::Output) {
       outputs.push_back({role.label, mrt(a), std::nullopt});
     } else if (role.kind == ArgumentRole::Loss) {
@@ -386,6 +391,8 @@ void emitDescriptor(llvm::raw_ostream &s, const StepInterface &iface, StringRef 
     s << "};\n";
   }
   bool torch = emitTorchTable(s, params);
+  emitTensorTable(s, "tcc_buffers", iface.buffers);
+  bool bufferTorch = emitTorchTable(s, iface.buffers, "tcc_buffer_torch");
   auto table = [](const auto &t, StringRef name) {
     return std::to_string(t.size()) + ", " +
            (t.empty() ? std::string("nullptr") : name.str());
@@ -417,7 +424,10 @@ void emitDescriptor(llvm::raw_ostream &s, const StepInterface &iface, StringRef 
     << "  " << iface.shardRanks << ", " << (sharded ? "tcc_optimizer_state_shard_of" : "nullptr")
     << ", // ZeRO-1: ranks, each optimizer state's parameter (-1: whole)\n"
     << "  " << (torch ? "tcc_param_torch" : "nullptr")
-    << ", // PyTorch state_dict keys and layouts of the params\n};\n\n"
+    << ", // PyTorch state_dict keys and layouts of the params\n"
+    << "  " << table(iface.buffers, "tcc_buffers") << ", "
+    << (bufferTorch ? "tcc_buffer_torch" : "nullptr")
+    << ", // buffers (batch norm's running statistics), their state_dict keys\n};\n\n"
     << "extern \"C\" __attribute__((visibility(\"default\"))) const tcc_step_descriptor *\n"
     << "tcc_step_get_descriptor(void) { return &tcc_descriptor; }\n";
 }

@@ -21,7 +21,9 @@ using namespace mlir;
 // What one argument of a step function is: the generators differ only in
 // where each kind lives (host pointers, or the GPU control block).
 struct ArgumentRole {
-  enum Kind { Param, Input, OptimizerState, Hyper, Loss, Output, TrainOutput };
+  // Buffer: a model buffer (tg.buffer: batch norm's running statistics),
+  // args->buffers.
+  enum Kind { Param, Input, OptimizerState, Hyper, Loss, Output, TrainOutput, Buffer };
   Kind kind;
   int index = 0;     // among the arguments of its kind
   // Param, input or output name; hyper-parameter name; the loss's name;
@@ -78,6 +80,9 @@ struct StepInterface {
   // optimizer_state_shard_of.
   int64_t shardRanks = 0;
   SmallVector<int32_t> stateShardOf;
+  // Model buffers (tg.buffer), in @forward's order: the descriptor's
+  // buffers / buffer_torch.
+  SmallVector<TableEntry> buffers;
 };
 
 // `who` prefixes errors ("cpu codegen").

@@ -80,7 +80,10 @@ makeArguments(mlir::func::FuncOp f, const RunArgs &args, double defaultLr) {
     auto type = llvm::cast<mlir::RankedTensorType>(a.getType());
     interp::Tensor t = interp::Tensor::zeros(type.getShape());
     unsigned i = a.getArgNumber();
-    if (auto p = model::ParamInfo::fromAttr(f.getArgAttr(i, model::kParamAttr))) {
+    auto p = model::ParamInfo::fromAttr(f.getArgAttr(i, model::kParamAttr));
+    if (!p) // a buffer (batch norm's running statistics) starts like trun's
+      p = model::ParamInfo::fromAttr(f.getArgAttr(i, model::kBufferAttr));
+    if (p) {
       tcc_tensor_desc d{};
       d.name = p->name.c_str();
       d.init_kind = p->init == "ones"      ? TCC_INIT_ONES

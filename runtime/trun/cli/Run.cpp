@@ -17,6 +17,7 @@
 #include "runtime/trun/step/Diagnose.h"
 #include "runtime/trun/step/StepDescriptor.h"
 #include "runtime/trun/step/StepLibrary.h"
+#include "runtime/trun/step/WithBuffers.h"
 #include "runtime/trun/train/Trainer.h"
 #include "runtime/trun/train/TrainingSession.h"
 
@@ -137,13 +138,18 @@ absl::Status CheckCudaOnlyFlags(const Options &options, const tcc_step_descripto
   return absl::OkStatus();
 }
 
-absl::Status InitFrom(const Options &options, const tcc_step_descriptor &d,
+absl::Status InitFrom(const Options &options, const tcc_step_descriptor &step,
                       Trainer &trainer, std::ostream &out) {
   if (!options.init_from)
     return absl::OkStatus();
   LoadedWeights loaded;
-  if (absl::Status s = LoadWeights(*options.init_from, d, trainer.mutable_params(),
-                                   {options.init_from_ignore_extra}, &loaded);
+  // Model buffers (batch norm's running statistics) are read like parameters.
+  WithBuffers view(step);
+  const tcc_step_descriptor &d = view.descriptor();
+  if (absl::Status s = LoadWeights(
+          *options.init_from, d,
+          WithBuffers::Join(trainer.mutable_params(), trainer.mutable_model_buffers()),
+          {options.init_from_ignore_extra}, &loaded);
       !s.ok())
     return s;
   std::vector<std::string> notes;
@@ -156,8 +162,11 @@ absl::Status InitFrom(const Options &options, const tcc_step_descriptor &d,
   if (!loaded.ignored.empty())
     notes.push_back(absl::StrFormat("%d extra tensors ignored: %s", loaded.ignored.size(),
                                     absl::StrJoin(loaded.ignored, ", ")));
-  out << absl::StrFormat("init: %d parameters from %s (%s names and layouts%s%s)\n",
-                         d.num_params, *options.init_from,
+  int32_t buffers = d.num_params - step.num_params;
+  out << absl::StrFormat("init: %d parameters%s from %s (%s names and layouts%s%s)\n",
+                         step.num_params,
+                         buffers ? absl::StrFormat(" and %d buffers", buffers) : "",
+                         *options.init_from,
                          loaded.torch_layout ? "PyTorch" : "tcc",
                          notes.empty() ? "" : "; ", absl::StrJoin(notes, "; "));
   return absl::OkStatus();
@@ -252,8 +261,10 @@ float BaseLearningRate(const Options &options, const tcc_step_descriptor &d) {
       options.learning_rate.value_or(d.default_learning_rate));
 }
 
-absl::Status SaveAtEnd(const Options &options, const tcc_step_descriptor &d,
+absl::Status SaveAtEnd(const Options &options, const tcc_step_descriptor &step,
                        const Trainer &trainer, std::ostream &out) {
+  WithBuffers view(step); // buffers are saved under their keys too
+  const tcc_step_descriptor &d = view.descriptor();
   if (!options.save_weights)
     return absl::OkStatus();
   // GPU steps: the weights come from the device; a failed copy is an error
@@ -261,7 +272,8 @@ absl::Status SaveAtEnd(const Options &options, const tcc_step_descriptor &d,
   if (absl::Status s = trainer.SyncToHost(); !s.ok())
     return s;
   if (absl::Status s =
-          SaveWeights(*options.save_weights, d, trainer.params());
+          SaveWeights(*options.save_weights, d,
+                      WithBuffers::Join(trainer.params(), trainer.model_buffers()));
       !s.ok())
     return s;
   int32_t tensors = d.num_params; // aliases are written too

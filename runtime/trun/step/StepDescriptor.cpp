@@ -2,6 +2,7 @@
 
 #include "runtime/initializers/Initializers.h"
 #include "runtime/trun/step/MemoryByPrecision.h"
+#include "runtime/trun/step/WithBuffers.h"
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -224,7 +225,7 @@ std::string TorchNote(const tcc_step_descriptor &d, int32_t i);
 
 void PrintTensors(const char *title, int32_t count, const tcc_tensor_desc *list,
                   bool has_init, std::ostream &out,
-                  const tcc_step_descriptor *params_of = nullptr) {
+                  const tcc_step_descriptor *params_of = nullptr, int32_t first = 0) {
   out << title << ": " << count << "\n";
   for (int32_t i = 0; i < count; ++i) {
     const tcc_tensor_desc &t = list[i];
@@ -242,7 +243,7 @@ void PrintTensors(const char *title, int32_t count, const tcc_tensor_desc *list,
         out << (t.trainable ? "  trainable" : "  frozen");
     }
     if (params_of)
-      out << TorchNote(*params_of, i);
+      out << TorchNote(*params_of, first + i);
     out << "\n";
   }
 }
@@ -338,6 +339,28 @@ absl::Status ValidateDescriptor(const tcc_step_descriptor &d,
     return s;
   if (absl::Status s = CheckTorchTable(d, origin); !s.ok())
     return s;
+  // Model buffers: named like the parameters (checkpoints hold both in one
+  // file), their state_dict keys checked with the parameters' (WithBuffers.h).
+  if (tcc_step_descriptor_has_buffers(&d)) {
+    if (absl::Status s = CheckTensorList(d.num_buffers, d.buffers, "buffer",
+                                         /*has_init=*/true, origin, names);
+        !s.ok())
+      return s;
+    for (int32_t i = 0; i < d.num_buffers; ++i)
+      if (d.buffers[i].init_kind != TCC_INIT_ZEROS && d.buffers[i].init_kind != TCC_INIT_ONES)
+        return absl::InvalidArgumentError(absl::StrCat(
+            origin, ": buffer '", d.buffers[i].name, "' must start at zeros or ones, not ",
+            InitKindName(d.buffers[i].init_kind)));
+    if (d.buffer_torch)
+      for (int32_t i = 0; i < d.num_buffers; ++i)
+        if (d.buffer_torch[i].perm)
+          return absl::InvalidArgumentError(absl::StrCat(
+              origin, ": buffer '", d.buffers[i].name,
+              "' has a torch perm (buffers keep tcc's layout)"));
+    WithBuffers view(d);
+    if (absl::Status s = CheckTorchTable(view.descriptor(), origin); !s.ok())
+      return s;
+  }
   // trun shows these in its progress lines: each must be one f32 value.
   for (const char *name :
        {"grad_norm", "loss_scale", "skipped", "skipped_steps"}) {
@@ -470,6 +493,12 @@ void PrintDescriptorInfo(const tcc_step_descriptor &d, std::ostream &out) {
   PrintTensors("params", d.num_params, d.params, /*has_init=*/true, out, &d);
   PrintTensors("optimizer state", d.num_optimizer_state, d.optimizer_state,
                /*has_init=*/true, out);
+  if (tcc_step_descriptor_has_buffers(&d) && d.num_buffers > 0) {
+    // Saved in checkpoints and by --save-weights with the parameters.
+    WithBuffers view(d);
+    PrintTensors("buffers", d.num_buffers, d.buffers, /*has_init=*/true, out,
+                 &view.descriptor(), d.num_params);
+  }
   PrintTensors("inputs", d.num_inputs, d.inputs, /*has_init=*/false, out);
   PrintTensors("outputs", d.num_outputs, d.outputs, /*has_init=*/false, out);
   PrintTensors("train outputs", d.num_train_outputs, d.train_outputs,

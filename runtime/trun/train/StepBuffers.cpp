@@ -49,6 +49,14 @@ StepBuffers::Create(const tcc_step_descriptor &descriptor, uint64_t seed,
                                        t->optimizer_state_, t->state_ptrs_);
       !s.ok())
     return s;
+  t->num_buffers_ = tcc_step_descriptor_has_buffers(&d) ? d.num_buffers : 0;
+  if (absl::Status s = AllocateTensors(t->num_buffers_, d.buffers, t->buffers_,
+                                       t->buffer_ptrs_);
+      !s.ok())
+    return s;
+  if (absl::Status s = InitializeTensors(t->num_buffers_, d.buffers, t->buffers_, seed);
+      !s.ok())
+    return s;
   if (!t->device_) {
     if (absl::Status s = AllocateTensors(d.num_outputs, d.outputs, t->outputs_,
                                          t->output_ptrs_);
@@ -92,6 +100,12 @@ void **StepBuffers::params_for_call() {
 
 void **StepBuffers::optimizer_state_for_call() {
   return device_ ? device_state_.data() : state_ptrs_.data();
+}
+
+void **StepBuffers::buffers_for_call() {
+  if (num_buffers_ == 0)
+    return nullptr;
+  return device_ ? device_buffers_.data() : buffer_ptrs_.data();
 }
 
 void *StepBuffers::workspace_for_call() {
@@ -158,6 +172,13 @@ absl::Status StepBuffers::AllocateDevice(int32_t gpu) {
       return s;
     device_state_ = device_state_arena_->tensors();
   }
+  if (num_buffers_ > 0) {
+    if (absl::Status s = CreateArena("buffers", sizes(num_buffers_, d.buffers, 1),
+                                     device_buffers_arena_);
+        !s.ok())
+      return s;
+    device_buffers_ = device_buffers_arena_->tensors();
+  }
   if (absl::Status s =
           CreateArena("workspace", {d.workspace_bytes}, device_workspace_arena_);
       !s.ok())
@@ -197,6 +218,8 @@ absl::Status StepBuffers::CopyParamsAndState(bool to_device) const {
   };
   const tcc_step_descriptor &d = descriptor_;
   if (absl::Status s = copy(d.num_params, d.params, param_ptrs_, device_params_); !s.ok())
+    return s;
+  if (absl::Status s = copy(num_buffers_, d.buffers, buffer_ptrs_, device_buffers_); !s.ok())
     return s;
   return copy(d.num_optimizer_state, d.optimizer_state, state_ptrs_, device_state_);
 }
@@ -248,6 +271,14 @@ std::vector<const void *> StepBuffers::optimizer_state() const {
 std::vector<void *> StepBuffers::mutable_optimizer_state() {
   SyncForWrite();
   return state_ptrs_;
+}
+std::vector<const void *> StepBuffers::buffers() const {
+  SyncForAccess();
+  return std::vector<const void *>(buffer_ptrs_.begin(), buffer_ptrs_.end());
+}
+std::vector<void *> StepBuffers::mutable_buffers() {
+  SyncForWrite();
+  return buffer_ptrs_;
 }
 const void *StepBuffers::param(int32_t index) const {
   SyncForAccess();
@@ -354,6 +385,8 @@ absl::Status StepBuffers::Snapshot() {
     sources.push_back(&b);
   for (AlignedBuffer &b : optimizer_state_)
     sources.push_back(&b);
+  for (AlignedBuffer &b : buffers_)
+    sources.push_back(&b);
   if (snapshot_.empty()) {
     for (AlignedBuffer *b : sources) {
       snapshot_.emplace_back(b->size());
@@ -380,6 +413,7 @@ absl::Status StepBuffers::SnapshotOnDevice() {
     std::vector<int64_t> sizes;
     AppendSizes(d.num_params, d.params, sizes);
     AppendSizes(d.num_optimizer_state, d.optimizer_state, sizes);
+    AppendSizes(num_buffers_, d.buffers, sizes);
     if (absl::Status s = CreateArena(
             "the --on-nan skip copy of the weights and optimizer state", sizes,
             device_snapshot_arena_);
@@ -408,6 +442,9 @@ absl::Status StepBuffers::CopySnapshot(bool restore) {
   for (int32_t i = 0; i < d.num_optimizer_state; ++i)
     if (absl::Status s = copy(d.optimizer_state[i], device_state_[i]); !s.ok())
       return s;
+  for (int32_t i = 0; i < num_buffers_; ++i)
+    if (absl::Status s = copy(d.buffers[i], device_buffers_[i]); !s.ok())
+      return s;
   return absl::OkStatus();
 }
 
@@ -421,6 +458,8 @@ absl::Status StepBuffers::RestoreSnapshot() {
   for (AlignedBuffer &b : params_)
     std::memcpy(b.data(), snapshot_[i++].data(), b.size());
   for (AlignedBuffer &b : optimizer_state_)
+    std::memcpy(b.data(), snapshot_[i++].data(), b.size());
+  for (AlignedBuffer &b : buffers_)
     std::memcpy(b.data(), snapshot_[i++].data(), b.size());
   return absl::OkStatus();
 }

@@ -22,6 +22,10 @@
 //    stream (upload_async); WaitUploads() waits for what was queued.
 //    UploadBatch() copies synchronously (eval).
 //
+// Model buffers (batch norm's running statistics; the descriptor's buffers)
+// live and move with the parameters: host buffers (mirrors on a GPU), one
+// device arena, the same coherence, in the --on-nan snapshot.
+//
 // --on-nan skip: Snapshot() copies the parameters and optimizer state before
 // a step, RestoreSnapshot() puts them back (on the GPU for GPU steps, so
 // nothing crosses the bus).
@@ -62,6 +66,7 @@ public:
   // outputs; train_outputs() is null without train outputs.
   void **params_for_call();
   void **optimizer_state_for_call();
+  void **buffers_for_call(); // null without buffers
   void *workspace_for_call();
   // On a GPU the eval outputs are allocated by the first eval that reads
   // them (a training run that never does never holds them: GPT-2's logits
@@ -79,6 +84,9 @@ public:
   std::vector<void *> mutable_params();
   std::vector<const void *> optimizer_state() const;
   std::vector<void *> mutable_optimizer_state();
+  std::vector<const void *> buffers() const;
+  std::vector<void *> mutable_buffers();
+  int32_t num_buffers() const { return num_buffers_; }
   const void *param(int32_t index) const;
   void *mutable_param(int32_t index);
   const void *train_output(int32_t index) const {
@@ -143,7 +151,10 @@ private:
   const tcc_step_descriptor &descriptor_;
   const tcc_device_api *device_; // GPU steps only
   std::vector<AlignedBuffer> params_, optimizer_state_, outputs_,
-      train_outputs_;
+      train_outputs_, buffers_;
+  int32_t num_buffers_ = 0; // 0 for steps built before the ABI had them
+  std::vector<void *> buffer_ptrs_, device_buffers_;
+  std::unique_ptr<DeviceArena> device_buffers_arena_;
   AlignedBuffer workspace_;
   std::vector<AlignedBuffer> snapshot_; // params then optimizer state
   std::vector<void *> param_ptrs_, state_ptrs_, output_ptrs_,

@@ -47,6 +47,7 @@ Trainer::Create(const tcc_step_descriptor &descriptor,
   t->args_.params = t->buffers_->params_for_call();
   t->args_.optimizer_state = t->buffers_->optimizer_state_for_call();
   t->args_.workspace = t->buffers_->workspace_for_call();
+  t->args_.buffers = t->buffers_->buffers_for_call(); // batch norm's statistics
   t->args_.inputs = t->input_ptrs_.data();
   t->args_.loss = &t->loss_;
   t->args_.train_outputs = t->buffers_->train_outputs_for_call();

@@ -163,6 +163,9 @@ public:
   }
   const void *param(int32_t index) const { return buffers_->param(index); }
   void *mutable_param(int32_t index) { return buffers_->mutable_param(index); }
+  // Model buffers (batch norm's running statistics), descriptor order.
+  std::vector<const void *> model_buffers() const { return buffers_->buffers(); }
+  std::vector<void *> mutable_model_buffers() { return buffers_->mutable_buffers(); }
   // GPU steps: downloads the parameters and optimizer state if the device
   // copy is newer; returns the first failed download, if any. OK on CPU.
   absl::Status SyncToHost() const { return buffers_->SyncToHost(); }

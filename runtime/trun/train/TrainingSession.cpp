@@ -4,6 +4,7 @@
 #include "runtime/trun/checkpoint/CheckpointCompatibility.h"
 #include "runtime/trun/data/BatchLoader.h"
 #include "runtime/trun/step/Profile.h"
+#include "runtime/trun/step/WithBuffers.h"
 #include "runtime/trun/train/StopSignals.h"
 
 #include "absl/strings/str_cat.h"
@@ -47,10 +48,13 @@ TrainingSession::Open(const Options &options,
     CheckpointDir &dir = *session->checkpoints_;
     std::vector<std::string> warnings;
     ShardedOptimizerState *sharded = session->sharded_.get();
+    // Model buffers are restored with the parameters (WithBuffers.h).
+    WithBuffers view(sharded ? sharded->whole_descriptor() : descriptor);
+    std::vector<void *> params =
+        WithBuffers::Join(trainer.mutable_params(), trainer.mutable_model_buffers());
     absl::StatusOr<LoadedCheckpoint> loaded =
-        sharded ? dir.LoadNewest(sharded->whole_descriptor(), trainer.mutable_params(),
-                                 sharded->mutable_whole(), warnings)
-                : dir.LoadNewest(descriptor, trainer.mutable_params(),
+        sharded ? dir.LoadNewest(view.descriptor(), params, sharded->mutable_whole(), warnings)
+                : dir.LoadNewest(view.descriptor(), params,
                                  trainer.mutable_optimizer_state(), warnings);
     if (loaded.ok() && sharded) // this rank's shards of the whole tensors
       sharded->Scatter(ranks ? ranks->rank() : 0, trainer.mutable_optimizer_state());
@@ -155,10 +159,13 @@ absl::Status TrainingSession::WriteCheckpoint(const TrainingPlan &plan,
   // leave a checkpoint of stale host weights.
   if (absl::Status s = trainer_.SyncToHost(); !s.ok())
     return WithContext(s, "checkpoint failed: ");
+  WithBuffers view(sharded_ ? sharded_->whole_descriptor() : descriptor_);
+  std::vector<const void *> params =
+      WithBuffers::Join(trainer_.params(), trainer_.model_buffers());
   absl::StatusOr<std::string> path =
-      sharded_ ? checkpoints_->Write(sharded_->whole_descriptor(), state, trainer_.params(),
-                                     sharded_->whole(), options_.keep)
-               : checkpoints_->Write(descriptor_, state, trainer_.params(),
+      sharded_ ? checkpoints_->Write(view.descriptor(), state, params, sharded_->whole(),
+                                     options_.keep)
+               : checkpoints_->Write(view.descriptor(), state, params,
                                      trainer_.optimizer_state(), options_.keep);
   if (!path.ok()) // the caller names the last good checkpoint
     return WithContext(path.status(), "checkpoint failed: ");

@@ -180,6 +180,7 @@ inline void args_key(const tcc_step_args *a, const tcc_step_descriptor &d,
   for (int32_t i = 0; i < d.num_inputs; ++i) key.push_back(a->inputs[i]);
   for (int32_t i = 0; i < d.num_outputs; ++i)
     key.push_back(a->outputs ? a->outputs[i] : nullptr);
+  for (int32_t i = 0; i < d.num_buffers; ++i) key.push_back(a->buffers[i]);
 }
 
 // Host-to-device copy of the control header, the kernels, and the copy of

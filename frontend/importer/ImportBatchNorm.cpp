@@ -1,0 +1,168 @@
+// Model node batch_norm -> tg primitives (torch.nn.BatchNorm1d / 2d,
+// F.batch_norm):
+//   batch_norm(x (N, C, ...), running_mean (C), running_var (C)
+//              [, weight (C) [, bias (C)]])
+//     f eps = 1e-5, f momentum = 0.1, s num_batches_tracked (a buffer name)
+//   batch_norm(x [, weight [, bias]]) {b track_running_stats: false}
+// Statistics are per channel (dim 1) over every other dimension.
+//
+// No batch-norm op reaches the compiler: the node is written out in tg
+// primitives (reduce_mean, sub, mul, rsqrt, ...), so its gradient,
+// interpreter rule and CPU / CUDA kernels are those of the primitives (the
+// batch statistics' own gradient terms included, as autodiff of the
+// written-out form). Training and eval differ, so the normalized input is
+// a tg.train_select of
+//   train: (x - mean_b) * rsqrt(var_b + eps), mean_b / var_b (biased) over
+//          the batch;
+//   eval:  (x - running_mean) * rsqrt(running_var + eps),
+// and the node's running statistics are updated in the training step as
+// PyTorch does:
+//   running_mean' = (1 - momentum) running_mean + momentum mean_b
+//   running_var'  = (1 - momentum) running_var + momentum var_b n / (n - 1)
+//   num_batches_tracked' = num_batches_tracked + 1
+// (n = the values per channel). The running statistics must be model
+// buffers (Model.buffers); the updates become results of @forward marked
+// tg.updates_buffer, which tg-autodiff keeps in @train_step and
+// tg-strip-train-only-ops drops from the eval function. Without
+// track_running_stats both modes use the batch statistics (PyTorch's
+// track_running_stats=False).
+#include "dialects/common/ModelAttrs.h"
+#include "dialects/common/ShapeHelpers.h"
+#include "dialects/tg/TgDialect.h"
+#include "dialects/tg/TgStructuralBuilders.h"
+#include "frontend/importer/NodeImporter.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+
+#include <cmath>
+
+using namespace mlir;
+
+namespace tcc {
+namespace {
+
+// `v` if it is a model buffer (a @forward argument marked tg.buffer).
+BlockArgument bufferArgument(Value v) {
+  auto arg = dyn_cast<BlockArgument>(v);
+  if (!arg)
+    return nullptr;
+  auto f = dyn_cast<func::FuncOp>(arg.getOwner()->getParentOp());
+  if (!f || !f.getArgAttr(arg.getArgNumber(), model::kBufferAttr))
+    return nullptr;
+  return arg;
+}
+
+} // namespace
+
+NodeResults importBatchNorm(NodeContext &n) {
+  namespace build = tg::build;
+  if (failed(n.attrs({"eps", "momentum", "track_running_stats", "num_batches_tracked"})))
+    return failure();
+  FailureOr<double> eps = n.floatAttr("eps", 1e-5);
+  FailureOr<double> momentum = n.floatAttr("momentum", 0.1);
+  FailureOr<bool> track = n.boolAttr("track_running_stats", true);
+  FailureOr<std::string> counter = n.stringAttr("num_batches_tracked", "");
+  if (failed(eps) || failed(momentum) || failed(track) || failed(counter))
+    return failure();
+  if (!(*eps >= 0) || !std::isfinite(*eps))
+    return n.error() << "batch_norm: eps must be a finite number >= 0, got " << *eps;
+  if (!(*momentum >= 0 && *momentum <= 1))
+    return n.error() << "batch_norm: momentum must be in [0, 1], got " << *momentum;
+  size_t stats = *track ? 2 : 0;
+  if (n.operands.size() < 1 + stats || n.operands.size() > 3 + stats)
+    return n.error() << "op batch_norm takes " << 1 + stats << " to " << 3 + stats
+                     << " inputs (x" << (*track ? ", running_mean, running_var" : "")
+                     << " [, weight [, bias]]), got " << n.operands.size();
+  if (n.node.outputs_size() != 1)
+    return n.error() << "op batch_norm has 1 output, got " << n.node.outputs_size();
+  if (!*track && !counter->empty())
+    return n.error() << "batch_norm: num_batches_tracked needs track_running_stats";
+  for (size_t i = 0; i < n.operands.size(); ++i)
+    if (failed(n.requireFloat(i)))
+      return failure();
+  RankedTensorType x = n.type(0);
+  if (x.getRank() < 2)
+    return n.error() << "batch_norm: input '" << n.node.inputs(0)
+                     << "' must be (N, C, ...) (rank >= 2), got "
+                     << tcc::formatShape(x.getShape());
+  int64_t c = x.getDimSize(1);
+  int64_t perChannel = x.getNumElements() / c;
+  for (size_t i = 1; i < n.operands.size(); ++i) {
+    RankedTensorType t = n.type(i);
+    if (t.getShape() != ArrayRef<int64_t>{c} || t.getElementType() != x.getElementType())
+      return n.error() << "batch_norm: input '" << n.node.inputs(i) << "' must be (" << c
+                       << ") of " << x.getElementType() << " (the channels of "
+                       << tcc::formatShape(x.getShape()) << "), got " << t;
+  }
+  Location loc = n.loc;
+  OpBuilder &b = n.b;
+  Type elt = x.getElementType();
+  SmallVector<int64_t> axes, channelShape(x.getRank(), 1);
+  channelShape[1] = c;
+  for (int64_t d = 0; d < x.getRank(); ++d)
+    if (d != 1)
+      axes.push_back(d);
+  Value in = n.operands[0];
+  Value epsValue = build::scalar(b, loc, elt, *eps);
+  auto normalize = [&](Value mean, Value var) {
+    return build::mul(b, loc, build::sub(b, loc, in, mean),
+                      build::rsqrt(b, loc, build::add(b, loc, var, epsValue)));
+  };
+  // Training: the batch's statistics (biased variance).
+  Value mean = build::reduceMean(b, loc, in, axes, /*keepDims=*/true);
+  Value centered = build::sub(b, loc, in, mean);
+  Value var = build::reduceMean(b, loc, build::mul(b, loc, centered, centered), axes, true);
+  Value normalized = normalize(mean, var);
+
+  if (*track) {
+    if (perChannel < 2)
+      return n.error() << "batch_norm: training needs more than 1 value per channel, got "
+                       << tcc::formatShape(x.getShape());
+    BlockArgument runMean = bufferArgument(n.operands[1]);
+    BlockArgument runVar = bufferArgument(n.operands[2]);
+    if (!runMean || !runVar)
+      return n.error() << "batch_norm: running_mean '" << n.node.inputs(1)
+                       << "' and running_var '" << n.node.inputs(2)
+                       << "' must be model buffers (Model.buffers)";
+    if (!n.bufferUpdates)
+      return n.error() << "batch_norm: running statistics cannot be updated here";
+    Value eval = normalize(build::reshape(b, loc, runMean, channelShape),
+                           build::reshape(b, loc, runVar, channelShape));
+    normalized = tg::TrainSelectOp::create(b, loc, normalized.getType(), normalized, eval);
+    // The running statistics' updates (PyTorch: the unbiased variance).
+    Value keep = build::scalar(b, loc, elt, 1.0 - *momentum);
+    Value take = build::scalar(b, loc, elt, *momentum);
+    Value unbiased = build::mul(
+        b, loc, build::reshape(b, loc, var, {c}),
+        build::scalar(b, loc, elt,
+                      static_cast<double>(perChannel) / static_cast<double>(perChannel - 1)));
+    auto update = [&](Value running, Value batch) {
+      return build::add(b, loc, build::mul(b, loc, running, keep),
+                        build::mul(b, loc, batch, take));
+    };
+    n.bufferUpdates->push_back({runMean, update(runMean, build::reshape(b, loc, mean, {c}))});
+    n.bufferUpdates->push_back({runVar, update(runVar, unbiased)});
+    if (!counter->empty()) {
+      Value v = n.lookupValue ? n.lookupValue(*counter) : Value();
+      BlockArgument count = v ? bufferArgument(v) : nullptr;
+      auto type = v ? dyn_cast<RankedTensorType>(v.getType()) : nullptr;
+      if (!count || type.getNumElements() != 1 || !type.getElementType().isInteger(64))
+        return n.error() << "batch_norm: num_batches_tracked '" << *counter
+                         << "' must be a model buffer of one I64 element";
+      // Counted in f32, exact below 2^24 steps: tg's arithmetic is on
+      // floats, and f64 would keep mixed precision (tg-amp) from the model.
+      Type f32 = b.getF32Type();
+      Value next = build::add(b, loc, build::castTo(b, loc, count, f32),
+                              build::scalar(b, loc, f32, 1.0));
+      n.bufferUpdates->push_back({count, build::castTo(b, loc, next, type.getElementType())});
+    }
+  }
+  Value weight = n.operands.size() > 1 + stats
+                     ? build::reshape(b, loc, n.operands[1 + stats], channelShape)
+                     : Value();
+  Value bias = n.operands.size() > 2 + stats
+                   ? build::reshape(b, loc, n.operands[2 + stats], channelShape)
+                   : Value();
+  return SmallVector<Value, 1>{build::affine(b, loc, normalized, weight, bias)};
+}
+
+} // namespace tcc

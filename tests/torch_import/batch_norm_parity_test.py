@@ -1,0 +1,214 @@
+#!/usr/bin/python3
+"""Training parity of a PyTorch CNN with batch norm (issue 17): conv,
+BatchNorm2d, ReLU, max pool, conv, BatchNorm2d, ReLU, max pool, BatchNorm1d
+on the flattened features, Linear, imported with tcc.from_torch and
+trained 50 steps by trun (SGD with momentum, from the PyTorch weights and
+running statistics: tcc.export_torch_weights, trun --init-from) against 50
+steps of the same module in PyTorch's train mode on the same batch (the
+whole set: trun's shuffling only reorders the rows, which batch statistics
+do not see). Checked:
+  - every step's loss (trun --metrics) to 1e-5 relative;
+  - the weights and the running statistics trun saves (--save-weights:
+    running_mean, running_var and num_batches_tracked under PyTorch's
+    names) against PyTorch's after 50 steps (1e-4 relative, norm-wise; the
+    counter exactly);
+  - eval: trun's test loss (the eval step: running statistics) on other
+    data against the PyTorch module in eval mode (1e-4 relative);
+  - trun's saved file loads with load_state_dict(strict=True) into a new
+    module whose eval outputs match the trained module's (1e-4).
+
+usage: batch_norm_parity_test.py --bin-dir BUILD/bin [--work-dir DIR]
+                                 [--steps N]
+"""
+
+import argparse
+import copy
+import os
+import sys
+import tempfile
+
+import numpy as np
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+here = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, here)
+import harness as H  # noqa: E402
+import tcc  # noqa: E402
+from tcc import safetensors  # noqa: E402
+
+LOSS_RTOL = 1e-5
+STATE_RTOL = 1e-4
+
+
+def cnn():
+    return nn.Sequential(
+        nn.Conv2d(3, 8, 3, padding=1), nn.BatchNorm2d(8), nn.ReLU(), nn.MaxPool2d(2),
+        nn.Conv2d(8, 16, 3, padding=1, bias=False), nn.BatchNorm2d(16, momentum=0.2),
+        nn.ReLU(), nn.MaxPool2d(2), nn.Flatten(), nn.BatchNorm1d(64), nn.Linear(64, 10))
+
+
+def data(n, seed):
+    """Images (n, 3, 8, 8) (not centred: the statistics matter) and the
+    labels of a random linear teacher."""
+    g = torch.Generator().manual_seed(seed)
+    x = torch.randn(n, 3, 8, 8, generator=g) * 1.5 + 0.5
+    teacher = torch.randn(3 * 8 * 8, 10, generator=torch.Generator().manual_seed(7))
+    y = (x.reshape(n, -1) @ teacher).argmax(1)
+    # A quarter of the labels random: the loss stays well above 0 over the
+    # run (a loss near 0 has no relative precision left to compare).
+    noisy = torch.rand(n, generator=g) < 0.25
+    y[noisy] = torch.randint(0, 10, (int(noisy.sum()),), generator=g)
+    return x, y
+
+
+def relative(a, b):
+    a, b = np.asarray(a, np.float64), np.asarray(b, np.float64)
+    return float(np.linalg.norm(a - b) / max(np.linalg.norm(b), 1e-30))
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--bin-dir", required=True)
+    ap.add_argument("--work-dir", default=None)
+    ap.add_argument("--steps", type=int, default=50)
+    args = ap.parse_args()
+    work = args.work_dir or tempfile.mkdtemp(prefix="tcc-bn-parity-")
+    os.makedirs(work, exist_ok=True)
+    torch.manual_seed(0)
+    module = cnn()
+    # Non-trivial starting statistics and affine weights, so --init-from's
+    # buffers are checked, not only their defaults.
+    with torch.no_grad():
+        for m in module.modules():
+            if isinstance(m, nn.modules.batchnorm._BatchNorm):
+                m.running_mean.uniform_(-0.5, 0.5)
+                m.running_var.uniform_(0.5, 2.0)
+                m.num_batches_tracked.fill_(3)
+                m.weight.uniform_(0.5, 1.5)
+                m.bias.uniform_(-0.2, 0.2)
+    x, y = data(64, 3)
+    xt, yt = data(64, 11)
+    opt = torch.optim.SGD(module.parameters(), lr=0.01, momentum=0.9)
+    before = copy.deepcopy(module.state_dict())
+    model = tcc.from_torch(module, (x,), loss=nn.CrossEntropyLoss(), target=y,
+                           optimizer=opt)
+    # Importing runs the module on meta tensors only: its statistics are intact.
+    for k, v in module.state_dict().items():
+        if not torch.equal(v, before[k]):
+            raise H.Failure(f"tcc.from_torch changed the module's {k}")
+    model_path = os.path.join(work, "cnn.pb")
+    model.save(model_path)
+    init = tcc.export_torch_weights(module, os.path.join(work, "init.safetensors"))
+    paths = {}
+    for name, a in (("x", x), ("y", y), ("xt", xt), ("yt", yt)):
+        paths[name] = os.path.join(work, f"{name}.npy")
+        np.save(paths[name], a.numpy().astype(np.float32 if a.is_floating_point()
+                                              else np.int64))
+    step = os.path.join(work, "cnn.so")
+    H.compile_step(args.bin_dir, model_path, step)
+    info = H.run([os.path.join(args.bin_dir, "trun"), step, "--info"]).stdout
+    if "buffers: 9" not in info or "1.running_mean" not in info:
+        raise H.Failure(f"trun --info does not list the 9 buffers:\n{info}")
+
+    metrics = os.path.join(work, "metrics.jsonl")
+    if os.path.exists(metrics):
+        os.remove(metrics)
+    saved = os.path.join(work, "trained.safetensors")
+    H.run([os.path.join(args.bin_dir, "trun"), step, "--data", f"{paths['x']},{paths['y']}",
+           "--test", f"{paths['xt']},{paths['yt']}", "--steps", args.steps,
+           "--init-from", init, "--metrics", metrics, "--save-weights", saved,
+           "--log-every", 0])
+    tcc_losses = H.read_metrics_losses(metrics, args.steps)
+    test_loss = None
+    with open(metrics) as f:
+        for line in f:
+            rec = __import__("json").loads(line)
+            if rec.get("kind") == "eval" and "test_loss" in rec:
+                test_loss = rec["test_loss"]
+    trained = safetensors.load_file(saved)
+
+    module.train()
+    torch_losses = []
+    for _ in range(args.steps):
+        opt.zero_grad()
+        loss = F.cross_entropy(module(x), y)
+        loss.backward()
+        opt.step()
+        torch_losses.append(float(loss))
+
+    failures = []
+    worst = 0.0
+    for s, (a, b) in enumerate(zip(tcc_losses, torch_losses)):
+        r = H.relative(a, b)
+        worst = max(worst, r)
+        print(f"  step {s + 1:3d}  loss tcc {a:.7f}  torch {b:.7f}  relative {r:.1e}")
+    print(f"{args.steps} steps, loss {torch_losses[0]:.4f} -> {torch_losses[-1]:.4f}, "
+          f"worst relative loss difference {worst:.2e} (limit {LOSS_RTOL:.0e})")
+    if not worst <= LOSS_RTOL:
+        failures.append(f"losses differ by up to {worst:.2e} relative")
+    if not torch_losses[-1] < 0.8 * torch_losses[0]:
+        failures.append("the loss did not fall")
+
+    state = module.state_dict()
+    if set(trained) != set(state):
+        failures.append(f"trun saved {sorted(trained)}, PyTorch has {sorted(state)}")
+    worst_p = worst_b = 0.0
+    for name in sorted(set(trained) & set(state)):
+        a, b = trained[name], state[name].numpy()
+        if a.shape != b.shape:
+            failures.append(f"saved {name} is {a.shape}, PyTorch {b.shape}")
+        elif name.endswith("num_batches_tracked"):
+            if a.dtype != np.int64 or int(a) != int(b):
+                failures.append(f"{name}: trun {a} ({a.dtype}), PyTorch {b}")
+        elif name.endswith(("running_mean", "running_var")):
+            worst_b = max(worst_b, relative(a, b))
+        else:
+            worst_p = max(worst_p, relative(a, b))
+    print(f"after {args.steps} steps: parameters worst relative difference {worst_p:.2e}, "
+          f"running statistics {worst_b:.2e} (limit {STATE_RTOL:.0e}); counters "
+          f"{int(state['1.num_batches_tracked'])}")
+    if not (worst_p <= STATE_RTOL and worst_b <= STATE_RTOL):
+        failures.append(f"trained state differs: parameters {worst_p:.2e}, running "
+                        f"statistics {worst_b:.2e}")
+
+    module.eval()
+    with torch.no_grad():
+        torch_test = float(F.cross_entropy(module(xt), yt))
+    if test_loss is None:
+        failures.append("trun reported no test loss")
+    else:
+        r = H.relative(test_loss, torch_test)
+        print(f"eval (running statistics): test loss tcc {test_loss:.7f} torch "
+              f"{torch_test:.7f} relative {r:.1e} (limit {STATE_RTOL:.0e})")
+        if not r <= STATE_RTOL:
+            failures.append(f"test losses differ by {r:.2e}")
+
+    fresh = cnn()
+    try:
+        fresh.load_state_dict({k: torch.from_numpy(np.array(v)) for k, v in trained.items()},
+                              strict=True)
+        fresh.eval()
+        with torch.no_grad():
+            r = relative(fresh(xt).numpy(), module(xt).numpy())
+        print(f"trun's weights in PyTorch (strict load), eval outputs relative "
+              f"difference {r:.2e} (limit {STATE_RTOL:.0e})")
+        if not r <= STATE_RTOL:
+            failures.append(f"eval outputs from trun's weights differ by {r:.2e}")
+    except RuntimeError as e:
+        failures.append(f"load_state_dict(strict=True) of trun's weights: {e}")
+
+    if failures:
+        print("FAIL:\n  " + "\n  ".join(failures))
+        return 1
+    print("PASS")
+    return 0
+
+
+if __name__ == "__main__":
+    try:
+        sys.exit(main())
+    except H.Failure as e:
+        print(f"FAIL: {e}")
+        sys.exit(1)
