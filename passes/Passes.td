@@ -31,6 +31,29 @@ def TgCacheRope : Pass<"tg-cache-rope", "mlir::ModuleOp"> {
   let dependentDialects = ["tcc::tg::TgDialect", "mlir::func::FuncDialect"];
 }
 
+def TgDeriveGenerate : Pass<"tg-derive-generate", "mlir::ModuleOp"> {
+  let summary = "Generation with a KV cache: @prefill and @decode entries derived from @forward";
+  let description = [{
+    After tg-fuse-attention, tg-cache-rope and tg-amp, before autodiff. A
+    GPT-like @forward (token ids (B, T) in, logits (B, T, V) out, causal
+    tg.attention) gets two entry functions (tcc.entry): @prefill (tokens
+    (B, T) and lengths (B): the forward at the full context, every
+    attention's k and v written into the KV-cache state, logits (B, V) at
+    each row's last prompt position) and @decode (tokens (B) at positions
+    pos (B): every op of the logits' slice re-specialized from T to 1, a
+    (T, C) position table and tg.rope's tables read at pos, k and v written
+    into the caches at pos, attention over cache positions <= pos; logits
+    (B, V)). Caches: "kv.<l>.k" / "kv.<l>.v" (B, Hkv, T, D) per attention
+    (tcc.entry_state). Only existing tg ops. The decision or why nothing was
+    derived is recorded on @forward as tg.derive_generate.
+  }];
+  let options = [
+    Option<"enabled", "enabled", "bool", /*default=*/"true",
+           "derive the entries (tcc compile --no-generate: off)">,
+  ];
+  let dependentDialects = ["tcc::tg::TgDialect", "mlir::func::FuncDialect"];
+}
+
 def TgAmp : Pass<"tg-amp", "mlir::ModuleOp"> {
   let summary = "Automatic mixed precision: casts @forward to the --precision policy";
   let description = [{
