@@ -357,7 +357,7 @@ OwningOpRef<ModuleOp> ModelImporter::run() {
     int index = static_cast<int>(arg.getArgNumber()) - firstBuffer;
     if (updated[index]) {
       error("buffer '" + model_.buffers(index).name() + "'")
-          << "is updated by two nodes (each running statistic belongs to one batch_norm)";
+          << "updated by two nodes (each running statistic belongs to one batch_norm)";
       return nullptr;
     }
     updated[index] = true;
