@@ -115,6 +115,10 @@ inline constexpr llvm::StringLiteral kLossScaleSkippedStepsState =
 inline constexpr llvm::StringLiteral kLossAttr = "tg.loss";     // name of the loss
 inline constexpr llvm::StringLiteral kOutputAttr = "tg.output"; // eval output name
 inline constexpr llvm::StringLiteral kGradOfAttr = "tg.grad_of"; // param index
+// On the train step: [[element type, bytes], ...] of the trainable
+// parameters' gradients (tg-autodiff), for the descriptor's
+// train_gradient_bytes.
+inline constexpr llvm::StringLiteral kGradientBytesAttr = "tg.gradient_bytes_by_dtype";
 // i64 N, beside tg.grad_of: the result is this rank's 1/N of the gradient
 // (flattened, reduce-scattered over N ranks), not all of it.
 inline constexpr llvm::StringLiteral kGradShardAttr = "tg.grad_shard";

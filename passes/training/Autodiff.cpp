@@ -152,6 +152,7 @@ struct TgAutodiffPass : tcc::impl::TgAutodiffBase<TgAutodiffPass> {
       resultAttrs.push_back(b.getDictionaryAttr(b.getNamedAttr(
           model::kGradOfAttr, b.getI64IntegerAttr(paramIndex(step, arg)))));
     }
+    size_t gradientsEnd = results.size();
     // Buffer updates (batch norm's running statistics) stay results of the
     // step: written in place like the updated parameters.
     for (unsigned i = 0; i < step.getNumResults(); ++i)
@@ -170,12 +171,33 @@ struct TgAutodiffPass : tcc::impl::TgAutodiffBase<TgAutodiffPass> {
     step.setType(FunctionType::get(step.getContext(), step.getArgumentTypes(),
                                    ValueRange(results).getTypes()));
     step.setAllResultAttrs(resultAttrs);
+    recordGradientBytes(b, step, ValueRange(results).slice(1, gradientsEnd - 1));
 
     // Drop what the step does not need: eval-only outputs and gradients of
     // data inputs.
     IRRewriter rewriter(step.getContext());
     (void)runRegionDCE(rewriter, step.getBody());
     return success();
+  }
+
+  // The trainable parameters' gradients by element type, for the
+  // descriptor's train_gradient_bytes (trun --info's "gradients" row): a
+  // frozen base (LoRA) shows as the adapters' bytes alone.
+  static void recordGradientBytes(OpBuilder &b, func::FuncOp step, ValueRange grads) {
+    SmallVector<std::pair<Type, int64_t>> byType;
+    for (Value g : grads) {
+      auto t = cast<RankedTensorType>(g.getType());
+      int64_t bytes = t.getNumElements() * ((t.getElementTypeBitWidth() + 7) / 8);
+      auto same = llvm::find_if(byType, [&](auto &e) { return e.first == t.getElementType(); });
+      if (same != byType.end())
+        same->second += bytes;
+      else
+        byType.push_back({t.getElementType(), bytes});
+    }
+    SmallVector<Attribute> list;
+    for (auto [type, bytes] : byType)
+      list.push_back(b.getArrayAttr({TypeAttr::get(type), b.getI64IntegerAttr(bytes)}));
+    step->setAttr(model::kGradientBytesAttr, b.getArrayAttr(list));
   }
 
   // Position of `arg` among the parameters (arguments carrying tg.param).

@@ -193,9 +193,18 @@ def main():
     grads = memory_row(run(TRUN, grads_so, "--info"), "gradients")
     check(abs(grads - sum(adapters.values()) / 2**20) < 1e-4,
           f"memory table (--emit-gradients): gradients {grads} MiB = adapters")
+    # The normal step: gradients are workspace temporaries, counted by the
+    # compiler (the descriptor's train_gradient_bytes).
+    grads = memory_row(info, "gradients")
+    check(abs(grads - sum(adapters.values()) / 2**20) < 1e-4,
+          f"memory table: gradients {grads} MiB = adapters")
     full_info = run(TRUN, paths["base"], "--info")
     full_opt = sum(b for b, _ in info_sections(full_info)["optimizer state"]
                    .values())
+    full_grads = memory_row(full_info, "gradients")
+    check(abs(full_grads - sum(b for b, _ in info_sections(full_info)["params"]
+                               .values()) / 2**20) < 1e-4,
+          f"without LoRA: gradients {full_grads} MiB = every parameter")
     print(f"  (without LoRA: optimizer state {full_opt} bytes)")
     # Autodiff drops what only the frozen weights' gradients needed.
     act, full_act = (memory_row(t, "activations at peak")

@@ -402,6 +402,13 @@ typedef struct tcc_step_descriptor {
      entry points (tcc_step_entry), none when num_entries is 0. */
   int32_t num_entries;
   const tcc_step_entry *entries;
+
+  /* Appended after the entries (tcc_step_descriptor_has_gradient_bytes):
+     the bytes of the trainable parameters' gradients by element type (at
+     most one entry per dtype), temporaries of the train step inside its
+     workspace; frozen parameters have none. */
+  int32_t num_train_gradient_bytes;
+  const tcc_dtype_bytes *train_gradient_bytes;
 } tcc_step_descriptor;
 
 /* Whether descriptor `d` (its struct_size) includes the memory-by-dtype
@@ -440,6 +447,11 @@ typedef struct tcc_step_descriptor {
 #define tcc_step_descriptor_has_entries(d)                            \
   ((d)->struct_size >= offsetof(tcc_step_descriptor, entries) + \
                            sizeof(const tcc_step_entry *))
+
+/* Whether descriptor `d` includes train_gradient_bytes. */
+#define tcc_step_descriptor_has_gradient_bytes(d)                            \
+  ((d)->struct_size >= offsetof(tcc_step_descriptor, train_gradient_bytes) + \
+                           sizeof(const tcc_dtype_bytes *))
 
 typedef const tcc_step_descriptor *(*tcc_step_get_descriptor_fn)(void);
 

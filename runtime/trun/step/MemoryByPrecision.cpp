@@ -74,6 +74,11 @@ std::vector<MemoryRow> MemoryByPrecision(const tcc_step_descriptor &d) {
   MemoryRow gradients{"gradients", {}};
   AddTensors(d.num_train_outputs, d.train_outputs, gradients.bytes_by_dtype,
              /*gradients_only=*/true);
+  // Without --emit-gradients the gradients are temporaries of the train
+  // step (in its workspace); the compiler counts them by dtype.
+  if (gradients.bytes_by_dtype.empty() && tcc_step_descriptor_has_gradient_bytes(&d))
+    AddEntries(d.num_train_gradient_bytes, d.train_gradient_bytes,
+               gradients.bytes_by_dtype);
   if (!gradients.bytes_by_dtype.empty())
     rows.push_back(std::move(gradients));
   rows.push_back({"optimizer state", {}});
@@ -99,8 +104,14 @@ absl::Status CheckMemoryByDtype(const tcc_step_descriptor &d,
                                     "train_planned_bytes", origin);
       !s.ok())
     return s;
-  return CheckEntries(d.num_train_peak_bytes, d.train_peak_bytes,
-                      "train_peak_bytes", origin);
+  if (absl::Status s = CheckEntries(d.num_train_peak_bytes, d.train_peak_bytes,
+                                    "train_peak_bytes", origin);
+      !s.ok())
+    return s;
+  if (!tcc_step_descriptor_has_gradient_bytes(&d))
+    return absl::OkStatus();
+  return CheckEntries(d.num_train_gradient_bytes, d.train_gradient_bytes,
+                      "train_gradient_bytes", origin);
 }
 
 void PrintMemoryByPrecision(const tcc_step_descriptor &d, std::ostream &out) {
