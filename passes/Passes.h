@@ -19,6 +19,9 @@ std::optional<Precision> parsePrecision(llvm::StringRef name);
 // computes in and why), from the module right after tg-amp; --dump-dir
 // writes it next to that pass's dump.
 void writeAmpReport(mlir::ModuleOp module, llvm::raw_ostream &os);
+// tg-conv-layout's decisions (each chain of convolutions and pooling ops:
+// its layout and why), from the module right after that pass.
+void writeConvLayoutReport(mlir::ModuleOp module, llvm::raw_ostream &os);
 
 // The table of tg-fuse-attention's decisions (every softmax candidate:
 // fused with its shape, or not and why), from the module right after that

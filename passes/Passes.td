@@ -73,6 +73,25 @@ def TgAmp : Pass<"tg-amp", "mlir::ModuleOp"> {
   let dependentDialects = ["tcc::tg::TgDialect", "mlir::func::FuncDialect"];
 }
 
+def TgConvLayout : Pass<"tg-conv-layout", "mlir::ModuleOp"> {
+  let summary = "Chooses NCHW or channels-last for each chain of convolutions and pooling ops";
+  let description = [{
+    After tg-amp, on @forward. Chains are connected conv2d / max_pool2d /
+    avg_pool2d ops (linked through layout-neutral rank-4 ops). Channels-last
+    pays only for tensor-core convolutions (cuda, bf16 / f16, channels per
+    group multiples of 8) through cuDNN, which tcc does not call yet, so
+    every chain stays NCHW; each op gets tg.layout = "NCHW: <why>" and the
+    function tg.layout_decisions, one line per chain (--dump-dir:
+    NN-tg-conv-layout-report.txt). The pipeline runs it only for models
+    with vision ops.
+  }];
+  let options = [
+    Option<"target", "target", "std::string", /*default=*/"\"cpu\"",
+           "compile target: cpu or cuda">,
+  ];
+  let dependentDialects = ["tcc::tg::TgDialect", "mlir::func::FuncDialect"];
+}
+
 def TgAutodiff : Pass<"tg-autodiff", "mlir::ModuleOp"> {
   let summary = "Reverse-mode autodiff: @forward -> @train_step returning loss and gradients";
   let description = [{

@@ -27,6 +27,7 @@ set(TCC_CODEGEN_SOURCES
   codegen/cuda/RopeKernels.cpp
   codegen/cuda/MultiTensorKernels.cpp
   codegen/cuda/NormKernels.cpp
+  codegen/cuda/ConvKernels.cpp
 )
 
 # OUT = the PIECES (a list of files) one after another, byte for byte, at
@@ -63,6 +64,7 @@ set(TCC_CUDA_PRELUDE_PIECES
   ${TCC_CODEGEN_DIR}/cuda/prelude/rope_launchers.cuh
   ${TCC_CODEGEN_DIR}/cuda/prelude/multi_tensor_launchers.cuh
   ${TCC_CODEGEN_DIR}/cuda/prelude/norm_launchers.cuh
+  ${TCC_CODEGEN_DIR}/cuda/prelude/conv_kernels.cuh
   ${TCC_CODEGEN_DIR}/cuda/prelude/end.cuh
 )
 # Included as "compiler/codegen/cuda/cuda_prelude.cuh" below

@@ -329,6 +329,7 @@ absl::Status compileModel(const CompileOptions &given) {
   mlir::OwningOpRef<mlir::ModuleOp> module = importIntoContext(*model, options.model, ctx);
   if (!module)
     return reportedByDiagnostics();
+  pipelineOptions.visionOps = hasVisionOps(*module);
   annotateModule(*module, pipelineOptions);
   if (dumps)
     (void)dumps->writeModule("import", *module,

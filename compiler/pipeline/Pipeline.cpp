@@ -65,6 +65,11 @@ void buildPipeline(mlir::OpPassManager &pm, Phase stopAfter,
   //     (bf16/fp16 products, f32 losses, reductions and norms) before
   //     autodiff, so the backward inherits them.
   pm.addPass(createTgAmp(TgAmpOptions{options.precision}));
+  // 0c. Layout: NCHW or channels-last per chain of convolutions and
+  //     pooling, decided on the precision tg-amp chose (only for models
+  //     with vision ops: the other models' dumps keep their numbers).
+  if (options.visionOps)
+    pm.addPass(createTgConvLayout(TgConvLayoutOptions{options.target}));
   // 1. Training transforms: the forward graph becomes a whole train step,
   //    one pass per stage of the recipe so the dumps show them apart:
   //    autodiff (loss and gradients), accumulation over micro-batches,
@@ -130,6 +135,18 @@ void buildPipeline(mlir::OpPassManager &pm, Phase stopAfter,
     return;
   // 5. Memory plan: every temporary gets an offset in one workspace arena.
   pm.addPass(createKernPlanMemory());
+}
+
+bool hasVisionOps(mlir::ModuleOp module) {
+  bool found = false;
+  module.walk([&](mlir::Operation *op) {
+    if (llvm::isa<tg::Conv2dOp, tg::MaxPool2dOp, tg::AvgPool2dOp>(op)) {
+      found = true;
+      return mlir::WalkResult::interrupt();
+    }
+    return mlir::WalkResult::advance();
+  });
+  return found;
 }
 
 void registerAllTccPasses() { registerTccPasses(); }

@@ -66,7 +66,13 @@ struct PipelineOptions {
   // tcc compile --shard-optimizer N (with dataParallel): tg.shard_optimizer
   // = N on the module (ZeRO-1); 0: not sharded.
   int64_t shardOptimizer = 0;
+  // The model has convolutions or pooling (hasVisionOps): tg-conv-layout
+  // runs (the other models' dumps keep their numbers).
+  bool visionOps = false;
 };
+
+// Whether `module` has tg.conv2d / max_pool2d / avg_pool2d ops.
+bool hasVisionOps(mlir::ModuleOp module);
 
 // Writes the module attributes `options` ask for (tg.loss_scaling,
 // tg.deterministic), which

@@ -73,10 +73,12 @@ LogicalResult CudaStepEmitter::emitConv2d(kern::Conv2dOp op, llvm::raw_ostream &
                     "return tcc_cuda_host::cuda_error(e, tcc_cuda_host::where({2}).c_str());",
                     kernel, wr.hostArgs, id)
           .str();
-  std::string shape = llvm::formatv("{0} x{1}x{2}x{3}x{4} * {5}x{6}x{7}x{8} s{9},{10} p{11},{12} "
-                                    "d{13},{14} g{15}",
-                                    product, xs[0], xs[1], xs[2], xs[3], ws[0], ws[1], ws[2],
-                                    ws[3], s[0], s[1], p[0], p[1], d[0], d[1], op.getGroups())
+  // x * w with stride, padding, dilation, groups (the product is in the
+  // kernel's name).
+  std::string shape = llvm::formatv("{0}x{1}x{2}x{3} * {4}x{5}x{6}x{7} s{8},{9} p{10},{11} "
+                                    "d{12},{13} g{14}",
+                                    xs[0], xs[1], xs[2], xs[3], ws[0], ws[1], ws[2], ws[3], s[0],
+                                    s[1], p[0], p[1], d[0], d[1], op.getGroups())
                           .str();
   launch(os, op, kernel, call, shape, work, wr.bytes);
   return success();
@@ -117,8 +119,8 @@ LogicalResult CudaStepEmitter::emitPool2d(kern::Pool2dOp op, llvm::raw_ostream &
                     "return tcc_cuda_host::cuda_error(e, tcc_cuda_host::where({2}).c_str());",
                     kernel, wr.hostArgs, id)
           .str();
-  std::string shape = llvm::formatv("{0} x{1}x{2}x{3}x{4} k{5},{6} s{7},{8} p{9},{10}", mode,
-                                    xs[0], xs[1], xs[2], xs[3], k[0], k[1], s[0], s[1], p[0], p[1])
+  std::string shape = llvm::formatv("{0}x{1}x{2}x{3} k{4},{5} s{6},{7} p{8},{9}", xs[0], xs[1],
+                                    xs[2], xs[3], k[0], k[1], s[0], s[1], p[0], p[1])
                           .str();
   launch(os, op, kernel, call, shape, work, wr.bytes);
   return success();

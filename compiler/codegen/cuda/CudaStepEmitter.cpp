@@ -360,14 +360,8 @@ LogicalResult CudaStepEmitter::emitOp(Operation *op, llvm::raw_ostream &os, doub
       .Case([&](kern::MultiSumOp m) { return emitMultiSum(m, os, flops); })
       .Case([&](kern::LayerNormOp n) { return emitLayerNorm(n, os, flops); })
       .Case([&](kern::LayerNormGradOp g) { return emitLayerNormGrad(g, os, flops); })
-      // No CUDA kernels for the vision ops yet: a compile error, not a crash.
-      .Case([&](kern::Conv2dOp c) {
-        return c.emitError("conv2d has no cuda kernel yet; compile with --target cpu");
-      })
-      .Case([&](kern::Pool2dOp p) {
-        return p.emitError(p.getMode().starts_with("max") ? "max_pool2d" : "avg_pool2d")
-               << " has no cuda kernel yet; compile with --target cpu";
-      })
+      .Case([&](kern::Conv2dOp c) { return emitConv2d(c, os, flops); })
+      .Case([&](kern::Pool2dOp p) { return emitPool2d(p, os, flops); })
       .Default([&](Operation *other) {
         return other->emitError("cuda codegen: cannot generate code for ")
                << other->getName()

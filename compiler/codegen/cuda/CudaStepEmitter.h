@@ -152,6 +152,9 @@ private:
   LogicalResult emitLayerNorm(kern::LayerNormOp n, llvm::raw_ostream &os, double &flops);
   LogicalResult emitLayerNormGrad(kern::LayerNormGradOp g, llvm::raw_ostream &os,
                                   double &flops);
+  // ConvKernels.cpp
+  LogicalResult emitConv2d(kern::Conv2dOp c, llvm::raw_ostream &os, double &flops);
+  LogicalResult emitPool2d(kern::Pool2dOp p, llvm::raw_ostream &os, double &flops);
   // CopyKernels.cpp
   LogicalResult emitCopy(Operation *op, llvm::raw_ostream &os, const StridedCopy &c,
                          StringRef kind);
