@@ -140,6 +140,8 @@ mapfile -t files < <(find /usr/share/games/fortunes -maxdepth 1 -type f ! -name 
 rm "$dir/data/fortunes_shuffled.txt"
 cmp -s "$dir/data/fortunes_vocab.json" "$dir/data/${AMP_DATA_gpt_char}_vocab.json" \
   || { echo "prepare.sh: the shuffled fortunes have another character vocabulary" >&2; exit 1; }
+# The vision ops (issue 17): conv / pool kernels, a small CNN cpu vs cuda.
+bash "$root/tests/gpu/prepare_vision.sh" "$dir/vision"
 tar -C "$dir" -cJf "$dir/steps.tar.xz" steps && rm -rf "${dir:?}/steps"
 tar -C "$dir" -czf "$dir/data.tar.gz" data && rm -rf "${dir:?}/data"
 du -sh "$dir"

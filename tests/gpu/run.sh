@@ -19,6 +19,8 @@
 #   8. dynamic loss scaling: gpt_char at 2^16 trains like without; the
 #      summed-loss MLP from 2^127 overflows, backs off, recovers and grows
 #      by GradScaler's rule.
+#   9. the vision ops (tests/gpu/vision_checks.sh): conv / pool kernels vs
+#      float64, a small CNN trained on the GPU vs the CPU's losses.
 # The steps are compiled with explicit precisions (prepare.sh): 1-6 run
 # fp32 steps except where bf16 is named. Prints a summary table last; exit
 # 1 if anything failed.
@@ -195,6 +197,13 @@ fi
 
 # Mixed precision: bf16 vs fp32 vs PyTorch, fp16 loss scaling.
 source "$here/amp_checks.sh"
+
+echo "== vision ops: conv / pool kernels, a small CNN cpu vs cuda (vision_checks.sh) =="
+if bash "$here/vision_checks.sh" "$dir/vision" "$out/vision"; then
+  note "vision checks: PASS ($(grep -c . "$out/vision/conv_bench.txt" 2>/dev/null) bench lines in $out/vision)"
+else
+  note "vision checks: FAIL (see $out/vision and the vision summary above)"; status=1
+fi
 
 echo
 echo "== summary =="
