@@ -76,6 +76,22 @@ inline constexpr llvm::StringLiteral kLossScalingAttr = "tg.loss_scaling";
 inline constexpr llvm::StringLiteral kForwardFunc = "forward";
 inline constexpr llvm::StringLiteral kTrainStepFunc = "train_step";
 
+// A further entry point of the step (step_abi.h tcc_step_entry): a function
+// carrying this string attribute (its entry name, e.g. "encode",
+// "train_cached", "prefill") is lowered like @forward and emitted as the
+// descriptor's entries[k], in module order. Its arguments carry the roles
+// below (parameters by name from the descriptor's table; inputs and outputs
+// its own lists). A name beginning with "train" updates parameters and
+// optimizer state like @train_step.
+inline constexpr llvm::StringLiteral kEntryAttr = "tcc.entry";
+// On an argument of an entry function: a state tensor of the entry (a KV
+// cache), kept by the runtime between calls (tcc_step_args.entry_state),
+// zeros at the start; the value is its name.
+inline constexpr llvm::StringLiteral kEntryStateAttr = "tcc.entry_state";
+// On a result of an entry function (tensor level): the new value of the
+// i-th entry state argument, written back in place (like tg.updates_param).
+inline constexpr llvm::StringLiteral kUpdatesEntryStateAttr = "tcc.updates_entry_state";
+
 // Argument attributes.
 inline constexpr llvm::StringLiteral kParamAttr = "tg.param"; // ParamInfo dict
 inline constexpr llvm::StringLiteral kInputAttr = "tg.input"; // name

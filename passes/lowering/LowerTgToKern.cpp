@@ -90,6 +90,7 @@ public:
     for (unsigned i = 0; i < old_.getNumResults(); ++i) {
       if (old_.getResultAttr(i, model::kUpdatesParamAttr) ||
           old_.getResultAttr(i, model::kUpdatesOptStateAttr) ||
+          old_.getResultAttr(i, model::kUpdatesEntryStateAttr) ||
           old_.getResultAttr(i, model::kUpdatesBufferAttr))
         continue;
       outArgOfResult[i] = argTypes.size();
@@ -153,6 +154,10 @@ private:
     if (!index) {
       role = model::kOptStateAttr;
       index = old_.getResultAttrOfType<IntegerAttr>(i, model::kUpdatesOptStateAttr);
+    }
+    if (!index) { // an entry's state (a KV cache), kept by the runtime
+      role = model::kEntryStateAttr;
+      index = old_.getResultAttrOfType<IntegerAttr>(i, model::kUpdatesEntryStateAttr);
     }
     if (!index) { // a model buffer (batch norm's running statistics)
       role = model::kBufferAttr;

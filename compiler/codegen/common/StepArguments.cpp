@@ -38,6 +38,10 @@ std::string stepArgsBuffer(const ArgumentRole &role, const std::string &name, Me
     return llvm::formatv("  {0} *{1} = static_cast<{0} *>(args->buffers[{2}]); "
                          "// buffer {3} {4}\n",
                          st, name, role.index, role.label, shapeComment(t));
+  case ArgumentRole::EntryState:
+    return llvm::formatv("  {0} *{1} = static_cast<{0} *>(args->entry_state[{2}]); "
+                         "// entry state {3} {4}\n",
+                         st, name, role.index, role.label, shapeComment(t));
   default:
     return "";
   }
@@ -58,9 +62,9 @@ std::string reshapeDefinition(kern::ReshapeOp r, ValueNames &names) {
 
 LogicalResult emitStepArguments(func::FuncOp f, StringRef generator, ValueNames &names,
                                 OutputScratch &scratch, ArgumentPlacement &placement,
-                                llvm::raw_ostream &os) {
+                                llvm::raw_ostream &os, const StepInterface *entryOf) {
   FailureOr<SmallVector<ArgumentRole>> roles = classifyArguments(f, generator);
-  if (failed(roles))
+  if (failed(roles) || (entryOf && failed(remapToDescriptor(f, *entryOf, *roles, generator))))
     return failure();
   for (auto [a, role] : llvm::zip_equal(f.getArguments(), *roles)) {
     MemRefType t = mrt(a);
@@ -69,6 +73,7 @@ LogicalResult emitStepArguments(func::FuncOp f, StringRef generator, ValueNames 
     case ArgumentRole::Param:
     case ArgumentRole::Input:
     case ArgumentRole::OptimizerState:
+    case ArgumentRole::EntryState:
     case ArgumentRole::Buffer:
       os << stepArgsBuffer(role, n, t);
       break;

@@ -64,10 +64,12 @@ public:
 
 // Declares f's arguments in order (names from `names`, outputs in
 // `scratch`), asking `placement` for the target-specific roles. Errors are
-// prefixed with `generator` ("cpu codegen").
+// prefixed with `generator` ("cpu codegen"). `entryOf`: f is a further
+// entry of that step (tcc.entry): its parameters, optimizer state and
+// train outputs index the descriptor's tables (by name).
 LogicalResult emitStepArguments(func::FuncOp f, StringRef generator, ValueNames &names,
                                 OutputScratch &scratch, ArgumentPlacement &placement,
-                                llvm::raw_ostream &os);
+                                llvm::raw_ostream &os, const StepInterface *entryOf = nullptr);
 
 } // namespace tcc::codegen
 

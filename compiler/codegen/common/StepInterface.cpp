@@ -56,6 +56,8 @@ FailureOr<SmallVector<ArgumentRole>> classifyArguments(func::FuncOp f,
       add(ArgumentRole::Output, o.getValue().str());
     } else if (auto o = f.getArgAttrOfType<StringAttr>(i, model::kTrainOutputAttr)) {
       add(ArgumentRole::TrainOutput, o.getValue().str());
+    } else if (auto st = f.getArgAttrOfType<StringAttr>(i, model::kEntryStateAttr)) {
+      add(ArgumentRole::EntryState, st.getValue().str());
     } else if (f.getArgAttr(i, model::kGradOfAttr)) {
       return f.emitError(generator)
              << ": @" << f.getName()
@@ -337,8 +339,11 @@ FailureOr<StepInterface> collectStepInterface(ModuleOp module, StringRef who) {
       dtypeBytes(train, "kern.planned_bytes_by_dtype", who);
   FailureOr<SmallVector<DtypeBytes>> peak =
       dtypeBytes(train, "kern.peak_bytes_by_dtype", who);
-  if (failed(planned) || failed(peak))
+  FailureOr<SmallVector<DtypeBytes>> gradients =
+      dtypeBytes(train, model::kGradientBytesAttr, who);
+  if (failed(planned) || failed(peak) || failed(gradients))
     return failure();
+  r.trainGradientBytes = std::move(*gradients);
   train.walk([&](tcc::kern::ConstantOp c) {
     MemRefType t = c.getType();
     r.trainConstantBytes += t.getNumElements() * tcc::kern::elementBytes(t.getElementType());
@@ -367,12 +372,67 @@ FailureOr<StepInterface> collectStepInterface(ModuleOp module, StringRef who) {
   r.outputs = std::move(outputs);
   r.states = std::move(states);
   r.trainOutputs = std::move(trainOutputs);
+
+  // Further entry points: functions marked tcc.entry, in module order.
+  for (func::FuncOp f : module.getOps<func::FuncOp>()) {
+    auto name = f->getAttrOfType<StringAttr>(model::kEntryAttr);
+    if (!name)
+      continue;
+    StringRef n = name.getValue();
+    bool identifier = !n.empty() && !llvm::isDigit(n.front()) &&
+                      llvm::all_of(n, [](char c) { return llvm::isAlnum(c) || c == '_'; });
+    if (!identifier || n == "train" || n == "eval")
+      return f.emitError(who) << ": entry name '" << n
+                              << "' must be a C identifier other than train and eval";
+    if (llvm::any_of(r.entries, [&](const EntryInterface &e) { return e.name == n; }))
+      return f.emitError(who) << ": two functions are entry '" << n << "'";
+    FailureOr<SmallVector<ArgumentRole>> roles = classifyArguments(f, who);
+    if (failed(roles) || failed(remapToDescriptor(f, r, *roles, who)))
+      return failure();
+    EntryInterface e;
+    e.name = n.str();
+    e.f = f;
+    e.trainLike = n.starts_with("train");
+    for (auto [a, role] : llvm::zip_equal(f.getArguments(), *roles)) {
+      if (role.kind == ArgumentRole::Input)
+        e.inputs.push_back({role.label, mrt(a), std::nullopt});
+      else if (role.kind == ArgumentRole::Output)
+        e.outputs.push_back({role.label, mrt(a), std::nullopt});
+      else if (role.kind == ArgumentRole::EntryState)
+        e.state.push_back({role.label, mrt(a), std::nullopt});
+      else if (!e.trainLike &&
+               (role.kind == ArgumentRole::OptimizerState || role.kind == ArgumentRole::TrainOutput))
+        return f.emitError(who) << ": entry '" << n << "' has " << role.label
+                                << ", which only entries named train... may update";
+    }
+    r.entries.push_back(std::move(e));
+  }
   return r;
+}
+
+LogicalResult remapToDescriptor(func::FuncOp f, const StepInterface &iface,
+                                SmallVectorImpl<ArgumentRole> &roles, StringRef who) {
+  for (auto [a, role] : llvm::zip_equal(f.getArguments(), roles)) {
+    const SmallVector<TableEntry> *table =
+        role.kind == ArgumentRole::Param            ? &iface.params
+        : role.kind == ArgumentRole::OptimizerState ? &iface.states
+        : role.kind == ArgumentRole::TrainOutput    ? &iface.trainOutputs
+                                                    : nullptr;
+    if (!table)
+      continue;
+    auto it = llvm::find_if(*table, [&](const TableEntry &t) { return t.name == role.label; });
+    if (it == table->end() || it->type != mrt(a))
+      return f.emitError(who) << ": @" << f.getName() << " takes " << role.label << " ("
+                              << mrt(a) << "), which the step's train / eval tables "
+                              << (it == table->end() ? "do not have" : "hold with another type");
+    role.index = static_cast<int>(it - table->begin());
+  }
+  return success();
 }
 
 void emitDescriptor(llvm::raw_ostream &s, const StepInterface &iface, StringRef target,
                     StringRef archLines, int64_t workspaceBytes, double trainFlops,
-                    double evalFlops, StringRef deviceApi) {
+                    double evalFlops, StringRef deviceApi, ArrayRef<double> entryFlops) {
   const auto &params = iface.params, &states = iface.states,
              &inputs = iface.inputs, &outputs = iface.outputs,
              &trainOutputs = iface.trainOutputs;
@@ -383,6 +443,7 @@ void emitDescriptor(llvm::raw_ostream &s, const StepInterface &iface, StringRef 
   emitTensorTable(s, "tcc_train_outputs", trainOutputs);
   emitDtypeBytes(s, "tcc_train_planned_bytes", iface.trainPlannedBytes);
   emitDtypeBytes(s, "tcc_train_peak_bytes", iface.trainPeakBytes);
+  emitDtypeBytes(s, "tcc_train_gradient_bytes", iface.trainGradientBytes);
   bool sharded = iface.shardRanks > 0 && !iface.stateShardOf.empty();
   if (sharded) {
     s << "static const int32_t tcc_optimizer_state_shard_of[] = {";
@@ -393,6 +454,28 @@ void emitDescriptor(llvm::raw_ostream &s, const StepInterface &iface, StringRef 
   bool torch = emitTorchTable(s, params);
   emitTensorTable(s, "tcc_buffers", iface.buffers);
   bool bufferTorch = emitTorchTable(s, iface.buffers, "tcc_buffer_torch");
+  // Further entries: their own tensor tables, then the tcc_step_entry list.
+  for (const EntryInterface &e : iface.entries) {
+    // (Not tcc_entry_<name>_state: the cuda host's EntryState is called so.)
+    emitTensorTable(s, "tcc_entry_" + e.name + "_input_table", e.inputs);
+    emitTensorTable(s, "tcc_entry_" + e.name + "_output_table", e.outputs);
+    emitTensorTable(s, "tcc_entry_" + e.name + "_state_table", e.state);
+  }
+  if (!iface.entries.empty()) {
+    s << "static const tcc_step_entry tcc_entries[] = {\n";
+    for (auto [k, e] : llvm::enumerate(iface.entries)) {
+      auto list = [&](const SmallVector<TableEntry> &t, StringRef what) {
+        return std::to_string(t.size()) + ", " +
+               (t.empty() ? std::string("nullptr")
+                          : "tcc_entry_" + e.name + "_" + what.str() + "_table");
+      };
+      // name, fn, inputs, outputs, state, flops_per_call
+      s << "  {\"" << e.name << "\", " << e.cName() << ", " << list(e.inputs, "input") << ", "
+        << list(e.outputs, "output") << ", " << list(e.state, "state") << ", "
+        << llvm::formatv("{0:e}", k < entryFlops.size() ? entryFlops[k] : 0.0) << "},\n";
+    }
+    s << "};\n";
+  }
   auto table = [](const auto &t, StringRef name) {
     return std::to_string(t.size()) + ", " +
            (t.empty() ? std::string("nullptr") : name.str());
@@ -427,7 +510,10 @@ void emitDescriptor(llvm::raw_ostream &s, const StepInterface &iface, StringRef 
     << ", // PyTorch state_dict keys and layouts of the params\n"
     << "  " << table(iface.buffers, "tcc_buffers") << ", "
     << (bufferTorch ? "tcc_buffer_torch" : "nullptr")
-    << ", // buffers (batch norm's running statistics), their state_dict keys\n};\n\n"
+    << ", // buffers (batch norm's running statistics), their state_dict keys\n"
+    << "  " << table(iface.entries, "tcc_entries") << ", // further entries\n"
+    << "  " << table(iface.trainGradientBytes, "tcc_train_gradient_bytes")
+    << ", // gradients of the trainable params by dtype\n};\n\n"
     << "extern \"C\" __attribute__((visibility(\"default\"))) const tcc_step_descriptor *\n"
     << "tcc_step_get_descriptor(void) { return &tcc_descriptor; }\n";
 }

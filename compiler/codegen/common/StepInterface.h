@@ -8,6 +8,7 @@
 
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "dialects/common/ModelAttrs.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -21,9 +22,11 @@ using namespace mlir;
 // What one argument of a step function is: the generators differ only in
 // where each kind lives (host pointers, or the GPU control block).
 struct ArgumentRole {
+  // EntryState: an extra entry's state (tcc.entry_state), args->entry_state.
   // Buffer: a model buffer (tg.buffer: batch norm's running statistics),
   // args->buffers.
-  enum Kind { Param, Input, OptimizerState, Hyper, Loss, Output, TrainOutput, Buffer };
+  enum Kind { Param, Input, OptimizerState, Hyper, Loss, Output, TrainOutput, EntryState,
+              Buffer };
   Kind kind;
   int index = 0;     // among the arguments of its kind
   // Param, input or output name; hyper-parameter name; the loss's name;
@@ -56,6 +59,18 @@ struct DtypeBytes {
   int64_t bytes = 0;
 };
 
+// A further entry point (a function with tcc.entry): the descriptor's
+// tcc_step_entry. Its parameters, optimizer state and train outputs are
+// the descriptor's (found by name); inputs, outputs and state its own.
+struct EntryInterface {
+  std::string name; // the tcc.entry value, a C identifier
+  func::FuncOp f;
+  SmallVector<TableEntry> inputs, outputs, state;
+  bool trainLike = false; // the name begins with "train"
+  // The C function the backends emit for it.
+  std::string cName() const { return "tcc_entry_" + name; }
+};
+
 // What the descriptor says about a step, read from the planned kern module.
 struct StepInterface {
   func::FuncOp train, eval;
@@ -68,6 +83,12 @@ struct StepInterface {
   // @train_step's kern.planned_bytes_by_dtype / kern.peak_bytes_by_dtype,
   // one entry per ABI dtype (i1 and i8 buffers are both u8).
   SmallVector<DtypeBytes> trainPlannedBytes, trainPeakBytes;
+  // The trainable parameters' gradients by dtype (tg.gradient_bytes_by_dtype,
+  // from tg-autodiff): the descriptor's train_gradient_bytes.
+  SmallVector<DtypeBytes> trainGradientBytes;
+  // Model buffers (tg.buffer), in @forward's order: the descriptor's
+  // buffers / buffer_torch.
+  SmallVector<TableEntry> buffers;
   // Bytes of the dense kern.constant data @train_step reads (the
   // descriptor's train_constant_bytes).
   int64_t trainConstantBytes = 0;
@@ -80,13 +101,20 @@ struct StepInterface {
   // optimizer_state_shard_of.
   int64_t shardRanks = 0;
   SmallVector<int32_t> stateShardOf;
-  // Model buffers (tg.buffer), in @forward's order: the descriptor's
-  // buffers / buffer_torch.
-  SmallVector<TableEntry> buffers;
+  // Further entry points, in module order (descriptor entries[k]; profile
+  // entry index 2 + k).
+  std::vector<EntryInterface> entries;
 };
 
 // `who` prefixes errors ("cpu codegen").
 FailureOr<StepInterface> collectStepInterface(ModuleOp module, StringRef who);
+
+// Points f's parameter, optimizer-state and train-output roles at the
+// descriptor's tables (by name), for an entry function whose signature
+// holds a subset of them in another order; failure (a diagnostic on f)
+// when one is not in the descriptor.
+LogicalResult remapToDescriptor(func::FuncOp f, const StepInterface &iface,
+                                SmallVectorImpl<ArgumentRole> &roles, StringRef who);
 
 // Where `f`'s output scratch may start: the end of f's own memory plan
 // (its kern.workspace_bytes; the module's when absent), rounded up to
@@ -99,9 +127,12 @@ int64_t outputScratchBase(func::FuncOp f, int64_t modulePlanned, int64_t alignme
 // The tensor tables, the descriptor and tcc_step_get_descriptor. `archLines`
 // is the arch string initializer line(s); entry points are tcc_train and
 // tcc_eval; `deviceApi` the descriptor's device field.
+// `entryFlops`: FLOPs per call of each of iface.entries (whose functions
+// are EntryInterface::cName).
 void emitDescriptor(llvm::raw_ostream &s, const StepInterface &iface, StringRef target,
                     StringRef archLines, int64_t workspaceBytes, double trainFlops,
-                    double evalFlops, StringRef deviceApi);
+                    double evalFlops, StringRef deviceApi,
+                    ArrayRef<double> entryFlops = {});
 
 } // namespace tcc::codegen
 

@@ -35,8 +35,10 @@ using namespace codegen;
 
 class FunctionEmitter : public ArgumentPlacement {
 public:
-  FunctionEmitter(func::FuncOp f, llvm::raw_ostream &os, int firstProfileId)
-      : f_(f), os_(os), profileId_(firstProfileId) {}
+  // `entryOf`: f is a further entry of that step (tcc.entry).
+  FunctionEmitter(func::FuncOp f, llvm::raw_ostream &os, int firstProfileId,
+                  const StepInterface *entryOf = nullptr)
+      : f_(f), os_(os), profileId_(firstProfileId), entryOf_(entryOf) {}
 
   // Emits `static int32_t <cName>(const tcc_step_args *args)`.
   LogicalResult emit(StringRef cName, int64_t outputScratchBase,
@@ -64,7 +66,7 @@ private:
 
   LogicalResult emitArguments(int64_t outputScratchBase) {
     scratch_.base = outputScratchBase;
-    return emitStepArguments(f_, "cpu codegen", names_, scratch_, *this, os_);
+    return emitStepArguments(f_, "cpu codegen", names_, scratch_, *this, os_, entryOf_);
   }
 
   // Hyper-parameters and the loss are locals; train outputs, like outputs,
@@ -670,6 +672,7 @@ private:
   OutputScratch scratch_{0, 0, 64};
   std::string lossName_;
   int profileId_;
+  const StepInterface *entryOf_;
 };
 
 } // namespace
@@ -696,6 +699,18 @@ FailureOr<GeneratedStep> generateCpuStep(ModuleOp module) {
   step.workspaceBytes =
       std::max({planned, trainBase + trainEmitter.outputScratchBytes(),
                 evalBase + evalEmitter.outputScratchBytes()});
+  // Further entries (tcc.entry): profile ids from (2 + k) << 20; the
+  // workspace covers each one's plan and output scratch.
+  SmallVector<double> entryFlops;
+  for (auto [k, e] : llvm::enumerate(iface->entries)) {
+    int64_t base = outputScratchBase(e.f, planned, 64);
+    FunctionEmitter emitter(e.f, os, static_cast<int>(2 + k) << 20, &*iface);
+    double flops = 0;
+    if (failed(emitter.emit(e.cName(), base, flops)))
+      return failure();
+    entryFlops.push_back(flops);
+    step.workspaceBytes = std::max(step.workspaceBytes, base + emitter.outputScratchBytes());
+  }
 
   std::string src;
   llvm::raw_string_ostream s(src);
@@ -712,7 +727,7 @@ FailureOr<GeneratedStep> generateCpuStep(ModuleOp module) {
   emitDescriptor(s, *iface, "cpu",
                  "#if defined(__x86_64__)\n  \"x86_64\",\n#elif defined(__aarch64__)\n"
                  "  \"aarch64\",\n#else\n  \"unknown\",\n#endif\n",
-                 step.workspaceBytes, step.trainFlops, step.evalFlops, "nullptr");
+                 step.workspaceBytes, step.trainFlops, step.evalFlops, "nullptr", entryFlops);
   step.source = std::move(src);
   return step;
 }

@@ -15,6 +15,7 @@
 #include "dialects/kern/AttentionWorkspace.h"
 
 #include <algorithm>
+#include <memory>
 
 #include "compiler/codegen/common/EmbeddedSources.h"
 #include "compiler/codegen/common/StepInterface.h"
@@ -73,14 +74,34 @@ FailureOr<GeneratedCudaStep> generateCudaStep(ModuleOp module,
   CudaStepEmitter eval(iface->eval, "eval", kernels, options, gemmSites);
   if (failed(eval.emit(/*outputScratchBase=*/0, step.evalFlops))) // their own buffer
     return failure();
-  // The kernel list: train's launches, then eval's.
+  // Further entries (tcc.entry): outputs a caller leaves NULL go to scratch
+  // after the entry's own plan, like train's.
+  std::vector<std::unique_ptr<CudaStepEmitter>> entries;
+  SmallVector<double> entryFlops;
+  int64_t scratchEnd = std::max(planned, trainBase + train.outputScratchBytes());
+  int64_t controlBytes = std::max(train.controlBytes(), eval.controlBytes());
+  for (auto [k, e] : llvm::enumerate(iface->entries)) {
+    int64_t base = outputScratchBase(e.f, planned, 256);
+    auto emitter = std::make_unique<CudaStepEmitter>(e.f, "entry_" + e.name, kernels, options,
+                                                     gemmSites);
+    emitter->asEntry(*iface, static_cast<int>(k), e.name);
+    double flops = 0;
+    if (failed(emitter->emit(base, flops)))
+      return failure();
+    entryFlops.push_back(flops);
+    scratchEnd = std::max(scratchEnd, base + emitter->outputScratchBytes());
+    controlBytes = std::max(controlBytes, emitter->controlBytes());
+    step.cudnnAttentionSites += emitter->cudnnAttentionSites();
+    entries.push_back(std::move(emitter));
+  }
+  // The kernel list: train's launches, then eval's, then the entries'.
   std::vector<Launch> launches = train.launches();
   llvm::append_range(launches, eval.launches());
-  // Workspace: [plan, train's output scratch after its own plan]
+  for (const auto &e : entries)
+    llvm::append_range(launches, e->launches());
+  // Workspace: [plan, each entry's output scratch after its own plan]
   // [control block][cuBLASLt workspace].
-  int64_t scratchEnd = std::max(planned, trainBase + train.outputScratchBytes());
   int64_t control = (scratchEnd + 255) / 256 * 256;
-  int64_t controlBytes = std::max(train.controlBytes(), eval.controlBytes());
   int64_t gemmWorkspace = (control + controlBytes + 255) / 256 * 256;
   // Shared by cuBLASLt (which takes at most kGemmWorkspaceBytes) and
   // cuDNN's attention, sized for cuDNN's backward where that is larger
@@ -89,7 +110,7 @@ FailureOr<GeneratedCudaStep> generateCudaStep(ModuleOp module,
       std::max(kGemmWorkspaceBytes, kern::cudnnAttentionWorkspaceBytes(iface->train));
   step.workspaceBytes = gemmWorkspace + sharedWorkspace;
   step.launches = static_cast<int64_t>(launches.size());
-  step.cudnnAttentionSites = train.cudnnAttentionSites() + eval.cudnnAttentionSites();
+  step.cudnnAttentionSites += train.cudnnAttentionSites() + eval.cudnnAttentionSites();
 
   std::string src;
   llvm::raw_string_ostream s(src);
@@ -117,8 +138,10 @@ FailureOr<GeneratedCudaStep> generateCudaStep(ModuleOp module,
   s << "static constexpr uint64_t tcc_gemm_workspace_bytes = " << kGemmWorkspaceBytes << ";\n";
   s << "static constexpr uint64_t tcc_shared_workspace_bytes = " << sharedWorkspace << ";\n\n";
   s << train.source() << eval.source();
+  for (const auto &e : entries)
+    s << e->source();
   emitDescriptor(s, *iface, "cuda", "  \"" + options.arch + "\",\n", step.workspaceBytes,
-                 step.trainFlops, step.evalFlops, "&tcc_cuda_host::kDeviceApi");
+                 step.trainFlops, step.evalFlops, "&tcc_cuda_host::kDeviceApi", entryFlops);
   step.hostSource = std::move(src);
 
   // Kernel units: distinct kernels spread round-robin, each unit with the

@@ -21,8 +21,15 @@ LogicalResult CudaStepEmitter::emit(int64_t outputScratchBase, double &flops) {
      << "_body(const tcc_step_args *args, cudaStream_t s, char *ws) {\n";
   os << "  int32_t *status = reinterpret_cast<int32_t *>(ws + tcc_control_offset);\n";
   os << "  (void)status;\n";
-  if (failed(emitStepArguments(f_, "cuda codegen", names_, scratch_, *this, os)))
+  if (failed(emitStepArguments(f_, "cuda codegen", names_, scratch_, *this, os, entryOf_)))
     return failure();
+  if (FailureOr<SmallVector<ArgumentRole>> roles = classifyArguments(f_, "cuda codegen");
+      succeeded(roles))
+    for (const ArgumentRole &r : *roles) {
+      numInputs_ += r.kind == ArgumentRole::Input;
+      numOutputs_ += r.kind == ArgumentRole::Output;
+      numState_ += r.kind == ArgumentRole::EntryState;
+    }
   for (Operation &op : f_.getBody().front().without_terminator()) {
     waitIfTouchingReduced(&op, os);
     if (failed(emitOp(&op, os, flops)))
@@ -76,20 +83,24 @@ std::string CudaStepEmitter::source() const {
   std::string kernelTable = labels_.empty() ? "nullptr" : "tcc_" + entry_ + "_kernels";
   std::string costTable = labels_.empty() ? "nullptr" : "tcc_" + entry_ + "_costs";
   s += llvm::formatv(
-      "static const tcc_cuda_host::Entry tcc_{0}_entry = {{\"{0}\", {1}, {4}, {5}, {2}, "
-      "tcc_control_offset, {3}, tcc_{0}_hyper, tcc_{0}_body, tcc_{0}_finish, {6}, {7}};\n"
+      "static const tcc_cuda_host::Entry tcc_{0}_entry = {{\"{8}\", {1}, {4}, {5}, {2}, "
+      "tcc_control_offset, {3}, tcc_{0}_hyper, tcc_{0}_body, tcc_{0}_finish, {6}, {7}, "
+      "{9}, {10}, {11}, {12}};\n"
       "static tcc_cuda_host::EntryState tcc_{0}_state;\n"
       "static int32_t tcc_{0}(const tcc_step_args *args) {{\n"
       "  return tcc_cuda_host::run_call(tcc_{0}_entry, tcc_{0}_state, "
       "*tcc_step_get_descriptor(), args);\n}\n\n",
       entry_, table, labels_.size(), controlBytes_, kernelTable, costTable, prepare,
-      entry_ == "eval" ? scratch_.bytes : 0);
+      entry_ == "eval" ? scratch_.bytes : 0,
+      displayName_.empty() ? entry_ : displayName_, profileEntry, numInputs_, numOutputs_,
+      numState_);
   return s;
 }
 
 FailureOr<std::string> CudaStepEmitter::placeArgument(const ArgumentRole &role,
                                                      const std::string &n, MemRefType t) {
   using namespace control;
+  int profileEntry = profileEntry_ >= 0 ? profileEntry_ : entry_ == "train" ? 0 : 1;
   std::string st = storageType(t.getElementType());
   switch (role.kind) {
   case ArgumentRole::Hyper: {

@@ -63,6 +63,15 @@ public:
       : f_(f), entry_(entry.str()), kernels_(kernels), options_(options),
         gemmSites_(gemmSites) {}
 
+  // Makes this a further entry of `iface` (tcc.entry, descriptor
+  // entries[k]): profile entry 2 + k, the runtime's name `name`; call
+  // before emit. `entry` (the constructor's) is then "entry_<name>".
+  void asEntry(const StepInterface &iface, int k, StringRef name) {
+    entryOf_ = &iface;
+    profileEntry_ = 2 + k;
+    displayName_ = name.str();
+  }
+
   LogicalResult emit(int64_t outputScratchBase, double &flops);
 
   // The body, hyper, finish functions, label table and entry.
@@ -184,6 +193,13 @@ private:
   OutputScratch scratch_{0, 0, 256};
   std::string body_, hyper_, finish_;
   std::string attentionDecls_;               // file-scope AttentionSite objects
+  // Further entries (asEntry): the descriptor it belongs to, the profile
+  // index and the name errors and the runtime use; counts of f's inputs,
+  // outputs and entry state (for run_call's Entry).
+  const StepInterface *entryOf_ = nullptr;
+  int profileEntry_ = -1;
+  std::string displayName_;
+  int numInputs_ = 0, numOutputs_ = 0, numState_ = 0;
   std::vector<std::string> attentionSites_; // their names
   std::vector<std::string> labels_;
   int hyperSlots_ = 0; // control-block hyper-parameter slots used

@@ -2,6 +2,7 @@
 
 #include "runtime/initializers/Initializers.h"
 #include "runtime/trun/step/MemoryByPrecision.h"
+#include "runtime/trun/step/StepEntries.h"
 #include "runtime/trun/step/WithBuffers.h"
 
 #include "absl/strings/str_cat.h"
@@ -361,6 +362,8 @@ absl::Status ValidateDescriptor(const tcc_step_descriptor &d,
     if (absl::Status s = CheckTorchTable(view.descriptor(), origin); !s.ok())
       return s;
   }
+  if (absl::Status s = ValidateEntries(d, origin); !s.ok())
+    return s;
   // trun shows these in its progress lines: each must be one f32 value.
   for (const char *name :
        {"grad_norm", "loss_scale", "skipped", "skipped_steps"}) {
@@ -503,6 +506,7 @@ void PrintDescriptorInfo(const tcc_step_descriptor &d, std::ostream &out) {
   PrintTensors("outputs", d.num_outputs, d.outputs, /*has_init=*/false, out);
   PrintTensors("train outputs", d.num_train_outputs, d.train_outputs,
                /*has_init=*/false, out);
+  PrintEntries(d, out);
   out << "workspace: " << d.workspace_bytes << " bytes\n";
   if (tcc_step_descriptor_has_constant_bytes(&d))
     out << "constant tables: " << d.train_constant_bytes

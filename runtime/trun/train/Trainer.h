@@ -8,6 +8,7 @@
 #include "runtime/trun/data/BatchSource.h"
 #include "runtime/trun/data/StepBinding.h"
 #include "runtime/trun/step/Profile.h"
+#include "runtime/trun/train/EntryCalls.h"
 #include "runtime/trun/train/Metrics.h"
 #include "runtime/trun/train/OnNan.h"
 #include "runtime/trun/train/StepBuffers.h"
@@ -134,6 +135,23 @@ public:
   // sampling; the loss is last_loss() and is not checked. `what` names the
   // call in errors ("step 'x': <what> failed: returned 1 (...)").
   absl::Status EvalBatch(HostBatch &batch, absl::string_view what);
+  // Further entry points (descriptor.entries; StepEntries.h), in
+  // EntryCalls.cpp. Calls entries[entry] on host `inputs` (its input order,
+  // each its size_bytes) and copies its outputs to host `outputs` (its
+  // output order; null or a null pointer: not read). Its state tensors
+  // start at zeros and stay with the trainer between calls
+  // (ResetEntryState zeroes them). An entry that trains (EntryTrains)
+  // trains step steps_done() at the schedule's rate for base `base_lr`,
+  // counts that step and leaves its loss in last_loss() and its train
+  // outputs in train_output(); the others leave the weights alone (their
+  // loss, when they write one, is last_loss() too). GPU steps: the inputs
+  // are uploaded into, the outputs downloaded from device buffers of the
+  // entry's own. `what` names the call in errors.
+  absl::Status CallEntry(int32_t entry, const std::vector<const void *> &inputs,
+                         const std::vector<void *> &outputs, float base_lr,
+                         absl::string_view what);
+  absl::Status ResetEntryState(int32_t entry);
+
   // Copies `bytes` bytes at byte `offset` of eval output `output` (of the
   // last eval call) to `dst`: a download for GPU steps.
   absl::Status ReadOutput(int32_t output, int64_t offset, int64_t bytes,
@@ -211,8 +229,12 @@ private:
   absl::Status TrainLoop(BatchLoader &loader, const TrainConfig &config,
                          TrainSummary &summary);
 
+  // CallEntry's buffers, per entry (created at its first call).
+  absl::StatusOr<EntryBuffers *> BuffersOfEntry(int32_t entry);
+
   const tcc_step_descriptor &descriptor_;
   StepBinding binding_;
+  std::vector<std::unique_ptr<EntryBuffers>> entry_buffers_;
   const tcc_device_api *device_; // GPU steps only
   std::unique_ptr<StepBuffers> buffers_;
   int32_t grad_norm_output_ = -1; // index of train output "grad_norm"

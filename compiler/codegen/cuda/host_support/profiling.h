@@ -13,16 +13,17 @@ inline int32_t device_set_profiling(int32_t on) {
 
 inline int32_t device_profile_read(tcc_launch_time *out, int32_t capacity) {
   int32_t n = 0;
+  // Train's launches first, then the others' (eval, the further entries).
   for (int train = 1; train >= 0; --train)
     for (EntryState *es : entry_states()) {
       const Entry *e = es->entry;
-      if (!e || (std::strcmp(e->name, "train") == 0) != (train == 1))
+      if (!e || (e->profile_entry == 0) != (train == 1))
         continue;
       for (int32_t k = 0; k < e->num_kernels; ++k) {
         if (es->calls[k] == 0)
           continue;
         if (n < capacity)
-          out[n] = tcc_launch_time{train ? 0 : 1,     k,
+          out[n] = tcc_launch_time{e->profile_entry,  k,
                                    es->kernel_names.empty() ? e->kernels[k]
                                                             : es->kernel_names[k],
                                    e->labels[k],
@@ -37,7 +38,7 @@ inline int32_t device_profile_read(tcc_launch_time *out, int32_t capacity) {
 inline int32_t device_gemm_choice(int32_t entry, int32_t launch, tcc_gemm_choice *out) {
   for (EntryState *es : entry_states()) {
     const Entry *e = es->entry;
-    if (!e || (std::strcmp(e->name, "train") == 0) != (entry == 0) || launch < 0 ||
+    if (!e || e->profile_entry != entry || launch < 0 ||
         static_cast<size_t>(launch) >= es->gemm_choices.size() || !es->gemm_choices[launch])
       continue;
     const GemmChoice &c = *es->gemm_choices[launch];

@@ -28,6 +28,11 @@ struct Entry {
   // workspace, so that a run that never asks eval for them does not hold
   // them (GPT-2: 3 GiB of f32 logits).
   uint64_t output_scratch_bytes;
+  // 0: train, 1: eval, 2 + k: the descriptor's entries[k] (profiling), and
+  // this entry's own input / output / state counts (train and eval: the
+  // descriptor's inputs and outputs, no state).
+  int32_t profile_entry;
+  int32_t num_inputs, num_outputs, num_state;
 };
 
 struct GemmChoice; // gemm_search.h
@@ -170,16 +175,17 @@ inline int32_t check_cublas(cublasStatus_t s, int32_t kernel) {
   return set_error("cuBLASLt: %s in %s", cublas_status_name(s), where(kernel).c_str());
 }
 
-inline void args_key(const tcc_step_args *a, const tcc_step_descriptor &d,
+inline void args_key(const tcc_step_args *a, const tcc_step_descriptor &d, const Entry &e,
                      std::vector<const void *> &key) {
   key.clear();
   key.push_back(a->workspace);
   for (int32_t i = 0; i < d.num_params; ++i) key.push_back(a->params[i]);
   for (int32_t i = 0; i < d.num_optimizer_state; ++i)
     key.push_back(a->optimizer_state ? a->optimizer_state[i] : nullptr);
-  for (int32_t i = 0; i < d.num_inputs; ++i) key.push_back(a->inputs[i]);
-  for (int32_t i = 0; i < d.num_outputs; ++i)
+  for (int32_t i = 0; i < e.num_inputs; ++i) key.push_back(a->inputs[i]);
+  for (int32_t i = 0; i < e.num_outputs; ++i)
     key.push_back(a->outputs ? a->outputs[i] : nullptr);
+  for (int32_t i = 0; i < e.num_state; ++i) key.push_back(a->entry_state[i]);
   for (int32_t i = 0; i < d.num_buffers; ++i) key.push_back(a->buffers[i]);
 }
 
@@ -218,7 +224,7 @@ inline int32_t run_call(const Entry &e, EntryState &es, const tcc_step_descripto
   }
   if (e.output_scratch_bytes && !es.output_scratch) {
     bool missing = !a->outputs;
-    for (int32_t i = 0; i < d.num_outputs && !missing; ++i)
+    for (int32_t i = 0; i < e.num_outputs && !missing; ++i)
       missing = !a->outputs[i];
     // Before any graph capture of this call (no allocation while capturing).
     if (missing && !(es.output_scratch = static_cast<char *>(device_alloc(e.output_scratch_bytes))))
@@ -237,7 +243,7 @@ inline int32_t run_call(const Entry &e, EntryState &es, const tcc_step_descripto
   // meanwhile into the other input buffers).
   for (const DeviceState::Upload &u : s.uploads) {
     bool reads = false;
-    for (int32_t i = 0; i < d.num_inputs && !reads; ++i)
+    for (int32_t i = 0; i < e.num_inputs && !reads; ++i)
       for (const void *p : u.destinations)
         reads |= p == a->inputs[i];
     if (reads)
@@ -262,7 +268,7 @@ inline int32_t run_call(const Entry &e, EntryState &es, const tcc_step_descripto
                     "kernel while cuBLASLt plans were made)";
   } else if (s.graphs && !es.graph_failed) {
     std::vector<const void *> key;
-    args_key(a, d, key);
+    args_key(a, d, e, key);
     cudaGraphExec_t exec = nullptr;
     for (const CapturedGraph &g : es.graphs)
       if (g.key == key)
