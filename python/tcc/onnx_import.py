@@ -28,6 +28,7 @@ import numpy as np
 from tcc import ops
 from tcc._onnx_graph import (ELEM, attrs, derive_shapes, fold_numpy, gelu_erf,
                              meets_data, module_path, upper_triangle)
+from tcc._onnx_vision import VisionOps
 from tcc.model import AdamW, Model, SGD, TccError, normal, ones, zeros
 
 
@@ -87,7 +88,7 @@ def _reduce(op):
     return h
 
 
-class _Importer:
+class _Importer(VisionOps):  # Conv, pools, BatchNormalization: _onnx_vision.py
     def __init__(self, onnx_model, name):
         import onnx
         from onnx import numpy_helper
@@ -109,6 +110,15 @@ class _Importer:
                                         ELEM.get(tt.elem_type))
         self.torch = {}       # param name -> (torch name, perm, torch-layout array)
         self.tables = set()   # parameters read by Gather (embeddings)
+        self.consumed = {i for n in self.nodes for i in n.input} | {
+            o.name for o in self.g.output}
+
+    def error(self, message):
+        return OnnxImportError(f"tcc import: {message}")
+
+    @staticmethod
+    def val(t, shape, dtype):
+        return Val(t, shape, dtype)
 
     # -- values ----------------------------------------------------------------
 
@@ -179,7 +189,10 @@ class _Importer:
             for k, i in enumerate(n.input):
                 consumers.setdefault(i, []).append((n, k))
         trained = meets_data(self.g, self.nodes, consumers, set(inits))
+        buffers = self.batch_norm_buffers(inits)  # running statistics
         for name, arr in inits.items():
+            if name in buffers:
+                continue
             users = consumers.get(name, [])
             if arr.dtype.kind != "f" or name not in trained or not np.all(np.isfinite(arr)):
                 self.values[name] = arr  # shapes, masks: constants of the import
@@ -459,7 +472,9 @@ def from_onnx(path, loss="cross_entropy", optimizer=None, output=None,
                 "embedding" in no_decay and p.name in imp.tables):
             m.no_weight_decay(p.name)
     m.train(loss_t, optimizer, grad_clip=grad_clip)
-    weights = {tn: np.ascontiguousarray(arr) for tn, _, arr in imp.torch.values()}
+    # (reshaped: ascontiguousarray makes a 0-d counter 1-d)
+    weights = {tn: np.ascontiguousarray(arr).reshape(np.shape(arr))
+               for tn, _, arr in imp.torch.values()}
     return m, weights
 
 

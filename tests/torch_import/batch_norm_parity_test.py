@@ -19,8 +19,13 @@ do not see). Checked:
   - exact resume: half the steps with a checkpoint, then --resume, saves
     the same bytes as the straight run.
 
+--via onnx: the same through torch.onnx.export (training mode: an eval
+export folds batch norm into the convolutions) and `tcc import`, with the
+recipe given as flags (ONNX BatchNormalization's running statistics become
+buffers of the same names, its momentum converted).
+
 usage: batch_norm_parity_test.py --bin-dir BUILD/bin [--work-dir DIR]
-                                 [--steps N]
+                                 [--steps N] [--via torch|onnx]
 """
 
 import argparse
@@ -76,6 +81,7 @@ def main():
     ap.add_argument("--bin-dir", required=True)
     ap.add_argument("--work-dir", default=None)
     ap.add_argument("--steps", type=int, default=50)
+    ap.add_argument("--via", choices=("torch", "onnx"), default="torch")
     args = ap.parse_args()
     work = args.work_dir or tempfile.mkdtemp(prefix="tcc-bn-parity-")
     os.makedirs(work, exist_ok=True)
@@ -94,16 +100,31 @@ def main():
     x, y = data(64, 3)
     xt, yt = data(64, 11)
     opt = torch.optim.SGD(module.parameters(), lr=0.01, momentum=0.9)
-    before = copy.deepcopy(module.state_dict())
-    model = tcc.from_torch(module, (x,), loss=nn.CrossEntropyLoss(), target=y,
-                           optimizer=opt)
-    # Importing runs the module on meta tensors only: its statistics are intact.
-    for k, v in module.state_dict().items():
-        if not torch.equal(v, before[k]):
-            raise H.Failure(f"tcc.from_torch changed the module's {k}")
     model_path = os.path.join(work, "cnn.pb")
-    model.save(model_path)
-    init = tcc.export_torch_weights(module, os.path.join(work, "init.safetensors"))
+    init = os.path.join(work, "init.safetensors")
+    if args.via == "onnx":
+        onnx_path = os.path.join(work, "cnn.onnx")
+        # Exporting in training mode runs the module once, updating its
+        # statistics: on a copy. The initializers (tcc import --weights) hold
+        # the statistics after that run, so trun starts from the module's own
+        # (the names are the same).
+        torch.onnx.export(copy.deepcopy(module), x, onnx_path, input_names=["image"],
+                          output_names=["logits"], training=torch.onnx.TrainingMode.TRAINING,
+                          do_constant_folding=False)
+        H.run([os.path.join(args.bin_dir, "tcc"), "import", onnx_path, "-o", model_path,
+               "--loss", "cross_entropy", "--optimizer", "sgd", "--lr", 0.01,
+               "--momentum", 0.9, "--weights", os.path.join(work, "onnx.safetensors")])
+        tcc.export_torch_weights(module, init)
+    else:
+        before = copy.deepcopy(module.state_dict())
+        model = tcc.from_torch(module, (x,), loss=nn.CrossEntropyLoss(), target=y,
+                               optimizer=opt)
+        # Importing runs the module on meta tensors only: its statistics are intact.
+        for k, v in module.state_dict().items():
+            if not torch.equal(v, before[k]):
+                raise H.Failure(f"tcc.from_torch changed the module's {k}")
+        model.save(model_path)
+        tcc.export_torch_weights(module, init)
     paths = {}
     for name, a in (("x", x), ("y", y), ("xt", xt), ("yt", yt)):
         paths[name] = os.path.join(work, f"{name}.npy")
