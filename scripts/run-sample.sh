@@ -4,7 +4,11 @@
 # there is one (nvidia-smi lists a GPU and nvcc is installed), else on the
 # CPU; TARGET=cpu|cuda chooses — and print the test accuracy. Then the same
 # for samples/python_mlp, a classifier written in Python with tcc.nn
-# (model.py writes its model file; PYTHON_SAMPLE=0 skips it).
+# (model.py writes its model file; PYTHON_SAMPLE=0 skips it), then the
+# vision samples samples/cnn (conv + batch norm, CNN_EPOCHS, default 3) and
+# samples/vit (a vision transformer, VIT_EPOCHS, default 6), also written
+# with tcc.nn (VISION_SAMPLES=0 skips them; on the 2-core CPU they take
+# about 3 and 6 minutes).
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 build="${TCC_BUILD_DIR:-$root/build}"
@@ -24,4 +28,16 @@ if [ "${PYTHON_SAMPLE:-1}" != 0 ]; then
   "$build/bin/tcc" compile --target "$target" "$pout/python_mlp.pbtxt" -o "$pout/python_mlp.so"
   echo "compiled samples/python_mlp (written by model.py) for $target -> $pout/python_mlp.so"
   "$build/bin/trun" "$pout/python_mlp.so" --data /usr/share/datasets/fashion-mnist --epochs "${EPOCHS:-2}" --seed 0 "$@"
+fi
+
+if [ "${VISION_SAMPLES:-1}" != 0 ]; then
+  for sample in cnn vit; do
+    if [ "$sample" = cnn ]; then epochs="${CNN_EPOCHS:-3}"; else epochs="${VIT_EPOCHS:-6}"; fi
+    vout="$build/samples/$sample"
+    mkdir -p "$vout"
+    PYTHONPATH="$root/python${PYTHONPATH:+:$PYTHONPATH}" /usr/bin/python3 "$root/samples/$sample/model.py" -o "$vout/$sample.pbtxt" --epochs "$epochs"
+    "$build/bin/tcc" compile --target "$target" "$vout/$sample.pbtxt" -o "$vout/$sample.so"
+    echo "compiled samples/$sample (written by model.py) for $target -> $vout/$sample.so"
+    "$build/bin/trun" "$vout/$sample.so" --data /usr/share/datasets/fashion-mnist --epochs "$epochs" --seed 0 "$@"
+  done
 fi
