@@ -70,6 +70,12 @@ void buildPipeline(mlir::OpPassManager &pm, Phase stopAfter,
   //     with vision ops: the other models' dumps keep their numbers).
   if (options.visionOps)
     pm.addPass(createTgConvLayout(TgConvLayoutOptions{options.target}));
+  // 0d. Generation (tcc compile --generate): @prefill / @decode with a KV
+  //     cache, derived from @forward as tg-amp left it (its casts included),
+  //     before autodiff and tg-strip-train-only-ops (the entries have no
+  //     dropout of their own).
+  if (options.generate)
+    pm.addPass(createTgDeriveGenerate());
   // 1. Training transforms: the forward graph becomes a whole train step,
   //    one pass per stage of the recipe so the dumps show them apart:
   //    autodiff (loss and gradients), accumulation over micro-batches,

@@ -610,8 +610,6 @@ struct TgDeriveGeneratePass : tcc::impl::TgDeriveGenerateBase<TgDeriveGeneratePa
         list.push_back(b.getStringAttr(l));
       fwd->setAttr(kDecisionAttr, b.getArrayAttr(list));
     };
-    if (!enabled)
-      return record({"not derived: off (tcc compile --no-generate)"});
     if (module.lookupSymbol("prefill") || module.lookupSymbol("decode"))
       return record({"not derived: the module already has @prefill or @decode"});
     Analysis a;

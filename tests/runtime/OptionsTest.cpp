@@ -41,6 +41,13 @@ std::string Text(OnNan o) { return o == OnNan::kStop ? "stop" : "skip"; }
 template <typename T> std::string Text(const std::optional<T> &value) {
   return value ? Text(*value) : "unset";
 }
+// Repeatable flags: the values joined by '|'; none: "unset".
+std::string Text(const std::vector<std::string> &values) {
+  std::string all;
+  for (const std::string &v : values)
+    all += (all.empty() ? "" : "|") + v;
+  return values.empty() ? "unset" : all;
+}
 
 std::map<std::string, std::string> Fields(const Options &o) {
   return {{"step_path", Text(o.step_path)},
@@ -61,7 +68,11 @@ std::map<std::string, std::string> Fields(const Options &o) {
           {"save_weights", Text(o.save_weights)},
           {"save_train_outputs", Text(o.save_train_outputs)},
           {"sample", Text(o.sample)},
-          {"prompt", Text(o.prompt)},
+          {"prompts", Text(o.prompts)},
+          {"num_samples", Text(o.num_samples)},
+          {"top_k", Text(o.top_k)},
+          {"top_p", Text(o.top_p)},
+          {"eval_sampler", Text(o.eval_sampler)},
           {"vocab", Text(o.vocab)},
           {"temperature", Text(o.temperature)},
           {"ckpt_dir", Text(o.ckpt_dir)},
@@ -299,7 +310,7 @@ TEST(OptionsTest, ParsesTokenWeightAndSamplingFlags) {
         {"init_from", "a.safetensors"},
         {"save_weights", "b.safetensors"},
         {"sample", "30"},
-        {"prompt", "Once upon"},
+        {"prompts", "Once upon"},
         {"vocab", "v.json"},
         {"temperature", "0"}}},
       // Defaults: random order (unset), 20 eval batches, temperature 1.
@@ -308,6 +319,18 @@ TEST(OptionsTest, ParsesTokenWeightAndSamplingFlags) {
       // Evaluating or sampling alone needs no training data.
       {{"s.so", "--val", "v.bin"}, {}},
       {{"s.so", "--sample", "5"}, {}},
+      // Generation: several prompts, samples per prompt, top-k / top-p, the
+      // sampler; defaults 1 sample, no filtering, the cache path.
+      {{"s.so", "--sample", "5", "--prompt", "a", "--prompt=b c", "--num-samples", "3",
+        "--top-k", "40", "--top-p", "0.9", "--sampler", "eval"},
+       {{"prompts", "a|b c"},
+        {"num_samples", "3"},
+        {"top_k", "40"},
+        {"top_p", "0.90000000000000002"},
+        {"eval_sampler", "true"}}},
+      {{"s.so", "--sample", "5", "--top-p", "1"},
+       {{"prompts", "unset"}, {"num_samples", "1"}, {"top_k", "0"}, {"top_p", "1"},
+        {"eval_sampler", "false"}}},
   });
 }
 
@@ -322,6 +345,18 @@ TEST(OptionsTest, RejectsBadTokenAndSamplingUsage) {
       {{"s.so", "--sample", "3", "--temperature", "nan"},
        "--temperature expects a non-negative number, got 'nan'"},
       {{"s.so", "--data", "d", "--prompt", "x"}, "--prompt needs --sample"},
+      {{"s.so", "--sample", "3", "--top-p", "0"},
+       "--top-p expects a number in (0, 1], got '0'"},
+      {{"s.so", "--sample", "3", "--top-p", "1.5"},
+       "--top-p expects a number in (0, 1], got '1.5'"},
+      {{"s.so", "--sample", "3", "--top-k", "0"},
+       "--top-k expects a positive integer, got '0'"},
+      {{"s.so", "--sample", "3", "--num-samples", "-1"},
+       "--num-samples expects a positive integer, got '-1'"},
+      {{"s.so", "--sample", "3", "--sampler", "fast"},
+       "--sampler expects cache or eval, got 'fast'"},
+      {{"s.so", "--data", "d", "--top-k", "5"}, "--top-k needs --sample"},
+      {{"s.so", "--sample", "3", "--top-k", "2", "--top-k", "3"}, "--top-k given twice"},
       {{"s.so", "--data", "d", "--eval-every", "5"},
        "--eval-every needs --val"},
       {{"s.so", "--val", "v", "--data-order", "random"},

@@ -31,6 +31,29 @@ TEST(PickTokenTest, SamplesByInverseCdfOfTheTemperedSoftmax) {
   EXPECT_EQ(PickToken(logits, 2, 2.0, cut + 1e-4), 1);
 }
 
+TEST(PickTokenTest, TopKAndTopPKeepTheLikeliestThenDrawInIdOrder) {
+  // Probabilities 1, 3, 2, 4 (/ 10) at temperature 1; ranked ids 3, 1, 2, 0.
+  float logits[4] = {0, std::log(3.0f), std::log(2.0f), std::log(4.0f)};
+  SamplingParams k2{1.0, 2, 1.0};
+  // Kept 1 (0.3) and 3 (0.4), drawn in id order: id 1 below u = 3/7.
+  EXPECT_EQ(PickTokenFiltered(logits, 4, k2, 3.0 / 7 - 1e-4), 1);
+  EXPECT_EQ(PickTokenFiltered(logits, 4, k2, 3.0 / 7 + 1e-4), 3);
+  // top-p 0.5: 0.4 is not enough, 0.4 + 0.3 is: the same two ids.
+  SamplingParams p5{1.0, 0, 0.5};
+  for (double u : {0.1, 0.42, 0.43, 0.9})
+    EXPECT_EQ(PickTokenFiltered(logits, 4, p5, u), PickTokenFiltered(logits, 4, k2, u));
+  // top-p 0.35 or top-k 1: only the likeliest, at any temperature.
+  for (double u : {0.0, 0.5, 0.999}) {
+    EXPECT_EQ(PickTokenFiltered(logits, 4, {1.0, 0, 0.35}, u), 3);
+    EXPECT_EQ(PickTokenFiltered(logits, 4, {5.0, 1, 1.0}, u), 3);
+  }
+  // Unfiltered (and top-k >= n): PickToken exactly.
+  for (double u = 0.0; u < 1.0; u += 0.01) {
+    EXPECT_EQ(PickTokenFiltered(logits, 4, {1.5, 0, 1.0}, u), PickToken(logits, 4, 1.5, u));
+    EXPECT_EQ(PickTokenFiltered(logits, 4, {1.5, 4, 1.0}, u), PickToken(logits, 4, 1.5, u));
+  }
+}
+
 // The bigram fixture with a table that makes token i predict (i + 1) mod V;
 // sampling runs through a Trainer holding that table, on the CPU build and
 // on the fake GPU build (whose logits are downloaded).

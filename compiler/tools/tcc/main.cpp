@@ -67,6 +67,11 @@ Options:
                         the loss. tf32 (cuda): fp32 graph, matrix products
                         round inputs to TF32 (about 1e-3 relative error)
   --tf32                the same as --precision tf32
+  --generate            a GPT-like model (token ids in, logits (B, T, V) out,
+                        causal attention) also gets the KV-cache generation
+                        entries prefill and decode (tg-derive-generate; trun
+                        --sample uses them; dump: NN-tg-derive-generate-
+                        report.txt says why a model got none)
   --no-fuse-attention   leave attention written out (matmul, mask, softmax,
                         matmul) instead of tg-fuse-attention's flash-attention
                         kernels: for comparing, or ruling the fusion out when
@@ -326,6 +331,8 @@ int compileMain(int argc, char **argv) {
       args.precision = "tf32";
     } else if (a == "--no-fuse-attention") {
       args.fuseAttention = false;
+    } else if (a == "--generate") {
+      args.generate = true;
     } else if (a == "--no-fuse-epilogue") {
       args.fuseEpilogue = false;
     } else if (a == "--no-cudnn") {

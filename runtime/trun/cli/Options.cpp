@@ -134,7 +134,9 @@ weights (safetensors, PyTorch's state_dict names and layouts; docs/cli.md):
                         with tcc compile --emit-gradients)
 sampling (token models with a 'logits' output; after training, if any):
   --sample N            generate N tokens and print the text
-  --prompt TEXT         the text to continue (default: a newline)
+  --prompt TEXT         the text to continue (default: a newline); repeat
+                        it for several prompts, generated together
+  --num-samples K       samples per prompt (default 1), rows of one batch
   --vocab FILE          the _vocab.json from tcc-data to encode and decode
                         text (default: PREFIX_vocab.json beside the --data /
                         --val shards, else the --ckpt-dir's vocab.json, else
@@ -143,6 +145,12 @@ sampling (token models with a 'logits' output; after training, if any):
                         keeps a copy in --ckpt-dir and beside --save-weights
   --temperature T       softmax temperature; 0: always the likeliest token
                         (default 1)
+  --top-k K             draw only among the K likeliest tokens
+  --top-p P             draw only among the fewest likeliest tokens whose
+                        probabilities add up to P, in (0, 1] (default 1)
+  --sampler cache|eval  cache (default): the step's prefill / decode entries
+                        (a KV cache) when it has them; eval: the eval entry
+                        point per token (the reference)
 other:
   --info                print the step descriptor (parameters, inputs,
                         precision, workspace, FLOPs per step) and its memory
@@ -195,7 +203,22 @@ absl::Status ApplyValue(const std::string &flag, const std::string &value,
   } else if (flag == "--save-train-outputs") {
     options.save_train_outputs = value;
   } else if (flag == "--prompt") {
-    options.prompt = value;
+    options.prompts.push_back(value);
+  } else if (flag == "--sampler") {
+    if (value == "cache" || value == "eval")
+      options.eval_sampler = value == "eval";
+    else
+      return BadNumber(flag, value, "cache or eval");
+  } else if (flag == "--num-samples" || flag == "--top-k") {
+    absl::StatusOr<int64_t> n = ParseCount(flag, value, 1);
+    if (!n.ok())
+      return n.status();
+    (flag == "--top-k" ? options.top_k : options.num_samples) = *n;
+  } else if (flag == "--top-p") {
+    double p = 0;
+    if (!absl::SimpleAtod(value, &p) || !(p > 0 && p <= 1))
+      return BadNumber(flag, value, "a number in (0, 1]");
+    options.top_p = p;
   } else if (flag == "--vocab") {
     options.vocab = value;
   } else if (flag == "--data-order") {
@@ -283,7 +306,9 @@ absl::Status ApplyValue(const std::string &flag, const std::string &value,
 absl::Status CheckFlagPairs(const std::set<std::string> &seen) {
   static const std::pair<const char *, const char *> kNeeds[] = {
       {"--prompt", "--sample"},
-      {"--temperature", "--sample"},  {"--eval-every", "--val"},
+      {"--temperature", "--sample"},  {"--num-samples", "--sample"},
+      {"--top-k", "--sample"},        {"--top-p", "--sample"},
+      {"--sampler", "--sample"},      {"--eval-every", "--val"},
       {"--eval-batches", "--val"},    {"--data-order", "--data"},
       {"--test", "--data"},           {"--ckpt-every", "--ckpt-dir"},
       {"--keep", "--ckpt-dir"},       {"--resume", "--ckpt-dir"},
@@ -304,7 +329,8 @@ absl::StatusOr<Options> ParseOptions(const std::vector<std::string> &args) {
       "--save-weights", "--sample",    "--prompt",       "--vocab",
       "--temperature",  "--save-train-outputs", "--ckpt-dir", "--ckpt-every",
       "--keep",         "--metrics",   "--on-nan",       "--loader-depth",
-      "--gpu",          "--nproc",     "--global-batch"};
+      "--gpu",          "--nproc",     "--global-batch", "--num-samples",
+      "--top-k",        "--top-p",     "--sampler"};
   Options options;
   std::set<std::string> seen;
   for (size_t i = 0; i < args.size(); ++i) {
@@ -336,7 +362,7 @@ absl::StatusOr<Options> ParseOptions(const std::vector<std::string> &args) {
     }
     if (!kValueFlags.count(flag))
       return UsageError(absl::StrCat("unknown flag '", arg, "'", DidYouMean(flag, kUsage)));
-    if (!seen.insert(flag).second)
+    if (!seen.insert(flag).second && flag != "--prompt")
       return UsageError(absl::StrCat(flag, " given twice"));
     std::string value;
     if (equals != std::string::npos) {

@@ -28,9 +28,26 @@ absl::StatusOr<EntryBuffers *> Trainer::BuffersOfEntry(int32_t entry) {
       s.push_back(list[i].size_bytes);
     return s;
   };
+  // Entries with identical state tables (names, dtypes, sizes, in order)
+  // share one set of state buffers: prefill writes the KV cache decode
+  // reads (tg-derive-generate gives both the same table). The first entry
+  // created owns them.
+  const EntryBuffers *shared = nullptr;
+  for (int32_t j = 0; j < descriptor_.num_entries && !shared && e.num_state > 0; ++j) {
+    const tcc_step_entry &o = descriptor_.entries[j];
+    if (j == entry || !entry_buffers_[j] || o.num_state != e.num_state)
+      continue;
+    bool same = true;
+    for (int32_t i = 0; same && i < e.num_state; ++i)
+      same = std::strcmp(o.state[i].name, e.state[i].name) == 0 &&
+             o.state[i].dtype == e.state[i].dtype && o.state[i].size_bytes == e.state[i].size_bytes;
+    if (same)
+      shared = entry_buffers_[j].get();
+  }
   if (device_) {
     std::string name = absl::StrCat("entry '", e.name, "' ");
-    auto state = DeviceArena::Create(*device_, name + "state", sizes(e.num_state, e.state));
+    auto state = DeviceArena::Create(*device_, name + "state",
+                                     sizes(shared ? 0 : e.num_state, e.state));
     auto inputs = DeviceArena::Create(*device_, name + "inputs", sizes(e.num_inputs, e.inputs));
     auto outputs =
         DeviceArena::Create(*device_, name + "outputs", sizes(e.num_outputs, e.outputs));
@@ -40,14 +57,19 @@ absl::StatusOr<EntryBuffers *> Trainer::BuffersOfEntry(int32_t entry) {
     b->device_state = std::move(*state);
     b->device_inputs = std::move(*inputs);
     b->device_outputs = std::move(*outputs);
-    b->state_ptrs.assign(b->device_state->tensors().begin(),
-                         b->device_state->tensors().begin() + e.num_state);
+    if (shared)
+      b->state_ptrs = shared->state_ptrs;
+    else
+      b->state_ptrs.assign(b->device_state->tensors().begin(),
+                           b->device_state->tensors().begin() + e.num_state);
     b->output_ptrs.assign(b->device_outputs->tensors().begin(),
                           b->device_outputs->tensors().begin() + e.num_outputs);
     for (int32_t i = 0; i < e.num_inputs; ++i)
       b->input_ptrs.push_back(b->device_inputs->tensor(i));
   } else {
-    for (int32_t i = 0; i < e.num_state; ++i) {
+    if (shared)
+      b->state_ptrs = shared->state_ptrs;
+    for (int32_t i = 0; i < e.num_state && !shared; ++i) {
       b->host_state.emplace_back(static_cast<size_t>(e.state[i].size_bytes));
       std::memset(b->host_state.back().data(), 0, e.state[i].size_bytes);
       b->state_ptrs.push_back(b->host_state.back().data());
