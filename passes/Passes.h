@@ -30,6 +30,9 @@ void writeAttentionFusionReport(mlir::ModuleOp module, llvm::raw_ostream &os);
 // The table of tg-cache-rope's decisions (tables cached, rotations fused,
 // what was left and why), from the module right after tg-cache-rope.
 void writeCacheRopeReport(mlir::ModuleOp module, llvm::raw_ostream &os);
+// tg-cache-frozen's decision (the cut of the frozen encoder, or why
+// nothing was cut), from the module right after that pass.
+void writeCacheFrozenReport(mlir::ModuleOp module, llvm::raw_ostream &os);
 // tg-derive-generate's decisions (@prefill / @decode derived from
 // @forward, or why not), from the module right after that pass.
 void writeDeriveGenerateReport(mlir::ModuleOp module, llvm::raw_ostream &os);

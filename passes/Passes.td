@@ -34,7 +34,7 @@ def TgCacheRope : Pass<"tg-cache-rope", "mlir::ModuleOp"> {
 def TgDeriveGenerate : Pass<"tg-derive-generate", "mlir::ModuleOp"> {
   let summary = "Generation with a KV cache: @prefill and @decode entries derived from @forward";
   let description = [{
-    After tg-amp, before autodiff; only with tcc compile --generate. A
+    After tg-fuse-attention, tg-cache-rope and tg-amp, before autodiff. A
     GPT-like @forward (token ids (B, T) in, logits (B, T, V) out, causal
     tg.attention) gets two entry functions (tcc.entry): @prefill (tokens
     (B, T) and lengths (B): the forward at the full context, every
@@ -46,6 +46,31 @@ def TgDeriveGenerate : Pass<"tg-derive-generate", "mlir::ModuleOp"> {
     (B, V)). Caches: "kv.<l>.k" / "kv.<l>.v" (B, Hkv, T, D) per attention
     (tcc.entry_state). Only existing tg ops. The decision or why nothing was
     derived is recorded on @forward as tg.derive_generate.
+  }];
+  let options = [
+    Option<"enabled", "enabled", "bool", /*default=*/"true",
+           "derive the entries (tcc compile --no-generate: off)">,
+  ];
+  let dependentDialects = ["tcc::tg::TgDialect", "mlir::func::FuncDialect"];
+}
+
+def TgCacheFrozen : Pass<"tg-cache-frozen", "mlir::ModuleOp"> {
+  let summary = "Splits the frozen encoder off the train step: @encode and @train_cached";
+  let description = [{
+    After the training recipe (and its CSE), only with tcc compile
+    --cache-frozen. Finds in @train_step the values computed from the
+    per-sample inputs and frozen parameters only (constants allowed) through
+    ops that keep batch rows apart, and among them those the rest of the
+    step reads (the cut). When the encoder does real work (a product,
+    convolution or attention, and at least 4 FLOPs per cached value), adds
+    the entries @encode (the inputs it reads and its frozen parameters ->
+    the cut values, tg.output named after their nodes) and @train_cached
+    (@train_step with the cut values as inputs, the encoder and the inputs
+    only it read removed). @train_step and @forward stay as they are.
+    Dropout, a reduction or norm over the batch, batch norm, a product over
+    the batch rows end the encoder there. The decision (the cut, bytes per
+    sample, FLOPs saved per step) or why nothing was cut is @train_step's
+    tg.cache_frozen.
   }];
   let dependentDialects = ["tcc::tg::TgDialect", "mlir::func::FuncDialect"];
 }

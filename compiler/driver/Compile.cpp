@@ -294,9 +294,9 @@ absl::Status compileModel(const CompileOptions &given) {
   PipelineOptions pipelineOptions;
   pipelineOptions.emitGradients = options.emitGradients;
   pipelineOptions.deterministic = options.deterministic;
+  pipelineOptions.cacheFrozen = options.cacheFrozen;
   pipelineOptions.precision = options.precision;
   pipelineOptions.fuseAttention = options.fuseAttention;
-  pipelineOptions.generate = options.generate;
   pipelineOptions.fuseEpilogue = options.fuseEpilogue;
   pipelineOptions.fuseHorizontal = options.fuseHorizontal;
   pipelineOptions.lossChunks = options.lossChunks.value_or(1);

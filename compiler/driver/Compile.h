@@ -38,12 +38,12 @@ struct CompileOptions {
   bool nativeArch = true;     // cpu: -march=native
   bool emitGradients = false; // see PipelineOptions
   bool deterministic = false; // see PipelineOptions
+  bool cacheFrozen = false;   // --cache-frozen: the entries encode / train_cached
   // --precision: "bf16", "fp16", "tf32" or "fp32"; empty: the target's
   // default (cuda sm_80+: bf16; older GPUs and cpu: fp32). See
   // resolvePrecision.
   std::string precision;
   bool fuseAttention = true;  // false: --no-fuse-attention
-  bool generate = false;      // --generate: the KV-cache entries prefill / decode
   bool fuseEpilogue = true;   // false: --no-fuse-epilogue
   bool fuseHorizontal = true; // false: --no-fuse-horizontal
   bool cudnn = true;          // cuda: attention tries cuDNN first; false: --no-cudnn

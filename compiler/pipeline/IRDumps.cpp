@@ -92,6 +92,9 @@ const PassReport kPassReports[] = {
     {"kern-plan-memory", writeMemoryPlanReport,
      "kern-plan-memory's plan: each temporary's offset, bytes and live range, the arguments "
      "outside the arena, the overlap check"},
+    {"tg-cache-frozen", writeCacheFrozenReport,
+     "tg-cache-frozen's decision: the frozen encoder cut off as @encode / @train_cached "
+     "(values, bytes per sample, FLOPs saved) or why nothing was cut"},
     {"tg-remat", writeRematReport,
      "tg-remat's decisions: each value recomputed (bytes freed, FLOPs added), the largest "
      "left at the peak and why"},
@@ -105,9 +108,6 @@ const PassReport kPassReports[] = {
      "kern-schedule-collectives' decisions: each all-reduce moved to right after its "
      "gradient is final, and the kernels it now overlaps"},
     {"tg-amp", writeAmpReport, "tg-amp's decisions: each op's precision and why"},
-    {"tg-derive-generate", writeDeriveGenerateReport,
-     "tg-derive-generate's decisions: the KV-cache entries @prefill / @decode derived from "
-     "@forward, or why not"},
     {"tg-conv-layout", writeConvLayoutReport,
      "tg-conv-layout's decisions: each chain of convolutions and pooling ops, its layout and why"},
 };

@@ -19,6 +19,10 @@
 #include "runtime/trun/step/StepLibrary.h"
 #include "runtime/trun/step/WithBuffers.h"
 #include "runtime/trun/train/Trainer.h"
+#include "runtime/trun/train/EncodeCache.h"
+#include "absl/strings/str_split.h"
+#include <algorithm>
+#include <filesystem>
 #include "runtime/trun/train/TrainingSession.h"
 
 #include "absl/strings/str_cat.h"
@@ -539,12 +543,45 @@ absl::Status TrainOnThisRank(const Options &options, const tcc_step_descriptor &
     if (absl::Status s = CheckSameStart(*ranks, trainer.steps_done()); !s.ok())
       return s;
   const Options &effective = (*session)->options();
+  // --cache-frozen steps: train through encode / train_cached (after
+  // --init-from and resume, so the frozen weights are final).
+  std::unique_ptr<EncodeCache> cache;
+  if (!options.no_encode_cache) {
+    EncodeCacheOptions cache_options;
+    cache_options.dir = options.encode_cache_dir;
+    cache_options.limit_bytes = options.encode_cache_limit;
+    // The data files (a directory's, sorted) are part of the cache's key.
+    for (absl::string_view part : absl::StrSplit(options.data, ',')) {
+      size_t eq = part.find('=');
+      std::string path(eq == absl::string_view::npos ? part : part.substr(eq + 1));
+      std::error_code ec;
+      if (!std::filesystem::is_directory(path, ec)) {
+        cache_options.data_files.push_back(path);
+        continue;
+      }
+      std::vector<std::string> files;
+      for (const auto &e : std::filesystem::directory_iterator(path, ec))
+        if (e.is_regular_file())
+          files.push_back(e.path().string());
+      std::sort(files.begin(), files.end());
+      cache_options.data_files.insert(cache_options.data_files.end(), files.begin(), files.end());
+    }
+    absl::StatusOr<std::unique_ptr<EncodeCache>> made =
+        EncodeCache::Create(d, binding, trainer, cache_options, out);
+    if (!made.ok())
+      return made.status();
+    cache = std::move(*made);
+    if (cache)
+      cache->Attach(trainer);
+  }
   absl::Status status =
       binding.is_token_model()
           ? RunTokenModel(effective, d, binding, trainer, **session, ranks, out)
       : binding.is_named_arrays()
           ? RunNamedArrays(effective, d, binding, trainer, **session, ranks, out)
           : RunImageClassifier(effective, d, binding, trainer, **session, ranks, out);
+  if (status.ok() && cache)
+    status = cache->Finish(out);
   // The named-arrays run leaves --save-weights to here.
   if (status.ok() && binding.is_named_arrays())
     status = SaveAtEnd(effective, d, trainer, out);

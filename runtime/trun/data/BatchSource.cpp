@@ -177,8 +177,11 @@ bool ShuffledBatches::Next(HostBatch &batch) {
     order_ = EpochPermutation(count_, seed_, ++epoch_);
     sample_ = 0;
   }
-  for (int64_t row = 0; row < rows_.count; ++row)
-    copy_(order_[sample_ + rows_.first + row], row, batch);
+  batch.samples.resize(rows_.count);
+  for (int64_t row = 0; row < rows_.count; ++row) {
+    batch.samples[row] = order_[sample_ + rows_.first + row];
+    copy_(batch.samples[row], row, batch);
+  }
   sample_ += batch_size_;
   ++batches_;
   batch.real_rows = rows_.count;

@@ -104,6 +104,9 @@ struct HostBatch {
   // buffers must not move).
   std::vector<BatchBuffer> arrays;
   int64_t real_rows = 0; // leading rows from the data; the rest are padding
+  // Training batches (ShuffledBatches): the data-set index of the sample in
+  // each row (trun's encode cache keys its rows by it); empty otherwise.
+  std::vector<int64_t> samples;
 };
 
 // Copies sample `sample` of a data set into row `row` of a batch.

@@ -220,7 +220,8 @@ absl::Status Trainer::TrainLoop(BatchLoader &loader, const TrainConfig &config,
     if (absl::Status s = buffers_->SyncToDevice(); !s.ok())
       return s;
     Clock::time_point step_start = Clock::now();
-    int32_t status = descriptor_.train(&args_);
+    // An encode cache (EncodeCache.h) trains through @train_cached instead.
+    int32_t status = train_hook_ ? train_hook_(*batch, args_) : descriptor_.train(&args_);
     double step_seconds = SecondsSince(step_start);
     buffers_->DeviceWritten();
     if (status != TCC_STATUS_OK)

@@ -151,6 +151,14 @@ public:
                          const std::vector<void *> &outputs, float base_lr,
                          absl::string_view what);
   absl::Status ResetEntryState(int32_t entry);
+  // Replaces the train call of Train()'s loop: `hook` gets the batch and
+  // the args the train call would get (parameters, optimizer state,
+  // workspace, learning rate, step, loss bound) and returns a tcc_status
+  // (trun's encode cache, EncodeCache.h, calls encode / train_cached).
+  using TrainHook = std::function<int32_t(HostBatch &, const tcc_step_args &)>;
+  void set_train_hook(TrainHook hook) { train_hook_ = std::move(hook); }
+  // Where a call's buffers are (device arenas on a GPU step).
+  StepBuffers &buffers() { return *buffers_; }
 
   // Copies `bytes` bytes at byte `offset` of eval output `output` (of the
   // last eval call) to `dst`: a download for GPU steps.
@@ -235,6 +243,7 @@ private:
   const tcc_step_descriptor &descriptor_;
   StepBinding binding_;
   std::vector<std::unique_ptr<EntryBuffers>> entry_buffers_;
+  TrainHook train_hook_;
   const tcc_device_api *device_; // GPU steps only
   std::unique_ptr<StepBuffers> buffers_;
   int32_t grad_norm_output_ = -1; // index of train output "grad_norm"
