@@ -34,7 +34,7 @@ def TgCacheRope : Pass<"tg-cache-rope", "mlir::ModuleOp"> {
 def TgDeriveGenerate : Pass<"tg-derive-generate", "mlir::ModuleOp"> {
   let summary = "Generation with a KV cache: @prefill and @decode entries derived from @forward";
   let description = [{
-    After tg-fuse-attention, tg-cache-rope and tg-amp, before autodiff. A
+    After tg-amp, before autodiff; only with tcc compile --generate. A
     GPT-like @forward (token ids (B, T) in, logits (B, T, V) out, causal
     tg.attention) gets two entry functions (tcc.entry): @prefill (tokens
     (B, T) and lengths (B): the forward at the full context, every
@@ -47,10 +47,6 @@ def TgDeriveGenerate : Pass<"tg-derive-generate", "mlir::ModuleOp"> {
     (tcc.entry_state). Only existing tg ops. The decision or why nothing was
     derived is recorded on @forward as tg.derive_generate.
   }];
-  let options = [
-    Option<"enabled", "enabled", "bool", /*default=*/"true",
-           "derive the entries (tcc compile --no-generate: off)">,
-  ];
   let dependentDialects = ["tcc::tg::TgDialect", "mlir::func::FuncDialect"];
 }
 

@@ -297,6 +297,7 @@ absl::Status compileModel(const CompileOptions &given) {
   pipelineOptions.cacheFrozen = options.cacheFrozen;
   pipelineOptions.precision = options.precision;
   pipelineOptions.fuseAttention = options.fuseAttention;
+  pipelineOptions.generate = options.generate;
   pipelineOptions.fuseEpilogue = options.fuseEpilogue;
   pipelineOptions.fuseHorizontal = options.fuseHorizontal;
   pipelineOptions.lossChunks = options.lossChunks.value_or(1);

@@ -44,6 +44,7 @@ struct CompileOptions {
   // resolvePrecision.
   std::string precision;
   bool fuseAttention = true;  // false: --no-fuse-attention
+  bool generate = false;      // --generate: the KV-cache entries prefill / decode
   bool fuseEpilogue = true;   // false: --no-fuse-epilogue
   bool fuseHorizontal = true; // false: --no-fuse-horizontal
   bool cudnn = true;          // cuda: attention tries cuDNN first; false: --no-cudnn

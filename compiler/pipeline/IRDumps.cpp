@@ -108,6 +108,9 @@ const PassReport kPassReports[] = {
      "kern-schedule-collectives' decisions: each all-reduce moved to right after its "
      "gradient is final, and the kernels it now overlaps"},
     {"tg-amp", writeAmpReport, "tg-amp's decisions: each op's precision and why"},
+    {"tg-derive-generate", writeDeriveGenerateReport,
+     "tg-derive-generate's decisions: the KV-cache entries @prefill / @decode derived from "
+     "@forward, or why not"},
     {"tg-conv-layout", writeConvLayoutReport,
      "tg-conv-layout's decisions: each chain of convolutions and pooling ops, its layout and why"},
 };

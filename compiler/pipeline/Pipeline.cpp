@@ -70,6 +70,12 @@ void buildPipeline(mlir::OpPassManager &pm, Phase stopAfter,
   //     with vision ops: the other models' dumps keep their numbers).
   if (options.visionOps)
     pm.addPass(createTgConvLayout(TgConvLayoutOptions{options.target}));
+  // 0d. Generation (tcc compile --generate): @prefill / @decode with a KV
+  //     cache, derived from @forward as tg-amp left it (its casts included),
+  //     before autodiff and tg-strip-train-only-ops (the entries have no
+  //     dropout of their own).
+  if (options.generate)
+    pm.addPass(createTgDeriveGenerate());
   // 1. Training transforms: the forward graph becomes a whole train step,
   //    one pass per stage of the recipe so the dumps show them apart:
   //    autodiff (loss and gradients), accumulation over micro-batches,
@@ -97,16 +103,16 @@ void buildPipeline(mlir::OpPassManager &pm, Phase stopAfter,
   // 2. Clean up what autodiff produced (repeated constants, shared
   //    subexpressions of the backward graph).
   pm.addPass(mlir::createCSEPass());
+  // 2a. Frozen encoder (--cache-frozen): @encode and @train_cached split
+  //     off the finished train step, so the cached step is that step.
+  if (options.cacheFrozen)
+    pm.addPass(createTgCacheFrozen());
   if (stopAfter == Phase::Training)
     return;
   // 2b. GEMM epilogues: a product's bias add, gelu and residual add become
   //     one tg.matmul_epilogue (one GEMM), the backward's gelu_grad reading
   //     its saved pre-activation. After the recipe: the op has no gradient.
   pm.addPass(createTgFuseMatmulEpilogue(
-  // 2a. Frozen encoder (--cache-frozen): @encode and @train_cached split
-  //     off the finished train step, so the cached step is that step.
-  if (options.cacheFrozen)
-    pm.addPass(createTgCacheFrozen());
       TgFuseMatmulEpilogueOptions{options.target, options.fuseEpilogue}));
   // 3. Composite NN ops -> primitives (softmax, norms, cross_entropy, ...);
   //    CSE merges the forward and backward copies of their statistics.

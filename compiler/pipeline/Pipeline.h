@@ -70,6 +70,10 @@ struct PipelineOptions {
   // tcc compile --shard-optimizer N (with dataParallel): tg.shard_optimizer
   // = N on the module (ZeRO-1); 0: not sharded.
   int64_t shardOptimizer = 0;
+  // tcc compile --generate: tg-derive-generate adds the KV-cache entries
+  // @prefill / @decode to a GPT-like model (off by default: the pass and its
+  // report would renumber every later dump).
+  bool generate = false;
   // The model has convolutions or pooling (hasVisionOps): tg-conv-layout
   // runs (the other models' dumps keep their numbers).
   bool visionOps = false;

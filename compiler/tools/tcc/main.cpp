@@ -67,21 +67,26 @@ Options:
                         the loss. tf32 (cuda): fp32 graph, matrix products
                         round inputs to TF32 (about 1e-3 relative error)
   --tf32                the same as --precision tf32
+  --generate            a GPT-like model (token ids in, logits (B, T, V) out,
+                        causal attention) also gets the KV-cache generation
+                        entries prefill and decode (tg-derive-generate; trun
+                        --sample uses them; dump: NN-tg-derive-generate-
+                        report.txt says why a model got none)
   --no-fuse-attention   leave attention written out (matmul, mask, softmax,
                         matmul) instead of tg-fuse-attention's flash-attention
                         kernels: for comparing, or ruling the fusion out when
                         a result looks wrong (the report still lists matches)
-  --no-fuse-epilogue    leave each matmul's bias add, gelu and residual add as
-                        separate kernels instead of tg-fuse-matmul-epilogue's
-                        GEMM epilogues (before/after benchmarks; the report
-                        still lists matches)
-  --no-fuse-horizontal  one kernel per tensor for the optimizer, the weight
   --cache-frozen        a model whose frozen parameters feed a trainable part
                         (a frozen encoder and a trainable head) also gets the
                         entries encode and train_cached: trun encodes each
                         sample once and trains from its cache afterwards
                         (tg-cache-frozen; dump: NN-tg-cache-frozen-report.txt
                         says what was cut, or why nothing was)
+  --no-fuse-epilogue    leave each matmul's bias add, gelu and residual add as
+                        separate kernels instead of tg-fuse-matmul-epilogue's
+                        GEMM epilogues (before/after benchmarks; the report
+                        still lists matches)
+  --no-fuse-horizontal  one kernel per tensor for the optimizer, the weight
                         casts and the gradient norm (kern-fuse-horizontal
                         groups nothing): for comparing
   --no-cudnn            cuda: attention always through tcc's flash kernels
@@ -332,6 +337,8 @@ int compileMain(int argc, char **argv) {
       args.precision = "tf32";
     } else if (a == "--no-fuse-attention") {
       args.fuseAttention = false;
+    } else if (a == "--generate") {
+      args.generate = true;
     } else if (a == "--no-fuse-epilogue") {
       args.fuseEpilogue = false;
     } else if (a == "--no-cudnn") {
@@ -360,6 +367,8 @@ int compileMain(int argc, char **argv) {
       args.nativeArch = false;
     } else if (a == "--emit-gradients") {
       args.emitGradients = true;
+    } else if (a == "--cache-frozen") {
+      args.cacheFrozen = true;
     } else if (a == "--deterministic") {
       args.deterministic = true;
     } else if (flag == "--loss-scale") {
@@ -367,8 +376,6 @@ int compileMain(int argc, char **argv) {
         return usageError("--loss-scale needs a value (dynamic, none)");
       if (v == "dynamic")
         args.lossScale = tcc::LossScaleMode::Dynamic;
-    } else if (a == "--cache-frozen") {
-      args.cacheFrozen = true;
       else if (v == "none")
         args.lossScale = tcc::LossScaleMode::None;
       else

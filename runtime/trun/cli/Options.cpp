@@ -142,7 +142,9 @@ weights (safetensors, PyTorch's state_dict names and layouts; docs/cli.md):
                         with tcc compile --emit-gradients)
 sampling (token models with a 'logits' output; after training, if any):
   --sample N            generate N tokens and print the text
-  --prompt TEXT         the text to continue (default: a newline)
+  --prompt TEXT         the text to continue (default: a newline); repeat
+                        it for several prompts, generated together
+  --num-samples K       samples per prompt (default 1), rows of one batch
   --vocab FILE          the _vocab.json from tcc-data to encode and decode
                         text (default: PREFIX_vocab.json beside the --data /
                         --val shards, else the --ckpt-dir's vocab.json, else
@@ -151,6 +153,12 @@ sampling (token models with a 'logits' output; after training, if any):
                         keeps a copy in --ckpt-dir and beside --save-weights
   --temperature T       softmax temperature; 0: always the likeliest token
                         (default 1)
+  --top-k K             draw only among the K likeliest tokens
+  --top-p P             draw only among the fewest likeliest tokens whose
+                        probabilities add up to P, in (0, 1] (default 1)
+  --sampler cache|eval  cache (default): the step's prefill / decode entries
+                        (a KV cache) when it has them; eval: the eval entry
+                        point per token (the reference)
 other:
   --info                print the step descriptor (parameters, inputs,
                         precision, workspace, FLOPs per step) and its memory
@@ -203,7 +211,22 @@ absl::Status ApplyValue(const std::string &flag, const std::string &value,
   } else if (flag == "--save-train-outputs") {
     options.save_train_outputs = value;
   } else if (flag == "--prompt") {
-    options.prompt = value;
+    options.prompts.push_back(value);
+  } else if (flag == "--sampler") {
+    if (value == "cache" || value == "eval")
+      options.eval_sampler = value == "eval";
+    else
+      return BadNumber(flag, value, "cache or eval");
+  } else if (flag == "--num-samples" || flag == "--top-k") {
+    absl::StatusOr<int64_t> n = ParseCount(flag, value, 1);
+    if (!n.ok())
+      return n.status();
+    (flag == "--top-k" ? options.top_k : options.num_samples) = *n;
+  } else if (flag == "--top-p") {
+    double p = 0;
+    if (!absl::SimpleAtod(value, &p) || !(p > 0 && p <= 1))
+      return BadNumber(flag, value, "a number in (0, 1]");
+    options.top_p = p;
   } else if (flag == "--vocab") {
     options.vocab = value;
   } else if (flag == "--data-order") {
@@ -213,6 +236,13 @@ absl::Status ApplyValue(const std::string &flag, const std::string &value,
       options.data_order = DataOrder::kSequential;
     else
       return BadNumber(flag, value, "random or sequential");
+  } else if (flag == "--encode-cache") {
+    options.encode_cache_dir = value;
+  } else if (flag == "--encode-cache-limit") {
+    absl::StatusOr<int64_t> n = ParseCount(flag, value, 0);
+    if (!n.ok())
+      return n.status();
+    options.encode_cache_limit = *n;
   } else if (flag == "--ckpt-dir") {
     options.ckpt_dir = value;
   } else if (flag == "--metrics") {
@@ -236,13 +266,6 @@ absl::Status ApplyValue(const std::string &flag, const std::string &value,
              flag == "--log-every" || flag == "--eval-every") {
     absl::StatusOr<int64_t> n = ParseCount(flag, value, 0);
     if (!n.ok())
-  } else if (flag == "--encode-cache") {
-    options.encode_cache_dir = value;
-  } else if (flag == "--encode-cache-limit") {
-    absl::StatusOr<int64_t> n = ParseCount(flag, value, 0);
-    if (!n.ok())
-      return n.status();
-    options.encode_cache_limit = *n;
       return n.status();
     if (flag == "--steps")
       options.steps = *n;
@@ -298,7 +321,9 @@ absl::Status ApplyValue(const std::string &flag, const std::string &value,
 absl::Status CheckFlagPairs(const std::set<std::string> &seen) {
   static const std::pair<const char *, const char *> kNeeds[] = {
       {"--prompt", "--sample"},
-      {"--temperature", "--sample"},  {"--eval-every", "--val"},
+      {"--temperature", "--sample"},  {"--num-samples", "--sample"},
+      {"--top-k", "--sample"},        {"--top-p", "--sample"},
+      {"--sampler", "--sample"},      {"--eval-every", "--val"},
       {"--eval-batches", "--val"},    {"--data-order", "--data"},
       {"--test", "--data"},           {"--ckpt-every", "--ckpt-dir"},
       {"--keep", "--ckpt-dir"},       {"--resume", "--ckpt-dir"},
@@ -319,7 +344,8 @@ absl::StatusOr<Options> ParseOptions(const std::vector<std::string> &args) {
       "--save-weights", "--sample",    "--prompt",       "--vocab",
       "--temperature",  "--save-train-outputs", "--ckpt-dir", "--ckpt-every",
       "--keep",         "--metrics",   "--on-nan",       "--loader-depth",
-      "--gpu",          "--nproc",     "--global-batch", "--encode-cache",
+      "--gpu",          "--nproc",     "--global-batch", "--num-samples",
+      "--top-k",        "--top-p",     "--sampler",      "--encode-cache",
       "--encode-cache-limit"};
   Options options;
   std::set<std::string> seen;
@@ -348,12 +374,13 @@ absl::StatusOr<Options> ParseOptions(const std::vector<std::string> &args) {
        : flag == "--resume"   ? options.resume
        : flag == "--profile"  ? options.profile
        : flag == "--init-from-ignore-extra" ? options.init_from_ignore_extra
+       : flag == "--no-encode-cache" ? options.no_encode_cache
                               : options.diagnose) = true;
       continue;
     }
     if (!kValueFlags.count(flag))
       return UsageError(absl::StrCat("unknown flag '", arg, "'", DidYouMean(flag, kUsage)));
-    if (!seen.insert(flag).second)
+    if (!seen.insert(flag).second && flag != "--prompt")
       return UsageError(absl::StrCat(flag, " given twice"));
     std::string value;
     if (equals != std::string::npos) {
@@ -374,7 +401,6 @@ absl::StatusOr<Options> ParseOptions(const std::vector<std::string> &args) {
     return UsageError("--gpu does not apply to --info");
   if (options.nproc && (options.info || options.diagnose))
     return UsageError(absl::StrCat("--nproc does not apply to ",
-       : flag == "--no-encode-cache" ? options.no_encode_cache
                                    options.info ? "--info" : "--diagnose"));
   if (options.profile && (options.info || options.diagnose))
     return UsageError(absl::StrCat("--profile does not apply to ",

@@ -34,9 +34,13 @@ struct Options {
   std::optional<std::string> save_weights; // --save-weights W.safetensors
   std::optional<std::string> save_train_outputs; // --save-train-outputs F
   int64_t sample = 0;                      // --sample N (0: no sampling)
-  std::optional<std::string> prompt;       // --prompt TEXT
+  std::vector<std::string> prompts;        // --prompt TEXT (repeatable)
   std::optional<std::string> vocab;        // --vocab VOCAB.json
   double temperature = 1.0;                // --temperature
+  int64_t num_samples = 1;                 // --num-samples K (per prompt)
+  int64_t top_k = 0;                       // --top-k K (0: off)
+  double top_p = 1.0;                      // --top-p P (1: off)
+  bool eval_sampler = false;               // --sampler eval (default: cache)
   std::optional<std::string> ckpt_dir;     // --ckpt-dir D
   int64_t ckpt_every = 0;                  // --ckpt-every N (0: final only)
   int64_t keep = 0;                        // --keep K (0: keep all)
@@ -59,16 +63,16 @@ struct Options {
   // step's batch), checked at start so a script that changes the number
   // of ranks cannot silently change the optimization.
   std::optional<int64_t> global_batch;
-};
-
-// The text of `trun --help` (docs/runtime.md quotes it verbatim).
-extern const char kUsage[];
   // The encode cache of a step compiled with tcc compile --cache-frozen
   // (EncodeCache.h): --encode-cache DIR (a file there; default: memory),
   // --encode-cache-limit BYTES, --no-encode-cache (train through @train_step).
   std::optional<std::string> encode_cache_dir;
   int64_t encode_cache_limit = int64_t{4} << 30;
   bool no_encode_cache = false;
+};
+
+// The text of `trun --help` (docs/runtime.md quotes it verbatim).
+extern const char kUsage[];
 
 // Parses the arguments after argv[0]. Every error is a usage error: one line,
 // without the "trun: error: " prefix.

@@ -89,7 +89,7 @@ absl::Status Sample(const Options &options, const tcc_step_descriptor &d,
                     const StepBinding &binding, Trainer &trainer,
                     const std::optional<FoundVocab> &found, std::ostream &out) {
   absl::StatusOr<std::unique_ptr<Sampler>> sampler =
-      Sampler::Create(d, binding, trainer);
+      Sampler::Create(d, binding, trainer, !options.eval_sampler);
   if (!sampler.ok())
     return sampler.status();
   absl::StatusOr<Vocab> text_vocab =
@@ -97,31 +97,69 @@ absl::Status Sample(const Options &options, const tcc_step_descriptor &d,
   if (!text_vocab.ok())
     return text_vocab.status();
   const Vocab &vocab = *text_vocab;
-  std::vector<int64_t> context;
-  if (options.prompt) {
-    absl::StatusOr<std::vector<int64_t>> ids = vocab.Encode(*options.prompt);
+  GenerateRequest request;
+  for (const std::string &prompt : options.prompts) {
+    absl::StatusOr<std::vector<int64_t>> ids = vocab.Encode(prompt);
     if (!ids.ok())
       return absl::InvalidArgumentError(
           absl::StrCat("--prompt: ", ids.status().message()));
-    context = std::move(*ids);
-  } else {
+    if (ids->empty())
+      return absl::InvalidArgumentError("--prompt: empty text");
+    request.prompts.push_back(std::move(*ids));
+  }
+  if (request.prompts.empty()) {
     // A newline starts a fresh "document"; token 0 if there is none.
     absl::StatusOr<std::vector<int64_t>> newline = vocab.Encode("\n");
-    context = newline.ok() ? *newline : std::vector<int64_t>{0};
+    request.prompts.push_back(newline.ok() ? *newline : std::vector<int64_t>{0});
   }
-  for (int64_t id : context)
-    if (id >= binding.vocab_size)
-      return absl::InvalidArgumentError(absl::StrCat(
-          "--prompt: token ", id, " is out of range for 'logits' width ",
-          binding.vocab_size));
-  int64_t allowed = std::min(vocab.size(), binding.vocab_size);
-  absl::StatusOr<std::vector<int64_t>> generated = (*sampler)->Generate(
-      context, options.sample, allowed, options.temperature, options.seed);
+  for (const std::vector<int64_t> &context : request.prompts)
+    for (int64_t id : context)
+      if (id >= binding.vocab_size)
+        return absl::InvalidArgumentError(absl::StrCat(
+            "--prompt: token ", id, " is out of range for 'logits' width ",
+            binding.vocab_size));
+  request.num_samples = options.num_samples;
+  request.count = options.sample;
+  request.allowed = std::min(vocab.size(), binding.vocab_size);
+  request.params.temperature = options.temperature;
+  request.params.top_k = options.top_k;
+  request.params.top_p = options.top_p;
+  request.seed = options.seed;
+  absl::StatusOr<GenerateResult> generated = (*sampler)->Generate(request);
   if (!generated.ok())
     return generated.status();
-  out << absl::StrFormat("sample: %d tokens, temperature %g, seed %u\n",
-                         options.sample, options.temperature, options.seed);
-  out << vocab.Decode(context) << vocab.Decode(*generated) << "\n";
+  const GenerateResult &g = *generated;
+  const int64_t rows = static_cast<int64_t>(g.rows.size());
+  const double tokens = static_cast<double>(rows * options.sample);
+  if ((*sampler)->uses_cache())
+    out << absl::StrFormat(
+        "generate: kv cache (prefill + decode), %d rows in batches of %d: %d "
+        "tokens in %.3f s, %.1f tokens/s (%d prefill calls, %.3f ms each; %d "
+        "decode calls, %.3f ms each)\n",
+        rows, binding.batch_size, static_cast<int64_t>(tokens), g.seconds,
+        tokens / std::max(g.seconds, 1e-9), g.prefill_calls,
+        1e3 * g.prefill_seconds / std::max<int64_t>(g.prefill_calls, 1), g.decode_calls,
+        1e3 * g.decode_seconds / std::max<int64_t>(g.decode_calls, 1));
+  else
+    out << absl::StrFormat(
+        "generate: eval path (the eval entry point per token), %d rows in "
+        "batches of %d: %d tokens in %.3f s, %.1f tokens/s (%d eval calls)\n",
+        rows, binding.batch_size, static_cast<int64_t>(tokens), g.seconds,
+        tokens / std::max(g.seconds, 1e-9), g.eval_calls);
+  std::string filters;
+  if (options.top_k)
+    filters += absl::StrFormat(", top-k %d", options.top_k);
+  if (options.top_p < 1)
+    filters += absl::StrFormat(", top-p %g", options.top_p);
+  out << absl::StrFormat("sample: %d tokens, temperature %g, seed %u%s\n",
+                         options.sample, options.temperature, options.seed, filters);
+  for (int64_t r = 0; r < rows; ++r) {
+    if (rows > 1)
+      out << absl::StrFormat("--- prompt %d, sample %d\n", r / options.num_samples + 1,
+                             r % options.num_samples + 1);
+    out << vocab.Decode(request.prompts[r / options.num_samples])
+        << vocab.Decode(g.rows[r]) << "\n";
+  }
   return absl::OkStatus();
 }
 
