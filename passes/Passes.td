@@ -96,7 +96,7 @@ def TgConvLayout : Pass<"tg-conv-layout", "mlir::ModuleOp"> {
     After tg-amp, on @forward. Chains are connected conv2d / max_pool2d /
     avg_pool2d ops (linked through layout-neutral rank-4 ops). Channels-last
     pays only for tensor-core convolutions (cuda, bf16 / f16, channels per
-    group multiples of 8) through cuDNN, which tcc does not call yet, so
+    group multiples of 8) and kern.conv2d has no channels-last form yet, so
     every chain stays NCHW; each op gets tg.layout = "NCHW: <why>" and the
     function tg.layout_decisions, one line per chain (--dump-dir:
     NN-tg-conv-layout-report.txt). The pipeline runs it only for models

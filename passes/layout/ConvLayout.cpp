@@ -16,10 +16,10 @@
 //   - a chain with a convolution whose channels are not a multiple of 8
 //     (the RGB input layer, say);
 //   - pooling alone: bandwidth-bound and layout-neutral;
-//   - and today every cuda chain: tcc's cuda convolutions are generated
-//     direct kernels that read NCHW (prelude/conv_kernels.cuh); there is no
-//     cuDNN convolution behind them yet, so channels-last would add two
-//     transposes a chain and gain nothing.
+//   - and today every cuda chain: kern.conv2d has no channels-last form
+//     yet, so cuDNN (compiler/codegen/cuda/cudnn/) runs its NCHW engines and
+//     tcc's fallback kernels (prelude/conv_kernels.cuh) read NCHW; the
+//     decision says where channels-last would pay.
 // The pass therefore converts nothing; it records the decision and its
 // reason on each op (tg.layout = "NCHW: <why>") and per chain on the
 // function (tg.layout_decisions), listed by --dump-dir as
@@ -120,10 +120,9 @@ std::string decide(ArrayRef<Operation *> chain, StringRef target) {
                            label(c), in / groups, out / groups)
           .str();
   }
-  return "NHWC would pay here (16-bit, channels multiples of 8) only through cuDNN's "
-         "tensor-core convolutions, which tcc does not call yet: its cuda convolutions are "
-         "generated direct kernels reading NCHW, where channels-last would add two transposes "
-         "and gain nothing";
+  return "NHWC would pay here (16-bit, channels multiples of 8: cuDNN's tensor-core "
+         "convolutions prefer it), but kern.conv2d has no channels-last form yet: cuDNN runs "
+         "its NCHW engines, tcc's fallback kernels read NCHW";
 }
 
 struct TgConvLayout : public tcc::impl::TgConvLayoutBase<TgConvLayout> {

@@ -5,7 +5,7 @@
 #
 #   bash tests/gpu/prepare_vision.sh [DIR]   (default DIR: .devrun-vision)
 #
-# DIR/bin/trun, DIR/bin/conv_kernels_test, DIR/lib.tar.gz (trun's Debian
+# DIR/bin/trun, DIR/bin/conv_kernels_test (and cudnn_conv_test), DIR/lib.tar.gz (trun's Debian
 #            libraries)
 # DIR/cnn/   tests/gpu/vision/cnn_check.pbtxt compiled for cuda (fp32 and
 #            bf16) and the CPU run of the same model made here (cpu.jsonl:
@@ -24,6 +24,8 @@ for tool in tcc trun conv_kernels_test; do
 done
 rm -rf "$dir" && mkdir -p "$dir"/{bin,lib,cnn}
 cp "$build/bin/trun" "$build/bin/conv_kernels_test" "$dir/bin/"
+# cuDNN's convolutions on the same cases (built when the cuDNN frontend is there).
+[ -x "$build/bin/cudnn_conv_test" ] && cp "$build/bin/cudnn_conv_test" "$dir/bin/"
 source "$root/tests/gpu/trun_libs.sh"
 copy_trun_libs "$dir/bin/trun" "$dir/lib"
 tar -C "$dir" -czf "$dir/lib.tar.gz" lib && rm -rf "$dir/lib"

@@ -5,6 +5,11 @@
 // per weight-gradient element), gradients in gather form: deterministic, no
 // atomics. The launchers return a cudaError_t, which the host body turns
 // into a step failure naming the launch.
+//
+// cuDNN: a convolution on f32 / bf16 / f16 (when the step is built with the
+// cuDNN frontend) also gets a file-scope tcc_cuda_host::ConvSite, planned
+// before the entry's first call (host_support/attention.h); the host line
+// runs cuDNN when the site's plan was built, else the wrapper.
 #include "compiler/codegen/cuda/CudaStepEmitter.h"
 
 #include "compiler/codegen/common/CTypes.h"
@@ -73,6 +78,13 @@ LogicalResult CudaStepEmitter::emitConv2d(kern::Conv2dOp op, llvm::raw_ostream &
                     "return tcc_cuda_host::cuda_error(e, tcc_cuda_host::where({2}).c_str());",
                     kernel, wr.hostArgs, id)
           .str();
+  std::string site = cudnnConvSite(op, code, xs, ws, ys);
+  if (!site.empty()) // cuDNN when its plan was built, else the kernel
+    call = llvm::formatv("if ({0}.cudnn) {{ if (int32_t rc = tcc_cuda_host::cudnn_conv({0}, s{1}, "
+                         "ws + tcc_gemm_workspace_offset, tcc_shared_workspace_bytes)) return rc; "
+                         "} else {2}",
+                         site, wr.hostArgs, call)
+               .str();
   // x * w with stride, padding, dilation, groups (the product is in the
   // kernel's name).
   std::string shape = llvm::formatv("{0}x{1}x{2}x{3} * {4}x{5}x{6}x{7} s{8},{9} p{10},{11} "
@@ -82,6 +94,24 @@ LogicalResult CudaStepEmitter::emitConv2d(kern::Conv2dOp op, llvm::raw_ostream &
                           .str();
   launch(os, op, kernel, call, shape, work, wr.bytes);
   return success();
+}
+
+std::string CudaStepEmitter::cudnnConvSite(kern::Conv2dOp c, int product, ArrayRef<int64_t> x,
+                                           ArrayRef<int64_t> w, ArrayRef<int64_t> y) {
+  Type et = mrt(c.getOut()).getElementType();
+  if (!options_.cudnnAttention || !(et.isF32() || et.isBF16() || et.isF16()))
+    return "";
+  int32_t id = nextId();
+  std::string site = llvm::formatv("tcc_{0}_conv_{1}", entry_, id).str();
+  ArrayRef<int64_t> s = c.getStride(), p = c.getPadding(), d = c.getDilation();
+  attentionDecls_ += llvm::formatv(
+      "// {0}\nstatic tcc_cuda_host::ConvSite {1} = {{{{{2}, {3}, {4}, {5}, {6}, {7}, {8}, {9}, "
+      "{10}, {11}, {12}, {13}, {14}, {15}, {16}, {17}, {18}, {19}}, {20}};\n",
+      locName(c->getLoc()), site, product, et.isBF16() ? 1 : et.isF16() ? 2 : 0, x[0], x[1],
+      x[2], x[3], w[0], w[2], w[3], y[2], y[3], s[0], s[1], p[0], p[1], d[0], d[1],
+      c.getGroups(), id);
+  convSites_.push_back(site);
+  return site;
 }
 
 LogicalResult CudaStepEmitter::emitPool2d(kern::Pool2dOp op, llvm::raw_ostream &os,

@@ -73,10 +73,25 @@ std::string CudaStepEmitter::source() const {
     for (const std::string &site : attentionSites_)
       s += "  &" + site + ",\n";
     s += "};\n";
+    if (convSites_.empty())
+      s += llvm::formatv("static int32_t {0}(tcc_cuda_host::EntryState &es) {{\n"
+                         "  return tcc_cuda_host::prepare_entry_attention(es, tcc_{1}_attention_sites, "
+                         "{2}, tcc_shared_workspace_bytes);\n}\n\n",
+                         prepare, entry_, attentionSites_.size())
+               .str();
+  }
+  if (!convSites_.empty()) { // cuDNN convolutions (ConvKernels.cpp), with any attention
+    prepare = "tcc_" + entry_ + "_prepare";
+    s += "static tcc_cuda_host::ConvSite *const tcc_" + entry_ + "_conv_sites[] = {\n";
+    for (const std::string &site : convSites_)
+      s += "  &" + site + ",\n";
+    s += "};\n";
     s += llvm::formatv("static int32_t {0}(tcc_cuda_host::EntryState &es) {{\n"
-                       "  return tcc_cuda_host::prepare_entry_attention(es, tcc_{1}_attention_sites, "
-                       "{2}, tcc_shared_workspace_bytes);\n}\n\n",
-                       prepare, entry_, attentionSites_.size())
+                       "  return tcc_cuda_host::prepare_entry_cudnn(es, {1}, {2}, tcc_{3}_conv_sites, "
+                       "{4}, tcc_shared_workspace_bytes);\n}\n\n",
+                       prepare,
+                       attentionSites_.empty() ? "nullptr" : "tcc_" + entry_ + "_attention_sites",
+                       attentionSites_.size(), entry_, convSites_.size())
              .str();
   }
   std::string table = labels_.empty() ? "nullptr" : "tcc_" + entry_ + "_labels";

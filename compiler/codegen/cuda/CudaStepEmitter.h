@@ -81,7 +81,11 @@ public:
   int64_t controlBytes() const { return controlBytes_; }
   const std::vector<Launch> &launches() const { return launches_; }
   // Attention call sites that run on cuDNN when it loads (attention.h).
-  int cudnnAttentionSites() const { return static_cast<int>(attentionSites_.size()); }
+  // ... and convolutions (ConvKernels.cpp): cuDNN sites of either kind
+  // (the step then links the cuDNN unit).
+  int cudnnAttentionSites() const {
+    return static_cast<int>(attentionSites_.size() + convSites_.size());
+  }
 
   // Hyper-parameters, the loss and train outputs live in the control block.
   FailureOr<std::string> placeArgument(const ArgumentRole &role, const std::string &n,
@@ -164,6 +168,10 @@ private:
   // ConvKernels.cpp
   LogicalResult emitConv2d(kern::Conv2dOp c, llvm::raw_ostream &os, double &flops);
   LogicalResult emitPool2d(kern::Pool2dOp p, llvm::raw_ostream &os, double &flops);
+  // The ConvSite declaration of a convolution cuDNN may run ("" when it may
+  // not: f64, --no-cudnn, no cuDNN frontend at compile time).
+  std::string cudnnConvSite(kern::Conv2dOp c, int product, ArrayRef<int64_t> x,
+                            ArrayRef<int64_t> w, ArrayRef<int64_t> y);
   // CopyKernels.cpp
   LogicalResult emitCopy(Operation *op, llvm::raw_ostream &os, const StridedCopy &c,
                          StringRef kind);
@@ -201,6 +209,7 @@ private:
   std::string displayName_;
   int numInputs_ = 0, numOutputs_ = 0, numState_ = 0;
   std::vector<std::string> attentionSites_; // their names
+  std::vector<std::string> convSites_;      // ConvSite objects (in attentionDecls_)
   std::vector<std::string> labels_;
   int hyperSlots_ = 0; // control-block hyper-parameter slots used
   int64_t controlBytes_ = control::kControlHeaderBytes; // header + train outputs so far

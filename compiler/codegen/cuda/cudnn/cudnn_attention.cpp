@@ -212,11 +212,11 @@ int32_t execute(const Plan &plan, cudaStream_t stream,
     }
     auto &g = *static_cast<GraphPtr *>(plan.graph);
     if (auto e = g->execute(l.handle, pack, workspace); e.is_bad()) {
-      setWhy(why, why_size, failed("cuDNN attention failed", e));
+      setWhy(why, why_size, failed("cuDNN failed", e));
       return 1;
     }
   } catch (const std::exception &e) {
-    setWhy(why, why_size, std::string("cuDNN attention failed: ") + e.what());
+    setWhy(why, why_size, std::string("cuDNN failed: ") + e.what());
     return 1;
   }
   return 0;
@@ -284,6 +284,112 @@ int32_t backward(const Plan &plan, cudaStream_t stream, const void *q, const voi
       {kDout, const_cast<void *>(dout)}, {kStats, const_cast<float *>(lse)},
       {kDq, dq},                         {kDk, dk},
       {kDv, dv}};
+  return execute(plan, stream, pack, workspace, why, why_size);
+}
+
+// ---- convolutions (ConvSite) ----
+
+namespace {
+
+enum ConvUid : int64_t { kConvA = 1, kConvB, kConvOut };
+
+std::vector<int64_t> contiguous(const std::vector<int64_t> &d) {
+  return {d[1] * d[2] * d[3], d[2] * d[3], d[3], 1};
+}
+
+std::string buildConv(const ConvSite &s, GraphPtr &out) {
+  const fe::DataType_t io = s.dtype == 1   ? fe::DataType_t::BFLOAT16
+                            : s.dtype == 2 ? fe::DataType_t::HALF
+                                           : fe::DataType_t::FLOAT;
+  auto g = std::make_shared<fe::graph::Graph>();
+  g->set_io_data_type(io)
+      .set_intermediate_data_type(fe::DataType_t::FLOAT)
+      .set_compute_data_type(fe::DataType_t::FLOAT);
+  const std::vector<int64_t> x = {s.n, s.c, s.h, s.w}, w = {s.o, s.c / s.groups, s.kh, s.kw},
+                             y = {s.n, s.o, s.ho, s.wo};
+  auto tensor = [&](const char *name, int64_t uid, const std::vector<int64_t> &dim) {
+    return g->tensor(fe::graph::Tensor_attributes()
+                         .set_name(name)
+                         .set_uid(uid)
+                         .set_dim(dim)
+                         .set_stride(contiguous(dim)));
+  };
+  const std::vector<int64_t> pad = {s.ph, s.pw}, stride = {s.sh, s.sw}, dil = {s.dh, s.dw};
+  std::shared_ptr<fe::graph::Tensor_attributes> result;
+  std::vector<int64_t> dim;
+  if (s.product == 0) {
+    auto a = fe::graph::Conv_fprop_attributes().set_name("tcc_conv_fprop").set_padding(pad)
+                 .set_stride(stride).set_dilation(dil);
+    result = g->conv_fprop(tensor("x", kConvA, x), tensor("w", kConvB, w), a);
+    dim = y;
+  } else if (s.product == 1) {
+    auto a = fe::graph::Conv_dgrad_attributes().set_name("tcc_conv_dgrad").set_padding(pad)
+                 .set_stride(stride).set_dilation(dil);
+    result = g->conv_dgrad(tensor("dy", kConvA, y), tensor("w", kConvB, w), a);
+    dim = x;
+  } else {
+    auto a = fe::graph::Conv_wgrad_attributes().set_name("tcc_conv_wgrad").set_padding(pad)
+                 .set_stride(stride).set_dilation(dil);
+    result = g->conv_wgrad(tensor("dy", kConvA, y), tensor("x", kConvB, x), a);
+    dim = w;
+  }
+  result->set_output(true).set_uid(kConvOut).set_dim(dim).set_stride(contiguous(dim));
+  cudnnHandle_t h = library().handle;
+  if (auto e = g->validate(); e.is_bad())
+    return failed("cuDNN rejects the convolution", e);
+  if (auto e = g->build_operation_graph(h); e.is_bad())
+    return failed("cuDNN cannot build the operation graph", e);
+  if (auto e = g->create_execution_plans({fe::HeurMode_t::A, fe::HeurMode_t::FALLBACK});
+      e.is_bad())
+    return failed("cuDNN has no engine for it", e);
+  // The same bits every run, no kernels compiled at run time, and in f32 no
+  // tensor cores (TF32 would round the operands to 10 mantissa bits).
+  g->deselect_numeric_notes(s.dtype == 0 ? std::vector<fe::NumericalNote_t>{
+                                               fe::NumericalNote_t::NONDETERMINISTIC,
+                                               fe::NumericalNote_t::TENSOR_CORE}
+                                         : std::vector<fe::NumericalNote_t>{
+                                               fe::NumericalNote_t::NONDETERMINISTIC});
+  g->deselect_behavior_notes({fe::BehaviorNote_t::RUNTIME_COMPILATION});
+  if (auto e = g->check_support(h); e.is_bad())
+    return failed("cuDNN does not support it", e);
+  if (auto e = g->build_plans(h, fe::BuildPlanPolicy_t::HEURISTICS_CHOICE); e.is_bad())
+    return failed("cuDNN cannot build a plan", e);
+  out = std::move(g);
+  return "";
+}
+
+} // namespace
+
+int32_t prepare_conv(const ConvSite &site, Plan &plan, char *why, size_t why_size) {
+  if (library().status != 0) {
+    setWhy(why, why_size, library().why.empty() ? "cuDNN not loaded" : library().why);
+    return 1;
+  }
+  try {
+    GraphPtr g;
+    std::string error = buildConv(site, g);
+    if (!error.empty()) {
+      setWhy(why, why_size, error);
+      return 1;
+    }
+    int64_t bytes = 0;
+    if (auto e = g->get_workspace_size(bytes); e.is_bad()) {
+      setWhy(why, why_size, failed("cuDNN workspace size", e));
+      return 1;
+    }
+    plan.graph = new GraphPtr(std::move(g)); // lives as long as the step
+    plan.workspace_bytes = bytes;
+  } catch (const std::exception &e) {
+    setWhy(why, why_size, std::string("cuDNN graph construction failed: ") + e.what());
+    return 1;
+  }
+  return 0;
+}
+
+int32_t conv(const Plan &plan, cudaStream_t stream, const void *a, const void *b, void *out,
+             void *workspace, char *why, size_t why_size) {
+  std::unordered_map<int64_t, void *> pack = {
+      {kConvA, const_cast<void *>(a)}, {kConvB, const_cast<void *>(b)}, {kConvOut, out}};
   return execute(plan, stream, pack, workspace, why, why_size);
 }
 

@@ -67,6 +67,25 @@ int32_t backward(const Plan &plan, cudaStream_t stream, const void *q, const voi
                  const void *v, const void *out, const void *dout, const float *lse,
                  void *dq, void *dk, void *dv, void *workspace, char *why, size_t why_size);
 
+// Convolutions (kern.conv2d) through the same loaded library: the cuDNN
+// frontend's conv_fprop / conv_dgrad / conv_wgrad graphs on NCHW tensors
+// (grouped convolutions by the weight's C / groups channels), f32 sums.
+// product: 0 forward (out = y from a = x, b = w), 1 input gradient (out =
+// dx from a = dy, b = w), 2 weight gradient (out = dw from a = dy, b = x).
+// dtype: 0 f32 (engines without tensor cores, so no TF32: the results
+// track the CPU's like tcc's own kernels), 1 bf16, 2 f16. Only
+// deterministic engines are taken (no atomics: the same bits every run).
+struct ConvSite {
+  int32_t product, dtype;
+  int64_t n, c, h, w, o, kh, kw, ho, wo, sh, sw, ph, pw, dh, dw, groups;
+};
+// Builds `site`'s graph and picks its engine once (cuDNN's heuristics, the
+// first candidate that builds). 0 when cuDNN runs the site, else nonzero
+// and `why` says why (the caller keeps tcc's kernels).
+int32_t prepare_conv(const ConvSite &site, Plan &plan, char *why, size_t why_size);
+int32_t conv(const Plan &plan, cudaStream_t stream, const void *a, const void *b, void *out,
+             void *workspace, char *why, size_t why_size);
+
 } // namespace tcc_cudnn
 
 #endif

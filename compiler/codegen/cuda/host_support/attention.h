@@ -113,3 +113,93 @@ inline int32_t prepare_entry_attention(EntryState &es, AttentionSite *const *sit
           sites[i]->site.backward ? "cudnn_sdpa_backward" : "cudnn_sdpa_forward";
   return 0;
 }
+
+// ---- convolutions through cuDNN (tcc_cudnn::ConvSite), else tcc's kernels ----
+//
+// A kern.conv2d call site on f32 / bf16 / f16 becomes a ConvSite; the
+// entry's prepare (before its first call, so before any capture) builds
+// its cuDNN plan; a site cuDNN declines, or every site when cuDNN does not
+// load, keeps tcc's direct kernels (prelude conv_kernels.cuh), which
+// compute the same function.
+struct ConvSite {
+  tcc_cudnn::ConvSite site;
+  int32_t kernel;     // the launch index (label, profile)
+  bool cudnn = false; // prepare_conv_sites: cuDNN runs this site
+  tcc_cudnn::Plan plan;
+};
+
+// Plans for `sites` (cuDNN already loaded, or not: then none), the
+// workspace their largest plan needs beyond the shared one allocated;
+// `note` gets "convolutions: cuDNN 9.19.0 for 6 of 6 call sites".
+inline void prepare_conv_sites(ConvSite *const *sites, int32_t count,
+                               uint64_t shared_workspace_bytes, std::string &note) {
+  char why[512] = "";
+  if (tcc_cudnn::load(TCC_CUDA_LIB_DIR, why, sizeof why) != 0) {
+    note = std::string("convolutions: tcc kernels (cuDNN: ") + why + ")";
+    return;
+  }
+  int32_t ran = 0;
+  uint64_t need = 0;
+  std::string declined;
+  for (int32_t i = 0; i < count; ++i) {
+    ConvSite &c = *sites[i];
+    if (tcc_cudnn::prepare_conv(c.site, c.plan, why, sizeof why) == 0) {
+      c.cudnn = true;
+      ++ran;
+      need = std::max<uint64_t>(need, static_cast<uint64_t>(c.plan.workspace_bytes));
+    } else if (declined.empty()) {
+      declined = std::string("; the others keep tcc's kernels: ") + why;
+    }
+  }
+  AttentionWorkspace &w = attention_workspace();
+  if (need > shared_workspace_bytes && need > w.bytes) {
+    void *p = device_alloc(need);
+    if (!p) { // out of memory: every site keeps tcc's kernels
+      for (int32_t i = 0; i < count; ++i)
+        sites[i]->cudnn = false;
+      note = "convolutions: tcc kernels (cuDNN's workspace does not fit: " + state().error + ")";
+      return;
+    }
+    device_release(w.ptr);
+    w.ptr = p;
+    w.bytes = need;
+  }
+  note = "convolutions: cuDNN " + std::string(tcc_cudnn::version()) + " for " +
+         std::to_string(ran) + " of " + std::to_string(count) + " call sites" + declined;
+}
+
+inline int32_t cudnn_conv(const ConvSite &c, cudaStream_t s, const void *a, const void *b,
+                          void *out, void *shared, uint64_t shared_bytes) {
+  char why[512] = "";
+  void *workspace = static_cast<uint64_t>(c.plan.workspace_bytes) <= shared_bytes
+                        ? shared
+                        : attention_workspace().ptr;
+  if (tcc_cudnn::conv(c.plan, s, a, b, out, workspace, why, sizeof why))
+    return set_error("%s in %s", why, where(c.kernel).c_str());
+  return 0;
+}
+
+// Entry::prepare of an entry with cuDNN sites (attention, convolutions):
+// plans, the note, and the profile's kernel names of the sites cuDNN runs.
+inline int32_t prepare_entry_cudnn(EntryState &es, AttentionSite *const *attention,
+                                   int32_t num_attention, ConvSite *const *convs,
+                                   int32_t num_convs, uint64_t shared_workspace_bytes) {
+  if (num_attention > 0)
+    prepare_entry_attention(es, attention, num_attention, shared_workspace_bytes);
+  else {
+    const Entry &e = *es.entry;
+    es.kernel_names.assign(e.kernels, e.kernels + e.num_kernels);
+  }
+  if (num_convs > 0) {
+    std::string note;
+    prepare_conv_sites(convs, num_convs, shared_workspace_bytes, note);
+    es.prepare_note += (es.prepare_note.empty() ? "" : "; ") + note;
+    const Entry &e = *es.entry;
+    static const char *const kNames[] = {"cudnn_conv_fprop", "cudnn_conv_dgrad",
+                                         "cudnn_conv_wgrad"};
+    for (int32_t i = 0; i < num_convs; ++i)
+      if (convs[i]->cudnn && convs[i]->kernel >= 0 && convs[i]->kernel < e.num_kernels)
+        es.kernel_names[convs[i]->kernel] = kNames[convs[i]->site.product];
+  }
+  return 0;
+}
