@@ -20,6 +20,8 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
+#include <map>
+#include <memory>
 #include <random>
 
 namespace tcc::trun {
@@ -42,15 +44,26 @@ protected:
     WriteTokenShards(/*with_vocab=*/true);
     if (HasFatalFailure())
       return;
+    // Compiled and trained once per model for the suite (the shards are
+    // the same text in every test's directory).
     const Model &m = GetParam();
+    static std::map<std::string, std::unique_ptr<testing::TempDir>> built;
+    std::unique_ptr<testing::TempDir> &dir = built[m.name];
+    step_ = (dir ? *dir : dir_).File("gpt.so");
+    weights_ = (dir ? *dir : dir_).File("w.safetensors");
+    if (dir)
+      return;
+    dir = std::make_unique<testing::TempDir>();
+    step_ = dir->File("gpt.so");
+    weights_ = dir->File("w.safetensors");
     Run(std::string(TRUN_TEST_TCC_MODELS_BINARY) + " gpt --vocab 11 --context 16 --layers 2 "
-        "--width 32 --heads 4 --batch 4 " + m.flags + " -o " + dir_.File("gpt.pbtxt"));
-    step_ = dir_.File("gpt.so");
+        "--width 32 --heads 4 --batch 4 " + m.flags + " -o " + dir->File("gpt.pbtxt"));
     Run(std::string(TRUN_TEST_TCC_BINARY) + " compile --target cpu --precision fp32 --generate " +
-        dir_.File("gpt.pbtxt") + " -o " + step_);
-    weights_ = dir_.File("w.safetensors");
+        dir->File("gpt.pbtxt") + " -o " + step_);
     Run(std::string(TRUN_TEST_TRUN_BINARY) + " " + step_ + " --data " + train_ +
         " --steps 30 --log-every 0 --save-weights " + weights_);
+    if (HasFatalFailure())
+      dir.reset();
   }
   void Run(const std::string &command) {
     ASSERT_EQ(std::system((command + " >" + dir_.File("log") + " 2>&1").c_str()), 0)
