@@ -79,15 +79,11 @@ float InitialValue(const tcc_tensor_desc &t, uint64_t run_seed, int64_t index) {
 
 absl::Status InitializeTensor(const tcc_tensor_desc &t, uint64_t run_seed,
                               void *data) {
-  // Buffers (batch norm's counter, f64 statistics) start at zeros or ones.
-  if ((t.dtype == TCC_DTYPE_I64 || t.dtype == TCC_DTYPE_F64) &&
+  // An integer buffer (batch norm's num_batches_tracked) starts at 0 or 1.
+  if (t.dtype == TCC_DTYPE_I64 &&
       (t.init_kind == TCC_INIT_ZEROS || t.init_kind == TCC_INIT_ONES)) {
-    for (int64_t i = 0; i < t.num_elements; ++i) {
-      if (t.dtype == TCC_DTYPE_I64)
-        static_cast<int64_t *>(data)[i] = t.init_kind == TCC_INIT_ONES ? 1 : 0;
-      else
-        static_cast<double *>(data)[i] = t.init_kind == TCC_INIT_ONES ? 1.0 : 0.0;
-    }
+    for (int64_t i = 0; i < t.num_elements; ++i)
+      static_cast<int64_t *>(data)[i] = t.init_kind == TCC_INIT_ONES ? 1 : 0;
     return absl::OkStatus();
   }
   if (t.dtype != TCC_DTYPE_F32)

@@ -146,5 +146,22 @@ TEST(InitializersTest, RefusesNonF32) {
       << status;
 }
 
+// Batch norm's num_batches_tracked buffer: i64 zeros (or ones); other
+// initializers of integers are refused.
+TEST(InitializersTest, IntegerBufferStartsAtZerosOrOnes) {
+  std::vector<int64_t> shape{3};
+  tcc_tensor_desc t = testing::MakeTensor("count", TCC_DTYPE_I64, shape);
+  t.shape = shape.data();
+  std::vector<int64_t> values(3, 7);
+  ASSERT_TRUE(InitializeTensor(t, 0, values.data()).ok());
+  EXPECT_EQ(values, std::vector<int64_t>(3, 0));
+  t.init_kind = TCC_INIT_ONES;
+  ASSERT_TRUE(InitializeTensor(t, 0, values.data()).ok());
+  EXPECT_EQ(values, std::vector<int64_t>(3, 1));
+  t.init_kind = TCC_INIT_NORMAL;
+  t.init_scale = 1;
+  EXPECT_FALSE(InitializeTensor(t, 0, values.data()).ok());
+}
+
 } // namespace
 } // namespace tcc::trun

@@ -233,6 +233,53 @@ TEST(StepDescriptorTest, RejectsDuplicateNamesAndNullLists) {
             std::string::npos);
 }
 
+// Model buffers (batch norm's running statistics): checked like the
+// parameters, their state_dict keys with the parameters', listed by --info.
+TEST(StepDescriptorTest, ChecksAndListsBuffers) {
+  FakeStep step(4, 6, 3);
+  std::vector<tcc_tensor_desc> buffers = {
+      testing::MakeTensor("bn.running_mean", TCC_DTYPE_F32, {}),
+      testing::MakeTensor("bn.running_var", TCC_DTYPE_F32, {}),
+      testing::MakeTensor("bn.num_batches_tracked", TCC_DTYPE_I64, {})};
+  buffers[1].init_kind = TCC_INIT_ONES;
+  step.descriptor.num_buffers = 3;
+  step.descriptor.buffers = buffers.data();
+  EXPECT_TRUE(ValidateDescriptor(step.descriptor, "step.so").ok());
+  std::ostringstream out;
+  PrintDescriptorInfo(step.descriptor, out);
+  EXPECT_NE(out.str().find("buffers: 3\n  bn.running_mean  f32 []  4 bytes  init zeros\n"
+                           "  bn.running_var  f32 []  4 bytes  init ones\n"
+                           "  bn.num_batches_tracked  i64 []  8 bytes  init zeros\n"),
+            std::string::npos)
+      << out.str();
+
+  buffers[1].init_kind = TCC_INIT_NORMAL;
+  buffers[1].init_scale = 1;
+  EXPECT_NE(ValidationError(step.descriptor)
+                .find("buffer 'bn.running_var' must start at zeros or ones, not normal"),
+            std::string::npos)
+      << ValidationError(step.descriptor);
+  buffers[1].init_kind = TCC_INIT_ONES;
+  buffers[0].name = "w"; // a parameter's name
+  EXPECT_NE(ValidationError(step.descriptor).find("buffer name 'w' is used twice"),
+            std::string::npos)
+      << ValidationError(step.descriptor);
+  buffers[0].name = "bn.running_mean";
+  // A buffer's state_dict key may not be a parameter's.
+  std::vector<tcc_torch_tensor> keys = {{"bn.running_mean", nullptr, 0, nullptr},
+                                        {"w", nullptr, 0, nullptr},
+                                        {"bn.num_batches_tracked", nullptr, 0, nullptr}};
+  step.descriptor.buffer_torch = keys.data();
+  EXPECT_NE(ValidationError(step.descriptor).find("'w' is also a key of param 'w'"),
+            std::string::npos)
+      << ValidationError(step.descriptor);
+  keys[1].name = "bn.running_var";
+  EXPECT_TRUE(ValidateDescriptor(step.descriptor, "step.so").ok());
+  step.descriptor.buffers = nullptr;
+  EXPECT_NE(ValidationError(step.descriptor).find("3 buffers but a null list"),
+            std::string::npos);
+}
+
 TEST(StepDescriptorTest, InfoListsTensorsWorkspaceAndFlops) {
   FakeStep step(4, 6, 3);
   step.descriptor.train_flops_per_step = 1234;
