@@ -97,6 +97,7 @@ std::string CudaStepEmitter::source() const {
   std::string table = labels_.empty() ? "nullptr" : "tcc_" + entry_ + "_labels";
   std::string kernelTable = labels_.empty() ? "nullptr" : "tcc_" + entry_ + "_kernels";
   std::string costTable = labels_.empty() ? "nullptr" : "tcc_" + entry_ + "_costs";
+  int profileEntry = profileEntry_ >= 0 ? profileEntry_ : entry_ == "train" ? 0 : 1;
   s += llvm::formatv(
       "static const tcc_cuda_host::Entry tcc_{0}_entry = {{\"{8}\", {1}, {4}, {5}, {2}, "
       "tcc_control_offset, {3}, tcc_{0}_hyper, tcc_{0}_body, tcc_{0}_finish, {6}, {7}, "
@@ -115,7 +116,6 @@ std::string CudaStepEmitter::source() const {
 FailureOr<std::string> CudaStepEmitter::placeArgument(const ArgumentRole &role,
                                                      const std::string &n, MemRefType t) {
   using namespace control;
-  int profileEntry = profileEntry_ >= 0 ? profileEntry_ : entry_ == "train" ? 0 : 1;
   std::string st = storageType(t.getElementType());
   switch (role.kind) {
   case ArgumentRole::Hyper: {

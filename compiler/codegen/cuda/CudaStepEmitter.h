@@ -193,6 +193,13 @@ private:
 
   func::FuncOp f_;
   std::string entry_;
+  // Further entries (asEntry): the descriptor it belongs to, the profile
+  // index and the name errors and the runtime use; counts of f's inputs,
+  // outputs and entry state (for run_call's Entry).
+  const StepInterface *entryOf_ = nullptr;
+  int profileEntry_ = -1;
+  std::string displayName_;
+  int numInputs_ = 0, numOutputs_ = 0, numState_ = 0;
   KernelRegistry &kernels_;
   std::vector<Launch> launches_; // in label order
   const CudaCodegenOptions &options_;
@@ -201,13 +208,6 @@ private:
   OutputScratch scratch_{0, 0, 256};
   std::string body_, hyper_, finish_;
   std::string attentionDecls_;               // file-scope AttentionSite objects
-  // Further entries (asEntry): the descriptor it belongs to, the profile
-  // index and the name errors and the runtime use; counts of f's inputs,
-  // outputs and entry state (for run_call's Entry).
-  const StepInterface *entryOf_ = nullptr;
-  int profileEntry_ = -1;
-  std::string displayName_;
-  int numInputs_ = 0, numOutputs_ = 0, numState_ = 0;
   std::vector<std::string> attentionSites_; // their names
   std::vector<std::string> convSites_;      // ConvSite objects (in attentionDecls_)
   std::vector<std::string> labels_;
