@@ -33,6 +33,6 @@ fi
 
 # 2. Model -> step library (per-pass IR in dump/).
 source "$root/scripts/target.sh" # sets target: cuda with a GPU, else cpu
-"$build/bin/tcc" compile --target "$target" "$here/gpt_char.pbtxt" -o "$out/gpt_char.so" --dump-dir "$out/dump"
+"$build/bin/tcc" compile --target "$target" --generate "$here/gpt_char.pbtxt" -o "$out/gpt_char.so" --dump-dir "$out/dump"
 echo "compiled samples/gpt_char/gpt_char.pbtxt for $target -> $out/gpt_char.so (per-pass IR in $out/dump)"
 

@@ -143,9 +143,13 @@ absl::Status Sample(const Options &options, const tcc_step_descriptor &d,
   else
     out << absl::StrFormat(
         "generate: eval path (the eval entry point per token), %d rows in "
-        "batches of %d: %d tokens in %.3f s, %.1f tokens/s (%d eval calls)\n",
+        "batches of %d: %d tokens in %.3f s, %.1f tokens/s (%d eval calls)%s\n",
         rows, binding.batch_size, static_cast<int64_t>(tokens), g.seconds,
-        tokens / std::max(g.seconds, 1e-9), g.eval_calls);
+        tokens / std::max(g.seconds, 1e-9), g.eval_calls,
+        options.eval_sampler ? ""
+                             : "; the step has no prefill / decode entries: tcc compile "
+                               "--generate adds a KV cache where the model allows (its dump "
+                               "report says why not)");
   std::string filters;
   if (options.top_k)
     filters += absl::StrFormat(", top-k %d", options.top_k);
