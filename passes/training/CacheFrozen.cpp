@@ -125,6 +125,14 @@ std::string rowMixing(Operation *op, const llvm::DenseMap<Value, Kind> &kind, in
         return "a batched convolution weight";
     return "";
   }
+  if (isa<tg::RopeOp>(op)) { // x (..., T, D) rotated by (T, D) tables shared by every row
+    for (Value table : op->getOperands().drop_front())
+      if (batched(table))
+        return "a batched rotary table";
+    return tensorOf(op->getOperand(0)).getRank() >= 3 ? "" : "a rotation over the batch axis";
+  }
+  if (isa<tg::CausalMaskOp>(op)) // over the last two dims only
+    return tensorOf(op->getOperand(0)).getRank() >= 3 ? "" : "a mask over the batch axis";
   if (auto g = dyn_cast<tg::GatherOp>(op))
     return batched(g.getTable()) ? "a lookup into a batched table" : "";
   if (auto a = dyn_cast<tg::AttentionOp>(op)) {

@@ -335,7 +335,7 @@ TEST(AttentionCudaSource, CudnnSitesForTheCallsCudnnMayRun) {
             std::string::npos);
   EXPECT_NE(host.find("} else if (cudaError_t e = tcc_k"), std::string::npos)
       << "the flash wrapper stays as the fallback";
-  EXPECT_NE(host.find("tcc_train_finish, tcc_train_prepare, 0};"), std::string::npos);
+  EXPECT_NE(host.find("tcc_train_finish, tcc_train_prepare, 0, 0, "), std::string::npos);
   EXPECT_NE(host.find("tcc_eval_finish, tcc_eval_prepare, "), std::string::npos);
 
   // With dropout the train entry keeps the flash kernels (their dropout is
@@ -347,7 +347,7 @@ TEST(AttentionCudaSource, CudnnSitesForTheCallsCudnnMayRun) {
   EXPECT_EQ(dropout->cudnnAttentionSites, 1);
   EXPECT_EQ(dropout->hostSource.find("AttentionSite tcc_train_"), std::string::npos);
   EXPECT_NE(dropout->hostSource.find("AttentionSite tcc_eval_"), std::string::npos);
-  EXPECT_NE(dropout->hostSource.find("tcc_train_finish, nullptr, 0};"), std::string::npos);
+  EXPECT_NE(dropout->hostSource.find("tcc_train_finish, nullptr, 0, 0, "), std::string::npos);
 
   // Not for cuDNN at all: a head size the flash kernels lack, f32, or cuDNN
   // not allowed (the default options).
@@ -362,7 +362,7 @@ TEST(AttentionCudaSource, CudnnSitesForTheCallsCudnnMayRun) {
     EXPECT_EQ(plain->cudnnAttentionSites, 0) << precision << " D=" << model.dim;
     EXPECT_EQ(plain->hostSource.find("AttentionSite tcc_"), std::string::npos);
     EXPECT_EQ(plain->hostSource.find("TCC_CUDA_LIB_DIR \"/opt"), std::string::npos);
-    EXPECT_NE(plain->hostSource.find("tcc_train_finish, nullptr, 0};"), std::string::npos);
+    EXPECT_NE(plain->hostSource.find("tcc_train_finish, nullptr, 0, 0, "), std::string::npos);
   }
 }
 

@@ -14,6 +14,8 @@ and every number of the table is checked against values computed here from
 the shapes (never read back from tcc's output):
 
   parameters       f32: (D*H + H*C) * 4 bytes; no bf16
+  gradients        f32: one per parameter, the parameters' bytes (the
+                   compiler's count of the workspace's gradient temporaries)
   optimizer state  f32: AdamW's m and v, twice the parameters
   temporaries      bf16: the two bf16 tensors of the forward and their two
                    gradients of the same shapes and type in the backward
@@ -109,8 +111,11 @@ def main():
         sys.exit("FAIL: parameters have no bf16 bytes")
     expect_mib("optimizer state f32", table["optimizer state"]["f32"],
                2 * param_bytes)
-    if "gradients" in table:
-        sys.exit("FAIL: a 'gradients' row without --emit-gradients")
+    if "gradients" not in table:
+        sys.exit("FAIL: no 'gradients' row")
+    expect_mib("gradients f32", table["gradients"]["f32"], param_bytes)
+    if table["gradients"]["bf16"] is not None:
+        sys.exit("FAIL: the gradients of f32 parameters have no bf16 bytes")
     bf16_temporaries = 4 * B * H * 2
     expect_mib("temporaries bf16", table["temporaries (no reuse)"]["bf16"],
                bf16_temporaries)

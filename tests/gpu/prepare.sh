@@ -142,6 +142,10 @@ cmp -s "$dir/data/fortunes_vocab.json" "$dir/data/${AMP_DATA_gpt_char}_vocab.jso
   || { echo "prepare.sh: the shuffled fortunes have another character vocabulary" >&2; exit 1; }
 # The vision ops (issue 17): conv / pool kernels, a small CNN cpu vs cuda.
 bash "$root/tests/gpu/prepare_vision.sh" "$dir/vision"
+# Packed (setup.sh unpacks them there): the device tool carries at most 64
+# MiB with the working tree.
+tar -C "$dir" -cJf "$dir/vision.tar.xz" vision && rm -rf "${dir:?}/vision"
+tar -C "$dir" -cJf "$dir/bin.tar.xz" bin && rm -rf "${dir:?}/bin"
 tar -C "$dir" -cJf "$dir/steps.tar.xz" steps && rm -rf "${dir:?}/steps"
 tar -C "$dir" -czf "$dir/data.tar.gz" data && rm -rf "${dir:?}/data"
 du -sh "$dir"

@@ -14,12 +14,12 @@ here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 mkdir -p "$out"
 # .tar.xz (prepare.sh's steps: half of gzip's bytes, under the 64 MiB the
 # device tool carries) through Python's lzma, whatever tools the machine has.
-for part in lib steps data; do
+for part in lib steps data bin vision; do
   [ -d "$dir/$part" ] && continue
   if [ -f "$dir/$part.tar.xz" ]; then
     python3 -c 'import sys, tarfile; tarfile.open(sys.argv[1]).extractall(sys.argv[2])' \
       "$dir/$part.tar.xz" "$dir"
-  else
+  elif [ -f "$dir/$part.tar.gz" ]; then
     tar -C "$dir" -xzf "$dir/$part.tar.gz"
   fi
 done

@@ -251,13 +251,6 @@ void PrintTensors(const char *title, int32_t count, const tcc_tensor_desc *list,
 
 } // namespace
 
-std::string ShapeString(const tcc_tensor_desc &tensor) {
-  if (tensor.rank <= 0 || !tensor.shape)
-    return "[]";
-  return absl::StrCat(
-      "[", absl::StrJoin(tensor.shape, tensor.shape + tensor.rank, ", "), "]");
-}
-
 absl::Status ValidateDescriptor(const tcc_step_descriptor &d,
                                 absl::string_view origin) {
   // The version comes first: with another version no other field is

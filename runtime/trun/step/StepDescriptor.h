@@ -4,6 +4,7 @@
 
 // DtypeSize, DtypeName, ... (shared with the initializers library).
 #include "runtime/initializers/Dtypes.h"
+#include "runtime/trun/step/ShapeString.h"
 #include "tcc/step_abi.h"
 
 #include "absl/status/status.h"
@@ -15,9 +16,6 @@
 #include <vector>
 
 namespace tcc::trun {
-
-// "[64, 784]"
-std::string ShapeString(const tcc_tensor_desc &tensor);
 
 // Checks everything trun relies on before it touches a buffer: ABI version and
 // struct size, the target ("cpu" without a device API; "cuda" with a

@@ -1,7 +1,7 @@
 #include "runtime/trun/step/StepEntries.h"
 
 #include "runtime/initializers/Dtypes.h"
-#include "runtime/trun/step/StepDescriptor.h"
+#include "runtime/trun/step/ShapeString.h"
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"

@@ -8,7 +8,7 @@
 #include "runtime/trun/data/BatchSource.h"
 #include "runtime/trun/data/StepBinding.h"
 #include "runtime/trun/step/Profile.h"
-#include "runtime/trun/train/EntryCalls.h"
+#include "runtime/trun/train/EntryBuffers.h"
 #include "runtime/trun/train/Metrics.h"
 #include "runtime/trun/train/OnNan.h"
 #include "runtime/trun/train/StepBuffers.h"
@@ -136,7 +136,7 @@ public:
   // call in errors ("step 'x': <what> failed: returned 1 (...)").
   absl::Status EvalBatch(HostBatch &batch, absl::string_view what);
   // Further entry points (descriptor.entries; StepEntries.h), in
-  // EntryCalls.cpp. Calls entries[entry] on host `inputs` (its input order,
+  // TrainerEntries.cpp. Calls entries[entry] on host `inputs` (its input order,
   // each its size_bytes) and copies its outputs to host `outputs` (its
   // output order; null or a null pointer: not read). Its state tensors
   // start at zeros and stay with the trainer between calls

@@ -77,3 +77,29 @@ module attributes {tg.optimizer = {kind = "sgd", learning_rate = 0.5 : f64}} {
 // CHECK-LABEL: func.func @train_step
 // CHECK-SAME: tg.cache_frozen = ["not cut: no frozen parameters"]
 // CHECK-NOT: func.func @encode
+
+// -----
+
+// Rotary embeddings (tg.rope) rotate each row by tables shared by every
+// sample: the frozen projection and its rotation are cached (a frozen ViT's
+// attention inputs).
+module attributes {tg.optimizer = {kind = "sgd", learning_rate = 0.5 : f64}} {
+  func.func @forward(%e: tensor<8x8xf32> {tg.param = {name = "enc", init = "normal", scale = 1.0 : f64, seed = 1 : i64, trainable = false}},
+                     %c: tensor<2x8xf32> {tg.param = {name = "cos", init = "ones", scale = 0.0 : f64, seed = 0 : i64, trainable = false}},
+                     %s: tensor<2x8xf32> {tg.param = {name = "sin", init = "zeros", scale = 0.0 : f64, seed = 0 : i64, trainable = false}},
+                     %w: tensor<8x3xf32> {tg.param = {name = "head", init = "normal", scale = 1.0 : f64, seed = 2 : i64, trainable = true}},
+                     %x: tensor<4x2x8xf32> {tg.input = "x"})
+      -> (tensor<f32> {tg.loss = "loss"}) {
+    %0 = tg.matmul %x, %e : (tensor<4x2x8xf32>, tensor<8x8xf32>) -> tensor<4x2x8xf32> loc("proj")
+    %1 = tg.rope %0, %c, %s : (tensor<4x2x8xf32>, tensor<2x8xf32>, tensor<2x8xf32>) -> tensor<4x2x8xf32> loc("rot")
+    %2 = tg.matmul %1, %w : (tensor<4x2x8xf32>, tensor<8x3xf32>) -> tensor<4x2x3xf32>
+    %3 = tg.reduce_sum %2 {axes = array<i64: 0, 1, 2>} : (tensor<4x2x3xf32>) -> tensor<f32>
+    return %3 : tensor<f32>
+  }
+}
+
+// CHECK-LABEL: func.func @train_step
+// CHECK-SAME: tg.cache_frozen = ["cut: {{[0-9]+}} value(s) [rot tensor<4x2x8xf32>
+// CHECK-LABEL: func.func @encode
+// CHECK: tg.matmul
+// CHECK: tg.rope

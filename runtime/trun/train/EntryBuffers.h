@@ -1,7 +1,7 @@
 // The buffers of the further entry points of a step (descriptor.entries):
-// what Trainer::CallEntry (EntryCalls.cpp) keeps per entry between calls.
-#ifndef TCC_RUNTIME_TRUN_TRAIN_ENTRYCALLS_H
-#define TCC_RUNTIME_TRUN_TRAIN_ENTRYCALLS_H
+// what Trainer::CallEntry (TrainerEntries.cpp) keeps per entry between calls.
+#ifndef TCC_RUNTIME_TRUN_TRAIN_ENTRYBUFFERS_H
+#define TCC_RUNTIME_TRUN_TRAIN_ENTRYBUFFERS_H
 
 #include "runtime/trun/base/AlignedBuffer.h"
 #include "runtime/trun/step/DeviceMemory.h"
@@ -27,4 +27,4 @@ struct EntryBuffers {
 
 } // namespace tcc::trun
 
-#endif // TCC_RUNTIME_TRUN_TRAIN_ENTRYCALLS_H
+#endif // TCC_RUNTIME_TRUN_TRAIN_ENTRYBUFFERS_H
