@@ -69,8 +69,10 @@ std::string rowMixing(Operation *op, const llvm::DenseMap<Value, Kind> &kind, in
       return "its result does not keep the batch leading";
   }
   if (isa<tg::ScalarOpInterface>(op) || isa<tg::CastOp>(op)) {
+    // Same shape, any element type: a cast (tg-amp's bf16 input) keeps rows.
+    auto shape = tensorOf(op->getResult(0)).getShape();
     for (Value v : op->getOperands())
-      if (batched(v) && v.getType() != op->getResult(0).getType())
+      if (batched(v) && tensorOf(v).getShape() != shape)
         return "a batched operand is broadcast";
     return "";
   }

@@ -103,3 +103,27 @@ module attributes {tg.optimizer = {kind = "sgd", learning_rate = 0.5 : f64}} {
 // CHECK-LABEL: func.func @encode
 // CHECK: tg.matmul
 // CHECK: tg.rope
+
+// -----
+
+// A cast of the input (tg-amp's bf16 copy on the GPU) keeps the rows: the
+// encoder starts at the raw input.
+module attributes {tg.optimizer = {kind = "sgd", learning_rate = 0.5 : f64}} {
+  func.func @forward(%e: tensor<8x16xbf16> {tg.param = {name = "enc", init = "normal", scale = 1.0 : f64, seed = 1 : i64, trainable = false}},
+                     %w: tensor<16x3xf32> {tg.param = {name = "head", init = "normal", scale = 1.0 : f64, seed = 2 : i64, trainable = true}},
+                     %x: tensor<4x8xf32> {tg.input = "x"})
+      -> (tensor<f32> {tg.loss = "loss"}) {
+    %0 = tg.cast %x : tensor<4x8xf32> to tensor<4x8xbf16> loc("x16")
+    %1 = tg.matmul %0, %e : (tensor<4x8xbf16>, tensor<8x16xbf16>) -> tensor<4x16xbf16> loc("feat")
+    %2 = tg.cast %1 : tensor<4x16xbf16> to tensor<4x16xf32> loc("feat32")
+    %3 = tg.matmul %2, %w : (tensor<4x16xf32>, tensor<16x3xf32>) -> tensor<4x3xf32>
+    %4 = tg.reduce_sum %3 {axes = array<i64: 0, 1>} : (tensor<4x3xf32>) -> tensor<f32>
+    return %4 : tensor<f32>
+  }
+}
+
+// CHECK-LABEL: func.func @train_step
+// CHECK-SAME: tg.cache_frozen = ["cut: 1 value(s) [feat32 tensor<4x16xf32>]
+// CHECK-LABEL: func.func @encode
+// CHECK: tg.cast
+// CHECK: tg.matmul
