@@ -222,6 +222,32 @@ int32_t execute(const Plan &plan, cudaStream_t stream,
   return 0;
 }
 
+// Builds a site's graph with `build` (attention or convolution) and keeps it
+// with its workspace size in `plan`; 1 and the reason in `why` when cuDNN
+// declines or fails.
+template <typename Build>
+int32_t makePlan(Build build, Plan &plan, char *why, size_t why_size) {
+  try {
+    GraphPtr g;
+    std::string error = build(g);
+    if (!error.empty()) {
+      setWhy(why, why_size, error);
+      return 1;
+    }
+    int64_t bytes = 0;
+    if (auto e = g->get_workspace_size(bytes); e.is_bad()) {
+      setWhy(why, why_size, failed("cuDNN workspace size", e));
+      return 1;
+    }
+    plan.graph = new GraphPtr(std::move(g)); // lives as long as the step
+    plan.workspace_bytes = bytes;
+  } catch (const std::exception &e) {
+    setWhy(why, why_size, std::string("cuDNN graph construction failed: ") + e.what());
+    return 1;
+  }
+  return 0;
+}
+
 } // namespace
 
 int32_t load(const char *toolkit_lib_dir, char *why, size_t why_size) {
@@ -245,25 +271,7 @@ int32_t prepare(const Site &site, Plan &plan, char *why, size_t why_size) {
     setWhy(why, why_size, "causal with more queries than keys (fully masked rows)");
     return 1;
   }
-  try {
-    GraphPtr g;
-    std::string error = build(site, g);
-    if (!error.empty()) {
-      setWhy(why, why_size, error);
-      return 1;
-    }
-    int64_t bytes = 0;
-    if (auto e = g->get_workspace_size(bytes); e.is_bad()) {
-      setWhy(why, why_size, failed("cuDNN workspace size", e));
-      return 1;
-    }
-    plan.graph = new GraphPtr(std::move(g)); // lives as long as the step
-    plan.workspace_bytes = bytes;
-  } catch (const std::exception &e) {
-    setWhy(why, why_size, std::string("cuDNN graph construction failed: ") + e.what());
-    return 1;
-  }
-  return 0;
+  return makePlan([&](GraphPtr &g) { return build(site, g); }, plan, why, why_size);
 }
 
 int32_t forward(const Plan &plan, cudaStream_t stream, const void *q, const void *k,
@@ -365,25 +373,7 @@ int32_t prepare_conv(const ConvSite &site, Plan &plan, char *why, size_t why_siz
     setWhy(why, why_size, library().why.empty() ? "cuDNN not loaded" : library().why);
     return 1;
   }
-  try {
-    GraphPtr g;
-    std::string error = buildConv(site, g);
-    if (!error.empty()) {
-      setWhy(why, why_size, error);
-      return 1;
-    }
-    int64_t bytes = 0;
-    if (auto e = g->get_workspace_size(bytes); e.is_bad()) {
-      setWhy(why, why_size, failed("cuDNN workspace size", e));
-      return 1;
-    }
-    plan.graph = new GraphPtr(std::move(g)); // lives as long as the step
-    plan.workspace_bytes = bytes;
-  } catch (const std::exception &e) {
-    setWhy(why, why_size, std::string("cuDNN graph construction failed: ") + e.what());
-    return 1;
-  }
-  return 0;
+  return makePlan([&](GraphPtr &g) { return buildConv(site, g); }, plan, why, why_size);
 }
 
 int32_t conv(const Plan &plan, cudaStream_t stream, const void *a, const void *b, void *out,
