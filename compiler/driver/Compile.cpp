@@ -136,7 +136,7 @@ absl::Status emitCpu(const CompileOptions &options, mlir::ModuleOp module,
     return absl::InvalidArgumentError(kLibraryToStdout);
   HostCompileOptions compile;
   compile.compiler = options.cxx;
-  compile.nativeArch = options.nativeArch;
+  compile.cpuArch = options.cpuArch;
   std::string error;
   if (!compileSharedLibrary(step->source, options.output, compile, error))
     return absl::InternalError(error);

@@ -35,7 +35,7 @@ struct CompileOptions {
   std::string dumpDir;        // empty: no dumps
   std::string cxx;            // host C++ compiler; empty: $CXX, else c++
   Phase phase = Phase::Library; // --compile-to
-  bool nativeArch = true;     // cpu: -march=native
+  std::string cpuArch;        // cpu: -march (see HostCompileOptions::cpuArch)
   bool emitGradients = false; // see PipelineOptions
   bool deterministic = false; // see PipelineOptions
   bool cacheFrozen = false;   // --cache-frozen: the entries encode / train_cached

@@ -22,6 +22,25 @@ std::optional<std::string> findHostCompiler(const std::string &requested, std::s
   return *exe;
 }
 
+std::optional<std::string> resolveCpuArch(const std::string &requested, std::string &error) {
+  std::string arch = requested;
+  std::string from = "--cpu-arch";
+  if (arch.empty()) {
+    const char *env = std::getenv("TCC_CPU_ARCH");
+    arch = env && *env ? env : "native";
+    from = "TCC_CPU_ARCH";
+  }
+  for (char c : arch) {
+    bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+              c == '-' || c == '_' || c == '.';
+    if (!ok) {
+      error = from + " '" + arch + "' is not a CPU name (e.g. native, x86-64-v3, none)";
+      return std::nullopt;
+    }
+  }
+  return arch;
+}
+
 std::string commandLine(const std::vector<std::string> &args) {
   std::string s;
   for (const std::string &a : args)
@@ -33,6 +52,9 @@ bool compileSharedLibrary(const std::string &source, const std::string &output,
                           const HostCompileOptions &options, std::string &error) {
   std::optional<std::string> exe = findHostCompiler(options.compiler, error);
   if (!exe)
+    return false;
+  std::optional<std::string> arch = resolveCpuArch(options.cpuArch, error);
+  if (!arch)
     return false;
 
   llvm::SmallString<128> dir;
@@ -61,8 +83,11 @@ bool compileSharedLibrary(const std::string &source, const std::string &output,
   std::vector<std::string> args = {*exe,     "-std=c++17", "-O3",
                                    "-fPIC",  "-shared",    "-fvisibility=hidden",
                                    "-fopenmp", "-Wl,-z,nodelete"};
-  if (options.nativeArch)
-    args.push_back("-march=native");
+  // -march=native: the host's vector width and FMA shape the generated
+  // loops' rounding (docs/runtime.md, "What is reproducible"); another
+  // -march gives the results that CPU would.
+  if (*arch != "none")
+    args.push_back("-march=" + *arch);
   for (const std::string &f : options.extraFlags)
     args.push_back(f);
   args.insert(args.end(), {src, "-o", tmpOut, "-lopenblas"});

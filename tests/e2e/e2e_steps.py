@@ -11,8 +11,8 @@ def fail(message):
     sys.exit(1)
 
 
-def run(args):
-    result = subprocess.run(args, capture_output=True, text=True)
+def run(args, env=None):
+    result = subprocess.run(args, capture_output=True, text=True, env=env)
     if result.returncode != 0:
         fail("%s exited %d:\n%s%s" % (" ".join(args), result.returncode,
                                       result.stdout, result.stderr))

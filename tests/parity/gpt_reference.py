@@ -152,13 +152,13 @@ def _linear(cfg, P, name, x):
     return y
 
 
-def rope_tables(cfg, device="cpu"):
+def rope_tables(cfg, device="cpu", dtype=torch.float32):
     """cos, sin (T, D): angle[t, i] = t * exp(i * (-2 ln(theta) / D))."""
     T, D = cfg.context, cfg.head_size
     half = D // 2
-    pos = torch.arange(T, dtype=torch.float32, device=device)[:, None].expand(T, half)
-    idx = torch.arange(half, dtype=torch.float32, device=device)[None, :].expand(T, half)
-    k = torch.tensor(-2.0 * math.log(cfg.rope_theta) / D, dtype=torch.float32,
+    pos = torch.arange(T, dtype=dtype, device=device)[:, None].expand(T, half)
+    idx = torch.arange(half, dtype=dtype, device=device)[None, :].expand(T, half)
+    k = torch.tensor(-2.0 * math.log(cfg.rope_theta) / D, dtype=dtype,
                      device=device)
     angle = pos * torch.exp(idx * k)
     c, s = torch.cos(angle), torch.sin(angle)
@@ -205,7 +205,7 @@ def forward(cfg, P, tokens, targets):
     if cfg.positions == "learned":
         x = x + P["wpe"]
     else:
-        rope = rope_tables(cfg, tokens.device)
+        rope = rope_tables(cfg, tokens.device, P["wte"].dtype)
     for layer in range(cfg.layers):
         p = f"h.{layer}"
         x = x + _attention(cfg, P, p + ".attn", _norm(cfg, P, p + ".ln_1", x), rope)
@@ -228,9 +228,9 @@ def learning_rate(cfg, step):
     return cfg.floor_lr + 0.5 * (1 + math.cos(math.pi * r)) * (cfg.lr - cfg.floor_lr)
 
 
-def make_params(cfg, weights, device="cpu"):
+def make_params(cfg, weights, device="cpu", dtype=torch.float32):
     """weights: name -> float32 numpy array. Returns name -> leaf tensor
-    (float32, on `device`)."""
+    (`dtype`: float32, or float64 for the exact reference; on `device`)."""
     names = {name for name, _, _ in param_specs(cfg)}
     if names != set(weights):
         raise ValueError(f"parameter names differ: only in the reference "
@@ -241,7 +241,7 @@ def make_params(cfg, weights, device="cpu"):
         w = weights[name]
         if tuple(w.shape) != tuple(shape):
             raise ValueError(f"{name}: shape {w.shape}, expected {shape}")
-        P[name] = torch.tensor(w, dtype=torch.float32, device=device,
+        P[name] = torch.tensor(w, dtype=dtype, device=device,
                                requires_grad=True)
     return P
 

@@ -6,16 +6,18 @@ trained 50 steps by trun (SGD with momentum, from the PyTorch weights and
 running statistics: tcc.export_torch_weights, trun --init-from) against 50
 steps of the same module in PyTorch's train mode on the same batch (the
 whole set: trun's shuffling only reorders the rows, which batch statistics
-do not see). Checked:
-  - every step's loss (trun --metrics) to 1e-5 relative;
+do not see). Checked against PyTorch in float64, each within 10x the spread of float32
+PyTorch runs (with the rows in four orders) around it, plus 1.9e-6
+(tests/numerics/rounding_envelope.py: a tolerance from this run's own
+conditioning, so it holds on any CPU):
+  - every step's loss (trun --metrics);
   - the weights and the running statistics trun saves (--save-weights:
     running_mean, running_var and num_batches_tracked under PyTorch's
-    names) against PyTorch's after 50 steps (1e-4 relative, norm-wise; the
-    counter exactly);
+    names) after 50 steps (norm-wise per tensor; the counter exactly);
   - eval: trun's test loss (the eval step: running statistics) on other
-    data against the PyTorch module in eval mode (1e-4 relative);
+    data against the module in eval mode;
   - trun's saved file loads with load_state_dict(strict=True) into a new
-    module whose eval outputs match the trained module's (1e-4);
+    module whose eval outputs match the float64 module's;
   - exact resume: half the steps with a checkpoint, then --resume, saves
     the same bytes as the straight run.
 
@@ -43,11 +45,17 @@ import torch.nn.functional as F
 here = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, here)
 import harness as H  # noqa: E402
+sys.path.insert(0, os.path.join(here, "..", "numerics"))
+import rounding_envelope as R  # noqa: E402
 import tcc  # noqa: E402
 from tcc import safetensors  # noqa: E402
 
-LOSS_RTOL = 1e-5
-STATE_RTOL = 1e-4
+# SGD's learning rate: the loss falls from 2.45 to ~0.40 in 50 steps and the
+# run stays well-conditioned (float32 runs within ~4e-7 of float64 at every
+# step). At 0.01 the CNN memorizes the 64 images (loss 0.044), where float32
+# runs spread by 1e-4 in the loss and 1e-3 in the eval outputs: too
+# chaotic for any tolerance to tell a bug from rounding (issue 32).
+LR = 0.003
 
 
 def cnn():
@@ -64,16 +72,39 @@ def data(n, seed):
     x = torch.randn(n, 3, 8, 8, generator=g) * 1.5 + 0.5
     teacher = torch.randn(3 * 8 * 8, 10, generator=torch.Generator().manual_seed(7))
     y = (x.reshape(n, -1) @ teacher).argmax(1)
-    # A quarter of the labels random: the loss stays well above 0 over the
-    # run (a loss near 0 has no relative precision left to compare).
+    # A quarter of the labels random (a loss near 0 has no relative
+    # precision left to compare).
     noisy = torch.rand(n, generator=g) < 0.25
     y[noisy] = torch.randint(0, 10, (int(noisy.sum()),), generator=g)
     return x, y
 
 
-def relative(a, b):
-    a, b = np.asarray(a, np.float64), np.asarray(b, np.float64)
-    return float(np.linalg.norm(a - b) / max(np.linalg.norm(b), 1e-30))
+def torch_train(start, x, y, xt, yt, steps, dtype, perm):
+    """`steps` of PyTorch's train mode from a copy of `start` in `dtype`,
+    the rows of the batch in the order `perm` (None: as given): the losses,
+    the state_dict (numpy, float64 for floats), the eval loss and outputs
+    on (xt, yt)."""
+    module = copy.deepcopy(start).to(dtype)
+    opt = torch.optim.SGD(module.parameters(), lr=LR, momentum=0.9)
+    if perm is not None:
+        x, y = x[torch.from_numpy(perm)], y[torch.from_numpy(perm)]
+    x, xt = x.to(dtype), xt.to(dtype)
+    module.train()
+    losses = []
+    for _ in range(steps):
+        opt.zero_grad()
+        loss = F.cross_entropy(module(x), y)
+        loss.backward()
+        opt.step()
+        losses.append(float(loss))
+    module.eval()
+    with torch.no_grad():
+        out = module(xt)
+        test = float(F.cross_entropy(out, yt))
+    state = {k: v.numpy().astype(np.float64) if v.is_floating_point() else v.numpy()
+             for k, v in module.state_dict().items()}
+    return dict(losses=losses, state=state, test_loss=test,
+                eval_outputs=out.double().numpy())
 
 
 def main():
@@ -85,6 +116,7 @@ def main():
     args = ap.parse_args()
     work = args.work_dir or tempfile.mkdtemp(prefix="tcc-bn-parity-")
     os.makedirs(work, exist_ok=True)
+    torch.set_num_threads(1)
     torch.manual_seed(0)
     module = cnn()
     # Non-trivial starting statistics and affine weights, so --init-from's
@@ -97,9 +129,10 @@ def main():
                 m.num_batches_tracked.fill_(3)
                 m.weight.uniform_(0.5, 1.5)
                 m.bias.uniform_(-0.2, 0.2)
+    start = copy.deepcopy(module)
     x, y = data(64, 3)
     xt, yt = data(64, 11)
-    opt = torch.optim.SGD(module.parameters(), lr=0.01, momentum=0.9)
+    opt = torch.optim.SGD(module.parameters(), lr=LR, momentum=0.9)
     model_path = os.path.join(work, "cnn.pb")
     init = os.path.join(work, "init.safetensors")
     if args.via == "onnx":
@@ -112,7 +145,7 @@ def main():
                           output_names=["logits"], training=torch.onnx.TrainingMode.TRAINING,
                           do_constant_folding=False)
         H.run([os.path.join(args.bin_dir, "tcc"), "import", onnx_path, "-o", model_path,
-               "--loss", "cross_entropy", "--optimizer", "sgd", "--lr", 0.01,
+               "--loss", "cross_entropy", "--optimizer", "sgd", "--lr", LR,
                "--momentum", 0.9, "--weights", os.path.join(work, "onnx.safetensors")])
         tcc.export_torch_weights(module, init)
     else:
@@ -167,73 +200,60 @@ def main():
     print(f"resumed at step {half} from a checkpoint: saved weights and running "
           f"statistics {'identical' if same else 'DIFFER'}")
 
-    module.train()
-    torch_losses = []
-    for _ in range(args.steps):
-        opt.zero_grad()
-        loss = F.cross_entropy(module(x), y)
-        loss.backward()
-        opt.step()
-        torch_losses.append(float(loss))
+    # The references (tests/numerics/rounding_envelope.py): PyTorch in
+    # float64, and in float32 with the rows in the given order and in three
+    # others; tcc must stay as close to float64 as K x the float32 runs'
+    # spread, at every step and for every tensor.
+    runs = [torch_train(start, x, y, xt, yt, args.steps, torch.float32, None)]
+    runs += [torch_train(start, x, y, xt, yt, args.steps, torch.float32, p)
+             for p in R.permutations(len(x), 3)]
+    exact = torch_train(start, x, y, xt, yt, args.steps, torch.float64, None)
+    torch_losses = runs[0]["losses"]
 
     failures = [] if same else ["the resumed run's weights differ from the straight run's"]
-    worst = 0.0
-    for s, (a, b) in enumerate(zip(tcc_losses, torch_losses)):
-        r = H.relative(a, b)
-        worst = max(worst, r)
-        print(f"  step {s + 1:3d}  loss tcc {a:.7f}  torch {b:.7f}  relative {r:.1e}")
-    print(f"{args.steps} steps, loss {torch_losses[0]:.4f} -> {torch_losses[-1]:.4f}, "
-          f"worst relative loss difference {worst:.2e} (limit {LOSS_RTOL:.0e})")
-    if not worst <= LOSS_RTOL:
-        failures.append(f"losses differ by up to {worst:.2e} relative")
-    if not torch_losses[-1] < 0.8 * torch_losses[0]:
+    failures += R.check_losses("bn", tcc_losses, exact["losses"],
+                               [r["losses"] for r in runs], ref32=torch_losses)
+    if not exact["losses"][-1] < 0.8 * exact["losses"][0]:
         failures.append("the loss did not fall")
 
-    state = module.state_dict()
+    state = exact["state"]
     if set(trained) != set(state):
         failures.append(f"trun saved {sorted(trained)}, PyTorch has {sorted(state)}")
-    worst_p = worst_b = 0.0
-    for name in sorted(set(trained) & set(state)):
-        a, b = trained[name], state[name].numpy()
-        if a.shape != b.shape:
-            failures.append(f"saved {name} is {a.shape}, PyTorch {b.shape}")
-        elif name.endswith("num_batches_tracked"):
-            if a.dtype != np.int64 or int(a) != int(b):
-                failures.append(f"{name}: trun {a} ({a.dtype}), PyTorch {b}")
-        elif name.endswith(("running_mean", "running_var")):
-            worst_b = max(worst_b, relative(a, b))
-        else:
-            worst_p = max(worst_p, relative(a, b))
-    print(f"after {args.steps} steps: parameters worst relative difference {worst_p:.2e}, "
-          f"running statistics {worst_b:.2e} (limit {STATE_RTOL:.0e}); counters "
-          f"{int(state['1.num_batches_tracked'])}")
-    if not (worst_p <= STATE_RTOL and worst_b <= STATE_RTOL):
-        failures.append(f"trained state differs: parameters {worst_p:.2e}, running "
-                        f"statistics {worst_b:.2e}")
+    counters = {n for n in state if n.endswith("num_batches_tracked")}
+    for name in sorted(counters & set(trained)):
+        a, b = trained[name], state[name]
+        if a.dtype != np.int64 or int(a) != int(b):
+            failures.append(f"{name}: trun {a} ({a.dtype}), PyTorch {b}")
+    floats = lambda d: {n: v for n, v in d.items() if n not in counters}  # noqa: E731
+    failures += R.check_tensors("bn", floats(trained), floats(state),
+                                [floats(r["state"]) for r in runs],
+                                what="parameter or running statistic")
+    print(f"counters after {args.steps} steps: {int(state['1.num_batches_tracked'])}")
 
-    module.eval()
-    with torch.no_grad():
-        torch_test = float(F.cross_entropy(module(xt), yt))
     if test_loss is None:
         failures.append("trun reported no test loss")
     else:
-        r = H.relative(test_loss, torch_test)
-        print(f"eval (running statistics): test loss tcc {test_loss:.7f} torch "
-              f"{torch_test:.7f} relative {r:.1e} (limit {STATE_RTOL:.0e})")
-        if not r <= STATE_RTOL:
-            failures.append(f"test losses differ by {r:.2e}")
+        print(f"eval (running statistics): test loss tcc {test_loss:.7f} float64 "
+              f"{exact['test_loss']:.7f}")
+        failures += R.check_tensors("bn eval", {"test_loss": test_loss},
+                                    {"test_loss": exact["test_loss"]},
+                                    [{"test_loss": r["test_loss"]} for r in runs],
+                                    what="test loss")
 
+    # trun's file in PyTorch: a strict load, then the eval outputs of those
+    # weights against the float64 module's (a wrong name or layout is off
+    # by O(1), far outside the float32 spread).
     fresh = cnn()
     try:
         fresh.load_state_dict({k: torch.from_numpy(np.array(v)) for k, v in trained.items()},
                               strict=True)
         fresh.eval()
         with torch.no_grad():
-            r = relative(fresh(xt).numpy(), module(xt).numpy())
-        print(f"trun's weights in PyTorch (strict load), eval outputs relative "
-              f"difference {r:.2e} (limit {STATE_RTOL:.0e})")
-        if not r <= STATE_RTOL:
-            failures.append(f"eval outputs from trun's weights differ by {r:.2e}")
+            outs = fresh(xt).double().numpy()
+        failures += R.check_tensors("bn strict load", {"eval outputs": outs},
+                                    {"eval outputs": exact["eval_outputs"]},
+                                    [{"eval outputs": r["eval_outputs"]} for r in runs],
+                                    what="output")
     except RuntimeError as e:
         failures.append(f"load_state_dict(strict=True) of trun's weights: {e}")
 

@@ -1,9 +1,11 @@
 """Shared pieces of the tests of tcc.from_torch / tcc import: running the
 tools, weights in either layout, trun's outputs and metrics."""
 
+import copy
 import json
 import os
 import subprocess
+import sys
 
 import numpy as np
 import torch
@@ -11,6 +13,17 @@ import torch.nn.functional as F
 
 import tcc
 from tcc import safetensors
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "numerics"))
+import rounding_envelope as R  # noqa: E402
+
+# One step's loss and gradients: tcc against PyTorch in float64, within
+# max(floor, K x PyTorch float32's own distance from float64). The floors
+# (~100 and ~1000 float32 ulps) hold for well-conditioned sums on any CPU;
+# where a gradient is a sum that nearly cancels, float32 itself is off by
+# more, measured here, and the limit widens with it instead of failing on
+# some CPUs (issue 32).
+STEP_LOSS_FLOOR, STEP_GRAD_FLOOR = 1e-5, 1e-4
 
 
 class Failure(Exception):
@@ -78,34 +91,57 @@ def step_outputs(bin_dir, step, work, arrays, module):
     return safetensors.load_file(outs)
 
 
-def torch_loss_and_grads(module, loss_fn, inputs, target):
-    module.zero_grad()
-    out = module(*inputs)
-    loss = loss_fn(out, target) if loss_fn is not None else out
-    loss.backward()
-    grads = {n: p.grad.detach().numpy().copy() if p.grad is not None
-             else np.zeros(tuple(p.shape), np.float32)
-             for n, p in module.named_parameters()}
-    return float(loss), grads
+def reference_step(module, loss_of, inputs):
+    """PyTorch's loss and gradients of one step of `module` on `inputs`
+    (loss_of(module, *inputs) -> loss), in float64 and in float32:
+    {"loss", "grads", "loss32", "grads32"} (gradients float64 numpy by
+    parameter name). The module itself is not changed."""
+    out = {}
+    for dtype, suffix in ((torch.float64, ""), (torch.float32, "32")):
+        m = copy.deepcopy(module).to(dtype)
+        m.zero_grad()
+        args = [t.to(dtype) if torch.is_tensor(t) and t.is_floating_point() else t
+                for t in inputs]
+        loss = loss_of(m, *args)
+        loss.backward()
+        out["loss" + suffix] = float(loss)
+        out["grads" + suffix] = {
+            n: p.grad.detach().double().numpy().copy() if p.grad is not None
+            else np.zeros(tuple(p.shape)) for n, p in m.named_parameters()}
+    return out
 
 
-def compare_grads(label, model_proto, tcc_outs, torch_grads, rtol):
-    """Norm-wise relative difference of every gradient; returns failures."""
+def compare_step(label, model_proto, tcc_outs, ref, loss_floor=STEP_LOSS_FLOOR,
+                 grad_floor=STEP_GRAD_FLOOR):
+    """The loss and every gradient of a step compiled with --emit-gradients
+    against reference_step's float64 values, each within max(floor, K x
+    float32's distance from them). Returns failures."""
     failures = []
+    loss = float(tcc_outs["loss"])
+    d, d32 = relative(loss, ref["loss"]), relative(ref["loss32"], ref["loss"])
+    tol = max(loss_floor, R.K * d32)
+    print(f"{label}: loss tcc {loss:.8f} float64 {ref['loss']:.8f} relative {d:.2e} "
+          f"(torch float32 {d32:.1e}, limit {tol:.1e})")
+    if not d <= tol:
+        failures.append(f"{label}: loss differs from float64 by {d:.2e}, limit {tol:.1e}")
     for p in model_proto.params:
         key = "grad:" + p.name
         if key not in tcc_outs:
             failures.append(f"{label}: no {key} in the train outputs")
             continue
         g = to_torch_layout(model_proto, p.name, tcc_outs[key]).astype(np.float64)
-        ref = torch_grads[p.torch.name or p.name].astype(np.float64)
-        if g.shape != ref.shape:
-            failures.append(f"{label}: {key} shape {g.shape}, torch {ref.shape}")
+        name = p.torch.name or p.name
+        exact, g32 = ref["grads"][name], ref["grads32"][name]
+        if g.shape != exact.shape:
+            failures.append(f"{label}: {key} shape {g.shape}, torch {exact.shape}")
             continue
-        r = np.linalg.norm(g - ref) / max(np.linalg.norm(ref), 1e-30)
-        print(f"  {label} grad {p.name:24s} relative {r:.2e}")
-        if not r <= rtol:
-            failures.append(f"{label}: gradient of {p.name} differs by {r:.2e}")
+        d, d32 = R.relative(g, exact), R.relative(g32, exact)
+        tol = max(grad_floor, R.K * d32)
+        print(f"  {label} grad {p.name:24s} relative {d:.2e} (torch float32 {d32:.1e}, "
+              f"limit {tol:.1e})")
+        if not d <= tol:
+            failures.append(f"{label}: gradient of {p.name} differs from float64 by "
+                            f"{d:.2e}, limit {tol:.1e}")
     return failures
 
 

@@ -4,7 +4,7 @@
 //                        [--precision P] [--jobs N] [--no-cache] [--dump-dir DIR]
 //                        [--memory-budget SIZE] [--batch N|auto]
 //                        [--keep-global-batch] [--loss-chunks N|auto]
-//                        [--compile-to PHASE] [--cxx COMPILER] [--no-native]
+//                        [--compile-to PHASE] [--cxx COMPILER] [--cpu-arch ARCH] [--no-native]
 //                        [--emit-gradients] [--deterministic]
 //                        [--data-parallel] [--shard-optimizer N]
 //                        [--loss-scale dynamic|none]
@@ -164,8 +164,12 @@ Options:
                                     unit then each kernel unit)
                           library   + host compiler: step.so (default)
   --cxx COMPILER        host C++ compiler for the library (default: $CXX or c++)
-  --no-native           do not pass -march=native to the host compiler
-                        (for a library that must run on another CPU)
+  --cpu-arch ARCH       cpu: the host compiler's -march (default:
+                        $TCC_CPU_ARCH, else native): x86-64-v3 for any AVX2
+                        machine, none for the compiler's baseline; the
+                        results of a cpu step depend on it (docs/runtime.md)
+  --no-native           the same as --cpu-arch none (for a library that must
+                        run on another CPU)
   --emit-gradients      the train step skips clipping and the optimizer and
                         returns each gradient as the train output
                         'grad:<param>' (parameters stay unchanged)
@@ -364,7 +368,10 @@ int compileMain(int argc, char **argv) {
       if (!value(args.cxx))
         return usageError("--cxx needs a compiler");
     } else if (a == "--no-native") {
-      args.nativeArch = false;
+      args.cpuArch = "none";
+    } else if (flag == "--cpu-arch") {
+      if (!value(args.cpuArch) || args.cpuArch.empty())
+        return usageError("--cpu-arch needs a CPU name (e.g. native, x86-64-v3, none)");
     } else if (a == "--emit-gradients") {
       args.emitGradients = true;
     } else if (a == "--cache-frozen") {
