@@ -35,7 +35,7 @@ variants=(
   "cooperlake   cooperlake      Cooperlake     avx512   AVX512_CORE_BF16  avx512f,avx512bw,avx512vl,avx512_bf16"
 )
 
-usage() { sed -n '2,25p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; }
+usage() { awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "${BASH_SOURCE[0]}"; }
 
 wanted=() ctest_args=()
 while (($#)); do
