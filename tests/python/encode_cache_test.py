@@ -3,11 +3,13 @@ samples/frozen_encoder/model.py (a frozen encoder feeding a trainable head)
 on synthetic named arrays, 3 epochs, with and without the cache.
 
 Checks: the step has the entries encode / train_cached; the per-step losses
-with the cache equal those without it (bit-identical while every batch is
-encoded fresh; once batches are assembled from cached rows, encoded in
-other groupings, within 10x the distance of a plain run rounded another way
-(the step compiled with --cpu-arch none, run on another OpenBLAS core) +
-1.9e-6: tests/numerics/rounding_envelope.py); the cache reports hits; --encode-cache DIR writes a file that a
+with the cache equal those without it, within 10x the distance of a plain
+run rounded another way (the step compiled with --cpu-arch none, run on
+another OpenBLAS core) + 1.9e-6 (tests/numerics/rounding_envelope.py): the
+encode entry and the whole train step are separate code, so even batches
+encoded fresh are the same bits only on some CPUs (11 of 12 in epoch 1 with
+-march=sandybridge and OpenBLAS's Sandybridge kernels; printed, not
+judged); the cache reports hits; --encode-cache DIR writes a file that a
 second run loads (every sample a hit from its first step, the same losses);
 a corrupt file and another run's file are said and rebuilt; a cache
 directory that cannot be written is a one-line error; a model without
@@ -88,8 +90,9 @@ check("encode cache" not in plain_out, "--no-encode-cache trains without the cac
 cached_out, cached = train("cached")
 check(len(plain) == len(cached) == 36, "36 steps each")
 steps_per_epoch = 12
-check(cached[:steps_per_epoch] == plain[:steps_per_epoch],
-      "epoch 1 (every batch encoded fresh): bit-identical losses")
+identical = sum(a == b for a, b in zip(cached[:steps_per_epoch], plain[:steps_per_epoch]))
+print(f"epoch 1 (every batch encoded fresh): {identical} of {steps_per_epoch} losses "
+      f"bit-identical to the plain run's")
 same_losses(cached, "every step's loss as without the cache")
 hits_line = [l for l in cached_out.splitlines() if " hits, " in l][0]
 hits = int(hits_line.split("encode cache: ")[1].split(" hits")[0])
