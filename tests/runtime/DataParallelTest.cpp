@@ -3,11 +3,17 @@
 // steps from the same initial weights on the same global batches. The 2
 // ranks (threads of this process, each with its own step instance, its
 // RowSlice of every global batch, and an all-reduce over shared memory
-// standing in for MPI / NCCL) give the single rank's losses within 1e-5
-// relative, and weights identical to each other. Compiled at batch 4
-// without collectives (one rank), the data-parallel step trains as a plain
-// batch-4 step does, to rounding (losses 1e-6, weights 1e-4: its all-reduce splits kernels the
-// plain step fuses, so a few sums round in another order).
+// standing in for MPI / NCCL) give the single rank's losses, and weights
+// identical to each other. Compiled at batch 4 without collectives (one
+// rank), the data-parallel step trains as a plain batch-4 step does (its
+// all-reduce splits kernels the plain step fuses, so a few sums round in
+// another order). "The same" is to rounding, with a limit from the run's
+// own conditioning, not one tuned on a CPU (issue 32;
+// tests/numerics/rounding_envelope.py): the reference step compiled again
+// with --cpu-arch none (other vector widths, no FMA: other roundings of the
+// same sums) drifts from it by e(s) by step s, and the compared run may
+// differ by 10 e(s) + 1.9e-6 relative in the loss, and by 10x the other
+// run's largest weight difference + 1e-6 in the weights.
 #include "runtime/trun/data/BatchLoader.h"
 #include "runtime/trun/data/StepBinding.h"
 #include "runtime/trun/data/TokenBatches.h"
@@ -18,8 +24,10 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <condition_variable>
+#include <cstdio>
 #include <cstdlib>
 #include <mutex>
 #include <random>
@@ -28,6 +36,40 @@
 
 namespace tcc::trun {
 namespace {
+
+// tests/numerics/rounding_envelope.py's K and FLOOR.
+constexpr double kSpreadFactor = 10.0, kFloor = 16 * 1.1920928955078125e-7;
+
+double Relative(double a, double b) { return std::abs(a - b) / std::max(std::abs(b), 1e-30); }
+
+// Each step's loss of `got` against `reference`, within kSpreadFactor
+// times the running maximum of `other`'s distance from `reference` (the
+// same computation rounded another way) + kFloor.
+void ExpectLossesWithinSpread(const std::vector<float> &got, const std::vector<float> &reference,
+                              const std::vector<float> &other, const std::string &what) {
+  ASSERT_EQ(got.size(), reference.size()) << what;
+  ASSERT_EQ(other.size(), reference.size()) << what;
+  double spread = 0, worst = 0;
+  for (size_t s = 0; s < reference.size(); ++s) {
+    spread = std::max(spread, Relative(other[s], reference[s]));
+    double limit = kSpreadFactor * spread + kFloor;
+    double d = Relative(got[s], reference[s]);
+    worst = std::max(worst, d / limit);
+    EXPECT_LE(d, limit) << what << ": step " << s + 1 << " loss " << got[s] << " vs "
+                        << reference[s] << " (rounded another way: " << other[s] << ")";
+  }
+  std::printf("%s: %zu losses, at most %.2f of the limit (spread at the end %.1e)\n",
+              what.c_str(), reference.size(), worst, spread);
+}
+
+// Largest absolute difference of two parameter vectors.
+double WorstAbs(const std::vector<float> &a, const std::vector<float> &b) {
+  EXPECT_EQ(a.size(), b.size());
+  double worst = 0;
+  for (size_t i = 0; i < a.size() && i < b.size(); ++i)
+    worst = std::max(worst, static_cast<double>(std::abs(a[i] - b[i])));
+  return worst;
+}
 
 using testing::TempDir;
 
@@ -167,9 +209,13 @@ TEST_F(DataParallelTest, TwoRanksOfHalfTheBatchTrainAsOneRankOfAll) {
   absl::StatusOr<std::unique_ptr<StepLibrary>> half =
       StepLibrary::Open(Compile("half", "--batch 4 --data-parallel"));
   ASSERT_TRUE(whole.ok() && half.ok());
-  Trainer *single = nullptr;
+  absl::StatusOr<std::unique_ptr<StepLibrary>> other =
+      StepLibrary::Open(Compile("whole_other", "--cpu-arch none"));
+  ASSERT_TRUE(other.ok()) << other.status();
+  Trainer *single = nullptr, *single_other = nullptr;
   std::vector<float> reference = Train(**whole, {}, &single);
-  std::unique_ptr<Trainer> own_single(single);
+  std::vector<float> rounded = Train(**other, {}, &single_other);
+  std::unique_ptr<Trainer> own_single(single), own_other(single_other);
   ASSERT_EQ(reference.size(), static_cast<size_t>(kSteps));
 
   ThreadGroup group(kRanks);
@@ -193,18 +239,13 @@ TEST_F(DataParallelTest, TwoRanksOfHalfTheBatchTrainAsOneRankOfAll) {
   EXPECT_EQ(losses[0], losses[1]) << "the ranks' losses differ";
   EXPECT_EQ(Params(**half, *ranks[0]), Params(**half, *ranks[1]))
       << "the ranks' weights drifted apart";
-  double worst = 0;
-  for (int64_t s = 0; s < kSteps; ++s)
-    worst = std::max(worst, std::abs(static_cast<double>(losses[0][s]) - reference[s]) /
-                                std::abs(static_cast<double>(reference[s])));
-  EXPECT_LE(worst, 1e-5) << "2 ranks x 4 rows against 1 rank x 8 rows";
+  ExpectLossesWithinSpread(losses[0], reference, rounded,
+                           "2 ranks x 4 rows against 1 rank x 8 rows");
   EXPECT_LT(reference.back(), reference.front()) << "the reference does not train";
-  std::vector<float> p0 = Params(**half, *ranks[0]), p1 = Params(**whole, *single);
-  ASSERT_EQ(p0.size(), p1.size());
-  double weight_worst = 0;
-  for (size_t i = 0; i < p0.size(); ++i)
-    weight_worst = std::max(weight_worst, static_cast<double>(std::abs(p0[i] - p1[i])));
-  EXPECT_LE(weight_worst, 1e-4) << "final weights, largest absolute difference";
+  std::vector<float> p1 = Params(**whole, *single);
+  double spread = WorstAbs(Params(**other, *single_other), p1);
+  EXPECT_LE(WorstAbs(Params(**half, *ranks[0]), p1), kSpreadFactor * spread + 1e-6)
+      << "final weights, largest absolute difference (rounded another way: " << spread << ")";
 }
 
 TEST_F(DataParallelTest, WithoutCollectivesTheStepIsOneRank) {
@@ -212,20 +253,22 @@ TEST_F(DataParallelTest, WithoutCollectivesTheStepIsOneRank) {
       StepLibrary::Open(Compile("plain4", "--batch 4"));
   absl::StatusOr<std::unique_ptr<StepLibrary>> dp =
       StepLibrary::Open(Compile("dp4", "--batch 4 --data-parallel"));
-  ASSERT_TRUE(plain.ok() && dp.ok());
-  Trainer *a = nullptr, *b = nullptr;
+  absl::StatusOr<std::unique_ptr<StepLibrary>> other =
+      StepLibrary::Open(Compile("plain4_other", "--batch 4 --cpu-arch none"));
+  ASSERT_TRUE(plain.ok() && dp.ok() && other.ok());
+  Trainer *a = nullptr, *b = nullptr, *c = nullptr;
   RowSlice rows{0, 4};
-  std::vector<float> la = Train(**plain, rows, &a), lb = Train(**dp, rows, &b);
-  std::unique_ptr<Trainer> own_a(a), own_b(b);
-  ASSERT_EQ(la.size(), lb.size());
-  for (size_t s = 0; s < la.size(); ++s)
-    EXPECT_NEAR(lb[s], la[s], 1e-6 * std::abs(la[s])) << "step " << s + 1;
-  std::vector<float> pa = Params(**plain, *a), pb = Params(**dp, *b);
-  ASSERT_EQ(pa.size(), pb.size());
-  for (size_t i = 0; i < pa.size(); ++i)
-    // AdamW moves a weight by about lr whatever its gradient's size: a tiny
-    // gradient rounded to the other sign moves it the other way.
-    ASSERT_NEAR(pb[i], pa[i], 1e-4) << "parameter value " << i;
+  std::vector<float> la = Train(**plain, rows, &a), lb = Train(**dp, rows, &b),
+                     lc = Train(**other, rows, &c);
+  std::unique_ptr<Trainer> own_a(a), own_b(b), own_c(c);
+  ExpectLossesWithinSpread(lb, la, lc, "data-parallel step on 1 rank against the plain step");
+  // AdamW moves a weight by about lr whatever its gradient's size: a tiny
+  // gradient rounded to the other sign moves it the other way, in the
+  // other-rounded run as much as in the data-parallel one.
+  std::vector<float> pa = Params(**plain, *a);
+  double spread = WorstAbs(Params(**other, *c), pa);
+  EXPECT_LE(WorstAbs(Params(**dp, *b), pa), kSpreadFactor * spread + 1e-6)
+      << "final weights, largest absolute difference (rounded another way: " << spread << ")";
 }
 
 } // namespace
