@@ -10,8 +10,8 @@
 // another order). "The same" is to rounding, with a limit from the run's
 // own conditioning, not one tuned on a CPU (issue 32;
 // tests/numerics/rounding_envelope.py): the reference step compiled again
-// with --cpu-arch none (other vector widths, no FMA: other roundings of the
-// same sums) drifts from it by e(s) by step s, and the compared run may
+// for another vector width (OtherArch: other roundings of the same sums)
+// drifts from it by e(s) by step s, and the compared run may
 // differ by 10 e(s) + 1.9e-6 relative in the loss, and by 10x the other
 // run's largest weight difference + 1e-6 in the weights.
 #include "runtime/trun/data/BatchLoader.h"
@@ -28,6 +28,7 @@
 #include <cmath>
 #include <condition_variable>
 #include <cstdio>
+#include <string>
 #include <cstdlib>
 #include <mutex>
 #include <random>
@@ -41,6 +42,21 @@ namespace {
 constexpr double kSpreadFactor = 10.0, kFloor = 16 * 1.1920928955078125e-7;
 
 double Relative(double a, double b) { return std::abs(a - b) / std::max(std::abs(b), 1e-30); }
+
+// An -march for the reference rounded another way: "none" (SSE2, no FMA)
+// where the steps are built for wider vectors, x86-64-v3 (AVX2, FMA) where
+// they are built for SSE already ($TCC_CPU_ARCH, e.g. under
+// scripts/test-other-cpus.sh nehalem), so the two never compile alike.
+std::string OtherArch() {
+  const char *env = std::getenv("TCC_CPU_ARCH");
+  std::string arch = env && *env ? env : "native";
+  bool sse = arch == "native" ? !__builtin_cpu_supports("avx")
+                              : (arch == "none" || arch == "x86-64" || arch == "x86-64-v2" ||
+                                 arch == "nehalem" || arch == "westmere" || arch == "corei7" ||
+                                 arch == "core2" || arch == "nocona");
+  return sse && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") ? "x86-64-v3"
+                                                                                  : "none";
+}
 
 // Each step's loss of `got` against `reference`, within kSpreadFactor
 // times the running maximum of `other`'s distance from `reference` (the
@@ -60,6 +76,8 @@ void ExpectLossesWithinSpread(const std::vector<float> &got, const std::vector<f
   }
   std::printf("%s: %zu losses, at most %.2f of the limit (spread at the end %.1e)\n",
               what.c_str(), reference.size(), worst, spread);
+  EXPECT_GT(spread, 0) << what << ": the reference rounded another way (--cpu-arch "
+                       << OtherArch() << ") gave the same losses: no spread to measure";
 }
 
 // Largest absolute difference of two parameter vectors.
@@ -210,7 +228,7 @@ TEST_F(DataParallelTest, TwoRanksOfHalfTheBatchTrainAsOneRankOfAll) {
       StepLibrary::Open(Compile("half", "--batch 4 --data-parallel"));
   ASSERT_TRUE(whole.ok() && half.ok());
   absl::StatusOr<std::unique_ptr<StepLibrary>> other =
-      StepLibrary::Open(Compile("whole_other", "--cpu-arch none"));
+      StepLibrary::Open(Compile("whole_other", "--cpu-arch " + OtherArch()));
   ASSERT_TRUE(other.ok()) << other.status();
   Trainer *single = nullptr, *single_other = nullptr;
   std::vector<float> reference = Train(**whole, {}, &single);
@@ -254,7 +272,7 @@ TEST_F(DataParallelTest, WithoutCollectivesTheStepIsOneRank) {
   absl::StatusOr<std::unique_ptr<StepLibrary>> dp =
       StepLibrary::Open(Compile("dp4", "--batch 4 --data-parallel"));
   absl::StatusOr<std::unique_ptr<StepLibrary>> other =
-      StepLibrary::Open(Compile("plain4_other", "--batch 4 --cpu-arch none"));
+      StepLibrary::Open(Compile("plain4_other", "--batch 4 --cpu-arch " + OtherArch()));
   ASSERT_TRUE(plain.ok() && dp.ok() && other.ok());
   Trainer *a = nullptr, *b = nullptr, *c = nullptr;
   RowSlice rows{0, 4};
