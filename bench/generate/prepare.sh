@@ -23,12 +23,7 @@ cp "$build/bin/trun" "$dir/bin/"
 source "$root/tests/gpu/trun_libs.sh"
 copy_trun_libs "$dir/bin/trun" "$dir/lib"
 # The cpu steps load OpenBLAS and libgomp at run time.
-for lib in $(ldconfig -p | awk '/libopenblas.so.0 |libgomp.so.1 /{print $NF}' | sort -u); do
-  cp -L "$lib" "$dir/lib/"
-done
-for lib in $(ldd "$(ldconfig -p | awk '/libopenblas.so.0 /{print $NF; exit}')" | awk '/=> \//{print $3}' | grep -E 'libgfortran|libquadmath' || true); do
-  cp -L "$lib" "$dir/lib/"
-done
+copy_cpu_step_libs "$dir/lib"
 tar -C "$dir" -czf "$dir/lib.tar.gz" lib && rm -rf "$dir/lib"
 cat > "$dir/models.sh" <<'MODELS'
 char_flags="--vocab 256 --context 128 --layers 4 --width 128 --heads 4 --batch 8"

@@ -42,11 +42,7 @@ cp "$build/bin/trun" "$build/bin/kernel_families_test" "$build/bin/attention_ker
 source "$root/tests/gpu/trun_libs.sh"
 copy_trun_libs "$dir/bin/trun" "$dir/lib"
 # The cpu steps load OpenBLAS and libgomp at run time too.
-for lib in $(ldconfig -p | awk '/libopenblas.so.0 |libgomp.so.1 /{print $NF}' | sort -u); do
-  cp -L "$lib" "$dir/lib/"
-done
-openblas_deps=$(ldd "$(ldconfig -p | awk '/libopenblas.so.0 /{print $NF; exit}')" | awk '/=> \//{print $3}' | grep -E 'libgfortran|libquadmath' || true)
-for lib in $openblas_deps; do cp -L "$lib" "$dir/lib/"; done
+copy_cpu_step_libs "$dir/lib"
 # Packed: the working tree that travels is limited to 64 MiB (OpenBLAS alone
 # is 36 MB); run.sh unpacks it.
 tar -C "$dir" -czf "$dir/lib.tar.gz" lib && rm -rf "$dir/lib"

@@ -26,12 +26,7 @@ source "$root/tests/gpu/trun_libs.sh"
 copy_trun_libs "$dir/trun" "$dir/lib"
 # Debian's OpenBLAS (the one CI computes with) and its runtime, not the
 # other machine's.
-for lib in $(ldconfig -p | awk '/libopenblas.so.0 |libgomp.so.1 /{print $NF}' | sort -u); do
-  cp -L "$lib" "$dir/lib/"
-done
-for lib in $(ldd "$(ldconfig -p | awk '/libopenblas.so.0 /{print $NF; exit}')" | awk '/=> \//{print $3}' | grep -E 'libgfortran|libquadmath' || true); do
-  cp -L "$lib" "$dir/lib/"
-done
+copy_cpu_step_libs "$dir/lib"
 # Only what the device needs travels: the calls (not the work folders).
 (cd "$dir" && tar -czf payload.tar.gz lib trun */calls */arches.json && rm -rf lib)
 du -sh "$dir/payload.tar.gz"

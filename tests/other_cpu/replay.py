@@ -133,11 +133,15 @@ def shim_tcc(mode, state, args):
     return rc
 
 
-def shim_trun_record(state, args):
+def this_call(state):
+    """(config, work folder, call number, its folder) of a trun call."""
     cfg = json.load(open(os.path.join(state, "config.json")))
-    work = cfg["work"]
     n = next_call(state)
-    call = os.path.join(cfg["dir"], "calls", str(n))
+    return cfg, cfg["work"], n, os.path.join(cfg["dir"], "calls", str(n))
+
+
+def shim_trun_record(state, args):
+    cfg, work, n, call = this_call(state)
     os.makedirs(call, exist_ok=True)
     before = listing(work)
     last_path = os.path.join(state, "after.json")
@@ -154,10 +158,7 @@ def shim_trun_record(state, args):
 
 
 def shim_trun_check(state, args):
-    cfg = json.load(open(os.path.join(state, "config.json")))
-    work = cfg["work"]
-    n = next_call(state)
-    call = os.path.join(cfg["dir"], "calls", str(n))
+    cfg, work, n, call = this_call(state)
     meta = json.load(open(os.path.join(call, "call.json")))
     got = [a.replace(work, WORK_TOKEN) for a in args]
     if got != meta["args"]:
