@@ -59,6 +59,13 @@ def permutations(n, count, seed=1234):
     return out
 
 
+def step_limit(floor, spread):
+    """The limit of one evaluation (a loss, a gradient, no training in
+    between): `floor`, or K x float32's own distance `spread` from float64
+    where that is larger (a nearly cancelling sum)."""
+    return max(floor, K * spread)
+
+
 def envelope(ref64, members):
     """e(s): the running maximum over steps <= s of the float32 members'
     largest relative distance from ref64 at each step."""
@@ -97,7 +104,7 @@ def check_losses(label, got, ref64, members, ref32=None, ref_name="float64",
             failures.append(f"{label}: step {s + 1} loss {a!r} is {d:.2e} from {ref_name} "
                             f"{exact!r}, limit {tol:.2e} ({K:g} x the float32 spread "
                             f"{e[s]:.2e} + {FLOOR:.1e})")
-    last = K * e[-1] + FLOOR if e else FLOOR
+    last = K * e[-1] + FLOOR
     print(f"{label}: {len(ref64)} steps, loss {ref64[0]:.4f} -> {ref64[-1]:.4f}; "
           f"at most {worst_ratio:.2f} of the limit (worst at step {worst_at + 1}); "
           f"limit at the last step {last:.1e}")

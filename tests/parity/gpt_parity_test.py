@@ -177,7 +177,7 @@ def compare_step(label, cfg, weights, batch, tcc_outputs):
     loss32, grads32 = ref.loss_and_grads(cfg, ref.make_params(cfg, weights), *batch)
     tcc_loss = float(tcc_outputs["loss"])
     r, r32 = relative(tcc_loss, exact_loss), relative(loss32, exact_loss)
-    tol = max(LOSS_RTOL, R.K * r32)
+    tol = R.step_limit(LOSS_RTOL, r32)
     print(f"{label} loss: tcc {tcc_loss:.8f}  float64 {exact_loss:.8f}  "
           f"relative {r:.2e} (torch float32 {r32:.1e}, limit {tol:.1e})")
     if not r <= tol:
@@ -195,7 +195,7 @@ def compare_step(label, cfg, weights, batch, tcc_outputs):
                             f"torch {tuple(g.shape)}")
             continue
         r, r32 = R.relative(gt, g), R.relative(grads32[pname].double().numpy(), g)
-        tol = max(GRAD_RTOL, R.K * r32)
+        tol = R.step_limit(GRAD_RTOL, r32)
         worst = max(worst, r / tol)
         ok = r <= tol
         print(f"  grad {pname:28s} |g| {np.linalg.norm(g):.4e}  relative {r:.2e} "

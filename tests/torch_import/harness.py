@@ -119,7 +119,7 @@ def compare_step(label, model_proto, tcc_outs, ref, loss_floor=STEP_LOSS_FLOOR,
     failures = []
     loss = float(tcc_outs["loss"])
     d, d32 = relative(loss, ref["loss"]), relative(ref["loss32"], ref["loss"])
-    tol = max(loss_floor, R.K * d32)
+    tol = R.step_limit(loss_floor, d32)
     print(f"{label}: loss tcc {loss:.8f} float64 {ref['loss']:.8f} relative {d:.2e} "
           f"(torch float32 {d32:.1e}, limit {tol:.1e})")
     if not d <= tol:
@@ -136,7 +136,7 @@ def compare_step(label, model_proto, tcc_outs, ref, loss_floor=STEP_LOSS_FLOOR,
             failures.append(f"{label}: {key} shape {g.shape}, torch {exact.shape}")
             continue
         d, d32 = R.relative(g, exact), R.relative(g32, exact)
-        tol = max(grad_floor, R.K * d32)
+        tol = R.step_limit(grad_floor, d32)
         print(f"  {label} grad {p.name:24s} relative {d:.2e} (torch float32 {d32:.1e}, "
               f"limit {tol:.1e})")
         if not d <= tol:

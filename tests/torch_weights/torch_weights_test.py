@@ -35,6 +35,9 @@ import torch.nn.functional as TF
 import tcc
 from tcc import ops, safetensors
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "numerics"))
+import rounding_envelope as R  # noqa: E402
+
 B, F, H, C = 16, 12, 8, 5
 LR, STEPS = 0.1, 3
 
@@ -173,7 +176,7 @@ def main():
     exact32 = ref32.state_dict()
     for (name, a), (_, b) in zip(trained.state_dict().items(), ref.state_dict().items()):
         err, spread = rel(a, b), rel(exact32[name], b)
-        limit = max(1e-5, 10 * spread)
+        limit = R.step_limit(1e-5, spread)
         worst = max(worst, err)
         checks.expect(err <= limit, f"after {STEPS} SGD steps {name} matches torch float64 "
                                     f"(relative {err:.1e}; float32 torch {spread:.1e}, "
@@ -185,7 +188,7 @@ def main():
         want = ref(x.double())
         diff = float((trained(x).double() - want).abs().max())
         spread = float((ref32(x).double() - want).abs().max())
-    limit = max(1e-5, 10 * spread)
+    limit = R.step_limit(1e-5, spread)
     checks.expect(diff <= limit, f"outputs of the trained module match torch float64's "
                                  f"({diff:.1e}; float32 torch {spread:.1e}, limit {limit:.0e})")
 
