@@ -19,6 +19,7 @@ set(TCC_CODEGEN_SOURCES
   codegen/cuda/CudaStepEmitter.cpp
   codegen/cuda/KernelRegistry.cpp
   codegen/cuda/ElementwiseKernels.cpp
+  codegen/cuda/ReducePlan.cpp
   codegen/cuda/ReductionKernels.cpp
   codegen/cuda/GemmKernels.cpp
   codegen/cuda/CopyKernels.cpp

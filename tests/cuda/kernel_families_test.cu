@@ -46,6 +46,7 @@
 // - exp / tanh: within 2 ulp of a correctly rounded reference.
 // - rope: floor |x1 c1| + |x2 s2| per output (tests/cuda/rope_cases.cuh).
 #include "compiler/codegen/cuda/cuda_prelude.cuh" // generated: the pieces, concatenated
+#include "tests/cuda/reduce_plan_runner.cuh"      // kern.reduce's phases over any axes
 
 // The CPU backend's scalar helpers, the reference for the conversions.
 #include "compiler/codegen/cpu/cpu_prelude.h"
@@ -769,6 +770,117 @@ void caseReduceMiddle(int64_t outer, int64_t reduced, int64_t inner,
   finishCase("reduce_middle", desc, c);
 }
 
+// Reductions over any axes, as generated steps run them: the phases of
+// planReduce (ReducePlan.h) through tcc_test::runReducePlan, partials in a
+// scratch buffer, against the float64 reduction over the axes.
+template <class T, int Kind>
+void caseReduceAxes(const std::vector<int64_t> &shape,
+                    const std::vector<int64_t> &axes, const std::string &variant) {
+  std::string dims, ax;
+  for (int64_t d : shape)
+    dims += (dims.empty() ? "" : "x") + std::to_string(d);
+  for (int64_t a : axes)
+    ax += (ax.empty() ? "" : ",") + std::to_string(a);
+  const std::string desc =
+      format("<%s,%s> %s over {%s}%s%s", typeName<T>(), kindName(Kind), dims.c_str(),
+             ax.c_str(), variant.empty() ? "" : " ", variant.c_str());
+  if (!selected("reduce_axes", desc))
+    return;
+  using A = acc_t<T>;
+  namespace plan_ns = tcc::codegen::cuda;
+  const plan_ns::ReducePlan plan = plan_ns::planReduce(plan_ns::reduceRuns(shape, axes), sizeof(T));
+  Rng rng(desc);
+  int64_t n = 1, outN = 1;
+  std::vector<bool> isReduced(shape.size(), false);
+  for (int64_t a : axes)
+    isReduced[a] = true;
+  for (size_t d = 0; d < shape.size(); ++d) {
+    n *= shape[d];
+    outN *= isReduced[d] ? 1 : shape[d];
+  }
+  const int64_t off = variant == "misaligned" ? 1 : 0; // defeats 16-byte loads
+  std::vector<T> in(off + n);
+  for (T &v : in)
+    v = fromD<T>(rng.uniform(-1, 1));
+  if (variant == "specials") // rows of the innermost dimension: NaN / inf
+    plantSpecials(in, n / shape.back(), shape.back(), off, rng);
+  // The float64 reference: every input element into its output.
+  std::vector<double> acc(outN, Kind == 2 ? -INFINITY : 0.0), sq(outN, 0.0);
+  std::vector<int64_t> idx(shape.size(), 0);
+  for (int64_t flat = 0; flat < n; ++flat) {
+    int64_t o = 0;
+    for (size_t d = 0; d < shape.size(); ++d)
+      if (!isReduced[d])
+        o = o * shape[d] + idx[d];
+    const double v = toD(in[off + flat]);
+    acc[o] = Kind == 2 ? (v > acc[o] ? v : acc[o]) : acc[o] + v;
+    sq[o] += v * v;
+    for (int64_t d = static_cast<int64_t>(shape.size()) - 1; d >= 0; --d) {
+      if (++idx[d] < shape[d])
+        break;
+      idx[d] = 0;
+    }
+  }
+  Dev<T> din(in.size()), dout(outN), dout2(outN);
+  Dev<char> scratch(static_cast<size_t>(plan.scratchBytes(sizeof(A))) + 256);
+  din.upload(in);
+  dout.poison();
+  dout2.poison();
+  const T *inp = din.p ? din.p + off : nullptr;
+  tcc_test::runReducePlan<T, Kind>(plan, inp, dout.p, scratch.p, gStream);
+  sync();
+  scratch.poison(); // the second launch must not depend on stale partials
+  tcc_test::runReducePlan<T, Kind>(plan, inp, dout2.p, scratch.p, gStream);
+  sync();
+  std::vector<T> got = dout.download(), again = dout2.download();
+  Check c(rtolFor<T>(), atolFor<T>());
+  for (int64_t o = 0; o < outN; ++o) {
+    const double count = static_cast<double>(plan.count);
+    const double want = Kind == 1 ? acc[o] * (1.0 / count) : acc[o];
+    const double floor = Kind == 2 ? 0.0 : std::sqrt(sq[o]) / (Kind == 1 ? count : 1.0);
+    c.value(got[o], want, floor, o);
+  }
+  c.expect(sameBytes(got, again), "two launches differ (not deterministic)");
+  std::string phases;
+  for (const auto &p : plan.phases)
+    phases += (phases.empty() ? "" : " -> ") + p.describe();
+  if (c.failures)
+    std::printf("       plan: %s\n", phases.c_str());
+  finishCase("reduce_axes", desc, c);
+}
+
+template <class T> void reduceAxesAll() {
+  struct Shape {
+    std::vector<int64_t> shape, axes;
+  };
+  const Shape shapes[] = {
+      {{128, 64, 32, 32}, {0, 2, 3}}, // batch norm (ResNet-18 on CIFAR, first stage)
+      {{128, 512, 4, 4}, {0, 2, 3}},  // its last stage: down N first
+      {{64, 256, 14, 14}, {0, 2, 3}}, // ResNet-50 shapes
+      {{8, 17, 9, 9}, {0, 2, 3}},     // odd sizes
+      {{3, 5, 7, 11, 2}, {0, 2, 4}},
+      {{3, 5, 7, 11, 2}, {1, 3}},
+      {{4096, 3, 33}, {0, 2}},
+      {{16384, 64}, {0}},       // few outputs, long reduction: split segments
+      {{16384, 768}, {0}},      // a bias gradient: split
+      {{3, 40000, 5}, {1}},     // middle, split
+      {{1 << 22}, {0}},         // one number: split rows
+      {{2, 100003}, {1}},       // odd long rows, split
+      {{2, 3, 4}, {}},          // nothing to reduce: a copy
+      {{1, 7, 1}, {0, 2}},      // size-1 axes only
+      {{37, 1, 1000}, {0, 1}},  // a size-1 reduced axis between
+  };
+  for (const Shape &s : shapes) {
+    caseReduceAxes<T, 0>(s.shape, s.axes, "");
+    caseReduceAxes<T, 1>(s.shape, s.axes, "");
+    caseReduceAxes<T, 2>(s.shape, s.axes, "");
+  }
+  caseReduceAxes<T, 1>({16, 24, 9, 8}, {0, 2, 3}, "misaligned");
+  caseReduceAxes<T, 0>({64, 24, 8, 8}, {0, 2}, "misaligned");
+  caseReduceAxes<T, 2>({6, 4, 5, 300}, {0, 3}, "specials");
+  caseReduceAxes<T, 0>({6, 4, 5, 300}, {0, 3}, "specials");
+}
+
 template <class T> void reduceRowsAll() {
   const int64_t rowsList[] = {1, 3, 37, 1000};
   const int64_t colsList[] = {1, 7, 31, 33, 1000, 4097, 50304};
@@ -1467,6 +1579,10 @@ int main(int argc, char **argv) {
   reduceMiddleAll<double>();
   reduceMiddleAll<bf16>();
   reduceMiddleAll<f16>();
+  reduceAxesAll<float>();
+  reduceAxesAll<double>();
+  reduceAxesAll<bf16>();
+  reduceAxesAll<f16>();
   xentAll<float>();
   xentAll<double>();
   xentAll<bf16>();

@@ -80,6 +80,7 @@ FailureOr<GeneratedCudaStep> generateCudaStep(ModuleOp module,
   SmallVector<double> entryFlops;
   int64_t scratchEnd = std::max(planned, trainBase + train.outputScratchBytes());
   int64_t controlBytes = std::max(train.controlBytes(), eval.controlBytes());
+  int64_t reduceScratch = std::max(train.reduceScratchBytes(), eval.reduceScratchBytes());
   for (auto [k, e] : llvm::enumerate(iface->entries)) {
     int64_t base = outputScratchBase(e.f, planned, 256);
     auto emitter = std::make_unique<CudaStepEmitter>(e.f, "entry_" + e.name, kernels, options,
@@ -92,6 +93,7 @@ FailureOr<GeneratedCudaStep> generateCudaStep(ModuleOp module,
     scratchEnd = std::max(scratchEnd, base + emitter->outputScratchBytes());
     controlBytes = std::max(controlBytes, emitter->controlBytes());
     step.cudnnAttentionSites += emitter->cudnnAttentionSites();
+    reduceScratch = std::max(reduceScratch, emitter->reduceScratchBytes());
     entries.push_back(std::move(emitter));
   }
   // The kernel list: train's launches, then eval's, then the entries'.
@@ -103,11 +105,14 @@ FailureOr<GeneratedCudaStep> generateCudaStep(ModuleOp module,
   // [control block][cuBLASLt workspace].
   int64_t control = (scratchEnd + 255) / 256 * 256;
   int64_t gemmWorkspace = (control + controlBytes + 255) / 256 * 256;
-  // Shared by cuBLASLt (which takes at most kGemmWorkspaceBytes) and
-  // cuDNN's attention, sized for cuDNN's backward where that is larger
-  // (kern::cudnnAttentionWorkspaceBytes): cuDNN then allocates nothing.
+  // Shared by cuBLASLt (which takes at most kGemmWorkspaceBytes), cuDNN's
+  // attention, sized for cuDNN's backward where that is larger
+  // (kern::cudnnAttentionWorkspaceBytes): cuDNN then allocates nothing, and
+  // the partials of multi-phase reductions (ReducePlan). All run on the
+  // step's stream, one at a time.
   int64_t sharedWorkspace =
-      std::max(kGemmWorkspaceBytes, kern::cudnnAttentionWorkspaceBytes(iface->train));
+      std::max({kGemmWorkspaceBytes, kern::cudnnAttentionWorkspaceBytes(iface->train),
+                reduceScratch});
   step.workspaceBytes = gemmWorkspace + sharedWorkspace;
   step.launches = static_cast<int64_t>(launches.size());
   step.cudnnAttentionSites += train.cudnnAttentionSites() + eval.cudnnAttentionSites();

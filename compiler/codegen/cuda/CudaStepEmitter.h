@@ -79,6 +79,9 @@ public:
 
   int64_t outputScratchBytes() const { return scratch_.bytes; }
   int64_t controlBytes() const { return controlBytes_; }
+  // The most scratch any kern.reduce's phases take (ReducePlan), in the
+  // shared workspace after the control block.
+  int64_t reduceScratchBytes() const { return reduceScratchBytes_; }
   const std::vector<Launch> &launches() const { return launches_; }
   // Attention call sites that run on cuDNN when it loads (attention.h).
   // ... and convolutions (ConvKernels.cpp): cuDNN sites of either kind
@@ -212,6 +215,7 @@ private:
   std::vector<std::string> convSites_;      // ConvSite objects (in attentionDecls_)
   std::vector<std::string> labels_;
   int hyperSlots_ = 0; // control-block hyper-parameter slots used
+  int64_t reduceScratchBytes_ = 0;
   int64_t controlBytes_ = control::kControlHeaderBytes; // header + train outputs so far
 };
 

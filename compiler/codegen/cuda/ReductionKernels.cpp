@@ -1,7 +1,8 @@
-// kern.reduce: the prelude's row and middle-axis reduction families after
-// merging neighbouring dimensions, or a generated kernel (one thread per
-// output element) for the rare interleaved cases.
+// kern.reduce: a plan of coalesced phases over any axes (ReducePlan.h),
+// partials in the step's shared workspace; a generated kernel (one thread
+// per output element) only for element types the prelude does not take.
 #include "compiler/codegen/cuda/CudaStepEmitter.h"
+#include "compiler/codegen/cuda/ReducePlan.h"
 
 #include <algorithm>
 
@@ -9,73 +10,66 @@
 
 namespace tcc::codegen::cuda {
 
-// out = sum / mean / max of input over axes, as one of the prelude's
-// families after merging neighbouring dimensions: rows (innermost
-// reduced), middle (outer x reduced x inner), or a generated kernel with
-// one thread per output for the rare interleaved cases.
+// out = sum / mean / max of input over axes: the phases of planReduce, one
+// prelude launcher call each, in one wrapper that takes the scratch area
+// (ws + tcc_gemm_workspace_offset: kernels of the step's stream only, as
+// cuBLASLt's and cuDNN's use of it) for the partials between phases.
 LogicalResult CudaStepEmitter::emitReduce(kern::ReduceOp r, llvm::raw_ostream &os,
                                           double &flops) {
   MemRefType in = mrt(r.getInput()), out = mrt(r.getOut());
-  ArrayRef<int64_t> shape = in.getShape();
   Type et = out.getElementType();
   int kind = r.getKind() == kern::ReduceKind::sum ? 0
              : r.getKind() == kern::ReduceKind::mean ? 1
                                                       : 2;
-  // Runs of kept (false) / reduced (true) dimensions, size-1 dims dropped.
-  SmallVector<std::pair<bool, int64_t>> runs;
-  for (int64_t d = 0; d < static_cast<int64_t>(shape.size()); ++d) {
-    if (shape[d] == 1)
-      continue;
-    bool reduced = llvm::is_contained(r.getAxes(), d);
-    if (!runs.empty() && runs.back().first == reduced)
-      runs.back().second *= shape[d];
-    else
-      runs.push_back({reduced, shape[d]});
-  }
   flops += in.getNumElements();
   if (in.getNumElements() == 0 || out.getNumElements() == 0)
     return success(); // (an empty input: the output is left to the plan)
-  std::string ft = familyElementType(et, CodeTarget::Cuda);
-  std::string args = familyPointer(et, "p0", false, CodeTarget::Cuda) + ", " +
-                     familyPointer(et, "p1", true, CodeTarget::Cuda);
   double bytes = bufferBytes(in) + bufferBytes(out);
-  auto family = [&](StringRef launcher, const std::string &sizes) {
-    FamilyLaunch l;
-    l.kind = "reduce";
-    l.launcherCall =
-        llvm::formatv("tcc_cuda::{0}<{1}, {2}>({3}, {4}, s);", launcher, ft, kind, args, sizes);
-    l.buffers = {r.getInput(), r.getOut()};
-    l.written = {false, true};
-    l.flops = in.getNumElements();
-    l.bytes = bytes;
-    l.shape = launcher.drop_front(7).str() + "(" + sizes + ")"; // "reduce_rows(...)"
-    return emitFamily(r, os, l);
-  };
-  auto isPattern = [&](std::initializer_list<bool> p) {
-    if (runs.size() != p.size())
-      return false;
-    size_t i = 0;
-    for (bool b : p)
-      if (runs[i++].first != b)
-        return false;
-    return true;
-  };
-  if (runs.empty())
-    return family("launch_reduce_rows", "1, 1");
-  if (isPattern({true}))
-    return family("launch_reduce_rows", "1, " + std::to_string(runs[0].second));
-  if (isPattern({false}))
-    return family("launch_reduce_rows", std::to_string(runs[0].second) + ", 1");
-  if (isPattern({false, true}))
-    return family("launch_reduce_rows", llvm::formatv("{0}, {1}", runs[0].second,
-                                                      runs[1].second));
-  if (isPattern({true, false}))
-    return family("launch_reduce_middle",
-                  llvm::formatv("1, {0}, {1}", runs[0].second, runs[1].second));
-  if (isPattern({false, true, false}))
-    return family("launch_reduce_middle", llvm::formatv("{0}, {1}, {2}", runs[0].second,
-                                                        runs[1].second, runs[2].second));
-  return emitGenericReduce(r, os, kind, bytes);
+  if (!(et.isF32() || et.isF64() || et.isBF16() || et.isF16()) ||
+      in.getElementType() != et)
+    return emitGenericReduce(r, os, kind, bytes);
+  ReducePlan plan = planReduce(
+      reduceRuns(std::vector<int64_t>(in.getShape().begin(), in.getShape().end()),
+                 std::vector<int64_t>(r.getAxes().begin(), r.getAxes().end())),
+      kern::elementBytes(et));
+  std::string ft = familyElementType(et, CodeTarget::Cuda);
+  std::string acc = "tcc_cuda::acc_t<" + ft + ">";
+  int64_t accBytes = et.isF64() ? 8 : 4;
+  std::string body, shape;
+  for (const ReducePhase &p : plan.phases) {
+    auto slot = [&](int k, bool written) {
+      return llvm::formatv("reinterpret_cast<{0}{1} *>(scratch + {2})", written ? "" : "const ",
+                           acc, plan.slotOffset(k, accBytes))
+          .str();
+    };
+    std::string src = p.src < 0 ? familyPointer(et, "p0", false, CodeTarget::Cuda)
+                                : slot(p.src, false);
+    std::string dst = p.dst < 0 ? familyPointer(et, "p1", true, CodeTarget::Cuda)
+                                : slot(p.dst, true);
+    // Earlier phases of a mean sum; the last divides by the whole count.
+    int phaseKind = p.finishes ? kind : (kind == 1 ? 0 : kind);
+    std::string sizes =
+        p.rows ? llvm::formatv("{0}, {1}", p.outer, p.reduced).str()
+               : llvm::formatv("{0}, {1}, {2}", p.outer, p.reduced, p.inner).str();
+    body += llvm::formatv("  tcc_cuda::launch_reduce_phase_{0}<{1}, {2}, {3}>({4}, {5}, {6}, "
+                          "{7}, {8}, {9}, s); // {10}\n",
+                          p.rows ? "rows" : "middle", p.src < 0 ? ft : acc,
+                          p.dst < 0 ? ft : acc, phaseKind, src, dst, sizes, p.segs, p.chunk,
+                          plan.count, p.describe());
+    shape += (shape.empty() ? "" : " -> ") + p.describe();
+  }
+  int64_t scratch = plan.scratchBytes(accBytes);
+  reduceScratchBytes_ = std::max(reduceScratchBytes_, scratch);
+  std::string params = "const " + storageType(et) + " *p0, " + storageType(et) +
+                       " *p1, char *scratch";
+  std::string text = "extern \"C\" void @NAME@(cudaStream_t s, " + params + ") {\n" +
+                     (scratch ? "" : "  (void)scratch;\n") + body + "}\n";
+  std::string kernel = kernels_.add("reduce", text, params);
+  launch(os, r, kernel,
+         kernel + "(s, " + name(r.getInput()) + ", " + name(r.getOut()) +
+             ", ws + tcc_gemm_workspace_offset);",
+         shape, in.getNumElements(), bytes);
+  return success();
 }
 
 LogicalResult CudaStepEmitter::emitGenericReduce(kern::ReduceOp r, llvm::raw_ostream &os,

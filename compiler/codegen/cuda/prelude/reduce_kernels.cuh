@@ -2,33 +2,52 @@
 // Row reductions: out[r] = reduce(in[r, 0..cols))
 //===--------------------------------------------------------------------===//
 
-// Warp per row (cols <= 1024: at most 32 loads per lane), 8 warps a block.
-// `count` is what a mean divides by: cols, except when combining the
-// per-segment partials of a split row (launch_reduce_rows; In is then the
-// accumulator type, so partials are never rounded to a 16-bit T).
-template <class In, class T, int Kind>
+// A group of G lanes per row (G a power of two <= 32; G = 32: a warp per
+// row, for cols <= 1024 at most 32 loads per lane; short rows take smaller
+// groups so no lane idles), 256 threads a block; Vec: 16-byte loads. `count` is what a mean
+// divides by: cols, except when combining partials (of a split row, or of
+// an earlier phase of a planned reduction, launch_reduce_phase_*; In is
+// then the accumulator type, so partials are never rounded to a 16-bit
+// Out).
+template <class In, class T, int Kind, int G = 32, bool Vec = false>
 __global__ void __launch_bounds__(256)
     reduce_rows_warp_kernel(const In *__restrict__ in, T *__restrict__ out,
                             int64_t rows, int64_t cols, int64_t count) {
+  static_assert(G >= 1 && G <= 32 && (G & (G - 1)) == 0, "G: 1, 2, 4, ..., 32");
   using A = acc_t<T>;
   using R = Reducer<A, Kind>;
-  const int lane = threadIdx.x & 31;
-  const int64_t warpsPerBlock = blockDim.x >> 5;
-  for (int64_t r = blockIdx.x * warpsPerBlock + (threadIdx.x >> 5); r < rows;
-       r += gridDim.x * warpsPerBlock) {
+  using V = Vec16<In>;
+  const int lane = threadIdx.x & (G - 1);
+  const int64_t groupsPerBlock = blockDim.x / G;
+  for (int64_t r = blockIdx.x * groupsPerBlock + threadIdx.x / G; r < rows;
+       r += gridDim.x * groupsPerBlock) {
     const In *row = in + r * cols;
     A acc = R::init();
-    for (int64_t c = lane; c < cols; c += 32)
-      acc = R::combine(acc, Elem<In>::load(row[c]));
-    acc = warp_reduce<R>(acc);
+    if (Vec) { // 16-byte loads: in aligned, cols a multiple of the width
+      const typename V::type *vrow =
+          reinterpret_cast<const typename V::type *>(row);
+      for (int64_t c = lane; c < cols / V::n; c += G) {
+        typename V::type v = vrow[c];
+        const In *e = reinterpret_cast<const In *>(&v);
+#pragma unroll
+        for (int k = 0; k < V::n; ++k)
+          acc = R::combine(acc, Elem<In>::load(e[k]));
+      }
+    } else {
+      for (int64_t c = lane; c < cols; c += G)
+        acc = R::combine(acc, Elem<In>::load(row[c]));
+    }
+#pragma unroll
+    for (int offset = G / 2; offset > 0; offset >>= 1) // within the group
+      acc = R::combine(acc, __shfl_xor_sync(0xffffffffu, acc, offset));
     if (lane == 0)
       out[r] = Elem<T>::store(R::finish(acc, count));
   }
 }
 
 // Block per (row, segment): the block folds in[r, g*chunk .. +chunk) and
-// writes out[r * segs + g], finished (mean scaled, Out = T) only when the
-// segment is the whole row (segs == 1); split rows leave raw partials
+// writes out[r * segs + g], finished (a mean divided by `count`) only when
+// the segment is the whole row (segs == 1); split rows leave raw partials
 // (Out = acc_t<T>) for reduce_rows_warp_kernel. Vec: 16-byte loads (rows
 // and segments are 16-byte aligned: aligned base, cols and chunk multiples
 // of the width).
@@ -36,7 +55,7 @@ template <class T, class Out, int Kind, bool Vec>
 __global__ void __launch_bounds__(1024)
     reduce_rows_block_kernel(const T *__restrict__ in, Out *__restrict__ out,
                              int64_t rows, int64_t cols, int64_t segs,
-                             int64_t chunk) {
+                             int64_t chunk, int64_t count) {
   using A = acc_t<T>;
   using R = Reducer<A, Kind>;
   using V = Vec16<T>;
@@ -66,7 +85,7 @@ __global__ void __launch_bounds__(1024)
     }
     acc = block_reduce<R>(acc, scratch);
     if (threadIdx.x == 0)
-      out[item] = Elem<Out>::store(segs == 1 ? R::finish(acc, cols) : acc);
+      out[item] = Elem<Out>::store(segs == 1 ? R::finish(acc, count) : acc);
   }
 }
 
@@ -80,29 +99,36 @@ template <class T, int N> struct alignas(sizeof(T) * N) Pack { T v[N]; };
 
 // Block = (W threads across) x (Y row groups), W * Y <= 1024, Y a power of
 // two; each thread owns N consecutive columns (N > 1: 16-byte loads). A
-// block owns a tile of W * N consecutive inner columns of one outer index:
-// thread (x, y) folds rows y, y + Y, ... of its columns (a warp reads
-// 32 / W rows of W * N consecutive elements: whole 32-byte sectors for
-// tiles of >= 8 floats), then the Y partials combine in a fixed
-// shared-memory tree (of accumulators: 32 KiB for bf16 / f16 with N = 8).
-// No atomics, so the result is deterministic.
-template <class T, int Kind, int N>
+// block owns a tile of W * N consecutive inner columns of one (outer index,
+// segment of `chunk` reduced rows): thread (x, y) folds rows y, y + Y, ...
+// of its columns (a warp reads 32 / W rows of W * N consecutive elements:
+// whole 32-byte sectors for tiles of >= 8 floats), then the Y partials
+// combine in a fixed shared-memory tree (of accumulators: 32 KiB for
+// bf16 / f16 with N = 8). out is (outer, segs, inner): segs > 1 splits a
+// long reduction over more blocks, leaving raw partials (Out = acc_t) for a
+// later phase; segs == 1 finishes (a mean divided by `count`). No atomics,
+// so the result is deterministic.
+template <class In, class Out, int Kind, int N>
 __global__ void __launch_bounds__(1024)
-    reduce_middle_kernel(const T *__restrict__ in, T *__restrict__ out,
+    reduce_middle_kernel(const In *__restrict__ in, Out *__restrict__ out,
                          int64_t outer, int64_t reduced, int64_t inner,
-                         int64_t tilesPerOuter) {
-  using A = acc_t<T>;
+                         int64_t segs, int64_t chunk, int64_t tilesPerOuter,
+                         int64_t count) {
+  using A = acc_t<Out>;
   using R = Reducer<A, Kind>;
-  using P = Pack<T, N>;
+  using P = Pack<In, N>;
   using PA = Pack<A, N>;
   __shared__ PA partial[1024];
   const int W = blockDim.x, Y = blockDim.y;
   const int tx = threadIdx.x, ty = threadIdx.y;
   const int64_t innerP = inner / N; // packs per row (inner % N == 0)
-  const int64_t tiles = outer * tilesPerOuter;
+  const int64_t tiles = outer * segs * tilesPerOuter;
   for (int64_t tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
-    const int64_t o = tile / tilesPerOuter;
-    const int64_t i = (tile - o * tilesPerOuter) * W + tx; // pack column
+    const int64_t og = tile / tilesPerOuter; // o * segs + g
+    const int64_t o = og / segs, g = og - o * segs;
+    const int64_t i = (tile - og * tilesPerOuter) * W + tx; // pack column
+    const int64_t begin = g * chunk;
+    const int64_t end = begin + chunk < reduced ? begin + chunk : reduced;
     PA acc;
 #pragma unroll
     for (int k = 0; k < N; ++k)
@@ -110,11 +136,11 @@ __global__ void __launch_bounds__(1024)
     if (i < innerP) {
       const P *col = reinterpret_cast<const P *>(in + o * reduced * inner) + i;
 #pragma unroll 4
-      for (int64_t r = ty; r < reduced; r += Y) {
+      for (int64_t r = begin + ty; r < end; r += Y) {
         const P v = col[r * innerP];
 #pragma unroll
         for (int k = 0; k < N; ++k)
-          acc.v[k] = R::combine(acc.v[k], Elem<T>::load(v.v[k]));
+          acc.v[k] = R::combine(acc.v[k], Elem<In>::load(v.v[k]));
       }
     }
     partial[ty * W + tx] = acc;
@@ -134,7 +160,8 @@ __global__ void __launch_bounds__(1024)
       const PA a = partial[tx];
 #pragma unroll
       for (int k = 0; k < N; ++k)
-        out[o * inner + i * N + k] = Elem<T>::store(R::finish(a.v[k], reduced));
+        out[og * inner + i * N + k] =
+            Elem<Out>::store(segs == 1 ? R::finish(a.v[k], count) : a.v[k]);
     }
     __syncthreads(); // partial is reused by the next tile
   }

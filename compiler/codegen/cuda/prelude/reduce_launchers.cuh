@@ -2,17 +2,93 @@
 // Launchers
 //===--------------------------------------------------------------------===//
 
+namespace detail {
+
+// out (rows) = reduce(in (rows, cols)) with a group of G lanes per row, G
+// the power of two >= the row's loads up to 32 (cols <= 1024); 16-byte
+// loads when in is 16-byte aligned and cols a multiple of the width.
+template <class In, class Out, int Kind, bool Vec>
+inline void launch_reduce_rows_groups_as(const In *in, Out *out, int64_t rows,
+                                         int64_t cols, int64_t count,
+                                         int64_t loads, cudaStream_t stream) {
+  const int threads = 256;
+  const int64_t g = pow2_at_least(loads) < 32 ? pow2_at_least(loads) : 32;
+  const unsigned blocks =
+      static_cast<unsigned>(grid_for(rows, threads / static_cast<int>(g)));
+  switch (g) {
+  case 1:
+    reduce_rows_warp_kernel<In, Out, Kind, 1, Vec>
+        <<<blocks, threads, 0, stream>>>(in, out, rows, cols, count);
+    break;
+  case 2:
+    reduce_rows_warp_kernel<In, Out, Kind, 2, Vec>
+        <<<blocks, threads, 0, stream>>>(in, out, rows, cols, count);
+    break;
+  case 4:
+    reduce_rows_warp_kernel<In, Out, Kind, 4, Vec>
+        <<<blocks, threads, 0, stream>>>(in, out, rows, cols, count);
+    break;
+  case 8:
+    reduce_rows_warp_kernel<In, Out, Kind, 8, Vec>
+        <<<blocks, threads, 0, stream>>>(in, out, rows, cols, count);
+    break;
+  case 16:
+    reduce_rows_warp_kernel<In, Out, Kind, 16, Vec>
+        <<<blocks, threads, 0, stream>>>(in, out, rows, cols, count);
+    break;
+  default:
+    reduce_rows_warp_kernel<In, Out, Kind, 32, Vec>
+        <<<blocks, threads, 0, stream>>>(in, out, rows, cols, count);
+  }
+}
+
+template <class In, class Out, int Kind>
+inline void launch_reduce_rows_groups(const In *in, Out *out, int64_t rows,
+                                      int64_t cols, int64_t count,
+                                      cudaStream_t stream) {
+  constexpr int64_t n = Vec16<In>::n;
+  if (aligned16(in) && cols % n == 0 && cols >= 4 * n)
+    launch_reduce_rows_groups_as<In, Out, Kind, true>(in, out, rows, cols, count,
+                                                      cols / n, stream);
+  else
+    launch_reduce_rows_groups_as<In, Out, Kind, false>(in, out, rows, cols, count,
+                                                       cols, stream);
+}
+
+// Block per (row, segment) (reduce_rows_block_kernel), 16-byte loads when
+// in is 16-byte aligned and cols and chunk multiples of the vector width.
+template <class In, class Out, int Kind>
+inline void launch_reduce_rows_blocks(const In *in, Out *out, int64_t rows,
+                                      int64_t cols, int64_t segs, int64_t chunk,
+                                      int64_t count, int threads,
+                                      cudaStream_t stream) {
+  const bool vec = aligned16(in) && cols % Vec16<In>::n == 0 &&
+                   chunk % Vec16<In>::n == 0;
+  const unsigned blocks = static_cast<unsigned>(grid_for(rows * segs, 1));
+  if (vec)
+    reduce_rows_block_kernel<In, Out, Kind, true><<<blocks, threads, 0, stream>>>(
+        in, out, rows, cols, segs, chunk, count);
+  else
+    reduce_rows_block_kernel<In, Out, Kind, false><<<blocks, threads, 0, stream>>>(
+        in, out, rows, cols, segs, chunk, count);
+}
+
+} // namespace detail
+
 // out (rows) = reduce(in (rows, cols) over cols); Kind 0 sum, 1 mean, 2 max
 // (semantics: detail::Reducer). Sums accumulate in acc_t<T> (T; float for
 // bf16 / f16, rounded once per output). Launch shapes:
-// - cols <= 1024: a warp per row, 8 rows a block;
+// - cols <= 1024: a group of lanes per row (a warp; fewer lanes for rows
+//   shorter than 32), 256 threads a block;
 // - few long rows (rows < 264, two per SM, and cols >= 65536, e.g. one row
 //   of a whole tensor): each row is split into segments of >= 32768
 //   elements (about 528 blocks in all), one 1024-thread block per segment
 //   writes a partial, then a warp per row combines the partials in order.
 //   The partials live in a stream-ordered cudaMallocAsync buffer freed
 //   right after (no host synchronization); if that allocation fails, or an
-//   earlier error is pending, it falls back to the next shape;
+//   earlier error is pending, it falls back to the next shape. (Generated
+//   steps plan this split themselves, launch_reduce_phase_rows into the
+//   step's workspace, and allocate nothing.);
 // - otherwise a block per row (256 threads; 1024 for rows >= 16384 long).
 // Block shapes use 16-byte loads when in is 16-byte aligned and cols a
 // multiple of the vector width. Warp shuffles, then a shared-memory combine
@@ -27,23 +103,9 @@ inline void launch_reduce_rows(const T *in, T *out, int64_t rows, int64_t cols,
   if (rows <= 0)
     return;
   if (cols <= 1024) {
-    const int threads = 256; // 8 warps = 8 rows a block
-    detail::reduce_rows_warp_kernel<T, T, Kind>
-        <<<static_cast<unsigned>(grid_for(rows, threads / 32)), threads, 0,
-           stream>>>(in, out, rows, cols, cols);
+    detail::launch_reduce_rows_groups<T, T, Kind>(in, out, rows, cols, cols, stream);
     return;
   }
-  const bool vec = detail::aligned16(in) && cols % detail::Vec16<T>::n == 0;
-  auto blockKernel = [&](auto *dst, int threads, int64_t segs, int64_t chunk) {
-    using Out = typename std::remove_pointer<decltype(dst)>::type;
-    const unsigned blocks = static_cast<unsigned>(grid_for(rows * segs, 1));
-    if (vec)
-      detail::reduce_rows_block_kernel<T, Out, Kind, true>
-          <<<blocks, threads, 0, stream>>>(in, dst, rows, cols, segs, chunk);
-    else
-      detail::reduce_rows_block_kernel<T, Out, Kind, false>
-          <<<blocks, threads, 0, stream>>>(in, dst, rows, cols, segs, chunk);
-  };
   const int64_t fewRows = 2 * 132, targetBlocks = 4 * 132;
   if (rows < fewRows && cols >= 65536 && cudaPeekAtLastError() == cudaSuccess) {
     int64_t segs = (cols + 32767) / 32768;
@@ -57,7 +119,8 @@ inline void launch_reduce_rows(const T *in, T *out, int64_t rows, int64_t cols,
         cudaMallocAsync(reinterpret_cast<void **>(&partial),
                         static_cast<size_t>(rows * segs) * sizeof(A),
                         stream) == cudaSuccess) {
-      blockKernel(partial, 1024, segs, chunk);
+      detail::launch_reduce_rows_blocks<T, A, Kind>(in, partial, rows, cols, segs,
+                                                    chunk, cols, 1024, stream);
       detail::reduce_rows_warp_kernel<A, T, Kind>
           <<<static_cast<unsigned>(grid_for(rows, 8)), 256, 0, stream>>>(
               partial, out, rows, segs, cols);
@@ -67,20 +130,92 @@ inline void launch_reduce_rows(const T *in, T *out, int64_t rows, int64_t cols,
     (void)cudaGetLastError(); // only our failed allocation: none was pending
   }
   // Few rows: give each row more threads.
-  blockKernel(out, rows < fewRows && cols >= 16384 ? 1024 : 256, 1, cols);
+  detail::launch_reduce_rows_blocks<T, T, Kind>(
+      in, out, rows, cols, 1, cols, cols,
+      rows < fewRows && cols >= 16384 ? 1024 : 256, stream);
+}
+
+// One phase of a planned reduction (the CUDA code generator's plan,
+// compiler/codegen/cuda/ReducePlan.h): out (rows, segs) = reduce(in (rows,
+// cols)) over segments of `chunk` columns; segs == 1 finishes (a mean
+// divided by `count`, the element count of the whole reduction, which
+// earlier phases summed), segs > 1 leaves raw partials. In and Out are T
+// or acc_t<T> (partials between phases). chunk is a multiple of 1024 when
+// segs > 1.
+template <class In, class Out, int Kind>
+inline void launch_reduce_phase_rows(const In *in, Out *out, int64_t rows,
+                                     int64_t cols, int64_t segs, int64_t chunk,
+                                     int64_t count, cudaStream_t stream) {
+  if (rows <= 0)
+    return;
+  if (segs == 1 && cols <= 1024)
+    detail::launch_reduce_rows_groups<In, Out, Kind>(in, out, rows, cols, count,
+                                                     stream);
+  else
+    detail::launch_reduce_rows_blocks<In, Out, Kind>(
+        in, out, rows, cols, segs, chunk, count,
+        segs > 1 || (rows < 2 * 132 && cols >= 16384) ? 1024 : 256, stream);
+}
+
+// One phase of a planned reduction: out (outer, segs, inner) =
+// reduce(in (outer, reduced, inner)) over segments of `chunk` reduced rows
+// (segs == 1: chunk = reduced, finished with `count`; segs > 1: raw
+// partials, so few outputs over a long reduction still fill the GPU).
+// Tiles of TW columns x Y row groups (detail::reduce_middle_kernel), each
+// thread N columns (16-byte loads when in is 16-byte aligned and inner a
+// multiple of the vector width, else N = 1). TW starts at 32 threads x N
+// columns (512 bytes a row), or the row's width, and halves while there
+// are fewer than two tiles per SM, down to whole 128-byte lines (64 bf16,
+// 32 floats: the plan splits rows into segments rather than go narrower).
+// Y gives every thread about 8 rows of its segment (at most 1024 / (TW / N)
+// groups); a short segment widens TW so blocks keep >= 256 threads.
+// Deterministic.
+template <class In, class Out, int Kind>
+inline void launch_reduce_phase_middle(const In *in, Out *out, int64_t outer,
+                                       int64_t reduced, int64_t inner,
+                                       int64_t segs, int64_t chunk,
+                                       int64_t count, cudaStream_t stream) {
+  if (outer <= 0 || inner <= 0 || segs <= 0)
+    return;
+  constexpr int64_t kVec = detail::Vec16<In>::n;
+  const int64_t n = detail::aligned16(in) && inner % kVec == 0 ? kVec : 1;
+  const int64_t minTiles = 2 * 132;
+  auto tilesFor = [&](int64_t width) {
+    return outer * segs * ((inner + width - 1) / width);
+  };
+  const int64_t innerP2 = detail::pow2_at_least(inner);
+  const int64_t line = static_cast<int64_t>(128 / sizeof(In));
+  const int64_t narrowest = line < 32 * n ? (line > n ? line : n) : 32 * n;
+  auto rowGroups = [&](int64_t width) {
+    const int64_t most = 1024 / (width / n);
+    const int64_t want = detail::pow2_at_least((chunk + 7) / 8);
+    return want < most ? want : most;
+  };
+  int64_t tw = innerP2 < 32 * n ? innerP2 : 32 * n;
+  tw = tw > n ? tw : n;
+  while (tw > narrowest && tilesFor(tw) < minTiles)
+    tw /= 2;
+  int64_t y = rowGroups(tw);
+  while ((tw / n) * y < 256 && tw < innerP2) {
+    tw *= 2;
+    y = rowGroups(tw);
+  }
+  const int64_t tilesPerOuter = (inner + tw - 1) / tw;
+  const unsigned blocks =
+      static_cast<unsigned>(grid_for(outer * segs * tilesPerOuter, 1));
+  const dim3 threads(static_cast<unsigned>(tw / n), static_cast<unsigned>(y));
+  if (n == kVec && kVec > 1)
+    detail::reduce_middle_kernel<In, Out, Kind, kVec><<<blocks, threads, 0, stream>>>(
+        in, out, outer, reduced, inner, segs, chunk, tilesPerOuter, count);
+  else
+    detail::reduce_middle_kernel<In, Out, Kind, 1><<<blocks, threads, 0, stream>>>(
+        in, out, outer, reduced, inner, segs, chunk, tilesPerOuter, count);
 }
 
 // out (outer, inner) = reduce(in (outer, reduced, inner) over reduced),
 // e.g. a bias gradient: outer 1, reduced B*T = 16384, inner 768. inner 1
-// is a row reduction (launch_reduce_rows). Otherwise tiles of TW columns
-// x Y row groups (detail::reduce_middle_kernel), each thread N columns
-// (16-byte loads when in is 16-byte aligned and inner a multiple of the
-// vector width, else N = 1): TW starts at min(32, inner) rounded up to a
-// power of two and halves down to 8 while there are fewer than two tiles
-// per SM (the bias gradient: 96 tiles of 2 x 512 threads reading float4s,
-// not 24 of 32 columns); Y = min(1024 / (TW / N), reduced) rounded up to a
-// power of two; a small `reduced` widens TW so blocks keep >= 256 threads.
-// Deterministic.
+// is a row reduction (launch_reduce_rows); otherwise one unsplit phase
+// (launch_reduce_phase_middle). Deterministic.
 template <class T, int Kind>
 inline void launch_reduce_middle(const T *in, T *out, int64_t outer,
                                  int64_t reduced, int64_t inner,
@@ -93,35 +228,6 @@ inline void launch_reduce_middle(const T *in, T *out, int64_t outer,
     launch_reduce_rows<T, Kind>(in, out, outer, reduced, stream);
     return;
   }
-  constexpr int64_t kVec = detail::Vec16<T>::n;
-  const int64_t n = detail::aligned16(in) && inner % kVec == 0 ? kVec : 1;
-  const int64_t minTiles = 2 * 132;
-  auto tilesFor = [&](int64_t width) {
-    return outer * ((inner + width - 1) / width);
-  };
-  const int64_t innerP2 = detail::pow2_at_least(inner);
-  const int64_t reducedP2 = detail::pow2_at_least(reduced);
-  auto rowGroups = [&](int64_t width) {
-    const int64_t most = 1024 / (width / n);
-    return reducedP2 < most ? reducedP2 : most;
-  };
-  int64_t tw = innerP2 < 32 ? innerP2 : 32; // >= n: inner % n == 0
-  while (tw > 8 && tilesFor(tw) < minTiles)
-    tw /= 2;
-  int64_t y = rowGroups(tw);
-  while ((tw / n) * y < 256 && tw < innerP2) {
-    tw *= 2;
-    y = rowGroups(tw);
-  }
-  const int64_t tilesPerOuter = (inner + tw - 1) / tw;
-  const unsigned blocks =
-      static_cast<unsigned>(grid_for(outer * tilesPerOuter, 1));
-  const dim3 threads(static_cast<unsigned>(tw / n), static_cast<unsigned>(y));
-  if (n == kVec && kVec > 1)
-    detail::reduce_middle_kernel<T, Kind, kVec><<<blocks, threads, 0, stream>>>(
-        in, out, outer, reduced, inner, tilesPerOuter);
-  else
-    detail::reduce_middle_kernel<T, Kind, 1><<<blocks, threads, 0, stream>>>(
-        in, out, outer, reduced, inner, tilesPerOuter);
+  launch_reduce_phase_middle<T, T, Kind>(in, out, outer, reduced, inner, 1,
+                                         reduced, reduced, stream);
 }
-

@@ -1,0 +1,76 @@
+// How a CUDA step reduces a tensor over any set of axes: a short sequence of
+// phases, each one of the prelude's two coalesced shapes
+// (launch_reduce_phase_rows / launch_reduce_phase_middle), with partials in
+// the step's workspace between them. Plain C++ (no MLIR, no CUDA), so the
+// code generator, the kernel test and the reduction benchmark share it.
+//
+// The input is viewed as runs of neighbouring dimensions, alternately kept
+// and reduced (size-1 dimensions dropped): batch norm's statistics over
+// (N, C, H, W) are runs [N reduced][C kept][H*W reduced]. Each phase folds
+// one reduced run away (or shortens it, when a long reduction with few
+// outputs is split over more blocks):
+//   rows:   the innermost run is reduced and long (>= kRowsMinCols), or is
+//           the last reduced run: out (rows) = reduce in (rows, cols);
+//   middle: another reduced run, the longest: out (outer, inner) = reduce
+//           in (outer, reduced, inner), inner the contiguous rest, so loads
+//           are coalesced however the axes interleave.
+// A phase with too few independent outputs to fill the GPU (fewer than
+// kMinParallel rows, or tiles of one 128-byte line of columns, the
+// narrowest launch_reduce_phase_middle makes) and a long reduction splits
+// it into segments (deterministic two-level partials, no atomics).
+//
+// Example: (128, 64, 32, 32) over {0, 2, 3} (batch norm, 16 MiB of bf16):
+//   rows   (8192 rows x 1024)      -> partial (128, 64)  [acc type]
+//   middle (1 x 128 x 64)          -> out (64), finished (mean / 131072)
+#ifndef TCC_COMPILER_CODEGEN_CUDA_REDUCEPLAN_H
+#define TCC_COMPILER_CODEGEN_CUDA_REDUCEPLAN_H
+
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace tcc::codegen::cuda {
+
+struct ReducePhase {
+  bool rows = false;            // launch_reduce_phase_rows, else _middle
+  int64_t outer = 1;            // rows: the row count
+  int64_t reduced = 1;          // rows: cols
+  int64_t inner = 1;            // rows: 1
+  int64_t segs = 1, chunk = 1;  // segs > 1: raw partials over chunks
+  bool finishes = false;        // the last phase: writes out, finished
+  int src = -1, dst = -1;       // -1: the op's input / output; 0, 1: slots
+  int64_t outElements = 0;      // what the phase writes
+
+  // "rows(8192 x 1024)", "middle(1 x 128 x 64, 4 segments)".
+  std::string describe() const;
+};
+
+struct ReducePlan {
+  std::vector<ReducePhase> phases;
+  int64_t count = 1;               // input elements per output element
+  int64_t slotElements[2] = {0, 0}; // partial slots, in accumulator elements
+  // Byte offsets of the slots in the scratch area and its total size, for
+  // accumulators of `accBytes` (slots 256-byte aligned).
+  int64_t slotOffset(int slot, int64_t accBytes) const;
+  int64_t scratchBytes(int64_t accBytes) const;
+};
+
+// Runs of (reduced?, size) from the outermost, merged and without size-1
+// dimensions: what planReduce takes.
+std::vector<std::pair<bool, int64_t>> reduceRuns(const std::vector<int64_t> &shape,
+                                                 const std::vector<int64_t> &axes);
+
+// The phases for `runs` (reduceRuns) of elements of `elemBytes` bytes
+// (partials: 4, or 8 for doubles); empty runs (a 1-element input) or no
+// reduced run give one rows phase of cols 1 (a copy / cast).
+ReducePlan planReduce(const std::vector<std::pair<bool, int64_t>> &runs, int64_t elemBytes);
+
+// The thresholds, for the plan's tests and docs.
+inline constexpr int64_t kRowsMinCols = 128;   // shorter innermost runs go last
+inline constexpr int64_t kMinParallel = 2 * 132; // tiles / rows: two per SM
+inline constexpr int64_t kSplitMinReduced = 1024; // reductions worth splitting
+
+} // namespace tcc::codegen::cuda
+
+#endif // TCC_COMPILER_CODEGEN_CUDA_REDUCEPLAN_H
