@@ -6,6 +6,7 @@
 //
 //   low   matmul: f32 operands cast to the low type, result low. cuBLASLt
 //         and the CPU gemm accumulate in f32 (COMPUTE_32F) and round once.
+//         conv2d likewise (cuDNN / the conv kernels accumulate in f32).
 //         attention likewise (q, k, v and the result low; its lse f32).
 //   fp32  what numerics need in f32: losses (cross_entropy, log_softmax),
 //         reductions (sum/mean/max), layer and RMS norms (their
@@ -69,6 +70,11 @@ struct Policy {
 Policy policyFor(Operation *op) {
   if (isa<tg::MatmulOp>(op))
     return {Rule::Low, "matmul (f32 accumulation)"};
+  // As autocast: a convolution is a product too (cuDNN's tensor-core
+  // engines and the prelude's kernels accumulate in f32). Left in f32 it
+  // ran every convolution of a bf16 ResNet without tensor cores.
+  if (isa<tg::Conv2dOp>(op))
+    return {Rule::Low, "convolution (f32 accumulation)"};
   // Flash attention: both products on the low type with f32 accumulation,
   // softmax statistics in f32; lse stays f32 (its verifier's contract).
   if (isa<tg::AttentionOp>(op))

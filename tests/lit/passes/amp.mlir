@@ -74,3 +74,26 @@ module {
 // CHECK: %[[P32:.*]] = tg.cast %[[P]] {{.*}} to tensor<2x4xf32>
 // CHECK: tg.add %arg1, %[[P32]] {tg.amp = "fp32: an fp32 activation meets a bf16 one (kept fp32, as the residual stream)"}
 // CHECK: tg.reduce_sum %[[P32]] {{.*}}"fp32: reduction"
+
+// -----
+
+// A convolution is a product: input and weight cast to bf16 (the weight once
+// per step), the result bf16, as autocast runs conv2d; the mean after it (a
+// reduction) goes back to f32.
+module {
+  func.func @forward(%w: tensor<8x3x3x3xf32> {tg.param = {name = "w", init = "normal", scale = 1.0 : f64, seed = 1 : i64, trainable = true}},
+                     %x: tensor<2x3x6x6xf32> {tg.input = "x"}) -> (tensor<f32> {tg.loss = "loss"}) {
+    %y = tg.conv2d %x, %w {stride = array<i64: 1, 1>, padding = array<i64: 1, 1>, dilation = array<i64: 1, 1>} : (tensor<2x3x6x6xf32>, tensor<8x3x3x3xf32>) -> tensor<2x8x6x6xf32>
+    %l = tg.reduce_mean %y {axes = array<i64: 0, 1, 2, 3>} : (tensor<2x8x6x6xf32>) -> tensor<f32>
+    return %l : tensor<f32>
+  }
+}
+
+// CHECK: module attributes {tg.precision = "bf16"}
+// CHECK-DAG: %[[W16:.*]] = tg.cast %arg0 {tg.amp = "cast to bf16: operand of tg.conv2d (a weight: cast once per step)"} : tensor<8x3x3x3xf32> to tensor<8x3x3x3xbf16>
+// CHECK-DAG: %[[X16:.*]] = tg.cast %arg1 {tg.amp = "cast to bf16: operand of tg.conv2d"} : tensor<2x3x6x6xf32> to tensor<2x3x6x6xbf16>
+// CHECK: %[[Y:.*]] = tg.conv2d %[[X16]], %[[W16]] {{.*}}tg.amp = "bf16: convolution (f32 accumulation)"{{.*}} -> tensor<2x8x6x6xbf16>
+// CHECK: %[[Y32:.*]] = tg.cast %[[Y]] {{.*}} to tensor<2x8x6x6xf32>
+// CHECK: tg.reduce_mean %[[Y32]] {{.*}}"fp32: reduction"
+// F16: tg.conv2d {{.*}}-> tensor<2x8x6x6xf16>
+// F32: tg.conv2d {{.*}}-> tensor<2x8x6x6xf32>
