@@ -18,11 +18,12 @@
 //         reshape/transpose/slice/concat, gather): computes in its operands'
 //         type; the kernels compute in f32 and round once on store, and
 //         softmax's expansion keeps its max and sum in f32. Operands of
-//         mixed types: when every f32 one is a weight or a constant (a bias,
-//         a scale, a mask value), they are cast to the low type, as
-//         autocast casts a linear's bias; when an f32 operand is an
-//         activation (the residual stream), the low one is cast to f32 and
-//         the op stays f32.
+//         mixed types: when every f32 one is a weight, a constant (a bias,
+//         a scale, a mask value) or a smaller operand that broadcasts (batch
+//         norm's per-channel statistics), they are cast to the low type, as
+//         autocast casts a linear's bias and keeps batch norm in its input's
+//         type; when a full-size f32 operand is an activation (the residual
+//         stream), the low one is cast to f32 and the op stays f32.
 //
 // Parameters (master weights) and optimizer state stay f32; a weight's cast
 // is inserted once, right after the weight, however many ops read it. The
@@ -170,12 +171,25 @@ private:
       markWeightLike(op);
       return success();
     } else {
-      bool anyLow = false, activationF32 = false;
+      // An f32 operand with fewer elements than the result broadcasts (batch
+      // norm's per-channel mean and 1/std, a bias): like a weight, it is cast
+      // down and the op stays low, as autocast's batch norm returns its
+      // input's type with f32 statistics. Only a full-size f32 activation
+      // (the residual stream) keeps the op f32.
+      int64_t resultElements = 0;
+      for (OpResult r : op->getResults())
+        if (isFloat(r))
+          resultElements = std::max(resultElements, tensorType(r).getNumElements());
+      bool anyLow = false, activationF32 = false, broadcastF32 = false;
       for (Value v : floats) {
         Type t = tensorType(v).getElementType();
         if (t == low_)
           anyLow = true;
-        else if (!weightLike_.contains(v))
+        else if (weightLike_.contains(v))
+          continue;
+        else if (tensorType(v).getNumElements() < resultElements)
+          broadcastF32 = true;
+        else
           activationF32 = true;
       }
       if (floats.empty()) {
@@ -196,11 +210,16 @@ private:
         bool mixed = llvm::any_of(floats, [&](Value v) {
           return tensorType(v).getElementType() != low_;
         });
-        why = mixed ? llvm::formatv("follows its {0} operands (weights and "
-                                    "constants cast to {0})",
-                                    typeName(low_))
-                          .str()
-                    : llvm::formatv("follows its {0} operands", typeName(low_)).str();
+        why = broadcastF32
+                  ? llvm::formatv("follows its {0} operands (broadcast fp32 statistics, "
+                                  "weights and constants cast to {0})",
+                                  typeName(low_))
+                        .str()
+              : mixed ? llvm::formatv("follows its {0} operands (weights and "
+                                      "constants cast to {0})",
+                                      typeName(low_))
+                            .str()
+                      : llvm::formatv("follows its {0} operands", typeName(low_)).str();
       }
     }
     if (isa<tg::SoftmaxOp>(op) && target == low_)

@@ -97,3 +97,27 @@ module {
 // CHECK: tg.reduce_mean %[[Y32]] {{.*}}"fp32: reduction"
 // F16: tg.conv2d {{.*}}-> tensor<2x8x6x6xf16>
 // F32: tg.conv2d {{.*}}-> tensor<2x8x6x6xf32>
+
+// -----
+
+// Batch norm written out after a bf16 convolution: the statistics are f32
+// reductions, and the full-size ops that read them (x - mean, * 1/std) stay
+// bf16 with the per-channel f32 operands cast down (they broadcast), as
+// autocast's batch norm keeps its input's type; a full-size f32 activation
+// would keep the op f32 (the residual-stream test above).
+module {
+  func.func @forward(%w: tensor<4x2x1x1xf32> {tg.param = {name = "w", init = "normal", scale = 1.0 : f64, seed = 1 : i64, trainable = true}},
+                     %x: tensor<2x2x3x3xf32> {tg.input = "x"}) -> (tensor<f32> {tg.loss = "loss"}) {
+    %y = tg.conv2d %x, %w {stride = array<i64: 1, 1>, padding = array<i64: 0, 0>, dilation = array<i64: 1, 1>} : (tensor<2x2x3x3xf32>, tensor<4x2x1x1xf32>) -> tensor<2x4x3x3xf32>
+    %m = tg.reduce_mean %y {axes = array<i64: 0, 2, 3>, keep_dims = true} : (tensor<2x4x3x3xf32>) -> tensor<1x4x1x1xf32>
+    %c = tg.sub %y, %m : (tensor<2x4x3x3xf32>, tensor<1x4x1x1xf32>) -> tensor<2x4x3x3xf32>
+    %l = tg.reduce_mean %c {axes = array<i64: 0, 1, 2, 3>} : (tensor<2x4x3x3xf32>) -> tensor<f32>
+    return %l : tensor<f32>
+  }
+}
+
+// CHECK: module attributes {tg.precision = "bf16"}
+// CHECK: %[[Y:.*]] = tg.conv2d {{.*}}-> tensor<2x4x3x3xbf16>
+// CHECK: %[[M:.*]] = tg.reduce_mean {{.*}}"fp32: reduction"{{.*}} -> tensor<1x4x1x1xf32>
+// CHECK: %[[M16:.*]] = tg.cast %[[M]] {tg.amp = "cast to bf16: operand of tg.sub"} : tensor<1x4x1x1xf32> to tensor<1x4x1x1xbf16>
+// CHECK: tg.sub %[[Y]], %[[M16]] {tg.amp = "bf16: follows its bf16 operands (broadcast fp32 statistics, weights and constants cast to bf16)"} : (tensor<2x4x3x3xbf16>, tensor<1x4x1x1xbf16>) -> tensor<2x4x3x3xbf16>
