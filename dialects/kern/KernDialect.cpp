@@ -246,8 +246,10 @@ LogicalResult ElementwiseOp::verify() {
 
 LogicalResult ReduceOp::verify() {
   auto in = mrt(getInput()), out = mrt(getOut());
-  if (in.getElementType() != out.getElementType())
-    return emitOpError("element types differ");
+  Type it = in.getElementType(), ot = out.getElementType();
+  // 16-bit floats may be read into an f32 result (a folded widening cast).
+  if (it != ot && !((it.isBF16() || it.isF16()) && ot.isF32()))
+    return emitOpError("element types differ (only bf16 / f16 -> f32 may)");
   int64_t count = 1, previous = -1;
   for (int64_t a : getAxes()) {
     if (a < 0 || a >= in.getRank())

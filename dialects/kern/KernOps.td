@@ -120,7 +120,11 @@ def Kern_ReduceOp : Kern_Op<"reduce"> {
   let description = [{
     `axes` are sorted, unique dimensions of the input. out holds the
     remaining dimensions in order (with or without size-1 placeholders for
-    the reduced ones: only the element count and order matter).
+    the reduced ones: only the element count and order matter). Input and
+    out have one element type, except that a bf16 / f16 input may be
+    reduced into an f32 out (tg-lower-to-kern folds tg-amp's widening cast
+    of a reduction's input into the reduction: each element is loaded into
+    the f32 accumulator, the values the cast would have written).
   }];
   let arguments = (ins
     Arg<Kern_FloatBuffer, "", [MemRead]>:$input,

@@ -321,8 +321,9 @@ void groupSums(func::FuncOp f, int &nextId, Tally &tally) {
     MemRefType in = mrt(r.getInput());
     if (r.getKind() != kern::ReduceKind::sum ||
         static_cast<int64_t>(r.getAxes().size()) != in.getRank() ||
-        in.getNumElements() == 0)
-      continue; // not a whole-tensor sum: no candidate, not reported
+        in.getNumElements() == 0 ||
+        mrt(r.getOut()).getElementType() != in.getElementType())
+      continue; // not a whole-tensor sum of one type: no candidate, not reported
     Candidate c{r, "", {}, {}};
     llvm::raw_string_ostream key(c.key);
     key << "sum " << in.getElementType();

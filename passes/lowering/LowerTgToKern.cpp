@@ -312,11 +312,32 @@ private:
     return success();
   }
 
+  // A widening cast of a 16-bit float to f32 read only by reductions
+  // (tg-amp casts a reduction's bf16 input up): the reductions read the
+  // 16-bit buffer themselves (kern.reduce loads each element into its f32
+  // accumulator: the same values) and the cast writes nothing, which saves
+  // a pass that read 2 and wrote 4 bytes per element.
+  static bool isCastFoldedIntoReductions(Operation *op) {
+    auto c = dyn_cast_or_null<tg::CastOp>(op);
+    if (!c || c.getResult().use_empty())
+      return false;
+    auto from = dyn_cast<RankedTensorType>(c.getInput().getType());
+    auto to = dyn_cast<RankedTensorType>(c.getResult().getType());
+    if (!from || !to || !to.getElementType().isF32() ||
+        !(from.getElementType().isBF16() || from.getElementType().isF16()))
+      return false;
+    return llvm::all_of(c.getResult().getUsers(), [](Operation *user) {
+      return isa<tg::ReduceSumOp, tg::ReduceMeanOp, tg::ReduceMaxOp>(user);
+    });
+  }
+
   template <typename ReduceOp>
   LogicalResult reduce(ReduceOp op, kern::ReduceKind kind) {
     Value out = alloc(op.getLoc(), op.getResult());
-    kern::ReduceOp::create(b_, op.getLoc(), buf(op.getInput()), out, kind,
-                           op.getAxesAttr());
+    Value input = op.getInput();
+    if (isCastFoldedIntoReductions(input.getDefiningOp()))
+      input = input.getDefiningOp<tg::CastOp>().getInput();
+    kern::ReduceOp::create(b_, op.getLoc(), buf(input), out, kind, op.getAxesAttr());
     buffers_[op.getResult()] = out;
     return success();
   }
@@ -410,6 +431,8 @@ private:
 
   LogicalResult lower(Operation *op) {
     Location loc = op->getLoc();
+    if (isCastFoldedIntoReductions(op)) // the reductions read its source
+      return success();
     if (isLoweredAsNorm(op)) { // LowerNorms.cpp (before casts: it folds some)
       auto bufferOf = [&](Value tensor) { return buf(tensor); };
       auto allocate = [&](Location l, MemRefType t) -> Value {

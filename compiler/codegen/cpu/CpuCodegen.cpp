@@ -575,6 +575,9 @@ private:
     MemRefType in = mrt(input), out = mrt(output);
     ArrayRef<int64_t> shape = in.getShape();
     Type et = out.getElementType();
+    // The input's own type: a bf16 / f16 input may be read into an f32 out
+    // (kern.reduce's folded widening cast).
+    Type it = in.getElementType();
     std::string ct = scalarType(et);
     std::string o = name(output), x = name(input);
     bool isMax = kind == kern::ReduceKind::max;
@@ -596,10 +599,10 @@ private:
           "#pragma omp simd reduction({5}:acc)\n"
           "for (int64_t j = 0; j < {6}; ++j) {7}\n"
           "{8}[{9}] = {10};\n",
-          acc, isMax ? init : "0.0", storageType(et), x, outer.index(0),
+          acc, isMax ? init : "0.0", storageType(it), x, outer.index(0),
           isMax ? "max" : "+", count,
-          isMax ? "acc = " + load(et, "row[j]") + " > acc ? " + load(et, "row[j]") + " : acc;"
-                : "acc += " + load(et, "row[j]") + ";",
+          isMax ? "acc = " + load(it, "row[j]") + " > acc ? " + load(it, "row[j]") + " : acc;"
+                : "acc += " + load(it, "row[j]") + ";",
           o, outer.index(1),
           store(et, "static_cast<" + ct + ">(acc" + scale + ")"))
           .str();
@@ -617,7 +620,7 @@ private:
         loops += llvm::formatv("for (int64_t j{0} = 0; j{0} < {1}; ++j{0}) ", d, size).str();
         offset += llvm::formatv(" + j{0} * {1}", d, axes.reducedStrides[d]).str();
       }
-      std::string value = load(et, x + "[" + offset + "]");
+      std::string value = load(it, x + "[" + offset + "]");
       std::string body = llvm::formatv(
           "{0} acc = {1};\n{2}{3}\n{4}[{5}] = {6};\n", isMax ? ct : "double",
           isMax ? init : "0.0", loops,
@@ -642,7 +645,7 @@ private:
     }
     LoopNest nest = LoopNest::build(shape, {inStrides, outStrides});
     std::string target = o + "[" + nest.index(1) + "]";
-    std::string value = load(et, x + "[" + nest.index(0) + "]");
+    std::string value = load(it, x + "[" + nest.index(0) + "]");
     std::string cur = load(et, target);
     std::string body = isMax ? "{ const " + ct + " v = " + value + ", c = " + cur +
                                    "; " + target + " = " + store(et, "v > c ? v : c") + "; }"

@@ -25,13 +25,18 @@ LogicalResult CudaStepEmitter::emitReduce(kern::ReduceOp r, llvm::raw_ostream &o
   if (in.getNumElements() == 0 || out.getNumElements() == 0)
     return success(); // (an empty input: the output is left to the plan)
   double bytes = bufferBytes(in) + bufferBytes(out);
+  // The input's type is out's, or bf16 / f16 read into an f32 out (a
+  // widening cast folded into the reduction: the prelude loads each element
+  // into its f32 accumulator either way).
+  Type it = in.getElementType();
   if (!(et.isF32() || et.isF64() || et.isBF16() || et.isF16()) ||
-      in.getElementType() != et)
+      (it != et && !((it.isBF16() || it.isF16()) && et.isF32())))
     return emitGenericReduce(r, os, kind, bytes);
   ReducePlan plan = planReduce(
       reduceRuns(std::vector<int64_t>(in.getShape().begin(), in.getShape().end()),
                  std::vector<int64_t>(r.getAxes().begin(), r.getAxes().end())),
-      kern::elementBytes(et));
+      kern::elementBytes(it));
+  std::string ftIn = familyElementType(it, CodeTarget::Cuda);
   std::string ft = familyElementType(et, CodeTarget::Cuda);
   std::string acc = "tcc_cuda::acc_t<" + ft + ">";
   int64_t accBytes = et.isF64() ? 8 : 4;
@@ -42,7 +47,7 @@ LogicalResult CudaStepEmitter::emitReduce(kern::ReduceOp r, llvm::raw_ostream &o
                            acc, plan.slotOffset(k, accBytes))
           .str();
     };
-    std::string src = p.src < 0 ? familyPointer(et, "p0", false, CodeTarget::Cuda)
+    std::string src = p.src < 0 ? familyPointer(it, "p0", false, CodeTarget::Cuda)
                                 : slot(p.src, false);
     std::string dst = p.dst < 0 ? familyPointer(et, "p1", true, CodeTarget::Cuda)
                                 : slot(p.dst, true);
@@ -53,14 +58,14 @@ LogicalResult CudaStepEmitter::emitReduce(kern::ReduceOp r, llvm::raw_ostream &o
                : llvm::formatv("{0}, {1}, {2}", p.outer, p.reduced, p.inner).str();
     body += llvm::formatv("  tcc_cuda::launch_reduce_phase_{0}<{1}, {2}, {3}>({4}, {5}, {6}, "
                           "{7}, {8}, {9}, s); // {10}\n",
-                          p.rows ? "rows" : "middle", p.src < 0 ? ft : acc,
+                          p.rows ? "rows" : "middle", p.src < 0 ? ftIn : acc,
                           p.dst < 0 ? ft : acc, phaseKind, src, dst, sizes, p.segs, p.chunk,
                           plan.count, p.describe());
     shape += (shape.empty() ? "" : " -> ") + p.describe();
   }
   int64_t scratch = plan.scratchBytes(accBytes);
   reduceScratchBytes_ = std::max(reduceScratchBytes_, scratch);
-  std::string params = "const " + storageType(et) + " *p0, " + storageType(et) +
+  std::string params = "const " + storageType(it) + " *p0, " + storageType(et) +
                        " *p1, char *scratch";
   std::string text = "extern \"C\" void @NAME@(cudaStream_t s, " + params + ") {\n" +
                      (scratch ? "" : "  (void)scratch;\n") + body + "}\n";
