@@ -86,6 +86,8 @@ def TgAmp : Pass<"tg-amp", "mlir::ModuleOp"> {
   let options = [
     Option<"precision", "precision", "std::string", /*default=*/"\"fp32\"",
            "bf16 | fp16 | tf32 | fp32">,
+    Option<"target", "target", "std::string", /*default=*/"\"cuda\"",
+           "cpu | cuda: convolutions go to the low type only on cuda">,
   ];
   let dependentDialects = ["tcc::tg::TgDialect", "mlir::func::FuncDialect"];
 }

@@ -64,7 +64,7 @@ void buildPipeline(mlir::OpPassManager &pm, Phase stopAfter,
   // 0b. Precision: the forward graph gets the --precision policy's casts
   //     (bf16/fp16 products, f32 losses, reductions and norms) before
   //     autodiff, so the backward inherits them.
-  pm.addPass(createTgAmp(TgAmpOptions{options.precision}));
+  pm.addPass(createTgAmp(TgAmpOptions{options.precision, options.target}));
   // 0c. Layout: NCHW or channels-last per chain of convolutions and
   //     pooling, decided on the precision tg-amp chose (only for models
   //     with vision ops: the other models' dumps keep their numbers).

@@ -68,14 +68,19 @@ struct Policy {
   llvm::StringRef why;
 };
 
-Policy policyFor(Operation *op) {
+Policy policyFor(Operation *op, bool lowConvolutions) {
   if (isa<tg::MatmulOp>(op))
     return {Rule::Low, "matmul (f32 accumulation)"};
   // As autocast: a convolution is a product too (cuDNN's tensor-core
   // engines and the prelude's kernels accumulate in f32). Left in f32 it
-  // ran every convolution of a bf16 ResNet without tensor cores.
+  // ran every convolution of a bf16 ResNet without tensor cores. The cpu
+  // target's 16-bit convolutions are direct loops, its f32 ones im2col +
+  // BLAS: there they stay f32.
   if (isa<tg::Conv2dOp>(op))
-    return {Rule::Low, "convolution (f32 accumulation)"};
+    return lowConvolutions
+               ? Policy{Rule::Low, "convolution (f32 accumulation)"}
+               : Policy{Rule::Fp32, "convolution on the cpu target (f32 im2col + BLAS; "
+                                    "its 16-bit kernels are direct loops)"};
   // Flash attention: both products on the low type with f32 accumulation,
   // softmax statistics in f32; lse stays f32 (its verifier's contract).
   if (isa<tg::AttentionOp>(op))
@@ -120,7 +125,8 @@ constexpr double kMaxF16 = 65504.0;
 
 class Rewriter {
 public:
-  Rewriter(func::FuncOp fn, Type low) : fn_(fn), low_(low), b_(fn.getContext()) {}
+  Rewriter(func::FuncOp fn, Type low, bool lowConvolutions)
+      : fn_(fn), low_(low), lowConvolutions_(lowConvolutions), b_(fn.getContext()) {}
 
   LogicalResult run() {
     for (BlockArgument a : fn_.getArguments())
@@ -150,7 +156,7 @@ private:
     }
     if (auto rope = dyn_cast<tg::RopeOp>(op))
       return visitRope(rope);
-    Policy p = policyFor(op);
+    Policy p = policyFor(op, lowConvolutions_);
     SmallVector<Value> floats;
     for (Value v : op->getOperands())
       if (isFloat(v))
@@ -382,6 +388,7 @@ private:
 
   func::FuncOp fn_;
   Type low_;
+  bool lowConvolutions_;
   OpBuilder b_;
   llvm::DenseSet<Value> weightLike_;
   llvm::DenseMap<std::pair<Value, Type>, Value> casts_;
@@ -422,7 +429,11 @@ struct TgAmpPass : tcc::impl::TgAmpBase<TgAmpPass> {
     if (walk.wasInterrupted())
       return signalPassFailure();
     Type low = *parsed == Precision::Bf16 ? Type(b.getBF16Type()) : Type(b.getF16Type());
-    if (failed(Rewriter(forward, low).run()))
+    if (target != "cpu" && target != "cuda") {
+      module.emitError() << "tg-amp: unknown target '" << target << "' (expected cpu or cuda)";
+      return signalPassFailure();
+    }
+    if (failed(Rewriter(forward, low, /*lowConvolutions=*/target == "cuda").run()))
       return signalPassFailure();
   }
 };

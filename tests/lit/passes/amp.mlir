@@ -1,6 +1,7 @@
 // RUN: tcc-opt %s -split-input-file -tg-amp=precision=bf16 | FileCheck %s
 // RUN: tcc-opt %s -split-input-file -tg-amp=precision=fp16 | FileCheck %s --check-prefix=F16
 // RUN: tcc-opt %s -split-input-file -tg-amp=precision=fp32 | FileCheck %s --check-prefix=F32
+// RUN: tcc-opt %s -split-input-file -tg-amp="precision=bf16 target=cpu" | FileCheck %s --check-prefix=CPU
 // tg-amp: matmuls in the low type, losses/reductions/norms in f32, other ops
 // follow their operands; weights cast once; results keep declared types.
 
@@ -96,6 +97,9 @@ module {
 // CHECK: %[[Y32:.*]] = tg.cast %[[Y]] {{.*}} to tensor<2x8x6x6xf32>
 // CHECK: tg.reduce_mean %[[Y32]] {{.*}}"fp32: reduction"
 // F16: tg.conv2d {{.*}}-> tensor<2x8x6x6xf16>
+// On the cpu target convolutions stay f32 (its 16-bit kernels are direct
+// loops, its f32 ones im2col + BLAS).
+// CPU: tg.conv2d %arg1, %arg0 {{.*}}tg.amp = "fp32: convolution on the cpu target{{.*}} -> tensor<2x8x6x6xf32>
 // F32: tg.conv2d {{.*}}-> tensor<2x8x6x6xf32>
 
 // -----
