@@ -16,12 +16,8 @@ out=${1:-$(mktemp -d)}
 mkdir -p "$out"
 bin=${TCC_REDUCE_BENCH:-}
 if [ -z "$bin" ]; then
-  gen=$out/gen/compiler/codegen/cuda
-  mkdir -p "$gen"
-  pieces=$(sed -n '/^set(TCC_CUDA_PRELUDE_PIECES/,/^)/p' \
-             "$root/compiler/codegen/CodegenSources.cmake" |
-           grep -o 'cuda/prelude/[a-z_]*\.cuh')
-  for p in $pieces; do cat "$root/compiler/codegen/$p"; done > "$gen/cuda_prelude.cuh"
+  source "$here/../cuda_prelude.sh"
+  write_cuda_prelude "$root" "$out/gen"
   nvcc -std=c++17 -O3 --expt-relaxed-constexpr \
     -gencode=arch=compute_90a,code=sm_90a -gencode=arch=compute_80,code=sm_80 \
     -I"$root" -I"$out/gen" "$here/reduce_bench.cu" \
