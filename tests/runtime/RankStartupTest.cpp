@@ -79,9 +79,15 @@ TEST(SpawnLocalRanks, AKilledRankGivesItsSignal) {
 }
 
 TEST(SpawnLocalRanks, ARankThatIgnoresSigtermIsKilledAfterTheGrace) {
+  // Rank 1 fails only once rank 0 ignores SIGTERM (a file says so): on a
+  // busy machine rank 0's shell could otherwise be ended before its trap.
+  TempDir tmp;
+  std::string ready = tmp.File("ready");
+  std::string script = "trap '' TERM; if [ \"$RANK\" = 1 ]; then while [ ! -e " + ready +
+                       " ]; do sleep 0.05; done; exit 4; fi; touch " + ready +
+                       "; exec sleep 60";
   Clock::time_point start = Clock::now();
-  absl::StatusOr<int> code = SpawnLocalRanks(
-      "/bin/sh", {"-c", "trap '' TERM; if [ \"$RANK\" = 1 ]; then exit 4; fi; exec sleep 60"}, 2);
+  absl::StatusOr<int> code = SpawnLocalRanks("/bin/sh", {"-c", script}, 2);
   ASSERT_TRUE(code.ok()) << code.status();
   EXPECT_EQ(*code, 4);
   double took = SecondsSince(start);
