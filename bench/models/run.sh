@@ -28,6 +28,14 @@ warmup="${WARMUP:-5}"
 limit="${TIMEOUT:-300}"
 py="${PYTHON:-python3}"
 config="${CONFIG:-gpu}"
+# MODES: the PyTorch runs beside tcc's (default both; "eager" when the
+# device time is short: torch.compile's compilation takes most of a model's
+# ~2-3 min). INIT=torch (default): tcc starts from PyTorch's initial
+# weights (exported here); INIT=tcc: from the step's own initializers
+# (faster; the step time does not depend on the weights, the loss column
+# is then not comparable).
+read -r -a modes <<<"${MODES:-eager compile}"
+init="${INIT:-torch}"
 mkdir -p "$out"
 out=$(cd "$out" && pwd)
 [ -d "$dir/lib" ] || [ ! -f "$dir/lib.tar.gz" ] || tar -C "$dir" -xzf "$dir/lib.tar.gz"
@@ -53,15 +61,20 @@ for m in "${models[@]}"; do
     "$py" "$here/table.py" record --model "$m" --dir "$md" >>"$results"
   else
     # Random data and PyTorch's initial weights, made here (too big to carry).
-    data=$(timeout "$limit" "$py" "$here/make_data.py" "$md") \
-      && timeout "$limit" "$py" "$here/torch_bench.py" --model "$m" --config "$config" \
-           --export-init "$md/init.safetensors" >"$o/export.log" 2>&1
+    init_args=()
+    data=$(timeout "$limit" "$py" "$here/make_data.py" "$md")
     rc=$?
+    if [ $rc -eq 0 ] && [ "$init" = torch ]; then
+      timeout "$limit" "$py" "$here/torch_bench.py" --model "$m" --config "$config" \
+        --export-init "$md/init.safetensors" >"$o/export.log" 2>&1
+      rc=$?
+      init_args=(--init-from "$md/init.safetensors")
+    fi
     if [ $rc -ne 0 ]; then
       "$py" "$here/table.py" record --model "$m" --dir "$md" --rc "$rc" --log "$o/export.log" >>"$results"
     else
       rm -f "$o/tcc.jsonl"
-      timeout "$limit" "$dir/bin/trun" "$md/step.so" --data "$data" --init-from "$md/init.safetensors" \
+      timeout "$limit" "$dir/bin/trun" "$md/step.so" --data "$data" "${init_args[@]}" \
         --steps $((steps + warmup)) --seed 0 --log-every 5 --metrics "$o/tcc.jsonl" >"$o/tcc.log" 2>&1
       rc=$?
       "$py" "$here/table.py" record --model "$m" --dir "$md" --metrics "$o/tcc.jsonl" \
@@ -69,7 +82,7 @@ for m in "${models[@]}"; do
       "$py" "$here/table.py" brief "$results"
     fi
   fi
-  for mode in eager compile; do
+  for mode in "${modes[@]}"; do
     line=$(PYTHONUNBUFFERED=1 timeout "$limit" "$py" "$here/torch_bench.py" --model "$m" --mode "$mode" \
              --config "$config" --steps "$steps" --warmup "$warmup" 2>"$o/torch_$mode.log")
     rc=$?

@@ -57,6 +57,7 @@ set(TCC_CUDA_PRELUDE_PIECES
   ${TCC_CODEGEN_DIR}/cuda/prelude/rope_kernels.cuh
   ${TCC_CODEGEN_DIR}/cuda/prelude/multi_tensor_kernels.cuh
   ${TCC_CODEGEN_DIR}/cuda/prelude/norm_kernels.cuh
+  ${TCC_CODEGEN_DIR}/cuda/prelude/batch_norm_kernels.cuh
   ${TCC_CODEGEN_DIR}/cuda/prelude/embedding_kernels.cuh
   ${TCC_CODEGEN_DIR}/cuda/prelude/reduce_launchers.cuh
   ${TCC_CODEGEN_DIR}/cuda/prelude/softmax_xent_launchers.cuh
@@ -65,6 +66,7 @@ set(TCC_CUDA_PRELUDE_PIECES
   ${TCC_CODEGEN_DIR}/cuda/prelude/rope_launchers.cuh
   ${TCC_CODEGEN_DIR}/cuda/prelude/multi_tensor_launchers.cuh
   ${TCC_CODEGEN_DIR}/cuda/prelude/norm_launchers.cuh
+  ${TCC_CODEGEN_DIR}/cuda/prelude/batch_norm_launchers.cuh
   ${TCC_CODEGEN_DIR}/cuda/prelude/conv_kernels.cuh
   ${TCC_CODEGEN_DIR}/cuda/prelude/end.cuh
 )

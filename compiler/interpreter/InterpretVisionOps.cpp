@@ -1,7 +1,9 @@
 // The reference interpreter's 2-D convolution and pooling ops
 // (TgVisionOps.td), float64, direct loops over the windows (see
 // TgInterpreter.h). The three conv2d products share one loop nest: each
-// visits every (output position, kernel tap) pair once.
+// visits every (output position, kernel tap) pair once. Batch norm's ops
+// (TgBatchNormOps.td): statistics per channel (axis 1) in float64, two
+// passes (mean, then squared deviations).
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -155,6 +157,70 @@ Tensor evalPoolGrad(tg::Pool2dGradOp op, const Tensor &g, const Tensor &x) {
   return dx;
 }
 
+// x (N, C, S...) as the index of element (n, c, s) of channel c.
+struct Channels {
+  int64_t n, c, s;
+  explicit Channels(const Tensor &x)
+      : n(x.shape[0]), c(x.shape[1]), s(x.numElements() / std::max<int64_t>(1, n * x.shape[1])) {}
+  int64_t at(int64_t i, int64_t ch, int64_t j) const { return (i * c + ch) * s + j; }
+  double count() const { return static_cast<double>(n * s); }
+};
+
+// {mean, biased var} (C).
+std::vector<Tensor> batchNormStats(const Tensor &x) {
+  Channels d(x);
+  Tensor mean = Tensor::zeros({d.c}), var = Tensor::zeros({d.c});
+  for (int64_t c = 0; c < d.c; ++c) {
+    double sum = 0.0;
+    for (int64_t i = 0; i < d.n; ++i)
+      for (int64_t j = 0; j < d.s; ++j)
+        sum += x.data[d.at(i, c, j)];
+    double m = sum / d.count(), squares = 0.0;
+    for (int64_t i = 0; i < d.n; ++i)
+      for (int64_t j = 0; j < d.s; ++j)
+        squares += (x.data[d.at(i, c, j)] - m) * (x.data[d.at(i, c, j)] - m);
+    mean.data[c] = m;
+    var.data[c] = squares / d.count();
+  }
+  return {std::move(mean), std::move(var)};
+}
+
+// {result, mean, var}.
+std::vector<Tensor> evalBatchNorm(tg::BatchNormOp op, ArrayRef<const Tensor *> in) {
+  const Tensor &x = *in[0];
+  const Tensor *weight = op.getWeight() ? in[1] : nullptr;
+  const Tensor *bias = op.getBias() ? in[op.getWeight() ? 2 : 1] : nullptr;
+  std::vector<Tensor> stats = batchNormStats(x);
+  Channels d(x);
+  Tensor y = Tensor::zeros(x.shape);
+  double eps = op.getEps().convertToDouble();
+  for (int64_t c = 0; c < d.c; ++c) {
+    double rstd = 1.0 / std::sqrt(stats[1].data[c] + eps);
+    for (int64_t i = 0; i < d.n; ++i)
+      for (int64_t j = 0; j < d.s; ++j) {
+        int64_t k = d.at(i, c, j);
+        double v = (x.data[k] - stats[0].data[c]) * rstd;
+        y.data[k] = v * (weight ? weight->data[c] : 1.0) + (bias ? bias->data[c] : 0.0);
+      }
+  }
+  return {std::move(y), std::move(stats[0]), std::move(stats[1])};
+}
+
+// {sum(grad), sum(grad * (x - mean) * rstd)} (C).
+std::vector<Tensor> batchNormGradSums(const Tensor &g, const Tensor &x, const Tensor &mean,
+                                      const Tensor &rstd) {
+  Channels d(x);
+  Tensor sum = Tensor::zeros({d.c}), dot = Tensor::zeros({d.c});
+  for (int64_t c = 0; c < d.c; ++c)
+    for (int64_t i = 0; i < d.n; ++i)
+      for (int64_t j = 0; j < d.s; ++j) {
+        int64_t k = d.at(i, c, j);
+        sum.data[c] += g.data[k];
+        dot.data[c] += g.data[k] * (x.data[k] - mean.data[c]) * rstd.data[c];
+      }
+  return {std::move(sum), std::move(dot)};
+}
+
 } // namespace
 
 std::optional<OpResults> evaluateVisionOp(Operation *op, ArrayRef<const Tensor *> in) {
@@ -177,6 +243,11 @@ std::optional<OpResults> evaluateVisionOp(Operation *op, ArrayRef<const Tensor *
                                      poolWindow(p.getKernel(), p.getStride(), p.getPadding())));
       })
       .Case([&](tg::Pool2dGradOp p) { return singleResult(evalPoolGrad(p, *in[0], *in[1])); })
+      .Case([&](tg::BatchNormOp b) { return OpResults(evalBatchNorm(b, in)); })
+      .Case([&](tg::BatchNormStatsOp) { return OpResults(batchNormStats(*in[0])); })
+      .Case([&](tg::BatchNormGradSumsOp) {
+        return OpResults(batchNormGradSums(*in[0], *in[1], *in[2], *in[3]));
+      })
       .Default([](Operation *) { return std::nullopt; });
 }
 

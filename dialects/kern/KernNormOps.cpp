@@ -1,6 +1,7 @@
 // Verifiers of kern.layer_norm and kern.layer_norm_grad: tg's contract
 // (TgStructuralOps.cpp) on buffers, plus the gradient's partial-sum
-// workspace (NormWorkspace.h).
+// workspace (NormWorkspace.h); and of batch norm's two reductions
+// (kern.batch_norm_stats / _grad_sums) and their (P, 2, C) workspace.
 #include "dialects/common/ShapeHelpers.h"
 #include "dialects/kern/KernDialect.h"
 #include "dialects/kern/NormWorkspace.h"
@@ -74,4 +75,60 @@ LogicalResult LayerNormGradOp::verify() {
     return emitOpError("workspace must be ") << tcc::formatShape(want) << " of " << acc
                                              << " (normGradParts of " << rows << " rows)";
   return success();
+}
+
+namespace {
+
+// input (N, C, ...) rank >= 2; the (C) vectors in the statistics' type (f32
+// for 16-bit input, else input's); the workspace present iff P > 1 and then
+// (P, 2, C) of that type.
+LogicalResult verifyBatchNormBuffers(Operation *op, Value input,
+                                     ArrayRef<std::pair<StringRef, Value>> channels,
+                                     Value workspace) {
+  MemRefType x = mrt(input);
+  if (x.getRank() < 2)
+    return op->emitOpError("input must be (N, C, ...) (rank >= 2), got ")
+           << tcc::formatShape(x.getShape());
+  Type et = x.getElementType();
+  Type stats = et.isBF16() || et.isF16() ? Float32Type::get(op->getContext()) : et;
+  int64_t c = x.getDimSize(1), perChannel = c == 0 ? 0 : x.getNumElements() / c;
+  for (auto [name, v] : channels) {
+    MemRefType t = mrt(v);
+    if (t.getShape() != ArrayRef<int64_t>{c} || t.getElementType() != stats)
+      return op->emitOpError() << name << " must be (" << c << ") of " << stats << ", got "
+                               << tcc::formatShape(t.getShape()) << " of "
+                               << t.getElementType();
+  }
+  int64_t parts = batchNormParts(c, perChannel);
+  if ((parts > 1) != static_cast<bool>(workspace))
+    return op->emitOpError() << "takes a workspace exactly when its " << perChannel
+                             << " values per channel are cut into parts (here "
+                             << parts << ")";
+  if (!workspace)
+    return success();
+  SmallVector<int64_t> want{parts, 2, c};
+  MemRefType w = mrt(workspace);
+  if (w.getShape() != ArrayRef<int64_t>(want) || w.getElementType() != stats)
+    return op->emitOpError("workspace must be ") << tcc::formatShape(want) << " of " << stats
+                                                 << " (batchNormParts)";
+  return success();
+}
+
+} // namespace
+
+LogicalResult BatchNormStatsOp::verify() {
+  return verifyBatchNormBuffers(*this, getInput(), {{"mean", getMean()}, {"var", getVar()}},
+                                getWorkspace());
+}
+
+LogicalResult BatchNormGradSumsOp::verify() {
+  if (mrt(getGrad()).getShape() != mrt(getInput()).getShape())
+    return emitOpError("grad must have the input's shape ")
+           << tcc::formatShape(mrt(getInput()).getShape());
+  return verifyBatchNormBuffers(*this, getInput(),
+                                {{"mean", getMean()},
+                                 {"rstd", getRstd()},
+                                 {"grad_sum", getGradSum()},
+                                 {"grad_xhat_sum", getGradXhatSum()}},
+                                getWorkspace());
 }

@@ -702,6 +702,53 @@ def Kern_LayerNormGradOp : Kern_Op<"layer_norm_grad", [AttrSizedOperandSegments]
   let hasVerifier = 1;
 }
 
+// Batch norm's two reductions (tg.batch_norm_stats / tg.batch_norm_grad_sums;
+// verifiers in KernNormOps.cpp). input (N, C, S...) is read as C channels of
+// N strided runs of S; each channel's N * S values are cut into P parts
+// (batchNormParts, dialects/kern/NormWorkspace.h), P blocks each. With
+// P > 1 each part's two sums go to `workspace` (P, 2, C) f32 (f64 for f64
+// input) and a second pass adds the parts in a fixed order (deterministic,
+// no atomics); with P = 1 there is no workspace and one pass.
+def Kern_BatchNormStatsOp : Kern_Op<"batch_norm_stats"> {
+  let summary = "mean, var (C) of (N, C, ...) over every axis but 1";
+  let description = [{
+    Sums of x - K and (x - K)^2 with K = x[0, c, 0...] (a shift from the
+    channel's own values keeps E[(x-K)^2] - E[x-K]^2 from cancelling for
+    channels whose mean is large against their spread); mean = K + S1 / n,
+    var = max(S2 / n - (S1 / n)^2, 0). mean and var are f32 for 16-bit
+    input, else input's type.
+  }];
+  let arguments = (ins
+    Arg<Kern_FloatBuffer, "", [MemRead]>:$input,
+    Arg<Kern_FloatBuffer, "", [MemWrite]>:$mean,
+    Arg<Kern_FloatBuffer, "", [MemWrite]>:$var,
+    Arg<Optional<MemRefOf<[F32, F64]>>, "", [MemRead, MemWrite]>:$workspace);
+  let assemblyFormat = [{
+    $input `into` $mean `,` $var (`workspace` $workspace^)? attr-dict `:`
+    type($input) `->` type($mean) `,` type($var) (`workspace` type($workspace)^)?
+  }];
+  let hasVerifier = 1;
+}
+
+def Kern_BatchNormGradSumsOp : Kern_Op<"batch_norm_grad_sums"> {
+  let summary = "sum(grad), sum(grad * (x - mean) * rstd) (C) per channel";
+  let arguments = (ins
+    Arg<Kern_FloatBuffer, "", [MemRead]>:$grad,
+    Arg<Kern_FloatBuffer, "", [MemRead]>:$input,
+    Arg<Kern_FloatBuffer, "", [MemRead]>:$mean,
+    Arg<Kern_FloatBuffer, "", [MemRead]>:$rstd,
+    Arg<Kern_FloatBuffer, "", [MemWrite]>:$grad_sum,
+    Arg<Kern_FloatBuffer, "", [MemWrite]>:$grad_xhat_sum,
+    Arg<Optional<MemRefOf<[F32, F64]>>, "", [MemRead, MemWrite]>:$workspace);
+  let assemblyFormat = [{
+    $grad `,` $input `,` $mean `,` $rstd `into` $grad_sum `,` $grad_xhat_sum
+    (`workspace` $workspace^)? attr-dict `:` type($grad) `,` type($input) `,`
+    type($mean) `,` type($rstd) `->` type($grad_sum) `,` type($grad_xhat_sum)
+    (`workspace` type($workspace)^)?
+  }];
+  let hasVerifier = 1;
+}
+
 include "dialects/kern/KernVisionOps.td"
 
 #endif // TCC_KERN_OPS

@@ -21,6 +21,22 @@ inline int64_t normGradParts(int64_t rows) {
       1, std::min(kNormGradMaxParts, (rows + kNormGradRowsPerPart - 1) / kNormGradRowsPerPart));
 }
 
+// Batch norm's reductions (kern.batch_norm_stats / _grad_sums): P parts
+// per channel of `perChannel` values (N * S), so that C * P blocks fill the
+// GPU (about 1024: eight per SM of an H200) while each part keeps at least
+// kBatchNormValuesPerPart values. P = 1 (no workspace, one pass) for wide
+// layers. The workspace is (P, 2, C).
+inline constexpr int64_t kBatchNormTargetBlocks = 1024;
+inline constexpr int64_t kBatchNormValuesPerPart = 4096;
+
+inline int64_t batchNormParts(int64_t channels, int64_t perChannel) {
+  if (channels <= 0 || perChannel <= 0)
+    return 1;
+  int64_t want = (kBatchNormTargetBlocks + channels - 1) / channels;
+  int64_t most = std::max<int64_t>(1, perChannel / kBatchNormValuesPerPart);
+  return std::max<int64_t>(1, std::min(want, most));
+}
+
 } // namespace tcc::kern
 
 #endif

@@ -246,7 +246,11 @@ LogicalResult SigmoidOp::buildGradients(OpBuilder &b,
 
 LogicalResult ReluOp::buildGradients(OpBuilder &b, ArrayRef<Value> resultGrads,
                                      SmallVectorImpl<Value> &operandGrads) {
-  operandGrads.push_back(ReluGradOp::create(b, getLoc(), getType(), getInput(),
+  // relu(x) > 0 exactly where x > 0 (NaN and -0 included: both give 0),
+  // so the mask reads the result: it is kept anyway when the next layer
+  // reads it (a convolution's weight gradient), where the input (batch
+  // norm's output) would be one more activation kept for the backward.
+  operandGrads.push_back(ReluGradOp::create(b, getLoc(), getType(), getResult(),
                                             resultGrads[0]));
   return success();
 }

@@ -76,6 +76,7 @@ def Tg_ScalarFloatTensor : 0DTensorOf<[F16, BF16, F32, F64]>;
 include "dialects/tg/TgElementwiseOps.td"
 include "dialects/tg/TgStructuralOps.td"
 include "dialects/tg/TgVisionOps.td"
+include "dialects/tg/TgBatchNormOps.td"
 include "dialects/tg/TgOptimizerOps.td"
 
 #endif // TCC_TG_OPS

@@ -394,6 +394,56 @@ SmallVector<Value> normGradExpansion(OpBuilder &b, Location loc, Value grad, Val
   return grads;
 }
 
+Type batchNormStatsType(Type inputElement) {
+  return isHalfFloat(inputElement) ? Float32Type::get(inputElement.getContext())
+                                   : inputElement;
+}
+
+Value perChannel(OpBuilder &b, Location loc, Value vector, int64_t rank) {
+  SmallVector<int64_t> shape(rank, 1);
+  shape[1] = rtt(vector).getNumElements();
+  return reshape(b, loc, vector, shape);
+}
+
+Value batchNormRstd(OpBuilder &b, Location loc, Value var, double eps) {
+  return rsqrt(b, loc, add(b, loc, var, scalar(b, loc, rtt(var).getElementType(), eps)));
+}
+
+// ((x - mean) * rstd) * weight + bias in the statistics' type: one
+// elementwise kernel after fusion, which a following ReLU or residual add
+// joins.
+Value batchNormNormalize(OpBuilder &b, Location loc, Value x, Value mean, Value rstd,
+                         Value weight, Value bias) {
+  int64_t rank = rtt(x).getRank();
+  Type stats = rtt(mean).getElementType();
+  auto channel = [&](Value v) {
+    return v ? perChannel(b, loc, castTo(b, loc, v, stats), rank) : Value();
+  };
+  Value xhat = mul(b, loc, sub(b, loc, castTo(b, loc, x, stats), channel(mean)), channel(rstd));
+  return castTo(b, loc, affine(b, loc, xhat, channel(weight), channel(bias)),
+                rtt(x).getElementType());
+}
+
+// rstd * weight * (g - sum(g) / n - x_hat * sum(g x_hat) / n), with the
+// per-channel factors folded into (C) vectors first so the full-size work
+// is one multiply-add chain.
+Value batchNormInputGrad(OpBuilder &b, Location loc, Value grad, Value x, Value mean,
+                         Value rstd, Value weight, Value gradSum, Value gradXhatSum) {
+  auto xt = rtt(x);
+  int64_t rank = xt.getRank();
+  Type stats = rtt(mean).getElementType();
+  double n = static_cast<double>(xt.getNumElements() / std::max<int64_t>(1, xt.getDimSize(1)));
+  Value invN = scalar(b, loc, stats, 1.0 / n);
+  Value scale = weight ? mul(b, loc, rstd, castTo(b, loc, weight, stats)) : rstd; // (C)
+  Value meanG = mul(b, loc, gradSum, invN);                                       // (C)
+  Value meanGx = mul(b, loc, gradXhatSum, invN);                                  // (C)
+  Value xhat = mul(b, loc, sub(b, loc, castTo(b, loc, x, stats), perChannel(b, loc, mean, rank)),
+                   perChannel(b, loc, rstd, rank));
+  Value inner = sub(b, loc, sub(b, loc, castTo(b, loc, grad, stats), perChannel(b, loc, meanG, rank)),
+                    mul(b, loc, xhat, perChannel(b, loc, meanGx, rank)));
+  return castTo(b, loc, mul(b, loc, inner, perChannel(b, loc, scale, rank)), xt.getElementType());
+}
+
 Value affine(OpBuilder &b, Location loc, Value normalized, Value weight,
              Value bias) {
   Value y = normalized;

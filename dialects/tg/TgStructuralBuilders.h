@@ -152,6 +152,23 @@ llvm::SmallVector<mlir::Value> normGradExpansion(mlir::OpBuilder &b, mlir::Locat
                                                  mlir::Value grad, mlir::Value x,
                                                  mlir::Value weight, bool withBias,
                                                  double eps, bool centered);
+// tg.batch_norm's pieces (TgBatchNormOps.td), x (N, C, ...): the
+// statistics' element type (f32 for 16-bit x, else x's), a (C) vector
+// reshaped to (1, C, 1, ...) of rank `rank`, rstd = rsqrt(var + eps) (C),
+// the normalized and scaled x (computed in the statistics' type, stored in
+// x's), and the input gradient given tg.batch_norm_grad_sums' two sums.
+// weight / bias may be null.
+mlir::Type batchNormStatsType(mlir::Type inputElement);
+mlir::Value perChannel(mlir::OpBuilder &b, mlir::Location loc, mlir::Value vector,
+                       int64_t rank);
+mlir::Value batchNormRstd(mlir::OpBuilder &b, mlir::Location loc, mlir::Value var, double eps);
+mlir::Value batchNormNormalize(mlir::OpBuilder &b, mlir::Location loc, mlir::Value x,
+                               mlir::Value mean, mlir::Value rstd, mlir::Value weight,
+                               mlir::Value bias);
+mlir::Value batchNormInputGrad(mlir::OpBuilder &b, mlir::Location loc, mlir::Value grad,
+                               mlir::Value x, mlir::Value mean, mlir::Value rstd,
+                               mlir::Value weight, mlir::Value gradSum,
+                               mlir::Value gradXhatSum);
 // x_hat * weight + bias, each optional (null).
 mlir::Value affine(mlir::OpBuilder &b, mlir::Location loc, mlir::Value normalized,
                    mlir::Value weight, mlir::Value bias);

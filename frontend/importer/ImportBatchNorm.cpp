@@ -6,15 +6,11 @@
 //   batch_norm(x [, weight [, bias]]) {b track_running_stats: false}
 // Statistics are per channel (dim 1) over every other dimension.
 //
-// No batch-norm op reaches the compiler: the node is written out in tg
-// primitives (reduce_mean, sub, mul, rsqrt, ...), so its gradient,
-// interpreter rule and CPU / CUDA kernels are those of the primitives (the
-// batch statistics' own gradient terms included, as autodiff of the
-// written-out form). Training and eval differ, so the normalized input is
-// a tg.train_select of
-//   train: (x - mean_b) * rsqrt(var_b + eps), mean_b / var_b (biased) over
-//          the batch;
-//   eval:  (x - running_mean) * rsqrt(running_var + eps),
+// Training and eval differ, so the result is a tg.train_select of
+//   train: tg.batch_norm (x, weight, bias): the batch's statistics (mean_b,
+//          biased var_b), its own fused gradient (TgBatchNormOps.td);
+//   eval:  (x - running_mean) * rsqrt(running_var + eps) * weight + bias in
+//          primitives (elementwise only),
 // and the node's running statistics are updated in the training step as
 // PyTorch does:
 //   running_mean' = (1 - momentum) running_mean + momentum mean_b
@@ -96,22 +92,22 @@ NodeResults importBatchNorm(NodeContext &n) {
   Location loc = n.loc;
   OpBuilder &b = n.b;
   Type elt = x.getElementType();
-  SmallVector<int64_t> axes, channelShape(x.getRank(), 1);
+  SmallVector<int64_t> channelShape(x.getRank(), 1);
   channelShape[1] = c;
-  for (int64_t d = 0; d < x.getRank(); ++d)
-    if (d != 1)
-      axes.push_back(d);
   Value in = n.operands[0];
   Value epsValue = build::scalar(b, loc, elt, *eps);
   auto normalize = [&](Value mean, Value var) {
     return build::mul(b, loc, build::sub(b, loc, in, mean),
                       build::rsqrt(b, loc, build::add(b, loc, var, epsValue)));
   };
-  // Training: the batch's statistics (biased variance).
-  Value mean = build::reduceMean(b, loc, in, axes, /*keepDims=*/true);
-  Value centered = build::sub(b, loc, in, mean);
-  Value var = build::reduceMean(b, loc, build::mul(b, loc, centered, centered), axes, true);
-  Value normalized = normalize(mean, var);
+  Value weight = n.operands.size() > 1 + stats ? n.operands[1 + stats] : Value();
+  Value bias = n.operands.size() > 2 + stats ? n.operands[2 + stats] : Value();
+  // Training: the batch's statistics (biased variance), one fused op.
+  auto channels = RankedTensorType::get({c}, build::batchNormStatsType(elt));
+  auto train = tg::BatchNormOp::create(b, loc, TypeRange{x, channels, channels}, in, weight,
+                                       bias, b.getF64FloatAttr(*eps));
+  Value mean = train.getMean(), var = train.getVar();
+  Value result = train.getResult();
 
   if (*track) {
     if (perChannel < 2)
@@ -125,21 +121,25 @@ NodeResults importBatchNorm(NodeContext &n) {
                        << "' must be model buffers (Model.buffers)";
     if (!n.bufferUpdates)
       return n.error() << "batch_norm: running statistics cannot be updated here";
-    Value eval = normalize(build::reshape(b, loc, runMean, channelShape),
-                           build::reshape(b, loc, runVar, channelShape));
-    normalized = tg::TrainSelectOp::create(b, loc, normalized.getType(), normalized, eval);
+    Value eval = build::affine(
+        b, loc,
+        normalize(build::reshape(b, loc, runMean, channelShape),
+                  build::reshape(b, loc, runVar, channelShape)),
+        weight ? build::reshape(b, loc, weight, channelShape) : Value(),
+        bias ? build::reshape(b, loc, bias, channelShape) : Value());
+    result = tg::TrainSelectOp::create(b, loc, result.getType(), result, eval);
     // The running statistics' updates (PyTorch: the unbiased variance).
     Value keep = build::scalar(b, loc, elt, 1.0 - *momentum);
     Value take = build::scalar(b, loc, elt, *momentum);
     Value unbiased = build::mul(
-        b, loc, build::reshape(b, loc, var, {c}),
+        b, loc, build::castTo(b, loc, var, elt),
         build::scalar(b, loc, elt,
                       static_cast<double>(perChannel) / static_cast<double>(perChannel - 1)));
     auto update = [&](Value running, Value batch) {
       return build::add(b, loc, build::mul(b, loc, running, keep),
                         build::mul(b, loc, batch, take));
     };
-    n.bufferUpdates->push_back({runMean, update(runMean, build::reshape(b, loc, mean, {c}))});
+    n.bufferUpdates->push_back({runMean, update(runMean, build::castTo(b, loc, mean, elt))});
     n.bufferUpdates->push_back({runVar, update(runVar, unbiased)});
     if (!counter->empty()) {
       Value v = n.lookupValue ? n.lookupValue(*counter) : Value();
@@ -156,13 +156,7 @@ NodeResults importBatchNorm(NodeContext &n) {
       n.bufferUpdates->push_back({count, build::castTo(b, loc, next, type.getElementType())});
     }
   }
-  Value weight = n.operands.size() > 1 + stats
-                     ? build::reshape(b, loc, n.operands[1 + stats], channelShape)
-                     : Value();
-  Value bias = n.operands.size() > 2 + stats
-                   ? build::reshape(b, loc, n.operands[2 + stats], channelShape)
-                   : Value();
-  return SmallVector<Value, 1>{build::affine(b, loc, normalized, weight, bias)};
+  return SmallVector<Value, 1>{result};
 }
 
 } // namespace tcc

@@ -12,6 +12,15 @@
 // may write a buffer it reads only at the position it writes it (same
 // shape), as kern.elementwise requires.
 //
+// Recompute rather than store: a kernel P whose one output X is read by
+// several later kernels (at their own shape), and which reads no more
+// full-size bytes per element than X has (a widening cast, (x - mean) *
+// rstd from such a cast), is first copied in front of each reader, so
+// each copy fuses into its reader and X is never written. Without it, a
+// batch norm's f32 view of its bf16 input was stored by the forward kernel
+// (4 bytes per element, kept until the backward) for the backward kernel
+// to read, instead of both reading the 2-byte input.
+//
 // Runs before kern-plan-memory: temporaries are still distinct kern.allocs,
 // so buffers alias only through kern.reshape views of one root.
 //
@@ -106,6 +115,92 @@ bool canFuse(kern::ElementwiseOp producer, kern::ElementwiseOp consumer,
   return true;
 }
 
+int64_t elementBytes(Value v) {
+  return (cast<MemRefType>(v.getType()).getElementTypeBitWidth() + 7) / 8;
+}
+
+// Whether re-running `p` in front of a reader costs no more memory traffic
+// than reading its output back: one output; full-size inputs of at most
+// the output's bytes per element (broadcast vectors are free); a short
+// body.
+bool cheapToRecompute(kern::ElementwiseOp p) {
+  if (p.getOutputs().size() != 1 || p.getBodyBlock().getOperations().size() > 9)
+    return false;
+  int64_t inBytes = 0;
+  for (Value in : p.getInputs())
+    if (shapeOf(in) == p.getShape())
+      inBytes += elementBytes(in);
+  return inBytes <= elementBytes(p.getOutputs()[0]);
+}
+
+// The later elementwise readers of `p`'s output (at p's shape), when it
+// has two or more and nothing else touches it; empty otherwise.
+SmallVector<kern::ElementwiseOp> readersToRecomputeFor(kern::ElementwiseOp p) {
+  Value x = p.getOutputs()[0];
+  if (!x.getDefiningOp<kern::AllocOp>() || !cheapToRecompute(p))
+    return {};
+  SmallVector<kern::ElementwiseOp> readers;
+  for (Operation *user : x.getUsers()) {
+    if (user == p.getOperation())
+      continue;
+    auto reader = dyn_cast<kern::ElementwiseOp>(user);
+    if (!reader || reader->getBlock() != p->getBlock() || !p->isBeforeInBlock(reader) ||
+        reader.getShape() != p.getShape() || kern::writesBuffer(reader, x))
+      return {};
+    readers.push_back(reader);
+  }
+  if (readers.size() < 2)
+    return {};
+  // Each copy must fuse (canFuse's last rule): a reader may not write a
+  // buffer p reads at another shape.
+  for (kern::ElementwiseOp r : readers)
+    for (Value w : r.getOutputs())
+      for (Value in : p.getInputs())
+        if (kern::rootBuffer(in) == kern::rootBuffer(w) && shapeOf(in) != r.getShape())
+          return {};
+  // p's inputs must hold the same values at every reader.
+  llvm::SmallPtrSet<Value, 8> readRoots;
+  for (Value in : p.getInputs())
+    readRoots.insert(kern::rootBuffer(in));
+  Operation *last = readers.front();
+  for (kern::ElementwiseOp r : readers)
+    if (last->isBeforeInBlock(r))
+      last = r;
+  for (Operation *op = p->getNextNode(); op != last; op = op->getNextNode())
+    for (Value v : op->getOperands())
+      if (readRoots.contains(kern::rootBuffer(v)) && kern::writesBuffer(op, v))
+        return {};
+  return readers;
+}
+
+// Copies each qualifying producer in front of its readers (above), until
+// none is left; each copy writes a temporary of its own.
+void recomputeForEachReader(func::FuncOp f) {
+  bool changed = true;
+  while (changed) {
+    changed = false;
+    SmallVector<kern::ElementwiseOp> kernels(f.getOps<kern::ElementwiseOp>());
+    for (kern::ElementwiseOp p : kernels) {
+      SmallVector<kern::ElementwiseOp> readers = readersToRecomputeFor(p);
+      if (readers.empty())
+        continue;
+      Value x = p.getOutputs()[0];
+      for (kern::ElementwiseOp reader : readers) {
+        OpBuilder b(reader);
+        Value copy = kern::AllocOp::create(b, x.getLoc(), cast<MemRefType>(x.getType()));
+        IRMapping map;
+        map.map(x, copy);
+        b.clone(*p.getOperation(), map);
+        reader->replaceUsesOfWith(x, copy);
+      }
+      p.erase();
+      if (x.use_empty())
+        x.getDefiningOp()->erase();
+      changed = true;
+    }
+  }
+}
+
 // Replaces `consumer` by one kernel computing both; returns it.
 kern::ElementwiseOp fuse(kern::ElementwiseOp producer,
                          kern::ElementwiseOp consumer,
@@ -185,6 +280,7 @@ struct KernFuseElementwisePass
     : tcc::impl::KernFuseElementwiseBase<KernFuseElementwisePass> {
   void runOnOperation() override {
     for (func::FuncOp f : getOperation().getOps<func::FuncOp>()) {
+      recomputeForEachReader(f);
       SmallVector<kern::ElementwiseOp> kernels(f.getOps<kern::ElementwiseOp>());
       for (kern::ElementwiseOp consumer : kernels) {
         // Fold producers into this consumer until none qualifies.

@@ -7,6 +7,8 @@
 //                            ignore_index mask, mean over counted positions
 //   causal_mask           -> iota, slice, greater, select
 //   split                 -> one slice per piece
+//   batch_norm            -> batch_norm_stats (one pass), rsqrt, and the
+//                            normalize-and-scale chain (one kernel once fused)
 // layer_norm, rms_norm and their gradient ops are left whole: tg-lower-to-kern
 // gives each one fused kernel (kern.layer_norm / kern.layer_norm_grad).
 // The expansions live in dialects/tg/TgStructuralBuilders.h, shared with the
@@ -44,6 +46,14 @@ SmallVector<Value> expand(Operation *op, OpBuilder &b) {
   if (auto mask = dyn_cast<tg::CausalMaskOp>(op))
     return {build::causalMask(b, loc, mask.getInput(),
                               mask.getValue().convertToDouble())};
+  if (auto bn = dyn_cast<tg::BatchNormOp>(op)) {
+    auto stats = tg::BatchNormStatsOp::create(b, loc, bn.getMean().getType(),
+                                              bn.getVar().getType(), bn.getInput());
+    Value rstd = build::batchNormRstd(b, loc, stats.getVar(), bn.getEps().convertToDouble());
+    return {build::batchNormNormalize(b, loc, bn.getInput(), stats.getMean(), rstd,
+                                      bn.getWeight(), bn.getBias()),
+            stats.getMean(), stats.getVar()};
+  }
   if (auto split = dyn_cast<tg::SplitOp>(op))
     return build::splitIntoSlices(b, loc, split.getInput(), split.getAxis(),
                                   split.getResultTypes());
@@ -57,7 +67,7 @@ struct TgDecomposePass : tcc::impl::TgDecomposeBase<TgDecomposePass> {
     SmallVector<Operation *> composites;
     getOperation().walk([&](Operation *op) {
       if (isa<tg::SoftmaxOp, tg::LogSoftmaxOp, tg::CrossEntropyOp,
-              tg::CausalMaskOp, tg::SplitOp>(op))
+              tg::CausalMaskOp, tg::SplitOp, tg::BatchNormOp>(op))
         composites.push_back(op);
     });
     IRRewriter rewriter(&getContext());

@@ -4,6 +4,9 @@
 // workspace is a kern.alloc, placed by kern-plan-memory like any temporary.
 // A residual add of the input gradient folds in as the kernel's `plus`, and
 // a float cast of the (summed) input gradient as its `cast` output.
+// tg.batch_norm_stats / tg.batch_norm_grad_sums -> kern.batch_norm_stats /
+// kern.batch_norm_grad_sums, with a (P, 2, C) workspace when the channels
+// are cut into P > 1 parts (batchNormParts).
 #include "passes/lowering/LowerNorms.h"
 
 #include "dialects/kern/KernDialect.h"
@@ -195,9 +198,44 @@ LogicalResult lowerGrad(NormLoweringContext &ctx, Operation *op, Value grad, Val
   return success();
 }
 
+// The (P, 2, C) partial sums of a batch-norm reduction over `input`, or
+// null when one part per channel does.
+Value batchNormWorkspace(NormLoweringContext &ctx, Location loc, Value input) {
+  auto xt = cast<RankedTensorType>(input.getType());
+  int64_t c = xt.getDimSize(1), perChannel = c == 0 ? 0 : xt.getNumElements() / c;
+  int64_t parts = kern::batchNormParts(c, perChannel);
+  if (parts == 1)
+    return Value();
+  Type et = xt.getElementType();
+  Type acc = et.isBF16() || et.isF16() ? Float32Type::get(input.getContext()) : et;
+  return ctx.allocate(loc, MemRefType::get({parts, 2, c}, acc));
+}
+
+LogicalResult lowerBatchNormStats(NormLoweringContext &ctx, tg::BatchNormStatsOp op) {
+  Location loc = op.getLoc();
+  Value x = ctx.bufferOf(op.getInput());
+  Value mean = resultBuffer(ctx, loc, op.getMean()), var = resultBuffer(ctx, loc, op.getVar());
+  kern::BatchNormStatsOp::create(ctx.builder, loc, x, mean, var,
+                                 batchNormWorkspace(ctx, loc, op.getInput()));
+  return success();
+}
+
+LogicalResult lowerBatchNormGradSums(NormLoweringContext &ctx, tg::BatchNormGradSumsOp op) {
+  Location loc = op.getLoc();
+  Value g = ctx.bufferOf(op.getGrad()), x = ctx.bufferOf(op.getInput());
+  Value mean = ctx.bufferOf(op.getMean()), rstd = ctx.bufferOf(op.getRstd());
+  Value sum = resultBuffer(ctx, loc, op.getGradSum());
+  Value dot = resultBuffer(ctx, loc, op.getGradXhatSum());
+  kern::BatchNormGradSumsOp::create(ctx.builder, loc, g, x, mean, rstd, sum, dot,
+                                    batchNormWorkspace(ctx, loc, op.getInput()));
+  return success();
+}
+
 } // namespace
 
 bool isLoweredAsNorm(Operation *op) {
+  if (isa<tg::BatchNormStatsOp, tg::BatchNormGradSumsOp>(op))
+    return true;
   if (isNorm(op) || isa<tg::LayerNormGradOp, tg::RmsNormGradOp>(op))
     return true;
   if (auto add = dyn_cast<tg::AddOp>(op))
@@ -207,6 +245,10 @@ bool isLoweredAsNorm(Operation *op) {
 }
 
 LogicalResult lowerNormOp(Operation *op, NormLoweringContext &ctx) {
+  if (auto s = dyn_cast<tg::BatchNormStatsOp>(op))
+    return lowerBatchNormStats(ctx, s);
+  if (auto s = dyn_cast<tg::BatchNormGradSumsOp>(op))
+    return lowerBatchNormGradSums(ctx, s);
   if (auto n = dyn_cast<tg::LayerNormOp>(op))
     return lowerForward(ctx, op, n.getInput(), n.getWeight(), n.getBias(), n.getEpsAttr(),
                         /*rms=*/false);

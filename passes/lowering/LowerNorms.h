@@ -1,5 +1,6 @@
 // tg.layer_norm / tg.rms_norm and their gradient ops -> kern.layer_norm /
-// kern.layer_norm_grad, for tg-lower-to-kern (LowerTgToKern.cpp), which owns
+// kern.layer_norm_grad, and batch norm's two reductions -> kern.batch_norm_stats /
+// kern.batch_norm_grad_sums, for tg-lower-to-kern (LowerTgToKern.cpp), which owns
 // the buffers. Two tg.casts fold into these kernels (visible in the
 // lowered IR as the kern op's element types):
 //   - a cast of a norm's result that is the result's only user: the kernel

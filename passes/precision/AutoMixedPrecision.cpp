@@ -156,6 +156,8 @@ private:
     }
     if (auto rope = dyn_cast<tg::RopeOp>(op))
       return visitRope(rope);
+    if (auto bn = dyn_cast<tg::BatchNormOp>(op))
+      return visitBatchNorm(bn);
     Policy p = policyFor(op, lowConvolutions_);
     SmallVector<Value> floats;
     for (Value v : op->getOperands())
@@ -271,6 +273,24 @@ private:
     op->setAttr(model::kAmpAttr,
                 b_.getStringAttr(llvm::formatv("{0}: follows its input{1}", typeName(x),
                                                x == low_ ? " (cos / sin read in fp32)" : "")
+                                     .str()));
+    markWeightLike(op);
+    return success();
+  }
+
+  // tg.batch_norm follows its input, as autocast's batch norm: a 16-bit
+  // activation stays 16-bit (its kernels compute in f32 inside), the
+  // statistics become f32, and weight and bias are read as they are (f32
+  // master weights: no cast kernels).
+  LogicalResult visitBatchNorm(tg::BatchNormOp op) {
+    Type x = tensorType(op.getInput()).getElementType();
+    Type stats = build::batchNormStatsType(x);
+    op.getResult().setType(tensorType(op.getInput()));
+    op.getMean().setType(tensorType(op.getMean()).clone(stats));
+    op.getVar().setType(tensorType(op.getVar()).clone(stats));
+    op->setAttr(model::kAmpAttr,
+                b_.getStringAttr(llvm::formatv("{0}: follows its input{1}", typeName(x),
+                                               x == low_ ? " (statistics in fp32)" : "")
                                      .str()));
     markWeightLike(op);
     return success();

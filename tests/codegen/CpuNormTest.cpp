@@ -3,7 +3,8 @@
 // without weight / bias, f32 / f64 / bf16 x, a bf16 y from f32 x (the folded
 // cast) and a bf16 grad for f32 x (tg-amp's backward), widths 768, 100 and
 // 129, dx plus a residual gradient, dx also cast to another float type. The backward's weight / bias sums must be bit-identical across
-// thread counts (fixed parts, added in order).
+// thread counts (fixed parts, added in order). Batch norm's two reductions
+// at the end.
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -195,3 +196,85 @@ TEST(CpuNorm, CastOfInputGradient) {
 }
 
 } // namespace
+
+// Batch norm's reductions (tcc_cpu::batch_norm_stats / _grad_sums) against
+// a float64 two-pass reference, x (n, c, s) with channel means up to 30
+// times their spread (the shifted sums must not cancel); f32 results from
+// f32 or bf16 inputs, f64 from f64. Identical at 1 and 2 threads.
+template <typename T, typename G>
+void batchNormCase(int64_t n, int64_t c, int64_t s, uint64_t seed) {
+  using A = typename std::conditional<std::is_same<T, double>::value, double, float>::type;
+  std::mt19937_64 rng(seed);
+  std::uniform_real_distribution<double> u(-1.0, 1.0);
+  std::vector<T> x(n * c * s);
+  std::vector<G> g(n * c * s);
+  std::vector<double> shift(c);
+  for (int64_t ch = 0; ch < c; ++ch)
+    shift[ch] = 30.0 * u(rng);
+  for (int64_t i = 0; i < n; ++i)
+    for (int64_t ch = 0; ch < c; ++ch)
+      for (int64_t j = 0; j < s; ++j) {
+        x[(i * c + ch) * s + j] = make<T>(shift[ch] + u(rng));
+        g[(i * c + ch) * s + j] = make<G>(u(rng));
+      }
+  std::vector<double> mean(c), var(c), gsum(c), gdot(c);
+  std::vector<A> rstd(c), meanA(c);
+  for (int64_t ch = 0; ch < c; ++ch) {
+    double s1 = 0, s2 = 0;
+    for (int64_t i = 0; i < n; ++i)
+      for (int64_t j = 0; j < s; ++j)
+        s1 += get(x[(i * c + ch) * s + j]);
+    mean[ch] = s1 / (n * s);
+    for (int64_t i = 0; i < n; ++i)
+      for (int64_t j = 0; j < s; ++j) {
+        double d = get(x[(i * c + ch) * s + j]) - mean[ch];
+        s2 += d * d;
+      }
+    var[ch] = s2 / (n * s);
+    meanA[ch] = static_cast<A>(mean[ch]);
+    rstd[ch] = static_cast<A>(1.0 / std::sqrt(var[ch] + 1e-5));
+    double t1 = 0, t2 = 0;
+    for (int64_t i = 0; i < n; ++i)
+      for (int64_t j = 0; j < s; ++j) {
+        double gv = get(g[(i * c + ch) * s + j]);
+        t1 += gv;
+        t2 += gv * (get(x[(i * c + ch) * s + j]) - static_cast<double>(meanA[ch]));
+      }
+    gsum[ch] = t1;
+    gdot[ch] = t2 * static_cast<double>(rstd[ch]);
+  }
+  std::vector<A> results[2][4];
+  for (int threads = 1; threads <= 2; ++threads) {
+#ifdef _OPENMP
+    omp_set_num_threads(threads);
+#endif
+    std::vector<A> m(c), v(c), sum(c), dot(c);
+    tcc_cpu::batch_norm_stats(n, c, s, x.data(), m.data(), v.data());
+    tcc_cpu::batch_norm_grad_sums(n, c, s, g.data(), x.data(), meanA.data(), rstd.data(),
+                                  sum.data(), dot.data());
+    results[threads - 1][0] = m;
+    results[threads - 1][1] = v;
+    results[threads - 1][2] = sum;
+    results[threads - 1][3] = dot;
+  }
+  const double tol = std::is_same<A, double>::value ? 1e-12 : 1e-6;
+  for (int64_t ch = 0; ch < c; ++ch) {
+    EXPECT_NEAR(results[0][0][ch], mean[ch], tol * (std::fabs(mean[ch]) + 1)) << "mean " << ch;
+    EXPECT_NEAR(results[0][1][ch], var[ch], tol * var[ch] * 4) << "var " << ch;
+    EXPECT_NEAR(results[0][2][ch], gsum[ch], tol * n * s) << "grad_sum " << ch;
+    EXPECT_NEAR(results[0][3][ch], gdot[ch], tol * n * s) << "grad_xhat_sum " << ch;
+  }
+  for (int k = 0; k < 4; ++k)
+    EXPECT_EQ(0, std::memcmp(results[0][k].data(), results[1][k].data(), c * sizeof(A)))
+        << "result " << k << " differs between 1 and 2 threads";
+}
+
+TEST(CpuBatchNorm, MatchesFloat64Reference) {
+  uint64_t seed = std::random_device{}();
+  SCOPED_TRACE(testing::Message() << "seed " << seed);
+  batchNormCase<float, float>(8, 5, 49, seed);
+  batchNormCase<bf16, bf16>(4, 3, 64, seed + 1);
+  batchNormCase<float, bf16>(2, 7, 100, seed + 2);
+  batchNormCase<double, double>(3, 4, 9, seed + 3);
+  batchNormCase<float, float>(1, 2, 1000, seed + 4);
+}

@@ -291,6 +291,12 @@ private:
         .Case([&](kern::LayerNormGradOp n) {
           return emitCpuLayerNormGrad(n, names_, os_, flops);
         })
+        .Case([&](kern::BatchNormStatsOp n) {
+          return emitCpuBatchNormStats(n, names_, os_, flops);
+        })
+        .Case([&](kern::BatchNormGradSumsOp n) {
+          return emitCpuBatchNormGradSums(n, names_, os_, flops);
+        })
         .Case([&](kern::Conv2dOp c) { return emitCpuConv2d(c, names_, os_, flops); })
         .Case([&](kern::Pool2dOp p) { return emitCpuPool2d(p, names_, os_, flops); })
         .Case([&](kern::RopeOp r) {

@@ -1,5 +1,6 @@
-// CPU code for kern.layer_norm / kern.layer_norm_grad: one call of the
-// prelude's norm kernels (cpu/cpu_norm.h) each.
+// CPU code for kern.layer_norm / kern.layer_norm_grad and batch norm's
+// kern.batch_norm_stats / _grad_sums: one call of the prelude's norm
+// kernels (cpu/cpu_norm.h) each.
 #include "compiler/codegen/cpu/CpuNorm.h"
 
 #include "compiler/codegen/common/CTypes.h"
@@ -64,6 +65,39 @@ LogicalResult emitCpuLayerNormGrad(kern::LayerNormGradOp op, const ValueNames &n
                       pointer(op.getBiasGrad(), names, true, et), workspace,
                       kern::normGradParts(s.rows), pointer(op.getAddend(), names, false, et),
                       pointer(op.getInputGradCast(), names, true, et));
+  return success();
+}
+
+// x (N, C, S...) as "N, C, S".
+static std::string channelDims(Value input) {
+  MemRefType x = mrt(input);
+  int64_t n = x.getDimSize(0), c = x.getDimSize(1);
+  return llvm::formatv("{0}, {1}, {2}", n, c, n * c == 0 ? 0 : x.getNumElements() / (n * c))
+      .str();
+}
+
+LogicalResult emitCpuBatchNormStats(kern::BatchNormStatsOp op, const ValueNames &names,
+                                    llvm::raw_ostream &os, double &flops) {
+  Type et = mrt(op.getMean()).getElementType();
+  flops += 3.0 * mrt(op.getInput()).getNumElements();
+  os << llvm::formatv("  tcc_cpu::batch_norm_stats({0}, {1}, {2}, {3});\n",
+                      channelDims(op.getInput()),
+                      pointer(op.getInput(), names, false, et),
+                      pointer(op.getMean(), names, true, et), pointer(op.getVar(), names, true, et));
+  return success();
+}
+
+LogicalResult emitCpuBatchNormGradSums(kern::BatchNormGradSumsOp op, const ValueNames &names,
+                                       llvm::raw_ostream &os, double &flops) {
+  Type et = mrt(op.getMean()).getElementType();
+  flops += 4.0 * mrt(op.getInput()).getNumElements();
+  os << llvm::formatv("  tcc_cpu::batch_norm_grad_sums({0}, {1}, {2}, {3}, {4}, {5}, {6});\n",
+                      channelDims(op.getInput()), pointer(op.getGrad(), names, false, et),
+                      pointer(op.getInput(), names, false, et),
+                      pointer(op.getMean(), names, false, et),
+                      pointer(op.getRstd(), names, false, et),
+                      pointer(op.getGradSum(), names, true, et),
+                      pointer(op.getGradXhatSum(), names, true, et));
   return success();
 }
 

@@ -16,6 +16,13 @@ mlir::LogicalResult emitCpuLayerNorm(kern::LayerNormOp op, const ValueNames &nam
 mlir::LogicalResult emitCpuLayerNormGrad(kern::LayerNormGradOp op, const ValueNames &names,
                                          llvm::raw_ostream &os, double &flops);
 
+// One call of tcc_cpu::batch_norm_stats / batch_norm_grad_sums.
+mlir::LogicalResult emitCpuBatchNormStats(kern::BatchNormStatsOp op, const ValueNames &names,
+                                          llvm::raw_ostream &os, double &flops);
+mlir::LogicalResult emitCpuBatchNormGradSums(kern::BatchNormGradSumsOp op,
+                                             const ValueNames &names, llvm::raw_ostream &os,
+                                             double &flops);
+
 } // namespace tcc::codegen
 
 #endif

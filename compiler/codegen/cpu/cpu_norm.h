@@ -1,5 +1,5 @@
 // tcc CPU kernel prelude, fused normalization (kern.layer_norm and
-// kern.layer_norm_grad). Pasted into generated steps after cpu_attention.h
+// kern.layer_norm_grad; batch norm's two reductions at the end). Pasted into generated steps after cpu_attention.h
 // (compiler/codegen/CodegenSources.cmake); tests include it after
 // cpu_prelude.h.
 //
@@ -140,6 +140,53 @@ void layer_norm_backward(int64_t rows, int64_t c, const G *grad, const T *x, con
       dweight[j] = Elem<T>::store(w);
     if (dbias)
       dbias[j] = Elem<T>::store(b);
+  }
+}
+
+// Batch norm's reductions (kern.batch_norm_stats / _grad_sums): x (n, c, s)
+// read per channel (n runs of s values, c * s apart), sums in double,
+// threads over channels, so the result does not depend on the thread
+// count. (The GPU's (P, 2, C) workspace operand is not needed here.)
+// mean, var (c): sums of x - K with K = x[0, c, 0], var = max(S2 / n -
+// (S1 / n)^2, 0) biased, as the GPU kernels.
+template <typename T, typename A>
+void batch_norm_stats(int64_t n, int64_t c, int64_t s, const T *x, A *mean, A *var) {
+#pragma omp parallel for if (static_cast<double>(n) * c * s > kParallelWork)
+  for (int64_t ch = 0; ch < c; ++ch) {
+    const double shift = static_cast<double>(Elem<T>::load(x[ch * s]));
+    double s1 = 0, s2 = 0;
+    for (int64_t i = 0; i < n; ++i) {
+      const T *run = x + (i * c + ch) * s;
+      for (int64_t j = 0; j < s; ++j) {
+        const double d = static_cast<double>(Elem<T>::load(run[j])) - shift;
+        s1 += d;
+        s2 += d * d;
+      }
+    }
+    const double count = static_cast<double>(n * s), m = s1 / count, v = s2 / count - m * m;
+    mean[ch] = static_cast<A>(shift + m);
+    var[ch] = static_cast<A>(v > 0 ? v : 0);
+  }
+}
+
+// grad_sum = sum(g), grad_xhat_sum = rstd * sum(g * (x - mean)) (c).
+template <typename G, typename T, typename A>
+void batch_norm_grad_sums(int64_t n, int64_t c, int64_t s, const G *g, const T *x,
+                          const A *mean, const A *rstd, A *grad_sum, A *grad_xhat_sum) {
+#pragma omp parallel for if (static_cast<double>(n) * c * s > kParallelWork)
+  for (int64_t ch = 0; ch < c; ++ch) {
+    const double m = static_cast<double>(mean[ch]);
+    double s1 = 0, s2 = 0;
+    for (int64_t i = 0; i < n; ++i) {
+      const int64_t at = (i * c + ch) * s;
+      for (int64_t j = 0; j < s; ++j) {
+        const double gv = static_cast<double>(Elem<G>::load(g[at + j]));
+        s1 += gv;
+        s2 += gv * (static_cast<double>(Elem<T>::load(x[at + j])) - m);
+      }
+    }
+    grad_sum[ch] = static_cast<A>(s1);
+    grad_xhat_sum[ch] = static_cast<A>(s2 * static_cast<double>(rstd[ch]));
   }
 }
 

@@ -386,6 +386,8 @@ LogicalResult CudaStepEmitter::emitOp(Operation *op, llvm::raw_ostream &os, doub
       .Case([&](kern::MultiSumOp m) { return emitMultiSum(m, os, flops); })
       .Case([&](kern::LayerNormOp n) { return emitLayerNorm(n, os, flops); })
       .Case([&](kern::LayerNormGradOp g) { return emitLayerNormGrad(g, os, flops); })
+      .Case([&](kern::BatchNormStatsOp b) { return emitBatchNormStats(b, os, flops); })
+      .Case([&](kern::BatchNormGradSumsOp b) { return emitBatchNormGradSums(b, os, flops); })
       .Case([&](kern::Conv2dOp c) { return emitConv2d(c, os, flops); })
       .Case([&](kern::Pool2dOp p) { return emitPool2d(p, os, flops); })
       .Default([&](Operation *other) {

@@ -168,6 +168,10 @@ private:
   LogicalResult emitLayerNorm(kern::LayerNormOp n, llvm::raw_ostream &os, double &flops);
   LogicalResult emitLayerNormGrad(kern::LayerNormGradOp g, llvm::raw_ostream &os,
                                   double &flops);
+  LogicalResult emitBatchNormStats(kern::BatchNormStatsOp op, llvm::raw_ostream &os,
+                                   double &flops);
+  LogicalResult emitBatchNormGradSums(kern::BatchNormGradSumsOp op, llvm::raw_ostream &os,
+                                      double &flops);
   // ConvKernels.cpp
   LogicalResult emitConv2d(kern::Conv2dOp c, llvm::raw_ostream &os, double &flops);
   LogicalResult emitPool2d(kern::Pool2dOp p, llvm::raw_ostream &os, double &flops);

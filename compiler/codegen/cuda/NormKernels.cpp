@@ -4,7 +4,10 @@
 // bias or gradient buffers are null pointers in the wrapper's text, so each
 // combination is a kernel of its own in the list. The backward's launcher
 // returns a cudaError_t (a row too long for shared memory), which the host
-// body turns into a step failure naming the launch.
+// body turns into a step failure naming the launch. Batch norm's two
+// reductions wrap launch_batch_norm_stats / launch_batch_norm_grad_sums
+// (batch_norm_kernels.cuh / batch_norm_launchers.cuh) the same way, with
+// kern::batchNormParts blocks per channel.
 #include "compiler/codegen/cuda/CudaStepEmitter.h"
 
 #include "dialects/kern/NormWorkspace.h"
@@ -137,6 +140,70 @@ LogicalResult CudaStepEmitter::emitLayerNormGrad(kern::LayerNormGradOp g, llvm::
                                             : std::string())
              .str(),
          work, w.bytes());
+  return success();
+}
+
+namespace {
+
+// x (N, C, S...) as N, C and S; the statistics' element type.
+struct Channels {
+  int64_t n, c, s, parts;
+  Type stats;
+  static Channels of(Value input) {
+    MemRefType x = mrt(input);
+    int64_t n = x.getDimSize(0), c = x.getDimSize(1);
+    int64_t s = n * c == 0 ? 0 : x.getNumElements() / (n * c);
+    Type et = x.getElementType();
+    Type stats = et.isBF16() || et.isF16() ? Float32Type::get(et.getContext()) : et;
+    return {n, c, s, kern::batchNormParts(c, n * s), stats};
+  }
+  std::string shape() const {
+    return llvm::formatv("{0} channels of {1} x {2}{3}", c, n, s,
+                         parts > 1 ? llvm::formatv(", {0} parts", parts).str() : std::string())
+        .str();
+  }
+};
+
+} // namespace
+
+LogicalResult CudaStepEmitter::emitBatchNormStats(kern::BatchNormStatsOp op, llvm::raw_ostream &os,
+                                                  double &flops) {
+  Channels d = Channels::of(op.getInput());
+  NormWrapper w;
+  w.add(op.getInput(), false, d.stats, names_);
+  w.add(op.getMean(), true, d.stats, names_);
+  w.add(op.getVar(), true, d.stats, names_);
+  w.add(op.getWorkspace(), true, d.stats, names_);
+  double work = 3.0 * d.n * d.c * d.s;
+  flops += work;
+  std::string text = llvm::formatv(
+      "extern \"C\" void @NAME@(cudaStream_t s, {0}) {{\n"
+      "  tcc_cuda::launch_batch_norm_stats({1}, {2}, {3}, {4}, {5}, s);\n}\n",
+      w.params, w.launcherArgs, d.n, d.c, d.s, d.parts);
+  std::string kernel = kernels_.add("batch_norm_stats", text, w.params);
+  launch(os, op, kernel, kernel + "(s" + w.hostArgs + ");", d.shape(), work, w.bytes());
+  return success();
+}
+
+LogicalResult CudaStepEmitter::emitBatchNormGradSums(kern::BatchNormGradSumsOp op,
+                                                     llvm::raw_ostream &os, double &flops) {
+  Channels d = Channels::of(op.getInput());
+  NormWrapper w;
+  w.add(op.getGrad(), false, d.stats, names_);
+  w.add(op.getInput(), false, d.stats, names_);
+  w.add(op.getMean(), false, d.stats, names_);
+  w.add(op.getRstd(), false, d.stats, names_);
+  w.add(op.getGradSum(), true, d.stats, names_);
+  w.add(op.getGradXhatSum(), true, d.stats, names_);
+  w.add(op.getWorkspace(), true, d.stats, names_);
+  double work = 4.0 * d.n * d.c * d.s;
+  flops += work;
+  std::string text = llvm::formatv(
+      "extern \"C\" void @NAME@(cudaStream_t s, {0}) {{\n"
+      "  tcc_cuda::launch_batch_norm_grad_sums({1}, {2}, {3}, {4}, {5}, s);\n}\n",
+      w.params, w.launcherArgs, d.n, d.c, d.s, d.parts);
+  std::string kernel = kernels_.add("batch_norm_grad_sums", text, w.params);
+  launch(os, op, kernel, kernel + "(s" + w.hostArgs + ");", d.shape(), work, w.bytes());
   return success();
 }
 

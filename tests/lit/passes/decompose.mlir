@@ -124,3 +124,20 @@ func.func @split(%x: tensor<5x4xf32>) -> tensor<2x3xf32> {
   %2 = tg.matmul %0#0, %1 : (tensor<2x4xf32>, tensor<4x3xf32>) -> tensor<2x3xf32>
   return %2 : tensor<2x3xf32>
 }
+
+// -----
+
+// tg.batch_norm: one statistics op, rsqrt(var + eps), and the normalize
+// chain in the statistics' type (f32) on the bf16 input, stored as bf16.
+// CHECK-LABEL: func.func @batch_norm
+// CHECK: %[[M:.*]], %[[V:.*]] = tg.batch_norm_stats %arg0 : tensor<4x3x5x5xbf16> -> tensor<3xf32>, tensor<3xf32>
+// CHECK: %[[R:.*]] = tg.rsqrt
+// CHECK: %[[XF:.*]] = tg.cast %arg0 : tensor<4x3x5x5xbf16> to tensor<4x3x5x5xf32>
+// CHECK: tg.sub %[[XF]]
+// CHECK: tg.cast %{{.*}} : tensor<4x3x5x5xf32> to tensor<4x3x5x5xbf16>
+// CHECK-NOT: tg.batch_norm %
+// CHECK: return %{{.*}}, %[[M]], %[[V]]
+func.func @batch_norm(%x: tensor<4x3x5x5xbf16>, %w: tensor<3xf32>, %b: tensor<3xf32>) -> (tensor<4x3x5x5xbf16>, tensor<3xf32>, tensor<3xf32>) {
+  %y, %m, %v = tg.batch_norm %x weight %w bias %b : (tensor<4x3x5x5xbf16>, tensor<3xf32>, tensor<3xf32>) -> (tensor<4x3x5x5xbf16>, tensor<3xf32>, tensor<3xf32>)
+  return %y, %m, %v : tensor<4x3x5x5xbf16>, tensor<3xf32>, tensor<3xf32>
+}

@@ -126,3 +126,66 @@ func.func @inplace(%p: memref<4xf32>, %g: memref<4xf32>, %out: memref<4xf32>) {
   }
   return
 }
+
+// -----
+
+// Recompute rather than store: a widening cast read by two later kernels is
+// copied in front of each and fuses into both, so the f32 copy is never
+// written; both kernels read the 2-byte input.
+// CHECK-LABEL: func.func @recompute_cheap_producer
+// CHECK-NOT: kern.alloc
+// CHECK: kern.elementwise ins(%arg0 : memref<8xbf16>) outs(%arg1 : memref<8xf32>)
+// CHECK: arith.extf
+// CHECK: math.exp
+// CHECK: kern.elementwise ins(%arg0 : memref<8xbf16>) outs(%arg2 : memref<8xf32>)
+// CHECK: arith.extf
+// CHECK: math.log
+// CHECK-NOT: kern.alloc
+func.func @recompute_cheap_producer(%x: memref<8xbf16>, %a: memref<8xf32>, %b: memref<8xf32>) {
+  %xf = kern.alloc : memref<8xf32>
+  kern.elementwise ins(%x : memref<8xbf16>) outs(%xf : memref<8xf32>) {
+  ^bb0(%v: bf16, %i: i64):
+    %r = arith.extf %v : bf16 to f32
+    kern.yield %r : f32
+  }
+  kern.elementwise ins(%xf : memref<8xf32>) outs(%a : memref<8xf32>) {
+  ^bb0(%v: f32, %i: i64):
+    %r = math.exp %v : f32
+    kern.yield %r : f32
+  }
+  kern.elementwise ins(%xf : memref<8xf32>) outs(%b : memref<8xf32>) {
+  ^bb0(%v: f32, %i: i64):
+    %r = math.log %v : f32
+    kern.yield %r : f32
+  }
+  return
+}
+
+// -----
+
+// Not when the producer reads more bytes per element than it writes (a
+// narrowing cast): reading its 2-byte output back is cheaper.
+// CHECK-LABEL: func.func @keep_narrowing_producer
+// CHECK: %[[H:.*]] = kern.alloc : memref<8xbf16>
+// CHECK: kern.elementwise ins(%arg0 : memref<8xf32>) outs(%arg1, %[[H]] : memref<8xf32>, memref<8xbf16>)
+// CHECK: kern.elementwise ins(%[[H]] : memref<8xbf16>) outs(%arg2 : memref<8xf32>)
+func.func @keep_narrowing_producer(%x: memref<8xf32>, %a: memref<8xf32>, %b: memref<8xf32>) {
+  %h = kern.alloc : memref<8xbf16>
+  kern.elementwise ins(%x : memref<8xf32>) outs(%h : memref<8xbf16>) {
+  ^bb0(%v: f32, %i: i64):
+    %r = arith.truncf %v : f32 to bf16
+    kern.yield %r : bf16
+  }
+  kern.elementwise ins(%h : memref<8xbf16>) outs(%a : memref<8xf32>) {
+  ^bb0(%v: bf16, %i: i64):
+    %r = arith.extf %v : bf16 to f32
+    kern.yield %r : f32
+  }
+  kern.elementwise ins(%h : memref<8xbf16>) outs(%b : memref<8xf32>) {
+  ^bb0(%v: bf16, %i: i64):
+    %e = arith.extf %v : bf16 to f32
+    %r = math.exp %e : f32
+    kern.yield %r : f32
+  }
+  return
+}

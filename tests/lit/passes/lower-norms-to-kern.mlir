@@ -144,3 +144,20 @@ func.func @two_norm_grads_summed(%g1: tensor<6x8xf32>, %g2: tensor<6x8xf32>, %x:
   %sum = tg.add %dx2, %dx1 : (tensor<6x8xf32>, tensor<6x8xf32>) -> tensor<6x8xf32>
   return %sum : tensor<6x8xf32>
 }
+
+// -----
+
+// Batch norm's reductions: a (P, 2, C) f32 workspace when the channels are
+// cut into parts (64 x 1024 values per channel: 16 parts), none for small
+// inputs.
+// CHECK-LABEL: func.func @batch_norm_reductions
+// CHECK: %[[WS:.*]] = kern.alloc : memref<16x2x3xf32>
+// CHECK: kern.batch_norm_stats %arg0 into %{{.*}}, %{{.*}} workspace %[[WS]] : memref<64x3x32x32xbf16> -> memref<3xf32>, memref<3xf32> workspace memref<16x2x3xf32>
+// CHECK: kern.batch_norm_grad_sums %arg1, %arg0, {{.*}} workspace %{{.*}} : memref<64x3x32x32xf32>, memref<64x3x32x32xbf16>, memref<3xf32>, memref<3xf32> -> memref<3xf32>, memref<3xf32> workspace memref<16x2x3xf32>
+// CHECK: kern.batch_norm_stats %arg2 into %{{.*}}, %{{.*}} : memref<2x3x2x2xf32> -> memref<3xf32>, memref<3xf32>
+func.func @batch_norm_reductions(%x: tensor<64x3x32x32xbf16>, %g: tensor<64x3x32x32xf32>, %small: tensor<2x3x2x2xf32>) -> (tensor<3xf32>, tensor<3xf32>, tensor<3xf32>) {
+  %m, %v = tg.batch_norm_stats %x : tensor<64x3x32x32xbf16> -> tensor<3xf32>, tensor<3xf32>
+  %s, %d = tg.batch_norm_grad_sums %g, %x, %m, %v : tensor<64x3x32x32xf32>, tensor<64x3x32x32xbf16>, tensor<3xf32>, tensor<3xf32> -> tensor<3xf32>, tensor<3xf32>
+  %m2, %v2 = tg.batch_norm_stats %small : tensor<2x3x2x2xf32> -> tensor<3xf32>, tensor<3xf32>
+  return %s, %d, %m2 : tensor<3xf32>, tensor<3xf32>, tensor<3xf32>
+}
