@@ -28,13 +28,13 @@ warmup="${WARMUP:-5}"
 limit="${TIMEOUT:-300}"
 py="${PYTHON:-python3}"
 config="${CONFIG:-gpu}"
-# MODES: the PyTorch runs beside tcc's (default both; "eager" when the
+# MODES: the PyTorch runs beside tcc's (unset: both; "eager" when the
 # device time is short: torch.compile's compilation takes most of a model's
-# ~2-3 min). INIT=torch (default): tcc starts from PyTorch's initial
+# ~2-3 min; empty: tcc alone). INIT=torch (default): tcc starts from PyTorch's initial
 # weights (exported here); INIT=tcc: from the step's own initializers
 # (faster; the step time does not depend on the weights, the loss column
 # is then not comparable).
-read -r -a modes <<<"${MODES:-eager compile}"
+read -r -a modes <<<"${MODES-eager compile}"
 init="${INIT:-torch}"
 mkdir -p "$out"
 out=$(cd "$out" && pwd)
