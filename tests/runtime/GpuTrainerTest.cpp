@@ -469,6 +469,17 @@ TEST(GpuTrainerTest, AllocationFailureNamesTheCategory) {
   EXPECT_EQ(FakeStats(lib).device_blocks, 0);
 }
 
+// Before a data-parallel run ends its NCCL communicator, trun releases
+// the step's CUDA graphs (ncclCommDestroy waits for the graphs holding its
+// collectives); the fake counts the calls.
+TEST(GpuTrainerTest, ReleaseGraphsCallsTheDevice) {
+  absl::StatusOr<Fixture> gpu = Open(TRUN_TEST_BIGRAM_CUDA_STEP, 0);
+  ASSERT_TRUE(gpu.ok()) << gpu.status();
+  int64_t before = FakeStats(TRUN_TEST_BIGRAM_CUDA_STEP).release_graphs_calls;
+  ASSERT_TRUE(gpu->trainer->ReleaseGraphs().ok());
+  EXPECT_EQ(FakeStats(TRUN_TEST_BIGRAM_CUDA_STEP).release_graphs_calls, before + 1);
+}
+
 TEST(GpuTrainerTest, SelectsTheGpuAndNamesABadOne) {
   absl::StatusOr<Fixture> gpu = Open(TRUN_TEST_BIGRAM_CUDA_STEP, 1);
   ASSERT_TRUE(gpu.ok()) << gpu.status();

@@ -95,8 +95,14 @@ TEST(StepDescriptorTest, CudaStepNeedsACompleteDeviceApi) {
   api.struct_size = beforeGemmChoice; // a step built before gemm_choice
   EXPECT_FALSE(tcc_device_api_has_gemm_choice(&api));
   EXPECT_TRUE(ValidateDescriptor(step.descriptor, "step.so").ok());
+  // A step built before release_graphs: trun runs it (and skips the call).
+  api.struct_size = offsetof(tcc_device_api, release_graphs);
+  EXPECT_TRUE(tcc_device_api_has_gemm_choice(&api));
+  EXPECT_FALSE(tcc_device_api_has_release_graphs(&api));
+  EXPECT_TRUE(ValidateDescriptor(step.descriptor, "step.so").ok());
   api.struct_size = sizeof(tcc_device_api);
   EXPECT_TRUE(tcc_device_api_has_gemm_choice(&api));
+  EXPECT_TRUE(tcc_device_api_has_release_graphs(&api));
   api.struct_size = sizeof(tcc_device_api) + 8; // appended fields are fine
   EXPECT_TRUE(ValidateDescriptor(step.descriptor, "step.so").ok());
 
@@ -129,6 +135,7 @@ TEST(StepDescriptorTest, CudaStepNeedsACompleteDeviceApi) {
            [](tcc_device_api &a) { a.profile_read = nullptr; }},
           {"gemm_choice", [](tcc_device_api &a) { a.gemm_choice = nullptr; }},
           {"gemm_note", [](tcc_device_api &a) { a.gemm_note = nullptr; }},
+          {"release_graphs", [](tcc_device_api &a) { a.release_graphs = nullptr; }},
       };
   for (const auto &[name, change] : clear) {
     tcc_device_api broken = FakeDeviceApi();

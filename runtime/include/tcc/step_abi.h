@@ -261,6 +261,13 @@ typedef struct tcc_device_api {
      algorithms: 16 shapes searched (up to 16 candidates each, 0.84 s), 0
      from the cache (...)"; "" before any product. */
   const char *(*gemm_note)(void);
+  /* Destroys the CUDA graphs captured so far (the next train / eval call
+     captures again). A runtime calls it before destroying an NCCL
+     communicator whose collectives the captured steps hold: NCCL's
+     ncclCommDestroy waits until every graph holding its operations is
+     destroyed, so a step library that kept its graphs to the process's end
+     made each rank of a data-parallel run wait forever at exit. */
+  int32_t (*release_graphs)(void);
 } tcc_device_api;
 
 /* Whether device API `api` includes gemm_choice and gemm_note (appended
@@ -268,6 +275,12 @@ typedef struct tcc_device_api {
 #define tcc_device_api_has_gemm_choice(api)                        \
   ((api)->struct_size >= offsetof(tcc_device_api, gemm_note) +   \
                              sizeof(const char *(*)(void)))
+
+/* Whether device API `api` includes release_graphs (appended after
+   gemm_note; steps built before it still load without). */
+#define tcc_device_api_has_release_graphs(api)                        \
+  ((api)->struct_size >= offsetof(tcc_device_api, release_graphs) +   \
+                             sizeof(int32_t (*)(void)))
 
 /* How PyTorch holds one parameter (an entry of the descriptor's
    param_torch). Strings live as long as the step library. */

@@ -504,6 +504,11 @@ absl::Status RunTrun(const Options &options, std::ostream &out) {
   }
   std::ostream &say = !ranks || ranks->is_lead() ? out : quiet;
   absl::Status status = TrainOnThisRank(rank_options, d, *binding, **trainer, ranks.get(), say);
+  // The communicator's end waits for the CUDA graphs that captured its
+  // collectives: they go first (else every rank waited forever at exit).
+  if (ranks && (status.ok() || absl::IsCancelled(status)))
+    if (absl::Status released = (*trainer)->ReleaseGraphs(); !released.ok())
+      status = released;
   if (ranks && absl::IsCancelled(status)) {
     // Every rank agreed to stop after the same step: end together.
     SetActiveRankGroup(nullptr);

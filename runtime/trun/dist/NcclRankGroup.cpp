@@ -206,9 +206,16 @@ public:
     return absl::StrCat("NCCL ", version_, " (all-reduce on a communication stream)");
   }
 
+  // In order: the communication stream drained (its last collectives
+  // done), then the communicator destroyed. The caller has released the
+  // step's CUDA graphs first (Trainer::ReleaseGraphs): ncclCommDestroy
+  // waits for every graph holding this communicator's operations.
   absl::Status Finish() override {
     StopWatchdog();
     finished_ = true;
+    if (comm_stream_)
+      if (absl::Status s = Cu(cu_.StreamSynchronize(comm_stream_), "cuStreamSynchronize"); !s.ok())
+        return s;
     if (comm_)
       if (absl::Status s = Nccl(nccl_.CommDestroy(comm_), "ncclCommDestroy"); !s.ok())
         return s;

@@ -192,6 +192,9 @@ absl::Status CheckTarget(const tcc_step_descriptor &d,
     return absl::InvalidArgumentError(absl::StrCat(
         origin, ": device API has a null '",
         api->gemm_choice ? "gemm_note" : "gemm_choice", "' function"));
+  if (tcc_device_api_has_release_graphs(api) && !api->release_graphs)
+    return absl::InvalidArgumentError(
+        absl::StrCat(origin, ": device API has a null 'release_graphs' function"));
   return absl::OkStatus();
 }
 

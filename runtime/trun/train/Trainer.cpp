@@ -104,6 +104,14 @@ absl::Status Trainer::SetProfiling(bool on) {
                                        on ? "on" : "off"));
 }
 
+absl::Status Trainer::ReleaseGraphs() {
+  if (!device_ || !tcc_device_api_has_release_graphs(device_))
+    return absl::OkStatus();
+  return DeviceCallStatus(*device_, device_->release_graphs(),
+                          absl::StrCat("step '", descriptor_.model_name,
+                                       "': releasing its CUDA graphs"));
+}
+
 absl::StatusOr<std::vector<tcc_launch_time>> Trainer::ReadProfile() const {
   if (!device_)
     return std::vector<tcc_launch_time>();

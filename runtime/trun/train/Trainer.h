@@ -213,6 +213,10 @@ public:
   // GPU steps: per-kernel timing through the device API (--profile).
   // SetProfiling(true) also clears what was timed so far.
   absl::Status SetProfiling(bool on);
+  // Destroys the cuda step's captured CUDA graphs (nothing for cpu steps
+  // and steps built before the device API had release_graphs): before an
+  // NCCL communicator their collectives used is destroyed.
+  absl::Status ReleaseGraphs();
   absl::StatusOr<std::vector<tcc_launch_time>> ReadProfile() const;
   // GPU steps: the algorithm of each cuBLASLt product among the train
   // `launches` (empty when the step's device API predates gemm_choice).

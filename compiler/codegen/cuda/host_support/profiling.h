@@ -49,6 +49,21 @@ inline int32_t device_gemm_choice(int32_t entry, int32_t launch, tcc_gemm_choice
   return 0;
 }
 
+// Destroys every entry's captured graphs (tcc_device_api.release_graphs):
+// an NCCL communicator they captured collectives of can then be destroyed.
+inline int32_t device_release_graphs() {
+  DeviceState &s = state();
+  if (s.initialized)
+    if (cudaError_t err = cudaStreamSynchronize(s.step_stream); err != cudaSuccess)
+      return cuda_error(err, "cudaStreamSynchronize (before releasing the CUDA graphs)");
+  for (EntryState *es : entry_states()) {
+    for (CapturedGraph &g : es->graphs)
+      cudaGraphExecDestroy(g.exec);
+    es->graphs.clear();
+  }
+  return 0;
+}
+
 inline const tcc_device_api kDeviceApi = {
     sizeof(tcc_device_api), device_init,         device_alloc,
     device_release,         device_alloc_pinned, device_release_pinned,
@@ -58,6 +73,7 @@ inline const tcc_device_api kDeviceApi = {
     device_peak_allocated_bytes, device_copy_on_device,
     device_set_profiling,   device_profile_read,
     device_gemm_choice,     gemm_selection_note,
+    device_release_graphs,
 };
 
 } // namespace tcc_cuda_host
