@@ -22,7 +22,8 @@
 #     as the machine has) beside PyTorch DDP + torch.compile
 #     (bench/torch_gpt2.py --ddp under torchrun): tokens/s and per-GPU
 #     scaling (tokens/s on n GPUs / (n x on 1)); with ZeRO-1 over n GPUs,
-#     its tokens/s and GPU memory per rank.
+#     its tokens/s and GPU memory per rank; every --nproc N run must exit
+#     within 20 s of its last step (train_and_exit).
 # Prints a table last.
 #
 #   bash tests/gpu/dp_checks.sh DIR OUT
@@ -40,6 +41,33 @@ train() { # TAG STEP DATA STEPS [trun flags...]
   local tag=$1 step=$2 data=$3 n=$4; shift 4
   "$trun" "$step" --data "$data" --steps "$n" --seed 7 --log-every 10 \
     --metrics "$out/$tag.jsonl" "$@" >"$out/$tag.log" 2>&1 || { echo "$tag: trun failed:"; tail -5 "$out/$tag.log"; status=1; }
+}
+# train, and the seconds from trun's "trained N steps" line to the job's
+# exit (issue 34: every --nproc 2 / 4 run trained and then never exited):
+# more than 20 s, or no exit within the timeout, is a FAIL.
+train_and_exit() { # TAG STEP DATA STEPS [trun flags...]
+  local tag=$1 step=$2 data=$3 n=$4; shift 4
+  rm -f "$out/$tag.log"
+  timeout 400 "$trun" "$step" --data "$data" --steps "$n" --seed 7 --log-every 10 \
+    --metrics "$out/$tag.jsonl" "$@" >"$out/$tag.log" 2>&1 &
+  local pid=$! trained=""
+  while kill -0 "$pid" 2>/dev/null; do
+    [ -z "$trained" ] && grep -q "^trained " "$out/$tag.log" 2>/dev/null && trained=$(date +%s.%N)
+    sleep 0.2
+  done
+  wait "$pid"; local rc=$?
+  local ended; ended=$(date +%s.%N)
+  [ -z "$trained" ] && grep -q "^trained " "$out/$tag.log" && trained=$ended
+  if [ "$rc" != 0 ] || [ -z "$trained" ]; then
+    note "$tag: exit: FAIL (rc $rc${trained:+ after training})"; tail -5 "$out/$tag.log"; status=1
+    return
+  fi
+  local lag; lag=$(python3 -c "print('%.1f' % ($ended - $trained))")
+  if python3 -c "import sys; sys.exit(0 if $ended - $trained <= 20 else 1)"; then
+    note "$tag: exit: PASS, ${lag} s after the last step"
+  else
+    note "$tag: exit: FAIL, ${lag} s after the last step (limit 20 s)"; status=1
+  fi
 }
 compare() { # LABEL A B TOL
   python3 - "$out" "$here" "$@" <<'PY'
@@ -151,8 +179,8 @@ echo "== 4. scaling: GPT-2 124M bf16 B=16 per GPU on 1, 2, 4 GPUs, tcc and PyTor
 python3 -c 'import torch' 2>/dev/null || note "scaling: PyTorch missing, DDP not run"
 for n in 1 2 4; do
   [ "$n" -le "$ngpu" ] || { note "scaling $n GPUs: not measured (this machine has $ngpu GPU)"; continue; }
-  train "scale_tcc_$n" "$steps/gpt2_bf16_dp.so" "$tokens" 30 --nproc "$n"
-  train "scale_zero_$n" "$steps/gpt2_bf16_zero$n.so" "$tokens" 30 --nproc "$n"
+  train_and_exit "scale_tcc_$n" "$steps/gpt2_bf16_dp.so" "$tokens" 30 --nproc "$n"
+  train_and_exit "scale_zero_$n" "$steps/gpt2_bf16_zero$n.so" "$tokens" 30 --nproc "$n"
   PYTHONUNBUFFERED=1 timeout 400 python3 -m torch.distributed.run --standalone --nproc_per_node "$n" \
     "$here/../../bench/torch_gpt2.py" --mode compile --ddp --steps 20 --warmup 5 \
     >"$out/scale_torch_$n.jsonl" 2>"$out/scale_torch_$n.log" || { echo "torch DDP ($n GPUs) failed:"; tail -n 5 "$out/scale_torch_$n.log"; }
