@@ -29,6 +29,12 @@ bool writesBuffer(mlir::Operation *op, mlir::Value buffer);
 // Bytes of one element of a buffer (i1 and other sub-byte types take one).
 int64_t elementBytes(mlir::Type elementType);
 
+// The element type of batch norm's per-channel statistics, sums and
+// partials for an input of `inputElement`: f32 for 16-bit floats, else the
+// input's (kern.batch_norm_stats / _grad_sums; tg's rule is
+// tg::build::batchNormStatsType).
+mlir::Type batchNormStatsType(mlir::Type inputElement);
+
 // Fills the body of a kern.elementwise: `scalars` are the block arguments
 // (one per input), `flatIndex` the row-major position; appends the scalars
 // to yield, one per output.

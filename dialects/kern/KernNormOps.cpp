@@ -89,9 +89,9 @@ LogicalResult verifyBatchNormBuffers(Operation *op, Value input,
   if (x.getRank() < 2)
     return op->emitOpError("input must be (N, C, ...) (rank >= 2), got ")
            << tcc::formatShape(x.getShape());
-  Type et = x.getElementType();
-  Type stats = et.isBF16() || et.isF16() ? Float32Type::get(op->getContext()) : et;
-  int64_t c = x.getDimSize(1), perChannel = c == 0 ? 0 : x.getNumElements() / c;
+  Type stats = batchNormStatsType(x.getElementType());
+  BatchNormDims d = batchNormDims(x.getDimSize(0), x.getDimSize(1), x.getNumElements());
+  int64_t c = d.c;
   for (auto [name, v] : channels) {
     MemRefType t = mrt(v);
     if (t.getShape() != ArrayRef<int64_t>{c} || t.getElementType() != stats)
@@ -99,14 +99,13 @@ LogicalResult verifyBatchNormBuffers(Operation *op, Value input,
                                << tcc::formatShape(t.getShape()) << " of "
                                << t.getElementType();
   }
-  int64_t parts = batchNormParts(c, perChannel);
-  if ((parts > 1) != static_cast<bool>(workspace))
-    return op->emitOpError() << "takes a workspace exactly when its " << perChannel
+  if ((d.parts > 1) != static_cast<bool>(workspace))
+    return op->emitOpError() << "takes a workspace exactly when its " << d.perChannel()
                              << " values per channel are cut into parts (here "
-                             << parts << ")";
+                             << d.parts << ")";
   if (!workspace)
     return success();
-  SmallVector<int64_t> want{parts, 2, c};
+  SmallVector<int64_t> want{d.parts, 2, c};
   MemRefType w = mrt(workspace);
   if (w.getShape() != ArrayRef<int64_t>(want) || w.getElementType() != stats)
     return op->emitOpError("workspace must be ") << tcc::formatShape(want) << " of " << stats
@@ -115,6 +114,12 @@ LogicalResult verifyBatchNormBuffers(Operation *op, Value input,
 }
 
 } // namespace
+
+Type tcc::kern::batchNormStatsType(Type inputElement) {
+  return inputElement.isBF16() || inputElement.isF16()
+             ? Float32Type::get(inputElement.getContext())
+             : inputElement;
+}
 
 LogicalResult BatchNormStatsOp::verify() {
   return verifyBatchNormBuffers(*this, getInput(), {{"mean", getMean()}, {"var", getVar()}},

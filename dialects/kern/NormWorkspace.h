@@ -37,6 +37,18 @@ inline int64_t batchNormParts(int64_t channels, int64_t perChannel) {
   return std::max<int64_t>(1, std::min(want, most));
 }
 
+// x (N, C, S...) of `elements` values as batch norm's reductions read it:
+// N, C, S (the product of the other axes) and the parts per channel.
+struct BatchNormDims {
+  int64_t n, c, s, parts;
+  int64_t perChannel() const { return n * s; }
+};
+
+inline BatchNormDims batchNormDims(int64_t n, int64_t c, int64_t elements) {
+  int64_t s = n * c == 0 ? 0 : elements / (n * c);
+  return {n, c, s, batchNormParts(c, n * s)};
+}
+
 } // namespace tcc::kern
 
 #endif

@@ -65,6 +65,29 @@ kern::ElementwiseOp soleProducer(Value x) {
   return producer;
 }
 
+// Whether nothing between `producer` and `until` writes a buffer the
+// producer reads: its reads may move to `until`'s position.
+bool inputsUnchangedUntil(kern::ElementwiseOp producer, Operation *until) {
+  llvm::SmallPtrSet<Value, 8> readRoots;
+  for (Value in : producer.getInputs())
+    readRoots.insert(kern::rootBuffer(in));
+  for (Operation *op = producer->getNextNode(); op != until; op = op->getNextNode())
+    for (Value v : op->getOperands())
+      if (readRoots.contains(kern::rootBuffer(v)) && kern::writesBuffer(op, v))
+        return false;
+  return true;
+}
+
+// Whether a kernel of `shape` writing `writes` reads one of them (through
+// `reads`) at another position than it writes it: a read of another shape.
+bool readElsewhere(ValueRange writes, ValueRange reads, ArrayRef<int64_t> shape) {
+  for (Value w : writes)
+    for (Value in : reads)
+      if (kern::rootBuffer(in) == kern::rootBuffer(w) && shapeOf(in) != shape)
+        return true;
+  return false;
+}
+
 // Whether `producer` can be merged into `consumer`; fills, for each output
 // of the producer, whether the fused kernel must still write it.
 bool canFuse(kern::ElementwiseOp producer, kern::ElementwiseOp consumer,
@@ -94,29 +117,16 @@ bool canFuse(kern::ElementwiseOp producer, kern::ElementwiseOp consumer,
     keepOutput.push_back(readAfter || !readByConsumer);
   }
   // The producer's reads move to the consumer's position.
-  llvm::SmallPtrSet<Value, 8> readRoots;
-  for (Value in : producer.getInputs())
-    readRoots.insert(kern::rootBuffer(in));
-  for (Operation *op = producer->getNextNode(); op != consumer.getOperation();
-       op = op->getNextNode())
-    for (Value v : op->getOperands())
-      if (readRoots.contains(kern::rootBuffer(v)) && kern::writesBuffer(op, v))
-        return false;
+  if (!inputsUnchangedUntil(producer, consumer))
+    return false;
   // A buffer the fused kernel writes may be read only at the same position.
   SmallVector<Value> writes(consumer.getOutputs());
   for (auto [out, keep] : llvm::zip(producer.getOutputs(), keepOutput))
     if (keep)
       writes.push_back(out);
-  for (Value w : writes)
-    for (Value in : llvm::concat<Value>(producer.getInputs(), consumer.getInputs()))
-      if (kern::rootBuffer(in) == kern::rootBuffer(w) &&
-          shapeOf(in) != consumer.getShape())
-        return false;
-  return true;
-}
-
-int64_t elementBytes(Value v) {
-  return (cast<MemRefType>(v.getType()).getElementTypeBitWidth() + 7) / 8;
+  SmallVector<Value> reads(producer.getInputs());
+  llvm::append_range(reads, consumer.getInputs());
+  return !readElsewhere(writes, reads, consumer.getShape());
 }
 
 // Whether re-running `p` in front of a reader costs no more memory traffic
@@ -129,8 +139,8 @@ bool cheapToRecompute(kern::ElementwiseOp p) {
   int64_t inBytes = 0;
   for (Value in : p.getInputs())
     if (shapeOf(in) == p.getShape())
-      inBytes += elementBytes(in);
-  return inBytes <= elementBytes(p.getOutputs()[0]);
+      inBytes += kern::elementBytes(in.getType());
+  return inBytes <= kern::elementBytes(p.getOutputs()[0].getType());
 }
 
 // The later elementwise readers of `p`'s output (at p's shape), when it
@@ -154,22 +164,15 @@ SmallVector<kern::ElementwiseOp> readersToRecomputeFor(kern::ElementwiseOp p) {
   // Each copy must fuse (canFuse's last rule): a reader may not write a
   // buffer p reads at another shape.
   for (kern::ElementwiseOp r : readers)
-    for (Value w : r.getOutputs())
-      for (Value in : p.getInputs())
-        if (kern::rootBuffer(in) == kern::rootBuffer(w) && shapeOf(in) != r.getShape())
-          return {};
+    if (readElsewhere(r.getOutputs(), p.getInputs(), r.getShape()))
+      return {};
   // p's inputs must hold the same values at every reader.
-  llvm::SmallPtrSet<Value, 8> readRoots;
-  for (Value in : p.getInputs())
-    readRoots.insert(kern::rootBuffer(in));
   Operation *last = readers.front();
   for (kern::ElementwiseOp r : readers)
     if (last->isBeforeInBlock(r))
       last = r;
-  for (Operation *op = p->getNextNode(); op != last; op = op->getNextNode())
-    for (Value v : op->getOperands())
-      if (readRoots.contains(kern::rootBuffer(v)) && kern::writesBuffer(op, v))
-        return {};
+  if (!inputsUnchangedUntil(p, last))
+    return {};
   return readers;
 }
 

@@ -202,13 +202,12 @@ LogicalResult lowerGrad(NormLoweringContext &ctx, Operation *op, Value grad, Val
 // null when one part per channel does.
 Value batchNormWorkspace(NormLoweringContext &ctx, Location loc, Value input) {
   auto xt = cast<RankedTensorType>(input.getType());
-  int64_t c = xt.getDimSize(1), perChannel = c == 0 ? 0 : xt.getNumElements() / c;
-  int64_t parts = kern::batchNormParts(c, perChannel);
-  if (parts == 1)
+  kern::BatchNormDims d =
+      kern::batchNormDims(xt.getDimSize(0), xt.getDimSize(1), xt.getNumElements());
+  if (d.parts == 1)
     return Value();
-  Type et = xt.getElementType();
-  Type acc = et.isBF16() || et.isF16() ? Float32Type::get(input.getContext()) : et;
-  return ctx.allocate(loc, MemRefType::get({parts, 2, c}, acc));
+  return ctx.allocate(loc, MemRefType::get({d.parts, 2, d.c},
+                                           kern::batchNormStatsType(xt.getElementType())));
 }
 
 LogicalResult lowerBatchNormStats(NormLoweringContext &ctx, tg::BatchNormStatsOp op) {

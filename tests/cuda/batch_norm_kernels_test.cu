@@ -24,6 +24,7 @@
 // (f32 sums), 1e-12 for f64.
 #include "compiler/codegen/cuda/cuda_prelude.cuh" // generated: the pieces, concatenated
 #include "dialects/kern/NormWorkspace.h"
+#include "tests/cuda/device_buffer.cuh"
 
 #include <chrono>
 #include <cmath>
@@ -34,59 +35,13 @@
 #include <string>
 #include <vector>
 
-#define CUDA_CHECK(call)                                                              \
-  do {                                                                                \
-    cudaError_t err_ = (call);                                                        \
-    if (err_ != cudaSuccess) {                                                        \
-      std::fprintf(stderr, "%s:%d: %s failed: %s\n", __FILE__, __LINE__, #call,       \
-                   cudaGetErrorString(err_));                                         \
-      std::exit(1);                                                                   \
-    }                                                                                 \
-  } while (0)
-
 using tcc_cuda::bf16;
+using tcc_cuda_test::DeviceBuffer;
+using tcc_cuda_test::Host;
 
 namespace {
 
 int gFailures = 0;
-
-template <class T> struct Host;
-template <> struct Host<float> {
-  static float make(double v) { return static_cast<float>(v); }
-  static double get(float v) { return v; }
-  static const char *name() { return "f32"; }
-};
-template <> struct Host<double> {
-  static double make(double v) { return v; }
-  static double get(double v) { return v; }
-  static const char *name() { return "f64"; }
-};
-template <> struct Host<bf16> {
-  static bf16 make(double v) { return bf16{tcc_cuda::float_to_bf16(static_cast<float>(v))}; }
-  static double get(bf16 v) { return tcc_cuda::bf16_to_float(v.bits); }
-  static const char *name() { return "bf16"; }
-};
-
-// n T's on the device, `offset` elements past an aligned base.
-template <class T> struct DeviceBuffer {
-  void *base = nullptr;
-  T *p = nullptr;
-  size_t n = 0;
-  DeviceBuffer(size_t count, int offset = 0) : n(count) {
-    CUDA_CHECK(cudaMalloc(&base, (count + 8) * sizeof(T)));
-    p = reinterpret_cast<T *>(base) + offset;
-  }
-  ~DeviceBuffer() { cudaFree(base); }
-  void upload(const std::vector<T> &h) {
-    CUDA_CHECK(cudaMemcpy(p, h.data(), n * sizeof(T), cudaMemcpyHostToDevice));
-  }
-  void poison() { CUDA_CHECK(cudaMemset(p, 0xFF, n * sizeof(T))); }
-  std::vector<T> download() const {
-    std::vector<T> h(n);
-    CUDA_CHECK(cudaMemcpy(h.data(), p, n * sizeof(T), cudaMemcpyDeviceToHost));
-    return h;
-  }
-};
 
 // (n, c, s) values: per channel offset * spread-sized shift plus noise.
 template <class T>

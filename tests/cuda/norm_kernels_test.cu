@@ -34,6 +34,7 @@
 // outputs (one rounding, half an ulp, plus the f32 math).
 #include "compiler/codegen/cuda/cuda_prelude.cuh" // generated: the pieces, concatenated
 #include "dialects/kern/NormWorkspace.h"
+#include "tests/cuda/device_buffer.cuh"
 
 #include <cmath>
 #include <cstdio>
@@ -44,57 +45,16 @@
 #include <type_traits>
 #include <vector>
 
-#define CUDA_CHECK(call)                                                              \
-  do {                                                                                \
-    cudaError_t err_ = (call);                                                        \
-    if (err_ != cudaSuccess) {                                                        \
-      std::fprintf(stderr, "%s:%d: %s failed: %s\n", __FILE__, __LINE__, #call,       \
-                   cudaGetErrorString(err_));                                         \
-      std::exit(1);                                                                   \
-    }                                                                                 \
-  } while (0)
-
 using tcc_cuda::bf16;
+using tcc_cuda_test::DeviceBuffer;
+using tcc_cuda_test::Host;
 
 namespace {
 
 uint64_t gSeed = 0;
 int gFailures = 0;
 
-template <class T> struct Host;
-template <> struct Host<float> {
-  static float make(double v) { return static_cast<float>(v); }
-  static double get(float v) { return v; }
-  static const char *name() { return "f32"; }
-};
-template <> struct Host<bf16> {
-  static bf16 make(double v) { return bf16{tcc_cuda::float_to_bf16(static_cast<float>(v))}; }
-  static double get(bf16 v) { return tcc_cuda::bf16_to_float(v.bits); }
-  static const char *name() { return "bf16"; }
-};
-
 template <class T> double tolerance() { return sizeof(T) == 2 ? 1.0 / 128 : 2e-5; }
-
-// A device buffer of n T's, `offset` elements past a 256-byte aligned base.
-template <class T> struct DeviceBuffer {
-  void *base = nullptr;
-  T *p = nullptr;
-  size_t n = 0;
-  DeviceBuffer(size_t count, int offset = 0) : n(count) {
-    CUDA_CHECK(cudaMalloc(&base, (count + 8) * sizeof(T)));
-    p = reinterpret_cast<T *>(base) + offset;
-  }
-  ~DeviceBuffer() { cudaFree(base); }
-  void upload(const std::vector<T> &h) {
-    CUDA_CHECK(cudaMemcpy(p, h.data(), n * sizeof(T), cudaMemcpyHostToDevice));
-  }
-  void poison() { CUDA_CHECK(cudaMemset(p, 0xFF, n * sizeof(T))); }
-  std::vector<T> download() const {
-    std::vector<T> h(n);
-    CUDA_CHECK(cudaMemcpy(h.data(), p, n * sizeof(T), cudaMemcpyDeviceToHost));
-    return h;
-  }
-};
 
 template <class T> std::vector<T> randomRows(std::mt19937_64 &rng, int64_t rows, int64_t c) {
   std::uniform_real_distribution<double> u(-1.0, 1.0);

@@ -71,9 +71,9 @@ LogicalResult emitCpuLayerNormGrad(kern::LayerNormGradOp op, const ValueNames &n
 // x (N, C, S...) as "N, C, S".
 static std::string channelDims(Value input) {
   MemRefType x = mrt(input);
-  int64_t n = x.getDimSize(0), c = x.getDimSize(1);
-  return llvm::formatv("{0}, {1}, {2}", n, c, n * c == 0 ? 0 : x.getNumElements() / (n * c))
-      .str();
+  kern::BatchNormDims d = kern::batchNormDims(x.getDimSize(0), x.getDimSize(1),
+                                              x.getNumElements());
+  return llvm::formatv("{0}, {1}, {2}", d.n, d.c, d.s).str();
 }
 
 LogicalResult emitCpuBatchNormStats(kern::BatchNormStatsOp op, const ValueNames &names,

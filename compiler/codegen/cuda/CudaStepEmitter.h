@@ -168,6 +168,10 @@ private:
   LogicalResult emitLayerNorm(kern::LayerNormOp n, llvm::raw_ostream &os, double &flops);
   LogicalResult emitLayerNormGrad(kern::LayerNormGradOp g, llvm::raw_ostream &os,
                                   double &flops);
+  LogicalResult emitBatchNormReduction(Operation *op, Value input, ArrayRef<Value> buffers,
+                                       size_t firstWritten, StringRef launcher,
+                                       double flopsPerValue, llvm::raw_ostream &os,
+                                       double &flops);
   LogicalResult emitBatchNormStats(kern::BatchNormStatsOp op, llvm::raw_ostream &os,
                                    double &flops);
   LogicalResult emitBatchNormGradSums(kern::BatchNormGradSumsOp op, llvm::raw_ostream &os,

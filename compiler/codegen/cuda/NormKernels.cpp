@@ -145,66 +145,54 @@ LogicalResult CudaStepEmitter::emitLayerNormGrad(kern::LayerNormGradOp g, llvm::
 
 namespace {
 
-// x (N, C, S...) as N, C and S; the statistics' element type.
-struct Channels {
-  int64_t n, c, s, parts;
-  Type stats;
-  static Channels of(Value input) {
-    MemRefType x = mrt(input);
-    int64_t n = x.getDimSize(0), c = x.getDimSize(1);
-    int64_t s = n * c == 0 ? 0 : x.getNumElements() / (n * c);
-    Type et = x.getElementType();
-    Type stats = et.isBF16() || et.isF16() ? Float32Type::get(et.getContext()) : et;
-    return {n, c, s, kern::batchNormParts(c, n * s), stats};
-  }
-  std::string shape() const {
-    return llvm::formatv("{0} channels of {1} x {2}{3}", c, n, s,
-                         parts > 1 ? llvm::formatv(", {0} parts", parts).str() : std::string())
-        .str();
-  }
-};
+// x (N, C, S...) as N, C, S and its parts (kern::batchNormDims).
+kern::BatchNormDims channelsOf(Value input) {
+  MemRefType x = mrt(input);
+  return kern::batchNormDims(x.getDimSize(0), x.getDimSize(1), x.getNumElements());
+}
 
 } // namespace
 
+// One launch of `launcher` (launch_batch_norm_stats / _grad_sums) on
+// `buffers` (inputs, then outputs from `firstWritten` on; an absent
+// workspace a typed null), `flopsPerValue` per element of `input`.
+LogicalResult CudaStepEmitter::emitBatchNormReduction(Operation *op, Value input,
+                                                      ArrayRef<Value> buffers,
+                                                      size_t firstWritten, StringRef launcher,
+                                                      double flopsPerValue,
+                                                      llvm::raw_ostream &os, double &flops) {
+  kern::BatchNormDims d = channelsOf(input);
+  Type stats = kern::batchNormStatsType(mrt(input).getElementType());
+  NormWrapper w;
+  for (auto [i, v] : llvm::enumerate(buffers))
+    w.add(v, i >= firstWritten, stats, names_);
+  double work = flopsPerValue * d.n * d.c * d.s;
+  flops += work;
+  std::string text = llvm::formatv("extern \"C\" void @NAME@(cudaStream_t s, {0}) {{\n"
+                                   "  tcc_cuda::launch_{1}({2}, {3}, {4}, {5}, {6}, s);\n}\n",
+                                   w.params, launcher, w.launcherArgs, d.n, d.c, d.s, d.parts);
+  std::string kernel = kernels_.add(launcher, text, w.params);
+  std::string shape =
+      llvm::formatv("{0} channels of {1} x {2}{3}", d.c, d.n, d.s,
+                    d.parts > 1 ? llvm::formatv(", {0} parts", d.parts).str() : std::string())
+          .str();
+  launch(os, op, kernel, kernel + "(s" + w.hostArgs + ");", shape, work, w.bytes());
+  return success();
+}
+
 LogicalResult CudaStepEmitter::emitBatchNormStats(kern::BatchNormStatsOp op, llvm::raw_ostream &os,
                                                   double &flops) {
-  Channels d = Channels::of(op.getInput());
-  NormWrapper w;
-  w.add(op.getInput(), false, d.stats, names_);
-  w.add(op.getMean(), true, d.stats, names_);
-  w.add(op.getVar(), true, d.stats, names_);
-  w.add(op.getWorkspace(), true, d.stats, names_);
-  double work = 3.0 * d.n * d.c * d.s;
-  flops += work;
-  std::string text = llvm::formatv(
-      "extern \"C\" void @NAME@(cudaStream_t s, {0}) {{\n"
-      "  tcc_cuda::launch_batch_norm_stats({1}, {2}, {3}, {4}, {5}, s);\n}\n",
-      w.params, w.launcherArgs, d.n, d.c, d.s, d.parts);
-  std::string kernel = kernels_.add("batch_norm_stats", text, w.params);
-  launch(os, op, kernel, kernel + "(s" + w.hostArgs + ");", d.shape(), work, w.bytes());
-  return success();
+  return emitBatchNormReduction(
+      op, op.getInput(), {op.getInput(), op.getMean(), op.getVar(), op.getWorkspace()},
+      /*firstWritten=*/1, "batch_norm_stats", 3.0, os, flops);
 }
 
 LogicalResult CudaStepEmitter::emitBatchNormGradSums(kern::BatchNormGradSumsOp op,
                                                      llvm::raw_ostream &os, double &flops) {
-  Channels d = Channels::of(op.getInput());
-  NormWrapper w;
-  w.add(op.getGrad(), false, d.stats, names_);
-  w.add(op.getInput(), false, d.stats, names_);
-  w.add(op.getMean(), false, d.stats, names_);
-  w.add(op.getRstd(), false, d.stats, names_);
-  w.add(op.getGradSum(), true, d.stats, names_);
-  w.add(op.getGradXhatSum(), true, d.stats, names_);
-  w.add(op.getWorkspace(), true, d.stats, names_);
-  double work = 4.0 * d.n * d.c * d.s;
-  flops += work;
-  std::string text = llvm::formatv(
-      "extern \"C\" void @NAME@(cudaStream_t s, {0}) {{\n"
-      "  tcc_cuda::launch_batch_norm_grad_sums({1}, {2}, {3}, {4}, {5}, s);\n}\n",
-      w.params, w.launcherArgs, d.n, d.c, d.s, d.parts);
-  std::string kernel = kernels_.add("batch_norm_grad_sums", text, w.params);
-  launch(os, op, kernel, kernel + "(s" + w.hostArgs + ");", d.shape(), work, w.bytes());
-  return success();
+  return emitBatchNormReduction(op, op.getInput(),
+                                {op.getGrad(), op.getInput(), op.getMean(), op.getRstd(),
+                                 op.getGradSum(), op.getGradXhatSum(), op.getWorkspace()},
+                                /*firstWritten=*/4, "batch_norm_grad_sums", 4.0, os, flops);
 }
 
 } // namespace tcc::codegen::cuda

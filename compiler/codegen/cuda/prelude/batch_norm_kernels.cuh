@@ -35,6 +35,24 @@ __device__ __forceinline__ void bn_finish_stats(A shift, A s1, A s2, int64_t cou
   *var = v > A(0) ? v : A(0);
 }
 
+// A part's two sums of channel ch into ws (P, 2, C), and the P parts'
+// sums of channel ch added back in part order (the same on every run).
+template <class A>
+__device__ __forceinline__ void bn_store_part(A *ws, int64_t part, int64_t c, int64_t ch, A s1,
+                                              A s2) {
+  ws[(part * 2) * c + ch] = s1;
+  ws[(part * 2 + 1) * c + ch] = s2;
+}
+template <class A>
+__device__ __forceinline__ void bn_add_parts(const A *ws, int parts, int64_t c, int64_t ch,
+                                             A &s1, A &s2) {
+  s1 = A(0), s2 = A(0);
+  for (int p = 0; p < parts; ++p) {
+    s1 += ws[(p * 2) * c + ch];
+    s2 += ws[(p * 2 + 1) * c + ch];
+  }
+}
+
 template <int V, class T, class A>
 __global__ void __launch_bounds__(kBatchNormThreads)
     batch_norm_stats_kernel(const T *__restrict__ x, A *__restrict__ mean, A *__restrict__ var,
@@ -64,8 +82,7 @@ __global__ void __launch_bounds__(kBatchNormThreads)
   if (parts == 1) {
     bn_finish_stats(shift, s1, s2, count, mean + ch, var + ch);
   } else {
-    ws[(part * 2) * c + ch] = s1;
-    ws[(part * 2 + 1) * c + ch] = s2;
+    bn_store_part(ws, part, c, ch, s1, s2);
   }
 }
 
@@ -75,11 +92,8 @@ __global__ void batch_norm_stats_finish_kernel(const T *__restrict__ x, const A 
                                                int64_t n, int64_t c, int64_t s, int parts) {
   for (int64_t ch = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; ch < c;
        ch += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-    A s1 = A(0), s2 = A(0);
-    for (int p = 0; p < parts; ++p) {
-      s1 += ws[(p * 2) * c + ch];
-      s2 += ws[(p * 2 + 1) * c + ch];
-    }
+    A s1, s2;
+    bn_add_parts(ws, parts, c, ch, s1, s2);
     bn_finish_stats(static_cast<A>(Elem<T>::load(x[ch * s])), s1, s2, n * s, mean + ch,
                     var + ch);
   }
@@ -119,8 +133,7 @@ __global__ void __launch_bounds__(kBatchNormThreads)
     grad_sum[ch] = s1;
     grad_xhat_sum[ch] = s2 * rstd[ch];
   } else {
-    ws[(part * 2) * c + ch] = s1;
-    ws[(part * 2 + 1) * c + ch] = s2;
+    bn_store_part(ws, part, c, ch, s1, s2);
   }
 }
 
@@ -132,11 +145,8 @@ __global__ void batch_norm_grad_sums_finish_kernel(const A *__restrict__ ws,
                                                    int parts) {
   for (int64_t ch = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; ch < c;
        ch += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-    A s1 = A(0), s2 = A(0);
-    for (int p = 0; p < parts; ++p) {
-      s1 += ws[(p * 2) * c + ch];
-      s2 += ws[(p * 2 + 1) * c + ch];
-    }
+    A s1, s2;
+    bn_add_parts(ws, parts, c, ch, s1, s2);
     grad_sum[ch] = s1;
     grad_xhat_sum[ch] = s2 * rstd[ch];
   }
