@@ -2,8 +2,9 @@
 // compiler/codegen/cpu/cpu_conv.h) against a float64 reference written
 // here as plain loops, on fresh random inputs: forward, input gradient and
 // weight gradient for strides, padding, dilation, groups (depthwise too),
-// 1x1 (no column matrix), a patch embedding (kernel = stride = 7) and more
-// images than the weight gradient's 16 chunks. The results must also be
+// 1x1 (no column matrix), a patch embedding (kernel = stride = 7), several
+// images side by side in one product (chunks of unequal size), and a single
+// product split over the threads. The results must also be
 // bit-identical for 1, 2 and 3 threads.
 #include <cmath>
 #include <cstdint>
@@ -146,6 +147,10 @@ const Config kConfigs[] = {
     {3, 1, 28, 28, 16, 7, 7, 7, 7, 0, 0, 1, 1, 1},     // patch embedding
     {32, 8, 16, 16, 16, 3, 3, 1, 1, 1, 1, 1, 1, 1},    // over the threads' threshold
     {5, 2, 5, 5, 3, 5, 5, 1, 1, 2, 2, 1, 1, 1},        // kernel = input, padded
+    // Images side by side in one product (conv_images_per_product):
+    {40, 6, 4, 4, 8, 1, 1, 1, 1, 0, 0, 1, 1, 1},       // 1x1, chunks of 16, 16, 8
+    {21, 4, 10, 10, 6, 3, 3, 3, 3, 2, 2, 1, 1, 2},     // stride 3, 2 groups, chunks 16, 5
+    {8, 64, 4, 4, 64, 3, 3, 1, 1, 1, 1, 1, 1, 1},      // one job, split over the threads
 };
 
 TEST(CpuConv, F32MatchesFloat64Reference) {

@@ -4,10 +4,12 @@
 // cpu_prelude.h.
 //
 // f32 / f64 convolutions are im2col + BLAS (sgemm / dgemm: the matmul's
-// accumulation, f64 sums in double): per (image, group) one column matrix
-// (C/g * KH * KW, HO * WO) and one single-threaded product, threads over
-// the (image, group) pairs. The weight gradient sums its per-image products
-// in a fixed number of image chunks (set by N alone) added in chunk order.
+// accumulation, f64 sums in double): the images are cut into chunks (a
+// size set by the shape alone, see conv_images_per_product), and per
+// (chunk, group) one column matrix (C/g * KH * KW, images * HO * WO) and
+// one product, threads over the (chunk, group) pairs, or over each
+// product's blocks when there are fewer pairs than threads. The weight
+// gradient adds its chunks' products in chunk order.
 // bf16 / f16 keep the direct loops below (sums in double, one rounding per
 // output element). Either way every output element is computed from a
 // fixed order of terms by one thread, so the results do not depend on the
@@ -149,166 +151,328 @@ inline bool conv_is_pointwise(const Conv2dShape &s) {
   return s.kh == 1 && s.kw == 1 && s.sh == 1 && s.sw == 1 && s.ph == 0 && s.pw == 0;
 }
 
-// Threads for `jobs` independent products of 2 * N * O * HO * WO * K work
-// in all: one below the parallel threshold.
-inline int conv_threads(const Conv2dShape &s, int64_t jobs) {
-  const double work = 2.0 * s.n * s.o * s.ho * s.wo * s.cg() * s.kh * s.kw;
-  int64_t t = work > kParallelWork * 8 ? max_threads() : 1;
-  return static_cast<int>(t < jobs ? t : jobs);
-}
-
 template <typename T> std::unique_ptr<T[]> conv_buffer(int64_t count) {
   return std::unique_ptr<T[]>(new (std::nothrow) T[count > 0 ? count : 1]);
 }
 
-// col (C/g * KH * KW, HO * WO) of one (image, group), xg its first plane:
-// row (ci, ky, kx) holds the x element each output position reads through
-// that tap, 0 where it reads padding.
-template <typename T> void im2col(const Conv2dShape &s, const T *xg, T *col) {
-  const int64_t hw = s.ho * s.wo;
-  for (int64_t ci = 0; ci < s.cg(); ++ci)
-    for (int64_t ky = 0; ky < s.kh; ++ky)
-      for (int64_t kx = 0; kx < s.kw; ++kx) {
-        T *row = col + ((ci * s.kh + ky) * s.kw + kx) * hw;
-        const T *plane = xg + ci * s.h * s.w;
-        const int64_t x0 = kx * s.dw - s.pw;
-        for (int64_t oy = 0; oy < s.ho; ++oy) {
-          const int64_t iy = oy * s.sh - s.ph + ky * s.dh;
-          T *out = row + oy * s.wo;
-          if (iy < 0 || iy >= s.h) {
-            for (int64_t ox = 0; ox < s.wo; ++ox)
-              out[ox] = T(0);
-            continue;
-          }
-          const T *in = plane + iy * s.w;
-          for (int64_t ox = 0; ox < s.wo; ++ox) {
-            const int64_t ix = ox * s.sw + x0;
-            out[ox] = ix >= 0 && ix < s.w ? in[ix] : T(0);
-          }
-        }
-      }
+// Images per product: enough columns (images x HO x WO) that BLAS runs at
+// its speed on late, small feature maps (a 128 x 16 x 1152 product per
+// image runs at ~55 GFLOP/s on one Zen core, 8 images side by side at ~78),
+// and a column matrix of at most 4M elements. A function of the shape
+// alone, so the products, and the weight gradient's chunk sums, do not
+// depend on the thread count.
+inline int64_t conv_images_per_product(const Conv2dShape &s) {
+  constexpr int64_t kColumns = 256, kColumnElements = int64_t(1) << 22;
+  const int64_t hw = s.ho * s.wo, k = s.cg() * s.kh * s.kw;
+  int64_t nb = (kColumns + hw - 1) / hw;
+  const int64_t fit = kColumnElements / (k * hw);
+  nb = nb < fit ? nb : fit;
+  nb = nb < s.n ? nb : s.n;
+  return nb > 1 ? nb : 1;
 }
 
-// The adjoint: dxg's C/g planes = the sum of the col entries that read
-// each element, added in col's row order.
-template <typename T> void col2im(const Conv2dShape &s, const T *col, T *dxg) {
-  const int64_t hw = s.ho * s.wo;
-  std::fill(dxg, dxg + s.cg() * s.h * s.w, T(0));
-  for (int64_t ci = 0; ci < s.cg(); ++ci)
-    for (int64_t ky = 0; ky < s.kh; ++ky)
-      for (int64_t kx = 0; kx < s.kw; ++kx) {
-        const T *row = col + ((ci * s.kh + ky) * s.kw + kx) * hw;
-        T *plane = dxg + ci * s.h * s.w;
-        const int64_t x0 = kx * s.dw - s.pw;
-        for (int64_t oy = 0; oy < s.ho; ++oy) {
-          const int64_t iy = oy * s.sh - s.ph + ky * s.dh;
-          if (iy < 0 || iy >= s.h)
-            continue;
-          const T *in = row + oy * s.wo;
-          T *out = plane + iy * s.w;
-          for (int64_t ox = 0; ox < s.wo; ++ox) {
-            const int64_t ix = ox * s.sw + x0;
-            if (ix >= 0 && ix < s.w)
-              out[ix] += in[ox];
-          }
-        }
-      }
+// The output columns [lo, hi) of a row whose tap reads x column
+// ox * sw + x0, that fall inside x (0 <= ix < w).
+inline void conv_inside(int64_t x0, int64_t sw, int64_t w, int64_t wo, int64_t &lo,
+                        int64_t &hi) {
+  lo = x0 >= 0 ? 0 : (-x0 + sw - 1) / sw;
+  hi = x0 > w - 1 ? 0 : (w - 1 - x0) / sw + 1;
+  hi = hi < wo ? hi : wo;
+  lo = lo < hi ? lo : hi;
 }
 
-// y[b, group g] (O/g, HO*WO) = w_g (O/g, K) x col (K, HO*WO), K = C/g*KH*KW.
+// col (C/g * KH * KW, ld) for `images` images of one group, xg the first
+// image's first plane (images C * H * W apart): row (ci, ky, kx), columns
+// [b * HO * WO, (b + 1) * HO * WO) hold the x element each output position
+// of image b reads through that tap, 0 where it reads padding. Rows are
+// spread over the threads when `parallel`.
+template <typename T>
+void im2col(const Conv2dShape &s, const T *xg, int64_t images, T *col, int64_t ld,
+            bool parallel) {
+  const int64_t hw = s.ho * s.wo, rows = s.cg() * s.kh * s.kw;
+#ifdef _OPENMP
+#pragma omp parallel for schedule(static) if (parallel)
+#endif
+  for (int64_t r = 0; r < rows; ++r) {
+    const int64_t ci = r / (s.kh * s.kw), ky = r / s.kw % s.kh, kx = r % s.kw;
+    const int64_t x0 = kx * s.dw - s.pw;
+    int64_t lo, hi;
+    conv_inside(x0, s.sw, s.w, s.wo, lo, hi);
+    for (int64_t b = 0; b < images; ++b) {
+      const T *plane = xg + (b * s.c + ci) * s.h * s.w;
+      T *row = col + r * ld + b * hw;
+      for (int64_t oy = 0; oy < s.ho; ++oy) {
+        const int64_t iy = oy * s.sh - s.ph + ky * s.dh;
+        T *out = row + oy * s.wo;
+        if (iy < 0 || iy >= s.h) {
+          std::fill(out, out + s.wo, T(0));
+          continue;
+        }
+        // Plain loops: rows are short (HO x WO of a late layer), where a
+        // memmove call per row costs more than the copy.
+        const T *in = plane + iy * s.w + x0;
+        for (int64_t ox = 0; ox < lo; ++ox)
+          out[ox] = T(0);
+        if (s.sw == 1)
+          for (int64_t ox = lo; ox < hi; ++ox)
+            out[ox] = in[ox];
+        else
+          for (int64_t ox = lo; ox < hi; ++ox)
+            out[ox] = in[ox * s.sw];
+        for (int64_t ox = hi; ox < s.wo; ++ox)
+          out[ox] = T(0);
+      }
+    }
+  }
+}
+
+// The adjoint: image b's C/g planes (dxg + b * C * H * W) = the sum of the
+// col entries that read each element, added in col's row order. Threads
+// over images when `parallel` (each image's planes are one thread's).
+template <typename T>
+void col2im(const Conv2dShape &s, const T *col, int64_t ld, int64_t images, T *dxg,
+            bool parallel) {
+  const int64_t hw = s.ho * s.wo;
+#ifdef _OPENMP
+#pragma omp parallel for schedule(static) if (parallel)
+#endif
+  for (int64_t b = 0; b < images; ++b) {
+    T *image = dxg + b * s.c * s.h * s.w;
+    std::fill(image, image + s.cg() * s.h * s.w, T(0));
+    for (int64_t ci = 0; ci < s.cg(); ++ci)
+      for (int64_t ky = 0; ky < s.kh; ++ky)
+        for (int64_t kx = 0; kx < s.kw; ++kx) {
+          const T *row = col + ((ci * s.kh + ky) * s.kw + kx) * ld + b * hw;
+          const int64_t x0 = kx * s.dw - s.pw;
+          int64_t lo, hi;
+          conv_inside(x0, s.sw, s.w, s.wo, lo, hi);
+          for (int64_t oy = 0; oy < s.ho; ++oy) {
+            const int64_t iy = oy * s.sh - s.ph + ky * s.dh;
+            if (iy < 0 || iy >= s.h)
+              continue;
+            const T *in = row + oy * s.wo;
+            T *out = image + (ci * s.h + iy) * s.w + x0;
+            if (s.sw == 1)
+              for (int64_t ox = lo; ox < hi; ++ox)
+                out[ox] += in[ox];
+            else
+              for (int64_t ox = lo; ox < hi; ++ox)
+                out[ox * s.sw] += in[ox];
+          }
+        }
+  }
+}
+
+// rows (R, nb * HW) <- images' (R, HW) blocks, `stride` elements apart:
+// image b's block becomes columns [b * HW, (b + 1) * HW). unpack_images is
+// the inverse.
+template <typename T>
+void pack_images(const T *src, int64_t stride, int64_t rows, int64_t hw, int64_t images,
+                 T *dst) {
+  for (int64_t b = 0; b < images; ++b)
+    for (int64_t r = 0; r < rows; ++r)
+      std::copy(src + b * stride + r * hw, src + b * stride + (r + 1) * hw,
+                dst + r * images * hw + b * hw);
+}
+template <typename T>
+void unpack_images(const T *src, int64_t rows, int64_t hw, int64_t images, T *dst,
+                   int64_t stride) {
+  for (int64_t b = 0; b < images; ++b)
+    for (int64_t r = 0; r < rows; ++r)
+      std::copy(src + r * images * hw + b * hw, src + r * images * hw + (b + 1) * hw,
+                dst + b * stride + r * hw);
+}
+
+// How the gemm path spreads a convolution over the threads. The images are
+// cut into chunks of conv_images_per_product; a job is one (chunk, group).
+// With at least as many jobs as threads each job is one thread's (serial
+// BLAS); with fewer, the jobs run in turn and each product and column
+// matrix is split over the threads instead.
+struct ConvPlan {
+  int64_t nb, chunks, jobs, k, hw;
+  int64_t blocks;  // per product: 1 with 8 jobs or more, up to 8 with one
+  int threads;     // threads over jobs (1: jobs in turn)
+  bool split;      // jobs in turn, each one's work spread over the threads
+  bool direct;     // pointwise and one image per product: x / dx as they are
+  int64_t columns() const { return nb * hw; }
+  int64_t first(int64_t chunk, int64_t n) const { return chunk * nb; }
+  int64_t count(int64_t chunk, int64_t n) const {
+    return chunk * nb + nb <= n ? nb : n - chunk * nb;
+  }
+};
+
+// Work units a convolution is cut into (jobs x blocks per product), set by
+// the shape alone: enough for 8 threads.
+constexpr int64_t kConvBlocks = 8;
+
+inline ConvPlan conv_plan(const Conv2dShape &s) {
+  ConvPlan p;
+  p.nb = conv_images_per_product(s);
+  p.chunks = (s.n + p.nb - 1) / p.nb;
+  p.jobs = p.chunks * s.groups;
+  p.k = s.cg() * s.kh * s.kw;
+  p.hw = s.ho * s.wo;
+  p.blocks = (kConvBlocks + p.jobs - 1) / p.jobs;
+  const double work = 2.0 * s.n * s.o * p.hw * p.k;
+  const int available = work > kParallelWork * 8 ? max_threads() : 1;
+  p.split = available > 1 && p.jobs < available;
+  p.threads = p.split ? 1 : static_cast<int>(p.jobs < available ? p.jobs : available);
+  p.direct = conv_is_pointwise(s) && p.nb == 1;
+  return p;
+}
+
+// Runs body(j) for every job: over the threads, or in turn when the plan
+// splits each job's work instead (no enclosing parallel region then, so the
+// work's own regions get the threads without nesting).
+template <typename F> void conv_for_each_job(const ConvPlan &p, F body) {
+  if (p.threads > 1) {
+#ifdef _OPENMP
+#pragma omp parallel for num_threads(p.threads) schedule(static)
+#endif
+    for (int64_t j = 0; j < p.jobs; ++j)
+      body(j);
+    return;
+  }
+  for (int64_t j = 0; j < p.jobs; ++j)
+    body(j);
+}
+
+// One product of the gemm path, as p.blocks blocks of c's rows (or
+// columns, when N > M), of at least 64: every element is the same BLAS
+// call's dot product however many threads there are (OpenBLAS picks its
+// kernels by the call's sizes, so splitting by the thread count would not
+// be). The blocks run in turn inside a job that is one thread's, and over
+// the threads when the plan runs jobs in turn.
+template <typename T>
+void conv_gemm(const ConvPlan &p, bool ta, bool tb, int64_t m, int64_t n, int64_t k,
+               const T *a, int64_t lda, const T *b, int64_t ldb, T beta, T *c,
+               int64_t ldc) {
+  auto i = [](int64_t v) { return static_cast<int>(v); };
+  const bool byRows = m >= n;
+  const int64_t extent = byRows ? m : n;
+  const int64_t perBlock = (extent + p.blocks - 1) / p.blocks;
+  int64_t panel = (perBlock + 15) / 16 * 16;
+  panel = panel > 64 ? panel : 64;
+  const int64_t blocks = (extent + panel - 1) / panel;
+#ifdef _OPENMP
+#pragma omp parallel for schedule(static) if (p.split && blocks > 1)
+#endif
+  for (int64_t t = 0; t < blocks; ++t) {
+    const int64_t begin = t * panel, size = begin + panel < extent ? panel : extent - begin;
+    if (byRows)
+      gemm_serial(ta, tb, i(size), i(n), i(k), T(1), ta ? a + begin : a + begin * lda,
+                  i(lda), b, i(ldb), beta, c + begin * ldc, i(ldc));
+    else
+      gemm_serial(ta, tb, i(m), i(size), i(k), T(1), a, i(lda),
+                  tb ? b + begin * ldb : b + begin, i(ldb), beta, c + begin, i(ldc));
+  }
+}
+
+// Scratch of `threads` x `each` elements (none when each is 0).
+template <typename T> struct ConvScratch {
+  std::unique_ptr<T[]> data;
+  int64_t each = 0;
+  bool allocate(int threads, int64_t count) {
+    each = count;
+    return count == 0 || (data = conv_buffer<T>(threads * count)) != nullptr;
+  }
+  T *mine() const { return each ? data.get() + conv_thread_index() * each : nullptr; }
+};
+
+// y[images of a chunk, group g] (O/g, nb * HO*WO) = w_g (O/g, K) x col
+// (K, nb * HO*WO), K = C/g*KH*KW, then unpacked into y's image blocks.
 template <typename T>
 int32_t conv2d_forward_gemm(const Conv2dShape &s, const T *x, const T *w, T *y) {
-  const int64_t cg = s.cg(), og = s.og(), k = cg * s.kh * s.kw, hw = s.ho * s.wo;
-  const int64_t jobs = s.n * s.groups;
-  const bool pointwise = conv_is_pointwise(s);
-  const int threads = conv_threads(s, jobs);
-  std::unique_ptr<T[]> cols;
-  if (!pointwise && !(cols = conv_buffer<T>(threads * k * hw)))
+  const ConvPlan p = conv_plan(s);
+  const int64_t cg = s.cg(), og = s.og();
+  ConvScratch<T> cols, outs;
+  if (!cols.allocate(p.threads, p.direct ? 0 : p.k * p.columns()) ||
+      !outs.allocate(p.threads, p.nb > 1 ? og * p.columns() : 0))
     return kKernelNoMemory;
-#ifdef _OPENMP
-#pragma omp parallel for num_threads(threads) schedule(static) if (threads > 1)
-#endif
-  for (int64_t j = 0; j < jobs; ++j) {
-    const int64_t b = j / s.groups, g = j % s.groups;
-    const T *xg = x + (b * s.c + g * cg) * s.h * s.w;
+  conv_for_each_job(p, [&](int64_t j) {
+    const int64_t chunk = j / s.groups, g = j % s.groups;
+    const int64_t b0 = p.first(chunk, s.n), nb = p.count(chunk, s.n), ld = nb * p.hw;
+    const T *xg = x + (b0 * s.c + g * cg) * s.h * s.w;
     const T *col = xg;
-    if (!pointwise) {
-      T *mine = cols.get() + conv_thread_index() * k * hw;
-      im2col(s, xg, mine);
-      col = mine;
+    if (!p.direct) {
+      im2col(s, xg, nb, cols.mine(), ld, p.split);
+      col = cols.mine();
     }
-    gemm_serial(false, false, static_cast<int>(og), static_cast<int>(hw), static_cast<int>(k),
-                T(1), w + g * og * k, static_cast<int>(k), col, static_cast<int>(hw), T(0),
-                y + (b * s.o + g * og) * hw, static_cast<int>(hw));
-  }
+    T *yg = y + (b0 * s.o + g * og) * p.hw;
+    conv_gemm(p, false, false, og, ld, p.k, w + g * og * p.k, p.k, col, ld, T(0),
+              p.nb > 1 ? outs.mine() : yg, ld);
+    if (p.nb > 1)
+      unpack_images(outs.mine(), og, p.hw, nb, yg, s.o * p.hw);
+  });
   return kKernelOk;
 }
 
-// dcol (K, HO*WO) = w_gᵀ x dy[b, g], then col2im into dx[b, g].
+// dcol (K, nb * HO*WO) = w_gᵀ x dy[images of a chunk, g] (packed side by
+// side), then col2im into dx's images.
 template <typename T>
 int32_t conv2d_input_grad_gemm(const Conv2dShape &s, const T *dy, const T *w, T *dx) {
-  const int64_t cg = s.cg(), og = s.og(), k = cg * s.kh * s.kw, hw = s.ho * s.wo;
-  const int64_t jobs = s.n * s.groups;
-  const bool pointwise = conv_is_pointwise(s);
-  const int threads = conv_threads(s, jobs);
-  std::unique_ptr<T[]> cols;
-  if (!pointwise && !(cols = conv_buffer<T>(threads * k * hw)))
+  const ConvPlan p = conv_plan(s);
+  const int64_t cg = s.cg(), og = s.og();
+  ConvScratch<T> cols, grads;
+  if (!cols.allocate(p.threads, p.direct ? 0 : p.k * p.columns()) ||
+      !grads.allocate(p.threads, p.nb > 1 ? og * p.columns() : 0))
     return kKernelNoMemory;
-#ifdef _OPENMP
-#pragma omp parallel for num_threads(threads) schedule(static) if (threads > 1)
-#endif
-  for (int64_t j = 0; j < jobs; ++j) {
-    const int64_t b = j / s.groups, g = j % s.groups;
-    T *dxg = dx + (b * s.c + g * cg) * s.h * s.w;
-    T *col = pointwise ? dxg : cols.get() + conv_thread_index() * k * hw;
-    gemm_serial(true, false, static_cast<int>(k), static_cast<int>(hw), static_cast<int>(og),
-                T(1), w + g * og * k, static_cast<int>(k), dy + (b * s.o + g * og) * hw,
-                static_cast<int>(hw), T(0), col, static_cast<int>(hw));
-    if (!pointwise)
-      col2im(s, col, dxg);
-  }
+  conv_for_each_job(p, [&](int64_t j) {
+    const int64_t chunk = j / s.groups, g = j % s.groups;
+    const int64_t b0 = p.first(chunk, s.n), nb = p.count(chunk, s.n), ld = nb * p.hw;
+    const T *dyg = dy + (b0 * s.o + g * og) * p.hw;
+    if (p.nb > 1) {
+      pack_images(dyg, s.o * p.hw, og, p.hw, nb, grads.mine());
+      dyg = grads.mine();
+    }
+    T *dxg = dx + (b0 * s.c + g * cg) * s.h * s.w;
+    T *col = p.direct ? dxg : cols.mine();
+    conv_gemm(p, true, false, p.k, ld, og, w + g * og * p.k, p.k, dyg, ld, T(0), col, ld);
+    if (!p.direct)
+      col2im(s, col, ld, nb, dxg, p.split);
+  });
   return kKernelOk;
 }
 
-// dw_g (O/g, K) = sum over images of dy[b, g] x col[b, g]ᵀ. The images are
-// cut into min(N, 16) chunks (a function of N only); each chunk's sum is
-// one product per image accumulated in order (beta 1), and the chunks'
-// sums are added in chunk order in double.
+// dw_g (O/g, K) = sum over images of dy[b, g] x col[b, g]ᵀ: per chunk one
+// product whose sum runs over the chunk's images side by side, and the
+// chunks' products added in chunk order in double (one chunk: written
+// directly).
 template <typename T>
 int32_t conv2d_weight_grad_gemm(const Conv2dShape &s, const T *dy, const T *x, T *dw) {
-  const int64_t cg = s.cg(), og = s.og(), k = cg * s.kh * s.kw, hw = s.ho * s.wo;
-  const int64_t chunks = s.n < 16 ? s.n : 16, size = s.o * k;
-  const int64_t jobs = chunks * s.groups;
-  const bool pointwise = conv_is_pointwise(s);
-  const int threads = conv_threads(s, jobs);
-  std::unique_ptr<T[]> cols, parts = conv_buffer<T>(chunks * size);
-  if (!parts || (!pointwise && !(cols = conv_buffer<T>(threads * k * hw))))
+  const ConvPlan p = conv_plan(s);
+  const int64_t cg = s.cg(), og = s.og(), size = s.o * p.k;
+  ConvScratch<T> cols, grads;
+  std::unique_ptr<T[]> parts;
+  if (p.chunks > 1 && !(parts = conv_buffer<T>(p.chunks * size)))
     return kKernelNoMemory;
-#ifdef _OPENMP
-#pragma omp parallel for num_threads(threads) schedule(static) if (threads > 1)
-#endif
-  for (int64_t j = 0; j < jobs; ++j) {
+  if (!cols.allocate(p.threads, p.direct ? 0 : p.k * p.columns()) ||
+      !grads.allocate(p.threads, p.nb > 1 ? og * p.columns() : 0))
+    return kKernelNoMemory;
+  conv_for_each_job(p, [&](int64_t j) {
     const int64_t chunk = j / s.groups, g = j % s.groups;
-    const int64_t first = s.n * chunk / chunks, last = s.n * (chunk + 1) / chunks;
-    T *mine = pointwise ? nullptr : cols.get() + conv_thread_index() * k * hw;
-    for (int64_t b = first; b < last; ++b) {
-      const T *col = x + (b * s.c + g * cg) * s.h * s.w;
-      if (!pointwise) {
-        im2col(s, col, mine);
-        col = mine;
-      }
-      gemm_serial(false, true, static_cast<int>(og), static_cast<int>(k), static_cast<int>(hw),
-                  T(1), dy + (b * s.o + g * og) * hw, static_cast<int>(hw), col,
-                  static_cast<int>(hw), b == first ? T(0) : T(1),
-                  parts.get() + chunk * size + g * og * k, static_cast<int>(k));
+    const int64_t b0 = p.first(chunk, s.n), nb = p.count(chunk, s.n), ld = nb * p.hw;
+    const T *dyg = dy + (b0 * s.o + g * og) * p.hw;
+    if (p.nb > 1) {
+      pack_images(dyg, s.o * p.hw, og, p.hw, nb, grads.mine());
+      dyg = grads.mine();
     }
-  }
+    const T *col = x + (b0 * s.c + g * cg) * s.h * s.w;
+    if (!p.direct) {
+      im2col(s, col, nb, cols.mine(), ld, p.split);
+      col = cols.mine();
+    }
+    T *out = (p.chunks > 1 ? parts.get() + chunk * size : dw) + g * og * p.k;
+    conv_gemm(p, false, true, og, p.k, ld, dyg, ld, col, ld, T(0), out, p.k);
+  });
+  if (p.chunks == 1)
+    return kKernelOk;
 #ifdef _OPENMP
-#pragma omp parallel for if (static_cast<double>(size) * chunks > kParallelWork)
+#pragma omp parallel for if (static_cast<double>(size) * p.chunks > kParallelWork)
 #endif
   for (int64_t i = 0; i < size; ++i) {
     double sum = 0;
-    for (int64_t c = 0; c < chunks; ++c)
+    for (int64_t c = 0; c < p.chunks; ++c)
       sum += static_cast<double>(parts[c * size + i]);
     dw[i] = static_cast<T>(sum);
   }

@@ -289,12 +289,13 @@ inline void gemm_serial(bool ta, bool tb, int m, int n, int k, double alpha,
               lda, b, ldb, beta, c, ldc);
 }
 
-// Contiguous row-major operands; a large product is split into blocks of
-// rows (or of columns, when N > M) of c, one per thread.
+// Row-major operands with explicit leading dimensions; a large product is
+// split into blocks of rows (or of columns, when N > M) of c, one per
+// thread. Every element of c is one BLAS call's dot product whichever block
+// holds it, so the result does not depend on the thread count.
 template <typename T>
-void gemm(bool ta, bool tb, int m, int n, int k, T alpha, const T *a,
-          const T *b, T beta, T *c) {
-  int lda = ta ? m : k, ldb = tb ? k : n, ldc = n;
+void gemm_strided(bool ta, bool tb, int m, int n, int k, T alpha, const T *a,
+                  int lda, const T *b, int ldb, T beta, T *c, int ldc) {
   int threads = max_threads();
   if (threads < 2 || static_cast<double>(m) * n * k < kParallelWork * 8) {
     gemm_serial(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
@@ -323,6 +324,13 @@ void gemm(bool ta, bool tb, int m, int n, int k, T alpha, const T *a,
                   tb ? b + static_cast<int64_t>(begin) * ldb : b + begin, ldb,
                   beta, c + begin, ldc);
   }
+}
+
+// Contiguous row-major operands.
+template <typename T>
+void gemm(bool ta, bool tb, int m, int n, int k, T alpha, const T *a,
+          const T *b, T beta, T *c) {
+  gemm_strided(ta, tb, m, n, k, alpha, a, ta ? m : k, b, tb ? k : n, beta, c, n);
 }
 
 // gemm for bf16 / f16 operands and result (H): the operands are widened to
