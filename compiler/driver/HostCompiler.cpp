@@ -80,9 +80,14 @@ bool compileSharedLibrary(const std::string &source, const std::string &output,
   // (libgomp ships with g++); OpenBLAS is kept to one thread by the step.
   // -z nodelete: dlclose leaves the library (and so libgomp, whose idle
   // worker threads would otherwise run unmapped code) in place.
-  std::vector<std::string> args = {*exe,     "-std=c++17", "-O3",
-                                   "-fPIC",  "-shared",    "-fvisibility=hidden",
-                                   "-fopenmp", "-Wl,-z,nodelete"};
+  // -fno-trapping-math: without it g++ will not turn the selects of
+  // tcc_cpu::exp (clamps, inf / 0 / NaN cases) into vector blends, so every
+  // loop calling exp (softmax, cross-entropy, GELU, SiLU, attention) ran one
+  // element at a time. It changes no value: the step reads no floating-point
+  // exception flags, and -std=c++17 keeps contraction and reassociation off.
+  std::vector<std::string> args = {*exe,       "-std=c++17", "-O3",
+                                   "-fPIC",    "-shared",    "-fvisibility=hidden",
+                                   "-fopenmp", "-fno-trapping-math", "-Wl,-z,nodelete"};
   // -march=native: the host's vector width and FMA shape the generated
   // loops' rounding (docs/runtime.md, "What is reproducible"); another
   // -march gives the results that CPU would.

@@ -272,6 +272,18 @@ TEST_F(TrunGpuCliTest, GpuFlagSelectsTheGpuAndIsAnErrorOnCpuSteps) {
   EXPECT_EQ(cpu.err,
             "trun: error: --gpu applies to cuda steps; this step is cpu\n");
 
+  // --threads is the cpu step's: named under the target line, refused
+  // for a cuda step.
+  CliResult threads = RunTrun(Tokens(cpu_) + " --steps 3 --threads 2");
+  ASSERT_EQ(threads.exit_code, 0) << threads.err;
+  EXPECT_NE(threads.out.find("\ntarget: cpu (x86_64)\nthreads: 2 (--threads), "),
+            std::string::npos)
+      << threads.out;
+  CliResult cuda = RunTrun(Tokens(gpu_) + " --steps 3 --threads 2");
+  EXPECT_EQ(cuda.exit_code, 1);
+  EXPECT_EQ(cuda.err,
+            "trun: error: --threads applies to cpu steps; this step is cuda\n");
+
   CliResult missing = RunTrun(Tokens(gpu_) + " --steps 3 --gpu 7");
   EXPECT_EQ(missing.exit_code, 1);
   EXPECT_EQ(missing.err, "trun: error: step 'bigram': selecting GPU 7 failed: "

@@ -77,6 +77,12 @@ training:
                         update on inf/NaN gradients is no such event
   --gpu N               the GPU a cuda step runs on (default 0, or the
                         local rank across ranks; an error for a cpu step)
+  --threads N           a cpu step's threads (default: OMP_NUM_THREADS, else
+                        the CPUs this process may use, capped by its
+                        cgroup's CPU quota). Idle threads sleep
+                        (OMP_WAIT_POLICY=passive) unless OMP_WAIT_POLICY or
+                        GOMP_SPINCOUNT is set: spinning costs a loaded
+                        machine far more than waking costs an idle one
 ranks (a step compiled with tcc compile --data-parallel; token models):
   --nproc N             train on N ranks of this machine: a cuda step on
                         GPUs 0..N-1 (NCCL), a cpu step as N processes
@@ -290,6 +296,11 @@ absl::Status ApplyValue(const std::string &flag, const std::string &value,
     if (!absl::SimpleAtoi(value, &n) || n < 1 || n > 1024)
       return BadNumber(flag, value, "a number of ranks from 1 to 1024");
     options.nproc = n;
+  } else if (flag == "--threads") {
+    int32_t n = 0;
+    if (!absl::SimpleAtoi(value, &n) || n < 1 || n > 4096)
+      return BadNumber(flag, value, "a number of threads from 1 to 4096");
+    options.threads = n;
   } else if (flag == "--gpu") {
     int32_t gpu = 0;
     if (!absl::SimpleAtoi(value, &gpu) || gpu < 0)
@@ -346,7 +357,7 @@ absl::StatusOr<Options> ParseOptions(const std::vector<std::string> &args) {
       "--keep",         "--metrics",   "--on-nan",       "--loader-depth",
       "--gpu",          "--nproc",     "--global-batch", "--num-samples",
       "--top-k",        "--top-p",     "--sampler",      "--encode-cache",
-      "--encode-cache-limit"};
+      "--encode-cache-limit", "--threads"};
   Options options;
   std::set<std::string> seen;
   for (size_t i = 0; i < args.size(); ++i) {

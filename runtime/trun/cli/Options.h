@@ -50,6 +50,10 @@ struct Options {
   int64_t loader_depth = 4; // --loader-depth N: batches prepared ahead
   std::optional<int32_t> gpu;  // --gpu N: the GPU of a cuda step (default 0)
   bool profile = false;        // --profile: per-kernel times (cuda steps)
+  std::optional<int32_t> threads; // --threads N: a cpu step's OpenMP threads
+  // Not a flag: main() sets it to the threads line a cpu step's run prints
+  // (HostThreads.h).
+  std::string threads_line;
   // Not a flag: main() sets it when stdout is a terminal (live progress bar
   // instead of plain lines).
   bool live_progress = false;

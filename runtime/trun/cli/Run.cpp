@@ -127,10 +127,15 @@ absl::Status CheckFlagsFitStep(const Options &options,
   return absl::OkStatus();
 }
 
-// --gpu and --profile need a cuda step: refused before anything is read.
+// --gpu and --profile need a cuda step, --threads a cpu step: refused
+// before anything is read.
 absl::Status CheckCudaOnlyFlags(const Options &options, const tcc_step_descriptor &d) {
-  if (d.device)
+  if (d.device) {
+    if (options.threads)
+      return absl::InvalidArgumentError(
+          absl::StrCat("--threads applies to cpu steps; this step is ", d.target));
     return absl::OkStatus();
+  }
   if (options.gpu)
     return absl::InvalidArgumentError(
         absl::StrCat("--gpu applies to cuda steps; this step is ", d.target));
@@ -244,12 +249,15 @@ absl::Status TrainAndSaveOutputs(const Options &options,
                           session.steps_trained(), out);
 }
 
-// "target: cpu (x86_64)" or "target: cuda (sm_90), GPU 0".
+// "target: cpu (x86_64)" (and the threads line under trun's main) or
+// "target: cuda (sm_90), GPU 0".
 std::string TargetLine(const tcc_step_descriptor &d, const Options &options) {
   std::string line = absl::StrCat("target: ", d.target, " (",
                                   d.arch ? d.arch : "unknown arch", ")");
   if (d.device)
     absl::StrAppend(&line, ", GPU ", options.gpu.value_or(0));
+  else if (!options.threads_line.empty())
+    absl::StrAppend(&line, "\n", options.threads_line);
   return line + "\n";
 }
 

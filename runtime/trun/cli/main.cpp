@@ -1,4 +1,5 @@
 // trun: trains a tcc-compiled step.so on IDX data. See docs/runtime.md.
+#include "runtime/trun/cli/HostThreads.h"
 #include "runtime/trun/cli/Options.h"
 #include "runtime/trun/cli/Run.h"
 #include "runtime/trun/cli/RunRanks.h"
@@ -40,6 +41,8 @@ int main(int argc, char **argv) {
       return Fail(std::string(code.status().message()), 1);
     return *code;
   }
+  // Before the step library (and with it libgomp) loads.
+  options->threads_line = tcc::trun::ConfigureHostThreads(options->threads);
   // A live progress line on a terminal; plain lines in a log.
   options->live_progress = isatty(STDOUT_FILENO) == 1;
   absl::Status status = tcc::trun::RunTrun(*options, std::cout);
