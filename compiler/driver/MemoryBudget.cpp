@@ -6,6 +6,7 @@
 #include <optional>
 #include <cstdlib>
 
+#include "compiler/codegen/cuda/CudnnConvWorkspace.h"
 #include "compiler/codegen/cuda/KernelRegistry.h"
 #include "compiler/pipeline/Pipeline.h"
 #include "dialects/kern/AttentionWorkspace.h"
@@ -128,6 +129,10 @@ StepMemory stepMemory(mlir::ModuleOp module, bool cuda) {
     if (cuda)
       s.attention = std::max<int64_t>(0, kern::cudnnAttentionWorkspaceBytes(train) - s.library);
   }
+  // The shared workspace is the largest of the three (CudaCodegen).
+  if (cuda)
+    s.convolutions = std::max<int64_t>(
+        0, codegen::cuda::cudnnConvWorkspaceBytes(module) - s.library - s.attention);
   if (auto eval = lookupFunction(module, "forward")) {
     s.eval = summarizeMemory(eval);
     s.hasEval = true;
@@ -149,6 +154,8 @@ std::string formatStepMemory(const StepMemory &s) {
     text += ", cuBLASLt workspace " + formatBytes(s.library);
   if (s.attention)
     text += ", cuDNN attention workspace " + formatBytes(s.attention) + " (estimate)";
+  if (s.convolutions)
+    text += ", cuDNN convolution workspace " + formatBytes(s.convolutions) + " (estimate)";
   text += llvm::formatv(": {0} ({1} bytes) on the device", formatBytes(s.total()), s.total()).str();
   if (s.evalOutputs())
     text += llvm::formatv(" (+ {0} for eval's outputs when an eval call leaves them to the "

@@ -42,11 +42,15 @@ struct StepMemory {
   // (cuda; kern::cudnnAttentionWorkspaceBytes): the step's shared
   // workspace grows by it.
   int64_t attention = 0;
+  // What cuDNN's convolutions may use beyond those two (cuda;
+  // codegen::cuda::cudnnConvWorkspaceBytes, an estimate trun keeps cuDNN
+  // within where it can).
+  int64_t convolutions = 0;
   // On cuda trun holds two sets of inputs (the next batch uploads while a
   // step runs).
   int64_t fixed() const {
     return train.params + train.optimizerState + train.inputs * (cuda ? 2 : 1) + library +
-           attention;
+           attention + convolutions;
   }
   int64_t trainSide() const { return train.arena + train.outputs; }
   // On cuda eval's outputs are not in the workspace: a call that leaves

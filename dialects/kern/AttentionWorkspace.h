@@ -13,8 +13,12 @@ class Operation;
 namespace tcc::kern {
 
 // cuDNN's SDPA backward workspace, estimated as an f32 dQ accumulator and
-// an f32 row statistic, B*H*T*(D+1)*4 bytes plus 1 MiB of slack, over the
-// kern.attention_grad ops nested in `root` (the largest; 0 without any).
+// an f32 row statistic, B*H*T*(D+1)*4 bytes plus 1 MiB of slack, and with
+// grouped K/V heads (GQA) f32 dK and dV for every query head, 2*B*H*S*D*4
+// more, over the kern.attention_grad ops nested in `root` (the largest; 0
+// without any). (Without the GQA term a LLaMA-style B8 T1024 H12/4 D64
+// step's cuDNN backward took ~50 MB beyond the plan: planned 4.64 GiB,
+// measured 4.69, H200 2026-11-29.)
 // cuDNN tells its size only when trun builds its plans; trun measured
 // B*H*T*(D+1)*4 and at most 492 bytes more for GPT-2 124M at batch 16 and
 // 34 (cuDNN 9.14, H200, 2026-11-25). The cuda step sizes the workspace it shares between

@@ -201,9 +201,14 @@ int64_t tcc::kern::cudnnAttentionWorkspaceBytes(Operation *root) {
     // (B, H, T, D) q, or `sizes` [B, H, Hkv, T, S, D]
     ArrayRef<int64_t> q = mrt(op.getQ()).getShape();
     int64_t rows = q.size() == 4 ? q[0] * q[1] * q[2] : 0, d = q.empty() ? 0 : q.back();
-    if (auto sizes = op.getSizes())
+    int64_t grouped = 0;
+    if (auto sizes = op.getSizes()) {
       rows = (*sizes)[0] * (*sizes)[1] * (*sizes)[3], d = (*sizes)[5];
-    bytes = std::max(bytes, rows * (d + 1) * 4);
+      // GQA: f32 dK and dV per query head, summed into the K/V heads.
+      if ((*sizes)[2] < (*sizes)[1])
+        grouped = 2 * (*sizes)[0] * (*sizes)[1] * (*sizes)[4] * d * 4;
+    }
+    bytes = std::max(bytes, rows * (d + 1) * 4 + grouped);
   });
   // cuDNN asked for a few hundred bytes more than that (alignment): with a
   // MiB of slack its workspace fits in the shared one.

@@ -3,8 +3,9 @@
 // here as plain loops, on fresh random inputs: forward, input gradient and
 // weight gradient for strides, padding, dilation, groups (depthwise too),
 // 1x1 (no column matrix), a patch embedding (kernel = stride = 7), several
-// images side by side in one product (chunks of unequal size), and a single
-// product split over the threads. The results must also be
+// images side by side in one product (chunks of unequal size), a single
+// product split over the threads, and input gradients computed as forward
+// convolutions of dy. The results must also be
 // bit-identical for 1, 2 and 3 threads.
 #include <cmath>
 #include <cstdint>
@@ -151,6 +152,10 @@ const Config kConfigs[] = {
     {40, 6, 4, 4, 8, 1, 1, 1, 1, 0, 0, 1, 1, 1},       // 1x1, chunks of 16, 16, 8
     {21, 4, 10, 10, 6, 3, 3, 3, 3, 2, 2, 1, 1, 2},     // stride 3, 2 groups, chunks 16, 5
     {8, 64, 4, 4, 64, 3, 3, 1, 1, 1, 1, 1, 1, 1},      // one job, split over the threads
+    // Input gradient as a forward convolution of dy (stride 1, C/g >= 16,
+    // O/g < 32: conv_input_grad_as_forward):
+    {4, 16, 9, 7, 8, 3, 3, 1, 1, 1, 1, 1, 1, 1},       // same padding
+    {3, 32, 8, 8, 12, 3, 5, 1, 1, 0, 2, 2, 1, 2},      // 3x5, dilated rows, 2 groups
 };
 
 TEST(CpuConv, F32MatchesFloat64Reference) {

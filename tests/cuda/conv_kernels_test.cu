@@ -220,7 +220,9 @@ cudaError_t launchConv(int product, const Conv2dShape &s, const T *a, const T *b
       plan = &p.second;
   if (!plan) {
     tcc_cudnn::Plan fresh;
-    if (tcc_cudnn::prepare_conv(site, fresh, why, sizeof why) != 0) {
+    // cuDNN's first choice, as a step takes where its planned workspace
+    // holds it (prepare_conv_sites).
+    if (tcc_cudnn::prepare_conv(site, -1, fresh, why, sizeof why) != 0) {
       std::printf("note cuDNN declines product %d of %s: %s\n", product, key, why);
       ++gDeclined;
       plans.push_back({key, tcc_cudnn::Plan{}});

@@ -20,6 +20,7 @@
 #include "compiler/codegen/common/EmbeddedSources.h"
 #include "compiler/codegen/common/StepInterface.h"
 #include "compiler/codegen/cuda/CudaStepEmitter.h"
+#include "compiler/codegen/cuda/CudnnConvWorkspace.h"
 #include "compiler/codegen/cuda/KernelRegistry.h"
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/FormatVariadic.h"
@@ -107,12 +108,13 @@ FailureOr<GeneratedCudaStep> generateCudaStep(ModuleOp module,
   int64_t gemmWorkspace = (control + controlBytes + 255) / 256 * 256;
   // Shared by cuBLASLt (which takes at most kGemmWorkspaceBytes), cuDNN's
   // attention, sized for cuDNN's backward where that is larger
-  // (kern::cudnnAttentionWorkspaceBytes): cuDNN then allocates nothing, and
-  // the partials of multi-phase reductions (ReducePlan). All run on the
-  // step's stream, one at a time.
+  // (kern::cudnnAttentionWorkspaceBytes): cuDNN then allocates nothing,
+  // cuDNN's convolutions (an estimate of their engines' workspace,
+  // CudnnConvWorkspace.h), and the partials of multi-phase reductions
+  // (ReducePlan). All run on the step's stream, one at a time.
   int64_t sharedWorkspace =
       std::max({kGemmWorkspaceBytes, kern::cudnnAttentionWorkspaceBytes(iface->train),
-                reduceScratch});
+                options.cudnnAttention ? cudnnConvWorkspaceBytes(module) : 0, reduceScratch});
   step.workspaceBytes = gemmWorkspace + sharedWorkspace;
   step.launches = static_cast<int64_t>(launches.size());
   step.cudnnAttentionSites += train.cudnnAttentionSites() + eval.cudnnAttentionSites();

@@ -305,7 +305,7 @@ std::vector<int64_t> contiguous(const std::vector<int64_t> &d) {
   return {d[1] * d[2] * d[3], d[2] * d[3], d[3], 1};
 }
 
-std::string buildConv(const ConvSite &s, GraphPtr &out) {
+std::string buildConv(const ConvSite &s, int64_t workspaceLimit, GraphPtr &out) {
   const fe::DataType_t io = s.dtype == 1   ? fe::DataType_t::BFLOAT16
                             : s.dtype == 2 ? fe::DataType_t::HALF
                                            : fe::DataType_t::FLOAT;
@@ -358,6 +358,9 @@ std::string buildConv(const ConvSite &s, GraphPtr &out) {
                                          : std::vector<fe::NumericalNote_t>{
                                                fe::NumericalNote_t::NONDETERMINISTIC});
   g->deselect_behavior_notes({fe::BehaviorNote_t::RUNTIME_COMPILATION});
+  // Within the workspace the step planned (CudnnConvWorkspace.h).
+  if (workspaceLimit >= 0)
+    g->deselect_workspace_greater_than(workspaceLimit);
   if (auto e = g->check_support(h); e.is_bad())
     return failed("cuDNN does not support it", e);
   if (auto e = g->build_plans(h, fe::BuildPlanPolicy_t::HEURISTICS_CHOICE); e.is_bad())
@@ -368,12 +371,14 @@ std::string buildConv(const ConvSite &s, GraphPtr &out) {
 
 } // namespace
 
-int32_t prepare_conv(const ConvSite &site, Plan &plan, char *why, size_t why_size) {
+int32_t prepare_conv(const ConvSite &site, int64_t workspace_limit, Plan &plan, char *why,
+                     size_t why_size) {
   if (library().status != 0) {
     setWhy(why, why_size, library().why.empty() ? "cuDNN not loaded" : library().why);
     return 1;
   }
-  return makePlan([&](GraphPtr &g) { return buildConv(site, g); }, plan, why, why_size);
+  return makePlan([&](GraphPtr &g) { return buildConv(site, workspace_limit, g); }, plan, why,
+                  why_size);
 }
 
 int32_t conv(const Plan &plan, cudaStream_t stream, const void *a, const void *b, void *out,

@@ -80,9 +80,12 @@ struct ConvSite {
   int64_t n, c, h, w, o, kh, kw, ho, wo, sh, sw, ph, pw, dh, dw, groups;
 };
 // Builds `site`'s graph and picks its engine once (cuDNN's heuristics, the
-// first candidate that builds). 0 when cuDNN runs the site, else nonzero
-// and `why` says why (the caller keeps tcc's kernels).
-int32_t prepare_conv(const ConvSite &site, Plan &plan, char *why, size_t why_size);
+// first candidate that builds), among the engines whose workspace is at
+// most `workspace_limit` bytes (< 0: any). 0 when cuDNN runs the site, else
+// nonzero and `why` says why (the caller keeps tcc's kernels, or retries
+// without the limit).
+int32_t prepare_conv(const ConvSite &site, int64_t workspace_limit, Plan &plan, char *why,
+                     size_t why_size);
 int32_t conv(const Plan &plan, cudaStream_t stream, const void *a, const void *b, void *out,
              void *workspace, char *why, size_t why_size);
 

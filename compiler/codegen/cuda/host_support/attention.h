@@ -128,9 +128,14 @@ struct ConvSite {
   tcc_cudnn::Plan plan;
 };
 
-// Plans for `sites` (cuDNN already loaded, or not: then none), the
-// workspace their largest plan needs beyond the shared one allocated;
-// `note` gets "convolutions: cuDNN 9.19.0 for 6 of 6 call sites".
+// Plans for `sites` (cuDNN already loaded, or not: then none): cuDNN's
+// first engine, or where that needs more than the shared workspace the step
+// planned, its first engine within it; a site with none that fits keeps the
+// first, and the largest such plan's workspace is allocated beyond the
+// plan. `note` gets "convolutions: cuDNN 9.19.0 for 6 of 6 call sites",
+// "(3 within the planned workspace instead of cuDNN's first choice)" and
+// "(2 beyond the planned workspace: +12.0 MiB)" when those happen.
+// TCC_DEBUG_CONV_PLANS=1 prints each site's shape and workspaces.
 inline void prepare_conv_sites(ConvSite *const *sites, int32_t count,
                                uint64_t shared_workspace_bytes, std::string &note) {
   char why[512] = "";
@@ -138,15 +143,41 @@ inline void prepare_conv_sites(ConvSite *const *sites, int32_t count,
     note = std::string("convolutions: tcc kernels (cuDNN: ") + why + ")";
     return;
   }
-  int32_t ran = 0;
+  int32_t ran = 0, beyond = 0, held = 0;
   uint64_t need = 0;
   std::string declined;
   for (int32_t i = 0; i < count; ++i) {
     ConvSite &c = *sites[i];
-    if (tcc_cudnn::prepare_conv(c.site, c.plan, why, sizeof why) == 0) {
+    // cuDNN's first choice; only when it needs more than the planned
+    // workspace, the first choice within it (none: the first choice).
+    // (Within the estimate every site of ResNet-50 and a UNet keeps its
+    // first choice; engines without workspace ran 5x slower.)
+    bool ok = tcc_cudnn::prepare_conv(c.site, -1, c.plan, why, sizeof why) == 0;
+    const int64_t first = ok ? c.plan.workspace_bytes : -1;
+    if (ok && static_cast<uint64_t>(c.plan.workspace_bytes) > shared_workspace_bytes) {
+      tcc_cudnn::Plan within;
+      if (tcc_cudnn::prepare_conv(c.site, static_cast<int64_t>(shared_workspace_bytes), within,
+                                  why, sizeof why) == 0) {
+        c.plan = within; // (the first plan's graph stays allocated: once per site)
+        ++held;
+      }
+    }
+    if (std::getenv("TCC_DEBUG_CONV_PLANS")) {
+      const tcc_cudnn::ConvSite &q = c.site;
+      std::fprintf(stderr,
+                   "conv plan: product %d dtype %d x %lldx%lldx%lldx%lld w %lldx%lldx%lld s%lld "
+                   "first %lld chosen %lld\n",
+                   q.product, q.dtype, (long long)q.n, (long long)q.c, (long long)q.h,
+                   (long long)q.w, (long long)q.o, (long long)q.kh, (long long)q.kw,
+                   (long long)q.sh, (long long)first, (long long)c.plan.workspace_bytes);
+    }
+    if (ok) {
       c.cudnn = true;
       ++ran;
-      need = std::max<uint64_t>(need, static_cast<uint64_t>(c.plan.workspace_bytes));
+      if (static_cast<uint64_t>(c.plan.workspace_bytes) > shared_workspace_bytes) {
+        ++beyond;
+        need = std::max<uint64_t>(need, static_cast<uint64_t>(c.plan.workspace_bytes));
+      }
     } else if (declined.empty()) {
       declined = std::string("; the others keep tcc's kernels: ") + why;
     }
@@ -166,6 +197,15 @@ inline void prepare_conv_sites(ConvSite *const *sites, int32_t count,
   }
   note = "convolutions: cuDNN " + std::string(tcc_cudnn::version()) + " for " +
          std::to_string(ran) + " of " + std::to_string(count) + " call sites" + declined;
+  if (held)
+    note += " (" + std::to_string(held) +
+            " within the planned workspace instead of cuDNN's first choice)";
+  if (beyond) {
+    char extra[96];
+    std::snprintf(extra, sizeof extra, " (%d beyond the planned workspace: +%.1f MiB)", beyond,
+                  need / 1048576.0);
+    note += extra;
+  }
 }
 
 inline int32_t cudnn_conv(const ConvSite &c, cudaStream_t s, const void *a, const void *b,
