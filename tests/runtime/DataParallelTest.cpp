@@ -76,8 +76,14 @@ void ExpectLossesWithinSpread(const std::vector<float> &got, const std::vector<f
   }
   std::printf("%s: %zu losses, at most %.2f of the limit (spread at the end %.1e)\n",
               what.c_str(), reference.size(), worst, spread);
-  EXPECT_GT(spread, 0) << what << ": the reference rounded another way (--cpu-arch "
-                       << OtherArch() << ") gave the same losses: no spread to measure";
+  // The other build can round every loss alike (since CPU steps build with
+  // -fno-trapping-math their exp loops vectorize in both, and the batch-8
+  // GPT's 50 losses came out bit-identical under --cpu-arch none): the limit
+  // is then the floor alone, the strictest it can be.
+  if (spread == 0)
+    std::printf("%s: the reference rounded another way (--cpu-arch %s) gave the same "
+                "losses: the limit is the floor, %.1e relative\n",
+                what.c_str(), OtherArch().c_str(), kFloor);
 }
 
 // Largest absolute difference of two parameter vectors.
