@@ -295,9 +295,15 @@ struct ConvPlan {
   bool split;      // jobs in turn, each one's work spread over the threads
   bool direct;     // pointwise and one image per product: x / dx as they are
   int64_t columns() const { return nb * hw; }
-  int64_t first(int64_t chunk, int64_t n) const { return chunk * nb; }
-  int64_t count(int64_t chunk, int64_t n) const {
-    return chunk * nb + nb <= n ? nb : n - chunk * nb;
+  int64_t n;       // images
+  // Job j's group, first image, images and column-matrix width.
+  struct Job {
+    int64_t g, b0, nb, ld;
+  };
+  Job job(int64_t j, int64_t groups) const {
+    const int64_t chunk = j / groups, b0 = chunk * nb;
+    const int64_t images = b0 + nb <= n ? nb : n - b0;
+    return Job{j % groups, b0, images, images * hw};
   }
 };
 
@@ -307,6 +313,7 @@ constexpr int64_t kConvBlocks = 8;
 
 inline ConvPlan conv_plan(const Conv2dShape &s) {
   ConvPlan p;
+  p.n = s.n;
   p.nb = conv_images_per_product(s);
   p.chunks = (s.n + p.nb - 1) / p.nb;
   p.jobs = p.chunks * s.groups;
@@ -379,6 +386,18 @@ template <typename T> struct ConvScratch {
   T *mine() const { return each ? data.get() + conv_thread_index() * each : nullptr; }
 };
 
+// y-shaped input dy of group g, images [b0, b0 + nb): as it is with one
+// image per product, else packed side by side into `grads` (O/g, nb * HW).
+template <typename T>
+const T *conv_packed_dy(const Conv2dShape &s, const ConvPlan &p, const T *dy, int64_t g,
+                        int64_t b0, int64_t nb, const ConvScratch<T> &grads) {
+  const T *dyg = dy + (b0 * s.o + g * s.og()) * p.hw;
+  if (p.nb == 1)
+    return dyg;
+  pack_images(dyg, s.o * p.hw, s.og(), p.hw, nb, grads.mine());
+  return grads.mine();
+}
+
 // y[images of a chunk, group g] (O/g, nb * HO*WO) = w_g (O/g, K) x col
 // (K, nb * HO*WO), K = C/g*KH*KW, then unpacked into y's image blocks.
 template <typename T>
@@ -390,8 +409,7 @@ int32_t conv2d_forward_gemm(const Conv2dShape &s, const T *x, const T *w, T *y) 
       !outs.allocate(p.threads, p.nb > 1 ? og * p.columns() : 0))
     return kKernelNoMemory;
   conv_for_each_job(p, [&](int64_t j) {
-    const int64_t chunk = j / s.groups, g = j % s.groups;
-    const int64_t b0 = p.first(chunk, s.n), nb = p.count(chunk, s.n), ld = nb * p.hw;
+    const auto [g, b0, nb, ld] = p.job(j, s.groups);
     const T *xg = x + (b0 * s.c + g * cg) * s.h * s.w;
     const T *col = xg;
     if (!p.direct) {
@@ -461,13 +479,8 @@ int32_t conv2d_input_grad_gemm(const Conv2dShape &s, const T *dy, const T *w, T 
       !grads.allocate(p.threads, p.nb > 1 ? og * p.columns() : 0))
     return kKernelNoMemory;
   conv_for_each_job(p, [&](int64_t j) {
-    const int64_t chunk = j / s.groups, g = j % s.groups;
-    const int64_t b0 = p.first(chunk, s.n), nb = p.count(chunk, s.n), ld = nb * p.hw;
-    const T *dyg = dy + (b0 * s.o + g * og) * p.hw;
-    if (p.nb > 1) {
-      pack_images(dyg, s.o * p.hw, og, p.hw, nb, grads.mine());
-      dyg = grads.mine();
-    }
+    const auto [g, b0, nb, ld] = p.job(j, s.groups);
+    const T *dyg = conv_packed_dy(s, p, dy, g, b0, nb, grads);
     T *dxg = dx + (b0 * s.c + g * cg) * s.h * s.w;
     T *col = p.direct ? dxg : cols.mine();
     conv_gemm(p, true, false, p.k, ld, og, w + g * og * p.k, p.k, dyg, ld, T(0), col, ld);
@@ -493,19 +506,14 @@ int32_t conv2d_weight_grad_gemm(const Conv2dShape &s, const T *dy, const T *x, T
       !grads.allocate(p.threads, p.nb > 1 ? og * p.columns() : 0))
     return kKernelNoMemory;
   conv_for_each_job(p, [&](int64_t j) {
-    const int64_t chunk = j / s.groups, g = j % s.groups;
-    const int64_t b0 = p.first(chunk, s.n), nb = p.count(chunk, s.n), ld = nb * p.hw;
-    const T *dyg = dy + (b0 * s.o + g * og) * p.hw;
-    if (p.nb > 1) {
-      pack_images(dyg, s.o * p.hw, og, p.hw, nb, grads.mine());
-      dyg = grads.mine();
-    }
+    const auto [g, b0, nb, ld] = p.job(j, s.groups);
+    const T *dyg = conv_packed_dy(s, p, dy, g, b0, nb, grads);
     const T *col = x + (b0 * s.c + g * cg) * s.h * s.w;
     if (!p.direct) {
       im2col(s, col, nb, cols.mine(), ld, p.split);
       col = cols.mine();
     }
-    T *out = (p.chunks > 1 ? parts.get() + chunk * size : dw) + g * og * p.k;
+    T *out = (p.chunks > 1 ? parts.get() + (j / s.groups) * size : dw) + g * og * p.k;
     conv_gemm(p, false, true, og, p.k, ld, dyg, ld, col, ld, T(0), out, p.k);
   });
   if (p.chunks == 1)
