@@ -1,7 +1,6 @@
 #include "runtime/trun/cli/HostThreads.h"
 
 #include "absl/strings/ascii.h"
-#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
@@ -45,8 +44,12 @@ std::optional<std::string> CgroupPath(absl::string_view controller) {
     std::vector<absl::string_view> parts = absl::StrSplit(line, absl::MaxSplits(':', 2));
     if (parts.size() != 3)
       continue;
-    if (controller.empty() ? parts[0] == "0" && parts[1].empty()
-                           : absl::StrContains(parts[1], controller))
+    // v1 lists its controllers comma-separated ("cpu,cpuacct"); "cpuset" is
+    // another controller, not a match for "cpu".
+    bool match = controller.empty() ? parts[0] == "0" && parts[1].empty() : false;
+    for (absl::string_view c : absl::StrSplit(parts[1], ','))
+      match |= !controller.empty() && c == controller;
+    if (match)
       return std::string(parts[2]);
   }
   return std::nullopt;
