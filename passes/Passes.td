@@ -377,12 +377,23 @@ def TgRemat : Pass<"tg-remat", "mlir::ModuleOp"> {
     @train_step's tg.remat_decisions lists every choice (bytes freed,
     FLOPs added) and the largest values left at the last peak with why.
     budget < 0 only reports. tcc compile --memory-budget sets the budget
-    and re-plans until kern-plan-memory's plan fits.
+    and re-plans until kern-plan-memory's plan fits. First, with or without
+    a budget (unless copies=false), values made only by copies (broadcasts,
+    concatenations, transposes, slices; not casts) of values live anyway
+    are recomputed where that frees at least copy-min-bytes (1 MiB) at the
+    peak.
   }];
   let options = [
     Option<"budget", "budget", "int64_t", /*default=*/"-1",
            "bytes the live temporaries of @train_step may take (tensor estimate); "
-           "< 0: recompute nothing, report the peak">,
+           "< 0: recompute only copies, report the peak">,
+    Option<"copies", "copies", "bool", /*default=*/"true",
+           "recompute copies (broadcasts, concatenations, transposes, slices) across "
+           "the peak "
+           "even without a budget">,
+    Option<"copyMinBytes", "copy-min-bytes", "int64_t", /*default=*/"1048576",
+           "the least a recomputed copy must free at the peak (net of what it "
+           "keeps alive)">,
   ];
   let dependentDialects = ["tcc::tg::TgDialect"];
 }

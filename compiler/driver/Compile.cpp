@@ -300,6 +300,7 @@ absl::Status compileModel(const CompileOptions &given) {
   pipelineOptions.generate = options.generate;
   pipelineOptions.fuseEpilogue = options.fuseEpilogue;
   pipelineOptions.fuseHorizontal = options.fuseHorizontal;
+  pipelineOptions.rematCopies = options.rematCopies;
   pipelineOptions.lossChunks = options.lossChunks.value_or(1);
   pipelineOptions.dataParallel = options.dataParallel || options.shardOptimizer > 0;
   pipelineOptions.shardOptimizer = options.shardOptimizer;

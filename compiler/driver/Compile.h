@@ -47,6 +47,7 @@ struct CompileOptions {
   bool generate = false;      // --generate: the KV-cache entries prefill / decode
   bool fuseEpilogue = true;   // false: --no-fuse-epilogue
   bool fuseHorizontal = true; // false: --no-fuse-horizontal
+  bool rematCopies = true;    // false: --no-remat-copies
   bool cudnn = true;          // cuda: attention tries cuDNN first; false: --no-cudnn
   bool useCache = true;       // cuda: reuse objects from the nvcc cache
   bool verbose = false;       // cuda: a summary line on stderr

@@ -126,7 +126,7 @@ void buildPipeline(mlir::OpPassManager &pm, Phase stopAfter,
   //     one chunk at a time.
   if (options.lossChunks > 1)
     pm.addPass(createTgChunkLossHead(TgChunkLossHeadOptions{options.lossChunks}));
-  pm.addPass(createTgRemat(TgRematOptions{options.rematBudget}));
+  pm.addPass(createTgRemat(TgRematOptions{options.rematBudget, options.rematCopies}));
   // 4. Tensors -> buffers: one kern op per kernel or library call.
   pm.addPass(createTgLowerToKern());
   pm.addPass(createKernFuseElementwise()); // elementwise chains -> one loop

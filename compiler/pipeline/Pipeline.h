@@ -56,6 +56,9 @@ struct PipelineOptions {
   // tensor estimate); < 0 recomputes nothing. tcc compile --memory-budget
   // searches for the value whose memory plan fits the budget.
   int64_t rematBudget = -1;
+  // tg-remat's copies option: false keeps every broadcast / concat /
+  // transpose / slice copy alive across the peak (--no-remat-copies).
+  bool rematCopies = true;
   // tg-chunk-loss-head's pieces (tcc compile --loss-chunks, or chosen by
   // --memory-budget): > 1 computes the loss head's logits and gradient in
   // that many row chunks; <= 1 leaves the head whole (the pass is not run).

@@ -27,6 +27,7 @@ struct RematCase {
   std::string name;
   models::GptOptions::Norm norm;
   models::GptOptions::Mlp mlp;
+  models::GptOptions::Positions positions = models::GptOptions::Positions::Learned;
 };
 
 void PrintTo(const RematCase &c, std::ostream *os) { *os << c.name; }
@@ -51,6 +52,7 @@ OwningOpRef<ModuleOp> tinyTrainStep(MLIRContext &context, const RematCase &c,
   options.batch = 2;
   options.norm = c.norm;
   options.mlp = c.mlp;
+  options.positions = c.positions;
   why = models::validateGptOptions(options);
   if (!why.empty())
     return {};
@@ -96,6 +98,35 @@ TEST_P(RematTest, RecomputedStepComputesTheSameFunction) {
                  std::to_string(clones(*remat)) + " ops recomputed");
     expectSameFunctions(*original, *remat, seed(), options.vocab);
   }
+}
+
+// Without a budget tg-remat recomputes only copies (here the rotary
+// embedding's concatenations; the threshold lowered to 0 bytes for the tiny
+// step's tensors): the same function too. The learned-position GPTs have
+// no copy to recompute.
+TEST_P(RematTest, RecomputedCopiesComputeTheSameFunction) {
+  models::GptOptions options;
+  std::string why;
+  OwningOpRef<ModuleOp> original = tinyTrainStep(context(), GetParam(), options, why);
+  ASSERT_TRUE(original) << why << diagnostics_;
+  OwningOpRef<ModuleOp> remat = original->clone();
+  PassManager pm(&context());
+  TgRematOptions rematOptions;
+  rematOptions.copyMinBytes = 0;
+  pm.addPass(createTgRemat(rematOptions));
+  ASSERT_TRUE(succeeded(pm.run(*remat))) << diagnostics_;
+  if (GetParam().positions == models::GptOptions::Positions::Rope) {
+    EXPECT_GT(clones(*remat), 0) << "no copy recomputed";
+  }
+  remat->walk([&](Operation *op) {
+    if (op->hasAttr("tg.remat")) {
+      EXPECT_TRUE((isa<tg::BroadcastToOp, tg::ConcatOp, tg::TransposeOp, tg::SliceOp,
+                       tg::ReshapeOp>(op)))
+          << "not a copy: " << op->getName().getStringRef().str();
+    }
+  });
+  SCOPED_TRACE(std::to_string(clones(*remat)) + " copies recomputed");
+  expectSameFunctions(*original, *remat, seed(), options.vocab);
 }
 
 // tg-chunk-loss-head: the step with its loss head in 2, 4 or 8 row chunks
@@ -147,7 +178,10 @@ INSTANTIATE_TEST_SUITE_P(
     ::testing::Values(RematCase{"layer_norm_gelu", models::GptOptions::Norm::Layer,
                                 models::GptOptions::Mlp::Gelu},
                       RematCase{"rms_norm_swiglu", models::GptOptions::Norm::Rms,
-                                models::GptOptions::Mlp::SwiGlu}),
+                                models::GptOptions::Mlp::SwiGlu},
+                      RematCase{"rms_norm_swiglu_rope", models::GptOptions::Norm::Rms,
+                                models::GptOptions::Mlp::SwiGlu,
+                                models::GptOptions::Positions::Rope}),
     [](const ::testing::TestParamInfo<RematCase> &info) { return info.param.name; });
 
 } // namespace

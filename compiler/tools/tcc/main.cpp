@@ -89,6 +89,12 @@ Options:
   --no-fuse-horizontal  one kernel per tensor for the optimizer, the weight
                         casts and the gradient norm (kern-fuse-horizontal
                         groups nothing): for comparing
+  --no-remat-copies     keep every copy (an upsampling broadcast, a
+                        concatenation, a transpose or slice) alive from the
+                        forward to its backward reader; by default tg-remat
+                        makes such a copy again before its reader where
+                        that frees at least 1 MiB at the step's peak (dump:
+                        NN-tg-remat-report.txt)
   --no-cudnn            cuda: attention always through tcc's flash kernels
                         (default: each fused attention call cuDNN can run
                         tries cuDNN's SDPA first, loaded at run time; the
@@ -349,6 +355,8 @@ int compileMain(int argc, char **argv) {
       args.cudnn = false;
     } else if (a == "--no-fuse-horizontal") {
       args.fuseHorizontal = false;
+    } else if (a == "--no-remat-copies") {
+      args.rematCopies = false;
     } else if (a == "--no-cache") {
       args.useCache = false;
     } else if (a == "-v" || a == "--verbose") {
