@@ -175,10 +175,14 @@ TEST(ReducePlanTest, FewOutputsOverALongReductionAreSplitAcrossBlocks) {
   plan = planReduce(reduceRuns({16384, 768}, {0}), 4);
   ASSERT_EQ(plan.phases.size(), 2u);
   EXPECT_GT(plan.phases[0].segs, 1);
-  // Enough outputs: one phase, no scratch.
-  plan = planReduce(reduceRuns({4096, 16384}, {0}), 4);
+  // Enough outputs (2048 tiles of 32 floats, >= kMinParallelMiddle): one
+  // phase, no scratch; 512 tiles are split.
+  plan = planReduce(reduceRuns({1024, 65536}, {0}), 4);
   EXPECT_EQ(plan.phases.size(), 1u);
   EXPECT_EQ(plan.scratchBytes(4), 0);
+  plan = planReduce(reduceRuns({4096, 16384}, {0}), 4);
+  EXPECT_EQ(plan.phases.size(), 2u);
+  EXPECT_GT(plan.phases[0].segs, 1);
   plan = planReduce(reduceRuns({4096, 1000}, {1}), 4);
   EXPECT_EQ(plan.phases.size(), 1u);
 }

@@ -41,15 +41,7 @@
 #include <string>
 #include <vector>
 
-#define CUDA_CHECK(call)                                                              \
-  do {                                                                                \
-    cudaError_t err_ = (call);                                                        \
-    if (err_ != cudaSuccess) {                                                        \
-      std::fprintf(stderr, "%s:%d: %s failed: %s\n", __FILE__, __LINE__, #call,       \
-                   cudaGetErrorString(err_));                                         \
-      std::exit(1);                                                                   \
-    }                                                                                 \
-  } while (0)
+#include "tests/cuda/device_buffer.cuh"
 
 using tcc_cuda::bf16;
 using tcc_cuda::Conv2dShape;
@@ -61,27 +53,15 @@ uint64_t gSeed = 0;
 int gFailures = 0;
 int gCases = 0;
 
-template <class T> struct Host;
-template <> struct Host<float> {
-  static float make(double v) { return static_cast<float>(v); }
-  static double get(float v) { return v; }
-  static const char *name() { return "f32"; }
-  // f32 sums of up to 8192 terms in the kernel's or cuDNN engine's order
-  // (cuDNN's f32 weight gradient: 1.3e-5 on the H200).
-  static double tolerance() { return 5e-5; }
-};
-template <> struct Host<double> {
-  static double make(double v) { return v; }
-  static double get(double v) { return v; }
-  static const char *name() { return "f64"; }
-  static double tolerance() { return 1e-12; }
-};
-template <> struct Host<bf16> {
-  static bf16 make(double v) { return bf16{tcc_cuda::float_to_bf16(static_cast<float>(v))}; }
-  static double get(bf16 v) { return tcc_cuda::bf16_to_float(v.bits); }
-  static const char *name() { return "bf16"; }
-  static double tolerance() { return 1.0 / 128; }
-};
+using tcc_cuda_test::Host;
+
+// Tolerance per tensor (max |got - want| / max |want|).
+template <class T> double tolerance();
+// f32 sums of up to 8192 terms in the kernel's or cuDNN engine's order
+// (cuDNN's f32 weight gradient: 1.3e-5 on the H200).
+template <> double tolerance<float>() { return 5e-5; }
+template <> double tolerance<double>() { return 1e-12; }
+template <> double tolerance<bf16>() { return 1.0 / 128; }
 
 // Random values rounded to T (grid > 0: multiples of 1 / grid).
 template <class T>
@@ -142,9 +122,9 @@ void check(const std::string &what, const std::vector<T> &got, const std::vector
       err = std::max(err, std::fabs(g - want[i]));
   }
   double rel = scale > 0 ? err / scale : err;
-  bool ok = finite && same && rel <= Host<T>::tolerance();
+  bool ok = finite && same && rel <= tolerance<T>();
   std::printf("%s %-64s rel err %.2e (tol %.1e)%s%s\n", ok ? "ok  " : "FAIL", what.c_str(), rel,
-              Host<T>::tolerance(), finite ? "" : " non-finite output",
+              tolerance<T>(), finite ? "" : " non-finite output",
               same ? "" : " NOT bit-identical on a second run");
   if (!ok)
     ++gFailures;
@@ -411,6 +391,23 @@ template <class T> void bench(std::mt19937_64 &rng, const ConvCase &cc) {
   CUDA_CHECK(cudaFree(out));
 }
 
+// Max pooling's gradient (by bands) on a ResNet stem shape: GB/s over the
+// bytes it must move (x and dy read, dx written).
+template <class T> void benchPoolGrad(std::mt19937_64 &rng, const PoolCase &pc) {
+  const Pool2dShape s = pc.shape();
+  const int64_t xs = s.planes * s.h * s.w, ys = s.planes * s.ho * s.wo;
+  T *dX = upload(randomValues<T>(rng, xs)), *dDy = upload(randomValues<T>(rng, ys)),
+    *out = nullptr;
+  CUDA_CHECK(cudaMalloc(&out, xs * sizeof(T)));
+  double ms = timeMs([&] { return tcc_cuda::launch_pool2d<T>(2, s, dX, dDy, out, nullptr); });
+  std::printf("bench %s max-pool grad x%ldx%ldx%ldx%ld k%ld s%ld %8.3f ms %7.1f GB/s\n",
+              Host<T>::name(), (long)pc.n, (long)pc.c, (long)s.h, (long)s.w, (long)s.kh,
+              (long)s.sh, ms, (2.0 * xs + ys) * sizeof(T) / (ms * 1e-3) / 1e9);
+  CUDA_CHECK(cudaFree(dX));
+  CUDA_CHECK(cudaFree(dDy));
+  CUDA_CHECK(cudaFree(out));
+}
+
 } // namespace
 
 int main(int argc, char **argv) {
@@ -470,6 +467,9 @@ int main(int argc, char **argv) {
       {2, 4, 9, 7, 3, 3, 2, 2, 1, 1},
       {2, 4, 6, 6, 3, 3, 1, 1, 1, 1},
       {1, 5, 11, 13, 3, 2, 2, 3, 1, 0},
+      {2, 3, 112, 112, 3, 3, 2, 2, 1, 1}, // ResNet's stem pool: 7 bands of 18 rows
+      {1, 2, 9, 3001, 3, 3, 2, 2, 1, 1},  // rows of >= 2048: bands of one row
+      {1, 1, 5, 9000, 3, 3, 1, 1, 1, 1},  // one row's windows > 48 KiB: no bands
   };
   for (const PoolCase &p : pools)
     for (bool avg : {false, true}) {
@@ -478,6 +478,7 @@ int main(int argc, char **argv) {
     }
   runPool<float>(rng, pools[1], false, 4); // ties: the first maximum takes dy
   runPool<float>(rng, pools[2], false, 4);
+  runPool<float>(rng, pools[4], false, 4);
   runPool<double>(rng, pools[3], false, 0);
   runPool<double>(rng, pools[3], true, 0);
 #ifdef TCC_CUDNN_CONV_TEST
@@ -491,6 +492,8 @@ int main(int argc, char **argv) {
     bench<bf16>(rng, {32, 64, 56, 56, 64, 3, 3, 1, 1, 1, 1, 1, 1, 1});
     bench<float>(rng, {128, 32, 32, 32, 64, 3, 3, 1, 1, 1, 1, 1, 1, 1});
     bench<float>(rng, {32, 128, 28, 28, 128, 3, 3, 1, 1, 1, 1, 1, 1, 128});
+    benchPoolGrad<bf16>(rng, {64, 64, 112, 112, 3, 3, 2, 2, 1, 1}); // ResNet-50, B64
+    benchPoolGrad<bf16>(rng, {32, 32, 128, 128, 2, 2, 2, 2, 0, 0}); // the UNet's first pool
   }
   return gFailures ? 1 : 0;
 }

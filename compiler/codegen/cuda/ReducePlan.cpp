@@ -102,8 +102,9 @@ ReducePlan planReduce(const std::vector<std::pair<bool, int64_t>> &input, int64_
     // and a long reduction: split it into segments.
     int64_t bytes = src < 0 ? elemBytes : (elemBytes == 8 ? 8 : 4); // partials: acc_t
     int64_t parallel = rows ? p.outer : p.outer * ceilDiv(p.inner, std::max<int64_t>(128 / bytes, 1));
-    if (parallel < kMinParallel && p.reduced >= kSplitMinReduced) {
-      int64_t want = ceilDiv(2 * kMinParallel, parallel); // ~4 blocks an SM
+    const int64_t minParallel = rows ? kMinParallel : kMinParallelMiddle;
+    if (parallel < minParallel && p.reduced >= kSplitMinReduced) {
+      int64_t want = ceilDiv(2 * minParallel, parallel); // two waves
       int64_t minChunk = rows ? 8192 : 256;
       int64_t chunk = std::max(minChunk, ceilDiv(p.reduced, want));
       if (rows) // whole 1024-element groups keep segments 16-byte aligned

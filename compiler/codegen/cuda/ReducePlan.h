@@ -15,9 +15,10 @@
 //           in (outer, reduced, inner), inner the contiguous rest, so loads
 //           are coalesced however the axes interleave.
 // A phase with too few independent outputs to fill the GPU (fewer than
-// kMinParallel rows, or tiles of one 128-byte line of columns, the
-// narrowest launch_reduce_phase_middle makes) and a long reduction splits
-// it into segments (deterministic two-level partials, no atomics).
+// kMinParallel rows, or kMinParallelMiddle tiles of one 128-byte line of
+// columns, the narrowest launch_reduce_phase_middle makes) and a long
+// reduction splits it into segments (deterministic two-level partials, no
+// atomics).
 //
 // Example: (128, 64, 32, 32) over {0, 2, 3} (batch norm, 16 MiB of bf16):
 //   rows   (8192 rows x 1024)      -> partial (128, 64)  [acc type]
@@ -68,7 +69,18 @@ ReducePlan planReduce(const std::vector<std::pair<bool, int64_t>> &runs, int64_t
 
 // The thresholds, for the plan's tests and docs.
 inline constexpr int64_t kRowsMinCols = 128;   // shorter innermost runs go last
-inline constexpr int64_t kMinParallel = 2 * 132; // tiles / rows: two per SM
+// Rows phases split while fewer than kMinParallel rows (two per SM of
+// 132); middle phases while fewer than kMinParallelMiddle tiles of one
+// 128-byte line (8 per SM: their blocks are at most 256 threads,
+// launch_reduce_phase_middle). bench/reduce builds variants with -D.
+#ifndef TCC_REDUCE_MIN_PARALLEL
+#define TCC_REDUCE_MIN_PARALLEL 264
+#endif
+#ifndef TCC_REDUCE_MIN_PARALLEL_MIDDLE
+#define TCC_REDUCE_MIN_PARALLEL_MIDDLE 1056
+#endif
+inline constexpr int64_t kMinParallel = TCC_REDUCE_MIN_PARALLEL;
+inline constexpr int64_t kMinParallelMiddle = TCC_REDUCE_MIN_PARALLEL_MIDDLE;
 inline constexpr int64_t kSplitMinReduced = 1024; // reductions worth splitting
 
 } // namespace tcc::codegen::cuda

@@ -162,6 +162,45 @@ template <class I> struct PoolDims {
         kw(I(s.kw)), sh(I(s.sh)), sw(I(s.sw)), ph(I(s.ph)), pw(I(s.pw)) {}
 };
 
+// The windows (oy0..oy1, ox0..ox1) that contain input element (iy, ix):
+// oy * sh - ph <= iy <= oy * sh - ph + kh - 1, clipped to the output.
+template <class I> struct PoolCover {
+  I oy0, oy1, ox0, ox1;
+  __device__ PoolCover(const PoolDims<I> &s, I iy, I ix) {
+    const I ty = iy + s.ph, tx = ix + s.pw;
+    oy0 = ty - s.kh + 1 <= 0 ? 0 : (ty - s.kh + 1 + s.sh - 1) / s.sh;
+    ox0 = tx - s.kw + 1 <= 0 ? 0 : (tx - s.kw + 1 + s.sw - 1) / s.sw;
+    oy1 = ty / s.sh < s.ho - 1 ? ty / s.sh : s.ho - 1;
+    ox1 = tx / s.sw < s.wo - 1 ? tx / s.sw : s.wo - 1;
+  }
+};
+
+// Window (oy, ox)'s first maximum in row-major order, as a flat index into
+// the plane xp (PyTorch's rule; padding never a candidate); -1 for a
+// window wholly in the padding.
+template <class T, class I>
+__device__ inline I pool_window_first_max(const PoolDims<I> &s, const T *xp, I oy, I ox) {
+  using A = acc_t<T>;
+  I best = -1;
+  A bestValue = 0;
+  for (I ky = 0; ky < s.kh; ++ky) {
+    const I y = oy * s.sh - s.ph + ky;
+    if (y < 0 || y >= s.h)
+      continue;
+    for (I kx = 0; kx < s.kw; ++kx) {
+      const I xx = ox * s.sw - s.pw + kx;
+      if (xx < 0 || xx >= s.w)
+        continue;
+      const A v = static_cast<A>(Elem<T>::load(xp[y * s.w + xx]));
+      if (best < 0 || v > bestValue) {
+        best = y * s.w + xx;
+        bestValue = v;
+      }
+    }
+  }
+  return best;
+}
+
 // Max: the largest value inside x (padding never wins; a window wholly in
 // the padding gives -inf, as on the CPU); avg: the window's sum / (KH * KW),
 // padding counted as zeros (PyTorch's count_include_pad).
@@ -211,41 +250,80 @@ __global__ void __launch_bounds__(256)
     const I ix = idx % s.w, iy = (idx / s.w) % s.h, p = idx / (s.w * s.h);
     const T *xp = x + p * s.h * s.w;
     const T *dyp = dy + p * s.ho * s.wo;
-    // Windows oy with oy * sh - ph <= iy <= oy * sh - ph + kh - 1.
-    const I ty = iy + s.ph, tx = ix + s.pw;
-    const I oy0 = ty - s.kh + 1 <= 0 ? 0 : (ty - s.kh + 1 + s.sh - 1) / s.sh;
-    const I ox0 = tx - s.kw + 1 <= 0 ? 0 : (tx - s.kw + 1 + s.sw - 1) / s.sw;
-    const I oy1 = ty / s.sh < s.ho - 1 ? ty / s.sh : s.ho - 1;
-    const I ox1 = tx / s.sw < s.wo - 1 ? tx / s.sw : s.wo - 1;
+    const PoolCover<I> c(s, iy, ix);
     A sum = 0;
-    for (I oy = oy0; oy <= oy1; ++oy)
-      for (I ox = ox0; ox <= ox1; ++ox) {
+    for (I oy = c.oy0; oy <= c.oy1; ++oy)
+      for (I ox = c.ox0; ox <= c.ox1; ++ox) {
         const A g = static_cast<A>(Elem<T>::load(dyp[oy * s.wo + ox]));
         if (avg) {
           sum += g / static_cast<A>(s.kh * s.kw);
           continue;
         }
-        I best = -1;
-        A bestValue = 0;
-        for (I ky = 0; ky < s.kh; ++ky) {
-          const I y = oy * s.sh - s.ph + ky;
-          if (y < 0 || y >= s.h)
-            continue;
-          for (I kx = 0; kx < s.kw; ++kx) {
-            const I xx = ox * s.sw - s.pw + kx;
-            if (xx < 0 || xx >= s.w)
-              continue;
-            const A v = static_cast<A>(Elem<T>::load(xp[y * s.w + xx]));
-            if (best < 0 || v > bestValue) {
-              best = y * s.w + xx;
-              bestValue = v;
-            }
-          }
-        }
-        if (best == iy * s.w + ix)
+        if (pool_window_first_max<T>(s, xp, oy, ox) == iy * s.w + ix)
           sum += g;
       }
     dx[idx] = Elem<T>::store(sum);
+  }
+}
+
+// Max pooling's gradient by bands of input rows: a block owns `band` rows
+// of one plane. It first finds, once, the first maximum of every window
+// that covers them (a flat index into the plane, -1 for a window wholly in
+// the padding) and keeps it with the window's dy in shared memory; then
+// each input element gathers dy from its windows in ascending (oy, ox)
+// order. The terms and their order are pool2d_backward_kernel's (the same
+// bits); what it saves is each input element rescanning every window that
+// covers it (9 windows x 9 loads for ResNet's 3x3 / 2 stem pool).
+// Shared memory: windowRows * WO * (sizeof(acc) + sizeof(I)) bytes, where
+// windowRows = pool_band_window_rows(band) bounds the window rows a band
+// meets.
+template <class I>
+__host__ __device__ inline I pool_band_window_rows(const PoolDims<I> &s, I band) {
+  const I rows = (band + s.kh - 2) / s.sh + 2;
+  return rows < s.ho ? rows : s.ho;
+}
+
+template <class T, class I>
+__global__ void __launch_bounds__(256)
+    pool2d_max_backward_band_kernel(PoolDims<I> s, I band, I bandsPerPlane,
+                                    const T *__restrict__ x, const T *__restrict__ dy,
+                                    T *__restrict__ dx) {
+  using A = acc_t<T>;
+  extern __shared__ __align__(16) unsigned char poolShared[];
+  const I windowRows = pool_band_window_rows(s, band);
+  A *grad = reinterpret_cast<A *>(poolShared);       // windowRows * wo
+  I *winner = reinterpret_cast<I *>(grad + windowRows * s.wo);
+  for (I item = blockIdx.x; item < s.planes * bandsPerPlane; item += gridDim.x) {
+    const I p = item / bandsPerPlane, iy0 = (item - p * bandsPerPlane) * band;
+    const I iy1 = iy0 + band < s.h ? iy0 + band : s.h;
+    const T *xp = x + p * s.h * s.w;
+    const T *dyp = dy + p * s.ho * s.wo;
+    // The windows covering rows iy0 .. iy1 - 1.
+    const I first = iy0 + s.ph - s.kh + 1;
+    const I oyLo = first <= 0 ? 0 : (first + s.sh - 1) / s.sh;
+    const I last = (iy1 - 1 + s.ph) / s.sh;
+    const I oyHi = last < s.ho - 1 ? last : s.ho - 1;
+    const I windows = oyHi >= oyLo ? (oyHi - oyLo + 1) * s.wo : 0;
+    for (I k = threadIdx.x; k < windows; k += blockDim.x) {
+      const I oy = oyLo + k / s.wo, ox = k - (k / s.wo) * s.wo;
+      winner[k] = pool_window_first_max<T>(s, xp, oy, ox);
+      grad[k] = static_cast<A>(Elem<T>::load(dyp[oy * s.wo + ox]));
+    }
+    __syncthreads();
+    for (I k = threadIdx.x; k < (iy1 - iy0) * s.w; k += blockDim.x) {
+      const I iy = iy0 + k / s.w, ix = k - (k / s.w) * s.w;
+      const PoolCover<I> c(s, iy, ix);
+      const I self = iy * s.w + ix;
+      A sum = 0;
+      for (I oy = c.oy0; oy <= c.oy1; ++oy)
+        for (I ox = c.ox0; ox <= c.ox1; ++ox) {
+          const I w = (oy - oyLo) * s.wo + ox;
+          if (winner[w] == self)
+            sum += grad[w];
+        }
+      dx[p * s.h * s.w + self] = Elem<T>::store(sum);
+    }
+    __syncthreads(); // the next band rewrites the windows
   }
 }
 
@@ -289,6 +367,8 @@ inline cudaError_t launch_conv2d(int product, const Conv2dShape &s, const T *a, 
 }
 
 // mode: 0 max, 1 avg, 2 max_grad, 3 avg_grad (grad: dy, else null).
+// max_grad runs by bands of input rows (pool2d_max_backward_band_kernel)
+// unless one row's windows overflow 48 KiB of shared memory.
 template <class T>
 inline cudaError_t launch_pool2d(int mode, const Pool2dShape &s, const T *x, const T *grad,
                                  T *out, cudaStream_t stream) {
@@ -300,6 +380,26 @@ inline cudaError_t launch_pool2d(int mode, const Pool2dShape &s, const T *x, con
     return cudaSuccess;
   const unsigned blocks = static_cast<unsigned>(grid_for(items, 256));
   auto run = [&](auto dims) {
+    using I = decltype(dims.h);
+    if (backward && !avg) {
+      // Bands of about 2048 input elements (8 per thread), fewer rows while
+      // their windows overflow 48 KiB of shared memory.
+      I band = s.w >= 2048 ? I(1) : I(2048 / s.w);
+      band = band < dims.h ? band : dims.h;
+      auto bytes = [&](I b) {
+        return static_cast<size_t>(detail::pool_band_window_rows(dims, b)) *
+               static_cast<size_t>(dims.wo) * (sizeof(acc_t<T>) + sizeof(I));
+      };
+      while (band > 1 && bytes(band) > 48 * 1024)
+        band /= 2;
+      if (band >= 1 && bytes(band) <= 48 * 1024) {
+        const I bands = (dims.h + band - 1) / band;
+        detail::pool2d_max_backward_band_kernel<<<
+            static_cast<unsigned>(grid_for(s.planes * bands, 1)), 256, bytes(band), stream>>>(
+            dims, band, bands, x, grad, out);
+        return;
+      }
+    }
     if (backward)
       detail::pool2d_backward_kernel<<<blocks, 256, 0, stream>>>(dims, avg, x, grad, out);
     else

@@ -2,6 +2,31 @@
 // Launchers
 //===--------------------------------------------------------------------===//
 
+// Tunables of the planned phases, measured with bench/reduce on an H200
+// (docs/performance.md, 2026-11-29; its variants build with -D overrides):
+// - a group of lanes (up to a warp) per row for rows of up to 8192
+//   elements when there are >= 2048 rows (a block per row with 256 threads
+//   left a 3136-element row's second pass half idle: 62% -> 88% of the copy
+//   rate for batch norm's 56x56 sums);
+// - middle tiles of at most 256 threads and at least 1056 tiles (8 per SM
+//   of 132): 1024-thread tiles, 1-2 per SM, left SMs idle in the tail
+//   (f32 4096 x 4096 over axis 0: 64% -> 78%).
+#ifndef TCC_REDUCE_WARP_ROWS_MAX_COLS
+#define TCC_REDUCE_WARP_ROWS_MAX_COLS 8192
+#endif
+#ifndef TCC_REDUCE_WARP_ROWS_MIN_ROWS
+#define TCC_REDUCE_WARP_ROWS_MIN_ROWS 2048
+#endif
+#ifndef TCC_REDUCE_MIDDLE_MAX_THREADS
+#define TCC_REDUCE_MIDDLE_MAX_THREADS 256
+#endif
+#ifndef TCC_REDUCE_MIDDLE_MIN_TILES
+#define TCC_REDUCE_MIDDLE_MIN_TILES 1056
+#endif
+#ifndef TCC_REDUCE_MIDDLE_ROWS_PER_THREAD
+#define TCC_REDUCE_MIDDLE_ROWS_PER_THREAD 8
+#endif
+
 namespace detail {
 
 // out (rows) = reduce(in (rows, cols)) with a group of G lanes per row, G
@@ -148,7 +173,8 @@ inline void launch_reduce_phase_rows(const In *in, Out *out, int64_t rows,
                                      int64_t count, cudaStream_t stream) {
   if (rows <= 0)
     return;
-  if (segs == 1 && cols <= 1024)
+  if (segs == 1 && (cols <= 1024 || (cols <= TCC_REDUCE_WARP_ROWS_MAX_COLS &&
+                                      rows >= TCC_REDUCE_WARP_ROWS_MIN_ROWS)))
     detail::launch_reduce_rows_groups<In, Out, Kind>(in, out, rows, cols, count,
                                                      stream);
   else
@@ -165,10 +191,11 @@ inline void launch_reduce_phase_rows(const In *in, Out *out, int64_t rows,
 // thread N columns (16-byte loads when in is 16-byte aligned and inner a
 // multiple of the vector width, else N = 1). TW starts at 32 threads x N
 // columns (512 bytes a row), or the row's width, and halves while there
-// are fewer than two tiles per SM, down to whole 128-byte lines (64 bf16,
-// 32 floats: the plan splits rows into segments rather than go narrower).
-// Y gives every thread about 8 rows of its segment (at most 1024 / (TW / N)
-// groups); a short segment widens TW so blocks keep >= 256 threads.
+// are fewer than TCC_REDUCE_MIDDLE_MIN_TILES tiles (8 per SM), down to
+// whole 128-byte lines (64 bf16, 32 floats: the plan splits rows into
+// segments rather than go narrower). Y gives every thread about 8 rows of
+// its segment (at most TCC_REDUCE_MIDDLE_MAX_THREADS / (TW / N) groups); a
+// short segment widens TW so blocks keep >= 256 threads.
 // Deterministic.
 template <class In, class Out, int Kind>
 inline void launch_reduce_phase_middle(const In *in, Out *out, int64_t outer,
@@ -179,7 +206,7 @@ inline void launch_reduce_phase_middle(const In *in, Out *out, int64_t outer,
     return;
   constexpr int64_t kVec = detail::Vec16<In>::n;
   const int64_t n = detail::aligned16(in) && inner % kVec == 0 ? kVec : 1;
-  const int64_t minTiles = 2 * 132;
+  const int64_t minTiles = TCC_REDUCE_MIDDLE_MIN_TILES;
   auto tilesFor = [&](int64_t width) {
     return outer * segs * ((inner + width - 1) / width);
   };
@@ -187,8 +214,10 @@ inline void launch_reduce_phase_middle(const In *in, Out *out, int64_t outer,
   const int64_t line = static_cast<int64_t>(128 / sizeof(In));
   const int64_t narrowest = line < 32 * n ? (line > n ? line : n) : 32 * n;
   auto rowGroups = [&](int64_t width) {
-    const int64_t most = 1024 / (width / n);
-    const int64_t want = detail::pow2_at_least((chunk + 7) / 8);
+    const int64_t most = TCC_REDUCE_MIDDLE_MAX_THREADS / (width / n) > 0
+                             ? TCC_REDUCE_MIDDLE_MAX_THREADS / (width / n) : 1;
+    const int64_t want = detail::pow2_at_least(
+        (chunk + TCC_REDUCE_MIDDLE_ROWS_PER_THREAD - 1) / TCC_REDUCE_MIDDLE_ROWS_PER_THREAD);
     return want < most ? want : most;
   };
   int64_t tw = innerP2 < 32 * n ? innerP2 : 32 * n;
