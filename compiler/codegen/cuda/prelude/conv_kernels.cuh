@@ -298,11 +298,9 @@ __global__ void __launch_bounds__(256)
     const I iy1 = iy0 + band < s.h ? iy0 + band : s.h;
     const T *xp = x + p * s.h * s.w;
     const T *dyp = dy + p * s.ho * s.wo;
-    // The windows covering rows iy0 .. iy1 - 1.
-    const I first = iy0 + s.ph - s.kh + 1;
-    const I oyLo = first <= 0 ? 0 : (first + s.sh - 1) / s.sh;
-    const I last = (iy1 - 1 + s.ph) / s.sh;
-    const I oyHi = last < s.ho - 1 ? last : s.ho - 1;
+    // The window rows covering rows iy0 .. iy1 - 1: from the first row's
+    // first to the last row's last.
+    const I oyLo = PoolCover<I>(s, iy0, 0).oy0, oyHi = PoolCover<I>(s, iy1 - 1, 0).oy1;
     const I windows = oyHi >= oyLo ? (oyHi - oyLo + 1) * s.wo : 0;
     for (I k = threadIdx.x; k < windows; k += blockDim.x) {
       const I oy = oyLo + k / s.wo, ox = k - (k / s.wo) * s.wo;
@@ -392,7 +390,7 @@ inline cudaError_t launch_pool2d(int mode, const Pool2dShape &s, const T *x, con
       };
       while (band > 1 && bytes(band) > 48 * 1024)
         band /= 2;
-      if (band >= 1 && bytes(band) <= 48 * 1024) {
+      if (bytes(band) <= 48 * 1024) {
         const I bands = (dims.h + band - 1) / band;
         detail::pool2d_max_backward_band_kernel<<<
             static_cast<unsigned>(grid_for(s.planes * bands, 1)), 256, bytes(band), stream>>>(
