@@ -95,7 +95,7 @@ def compare(d, files):
     for dtype in (torch.float32, torch.float64):
         m = P.cnn().to(dtype)
         m.load_state_dict({k: torch.from_numpy(np.array(v)) for k, v in init.items()})
-        refs[dtype] = (torch_run(m, x.to(dtype), y, 0.01), m.state_dict())
+        refs[dtype] = (torch_run(m, x.to(dtype), y, P.LR), m.state_dict())
     cpu = safetensors.load_file(f"{d}/work/trained.safetensors")
     stats = lambda k: "running" in k  # noqa: E731
     params = lambda k: "running" not in k and "num_batches" not in k  # noqa: E731
