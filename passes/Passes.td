@@ -93,20 +93,28 @@ def TgAmp : Pass<"tg-amp", "mlir::ModuleOp"> {
 }
 
 def TgConvLayout : Pass<"tg-conv-layout", "mlir::ModuleOp"> {
-  let summary = "Chooses NCHW or channels-last for each chain of convolutions and pooling ops";
+  let summary = "Chooses NCHW or channels-last for each chain of convolutions, pooling and "
+                "batch norm ops, and rewrites the channels-last ones";
   let description = [{
     After tg-amp, on @forward. Chains are connected conv2d / max_pool2d /
-    avg_pool2d ops (linked through layout-neutral rank-4 ops). Channels-last
-    pays only for tensor-core convolutions (cuda, bf16 / f16, channels per
-    group multiples of 8) and kern.conv2d has no channels-last form yet, so
-    every chain stays NCHW; each op gets tg.layout = "NCHW: <why>" and the
-    function tg.layout_decisions, one line per chain (--dump-dir:
-    NN-tg-conv-layout-report.txt). The pipeline runs it only for models
-    with vision ops.
+    avg_pool2d / rank-4 batch_norm ops (linked through layout-neutral
+    rank-4 ops). A chain goes channels-last on the cuda target when its
+    convolutions are bf16 / f16, one at least with channels per group
+    multiples of 8, and `channels-last` is set (the compile uses cuDNN,
+    whose tensor-core engines read NHWC): its ops take layout = "NHWC"
+    (batch norm the (N*H*W, C) view), and the transposes this needs are
+    moved past elementwise ops, reductions and concatenations until only
+    the chain's edges keep one. Every op gets tg.layout = "<layout>: <why>"
+    and the function tg.layout_decisions, one line per chain plus the
+    transposes left (--dump-dir: NN-tg-conv-layout-report.txt). The
+    pipeline runs it only for models with vision ops.
   }];
   let options = [
     Option<"target", "target", "std::string", /*default=*/"\"cpu\"",
            "compile target: cpu or cuda">,
+    Option<"channelsLast", "channels-last", "bool", /*default=*/"false",
+           "chains may go channels-last (tcc compile sets it on cuda when cuDNN is used "
+           "and --no-channels-last is not given)">,
   ];
   let dependentDialects = ["tcc::tg::TgDialect", "mlir::func::FuncDialect"];
 }

@@ -68,6 +68,7 @@ set(TCC_CUDA_PRELUDE_PIECES
   ${TCC_CODEGEN_DIR}/cuda/prelude/norm_launchers.cuh
   ${TCC_CODEGEN_DIR}/cuda/prelude/batch_norm_launchers.cuh
   ${TCC_CODEGEN_DIR}/cuda/prelude/conv_kernels.cuh
+  ${TCC_CODEGEN_DIR}/cuda/prelude/pool_kernels.cuh
   ${TCC_CODEGEN_DIR}/cuda/prelude/end.cuh
 )
 # Included as "compiler/codegen/cuda/cuda_prelude.cuh" below

@@ -333,6 +333,11 @@ absl::Status compileModel(const CompileOptions &given) {
   if (!module)
     return reportedByDiagnostics();
   pipelineOptions.visionOps = hasVisionOps(*module);
+  // Channels-last pays through cuDNN's tensor-core convolutions, which the
+  // step uses when the frontend's headers are found here (emitCuda).
+  pipelineOptions.channelsLast = options.target == "cuda" && options.cudnn &&
+                                 options.channelsLast && pipelineOptions.visionOps &&
+                                 findCudnnFrontend().has_value();
   annotateModule(*module, pipelineOptions);
   if (dumps)
     (void)dumps->writeModule("import", *module,

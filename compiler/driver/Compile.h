@@ -48,7 +48,8 @@ struct CompileOptions {
   bool fuseEpilogue = true;   // false: --no-fuse-epilogue
   bool fuseHorizontal = true; // false: --no-fuse-horizontal
   bool rematCopies = true;    // false: --no-remat-copies
-  bool cudnn = true;          // cuda: attention tries cuDNN first; false: --no-cudnn
+  bool cudnn = true;          // cuda: attention, convolutions try cuDNN first; false: --no-cudnn
+  bool channelsLast = true;   // cuda with cuDNN: NHWC conv chains; false: --no-channels-last
   bool useCache = true;       // cuda: reuse objects from the nvcc cache
   bool verbose = false;       // cuda: a summary line on stderr
   int jobs = 0;               // cuda: parallel compiles; 0: CPU threads

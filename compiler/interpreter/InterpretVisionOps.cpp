@@ -5,6 +5,7 @@
 // (TgBatchNormOps.td): statistics per channel (axis 1) in float64, two
 // passes (mean, then squared deviations).
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <limits>
 
@@ -68,9 +69,40 @@ void convLoop(ConvProduct product, Tensor &x, Tensor &w, Tensor &y, const tcc::W
     }
 }
 
+// Channels-last ops (layout "NHWC") are evaluated in NCHW: operands and
+// result permuted, the loops unchanged.
+bool channelsLast(Operation *op) {
+  auto layout = op->getAttrOfType<StringAttr>("layout");
+  return layout && layout.getValue() == "NHWC";
+}
+
+// result dimension i = t's dimension perm[i] (rank 4).
+Tensor permute4(const Tensor &t, const std::array<int, 4> &perm) {
+  std::array<int64_t, 4> in{t.shape[0], t.shape[1], t.shape[2], t.shape[3]}, stride;
+  stride[3] = 1;
+  for (int d = 2; d >= 0; --d)
+    stride[d] = stride[d + 1] * in[d + 1];
+  std::vector<int64_t> shape = {in[perm[0]], in[perm[1]], in[perm[2]], in[perm[3]]};
+  Tensor out = Tensor::zeros(shape);
+  int64_t k = 0;
+  for (int64_t i0 = 0; i0 < shape[0]; ++i0)
+    for (int64_t i1 = 0; i1 < shape[1]; ++i1)
+      for (int64_t i2 = 0; i2 < shape[2]; ++i2)
+        for (int64_t i3 = 0; i3 < shape[3]; ++i3)
+          out.data[k++] = t.data[i0 * stride[perm[0]] + i1 * stride[perm[1]] +
+                                 i2 * stride[perm[2]] + i3 * stride[perm[3]]];
+  return out;
+}
+constexpr std::array<int, 4> kToNchw = {0, 3, 1, 2}, kToNhwc = {0, 2, 3, 1};
+
+std::vector<int64_t> nchwShape(std::vector<int64_t> shape) {
+  return {shape[0], shape[3], shape[1], shape[2]};
+}
+
 template <typename ConvLike>
-Tensor evalConv(ConvLike op, ConvProduct product, const Tensor &a, const Tensor &b) {
-  Tensor out = Tensor::zeros(staticShape(op.getResult()));
+Tensor evalConvNchw(ConvLike op, ConvProduct product, const Tensor &a, const Tensor &b,
+                    const std::vector<int64_t> &outShape) {
+  Tensor out = Tensor::zeros(outShape);
   Tensor x, w, y;
   switch (product) {
   case ConvProduct::Forward: x = a, w = b; break;   // input, weight
@@ -85,6 +117,15 @@ Tensor evalConv(ConvLike op, ConvProduct product, const Tensor &a, const Tensor 
            convWindow(w.shape, op.getStride(), op.getPadding(), op.getDilation()),
            op.getGroups());
   return target;
+}
+
+template <typename ConvLike>
+Tensor evalConv(ConvLike op, ConvProduct product, const Tensor &a, const Tensor &b) {
+  if (channelsLast(op)) // weight (O, KH, KW, C/g) -> (O, C/g, KH, KW): the same permutation
+    return permute4(evalConvNchw(op, product, permute4(a, kToNchw), permute4(b, kToNchw),
+                                 nchwShape(staticShape(op.getResult()))),
+                    kToNhwc);
+  return evalConvNchw(op, product, a, b, staticShape(op.getResult()));
 }
 
 tcc::Window2d poolWindow(ArrayRef<int64_t> kernel, ArrayRef<int64_t> stride,
@@ -155,6 +196,14 @@ Tensor evalPoolGrad(tg::Pool2dGradOp op, const Tensor &g, const Tensor &x) {
                     dx.data[t] += g.data[o] / static_cast<double>(win.kh * win.kw);
                 });
   return dx;
+}
+
+template <typename PoolOp> Tensor evalPoolOp(PoolOp p, const Tensor &x, bool max) {
+  tcc::Window2d win = poolWindow(p.getKernel(), p.getStride(), p.getPadding());
+  if (!channelsLast(p))
+    return evalPool(staticShape(p.getResult()), x, max, win);
+  return permute4(
+      evalPool(nchwShape(staticShape(p.getResult())), permute4(x, kToNchw), max, win), kToNhwc);
 }
 
 // x (N, C, S...) as the index of element (n, c, s) of channel c.
@@ -235,14 +284,17 @@ std::optional<OpResults> evaluateVisionOp(Operation *op, ArrayRef<const Tensor *
         return singleResult(evalConv(c, ConvProduct::WeightGrad, *in[0], *in[1]));
       })
       .Case([&](tg::MaxPool2dOp p) {
-        return singleResult(evalPool(staticShape(p.getResult()), *in[0], /*max=*/true,
-                                     poolWindow(p.getKernel(), p.getStride(), p.getPadding())));
+        return singleResult(evalPoolOp(p, *in[0], /*max=*/true));
       })
       .Case([&](tg::AvgPool2dOp p) {
-        return singleResult(evalPool(staticShape(p.getResult()), *in[0], /*max=*/false,
-                                     poolWindow(p.getKernel(), p.getStride(), p.getPadding())));
+        return singleResult(evalPoolOp(p, *in[0], /*max=*/false));
       })
-      .Case([&](tg::Pool2dGradOp p) { return singleResult(evalPoolGrad(p, *in[0], *in[1])); })
+      .Case([&](tg::Pool2dGradOp p) {
+        if (!channelsLast(p))
+          return singleResult(evalPoolGrad(p, *in[0], *in[1]));
+        return singleResult(permute4(
+            evalPoolGrad(p, permute4(*in[0], kToNchw), permute4(*in[1], kToNchw)), kToNhwc));
+      })
       .Case([&](tg::BatchNormOp b) { return OpResults(evalBatchNorm(b, in)); })
       .Case([&](tg::BatchNormStatsOp) { return OpResults(batchNormStats(*in[0])); })
       .Case([&](tg::BatchNormGradSumsOp) {

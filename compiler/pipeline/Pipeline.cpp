@@ -65,11 +65,12 @@ void buildPipeline(mlir::OpPassManager &pm, Phase stopAfter,
   //     (bf16/fp16 products, f32 losses, reductions and norms) before
   //     autodiff, so the backward inherits them.
   pm.addPass(createTgAmp(TgAmpOptions{options.precision, options.target}));
-  // 0c. Layout: NCHW or channels-last per chain of convolutions and
-  //     pooling, decided on the precision tg-amp chose (only for models
-  //     with vision ops: the other models' dumps keep their numbers).
+  // 0c. Layout: NCHW or channels-last per chain of convolutions, pooling
+  //     and batch norm, decided on the precision tg-amp chose, before
+  //     autodiff so the backward inherits it (only for models with vision
+  //     ops: the other models' dumps keep their numbers).
   if (options.visionOps)
-    pm.addPass(createTgConvLayout(TgConvLayoutOptions{options.target}));
+    pm.addPass(createTgConvLayout(TgConvLayoutOptions{options.target, options.channelsLast}));
   // 0d. Generation (tcc compile --generate): @prefill / @decode with a KV
   //     cache, derived from @forward as tg-amp left it (its casts included),
   //     before autodiff and tg-strip-train-only-ops (the entries have no

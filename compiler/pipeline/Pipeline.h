@@ -77,6 +77,9 @@ struct PipelineOptions {
   // @prefill / @decode to a GPT-like model (off by default: the pass and its
   // report would renumber every later dump).
   bool generate = false;
+  // tg-conv-layout may make chains channels-last: the cuda target with
+  // cuDNN (its frontend found, no --no-cudnn) and no --no-channels-last.
+  bool channelsLast = false;
   // The model has convolutions or pooling (hasVisionOps): tg-conv-layout
   // runs (the other models' dumps keep their numbers).
   bool visionOps = false;

@@ -1,6 +1,8 @@
 //===- KernVisionOps.td - 2-D convolution and pooling kernels -------------===//
 //
-// Part of the kern dialect (KernOps.td includes this file). NCHW buffers;
+// Part of the kern dialect (KernOps.td includes this file). NCHW buffers,
+// or channels-last ones when `layout` is "NHWC" (x (N, H, W, C), w (O, KH,
+// KW, C / groups));
 // the tg ops (dialects/tg/TgVisionOps.td) verified the shapes, which these
 // ops keep unchanged.
 //
@@ -19,7 +21,8 @@ def Kern_Conv2dOp : Kern_Op<"conv2d"> {
     Arg<Kern_FloatBuffer, "", [MemRead]>:$b,
     Arg<Kern_FloatBuffer, "", [MemWrite]>:$out,
     StrAttr:$product, DenseI64ArrayAttr:$stride, DenseI64ArrayAttr:$padding,
-    DenseI64ArrayAttr:$dilation, I64Attr:$groups);
+    DenseI64ArrayAttr:$dilation, I64Attr:$groups,
+    DefaultValuedAttr<StrAttr, "\"NCHW\"">:$layout);
   let assemblyFormat = [{
     $a `,` $b `into` $out attr-dict `:` type($a) `,` type($b) `->` type($out)
   }];
@@ -37,7 +40,7 @@ def Kern_Pool2dOp : Kern_Op<"pool2d"> {
     Arg<Optional<Kern_FloatBuffer>, "", [MemRead]>:$grad,
     Arg<Kern_FloatBuffer, "", [MemWrite]>:$out,
     StrAttr:$mode, DenseI64ArrayAttr:$kernel, DenseI64ArrayAttr:$stride,
-    DenseI64ArrayAttr:$padding);
+    DenseI64ArrayAttr:$padding, DefaultValuedAttr<StrAttr, "\"NCHW\"">:$layout);
   let assemblyFormat = [{
     $input (`grad` $grad^)? `into` $out attr-dict `:` type($input)
     (`grad` type($grad)^)? `->` type($out)

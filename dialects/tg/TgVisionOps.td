@@ -1,7 +1,10 @@
-//===- TgVisionOps.td - 2-D convolution and pooling (NCHW) ---------------===//
+//===- TgVisionOps.td - 2-D convolution and pooling (NCHW or NHWC) -------===//
 //
 // Part of the tg dialect (TgOps.td includes this file). Every op works on
-// NCHW tensors. Window attributes are pairs (height, width): stride >= 1,
+// NCHW tensors unless its `layout` is "NHWC" (channels-last, which
+// tg-conv-layout chooses for cuDNN's tensor-core convolutions): then every
+// activation is (N, H, W, C) and a convolution's weight (O, KH, KW, C /
+// groups); the descriptions below name the NCHW shapes. Window attributes are pairs (height, width): stride >= 1,
 // padding >= 0 (zeros, both sides), dilation >= 1. Verifiers and the
 // gradient rules: TgVisionOps.cpp; the shared geometry: dialects/common/Window2d.h.
 //
@@ -19,7 +22,8 @@ def Tg_Conv2dOp : Tg_Op<"conv2d", [
   let arguments = (ins Tg_FloatTensor:$input, Tg_FloatTensor:$weight,
                    DenseI64ArrayAttr:$stride, DenseI64ArrayAttr:$padding,
                    DenseI64ArrayAttr:$dilation,
-                   DefaultValuedAttr<I64Attr, "1">:$groups);
+                   DefaultValuedAttr<I64Attr, "1">:$groups,
+                   DefaultValuedAttr<StrAttr, "\"NCHW\"">:$layout);
   let results = (outs Tg_FloatTensor:$result);
   let assemblyFormat = [{
     $input `,` $weight attr-dict `:` functional-type(operands, results)
@@ -40,7 +44,8 @@ def Tg_Conv2dInputGradOp : Tg_Op<"conv2d_input_grad"> {
   let arguments = (ins Tg_FloatTensor:$grad, Tg_FloatTensor:$weight,
                    DenseI64ArrayAttr:$stride, DenseI64ArrayAttr:$padding,
                    DenseI64ArrayAttr:$dilation,
-                   DefaultValuedAttr<I64Attr, "1">:$groups);
+                   DefaultValuedAttr<I64Attr, "1">:$groups,
+                   DefaultValuedAttr<StrAttr, "\"NCHW\"">:$layout);
   let results = (outs Tg_FloatTensor:$result);
   let assemblyFormat = [{
     $grad `,` $weight attr-dict `:` functional-type(operands, results)
@@ -57,7 +62,8 @@ def Tg_Conv2dWeightGradOp : Tg_Op<"conv2d_weight_grad"> {
   let arguments = (ins Tg_FloatTensor:$grad, Tg_FloatTensor:$input,
                    DenseI64ArrayAttr:$stride, DenseI64ArrayAttr:$padding,
                    DenseI64ArrayAttr:$dilation,
-                   DefaultValuedAttr<I64Attr, "1">:$groups);
+                   DefaultValuedAttr<I64Attr, "1">:$groups,
+                   DefaultValuedAttr<StrAttr, "\"NCHW\"">:$layout);
   let results = (outs Tg_FloatTensor:$result);
   let assemblyFormat = [{
     $grad `,` $input attr-dict `:` functional-type(operands, results)
@@ -68,7 +74,8 @@ def Tg_Conv2dWeightGradOp : Tg_Op<"conv2d_weight_grad"> {
 class Tg_Pool2dOp<string mnemonic> : Tg_Op<mnemonic, [
     DeclareOpInterfaceMethods<Tg_GradientOpInterface>]> {
   let arguments = (ins Tg_FloatTensor:$input, DenseI64ArrayAttr:$kernel,
-                   DenseI64ArrayAttr:$stride, DenseI64ArrayAttr:$padding);
+                   DenseI64ArrayAttr:$stride, DenseI64ArrayAttr:$padding,
+                   DefaultValuedAttr<StrAttr, "\"NCHW\"">:$layout);
   let results = (outs Tg_FloatTensor:$result);
   let assemblyFormat = "$input attr-dict `:` functional-type(operands, results)";
   let hasVerifier = 1;
@@ -102,7 +109,8 @@ def Tg_Pool2dGradOp : Tg_Op<"pool2d_grad"> {
   }];
   let arguments = (ins Tg_FloatTensor:$grad, Tg_FloatTensor:$input,
                    StrAttr:$mode, DenseI64ArrayAttr:$kernel,
-                   DenseI64ArrayAttr:$stride, DenseI64ArrayAttr:$padding);
+                   DenseI64ArrayAttr:$stride, DenseI64ArrayAttr:$padding,
+                   DefaultValuedAttr<StrAttr, "\"NCHW\"">:$layout);
   let results = (outs Tg_FloatTensor:$result);
   let assemblyFormat = [{
     $grad `,` $input attr-dict `:` functional-type(operands, results)

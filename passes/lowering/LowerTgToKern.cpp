@@ -58,6 +58,13 @@ TypedAttr splatConstant(Value v) {
 }
 
 // out = in (broadcast to out's shape).
+// A conv2d / pooling op's layout ("NCHW" unless set).
+StringAttr layoutOf(Operation *op) {
+  if (auto layout = op->getAttrOfType<StringAttr>("layout"))
+    return layout;
+  return StringAttr::get(op->getContext(), "NCHW");
+}
+
 void buildCopy(OpBuilder &b, Location loc, Value in, Value out) {
   (void)kern::buildElementwise(
       b, loc, in, out,
@@ -588,7 +595,8 @@ private:
           buffers_[s.getResult()] = out;
           return success();
         })
-        // conv2d and pooling (TgVisionOps.td): one kernel each, attributes kept.
+        // conv2d and pooling (TgVisionOps.td): one kernel each, attributes
+        // (the layout too) kept.
         .Case<tg::Conv2dOp, tg::Conv2dInputGradOp, tg::Conv2dWeightGradOp>(
             [&](Operation *conv) {
               Value result = conv->getResult(0);
@@ -601,7 +609,7 @@ private:
                   b_.getStringAttr(product), cast<DenseI64ArrayAttr>(conv->getAttr("stride")),
                   cast<DenseI64ArrayAttr>(conv->getAttr("padding")),
                   cast<DenseI64ArrayAttr>(conv->getAttr("dilation")),
-                  cast<IntegerAttr>(conv->getAttr("groups")));
+                  cast<IntegerAttr>(conv->getAttr("groups")), layoutOf(conv));
               buffers_[result] = out;
               return success();
             })
@@ -612,7 +620,8 @@ private:
                                  b_.getStringAttr(isa<tg::MaxPool2dOp>(pool) ? "max" : "avg"),
                                  cast<DenseI64ArrayAttr>(pool->getAttr("kernel")),
                                  cast<DenseI64ArrayAttr>(pool->getAttr("stride")),
-                                 cast<DenseI64ArrayAttr>(pool->getAttr("padding")));
+                                 cast<DenseI64ArrayAttr>(pool->getAttr("padding")),
+                                 layoutOf(pool));
           buffers_[result] = out;
           return success();
         })
@@ -620,7 +629,7 @@ private:
           Value out = alloc(loc, p.getResult());
           kern::Pool2dOp::create(b_, loc, buf(p.getInput()), buf(p.getGrad()), out,
                                  b_.getStringAttr(p.getMode() + "_grad"), p.getKernelAttr(),
-                                 p.getStrideAttr(), p.getPaddingAttr());
+                                 p.getStrideAttr(), p.getPaddingAttr(), p.getLayoutAttr());
           buffers_[p.getResult()] = out;
           return success();
         })

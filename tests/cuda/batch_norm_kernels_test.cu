@@ -2,7 +2,7 @@
 // (compiler/codegen/cuda/prelude/batch_norm_*.cuh: launch_batch_norm_stats,
 // launch_batch_norm_grad_sums) against a float64 CPU reference (two-pass
 // mean and biased variance; sum(g) and sum(g * (x - mean)) * rstd), with
-// the parts each shape gets in a step (kern::batchNormParts). A standalone
+// the parts each shape gets in a step (kern::batchNormDims). A standalone
 // program like norm_kernels_test (no gtest).
 //
 //   batch_norm_kernels_test [--seed N] [--bench]
@@ -14,11 +14,17 @@
 // Exit 0 when every case passes, 1 on any failure, 77 without a GPU. Every
 // case runs twice and must be bit-identical (fixed summation order).
 // --bench times ResNet-50's first batch norm (64 x 64 x 112 x 112 bf16)
-// and a deep one (64 x 2048 x 7 x 7) and prints GB/s.
+// and a deep one (64 x 2048 x 7 x 7), and the same layers channels-last
+// (S = 1: (N * H * W, C), the column kernels; the statistics and the
+// gradient's sums), and prints GB/s (bytes read: x, and grad and x).
 //
 // Cases: x bf16, f32 or f64; grad bf16 or f32; S a multiple of the vector
 // (vector path) or not (49, 7: scalar path); a misaligned x (scalar path);
-// one part (wide layers) and many (ResNet's stem: 16 parts); N = 1.
+// one part (wide layers) and many (ResNet's stem: 16 parts); N = 1. S = 1
+// (channels-last, the column kernels): ResNet-50's NHWC layers (64 x 56 x
+// 56 x 64, 64 x 7 x 7 x 2048) and 128 x 32 x 32 x 128 in bf16 (hundreds of
+// parts), C not a multiple of the vector or a misaligned x (scalar loads),
+// a partial last channel tile (C = 3, 20, 100), f32 and f64.
 // Tolerance: relative to the reference's scale (max |want| over the
 // channels; sums of |terms| for the gradient's): 3e-5 for f32 / bf16 inputs
 // (f32 sums), 1e-12 for f64.
@@ -87,7 +93,7 @@ template <class T, class G>
 void runCase(std::mt19937_64 &rng, int64_t n, int64_t c, int64_t s, double offset,
              int misalign) {
   using A = typename std::conditional<std::is_same<T, double>::value, double, float>::type;
-  const int64_t count = n * s, parts = tcc::kern::batchNormParts(c, count);
+  const int64_t count = n * s, parts = tcc::kern::batchNormDims(n, c, n * c * s).parts;
   std::vector<T> x = randomChannels<T>(rng, n, c, s, offset);
   std::vector<G> g = randomChannels<G>(rng, n, c, s, 0.5);
   // float64 reference.
@@ -172,15 +178,8 @@ void runCase(std::mt19937_64 &rng, int64_t n, int64_t c, int64_t s, double offse
   std::printf("  %-4s two runs bit-identical\n", same ? "ok" : "FAIL");
 }
 
-double benchStats(int64_t n, int64_t c, int64_t s) {
-  const int64_t parts = tcc::kern::batchNormParts(c, n * s);
-  DeviceBuffer<bf16> x(n * c * s);
-  CUDA_CHECK(cudaMemset(x.p, 0x3f, n * c * s * sizeof(bf16)));
-  DeviceBuffer<float> mean(c), var(c), ws(parts * 2 * c);
-  auto once = [&] {
-    tcc_cuda::launch_batch_norm_stats(x.p, mean.p, var.p, parts > 1 ? ws.p : nullptr, n, c, s,
-                                      parts, 0);
-  };
+// Milliseconds per call of `once` (20 calls after one warm-up).
+template <class F> double timeCalls(F &&once) {
   once();
   CUDA_CHECK(cudaDeviceSynchronize());
   cudaEvent_t a, b;
@@ -192,9 +191,45 @@ double benchStats(int64_t n, int64_t c, int64_t s) {
     once();
   cudaEventRecord(b);
   CUDA_CHECK(cudaEventSynchronize(b));
+  CUDA_CHECK(cudaGetLastError());
   float ms = 0;
   cudaEventElapsedTime(&ms, a, b);
-  double perCall = ms / reps;
+  cudaEventDestroy(a);
+  cudaEventDestroy(b);
+  return ms / reps;
+}
+
+// The gradient's sums on bf16 grad and x (n, c, s): reads both.
+double benchGradSums(int64_t n, int64_t c, int64_t s) {
+  const int64_t parts = tcc::kern::batchNormDims(n, c, n * c * s).parts;
+  DeviceBuffer<bf16> g(n * c * s), x(n * c * s);
+  CUDA_CHECK(cudaMemset(g.p, 0x3f, n * c * s * sizeof(bf16)));
+  CUDA_CHECK(cudaMemset(x.p, 0x3e, n * c * s * sizeof(bf16)));
+  DeviceBuffer<float> mean(c), rstd(c), sum(c), dot(c), ws(parts * 2 * c);
+  CUDA_CHECK(cudaMemset(mean.p, 0, c * sizeof(float)));
+  CUDA_CHECK(cudaMemset(rstd.p, 0, c * sizeof(float)));
+  double perCall = timeCalls([&] {
+    tcc_cuda::launch_batch_norm_grad_sums(static_cast<const bf16 *>(g.p),
+                                          static_cast<const bf16 *>(x.p),
+                                          static_cast<const float *>(mean.p),
+                                          static_cast<const float *>(rstd.p), sum.p, dot.p,
+                                          parts > 1 ? ws.p : nullptr, n, c, s, parts, 0);
+  });
+  double gbs = 2.0 * n * c * s * sizeof(bf16) / (perCall * 1e-3) / 1e9;
+  std::printf("bench grad_sums bf16 (%lld, %lld, %lld), %lld parts: %.4f ms, %.0f GB/s\n",
+              (long long)n, (long long)c, (long long)s, (long long)parts, perCall, gbs);
+  return gbs;
+}
+
+double benchStats(int64_t n, int64_t c, int64_t s) {
+  const int64_t parts = tcc::kern::batchNormDims(n, c, n * c * s).parts;
+  DeviceBuffer<bf16> x(n * c * s);
+  CUDA_CHECK(cudaMemset(x.p, 0x3f, n * c * s * sizeof(bf16)));
+  DeviceBuffer<float> mean(c), var(c), ws(parts * 2 * c);
+  double perCall = timeCalls([&] {
+    tcc_cuda::launch_batch_norm_stats(x.p, mean.p, var.p, parts > 1 ? ws.p : nullptr, n, c, s,
+                                      parts, 0);
+  });
   double gbs = n * c * s * sizeof(bf16) / (perCall * 1e-3) / 1e9;
   std::printf("bench stats bf16 (%lld, %lld, %lld), %lld parts: %.4f ms, %.0f GB/s\n",
               (long long)n, (long long)c, (long long)s, (long long)parts, perCall, gbs);
@@ -231,10 +266,31 @@ int main(int argc, char **argv) {
   runCase<double, double>(rng, 4, 6, 7, 5.0, 0);       // f64
   runCase<bf16, bf16>(rng, 1, 300, 8, 1.0, 0);         // N = 1, one part
   runCase<float, float>(rng, 3, 2, 5000, 3.0, 0);      // few channels, long runs
+  // S = 1: channels-last (N * H * W, C), the column kernels.
+  runCase<bf16, bf16>(rng, 64 * 56 * 56, 64, 1, 20.0, 0);   // 528 parts
+  runCase<bf16, bf16>(rng, 64 * 7 * 7, 2048, 1, 1.0, 0);    // 32 tiles x 12 parts
+  runCase<bf16, float>(rng, 128 * 32 * 32, 128, 1, 1.0, 0); // grad f32: V = 4
+  runCase<bf16, bf16>(rng, 37, 3, 1, 5.0, 0);               // scalar, one partial tile
+  runCase<bf16, bf16>(rng, 1000, 24, 1, 1.0, 1);            // misaligned: scalar, 3 parts
+  runCase<bf16, bf16>(rng, 1000, 20, 1, 1.0, 0);            // C % 8 != 0: scalar
+  runCase<float, float>(rng, 1000, 20, 1, 1.0, 0);          // f32, C % 4 == 0: vector
+  runCase<float, float>(rng, 5000, 100, 1, 10.0, 0);        // f32, 2 tiles (36 left), 19 parts
+  runCase<float, bf16>(rng, 3000, 30, 1, 1.0, 0);           // V = 4, C % 4 != 0: scalar
+  runCase<double, double>(rng, 4000, 70, 1, 50.0, 0);       // f64, 2 tiles, 15 parts
+  runCase<double, double>(rng, 9, 5, 1, 3.0, 1);            // f64 misaligned, one part
+  runCase<float, float>(rng, 1, 40, 1, 1.0, 0);             // N = 1
   if (bench) {
     benchStats(64, 64, 112 * 112);
     benchStats(64, 256, 56 * 56);
     benchStats(64, 2048, 7 * 7);
+    // Channels-last (S = 1): the column kernels.
+    const int64_t nhwc[][2] = {
+        {64 * 112 * 112, 64}, {64 * 56 * 56, 64}, {64 * 56 * 56, 256}, {64 * 28 * 28, 512},
+        {64 * 14 * 14, 1024}, {64 * 7 * 7, 2048}, {128 * 32 * 32, 128}};
+    for (const auto &d : nhwc)
+      benchStats(d[0], d[1], 1);
+    for (const auto &d : nhwc)
+      benchGradSums(d[0], d[1], 1);
   }
   std::printf("%s\n", gFailures ? "FAIL" : "PASS");
   return gFailures ? 1 : 0;

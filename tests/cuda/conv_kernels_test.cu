@@ -7,9 +7,9 @@
 //
 //   conv_kernels_test [--seed N] [--bench]
 //   cudnn_conv_test [--seed N] [--bench]   (the same cases through cuDNN's
-//       convolutions, compiler/codegen/cuda/cudnn/: built with
-//       TCC_CUDNN_CONV_TEST and the cuDNN unit; f64 cases and the pooling
-//       stay on tcc's kernels; exit 77 without cuDNN)
+//       convolutions, compiler/codegen/cuda/cudnn/, NHWC ones too: built
+//       with TCC_CUDNN_CONV_TEST and the cuDNN unit; f64 cases and the
+//       pooling stay on tcc's kernels; exit 77 without cuDNN)
 //
 // Inputs are fresh random numbers every run (uniform in [-1, 1], rounded to
 // the element type; the reference reads the rounded values exactly; one
@@ -22,10 +22,19 @@
 // ms and TFLOP/s per product.
 //
 // Cases: stride 1 and 2 (also per axis), padding, dilation 2, groups 2,
-// depthwise (groups = channels), 1x1 with stride 2, a 5x3 kernel, f32, bf16
-// and f64. Tolerance per tensor: max |got - want| / max |want|: 5e-5 for
-// f32 (f32 sums of <= 8192 terms in any order), 1e-12 for f64, 2^-7 for
-// bf16 outputs (one rounding plus f32 sums).
+// depthwise (groups = channels), 1x1 with stride 1 and 2, a 5x3 kernel,
+// f32, bf16 and f64. Each also channels-last (Conv2dShape::nhwc,
+// Pool2dShape::nhwc_channels) on the same data transposed, against the
+// reference transposed and, bit for bit, against the NCHW launch's result
+// transposed (tcc's kernels promise the same terms in the same order; not
+// checked for cuDNN). Pooling adds ReLU'd inputs (half zeros: ties) on
+// ResNet's stem pool with 64 channels. The max-pool gradient's band
+// kernels (NCHW and NHWC) run multi-band and one-row bands, NHWC channel
+// chunks of 32, 20 (C = 40), 17 + 16 (C = 33) and 3, and the per-element
+// fallback where one row's windows overflow 48 KiB. Tolerance per tensor:
+// max |got - want| / max |want|: 5e-5 for f32 (f32 sums of <= 8192 terms
+// in any order), 1e-12 for f64, 2^-7 for bf16 outputs (one rounding plus
+// f32 sums).
 #include "compiler/codegen/cuda/cuda_prelude.cuh" // generated: the pieces, concatenated
 #ifdef TCC_CUDNN_CONV_TEST
 #include "compiler/codegen/cuda/cudnn/cudnn_attention.h"
@@ -84,6 +93,19 @@ template <class T> std::vector<double> widen(const std::vector<T> &v) {
   return d;
 }
 
+// (N, C, H, W) -> (N, H, W, C); a weight (O, C / g, KH, KW) -> (O, KH, KW,
+// C / g) likewise (n = O, c = C / g).
+template <class V>
+std::vector<V> toNhwc(const std::vector<V> &v, int64_t n, int64_t c, int64_t h, int64_t w) {
+  std::vector<V> t(v.size());
+  for (int64_t b = 0; b < n; ++b)
+    for (int64_t ch = 0; ch < c; ++ch)
+      for (int64_t y = 0; y < h; ++y)
+        for (int64_t x = 0; x < w; ++x)
+          t[((b * h + y) * w + x) * c + ch] = v[((b * c + ch) * h + y) * w + x];
+  return t;
+}
+
 template <class T> T *upload(const std::vector<T> &v) {
   T *d = nullptr;
   CUDA_CHECK(cudaMalloc(&d, v.size() * sizeof(T) + 1));
@@ -128,6 +150,25 @@ void check(const std::string &what, const std::vector<T> &got, const std::vector
               same ? "" : " NOT bit-identical on a second run");
   if (!ok)
     ++gFailures;
+}
+
+// An NHWC result against the NCHW launch's result transposed: the same
+// bits (the same terms, in the same order, per element).
+template <class T>
+void checkSameBits(const std::string &what, const std::vector<T> &got,
+                   const std::vector<T> &nchwTransposed) {
+  ++gCases;
+  int64_t differ = 0;
+  for (size_t i = 0; i < got.size(); ++i)
+    differ += std::memcmp(&got[i], &nchwTransposed[i], sizeof(T)) != 0;
+  const bool ok = got.size() == nchwTransposed.size() && differ == 0;
+  std::printf("%s %-64s %s", ok ? "ok  " : "FAIL", what.c_str(),
+              ok ? "bits of NCHW's, transposed\n" : "");
+  if (!ok) {
+    std::printf("%ld of %zu elements differ from NCHW's, transposed\n", (long)differ,
+                got.size());
+    ++gFailures;
+  }
 }
 
 struct ConvCase {
@@ -187,13 +228,15 @@ cudaError_t launchConv(int product, const Conv2dShape &s, const T *a, const T *b
   if (CudnnType<T>::value < 0)
     return cudaSuccess;
   tcc_cudnn::ConvSite site{product, CudnnType<T>::value, s.n, s.c, s.h, s.w, s.o, s.kh, s.kw,
-                           s.ho, s.wo, s.sh, s.sw, s.ph, s.pw, s.dh, s.dw, s.groups};
+                           s.ho, s.wo, s.sh, s.sw, s.ph, s.pw, s.dh, s.dw, s.groups,
+                           s.nhwc ? 1 : 0};
   static std::vector<std::pair<std::string, tcc_cudnn::Plan>> plans; // built once per case
   char key[256], why[512] = "";
-  std::snprintf(key, sizeof key, "%d %d %ld %ld %ld %ld %ld %ld %ld %ld %ld %ld %ld %ld %ld %ld %ld",
-                product, site.dtype, (long)s.n, (long)s.c, (long)s.h, (long)s.w, (long)s.o,
-                (long)s.kh, (long)s.kw, (long)s.sh, (long)s.sw, (long)s.ph, (long)s.pw,
-                (long)s.dh, (long)s.dw, (long)s.groups, (long)s.ho);
+  std::snprintf(key, sizeof key,
+                "%d %d %ld %ld %ld %ld %ld %ld %ld %ld %ld %ld %ld %ld %ld %ld %ld %d", product,
+                site.dtype, (long)s.n, (long)s.c, (long)s.h, (long)s.w, (long)s.o, (long)s.kh,
+                (long)s.kw, (long)s.sh, (long)s.sw, (long)s.ph, (long)s.pw, (long)s.dh,
+                (long)s.dw, (long)s.groups, (long)s.ho, (int)site.nhwc);
   tcc_cudnn::Plan *plan = nullptr;
   for (auto &p : plans)
     if (p.first == key)
@@ -239,7 +282,8 @@ cudaError_t launchConv(int product, const Conv2dShape &s, const T *a, const T *b
 }
 #endif
 
-template <class T> void runConv(std::mt19937_64 &rng, const ConvCase &cc) {
+// nhwc: also channels-last, on the same data and reference transposed.
+template <class T> void runConv(std::mt19937_64 &rng, const ConvCase &cc, bool nhwc) {
   const Conv2dShape s = cc.shape();
   const int64_t xs = s.n * s.c * s.h * s.w, ws = s.o * (s.c / s.groups) * s.kh * s.kw,
                 ys = s.n * s.o * s.ho * s.wo;
@@ -260,12 +304,41 @@ template <class T> void runConv(std::mt19937_64 &rng, const ConvCase &cc) {
   const T *aIn[] = {dX, dDy, dDy}, *bIn[] = {dW, dW, dX};
   const int64_t outSize[] = {ys, xs, ws};
   const std::vector<double> *want[] = {&y, &dx, &dw};
+  std::vector<T> nchwGot[3];
   for (int p = 0; p < 3; ++p) {
     std::vector<T> got = runTwice(out, outSize[p], [&] {
       return launchConv<T>(p, s, aIn[p], bIn[p], out, declined);
     }, same);
     if (!declined)
       check(std::string(what[p]) + name, got, *want[p], same);
+    nchwGot[p] = got;
+  }
+  if (nhwc) {
+    // Outputs y (N, O, HO, WO), dx (N, C, H, W), dw (O, C / g, KH, KW).
+    const int64_t cg = s.c / s.groups;
+    const int64_t dims[3][4] = {
+        {s.n, s.o, s.ho, s.wo}, {s.n, s.c, s.h, s.w}, {s.o, cg, s.kh, s.kw}};
+    auto nhwcOf = [&](const auto &v, int p) {
+      return toNhwc(v, dims[p][0], dims[p][1], dims[p][2], dims[p][3]);
+    };
+    Conv2dShape t = s;
+    t.nhwc = true;
+    T *tX = upload(nhwcOf(x, 1)), *tW = upload(nhwcOf(w, 2)), *tDy = upload(nhwcOf(dy, 0));
+    const T *tA[] = {tX, tDy, tDy}, *tB[] = {tW, tW, tX};
+    for (int p = 0; p < 3; ++p) {
+      std::vector<T> got = runTwice(out, outSize[p], [&] {
+        return launchConv<T>(p, t, tA[p], tB[p], out, declined);
+      }, same);
+      if (declined)
+        continue;
+      check(std::string(what[p]) + name + " NHWC", got, nhwcOf(*want[p], p), same);
+#ifndef TCC_CUDNN_CONV_TEST
+      checkSameBits(std::string(what[p]) + name + " NHWC", got, nhwcOf(nchwGot[p], p));
+#endif
+    }
+    CUDA_CHECK(cudaFree(tX));
+    CUDA_CHECK(cudaFree(tW));
+    CUDA_CHECK(cudaFree(tDy));
   }
   CUDA_CHECK(cudaFree(dX));
   CUDA_CHECK(cudaFree(dW));
@@ -315,29 +388,57 @@ void referencePool(const Pool2dShape &s, bool avg, const std::vector<double> &x,
       }
 }
 
-template <class T> void runPool(std::mt19937_64 &rng, const PoolCase &pc, bool avg, int grid) {
+// relu: x = max(x, 0), half zeros (ties, as after a ReLU). nhwc: also
+// channels-last, on the same data and reference transposed.
+template <class T>
+void runPool(std::mt19937_64 &rng, const PoolCase &pc, bool avg, int grid, bool nhwc,
+             bool relu = false) {
   const Pool2dShape s = pc.shape();
   const int64_t xs = s.planes * s.h * s.w, ys = s.planes * s.ho * s.wo;
   std::vector<T> x = randomValues<T>(rng, xs, grid), dy = randomValues<T>(rng, ys);
+  if (relu)
+    for (T &v : x)
+      v = Host<T>::make(std::max(Host<T>::get(v), 0.0));
   std::vector<double> y, dx;
   referencePool(s, avg, widen(x), widen(dy), y, dx);
   T *dX = upload(x), *dDy = upload(dy), *out = nullptr;
   CUDA_CHECK(cudaMalloc(&out, std::max(xs, ys) * sizeof(T)));
   char name[160];
-  std::snprintf(name, sizeof name, "%s %s x%ldx%ldx%ldx%ld k%ld,%ld s%ld,%ld p%ld,%ld%s",
+  std::snprintf(name, sizeof name, "%s %s x%ldx%ldx%ldx%ld k%ld,%ld s%ld,%ld p%ld,%ld%s%s",
                 Host<T>::name(), avg ? "avg" : "max", (long)pc.n, (long)pc.c, (long)s.h,
                 (long)s.w, (long)s.kh, (long)s.kw, (long)s.sh, (long)s.sw, (long)s.ph,
-                (long)s.pw, grid ? " (ties)" : "");
+                (long)s.pw, grid ? " (ties)" : "", relu ? " (relu)" : "");
   bool same = false;
-  std::vector<T> got = runTwice(out, ys, [&] {
+  std::vector<T> fwd = runTwice(out, ys, [&] {
     return tcc_cuda::launch_pool2d<T>(avg ? 1 : 0, s, dX, static_cast<const T *>(nullptr), out,
                                       nullptr);
   }, same);
-  check(std::string("pool forward     ") + name, got, y, same);
-  got = runTwice(out, xs, [&] {
+  check(std::string("pool forward     ") + name, fwd, y, same);
+  std::vector<T> grad = runTwice(out, xs, [&] {
     return tcc_cuda::launch_pool2d<T>(avg ? 3 : 2, s, dX, dDy, out, nullptr);
   }, same);
-  check(std::string("pool grad        ") + name, got, dx, same);
+  check(std::string("pool grad        ") + name, grad, dx, same);
+  if (nhwc) {
+    // x (N, C, H, W), y (N, C, HO, WO) -> channels-last.
+    auto xOf = [&](const auto &v) { return toNhwc(v, pc.n, pc.c, s.h, s.w); };
+    auto yOf = [&](const auto &v) { return toNhwc(v, pc.n, pc.c, s.ho, s.wo); };
+    Pool2dShape t = s;
+    t.nhwc_channels = pc.c;
+    T *tX = upload(xOf(x)), *tDy = upload(yOf(dy));
+    std::vector<T> got = runTwice(out, ys, [&] {
+      return tcc_cuda::launch_pool2d<T>(avg ? 1 : 0, t, tX, static_cast<const T *>(nullptr),
+                                        out, nullptr);
+    }, same);
+    check(std::string("pool forward     ") + name + " NHWC", got, yOf(y), same);
+    checkSameBits(std::string("pool forward     ") + name + " NHWC", got, yOf(fwd));
+    got = runTwice(out, xs, [&] {
+      return tcc_cuda::launch_pool2d<T>(avg ? 3 : 2, t, tX, tDy, out, nullptr);
+    }, same);
+    check(std::string("pool grad        ") + name + " NHWC", got, xOf(dx), same);
+    checkSameBits(std::string("pool grad        ") + name + " NHWC", got, xOf(grad));
+    CUDA_CHECK(cudaFree(tX));
+    CUDA_CHECK(cudaFree(tDy));
+  }
   CUDA_CHECK(cudaFree(dX));
   CUDA_CHECK(cudaFree(dDy));
   CUDA_CHECK(cudaFree(out));
@@ -391,18 +492,22 @@ template <class T> void bench(std::mt19937_64 &rng, const ConvCase &cc) {
   CUDA_CHECK(cudaFree(out));
 }
 
-// Max pooling's gradient (by bands) on a ResNet stem shape: GB/s over the
-// bytes it must move (x and dy read, dx written).
-template <class T> void benchPoolGrad(std::mt19937_64 &rng, const PoolCase &pc) {
-  const Pool2dShape s = pc.shape();
+// Max pooling's gradient (by bands) on a ResNet stem shape, NCHW or
+// channels-last: GB/s over the bytes it must move (x and dy read, dx
+// written).
+template <class T> void benchPoolGrad(std::mt19937_64 &rng, const PoolCase &pc, bool nhwc) {
+  Pool2dShape s = pc.shape();
+  if (nhwc)
+    s.nhwc_channels = pc.c;
   const int64_t xs = s.planes * s.h * s.w, ys = s.planes * s.ho * s.wo;
   T *dX = upload(randomValues<T>(rng, xs)), *dDy = upload(randomValues<T>(rng, ys)),
     *out = nullptr;
   CUDA_CHECK(cudaMalloc(&out, xs * sizeof(T)));
   double ms = timeMs([&] { return tcc_cuda::launch_pool2d<T>(2, s, dX, dDy, out, nullptr); });
-  std::printf("bench %s max-pool grad x%ldx%ldx%ldx%ld k%ld s%ld %8.3f ms %7.1f GB/s\n",
-              Host<T>::name(), (long)pc.n, (long)pc.c, (long)s.h, (long)s.w, (long)s.kh,
-              (long)s.sh, ms, (2.0 * xs + ys) * sizeof(T) / (ms * 1e-3) / 1e9);
+  std::printf("bench %s max-pool grad %s x%ldx%ldx%ldx%ld k%ld s%ld %8.3f ms %7.1f GB/s\n",
+              Host<T>::name(), nhwc ? "NHWC" : "NCHW", (long)pc.n, (long)pc.c, (long)s.h,
+              (long)s.w, (long)s.kh, (long)s.sh, ms,
+              (2.0 * xs + ys) * sizeof(T) / (ms * 1e-3) / 1e9);
   CUDA_CHECK(cudaFree(dX));
   CUDA_CHECK(cudaFree(dDy));
   CUDA_CHECK(cudaFree(out));
@@ -454,33 +559,52 @@ int main(int argc, char **argv) {
       {4, 16, 8, 8, 32, 1, 1, 2, 2, 0, 0, 1, 1, 1},     // 1x1, stride 2
       {2, 4, 7, 12, 6, 5, 3, 2, 1, 2, 1, 1, 2, 2},      // 5x3, per-axis stride / dilation
       {8, 32, 32, 32, 32, 3, 3, 1, 1, 1, 1, 1, 1, 1},   // 8192 terms a weight-grad element
+      {2, 24, 7, 7, 40, 1, 1, 1, 1, 0, 0, 1, 1, 1},     // 1x1 (a bottleneck's)
   };
+  // Every case NCHW, then channels-last on the same data.
   for (const ConvCase &c : convs)
-    runConv<float>(rng, c);
-  for (int i : {0, 1, 2, 3, 4, 6})
-    runConv<bf16>(rng, convs[i]);
-  runConv<double>(rng, convs[2]);
-  runConv<double>(rng, convs[6]);
+    runConv<float>(rng, c, true);
+  for (int i : {0, 1, 2, 3, 4, 5, 6, 8})
+    runConv<bf16>(rng, convs[i], true);
+  runConv<double>(rng, convs[2], true);
+  runConv<double>(rng, convs[6], true);
   //                 n  c   h   w kh kw sh sw ph pw
   const PoolCase pools[] = {
       {2, 3, 8, 8, 2, 2, 2, 2, 0, 0},
       {2, 4, 9, 7, 3, 3, 2, 2, 1, 1},
       {2, 4, 6, 6, 3, 3, 1, 1, 1, 1},
       {1, 5, 11, 13, 3, 2, 2, 3, 1, 0},
-      {2, 3, 112, 112, 3, 3, 2, 2, 1, 1}, // ResNet's stem pool: 7 bands of 18 rows
-      {1, 2, 9, 3001, 3, 3, 2, 2, 1, 1},  // rows of >= 2048: bands of one row
-      {1, 1, 5, 9000, 3, 3, 1, 1, 1, 1},  // one row's windows > 48 KiB: no bands
+      // ResNet's stem pool: NCHW 7 bands of 18 rows; NHWC 3 bands of 48
+      // rows (C = 3: one chunk of 3 channels)
+      {2, 3, 112, 112, 3, 3, 2, 2, 1, 1},
+      // rows of >= 2048: NCHW bands of one row; NHWC bands of 2 (f32: 48032
+      // bytes of windows)
+      {1, 2, 9, 3001, 3, 3, 2, 2, 1, 1},
+      {1, 1, 5, 9000, 3, 3, 1, 1, 1, 1}, // one row's windows > 48 KiB: no bands
+      // NHWC chunks of 20 channels; f32 bands of one row (3 window rows of
+      // 100 x 20 x 8 bytes: 48000), bf16 bands of 2 (4 rows x 6 bytes)
+      {2, 40, 6, 100, 3, 3, 1, 1, 1, 1},
+      {2, 33, 15, 15, 3, 3, 2, 2, 1, 1}, // NHWC chunks of 17 and 16 channels
   };
+  // Every case NCHW, then channels-last on the same data.
   for (const PoolCase &p : pools)
     for (bool avg : {false, true}) {
-      runPool<float>(rng, p, avg, 0);
-      runPool<bf16>(rng, p, avg, 0);
+      runPool<float>(rng, p, avg, 0, true);
+      runPool<bf16>(rng, p, avg, 0, true);
     }
-  runPool<float>(rng, pools[1], false, 4); // ties: the first maximum takes dy
-  runPool<float>(rng, pools[2], false, 4);
-  runPool<float>(rng, pools[4], false, 4);
-  runPool<double>(rng, pools[3], false, 0);
-  runPool<double>(rng, pools[3], true, 0);
+  runPool<float>(rng, pools[1], false, 4, true); // ties: the first maximum takes dy
+  runPool<float>(rng, pools[2], false, 4, true);
+  runPool<float>(rng, pools[4], false, 4, true);
+  runPool<double>(rng, pools[3], false, 0, true);
+  runPool<double>(rng, pools[3], true, 0, true);
+  runPool<float>(rng, pools[7], false, 4, true, true); // ties after a ReLU, C = 40
+  // ResNet's stem pool after its ReLU, 64 channels: windows of zeros tie
+  // (NHWC: 2 chunks of 32 channels, 28 bands of 4 rows).
+  const PoolCase stem = {2, 64, 112, 112, 3, 3, 2, 2, 1, 1};
+  runPool<float>(rng, stem, false, 0, true, true);
+  runPool<bf16>(rng, stem, false, 0, true, true);
+  runPool<float>(rng, stem, false, 4, true, true);
+  runPool<float>(rng, stem, true, 0, true, true);
 #ifdef TCC_CUDNN_CONV_TEST
   std::printf("cuDNN %s; %d products declined (tcc's kernels run those)\n", tcc_cudnn::version(),
               gDeclined);
@@ -492,8 +616,10 @@ int main(int argc, char **argv) {
     bench<bf16>(rng, {32, 64, 56, 56, 64, 3, 3, 1, 1, 1, 1, 1, 1, 1});
     bench<float>(rng, {128, 32, 32, 32, 64, 3, 3, 1, 1, 1, 1, 1, 1, 1});
     bench<float>(rng, {32, 128, 28, 28, 128, 3, 3, 1, 1, 1, 1, 1, 1, 128});
-    benchPoolGrad<bf16>(rng, {64, 64, 112, 112, 3, 3, 2, 2, 1, 1}); // ResNet-50, B64
-    benchPoolGrad<bf16>(rng, {32, 32, 128, 128, 2, 2, 2, 2, 0, 0}); // the UNet's first pool
+    const PoolCase resnetStem = {64, 64, 112, 112, 3, 3, 2, 2, 1, 1}; // ResNet-50, B64
+    benchPoolGrad<bf16>(rng, resnetStem, false);
+    benchPoolGrad<bf16>(rng, resnetStem, true);
+    benchPoolGrad<bf16>(rng, {32, 32, 128, 128, 2, 2, 2, 2, 0, 0}, false); // the UNet's first pool
   }
   return gFailures ? 1 : 0;
 }

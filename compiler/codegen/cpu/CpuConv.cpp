@@ -11,6 +11,9 @@ namespace tcc::codegen {
 LogicalResult emitCpuConv2d(kern::Conv2dOp op, const ValueNames &names, llvm::raw_ostream &os,
                             double &flops) {
   StringRef product = op.getProduct();
+  if (op.getLayout() != "NCHW") // tg-conv-layout keeps the CPU target NCHW
+    return op.emitOpError("the CPU kernels (cpu_conv.h) are NCHW only; got layout ")
+           << op.getLayout();
   // x (N, C, H, W), w (O, C/g, KH, KW), y (N, O, HO, WO) from the operands.
   Value x = product == "forward" ? op.getA() : product == "input_grad" ? op.getOut() : op.getB();
   Value w = product == "weight_grad" ? op.getOut() : op.getB();
@@ -39,6 +42,9 @@ LogicalResult emitCpuConv2d(kern::Conv2dOp op, const ValueNames &names, llvm::ra
 LogicalResult emitCpuPool2d(kern::Pool2dOp op, const ValueNames &names, llvm::raw_ostream &os,
                             double &flops) {
   StringRef mode = op.getMode();
+  if (op.getLayout() != "NCHW")
+    return op.emitOpError("the CPU kernels (cpu_conv.h) are NCHW only; got layout ")
+           << op.getLayout();
   bool grad = mode.ends_with("_grad");
   bool avg = mode.starts_with("avg");
   if (mode != "max" && mode != "avg" && mode != "max_grad" && mode != "avg_grad")

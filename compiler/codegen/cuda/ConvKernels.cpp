@@ -1,7 +1,7 @@
 // kern.conv2d / kern.pool2d: wrappers around the prelude's launch_conv2d /
 // launch_pool2d (prelude/conv_kernels.cuh), one per shape, type and product
 // or mode (the shape is part of the wrapper's text, so identical layers
-// share one). Direct NCHW kernels, one thread per output element (one block
+// share one). Direct NCHW or channels-last (layout "NHWC") kernels, one thread per output element (one block
 // per weight-gradient element), gradients in gather form: deterministic, no
 // atomics. The launchers return a cudaError_t, which the host body turns
 // into a step failure naming the launch.
@@ -18,6 +18,14 @@
 namespace tcc::codegen::cuda {
 
 namespace {
+
+// A rank-4 shape in NCHW order: channels-last (N, H, W, C) -> (N, C, H, W),
+// and a channels-last weight (O, KH, KW, C/g) -> (O, C/g, KH, KW).
+SmallVector<int64_t> nchwDims(ArrayRef<int64_t> shape, bool nhwc) {
+  if (!nhwc)
+    return SmallVector<int64_t>(shape);
+  return {shape[0], shape[3], shape[1], shape[2]};
+}
 
 // Wrapper parameters p0..pN (storage types), the launcher's arguments (the
 // prelude's bf16 / f16 pointer types) and the host call's arguments.
@@ -51,11 +59,18 @@ LogicalResult CudaStepEmitter::emitConv2d(kern::Conv2dOp op, llvm::raw_ostream &
   int code = product == "forward" ? 0 : product == "input_grad" ? 1 : product == "weight_grad" ? 2 : -1;
   if (code < 0)
     return op.emitOpError("unknown product '") << product << "'";
-  // x (N, C, H, W), w (O, C/g, KH, KW), y (N, O, HO, WO) from the operands.
+  // x (N, C, H, W), w (O, C/g, KH, KW), y (N, O, HO, WO) from the operands,
+  // in this order also for channels-last buffers (the kernels and cuDNN
+  // take the layout apart).
   Value x = code == 0 ? op.getA() : code == 1 ? op.getOut() : op.getB();
   Value w = code == 2 ? op.getOut() : op.getB();
   Value y = code == 0 ? op.getOut() : op.getA();
-  ArrayRef<int64_t> xs = mrt(x).getShape(), ws = mrt(w).getShape(), ys = mrt(y).getShape();
+  const bool nhwc = op.getLayout() == "NHWC";
+  if (!nhwc && op.getLayout() != "NCHW")
+    return op.emitOpError("unknown layout '") << op.getLayout() << "'";
+  SmallVector<int64_t> xs = nchwDims(mrt(x).getShape(), nhwc),
+                       ws = nchwDims(mrt(w).getShape(), nhwc),
+                       ys = nchwDims(mrt(y).getShape(), nhwc);
   ArrayRef<int64_t> s = op.getStride(), p = op.getPadding(), d = op.getDilation();
   Type et = mrt(op.getOut()).getElementType();
   ConvWrapper wr;
@@ -67,10 +82,10 @@ LogicalResult CudaStepEmitter::emitConv2d(kern::Conv2dOp op, llvm::raw_ostream &
   std::string text = llvm::formatv(
       "extern \"C\" cudaError_t @NAME@(cudaStream_t s, {0}) {{\n"
       "  return tcc_cuda::launch_conv2d<{1}>({2}, tcc_cuda::Conv2dShape{{{3}, {4}, {5}, {6}, "
-      "{7}, {8}, {9}, {10}, {11}, {12}, {13}, {14}, {15}, {16}, {17}, {18}}{19}, s);\n}\n",
+      "{7}, {8}, {9}, {10}, {11}, {12}, {13}, {14}, {15}, {16}, {17}, {18}{20}}{19}, s);\n}\n",
       wr.params, familyElementType(et, CodeTarget::Cuda), code, xs[0], xs[1], xs[2], xs[3],
       ws[0], ws[2], ws[3], ys[2], ys[3], s[0], s[1], p[0], p[1], d[0], d[1], op.getGroups(),
-      wr.launcherArgs);
+      wr.launcherArgs, nhwc ? ", true" : "");
   std::string kernel = kernels_.add(("conv2d_" + product).str(), text, wr.params, "cudaError_t");
   int32_t id = nextId();
   std::string call =
@@ -78,7 +93,7 @@ LogicalResult CudaStepEmitter::emitConv2d(kern::Conv2dOp op, llvm::raw_ostream &
                     "return tcc_cuda_host::cuda_error(e, tcc_cuda_host::where({2}).c_str());",
                     kernel, wr.hostArgs, id)
           .str();
-  std::string site = cudnnConvSite(op, code, xs, ws, ys);
+  std::string site = cudnnConvSite(op, code, xs, ws, ys, nhwc);
   if (!site.empty()) // cuDNN when its plan was built, else the kernel
     call = llvm::formatv("if ({0}.cudnn) {{ if (int32_t rc = tcc_cuda_host::cudnn_conv({0}, s{1}, "
                          "ws + tcc_gemm_workspace_offset, tcc_shared_workspace_bytes)) return rc; "
@@ -88,16 +103,18 @@ LogicalResult CudaStepEmitter::emitConv2d(kern::Conv2dOp op, llvm::raw_ostream &
   // x * w with stride, padding, dilation, groups (the product is in the
   // kernel's name).
   std::string shape = llvm::formatv("{0}x{1}x{2}x{3} * {4}x{5}x{6}x{7} s{8},{9} p{10},{11} "
-                                    "d{12},{13} g{14}",
+                                    "d{12},{13} g{14}{15}",
                                     xs[0], xs[1], xs[2], xs[3], ws[0], ws[1], ws[2], ws[3], s[0],
-                                    s[1], p[0], p[1], d[0], d[1], op.getGroups())
+                                    s[1], p[0], p[1], d[0], d[1], op.getGroups(),
+                                    nhwc ? " NHWC" : "")
                           .str();
   launch(os, op, kernel, call, shape, work, wr.bytes);
   return success();
 }
 
 std::string CudaStepEmitter::cudnnConvSite(kern::Conv2dOp c, int product, ArrayRef<int64_t> x,
-                                           ArrayRef<int64_t> w, ArrayRef<int64_t> y) {
+                                           ArrayRef<int64_t> w, ArrayRef<int64_t> y,
+                                           bool nhwc) {
   Type et = mrt(c.getOut()).getElementType();
   if (!options_.cudnnAttention || !(et.isF32() || et.isBF16() || et.isF16()))
     return "";
@@ -106,10 +123,10 @@ std::string CudaStepEmitter::cudnnConvSite(kern::Conv2dOp c, int product, ArrayR
   ArrayRef<int64_t> s = c.getStride(), p = c.getPadding(), d = c.getDilation();
   attentionDecls_ += llvm::formatv(
       "// {0}\nstatic tcc_cuda_host::ConvSite {1} = {{{{{2}, {3}, {4}, {5}, {6}, {7}, {8}, {9}, "
-      "{10}, {11}, {12}, {13}, {14}, {15}, {16}, {17}, {18}, {19}}, {20}};\n",
+      "{10}, {11}, {12}, {13}, {14}, {15}, {16}, {17}, {18}, {19}, {21}}, {20}};\n",
       locName(c->getLoc()), site, product, et.isBF16() ? 1 : et.isF16() ? 2 : 0, x[0], x[1],
       x[2], x[3], w[0], w[2], w[3], y[2], y[3], s[0], s[1], p[0], p[1], d[0], d[1],
-      c.getGroups(), id);
+      c.getGroups(), id, nhwc ? 1 : 0);
   convSites_.push_back(site);
   return site;
 }
@@ -123,8 +140,12 @@ LogicalResult CudaStepEmitter::emitPool2d(kern::Pool2dOp op, llvm::raw_ostream &
   bool grad = code >= 2;
   if (grad != static_cast<bool>(op.getGrad()))
     return op.emitOpError(grad ? "needs a grad operand" : "takes no grad operand");
-  ArrayRef<int64_t> xs = mrt(op.getInput()).getShape();
-  ArrayRef<int64_t> ys = mrt(grad ? op.getGrad() : op.getOut()).getShape();
+  const bool nhwc = op.getLayout() == "NHWC";
+  if (!nhwc && op.getLayout() != "NCHW")
+    return op.emitOpError("unknown layout '") << op.getLayout() << "'";
+  // x (N, C, H, W), y (N, C, HO, WO), in this order for NHWC buffers too.
+  SmallVector<int64_t> xs = nchwDims(mrt(op.getInput()).getShape(), nhwc);
+  SmallVector<int64_t> ys = nchwDims(mrt(grad ? op.getGrad() : op.getOut()).getShape(), nhwc);
   ArrayRef<int64_t> k = op.getKernel(), s = op.getStride(), p = op.getPadding();
   Type et = mrt(op.getOut()).getElementType();
   ConvWrapper wr;
@@ -139,9 +160,10 @@ LogicalResult CudaStepEmitter::emitPool2d(kern::Pool2dOp op, llvm::raw_ostream &
   std::string text = llvm::formatv(
       "extern \"C\" cudaError_t @NAME@(cudaStream_t s, {0}) {{\n"
       "  return tcc_cuda::launch_pool2d<{1}>({2}, tcc_cuda::Pool2dShape{{{3}, {4}, {5}, {6}, "
-      "{7}, {8}, {9}, {10}, {11}, {12}, {13}}{14}, s);\n}\n",
+      "{7}, {8}, {9}, {10}, {11}, {12}, {13}{15}}{14}, s);\n}\n",
       wr.params, familyElementType(et, CodeTarget::Cuda), code, xs[0] * xs[1], xs[2], xs[3],
-      ys[2], ys[3], k[0], k[1], s[0], s[1], p[0], p[1], wr.launcherArgs);
+      ys[2], ys[3], k[0], k[1], s[0], s[1], p[0], p[1], wr.launcherArgs,
+      nhwc ? ", " + std::to_string(xs[1]) : std::string());
   std::string kernel = kernels_.add(("pool2d_" + mode).str(), text, wr.params, "cudaError_t");
   int32_t id = nextId();
   std::string call =
@@ -149,8 +171,9 @@ LogicalResult CudaStepEmitter::emitPool2d(kern::Pool2dOp op, llvm::raw_ostream &
                     "return tcc_cuda_host::cuda_error(e, tcc_cuda_host::where({2}).c_str());",
                     kernel, wr.hostArgs, id)
           .str();
-  std::string shape = llvm::formatv("{0}x{1}x{2}x{3} k{4},{5} s{6},{7} p{8},{9}", xs[0], xs[1],
-                                    xs[2], xs[3], k[0], k[1], s[0], s[1], p[0], p[1])
+  std::string shape = llvm::formatv("{0}x{1}x{2}x{3} k{4},{5} s{6},{7} p{8},{9}{10}", xs[0],
+                                    xs[1], xs[2], xs[3], k[0], k[1], s[0], s[1], p[0], p[1],
+                                    nhwc ? " NHWC" : "")
                           .str();
   launch(os, op, kernel, call, shape, work, wr.bytes);
   return success();

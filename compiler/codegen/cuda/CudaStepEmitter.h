@@ -182,7 +182,7 @@ private:
   // The ConvSite declaration of a convolution cuDNN may run ("" when it may
   // not: f64, --no-cudnn, no cuDNN frontend at compile time).
   std::string cudnnConvSite(kern::Conv2dOp c, int product, ArrayRef<int64_t> x,
-                            ArrayRef<int64_t> w, ArrayRef<int64_t> y);
+                            ArrayRef<int64_t> w, ArrayRef<int64_t> y, bool nhwc);
   // CopyKernels.cpp
   LogicalResult emitCopy(Operation *op, llvm::raw_ostream &os, const StridedCopy &c,
                          StringRef kind);

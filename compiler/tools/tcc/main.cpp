@@ -96,10 +96,16 @@ Options:
                         that frees at least 1 MiB at the step's peak (dump:
                         NN-tg-remat-report.txt)
   --no-cudnn            cuda: attention always through tcc's flash kernels
-                        (default: each fused attention call cuDNN can run
-                        tries cuDNN's SDPA first, loaded at run time; the
-                        step falls back per call where it cannot, and
-                        TCC_CUDNN=0 turns it off when running)
+                        and convolutions through tcc's direct kernels,
+                        NCHW (default: each fused attention call and
+                        convolution cuDNN can run tries cuDNN first, loaded
+                        at run time; the step falls back per call where it
+                        cannot, and TCC_CUDNN=0 turns it off when running)
+  --no-channels-last    cuda: keep every convolution, pooling and batch norm
+                        NCHW (default: tg-conv-layout makes a chain of them
+                        channels-last where its convolutions are 16-bit
+                        with channels multiples of 8 and cuDNN is used; the
+                        dump NN-tg-conv-layout-report.txt says why per chain)
   --jobs N              cuda: parallel nvcc runs (default: CPU threads)
   --memory-budget SIZE|P%
                         the step must fit SIZE on the device (6GiB, 800MB,
@@ -353,6 +359,8 @@ int compileMain(int argc, char **argv) {
       args.fuseEpilogue = false;
     } else if (a == "--no-cudnn") {
       args.cudnn = false;
+    } else if (a == "--no-channels-last") {
+      args.channelsLast = false;
     } else if (a == "--no-fuse-horizontal") {
       args.fuseHorizontal = false;
     } else if (a == "--no-remat-copies") {

@@ -301,7 +301,11 @@ namespace {
 
 enum ConvUid : int64_t { kConvA = 1, kConvB, kConvOut };
 
-std::vector<int64_t> contiguous(const std::vector<int64_t> &d) {
+// Strides of a (N, C, H, W)-ordered tensor stored NCHW, or channels-last
+// (N, H, W, C; a weight (O, KH, KW, C/g) likewise).
+std::vector<int64_t> contiguous(const std::vector<int64_t> &d, bool nhwc) {
+  if (nhwc)
+    return {d[1] * d[2] * d[3], 1, d[3] * d[1], d[1]};
   return {d[1] * d[2] * d[3], d[2] * d[3], d[3], 1};
 }
 
@@ -320,7 +324,7 @@ std::string buildConv(const ConvSite &s, int64_t workspaceLimit, GraphPtr &out) 
                          .set_name(name)
                          .set_uid(uid)
                          .set_dim(dim)
-                         .set_stride(contiguous(dim)));
+                         .set_stride(contiguous(dim, s.nhwc != 0)));
   };
   const std::vector<int64_t> pad = {s.ph, s.pw}, stride = {s.sh, s.sw}, dil = {s.dh, s.dw};
   std::shared_ptr<fe::graph::Tensor_attributes> result;
@@ -341,7 +345,7 @@ std::string buildConv(const ConvSite &s, int64_t workspaceLimit, GraphPtr &out) 
     result = g->conv_wgrad(tensor("dy", kConvA, y), tensor("x", kConvB, x), a);
     dim = w;
   }
-  result->set_output(true).set_uid(kConvOut).set_dim(dim).set_stride(contiguous(dim));
+  result->set_output(true).set_uid(kConvOut).set_dim(dim).set_stride(contiguous(dim, s.nhwc != 0));
   cudnnHandle_t h = library().handle;
   if (auto e = g->validate(); e.is_bad())
     return failed("cuDNN rejects the convolution", e);

@@ -68,8 +68,10 @@ int32_t backward(const Plan &plan, cudaStream_t stream, const void *q, const voi
                  void *dq, void *dk, void *dv, void *workspace, char *why, size_t why_size);
 
 // Convolutions (kern.conv2d) through the same loaded library: the cuDNN
-// frontend's conv_fprop / conv_dgrad / conv_wgrad graphs on NCHW tensors
-// (grouped convolutions by the weight's C / groups channels), f32 sums.
+// frontend's conv_fprop / conv_dgrad / conv_wgrad graphs on NCHW tensors,
+// or channels-last ones (nhwc: x (N, H, W, C), w (O, KH, KW, C / groups),
+// y (N, HO, WO, O), which cuDNN's tensor-core engines read without a
+// transposing copy), grouped by the weight's C / groups channels, f32 sums.
 // product: 0 forward (out = y from a = x, b = w), 1 input gradient (out =
 // dx from a = dy, b = w), 2 weight gradient (out = dw from a = dy, b = x).
 // dtype: 0 f32 (engines without tensor cores, so no TF32: the results
@@ -78,6 +80,7 @@ int32_t backward(const Plan &plan, cudaStream_t stream, const void *q, const voi
 struct ConvSite {
   int32_t product, dtype;
   int64_t n, c, h, w, o, kh, kw, ho, wo, sh, sw, ph, pw, dh, dw, groups;
+  int32_t nhwc = 0;
 };
 // Builds `site`'s graph and picks its engine once (cuDNN's heuristics, the
 // first candidate that builds), among the engines whose workspace is at

@@ -165,9 +165,9 @@ inline void prepare_conv_sites(ConvSite *const *sites, int32_t count,
     if (std::getenv("TCC_DEBUG_CONV_PLANS")) {
       const tcc_cudnn::ConvSite &q = c.site;
       std::fprintf(stderr,
-                   "conv plan: product %d dtype %d x %lldx%lldx%lldx%lld w %lldx%lldx%lld s%lld "
+                   "conv plan: product %d dtype %d%s x %lldx%lldx%lldx%lld w %lldx%lldx%lld s%lld "
                    "first %lld chosen %lld\n",
-                   q.product, q.dtype, (long long)q.n, (long long)q.c, (long long)q.h,
+                   q.product, q.dtype, q.nhwc ? " NHWC" : "", (long long)q.n, (long long)q.c, (long long)q.h,
                    (long long)q.w, (long long)q.o, (long long)q.kh, (long long)q.kw,
                    (long long)q.sh, (long long)first, (long long)c.plan.workspace_bytes);
     }
