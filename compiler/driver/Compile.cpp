@@ -164,7 +164,9 @@ absl::Status compileImported(const CompileOptions &options,
     return writeText(options.output, text);
   }
   if (options.memoryBudget)
-    if (absl::Status s = checkMemoryBudget(module, *options.memoryBudget, options.target == "cuda"); !s.ok())
+    if (absl::Status s = checkMemoryBudget(module, *options.memoryBudget,
+                                           options.target == "cuda", pipelineOptions.cudnn);
+        !s.ok())
       return s;
   if (options.verbose)
     for (auto f : module.getOps<mlir::func::FuncOp>())
@@ -173,7 +175,9 @@ absl::Status compileImported(const CompileOptions &options,
                      formatMemorySummary(summarizeMemory(f)).c_str());
   if (options.verbose && module.lookupSymbol("train_step"))
     std::fprintf(stderr, "tcc: the step needs %s\n",
-                 formatStepMemory(stepMemory(module, options.target == "cuda")).c_str());
+                 formatStepMemory(
+                     stepMemory(module, options.target == "cuda", pipelineOptions.cudnn))
+                     .c_str());
   if (options.target == "cuda")
     return emitCuda(options, module, dumps);
   return emitCpu(options, module, dumps);
@@ -307,6 +311,11 @@ absl::Status compileModel(const CompileOptions &given) {
   pipelineOptions.target = options.target == "cuda" ? "cuda" : "cpu";
   if (options.target == "cuda")
     pipelineOptions.cudaArch = options.arch;
+  // The step runs cuDNN when the frontend's headers are found here
+  // (emitCuda): its convolution workspace is then part of the step's memory
+  // (MemoryBudget, --batch).
+  pipelineOptions.cudnn =
+      options.target == "cuda" && options.cudnn && findCudnnFrontend().has_value();
   absl::StatusOr<std::optional<training::LossScalingConfig>> scaling =
       resolveLossScaling(options);
   if (!scaling.ok())
@@ -333,11 +342,9 @@ absl::Status compileModel(const CompileOptions &given) {
   if (!module)
     return reportedByDiagnostics();
   pipelineOptions.visionOps = hasVisionOps(*module);
-  // Channels-last pays through cuDNN's tensor-core convolutions, which the
-  // step uses when the frontend's headers are found here (emitCuda).
-  pipelineOptions.channelsLast = options.target == "cuda" && options.cudnn &&
-                                 options.channelsLast && pipelineOptions.visionOps &&
-                                 findCudnnFrontend().has_value();
+  // Channels-last pays through cuDNN's tensor-core convolutions.
+  pipelineOptions.channelsLast =
+      pipelineOptions.cudnn && options.channelsLast && pipelineOptions.visionOps;
   annotateModule(*module, pipelineOptions);
   if (dumps)
     (void)dumps->writeModule("import", *module,

@@ -120,7 +120,7 @@ std::string largestAtPeak(mlir::func::FuncOp f, const MemorySummary &m, size_t c
 
 } // namespace
 
-StepMemory stepMemory(mlir::ModuleOp module, bool cuda) {
+StepMemory stepMemory(mlir::ModuleOp module, bool cuda, bool cudnn) {
   StepMemory s;
   s.cuda = cuda;
   s.library = cuda ? codegen::cuda::kGemmWorkspaceBytes : 0;
@@ -129,8 +129,9 @@ StepMemory stepMemory(mlir::ModuleOp module, bool cuda) {
     if (cuda)
       s.attention = std::max<int64_t>(0, kern::cudnnAttentionWorkspaceBytes(train) - s.library);
   }
-  // The shared workspace is the largest of the three (CudaCodegen).
-  if (cuda)
+  // The shared workspace is the largest of the three (CudaCodegen); the
+  // convolutions' estimate only where the step runs them through cuDNN.
+  if (cuda && cudnn)
     s.convolutions = std::max<int64_t>(
         0, codegen::cuda::cudnnConvWorkspaceBytes(module) - s.library - s.attention);
   if (auto eval = lookupFunction(module, "forward")) {
@@ -165,12 +166,13 @@ std::string formatStepMemory(const StepMemory &s) {
   return text;
 }
 
-absl::Status checkMemoryBudget(mlir::ModuleOp module, int64_t budget, bool cuda) {
+absl::Status checkMemoryBudget(mlir::ModuleOp module, int64_t budget, bool cuda,
+                               bool cudnn) {
   auto step = lookupFunction(module, "train_step");
   if (!step)
     return absl::InvalidArgumentError(
         "--memory-budget applies to a training step; the module has no @train_step");
-  StepMemory s = stepMemory(module, cuda);
+  StepMemory s = stepMemory(module, cuda, cudnn);
   if (s.total() <= budget)
     return absl::OkStatus();
   std::string why = llvm::formatv("the step needs {0} over --memory-budget {1} ({2})",
@@ -249,8 +251,8 @@ absl::StatusOr<MemoryFit> fitRemat(mlir::ModuleOp imported, const PipelineOption
     return plan.status();
   const bool cuda = options.target == "cuda";
   if (!lookupFunction(**plan, "train_step"))
-    return checkMemoryBudget(**plan, budget, cuda);
-  StepMemory m = stepMemory(**plan, cuda);
+    return checkMemoryBudget(**plan, budget, cuda, options.cudnn);
+  StepMemory m = stepMemory(**plan, cuda, options.cudnn);
   if (log)
     std::fprintf(log, "tcc: --memory-budget %s%s: without recomputation the step needs %s\n",
                  formatBytes(budget).c_str(), chunks.c_str(), formatBytes(m.total()).c_str());
@@ -260,7 +262,7 @@ absl::StatusOr<MemoryFit> fitRemat(mlir::ModuleOp imported, const PipelineOption
   }
   // What recomputation cannot change (the parameters, eval) over the budget.
   if (m.fixed() > budget || (m.hasEval && m.fixed() + m.evalSide() > budget))
-    return checkMemoryBudget(**plan, budget, cuda);
+    return checkMemoryBudget(**plan, budget, cuda, options.cudnn);
   const int64_t fixed = m.fixed() + m.train.outputs;
   // tg-remat's estimate of the temporaries is not the arena (views, fused
   // kernels, alignment): search its budget. `fits` is the largest tried
@@ -277,7 +279,7 @@ absl::StatusOr<MemoryFit> fitRemat(mlir::ModuleOp imported, const PipelineOption
     plan = planWith(imported, options, remat);
     if (!plan.ok())
       return plan.status();
-    StepMemory r = stepMemory(**plan, cuda);
+    StepMemory r = stepMemory(**plan, cuda, options.cudnn);
     if (log)
       std::fprintf(log, "tcc: --memory-budget round %d%s: tg-remat budget %s -> plan %s\n",
                    round, chunks.c_str(), formatBytes(remat).c_str(),
@@ -320,12 +322,12 @@ absl::StatusOr<MemoryFit> fitRemat(mlir::ModuleOp imported, const PipelineOption
   plan = planWith(imported, options, 0); // everything tg-remat can drop
   if (!plan.ok())
     return plan.status();
-  if (stepMemory(**plan, cuda).total() <= budget) {
+  if (stepMemory(**plan, cuda, options.cudnn).total() <= budget) {
     readEstimates(**plan, fit);
     fit.remat = 0;
     return fit;
   }
-  absl::Status s = checkMemoryBudget(**plan, budget, cuda);
+  absl::Status s = checkMemoryBudget(**plan, budget, cuda, options.cudnn);
   return absl::Status(s.code(), std::string(s.message()) +
                                     " (after tg-remat recomputed what it could: see "
                                     "--dump-dir's tg-remat report)");

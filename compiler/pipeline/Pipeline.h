@@ -77,6 +77,9 @@ struct PipelineOptions {
   // @prefill / @decode to a GPT-like model (off by default: the pass and its
   // report would renumber every later dump).
   bool generate = false;
+  // The cuda step runs cuDNN (its frontend found, no --no-cudnn): the
+  // memory of the step (MemoryBudget) counts cuDNN's convolution workspace.
+  bool cudnn = false;
   // tg-conv-layout may make chains channels-last: the cuda target with
   // cuDNN (its frontend found, no --no-cudnn) and no --no-channels-last.
   bool channelsLast = false;
