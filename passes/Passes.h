@@ -27,6 +27,9 @@ void writeConvLayoutReport(mlir::ModuleOp module, llvm::raw_ostream &os);
 // fused with its shape, or not and why), from the module right after that
 // pass; --dump-dir writes it next to the pass's dump.
 void writeAttentionFusionReport(mlir::ModuleOp module, llvm::raw_ostream &os);
+// The table of tg-fuse-rms-norm's decisions (each mean of a square over
+// the last axis: fused into tg.rms_norm, or not and why).
+void writeRmsNormFusionReport(mlir::ModuleOp module, llvm::raw_ostream &os);
 // The table of tg-cache-rope's decisions (tables cached, rotations fused,
 // what was left and why), from the module right after tg-cache-rope.
 void writeCacheRopeReport(mlir::ModuleOp module, llvm::raw_ostream &os);

@@ -259,6 +259,24 @@ def TgFuseCrossEntropy : Pass<"tg-fuse-cross-entropy", "mlir::ModuleOp"> {
   let dependentDialects = ["tcc::tg::TgDialect"];
 }
 
+def TgFuseRmsNorm : Pass<"tg-fuse-rms-norm", "mlir::ModuleOp"> {
+  let summary = "RMSNorm written out (x * rsqrt(mean(x^2) + eps) * w) -> tg.rms_norm";
+  let description = [{
+    Runs before autodiff and tg-amp. An RMSNorm written in primitives, as
+    imported PyTorch code writes it: mul(x, x) or pow(x, 2), reduce_mean
+    over the last axis with keep_dims, add of a splat constant eps, rsqrt
+    (or 1 / sqrt, or dividing x by sqrt), times x, and an optional product
+    by a (C) weight, becomes one tg.rms_norm: fused kernels forward and
+    backward (kern.layer_norm / kern.layer_norm_grad) instead of a
+    reduction and three elementwise passes forward and five kernels
+    backward. Intermediates read elsewhere are left alone. Each decision
+    (fused, or the condition that failed for a reduce_mean over the last
+    axis of a square) is recorded as tg.fuse_rms_norm on the op (--dump-dir:
+    NN-tg-fuse-rms-norm-report.txt).
+  }];
+  let dependentDialects = ["tcc::tg::TgDialect"];
+}
+
 def TgFuseAttention : Pass<"tg-fuse-attention", "mlir::ModuleOp"> {
   let summary = "Written-out scaled dot-product attention -> tg.attention (flash attention)";
   let description = [{

@@ -78,6 +78,9 @@ struct PassReport {
   const char *what;
 };
 const PassReport kPassReports[] = {
+    {"tg-fuse-rms-norm", writeRmsNormFusionReport,
+     "tg-fuse-rms-norm's decisions: each RMSNorm written out fused into tg.rms_norm or not "
+     "and why"},
     {"tg-fuse-attention", writeAttentionFusionReport,
      "tg-fuse-attention's decisions: each softmax fused or not and why"},
     {"tg-cache-rope", writeCacheRopeReport,

@@ -52,6 +52,9 @@ void buildPipeline(mlir::OpPassManager &pm, Phase stopAfter,
   //    differentiates them: cross-entropy becomes the fused
   //    softmax_cross_entropy, whose gradient is one kernel too.
   pm.addPass(createTgFuseCrossEntropy());
+  //    RMSNorm written out (mean of a square, eps, rsqrt, weight) becomes
+  //    one tg.rms_norm: the fused norm kernels forward and backward.
+  pm.addPass(createTgFuseRmsNorm());
   //    Attention written out (q.k^T, scale, causal mask, softmax, dropout,
   //    .v) becomes one tg.attention: flash kernels, nothing T x S saved.
   //    On cuda only the shapes the flash kernels take fuse.

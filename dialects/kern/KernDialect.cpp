@@ -379,20 +379,3 @@ LogicalResult ReshapeOp::verify() {
   return success();
 }
 
-LogicalResult RopeOp::verify() {
-  auto x = mrt(getInput()), out = mrt(getOut()), cos = mrt(getCos()), sin = mrt(getSin());
-  if (x.getRank() < 2 || x.getShape().back() % 2 != 0)
-    return emitOpError("input must be (..., T, D) with D even, got ")
-           << tcc::formatShape(x.getShape());
-  if (out != x)
-    return emitOpError("output type ") << out << " must equal the input type " << x;
-  ArrayRef<int64_t> table = x.getShape().take_back(2);
-  if (cos.getShape() != table || sin != cos)
-    return emitOpError("cos and sin must both be ") << tcc::formatShape(table);
-  Type et = x.getElementType(), te = cos.getElementType();
-  if (te != et && !((et.isBF16() || et.isF16()) && te.isF32()))
-    return emitOpError("tables must have the input's element type (or f32 for bf16 / "
-                       "f16 input), got ")
-           << te;
-  return success();
-}

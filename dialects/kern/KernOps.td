@@ -469,13 +469,19 @@ def Kern_RopeOp : Kern_Op<"rope"> {
     With `transposed`: out = x * cos + (y[..., h:], -y[..., :h]) for
     y = x * sin (the gradient of the plain rotation). One kernel; the
     tables have x's type, or f32 for bf16 / f16 x. out may not alias x.
+    With `layout` (kern-fold-attention-layout; dialects/kern/RopeLayout.h):
+    `sizes` = [B, H, T, D] and, for input then out, [offset, batch, head,
+    row] element strides of the (B, H, T, D) tensor inside its buffer (D
+    contiguous), so a rotation reads q straight from a packed projection
+    and writes its gradient straight into the packed gradient.
   }];
   let arguments = (ins
     Arg<Kern_FloatBuffer, "", [MemRead]>:$input,
     Arg<Kern_FloatBuffer, "", [MemRead]>:$cos,
     Arg<Kern_FloatBuffer, "", [MemRead]>:$sin,
     Arg<Kern_FloatBuffer, "", [MemWrite]>:$out,
-    DefaultValuedAttr<BoolAttr, "false">:$transposed);
+    DefaultValuedAttr<BoolAttr, "false">:$transposed,
+    OptionalAttr<DenseI64ArrayAttr>:$sizes, OptionalAttr<DenseI64ArrayAttr>:$layout);
   let assemblyFormat = [{
     $input `,` $cos `,` $sin `,` $out attr-dict `:` type($input) `,` type($cos) `,`
     type($sin) `,` type($out)

@@ -23,13 +23,18 @@
 //   kern.concat folds only when every one of its inputs does;
 // - innermost stride 1, offset and strides multiples of 16 bytes (the
 //   CUDA kernels' cp.async rows).
+// kern.rope takes part the same way (its input and output strided,
+// dialects/kern/RopeLayout.h): a rotation of q or k reads them from the
+// packed projection, and its transposed form (the backward) writes dq / dk
+// into the packed gradient, so with the attention's dv the concat folds too.
 // Decisions: attribute kern.fold_layout (one line per tensor) on each
-// attention op; writeAttentionLayoutReport prints them (--dump-dir
+// attention and rope op; writeAttentionLayoutReport prints them (--dump-dir
 // NN-kern-fold-attention-layout-report.txt).
 #include "passes/Passes.h"
 #include "passes/common/NodeNames.h"
 
 #include "dialects/kern/AttentionLayout.h"
+#include "dialects/kern/RopeLayout.h"
 #include "mlir/IR/Builders.h"
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/SetVector.h"
@@ -49,6 +54,7 @@ namespace {
 
 constexpr const char *kFoldAttr = "kern.fold_layout";
 const char *const kTensorNames[] = {"q", "k", "v", "out", "grad", "dq", "dk", "dv"};
+const char *const kRopeTensorNames[] = {"x", "out"};
 
 MemRefType mrt(Value v) { return cast<MemRefType>(v.getType()); }
 
@@ -123,6 +129,21 @@ void aliasUses(Value buffer, SmallVectorImpl<std::pair<Operation *, Value>> &use
 
 bool isAttention(Operation *op) { return isa<kern::AttentionOp, kern::AttentionGradOp>(op); }
 
+// The ops whose tensors this pass strides: attention (forward, backward) and
+// rope.
+bool isStrided(Operation *op) { return isAttention(op) || isa<kern::RopeOp>(op); }
+
+// The strided tensors of an op: attentionTensors, or a rope's input and out.
+SmallVector<Value> stridedTensors(Operation *op) {
+  if (auto r = dyn_cast<kern::RopeOp>(op))
+    return {r.getInput(), r.getOut()};
+  return kern::attentionTensors(op);
+}
+
+const char *tensorName(Operation *op, unsigned index) {
+  return isa<kern::RopeOp>(op) ? kRopeTensorNames[index] : kTensorNames[index];
+}
+
 // The root buffer under kern.reshape views.
 Value rootOf(Value v) { return kern::rootBuffer(v); }
 
@@ -193,7 +214,7 @@ FailureOr<View> Folder::traceSource(Value x, Operation *allowedReader,
   if (!x.getDefiningOp<kern::AllocOp>())
     return identity;
   for (Operation *reader : w.readers)
-    if (reader != allowedReader && !(allowedReader == nullptr && isAttention(reader))) {
+    if (reader != allowedReader && !(allowedReader == nullptr && isStrided(reader))) {
       why = describeOp(copy) + "'s result is also read by " + describeOp(reader);
       return failure();
     }
@@ -251,9 +272,11 @@ FailureOr<View> Folder::traceSink(Value x, Operation *writer, bool top,
       used = v;
       continue;
     }
-    if (top && isAttention(op)) {
-      if (op->getAttr("layout")) { // its operands are not ours to redirect
-        why = describeOp(op) + " (already strided) reads it";
+    if (top && isStrided(op)) {
+      auto rope = dyn_cast<kern::RopeOp>(op);
+      if (op->getAttr("layout") || (rope && mrt(rope.getInput()).getRank() != 4)) {
+        // its operands are not ours to redirect
+        why = describeOp(op) + (rope && !op->getAttr("layout") ? " (not 4-D)" : " (already strided)") + " reads it";
         return failure();
       }
       continue;
@@ -338,6 +361,8 @@ std::optional<std::string> Folder::checkStrides(const View &v, int64_t elemBytes
 }
 
 OpOperand &tensorOperand(Operation *op, unsigned index) {
+  if (auto r = dyn_cast<kern::RopeOp>(op))
+    return index == 0 ? r.getInputMutable() : r.getOutMutable();
   if (auto a = dyn_cast<kern::AttentionOp>(op)) {
     OpOperand *ops[] = {&a.getQMutable(), &a.getKMutable(), &a.getVMutable(),
                         &a.getOutMutable()};
@@ -351,6 +376,8 @@ OpOperand &tensorOperand(Operation *op, unsigned index) {
 }
 
 bool isOutput(Operation *op, unsigned index) {
+  if (isa<kern::RopeOp>(op))
+    return index == 1;
   return isa<kern::AttentionOp>(op) ? index == 3 : index >= 5;
 }
 
@@ -365,7 +392,7 @@ void Folder::run() {
   // Ops strided already (an earlier run) keep their layout and report.
   SmallVector<Operation *> attention;
   f_.walk([&](Operation *op) {
-    if (isAttention(op) && !op->getAttr("layout"))
+    if (isStrided(op) && !op->getAttr("layout"))
       attention.push_back(op);
   });
   // Sink plans first (they decide whether an attention output moves, which
@@ -382,7 +409,7 @@ void Folder::run() {
   SmallVector<Plan> sinks;
   DenseMap<Operation *, llvm::SmallDenseSet<Value>> concatCovered;
   for (Operation *op : attention) {
-    SmallVector<Value> tensors = kern::attentionTensors(op);
+    SmallVector<Value> tensors = stridedTensors(op);
     notes[op].resize(tensors.size());
     int64_t eb = kern::elementBytes(mrt(tensors[0]).getElementType());
     for (unsigned i = 0; i < tensors.size(); ++i) {
@@ -410,19 +437,20 @@ void Folder::run() {
       sinks.push_back(std::move(p));
     }
   }
-  // A concat folds only when every input is an attention output.
+  // A concat folds only when every input is an attention or rope output
+  // that folds.
   DenseMap<Value, std::pair<View, std::string>> moved; // old buffer -> new view
   llvm::SetVector<Operation *> sinkCopies; // erased once the writes moved
   for (Plan &p : sinks) {
     if (p.concat && concatCovered[p.concat].size() != p.concat.getInputs().size()) {
-      notes[p.op][p.index] = llvm::formatv("kept: {0} has inputs that are no attention output "
-                                           "({1} of {2} fold)",
+      notes[p.op][p.index] = llvm::formatv("kept: {0} has inputs that are no foldable attention "
+                                           "or rope output ({1} of {2} fold)",
                                            describeOp(p.concat),
                                            concatCovered[p.concat].size(),
                                            p.concat.getInputs().size());
       continue;
     }
-    Value old = kern::attentionTensors(p.op)[p.index];
+    Value old = stridedTensors(p.op)[p.index];
     moved[old] = {p.view, chainText(p.chain)};
     sinkCopies.insert(p.chain.begin(), p.chain.end());
     // The destination must exist before the attention writes it.
@@ -430,13 +458,30 @@ void Folder::run() {
       if (p.op->isBeforeInBlock(alloc))
         alloc->moveBefore(p.op);
   }
-  // Apply: outputs moved, inputs traced; every attention op gets its layout.
+  // Apply: outputs moved, inputs traced; every attention / rope op gets its
+  // layout.
   for (Operation *op : attention) {
-    SmallVector<Value> tensors = kern::attentionTensors(op);
-    FailureOr<kern::AttentionSizes> sizes = kern::attentionSizes(op);
-    if (failed(sizes))
-      continue;
-    SmallVector<kern::AttentionTensorLayout> layouts = kern::attentionLayouts(op, *sizes);
+    SmallVector<Value> tensors = stridedTensors(op);
+    auto rope = dyn_cast<kern::RopeOp>(op);
+    kern::AttentionSizes sizes;
+    kern::RopeSizes ropeSizes;
+    SmallVector<kern::AttentionTensorLayout> layouts;
+    if (rope) {
+      // Only a (B, H, T, D) rotation has the four strides a view needs.
+      if (mrt(rope.getInput()).getRank() != 4) {
+        for (unsigned i = 0; i < 2; ++i)
+          notes[op][i] = "kept: the rotated tensor is not 4-D (B, H, T, D)";
+        continue;
+      }
+      ropeSizes = kern::ropeSizes(rope);
+      layouts = llvm::to_vector(kern::ropeLayouts(rope, ropeSizes));
+    } else {
+      FailureOr<kern::AttentionSizes> s = kern::attentionSizes(op);
+      if (failed(s))
+        continue;
+      sizes = *s;
+      layouts = kern::attentionLayouts(op, sizes);
+    }
     int64_t eb = kern::elementBytes(mrt(tensors[0]).getElementType());
     bool changed = false;
     for (unsigned i = 0; i < tensors.size(); ++i) {
@@ -475,8 +520,12 @@ void Folder::run() {
                                    view->strides[2]);
       changed = true;
     }
-    if (changed)
-      kern::setAttentionLayouts(op, *sizes, layouts);
+    if (!changed)
+      continue;
+    if (rope)
+      kern::setRopeLayouts(rope, ropeSizes, layouts);
+    else
+      kern::setAttentionLayouts(op, sizes, layouts);
   }
   // Record the decisions.
   for (Operation *op : attention) {
@@ -484,7 +533,7 @@ void Folder::run() {
     SmallVector<Attribute> lines;
     for (auto [i, note] : llvm::enumerate(notes[op]))
       if (!note.empty())
-        lines.push_back(b.getStringAttr(std::string(kTensorNames[i]) + ": " + note));
+        lines.push_back(b.getStringAttr(std::string(tensorName(op, i)) + ": " + note));
     op->setAttr(kFoldAttr, b.getArrayAttr(lines));
   }
   // The copies behind moved outputs would now copy stale buffers.
@@ -546,8 +595,8 @@ struct KernFoldAttentionLayoutPass
 namespace tcc {
 
 void writeAttentionLayoutReport(ModuleOp module, llvm::raw_ostream &os) {
-  os << "# kern-fold-attention-layout report: each attention tensor, its copies folded "
-        "into kernel strides or kept and why\n";
+  os << "# kern-fold-attention-layout report: each attention and rope tensor, its copies "
+        "folded into kernel strides or kept and why\n";
   int folded = 0, kept = 0;
   module.walk([&](Operation *op) {
     auto lines = op->getAttrOfType<ArrayAttr>(kFoldAttr);

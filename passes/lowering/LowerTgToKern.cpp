@@ -530,7 +530,8 @@ private:
         .Case([&](tg::RopeOp r) {
           Value out = alloc(loc, r.getResult());
           kern::RopeOp::create(b_, loc, buf(r.getInput()), buf(r.getCos()),
-                               buf(r.getSin()), out, r.getTransposedAttr());
+                               buf(r.getSin()), out, r.getTransposedAttr(),
+                               /*sizes=*/nullptr, /*layout=*/nullptr);
           buffers_[r.getResult()] = out;
           return success();
         })

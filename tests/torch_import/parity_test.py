@@ -27,6 +27,13 @@ module's outputs within the same kind of limit.
                     (ModuleDict, forward(tokens, targets) returning
                     (logits, loss), F.scaled_dot_product_attention on
                     torch 2.x), from tcc.from_torch without loss=;
+  --model llama     bench/models/torch_models.Llama, the model suite's
+                    LLaMA-style decoder as PyTorch code writes it: RMSNorm
+                    written out (tg-fuse-rms-norm makes it tg.rms_norm),
+                    rotary tables as frozen buffers sliced to T with
+                    rotate_half (tg.rope, its copies folded into strides),
+                    grouped-query attention by repeat_kv, SwiGLU, tied
+                    embeddings; AdamW with the no-decay group;
   --model onnx_gpt  the same GPT and weights through torch.onnx.export
                     (do_constant_folding=False) and `tcc import` with the
                     same AdamW recipe given as flags.
@@ -198,7 +205,7 @@ def check_mlp(args, via_onnx):
         round_trip(label, mlp_module, tcc_weights, runs, exact, (x,))
 
 
-def check_gpt(args, via_onnx=False, nano=False):
+def check_gpt(args, via_onnx=False, nano=False, llama=False):
     import gpt_parity_test as gp  # tests/parity: the sequential batches
     from torch_gpt import Gpt, NanoGpt
     work = args.work_dir
@@ -212,16 +219,25 @@ def check_gpt(args, via_onnx=False, nano=False):
     tokens = gp.tcc_files.read_shard(shard)
     batches = gp.sequential_batches(tokens, cfg, args.steps)
     torch.manual_seed(0)
-    make = NanoGpt if nano else Gpt
+    if llama:
+        sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..",
+                                        "bench", "models"))
+        from torch_models import Llama
+
+        def make(vocab, context, layers, width, heads):
+            return Llama(vocab, context, layers, width, heads, kv_heads=2, hidden=96)
+    else:
+        make = NanoGpt if nano else Gpt
     module = make(vocab, cfg.context, layers=2, width=48, heads=4)
     start = copy.deepcopy(module)
 
     def gpt_optimizer(m):
-        decay = [p for p in m.parameters() if p.dim() >= 2]
-        no_decay = [p for p in m.parameters() if p.dim() < 2]
+        trained = [p for p in m.parameters() if p.requires_grad]  # not the rotary tables
+        decay = [p for p in trained if p.dim() >= 2]
+        no_decay = [p for p in trained if p.dim() < 2]
         return torch.optim.AdamW([{"params": decay, "weight_decay": 0.1},
                                   {"params": no_decay, "weight_decay": 0.0}],
-                                 lr=3e-3, betas=(0.9, 0.99), eps=1e-8)
+                                 lr=1e-3 if llama else 3e-3, betas=(0.9, 0.99), eps=1e-8)
 
     opt = gpt_optimizer(module)
     x0, y0 = batches[0]
@@ -262,14 +278,14 @@ def check_gpt(args, via_onnx=False, nano=False):
     # updates of it, so it is left out of the weights comparison (it does
     # not change any output).
     C = 48
-    for i in range(2):
+    for i in range(0 if llama else 2):
         name = ("transformer." if nano else "") + f"h.{i}.attn.c_attn.bias"
         for state in [tcc_weights, exact["state"]] + [r["state"] for r in runs]:
             state[name] = state[name].copy()
             state[name][C:2 * C] = 0
     if via_onnx:  # the ONNX graph does not know lm_head.weight is wte.weight
         tcc_weights["lm_head.weight"] = tcc_weights["wte.weight"]
-    label = "onnx_gpt" if via_onnx else "nanogpt" if nano else "gpt"
+    label = "onnx_gpt" if via_onnx else "nanogpt" if nano else "llama" if llama else "gpt"
     failures = round_trip(label, lambda: make(vocab, cfg.context, layers=2, width=48,
                                               heads=4), tcc_weights, runs, exact, probe)
     return failures + compare(label, tcc_losses, tcc_weights, runs, exact)
@@ -278,7 +294,8 @@ def check_gpt(args, via_onnx=False, nano=False):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--bin-dir", required=True)
-    ap.add_argument("--model", required=True, choices=("mlp", "onnx_mlp", "gpt", "onnx_gpt", "nanogpt"))
+    ap.add_argument("--model", required=True, choices=("mlp", "onnx_mlp", "gpt", "onnx_gpt", "nanogpt",
+                                                         "llama"))
     ap.add_argument("--text", default="/usr/share/games/fortunes/fortunes")
     ap.add_argument("--work-dir")
     ap.add_argument("--steps", type=int, default=50)
@@ -288,9 +305,9 @@ def main():
         args.work_dir = args.work_dir or tmp
         os.makedirs(args.work_dir, exist_ok=True)
         try:
-            if args.model in ("gpt", "onnx_gpt", "nanogpt"):
+            if args.model in ("gpt", "onnx_gpt", "nanogpt", "llama"):
                 failures = check_gpt(args, via_onnx=args.model == "onnx_gpt",
-                                     nano=args.model == "nanogpt")
+                                     nano=args.model == "nanogpt", llama=args.model == "llama")
             else:
                 failures = check_mlp(args, via_onnx=args.model == "onnx_mlp")
         except (H.Failure, tcc.TccError) as e:

@@ -18,6 +18,7 @@
 #include "compiler/codegen/common/StepArguments.h"
 #include "compiler/codegen/common/StepInterface.h"
 #include "dialects/kern/KernDialect.h"
+#include "dialects/kern/RopeLayout.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "llvm/ADT/DenseSet.h"
@@ -300,14 +301,21 @@ private:
         .Case([&](kern::Conv2dOp c) { return emitCpuConv2d(c, names_, os_, flops); })
         .Case([&](kern::Pool2dOp p) { return emitCpuPool2d(p, names_, os_, flops); })
         .Case([&](kern::RopeOp r) {
-          MemRefType x = mrt(r.getInput());
-          int64_t d = x.getShape().back(), t = x.getShape().drop_back().back();
-          os_ << llvm::formatv("  tcc_cpu::rope({0}, {1}, {2}, {3}, {4}, {5}, {6}, {7});\n",
-                               x.getNumElements() / d, t, d, cpuPointer(r.getInput(), false),
-                               cpuPointer(r.getCos(), false), cpuPointer(r.getSin(), false),
-                               r.getTransposed() ? "true" : "false",
-                               cpuPointer(r.getOut(), true));
-          flops += 3.0 * x.getNumElements();
+          // (B, H, T, D) rows, strided after kern-fold-attention-layout.
+          kern::RopeSizes s = kern::ropeSizes(r);
+          SmallVector<kern::AttentionTensorLayout, 2> l = kern::ropeLayouts(r, s);
+          auto strides = [](const kern::AttentionTensorLayout &t) {
+            return llvm::formatv("tcc_cpu::RopeStrides{{{0}, {1}, {2}, {3}}", t.offset,
+                                 t.batch, t.head, t.row)
+                .str();
+          };
+          os_ << llvm::formatv(
+              "  tcc_cpu::rope({0}, {1}, {2}, {3}, {4}, {5}, {6}, {7}, {8}, {9}, {10});\n",
+              s.batch, s.heads, s.positions, s.dim, cpuPointer(r.getInput(), false),
+              strides(l[0]), cpuPointer(r.getCos(), false), cpuPointer(r.getSin(), false),
+              r.getTransposed() ? "true" : "false", cpuPointer(r.getOut(), true),
+              strides(l[1]));
+          flops += 3.0 * static_cast<double>(s.elements());
           return success();
         })
         .Default([&](Operation *other) {

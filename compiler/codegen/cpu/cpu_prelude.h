@@ -490,23 +490,35 @@ bool softmax_cross_entropy_grad(int64_t n, int64_t c, const T *logits,
 // Rotary position embeddings (kern.rope)
 //===--------------------------------------------------------------------===//
 
-// out (rows, D) = x * cos + rotate_half(x) * sin, rotate_half(x) = (-x[h:],
-// x[:h]), h = D / 2; with `transposed` its gradient x * cos +
-// (y[h:], -y[:h]) for y = x * sin. x is (rows, D) with rows = lead * T,
-// row r at position r % T of the (T, D) tables cos / sin, of type C (T, or
-// float for 16-bit x). Computed in acc_t<T>, rounded once per element.
+// Where a rope operand's (B, H, T, D) elements are: element (b, hh, i, j)
+// at offset + b * batch + hh * head + i * row + j (element strides; D is
+// contiguous). Contiguous (B, H, T, D) is {0, H*T*D, T*D, D}; q read from a
+// packed (B, T, 3*H*D) qkv buffer is {0, T*3*H*D, D, 3*H*D}.
+struct RopeStrides {
+  int64_t offset, batch, head, row;
+};
+
+// out = x * cos + rotate_half(x) * sin, rotate_half(x) = (-x[h:], x[:h]),
+// h = D / 2; with `transposed` its gradient x * cos + (y[h:], -y[:h]) for
+// y = x * sin. x and out are logically (B, H, T, D) = (batch, heads, t, d)
+// at element strides xs / os (out never aliases x); row (b, hh, i) uses
+// row i of the contiguous (T, D) tables cos / sin, of type C (T, or float
+// for 16-bit x). Computed in acc_t<T>, rounded once per element. The
+// contiguous (rows, D) form is batch = rows / T, heads = 1, strides
+// {0, T*D, 0, D}.
 template <typename T, typename C>
-void rope(int64_t rows, int64_t t, int64_t d, const T *x, const C *cos,
-          const C *sin, bool transposed, T *out) {
+void rope(int64_t batch, int64_t heads, int64_t t, int64_t d, const T *x, RopeStrides xs,
+          const C *cos, const C *sin, bool transposed, T *out, RopeStrides os) {
   using A = acc_t<T>;
-  const int64_t h = d / 2;
+  const int64_t h = d / 2, rows = batch * heads * t;
 #ifdef _OPENMP
 #pragma omp parallel for if (static_cast<double>(rows) * d > kParallelWork)
 #endif
   for (int64_t r = 0; r < rows; ++r) {
-    const T *xr = x + r * d;
-    T *o = out + r * d;
-    const C *c = cos + (r % t) * d, *s = sin + (r % t) * d;
+    const int64_t i = r % t, bh = r / t, hh = bh % heads, b = bh / heads;
+    const T *xr = x + xs.offset + b * xs.batch + hh * xs.head + i * xs.row;
+    T *o = out + os.offset + b * os.batch + hh * os.head + i * os.row;
+    const C *c = cos + i * d, *s = sin + i * d;
     for (int64_t j = 0; j < h; ++j) {
       A x1 = Elem<T>::load(xr[j]), x2 = Elem<T>::load(xr[j + h]);
       A c1 = static_cast<A>(Elem<C>::load(c[j])), c2 = static_cast<A>(Elem<C>::load(c[j + h]));

@@ -95,7 +95,7 @@ func.func @gpt2_block(%x: memref<2x4x48xf32>, %dctx: memref<2x4x16xf32>, %loss: 
 // CHECK-NOT: layout =
 // CHECK-LABEL: func.func @concat_with_other_inputs
 // CHECK: kern.attention_grad
-// CHECK-SAME: "dq: kept: kern.concat 'mixed' has inputs that are no attention output (1 of 2 fold)"
+// CHECK-SAME: "dq: kept: kern.concat 'mixed' has inputs that are no foldable attention or rope output (1 of 2 fold)"
 // CHECK: kern.concat
 func.func @q_read_elsewhere(%qkv: memref<2x4x48xf32>, %peek: memref<1x1x1x8xf32>) {
   %s0 = kern.alloc : memref<2x4x16xf32>
