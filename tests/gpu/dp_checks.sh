@@ -27,6 +27,8 @@
 # Prints a table last.
 #
 #   bash tests/gpu/dp_checks.sh DIR OUT
+# PARTS="1 4" runs only those parts (default: all four); TORCH=0 leaves
+# PyTorch DDP out of part 4 (tcc's runs and their exit checks only).
 set -uo pipefail
 [ $# -ge 2 ] || { echo "usage: dp_checks.sh DIR OUT" >&2; exit 2; }
 source "$(dirname "${BASH_SOURCE[0]}")/setup.sh"
@@ -85,6 +87,9 @@ sys.exit(0 if ok else 1)
 PY
 }
 
+ngpu=$(nvidia-smi -L | wc -l)
+want() { [[ " ${PARTS:-1 2 3 4} " == *" $1 "* ]]; }
+if want 1; then
 echo "== 1. same function at one NCCL rank"
 train short_fp32 "$steps/gpt2_short_fp32.so" "$short_data" 50
 train short_fp32_dp "$steps/gpt2_short_fp32_dp.so" "$short_data" 50 --nproc 1
@@ -118,6 +123,8 @@ PY
 ) || status=1
 echo "$line"; note "$line"
 
+fi
+if want 2; then
 echo "== 2. bad input"
 expect_error() { # LABEL PATTERN command...: the command fails within 60 s with PATTERN on stderr
   local label=$1 pattern=$2; shift 2
@@ -138,12 +145,13 @@ expect_error "unreachable master" "cannot reach the master" env RANK=1 WORLD_SIZ
   MASTER_ADDR=10.255.255.1 MASTER_PORT=29999 TCC_DIST_TIMEOUT=5 "$trun" "$dp" --data "$short_data" --steps 2
 expect_error "one-rank step under --nproc" "compiled for one rank" \
   "$trun" "$steps/gpt2_short_fp32.so" --data "$short_data" --steps 2 --nproc 1
-ngpu=$(nvidia-smi -L | wc -l)
 if [ "$ngpu" -eq 1 ]; then
   expect_error "--nproc 2 on one GPU" "--nproc 2: this machine has 1 GPU" \
     "$trun" "$dp" --data "$short_data" --steps 2 --nproc 2
 fi
 
+fi
+if want 3; then
 echo "== 3. GPT-2 124M bf16: plain and data parallel at one rank"
 train gpt2_bf16 "$steps/gpt2_bf16.so" "$tokens" 30
 train gpt2_bf16_dp "$steps/gpt2_bf16_dp.so" "$tokens" 30 --nproc 1
@@ -175,12 +183,15 @@ print("GPT-2 124M bf16 B=16: plain %.2f ms/step, data parallel at 1 NCCL rank %.
 PY
 note "$(cat "$out/gpt2.txt")"
 
+fi
+if want 4; then
 echo "== 4. scaling: GPT-2 124M bf16 B=16 per GPU on 1, 2, 4 GPUs, tcc and PyTorch DDP + torch.compile"
 python3 -c 'import torch' 2>/dev/null || note "scaling: PyTorch missing, DDP not run"
 for n in 1 2 4; do
   [ "$n" -le "$ngpu" ] || { note "scaling $n GPUs: not measured (this machine has $ngpu GPU)"; continue; }
   train_and_exit "scale_tcc_$n" "$steps/gpt2_bf16_dp.so" "$tokens" 30 --nproc "$n"
   train_and_exit "scale_zero_$n" "$steps/gpt2_bf16_zero$n.so" "$tokens" 30 --nproc "$n"
+  [ "${TORCH:-1}" = 0 ] && continue
   PYTHONUNBUFFERED=1 timeout 400 python3 -m torch.distributed.run --standalone --nproc_per_node "$n" \
     "$here/../../bench/torch_gpt2.py" --mode compile --ddp --steps 20 --warmup 5 \
     >"$out/scale_torch_$n.jsonl" 2>"$out/scale_torch_$n.log" || { echo "torch DDP ($n GPUs) failed:"; tail -n 5 "$out/scale_torch_$n.log"; }
@@ -226,6 +237,7 @@ for n in (1, 2, 4):
         print("ZeRO-1 %d GPU: no result" % n)
 PY
 while read -r line; do note "$line"; done <"$out/scaling.txt"
+fi
 
 echo
 echo "| check | result |"
