@@ -7,10 +7,7 @@
 // become one tg.matmul_epilogue, which lowers to one GEMM with an epilogue
 // (cuBLASLt BIAS / GELU_AUX_BIAS with beta = 1 on the residual; a product
 // and one loop on cpu) instead of the product plus one or two kernels that
-// re-read its (M, N) result. A product without a bias (LLaMA-style
-// projections) whose only reader is a residual add (through an optional
-// cast) fuses too, with a zero bias vector: the epilogue's C is the
-// residual either way. Runs after the training recipe and the first
+// re-read its (M, N) result. Runs after the training recipe and the first
 // CSE, so the backward's readers of the pre-activation (gelu_grad) are
 // there: they read the op's pre_activation result.
 //
@@ -37,7 +34,6 @@
 #include "passes/Passes.h"
 #include "passes/common/NodeNames.h"
 
-#include "dialects/tg/TgStructuralBuilders.h"
 #include "dialects/tg/TgTypeHelpers.h"
 #include "mlir/IR/Builders.h"
 #include "llvm/Support/FormatVariadic.h"
@@ -49,7 +45,6 @@ namespace tcc {
 
 using namespace mlir;
 using namespace tcc;
-namespace build = tcc::tg::build;
 
 namespace {
 
@@ -58,9 +53,8 @@ constexpr const char kFuseEpilogueAttr[] = "tg.fuse_epilogue";
 // The chain found after one matmul, and what was left out of it and why.
 struct EpilogueMatch {
   tg::MatmulOp product;
-  tg::AddOp biasAdd;       // null: no bias (a residual add alone; fuse() adds a zero bias)
+  tg::AddOp biasAdd;
   Value bias;
-  Value pre;               // the pre-activation: the bias add's result, or the product
   tg::GeluOp gelu;         // null: no activation
   tg::CastOp cast;         // null: the residual add reads the value directly
   tg::AddOp residualAdd;   // null: no residual
@@ -153,11 +147,9 @@ bool readBefore(Value v, Operation *at, Operation *chain) {
 // Extends the bias add with a gelu and a residual add where the target can
 // run them in the epilogue.
 void extend(EpilogueMatch &e, StringRef target) {
-  Value pre = e.pre;
-  // An activation only after a bias add (cuBLASLt's GELU epilogues are
-  // GELU_BIAS / GELU_AUX_BIAS as checked; a bias-free GELU is left as is).
+  Value pre = e.biasAdd.getResult();
   for (Operation *user : pre.getUsers())
-    if (auto g = dyn_cast<tg::GeluOp>(user); g && e.biasAdd) {
+    if (auto g = dyn_cast<tg::GeluOp>(user)) {
       if (isCuda(target) && g.getApproximate() != "tanh") {
         e.leftOut += "; gelu (erf) left out: cuBLASLt's GELU epilogue is the "
                      "tanh form";
@@ -211,7 +203,7 @@ void extend(EpilogueMatch &e, StringRef target) {
 }
 
 std::string describe(EpilogueMatch e) {
-  std::string text = e.biasAdd ? "fused: bias" : "fused: no bias (zero)";
+  std::string text = "fused: bias";
   if (e.gelu)
     text += e.gelu.getApproximate() == "tanh" ? "+gelu_tanh" : "+gelu_erf";
   if (e.residualAdd) {
@@ -357,9 +349,7 @@ void fuse(EpilogueMatch e) {
                     : e.gelu      ? e.gelu.getOperation()
                                   : e.biasAdd.getOperation();
   OpBuilder b(last);
-  SmallVector<Location> locs{e.product.getLoc()};
-  if (e.biasAdd)
-    locs.push_back(e.biasAdd.getLoc());
+  SmallVector<Location> locs{e.product.getLoc(), e.biasAdd.getLoc()};
   if (e.gelu)
     locs.push_back(e.gelu.getLoc());
   if (e.residualAdd)
@@ -367,11 +357,6 @@ void fuse(EpilogueMatch e) {
   Location loc = FusedLoc::get(b.getContext(), locs);
   auto result = cast<RankedTensorType>(last->getResult(0).getType());
   Value bias = e.bias;
-  if (!bias) // a residual add alone: the op's bias is zeros (N)
-    bias = build::splat(b, e.product.getLoc(),
-                        RankedTensorType::get({result.getShape().back()},
-                                              result.getElementType()),
-                        0.0);
   if (tg::rtt(bias).getElementType() != result.getElementType())
     bias = tg::CastOp::create(
         b, e.biasAdd.getLoc(),
@@ -434,26 +419,16 @@ struct TgFuseMatmulEpiloguePass
       }
       std::string why;
       auto biasAdd = biasAddOf(m, why);
-      EpilogueMatch e{m, nullptr, Value(), m.getResult()};
-      if (succeeded(biasAdd)) {
-        e.biasAdd = biasAdd->first;
-        e.bias = biasAdd->second;
-        e.pre = e.biasAdd.getResult();
-      } else {
-        // No bias (LLaMA-style products): a residual add alone, read
-        // through an optional cast, is still the epilogue's C.
-        extend(e, target);
-        if (!e.residualAdd) {
-          refuse(m, why);
-          continue;
-        }
-        e = EpilogueMatch{m, nullptr, Value(), m.getResult()};
+      if (failed(biasAdd)) {
+        refuse(m, why);
+        continue;
       }
       if (std::string why = transposeRefusal(m, target, /*backward=*/false);
           !why.empty()) {
         refuse(m, why);
         continue;
       }
+      EpilogueMatch e{m, biasAdd->first, biasAdd->second};
       extend(e, target);
       if (!enabled) {
         refuse(m, "matches (" + describe(e).substr(7) +
