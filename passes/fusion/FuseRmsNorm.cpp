@@ -84,6 +84,7 @@ Value squaredInput(Value sq) {
 struct Match {
   Value x, weight;
   double eps = 0;
+  Operation *epsConstant = nullptr; // erased with the pattern when nothing else reads it
   Operation *last = nullptr;        // the op whose result the norm replaces
   SmallVector<Operation *> pattern; // erased after the replacement, last first
 };
@@ -113,12 +114,14 @@ std::optional<Match> matchFrom(tg::ReduceMeanOp mean, std::string &why) {
     why = "the mean is not followed by an add (of eps) alone";
     return std::nullopt;
   }
-  std::optional<double> eps = splatConstant(otherOperand(add, mean.getResult()));
+  Value epsValue = otherOperand(add, mean.getResult());
+  std::optional<double> eps = splatConstant(epsValue);
   if (!eps || !(*eps >= 0) || rtt(add.getResult()) != rtt(mean.getResult())) {
     why = "the add's other operand is not a splat constant eps >= 0";
     return std::nullopt;
   }
   m.eps = *eps;
+  m.epsConstant = epsValue.getDefiningOp();
   m.pattern = {sq.getDefiningOp(), mean, add};
   // rsqrt(a) * x | x * rsqrt(a) | x / sqrt(a) | x * (1 / sqrt(a))
   Operation *next = soleUser(add.getResult());
@@ -202,13 +205,10 @@ struct TgFuseRmsNormPass : tcc::impl::TgFuseRmsNormBase<TgFuseRmsNormPass> {
                                                       m->weight ? "weight" : "no weight")
                                             .str()));
       m->last->getResult(0).replaceAllUsesWith(norm.getResult());
-      Operation *epsOp = m->pattern[2]->getOperand(0).getDefiningOp<tg::ConstantOp>()
-                             ? m->pattern[2]->getOperand(0).getDefiningOp()
-                             : m->pattern[2]->getOperand(1).getDefiningOp();
       for (Operation *op : llvm::reverse(m->pattern))
         op->erase();
-      if (epsOp && epsOp->use_empty())
-        epsOp->erase();
+      if (m->epsConstant->use_empty())
+        m->epsConstant->erase();
     }
   }
 };

@@ -130,8 +130,13 @@ void aliasUses(Value buffer, SmallVectorImpl<std::pair<Operation *, Value>> &use
 bool isAttention(Operation *op) { return isa<kern::AttentionOp, kern::AttentionGradOp>(op); }
 
 // The ops whose tensors this pass strides: attention (forward, backward) and
-// rope.
-bool isStrided(Operation *op) { return isAttention(op) || isa<kern::RopeOp>(op); }
+// 4-D rope (only a (B, H, T, D) rotation has the four strides a view needs;
+// any other rope reads and writes its buffers as they are).
+bool isStrided(Operation *op) {
+  if (auto r = dyn_cast<kern::RopeOp>(op)) // strided already: its operands are the roots
+    return r.getLayoutAttr() || mrt(r.getInput()).getRank() == 4;
+  return isAttention(op);
+}
 
 // The strided tensors of an op: attentionTensors, or a rope's input and out.
 SmallVector<Value> stridedTensors(Operation *op) {
@@ -273,10 +278,8 @@ FailureOr<View> Folder::traceSink(Value x, Operation *writer, bool top,
       continue;
     }
     if (top && isStrided(op)) {
-      auto rope = dyn_cast<kern::RopeOp>(op);
-      if (op->getAttr("layout") || (rope && mrt(rope.getInput()).getRank() != 4)) {
-        // its operands are not ours to redirect
-        why = describeOp(op) + (rope && !op->getAttr("layout") ? " (not 4-D)" : " (already strided)") + " reads it";
+      if (op->getAttr("layout")) { // its operands are not ours to redirect
+        why = describeOp(op) + " (already strided) reads it";
         return failure();
       }
       continue;
@@ -389,11 +392,15 @@ std::string chainText(ArrayRef<Operation *> chain) {
 }
 
 void Folder::run() {
-  // Ops strided already (an earlier run) keep their layout and report.
-  SmallVector<Operation *> attention;
+  // Ops strided already (an earlier run) keep their layout and report; a
+  // rope that is not 4-D only reports why it keeps its copies.
+  SmallVector<Operation *> attention; // attention and 4-D rope ops
+  SmallVector<Operation *> flatRopes;
   f_.walk([&](Operation *op) {
     if (isStrided(op) && !op->getAttr("layout"))
       attention.push_back(op);
+    else if (isa<kern::RopeOp>(op) && !isStrided(op))
+      flatRopes.push_back(op);
   });
   // Sink plans first (they decide whether an attention output moves, which
   // the readers of that output follow).
@@ -467,12 +474,6 @@ void Folder::run() {
     kern::RopeSizes ropeSizes;
     SmallVector<kern::AttentionTensorLayout> layouts;
     if (rope) {
-      // Only a (B, H, T, D) rotation has the four strides a view needs.
-      if (mrt(rope.getInput()).getRank() != 4) {
-        for (unsigned i = 0; i < 2; ++i)
-          notes[op][i] = "kept: the rotated tensor is not 4-D (B, H, T, D)";
-        continue;
-      }
       ropeSizes = kern::ropeSizes(rope);
       layouts = llvm::to_vector(kern::ropeLayouts(rope, ropeSizes));
     } else {
@@ -528,6 +529,10 @@ void Folder::run() {
       kern::setAttentionLayouts(op, sizes, layouts);
   }
   // Record the decisions.
+  for (Operation *op : flatRopes) {
+    attention.push_back(op);
+    notes[op].assign(2, "kept: the rotated tensor is not 4-D (B, H, T, D)");
+  }
   for (Operation *op : attention) {
     Builder b(op->getContext());
     SmallVector<Attribute> lines;

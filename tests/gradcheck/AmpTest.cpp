@@ -61,12 +61,6 @@ module {
 }
 )mlir";
 
-int64_t count(ModuleOp module, StringRef opName) {
-  int64_t n = 0;
-  module.walk([&](Operation *op) { n += op->getName().getStringRef() == opName; });
-  return n;
-}
-
 double maxAbsDiff(const Tensor &a, const Tensor &b) {
   double d = 0;
   for (size_t i = 0; i < a.data.size(); ++i)
@@ -153,7 +147,7 @@ TEST_F(GradCheckTest, Fp32AndTf32ChangeNoOp) {
     PassManager pm(&context());
     pm.addPass(createTgAmp(TgAmpOptions{precision}));
     ASSERT_TRUE(succeeded(pm.run(*module)));
-    EXPECT_EQ(count(*module, "tg.cast"), 0) << precision;
+    EXPECT_EQ(countOps(*module, "tg.cast"), 0) << precision;
   }
 }
 

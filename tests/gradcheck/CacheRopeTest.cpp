@@ -21,12 +21,6 @@ namespace build = tcc::tg::build;
 
 namespace {
 
-int64_t count(ModuleOp module, StringRef opName) {
-  int64_t n = 0;
-  module.walk([&](Operation *op) { n += op->getName().getStringRef() == opName; });
-  return n;
-}
-
 // The model's tables (models/Gpt.cpp, ropeTables) in f64: angle[t, i] =
 // t * theta^(-2i / D) over (T, D / 2); returns {cos half, sin half}.
 std::pair<Value, Value> halfTables(OpBuilder &b, Location loc, int64_t t, int64_t d) {
@@ -112,8 +106,8 @@ void expectCachedAndFused(uint64_t seed, OwningOpRef<ModuleOp> original,
   PassManager pm(fused->getContext());
   pm.addPass(createTgCacheRope());
   ASSERT_TRUE(succeeded(pm.run(*fused)));
-  EXPECT_EQ(count(*fused, "tg.rope"), ropes);
-  EXPECT_EQ(count(*fused, "tg.sin") + count(*fused, "tg.cos") + count(*fused, "tg.exp"), 0)
+  EXPECT_EQ(countOps(*fused, "tg.rope"), ropes);
+  EXPECT_EQ(countOps(*fused, "tg.sin") + countOps(*fused, "tg.cos") + countOps(*fused, "tg.exp"), 0)
       << "the tables are constants now";
   int64_t dense = 0;
   fused->walk([&](tg::ConstantOp c) {
@@ -123,7 +117,7 @@ void expectCachedAndFused(uint64_t seed, OwningOpRef<ModuleOp> original,
   OwningOpRef<ModuleOp> before = original->clone();
   ASSERT_TRUE(runTrainingPasses(*before).succeeded());
   ASSERT_TRUE(runTrainingPasses(*fused).succeeded());
-  EXPECT_EQ(count(*fused, "tg.rope"), 3 * ropes) << "@forward, @train_step and its gradient";
+  EXPECT_EQ(countOps(*fused, "tg.rope"), 3 * ropes) << "@forward, @train_step and its gradient";
   expectSameFunctions(*before, *fused, seed, 3);
 }
 
@@ -178,7 +172,7 @@ TEST_F(CacheRope, TablesFromAParameterStillFuseWithGradients) {
   PassManager pm(fused->getContext());
   pm.addPass(createTgCacheRope());
   ASSERT_TRUE(succeeded(pm.run(*fused)));
-  EXPECT_EQ(count(*fused, "tg.rope"), 1);
+  EXPECT_EQ(countOps(*fused, "tg.rope"), 1);
   ASSERT_TRUE(runTrainingPasses(*original).succeeded());
   ASSERT_TRUE(runTrainingPasses(*fused).succeeded());
   expectSameFunctions(*original, *fused, seed(), 3);

@@ -53,12 +53,6 @@ std::string caseName(const ::testing::TestParamInfo<FusionCase> &info) {
   return info.param.name;
 }
 
-int64_t count(ModuleOp module, StringRef opName) {
-  int64_t n = 0;
-  module.walk([&](Operation *op) { n += op->getName().getStringRef() == opName; });
-  return n;
-}
-
 // A (T, S) f64 constant: `inside` where key j is visible to query i
 // (causal: j <= i + S - T), `outside` elsewhere.
 Value triangle(OpBuilder &b, Location loc, const FusionCase &c, Type elem,
@@ -208,14 +202,14 @@ TEST_P(FuseAttentionTest, FusedModuleComputesTheWrittenOutFunction) {
   PassManager pm(&context());
   pm.addPass(createTgFuseAttention());
   ASSERT_TRUE(succeeded(pm.run(*fused))) << diagnostics_;
-  ASSERT_EQ(count(*fused, "tg.attention"), 1) << "the case is not fused";
-  EXPECT_EQ(count(*fused, "tg.softmax"), 0);
-  EXPECT_EQ(count(*fused, "tg.dropout"), 0);
+  ASSERT_EQ(countOps(*fused, "tg.attention"), 1) << "the case is not fused";
+  EXPECT_EQ(countOps(*fused, "tg.softmax"), 0);
+  EXPECT_EQ(countOps(*fused, "tg.dropout"), 0);
 
   ASSERT_TRUE(train(*original));
   ASSERT_TRUE(train(*fused));
-  EXPECT_EQ(count(*fused, "tg.attention_grad"), 1);
-  EXPECT_EQ(count(*fused, "tg.softmax"), 0) << "the backward recomputes p";
+  EXPECT_EQ(countOps(*fused, "tg.attention_grad"), 1);
+  EXPECT_EQ(countOps(*fused, "tg.softmax"), 0) << "the backward recomputes p";
   expectSameFunctions(*original, *fused, seed(), 1);
 }
 

@@ -36,12 +36,6 @@ OwningOpRef<ModuleOp> crossEntropyModule(MLIRContext &ctx, std::vector<int64_t> 
       });
 }
 
-int64_t count(ModuleOp module, StringRef opName) {
-  int64_t n = 0;
-  module.walk([&](Operation *op) { n += op->getName().getStringRef() == opName; });
-  return n;
-}
-
 class FuseCrossEntropyTest : public GradCheckParamTest<std::vector<int64_t>> {};
 
 TEST_P(FuseCrossEntropyTest, SameLossAndGradientsAsTheUnfusedOp) {
@@ -51,12 +45,12 @@ TEST_P(FuseCrossEntropyTest, SameLossAndGradientsAsTheUnfusedOp) {
   PassManager pm(&context());
   pm.addPass(createTgFuseCrossEntropy());
   ASSERT_TRUE(succeeded(pm.run(*fused)));
-  EXPECT_EQ(count(*fused, "tg.cross_entropy"), 0);
-  EXPECT_EQ(count(*fused, "tg.softmax_cross_entropy"), 1);
+  EXPECT_EQ(countOps(*fused, "tg.cross_entropy"), 0);
+  EXPECT_EQ(countOps(*fused, "tg.softmax_cross_entropy"), 1);
 
   ASSERT_TRUE(differentiate(*original));
   ASSERT_TRUE(differentiate(*fused));
-  EXPECT_EQ(count(*fused, "tg.softmax_cross_entropy_grad"), 1)
+  EXPECT_EQ(countOps(*fused, "tg.softmax_cross_entropy_grad"), 1)
       << "the gradient is the fused op too";
   expectSameFunctions(*original, *fused, seed(), GetParam().back());
   GradCheckOptions options;
@@ -81,8 +75,8 @@ TEST_F(FuseCrossEntropy, LeavesIgnoreIndexToDecompose) {
   PassManager pm(&context());
   pm.addPass(createTgFuseCrossEntropy());
   ASSERT_TRUE(succeeded(pm.run(*module)));
-  EXPECT_EQ(count(*module, "tg.cross_entropy"), 1);
-  EXPECT_EQ(count(*module, "tg.softmax_cross_entropy"), 0);
+  EXPECT_EQ(countOps(*module, "tg.cross_entropy"), 1);
+  EXPECT_EQ(countOps(*module, "tg.softmax_cross_entropy"), 0);
 }
 
 } // namespace

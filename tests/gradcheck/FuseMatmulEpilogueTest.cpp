@@ -37,12 +37,6 @@ std::string caseName(const ::testing::TestParamInfo<EpilogueCase> &info) {
   return info.param.name;
 }
 
-int64_t count(ModuleOp module, StringRef opName) {
-  int64_t n = 0;
-  module.walk([&](Operation *op) { n += op->getName().getStringRef() == opName; });
-  return n;
-}
-
 // x (2, 3, 4) @ w (4, 8) + b (8) [-> gelu] [+ r (2, 3, 8)]: a GPT block's
 // linear layer (batched activations, one weight).
 Value writeLinear(OpBuilder &b, Location loc, ArrayRef<Value> a,
@@ -84,8 +78,8 @@ TEST_P(FuseMatmulEpilogueTest, FusedStepComputesTheUnfusedOne) {
   pm.addPass(createTgFuseMatmulEpilogue(TgFuseMatmulEpilogueOptions{"cpu", true}));
   ASSERT_TRUE(succeeded(pm.run(*fused))) << diagnostics_;
   // One in @forward (eval) and one in @train_step.
-  ASSERT_EQ(count(*fused, "tg.matmul_epilogue"), 2) << "the case is not fused";
-  EXPECT_EQ(count(*fused, "tg.gelu"), 0);
+  ASSERT_EQ(countOps(*fused, "tg.matmul_epilogue"), 2) << "the case is not fused";
+  EXPECT_EQ(countOps(*fused, "tg.gelu"), 0);
   bool activationSeen = false;
   fused->walk([&](tg::MatmulEpilogueOp op) {
     EXPECT_EQ(op.getActivation(), c.expected);
@@ -95,8 +89,8 @@ TEST_P(FuseMatmulEpilogueTest, FusedStepComputesTheUnfusedOne) {
   // The backward's gelu_grad reads the saved pre-activation.
   EXPECT_EQ(activationSeen, c.gelu != nullptr);
   // dW = x^T dY with db = the sums of dY's rows.
-  EXPECT_EQ(count(*fused, "tg.matmul_bias_grad"), 1) << "the bias gradient is not fused";
-  EXPECT_EQ(count(*fused, "tg.reduce_sum"), count(*original, "tg.reduce_sum") - 1);
+  EXPECT_EQ(countOps(*fused, "tg.matmul_bias_grad"), 1) << "the bias gradient is not fused";
+  EXPECT_EQ(countOps(*fused, "tg.reduce_sum"), countOps(*original, "tg.reduce_sum") - 1);
   expectSameFunctions(*original, *fused, seed(), 1);
 }
 
@@ -124,11 +118,11 @@ TEST_P(FuseMatmulDgeluTest, FusedMlpStepComputesTheUnfusedOne) {
   PassManager pm(&context());
   pm.addPass(createTgFuseMatmulEpilogue(TgFuseMatmulEpilogueOptions{"cpu", true}));
   ASSERT_TRUE(succeeded(pm.run(*fused))) << diagnostics_;
-  EXPECT_EQ(count(*fused, "tg.matmul_dgelu"), 1) << "the backward's gelu_grad is not fused";
-  EXPECT_EQ(count(*fused, "tg.gelu_grad"), 0);
-  EXPECT_EQ(count(*fused, "tg.matmul_epilogue"), 4); // two linears, forward and train step
+  EXPECT_EQ(countOps(*fused, "tg.matmul_dgelu"), 1) << "the backward's gelu_grad is not fused";
+  EXPECT_EQ(countOps(*fused, "tg.gelu_grad"), 0);
+  EXPECT_EQ(countOps(*fused, "tg.matmul_epilogue"), 4); // two linears, forward and train step
   // Both bias gradients, the second read from the DGELU product's result.
-  EXPECT_EQ(count(*fused, "tg.matmul_bias_grad"), 2) << "a bias gradient is not fused";
+  EXPECT_EQ(countOps(*fused, "tg.matmul_bias_grad"), 2) << "a bias gradient is not fused";
   expectSameFunctions(*original, *fused, seed(), 1);
 }
 

@@ -19,12 +19,6 @@ namespace build = tcc::tg::build;
 
 namespace {
 
-int64_t count(ModuleOp module, StringRef opName) {
-  int64_t n = 0;
-  module.walk([&](Operation *op) { n += op->getName().getStringRef() == opName; });
-  return n;
-}
-
 // x * rsqrt(mean(x * x, -1, keepdim) + eps) * w, as imported LLaMA code.
 Value llamaRmsNorm(OpBuilder &b, Location loc, Value x, Value w, double eps) {
   int64_t last = cast<RankedTensorType>(x.getType()).getRank() - 1;
@@ -60,12 +54,12 @@ TEST_F(FuseRmsNorm, FusedStepComputesTheSameFunction) {
   PassManager pm(fused->getContext());
   pm.addPass(createTgFuseRmsNorm());
   ASSERT_TRUE(succeeded(pm.run(*fused)));
-  EXPECT_EQ(count(*fused, "tg.rms_norm"), 2);
-  EXPECT_EQ(count(*fused, "tg.reduce_mean"), 0);
-  EXPECT_EQ(count(*fused, "tg.rsqrt") + count(*fused, "tg.sqrt"), 0);
+  EXPECT_EQ(countOps(*fused, "tg.rms_norm"), 2);
+  EXPECT_EQ(countOps(*fused, "tg.reduce_mean"), 0);
+  EXPECT_EQ(countOps(*fused, "tg.rsqrt") + countOps(*fused, "tg.sqrt"), 0);
   ASSERT_TRUE(runTrainingPasses(*original).succeeded());
   ASSERT_TRUE(runTrainingPasses(*fused).succeeded());
-  EXPECT_GE(count(*fused, "tg.rms_norm_grad"), 2) << "the backward is the fused rule";
+  EXPECT_GE(countOps(*fused, "tg.rms_norm_grad"), 2) << "the backward is the fused rule";
   expectSameFunctions(*original, *fused, seed(), 3);
   checkGradients(*fused);
 }

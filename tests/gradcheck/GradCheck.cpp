@@ -174,6 +174,12 @@ LogicalResult runDecompose(ModuleOp module, bool withCse) {
   return pm.run(module);
 }
 
+int64_t countOps(ModuleOp module, StringRef opName) {
+  int64_t n = 0;
+  module.walk([&](Operation *op) { n += op->getName().getStringRef() == opName; });
+  return n;
+}
+
 FailureOr<func::FuncOp> buildScalarFunction(ModuleOp module,
                                             Operation *target) {
   auto scalarOp = dyn_cast<tg::ScalarOpInterface>(target);

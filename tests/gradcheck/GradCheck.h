@@ -93,6 +93,10 @@ mlir::LogicalResult runTrainingPasses(mlir::ModuleOp module,
 // Runs tg-decompose (then CSE with `withCse`, as the pipeline does).
 mlir::LogicalResult runDecompose(mlir::ModuleOp module, bool withCse);
 
+// How many ops named `opName` ("tg.rope") the module holds, nested ones
+// included: what a pass test expects a rewrite to have made or removed.
+int64_t countOps(mlir::ModuleOp module, llvm::StringRef opName);
+
 // Appends to `module` the function @scalar(operand elements..., i64 flat
 // index) -> result elements whose body is `target`'s buildScalar (what
 // lowering emits per element). Failure (with a test failure) when

@@ -12,7 +12,7 @@ LogicalResult CudaStepEmitter::emitRope(kern::RopeOp r, llvm::raw_ostream &os,
   // The rotated tensor as (B, H, T, D) rows with one stride set for the input
   // and one for the output (packed buffers after kern-fold-attention-layout).
   kern::RopeSizes s = kern::ropeSizes(r);
-  SmallVector<kern::AttentionTensorLayout, 2> l = kern::ropeLayouts(r, s);
+  SmallVector<kern::AttentionTensorLayout, 2> layouts = kern::ropeLayouts(r, s);
   auto strides = [](const kern::AttentionTensorLayout &t) {
     return llvm::formatv("tcc_cuda::RopeStrides{{{0}, {1}, {2}, {3}}", t.offset, t.batch,
                          t.head, t.row)
@@ -21,28 +21,28 @@ LogicalResult CudaStepEmitter::emitRope(kern::RopeOp r, llvm::raw_ostream &os,
   double work = 3.0 * static_cast<double>(s.elements()); // two products and a sum
   flops += work;
   Type et = mrt(r.getInput()).getElementType(), te = mrt(r.getCos()).getElementType();
-  FamilyLaunch l0;
-  l0.kind = "rope";
-  l0.launcherCall = llvm::formatv(
+  FamilyLaunch l;
+  l.kind = "rope";
+  l.launcherCall = llvm::formatv(
       "tcc_cuda::launch_rope<{0}, {1}>({2}, {3}, {4}, {5}, {6}, {7}, {8}, {9}, {10}, {11}, "
       "{12}, s);",
       familyElementType(et, CodeTarget::Cuda), familyElementType(te, CodeTarget::Cuda),
-      familyPointer(et, "p0", false, CodeTarget::Cuda), strides(l[0]),
+      familyPointer(et, "p0", false, CodeTarget::Cuda), strides(layouts[0]),
       familyPointer(te, "p1", false, CodeTarget::Cuda),
       familyPointer(te, "p2", false, CodeTarget::Cuda),
-      familyPointer(et, "p3", true, CodeTarget::Cuda), strides(l[1]), s.batch, s.heads,
+      familyPointer(et, "p3", true, CodeTarget::Cuda), strides(layouts[1]), s.batch, s.heads,
       s.positions, s.dim, r.getTransposed() ? "true" : "false");
-  l0.buffers = {r.getInput(), r.getCos(), r.getSin(), r.getOut()};
-  l0.written = {false, false, false, true};
-  l0.flops = work;
-  l0.bytes = 2.0 * static_cast<double>(s.elements()) * kern::elementBytes(et) +
+  l.buffers = {r.getInput(), r.getCos(), r.getSin(), r.getOut()};
+  l.written = {false, false, false, true};
+  l.flops = work;
+  l.bytes = 2.0 * static_cast<double>(s.elements()) * kern::elementBytes(et) +
              2.0 * bufferBytes(mrt(r.getCos()));
-  l0.shape = llvm::formatv("{0} rows of {1}, {2} positions{3}{4}",
+  l.shape = llvm::formatv("{0} rows of {1}, {2} positions{3}{4}",
                            s.batch * s.heads * s.positions, s.dim, s.positions,
                            r.getTransposed() ? ", transposed" : "",
                            r.getLayoutAttr() ? ", strided" : "")
                  .str();
-  return emitFamily(r, os, l0);
+  return emitFamily(r, os, l);
 }
 
 } // namespace tcc::codegen::cuda

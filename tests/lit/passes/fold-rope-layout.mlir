@@ -96,3 +96,16 @@ func.func @rope_input_read_elsewhere(%qkv: memref<2x4x16xf32>, %cos: memref<4x8x
   kern.rope %qt, %cos, %sin, %qr : memref<2x2x4x8xf32>, memref<4x8xf32>, memref<4x8xf32>, memref<2x2x4x8xf32> loc("q.rope")
   return
 }
+
+// A rotation of a 3-D tensor has no (B, H, T, D) view: it keeps its copies.
+// CHECK-LABEL: func.func @rope_not_4d
+// CHECK: kern.transpose
+// CHECK: kern.rope {{.*}}kern.fold_layout = ["x: kept: the rotated tensor is not 4-D (B, H, T, D)", "out: kept: the rotated tensor is not 4-D (B, H, T, D)"]
+// CHECK-NOT: layout =
+func.func @rope_not_4d(%x: memref<4x2x8xf32>, %cos: memref<4x8xf32>, %sin: memref<4x8xf32>,
+                       %out: memref<2x4x8xf32>) {
+  %t = kern.alloc : memref<2x4x8xf32>
+  kern.transpose %x, %t {perm = array<i64: 1, 0, 2>} : memref<4x2x8xf32>, memref<2x4x8xf32> loc("x.t")
+  kern.rope %t, %cos, %sin, %out : memref<2x4x8xf32>, memref<4x8xf32>, memref<4x8xf32>, memref<2x4x8xf32> loc("rope3")
+  return
+}
