@@ -225,11 +225,19 @@ def upsample2x(x):
 
 
 class ConvBlock(nn.Module):
-    def __init__(self, cin, cout):
+    """Two 3x3 convolutions, each followed by BatchNorm + ReLU (norm
+    "batch"), or GroupNorm (8 groups) + SiLU (norm "group", as diffusion
+    UNets write their blocks)."""
+
+    def __init__(self, cin, cout, norm="batch"):
         super().__init__()
+        def norm_act():
+            if norm == "group":
+                return [nn.GroupNorm(8, cout), nn.SiLU()]
+            return [nn.BatchNorm2d(cout), nn.ReLU()]
         self.net = nn.Sequential(
-            nn.Conv2d(cin, cout, 3, 1, 1, bias=False), nn.BatchNorm2d(cout), nn.ReLU(),
-            nn.Conv2d(cout, cout, 3, 1, 1, bias=False), nn.BatchNorm2d(cout), nn.ReLU())
+            nn.Conv2d(cin, cout, 3, 1, 1, bias=False), *norm_act(),
+            nn.Conv2d(cout, cout, 3, 1, 1, bias=False), *norm_act())
 
     def forward(self, x):
         return self.net(x)
@@ -240,17 +248,17 @@ class UNet(nn.Module):
     bottleneck block, `levels` up steps (2x nearest upsample, 3x3 conv,
     concat with the skip, conv block), a 1x1 conv to per-pixel classes."""
 
-    def __init__(self, base=32, levels=3, classes=8, upsample="expand"):
+    def __init__(self, base=32, levels=3, classes=8, upsample="expand", norm="batch"):
         super().__init__()
         self.upsample = upsample
         widths = [base * 2 ** i for i in range(levels + 1)]
         self.down = nn.ModuleList()
         cin = 3
         for w in widths[:-1]:
-            self.down.append(ConvBlock(cin, w))
+            self.down.append(ConvBlock(cin, w, norm))
             cin = w
         self.pool = nn.MaxPool2d(2)
-        self.mid = ConvBlock(widths[-2], widths[-1])
+        self.mid = ConvBlock(widths[-2], widths[-1], norm)
         self.up_conv = nn.ModuleList()
         self.up = nn.ModuleList()
         for w_hi, w in zip(widths[:0:-1], widths[-2::-1]):
@@ -258,7 +266,7 @@ class UNet(nn.Module):
                 self.up_conv.append(nn.ConvTranspose2d(w_hi, w, 2, 2))
             else:
                 self.up_conv.append(nn.Conv2d(w_hi, w, 3, 1, 1))
-            self.up.append(ConvBlock(2 * w, w))
+            self.up.append(ConvBlock(2 * w, w, norm))
         self.out = nn.Conv2d(widths[0], classes, 1)
         self.resize = nn.Upsample(scale_factor=2) if upsample == "nn.Upsample" else None
 
@@ -269,6 +277,8 @@ class UNet(nn.Module):
             return conv(self.resize(x))
         if self.upsample == "interpolate":
             return conv(F.interpolate(x, scale_factor=2, mode="nearest"))
+        if self.upsample == "bilinear":
+            return conv(F.interpolate(x, scale_factor=2, mode="bilinear"))
         return conv(upsample2x(x))
 
     def forward(self, images):
@@ -468,6 +478,12 @@ MODELS = {s.name: s for s in [
          grad_clip=1.0),
     Spec("unet", "UNet, 3x128x128, 3 levels, 8 classes per pixel", "segment",
          lambda c: UNet(c["base"], c["levels"], c["classes"], c.get("upsample", "expand")),
+         lambda m, **kw: _adamw(m, lr=1e-3, betas=(0.9, 0.999), wd=0.01, **kw),
+         gpu=dict(batch=32, image=128, classes=8, base=32, levels=3),
+         cpu=dict(batch=2, image=64, classes=8, base=8, levels=3),
+         channels_last=True),
+    Spec("unet_gn", "UNet, GroupNorm + SiLU, bilinear upsampling, 3x128x128", "segment",
+         lambda c: UNet(c["base"], c["levels"], c["classes"], "bilinear", norm="group"),
          lambda m, **kw: _adamw(m, lr=1e-3, betas=(0.9, 0.999), wd=0.01, **kw),
          gpu=dict(batch=32, image=128, classes=8, base=32, levels=3),
          cpu=dict(batch=2, image=64, classes=8, base=8, levels=3),

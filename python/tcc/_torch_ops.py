@@ -497,10 +497,13 @@ def _mse_module(c, node, args, kwargs):
 # -- the tables ----------------------------------------------------------------
 
 # Imported here: the vision handlers use Dyn and Unsupported above.
-from tcc._torch_vision_ops import (_avg_pool_function, _avg_pool_module,
-                                   _batch_norm_function, _batch_norm_module,
-                                   _conv2d_function, _conv2d_module,
-                                   _max_pool_function, _max_pool_module)  # noqa: E402
+from tcc._torch_vision_ops import (_adaptive_avg_pool_function,  # noqa: E402
+                                   _adaptive_avg_pool_module, _avg_pool_function,
+                                   _avg_pool_module, _batch_norm_function,
+                                   _batch_norm_module, _conv2d_function, _conv2d_module,
+                                   _group_norm_function, _group_norm_module,
+                                   _interpolate_function, _max_pool_function,
+                                   _max_pool_module, _upsample_module)
 
 MODULES = {
     nn.Linear: _linear_module, nn.Embedding: _embedding_module,
@@ -513,12 +516,17 @@ MODULES = {
     nn.MSELoss: _mse_module, nn.Conv2d: _conv2d_module,
     nn.MaxPool2d: _max_pool_module, nn.AvgPool2d: _avg_pool_module,
     nn.BatchNorm1d: _batch_norm_module, nn.BatchNorm2d: _batch_norm_module,
+    nn.GroupNorm: _group_norm_module, nn.AdaptiveAvgPool2d: _adaptive_avg_pool_module,
+    nn.Upsample: _upsample_module, nn.UpsamplingNearest2d: _upsample_module,
+    nn.UpsamplingBilinear2d: _upsample_module,
 }
 
 FUNCTIONS = {
     F.linear: _linear_function, F.embedding: _embedding_function,
     F.conv2d: _conv2d_function, F.max_pool2d: _max_pool_function,
-    F.batch_norm: _batch_norm_function,
+    F.batch_norm: _batch_norm_function, F.group_norm: _group_norm_function,
+    F.adaptive_avg_pool2d: _adaptive_avg_pool_function,
+    F.interpolate: _interpolate_function, F.upsample: _interpolate_function,
     torch.max_pool2d: _max_pool_function, F.avg_pool2d: _avg_pool_function,
     F.layer_norm: _layer_norm_function, F.dropout: _dropout,
     F.relu: _unary("relu"), torch.relu: _unary("relu"),

@@ -156,3 +156,67 @@ def _batch_norm_function(c, node, args, kwargs):
         stats = _model_buffers(c, prefix, rm.shape[0], c.dtype_name(rm.dtype))
     return _batch_norm(c, a["input"], stats, a["weight"], a["bias"], a["momentum"],
                        a["eps"])
+
+
+# -- group norm, adaptive pooling, resampling (tcc/composite_ops.py) -------------------
+
+def _group_norm(c, x, groups, weight, bias, eps):
+    if not isinstance(x, Dyn):
+        raise Unsupported("group_norm of a constant")
+    for what, t in (("weight", weight), ("bias", bias)):
+        if t is not None and not isinstance(t, Dyn):
+            raise Unsupported(f"group_norm with a constant {what}")
+    return ops.group_norm(x.t, int(groups), c.t(weight) if weight is not None else None,
+                          c.t(bias) if bias is not None else None, eps=float(eps))
+
+
+def _group_norm_module(c, node, args, kwargs):
+    m = c.module_of(node)
+    w = c.param_value(f"{node.target}.weight") if m.affine else None
+    b = c.param_value(f"{node.target}.bias") if m.affine else None
+    return _group_norm(c, args[0], m.num_groups, w, b, m.eps)
+
+
+def _group_norm_function(c, node, args, kwargs):
+    names = ("input", "num_groups", "weight", "bias", "eps")
+    a = dict({"weight": None, "bias": None, "eps": 1e-5}, **dict(zip(names, args)), **kwargs)
+    return _group_norm(c, a["input"], a["num_groups"], a["weight"], a["bias"], a["eps"])
+
+
+def _adaptive_avg_pool_module(c, node, args, kwargs):
+    return ops.adaptive_avg_pool2d(c.t(args[0]), c.module_of(node).output_size)
+
+
+def _adaptive_avg_pool_function(c, node, args, kwargs):
+    a = dict(zip(("input", "output_size"), args), **kwargs)
+    return ops.adaptive_avg_pool2d(c.t(a["input"]), a["output_size"])
+
+
+def _interpolate(c, x, size, scale_factor, mode, align_corners, recompute, antialias=False):
+    if antialias:
+        raise Unsupported("interpolate with antialias=True")
+    if mode not in ("nearest", "nearest-exact", "bilinear"):
+        raise Unsupported(f"interpolate mode '{mode}' (supported: nearest, nearest-exact, "
+                          "bilinear)")
+    if not isinstance(x, Dyn) or x.rank != 4:
+        raise Unsupported("interpolate of an input that is not (N, C, H, W)")
+    return ops.interpolate(c.t(x), size=size, scale_factor=scale_factor, mode=mode,
+                           align_corners=align_corners, recompute_scale_factor=recompute)
+
+
+def _upsample_module(c, node, args, kwargs):
+    """nn.Upsample, nn.UpsamplingNearest2d, nn.UpsamplingBilinear2d (the last
+    with align_corners=True, as PyTorch)."""
+    m = c.module_of(node)
+    return _interpolate(c, args[0], m.size, m.scale_factor, m.mode, m.align_corners,
+                        getattr(m, "recompute_scale_factor", None))
+
+
+def _interpolate_function(c, node, args, kwargs):
+    names = ("input", "size", "scale_factor", "mode", "align_corners",
+             "recompute_scale_factor", "antialias")
+    a = dict({"size": None, "scale_factor": None, "mode": "nearest", "align_corners": None,
+              "recompute_scale_factor": None, "antialias": False},
+             **dict(zip(names, args)), **kwargs)
+    return _interpolate(c, a["input"], a["size"], a["scale_factor"], a["mode"],
+                        a["align_corners"], a["recompute_scale_factor"], a["antialias"])

@@ -593,5 +593,5 @@ from tcc import functional  # noqa: E402  (nn.functional, as in torch)
 
 # The vision modules (NCHW) live in nn_vision.py; imported last because they
 # subclass Module.
-from tcc.nn_vision import (AvgPool2d, BatchNorm1d, BatchNorm2d, Conv2d,  # noqa: E402
-                           MaxPool2d)
+from tcc.nn_vision import (AdaptiveAvgPool2d, AvgPool2d, BatchNorm1d,  # noqa: E402
+                           BatchNorm2d, Conv2d, GroupNorm, MaxPool2d, Upsample)

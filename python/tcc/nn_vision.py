@@ -1,6 +1,6 @@
 """tcc.nn's vision modules on NCHW tensors (torch.nn's names, layouts and
-defaults): Conv2d, MaxPool2d, AvgPool2d, BatchNorm1d, BatchNorm2d. Exported
-by tcc.nn."""
+defaults): Conv2d, MaxPool2d, AvgPool2d, AdaptiveAvgPool2d, BatchNorm1d,
+BatchNorm2d, GroupNorm, Upsample. Exported by tcc.nn."""
 
 import math
 from typing import Optional, Tuple
@@ -146,3 +146,56 @@ class BatchNorm1d(_BatchNorm):
 class BatchNorm2d(_BatchNorm):
     """torch.nn.BatchNorm2d on NCHW."""
     ranks = (4,)
+
+
+class AdaptiveAvgPool2d(Module):
+    """torch.nn.AdaptiveAvgPool2d (ops.adaptive_avg_pool2d): output_size an
+    int or (oh, ow), None keeping that size."""
+
+    def __init__(self, output_size):
+        super().__init__()
+        self.output_size = output_size
+
+    def forward(self, x: Tensor) -> Tensor:
+        return ops.adaptive_avg_pool2d(x, self.output_size, name=self.node_name())
+
+
+class GroupNorm(Module):
+    """torch.nn.GroupNorm: weight ones and bias zeros (C) when affine
+    (ops.group_norm: a layer norm over each group, then per channel)."""
+
+    def __init__(self, num_groups: int, num_channels: int, eps: float = 1e-5,
+                 affine: bool = True):
+        super().__init__()
+        if num_groups < 1 or num_channels < 1 or num_channels % num_groups:
+            raise TccError(f"GroupNorm({num_groups}, {num_channels}): num_groups must "
+                           "be positive and divide num_channels")
+        self.num_groups, self.num_channels = int(num_groups), int(num_channels)
+        self.eps = float(eps)
+        if affine:
+            self.weight = Parameter((num_channels,), ones())
+            self.bias = Parameter((num_channels,), zeros())
+
+    def forward(self, x: Tensor) -> Tensor:
+        if x.shape is not None and (len(x.shape) < 2 or x.shape[1] != self.num_channels):
+            raise TccError(f"{self._describe()}: input {x.name!r} has shape {x.shape}, "
+                           f"expected (N, {self.num_channels}, ...)")
+        w = self.weight if "weight" in self._parameters else None
+        b = self.bias if "bias" in self._parameters else None
+        return ops.group_norm(x, self.num_groups, w, b, eps=self.eps,
+                              name=self.node_name())
+
+
+class Upsample(Module):
+    """torch.nn.Upsample (ops.interpolate): size or scale_factor, mode
+    "nearest" (default), "nearest-exact" or "bilinear"."""
+
+    def __init__(self, size=None, scale_factor=None, mode: str = "nearest",
+                 align_corners: Optional[bool] = None):
+        super().__init__()
+        self.size, self.scale_factor = size, scale_factor
+        self.mode, self.align_corners = mode, align_corners
+
+    def forward(self, x: Tensor) -> Tensor:
+        return ops.interpolate(x, self.size, self.scale_factor, self.mode,
+                               self.align_corners, name=self.node_name())

@@ -67,7 +67,7 @@ def pow(x: Tensor, exponent: float, name: Optional[str] = None) -> Tensor:  # no
 def select(cond: Tensor, a, b, name: Optional[str] = None) -> Tensor:
     """cond ? a : b (all three broadcast)."""
     m = _model(cond, a, b)
-    like = a if isinstance(a, Tensor) else b
+    like = a if isinstance(a, Tensor) else b if isinstance(b, Tensor) else None
     return m.op("select", cond, m._as_tensor(a, like), m._as_tensor(b, like),
                 name=name)
 
@@ -263,3 +263,7 @@ def _pool(op):
 
 
 max_pool2d, avg_pool2d = _pool("max_pool2d"), _pool("avg_pool2d")
+
+
+# Composite vision ops (decompositions into the ops above; composite_ops.py).
+from tcc.composite_ops import adaptive_avg_pool2d, group_norm, interpolate  # noqa: E402,F401

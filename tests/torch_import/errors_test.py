@@ -40,12 +40,13 @@ def expect_error(label, fn, *needles):
     failures.append(f"{label}: no error")
 
 
-class GroupNormNet(nn.Module):
-    """nn.GroupNorm has no mapping (batch norm, conv2d and the pools do)."""
+class NormNet(nn.Module):
+    """nn.InstanceNorm2d has no mapping (batch norm, group norm, conv2d and
+    the pools do)."""
 
     def __init__(self, norm=None):
         super().__init__()
-        self.features = nn.Sequential(norm or nn.GroupNorm(1, 1), nn.ReLU())
+        self.features = nn.Sequential(norm or nn.InstanceNorm2d(1), nn.ReLU())
         self.fc = nn.Linear(8 * 8, 10)
 
     def forward(self, x):
@@ -96,10 +97,10 @@ def python_checks():
         kw.setdefault("optimizer", torch.optim.SGD(net.parameters(), lr=0.1))
         return lambda: tcc.from_torch(net, x, loss=ce, target=y, **kw)
 
-    expect_error("group_norm", imp(GroupNormNet(), torch.randn(4, 1, 8, 8)),
-                 "unsupported op torch.nn.GroupNorm at features.0", "supported:")
+    expect_error("instance_norm", imp(NormNet(), torch.randn(4, 1, 8, 8)),
+                 "unsupported op torch.nn.InstanceNorm2d at features.0", "supported:")
     expect_error("batch_norm_cumulative",
-                 imp(GroupNormNet(nn.BatchNorm2d(1, momentum=None)), torch.randn(4, 1, 8, 8)),
+                 imp(NormNet(nn.BatchNorm2d(1, momentum=None)), torch.randn(4, 1, 8, 8)),
                  "unsupported use of torch.nn.BatchNorm2d at features.0: momentum=None")
     expect_error("cumsum", imp(CumsumNet(), torch.randn(4, 8)),
                  "unsupported op torch.cumsum at block")
@@ -155,7 +156,7 @@ def cli_checks(bin_dir, work):
             failures.append(f"{label}: the error is not one line: {r.stderr!r}")
 
     conv = os.path.join(work, "conv.onnx")
-    torch.onnx.export(GroupNormNet(), torch.randn(4, 1, 8, 8), conv)
+    torch.onnx.export(NormNet(), torch.randn(4, 1, 8, 8), conv)
     out = os.path.join(work, "out.pb")
     run([conv, "-o", out, "--lr", "0.1"], 1,
         "unsupported op InstanceNormalization at node /features/")

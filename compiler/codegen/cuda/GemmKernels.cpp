@@ -1,7 +1,8 @@
 // kern.gemm through cuBLASLt (tcc_cuda_host::gemm in cuda_host_support.h,
 // one cached plan per call site): one product when the batch folds into M,
-// one strided-batched product when both operands are fully batched, else
-// a host loop of products over the broadcast batch.
+// one strided-batched product when both operands are fully batched or one
+// is shared by the whole batch (batch stride 0), else a host loop of
+// products over the broadcast batch.
 #include "compiler/codegen/cuda/CudaStepEmitter.h"
 
 #include <algorithm>
@@ -62,8 +63,20 @@ LogicalResult CudaStepEmitter::emitGemm(kern::GemmOp g, llvm::raw_ostream &os,
            shape, work, bytes, LaunchCheck::InCall);
     return success();
   }
-  // Broadcast batch (rare: a shared operand of rank > 2): one product per
-  // batch element.
+  // One operand shared by the whole batch (a resampling matrix times every
+  // image's rows): a strided-batched product whose shared operand has batch
+  // stride 0. (The folded case above covers a shared b without transpose_a.)
+  if ((s.aBatch == 1 && s.bBatch == s.batchCount) ||
+      (s.bBatch == 1 && s.aBatch == s.batchCount)) {
+    launch(os, g, "cublasLtMatmul",
+           call(s.m, s.batchCount, s.aBatch == 1 ? 0 : s.m * s.k,
+                s.bBatch == 1 ? 0 : s.k * s.n, s.m * s.n, name(g.getA()), name(g.getB()),
+                name(g.getOut())),
+           shape, work, bytes, LaunchCheck::InCall);
+    return success();
+  }
+  // Broadcast batch dims otherwise (rare: a partly shared operand of rank >
+  // 2): one product per batch element.
   LoopNest nest = s.batchLoop();
   std::string loop;
   for (auto [d, size] : llvm::enumerate(nest.sizes))
