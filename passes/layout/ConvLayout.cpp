@@ -103,6 +103,74 @@ void producers(Operation *op, SmallVectorImpl<Operation *> &out) {
   }
 }
 
+// A full activation of batch `n` (not a per-channel (1, C, 1, 1) operand).
+bool isActivation(Value v, int64_t n) {
+  if (!rank4(v))
+    return false;
+  RankedTensorType t = tensorOf(v);
+  return t.getDimSize(0) == n && t.getDimSize(2) * t.getDimSize(3) > 1;
+}
+
+// The activations that cross a chain's boundary, each a transpose (and its
+// gradient's) in channels-last: values reached backwards from a chain op's
+// input through layout-neutral rank-4 ops without meeting a chain op (a
+// block argument, or the result of a reshape from another rank such as a
+// group norm's), and chain results that reach an op that is not
+// layout-neutral (a reshape to another rank, the function's return; a
+// reduction is not a crossing: the transpose moves past it).
+int64_t boundaryActivations(ArrayRef<Operation *> chain) {
+  llvm::SmallPtrSet<Operation *, 16> inChain(chain.begin(), chain.end());
+  llvm::DenseSet<Value> edges;
+  for (Operation *op : chain) {
+    int64_t n = tensorOf(op->getOperand(0)).getDimSize(0);
+    SmallVector<std::pair<Value, int>> work = {{op->getOperand(0), 0}};
+    llvm::DenseSet<Value> seen;
+    while (!work.empty()) {
+      auto [v, hops] = work.pop_back_val();
+      if (!seen.insert(v).second)
+        continue;
+      Operation *def = v.getDefiningOp();
+      if (def && isChainOp(def))
+        continue;
+      SmallVector<Value> through;
+      if (def && def->getNumRegions() == 0 && hops < kMaxHops)
+        for (Value operand : def->getOperands())
+          if (isActivation(operand, n))
+            through.push_back(operand);
+      if (through.empty()) {
+        edges.insert(v);
+        continue;
+      }
+      for (Value operand : through)
+        work.push_back({operand, hops + 1});
+    }
+    SmallVector<std::pair<Value, int>> down = {{op->getResult(0), 0}};
+    seen.clear();
+    while (!down.empty()) {
+      auto [v, hops] = down.pop_back_val();
+      if (!seen.insert(v).second)
+        continue;
+      for (Operation *user : v.getUsers()) {
+        // Reductions take the transpose back past them (sinkReduce).
+        if (inChain.count(user) || isChainOp(user) ||
+            isa<tg::ReduceSumOp, tg::ReduceMeanOp, tg::ReduceMaxOp>(user))
+          continue;
+        bool neutral = user->getNumRegions() == 0 && user->getNumResults() > 0 &&
+                       hops < kMaxHops &&
+                       llvm::all_of(user->getResults(),
+                                    [&](Value r) { return isActivation(r, n); });
+        if (!neutral) {
+          edges.insert(v);
+          continue;
+        }
+        for (Value r : user->getResults())
+          down.push_back({r, hops + 1});
+      }
+    }
+  }
+  return static_cast<int64_t>(edges.size());
+}
+
 std::string label(Operation *op) {
   std::string node = nodeName(op->getLoc());
   return (op->getName().stripDialect() + " '" + node + "'").str();
@@ -146,6 +214,18 @@ Decision decide(ArrayRef<Operation *> chain, StringRef target, bool channelsLast
     return {false, "channels-last would pay here (16-bit, channels multiples of 8), but this "
                    "compile does not use cuDNN (--no-cudnn, no cuDNN frontend headers, or "
                    "--no-channels-last), whose tensor-core engines are what it unlocks"};
+  // Each activation crossing the chain's boundary costs a transpose and its
+  // gradient's; each NCHW convolution costs cuDNN's own copies of its
+  // operands. A chain with more crossings than convolutions (one or two
+  // convolutions between group norms, whose reshapes are not
+  // layout-neutral) loses: unet_gn on an H200 ran 10.7 ms NHWC, 8.8 ms NCHW.
+  int64_t crossings = boundaryActivations(chain);
+  if (crossings > static_cast<int64_t>(convs.size()))
+    return {false, llvm::formatv("{0} activations cross the chain's boundary (each a transpose "
+                                 "and its gradient's in channels-last) for {1} convolution{2}: "
+                                 "more than tensor-core NHWC saves",
+                                 crossings, convs.size(), convs.size() == 1 ? "" : "s")
+                       .str()};
   return {true, llvm::formatv("{0} of {1} convolutions are 16-bit with channels per group "
                               "multiples of 8: cuDNN's tensor-core engines read NHWC "
                               "directly (on NCHW they copy the operands to NHWC first)",
