@@ -1,6 +1,8 @@
 // tg-conv-layout: the memory layout of each chain of convolutions, pooling
 // and batch norm ops in @forward, NCHW or channels-last (NHWC), why, and
-// the rewrite to channels-last where it pays.
+// the rewrite to channels-last where it pays. On cuda, patch convolutions
+// (kernel == stride: ViT's patch embedding) first become matrix products
+// (PatchConvolutions.cpp).
 //
 // A chain is a connected group of conv2d / max_pool2d / avg_pool2d ops and
 // rank-4 batch norms: two are linked when one's result reaches the other's
@@ -40,6 +42,7 @@
 #include "passes/Passes.h"
 #include "passes/common/DecisionReport.h"
 #include "passes/common/NodeNames.h"
+#include "passes/layout/PatchConvolutions.h"
 
 #include <array>
 #include <map>
@@ -506,6 +509,12 @@ struct TgConvLayout : public tcc::impl::TgConvLayoutBase<TgConvLayout> {
     for (auto f : module.getOps<func::FuncOp>()) {
       if (f.getName() != "forward")
         continue;
+      // Patch convolutions become matrix products first (cuda: cuDNN's
+      // engines are slow on them; PatchConvolutions.cpp).
+      SmallVector<Attribute> decisions;
+      if (target == "cuda")
+        for (const std::string &line : rewritePatchConvolutions(f))
+          decisions.push_back(b.getStringAttr(line));
       SmallVector<Operation *> ops;
       llvm::DenseMap<Operation *, Operation *> parent; // union-find
       auto find = [&](Operation *op) {
@@ -523,8 +532,11 @@ struct TgConvLayout : public tcc::impl::TgConvLayoutBase<TgConvLayout> {
         for (Operation *p : from) // (producers come first: already in parent)
           parent[find(op)] = find(p);
       });
-      if (ops.empty())
+      if (ops.empty()) {
+        if (!decisions.empty())
+          f->setAttr(kDecisionsAttr, b.getArrayAttr(decisions));
         continue;
+      }
       // Chains in program order of their first op.
       std::map<Operation *, SmallVector<Operation *>> members;
       SmallVector<Operation *> leaders;
@@ -534,7 +546,6 @@ struct TgConvLayout : public tcc::impl::TgConvLayoutBase<TgConvLayout> {
           leaders.push_back(leader);
         members[leader].push_back(op);
       }
-      SmallVector<Attribute> decisions;
       SmallVector<Operation *> toRewrite;
       for (auto [i, leader] : llvm::enumerate(leaders)) {
         ArrayRef<Operation *> chain = members[leader];

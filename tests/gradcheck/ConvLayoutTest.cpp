@@ -64,15 +64,33 @@ module attributes {tg.model_name = "cnnbn", tg.optimizer = {kind = "sgd", learni
 }
 )mlir";
 
+// A patch embedding (kernel = stride = (2, 4) on 8 x 12 images), a bias,
+// tanh and a mean: on cuda tg-conv-layout makes the convolution a matrix
+// product over the patches (PatchConvolutions.cpp).
+constexpr const char *kPatches = R"mlir(
+module attributes {tg.model_name = "patches", tg.optimizer = {kind = "sgd", learning_rate = 1.000000e-01 : f64}} {
+  func.func @forward(%arg0: tensor<6x3x2x4xf32> {tg.param = {init = "normal", name = "w", scale = 3.000000e-01 : f64, seed = 1 : i64, trainable = true}}, %arg1: tensor<6x1x1xf32> {tg.param = {init = "normal", name = "b", scale = 1.000000e-01 : f64, seed = 2 : i64, trainable = true}}, %arg2: tensor<2x3x8x12xf32> {tg.input = "x"}) -> (tensor<f32> {tg.loss = "loss"}) {
+    %0 = tg.conv2d %arg2, %arg0 {dilation = array<i64: 1, 1>, padding = array<i64: 0, 0>, stride = array<i64: 2, 4>} : (tensor<2x3x8x12xf32>, tensor<6x3x2x4xf32>) -> tensor<2x6x4x3xf32>
+    %1 = tg.add %0, %arg1 : (tensor<2x6x4x3xf32>, tensor<6x1x1xf32>) -> tensor<2x6x4x3xf32>
+    %2 = tg.tanh %1 : tensor<2x6x4x3xf32>
+    %3 = tg.mul %2, %2 : (tensor<2x6x4x3xf32>, tensor<2x6x4x3xf32>) -> tensor<2x6x4x3xf32>
+    %4 = tg.reduce_mean %3 {axes = array<i64: 0, 1, 2, 3>} : (tensor<2x6x4x3xf32>) -> tensor<f32>
+    return %4 : tensor<f32>
+  }
+}
+)mlir";
+
 class ConvLayoutTest : public GradCheckTest {
 protected:
-  OwningOpRef<ModuleOp> trainStep(bool channelsLast) {
-    OwningOpRef<ModuleOp> module = parse(kCnn);
+  OwningOpRef<ModuleOp> trainStep(bool channelsLast, const char *source = kCnn,
+                                  StringRef target = "cuda", bool amp = true) {
+    OwningOpRef<ModuleOp> module = parse(source);
     if (!module)
       return {};
     PassManager pm(&context());
-    pm.addPass(createTgAmp(TgAmpOptions{"bf16", "cuda"}));
-    pm.addPass(createTgConvLayout(TgConvLayoutOptions{"cuda", channelsLast}));
+    if (amp)
+      pm.addPass(createTgAmp(TgAmpOptions{"bf16", "cuda"}));
+    pm.addPass(createTgConvLayout(TgConvLayoutOptions{target.str(), channelsLast}));
     pm.addPass(createTgAutodiff());
     pm.addPass(createTgStripTrainOnlyOps());
     pm.addPass(createTgSgdUpdate());
@@ -115,6 +133,17 @@ TEST_F(ConvLayoutTest, ChannelsLastStepComputesTheSameFunction) {
   });
   EXPECT_EQ(activations, 1);
   expectSameFunctions(*nchw, *nhwc, seed(), /*numClasses=*/8);
+}
+
+TEST_F(ConvLayoutTest, PatchConvolutionAsMatmulComputesTheSameFunction) {
+  OwningOpRef<ModuleOp> conv = trainStep(false, kPatches, "cpu", /*amp=*/false);
+  OwningOpRef<ModuleOp> product = trainStep(false, kPatches, "cuda", /*amp=*/false);
+  ASSERT_TRUE(conv && product) << diagnostics_;
+  EXPECT_EQ(countOps(*conv, "tg.conv2d"), 2); // @forward and @train_step
+  EXPECT_EQ(countOps(*product, "tg.conv2d"), 0);
+  EXPECT_EQ(countOps(*product, "tg.conv2d_weight_grad"), 0);
+  EXPECT_GE(countOps(*product, "tg.matmul"), 2); // forward, weight gradient
+  expectSameFunctions(*conv, *product, seed(), /*numClasses=*/8);
 }
 
 } // namespace
