@@ -198,6 +198,21 @@ LogicalResult Conv2dOp::buildGradients(OpBuilder &b, ArrayRef<Value> resultGrads
   return success();
 }
 
+// The transposed convolution is the adjoint of conv2d in its input: its
+// own adjoint in `grad` is conv2d, and <u, A(w)^T g> = <A(w) u, g> makes
+// the weight's gradient conv2d's weight gradient with u as the input.
+LogicalResult Conv2dInputGradOp::buildGradients(OpBuilder &b, ArrayRef<Value> resultGrads,
+                                                SmallVectorImpl<Value> &operandGrads) {
+  Value u = resultGrads[0];
+  operandGrads.push_back(Conv2dOp::create(b, getLoc(), getGrad().getType(), u, getWeight(),
+                                          getStrideAttr(), getPaddingAttr(), getDilationAttr(),
+                                          getGroupsAttr(), getLayoutAttr()));
+  operandGrads.push_back(Conv2dWeightGradOp::create(
+      b, getLoc(), getWeight().getType(), getGrad(), u, getStrideAttr(), getPaddingAttr(),
+      getDilationAttr(), getGroupsAttr(), getLayoutAttr()));
+  return success();
+}
+
 LogicalResult MaxPool2dOp::buildGradients(OpBuilder &b, ArrayRef<Value> resultGrads,
                                           SmallVectorImpl<Value> &operandGrads) {
   operandGrads.push_back(Pool2dGradOp::create(b, getLoc(), getInput().getType(), resultGrads[0],

@@ -34,12 +34,17 @@ def Tg_Conv2dOp : Tg_Op<"conv2d", [
 // conv2d's gradients (its gradient rule emits them). Each is itself
 // differentiable (a conv2d-like product), but no rule builds second
 // derivatives: they carry no gradient interface.
-def Tg_Conv2dInputGradOp : Tg_Op<"conv2d_input_grad"> {
+def Tg_Conv2dInputGradOp : Tg_Op<"conv2d_input_grad", [
+    DeclareOpInterfaceMethods<Tg_GradientOpInterface>]> {
   let summary = "d input of tg.conv2d (a transposed convolution of grad)";
   let description = [{
     grad (N, O, HO, WO), weight (O, C / groups, KH, KW); the result has the
     forward input's type (N, C, H, W), which the result type gives (several
-    H map to one HO when stride > 1). Attributes as the forward op's.
+    H map to one HO when stride > 1). Attributes as the forward op's. Also
+    the forward op of a model's conv_transpose2d (PyTorch's ConvTranspose2d:
+    its input is `grad`, its weight (C_in, C_out / groups, KH, KW) this
+    op's weight), hence a gradient rule: d grad = conv2d(upstream, weight),
+    d weight = conv2d_weight_grad(grad, upstream).
   }];
   let arguments = (ins Tg_FloatTensor:$grad, Tg_FloatTensor:$weight,
                    DenseI64ArrayAttr:$stride, DenseI64ArrayAttr:$padding,

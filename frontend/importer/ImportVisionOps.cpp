@@ -2,10 +2,16 @@
 // TgVisionOps.td), NCHW:
 //   conv2d(x, weight): ints stride = [1, 1], padding = [0, 0],
 //     dilation = [1, 1], int groups = 1; weight (O, C / groups, KH, KW).
+//   conv_transpose2d(x, weight): PyTorch's ConvTranspose2d, weight (C_in,
+//     C_out / groups, KH, KW); ints stride, padding, dilation,
+//     output_padding = [0, 0], int groups = 1: tg.conv2d_input_grad of the
+//     convolution it transposes.
 //   max_pool2d(x), avg_pool2d(x): ints kernel (required), stride = kernel,
 //     padding = [0, 0]. avg_pool2d divides by KH * KW (padding counts).
 // A one-value list means the same value for height and width. Every shape
 // problem is reported here, at the node, before an op is built.
+#include <algorithm>
+
 #include "dialects/common/ShapeHelpers.h"
 #include "dialects/tg/TgDialect.h"
 #include "dialects/common/Window2d.h"
@@ -15,7 +21,9 @@ using namespace mlir;
 
 namespace tcc {
 
-const char *visionOpNames() { return "conv2d, max_pool2d, avg_pool2d, batch_norm"; }
+const char *visionOpNames() {
+  return "conv2d, conv_transpose2d, max_pool2d, avg_pool2d, batch_norm";
+}
 
 namespace {
 
@@ -90,6 +98,69 @@ NodeResults importConv2d(NodeContext &n) {
                                      n.b.getI64IntegerAttr(*groups)));
 }
 
+// (N, C_in, H, W) -> (N, C_out, HO, WO), HO = (H - 1) * stride - 2 * padding
+// + dilation * (KH - 1) + output_padding + 1: the input gradient of the
+// convolution of (N, C_out, HO, WO) by the same weight read as (O = C_in,
+// C_out / groups, KH, KW), which maps HO back to H.
+NodeResults importConvTranspose2d(NodeContext &n) {
+  if (failed(n.arity(2)) ||
+      failed(n.attrs({"stride", "padding", "dilation", "groups", "output_padding"})) ||
+      failed(n.requireFloat(0)) || failed(n.requireFloat(1)) ||
+      failed(requireNchw(n, 0, "input")) || failed(requireNchw(n, 1, "weight")))
+    return failure();
+  auto stride = pairAttr(n, "stride", {1, 1});
+  auto padding = pairAttr(n, "padding", {0, 0});
+  auto dilation = pairAttr(n, "dilation", {1, 1});
+  auto outputPadding = pairAttr(n, "output_padding", {0, 0});
+  FailureOr<int64_t> groups = n.intAttr("groups", 1);
+  if (failed(stride) || failed(padding) || failed(dilation) || failed(outputPadding) ||
+      failed(groups))
+    return failure();
+  RankedTensorType x = n.type(0), w = n.type(1);
+  if (x.getElementType() != w.getElementType())
+    return n.error() << "conv_transpose2d: input and weight must have one element type, got "
+                     << x.getElementType() << " and " << w.getElementType();
+  int64_t cin = x.getDimSize(1);
+  if (*groups < 1 || cin % *groups != 0)
+    return n.error() << "conv_transpose2d: groups " << *groups
+                     << " must be >= 1 and divide the input channels " << cin;
+  if (w.getDimSize(0) != cin)
+    return n.error() << "conv_transpose2d: weight " << tcc::formatShape(w.getShape())
+                     << " must be (C_in = " << cin << ", C_out / groups, KH, KW)";
+  int64_t cout = w.getDimSize(1) * *groups;
+  for (int d = 0; d < 2; ++d) {
+    if ((*stride)[d] < 1 || (*dilation)[d] < 1 || (*padding)[d] < 0)
+      return n.error() << "conv_transpose2d: stride and dilation must be >= 1 and padding "
+                       << ">= 0";
+    if ((*outputPadding)[d] < 0 ||
+        (*outputPadding)[d] >= std::max((*stride)[d], (*dilation)[d]))
+      return n.error() << "conv_transpose2d: output_padding " << (*outputPadding)[d]
+                       << " must be >= 0 and smaller than the stride or the dilation";
+  }
+  int64_t size[2];
+  for (int d = 0; d < 2; ++d)
+    size[d] = (x.getDimSize(2 + d) - 1) * (*stride)[d] - 2 * (*padding)[d] +
+              (*dilation)[d] * (w.getDimSize(2 + d) - 1) + (*outputPadding)[d] + 1;
+  if (size[0] < 1 || size[1] < 1)
+    return n.error() << "conv_transpose2d: the output would be " << size[0] << " x " << size[1]
+                     << " (input " << tcc::formatShape(x.getShape()) << ")";
+  tcc::Window2d win;
+  win.kh = w.getDimSize(2), win.kw = w.getDimSize(3);
+  win.sh = (*stride)[0], win.sw = (*stride)[1];
+  win.ph = (*padding)[0], win.pw = (*padding)[1];
+  win.dh = (*dilation)[0], win.dw = (*dilation)[1];
+  std::string why = win.check(size[0], size[1]);
+  if (!why.empty())
+    return n.error() << "conv_transpose2d: " << why << " (output " << size[0] << " x "
+                     << size[1] << ")";
+  auto type = RankedTensorType::get({x.getDimSize(0), cout, size[0], size[1]},
+                                    x.getElementType());
+  return single(tg::Conv2dInputGradOp::create(
+      n.b, n.loc, type, n.operands[0], n.operands[1], n.b.getDenseI64ArrayAttr(*stride),
+      n.b.getDenseI64ArrayAttr(*padding), n.b.getDenseI64ArrayAttr(*dilation),
+      n.b.getI64IntegerAttr(*groups), n.b.getStringAttr("NCHW")));
+}
+
 NodeResults importPool2d(NodeContext &n) {
   if (failed(n.arity(1)) || failed(n.attrs({"kernel", "stride", "padding"})) ||
       failed(n.requireFloat(0)) || failed(requireNchw(n, 0, "input")))
@@ -130,6 +201,8 @@ std::optional<NodeResults> importVisionNode(NodeContext &n) {
   StringRef op = n.op();
   if (op == "conv2d")
     return importConv2d(n);
+  if (op == "conv_transpose2d")
+    return importConvTranspose2d(n);
   if (op == "max_pool2d" || op == "avg_pool2d")
     return importPool2d(n);
   if (op == "batch_norm")

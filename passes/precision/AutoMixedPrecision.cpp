@@ -76,7 +76,7 @@ Policy policyFor(Operation *op, bool lowConvolutions) {
   // ran every convolution of a bf16 ResNet without tensor cores. The cpu
   // target's 16-bit convolutions are direct loops, its f32 ones im2col +
   // BLAS: there they stay f32.
-  if (isa<tg::Conv2dOp>(op))
+  if (isa<tg::Conv2dOp, tg::Conv2dInputGradOp>(op)) // conv2d, conv_transpose2d
     return lowConvolutions
                ? Policy{Rule::Low, "convolution (f32 accumulation)"}
                : Policy{Rule::Fp32, "convolution on the cpu target (f32 im2col + BLAS; "

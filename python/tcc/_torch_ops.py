@@ -501,6 +501,7 @@ from tcc._torch_vision_ops import (_adaptive_avg_pool_function,  # noqa: E402
                                    _adaptive_avg_pool_module, _avg_pool_function,
                                    _avg_pool_module, _batch_norm_function,
                                    _batch_norm_module, _conv2d_function, _conv2d_module,
+                                   _conv_transpose2d_function, _conv_transpose2d_module,
                                    _group_norm_function, _group_norm_module,
                                    _interpolate_function, _max_pool_function,
                                    _max_pool_module, _upsample_module)
@@ -516,6 +517,7 @@ MODULES = {
     nn.MSELoss: _mse_module, nn.Conv2d: _conv2d_module,
     nn.MaxPool2d: _max_pool_module, nn.AvgPool2d: _avg_pool_module,
     nn.BatchNorm1d: _batch_norm_module, nn.BatchNorm2d: _batch_norm_module,
+    nn.ConvTranspose2d: _conv_transpose2d_module,
     nn.GroupNorm: _group_norm_module, nn.AdaptiveAvgPool2d: _adaptive_avg_pool_module,
     nn.Upsample: _upsample_module, nn.UpsamplingNearest2d: _upsample_module,
     nn.UpsamplingBilinear2d: _upsample_module,
@@ -524,6 +526,7 @@ MODULES = {
 FUNCTIONS = {
     F.linear: _linear_function, F.embedding: _embedding_function,
     F.conv2d: _conv2d_function, F.max_pool2d: _max_pool_function,
+    F.conv_transpose2d: _conv_transpose2d_function,
     F.batch_norm: _batch_norm_function, F.group_norm: _group_norm_function,
     F.adaptive_avg_pool2d: _adaptive_avg_pool_function,
     F.interpolate: _interpolate_function, F.upsample: _interpolate_function,

@@ -42,6 +42,44 @@ def _conv2d_function(c, node, args, kwargs):
                    a["dilation"], a["groups"])
 
 
+def _conv_transpose2d(c, x, weight, bias, stride, padding, output_padding, groups,
+                      dilation):
+    """NCHW conv_transpose2d; the weight stays in torch's (C_in, C_out /
+    groups, KH, KW) layout; a bias is added as (C_out, 1, 1)."""
+    if not isinstance(weight, Dyn):
+        raise Unsupported("conv_transpose2d with a constant weight")
+    if isinstance(padding, str):
+        raise Unsupported(f"conv_transpose2d with padding='{padding}' (give the sizes)")
+    y = ops.conv_transpose2d(c.t(x), weight.t, stride, padding, output_padding,
+                             int(groups), dilation)
+    if bias is not None:
+        b = ops.reshape(c.t(bias), (bias.shape[0], 1, 1))
+        y = ops.add(y, b)
+    return y
+
+
+def _conv_transpose2d_module(c, node, args, kwargs):
+    m = c.module_of(node)
+    if m.padding_mode != "zeros":
+        raise Unsupported(f"ConvTranspose2d with padding_mode='{m.padding_mode}'")
+    if len(args) > 1 or kwargs.get("output_size") is not None:
+        raise Unsupported("ConvTranspose2d called with output_size (give output_padding)")
+    w = c.param_value(f"{node.target}.weight")
+    b = c.param_value(f"{node.target}.bias") if m.bias is not None else None
+    return _conv_transpose2d(c, args[0], w, b, m.stride, m.padding, m.output_padding,
+                             m.groups, m.dilation)
+
+
+def _conv_transpose2d_function(c, node, args, kwargs):
+    names = ("input", "weight", "bias", "stride", "padding", "output_padding", "groups",
+             "dilation")
+    defaults = {"bias": None, "stride": 1, "padding": 0, "output_padding": 0, "groups": 1,
+                "dilation": 1}
+    a = dict(defaults, **dict(zip(names, args)), **kwargs)
+    return _conv_transpose2d(c, a["input"], a["weight"], a["bias"], a["stride"],
+                             a["padding"], a["output_padding"], a["groups"], a["dilation"])
+
+
 def _pool2d(op, x, kernel, stride, padding, ceil_mode, extra):
     if ceil_mode:
         raise Unsupported(f"{op} with ceil_mode=True")

@@ -594,4 +594,5 @@ from tcc import functional  # noqa: E402  (nn.functional, as in torch)
 # The vision modules (NCHW) live in nn_vision.py; imported last because they
 # subclass Module.
 from tcc.nn_vision import (AdaptiveAvgPool2d, AvgPool2d, BatchNorm1d,  # noqa: E402
-                           BatchNorm2d, Conv2d, GroupNorm, MaxPool2d, Upsample)
+                           BatchNorm2d, Conv2d, ConvTranspose2d, GroupNorm, MaxPool2d,
+                           Upsample)

@@ -1,6 +1,6 @@
 """tcc.nn's vision modules on NCHW tensors (torch.nn's names, layouts and
-defaults): Conv2d, MaxPool2d, AvgPool2d, AdaptiveAvgPool2d, BatchNorm1d,
-BatchNorm2d, GroupNorm, Upsample. Exported by tcc.nn."""
+defaults): Conv2d, ConvTranspose2d, MaxPool2d, AvgPool2d, AdaptiveAvgPool2d,
+BatchNorm1d, BatchNorm2d, GroupNorm, Upsample. Exported by tcc.nn."""
 
 import math
 from typing import Optional, Tuple
@@ -49,6 +49,45 @@ class Conv2d(Module):
         y = ops.conv2d(x, self.weight, self.stride, self.padding, self.dilation,
                        self.groups, name=self.node_name())
         if has_bias:
+            b = ops.reshape(self.bias, (self.out_channels, 1, 1),
+                            name=self.node_name("bias_chw"))
+            y = ops.add(y, b, name=self.node_name("biased"))
+        return y
+
+
+class ConvTranspose2d(Module):
+    """torch.nn.ConvTranspose2d on NCHW: weight (in, out / groups, kh, kw),
+    torch's layout, bias (out); both uniform in +-1 / sqrt(out / groups * kh
+    * kw) as torch's default init (its fan-in is the weight's dim 1). Only
+    zero padding."""
+
+    def __init__(self, in_channels: int, out_channels: int, kernel_size, stride=1,
+                 padding=0, output_padding=0, groups: int = 1, bias: bool = True,
+                 dilation=1, init: Optional[Init] = None,
+                 bias_init: Optional[Init] = None):
+        super().__init__()
+        k = _pair(kernel_size)
+        if in_channels <= 0 or out_channels <= 0 or min(k) <= 0:
+            raise TccError(f"ConvTranspose2d({in_channels}, {out_channels}, {kernel_size}): "
+                           "sizes must be positive")
+        if groups < 1 or in_channels % groups or out_channels % groups:
+            raise TccError(f"ConvTranspose2d: groups {groups} must divide in_channels "
+                           f"{in_channels} and out_channels {out_channels}")
+        self.in_channels, self.out_channels = in_channels, out_channels
+        self.kernel_size, self.stride = k, _pair(stride)
+        self.padding, self.dilation = _pair(padding), _pair(dilation)
+        self.output_padding, self.groups = _pair(output_padding), groups
+        bound = 1.0 / math.sqrt(out_channels // groups * k[0] * k[1])
+        self.weight = Parameter((in_channels, out_channels // groups) + k,
+                                init or uniform(bound))
+        self.bias = Parameter((out_channels,), bias_init or uniform(bound)) \
+            if bias else None
+
+    def forward(self, x: Tensor) -> Tensor:
+        y = ops.conv_transpose2d(x, self.weight, self.stride, self.padding,
+                                 self.output_padding, self.groups, self.dilation,
+                                 name=self.node_name())
+        if "bias" in self._parameters:
             b = ops.reshape(self.bias, (self.out_channels, 1, 1),
                             name=self.node_name("bias_chw"))
             y = ops.add(y, b, name=self.node_name("biased"))

@@ -247,6 +247,21 @@ def conv2d(x: Tensor, weight: Tensor, stride=1, padding=0, dilation=1,
                                 groups=int(groups))
 
 
+def conv_transpose2d(x: Tensor, weight: Tensor, stride=1, padding=0, output_padding=0,
+                     groups: int = 1, dilation=1, name: Optional[str] = None) -> Tensor:
+    """PyTorch's conv_transpose2d without bias (the gradient of conv2d with
+    respect to its input): x (N, C_in, H, W), weight (C_in, C_out / groups,
+    KH, KW) -> (N, C_out, HO, WO), HO = (H - 1) stride - 2 padding +
+    dilation (KH - 1) + output_padding + 1. Add a bias as (C_out, 1, 1)."""
+    return _model(x, weight).op("conv_transpose2d", x, weight, name=name,
+                                stride=_pair(stride, "conv_transpose2d stride"),
+                                padding=_pair(padding, "conv_transpose2d padding"),
+                                dilation=_pair(dilation, "conv_transpose2d dilation"),
+                                output_padding=_pair(output_padding,
+                                                     "conv_transpose2d output_padding"),
+                                groups=int(groups))
+
+
 def _pool(op):
     def f(x: Tensor, kernel, stride=None, padding=0,
           name: Optional[str] = None) -> Tensor:

@@ -129,6 +129,35 @@ def _window2d(op: str, x: Shape, w: Optional[Shape], attrs: dict) -> Shape:
     return (n, channels, out[0], out[1])
 
 
+def _conv_transpose2d(x: Shape, w: Shape, attrs: dict) -> Shape:
+    """(N, C_out, HO, WO) of conv_transpose2d of NCHW x by weight (C_in,
+    C_out/groups, KH, KW): HO = (H - 1) stride - 2 pad + dil (KH - 1) +
+    output_padding + 1."""
+    if len(x) != 4 or len(w) != 4:
+        raise ShapeError(f"input must be NCHW and weight (C_in, C_out/groups, KH, KW), "
+                         f"got {tuple(x)} and {tuple(w)}")
+    g = attrs.get("groups", 1)
+    if g < 1 or x[1] % g:
+        raise ShapeError(f"groups {g} must divide the input channels {x[1]}")
+    if w[0] != x[1]:
+        raise ShapeError(f"weight {tuple(w)} must have C_in = {x[1]} first")
+    stride = attrs.get("stride", [1, 1])
+    pad = attrs.get("padding", [0, 0])
+    dil = attrs.get("dilation", [1, 1])
+    opad = attrs.get("output_padding", [0, 0])
+    if min(stride) < 1 or min(dil) < 1 or min(pad) < 0:
+        raise ShapeError("stride and dilation must be >= 1, padding >= 0")
+    out = []
+    for size, k, s, p, d, o in zip(x[2:], w[2:], stride, pad, dil, opad):
+        if o < 0 or o >= max(s, d):
+            raise ShapeError(f"output_padding {o} must be >= 0 and smaller than the "
+                             "stride or the dilation")
+        out.append((size - 1) * s - 2 * p + d * (k - 1) + o + 1)
+    if min(out) < 1:
+        raise ShapeError(f"the output would be {out[0]} x {out[1]} (input {tuple(x)})")
+    return (x[0], w[1] * g, out[0], out[1])
+
+
 def infer(op: str, shapes: List[Optional[Shape]], dtypes: List[Optional[str]],
           attrs: dict, n_outputs: int):
     """[(shape, dtype)] per output, entries None where unknown. Raises
@@ -226,6 +255,8 @@ def infer(op: str, shapes: List[Optional[Shape]], dtypes: List[Optional[str]],
                                  f"({x[1]},) (the channels of {tuple(x)}), got "
                                  f"{tuple(s)}")
         return [(x, dtype)]
+    if op == "conv_transpose2d":
+        return [(_conv_transpose2d(x, shapes[1], attrs), dtype)]
     if op in ("conv2d", "max_pool2d", "avg_pool2d"):
         return [(_window2d(op, x, shapes[1] if op == "conv2d" else None, attrs),
                  dtype)]

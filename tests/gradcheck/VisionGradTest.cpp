@@ -1,5 +1,7 @@
 // The 2-D convolution and pooling ops (dialects/tg/TgVisionOps.td): their
-// gradient rules (tg.conv2d_input_grad / conv2d_weight_grad, tg.pool2d_grad),
+// gradient rules (tg.conv2d_input_grad / conv2d_weight_grad, tg.pool2d_grad;
+// tg.conv2d_input_grad as conv_transpose2d's forward op: conv2d and
+// conv2d_weight_grad),
 // through the real tg-autodiff pass, against central finite differences of
 // @forward on the float64 reference interpreter, fresh random inputs each
 // run (TCC_GRADCHECK_SEED replays one). The interpreter's forward values are
@@ -49,6 +51,25 @@ VisionCase conv(std::string name, std::vector<int64_t> x, std::vector<int64_t> w
           }};
 }
 
+// conv_transpose2d of x (n, c_in, h, w) with weight (c_in, c_out / g, kh,
+// kw): tg.conv2d_input_grad with the (n, c_out, ho, wo) result whose
+// convolution by the same weight gives back (h, w); op = output_padding.
+VisionCase convTranspose(std::string name, std::vector<int64_t> x, std::vector<int64_t> w,
+                         std::vector<int64_t> stride, std::vector<int64_t> pad,
+                         std::vector<int64_t> dil, int64_t groups, std::vector<int64_t> op) {
+  std::vector<int64_t> y = {x[0], w[1] * groups,
+                            (x[2] - 1) * stride[0] - 2 * pad[0] + dil[0] * (w[2] - 1) + op[0] + 1,
+                            (x[3] - 1) * stride[1] - 2 * pad[1] + dil[1] * (w[3] - 1) + op[1] + 1};
+  return {"conv_transpose2d_" + name,
+          {ArgSpec::param(x), ArgSpec::param(w)},
+          [=](OpBuilder &b, Location loc, ArrayRef<Value> a) -> Value {
+            return tg::Conv2dInputGradOp::create(
+                b, loc, f64Tensor(b.getContext(), y), a[0], a[1], b.getDenseI64ArrayAttr(stride),
+                b.getDenseI64ArrayAttr(pad), b.getDenseI64ArrayAttr(dil),
+                b.getI64IntegerAttr(groups), b.getStringAttr("NCHW"));
+          }};
+}
+
 VisionCase pool(std::string name, bool max, std::vector<int64_t> x, std::vector<int64_t> k,
                 std::vector<int64_t> stride, std::vector<int64_t> pad) {
   std::vector<int64_t> y = {x[0], x[1], outSize(x[2], k[0], stride[0], pad[0], 1),
@@ -74,6 +95,11 @@ std::vector<VisionCase> cases() {
       conv("groups2", {1, 4, 5, 6}, {6, 2, 3, 2}, {1, 2}, {1, 0}, {1, 1}, 2),
       conv("depthwise", {2, 3, 5, 5}, {3, 1, 3, 3}, {1, 1}, {1, 1}, {1, 1}, 3),
       conv("stride2_uneven", {1, 2, 8, 7}, {2, 2, 2, 3}, {2, 3}, {0, 1}, {1, 1}, 1),
+      convTranspose("2x2_s2", {2, 3, 3, 4}, {3, 2, 2, 2}, {2, 2}, {0, 0}, {1, 1}, 1, {0, 0}),
+      convTranspose("k3_s2_pad1_outpad1_groups2", {1, 4, 3, 3}, {4, 3, 3, 3}, {2, 2}, {1, 1},
+                    {1, 1}, 2, {1, 1}),
+      convTranspose("dilated_uneven", {1, 2, 4, 3}, {2, 3, 3, 2}, {1, 2}, {2, 0}, {2, 1}, 1,
+                    {0, 1}),
       pool("k2_s2", true, {2, 2, 6, 6}, {2, 2}, {2, 2}, {0, 0}),
       pool("k3_s2_pad1", true, {1, 3, 7, 6}, {3, 3}, {2, 2}, {1, 1}),
       pool("k3x2_s1x2", true, {1, 2, 5, 6}, {3, 2}, {1, 2}, {0, 1}),

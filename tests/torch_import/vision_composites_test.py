@@ -1,6 +1,7 @@
 #!/usr/bin/python3
 """GroupNorm, adaptive average pooling and interpolate / Upsample (tcc's
-composite ops, python/tcc/composite_ops.py) against PyTorch: small CNNs
+composite ops, python/tcc/composite_ops.py) and ConvTranspose2d
+(conv_transpose2d) against PyTorch: small CNNs
 (conv -> the ops -> conv -> flatten -> linear -> cross-entropy), each
 imported by tcc.from_torch (modules and F.* calls) or written with tcc.nn,
 one step compiled by `tcc compile --target cpu --emit-gradients` and run by
@@ -46,6 +47,7 @@ class Net(tnn.Module):
         else:
             self.fn = mid
             self.gn = tnn.GroupNorm(2, CH)  # for the F.group_norm case's weights
+            self.ct = tnn.ConvTranspose2d(CH, CH, 3)  # and F.conv_transpose2d's
         self.conv2 = tnn.Conv2d(mid_channels, 4, 3, padding=1)
         with torch.no_grad():
             flat = self.trunk(torch.zeros(1, C, HW, HW)).numel()
@@ -85,6 +87,12 @@ CASES = {
     "bilinear_down_and_fraction": lambda: (
         lambda m, h: TF.interpolate(TF.interpolate(h, scale_factor=0.5, mode="bilinear"),
                                     scale_factor=1.5, mode="bilinear")),
+    "conv_transpose_2x2": lambda: tnn.ConvTranspose2d(CH, CH, 2, stride=2),
+    "conv_transpose_padded_groups": lambda: tnn.ConvTranspose2d(
+        CH, 6, 3, stride=2, padding=1, output_padding=1, groups=2),
+    "conv_transpose_function_dilated": lambda: (
+        lambda m, h: TF.conv_transpose2d(h, m.ct.weight, m.ct.bias, stride=(1, 2),
+                                         padding=(2, 1), dilation=2)),
     "upsampling_modules": lambda: seq(
         tnn.UpsamplingBilinear2d(scale_factor=2), tnn.UpsamplingNearest2d(size=(9, 9))),
 }
@@ -98,7 +106,8 @@ class TccNet(nn.Module):
         self.conv1 = nn.Conv2d(C, CH, 3, padding=1)
         self.mid = nn.Sequential(nn.GroupNorm(4, CH), nn.Upsample(scale_factor=2,
                                                                   mode="bilinear"),
-                                 nn.AdaptiveAvgPool2d((7, 6)))
+                                 nn.AdaptiveAvgPool2d((7, 6)),
+                                 nn.ConvTranspose2d(CH, CH, 2, stride=2))
         self.conv2 = nn.Conv2d(CH, 4, 3, padding=1)
         self.fc = nn.Linear(flat, K)
 
@@ -109,7 +118,7 @@ class TccNet(nn.Module):
 
 def torch_twin():
     return Net(seq(tnn.GroupNorm(4, CH), tnn.Upsample(scale_factor=2, mode="bilinear"),
-                   tnn.AdaptiveAvgPool2d((7, 6))))
+                   tnn.AdaptiveAvgPool2d((7, 6)), tnn.ConvTranspose2d(CH, CH, 2, stride=2)))
 
 
 def tcc_nn_model(flat):
@@ -167,6 +176,9 @@ def refusals(x, y):
         (lambda: ops.adaptive_avg_pool2d(t, (0, 2)), "must be positive"),
         (lambda: ops.adaptive_avg_pool2d(ops.reshape(t, (2, 288)), 1), "(N, C, H, W)"),
         (lambda: nn.GroupNorm(3, 8), "divide num_channels"),
+        (lambda: ops.conv_transpose2d(t, m.param("wt", (8, 4, 3, 3)), stride=2,
+                                      output_padding=2), "output_padding 2"),
+        (lambda: ops.conv_transpose2d(t, m.param("wt2", (4, 4, 3, 3))), "C_in = 8"),
     ]
     for make, expected in bad_ops:
         try:
@@ -203,7 +215,8 @@ def main():
             work = os.path.join(root, name)
             os.makedirs(work, exist_ok=True)
             torch.manual_seed(len(name))
-            net = torch_twin() if name == "tcc_nn" else Net(CASES[name]())
+            mid_channels = 6 if name == "conv_transpose_padded_groups" else CH
+            net = torch_twin() if name == "tcc_nn" else Net(CASES[name](), mid_channels)
             with torch.no_grad():  # affine norms away from their ones/zeros init
                 for n_, p in net.named_parameters():
                     if ".weight" in n_ and p.dim() == 1:
