@@ -14,6 +14,19 @@ def _pair(v) -> Tuple[int, int]:
     return (int(v), int(v)) if isinstance(v, int) else tuple(int(e) for e in v)
 
 
+def _conv_sizes(kind: str, in_channels: int, out_channels: int, kernel_size,
+                groups: int) -> Tuple[int, int]:
+    """The (kh, kw) of a convolution module, after checking its sizes."""
+    k = _pair(kernel_size)
+    if in_channels <= 0 or out_channels <= 0 or min(k) <= 0:
+        raise TccError(f"{kind}({in_channels}, {out_channels}, {kernel_size}): "
+                       "sizes must be positive")
+    if groups < 1 or in_channels % groups or out_channels % groups:
+        raise TccError(f"{kind}: groups {groups} must divide in_channels "
+                       f"{in_channels} and out_channels {out_channels}")
+    return k
+
+
 class Conv2d(Module):
     """torch.nn.Conv2d on NCHW: weight (out, in / groups, kh, kw), stored in
     torch's layout (no perm), bias (out). Default init as torch's: uniform
@@ -24,13 +37,7 @@ class Conv2d(Module):
                  bias: bool = True, init: Optional[Init] = None,
                  bias_init: Optional[Init] = None):
         super().__init__()
-        k = _pair(kernel_size)
-        if in_channels <= 0 or out_channels <= 0 or min(k) <= 0:
-            raise TccError(f"Conv2d({in_channels}, {out_channels}, {kernel_size}): "
-                           "sizes must be positive")
-        if groups < 1 or in_channels % groups or out_channels % groups:
-            raise TccError(f"Conv2d: groups {groups} must divide in_channels "
-                           f"{in_channels} and out_channels {out_channels}")
+        k = _conv_sizes("Conv2d", in_channels, out_channels, kernel_size, groups)
         if isinstance(padding, str):
             raise TccError(f"Conv2d: padding '{padding}' is not supported "
                            "(give the sizes)")
@@ -66,13 +73,7 @@ class ConvTranspose2d(Module):
                  dilation=1, init: Optional[Init] = None,
                  bias_init: Optional[Init] = None):
         super().__init__()
-        k = _pair(kernel_size)
-        if in_channels <= 0 or out_channels <= 0 or min(k) <= 0:
-            raise TccError(f"ConvTranspose2d({in_channels}, {out_channels}, {kernel_size}): "
-                           "sizes must be positive")
-        if groups < 1 or in_channels % groups or out_channels % groups:
-            raise TccError(f"ConvTranspose2d: groups {groups} must divide in_channels "
-                           f"{in_channels} and out_channels {out_channels}")
+        k = _conv_sizes("ConvTranspose2d", in_channels, out_channels, kernel_size, groups)
         self.in_channels, self.out_channels = in_channels, out_channels
         self.kernel_size, self.stride = k, _pair(stride)
         self.padding, self.dilation = _pair(padding), _pair(dilation)

@@ -145,6 +145,38 @@ def compare_step(label, model_proto, tcc_outs, ref, loss_floor=STEP_LOSS_FLOOR,
     return failures
 
 
+def check_step(bin_dir, name, model, module, inputs, ref, work, tolerance):
+    """One CPU step of `model` (a tcc.Model) compiled with --emit-gradients,
+    run by trun on `inputs` (torch tensors, in the model's input order) from
+    `module`'s weights, against reference_step's `ref`: its parameters must
+    be torch's, then compare_step. Returns failures."""
+    proto = model.proto()
+    if sorted(p.name for p in proto.params) != sorted(ref["grads"]):
+        return [f"{name}: parameters {sorted(p.name for p in proto.params)} vs torch "
+                f"{sorted(ref['grads'])}"]
+    path, step = os.path.join(work, "model.pb"), os.path.join(work, "step.so")
+    model.save(path)
+    compile_step(bin_dir, path, step, "--emit-gradients")
+    names = [i.name for i in proto.inputs]
+    outs = step_outputs(bin_dir, step, work,
+                        dict(zip(names, (t.numpy() for t in inputs))), module)
+    return compare_step(name, proto, outs, ref, tolerance, tolerance)
+
+
+def expect_tcc_errors(cases):
+    """cases: (make, expected): make() must raise a TccError whose message
+    contains `expected`. Returns failures."""
+    failures = []
+    for make, expected in cases:
+        try:
+            make()
+            failures.append(f"no error for '{expected}'")
+        except tcc.TccError as e:
+            if expected not in str(e):
+                failures.append(f"error '{e}' does not say '{expected}'")
+    return failures
+
+
 def cross_entropy(out, target):
     if out.dim() == 3:
         return F.cross_entropy(out.reshape(-1, out.shape[-1]), target.reshape(-1))

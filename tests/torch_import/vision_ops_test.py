@@ -86,21 +86,11 @@ def tcc_nn_model():
 
 
 def run_case(name, model, net, x, y, ref, work):
-    proto = model.proto()
-    if sorted(p.name for p in proto.params) != sorted(ref["grads"]):
-        return [f"{name}: parameters {[p.name for p in proto.params]} vs torch "
-                f"{sorted(ref['grads'])}"]
-    for p in proto.params:
+    for p in model.proto().params:
         if p.name.endswith("conv1.weight") and list(p.torch.perm):
             return [f"{name}: Conv2d weight must keep torch's layout, got perm "
                     f"{list(p.torch.perm)}"]
-    path, step = os.path.join(work, "model.pb"), os.path.join(work, "step.so")
-    model.save(path)
-    H.compile_step(H_BIN[0], path, step, "--emit-gradients")
-    names = [i.name for i in proto.inputs]
-    outs = H.step_outputs(H_BIN[0], step, work, dict(zip(names, (x.numpy(), y.numpy()))),
-                          net)
-    return H.compare_step(name, proto, outs, ref, RTOL, RTOL)
+    return H.check_step(H_BIN[0], name, model, net, (x, y), ref, work, RTOL)
 
 
 H_BIN = [None]
@@ -132,14 +122,7 @@ def shape_checks():
            (lambda: ops.conv2d(x, m.param("wk", (6, 4, 11, 3))), "larger than the padded"),
            (lambda: ops.conv2d(x, m.param("ws", (6, 4, 3, 3)), stride=-1), ">= 1"),
            (lambda: ops.max_pool2d(x, 3, 1, 2), "at most half the kernel")]
-    for make, expected in bad:
-        try:
-            make()
-            failures.append(f"no error for a bad shape ('{expected}')")
-        except tcc.TccError as e:
-            if expected not in str(e):
-                failures.append(f"error '{e}' does not say '{expected}'")
-    return failures
+    return failures + H.expect_tcc_errors(bad)
 
 
 def main():
