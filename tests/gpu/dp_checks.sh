@@ -23,11 +23,15 @@
 #     (bench/torch_gpt2.py --ddp under torchrun): tokens/s and per-GPU
 #     scaling (tokens/s on n GPUs / (n x on 1)); with ZeRO-1 over n GPUs,
 #     its tokens/s and GPU memory per rank; every --nproc N run must exit
-#     within 20 s of its last step (train_and_exit).
+#     within 20 s of its last step (train_and_exit);
+#  5. exits on min(GPUs, 4) ranks with checkpoints every 10 steps, a resume
+#     from them, evaluation every 10 steps, a final validation + saved
+#     weights, and sampling after training: each within 20 s of its last
+#     step (issue 34).
 # Prints a table last.
 #
 #   bash tests/gpu/dp_checks.sh DIR OUT
-# PARTS="1 4" runs only those parts (default: all four); TORCH=0 leaves
+# PARTS="1 4" runs only those parts (default: all five); TORCH=0 leaves
 # PyTorch DDP out of part 4 (tcc's runs and their exit checks only).
 set -uo pipefail
 [ $# -ge 2 ] || { echo "usage: dp_checks.sh DIR OUT" >&2; exit 2; }
@@ -88,7 +92,7 @@ PY
 }
 
 ngpu=$(nvidia-smi -L | wc -l)
-want() { [[ " ${PARTS:-1 2 3 4} " == *" $1 "* ]]; }
+want() { [[ " ${PARTS:-1 2 3 4 5} " == *" $1 "* ]]; }
 if want 1; then
 echo "== 1. same function at one NCCL rank"
 train short_fp32 "$steps/gpt2_short_fp32.so" "$short_data" 50
@@ -237,6 +241,23 @@ for n in (1, 2, 4):
         print("ZeRO-1 %d GPU: no result" % n)
 PY
 while read -r line; do note "$line"; done <"$out/scaling.txt"
+fi
+
+if want 5; then
+echo "== 5. exits with checkpoints, evaluation, resume and sampling on $(( ngpu < 4 ? ngpu : 4 )) ranks (gpt2_short fp32)"
+n=$(( ngpu < 4 ? ngpu : 4 ))
+val="$dir/data/fortunes_shuffled_bytes_val.bin"
+if [ "$n" -ge 2 ]; then
+  rm -rf "$out/exit_ck"
+  dp="$steps/gpt2_short_fp32_dp.so"
+  train_and_exit "exit_ckpt_every_10" "$dp" "$short_data" 30 --nproc "$n" --ckpt-dir "$out/exit_ck" --ckpt-every 10
+  train_and_exit "exit_resume_to_40" "$dp" "$short_data" 40 --nproc "$n" --ckpt-dir "$out/exit_ck" --resume
+  train_and_exit "exit_eval_every_10" "$dp" "$short_data" 30 --nproc "$n" --val "$val" --eval-every 10
+  train_and_exit "exit_val_save_weights" "$dp" "$short_data" 20 --nproc "$n" --val "$val" --save-weights "$out/exit_w.safetensors"
+  train_and_exit "exit_sample_after_train" "$dp" "$short_data" 20 --nproc "$n" --sample 32
+else
+  note "exits on several ranks: not run (this machine has $ngpu GPU)"
+fi
 fi
 
 echo
