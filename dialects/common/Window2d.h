@@ -22,8 +22,16 @@ struct Window2d {
   int64_t outH(int64_t h) const { return outSize(h, kh, sh, ph, dh); }
   int64_t outW(int64_t w) const { return outSize(w, kw, sw, pw, dw); }
 
-  // Empty when the attributes are valid for an (h, w) input, else why not.
-  std::string check(int64_t h, int64_t w) const {
+  // The output size of the transposed convolution (conv_transpose2d) of an
+  // `in`-long axis: the `out` this window maps back to `in` (plus
+  // output_padding `op` rows that no window reaches).
+  static int64_t transposedSize(int64_t in, int64_t k, int64_t s, int64_t p, int64_t d,
+                                int64_t op) {
+    return (in - 1) * s - 2 * p + d * (k - 1) + op + 1;
+  }
+
+  // Empty when stride, padding, dilation and kernel are valid, else why not.
+  std::string checkAttributes() const {
     if (sh < 1 || sw < 1)
       return "stride must be >= 1, got (" + std::to_string(sh) + ", " + std::to_string(sw) + ")";
     if (ph < 0 || pw < 0)
@@ -33,6 +41,13 @@ struct Window2d {
              ")";
     if (kh < 1 || kw < 1)
       return "kernel must be >= 1, got (" + std::to_string(kh) + ", " + std::to_string(kw) + ")";
+    return "";
+  }
+
+  // Empty when the attributes are valid for an (h, w) input, else why not.
+  std::string check(int64_t h, int64_t w) const {
+    if (std::string why = checkAttributes(); !why.empty())
+      return why;
     int64_t spanH = dh * (kh - 1) + 1, spanW = dw * (kw - 1) + 1;
     if (spanH > h + 2 * ph || spanW > w + 2 * pw)
       return "kernel extent (" + std::to_string(spanH) + ", " + std::to_string(spanW) +

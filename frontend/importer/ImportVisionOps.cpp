@@ -56,6 +56,25 @@ LogicalResult requireNchw(NodeContext &n, int i, StringRef what) {
   return success();
 }
 
+// The window of a convolution by weight w (O, C/g, KH, KW) or (C_in,
+// C_out/g, KH, KW): the kernel is w's last two dimensions.
+tcc::Window2d convWindow(RankedTensorType w, ArrayRef<int64_t> stride,
+                         ArrayRef<int64_t> padding, ArrayRef<int64_t> dilation) {
+  tcc::Window2d win;
+  win.kh = w.getDimSize(2), win.kw = w.getDimSize(3);
+  win.sh = stride[0], win.sw = stride[1];
+  win.ph = padding[0], win.pw = padding[1];
+  win.dh = dilation[0], win.dw = dilation[1];
+  return win;
+}
+
+LogicalResult requireOneElementType(NodeContext &n, RankedTensorType x, RankedTensorType w) {
+  if (x.getElementType() != w.getElementType())
+    return n.error() << n.op() << ": input and weight must have one element type, got "
+                     << x.getElementType() << " and " << w.getElementType();
+  return success();
+}
+
 NodeResults importConv2d(NodeContext &n) {
   if (failed(n.arity(2)) || failed(n.attrs({"stride", "padding", "dilation", "groups"})) ||
       failed(n.requireFloat(0)) || failed(n.requireFloat(1)) ||
@@ -68,9 +87,8 @@ NodeResults importConv2d(NodeContext &n) {
   if (failed(stride) || failed(padding) || failed(dilation) || failed(groups))
     return failure();
   RankedTensorType x = n.type(0), w = n.type(1);
-  if (x.getElementType() != w.getElementType())
-    return n.error() << "conv2d: input and weight must have one element type, got "
-                     << x.getElementType() << " and " << w.getElementType();
+  if (failed(requireOneElementType(n, x, w)))
+    return failure();
   int64_t c = x.getDimSize(1), o = w.getDimSize(0);
   if (*groups < 1 || c % *groups != 0 || o % *groups != 0)
     return n.error() << "conv2d: groups " << *groups << " must be >= 1 and divide the input "
@@ -79,11 +97,7 @@ NodeResults importConv2d(NodeContext &n) {
     return n.error() << "conv2d: weight " << tcc::formatShape(w.getShape()) << " must have "
                      << c / *groups << " input channels (input channels " << c
                      << " / groups " << *groups << ")";
-  tcc::Window2d win;
-  win.kh = w.getDimSize(2), win.kw = w.getDimSize(3);
-  win.sh = (*stride)[0], win.sw = (*stride)[1];
-  win.ph = (*padding)[0], win.pw = (*padding)[1];
-  win.dh = (*dilation)[0], win.dw = (*dilation)[1];
+  tcc::Window2d win = convWindow(w, *stride, *padding, *dilation);
   std::string why = win.check(x.getDimSize(2), x.getDimSize(3));
   if (!why.empty())
     return n.error() << "conv2d: " << why << " (input " << tcc::formatShape(x.getShape())
@@ -117,9 +131,8 @@ NodeResults importConvTranspose2d(NodeContext &n) {
       failed(groups))
     return failure();
   RankedTensorType x = n.type(0), w = n.type(1);
-  if (x.getElementType() != w.getElementType())
-    return n.error() << "conv_transpose2d: input and weight must have one element type, got "
-                     << x.getElementType() << " and " << w.getElementType();
+  if (failed(requireOneElementType(n, x, w)))
+    return failure();
   int64_t cin = x.getDimSize(1);
   if (*groups < 1 || cin % *groups != 0)
     return n.error() << "conv_transpose2d: groups " << *groups
@@ -128,27 +141,22 @@ NodeResults importConvTranspose2d(NodeContext &n) {
     return n.error() << "conv_transpose2d: weight " << tcc::formatShape(w.getShape())
                      << " must be (C_in = " << cin << ", C_out / groups, KH, KW)";
   int64_t cout = w.getDimSize(1) * *groups;
-  for (int d = 0; d < 2; ++d) {
-    if ((*stride)[d] < 1 || (*dilation)[d] < 1 || (*padding)[d] < 0)
-      return n.error() << "conv_transpose2d: stride and dilation must be >= 1 and padding "
-                       << ">= 0";
+  tcc::Window2d win = convWindow(w, *stride, *padding, *dilation);
+  if (std::string why = win.checkAttributes(); !why.empty())
+    return n.error() << "conv_transpose2d: " << why;
+  for (int d = 0; d < 2; ++d)
     if ((*outputPadding)[d] < 0 ||
         (*outputPadding)[d] >= std::max((*stride)[d], (*dilation)[d]))
       return n.error() << "conv_transpose2d: output_padding " << (*outputPadding)[d]
                        << " must be >= 0 and smaller than the stride or the dilation";
-  }
   int64_t size[2];
   for (int d = 0; d < 2; ++d)
-    size[d] = (x.getDimSize(2 + d) - 1) * (*stride)[d] - 2 * (*padding)[d] +
-              (*dilation)[d] * (w.getDimSize(2 + d) - 1) + (*outputPadding)[d] + 1;
+    size[d] = tcc::Window2d::transposedSize(x.getDimSize(2 + d), w.getDimSize(2 + d),
+                                            (*stride)[d], (*padding)[d], (*dilation)[d],
+                                            (*outputPadding)[d]);
   if (size[0] < 1 || size[1] < 1)
     return n.error() << "conv_transpose2d: the output would be " << size[0] << " x " << size[1]
                      << " (input " << tcc::formatShape(x.getShape()) << ")";
-  tcc::Window2d win;
-  win.kh = w.getDimSize(2), win.kw = w.getDimSize(3);
-  win.sh = (*stride)[0], win.sw = (*stride)[1];
-  win.ph = (*padding)[0], win.pw = (*padding)[1];
-  win.dh = (*dilation)[0], win.dw = (*dilation)[1];
   std::string why = win.check(size[0], size[1]);
   if (!why.empty())
     return n.error() << "conv_transpose2d: " << why << " (output " << size[0] << " x "

@@ -6,8 +6,16 @@ tensors. Handlers take (converter,
 fx node, args, kwargs) like _torch_ops.py's."""
 
 from tcc import ops
+from tcc.composite_ops import INTERPOLATE_MODES
 from tcc._torch_ops import Dyn, Unsupported
 from tcc.model import ones, zeros
+
+
+def _add_channel_bias(c, y, bias):
+    """y (N, C, H, W) plus bias (C) as (C, 1, 1); y itself without one."""
+    if bias is None:
+        return y
+    return ops.add(y, ops.reshape(c.t(bias), (bias.shape[0], 1, 1)))
 
 
 def _conv2d(c, x, weight, bias, stride, padding, dilation, groups):
@@ -18,10 +26,7 @@ def _conv2d(c, x, weight, bias, stride, padding, dilation, groups):
     if not isinstance(weight, Dyn):
         raise Unsupported("conv2d with a constant weight")
     y = ops.conv2d(c.t(x), weight.t, stride, padding, dilation, int(groups))
-    if bias is not None:
-        o = weight.shape[0]
-        y = ops.add(y, ops.reshape(c.t(bias), (o, 1, 1)))
-    return y
+    return _add_channel_bias(c, y, bias)
 
 
 def _conv2d_module(c, node, args, kwargs):
@@ -52,10 +57,7 @@ def _conv_transpose2d(c, x, weight, bias, stride, padding, output_padding, group
         raise Unsupported(f"conv_transpose2d with padding='{padding}' (give the sizes)")
     y = ops.conv_transpose2d(c.t(x), weight.t, stride, padding, output_padding,
                              int(groups), dilation)
-    if bias is not None:
-        b = ops.reshape(c.t(bias), (bias.shape[0], 1, 1))
-        y = ops.add(y, b)
-    return y
+    return _add_channel_bias(c, y, bias)
 
 
 def _conv_transpose2d_module(c, node, args, kwargs):
@@ -233,9 +235,9 @@ def _adaptive_avg_pool_function(c, node, args, kwargs):
 def _interpolate(c, x, size, scale_factor, mode, align_corners, recompute, antialias=False):
     if antialias:
         raise Unsupported("interpolate with antialias=True")
-    if mode not in ("nearest", "nearest-exact", "bilinear"):
-        raise Unsupported(f"interpolate mode '{mode}' (supported: nearest, nearest-exact, "
-                          "bilinear)")
+    if mode not in INTERPOLATE_MODES:
+        raise Unsupported(f"interpolate mode '{mode}' (supported: "
+                          f"{', '.join(INTERPOLATE_MODES)})")
     if not isinstance(x, Dyn) or x.rank != 4:
         raise Unsupported("interpolate of an input that is not (N, C, H, W)")
     return ops.interpolate(c.t(x), size=size, scale_factor=scale_factor, mode=mode,

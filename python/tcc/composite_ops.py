@@ -196,7 +196,7 @@ def adaptive_avg_pool2d(x: Tensor, output_size, name: Optional[str] = None) -> T
 
 # -- interpolate ----------------------------------------------------------------
 
-_MODES = ("nearest", "nearest-exact", "bilinear")
+INTERPOLATE_MODES = ("nearest", "nearest-exact", "bilinear")
 
 
 def interpolate(x: Tensor, size=None, scale_factor=None, mode: str = "nearest",
@@ -209,9 +209,9 @@ def interpolate(x: Tensor, size=None, scale_factor=None, mode: str = "nearest",
     pair; the output size is floor(in * factor), and the factor itself maps
     coordinates unless recompute_scale_factor, as in PyTorch)."""
     shape = _shape_of(x, "interpolate")
-    if mode not in _MODES:
+    if mode not in INTERPOLATE_MODES:
         raise TccError(f"interpolate: mode '{mode}' is not supported (supported: "
-                       f"{', '.join(_MODES)}; bicubic, area, linear, trilinear are not)")
+                       f"{', '.join(INTERPOLATE_MODES)}; bicubic, area, linear, trilinear are not)")
     if len(shape) != 4:
         raise TccError(f"interpolate: the input must be (N, C, H, W), got {shape}")
     if align_corners is not None and mode != "bilinear":

@@ -27,6 +27,16 @@ def _conv_sizes(kind: str, in_channels: int, out_channels: int, kernel_size,
     return k
 
 
+def _add_channel_bias(module: Module, y: Tensor) -> Tensor:
+    """y (N, out, H, W) plus the module's bias (out) as (out, 1, 1), when it
+    has one."""
+    if "bias" not in module._parameters:
+        return y
+    b = ops.reshape(module.bias, (module.out_channels, 1, 1),
+                    name=module.node_name("bias_chw"))
+    return ops.add(y, b, name=module.node_name("biased"))
+
+
 class Conv2d(Module):
     """torch.nn.Conv2d on NCHW: weight (out, in / groups, kh, kw), stored in
     torch's layout (no perm), bias (out). Default init as torch's: uniform
@@ -52,14 +62,9 @@ class Conv2d(Module):
             if bias else None
 
     def forward(self, x: Tensor) -> Tensor:
-        has_bias = "bias" in self._parameters
         y = ops.conv2d(x, self.weight, self.stride, self.padding, self.dilation,
                        self.groups, name=self.node_name())
-        if has_bias:
-            b = ops.reshape(self.bias, (self.out_channels, 1, 1),
-                            name=self.node_name("bias_chw"))
-            y = ops.add(y, b, name=self.node_name("biased"))
-        return y
+        return _add_channel_bias(self, y)
 
 
 class ConvTranspose2d(Module):
@@ -88,11 +93,7 @@ class ConvTranspose2d(Module):
         y = ops.conv_transpose2d(x, self.weight, self.stride, self.padding,
                                  self.output_padding, self.groups, self.dilation,
                                  name=self.node_name())
-        if "bias" in self._parameters:
-            b = ops.reshape(self.bias, (self.out_channels, 1, 1),
-                            name=self.node_name("bias_chw"))
-            y = ops.add(y, b, name=self.node_name("biased"))
-        return y
+        return _add_channel_bias(self, y)
 
 
 class MaxPool2d(Module):
@@ -202,7 +203,8 @@ class AdaptiveAvgPool2d(Module):
 
 class GroupNorm(Module):
     """torch.nn.GroupNorm: weight ones and bias zeros (C) when affine
-    (ops.group_norm: a layer norm over each group, then per channel)."""
+    (ops.group_norm: a batch norm over each (image, group), then per
+    channel)."""
 
     def __init__(self, num_groups: int, num_channels: int, eps: float = 1e-5,
                  affine: bool = True):

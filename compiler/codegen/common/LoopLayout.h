@@ -66,8 +66,11 @@ struct GemmShape {
   bool foldsBatchIntoM() const {
     return bBatch == 1 && aBatch == batchCount && (!ta || batchCount == 1);
   }
-  // Both operands fully batched: one strided-batched product.
-  bool fullyBatched() const { return aBatch == batchCount && bBatch == batchCount; }
+  // Each operand either fully batched or shared by the whole batch: one
+  // strided-batched product (a shared operand's batch stride is 0).
+  bool stridedBatch() const {
+    return (aBatch == batchCount || aBatch == 1) && (bBatch == batchCount || bBatch == 1);
+  }
 
   // Otherwise a loop over the batch: element offsets of a, b and out
   // (operands 0, 1, 2) through the broadcast strides.

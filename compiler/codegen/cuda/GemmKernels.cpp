@@ -56,18 +56,10 @@ LogicalResult CudaStepEmitter::emitGemm(kern::GemmOp g, llvm::raw_ostream &os,
            shape, work, bytes, LaunchCheck::InCall);
     return success();
   }
-  if (s.fullyBatched()) {
-    launch(os, g, "cublasLtMatmul",
-           call(s.m, s.batchCount, s.m * s.k, s.k * s.n, s.m * s.n, name(g.getA()),
-                name(g.getB()), name(g.getOut())),
-           shape, work, bytes, LaunchCheck::InCall);
-    return success();
-  }
-  // One operand shared by the whole batch (a resampling matrix times every
-  // image's rows): a strided-batched product whose shared operand has batch
-  // stride 0. (The folded case above covers a shared b without transpose_a.)
-  if ((s.aBatch == 1 && s.bBatch == s.batchCount) ||
-      (s.bBatch == 1 && s.aBatch == s.batchCount)) {
+  // Both operands batched, or one shared by the whole batch (a resampling
+  // matrix times every image's rows: batch stride 0; the folded case above
+  // covers a shared b without transpose_a): one strided-batched product.
+  if (s.stridedBatch()) {
     launch(os, g, "cublasLtMatmul",
            call(s.m, s.batchCount, s.aBatch == 1 ? 0 : s.m * s.k,
                 s.bBatch == 1 ? 0 : s.k * s.n, s.m * s.n, name(g.getA()), name(g.getB()),
