@@ -10,8 +10,6 @@
 //     padding = [0, 0]. avg_pool2d divides by KH * KW (padding counts).
 // A one-value list means the same value for height and width. Every shape
 // problem is reported here, at the node, before an op is built.
-#include <algorithm>
-
 #include "dialects/common/ShapeHelpers.h"
 #include "dialects/tg/TgDialect.h"
 #include "dialects/common/Window2d.h"
@@ -144,11 +142,14 @@ NodeResults importConvTranspose2d(NodeContext &n) {
   tcc::Window2d win = convWindow(w, *stride, *padding, *dilation);
   if (std::string why = win.checkAttributes(); !why.empty())
     return n.error() << "conv_transpose2d: " << why;
+  // PyTorch allows output_padding up to max(stride, dilation); at or above
+  // the stride the extra rows lie outside what the convolution it
+  // transposes maps back (tg.conv2d_input_grad's shape), so they are refused.
   for (int d = 0; d < 2; ++d)
-    if ((*outputPadding)[d] < 0 ||
-        (*outputPadding)[d] >= std::max((*stride)[d], (*dilation)[d]))
+    if ((*outputPadding)[d] < 0 || (*outputPadding)[d] >= (*stride)[d])
       return n.error() << "conv_transpose2d: output_padding " << (*outputPadding)[d]
-                       << " must be >= 0 and smaller than the stride or the dilation";
+                       << " must be >= 0 and smaller than the stride " << (*stride)[d]
+                       << " (PyTorch also allows it below the dilation; tcc does not)";
   int64_t size[2];
   for (int d = 0; d < 2; ++d)
     size[d] = tcc::Window2d::transposedSize(x.getDimSize(2 + d), w.getDimSize(2 + d),

@@ -149,9 +149,10 @@ def _conv_transpose2d(x: Shape, w: Shape, attrs: dict) -> Shape:
         raise ShapeError("stride and dilation must be >= 1, padding >= 0")
     out = []
     for size, k, s, p, d, o in zip(x[2:], w[2:], stride, pad, dil, opad):
-        if o < 0 or o >= max(s, d):
+        if o < 0 or o >= s:
             raise ShapeError(f"output_padding {o} must be >= 0 and smaller than the "
-                             "stride or the dilation")
+                             f"stride {s} (PyTorch also allows it below the dilation; "
+                             "tcc does not)")
         out.append((size - 1) * s - 2 * p + d * (k - 1) + o + 1)
     if min(out) < 1:
         raise ShapeError(f"the output would be {out[0]} x {out[1]} (input {tuple(x)})")

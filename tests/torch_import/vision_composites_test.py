@@ -165,6 +165,8 @@ def refusals(x, y):
         (lambda: ops.conv_transpose2d(t, m.param("wt", (8, 4, 3, 3)), stride=2,
                                       output_padding=2), "output_padding 2"),
         (lambda: ops.conv_transpose2d(t, m.param("wt2", (4, 4, 3, 3))), "C_in = 8"),
+        (lambda: ops.conv_transpose2d(t, m.param("wt3", (8, 4, 3, 3)), dilation=2,
+                                      output_padding=1), "smaller than the stride 1"),
     ]
     return failures + H.expect_tcc_errors(bad_ops)
 
