@@ -185,6 +185,36 @@ absl::Status compileImported(const CompileOptions &options,
 
 // --batch N | auto [--keep-global-batch]: `model` rewritten to the batch
 // asked for or chosen (printed on stderr).
+// --sync-batch-norm: the node attribute sync on every batch_norm that
+// keeps running statistics (nn.BatchNorm*d as PyTorch's
+// convert_sync_batchnorm converts them; a batch_norm without running
+// statistics, as group_norm's composite makes, keeps per-rank statistics
+// unless its node says sync itself).
+absl::Status applySyncBatchNorm(const CompileOptions &options, const PipelineOptions &pipeline,
+                                model::Model &model) {
+  if (!options.syncBatchNorm)
+    return absl::OkStatus();
+  if (!pipeline.dataParallel)
+    return absl::InvalidArgumentError(
+        "--sync-batch-norm takes the statistics over the ranks of a data-parallel step: add "
+        "--data-parallel (or --shard-optimizer N)");
+  int marked = 0;
+  for (model::Node &node : *model.mutable_nodes()) {
+    if (node.op() != "batch_norm")
+      continue;
+    auto track = node.attrs().find("track_running_stats");
+    if (track != node.attrs().end() && track->second.value_case() == model::Attribute::kB &&
+        !track->second.b())
+      continue;
+    (*node.mutable_attrs())["sync"].set_b(true);
+    ++marked;
+  }
+  if (marked == 0)
+    return absl::InvalidArgumentError(
+        "--sync-batch-norm: the model has no batch_norm with running statistics to synchronize");
+  return absl::OkStatus();
+}
+
 absl::Status applyBatchOption(const CompileOptions &options, const PipelineOptions &pipeline,
                               model::Model &model) {
   if (options.batch.empty())
@@ -326,6 +356,8 @@ absl::Status compileModel(const CompileOptions &given) {
   if (!model.ok())
     return absl::InternalError(model.status().message());
   if (absl::Status s = applyBatchOption(options, pipelineOptions, *model); !s.ok())
+    return s;
+  if (absl::Status s = applySyncBatchNorm(options, pipelineOptions, *model); !s.ok())
     return s;
 
   std::optional<DumpDirectory> dumps;

@@ -64,6 +64,9 @@ struct CompileOptions {
   // --data-parallel: the step is one rank's share of a data-parallel job
   // (tg-all-reduce-gradients).
   bool dataParallel = false;
+  // --sync-batch-norm: every batch_norm with running statistics takes its
+  // statistics over the ranks (the node attribute sync; needs dataParallel).
+  bool syncBatchNorm = false;
   // --shard-optimizer N: ZeRO-1 over exactly N ranks (0: not sharded).
   int64_t shardOptimizer = 0;
   LossScaleMode lossScale = LossScaleMode::Auto;  // --loss-scale

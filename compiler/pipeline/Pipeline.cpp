@@ -4,6 +4,7 @@
 #include "compiler/pipeline/Pipeline.h"
 
 #include "dialects/common/ModelAttrs.h"
+#include "dialects/tg/BatchNormSync.h"
 #include "mlir/Transforms/Passes.h"
 #include "passes/Passes.h"
 
@@ -40,6 +41,8 @@ void annotateModule(mlir::ModuleOp module, const PipelineOptions &options) {
     module->setAttr(model::kDeterministicAttr, b.getUnitAttr());
   if (options.dataParallel)
     module->setAttr(model::kDataParallelAttr, b.getUnitAttr());
+  else // one rank: a synchronized batch norm is an ordinary one
+    module.walk([](mlir::Operation *op) { op->removeAttr(tg::kBatchNormSyncAttr); });
   if (options.dataParallel && options.shardOptimizer > 0)
     module->setAttr(model::kShardOptimizerAttr, b.getI64IntegerAttr(options.shardOptimizer));
 }

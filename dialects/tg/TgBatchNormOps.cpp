@@ -2,6 +2,7 @@
 // The gradient is one reduction pass (tg.batch_norm_grad_sums) and an
 // elementwise input gradient (build::batchNormInputGrad), not autodiff of
 // the written-out statistics (which took ~11 passes over the activations).
+#include "dialects/tg/BatchNormSync.h"
 #include "dialects/tg/TgDialect.h"
 
 #include "dialects/common/ShapeHelpers.h"
@@ -82,8 +83,13 @@ LogicalResult BatchNormOp::buildGradients(OpBuilder &b, ArrayRef<Value> resultGr
   if (Value g = resultGrads[0]) {
     auto sums = BatchNormGradSumsOp::create(b, loc, TypeRange{getMean().getType(), getMean().getType()},
                                             g, x, getMean(), rstd);
-    dx = build::batchNormInputGrad(b, loc, g, x, getMean(), rstd, weight, sums.getGradSum(),
-                                   sums.getGradXhatSum());
+    // Synchronized (BatchNormSync.h): the input gradient takes the global
+    // sums, the weight and bias gradients this rank's.
+    auto [gradSum, gradXhatSum] =
+        syncsOverRanks(getOperation(), /*inTrainStepOnly=*/false)
+            ? globalGradSums(b, loc, sums.getGradSum(), sums.getGradXhatSum())
+            : std::pair<Value, Value>{sums.getGradSum(), sums.getGradXhatSum()};
+    dx = build::batchNormInputGrad(b, loc, g, x, getMean(), rstd, weight, gradSum, gradXhatSum);
     if (weight)
       dweight = build::castTo(b, loc, sums.getGradXhatSum(), rtt(weight).getElementType());
     if (bias)

@@ -4,6 +4,8 @@
 //              [, weight (C) [, bias (C)]])
 //     f eps = 1e-5, f momentum = 0.1, s num_batches_tracked (a buffer name)
 //   batch_norm(x [, weight [, bias]]) {b track_running_stats: false}
+//     b sync = false: in a data-parallel training step, the statistics of
+//     the global batch (torch.nn.SyncBatchNorm; dialects/tg/BatchNormSync.h)
 // Statistics are per channel (dim 1) over every other dimension.
 //
 // Training and eval differ, so the result is a tg.train_select of
@@ -24,6 +26,7 @@
 // track_running_stats=False).
 #include "dialects/common/ModelAttrs.h"
 #include "dialects/common/ShapeHelpers.h"
+#include "dialects/tg/BatchNormSync.h"
 #include "dialects/tg/TgDialect.h"
 #include "dialects/tg/TgStructuralBuilders.h"
 #include "frontend/importer/NodeImporter.h"
@@ -51,13 +54,14 @@ BlockArgument bufferArgument(Value v) {
 
 NodeResults importBatchNorm(NodeContext &n) {
   namespace build = tg::build;
-  if (failed(n.attrs({"eps", "momentum", "track_running_stats", "num_batches_tracked"})))
+  if (failed(n.attrs({"eps", "momentum", "track_running_stats", "num_batches_tracked", "sync"})))
     return failure();
+  FailureOr<bool> sync = n.boolAttr("sync", false);
   FailureOr<double> eps = n.floatAttr("eps", 1e-5);
   FailureOr<double> momentum = n.floatAttr("momentum", 0.1);
   FailureOr<bool> track = n.boolAttr("track_running_stats", true);
   FailureOr<std::string> counter = n.stringAttr("num_batches_tracked", "");
-  if (failed(eps) || failed(momentum) || failed(track) || failed(counter))
+  if (failed(eps) || failed(momentum) || failed(track) || failed(counter) || failed(sync))
     return failure();
   if (!(*eps >= 0) || !std::isfinite(*eps))
     return n.error() << "batch_norm: eps must be a finite number >= 0, got " << *eps;
@@ -106,6 +110,8 @@ NodeResults importBatchNorm(NodeContext &n) {
   auto channels = RankedTensorType::get({c}, build::batchNormStatsType(elt));
   auto train = tg::BatchNormOp::create(b, loc, TypeRange{x, channels, channels}, in, weight,
                                        bias, b.getF64FloatAttr(*eps));
+  if (*sync)
+    train->setAttr(tg::kBatchNormSyncAttr, b.getUnitAttr());
   Value mean = train.getMean(), var = train.getVar();
   Value result = train.getResult();
 

@@ -17,6 +17,8 @@
 //===----------------------------------------------------------------------===//
 #include "passes/Passes.h"
 
+#include "dialects/tg/BatchNormSync.h"
+
 #include "dialects/tg/TgStructuralBuilders.h"
 #include "mlir/IR/PatternMatch.h"
 
@@ -49,10 +51,14 @@ SmallVector<Value> expand(Operation *op, OpBuilder &b) {
   if (auto bn = dyn_cast<tg::BatchNormOp>(op)) {
     auto stats = tg::BatchNormStatsOp::create(b, loc, bn.getMean().getType(),
                                               bn.getVar().getType(), bn.getInput());
-    Value rstd = build::batchNormRstd(b, loc, stats.getVar(), bn.getEps().convertToDouble());
-    return {build::batchNormNormalize(b, loc, bn.getInput(), stats.getMean(), rstd,
-                                      bn.getWeight(), bn.getBias()),
-            stats.getMean(), stats.getVar()};
+    // Synchronized: the global batch's statistics (BatchNormSync.h).
+    auto [mean, var] = tg::syncsOverRanks(bn)
+                           ? tg::globalBatchNormStats(b, loc, stats.getMean(), stats.getVar())
+                           : std::pair<Value, Value>{stats.getMean(), stats.getVar()};
+    Value rstd = build::batchNormRstd(b, loc, var, bn.getEps().convertToDouble());
+    return {build::batchNormNormalize(b, loc, bn.getInput(), mean, rstd, bn.getWeight(),
+                                      bn.getBias()),
+            mean, var};
   }
   if (auto split = dyn_cast<tg::SplitOp>(op))
     return build::splitIntoSlices(b, loc, split.getInput(), split.getAxis(),

@@ -517,6 +517,7 @@ MODULES = {
     nn.MSELoss: _mse_module, nn.Conv2d: _conv2d_module,
     nn.MaxPool2d: _max_pool_module, nn.AvgPool2d: _avg_pool_module,
     nn.BatchNorm1d: _batch_norm_module, nn.BatchNorm2d: _batch_norm_module,
+    nn.SyncBatchNorm: _batch_norm_module,
     nn.ConvTranspose2d: _conv_transpose2d_module,
     nn.GroupNorm: _group_norm_module, nn.AdaptiveAvgPool2d: _adaptive_avg_pool_module,
     nn.Upsample: _upsample_module, nn.UpsamplingNearest2d: _upsample_module,

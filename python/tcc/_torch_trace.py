@@ -256,6 +256,10 @@ class _Record(ShapeProp):
         module = self.fetch_attr(target)
 
         def call(a, k, meta):
+            if isinstance(module, torch.nn.SyncBatchNorm):
+                # Its forward needs CUDA tensors and a process group in
+                # training; its output has its input's shape and type.
+                return a[0].clone()
             if not meta:
                 return module(*a, **k)
             tensors = {n: t.to("meta") for n, t in

@@ -1,9 +1,11 @@
 """The PyTorch vision ops tcc.from_torch maps (the tables are in
 _torch_ops.py, which imports this module after defining Dyn and
 Unsupported): nn.Conv2d / F.conv2d, nn.MaxPool2d / F.max_pool2d,
-nn.AvgPool2d / F.avg_pool2d, nn.BatchNorm1d / 2d / F.batch_norm, on NCHW
-tensors. Handlers take (converter,
+nn.AvgPool2d / F.avg_pool2d, nn.BatchNorm1d / 2d / nn.SyncBatchNorm /
+F.batch_norm, on NCHW tensors. Handlers take (converter,
 fx node, args, kwargs) like _torch_ops.py's."""
+
+import torch
 
 from tcc import ops
 from tcc.composite_ops import INTERPOLATE_MODES
@@ -144,7 +146,7 @@ def _model_buffers(c, path, channels, dtype):
     return made[path]
 
 
-def _batch_norm(c, x, stats, weight, bias, momentum, eps):
+def _batch_norm(c, x, stats, weight, bias, momentum, eps, sync=False):
     if momentum is None:
         raise Unsupported("momentum=None (a cumulative moving average); give a number")
     if not isinstance(x, Dyn) or x.rank < 2:
@@ -154,12 +156,14 @@ def _batch_norm(c, x, stats, weight, bias, momentum, eps):
     mean, var, count = stats if stats is not None else (None, None, None)
     return ops.batch_norm(x.t, mean, var, c.t(weight) if weight is not None else None,
                           c.t(bias) if bias is not None else None, eps=float(eps),
-                          momentum=float(momentum), num_batches_tracked=count)
+                          momentum=float(momentum), num_batches_tracked=count, sync=sync)
 
 
 def _batch_norm_module(c, node, args, kwargs):
-    """nn.BatchNorm1d / 2d: train steps use the batch's statistics and update
-    the running ones (tcc buffers named as the module's), eval uses them."""
+    """nn.BatchNorm1d / 2d, nn.SyncBatchNorm: train steps use the batch's
+    statistics (SyncBatchNorm: the global batch's, over the data-parallel
+    ranks) and update the running ones (tcc buffers named as the
+    module's), eval uses them."""
     m = c.module_of(node)
     path = node.target
     x = args[0]
@@ -168,7 +172,8 @@ def _batch_norm_module(c, node, args, kwargs):
         stats = _model_buffers(c, path, m.num_features, c.dtype_name(m.running_mean.dtype))
     w = c.param_value(f"{path}.weight") if m.affine else None
     b = c.param_value(f"{path}.bias") if m.affine else None
-    return _batch_norm(c, x, stats, w, b, m.momentum, m.eps)
+    return _batch_norm(c, x, stats, w, b, m.momentum, m.eps,
+                       sync=isinstance(m, torch.nn.SyncBatchNorm))
 
 
 def _batch_norm_function(c, node, args, kwargs):

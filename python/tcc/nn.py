@@ -31,7 +31,7 @@ from tcc.model import Init, Model, Tensor, TccError, normal, ones, zeros
 
 __all__ = ["Parameter", "Module", "Sequential", "ModuleList", "Linear",
            "Conv1D", "Conv2d", "MaxPool2d", "AvgPool2d", "BatchNorm1d",
-           "BatchNorm2d", "LayerNorm", "RMSNorm", "Embedding", "Dropout", "ReLU",
+           "BatchNorm2d", "SyncBatchNorm", "LayerNorm", "RMSNorm", "Embedding", "Dropout", "ReLU",
            "GELU", "SiLU", "Tanh", "Sigmoid", "CausalSelfAttention",
            "apply_rotary", "rotary_tables", "functional"]
 
@@ -594,5 +594,5 @@ from tcc import functional  # noqa: E402  (nn.functional, as in torch)
 # The vision modules (NCHW) live in nn_vision.py; imported last because they
 # subclass Module.
 from tcc.nn_vision import (AdaptiveAvgPool2d, AvgPool2d, BatchNorm1d,  # noqa: E402
-                           BatchNorm2d, Conv2d, ConvTranspose2d, GroupNorm, MaxPool2d,
+                           BatchNorm2d, SyncBatchNorm, Conv2d, ConvTranspose2d, GroupNorm, MaxPool2d,
                            Upsample)

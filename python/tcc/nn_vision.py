@@ -129,6 +129,7 @@ class _BatchNorm(Module):
     momentum=None (a cumulative average) is not supported."""
 
     ranks: Tuple[int, ...] = ()
+    sync = False  # statistics over the data-parallel ranks (SyncBatchNorm)
 
     def __init__(self, num_features: int, eps: float = 1e-5,
                  momentum: Optional[float] = 0.1, affine: bool = True,
@@ -176,7 +177,7 @@ class _BatchNorm(Module):
             mean, var, count = self._buffers()
         return ops.batch_norm(x, mean, var, w, b, eps=self.eps,
                               momentum=self.momentum, num_batches_tracked=count,
-                              name=self.node_name())
+                              sync=self.sync, name=self.node_name())
 
 
 class BatchNorm1d(_BatchNorm):
@@ -187,6 +188,14 @@ class BatchNorm1d(_BatchNorm):
 class BatchNorm2d(_BatchNorm):
     """torch.nn.BatchNorm2d on NCHW."""
     ranks = (4,)
+
+
+class SyncBatchNorm(_BatchNorm):
+    """torch.nn.SyncBatchNorm on (N, C, ...): in a data-parallel train step
+    (tcc compile --data-parallel) the statistics of the global batch, over
+    every rank; otherwise a batch norm."""
+    ranks = (2, 3, 4, 5)
+    sync = True
 
 
 class AdaptiveAvgPool2d(Module):

@@ -148,7 +148,7 @@ def batch_norm(x: Tensor, running_mean: Optional[Tensor], running_var: Optional[
                weight: Optional[Tensor] = None, bias: Optional[Tensor] = None,
                eps: float = 1e-5, momentum: float = 0.1,
                num_batches_tracked: Optional[Tensor] = None,
-               name: Optional[str] = None) -> Tensor:
+               sync: bool = False, name: Optional[str] = None) -> Tensor:
     """Batch norm over the channels (dim 1) of x (N, C, ...), as
     F.batch_norm: the train step normalizes with the batch's statistics
     (biased variance) and updates the running ones in place
@@ -156,7 +156,9 @@ def batch_norm(x: Tensor, running_mean: Optional[Tensor], running_var: Optional[
     unbiased; num_batches_tracked + 1), eval normalizes with the running
     ones. running_mean / running_var (C) must be model buffers
     (Model.buffer); both None: batch statistics in train and eval
-    (track_running_stats=False). weight and bias (C) are optional."""
+    (track_running_stats=False). weight and bias (C) are optional.
+    sync: in a data-parallel train step (tcc compile --data-parallel), the
+    statistics of the global batch, over every rank (nn.SyncBatchNorm)."""
     track = running_mean is not None
     if track != (running_var is not None):
         raise TccError("batch_norm: give both running_mean and running_var, or neither")
@@ -170,7 +172,7 @@ def batch_norm(x: Tensor, running_mean: Optional[Tensor], running_var: Optional[
         "batch_norm", *ins, name=name, eps=float(eps), momentum=float(momentum),
         track_running_stats=None if track else False,
         num_batches_tracked=num_batches_tracked.name
-        if num_batches_tracked is not None else None)
+        if num_batches_tracked is not None else None, sync=True if sync else None)
 
 
 def rms_norm(x: Tensor, weight: Optional[Tensor] = None, eps: float = 1e-6,

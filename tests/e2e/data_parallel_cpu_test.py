@@ -11,6 +11,9 @@ mpirun, which trun --nproc runs for a cpu step), on the gpt_char sample:
     rank 0 alone prints and writes the metrics; likewise an image
     classifier (the MLP sample on Fashion-MNIST, 2 x 32 against 1 x 64,
     30 steps, the same test accuracy to the images rounding can flip);
+  * synchronized batch norm (tcc compile --sync-batch-norm): the CNN
+    sample at 2 ranks x 32 gives the losses of 1 rank x 64 (20 steps, the
+    same limit), and without the flag (per-rank statistics) it does not;
   * ZeRO-1 (tcc compile --shard-optimizer 2): 2 ranks x batch 4, each
     keeping half of the AdamW state, give the same losses (50 steps, the
     same limit) with half the optimizer state per rank (trun --info);
@@ -198,6 +201,40 @@ def main():
              "way %d)" % (c1, c2, limit, c_other))
     print("ok: MLP: test images correct: 1 rank %d, 2 ranks %d, rounded another way %d "
           "(limit %d apart)" % (c1, c2, c_other, limit))
+
+    # 1c. Synchronized batch norm (tcc compile --sync-batch-norm): the CNN
+    # sample (two BatchNorm2d) at 2 ranks x 32 images trains like 1 rank x
+    # 64, since each rank normalizes with the global batch's statistics; the
+    # same step without the flag (each rank its own 32 images' statistics)
+    # does not, which shows the comparison can fail.
+    samples = os.path.dirname(os.path.dirname(MODEL))
+    cnn = os.path.join(WORK, "cnn.pbtxt")
+    run([sys.executable, os.path.join(samples, "cnn", "model.py"), "-o", cnn, "--channels", "8,16",
+         "--steps", "2000"],
+        env=dict(os.environ, PYTHONPATH=os.path.join(os.path.dirname(samples), "python")))
+    cnn_steps = {}
+    for tag, flags in (("cnn64", ["--batch", "64"]),
+                       ("cnn64_other", ["--batch", "64", "--cpu-arch", "none"]),
+                       ("cnn32_sync", ["--batch", "32", "--data-parallel", "--sync-batch-norm"]),
+                       ("cnn32_local", ["--batch", "32", "--data-parallel"])):
+        cnn_steps[tag] = os.path.join(WORK, tag + ".so")
+        run([TCC, "compile", "--target", "cpu"] + flags + [cnn, "-o", cnn_steps[tag]])
+    cnn_args = ["--data", images, "--steps", "20"]
+    cnn_single, _ = trun([cnn_steps["cnn64"]] + cnn_args, "cnn_single")
+    cnn_other, _ = trun([cnn_steps["cnn64_other"]] + cnn_args, "cnn_other", OPENBLAS_CORETYPE=core)
+    cnn_sync, _ = trun([cnn_steps["cnn32_sync"], "--nproc", "2"] + cnn_args, "cnn_sync")
+    cnn_local, _ = trun([cnn_steps["cnn32_local"], "--nproc", "2"] + cnn_args, "cnn_local")
+    close(cnn_sync, cnn_single, "CNN, synchronized batch norm: 2 ranks x batch 32 vs 1 rank x "
+          "batch 64", cnn_other)
+    apart = R.check_losses("CNN, per-rank batch norm", cnn_local, cnn_single, [cnn_other],
+                           ref_name="1 rank", verbose=False)
+    if not apart:
+        fail("CNN: per-rank batch norm statistics (no --sync-batch-norm) gave the 1-rank losses "
+             "too: the synchronized comparison above cannot tell the two apart\n%s\n%s"
+             % (cnn_local, cnn_single))
+    print("ok: CNN, per-rank batch norm: %d of %d losses outside the limit, max relative "
+          "difference %.3g" % (len(apart), len(cnn_single),
+                               max(abs(x - y) / abs(y) for x, y in zip(cnn_local, cnn_single))))
 
     # 2. Resume across world sizes (the same global batch).
     half = STEPS // 2

@@ -27,11 +27,15 @@
 #  5. exits on min(GPUs, 4) ranks with checkpoints every 10 steps, a resume
 #     from them, evaluation every 10 steps, a final validation + saved
 #     weights, and sampling after training: each within 20 s of its last
-#     step (issue 34).
+#     step (issue 34);
+#  6. synchronized batch norm: the CNN sample (fp32, two BatchNorm2d) on 2
+#     ranks x 32 images with --sync-batch-norm against 1 rank x 64, 30
+#     steps (within 1e-4 relative), and without the flag (per-rank
+#     statistics) more than 10x that apart; ms/step of each.
 # Prints a table last.
 #
 #   bash tests/gpu/dp_checks.sh DIR OUT
-# PARTS="1 4" runs only those parts (default: all five); TORCH=0 leaves
+# PARTS="1 4" runs only those parts (default: all six); TORCH=0 leaves
 # PyTorch DDP out of part 4 (tcc's runs and their exit checks only).
 set -uo pipefail
 [ $# -ge 2 ] || { echo "usage: dp_checks.sh DIR OUT" >&2; exit 2; }
@@ -92,7 +96,7 @@ PY
 }
 
 ngpu=$(nvidia-smi -L | wc -l)
-want() { [[ " ${PARTS:-1 2 3 4 5} " == *" $1 "* ]]; }
+want() { [[ " ${PARTS:-1 2 3 4 5 6} " == *" $1 "* ]]; }
 if want 1; then
 echo "== 1. same function at one NCCL rank"
 train short_fp32 "$steps/gpt2_short_fp32.so" "$short_data" 50
@@ -257,6 +261,35 @@ if [ "$n" -ge 2 ]; then
   train_and_exit "exit_sample_after_train" "$dp" "$short_data" 20 --nproc "$n" --sample 32
 else
   note "exits on several ranks: not run (this machine has $ngpu GPU)"
+fi
+fi
+
+if want 6; then
+echo "== 6. synchronized batch norm (the CNN sample, fp32)"
+images="$dir/data/fashion-mnist"
+if [ "$ngpu" -ge 2 ]; then
+  train cnn64 "$steps/cnn64.so" "$images" 30
+  train cnn32_sync "$steps/cnn32_sync_dp.so" "$images" 30 --nproc 2
+  train cnn32_local "$steps/cnn32_dp.so" "$images" 30 --nproc 2
+  line=$(compare "CNN fp32: --sync-batch-norm on 2 ranks x 32 vs 1 rank x 64" cnn32_sync cnn64 1e-4) || status=1
+  echo "$line"; note "$line"
+  if line=$(compare "CNN fp32: per-rank batch norm on 2 ranks x 32 vs 1 rank x 64" cnn32_local cnn64 1e-3); then
+    note "CNN fp32: per-rank batch norm: FAIL, as close to the 1-rank run as the synchronized one ($line)"; status=1
+  else
+    note "CNN fp32: per-rank batch norm vs 1 rank: apart as expected (${line#*: FAIL, })"
+  fi
+  note "$(python3 - "$out" <<'PY'
+import json, statistics, sys
+def ms(tag):
+    v = [d["step_ms"] for d in map(json.loads, open("%s/%s.jsonl" % (sys.argv[1], tag)))
+         if d.get("kind") == "step" and d["step"] > 5 and "step_ms" in d]
+    return statistics.median(v) if v else float("nan")
+print("CNN ms/step (median after step 5): 1 rank x 64 %.2f; 2 ranks x 32 synchronized %.2f, "
+      "per-rank %.2f" % (ms("cnn64"), ms("cnn32_sync"), ms("cnn32_local")))
+PY
+)"
+else
+  note "synchronized batch norm: not run (this machine has $ngpu GPU)"
 fi
 fi
 

@@ -11,8 +11,14 @@
 #   compiled with --data-parallel (_dp):
 #   gpt2_short (tests/gpu/amp_models.py) fp32 and bf16 --deterministic;
 #   GPT-2 124M bf16 B=16 T=1024 (samples/gpt2); and ZeRO-1 steps
-#   (--shard-optimizer N, _zeroN): gpt2_short fp32 at 1, GPT-2 at 1, 2, 4
-# DIR/data.tar.gz  the shuffled fortunes as bytes (gpt2_short's data)
+#   (--shard-optimizer N, _zeroN): gpt2_short fp32 at 1, GPT-2 at 1, 2, 4;
+#   the CNN sample (samples/cnn, two BatchNorm2d) fp32: cnn64 (batch 64),
+#   cnn32_sync_dp (batch 32, --data-parallel --sync-batch-norm), cnn32_dp
+#   (batch 32, --data-parallel: per-rank statistics)
+# DIR/data.tar.gz  the shuffled fortunes as bytes (gpt2_short's data) and
+#   Fashion-MNIST (the CNN's)
+# PREPARE=sync builds only the CNN steps and Fashion-MNIST (dp_checks.sh
+# part 6); the default builds everything.
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 build="${TCC_BUILD_DIR:-$root/build}"
@@ -29,6 +35,14 @@ copy_trun_libs "$dir/bin/trun" "$dir/lib"
 tar -C "$dir" -czf "$dir/lib.tar.gz" lib && rm -rf "$dir/lib"
 
 tcc="$build/bin/tcc"
+/usr/bin/python3 "$root/samples/cnn/model.py" -o "$dir/models/cnn.pbtxt" --channels 16,32 --steps 2000 >/dev/null
+"$tcc" compile --target cuda --arch "$arch" --precision fp32 --batch 64 "$dir/models/cnn.pbtxt" -o "$dir/steps/cnn64.so"
+"$tcc" compile --target cuda --arch "$arch" --precision fp32 --batch 32 --data-parallel --sync-batch-norm \
+  "$dir/models/cnn.pbtxt" -o "$dir/steps/cnn32_sync_dp.so"
+"$tcc" compile --target cuda --arch "$arch" --precision fp32 --batch 32 --data-parallel \
+  "$dir/models/cnn.pbtxt" -o "$dir/steps/cnn32_dp.so"
+cp -r /usr/share/datasets/fashion-mnist "$dir/data/fashion-mnist"
+if [ "${PREPARE:-all}" != sync ]; then
 text=$(/usr/bin/python3 "$root/tests/gpu/amp_models.py" args gpt2_short)
 mapfile -t flags <<<"$text"
 "$build/bin/tcc-models" gpt "${flags[@]}" -o "$dir/models/gpt2_short.pbtxt"
@@ -54,6 +68,7 @@ for n in 1 2 4; do zero gpt2_bf16 "$root/samples/gpt2/gpt2_124m.pbtxt" bf16 $n; 
 "$build/bin/tcc-data" tokenize --level byte --val-fraction 0.1 \
   -o "$dir/data/fortunes_shuffled_bytes" "$dir/data/fortunes_shuffled.txt" >/dev/null
 rm "$dir/data/fortunes_shuffled.txt"
+fi
 for part in steps data; do
   tar -C "$dir" -czf "$dir/$part.tar.gz" $part && rm -rf "${dir:?}/$part"
 done

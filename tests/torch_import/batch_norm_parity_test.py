@@ -26,8 +26,14 @@ export folds batch norm into the convolutions) and `tcc import`, with the
 recipe given as flags (ONNX BatchNormalization's running statistics become
 buffers of the same names, its momentum converted).
 
+--via torch-sync: the module with every batch norm converted to
+nn.SyncBatchNorm (convert_sync_batchnorm), imported by tcc.from_torch
+(each batch_norm node then says sync) and compiled with --data-parallel:
+at one rank its step is the plain one, so the same checks hold against the
+unconverted module in PyTorch.
+
 usage: batch_norm_parity_test.py --bin-dir BUILD/bin [--work-dir DIR]
-                                 [--steps N] [--via torch|onnx]
+                                 [--steps N] [--via torch|onnx|torch-sync]
 """
 
 import argparse
@@ -112,7 +118,7 @@ def main():
     ap.add_argument("--bin-dir", required=True)
     ap.add_argument("--work-dir", default=None)
     ap.add_argument("--steps", type=int, default=50)
-    ap.add_argument("--via", choices=("torch", "onnx"), default="torch")
+    ap.add_argument("--via", choices=("torch", "onnx", "torch-sync"), default="torch")
     args = ap.parse_args()
     work = args.work_dir or tempfile.mkdtemp(prefix="tcc-bn-parity-")
     os.makedirs(work, exist_ok=True)
@@ -132,7 +138,6 @@ def main():
     start = copy.deepcopy(module)
     x, y = data(64, 3)
     xt, yt = data(64, 11)
-    opt = torch.optim.SGD(module.parameters(), lr=LR, momentum=0.9)
     model_path = os.path.join(work, "cnn.pb")
     init = os.path.join(work, "init.safetensors")
     if args.via == "onnx":
@@ -150,12 +155,20 @@ def main():
         tcc.export_torch_weights(module, init)
     else:
         before = copy.deepcopy(module.state_dict())
-        model = tcc.from_torch(module, (x,), loss=nn.CrossEntropyLoss(), target=y,
-                               optimizer=opt)
+        imported = module
+        if args.via == "torch-sync":  # the same weights, SyncBatchNorm modules
+            imported = nn.SyncBatchNorm.convert_sync_batchnorm(copy.deepcopy(module))
+        model = tcc.from_torch(imported, (x,), loss=nn.CrossEntropyLoss(), target=y,
+                               optimizer=torch.optim.SGD(imported.parameters(), lr=LR,
+                                                         momentum=0.9))
         # Importing runs the module on meta tensors only: its statistics are intact.
-        for k, v in module.state_dict().items():
+        for k, v in imported.state_dict().items():
             if not torch.equal(v, before[k]):
                 raise H.Failure(f"tcc.from_torch changed the module's {k}")
+        norms = [n for n in model.proto().nodes if n.op == "batch_norm"]
+        synced = [n.name for n in norms if "sync" in n.attrs and n.attrs["sync"].b]
+        if len(synced) != (len(norms) if args.via == "torch-sync" else 0) or not norms:
+            raise H.Failure(f"batch_norm nodes {[n.name for n in norms]}: sync on {synced}")
         model.save(model_path)
         tcc.export_torch_weights(module, init)
     paths = {}
@@ -164,7 +177,8 @@ def main():
         np.save(paths[name], a.numpy().astype(np.float32 if a.is_floating_point()
                                               else np.int64))
     step = os.path.join(work, "cnn.so")
-    H.compile_step(args.bin_dir, model_path, step)
+    H.compile_step(args.bin_dir, model_path, step,
+                   *(["--data-parallel"] if args.via == "torch-sync" else []))
     info = H.run([os.path.join(args.bin_dir, "trun"), step, "--info"]).stdout
     if "buffers: 9" not in info or "1.running_mean" not in info:
         raise H.Failure(f"trun --info does not list the 9 buffers:\n{info}")

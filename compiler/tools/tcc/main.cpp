@@ -6,7 +6,7 @@
 //                        [--keep-global-batch] [--loss-chunks N|auto]
 //                        [--compile-to PHASE] [--cxx COMPILER] [--cpu-arch ARCH] [--no-native]
 //                        [--emit-gradients] [--deterministic]
-//                        [--data-parallel] [--shard-optimizer N]
+//                        [--data-parallel] [--sync-batch-norm] [--shard-optimizer N]
 //                        [--loss-scale dynamic|none]
 //                        [--initial-loss-scale V]
 //                        [--loss-scale-growth-interval N] [-v]
@@ -145,6 +145,11 @@ Options:
                         backward on cuda) before clipping and the
                         optimizer; one rank: unchanged results. Train it
                         with trun --nproc N (docs/distributed.md)
+  --sync-batch-norm     with --data-parallel: every batch_norm with running
+                        statistics normalizes with the global batch's
+                        statistics, all-reduced over the ranks in the
+                        training step (torch.nn.SyncBatchNorm); eval keeps
+                        the running statistics
   --shard-optimizer N   ZeRO-1, implies --data-parallel: the step runs on N
                         ranks exactly, and each keeps the optimizer state of
                         1/N of every parameter whose size N divides (its
@@ -328,6 +333,8 @@ int compileMain(int argc, char **argv) {
       }
     } else if (a == "--data-parallel") {
       args.dataParallel = true;
+    } else if (a == "--sync-batch-norm") {
+      args.syncBatchNorm = true;
     } else if (flag == "--shard-optimizer") {
       if (!value(v))
         return usageError("--shard-optimizer needs the number of ranks the step will run on");

@@ -141,3 +141,41 @@ func.func @batch_norm(%x: tensor<4x3x5x5xbf16>, %w: tensor<3xf32>, %b: tensor<3x
   %y, %m, %v = tg.batch_norm %x weight %w bias %b : (tensor<4x3x5x5xbf16>, tensor<3xf32>, tensor<3xf32>) -> (tensor<4x3x5x5xbf16>, tensor<3xf32>, tensor<3xf32>)
   return %y, %m, %v : tensor<4x3x5x5xbf16>, tensor<3xf32>, tensor<3xf32>
 }
+
+// -----
+
+// A synchronized tg.batch_norm (dialects/tg/BatchNormSync.h) in
+// @train_step of a data-parallel module: the global batch's statistics,
+// mean_g = all-reduce mean of this rank's mean, var_g = all-reduce mean of
+// var + (mean - mean_g)^2; rstd and the normalization use them, and so do
+// the results that stand for the op's mean and var.
+// CHECK-LABEL: func.func @train_step
+// CHECK: %[[M:.*]], %[[V:.*]] = tg.batch_norm_stats %arg0
+// CHECK: %[[GM:.*]] = tg.all_reduce %[[M]] {reduction = "mean"} : tensor<3xf32>
+// CHECK: %[[D:.*]] = tg.sub %[[M]], %[[GM]]
+// CHECK: %[[DD:.*]] = tg.mul %[[D]], %[[D]]
+// CHECK: %[[S:.*]] = tg.add %[[V]], %[[DD]]
+// CHECK: %[[GV:.*]] = tg.all_reduce %[[S]] {reduction = "mean"} : tensor<3xf32>
+// CHECK: tg.add %[[GV]]
+// CHECK-NOT: tg.all_reduce
+// CHECK: return %{{.*}}, %[[GM]], %[[GV]]
+module attributes {tg.data_parallel} {
+func.func @train_step(%x: tensor<4x3x5x5xf32>) -> (tensor<4x3x5x5xf32>, tensor<3xf32>, tensor<3xf32>) {
+  %y, %m, %v = tg.batch_norm %x {tg.sync_ranks} : (tensor<4x3x5x5xf32>) -> (tensor<4x3x5x5xf32>, tensor<3xf32>, tensor<3xf32>)
+  return %y, %m, %v : tensor<4x3x5x5xf32>, tensor<3xf32>, tensor<3xf32>
+}
+}
+
+// -----
+
+// Marked, but not in @train_step (eval, as PyTorch's SyncBatchNorm): this
+// rank's statistics.
+// CHECK-LABEL: func.func @eval
+// CHECK-NOT: tg.all_reduce
+// CHECK: return
+module attributes {tg.data_parallel} {
+func.func @eval(%x: tensor<4x3x5x5xf32>) -> tensor<4x3x5x5xf32> {
+  %y, %m, %v = tg.batch_norm %x {tg.sync_ranks} : (tensor<4x3x5x5xf32>) -> (tensor<4x3x5x5xf32>, tensor<3xf32>, tensor<3xf32>)
+  return %y : tensor<4x3x5x5xf32>
+}
+}
