@@ -183,8 +183,6 @@ absl::Status compileImported(const CompileOptions &options,
   return emitCpu(options, module, dumps);
 }
 
-// --batch N | auto [--keep-global-batch]: `model` rewritten to the batch
-// asked for or chosen (printed on stderr).
 // --sync-batch-norm: the node attribute sync on every batch_norm that
 // keeps running statistics (nn.BatchNorm*d as PyTorch's
 // convert_sync_batchnorm converts them; a batch_norm without running
@@ -215,6 +213,8 @@ absl::Status applySyncBatchNorm(const CompileOptions &options, const PipelineOpt
   return absl::OkStatus();
 }
 
+// --batch N | auto [--keep-global-batch]: `model` rewritten to the batch
+// asked for or chosen (printed on stderr).
 absl::Status applyBatchOption(const CompileOptions &options, const PipelineOptions &pipeline,
                               model::Model &model) {
   if (options.batch.empty())

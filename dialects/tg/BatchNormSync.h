@@ -18,7 +18,8 @@
 // SyncBatchNorm + DDP compute the same).
 //
 // Elsewhere (eval; without --data-parallel tcc compile drops the mark) a
-// marked batch norm is an ordinary one; PyTorch's SyncBatchNorm likewise syncs only in training.
+// marked batch norm is an ordinary one; PyTorch's SyncBatchNorm likewise
+// syncs only in training.
 // The running variance's n / (n - 1) uses this rank's n (PyTorch's the
 // global count: a difference below 1 / n relative).
 #ifndef TCC_DIALECTS_TG_BATCHNORMSYNC_H

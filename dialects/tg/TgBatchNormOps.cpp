@@ -2,10 +2,10 @@
 // The gradient is one reduction pass (tg.batch_norm_grad_sums) and an
 // elementwise input gradient (build::batchNormInputGrad), not autodiff of
 // the written-out statistics (which took ~11 passes over the activations).
-#include "dialects/tg/BatchNormSync.h"
 #include "dialects/tg/TgDialect.h"
 
 #include "dialects/common/ShapeHelpers.h"
+#include "dialects/tg/BatchNormSync.h"
 #include "dialects/tg/TgStructuralBuilders.h"
 #include "dialects/tg/TgTypeHelpers.h"
 #include "mlir/IR/Builders.h"
