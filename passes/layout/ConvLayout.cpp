@@ -4,8 +4,8 @@
 // (kernel == stride: ViT's patch embedding) first become matrix products
 // (PatchConvolutions.cpp).
 //
-// A chain is a connected group of conv2d / max_pool2d / avg_pool2d ops and
-// rank-4 batch norms: two are linked when one's result reaches the other's
+// A chain is a connected group of conv2d / conv2d_input_grad (a model's
+// conv_transpose2d) / max_pool2d / avg_pool2d ops and rank-4 batch norms: two are linked when one's result reaches the other's
 // input through layout-neutral rank-4 ops (activations, bias adds, residual
 // adds). Every op of a chain shares one layout, so a conversion costs one
 // transpose at each of the chain's edges.
@@ -77,8 +77,13 @@ bool rank4(Value v) {
 
 RankedTensorType tensorOf(Value v) { return cast<RankedTensorType>(v.getType()); }
 
+// A convolution of a chain: tg.conv2d, or tg.conv2d_input_grad as a
+// model's forward op (conv_transpose2d; cuDNN's dgrad reads NHWC too).
+// Both take (activation, weight (O, C/g, KH, KW)) and a layout.
+bool isConvolution(Operation *op) { return isa<tg::Conv2dOp, tg::Conv2dInputGradOp>(op); }
+
 bool isChainOp(Operation *op) {
-  if (isa<tg::Conv2dOp, tg::MaxPool2dOp, tg::AvgPool2dOp>(op))
+  if (isConvolution(op) || isa<tg::MaxPool2dOp, tg::AvgPool2dOp>(op))
     return true;
   auto bn = dyn_cast<tg::BatchNormOp>(op);
   return bn && rank4(bn.getInput());
@@ -188,14 +193,14 @@ Decision decide(ArrayRef<Operation *> chain, StringRef target, bool channelsLast
   if (target != "cuda")
     return {false, "the CPU kernels (cpu_conv.h) are NCHW loops; channels-last would only add "
                    "transposes"};
-  SmallVector<tg::Conv2dOp> convs;
+  SmallVector<Operation *> convs;
   for (Operation *op : chain)
-    if (auto c = dyn_cast<tg::Conv2dOp>(op))
-      convs.push_back(c);
+    if (isConvolution(op))
+      convs.push_back(op);
   if (convs.empty())
     return {false, "pooling and batch norm alone are bandwidth-bound and layout-neutral"};
-  for (tg::Conv2dOp c : convs) {
-    Type et = tensorOf(c.getInput()).getElementType();
+  for (Operation *c : convs) {
+    Type et = tensorOf(c->getOperand(0)).getElementType();
     if (!et.isBF16() && !et.isF16()) {
       std::string s;
       llvm::raw_string_ostream os(s);
@@ -205,9 +210,10 @@ Decision decide(ArrayRef<Operation *> chain, StringRef target, bool channelsLast
     }
   }
   int aligned = 0;
-  for (tg::Conv2dOp c : convs) {
-    int64_t in = tensorOf(c.getInput()).getDimSize(1), out = tensorOf(c.getResult()).getDimSize(1);
-    int64_t groups = c.getGroups();
+  for (Operation *c : convs) {
+    int64_t in = tensorOf(c->getOperand(0)).getDimSize(1);
+    int64_t out = tensorOf(c->getResult(0)).getDimSize(1);
+    int64_t groups = c->getAttrOfType<IntegerAttr>("groups").getInt();
     aligned += (in / groups) % 8 == 0 && (out / groups) % 8 == 0;
   }
   if (aligned == 0)
@@ -302,7 +308,7 @@ public:
       return;
     }
     Value weight; // a convolution's (O, C/g, KH, KW) -> (O, KH, KW, C/g)
-    if (isa<tg::Conv2dOp>(op))
+    if (isConvolution(op))
       weight = permute(b_, loc, op->getOperand(1), kToNhwc);
     Operation *n = b_.clone(*op);
     n->setOperand(0, x);
@@ -485,7 +491,7 @@ SmallVector<std::string> edgeTransposes(func::FuncOp f, int64_t &weights) {
     if (t.getPerm() != ArrayRef<int64_t>(kToNhwc) && t.getPerm() != ArrayRef<int64_t>(kToNchw))
       return;
     if (llvm::any_of(t->getUsers(), [&](Operation *u) {
-          return isa<tg::Conv2dOp>(u) && u->getOperand(1) == t.getResult();
+          return isConvolution(u) && u->getOperand(1) == t.getResult();
         })) {
       ++weights;
       return;

@@ -5,7 +5,7 @@
 // the same loss, gradients, updates and running statistics on the float64
 // interpreter (the interpreter evaluates channels-last ops in NCHW order,
 // so the two steps round identically), and only the chain's edges keep a
-// transpose.
+// transpose; a transposed convolution (conv_transpose2d) joins the chain.
 #include <gtest/gtest.h>
 
 #include "dialects/tg/TgDialect.h"
@@ -80,6 +80,24 @@ module attributes {tg.model_name = "patches", tg.optimizer = {kind = "sgd", lear
 }
 )mlir";
 
+// A transposed convolution (conv_transpose2d, imported as
+// tg.conv2d_input_grad: 2x2, stride 2) between two convolutions: all three
+// join one channels-last chain.
+constexpr const char *kTransposed = R"mlir(
+module attributes {tg.model_name = "convt", tg.optimizer = {kind = "sgd", learning_rate = 1.000000e-01 : f64}} {
+  func.func @forward(%arg0: tensor<16x3x3x3xf32> {tg.param = {init = "normal", name = "w1", scale = 3.000000e-01 : f64, seed = 1 : i64, trainable = true}}, %arg1: tensor<16x16x2x2xf32> {tg.param = {init = "normal", name = "wt", scale = 2.000000e-01 : f64, seed = 2 : i64, trainable = true}}, %arg2: tensor<8x16x1x1xf32> {tg.param = {init = "normal", name = "w3", scale = 2.000000e-01 : f64, seed = 3 : i64, trainable = true}}, %arg3: tensor<2x3x6x6xf32> {tg.input = "x"}) -> (tensor<f32> {tg.loss = "loss"}) {
+    %0 = tg.conv2d %arg3, %arg0 {dilation = array<i64: 1, 1>, padding = array<i64: 1, 1>, stride = array<i64: 1, 1>} : (tensor<2x3x6x6xf32>, tensor<16x3x3x3xf32>) -> tensor<2x16x6x6xf32>
+    %1 = tg.relu %0 : tensor<2x16x6x6xf32>
+    %2 = tg.conv2d_input_grad %1, %arg1 {dilation = array<i64: 1, 1>, padding = array<i64: 0, 0>, stride = array<i64: 2, 2>} : (tensor<2x16x6x6xf32>, tensor<16x16x2x2xf32>) -> tensor<2x16x12x12xf32>
+    %3 = tg.tanh %2 : tensor<2x16x12x12xf32>
+    %4 = tg.conv2d %3, %arg2 {dilation = array<i64: 1, 1>, padding = array<i64: 0, 0>, stride = array<i64: 1, 1>} : (tensor<2x16x12x12xf32>, tensor<8x16x1x1xf32>) -> tensor<2x8x12x12xf32>
+    %5 = tg.mul %4, %4 : (tensor<2x8x12x12xf32>, tensor<2x8x12x12xf32>) -> tensor<2x8x12x12xf32>
+    %6 = tg.reduce_mean %5 {axes = array<i64: 0, 1, 2, 3>} : (tensor<2x8x12x12xf32>) -> tensor<f32>
+    return %6 : tensor<f32>
+  }
+}
+)mlir";
+
 class ConvLayoutTest : public GradCheckTest {
 protected:
   OwningOpRef<ModuleOp> trainStep(bool channelsLast, const char *source = kCnn,
@@ -128,6 +146,28 @@ TEST_F(ConvLayoutTest, ChannelsLastStepComputesTheSameFunction) {
   nhwc->lookupSymbol<func::FuncOp>("forward").walk([&](tg::TransposeOp t) {
     bool weight = llvm::any_of(t->getUsers(), [&](Operation *u) {
       return isa<tg::Conv2dOp>(u) && u->getOperand(1) == t.getResult();
+    });
+    activations += !weight;
+  });
+  EXPECT_EQ(activations, 1);
+  expectSameFunctions(*nchw, *nhwc, seed(), /*numClasses=*/8);
+}
+
+TEST_F(ConvLayoutTest, TransposedConvolutionJoinsTheChannelsLastChain) {
+  OwningOpRef<ModuleOp> nchw = trainStep(false, kTransposed);
+  OwningOpRef<ModuleOp> nhwc = trainStep(true, kTransposed);
+  ASSERT_TRUE(nchw && nhwc) << diagnostics_;
+  int64_t transposedNhwc = 0;
+  nhwc->lookupSymbol<func::FuncOp>("forward").walk([&](tg::Conv2dInputGradOp c) {
+    transposedNhwc += c.getLayout() == "NHWC";
+  });
+  EXPECT_EQ(transposedNhwc, 1);
+  // Activation transposes in @forward: the images only (the transposed
+  // convolution's edges are inside the chain).
+  int64_t activations = 0;
+  nhwc->lookupSymbol<func::FuncOp>("forward").walk([&](tg::TransposeOp t) {
+    bool weight = llvm::any_of(t->getUsers(), [&](Operation *u) {
+      return isa<tg::Conv2dOp, tg::Conv2dInputGradOp>(u) && u->getOperand(1) == t.getResult();
     });
     activations += !weight;
   });
