@@ -82,6 +82,12 @@ RankedTensorType tensorOf(Value v) { return cast<RankedTensorType>(v.getType());
 // Both take (activation, weight (O, C/g, KH, KW)) and a layout.
 bool isConvolution(Operation *op) { return isa<tg::Conv2dOp, tg::Conv2dInputGradOp>(op); }
 
+int64_t convolutionGroups(Operation *op) {
+  if (auto c = dyn_cast<tg::Conv2dOp>(op))
+    return c.getGroups();
+  return cast<tg::Conv2dInputGradOp>(op).getGroups();
+}
+
 bool isChainOp(Operation *op) {
   if (isConvolution(op) || isa<tg::MaxPool2dOp, tg::AvgPool2dOp>(op))
     return true;
@@ -213,7 +219,7 @@ Decision decide(ArrayRef<Operation *> chain, StringRef target, bool channelsLast
   for (Operation *c : convs) {
     int64_t in = tensorOf(c->getOperand(0)).getDimSize(1);
     int64_t out = tensorOf(c->getResult(0)).getDimSize(1);
-    int64_t groups = c->getAttrOfType<IntegerAttr>("groups").getInt();
+    int64_t groups = convolutionGroups(c);
     aligned += (in / groups) % 8 == 0 && (out / groups) % 8 == 0;
   }
   if (aligned == 0)

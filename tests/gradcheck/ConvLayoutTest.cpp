@@ -128,6 +128,18 @@ int64_t opsWithLayout(ModuleOp m, StringRef function, StringRef layout) {
   return n;
 }
 
+// Transposes in @forward other than a convolution's weight's.
+int64_t activationTransposes(ModuleOp m) {
+  int64_t activations = 0;
+  m.lookupSymbol<func::FuncOp>("forward").walk([&](tg::TransposeOp t) {
+    bool weight = llvm::any_of(t->getUsers(), [&](Operation *u) {
+      return isa<tg::Conv2dOp, tg::Conv2dInputGradOp>(u) && u->getOperand(1) == t.getResult();
+    });
+    activations += !weight;
+  });
+  return activations;
+}
+
 TEST_F(ConvLayoutTest, ChannelsLastStepComputesTheSameFunction) {
   OwningOpRef<ModuleOp> nchw = trainStep(false);
   OwningOpRef<ModuleOp> nhwc = trainStep(true);
@@ -142,14 +154,7 @@ TEST_F(ConvLayoutTest, ChannelsLastStepComputesTheSameFunction) {
     EXPECT_EQ(cast<RankedTensorType>(bn.getInput().getType()).getRank(), 2);
   });
   // Transposes of activations: only the images, to NHWC, in @forward.
-  int64_t activations = 0;
-  nhwc->lookupSymbol<func::FuncOp>("forward").walk([&](tg::TransposeOp t) {
-    bool weight = llvm::any_of(t->getUsers(), [&](Operation *u) {
-      return isa<tg::Conv2dOp>(u) && u->getOperand(1) == t.getResult();
-    });
-    activations += !weight;
-  });
-  EXPECT_EQ(activations, 1);
+  EXPECT_EQ(activationTransposes(*nhwc), 1);
   expectSameFunctions(*nchw, *nhwc, seed(), /*numClasses=*/8);
 }
 
@@ -164,14 +169,7 @@ TEST_F(ConvLayoutTest, TransposedConvolutionJoinsTheChannelsLastChain) {
   EXPECT_EQ(transposedNhwc, 1);
   // Activation transposes in @forward: the images only (the transposed
   // convolution's edges are inside the chain).
-  int64_t activations = 0;
-  nhwc->lookupSymbol<func::FuncOp>("forward").walk([&](tg::TransposeOp t) {
-    bool weight = llvm::any_of(t->getUsers(), [&](Operation *u) {
-      return isa<tg::Conv2dOp, tg::Conv2dInputGradOp>(u) && u->getOperand(1) == t.getResult();
-    });
-    activations += !weight;
-  });
-  EXPECT_EQ(activations, 1);
+  EXPECT_EQ(activationTransposes(*nhwc), 1);
   expectSameFunctions(*nchw, *nhwc, seed(), /*numClasses=*/8);
 }
 
