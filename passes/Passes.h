@@ -49,6 +49,9 @@ void writeMatmulEpilogueReport(mlir::ModuleOp module, llvm::raw_ostream &os);
 // The table of kern-fuse-horizontal's decisions (each group and its
 // members, each kernel a group refused and why, and a count).
 void writeFuseHorizontalReport(mlir::ModuleOp module, llvm::raw_ostream &os);
+// kern-fuse-elementwise's clusters of kernels linked through reshapes and
+// the one shape each computes in.
+void writeFuseElementwiseReport(mlir::ModuleOp module, llvm::raw_ostream &os);
 
 // tg-remat's decisions (each value recomputed: bytes freed, FLOPs added;
 // the largest values left at the last peak and why), from the module right

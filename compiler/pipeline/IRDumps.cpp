@@ -87,6 +87,9 @@ const PassReport kPassReports[] = {
      "tg-cache-rope's decisions: tables cached, rotations fused, what was left and why"},
     {"tg-fuse-matmul-epilogue", writeMatmulEpilogueReport,
      "tg-fuse-matmul-epilogue's decisions: each matmul fused with its epilogue or not and why"},
+    {"kern-fuse-elementwise", writeFuseElementwiseReport,
+     "kern-fuse-elementwise's decisions: kernels linked through reshapes and the one shape "
+     "each cluster computes in"},
     {"kern-fold-attention-layout", writeAttentionLayoutReport,
      "kern-fold-attention-layout's decisions: each attention tensor's copies folded into "
      "strides or kept and why"},

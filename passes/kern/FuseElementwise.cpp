@@ -28,6 +28,8 @@
 #include "passes/Passes.h"
 
 #include "mlir/IR/Builders.h"
+#include "passes/common/DecisionReport.h"
+#include "passes/kern/ElementwiseShapes.h"
 #include "mlir/IR/IRMapping.h"
 #include "llvm/ADT/SetVector.h"
 
@@ -40,6 +42,8 @@ using namespace mlir;
 using namespace tcc;
 
 namespace {
+
+constexpr llvm::StringLiteral kShapeDecisionsAttr = "kern.elementwise_shape_decisions";
 
 ArrayRef<int64_t> shapeOf(Value v) {
   return cast<MemRefType>(v.getType()).getShape();
@@ -129,18 +133,38 @@ bool canFuse(kern::ElementwiseOp producer, kern::ElementwiseOp consumer,
   return !readElsewhere(writes, reads, consumer.getShape());
 }
 
+// Full-size bytes per element `p` reads from memory once the kernels that
+// feed it alone are fused into it: an input whose sole producer is an
+// elementwise kernel of p's shape that p alone reads counts as that
+// kernel's reads (a bf16 cast of (x - mean) * rstd of an f32 cast of a
+// bf16 x reads 2 bytes, not the 4 of the f32 value before the cast).
+// `ops` accumulates the bodies' sizes.
+int64_t chainReadBytes(kern::ElementwiseOp p, int64_t &ops, int depth = 0) {
+  ops += static_cast<int64_t>(p.getBodyBlock().getOperations().size());
+  int64_t bytes = 0;
+  for (Value in : p.getInputs()) {
+    if (shapeOf(in) != p.getShape())
+      continue; // broadcast vectors are free
+    kern::ElementwiseOp q = depth < 8 ? soleProducer(in) : kern::ElementwiseOp();
+    bool onlyP = q && q.getOutputs().size() == 1 && q.getShape() == p.getShape() &&
+                 llvm::all_of(in.getUsers(), [&](Operation *u) {
+                   return u == q.getOperation() || u == p.getOperation();
+                 });
+    bytes += onlyP ? chainReadBytes(q, ops, depth + 1) : kern::elementBytes(in.getType());
+  }
+  return bytes;
+}
+
 // Whether re-running `p` in front of a reader costs no more memory traffic
-// than reading its output back: one output; full-size inputs of at most
-// the output's bytes per element (broadcast vectors are free); a short
-// body.
+// than reading its output back: one output; full-size inputs (through the
+// kernels only p reads, chainReadBytes) of at most the output's bytes per
+// element; short bodies.
 bool cheapToRecompute(kern::ElementwiseOp p) {
   if (p.getOutputs().size() != 1 || p.getBodyBlock().getOperations().size() > 9)
     return false;
-  int64_t inBytes = 0;
-  for (Value in : p.getInputs())
-    if (shapeOf(in) == p.getShape())
-      inBytes += kern::elementBytes(in.getType());
-  return inBytes <= kern::elementBytes(p.getOutputs()[0].getType());
+  int64_t ops = 0;
+  int64_t inBytes = chainReadBytes(p, ops);
+  return ops <= 24 && inBytes <= kern::elementBytes(p.getOutputs()[0].getType());
 }
 
 // The later elementwise readers of `p`'s output (at p's shape), when it
@@ -157,7 +181,8 @@ SmallVector<kern::ElementwiseOp> readersToRecomputeFor(kern::ElementwiseOp p) {
     if (!reader || reader->getBlock() != p->getBlock() || !p->isBeforeInBlock(reader) ||
         reader.getShape() != p.getShape() || kern::writesBuffer(reader, x))
       return {};
-    readers.push_back(reader);
+    if (!llvm::is_contained(readers, reader)) // (a reader may read x twice)
+      readers.push_back(reader);
   }
   if (readers.size() < 2)
     return {};
@@ -282,7 +307,13 @@ kern::ElementwiseOp fuse(kern::ElementwiseOp producer,
 struct KernFuseElementwisePass
     : tcc::impl::KernFuseElementwiseBase<KernFuseElementwisePass> {
   void runOnOperation() override {
+    Builder b(&getContext());
     for (func::FuncOp f : getOperation().getOps<func::FuncOp>()) {
+      SmallVector<Attribute> decisions;
+      for (const std::string &line : unifyElementwiseShapes(f))
+        decisions.push_back(b.getStringAttr(line));
+      if (!decisions.empty())
+        f->setAttr(kShapeDecisionsAttr, b.getArrayAttr(decisions));
       recomputeForEachReader(f);
       SmallVector<kern::ElementwiseOp> kernels(f.getOps<kern::ElementwiseOp>());
       for (kern::ElementwiseOp consumer : kernels) {
@@ -306,3 +337,16 @@ struct KernFuseElementwisePass
 };
 
 } // namespace
+
+void tcc::writeFuseElementwiseReport(ModuleOp module, llvm::raw_ostream &os) {
+  // Only modules with kernels linked through reshapes get the report (the
+  // other models' dump numbering stays).
+  if (llvm::none_of(module.getOps<func::FuncOp>(), [](func::FuncOp f) {
+        return f->hasAttr(kShapeDecisionsAttr);
+      }))
+    return;
+  writeFunctionDecisions(module, kShapeDecisionsAttr,
+                         "# kern-fuse-elementwise: kernels linked through reshapes, computed in "
+                         "their common shape so they fuse\n",
+                         os);
+}
