@@ -17,7 +17,12 @@ namespace tcc::codegen::cuda {
 // element (grid-stride), or per 4 elements with 16-byte loads and stores
 // when every non-scalar operand is a full, contiguous f32 / i32 buffer, or
 // per 8 elements (one 16-byte access per bf16 / f16 operand, two per f32 /
-// i32 one) when such operands mix in bf16 / f16.
+// i32 one) when such operands mix in bf16 / f16. In groups of 8 a
+// broadcast operand may join when the innermost loop is a multiple of 8
+// long: one that does not move along it (a per-channel vector in NCHW, a
+// group norm's statistics) is loaded once per group; one that walks it
+// contiguously with its other strides multiples of 8 (a per-channel
+// vector in NHWC) with 16-byte loads at the group's position.
 LogicalResult CudaStepEmitter::emitElementwise(kern::ElementwiseOp e, llvm::raw_ostream &os,
                                                double &flops) {
   ArrayRef<int64_t> shape = e.getShape();
@@ -41,6 +46,12 @@ LogicalResult CudaStepEmitter::emitElementwise(kern::ElementwiseOp e, llvm::raw_
   };
   SmallVector<std::string> perElement; // lambda argument names in order
   SmallVector<size_t> perElementInput;
+  // Groups of 8 with broadcast operands: how each per-element input is
+  // read (full: at the group's offset; once: one scalar per group;
+  // along: 16-byte loads at its index of the group's first element).
+  enum class GroupRead { Full, Once, Along };
+  SmallVector<GroupRead> groupReads;
+  const int64_t innermost = nest.sizes.empty() ? 1 : nest.sizes.back();
   for (auto [k, in] : llvm::enumerate(e.getInputs())) {
     MemRefType t = mrt(in);
     Type et = t.getElementType();
@@ -64,7 +75,23 @@ LogicalResult CudaStepEmitter::emitElementwise(kern::ElementwiseOp e, llvm::raw_
     bool full = t.getNumElements() == n && kern::elementBytes(et) == 4 &&
                 (et.isF32() || et.isInteger(32));
     vectorize &= full;
-    vectorize8 &= t.getNumElements() == n && groupable(et);
+    if (t.getNumElements() == n) {
+      vectorize8 &= groupable(et);
+      groupReads.push_back(GroupRead::Full);
+      continue;
+    }
+    // A broadcast operand, read along the innermost loop or not at all.
+    ArrayRef<int64_t> st = nest.strides[k];
+    bool runs8 = innermost % 8 == 0 && !st.empty();
+    if (runs8 && st.back() == 0) {
+      groupReads.push_back(GroupRead::Once);
+    } else if (runs8 && st.back() == 1 && groupable(et) &&
+               llvm::all_of(st.drop_back(), [](int64_t x) { return x % 8 == 0; })) {
+      groupReads.push_back(GroupRead::Along);
+    } else {
+      vectorize8 = false;
+      groupReads.push_back(GroupRead::Full);
+    }
   }
   for (auto [j, out] : llvm::enumerate(e.getOutputs())) {
     Type et = mrt(out).getElementType();
@@ -121,13 +148,23 @@ LogicalResult CudaStepEmitter::emitElementwise(kern::ElementwiseOp e, llvm::raw_
   auto accesses = [](Type et) { return 8 * kern::elementBytes(et) / 16; };
   if (vectorize8) {
     loop = "{\n    const int64_t i = static_cast<int64_t>(q) * 8;\n";
-    for (auto [p, k] : llvm::zip(perElement, perElementInput)) {
+    if (llvm::any_of(groupReads, [](GroupRead r) { return r != GroupRead::Full; }))
+      loop += coordinates(nest.sizes, "i", "int64_t");
+    for (auto [p, k, read] : llvm::zip(perElement, perElementInput, groupReads)) {
       Type et = mrt(e.getInputs()[k]).getElementType();
+      if (read == GroupRead::Once) {
+        loop += llvm::formatv("    const {0} g{1} = {2};\n", scalarType(et), k,
+                              load(et, "in" + std::to_string(k) + "[" + nest.index(k) + "]"))
+                    .str();
+        continue;
+      }
+      std::string at = read == GroupRead::Full ? std::string("q * 8")
+                                               : "(" + nest.index(k) + ")";
       loop += llvm::formatv("    alignas(16) {0} x{1}[8];\n"
                             "    for (int j = 0; j < {2}; ++j)\n"
                             "      reinterpret_cast<uint4 *>(x{1})[j] = "
-                            "reinterpret_cast<const uint4 *>(in{1})[q * {2} + j];\n",
-                            storageType(et), k, accesses(et))
+                            "reinterpret_cast<const uint4 *>(in{1} + {3})[j];\n",
+                            storageType(et), k, accesses(et), at)
                   .str();
     }
     for (auto [j, out] : llvm::enumerate(e.getOutputs()))
@@ -136,9 +173,11 @@ LogicalResult CudaStepEmitter::emitElementwise(kern::ElementwiseOp e, llvm::raw_
                   .str();
     loop += "#pragma unroll\n    for (int k = 0; k < 8; ++k) {\n";
     std::string call = "      body(";
-    for (auto [p, k] : llvm::zip(perElement, perElementInput)) {
+    for (auto [p, k, read] : llvm::zip(perElement, perElementInput, groupReads)) {
       Type et = mrt(e.getInputs()[k]).getElementType();
-      call += load(et, "x" + std::to_string(k) + "[k]") + ", ";
+      call += (read == GroupRead::Once ? "g" + std::to_string(k)
+                                       : load(et, "x" + std::to_string(k) + "[k]")) +
+              ", ";
     }
     call += "i + k";
     for (auto [j, out] : llvm::enumerate(e.getOutputs())) {
