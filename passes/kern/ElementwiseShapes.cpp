@@ -33,7 +33,6 @@
 #include "mlir/IR/Builders.h"
 #include "passes/common/NodeNames.h"
 #include "llvm/ADT/EquivalenceClasses.h"
-#include "llvm/ADT/MapVector.h"
 #include "llvm/ADT/SetVector.h"
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/Support/FormatVariadic.h"
@@ -47,13 +46,6 @@ namespace tcc {
 namespace {
 
 ArrayRef<int64_t> shapeOf(Value v) { return cast<MemRefType>(v.getType()).getShape(); }
-
-int64_t countOf(ArrayRef<int64_t> shape) {
-  int64_t n = 1;
-  for (int64_t d : shape)
-    n *= d;
-  return n;
-}
 
 std::string shapeText(ArrayRef<int64_t> shape) {
   std::string s;
@@ -145,13 +137,14 @@ SmallVector<std::string> unifyElementwiseShapes(func::FuncOp f) {
   for (kern::ElementwiseOp k : kernels)
     clusters.insert(k);
   for (kern::ElementwiseOp reader : kernels) {
-    int64_t n = countOf(reader.getShape());
+    int64_t n = ShapedType::getNumElements(reader.getShape());
     for (Value in : reader.getInputs()) {
       if (shapeOf(in) != reader.getShape())
         continue; // broadcast: another size
       for (kern::ElementwiseOp w : writers.lookup(kern::rootBuffer(in)))
-        if (w != reader && w->getBlock() == reader->getBlock() && countOf(w.getShape()) == n &&
-            countOf(shapeOf(kern::rootBuffer(in))) == n)
+        if (w != reader && w->getBlock() == reader->getBlock() &&
+            ShapedType::getNumElements(w.getShape()) == n &&
+            ShapedType::getNumElements(shapeOf(kern::rootBuffer(in))) == n)
           clusters.unionSets(w, reader);
     }
   }
@@ -196,13 +189,13 @@ SmallVector<std::string> unifyElementwiseShapes(func::FuncOp f) {
     });
 
     // Temporaries the cluster writes: allocated in the refinement, their
-    // old shape a view for every other reader.
-    llvm::MapVector<Value, Value> realloc; // old alloc -> new alloc
+    // old shape a view for every other reader (a buffer written twice is
+    // seen the second time through that view: its root is already new).
     for (kern::ElementwiseOp k : members)
       for (Value out : k.getOutputs()) {
         Value root = kern::rootBuffer(out);
         auto alloc = root.getDefiningOp<kern::AllocOp>();
-        if (!alloc || shapeOf(root) == ArrayRef<int64_t>(*refined) || realloc.count(root))
+        if (!alloc || shapeOf(root) == ArrayRef<int64_t>(*refined))
           continue;
         OpBuilder b(alloc);
         auto type = MemRefType::get(*refined, cast<MemRefType>(root.getType()).getElementType());
@@ -212,7 +205,6 @@ SmallVector<std::string> unifyElementwiseShapes(func::FuncOp f) {
         auto view = kern::ReshapeOp::create(b, alloc.getLoc(), root.getType(), fresh.getBuffer());
         made.push_back(view);
         root.replaceAllUsesWith(view.getResult());
-        realloc[root] = fresh.getBuffer();
         alloc.erase();
       }
 

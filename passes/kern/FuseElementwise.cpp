@@ -28,9 +28,9 @@
 #include "passes/Passes.h"
 
 #include "mlir/IR/Builders.h"
+#include "mlir/IR/IRMapping.h"
 #include "passes/common/DecisionReport.h"
 #include "passes/kern/ElementwiseShapes.h"
-#include "mlir/IR/IRMapping.h"
 #include "llvm/ADT/SetVector.h"
 
 namespace tcc {
