@@ -22,7 +22,17 @@ using Runs = std::vector<std::pair<bool, int64_t>>;
 std::vector<double> runPhase(const ReducePhase &p, const std::vector<double> &in, bool isMax) {
   std::vector<double> out(p.outElements, isMax ? -INFINITY : 0.0);
   auto fold = [&](double &acc, double v) { acc = isMax ? std::max(acc, v) : acc + v; };
-  if (p.rows) {
+  if (p.strided) {
+    EXPECT_EQ(static_cast<int64_t>(in.size()), p.outer * p.reduced * p.inner * p.cols)
+        << p.describe();
+    EXPECT_EQ(p.outElements, p.outer * p.inner) << p.describe();
+    EXPECT_EQ(p.segs, 1) << p.describe();
+    for (int64_t o = 0; o < p.outer; ++o)
+      for (int64_t r = 0; r < p.reduced; ++r)
+        for (int64_t k = 0; k < p.inner; ++k)
+          for (int64_t c = 0; c < p.cols; ++c)
+            fold(out[o * p.inner + k], in[((o * p.reduced + r) * p.inner + k) * p.cols + c]);
+  } else if (p.rows) {
     EXPECT_EQ(static_cast<int64_t>(in.size()), p.outer * p.reduced) << p.describe();
     EXPECT_EQ(p.outElements, p.outer * p.segs) << p.describe();
     for (int64_t r = 0; r < p.outer; ++r)
@@ -141,9 +151,17 @@ TEST(ReducePlanTest, LongReductionsAndSplitsReduceLikeTheDirectSum) {
   checkPlan({4096, 2, 3}, {0, 2}, rng);
   checkPlan({3000, 70}, {0}, rng, 2); // bf16: tiles of 64 columns
   checkPlan({3000, 70}, {0}, rng, 8);
+  // Strided phases: finishing, and leaving partials for a later phase.
+  checkPlan({4, 200, 4}, {0, 2}, rng);
+  checkPlan({2, 3, 130, 8}, {1, 3}, rng);
+  checkPlan({3, 2, 140, 4, 5}, {1, 3, 4}, rng);
+  checkPlan({7, 3, 9, 130, 4}, {0, 2, 4}, rng);
+  checkPlan({3, 130, 1000}, {0, 2}, rng);
+  checkPlan({3, 127, 4}, {0, 2}, rng); // one output short of a strided phase
+  checkPlan({3, 200, 5}, {0, 2}, rng); // rows of 20 bytes
 }
 
-TEST(ReducePlanTest, BatchNormStatisticsAreTwoCoalescedPhases) {
+TEST(ReducePlanTest, BatchNormStatisticsAreOneOrTwoCoalescedPhases) {
   // (N, C, H, W) = (128, 64, 32, 32) over {0, 2, 3}: whole rows of H*W
   // first, then the (N, C) partials down N.
   ReducePlan plan = planReduce(reduceRuns({128, 64, 32, 32}, {0, 2, 3}), 4);
@@ -152,12 +170,31 @@ TEST(ReducePlanTest, BatchNormStatisticsAreTwoCoalescedPhases) {
   EXPECT_EQ(plan.phases[1].describe(), "middle(1 x 128 x 64)");
   EXPECT_EQ(plan.count, 128 * 32 * 32);
   EXPECT_EQ(plan.scratchBytes(4), 128 * 64 * 4);
-  // Late layers (4 x 4 maps): down N first over contiguous C*H*W columns,
-  // never rows of 16.
+  // Late layers (4 x 4 maps, 512 channels): never rows of 16; N and H*W
+  // fold at once, one launch, no partials.
   plan = planReduce(reduceRuns({128, 512, 4, 4}, {0, 2, 3}), 4);
+  ASSERT_EQ(plan.phases.size(), 1u);
+  EXPECT_EQ(plan.phases[0].describe(), "strided(1 x 128 x 512 x 16)");
+  EXPECT_EQ(plan.scratchBytes(4), 0);
+  // Too few channels for a strided phase: down N first over contiguous
+  // C*H*W columns, then rows of H*W.
+  plan = planReduce(reduceRuns({128, 64, 8, 8}, {0, 2, 3}), 4);
   ASSERT_EQ(plan.phases.size(), 2u);
-  EXPECT_EQ(plan.phases[0].describe(), "middle(1 x 128 x 8192)");
-  EXPECT_EQ(plan.phases[1].describe(), "rows(512 x 16)");
+  EXPECT_EQ(plan.phases[0].describe(), "middle(1 x 128 x 4096)");
+  EXPECT_EQ(plan.phases[1].describe(), "rows(64 x 64)");
+  // A kept outer run: (8, 512, 16, 64) over {1, 3} gives 128 outputs.
+  plan = planReduce(reduceRuns({8, 512, 16, 64}, {1, 3}), 4);
+  ASSERT_EQ(plan.phases.size(), 1u);
+  EXPECT_EQ(plan.phases[0].describe(), "strided(8 x 512 x 16 x 64)");
+  // Long rows too, when there are enough channels: ResNet-50's 56 x 56.
+  plan = planReduce(reduceRuns({64, 256, 56, 56}, {0, 2, 3}), 2);
+  ASSERT_EQ(plan.phases.size(), 1u);
+  EXPECT_EQ(plan.phases[0].describe(), "strided(1 x 64 x 256 x 3136)");
+  // Rows that are not whole 16-byte loads (7 x 7 bf16: 98 bytes) keep the
+  // coalesced phases: down N over C*H*W, then rows.
+  plan = planReduce(reduceRuns({64, 2048, 7, 7}, {0, 2, 3}), 2);
+  ASSERT_EQ(plan.phases.size(), 2u);
+  EXPECT_EQ(plan.phases[0].describe(), "middle(1 x 64 x 100352)");
 }
 
 TEST(ReducePlanTest, FewOutputsOverALongReductionAreSplitAcrossBlocks) {

@@ -869,6 +869,15 @@ template <class T> void reduceAxesAll() {
       {{2, 3, 4}, {}},          // nothing to reduce: a copy
       {{1, 7, 1}, {0, 2}},      // size-1 axes only
       {{37, 1, 1000}, {0, 1}},  // a size-1 reduced axis between
+      // strided phases (N and H*W at once): groups of 1024 lanes, several
+      // columns a lane (long rows), few lanes an output, rows of 6 / 8
+      // elements, and one leaving partials for a middle phase
+      {{128, 256, 8, 8}, {0, 2, 3}},
+      {{8, 512, 16, 64}, {1, 3}},
+      {{4, 130, 1000}, {0, 2}},
+      {{16, 300, 4, 6}, {0, 2, 3}},
+      {{4, 200, 8}, {0, 2}},
+      {{7, 3, 9, 130, 8}, {0, 2, 4}},
   };
   for (const Shape &s : shapes) {
     caseReduceAxes<T, 0>(s.shape, s.axes, "");
@@ -877,6 +886,9 @@ template <class T> void reduceAxesAll() {
   }
   caseReduceAxes<T, 1>({16, 24, 9, 8}, {0, 2, 3}, "misaligned");
   caseReduceAxes<T, 0>({64, 24, 8, 8}, {0, 2}, "misaligned");
+  caseReduceAxes<T, 1>({16, 200, 4, 4}, {0, 2, 3}, "misaligned"); // strided, scalar
+  caseReduceAxes<T, 2>({40, 130, 4, 4}, {0, 2, 3}, "specials");
+  caseReduceAxes<T, 0>({40, 130, 4, 4}, {0, 2, 3}, "specials");
   caseReduceAxes<T, 2>({6, 4, 5, 300}, {0, 3}, "specials");
   caseReduceAxes<T, 0>({6, 4, 5, 300}, {0, 3}, "specials");
 }

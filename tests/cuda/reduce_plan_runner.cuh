@@ -14,7 +14,10 @@ namespace tcc_test {
 template <class In, class Out, int Kind>
 void runReducePhase(const tcc::codegen::cuda::ReducePhase &p, const In *src, Out *dst,
                     int64_t count, cudaStream_t s) {
-  if (p.rows)
+  if (p.strided)
+    tcc_cuda::launch_reduce_phase_strided<In, Out, Kind>(src, dst, p.outer, p.reduced, p.inner,
+                                                         p.cols, count, s);
+  else if (p.rows)
     tcc_cuda::launch_reduce_phase_rows<In, Out, Kind>(src, dst, p.outer, p.reduced, p.segs,
                                                       p.chunk, count, s);
   else

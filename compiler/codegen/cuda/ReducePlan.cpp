@@ -27,6 +27,9 @@ int64_t ceilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 } // namespace
 
 std::string ReducePhase::describe() const {
+  if (strided)
+    return "strided(" + std::to_string(outer) + " x " + std::to_string(reduced) + " x " +
+           std::to_string(inner) + " x " + std::to_string(cols) + ")";
   std::string s = rows ? "rows(" + std::to_string(outer) + " x " + std::to_string(reduced)
                        : "middle(" + std::to_string(outer) + " x " + std::to_string(reduced) +
                              " x " + std::to_string(inner);
@@ -80,6 +83,31 @@ ReducePlan planReduce(const std::vector<std::pair<bool, int64_t>> &input, int64_
   }
   int src = -1;
   while (reducedRuns() > 0) {
+    // [.. reduced][kept][reduced] with enough outputs and rows of whole
+    // 16-byte loads: both reduced runs in one strided phase.
+    const size_t n = runs.size();
+    const int64_t srcBytes = src < 0 ? elemBytes : (elemBytes == 8 ? 8 : 4);
+    if (n >= 3 && runs[n - 1].first && !runs[n - 2].first && runs[n - 3].first &&
+        runs[n - 1].second * srcBytes % 16 == 0 &&
+        product(runs, 0, n - 3) * runs[n - 2].second >= kStridedMinOutputs) {
+      ReducePhase p;
+      p.strided = true;
+      p.outer = product(runs, 0, n - 3);
+      p.reduced = p.chunk = runs[n - 3].second;
+      p.inner = runs[n - 2].second;
+      p.cols = runs[n - 1].second;
+      runs.pop_back();
+      removeRun(runs, n - 3);
+      p.finishes = reducedRuns() == 0;
+      p.src = src;
+      p.dst = p.finishes ? -1 : (src == 0 ? 1 : 0);
+      p.outElements = product(runs, 0, runs.size());
+      if (!p.finishes)
+        plan.slotElements[p.dst] = std::max(plan.slotElements[p.dst], p.outElements);
+      plan.phases.push_back(p);
+      src = p.dst;
+      continue;
+    }
     // Which run this phase folds: the innermost when it is reduced and long
     // enough for whole rows (or the only one left), else the longest other.
     size_t idx = runs.size() - 1;

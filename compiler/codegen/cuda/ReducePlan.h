@@ -14,6 +14,13 @@
 //   middle: another reduced run, the longest: out (outer, inner) = reduce
 //           in (outer, reduced, inner), inner the contiguous rest, so loads
 //           are coalesced however the axes interleave.
+//   strided: first, when the innermost run is reduced, a kept run is
+//           before it and a reduced run before that, with enough outputs
+//           to fill the GPU (kStridedMinOutputs) and rows of whole 16-byte
+//           loads: both reduced runs at once, out (outer, kept) = reduce in
+//           (outer, reduced, kept, cols), in one launch
+//           (launch_reduce_phase_strided): batch norm's statistics over
+//           (N, C, H, W) with >= 128 channels.
 // A phase with too few independent outputs to fill the GPU (fewer than
 // kMinParallel rows, or kMinParallelMiddle tiles of one 128-byte line of
 // columns, the narrowest launch_reduce_phase_middle makes) and a long
@@ -35,15 +42,18 @@ namespace tcc::codegen::cuda {
 
 struct ReducePhase {
   bool rows = false;            // launch_reduce_phase_rows, else _middle
+  bool strided = false;         // launch_reduce_phase_strided (rows false)
   int64_t outer = 1;            // rows: the row count
   int64_t reduced = 1;          // rows: cols
-  int64_t inner = 1;            // rows: 1
+  int64_t inner = 1;            // rows: 1; strided: the kept run
+  int64_t cols = 1;             // strided: the innermost (reduced) run
   int64_t segs = 1, chunk = 1;  // segs > 1: raw partials over chunks
   bool finishes = false;        // the last phase: writes out, finished
   int src = -1, dst = -1;       // -1: the op's input / output; 0, 1: slots
   int64_t outElements = 0;      // what the phase writes
 
-  // "rows(8192 x 1024)", "middle(1 x 128 x 64, 4 segments)".
+  // "rows(8192 x 1024)", "middle(1 x 128 x 64, 4 segments)",
+  // "strided(1 x 128 x 256 x 64)".
   std::string describe() const;
 };
 
@@ -82,6 +92,12 @@ inline constexpr int64_t kRowsMinCols = 128;   // shorter innermost runs go last
 inline constexpr int64_t kMinParallel = TCC_REDUCE_MIN_PARALLEL;
 inline constexpr int64_t kMinParallelMiddle = TCC_REDUCE_MIN_PARALLEL_MIDDLE;
 inline constexpr int64_t kSplitMinReduced = 1024; // reductions worth splitting
+// Strided phases need this many outputs (about one 1024-thread block per SM
+// at most); fewer go down the leading run first, split into segments.
+#ifndef TCC_REDUCE_STRIDED_MIN_OUTPUTS
+#define TCC_REDUCE_STRIDED_MIN_OUTPUTS 128
+#endif
+inline constexpr int64_t kStridedMinOutputs = TCC_REDUCE_STRIDED_MIN_OUTPUTS;
 
 } // namespace tcc::codegen::cuda
 

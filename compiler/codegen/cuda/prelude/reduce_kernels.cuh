@@ -89,13 +89,85 @@ __global__ void __launch_bounds__(1024)
   }
 }
 
-//===--------------------------------------------------------------------===//
-// Middle-axis reductions: out[o, i] = reduce_r in[o, r, i]
-//===--------------------------------------------------------------------===//
-
 // N consecutive elements, loaded as one access (16 bytes for N = 16 /
 // sizeof(T)).
 template <class T, int N> struct alignas(sizeof(T) * N) Pack { T v[N]; };
+
+//===--------------------------------------------------------------------===//
+// Strided rows: out[o, k] = reduce_{r, c} in[o, r, k, c]
+//===--------------------------------------------------------------------===//
+
+// Batch norm's statistics over (N, C, H, W) fold N and H*W at once:
+// output k reads `reduced` rows of `cols` contiguous elements, kept * cols
+// apart. A group of G lanes per output (G a power of two; G <=
+// 32: 256-thread blocks of several groups, shuffles only; G > 32: one group
+// a block, warps combined through shared memory in a fixed order). The
+// group's lanes are laid out as G / GC row lanes x GC column lanes (GC =
+// 2^colShift, the power of two >= the row's packs, at most G): lane (y, x)
+// folds packs x, x + GC, ... of rows y, y + G / GC, ..., so a warp reads
+// whole rows and no index is divided. Each pack is N consecutive elements
+// (N > 1: 16-byte loads, cols a multiple of N). Every output is finished (a
+// mean divided by `count`), in one launch, no partials. Deterministic:
+// lanes own fixed packs and combine in a fixed tree.
+template <class In, class Out, int Kind, int G, int N>
+__global__ void __launch_bounds__(1024)
+    reduce_strided_kernel(const In *__restrict__ in, Out *__restrict__ out,
+                          int64_t outer, int64_t reduced, int64_t kept,
+                          int64_t cols, int colShift, int64_t count) {
+  static_assert(G >= 1 && G <= 1024 && (G & (G - 1)) == 0, "G: 1, 2, ..., 1024");
+  using A = acc_t<Out>;
+  using R = Reducer<A, Kind>;
+  using P = Pack<In, N>;
+  constexpr int kWarpLanes = G < 32 ? G : 32;
+  __shared__ A warpPartial[32];
+  const int lane = threadIdx.x & (G - 1);
+  const int x = lane & ((1 << colShift) - 1), y = lane >> colShift;
+  const int64_t rowLanes = G >> colShift, packsPerRow = cols / N;
+  const int64_t groupsPerBlock = blockDim.x / G;
+  const int64_t rowStride = kept * cols;
+  const int64_t outputs = outer * kept;
+  // Every thread of the block takes the same trips (whole warps shuffle,
+  // the whole block syncs); a group past the last output only idles.
+  for (int64_t first = blockIdx.x * groupsPerBlock; first < outputs;
+       first += gridDim.x * groupsPerBlock) {
+    const int64_t q = first + threadIdx.x / G;
+    const int64_t o = q / kept, k = q - o * kept;
+    const In *base = in + (o * reduced * kept + k) * cols; // in[o, 0, k, 0]
+    const int64_t rows = q < outputs ? reduced : 0;
+    A acc = R::init();
+    for (int64_t c = x; c < packsPerRow; c += int64_t(1) << colShift) {
+#pragma unroll 4
+      for (int64_t r = y; r < rows; r += rowLanes) {
+        const P v = *reinterpret_cast<const P *>(base + r * rowStride + c * N);
+#pragma unroll
+        for (int e = 0; e < N; ++e)
+          acc = R::combine(acc, Elem<In>::load(v.v[e]));
+      }
+    }
+#pragma unroll
+    for (int offset = kWarpLanes / 2; offset > 0; offset >>= 1)
+      acc = R::combine(acc, __shfl_xor_sync(0xffffffffu, acc, offset));
+    if constexpr (G > 32) {
+      const int warp = threadIdx.x >> 5;
+      if ((threadIdx.x & 31) == 0)
+        warpPartial[warp] = acc;
+      __syncthreads();
+      if (warp == 0) {
+        acc = (threadIdx.x & 31) < G / 32 ? warpPartial[threadIdx.x & 31] : R::init();
+#pragma unroll
+        for (int offset = 16; offset > 0; offset >>= 1)
+          acc = R::combine(acc, __shfl_xor_sync(0xffffffffu, acc, offset));
+      }
+      __syncthreads(); // warpPartial is reused by the next output
+    }
+    if (lane == 0 && q < outputs)
+      out[q] = Elem<Out>::store(R::finish(acc, count));
+  }
+}
+
+//===--------------------------------------------------------------------===//
+// Middle-axis reductions: out[o, i] = reduce_r in[o, r, i]
+//===--------------------------------------------------------------------===//
 
 // Block = (W threads across) x (Y row groups), W * Y <= 1024, Y a power of
 // two; each thread owns N consecutive columns (N > 1: 16-byte loads). A
@@ -103,8 +175,8 @@ template <class T, int N> struct alignas(sizeof(T) * N) Pack { T v[N]; };
 // segment of `chunk` reduced rows): thread (x, y) folds rows y, y + Y, ...
 // of its columns (a warp reads 32 / W rows of W * N consecutive elements:
 // whole 32-byte sectors for tiles of >= 8 floats), then the Y partials
-// combine in a fixed shared-memory tree (of accumulators: 32 KiB for
-// bf16 / f16 with N = 8). out is (outer, segs, inner): segs > 1 splits a
+// combine in a fixed shared-memory tree (of accumulators, dynamic: 8 KiB
+// for 256 threads of bf16 / f16 with N = 8). out is (outer, segs, inner): segs > 1 splits a
 // long reduction over more blocks, leaving raw partials (Out = acc_t) for a
 // later phase; segs == 1 finishes (a mean divided by `count`). No atomics,
 // so the result is deterministic.
@@ -118,7 +190,10 @@ __global__ void __launch_bounds__(1024)
   using R = Reducer<A, Kind>;
   using P = Pack<In, N>;
   using PA = Pack<A, N>;
-  __shared__ PA partial[1024];
+  // blockDim.x * blockDim.y accumulator packs (the launcher sizes it), so
+  // shared memory does not cap the blocks resident on an SM.
+  extern __shared__ __align__(32) unsigned char reduceMiddleShared[];
+  PA *partial = reinterpret_cast<PA *>(reduceMiddleShared);
   const int W = blockDim.x, Y = blockDim.y;
   const int tx = threadIdx.x, ty = threadIdx.y;
   const int64_t innerP = inner / N; // packs per row (inner % N == 0)

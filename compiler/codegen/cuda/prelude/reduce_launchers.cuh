@@ -26,6 +26,10 @@
 #ifndef TCC_REDUCE_MIDDLE_ROWS_PER_THREAD
 #define TCC_REDUCE_MIDDLE_ROWS_PER_THREAD 8
 #endif
+// Strided phases: lanes per output so each lane loads about this many bytes.
+#ifndef TCC_REDUCE_STRIDED_LANE_BYTES
+#define TCC_REDUCE_STRIDED_LANE_BYTES 32
+#endif
 
 namespace detail {
 
@@ -96,6 +100,42 @@ inline void launch_reduce_rows_blocks(const In *in, Out *out, int64_t rows,
   else
     reduce_rows_block_kernel<In, Out, Kind, false><<<blocks, threads, 0, stream>>>(
         in, out, rows, cols, segs, chunk, count);
+}
+
+// reduce_strided_kernel with G lanes an output: 256-thread blocks of 256 / G
+// groups for G <= 32, a block of G threads (one group) above.
+template <class In, class Out, int Kind, int N>
+inline void launch_reduce_strided_as(const In *in, Out *out, int64_t outer,
+                                     int64_t reduced, int64_t kept, int64_t cols,
+                                     int64_t count, int64_t g, cudaStream_t stream) {
+  // Column lanes: the power of two >= the row's packs, at most g.
+  int colShift = 0;
+  while ((int64_t(1) << colShift) < cols / N && (int64_t(2) << colShift) <= g)
+    ++colShift;
+  const int threads = g <= 32 ? 256 : static_cast<int>(g);
+  const unsigned blocks = static_cast<unsigned>(
+      grid_for(outer * kept, threads / static_cast<int>(g)));
+#define TCC_REDUCE_STRIDED_CASE(G)                                              \
+  case G:                                                                      \
+    reduce_strided_kernel<In, Out, Kind, G, N><<<blocks, threads, 0, stream>>>( \
+        in, out, outer, reduced, kept, cols, colShift, count);                 \
+    break;
+  switch (g) {
+    TCC_REDUCE_STRIDED_CASE(1)
+    TCC_REDUCE_STRIDED_CASE(2)
+    TCC_REDUCE_STRIDED_CASE(4)
+    TCC_REDUCE_STRIDED_CASE(8)
+    TCC_REDUCE_STRIDED_CASE(16)
+    TCC_REDUCE_STRIDED_CASE(32)
+    TCC_REDUCE_STRIDED_CASE(64)
+    TCC_REDUCE_STRIDED_CASE(128)
+    TCC_REDUCE_STRIDED_CASE(256)
+    TCC_REDUCE_STRIDED_CASE(512)
+    default:
+      reduce_strided_kernel<In, Out, Kind, 1024, N><<<blocks, 1024, 0, stream>>>(
+          in, out, outer, reduced, kept, cols, colShift, count);
+  }
+#undef TCC_REDUCE_STRIDED_CASE
 }
 
 } // namespace detail
@@ -233,12 +273,40 @@ inline void launch_reduce_phase_middle(const In *in, Out *out, int64_t outer,
   const unsigned blocks =
       static_cast<unsigned>(grid_for(outer * segs * tilesPerOuter, 1));
   const dim3 threads(static_cast<unsigned>(tw / n), static_cast<unsigned>(y));
+  const size_t shared = sizeof(acc_t<Out>) * static_cast<size_t>(tw * y);
   if (n == kVec && kVec > 1)
-    detail::reduce_middle_kernel<In, Out, Kind, kVec><<<blocks, threads, 0, stream>>>(
+    detail::reduce_middle_kernel<In, Out, Kind, kVec><<<blocks, threads, shared, stream>>>(
         in, out, outer, reduced, inner, segs, chunk, tilesPerOuter, count);
   else
-    detail::reduce_middle_kernel<In, Out, Kind, 1><<<blocks, threads, 0, stream>>>(
+    detail::reduce_middle_kernel<In, Out, Kind, 1><<<blocks, threads, shared, stream>>>(
         in, out, outer, reduced, inner, segs, chunk, tilesPerOuter, count);
+}
+
+// One phase of a planned reduction: out (outer, kept) = reduce(in (outer,
+// reduced, kept, cols) over reduced and cols), finished (a mean divided by
+// `count`): batch norm's statistics over (N, C, H, W) with >= 128 channels
+// in one launch (detail::reduce_strided_kernel). A group of lanes per output,
+// the power of two that gives each lane about TCC_REDUCE_STRIDED_LANE_BYTES
+// bytes to load (at most 1024 lanes); 16-byte loads when in is 16-byte
+// aligned and cols a multiple of the vector width. Deterministic.
+template <class In, class Out, int Kind>
+inline void launch_reduce_phase_strided(const In *in, Out *out, int64_t outer,
+                                        int64_t reduced, int64_t kept, int64_t cols,
+                                        int64_t count, cudaStream_t stream) {
+  if (outer <= 0 || kept <= 0)
+    return;
+  constexpr int64_t kVec = detail::Vec16<In>::n;
+  const bool vec = kVec > 1 && detail::aligned16(in) && cols % kVec == 0;
+  const int64_t bytes = reduced * cols * static_cast<int64_t>(sizeof(In));
+  int64_t g = detail::pow2_at_least((bytes + TCC_REDUCE_STRIDED_LANE_BYTES - 1) /
+                                    TCC_REDUCE_STRIDED_LANE_BYTES);
+  g = g < 1024 ? g : 1024;
+  if (vec)
+    detail::launch_reduce_strided_as<In, Out, Kind, kVec>(in, out, outer, reduced, kept,
+                                                         cols, count, g, stream);
+  else
+    detail::launch_reduce_strided_as<In, Out, Kind, 1>(in, out, outer, reduced, kept,
+                                                      cols, count, g, stream);
 }
 
 // out (outer, inner) = reduce(in (outer, reduced, inner) over reduced),
