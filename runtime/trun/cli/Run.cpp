@@ -29,6 +29,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 
+#include <cstdlib>
 #include <limits>
 #include <optional>
 
@@ -461,6 +462,16 @@ absl::Status RunTrun(const Options &options, std::ostream &out) {
     return s;
   // Each local rank drives its own GPU unless --gpu says otherwise.
   const int32_t gpu = options.gpu.value_or(rank->distributed() ? rank->local_rank : 0);
+  // A cuda step built before the device API had release_graphs keeps its
+  // CUDA graphs to the process's end, and ncclCommDestroy waits for every
+  // graph holding the communicator's collectives (issue 34: no rank ever
+  // exited). Joined, such a step runs without graphs (read at its init).
+  if (join && d.device && !tcc_device_api_has_release_graphs(d.device)) {
+    ::setenv("TCC_CUDA_GRAPHS", "0", 1);
+    if (rank->rank == 0)
+      out << "note: step.so predates the device API's release_graphs: CUDA graphs off across "
+             "ranks, so that they can exit (rebuild it with this tcc to keep them)\n";
+  }
 
   // A cuda step that cannot fit the GPU's free memory stops here, saying
   // so, rather than at a cudaMalloc half way through the allocations.

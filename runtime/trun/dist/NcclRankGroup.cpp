@@ -21,9 +21,13 @@
 
 #include "absl/strings/str_cat.h"
 
+#include <atomic>
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <dlfcn.h>
+#include <memory>
+#include <thread>
 
 namespace tcc::trun {
 namespace {
@@ -223,21 +227,14 @@ public:
     return absl::OkStatus();
   }
 
-  void AbortFromWatchdog() override {
-    // ncclCommAbort may be called from another thread; it makes this
-    // rank's NCCL kernels return so that the process can end.
-    if (comm_)
-      nccl_.CommAbort(comm_);
-  }
+  void AbortFromWatchdog() override { AbortBriefly(); }
 
   [[noreturn]] void AbortAll(int exit_code) override {
     // Aborting the communicator makes the NCCL kernels of this rank return.
     // The other ranks are ended by the launcher (trun --nproc, torchrun,
     // srun), which sees this process exit: trun does not poll NCCL for a
     // dead peer inside a step.
-    if (comm_)
-      nccl_.CommAbort(comm_);
-    comm_ = nullptr;
+    AbortBriefly();
     std::_Exit(exit_code);
   }
 
@@ -279,6 +276,28 @@ protected:
 
 private:
   static constexpr size_t kHostExchangeBytes = 1 << 16;
+  static constexpr int kAbortSeconds = 5;
+
+  // ncclCommAbort, given kAbortSeconds on a thread of its own; the caller
+  // ends the process next, whatever it did. ncclCommAbort stops this rank's
+  // NCCL kernels at once, then waits, as ncclCommDestroy does, until every
+  // CUDA graph holding the communicator's collectives is destroyed (on these
+  // paths the step still holds its graphs), and it may wait for the other
+  // ranks' NCCL proxies: unbounded, a rank that failed after its first
+  // captured step never exited, nor did the watchdog end a hung one (issue
+  // 34). The first caller aborts (the watchdog's thread or main()'s).
+  void AbortBriefly() {
+    if (!comm_ || aborting_.exchange(true))
+      return;
+    auto done = std::make_shared<std::atomic<bool>>(false);
+    std::thread([this, done] {
+      nccl_.CommAbort(comm_);
+      *done = true;
+    }).detach();
+    const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(kAbortSeconds);
+    while (!*done && std::chrono::steady_clock::now() < until)
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
 
   // The first `bytes` of the exchange buffer, once the stream is done.
   absl::Status CopyBack(char *out, size_t bytes) {
@@ -436,6 +455,7 @@ private:
   CUdeviceptr host_exchange_ = 0;
   std::string version_;
   bool finished_ = false;
+  std::atomic<bool> aborting_{false};
 };
 
 } // namespace
