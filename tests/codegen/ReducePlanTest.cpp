@@ -104,6 +104,15 @@ void checkPlan(const std::vector<int64_t> &shape, const std::vector<int64_t> &ax
       }
       EXPECT_GE(p.segs, 1);
       EXPECT_EQ(p.segs, (p.reduced + p.chunk - 1) / p.chunk) << what << " " << p.describe();
+      if (p.cluster > 1) {
+        EXPECT_FALSE(p.rows || p.strided) << what << ": clusters are middle phases";
+        EXPECT_TRUE(p.finishes) << what;
+        EXPECT_LE(p.cluster, kMaxCluster) << what;
+        EXPECT_EQ(p.segs, 1) << what;
+        ASSERT_GE(p.fallback, 0) << what;
+        EXPECT_NE(p.fallback, p.src) << what << ": the fallback's partials overwrite the input";
+        EXPECT_GE(plan.slotElements[p.fallback], p.outer * p.cluster * p.inner) << what;
+      }
       if (p.rows && p.segs > 1) {
         EXPECT_EQ(p.chunk % 1024, 0) << what << ": split rows keep 16-byte alignment";
       }
@@ -198,28 +207,45 @@ TEST(ReducePlanTest, BatchNormStatisticsAreOneOrTwoCoalescedPhases) {
 }
 
 TEST(ReducePlanTest, FewOutputsOverALongReductionAreSplitAcrossBlocks) {
-  // A bias-style gradient with few columns: 16384 rows x 64 columns.
+  // A bias-style gradient with few columns, 16384 rows x 64 columns: two
+  // 128-byte tiles, too few blocks for clusters: split segments.
   ReducePlan plan = planReduce(reduceRuns({16384, 64}, {0}), 4);
   ASSERT_EQ(plan.phases.size(), 2u);
   EXPECT_GT(plan.phases[0].segs, 1) << plan.phases[0].describe();
   EXPECT_FALSE(plan.phases[0].finishes);
-  // A whole tensor into one number.
+  // 4096 x 4096 down the rows: 128 tiles of 32 floats, in clusters of 8
+  // blocks, one launch, finished.
+  plan = planReduce(reduceRuns({4096, 4096}, {0}), 4);
+  ASSERT_EQ(plan.phases.size(), 1u);
+  EXPECT_EQ(plan.phases[0].describe(), "middle(1 x 4096 x 4096, clusters of 8)");
+  EXPECT_TRUE(plan.phases[0].finishes);
+  EXPECT_EQ(plan.phases[0].fallback, 0); // partials of the two-launch fallback
+  EXPECT_EQ(plan.scratchBytes(4), 8 * 4096 * 4);
+  // A whole tensor into one number: split rows, then their partials.
   plan = planReduce(reduceRuns({1 << 22}, {0}), 4);
   ASSERT_EQ(plan.phases.size(), 2u);
   EXPECT_TRUE(plan.phases[0].rows);
   EXPECT_GT(plan.phases[0].segs, 1);
-  // GPT-2's bias gradient shape: 96 tiles of 8 columns, split too.
-  plan = planReduce(reduceRuns({16384, 768}, {0}), 4);
+  // GPT-2's bias gradient shape in bf16: 12 tiles, split segments.
+  plan = planReduce(reduceRuns({16384, 768}, {0}), 2);
   ASSERT_EQ(plan.phases.size(), 2u);
   EXPECT_GT(plan.phases[0].segs, 1);
   // Enough outputs (2048 tiles of 32 floats, >= kMinParallelMiddle): one
-  // phase, no scratch; 512 tiles are split.
+  // phase, no scratch; 512 tiles are clustered.
   plan = planReduce(reduceRuns({1024, 65536}, {0}), 4);
   EXPECT_EQ(plan.phases.size(), 1u);
   EXPECT_EQ(plan.scratchBytes(4), 0);
   plan = planReduce(reduceRuns({4096, 16384}, {0}), 4);
-  EXPECT_EQ(plan.phases.size(), 2u);
-  EXPECT_GT(plan.phases[0].segs, 1);
+  EXPECT_EQ(plan.phases.size(), 1u);
+  EXPECT_GT(plan.phases[0].cluster, 1);
+  // Only the last fold is clustered: (4096, 2048, 4999) over {0, 2} folds
+  // rows of 4999 first (not whole 16-byte loads, so not strided), then the
+  // 4096 x 2048 partials (64 tiles) in clusters.
+  plan = planReduce(reduceRuns({4096, 2048, 4999}, {0, 2}), 4);
+  ASSERT_EQ(plan.phases.size(), 2u);
+  EXPECT_EQ(plan.phases[0].describe(), "rows(8388608 x 4999)");
+  EXPECT_EQ(plan.phases[1].describe(), "middle(1 x 4096 x 2048, clusters of 8)");
+  EXPECT_EQ(plan.phases[1].fallback, 1); // slot 0 holds its input
   plan = planReduce(reduceRuns({4096, 1000}, {1}), 4);
   EXPECT_EQ(plan.phases.size(), 1u);
 }

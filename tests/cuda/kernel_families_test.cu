@@ -788,7 +788,14 @@ void caseReduceAxes(const std::vector<int64_t> &shape,
     return;
   using A = acc_t<T>;
   namespace plan_ns = tcc::codegen::cuda;
-  const plan_ns::ReducePlan plan = plan_ns::planReduce(plan_ns::reduceRuns(shape, axes), sizeof(T));
+  plan_ns::ReducePlan plan = plan_ns::planReduce(plan_ns::reduceRuns(shape, axes), sizeof(T));
+  if (variant == "no-clusters") // clusters of 9 (> 8): the two-launch fallback
+    for (plan_ns::ReducePhase &p : plan.phases)
+      if (p.cluster > 1) {
+        p.cluster = 9;
+        plan.slotElements[p.fallback] =
+            std::max(plan.slotElements[p.fallback], p.outer * 9 * p.inner);
+      }
   Rng rng(desc);
   int64_t n = 1, outN = 1;
   std::vector<bool> isReduced(shape.size(), false);
@@ -878,6 +885,11 @@ template <class T> void reduceAxesAll() {
       {{16, 300, 4, 6}, {0, 2, 3}},
       {{4, 200, 8}, {0, 2}},
       {{7, 3, 9, 130, 8}, {0, 2, 4}},
+      // clusters: long columns over few outputs, an odd length, an outer
+      // kept run
+      {{4096, 4096}, {0}},
+      {{10007, 2048}, {0}},
+      {{2, 4096, 2048}, {1}},
   };
   for (const Shape &s : shapes) {
     caseReduceAxes<T, 0>(s.shape, s.axes, "");
@@ -887,6 +899,9 @@ template <class T> void reduceAxesAll() {
   caseReduceAxes<T, 1>({16, 24, 9, 8}, {0, 2, 3}, "misaligned");
   caseReduceAxes<T, 0>({64, 24, 8, 8}, {0, 2}, "misaligned");
   caseReduceAxes<T, 1>({16, 200, 4, 4}, {0, 2, 3}, "misaligned"); // strided, scalar
+  caseReduceAxes<T, 0>({2048, 4096}, {0}, "misaligned");           // clusters, scalar
+  caseReduceAxes<T, 1>({4096, 4096}, {0}, "no-clusters");
+  caseReduceAxes<T, 2>({2, 4096, 2048}, {1}, "no-clusters");
   caseReduceAxes<T, 2>({40, 130, 4, 4}, {0, 2, 3}, "specials");
   caseReduceAxes<T, 0>({40, 130, 4, 4}, {0, 2, 3}, "specials");
   caseReduceAxes<T, 2>({6, 4, 5, 300}, {0, 3}, "specials");

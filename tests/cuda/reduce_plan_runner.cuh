@@ -13,8 +13,11 @@ namespace tcc_test {
 
 template <class In, class Out, int Kind>
 void runReducePhase(const tcc::codegen::cuda::ReducePhase &p, const In *src, Out *dst,
-                    int64_t count, cudaStream_t s) {
-  if (p.strided)
+                    int64_t count, void *fallback, cudaStream_t s) {
+  if (p.cluster > 1)
+    tcc_cuda::launch_reduce_phase_middle_cluster<In, Out, Kind>(
+        src, dst, p.outer, p.reduced, p.inner, p.cluster, count, fallback, s);
+  else if (p.strided)
     tcc_cuda::launch_reduce_phase_strided<In, Out, Kind>(src, dst, p.outer, p.reduced, p.inner,
                                                          p.cols, count, s);
   else if (p.rows)
@@ -27,15 +30,15 @@ void runReducePhase(const tcc::codegen::cuda::ReducePhase &p, const In *src, Out
 
 template <class In, class Out>
 void runReducePhaseKind(const tcc::codegen::cuda::ReducePhase &p, int kind, const void *src,
-                        void *dst, int64_t count, cudaStream_t s) {
+                        void *dst, int64_t count, void *fallback, cudaStream_t s) {
   const In *i = static_cast<const In *>(src);
   Out *o = static_cast<Out *>(dst);
   if (kind == 0)
-    runReducePhase<In, Out, 0>(p, i, o, count, s);
+    runReducePhase<In, Out, 0>(p, i, o, count, fallback, s);
   else if (kind == 1)
-    runReducePhase<In, Out, 1>(p, i, o, count, s);
+    runReducePhase<In, Out, 1>(p, i, o, count, fallback, s);
   else
-    runReducePhase<In, Out, 2>(p, i, o, count, s);
+    runReducePhase<In, Out, 2>(p, i, o, count, fallback, s);
 }
 
 template <class T, int Kind>
@@ -47,14 +50,15 @@ void runReducePlan(const tcc::codegen::cuda::ReducePlan &plan, const T *in, T *o
     const void *src = p.src < 0 ? static_cast<const void *>(in)
                                 : scratch + plan.slotOffset(p.src, sizeof(A));
     void *dst = p.dst < 0 ? static_cast<void *>(out) : scratch + plan.slotOffset(p.dst, sizeof(A));
+    void *fallback = p.fallback < 0 ? nullptr : scratch + plan.slotOffset(p.fallback, sizeof(A));
     if (p.src < 0 && p.dst < 0)
-      runReducePhaseKind<T, T>(p, kind, src, dst, plan.count, s);
+      runReducePhaseKind<T, T>(p, kind, src, dst, plan.count, fallback, s);
     else if (p.src < 0)
-      runReducePhaseKind<T, A>(p, kind, src, dst, plan.count, s);
+      runReducePhaseKind<T, A>(p, kind, src, dst, plan.count, fallback, s);
     else if (p.dst < 0)
-      runReducePhaseKind<A, T>(p, kind, src, dst, plan.count, s);
+      runReducePhaseKind<A, T>(p, kind, src, dst, plan.count, fallback, s);
     else
-      runReducePhaseKind<A, A>(p, kind, src, dst, plan.count, s);
+      runReducePhaseKind<A, A>(p, kind, src, dst, plan.count, fallback, s);
   }
 }
 

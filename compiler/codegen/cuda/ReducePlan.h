@@ -21,7 +21,10 @@
 //           (outer, reduced, kept, cols), in one launch
 //           (launch_reduce_phase_strided): batch norm's statistics over
 //           (N, C, H, W) with >= 128 channels.
-// A phase with too few independent outputs to fill the GPU (fewer than
+// A finishing middle phase with too few outputs and a long reduction runs
+// as clusters of up to kMaxCluster blocks sharing each tile (one launch, no
+// partials in memory), when its 128-byte tiles give the clusters at least
+// kClusterMinBlocks blocks. Any other phase with too few independent outputs to fill the GPU (fewer than
 // kMinParallel rows, or kMinParallelMiddle tiles of one 128-byte line of
 // columns, the narrowest launch_reduce_phase_middle makes) and a long
 // reduction splits it into segments (deterministic two-level partials, no
@@ -47,13 +50,19 @@ struct ReducePhase {
   int64_t reduced = 1;          // rows: cols
   int64_t inner = 1;            // rows: 1; strided: the kept run
   int64_t cols = 1;             // strided: the innermost (reduced) run
+  // middle, finishing: > 1 splits `reduced` over this many blocks of one
+  // thread-block cluster, combined in the launch
+  // (launch_reduce_phase_middle_cluster); `fallback` is the slot its
+  // partials use where clusters are not available.
+  int64_t cluster = 1;
+  int fallback = -1;
   int64_t segs = 1, chunk = 1;  // segs > 1: raw partials over chunks
   bool finishes = false;        // the last phase: writes out, finished
   int src = -1, dst = -1;       // -1: the op's input / output; 0, 1: slots
   int64_t outElements = 0;      // what the phase writes
 
-  // "rows(8192 x 1024)", "middle(1 x 128 x 64, 4 segments)",
-  // "strided(1 x 128 x 256 x 64)".
+  // "rows(8192 x 1024)", "middle(1 x 128 x 64, 4 segments of 32)",
+  // "middle(1 x 16384 x 768, clusters of 8)", "strided(1 x 128 x 256 x 64)".
   std::string describe() const;
 };
 
@@ -92,6 +101,13 @@ inline constexpr int64_t kRowsMinCols = 128;   // shorter innermost runs go last
 inline constexpr int64_t kMinParallel = TCC_REDUCE_MIN_PARALLEL;
 inline constexpr int64_t kMinParallelMiddle = TCC_REDUCE_MIN_PARALLEL_MIDDLE;
 inline constexpr int64_t kSplitMinReduced = 1024; // reductions worth splitting
+#ifndef TCC_REDUCE_MAX_CLUSTER
+#define TCC_REDUCE_MAX_CLUSTER 8
+#endif
+inline constexpr int64_t kMaxCluster = TCC_REDUCE_MAX_CLUSTER; // 0 or 1: no clusters
+// ... when tiles of one 128-byte line give that many blocks (the
+// launcher's TCC_REDUCE_CLUSTER_MIN_BLOCKS: it narrows tiles to a line).
+inline constexpr int64_t kClusterMinBlocks = 512;
 // Strided phases need this many outputs (about one 1024-thread block per SM
 // at most); fewer go down the leading run first, split into segments.
 #ifndef TCC_REDUCE_STRIDED_MIN_OUTPUTS

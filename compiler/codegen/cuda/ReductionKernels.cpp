@@ -54,16 +54,25 @@ LogicalResult CudaStepEmitter::emitReduce(kern::ReduceOp r, llvm::raw_ostream &o
     // Earlier phases of a mean sum; the last divides by the whole count.
     int phaseKind = p.finishes ? kind : (kind == 1 ? 0 : kind);
     std::string sizes =
-        p.strided ? llvm::formatv("{0}, {1}, {2}, {3}", p.outer, p.reduced, p.inner, p.cols).str()
+        p.cluster > 1
+            ? llvm::formatv("{0}, {1}, {2}, {3}", p.outer, p.reduced, p.inner, p.cluster).str()
+        : p.strided ? llvm::formatv("{0}, {1}, {2}, {3}", p.outer, p.reduced, p.inner, p.cols).str()
         : p.rows  ? llvm::formatv("{0}, {1}, {2}, {3}", p.outer, p.reduced, p.segs, p.chunk).str()
                   : llvm::formatv("{0}, {1}, {2}, {3}, {4}", p.outer, p.reduced, p.inner, p.segs,
                                   p.chunk)
                         .str();
+    // A cluster phase also takes the slot of its fallback's partials.
+    std::string fallback =
+        p.cluster > 1 ? llvm::formatv("scratch + {0}, ", plan.slotOffset(p.fallback, accBytes)).str()
+                      : "";
     body += llvm::formatv("  tcc_cuda::launch_reduce_phase_{0}<{1}, {2}, {3}>({4}, {5}, {6}, "
-                          "{7}, s); // {8}\n",
-                          p.strided ? "strided" : p.rows ? "rows" : "middle",
+                          "{7}, {8}s); // {9}\n",
+                          p.cluster > 1 ? "middle_cluster"
+                          : p.strided   ? "strided"
+                          : p.rows      ? "rows"
+                                        : "middle",
                           p.src < 0 ? ftIn : acc, p.dst < 0 ? ft : acc, phaseKind, src, dst,
-                          sizes, plan.count, p.describe());
+                          sizes, plan.count, fallback, p.describe());
     shape += (shape.empty() ? "" : " -> ") + p.describe();
   }
   int64_t scratch = plan.scratchBytes(accBytes);

@@ -242,3 +242,82 @@ __global__ void __launch_bounds__(1024)
   }
 }
 
+// A middle reduction split over `cluster` blocks in one launch (sm_90):
+// the blocks of one thread-block cluster own one tile of W * N columns and
+// consecutive segments of `chunk` reduced rows, fold them as
+// reduce_middle_kernel does into shared memory, then the cluster's block 0
+// combines the cluster's partials through distributed shared memory, in
+// rank order, and writes out finished (a mean divided by `count`). No
+// partials in global memory, no second launch, no atomics: deterministic.
+// One tile per cluster (no grid-stride loop): the grid is tiles * cluster
+// blocks, cluster-major (block b: tile b / cluster, segment b % cluster).
+template <class In, class Out, int Kind, int N>
+__global__ void __launch_bounds__(1024)
+    reduce_middle_cluster_kernel(const In *__restrict__ in, Out *__restrict__ out,
+                                 int64_t outer, int64_t reduced, int64_t inner,
+                                 int64_t chunk, int64_t tilesPerOuter, int cluster,
+                                 int64_t count) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  using A = acc_t<Out>;
+  using R = Reducer<A, Kind>;
+  using P = Pack<In, N>;
+  using PA = Pack<A, N>;
+  extern __shared__ __align__(32) unsigned char reduceClusterShared[];
+  PA *partial = reinterpret_cast<PA *>(reduceClusterShared);
+  const int W = blockDim.x, Y = blockDim.y;
+  const int tx = threadIdx.x, ty = threadIdx.y;
+  const int64_t innerP = inner / N;
+  const int64_t tile = blockIdx.x / cluster;
+  const int64_t g = __clusterRelativeBlockRank();
+  const int64_t o = tile / tilesPerOuter;
+  const int64_t i = (tile - o * tilesPerOuter) * W + tx; // pack column
+  const int64_t begin = g * chunk;
+  const int64_t end = begin + chunk < reduced ? begin + chunk : reduced;
+  PA acc;
+#pragma unroll
+  for (int k = 0; k < N; ++k)
+    acc.v[k] = R::init();
+  if (i < innerP) {
+    const P *col = reinterpret_cast<const P *>(in + o * reduced * inner) + i;
+#pragma unroll 4
+    for (int64_t r = begin + ty; r < end; r += Y) {
+      const P v = col[r * innerP];
+#pragma unroll
+      for (int k = 0; k < N; ++k)
+        acc.v[k] = R::combine(acc.v[k], Elem<In>::load(v.v[k]));
+    }
+  }
+  partial[ty * W + tx] = acc;
+  __syncthreads();
+  for (int half = Y >> 1; half > 0; half >>= 1) {
+    if (ty < half) {
+      PA a = partial[ty * W + tx];
+      const PA b = partial[(ty + half) * W + tx];
+#pragma unroll
+      for (int k = 0; k < N; ++k)
+        a.v[k] = R::combine(a.v[k], b.v[k]);
+      partial[ty * W + tx] = a;
+    }
+    __syncthreads();
+  }
+  __cluster_barrier_arrive(); // this block's partial[0 .. W) is final
+  __cluster_barrier_wait();
+  if (g == 0 && ty == 0 && i < innerP) {
+    PA a = partial[tx];
+    for (int rank = 1; rank < cluster; ++rank) {
+      const PA b = static_cast<const PA *>(
+          __cluster_map_shared_rank(static_cast<const void *>(partial), rank))[tx];
+#pragma unroll
+      for (int k = 0; k < N; ++k)
+        a.v[k] = R::combine(a.v[k], b.v[k]);
+    }
+#pragma unroll
+    for (int k = 0; k < N; ++k)
+      out[o * inner + i * N + k] = Elem<Out>::store(R::finish(a.v[k], count));
+  }
+  __cluster_barrier_arrive(); // the others' shared memory lives until read
+  __cluster_barrier_wait();
+#else
+  __trap(); // launched only where clusters exist (launch_reduce_phase_middle_cluster)
+#endif
+}

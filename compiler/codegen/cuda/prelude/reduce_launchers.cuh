@@ -26,6 +26,11 @@
 #ifndef TCC_REDUCE_MIDDLE_ROWS_PER_THREAD
 #define TCC_REDUCE_MIDDLE_ROWS_PER_THREAD 8
 #endif
+// Cluster phases: how many blocks the tiles are narrowed for (down to a
+// 128-byte line a row: 32- and 64-byte rows were slower).
+#ifndef TCC_REDUCE_CLUSTER_MIN_BLOCKS
+#define TCC_REDUCE_CLUSTER_MIN_BLOCKS 512
+#endif
 // Strided phases: lanes per output so each lane loads about this many bytes.
 #ifndef TCC_REDUCE_STRIDED_LANE_BYTES
 #define TCC_REDUCE_STRIDED_LANE_BYTES 32
@@ -307,6 +312,100 @@ inline void launch_reduce_phase_strided(const In *in, Out *out, int64_t outer,
   else
     detail::launch_reduce_strided_as<In, Out, Kind, 1>(in, out, outer, reduced, kept,
                                                       cols, count, g, stream);
+}
+
+namespace detail {
+
+// Whether this GPU launches thread-block clusters and the loaded
+// reduce_middle_cluster_kernel is sm_90 code (not an sm_80 PTX build,
+// where the kernel body is compiled out). Asked once per instantiation.
+template <class In, class Out, int Kind, int N>
+inline bool reduce_clusters_usable() {
+  static const bool usable = [] {
+    int dev = 0, clusters = 0;
+    cudaFuncAttributes a{};
+    return cudaGetDevice(&dev) == cudaSuccess &&
+           cudaDeviceGetAttribute(&clusters, cudaDevAttrClusterLaunch, dev) == cudaSuccess &&
+           clusters &&
+           cudaFuncGetAttributes(&a, reduce_middle_cluster_kernel<In, Out, Kind, N>) ==
+               cudaSuccess &&
+           a.binaryVersion >= 90;
+  }();
+  return usable;
+}
+
+} // namespace detail
+
+// One phase of a planned reduction, finished: out (outer, inner) =
+// reduce(in (outer, reduced, inner)) over `reduced`, split over `cluster`
+// blocks (2..8) that combine through distributed shared memory
+// (detail::reduce_middle_cluster_kernel): a long reduction with few
+// outputs in one launch instead of a split phase and a second launch over
+// its partials. Tiles as launch_reduce_phase_middle, narrowed (down to
+// 128-byte rows) until there are TCC_REDUCE_CLUSTER_MIN_BLOCKS blocks.
+// Where clusters are not available (before sm_90, or an sm_80 PTX build)
+// it runs those two launches, the partials in `fallback` (outer * cluster
+// * inner accumulators). Deterministic either way.
+template <class In, class Out, int Kind>
+inline void launch_reduce_phase_middle_cluster(const In *in, Out *out, int64_t outer,
+                                               int64_t reduced, int64_t inner,
+                                               int64_t cluster, int64_t count,
+                                               void *fallback, cudaStream_t stream) {
+  using A = acc_t<Out>;
+  if (outer <= 0 || inner <= 0)
+    return;
+  const int64_t chunk = (reduced + cluster - 1) / cluster;
+  constexpr int64_t kVec = detail::Vec16<In>::n;
+  const bool vec = kVec > 1 && detail::aligned16(in) && inner % kVec == 0;
+  const bool usable = vec ? detail::reduce_clusters_usable<In, Out, Kind, kVec>()
+                          : detail::reduce_clusters_usable<In, Out, Kind, 1>();
+  if (!usable || cluster < 2 || cluster > 8) {
+    A *partials = static_cast<A *>(fallback);
+    launch_reduce_phase_middle<In, A, Kind == 1 ? 0 : Kind>(in, partials, outer, reduced, inner,
+                                                           cluster, chunk, count, stream);
+    launch_reduce_phase_middle<A, Out, Kind>(partials, out, outer, cluster, inner, 1, cluster,
+                                             count, stream);
+    return;
+  }
+  const int64_t n = vec ? kVec : 1;
+  const int64_t innerP2 = detail::pow2_at_least(inner);
+  const int64_t line = static_cast<int64_t>(128 / sizeof(In));
+  const int64_t narrowest = line < 32 * n ? (line > n ? line : n) : 32 * n;
+  auto blocksFor = [&](int64_t width) {
+    return outer * ((inner + width - 1) / width) * cluster;
+  };
+  int64_t tw = innerP2 < 32 * n ? innerP2 : 32 * n;
+  tw = tw > n ? tw : n;
+  while (tw > narrowest && blocksFor(tw) < TCC_REDUCE_CLUSTER_MIN_BLOCKS)
+    tw /= 2;
+  auto rowGroups = [&](int64_t width) {
+    const int64_t most = TCC_REDUCE_MIDDLE_MAX_THREADS / (width / n) > 0
+                             ? TCC_REDUCE_MIDDLE_MAX_THREADS / (width / n) : 1;
+    const int64_t want = detail::pow2_at_least(
+        (chunk + TCC_REDUCE_MIDDLE_ROWS_PER_THREAD - 1) / TCC_REDUCE_MIDDLE_ROWS_PER_THREAD);
+    return want < most ? want : most;
+  };
+  const int64_t y = rowGroups(tw);
+  const int64_t tilesPerOuter = (inner + tw - 1) / tw;
+  cudaLaunchConfig_t config{};
+  config.gridDim = dim3(static_cast<unsigned>(outer * tilesPerOuter * cluster));
+  config.blockDim = dim3(static_cast<unsigned>(tw / n), static_cast<unsigned>(y));
+  config.dynamicSmemBytes = sizeof(A) * static_cast<size_t>(tw * y);
+  config.stream = stream;
+  cudaLaunchAttribute attribute{};
+  attribute.id = cudaLaunchAttributeClusterDimension;
+  attribute.val.clusterDim.x = static_cast<unsigned>(cluster);
+  attribute.val.clusterDim.y = 1;
+  attribute.val.clusterDim.z = 1;
+  config.attrs = &attribute;
+  config.numAttrs = 1;
+  const int c = static_cast<int>(cluster);
+  if (vec)
+    cudaLaunchKernelEx(&config, detail::reduce_middle_cluster_kernel<In, Out, Kind, kVec>, in,
+                       out, outer, reduced, inner, chunk, tilesPerOuter, c, count);
+  else
+    cudaLaunchKernelEx(&config, detail::reduce_middle_cluster_kernel<In, Out, Kind, 1>, in, out,
+                       outer, reduced, inner, chunk, tilesPerOuter, c, count);
 }
 
 // out (outer, inner) = reduce(in (outer, reduced, inner) over reduced),
