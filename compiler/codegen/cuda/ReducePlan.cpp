@@ -84,6 +84,24 @@ ReducePlan planReduce(const std::vector<std::pair<bool, int64_t>> &input, int64_
     return plan;
   }
   int src = -1;
+  // Appends `p`, its runs already folded: where it reads and writes (the
+  // output when nothing is left to reduce, else the slot `src` is not),
+  // and the slots it needs.
+  auto addPhase = [&](ReducePhase &p) {
+    p.finishes = reducedRuns() == 0;
+    p.src = src;
+    p.dst = p.finishes ? -1 : (src == 0 ? 1 : 0);
+    p.outElements = product(runs, 0, runs.size());
+    if (!p.finishes)
+      plan.slotElements[p.dst] = std::max(plan.slotElements[p.dst], p.outElements);
+    if (p.cluster > 1) { // the two launches' partials where clusters are missing
+      p.fallback = src == 0 ? 1 : 0;
+      plan.slotElements[p.fallback] =
+          std::max(plan.slotElements[p.fallback], p.outer * p.cluster * p.inner);
+    }
+    plan.phases.push_back(p);
+    src = p.dst;
+  };
   while (reducedRuns() > 0) {
     // [.. reduced][kept][reduced] with enough outputs and rows of whole
     // 16-byte loads: both reduced runs in one strided phase.
@@ -100,14 +118,7 @@ ReducePlan planReduce(const std::vector<std::pair<bool, int64_t>> &input, int64_
       p.cols = runs[n - 1].second;
       runs.pop_back();
       removeRun(runs, n - 3);
-      p.finishes = reducedRuns() == 0;
-      p.src = src;
-      p.dst = p.finishes ? -1 : (src == 0 ? 1 : 0);
-      p.outElements = product(runs, 0, runs.size());
-      if (!p.finishes)
-        plan.slotElements[p.dst] = std::max(plan.slotElements[p.dst], p.outElements);
-      plan.phases.push_back(p);
-      src = p.dst;
+      addPhase(p);
       continue;
     }
     // Which run this phase folds: the innermost when it is reduced and long
@@ -159,19 +170,7 @@ ReducePlan planReduce(const std::vector<std::pair<bool, int64_t>> &input, int64_
       runs[idx].second = p.segs; // the run remains, shorter, as partials
     else
       removeRun(runs, idx);
-    p.finishes = reducedRuns() == 0;
-    p.src = src;
-    p.dst = p.finishes ? -1 : (src == 0 ? 1 : 0);
-    p.outElements = product(runs, 0, runs.size());
-    if (!p.finishes)
-      plan.slotElements[p.dst] = std::max(plan.slotElements[p.dst], p.outElements);
-    if (p.cluster > 1) { // the two launches' partials where clusters are missing
-      p.fallback = src == 0 ? 1 : 0;
-      plan.slotElements[p.fallback] =
-          std::max(plan.slotElements[p.fallback], p.outer * p.cluster * p.inner);
-    }
-    plan.phases.push_back(p);
-    src = p.dst;
+    addPhase(p);
   }
   return plan;
 }

@@ -107,6 +107,17 @@ inline void launch_reduce_rows_blocks(const In *in, Out *out, int64_t rows,
         in, out, rows, cols, segs, chunk, count);
 }
 
+// Row groups (Y) of a middle tile of `across` threads: about
+// TCC_REDUCE_MIDDLE_ROWS_PER_THREAD rows of a `chunk`-row segment each, a
+// power of two, at most TCC_REDUCE_MIDDLE_MAX_THREADS threads a block.
+inline int64_t middle_row_groups(int64_t across, int64_t chunk) {
+  const int64_t most = TCC_REDUCE_MIDDLE_MAX_THREADS / across > 0
+                           ? TCC_REDUCE_MIDDLE_MAX_THREADS / across : 1;
+  const int64_t want = pow2_at_least((chunk + TCC_REDUCE_MIDDLE_ROWS_PER_THREAD - 1) /
+                                     TCC_REDUCE_MIDDLE_ROWS_PER_THREAD);
+  return want < most ? want : most;
+}
+
 // reduce_strided_kernel with G lanes an output: 256-thread blocks of 256 / G
 // groups for G <= 32, a block of G threads (one group) above.
 template <class In, class Out, int Kind, int N>
@@ -258,13 +269,7 @@ inline void launch_reduce_phase_middle(const In *in, Out *out, int64_t outer,
   const int64_t innerP2 = detail::pow2_at_least(inner);
   const int64_t line = static_cast<int64_t>(128 / sizeof(In));
   const int64_t narrowest = line < 32 * n ? (line > n ? line : n) : 32 * n;
-  auto rowGroups = [&](int64_t width) {
-    const int64_t most = TCC_REDUCE_MIDDLE_MAX_THREADS / (width / n) > 0
-                             ? TCC_REDUCE_MIDDLE_MAX_THREADS / (width / n) : 1;
-    const int64_t want = detail::pow2_at_least(
-        (chunk + TCC_REDUCE_MIDDLE_ROWS_PER_THREAD - 1) / TCC_REDUCE_MIDDLE_ROWS_PER_THREAD);
-    return want < most ? want : most;
-  };
+  auto rowGroups = [&](int64_t width) { return detail::middle_row_groups(width / n, chunk); };
   int64_t tw = innerP2 < 32 * n ? innerP2 : 32 * n;
   tw = tw > n ? tw : n;
   while (tw > narrowest && tilesFor(tw) < minTiles)
@@ -378,13 +383,7 @@ inline void launch_reduce_phase_middle_cluster(const In *in, Out *out, int64_t o
   tw = tw > n ? tw : n;
   while (tw > narrowest && blocksFor(tw) < TCC_REDUCE_CLUSTER_MIN_BLOCKS)
     tw /= 2;
-  auto rowGroups = [&](int64_t width) {
-    const int64_t most = TCC_REDUCE_MIDDLE_MAX_THREADS / (width / n) > 0
-                             ? TCC_REDUCE_MIDDLE_MAX_THREADS / (width / n) : 1;
-    const int64_t want = detail::pow2_at_least(
-        (chunk + TCC_REDUCE_MIDDLE_ROWS_PER_THREAD - 1) / TCC_REDUCE_MIDDLE_ROWS_PER_THREAD);
-    return want < most ? want : most;
-  };
+  auto rowGroups = [&](int64_t width) { return detail::middle_row_groups(width / n, chunk); };
   const int64_t y = rowGroups(tw);
   const int64_t tilesPerOuter = (inner + tw - 1) / tw;
   cudaLaunchConfig_t config{};
