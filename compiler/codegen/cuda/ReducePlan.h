@@ -24,11 +24,11 @@
 // A finishing middle phase with too few outputs and a long reduction runs
 // as clusters of up to kMaxCluster blocks sharing each tile (one launch, no
 // partials in memory), when its 128-byte tiles give the clusters at least
-// kClusterMinBlocks blocks. Any other phase with too few independent outputs to fill the GPU (fewer than
-// kMinParallel rows, or kMinParallelMiddle tiles of one 128-byte line of
-// columns, the narrowest launch_reduce_phase_middle makes) and a long
-// reduction splits it into segments (deterministic two-level partials, no
-// atomics).
+// kClusterMinBlocks blocks. Any other phase with too few independent
+// outputs to fill the GPU (fewer than kMinParallel rows, or
+// kMinParallelMiddle tiles of one 128-byte line of columns, the narrowest
+// launch_reduce_phase_middle makes) and a long reduction splits it into
+// segments (deterministic two-level partials, no atomics).
 //
 // Example: (128, 64, 32, 32) over {0, 2, 3} (batch norm, 16 MiB of bf16):
 //   rows   (8192 rows x 1024)      -> partial (128, 64)  [acc type]

@@ -118,6 +118,22 @@ inline int64_t middle_row_groups(int64_t across, int64_t chunk) {
   return want < most ? want : most;
 }
 
+// The tile width (columns) of a middle phase: 32 threads x n columns, or
+// the row's width (a power of two), halved while a width w gives fewer
+// than `minBlocks` blocks (`perColumnTile` * ceil(inner / w)), never below
+// one 128-byte line a row (or n columns).
+inline int64_t middle_tile_width(int64_t inner, int64_t n, int64_t elemBytes,
+                                 int64_t perColumnTile, int64_t minBlocks) {
+  const int64_t innerP2 = pow2_at_least(inner);
+  const int64_t line = 128 / elemBytes;
+  const int64_t narrowest = line < 32 * n ? (line > n ? line : n) : 32 * n;
+  int64_t tw = innerP2 < 32 * n ? innerP2 : 32 * n;
+  tw = tw > n ? tw : n;
+  while (tw > narrowest && perColumnTile * ((inner + tw - 1) / tw) < minBlocks)
+    tw /= 2;
+  return tw;
+}
+
 // reduce_strided_kernel with G lanes an output: 256-thread blocks of 256 / G
 // groups for G <= 32, a block of G threads (one group) above.
 template <class In, class Out, int Kind, int N>
@@ -262,18 +278,10 @@ inline void launch_reduce_phase_middle(const In *in, Out *out, int64_t outer,
     return;
   constexpr int64_t kVec = detail::Vec16<In>::n;
   const int64_t n = detail::aligned16(in) && inner % kVec == 0 ? kVec : 1;
-  const int64_t minTiles = TCC_REDUCE_MIDDLE_MIN_TILES;
-  auto tilesFor = [&](int64_t width) {
-    return outer * segs * ((inner + width - 1) / width);
-  };
   const int64_t innerP2 = detail::pow2_at_least(inner);
-  const int64_t line = static_cast<int64_t>(128 / sizeof(In));
-  const int64_t narrowest = line < 32 * n ? (line > n ? line : n) : 32 * n;
   auto rowGroups = [&](int64_t width) { return detail::middle_row_groups(width / n, chunk); };
-  int64_t tw = innerP2 < 32 * n ? innerP2 : 32 * n;
-  tw = tw > n ? tw : n;
-  while (tw > narrowest && tilesFor(tw) < minTiles)
-    tw /= 2;
+  int64_t tw = detail::middle_tile_width(inner, n, sizeof(In), outer * segs,
+                                         TCC_REDUCE_MIDDLE_MIN_TILES);
   int64_t y = rowGroups(tw);
   while ((tw / n) * y < 256 && tw < innerP2) {
     tw *= 2;
@@ -373,18 +381,9 @@ inline void launch_reduce_phase_middle_cluster(const In *in, Out *out, int64_t o
     return;
   }
   const int64_t n = vec ? kVec : 1;
-  const int64_t innerP2 = detail::pow2_at_least(inner);
-  const int64_t line = static_cast<int64_t>(128 / sizeof(In));
-  const int64_t narrowest = line < 32 * n ? (line > n ? line : n) : 32 * n;
-  auto blocksFor = [&](int64_t width) {
-    return outer * ((inner + width - 1) / width) * cluster;
-  };
-  int64_t tw = innerP2 < 32 * n ? innerP2 : 32 * n;
-  tw = tw > n ? tw : n;
-  while (tw > narrowest && blocksFor(tw) < TCC_REDUCE_CLUSTER_MIN_BLOCKS)
-    tw /= 2;
-  auto rowGroups = [&](int64_t width) { return detail::middle_row_groups(width / n, chunk); };
-  const int64_t y = rowGroups(tw);
+  const int64_t tw = detail::middle_tile_width(inner, n, sizeof(In), outer * cluster,
+                                               TCC_REDUCE_CLUSTER_MIN_BLOCKS);
+  const int64_t y = detail::middle_row_groups(tw / n, chunk);
   const int64_t tilesPerOuter = (inner + tw - 1) / tw;
   cudaLaunchConfig_t config{};
   config.gridDim = dim3(static_cast<unsigned>(outer * tilesPerOuter * cluster));
