@@ -67,7 +67,7 @@ inline constexpr llvm::StringLiteral kLossChunkSecondsAttr = "tg.loss_chunk_seco
 // op, ahead of how many kernels).
 // tg-all-reduce-gradients' sharding decisions (--shard-optimizer); writes
 // nothing for a module without them.
-void writeShardOptimizerReport(mlir::ModuleOp module, llvm::raw_ostream &os);
+void writeAllReduceGradientsReport(mlir::ModuleOp module, llvm::raw_ostream &os);
 void writeScheduleCollectivesReport(mlir::ModuleOp module, llvm::raw_ostream &os);
 
 // tg-chunk-loss-head's decisions (each loss head chunked: pieces, logits

@@ -107,9 +107,10 @@ const PassReport kPassReports[] = {
     {"tg-chunk-loss-head", writeChunkLossHeadReport,
      "tg-chunk-loss-head's decisions: each loss head computed in row chunks (logits bytes "
      "before and after, time added) or not and why"},
-    {"tg-all-reduce-gradients", writeShardOptimizerReport,
-     "tg-all-reduce-gradients' decisions with --shard-optimizer: each gradient reduce-scattered "
-     "(its optimizer state sharded) or kept whole and why"},
+    {"tg-all-reduce-gradients", writeAllReduceGradientsReport,
+     "tg-all-reduce-gradients' decisions: each gradient whose last casts moved up to where it is "
+     "computed, and with --shard-optimizer each gradient reduce-scattered (its optimizer state "
+     "sharded) or kept whole and why"},
     {"kern-schedule-collectives", writeScheduleCollectivesReport,
      "kern-schedule-collectives' decisions: each all-reduce moved to right after its "
      "gradient is final, and the kernels it now overlaps"},

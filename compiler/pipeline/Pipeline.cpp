@@ -45,6 +45,8 @@ void annotateModule(mlir::ModuleOp module, const PipelineOptions &options) {
     module.walk([](mlir::Operation *op) { op->removeAttr(tg::kBatchNormSyncAttr); });
   if (options.dataParallel && options.shardOptimizer > 0)
     module->setAttr(model::kShardOptimizerAttr, b.getI64IntegerAttr(options.shardOptimizer));
+  if (options.dataParallel && options.reduceGradientsInF32)
+    module->setAttr(model::kReduceGradientsInF32Attr, b.getUnitAttr());
 }
 
 void buildPipeline(mlir::OpPassManager &pm, Phase stopAfter,

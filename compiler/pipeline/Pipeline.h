@@ -73,6 +73,9 @@ struct PipelineOptions {
   // tcc compile --shard-optimizer N (with dataParallel): tg.shard_optimizer
   // = N on the module (ZeRO-1); 0: not sharded.
   int64_t shardOptimizer = 0;
+  // tcc compile --reduce-gradients-in f32 (with dataParallel):
+  // tg.reduce_gradients_in_f32 on the module.
+  bool reduceGradientsInF32 = false;
   // tcc compile --generate: tg-derive-generate adds the KV-cache entries
   // @prefill / @decode to a GPT-like model (off by default: the pass and its
   // report would renumber every later dump).

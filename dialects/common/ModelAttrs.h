@@ -54,9 +54,13 @@ inline constexpr llvm::StringLiteral kDataParallelAttr = "tg.data_parallel";
 // element count N divides; tg-all-reduce-gradients reduce-scatters those
 // gradients, the optimizer updates the rank's shard and all-gathers it.
 inline constexpr llvm::StringLiteral kShardOptimizerAttr = "tg.shard_optimizer";
-// On @train_step: tg-all-reduce-gradients' decisions (sharded or kept whole
-// and why), for its report in the dumps.
-inline constexpr llvm::StringLiteral kShardDecisionsAttr = "tg.shard_decisions";
+// On the module (tcc compile --reduce-gradients-in f32): every gradient is
+// reduced over the ranks in f32, also one computed in bf16 or f16.
+inline constexpr llvm::StringLiteral kReduceGradientsInF32Attr = "tg.reduce_gradients_in_f32";
+// On @train_step: tg-all-reduce-gradients' decisions (gradient tails moved
+// up; sharded or kept whole and why), for its report in the dumps.
+inline constexpr llvm::StringLiteral kGradientCollectiveDecisionsAttr =
+    "tg.gradient_collective_decisions";
 // On a tg.attention or a tg.softmax: tg-fuse-attention's decision,
 // "fused: <shape>" or "not fused at <op> (<node>): <why>".
 inline constexpr llvm::StringLiteral kFuseAttentionAttr = "tg.fuse_attention";

@@ -26,9 +26,28 @@
 // squares over the ranks and the optimizer pass updates only this shard of
 // the parameter, with optimizer state of n / N elements, then all-gathers
 // it (training::replaceGradientsWithUpdates). A gradient N does not divide
-// stays whole (all-reduced, its state replicated). Each decision is on
-// @train_step (tg.shard_decisions) for the report in the dumps. Loss
-// scaling is refused: each rank would see overflow in its shard only.
+// stays whole (all-reduced, its state replicated). Loss scaling is refused:
+// each rank would see overflow in its shard only.
+//
+// Mixed precision: a weight is cast to bf16 once at the top of the step,
+// so autodiff emits the adjoint of that cast (the bf16 gradient back to
+// f32) at the very end of the backward. Reduced as it is, every weight
+// gradient would become final at once, and no collective could overlap the
+// backward (kern-schedule-collectives moves each one only up to its
+// buffer's last writer). So a gradient g = cast(x) of an x computed in
+// bf16 or f16 is
+//
+//   g <- cast(all_reduce(x, mean))      (default: half the bytes of f32;
+//                                        the cast stays after the backward)
+//
+// as Megatron-LM and DeepSpeed reduce bf16 gradients by default; with
+// tg.reduce_gradients_in_f32 (tcc compile --reduce-gradients-in f32) the
+// gradient stays f32 and its tail of casts and reshapes moves up instead,
+// to right after the op that computes its operand (the same values, only
+// the order changes).
+//
+// Each decision (sharded or whole, and each tail moved) is on @train_step
+// (tg.shard_decisions) for the report in the dumps.
 //
 //===----------------------------------------------------------------------===//
 #include "passes/Passes.h"
@@ -49,6 +68,43 @@ using namespace tcc;
 
 namespace {
 
+// Moves the casts and reshapes that end gradient `v` up to right after the
+// op that computes their operand (block start for an argument), deepest
+// first. Returns how many ops the last one moved over (0: it stayed).
+int64_t moveGradientTailUp(Value v) {
+  Operation *op = v.getDefiningOp();
+  if (!op || !isa<tg::CastOp, tg::ReshapeOp>(op) || op->getNumOperands() != 1)
+    return 0;
+  Value source = op->getOperand(0);
+  moveGradientTailUp(source);
+  Operation *producer = source.getDefiningOp();
+  Block *block = op->getBlock();
+  if (producer && producer->getBlock() != block)
+    return 0;
+  Operation *first = producer ? producer->getNextNode() : &block->front();
+  int64_t skipped = 0;
+  for (Operation *o = first; o && o != op; o = o->getNextNode())
+    ++skipped;
+  if (skipped == 0)
+    return 0;
+  if (producer)
+    op->moveAfter(producer);
+  else
+    op->moveBefore(first);
+  return skipped;
+}
+
+// x when `v` is cast(x) from bf16 or f16 to f32 (a gradient computed in the
+// narrower type), else null.
+Value narrowSource(Value v) {
+  auto cast = v.getDefiningOp<tg::CastOp>();
+  if (!cast)
+    return Value();
+  Value x = cast->getOperand(0);
+  Type from = getElementTypeOrSelf(x.getType()), to = getElementTypeOrSelf(v.getType());
+  return isa<BFloat16Type, Float16Type>(from) && to.isF32() ? x : Value();
+}
+
 struct TgAllReduceGradientsPass
     : tcc::impl::TgAllReduceGradientsBase<TgAllReduceGradientsPass> {
   void runOnOperation() override {
@@ -66,25 +122,63 @@ struct TgAllReduceGradientsPass
     OpBuilder b(ret);
     SmallVector<Value> results;
     SmallVector<Attribute> attrs, decisions;
+    SmallVector<Operation *> deadCasts; // the late casts a narrow reduction replaced
+    const bool inF32 = module->hasAttr(model::kReduceGradientsInF32Attr);
     int64_t reduced = 0;
     for (unsigned i = 0; i < ret.getNumOperands(); ++i) {
       Value v = ret.getOperand(i);
       DictionaryAttr resultAttrs = step->getResultAttrDict(i);
       auto gradOf = step->getResultAttrOfType<IntegerAttr>(i, model::kGradOfAttr);
       bool loss = static_cast<bool>(step->getResultAttr(i, model::kLossAttr));
-      if (gradOf && *ranks > 0) {
-        FailureOr<training::GradientParameter> param = training::gradientParameter(
-            *step, params, gradOf.getInt(), getArgument(), training::ParamSpec::Optional);
-        if (failed(param))
-          return signalPassFailure();
-        std::string name = param->info ? param->info->name
-                                       : llvm::formatv("parameter {0}", gradOf.getInt()).str();
+      if (gradOf) {
+        // The parameter's name for the decisions (ZeRO-1 needs the parameter).
+        std::string name = llvm::formatv("parameter {0}", gradOf.getInt()).str();
+        if (*ranks > 0) {
+          FailureOr<training::GradientParameter> param = training::gradientParameter(
+              *step, params, gradOf.getInt(), getArgument(), training::ParamSpec::Optional);
+          if (failed(param))
+            return signalPassFailure();
+          if (param->info)
+            name = param->info->name;
+        } else if (int64_t index = gradOf.getInt();
+                   index >= 0 && index < step->getNumArguments()) {
+          if (Attribute attr = step->getArgAttr(index, model::kParamAttr))
+            if (std::optional<model::ParamInfo> info = model::ParamInfo::fromAttr(attr))
+              name = info->name;
+        }
+        // Reduced in the type it was computed in (then cast), or in f32.
+        Value narrow = inF32 ? Value() : narrowSource(v);
+        if (narrow) {
+          decisions.push_back(b.getStringAttr(llvm::formatv(
+              "{0}: reduced in {1}, the type it was computed in (half the bytes of f32), then "
+              "cast to f32",
+              name, getElementTypeOrSelf(narrow.getType()))));
+          Operation *lateCast = v.getDefiningOp();
+          v = narrow;
+          if (lateCast->hasOneUse())
+            deadCasts.push_back(lateCast);
+        } else if (int64_t moved = moveGradientTailUp(v); moved > 0) {
+          decisions.push_back(b.getStringAttr(llvm::formatv(
+              "{0}: its last {1} moved up over {2} ops, to right after the op computing its "
+              "operand (the gradient is final there, and its collective can start there)",
+              name, v.getDefiningOp()->getName().stripDialect(), moved)));
+        }
+        // The cast back to f32 after the reduction, when reduced narrow.
+        auto toF32 = [&](Value reduced) -> Value {
+          if (!narrow)
+            return reduced;
+          auto type = cast<RankedTensorType>(reduced.getType());
+          return tg::CastOp::create(b, reduced.getLoc(),
+                                    RankedTensorType::get(type.getShape(), b.getF32Type()),
+                                    reduced);
+        };
         auto type = cast<RankedTensorType>(v.getType());
         int64_t n = type.getNumElements();
-        if (n % *ranks == 0) {
+        if (*ranks > 0 && n % *ranks == 0) {
           auto shardType = RankedTensorType::get({n / *ranks}, type.getElementType());
           v = tg::ReduceScatterOp::create(b, v.getLoc(), shardType, v, b.getStringAttr("mean"),
                                           b.getI64IntegerAttr(*ranks));
+          v = toF32(v);
           NamedAttrList list(resultAttrs);
           list.set(model::kGradShardAttr, b.getI64IntegerAttr(*ranks));
           resultAttrs = list.getDictionary(b.getContext());
@@ -93,14 +187,16 @@ struct TgAllReduceGradientsPass
               "update of the shard, all-gather)",
               name, n, n / *ranks)));
         } else {
-          v = tg::AllReduceOp::create(b, v.getLoc(), v.getType(), v, b.getStringAttr("mean"));
-          decisions.push_back(b.getStringAttr(llvm::formatv(
-              "{0}: kept whole: {1} ranks do not divide its {2} elements (all-reduce, "
-              "optimizer state on every rank)",
-              name, *ranks, n)));
+          v = toF32(
+              tg::AllReduceOp::create(b, v.getLoc(), v.getType(), v, b.getStringAttr("mean")));
+          if (*ranks > 0)
+            decisions.push_back(b.getStringAttr(llvm::formatv(
+                "{0}: kept whole: {1} ranks do not divide its {2} elements (all-reduce, "
+                "optimizer state on every rank)",
+                name, *ranks, n)));
         }
         ++reduced;
-      } else if (gradOf || loss) {
+      } else if (loss) {
         v = tg::AllReduceOp::create(b, v.getLoc(), v.getType(), v, b.getStringAttr("mean"));
         ++reduced;
       }
@@ -112,8 +208,11 @@ struct TgAllReduceGradientsPass
       return signalPassFailure();
     }
     training::setResults(*step, results, attrs);
-    if (*ranks > 0)
-      (*step)->setAttr(model::kShardDecisionsAttr, b.getArrayAttr(decisions));
+    for (Operation *op : deadCasts)
+      if (op->use_empty())
+        op->erase();
+    if (!decisions.empty())
+      (*step)->setAttr(model::kGradientCollectiveDecisionsAttr, b.getArrayAttr(decisions));
   }
 
   // N of tg.shard_optimizer, 0 without it.
@@ -140,16 +239,18 @@ struct TgAllReduceGradientsPass
 
 } // namespace
 
-void tcc::writeShardOptimizerReport(ModuleOp module, llvm::raw_ostream &os) {
+void tcc::writeAllReduceGradientsReport(ModuleOp module, llvm::raw_ostream &os) {
   bool any = llvm::any_of(module.getOps<func::FuncOp>(), [](func::FuncOp f) {
-    return f->hasAttr(model::kShardDecisionsAttr);
+    return f->hasAttr(model::kGradientCollectiveDecisionsAttr);
   });
   if (!any)
     return;
   writeFunctionDecisions(
-      module, model::kShardDecisionsAttr,
-      "# tg-all-reduce-gradients with --shard-optimizer (ZeRO-1): each gradient reduce-scattered\n"
-      "# (this rank updates and keeps optimizer state for 1/N of the parameter, then all-gathers\n"
-      "# it) or kept whole (all-reduced, state on every rank) and why.\n",
+      module, model::kGradientCollectiveDecisionsAttr,
+      "# tg-all-reduce-gradients: each gradient whose last casts or reshapes moved up to where\n"
+      "# its value is computed (so its collective can start there), and with --shard-optimizer\n"
+      "# (ZeRO-1) each gradient reduce-scattered (this rank updates and keeps optimizer state\n"
+      "# for 1/N of the parameter, then all-gathers it) or kept whole (all-reduced, state on\n"
+      "# every rank) and why.\n",
       os);
 }

@@ -31,7 +31,16 @@
 #  6. synchronized batch norm: the CNN sample (fp32, two BatchNorm2d) on 2
 #     ranks x 32 images with --sync-batch-norm against 1 rank x 64, 30
 #     steps (within 1e-4 relative), and without the flag (per-rank
-#     statistics) more than 10x that apart; ms/step of each.
+#     statistics) more than 10x that apart; ms/step of each;
+#  7. two "nodes" on one machine (issue 34): two truns started as a
+#     launcher on two hosts starts them (torchrun's variables, node r on
+#     GPU r, each its own process group), with NCCL's shared-memory and
+#     peer-to-peer transports off, so their traffic goes over sockets
+#     (NCCL_NET=Socket on the loopback): gpt2_short fp32 for 30 steps
+#     against the same step under --nproc 2 (within 1e-5), each node
+#     exiting within 20 s of its last step; then node 1 killed (SIGKILL)
+#     mid-run: node 0 must end within TCC_DIST_TIMEOUT (20 s) + 15 s with
+#     one line that says why.
 # Prints a table last.
 #
 #   bash tests/gpu/dp_checks.sh DIR OUT
@@ -96,7 +105,7 @@ PY
 }
 
 ngpu=$(nvidia-smi -L | wc -l)
-want() { [[ " ${PARTS:-1 2 3 4 5 6} " == *" $1 "* ]]; }
+want() { [[ " ${PARTS:-1 2 3 4 5 6 7} " == *" $1 "* ]]; }
 if want 1; then
 echo "== 1. same function at one NCCL rank"
 train short_fp32 "$steps/gpt2_short_fp32.so" "$short_data" 50
@@ -290,6 +299,55 @@ PY
 )"
 else
   note "synchronized batch norm: not run (this machine has $ngpu GPU)"
+fi
+fi
+
+if want 7; then
+echo "== 7. two nodes over sockets (gpt2_short fp32)"
+if [ "$ngpu" -ge 2 ]; then
+  dp="$steps/gpt2_short_fp32_dp.so"
+  port=$((29500 + RANDOM % 1000))
+  # node R of 2: its own process (no trun parent), GPU R, NCCL over sockets.
+  node() { # R STEPS TAG [flags...]
+    local r=$1 n=$2 tag=$3; shift 3
+    env RANK=$r WORLD_SIZE=2 LOCAL_RANK=0 LOCAL_WORLD_SIZE=1 GROUP_RANK=$r \
+      MASTER_ADDR=127.0.0.1 MASTER_PORT=$port CUDA_VISIBLE_DEVICES=$r \
+      NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1 NCCL_IB_DISABLE=1 NCCL_NET=Socket \
+      NCCL_SOCKET_IFNAME=lo NCCL_NVLS_ENABLE=0 NCCL_DEBUG=INFO TCC_DIST_TIMEOUT=20 \
+      timeout 300 "$trun" "$dp" --data "$short_data" --steps "$n" --seed 7 --log-every 10 \
+      --metrics "$out/${tag}_node$r.jsonl" "$@" >"$out/${tag}_node$r.log" 2>&1
+  }
+  train two_node_ref "$dp" "$short_data" 30 --nproc 2
+  node 0 30 two_node & p0=$!
+  node 1 30 two_node & p1=$!
+  wait $p0; rc0=$?; wait $p1; rc1=$?
+  if grep -q "NET/Socket" "$out/two_node_node0.log"; then transport="NCCL NET/Socket"; else transport="socket transport not confirmed in NCCL_DEBUG"; status=1; fi
+  if [ $rc0 = 0 ] && [ $rc1 = 0 ]; then
+    line=$(compare "two nodes over sockets: losses vs --nproc 2" two_node_node0 two_node_ref 1e-5) || status=1
+    note "$line ($transport)"
+  else
+    note "two nodes over sockets: FAIL (exit $rc0 / $rc1)"; tail -3 "$out/two_node_node0.log" "$out/two_node_node1.log"; status=1
+  fi
+  # node 1 killed (its trun, by its metrics path) 30 s after the start, well
+  # into training (trun's output to a file is buffered: no step to wait
+  # for): node 0 must end by itself.
+  port=$((port + 1))
+  node 0 100000 kill & p0=$!
+  node 1 100000 kill & p1=$!
+  sleep 30
+  pkill -9 -f "kill_node1.jsonl"; killed=$(date +%s.%N)
+  while kill -0 $p0 2>/dev/null; do sleep 0.2; done
+  wait $p0; rc0=$?; ended=$(date +%s.%N)
+  wait $p1 2>/dev/null
+  lag=$(python3 -c "print('%.1f' % ($ended - $killed))")
+  why=$(grep "trun: error" "$out/kill_node0.log" | tail -1)
+  if [ "$rc0" != 0 ] && python3 -c "import sys; sys.exit(0 if $ended - $killed <= 35 else 1)"; then
+    note "two nodes, node 1 killed: node 0 ended ${lag} s later, exit $rc0: $why"
+  else
+    note "two nodes, node 1 killed: FAIL: node 0 exit $rc0 after ${lag} s (limit 35 s): $why"; status=1
+  fi
+else
+  note "two nodes over sockets: not run (this machine has $ngpu GPU)"
 fi
 fi
 

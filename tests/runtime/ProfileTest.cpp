@@ -1,5 +1,6 @@
 // trun --profile's report, from launch records written by hand (the device
 // API's timing itself runs on a GPU: tests/gpu/run.sh).
+#include "runtime/trun/dist/CommProfile.h"
 #include "runtime/trun/step/Profile.h"
 
 #include <gtest/gtest.h>
@@ -136,6 +137,38 @@ TEST(ProfileTest, NoTrainStepTimed) {
   std::ostringstream out;
   PrintProfile({}, 0, out);
   EXPECT_EQ(out.str(), "profile: no train step was timed\n");
+}
+
+// trun --profile on N ranks: the communication table, from sums written by
+// hand (the events themselves are read on GPUs: tests/gpu/dp_checks.sh).
+TEST(ProfileTest, CommunicationPerStepAndRank) {
+  // Rank 0: 4 steps of 30 ms, 14 collectives of 497.9 MB a step, the
+  // communication stream busy 2 ms a step, the step stream waiting 0.4 ms.
+  CommProfile zero{4, 120, 56, 4 * 497.9e6, 8, 1.6};
+  CommProfile one{4, 122, 56, 4 * 497.9e6, 8.4, 3.0};
+  // Every rank's sums travel as bytes (RankGroup::AllGather).
+  CommProfile back = CommProfile::Deserialize(one.Serialize());
+  EXPECT_EQ(back.steps, 4);
+  EXPECT_EQ(back.step_ms, 122);
+  EXPECT_EQ(back.exposed_ms, 3.0);
+  std::ostringstream out;
+  PrintCommProfile({zero, back, CommProfile{}}, "NCCL 2.28.3", out);
+  const std::string text = out.str();
+  EXPECT_NE(text.find("communication per step (NCCL 2.28.3, 3 ranks; means over each rank's 4 "
+                      "profiled steps"),
+            std::string::npos)
+      << text;
+  // rank, calls, MB, step, compute = step - exposed, comm, exposed,
+  // overlapped = comm - exposed.
+  EXPECT_NE(text.find("     0       14      497.9      30.00      29.60       2.00       0.40"
+                      "       1.60\n"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("     1       14      497.9      30.50      29.75       2.10       0.75"
+                      "       1.35\n"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("     2  no profiled step"), std::string::npos) << text;
 }
 
 } // namespace

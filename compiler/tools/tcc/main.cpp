@@ -157,6 +157,14 @@ Options:
                         all-gathered); the rest stay whole. Optimizer memory
                         per rank about 1/N (dump:
                         NN-tg-all-reduce-gradients-report.txt)
+  --reduce-gradients-in computed|f32
+                        with --data-parallel: a gradient computed in bf16
+                        or f16 (a matmul's, under --precision bf16/fp16)
+                        is reduced over the ranks in that type, then cast
+                        to f32 for the optimizer (computed, the default:
+                        half the bytes of f32), or cast first and reduced
+                        in f32 (f32: the sum of the ranks' parts rounded
+                        once, in f32)
   --keep-global-batch   with --batch: gradient accumulation over global /
                         batch micro-batches keeps the model's global batch
                         (auto: the largest divisor of it that fits)
@@ -252,6 +260,7 @@ std::string shareText(double share) {
 
 int compileMain(int argc, char **argv) {
   tcc::CompileOptions args;
+  bool reduceGradientsGiven = false; // --reduce-gradients-in, which needs ranks
   const tcc::NamedGpu *gpu = nullptr;   // --gpu
   std::optional<double> budgetShare;    // --memory-budget P%
   for (int i = 0; i < argc; ++i) {
@@ -345,6 +354,12 @@ int compileMain(int argc, char **argv) {
                           "'");
       args.shardOptimizer = n;
       args.dataParallel = true; // sharding is data parallelism's
+    } else if (flag == "--reduce-gradients-in") {
+      if (!value(v) || (v != "f32" && v != "computed"))
+        return usageError("--reduce-gradients-in needs 'computed' (the default: a gradient "
+                          "computed in bf16 or f16 is reduced in it) or 'f32', got '" + v + "'");
+      args.reduceGradientsInF32 = v == "f32";
+      reduceGradientsGiven = true;
     } else if (a == "--keep-global-batch") {
       args.keepGlobalBatch = true;
     } else if (flag == "--precision") {
@@ -441,6 +456,9 @@ int compileMain(int argc, char **argv) {
   }
   if (args.model.empty())
     return usageError("no model file given");
+  if (reduceGradientsGiven && !args.dataParallel)
+    return usageError("--reduce-gradients-in says how gradients are reduced over the ranks: add "
+                      "--data-parallel (or --shard-optimizer N)");
   if (args.shardOptimizer > 0 && args.emitGradients)
     return usageError("--shard-optimizer shards the optimizer's state; --emit-gradients runs no "
                       "optimizer");

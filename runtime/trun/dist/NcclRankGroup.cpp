@@ -15,6 +15,10 @@
 // stream had queued, and return; wait() makes the step stream wait for the
 // last one. Inside a CUDA graph capture both are captured as a fork and a
 // join of the step's graph.
+//
+// trun --profile (no CUDA graph then): a timed event pair around each
+// collective on the communication stream and around each wait of the step
+// stream, read after the step (AddCommTimes, CommProfile.h).
 #include "runtime/initializers/Dtypes.h"
 #include "runtime/trun/dist/RankGroup.h"
 #include "runtime/trun/dist/TcpBootstrap.h"
@@ -28,6 +32,7 @@
 #include <dlfcn.h>
 #include <memory>
 #include <thread>
+#include <vector>
 
 namespace tcc::trun {
 namespace {
@@ -80,6 +85,9 @@ struct DriverApi {
   CUresult (*MemcpyHtoD)(CUdeviceptr, const void *, size_t);
   CUresult (*MemcpyDtoH)(void *, CUdeviceptr, size_t);
   CUresult (*GetErrorString)(CUresult, const char **);
+  // For trun --profile only (null: the driver lacks them; not profiled).
+  CUresult (*EventSynchronize)(CUevent);
+  CUresult (*EventElapsedTime)(float *, CUevent, CUevent);
 };
 
 template <typename F> bool Resolve(void *handle, const char *name, F &f) {
@@ -140,6 +148,9 @@ absl::Status LoadDriver(DriverApi &api) {
             Resolve(h, "cuGetErrorString", api.GetErrorString);
   if (!ok)
     return absl::FailedPreconditionError("libcuda.so.1 lacks a driver function trun needs");
+  if (!Resolve(h, "cuEventSynchronize", api.EventSynchronize) ||
+      !Resolve(h, "cuEventElapsedTime", api.EventElapsedTime))
+    api.EventElapsedTime = nullptr;
   return absl::OkStatus();
 }
 
@@ -203,6 +214,37 @@ public:
     collectives_.all_gather = &NcclRankGroup::StepAllGather;
     collectives_.wait = &NcclRankGroup::StepWait;
     collectives_.all_reduce_bucket = &NcclRankGroup::StepAllReduceBucket;
+    return absl::OkStatus();
+  }
+
+  bool TimesCollectives() const override { return cu_.EventElapsedTime != nullptr; }
+
+  absl::Status SetCommProfiling(bool on) override {
+    if (on && !TimesCollectives())
+      return absl::FailedPreconditionError(
+          "trun --profile: this CUDA driver lacks cuEventElapsedTime; collectives not timed");
+    profiling_ = on;
+    collective_times_.used = wait_times_.used = 0;
+    untimed_ = false;
+    return absl::OkStatus();
+  }
+
+  absl::Status AddCommTimes(CommProfile &sums) override {
+    if (!profiling_)
+      return absl::OkStatus();
+    if (untimed_)
+      return absl::InternalError("trun --profile: cuEventCreate failed; collectives not timed");
+    double bytes = 0;
+    sums.collectives += static_cast<double>(collective_times_.used);
+    absl::StatusOr<double> comm = SumPairs(collective_times_, &bytes);
+    if (!comm.ok())
+      return comm.status();
+    absl::StatusOr<double> exposed = SumPairs(wait_times_, nullptr);
+    if (!exposed.ok())
+      return exposed.status();
+    sums.bytes += bytes;
+    sums.comm_ms += *comm;
+    sums.exposed_ms += *exposed;
     return absl::OkStatus();
   }
 
@@ -323,7 +365,8 @@ private:
   // communication stream runs in order, so done_ covers every collective
   // queued so far.
   template <typename Collective>
-  absl::Status QueueAfterStep(void *stream, const char *what, Collective collective) {
+  absl::Status QueueAfterStep(void *stream, const char *what, double bytes,
+                              Collective collective) {
     CUstream step = static_cast<CUstream>(stream);
     // The communication stream starts once the step's buffers are final.
     if (absl::Status s = Cu(cu_.EventRecord(ready_, step), "cuEventRecord"); !s.ok())
@@ -331,9 +374,62 @@ private:
     if (absl::Status s = Cu(cu_.StreamWaitEvent(comm_stream_, ready_, 0), "cuStreamWaitEvent");
         !s.ok())
       return s;
+    TimedPair *timed = profiling_ ? NextPair(collective_times_) : nullptr;
+    if (timed)
+      if (absl::Status s = Cu(cu_.EventRecord(timed->start, comm_stream_), "cuEventRecord");
+          !s.ok())
+        return s;
     if (absl::Status s = Nccl(collective(), what); !s.ok())
       return s;
+    if (timed) {
+      timed->bytes = bytes;
+      if (absl::Status s = Cu(cu_.EventRecord(timed->end, comm_stream_), "cuEventRecord");
+          !s.ok())
+        return s;
+    }
     return Cu(cu_.EventRecord(done_, comm_stream_), "cuEventRecord");
+  }
+
+  // --profile's events: a pair per collective or wait, reused each step.
+  struct TimedPair {
+    CUevent start = nullptr, end = nullptr;
+    double bytes = 0;
+  };
+  struct TimedPairs {
+    std::vector<TimedPair> pairs;
+    size_t used = 0;
+  };
+  // The next pair of `list` (created on first use); null if creating failed
+  // (the collective then goes untimed; AddCommTimes says so).
+  TimedPair *NextPair(TimedPairs &list) {
+    if (list.used == list.pairs.size()) {
+      TimedPair p;
+      if (cu_.EventCreate(&p.start, 0) != 0 || cu_.EventCreate(&p.end, 0) != 0) {
+        untimed_ = true;
+        return nullptr;
+      }
+      list.pairs.push_back(p);
+    }
+    return &list.pairs[list.used++];
+  }
+  // Milliseconds between each used pair's events, summed; clears `list`.
+  absl::StatusOr<double> SumPairs(TimedPairs &list, double *bytes) {
+    double ms = 0;
+    for (size_t i = 0; i < list.used; ++i) {
+      TimedPair &p = list.pairs[i];
+      if (absl::Status s = Cu(cu_.EventSynchronize(p.end), "cuEventSynchronize"); !s.ok())
+        return s;
+      float elapsed = 0;
+      if (absl::Status s = Cu(cu_.EventElapsedTime(&elapsed, p.start, p.end),
+                              "cuEventElapsedTime");
+          !s.ok())
+        return s;
+      ms += elapsed;
+      if (bytes)
+        *bytes += p.bytes;
+    }
+    list.used = 0;
+    return ms;
   }
 
   // A bucket of all-reduces as one NCCL group: one launch on the
@@ -348,7 +444,11 @@ private:
                                          " is not f32, bf16, f16 or f64"));
       return 1;
     }
-    absl::Status s = self->QueueAfterStep(stream, "ncclGroupEnd (a bucket of ncclAllReduce)", [&] {
+    double bytes = 0;
+    for (int32_t i = 0; i < n; ++i)
+      bytes += static_cast<double>(counts[i]) * DtypeSize(dtype);
+    absl::Status s = self->QueueAfterStep(stream, "ncclGroupEnd (a bucket of ncclAllReduce)", bytes,
+                                          [&] {
       ncclResult_t r = self->nccl_.GroupStart();
       for (int32_t i = 0; i < n && r == ncclSuccess; ++i)
         r = self->nccl_.AllReduce(buffers[i], buffers[i], static_cast<size_t>(counts[i]), type,
@@ -387,7 +487,9 @@ private:
       RecordCollectiveError(absl::StrCat("NCCL reduce-scatter: negative count ", recv_count));
       return 1;
     }
-    absl::Status s = self->QueueAfterStep(stream, "ncclReduceScatter", [&] {
+    // The full gradient goes in: world_size x recv_count elements.
+    double bytes = static_cast<double>(recv_count) * self->world_size() * DtypeSize(dtype);
+    absl::Status s = self->QueueAfterStep(stream, "ncclReduceScatter", bytes, [&] {
       return self->nccl_.ReduceScatter(send, recv, static_cast<size_t>(recv_count), type,
                                        NcclOp(reduction), self->comm_, self->comm_stream_);
     });
@@ -411,7 +513,9 @@ private:
       RecordCollectiveError(absl::StrCat("NCCL all-gather: negative count ", send_count));
       return 1;
     }
-    absl::Status s = self->QueueAfterStep(stream, "ncclAllGather", [&] {
+    // The full parameter comes out: world_size x send_count elements.
+    double bytes = static_cast<double>(send_count) * self->world_size() * element_bytes;
+    absl::Status s = self->QueueAfterStep(stream, "ncclAllGather", bytes, [&] {
       return self->nccl_.AllGather(send, recv, static_cast<size_t>(send_count * element_bytes),
                                    ncclUint8, self->comm_, self->comm_stream_);
     });
@@ -424,9 +528,16 @@ private:
 
   static int32_t StepWait(void *context, void *stream) {
     auto *self = static_cast<NcclRankGroup *>(context);
-    absl::Status s = self->Cu(
-        self->cu_.StreamWaitEvent(static_cast<CUstream>(stream), self->done_, 0),
-        "cuStreamWaitEvent");
+    CUstream step = static_cast<CUstream>(stream);
+    // Timed: `start` completes when the step stream reaches the wait, `end`
+    // when the collectives let it go on.
+    TimedPair *timed = self->profiling_ ? self->NextPair(self->wait_times_) : nullptr;
+    absl::Status s = timed ? self->Cu(self->cu_.EventRecord(timed->start, step), "cuEventRecord")
+                           : absl::OkStatus();
+    if (s.ok())
+      s = self->Cu(self->cu_.StreamWaitEvent(step, self->done_, 0), "cuStreamWaitEvent");
+    if (s.ok() && timed)
+      s = self->Cu(self->cu_.EventRecord(timed->end, step), "cuEventRecord");
     if (s.ok())
       return 0;
     RecordCollectiveError(absl::StrCat("waiting for the NCCL collectives: ", s.message()));
@@ -456,6 +567,8 @@ private:
   std::string version_;
   bool finished_ = false;
   std::atomic<bool> aborting_{false};
+  bool profiling_ = false, untimed_ = false;
+  TimedPairs collective_times_, wait_times_;
 };
 
 } // namespace

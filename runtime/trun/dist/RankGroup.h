@@ -11,6 +11,7 @@
 #ifndef TCC_RUNTIME_TRUN_DIST_RANKGROUP_H
 #define TCC_RUNTIME_TRUN_DIST_RANKGROUP_H
 
+#include "runtime/trun/dist/CommProfile.h"
 #include "runtime/trun/dist/LaunchEnvironment.h"
 #include "tcc/step_abi.h"
 
@@ -46,6 +47,15 @@ public:
   absl::StatusOr<std::vector<std::string>> AllGather(const std::string &mine);
   // `values` becomes, on every rank, its sum over the ranks.
   absl::Status SumOnHost(std::vector<double> &values);
+
+  // trun --profile: while on, the back end times the step's collectives
+  // (CommProfile.h); on again clears. False: this back end cannot (MPI).
+  virtual bool TimesCollectives() const { return false; }
+  virtual absl::Status SetCommProfiling(bool on) { return absl::OkStatus(); }
+  // After a step (its stream synchronized): adds the times of the
+  // collectives and waits since the last call to `sums` (collectives,
+  // bytes, comm_ms, exposed_ms).
+  virtual absl::Status AddCommTimes(CommProfile &sums) { return absl::OkStatus(); }
 
   // Ends the group after a successful run (every rank calls it).
   virtual absl::Status Finish() = 0;

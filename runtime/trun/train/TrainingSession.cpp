@@ -218,8 +218,20 @@ absl::Status TrainingSession::Train(TrainingPlan &plan) {
   const int64_t first_step = trainer_.steps_done();
   const int64_t profile_warmup =
       options_.profile && plan.steps - first_step > 1 ? 1 : 0;
+  // Across ranks (NCCL) --profile also times the collectives (CommProfile.h),
+  // per step after the warm-up.
+  const bool comm_profile = options_.profile && ranks_ && ranks_->TimesCollectives();
+  CommProfile comm;
+  Clock::time_point comm_last = Clock::now();
+  auto start_profiling = [&]() -> absl::Status {
+    if (absl::Status s = trainer_.SetProfiling(true); !s.ok()) // clears
+      return s;
+    comm = CommProfile{};
+    comm_last = Clock::now();
+    return comm_profile ? ranks_->SetCommProfiling(true) : absl::OkStatus();
+  };
   if (options_.profile)
-    if (absl::Status s = trainer_.SetProfiling(true); !s.ok())
+    if (absl::Status s = start_profiling(); !s.ok())
       return s;
 
   TrainConfig config;
@@ -247,8 +259,15 @@ absl::Status TrainingSession::Train(TrainingPlan &plan) {
       stop_agreed_ = stop[0] > 0;
     }
     last_train_loss_ = trainer_.last_loss(); // before an eval overwrites it
+    if (comm_profile) {
+      if (absl::Status s = ranks_->AddCommTimes(comm); !s.ok())
+        return s;
+      comm.steps += 1;
+      comm.step_ms += 1e3 * SecondsSince(comm_last);
+      comm_last = Clock::now();
+    }
     if (profile_warmup && done == first_step + profile_warmup)
-      if (absl::Status s = trainer_.SetProfiling(true); !s.ok()) // clears
+      if (absl::Status s = start_profiling(); !s.ok())
         return s;
     if (plan.validate && options_.eval_every > 0 &&
         done % options_.eval_every == 0) {
@@ -282,6 +301,18 @@ absl::Status TrainingSession::Train(TrainingPlan &plan) {
         return s;
     if (absl::Status s = trainer_.SetProfiling(false); !s.ok())
       return s;
+    if (comm_profile) {
+      if (absl::Status s = ranks_->SetCommProfiling(false); !s.ok())
+        return s;
+      absl::StatusOr<std::vector<std::string>> all = ranks_->AllGather(comm.Serialize());
+      if (!all.ok())
+        return all.status();
+      std::vector<CommProfile> rows;
+      for (const std::string &bytes : *all)
+        rows.push_back(CommProfile::Deserialize(bytes));
+      if (ranks_->is_lead())
+        PrintCommProfile(rows, ranks_->Describe(), out_);
+    }
   }
   double rate = summary->seconds > 0
                     ? summary->steps * plan.items_per_step / summary->seconds

@@ -25,7 +25,7 @@ module attributes {tg.data_parallel, tg.shard_optimizer = 2 : i64, tg.grad_clip 
 // CHECK-SAME: %arg7: tensor<3xf32> {tg.opt_state = {name = "adam_m", param = 1 : i64}}
 // CHECK-SAME: %arg8: tensor<3xf32> {tg.opt_state = {name = "adam_v", param = 1 : i64}}
 // CHECK-SAME: -> (tensor<f32> {tg.loss = "loss"}, tensor<f32> {tg.train_output = "grad_norm"}, tensor<2x3xf32> {tg.updates_param = 0 : i64}, tensor<3xf32> {tg.updates_param = 1 : i64}
-// CHECK-SAME: tg.shard_decisions = ["w: sharded: 6 elements, 3 per rank {{.*}}", "b: kept whole: 2 ranks do not divide its 3 elements {{.*}}"]
+// CHECK-SAME: tg.gradient_collective_decisions = ["w: sharded: 6 elements, 3 per rank {{.*}}", "b: kept whole: 2 ranks do not divide its 3 elements {{.*}}"]
 // CHECK: %[[L:[0-9]+]] = tg.all_reduce %{{[0-9]+}} {reduction = "mean"} : tensor<f32>
 // CHECK: %[[GW:[0-9]+]] = tg.reduce_scatter %{{[0-9]+}} {ranks = 2 : i64, reduction = "mean"} : (tensor<2x3xf32>) -> tensor<3xf32>
 // CHECK: %[[GB:[0-9]+]] = tg.all_reduce %{{[0-9]+}} {reduction = "mean"} : tensor<3xf32>
