@@ -259,6 +259,8 @@ public:
   absl::Status Finish() override {
     StopWatchdog();
     finished_ = true;
+    if (absl::Status s = CloseGatherGroup(); !s.ok())
+      return s;
     if (comm_stream_)
       if (absl::Status s = Cu(cu_.StreamSynchronize(comm_stream_), "cuStreamSynchronize"); !s.ok())
         return s;
@@ -286,6 +288,8 @@ protected:
   size_t MaxExchangeBytes() const override { return kHostExchangeBytes; }
 
   absl::Status GatherBytes(const char *mine, size_t bytes, char *all) override {
+    if (absl::Status s = CloseGatherGroup(); !s.ok())
+      return s;
     size_t total = bytes * world_size();
     if (total > kHostExchangeBytes)
       return absl::InternalError("AllGather: more bytes than the exchange buffer holds");
@@ -302,6 +306,8 @@ protected:
   }
 
   absl::Status SumDoubles(double *values, size_t count) override {
+    if (absl::Status s = CloseGatherGroup(); !s.ok())
+      return s;
     size_t bytes = count * sizeof(double);
     if (bytes > kHostExchangeBytes)
       return absl::InternalError("SumOnHost: more values than the exchange buffer holds");
@@ -367,6 +373,8 @@ private:
   template <typename Collective>
   absl::Status QueueAfterStep(void *stream, const char *what, double bytes,
                               Collective collective) {
+    if (absl::Status s = CloseGatherGroup(); !s.ok())
+      return s;
     CUstream step = static_cast<CUstream>(stream);
     // The communication stream starts once the step's buffers are final.
     if (absl::Status s = Cu(cu_.EventRecord(ready_, step), "cuEventRecord"); !s.ok())
@@ -383,6 +391,54 @@ private:
       return s;
     if (timed) {
       timed->bytes = bytes;
+      if (absl::Status s = Cu(cu_.EventRecord(timed->end, comm_stream_), "cuEventRecord");
+          !s.ok())
+        return s;
+    }
+    return Cu(cu_.EventRecord(done_, comm_stream_), "cuEventRecord");
+  }
+
+  // ZeRO-1's all-gathers come in a run, after the update of the shards:
+  // one NCCL launch each (148 for GPT-2, most of them latency-bound). They
+  // are queued into one NCCL group instead, launched (ncclGroupEnd) at the
+  // next call that is not an all-gather: the step's wait before anything
+  // reads the parameters (at the latest, the one at the step's end),
+  // another collective, a host exchange, Finish.
+  template <typename Gather>
+  absl::Status QueueGather(void *stream, double bytes, Gather gather) {
+    // The communication stream starts once the step's buffers are final.
+    if (absl::Status s = Cu(cu_.EventRecord(ready_, static_cast<CUstream>(stream)),
+                            "cuEventRecord");
+        !s.ok())
+      return s;
+    if (absl::Status s = Cu(cu_.StreamWaitEvent(comm_stream_, ready_, 0), "cuStreamWaitEvent");
+        !s.ok())
+      return s;
+    if (!gather_group_open_) {
+      if (absl::Status s = Nccl(nccl_.GroupStart(), "ncclGroupStart"); !s.ok())
+        return s;
+      gather_group_open_ = true;
+      gather_group_bytes_ = 0;
+    }
+    gather_group_bytes_ += bytes;
+    return Nccl(gather(), "ncclAllGather");
+  }
+
+  // Launches the open group of all-gathers, if any (QueueGather).
+  absl::Status CloseGatherGroup() {
+    if (!gather_group_open_)
+      return absl::OkStatus();
+    gather_group_open_ = false;
+    TimedPair *timed = profiling_ ? NextPair(collective_times_) : nullptr;
+    if (timed)
+      if (absl::Status s = Cu(cu_.EventRecord(timed->start, comm_stream_), "cuEventRecord");
+          !s.ok())
+        return s;
+    if (absl::Status s = Nccl(nccl_.GroupEnd(), "ncclGroupEnd (a group of ncclAllGather)");
+        !s.ok())
+      return s;
+    if (timed) {
+      timed->bytes = gather_group_bytes_;
       if (absl::Status s = Cu(cu_.EventRecord(timed->end, comm_stream_), "cuEventRecord");
           !s.ok())
         return s;
@@ -515,7 +571,7 @@ private:
     }
     // The full parameter comes out: world_size x send_count elements.
     double bytes = static_cast<double>(send_count) * self->world_size() * element_bytes;
-    absl::Status s = self->QueueAfterStep(stream, "ncclAllGather", bytes, [&] {
+    absl::Status s = self->QueueGather(stream, bytes, [&] {
       return self->nccl_.AllGather(send, recv, static_cast<size_t>(send_count * element_bytes),
                                    ncclUint8, self->comm_, self->comm_stream_);
     });
@@ -531,9 +587,10 @@ private:
     CUstream step = static_cast<CUstream>(stream);
     // Timed: `start` completes when the step stream reaches the wait, `end`
     // when the collectives let it go on.
+    absl::Status s = self->CloseGatherGroup();
     TimedPair *timed = self->profiling_ ? self->NextPair(self->wait_times_) : nullptr;
-    absl::Status s = timed ? self->Cu(self->cu_.EventRecord(timed->start, step), "cuEventRecord")
-                           : absl::OkStatus();
+    if (s.ok() && timed)
+      s = self->Cu(self->cu_.EventRecord(timed->start, step), "cuEventRecord");
     if (s.ok())
       s = self->Cu(self->cu_.StreamWaitEvent(step, self->done_, 0), "cuStreamWaitEvent");
     if (s.ok() && timed)
@@ -568,6 +625,8 @@ private:
   bool finished_ = false;
   std::atomic<bool> aborting_{false};
   bool profiling_ = false, untimed_ = false;
+  bool gather_group_open_ = false; // QueueGather's NCCL group, not yet launched
+  double gather_group_bytes_ = 0;
   TimedPairs collective_times_, wait_times_;
 };
 
