@@ -360,7 +360,11 @@ def TgAllReduceGradients : Pass<"tg-all-reduce-gradients", "mlir::ModuleOp"> {
     No-op without the attribute. With tg.shard_optimizer = N (ZeRO-1) a
     gradient whose element count N divides is tg.reduce_scatter'd instead
     (this rank's 1/N, result marked tg.grad_shard = N) and the optimizer
-    passes update only that shard; the decisions go to
+    passes update only that shard. A gradient cast(x) of an x computed in
+    bf16 or f16 is reduced as cast(all_reduce(x)) (in the narrow type, so
+    kern-schedule-collectives can issue it right after x's product); with
+    tg.reduce_gradients_in_f32 it stays f32 and its late casts move up to
+    right after x's producer instead. The decisions go to
     NN-tg-all-reduce-gradients-report.txt.
   }];
   let dependentDialects = ["tcc::tg::TgDialect"];

@@ -7,6 +7,7 @@
 //                        [--compile-to PHASE] [--cxx COMPILER] [--cpu-arch ARCH] [--no-native]
 //                        [--emit-gradients] [--deterministic]
 //                        [--data-parallel] [--sync-batch-norm] [--shard-optimizer N]
+//                        [--reduce-gradients-in computed|f32]
 //                        [--loss-scale dynamic|none]
 //                        [--initial-loss-scale V]
 //                        [--loss-scale-growth-interval N] [-v]
