@@ -40,7 +40,11 @@
 #     against the same step under --nproc 2 (within 1e-5), each node
 #     exiting within 20 s of its last step; then node 1 killed (SIGKILL)
 #     mid-run: node 0 must end within TCC_DIST_TIMEOUT (20 s) + 15 s with
-#     one line that says why.
+#     one line that says why;
+#  8. under torchrun (2 ranks, `torchrun --standalone --no_python trun`):
+#     checkpoints, a resume, evaluation with saved weights, sampling; each
+#     run must train and exit 0 (torchrun's own store holds MASTER_PORT:
+#     the ranks meet one port above).
 # Prints a table last.
 #
 #   bash tests/gpu/dp_checks.sh DIR OUT
@@ -105,7 +109,7 @@ PY
 }
 
 ngpu=$(nvidia-smi -L | wc -l)
-want() { [[ " ${PARTS:-1 2 3 4 5 6 7} " == *" $1 "* ]]; }
+want() { [[ " ${PARTS:-1 2 3 4 5 6 7 8} " == *" $1 "* ]]; }
 if want 1; then
 echo "== 1. same function at one NCCL rank"
 train short_fp32 "$steps/gpt2_short_fp32.so" "$short_data" 50
@@ -348,6 +352,29 @@ if [ "$ngpu" -ge 2 ]; then
   fi
 else
   note "two nodes over sockets: not run (this machine has $ngpu GPU)"
+fi
+fi
+
+if want 8; then
+echo "== 8. under torchrun (gpt2_short fp32, 2 ranks)"
+if [ "$ngpu" -ge 2 ] && python3 -c 'import torch' 2>/dev/null; then
+  dp="$steps/gpt2_short_fp32_dp.so"
+  val="$dir/data/fortunes_shuffled_bytes_val.bin"
+  rm -rf "$out/torchrun_ck"
+  under_torchrun() { # TAG STEPS [flags...]
+    local tag=$1 n=$2; shift 2
+    timeout 300 python3 -m torch.distributed.run --standalone --nproc_per_node 2 --no_python \
+      "$trun" "$dp" --data "$short_data" --steps "$n" --seed 7 --log-every 10 "$@" >"$out/$tag.log" 2>&1
+    local rc=$?
+    if [ $rc = 0 ] && grep -q "^trained " "$out/$tag.log"; then note "$tag: PASS (trained, exit 0)"
+    else note "$tag: FAIL (exit $rc)"; grep "trun: error" "$out/$tag.log" | head -2; status=1; fi
+  }
+  under_torchrun torchrun_ckpt_every_10 30 --ckpt-dir "$out/torchrun_ck" --ckpt-every 10
+  under_torchrun torchrun_resume_to_40 40 --ckpt-dir "$out/torchrun_ck" --resume
+  under_torchrun torchrun_eval_save 30 --val "$val" --eval-every 10 --save-weights "$out/torchrun_w.safetensors"
+  under_torchrun torchrun_sample 20 --sample 32
+else
+  note "under torchrun: not run (needs 2 GPUs and PyTorch; this machine has $ngpu GPU)"
 fi
 fi
 

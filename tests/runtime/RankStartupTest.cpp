@@ -13,6 +13,8 @@
 #include "runtime/trun/dist/TcpBootstrap.h"
 #include "tests/runtime/TestData.h"
 
+#include "absl/strings/str_cat.h"
+
 #include <gtest/gtest.h>
 
 #include <arpa/inet.h>
@@ -220,6 +222,63 @@ TEST(TcpBootstrap, EnvironmentErrorsNameTheVariable) {
   EXPECT_FALSE(o.ok());
   EXPECT_NE(o.status().message().find("TCC_DIST_TIMEOUT is 'soon'"), std::string::npos)
       << o.status();
+}
+
+// torchrun's agent listens at MASTER_PORT itself (its c10d store; seen on
+// an H200 machine on 2026-11-30: "rank 0 cannot listen on port 42713"), so
+// under it the ranks meet one port above; TCC_BOOTSTRAP_PORT overrides.
+TEST(TcpBootstrap, UnderTorchrunTheRanksMeetAbovePytorchsStore) {
+  ::unsetenv("TCC_BOOTSTRAP_PORT");
+  ::setenv("TORCHELASTIC_USE_AGENT_STORE", "True", 1);
+  absl::StatusOr<BootstrapOptions> o = BootstrapFromEnvironment(Rank(0, 2, 29500));
+  ASSERT_TRUE(o.ok()) << o.status();
+  EXPECT_EQ(o->master_port, 29501);
+  o = BootstrapFromEnvironment(Rank(0, 2, 65535));
+  ASSERT_TRUE(o.ok()) << o.status();
+  EXPECT_EQ(o->master_port, 1) << "wraps";
+  ::setenv("TCC_BOOTSTRAP_PORT", "31000", 1);
+  o = BootstrapFromEnvironment(Rank(0, 2, 29500));
+  ASSERT_TRUE(o.ok()) << o.status();
+  EXPECT_EQ(o->master_port, 31000);
+  ::setenv("TCC_BOOTSTRAP_PORT", "70000", 1);
+  o = BootstrapFromEnvironment(Rank(0, 2, 29500));
+  EXPECT_FALSE(o.ok());
+  EXPECT_NE(o.status().message().find("TCC_BOOTSTRAP_PORT is '70000'"), std::string::npos)
+      << o.status();
+  ::unsetenv("TCC_BOOTSTRAP_PORT");
+  ::unsetenv("TORCHELASTIC_USE_AGENT_STORE");
+  o = BootstrapFromEnvironment(Rank(0, 2, 29500));
+  ASSERT_TRUE(o.ok()) << o.status();
+  EXPECT_EQ(o->master_port, 29500) << "trun --nproc and other launchers: MASTER_PORT itself";
+}
+
+// Rank 0 cannot listen on a port another process holds: the error names
+// the port and where it came from.
+TEST(TcpBootstrap, ATakenPortNamesWhereItCameFrom) {
+  int holder = ::socket(AF_INET, SOCK_STREAM, 0);
+  ASSERT_GE(holder, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  a.sin_port = 0;
+  ASSERT_EQ(::bind(holder, reinterpret_cast<sockaddr *>(&a), sizeof a), 0);
+  ASSERT_EQ(::listen(holder, 1), 0);
+  socklen_t len = sizeof a;
+  ASSERT_EQ(::getsockname(holder, reinterpret_cast<sockaddr *>(&a), &len), 0);
+  const int port = ntohs(a.sin_port);
+  ::setenv("TCC_BOOTSTRAP_PORT", std::to_string(port).c_str(), 1);
+  absl::StatusOr<BootstrapOptions> o = BootstrapFromEnvironment(Rank(0, 2, 29500));
+  ::unsetenv("TCC_BOOTSTRAP_PORT");
+  ASSERT_TRUE(o.ok()) << o.status();
+  o->timeout_seconds = 2;
+  char bytes[8] = {};
+  absl::Status s = ShareBootstrapBytes(Rank(0, 2, port), *o, bytes, sizeof bytes);
+  ::close(holder);
+  EXPECT_FALSE(s.ok());
+  EXPECT_NE(s.message().find(absl::StrCat("rank 0 cannot listen on port ", port,
+                                          " (TCC_BOOTSTRAP_PORT")),
+            std::string::npos)
+      << s;
 }
 
 TEST(NcclRanks, MissingNcclIsAnErrorAtStart) {

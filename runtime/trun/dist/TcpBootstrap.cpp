@@ -1,6 +1,7 @@
 #include "runtime/trun/dist/TcpBootstrap.h"
 #include "runtime/trun/dist/RankGroup.h"
 
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -107,8 +108,8 @@ absl::Status Serve(const RankInfo &info, const BootstrapOptions &o, char *bytes,
   }
   if (bound != 0 || ::listen(listener.fd(), 128) != 0)
     return absl::ErrnoToStatus(
-        errno, absl::StrCat("rank 0 cannot listen on port ", o.master_port,
-                            " (MASTER_PORT; another job may be using it)"));
+        errno, absl::StrCat("rank 0 cannot listen on port ", o.master_port, " (", o.port_source,
+                            "; another job may be using it)"));
   std::vector<Socket> peers;
   std::vector<bool> seen(info.world_size, false);
   seen[0] = true;
@@ -217,6 +218,21 @@ absl::StatusOr<BootstrapOptions> BootstrapFromEnvironment(const RankInfo &info) 
                           o.master_port > 65535))
       return absl::InvalidArgumentError(
           absl::StrCat("MASTER_PORT is '", port, "', not a port number"));
+  }
+  // torchrun's agent hosts its own store (PyTorch's c10d TCPStore) at
+  // MASTER_PORT and tells its workers so (TORCHELASTIC_USE_AGENT_STORE):
+  // rank 0 cannot listen there, so under torchrun the ranks meet one port
+  // above. TCC_BOOTSTRAP_PORT names the port outright.
+  if (const char *port = std::getenv("TCC_BOOTSTRAP_PORT"); port && *port) {
+    if (!absl::SimpleAtoi(port, &o.master_port) || o.master_port <= 0 || o.master_port > 65535)
+      return absl::InvalidArgumentError(
+          absl::StrCat("TCC_BOOTSTRAP_PORT is '", port, "', not a port number"));
+    o.port_source = "TCC_BOOTSTRAP_PORT";
+  } else if (const char *agent = std::getenv("TORCHELASTIC_USE_AGENT_STORE");
+             agent && absl::EqualsIgnoreCase(agent, "true")) {
+    o.master_port = o.master_port % 65535 + 1;
+    o.port_source = "MASTER_PORT + 1: torchrun's store holds MASTER_PORT; TCC_BOOTSTRAP_PORT "
+                    "names another";
   }
   absl::StatusOr<double> timeout = DistTimeoutSeconds();
   if (!timeout.ok())

@@ -19,12 +19,16 @@ namespace tcc::trun {
 struct BootstrapOptions {
   std::string master_addr;
   int master_port = 0;
+  // Where master_port came from, for errors.
+  std::string port_source = "MASTER_PORT";
   double timeout_seconds = 300;
 };
 
 // The master from the launcher (RankInfo), else from MASTER_ADDR /
-// MASTER_PORT (mpirun -x ...); the deadline from TCC_DIST_TIMEOUT
-// (seconds, default 300). Errors name what is missing.
+// MASTER_PORT (mpirun -x ...); under torchrun (TORCHELASTIC_USE_AGENT_STORE
+// set: its own store listens at MASTER_PORT) the port above it;
+// TCC_BOOTSTRAP_PORT overrides the port. The deadline from
+// TCC_DIST_TIMEOUT (seconds, default 300). Errors name what is missing.
 absl::StatusOr<BootstrapOptions> BootstrapFromEnvironment(const RankInfo &info);
 
 // Rank 0 sends its `size` bytes at `bytes` to every other rank, which
