@@ -508,6 +508,74 @@ TEST_F(TrainingRecipe, ShardedOptimizerAtOneRankIsTheSameStep) {
   }
 }
 
+// Data parallelism under bf16 at one rank, on the float64 interpreter: the
+// weight gradients computed in bf16 are all-reduced in bf16 and cast after
+// (the default), or cast first and all-reduced in f32 with the late casts
+// moved up (tg.reduce_gradients_in_f32); either way one rank's step is the
+// plain bf16 step.
+TEST_F(TrainingRecipe, DataParallelBf16GradientsAtOneRankIsTheSameStep) {
+  auto recipe = [](model::Model &m) {
+    m.mutable_training()->mutable_optimizer()->mutable_adamw()->set_learning_rate(0.01);
+    m.mutable_training()->set_grad_clip(0.05);
+  };
+  // In f32: mixed precision starts from an f32 model.
+  auto importF32 = [&] {
+    models::MlpOptions options;
+    options.batch = 4;
+    options.inputs = 5;
+    options.hidden = {4};
+    options.classes = 3;
+    model::Model m = models::buildMlp(options);
+    recipe(m);
+    return importModel(m, context());
+  };
+  OwningOpRef<ModuleOp> plain = importF32(), narrow = importF32(), wide = importF32();
+  ASSERT_TRUE(plain && narrow && wide);
+  Builder b(&context());
+  (*narrow)->setAttr(model::kDataParallelAttr, b.getUnitAttr());
+  (*wide)->setAttr(model::kDataParallelAttr, b.getUnitAttr());
+  (*wide)->setAttr(model::kReduceGradientsInF32Attr, b.getUnitAttr());
+  ASSERT_TRUE(succeeded(runRecipePasses(
+      *plain, {RecipePass::AmpBf16, RecipePass::Autodiff, RecipePass::Clip, RecipePass::AdamW})));
+  for (ModuleOp m : {*narrow, *wide})
+    ASSERT_TRUE(succeeded(runRecipePasses(m, {RecipePass::AmpBf16, RecipePass::Autodiff,
+                                              RecipePass::AllReduce, RecipePass::Clip,
+                                              RecipePass::AdamW})));
+  auto bf16Reductions = [](ModuleOp m) {
+    int64_t n = 0;
+    trainStep(m).walk([&](tg::AllReduceOp op) {
+      n += getElementTypeOrSelf(op->getOperand(0).getType()).isBF16();
+    });
+    return n;
+  };
+  // Two weights and two biases: each is cast to bf16 once a step, so their
+  // gradients are computed in bf16.
+  EXPECT_EQ(bf16Reductions(*narrow), 4);
+  EXPECT_EQ(bf16Reductions(*wide), 0);
+
+  std::mt19937_64 rng(seed());
+  StepValues a = randomValues(trainStep(*plain), rng);
+  StepValues n = a, w = a;
+  for (int64_t step = 0; step < 3; ++step) {
+    SCOPED_TRACE("step " + std::to_string(step));
+    a.step = n.step = w.step = step;
+    a.learningRate = n.learningRate = w.learningRate = lrAt(step);
+    StepResults one = runStep(trainStep(*plain), a);
+    for (StepValues *v : {&n, &w}) {
+      StepResults dp = runStep(trainStep(v == &n ? *narrow : *wide), *v);
+      EXPECT_NEAR(dp.loss, one.loss, 1e-12 * std::fabs(one.loss));
+      for (auto &[p, param] : one.updatedParams)
+        expectClose(dp.updatedParams.at(p), param, 1e-12, "param " + std::to_string(p));
+      for (auto &[p, param] : dp.updatedParams)
+        v->params[p] = param;
+      v->state = dp.updatedState;
+    }
+    for (auto &[p, param] : one.updatedParams)
+      a.params[p] = param;
+    a.state = one.updatedState;
+  }
+}
+
 // models::ModelBuilder's recipe helpers write what the importer turns into
 // the module attributes the passes read.
 TEST_F(TrainingRecipe, ModelBuilderRecipeReachesTheModuleAttributes) {

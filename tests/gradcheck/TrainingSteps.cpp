@@ -47,6 +47,9 @@ LogicalResult runRecipePasses(ModuleOp module,
     case RecipePass::AllReduce:
       pm.addPass(createTgAllReduceGradients());
       break;
+    case RecipePass::AmpBf16:
+      pm.addPass(createTgAmp(TgAmpOptions{"bf16"}));
+      break;
     }
   }
   return pm.run(module);

@@ -23,7 +23,8 @@ namespace tcc::gradcheck {
 enum class RecipePass {
   Autodiff, Accumulate, Clip, Sgd, AdamW, EmitGradients,
   UnscaleGradients, UpdateLossScale, // loss scaling (tg.loss_scaling)
-  AllReduce // data parallelism (tg.data_parallel, tg.shard_optimizer)
+  AllReduce, // data parallelism (tg.data_parallel, tg.shard_optimizer)
+  AmpBf16    // tg-amp at bf16 (before Autodiff)
 };
 
 mlir::LogicalResult runRecipePasses(mlir::ModuleOp module,
