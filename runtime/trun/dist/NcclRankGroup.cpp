@@ -375,19 +375,32 @@ private:
                               Collective collective) {
     if (absl::Status s = CloseGatherGroup(); !s.ok())
       return s;
-    CUstream step = static_cast<CUstream>(stream);
-    // The communication stream starts once the step's buffers are final.
-    if (absl::Status s = Cu(cu_.EventRecord(ready_, step), "cuEventRecord"); !s.ok())
+    if (absl::Status s = CommWaitsForStep(stream); !s.ok())
       return s;
-    if (absl::Status s = Cu(cu_.StreamWaitEvent(comm_stream_, ready_, 0), "cuStreamWaitEvent");
+    return LaunchOnCommStream(what, bytes, collective);
+  }
+
+  // The communication stream waits for what `stream` (the step's) had
+  // queued: the buffers the next collective reads are final then.
+  absl::Status CommWaitsForStep(void *stream) {
+    if (absl::Status s = Cu(cu_.EventRecord(ready_, static_cast<CUstream>(stream)),
+                            "cuEventRecord");
         !s.ok())
       return s;
+    return Cu(cu_.StreamWaitEvent(comm_stream_, ready_, 0), "cuStreamWaitEvent");
+  }
+
+  // `launch` (NCCL calls on the communication stream) between --profile's
+  // timed events, then done_ recorded for StepWait: the communication
+  // stream runs in order, so done_ covers everything queued so far.
+  template <typename Launch>
+  absl::Status LaunchOnCommStream(const char *what, double bytes, Launch launch) {
     TimedPair *timed = profiling_ ? NextPair(collective_times_) : nullptr;
     if (timed)
       if (absl::Status s = Cu(cu_.EventRecord(timed->start, comm_stream_), "cuEventRecord");
           !s.ok())
         return s;
-    if (absl::Status s = Nccl(collective(), what); !s.ok())
+    if (absl::Status s = Nccl(launch(), what); !s.ok())
       return s;
     if (timed) {
       timed->bytes = bytes;
@@ -406,13 +419,7 @@ private:
   // another collective, a host exchange, Finish.
   template <typename Gather>
   absl::Status QueueGather(void *stream, double bytes, Gather gather) {
-    // The communication stream starts once the step's buffers are final.
-    if (absl::Status s = Cu(cu_.EventRecord(ready_, static_cast<CUstream>(stream)),
-                            "cuEventRecord");
-        !s.ok())
-      return s;
-    if (absl::Status s = Cu(cu_.StreamWaitEvent(comm_stream_, ready_, 0), "cuStreamWaitEvent");
-        !s.ok())
+    if (absl::Status s = CommWaitsForStep(stream); !s.ok())
       return s;
     if (!gather_group_open_) {
       if (absl::Status s = Nccl(nccl_.GroupStart(), "ncclGroupStart"); !s.ok())
@@ -429,21 +436,8 @@ private:
     if (!gather_group_open_)
       return absl::OkStatus();
     gather_group_open_ = false;
-    TimedPair *timed = profiling_ ? NextPair(collective_times_) : nullptr;
-    if (timed)
-      if (absl::Status s = Cu(cu_.EventRecord(timed->start, comm_stream_), "cuEventRecord");
-          !s.ok())
-        return s;
-    if (absl::Status s = Nccl(nccl_.GroupEnd(), "ncclGroupEnd (a group of ncclAllGather)");
-        !s.ok())
-      return s;
-    if (timed) {
-      timed->bytes = gather_group_bytes_;
-      if (absl::Status s = Cu(cu_.EventRecord(timed->end, comm_stream_), "cuEventRecord");
-          !s.ok())
-        return s;
-    }
-    return Cu(cu_.EventRecord(done_, comm_stream_), "cuEventRecord");
+    return LaunchOnCommStream("ncclGroupEnd (a group of ncclAllGather)", gather_group_bytes_,
+                              [&] { return nccl_.GroupEnd(); });
   }
 
   // --profile's events: a pair per collective or wait, reused each step.
