@@ -65,8 +65,8 @@ inline constexpr llvm::StringLiteral kLossChunkSecondsAttr = "tg.loss_chunk_seco
 
 // kern-schedule-collectives' decisions (each all-reduce moved: after which
 // op, ahead of how many kernels).
-// tg-all-reduce-gradients' sharding decisions (--shard-optimizer); writes
-// nothing for a module without them.
+// tg-all-reduce-gradients' decisions (gradients reduced narrow, late casts
+// moved up, ZeRO-1's sharding); writes nothing for a module without them.
 void writeAllReduceGradientsReport(mlir::ModuleOp module, llvm::raw_ostream &os);
 void writeScheduleCollectivesReport(mlir::ModuleOp module, llvm::raw_ostream &os);
 

@@ -108,7 +108,8 @@ const PassReport kPassReports[] = {
      "tg-chunk-loss-head's decisions: each loss head computed in row chunks (logits bytes "
      "before and after, time added) or not and why"},
     {"tg-all-reduce-gradients", writeAllReduceGradientsReport,
-     "tg-all-reduce-gradients' decisions: each gradient whose last casts moved up to where it is "
+     "tg-all-reduce-gradients' decisions: each gradient reduced in the bf16 / f16 it was "
+     "computed in, or (--reduce-gradients-in f32) whose late casts moved up to where it is "
      "computed, and with --shard-optimizer each gradient reduce-scattered (its optimizer state "
      "sharded) or kept whole and why"},
     {"kern-schedule-collectives", writeScheduleCollectivesReport,

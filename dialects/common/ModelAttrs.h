@@ -57,8 +57,9 @@ inline constexpr llvm::StringLiteral kShardOptimizerAttr = "tg.shard_optimizer";
 // On the module (tcc compile --reduce-gradients-in f32): every gradient is
 // reduced over the ranks in f32, also one computed in bf16 or f16.
 inline constexpr llvm::StringLiteral kReduceGradientsInF32Attr = "tg.reduce_gradients_in_f32";
-// On @train_step: tg-all-reduce-gradients' decisions (gradient tails moved
-// up; sharded or kept whole and why), for its report in the dumps.
+// On @train_step: tg-all-reduce-gradients' decisions (gradients reduced in
+// bf16 / f16, late casts moved up; sharded or kept whole and why), for its
+// report in the dumps.
 inline constexpr llvm::StringLiteral kGradientCollectiveDecisionsAttr =
     "tg.gradient_collective_decisions";
 // On a tg.attention or a tg.softmax: tg-fuse-attention's decision,

@@ -46,8 +46,9 @@
 // to right after the op that computes its operand (the same values, only
 // the order changes).
 //
-// Each decision (sharded or whole, and each tail moved) is on @train_step
-// (tg.shard_decisions) for the report in the dumps.
+// Each decision (reduced narrow, tail moved, sharded or whole) is on
+// @train_step (tg.gradient_collective_decisions) for the report in the
+// dumps.
 //
 //===----------------------------------------------------------------------===//
 #include "passes/Passes.h"
@@ -131,20 +132,19 @@ struct TgAllReduceGradientsPass
       auto gradOf = step->getResultAttrOfType<IntegerAttr>(i, model::kGradOfAttr);
       bool loss = static_cast<bool>(step->getResultAttr(i, model::kLossAttr));
       if (gradOf) {
-        // The parameter's name for the decisions (ZeRO-1 needs the parameter).
+        // The parameter's name for the decisions. ZeRO-1 needs the
+        // parameter (an unknown one is an error); plain data parallelism
+        // only names it when it can.
         std::string name = llvm::formatv("parameter {0}", gradOf.getInt()).str();
-        if (*ranks > 0) {
+        const bool known =
+            gradOf.getInt() >= 0 && gradOf.getInt() < static_cast<int64_t>(params.size());
+        if (known || *ranks > 0) {
           FailureOr<training::GradientParameter> param = training::gradientParameter(
               *step, params, gradOf.getInt(), getArgument(), training::ParamSpec::Optional);
           if (failed(param))
             return signalPassFailure();
           if (param->info)
             name = param->info->name;
-        } else if (int64_t index = gradOf.getInt();
-                   index >= 0 && index < step->getNumArguments()) {
-          if (Attribute attr = step->getArgAttr(index, model::kParamAttr))
-            if (std::optional<model::ParamInfo> info = model::ParamInfo::fromAttr(attr))
-              name = info->name;
         }
         // Reduced in the type it was computed in (then cast), or in f32.
         Value narrow = inF32 ? Value() : narrowSource(v);
@@ -247,10 +247,11 @@ void tcc::writeAllReduceGradientsReport(ModuleOp module, llvm::raw_ostream &os) 
     return;
   writeFunctionDecisions(
       module, model::kGradientCollectiveDecisionsAttr,
-      "# tg-all-reduce-gradients: each gradient whose last casts or reshapes moved up to where\n"
-      "# its value is computed (so its collective can start there), and with --shard-optimizer\n"
-      "# (ZeRO-1) each gradient reduce-scattered (this rank updates and keeps optimizer state\n"
-      "# for 1/N of the parameter, then all-gathers it) or kept whole (all-reduced, state on\n"
-      "# every rank) and why.\n",
+      "# tg-all-reduce-gradients: each gradient reduced in the bf16 / f16 it was computed in\n"
+      "# (then cast to f32), or whose last casts or reshapes moved up to where its value is\n"
+      "# computed (--reduce-gradients-in f32), so its collective can start there; with\n"
+      "# --shard-optimizer (ZeRO-1) each gradient reduce-scattered (this rank updates and keeps\n"
+      "# optimizer state for 1/N of the parameter, then all-gathers it) or kept whole\n"
+      "# (all-reduced, state on every rank) and why.\n",
       os);
 }

@@ -264,7 +264,6 @@ absl::Status TrainingSession::Train(TrainingPlan &plan) {
         return s;
       comm.steps += 1;
       comm.step_ms += 1e3 * SecondsSince(comm_last);
-      comm_last = Clock::now();
     }
     if (profile_warmup && done == first_step + profile_warmup)
       if (absl::Status s = start_profiling(); !s.ok())
@@ -279,7 +278,12 @@ absl::Status TrainingSession::Train(TrainingPlan &plan) {
     }
     if (checkpoints_ && options_.ckpt_every > 0 &&
         done % options_.ckpt_every == 0)
-      return WriteCheckpoint(plan, first_cursor + loader.taken());
+      if (absl::Status s = WriteCheckpoint(plan, first_cursor + loader.taken()); !s.ok())
+        return s;
+    // The next step's time starts here, after this step's evaluation and
+    // checkpoint: --profile's step time is the step's alone.
+    if (comm_profile)
+      comm_last = Clock::now();
     return absl::OkStatus();
   };
   absl::StatusOr<TrainSummary> summary = trainer_.Train(loader, config);
