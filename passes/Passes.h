@@ -69,6 +69,9 @@ inline constexpr llvm::StringLiteral kLossChunkSecondsAttr = "tg.loss_chunk_seco
 // moved up, ZeRO-1's sharding); writes nothing for a module without them.
 void writeAllReduceGradientsReport(mlir::ModuleOp module, llvm::raw_ostream &os);
 void writeScheduleCollectivesReport(mlir::ModuleOp module, llvm::raw_ostream &os);
+// tg-shard-parameters' decisions (each parameter sharded and where it is
+// gathered, or kept whole and why); nothing for a module without them.
+void writeShardParametersReport(mlir::ModuleOp module, llvm::raw_ostream &os);
 
 // tg-chunk-loss-head's decisions (each loss head chunked: pieces, logits
 // bytes before and after, time added; or why not).

@@ -393,6 +393,27 @@ def TgChunkLossHead : Pass<"tg-chunk-loss-head", "mlir::ModuleOp"> {
   let dependentDialects = ["tcc::tg::TgDialect"];
 }
 
+def TgShardParameters : Pass<"tg-shard-parameters", "mlir::ModuleOp"> {
+  let summary = "ZeRO-3 / FSDP: each rank holds 1/N of every parameter, gathered before each use";
+  let description = [{
+    With tg.shard_parameters = N on the module (tcc compile
+    --shard-parameters N, which implies --shard-optimizer N): in every
+    function, each parameter argument of n elements, N dividing n, becomes
+    this rank's 1-D shard of n / N elements (tg.param_shard records the
+    whole shape). Before each op that reads the parameter, a tg.all_gather
+    of the shard makes the whole tensor for that op alone, so a whole
+    parameter lives only from its gather to its reader (the forward's and
+    the backward's readers gather separately). A parameter read through a
+    cast to bf16 / f16 (tg-amp's weight cast) gathers the cast shard: half
+    the bytes. In @train_step the ZeRO-1 update already works on the shard:
+    its tg.rank_shard becomes the argument itself, and the all-gather of
+    the updated shard is dropped (the result is the new shard). Parameters
+    N does not divide stay whole. Runs after the last CSE (which would merge
+    the gathers), before tg-remat. Decisions: NN-tg-shard-parameters-report.txt.
+  }];
+  let dependentDialects = ["tcc::tg::TgDialect"];
+}
+
 def TgRemat : Pass<"tg-remat", "mlir::ModuleOp"> {
   let summary = "Recomputes forward values in the backward so the step's peak fits a budget";
   let description = [{
@@ -514,11 +535,22 @@ def KernScheduleCollectives : Pass<"kern-schedule-collectives", "mlir::ModuleOp"
     instead of one call per gradient. Records kern.schedule_collectives on
     each moved op and bucket and the list on the function. Runs after
     kern-fuse-horizontal, before kern-plan-memory.
+
+    ZeRO-3's gathers (tg-shard-parameters: a kern.all_gather into a fresh
+    buffer, read by the op after it) are prefetched instead: each moves up
+    to right after the reader of an earlier gather, as far as the bytes
+    gathered in between stay within `gather-ahead-bytes`, so it runs while
+    the kernels before its own reader compute, and a run of them is one
+    NCCL group. Its buffer is then live from there (the memory plan counts
+    it).
   }];
   let options = [
     Option<"bucketBytes", "bucket-bytes", "int64_t", /*default=*/"25 << 20",
            "close a bucket of all-reduces once it holds this many bytes "
-           "(25 MiB, DDP's default; 0: no buckets)">
+           "(25 MiB, DDP's default; 0: no buckets)">,
+    Option<"gatherAheadBytes", "gather-ahead-bytes", "int64_t", /*default=*/"64 << 20",
+           "ZeRO-3: the whole-parameter bytes a gather may be issued ahead of its "
+           "reader by (64 MiB; 0: each gather right before its reader)">
   ];
   let dependentDialects = ["tcc::kern::KernDialect"];
 }

@@ -338,6 +338,7 @@ absl::Status compileModel(const CompileOptions &given) {
   pipelineOptions.lossChunks = options.lossChunks.value_or(1);
   pipelineOptions.dataParallel = options.dataParallel || options.shardOptimizer > 0;
   pipelineOptions.shardOptimizer = options.shardOptimizer;
+  pipelineOptions.shardParameters = options.shardParameters;
   pipelineOptions.reduceGradientsInF32 = options.reduceGradientsInF32;
   pipelineOptions.target = options.target == "cuda" ? "cuda" : "cpu";
   if (options.target == "cuda")

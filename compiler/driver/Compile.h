@@ -69,6 +69,9 @@ struct CompileOptions {
   bool syncBatchNorm = false;
   // --shard-optimizer N: ZeRO-1 over exactly N ranks (0: not sharded).
   int64_t shardOptimizer = 0;
+  // --shard-parameters N: ZeRO-3 over exactly N ranks (with shardOptimizer
+  // = N; 0: parameters whole on every rank).
+  int64_t shardParameters = 0;
   // --reduce-gradients-in f32: gradients computed in bf16/f16 are reduced
   // over the ranks in f32 (default: in the precision they were computed in).
   bool reduceGradientsInF32 = false;

@@ -112,6 +112,9 @@ const PassReport kPassReports[] = {
      "computed in, or (--reduce-gradients-in f32) whose late casts moved up to where it is "
      "computed, and with --shard-optimizer each gradient reduce-scattered (its optimizer state "
      "sharded) or kept whole and why"},
+    {"tg-shard-parameters", writeShardParametersReport,
+     "tg-shard-parameters' decisions: each parameter sharded over the ranks and the ops "
+     "its all-gathers feed, or kept whole and why"},
     {"kern-schedule-collectives", writeScheduleCollectivesReport,
      "kern-schedule-collectives' decisions: each all-reduce moved to right after its "
      "gradient is final, and the kernels it now overlaps"},

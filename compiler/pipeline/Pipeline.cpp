@@ -45,6 +45,8 @@ void annotateModule(mlir::ModuleOp module, const PipelineOptions &options) {
     module.walk([](mlir::Operation *op) { op->removeAttr(tg::kBatchNormSyncAttr); });
   if (options.dataParallel && options.shardOptimizer > 0)
     module->setAttr(model::kShardOptimizerAttr, b.getI64IntegerAttr(options.shardOptimizer));
+  if (options.dataParallel && options.shardParameters > 0)
+    module->setAttr(model::kShardParametersAttr, b.getI64IntegerAttr(options.shardParameters));
   if (options.dataParallel && options.reduceGradientsInF32)
     module->setAttr(model::kReduceGradientsInF32Attr, b.getUnitAttr());
 }
@@ -135,6 +137,13 @@ void buildPipeline(mlir::OpPassManager &pm, Phase stopAfter,
   //     one chunk at a time.
   if (options.lossChunks > 1)
     pm.addPass(createTgChunkLossHead(TgChunkLossHeadOptions{options.lossChunks}));
+  // 3c. ZeRO-3 (--shard-parameters N): every function takes this rank's
+  //     shard of each parameter and all-gathers it right before each use,
+  //     so a whole parameter lives only around its readers (after the last
+  //     CSE, which would merge the gathers; before tg-remat, which then
+  //     plans with them).
+  if (options.dataParallel && options.shardParameters > 0)
+    pm.addPass(createTgShardParameters());
   pm.addPass(createTgRemat(TgRematOptions{options.rematBudget, options.rematCopies}));
   // 4. Tensors -> buffers: one kern op per kernel or library call.
   pm.addPass(createTgLowerToKern());

@@ -73,6 +73,10 @@ struct PipelineOptions {
   // tcc compile --shard-optimizer N (with dataParallel): tg.shard_optimizer
   // = N on the module (ZeRO-1); 0: not sharded.
   int64_t shardOptimizer = 0;
+  // tcc compile --shard-parameters N (with shardOptimizer = N):
+  // tg.shard_parameters = N on the module, and tg-shard-parameters runs
+  // (ZeRO-3 / FSDP); 0: parameters whole on every rank.
+  int64_t shardParameters = 0;
   // tcc compile --reduce-gradients-in f32 (with dataParallel):
   // tg.reduce_gradients_in_f32 on the module.
   bool reduceGradientsInF32 = false;

@@ -54,6 +54,19 @@ inline constexpr llvm::StringLiteral kDataParallelAttr = "tg.data_parallel";
 // element count N divides; tg-all-reduce-gradients reduce-scatters those
 // gradients, the optimizer updates the rank's shard and all-gathers it.
 inline constexpr llvm::StringLiteral kShardOptimizerAttr = "tg.shard_optimizer";
+// i64 N (tcc compile --shard-parameters N, ZeRO-3 / FSDP), beside
+// tg.shard_optimizer = N: every function takes this rank's 1/N of each
+// parameter N divides (1-D) and all-gathers it before each use
+// (tg-shard-parameters); the update writes the shard only.
+inline constexpr llvm::StringLiteral kShardParametersAttr = "tg.shard_parameters";
+// On a parameter argument that tg-shard-parameters sharded: {ranks = N,
+// shape = array<i64: ...>}, the whole parameter's shape (the argument is
+// the rank's 1-D shard), for the step descriptor's whole tensors.
+inline constexpr llvm::StringLiteral kParamShardAttr = "tg.param_shard";
+// On each function tg-shard-parameters changed: its decisions (each
+// parameter sharded and gathered where, or kept whole and why).
+inline constexpr llvm::StringLiteral kShardParameterDecisionsAttr =
+    "tg.shard_parameter_decisions";
 // On the module (tcc compile --reduce-gradients-in f32): every gradient is
 // reduced over the ranks in f32, also one computed in bf16 or f16.
 inline constexpr llvm::StringLiteral kReduceGradientsInF32Attr = "tg.reduce_gradients_in_f32";

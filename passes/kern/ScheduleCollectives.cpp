@@ -19,6 +19,16 @@
 // with it), and each kern.all_gather to right after its parameter's shard
 // is updated, overlapping the other parameters' updates.
 //
+// ZeRO-3's gathers (tg-shard-parameters: a parameter's shard gathered into a
+// fresh buffer right before the op that reads it) are prefetched: gather i
+// moves to right after the reader of the earliest gather j < i such that
+// the whole-parameter bytes of gathers j+1..i stay within
+// gather-ahead-bytes. After the reader, not before it: the step waits for
+// the whole communication stream before a kernel that reads a gathered
+// buffer, so a gather queued before that wait would be waited for at once.
+// Gathers moved behind one reader are adjacent: the NCCL back end issues
+// them as one group.
+//
 // Each moved all-reduce carries kern.schedule_collectives = "<node>: after
 // <node of the producer>, ahead of K kernels"; @train_step's attribute of
 // the same name lists them all for the report --dump-dir writes. Runs after
@@ -121,8 +131,17 @@ struct KernScheduleCollectivesPass
       return;
     SmallVector<Attribute> decisions;
     Builder b(f.getContext());
+    SmallVector<Prefetch> prefetches;
     for (Operation *r : collectives) {
       tcc::kern::AllocOp fresh = freshOutput(r);
+      if (isa<tcc::kern::AllGatherOp>(r) && fresh) {
+        // ZeRO-3: scheduled below, by its reader.
+        if (Operation *reader = firstReader(r, fresh))
+          prefetches.push_back({cast<tcc::kern::AllGatherOp>(r), fresh, reader});
+        else
+          decisions.push_back(b.getStringAttr(describe(r) + " (kern.all_gather): stays (nothing reads it)"));
+        continue;
+      }
       SmallVector<Value> roots;
       for (Value operand : r->getOperands())
         if (isa<MemRefType>(operand.getType()) &&
@@ -174,8 +193,85 @@ struct KernScheduleCollectivesPass
       r->setAttr(kDecisionsAttr, b.getStringAttr(decision));
       decisions.push_back(b.getStringAttr(decision));
     }
+    prefetch(prefetches, decisions);
     makeBuckets(f, decisions);
     f->setAttr(kDecisionsAttr, b.getArrayAttr(decisions));
+  }
+
+  // A ZeRO-3 gather, its fresh output and the first op that reads it.
+  struct Prefetch {
+    tcc::kern::AllGatherOp gather;
+    tcc::kern::AllocOp out;
+    Operation *reader;
+  };
+
+  static Operation *firstReader(Operation *r, tcc::kern::AllocOp out) {
+    Value root = out.getResult();
+    for (Operation *p = r->getNextNode(); p; p = p->getNextNode())
+      if (!isa<tcc::kern::ReshapeOp, tcc::kern::AllocOp>(p) && !isCollective(p) &&
+          touches(p, {root}))
+        return p;
+    return nullptr;
+  }
+
+  void prefetch(MutableArrayRef<Prefetch> gathers, SmallVector<Attribute> &decisions) {
+    Builder b(gathers.empty() ? nullptr : gathers.front().gather->getContext());
+    auto bytesOf = [](Prefetch &g) {
+      auto type = cast<MemRefType>(g.out.getType());
+      return type.getNumElements() * tcc::kern::elementBytes(type.getElementType());
+    };
+    size_t j = 0;    // the earliest gather whose reader gather i may follow
+    int64_t window = 0; // bytes of gathers j+1 .. i
+    // Where the next gather behind gather k's reader goes: after the reader,
+    // then after the last gather already moved there.
+    SmallVector<Operation *> tail;
+    for (const Prefetch &g : gathers)
+      tail.push_back(g.reader);
+    for (size_t i = 0; i < gathers.size(); ++i) {
+      Prefetch &g = gathers[i];
+      window += bytesOf(g);
+      while (j < i && window > gatherAheadBytes) {
+        ++j;
+        window -= bytesOf(gathers[j]);
+      }
+      std::string node = describe(g.gather) + " (kern.all_gather)";
+      // Not above what it reads (a cast shard computed late) nor above an
+      // earlier gather's reader that is itself after this gather's place.
+      Operation *anchor = j < i ? tail[j] : nullptr;
+      Operation *input = rootBuffer(g.gather.getInput()).getDefiningOp();
+      if (anchor && (!gathers[j].reader->isBeforeInBlock(g.gather) ||
+                     (input && input->getBlock() == anchor->getBlock() &&
+                      !input->isBeforeInBlock(anchor)))) {
+        anchor = nullptr;
+      }
+      if (!anchor) {
+        decisions.push_back(b.getStringAttr(node + ": right before its reader " + describe(g.reader)));
+        continue;
+      }
+      int64_t ahead = 0;
+      for (Operation *p = anchor->getNextNode(); p && p != g.gather.getOperation(); p = p->getNextNode())
+        if (!launchesNothing(p))
+          ++ahead;
+      // Its views of the shard move along (pure); the output's alloc first.
+      SmallVector<Operation *> views;
+      for (Value v = g.gather.getInput(); auto reshape = v.getDefiningOp<tcc::kern::ReshapeOp>();
+           v = reshape.getInput())
+        if (!reshape->isBeforeInBlock(anchor))
+          views.push_back(reshape);
+      Operation *at = anchor;
+      for (Operation *view : llvm::reverse(views)) {
+        view->moveAfter(at);
+        at = view;
+      }
+      g.out->moveAfter(at);
+      g.gather->moveAfter(g.out);
+      tail[j] = g.gather;
+      std::string decision =
+          llvm::formatv("{0}: prefetched after {1}, ahead of {2} kernels (its reader: {3})", node,
+                        describe(gathers[j].reader), ahead, describe(g.reader));
+      g.gather->setAttr(kDecisionsAttr, b.getStringAttr(decision));
+      decisions.push_back(b.getStringAttr(decision));
+    }
   }
 
   // Consecutive kern.all_reduce ops of one element type and reduction, in

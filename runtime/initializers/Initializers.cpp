@@ -78,7 +78,7 @@ float InitialValue(const tcc_tensor_desc &t, uint64_t run_seed, int64_t index) {
 }
 
 absl::Status InitializeTensor(const tcc_tensor_desc &t, uint64_t run_seed,
-                              void *data) {
+                              void *data, int64_t first_index) {
   // An integer buffer (batch norm's num_batches_tracked) starts at 0 or 1.
   if (t.dtype == TCC_DTYPE_I64 &&
       (t.init_kind == TCC_INIT_ZEROS || t.init_kind == TCC_INIT_ONES)) {
@@ -93,7 +93,7 @@ absl::Status InitializeTensor(const tcc_tensor_desc &t, uint64_t run_seed,
   float *values = static_cast<float *>(data);
   uint64_t key = InitKey(t, run_seed);
   for (int64_t i = 0; i < t.num_elements; ++i)
-    values[i] = ValueAt(t, key, i);
+    values[i] = ValueAt(t, key, first_index + i);
   return absl::OkStatus();
 }
 

@@ -31,8 +31,10 @@ float InitialValue(const tcc_tensor_desc &t, uint64_t run_seed, int64_t index);
 
 // Fills `data` (t.size_bytes) with InitialValue for every element. Only f32
 // tensors are supported; other dtypes are an error naming the tensor.
+// `first_index`: the flattened index of data[0] in the tensor `t` describes
+// (a ZeRO-3 rank's shard starts at rank * its elements).
 absl::Status InitializeTensor(const tcc_tensor_desc &t, uint64_t run_seed,
-                              void *data);
+                              void *data, int64_t first_index = 0);
 
 } // namespace tcc::trun
 

@@ -306,6 +306,19 @@ FailureOr<StepInterface> collectStepInterface(ModuleOp module, StringRef who) {
   for (auto [a, role] : llvm::zip_equal(eval.getArguments(), *evalRoles)) {
     if (role.kind == ArgumentRole::Param) {
       params.push_back({role.label, mrt(a), role.param});
+      // ZeRO-3: the whole parameter behind this rank's shard.
+      MemRefType whole = mrt(a);
+      if (auto shard = eval.getArgAttrOfType<DictionaryAttr>(a.getArgNumber(),
+                                                             model::kParamShardAttr)) {
+        auto shape = shard.getAs<DenseI64ArrayAttr>("shape");
+        auto ranks = shard.getAs<IntegerAttr>("ranks");
+        if (!shape || !ranks)
+          return eval.emitError(who) << ": " << model::kParamShardAttr << " of " << role.label
+                                     << " needs ranks and shape";
+        whole = MemRefType::get(shape.asArrayRef(), whole.getElementType());
+        r.shardParameterRanks = ranks.getInt();
+      }
+      r.wholeParams.push_back({role.label, whole, role.param});
       if (mrt(a).getElementType().isF64())
         precision = "f64";
     } else if (role.kind == ArgumentRole::Input) {
@@ -451,6 +464,9 @@ void emitDescriptor(llvm::raw_ostream &s, const StepInterface &iface, StringRef 
       s << (i ? ", " : "") << p;
     s << "};\n";
   }
+  bool shardedParams = iface.shardParameterRanks > 0;
+  if (shardedParams)
+    emitTensorTable(s, "tcc_whole_params", iface.wholeParams);
   bool torch = emitTorchTable(s, params);
   emitTensorTable(s, "tcc_buffers", iface.buffers);
   bool bufferTorch = emitTorchTable(s, iface.buffers, "tcc_buffer_torch");
@@ -513,7 +529,10 @@ void emitDescriptor(llvm::raw_ostream &s, const StepInterface &iface, StringRef 
     << ", // buffers (batch norm's running statistics), their state_dict keys\n"
     << "  " << table(iface.entries, "tcc_entries") << ", // further entries\n"
     << "  " << table(iface.trainGradientBytes, "tcc_train_gradient_bytes")
-    << ", // gradients of the trainable params by dtype\n};\n\n"
+    << ", // gradients of the trainable params by dtype\n"
+    << "  " << iface.shardParameterRanks << ", "
+    << (shardedParams ? "tcc_whole_params" : "nullptr")
+    << ", // ZeRO-3: ranks, the whole params (params holds this rank's shards)\n};\n\n"
     << "extern \"C\" __attribute__((visibility(\"default\"))) const tcc_step_descriptor *\n"
     << "tcc_step_get_descriptor(void) { return &tcc_descriptor; }\n";
 }

@@ -101,6 +101,12 @@ struct StepInterface {
   // optimizer_state_shard_of.
   int64_t shardRanks = 0;
   SmallVector<int32_t> stateShardOf;
+  // ZeRO-3 (tcc compile --shard-parameters N): N (0: parameters whole), and
+  // every parameter as a whole tensor (params holds the 1-D shards of those
+  // tg-shard-parameters sharded): the descriptor's shard_parameter_ranks and
+  // whole_params.
+  int64_t shardParameterRanks = 0;
+  SmallVector<TableEntry> wholeParams;
   // Further entry points, in module order (descriptor entries[k]; profile
   // entry index 2 + k).
   std::vector<EntryInterface> entries;

@@ -7,6 +7,7 @@
 //                        [--compile-to PHASE] [--cxx COMPILER] [--cpu-arch ARCH] [--no-native]
 //                        [--emit-gradients] [--deterministic]
 //                        [--data-parallel] [--sync-batch-norm] [--shard-optimizer N]
+//                        [--shard-parameters N]
 //                        [--reduce-gradients-in computed|f32]
 //                        [--loss-scale dynamic|none]
 //                        [--initial-loss-scale V]
@@ -158,6 +159,14 @@ Options:
                         all-gathered); the rest stay whole. Optimizer memory
                         per rank about 1/N (dump:
                         NN-tg-all-reduce-gradients-report.txt)
+  --shard-parameters N  ZeRO-3 / FSDP, implies --shard-optimizer N: each rank
+                        also holds only 1/N of every parameter N divides,
+                        and every function all-gathers a parameter (its bf16
+                        cast under --precision bf16) right before each op
+                        that reads it, freeing it after; for models whose
+                        parameters, gradients and optimizer state do not fit
+                        one GPU. Checkpoints stay whole (any world size
+                        resumes). Dump: NN-tg-shard-parameters-report.txt
   --reduce-gradients-in computed|f32
                         with --data-parallel: a gradient computed in bf16
                         or f16 (a matmul's, under --precision bf16/fp16)
@@ -353,8 +362,26 @@ int compileMain(int argc, char **argv) {
       if (v.empty() || *end || n < 1 || n > 65536)
         return usageError("--shard-optimizer needs a number of ranks from 1 to 65536, got '" + v +
                           "'");
+      if (args.shardParameters > 0 && args.shardParameters != n)
+        return usageError("--shard-optimizer " + v + " and --shard-parameters " +
+                          std::to_string(args.shardParameters) +
+                          " name different numbers of ranks");
       args.shardOptimizer = n;
       args.dataParallel = true; // sharding is data parallelism's
+    } else if (flag == "--shard-parameters") {
+      if (!value(v))
+        return usageError("--shard-parameters needs the number of ranks the step will run on");
+      char *end = nullptr;
+      long n = std::strtol(v.c_str(), &end, 10);
+      if (v.empty() || *end || n < 1 || n > 65536)
+        return usageError("--shard-parameters needs a number of ranks from 1 to 65536, got '" +
+                          v + "'");
+      if (args.shardOptimizer > 0 && args.shardOptimizer != n)
+        return usageError("--shard-optimizer " + std::to_string(args.shardOptimizer) +
+                          " and --shard-parameters " + v + " name different numbers of ranks");
+      args.shardParameters = n;
+      args.shardOptimizer = n; // the update works on the shards ZeRO-1 makes
+      args.dataParallel = true;
     } else if (flag == "--reduce-gradients-in") {
       if (!value(v) || (v != "f32" && v != "computed"))
         return usageError("--reduce-gradients-in needs 'computed' (the default: a gradient "
@@ -460,6 +487,13 @@ int compileMain(int argc, char **argv) {
   if (reduceGradientsGiven && !args.dataParallel)
     return usageError("--reduce-gradients-in says how gradients are reduced over the ranks: add "
                       "--data-parallel (or --shard-optimizer N)");
+  if (args.shardParameters > 0 && args.cacheFrozen)
+    return usageError("--shard-parameters with --cache-frozen is not supported: each rank "
+                      "would encode (and gather the frozen parameters) only on its own cache "
+                      "misses; drop one of them");
+  if (args.shardParameters > 0 && args.emitGradients)
+    return usageError("--shard-parameters updates each parameter's shard in the step; "
+                      "--emit-gradients runs no optimizer");
   if (args.shardOptimizer > 0 && args.emitGradients)
     return usageError("--shard-optimizer shards the optimizer's state; --emit-gradients runs no "
                       "optimizer");

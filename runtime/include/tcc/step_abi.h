@@ -422,6 +422,20 @@ typedef struct tcc_step_descriptor {
      workspace; frozen parameters have none. */
   int32_t num_train_gradient_bytes;
   const tcc_dtype_bytes *train_gradient_bytes;
+
+  /* Appended after train_gradient_bytes
+     (tcc_step_descriptor_has_shard_parameters): ZeRO-3 (tcc compile
+     --shard-parameters N, which also sets shard_optimizer_ranks = N).
+     shard_parameter_ranks is N (0: every parameter whole). whole_params
+     holds num_params entries: each parameter as checkpoints, --init-from
+     and --save-weights hold it (name, dtype, shape, initializer). When the
+     shapes of params[i] and whole_params[i] differ, params[i] is rank
+     `rank`'s 1-D shard: the flattened elements [rank * n / N, (rank + 1) *
+     n / N) of whole_params[i] (n elements); when they are the same, the
+     parameter is whole on every rank. The step's functions gather the
+     shards themselves. NULL when shard_parameter_ranks is 0. */
+  int32_t shard_parameter_ranks;
+  const tcc_tensor_desc *whole_params;
 } tcc_step_descriptor;
 
 /* Whether descriptor `d` (its struct_size) includes the memory-by-dtype
@@ -465,6 +479,11 @@ typedef struct tcc_step_descriptor {
 #define tcc_step_descriptor_has_gradient_bytes(d)                            \
   ((d)->struct_size >= offsetof(tcc_step_descriptor, train_gradient_bytes) + \
                            sizeof(const tcc_dtype_bytes *))
+
+/* Whether descriptor `d` includes shard_parameter_ranks and whole_params. */
+#define tcc_step_descriptor_has_shard_parameters(d)                   \
+  ((d)->struct_size >= offsetof(tcc_step_descriptor, whole_params) + \
+                           sizeof(const tcc_tensor_desc *))
 
 typedef const tcc_step_descriptor *(*tcc_step_get_descriptor_fn)(void);
 

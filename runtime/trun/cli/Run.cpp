@@ -23,6 +23,7 @@
 #include "absl/strings/str_split.h"
 #include <algorithm>
 #include <filesystem>
+#include "runtime/trun/train/ShardedTrainingState.h"
 #include "runtime/trun/train/TrainingSession.h"
 
 #include "absl/strings/str_cat.h"
@@ -149,19 +150,25 @@ absl::Status CheckCudaOnlyFlags(const Options &options, const tcc_step_descripto
 }
 
 absl::Status InitFrom(const Options &options, const tcc_step_descriptor &step,
-                      Trainer &trainer, std::ostream &out) {
+                      Trainer &trainer, int rank, std::ostream &out) {
   if (!options.init_from)
     return absl::OkStatus();
   LoadedWeights loaded;
+  // ZeRO-3: the file holds whole parameters; this rank keeps its shards.
+  std::unique_ptr<ShardedTrainingState> sharded =
+      ShardParameterRanks(step) ? ShardedTrainingState::ForStep(step) : nullptr;
   // Model buffers (batch norm's running statistics) are read like parameters.
-  WithBuffers view(step);
+  WithBuffers view(sharded ? sharded->whole_descriptor() : step);
   const tcc_step_descriptor &d = view.descriptor();
   if (absl::Status s = LoadWeights(
           *options.init_from, d,
-          WithBuffers::Join(trainer.mutable_params(), trainer.mutable_model_buffers()),
+          WithBuffers::Join(sharded ? sharded->mutable_whole_params() : trainer.mutable_params(),
+                            trainer.mutable_model_buffers()),
           {options.init_from_ignore_extra}, &loaded);
       !s.ok())
     return s;
+  if (sharded)
+    sharded->Scatter(rank, trainer.mutable_params(), {});
   std::vector<std::string> notes;
   if (loaded.permuted)
     notes.push_back(absl::StrFormat("%d permuted from PyTorch's layout", loaded.permuted));
@@ -275,18 +282,28 @@ float BaseLearningRate(const Options &options, const tcc_step_descriptor &d) {
 }
 
 absl::Status SaveAtEnd(const Options &options, const tcc_step_descriptor &step,
-                       const Trainer &trainer, std::ostream &out) {
-  WithBuffers view(step); // buffers are saved under their keys too
-  const tcc_step_descriptor &d = view.descriptor();
+                       const Trainer &trainer, RankGroup *ranks, std::ostream &out) {
   if (!options.save_weights)
     return absl::OkStatus();
   // GPU steps: the weights come from the device; a failed copy is an error
   // here, not stale weights in the file.
   if (absl::Status s = trainer.SyncToHost(); !s.ok())
     return s;
-  if (absl::Status s =
-          SaveWeights(*options.save_weights, d,
-                      WithBuffers::Join(trainer.params(), trainer.model_buffers()));
+  // ZeRO-3: every rank sends its shards; rank 0 writes the whole tensors.
+  std::unique_ptr<ShardedTrainingState> sharded =
+      ShardParameterRanks(step) ? ShardedTrainingState::ForStep(step) : nullptr;
+  if (sharded) {
+    if (absl::Status s = sharded->Gather(ranks, trainer.params(), {}); !s.ok())
+      return absl::Status(s.code(), absl::StrCat("--save-weights: ", s.message()));
+    if (ranks && !ranks->is_lead())
+      return absl::OkStatus();
+  }
+  WithBuffers view(sharded ? sharded->whole_descriptor() : step); // buffers under their keys too
+  const tcc_step_descriptor &d = view.descriptor();
+  if (absl::Status s = SaveWeights(
+          *options.save_weights, d,
+          WithBuffers::Join(sharded ? sharded->whole_params() : trainer.params(),
+                            trainer.model_buffers()));
       !s.ok())
     return s;
   int32_t tensors = d.num_params; // aliases are written too
@@ -403,7 +420,7 @@ absl::Status RunImageClassifier(const Options &options,
     if (absl::Status s = session.ReportEval(record); !s.ok())
       return s;
   }
-  return SaveAtEnd(options, d, trainer, out);
+  return SaveAtEnd(options, d, trainer, ranks, out);
 }
 
 absl::Status TrainOnThisRank(const Options &options, const tcc_step_descriptor &d,
@@ -481,7 +498,7 @@ absl::Status RunTrun(const Options &options, std::ostream &out) {
   // Parameters first: an unsupported init or a bad weights file fails before
   // any data is read. A GPU step selects its GPU and allocates here.
   absl::StatusOr<std::unique_ptr<Trainer>> trainer =
-      Trainer::Create(d, *binding, options.seed, gpu);
+      Trainer::Create(d, *binding, options.seed, gpu, rank->rank);
   if (!trainer.ok())
     return trainer.status();
   // The other ranks: joined after the GPU is selected (NCCL binds to it),
@@ -514,11 +531,15 @@ absl::Status RunTrun(const Options &options, std::ostream &out) {
     // Launchers interleave the ranks' output: plain progress lines.
     rank_options.live_progress = false;
     // Exports and samples are rank 0's (the session keeps checkpoints and
-    // metrics to it).
+    // metrics to it). A ZeRO-3 step's functions gather the parameters, so
+    // there every rank takes part in --save-weights and samples too (rank
+    // 0 alone writes and prints).
     if (!ranks->is_lead()) {
-      rank_options.save_weights.reset();
+      if (!ShardParameterRanks(d)) {
+        rank_options.save_weights.reset();
+        rank_options.sample = 0;
+      }
       rank_options.save_train_outputs.reset();
-      rank_options.sample = 0;
     }
   }
   std::ostream &say = !ranks || ranks->is_lead() ? out : quiet;
@@ -555,7 +576,7 @@ namespace {
 absl::Status TrainOnThisRank(const Options &options, const tcc_step_descriptor &d,
                              const StepBinding &binding, Trainer &trainer, RankGroup *ranks,
                              std::ostream &out) {
-  if (absl::Status s = InitFrom(options, d, trainer, out); !s.ok())
+  if (absl::Status s = InitFrom(options, d, trainer, ranks ? ranks->rank() : 0, out); !s.ok())
     return s;
   // Checkpoints, resume and metrics; a resumed checkpoint may fix the
   // seed, lr and data order of the run.
@@ -608,7 +629,7 @@ absl::Status TrainOnThisRank(const Options &options, const tcc_step_descriptor &
     status = cache->Finish(out);
   // The named-arrays run leaves --save-weights to here.
   if (status.ok() && binding.is_named_arrays())
-    status = SaveAtEnd(effective, d, trainer, out);
+    status = SaveAtEnd(effective, d, trainer, ranks, out);
   if (!status.ok())
     return status;
   if (std::optional<GpuMemory> memory = trainer.gpu_memory())

@@ -21,6 +21,8 @@
 
 namespace tcc::trun {
 
+class RankGroup;
+
 // The source, the base lr and the step count (--steps, else --epochs
 // (default 1) of steps_per_epoch).
 absl::StatusOr<TrainingPlan> BasePlan(const Options &options,
@@ -35,8 +37,10 @@ absl::Status TrainAndSaveOutputs(const Options &options,
                                  TrainingSession &session, TrainingPlan &plan,
                                  std::ostream &out);
 // --save-weights FILE, when given: the weights from the device if need be.
+// A ZeRO-3 step's ranks all call it (each sends its shards; rank 0 writes);
+// `ranks` is null for one process.
 absl::Status SaveAtEnd(const Options &options, const tcc_step_descriptor &d,
-                       const Trainer &trainer, std::ostream &out);
+                       const Trainer &trainer, RankGroup *ranks, std::ostream &out);
 // The schedule's base learning rate: --lr, else the step's default.
 float BaseLearningRate(const Options &options, const tcc_step_descriptor &d);
 // "target: cpu (x86_64)\n" or "target: cuda (sm_90), GPU 0\n".

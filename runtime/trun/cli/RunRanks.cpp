@@ -43,14 +43,17 @@ absl::Status CheckRanksCanTrain(const std::string &who, const tcc_step_descripto
 
 absl::Status CheckShardRanks(const std::string &who, const tcc_step_descriptor &d,
                              int world_size) {
-  const int32_t shards = ShardOptimizerRanks(d);
+  const int32_t shards = ShardRanks(d);
   if (shards == 0 || shards == world_size)
     return absl::OkStatus();
+  const bool params = ShardParameterRanks(d) > 0;
+  const char *flag = params ? "--shard-parameters" : "--shard-optimizer";
   return absl::FailedPreconditionError(absl::StrCat(
-      who, ", but step '", d.model_name, "' shards its optimizer state over exactly ", shards,
-      shards == 1 ? " rank" : " ranks", " (tcc compile --shard-optimizer ", shards, "): run it on ",
+      who, ", but step '", d.model_name, "' shards its ",
+      params ? "parameters and optimizer state" : "optimizer state", " over exactly ", shards,
+      shards == 1 ? " rank" : " ranks", " (tcc compile ", flag, " ", shards, "): run it on ",
       shards, shards == 1 ? " rank" : " ranks", " (trun --nproc ", shards,
-      "), or compile it with --shard-optimizer ", world_size,
+      "), or compile it with ", flag, " ", world_size,
       " (its checkpoints resume at any world size)"));
 }
 

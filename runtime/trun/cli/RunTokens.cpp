@@ -298,7 +298,7 @@ absl::Status RunTokenModel(const Options &options,
     if (absl::Status s = session.ReportEval(*record); !s.ok())
       return s;
   }
-  if (absl::Status s = SaveAtEnd(options, d, trainer, out); !s.ok())
+  if (absl::Status s = SaveAtEnd(options, d, trainer, ranks, out); !s.ok())
     return s;
   if (absl::Status s = StoreRunVocab(options, vocab, /*after_training=*/true);
       !s.ok())

@@ -254,6 +254,33 @@ void PrintTensors(const char *title, int32_t count, const tcc_tensor_desc *list,
 
 } // namespace
 
+// ZeRO-3: whole_params names the same parameters as params, each either
+// the same tensor or whole to a 1-D shard of 1/N of its elements.
+absl::Status CheckWholeParams(const tcc_step_descriptor &d, absl::string_view origin) {
+  const int32_t n = ShardParameterRanks(d);
+  if (!n)
+    return absl::OkStatus();
+  if (ShardOptimizerRanks(d) != n)
+    return absl::InvalidArgumentError(absl::StrCat(
+        origin, ": parameters sharded over ", n, " ranks but the optimizer state over ",
+        ShardOptimizerRanks(d)));
+  for (int32_t i = 0; i < d.num_params; ++i) {
+    const tcc_tensor_desc &p = d.params[i], &w = d.whole_params[i];
+    bool sharded = false;
+    WholeParam(d, i, &sharded);
+    if (!w.name || !p.name || std::strcmp(w.name, p.name) != 0 || w.dtype != p.dtype ||
+        w.rank < 0 || (w.rank > 0 && !w.shape))
+      return absl::InvalidArgumentError(absl::StrCat(
+          origin, ": whole parameter ", i, " does not describe parameter '",
+          p.name ? p.name : "?", "'"));
+    if (sharded && (p.rank != 1 || p.num_elements * n != w.num_elements))
+      return absl::InvalidArgumentError(absl::StrCat(
+          origin, ": parameter '", p.name, "' is neither whole nor a 1-D shard of 1/", n,
+          " of its whole ", w.num_elements, " elements"));
+  }
+  return absl::OkStatus();
+}
+
 absl::Status ValidateDescriptor(const tcc_step_descriptor &d,
                                 absl::string_view origin) {
   // The version comes first: with another version no other field is
@@ -334,7 +361,11 @@ absl::Status ValidateDescriptor(const tcc_step_descriptor &d,
     return s;
   if (absl::Status s = CheckMemoryByDtype(d, origin); !s.ok())
     return s;
-  if (absl::Status s = CheckTorchTable(d, origin); !s.ok())
+  if (absl::Status s = CheckWholeParams(d, origin); !s.ok())
+    return s;
+  // The PyTorch table describes the whole parameters (ZeRO-3: not the shards).
+  WholeParameters whole(d);
+  if (absl::Status s = CheckTorchTable(whole.descriptor(), origin); !s.ok())
     return s;
   // Model buffers: named like the parameters (checkpoints hold both in one
   // file), their state_dict keys checked with the parameters' (WithBuffers.h).
@@ -354,7 +385,7 @@ absl::Status ValidateDescriptor(const tcc_step_descriptor &d,
           return absl::InvalidArgumentError(absl::StrCat(
               origin, ": buffer '", d.buffers[i].name,
               "' has a torch perm (buffers keep tcc's layout)"));
-    WithBuffers view(d);
+    WithBuffers view(whole.descriptor());
     if (absl::Status s = CheckTorchTable(view.descriptor(), origin); !s.ok())
       return s;
   }
@@ -404,12 +435,31 @@ int32_t FindTrainOutput(const tcc_step_descriptor &d, absl::string_view name) {
   return -1;
 }
 
+tcc_tensor_desc WholeParam(const tcc_step_descriptor &d, int32_t i, bool *sharded) {
+  tcc_tensor_desc t = ShardParameterRanks(d) ? d.whole_params[i] : d.params[i];
+  if (sharded) {
+    const tcc_tensor_desc &p = d.params[i];
+    *sharded = p.rank != t.rank || !std::equal(p.shape, p.shape + p.rank, t.shape);
+  }
+  return t;
+}
+
+WholeParameters::WholeParameters(const tcc_step_descriptor &d) : whole_(d) {
+  if (!ShardParameterRanks(d))
+    return;
+  for (int32_t i = 0; i < d.num_params; ++i)
+    params_.push_back(WholeParam(d, i));
+  whole_.params = params_.data();
+  whole_.shard_parameter_ranks = 0;
+  whole_.whole_params = nullptr;
+}
+
 tcc_tensor_desc WholeOptimizerState(const tcc_step_descriptor &d, int32_t i, bool *sharded) {
   tcc_tensor_desc t = d.optimizer_state[i];
   const int32_t p = ShardOptimizerRanks(d) ? d.optimizer_state_shard_of[i] : -1;
   const bool shard = p >= 0 && p < d.num_params;
-  if (shard) { // shaped like its parameter
-    const tcc_tensor_desc &param = d.params[p];
+  if (shard) { // shaped like its (whole) parameter
+    const tcc_tensor_desc param = WholeParam(d, p);
     t.rank = param.rank;
     t.shape = param.shape;
     t.num_elements = param.num_elements;
@@ -471,7 +521,11 @@ std::vector<int64_t> TorchShapeOf(const tcc_step_descriptor &d, int32_t i) {
   return torch;
 }
 
-void PrintDescriptorInfo(const tcc_step_descriptor &d, std::ostream &out) {
+void PrintDescriptorInfo(const tcc_step_descriptor &sharded, std::ostream &out) {
+  // The parameters as the model has them (ZeRO-3: whole, not this rank's
+  // shards; the memory table below counts one rank's).
+  WholeParameters whole(sharded);
+  const tcc_step_descriptor &d = whole.descriptor();
   int64_t param_values = 0, param_bytes = 0, trainable_values = 0;
   for (int32_t i = 0; i < d.num_params; ++i) {
     param_values += d.params[i].num_elements;
@@ -513,22 +567,38 @@ void PrintDescriptorInfo(const tcc_step_descriptor &d, std::ostream &out) {
                               "the ranks; trun --nproc, torchrun, srun or mpirun)\n"
                             : "data parallel: no (one rank; tcc compile --data-parallel "
                               "to train across ranks)\n");
-  if (int32_t ranks = ShardOptimizerRanks(d)) {
+  if (int32_t ranks = ShardOptimizerRanks(sharded)) {
     // The descriptor's optimizer state sizes are one rank's (its shards).
-    int64_t per_rank = 0, whole = 0;
-    int32_t sharded = 0;
-    for (int32_t i = 0; i < d.num_optimizer_state; ++i) {
+    int64_t per_rank = 0, whole_bytes = 0;
+    int32_t count = 0;
+    for (int32_t i = 0; i < sharded.num_optimizer_state; ++i) {
       bool shard = false;
-      per_rank += d.optimizer_state[i].size_bytes;
-      whole += WholeOptimizerState(d, i, &shard).size_bytes;
-      sharded += shard;
+      per_rank += sharded.optimizer_state[i].size_bytes;
+      whole_bytes += WholeOptimizerState(sharded, i, &shard).size_bytes;
+      count += shard;
     }
     out << absl::StrFormat(
         "optimizer sharded (ZeRO-1): over exactly %d %s; %d of %d state tensors sharded; "
         "%d bytes of optimizer state per rank (%d unsharded)\n",
-        ranks, ranks == 1 ? "rank" : "ranks", sharded, d.num_optimizer_state, per_rank, whole);
+        ranks, ranks == 1 ? "rank" : "ranks", count, sharded.num_optimizer_state, per_rank,
+        whole_bytes);
   }
-  PrintMemoryByPrecision(d, out);
+  if (int32_t ranks = ShardParameterRanks(sharded)) {
+    int64_t per_rank = 0;
+    int32_t count = 0;
+    for (int32_t i = 0; i < sharded.num_params; ++i) {
+      bool shard = false;
+      WholeParam(sharded, i, &shard);
+      per_rank += sharded.params[i].size_bytes;
+      count += shard;
+    }
+    out << absl::StrFormat(
+        "parameters sharded (ZeRO-3): over exactly %d %s; %d of %d parameters sharded; "
+        "%d bytes of parameters per rank (%d whole); each function all-gathers them "
+        "before use\n",
+        ranks, ranks == 1 ? "rank" : "ranks", count, sharded.num_params, per_rank, param_bytes);
+  }
+  PrintMemoryByPrecision(sharded, out);
 }
 
 } // namespace tcc::trun

@@ -57,6 +57,40 @@ inline int32_t ShardOptimizerRanks(const tcc_step_descriptor &d) {
   return d.shard_optimizer_ranks;
 }
 
+// N of a step compiled with tcc compile --shard-parameters N (ZeRO-3: each
+// rank holds 1/N of the parameters N divides; it also shards its optimizer
+// state over N); 0 for other steps and steps built before the field.
+inline int32_t ShardParameterRanks(const tcc_step_descriptor &d) {
+  if (!tcc_step_descriptor_has_shard_parameters(&d) || d.shard_parameter_ranks < 1 ||
+      !d.whole_params)
+    return 0;
+  return d.shard_parameter_ranks;
+}
+
+// The number of ranks a sharded step runs at (ZeRO-1 or ZeRO-3); 0: any.
+inline int32_t ShardRanks(const tcc_step_descriptor &d) {
+  return ShardParameterRanks(d) ? ShardParameterRanks(d) : ShardOptimizerRanks(d);
+}
+
+// Parameter `i` of `d` as a whole (ZeRO-3: whole_params[i]); `sharded` (if
+// given) says whether d.params[i] is this rank's 1-D shard of it.
+tcc_tensor_desc WholeParam(const tcc_step_descriptor &d, int32_t i, bool *sharded = nullptr);
+
+// `d` as the same step without parameter sharding describes it: params
+// are the whole tensors (what checkpoints, --init-from, --save-weights and
+// the PyTorch table refer to). For other steps, `d` itself.
+class WholeParameters {
+public:
+  explicit WholeParameters(const tcc_step_descriptor &d);
+  WholeParameters(const WholeParameters &) = delete;
+  WholeParameters &operator=(const WholeParameters &) = delete;
+  const tcc_step_descriptor &descriptor() const { return whole_; }
+
+private:
+  tcc_step_descriptor whole_;
+  std::vector<tcc_tensor_desc> params_;
+};
+
 // Optimizer state tensor `i` of `d` as a whole: for a ZeRO-1 shard
 // (optimizer_state_shard_of[i] names a parameter), the parameter-shaped
 // tensor the ranks' shards make together; else the tensor itself.

@@ -1,5 +1,7 @@
 #include "runtime/trun/train/StepBuffers.h"
 
+#include "runtime/trun/step/StepDescriptor.h"
+
 #include "runtime/initializers/Initializers.h"
 
 #include "absl/strings/str_cat.h"
@@ -37,7 +39,7 @@ absl::Status InitializeTensors(int32_t count, const tcc_tensor_desc *tensors,
 
 absl::StatusOr<std::unique_ptr<StepBuffers>>
 StepBuffers::Create(const tcc_step_descriptor &descriptor, uint64_t seed,
-                    int32_t gpu) {
+                    int32_t gpu, int32_t shard_rank) {
   std::unique_ptr<StepBuffers> t(new StepBuffers(descriptor));
   const tcc_step_descriptor &d = descriptor;
   // On a GPU these are the host mirrors of the device arenas.
@@ -76,6 +78,17 @@ StepBuffers::Create(const tcc_step_descriptor &descriptor, uint64_t seed,
           InitializeTensors(d.num_params, d.params, t->params_, seed);
       !s.ok())
     return s;
+  // ZeRO-3: a rank's shard holds the values the whole parameter has at its
+  // elements, so every world size starts from the same weights.
+  for (int32_t i = 0; i < d.num_params && shard_rank > 0; ++i) {
+    bool sharded = false;
+    WholeParam(d, i, &sharded);
+    if (sharded)
+      if (absl::Status s = InitializeTensor(d.params[i], seed, t->params_[i].data(),
+                                            shard_rank * d.params[i].num_elements);
+          !s.ok())
+        return s;
+  }
   if (absl::Status s = InitializeTensors(
           d.num_optimizer_state, d.optimizer_state, t->optimizer_state_, seed);
       !s.ok())

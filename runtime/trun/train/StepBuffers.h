@@ -56,7 +56,8 @@ public:
   // selects GPU `gpu` (device->init) and allocates the device arenas.
   // `descriptor` must have passed ValidateDescriptor and must outlive this.
   static absl::StatusOr<std::unique_ptr<StepBuffers>>
-  Create(const tcc_step_descriptor &descriptor, uint64_t seed, int32_t gpu);
+  Create(const tcc_step_descriptor &descriptor, uint64_t seed, int32_t gpu,
+         int32_t shard_rank = 0);
   ~StepBuffers(); // waits for queued uploads (their sources may go next)
   StepBuffers(const StepBuffers &) = delete;
   StepBuffers &operator=(const StepBuffers &) = delete;

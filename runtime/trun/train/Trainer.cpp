@@ -31,11 +31,11 @@ const char *StatusName(int32_t status) {
 
 absl::StatusOr<std::unique_ptr<Trainer>>
 Trainer::Create(const tcc_step_descriptor &descriptor,
-                const StepBinding &binding, uint64_t seed, int32_t gpu) {
+                const StepBinding &binding, uint64_t seed, int32_t gpu, int32_t rank) {
   std::unique_ptr<Trainer> t(new Trainer(descriptor, binding));
   const tcc_step_descriptor &d = descriptor;
   absl::StatusOr<std::unique_ptr<StepBuffers>> buffers =
-      StepBuffers::Create(d, seed, gpu);
+      StepBuffers::Create(d, seed, gpu, rank);
   if (!buffers.ok())
     return buffers.status();
   t->buffers_ = std::move(*buffers);

@@ -109,10 +109,11 @@ public:
   // device->init(gpu)), and initializes params and optimizer state from
   // their specs with `seed`. `descriptor` must have passed
   // ValidateDescriptor and must outlive the trainer; `gpu` is ignored for a
-  // CPU step.
+  // CPU step. `rank`: this process's rank, whose shards a ZeRO-3 step's
+  // parameters start as.
   static absl::StatusOr<std::unique_ptr<Trainer>>
   Create(const tcc_step_descriptor &descriptor, const StepBinding &binding,
-         uint64_t seed, int32_t gpu = 0);
+         uint64_t seed, int32_t gpu = 0, int32_t rank = 0);
   Trainer(const Trainer &) = delete;
   Trainer &operator=(const Trainer &) = delete;
 

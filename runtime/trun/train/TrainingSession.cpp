@@ -42,22 +42,27 @@ TrainingSession::Open(const Options &options,
   }
   if (session->checkpoints_ && ranks)
     session->checkpoints_->set_world_size(ranks->world_size());
-  // ZeRO-1: checkpoints hold the whole optimizer state (ShardedOptimizerState.h).
-  session->sharded_ = ShardedOptimizerState::ForStep(descriptor);
+  // ZeRO-1 / ZeRO-3: checkpoints hold the whole optimizer state and
+  // parameters (ShardedTrainingState.h).
+  session->sharded_ = ShardedTrainingState::ForStep(descriptor);
   if (options.resume) {
     CheckpointDir &dir = *session->checkpoints_;
     std::vector<std::string> warnings;
-    ShardedOptimizerState *sharded = session->sharded_.get();
+    ShardedTrainingState *sharded = session->sharded_.get();
     // Model buffers are restored with the parameters (WithBuffers.h).
     WithBuffers view(sharded ? sharded->whole_descriptor() : descriptor);
-    std::vector<void *> params =
-        WithBuffers::Join(trainer.mutable_params(), trainer.mutable_model_buffers());
+    std::vector<void *> params = WithBuffers::Join(
+        sharded && sharded->shards_parameters() ? sharded->mutable_whole_params()
+                                                : trainer.mutable_params(),
+        trainer.mutable_model_buffers());
     absl::StatusOr<LoadedCheckpoint> loaded =
-        sharded ? dir.LoadNewest(view.descriptor(), params, sharded->mutable_whole(), warnings)
+        sharded ? dir.LoadNewest(view.descriptor(), params, sharded->mutable_whole_state(),
+                                 warnings)
                 : dir.LoadNewest(view.descriptor(), params,
                                  trainer.mutable_optimizer_state(), warnings);
     if (loaded.ok() && sharded) // this rank's shards of the whole tensors
-      sharded->Scatter(ranks ? ranks->rank() : 0, trainer.mutable_optimizer_state());
+      sharded->Scatter(ranks ? ranks->rank() : 0, trainer.mutable_params(),
+                       trainer.mutable_optimizer_state());
     for (const std::string &warning : warnings)
       out << "warning: " << warning << "\n";
     if (absl::IsNotFound(loaded.status())) {
@@ -137,15 +142,21 @@ std::string TrainingSession::LastCheckpointNote() const {
 absl::Status TrainingSession::WriteCheckpoint(const TrainingPlan &plan,
                                               int64_t cursor) {
   if (sharded_) {
-    // ZeRO-1: every rank sends its shards of the optimizer state; the lead
-    // rank writes them as whole tensors.
+    // ZeRO-1 / ZeRO-3: every rank sends its shards of the optimizer state
+    // (and parameters); the lead rank writes them as whole tensors.
     if (absl::Status s = trainer_.SyncToHost(); !s.ok())
       return WithContext(s, "checkpoint failed: ");
-    if (absl::Status s = sharded_->Gather(ranks_, trainer_.optimizer_state()); !s.ok())
+    if (absl::Status s = sharded_->Gather(ranks_, trainer_.params(), trainer_.optimizer_state());
+        !s.ok())
       return WithContext(s, "checkpoint failed: ");
   }
-  if (!writes_) // the lead rank writes the (replicated) state
+  if (!writes_) { // the lead rank writes the (replicated) state
+    // Every rank counts the checkpoint, so that all of them agree whether
+    // the end needs one more (a sharded step's ranks exchange shards for
+    // it: one rank alone would wait for the others forever).
+    last_checkpoint_step_ = trainer_.steps_done();
     return absl::OkStatus();
+  }
   TrainState state;
   state.step = trainer_.steps_done();
   state.data_cursor = cursor;
@@ -160,10 +171,11 @@ absl::Status TrainingSession::WriteCheckpoint(const TrainingPlan &plan,
   if (absl::Status s = trainer_.SyncToHost(); !s.ok())
     return WithContext(s, "checkpoint failed: ");
   WithBuffers view(sharded_ ? sharded_->whole_descriptor() : descriptor_);
-  std::vector<const void *> params =
-      WithBuffers::Join(trainer_.params(), trainer_.model_buffers());
+  std::vector<const void *> params = WithBuffers::Join(
+      sharded_ && sharded_->shards_parameters() ? sharded_->whole_params() : trainer_.params(),
+      trainer_.model_buffers());
   absl::StatusOr<std::string> path =
-      sharded_ ? checkpoints_->Write(view.descriptor(), state, params, sharded_->whole(),
+      sharded_ ? checkpoints_->Write(view.descriptor(), state, params, sharded_->whole_state(),
                                      options_.keep)
                : checkpoints_->Write(view.descriptor(), state, params,
                                      trainer_.optimizer_state(), options_.keep);

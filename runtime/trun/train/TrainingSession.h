@@ -10,7 +10,7 @@
 #include "runtime/trun/data/BatchSource.h"
 #include "runtime/trun/dist/RankGroup.h"
 #include "runtime/trun/train/Metrics.h"
-#include "runtime/trun/train/ShardedOptimizerState.h"
+#include "runtime/trun/train/ShardedTrainingState.h"
 #include "runtime/trun/train/Trainer.h"
 #include "tcc/step_abi.h"
 
@@ -102,7 +102,7 @@ private:
   int64_t last_checkpoint_step_ = -1;
   std::unique_ptr<MetricsLog> metrics_;
   RankGroup *ranks_ = nullptr;
-  std::unique_ptr<ShardedOptimizerState> sharded_; // ZeRO-1 steps only
+  std::unique_ptr<ShardedTrainingState> sharded_; // ZeRO-1 and ZeRO-3 steps only
   bool writes_ = true; // checkpoints (the lead rank, or the only one)
   std::atomic<bool> stop_agreed_{false};
   ProgressReporter *progress_ = nullptr; // while Train runs
