@@ -229,7 +229,8 @@ struct KernScheduleCollectivesPass
       tail.push_back(g.reader);
     for (size_t i = 0; i < gathers.size(); ++i) {
       Prefetch &g = gathers[i];
-      window += bytesOf(g);
+      if (i > 0) // the window holds gathers j+1 .. i
+        window += bytesOf(g);
       while (j < i && window > gatherAheadBytes) {
         ++j;
         window -= bytesOf(gathers[j]);
@@ -238,10 +239,19 @@ struct KernScheduleCollectivesPass
       // Not above what it reads (a cast shard computed late) nor above an
       // earlier gather's reader that is itself after this gather's place.
       Operation *anchor = j < i ? tail[j] : nullptr;
-      Operation *input = rootBuffer(g.gather.getInput()).getDefiningOp();
+      // The last kernel before the gather that touches its input (the
+      // shard, or its cast): the gather may not move above it.
+      Value input = rootBuffer(g.gather.getInput());
+      Operation *writer = nullptr;
+      for (Operation *p = g.gather->getPrevNode(); p && !writer; p = p->getPrevNode())
+        if (!isa<tcc::kern::ReshapeOp, tcc::kern::AllocOp>(p) && !isCollective(p) &&
+            touches(p, {input}))
+          writer = p;
+      if (!writer)
+        writer = input.getDefiningOp();
       if (anchor && (!gathers[j].reader->isBeforeInBlock(g.gather) ||
-                     (input && input->getBlock() == anchor->getBlock() &&
-                      !input->isBeforeInBlock(anchor)))) {
+                     (writer && writer->getBlock() == anchor->getBlock() &&
+                      anchor->isBeforeInBlock(writer)))) {
         anchor = nullptr;
       }
       if (!anchor) {

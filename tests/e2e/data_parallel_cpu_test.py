@@ -17,14 +17,22 @@ mpirun, which trun --nproc runs for a cpu step), on the gpt_char sample:
   * ZeRO-1 (tcc compile --shard-optimizer 2): 2 ranks x batch 4, each
     keeping half of the AdamW state, give the same losses (50 steps, the
     same limit) with half the optimizer state per rank (trun --info);
+  * ZeRO-3 (tcc compile --shard-parameters 2): each rank also holds half of
+    every parameter, gathered before each use: the same losses and
+    validation losses, half the parameters per rank (trun --info), a
+    checkpoint at the last step, --save-weights (whole tensors: a 1-rank
+    step and the ZeRO-3 step start from them alike) and sampling, which
+    every rank runs;
   * a 2-rank checkpoint resumes on 1 rank (batch 8) and a 1-rank one on 2
     ranks, each continuing with the losses of the uninterrupted run; the
-    same with the 2 ranks sharding their optimizer state (ZeRO-1);
+    same with the 2 ranks sharding their optimizer state (ZeRO-1) or their
+    parameters (ZeRO-3);
   * killing rank 1 ends the job within 60 s, and mpirun names rank 1;
     stopping rank 1 (alive, silent) ends it through rank 0's watchdog
     (TCC_DIST_TIMEOUT=5);
   * bad input, each a clear error: a --global-batch the ranks do not make,
-    a ZeRO-1 step for 2 ranks on 1 rank or in one process,
+    a ZeRO-1 step for 2 ranks on 1 rank or in one process, a ZeRO-3 step
+    for 2 ranks on 1,
     a step compiled for one rank, ranks running different step libraries,
     ranks resuming from different checkpoints, ranks given different flags,
     a cpu step under torchrun's variables, mpirun or the MPI plugin missing.
@@ -130,6 +138,8 @@ def main():
     run([TCC, "compile", "--target", "cpu", "--batch", "4", "--data-parallel", MODEL, "-o", dp])
     zero = os.path.join(WORK, "b4_zero2.so")
     run([TCC, "compile", "--target", "cpu", "--batch", "4", "--shard-optimizer", "2", MODEL, "-o", zero])
+    fsdp = os.path.join(WORK, "b4_fsdp2.so")
+    run([TCC, "compile", "--target", "cpu", "--batch", "4", "--shard-parameters", "2", MODEL, "-o", fsdp])
     # Another data-parallel step with inputs of the same shape (it keeps the
     # model's batch of 32 by accumulating 8 micro-batches of 4): the
     # fingerprint check must tell the two apart.
@@ -169,6 +179,38 @@ def main():
     if per_rank * 2 != whole:
         fail("ZeRO-1 over 2 ranks should hold half of the optimizer state per rank: " + line)
     print("ok: " + line)
+
+    # 1a'. ZeRO-3: each rank also holds half of every parameter and gathers
+    # it before each use; with a checkpoint at the last step (every rank must
+    # agree no further one is due), --save-weights and sampling, which every
+    # rank runs (the eval entry gathers the parameters).
+    fsdp_ckpt = os.path.join(WORK, "ckpt_fsdp")
+    fsdp_weights = os.path.join(WORK, "fsdp.safetensors")
+    one_weights = os.path.join(WORK, "one.safetensors")
+    sharded3, text = trun([fsdp, "--nproc", "2", "--data", data, "--steps", str(STEPS), "--val", val,
+                           "--eval-every", "25", "--eval-batches", "2", "--ckpt-dir", fsdp_ckpt,
+                           "--ckpt-every", "25", "--save-weights", fsdp_weights, "--sample", "8"],
+                          "fsdp")
+    close(sharded3, single, "ZeRO-3: 2 ranks x batch 4 vs 1 rank x batch 8", other)
+    close(val_losses("fsdp"), val_losses("single"), "ZeRO-3: validation, 2 ranks vs 1",
+          val_losses("single_other"))
+    if "saved weights:" not in text or "sample:" not in text:
+        fail("ZeRO-3: rank 0 should save the weights and sample:\n" + text)
+    info = subprocess.run([TRUN, fsdp, "--info"], capture_output=True, text=True, check=True).stdout
+    line = next((l for l in info.splitlines() if l.startswith("parameters sharded (ZeRO-3)")), None)
+    if not line:
+        fail("trun --info of a ZeRO-3 step has no 'parameters sharded' line:\n" + info)
+    per_rank, whole = [int(w) for w in line.replace("(", " ").split() if w.isdigit()][-2:]
+    if per_rank * 2 != whole:
+        fail("ZeRO-3 over 2 ranks should hold half of the parameters per rank: " + line)
+    print("ok: " + line)
+    # The saved weights are whole: a plain 1-rank step starts from them as
+    # from its own, and so does the ZeRO-3 step (each rank cuts its shards).
+    trun([one, "--data", data, "--steps", str(STEPS), "--save-weights", one_weights], "one_save")
+    from_one, _ = trun([one, "--data", data, "--steps", "5", "--init-from", fsdp_weights], "init_one")
+    from_fsdp, _ = trun([fsdp, "--nproc", "2", "--data", data, "--steps", "5", "--init-from",
+                         fsdp_weights], "init_fsdp")
+    close(from_fsdp, from_one, "ZeRO-3 --init-from the weights it saved, vs 1 rank", from_one)
 
     # 1b. An image classifier (the MLP sample on Fashion-MNIST): 2 ranks x
     # 32 images train like 1 x 64; the test split's accuracy is the same.
@@ -240,7 +282,9 @@ def main():
     half = STEPS // 2
     for first, then, tag in (([dp, "--nproc", "2"], [one], "2to1"), ([one], [dp, "--nproc", "2"], "1to2"),
                              ([zero, "--nproc", "2"], [one], "zero2to1"),
-                             ([one], [zero, "--nproc", "2"], "1tozero2")):
+                             ([one], [zero, "--nproc", "2"], "1tozero2"),
+                             ([fsdp, "--nproc", "2"], [one], "fsdp2to1"),
+                             ([one], [fsdp, "--nproc", "2"], "1tofsdp2")):
         ckpt = os.path.join(WORK, "ckpt_" + tag)
         trun(first + ["--data", data, "--steps", str(half), "--ckpt-dir", ckpt], tag + "_a")
         resumed, out = trun(then + ["--data", data, "--steps", str(STEPS), "--ckpt-dir", ckpt, "--resume"],
@@ -295,6 +339,9 @@ def main():
                  what="a ZeRO-1 step for 2 ranks on 1")
     expect_error([TRUN, zero] + common, "started as one process, but step",
                  what="a ZeRO-1 step for 2 ranks in one process")
+    expect_error([TRUN, fsdp, "--nproc", "1"] + common,
+                 "shards its parameters and optimizer state over exactly 2 ranks (tcc compile "
+                 "--shard-parameters 2)", what="a ZeRO-3 step for 2 ranks on 1")
     expect_error(["mpirun", "-np", "1"] + mpirun_flags() + [TRUN, dp] + common + [":", "-np", "1"] +
                  [TRUN, dp_other] + common,
                  "the ranks loaded different step libraries", what="different step libraries")
