@@ -4,7 +4,7 @@
 # the ~1.5B LLaMA-style decoder on N ranks, one job at a time on the same
 # GPUs: tcc ZeRO-3 (z3.so), tcc plain data parallel (dp.so), PyTorch FSDP2
 # + torch.compile (reduce in f32, torchtitan's default, and in bf16, as tcc
-# reduces). Prints a table; OUT keeps the logs and metrics.
+# reduces; REDUCES picks). Prints a table; OUT keeps the logs and metrics.
 #
 #   bash bench/fsdp/run.sh DIR OUT [N]       (STEPS, default 20 after 5)
 set -uo pipefail
@@ -28,7 +28,7 @@ for s in z3 dp; do
     --seed 7 --log-every 5 --metrics "$out/tcc_$s.jsonl" > "$out/tcc_$s.log" 2>&1
   echo "tcc $s: exit $?" >> "$out/exits.txt"
 done
-for r in f32 bf16; do
+for r in ${REDUCES:-f32 bf16}; do
   timeout 280 torchrun --standalone --nproc_per_node "$n" "$here/fsdp_bench.py" "$dir/meta.json" \
     --compile --reduce-dtype "$r" --steps "$steps" > "$out/fsdp_$r.json" 2> "$out/fsdp_$r.log"
   echo "fsdp2+compile reduce $r: exit $?" >> "$out/exits.txt"

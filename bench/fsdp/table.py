@@ -48,7 +48,9 @@ def main():
             ["%.2f" % r["ms"], "%.0f" % r["tps"], r["mem"], r["loss"]] if r else ["failed"] * 4)))
     for red in ("f32", "bf16"):
         path = os.path.join(out, "fsdp_%s.json" % red)
-        line = open(path).read().strip().splitlines() if os.path.exists(path) else []
+        if not os.path.exists(path):  # not run (REDUCES)
+            continue
+        line = open(path).read().strip().splitlines()
         label = "PyTorch FSDP2 + torch.compile, reduce %s" % red
         if not line:
             print("| %s | failed | | | |" % label)

@@ -11,7 +11,8 @@
 #   compiled with --data-parallel (_dp):
 #   gpt2_short (tests/gpu/amp_models.py) fp32 and bf16 --deterministic;
 #   GPT-2 124M bf16 B=16 T=1024 (samples/gpt2); and ZeRO-1 steps
-#   (--shard-optimizer N, _zeroN): gpt2_short fp32 at 1, GPT-2 at 1, 2, 4;
+#   (--shard-optimizer N, _zeroN): gpt2_short fp32 at 1, GPT-2 at 1, 2, 4; ZeRO-3
+#   (--shard-parameters 2, _z3_2): gpt2_short fp32 and GPT-2 bf16;
 #   the CNN sample (samples/cnn, two BatchNorm2d) fp32: cnn64 (batch 64),
 #   cnn32_sync_dp (batch 32, --data-parallel --sync-batch-norm), cnn32_dp
 #   (batch 32, --data-parallel: per-rank statistics)
@@ -63,6 +64,13 @@ zero() { # NAME MODEL PRECISION N: NAME_zeroN.so
 }
 zero gpt2_short_fp32 "$dir/models/gpt2_short.pbtxt" fp32 1
 for n in 1 2 4; do zero gpt2_bf16 "$root/samples/gpt2/gpt2_124m.pbtxt" bf16 $n; done
+# ZeRO-3 (--shard-parameters 2, _z3_2): part 9 on 2 GPUs.
+z3() { # NAME MODEL PRECISION
+  "$tcc" compile --target cuda --arch "$arch" --precision "$3" "$2" -o "$dir/steps/${1}_z3_2.so" \
+    --shard-parameters 2
+}
+z3 gpt2_short_fp32 "$dir/models/gpt2_short.pbtxt" fp32
+z3 gpt2_bf16 "$root/samples/gpt2/gpt2_124m.pbtxt" bf16
 
 /usr/bin/python3 "$root/tests/gpu/shuffle_fortunes.py" /usr/share/games/fortunes "$dir/data/fortunes_shuffled.txt"
 "$build/bin/tcc-data" tokenize --level byte --val-fraction 0.1 \
