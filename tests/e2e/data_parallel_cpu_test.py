@@ -115,6 +115,19 @@ def close(a, b, what, other):
     print("ok: %s: %d steps, max relative difference %.3g" % (what, len(a), worst))
 
 
+def half_per_rank(step, prefix, what, tensors):
+    """`trun STEP --info`'s line starting with `prefix` ends with the bytes
+    per rank and whole: 2 ranks hold half each."""
+    info = subprocess.run([TRUN, step, "--info"], capture_output=True, text=True, check=True).stdout
+    line = next((l for l in info.splitlines() if l.startswith(prefix)), None)
+    if not line:
+        fail("trun --info of a %s step has no '%s' line:\n%s" % (what, prefix, info))
+    per_rank, whole = [int(w) for w in line.replace("(", " ").split() if w.isdigit()][-2:]
+    if per_rank * 2 != whole:
+        fail("%s over 2 ranks should hold half of %s per rank: %s" % (what, tensors, line))
+    print("ok: " + line)
+
+
 def main():
     if not shutil.which("mpirun"):
         fail("mpirun is not installed: bash scripts/setup.sh installs Open MPI (openmpi-bin)")
@@ -171,14 +184,7 @@ def main():
     close(sharded, single, "ZeRO-1: 2 ranks x batch 4 vs 1 rank x batch 8", other)
     close(val_losses("zero"), val_losses("single"), "ZeRO-1: validation, 2 ranks vs 1",
           val_losses("single_other"))
-    info = subprocess.run([TRUN, zero, "--info"], capture_output=True, text=True, check=True).stdout
-    line = next((l for l in info.splitlines() if l.startswith("optimizer sharded")), None)
-    if not line:
-        fail("trun --info of a ZeRO-1 step has no 'optimizer sharded' line:\n" + info)
-    per_rank, whole = [int(w) for w in line.replace("(", " ").split() if w.isdigit()][-2:]
-    if per_rank * 2 != whole:
-        fail("ZeRO-1 over 2 ranks should hold half of the optimizer state per rank: " + line)
-    print("ok: " + line)
+    half_per_rank(zero, "optimizer sharded", "ZeRO-1", "the optimizer state")
 
     # 1a'. ZeRO-3: each rank also holds half of every parameter and gathers
     # it before each use; with a checkpoint at the last step (every rank must
@@ -186,7 +192,6 @@ def main():
     # rank runs (the eval entry gathers the parameters).
     fsdp_ckpt = os.path.join(WORK, "ckpt_fsdp")
     fsdp_weights = os.path.join(WORK, "fsdp.safetensors")
-    one_weights = os.path.join(WORK, "one.safetensors")
     sharded3, text = trun([fsdp, "--nproc", "2", "--data", data, "--steps", str(STEPS), "--val", val,
                            "--eval-every", "25", "--eval-batches", "2", "--ckpt-dir", fsdp_ckpt,
                            "--ckpt-every", "25", "--save-weights", fsdp_weights, "--sample", "8"],
@@ -196,17 +201,9 @@ def main():
           val_losses("single_other"))
     if "saved weights:" not in text or "sample:" not in text:
         fail("ZeRO-3: rank 0 should save the weights and sample:\n" + text)
-    info = subprocess.run([TRUN, fsdp, "--info"], capture_output=True, text=True, check=True).stdout
-    line = next((l for l in info.splitlines() if l.startswith("parameters sharded (ZeRO-3)")), None)
-    if not line:
-        fail("trun --info of a ZeRO-3 step has no 'parameters sharded' line:\n" + info)
-    per_rank, whole = [int(w) for w in line.replace("(", " ").split() if w.isdigit()][-2:]
-    if per_rank * 2 != whole:
-        fail("ZeRO-3 over 2 ranks should hold half of the parameters per rank: " + line)
-    print("ok: " + line)
+    half_per_rank(fsdp, "parameters sharded (ZeRO-3)", "ZeRO-3", "the parameters")
     # The saved weights are whole: a plain 1-rank step starts from them as
     # from its own, and so does the ZeRO-3 step (each rank cuts its shards).
-    trun([one, "--data", data, "--steps", str(STEPS), "--save-weights", one_weights], "one_save")
     from_one, _ = trun([one, "--data", data, "--steps", "5", "--init-from", fsdp_weights], "init_one")
     from_fsdp, _ = trun([fsdp, "--nproc", "2", "--data", data, "--steps", "5", "--init-from",
                          fsdp_weights], "init_fsdp")
