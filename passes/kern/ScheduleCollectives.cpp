@@ -193,7 +193,7 @@ struct KernScheduleCollectivesPass
       r->setAttr(kDecisionsAttr, b.getStringAttr(decision));
       decisions.push_back(b.getStringAttr(decision));
     }
-    prefetch(prefetches, decisions);
+    prefetch(prefetches, b, decisions);
     makeBuckets(f, decisions);
     f->setAttr(kDecisionsAttr, b.getArrayAttr(decisions));
   }
@@ -205,17 +205,21 @@ struct KernScheduleCollectivesPass
     Operation *reader;
   };
 
+  // A kernel (not a view, alloc or exchange) that touches `root`.
+  static bool kernelTouches(Operation *p, Value root) {
+    return !isa<tcc::kern::ReshapeOp, tcc::kern::AllocOp>(p) && !isCollective(p) &&
+           touches(p, {root});
+  }
+
   static Operation *firstReader(Operation *r, tcc::kern::AllocOp out) {
-    Value root = out.getResult();
     for (Operation *p = r->getNextNode(); p; p = p->getNextNode())
-      if (!isa<tcc::kern::ReshapeOp, tcc::kern::AllocOp>(p) && !isCollective(p) &&
-          touches(p, {root}))
+      if (kernelTouches(p, out.getResult()))
         return p;
     return nullptr;
   }
 
-  void prefetch(MutableArrayRef<Prefetch> gathers, SmallVector<Attribute> &decisions) {
-    Builder b(gathers.empty() ? nullptr : gathers.front().gather->getContext());
+  void prefetch(MutableArrayRef<Prefetch> gathers, Builder &b,
+                SmallVector<Attribute> &decisions) {
     auto bytesOf = [](Prefetch &g) {
       auto type = cast<MemRefType>(g.out.getType());
       return type.getNumElements() * tcc::kern::elementBytes(type.getElementType());
@@ -236,16 +240,14 @@ struct KernScheduleCollectivesPass
         window -= bytesOf(gathers[j]);
       }
       std::string node = describe(g.gather) + " (kern.all_gather)";
-      // Not above what it reads (a cast shard computed late) nor above an
-      // earlier gather's reader that is itself after this gather's place.
       Operation *anchor = j < i ? tail[j] : nullptr;
-      // The last kernel before the gather that touches its input (the
-      // shard, or its cast): the gather may not move above it.
+      // Not above the last kernel before it that touches its input (the
+      // shard, or its cast), nor behind an earlier gather's reader that
+      // comes after this gather's place.
       Value input = rootBuffer(g.gather.getInput());
       Operation *writer = nullptr;
       for (Operation *p = g.gather->getPrevNode(); p && !writer; p = p->getPrevNode())
-        if (!isa<tcc::kern::ReshapeOp, tcc::kern::AllocOp>(p) && !isCollective(p) &&
-            touches(p, {input}))
+        if (kernelTouches(p, input))
           writer = p;
       if (!writer)
         writer = input.getDefiningOp();

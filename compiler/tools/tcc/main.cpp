@@ -354,34 +354,25 @@ int compileMain(int argc, char **argv) {
       args.dataParallel = true;
     } else if (a == "--sync-batch-norm") {
       args.syncBatchNorm = true;
-    } else if (flag == "--shard-optimizer") {
+    } else if (flag == "--shard-optimizer" || flag == "--shard-parameters") {
+      // Both name the ranks the step runs on; --shard-parameters shards the
+      // optimizer state too (the update works on the shards ZeRO-1 makes).
+      const bool params = flag == "--shard-parameters";
       if (!value(v))
-        return usageError("--shard-optimizer needs the number of ranks the step will run on");
+        return usageError(flag + " needs the number of ranks the step will run on");
       char *end = nullptr;
       long n = std::strtol(v.c_str(), &end, 10);
       if (v.empty() || *end || n < 1 || n > 65536)
-        return usageError("--shard-optimizer needs a number of ranks from 1 to 65536, got '" + v +
-                          "'");
-      if (args.shardParameters > 0 && args.shardParameters != n)
-        return usageError("--shard-optimizer " + v + " and --shard-parameters " +
-                          std::to_string(args.shardParameters) +
+        return usageError(flag + " needs a number of ranks from 1 to 65536, got '" + v + "'");
+      const int64_t other = params ? args.shardOptimizer : args.shardParameters;
+      if (other > 0 && other != n)
+        return usageError("--shard-optimizer " + (params ? std::to_string(other) : v) +
+                          " and --shard-parameters " + (params ? v : std::to_string(other)) +
                           " name different numbers of ranks");
       args.shardOptimizer = n;
+      if (params)
+        args.shardParameters = n;
       args.dataParallel = true; // sharding is data parallelism's
-    } else if (flag == "--shard-parameters") {
-      if (!value(v))
-        return usageError("--shard-parameters needs the number of ranks the step will run on");
-      char *end = nullptr;
-      long n = std::strtol(v.c_str(), &end, 10);
-      if (v.empty() || *end || n < 1 || n > 65536)
-        return usageError("--shard-parameters needs a number of ranks from 1 to 65536, got '" +
-                          v + "'");
-      if (args.shardOptimizer > 0 && args.shardOptimizer != n)
-        return usageError("--shard-optimizer " + std::to_string(args.shardOptimizer) +
-                          " and --shard-parameters " + v + " name different numbers of ranks");
-      args.shardParameters = n;
-      args.shardOptimizer = n; // the update works on the shards ZeRO-1 makes
-      args.dataParallel = true;
     } else if (flag == "--reduce-gradients-in") {
       if (!value(v) || (v != "f32" && v != "computed"))
         return usageError("--reduce-gradients-in needs 'computed' (the default: a gradient "
