@@ -89,6 +89,16 @@ TEST(ShardedParametersTest, ValidationRefusesAShardOfAnotherSize) {
       << status;
 }
 
+TEST(ShardedParametersTest, ValidationRefusesAWholeParameterWithoutAShape) {
+  ShardedFakeStep s;
+  s.whole[0].shape = nullptr; // read before this check, it crashed
+  absl::Status status = ValidateDescriptor(s.d(), "step.so");
+  ASSERT_FALSE(status.ok());
+  EXPECT_NE(status.message().find("whole parameter 0 does not describe parameter 'w'"),
+            std::string::npos)
+      << status;
+}
+
 TEST(ShardedParametersTest, ValidationRefusesOtherOptimizerRanks) {
   ShardedFakeStep s;
   s.step.descriptor.shard_optimizer_ranks = 4;

@@ -266,13 +266,13 @@ absl::Status CheckWholeParams(const tcc_step_descriptor &d, absl::string_view or
         ShardOptimizerRanks(d)));
   for (int32_t i = 0; i < d.num_params; ++i) {
     const tcc_tensor_desc &p = d.params[i], &w = d.whole_params[i];
-    bool sharded = false;
-    WholeParam(d, i, &sharded);
     if (!w.name || !p.name || std::strcmp(w.name, p.name) != 0 || w.dtype != p.dtype ||
         w.rank < 0 || (w.rank > 0 && !w.shape))
       return absl::InvalidArgumentError(absl::StrCat(
           origin, ": whole parameter ", i, " does not describe parameter '",
           p.name ? p.name : "?", "'"));
+    bool sharded = false; // (compares the shapes: only once w's is known to be there)
+    WholeParam(d, i, &sharded);
     if (sharded && (p.rank != 1 || p.num_elements * n != w.num_elements))
       return absl::InvalidArgumentError(absl::StrCat(
           origin, ": parameter '", p.name, "' is neither whole nor a 1-D shard of 1/", n,
