@@ -13,6 +13,9 @@
 #include "mlir/IR/Verifier.h"
 #include "tcc_model.pb.h" // generated from frontend/proto/tcc_model.proto
 
+#include <cmath>
+#include <cstring>
+
 using namespace mlir;
 
 namespace tcc {
@@ -45,6 +48,7 @@ private:
   LogicalResult importTorch(const model::Parameter &p, RankedTensorType type,
                             model::ParamInfo &info);
   LogicalResult checkTorchKeys(ArrayRef<model::ParamInfo> params);
+  LogicalResult importConstants();
 
   const model::Model &model_;
   MLIRContext &ctx_;
@@ -92,6 +96,78 @@ LogicalResult ModelImporter::declare(StringRef name, Value v, StringRef where) {
     return error(where) << "redefines '" << name
                         << "' (names of parameters, inputs and node outputs "
                            "must be unique)";
+  return success();
+}
+
+// The step carries its constants in its generated code (static data), so
+// their total is capped; an import that finds more asks for parameters.
+constexpr int64_t kMaxConstantBytes = int64_t(256) << 20;
+
+// Model.constants: one tg.constant each, at the top of the forward,
+// declared under its name. The data must be exactly the shape's elements.
+LogicalResult ModelImporter::importConstants() {
+  int64_t total = 0;
+  for (const model::Constant &c : model_.constants()) {
+    std::string where = "constant '" + c.name() + "'";
+    FailureOr<RankedTensorType> t = tensorType(c.dtype(), c.shape(), where);
+    if (failed(t))
+      return failure();
+    Type elt = t->getElementType();
+    int64_t width = elt.isInteger(1) ? 1 : elt.getIntOrFloatBitWidth() / 8;
+    // The element count without overflow: every dimension is > 0.
+    int64_t count = 1;
+    for (int64_t d : t->getShape()) {
+      if (count > kMaxConstantBytes / d) {
+        count = -1;
+        break;
+      }
+      count *= d;
+    }
+    if (count < 0 || count * width > kMaxConstantBytes - total)
+      return error(where) << "constants total more than "
+                          << (kMaxConstantBytes >> 20)
+                          << " MiB (the step carries them in its code): make large tables "
+                             "parameters (frozen) instead";
+    int64_t bytes = count * width;
+    if (static_cast<int64_t>(c.data().size()) != bytes)
+      return error(where) << "has " << c.data().size() << " bytes of data; its shape "
+                          << tcc::formatShape(t->getShape()) << " of "
+                          << model::DType_Name(c.dtype()) << " needs "
+                          << bytes << " bytes";
+    total += bytes;
+    const char *raw = c.data().data();
+    DenseElementsAttr value;
+    if (elt.isInteger(1)) {
+      SmallVector<bool> bits(count);
+      for (int64_t i = 0; i < count; ++i) {
+        unsigned char byte = static_cast<unsigned char>(raw[i]);
+        if (byte > 1)
+          return error(where) << "a BOOL element is " << int(byte) << " at index " << i
+                              << " (BOOL data is one byte, 0 or 1, per element)";
+        bits[i] = byte == 1;
+      }
+      value = DenseElementsAttr::get(*t, ArrayRef<bool>(bits));
+    } else {
+      if (isa<FloatType>(elt))
+        for (int64_t i = 0; i < count; ++i) {
+          double x;
+          if (elt.isF32()) {
+            float f;
+            std::memcpy(&f, raw + i * 4, 4);
+            x = f;
+          } else {
+            std::memcpy(&x, raw + i * 8, 8);
+          }
+          if (std::isnan(x))
+            return error(where) << "holds NaN at element " << i;
+        }
+      value = DenseElementsAttr::getFromRawBuffer(*t, ArrayRef<char>(raw, bytes));
+    }
+    Location loc = NameLoc::get(b_.getStringAttr(c.name()));
+    Value v = tg::ConstantOp::create(b_, loc, *t, value).getResult();
+    if (failed(declare(c.name(), v, where)))
+      return failure();
+  }
   return success();
 }
 
@@ -304,6 +380,8 @@ OwningOpRef<ModuleOp> ModelImporter::run() {
                        "buffer '" + buf.name() + "'")))
       return nullptr;
   if (failed(checkTorchKeys(paramInfos)))
+    return nullptr;
+  if (failed(importConstants()))
     return nullptr;
 
   for (auto [i, node] : llvm::enumerate(model_.nodes()))

@@ -178,6 +178,7 @@ class Model:
         self._scopes = []
         self._counters = {}
         self._next_seed = 1
+        self._constants = {}  # (dtype, shape, data) -> Tensor: each stored once
 
     # -- names ---------------------------------------------------------------
 
@@ -319,6 +320,39 @@ class Model:
         if torch_name and torch_name != name:
             b.torch.name = torch_name
         return t
+
+    # Element widths of constant data (BOOL: one byte, 0 or 1).
+    _CONSTANT_WIDTHS = {"f32": 4, "f64": 8, "i32": 4, "i64": 8, "bool": 1}
+
+    def constant_data(self, data: bytes, shape: Iterable[int], dtype: str = "f32",
+                      name: Optional[str] = None) -> Tensor:
+        """A tensor of fixed values (Model.constants in the schema): `data`
+        holds every element, row-major, little-endian (bool: one byte each,
+        0 or 1). Not trained and not saved with the weights. The same values
+        (dtype, shape and bytes) asked for twice are stored once: the second
+        call returns the first tensor. ops.constant is the splat form."""
+        if dtype not in self._CONSTANT_WIDTHS:
+            raise TccError(f"constant: dtype must be one of "
+                           f"{', '.join(self._CONSTANT_WIDTHS)}, got {dtype!r}")
+        dims = _shape(shape, "constant")
+        data = bytes(data)
+        need = math.prod(dims) * self._CONSTANT_WIDTHS[dtype]
+        if len(data) != need:
+            raise TccError(f"constant of shape {dims} {dtype}: {len(data)} bytes "
+                           f"of data, needs {need}")
+        key = (dtype, dims, data)
+        if key in self._constants:
+            return self._constants[key]
+        full = self.unique_name(name or self.scoped("constant"))
+        t = self._define(full, "constant", dims, dtype)
+        c = self._proto.constants.add(name=full, dtype=_dtype(dtype, full), data=data)
+        c.shape.dims.extend(dims)
+        self._constants[key] = t
+        return t
+
+    def constant_bytes(self) -> int:
+        """The bytes of constant data in the model so far."""
+        return sum(len(c.data) for c in self._proto.constants)
 
     def input(self, name: str, shape: Iterable[int], dtype: str = "f32") -> Tensor:
         """A data input of the step (batch dimension included)."""

@@ -140,8 +140,17 @@ class _Importer(VisionOps):  # Conv, pools, BatchNormalization: _onnx_vision.py
             cols = ops.iota(self.model, a.shape, axis=-1, dtype="f32")
             rows = ops.iota(self.model, a.shape, axis=-2, dtype="f32")
             return ops.greater(ops.sub(cols, rows), ops.constant(self.model, float(k)))
-        raise OnnxImportError(f"tcc import: a non-uniform constant tensor of shape "
-                              f"{a.shape} used in the computation is not supported")
+        # Any other content (a rotary table): a constant of the model file,
+        # stored once (Model.constant_data), up to 64 MiB in all.
+        if a.dtype.kind == "f" and np.isnan(a).any():
+            raise OnnxImportError(f"tcc import: a constant tensor of shape {a.shape} "
+                                  "holds NaN")
+        if self.model.constant_bytes() + a.size * np.dtype(a.dtype).itemsize > 64 << 20:
+            raise OnnxImportError(f"tcc import: a constant tensor of shape {a.shape} takes "
+                                  "the model's constants over 64 MiB (the step carries "
+                                  "them in its code): make it an initializer the graph "
+                                  "trains, or compute it from the inputs")
+        return ops.tensor(self.model, a, dtype)
 
     def shape_of(self, name, node):
         if name not in self.shapes or self.shapes[name][0] is None:

@@ -86,6 +86,26 @@ def constant(model, value: float, shape: Sequence[int] = (), dtype: str = "f32",
                     shape=[int(d) for d in shape], dtype=dtype)
 
 
+def tensor(model, values, dtype: Optional[str] = None,
+           name: Optional[str] = None) -> Tensor:
+    """A constant of any content (a table, a lookup): `values` a numpy array
+    or nested lists, stored in the model file once however often it is
+    asked for (Model.constant_data). dtype: f32 (floats), i64 (integers)
+    or bool by default."""
+    import numpy as np
+    a = np.asarray(values)
+    if dtype is None:
+        dtype = ("bool" if a.dtype == np.bool_ else
+                 "i64" if np.issubdtype(a.dtype, np.integer) else "f32")
+    kinds = {"f32": "<f4", "f64": "<f8", "i32": "<i4", "i64": "<i8", "bool": "u1"}
+    if dtype not in kinds:
+        raise TccError(f"tensor: dtype must be one of {', '.join(kinds)}, got {dtype!r}")
+    if a.ndim == 0:
+        raise TccError("tensor: a scalar is a splat: use ops.constant(model, value)")
+    data = np.ascontiguousarray(a.astype(kinds[dtype])).tobytes()
+    return model.constant_data(data, a.shape, dtype, name=name)
+
+
 def iota(model, shape: Sequence[int], axis: int = 0, dtype: str = "i64",
          name: Optional[str] = None) -> Tensor:
     """The index along `axis`."""

@@ -10,9 +10,11 @@ The module is traced with torch.fx (_torch_trace.py: symbolic_trace's
 tracer, running each op on the example inputs as it records it and
 remembering which submodule each call came from), then ShapeProp gives
 every value its shape. Values that depend only on
-shapes and buffers (size(), a registered tril mask, torch.arange(T)) are
-constants of the import: uniform tensors, index ramps and triangular masks
-become tcc constants, iota and causal_mask; anything else is refused. Each
+shapes and buffers (size(), a registered tril mask, torch.arange(T), a
+rotary table) are constants of the import: uniform tensors, index ramps and
+triangular masks become tcc constants, iota and causal_mask; any other
+becomes a constant of the model file (Model.constants, stored once, up to
+max_constant_bytes). Each
 op this importer does not map is one TccError naming the op and the module
 path.
 """
@@ -57,8 +59,9 @@ def _where(node):
 class _Converter:
     """Emits the tcc nodes of one traced graph into `model`."""
 
-    def __init__(self, model, gm, params, int_dtype):
+    def __init__(self, model, gm, params, int_dtype, max_constant_bytes=64 << 20):
         self.model, self.gm = model, gm
+        self.max_constant_bytes = max_constant_bytes
         self.params = params          # id(torch tensor) -> (Dyn, transposed)
         self.int_dtype = int_dtype
         self.env = {}
@@ -158,8 +161,28 @@ class _Converter:
                 diff = ops.sub(cols, rows)
                 bound = ops.constant(self.model, float(k), (), "f32")
                 return (ops.less_equal if inverted else ops.greater)(diff, bound)
-        raise Unsupported(f"a constant tensor of shape {tuple(shape)} that is "
-                          "neither uniform, an index ramp nor a triangular mask")
+        return self.dense(x, shape, dtype)
+
+    def dense(self, x, shape, dtype):
+        """Any other constant (a rotary table from a buffer or computed from
+        torch.arange in forward): its values in the model file, stored once
+        however many layers read it, up to max_constant_bytes in all."""
+        import numpy as np
+        kinds = {"f32": "<f4", "f64": "<f8", "i32": "<i4", "i64": "<i8", "bool": "u1"}
+        data = np.ascontiguousarray(
+            x.detach().cpu().numpy().astype(kinds[dtype])).tobytes()
+        if dtype in ("f32", "f64") and bool(torch.isnan(x).any()):
+            raise Unsupported(f"a constant tensor of shape {tuple(shape)} holds NaN")
+        t = self.model.constant_data(data, shape, dtype)
+        after = self.model.constant_bytes()
+        if after > self.max_constant_bytes:
+            raise Unsupported(
+                f"a constant tensor of shape {tuple(shape)} ({len(data)} bytes) takes the "
+                f"import's constants to {after} bytes, over max_constant_bytes="
+                f"{self.max_constant_bytes} (the step carries constants in its code): "
+                "make the table a frozen nn.Parameter (requires_grad=False) and load it "
+                "with --init-from, or raise max_constant_bytes")
+        return t
 
     # -- the walk --------------------------------------------------------------
 
@@ -429,7 +452,7 @@ def _loss_value(conv, loss, out, target, target_example):
         raise TorchImportError(f"{_PREFIX}: the loss must take (output, target), "
                                f"it takes {names}")
     _run(gm, (conv.out_example, target_example), "loss")
-    sub = _Converter(conv.model, gm, conv.params, conv.int_dtype)
+    sub = _Converter(conv.model, gm, conv.params, conv.int_dtype, conv.max_constant_bytes)
     with conv.model.scope("loss"):
         result = sub.run({names[0]: out, names[1]: target})
     if not isinstance(result, Dyn):
@@ -445,7 +468,8 @@ def _examples(example_inputs):
 
 def from_torch(module, example_inputs, loss=None, optimizer=None, target=None,
                target_name=None, name=None, int_dtype="i32",
-               grad_clip=0.0, micro_batches=None, schedule=None):
+               grad_clip=0.0, micro_batches=None, schedule=None,
+               max_constant_bytes=64 << 20):
     """A tcc.Model computing `module` on inputs shaped like `example_inputs`
     (a tensor or a tuple, the forward's positional arguments; input names
     are the forward's parameter names) and training it with `optimizer`.
@@ -460,6 +484,10 @@ def from_torch(module, example_inputs, loss=None, optimizer=None, target=None,
     optimizer: torch.optim.SGD / AdamW / Adam (weight_decay 0) or tcc.SGD /
       tcc.AdamW.
     int_dtype: tcc dtype of integer inputs ("i32": what trun feeds).
+    max_constant_bytes: the most constant data the model file may carry
+      (values computed from buffers and positions alone that are not a
+      splat, an index ramp or a triangular mask: rotary tables); above it
+      the import is refused, naming the tensor.
     The output "logits" is the module output when it is (B, C) or (B, T, V).
     """
     if not isinstance(module, torch.nn.Module):
@@ -488,7 +516,7 @@ def from_torch(module, example_inputs, loss=None, optimizer=None, target=None,
     _run(gm, examples, "module")
 
     model = Model(name or type(module).__name__)
-    conv = _Converter(model, gm, None, int_dtype)
+    conv = _Converter(model, gm, None, int_dtype, max_constant_bytes)
     conv.params = _make_params(model, module, _parameter_uses(gm), _optimized(optimizer))
     bindings = {}
     placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
