@@ -20,6 +20,7 @@ path.
 """
 
 import inspect
+import operator
 
 import torch
 import torch.fx as fx
@@ -233,7 +234,56 @@ class _Converter:
                 self.env[node] = self.get_attr(node)
             else:
                 self.env[node] = self.call(node)
+                written = self.inplace_target(node)
+                if written is not None:
+                    self.env[written] = self.env[node]
         raise TccError(f"{_PREFIX}: the traced graph has no output")
+
+    # -- in-place ops ------------------------------------------------------------
+
+    def inplace_target(self, node):
+        """The fx node whose tensor `node` overwrites (F.relu(h, inplace=True),
+        nn.ReLU(inplace=True), h.add_(x), h += x), when that tensor is a graph
+        value: later reads of it see the new value, as in PyTorch. Refused
+        where the write would reach other names of the tensor (a view of it,
+        or it a view of another) or state (a buffer, a parameter)."""
+        target = None
+        if node.op == "call_module":
+            if getattr(self.module_of(node), "inplace", False):
+                target = node.args[0] if node.args else None
+        elif node.op == "call_method":
+            if node.target.endswith("_") and not node.target.endswith("__"):
+                target = node.args[0]
+        elif node.op == "call_function":
+            if node.target in _INPLACE_OPERATORS:
+                target = node.args[0]
+            elif _inplace_argument(node):
+                target = node.args[0] if node.args else node.kwargs.get("input")
+        if not isinstance(target, fx.Node):
+            return None
+        what = f"{_op_name(node, self.gm)} at {_where(node)}"
+        if target.op == "get_attr":
+            raise TorchImportError(
+                f"{_PREFIX}: in-place {what} writes the parameter or buffer "
+                f"{target.target}, state the step does not keep: write it out of place "
+                "(y = op(x))")
+        if not isinstance(self.env.get(target), Dyn):
+            return None  # a constant of the import: the example run wrote it already
+        order = {n: i for i, n in enumerate(self.gm.graph.nodes)}
+        base = target.args[0] if _is_view(target) and target.args else None
+        if isinstance(base, fx.Node) and any(order[u] > order[node] for u in base.users):
+            raise TorchImportError(
+                f"{_PREFIX}: in-place {what} writes {target.name}, a view of "
+                f"{base.name}, which PyTorch changes too and is read after it: write it "
+                "out of place (y = op(x))")
+        for user in target.users:
+            if user is node or not _is_view(user) or order[user] > order[node]:
+                continue
+            if any(order[u] > order[node] for u in user.users):
+                raise TorchImportError(
+                    f"{_PREFIX}: in-place {what} changes {target.name}, and its view "
+                    f"{user.name} is read after it: write it out of place (y = op(x))")
+        return target
 
     def get_attr(self, node):
         value = self.recorded(node)
@@ -253,6 +303,10 @@ class _Converter:
             handler = T.MODULES.get(type(self.module_of(node)))
         elif node.op == "call_method":
             handler = T.METHODS.get(node.target)
+            if handler is None and node.target.endswith("_") and \
+                    not node.target.endswith("__"):
+                # h.add_(x): the value of h.add(x); run() rebinds h to it.
+                handler = T.METHODS.get(node.target[:-1])
         else:
             handler = T.FUNCTIONS.get(node.target)
         where = _where(node)
@@ -268,6 +322,64 @@ class _Converter:
             raise TorchImportError(f"{_PREFIX}: unsupported use of "
                                    f"{_op_name(node, self.gm)} at {where}: {e}") from None
         return self.wrap(node, result)
+
+
+_INPLACE_OPERATORS = {operator.iadd, operator.isub, operator.imul, operator.itruediv}
+
+# Results that share their input's memory (a write to one changes the other).
+_VIEW_METHODS = {"view", "view_as", "reshape", "reshape_as", "transpose", "permute", "t",
+                 "unsqueeze", "squeeze", "expand", "expand_as", "flatten", "narrow",
+                 "split", "chunk", "unbind", "select", "diagonal", "contiguous", "detach"}
+_VIEW_FUNCTIONS = {torch.reshape, torch.transpose, torch.permute, torch.t, torch.unsqueeze,
+                   torch.squeeze, torch.flatten, torch.narrow, torch.split, torch.chunk,
+                   torch.unbind, torch.select, torch.diagonal, torch.detach, operator.getitem}
+
+
+def _is_view(node):
+    if node.op == "call_method":
+        return node.target in _VIEW_METHODS
+    if node.op == "call_function":
+        return node.target in _VIEW_FUNCTIONS
+    return False
+
+
+def _inplace_argument(node):
+    """True when a function call passes inplace=True (by keyword or by
+    position: F.relu(h, True), F.dropout(h, 0.1, False, True))."""
+    if node.kwargs.get("inplace") is True:
+        return True
+    try:
+        bound = inspect.signature(node.target).bind(*node.args, **node.kwargs)
+    except (TypeError, ValueError):
+        return False
+    return bound.arguments.get("inplace") is True
+
+
+def _refuse_hooks(module):
+    """fx traces forward() itself: hooks (registered on a module, globally,
+    or on a parameter's gradient) would silently not run in tcc's step."""
+    kinds = (("_forward_pre_hooks", "forward pre-hook"), ("_forward_hooks", "forward hook"),
+             ("_backward_hooks", "backward hook"),
+             ("_backward_pre_hooks", "backward pre-hook"))
+    for path, m in module.named_modules():
+        for attr, kind in kinds:
+            if getattr(m, attr, None):
+                raise TorchImportError(
+                    f"{_PREFIX}: {path or 'the module'} has a {kind}, which the traced "
+                    "step would not run: remove it (or write its effect into forward)")
+    for name, p in module.named_parameters():
+        if getattr(p, "_backward_hooks", None):
+            raise TorchImportError(
+                f"{_PREFIX}: parameter {name} has a gradient hook (register_hook), "
+                "which tcc's step would not run: remove it")
+    import torch.nn.modules.module as M
+    for attr in ("_global_forward_pre_hooks", "_global_forward_hooks",
+                 "_global_backward_hooks", "_global_backward_pre_hooks"):
+        if getattr(M, attr, None):
+            raise TorchImportError(
+                f"{_PREFIX}: a global module hook is registered "
+                f"(torch.nn.modules.module.{attr}), which the traced step would not "
+                "run: remove it before importing")
 
 
 # -- parameters ---------------------------------------------------------------------
@@ -466,10 +578,37 @@ def _examples(example_inputs):
     return tuple(example_inputs)
 
 
+def _input_names(names, examples, target, input_names):
+    """The model input name of each forward argument: `input_names`' where
+    given, else its own, except a token model's: trun feeds a token shard
+    to inputs named "tokens" and "targets", so the one integer (B, T)
+    argument of a forward (nanoGPT's `idx`, HuggingFace's `input_ids`)
+    beside an integer target of its shape (an argument `targets`, or
+    target=) is named "tokens"."""
+    input_names = dict(input_names or {})
+    unknown = sorted(set(input_names) - set(names))
+    if unknown:
+        raise TorchImportError(f"{_PREFIX}: input_names names {unknown}, which are not "
+                               f"arguments of forward {names}")
+    result = {n: input_names.get(n, n) for n in names}
+    ints = [(n, e) for n, e in zip(names, examples)
+            if not e.is_floating_point() and e.dim() == 2]
+    tgt = _examples(target)[0] if target is not None else dict(ints).get("targets")
+    tokens = [(n, e) for n, e in ints if n != "targets"]
+    if "tokens" not in result.values() and len(tokens) == 1 and tgt is not None and \
+            not tgt.is_floating_point() and tuple(tgt.shape) == tuple(tokens[0][1].shape) \
+            and tokens[0][0] not in input_names:
+        result[tokens[0][0]] = "tokens"
+    if len(set(result.values())) != len(result):
+        raise TorchImportError(f"{_PREFIX}: two forward arguments get one input name: "
+                               f"{result}")
+    return result
+
+
 def from_torch(module, example_inputs, loss=None, optimizer=None, target=None,
                target_name=None, name=None, int_dtype="i32",
                grad_clip=0.0, micro_batches=None, schedule=None,
-               max_constant_bytes=64 << 20):
+               max_constant_bytes=64 << 20, input_names=None):
     """A tcc.Model computing `module` on inputs shaped like `example_inputs`
     (a tensor or a tuple, the forward's positional arguments; input names
     are the forward's parameter names) and training it with `optimizer`.
@@ -484,6 +623,10 @@ def from_torch(module, example_inputs, loss=None, optimizer=None, target=None,
     optimizer: torch.optim.SGD / AdamW / Adam (weight_decay 0) or tcc.SGD /
       tcc.AdamW.
     int_dtype: tcc dtype of integer inputs ("i32": what trun feeds).
+    input_names: {forward argument: model input name}; by default each
+      keeps its name, except that a token model's integer (B, T) argument
+      (nanoGPT's `idx`) beside an integer target of its shape is "tokens",
+      the name trun feeds a token shard to (with "targets").
     max_constant_bytes: the most constant data the model file may carry
       (values computed from buffers and positions alone that are not a
       splat, an index ramp or a triangular mask: rotary tables); above it
@@ -496,6 +639,13 @@ def from_torch(module, example_inputs, loss=None, optimizer=None, target=None,
     if optimizer is None:
         raise TorchImportError(f"{_PREFIX}: an optimizer is needed (torch.optim.SGD/"
                                "AdamW or tcc.SGD/AdamW)")
+    if example_inputs is None or (not isinstance(example_inputs, torch.Tensor) and not (
+            isinstance(example_inputs, (list, tuple)) and
+            all(isinstance(e, torch.Tensor) for e in example_inputs))):
+        raise TorchImportError(f"{_PREFIX}: example_inputs must be a tensor or a tuple of "
+                               "tensors (the forward's positional arguments, shaped as "
+                               f"the step's batch), got {type(example_inputs).__name__}")
+    _refuse_hooks(module)
     if loss is not None and target is None:
         raise TorchImportError(f"{_PREFIX}: loss= needs target=, an example target")
     examples = _examples(example_inputs)
@@ -520,6 +670,7 @@ def from_torch(module, example_inputs, loss=None, optimizer=None, target=None,
     conv.params = _make_params(model, module, _parameter_uses(gm), _optimized(optimizer))
     bindings = {}
     placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
+    renamed = _input_names([n.target for n in placeholders], examples, target, input_names)
     for node, ex in zip(placeholders, examples):
         if not isinstance(ex, torch.Tensor):
             raise TorchImportError(f"{_PREFIX}: example input {node.target!r} is a "
@@ -528,7 +679,7 @@ def from_torch(module, example_inputs, loss=None, optimizer=None, target=None,
             dt = conv.dtype_name(ex.dtype)
         except Unsupported as e:
             raise TorchImportError(f"{_PREFIX}: input {node.target!r}: {e}") from None
-        bindings[node.target] = Dyn(model.input(node.target, ex.shape, dt),
+        bindings[node.target] = Dyn(model.input(renamed[node.target], ex.shape, dt),
                                     ex.shape, ex.dtype)
     out = conv.run(bindings)
     output_node = next(n for n in gm.graph.nodes if n.op == "output")
@@ -557,8 +708,8 @@ def from_torch(module, example_inputs, loss=None, optimizer=None, target=None,
         except Unsupported as e:
             raise TorchImportError(f"{_PREFIX}: target: {e}") from None
         if target_name is None:  # trun's names: tokens/targets, else any
-            target_name = "targets" if "tokens" in bindings else "labels"
-        if target_name in bindings:
+            target_name = "targets" if "tokens" in renamed.values() else "labels"
+        if target_name in renamed.values():
             raise TorchImportError(f"{_PREFIX}: target_name {target_name!r} is also "
                                    "a forward argument")
         tdyn = Dyn(model.input(target_name, tgt.shape, tdt), tgt.shape, tgt.dtype)
