@@ -10,7 +10,9 @@
     whose base is read later, example_inputs=None;
   * a token model's names: nanoGPT's forward(idx, targets) imports with
     inputs "tokens" and "targets" (what trun feeds a token shard to), and
-    input_names= overrides.
+    input_names= overrides;
+  * trun notes a frozen parameter left at a random stand-in initializer
+    (run without --init-from), and not once --init-from loads it.
 
 usage: semantics_test.py --bin-dir BUILD/bin [--work-dir DIR]
 """
@@ -149,6 +151,48 @@ def check_names():
     return failures
 
 
+class FrozenTable(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(8, 4)
+        self.scale = nn.Parameter(torch.rand(4) + 0.5, requires_grad=False)
+
+    def forward(self, x):
+        return self.fc(x) * self.scale
+
+
+def check_frozen_note(args):
+    """trun says when a frozen parameter starts from a stand-in (random)
+    initializer, and not once --init-from gives its values."""
+    H.seed_all(7)
+    module = FrozenTable()
+    x, y = torch.randn(4, 8), torch.randint(0, 4, (4,))
+    model = tcc.from_torch(module, (x,), loss=F.cross_entropy, target=y,
+                           optimizer=torch.optim.SGD(module.parameters(), lr=0.1))
+    work = os.path.join(args.work_dir, "frozen")
+    os.makedirs(work, exist_ok=True)
+    path, step = os.path.join(work, "m.pb"), os.path.join(work, "m.so")
+    model.save(path)
+    H.compile_step(args.bin_dir, path, step)
+    import numpy as np
+    np.save(os.path.join(work, "x.npy"), x.numpy())
+    np.save(os.path.join(work, "labels.npy"), y.numpy().astype(np.int32))
+    data = f"x={work}/x.npy,labels={work}/labels.npy"
+    trun = os.path.join(args.bin_dir, "trun")
+    plain = H.run([trun, step, "--data", data, "--steps", 1]).stdout
+    weights = tcc.export_torch_weights(module, os.path.join(work, "w.safetensors"))
+    loaded = H.run([trun, step, "--data", data, "--steps", 1, "--init-from", weights]).stdout
+    note = ("note: frozen parameter scale starts from a random initializer and is never "
+            "trained: load its values with --init-from")
+    failures = []
+    if note not in plain:
+        failures.append(f"trun without --init-from: no note '{note}' in:\n{plain}")
+    if "frozen parameter" in loaded:
+        failures.append(f"trun --init-from: the stand-in note is still printed:\n{loaded}")
+    print(f"frozen note: {'printed' if note in plain else 'missing'} without --init-from")
+    return failures
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--bin-dir", required=True)
@@ -158,7 +202,8 @@ def main():
     failures = []
     with tempfile.TemporaryDirectory(prefix="tcc-semantics-") as tmp:
         args.work_dir = args.work_dir or tmp
-        for check in (lambda: check_inplace(args), check_refusals, check_names):
+        for check in (lambda: check_inplace(args), check_refusals, check_names,
+                      lambda: check_frozen_note(args)):
             try:
                 failures += check()
             except (H.Failure, tcc.TccError) as e:

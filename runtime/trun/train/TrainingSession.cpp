@@ -104,6 +104,25 @@ TrainingSession::Open(const Options &options,
       session->resumed_ = std::move(*loaded);
     }
   }
+  if (!options.resume && !options.init_from && session->writes_) {
+    // A frozen parameter with a random initializer is never trained: its
+    // stand-in values would stay (an imported module's frozen rotary table).
+    std::vector<std::string> stand_ins;
+    for (int32_t i = 0; i < descriptor.num_params; ++i) {
+      const tcc_tensor_desc &p = descriptor.params[i];
+      if (!p.trainable && (p.init_kind == TCC_INIT_NORMAL || p.init_kind == TCC_INIT_UNIFORM))
+        stand_ins.push_back(p.name);
+    }
+    if (!stand_ins.empty())
+      out << absl::StrFormat(
+          "note: frozen parameter%s %s%s start%s from a random initializer and %s never "
+          "trained: load %s values with --init-from (for a model from tcc.from_torch, the "
+          "file tcc.export_torch_weights writes)\n",
+          stand_ins.size() > 1 ? "s" : "", stand_ins.front(),
+          stand_ins.size() > 1 ? absl::StrFormat(" (and %d more)", stand_ins.size() - 1) : "",
+          stand_ins.size() > 1 ? "" : "s", stand_ins.size() > 1 ? "are" : "is",
+          stand_ins.size() > 1 ? "their" : "its");
+  }
   if (options.metrics && session->writes_) {
     // A resumed run continues the same file; tcc-plot keeps the last record
     // of each step, so steps redone after a kill replace the lost ones.
