@@ -357,6 +357,8 @@ absl::Status compileModel(const CompileOptions &given) {
   absl::StatusOr<model::Model> model = LoadModelFile(options.model);
   if (!model.ok())
     return absl::InternalError(model.status().message());
+  absl::StatusOr<int64_t> writtenBatch =
+      options.batch.empty() ? absl::StatusOr<int64_t>(0) : modelBatch(*model);
   if (absl::Status s = applyBatchOption(options, pipelineOptions, *model); !s.ok())
     return s;
   if (absl::Status s = applySyncBatchNorm(options, pipelineOptions, *model); !s.ok())
@@ -373,8 +375,21 @@ absl::Status compileModel(const CompileOptions &given) {
 
   mlir::MLIRContext ctx;
   mlir::OwningOpRef<mlir::ModuleOp> module = importIntoContext(*model, options.model, ctx);
-  if (!module)
+  if (!module) {
+    // --batch rewrites the inputs and the reshapes that start with the
+    // batch; a model whose shapes fold it in elsewhere (an import's
+    // (B*T, V) logits) does not follow.
+    absl::StatusOr<int64_t> now = modelBatch(*model);
+    if (writtenBatch.ok() && *writtenBatch > 0 && now.ok() && *now != *writtenBatch)
+      std::fprintf(stderr,
+                   "tcc: note: --batch moved the inputs and the reshapes that start with "
+                   "the batch from %lld to %lld; this model fixes its batch in other "
+                   "shapes too (a model from tcc.from_torch or tcc import has its example's "
+                   "shapes): write it again at batch %lld\n",
+                   static_cast<long long>(*writtenBatch), static_cast<long long>(*now),
+                   static_cast<long long>(*now));
     return reportedByDiagnostics();
+  }
   pipelineOptions.visionOps = hasVisionOps(*module);
   // Channels-last pays through cuDNN's tensor-core convolutions.
   pipelineOptions.channelsLast =
