@@ -15,11 +15,11 @@ Written within what tcc.from_torch maps today (docs/pytorch-import.md):
     exact errors are in README.md);
   * RMSNorm is written out (torch 1.13 has no nn.RMSNorm, and from_torch
     maps none);
-  * the rotary cos / sin tables are frozen parameters (requires_grad=False,
-    outside the optimizer): a constant tensor that is neither uniform, an
-    index ramp nor a triangular mask is refused, and torch.sin / torch.cos
-    are not mapped. tcc still fuses each rotation into one tg.rope;
-    trun --init-from init.safetensors loads the tables' values;
+  * `llama`'s rotary cos / sin tables are frozen parameters (requires_grad=False,
+    outside the optimizer; trun --init-from init.safetensors loads their
+    values); `llama_hf` registers them as buffers (persistent=False), as
+    HuggingFace's code does: constants of the model file since issue 35.
+    tcc fuses each rotation into one tg.rope either way;
   * grouped-query attention repeats k / v with expand + reshape (repeat_kv)
     before the written-out attention (SDPA's enable_gqa is refused).
 Attention uses F.scaled_dot_product_attention where torch has it (the
@@ -363,7 +363,7 @@ class Llama(nn.Module):
     SwiGLU, grouped-query attention, no biases, tied embeddings."""
 
     def __init__(self, vocab=32000, context=1024, layers=12, dim=768, heads=12,
-                 kv_heads=4, hidden=2304, theta=10000.0):
+                 kv_heads=4, hidden=2304, theta=10000.0, rope="params"):
         super().__init__()
         self.embed = nn.Embedding(vocab, dim)
         self.layers = nn.ModuleList(LlamaBlock(dim, heads, kv_heads, hidden, context)
@@ -371,13 +371,18 @@ class Llama(nn.Module):
         self.norm = RMSNorm(dim)
         self.lm_head = nn.Linear(dim, vocab, bias=False)
         self.lm_head.weight = self.embed.weight
-        # Rotary tables as frozen parameters (see the module docstring).
+        # Rotary tables as frozen parameters (rope="params") or as buffers
+        # HuggingFace-style (rope="buffers"; see the module docstring).
         d = dim // heads
         inv_freq = theta ** (-torch.arange(0, d, 2, dtype=torch.float64) / d)
         angle = torch.arange(context, dtype=torch.float64)[:, None] * inv_freq
         angle = torch.cat([angle, angle], dim=1)
-        self.rope_cos = nn.Parameter(angle.cos().float(), requires_grad=False)
-        self.rope_sin = nn.Parameter(angle.sin().float(), requires_grad=False)
+        if rope == "buffers":
+            self.register_buffer("rope_cos", angle.cos().float(), persistent=False)
+            self.register_buffer("rope_sin", angle.sin().float(), persistent=False)
+        else:
+            self.rope_cos = nn.Parameter(angle.cos().float(), requires_grad=False)
+            self.rope_sin = nn.Parameter(angle.sin().float(), requires_grad=False)
         _gpt_init(self, layers, ("attn.proj", "w_down"))
 
     def forward(self, tokens):
@@ -504,6 +509,16 @@ MODELS = {s.name: s for s in [
          "tokens",
          lambda c: Llama(c["vocab"], c["context"], c["layers"], c["dim"], c["heads"],
                          c["kv_heads"], c["hidden"]),
+         lambda m, **kw: _adamw(m, lr=3e-4, **kw),
+         gpu=dict(batch=8, context=1024, vocab=32000, layers=12, dim=768, heads=12,
+                  kv_heads=4, hidden=2304),
+         cpu=dict(batch=4, context=128, vocab=4096, layers=2, dim=128, heads=2,
+                  kv_heads=1, hidden=384),
+         grad_clip=1.0),
+    Spec("llama_hf", "the same LLaMA, rotary tables as buffers (HuggingFace's way), B8 T1024",
+         "tokens",
+         lambda c: Llama(c["vocab"], c["context"], c["layers"], c["dim"], c["heads"],
+                         c["kv_heads"], c["hidden"], rope="buffers"),
          lambda m, **kw: _adamw(m, lr=3e-4, **kw),
          gpu=dict(batch=8, context=1024, vocab=32000, layers=12, dim=768, heads=12,
                   kv_heads=4, hidden=2304),
