@@ -122,6 +122,11 @@ def apply(module: nn.Module, targets: Union[str, Sequence[str], LoRA] = (),
     if not targets:
         raise TccError("tcc.lora: no targets (module paths such as "
                        "'attn.c_attn')")
+    if not isinstance(module, nn.Module):
+        raise TccError(f"tcc.lora.apply takes a tcc.nn module, got "
+                       f"{type(module).__module__}.{type(module).__name__}; for a "
+                       "torch.nn.Module pass lora=tcc.lora.LoRA(rank, alpha, targets) "
+                       "to tcc.from_torch")
     if any(p._made for _, p in module.named_parameters()):
         raise TccError("tcc.lora.apply: the module is built into a model "
                        "already; apply LoRA before calling it")

@@ -60,9 +60,12 @@ def _where(node):
 class _Converter:
     """Emits the tcc nodes of one traced graph into `model`."""
 
-    def __init__(self, model, gm, params, int_dtype, max_constant_bytes=64 << 20):
+    def __init__(self, model, gm, params, int_dtype, max_constant_bytes=64 << 20,
+                 lora=None):
         self.model, self.gm = model, gm
         self.max_constant_bytes = max_constant_bytes
+        self.lora = lora          # a tcc.lora.LoRA: adapters on matching nn.Linear calls
+        self.adapted = []         # their module paths
         self.params = params          # id(torch tensor) -> (Dyn, transposed)
         self.int_dtype = int_dtype
         self.env = {}
@@ -321,7 +324,41 @@ class _Converter:
         except Unsupported as e:
             raise TorchImportError(f"{_PREFIX}: unsupported use of "
                                    f"{_op_name(node, self.gm)} at {where}: {e}") from None
+        if self.lora is not None and node.op == "call_module" and \
+                isinstance(self.module_of(node), torch.nn.Linear) and \
+                any(_lora_matches(node.target, t) for t in self.lora.targets):
+            result = self.add_adapter(node, args[0], result)
         return self.wrap(node, result)
+
+    def add_adapter(self, node, x, y):
+        """y + (alpha / r) (x A) B for the nn.Linear at node.target, as
+        tcc.lora.LoRALinear computes it: A (in, r) uniform(1/sqrt(in)), B
+        (r, out) zeros, parameters PATH.lora_A.weight / PATH.lora_B.weight in
+        PEFT's PyTorch layouts, the scale the constant node PATH.lora_scale
+        (what tcc.lora.merge reads)."""
+        from tcc.lora import _adapter_seed
+        from tcc.model import uniform
+        path, m = node.target, self.module_of(node)
+        if path in self.adapted:
+            raise TorchImportError(f"{_PREFIX}: LoRA: {path} is called twice; an adapter "
+                                   "belongs to one call")
+        r, fan_in, fan_out = self.lora.rank, m.in_features, m.out_features
+        a = self.model.param(f"{path}.lora_A.weight", (fan_in, r),
+                             init=uniform(1.0 / fan_in ** 0.5), torch_perm=[1, 0],
+                             seed=_adapter_seed(f"{path}.lora_A.weight"))
+        b = self.model.param(f"{path}.lora_B.weight", (r, fan_out), init=zeros(),
+                             torch_perm=[1, 0], seed=_adapter_seed(f"{path}.lora_B.weight"))
+        scale = ops.constant(self.model, self.lora.alpha / r, name=f"{path}.lora_scale")
+        lead = list(x.shape[:-1])
+        rows = 1
+        for d in lead:
+            rows *= d
+        flat = ops.reshape(x.t, [rows, fan_in]) if len(lead) != 1 else x.t
+        delta = ops.matmul(ops.matmul(flat, a), b)
+        if len(lead) != 1:
+            delta = ops.reshape(delta, lead + [fan_out])
+        self.adapted.append(path)
+        return ops.add(y.t if isinstance(y, Dyn) else y, ops.mul(delta, scale))
 
 
 _INPLACE_OPERATORS = {operator.iadd, operator.isub, operator.imul, operator.itruediv}
@@ -353,6 +390,11 @@ def _inplace_argument(node):
     except (TypeError, ValueError):
         return False
     return bound.arguments.get("inplace") is True
+
+
+def _lora_matches(path, target):
+    from tcc.lora import _matches
+    return _matches(path, target)
 
 
 def _refuse_hooks(module):
@@ -608,7 +650,7 @@ def _input_names(names, examples, target, input_names):
 def from_torch(module, example_inputs, loss=None, optimizer=None, target=None,
                target_name=None, name=None, int_dtype="i32",
                grad_clip=0.0, micro_batches=None, schedule=None,
-               max_constant_bytes=64 << 20, input_names=None):
+               max_constant_bytes=64 << 20, input_names=None, lora=None):
     """A tcc.Model computing `module` on inputs shaped like `example_inputs`
     (a tensor or a tuple, the forward's positional arguments; input names
     are the forward's parameter names) and training it with `optimizer`.
@@ -623,6 +665,10 @@ def from_torch(module, example_inputs, loss=None, optimizer=None, target=None,
     optimizer: torch.optim.SGD / AdamW / Adam (weight_decay 0) or tcc.SGD /
       tcc.AdamW.
     int_dtype: tcc dtype of integer inputs ("i32": what trun feeds).
+    lora: a tcc.lora.LoRA (rank, alpha, targets, freeze_base): adapters on
+      the nn.Linear layers whose module paths match its targets, as
+      tcc.lora.apply puts them on tcc.nn layers (the base frozen by
+      default; tcc.lora.merge / add_adapters work on the result).
     input_names: {forward argument: model input name}; by default each
       keeps its name, except that a token model's integer (B, T) argument
       (nanoGPT's `idx`) beside an integer target of its shape is "tokens",
@@ -666,7 +712,18 @@ def from_torch(module, example_inputs, loss=None, optimizer=None, target=None,
     _run(gm, examples, "module")
 
     model = Model(name or type(module).__name__)
-    conv = _Converter(model, gm, None, int_dtype, max_constant_bytes)
+    if lora is not None:
+        from tcc.lora import LoRA
+        if not isinstance(lora, LoRA):
+            raise TorchImportError(f"{_PREFIX}: lora must be a tcc.lora.LoRA, got "
+                                   f"{type(lora).__name__}")
+        if not isinstance(lora.rank, int) or lora.rank <= 0 or not lora.alpha > 0 or \
+                not lora.targets:
+            raise TorchImportError(f"{_PREFIX}: lora needs rank > 0, alpha > 0 and "
+                                   f"targets, got {lora}")
+        if isinstance(lora.targets, str):
+            lora = LoRA(lora.rank, lora.alpha, [lora.targets], lora.freeze_base)
+    conv = _Converter(model, gm, None, int_dtype, max_constant_bytes, lora)
     conv.params = _make_params(model, module, _parameter_uses(gm), _optimized(optimizer))
     bindings = {}
     placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
@@ -682,6 +739,17 @@ def from_torch(module, example_inputs, loss=None, optimizer=None, target=None,
         bindings[node.target] = Dyn(model.input(renamed[node.target], ex.shape, dt),
                                     ex.shape, ex.dtype)
     out = conv.run(bindings)
+    if lora is not None:
+        linears = [p for p, m in module.named_modules() if isinstance(m, torch.nn.Linear)]
+        for t in lora.targets:
+            if not any(_lora_matches(p, t) for p in conv.adapted):
+                shown = ", ".join(linears[:6]) + (", ..." if len(linears) > 6 else "")
+                raise TorchImportError(f"{_PREFIX}: LoRA target {t!r} matches no nn.Linear "
+                                       f"the forward calls (nn.Linear layers: "
+                                       f"{shown or 'none'})")
+        if lora.freeze_base:
+            adapters = {f"{p}.lora_{x}.weight" for p in conv.adapted for x in "AB"}
+            model.freeze(*[p.name for p in model.params() if p.name not in adapters])
     output_node = next(n for n in gm.graph.nodes if n.op == "output")
     out_example = output_node.args[0]
     batch = examples[0].shape[0] if examples and examples[0].dim() else None
