@@ -26,6 +26,7 @@ import torch
 import torch.fx as fx
 
 from tcc import ops
+from tcc import _torch_complex as C
 from tcc import _torch_ops as T
 from tcc._torch_trace import PREFIX, TorchImportError, run as _run, trace as _trace
 from tcc.model import AdamW, Model, SGD, TccError, WarmupCosine, normal, ones, zeros
@@ -302,7 +303,14 @@ class _Converter:
             and args[1] in T.SHAPE_ATTRS)
         if shape_only or not self._has_dyn((args, kwargs)) and node.op != "call_module":
             return self.recorded(node)  # computed by the example run
-        if node.op == "call_module":
+        try:
+            handler = C.handler(node, args, kwargs)  # complex values (Meta's rotary)
+        except Unsupported as e:
+            raise TorchImportError(f"{_PREFIX}: unsupported use of "
+                                   f"{_op_name(node, self.gm)} at {_where(node)}: {e}") from None
+        if handler is not None:
+            pass
+        elif node.op == "call_module":
             handler = T.MODULES.get(type(self.module_of(node)))
         elif node.op == "call_method":
             handler = T.METHODS.get(node.target)

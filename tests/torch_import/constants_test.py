@@ -6,7 +6,10 @@ torch.arange. Each case: imported, the tables stored once however many
 layers read them, tg-cache-rope fuses every rotation into tg.rope with
 constant tables (its report in the dumps), the additive causal mask (a
 constant too) lets tg-fuse-attention fuse each layer, and one CPU step's loss and
-every gradient match PyTorch's (harness.compare_step's limits). Then the
+every gradient match PyTorch's (harness.compare_step's limits). Meta's
+complex rotary (torch.polar tables, view_as_complex / view_as_real)
+imports as real arithmetic with the same check, and a complex value
+meeting any other op is refused by name. Then the
 refusals: a constant holding NaN, constants over max_constant_bytes, and
 Model.constant_data / ops.tensor misuse, each one TccError line.
 
@@ -155,6 +158,94 @@ def check_rope(name, args):
     return failures
 
 
+# Meta's LLaMA rotary: complex tables (torch.polar) and view_as_complex /
+# view_as_real, rewritten to real arithmetic at import (_torch_complex.py).
+def precompute_freqs_cis(dim, end, theta=10000.0):
+    freqs = 1.0 / (theta ** (torch.arange(0, dim, 2)[: (dim // 2)].float() / dim))
+    freqs = torch.outer(torch.arange(end), freqs).float()
+    return torch.polar(torch.ones_like(freqs), freqs)
+
+
+def reshape_for_broadcast(freqs_cis, x):
+    shape = [d if i == 1 or i == x.ndim - 1 else 1 for i, d in enumerate(x.shape)]
+    return freqs_cis.view(*shape)
+
+
+def apply_rotary_emb(xq, xk, freqs_cis):
+    xq_ = torch.view_as_complex(xq.float().reshape(*xq.shape[:-1], -1, 2))
+    xk_ = torch.view_as_complex(xk.float().reshape(*xk.shape[:-1], -1, 2))
+    freqs_cis = reshape_for_broadcast(freqs_cis, xq_)
+    xq_out = torch.view_as_real(xq_ * freqs_cis).flatten(3)
+    xk_out = torch.view_as_real(xk_ * freqs_cis).flatten(3)
+    return xq_out.type_as(xq), xk_out.type_as(xk)
+
+
+class MetaAttention(nn.Module):
+    def __init__(self, magnitude=False):
+        super().__init__()
+        self.wq = nn.Linear(C, C, bias=False)
+        self.wk = nn.Linear(C, C, bias=False)
+        self.wv = nn.Linear(C, C, bias=False)
+        self.wo = nn.Linear(C, C, bias=False)
+        self.magnitude = magnitude
+
+    def forward(self, x, freqs_cis):
+        b, t, _ = x.shape
+        d = C // HEADS
+        q = self.wq(x).view(b, t, HEADS, d)
+        k = self.wk(x).view(b, t, HEADS, d)
+        v = self.wv(x).view(b, t, HEADS, d)
+        if self.magnitude:  # a complex op tcc does not rewrite
+            q = q * torch.view_as_complex(q.reshape(b, t, HEADS, -1, 2)).abs().sum()
+        q, k = apply_rotary_emb(q, k, freqs_cis)
+        q, k, v = q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2)
+        scores = q @ k.transpose(-2, -1) / d ** 0.5
+        scores = scores + torch.full((t, t), float("-inf")).triu(1)
+        return self.wo((scores.softmax(-1) @ v).transpose(1, 2).reshape(b, t, C))
+
+
+class MetaDecoder(nn.Module):
+    def __init__(self, magnitude=False):
+        super().__init__()
+        self.tok_embeddings = nn.Embedding(VOCAB, C)
+        self.layers = nn.ModuleList([MetaAttention(magnitude) for _ in range(LAYERS)])
+        self.output = nn.Linear(C, VOCAB, bias=False)
+        self.freqs_cis = precompute_freqs_cis(C // HEADS, 64)
+
+    def forward(self, tokens):
+        h = self.tok_embeddings(tokens)
+        freqs_cis = self.freqs_cis[: tokens.shape[1]]
+        for layer in self.layers:
+            h = h + layer(h, freqs_cis)
+        return self.output(h)
+
+
+def check_complex(args):
+    H.seed_all(4)
+    module = MetaDecoder()
+    x = torch.randint(0, VOCAB, (B, T))
+    y = torch.randint(0, VOCAB, (B, T))
+    work = os.path.join(args.work_dir, "meta_complex")
+    os.makedirs(work, exist_ok=True)
+    sgd = torch.optim.SGD(module.parameters(), lr=0.1)
+    model = tcc.from_torch(module, (x,), loss=H.cross_entropy, target=y, optimizer=sgd)
+    ops_used = {n.op for n in model.proto().nodes}
+    print(f"meta_complex: constants {[tuple(c.shape.dims) for c in model.proto().constants]}")
+    failures = []
+    if any("complex" in o for o in ops_used):
+        failures.append(f"meta_complex: complex ops in the model: {sorted(ops_used)}")
+    ref = H.reference_step(module, lambda m, x, y: H.cross_entropy(m(x), y), (x, y))
+    failures += H.check_step(args.bin_dir, "meta_complex", model, module, (x, y), ref, work,
+                             H.STEP_LOSS_FLOOR)
+    bad = MetaDecoder(magnitude=True)
+    failures += H.expect_tcc_errors([(
+        lambda: tcc.from_torch(bad, (x,), loss=H.cross_entropy, target=y,
+                               optimizer=torch.optim.SGD(bad.parameters(), lr=0.1)),
+        "unsupported use of Tensor.abs at layers.0: a complex value (view_as_complex) "
+        "reaches an op tcc does not rewrite to real arithmetic")])
+    return failures
+
+
 class NanTable(nn.Module):
     def __init__(self):
         super().__init__()
@@ -228,6 +319,10 @@ def main():
                 failures += check_rope(name, args)
             except (H.Failure, tcc.TccError) as e:
                 failures.append(f"{name}: {e}")
+        try:
+            failures += check_complex(args)
+        except (H.Failure, tcc.TccError) as e:
+            failures.append(f"meta_complex: {e}")
         failures += check_refusals()
     for f in failures:
         print("FAIL:", f)
