@@ -11,7 +11,9 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+from tcc import composite_ops as CO
 from tcc import ops
+from tcc.model import TccError
 
 
 class Dyn:
@@ -401,8 +403,15 @@ def _sdpa(c, node, args, kwargs):
              "enable_gqa")
     a = dict(zip(names, args), **kwargs)
     q, k, v = a["query"], a["key"], a["value"]
-    if a.get("enable_gqa") or not all(isinstance(t, Dyn) for t in (q, k, v)):
-        raise Unsupported("scaled_dot_product_attention with enable_gqa or constant q/k/v")
+    if not all(isinstance(t, Dyn) for t in (q, k, v)):
+        raise Unsupported("scaled_dot_product_attention with a constant q, k or v")
+    if a.get("enable_gqa") and q.rank >= 3 and k.shape[-3] != q.shape[-3]:
+        # torch: key and value heads repeat_interleave'd to the query's.
+        hq, hk = q.shape[-3], k.shape[-3]
+        if hq % hk or v.shape[-3] != hk:
+            raise Unsupported(f"enable_gqa with {hq} query heads and {hk} / {v.shape[-3]} "
+                              "key / value heads (the query's must be a multiple)")
+        k, v = repeat_heads(k, hq // hk), repeat_heads(v, hq // hk)
     L, S = q.shape[-2], k.shape[-2]
     scale = a.get("scale")
     scale = 1.0 / math.sqrt(q.shape[-1]) if scale is None else float(scale)
@@ -428,6 +437,244 @@ def _sdpa(c, node, args, kwargs):
     if float(a.get("dropout_p") or 0.0) > 0.0:
         p = ops.dropout(p, rate=float(a["dropout_p"]))
     return ops.matmul(p, v.t)
+
+
+# -- clamps and activations (composites: tcc/composite_ops.py) --------------------
+
+def _bound(c, v, like, what):
+    """A clamp bound: None, a number, or a tensor (a graph value, a constant)."""
+    if v is None:
+        return None
+    if isinstance(v, Dyn):
+        return v.t
+    if isinstance(v, torch.Tensor):
+        return float(v.item()) if v.numel() == 1 else c.t(v, like)
+    return _const_float(v, what)
+
+
+def _clamp(which):
+    """torch.clamp / clip / clamp_min / clamp_max and their methods."""
+    def h(c, node, args, kwargs):
+        x = args[0]
+        rest = list(args[1:])
+        lo = hi = None
+        if which in ("clamp", "min"):
+            lo = kwargs.get("min", rest.pop(0) if rest else None)
+        if which in ("clamp", "max"):
+            hi = kwargs.get("max", rest.pop(0) if rest else None)
+        if not isinstance(x, Dyn):
+            raise Unsupported("clamp of a constant by a graph value: write "
+                              "torch.maximum / torch.minimum instead")
+        if lo is None and hi is None:
+            raise Unsupported("clamp without min or max")
+        return CO.clamp(x.t, _bound(c, lo, x, "clamp's min"), _bound(c, hi, x, "clamp's max"))
+    return h
+
+
+def _hardtanh(c, node, args, kwargs):
+    if node.op == "call_module":
+        m = c.module_of(node)
+        lo, hi = m.min_val, m.max_val
+    else:
+        lo = kwargs.get("min_val", args[1] if len(args) > 1 else -1.0)
+        hi = kwargs.get("max_val", args[2] if len(args) > 2 else 1.0)
+    return CO.hardtanh(c.t(args[0]), _const_float(lo, "hardtanh's min_val"),
+                       _const_float(hi, "hardtanh's max_val"))
+
+
+def _composite(fn):
+    """An activation of x alone (relu6, hardswish, hardsigmoid, mish)."""
+    def h(c, node, args, kwargs):
+        return fn(c.t(args[0]))
+    return h
+
+
+def _softplus(c, node, args, kwargs):
+    if node.op == "call_module":
+        m = c.module_of(node)
+        beta, threshold = m.beta, m.threshold
+    else:
+        beta = kwargs.get("beta", args[1] if len(args) > 1 else 1.0)
+        threshold = kwargs.get("threshold", args[2] if len(args) > 2 else 20.0)
+    return CO.softplus(c.t(args[0]), _const_float(beta, "softplus's beta"),
+                       _const_float(threshold, "softplus's threshold"))
+
+
+# -- repeats, outer products, einsum, triangles ---------------------------------------
+
+def repeat_heads(x, groups):
+    """x (..., Hkv, S, D) with each head repeated `groups` times in place
+    (repeat_interleave along dim -3: grouped-query attention's k and v),
+    a Dyn."""
+    shape = list(x.shape)
+    shape[-3] *= groups
+    return Dyn(CO.repeat_interleave(x.t, groups, -3), shape, x.dtype)
+
+
+def _repeat_interleave(c, node, args, kwargs):
+    a = dict(zip(("input", "repeats", "dim"), args), **kwargs)
+    x, r, dim = a["input"], a.get("repeats"), a.get("dim")
+    if isinstance(r, torch.Tensor) and r.numel() == 1 and not r.is_meta:
+        r = int(r.item())
+    if isinstance(r, bool) or not isinstance(r, int):
+        raise Unsupported("repeat_interleave with a tensor of repeats: write an int "
+                          "repeats, or torch.cat of the pieces, instead")
+    if not isinstance(x, Dyn):
+        raise Unsupported("repeat_interleave of a constant: write expand + reshape instead")
+    t = x.t
+    if dim is None:  # torch flattens first
+        t, dim = ops.reshape(t, [math.prod(x.shape)]), 0
+    return CO.repeat_interleave(t, r, _dim(int(dim), max(x.rank, 1)))
+
+
+def _tile(numpy_style):
+    """Tensor.repeat(*sizes) (torch.tile(x, dims): fewer dims than x's rank
+    count from the end)."""
+    def h(c, node, args, kwargs):
+        x = args[0]
+        reps = kwargs.get("dims", kwargs.get("repeats", args[1:]))
+        if len(reps) == 1 and isinstance(reps[0], (list, tuple)):
+            reps = reps[0]
+        reps = [int(r) for r in reps]
+        if numpy_style and len(reps) < x.rank:
+            reps = [1] * (x.rank - len(reps)) + reps
+        return CO.tile(x.t, reps)
+    return h
+
+
+def _outer(c, node, args, kwargs):
+    a = args[0]
+    b = args[1] if len(args) > 1 else kwargs.get("vec2")
+    like = a if isinstance(a, Dyn) else b
+    return CO.outer(c.t(a, like), c.t(b, like))
+
+
+def _einsum(c, node, args, kwargs):
+    eq, operands = args[0], list(args[1:])
+    if not isinstance(eq, str):
+        raise Unsupported("einsum in the sublist format: write the equation string instead")
+    if len(operands) == 1 and isinstance(operands[0], (list, tuple)):
+        operands = list(operands[0])
+    if len(operands) > 2:
+        raise Unsupported(f"einsum '{eq}' with {len(operands)} operands (1 or 2 are "
+                          "supported): write a chain of two-operand einsums instead")
+    like = next(o for o in operands if isinstance(o, Dyn))
+    try:
+        return CO.einsum(eq, *(c.t(o, like) for o in operands))
+    except TccError as e:
+        raise Unsupported(str(e)) from None
+
+
+def _triangle(lower):
+    """torch.tril / triu of a graph value (of a constant: computed by torch)."""
+    def h(c, node, args, kwargs):
+        k = kwargs.get("diagonal", args[1] if len(args) > 1 else 0)
+        return (CO.tril if lower else CO.triu)(c.t(args[0]), int(k))
+    return h
+
+
+# -- attention and norms of newer PyTorch ---------------------------------------------
+
+def _causal_constant(c, mask, L, S):
+    """Whether a constant attn_mask (bool: True hides; float: 0 or -inf) is
+    the causal mask: key j hidden from query i exactly where j > i + S - L."""
+    if not isinstance(mask, torch.Tensor) or mask.is_meta or mask.dim() < 2:
+        return False
+    if mask.dtype == torch.bool:
+        hidden = mask
+    elif mask.is_floating_point():
+        hidden = torch.isinf(mask) & (mask < 0)
+        if not bool(((mask == 0) | hidden).all()):
+            return False
+    else:
+        return False
+    k = c.upper_triangle(hidden, (L, S))
+    return k is not None and k == S - L
+
+
+def _multihead_attention(c, node, args, kwargs):
+    """nn.MultiheadAttention as self-attention attn(x, x, x): the packed
+    in_proj_weight / in_proj_bias (torch's (3E, E) layout, names kept), heads
+    split, softmax(q k^T / sqrt(d)) v (causal_mask for a causal attn_mask),
+    heads merged, out_proj; the attention weights (averaged over the heads
+    unless average_attn_weights=False) when need_weights."""
+    m = c.module_of(node)
+    names = ("query", "key", "value", "key_padding_mask", "need_weights", "attn_mask",
+             "average_attn_weights", "is_causal")
+    a = dict(zip(names, args), **kwargs)
+    x = a["query"]
+    if not m._qkv_same_embed_dim or m.bias_k is not None or m.add_zero_attn:
+        raise Unsupported("nn.MultiheadAttention with kdim / vdim, add_bias_kv or "
+                          "add_zero_attn: write the attention with nn.Linear and "
+                          "F.softmax instead")
+    if not (x is a["key"] and x is a["value"]):
+        raise Unsupported("nn.MultiheadAttention with different query, key and value (only "
+                          "self-attention attn(x, x, x)): write cross-attention with "
+                          "nn.Linear and F.softmax instead")
+    if not isinstance(x, Dyn) or x.rank != 3:
+        raise Unsupported("nn.MultiheadAttention of an unbatched input: add a batch "
+                          "dim (unsqueeze) instead")
+    if a.get("key_padding_mask") is not None:
+        raise Unsupported("nn.MultiheadAttention with a key_padding_mask: write the "
+                          "attention with masked_fill and F.softmax instead")
+    mask, causal = a.get("attn_mask"), bool(a.get("is_causal"))
+    L = x.shape[1] if m.batch_first else x.shape[0]
+    if mask is not None:
+        if not _causal_constant(c, mask, L, L):
+            raise Unsupported("nn.MultiheadAttention with an attn_mask that is not the "
+                              "constant causal mask: write the attention with "
+                              "masked_fill and F.softmax instead")
+        causal = True
+    E, H = m.embed_dim, m.num_heads
+    D = E // H
+    path = node.target
+    w_in = c.param_value(f"{path}.in_proj_weight")
+    b_in = c.param_value(f"{path}.in_proj_bias") if m.in_proj_bias is not None else None
+    qkv = linear(c, x, w_in, b_in)                       # (B, L, 3E) / (L, B, 3E)
+    d0, d1 = x.shape[0], x.shape[1]
+    to_heads = [0, 2, 1, 3] if m.batch_first else [1, 2, 0, 3]
+
+    def heads(t):                                        # (B, H, L, D)
+        return ops.transpose(ops.reshape(t, [d0, d1, H, D]), to_heads)
+    q, k, v = (heads(t) for t in ops.split(qkv, [E, E, E], axis=2))
+    scores = ops.mul(ops.matmul(q, k, transpose_b=True), c.t(1.0 / math.sqrt(D), x))
+    if causal:
+        scores = ops.causal_mask(scores)
+    p = ops.softmax(scores, axis=-1)
+    if float(m.dropout) > 0.0:
+        p = ops.dropout(p, rate=float(m.dropout))
+    o = ops.transpose(ops.matmul(p, v), [0, 2, 1, 3] if m.batch_first else [2, 0, 1, 3])
+    o = Dyn(ops.reshape(o, [d0, d1, E]), (d0, d1, E), x.dtype)
+    b_out = c.param_value(f"{path}.out_proj.bias") if m.out_proj.bias is not None else None
+    y = linear(c, o, c.param_value(f"{path}.out_proj.weight"), b_out)
+    rec = c.recorded(node)
+    weights = rec[1] if isinstance(rec, (list, tuple)) and len(rec) > 1 else None
+    if weights is None:  # need_weights=False: torch returns None
+        return [y, Dyn(None, (), x.dtype)]
+    if weights.dim() == 3:  # averaged over the heads (the default)
+        return [y, ops.mean(p, axes=[1])]
+    return [y, p]
+
+
+def _rms_norm(c, x, shape, weight, eps):
+    shape = [shape] if isinstance(shape, int) else list(shape)
+    if len(shape) != 1 or shape[0] != x.shape[-1]:
+        raise Unsupported(f"rms_norm over {shape} (only the last dimension): write "
+                          "x * torch.rsqrt(x.pow(2).mean(dims, keepdim=True) + eps) instead")
+    if eps is None:  # torch: the input dtype's machine epsilon
+        eps = torch.finfo(x.dtype).eps
+    return ops.rms_norm(x.t, c.t(weight) if weight is not None else None, eps=float(eps))
+
+
+def _rms_norm_module(c, node, args, kwargs):
+    m = c.module_of(node)
+    w = c.param_value(f"{node.target}.weight") if m.weight is not None else None
+    return _rms_norm(c, args[0], m.normalized_shape, w, m.eps)
+
+
+def _rms_norm_function(c, node, args, kwargs):
+    a = dict(zip(("input", "normalized_shape", "weight", "eps"), args), **kwargs)
+    return _rms_norm(c, a["input"], a["normalized_shape"], a.get("weight"), a.get("eps"))
 
 
 # -- losses --------------------------------------------------------------------
@@ -522,7 +769,13 @@ MODULES = {
     nn.GroupNorm: _group_norm_module, nn.AdaptiveAvgPool2d: _adaptive_avg_pool_module,
     nn.Upsample: _upsample_module, nn.UpsamplingNearest2d: _upsample_module,
     nn.UpsamplingBilinear2d: _upsample_module,
+    nn.Hardtanh: _hardtanh, nn.ReLU6: _composite(CO.relu6),
+    nn.Hardswish: _composite(CO.hardswish), nn.Hardsigmoid: _composite(CO.hardsigmoid),
+    nn.Mish: _composite(CO.mish), nn.Softplus: _softplus,
+    nn.MultiheadAttention: _multihead_attention,
 }
+if hasattr(nn, "RMSNorm"):  # torch >= 2.4
+    MODULES[nn.RMSNorm] = _rms_norm_module
 
 FUNCTIONS = {
     F.linear: _linear_function, F.embedding: _embedding_function,
@@ -565,10 +818,20 @@ FUNCTIONS = {
     operator.eq: _compare("equal"), torch.eq: _compare("equal"),
     operator.ne: _compare("not_equal"), torch.ne: _compare("not_equal"),
     torch.maximum: _binary("max"), torch.minimum: _binary("min"),
+    torch.clamp: _clamp("clamp"), torch.clip: _clamp("clamp"),
+    torch.clamp_min: _clamp("min"), torch.clamp_max: _clamp("max"),
+    F.hardtanh: _hardtanh, F.relu6: _composite(CO.relu6),
+    F.hardswish: _composite(CO.hardswish), F.hardsigmoid: _composite(CO.hardsigmoid),
+    F.mish: _composite(CO.mish), F.softplus: _softplus,
+    torch.repeat_interleave: _repeat_interleave, torch.tile: _tile(True),
+    torch.outer: _outer, torch.ger: _outer, torch.einsum: _einsum,
+    torch.tril: _triangle(True), torch.triu: _triangle(False),
 }
 
 if hasattr(F, "scaled_dot_product_attention"):  # torch >= 2.0
     FUNCTIONS[F.scaled_dot_product_attention] = _sdpa
+if hasattr(F, "rms_norm"):  # torch >= 2.4
+    FUNCTIONS[F.rms_norm] = _rms_norm_function
 
 METHODS = {
     "view": _to_recorded_shape, "reshape": _to_recorded_shape,
@@ -590,6 +853,10 @@ METHODS = {
     "double": _cast, "gt": _compare("greater"), "ge": _compare("greater_equal"),
     "lt": _compare("less"), "le": _compare("less_equal"), "eq": _compare("equal"),
     "ne": _compare("not_equal"),
+    "clamp": _clamp("clamp"), "clip": _clamp("clamp"), "clamp_min": _clamp("min"),
+    "clamp_max": _clamp("max"), "repeat_interleave": _repeat_interleave,
+    "repeat": _tile(False), "tile": _tile(True), "outer": _outer, "ger": _outer,
+    "tril": _triangle(True), "triu": _triangle(False),
 }
 
 # Method calls whose result depends only on shapes (constant at import).

@@ -268,3 +268,335 @@ def interpolate(x: Tensor, size=None, scale_factor=None, mode: str = "nearest",
     if resize_w:
         y = _apply(y, matrix(ow, w, factors[1], "cols"), -1, base)
     return y
+
+
+# -- clamps and piecewise activations ---------------------------------------------
+#
+# Written with `select` rather than `max` / `min`: the gradient then goes to x
+# exactly where PyTorch's backward sends it (tg.max gives half to each side of
+# a tie, PyTorch's clamp all of it to x): clamp passes it where min <= x <=
+# max, hardtanh (and relu6, hardsigmoid) only strictly inside.
+
+def clamp(x: Tensor, min=None, max=None, name: Optional[str] = None) -> Tensor:  # noqa: A002
+    """torch.clamp: max(x, min) then min(., max) (min > max gives max, NaN
+    stays NaN); min / max numbers or tensors (broadcast), either None."""
+    if min is None and max is None:
+        raise TccError("clamp: give min or max")
+    base = name or _model_of(x, min, max)._fresh("clamp")
+    y = x
+    if min is not None:
+        y = ops.select(ops.less(y, min, name=f"{base}.below"), min, y,
+                       name=base if max is None else f"{base}.lo")
+    if max is not None:
+        y = ops.select(ops.greater(y, max, name=f"{base}.above"), max, y, name=base)
+    return y
+
+
+def _model_of(*xs):
+    for x in xs:
+        if isinstance(x, Tensor):
+            return x.model
+    raise TccError("an op needs at least one tcc Tensor input")
+
+
+def hardtanh(x: Tensor, min_val: float = -1.0, max_val: float = 1.0,
+             name: Optional[str] = None) -> Tensor:
+    """F.hardtanh: x clamped to [min_val, max_val], the gradient passed only
+    strictly inside (PyTorch's hardtanh_backward)."""
+    base = name or x.model._fresh("hardtanh")
+    lo, hi = float(min_val), float(max_val)
+    y = ops.select(ops.greater_equal(x, hi, name=f"{base}.at_hi"), hi, x, name=f"{base}.hi")
+    return ops.select(ops.less_equal(x, lo, name=f"{base}.at_lo"), lo, y, name=base)
+
+
+def relu6(x: Tensor, name: Optional[str] = None) -> Tensor:
+    """F.relu6: hardtanh(x, 0, 6)."""
+    return hardtanh(x, 0.0, 6.0, name=name or x.model._fresh("relu6"))
+
+
+def hardsigmoid(x: Tensor, name: Optional[str] = None) -> Tensor:
+    """F.hardsigmoid: relu6(x + 3) / 6 (gradient 1/6 strictly inside (-3, 3))."""
+    base = name or x.model._fresh("hardsigmoid")
+    return ops.div(hardtanh(ops.add(x, 3.0, name=f"{base}.shift"), 0.0, 6.0,
+                            name=f"{base}.relu6"), 6.0, name=base)
+
+
+def hardswish(x: Tensor, name: Optional[str] = None) -> Tensor:
+    """F.hardswish: x * clamp(x + 3, 0, 6) / 6 (the inclusive clamp gives
+    PyTorch's gradient at +-3 too: x / 3 + 1/2)."""
+    base = name or x.model._fresh("hardswish")
+    r = clamp(ops.add(x, 3.0, name=f"{base}.shift"), 0.0, 6.0, name=f"{base}.relu6")
+    return ops.div(ops.mul(x, r, name=f"{base}.gated"), 6.0, name=base)
+
+
+def softplus(x: Tensor, beta: float = 1.0, threshold: float = 20.0,
+             name: Optional[str] = None) -> Tensor:
+    """F.softplus: log(1 + exp(beta x)) / beta, x itself where beta x >
+    threshold; computed as max(z, 0) + log(1 + exp(-|z|)), z = beta x
+    (no overflow; at z = 0 the two max ties give the gradient 1/2)."""
+    base = name or x.model._fresh("softplus")
+    beta = float(beta)
+    z = x if beta == 1.0 else ops.mul(x, beta, name=f"{base}.z")
+    pos = ops.maximum(z, 0.0, name=f"{base}.pos")
+    mag = ops.maximum(z, ops.neg(z, name=f"{base}.negz"), name=f"{base}.abs")
+    tail = ops.log(ops.add(ops.exp(ops.neg(mag, name=f"{base}.negabs"),
+                                   name=f"{base}.exp"), 1.0, name=f"{base}.1p"),
+                   name=f"{base}.log1p")
+    linear = not math.isinf(float(threshold))
+    y = ops.add(pos, tail, name=f"{base}.spz" if beta != 1.0 else
+                f"{base}.sp" if linear else base)
+    if beta != 1.0:
+        y = ops.div(y, beta, name=f"{base}.sp" if linear else base)
+    if not linear:
+        return y
+    return ops.select(ops.greater(z, float(threshold), name=f"{base}.linear"), x, y,
+                      name=base)
+
+
+def mish(x: Tensor, name: Optional[str] = None) -> Tensor:
+    """F.mish: x * tanh(softplus(x)) (PyTorch's mish has no threshold)."""
+    base = name or x.model._fresh("mish")
+    sp = softplus(x, threshold=float("inf"), name=f"{base}.softplus")
+    return ops.mul(x, ops.tanh(sp, name=f"{base}.tanh"), name=base)
+
+
+# -- repeats, outer products, triangles -------------------------------------------
+
+def _axis(axis: int, rank: int, op: str) -> int:
+    a = axis + rank if axis < 0 else axis
+    if not 0 <= a < rank:
+        raise TccError(f"{op}: axis {axis} is out of range for rank {rank}")
+    return a
+
+
+def repeat_interleave(x: Tensor, repeats: int, axis: int,
+                      name: Optional[str] = None) -> Tensor:
+    """torch.repeat_interleave(x, repeats, dim=axis) with an int: each slice
+    along `axis` repeated `repeats` times in place, (.., n, ..) -> (.., n r,
+    ..): reshape to (.., n, 1, ..), broadcast_to (.., n, r, ..), reshape.
+    (k (B, Hkv, S, D) repeated along the heads is what tg-fuse-attention reads
+    as grouped-query attention.)"""
+    shape = tuple(_shape_of(x, "repeat_interleave"))
+    a = _axis(axis, len(shape), "repeat_interleave")
+    r = int(repeats)
+    if r < 1:
+        raise TccError(f"repeat_interleave: repeats must be >= 1, got {repeats}")
+    if r == 1:
+        return x
+    base = name or x.model._fresh("repeat_interleave")
+    split = shape[:a + 1] + (1,) + shape[a + 1:]
+    wide = shape[:a + 1] + (r,) + shape[a + 1:]
+    y = ops.reshape(x, split, name=f"{base}.split")
+    y = ops.broadcast_to(y, wide, name=f"{base}.repeat")
+    return ops.reshape(y, shape[:a] + (shape[a] * r,) + shape[a + 1:], name=base)
+
+
+def tile(x: Tensor, repeats: Sequence[int], name: Optional[str] = None) -> Tensor:
+    """Tensor.repeat(*repeats): x (leading 1s added up to len(repeats) dims)
+    laid end to end repeats[d] times along each dim d: reshape to (1, s0, 1,
+    s1, ..), broadcast_to (r0, s0, r1, s1, ..), reshape to (r0 s0, r1 s1, ..)."""
+    shape = tuple(_shape_of(x, "repeat"))
+    reps = [int(r) for r in repeats]
+    if len(reps) < len(shape):
+        raise TccError(f"repeat: {len(reps)} repeats for a rank-{len(shape)} tensor")
+    if any(r < 1 for r in reps):
+        raise TccError(f"repeat: repeats must be >= 1, got {reps}")
+    full = (1,) * (len(reps) - len(shape)) + shape
+    out = tuple(r * s for r, s in zip(reps, full))
+    base = name or x.model._fresh("repeat")
+    if all(r == 1 for r in reps):
+        return x if full == shape else ops.reshape(x, full, name=base)
+    pairs = [d for s in full for d in (1, s)]
+    wide = [d for r, s in zip(reps, full) for d in (r, s)]
+    y = ops.reshape(x, pairs, name=f"{base}.split")
+    y = ops.broadcast_to(y, wide, name=f"{base}.repeat")
+    return ops.reshape(y, out, name=base)
+
+
+def outer(a: Tensor, b: Tensor, name: Optional[str] = None) -> Tensor:
+    """torch.outer of 1-D a (n) and b (m): a as (n, 1) times b as (1, m)."""
+    sa, sb = _shape_of(a, "outer"), _shape_of(b, "outer")
+    if len(sa) != 1 or len(sb) != 1:
+        raise TccError(f"outer: both operands must be 1-D, got {tuple(sa)} and {tuple(sb)}")
+    base = name or a.model._fresh("outer")
+    return ops.mul(ops.reshape(a, (sa[0], 1), name=f"{base}.col"),
+                   ops.reshape(b, (1, sb[0]), name=f"{base}.row"), name=base)
+
+
+def _triangle(x: Tensor, diagonal: int, lower: bool, name: Optional[str]) -> Tensor:
+    op = "tril" if lower else "triu"
+    shape = tuple(_shape_of(x, op))
+    if len(shape) < 2:
+        raise TccError(f"{op}: the input must have at least 2 dims, got {shape}")
+    rows, cols = shape[-2:]
+    k = int(diagonal)
+    # Everything kept (or nothing): no mask.
+    if (lower and k >= cols - 1) or (not lower and k <= -(rows - 1)):
+        return x
+    base = name or x.model._fresh(op)
+    i = ops.iota(x.model, (rows, cols), axis=0, dtype="f32", name=f"{base}.i")
+    j = ops.iota(x.model, (rows, cols), axis=1, dtype="f32", name=f"{base}.j")
+    d = ops.sub(j, i, name=f"{base}.j_minus_i")
+    keep = (ops.less_equal if lower else ops.greater_equal)(d, float(k), name=f"{base}.keep")
+    return ops.select(keep, x, 0.0, name=base)
+
+
+def tril(x: Tensor, diagonal: int = 0, name: Optional[str] = None) -> Tensor:
+    """torch.tril: x where j - i <= diagonal over the last two dims, else 0
+    (a mask from two iotas: the gradient is masked the same way)."""
+    return _triangle(x, diagonal, True, name)
+
+
+def triu(x: Tensor, diagonal: int = 0, name: Optional[str] = None) -> Tensor:
+    """torch.triu: x where j - i >= diagonal over the last two dims, else 0."""
+    return _triangle(x, diagonal, False, name)
+
+
+# -- einsum -----------------------------------------------------------------------
+
+def _einsum_parse(equation: str, shapes):
+    """The operands' labels (one string each, '...' replaced by fresh labels
+    aligned from the right) and the output's, as torch.einsum reads them."""
+    eq = equation.replace(" ", "")
+    lhs, arrow, out = eq.partition("->")
+    terms = lhs.split(",")
+    if len(terms) != len(shapes):
+        raise TccError(f"einsum '{equation}': {len(terms)} operand terms for "
+                       f"{len(shapes)} operands")
+    letters = set(c for c in eq if c.isalpha())
+    fresh = iter(c for c in map(chr, range(0x100, 0x200)) if c not in letters)
+    ell_dims = 0
+    for t, s in zip(terms, shapes):
+        named = t.replace("...", "")
+        if not all(c.isalpha() for c in named) or t.count("...") > 1:
+            raise TccError(f"einsum '{equation}': bad subscripts '{t}'")
+        if "..." in t:
+            ell_dims = max(ell_dims, len(s) - len(named))
+        elif len(named) != len(s):
+            raise TccError(f"einsum '{equation}': '{t}' names {len(named)} dims of a "
+                           f"rank-{len(s)} operand")
+    ell = [next(fresh) for _ in range(ell_dims)]
+    labels = []
+    for t, s in zip(terms, shapes):
+        if "..." in t:
+            n = len(s) - len(t.replace("...", ""))
+            if n < 0:
+                raise TccError(f"einsum '{equation}': '{t}' names more dims than the "
+                               f"operand's {len(s)}")
+            t = t.replace("...", "".join(ell[ell_dims - n:]))
+        labels.append(t)
+    if arrow:
+        if not all(c.isalpha() for c in out.replace("...", "")) or out.count("...") > 1:
+            raise TccError(f"einsum '{equation}': bad output subscripts '{out}'")
+        out = out.replace("...", "".join(ell))
+    else:  # implicit: the ellipsis dims, then labels used once, in order
+        counts = {}
+        for t in labels:
+            for c in t:
+                counts[c] = counts.get(c, 0) + 1
+        out = "".join(ell) + "".join(sorted(c for c in counts
+                                            if counts[c] == 1 and c not in ell))
+    return labels, out
+
+
+def einsum(equation: str, *xs: Tensor, name: Optional[str] = None) -> Tensor:
+    """torch.einsum of one or two operands, as transposes, reshapes, sums
+    and one matmul: labels of the output found in both operands are batch
+    dims, labels of both missing from the output are contracted (K), the
+    rest are each operand's free dims (M, N); a label only one operand has
+    and the output lacks is summed first. The operands are laid out as
+    (batch, M, K) and (batch, K, N) (or transposed, with matmul's flags,
+    when that is their order already), multiplied, and the (batch, M, N)
+    product is reshaped and transposed to the output's order. Refused: a
+    label twice in one operand (diagonals, traces), more than two operands,
+    sizes that differ (but a dim of size 1 broadcasts, as in torch)."""
+    if len(xs) not in (1, 2):
+        raise TccError(f"einsum '{equation}': {len(xs)} operands (1 or 2 are supported; "
+                       "write a chain of two-operand einsums instead)")
+    shapes = [tuple(_shape_of(x, "einsum")) for x in xs]
+    labels, out = _einsum_parse(equation, shapes)
+    for t in labels + [out]:
+        if len(set(t)) != len(t):
+            raise TccError(f"einsum '{equation}': a label repeated in one term (a "
+                           "diagonal or trace; write it with a mask and sum instead)")
+    size = {}
+    for t, s in zip(labels, shapes):
+        for c, n in zip(t, s):
+            if size.get(c, 1) not in (1, n) and n != 1:
+                raise TccError(f"einsum '{equation}': label '{c}' has sizes {size[c]} "
+                               f"and {n}")
+            size[c] = max(size.get(c, 1), n)
+    for c in out:
+        if c not in size:
+            raise TccError(f"einsum '{equation}': output label '{c}' is in no operand")
+    base = name or xs[0].model._fresh("einsum")
+    # A dim of size 1 where the other operand's is n broadcasts (as torch).
+    xs = [x if all(size[c] == n for c, n in zip(t, s)) else
+          ops.broadcast_to(x, [size[c] for c in t], name=f"{base}.broadcast{i}")
+          for i, (x, t, s) in enumerate(zip(xs, labels, shapes))]
+
+    def reduce_only(x, t, keep, tag):
+        """x (labels t) summed over the labels not in `keep`."""
+        axes = [i for i, c in enumerate(t) if c not in keep]
+        if not axes:
+            return x, t
+        return (ops.sum(x, axes=axes, name=f"{base}.{tag}"),
+                "".join(c for c in t if c in keep))
+
+    def permute(x, t, order, tag, final=False):
+        if t == order:
+            return x
+        return ops.transpose(x, [t.index(c) for c in order],
+                             name=base if final else f"{base}.{tag}")
+
+    if len(xs) == 1:
+        y, t = reduce_only(xs[0], labels[0], out, "sum")
+        if t == out and y is xs[0]:
+            return y
+        return permute(y, t, out, "t", final=True)
+
+    (a, b), (ta, tb) = xs, labels
+    a, ta = reduce_only(a, ta, set(tb) | set(out), "a_sum")
+    b, tb = reduce_only(b, tb, set(ta) | set(out), "b_sum")
+    batch = "".join(c for c in out if c in ta and c in tb)
+    contract = "".join(c for c in ta if c in tb and c not in out)
+    free_a = "".join(c for c in ta if c not in tb)
+    free_b = "".join(c for c in tb if c not in ta)
+
+    def prod(labels_):
+        return math.prod(size[c] for c in labels_)
+
+    def operand(x, t, free, tag, k_last):
+        """x laid out as (batch, free, K) (k_last) or (batch, K, free), with
+        the flag saying which; kept when already in either order."""
+        straight = batch + (free + contract if k_last else contract + free)
+        flipped = batch + (contract + free if k_last else free + contract)
+        if t == straight:
+            trans = False
+        elif t == flipped:
+            trans = True
+        else:
+            x, trans = permute(x, t, straight, f"{tag}_t"), False
+        rows, cols = (free, contract) if k_last != trans else (contract, free)
+        want = tuple(size[c] for c in batch) + (prod(rows), prod(cols))
+        if tuple(size[c] for c in (straight if not trans else flipped)) != want:
+            x = ops.reshape(x, want, name=f"{base}.{tag}_2d")
+        return x, trans
+
+    got = batch + free_a + free_b
+    # (..., K) x (K, N), as a Linear layer's product: a's leading dims are
+    # matmul's broadcast batch, no reshape.
+    as_linear = not batch and len(contract) == 1 and len(free_a) > 1 and \
+        ta == free_a + contract
+    if as_linear:
+        a2, trans_a = a, False
+    else:
+        a2, trans_a = operand(a, ta, free_a, "a", True)
+    b2, trans_b = operand(b, tb, free_b, "b", False)
+    flat = not as_linear and len(free_a) != 1 or len(free_b) != 1
+    y = ops.matmul(a2, b2, transpose_a=trans_a, transpose_b=trans_b,
+                   name=base if got == out and not flat else f"{base}.mm")
+    if flat:
+        y = ops.reshape(y, [size[c] for c in got],
+                        name=base if got == out else f"{base}.unflat")
+    return permute(y, got, out, "t", final=True)
