@@ -234,9 +234,17 @@ def _softmax(op):
             dim = kwargs.get("dim", args[1] if len(args) > 1 else None)
         if dim is None:
             raise Unsupported(f"{op} without dim")
-        if kwargs.get("dtype") is not None:
-            raise Unsupported(f"{op} with dtype")
-        return getattr(ops, op)(x.t, axis=_dim(int(dim), x.rank))
+        dtype = kwargs.get("dtype", args[2] if len(args) > 2 and node.op != "call_module"
+                           else None)
+        t = x.t
+        if dtype is not None:
+            # softmax(x, dim, dtype=torch.float32) (HuggingFace's attention):
+            # x cast first, as PyTorch does.
+            if dtype not in (torch.float32, torch.float64):
+                raise Unsupported(f"{op} with dtype {dtype} (float32 or float64)")
+            if dtype != x.dtype:
+                t = ops.cast(t, c.dtype_name(dtype))
+        return getattr(ops, op)(t, axis=_dim(int(dim), x.rank))
     return h
 
 
@@ -304,6 +312,17 @@ def _split(c, node, args, kwargs):
     return ops.split(x.t, sizes, axis=dim)
 
 
+def _unbind(c, node, args, kwargs):
+    """unbind(x, dim): the slices along dim, each without it (timm's
+    `q, k, v = qkv.unbind(0)`)."""
+    x = args[0]
+    dim = _dim(int(kwargs.get("dim", args[1] if len(args) > 1 else 0)), x.rank)
+    n = x.shape[dim]
+    shape = [d for i, d in enumerate(x.shape) if i != dim]
+    parts = [x.t] if n == 1 else ops.split(x.t, [1] * n, axis=dim)
+    return [ops.reshape(p, shape) for p in parts]
+
+
 def _cat(c, node, args, kwargs):
     xs = args[0] if args else kwargs["tensors"]
     dim = kwargs.get("dim", args[1] if len(args) > 1 else 0)
@@ -367,6 +386,10 @@ def _getattr(c, node, args, kwargs):
 def _cast(c, node, args, kwargs):
     x = args[0]
     out = c.recorded(node)
+    if not isinstance(x, Dyn):
+        # A constant cast like a graph value (mask.type_as(h)): still a
+        # constant, of the graph value's type.
+        return c.t(x.to(out.dtype) if isinstance(x, torch.Tensor) else x)
     if out.dtype == x.dtype:
         return x.t
     return ops.cast(x.t, c.dtype_name(out.dtype))
@@ -791,6 +814,7 @@ FUNCTIONS = {
     torch.tanh: _unary("tanh"), F.tanh: _unary("tanh"),
     torch.sigmoid: _unary("sigmoid"), F.sigmoid: _unary("sigmoid"),
     torch.exp: _unary("exp"), torch.log: _unary("log"),
+    torch.sin: _unary("sin"), torch.cos: _unary("cos"),
     torch.sqrt: _unary("sqrt"), torch.rsqrt: _unary("rsqrt"),
     torch.neg: _neg, operator.neg: _neg,
     torch.add: _binary("add"), operator.add: _binary("add"),
@@ -807,7 +831,7 @@ FUNCTIONS = {
     torch.reshape: _to_recorded_shape, torch.flatten: _to_recorded_shape,
     torch.unsqueeze: _to_recorded_shape, torch.squeeze: _to_recorded_shape,
     torch.transpose: _transpose, torch.permute: _permute, torch.t: _t,
-    torch.split: _split, torch.chunk: _split, torch.cat: _cat,
+    torch.split: _split, torch.chunk: _split, torch.unbind: _unbind, torch.cat: _cat,
     operator.getitem: _getitem, getattr: _getattr,
     torch.masked_fill: _masked_fill, torch.where: _where,
     F.cross_entropy: _cross_entropy_function, F.mse_loss: _mse_function,
@@ -840,12 +864,14 @@ METHODS = {
     "reshape_as": _to_recorded_shape,
     "transpose": _transpose, "permute": _permute, "t": _t,
     "contiguous": _identity, "clone": _identity,
-    "split": _split, "chunk": _split, "expand": _expand, "expand_as": _expand,
+    "split": _split, "chunk": _split, "unbind": _unbind,
+    "expand": _expand, "expand_as": _expand,
     "masked_fill": _masked_fill,
     "mean": _reduce("mean"), "sum": _reduce("sum"),
     "softmax": _softmax("softmax"), "log_softmax": _softmax("log_softmax"),
     "relu": _unary("relu"), "tanh": _unary("tanh"), "sigmoid": _unary("sigmoid"),
     "exp": _unary("exp"), "log": _unary("log"), "sqrt": _unary("sqrt"),
+    "sin": _unary("sin"), "cos": _unary("cos"),
     "rsqrt": _unary("rsqrt"), "neg": _neg, "pow": _pow,
     "add": _binary("add"), "sub": _binary("sub"), "mul": _binary("mul"),
     "div": _binary("div"), "matmul": _matmul, "bmm": _matmul,

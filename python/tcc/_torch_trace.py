@@ -274,6 +274,9 @@ def trace(root, concrete_args=None, what="module", examples=None):
         graph = tracer.trace(root, concrete_args=concrete_args)
     except Exception as e:  # fx raises many kinds; one line for the user
         msg = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        if "is not installed as a submodule" in msg:
+            msg += (" (a module created inside forward: create it in __init__, or call "
+                    "its functional form, e.g. F.cross_entropy)")
         raise TorchImportError(f"{PREFIX}: cannot trace the {what} with "
                                f"torch.fx.symbolic_trace: {msg}") from None
     name = type(root).__name__ if isinstance(root, torch.nn.Module) else "loss"

@@ -231,7 +231,10 @@ class _Converter:
         Returns the value of the output node."""
         for node in self.gm.graph.nodes:
             if node.op == "placeholder":
-                self.env[node] = bindings[node.target]
+                # A forward argument left at its default (fx keeps a
+                # placeholder for it): the default, a constant of the import.
+                self.env[node] = bindings[node.target] if node.target in bindings \
+                    else node.meta.get("tcc_value")
             elif node.op == "output":
                 return self.resolve(node.args[0])
             elif node.op == "get_attr":
