@@ -32,6 +32,7 @@ sys.path.insert(0, here)
 import harness as H  # noqa: E402
 import tcc  # noqa: E402
 from tcc import ops  # noqa: E402
+from zoo.meta_llama import apply_rotary_emb, precompute_freqs_cis  # noqa: E402
 
 B, T, C, HEADS, VOCAB, LAYERS = 2, 16, 32, 4, 48, 2
 
@@ -158,28 +159,9 @@ def check_rope(name, args):
     return failures
 
 
-# Meta's LLaMA rotary: complex tables (torch.polar) and view_as_complex /
-# view_as_real, rewritten to real arithmetic at import (_torch_complex.py).
-def precompute_freqs_cis(dim, end, theta=10000.0):
-    freqs = 1.0 / (theta ** (torch.arange(0, dim, 2)[: (dim // 2)].float() / dim))
-    freqs = torch.outer(torch.arange(end), freqs).float()
-    return torch.polar(torch.ones_like(freqs), freqs)
-
-
-def reshape_for_broadcast(freqs_cis, x):
-    shape = [d if i == 1 or i == x.ndim - 1 else 1 for i, d in enumerate(x.shape)]
-    return freqs_cis.view(*shape)
-
-
-def apply_rotary_emb(xq, xk, freqs_cis):
-    xq_ = torch.view_as_complex(xq.float().reshape(*xq.shape[:-1], -1, 2))
-    xk_ = torch.view_as_complex(xk.float().reshape(*xk.shape[:-1], -1, 2))
-    freqs_cis = reshape_for_broadcast(freqs_cis, xq_)
-    xq_out = torch.view_as_real(xq_ * freqs_cis).flatten(3)
-    xk_out = torch.view_as_real(xk_ * freqs_cis).flatten(3)
-    return xq_out.type_as(xq), xk_out.type_as(xk)
-
-
+# Meta's LLaMA rotary (the zoo's meta_llama functions): complex tables
+# (torch.polar) and view_as_complex / view_as_real, rewritten to real
+# arithmetic at import (_torch_complex.py).
 class MetaAttention(nn.Module):
     def __init__(self, magnitude=False):
         super().__init__()
@@ -324,10 +306,7 @@ def main():
         except (H.Failure, tcc.TccError) as e:
             failures.append(f"meta_complex: {e}")
         failures += check_refusals()
-    for f in failures:
-        print("FAIL:", f)
-    print("PASS" if not failures else f"{len(failures)} failures")
-    return 1 if failures else 0
+    return H.report(failures)
 
 
 if __name__ == "__main__":

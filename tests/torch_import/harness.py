@@ -186,3 +186,11 @@ def cross_entropy(out, target):
 def seed_all(seed):
     torch.manual_seed(seed)
     np.random.seed(seed)
+
+
+def report(failures):
+    """Prints each failure and PASS or the count; the exit status."""
+    for f in failures:
+        print("FAIL:", f)
+    print("PASS" if not failures else f"{len(failures)} failures")
+    return 1 if failures else 0

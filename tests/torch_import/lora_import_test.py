@@ -136,10 +136,7 @@ def main():
             (lambda: tcc.lora.apply(module, ["q_proj"]),
              "tcc.lora.apply takes a tcc.nn module, got"),
         ])
-    for f in failures:
-        print("FAIL:", f)
-    print("PASS" if not failures else f"{len(failures)} failures")
-    return 1 if failures else 0
+    return H.report(failures)
 
 
 if __name__ == "__main__":

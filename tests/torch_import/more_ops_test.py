@@ -431,10 +431,7 @@ def main():
         failures += structural_checks(protos, args)
     if SKIPPED:
         print(f"skipped (torch {torch.__version__} has no such op): {', '.join(SKIPPED)}")
-    for f in failures:
-        print("FAIL:", f)
-    print("PASS" if not failures else f"{len(failures)} failures")
-    return 1 if failures else 0
+    return H.report(failures)
 
 
 if __name__ == "__main__":

@@ -119,10 +119,7 @@ def main():
         for op in ("layer_norm", "gelu"):
             if op not in ops:
                 failures.append(f"no {op} node in {ops}")
-    for f in failures:
-        print("FAIL:", f)
-    print("PASS" if not failures else f"{len(failures)} failures")
-    return 1 if failures else 0
+    return H.report(failures)
 
 
 if __name__ == "__main__":

@@ -216,10 +216,7 @@ def main():
                                          RTOL)
             except (H.Failure, tcc.TccError) as e:
                 failures.append(f"{name}: {e}")
-    for f in failures:
-        print("FAIL:", f)
-    print("PASS" if not failures else f"{len(failures)} failures")
-    return 1 if failures else 0
+    return H.report(failures)
 
 
 if __name__ == "__main__":
