@@ -159,6 +159,34 @@ class AdamW:
     weight_decay: float = 0.0
 
 
+def _check_hyper(field: str, value, spelling: str) -> None:
+    ok = isinstance(value, (int, float)) and not isinstance(value, bool) and \
+        math.isfinite(value)
+    if ok:
+        ok = {"> 0": value > 0, ">= 0": value >= 0, "in [0, 1)": 0 <= value < 1}[spelling]
+    if not ok:
+        raise TccError(f"training: {field} must be {spelling}, got {value!r}")
+
+
+def check_optimizer(optimizer) -> None:
+    """The hyper-parameter ranges tcc compile accepts (dialects/common/
+    HyperParameterRanges.h), checked where a recipe is written: a TccError
+    naming the field."""
+    if isinstance(optimizer, SGD):
+        _check_hyper("sgd learning_rate", optimizer.lr, "> 0")
+        _check_hyper("sgd momentum", optimizer.momentum, "in [0, 1)")
+        _check_hyper("sgd weight_decay", optimizer.weight_decay, ">= 0")
+    elif isinstance(optimizer, AdamW):
+        _check_hyper("adamw learning_rate", optimizer.lr, "> 0")
+        betas = tuple(optimizer.betas)
+        if len(betas) != 2:
+            raise TccError(f"training: adamw betas must be two numbers, got {betas!r}")
+        _check_hyper("adamw beta1", betas[0], "in [0, 1)")
+        _check_hyper("adamw beta2", betas[1], "in [0, 1)")
+        _check_hyper("adamw eps", optimizer.eps, "> 0")
+        _check_hyper("adamw weight_decay", optimizer.weight_decay, ">= 0")
+
+
 @dataclasses.dataclass
 class WarmupCosine:
     """Linear warmup to the optimizer's lr, cosine decay to `min_lr` at
@@ -451,10 +479,12 @@ class Model:
         tr = self._proto.training
         tr.loss = loss.name
         if isinstance(optimizer, SGD):
+            check_optimizer(optimizer)
             tr.optimizer.sgd.learning_rate = optimizer.lr
             tr.optimizer.sgd.momentum = optimizer.momentum
             tr.optimizer.sgd.weight_decay = optimizer.weight_decay
         elif isinstance(optimizer, AdamW):
+            check_optimizer(optimizer)
             a = tr.optimizer.adamw
             a.learning_rate = optimizer.lr
             a.beta1, a.beta2 = (float(b) for b in optimizer.betas)
@@ -463,7 +493,8 @@ class Model:
         else:
             raise TccError(f"optimizer must be tcc.SGD or tcc.AdamW, got "
                            f"{type(optimizer).__name__}")
-        if grad_clip < 0 or math.isnan(grad_clip):
+        if not isinstance(grad_clip, (int, float)) or not math.isfinite(grad_clip) or \
+                grad_clip < 0:
             raise TccError(f"grad_clip must be >= 0 (0 = off), got {grad_clip}")
         tr.grad_clip = grad_clip
         if micro_batches is not None:

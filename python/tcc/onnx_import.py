@@ -29,7 +29,7 @@ from tcc import ops
 from tcc._onnx_graph import (ELEM, attrs, derive_shapes, fold_numpy, gelu_erf,
                              meets_data, module_path, upper_triangle)
 from tcc._onnx_vision import VisionOps
-from tcc.model import AdamW, Model, SGD, TccError, normal, ones, zeros
+from tcc.model import AdamW, Model, SGD, TccError, check_optimizer, normal, ones, zeros
 
 
 class OnnxImportError(TccError):
@@ -182,7 +182,15 @@ class _Importer(VisionOps):  # Conv, pools, BatchNormalization: _onnx_vision.py
     # -- parameters and inputs ---------------------------------------------------
 
     def declare(self):
-        inits = {i.name: self.nh.to_array(i) for i in self.g.initializer}
+        for i in self.g.initializer:
+            if any(d < 0 for d in i.dims):
+                raise OnnxImportError(f"tcc import: initializer {i.name!r} has dims "
+                                      f"{list(i.dims)}: sizes must be >= 0")
+        try:
+            inits = {i.name: self.nh.to_array(i) for i in self.g.initializer}
+        except ValueError as e:  # data that does not fill the dims, and such
+            raise OnnxImportError(f"tcc import: an initializer's data does not match "
+                                  f"its dims: {e}") from None
         # torch.onnx.export stores equal parameters once and names the others
         # Identity(first): each is a parameter of its own (trained apart).
         self.skip = set()
@@ -203,6 +211,12 @@ class _Importer(VisionOps):  # Conv, pools, BatchNormalization: _onnx_vision.py
             if name in buffers:
                 continue
             users = consumers.get(name, [])
+            weight_of = [n.op_type for n, k in users
+                         if n.op_type in ("Gemm", "MatMul", "Conv", "ConvTranspose") and k >= 1]
+            if arr.dtype.kind != "f" and weight_of and name in trained:
+                raise OnnxImportError(f"tcc import: initializer {name!r} is {arr.dtype}, "
+                                      f"the weight of a {weight_of[0]}: trained weights "
+                                      "must be float (export the model in float32)")
             if arr.dtype.kind != "f" or name not in trained or not np.all(np.isfinite(arr)):
                 self.values[name] = arr  # shapes, masks: constants of the import
                 continue
@@ -445,6 +459,15 @@ def from_onnx(path, loss="cross_entropy", optimizer=None, output=None,
         onnx_model = onnx.load(path)
     except Exception as e:  # noqa: BLE001 - protobuf/IO errors of many kinds
         raise OnnxImportError(f"tcc import: cannot read {path}: {e}") from None
+    try:
+        # Structure first (every node's inputs defined, attributes typed,
+        # opset known): a malformed graph is one line here, not an error
+        # deep in the walk.
+        onnx.checker.check_model(onnx_model)
+    except Exception as e:  # noqa: BLE001 - onnx.checker's ValidationError and others
+        first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        raise OnnxImportError(f"tcc import: {path} is not a valid ONNX model: "
+                              f"{first}") from None
     base = os.path.splitext(os.path.basename(path))[0]
     imp = _Importer(onnx_model, name or onnx_model.graph.name or base)
     imp.declare()
@@ -530,6 +553,11 @@ def main(argv=None):
     else:
         opt = AdamW(lr=args.lr, betas=(args.beta1, args.beta2), eps=args.eps,
                     weight_decay=args.weight_decay)
+    try:
+        check_optimizer(opt)
+    except TccError as e:
+        print(f"{prog}: error: {e} (the optimizer flags)", file=sys.stderr)
+        return 2
     no_decay = tuple(x for x in args.no_decay.split(",") if x)
     bad = set(no_decay) - {"bias", "norm", "embedding"}
     if bad:
@@ -542,8 +570,14 @@ def main(argv=None):
               "the python)", file=sys.stderr)
         return 1
     try:
-        if not os.path.isfile(args.model):
+        if os.path.isdir(args.model):
+            raise OnnxImportError(f"tcc import: {args.model}: is a directory, not an "
+                                  ".onnx file")
+        if not os.path.exists(args.model):
             raise OnnxImportError(f"tcc import: {args.model}: no such file")
+        if not os.path.isfile(args.model):
+            raise OnnxImportError(f"tcc import: {args.model}: not a regular file (a "
+                                  "device or pipe): give the .onnx file")
         model, weights = from_onnx(args.model, loss=args.loss, optimizer=opt,
                                    output=args.logits, target_name=args.target_name,
                                    name=args.name, grad_clip=args.grad_clip,

@@ -132,6 +132,13 @@ def python_checks():
             list(params[0].torch.aliases) != ["2.weight"] or \
             list(params[0].torch.perm) != [1, 0]:
         failures.append(f"tied Linear weights: {params}")
+    # A recipe tcc compile would refuse is refused when it is written.
+    expect_error("lr nan", imp(nn.Linear(8, 10), torch.randn(4, 8),
+                               optimizer=tcc.SGD(lr=float("nan"))),
+                 "training: sgd learning_rate must be > 0, got nan")
+    expect_error("beta 1", imp(nn.Linear(8, 10), torch.randn(4, 8),
+                               optimizer=tcc.AdamW(lr=1e-3, betas=(0.9, 1.0))),
+                 "training: adamw beta2 must be in [0, 1), got 1.0")
     # `import tcc` alone leaves torch unimported.
     r = subprocess.run([sys.executable, "-c", "import sys, tcc; "
                         "print('torch' in sys.modules)"],
@@ -166,6 +173,39 @@ def cli_checks(bin_dir, work):
     run([os.path.join(work, "missing.onnx"), "-o", out, "--lr", "0.1"], 1,
         "missing.onnx: no such file")
     run([conv, "-o", out], 2, "--lr")
+    # Recipes tcc compile would refuse, refused here (issue 36).
+    run([conv, "-o", out, "--lr", "nan"], 2, "sgd learning_rate must be > 0, got nan")
+    run([conv, "-o", out, "--lr", "-1"], 2, "sgd learning_rate must be > 0, got -1.0")
+    run([conv, "-o", out, "--lr", "0.1", "--momentum", "1.5"], 2,
+        "sgd momentum must be in [0, 1), got 1.5")
+    run([conv, "-o", out, "--lr", "0.1", "--optimizer", "adamw", "--eps", "0"], 2,
+        "adamw eps must be > 0, got 0.0")
+    # Not a file: a directory, a device.
+    run([work, "-o", out, "--lr", "0.1"], 1, "is a directory, not an .onnx file")
+    run(["/dev/zero", "-o", out, "--lr", "0.1"], 1, "/dev/zero: not a regular file")
+    # Malformed graphs: one line, not an internal error.
+    from onnx import TensorProto, helper
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [4, 8])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [4, 8])
+
+    def save(name, nodes, inits):
+        path = os.path.join(work, name)
+        onnx_model = helper.make_model(helper.make_graph(nodes, "g", [x], [y], inits),
+                                       opset_imports=[helper.make_opsetid("", 17)])
+        with open(path, "wb") as f:
+            f.write(onnx_model.SerializeToString())
+        return path
+
+    dangling = save("dangling.onnx", [helper.make_node("Add", ["x", "nowhere"], ["y"])], [])
+    run([dangling, "-o", out, "--lr", "0.1", "--loss", "mse"], 1,
+        "dangling.onnx is not a valid ONNX model")
+    w = TensorProto(name="W", data_type=TensorProto.FLOAT, dims=[-16, 8],
+                    float_data=[0.5] * 128)
+    negative = save("negative.onnx", [helper.make_node("MatMul", ["x", "W"], ["y"])], [w])
+    run([negative, "-o", out, "--lr", "0.1", "--loss", "mse"], 1, "'W'")
+    w64 = helper.make_tensor("W", TensorProto.INT64, [8, 8], [1] * 64)
+    ints = save("int_weight.onnx", [helper.make_node("Gemm", ["x", "W"], ["y"])], [w64])
+    run([ints, "-o", out, "--lr", "0.1", "--loss", "mse"], 1, "W")
     run([conv, "-o", out, "--lr", "0.1", "--no-decay", "bias,weights"], 2, "weights")
     r = subprocess.run([tcc_bin, "--help"], stdout=subprocess.PIPE, text=True)
     if "tcc import" not in r.stdout:
