@@ -12,6 +12,7 @@
 #include "frontend/io/ModelFile.h"
 #include "models/Gpt.h"
 #include "models/ModelBuilder.h"
+#include <csignal>
 
 namespace {
 
@@ -282,6 +283,10 @@ int runGpt(int argc, char **argv) {
 } // namespace
 
 int main(int argc, char **argv) {
+  // Past a file-size limit (ulimit -f) a write fails with EFBIG, which the
+  // writers report naming the file (and remove their temporaries), instead
+  // of SIGXFSZ ending the process mid-write.
+  std::signal(SIGXFSZ, SIG_IGN);
   if (argc < 2)
     return usage("no model kind given");
   std::string kind = argv[1];

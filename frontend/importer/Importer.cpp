@@ -13,6 +13,7 @@
 #include "mlir/IR/Verifier.h"
 #include "tcc_model.pb.h" // generated from frontend/proto/tcc_model.proto
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 
@@ -44,6 +45,7 @@ private:
                                          const model::Shape &shape,
                                          StringRef where);
   LogicalResult declare(StringRef name, Value v, StringRef where);
+  LogicalResult checkSize(RankedTensorType type, StringRef where);
   LogicalResult importNode(const model::Node &node, int index);
   LogicalResult importTorch(const model::Parameter &p, RankedTensorType type,
                             model::ParamInfo &info);
@@ -86,7 +88,29 @@ ModelImporter::tensorType(model::DType dtype, const model::Shape &shape,
                    << " has a non-positive dimension";
       return failure();
     }
-  return RankedTensorType::get(dims, *elt);
+  RankedTensorType type = RankedTensorType::get(dims, *elt);
+  if (failed(checkSize(type, where)))
+    return failure();
+  return type;
+}
+
+// Sizes come from the file: the element count and bytes of every tensor
+// are computed with overflow checks and bounded, so no later size
+// arithmetic (memory plans, offsets) wraps.
+LogicalResult ModelImporter::checkSize(RankedTensorType type, StringRef where) {
+  constexpr int64_t kMaxBytes = int64_t(1) << 50; // 1 PiB: past any device
+  int64_t width = type.getElementType().isInteger(1)
+                      ? 1
+                      : std::max<int64_t>(1, type.getElementTypeBitWidth() / 8);
+  int64_t bytes = width;
+  for (int64_t d : type.getShape())
+    if (d > 0 && __builtin_mul_overflow(bytes, d, &bytes))
+      bytes = kMaxBytes + 1;
+  if (bytes > kMaxBytes)
+    return error(where) << "shape " << tcc::formatShape(type.getShape()) << " of "
+                        << type.getElementType()
+                        << " is more than 1 PiB (2^50 bytes): no device holds it";
+  return success();
 }
 
 LogicalResult ModelImporter::declare(StringRef name, Value v, StringRef where) {
@@ -262,9 +286,13 @@ LogicalResult ModelImporter::importNode(const model::Node &node, int index) {
     return error(where) << "op " << node.op() << " defines "
                         << (*results)->size() << " values but the node names "
                         << node.outputs_size() << " outputs";
-  for (auto [name, value] : llvm::zip(node.outputs(), **results))
+  for (auto [name, value] : llvm::zip(node.outputs(), **results)) {
+    if (auto type = dyn_cast<RankedTensorType>(value.getType()))
+      if (failed(checkSize(type, where)))
+        return failure();
     if (failed(declare(name, value, where)))
       return failure();
+  }
   return success();
 }
 

@@ -22,6 +22,7 @@ Errors are `SafetensorsError` (a ValueError) naming the file and tensor.
 import json
 import os
 import struct
+import zlib
 from typing import Dict, Mapping, Optional, Tuple
 
 import numpy as np
@@ -90,6 +91,10 @@ def save_file(tensors: Mapping[str, object], path: str,
                 raise SafetensorsError(f"{path}: metadata {key!r}: {value!r} "
                                        "must map strings to strings")
         header["__metadata__"] = dict(metadata)
+    # A checksum copied from the file these tensors were read from would
+    # not describe them (tcc.lora.merge keeps the metadata): trun checks
+    # tcc_data_crc32 (runtime/trun/io/Safetensors.cpp), so it is recomputed.
+    checksummed = "tcc_data_crc32" in header.get("__metadata__", {})
     for name, value in tensors.items():
         if not isinstance(name, str) or not name or name == "__metadata__":
             raise SafetensorsError(f"{path}: invalid tensor name {name!r}")
@@ -99,6 +104,11 @@ def save_file(tensors: Mapping[str, object], path: str,
                         "data_offsets": [offset, offset + len(data)]}
         offset += len(data)
         blobs.append(data)
+    if checksummed:
+        crc = 0
+        for blob in blobs:
+            crc = zlib.crc32(blob, crc)
+        header["__metadata__"]["tcc_data_crc32"] = str(crc)
     text = json.dumps(header, separators=(",", ":")).encode("utf-8")
     text += b" " * ((8 - len(text) % 8) % 8)
     with open(path, "wb") as f:

@@ -14,6 +14,7 @@
 #include <optional>
 #include <string>
 #include <vector>
+#include <csignal>
 
 namespace {
 
@@ -102,6 +103,10 @@ std::optional<std::string> ParseTokenize(const std::vector<std::string> &args,
 } // namespace
 
 int main(int argc, char **argv) {
+  // Past a file-size limit (ulimit -f) a write fails with EFBIG, which the
+  // writers report naming the file (and remove their temporaries), instead
+  // of SIGXFSZ ending the process mid-write.
+  std::signal(SIGXFSZ, SIG_IGN);
   std::vector<std::string> args(argv + 1, argv + argc);
   for (const std::string &arg : args)
     if (arg == "--help" || arg == "-h") {

@@ -114,6 +114,27 @@ other_out, _ = train("other", "--encode-cache", cache_dir, "--seed", "5")
 check("is from other data or weights: ignored" in other_out,
       "a cache file of other weights is ignored and rebuilt")
 
+# Changed values with the header intact (issue 36: zeroed, garbage or
+# swapped values were reused): the checksum catches each, rebuilt.
+path = [f for f in os.listdir(cache_dir) if f.endswith(".enc")]
+for name, change in (("zeroed", lambda b: b[:32] + bytes(len(b) - 40) + b[-8:]),
+                     ("garbage", lambda b: b[:200] + bytes((x + 1) % 256 for x in b[200:260])
+                      + b[260:]),
+                     ("swapped", None)):
+    original = open(f"{cache_dir}/{path[0]}", "rb").read()
+    if change is None:  # the values of the first two samples swapped, ids kept
+        sample_bytes = int.from_bytes(original[16:24], "little")
+        entry = 8 + sample_bytes
+        a, b = original[32:32 + entry], original[32 + entry:32 + 2 * entry]
+        changed = original[:32] + a[:8] + b[8:] + b[:8] + a[8:] + original[32 + 2 * entry:]
+    else:
+        changed = change(original)
+    with open(f"{cache_dir}/{path[0]}", "wb") as fh:
+        fh.write(changed)
+    changed_out, changed_losses = train(f"changed_{name}", "--encode-cache", cache_dir)
+    check("its values do not match their checksum" in changed_out and changed_losses == cached,
+          f"{name} cache values: caught by the checksum, rebuilt, the same losses")
+
 # A corrupt file: said, rebuilt, same losses.
 path = [f for f in os.listdir(cache_dir) if f.endswith(".enc")]
 for f in path:
@@ -150,4 +171,13 @@ report = open([f"{work}/dump2/{f}" for f in os.listdir(f"{work}/dump2")
 check("not cut: no frozen parameters" in report, "no frozen parameters: the dump says why")
 check("entries:" not in run(trun_bin, f"{work}/unfrozen.so", "--info").stdout,
       "and the step has no entries")
+# --encode-cache that cannot be used is said, not ignored (issue 36).
+unused = run(trun_bin, f"{work}/unfrozen.so", "--data", data, "--steps", "1",
+             "--encode-cache", f"{work}/cache_unused").stdout
+check("note: --encode-cache " + f"{work}/cache_unused is not used: this step has no encode "
+      "entry" in unused, "--encode-cache on a step without an encode entry: a note")
+off = run(trun_bin, f"{work}/fe.so", "--data", data, "--steps", "1", "--no-encode-cache",
+          "--encode-cache", f"{work}/cache_off").stdout
+check("is not used: --no-encode-cache trains through the whole step" in off,
+      "--encode-cache with --no-encode-cache: a note")
 print("PASS")

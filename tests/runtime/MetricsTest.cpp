@@ -292,6 +292,27 @@ Json Parse(const std::string &line) {
   return json;
 }
 
+// Issue 36: two runs given one --metrics file interleaved their records.
+// The second one to open it is refused (flock), and the first one's file
+// is not truncated by the attempt.
+TEST(MetricsLogTest, OneWriterPerFile) {
+  TempDir dir;
+  std::string path = dir.File("m.jsonl");
+  absl::StatusOr<std::unique_ptr<MetricsLog>> first = MetricsLog::Open(path, false);
+  ASSERT_TRUE(first.ok()) << first.status();
+  ASSERT_TRUE((*first)->WriteRunEvent("start", 0, {}).ok());
+  for (bool append : {false, true}) {
+    absl::StatusOr<std::unique_ptr<MetricsLog>> second = MetricsLog::Open(path, append);
+    ASSERT_FALSE(second.ok());
+    EXPECT_EQ(second.status().message(),
+              "metrics file " + path + " is being written by another process (another "
+              "trun?): give each run its own --metrics file");
+  }
+  first->reset();
+  EXPECT_EQ(FileLines(path).size(), 1u);
+  EXPECT_TRUE(MetricsLog::Open(path, true).ok()); // free again once closed
+}
+
 TEST(MetricsLogTest, RecordsRoundTripThroughJson) {
   TempDir dir;
   std::string path = dir.File("m.jsonl");

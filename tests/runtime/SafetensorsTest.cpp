@@ -116,6 +116,13 @@ TEST(SafetensorsTest, ReportsBadFiles) {
        "4 bytes after the last tensor (corrupt or not safetensors)"},
       {R"({"__metadata__":{"step":3}})", 0,
        "__metadata__ value 'step' is not a string"},
+      // A key named twice (issue 36: the last one won, and the first may
+      // overlap another tensor's bytes).
+      {R"({"w":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},)"
+       R"("w":{"dtype":"F32","shape":[1],"data_offsets":[4,8]}})",
+       8, "the header names 'w' twice (a file must name each tensor once)"},
+      {R"({"__metadata__":{"a":"1"},"__metadata__":{"b":"2"}})", 0,
+       "the header names '__metadata__' twice (a file must name each tensor once)"},
   };
   for (const Case &c : cases) {
     testing::WriteFile(path,

@@ -97,6 +97,41 @@ TEST_F(TrunCliTest, ResumedImageRunEndsLikeTheUninterruptedOne) {
   EXPECT_EQ(final_lines(rest.out), final_lines(whole.out)) << rest.out;
 }
 
+// A checkpoint's state.json edited to values no flag allows is refused at
+// --resume, naming the field (issue 36: lr -1 trained, loss 4.48 -> 41.5).
+TEST_F(TrunCliTest, ResumeRefusesStateValuesNoFlagAllows) {
+  std::string args = Step() + " --data " + dir_.path() + " --seed 3";
+  std::string ckpt = dir_.File("ckpt");
+  ASSERT_EQ(RunTrun(args + " --steps 4 --ckpt-dir " + ckpt).exit_code, 0);
+  std::string state_path = ckpt + "/step_000000004/state.json";
+  std::string original;
+  {
+    std::ifstream in(state_path);
+    std::stringstream text;
+    text << in.rdbuf();
+    original = text.str();
+  }
+  auto edited = [&](const std::string &field, const std::string &value) {
+    std::regex re("\"" + field + "\": [^,\n]+");
+    std::ofstream(state_path) << std::regex_replace(original, re,
+                                                    "\"" + field + "\": " + value);
+    return RunTrun(args + " --steps 6 --ckpt-dir " + ckpt + " --resume");
+  };
+  for (const char *lr : {"-1", "0"}) {
+    CliResult r = edited("base_learning_rate", lr);
+    EXPECT_NE(r.exit_code, 0) << lr;
+    EXPECT_NE(r.err.find("base_learning_rate"), std::string::npos) << r.err;
+  }
+  CliResult far = edited("data_cursor", "1000000000000000000");
+  EXPECT_NE(far.exit_code, 0);
+  EXPECT_NE(far.err.find("state.json data_cursor 1000000000000000000 is past the"),
+            std::string::npos)
+      << far.err;
+  // The untouched file resumes.
+  std::ofstream(state_path) << original;
+  EXPECT_EQ(RunTrun(args + " --steps 6 --ckpt-dir " + ckpt + " --resume").exit_code, 0);
+}
+
 TEST_F(TrunCliTest, FilePairWithoutTestSkipsEvaluation) {
   CliResult result = RunTrun(
       Step() + " --data " + dir_.File("train-images-idx3-ubyte.gz") + "," +

@@ -95,6 +95,13 @@ TEST(VocabTest, ReportsBadFiles) {
        "token 1 is not a string"},
       {R"({"format":"tcc-vocab","version":1,"level":"byte","vocab_size":255})",
        "byte level with a vocab_size other than 256"},
+      // Fields of the wrong JSON type (aborted trun with nlohmann's
+      // type_error before issue 36).
+      {R"({"format":7,"version":1})", "no \"format\": \"tcc-vocab\""},
+      {R"({"format":null,"version":1})", "no \"format\": \"tcc-vocab\""},
+      {R"({"format":["tcc-vocab"],"version":1})", "no \"format\": \"tcc-vocab\""},
+      {R"({"format":"tcc-vocab","version":1,"level":3,"vocab_size":256})",
+       "\"level\" is not a string"},
   };
   for (const Case &c : cases) {
     WriteText(path, c.json);
@@ -102,6 +109,9 @@ TEST(VocabTest, ReportsBadFiles) {
               path + ": " + c.message + suffix)
         << c.json;
   }
+  // An endless file stops at 64 MiB instead of filling memory.
+  EXPECT_EQ(Vocab::Read("/dev/zero").status().message(),
+            "/dev/zero: more than 64 MiB: not a vocabulary" + suffix);
 }
 
 } // namespace

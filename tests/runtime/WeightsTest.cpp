@@ -10,6 +10,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstddef>
 #include <cstring>
 #include <sstream>
@@ -286,6 +287,32 @@ TEST_F(WeightsTest, RefusesExtraTensorsUnlessAskedToIgnoreThem) {
   ASSERT_TRUE(Load({/*ignore_extra=*/true}).ok());
   EXPECT_EQ(report_.ignored, std::vector<std::string>{"bn.running_mean"});
   EXPECT_EQ(loaded_[2], step_.values[2]);
+}
+
+// Issue 36: a NaN or an infinity in a weight is refused (named arrays
+// refuse them too), naming the tensor and the element.
+TEST_F(WeightsTest, RefusesNonFiniteWeights) {
+  std::map<std::string, std::vector<float>> sd = StateDict();
+  sd["b"][1] = std::nanf("");
+  Write(sd);
+  EXPECT_NE(LoadError().find("tensor 'b' holds NaN at element 1"), std::string::npos);
+  sd["b"][1] = 0.0f;
+  sd["k"][5] = -INFINITY;
+  Write(sd);
+  EXPECT_NE(LoadError().find("tensor 'k' holds an infinity at element 5"), std::string::npos);
+}
+
+// Files trun writes carry their data's CRC-32 (tcc_data_crc32): changed
+// bytes are an error on reading, not weights to train from.
+TEST_F(WeightsTest, ChangedBytesInATrunFileAreAnError) {
+  ASSERT_TRUE(SaveWeights(path_, step_.d, step_.Sources()).ok());
+  std::vector<uint8_t> bytes = testing::ReadFileBytes(path_);
+  bytes[bytes.size() - 3] ^= 0x10; // inside the last tensor's data
+  testing::WriteFile(path_, bytes);
+  std::string error = LoadError();
+  EXPECT_NE(error.find("the tensor data does not match its checksum (tcc_data_crc32"),
+            std::string::npos)
+      << error;
 }
 
 TEST_F(WeightsTest, TiedTensorsMustBeEqual) {

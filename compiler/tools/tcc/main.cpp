@@ -28,6 +28,7 @@
 #include "compiler/tools/tcc/ImportCommand.h"
 #include "compiler/tools/tcc/RunCommand.h"
 #include "runtime/trun/base/NearestName.h"
+#include <csignal>
 
 namespace {
 
@@ -522,6 +523,10 @@ int compileMain(int argc, char **argv) {
 } // namespace
 
 int main(int argc, char **argv) {
+  // Past a file-size limit (ulimit -f) a write fails with EFBIG, which the
+  // writers report naming the file (and remove their temporaries), instead
+  // of SIGXFSZ ending the process mid-write.
+  std::signal(SIGXFSZ, SIG_IGN);
   if (argc < 2) {
     std::fputs(kMainHelp, stderr);
     return 2;

@@ -618,6 +618,13 @@ absl::Status TrainOnThisRank(const Options &options, const tcc_step_descriptor &
     cache = std::move(*made);
     if (cache)
       cache->Attach(trainer);
+    else if (options.encode_cache_dir)
+      out << "note: --encode-cache " << *options.encode_cache_dir
+          << " is not used: this step has no encode entry (compile it with tcc compile "
+             "--cache-frozen to cache a frozen encoder's outputs)\n";
+  } else if (options.encode_cache_dir) {
+    out << "note: --encode-cache " << *options.encode_cache_dir
+        << " is not used: --no-encode-cache trains through the whole step\n";
   }
   absl::Status status =
       binding.is_token_model()

@@ -13,6 +13,7 @@
 #include <string>
 #include <unistd.h>
 #include <vector>
+#include <csignal>
 
 namespace {
 
@@ -27,6 +28,10 @@ int Fail(const std::string &message, int exit_code) {
 } // namespace
 
 int main(int argc, char **argv) {
+  // Past a file-size limit (ulimit -f) a write fails with EFBIG, which the
+  // writers report naming the file (and remove their temporaries), instead
+  // of SIGXFSZ ending the process mid-write.
+  std::signal(SIGXFSZ, SIG_IGN);
   std::vector<std::string> args(argv + 1, argv + argc);
   absl::StatusOr<tcc::trun::Options> options = tcc::trun::ParseOptions(args);
   if (!options.ok())

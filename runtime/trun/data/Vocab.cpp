@@ -86,18 +86,33 @@ absl::StatusOr<Vocab> Vocab::Read(const std::string &path) {
   std::ifstream in(path, std::ios::binary);
   if (!in)
     return absl::NotFoundError(absl::StrCat("cannot open vocabulary ", path));
-  std::stringstream text;
-  text << in.rdbuf();
+  // A vocabulary is small (a char level one is its characters); reading
+  // stops past kMaxBytes, so /dev/zero or a wrong large file is an error,
+  // not all of memory.
+  constexpr size_t kMaxBytes = size_t(64) << 20;
+  std::string text;
+  char chunk[1 << 16];
+  while (in.read(chunk, sizeof chunk) || in.gcount() > 0) {
+    text.append(chunk, static_cast<size_t>(in.gcount()));
+    if (text.size() > kMaxBytes)
+      return absl::InvalidArgumentError(absl::StrCat(
+          path, ": more than 64 MiB: not a vocabulary (expected a vocab.json from "
+                "tcc-data tokenize)"));
+  }
   auto bad = [&path](absl::string_view what) {
     return absl::InvalidArgumentError(
         absl::StrCat(path, ": ", what, " (expected a vocab.json from "
                                        "tcc-data tokenize)"));
   };
-  nlohmann::json json = nlohmann::json::parse(text.str(), nullptr,
+  nlohmann::json json = nlohmann::json::parse(text, nullptr,
                                               /*allow_exceptions=*/false);
   if (json.is_discarded())
     return bad("not valid JSON");
-  if (!json.is_object() || json.value("format", "") != kFormat)
+  // Every field's type is checked before it is read (a number where a
+  // string belongs is this error, not an exception).
+  auto format = json.is_object() ? json.find("format") : json.end();
+  if (!json.is_object() || format == json.end() || !format->is_string() ||
+      format->get<std::string>() != kFormat)
     return bad(absl::StrCat("no \"format\": \"", kFormat, "\""));
   auto version = json.find("version");
   if (version == json.end() || !version->is_number_integer() ||
@@ -109,6 +124,8 @@ absl::StatusOr<Vocab> Vocab::Read(const std::string &path) {
   if (size == json.end() || !size->is_number_integer() ||
       size->get<int64_t>() < 1)
     return bad("no positive integer \"vocab_size\"");
+  if (level != json.end() && !level->is_string())
+    return bad("\"level\" is not a string");
   if (level != json.end() && *level == "byte") {
     if (size->get<int64_t>() != 256)
       return bad("byte level with a vocab_size other than 256");

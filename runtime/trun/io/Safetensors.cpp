@@ -2,6 +2,7 @@
 
 #include "runtime/initializers/Dtypes.h"
 #include "runtime/trun/io/AtomicFile.h"
+#include "runtime/trun/io/FileChecksum.h"
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -10,8 +11,13 @@
 
 #include <algorithm>
 #include <cstring>
+#include <set>
 
 namespace tcc::trun {
+
+// The metadata key of the data section's CRC-32 (decimal) in the files
+// WriteSafetensors writes.
+constexpr char kDataCrcKey[] = "tcc_data_crc32";
 namespace {
 
 static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__,
@@ -100,6 +106,12 @@ WriteSafetensors(const std::string &path,
     pieces.emplace_back(static_cast<const char *>(t.data),
                         static_cast<size_t>(t.size_bytes));
   }
+  // The data's CRC-32 in the metadata: a file trun wrote is checked when it
+  // is read back (flipped bytes in the weights are an error, not training).
+  uint32_t crc = 0;
+  for (size_t i = 2; i < pieces.size(); ++i)
+    crc = Crc32(pieces[i], crc);
+  header["__metadata__"][kDataCrcKey] = absl::StrCat(crc);
   // replace: a model name that is not UTF-8 must not abort the write.
   std::string text =
       header.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
@@ -135,10 +147,24 @@ absl::StatusOr<SafetensorsFile> SafetensorsFile::Open(const std::string &path) {
                                       size, " bytes; truncated)"));
   absl::string_view text(reinterpret_cast<const char *>(file.file_.data() + 8),
                          header_size);
+  // A key named twice (two tensors, or two __metadata__) would leave only
+  // the last in the parsed object: caught while parsing.
+  std::set<std::string> keys;
+  std::string repeated;
+  nlohmann::json::parser_callback_t note_keys =
+      [&](int depth, nlohmann::json::parse_event_t event, nlohmann::json &parsed) {
+        if (event == nlohmann::json::parse_event_t::key && depth == 1 && repeated.empty() &&
+            parsed.is_string() && !keys.insert(parsed.get<std::string>()).second)
+          repeated = parsed.get<std::string>();
+        return true;
+      };
   nlohmann::json header =
-      nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+      nlohmann::json::parse(text, note_keys, /*allow_exceptions=*/false);
   if (header.is_discarded() || !header.is_object())
     return Corrupt(path, "the header is not a JSON object (not safetensors)");
+  if (!repeated.empty())
+    return Corrupt(path, absl::StrCat("the header names '", repeated,
+                                      "' twice (a file must name each tensor once)"));
   const uint8_t *data = file.file_.data() + 8 + header_size;
   int64_t data_size = static_cast<int64_t>(size - 8 - header_size);
   std::vector<std::pair<int64_t, int64_t>> ranges; // (begin, end)
@@ -206,6 +232,15 @@ absl::StatusOr<SafetensorsFile> SafetensorsFile::Open(const std::string &path) {
     return Corrupt(path, absl::StrCat(data_size - covered,
                                       " bytes after the last tensor "
                                       "(corrupt or not safetensors)"));
+  auto crc = file.metadata_.find(kDataCrcKey);
+  if (crc != file.metadata_.end()) {
+    uint32_t actual = Crc32(absl::string_view(reinterpret_cast<const char *>(data),
+                                              static_cast<size_t>(data_size)));
+    if (absl::StrCat(actual) != crc->second)
+      return Corrupt(path, absl::StrCat("the tensor data does not match its checksum (",
+                                        kDataCrcKey, " ", crc->second, ", the data's ", actual,
+                                        "): changed after trun wrote it"));
+  }
   return file;
 }
 

@@ -11,6 +11,7 @@
 #include <map>
 #include <memory>
 #include <set>
+#include <cmath>
 
 namespace tcc::trun {
 namespace {
@@ -253,6 +254,20 @@ absl::Status LoadWeights(const std::string &path, const tcc_step_descriptor &d,
     if (t.shape != e.shape)
       return mismatch(absl::StrCat("tensor '", found_key, "' has shape ", ShapeText(t.shape),
                                    " but ", param, " needs ", Needs(p, e)));
+    // Non-finite weights are refused, as named arrays refuse them: a NaN
+    // would train (and every loss after it be NaN) without a word.
+    if (IsFloatTag(t.dtype)) {
+      int64_t n = 1;
+      for (int64_t d : t.shape)
+        n *= d; // the file's checks bound it by its size
+      for (int64_t k = 0; k < n; ++k)
+        if (!std::isfinite(ReadFloat(t.dtype, t.data, k)))
+          return mismatch(absl::StrCat("tensor '", found_key, "' holds ",
+                                       std::isnan(ReadFloat(t.dtype, t.data, k)) ? "NaN"
+                                                                                 : "an infinity",
+                                       " at element ", k, " (", param,
+                                       "): trun does not start from non-finite weights"));
+    }
     sources[i].shape = e.shape;
     sources[i].convert = t.dtype != SafetensorsDtypeName(p.dtype);
     // The file holds tcc.permute(perm); tcc's dimension perm[k] is its k.

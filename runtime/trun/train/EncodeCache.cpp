@@ -15,7 +15,9 @@
 namespace tcc::trun {
 namespace {
 
-constexpr char kMagic[8] = {'T', 'C', 'C', 'E', 'N', 'C', '1', '\0'};
+// Version 2: the entries are followed by their CRC-32 (as 8 bytes), so
+// changed values (zeroed, garbage, swapped between samples) are caught.
+constexpr char kMagic[8] = {'T', 'C', 'C', 'E', 'N', 'C', '2', '\0'};
 
 // FNV-1a, 64 bits: the fingerprint of what the cached values depend on.
 struct Fnv {
@@ -178,18 +180,35 @@ void EncodeCache::Load(std::ostream &out) {
     return corrupt("not an encode cache file");
   if (fingerprint != fingerprint_ || sample_bytes != static_cast<uint64_t>(sample_bytes_))
     return corrupt("its header does not match this step");
+  uint32_t crc = 0;
+  std::string skipped; // values past the limit: read for the checksum only
   for (uint64_t i = 0; i < count; ++i) {
     int64_t sample = -1;
     in.read(reinterpret_cast<char *>(&sample), 8);
     size_t at = store_.size();
-    if (static_cast<int64_t>(at) + sample_bytes_ > limit_bytes_)
-      break;
-    store_.resize(at + sample_bytes_);
-    in.read(store_.data() + at, sample_bytes_);
+    const bool keep = static_cast<int64_t>(at) + sample_bytes_ <= limit_bytes_;
+    char *values = nullptr;
+    if (keep) {
+      store_.resize(at + sample_bytes_);
+      values = store_.data() + at;
+    } else {
+      skipped.resize(static_cast<size_t>(sample_bytes_));
+      values = skipped.data();
+    }
+    in.read(values, sample_bytes_);
     if (!in || sample < 0)
       return corrupt(absl::StrCat("cut short at sample ", i, " of ", count));
-    index_[sample] = static_cast<int64_t>(at);
+    crc = Crc32(absl::string_view(reinterpret_cast<const char *>(&sample), 8), crc);
+    crc = Crc32(absl::string_view(values, static_cast<size_t>(sample_bytes_)), crc);
+    if (keep)
+      index_[sample] = static_cast<int64_t>(at);
   }
+  uint64_t stored_crc = 0;
+  in.read(reinterpret_cast<char *>(&stored_crc), 8);
+  if (!in)
+    return corrupt("cut short before its checksum");
+  if (stored_crc != crc)
+    return corrupt("its values do not match their checksum");
   loaded_ = static_cast<int64_t>(index_.size());
   out << "encode cache: " << loaded_ << " samples loaded from " << *file_ << "\n";
 }
@@ -276,14 +295,21 @@ absl::Status EncodeCache::Finish(std::ostream &out) {
   uint64_t header[3] = {fingerprint_, static_cast<uint64_t>(sample_bytes_), index_.size()};
   o.write(kMagic, 8);
   o.write(reinterpret_cast<const char *>(header), sizeof header);
+  uint32_t crc = 0;
   for (const auto &[sample, at] : index_) {
     o.write(reinterpret_cast<const char *>(&sample), 8);
     o.write(store_.data() + at, sample_bytes_);
+    crc = Crc32(absl::string_view(reinterpret_cast<const char *>(&sample), 8), crc);
+    crc = Crc32(absl::string_view(store_.data() + at, static_cast<size_t>(sample_bytes_)), crc);
   }
+  uint64_t trailer = crc;
+  o.write(reinterpret_cast<const char *>(&trailer), 8);
   o.close();
   std::error_code ec;
-  if (!o || (std::filesystem::rename(tmp, *file_, ec), ec))
+  if (!o || (std::filesystem::rename(tmp, *file_, ec), ec)) {
+    std::filesystem::remove(tmp, ec); // no temporary left behind
     return absl::InternalError(absl::StrCat("--encode-cache: cannot write ", *file_));
+  }
   out << "encode cache: " << index_.size() << " samples written to " << *file_ << "\n";
   return absl::OkStatus();
 }

@@ -8,6 +8,8 @@
 #include <nlohmann/json.hpp>
 
 #include <sys/stat.h>
+#include <sys/file.h>
+#include <fcntl.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -76,14 +78,34 @@ MetricsLog::~MetricsLog() { std::fclose(file_); }
 
 absl::StatusOr<std::unique_ptr<MetricsLog>>
 MetricsLog::Open(const std::string &path, bool append) {
-  // "a+": pread below needs read access; writes still go to the end. A
-  // write-only file is still appended to, without the check.
-  std::FILE *file = std::fopen(path.c_str(), append ? "a+" : "w");
-  if (file == nullptr && append && errno == EACCES)
-    file = std::fopen(path.c_str(), "a");
-  if (file == nullptr)
+  // Read access for the pread below; appends still go to the end. A
+  // write-only file is still appended to, without the check. Not truncated
+  // before the lock is held: another run's file stays whole.
+  const int mode = O_CREAT | O_CLOEXEC | (append ? O_APPEND : 0);
+  int fd = ::open(path.c_str(), O_RDWR | mode, 0644);
+  const bool readable = fd >= 0;
+  if (fd < 0 && append && errno == EACCES)
+    fd = ::open(path.c_str(), O_WRONLY | mode, 0644);
+  if (fd < 0)
     return absl::ErrnoToStatus(errno,
                                absl::StrCat("cannot open metrics file ", path));
+  // One writer per file: two runs' records would interleave (and tcc-plot
+  // then fail). A file system without locks (flock's other errors) goes on.
+  if (::flock(fd, LOCK_EX | LOCK_NB) != 0 && errno == EWOULDBLOCK) {
+    ::close(fd);
+    return absl::FailedPreconditionError(absl::StrCat(
+        "metrics file ", path, " is being written by another process (another trun?): "
+        "give each run its own --metrics file"));
+  }
+  struct stat opened;
+  if (!append && ::fstat(fd, &opened) == 0 && S_ISREG(opened.st_mode))
+    (void)::ftruncate(fd, 0);
+  std::FILE *file = ::fdopen(fd, append ? (readable ? "a+" : "a") : "w");
+  if (file == nullptr) {
+    int error = errno;
+    ::close(fd);
+    return absl::ErrnoToStatus(error, absl::StrCat("cannot open metrics file ", path));
+  }
   auto log = std::unique_ptr<MetricsLog>(new MetricsLog(path, file));
   // Only a regular file has a last byte to look at (not a pipe or a tty).
   struct stat info;

@@ -1,5 +1,7 @@
 #include "runtime/trun/train/TrainingSession.h"
 
+#include <cmath>
+
 #include "runtime/trun/base/Stopwatch.h"
 #include "runtime/trun/checkpoint/CheckpointCompatibility.h"
 #include "runtime/trun/data/BatchLoader.h"
@@ -72,6 +74,21 @@ TrainingSession::Open(const Options &options,
       return WithContext(loaded.status(), "--resume: ");
     } else {
       const TrainState &state = loaded->state;
+      // Values no flag would allow (an edited or corrupt state.json): a
+      // learning rate the command line refuses, a data cursor past the
+      // batches `step` steps can have read.
+      if (!(std::isfinite(state.base_learning_rate) && state.base_learning_rate > 0))
+        return absl::DataLossError(absl::StrFormat(
+            "--resume: %s: state.json base_learning_rate %g is not > 0 (edited or "
+            "corrupt)",
+            loaded->path, state.base_learning_rate));
+      const int64_t readable =
+          state.step * std::max<int64_t>(1, descriptor.micro_batches);
+      if (state.data_cursor > readable)
+        return absl::DataLossError(absl::StrFormat(
+            "--resume: %s: state.json data_cursor %d is past the %d batches %d steps "
+            "read (edited or corrupt)",
+            loaded->path, state.data_cursor, readable, state.step));
       if (options.seed_given)
         if (absl::Status s = CheckResumeSeed(*loaded, options.seed); !s.ok())
           return s;
