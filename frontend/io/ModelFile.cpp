@@ -56,6 +56,61 @@ bool HasUnknownFields(const pb::Message &msg, std::string &where) {
   return false;
 }
 
+// True when `s` is well-formed UTF-8 (no overlong forms, surrogates or code
+// points past U+10FFFF): what protobuf requires of proto3 string fields.
+bool IsUtf8(const std::string &s) {
+  for (size_t i = 0; i < s.size();) {
+    unsigned char c = static_cast<unsigned char>(s[i]);
+    size_t n = c < 0x80 ? 1 : c >= 0xC2 && c <= 0xDF ? 2 : c >= 0xE0 && c <= 0xEF ? 3
+               : c >= 0xF0 && c <= 0xF4 ? 4 : 0;
+    if (n == 0 || i + n > s.size())
+      return false;
+    uint32_t code = n == 1 ? c : c & (0x7F >> n);
+    for (size_t k = 1; k < n; ++k) {
+      unsigned char d = static_cast<unsigned char>(s[i + k]);
+      if ((d & 0xC0) != 0x80)
+        return false;
+      code = code << 6 | (d & 0x3F);
+    }
+    if ((n == 3 && code < 0x800) || (n == 4 && code < 0x10000) ||
+        (code >= 0xD800 && code <= 0xDFFF) || code > 0x10FFFF)
+      return false;
+    i += n;
+  }
+  return true;
+}
+
+// Depth-first search for a string field that is not UTF-8. The binary parser
+// refuses those; the text parser takes them (as "\377" escapes), so a text
+// model could hold what no binary model.pb can.
+bool HasNonUtf8String(const pb::Message &msg, std::string &where) {
+  const pb::Reflection *refl = msg.GetReflection();
+  std::vector<const pb::FieldDescriptor *> fields;
+  refl->ListFields(msg, &fields);
+  for (const pb::FieldDescriptor *f : fields) {
+    bool repeated = f->is_repeated();
+    int count = repeated ? refl->FieldSize(msg, f) : 1;
+    for (int i = 0; i < count; ++i) {
+      if (f->type() == pb::FieldDescriptor::TYPE_STRING) {
+        std::string scratch;
+        const std::string &value =
+            repeated ? refl->GetRepeatedStringReference(msg, f, i, &scratch)
+                     : refl->GetStringReference(msg, f, &scratch);
+        if (!IsUtf8(value)) {
+          where = f->full_name();
+          return true;
+        }
+      } else if (f->cpp_type() == pb::FieldDescriptor::CPPTYPE_MESSAGE &&
+                 HasNonUtf8String(repeated ? refl->GetRepeatedMessage(msg, f, i)
+                                           : refl->GetMessage(msg, f),
+                                  where)) {
+        return true;
+      }
+    }
+  }
+  return false;
+}
+
 absl::Status CheckVersion(const model::Model &m, const std::string &what) {
   if (m.schema_version() != kModelSchemaVersion)
     return absl::InvalidArgumentError(absl::StrCat(
@@ -112,6 +167,9 @@ absl::StatusOr<model::Model> ParseModelText(const std::string &text,
   if (!parser.ParseFromString(text, &m))
     return absl::InvalidArgumentError(
         absl::StrCat(what, ": text model parse error at ", errors.first));
+  if (std::string where; HasNonUtf8String(m, where))
+    return absl::InvalidArgumentError(absl::StrCat(
+        what, ": string field ", where, " is not valid UTF-8"));
   if (absl::Status s = CheckVersion(m, what); !s.ok())
     return s;
   return m;
