@@ -108,6 +108,22 @@ TEST(ModelFile, TextErrorHasPosition) {
       << m.status();
 }
 
+// The binary parser refuses a string field that is not UTF-8; the text
+// parser takes "\377" escapes, so it checks them itself (found by fuzzing:
+// tests/fuzz/crashes/fuzz_model/text-non-utf8-string.pbtxt).
+TEST(ModelFile, TextNonUtf8StringIsRejected) {
+  absl::StatusOr<model::Model> m =
+      ParseModelText("schema_version: 1\nparams { name: \"\\377\" }\n", "t.pbtxt");
+  ASSERT_FALSE(m.ok());
+  EXPECT_NE(m.status().message().find("t.pbtxt: string field tcc.model.Parameter.name "
+                                      "is not valid UTF-8"),
+            std::string::npos)
+      << m.status();
+  EXPECT_TRUE(ParseModelText("schema_version: 1\nparams { name: \"w\\303\\251\" }\n",
+                             "t.pbtxt")
+                  .ok());
+}
+
 TEST(ModelFile, UnwritableDestination) {
   absl::Status s = WriteModelFile(smallMlp(), "/proc/no-such-dir/model.pb");
   EXPECT_FALSE(s.ok());
