@@ -14,7 +14,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   absl::Status images = ReadIdxImages(path, set);
   tcc_fuzz::Note("ReadIdxImages", images);
   if (images.ok()) {
-    if (static_cast<int64_t>(set.pixels.size()) != set.count * set.rows * set.cols)
+    // As trun uses them: rows x cols, then the pixel count.
+    int64_t per_image = set.pixels_per_image();
+    if (static_cast<int64_t>(set.pixels.size()) != set.count * per_image)
       __builtin_trap();
   }
   absl::StatusOr<std::vector<uint8_t>> labels = ReadIdxLabels(path);

@@ -24,6 +24,13 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   Walk("ReadNpyArray", ReadNpyArray(path));
   tcc_fuzz::Note("ReadNpyLabels", ReadNpyLabels(path));
   LabeledImages set;
-  tcc_fuzz::Note("ReadNpyImages", ReadNpyImages(path, set));
+  absl::Status images = ReadNpyImages(path, set);
+  tcc_fuzz::Note("ReadNpyImages", images);
+  if (images.ok()) { // as trun uses them: rows x cols, then the pixel count
+    int64_t n = set.count * set.pixels_per_image();
+    if (static_cast<size_t>(n) != (set.float_pixels.empty() ? set.pixels.size()
+                                                            : set.float_pixels.size()))
+      __builtin_trap();
+  }
   return 0;
 }

@@ -68,6 +68,16 @@ TEST(IdxDatasetTest, ReportsTrailingBytes) {
             std::string::npos);
 }
 
+// No data with a 0 count, but rows x cols would overflow int64 (found by
+// fuzzing: tests/fuzz/crashes/fuzz_idx/).
+TEST(IdxDatasetTest, ReportsDimensionsOverflowWithZeroCount) {
+  TempDir dir;
+  testing::WriteFile(dir.File("huge"),
+                     IdxBytes(0x803, {0, 0xffffffffu, 0xffffffffu}, {}));
+  EXPECT_EQ(ErrorOf(dir.File("huge"), kIdxImagesMagic),
+            dir.File("huge") + ": IDX dimensions overflow");
+}
+
 TEST(IdxDatasetTest, ReportsTruncatedHeaderAndEmptyFile) {
   TempDir dir;
   testing::WriteFile(dir.File("empty"), {});

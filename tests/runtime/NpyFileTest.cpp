@@ -298,6 +298,12 @@ TEST_F(NpyFileTest, RefusesDataOfTheWrongSize) {
             "0 (truncated)");
   EXPECT_EQ(ErrorOf(NpyBytes(1, Dict("<i8", "(4294967296, 4294967296)"), {})),
             "shape (4294967296, 4294967296) overflows");
+  // No data with a 0 count, but rows x cols would overflow (found by
+  // fuzzing: tests/fuzz/crashes/fuzz_npy/).
+  EXPECT_EQ(ErrorOf(NpyBytes(1, Dict("|u1", "(0, 4294967296, 4294967296)"), {})),
+            "shape (0, 4294967296, 4294967296) overflows");
+  EXPECT_EQ(ErrorOf(NpyBytes(1, Dict("|u1", "(0, 4294967296, 4294967296, 1)"), {})),
+            "shape (0, 4294967296, 4294967296, 1) overflows");
 }
 
 TEST_F(NpyFileTest, MissingFileIsNotFound) {

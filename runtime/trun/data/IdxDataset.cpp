@@ -117,13 +117,16 @@ absl::StatusOr<IdxArray> ReadIdxFile(const std::string &path,
   if (data.size() < header_bytes)
     return FileError(path, absl::StrCat("truncated IDX header (", data.size(),
                                         " bytes, need ", header_bytes, ")"));
-  uint64_t expected_values = 1;
+  // The dimensions other than 0 must multiply within int64 too: with a 0
+  // count the data is empty, but rows x cols of the images is still used.
+  uint64_t expected_values = 1, nonzero = 1;
   for (size_t d = 0; d < rank; ++d) {
     uint32_t dim = BigEndian32(data.data() + 4 + 4 * d);
     array.dims.push_back(dim);
-    if (__builtin_mul_overflow(expected_values, uint64_t{dim},
-                               &expected_values))
+    if (dim != 0 && (__builtin_mul_overflow(nonzero, uint64_t{dim}, &nonzero) ||
+                     nonzero > uint64_t{INT64_MAX}))
       return FileError(path, "IDX dimensions overflow");
+    expected_values *= dim;
   }
   uint64_t actual_values = data.size() - header_bytes;
   if (actual_values != expected_values)

@@ -428,12 +428,18 @@ absl::StatusOr<NpyArray> ReadNpy(const std::string &path, bool any_type) {
                            "with np.ascontiguousarray");
   array.shape = *dict.shape;
 
-  uint64_t expected = array.item_bytes;
-  for (int64_t d : array.shape)
-    if (__builtin_mul_overflow(expected, static_cast<uint64_t>(d), &expected) ||
-        expected > uint64_t{INT64_MAX})
+  // The product of the dimensions other than 0 must fit too: with a 0 in the
+  // shape the data is empty, but products of the others (rows x cols of
+  // images) are still computed.
+  uint64_t expected = array.item_bytes, nonzero = array.item_bytes;
+  for (int64_t d : array.shape) {
+    if (d != 0 &&
+        (__builtin_mul_overflow(nonzero, static_cast<uint64_t>(d), &nonzero) ||
+         nonzero > uint64_t{INT64_MAX}))
       return FileError(
           path, absl::StrCat("shape ", ShapeText(array.shape), " overflows"));
+    expected *= static_cast<uint64_t>(d);
+  }
   uint64_t actual = size - prefix - header_bytes;
   if (actual != expected)
     return FileError(

@@ -62,7 +62,7 @@ bool IsNpyPath(const std::string &path);
 // line "PATH: ...": cannot open, not a .npy file (bad magic), unsupported
 // version, truncated header, malformed header (what was expected where),
 // big-endian data, unsupported dtype (named), Fortran order, a shape whose
-// size overflows, and a data size that does not match the shape (truncated
+// size overflows (its dimensions other than 0 alone, too), and a data size that does not match the shape (truncated
 // / trailing bytes, both sizes given).
 absl::StatusOr<NpyArray> ReadNpyFile(const std::string &path);
 
