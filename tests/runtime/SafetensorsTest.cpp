@@ -1,4 +1,5 @@
 #include "runtime/trun/io/Safetensors.h"
+#include "runtime/trun/io/FileChecksum.h"
 
 #include "runtime/trun/io/AtomicFile.h"
 #include "tests/runtime/TestData.h"
@@ -47,10 +48,14 @@ TEST(SafetensorsTest, WritesTheFormatAndReadsItBack) {
   std::memcpy(&header_size, bytes.data(), 8);
   EXPECT_EQ(header_size % 8, 0u); // the data section starts 8-byte aligned
   std::string header(bytes.begin() + 8, bytes.begin() + 8 + header_size);
+  // The metadata gains the data section's CRC-32 (read back and checked).
+  uint32_t crc = Crc32(absl::string_view(reinterpret_cast<const char *>(a), sizeof(a)));
+  crc = Crc32(absl::string_view(reinterpret_cast<const char *>(b), sizeof(b)), crc);
   EXPECT_EQ(header.substr(0, header.find_last_not_of(' ') + 1),
-            R"({"__metadata__":{"model":"m"},)"
-            R"("a":{"data_offsets":[0,24],"dtype":"F32","shape":[2,3]},)"
-            R"("b":{"data_offsets":[24,32],"dtype":"F64","shape":[]}})");
+            R"({"__metadata__":{"model":"m","tcc_data_crc32":")" + std::to_string(crc) +
+                R"("},)"
+                R"("a":{"data_offsets":[0,24],"dtype":"F32","shape":[2,3]},)"
+                R"("b":{"data_offsets":[24,32],"dtype":"F64","shape":[]}})");
   EXPECT_EQ(bytes.size(), 8 + header_size + 32);
   EXPECT_EQ(std::memcmp(bytes.data() + 8 + header_size, a, 24), 0);
 
