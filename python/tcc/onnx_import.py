@@ -438,6 +438,16 @@ class _Importer(VisionOps):  # Conv, pools, BatchNormalization: _onnx_vision.py
 
 # -- the recipe and the files ----------------------------------------------------
 
+def _checker_problem(onnx_model):
+    """onnx.checker's first line about `onnx_model`, or "" when it passes."""
+    import onnx
+    try:
+        onnx.checker.check_model(onnx_model)
+    except Exception as e:  # noqa: BLE001 - ValidationError and others
+        return str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+    return ""
+
+
 def from_onnx(path, loss="cross_entropy", optimizer=None, output=None,
               target_name=None, name=None, grad_clip=0.0, no_decay=()):
     """(tcc.Model, {torch name: array}) for the ONNX file at `path`.
@@ -459,19 +469,22 @@ def from_onnx(path, loss="cross_entropy", optimizer=None, output=None,
         onnx_model = onnx.load(path)
     except Exception as e:  # noqa: BLE001 - protobuf/IO errors of many kinds
         raise OnnxImportError(f"tcc import: cannot read {path}: {e}") from None
-    try:
-        # Structure first (every node's inputs defined, attributes typed,
-        # opset known): a malformed graph is one line here, not an error
-        # deep in the walk.
-        onnx.checker.check_model(onnx_model)
-    except Exception as e:  # noqa: BLE001 - onnx.checker's ValidationError and others
-        first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-        raise OnnxImportError(f"tcc import: {path} is not a valid ONNX model: "
-                              f"{first}") from None
     base = os.path.splitext(os.path.basename(path))[0]
-    imp = _Importer(onnx_model, name or onnx_model.graph.name or base)
-    imp.declare()
-    imp.run()
+    try:
+        imp = _Importer(onnx_model, name or onnx_model.graph.name or base)
+        imp.declare()
+        imp.run()
+    except OnnxImportError:
+        raise
+    except Exception:  # noqa: BLE001 - a graph the walk did not expect
+        # Malformed input is the likely cause: onnx.checker names what is
+        # wrong in one line (it is not run first: it also refuses graphs
+        # the walk reads fine, such as value_info without shapes).
+        problem = _checker_problem(onnx_model)
+        if problem:
+            raise OnnxImportError(f"tcc import: {path} is not a valid ONNX model: "
+                                  f"{problem}") from None
+        raise
     outs = [o.name for o in imp.g.output]
     out_name = output or (outs[0] if outs else None)
     if out_name not in imp.values or not isinstance(imp.values[out_name], Val):

@@ -198,7 +198,11 @@ def cli_checks(bin_dir, work):
 
     dangling = save("dangling.onnx", [helper.make_node("Add", ["x", "nowhere"], ["y"])], [])
     run([dangling, "-o", out, "--lr", "0.1", "--loss", "mse"], 1,
-        "dangling.onnx is not a valid ONNX model")
+        "input 'nowhere' is not computed before it")
+    w = helper.make_tensor("W", TensorProto.FLOAT, [8, 8], [0.5] * 64)
+    short = save("short_gemm.onnx", [helper.make_node("Gemm", ["x"], ["y"])], [w])
+    run([short, "-o", out, "--lr", "0.1", "--loss", "mse"], 1,
+        "short_gemm.onnx is not a valid ONNX model")
     w = TensorProto(name="W", data_type=TensorProto.FLOAT, dims=[-16, 8],
                     float_data=[0.5] * 128)
     negative = save("negative.onnx", [helper.make_node("MatMul", ["x", "W"], ["y"])], [w])
