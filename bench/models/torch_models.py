@@ -461,6 +461,20 @@ class Spec:
 
 
 
+def _llama_spec(name, description, rope):
+    """The suite's LLaMA; `rope`: its rotary tables as frozen parameters or
+    as buffers (Llama's `rope`)."""
+    return Spec(name, description, "tokens",
+                lambda c: Llama(c["vocab"], c["context"], c["layers"], c["dim"], c["heads"],
+                                c["kv_heads"], c["hidden"], rope=rope),
+                lambda m, **kw: _adamw(m, lr=3e-4, **kw),
+                gpu=dict(batch=8, context=1024, vocab=32000, layers=12, dim=768, heads=12,
+                         kv_heads=4, hidden=2304),
+                cpu=dict(batch=4, context=128, vocab=4096, layers=2, dim=128, heads=2,
+                         kv_heads=1, hidden=384),
+                grad_clip=1.0)
+
+
 MODELS = {s.name: s for s in [
     Spec("resnet18_cifar", "ResNet-18 (CIFAR stem), 3x32x32, 10 classes", "image",
          lambda c: ResNet(BasicBlock, [2, 2, 2, 2], c["classes"], True, c["width"]),
@@ -505,26 +519,11 @@ MODELS = {s.name: s for s in [
          gpu=dict(batch=16, context=1024, vocab=50304, layers=12, dim=768, heads=12),
          cpu=dict(batch=4, context=128, vocab=4096, layers=2, dim=128, heads=2),
          grad_clip=1.0),
-    Spec("llama", "LLaMA-style ~110M (RoPE, RMSNorm, SwiGLU, GQA 12/4), B8 T1024",
-         "tokens",
-         lambda c: Llama(c["vocab"], c["context"], c["layers"], c["dim"], c["heads"],
-                         c["kv_heads"], c["hidden"]),
-         lambda m, **kw: _adamw(m, lr=3e-4, **kw),
-         gpu=dict(batch=8, context=1024, vocab=32000, layers=12, dim=768, heads=12,
-                  kv_heads=4, hidden=2304),
-         cpu=dict(batch=4, context=128, vocab=4096, layers=2, dim=128, heads=2,
-                  kv_heads=1, hidden=384),
-         grad_clip=1.0),
-    Spec("llama_hf", "the same LLaMA, rotary tables as buffers (HuggingFace's way), B8 T1024",
-         "tokens",
-         lambda c: Llama(c["vocab"], c["context"], c["layers"], c["dim"], c["heads"],
-                         c["kv_heads"], c["hidden"], rope="buffers"),
-         lambda m, **kw: _adamw(m, lr=3e-4, **kw),
-         gpu=dict(batch=8, context=1024, vocab=32000, layers=12, dim=768, heads=12,
-                  kv_heads=4, hidden=2304),
-         cpu=dict(batch=4, context=128, vocab=4096, layers=2, dim=128, heads=2,
-                  kv_heads=1, hidden=384),
-         grad_clip=1.0),
+    _llama_spec("llama", "LLaMA-style ~110M (RoPE, RMSNorm, SwiGLU, GQA 12/4), B8 T1024",
+                "params"),
+    _llama_spec("llama_hf",
+                "the same LLaMA, rotary tables as buffers (HuggingFace's way), B8 T1024",
+                "buffers"),
 ]}
 
 
