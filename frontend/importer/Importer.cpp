@@ -138,16 +138,9 @@ LogicalResult ModelImporter::importConstants() {
       return failure();
     Type elt = t->getElementType();
     int64_t width = elt.isInteger(1) ? 1 : elt.getIntOrFloatBitWidth() / 8;
-    // The element count without overflow: every dimension is > 0.
-    int64_t count = 1;
-    for (int64_t d : t->getShape()) {
-      if (count > kMaxConstantBytes / d) {
-        count = -1;
-        break;
-      }
-      count *= d;
-    }
-    if (count < 0 || count * width > kMaxConstantBytes - total)
+    // tensorType bounded the tensor at 1 PiB: the count does not overflow.
+    int64_t count = t->getNumElements();
+    if (count * width > kMaxConstantBytes - total)
       return error(where) << "constants total more than "
                           << (kMaxConstantBytes >> 20)
                           << " MiB (the step carries them in its code): make large tables "
