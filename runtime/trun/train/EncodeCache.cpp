@@ -19,6 +19,13 @@ namespace {
 // changed values (zeroed, garbage, swapped between samples) are caught.
 constexpr char kMagic[8] = {'T', 'C', 'C', 'E', 'N', 'C', '2', '\0'};
 
+// The checksum of one entry as the file holds it (sample id, then values),
+// continuing `crc`: what Finish writes after the entries and Load checks.
+uint32_t EntryCrc(int64_t sample, const char *values, int64_t bytes, uint32_t crc) {
+  crc = Crc32(absl::string_view(reinterpret_cast<const char *>(&sample), 8), crc);
+  return Crc32(absl::string_view(values, static_cast<size_t>(bytes)), crc);
+}
+
 // FNV-1a, 64 bits: the fingerprint of what the cached values depend on.
 struct Fnv {
   uint64_t h = 1469598103934665603ull;
@@ -198,8 +205,7 @@ void EncodeCache::Load(std::ostream &out) {
     in.read(values, sample_bytes_);
     if (!in || sample < 0)
       return corrupt(absl::StrCat("cut short at sample ", i, " of ", count));
-    crc = Crc32(absl::string_view(reinterpret_cast<const char *>(&sample), 8), crc);
-    crc = Crc32(absl::string_view(values, static_cast<size_t>(sample_bytes_)), crc);
+    crc = EntryCrc(sample, values, sample_bytes_, crc);
     if (keep)
       index_[sample] = static_cast<int64_t>(at);
   }
@@ -299,8 +305,7 @@ absl::Status EncodeCache::Finish(std::ostream &out) {
   for (const auto &[sample, at] : index_) {
     o.write(reinterpret_cast<const char *>(&sample), 8);
     o.write(store_.data() + at, sample_bytes_);
-    crc = Crc32(absl::string_view(reinterpret_cast<const char *>(&sample), 8), crc);
-    crc = Crc32(absl::string_view(store_.data() + at, static_cast<size_t>(sample_bytes_)), crc);
+    crc = EntryCrc(sample, store_.data() + at, sample_bytes_, crc);
   }
   uint64_t trailer = crc;
   o.write(reinterpret_cast<const char *>(&trailer), 8);
