@@ -63,7 +63,11 @@ public:
     int64_t size_bytes;
   };
 
-  static absl::StatusOr<SafetensorsFile> Open(const std::string &path);
+  // Checks the data against its tcc_data_crc32, when the file has one,
+  // unless `verify_data` is false (a caller that has just checksummed the
+  // whole file against a record of its own: a checkpoint's state.json).
+  static absl::StatusOr<SafetensorsFile> Open(const std::string &path,
+                                              bool verify_data = true);
 
   const std::string &path() const { return file_.path(); }
   const std::map<std::string, Tensor> &tensors() const { return tensors_; }
