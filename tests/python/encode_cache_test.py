@@ -116,21 +116,24 @@ check("is from other data or weights: ignored" in other_out,
 
 # Changed values with the header intact (issue 36: zeroed, garbage or
 # swapped values were reused): the checksum catches each, rebuilt.
-path = [f for f in os.listdir(cache_dir) if f.endswith(".enc")]
+# The directory holds two files (this seed's and --seed 5's); which one
+# os.listdir names first depends on the file system, so change both.
+paths = sorted(f for f in os.listdir(cache_dir) if f.endswith(".enc"))
 for name, change in (("zeroed", lambda b: b[:32] + bytes(len(b) - 40) + b[-8:]),
                      ("garbage", lambda b: b[:200] + bytes((x + 1) % 256 for x in b[200:260])
                       + b[260:]),
                      ("swapped", None)):
-    original = open(f"{cache_dir}/{path[0]}", "rb").read()
-    if change is None:  # the values of the first two samples swapped, ids kept
-        sample_bytes = int.from_bytes(original[16:24], "little")
-        entry = 8 + sample_bytes
-        a, b = original[32:32 + entry], original[32 + entry:32 + 2 * entry]
-        changed = original[:32] + a[:8] + b[8:] + b[:8] + a[8:] + original[32 + 2 * entry:]
-    else:
-        changed = change(original)
-    with open(f"{cache_dir}/{path[0]}", "wb") as fh:
-        fh.write(changed)
+    for enc in paths:
+        original = open(f"{cache_dir}/{enc}", "rb").read()
+        if change is None:  # the values of the first two samples swapped, ids kept
+            sample_bytes = int.from_bytes(original[16:24], "little")
+            entry = 8 + sample_bytes
+            a, b = original[32:32 + entry], original[32 + entry:32 + 2 * entry]
+            changed = original[:32] + a[:8] + b[8:] + b[:8] + a[8:] + original[32 + 2 * entry:]
+        else:
+            changed = change(original)
+        with open(f"{cache_dir}/{enc}", "wb") as fh:
+            fh.write(changed)
     changed_out, changed_losses = train(f"changed_{name}", "--encode-cache", cache_dir)
     check("its values do not match their checksum" in changed_out and changed_losses == cached,
           f"{name} cache values: caught by the checksum, rebuilt, the same losses")
