@@ -33,6 +33,9 @@ packages=(
   # the Python front end (python/tcc): the model schema's protobuf runtime;
   # ONNX import (tcc import model.onnx, tcc.onnx_import)
   python3-protobuf python3-onnx
+  # libFuzzer targets of the file parsers (tests/fuzz, ctest fuzz_parsers):
+  # clang with its sanitizer and fuzzer runtimes
+  clang libclang-rt-14-dev
 )
 
 missing=()

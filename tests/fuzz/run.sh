@@ -40,6 +40,9 @@ fi
 # --- build -------------------------------------------------------------------
 GEN=()
 if command -v ninja >/dev/null 2>&1; then GEN=(-G Ninja); fi
+if command -v ccache >/dev/null 2>&1; then
+  GEN+=(-DCMAKE_C_COMPILER_LAUNCHER=ccache -DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
+fi
 if [[ ! -f "$BUILD/CMakeCache.txt" ]]; then
   CC="${CC:-clang}" CXX="${CXX:-clang++}" cmake -S "$HERE" -B "$BUILD" \
     "${GEN[@]}" -DTCC_SRC="$REPO" || exit 2
