@@ -40,6 +40,14 @@ absl::Status writeText(const std::string &path, llvm::StringRef text) {
   if (ec)
     return absl::InternalError("cannot write " + path + ": " + ec.message());
   os << text;
+  // Closed here so a failed write is this error, not LLVM's "IO failure"
+  // abort in the stream's destructor.
+  os.close();
+  if (os.has_error()) {
+    std::string message = os.error().message();
+    os.clear_error();
+    return absl::InternalError("cannot write " + path + ": " + message);
+  }
   return absl::OkStatus();
 }
 

@@ -74,6 +74,16 @@ bool compileSharedLibrary(const std::string &source, const std::string &output,
       return false;
     }
     os << source;
+    // Closed here so a failed write (a full disk, ulimit -f) is this error,
+    // not LLVM's "IO failure" abort in the stream's destructor.
+    os.close();
+    if (os.has_error()) {
+      error = "cannot write " + src + ": " + os.error().message();
+      os.clear_error();
+      llvm::sys::fs::remove(src);
+      llvm::sys::fs::remove(dir);
+      return false;
+    }
   }
 
   // -fopenmp: the generated loops and gemm splits run on OpenMP threads

@@ -34,14 +34,28 @@ mlir::LogicalResult DumpDirectory::write(llvm::StringRef stem,
                                          llvm::StringRef contents,
                                          llvm::StringRef description) {
   std::string file = llvm::formatv("{0:02}-{1}.{2}", next_++, stem, ext).str();
+  if (failed_)
+    return mlir::failure();
   std::error_code ec;
   llvm::raw_fd_ostream os(dir_ + "/" + file, ec);
   if (ec) {
     llvm::errs() << "tcc: error: cannot write dump " << dir_ << "/" << file
-                 << ": " << ec.message() << "\n";
+                 << ": " << ec.message() << " (no further dumps are written)\n";
+    failed_ = true;
     return mlir::failure();
   }
   os << contents;
+  // Closed here so a failed write is this error, not LLVM's "IO failure"
+  // abort in the stream's destructor.
+  os.close();
+  if (os.has_error()) {
+    llvm::errs() << "tcc: error: cannot write dump " << dir_ << "/" << file
+                 << ": " << os.error().message() << " (no further dumps are written)\n";
+    os.clear_error();
+    llvm::sys::fs::remove(dir_ + "/" + file);
+    failed_ = true;
+    return mlir::failure();
+  }
   index_.push_back({file, description.str()});
   return mlir::success();
 }
@@ -59,6 +73,8 @@ mlir::LogicalResult DumpDirectory::writeModule(llvm::StringRef stem,
 }
 
 mlir::LogicalResult DumpDirectory::writeIndex() {
+  if (failed_)
+    return mlir::failure();
   std::error_code ec;
   llvm::raw_fd_ostream os(dir_ + "/index.txt", ec);
   if (ec)
@@ -66,6 +82,11 @@ mlir::LogicalResult DumpDirectory::writeIndex() {
   os << "# tcc dump: one file per stage, in pipeline order\n";
   for (auto &[file, what] : index_)
     os << llvm::formatv("{0,-36} {1}\n", file, what);
+  os.close();
+  if (os.has_error()) {
+    os.clear_error();
+    return mlir::failure();
+  }
   return mlir::success();
 }
 

@@ -32,6 +32,9 @@ private:
   explicit DumpDirectory(std::string dir) : dir_(std::move(dir)) {}
   std::string dir_;
   int next_ = 0;
+  // After the first failed write (a full disk, ulimit -f) no more dumps are
+  // tried: one error line, not one per stage.
+  bool failed_ = false;
   std::vector<std::pair<std::string, std::string>> index_;
 };
 
