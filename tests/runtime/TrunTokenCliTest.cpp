@@ -91,6 +91,8 @@ TEST_F(TrunTokenCliTest, SavedWeightsReloadExactly) {
   ASSERT_EQ(loaded.exit_code, 0) << loaded.err;
   EXPECT_NE(loaded.out.find("init: 2 parameters from " + weights),
             std::string::npos);
+  // trun's own file: its tcc_data_crc32 was checked (issue 36).
+  EXPECT_NE(loaded.out.find("checksum verified"), std::string::npos) << loaded.out;
   ASSERT_EQ(ValLosses(loaded.out).size(), 1u);
   EXPECT_EQ(ValLosses(loaded.out), ValLosses(trained.out));
 }

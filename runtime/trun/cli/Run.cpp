@@ -11,6 +11,7 @@
 #include "runtime/trun/data/StepBinding.h"
 #include "runtime/trun/dist/LaunchEnvironment.h"
 #include "runtime/trun/dist/RankGroup.h"
+#include "runtime/trun/io/PathLock.h"
 #include "runtime/trun/io/Safetensors.h"
 #include "runtime/trun/io/Weights.h"
 #include "runtime/trun/step/DeviceMemory.h"
@@ -179,6 +180,12 @@ absl::Status InitFrom(const Options &options, const tcc_step_descriptor &step,
   if (!loaded.ignored.empty())
     notes.push_back(absl::StrFormat("%d extra tensors ignored: %s", loaded.ignored.size(),
                                     absl::StrJoin(loaded.ignored, ", ")));
+  // What could be verified (issue 36): trun's own files carry a checksum;
+  // a file from elsewhere had its structure and values checked only.
+  notes.push_back(loaded.checksummed
+                      ? "checksum verified"
+                      : "no checksum (not written by trun): structure and finite values "
+                        "checked, changed bytes not detectable");
   int32_t buffers = d.num_params - step.num_params;
   out << absl::StrFormat("init: %d parameters%s from %s (%s names and layouts%s%s)\n",
                          step.num_params,
@@ -543,7 +550,20 @@ absl::Status RunTrun(const Options &options, std::ostream &out) {
     }
   }
   std::ostream &say = !ranks || ranks->is_lead() ? out : quiet;
-  absl::Status status = TrainOnThisRank(rank_options, d, *binding, **trainer, ranks.get(), say);
+  // The file written at the end is claimed now: a second run with the same
+  // --save-weights stops here rather than replacing this one's weights.
+  std::unique_ptr<PathLock> weights_lock;
+  absl::Status status = absl::OkStatus();
+  if (rank_options.save_weights && (!ranks || ranks->is_lead())) {
+    absl::StatusOr<std::unique_ptr<PathLock>> lock =
+        PathLock::Acquire(*rank_options.save_weights, "--save-weights");
+    if (lock.ok())
+      weights_lock = std::move(*lock);
+    else
+      status = lock.status();
+  }
+  if (status.ok())
+    status = TrainOnThisRank(rank_options, d, *binding, **trainer, ranks.get(), say);
   // The communicator's end waits for the CUDA graphs that captured its
   // collectives: they go first (else every rank waited forever at exit).
   if (ranks && (status.ok() || absl::IsCancelled(status)))

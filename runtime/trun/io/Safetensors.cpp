@@ -245,6 +245,10 @@ absl::StatusOr<SafetensorsFile> SafetensorsFile::Open(const std::string &path,
   return file;
 }
 
+bool SafetensorsFile::has_data_checksum() const {
+  return metadata_.count(kDataCrcKey) != 0;
+}
+
 void CopyTensorData(const std::vector<const SafetensorsFile::Tensor *> &tensors,
                     const std::vector<void *> &into) {
   for (size_t i = 0; i < tensors.size(); ++i)

@@ -74,6 +74,9 @@ public:
   const std::map<std::string, std::string> &metadata() const {
     return metadata_;
   }
+  // Whether the file carries trun's tcc_data_crc32 (every file trun writes
+  // does; a file from elsewhere cannot, so its bytes were not checkable).
+  bool has_data_checksum() const;
 
 private:
   MappedFile file_;

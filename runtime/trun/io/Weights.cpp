@@ -311,8 +311,10 @@ absl::Status LoadWeights(const std::string &path, const tcc_step_descriptor &d,
     }
     PermuteCopy(data, s.shape, s.inverse, DtypeSize(p.dtype), params[i]);
   }
-  if (loaded)
+  if (loaded) {
+    report.checksummed = file->has_data_checksum();
     *loaded = std::move(report);
+  }
   return absl::OkStatus();
 }
 

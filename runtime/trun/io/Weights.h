@@ -46,6 +46,7 @@ struct LoadedWeights {
   int32_t from_alias = 0; // parameters found under an alias only
   int32_t converted = 0;  // parameters converted from another float dtype
   std::vector<std::string> ignored; // extra tensors skipped (ignore_extra)
+  bool checksummed = false; // the data matched trun's tcc_data_crc32
 };
 
 // Fills every parameter from the file (either layout, as its metadata
