@@ -58,6 +58,7 @@ set(TCC_CUDA_PRELUDE_PIECES
   ${TCC_CODEGEN_DIR}/cuda/prelude/multi_tensor_kernels.cuh
   ${TCC_CODEGEN_DIR}/cuda/prelude/norm_kernels.cuh
   ${TCC_CODEGEN_DIR}/cuda/prelude/batch_norm_kernels.cuh
+  ${TCC_CODEGEN_DIR}/cuda/prelude/fp8_kernels.cuh
   ${TCC_CODEGEN_DIR}/cuda/prelude/embedding_kernels.cuh
   ${TCC_CODEGEN_DIR}/cuda/prelude/reduce_launchers.cuh
   ${TCC_CODEGEN_DIR}/cuda/prelude/softmax_xent_launchers.cuh
@@ -67,6 +68,7 @@ set(TCC_CUDA_PRELUDE_PIECES
   ${TCC_CODEGEN_DIR}/cuda/prelude/multi_tensor_launchers.cuh
   ${TCC_CODEGEN_DIR}/cuda/prelude/norm_launchers.cuh
   ${TCC_CODEGEN_DIR}/cuda/prelude/batch_norm_launchers.cuh
+  ${TCC_CODEGEN_DIR}/cuda/prelude/fp8_launchers.cuh
   ${TCC_CODEGEN_DIR}/cuda/prelude/conv_kernels.cuh
   ${TCC_CODEGEN_DIR}/cuda/prelude/pool_kernels.cuh
   ${TCC_CODEGEN_DIR}/cuda/prelude/end.cuh
@@ -93,6 +95,7 @@ set(TCC_CUDA_HOST_SUPPORT_PIECES
   ${TCC_CODEGEN_DIR}/cuda/host_support/gemm_cache.h
   ${TCC_CODEGEN_DIR}/cuda/host_support/gemm_search.h
   ${TCC_CODEGEN_DIR}/cuda/host_support/gemm.h
+  ${TCC_CODEGEN_DIR}/cuda/host_support/gemm_fp8.h
   ${TCC_CODEGEN_DIR}/cuda/host_support/attention.h
   ${TCC_CODEGEN_DIR}/cuda/host_support/profiling.h
 )

@@ -38,6 +38,7 @@
 #ifndef TCC_CUDA_PRELUDE_CUH
 #define TCC_CUDA_PRELUDE_CUH
 
+#include <cuda_fp8.h>
 #include <cuda_runtime.h>
 
 #include <cfloat>
@@ -160,6 +161,46 @@ struct bf16 {
 };
 struct f16 {
   uint16_t bits;
+};
+// Hopper's FP8 formats (tg-amp's fp8 precision): E4M3 (largest finite 448,
+// no infinity) for values, E5M2 (57344) for gradients; one byte each,
+// distinct types for the same reason.
+struct e4m3 {
+  uint8_t bits;
+};
+struct e5m2 {
+  uint8_t bits;
+};
+template <class F8> struct Fp8Format;
+template <> struct Fp8Format<e4m3> {
+  static constexpr float kMax = 448.0f;
+  // Nearest even, saturating to +-kMax (NaN stays NaN).
+  __host__ __device__ __forceinline__ static uint8_t from_float(float x) {
+    return __nv_cvt_float_to_fp8(x, __NV_SATFINITE, __NV_E4M3);
+  }
+  __host__ __device__ __forceinline__ static float to_float(uint8_t b) {
+    return __half2float(__half(__nv_cvt_fp8_to_halfraw(b, __NV_E4M3)));
+  }
+};
+template <> struct Fp8Format<e5m2> {
+  static constexpr float kMax = 57344.0f;
+  __host__ __device__ __forceinline__ static uint8_t from_float(float x) {
+    return __nv_cvt_float_to_fp8(x, __NV_SATFINITE, __NV_E5M2);
+  }
+  __host__ __device__ __forceinline__ static float to_float(uint8_t b) {
+    return __half2float(__half(__nv_cvt_fp8_to_halfraw(b, __NV_E5M2)));
+  }
+};
+// What one scaled cast saw, accumulated over launches (zero it per step):
+// the input's largest |x| as float bits (atomicMax on the bits orders
+// non-negative floats, and a NaN's bits win, so a NaN anywhere shows), the
+// elements saturated to the format's largest finite value, and the non-zero
+// elements that became zero.
+struct Fp8CastStats {
+  uint32_t amax_bits;
+  uint32_t unused;
+  unsigned long long overflows;
+  unsigned long long underflows;
 };
 
 // Element traits of the fixed families: Acc is the type a kernel computes

@@ -1,0 +1,165 @@
+//===--------------------------------------------------------------------===//
+// FP8 scaled casts and delayed scaling (tg-amp's fp8 precision, issue 37)
+//===--------------------------------------------------------------------===//
+
+// NaN-propagating max of two non-negative magnitudes (a NaN stays).
+__device__ __forceinline__ float fp8_amax(float a, float b) {
+  return (b > a || b != b) ? b : a;
+}
+
+// One 32 x 32 tile per step of a grid-stride loop, 32 x 8 threads: each
+// element of in (rows x cols, row-major) is read once, scaled, rounded to
+// F8, written to out[r][c] and, through a shared tile, to out_t[c][r]
+// (either may be null). Statistics per thread, then per warp (shuffles),
+// then one atomic per warp into *stats.
+template <class T, class F8>
+__global__ void __launch_bounds__(256)
+    fp8_cast_transpose_kernel(int64_t rows, int64_t cols, const T *__restrict__ in,
+                              const float *__restrict__ scale, F8 *__restrict__ out,
+                              F8 *__restrict__ out_t, Fp8CastStats *stats) {
+  __shared__ uint8_t tile[32][33]; // +1: no bank conflicts on the transposed read
+  const float s = *scale;
+  const int64_t tile_cols = (cols + 31) / 32;
+  const int64_t tiles = ((rows + 31) / 32) * tile_cols;
+  float amax = 0.0f;
+  unsigned long long overflows = 0, underflows = 0;
+  for (int64_t t = blockIdx.x; t < tiles; t += gridDim.x) {
+    const int64_t r0 = (t / tile_cols) * 32, c0 = (t % tile_cols) * 32;
+    for (int i = threadIdx.y; i < 32; i += 8) {
+      const int64_t r = r0 + i, c = c0 + threadIdx.x;
+      uint8_t q = 0;
+      if (r < rows && c < cols) {
+        const float x = static_cast<float>(Elem<T>::load(in[r * cols + c]));
+        const float y = x * s;
+        q = Fp8Format<F8>::from_float(y);
+        amax = fp8_amax(amax, fabsf(x));
+        overflows += fabsf(y) > Fp8Format<F8>::kMax && fabsf(x) <= FLT_MAX;
+        underflows += x != 0.0f && (q & 0x7f) == 0;
+        if (out != nullptr)
+          out[r * cols + c].bits = q;
+      }
+      tile[i][threadIdx.x] = q;
+    }
+    if (out_t != nullptr) { // the same for every thread of the block
+      __syncthreads();
+      for (int i = threadIdx.y; i < 32; i += 8) {
+        const int64_t c = c0 + i, r = r0 + threadIdx.x;
+        if (c < cols && r < rows)
+          out_t[c * rows + r].bits = tile[threadIdx.x][i];
+      }
+      __syncthreads();
+    }
+  }
+  for (int offset = 16; offset > 0; offset /= 2) {
+    amax = fp8_amax(amax, __shfl_xor_sync(0xffffffffu, amax, offset));
+    overflows += __shfl_xor_sync(0xffffffffu, overflows, offset);
+    underflows += __shfl_xor_sync(0xffffffffu, underflows, offset);
+  }
+  if (threadIdx.x == 0) {
+    atomicMax(&stats->amax_bits, __float_as_uint(amax));
+    if (overflows)
+      atomicAdd(&stats->overflows, overflows);
+    if (underflows)
+      atomicAdd(&stats->underflows, underflows);
+  }
+}
+
+// The vector form for 16-bit inputs (bf16, f16) when rows and cols are
+// multiples of 8 and in / out / out_t are 16-byte aligned: 64 x 64 tiles,
+// 256 threads; each thread reads 8 elements per 16-byte load (two loads per
+// tile), writes their 8 bytes to out with one 8-byte store, and after the
+// shared tile fills, gathers 8 bytes of a column for one 8-byte store into
+// out_t. Same results and statistics as fp8_cast_transpose_kernel.
+template <class T, class F8>
+__global__ void __launch_bounds__(256)
+    fp8_cast_transpose_vec8_kernel(int64_t rows, int64_t cols, const T *__restrict__ in,
+                                   const float *__restrict__ scale, F8 *__restrict__ out,
+                                   F8 *__restrict__ out_t, Fp8CastStats *stats) {
+  static_assert(sizeof(T) == 2, "the vector form reads 16-bit elements");
+  __shared__ __align__(8) uint8_t tile[64][64 + 8]; // +8: rows on other banks, 8-byte rows
+  const float s = *scale;
+  const int64_t tile_cols = (cols + 63) / 64;
+  const int64_t tiles = ((rows + 63) / 64) * tile_cols;
+  float amax = 0.0f;
+  unsigned long long overflows = 0, underflows = 0;
+  for (int64_t t = blockIdx.x; t < tiles; t += gridDim.x) {
+    const int64_t r0 = (t / tile_cols) * 64, c0 = (t % tile_cols) * 64;
+    for (int v = threadIdx.x; v < 512; v += 256) {
+      const int i = v / 8, j = (v % 8) * 8; // tile row, first of 8 columns
+      const int64_t r = r0 + i, c = c0 + j;
+      uint2 q8 = make_uint2(0, 0); // 8 bytes, little-endian
+      if (r < rows && c < cols) { // all 8 or none: cols % 8 == 0
+        const uint4 raw = *reinterpret_cast<const uint4 *>(in + r * cols + c);
+        const T *x8 = reinterpret_cast<const T *>(&raw);
+#pragma unroll
+        for (int e = 0; e < 8; ++e) {
+          const float x = Elem<T>::load(x8[e]);
+          const float y = x * s;
+          const uint32_t q = Fp8Format<F8>::from_float(y);
+          if (e < 4)
+            q8.x |= q << (8 * e);
+          else
+            q8.y |= q << (8 * (e - 4));
+          amax = fp8_amax(amax, fabsf(x));
+          overflows += fabsf(y) > Fp8Format<F8>::kMax && fabsf(x) <= FLT_MAX;
+          underflows += x != 0.0f && (q & 0x7f) == 0;
+        }
+        if (out != nullptr)
+          *reinterpret_cast<uint2 *>(&out[r * cols + c].bits) = q8;
+      }
+      *reinterpret_cast<uint2 *>(&tile[i][j]) = q8;
+    }
+    if (out_t != nullptr) { // the same for every thread of the block
+      __syncthreads();
+      for (int v = threadIdx.x; v < 512; v += 256) {
+        const int j = v / 8, i = (v % 8) * 8; // tile column, first of 8 rows
+        const int64_t c = c0 + j, r = r0 + i;
+        if (c < cols && r < rows) { // rows % 8 == 0
+          uint2 g = make_uint2(0, 0);
+#pragma unroll
+          for (int e = 0; e < 4; ++e) {
+            g.x |= static_cast<uint32_t>(tile[i + e][j]) << (8 * e);
+            g.y |= static_cast<uint32_t>(tile[i + 4 + e][j]) << (8 * e);
+          }
+          *reinterpret_cast<uint2 *>(&out_t[c * rows + r].bits) = g;
+        }
+      }
+      __syncthreads();
+    }
+  }
+  for (int offset = 16; offset > 0; offset /= 2) {
+    amax = fp8_amax(amax, __shfl_xor_sync(0xffffffffu, amax, offset));
+    overflows += __shfl_xor_sync(0xffffffffu, overflows, offset);
+    underflows += __shfl_xor_sync(0xffffffffu, underflows, offset);
+  }
+  if (threadIdx.x % 32 == 0) {
+    atomicMax(&stats->amax_bits, __float_as_uint(amax));
+    if (overflows)
+      atomicAdd(&stats->overflows, overflows);
+    if (underflows)
+      atomicAdd(&stats->underflows, underflows);
+  }
+}
+
+// Delayed scaling, one thread: this step's amax goes into the history
+// (a ring of `length` entries, slot step % length); the next scale is
+// Fp8Format<F8>::kMax / (max over the history * 2^margin), so the largest
+// value seen lately lands 2^margin below the format's largest. A history
+// without a finite, non-zero amax keeps the scale (an all-zero tensor, or
+// a NaN step whose update the loss scaler skips anyway).
+template <class F8>
+__global__ void fp8_update_scale_kernel(const Fp8CastStats *stats, float *history,
+                                        int32_t length, int64_t step, int32_t margin,
+                                        float *scale, float *scale_inv) {
+  history[step % length] = __uint_as_float(stats->amax_bits);
+  float amax = 0.0f;
+  for (int32_t i = 0; i < length; ++i)
+    amax = fp8_amax(amax, history[i]);
+  if (amax > 0.0f && amax <= FLT_MAX) {
+    const float next = Fp8Format<F8>::kMax / ldexpf(amax, margin);
+    if (next <= FLT_MAX && next > 0.0f) {
+      *scale = next;
+      *scale_inv = 1.0f / next;
+    }
+  }
+}

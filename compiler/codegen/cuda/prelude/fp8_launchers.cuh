@@ -1,0 +1,48 @@
+// FP8 casts for tg-amp's fp8 precision (issue 37).
+//
+// out = F8(in * *scale), nearest even, saturating at +-Fp8Format<F8>::kMax
+// (NaN stays NaN), row-major rows x cols, and/or its transpose out_t
+// (cols x rows), in one pass: cuBLASLt's FP8 products read both operands
+// K-contiguous, so the backward's X^T and dY^T come from the same read as
+// the forward's X. Either output may be null. *stats accumulates (zero it
+// first): the input's amax, saturated and flushed-to-zero elements.
+// T: float, bf16 or f16; F8: e4m3 or e5m2. 16-bit inputs whose rows and
+// cols are multiples of 8, all pointers 16-byte aligned, take the vector
+// form (16-byte loads, 8-byte stores); the rest the scalar one. Deterministic except for the
+// order of the statistics' atomics (their results do not depend on it).
+template <class T, class F8>
+inline void launch_fp8_cast_transpose(int64_t rows, int64_t cols, const T *in,
+                                      const float *scale, F8 *out, F8 *out_t,
+                                      Fp8CastStats *stats, cudaStream_t stream) {
+  static_assert(std::is_same<T, float>::value || std::is_same<T, bf16>::value ||
+                    std::is_same<T, f16>::value,
+                "fp8 casts read float, bf16 or f16");
+  if (rows <= 0 || cols <= 0)
+    return;
+  const bool aligned = ((reinterpret_cast<uintptr_t>(in) | reinterpret_cast<uintptr_t>(out) |
+                         reinterpret_cast<uintptr_t>(out_t)) % 16) == 0;
+  if constexpr (sizeof(T) == 2) {
+    if (aligned && rows % 8 == 0 && cols % 8 == 0) {
+      const int64_t tiles = ((rows + 63) / 64) * ((cols + 63) / 64);
+      const int64_t blocks = tiles < kMaxGridBlocks ? tiles : kMaxGridBlocks;
+      detail::fp8_cast_transpose_vec8_kernel<T, F8><<<static_cast<unsigned>(blocks), 256, 0,
+                                                      stream>>>(rows, cols, in, scale, out,
+                                                                out_t, stats);
+      return;
+    }
+  }
+  const int64_t tiles = ((rows + 31) / 32) * ((cols + 31) / 32);
+  const int64_t blocks = tiles < kMaxGridBlocks ? tiles : kMaxGridBlocks;
+  detail::fp8_cast_transpose_kernel<T, F8><<<static_cast<unsigned>(blocks), dim3(32, 8), 0,
+                                             stream>>>(rows, cols, in, scale, out, out_t, stats);
+}
+
+// The next step's *scale and *scale_inv from this step's *stats and a
+// history of `length` amaxes (delayed scaling; see fp8_update_scale_kernel).
+template <class F8>
+inline void launch_fp8_update_scale(const Fp8CastStats *stats, float *history, int32_t length,
+                                    int64_t step, int32_t margin, float *scale,
+                                    float *scale_inv, cudaStream_t stream) {
+  detail::fp8_update_scale_kernel<F8><<<1, 1, 0, stream>>>(stats, history, length, step,
+                                                           margin, scale, scale_inv);
+}

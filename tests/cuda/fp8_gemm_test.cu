@@ -1,0 +1,371 @@
+// Device test of tg-amp's FP8 building blocks (issue 37) against float64
+// references on fresh random inputs. A standalone program (no gtest):
+//
+//   fp8_gemm_test [--seed N] [--bench]
+//
+// 1. launch_fp8_cast_transpose (prelude fp8_*.cuh), float / bf16 / f16 in,
+//    E4M3 / E5M2 out, odd sizes (1 x 1 to 77 x 1000), plain and transposed
+//    outputs: every byte equal to the host's conversion of the same scaled
+//    value (cuda_fp8.h's __nv_cvt_float_to_fp8, nearest even, saturating),
+//    the amax bit-exact, the saturated and flushed-to-zero counts exact.
+//    Inputs span 2^-24 .. 2^8 in magnitude with a scale chosen so that some
+//    saturate and some flush; one case holds a NaN (amax must be NaN).
+//    Outputs are poisoned first (0xFF), so an element never written fails.
+// 2. launch_fp8_update_scale: the next scale from an amax history, against
+//    the host formula; an all-zero history keeps the scale.
+// 3. tcc_cuda_host::gemm_fp8 (host_support/gemm_fp8.h): E4M3 x E4M3 and
+//    E4M3 x E5M2 (the backward's dY), bf16 and f32 out, fast and precise
+//    accumulation, against sum_k dq(a) dq(b) in float64 over the same FP8
+//    values (the casts' error is the format's, not the product's). Per
+//    element |got - want| <= u |want| + 2^-12 * sum_k |a b| (2^-10 with
+//    fast accumulation), u = 2^-8 for bf16 out, 2^-22 for f32. The second
+//    term is not fp32's: Hopper's FP8 tensor cores keep about 14 bits of
+//    the running sum (DeepSeek-V3's report, sec. 3.3.2), so the precise mode
+//    promotes partial sums to fp32 every few K-blocks and fast mode never;
+//    measured on the H200 (2026-11-30): up to 2^-14.5 and 2^-12 of
+//    sum |a b|. A wrong scale, layout or missing K slice moves an element
+//    by O(sum |a b|), far past either.
+// --bench: milliseconds and TFLOP/s of the bf16 product (gemm(), as steps
+// run it today) and of the FP8 product (precise and fast accumulation) at
+// GPT-2 124M's and a 1B LLaMA-style decoder's 16384-row shapes, plus the
+// cast-transpose of the activation, so FP8's net gain per layer shows.
+// Exit 0 pass, 1 fail, 77 no GPU (or a GPU before sm_89: no FP8 products).
+#include "tcc/step_abi.h"
+#define TCC_STEP_ARCH "sm_90"
+#include "compiler/codegen/cuda/cuda_host_support.h"
+#include "compiler/codegen/cuda/cuda_prelude.cuh"
+
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+namespace {
+
+#include "tests/cuda/gemm_test_arrays.h"
+
+constexpr size_t kWorkspace = 32u << 20;
+using tcc_cuda::e4m3;
+using tcc_cuda::e5m2;
+using tcc_cuda::Fp8CastStats;
+using tcc_cuda::Fp8Format;
+
+template <class F8> const char *fp8Name() { return std::is_same<F8, e4m3>::value ? "e4m3" : "e5m2"; }
+
+float hostFloatBits(uint32_t bits) {
+  float f;
+  std::memcpy(&f, &bits, 4);
+  return f;
+}
+
+// Case 1: one cast against the host conversion.
+template <class T, class F8>
+bool castCase(int64_t rows, int64_t cols, bool withNan, std::mt19937_64 &rng) {
+  GemmType gt = std::is_same<T, float>::value ? tcc_cuda_host::kGemmF32
+                : std::is_same<T, tcc_cuda::bf16>::value ? tcc_cuda_host::kGemmBF16
+                                                         : tcc_cuda_host::kGemmF16;
+  const size_t n = static_cast<size_t>(rows * cols);
+  HostArray in(gt, n);
+  std::uniform_real_distribution<double> exponent(-24.0, 8.0), unit(0.5, 1.0);
+  std::bernoulli_distribution sign(0.5), zero(0.02);
+  for (size_t i = 0; i < n; ++i)
+    in.set(i, zero(rng) ? 0.0 : (sign(rng) ? -1 : 1) * unit(rng) * std::exp2(exponent(rng)));
+  if (withNan)
+    in.set(n / 2, std::nan(""));
+  // A scale that puts the largest values past the format's top (saturate)
+  // while the small ones fall below its bottom (flush).
+  const float scale = Fp8Format<F8>::kMax / 64.0f;
+  Device dIn(n * bytesOf(gt)), dOut(n), dOutT(n), dScale(4), dStats(sizeof(Fp8CastStats));
+  cudaMemcpy(dIn.p, in.bytes.data(), n * bytesOf(gt), cudaMemcpyHostToDevice);
+  cudaMemcpy(dScale.p, &scale, 4, cudaMemcpyHostToDevice);
+  cudaMemset(dOut.p, 0xFF, n);
+  cudaMemset(dOutT.p, 0xFF, n);
+  cudaMemset(dStats.p, 0, sizeof(Fp8CastStats));
+  tcc_cuda::launch_fp8_cast_transpose<T, F8>(rows, cols, static_cast<const T *>(dIn.p),
+                                             static_cast<const float *>(dScale.p),
+                                             static_cast<F8 *>(dOut.p), static_cast<F8 *>(dOutT.p),
+                                             static_cast<Fp8CastStats *>(dStats.p), nullptr);
+  if (cudaError_t e = cudaDeviceSynchronize(); e != cudaSuccess) {
+    std::printf("FAIL cast: %s\n", cudaGetErrorString(e));
+    return false;
+  }
+  std::vector<uint8_t> out(n), outT(n);
+  Fp8CastStats stats;
+  cudaMemcpy(out.data(), dOut.p, n, cudaMemcpyDeviceToHost);
+  cudaMemcpy(outT.data(), dOutT.p, n, cudaMemcpyDeviceToHost);
+  cudaMemcpy(&stats, dStats.p, sizeof(stats), cudaMemcpyDeviceToHost);
+  int64_t bad = 0, badT = 0;
+  unsigned long long over = 0, under = 0;
+  float amax = 0.0f;
+  bool sawNan = false;
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t c = 0; c < cols; ++c) {
+      const float x = static_cast<float>(in.get(static_cast<size_t>(r * cols + c)));
+      const float y = x * scale;
+      const uint8_t want = Fp8Format<F8>::from_float(y);
+      bad += out[r * cols + c] != want;
+      badT += outT[c * rows + r] != want;
+      if (x != x)
+        sawNan = true;
+      else
+        amax = std::max(amax, std::fabs(x));
+      over += std::fabs(y) > Fp8Format<F8>::kMax && std::isfinite(x);
+      under += x != 0.0f && (want & 0x7f) == 0;
+    }
+  const float got = hostFloatBits(stats.amax_bits);
+  const bool amaxOk = sawNan ? std::isnan(got) : got == amax;
+  // The inputs' range is wide enough that large casts saturate and, in
+  // E4M3 (whose smallest subnormal is 2^-9), flush: the counts are tested.
+  const bool big = n >= 1000;
+  const bool ok = bad == 0 && badT == 0 && amaxOk && stats.overflows == over &&
+                  stats.underflows == under && (!big || over > 0) &&
+                  (!big || !std::is_same<F8, e4m3>::value || under > 0);
+  std::printf("%s cast %-4s -> %s %lldx%lld%s: bytes wrong %lld (transposed %lld), amax %g "
+              "(want %g), saturated %llu (want %llu), flushed %llu (want %llu)\n",
+              ok ? "ok  " : "FAIL", typeName(gt), fp8Name<F8>(), static_cast<long long>(rows),
+              static_cast<long long>(cols), withNan ? " with a NaN" : "",
+              static_cast<long long>(bad), static_cast<long long>(badT), got,
+              sawNan ? std::nan("") : amax, stats.overflows, over, stats.underflows, under);
+  return ok;
+}
+
+// Case 2: delayed scaling's update.
+bool updateScaleCase() {
+  float history[4] = {3.0f, 0.0f, 7.5f, 1.0f};
+  const float amax = 2.0f;
+  Fp8CastStats stats{};
+  std::memcpy(&stats.amax_bits, &amax, 4);
+  Device dStats(sizeof(stats)), dHistory(sizeof(history)), dScale(8);
+  cudaMemcpy(dStats.p, &stats, sizeof(stats), cudaMemcpyHostToDevice);
+  cudaMemcpy(dHistory.p, history, sizeof(history), cudaMemcpyHostToDevice);
+  float scales[2] = {1.0f, 1.0f};
+  cudaMemcpy(dScale.p, scales, 8, cudaMemcpyHostToDevice);
+  float *scale = static_cast<float *>(dScale.p);
+  // Step 6 writes slot 2 (7.5 -> 2): the history's max is then 3.
+  tcc_cuda::launch_fp8_update_scale<e4m3>(static_cast<const Fp8CastStats *>(dStats.p),
+                                          static_cast<float *>(dHistory.p), 4, 6, 1, scale,
+                                          scale + 1, nullptr);
+  cudaMemcpy(scales, dScale.p, 8, cudaMemcpyDeviceToHost);
+  const float want = 448.0f / (3.0f * 2.0f);
+  bool ok = scales[0] == want && scales[1] == 1.0f / want;
+  // An all-zero history keeps the scale.
+  float zeros[4] = {};
+  stats.amax_bits = 0;
+  cudaMemcpy(dStats.p, &stats, sizeof(stats), cudaMemcpyHostToDevice);
+  cudaMemcpy(dHistory.p, zeros, sizeof(zeros), cudaMemcpyHostToDevice);
+  tcc_cuda::launch_fp8_update_scale<e4m3>(static_cast<const Fp8CastStats *>(dStats.p),
+                                          static_cast<float *>(dHistory.p), 4, 7, 0, scale,
+                                          scale + 1, nullptr);
+  float kept[2];
+  cudaMemcpy(kept, dScale.p, 8, cudaMemcpyDeviceToHost);
+  ok &= kept[0] == scales[0] && kept[1] == scales[1];
+  std::printf("%s update scale: %g (want %g), all-zero history keeps %g\n", ok ? "ok  " : "FAIL",
+              scales[0], want, kept[0]);
+  return ok;
+}
+
+// Case 3: one FP8 product against float64.
+bool gemmCase(tcc_cuda_host::Fp8Type ta, tcc_cuda_host::Fp8Type tb, GemmType outType, bool fast,
+              int64_t m, int64_t n, int64_t k, std::mt19937_64 &rng, void *workspace) {
+  auto from = [](tcc_cuda_host::Fp8Type t, uint8_t b) {
+    return t == tcc_cuda_host::kFp8E4M3 ? Fp8Format<e4m3>::to_float(b)
+                                        : Fp8Format<e5m2>::to_float(b);
+  };
+  auto to = [](tcc_cuda_host::Fp8Type t, float x) {
+    return t == tcc_cuda_host::kFp8E4M3 ? Fp8Format<e4m3>::from_float(x)
+                                        : Fp8Format<e5m2>::from_float(x);
+  };
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  std::vector<uint8_t> a(static_cast<size_t>(m * k)), b(static_cast<size_t>(n * k));
+  for (auto &x : a) x = to(ta, normal(rng) * 40.0f);
+  for (auto &x : b) x = to(tb, normal(rng) * 40.0f);
+  // Dequantization scales of A and B, 16 bytes apart (gemm_fp8 needs each
+  // 16-byte aligned).
+  const float dq[5] = {0.0125f, 0, 0, 0, 0.5f / 40.0f};
+  Device dA(a.size()), dB(b.size()), dOut(static_cast<size_t>(m * n) * bytesOf(outType)), dDq(32);
+  cudaMemcpy(dA.p, a.data(), a.size(), cudaMemcpyHostToDevice);
+  cudaMemcpy(dB.p, b.data(), b.size(), cudaMemcpyHostToDevice);
+  cudaMemcpy(dDq.p, dq, sizeof(dq), cudaMemcpyHostToDevice);
+  cudaMemset(dOut.p, 0xFF, static_cast<size_t>(m * n) * bytesOf(outType));
+  tcc_cuda_host::GemmPlan plan;
+  const float *dqA = static_cast<const float *>(dDq.p);
+  int32_t rc = tcc_cuda_host::gemm_fp8(plan, nullptr, 0, ta, tb, outType, fast, m, n, k, dqA,
+                                       dqA + 4, dA.p, dB.p, dOut.p, workspace, kWorkspace);
+  cudaError_t e = cudaDeviceSynchronize();
+  const char *names[2] = {"e4m3", "e5m2"};
+  if (rc != 0 || e != cudaSuccess) {
+    std::printf("FAIL gemm %s x %s: rc %d, %s, %s\n", names[ta], names[tb], rc,
+                cudaGetErrorString(e), tcc_cuda_host::state().error.c_str());
+    return false;
+  }
+  HostArray out(outType, static_cast<size_t>(m * n));
+  cudaMemcpy(out.bytes.data(), dOut.p, out.bytes.size(), cudaMemcpyDeviceToHost);
+  const double u = unitRoundoff(outType) * (outType == tcc_cuda_host::kGemmF32 ? 1 : 1);
+  double worst = 0;
+  int64_t bad = 0;
+  for (int64_t i = 0; i < m; ++i)
+    for (int64_t j = 0; j < n; ++j) {
+      double want = 0, scale = 0;
+      for (int64_t kk = 0; kk < k; ++kk) {
+        double t = static_cast<double>(from(ta, a[i * k + kk])) * dq[0] *
+                   static_cast<double>(from(tb, b[j * k + kk])) * dq[4];
+        want += t;
+        scale += std::fabs(t);
+      }
+      const double got = out.get(static_cast<size_t>(i * n + j));
+      const double limit = u * std::fabs(want) + std::ldexp(scale, fast ? -10 : -12);
+      const double err = std::fabs(got - want);
+      if (!(err <= limit))
+        ++bad;
+      worst = std::max(worst, limit > 0 ? err / limit : err);
+    }
+  std::printf("%s gemm %s x %s -> %-4s %s %lldx%lldx%lld: %lld elements off, worst %.3f of the "
+              "limit\n",
+              bad == 0 ? "ok  " : "FAIL", names[ta], names[tb], typeName(outType),
+              fast ? "fast   " : "precise", static_cast<long long>(m), static_cast<long long>(n),
+              static_cast<long long>(k), static_cast<long long>(bad), worst);
+  return bad == 0;
+}
+
+void bench(void *workspace) {
+  struct Shape { const char *model, *name; int64_t n, k; };
+  const Shape shapes[] = {
+      {"gpt2-124m", "c_attn", 2304, 768},   {"gpt2-124m", "attn.c_proj", 768, 768},
+      {"gpt2-124m", "c_fc", 3072, 768},     {"gpt2-124m", "mlp.c_proj", 768, 3072},
+      {"llama-1b", "qkv", 3072, 2048},      {"llama-1b", "o_proj", 2048, 2048},
+      {"llama-1b", "gate_up", 16384, 2048}, {"llama-1b", "down", 2048, 8192}};
+  const int64_t m = 16384;
+  cudaStream_t s;
+  cudaStreamCreate(&s);
+  cudaEvent_t t0, t1;
+  cudaEventCreate(&t0);
+  cudaEventCreate(&t1);
+  auto time = [&](auto &&call) {
+    for (int i = 0; i < 3; ++i) call();
+    cudaEventRecord(t0, s);
+    for (int i = 0; i < 20; ++i) call();
+    cudaEventRecord(t1, s);
+    cudaEventSynchronize(t1);
+    float ms = 0;
+    cudaEventElapsedTime(&ms, t0, t1);
+    return ms / 20;
+  };
+  std::printf("\n%-10s %-12s %6s %6s %6s | %9s %9s %9s | %8s %8s %6s %6s\n", "model", "product",
+              "M", "N", "K", "bf16 ms", "fp8 ms", "fp8f ms", "bf16 TF", "fp8f TF", "cast", "net");
+  for (const Shape &sh : shapes) {
+    Device a(m * sh.k * 2), b(sh.k * sh.n * 2), c(m * sh.n * 2), a8(m * sh.k), b8(sh.n * sh.k),
+        a8t(m * sh.k), dq(32), stats(sizeof(Fp8CastStats));
+    cudaMemset(a.p, 0, m * sh.k * 2);
+    cudaMemset(b.p, 0, sh.k * sh.n * 2);
+    cudaMemset(a8.p, 0, m * sh.k);
+    cudaMemset(b8.p, 0, sh.n * sh.k);
+    const float ones[5] = {1.0f, 0, 0, 0, 1.0f};
+    cudaMemcpy(dq.p, ones, sizeof(ones), cudaMemcpyHostToDevice);
+    const float *dqp = static_cast<const float *>(dq.p);
+    tcc_cuda_host::GemmPlan p0, p1, p2;
+    int32_t failed = 0; // a failed call would time as nothing: no row then
+    float bf16 = time([&] {
+      failed |= tcc_cuda_host::gemm(p0, s, 0, tcc_cuda_host::kGemmBF16, false, false, false, m, sh.n, sh.k,
+                          1, 0, 0, 0, 1.0, 0.0, a.p, b.p, c.p, workspace, kWorkspace);
+    });
+    float fp8 = time([&] {
+      failed |= tcc_cuda_host::gemm_fp8(p1, s, 0, tcc_cuda_host::kFp8E4M3, tcc_cuda_host::kFp8E4M3,
+                              tcc_cuda_host::kGemmBF16, false, m, sh.n, sh.k, dqp, dqp + 4, a8.p,
+                              b8.p, c.p, workspace, kWorkspace);
+    });
+    float fp8fast = time([&] {
+      failed |= tcc_cuda_host::gemm_fp8(p2, s, 0, tcc_cuda_host::kFp8E4M3, tcc_cuda_host::kFp8E4M3,
+                              tcc_cuda_host::kGemmBF16, true, m, sh.n, sh.k, dqp, dqp + 4, a8.p,
+                              b8.p, c.p, workspace, kWorkspace);
+    });
+    // The activation's cast (and transpose, for the weight gradient) each step.
+    float cast = time([&] {
+      tcc_cuda::launch_fp8_cast_transpose<tcc_cuda::bf16, e4m3>(
+          m, sh.k, static_cast<const tcc_cuda::bf16 *>(a.p), dqp, static_cast<e4m3 *>(a8.p),
+          static_cast<e4m3 *>(a8t.p), static_cast<Fp8CastStats *>(stats.p), s);
+    });
+    const double flops = 2.0 * m * sh.n * sh.k;
+    if (failed || cudaDeviceSynchronize() != cudaSuccess) {
+      std::printf("%-10s %-12s failed: %s\n", sh.model, sh.name,
+                  tcc_cuda_host::state().error.c_str());
+      continue;
+    }
+    std::printf("%-10s %-12s %6lld %6lld %6lld | %9.3f %9.3f %9.3f | %8.0f %8.0f %6.3f %5.2fx\n",
+                sh.model, sh.name, static_cast<long long>(m), static_cast<long long>(sh.n),
+                static_cast<long long>(sh.k), bf16, fp8, fp8fast, flops / bf16 / 1e9,
+                flops / fp8fast / 1e9, cast, bf16 / (fp8fast + cast));
+    tcc_cuda_host::destroy_plan(p0);
+    tcc_cuda_host::destroy_plan(p1);
+    tcc_cuda_host::destroy_plan(p2);
+  }
+  std::printf("(net: bf16 ms / (fp8 fast ms + the activation's cast-transpose ms))\n");
+}
+
+} // namespace
+
+int main(int argc, char **argv) {
+  uint64_t seed = std::random_device{}();
+  bool doBench = false;
+  for (int i = 1; i < argc; ++i) {
+    if (std::strcmp(argv[i], "--seed") == 0 && i + 1 < argc)
+      seed = std::strtoull(argv[++i], nullptr, 10);
+    else if (std::strcmp(argv[i], "--bench") == 0)
+      doBench = true;
+  }
+  int devices = 0;
+  cudaDeviceProp prop{};
+  if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0 ||
+      cudaGetDeviceProperties(&prop, 0) != cudaSuccess) {
+    std::printf("no GPU: skipped\n");
+    return 77;
+  }
+  if (prop.major * 10 + prop.minor < 89) {
+    std::printf("%s (sm_%d%d) has no FP8 tensor cores: skipped\n", prop.name, prop.major,
+                prop.minor);
+    return 77;
+  }
+  if (cublasLtCreate(&tcc_cuda_host::state().lt) != CUBLAS_STATUS_SUCCESS) {
+    std::printf("cublasLtCreate failed\n");
+    return 1;
+  }
+  // gemm() (the bf16 bench) searches and caches: a cache file of its own.
+  char cacheDir[] = "/tmp/tcc_fp8_gemm_test_XXXXXX";
+  if (!mkdtemp(cacheDir))
+    return 1;
+  std::string cacheFile = std::string(cacheDir) + "/gemm.txt";
+  setenv("TCC_GEMM_CACHE", cacheFile.c_str(), 1);
+  std::printf("seed %llu\n", static_cast<unsigned long long>(seed));
+  std::mt19937_64 rng(seed);
+  Device workspace(kWorkspace);
+  bool ok = true;
+  using tcc_cuda::bf16;
+  using tcc_cuda::f16;
+  for (auto [r, c] : {std::pair<int64_t, int64_t>{1, 1}, {33, 65}, {77, 1000}, {256, 768}}) {
+    ok &= castCase<bf16, e4m3>(r, c, false, rng);
+    ok &= castCase<bf16, e5m2>(r, c, false, rng);
+  }
+  // The vector form (16-bit, multiples of 8): a partial tile, and GPT-2's.
+  ok &= castCase<bf16, e4m3>(72, 136, false, rng);
+  ok &= castCase<f16, e5m2>(64, 1024, false, rng);
+  ok &= castCase<bf16, e4m3>(1024, 768, false, rng);
+  ok &= castCase<float, e4m3>(37, 129, false, rng);
+  ok &= castCase<f16, e5m2>(64, 100, false, rng);
+  ok &= castCase<bf16, e4m3>(40, 40, true, rng);
+  ok &= updateScaleCase();
+  using tcc_cuda_host::kFp8E4M3;
+  using tcc_cuda_host::kFp8E5M2;
+  for (bool fast : {false, true}) {
+    ok &= gemmCase(kFp8E4M3, kFp8E4M3, tcc_cuda_host::kGemmBF16, fast, 100, 64, 96, rng, workspace.p);
+    ok &= gemmCase(kFp8E4M3, kFp8E4M3, tcc_cuda_host::kGemmF32, fast, 37, 128, 768, rng, workspace.p);
+    ok &= gemmCase(kFp8E5M2, kFp8E4M3, tcc_cuda_host::kGemmBF16, fast, 129, 768, 256, rng, workspace.p);
+    ok &= gemmCase(kFp8E4M3, kFp8E5M2, tcc_cuda_host::kGemmBF16, fast, 64, 256, 3072, rng, workspace.p);
+  }
+  if (doBench)
+    bench(workspace.p);
+  std::remove(cacheFile.c_str());
+  rmdir(cacheDir);
+  std::printf("%s\n", ok ? "all passed" : "FAILED");
+  return ok ? 0 : 1;
+}
