@@ -113,9 +113,30 @@ def attrs(node):
     return {a.name: onnx.helper.get_attribute_value(a) for a in node.attribute}
 
 
+# The ops fold_numpy evaluates (on constant inputs only).
+FOLDED = {"Add", "Sub", "Mul", "Div", "Equal", "Less", "Greater", "Cast", "Unsqueeze",
+          "Concat", "Reshape", "Sqrt", "Not", "Neg", "Identity", "Shape", "Where", "Pow",
+          "ConstantOfShape", "Gather", "Transpose", "Squeeze", "Range", "Expand", "Slice"}
+
+# The most elements a constant made at import (ConstantOfShape, Expand,
+# Range) may have: the model's constants are 64 MiB at most anyway.
+MAX_FOLDED = 1 << 24
+
+
+def _fold_size(shape_or_count, op):
+    """Refuses a folded result of more than MAX_FOLDED elements (ValueError)
+    before numpy allocates it."""
+    n = shape_or_count if isinstance(shape_or_count, int) else \
+        math.prod(int(d) for d in shape_or_count)
+    if n > MAX_FOLDED:
+        raise ValueError(f"{op} would make a constant of {n} elements (at most "
+                         f"{MAX_FOLDED} are evaluated at import)")
+
+
 def fold_numpy(op, a, ins):
     """The outputs of ONNX op `op` (attributes `a`) on constant inputs, or
-    None when it is not one evaluated here."""
+    None when it is not one evaluated here. ValueError (or numpy's TypeError,
+    IndexError) when numpy refuses the data or the result is too large."""
     binary = {"Add": np.add, "Sub": np.subtract, "Mul": np.multiply,
               "Div": np.divide, "Equal": np.equal, "Less": np.less,
               "Greater": np.greater}
@@ -123,6 +144,8 @@ def fold_numpy(op, a, ins):
         r = binary[op](ins[0], ins[1])
         return [r.astype(ins[0].dtype) if op in ("Add", "Sub", "Mul", "Div") else r]
     if op == "Cast":
+        if a.get("to") not in ELEM:
+            raise ValueError(f"Cast to ONNX type {a.get('to')}")
         return [ins[0].astype(ELEM[a["to"]])]
     if op == "Unsqueeze":
         axes = a.get("axes", ins[1] if len(ins) > 1 else None)
@@ -146,6 +169,7 @@ def fold_numpy(op, a, ins):
     if op == "Pow":
         return [np.power(ins[0], ins[1]).astype(ins[0].dtype)]
     if op == "ConstantOfShape":
+        _fold_size(np.asarray(ins[0]).reshape(-1).tolist(), op)
         value = numpy_helper_value(a.get("value"))
         return [np.full(tuple(int(d) for d in ins[0]), value[0] if value is not None
                         else 0.0, dtype=value.dtype if value is not None else np.float32)]
@@ -157,8 +181,14 @@ def fold_numpy(op, a, ins):
         axes = a.get("axes", ins[1] if len(ins) > 1 else None)
         return [np.squeeze(ins[0], tuple(int(x) for x in axes) if axes is not None else None)]
     if op == "Range":
+        start, limit, delta = (float(np.asarray(v).reshape(-1)[0]) for v in ins[:3])
+        if delta == 0 or not all(map(math.isfinite, (start, limit, delta))):
+            raise ValueError(f"Range({start}, {limit}, {delta})")
+        _fold_size(max(0, math.ceil((limit - start) / delta)), op)
         return [np.arange(ins[0], ins[1], ins[2]).astype(ins[0].dtype)]
     if op == "Expand":
+        _fold_size(np.broadcast_shapes(np.shape(ins[0]),
+                                       tuple(int(d) for d in ins[1])), op)
         return [ins[0] * np.ones(tuple(int(d) for d in ins[1]), dtype=ins[0].dtype)]
     if op == "Slice":
         x = ins[0]
@@ -185,15 +215,26 @@ BROADCAST = {"Add", "Sub", "Mul", "Div", "Max", "Min", "Where", "Equal", "Less",
 def derive_shapes(op, a, shapes, consts, n_out):
     """The output shapes of `op` from its input shapes (and constant inputs:
     consts[k] is the array or None), for when ONNX shape inference left them
-    out (ops newer than this onnx stop its propagation). None: unknown."""
+    out (ops newer than this onnx stop its propagation). None: unknown.
+    ValueError: attributes or constants that do not fit the shapes (an axis
+    out of range, a perm that is not one)."""
     def const(k):
         return np.asarray(consts[k]).reshape(-1).tolist() \
             if k < len(consts) and consts[k] is not None else None
 
     def axis(k, rank):
-        return k + rank if k < 0 else k
+        if not -rank <= int(k) < rank:
+            raise ValueError(f"axis {k} is out of range for rank {rank} (input "
+                             f"shapes {[tuple(s) for s in shapes]})")
+        return int(k) + rank if k < 0 else int(k)
 
-    if not shapes:
+    def rank_at_least(n, *which):
+        for k in which:
+            if k >= len(shapes) or len(shapes[k]) < n:
+                raise ValueError(f"{op} needs input {k} of rank >= {n}, got shapes "
+                                 f"{[tuple(s) for s in shapes]}")
+
+    if not shapes or shapes[0] is None:
         return None
     x = tuple(shapes[0])
     r = len(x)
@@ -205,27 +246,37 @@ def derive_shapes(op, a, shapes, consts, n_out):
         b = shapes[1]
         return [tuple(np.broadcast_shapes(x[:-2], b[:-2])) + (x[-2], b[-1])]
     if op == "Gemm":
+        rank_at_least(2, 0, 1)
         m = x[1] if a.get("transA", 0) else x[0]
         n = shapes[1][0] if a.get("transB", 0) else shapes[1][1]
         return [(m, n)]
     if op == "Transpose":
         perm = a.get("perm") or list(range(r))[::-1]
+        if sorted(perm) != list(range(r)):
+            raise ValueError(f"perm {list(perm)} is not a permutation of the {r} axes "
+                             f"of {x}")
         return [tuple(x[p] for p in perm)]
     if op == "Reshape":
         target = const(1)
         if target is None:
             return None
-        out = [x[i] if d == 0 and not a.get("allowzero", 0) else d
-               for i, d in enumerate(target)]
+        zero_copies = not a.get("allowzero", 0)
+        if zero_copies and any(d == 0 and i >= r for i, d in enumerate(target)) \
+                or any(d < -1 for d in target) or target.count(-1) > 1:
+            raise ValueError(f"cannot reshape {x} to {target}")
+        out = [x[i] if d == 0 and zero_copies else d for i, d in enumerate(target)]
         if -1 in out:
-            known = int(np.prod([d for d in out if d != -1]))
-            out[out.index(-1)] = int(np.prod(x)) // max(known, 1)
+            known = math.prod(d for d in out if d != -1)
+            out[out.index(-1)] = math.prod(x) // max(known, 1)
         return [tuple(out)]
     if op == "Flatten":
-        k = axis(a.get("axis", 1), r)
-        return [(int(np.prod(x[:k])), int(np.prod(x[k:])))]
+        k = a.get("axis", 1)
+        k = r if k == r else axis(k, r)  # (axis r: all of it, then 1)
+        return [(math.prod(x[:k]), math.prod(x[k:]))]
     if op in ("Unsqueeze", "Squeeze"):
         axes = a.get("axes", const(1))
+        if axes is None and op == "Unsqueeze":
+            raise ValueError("Unsqueeze without axes")
         if op == "Squeeze":
             drop = {axis(k, r) for k in axes} if axes is not None else \
                 {i for i, d in enumerate(x) if d == 1}
@@ -236,12 +287,16 @@ def derive_shapes(op, a, shapes, consts, n_out):
         return [tuple(out)]
     if op == "Concat":
         k = axis(a["axis"], r)
+        if any(len(s) != r for s in shapes):
+            raise ValueError(f"Concat of different ranks {[tuple(s) for s in shapes]}")
         return [x[:k] + (sum(s[k] for s in shapes),) + x[k + 1:]]
     if op == "Split":
         k = axis(a.get("axis", 0), r)
         sizes = a.get("split", const(1))
         if sizes is None:
             sizes = [x[k] // n_out] * n_out
+        if len(sizes) != n_out:
+            raise ValueError(f"{len(sizes)} split sizes for {n_out} outputs")
         return [x[:k] + (int(s),) + x[k + 1:] for s in sizes]
     if op == "Slice":
         starts, ends = const(1), const(2)
@@ -249,11 +304,14 @@ def derive_shapes(op, a, shapes, consts, n_out):
         if starts is None or ends is None:
             return None
         out = list(x)
+        if len(axes) != len(starts) or len(ends) != len(starts):
+            raise ValueError(f"Slice starts {starts}, ends {ends}, axes {axes}: "
+                             "not one of each per axis")
         for s, e, k in zip(starts, ends, axes):
             k = axis(k, r)
             out[k] = len(range(*slice(s, e).indices(x[k])))
         return [tuple(out)]
-    if op == "Gather" and a.get("axis", 0) == 0:
+    if op == "Gather" and a.get("axis", 0) == 0 and len(shapes) == 2:
         return [tuple(shapes[1]) + x[1:]]
     if op in ("ReduceMean", "ReduceSum"):
         axes = a.get("axes", const(1))

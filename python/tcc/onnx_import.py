@@ -26,7 +26,8 @@ import sys
 import numpy as np
 
 from tcc import ops
-from tcc._onnx_graph import (ELEM, attrs, derive_shapes, fold_numpy, gelu_erf,
+from tcc._onnx_check import check_model, load_external_data, node_where
+from tcc._onnx_graph import (ELEM, FOLDED, attrs, derive_shapes, fold_numpy, gelu_erf,
                              meets_data, module_path, upper_triangle)
 from tcc._onnx_vision import VisionOps
 from tcc.model import AdamW, Model, SGD, TccError, check_optimizer, normal, ones, zeros
@@ -67,6 +68,19 @@ def _bin(op):
     return h
 
 
+def _variadic(op):
+    """Max / Min: of one or more inputs (ONNX), pairwise."""
+    def h(self, node, ins, a, where):
+        if any(v is None for v in ins):
+            raise OnnxImportError(f"tcc import: {where}: an empty input name")
+        like = next(v for v in ins if isinstance(v, Val))
+        y = self.t(ins[0], like)
+        for v in ins[1:]:
+            y = getattr(ops, op)(y, self.t(v, like))
+        return y
+    return h
+
+
 def _un(op):
     def h(self, node, ins, a, where):
         return getattr(ops, op)(ins[0].t)
@@ -88,13 +102,77 @@ def _reduce(op):
     return h
 
 
+# The inputs a handler reads as constants evaluated here (shape vectors,
+# axes, a ratio, an exponent): input index -> what they must be.
+_CONST_INPUTS = {"Reshape": {1: "ints"}, "Squeeze": {1: "ints"}, "Unsqueeze": {1: "ints"},
+                 "ReduceMean": {1: "ints"}, "ReduceSum": {1: "ints"}, "Split": {1: "ints"},
+                 "Slice": {1: "ints", 2: "ints", 3: "ints", 4: "ints"},
+                 "Dropout": {1: "number", 2: "number"}, "Pow": {1: "number"}}
+# Ops whose first input must be a graph value (a tcc tensor), not a constant
+# (the others take either where they take a graph value).
+_VALUE_INPUT0 = {"Gemm", "Softmax", "LogSoftmax", "Reshape", "Flatten",
+                 "Squeeze", "Unsqueeze", "Transpose", "ReduceMean", "ReduceSum",
+                 "Split", "Slice", "Cast", "Dropout", "Pow", "Gelu",
+                 "LayerNormalization", "Shape", "Conv", "MaxPool", "AveragePool",
+                 "BatchNormalization", "Relu", "Sigmoid", "Tanh", "Exp", "Log",
+                 "Sqrt", "Neg"}
+
+
+def _check_inputs(node, ins, where):
+    """The kinds _CONST_INPUTS and _VALUE_INPUT0 ask for."""
+    if node.op_type in _VALUE_INPUT0 and ins and not isinstance(ins[0], Val):
+        raise OnnxImportError(f"tcc import: {where}: input {node.input[0]!r} is a "
+                              "constant here; this op is mapped for a graph value (one "
+                              "computed from the graph inputs or a parameter)")
+    for k, kind in _CONST_INPUTS.get(node.op_type, {}).items():
+        if k >= len(ins) or ins[k] is None:
+            continue
+        v = ins[k]
+        if isinstance(v, Val):
+            raise OnnxImportError(f"tcc import: {where}: input {node.input[k]!r} must be "
+                                  "a constant (an initializer, a Constant or computed "
+                                  "from them), not a graph value")
+        v = np.asarray(v)
+        if kind == "ints" and (v.dtype.kind not in "iu" or v.ndim > 1):
+            raise OnnxImportError(f"tcc import: {where}: input {node.input[k]!r} must be "
+                                  f"a 1-D integer tensor, got {v.dtype} of shape {v.shape}")
+        if kind == "ints" and v.size and v.dtype == np.uint64 and v.max() >= 2 ** 63:
+            raise OnnxImportError(f"tcc import: {where}: input {node.input[k]!r} holds "
+                                  f"{int(v.max())}, beyond int64")
+        if kind == "number" and (v.dtype.kind not in "biuf" or v.size != 1):
+            raise OnnxImportError(f"tcc import: {where}: input {node.input[k]!r} must be "
+                                  f"one number, got {v.dtype} of shape {v.shape}")
+
+
+def _infer_shapes(onnx_model):
+    """ONNX shape inference, with data propagation (shapes computed by
+    Shape -> Gather -> Concat -> Reshape) unless a Shape node's input has no
+    type: onnx's propagation through Shape dereferences that type (onnx 1.12
+    crashes). Untyped values follow ops this onnx does not know (Gelu of
+    opset 20) or nodes whose inference failed; without the propagation the
+    walk still folds Shape from the static shapes itself (derive_shapes)."""
+    import onnx
+    infer = onnx.shape_inference.infer_shapes
+    shape_inputs = {n.input[0] for n in onnx_model.graph.node
+                    if n.op_type == "Shape" and n.input}
+    if not shape_inputs:
+        return infer(onnx_model, data_prop=True)  # nothing for it to crash on
+    m = infer(onnx_model)
+    g = m.graph
+    typed = {v.name for v in list(g.input) + list(g.value_info) + list(g.output)
+             if v.type.WhichOneof("value")}
+    if m.ir_version >= 4:  # (before IR 4 an initializer is typed as a graph input)
+        typed |= {t.name for t in g.initializer}
+    return infer(onnx_model, data_prop=True) if shape_inputs <= typed else m
+
+
 class _Importer(VisionOps):  # Conv, pools, BatchNormalization: _onnx_vision.py
     def __init__(self, onnx_model, name):
         import onnx
         from onnx import numpy_helper
         self.onnx, self.nh = onnx, numpy_helper
         try:
-            m = onnx.shape_inference.infer_shapes(onnx_model, data_prop=True)
+            m = _infer_shapes(onnx_model)
         except Exception as e:  # noqa: BLE001 - onnx raises several kinds
             raise OnnxImportError(f"tcc import: ONNX shape inference failed: {e}") from None
         self.g = m.graph
@@ -115,6 +193,23 @@ class _Importer(VisionOps):  # Conv, pools, BatchNormalization: _onnx_vision.py
 
     def error(self, message):
         return OnnxImportError(f"tcc import: {message}")
+
+    @classmethod
+    def unsupported(cls, node, where):
+        return OnnxImportError(
+            f"tcc import: unsupported op {node.op_type} at {where} — supported: "
+            + ", ".join(sorted(n[3:] for n in dir(cls) if n.startswith("op_"))))
+
+    @classmethod
+    def check_ops(cls, graph):
+        """Refuses an op the walk cannot map before ONNX shape inference runs
+        on it (onnx 1.12's inference of ConvTranspose crashes on ranks that
+        do not match): a handler op_X, an op folded on constants (FOLDED),
+        Constant, or Erf (GELU's pattern; the walk checks the rest)."""
+        for node in graph.node:
+            if not hasattr(cls, "op_" + node.op_type) and \
+                    node.op_type not in FOLDED | {"Constant", "Erf"}:
+                raise cls.unsupported(node, node_where(node))
 
     @staticmethod
     def val(t, shape, dtype):
@@ -157,8 +252,12 @@ class _Importer(VisionOps):  # Conv, pools, BatchNormalization: _onnx_vision.py
             ins = [self.values.get(i) if i else None for i in node.input]
             shapes = [v.shape if isinstance(v, Val) else np.shape(v) for v in ins]
             consts = [None if isinstance(v, Val) else v for v in ins]
-            derived = derive_shapes(node.op_type, attrs(node), shapes, consts,
-                                    len(node.output))
+            try:
+                derived = derive_shapes(node.op_type, attrs(node), shapes, consts,
+                                        len(node.output))
+            except ValueError as e:  # attributes that do not fit the shapes
+                raise OnnxImportError(f"tcc import: node {node.name or node.op_type} "
+                                      f"({node.op_type}): {e}") from None
             if derived is not None:
                 for out, shape in zip(node.output, derived):
                     self.shapes[out] = (shape, None)
@@ -291,21 +390,29 @@ class _Importer(VisionOps):  # Conv, pools, BatchNormalization: _onnx_vision.py
                 continue
             handler = getattr(self, "op_" + node.op_type, None)
             if handler is None:
-                raise OnnxImportError(
-                    f"tcc import: unsupported op {node.op_type} at {where} — supported: "
-                    + ", ".join(sorted(n[3:] for n in dir(self) if n.startswith("op_"))))
-            outs = handler(node, ins, attrs(node), where)
-            outs = outs if isinstance(outs, list) else [outs]
-            for name, t in zip(node.output, outs):
-                if isinstance(t, (Val, np.ndarray)):
-                    self.values[name] = t
-                else:
-                    shape = self.shape_of(name, node)
-                    self.values[name] = Val(t, shape, self.dtype_of(name, node, ins))
+                raise self.unsupported(node, where)
+            _check_inputs(node, ins, where)
+            try:
+                outs = handler(node, ins, attrs(node), where)
+                outs = outs if isinstance(outs, list) else [outs]
+                for name, t in zip(node.output, outs):
+                    if isinstance(t, (Val, np.ndarray)):
+                        self.values[name] = t
+                    else:
+                        shape = self.shape_of(name, node)
+                        self.values[name] = Val(t, shape, self.dtype_of(name, node, ins))
+            except OnnxImportError:
+                raise
+            except TccError as e:  # a tcc op refused it (shapes): name the ONNX node
+                raise OnnxImportError(f"tcc import: {where}: {e}") from None
 
     def fold(self, node, ins, where):
         """A node of constants only (shape arithmetic, masks): evaluated here."""
-        res = fold_numpy(node.op_type, attrs(node), ins)
+        try:
+            res = fold_numpy(node.op_type, attrs(node), ins)
+        except (ValueError, TypeError, IndexError, OverflowError) as e:  # numpy refused
+            raise OnnxImportError(f"tcc import: {where}: cannot evaluate this constant "
+                                  f"expression at import: {e}") from None
         if res is None:
             raise OnnxImportError(f"tcc import: {where}: cannot evaluate this "
                                   "constant expression at import")
@@ -315,7 +422,7 @@ class _Importer(VisionOps):  # Conv, pools, BatchNormalization: _onnx_vision.py
     # -- ops ---------------------------------------------------------------------
 
     op_Add, op_Sub, op_Mul, op_Div = _bin("add"), _bin("sub"), _bin("mul"), _bin("div")
-    op_Max, op_Min = _bin("maximum"), _bin("minimum")
+    op_Max, op_Min = _variadic("maximum"), _variadic("minimum")
     op_Equal, op_Less, op_Greater = _bin("equal"), _bin("less"), _bin("greater")
 
     op_Relu, op_Sigmoid, op_Tanh = _un("relu"), _un("sigmoid"), _un("tanh")
@@ -408,8 +515,15 @@ class _Importer(VisionOps):  # Conv, pools, BatchNormalization: _onnx_vision.py
     def op_Split(self, node, ins, a, where):
         axis = int(a.get("axis", 0))
         x = ins[0]
+        if not -len(x.shape) <= axis < len(x.shape):
+            raise OnnxImportError(f"tcc import: {where}: axis {axis} is out of range "
+                                  f"for {x.shape}")
         axis = axis + len(x.shape) if axis < 0 else axis
-        sizes = [self.shape_of(o, node)[axis] for o in node.output]
+        shapes = [self.shape_of(o, node) for o in node.output]
+        if any(len(s) != len(x.shape) for s in shapes):
+            raise OnnxImportError(f"tcc import: {where}: outputs of shapes {shapes} "
+                                  f"from {x.shape}")
+        sizes = [s[axis] for s in shapes]
         return ops.split(x.t, sizes, axis=axis)
 
     def op_Slice(self, node, ins, a, where):
@@ -466,9 +580,17 @@ def from_onnx(path, loss="cross_entropy", optimizer=None, output=None,
     if optimizer is None:
         raise OnnxImportError("tcc import: an optimizer is needed")
     try:
-        onnx_model = onnx.load(path)
+        onnx_model = onnx.load(path, load_external_data=False)
     except Exception as e:  # noqa: BLE001 - protobuf/IO errors of many kinds
         raise OnnxImportError(f"tcc import: cannot read {path}: {e}") from None
+
+    def error(message):
+        return OnnxImportError(f"tcc import: {path} is not a valid ONNX model: {message}")
+
+    # Before ONNX shape inference: its C++ code trusts what these check.
+    load_external_data(onnx_model, path, error)
+    check_model(onnx_model, error)
+    _Importer.check_ops(onnx_model.graph)
     base = os.path.splitext(os.path.basename(path))[0]
     try:
         imp = _Importer(onnx_model, name or onnx_model.graph.name or base)

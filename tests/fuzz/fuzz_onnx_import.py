@@ -39,7 +39,6 @@ worker process at a time (plus this one).
 
 import argparse
 import hashlib
-import io
 import math
 import multiprocessing as mp
 import os
