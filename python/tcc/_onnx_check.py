@@ -8,7 +8,7 @@ on when it is not so (issue 36, tests/fuzz/fuzz_onnx_import.py).
 
 What is checked, in the order of the file:
   - names (of the graph, nodes, values, attributes) are UTF-8;
-  - the opset of the default domain is given (once, >= 1); no sparse
+  - the opset of the default domain is given (once, >= 7); no sparse
     initializers;
   - every tensor (initializers, Constant values, any tensor attribute): a
     known data type, dims >= 0, exactly as many data values (raw bytes or a
@@ -60,6 +60,10 @@ _ATTR_NAMES = {1: "float", 2: "int", 3: "string", 4: "tensor", 5: "graph",
                8: "strings", 9: "tensors", 10: "graphs", 12: "sparse tensors",
                14: "types"}
 _SINGLE = ("f", "i", "s", "t", "g", "sparse_tensor", "tp")
+
+# The oldest opset read: torch.onnx.export's oldest. Older ops differ (Gemm-6
+# broadcasts by an attribute; onnx 1.12's inference of it crashes on a 1-D B).
+MIN_OPSET = 7
 
 # Attributes of window ops (Conv, pools), whatever the op: at least 1 / 0.
 _AT_LEAST_1 = ("kernel_shape", "strides", "dilations", "group")
@@ -141,8 +145,9 @@ def _opset(model, error):
         versions[domain] = o.version
     if "" not in versions:
         raise error("the model imports no opset of the default ONNX domain")
-    if versions[""] < 1:
-        raise error(f"the model imports ONNX opset {versions['']} (opsets start at 1)")
+    if versions[""] < MIN_OPSET:
+        raise error(f"the model imports ONNX opset {versions['']}: tcc import reads "
+                    f"opset {MIN_OPSET} and later (torch.onnx.export writes 7 or later)")
     return versions[""]
 
 

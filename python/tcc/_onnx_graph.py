@@ -192,6 +192,8 @@ def fold_numpy(op, a, ins):
         return [ins[0] * np.ones(tuple(int(d) for d in ins[1]), dtype=ins[0].dtype)]
     if op == "Slice":
         x = ins[0]
+        if len(ins) == 1:  # opset < 10: attributes
+            ins = [x, a.get("starts", []), a.get("ends", []), a.get("axes")]
         starts, ends = (np.asarray(v).reshape(-1).tolist() for v in ins[1:3])
         axes = np.asarray(ins[3]).reshape(-1).tolist() if len(ins) > 3 and \
             ins[3] is not None else list(range(len(starts)))
@@ -299,8 +301,8 @@ def derive_shapes(op, a, shapes, consts, n_out):
             raise ValueError(f"{len(sizes)} split sizes for {n_out} outputs")
         return [x[:k] + (int(s),) + x[k + 1:] for s in sizes]
     if op == "Slice":
-        starts, ends = const(1), const(2)
-        axes = const(3) or list(range(len(starts or [])))
+        starts, ends = a.get("starts", const(1)), a.get("ends", const(2))
+        axes = a.get("axes", const(3)) or list(range(len(starts or [])))
         if starts is None or ends is None:
             return None
         out = list(x)

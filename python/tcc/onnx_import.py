@@ -528,6 +528,8 @@ class _Importer(VisionOps):  # Conv, pools, BatchNormalization: _onnx_vision.py
 
     def op_Slice(self, node, ins, a, where):
         x = ins[0]
+        if len(ins) == 1:  # opset < 10: starts, ends and axes are attributes
+            ins = [x, a.get("starts", []), a.get("ends", []), a.get("axes")]
         starts, ends = (np.asarray(v).reshape(-1).tolist() for v in ins[1:3])
         axes = np.asarray(ins[3]).reshape(-1).tolist() if len(ins) > 3 and ins[3] is not None \
             else list(range(len(starts)))

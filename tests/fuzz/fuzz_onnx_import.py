@@ -974,7 +974,7 @@ class Campaign:
         if kind == "clean":
             import re
             key = re.sub(r"'[^']*'|\"[^\"]*\"|\d+|node \S+|\[.*?\]|\(.*?\)", "_",
-                         res[1])[:90]
+                         re.sub(r"/\S*\.onnx", "M", res[1]))[:110]
             self.clean_kinds[key] = self.clean_kinds.get(key, 0) + 1
         if kind not in ("finding", "unnamed"):
             return False
