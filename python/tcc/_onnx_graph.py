@@ -58,17 +58,23 @@ def module_path(node_name):
 def upper_triangle(a):
     """k when the bool array `a` is (j - i > k) over its last two dims for
     every leading index, else None."""
-    if a.dtype != np.bool_ or a.ndim < 2:
+    if a.dtype != np.bool_ or a.ndim < 2 or a.size == 0:
         return None
     rows, cols = a.shape[-2:]
     flat = a.reshape(-1, rows, cols)
     if not np.all(flat == flat[0]):
         return None
     d = np.arange(cols)[None, :] - np.arange(rows)[:, None]
-    for k in range(-rows - 1, cols + 1):
-        if np.array_equal(flat[0], d > k):
-            return k
-    return None
+    m = flat[0]
+    # The smallest k with m == (d > k): the largest d where m is False (one
+    # comparison, not one per k: a 4096-long causal mask took minutes).
+    if m.all():
+        k = -rows - 1
+    elif not m.any():
+        k = cols - 1
+    else:
+        k = int(d[~m].max())
+    return k if np.array_equal(m, d > k) else None
 
 
 # Ops through which an initializer does not reach the loss differentiably:

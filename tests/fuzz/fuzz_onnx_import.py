@@ -166,9 +166,9 @@ def seed_transformer():
     """A GPT block as torch.onnx.export writes it (opset 17): tokens (2, 5)
     -> Gather embedding + a Slice of the position table -> LayerNormalization
     -> MatMul qkv -> Split -> Reshape / Transpose heads (the shape computed
-    by Shape, Gather, Unsqueeze, Concat: folded) -> MatMul, Div, a causal
-    Where, Softmax, MatMul -> Transpose, Reshape, projection, residual -> the
-    decomposed layer norm (ReduceMean, Sub, Pow, Sqrt, Div, Mul, Add) ->
+    by Shape, Gather, Unsqueeze, Concat: folded) -> MatMul, Div, Where by a
+    causal mask (Range, Unsqueeze, Greater: folded), Softmax, MatMul ->
+    Transpose, Reshape, projection, residual -> the decomposed layer norm (ReduceMean, Sub, Pow, Sqrt, Div, Mul, Add) ->
     MatMul, GELU as x*(erf(x/sqrt2)+1)*0.5, MatMul -> Concat/Slice -> tied
     head (Transpose of the table) -> logits (2, 5, 16): cross_entropy."""
     import numpy as np
@@ -225,7 +225,14 @@ def seed_transformer():
         h.make_node("MatMul", ["q", "kt"], ["s0"], name="/attn/MatMul"),
         const("scale", np.array(math.sqrt(D), f)),
         h.make_node("Div", ["s0", "scale"], ["s1"], name="/attn/Div"),
-        const("mask", np.triu(np.ones((T, T), bool), 1)),
+        # the causal mask computed (folded at import): j > i
+        const("r0", np.array(0, i64)), const("r1", np.array(T, i64)),
+        const("r2", np.array(1, i64)),
+        h.make_node("Range", ["r0", "r1", "r2"], ["ar"], name="/attn/Range"),
+        const("ax1", np.array([1], i64)),
+        h.make_node("Unsqueeze", ["ar", "ax0"], ["cols"], name="/attn/Unsqueeze_1"),
+        h.make_node("Unsqueeze", ["ar", "ax1"], ["rows"], name="/attn/Unsqueeze_2"),
+        h.make_node("Greater", ["cols", "rows"], ["mask"], name="/attn/Greater"),
         const("neg", np.array(-1e9, f)),
         h.make_node("Where", ["mask", "neg", "s1"], ["s2"], name="/attn/Where"),
         h.make_node("Softmax", ["s2"], ["att"], name="/attn/Softmax", axis=-1),
@@ -374,6 +381,11 @@ def mut_dim(rng, m):
     vi = rng.choice(vis)
     shape = vi.type.tensor_type.shape
     r = rng.random()
+    if shape.dim and r < 0.35:  # a small size: a shape the walk may still take
+        d = rng.choice(shape.dim)
+        d.dim_value = rng.choice([1, 2, 3, 4, 5, 6, 8, 16])
+        return f"dim of {vi.name!r} = {d.dim_value}"
+    r = rng.random()
     if not shape.dim or r < 0.15:
         shape.dim.add().dim_value = rand_dim(rng)
         return f"dim added to {vi.name!r}"
@@ -401,18 +413,41 @@ def mut_elem_type(rng, m):
     return f"elem_type of {vi.name!r} = {t}"
 
 
+# Ops of one arity and kind: a swap within a class keeps the graph wired.
+OP_CLASSES = [["Relu", "Sigmoid", "Tanh", "Exp", "Log", "Sqrt", "Neg", "Gelu", "Identity",
+               "Dropout", "Softmax", "LogSoftmax", "Erf", "Not", "Cast", "Flatten",
+               "Transpose", "Shape"],
+              ["Add", "Sub", "Mul", "Div", "Max", "Min", "Equal", "Less", "Greater", "Pow",
+               "MatMul", "Gather", "Reshape", "Unsqueeze", "Squeeze", "Expand"],
+              ["ReduceMean", "ReduceSum"], ["MaxPool", "AveragePool"], ["Gemm", "Conv"]]
+
+
 def mut_op_type(rng, m):
     if not m.graph.node:
         return None
     n = rng.choice(m.graph.node)
     old = n.op_type
-    n.op_type = rng.choice(KNOWN_OPS) if rng.random() < 0.9 else rng.choice(OTHER_OPS)
+    same = [c for c in OP_CLASSES if old in c]
+    r = rng.random()
+    if same and r < 0.5:
+        n.op_type = rng.choice(same[0])
+    else:
+        n.op_type = rng.choice(KNOWN_OPS) if r < 0.93 else rng.choice(OTHER_OPS)
     return f"op {n.name or old}: {old} -> {n.op_type}"
 
 
 def _set_attr_value(rng, a):
     from onnx import AttributeProto as AP
-    if a.type == AP.INT:
+    if a.type == AP.INT and rng.random() < 0.5:
+        a.i = rng.randint(-4, 4)  # an axis / flag in range, or nearly
+    elif a.type == AP.INTS and a.ints and rng.random() < 0.4:
+        vals = list(a.ints)
+        vals[rng.randrange(len(vals))] = rng.randint(-4, 4)
+        if rng.random() < 0.3:
+            rng.shuffle(vals)  # a perm stays one
+        del a.ints[:]
+        a.ints.extend(vals)
+    elif a.type == AP.INT:
         a.i = rand_int(rng)
     elif a.type == AP.FLOAT:
         a.f = rng.choice(INTERESTING_FLOATS) if rng.random() < 0.7 else rng.uniform(-5, 5)
@@ -586,8 +621,57 @@ def mut_splice(rng, m, donors):
     return f"node {src.op_type} spliced in at {k}"
 
 
+def _values(rng, dtype, n):
+    """n values of numpy dtype: small integers (shapes, axes, -1, 0) or floats
+    (normal, 0, 1, NaN, inf, huge)."""
+    import numpy as np
+    kind = np.dtype(dtype).kind
+    if kind in "iu":
+        pool = [0, 1, 2, 3, 4, 5, 8, -1, -2, 16, 2 ** 31 - 1]
+        vals = [rng.choice(pool) if rng.random() < 0.8 else rng.randint(-3, 40)
+                for _ in range(n)]
+        if kind == "u":
+            vals = [abs(v) for v in vals]
+        return np.array(vals, dtype=dtype)
+    if kind == "b":
+        return np.array([rng.random() < 0.5 for _ in range(n)])
+    pool = [0.0, 1.0, -1.0, 0.5, 2.0, float("nan"), float("inf"), 1e30]
+    vals = [rng.gauss(0, 1) if rng.random() < 0.85 else rng.choice(pool) for _ in range(n)]
+    return np.array(vals, dtype=dtype)
+
+
+def mut_tensor_consistent(rng, t, where):
+    """New dims (the rank kept or one off, small sizes) and data that fills
+    them, of the same data type: reaches the walk rather than the checks."""
+    import numpy as np
+    from onnx import numpy_helper
+    try:
+        old = numpy_helper.to_array(t)
+    except Exception:  # noqa: BLE001 - an earlier mutation broke it
+        return None
+    dims = list(old.shape)
+    r = rng.random()
+    if r < 0.3 and dims:
+        dims[rng.randrange(len(dims))] = rng.choice([0, 1, 2, 3, 4, 5, 8, 16])
+    elif r < 0.45:
+        dims.insert(rng.randrange(len(dims) + 1), rng.choice([1, 2, 3]))
+    elif r < 0.6 and dims:
+        del dims[rng.randrange(len(dims))]
+    # else: the same dims, new values
+    if np.prod(dims, dtype=np.int64) > 4096:
+        return None
+    new = numpy_helper.from_array(_values(rng, old.dtype, int(np.prod(dims, dtype=np.int64)))
+                                  .reshape(dims), t.name)
+    t.CopyFrom(new)
+    return f"{where}: dims {dims}, new values"
+
+
 def mut_tensor(rng, t, where):
     """A TensorProto (an initializer or a Constant's value)."""
+    if rng.random() < 0.4:
+        what = mut_tensor_consistent(rng, t, where)
+        if what:
+            return what
     r = rng.random()
     if r < 0.25:
         if t.raw_data:
