@@ -50,6 +50,7 @@ import time
 import traceback
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(os.path.dirname(HERE))
 TARGET = "fuzz_onnx_import"
 CORPUS = os.path.join(HERE, "corpus", TARGET)
 CRASHES = os.path.join(HERE, "crashes", TARGET)
@@ -168,9 +169,10 @@ def seed_transformer():
     -> MatMul qkv -> Split -> Reshape / Transpose heads (the shape computed
     by Shape, Gather, Unsqueeze, Concat: folded) -> MatMul, Div, Where by a
     causal mask (Range, Unsqueeze, Greater: folded), Softmax, MatMul ->
-    Transpose, Reshape, projection, residual -> the decomposed layer norm (ReduceMean, Sub, Pow, Sqrt, Div, Mul, Add) ->
-    MatMul, GELU as x*(erf(x/sqrt2)+1)*0.5, MatMul -> Concat/Slice -> tied
-    head (Transpose of the table) -> logits (2, 5, 16): cross_entropy."""
+    Transpose, Reshape, projection, residual -> the decomposed layer norm
+    (ReduceMean, Sub, Pow, Sqrt, Div, Mul, Add) -> MatMul, GELU as
+    x*(erf(x/sqrt2)+1)*0.5, MatMul -> Concat/Slice -> tied head (Transpose of
+    the table) -> logits (2, 5, 16): cross_entropy."""
     import numpy as np
     from onnx import TensorProto, helper, numpy_helper
     rng = np.random.default_rng(4)
@@ -1235,7 +1237,7 @@ def main(argv=None):
         for p, data in replay:
             for loss in ("cross_entropy", "mse"):
                 res = worker.run(data, loss, "sgd")
-                print(f"replay {os.path.relpath(p)} ({loss}): {res[0]}: "
+                print(f"replay {os.path.relpath(os.path.abspath(p), REPO)} ({loss}): {res[0]}: "
                       f"{res[1][:200]}", flush=True)
                 camp.record(data, res, f"replay of {p} with loss {loss}")
         if args.replay is not None:
