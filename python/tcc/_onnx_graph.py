@@ -64,17 +64,20 @@ def upper_triangle(a):
     flat = a.reshape(-1, rows, cols)
     if not np.all(flat == flat[0]):
         return None
-    d = np.arange(cols)[None, :] - np.arange(rows)[:, None]
     m = flat[0]
-    # The smallest k with m == (d > k): the largest d where m is False (one
-    # comparison, not one per k: a 4096-long causal mask took minutes).
+    # The smallest k with m == (j - i > k): the largest j - i where m is
+    # False (one comparison, not one per k: a 4096-long causal mask took
+    # minutes), in bool arrays of m's size (an int64 j - i of a 32768-long
+    # mask is 8 GiB).
     if m.all():
         k = -rows - 1
     elif not m.any():
         k = cols - 1
     else:
-        k = int(d[~m].max())
-    return k if np.array_equal(m, d > k) else None
+        false = ~m
+        last = cols - 1 - np.argmax(false[:, ::-1], axis=1)  # per row
+        k = int(np.max(np.where(false.any(axis=1), last - np.arange(rows), -rows - 1)))
+    return k if np.array_equal(m, np.triu(np.ones((rows, cols), np.bool_), k + 1)) else None
 
 
 # Ops through which an initializer does not reach the loss differentiably:
@@ -124,9 +127,11 @@ FOLDED = {"Add", "Sub", "Mul", "Div", "Equal", "Less", "Greater", "Cast", "Unsqu
           "Concat", "Reshape", "Sqrt", "Not", "Neg", "Identity", "Shape", "Where", "Pow",
           "ConstantOfShape", "Gather", "Transpose", "Squeeze", "Range", "Expand", "Slice"}
 
-# The most elements a constant made at import (ConstantOfShape, Expand,
-# Range) may have: the model's constants are 64 MiB at most anyway.
-MAX_FOLDED = 1 << 24
+# The most elements a constant made at import (folding ConstantOfShape,
+# Expand, Range, broadcasting ops, Gather, Concat) may have: 2^27 (1 GiB of
+# int64; an 8192-long causal mask is 2^26; a constant the model keeps is
+# 64 MiB at most anyway).
+MAX_FOLDED = 1 << 27
 
 
 def _fold_size(shape_or_count, op):
@@ -139,6 +144,20 @@ def _fold_size(shape_or_count, op):
                          f"{MAX_FOLDED} are evaluated at import)")
 
 
+def _folded_count(op, a, ins):
+    """The elements of the result of the ops whose result can be larger
+    than their inputs (broadcasting, gathering, concatenating); 0 for the
+    others (Range, ConstantOfShape and Expand are checked below)."""
+    if op in ("Add", "Sub", "Mul", "Div", "Equal", "Less", "Greater", "Pow", "Where"):
+        return math.prod(np.broadcast_shapes(*(np.shape(x) for x in ins)))
+    if op == "Gather" and len(ins) == 2 and np.ndim(ins[0]):
+        return np.size(ins[1]) * (np.size(ins[0]) // max(
+            np.shape(ins[0])[int(a.get("axis", 0))], 1))
+    if op == "Concat":
+        return sum(np.size(x) for x in ins)
+    return 0
+
+
 def fold_numpy(op, a, ins):
     """The outputs of ONNX op `op` (attributes `a`) on constant inputs, or
     None when it is not one evaluated here. ValueError (or numpy's TypeError,
@@ -146,6 +165,7 @@ def fold_numpy(op, a, ins):
     binary = {"Add": np.add, "Sub": np.subtract, "Mul": np.multiply,
               "Div": np.divide, "Equal": np.equal, "Less": np.less,
               "Greater": np.greater}
+    _fold_size(_folded_count(op, a, ins), op)
     if op in binary:
         r = binary[op](ins[0], ins[1])
         return [r.astype(ins[0].dtype) if op in ("Add", "Sub", "Mul", "Div") else r]
