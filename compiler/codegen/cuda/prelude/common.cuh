@@ -171,26 +171,20 @@ struct e4m3 {
 struct e5m2 {
   uint8_t bits;
 };
+// Fp8Format<F8>: the largest finite value, and the conversions (nearest
+// even, saturating to +-kMax; NaN stays NaN).
+template <__nv_fp8_interpretation_t Kind, int Max> struct Fp8FormatOf {
+  static constexpr float kMax = static_cast<float>(Max);
+  __host__ __device__ __forceinline__ static uint8_t from_float(float x) {
+    return __nv_cvt_float_to_fp8(x, __NV_SATFINITE, Kind);
+  }
+  __host__ __device__ __forceinline__ static float to_float(uint8_t b) {
+    return __half2float(__half(__nv_cvt_fp8_to_halfraw(b, Kind)));
+  }
+};
 template <class F8> struct Fp8Format;
-template <> struct Fp8Format<e4m3> {
-  static constexpr float kMax = 448.0f;
-  // Nearest even, saturating to +-kMax (NaN stays NaN).
-  __host__ __device__ __forceinline__ static uint8_t from_float(float x) {
-    return __nv_cvt_float_to_fp8(x, __NV_SATFINITE, __NV_E4M3);
-  }
-  __host__ __device__ __forceinline__ static float to_float(uint8_t b) {
-    return __half2float(__half(__nv_cvt_fp8_to_halfraw(b, __NV_E4M3)));
-  }
-};
-template <> struct Fp8Format<e5m2> {
-  static constexpr float kMax = 57344.0f;
-  __host__ __device__ __forceinline__ static uint8_t from_float(float x) {
-    return __nv_cvt_float_to_fp8(x, __NV_SATFINITE, __NV_E5M2);
-  }
-  __host__ __device__ __forceinline__ static float to_float(uint8_t b) {
-    return __half2float(__half(__nv_cvt_fp8_to_halfraw(b, __NV_E5M2)));
-  }
-};
+template <> struct Fp8Format<e4m3> : Fp8FormatOf<__NV_E4M3, 448> {};
+template <> struct Fp8Format<e5m2> : Fp8FormatOf<__NV_E5M2, 57344> {};
 // What one scaled cast saw, accumulated over launches (zero it per step):
 // the input's largest |x| as float bits (atomicMax on the bits orders
 // non-negative floats, and a NaN's bits win, so a NaN anywhere shows), the

@@ -7,6 +7,37 @@ __device__ __forceinline__ float fp8_amax(float a, float b) {
   return (b > a || b != b) ? b : a;
 }
 
+// One element of a scaled cast: its byte, and its part of the statistics.
+template <class F8>
+__device__ __forceinline__ uint32_t fp8_cast_one(float x, float s, float &amax,
+                                                 unsigned long long &overflows,
+                                                 unsigned long long &underflows) {
+  const float y = x * s;
+  const uint32_t q = Fp8Format<F8>::from_float(y);
+  amax = fp8_amax(amax, fabsf(x));
+  overflows += fabsf(y) > Fp8Format<F8>::kMax && fabsf(x) <= FLT_MAX;
+  underflows += x != 0.0f && (q & 0x7f) == 0;
+  return q;
+}
+
+// A warp's statistics summed by shuffles; lane 0 adds them into *stats.
+__device__ __forceinline__ void fp8_add_stats(float amax, unsigned long long overflows,
+                                              unsigned long long underflows,
+                                              Fp8CastStats *stats) {
+  for (int offset = 16; offset > 0; offset /= 2) {
+    amax = fp8_amax(amax, __shfl_xor_sync(0xffffffffu, amax, offset));
+    overflows += __shfl_xor_sync(0xffffffffu, overflows, offset);
+    underflows += __shfl_xor_sync(0xffffffffu, underflows, offset);
+  }
+  if (threadIdx.x % 32 == 0) {
+    atomicMax(&stats->amax_bits, __float_as_uint(amax));
+    if (overflows)
+      atomicAdd(&stats->overflows, overflows);
+    if (underflows)
+      atomicAdd(&stats->underflows, underflows);
+  }
+}
+
 // One 32 x 32 tile per step of a grid-stride loop, 32 x 8 threads: each
 // element of in (rows x cols, row-major) is read once, scaled, rounded to
 // F8, written to out[r][c] and, through a shared tile, to out_t[c][r]
@@ -29,12 +60,8 @@ __global__ void __launch_bounds__(256)
       const int64_t r = r0 + i, c = c0 + threadIdx.x;
       uint8_t q = 0;
       if (r < rows && c < cols) {
-        const float x = static_cast<float>(Elem<T>::load(in[r * cols + c]));
-        const float y = x * s;
-        q = Fp8Format<F8>::from_float(y);
-        amax = fp8_amax(amax, fabsf(x));
-        overflows += fabsf(y) > Fp8Format<F8>::kMax && fabsf(x) <= FLT_MAX;
-        underflows += x != 0.0f && (q & 0x7f) == 0;
+        q = fp8_cast_one<F8>(static_cast<float>(Elem<T>::load(in[r * cols + c])), s, amax,
+                             overflows, underflows);
         if (out != nullptr)
           out[r * cols + c].bits = q;
       }
@@ -50,18 +77,7 @@ __global__ void __launch_bounds__(256)
       __syncthreads();
     }
   }
-  for (int offset = 16; offset > 0; offset /= 2) {
-    amax = fp8_amax(amax, __shfl_xor_sync(0xffffffffu, amax, offset));
-    overflows += __shfl_xor_sync(0xffffffffu, overflows, offset);
-    underflows += __shfl_xor_sync(0xffffffffu, underflows, offset);
-  }
-  if (threadIdx.x == 0) {
-    atomicMax(&stats->amax_bits, __float_as_uint(amax));
-    if (overflows)
-      atomicAdd(&stats->overflows, overflows);
-    if (underflows)
-      atomicAdd(&stats->underflows, underflows);
-  }
+  fp8_add_stats(amax, overflows, underflows, stats); // blockDim.x = 32: one warp per y
 }
 
 // The vector form for 16-bit inputs (bf16, f16) when rows and cols are
@@ -93,16 +109,12 @@ __global__ void __launch_bounds__(256)
         const T *x8 = reinterpret_cast<const T *>(&raw);
 #pragma unroll
         for (int e = 0; e < 8; ++e) {
-          const float x = Elem<T>::load(x8[e]);
-          const float y = x * s;
-          const uint32_t q = Fp8Format<F8>::from_float(y);
+          const uint32_t q =
+              fp8_cast_one<F8>(Elem<T>::load(x8[e]), s, amax, overflows, underflows);
           if (e < 4)
             q8.x |= q << (8 * e);
           else
             q8.y |= q << (8 * (e - 4));
-          amax = fp8_amax(amax, fabsf(x));
-          overflows += fabsf(y) > Fp8Format<F8>::kMax && fabsf(x) <= FLT_MAX;
-          underflows += x != 0.0f && (q & 0x7f) == 0;
         }
         if (out != nullptr)
           *reinterpret_cast<uint2 *>(&out[r * cols + c].bits) = q8;
@@ -127,18 +139,7 @@ __global__ void __launch_bounds__(256)
       __syncthreads();
     }
   }
-  for (int offset = 16; offset > 0; offset /= 2) {
-    amax = fp8_amax(amax, __shfl_xor_sync(0xffffffffu, amax, offset));
-    overflows += __shfl_xor_sync(0xffffffffu, overflows, offset);
-    underflows += __shfl_xor_sync(0xffffffffu, underflows, offset);
-  }
-  if (threadIdx.x % 32 == 0) {
-    atomicMax(&stats->amax_bits, __float_as_uint(amax));
-    if (overflows)
-      atomicAdd(&stats->overflows, overflows);
-    if (underflows)
-      atomicAdd(&stats->underflows, underflows);
-  }
+  fp8_add_stats(amax, overflows, underflows, stats);
 }
 
 // Delayed scaling, one thread: this step's amax goes into the history
