@@ -168,7 +168,7 @@ def fold_numpy(op, a, ins):
     _fold_size(_folded_count(op, a, ins), op)
     if op in binary:
         r = binary[op](ins[0], ins[1])
-        return [r.astype(ins[0].dtype) if op in ("Add", "Sub", "Mul", "Div") else r]
+        return [r.astype(ins[0].dtype, copy=False) if op in ("Add", "Sub", "Mul", "Div") else r]
     if op == "Cast":
         if a.get("to") not in ELEM:
             raise ValueError(f"Cast to ONNX type {a.get('to')}")

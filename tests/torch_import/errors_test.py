@@ -210,6 +210,15 @@ def cli_checks(bin_dir, work):
     w64 = helper.make_tensor("W", TensorProto.INT64, [8, 8], [1] * 64)
     ints = save("int_weight.onnx", [helper.make_node("Gemm", ["x", "W"], ["y"])], [w64])
     run([ints, "-o", out, "--lr", "0.1", "--loss", "mse"], 1, "W")
+    # Models that crashed onnx's shape inference (tests/fuzz/crashes/
+    # fuzz_onnx_import/: a segfault, SIGFPE), refused in one line before it.
+    crashes = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "fuzz",
+                           "crashes", "fuzz_onnx_import")
+    run([os.path.join(crashes, "shape-of-undefined-value.onnx"), "-o", out, "--lr", "0.1",
+         "--loss", "mse"], 1, "is not a valid ONNX model: node Shape (Shape): input "
+        "'nowhere' is not computed before it")
+    run([os.path.join(crashes, "averagepool-zero-stride.onnx"), "-o", out, "--lr", "0.1",
+         "--loss", "mse"], 1, "attribute strides = [2, 0]: must be >= 1")
     run([conv, "-o", out, "--lr", "0.1", "--no-decay", "bias,weights"], 2, "weights")
     r = subprocess.run([tcc_bin, "--help"], stdout=subprocess.PIPE, text=True)
     if "tcc import" not in r.stdout:
