@@ -3,6 +3,7 @@
 // loader of the newest usable one. What state.json holds is
 // CheckpointState; whether a checkpoint fits the step, CheckpointCompatibility.
 #include "runtime/trun/checkpoint/Checkpoint.h"
+#include "runtime/trun/io/PathLock.h"
 
 #include "runtime/trun/checkpoint/CheckpointCompatibility.h"
 #include "runtime/trun/checkpoint/CheckpointState.h"
@@ -137,23 +138,6 @@ absl::Status MakeDirectories(const std::string &dir) {
       return absl::OkStatus();
   }
 }
-
-// Reads the pid the lock holder wrote into the lock file.
-std::string LockHolder(int fd) {
-  char text[32] = {};
-  ssize_t n = ::pread(fd, text, sizeof(text) - 1, 0);
-  int64_t pid = 0;
-  if (n > 0) {
-    const char *end = text + n;
-    while (end > text && (end[-1] == '\n' || end[-1] == ' '))
-      --end;
-    auto [stop, error] = std::from_chars(text, end, pid);
-    if (error == std::errc() && stop == end && pid > 0)
-      return absl::StrCat("pid ", pid);
-  }
-  return "pid unknown";
-}
-
 
 std::vector<TensorToWrite>
 TensorsToWrite(int32_t n, const tcc_tensor_desc *list,

@@ -11,10 +11,7 @@
 #include <unistd.h>
 
 namespace tcc::trun {
-namespace {
-
-// "pid N" from the lock file's text, else "pid unknown".
-std::string Holder(int fd) {
+std::string LockHolder(int fd) {
   char text[32] = {};
   ssize_t n = ::pread(fd, text, sizeof(text) - 1, 0);
   const char *end = text + (n > 0 ? n : 0);
@@ -26,8 +23,6 @@ std::string Holder(int fd) {
     return absl::StrCat("pid ", pid);
   return "pid unknown";
 }
-
-} // namespace
 
 absl::StatusOr<std::unique_ptr<PathLock>> PathLock::Acquire(const std::string &path,
                                                             absl::string_view flag) {
@@ -44,7 +39,7 @@ absl::StatusOr<std::unique_ptr<PathLock>> PathLock::Acquire(const std::string &p
         ::close(fd);
         return std::unique_ptr<PathLock>();
       }
-      std::string holder = Holder(fd);
+      std::string holder = LockHolder(fd);
       ::close(fd);
       return absl::FailedPreconditionError(
           absl::StrCat(flag, " ", path, " is being written by another trun (", holder,

@@ -14,6 +14,10 @@
 
 namespace tcc::trun {
 
+// "pid N" from a lock file's text (the holder writes its pid), else
+// "pid unknown". Also read by checkpoint directories' D/.lock.
+std::string LockHolder(int fd);
+
 class PathLock {
 public:
   // Locks `path`.lock. `flag` names the option in errors ("--save-weights"):
