@@ -13,7 +13,7 @@
 namespace tcc {
 
 // The precisions of `tcc compile --precision` (tg-amp's policy).
-enum class Precision { Bf16, Fp16, Tf32, Fp32 };
+enum class Precision { Bf16, Fp16, Tf32, Fp32, Fp8 };
 std::optional<Precision> parsePrecision(llvm::StringRef name);
 // The table of tg-amp's decisions (every op of @forward with the type it
 // computes in and why), from the module right after tg-amp; --dump-dir

@@ -81,13 +81,20 @@ def TgAmp : Pass<"tg-amp", "mlir::ModuleOp"> {
     activation meeting a low one keeps the op f32). Parameters stay f32, a
     weight is cast once; results keep their declared types. Each decision
     is recorded on the op as tg.amp = "<type>: <why>". fp32 and tf32 change
-    no op. Sets tg.precision on the module.
+    no op. fp8 is bf16 plus FP8 products: each matmul of a weight whose
+    sizes are multiples of 16, except the LM head (its result feeds the
+    loss) and those --fp8-keep names, gets tg.fp8 = "e4m3xe4m3" (its
+    reason, or why it stayed bf16, in tg.amp). Sets tg.precision on the
+    module.
   }];
   let options = [
     Option<"precision", "precision", "std::string", /*default=*/"\"fp32\"",
-           "bf16 | fp16 | tf32 | fp32">,
+           "bf16 | fp16 | tf32 | fp32 | fp8">,
     Option<"target", "target", "std::string", /*default=*/"\"cuda\"",
            "cpu | cuda: convolutions go to the low type only on cuda">,
+    Option<"fp8Keep", "fp8-keep", "std::string", /*default=*/"\"\"",
+           "fp8: comma-separated names; a matmul whose node or weight name "
+           "contains one stays bf16">,
   ];
   let dependentDialects = ["tcc::tg::TgDialect", "mlir::func::FuncDialect"];
 }

@@ -285,7 +285,17 @@ absl::StatusOr<std::string> resolvePrecision(const CompileOptions &options) {
     return std::string(cuda && sm >= 80 ? "bf16" : "fp32");
   if (!parsePrecision(options.precision))
     return absl::InvalidArgumentError("unknown precision '" + options.precision +
-                                      "' (expected bf16, fp16, tf32 or fp32)");
+                                      "' (expected bf16, fp16, tf32, fp32 or fp8)");
+  if (!options.fp8Keep.empty() && options.precision != "fp8")
+    return absl::InvalidArgumentError("--fp8-keep applies only with --precision fp8");
+  // FP8 tensor cores arrived with sm_89 (Ada) and sm_90 (Hopper); the cpu
+  // target has no FP8 products.
+  if (options.precision == "fp8" && (!cuda || sm < 89))
+    return absl::InvalidArgumentError(
+        cuda ? "--precision fp8 needs sm_89 or newer; --arch " + options.arch +
+                   " has no FP8 tensor cores (use --precision bf16)"
+             : std::string("--precision fp8 applies to --target cuda (FP8 tensor-core "
+                           "products on sm_89 and newer); use bf16 on the cpu"));
   if (options.precision == "tf32" && !cuda)
     return absl::InvalidArgumentError(
         "--precision tf32 applies to --target cuda (TF32 is a GPU matmul mode); "
@@ -338,6 +348,7 @@ absl::Status compileModel(const CompileOptions &given) {
   pipelineOptions.deterministic = options.deterministic;
   pipelineOptions.cacheFrozen = options.cacheFrozen;
   pipelineOptions.precision = options.precision;
+  pipelineOptions.fp8Keep = options.fp8Keep;
   pipelineOptions.fuseAttention = options.fuseAttention;
   pipelineOptions.generate = options.generate;
   pipelineOptions.fuseEpilogue = options.fuseEpilogue;

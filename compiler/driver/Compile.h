@@ -39,10 +39,11 @@ struct CompileOptions {
   bool emitGradients = false; // see PipelineOptions
   bool deterministic = false; // see PipelineOptions
   bool cacheFrozen = false;   // --cache-frozen: the entries encode / train_cached
-  // --precision: "bf16", "fp16", "tf32" or "fp32"; empty: the target's
-  // default (cuda sm_80+: bf16; older GPUs and cpu: fp32). See
+  // --precision: "bf16", "fp16", "tf32", "fp32" or "fp8"; empty: the
+  // target's default (cuda sm_80+: bf16; older GPUs and cpu: fp32). See
   // resolvePrecision.
   std::string precision;
+  std::string fp8Keep; // --fp8-keep: names of matmuls fp8 leaves in bf16
   bool fuseAttention = true;  // false: --no-fuse-attention
   bool generate = false;      // --generate: the KV-cache entries prefill / decode
   bool fuseEpilogue = true;   // false: --no-fuse-epilogue

@@ -3,7 +3,10 @@
 #include <algorithm>
 #include <cmath>
 
+#include <limits>
+
 #include "compiler/interpreter/InterpreterSupport.h"
+#include "dialects/common/ModelAttrs.h"
 #include "dialects/tg/TgDialect.h"
 #include "llvm/ADT/TypeSwitch.h"
 
@@ -54,9 +57,51 @@ Tensor evalProduct(const Tensor &lhs, const Tensor &rhs, bool transposeLhs,
   return out;
 }
 
+// One operand of an FP8 product as the cuda target casts it (current
+// scaling, compiler/codegen/cuda/Fp8Gemm.h): scale = max / amax in float (1
+// when the amax is 0 or not finite), each value x * scale in float, held
+// to +-max (the casts saturate) and rounded to the format, nearest even.
+// `inverse` is 1 / scale, the product's dequantization factor.
+Tensor quantizeFp8(const Tensor &t, bool e5m2, float &inverse) {
+  const llvm::fltSemantics &format =
+      e5m2 ? APFloat::Float8E5M2() : APFloat::Float8E4M3FN();
+  const float largest = e5m2 ? 57344.0f : 448.0f;
+  float amax = 0.0f;
+  bool finite = true;
+  for (double v : t.data) {
+    finite &= std::isfinite(v);
+    amax = std::max(amax, std::fabs(static_cast<float>(v)));
+  }
+  float scale = 1.0f;
+  if (finite && amax > 0.0f && amax <= std::numeric_limits<float>::max())
+    scale = std::min(largest / amax, std::numeric_limits<float>::max());
+  inverse = 1.0f / scale;
+  Tensor q = t;
+  for (double &v : q.data) {
+    float y = static_cast<float>(v) * scale;
+    if (!std::isnan(y))
+      y = std::clamp(y, -largest, largest);
+    v = roundTo(y, format);
+  }
+  return q;
+}
+
 Tensor evalMatmul(tg::MatmulOp op, const Tensor &lhs, const Tensor &rhs) {
-  return evalProduct(lhs, rhs, op.getTransposeLhs(), op.getTransposeRhs(),
-                     staticShape(op.getResult()));
+  ArrayRef<int64_t> shape = staticShape(op.getResult());
+  // tg-amp's fp8 precision (model::kFp8Attr "<lhs>x<rhs>"): the product of
+  // the two FP8 operands, dequantized, as cuBLASLt computes it (fp32
+  // accumulation; here float64).
+  if (auto fp8 = op->getAttrOfType<StringAttr>(model::kFp8Attr)) {
+    auto [a, b] = fp8.getValue().split('x');
+    float inverseA = 1.0f, inverseB = 1.0f;
+    Tensor out = evalProduct(quantizeFp8(lhs, a == "e5m2", inverseA),
+                             quantizeFp8(rhs, b == "e5m2", inverseB), op.getTransposeLhs(),
+                             op.getTransposeRhs(), shape);
+    for (double &v : out.data)
+      v *= static_cast<double>(inverseA) * inverseB;
+    return out;
+  }
+  return evalProduct(lhs, rhs, op.getTransposeLhs(), op.getTransposeRhs(), shape);
 }
 
 // pre = product + bias; result = act(pre) [+ residual] (the interpreter

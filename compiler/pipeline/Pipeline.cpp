@@ -74,7 +74,7 @@ void buildPipeline(mlir::OpPassManager &pm, Phase stopAfter,
   // 0b. Precision: the forward graph gets the --precision policy's casts
   //     (bf16/fp16 products, f32 losses, reductions and norms) before
   //     autodiff, so the backward inherits them.
-  pm.addPass(createTgAmp(TgAmpOptions{options.precision, options.target}));
+  pm.addPass(createTgAmp(TgAmpOptions{options.precision, options.target, options.fp8Keep}));
   // 0c. Layout: NCHW or channels-last per chain of convolutions, pooling
   //     and batch norm, decided on the precision tg-amp chose, before
   //     autodiff so the backward inherits it (only for models with vision

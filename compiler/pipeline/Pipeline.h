@@ -34,9 +34,10 @@ struct PipelineOptions {
   // module's tg.deterministic, which tg-lower-to-kern passes on to
   // kern.attention_grad (its kernels may then take no atomic path).
   bool deterministic = false;
-  // tg-amp's policy: "bf16", "fp16", "tf32" or "fp32" (tcc compile
+  // tg-amp's policy: "bf16", "fp16", "tf32", "fp32" or "fp8" (tcc compile
   // --precision; the driver picks the target's default).
   std::string precision = "fp32";
+  std::string fp8Keep; // tcc compile --fp8-keep (tg-amp's fp8-keep)
   // Dynamic loss scaling (GradScaler semantics): set, the train step scales
   // the loss by its "loss_scale" state, unscales and checks the gradients,
   // skips the update on overflow and adapts the scale (tcc compile

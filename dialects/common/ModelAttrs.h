@@ -36,11 +36,18 @@ inline constexpr llvm::StringLiteral kOptimizerAttr = "tg.optimizer";
 inline constexpr llvm::StringLiteral kLrScheduleAttr = "tg.lr_schedule";
 // Max global L2 norm of the gradients (f64 > 0); absent: no clipping.
 inline constexpr llvm::StringLiteral kGradClipAttr = "tg.grad_clip";
-// The precision policy tg-amp applied: "bf16" | "fp16" | "tf32" | "fp32"
-// (absent: fp32); the step descriptor reports it.
+// The precision policy tg-amp applied: "bf16" | "fp16" | "tf32" | "fp32" |
+// "fp8" (absent: fp32); the step descriptor reports it.
 inline constexpr llvm::StringLiteral kPrecisionAttr = "tg.precision";
 // On an op: tg-amp's decision, "<type>: <why>" (e.g. "bf16: matmul").
 inline constexpr llvm::StringLiteral kAmpAttr = "tg.amp";
+// On a tg.matmul (precision fp8): its operands' FP8 formats, "<lhs>x<rhs>"
+// with each "e4m3" or "e5m2" ("e4m3xe4m3" in the forward; autodiff gives
+// the gradient operand e5m2). tg-lower-to-kern copies it to kern.gemm as
+// kFp8GemmAttr; the cuda target casts both operands with per-tensor scales
+// from their current amax and runs cuBLASLt's FP8 product.
+inline constexpr llvm::StringLiteral kFp8Attr = "tg.fp8";
+inline constexpr llvm::StringLiteral kFp8GemmAttr = "kern.fp8";
 // Unit attribute (tcc compile --deterministic): a step must be bit-identical
 // run to run, so kernels may not take an order-dependent (atomic) path.
 // Read by tg-lower-to-kern (kern.attention_grad's `deterministic`).

@@ -3,6 +3,7 @@
 // Gradient comments use the op's own operand names.
 #include "dialects/tg/TgStructuralBuilders.h"
 
+#include "dialects/common/ModelAttrs.h"
 #include "dialects/common/ShapeHelpers.h"
 #include "dialects/tg/TgTypeHelpers.h"
 #include "mlir/IR/Builders.h"
@@ -31,7 +32,7 @@ LogicalResult MatmulOp::buildGradients(OpBuilder &b, ArrayRef<Value> resultGrads
   // than one (K, N) product per batch and a sum over the batch, fold the
   // batch into the rows: dB = A'^T dC' with A' (B*T, K) and dC' (B*T, N).
   bool foldBatch = rt.getRank() == 2 && lt.getRank() > 2 && !ta;
-  Value dl, dr;
+  Value dl, dr, flatDc;
   if (!ta && !tb) {        // C = A B
     dl = matmul(b, loc, dc, rhs, false, true);  // dC B^T
     if (!foldBatch)
@@ -51,10 +52,21 @@ LogicalResult MatmulOp::buildGradients(OpBuilder &b, ArrayRef<Value> resultGrads
     int64_t k = lt.getShape().back();
     int64_t rows = lt.getNumElements() / k;
     Value flatA = build::reshape(b, loc, lhs, {rows, k});
-    Value flatDc =
-        build::reshape(b, loc, dc, {rows, rtt(dc).getShape().back()});
+    flatDc = build::reshape(b, loc, dc, {rows, rtt(dc).getShape().back()});
     dr = tb ? matmul(b, loc, flatDc, flatA, true, false)  // dC'^T A'
             : matmul(b, loc, flatA, flatDc, true, false); // A'^T dC'
+  }
+  // tg-amp's fp8 precision: the gradient products are FP8 too, the
+  // incoming gradient dC in E5M2 (its range), the saved operand in E4M3.
+  if ((*this)->hasAttr(model::kFp8Attr)) {
+    for (Value g : {dl, dr}) {
+      auto product = g.getDefiningOp<MatmulOp>();
+      if (!product)
+        continue;
+      bool lhsIsGrad = product.getLhs() == dc || (flatDc && product.getLhs() == flatDc);
+      product->setAttr(model::kFp8Attr,
+                       b.getStringAttr(lhsIsGrad ? "e5m2xe4m3" : "e4m3xe5m2"));
+    }
   }
   operandGrads.push_back(sumToShape(b, loc, dl, lt));
   operandGrads.push_back(sumToShape(b, loc, dr, rt));

@@ -34,6 +34,7 @@
 #include "passes/Passes.h"
 #include "passes/common/NodeNames.h"
 
+#include "dialects/common/ModelAttrs.h"
 #include "dialects/tg/TgTypeHelpers.h"
 #include "mlir/IR/Builders.h"
 #include "llvm/Support/FormatVariadic.h"
@@ -84,6 +85,11 @@ std::string productRefusal(tg::MatmulOp m, StringRef target) {
   if (isCuda(target) && elem.isF64())
     return "f64 product: cuBLASLt's bias epilogues take 16-bit and f32 "
            "products";
+  // tg-amp chose FP8 for it: the FP8 product has no epilogue yet, so its
+  // bias, activation or residual stays a separate kernel.
+  if (auto fp8 = m->getAttrOfType<StringAttr>(model::kFp8Attr))
+    return "an FP8 product (" + fp8.getValue().str() +
+           "): FP8 products take no epilogue yet";
   return "";
 }
 

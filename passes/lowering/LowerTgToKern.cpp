@@ -463,9 +463,12 @@ private:
         .Case([&](tg::ConstantOp) { return success(); }) // lowered on demand
         .Case([&](tg::MatmulOp m) {
           Value out = alloc(loc, m.getResult());
-          kern::GemmOp::create(b_, loc, buf(m.getLhs()), buf(m.getRhs()), out,
-                               m.getTransposeLhsAttr(), m.getTransposeRhsAttr(),
-                               b_.getF64FloatAttr(1.0), b_.getF64FloatAttr(0.0));
+          auto gemm = kern::GemmOp::create(b_, loc, buf(m.getLhs()), buf(m.getRhs()), out,
+                                           m.getTransposeLhsAttr(), m.getTransposeRhsAttr(),
+                                           b_.getF64FloatAttr(1.0), b_.getF64FloatAttr(0.0));
+          // tg-amp's fp8 decision travels to codegen (Fp8Gemm.h).
+          if (auto fp8 = m->getAttr(model::kFp8Attr))
+            gemm->setAttr(model::kFp8GemmAttr, fp8);
           buffers_[m.getResult()] = out;
           return success();
         })

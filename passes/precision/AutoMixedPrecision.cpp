@@ -33,11 +33,14 @@
 //
 // Every op the policy looked at carries `tg.amp = "<type>: <why>"` in the
 // dump after this pass; writeAmpReport lists them as a table (the
-// --dump-dir file NN-tg-amp-report.txt). fp32 and tf32 change no op: the
+// --dump-dir file NN-tg-amp-report.txt). fp8 is bf16 with FP8 products:
+// Fp8Products.cpp marks the matmuls that run on FP8 tensor cores and says
+// in each one's tg.amp why it does or does not. fp32 and tf32 change no op: the
 // pass only records the precision on the module (tf32 is a choice of the
 // GPU's matmul instructions, not of the graph).
 #include "passes/Passes.h"
 #include "passes/common/NodeNames.h"
+#include "passes/precision/Fp8Products.h"
 
 #include <cmath>
 
@@ -422,7 +425,7 @@ struct TgAmpPass : tcc::impl::TgAmpBase<TgAmpPass> {
     std::optional<Precision> parsed = parsePrecision(precision);
     if (!parsed) {
       module.emitError() << "tg-amp: unknown precision '" << precision
-                         << "' (expected bf16, fp16, tf32 or fp32)";
+                         << "' (expected bf16, fp16, tf32, fp32 or fp8)";
       return signalPassFailure();
     }
     OpBuilder b(module.getContext());
@@ -448,13 +451,15 @@ struct TgAmpPass : tcc::impl::TgAmpBase<TgAmpPass> {
     });
     if (walk.wasInterrupted())
       return signalPassFailure();
-    Type low = *parsed == Precision::Bf16 ? Type(b.getBF16Type()) : Type(b.getF16Type());
+    Type low = *parsed == Precision::Fp16 ? Type(b.getF16Type()) : Type(b.getBF16Type());
     if (target != "cpu" && target != "cuda") {
       module.emitError() << "tg-amp: unknown target '" << target << "' (expected cpu or cuda)";
       return signalPassFailure();
     }
     if (failed(Rewriter(forward, low, /*lowConvolutions=*/target == "cuda").run()))
       return signalPassFailure();
+    if (*parsed == Precision::Fp8)
+      markFp8Products(forward, fp8Keep);
   }
 };
 
@@ -469,6 +474,7 @@ std::optional<Precision> parsePrecision(llvm::StringRef name) {
       .Case("fp16", Precision::Fp16)
       .Case("tf32", Precision::Tf32)
       .Case("fp32", Precision::Fp32)
+      .Case("fp8", Precision::Fp8)
       .Default(std::nullopt);
 }
 
@@ -491,7 +497,7 @@ void writeAmpReport(ModuleOp module, llvm::raw_ostream &os) {
         "# ops autodiff builds from them inherit these types)\n";
   os << llvm::formatv("{0,-32} {1,-28} {2}\n", "# node", "op", "type: why");
   llvm::StringMap<int> counts;
-  int weightCasts = 0;
+  int weightCasts = 0, fp8Products = 0, fp8Kept = 0;
   forward.walk([&](Operation *op) {
     auto why = op->getAttrOfType<StringAttr>(model::kAmpAttr);
     if (!why)
@@ -502,6 +508,8 @@ void writeAmpReport(ModuleOp module, llvm::raw_ostream &os) {
     ++counts[kind];
     if (why.getValue().contains("a weight"))
       ++weightCasts;
+    fp8Products += why.getValue().contains("; FP8 product");
+    fp8Kept += why.getValue().contains("; not FP8");
   });
   os << "# summary:";
   SmallVector<std::string> parts;
@@ -511,6 +519,9 @@ void writeAmpReport(ModuleOp module, llvm::raw_ostream &os) {
   for (const std::string &p : parts)
     os << p << ";";
   os << " " << weightCasts << " weight casts (once per step each)\n";
+  if (precision.getValue() == "fp8")
+    os << "# fp8: " << fp8Products << " matmuls FP8 (each with its two gradient products), "
+       << fp8Kept << " kept bf16 (the reason on each line)\n";
 }
 
 } // namespace tcc

@@ -11,6 +11,10 @@
 //    Inputs span 2^-24 .. 2^8 in magnitude with a scale chosen so that some
 //    saturate and some flush; one case holds a NaN (amax must be NaN).
 //    Outputs are poisoned first (0xFF), so an element never written fails.
+// 1b. launch_fp8_quantize_current (the cast --precision fp8's products run):
+//    the scale from the tensor's own amax (kMax / amax, bit-exact against
+//    the host's float division; 1 for zeros and for a NaN), its inverse,
+//    every byte of the plain or transposed output, and the cast's counts.
 // 2. launch_fp8_update_scale: the next scale from an amax history, against
 //    the host formula; an all-zero history keeps the scale.
 // 3. tcc_cuda_host::gemm_fp8 (host_support/gemm_fp8.h): E4M3 x E4M3 and
@@ -128,6 +132,72 @@ bool castCase(int64_t rows, int64_t cols, bool withNan, std::mt19937_64 &rng) {
               static_cast<long long>(cols), withNan ? " with a NaN" : "",
               static_cast<long long>(bad), static_cast<long long>(badT), got,
               sawNan ? std::nan("") : amax, stats.overflows, over, stats.underflows, under);
+  return ok;
+}
+
+// Case 1b: current scaling, amax -> scale -> cast, against the host.
+template <class T, class F8>
+bool currentScaleCase(int64_t rows, int64_t cols, bool transposed, const char *fill,
+                      std::mt19937_64 &rng) {
+  GemmType gt = std::is_same<T, float>::value ? tcc_cuda_host::kGemmF32
+                : std::is_same<T, tcc_cuda::bf16>::value ? tcc_cuda_host::kGemmBF16
+                                                         : tcc_cuda_host::kGemmF16;
+  const size_t n = static_cast<size_t>(rows * cols);
+  HostArray in(gt, n);
+  std::normal_distribution<double> normal(0.0, 1.0);
+  std::uniform_real_distribution<double> exponent(-12.0, 4.0);
+  const bool zeros = std::strcmp(fill, "zeros") == 0, nan = std::strcmp(fill, "nan") == 0;
+  for (size_t i = 0; i < n; ++i)
+    in.set(i, zeros ? 0.0 : normal(rng) * std::exp2(exponent(rng)));
+  if (nan)
+    in.set(n / 3, std::nan(""));
+  Device dIn(n * bytesOf(gt)), dOut(n), dQ(sizeof(tcc_cuda::Fp8TensorScale));
+  cudaMemcpy(dIn.p, in.bytes.data(), n * bytesOf(gt), cudaMemcpyHostToDevice);
+  cudaMemset(dOut.p, 0xFF, n);
+  cudaMemset(dQ.p, 0xFF, sizeof(tcc_cuda::Fp8TensorScale)); // poisoned: all must be written
+  F8 *out = static_cast<F8 *>(dOut.p);
+  tcc_cuda::launch_fp8_quantize_current<T, F8>(
+      rows, cols, static_cast<const T *>(dIn.p), transposed ? nullptr : out,
+      transposed ? out : nullptr, static_cast<tcc_cuda::Fp8TensorScale *>(dQ.p), nullptr);
+  if (cudaError_t e = cudaDeviceSynchronize(); e != cudaSuccess) {
+    std::printf("FAIL current scale: %s\n", cudaGetErrorString(e));
+    return false;
+  }
+  std::vector<uint8_t> got(n);
+  tcc_cuda::Fp8TensorScale q;
+  cudaMemcpy(got.data(), dOut.p, n, cudaMemcpyDeviceToHost);
+  cudaMemcpy(&q, dQ.p, sizeof(q), cudaMemcpyDeviceToHost);
+  float amax = 0.0f;
+  bool sawNan = false;
+  for (size_t i = 0; i < n; ++i) {
+    const float x = static_cast<float>(in.get(i));
+    if (x != x)
+      sawNan = true;
+    else
+      amax = std::max(amax, std::fabs(x));
+  }
+  const float scale = sawNan || amax == 0.0f ? 1.0f : std::fmin(Fp8Format<F8>::kMax / amax, FLT_MAX);
+  int64_t bad = 0;
+  unsigned long long over = 0, under = 0;
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t c = 0; c < cols; ++c) {
+      const float x = static_cast<float>(in.get(static_cast<size_t>(r * cols + c)));
+      const float y = x * scale;
+      const uint8_t want = Fp8Format<F8>::from_float(y);
+      bad += (transposed ? got[c * rows + r] : got[r * cols + c]) != want;
+      over += std::fabs(y) > Fp8Format<F8>::kMax && std::isfinite(x);
+      under += x != 0.0f && (want & 0x7f) == 0;
+    }
+  const float gotAmax = hostFloatBits(q.stats.amax_bits);
+  const bool ok = bad == 0 && (sawNan ? std::isnan(gotAmax) : gotAmax == amax) &&
+                  q.scale == scale && q.scale_inv == 1.0f / scale &&
+                  q.stats.overflows == over && q.stats.underflows == under;
+  std::printf("%s current scale %-4s -> %s %lldx%lld%s (%s): bytes wrong %lld, amax %g (want "
+              "%g), scale %g (want %g), saturated %llu (want %llu), flushed %llu (want %llu)\n",
+              ok ? "ok  " : "FAIL", typeName(gt), fp8Name<F8>(), static_cast<long long>(rows),
+              static_cast<long long>(cols), transposed ? " transposed" : "", fill,
+              static_cast<long long>(bad), gotAmax, sawNan ? std::nan("") : amax, q.scale, scale,
+              q.stats.overflows, over, q.stats.underflows, under);
   return ok;
 }
 
@@ -353,6 +423,12 @@ int main(int argc, char **argv) {
   ok &= castCase<float, e4m3>(37, 129, false, rng);
   ok &= castCase<f16, e5m2>(64, 100, false, rng);
   ok &= castCase<bf16, e4m3>(40, 40, true, rng);
+  ok &= currentScaleCase<bf16, e4m3>(256, 768, false, "normal", rng);  // the vector forms
+  ok &= currentScaleCase<bf16, e5m2>(768, 256, true, "normal", rng);
+  ok &= currentScaleCase<float, e4m3>(33, 65, true, "normal", rng);   // the scalar forms
+  ok &= currentScaleCase<f16, e4m3>(7, 9, false, "normal", rng);
+  ok &= currentScaleCase<bf16, e4m3>(64, 64, false, "zeros", rng);
+  ok &= currentScaleCase<bf16, e5m2>(64, 64, true, "nan", rng);
   ok &= updateScaleCase();
   using tcc_cuda_host::kFp8E4M3;
   using tcc_cuda_host::kFp8E5M2;

@@ -21,6 +21,7 @@
 #include "compiler/codegen/common/StepInterface.h"
 #include "compiler/codegen/cuda/CudaStepEmitter.h"
 #include "compiler/codegen/cuda/CudnnConvWorkspace.h"
+#include "compiler/codegen/cuda/Fp8Gemm.h"
 #include "compiler/codegen/cuda/KernelRegistry.h"
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/FormatVariadic.h"
@@ -112,8 +113,11 @@ FailureOr<GeneratedCudaStep> generateCudaStep(ModuleOp module,
   // cuDNN's convolutions (an estimate of their engines' workspace,
   // CudnnConvWorkspace.h), and the partials of multi-phase reductions
   // (ReducePlan). All run on the step's stream, one at a time.
+  // FP8 products (--precision fp8) keep their FP8 operands after
+  // cuBLASLt's part (Fp8Gemm.h).
   int64_t sharedWorkspace =
-      std::max({kGemmWorkspaceBytes, kern::cudnnAttentionWorkspaceBytes(iface->train),
+      std::max({kGemmWorkspaceBytes + fp8GemmScratchBytes(module),
+                kern::cudnnAttentionWorkspaceBytes(iface->train),
                 options.cudnnAttention ? cudnnConvWorkspaceBytes(module) : 0, reduceScratch});
   step.workspaceBytes = gemmWorkspace + sharedWorkspace;
   step.launches = static_cast<int64_t>(launches.size());

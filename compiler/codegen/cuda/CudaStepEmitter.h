@@ -9,6 +9,7 @@
 //   ElementwiseKernels.cpp  kern.elementwise (scalar and 16-byte vector)
 //   ReductionKernels.cpp    kern.reduce (prelude families, generated rest)
 //   GemmKernels.cpp         kern.gemm through cuBLASLt
+//   Fp8GemmKernels.cpp      kern.gemm as an FP8 product (--precision fp8)
 //   CopyKernels.cpp         transpose / slice / concat, fill, constants
 //   PreludeKernels.cpp      wrappers of the prelude's fixed families
 //                           (gather, scatter-add, softmax cross-entropy)
@@ -41,6 +42,8 @@ namespace tcc::codegen::control {
 } // namespace tcc::codegen::control
 
 namespace tcc::codegen::cuda {
+
+struct Fp8Gemm; // Fp8Gemm.h
 
 // A launch of one of the prelude's fixed kernel families through a
 // generated wrapper `void (cudaStream_t s, p0, ..., pN[, status, code])`.
@@ -195,6 +198,9 @@ private:
   LogicalResult emitGemmDgelu(kern::GemmDgeluOp g, llvm::raw_ostream &os, double &flops);
   LogicalResult emitGemmBiasGrad(kern::GemmBiasGradOp g, llvm::raw_ostream &os,
                                  double &flops);
+  // Fp8GemmKernels.cpp: a kern.gemm tg-amp's fp8 precision marked
+  LogicalResult emitGemmFp8(kern::GemmOp g, const Fp8Gemm &f, llvm::raw_ostream &os,
+                            double &flops);
   // ElementwiseKernels.cpp
   LogicalResult emitElementwise(kern::ElementwiseOp e, llvm::raw_ostream &os, double &flops);
   // ReductionKernels.cpp

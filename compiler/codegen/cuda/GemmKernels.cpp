@@ -4,6 +4,7 @@
 // is shared by the whole batch (batch stride 0), else a host loop of
 // products over the broadcast batch.
 #include "compiler/codegen/cuda/CudaStepEmitter.h"
+#include "compiler/codegen/cuda/Fp8Gemm.h"
 
 #include <algorithm>
 
@@ -14,6 +15,9 @@ namespace tcc::codegen::cuda {
 // out (batch..., M, N) = op(a) x op(b) per batch, batch dims broadcast.
 LogicalResult CudaStepEmitter::emitGemm(kern::GemmOp g, llvm::raw_ostream &os,
                                         double &flops) {
+  Fp8Gemm fp8 = Fp8Gemm::of(g);
+  if (fp8.runs())
+    return emitGemmFp8(g, fp8, os, flops);
   GemmShape s = GemmShape::of(g);
   MemRefType a = mrt(g.getA()), b = mrt(g.getB()), c = mrt(g.getOut());
   double work = s.flops();
@@ -48,7 +52,8 @@ LogicalResult CudaStepEmitter::emitGemm(kern::GemmOp g, llvm::raw_ostream &os,
       llvm::formatv("{0}x{1}x{2}{3}", folded ? s.batchCount * s.m : s.m, s.n, s.k,
                     !folded && s.batchCount > 1 ? " x" + std::to_string(s.batchCount)
                                                 : std::string())
-          .str();
+          .str() +
+      (fp8.marked ? " (not fp8: " + fp8.declined + ")" : std::string());
   if (folded) {
     launch(os, g, "cublasLtMatmul",
            call(s.batchCount * s.m, 1, 0, 0, 0, name(g.getA()), name(g.getB()),

@@ -1,7 +1,7 @@
 // tcc: compiles a model file (.pb / .pbtxt) into a step library.
 //
 //   tcc compile model.pb -o step.so [--target cpu|cuda] [--arch sm_XY]
-//                        [--precision P] [--jobs N] [--no-cache] [--dump-dir DIR]
+//                        [--precision P] [--fp8-keep NAMES] [--jobs N] [--no-cache] [--dump-dir DIR]
 //                        [--memory-budget SIZE] [--batch N|auto]
 //                        [--keep-global-batch] [--loss-chunks N|auto]
 //                        [--compile-to PHASE] [--cxx COMPILER] [--cpu-arch ARCH] [--no-native]
@@ -61,14 +61,22 @@ Options:
                         found — $TCC_NVCC, PATH, /usr/local/cuda/bin — else cpu)
   --arch sm_XY          cuda: GPU architecture (default: --gpu's, else GPU
                         0's, from nvidia-smi; sm_90 when no GPU is visible)
-  --precision P         bf16 | fp16 | tf32 | fp32 (default: bf16 for cuda on
-                        sm_80 and newer, else fp32). bf16/fp16: the tg-amp
-                        pass runs matrix products in 16 bits with fp32
+  --precision P         bf16 | fp16 | tf32 | fp32 | fp8 (default: bf16 for
+                        cuda on sm_80 and newer, else fp32). bf16/fp16: the
+                        tg-amp pass runs matrix products in 16 bits with fp32
                         accumulation and keeps losses, reductions, norms, the
                         master weights and the optimizer in fp32 (dump: NN-tg-
                         amp.mlir and NN-tg-amp-report.txt); fp16 also scales
                         the loss. tf32 (cuda): fp32 graph, matrix products
-                        round inputs to TF32 (about 1e-3 relative error)
+                        round inputs to TF32 (about 1e-3 relative error).
+                        fp8 (cuda, sm_89 and newer): bf16, and each weight's
+                        matmul whose sizes are multiples of 16 runs as a
+                        cuBLASLt FP8 product (E4M3 forward, E5M2 gradients,
+                        per-tensor scales from the current amax, fp32
+                        accumulation); the LM head stays bf16 (the report
+                        says which products are FP8 and why others are not)
+  --fp8-keep NAMES      with --precision fp8: comma-separated names; a matmul
+                        whose node or weight name contains one stays bf16
   --tf32                the same as --precision tf32
   --generate            a GPT-like model (token ids in, logits (B, T, V) out,
                         causal attention) also gets the KV-cache generation
@@ -384,11 +392,15 @@ int compileMain(int argc, char **argv) {
       args.keepGlobalBatch = true;
     } else if (flag == "--precision") {
       if (!value(v) || v.empty())
-        return usageError("--precision needs a value (bf16, fp16, tf32 or fp32)");
+        return usageError("--precision needs a value (bf16, fp16, tf32, fp32 or fp8)");
       if (!args.precision.empty() && args.precision != v)
         return usageError("--precision " + v + " contradicts --precision " + args.precision +
                           " (or --tf32) given before");
       args.precision = v;
+    } else if (flag == "--fp8-keep") {
+      if (!value(v) || v.empty())
+        return usageError("--fp8-keep needs comma-separated names (e.g. lm_head,mlp.down)");
+      args.fp8Keep = v;
     } else if (a == "--tf32") {
       if (!args.precision.empty() && args.precision != "tf32")
         return usageError("--tf32 contradicts --precision " + args.precision);

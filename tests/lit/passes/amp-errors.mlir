@@ -2,7 +2,7 @@
 // RUN: not tcc-opt %s -tg-amp=precision=int8 2>&1 | FileCheck %s --check-prefix=UNKNOWN
 // tg-amp's refusals, each naming the op.
 
-// UNKNOWN: tg-amp: unknown precision 'int8' (expected bf16, fp16, tf32 or fp32)
+// UNKNOWN: tg-amp: unknown precision 'int8' (expected bf16, fp16, tf32, fp32 or fp8)
 
 // fp16 holds magnitudes up to 65504: a finite mask value beyond that is
 // refused, naming the op.

@@ -197,6 +197,19 @@ struct Fp8CastStats {
   unsigned long long underflows;
 };
 
+// One FP8 operand's scale under current scaling (tg-amp's fp8 precision:
+// the scale comes from this very tensor's amax), 48 bytes in the step's
+// shared workspace. scale_inv comes first: cuBLASLt reads it as the
+// operand's dequantization scale and takes only 16-byte aligned scale
+// pointers.
+struct alignas(16) Fp8TensorScale {
+  float scale_inv; // 1 / scale
+  float scale;     // Fp8Format<F8>::kMax / amax (1 for an all-zero or non-finite tensor)
+  uint32_t unused[2];
+  Fp8CastStats stats; // the input's amax; the cast's saturated and flushed elements
+};
+static_assert(sizeof(Fp8TensorScale) <= 64, "Fp8Gemm.h places them 64 bytes apart");
+
 // Element traits of the fixed families: Acc is the type a kernel computes
 // and accumulates in (float for the 16-bit types), load widens an element
 // to it, store rounds an Acc to the element type (nearest even), once per

@@ -142,6 +142,51 @@ __global__ void __launch_bounds__(256)
   fp8_add_stats(amax, overflows, underflows, stats);
 }
 
+// *stats->amax_bits = max |in[i]| over n elements (NaN shows): a grid-stride
+// read, 16-byte loads when `vec` (16-bit T, n % 8 == 0, in 16-byte
+// aligned), one atomic per warp. *stats zeroed first.
+template <class T>
+__global__ void __launch_bounds__(256)
+    fp8_amax_kernel(int64_t n, const T *__restrict__ in, bool vec, Fp8CastStats *stats) {
+  float amax = 0.0f;
+  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  const int64_t first = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if constexpr (sizeof(T) == 2) {
+    if (vec) {
+      for (int64_t v = first; v < n / 8; v += stride) {
+        const uint4 raw = reinterpret_cast<const uint4 *>(in)[v];
+        const T *x8 = reinterpret_cast<const T *>(&raw);
+#pragma unroll
+        for (int e = 0; e < 8; ++e)
+          amax = fp8_amax(amax, fabsf(static_cast<float>(Elem<T>::load(x8[e]))));
+      }
+      fp8_add_stats(amax, 0, 0, stats);
+      return;
+    }
+  }
+  for (int64_t i = first; i < n; i += stride)
+    amax = fp8_amax(amax, fabsf(static_cast<float>(Elem<T>::load(in[i]))));
+  fp8_add_stats(amax, 0, 0, stats);
+}
+
+// Current scaling, one thread, between fp8_amax_kernel and the cast: the
+// scale that maps this tensor's amax onto the format's largest finite
+// value (a tensor of zeros, or one holding inf or NaN, gets 1: zeros stay
+// zeros, NaN stays NaN and the step's NaN handling sees it; a scale past
+// FLT_MAX for a tiny amax is held at FLT_MAX). The counters restart so
+// that they count the cast's own saturations and flushes.
+template <class F8>
+__global__ void fp8_current_scale_kernel(Fp8TensorScale *q) {
+  const float amax = __uint_as_float(q->stats.amax_bits);
+  float scale = 1.0f;
+  if (amax > 0.0f && amax <= FLT_MAX)
+    scale = fminf(Fp8Format<F8>::kMax / amax, FLT_MAX);
+  q->scale = scale;
+  q->scale_inv = 1.0f / scale;
+  q->stats.overflows = 0;
+  q->stats.underflows = 0;
+}
+
 // Delayed scaling, one thread: this step's amax goes into the history
 // (a ring of `length` entries, slot step % length); the next scale is
 // Fp8Format<F8>::kMax / (max over the history * 2^margin), so the largest

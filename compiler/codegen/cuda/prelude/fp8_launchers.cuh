@@ -37,6 +37,27 @@ inline void launch_fp8_cast_transpose(int64_t rows, int64_t cols, const T *in,
                                              stream>>>(rows, cols, in, scale, out, out_t, stats);
 }
 
+// Current scaling of one operand: *q's scale from in's own amax, then
+// out / out_t = F8(in * scale) as launch_fp8_cast_transpose (either may be
+// null). Four launches on `stream` (zero the statistics, amax, scale,
+// cast): two reads of in, nothing read back on the host.
+template <class T, class F8>
+inline void launch_fp8_quantize_current(int64_t rows, int64_t cols, const T *in, F8 *out,
+                                        F8 *out_t, Fp8TensorScale *q, cudaStream_t stream) {
+  cudaMemsetAsync(&q->stats, 0, sizeof(q->stats), stream);
+  const int64_t n = rows * cols;
+  if (n > 0) {
+    const bool vec = sizeof(T) == 2 && n % 8 == 0 && reinterpret_cast<uintptr_t>(in) % 16 == 0;
+    const int64_t items = vec ? n / 8 : n;
+    const int64_t wanted = (items + 255) / 256;
+    const int64_t blocks = wanted < kMaxGridBlocks ? wanted : kMaxGridBlocks;
+    detail::fp8_amax_kernel<T><<<static_cast<unsigned>(blocks), 256, 0, stream>>>(n, in, vec,
+                                                                                   &q->stats);
+  }
+  detail::fp8_current_scale_kernel<F8><<<1, 1, 0, stream>>>(q);
+  launch_fp8_cast_transpose<T, F8>(rows, cols, in, &q->scale, out, out_t, &q->stats, stream);
+}
+
 // The next step's *scale and *scale_inv from this step's *stats and a
 // history of `length` amaxes (delayed scaling; see fp8_update_scale_kernel).
 template <class F8>

@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# The FP8 benchmark of issue 37 on the device machine (one GPU), from the
+# folder bench/fp8/prepare.sh built:
+#
+#   bash bench/fp8/run.sh DIR speed [STEPS]   bf16 and fp8 steps of GPT-2 124M
+#                                             and the 1B decoder, one after
+#                                             another in this run, plus a
+#                                             --profile run of each
+#   bash bench/fp8/run.sh DIR loss [STEPS]    the 1B decoder, bf16 then fp8,
+#                                             STEPS (default 1000) steps from
+#                                             the same weights (--seed 0) and
+#                                             batches, losses every step
+# Results in DIR/out; the table (bench/fp8/table.py) is printed last.
+set -uo pipefail
+dir="$(cd "${1:?usage: run.sh DIR speed|loss [STEPS]}" && pwd)"
+part="${2:?usage: run.sh DIR speed|loss [STEPS]}"
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+out="$dir/out"
+mkdir -p "$out"
+for p in lib steps data; do
+  [ -d "$dir/$p" ] || tar -C "$dir" -xf "$dir/$p.tar."*
+done
+export LD_LIBRARY_PATH="$dir/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+source "$here/../../tests/gpu/cudnn_path.sh"
+data="$dir/data/text_train.bin"
+train() { # NAME STEP STEPS [flags...]: one trun under timeout, metrics + log in out/
+  local name=$1 step=$2 steps=$3; shift 3
+  rm -f "$out/$name.jsonl"
+  timeout "${TRUN_TIMEOUT:-280}" "$dir/bin/trun" "$dir/steps/$step" --data "$data" --steps "$steps" \
+    --seed 0 --log-every 50 --metrics "$out/$name.jsonl" "$@" >"$out/$name.log" 2>&1
+  echo "$name: exit $? ($(grep -c '"kind": *"step"' "$out/$name.jsonl" 2>/dev/null || echo 0) steps)"
+}
+case "$part" in
+  speed)
+    steps="${3:-30}"
+    for m in gpt2 llama1b; do
+      for p in bf16 fp8; do
+        train "speed_${m}_$p" "${m}_$p.so" "$steps"
+        train "profile_${m}_$p" "${m}_$p.so" 6 --profile
+      done
+    done
+    python3 "$here/table.py" speed --out "$out" ;;
+  loss)
+    steps="${3:-1000}"
+    for p in bf16 fp8; do
+      TRUN_TIMEOUT=290 train "loss_llama1b_$p" "llama1b_$p.so" "$steps"
+    done
+    python3 "$here/table.py" loss --out "$out" ;;
+  *) echo "run.sh: the part is speed or loss, not '$part'" >&2; exit 2 ;;
+esac

@@ -1,0 +1,117 @@
+#!/usr/bin/env python3
+"""Tables of bench/fp8/run.sh, from trun's --metrics files in OUT.
+
+    table.py speed --out OUT [--warmup 5]
+        per model, bf16 and fp8: the median step_ms after the warm-up
+        steps, tokens/s (items_per_s's unit is tokens; the median), the
+        ratio fp8 / bf16, and trun's peak GPU memory (its log's
+        "gpu memory" line); then each --profile run's top launches by
+        kind of kernel (the profile records of the metrics file).
+    table.py loss --out OUT [--every 50]
+        the 1B decoder's losses, bf16 and fp8, at every 50th step and the
+        last: both losses and (fp8 - bf16) / bf16; the largest relative
+        difference over those steps and the final one, against issue 37's
+        bounds (0.5% at every 50th step, 0.25% at the end).
+"""
+import argparse
+import collections
+import json
+import os
+import re
+import statistics
+
+
+def read(path):
+    if not os.path.exists(path):
+        return []
+    with open(path) as f:
+        return [json.loads(line) for line in f if line.strip()]
+
+
+def peak_memory(log):
+    try:
+        with open(log) as f:
+            for line in f:
+                m = re.search(r"gpu memory: .*peak ([0-9.]+) (KiB|MiB|GiB)", line)
+                if m:
+                    return f"{m.group(1)} {m.group(2)}"
+    except OSError:
+        pass
+    return "?"
+
+
+def speed(out, warmup):
+    print("| model | precision | ms/step | tokens/s | fp8 / bf16 | peak memory |")
+    print("|---|---|---|---|---|---|")
+    for model in ("gpt2", "llama1b"):
+        rates = {}
+        for p in ("bf16", "fp8"):
+            recs = [r for r in read(f"{out}/speed_{model}_{p}.jsonl")
+                    if r.get("kind") == "step" and r["step"] > warmup]
+            if not recs:
+                print(f"| {model} | {p} | no steps (see speed_{model}_{p}.log) | | | |")
+                continue
+            ms = statistics.median(r["step_ms"] for r in recs)
+            rate = statistics.median(r["items_per_s"] for r in recs)
+            rates[p] = rate
+            ratio = f"{rate / rates['bf16']:.3f}x" if p == "fp8" and "bf16" in rates else ""
+            print(f"| {model} | {p} | {ms:.2f} | {rate:,.0f} | {ratio} | "
+                  f"{peak_memory(f'{out}/speed_{model}_{p}.log')} |")
+    for model in ("gpt2", "llama1b"):
+        for p in ("bf16", "fp8"):
+            prof = [r for r in read(f"{out}/profile_{model}_{p}.jsonl") if r.get("kind") == "profile"
+                    and r.get("entry") == "train"]
+            if not prof:
+                continue
+            by = collections.defaultdict(float)
+            for r in prof:
+                kind = re.sub(r"^tcc_k[0-9]+_", "", r["kernel"])
+                by[kind] += r["ms_per_call"] * r["calls"]
+            total = sum(by.values())
+            top = sorted(by.items(), key=lambda kv: -kv[1])[:8]
+            print(f"\n{model} {p} --profile (train, ms per step by kind, total {total:.2f}):")
+            for kind, ms in top:
+                print(f"  {kind:<40} {ms:8.2f}  {100 * ms / total:5.1f}%")
+
+
+def loss(out, every):
+    runs = {}
+    for p in ("bf16", "fp8"):
+        runs[p] = {r["step"]: r["loss"] for r in read(f"{out}/loss_llama1b_{p}.jsonl")
+                   if r.get("kind") == "step"}
+    if not runs["bf16"] or not runs["fp8"]:
+        raise SystemExit("loss: a run has no steps (see loss_llama1b_*.log)")
+    last = min(max(runs["bf16"]), max(runs["fp8"]))
+    steps = [s for s in range(every, last + 1, every)] + ([last] if last % every else [])
+    print("| step | bf16 loss | fp8 loss | (fp8 - bf16) / bf16 |")
+    print("|---|---|---|---|")
+    worst = 0.0
+    for s in steps:
+        a, b = runs["bf16"].get(s), runs["fp8"].get(s)
+        if a is None or b is None:
+            print(f"| {s} | {a} | {b} | missing |")
+            continue
+        rel = (b - a) / a
+        worst = max(worst, abs(rel))
+        print(f"| {s} | {a:.4f} | {b:.4f} | {100 * rel:+.3f}% |")
+    final = (runs["fp8"][last] - runs["bf16"][last]) / runs["bf16"][last]
+    print(f"\nlargest |difference| at every {every}th step: {100 * worst:.3f}% "
+          f"({'within' if worst <= 0.005 else 'OUTSIDE'} 0.5%); at step {last}: "
+          f"{100 * final:+.3f}% ({'within' if abs(final) <= 0.0025 else 'OUTSIDE'} 0.25%)")
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("part", choices=["speed", "loss"])
+    p.add_argument("--out", required=True)
+    p.add_argument("--warmup", type=int, default=5)
+    p.add_argument("--every", type=int, default=50)
+    a = p.parse_args()
+    if a.part == "speed":
+        speed(a.out, a.warmup)
+    else:
+        loss(a.out, a.every)
+
+
+if __name__ == "__main__":
+    main()
