@@ -4,7 +4,8 @@
 #
 #   bash bench/fp8/prepare.sh [DIR]        (default DIR: .devrun-fp8)
 #
-# DIR/bin/trun, DIR/lib.tar.gz   trun and the Debian libraries it links
+# DIR/bin/trun, DIR/lib.tar.gz   trun and the Debian libraries it links;
+#            DIR/bin/fp8_gemm_test when built (ninja tcc_cuda_fp8_test)
 # DIR/steps.tar.xz   four steps for sm_90, each --precision bf16 and fp8:
 #   llama1b: a LLaMA-style decoder, 20 layers, width 2048, 16 heads of 128,
 #            RMSNorm, RoPE, SwiGLU (hidden 5632), no biases, tied 32000-token
@@ -29,6 +30,8 @@ for tool in tcc trun tcc-data tcc-models; do
 done
 rm -rf "$dir" && mkdir -p "$dir"/{bin,lib,steps,data,models,reports}
 cp "$build/bin/trun" "$dir/bin/"
+# The FP8 casts' and products' device test (tests/cuda/fp8_gemm_test.cu).
+[ -x "$build/bin/fp8_gemm_test" ] && cp "$build/bin/fp8_gemm_test" "$dir/bin/"
 source "$root/tests/gpu/trun_libs.sh"
 copy_trun_libs "$dir/bin/trun" "$dir/lib"
 tar -C "$dir" -czf "$dir/lib.tar.gz" lib && rm -rf "$dir/lib"
@@ -45,7 +48,7 @@ for model in llama1b:pb gpt2:pbtxt; do
       "$dir/models/$name.${model##*:}" -o "$dir/steps/${name}_$precision.so" \
       --dump-dir "$dir/dump_${name}_$precision" >/dev/null
     cp "$dir/dump_${name}_$precision"/*-tg-amp-report.txt "$dir/reports/${name}_$precision-tg-amp-report.txt"
-    cp "$dir/dump_${name}_$precision"/*kernels*.txt "$dir/reports/" 2>/dev/null || true
+    cp "$dir/dump_${name}_$precision"/*-kernels.txt "$dir/reports/${name}_$precision-kernels.txt"
     rm -rf "$dir/dump_${name}_$precision"
   done
 done
@@ -55,7 +58,8 @@ tar -C "$dir" -cJf "$dir/steps.tar.xz" steps && rm -rf "${dir:?}/steps"
 {
   find /usr/share/games/fortunes -maxdepth 1 -type f ! -name '*.dat' ! -name '*.u8' | LC_ALL=C sort | xargs cat
   find /usr/lib/python3.11 -maxdepth 2 -name '*.py' | LC_ALL=C sort | xargs cat
-} | head -c 10000000 > "$dir/data/text.txt"
+} 2>/dev/null | head -c 10000000 > "$dir/data/text.txt" || true # head closes the pipe early
+[ "$(stat -c %s "$dir/data/text.txt")" = 10000000 ] || { echo "prepare.sh: less than 10 MB of text found" >&2; exit 1; }
 "$build/bin/tcc-data" tokenize --level byte --val-fraction 0.02 -o "$dir/data/text" "$dir/data/text.txt" >/dev/null
 rm "$dir/data/text.txt"
 tar -C "$dir" -czf "$dir/data.tar.gz" data && rm -rf "${dir:?}/data"

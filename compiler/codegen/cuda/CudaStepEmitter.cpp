@@ -34,6 +34,7 @@ LogicalResult CudaStepEmitter::emit(int64_t outputScratchBase, double &flops) {
     waitIfTouchingReduced(&op, os);
     if (failed(emitOp(&op, os, flops)))
       return failure();
+    forgetFp8Casts(&op);
   }
   waitForReductions(os); // the loss and the control block are read back
   os << "  return 0;\n}\n\n";
@@ -325,8 +326,7 @@ void CudaStepEmitter::waitIfTouchingReduced(Operation *op, llvm::raw_ostream &os
       continue;
     Footprint f = footprint(operand);
     for (const Footprint &busy : reducing_) {
-      bool overlap = f.argument ? f.argument == busy.argument
-                                : !busy.argument && f.begin < busy.end && busy.begin < f.end;
+      bool overlap = overlaps(f, busy);
       if (overlap) {
         os << "  // the buffers below are still being reduced over the ranks\n";
         waitForReductions(os);

@@ -30,6 +30,7 @@
 #include "compiler/codegen/common/LoopLayout.h"
 #include "compiler/codegen/common/StepArguments.h"
 #include "compiler/codegen/cuda/CudaCodegenOptions.h"
+#include "compiler/codegen/cuda/Fp8Gemm.h"
 #include "compiler/codegen/cuda/KernelRegistry.h"
 #include "dialects/kern/KernDialect.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -43,7 +44,6 @@ namespace tcc::codegen::control {
 
 namespace tcc::codegen::cuda {
 
-struct Fp8Gemm; // Fp8Gemm.h
 
 // A launch of one of the prelude's fixed kernel families through a
 // generated wrapper `void (cudaStream_t s, p0, ..., pN[, status, code])`.
@@ -126,6 +126,7 @@ private:
     int64_t begin = 0, end = 0; // bytes of the workspace
   };
   static Footprint footprint(Value buffer);
+  static bool overlaps(const Footprint &a, const Footprint &b);
   LogicalResult emitAllReduce(kern::AllReduceOp r, llvm::raw_ostream &os);
   LogicalResult emitAllReduceBucket(kern::AllReduceBucketOp bucket, llvm::raw_ostream &os);
   // ZeRO-1: kern.reduce_scatter and kern.all_gather queued like the
@@ -198,9 +199,23 @@ private:
   LogicalResult emitGemmDgelu(kern::GemmDgeluOp g, llvm::raw_ostream &os, double &flops);
   LogicalResult emitGemmBiasGrad(kern::GemmBiasGradOp g, llvm::raw_ostream &os,
                                  double &flops);
-  // Fp8GemmKernels.cpp: a kern.gemm tg-amp's fp8 precision marked
+  // Fp8GemmKernels.cpp: a kern.gemm tg-amp's fp8 precision marked; the
+  // FP8 casts held in the scratch slots (Fp8Gemm.h), forgotten after an op
+  // that writes their source or may use the shared workspace.
   LogicalResult emitGemmFp8(kern::GemmOp g, const Fp8Gemm &f, llvm::raw_ostream &os,
                             double &flops);
+  void forgetFp8Casts(Operation *op);
+  struct Fp8Cast {
+    Footprint source;
+    Type element;
+    int64_t rows = 0, cols = 0; // as stored
+    bool e5m2 = false, plain = false, transposed = false;
+    int slot = 0;
+    uint64_t lastUse = 0;
+  };
+  SmallVector<Fp8Cast> fp8Casts_;
+  uint64_t fp8Clock_ = 0;
+  Fp8Slot fp8Slot_;
   // ElementwiseKernels.cpp
   LogicalResult emitElementwise(kern::ElementwiseOp e, llvm::raw_ostream &os, double &flops);
   // ReductionKernels.cpp

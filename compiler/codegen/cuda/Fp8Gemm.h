@@ -11,8 +11,14 @@
 // dequantizes with the two scales.
 //
 // Scratch, after the first kGemmWorkspaceBytes of the shared workspace
-// (cuBLASLt's own): [a as FP8, M*K][b as FP8, N*K][2 x Fp8TensorScale],
-// each part 256-byte aligned.
+// (cuBLASLt's own): kFp8Slots slots, each [an operand as FP8][the same
+// transposed][its Fp8TensorScale], sized for the step's largest FP8
+// operand. A slot outlives its product: a later product that reads the
+// same buffer in the same format takes the cast from the slot (the
+// backward's dY, cast for dX = dY W^T in both layouts at once, is read
+// again transposed by dW = X^T dY; SwiGLU's gate and up read one x), as
+// long as nothing wrote the buffer and no op that may use the shared
+// workspace (cuDNN, multi-phase reductions) ran in between.
 #ifndef TCC_COMPILER_CODEGEN_CUDA_FP8GEMM_H
 #define TCC_COMPILER_CODEGEN_CUDA_FP8GEMM_H
 
@@ -31,17 +37,28 @@ struct Fp8Gemm {
   bool ta = false, tb = false;
 
   bool runs() const { return marked && declined.empty(); }
-  static int64_t align(int64_t bytes) { return (bytes + 255) / 256 * 256; }
-  // Offsets into the scratch (bytes).
-  int64_t bOffset() const { return align(m * k); }
-  int64_t scalesOffset() const { return bOffset() + align(n * k); }
-  int64_t scratchBytes() const { return scalesOffset() + 256; }
-
   static Fp8Gemm of(kern::GemmOp g);
 };
 
-// The most scratch the FP8 products under `root` take (0 without any).
-int64_t fp8GemmScratchBytes(mlir::Operation *root);
+inline constexpr int kFp8Slots = 4;
+
+// One slot's layout: both forms of an operand of up to `elements` bytes,
+// then its scale record.
+struct Fp8Slot {
+  int64_t elements = 0;
+  static int64_t align(int64_t bytes) { return (bytes + 255) / 256 * 256; }
+  int64_t transposedOffset() const { return align(elements); }
+  int64_t scaleOffset() const { return 2 * align(elements); }
+  int64_t bytes() const { return scaleOffset() + 256; }
+  // The largest operand of the FP8 products under `root` (0: none).
+  static Fp8Slot of(mlir::Operation *root);
+};
+
+// The scratch the FP8 products under `root` take (0 without any).
+inline int64_t fp8GemmScratchBytes(mlir::Operation *root) {
+  Fp8Slot slot = Fp8Slot::of(root);
+  return slot.elements ? kFp8Slots * slot.bytes() : 0;
+}
 
 } // namespace tcc::codegen::cuda
 

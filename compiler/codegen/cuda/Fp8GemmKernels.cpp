@@ -51,14 +51,61 @@ Fp8Gemm Fp8Gemm::of(kern::GemmOp g) {
   return f;
 }
 
-int64_t fp8GemmScratchBytes(Operation *root) {
-  int64_t most = 0;
+Fp8Slot Fp8Slot::of(Operation *root) {
+  Fp8Slot slot;
   root->walk([&](kern::GemmOp g) {
     Fp8Gemm f = Fp8Gemm::of(g);
     if (f.runs())
-      most = std::max(most, f.scratchBytes());
+      slot.elements = std::max({slot.elements, f.m * f.k, f.n * f.k});
   });
-  return most;
+  return slot;
+}
+
+namespace {
+
+// Ops that leave the slots alone: they use no shared workspace (cuBLASLt
+// keeps to its first kGemmWorkspaceBytes, before the slots).
+bool keepsFp8Slots(Operation *op) {
+  return isa<kern::GemmOp, kern::GemmEpilogueOp, kern::GemmDgeluOp, kern::GemmBiasGradOp,
+             kern::ElementwiseOp, kern::MultiElementwiseOp, kern::FillOp, kern::ConstantOp,
+             kern::TransposeOp, kern::SliceOp, kern::ConcatOp, kern::ReshapeOp,
+             kern::WorkspaceViewOp, kern::AllocOp, kern::RopeOp, kern::GatherOp,
+             kern::ScatterAddOp, kern::SoftmaxCrossEntropyOp,
+             kern::SoftmaxCrossEntropyGradOp, kern::SoftmaxCrossEntropyWithGradOp>(op);
+}
+
+} // namespace
+
+bool CudaStepEmitter::overlaps(const Footprint &a, const Footprint &b) {
+  return a.argument ? a.argument == b.argument
+                    : !b.argument && a.begin < b.end && b.begin < a.end;
+}
+
+// After `op`: the casts whose source it may have written, or all when it
+// may use the shared workspace, are gone.
+void CudaStepEmitter::forgetFp8Casts(Operation *op) {
+  if (fp8Casts_.empty())
+    return;
+  if (!keepsFp8Slots(op)) {
+    fp8Casts_.clear();
+    return;
+  }
+  auto effects = dyn_cast<MemoryEffectOpInterface>(op);
+  SmallVector<MemoryEffects::EffectInstance> list;
+  if (effects)
+    effects.getEffects(list);
+  llvm::erase_if(fp8Casts_, [&](const Fp8Cast &c) {
+    if (!effects)
+      return true;
+    for (const MemoryEffects::EffectInstance &e : list) {
+      if (!isa<MemoryEffects::Write>(e.getEffect()))
+        continue;
+      Value written = e.getValue();
+      if (!written || overlaps(footprint(written), c.source))
+        return true;
+    }
+    return false;
+  });
 }
 
 // out (M, N) = op(a) x op(b): a as FP8 (M, K), b as FP8 (N, K), each with
@@ -67,42 +114,114 @@ LogicalResult CudaStepEmitter::emitGemmFp8(kern::GemmOp g, const Fp8Gemm &f,
                                            llvm::raw_ostream &os, double &flops) {
   double work = 2.0 * f.m * f.n * f.k;
   flops += work;
+  if (fp8Slot_.elements == 0)
+    fp8Slot_ = Fp8Slot::of(g->getParentOfType<ModuleOp>());
   const std::string scratch = "(ws + tcc_gemm_workspace_offset + tcc_gemm_workspace_bytes)";
-  // One operand's cast: `stored` rows x cols as it lies in memory; K runs
-  // along cols unless `transposed` (then the transposing form writes the
-  // K-contiguous copy).
-  auto quantize = [&](Value operand, bool e5m2, int64_t rows, int64_t cols, bool transposed,
-                      int64_t offset, int scaleSlot) {
+  auto slotBase = [&](int slot) { return slot * fp8Slot_.bytes(); };
+  // Whether a product after `g`, before anything forgets the slots or
+  // writes `source`, reads it in `e5m2` as stored rows x cols in the other
+  // layout (then one pass writes both).
+  auto neededLater = [&](const Footprint &source, Type et, int64_t rows, int64_t cols,
+                         bool e5m2, bool transposed) {
+    int scanned = 0;
+    for (Operation *op = g->getNextNode(); op && scanned < 64; op = op->getNextNode(), ++scanned) {
+      if (auto later = dyn_cast<kern::GemmOp>(op)) {
+        Fp8Gemm lf = Fp8Gemm::of(later);
+        if (lf.runs()) {
+          auto wants = [&](Value v, bool fE5M2, int64_t r, int64_t c, bool t) {
+            return fE5M2 == e5m2 && t != transposed && r == rows && c == cols &&
+                   mrt(v).getElementType() == et && overlaps(footprint(v), source) &&
+                   footprint(v).begin == source.begin;
+          };
+          if (wants(later.getA(), lf.aE5M2, lf.ta ? lf.k : lf.m, lf.ta ? lf.m : lf.k, lf.ta) ||
+              wants(later.getB(), lf.bE5M2, lf.tb ? lf.n : lf.k, lf.tb ? lf.k : lf.n, !lf.tb))
+            return true;
+        }
+      }
+      if (!keepsFp8Slots(op))
+        return false;
+      if (auto effects = dyn_cast<MemoryEffectOpInterface>(op)) {
+        SmallVector<MemoryEffects::EffectInstance> list;
+        effects.getEffects(list);
+        for (const MemoryEffects::EffectInstance &e : list)
+          if (isa<MemoryEffects::Write>(e.getEffect()) &&
+              (!e.getValue() || overlaps(footprint(e.getValue()), source)))
+            return false;
+      }
+    }
+    return false;
+  };
+  // One operand as the product reads it: `stored` rows x cols as it lies
+  // in memory, K along cols unless `transposed`. Returns its slot, from an
+  // earlier cast when one holds it (no launch), else cast now (both
+  // layouts when a later product wants the other).
+  int busySlot = -1;
+  auto quantize = [&](Value operand, bool e5m2, int64_t rows, int64_t cols, bool transposed) {
     Type et = mrt(operand).getElementType();
+    Footprint source = footprint(operand);
+    ++fp8Clock_;
+    for (Fp8Cast &c : fp8Casts_)
+      if (c.e5m2 == e5m2 && c.rows == rows && c.cols == cols && c.element == et &&
+          overlaps(c.source, source) && c.source.begin == source.begin &&
+          (transposed ? c.transposed : c.plain)) {
+        c.lastUse = fp8Clock_;
+        return c.slot;
+      }
+    // A free slot, else the least recently used one (not the other
+    // operand's).
+    int slot = -1;
+    uint64_t oldest = ~uint64_t(0);
+    for (int candidate = 0; candidate < kFp8Slots; ++candidate) {
+      if (candidate == busySlot)
+        continue;
+      auto it = llvm::find_if(fp8Casts_, [&](const Fp8Cast &c) { return c.slot == candidate; });
+      uint64_t used = it == fp8Casts_.end() ? 0 : it->lastUse;
+      if (used < oldest) {
+        oldest = used;
+        slot = candidate;
+      }
+    }
+    llvm::erase_if(fp8Casts_, [&](const Fp8Cast &c) { return c.slot == slot; });
+    const bool both = neededLater(source, et, rows, cols, e5m2, transposed);
+    const bool plain = !transposed || both, trans = transposed || both;
     const char *f8 = e5m2 ? "tcc_cuda::e5m2" : "tcc_cuda::e4m3";
-    std::string params = "const " + storageType(et) + " *p0, uint8_t *p1, void *p2";
-    std::string out = llvm::formatv("reinterpret_cast<{0} *>(p1)", f8).str();
+    std::string params = "const " + storageType(et) + " *p0, uint8_t *p1, uint8_t *p2, void *p3";
     std::string text =
         "extern \"C\" void @NAME@(cudaStream_t s, " + params + ") {\n  " +
         llvm::formatv("tcc_cuda::launch_fp8_quantize_current<{0}, {1}>({2}, {3}, {4}, {5}, {6}, "
-                      "static_cast<tcc_cuda::Fp8TensorScale *>(p2), s);",
+                      "static_cast<tcc_cuda::Fp8TensorScale *>(p3), s);",
                       familyElementType(et, CodeTarget::Cuda), f8, rows, cols,
                       familyPointer(et, "p0", false, CodeTarget::Cuda),
-                      transposed ? "nullptr" : out, transposed ? out : "nullptr")
+                      plain ? llvm::formatv("reinterpret_cast<{0} *>(p1)", f8).str() : "nullptr",
+                      trans ? llvm::formatv("reinterpret_cast<{0} *>(p2)", f8).str() : "nullptr")
             .str() +
         "\n}\n";
-    std::string kernel = kernels_.add(e5m2 ? "fp8_quantize_e5m2" : "fp8_quantize_e4m3", text,
-                                      params);
+    std::string kernel =
+        kernels_.add(e5m2 ? "fp8_quantize_e5m2" : "fp8_quantize_e4m3", text, params);
     std::string call =
-        llvm::formatv("{0}(s, {1}, reinterpret_cast<uint8_t *>({2} + {3}), {2} + {4});", kernel,
-                      name(operand), scratch, offset, f.scalesOffset() + 64 * scaleSlot)
+        llvm::formatv("{0}(s, {1}, reinterpret_cast<uint8_t *>({2} + {3}), "
+                      "reinterpret_cast<uint8_t *>({2} + {4}), {2} + {5});",
+                      kernel, name(operand), scratch, slotBase(slot),
+                      slotBase(slot) + fp8Slot_.transposedOffset(),
+                      slotBase(slot) + fp8Slot_.scaleOffset())
             .str();
     double elements = static_cast<double>(rows) * cols;
     launch(os, g, kernel, call,
            llvm::formatv("{0}x{1}{2}, current scale", rows, cols,
-                         transposed ? " transposed" : "")
+                         both ? " and transposed" : transposed ? " transposed" : "")
                .str(),
-           2.0 * elements, 2.0 * bufferBytes(mrt(operand)) + elements);
+           2.0 * elements, 2.0 * bufferBytes(mrt(operand)) + (both ? 2 : 1) * elements);
+    fp8Casts_.push_back({source, et, rows, cols, e5m2, plain, trans, slot, fp8Clock_});
+    return slot;
   };
   // op(a) (M, K): a is (M, K), or (K, M) transposed.
-  quantize(g.getA(), f.aE5M2, f.ta ? f.k : f.m, f.ta ? f.m : f.k, f.ta, 0, 0);
+  int slotA = quantize(g.getA(), f.aE5M2, f.ta ? f.k : f.m, f.ta ? f.m : f.k, f.ta);
+  busySlot = slotA;
   // op(b)^T (N, K): b is (N, K) when transposed, else (K, N).
-  quantize(g.getB(), f.bE5M2, f.tb ? f.n : f.k, f.tb ? f.k : f.n, !f.tb, f.bOffset(), 1);
+  int slotB = quantize(g.getB(), f.bE5M2, f.tb ? f.n : f.k, f.tb ? f.k : f.n, !f.tb);
+  auto operand = [&](int slot, bool transposed) {
+    return slotBase(slot) + (transposed ? fp8Slot_.transposedOffset() : 0);
+  };
   MemRefType c = mrt(g.getOut());
   // Transformer Engine's choice: fast accumulation in the forward (E4M3 x
   // E4M3), promoted accumulation for the gradients (an E5M2 operand).
@@ -113,13 +232,14 @@ LogicalResult CudaStepEmitter::emitGemmFp8(kern::GemmOp g, const Fp8Gemm &f,
           "static tcc_cuda_host::GemmPlan tcc_gemm_plan_{0};\n"
           "  if (int32_t rc = tcc_cuda_host::gemm_fp8(tcc_gemm_plan_{0}, s, {1}, {2}, {3}, {4}, "
           "{5}, {6}, {7}, {8}, reinterpret_cast<const float *>({9} + {10}), "
-          "reinterpret_cast<const float *>({9} + {11}), {9}, {9} + {12}, {13}, "
+          "reinterpret_cast<const float *>({9} + {11}), {9} + {12}, {9} + {13}, {14}, "
           "ws + tcc_gemm_workspace_offset, tcc_gemm_workspace_bytes)) return rc;",
           site, nextId(), f.aE5M2 ? "tcc_cuda_host::kFp8E5M2" : "tcc_cuda_host::kFp8E4M3",
           f.bE5M2 ? "tcc_cuda_host::kFp8E5M2" : "tcc_cuda_host::kFp8E4M3",
           c.getElementType().isBF16() ? "tcc_cuda_host::kGemmBF16" : "tcc_cuda_host::kGemmF32",
-          fast ? "true" : "false", f.m, f.n, f.k, scratch, f.scalesOffset(),
-          f.scalesOffset() + 64, f.bOffset(), name(g.getOut()))
+          fast ? "true" : "false", f.m, f.n, f.k, scratch,
+          slotBase(slotA) + fp8Slot_.scaleOffset(), slotBase(slotB) + fp8Slot_.scaleOffset(),
+          operand(slotA, f.ta), operand(slotB, !f.tb), name(g.getOut()))
           .str();
   launch(os, g, "cublasLtMatmul_fp8", call,
          llvm::formatv("{0}x{1}x{2} {3}x{4}", f.m, f.n, f.k, f.aE5M2 ? "e5m2" : "e4m3",

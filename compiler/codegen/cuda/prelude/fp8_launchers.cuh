@@ -10,6 +10,11 @@
 // cols are multiples of 8, all pointers 16-byte aligned, take the vector
 // form (16-byte loads, 8-byte stores); the rest the scalar one. Deterministic except for the
 // order of the statistics' atomics (their results do not depend on it).
+// The casts' grid: 8 blocks of 256 threads per SM of an H100 / H200 (a full
+// GPU of warps), each looping over tiles, so that the statistics take one
+// set of atomics per block, not per tile.
+constexpr int64_t kFp8GridBlocks = 132 * 8;
+
 template <class T, class F8>
 inline void launch_fp8_cast_transpose(int64_t rows, int64_t cols, const T *in,
                                       const float *scale, F8 *out, F8 *out_t,
@@ -24,7 +29,7 @@ inline void launch_fp8_cast_transpose(int64_t rows, int64_t cols, const T *in,
   if constexpr (sizeof(T) == 2) {
     if (aligned && rows % 8 == 0 && cols % 8 == 0) {
       const int64_t tiles = ((rows + 63) / 64) * ((cols + 63) / 64);
-      const int64_t blocks = tiles < kMaxGridBlocks ? tiles : kMaxGridBlocks;
+      const int64_t blocks = tiles < kFp8GridBlocks ? tiles : kFp8GridBlocks;
       detail::fp8_cast_transpose_vec8_kernel<T, F8><<<static_cast<unsigned>(blocks), 256, 0,
                                                       stream>>>(rows, cols, in, scale, out,
                                                                 out_t, stats);
@@ -32,7 +37,7 @@ inline void launch_fp8_cast_transpose(int64_t rows, int64_t cols, const T *in,
     }
   }
   const int64_t tiles = ((rows + 31) / 32) * ((cols + 31) / 32);
-  const int64_t blocks = tiles < kMaxGridBlocks ? tiles : kMaxGridBlocks;
+  const int64_t blocks = tiles < kFp8GridBlocks ? tiles : kFp8GridBlocks;
   detail::fp8_cast_transpose_kernel<T, F8><<<static_cast<unsigned>(blocks), dim3(32, 8), 0,
                                              stream>>>(rows, cols, in, scale, out, out_t, stats);
 }
@@ -50,7 +55,7 @@ inline void launch_fp8_quantize_current(int64_t rows, int64_t cols, const T *in,
     const bool vec = sizeof(T) == 2 && n % 8 == 0 && reinterpret_cast<uintptr_t>(in) % 16 == 0;
     const int64_t items = vec ? n / 8 : n;
     const int64_t wanted = (items + 255) / 256;
-    const int64_t blocks = wanted < kMaxGridBlocks ? wanted : kMaxGridBlocks;
+    const int64_t blocks = wanted < kFp8GridBlocks ? wanted : kFp8GridBlocks;
     detail::fp8_amax_kernel<T><<<static_cast<unsigned>(blocks), 256, 0, stream>>>(n, in, vec,
                                                                                    &q->stats);
   }
