@@ -151,10 +151,10 @@ bool currentScaleCase(int64_t rows, int64_t cols, bool transposed, const char *f
     in.set(i, zeros ? 0.0 : normal(rng) * std::exp2(exponent(rng)));
   if (nan)
     in.set(n / 3, std::nan(""));
-  Device dIn(n * bytesOf(gt)), dOut(n), dQ(sizeof(tcc_cuda::Fp8TensorScale));
+  Device dIn(n * bytesOf(gt)), dOut(n), dQ(tcc_cuda::kFp8ScaleBytes); // the record and the amax partials
   cudaMemcpy(dIn.p, in.bytes.data(), n * bytesOf(gt), cudaMemcpyHostToDevice);
   cudaMemset(dOut.p, 0xFF, n);
-  cudaMemset(dQ.p, 0xFF, sizeof(tcc_cuda::Fp8TensorScale)); // poisoned: all must be written
+  cudaMemset(dQ.p, 0xFF, tcc_cuda::kFp8ScaleBytes); // poisoned: all must be written
   F8 *out = static_cast<F8 *>(dOut.p);
   tcc_cuda::launch_fp8_quantize_current<T, F8>(
       rows, cols, static_cast<const T *>(dIn.p), transposed ? nullptr : out,

@@ -12,7 +12,7 @@
 //
 // Scratch, after the first kGemmWorkspaceBytes of the shared workspace
 // (cuBLASLt's own): kFp8Slots slots, each [an operand as FP8][the same
-// transposed][its Fp8TensorScale], sized for the step's largest FP8
+// transposed][its Fp8TensorScale and amax partials, 8 KiB], sized for the step's largest FP8
 // operand. A slot outlives its product: a later product that reads the
 // same buffer in the same format takes the cast from the slot (the
 // backward's dY, cast for dX = dY W^T in both layouts at once, is read
@@ -49,7 +49,10 @@ struct Fp8Slot {
   static int64_t align(int64_t bytes) { return (bytes + 255) / 256 * 256; }
   int64_t transposedOffset() const { return align(elements); }
   int64_t scaleOffset() const { return 2 * align(elements); }
-  int64_t bytes() const { return scaleOffset() + 256; }
+  // The record and the amax kernel's per-block maxima (the prelude's
+  // kFp8ScaleBytes, common.cuh).
+  static constexpr int64_t kScaleBytes = 8192;
+  int64_t bytes() const { return scaleOffset() + kScaleBytes; }
   // The largest operand of the FP8 products under `root` (0: none).
   static Fp8Slot of(mlir::Operation *root);
 };

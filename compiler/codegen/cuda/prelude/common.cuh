@@ -208,7 +208,13 @@ struct alignas(16) Fp8TensorScale {
   uint32_t unused[2];
   Fp8CastStats stats; // the input's amax; the cast's saturated and flushed elements
 };
-static_assert(sizeof(Fp8TensorScale) <= 64, "Fp8Gemm.h places them 64 bytes apart");
+// Current scaling keeps an Fp8TensorScale and the amax kernel's per-block
+// maxima (at most kFp8AmaxPartials floats) in kFp8ScaleBytes
+// (compiler/codegen/cuda/Fp8Gemm.h reserves as much per slot).
+constexpr int64_t kFp8AmaxPartials = 132 * 8;
+constexpr int64_t kFp8ScaleBytes = 8192;
+static_assert(sizeof(Fp8TensorScale) + 4 * kFp8AmaxPartials <= kFp8ScaleBytes,
+              "the partial maxima must fit after the record");
 
 // Element traits of the fixed families: Acc is the type a kernel computes
 // and accumulates in (float for the 16-bit types), load widens an element

@@ -64,6 +64,55 @@ __device__ __forceinline__ void fp8_add_stats(float amax, unsigned long long ove
   }
 }
 
+// Current scaling's rule: the scale that maps amax onto the format's
+// largest finite value; 1 for a tensor of zeros or one holding inf or NaN
+// (zeros stay zeros, NaN stays NaN and the step's NaN handling sees it); a
+// scale past FLT_MAX for a tiny amax is held at FLT_MAX.
+template <class F8> __device__ __forceinline__ float fp8_current_scale(float amax) {
+  return amax > 0.0f && amax <= FLT_MAX ? fminf(Fp8Format<F8>::kMax / amax, FLT_MAX) : 1.0f;
+}
+
+// An empty tensor's record (no cast runs): scale 1, zero statistics.
+static __global__ void fp8_empty_scale_kernel(Fp8TensorScale *q) { // static: one per kernel unit
+  q->scale = 1.0f;
+  q->scale_inv = 1.0f;
+  q->stats.amax_bits = 0;
+  q->stats.overflows = 0;
+  q->stats.underflows = 0;
+}
+
+// The scale a cast multiplies by: *scale (a given or delayed scale), or,
+// under current scaling (partials non-null), max / amax of this tensor from
+// the amax kernel's per-block maxima, reduced by each block (a few loads
+// per thread; L2-resident) — block 0 also records it and its inverse in
+// *current for the product. Every thread of the block calls it first.
+template <class F8>
+__device__ __forceinline__ float fp8_scale_of(const float *scale, const float *partials,
+                                              int32_t partial_count, Fp8TensorScale *current) {
+  if (partials == nullptr)
+    return *scale;
+  __shared__ float warp_amax[32];
+  const unsigned thread = threadIdx.y * blockDim.x + threadIdx.x;
+  const unsigned threads = blockDim.x * blockDim.y;
+  float amax = 0.0f;
+  for (int32_t i = static_cast<int32_t>(thread); i < partial_count; i += threads)
+    amax = fp8_amax(amax, partials[i]);
+  for (int offset = 16; offset > 0; offset /= 2)
+    amax = fp8_amax(amax, __shfl_xor_sync(0xffffffffu, amax, offset));
+  if (thread % 32 == 0)
+    warp_amax[thread / 32] = amax;
+  __syncthreads();
+  amax = 0.0f;
+  for (unsigned w = 0; w < (threads + 31) / 32; ++w)
+    amax = fp8_amax(amax, warp_amax[w]);
+  const float s = fp8_current_scale<F8>(amax);
+  if (blockIdx.x == 0 && thread == 0) {
+    current->scale = s;
+    current->scale_inv = 1.0f / s;
+  }
+  return s;
+}
+
 // One 32 x 32 tile per step of a grid-stride loop, 32 x 8 threads: each
 // element of in (rows x cols, row-major) is read once, scaled, rounded to
 // F8, written to out[r][c] and, through a shared tile, to out_t[c][r]
@@ -73,9 +122,11 @@ template <class T, class F8>
 __global__ void __launch_bounds__(256)
     fp8_cast_transpose_kernel(int64_t rows, int64_t cols, const T *__restrict__ in,
                               const float *__restrict__ scale, F8 *__restrict__ out,
-                              F8 *__restrict__ out_t, Fp8CastStats *stats) {
+                              F8 *__restrict__ out_t, Fp8CastStats *stats,
+                              const float *partials, int32_t partial_count,
+                              Fp8TensorScale *current) {
   __shared__ uint8_t tile[32][33]; // +1: no bank conflicts on the transposed read
-  const float s = *scale;
+  const float s = fp8_scale_of<F8>(scale, partials, partial_count, current);
   const int64_t tile_cols = (cols + 31) / 32;
   const int64_t tiles = ((rows + 31) / 32) * tile_cols;
   float amax = 0.0f;
@@ -116,10 +167,12 @@ template <class T, class F8>
 __global__ void __launch_bounds__(256)
     fp8_cast_transpose_vec8_kernel(int64_t rows, int64_t cols, const T *__restrict__ in,
                                    const float *__restrict__ scale, F8 *__restrict__ out,
-                                   F8 *__restrict__ out_t, Fp8CastStats *stats) {
+                                   F8 *__restrict__ out_t, Fp8CastStats *stats,
+                              const float *partials, int32_t partial_count,
+                              Fp8TensorScale *current) {
   static_assert(sizeof(T) == 2, "the vector form reads 16-bit elements");
   __shared__ __align__(8) uint8_t tile[64][64 + 8]; // +8: rows on other banks, 8-byte rows
-  const float s = *scale;
+  const float s = fp8_scale_of<F8>(scale, partials, partial_count, current);
   const int64_t tile_cols = (cols + 63) / 64;
   const int64_t tiles = ((rows + 63) / 64) * tile_cols;
   float amax = 0.0f;
@@ -168,15 +221,18 @@ __global__ void __launch_bounds__(256)
   fp8_add_stats(amax, overflows, underflows, stats);
 }
 
-// *stats->amax_bits = max |in[i]| over n elements (NaN shows): a grid-stride
-// read, 16-byte loads when `vec` (16-bit T, n % 8 == 0, in 16-byte
-// aligned), one atomic per warp. *stats zeroed first.
+// partial[blockIdx.x] = max |in[i]| over the block's share of n elements
+// (NaN shows): a grid-stride read, 16-byte loads when `vec` (16-bit T,
+// n % 8 == 0, in 16-byte aligned), the block's maximum stored without
+// atomics; block 0 also zeroes *stats for the cast that follows.
 template <class T>
 __global__ void __launch_bounds__(256)
-    fp8_amax_kernel(int64_t n, const T *__restrict__ in, bool vec, Fp8CastStats *stats) {
+    fp8_amax_kernel(int64_t n, const T *__restrict__ in, bool vec, float *partial,
+                    Fp8CastStats *stats) {
   float amax = 0.0f;
   const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
   const int64_t first = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  bool done = false;
   if constexpr (sizeof(T) == 2) {
     if (vec) {
       for (int64_t v = first; v < n / 8; v += stride) {
@@ -186,31 +242,28 @@ __global__ void __launch_bounds__(256)
         for (int e = 0; e < 8; ++e)
           amax = fp8_amax(amax, fabsf(static_cast<float>(Elem<T>::load(x8[e]))));
       }
-      fp8_add_stats(amax, 0, 0, stats);
-      return;
+      done = true;
     }
   }
-  for (int64_t i = first; i < n; i += stride)
-    amax = fp8_amax(amax, fabsf(static_cast<float>(Elem<T>::load(in[i]))));
-  fp8_add_stats(amax, 0, 0, stats);
-}
-
-// Current scaling, one thread, between fp8_amax_kernel and the cast: the
-// scale that maps this tensor's amax onto the format's largest finite
-// value (a tensor of zeros, or one holding inf or NaN, gets 1: zeros stay
-// zeros, NaN stays NaN and the step's NaN handling sees it; a scale past
-// FLT_MAX for a tiny amax is held at FLT_MAX). The counters restart so
-// that they count the cast's own saturations and flushes.
-template <class F8>
-__global__ void fp8_current_scale_kernel(Fp8TensorScale *q) {
-  const float amax = __uint_as_float(q->stats.amax_bits);
-  float scale = 1.0f;
-  if (amax > 0.0f && amax <= FLT_MAX)
-    scale = fminf(Fp8Format<F8>::kMax / amax, FLT_MAX);
-  q->scale = scale;
-  q->scale_inv = 1.0f / scale;
-  q->stats.overflows = 0;
-  q->stats.underflows = 0;
+  if (!done)
+    for (int64_t i = first; i < n; i += stride)
+      amax = fp8_amax(amax, fabsf(static_cast<float>(Elem<T>::load(in[i]))));
+  __shared__ float warp_amax[8];
+  for (int offset = 16; offset > 0; offset /= 2)
+    amax = fp8_amax(amax, __shfl_xor_sync(0xffffffffu, amax, offset));
+  if (threadIdx.x % 32 == 0)
+    warp_amax[threadIdx.x / 32] = amax;
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    for (int w = 1; w < 8; ++w)
+      amax = fp8_amax(amax, warp_amax[w]);
+    partial[blockIdx.x] = amax;
+    if (blockIdx.x == 0) {
+      stats->amax_bits = 0;
+      stats->overflows = 0;
+      stats->underflows = 0;
+    }
+  }
 }
 
 // Delayed scaling, one thread: this step's amax goes into the history

@@ -18,7 +18,10 @@ constexpr int64_t kFp8GridBlocks = 132 * 8;
 template <class T, class F8>
 inline void launch_fp8_cast_transpose(int64_t rows, int64_t cols, const T *in,
                                       const float *scale, F8 *out, F8 *out_t,
-                                      Fp8CastStats *stats, cudaStream_t stream) {
+                                      Fp8CastStats *stats, cudaStream_t stream,
+                                      const float *partials = nullptr,
+                                      int32_t partial_count = 0,
+                                      Fp8TensorScale *current = nullptr) {
   static_assert(std::is_same<T, float>::value || std::is_same<T, bf16>::value ||
                     std::is_same<T, f16>::value,
                 "fp8 casts read float, bf16 or f16");
@@ -32,35 +35,43 @@ inline void launch_fp8_cast_transpose(int64_t rows, int64_t cols, const T *in,
       const int64_t blocks = tiles < kFp8GridBlocks ? tiles : kFp8GridBlocks;
       detail::fp8_cast_transpose_vec8_kernel<T, F8><<<static_cast<unsigned>(blocks), 256, 0,
                                                       stream>>>(rows, cols, in, scale, out,
-                                                                out_t, stats);
+                                                                out_t, stats, partials,
+                                                                partial_count, current);
       return;
     }
   }
   const int64_t tiles = ((rows + 31) / 32) * ((cols + 31) / 32);
   const int64_t blocks = tiles < kFp8GridBlocks ? tiles : kFp8GridBlocks;
   detail::fp8_cast_transpose_kernel<T, F8><<<static_cast<unsigned>(blocks), dim3(32, 8), 0,
-                                             stream>>>(rows, cols, in, scale, out, out_t, stats);
+                                             stream>>>(rows, cols, in, scale, out, out_t, stats,
+                                                       partials, partial_count, current);
 }
 
 // Current scaling of one operand: *q's scale from in's own amax, then
 // out / out_t = F8(in * scale) as launch_fp8_cast_transpose (either may be
-// null). Four launches on `stream` (zero the statistics, amax, scale,
-// cast): two reads of in, nothing read back on the host.
+// null). Two launches on `stream`: the amax kernel writes one maximum per
+// block into the kFp8AmaxPartials floats after *q (which must have room:
+// kFp8ScaleBytes in all) and zeroes the statistics; the cast reduces those
+// maxima in every block, scales, and records the scale and its inverse in
+// *q. Two reads of in, no atomics before the cast's statistics, nothing
+// read back on the host.
 template <class T, class F8>
 inline void launch_fp8_quantize_current(int64_t rows, int64_t cols, const T *in, F8 *out,
                                         F8 *out_t, Fp8TensorScale *q, cudaStream_t stream) {
-  cudaMemsetAsync(&q->stats, 0, sizeof(q->stats), stream);
   const int64_t n = rows * cols;
-  if (n > 0) {
-    const bool vec = sizeof(T) == 2 && n % 8 == 0 && reinterpret_cast<uintptr_t>(in) % 16 == 0;
-    const int64_t items = vec ? n / 8 : n;
-    const int64_t wanted = (items + 255) / 256;
-    const int64_t blocks = wanted < kFp8GridBlocks ? wanted : kFp8GridBlocks;
-    detail::fp8_amax_kernel<T><<<static_cast<unsigned>(blocks), 256, 0, stream>>>(n, in, vec,
-                                                                                   &q->stats);
+  if (n <= 0) {
+    detail::fp8_empty_scale_kernel<<<1, 1, 0, stream>>>(q);
+    return;
   }
-  detail::fp8_current_scale_kernel<F8><<<1, 1, 0, stream>>>(q);
-  launch_fp8_cast_transpose<T, F8>(rows, cols, in, &q->scale, out, out_t, &q->stats, stream);
+  float *partials = reinterpret_cast<float *>(reinterpret_cast<char *>(q) + sizeof(Fp8TensorScale));
+  const bool vec = sizeof(T) == 2 && n % 8 == 0 && reinterpret_cast<uintptr_t>(in) % 16 == 0;
+  const int64_t items = vec ? n / 8 : n;
+  const int64_t wanted = (items + 255) / 256;
+  const int64_t blocks = wanted < kFp8AmaxPartials ? wanted : kFp8AmaxPartials;
+  detail::fp8_amax_kernel<T><<<static_cast<unsigned>(blocks), 256, 0, stream>>>(n, in, vec,
+                                                                                 partials, &q->stats);
+  launch_fp8_cast_transpose<T, F8>(rows, cols, in, nullptr, out, out_t, &q->stats, stream,
+                                   partials, static_cast<int32_t>(blocks), q);
 }
 
 // The next step's *scale and *scale_inv from this step's *stats and a
