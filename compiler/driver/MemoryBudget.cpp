@@ -7,6 +7,7 @@
 #include <cstdlib>
 
 #include "compiler/codegen/cuda/CudnnConvWorkspace.h"
+#include "compiler/codegen/cuda/Fp8Gemm.h"
 #include "compiler/codegen/cuda/KernelRegistry.h"
 #include "compiler/pipeline/Pipeline.h"
 #include "dialects/kern/AttentionWorkspace.h"
@@ -124,16 +125,18 @@ StepMemory stepMemory(mlir::ModuleOp module, bool cuda, bool cudnn) {
   StepMemory s;
   s.cuda = cuda;
   s.library = cuda ? codegen::cuda::kGemmWorkspaceBytes : 0;
+  s.fp8 = cuda ? codegen::cuda::fp8GemmScratchBytes(module) : 0;
   if (auto train = lookupFunction(module, "train_step")) {
     s.train = summarizeMemory(train);
     if (cuda)
-      s.attention = std::max<int64_t>(0, kern::cudnnAttentionWorkspaceBytes(train) - s.library);
+      s.attention = std::max<int64_t>(
+          0, kern::cudnnAttentionWorkspaceBytes(train) - s.library - s.fp8);
   }
   // The shared workspace is the largest of the three (CudaCodegen); the
   // convolutions' estimate only where the step runs them through cuDNN.
   if (cuda && cudnn)
     s.convolutions = std::max<int64_t>(
-        0, codegen::cuda::cudnnConvWorkspaceBytes(module) - s.library - s.attention);
+        0, codegen::cuda::cudnnConvWorkspaceBytes(module) - s.library - s.fp8 - s.attention);
   if (auto eval = lookupFunction(module, "forward")) {
     s.eval = summarizeMemory(eval);
     s.hasEval = true;
@@ -153,6 +156,8 @@ std::string formatStepMemory(const StepMemory &s) {
   text += ")";
   if (s.library)
     text += ", cuBLASLt workspace " + formatBytes(s.library);
+  if (s.fp8)
+    text += ", FP8 operand slots " + formatBytes(s.fp8);
   if (s.attention)
     text += ", cuDNN attention workspace " + formatBytes(s.attention) + " (estimate)";
   if (s.convolutions)

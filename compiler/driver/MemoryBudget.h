@@ -38,6 +38,9 @@ struct StepMemory {
   bool hasEval = false;
   bool cuda = false;
   int64_t library = 0; // cuBLASLt's workspace (cuda)
+  // The FP8 products' operand slots after it (cuda, --precision fp8;
+  // codegen::cuda::fp8GemmScratchBytes).
+  int64_t fp8 = 0;
   // What cuDNN's attention backward needs beyond cuBLASLt's workspace
   // (cuda; kern::cudnnAttentionWorkspaceBytes): the step's shared
   // workspace grows by it.
@@ -50,7 +53,7 @@ struct StepMemory {
   // step runs).
   int64_t fixed() const {
     return train.params + train.optimizerState + train.inputs * (cuda ? 2 : 1) + library +
-           attention + convolutions;
+           fp8 + attention + convolutions;
   }
   int64_t trainSide() const { return train.arena + train.outputs; }
   // On cuda eval's outputs are not in the workspace: a call that leaves
