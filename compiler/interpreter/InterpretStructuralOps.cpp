@@ -2,7 +2,6 @@
 // TgInterpreter.h): one plain, float64 function per op.
 #include <algorithm>
 #include <cmath>
-
 #include <limits>
 
 #include "compiler/interpreter/InterpreterSupport.h"

@@ -19,21 +19,8 @@ using namespace mlir;
 namespace tcc {
 namespace {
 
-// The parameter `v` reads through casts, reshapes and transposes, or "".
-std::string parameterName(func::FuncOp fn, Value v) {
-  while (Operation *def = v.getDefiningOp()) {
-    if (!isa<tg::CastOp, tg::ReshapeOp, tg::TransposeOp>(def))
-      return "";
-    v = def->getOperand(0);
-  }
-  auto arg = dyn_cast<BlockArgument>(v);
-  if (!arg || arg.getOwner()->getParentOp() != fn.getOperation())
-    return "";
-  auto info = model::ParamInfo::fromAttr(fn.getArgAttr(arg.getArgNumber(), model::kParamAttr));
-  return info ? info->name : "";
-}
-
-// The function argument under `v`'s casts, reshapes and transposes.
+// The function argument (or other value) under `v`'s casts, reshapes and
+// transposes.
 Value rootOf(Value v) {
   while (Operation *def = v.getDefiningOp()) {
     if (!isa<tg::CastOp, tg::ReshapeOp, tg::TransposeOp>(def))
@@ -41,6 +28,15 @@ Value rootOf(Value v) {
     v = def->getOperand(0);
   }
   return v;
+}
+
+// The parameter `v` reads through casts, reshapes and transposes, or "".
+std::string parameterName(func::FuncOp fn, Value v) {
+  auto arg = dyn_cast<BlockArgument>(rootOf(v));
+  if (!arg || arg.getOwner()->getParentOp() != fn.getOperation())
+    return "";
+  auto info = model::ParamInfo::fromAttr(fn.getArgAttr(arg.getArgNumber(), model::kParamAttr));
+  return info ? info->name : "";
 }
 
 // Does `v` reach a loss through reshapes, casts, transposes and slices
@@ -62,7 +58,7 @@ bool feedsLoss(Value v, int depth = 0) {
 bool isEmbeddingTable(Value v) {
   Value root = rootOf(v);
   for (Operation *user : root.getUsers()) {
-    if (auto gather = dyn_cast<tg::GatherOp>(user); gather && rootOf(gather->getOperand(0)) == root)
+    if (isa<tg::GatherOp>(user) && user->getOperand(0) == root)
       return true;
     if (isa<tg::CastOp, tg::ReshapeOp, tg::TransposeOp>(user))
       for (Operation *next : user->getResult(0).getUsers())
@@ -104,7 +100,7 @@ std::string refusal(func::FuncOp fn, tg::MatmulOp m, ArrayRef<std::string> keep)
 
 } // namespace
 
-int markFp8Products(func::FuncOp forward, StringRef keepList) {
+void markFp8Products(func::FuncOp forward, StringRef keepList) {
   SmallVector<std::string> keep;
   SmallVector<StringRef> parts;
   keepList.split(parts, ',', -1, /*KeepEmpty=*/false);
@@ -112,7 +108,6 @@ int markFp8Products(func::FuncOp forward, StringRef keepList) {
     if (!p.trim().empty())
       keep.push_back(p.trim().str());
   OpBuilder b(forward.getContext());
-  int marked = 0;
   forward.walk([&](tg::MatmulOp m) {
     auto amp = m->getAttrOfType<StringAttr>(model::kAmpAttr);
     std::string decision = amp ? amp.getValue().str() : "bf16: matmul";
@@ -122,11 +117,9 @@ int markFp8Products(func::FuncOp forward, StringRef keepList) {
       m->setAttr(model::kFp8Attr, b.getStringAttr("e4m3xe4m3"));
       decision += "; FP8 product: E4M3 x E4M3, per-tensor scales from the current amax "
                   "(gradients E5M2 x E4M3)";
-      ++marked;
     }
     m->setAttr(model::kAmpAttr, b.getStringAttr(decision));
   });
-  return marked;
 }
 
 } // namespace tcc

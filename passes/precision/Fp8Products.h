@@ -21,8 +21,7 @@ namespace tcc {
 //     be 16-byte aligned in the forward and in both gradient products),
 //   - its node name or its weight's name contains one of `keep`'s
 //     comma-separated names (tcc compile --fp8-keep).
-// Returns the number of products marked.
-int markFp8Products(mlir::func::FuncOp forward, llvm::StringRef keep);
+void markFp8Products(mlir::func::FuncOp forward, llvm::StringRef keep);
 
 } // namespace tcc
 

@@ -58,6 +58,13 @@ using tcc_cuda::Fp8Format;
 
 template <class F8> const char *fp8Name() { return std::is_same<F8, e4m3>::value ? "e4m3" : "e5m2"; }
 
+// The test arrays' element type of a cast's input type T.
+template <class T> GemmType gemmTypeOf() {
+  return std::is_same<T, float>::value            ? tcc_cuda_host::kGemmF32
+         : std::is_same<T, tcc_cuda::bf16>::value ? tcc_cuda_host::kGemmBF16
+                                                  : tcc_cuda_host::kGemmF16;
+}
+
 float hostFloatBits(uint32_t bits) {
   float f;
   std::memcpy(&f, &bits, 4);
@@ -67,9 +74,7 @@ float hostFloatBits(uint32_t bits) {
 // Case 1: one cast against the host conversion.
 template <class T, class F8>
 bool castCase(int64_t rows, int64_t cols, bool withNan, std::mt19937_64 &rng) {
-  GemmType gt = std::is_same<T, float>::value ? tcc_cuda_host::kGemmF32
-                : std::is_same<T, tcc_cuda::bf16>::value ? tcc_cuda_host::kGemmBF16
-                                                         : tcc_cuda_host::kGemmF16;
+  const GemmType gt = gemmTypeOf<T>();
   const size_t n = static_cast<size_t>(rows * cols);
   HostArray in(gt, n);
   std::uniform_real_distribution<double> exponent(-24.0, 8.0), unit(0.5, 1.0);
@@ -139,9 +144,7 @@ bool castCase(int64_t rows, int64_t cols, bool withNan, std::mt19937_64 &rng) {
 template <class T, class F8>
 bool currentScaleCase(int64_t rows, int64_t cols, bool transposed, const char *fill,
                       std::mt19937_64 &rng) {
-  GemmType gt = std::is_same<T, float>::value ? tcc_cuda_host::kGemmF32
-                : std::is_same<T, tcc_cuda::bf16>::value ? tcc_cuda_host::kGemmBF16
-                                                         : tcc_cuda_host::kGemmF16;
+  const GemmType gt = gemmTypeOf<T>();
   const size_t n = static_cast<size_t>(rows * cols);
   HostArray in(gt, n);
   std::normal_distribution<double> normal(0.0, 1.0);

@@ -127,6 +127,10 @@ private:
   };
   static Footprint footprint(Value buffer);
   static bool overlaps(const Footprint &a, const Footprint &b);
+  // Fp8GemmKernels.cpp: overlapping from the same start (a cast's source
+  // read again), and whether `op` may write `source`.
+  static bool sameStart(const Footprint &a, const Footprint &b);
+  static bool mayWrite(Operation *op, const Footprint &source);
   LogicalResult emitAllReduce(kern::AllReduceOp r, llvm::raw_ostream &os);
   LogicalResult emitAllReduceBucket(kern::AllReduceBucketOp bucket, llvm::raw_ostream &os);
   // ZeRO-1: kern.reduce_scatter and kern.all_gather queued like the

@@ -81,6 +81,25 @@ bool CudaStepEmitter::overlaps(const Footprint &a, const Footprint &b) {
                     : !b.argument && a.begin < b.end && b.begin < a.end;
 }
 
+// The same bytes from the same start: what a cast of `b` may be reused for.
+bool CudaStepEmitter::sameStart(const Footprint &a, const Footprint &b) {
+  return overlaps(a, b) && a.begin == b.begin;
+}
+
+// Whether `op` may write `source` (an op without memory effects may).
+bool CudaStepEmitter::mayWrite(Operation *op, const Footprint &source) {
+  auto effects = dyn_cast<MemoryEffectOpInterface>(op);
+  if (!effects)
+    return true;
+  SmallVector<MemoryEffects::EffectInstance> list;
+  effects.getEffects(list);
+  for (const MemoryEffects::EffectInstance &e : list)
+    if (isa<MemoryEffects::Write>(e.getEffect()) &&
+        (!e.getValue() || overlaps(footprint(e.getValue()), source)))
+      return true;
+  return false;
+}
+
 // After `op`: the casts whose source it may have written, or all when it
 // may use the shared workspace, are gone.
 void CudaStepEmitter::forgetFp8Casts(Operation *op) {
@@ -90,22 +109,7 @@ void CudaStepEmitter::forgetFp8Casts(Operation *op) {
     fp8Casts_.clear();
     return;
   }
-  auto effects = dyn_cast<MemoryEffectOpInterface>(op);
-  SmallVector<MemoryEffects::EffectInstance> list;
-  if (effects)
-    effects.getEffects(list);
-  llvm::erase_if(fp8Casts_, [&](const Fp8Cast &c) {
-    if (!effects)
-      return true;
-    for (const MemoryEffects::EffectInstance &e : list) {
-      if (!isa<MemoryEffects::Write>(e.getEffect()))
-        continue;
-      Value written = e.getValue();
-      if (!written || overlaps(footprint(written), c.source))
-        return true;
-    }
-    return false;
-  });
+  llvm::erase_if(fp8Casts_, [&](const Fp8Cast &c) { return mayWrite(op, c.source); });
 }
 
 // out (M, N) = op(a) x op(b): a as FP8 (M, K), b as FP8 (N, K), each with
@@ -130,24 +134,15 @@ LogicalResult CudaStepEmitter::emitGemmFp8(kern::GemmOp g, const Fp8Gemm &f,
         if (lf.runs()) {
           auto wants = [&](Value v, bool fE5M2, int64_t r, int64_t c, bool t) {
             return fE5M2 == e5m2 && t != transposed && r == rows && c == cols &&
-                   mrt(v).getElementType() == et && overlaps(footprint(v), source) &&
-                   footprint(v).begin == source.begin;
+                   mrt(v).getElementType() == et && sameStart(footprint(v), source);
           };
           if (wants(later.getA(), lf.aE5M2, lf.ta ? lf.k : lf.m, lf.ta ? lf.m : lf.k, lf.ta) ||
               wants(later.getB(), lf.bE5M2, lf.tb ? lf.n : lf.k, lf.tb ? lf.k : lf.n, !lf.tb))
             return true;
         }
       }
-      if (!keepsFp8Slots(op))
+      if (!keepsFp8Slots(op) || mayWrite(op, source))
         return false;
-      if (auto effects = dyn_cast<MemoryEffectOpInterface>(op)) {
-        SmallVector<MemoryEffects::EffectInstance> list;
-        effects.getEffects(list);
-        for (const MemoryEffects::EffectInstance &e : list)
-          if (isa<MemoryEffects::Write>(e.getEffect()) &&
-              (!e.getValue() || overlaps(footprint(e.getValue()), source)))
-            return false;
-      }
     }
     return false;
   };
@@ -162,8 +157,7 @@ LogicalResult CudaStepEmitter::emitGemmFp8(kern::GemmOp g, const Fp8Gemm &f,
     ++fp8Clock_;
     for (Fp8Cast &c : fp8Casts_)
       if (c.e5m2 == e5m2 && c.rows == rows && c.cols == cols && c.element == et &&
-          overlaps(c.source, source) && c.source.begin == source.begin &&
-          (transposed ? c.transposed : c.plain)) {
+          sameStart(c.source, source) && (transposed ? c.transposed : c.plain)) {
         c.lastUse = fp8Clock_;
         return c.slot;
       }

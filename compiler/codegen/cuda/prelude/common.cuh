@@ -211,7 +211,12 @@ struct alignas(16) Fp8TensorScale {
 // Current scaling keeps an Fp8TensorScale and the amax kernel's per-block
 // maxima (at most kFp8AmaxPartials floats) in kFp8ScaleBytes
 // (compiler/codegen/cuda/Fp8Gemm.h reserves as much per slot).
-constexpr int64_t kFp8AmaxPartials = 132 * 8;
+// The casts' grid: 8 blocks of 256 threads per SM of an H100 / H200 (a full
+// GPU of warps), each looping over tiles, so that the statistics take one
+// set of atomics per block, not per tile; the amax kernel's grid too, one
+// partial maximum per block.
+constexpr int64_t kFp8GridBlocks = 132 * 8;
+constexpr int64_t kFp8AmaxPartials = kFp8GridBlocks;
 constexpr int64_t kFp8ScaleBytes = 8192;
 static_assert(sizeof(Fp8TensorScale) + 4 * kFp8AmaxPartials <= kFp8ScaleBytes,
               "the partial maxima must fit after the record");

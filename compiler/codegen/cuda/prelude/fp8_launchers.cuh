@@ -10,11 +10,6 @@
 // cols are multiples of 8, all pointers 16-byte aligned, take the vector
 // form (16-byte loads, 8-byte stores); the rest the scalar one. Deterministic except for the
 // order of the statistics' atomics (their results do not depend on it).
-// The casts' grid: 8 blocks of 256 threads per SM of an H100 / H200 (a full
-// GPU of warps), each looping over tiles, so that the statistics take one
-// set of atomics per block, not per tile.
-constexpr int64_t kFp8GridBlocks = 132 * 8;
-
 template <class T, class F8>
 inline void launch_fp8_cast_transpose(int64_t rows, int64_t cols, const T *in,
                                       const float *scale, F8 *out, F8 *out_t,
