@@ -421,6 +421,23 @@ def TgShardParameters : Pass<"tg-shard-parameters", "mlir::ModuleOp"> {
   let dependentDialects = ["tcc::tg::TgDialect"];
 }
 
+def TgFp8Scaling : Pass<"tg-fp8-scaling", "mlir::ModuleOp"> {
+  let summary = "Delayed scaling for FP8 casts: one state record per cast of each train step";
+  let description = [{
+    After tg-remat, with --precision fp8 and delayed scaling (tcc compile's
+    default for fp8). Each function that updates parameters and holds FP8
+    products (tg.matmul with tg.fp8) gets the whole-step optimizer state
+    "fp8_scaling", f32 [2 * products, 32], zeros at the start (init_value
+    0): one record per operand cast, the step ABI's tcc_fp8_scaling_record.
+    The graph does not read it; the cuda code generator gives each FP8 cast
+    the next record (its scale from the record's amax history, updated in
+    place by the cast) and trun checkpoints it with the other state. Other
+    functions are unchanged; a function that already has the state is an
+    error.
+  }];
+  let dependentDialects = ["tcc::tg::TgDialect", "mlir::func::FuncDialect"];
+}
+
 def TgRemat : Pass<"tg-remat", "mlir::ModuleOp"> {
   let summary = "Recomputes forward values in the backward so the step's peak fits a budget";
   let description = [{

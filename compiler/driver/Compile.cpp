@@ -288,6 +288,12 @@ absl::StatusOr<std::string> resolvePrecision(const CompileOptions &options) {
                                       "' (expected bf16, fp16, tf32, fp32 or fp8)");
   if (!options.fp8Keep.empty() && options.precision != "fp8")
     return absl::InvalidArgumentError("--fp8-keep applies only with --precision fp8");
+  if (!options.fp8Scaling.empty() && options.precision != "fp8")
+    return absl::InvalidArgumentError("--fp8-scaling applies only with --precision fp8");
+  if (!options.fp8Scaling.empty() && options.fp8Scaling != "delayed" &&
+      options.fp8Scaling != "current")
+    return absl::InvalidArgumentError("unknown --fp8-scaling '" + options.fp8Scaling +
+                                      "' (expected delayed or current)");
   // FP8 tensor cores arrived with sm_89 (Ada) and sm_90 (Hopper); the cpu
   // target has no FP8 products.
   if (options.precision == "fp8" && (!cuda || sm < 89))
@@ -349,6 +355,7 @@ absl::Status compileModel(const CompileOptions &given) {
   pipelineOptions.cacheFrozen = options.cacheFrozen;
   pipelineOptions.precision = options.precision;
   pipelineOptions.fp8Keep = options.fp8Keep;
+  pipelineOptions.fp8DelayedScaling = options.fp8Scaling != "current";
   pipelineOptions.fuseAttention = options.fuseAttention;
   pipelineOptions.generate = options.generate;
   pipelineOptions.fuseEpilogue = options.fuseEpilogue;

@@ -44,6 +44,9 @@ struct CompileOptions {
   // resolvePrecision.
   std::string precision;
   std::string fp8Keep; // --fp8-keep: names of matmuls fp8 leaves in bf16
+  // --fp8-scaling: "delayed" (default with fp8: the train step's casts
+  // scale by an amax history in the step state) or "current".
+  std::string fp8Scaling;
   bool fuseAttention = true;  // false: --no-fuse-attention
   bool generate = false;      // --generate: the KV-cache entries prefill / decode
   bool fuseEpilogue = true;   // false: --no-fuse-epilogue

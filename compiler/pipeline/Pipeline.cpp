@@ -145,6 +145,11 @@ void buildPipeline(mlir::OpPassManager &pm, Phase stopAfter,
   if (options.dataParallel && options.shardParameters > 0)
     pm.addPass(createTgShardParameters());
   pm.addPass(createTgRemat(TgRematOptions{options.rematBudget, options.rematCopies}));
+  // 3d. FP8 delayed scaling: each train step's casts get records in the
+  //     step state (after tg-remat, whose clones cast again; only with fp8,
+  //     so other compiles' dumps keep their numbers).
+  if (options.precision == "fp8" && options.fp8DelayedScaling)
+    pm.addPass(createTgFp8Scaling());
   // 4. Tensors -> buffers: one kern op per kernel or library call.
   pm.addPass(createTgLowerToKern());
   pm.addPass(createKernFuseElementwise()); // elementwise chains -> one loop

@@ -38,6 +38,9 @@ struct PipelineOptions {
   // --precision; the driver picks the target's default).
   std::string precision = "fp32";
   std::string fp8Keep; // tcc compile --fp8-keep (tg-amp's fp8-keep)
+  // fp8: true runs tg-fp8-scaling (delayed scaling in the train step);
+  // false leaves every cast on current scaling (--fp8-scaling current).
+  bool fp8DelayedScaling = true;
   // Dynamic loss scaling (GradScaler semantics): set, the train step scales
   // the loss by its "loss_scale" state, unscales and checks the gradients,
   // skips the update on overflow and adapts the scale (tcc compile

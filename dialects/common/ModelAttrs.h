@@ -151,6 +151,10 @@ inline constexpr llvm::StringLiteral kLossScaleGoodStepsState =
     "loss_scale_good_steps";
 inline constexpr llvm::StringLiteral kLossScaleSkippedStepsState =
     "loss_scale_skipped_steps";
+// FP8 delayed scaling (tg-fp8-scaling): f32 [records, 32], one record per
+// FP8 cast of the train step (the step ABI's tcc_fp8_scaling_record,
+// TCC_FP8_SCALING_STATE).
+inline constexpr llvm::StringLiteral kFp8ScalingState = "fp8_scaling";
 
 // Result attributes.
 inline constexpr llvm::StringLiteral kLossAttr = "tg.loss";     // name of the loss

@@ -115,8 +115,8 @@ void markFp8Products(func::FuncOp forward, StringRef keepList) {
       decision += "; not FP8: " + why;
     } else {
       m->setAttr(model::kFp8Attr, b.getStringAttr("e4m3xe4m3"));
-      decision += "; FP8 product: E4M3 x E4M3, per-tensor scales from the current amax "
-                  "(gradients E5M2 x E4M3)";
+      decision += "; FP8 product: E4M3 x E4M3, per-tensor scales (gradients E5M2 x "
+                  "E4M3)";
     }
     m->setAttr(model::kAmpAttr, b.getStringAttr(decision));
   });

@@ -15,6 +15,10 @@
 //    the scale from the tensor's own amax (kMax / amax, bit-exact against
 //    the host's float division; 1 for zeros and for a NaN), its inverse,
 //    every byte of the plain or transposed output, and the cast's counts.
+// 1c. launch_fp8_quantize_delayed (a train step's casts): one site's record
+//    through four casts (the first by its own amax, then by the recorded
+//    history's; one saturating, one with a NaN): bytes, scales, counts and
+//    the record's history, next scale and counts against the host.
 // 2. launch_fp8_update_scale: the next scale from an amax history, against
 //    the host formula; an all-zero history keeps the scale.
 // 3. tcc_cuda_host::gemm_fp8 (host_support/gemm_fp8.h): E4M3 x E4M3 and
@@ -201,6 +205,113 @@ bool currentScaleCase(int64_t rows, int64_t cols, bool transposed, const char *f
               static_cast<long long>(cols), transposed ? " transposed" : "", fill,
               static_cast<long long>(bad), gotAmax, sawNan ? std::nan("") : amax, q.scale, scale,
               q.stats.overflows, over, q.stats.underflows, under);
+  return ok;
+}
+
+// Case 1c: delayed scaling (launch_fp8_quantize_delayed, what a train
+// step's casts run): four casts through one site's record. The first (no
+// scale yet) scales by its own amax; each later one by max / (the largest
+// amax of the earlier casts), and its last block puts its amax into the
+// history and sets the next scale. x, then 2x (saturates: its amax is past
+// the recorded one), then x / 4 (the history keeps 2x's amax), then x with
+// a NaN (left out of the history; the scale holds). Each cast's bytes,
+// scale, inverse and counts are checked against the host, and the record
+// after it.
+template <class T, class F8>
+bool delayedScaleCase(int64_t rows, int64_t cols, bool transposed, std::mt19937_64 &rng) {
+  const GemmType gt = gemmTypeOf<T>();
+  const size_t n = static_cast<size_t>(rows * cols);
+  std::normal_distribution<double> normal(0.0, 1.0);
+  std::uniform_real_distribution<double> exponent(-10.0, 2.0);
+  std::vector<double> base(n);
+  for (double &x : base)
+    x = normal(rng) * std::exp2(exponent(rng));
+  Device dIn(n * bytesOf(gt)), dOut(n), dQ(tcc_cuda::kFp8ScaleBytes),
+      dRecord(sizeof(tcc_cuda::Fp8ScalingRecord));
+  cudaMemset(dQ.p, 0xFF, tcc_cuda::kFp8ScaleBytes);
+  cudaMemset(dRecord.p, 0, sizeof(tcc_cuda::Fp8ScalingRecord)); // the step state starts at 0
+  std::vector<float> history; // the host's record
+  float hostScale = 0.0f;
+  bool ok = true;
+  const double factors[4] = {1.0, 2.0, 0.25, 1.0};
+  for (int cast = 0; cast < 4; ++cast) {
+    HostArray in(gt, n);
+    for (size_t i = 0; i < n; ++i)
+      in.set(i, base[i] * factors[cast]);
+    if (cast == 3)
+      in.set(n / 2, std::nan(""));
+    cudaMemcpy(dIn.p, in.bytes.data(), n * bytesOf(gt), cudaMemcpyHostToDevice);
+    cudaMemset(dOut.p, 0xFF, n);
+    F8 *out = static_cast<F8 *>(dOut.p);
+    tcc_cuda::launch_fp8_quantize_delayed<T, F8>(
+        rows, cols, static_cast<const T *>(dIn.p), transposed ? nullptr : out,
+        transposed ? out : nullptr, static_cast<tcc_cuda::Fp8TensorScale *>(dQ.p),
+        static_cast<tcc_cuda::Fp8ScalingRecord *>(dRecord.p), nullptr);
+    if (cudaError_t e = cudaDeviceSynchronize(); e != cudaSuccess) {
+      std::printf("FAIL delayed scale: %s\n", cudaGetErrorString(e));
+      return false;
+    }
+    std::vector<uint8_t> got(n);
+    tcc_cuda::Fp8TensorScale q;
+    tcc_cuda::Fp8ScalingRecord rec;
+    cudaMemcpy(got.data(), dOut.p, n, cudaMemcpyDeviceToHost);
+    cudaMemcpy(&q, dQ.p, sizeof(q), cudaMemcpyDeviceToHost);
+    cudaMemcpy(&rec, dRecord.p, sizeof(rec), cudaMemcpyDeviceToHost);
+    float amax = 0.0f;
+    bool sawNan = false;
+    for (size_t i = 0; i < n; ++i) {
+      const float x = static_cast<float>(in.get(i));
+      if (x != x)
+        sawNan = true;
+      else
+        amax = std::max(amax, std::fabs(x));
+    }
+    // The scale this cast must use: the record's, or its own amax's.
+    const float scale = hostScale > 0.0f ? hostScale
+                        : sawNan || amax == 0.0f
+                            ? 1.0f
+                            : std::fmin(Fp8Format<F8>::kMax / amax, FLT_MAX);
+    int64_t bad = 0;
+    unsigned long long over = 0, under = 0;
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t c = 0; c < cols; ++c) {
+        const float x = static_cast<float>(in.get(static_cast<size_t>(r * cols + c)));
+        const float y = x * scale;
+        const uint8_t want = Fp8Format<F8>::from_float(y);
+        bad += (transposed ? got[c * rows + r] : got[r * cols + c]) != want;
+        over += std::fabs(y) > Fp8Format<F8>::kMax && std::isfinite(x);
+        under += x != 0.0f && (want & 0x7f) == 0;
+      }
+    // The record after it.
+    if (!sawNan)
+      history.push_back(amax);
+    float largest = 0.0f;
+    for (float h : history)
+      largest = std::max(largest, h);
+    if (largest > 0.0f)
+      hostScale = std::fmin(Fp8Format<F8>::kMax / largest, FLT_MAX);
+    bool historyOk = rec.next == static_cast<float>(history.size() % tcc_cuda::kFp8AmaxHistory);
+    for (int i = 0; i < tcc_cuda::kFp8AmaxHistory; ++i)
+      historyOk &= rec.amax_history[i] == (i < static_cast<int>(history.size()) ? history[i] : 0.0f);
+    const bool castOk = bad == 0 && q.scale == scale && q.scale_inv == 1.0f / scale &&
+                        q.stats.overflows == over && q.stats.underflows == under &&
+                        (cast != 1 || over > 0); // 2x past the recorded amax saturates
+    const bool recordOk = historyOk && rec.scale == hostScale && rec.casts == cast + 1.0f &&
+                          rec.elements == static_cast<float>(n) &&
+                          rec.saturated == static_cast<float>(over) &&
+                          rec.flushed == static_cast<float>(under) &&
+                          (sawNan ? std::isnan(rec.amax) : rec.amax == amax);
+    ok &= castOk && recordOk;
+    std::printf("%s delayed scale %-4s -> %s %lldx%lld%s, cast %d (x%g%s): bytes wrong %lld, "
+                "scale %g (want %g), saturated %llu (want %llu), flushed %llu (want %llu); "
+                "record: next scale %g (want %g), casts %g, history %s\n",
+                castOk && recordOk ? "ok  " : "FAIL", typeName(gt), fp8Name<F8>(),
+                static_cast<long long>(rows), static_cast<long long>(cols),
+                transposed ? " transposed" : "", cast + 1, factors[cast],
+                cast == 3 ? ", a NaN" : "", static_cast<long long>(bad), q.scale, scale,
+                q.stats.overflows, over, q.stats.underflows, under, rec.scale, hostScale,
+                rec.casts, historyOk ? "as the host's" : "WRONG");
+  }
   return ok;
 }
 
@@ -432,6 +543,9 @@ int main(int argc, char **argv) {
   ok &= currentScaleCase<f16, e4m3>(7, 9, false, "normal", rng);
   ok &= currentScaleCase<bf16, e4m3>(64, 64, false, "zeros", rng);
   ok &= currentScaleCase<bf16, e5m2>(64, 64, true, "nan", rng);
+  ok &= delayedScaleCase<bf16, e4m3>(256, 768, false, rng); // the vector form
+  ok &= delayedScaleCase<bf16, e5m2>(768, 256, true, rng);
+  ok &= delayedScaleCase<float, e4m3>(33, 65, true, rng);   // the scalar form
   ok &= updateScaleCase();
   using tcc_cuda_host::kFp8E4M3;
   using tcc_cuda_host::kFp8E5M2;

@@ -220,6 +220,11 @@ private:
   SmallVector<Fp8Cast> fp8Casts_;
   uint64_t fp8Clock_ = 0;
   Fp8Slot fp8Slot_;
+  // Delayed scaling: the step state tg-fp8-scaling added to a train step
+  // (f32 [records, 32]: model::kFp8ScalingState), found on the first cast;
+  // each cast the function emits takes the next record.
+  std::optional<std::pair<Value, int64_t>> fp8Records_;
+  int64_t fp8RecordsUsed_ = 0;
   // ElementwiseKernels.cpp
   LogicalResult emitElementwise(kern::ElementwiseOp e, llvm::raw_ostream &os, double &flops);
   // ReductionKernels.cpp

@@ -120,6 +120,17 @@ LogicalResult CudaStepEmitter::emitGemmFp8(kern::GemmOp g, const Fp8Gemm &f,
   flops += work;
   if (fp8Slot_.elements == 0)
     fp8Slot_ = Fp8Slot::of(g->getParentOfType<ModuleOp>());
+  if (!fp8Records_) {
+    fp8Records_.emplace(Value(), 0);
+    for (BlockArgument arg : f_.getArguments()) {
+      auto state = f_.getArgAttrOfType<DictionaryAttr>(arg.getArgNumber(), model::kOptStateAttr);
+      auto stateName = state ? state.getAs<StringAttr>("name") : nullptr;
+      auto type = dyn_cast<MemRefType>(arg.getType());
+      if (stateName && stateName.getValue() == model::kFp8ScalingState && type &&
+          type.getRank() == 2 && type.getDimSize(1) == 32 && type.getElementType().isF32())
+        fp8Records_.emplace(arg, type.getDimSize(0));
+    }
+  }
   const std::string scratch = "(ws + tcc_gemm_workspace_offset + tcc_gemm_workspace_bytes)";
   auto slotBase = [&](int slot) { return slot * fp8Slot_.bytes(); };
   // Whether a product after `g`, before anything forgets the slots or
@@ -178,33 +189,52 @@ LogicalResult CudaStepEmitter::emitGemmFp8(kern::GemmOp g, const Fp8Gemm &f,
     llvm::erase_if(fp8Casts_, [&](const Fp8Cast &c) { return c.slot == slot; });
     const bool both = neededLater(source, et, rows, cols, e5m2, transposed);
     const bool plain = !transposed || both, trans = transposed || both;
+    // Delayed scaling when the function has records left (a train step
+    // tg-fp8-scaling gave them), current scaling otherwise.
+    std::optional<int64_t> record;
+    if (fp8Records_ && fp8RecordsUsed_ < fp8Records_->second)
+      record = fp8RecordsUsed_++;
     const char *f8 = e5m2 ? "tcc_cuda::e5m2" : "tcc_cuda::e4m3";
-    std::string params = "const " + storageType(et) + " *p0, uint8_t *p1, uint8_t *p2, void *p3";
+    std::string params = "const " + storageType(et) + " *p0, uint8_t *p1, uint8_t *p2, void *p3" +
+                         (record ? ", float *p4" : "");
     std::string text =
         "extern \"C\" void @NAME@(cudaStream_t s, " + params + ") {\n  " +
-        llvm::formatv("tcc_cuda::launch_fp8_quantize_current<{0}, {1}>({2}, {3}, {4}, {5}, {6}, "
-                      "static_cast<tcc_cuda::Fp8TensorScale *>(p3), s);",
+        llvm::formatv("tcc_cuda::launch_fp8_quantize_{7}<{0}, {1}>({2}, {3}, {4}, {5}, {6}, "
+                      "static_cast<tcc_cuda::Fp8TensorScale *>(p3), {8}s);",
                       familyElementType(et, CodeTarget::Cuda), f8, rows, cols,
                       familyPointer(et, "p0", false, CodeTarget::Cuda),
                       plain ? llvm::formatv("reinterpret_cast<{0} *>(p1)", f8).str() : "nullptr",
-                      trans ? llvm::formatv("reinterpret_cast<{0} *>(p2)", f8).str() : "nullptr")
+                      trans ? llvm::formatv("reinterpret_cast<{0} *>(p2)", f8).str() : "nullptr",
+                      record ? "delayed" : "current",
+                      record ? "reinterpret_cast<tcc_cuda::Fp8ScalingRecord *>(p4), " : "")
             .str() +
         "\n}\n";
-    std::string kernel =
-        kernels_.add(e5m2 ? "fp8_quantize_e5m2" : "fp8_quantize_e4m3", text, params);
+    std::string kernel = kernels_.add(
+        llvm::formatv("fp8_quantize_{0}{1}", e5m2 ? "e5m2" : "e4m3", record ? "_delayed" : "")
+            .str(),
+        text, params);
     std::string call =
         llvm::formatv("{0}(s, {1}, reinterpret_cast<uint8_t *>({2} + {3}), "
-                      "reinterpret_cast<uint8_t *>({2} + {4}), {2} + {5});",
+                      "reinterpret_cast<uint8_t *>({2} + {4}), {2} + {5}{6});",
                       kernel, name(operand), scratch, slotBase(slot),
                       slotBase(slot) + fp8Slot_.transposedOffset(),
-                      slotBase(slot) + fp8Slot_.scaleOffset())
+                      slotBase(slot) + fp8Slot_.scaleOffset(),
+                      record ? llvm::formatv(", reinterpret_cast<float *>({0}) + {1}",
+                                             name(fp8Records_->first), *record * 32)
+                                   .str()
+                             : std::string())
             .str();
     double elements = static_cast<double>(rows) * cols;
+    // Delayed scaling reads the operand once (the amax launch returns at
+    // once after the site's first cast).
     launch(os, g, kernel, call,
-           llvm::formatv("{0}x{1}{2}, current scale", rows, cols,
-                         both ? " and transposed" : transposed ? " transposed" : "")
+           llvm::formatv("{0}x{1}{2}, {3}", rows, cols,
+                         both ? " and transposed" : transposed ? " transposed" : "",
+                         record ? llvm::formatv("delayed scale (record {0})", *record).str()
+                                : std::string("current scale"))
                .str(),
-           2.0 * elements, 2.0 * bufferBytes(mrt(operand)) + (both ? 2 : 1) * elements);
+           2.0 * elements,
+           (record ? 1.0 : 2.0) * bufferBytes(mrt(operand)) + (both ? 2 : 1) * elements);
     fp8Casts_.push_back({source, et, rows, cols, e5m2, plain, trans, slot, fp8Clock_});
     return slot;
   };

@@ -1,7 +1,7 @@
 // tcc: compiles a model file (.pb / .pbtxt) into a step library.
 //
 //   tcc compile model.pb -o step.so [--target cpu|cuda] [--arch sm_XY]
-//                        [--precision P] [--fp8-keep NAMES] [--jobs N] [--no-cache] [--dump-dir DIR]
+//                        [--precision P] [--fp8-keep NAMES] [--fp8-scaling S] [--jobs N] [--no-cache] [--dump-dir DIR]
 //                        [--memory-budget SIZE] [--batch N|auto]
 //                        [--keep-global-batch] [--loss-chunks N|auto]
 //                        [--compile-to PHASE] [--cxx COMPILER] [--cpu-arch ARCH] [--no-native]
@@ -72,11 +72,18 @@ Options:
                         fp8 (cuda, sm_89 and newer): bf16, and each weight's
                         matmul whose sizes are multiples of 16 runs as a
                         cuBLASLt FP8 product (E4M3 forward, E5M2 gradients,
-                        per-tensor scales from the current amax, fp32
-                        accumulation); the LM head stays bf16 (the report
-                        says which products are FP8 and why others are not)
+                        per-tensor scales, fp32 accumulation); the LM head
+                        stays bf16 (the report says which products are FP8
+                        and why others are not)
   --fp8-keep NAMES      with --precision fp8: comma-separated names; a matmul
                         whose node or weight name contains one stays bf16
+  --fp8-scaling S       with --precision fp8: delayed (default) scales each
+                        train-step cast by the largest amax of its last 16
+                        casts, kept in the step state "fp8_scaling" (one read
+                        of the operand; checkpointed; trun's log shows
+                        saturated and flushed elements), its first cast by
+                        its own amax; current scales every cast by its own
+                        amax (two reads). Eval and generation: current
   --tf32                the same as --precision tf32
   --generate            a GPT-like model (token ids in, logits (B, T, V) out,
                         causal attention) also gets the KV-cache generation
@@ -397,6 +404,10 @@ int compileMain(int argc, char **argv) {
         return usageError("--precision " + v + " contradicts --precision " + args.precision +
                           " (or --tf32) given before");
       args.precision = v;
+    } else if (flag == "--fp8-scaling") {
+      if (!value(v) || (v != "delayed" && v != "current"))
+        return usageError("--fp8-scaling needs delayed or current");
+      args.fp8Scaling = v;
     } else if (flag == "--fp8-keep") {
       if (!value(v) || v.empty())
         return usageError("--fp8-keep needs comma-separated names (e.g. lm_head,mlp.down)");

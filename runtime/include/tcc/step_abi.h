@@ -485,6 +485,35 @@ typedef struct tcc_step_descriptor {
   ((d)->struct_size >= offsetof(tcc_step_descriptor, whole_params) + \
                            sizeof(const tcc_tensor_desc *))
 
+/*
+ * FP8 delayed scaling (tcc compile --precision fp8 --fp8-scaling delayed,
+ * the default): the train step's whole-step optimizer state named
+ * TCC_FP8_SCALING_STATE, f32 [sites, 32], holds one record per FP8 cast
+ * site of the step (each operand the step casts to FP8), zeros at the
+ * start, updated in place by every cast and checkpointed like any state.
+ * A record's scale is 0 until its first cast, which scales by the tensor's
+ * own amax (current scaling); each cast then puts its input's amax into the
+ * history and sets the next scale to the format's largest finite value
+ * over the history's maximum. trun reads the records on its log steps
+ * (saturated / flushed elements of each site's last cast). Sites the step
+ * never cast (an operand shared with an earlier product's cast) stay zero.
+ */
+#define TCC_FP8_SCALING_STATE "fp8_scaling"
+#define TCC_FP8_AMAX_HISTORY 16
+typedef struct tcc_fp8_scaling_record {
+  float scale;     /* the next cast's scale (0: none yet) */
+  float next;      /* the history entry the next cast writes, 0..15 */
+  float amax;      /* the last cast's input amax */
+  float elements;  /* the last cast's elements */
+  float saturated; /* ... of them past the format's largest finite value */
+  float flushed;   /* ... non-zero ones that became zero */
+  float casts;     /* casts so far (exact to 2^24) */
+  float reserved0;
+  float amax_history[TCC_FP8_AMAX_HISTORY];
+  float reserved1[8];
+} tcc_fp8_scaling_record;
+#define TCC_FP8_SCALING_RECORD_FLOATS 32
+
 typedef const tcc_step_descriptor *(*tcc_step_get_descriptor_fn)(void);
 
 #ifdef __cplusplus

@@ -208,6 +208,23 @@ struct alignas(16) Fp8TensorScale {
   uint32_t unused[2];
   Fp8CastStats stats; // the input's amax; the cast's saturated and flushed elements
 };
+// Delayed scaling's record of one cast site, 32 floats: the step ABI's
+// tcc_fp8_scaling_record (runtime/include/tcc/step_abi.h; the step state
+// "fp8_scaling" holds one per site). scale 0: no cast yet, the next one
+// scales by its own amax.
+constexpr int kFp8AmaxHistory = 16;
+struct Fp8ScalingRecord {
+  float scale, next, amax, elements, saturated, flushed, casts, reserved0;
+  float amax_history[kFp8AmaxHistory];
+  float reserved1[8];
+};
+static_assert(sizeof(Fp8ScalingRecord) == 32 * sizeof(float),
+              "tcc_fp8_scaling_record is 32 floats");
+// Delayed scaling's amax launch (needed only by a site's first cast) keeps
+// to one block per SM, so that on the later casts, where every block
+// returns at once, it costs little more than a launch.
+constexpr int64_t kFp8DelayedAmaxBlocks = 132;
+
 // Current scaling keeps an Fp8TensorScale and the amax kernel's per-block
 // maxima (at most kFp8AmaxPartials floats) in kFp8ScaleBytes
 // (compiler/codegen/cuda/Fp8Gemm.h reserves as much per slot).

@@ -72,6 +72,45 @@ template <class F8> __device__ __forceinline__ float fp8_current_scale(float ama
   return amax > 0.0f && amax <= FLT_MAX ? fminf(Fp8Format<F8>::kMax / amax, FLT_MAX) : 1.0f;
 }
 
+// Delayed scaling, after a cast's statistics: the grid's last block to
+// finish (a ticket in current->unused[0], zeroed by the amax kernel) puts
+// the cast's amax into the site's history (a non-finite amax is left out,
+// so one NaN step does not hold the scale for a whole history), records
+// the cast's counts, and sets the next scale: Fp8Format<F8>::kMax over
+// the history's maximum (unchanged while that maximum is 0). Every thread
+// calls it; thread 0, which did the block's atomics, acts.
+template <class F8>
+__device__ __forceinline__ void fp8_finish_delayed(Fp8TensorScale *current,
+                                                   Fp8ScalingRecord *record,
+                                                   int64_t elements) {
+  if (record == nullptr || threadIdx.x != 0 || threadIdx.y != 0)
+    return;
+  __threadfence();
+  if (atomicAdd(&current->unused[0], 1u) != gridDim.x - 1)
+    return;
+  __threadfence();
+  const volatile Fp8CastStats *stats = &current->stats;
+  const float amax = __uint_as_float(stats->amax_bits);
+  int next = static_cast<int>(record->next);
+  if (next < 0 || next >= kFp8AmaxHistory)
+    next = 0;
+  if (amax <= FLT_MAX) { // finite (NaN compares false)
+    record->amax_history[next] = amax;
+    record->next = static_cast<float>((next + 1) % kFp8AmaxHistory);
+  }
+  float largest = 0.0f;
+  for (int i = 0; i < kFp8AmaxHistory; ++i)
+    largest = fmaxf(largest, record->amax_history[i]);
+  if (largest > 0.0f)
+    record->scale = fminf(Fp8Format<F8>::kMax / largest, FLT_MAX);
+  record->amax = amax;
+  record->elements = static_cast<float>(elements);
+  record->saturated = static_cast<float>(stats->overflows);
+  record->flushed = static_cast<float>(stats->underflows);
+  record->casts += 1.0f;
+  current->unused[0] = 0;
+}
+
 // An empty tensor's record (no cast runs): scale 1, zero statistics.
 static __global__ void fp8_empty_scale_kernel(Fp8TensorScale *q) { // static: one per kernel unit
   q->scale = 1.0f;
@@ -86,9 +125,23 @@ static __global__ void fp8_empty_scale_kernel(Fp8TensorScale *q) { // static: on
 // the amax kernel's per-block maxima, reduced by each block (a few loads
 // per thread; L2-resident) — block 0 also records it and its inverse in
 // *current for the product. Every thread of the block calls it first.
+// With a delayed-scaling record whose scale is set, that scale (block 0
+// records it for the product); with a record not yet set, current scaling
+// from the partials.
 template <class F8>
 __device__ __forceinline__ float fp8_scale_of(const float *scale, const float *partials,
-                                              int32_t partial_count, Fp8TensorScale *current) {
+                                              int32_t partial_count, Fp8TensorScale *current,
+                                              const Fp8ScalingRecord *record) {
+  if (record != nullptr) {
+    const float delayed = record->scale;
+    if (delayed > 0.0f) {
+      if (blockIdx.x == 0 && threadIdx.x == 0 && threadIdx.y == 0) {
+        current->scale = delayed;
+        current->scale_inv = 1.0f / delayed;
+      }
+      return delayed;
+    }
+  }
   if (partials == nullptr)
     return *scale;
   __shared__ float warp_amax[32];
@@ -124,9 +177,9 @@ __global__ void __launch_bounds__(256)
                               const float *__restrict__ scale, F8 *__restrict__ out,
                               F8 *__restrict__ out_t, Fp8CastStats *stats,
                               const float *partials, int32_t partial_count,
-                              Fp8TensorScale *current) {
+                              Fp8TensorScale *current, Fp8ScalingRecord *record) {
   __shared__ uint8_t tile[32][33]; // +1: no bank conflicts on the transposed read
-  const float s = fp8_scale_of<F8>(scale, partials, partial_count, current);
+  const float s = fp8_scale_of<F8>(scale, partials, partial_count, current, record);
   const int64_t tile_cols = (cols + 31) / 32;
   const int64_t tiles = ((rows + 31) / 32) * tile_cols;
   float amax = 0.0f;
@@ -155,6 +208,7 @@ __global__ void __launch_bounds__(256)
     }
   }
   fp8_add_stats(amax, overflows, underflows, stats);
+  fp8_finish_delayed<F8>(current, record, rows * cols);
 }
 
 // The vector form for 16-bit inputs (bf16, f16) when rows and cols are
@@ -169,10 +223,10 @@ __global__ void __launch_bounds__(256)
                                    const float *__restrict__ scale, F8 *__restrict__ out,
                                    F8 *__restrict__ out_t, Fp8CastStats *stats,
                               const float *partials, int32_t partial_count,
-                              Fp8TensorScale *current) {
+                              Fp8TensorScale *current, Fp8ScalingRecord *record) {
   static_assert(sizeof(T) == 2, "the vector form reads 16-bit elements");
   __shared__ __align__(8) uint8_t tile[64][64 + 8]; // +8: rows on other banks, 8-byte rows
-  const float s = fp8_scale_of<F8>(scale, partials, partial_count, current);
+  const float s = fp8_scale_of<F8>(scale, partials, partial_count, current, record);
   const int64_t tile_cols = (cols + 63) / 64;
   const int64_t tiles = ((rows + 63) / 64) * tile_cols;
   float amax = 0.0f;
@@ -219,16 +273,30 @@ __global__ void __launch_bounds__(256)
     }
   }
   fp8_add_stats(amax, overflows, underflows, stats);
+  fp8_finish_delayed<F8>(current, record, rows * cols);
 }
 
 // partial[blockIdx.x] = max |in[i]| over the block's share of n elements
 // (NaN shows): a grid-stride read, 16-byte loads when `vec` (16-bit T,
 // n % 8 == 0, in 16-byte aligned), the block's maximum stored without
-// atomics; block 0 also zeroes *stats for the cast that follows.
+// atomics; block 0 also zeroes *stats (and *ticket, delayed scaling's
+// count of finished cast blocks) for the cast that follows. With a
+// delayed-scaling record whose scale is set, nothing else: the cast uses
+// that scale.
 template <class T>
 __global__ void __launch_bounds__(256)
     fp8_amax_kernel(int64_t n, const T *__restrict__ in, bool vec, float *partial,
-                    Fp8CastStats *stats) {
+                    Fp8CastStats *stats, const Fp8ScalingRecord *delayed,
+                    uint32_t *ticket) {
+  if (blockIdx.x == 0 && threadIdx.x == 0) {
+    stats->amax_bits = 0;
+    stats->overflows = 0;
+    stats->underflows = 0;
+    if (ticket != nullptr)
+      *ticket = 0;
+  }
+  if (delayed != nullptr && delayed->scale > 0.0f)
+    return; // the cast scales by the site's delayed scale
   float amax = 0.0f;
   const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
   const int64_t first = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
@@ -258,11 +326,6 @@ __global__ void __launch_bounds__(256)
     for (int w = 1; w < 8; ++w)
       amax = fp8_amax(amax, warp_amax[w]);
     partial[blockIdx.x] = amax;
-    if (blockIdx.x == 0) {
-      stats->amax_bits = 0;
-      stats->overflows = 0;
-      stats->underflows = 0;
-    }
   }
 }
 

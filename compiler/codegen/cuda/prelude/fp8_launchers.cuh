@@ -16,7 +16,8 @@ inline void launch_fp8_cast_transpose(int64_t rows, int64_t cols, const T *in,
                                       Fp8CastStats *stats, cudaStream_t stream,
                                       const float *partials = nullptr,
                                       int32_t partial_count = 0,
-                                      Fp8TensorScale *current = nullptr) {
+                                      Fp8TensorScale *current = nullptr,
+                                      Fp8ScalingRecord *record = nullptr) {
   static_assert(std::is_same<T, float>::value || std::is_same<T, bf16>::value ||
                     std::is_same<T, f16>::value,
                 "fp8 casts read float, bf16 or f16");
@@ -31,7 +32,7 @@ inline void launch_fp8_cast_transpose(int64_t rows, int64_t cols, const T *in,
       detail::fp8_cast_transpose_vec8_kernel<T, F8><<<static_cast<unsigned>(blocks), 256, 0,
                                                       stream>>>(rows, cols, in, scale, out,
                                                                 out_t, stats, partials,
-                                                                partial_count, current);
+                                                                partial_count, current, record);
       return;
     }
   }
@@ -39,7 +40,8 @@ inline void launch_fp8_cast_transpose(int64_t rows, int64_t cols, const T *in,
   const int64_t blocks = tiles < kFp8GridBlocks ? tiles : kFp8GridBlocks;
   detail::fp8_cast_transpose_kernel<T, F8><<<static_cast<unsigned>(blocks), dim3(32, 8), 0,
                                              stream>>>(rows, cols, in, scale, out, out_t, stats,
-                                                       partials, partial_count, current);
+                                                       partials, partial_count, current,
+                                                       record);
 }
 
 // Current scaling of one operand: *q's scale from in's own amax, then
@@ -50,9 +52,18 @@ inline void launch_fp8_cast_transpose(int64_t rows, int64_t cols, const T *in,
 // maxima in every block, scales, and records the scale and its inverse in
 // *q. Two reads of in, no atomics before the cast's statistics, nothing
 // read back on the host.
+//
+// Delayed scaling (record non-null, the site's Fp8ScalingRecord in the
+// step state): once the record holds a scale, the amax launch only zeroes
+// the statistics and the cast scales by the record's scale (one read of
+// in), records it in *q, and its last block updates the record's history
+// and next scale (fp8_finish_delayed). A record without a scale (the
+// site's first cast) is scaled as above, with the amax launch kept to
+// kFp8DelayedAmaxBlocks blocks.
 template <class T, class F8>
 inline void launch_fp8_quantize_current(int64_t rows, int64_t cols, const T *in, F8 *out,
-                                        F8 *out_t, Fp8TensorScale *q, cudaStream_t stream) {
+                                        F8 *out_t, Fp8TensorScale *q, cudaStream_t stream,
+                                        Fp8ScalingRecord *record = nullptr) {
   const int64_t n = rows * cols;
   if (n <= 0) {
     detail::fp8_empty_scale_kernel<<<1, 1, 0, stream>>>(q);
@@ -62,11 +73,21 @@ inline void launch_fp8_quantize_current(int64_t rows, int64_t cols, const T *in,
   const bool vec = sizeof(T) == 2 && n % 8 == 0 && reinterpret_cast<uintptr_t>(in) % 16 == 0;
   const int64_t items = vec ? n / 8 : n;
   const int64_t wanted = (items + 255) / 256;
-  const int64_t blocks = wanted < kFp8AmaxPartials ? wanted : kFp8AmaxPartials;
-  detail::fp8_amax_kernel<T><<<static_cast<unsigned>(blocks), 256, 0, stream>>>(n, in, vec,
-                                                                                 partials, &q->stats);
+  const int64_t cap = record != nullptr ? kFp8DelayedAmaxBlocks : kFp8AmaxPartials;
+  const int64_t blocks = wanted < cap ? wanted : cap;
+  detail::fp8_amax_kernel<T><<<static_cast<unsigned>(blocks), 256, 0, stream>>>(
+      n, in, vec, partials, &q->stats, record, record != nullptr ? &q->unused[0] : nullptr);
   launch_fp8_cast_transpose<T, F8>(rows, cols, in, nullptr, out, out_t, &q->stats, stream,
-                                   partials, static_cast<int32_t>(blocks), q);
+                                   partials, static_cast<int32_t>(blocks), q, record);
+}
+
+// Delayed scaling of one operand (launch_fp8_quantize_current with the
+// site's record).
+template <class T, class F8>
+inline void launch_fp8_quantize_delayed(int64_t rows, int64_t cols, const T *in, F8 *out,
+                                        F8 *out_t, Fp8TensorScale *q, Fp8ScalingRecord *record,
+                                        cudaStream_t stream) {
+  launch_fp8_quantize_current<T, F8>(rows, cols, in, out, out_t, q, stream, record);
 }
 
 // The next step's *scale and *scale_inv from this step's *stats and a
