@@ -6,7 +6,9 @@
 #
 # DIR/bin/trun, DIR/lib.tar.gz   trun and the Debian libraries it links;
 #            DIR/bin/fp8_gemm_test when built (ninja tcc_cuda_fp8_test)
-# DIR/steps.tar.xz   four steps for sm_90, each --precision bf16 and fp8:
+# DIR/steps.tar.xz   five steps for sm_90, each --precision bf16 and fp8
+#   (fp8: delayed scaling, the default), and the 1B decoder also with
+#   --fp8-scaling current (fp8current):
 #   llama1b: a LLaMA-style decoder, 20 layers, width 2048, 16 heads of 128,
 #            RMSNorm, RoPE, SwiGLU (hidden 5632), no biases, tied 32000-token
 #            embedding: 1,093,058,560 parameters; B=4, T=2048; AdamW 3e-4
@@ -43,8 +45,12 @@ tar -C "$dir" -czf "$dir/lib.tar.gz" lib && rm -rf "$dir/lib"
 cp "$root/samples/gpt2/gpt2_124m.pbtxt" "$dir/models/gpt2.pbtxt"
 for model in llama1b:pb gpt2:pbtxt; do
   name=${model%%:*}
-  for precision in bf16 fp8; do
-    nice "$build/bin/tcc" compile --target cuda --arch "$arch" --precision $precision \
+  precisions="bf16 fp8"
+  [ "$name" = llama1b ] && precisions="bf16 fp8 fp8current"
+  for precision in $precisions; do
+    flags=(--precision "${precision%current}")
+    [ "$precision" = fp8current ] && flags+=(--fp8-scaling current)
+    nice "$build/bin/tcc" compile --target cuda --arch "$arch" "${flags[@]}" \
       "$dir/models/$name.${model##*:}" -o "$dir/steps/${name}_$precision.so" \
       --dump-dir "$dir/dump_${name}_$precision" >/dev/null
     cp "$dir/dump_${name}_$precision"/*-tg-amp-report.txt "$dir/reports/${name}_$precision-tg-amp-report.txt"

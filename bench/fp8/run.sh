@@ -3,7 +3,8 @@
 # folder bench/fp8/prepare.sh built:
 #
 #   bash bench/fp8/run.sh DIR speed [STEPS]   bf16 and fp8 steps of GPT-2 124M
-#                                             and the 1B decoder, one after
+#                                             and the 1B decoder (also fp8 with
+#                                             current scaling), one after
 #                                             another in this run, plus a
 #                                             --profile run of each
 #   bash bench/fp8/run.sh DIR loss [STEPS]    the 1B decoder, bf16 then fp8,
@@ -34,7 +35,8 @@ case "$part" in
   speed)
     steps="${3:-30}"
     for m in gpt2 llama1b; do
-      for p in bf16 fp8; do
+      for p in bf16 fp8 fp8current; do
+        [ -f "$dir/steps/${m}_$p.so" ] || continue
         train "speed_${m}_$p" "${m}_$p.so" "$steps"
         train "profile_${m}_$p" "${m}_$p.so" 6 --profile
       done

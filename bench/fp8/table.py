@@ -2,7 +2,8 @@
 """Tables of bench/fp8/run.sh, from trun's --metrics files in OUT.
 
     table.py speed --out OUT [--warmup 5]
-        per model, bf16 and fp8: the median step_ms after the warm-up
+        per model, bf16 and fp8 (and fp8current: --fp8-scaling current,
+        the 1B decoder only): the median step_ms after the warm-up
         steps, tokens/s (items_per_s's unit is tokens; the median), the
         ratio fp8 / bf16, and trun's peak GPU memory (its log's
         "gpu memory" line); then each --profile run's top launches by
@@ -46,20 +47,22 @@ def speed(out, warmup):
     print("|---|---|---|---|---|---|")
     for model in ("gpt2", "llama1b"):
         rates = {}
-        for p in ("bf16", "fp8"):
+        for p in ("bf16", "fp8current", "fp8"):
             recs = [r for r in read(f"{out}/speed_{model}_{p}.jsonl")
                     if r.get("kind") == "step" and r["step"] > warmup]
+            if not recs and p == "fp8current":
+                continue  # built for the 1B decoder only
             if not recs:
                 print(f"| {model} | {p} | no steps (see speed_{model}_{p}.log) | | | |")
                 continue
             ms = statistics.median(r["step_ms"] for r in recs)
             rate = statistics.median(r["items_per_s"] for r in recs)
             rates[p] = rate
-            ratio = f"{rate / rates['bf16']:.3f}x" if p == "fp8" and "bf16" in rates else ""
+            ratio = f"{rate / rates['bf16']:.3f}x" if p != "bf16" and "bf16" in rates else ""
             print(f"| {model} | {p} | {ms:.2f} | {rate:,.0f} | {ratio} | "
                   f"{peak_memory(f'{out}/speed_{model}_{p}.log')} |")
     for model in ("gpt2", "llama1b"):
-        for p in ("bf16", "fp8"):
+        for p in ("bf16", "fp8current", "fp8"):
             prof = [r for r in read(f"{out}/profile_{model}_{p}.jsonl") if r.get("kind") == "profile"
                     and r.get("entry") == "train"]
             if not prof:
