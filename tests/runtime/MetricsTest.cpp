@@ -428,6 +428,177 @@ TEST(ProgressReporterTest, ShowsTheLatestLossScaleAndCountsOverflows) {
       << out.str();
 }
 
+// --- FP8 delayed scaling ------------------------------------------------------
+
+// One tcc_fp8_scaling_record, written through the struct's own fields.
+struct Fp8Site {
+  float scale = 0, elements = 0, saturated = 0, flushed = 0, casts = 0;
+};
+
+std::vector<float> Fp8Records(const std::vector<Fp8Site> &sites) {
+  std::vector<float> data(sites.size() * TCC_FP8_SCALING_RECORD_FLOATS, 0.0f);
+  for (size_t i = 0; i < sites.size(); ++i) {
+    tcc_fp8_scaling_record r{};
+    r.scale = sites[i].scale;
+    r.elements = sites[i].elements;
+    r.saturated = sites[i].saturated;
+    r.flushed = sites[i].flushed;
+    r.casts = sites[i].casts;
+    r.next = 3;   // fields the summary does not read
+    r.amax = 7.5f;
+    r.amax_history[0] = 7.5f;
+    std::memcpy(&data[i * TCC_FP8_SCALING_RECORD_FLOATS], &r, sizeof r);
+  }
+  return data;
+}
+
+TEST(Fp8ScalingSummaryTest, NoSiteCastYet) {
+  std::vector<float> zeros(3 * TCC_FP8_SCALING_RECORD_FLOATS, 0.0f);
+  Fp8ScalingSummary s = SummarizeFp8Scaling(zeros.data(), 3);
+  EXPECT_EQ(s.sites, 0);
+  EXPECT_EQ(s.elements, 0);
+  EXPECT_EQ(s.saturated, 0);
+  EXPECT_EQ(s.flushed, 0);
+  EXPECT_FALSE(s.scale_min);
+  EXPECT_FALSE(s.scale_max);
+  // No records at all.
+  EXPECT_EQ(SummarizeFp8Scaling(nullptr, 0).sites, 0);
+  EXPECT_EQ(SummarizeFp8Scaling(zeros.data(), 0).sites, 0);
+}
+
+TEST(Fp8ScalingSummaryTest, SumsTheSitesCastAndLeavesTheOthersOut) {
+  std::vector<Fp8Site> sites = {
+      {2.5f, 1000, 3, 7, 5},
+      {},                        // never cast
+      {0.0f, 24, 0, 1, 1},       // cast, no scale yet: no scale counted
+      {0.125f, 4096, 0, 100, 2},
+      {1000.0f, 50, 9, 9, 0},    // casts 0: left out whatever it holds
+      {64.0f, 8, 1, 0, 3},
+  };
+  std::vector<float> data = Fp8Records(sites);
+  Fp8ScalingSummary s = SummarizeFp8Scaling(data.data(), 6);
+  double elements = 0, saturated = 0, flushed = 0;
+  int64_t cast = 0;
+  for (const Fp8Site &site : sites)
+    if (site.casts > 0) {
+      ++cast;
+      elements += site.elements;
+      saturated += site.saturated;
+      flushed += site.flushed;
+    }
+  EXPECT_EQ(s.sites, cast);
+  EXPECT_EQ(s.sites, 4);
+  EXPECT_EQ(s.elements, elements);
+  EXPECT_EQ(s.elements, 1000 + 24 + 4096 + 8);
+  EXPECT_EQ(s.saturated, saturated);
+  EXPECT_EQ(s.saturated, 3 + 1);
+  EXPECT_EQ(s.flushed, flushed);
+  EXPECT_EQ(s.flushed, 7 + 1 + 100);
+  ASSERT_TRUE(s.scale_min && s.scale_max);
+  EXPECT_EQ(*s.scale_min, 0.125);
+  EXPECT_EQ(*s.scale_max, 64.0);
+  // Only the first `sites` records are read.
+  Fp8ScalingSummary first = SummarizeFp8Scaling(data.data(), 1);
+  EXPECT_EQ(first.sites, 1);
+  EXPECT_EQ(first.elements, 1000);
+  EXPECT_EQ(*first.scale_min, 2.5);
+  EXPECT_EQ(*first.scale_max, 2.5);
+}
+
+TEST(ProgressReporterTest, ShowsTheLatestFp8Summary) {
+  std::ostringstream out;
+  double now = 0;
+  ScriptedReporter progress(out, /*live=*/false, 6, /*first_step=*/0, 2,
+                            "samples", &now);
+  for (int64_t s = 1; s <= 6; ++s) {
+    StepRecord r = Step(s, 1.0, 0.1, 1.0, 0.1, 0, 10);
+    EXPECT_EQ(progress.ShowsLineAt(s), s % 2 == 0);
+    Fp8ScalingSummary fp8;
+    fp8.sites = 2;
+    fp8.elements = 100000;
+    if (s == 2)
+      fp8.flushed = 12; // 0.012%
+    if (s == 4) {
+      fp8.saturated = 5; // 0.005%
+      fp8.flushed = 2500; // 2.5%
+    }
+    if (s % 2 == 0 && s != 6) // step 6: the latest summary (step 4's) stays
+      r.fp8 = fp8;
+    now += 0.1;
+    progress.OnStep(r);
+  }
+  std::vector<std::string> lines = Lines(out.str());
+  ASSERT_EQ(lines.size(), 3u) << out.str();
+  EXPECT_NE(lines[0].find("grad norm 1  fp8 sat 0 flush 0.012%  100 samples/s"),
+            std::string::npos)
+      << lines[0];
+  EXPECT_NE(lines[1].find("grad norm 1  fp8 sat 5 (0.005%) flush 2.5%  100 samples/s"),
+            std::string::npos)
+      << lines[1];
+  EXPECT_NE(lines[2].find("fp8 sat 5 (0.005%) flush 2.5%"), std::string::npos)
+      << lines[2];
+}
+
+TEST(ProgressReporterTest, WithoutFp8TheLineHasNoFp8) {
+  std::ostringstream out;
+  double now = 0;
+  ScriptedReporter progress(out, false, 2, 0, 1, "samples", &now);
+  now += 0.1;
+  progress.OnStep(Step(1, 1.0, 0.1, 1.0, 0.1, 0, 10));
+  // A summary with no site cast yet shows zeros.
+  StepRecord r = Step(2, 1.0, 0.1, 1.0, 0.1, 0, 10);
+  r.fp8 = Fp8ScalingSummary();
+  now += 0.1;
+  progress.OnStep(r);
+  std::vector<std::string> lines = Lines(out.str());
+  ASSERT_EQ(lines.size(), 2u);
+  EXPECT_EQ(lines[0].find("fp8"), std::string::npos) << lines[0];
+  EXPECT_NE(lines[1].find("  fp8 sat 0 flush 0%  "), std::string::npos) << lines[1];
+}
+
+TEST(ProgressReporterTest, LiveShowsALineWhenItWouldRedraw) {
+  std::ostringstream out;
+  double now = 0;
+  ScriptedReporter progress(out, /*live=*/true, 10, 0, 100, "tokens", &now);
+  EXPECT_TRUE(progress.ShowsLineAt(1)) << "the first step is drawn";
+  progress.OnStep(Step(1, 1.0, 0.1, 1.0, 0.01, 0, 10));
+  now += 0.05;
+  EXPECT_FALSE(progress.ShowsLineAt(2)) << "within 100 ms of the last redraw";
+  EXPECT_TRUE(progress.ShowsLineAt(10)) << "the last step is always drawn";
+  now += 0.06;
+  EXPECT_TRUE(progress.ShowsLineAt(2));
+}
+
+TEST(MetricsLogTest, Fp8FieldsFollowTheLossScaling) {
+  TempDir dir;
+  std::string path = dir.File("m.jsonl");
+  absl::StatusOr<std::unique_ptr<MetricsLog>> log = MetricsLog::Open(path, false);
+  ASSERT_TRUE(log.ok()) << log.status();
+  std::vector<float> data =
+      Fp8Records({{0.5f, 3000, 2, 40, 4}, {}, {448.0f, 1000, 0, 1, 4}});
+  StepRecord with = Step(4, 2.5, 0.1, 1.0, 0.1, 0, 64);
+  with.fp8 = SummarizeFp8Scaling(data.data(), 3);
+  ASSERT_TRUE((*log)->WriteStep(with, "tokens").ok());
+  StepRecord none_cast = Step(5, 2.5, 0.1, 1.0, 0.1, 0, 64);
+  none_cast.fp8 = Fp8ScalingSummary();
+  ASSERT_TRUE((*log)->WriteStep(none_cast, "tokens").ok());
+  ASSERT_TRUE((*log)->WriteStep(Step(6, 2.5, 0.1, 1.0, 0.1, 0, 64), "tokens").ok());
+  log->reset();
+  std::vector<std::string> lines = FileLines(path);
+  ASSERT_EQ(lines.size(), 3u);
+  EXPECT_NE(lines[0].find(R"("grad_norm":1.0,"fp8_sites":2,"fp8_elements":4000,)"
+                          R"("fp8_saturated":2,"fp8_flushed":41,"fp8_scale_min":0.5,)"
+                          R"("fp8_scale_max":448.0,"step_ms")"),
+            std::string::npos)
+      << lines[0];
+  nlohmann::json second = nlohmann::json::parse(lines[1]);
+  EXPECT_EQ(second["fp8_sites"], 0);
+  EXPECT_EQ(second["fp8_elements"], 0);
+  EXPECT_TRUE(second["fp8_scale_min"].is_null());
+  EXPECT_TRUE(second["fp8_scale_max"].is_null());
+  EXPECT_EQ(lines[2].find("fp8"), std::string::npos) << lines[2];
+}
+
 TEST(MetricsLogTest, NonFiniteNumbersAreNull) {
   TempDir dir;
   std::string path = dir.File("m.jsonl");

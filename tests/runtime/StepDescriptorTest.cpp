@@ -229,6 +229,58 @@ TEST(StepDescriptorTest, AcceptsAConstantStartAndChecksLossScalingOutputs) {
   }
 }
 
+TEST(StepDescriptorTest, FindsTheFp8ScalingStateByNameDtypeAndShape) {
+  FakeStep step(4, 6, 3);
+  EXPECT_EQ(FindFp8ScalingState(step.descriptor), -1) << "no optimizer state";
+  std::vector<int64_t> shape = {5, TCC_FP8_SCALING_RECORD_FLOATS};
+  std::vector<int64_t> moment_shape = {6, 3};
+  std::vector<tcc_tensor_desc> state = {
+      testing::MakeTensor("w.adam_m", TCC_DTYPE_F32, moment_shape),
+      testing::MakeTensor(TCC_FP8_SCALING_STATE, TCC_DTYPE_F32, shape)};
+  state[0].shape = moment_shape.data();
+  state[1].shape = shape.data();
+  step.descriptor.num_optimizer_state = 2;
+  step.descriptor.optimizer_state = state.data();
+  EXPECT_EQ(FindFp8ScalingState(step.descriptor), 1);
+  // Zero sites is a well-formed (empty) state.
+  std::vector<int64_t> empty = {0, TCC_FP8_SCALING_RECORD_FLOATS};
+  state[1] = testing::MakeTensor(TCC_FP8_SCALING_STATE, TCC_DTYPE_F32, empty);
+  state[1].shape = empty.data();
+  EXPECT_EQ(FindFp8ScalingState(step.descriptor), 1);
+  // Another name: not it.
+  state[1] = testing::MakeTensor("fp8_scale", TCC_DTYPE_F32, shape);
+  state[1].shape = shape.data();
+  EXPECT_EQ(FindFp8ScalingState(step.descriptor), -1);
+  // Malformed: ignored.
+  std::vector<int64_t> narrow = {5, 16}, flat = {5 * TCC_FP8_SCALING_RECORD_FLOATS},
+                       deep = {1, 5, TCC_FP8_SCALING_RECORD_FLOATS};
+  for (const std::vector<int64_t> *s : {&narrow, &flat, &deep}) {
+    state[1] = testing::MakeTensor(TCC_FP8_SCALING_STATE, TCC_DTYPE_F32, *s);
+    state[1].shape = s->data();
+    EXPECT_EQ(FindFp8ScalingState(step.descriptor), -1) << s->size();
+  }
+  for (tcc_dtype dtype : {TCC_DTYPE_F64, TCC_DTYPE_I32, TCC_DTYPE_BF16}) {
+    state[1] = testing::MakeTensor(TCC_FP8_SCALING_STATE, dtype, shape);
+    state[1].shape = shape.data();
+    EXPECT_EQ(FindFp8ScalingState(step.descriptor), -1) << dtype;
+  }
+  state[1] = testing::MakeTensor(TCC_FP8_SCALING_STATE, TCC_DTYPE_F32, shape);
+  state[1].shape = shape.data();
+  state[1].size_bytes += 4; // inconsistent with its shape
+  EXPECT_EQ(FindFp8ScalingState(step.descriptor), -1);
+  state[1].size_bytes -= 4;
+  state[1].shape = nullptr;
+  EXPECT_EQ(FindFp8ScalingState(step.descriptor), -1);
+  state[1].shape = shape.data();
+  // ZeRO-1: whole-step state (shard_of -1) is it, a parameter's shard not.
+  int32_t shard_of[2] = {0, -1};
+  step.descriptor.shard_optimizer_ranks = 2;
+  step.descriptor.optimizer_state_shard_of = shard_of;
+  EXPECT_EQ(FindFp8ScalingState(step.descriptor), 1);
+  shard_of[1] = 0;
+  EXPECT_EQ(FindFp8ScalingState(step.descriptor), -1);
+}
+
 TEST(StepDescriptorTest, RejectsDuplicateNamesAndNullLists) {
   FakeStep step(4, 6, 3);
   step.outputs[0].name = "w";

@@ -2,6 +2,7 @@
 
 #include "runtime/initializers/Initializers.h"
 #include "runtime/trun/data/BatchLoader.h"
+#include "runtime/trun/step/StepDescriptor.h"
 #include "runtime/trun/step/StepLibrary.h"
 #include "tests/runtime/TestData.h"
 
@@ -11,6 +12,8 @@
 
 #include <atomic>
 #include <cmath>
+#include <cstddef>
+#include <cstring>
 #include <functional>
 #include <limits>
 #include <sstream>
@@ -97,7 +100,8 @@ protected:
   absl::StatusOr<TrainSummary>
   TrainFor(Trainer &trainer, int64_t steps, std::ostream &log,
            OnNan on_nan = OnNan::kStop,
-           std::function<absl::Status(int64_t)> after_step = nullptr) {
+           std::function<absl::Status(int64_t)> after_step = nullptr,
+           bool read_fp8_scaling = true) {
     ShuffledBatches batches(data_, normalizer_, 2, 0);
     batches.SeekTo(trainer.steps_done());
     BatchLoader loader(batches, *binding_, 3);
@@ -114,6 +118,7 @@ protected:
     config.on_nan = on_nan;
     config.stop_requested = &stop_;
     config.after_step = std::move(after_step);
+    config.read_fp8_scaling = read_fp8_scaling;
     absl::StatusOr<TrainSummary> summary = trainer.Train(loader, config);
     progress.Finish();
     return summary;
@@ -334,6 +339,91 @@ TEST_F(LossScalingTrainerTest, ANonFiniteLossIsStillANanEvent) {
   EXPECT_EQ(Train(*trainer, 4, log).message(),
             "step 'fake': non-finite loss at train step 2 (loss inf, grad norm "
             "inf)");
+}
+
+// FP8 delayed scaling's state "fp8_scaling" f32 [2, 32]: the step casts
+// site 0 only (100 elements; the call of args->step flushes args->step of
+// them and, at step 3, saturates 2), with scale 1 + step; site 1 stays zero.
+int32_t Fp8ScalingTrain(const tcc_step_args *args) {
+  float *records = static_cast<float *>(args->optimizer_state[0]);
+  tcc_fp8_scaling_record site0{};
+  site0.scale = 1.0f + args->step;
+  site0.elements = 100;
+  site0.flushed = static_cast<float>(args->step);
+  site0.saturated = args->step == 3 ? 2.0f : 0.0f;
+  std::memcpy(&site0.casts, &records[offsetof(tcc_fp8_scaling_record, casts) / 4],
+              sizeof(float));
+  site0.casts += 1;
+  std::memcpy(records, &site0, sizeof site0);
+  *args->loss = 1.0f;
+  return TCC_STATUS_OK;
+}
+
+class Fp8ScalingTrainerTest : public TrainerTest {
+protected:
+  void SetUp() override {
+    TrainerTest::SetUp();
+    UseShape({2, TCC_FP8_SCALING_RECORD_FLOATS});
+    step_.descriptor.train = Fp8ScalingTrain;
+  }
+  void UseShape(std::vector<int64_t> shape, tcc_dtype dtype = TCC_DTYPE_F32) {
+    shape_ = std::move(shape);
+    state_ = {testing::MakeTensor(TCC_FP8_SCALING_STATE, dtype, shape_)};
+    state_[0].shape = shape_.data();
+    step_.descriptor.num_optimizer_state = 1;
+    step_.descriptor.optimizer_state = state_.data();
+  }
+  std::vector<int64_t> shape_;
+  std::vector<tcc_tensor_desc> state_;
+};
+
+TEST_F(Fp8ScalingTrainerTest, ProgressLinesShowTheLastCasts) {
+  std::unique_ptr<Trainer> trainer = MakeTrainer();
+  ASSERT_TRUE(trainer);
+  std::ostringstream log;
+  ASSERT_TRUE(Train(*trainer, 4, log).ok());
+  // Lines after steps 2 and 4 (calls with args->step 1 and 3).
+  EXPECT_NE(log.str().find("step 2/4  loss 1.0000  lr 5.00e-01  fp8 sat 0 flush 1.0%  "),
+            std::string::npos)
+      << log.str();
+  EXPECT_NE(log.str().find("step 4/4  loss 1.0000  lr 5.00e-01  fp8 sat 2 (2.0%) flush 3.0%  "),
+            std::string::npos)
+      << log.str();
+  // The state itself is the step's, untouched by reading it.
+  const float *records = static_cast<const float *>(trainer->optimizer_state()[0]);
+  EXPECT_EQ(records[offsetof(tcc_fp8_scaling_record, casts) / 4], 4.0f);
+  EXPECT_EQ(records[TCC_FP8_SCALING_RECORD_FLOATS + offsetof(tcc_fp8_scaling_record, casts) / 4],
+            0.0f);
+}
+
+TEST_F(Fp8ScalingTrainerTest, OnlyRankZeroReadsIt) {
+  std::unique_ptr<Trainer> trainer = MakeTrainer();
+  ASSERT_TRUE(trainer);
+  std::ostringstream log;
+  ASSERT_TRUE(TrainFor(*trainer, 4, log, OnNan::kStop, nullptr,
+                       /*read_fp8_scaling=*/false)
+                  .ok());
+  EXPECT_EQ(log.str().find("fp8"), std::string::npos) << log.str();
+}
+
+// (Another dtype: StepDescriptorTest; trun initializes f32 state only.)
+TEST_F(Fp8ScalingTrainerTest, AStateOfAnotherShapeIsIgnored) {
+  for (auto [shape, dtype] :
+       std::vector<std::pair<std::vector<int64_t>, tcc_dtype>>{
+           {{2, 16}, TCC_DTYPE_F32},
+           {{2 * TCC_FP8_SCALING_RECORD_FLOATS}, TCC_DTYPE_F32},
+           {{1, 2, TCC_FP8_SCALING_RECORD_FLOATS}, TCC_DTYPE_F32}}) {
+    UseShape(shape, dtype);
+    // A step that writes nothing into it (the shape may be small).
+    step_.descriptor.train = RecordingTrain;
+    EXPECT_EQ(FindFp8ScalingState(step_.descriptor), -1);
+    std::unique_ptr<Trainer> trainer = MakeTrainer();
+    ASSERT_TRUE(trainer);
+    std::ostringstream log;
+    ASSERT_TRUE(Train(*trainer, 4, log).ok());
+    EXPECT_EQ(log.str().find("fp8"), std::string::npos) << log.str();
+    EXPECT_NE(log.str().find("step 4/4"), std::string::npos) << log.str();
+  }
 }
 
 TEST_F(TrainerTest, TreatsAnUnwrittenLossAsNonFinite) {

@@ -435,6 +435,22 @@ int32_t FindTrainOutput(const tcc_step_descriptor &d, absl::string_view name) {
   return -1;
 }
 
+int32_t FindFp8ScalingState(const tcc_step_descriptor &d) {
+  for (int32_t i = 0; i < d.num_optimizer_state; ++i) {
+    const tcc_tensor_desc &t = d.optimizer_state[i];
+    if (!t.name || std::strcmp(t.name, TCC_FP8_SCALING_STATE) != 0)
+      continue;
+    const bool whole = !ShardOptimizerRanks(d) || d.optimizer_state_shard_of[i] == -1;
+    const bool shaped = t.dtype == TCC_DTYPE_F32 && t.rank == 2 && t.shape &&
+                        t.shape[0] >= 0 &&
+                        t.shape[1] == TCC_FP8_SCALING_RECORD_FLOATS &&
+                        t.num_elements == t.shape[0] * TCC_FP8_SCALING_RECORD_FLOATS &&
+                        t.size_bytes == t.num_elements * static_cast<int64_t>(sizeof(float));
+    return whole && shaped ? i : -1;
+  }
+  return -1;
+}
+
 tcc_tensor_desc WholeParam(const tcc_step_descriptor &d, int32_t i, bool *sharded) {
   tcc_tensor_desc t = ShardParameterRanks(d) ? d.whole_params[i] : d.params[i];
   if (sharded) {

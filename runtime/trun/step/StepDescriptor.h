@@ -40,6 +40,13 @@ std::string ScheduleString(const tcc_lr_schedule &schedule);
 int32_t FindTrainOutput(const tcc_step_descriptor &descriptor,
                         absl::string_view name);
 
+// Index of FP8 delayed scaling's state (TCC_FP8_SCALING_STATE, step_abi.h)
+// among the optimizer state: a whole-step tensor (not a ZeRO-1 shard) of
+// f32 [sites, TCC_FP8_SCALING_RECORD_FLOATS]; -1 when there is none, or
+// when the tensor of that name has another dtype or shape (trun then shows
+// nothing of it).
+int32_t FindFp8ScalingState(const tcc_step_descriptor &descriptor);
+
 // The `trun --info` report.
 // Whether the step averages its gradients over ranks (tcc compile
 // --data-parallel); false for steps built before the field existed.

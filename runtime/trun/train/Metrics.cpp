@@ -15,6 +15,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cmath>
+#include <cstddef>
 #include <limits>
 #include <utility>
 
@@ -62,11 +63,54 @@ std::string Duration(double seconds) {
   return absl::StrFormat("%dh%02dm%02ds", s / 3600, s / 60 % 60, s % 60);
 }
 
+// A share in percent, short: "0%", "0.012%", "3.5e-05%", "12.5%".
+std::string Percent(double part, double whole) {
+  double p = whole > 0 ? 100 * part / whole : 0;
+  if (p == 0)
+    return "0%";
+  if (p >= 1)
+    return absl::StrFormat("%.1f%%", p);
+  return absl::StrFormat("%.2g%%", p);
+}
+
+// A float count of a record as an integer for the metrics file.
+Json Count(double value) {
+  if (!std::isfinite(value))
+    return Json(nullptr);
+  return Json(static_cast<int64_t>(std::llround(value)));
+}
+
 constexpr int kBarWidth = 20;
 constexpr double kRedrawSeconds = 0.1;
 constexpr const char *kClearLine = "\r\x1b[K";
 
 } // namespace
+
+Fp8ScalingSummary SummarizeFp8Scaling(const float *data, int64_t sites) {
+  static_assert(sizeof(tcc_fp8_scaling_record) ==
+                TCC_FP8_SCALING_RECORD_FLOATS * sizeof(float));
+  constexpr size_t kScale = offsetof(tcc_fp8_scaling_record, scale) / sizeof(float),
+                   kElements = offsetof(tcc_fp8_scaling_record, elements) / sizeof(float),
+                   kSaturated = offsetof(tcc_fp8_scaling_record, saturated) / sizeof(float),
+                   kFlushed = offsetof(tcc_fp8_scaling_record, flushed) / sizeof(float),
+                   kCasts = offsetof(tcc_fp8_scaling_record, casts) / sizeof(float);
+  Fp8ScalingSummary summary;
+  for (int64_t site = 0; data != nullptr && site < sites; ++site) {
+    const float *record = data + site * TCC_FP8_SCALING_RECORD_FLOATS;
+    if (!(record[kCasts] > 0)) // never cast (NaN too)
+      continue;
+    ++summary.sites;
+    summary.elements += record[kElements];
+    summary.saturated += record[kSaturated];
+    summary.flushed += record[kFlushed];
+    const double scale = record[kScale];
+    if (scale > 0) {
+      summary.scale_min = std::min(summary.scale_min.value_or(scale), scale);
+      summary.scale_max = std::max(summary.scale_max.value_or(scale), scale);
+    }
+  }
+  return summary;
+}
 
 // --- MetricsLog -------------------------------------------------------------
 
@@ -155,6 +199,15 @@ absl::Status MetricsLog::WriteStep(const StepRecord &record, const char *unit) {
   }
   if (record.skipped_steps)
     line["skipped_steps"] = *record.skipped_steps;
+  if (record.fp8) {
+    const Fp8ScalingSummary &fp8 = *record.fp8;
+    line["fp8_sites"] = fp8.sites;
+    line["fp8_elements"] = Count(fp8.elements);
+    line["fp8_saturated"] = Count(fp8.saturated);
+    line["fp8_flushed"] = Count(fp8.flushed);
+    line["fp8_scale_min"] = fp8.scale_min ? Number(*fp8.scale_min) : Json(nullptr);
+    line["fp8_scale_max"] = fp8.scale_max ? Number(*fp8.scale_max) : Json(nullptr);
+  }
   line["step_ms"] = Number(record.step_seconds * 1e3);
   line["data_wait_ms"] = Number(record.data_wait_seconds * 1e3);
   line["items_per_s"] =
@@ -255,6 +308,8 @@ void ProgressReporter::OnStep(const StepRecord &record) {
     ++window_.overflows;
   if (record.loss_scale)
     last_loss_scale_ = record.loss_scale;
+  if (record.fp8)
+    last_fp8_ = record.fp8;
   window_.items += record.items;
   window_.step_seconds += record.step_seconds;
   window_.wait_seconds += record.data_wait_seconds;
@@ -274,6 +329,12 @@ void ProgressReporter::OnStep(const StepRecord &record) {
   }
 }
 
+bool ProgressReporter::ShowsLineAt(int64_t step) const {
+  if (live_)
+    return now_() - last_draw_ >= kRedrawSeconds || step >= total_steps_;
+  return log_every_ > 0 && step % log_every_ == 0;
+}
+
 std::string ProgressReporter::StatusText(double now) {
   std::string text =
       absl::StrFormat("step %d/%d  loss ", last_step_, total_steps_);
@@ -291,6 +352,13 @@ std::string ProgressReporter::StatusText(double now) {
     absl::StrAppendFormat(&text, "  loss scale %g", *last_loss_scale_);
   if (window_.overflows > 0)
     absl::StrAppendFormat(&text, "  overflow %d", window_.overflows);
+  if (last_fp8_) {
+    const Fp8ScalingSummary &fp8 = *last_fp8_;
+    absl::StrAppendFormat(&text, "  fp8 sat %.0f", fp8.saturated);
+    if (fp8.saturated != 0)
+      absl::StrAppend(&text, " (", Percent(fp8.saturated, fp8.elements), ")");
+    absl::StrAppend(&text, " flush ", Percent(fp8.flushed, fp8.elements));
+  }
   double wall = now - window_start_;
   if (wall > 0)
     absl::StrAppendFormat(&text, "  %s %s/s  ",

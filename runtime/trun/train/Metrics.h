@@ -10,6 +10,11 @@
 //    "loss_scale":65536,"overflow":false,"skipped_steps":0
 //   (the scale the step used; overflow: the step skipped its own update on
 //   an inf/NaN gradient; skipped_steps: such steps so far in the run)
+//   with FP8 delayed scaling (the "fp8_scaling" state), on the steps with a
+//   progress line, after those:
+//    "fp8_sites":12,"fp8_elements":3145728,"fp8_saturated":0,
+//    "fp8_flushed":377,"fp8_scale_min":0.52,"fp8_scale_max":448.0
+//   (Fp8ScalingSummary: each site's last cast, i.e. this step's)
 //   {"kind":"skip","step":18,"loss":NaN-as-null,...}   (--on-nan skip)
 //   {"kind":"eval","step":100,"val_loss":1.93,"batches":20,"time_s":...}
 //   {"kind":"eval","step":938,"test_loss":0.41,"accuracy":0.85,...}
@@ -40,6 +45,24 @@
 
 namespace tcc::trun {
 
+// FP8 delayed scaling's health (tcc compile --precision fp8): the
+// TCC_FP8_SCALING_STATE records (tcc_fp8_scaling_record, step_abi.h) summed
+// over the sites cast so far (casts > 0). Each record counts its site's
+// last cast, so after a train call these are that step's casts.
+struct Fp8ScalingSummary {
+  int64_t sites = 0;     // records with casts > 0
+  double elements = 0;   // their elements
+  double saturated = 0;  // ... past the format's largest finite value
+  double flushed = 0;    // ... non-zero ones that became zero
+  // Over the records with scale > 0 (a cast site has one); none: nullopt.
+  std::optional<double> scale_min, scale_max;
+};
+
+// Sums `sites` records of TCC_FP8_SCALING_RECORD_FLOATS floats at `data`
+// (the state's f32 [sites, 32]). Records never cast (casts <= 0) are left
+// out, even of the scales.
+Fp8ScalingSummary SummarizeFp8Scaling(const float *data, int64_t sites);
+
 struct StepRecord {
   int64_t step = 0;  // steps done after this one (1-based)
   double loss = 0;
@@ -55,6 +78,9 @@ struct StepRecord {
   std::optional<double> loss_scale;
   bool overflow = false;
   std::optional<int64_t> skipped_steps;
+  // FP8 delayed scaling: read after the steps that print a progress line
+  // (ProgressReporter::ShowsLineAt), else nullopt.
+  std::optional<Fp8ScalingSummary> fp8;
 };
 
 struct EvalRecord {
@@ -109,6 +135,9 @@ private:
 // latest step's) and "overflow N" (steps since the last line that skipped
 // their update on an inf/NaN gradient; their loss counts, their grad norm
 // does not).
+// With FP8 delayed scaling, after those: "fp8 sat 0 flush 0.012%" (the
+// latest summary read: saturated elements, with their share when not 0,
+// and the share of elements flushed to zero, over every site's last cast).
 // "Since the last line" (live: since the last redraw): loss and grad norm
 // are means over those steps (skipped steps add "skipped N" and no loss);
 // tokens/s and data wait are over the wall time since then; ms/step is the
@@ -123,6 +152,10 @@ public:
   ProgressReporter(std::ostream &out, bool live, int64_t total_steps,
                    int64_t first_step, int64_t log_every, std::string unit);
   void OnStep(const StepRecord &record);
+  // Whether OnStep(record of `step`), called next, prints a line (plain
+  // mode) or redraws the bar (live: as of now; a redraw it then makes as
+  // time passed shows the latest fp8 summary given before).
+  bool ShowsLineAt(int64_t step) const;
   // A whole line (eval result, checkpoint written, warning) printed above
   // the live bar, which is redrawn after it.
   void Message(const std::string &line);
@@ -158,6 +191,7 @@ private:
   int64_t last_step_; // the step of the latest record
   double last_lr_ = 0;
   std::optional<double> last_loss_scale_; // loss scaling: the latest step's
+  std::optional<Fp8ScalingSummary> last_fp8_; // FP8: the latest read
   bool pending_ = false;   // live: steps not drawn yet
   bool bar_shown_ = false; // live: the bar is on screen, no newline after it
   std::string bar_;        // live: the last bar text drawn

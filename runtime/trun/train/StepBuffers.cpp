@@ -369,6 +369,18 @@ absl::Status StepBuffers::EnsureDeviceOutputs() {
   return absl::OkStatus();
 }
 
+absl::Status StepBuffers::ReadOptimizerState(int32_t index, void *dst) const {
+  const tcc_tensor_desc &t = descriptor_.optimizer_state[index];
+  const uint64_t bytes = static_cast<uint64_t>(t.size_bytes);
+  if (!device_ || newer_ != Newer::kDevice) {
+    std::memcpy(dst, state_ptrs_[index], bytes);
+    return absl::OkStatus();
+  }
+  return DeviceCallStatus(*device_, device_->to_host(dst, device_state_[index], bytes),
+                          absl::StrCat("step '", descriptor_.model_name,
+                                       "': downloading '", t.name, "' from the GPU"));
+}
+
 absl::Status StepBuffers::CopyOutput(int32_t output, int64_t offset,
                                      int64_t bytes, void *dst) const {
   if (!device_) {

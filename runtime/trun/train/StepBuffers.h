@@ -102,6 +102,10 @@ public:
   absl::Status SyncToDevice();
   // GPU steps: a train call wrote the device copies.
   void DeviceWritten();
+  // Copies optimizer state tensor `index` (all its size_bytes) to `dst`
+  // without syncing the rest: from the device when its copy is newer (one
+  // to_host of that tensor alone), else from the host buffer.
+  absl::Status ReadOptimizerState(int32_t index, void *dst) const;
   // The kept failure of a download (OK if none).
   const absl::Status &sync_error() const { return sync_error_; }
 

@@ -43,6 +43,7 @@ Trainer::Create(const tcc_step_descriptor &descriptor,
   t->loss_scale_output_ = FindTrainOutput(d, "loss_scale");
   t->skipped_output_ = FindTrainOutput(d, "skipped");
   t->skipped_steps_output_ = FindTrainOutput(d, "skipped_steps");
+  t->fp8_state_ = FindFp8ScalingState(d);
   t->input_ptrs_.assign(d.num_inputs, nullptr);
   t->args_.params = t->buffers_->params_for_call();
   t->args_.optimizer_state = t->buffers_->optimizer_state_for_call();
@@ -264,6 +265,13 @@ absl::Status Trainer::TrainLoop(BatchLoader &loader, const TrainConfig &config,
     record.data_wait_seconds = wait;
     record.items = config.items_per_step;
     ReadLossScaling(record, summary);
+    if (fp8_state_ != -1 && config.read_fp8_scaling && config.progress &&
+        config.progress->ShowsLineAt(record.step)) {
+      absl::StatusOr<Fp8ScalingSummary> fp8 = ReadFp8Scaling();
+      if (!fp8.ok())
+        return fp8.status();
+      record.fp8 = *fp8;
+    }
     // Loss scaling: an overflowing step's gradients (and so its grad norm)
     // are not finite, and the step already kept the old weights.
     bool finite = std::isfinite(loss_) &&
@@ -343,6 +351,15 @@ void Trainer::ReadLossScaling(StepRecord &record, TrainSummary &summary) const {
     record.skipped_steps = static_cast<int64_t>(value(skipped_steps_output_));
     summary.run_skipped_steps = record.skipped_steps;
   }
+}
+
+absl::StatusOr<Fp8ScalingSummary> Trainer::ReadFp8Scaling() {
+  const tcc_tensor_desc &t = descriptor_.optimizer_state[fp8_state_];
+  fp8_records_.resize(static_cast<size_t>(t.num_elements));
+  if (absl::Status s = buffers_->ReadOptimizerState(fp8_state_, fp8_records_.data());
+      !s.ok())
+    return s;
+  return SummarizeFp8Scaling(fp8_records_.data(), t.shape[0]);
 }
 
 absl::Status Trainer::EvalBatch(HostBatch &batch, absl::string_view what) {

@@ -43,6 +43,10 @@ struct TrainConfig {
   int64_t items_per_step = 0;   // tokens or samples per step
   // Set (by a signal handler) to stop after the current step.
   const std::atomic<bool> *stop_requested = nullptr;
+  // FP8 delayed scaling (the step's "fp8_scaling" state): read it after
+  // the steps `progress` prints a line for, into StepRecord::fp8. false on
+  // ranks other than 0: the state is whole-step, the same on every rank.
+  bool read_fp8_scaling = true;
   // Called after each step with steps_done() (periodic validation,
   // checkpoints); an error stops training.
   std::function<absl::Status(int64_t)> after_step;
@@ -238,6 +242,9 @@ private:
   // Fills `record`'s loss-scaling fields from the last train call's
   // outputs and counts its overflow in `summary`.
   void ReadLossScaling(StepRecord &record, TrainSummary &summary) const;
+  // FP8 delayed scaling: the summary of the "fp8_scaling" state now (a
+  // download of that tensor alone on a GPU).
+  absl::StatusOr<Fp8ScalingSummary> ReadFp8Scaling();
   // The loop of Train(); Train() waits for queued uploads around it.
   absl::Status TrainLoop(BatchLoader &loader, const TrainConfig &config,
                          TrainSummary &summary);
@@ -256,6 +263,10 @@ private:
   // "skipped_steps"); -1 for a step without loss scaling.
   int32_t loss_scale_output_ = -1, skipped_output_ = -1,
           skipped_steps_output_ = -1;
+  // FP8 delayed scaling's state (FindFp8ScalingState; -1: none), and
+  // where it is read to.
+  int32_t fp8_state_ = -1;
+  std::vector<float> fp8_records_;
   std::vector<const void *> input_ptrs_;
   float loss_ = 0;
   tcc_step_args args_{};

@@ -292,6 +292,8 @@ absl::Status TrainingSession::Train(TrainingPlan &plan) {
   config.unit = plan.unit;
   config.items_per_step = plan.items_per_step;
   config.stop_requested = &StopSignals::requested();
+  // FP8 scaling records are whole-step state, alike on every rank: rank 0's.
+  config.read_fp8_scaling = !ranks_ || ranks_->is_lead();
   if (ranks_) {
     // A rank that stopped alone would leave the others waiting in the next
     // step's all-reduce: after each step the ranks agree, and all stop if
