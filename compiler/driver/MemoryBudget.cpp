@@ -126,6 +126,7 @@ StepMemory stepMemory(mlir::ModuleOp module, bool cuda, bool cudnn) {
   s.cuda = cuda;
   s.library = cuda ? codegen::cuda::kGemmWorkspaceBytes : 0;
   s.fp8 = cuda ? codegen::cuda::fp8GemmScratchBytes(module) : 0;
+  s.fp8Kept = cuda ? codegen::cuda::fp8KeptCastBytes(module) : 0;
   if (auto train = lookupFunction(module, "train_step")) {
     s.train = summarizeMemory(train);
     if (cuda)
@@ -158,6 +159,8 @@ std::string formatStepMemory(const StepMemory &s) {
     text += ", cuBLASLt workspace " + formatBytes(s.library);
   if (s.fp8)
     text += ", FP8 operand slots " + formatBytes(s.fp8);
+  if (s.fp8Kept)
+    text += ", FP8 kept casts " + formatBytes(s.fp8Kept);
   if (s.attention)
     text += ", cuDNN attention workspace " + formatBytes(s.attention) + " (estimate)";
   if (s.convolutions)

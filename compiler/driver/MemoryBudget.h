@@ -41,6 +41,9 @@ struct StepMemory {
   // The FP8 products' operand slots after it (cuda, --precision fp8;
   // codegen::cuda::fp8GemmScratchBytes).
   int64_t fp8 = 0;
+  // FP8 casts kept for later products, after the shared workspace
+  // (codegen::cuda::fp8KeptCastBytes).
+  int64_t fp8Kept = 0;
   // What cuDNN's attention backward needs beyond cuBLASLt's workspace
   // (cuda; kern::cudnnAttentionWorkspaceBytes): the step's shared
   // workspace grows by it.
@@ -53,7 +56,7 @@ struct StepMemory {
   // step runs).
   int64_t fixed() const {
     return train.params + train.optimizerState + train.inputs * (cuda ? 2 : 1) + library +
-           fp8 + attention + convolutions;
+           fp8 + fp8Kept + attention + convolutions;
   }
   int64_t trainSide() const { return train.arena + train.outputs; }
   // On cuda eval's outputs are not in the workspace: a call that leaves

@@ -104,7 +104,7 @@ FailureOr<GeneratedCudaStep> generateCudaStep(ModuleOp module,
   for (const auto &e : entries)
     llvm::append_range(launches, e->launches());
   // Workspace: [plan, each entry's output scratch after its own plan]
-  // [control block][cuBLASLt workspace].
+  // [control block][cuBLASLt workspace, shared][FP8 kept casts].
   int64_t control = (scratchEnd + 255) / 256 * 256;
   int64_t gemmWorkspace = (control + controlBytes + 255) / 256 * 256;
   // Shared by cuBLASLt (which takes at most kGemmWorkspaceBytes), cuDNN's
@@ -119,7 +119,11 @@ FailureOr<GeneratedCudaStep> generateCudaStep(ModuleOp module,
       std::max({kGemmWorkspaceBytes + fp8GemmScratchBytes(module),
                 kern::cudnnAttentionWorkspaceBytes(iface->train),
                 options.cudnnAttention ? cudnnConvWorkspaceBytes(module) : 0, reduceScratch});
-  step.workspaceBytes = gemmWorkspace + sharedWorkspace;
+  // FP8 casts kept for later products (Fp8KeptPlan) after it: the shared
+  // part is reused by cuDNN and the reductions between their readers.
+  int64_t fp8Kept = (gemmWorkspace + sharedWorkspace + 255) / 256 * 256;
+  int64_t fp8KeptBytes = fp8KeptCastBytes(module);
+  step.workspaceBytes = fp8KeptBytes ? fp8Kept + fp8KeptBytes : gemmWorkspace + sharedWorkspace;
   step.launches = static_cast<int64_t>(launches.size());
   step.cudnnAttentionSites += train.cudnnAttentionSites() + eval.cudnnAttentionSites();
 
@@ -147,7 +151,10 @@ FailureOr<GeneratedCudaStep> generateCudaStep(ModuleOp module,
   s << "static constexpr uint64_t tcc_control_offset = " << control << ";\n";
   s << "static constexpr uint64_t tcc_gemm_workspace_offset = " << gemmWorkspace << ";\n";
   s << "static constexpr uint64_t tcc_gemm_workspace_bytes = " << kGemmWorkspaceBytes << ";\n";
-  s << "static constexpr uint64_t tcc_shared_workspace_bytes = " << sharedWorkspace << ";\n\n";
+  s << "static constexpr uint64_t tcc_shared_workspace_bytes = " << sharedWorkspace << ";\n";
+  if (fp8KeptBytes)
+    s << "static constexpr uint64_t tcc_fp8_kept_offset = " << fp8Kept << ";\n";
+  s << "\n";
   s << train.source() << eval.source();
   for (const auto &e : entries)
     s << e->source();

@@ -98,6 +98,7 @@ public:
                                        MemRefType t) override;
 
 private:
+  friend struct Fp8KeptPlan; // footprints and write checks (Fp8GemmKernels.cpp)
   std::string fresh(Value v) { return names_.fresh(v); }
   std::string name(Value v) { return names_(v); }
 
@@ -225,6 +226,8 @@ private:
   // each cast the function emits takes the next record.
   std::optional<std::pair<Value, int64_t>> fp8Records_;
   int64_t fp8RecordsUsed_ = 0;
+  // The function's kept casts (Fp8Gemm.h), planned on the first product.
+  std::optional<Fp8KeptPlan> fp8Kept_;
   // ElementwiseKernels.cpp
   LogicalResult emitElementwise(kern::ElementwiseOp e, llvm::raw_ostream &os, double &flops);
   // ReductionKernels.cpp

@@ -26,6 +26,9 @@
 #include <string>
 
 #include "dialects/kern/KernDialect.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/SmallVector.h"
 
 namespace tcc::codegen::cuda {
 
@@ -62,6 +65,37 @@ inline int64_t fp8GemmScratchBytes(mlir::Operation *root) {
   Fp8Slot slot = Fp8Slot::of(root);
   return slot.elements ? kFp8Slots * slot.bytes() : 0;
 }
+
+// Casts kept for later products. An FP8 operand that a later FP8 product
+// of the same function reads again (the same bytes, shape, element type
+// and format, in either layout) with nothing writing it in between — a
+// weight's forward cast read by its dX product, an activation's by its dW
+// product, a dY by its dX and dW products, SwiGLU's input by gate and up —
+// is cast once, by its first product, and the layouts its later readers
+// want go to the kept region (after the shared workspace, which cuDNN and
+// the reductions reuse), where they stay until the last reader; a layout
+// only the first product reads goes to a slot. Regions of casts whose
+// lives do not overlap share bytes (first fit in the order the casts
+// start). Only products in the function's top-level block take part.
+struct Fp8KeptCast {
+  int64_t elements = 0;            // rows x cols of the operand
+  bool plain = false, transposed = false; // the layouts kept
+  int64_t offset = 0;              // in the kept region: [plain][transposed][scale record]
+  int64_t bytes() const;
+  int64_t plainOffset() const { return offset; }
+  int64_t transposedOffset() const;
+  int64_t scaleOffset() const;
+};
+struct Fp8KeptPlan {
+  llvm::SmallVector<Fp8KeptCast> casts;
+  // (product, operand 0 = a / 1 = b) -> (cast, whether this is its first
+  // reader, which casts it).
+  llvm::DenseMap<std::pair<mlir::Operation *, int>, std::pair<int, bool>> uses;
+  int64_t bytes = 0; // the region the function needs
+  static Fp8KeptPlan of(mlir::func::FuncOp f);
+};
+// The kept region the functions under `root` need (the largest; 0: none).
+int64_t fp8KeptCastBytes(mlir::Operation *root);
 
 } // namespace tcc::codegen::cuda
 

@@ -63,6 +63,124 @@ Fp8Slot Fp8Slot::of(Operation *root) {
 
 namespace {
 
+// One operand of an FP8 product as its cast sees it: `rows` x `cols` as it
+// lies in memory, K along cols unless `transposed`.
+struct OperandCast {
+  Value value;
+  bool e5m2 = false;
+  int64_t rows = 0, cols = 0;
+  bool transposed = false;
+};
+OperandCast operandOf(kern::GemmOp g, const Fp8Gemm &f, int which) {
+  if (which == 0) // op(a) (M, K): a is (M, K), or (K, M) transposed
+    return {g.getA(), f.aE5M2, f.ta ? f.k : f.m, f.ta ? f.m : f.k, f.ta};
+  // op(b)^T (N, K): b is (N, K) when transposed, else (K, N)
+  return {g.getB(), f.bE5M2, f.tb ? f.n : f.k, f.tb ? f.k : f.n, !f.tb};
+}
+
+} // namespace
+
+int64_t Fp8KeptCast::bytes() const {
+  return (plain ? Fp8Slot::align(elements) : 0) + (transposed ? Fp8Slot::align(elements) : 0) +
+         Fp8Slot::kScaleBytes;
+}
+int64_t Fp8KeptCast::transposedOffset() const {
+  return offset + (plain ? Fp8Slot::align(elements) : 0);
+}
+int64_t Fp8KeptCast::scaleOffset() const {
+  return transposedOffset() + (transposed ? Fp8Slot::align(elements) : 0);
+}
+
+Fp8KeptPlan Fp8KeptPlan::of(func::FuncOp f) {
+  Fp8KeptPlan plan;
+  if (f.isExternal())
+    return plan;
+  using Footprint = CudaStepEmitter::Footprint;
+  struct Open { // a cast made, while nothing has written its source
+    Footprint source;
+    Type element;
+    OperandCast c;
+    Operation *first;
+    int operand;
+    int64_t firstIndex; // the first reader's position
+    int cast = -1;
+  };
+  SmallVector<Open> open;
+  SmallVector<std::pair<int64_t, int64_t>> life; // per cast: first and last reader
+  int64_t index = 0;
+  for (Operation &op : f.getBody().front()) {
+    ++index;
+    if (auto g = dyn_cast<kern::GemmOp>(&op)) {
+      Fp8Gemm fg = Fp8Gemm::of(g);
+      for (int which = 0; fg.runs() && which < 2; ++which) {
+        OperandCast c = operandOf(g, fg, which);
+        Type et = mrt(c.value).getElementType();
+        Footprint source = CudaStepEmitter::footprint(c.value);
+        auto it = llvm::find_if(open, [&](const Open &o) {
+          return o.c.e5m2 == c.e5m2 && o.c.rows == c.rows && o.c.cols == c.cols &&
+                 o.element == et && CudaStepEmitter::sameStart(o.source, source);
+        });
+        if (it == open.end()) {
+          open.push_back({source, et, c, g.getOperation(), which, index});
+          continue;
+        }
+        if (it->cast < 0) {
+          it->cast = static_cast<int>(plan.casts.size());
+          Fp8KeptCast kept;
+          kept.elements = c.rows * c.cols;
+          plan.casts.push_back(kept);
+          life.push_back({it->firstIndex, index});
+          plan.uses[{it->first, it->operand}] = {it->cast, true};
+        }
+        Fp8KeptCast &kept = plan.casts[it->cast];
+        (c.transposed ? kept.transposed : kept.plain) = true;
+        life[it->cast].second = index;
+        plan.uses[{g.getOperation(), which}] = {it->cast, false};
+      }
+    }
+    llvm::erase_if(open, [&](const Open &o) { return CudaStepEmitter::mayWrite(&op, o.source); });
+  }
+  // Offsets: first fit, in the order the casts start, among the casts
+  // still live then.
+  SmallVector<int> order(plan.casts.size()), live;
+  for (int i = 0; i < static_cast<int>(order.size()); ++i)
+    order[i] = i;
+  llvm::stable_sort(order, [&](int a, int b) { return life[a].first < life[b].first; });
+  for (int i : order) {
+    llvm::erase_if(live, [&](int j) { return life[j].second < life[i].first; });
+    llvm::sort(live, [&](int a, int b) { return plan.casts[a].offset < plan.casts[b].offset; });
+    int64_t offset = 0, size = plan.casts[i].bytes();
+    for (int j : live) {
+      if (offset + size <= plan.casts[j].offset)
+        break;
+      offset = std::max(offset, Fp8Slot::align(plan.casts[j].offset + plan.casts[j].bytes()));
+    }
+    plan.casts[i].offset = offset;
+    plan.bytes = std::max(plan.bytes, offset + size);
+    live.push_back(i);
+  }
+  // No two casts alive at once share a byte (an internal invariant: a
+  // violation would corrupt operands silently, so it stops the compiler).
+  for (size_t i = 0; i < plan.casts.size(); ++i)
+    for (size_t j = i + 1; j < plan.casts.size(); ++j) {
+      const Fp8KeptCast &x = plan.casts[i], &y = plan.casts[j];
+      bool together = life[i].first <= life[j].second && life[j].first <= life[i].second;
+      bool shared = x.offset < y.offset + y.bytes() && y.offset < x.offset + x.bytes();
+      if (together && shared)
+        llvm::report_fatal_error("tcc: FP8 kept casts overlap in @" + f.getName() +
+                                 " (an internal error)");
+    }
+  return plan;
+}
+
+int64_t fp8KeptCastBytes(Operation *root) {
+  int64_t bytes = 0;
+  root->walk([&](func::FuncOp f) { bytes = std::max(bytes, Fp8KeptPlan::of(f).bytes); });
+  return bytes;
+}
+
+namespace {
+
 // Ops that leave the slots alone: they use no shared workspace (cuBLASLt
 // keeps to its first kGemmWorkspaceBytes, before the slots).
 bool keepsFp8Slots(Operation *op) {
@@ -113,13 +231,15 @@ void CudaStepEmitter::forgetFp8Casts(Operation *op) {
 }
 
 // out (M, N) = op(a) x op(b): a as FP8 (M, K), b as FP8 (N, K), each with
-// the scale of its own amax; gemm_fp8 dequantizes with their inverses.
+// its scale; gemm_fp8 dequantizes with their inverses.
 LogicalResult CudaStepEmitter::emitGemmFp8(kern::GemmOp g, const Fp8Gemm &f,
                                            llvm::raw_ostream &os, double &flops) {
   double work = 2.0 * f.m * f.n * f.k;
   flops += work;
   if (fp8Slot_.elements == 0)
     fp8Slot_ = Fp8Slot::of(g->getParentOfType<ModuleOp>());
+  if (!fp8Kept_)
+    fp8Kept_ = Fp8KeptPlan::of(f_);
   if (!fp8Records_) {
     fp8Records_.emplace(Value(), 0);
     for (BlockArgument arg : f_.getArguments()) {
@@ -132,7 +252,11 @@ LogicalResult CudaStepEmitter::emitGemmFp8(kern::GemmOp g, const Fp8Gemm &f,
     }
   }
   const std::string scratch = "(ws + tcc_gemm_workspace_offset + tcc_gemm_workspace_bytes)";
+  const std::string keptRegion = "(ws + tcc_fp8_kept_offset)";
   auto slotBase = [&](int slot) { return slot * fp8Slot_.bytes(); };
+  auto at = [](const std::string &base, int64_t offset) {
+    return llvm::formatv("{0} + {1}", base, offset).str();
+  };
   // Whether a product after `g`, before anything forgets the slots or
   // writes `source`, reads it in `e5m2` as stored rows x cols in the other
   // layout (then one pass writes both).
@@ -143,13 +267,13 @@ LogicalResult CudaStepEmitter::emitGemmFp8(kern::GemmOp g, const Fp8Gemm &f,
       if (auto later = dyn_cast<kern::GemmOp>(op)) {
         Fp8Gemm lf = Fp8Gemm::of(later);
         if (lf.runs()) {
-          auto wants = [&](Value v, bool fE5M2, int64_t r, int64_t c, bool t) {
-            return fE5M2 == e5m2 && t != transposed && r == rows && c == cols &&
-                   mrt(v).getElementType() == et && sameStart(footprint(v), source);
-          };
-          if (wants(later.getA(), lf.aE5M2, lf.ta ? lf.k : lf.m, lf.ta ? lf.m : lf.k, lf.ta) ||
-              wants(later.getB(), lf.bE5M2, lf.tb ? lf.n : lf.k, lf.tb ? lf.k : lf.n, !lf.tb))
-            return true;
+          for (int which = 0; which < 2; ++which) {
+            OperandCast c = operandOf(later, lf, which);
+            if (c.e5m2 == e5m2 && c.transposed != transposed && c.rows == rows &&
+                c.cols == cols && mrt(c.value).getElementType() == et &&
+                sameStart(footprint(c.value), source))
+              return true;
+          }
         }
       }
       if (!keepsFp8Slots(op) || mayWrite(op, source))
@@ -157,23 +281,73 @@ LogicalResult CudaStepEmitter::emitGemmFp8(kern::GemmOp g, const Fp8Gemm &f,
     }
     return false;
   };
-  // One operand as the product reads it: `stored` rows x cols as it lies
-  // in memory, K along cols unless `transposed`. Returns its slot, from an
-  // earlier cast when one holds it (no launch), else cast now (both
-  // layouts when a later product wants the other).
+  // Where a product reads one operand: its FP8 bytes and its scale record.
+  struct Placed {
+    std::string data, scale;
+  };
+  // Casts `c` now, into `plainAt` / `transposedAt` (either may be empty:
+  // not written), its scale record at `scaleAt`.
+  auto cast = [&](const OperandCast &c, const std::string &plainAt,
+                  const std::string &transposedAt, const std::string &scaleAt,
+                  const char *where) {
+    Type et = mrt(c.value).getElementType();
+    const bool plain = !plainAt.empty(), trans = !transposedAt.empty();
+    // Delayed scaling when the function has records left (a train step
+    // tg-fp8-scaling gave them), current scaling otherwise.
+    std::optional<int64_t> record;
+    if (fp8Records_ && fp8RecordsUsed_ < fp8Records_->second)
+      record = fp8RecordsUsed_++;
+    const char *f8 = c.e5m2 ? "tcc_cuda::e5m2" : "tcc_cuda::e4m3";
+    std::string params = "const " + storageType(et) + " *p0, uint8_t *p1, uint8_t *p2, void *p3" +
+                         (record ? ", float *p4" : "");
+    std::string text =
+        "extern \"C\" void @NAME@(cudaStream_t s, " + params + ") {\n  " +
+        llvm::formatv("tcc_cuda::launch_fp8_quantize_{7}<{0}, {1}>({2}, {3}, {4}, {5}, {6}, "
+                      "static_cast<tcc_cuda::Fp8TensorScale *>(p3), {8}s);",
+                      familyElementType(et, CodeTarget::Cuda), f8, c.rows, c.cols,
+                      familyPointer(et, "p0", false, CodeTarget::Cuda),
+                      plain ? llvm::formatv("reinterpret_cast<{0} *>(p1)", f8).str() : "nullptr",
+                      trans ? llvm::formatv("reinterpret_cast<{0} *>(p2)", f8).str() : "nullptr",
+                      record ? "delayed" : "current",
+                      record ? "reinterpret_cast<tcc_cuda::Fp8ScalingRecord *>(p4), " : "")
+            .str() +
+        "\n}\n";
+    std::string kernel = kernels_.add(
+        llvm::formatv("fp8_quantize_{0}{1}", c.e5m2 ? "e5m2" : "e4m3", record ? "_delayed" : "")
+            .str(),
+        text, params);
+    auto pointer = [](const std::string &p) {
+      return p.empty() ? std::string("nullptr") : "reinterpret_cast<uint8_t *>(" + p + ")";
+    };
+    std::string call =
+        llvm::formatv("{0}(s, {1}, {2}, {3}, {4}{5});", kernel, name(c.value),
+                      pointer(plainAt), pointer(transposedAt), scaleAt,
+                      record ? llvm::formatv(", reinterpret_cast<float *>({0}) + {1}",
+                                             name(fp8Records_->first), *record * 32)
+                                   .str()
+                             : std::string())
+            .str();
+    double elements = static_cast<double>(c.rows) * c.cols;
+    // Delayed scaling reads the operand once (the amax launch returns at
+    // once after the site's first cast).
+    launch(os, g, kernel, call,
+           llvm::formatv("{0}x{1}{2}, {3}{4}", c.rows, c.cols,
+                         plain && trans ? " and transposed" : trans ? " transposed" : "",
+                         record ? llvm::formatv("delayed scale (record {0})", *record).str()
+                                : std::string("current scale"),
+                         where)
+               .str(),
+           2.0 * elements,
+           (record ? 1.0 : 2.0) * bufferBytes(mrt(c.value)) + (plain + trans) * elements);
+  };
+  // One operand as the product reads it. A kept cast (Fp8KeptPlan): its
+  // first reader casts it, the layouts later readers want into the kept
+  // region, its own layout there too when a later reader wants it, else
+  // into a slot; a later reader casts nothing. Otherwise from an earlier
+  // cast in a slot when one holds it (no launch), else cast now into a
+  // slot (both layouts when a later product within reach wants the other).
   int busySlot = -1;
-  auto quantize = [&](Value operand, bool e5m2, int64_t rows, int64_t cols, bool transposed) {
-    Type et = mrt(operand).getElementType();
-    Footprint source = footprint(operand);
-    ++fp8Clock_;
-    for (Fp8Cast &c : fp8Casts_)
-      if (c.e5m2 == e5m2 && c.rows == rows && c.cols == cols && c.element == et &&
-          sameStart(c.source, source) && (transposed ? c.transposed : c.plain)) {
-        c.lastUse = fp8Clock_;
-        return c.slot;
-      }
-    // A free slot, else the least recently used one (not the other
-    // operand's).
+  auto freeSlot = [&] { // a free slot, else the least recently used (not the other operand's)
     int slot = -1;
     uint64_t oldest = ~uint64_t(0);
     for (int candidate = 0; candidate < kFp8Slots; ++candidate) {
@@ -187,66 +361,61 @@ LogicalResult CudaStepEmitter::emitGemmFp8(kern::GemmOp g, const Fp8Gemm &f,
       }
     }
     llvm::erase_if(fp8Casts_, [&](const Fp8Cast &c) { return c.slot == slot; });
-    const bool both = neededLater(source, et, rows, cols, e5m2, transposed);
-    const bool plain = !transposed || both, trans = transposed || both;
-    // Delayed scaling when the function has records left (a train step
-    // tg-fp8-scaling gave them), current scaling otherwise.
-    std::optional<int64_t> record;
-    if (fp8Records_ && fp8RecordsUsed_ < fp8Records_->second)
-      record = fp8RecordsUsed_++;
-    const char *f8 = e5m2 ? "tcc_cuda::e5m2" : "tcc_cuda::e4m3";
-    std::string params = "const " + storageType(et) + " *p0, uint8_t *p1, uint8_t *p2, void *p3" +
-                         (record ? ", float *p4" : "");
-    std::string text =
-        "extern \"C\" void @NAME@(cudaStream_t s, " + params + ") {\n  " +
-        llvm::formatv("tcc_cuda::launch_fp8_quantize_{7}<{0}, {1}>({2}, {3}, {4}, {5}, {6}, "
-                      "static_cast<tcc_cuda::Fp8TensorScale *>(p3), {8}s);",
-                      familyElementType(et, CodeTarget::Cuda), f8, rows, cols,
-                      familyPointer(et, "p0", false, CodeTarget::Cuda),
-                      plain ? llvm::formatv("reinterpret_cast<{0} *>(p1)", f8).str() : "nullptr",
-                      trans ? llvm::formatv("reinterpret_cast<{0} *>(p2)", f8).str() : "nullptr",
-                      record ? "delayed" : "current",
-                      record ? "reinterpret_cast<tcc_cuda::Fp8ScalingRecord *>(p4), " : "")
-            .str() +
-        "\n}\n";
-    std::string kernel = kernels_.add(
-        llvm::formatv("fp8_quantize_{0}{1}", e5m2 ? "e5m2" : "e4m3", record ? "_delayed" : "")
-            .str(),
-        text, params);
-    std::string call =
-        llvm::formatv("{0}(s, {1}, reinterpret_cast<uint8_t *>({2} + {3}), "
-                      "reinterpret_cast<uint8_t *>({2} + {4}), {2} + {5}{6});",
-                      kernel, name(operand), scratch, slotBase(slot),
-                      slotBase(slot) + fp8Slot_.transposedOffset(),
-                      slotBase(slot) + fp8Slot_.scaleOffset(),
-                      record ? llvm::formatv(", reinterpret_cast<float *>({0}) + {1}",
-                                             name(fp8Records_->first), *record * 32)
-                                   .str()
-                             : std::string())
-            .str();
-    double elements = static_cast<double>(rows) * cols;
-    // Delayed scaling reads the operand once (the amax launch returns at
-    // once after the site's first cast).
-    launch(os, g, kernel, call,
-           llvm::formatv("{0}x{1}{2}, {3}", rows, cols,
-                         both ? " and transposed" : transposed ? " transposed" : "",
-                         record ? llvm::formatv("delayed scale (record {0})", *record).str()
-                                : std::string("current scale"))
-               .str(),
-           2.0 * elements,
-           (record ? 1.0 : 2.0) * bufferBytes(mrt(operand)) + (both ? 2 : 1) * elements);
-    fp8Casts_.push_back({source, et, rows, cols, e5m2, plain, trans, slot, fp8Clock_});
     return slot;
   };
-  // op(a) (M, K): a is (M, K), or (K, M) transposed.
-  int slotA = quantize(g.getA(), f.aE5M2, f.ta ? f.k : f.m, f.ta ? f.m : f.k, f.ta);
-  busySlot = slotA;
-  // op(b)^T (N, K): b is (N, K) when transposed, else (K, N).
-  int slotB = quantize(g.getB(), f.bE5M2, f.tb ? f.n : f.k, f.tb ? f.k : f.n, !f.tb);
-  auto operand = [&](int slot, bool transposed) {
-    return slotBase(slot) + (transposed ? fp8Slot_.transposedOffset() : 0);
+  auto quantize = [&](int which) -> Placed {
+    OperandCast c = operandOf(g, f, which);
+    Type et = mrt(c.value).getElementType();
+    Footprint source = footprint(c.value);
+    ++fp8Clock_;
+    if (auto use = fp8Kept_->uses.find({g.getOperation(), which}); use != fp8Kept_->uses.end()) {
+      const Fp8KeptCast &kept = fp8Kept_->casts[use->second.first];
+      auto keptAt = [&](bool transposed) {
+        return at(keptRegion, transposed ? kept.transposedOffset() : kept.plainOffset());
+      };
+      std::string scale = at(keptRegion, kept.scaleOffset());
+      if (!use->second.second) // a later reader
+        return {keptAt(c.transposed), scale};
+      // The first reader: its own layout in the kept region when kept,
+      // else in a slot.
+      const bool ownKept = c.transposed ? kept.transposed : kept.plain;
+      std::string own;
+      if (!ownKept) {
+        int slot = freeSlot();
+        busySlot = slot;
+        own = at(scratch, slotBase(slot) + (c.transposed ? fp8Slot_.transposedOffset() : 0));
+      } else {
+        own = keptAt(c.transposed);
+      }
+      std::string plainAt = !c.transposed ? own : kept.plain ? keptAt(false) : "";
+      std::string transAt = c.transposed ? own : kept.transposed ? keptAt(true) : "";
+      cast(c, plainAt, transAt, scale, ", kept");
+      return {own, scale};
+    }
+    for (Fp8Cast &prior : fp8Casts_)
+      if (prior.e5m2 == c.e5m2 && prior.rows == c.rows && prior.cols == c.cols &&
+          prior.element == et && sameStart(prior.source, source) &&
+          (c.transposed ? prior.transposed : prior.plain)) {
+        prior.lastUse = fp8Clock_;
+        busySlot = prior.slot;
+        return {at(scratch, slotBase(prior.slot) +
+                                (c.transposed ? fp8Slot_.transposedOffset() : 0)),
+                at(scratch, slotBase(prior.slot) + fp8Slot_.scaleOffset())};
+      }
+    int slot = freeSlot();
+    busySlot = slot;
+    const bool both = neededLater(source, et, c.rows, c.cols, c.e5m2, c.transposed);
+    const bool plain = !c.transposed || both, trans = c.transposed || both;
+    std::string plainAt = at(scratch, slotBase(slot)),
+                transAt = at(scratch, slotBase(slot) + fp8Slot_.transposedOffset()),
+                scale = at(scratch, slotBase(slot) + fp8Slot_.scaleOffset());
+    cast(c, plain ? plainAt : "", trans ? transAt : "", scale, "");
+    fp8Casts_.push_back({source, et, c.rows, c.cols, c.e5m2, plain, trans, slot, fp8Clock_});
+    return {c.transposed ? transAt : plainAt, scale};
   };
-  MemRefType c = mrt(g.getOut());
+  Placed a = quantize(0);
+  Placed b = quantize(1);
+  MemRefType out = mrt(g.getOut());
   // Transformer Engine's choice: fast accumulation in the forward (E4M3 x
   // E4M3), promoted accumulation for the gradients (an E5M2 operand).
   const bool fast = !f.aE5M2 && !f.bE5M2;
@@ -255,21 +424,20 @@ LogicalResult CudaStepEmitter::emitGemmFp8(kern::GemmOp g, const Fp8Gemm &f,
       llvm::formatv(
           "static tcc_cuda_host::GemmPlan tcc_gemm_plan_{0};\n"
           "  if (int32_t rc = tcc_cuda_host::gemm_fp8(tcc_gemm_plan_{0}, s, {1}, {2}, {3}, {4}, "
-          "{5}, {6}, {7}, {8}, reinterpret_cast<const float *>({9} + {10}), "
-          "reinterpret_cast<const float *>({9} + {11}), {9} + {12}, {9} + {13}, {14}, "
+          "{5}, {6}, {7}, {8}, reinterpret_cast<const float *>({9}), "
+          "reinterpret_cast<const float *>({10}), {11}, {12}, {13}, "
           "ws + tcc_gemm_workspace_offset, tcc_gemm_workspace_bytes)) return rc;",
           site, nextId(), f.aE5M2 ? "tcc_cuda_host::kFp8E5M2" : "tcc_cuda_host::kFp8E4M3",
           f.bE5M2 ? "tcc_cuda_host::kFp8E5M2" : "tcc_cuda_host::kFp8E4M3",
-          c.getElementType().isBF16() ? "tcc_cuda_host::kGemmBF16" : "tcc_cuda_host::kGemmF32",
-          fast ? "true" : "false", f.m, f.n, f.k, scratch,
-          slotBase(slotA) + fp8Slot_.scaleOffset(), slotBase(slotB) + fp8Slot_.scaleOffset(),
-          operand(slotA, f.ta), operand(slotB, !f.tb), name(g.getOut()))
+          out.getElementType().isBF16() ? "tcc_cuda_host::kGemmBF16" : "tcc_cuda_host::kGemmF32",
+          fast ? "true" : "false", f.m, f.n, f.k, a.scale, b.scale, a.data, b.data,
+          name(g.getOut()))
           .str();
   launch(os, g, "cublasLtMatmul_fp8", call,
          llvm::formatv("{0}x{1}x{2} {3}x{4}", f.m, f.n, f.k, f.aE5M2 ? "e5m2" : "e4m3",
                        f.bE5M2 ? "e5m2" : "e4m3")
              .str(),
-         work, static_cast<double>(f.m * f.k + f.n * f.k) + bufferBytes(c),
+         work, static_cast<double>(f.m * f.k + f.n * f.k) + bufferBytes(out),
          LaunchCheck::InCall);
   return success();
 }
