@@ -178,6 +178,10 @@ template <__nv_fp8_interpretation_t Kind, int Max> struct Fp8FormatOf {
   __host__ __device__ __forceinline__ static uint8_t from_float(float x) {
     return __nv_cvt_float_to_fp8(x, __NV_SATFINITE, Kind);
   }
+  // Two at once (one cvt ...x2 on sm_89+): a in the low byte.
+  __host__ __device__ __forceinline__ static uint32_t from_float2(float a, float b) {
+    return __nv_cvt_float2_to_fp8x2(make_float2(a, b), __NV_SATFINITE, Kind);
+  }
   __host__ __device__ __forceinline__ static float to_float(uint8_t b) {
     return __half2float(__half(__nv_cvt_fp8_to_halfraw(b, Kind)));
   }

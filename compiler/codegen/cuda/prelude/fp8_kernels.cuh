@@ -212,6 +212,52 @@ __global__ void __launch_bounds__(256)
   fp8_finish_delayed<F8>(current, record, rows * cols);
 }
 
+// Eight 16-bit elements of one 16-byte load cast to F8 (bytes in order,
+// little-endian), with their part of the statistics in fewer
+// instructions than fp8_cast_one's per element (the casts were bound by
+// them: 1.1-2.2 TB/s on the H200, 2026-12-01). The same results: the
+// largest magnitude as the input's bits (bf16 and f16 bits order
+// magnitudes, NaN above inf; packed halfword maxima), the elements cast
+// in pairs (cvt ...x2, the same rounding), the flushed ones as the
+// outputs of zero magnitude less the zero inputs (a zero stays zero), and
+// the saturated ones counted one by one only when the eight's largest
+// magnitude times the scale is past the format's top (or NaN).
+template <class T, class F8>
+__device__ __forceinline__ uint2 fp8_cast_eight(uint4 raw, float s, uint32_t &amax_bits,
+                                                uint32_t &overflows, uint32_t &underflows) {
+  const uint32_t w[4] = {raw.x, raw.y, raw.z, raw.w};
+  uint32_t mag = 0, zeros_in = 0;
+#pragma unroll
+  for (int k = 0; k < 4; ++k) {
+    const uint32_t m = w[k] & 0x7fff7fffu;
+    mag = __vmaxu2(mag, m);
+    zeros_in += __popc(__vcmpeq2(m, 0u));
+  }
+  const uint32_t largest = max(mag & 0xffffu, mag >> 16);
+  amax_bits = max(amax_bits, largest);
+  const T *x8 = reinterpret_cast<const T *>(&raw);
+  uint32_t q[2] = {0, 0};
+#pragma unroll
+  for (int p = 0; p < 4; ++p) {
+    const uint32_t pair = Fp8Format<F8>::from_float2(Elem<T>::load(x8[2 * p]) * s,
+                                                     Elem<T>::load(x8[2 * p + 1]) * s);
+    q[p / 2] |= pair << (16 * (p % 2));
+  }
+  uint32_t zeros_out = __popc(__vcmpeq4(q[0] & 0x7f7f7f7fu, 0u)) +
+                       __popc(__vcmpeq4(q[1] & 0x7f7f7f7fu, 0u));
+  underflows += zeros_out / 8 - zeros_in / 16;
+  T top;
+  top.bits = static_cast<uint16_t>(largest);
+  if (!(Elem<T>::load(top) * s <= Fp8Format<F8>::kMax)) { // rare: count them
+#pragma unroll
+    for (int e = 0; e < 8; ++e) {
+      const float x = Elem<T>::load(x8[e]);
+      overflows += fabsf(x * s) > Fp8Format<F8>::kMax && fabsf(x) <= FLT_MAX;
+    }
+  }
+  return make_uint2(q[0], q[1]);
+}
+
 // The vector form for 16-bit inputs (bf16, f16) when rows and cols are
 // multiples of 8 and in / out / out_t are 16-byte aligned: 64 x 64 tiles,
 // 256 threads; each thread reads 8 elements per 16-byte load (rows i and
@@ -234,7 +280,7 @@ __global__ void __launch_bounds__(256)
   const int64_t tile_cols = (cols + 63) / 64;
   const int64_t tiles = ((rows + 63) / 64) * tile_cols;
   const int i = threadIdx.x / 8, j = (threadIdx.x % 8) * 8; // tile row (and i + 32), column
-  float amax = 0.0f;
+  uint32_t amax_bits = 0; // the largest magnitude, as T's bits
   uint32_t overflows = 0, underflows = 0;
   uint4 next[2];
   auto fetch = [&](int64_t t) { // tile t's two loads (zeros outside the tensor)
@@ -257,16 +303,7 @@ __global__ void __launch_bounds__(256)
       const int64_t r = r0 + i + 32 * h, c = c0 + j;
       uint2 q8 = make_uint2(0, 0); // 8 bytes, little-endian
       if (r < rows && c < cols) {
-        const T *x8 = reinterpret_cast<const T *>(&raw[h]);
-#pragma unroll
-        for (int e = 0; e < 8; ++e) {
-          const uint32_t q =
-              fp8_cast_one<F8>(Elem<T>::load(x8[e]), s, amax, overflows, underflows);
-          if (e < 4)
-            q8.x |= q << (8 * e);
-          else
-            q8.y |= q << (8 * (e - 4));
-        }
+        q8 = fp8_cast_eight<T, F8>(raw[h], s, amax_bits, overflows, underflows);
         if (out != nullptr)
           *reinterpret_cast<uint2 *>(&out[r * cols + c].bits) = q8;
       }
@@ -291,7 +328,9 @@ __global__ void __launch_bounds__(256)
       __syncthreads();
     }
   }
-  fp8_add_stats(amax, overflows, underflows, stats);
+  T top;
+  top.bits = static_cast<uint16_t>(amax_bits);
+  fp8_add_stats(Elem<T>::load(top), overflows, underflows, stats);
   fp8_finish_delayed<F8>(current, record, rows * cols);
 }
 
