@@ -144,6 +144,47 @@ bool castCase(int64_t rows, int64_t cols, bool withNan, std::mt19937_64 &rng) {
   return ok;
 }
 
+// The host's view of a tensor: its amax over the non-NaN elements and
+// whether a NaN is in it.
+struct HostAmax {
+  float amax = 0.0f;
+  bool sawNan = false;
+};
+HostAmax hostAmax(const HostArray &in, size_t n) {
+  HostAmax h;
+  for (size_t i = 0; i < n; ++i) {
+    const float x = static_cast<float>(in.get(i));
+    if (x != x)
+      h.sawNan = true;
+    else
+      h.amax = std::max(h.amax, std::fabs(x));
+  }
+  return h;
+}
+
+// The host's cast of in (rows x cols) by `scale` against the device's
+// bytes `got` (as stored, or transposed): bytes that differ, and the
+// saturated and flushed counts the cast must report.
+template <class F8> struct HostCast {
+  int64_t bad = 0;
+  unsigned long long over = 0, under = 0;
+};
+template <class F8>
+HostCast<F8> hostCast(const HostArray &in, int64_t rows, int64_t cols, float scale,
+                      const std::vector<uint8_t> &got, bool transposed) {
+  HostCast<F8> h;
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t c = 0; c < cols; ++c) {
+      const float x = static_cast<float>(in.get(static_cast<size_t>(r * cols + c)));
+      const float y = x * scale;
+      const uint8_t want = Fp8Format<F8>::from_float(y);
+      h.bad += (transposed ? got[c * rows + r] : got[r * cols + c]) != want;
+      h.over += std::fabs(y) > Fp8Format<F8>::kMax && std::isfinite(x);
+      h.under += x != 0.0f && (want & 0x7f) == 0;
+    }
+  return h;
+}
+
 // Case 1b: current scaling, amax -> scale -> cast, against the host.
 template <class T, class F8>
 bool currentScaleCase(int64_t rows, int64_t cols, bool transposed, const char *fill,
@@ -174,27 +215,9 @@ bool currentScaleCase(int64_t rows, int64_t cols, bool transposed, const char *f
   tcc_cuda::Fp8TensorScale q;
   cudaMemcpy(got.data(), dOut.p, n, cudaMemcpyDeviceToHost);
   cudaMemcpy(&q, dQ.p, sizeof(q), cudaMemcpyDeviceToHost);
-  float amax = 0.0f;
-  bool sawNan = false;
-  for (size_t i = 0; i < n; ++i) {
-    const float x = static_cast<float>(in.get(i));
-    if (x != x)
-      sawNan = true;
-    else
-      amax = std::max(amax, std::fabs(x));
-  }
+  const auto [amax, sawNan] = hostAmax(in, n);
   const float scale = sawNan || amax == 0.0f ? 1.0f : std::fmin(Fp8Format<F8>::kMax / amax, FLT_MAX);
-  int64_t bad = 0;
-  unsigned long long over = 0, under = 0;
-  for (int64_t r = 0; r < rows; ++r)
-    for (int64_t c = 0; c < cols; ++c) {
-      const float x = static_cast<float>(in.get(static_cast<size_t>(r * cols + c)));
-      const float y = x * scale;
-      const uint8_t want = Fp8Format<F8>::from_float(y);
-      bad += (transposed ? got[c * rows + r] : got[r * cols + c]) != want;
-      over += std::fabs(y) > Fp8Format<F8>::kMax && std::isfinite(x);
-      under += x != 0.0f && (want & 0x7f) == 0;
-    }
+  const auto [bad, over, under] = hostCast<F8>(in, rows, cols, scale, got, transposed);
   const float gotAmax = hostFloatBits(q.stats.amax_bits);
   const bool ok = bad == 0 && (sawNan ? std::isnan(gotAmax) : gotAmax == amax) &&
                   q.scale == scale && q.scale_inv == 1.0f / scale &&
@@ -257,31 +280,13 @@ bool delayedScaleCase(int64_t rows, int64_t cols, bool transposed, std::mt19937_
     cudaMemcpy(got.data(), dOut.p, n, cudaMemcpyDeviceToHost);
     cudaMemcpy(&q, dQ.p, sizeof(q), cudaMemcpyDeviceToHost);
     cudaMemcpy(&rec, dRecord.p, sizeof(rec), cudaMemcpyDeviceToHost);
-    float amax = 0.0f;
-    bool sawNan = false;
-    for (size_t i = 0; i < n; ++i) {
-      const float x = static_cast<float>(in.get(i));
-      if (x != x)
-        sawNan = true;
-      else
-        amax = std::max(amax, std::fabs(x));
-    }
+    const auto [amax, sawNan] = hostAmax(in, n);
     // The scale this cast must use: the record's, or its own amax's.
     const float scale = hostScale > 0.0f ? hostScale
                         : sawNan || amax == 0.0f
                             ? 1.0f
                             : std::fmin(Fp8Format<F8>::kMax / amax, FLT_MAX);
-    int64_t bad = 0;
-    unsigned long long over = 0, under = 0;
-    for (int64_t r = 0; r < rows; ++r)
-      for (int64_t c = 0; c < cols; ++c) {
-        const float x = static_cast<float>(in.get(static_cast<size_t>(r * cols + c)));
-        const float y = x * scale;
-        const uint8_t want = Fp8Format<F8>::from_float(y);
-        bad += (transposed ? got[c * rows + r] : got[r * cols + c]) != want;
-        over += std::fabs(y) > Fp8Format<F8>::kMax && std::isfinite(x);
-        under += x != 0.0f && (want & 0x7f) == 0;
-      }
+    const auto [bad, over, under] = hostCast<F8>(in, rows, cols, scale, got, transposed);
     // The record after it.
     if (!sawNan)
       history.push_back(amax);
