@@ -155,6 +155,8 @@ inline constexpr llvm::StringLiteral kLossScaleSkippedStepsState =
 // FP8 cast of the train step (the step ABI's tcc_fp8_scaling_record,
 // TCC_FP8_SCALING_STATE).
 inline constexpr llvm::StringLiteral kFp8ScalingState = "fp8_scaling";
+// Floats per record: TCC_FP8_SCALING_RECORD_FLOATS.
+inline constexpr int64_t kFp8ScalingRecordFloats = 32;
 
 // Result attributes.
 inline constexpr llvm::StringLiteral kLossAttr = "tg.loss";     // name of the loss

@@ -32,9 +32,6 @@ using namespace tcc;
 
 namespace {
 
-// Record floats: tcc_fp8_scaling_record (runtime/include/tcc/step_abi.h).
-constexpr int64_t kRecordFloats = 32;
-
 struct TgFp8ScalingPass : tcc::impl::TgFp8ScalingBase<TgFp8ScalingPass> {
   void runOnOperation() override {
     for (auto fn : getOperation().getOps<func::FuncOp>()) {
@@ -49,7 +46,7 @@ struct TgFp8ScalingPass : tcc::impl::TgFp8ScalingBase<TgFp8ScalingPass> {
       fn.walk([&](tg::MatmulOp m) { products += m->hasAttr(model::kFp8Attr); });
       if (products == 0)
         continue;
-      auto type = RankedTensorType::get({2 * products, kRecordFloats},
+      auto type = RankedTensorType::get({2 * products, model::kFp8ScalingRecordFloats},
                                         Float32Type::get(&getContext()));
       training::appendStepStateArgument(fn, type, model::kFp8ScalingState, 0.0);
     }

@@ -247,7 +247,8 @@ LogicalResult CudaStepEmitter::emitGemmFp8(kern::GemmOp g, const Fp8Gemm &f,
       auto stateName = state ? state.getAs<StringAttr>("name") : nullptr;
       auto type = dyn_cast<MemRefType>(arg.getType());
       if (stateName && stateName.getValue() == model::kFp8ScalingState && type &&
-          type.getRank() == 2 && type.getDimSize(1) == 32 && type.getElementType().isF32())
+          type.getRank() == 2 && type.getDimSize(1) == model::kFp8ScalingRecordFloats &&
+          type.getElementType().isF32())
         fp8Records_.emplace(arg, type.getDimSize(0));
     }
   }
@@ -323,7 +324,8 @@ LogicalResult CudaStepEmitter::emitGemmFp8(kern::GemmOp g, const Fp8Gemm &f,
         llvm::formatv("{0}(s, {1}, {2}, {3}, {4}{5});", kernel, name(c.value),
                       pointer(plainAt), pointer(transposedAt), scaleAt,
                       record ? llvm::formatv(", reinterpret_cast<float *>({0}) + {1}",
-                                             name(fp8Records_->first), *record * 32)
+                                             name(fp8Records_->first),
+                                             *record * model::kFp8ScalingRecordFloats)
                                    .str()
                              : std::string())
             .str();
