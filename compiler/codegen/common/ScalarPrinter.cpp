@@ -24,6 +24,16 @@ LogicalResult ScalarPrinter::print(Operation *op, std::string &out) {
   } else if (t.isF16()) {
     value = helper("round_f16") + "(" + value + ")";
   }
+  // Every scalar op is pure and its operands print as names, so equal text
+  // of one type is one value: reuse it (a SwiGLU backward's sigmoid, written
+  // twice by autodiff, is then computed once; nvcc cannot merge the two
+  // since the bf16 rounding is an asm cvt).
+  std::string key = scalarType(t) + " " + value;
+  if (auto it = printed_.find(key); it != printed_.end()) {
+    names_[op->getResult(0)] = it->second;
+    return success();
+  }
+  printed_[key] = name;
   out += "const " + scalarType(t) + " " + name + " = " + value + ";\n";
   declared_.push_back({scalarType(t), name});
   names_[op->getResult(0)] = name;

@@ -11,6 +11,7 @@
 
 #include "compiler/codegen/common/CTypes.h"
 #include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/StringMap.h"
 
 namespace tcc::codegen {
 
@@ -28,7 +29,8 @@ public:
     return declared_;
   }
 
-  // Emits `const T sN = expr;` for `op`'s result.
+  // Emits `const T sN = expr;` for `op`'s result, or nothing when an
+  // earlier op printed the same expression (its name is reused).
   LogicalResult print(Operation *op, std::string &out);
 
 private:
@@ -42,6 +44,7 @@ private:
   llvm::DenseMap<Value, std::string> &names_;
   CodeTarget target_;
   std::vector<std::pair<std::string, std::string>> declared_;
+  llvm::StringMap<std::string> printed_; // "T expr" -> its name
 };
 
 } // namespace tcc::codegen

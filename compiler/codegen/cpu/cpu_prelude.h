@@ -138,8 +138,8 @@ inline float bf16_to_float(uint16_t h) {
 }
 inline uint16_t float_to_bf16(float f) {
   uint32_t u = bit_cast<uint32_t>(f);
-  if ((u & 0x7fffffffu) > 0x7f800000u) // NaN: keep it a (quiet) NaN
-    return static_cast<uint16_t>((u >> 16) | 0x40);
+  if ((u & 0x7fffffffu) > 0x7f800000u) // NaN: the canonical quiet NaN, as
+    return 0x7fffu;                      // the GPU's cvt.rn.bf16.f32 gives
   u += 0x7fffu + ((u >> 16) & 1u);
   return static_cast<uint16_t>(u >> 16);
 }

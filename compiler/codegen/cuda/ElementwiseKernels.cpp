@@ -109,7 +109,8 @@ LogicalResult CudaStepEmitter::emitElementwise(kern::ElementwiseOp e, llvm::raw_
     std::string stmt;
     if (failed(printer.print(&op, stmt)))
       return failure();
-    (hoist ? preamble : text) += (hoist ? "  " : "      ") + stmt;
+    if (!stmt.empty())
+      (hoist ? preamble : text) += (hoist ? "  " : "      ") + stmt;
     if (hoist)
       invariant.insert(op.getResult(0));
     else if (!isa<arith::ConstantOp>(op))

@@ -328,9 +328,8 @@ staged_thread_max<bf16>(const uint4 *stage, int nv, int tid, int step) {
 }
 
 // Two floats -> two bf16 (lo in the low half), nearest even: one cvt on
-// sm_80+, the same bits as float_to_bf16 for every non-NaN float (NaN
-// becomes 0x7fff, which float_to_bf16 also gives for the GPU's arithmetic
-// NaN 0x7fffffff; kernel_families_test checks both).
+// sm_80+, the same bits as float_to_bf16 for every float (a NaN becomes
+// 0x7fff in both; kernel_families_test checks them).
 __device__ __forceinline__ uint32_t pack_bf16x2(float lo, float hi) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
   uint32_t d;
