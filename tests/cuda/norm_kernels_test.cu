@@ -315,6 +315,48 @@ void bench() {
          wsBytes / 2);
 }
 
+// ms and GB/s of the 1B LLaMA-style decoder's RMSNorm backward (bench/fp8:
+// B 4 x T 2048 rows of C 2048): grad bf16, x f32 -> dx f32 plus the f32
+// residual gradient, also cast to bf16 (39 per step), dweight only (no
+// bias sum: one shared-memory slice per warp).
+void benchRms() {
+  const int64_t rows = 8192, c = 2048;
+  std::mt19937_64 rng(gSeed);
+  std::vector<float> x = randomRows<float>(rng, rows, c), w = randomRows<float>(rng, 1, c),
+                     a = randomRows<float>(rng, rows, c);
+  std::vector<bf16> g = randomRows<bf16>(rng, rows, c);
+  DeviceBuffer<float> dX(rows * c), dA(rows * c), dW(c), dDx(rows * c), dDw(c);
+  DeviceBuffer<bf16> dG(rows * c), dCast(rows * c);
+  const int64_t parts = tcc::kern::normGradParts(rows);
+  DeviceBuffer<float> ws(parts * 2 * c);
+  dX.upload(x);
+  dA.upload(a);
+  dW.upload(w);
+  dG.upload(g);
+  cudaEvent_t start, stop;
+  CUDA_CHECK(cudaEventCreate(&start));
+  CUDA_CHECK(cudaEventCreate(&stop));
+  const int iters = 100;
+  for (int i = 0; i < iters + 10; ++i) {
+    if (i == 10)
+      CUDA_CHECK(cudaEventRecord(start));
+    CUDA_CHECK((tcc_cuda::launch_layer_norm_backward<bf16, float>(
+        dG.p, dX.p, dW.p, dA.p, dDx.p, dCast.p, dDw.p, static_cast<float *>(nullptr), ws.p,
+        parts, rows, c, 1e-6, true, 0)));
+  }
+  CUDA_CHECK(cudaEventRecord(stop));
+  CUDA_CHECK(cudaEventSynchronize(stop));
+  CUDA_CHECK(cudaGetLastError());
+  float ms = 0;
+  CUDA_CHECK(cudaEventElapsedTime(&ms, start, stop));
+  ms /= iters;
+  const double bytes = static_cast<double>(rows) * c * (2 + 4 + 4 + 4 + 2) +
+                       2.0 * parts * 2 * c * 4;
+  std::printf("bench 8192x2048 %-62s %.4f ms %6.1f MB %5.0f GB/s\n",
+              "rms backward + residual, dx also cast to bf16, dweight", ms, bytes / 1e6,
+              bytes / (ms * 1e-3) / 1e9);
+}
+
 } // namespace
 
 int main(int argc, char **argv) {
@@ -366,8 +408,12 @@ int main(int argc, char **argv) {
   runCase<float, bf16, bf16>(rng, 64, 768, false, true, 1, /*residual=*/false, /*cast=*/true);
   runCase<float, bf16, bf16>(rng, 64, 768, false, true, 1);
   runCase<float, float, float>(rng, 1, 768, false, true, 0);
-  if (doBench)
+  // RMSNorm at the 1B decoder's width: dweight's slice only, 8 warps.
+  runCase<float, float, bf16>(rng, 8192, 2048, true, true, 0, /*residual=*/true, /*cast=*/true);
+  if (doBench) {
     bench();
+    benchRms();
+  }
   std::printf("%s: %d failure(s)\n", gFailures ? "FAILED" : "PASSED", gFailures);
   return gFailures ? 1 : 0;
 }

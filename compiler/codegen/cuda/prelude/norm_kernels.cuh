@@ -13,6 +13,11 @@
 // of squares) in acc_t<T>, warp shuffles in a fixed order.
 constexpr int kNormCachedChunks = 8;
 constexpr int kNormWarps = 8; // warps per block (forward, and backward at most)
+// Shared memory of a backward block's per-warp sums. A constant, not the
+// device's limit, so the warps (and the order of the sums) are the same on
+// every GPU; 64 KiB is within every sm_70+ opt-in limit. 48 KiB gave width
+// 2048's f32 sums one warp per block (two per SM: 1.2 TB/s on an H200).
+constexpr int64_t kNormBackwardSharedBudget = 64 * 1024;
 
 template <int Bytes> struct NormChunkBits;
 template <> struct NormChunkBits<2> { using type = uint16_t; };
@@ -291,10 +296,13 @@ __host__ __device__ constexpr bool norm_cache_addend() {
 
 // The backward: block b of the grid (exactly `parts` blocks, `warps` warps
 // each) takes rows b * warps + w + k * parts * warps, warp w one row at a
-// time: dx per row, and the row's grad * x_hat and grad added to the warp's
-// own slice of shared memory (2 * c of A; a lane owns its columns, so no
-// two threads add to one place). At the end the block adds its warps'
-// slices in warp order into its part of the workspace, (parts, 2, c).
+// time: dx per row, and the row's grad * x_hat (with dw_sums) and grad
+// (with db_sums) added to the warp's own slice of shared memory (c of A for
+// each of the two wanted; a lane owns its columns, so no two threads add to
+// one place). At the end the block adds its warps' slices in warp order
+// into its part of the workspace, (parts, 2, c); a sum not wanted is
+// written as zeros. RMSNorm wants no bias sum: half the shared memory per
+// warp, so twice the warps per block at width 2048.
 // CacheGrad keeps the grad row in registers too (more registers, fewer
 // loads in the second pass). addend (of T, or null): added to dx as it is
 // written (the residual stream's gradient): kept in registers with x and
@@ -309,16 +317,20 @@ __global__ void __launch_bounds__(kNormWarps * 32, 2)
     layer_norm_backward_kernel(const G *__restrict__ grad, const T *__restrict__ x,
                                const T *__restrict__ weight, const T *__restrict__ addend,
                                T *__restrict__ dx, Y *__restrict__ dx_cast,
-                               acc_t<T> *__restrict__ workspace, int64_t rows, int64_t c,
-                               acc_t<T> eps, bool rms) {
+                               acc_t<T> *__restrict__ workspace, bool dw_sums, bool db_sums,
+                               int64_t rows, int64_t c, acc_t<T> eps, bool rms) {
   using A = acc_t<T>;
   constexpr bool kCacheAddend = norm_cache_addend<V, G, T, CacheGrad>();
   extern __shared__ __align__(16) unsigned char norm_shared[];
-  A *sums = reinterpret_cast<A *>(norm_shared); // (warps, 2, c) when workspace
+  // (warps, slices, c) when workspace: the dw slice, then the db slice, each
+  // only when wanted.
+  A *sums = reinterpret_cast<A *>(norm_shared);
+  const int64_t slices = (dw_sums ? 1 : 0) + (db_sums ? 1 : 0);
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
-  A *mine = sums + static_cast<int64_t>(warp) * 2 * c;
+  A *mine = sums + static_cast<int64_t>(warp) * slices * c;
+  A *mine_db = mine + (dw_sums ? c : 0);
   if (workspace)
-    for (int64_t j = lane; j < 2 * c; j += 32)
+    for (int64_t j = lane; j < slices * c; j += 32)
       mine[j] = 0;
   __syncwarp();
   const int64_t stride = static_cast<int64_t>(gridDim.x) * warps;
@@ -354,8 +366,10 @@ __global__ void __launch_bounds__(kNormWarps * 32, 2)
             dw[i] = g[i] * xhat;
           }
           if (workspace) {
-            norm_shared_add(mine + j, dw);
-            norm_shared_add(mine + c + j, g);
+            if (dw_sums)
+              norm_shared_add(mine + j, dw);
+            if (db_sums)
+              norm_shared_add(mine_db + j, g);
           }
         });
     const A mean_dxhat = rms ? static_cast<A>(0) : norm_warp_sum(sum_dxhat) / static_cast<A>(c);
@@ -394,9 +408,13 @@ __global__ void __launch_bounds__(kNormWarps * 32, 2)
   __syncthreads();
   A *part = workspace + static_cast<int64_t>(blockIdx.x) * 2 * c;
   for (int64_t j = threadIdx.x; j < 2 * c; j += blockDim.x) {
+    const bool db = j >= c;
     A s = 0;
-    for (int w = 0; w < warps; ++w)
-      s += sums[static_cast<int64_t>(w) * 2 * c + j];
+    if (db ? db_sums : dw_sums) {
+      const int64_t at = db ? j - c + (dw_sums ? c : 0) : j;
+      for (int w = 0; w < warps; ++w)
+        s += sums[static_cast<int64_t>(w) * slices * c + at];
+    }
     part[j] = s;
   }
 }

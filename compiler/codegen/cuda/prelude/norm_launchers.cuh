@@ -29,11 +29,13 @@ inline void launch_layer_norm(const T *x, const T *weight, const T *bias, Y *out
 }
 
 // Warps per block of the backward: as many (at most 8) as fit their
-// (2, c) shared-memory slices in 48 KiB, at least one.
-template <class T> inline int layer_norm_backward_warps(int64_t c, bool sums) {
-  if (!sums)
+// shared-memory slices (c of acc_t<T> for each of dweight and dbias wanted)
+// in kNormBackwardSharedBudget, at least one.
+template <class T> inline int layer_norm_backward_warps(int64_t c, int slices) {
+  if (slices == 0)
     return detail::kNormWarps;
-  const int64_t fit = (48 * 1024) / (2 * c * static_cast<int64_t>(sizeof(acc_t<T>)));
+  const int64_t fit = detail::kNormBackwardSharedBudget /
+                      (slices * c * static_cast<int64_t>(sizeof(acc_t<T>)));
   return fit < 1 ? 1 : (fit > detail::kNormWarps ? detail::kNormWarps : static_cast<int>(fit));
 }
 
@@ -47,7 +49,7 @@ template <class T> inline int layer_norm_backward_warps(int64_t c, bool sums) {
 // the backward runs exactly `parts` blocks, each writing its rows' partial
 // sums there, and a second kernel adds the parts in one fixed order:
 // deterministic, no atomics. Returns the launch error of a row too long for shared memory
-// (2 * c * sizeof(acc_t<T>) beyond the device's opt-in limit). cache_grad:
+// (c * sizeof(acc_t<T>) per sum wanted, beyond the device's opt-in limit). cache_grad:
 // keep the grad row (and, where it fits, the addend's) in registers as
 // well as x's (both kernels are tested; the default is the faster on an
 // H200 at GPT-2's shape).
@@ -75,8 +77,9 @@ inline cudaError_t launch_layer_norm_backward(const G *grad, const T *x, const T
                       detail::aligned16(dx) && (!weight || detail::aligned16(weight)) &&
                       (!addend || detail::aligned16(addend)) &&
                       (!dx_cast || detail::aligned16(dx_cast));
-  const int warps = layer_norm_backward_warps<T>(c, sums);
-  const size_t shared = sums ? static_cast<size_t>(warps) * 2 * c * sizeof(acc_t<T>) : 0;
+  const int slices = (dweight != nullptr ? 1 : 0) + (dbias != nullptr ? 1 : 0);
+  const int warps = layer_norm_backward_warps<T>(c, slices);
+  const size_t shared = static_cast<size_t>(warps) * slices * c * sizeof(acc_t<T>);
   const int64_t grid = sums ? parts : grid_for(rows, warps);
   const acc_t<T> e = static_cast<acc_t<T>>(eps);
   auto kernel = vector ? (cache_grad ? detail::layer_norm_backward_kernel<V, G, T, Y, true>
@@ -90,7 +93,8 @@ inline cudaError_t launch_layer_norm_backward(const G *grad, const T *x, const T
       return err;
   }
   kernel<<<static_cast<unsigned>(grid), warps * 32, shared, stream>>>(
-      grad, x, weight, addend, dx, dx_cast, workspace, rows, c, e, rms);
+      grad, x, weight, addend, dx, dx_cast, workspace, dweight != nullptr, dbias != nullptr,
+      rows, c, e, rms);
   if (sums)
     detail::layer_norm_sum_parts_kernel<T>
         <<<static_cast<unsigned>(grid_for(2 * c, 32)), detail::kNormSumWarps * 32, 0, stream>>>(
