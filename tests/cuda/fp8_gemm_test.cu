@@ -426,6 +426,8 @@ void bench(void *workspace) {
       {"llama-1b", "qkv", 3072, 2048},      {"llama-1b", "o_proj", 2048, 2048},
       {"llama-1b", "gate_up", 16384, 2048}, {"llama-1b", "down", 2048, 8192}};
   const int64_t m = 16384;
+  struct CastRow { const char *model, *name; float ms; double both, plain, copy; };
+  std::vector<CastRow> casts;
   cudaStream_t s;
   cudaStreamCreate(&s);
   cudaEvent_t t0, t1;
@@ -475,6 +477,19 @@ void bench(void *workspace) {
           m, sh.k, static_cast<const tcc_cuda::bf16 *>(a.p), dqp, static_cast<e4m3 *>(a8.p),
           static_cast<e4m3 *>(a8t.p), static_cast<Fp8CastStats *>(stats.p), s);
     });
+    // The cast's bandwidth beside a plain cast (no transpose) and a
+    // device-to-device copy of the same input: what the transpose costs,
+    // and how far the casts are from the memory system's rate.
+    float plain = time([&] {
+      tcc_cuda::launch_fp8_cast_transpose<tcc_cuda::bf16, e4m3>(
+          m, sh.k, static_cast<const tcc_cuda::bf16 *>(a.p), dqp, static_cast<e4m3 *>(a8.p),
+          static_cast<e4m3 *>(nullptr), static_cast<Fp8CastStats *>(stats.p), s);
+    });
+    Device copy(m * sh.k * 2);
+    float copied = time([&] { cudaMemcpyAsync(copy.p, a.p, m * sh.k * 2, cudaMemcpyDeviceToDevice, s); });
+    const double elems = static_cast<double>(m) * sh.k;
+    casts.push_back({sh.model, sh.name, cast, elems * 4 / (cast * 1e6), elems * 3 / (plain * 1e6),
+                     elems * 4 / (copied * 1e6)});
     const double flops = 2.0 * m * sh.n * sh.k;
     if (failed || cudaDeviceSynchronize() != cudaSuccess) {
       std::printf("%-10s %-12s failed: %s\n", sh.model, sh.name,
@@ -490,6 +505,13 @@ void bench(void *workspace) {
     tcc_cuda_host::destroy_plan(p2);
   }
   std::printf("(net: bf16 ms / (fp8 fast ms + the activation's cast-transpose ms))\n");
+  std::printf("\n%-10s %-12s %9s %12s %12s %12s\n", "model", "activation", "cast ms",
+              "cast GB/s", "plain GB/s", "copy GB/s");
+  for (const CastRow &r : casts)
+    std::printf("%-10s %-12s %9.4f %12.0f %12.0f %12.0f\n", r.model, r.name, r.ms, r.both,
+                r.plain, r.copy);
+  std::printf("(cast: bf16 in, E4M3 out in both layouts; plain: out only; copy: "
+              "cudaMemcpyAsync of the bf16 input; bytes read plus written)\n");
 }
 
 } // namespace

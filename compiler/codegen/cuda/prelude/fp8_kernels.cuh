@@ -261,30 +261,38 @@ __device__ __forceinline__ uint2 fp8_cast_eight(uint4 raw, float s, uint32_t &am
 // The vector form for 16-bit inputs (bf16, f16) when rows and cols are
 // multiples of 8 and in / out / out_t are 16-byte aligned: 64 x 64 tiles,
 // 256 threads; each thread reads 8 elements per 16-byte load (rows i and
-// i + 32 of the tile, columns j..j+7), writes their 8 bytes to out with
-// one 8-byte store, and after the shared tile fills, gathers 8 bytes of a
-// column for one 8-byte store into out_t. The loads of a block's next tile
-// are issued before the current one is cast, so each thread keeps two
-// tiles' loads in flight (one at a time ran at 1.1-1.5 TB/s on the H200,
-// 2026-12-01). Same results and statistics as fp8_cast_transpose_kernel.
+// i + 32 of the tile, columns j..j+7) and writes their 8 bytes to out with
+// one 8-byte store and to the shared tile as two words. After the tile
+// fills, a thread reads the words of 4 rows at one 4-column group,
+// transposes the 4 x 4 bytes by byte permutes and writes 4 words of out_t
+// (columns c..c+3, rows r..r+3). The loads of a block's next tile are
+// issued before the current one is cast, so each thread keeps two tiles'
+// loads in flight (one at a time ran at 1.1-1.5 TB/s on the H200,
+// 2026-12-01). Tile coordinates in 32-bit arithmetic (the launcher takes
+// this form only below 2^31 tiles): 64-bit division was a library call
+// per tile. Same results and statistics as fp8_cast_transpose_kernel.
 template <class T, class F8>
 __global__ void __launch_bounds__(256)
     fp8_cast_transpose_vec8_kernel(int64_t rows, int64_t cols, const T *__restrict__ in,
                                    const float *__restrict__ scale, F8 *__restrict__ out,
                                    F8 *__restrict__ out_t, Fp8CastStats *stats,
-                              const float *partials, int32_t partial_count,
-                              Fp8TensorScale *current, Fp8ScalingRecord *record) {
+                                   const float *partials, int32_t partial_count,
+                                   Fp8TensorScale *current, Fp8ScalingRecord *record) {
   static_assert(sizeof(T) == 2, "the vector form reads 16-bit elements");
-  __shared__ __align__(8) uint8_t tile[64][64 + 8]; // +8: rows on other banks, 8-byte rows
+  // 64 rows of 16 words (64 bytes) and one more: a column group's words of
+  // rows 4q .. 4q + 3 fall on other banks for each q (two-way at most).
+  __shared__ uint32_t tile[64][17];
   const float s = fp8_scale_of<F8>(scale, partials, partial_count, current, record);
-  const int64_t tile_cols = (cols + 63) / 64;
-  const int64_t tiles = ((rows + 63) / 64) * tile_cols;
+  const uint32_t tile_cols = static_cast<uint32_t>((cols + 63) / 64);
+  const uint32_t tiles = static_cast<uint32_t>((rows + 63) / 64) * tile_cols;
   const int i = threadIdx.x / 8, j = (threadIdx.x % 8) * 8; // tile row (and i + 32), column
+  const int q = threadIdx.x % 16, g = threadIdx.x / 16;     // out_t: rows 4q.., columns 4g..
   uint32_t amax_bits = 0; // the largest magnitude, as T's bits
   uint32_t overflows = 0, underflows = 0;
   uint4 next[2];
-  auto fetch = [&](int64_t t) { // tile t's two loads (zeros outside the tensor)
-    const int64_t r0 = (t / tile_cols) * 64, c0 = (t % tile_cols) * 64;
+  auto fetch = [&](uint32_t t) { // tile t's two loads (zeros outside the tensor)
+    const int64_t r0 = static_cast<int64_t>(t / tile_cols) * 64,
+                  c0 = static_cast<int64_t>(t % tile_cols) * 64;
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
       const int64_t r = r0 + i + 32 * h, c = c0 + j;
@@ -294,10 +302,11 @@ __global__ void __launch_bounds__(256)
     }
   };
   fetch(blockIdx.x);
-  for (int64_t t = blockIdx.x; t < tiles; t += gridDim.x) {
+  for (uint32_t t = blockIdx.x; t < tiles; t += gridDim.x) {
     const uint4 raw[2] = {next[0], next[1]};
     fetch(t + gridDim.x);
-    const int64_t r0 = (t / tile_cols) * 64, c0 = (t % tile_cols) * 64;
+    const int64_t r0 = static_cast<int64_t>(t / tile_cols) * 64,
+                  c0 = static_cast<int64_t>(t % tile_cols) * 64;
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
       const int64_t r = r0 + i + 32 * h, c = c0 + j;
@@ -307,22 +316,29 @@ __global__ void __launch_bounds__(256)
         if (out != nullptr)
           *reinterpret_cast<uint2 *>(&out[r * cols + c].bits) = q8;
       }
-      if (out_t != nullptr)
-        *reinterpret_cast<uint2 *>(&tile[i + 32 * h][j]) = q8;
+      if (out_t != nullptr) {
+        tile[i + 32 * h][j / 4] = q8.x;
+        tile[i + 32 * h][j / 4 + 1] = q8.y;
+      }
     }
     if (out_t != nullptr) { // the same for every thread of the block
       __syncthreads();
-      for (int v = threadIdx.x; v < 512; v += 256) {
-        const int tj = v / 8, ti = (v % 8) * 8; // tile column, first of 8 rows
-        const int64_t c = c0 + tj, r = r0 + ti;
-        if (c < cols && r < rows) { // rows % 8 == 0
-          uint2 g = make_uint2(0, 0);
+      const int64_t r = r0 + 4 * q; // rows % 8 == 0: rows r..r+3 all or none
+      if (r < rows) {
+        const uint32_t w0 = tile[4 * q][g], w1 = tile[4 * q + 1][g], w2 = tile[4 * q + 2][g],
+                       w3 = tile[4 * q + 3][g];
+        // Byte k of row e -> byte e of column k.
+        const uint32_t lo01 = __byte_perm(w0, w1, 0x5140), hi01 = __byte_perm(w0, w1, 0x7362);
+        const uint32_t lo23 = __byte_perm(w2, w3, 0x5140), hi23 = __byte_perm(w2, w3, 0x7362);
+        const uint32_t column[4] = {__byte_perm(lo01, lo23, 0x5410),
+                                    __byte_perm(lo01, lo23, 0x7632),
+                                    __byte_perm(hi01, hi23, 0x5410),
+                                    __byte_perm(hi01, hi23, 0x7632)};
 #pragma unroll
-          for (int e = 0; e < 4; ++e) {
-            g.x |= static_cast<uint32_t>(tile[ti + e][tj]) << (8 * e);
-            g.y |= static_cast<uint32_t>(tile[ti + 4 + e][tj]) << (8 * e);
-          }
-          *reinterpret_cast<uint2 *>(&out_t[c * rows + r].bits) = g;
+        for (int k = 0; k < 4; ++k) {
+          const int64_t c = c0 + 4 * g + k;
+          if (c < cols)
+            *reinterpret_cast<uint32_t *>(&out_t[c * rows + r].bits) = column[k];
         }
       }
       __syncthreads();

@@ -26,8 +26,8 @@ inline void launch_fp8_cast_transpose(int64_t rows, int64_t cols, const T *in,
   const bool aligned = ((reinterpret_cast<uintptr_t>(in) | reinterpret_cast<uintptr_t>(out) |
                          reinterpret_cast<uintptr_t>(out_t)) % 16) == 0;
   if constexpr (sizeof(T) == 2) {
-    if (aligned && rows % 8 == 0 && cols % 8 == 0) {
-      const int64_t tiles = ((rows + 63) / 64) * ((cols + 63) / 64);
+    const int64_t tiles = ((rows + 63) / 64) * ((cols + 63) / 64);
+    if (aligned && rows % 8 == 0 && cols % 8 == 0 && tiles < (int64_t{1} << 31)) {
       const int64_t blocks = tiles < kFp8GridBlocks ? tiles : kFp8GridBlocks;
       detail::fp8_cast_transpose_vec8_kernel<T, F8><<<static_cast<unsigned>(blocks), 256, 0,
                                                       stream>>>(rows, cols, in, scale, out,
