@@ -490,7 +490,10 @@ def KernFuseElementwise : Pass<"kern-fuse-elementwise", "mlir::ModuleOp"> {
     When a kern.elementwise writes a temporary read by exactly one later
     kern.elementwise at its own shape (no broadcast), the two become one
     kernel whose body computes the temporary as a scalar, so it never goes
-    through memory. Repeats along chains. Runs before kern-plan-memory.
+    through memory. Repeats along chains. Then siblings: a kernel right
+    after another of its shape that reads a buffer in common with it, and
+    touches nothing the other writes, joins it (both outputs, common inputs
+    read once). Runs before kern-plan-memory.
   }];
   let dependentDialects = ["tcc::kern::KernDialect"];
 }

@@ -94,10 +94,11 @@ func.func @no_refinement(%x: memref<6x4xf32>, %out: memref<4x6xf32>) {
 // A bf16 normalization read by two kernels: cast to f32, - mean, cast back.
 // The last cast alone reads 4 bytes for 2 it writes, but through the
 // kernels only it reads, the chain reads the 2-byte input: each reader gets
-// its own copy of the chain and nothing between them is stored.
+// its own copy of the chain and nothing between them is stored; the two
+// copies, siblings then, become one kernel writing both outputs.
 // CHECK-LABEL: func.func @recompute_chain
 // CHECK-NOT: kern.alloc
-// CHECK-COUNT-2: kern.elementwise ins(%arg1, %arg0 : memref<4xf32>, memref<2x4xbf16>)
+// CHECK: kern.elementwise ins(%arg1, %arg0 : memref<4xf32>, memref<2x4xbf16>) outs(%arg3, %arg2 : memref<2x4xbf16>, memref<2x4xbf16>)
 // CHECK-NOT: kern.elementwise
 func.func @recompute_chain(%x: memref<2x4xbf16>, %mean: memref<4xf32>,
                            %o1: memref<2x4xbf16>, %o2: memref<2x4xbf16>) {

@@ -131,15 +131,16 @@ func.func @inplace(%p: memref<4xf32>, %g: memref<4xf32>, %out: memref<4xf32>) {
 
 // Recompute rather than store: a widening cast read by two later kernels is
 // copied in front of each and fuses into both, so the f32 copy is never
-// written; both kernels read the 2-byte input.
+// written; both kernels read the 2-byte input, and as siblings (one input,
+// nothing between) they then become one kernel that reads it once.
 // CHECK-LABEL: func.func @recompute_cheap_producer
 // CHECK-NOT: kern.alloc
-// CHECK: kern.elementwise ins(%arg0 : memref<8xbf16>) outs(%arg1 : memref<8xf32>)
+// CHECK: kern.elementwise ins(%arg0 : memref<8xbf16>) outs(%arg2, %arg1 : memref<8xf32>, memref<8xf32>)
 // CHECK: arith.extf
 // CHECK: math.exp
-// CHECK: kern.elementwise ins(%arg0 : memref<8xbf16>) outs(%arg2 : memref<8xf32>)
 // CHECK: arith.extf
 // CHECK: math.log
+// CHECK-NOT: kern.elementwise
 // CHECK-NOT: kern.alloc
 func.func @recompute_cheap_producer(%x: memref<8xbf16>, %a: memref<8xf32>, %b: memref<8xf32>) {
   %xf = kern.alloc : memref<8xf32>
@@ -187,5 +188,72 @@ func.func @keep_narrowing_producer(%x: memref<8xf32>, %a: memref<8xf32>, %b: mem
     %r = math.exp %e : f32
     kern.yield %r : f32
   }
+  return
+}
+
+// -----
+
+// Siblings: two kernels of one shape reading %g and %a (SwiGLU's backward:
+// d_up = g * a, d_gate = g * b * a here), only an alloc between them,
+// become one kernel at the later one's position, writing both outputs;
+// the common inputs are read once.
+// CHECK-LABEL: func.func @siblings
+// CHECK: kern.elementwise ins(%arg0, %arg2, %arg1 : memref<8xf32>, memref<8xf32>, memref<8xf32>) outs(%arg4, %arg3 : memref<8xf32>, memref<8xf32>) attributes {kern.fused_siblings = "siblings fused: d_up + d_gate, 2 input(s) read once"} {
+// CHECK: kern.yield %{{.*}}, %{{.*}} : f32, f32
+// CHECK-NOT: kern.elementwise
+func.func @siblings(%g: memref<8xf32>, %a: memref<8xf32>, %b: memref<8xf32>, %dup: memref<8xf32>, %dgate: memref<8xf32>) {
+  kern.elementwise ins(%g, %a : memref<8xf32>, memref<8xf32>) outs(%dup : memref<8xf32>) {
+  ^bb0(%v: f32, %w: f32, %i: i64):
+    %r = arith.mulf %v, %w : f32
+    kern.yield %r : f32
+  } loc("d_up")
+  %t = kern.alloc : memref<8xf32>
+  kern.elementwise ins(%g, %b, %a : memref<8xf32>, memref<8xf32>, memref<8xf32>) outs(%dgate : memref<8xf32>) {
+  ^bb0(%v: f32, %w: f32, %x: f32, %i: i64):
+    %p = arith.mulf %v, %w : f32
+    %r = arith.mulf %p, %x : f32
+    kern.yield %r : f32
+  } loc("d_gate")
+  return
+}
+
+// -----
+
+// Not siblings: the later kernel reads what the one before writes (%g:
+// it must see the new values); nothing shared with the kernel before; a
+// gemm between.
+// CHECK-LABEL: func.func @not_siblings
+// CHECK: kern.elementwise
+// CHECK: kern.elementwise
+// CHECK-SAME: kern.fused_siblings = "not fused with the kernel before (first): it reads what the kernel before writes"
+// CHECK: kern.elementwise
+// CHECK-NOT: kern.fused_siblings
+// CHECK: kern.gemm
+// CHECK: kern.elementwise
+// CHECK-NOT: kern.fused_siblings
+// CHECK: return
+func.func @not_siblings(%g: memref<8xf32>, %a: memref<8xf32>, %o: memref<8xf32>, %p: memref<8xf32>, %m: memref<4x4xf32>, %n: memref<4x4xf32>) {
+  kern.elementwise ins(%a : memref<8xf32>) outs(%g : memref<8xf32>) {
+  ^bb0(%v: f32, %i: i64):
+    %r = math.exp %v : f32
+    kern.yield %r : f32
+  } loc("first")
+  kern.elementwise ins(%g, %a : memref<8xf32>, memref<8xf32>) outs(%o : memref<8xf32>) {
+  ^bb0(%v: f32, %w: f32, %i: i64):
+    %r = arith.addf %v, %w : f32
+    kern.yield %r : f32
+  } loc("second")
+  kern.elementwise ins(%p : memref<8xf32>) outs(%p : memref<8xf32>) {
+  ^bb0(%v: f32, %i: i64):
+    %r = arith.negf %v : f32
+    kern.yield %r : f32
+  } loc("third")
+  kern.gemm %m, %m, %n {alpha = 1.0 : f64, beta = 0.0 : f64, transpose_a = false, transpose_b = false} : memref<4x4xf32>, memref<4x4xf32>, memref<4x4xf32>
+  %q = kern.alloc : memref<8xf32>
+  kern.elementwise ins(%p, %o : memref<8xf32>, memref<8xf32>) outs(%q : memref<8xf32>) {
+  ^bb0(%v: f32, %w: f32, %i: i64):
+    %r = arith.addf %v, %w : f32
+    kern.yield %r : f32
+  } loc("fourth")
   return
 }
