@@ -15,8 +15,11 @@ enum Fp8Type { kFp8E4M3 = 0, kFp8E5M2 = 1 };
 // partial sums to fp32: faster, less accurate for long K; Transformer Engine
 // uses it in the forward only). Leading dimensions must be 16-byte aligned:
 // k a multiple of 16, n a multiple of 8 (bf16 out) or 4 (f32).
-// The algorithm is cuBLASLt's first heuristic answer (not yet searched and
-// cached as gemm() does).
+// The algorithm is chosen as gemm()'s are (gemm_search.h): up to 16 of
+// cuBLASLt's candidates timed on the first call's operands, the choice
+// cached per GPU and cuBLASLt version under a descriptor such as
+// "e4m3xe5m2->bf16 8192x2048x5632 NT none beta0 align256 ws33554432 32F"
+// ("32F_FAST" with fast accumulation); TCC_GEMM_SEARCH=0: the first answer.
 inline int32_t gemm_fp8(GemmPlan &p, cudaStream_t s, int32_t kernel, Fp8Type type_a,
                         Fp8Type type_b, GemmType out_type, bool fast_accum, int64_t m,
                         int64_t n, int64_t k, const float *dequant_a, const float *dequant_b,
@@ -61,20 +64,26 @@ inline int32_t gemm_fp8(GemmPlan &p, cudaStream_t s, int32_t kernel, Fp8Type typ
     uint64_t alignment = gemm_alignment(A, B, out, 1, 0, 0, 0, 1);
     if (int32_t rc = gemm_preference(pref, workspace_bytes, alignment, kernel))
       return rc;
-    cublasLtMatmulHeuristicResult_t result{};
-    int found = 0;
-    cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(state().lt, p.op, p.a, p.b, p.c, p.c,
-                                                       pref, 1, &result, &found);
+    // Timed on this call's operands (beta 0: out is only written, and the
+    // call below writes it again).
+    const float alpha = 1.0f, beta = 0.0f;
+    GemmOperands o{p.op,  p.a,     p.b,   p.c, &alpha, &beta,     B,
+                   A,     out,     out,   0,   out_type == kGemmBF16, workspace,
+                   workspace_bytes, s};
+    const char *name[2] = {"e4m3", "e5m2"};
+    const std::string in = std::string(name[type_a]) + "x" + name[type_b];
+    std::string descriptor = gemm_descriptor(
+        in.c_str(), out_type == kGemmBF16 ? "bf16" : "f32", fast_accum ? "32F_FAST" : "32F",
+        false, true, m, n, k, 1, 0, 0, 0, "none", false, alignment, workspace_bytes);
+    int32_t rc = select_gemm_algo(descriptor, o, pref, kernel, p.choice);
     cublasLtMatmulPreferenceDestroy(pref);
-    if (st != CUBLAS_STATUS_SUCCESS || found == 0)
-      return set_error("kernel %d: cuBLASLt has no FP8 product for %lldx%lldx%lld (%s)", kernel,
-                       static_cast<long long>(m), static_cast<long long>(n),
-                       static_cast<long long>(k),
-                       st != CUBLAS_STATUS_SUCCESS ? cublas_status_name(st) : "no algorithm");
-    p.algo = result.algo;
+    if (rc)
+      return rc;
+    p.algo = p.choice->algo;
     p.alignment = alignment;
     p.ready = true;
   }
+  note_gemm_choice(kernel, p.choice);
   // The scale pointers may differ from call to call (attributes are cheap).
   cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &dequant_b,
                                  sizeof(dequant_b));
