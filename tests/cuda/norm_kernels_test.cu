@@ -241,8 +241,11 @@ void runCase(std::mt19937_64 &rng, int64_t rows, int64_t c, bool rms, bool affin
 // grad bf16, x f32 -> dx f32, dweight, dbias plus a distinct f32 residual
 // gradient (24 per step) and without it (ln_f, 1 per step). Bytes: each
 // tensor once, plus the workspace written and read.
-void bench() {
-  const int64_t rows = 16384, c = 768;
+// Also (rows 8192, c 2048) the 1B LLaMA-style decoder's RMSNorm backward
+// (bench/fp8: B 4 x T 2048 rows of C 2048): grad bf16, x f32 -> dx f32
+// plus the f32 residual gradient, also cast to bf16 (39 per step), dweight
+// only (no bias sum: one shared-memory slice per warp).
+void bench(int64_t rows, int64_t c) {
   std::mt19937_64 rng(gSeed);
   std::vector<float> x = randomRows<float>(rng, rows, c), w = randomRows<float>(rng, 1, c),
                      a = randomRows<float>(rng, rows, c);
@@ -275,15 +278,25 @@ void bench() {
   };
   const double n = static_cast<double>(rows) * c, wsBytes = 2.0 * parts * 2 * c * 4;
   auto report = [&](const char *what, double ms, double bytes) {
-    std::printf("bench 16384x768 %-62s %.4f ms %6.1f MB %5.0f GB/s\n", what, ms, bytes / 1e6,
+    std::printf("bench %lldx%lld %-62s %.4f ms %6.1f MB %5.0f GB/s\n",
+                static_cast<long long>(rows), static_cast<long long>(c), what, ms, bytes / 1e6,
                 bytes / (ms * 1e-3) / 1e9);
   };
+  DeviceBuffer<bf16> dCast(rows * c);
+  if (c == 2048) {
+    report("rms backward + residual, dx also cast to bf16, dweight", time([&] {
+             CUDA_CHECK((tcc_cuda::launch_layer_norm_backward<bf16, float>(
+                 dG.p, dX.p, dW.p, dA.p, dDx.p, dCast.p, dDw.p, static_cast<float *>(nullptr),
+                 ws.p, parts, rows, c, 1e-6, true, 0)));
+           }),
+           n * (2 + 4 + 4 + 4 + 2) + wsBytes);
+    return;
+  }
   report("forward x f32 -> y bf16, weight, bias", time([&] {
            tcc_cuda::launch_layer_norm<float, bf16>(dX.p, dW.p, dB.p, dY.p, rows, c, 1e-5, false,
                                                     0);
          }),
          n * (4 + 2));
-  DeviceBuffer<bf16> dCast(rows * c);
   auto backward = [&](const float *addend, bool sums, bool cacheGrad, bool cast = false) {
     return time([&] {
       CUDA_CHECK((tcc_cuda::launch_layer_norm_backward<bf16, float>(
@@ -313,48 +326,6 @@ void bench() {
                   tcc_cuda::detail::kNormSumWarps * 32>>>(ws.p, parts, c, dDw.p, dDb.p);
          }),
          wsBytes / 2);
-}
-
-// ms and GB/s of the 1B LLaMA-style decoder's RMSNorm backward (bench/fp8:
-// B 4 x T 2048 rows of C 2048): grad bf16, x f32 -> dx f32 plus the f32
-// residual gradient, also cast to bf16 (39 per step), dweight only (no
-// bias sum: one shared-memory slice per warp).
-void benchRms() {
-  const int64_t rows = 8192, c = 2048;
-  std::mt19937_64 rng(gSeed);
-  std::vector<float> x = randomRows<float>(rng, rows, c), w = randomRows<float>(rng, 1, c),
-                     a = randomRows<float>(rng, rows, c);
-  std::vector<bf16> g = randomRows<bf16>(rng, rows, c);
-  DeviceBuffer<float> dX(rows * c), dA(rows * c), dW(c), dDx(rows * c), dDw(c);
-  DeviceBuffer<bf16> dG(rows * c), dCast(rows * c);
-  const int64_t parts = tcc::kern::normGradParts(rows);
-  DeviceBuffer<float> ws(parts * 2 * c);
-  dX.upload(x);
-  dA.upload(a);
-  dW.upload(w);
-  dG.upload(g);
-  cudaEvent_t start, stop;
-  CUDA_CHECK(cudaEventCreate(&start));
-  CUDA_CHECK(cudaEventCreate(&stop));
-  const int iters = 100;
-  for (int i = 0; i < iters + 10; ++i) {
-    if (i == 10)
-      CUDA_CHECK(cudaEventRecord(start));
-    CUDA_CHECK((tcc_cuda::launch_layer_norm_backward<bf16, float>(
-        dG.p, dX.p, dW.p, dA.p, dDx.p, dCast.p, dDw.p, static_cast<float *>(nullptr), ws.p,
-        parts, rows, c, 1e-6, true, 0)));
-  }
-  CUDA_CHECK(cudaEventRecord(stop));
-  CUDA_CHECK(cudaEventSynchronize(stop));
-  CUDA_CHECK(cudaGetLastError());
-  float ms = 0;
-  CUDA_CHECK(cudaEventElapsedTime(&ms, start, stop));
-  ms /= iters;
-  const double bytes = static_cast<double>(rows) * c * (2 + 4 + 4 + 4 + 2) +
-                       2.0 * parts * 2 * c * 4;
-  std::printf("bench 8192x2048 %-62s %.4f ms %6.1f MB %5.0f GB/s\n",
-              "rms backward + residual, dx also cast to bf16, dweight", ms, bytes / 1e6,
-              bytes / (ms * 1e-3) / 1e9);
 }
 
 } // namespace
@@ -411,8 +382,8 @@ int main(int argc, char **argv) {
   // RMSNorm at the 1B decoder's width: dweight's slice only, 8 warps.
   runCase<float, float, bf16>(rng, 8192, 2048, true, true, 0, /*residual=*/true, /*cast=*/true);
   if (doBench) {
-    bench();
-    benchRms();
+    bench(16384, 768);
+    bench(8192, 2048);
   }
   std::printf("%s: %d failure(s)\n", gFailures ? "FAILED" : "PASSED", gFailures);
   return gFailures ? 1 : 0;
