@@ -20,14 +20,16 @@ from tcc import models  # tcc-models' GPT and MLP written with tcc.nn
 
 __all__ = ["AdamW", "Init", "Model", "SGD", "Tensor", "TccError",
            "WarmupCosine", "load_proto", "lora", "models", "nn", "normal", "ones",
-           "ops", "save_proto", "uniform", "zeros"]
+           "ops", "safetensors", "save_proto", "uniform", "zeros"]
 
 
 def __getattr__(name):
     # PyTorch import on first use only: `import tcc` must not import torch.
-    if name == "lora":  # LoRA adapters, merge; lazily: python3 -m tcc.lora
+    # Submodules on first use too (`tcc.safetensors.load_file(...)` after a
+    # plain `import tcc`, as docs/pytorch-import.md writes it).
+    if name in ("lora", "safetensors"):  # lora: also python3 -m tcc.lora
         import importlib
-        return importlib.import_module("tcc.lora")
+        return importlib.import_module("tcc." + name)
     if name in ("from_torch", "export_torch_weights", "TorchImportError"):
         from tcc import torch_import
         return getattr(torch_import, name)

@@ -273,5 +273,27 @@ class FunctionalTest(unittest.TestCase):
                          .shape, ())
 
 
+class PackageTest(unittest.TestCase):
+    def test_submodules_after_a_plain_import(self):
+        # docs/pytorch-import.md writes `import tcc` then
+        # `tcc.safetensors.load_file(...)`: a fresh interpreter, so no other
+        # test has imported the submodule first; torch stays unimported.
+        import subprocess
+        import sys
+        code = ("import sys, tempfile, os, numpy as np, tcc\n"
+                "path = os.path.join(tempfile.mkdtemp(), 'w.safetensors')\n"
+                "tcc.safetensors.save_file({'w': np.arange(6, dtype=np.float32)}, path)\n"
+                "w = tcc.safetensors.load_file(path)['w']\n"
+                "assert w.tolist() == [0, 1, 2, 3, 4, 5], w\n"
+                "assert callable(tcc.lora.apply)\n"
+                "assert 'torch' not in sys.modules\n"
+                "print('ok')\n")
+        run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+        self.assertEqual(run.returncode, 0, run.stderr)
+        self.assertEqual(run.stdout.strip(), "ok")
+        with self.assertRaisesRegex(AttributeError, "no attribute 'nonesuch'"):
+            tcc.nonesuch
+
+
 if __name__ == "__main__":
     unittest.main(verbosity=1)
