@@ -145,6 +145,10 @@ absl::Status emitCpu(const CompileOptions &options, mlir::ModuleOp module,
   HostCompileOptions compile;
   compile.compiler = options.cxx;
   compile.cpuArch = options.cpuArch;
+  // Per-kernel wall times, printed by the library at exit (cpu_prelude.h's
+  // TCC_PROFILE_SCOPE).
+  if (options.profile)
+    compile.extraFlags.push_back("-DTCC_PROFILE");
   std::string error;
   if (!compileSharedLibrary(step->source, options.output, compile, error))
     return absl::InternalError(error);

@@ -36,6 +36,7 @@ struct CompileOptions {
   std::string cxx;            // host C++ compiler; empty: $CXX, else c++
   Phase phase = Phase::Library; // --compile-to
   std::string cpuArch;        // cpu: -march (see HostCompileOptions::cpuArch)
+  bool profile = false;       // cpu: --profile, the library built with -DTCC_PROFILE
   bool emitGradients = false; // see PipelineOptions
   bool deterministic = false; // see PipelineOptions
   bool cacheFrozen = false;   // --cache-frozen: the entries encode / train_cached

@@ -379,8 +379,8 @@ TEST_F(TrunGpuCliTest, ProfilePrintsWhereTheStepTimeGoes) {
   CliResult cpu = RunTrun(Tokens(cpu_) + " --steps 1 --profile");
   EXPECT_EQ(cpu.exit_code, 1);
   EXPECT_EQ(cpu.err, "trun: error: --profile applies to cuda steps; this step "
-                     "is cpu (cpu steps: build a dumped step.cpp with "
-                     "-DTCC_PROFILE, docs/performance.md)\n");
+                     "is cpu: compile it with tcc compile --profile, and it "
+                     "prints its kernels' times at exit\n");
 }
 
 TEST_F(TrunGpuCliTest, InfoNamesTheTarget) {

@@ -34,9 +34,10 @@ void cblas_dgemm(int order, int ta, int tb, int m, int n, int k, double alpha,
 void openblas_set_num_threads(int num_threads);
 }
 
-// Per-kernel timing: build a dumped step.cpp with -DTCC_PROFILE and every
-// kernel's wall time is summed; the totals go to stderr at exit, slowest
-// first. Without it TCC_PROFILE_SCOPE expands to nothing.
+// Per-kernel timing: `tcc compile --profile` builds the step with
+// -DTCC_PROFILE, and every kernel's wall time is summed; the totals go to
+// stderr at exit, slowest first. Without it TCC_PROFILE_SCOPE expands to
+// nothing.
 #ifdef TCC_PROFILE
 #include <algorithm>
 #include <chrono>

@@ -5,6 +5,7 @@
 //                        [--memory-budget SIZE] [--batch N|auto]
 //                        [--keep-global-batch] [--loss-chunks N|auto]
 //                        [--compile-to PHASE] [--cxx COMPILER] [--cpu-arch ARCH] [--no-native]
+//                        [--profile]
 //                        [--emit-gradients] [--deterministic]
 //                        [--data-parallel] [--sync-batch-norm] [--shard-optimizer N]
 //                        [--shard-parameters N]
@@ -221,6 +222,11 @@ Options:
                         results of a cpu step depend on it (docs/runtime.md)
   --no-native           the same as --cpu-arch none (for a library that must
                         run on another CPU)
+  --profile             cpu: a library that times its kernels: at exit the
+                        process running it (trun, the Python front end)
+                        prints to stderr the time per kind of kernel and the
+                        40 slowest kernels, with their model nodes (a few
+                        percent slower; cuda steps: trun --profile)
   --emit-gradients      the train step skips clipping and the optimizer and
                         returns each gradient as the train output
                         'grad:<param>' (parameters stay unchanged)
@@ -450,6 +456,8 @@ int compileMain(int argc, char **argv) {
         return usageError("--cxx needs a compiler");
     } else if (a == "--no-native") {
       args.cpuArch = "none";
+    } else if (a == "--profile") {
+      args.profile = true;
     } else if (flag == "--cpu-arch") {
       if (!value(args.cpuArch) || args.cpuArch.empty())
         return usageError("--cpu-arch needs a CPU name (e.g. native, x86-64-v3, none)");
@@ -518,6 +526,9 @@ int compileMain(int argc, char **argv) {
     args.target = gpu || tcc::findNvcc() ? "cuda" : "cpu";
   if (args.target == "cpu" && !args.arch.empty())
     return usageError("--arch applies to --target cuda");
+  if (args.target == "cuda" && args.profile)
+    return usageError("--profile applies to --target cpu; a cuda step is profiled as it "
+                      "runs: trun step.so --profile");
   if (gpu) {
     if (args.target == "cpu")
       return usageError("--gpu applies to --target cuda");

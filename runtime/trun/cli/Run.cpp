@@ -145,8 +145,8 @@ absl::Status CheckCudaOnlyFlags(const Options &options, const tcc_step_descripto
   if (options.profile)
     return absl::InvalidArgumentError(absl::StrCat(
         "--profile applies to cuda steps; this step is ", d.target,
-        " (cpu steps: build a dumped step.cpp with -DTCC_PROFILE, "
-        "docs/performance.md)"));
+        ": compile it with tcc compile --profile, and it prints its kernels' "
+        "times at exit"));
   return absl::OkStatus();
 }
 
