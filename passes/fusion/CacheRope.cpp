@@ -21,7 +21,7 @@
 #include "passes/common/NodeNames.h"
 #include "passes/common/TensorBytes.h"
 
-#include "compiler/interpreter/TgInterpreter.h"
+#include "interpreter/TgInterpreter.h"
 #include "dialects/common/ModelAttrs.h"
 #include "dialects/common/ShapeHelpers.h"
 #include "mlir/IR/Builders.h"

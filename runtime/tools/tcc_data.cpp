@@ -1,7 +1,7 @@
 // tcc-data: prepares data for trun. See docs/runtime.md ("Token data").
 //
 //   tcc-data tokenize --level char|byte [--val-fraction F] -o OUT_PREFIX FILES...
-#include "runtime/trun/base/NearestName.h"
+#include "support/NearestName.h"
 #include "runtime/tools/Tokenize.h"
 
 #include "absl/strings/numbers.h"

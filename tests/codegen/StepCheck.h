@@ -16,7 +16,7 @@
 
 #include "compiler/codegen/cpu/CpuCodegen.h"
 #include "compiler/driver/HostCompiler.h"
-#include "compiler/interpreter/TgInterpreter.h"
+#include "interpreter/TgInterpreter.h"
 #include "compiler/pipeline/Pipeline.h"
 #include "dialects/common/ModelAttrs.h"
 #include "dialects/kern/KernDialect.h"

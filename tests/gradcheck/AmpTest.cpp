@@ -12,7 +12,7 @@
 #include <limits>
 #include <random>
 
-#include "compiler/interpreter/TgInterpreter.h"
+#include "interpreter/TgInterpreter.h"
 #include "dialects/common/ModelAttrs.h"
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Transforms/Passes.h"

@@ -1,5 +1,5 @@
 // tg.attention and tg.attention_grad on the reference interpreter
-// (compiler/interpreter/InterpretAttentionOps.cpp):
+// (interpreter/InterpretAttentionOps.cpp):
 //  - the fused op against its written-out form (matmul, scale, causal_mask,
 //    softmax, dropout, matmul; key/value heads broadcast over their query
 //    heads), forward and lse, in float64 to 1e-12; fully masked rows;
@@ -14,7 +14,7 @@
 
 #include <gtest/gtest.h>
 
-#include "compiler/interpreter/InterpreterSupport.h"
+#include "interpreter/InterpreterSupport.h"
 #include "dialects/tg/TgDialect.h"
 #include "dialects/tg/TgStructuralBuilders.h"
 #include "mlir/IR/Verifier.h"

@@ -9,8 +9,8 @@
 
 #include <gtest/gtest.h>
 
-#include "compiler/interpreter/InterpreterSupport.h"
-#include "compiler/interpreter/TgInterpreter.h"
+#include "interpreter/InterpreterSupport.h"
+#include "interpreter/TgInterpreter.h"
 #include "dialects/common/ModelAttrs.h"
 #include "dialects/common/ShapeHelpers.h"
 #include "dialects/tg/TgDialect.h"

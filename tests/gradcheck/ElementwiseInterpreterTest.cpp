@@ -8,7 +8,7 @@
 
 #include <gtest/gtest.h>
 
-#include "compiler/interpreter/TgInterpreter.h"
+#include "interpreter/TgInterpreter.h"
 #include "tcc/counter_rng.h"
 #include "tests/gradcheck/GradCheck.h"
 #include "tests/gradcheck/GradCheckFixture.h"

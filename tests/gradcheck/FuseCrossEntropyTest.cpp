@@ -5,7 +5,7 @@
 // matches finite differences.
 #include <gtest/gtest.h>
 
-#include "compiler/interpreter/TgInterpreter.h"
+#include "interpreter/TgInterpreter.h"
 #include "dialects/tg/TgStructuralBuilders.h"
 #include "mlir/IR/Builders.h"
 #include "mlir/Pass/PassManager.h"

@@ -11,7 +11,7 @@
 #include <cmath>
 #include <random>
 
-#include "compiler/interpreter/TgInterpreter.h"
+#include "interpreter/TgInterpreter.h"
 #include "dialects/common/ModelAttrs.h"
 #include "frontend/importer/Importer.h"
 #include "mlir/Pass/PassManager.h"

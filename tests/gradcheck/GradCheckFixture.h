@@ -21,7 +21,7 @@
 
 #include <gtest/gtest.h>
 
-#include "compiler/interpreter/TgInterpreter.h"
+#include "interpreter/TgInterpreter.h"
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/Parser/Parser.h"
 #include "tests/gradcheck/GradCheck.h"

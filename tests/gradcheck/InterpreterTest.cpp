@@ -5,7 +5,7 @@
 
 #include <gtest/gtest.h>
 
-#include "compiler/interpreter/TgInterpreter.h"
+#include "interpreter/TgInterpreter.h"
 #include "tests/gradcheck/GradCheck.h"
 #include "tests/gradcheck/GradCheckFixture.h"
 

@@ -13,7 +13,7 @@
 
 #include <gtest/gtest.h>
 
-#include "compiler/interpreter/TgInterpreter.h"
+#include "interpreter/TgInterpreter.h"
 #include "tests/gradcheck/GradCheckFixture.h"
 
 using namespace mlir;

@@ -7,7 +7,7 @@
 // emit them are in StructuralGradTest.cpp (normCases).
 #include <gtest/gtest.h>
 
-#include "compiler/interpreter/TgInterpreter.h"
+#include "interpreter/TgInterpreter.h"
 #include "dialects/tg/TgStructuralBuilders.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"

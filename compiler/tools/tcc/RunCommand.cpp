@@ -11,7 +11,7 @@
 #include <string>
 
 #include "compiler/driver/Compile.h"
-#include "compiler/interpreter/TgInterpreter.h"
+#include "interpreter/TgInterpreter.h"
 #include "compiler/pipeline/Pipeline.h"
 #include "dialects/common/ModelAttrs.h"
 #include "dialects/common/ShapeHelpers.h"

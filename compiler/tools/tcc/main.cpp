@@ -28,7 +28,7 @@
 #include "compiler/pipeline/Pipeline.h"
 #include "compiler/tools/tcc/ImportCommand.h"
 #include "compiler/tools/tcc/RunCommand.h"
-#include "runtime/trun/base/NearestName.h"
+#include "support/NearestName.h"
 #include <csignal>
 
 namespace {

@@ -1,6 +1,6 @@
 #include "runtime/trun/cli/Options.h"
 
-#include "runtime/trun/base/NearestName.h"
+#include "support/NearestName.h"
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"

@@ -10,7 +10,7 @@
 #include <algorithm>
 #include <cmath>
 
-#include "compiler/interpreter/InterpreterSupport.h"
+#include "interpreter/InterpreterSupport.h"
 #include "dialects/tg/TgDialect.h"
 #include "llvm/ADT/APFloat.h"
 #include "llvm/ADT/TypeSwitch.h"

@@ -4,7 +4,7 @@
 #include <cmath>
 #include <limits>
 
-#include "compiler/interpreter/InterpreterSupport.h"
+#include "interpreter/InterpreterSupport.h"
 #include "dialects/common/ModelAttrs.h"
 #include "dialects/tg/TgDialect.h"
 #include "llvm/ADT/TypeSwitch.h"

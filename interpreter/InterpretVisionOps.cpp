@@ -9,7 +9,7 @@
 #include <cmath>
 #include <limits>
 
-#include "compiler/interpreter/InterpreterSupport.h"
+#include "interpreter/InterpreterSupport.h"
 #include "dialects/tg/TgDialect.h"
 #include "dialects/common/Window2d.h"
 #include "llvm/ADT/TypeSwitch.h"

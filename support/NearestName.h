@@ -1,8 +1,10 @@
 // "Did you mean" hints for command lines: the known name closest to a
-// mistyped one. Header-only, so trun, tcc and tcc-data share it without
-// linking each other.
-#ifndef TCC_RUNTIME_TRUN_BASE_NEARESTNAME_H
-#define TCC_RUNTIME_TRUN_BASE_NEARESTNAME_H
+// mistyped one. Header-only, in support/ (below the compiler and the
+// runtime, which include nothing of each other's internals:
+// tests/layering), so trun, tcc and tcc-data share it without linking each
+// other.
+#ifndef TCC_SUPPORT_NEARESTNAME_H
+#define TCC_SUPPORT_NEARESTNAME_H
 
 #include <algorithm>
 #include <cctype>
@@ -77,4 +79,4 @@ inline std::string DidYouMean(std::string_view flag, std::string_view help) {
 
 } // namespace tcc
 
-#endif // TCC_RUNTIME_TRUN_BASE_NEARESTNAME_H
+#endif // TCC_SUPPORT_NEARESTNAME_H

@@ -2,14 +2,14 @@
 // op-group files (Interpret*Ops.cpp): index helpers (InterpreterSupport.cpp)
 // and the group hooks. It does not include TgInterpreter.h: the core
 // includes this header, not the other way round.
-#ifndef TCC_COMPILER_INTERPRETER_INTERPRETERSUPPORT_H
-#define TCC_COMPILER_INTERPRETER_INTERPRETERSUPPORT_H
+#ifndef TCC_INTERPRETER_INTERPRETERSUPPORT_H
+#define TCC_INTERPRETER_INTERPRETERSUPPORT_H
 
 #include <optional>
 #include <string>
 #include <vector>
 
-#include "compiler/interpreter/Tensor.h"
+#include "interpreter/Tensor.h"
 #include "mlir/IR/Operation.h"
 #include "mlir/IR/Value.h"
 #include "mlir/Support/LLVM.h"

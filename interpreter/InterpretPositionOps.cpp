@@ -1,6 +1,6 @@
 // The reference interpreter's rules for the position ops (tg.rope), written
 // from the op's definition with plain loops.
-#include "compiler/interpreter/InterpreterSupport.h"
+#include "interpreter/InterpreterSupport.h"
 
 #include "dialects/tg/TgDialect.h"
 #include "llvm/ADT/TypeSwitch.h"

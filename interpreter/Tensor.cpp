@@ -1,4 +1,4 @@
-#include "compiler/interpreter/Tensor.h"
+#include "interpreter/Tensor.h"
 
 namespace tcc::interp {
 

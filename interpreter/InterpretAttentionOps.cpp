@@ -7,7 +7,7 @@
 #include <cmath>
 #include <limits>
 
-#include "compiler/interpreter/InterpreterSupport.h"
+#include "interpreter/InterpreterSupport.h"
 #include "dialects/tg/TgDialect.h"
 #include "llvm/ADT/TypeSwitch.h"
 #include "tcc/counter_rng.h"

@@ -3,9 +3,9 @@
 // checked against the op's result type after every op, so a slip in here is
 // reported rather than silently compared against. Results (and arguments) of
 // a float type narrower than f32 are rounded to it here, once per op.
-#include "compiler/interpreter/TgInterpreter.h"
+#include "interpreter/TgInterpreter.h"
 
-#include "compiler/interpreter/InterpreterSupport.h"
+#include "interpreter/InterpreterSupport.h"
 
 #include <cmath>
 #include <string>

@@ -5,12 +5,12 @@
 // checks, and comparisons with the generated CPU code), so it favours being
 // obviously correct over being fast, and shares no code with the codegen
 // kernels (compiler/codegen/cpu/cpu_prelude.h).
-#ifndef TCC_COMPILER_INTERPRETER_TGINTERPRETER_H
-#define TCC_COMPILER_INTERPRETER_TGINTERPRETER_H
+#ifndef TCC_INTERPRETER_TGINTERPRETER_H
+#define TCC_INTERPRETER_TGINTERPRETER_H
 
 #include <vector>
 
-#include "compiler/interpreter/Tensor.h"
+#include "interpreter/Tensor.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Support/LLVM.h"
 #include "llvm/ADT/ArrayRef.h"

@@ -1,6 +1,6 @@
 // The helpers the reference interpreter's core and its op-group files share
 // (declared in InterpreterSupport.h).
-#include "compiler/interpreter/InterpreterSupport.h"
+#include "interpreter/InterpreterSupport.h"
 
 #include <cstdio>
 

@@ -2,8 +2,8 @@
 // of its own so that the helpers the op-group files share
 // (InterpreterSupport.h) need not include the evaluator's entry point
 // (TgInterpreter.h), whose implementation includes them.
-#ifndef TCC_COMPILER_INTERPRETER_TENSOR_H
-#define TCC_COMPILER_INTERPRETER_TENSOR_H
+#ifndef TCC_INTERPRETER_TENSOR_H
+#define TCC_INTERPRETER_TENSOR_H
 
 #include <cstdint>
 #include <vector>
