@@ -61,6 +61,34 @@ TEST_F(TrunCliTest, TrainsAndEvaluatesOnDataDirectory) {
       << result.out;
 }
 
+// --test-batches N: the test pass reads the first N batches only (issue 38:
+// Fashion-MNIST's 10,000 test images took longer than a short run), says
+// so, and reports accuracy over those samples; it needs --data and a count.
+TEST_F(TrunCliTest, TestBatchesLimitsTheTestPass) {
+  CliResult whole = RunTrun(Step() + " --data " + dir_.path() + " --steps 2");
+  CliResult first = RunTrun(Step() + " --data " + dir_.path() + " --steps 2 --test-batches 1");
+  ASSERT_EQ(whole.exit_code, 0) << whole.err;
+  ASSERT_EQ(first.exit_code, 0) << first.err;
+  std::smatch all, part, limit;
+  ASSERT_TRUE(std::regex_search(whole.out, all, std::regex(R"(test accuracy: \S+ \(\d+/(\d+)\))")))
+      << whole.out;
+  ASSERT_TRUE(std::regex_search(first.out, limit,
+                                std::regex(R"(test: (\d+) samples from \S+ \(the first (\d+): --test-batches 1\))")))
+      << first.out;
+  ASSERT_TRUE(std::regex_search(first.out, part, std::regex(R"(test accuracy: \S+ \(\d+/(\d+)\))")))
+      << first.out;
+  EXPECT_EQ(limit[1].str(), all[1].str());  // the split's size, as before
+  EXPECT_EQ(part[1].str(), limit[2].str()); // accuracy over the first batch
+  EXPECT_LT(std::stoll(part[1].str()), std::stoll(all[1].str()));
+
+  CliResult zero = RunTrun(Step() + " --data " + dir_.path() + " --test-batches 0");
+  EXPECT_EQ(zero.exit_code, 2);
+  EXPECT_NE(zero.err.find("--test-batches"), std::string::npos) << zero.err;
+  CliResult alone = RunTrun(Step() + " --test-batches 2");
+  EXPECT_EQ(alone.exit_code, 2);
+  EXPECT_NE(alone.err.find("missing --data"), std::string::npos) << alone.err;
+}
+
 TEST_F(TrunCliTest, SameSeedReproducesOtherSeedDiffers) {
   std::string args = Step() + " --data " + dir_.path() + " --steps 2";
   CliResult a = RunTrun(args + " --seed 4");

@@ -23,6 +23,7 @@ struct Options {
   std::optional<DataOrder> data_order; // --data-order (default random)
   int64_t eval_every = 0;              // --eval-every (0: only at the end)
   int64_t eval_batches = 20;           // --eval-batches
+  int64_t test_batches = 0;            // --test-batches (0: the whole test split)
   std::optional<int64_t> steps;        // --steps
   std::optional<int64_t> epochs;       // --epochs (default 1)
   std::optional<double> learning_rate; // --lr (default: the step's)

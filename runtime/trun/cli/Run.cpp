@@ -405,13 +405,21 @@ absl::Status RunImageClassifier(const Options &options,
     out << "note: no test data (pass --test IMAGES,LABELS); skipping "
            "evaluation\n";
   } else {
-    out << absl::StrFormat("test: %d samples from %s\n", test->count,
-                           files->test->images);
+    const int64_t tested =
+        options.test_batches > 0
+            ? std::min<int64_t>(test->count, options.test_batches * binding.batch_size)
+            : test->count;
+    out << absl::StrFormat("test: %d samples from %s", test->count, files->test->images);
+    if (tested < test->count)
+      out << absl::StrFormat(" (the first %d: --test-batches %d)", tested,
+                             options.test_batches);
+    out << "\n";
     if (binding.logits_output == -1)
       out << "note: step has no 'logits' output; reporting test loss only\n";
     // Every rank evaluates the whole test split (the same weights, the same
     // result; rank 0 reports it): no exchange needed.
-    SequentialBatches test_batches(*test, normalizer, binding.batch_size);
+    SequentialBatches test_batches(*test, normalizer, binding.batch_size,
+                                   options.test_batches > 0 ? tested : -1);
     absl::StatusOr<EvalResult> result = trainer.Evaluate(test_batches);
     if (!result.ok())
       return result.status();

@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 
+#include <algorithm>
 #include <optional>
 
 namespace tcc::trun {
@@ -74,15 +75,21 @@ absl::Status RunNamedArrays(const Options &options,
            "skipping evaluation\n";
     return absl::OkStatus();
   }
-  out << absl::StrFormat("test: %d samples\n", test->count());
+  const int64_t tested =
+      options.test_batches > 0
+          ? std::min<int64_t>(test->count(), options.test_batches * binding.batch_size)
+          : test->count();
+  out << absl::StrFormat("test: %d samples", test->count());
+  if (tested < test->count())
+    out << absl::StrFormat(" (the first %d: --test-batches %d)", tested, options.test_batches);
+  out << "\n";
   if (binding.logits_output == -1)
     out << "note: reporting test loss only (accuracy needs an output "
            "'logits' [batch, classes] and one integer input [batch] of "
            "labels)\n";
   // Every rank evaluates the whole test split (the same weights, the same
   // result; rank 0 reports it).
-  SequentialBatches test_batches(test->count(), test->copier(),
-                                 binding.batch_size);
+  SequentialBatches test_batches(tested, test->copier(), binding.batch_size);
   absl::StatusOr<EvalResult> result = trainer.Evaluate(test_batches);
   if (!result.ok())
     return result.status();

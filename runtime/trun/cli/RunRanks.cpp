@@ -83,6 +83,7 @@ absl::Status CheckSameFlags(RankGroup &ranks, const Options &options) {
                                           : "(default)"},
       {"--eval-every", absl::StrCat(options.eval_every)},
       {"--eval-batches", absl::StrCat(options.eval_batches)},
+      {"--test-batches", absl::StrCat(options.test_batches)},
       {"--steps", text(options.steps)},
       {"--epochs", text(options.epochs)},
       {"--lr", options.learning_rate ? absl::StrFormat("%.17g", *options.learning_rate)

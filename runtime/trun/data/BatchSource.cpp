@@ -204,9 +204,10 @@ void ShuffledBatches::SeekTo(int64_t batches) {
 
 SequentialBatches::SequentialBatches(const LabeledImages &data,
                                      const PixelNormalizer &normalizer,
-                                     int64_t batch_size)
-    : SequentialBatches(data.count, ImageCopier(data, normalizer),
-                        batch_size) {}
+                                     int64_t batch_size, int64_t max_samples)
+    : SequentialBatches(max_samples >= 0 ? std::min<int64_t>(data.count, max_samples)
+                                         : data.count,
+                        ImageCopier(data, normalizer), batch_size) {}
 
 SequentialBatches::SequentialBatches(int64_t count, SampleCopier copy,
                                      int64_t batch_size)

@@ -191,8 +191,10 @@ private:
 // batch is padded with copies of its last real sample.
 class SequentialBatches : public BatchSource {
 public:
+  // The first `max_samples` images only when >= 0 (trun --test-batches).
   SequentialBatches(const LabeledImages &data,
-                    const PixelNormalizer &normalizer, int64_t batch_size);
+                    const PixelNormalizer &normalizer, int64_t batch_size,
+                    int64_t max_samples = -1);
   // Any `count` samples, copied by `copy` (named arrays).
   SequentialBatches(int64_t count, SampleCopier copy, int64_t batch_size);
   bool Next(HostBatch &batch) override;
