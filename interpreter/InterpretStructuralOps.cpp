@@ -342,6 +342,22 @@ FailureOr<Tensor> evalCrossEntropy(tg::CrossEntropyOp op, const Tensor &logits,
   return Tensor::scalar(counted == 0 ? 0.0 : total / counted);
 }
 
+// A row's mean (0 unless centered) and 1 / sqrt(mean((x - mean)^2) + eps),
+// shared by the norms' forward and gradient.
+void rowStatistics(const double *x, int64_t c, double eps, bool centered, double &mean,
+                   double &rstd) {
+  mean = 0.0;
+  if (centered) {
+    for (int64_t j = 0; j < c; ++j)
+      mean += x[j];
+    mean /= c;
+  }
+  double squares = 0.0;
+  for (int64_t j = 0; j < c; ++j)
+    squares += (x[j] - mean) * (x[j] - mean);
+  rstd = 1.0 / std::sqrt(squares / c + eps);
+}
+
 // (x - mean) / sqrt(var + eps) [* weight] [+ bias] over the last axis
 // (rms: x / sqrt(mean(x^2) + eps) [* weight]).
 Tensor normalizeLastAxis(const Tensor &input, const Tensor *weight,
@@ -350,16 +366,8 @@ Tensor normalizeLastAxis(const Tensor &input, const Tensor *weight,
   Tensor out = Tensor::zeros(input.shape);
   for (int64_t r = 0; r < rows; ++r) {
     const double *x = &input.data[r * c];
-    double mean = 0.0;
-    if (centered) {
-      for (int64_t j = 0; j < c; ++j)
-        mean += x[j];
-      mean /= c;
-    }
-    double squares = 0.0;
-    for (int64_t j = 0; j < c; ++j)
-      squares += (x[j] - mean) * (x[j] - mean);
-    double scale = 1.0 / std::sqrt(squares / c + eps);
+    double mean, scale;
+    rowStatistics(x, c, eps, centered, mean, scale);
     for (int64_t j = 0; j < c; ++j) {
       double y = (x[j] - mean) * scale;
       if (weight)
@@ -397,16 +405,8 @@ std::vector<Tensor> normGrad(const Tensor &grad, const Tensor &input, const Tens
   std::vector<double> xhat(c), dxhat(c);
   for (int64_t r = 0; r < rows; ++r) {
     const double *x = &input.data[r * c], *g = &grad.data[r * c];
-    double mean = 0.0;
-    if (centered) {
-      for (int64_t j = 0; j < c; ++j)
-        mean += x[j];
-      mean /= c;
-    }
-    double squares = 0.0;
-    for (int64_t j = 0; j < c; ++j)
-      squares += (x[j] - mean) * (x[j] - mean);
-    double rstd = 1.0 / std::sqrt(squares / c + eps);
+    double mean, rstd;
+    rowStatistics(x, c, eps, centered, mean, rstd);
     double sumDxhat = 0.0, sumDot = 0.0;
     for (int64_t j = 0; j < c; ++j) {
       xhat[j] = (x[j] - mean) * rstd;
