@@ -74,9 +74,15 @@ LogicalResult MultiSumOp::verify() {
     return emitOpError("chunk must be positive");
   SmallVector<int64_t> counts;
   for (auto [in, out] : llvm::zip(getInputs(), getOutputs())) {
-    if (mrt(in).getElementType() != mrt(out).getElementType())
+    Type it = mrt(in).getElementType(), ot = mrt(out).getElementType();
+    if (getSquares()) {
+      if (!ot.isF32() || !(it.isF32() || it.isBF16() || it.isF16()))
+        return emitOpError("with squares sums f32, bf16 or f16 inputs into f32 outputs, not ")
+               << in.getType() << " into " << out.getType();
+    } else if (it != ot) {
       return emitOpError("input ") << in.getType() << " and output " << out.getType()
                                    << " element types differ";
+    }
     if (mrt(out).getNumElements() != 1)
       return emitOpError("output ") << out.getType() << " must hold one element";
     counts.push_back(mrt(in).getNumElements());

@@ -623,14 +623,23 @@ def Kern_MultiSumOp : Kern_Op<"multi_sum", [AttrSizedOperandSegments]> {
     per member), then each member's partials in order: no atomics, the same
     bits every run. The CPU loop sums each input as kern.reduce does and
     leaves `partials` alone.
+
+    With `squares`, each output is the sum of the squares of its input's
+    elements: every element is widened to f32 (the outputs' type; inputs
+    may be f32, bf16 or f16) and squared in f32 before it is added, the
+    values a kern.elementwise square would have written for a plain sum
+    to read (kern-fuse-horizontal folds such squares in: the gradient is
+    read once, at its own width, and no f32 copy is written).
   }];
   let arguments = (ins
     Arg<Variadic<Kern_FloatBuffer>, "", [MemRead]>:$inputs,
     Arg<Variadic<Kern_FloatBuffer>, "", [MemWrite]>:$outputs,
     Arg<MemRefOf<[F64]>, "", [MemRead, MemWrite]>:$partials,
-    I64Attr:$chunk);
+    I64Attr:$chunk,
+    UnitAttr:$squares);
   let assemblyFormat = [{
-    `(` $inputs `)` `into` `(` $outputs `)` `partials` $partials attr-dict `:`
+    `(` $inputs `)` `into` `(` $outputs `)` `partials` $partials (`squares` $squares^)?
+    attr-dict `:`
     `(` type($inputs) `)` `->` `(` type($outputs) `)` `,` type($partials)
   }];
   let hasVerifier = 1;

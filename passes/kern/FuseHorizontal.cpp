@@ -11,6 +11,17 @@
 //   - kern.reduce sums of a whole tensor into one element, of one element
 //     type, into one kern.multi_sum.
 //
+// First, squares are folded into their sums: a whole-tensor f32 kern.reduce
+// sum whose input is a temporary that one kern.elementwise writes as
+// `x * x` (x an input of the kernel, widened from bf16 / f16 or not, or
+// another of its outputs) and nothing else reads becomes a one-member
+// kern.multi_sum with `squares` reading x's buffer, and the kernel stops
+// writing the square (and goes when it wrote nothing else). The global
+// gradient norm wrote an f32 square of every bf16 gradient (6 bytes per
+// parameter) for the sum to read (4 more): now the sum reads the 2-byte
+// gradient, and the values added are the same (the square in f32, then
+// added in f64). Folded sums group with each other like the plain ones.
+//
 // A group runs where its first kernel ran; a later kernel may join when
 // moving it there changes nothing: it reads no buffer that a member writes
 // and writes none that a member reads or writes (members run at once), no
@@ -29,6 +40,7 @@
 //===----------------------------------------------------------------------===//
 #include "passes/Passes.h"
 
+#include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/IR/Builders.h"
 #include "passes/common/NodeNames.h"
 #include "llvm/ADT/DenseSet.h"
@@ -184,7 +196,110 @@ std::string decision(int id, const Group &g) {
 // What one pass over a function decided.
 struct Tally {
   int groups = 0, grouped = 0, refused = 0, alone = 0, notCandidates = 0;
+  int squaresFolded = 0;
+  int64_t squareBytes = 0; // f32 squares no longer written and read
 };
+
+// The buffer whose elements `r` sums the squares of, when its input is a
+// temporary only `producer` writes (as x * x, see the file comment) and
+// only `r` reads, and nothing between them writes that buffer; sets
+// `producer` and `slot` (the square's output). Else null.
+Value squaredSource(kern::ReduceOp r, kern::ElementwiseOp &producer, unsigned &slot) {
+  Value x = r.getInput();
+  MemRefType in = mrt(x);
+  if (r.getKind() != kern::ReduceKind::sum || !in.getElementType().isF32() ||
+      !mrt(r.getOut()).getElementType().isF32() ||
+      static_cast<int64_t>(r.getAxes().size()) != in.getRank() || in.getNumElements() == 0 ||
+      !x.getDefiningOp<kern::AllocOp>())
+    return {};
+  producer = {};
+  for (Operation *user : x.getUsers()) {
+    if (user == r.getOperation())
+      continue;
+    auto e = dyn_cast<kern::ElementwiseOp>(user);
+    if (!e || producer || !llvm::is_contained(e.getOutputs(), x) ||
+        llvm::is_contained(e.getInputs(), x))
+      return {};
+    producer = e;
+  }
+  if (!producer || producer->getBlock() != r->getBlock() || !producer->isBeforeInBlock(r))
+    return {};
+  slot = llvm::find(producer.getOutputs(), x) - producer.getOutputs().begin();
+  Block &body = producer.getBodyBlock();
+  auto yield = cast<kern::YieldOp>(body.getTerminator());
+  auto square = yield.getOperand(slot).getDefiningOp<arith::MulFOp>();
+  if (!square || square.getLhs() != square.getRhs() || !square.getType().isF32())
+    return {};
+  // x itself: widened from a 16-bit input, an f32 input, or another output.
+  Value v = square.getLhs();
+  Type widenedFrom;
+  if (auto ext = v.getDefiningOp<arith::ExtFOp>()) {
+    widenedFrom = ext.getIn().getType();
+    v = ext.getIn();
+  }
+  Value source;
+  if (auto arg = dyn_cast<BlockArgument>(v); arg && arg.getOwner() == &body &&
+                                             arg.getArgNumber() < producer.getInputs().size()) {
+    Value input = producer.getInputs()[arg.getArgNumber()];
+    if (mrt(input).getShape() == producer.getShape())
+      source = input;
+  }
+  for (auto [j, out] : llvm::enumerate(producer.getOutputs()))
+    if (!source && j != slot && yield.getOperand(j) == v)
+      source = out;
+  if (!source)
+    return {};
+  Type et = mrt(source).getElementType();
+  if (widenedFrom ? !(et.isBF16() || et.isF16()) : !et.isF32())
+    return {};
+  Value root = kern::rootBuffer(source);
+  for (Operation *op = producer->getNextNode(); op != r.getOperation(); op = op->getNextNode())
+    for (Value operand : op->getOperands())
+      if (isa<MemRefType>(operand.getType()) && kern::rootBuffer(operand) == root &&
+          kern::writesBuffer(op, operand))
+        return {};
+  return source;
+}
+
+// Folds squares into their sums (the file comment): each becomes a
+// one-member kern.multi_sum with `squares` where the sum was.
+void foldSquaresIntoSums(func::FuncOp f, Tally &tally) {
+  SmallVector<kern::ReduceOp> sums(f.getOps<kern::ReduceOp>());
+  for (kern::ReduceOp r : sums) {
+    kern::ElementwiseOp producer;
+    unsigned slot = 0;
+    Value source = squaredSource(r, producer, slot);
+    if (!source)
+      continue;
+    OpBuilder b(r);
+    int64_t n = mrt(source).getNumElements();
+    auto partialsType =
+        MemRefType::get({kern::MultiSumOp::partialsFor({n}, kSumChunk)}, b.getF64Type());
+    Value partials = kern::AllocOp::create(b, r.getLoc(), partialsType);
+    kern::MultiSumOp::create(b, r.getLoc(), ValueRange{source}, ValueRange{r.getOut()},
+                             partials, b.getI64IntegerAttr(kSumChunk), b.getUnitAttr());
+    Value square = r.getInput();
+    r->erase();
+    // The producer without the square's output.
+    SmallVector<Value> outputs;
+    for (auto [j, out] : llvm::enumerate(producer.getOutputs()))
+      if (j != slot)
+        outputs.push_back(out);
+    if (!outputs.empty()) {
+      OpBuilder pb(producer);
+      auto trimmed = kern::ElementwiseOp::create(pb, producer.getLoc(), producer.getInputs(),
+                                                 outputs);
+      trimmed->setAttrs(producer->getDiscardableAttrDictionary());
+      trimmed.getBody().takeBody(producer.getBody());
+      trimmed.getBodyBlock().getTerminator()->eraseOperand(slot);
+    }
+    producer->erase();
+    ++tally.squaresFolded;
+    tally.squareBytes += 2 * mrt(square).getNumElements() * 4;
+    if (square.use_empty())
+      square.getDefiningOp()->erase();
+  }
+}
 
 // Groups `candidates` (in block order): each joins the latest group of its
 // key that takes it, or starts one. Returns the groups of two or more;
@@ -317,31 +432,51 @@ void groupSums(func::FuncOp f, int &nextId, Tally &tally) {
   for (Operation &op : f.getBody().front())
     position[&op] = position.size();
   SmallVector<Candidate> candidates;
-  for (kern::ReduceOp r : f.getOps<kern::ReduceOp>()) {
-    MemRefType in = mrt(r.getInput());
-    if (r.getKind() != kern::ReduceKind::sum ||
-        static_cast<int64_t>(r.getAxes().size()) != in.getRank() ||
-        in.getNumElements() == 0 ||
-        mrt(r.getOut()).getElementType() != in.getElementType())
-      continue; // not a whole-tensor sum of one type: no candidate, not reported
-    Candidate c{r, "", {}, {}};
+  for (Operation &op : f.getBody().front()) {
+    Value input, out;
+    bool squares = false;
+    if (auto r = dyn_cast<kern::ReduceOp>(op)) {
+      MemRefType in = mrt(r.getInput());
+      if (r.getKind() != kern::ReduceKind::sum ||
+          static_cast<int64_t>(r.getAxes().size()) != in.getRank() ||
+          in.getNumElements() == 0 ||
+          mrt(r.getOut()).getElementType() != in.getElementType())
+        continue; // not a whole-tensor sum of one type: no candidate, not reported
+      input = r.getInput();
+      out = r.getOut();
+    } else if (auto m = dyn_cast<kern::MultiSumOp>(op);
+               m && m.getInputs().size() == 1 && m.getSquares()) {
+      input = m.getInputs()[0]; // a square folded in above
+      out = m.getOutputs()[0];
+      squares = true;
+    } else {
+      continue;
+    }
+    Candidate c{&op, "", {}, {}};
     llvm::raw_string_ostream key(c.key);
-    key << "sum " << in.getElementType();
-    c.reads.insert(kern::rootBuffer(r.getInput()));
-    c.writes.insert(kern::rootBuffer(r.getOut()));
+    key << (squares ? "sum of squares " : "sum ") << mrt(input).getElementType();
+    c.reads.insert(kern::rootBuffer(input));
+    c.writes.insert(kern::rootBuffer(out));
     candidates.push_back(std::move(c));
   }
   for (Group &g : formGroups(candidates, position, tally)) {
     Operation *anchor = g.members.front()->op;
     for (Candidate *m : g.members)
       hoistOperands(m->op, anchor);
-    SmallVector<Value> inputs, outputs;
+    SmallVector<Value> inputs, outputs, oldPartials;
     SmallVector<int64_t> counts;
+    const bool squares = isa<kern::MultiSumOp>(anchor);
     for (Candidate *m : g.members) {
-      auto r = cast<kern::ReduceOp>(m->op);
-      inputs.push_back(r.getInput());
-      outputs.push_back(r.getOut());
-      counts.push_back(mrt(r.getInput()).getNumElements());
+      if (auto r = dyn_cast<kern::ReduceOp>(m->op)) {
+        inputs.push_back(r.getInput());
+        outputs.push_back(r.getOut());
+      } else {
+        auto one = cast<kern::MultiSumOp>(m->op);
+        inputs.push_back(one.getInputs()[0]);
+        outputs.push_back(one.getOutputs()[0]);
+        oldPartials.push_back(one.getPartials());
+      }
+      counts.push_back(mrt(inputs.back()).getNumElements());
     }
     OpBuilder b(anchor);
     Location loc = groupLoc(b, g);
@@ -349,11 +484,15 @@ void groupSums(func::FuncOp f, int &nextId, Tally &tally) {
         {kern::MultiSumOp::partialsFor(counts, kSumChunk)}, b.getF64Type());
     Value partials = kern::AllocOp::create(b, loc, partialsType);
     auto multi = kern::MultiSumOp::create(b, loc, inputs, outputs, partials,
-                                          b.getI64IntegerAttr(kSumChunk));
+                                          b.getI64IntegerAttr(kSumChunk),
+                                          squares ? b.getUnitAttr() : UnitAttr());
     multi->setAttr(kDecisionAttr, b.getStringAttr(decision(nextId++, g)));
     ++tally.groups;
     for (Candidate *m : g.members)
       m->op->erase();
+    for (Value p : oldPartials)
+      if (p.use_empty())
+        p.getDefiningOp()->erase();
   }
 }
 
@@ -369,6 +508,7 @@ struct KernFuseHorizontalPass
     for (func::FuncOp f : module.getOps<func::FuncOp>()) {
       if (f.getBody().empty())
         continue;
+      foldSquaresIntoSums(f, tally);
       groupElementwise(f, nextId, tally);
       groupSums(f, nextId, tally);
     }
@@ -384,9 +524,17 @@ struct KernFuseHorizontalPass
               module.getContext(),
               llvm::formatv("{0} groups of {1} kernels; {2} refused by a group of their "
                             "body, {3} alone with their body, {4} elementwise with a "
-                            "broadcast input (all functions)",
+                            "broadcast input{5} (all functions)",
                             tally.groups, tally.grouped, tally.refused, tally.alone,
-                            tally.notCandidates)
+                            tally.notCandidates,
+                            tally.squaresFolded == 0
+                                ? std::string()
+                                : llvm::formatv("; {0} squares folded into their sums "
+                                                "({1:F1} MiB of f32 squares neither "
+                                                "written nor read)",
+                                                tally.squaresFolded,
+                                                tally.squareBytes / 1048576.0)
+                                      .str())
                   .str()));
   }
 };

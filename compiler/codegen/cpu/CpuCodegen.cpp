@@ -500,9 +500,23 @@ private:
     return success();
   }
 
-  // Each member summed as its own whole-tensor kern.reduce would be.
+  // Each member summed as its own whole-tensor kern.reduce would be; sums
+  // of squares square each element in float, then add it in double, as
+  // the f32 square kernel and the sum of what it stored did.
   LogicalResult emitMultiSum(kern::MultiSumOp s, double &flops) {
     for (auto [in, out] : llvm::zip(s.getInputs(), s.getOutputs())) {
+      if (s.getSquares()) {
+        Type it = mrt(in).getElementType(), et = mrt(out).getElementType();
+        int64_t n = mrt(in).getNumElements();
+        flops += 2.0 * n;
+        os_ << llvm::formatv("  {{\n    double acc = 0.0;\n    const {0} *row = {1};\n"
+                             "#pragma omp simd reduction(+:acc)\n"
+                             "    for (int64_t j = 0; j < {2}; ++j) {{ const float v = {3}; "
+                             "acc += static_cast<double>(v * v); }\n    {4}[0] = {5};\n  }\n",
+                             storageType(it), name(in), n, load(it, "row[j]"), name(out),
+                             store(et, "static_cast<float>(acc)"));
+        continue;
+      }
       SmallVector<int64_t> axes;
       for (int64_t d = 0; d < mrt(in).getRank(); ++d)
         axes.push_back(d);

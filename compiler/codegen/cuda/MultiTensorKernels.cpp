@@ -302,13 +302,14 @@ LogicalResult CudaStepEmitter::emitMultiSum(kern::MultiSumOp m, llvm::raw_ostrea
     if (mrt(v).getElementType() != et)
       return m.emitError("cuda codegen: kern.multi_sum inputs of different element types");
   std::string ft = familyElementType(et, CodeTarget::Cuda);
+  std::string ot = familyElementType(mrt(m.getOutputs()[0]).getElementType(), CodeTarget::Cuda);
   int64_t chunk = m.getChunkAttr().getInt();
   std::string text = llvm::formatv(
       "extern \"C\" void @NAME@(cudaStream_t s, int32_t count, void *const *in, void *const "
       "*out, const int64_t *n, double *partials) {{\n"
-      "  tcc_cuda::launch_multi_sum<{0}, {1}>(count, reinterpret_cast<const {0} *const *>(in), "
-      "reinterpret_cast<{0} *const *>(out), n, {2}, partials, s);\n}\n",
-      ft, kMultiSumCap, chunk);
+      "  tcc_cuda::launch_multi_sum<{0}, {1}, {3}, {4}>(count, reinterpret_cast<const {0} "
+      "*const *>(in), reinterpret_cast<{3} *const *>(out), n, {2}, partials, s);\n}\n",
+      ft, kMultiSumCap, chunk, ot, m.getSquares() ? "true" : "false");
   std::string params =
       "int32_t count, void *const *in, void *const *out, const int64_t *n, double *partials";
   std::string kernel = kernels_.add("multi_sum", text, params);
@@ -323,7 +324,7 @@ LogicalResult CudaStepEmitter::emitMultiSum(kern::MultiSumOp m, llvm::raw_ostrea
     int64_t n = mrt(in).getNumElements();
     sizes.push_back(n);
     counts += (k ? ", " : "") + std::to_string(n);
-    work += n;
+    work += m.getSquares() ? 2 * n : n;
     bytes += bufferBytes(mrt(in)) + bufferBytes(mrt(out));
   }
   flops += work;
@@ -338,7 +339,8 @@ LogicalResult CudaStepEmitter::emitMultiSum(kern::MultiSumOp m, llvm::raw_ostrea
   int64_t partials = kern::MultiSumOp::partialsFor(sizes, chunk);
   int64_t launches = 2 * ((count + kMultiSumCap - 1) / kMultiSumCap);
   launch(os, m, kernel, call,
-         llvm::formatv("{0} tensors, {1} launches: {2}x256 + {0}x32", count, launches, partials)
+         llvm::formatv("{0} tensors{3}, {1} launches: {2}x256 + {0}x32", count, launches,
+                       partials, m.getSquares() ? " (sums of squares)" : "")
              .str(),
          work, bytes);
   return success();

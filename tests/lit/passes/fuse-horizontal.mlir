@@ -42,18 +42,19 @@ func.func @updates(%p0: memref<5x7xf32>, %p1: memref<1xf32>, %p2: memref<3xf32>,
 
 // -----
 
-// Casts and squares with their whole-tensor sums, interleaved as the
-// gradient norm is: the casts group, the sums group after them; a later
-// kernel's output buffer (allocated after the first member) moves up.
+// Squares of bf16 gradients with their whole-tensor sums, interleaved as
+// the gradient norm is: each square folds into its sum (the sum reads the
+// bf16 gradient, no f32 square is written), and the two sums of squares
+// group into one kern.multi_sum with `squares`.
 // CHECK-LABEL: func.func @norm
-// CHECK: %[[A:.*]] = kern.alloc : memref<4x3xf32>
-// CHECK: %[[B:.*]] = kern.alloc : memref<5xf32>
-// CHECK-NEXT: kern.multi_elementwise ins(%arg0, %arg1 : memref<4x3xbf16>, memref<5xbf16>) outs(%[[A]], %[[B]] : memref<4x3xf32>, memref<5xf32>)
+// CHECK-SAME: 2 squares folded into their sums
+// CHECK-NOT: kern.elementwise ins(%arg
 // CHECK: %[[S0:.*]] = kern.alloc : memref<f32>
 // CHECK: %[[S1:.*]] = kern.alloc : memref<f32>
 // CHECK-NEXT: %[[PART:.*]] = kern.alloc : memref<2xf64>
-// CHECK-NEXT: kern.multi_sum(%[[A]], %[[B]]) into(%[[S0]], %[[S1]]) partials %[[PART]] {chunk = 65536 : i64, kern.fuse_horizontal = "group 1: 2 kernels: s0, s1"}
+// CHECK-NEXT: kern.multi_sum(%arg0, %arg1) into(%[[S0]], %[[S1]]) partials %[[PART]] squares {chunk = 65536 : i64, kern.fuse_horizontal = "group 0: 2 kernels: s0, s1"} : (memref<4x3xbf16>, memref<5xbf16>) -> (memref<f32>, memref<f32>), memref<2xf64>
 // CHECK-NOT: kern.reduce
+// CHECK-NOT: memref<4x3xf32>
 // CHECK: kern.elementwise ins(%[[S0]], %[[S1]]
 func.func @norm(%g0: memref<4x3xbf16>, %g1: memref<5xbf16>, %out: memref<f32>) {
   %a = kern.alloc : memref<4x3xf32>
@@ -178,5 +179,85 @@ func.func @refused(%m: memref<2x4xf32>, %row: memref<4xf32>, %o: memref<2x4xf32>
     %r = math.exp %v : f32
     kern.yield %r : f32
   }
+  return
+}
+
+// -----
+
+// Folded from f32 inputs and from another output: the wte-style kernel
+// that writes an accumulated gradient and its square keeps writing the
+// gradient, and the sum reads it; the kernel that only squared goes.
+// CHECK-LABEL: func.func @fold_sources
+// CHECK: kern.elementwise ins(%arg0, %arg1 : memref<6xf32>, memref<6xbf16>) outs(%arg3 : memref<6xf32>)
+// CHECK: kern.yield %{{.*}} : f32
+// CHECK-NOT: kern.elementwise
+// CHECK: kern.multi_sum(%arg3, %arg2) into({{.*}}) partials %{{.*}} squares
+// CHECK-SAME: (memref<6xf32>, memref<3xf32>)
+func.func @fold_sources(%t: memref<6xf32>, %l: memref<6xbf16>, %g: memref<3xf32>, %acc: memref<6xf32>, %out: memref<f32>) {
+  %sq0 = kern.alloc : memref<6xf32>
+  kern.elementwise ins(%t, %l : memref<6xf32>, memref<6xbf16>) outs(%sq0, %acc : memref<6xf32>, memref<6xf32>) {
+  ^bb0(%a: f32, %b: bf16, %i: i64):
+    %w = arith.extf %b : bf16 to f32
+    %s = arith.addf %a, %w : f32
+    %q = arith.mulf %s, %s : f32
+    kern.yield %q, %s : f32, f32
+  } loc("wte")
+  %s0 = kern.alloc : memref<f32>
+  kern.reduce sum %sq0, %s0 {axes = array<i64: 0>} : memref<6xf32>, memref<f32> loc("s0")
+  %sq1 = kern.alloc : memref<3xf32>
+  kern.elementwise ins(%g : memref<3xf32>) outs(%sq1 : memref<3xf32>) {
+  ^bb0(%v: f32, %i: i64):
+    %q = arith.mulf %v, %v : f32
+    kern.yield %q : f32
+  } loc("ln")
+  %s1 = kern.alloc : memref<f32>
+  kern.reduce sum %sq1, %s1 {axes = array<i64: 0>} : memref<3xf32>, memref<f32> loc("s1")
+  kern.elementwise ins(%s0, %s1 : memref<f32>, memref<f32>) outs(%out : memref<f32>) {
+  ^bb0(%x: f32, %y: f32, %i: i64):
+    %r = arith.addf %x, %y : f32
+    kern.yield %r : f32
+  }
+  return
+}
+
+// -----
+
+// Not folded: the square is read by another kernel too; x * y is no
+// square; the gradient is written between the square and its sum.
+// CHECK-LABEL: func.func @not_folded
+// CHECK-NOT: squares folded
+// CHECK: kern.reduce sum
+// CHECK: kern.multi_sum(%{{.*}}, %{{.*}}) into(%{{.*}}, %{{.*}}) partials %{{.*}} {chunk
+func.func @not_folded(%g: memref<4xf32>, %h: memref<4xf32>, %keep: memref<4xf32>) {
+  %sq0 = kern.alloc : memref<4xf32>
+  kern.elementwise ins(%g : memref<4xf32>) outs(%sq0 : memref<4xf32>) {
+  ^bb0(%v: f32, %i: i64):
+    %q = arith.mulf %v, %v : f32
+    kern.yield %q : f32
+  } loc("read_twice")
+  %s0 = kern.alloc : memref<f32>
+  kern.reduce sum %sq0, %s0 {axes = array<i64: 0>} : memref<4xf32>, memref<f32> loc("s0")
+  kern.elementwise ins(%sq0 : memref<4xf32>) outs(%keep : memref<4xf32>) {
+  ^bb0(%v: f32, %i: i64):
+    %e = math.exp %v : f32
+    kern.yield %e : f32
+  } loc("other_reader")
+  %sq1 = kern.alloc : memref<4xf32>
+  kern.elementwise ins(%g, %h : memref<4xf32>, memref<4xf32>) outs(%sq1 : memref<4xf32>) {
+  ^bb0(%v: f32, %w: f32, %i: i64):
+    %q = arith.mulf %v, %w : f32
+    kern.yield %q : f32
+  } loc("product")
+  %s1 = kern.alloc : memref<f32>
+  kern.reduce sum %sq1, %s1 {axes = array<i64: 0>} : memref<4xf32>, memref<f32> loc("s1")
+  %sq2 = kern.alloc : memref<4xf32>
+  kern.elementwise ins(%h : memref<4xf32>) outs(%sq2 : memref<4xf32>) {
+  ^bb0(%v: f32, %i: i64):
+    %q = arith.mulf %v, %v : f32
+    kern.yield %q : f32
+  } loc("overwritten")
+  kern.fill %h {value = 0.000000e+00 : f64} : memref<4xf32>
+  %s2 = kern.alloc : memref<f32>
+  kern.reduce sum %sq2, %s2 {axes = array<i64: 0>} : memref<4xf32>, memref<f32> loc("s2")
   return
 }

@@ -25,20 +25,32 @@ template <class T> struct alignas(4 * sizeof(T)) MultiVec4 {
   T v[4];
 };
 
-// The table of one kern.multi_sum launch: up to Cap members.
-template <class T, int Cap> struct MultiSumTable {
+// The table of one kern.multi_sum launch: up to Cap members, T in, O out
+// (O is T, or float for sums of squares).
+template <class T, class O, int Cap> struct MultiSumTable {
   const T *in[Cap];
-  T *out[Cap];
+  O *out[Cap];
   int64_t n[Cap];
   uint32_t first[Cap + 1];
   int32_t count;
 };
 
-// Pass 1: block b sums `chunk` elements of its member into partials[b]
-// (double, a fixed tree: the same bits every run).
-template <class T, int Cap>
+// One element's term: the element, or (Squares) its square in float, the
+// value a separate f32 square kernel would have stored for the sum.
+template <class T, bool Squares> __device__ __forceinline__ double multi_sum_term(T x) {
+  if constexpr (Squares) {
+    const float v = static_cast<float>(Elem<T>::load(x));
+    return static_cast<double>(v * v);
+  } else {
+    return static_cast<double>(Elem<T>::load(x));
+  }
+}
+
+// Pass 1: block b sums `chunk` elements (or their squares) of its member
+// into partials[b] (double, a fixed tree: the same bits every run).
+template <class T, class O, int Cap, bool Squares>
 __global__ void __launch_bounds__(256)
-    multi_sum_partial_kernel(const MultiSumTable<T, Cap> t, int64_t chunk,
+    multi_sum_partial_kernel(const MultiSumTable<T, O, Cap> t, int64_t chunk,
                              double *__restrict__ partials) {
   using R = Reducer<double, 0>;
   __shared__ double scratch[32];
@@ -49,17 +61,17 @@ __global__ void __launch_bounds__(256)
   double acc = 0.0;
 #pragma unroll 4
   for (int64_t i = begin + threadIdx.x; i < end; i += blockDim.x)
-    acc += static_cast<double>(Elem<T>::load(in[i]));
+    acc += multi_sum_term<T, Squares>(in[i]);
   acc = block_reduce<R>(acc, scratch);
   if (threadIdx.x == 0)
     partials[blockIdx.x] = acc;
 }
 
 // Pass 2: one warp per member adds its partials in a fixed order and
-// rounds the sum once to T.
-template <class T, int Cap>
+// rounds the sum once to O.
+template <class T, class O, int Cap>
 __global__ void __launch_bounds__(32)
-    multi_sum_final_kernel(const MultiSumTable<T, Cap> t,
+    multi_sum_final_kernel(const MultiSumTable<T, O, Cap> t,
                            const double *__restrict__ partials) {
   using R = Reducer<double, 0>;
   const int m = blockIdx.x;
@@ -68,6 +80,6 @@ __global__ void __launch_bounds__(32)
     acc += partials[p];
   acc = warp_reduce<R>(acc);
   if (threadIdx.x == 0)
-    t.out[m][0] = Elem<T>::store(static_cast<acc_t<T>>(acc));
+    t.out[m][0] = Elem<O>::store(static_cast<acc_t<O>>(acc));
 }
 
