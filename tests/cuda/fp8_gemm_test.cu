@@ -19,6 +19,12 @@
 //    through four casts (the first by its own amax, then by the recorded
 //    history's; one saturating, one with a NaN): bytes, scales, counts and
 //    the record's history, next scale and counts against the host.
+// 1d. launch_fp8_quantize_delayed_batch (a step's weights, cast together at
+//    its first FP8 product): 41 operands of random shapes (two launches of
+//    up to 32, and one odd shape launched alone), plain, transposed or both,
+//    through three casts of one record each (the first without a scale):
+//    every output byte, scale record and Fp8TensorScale equal to the same
+//    casts made one by one by launch_fp8_quantize_delayed.
 // 2. launch_fp8_update_scale: the next scale from an amax history, against
 //    the host formula; an all-zero history keeps the scale.
 // 3. tcc_cuda_host::gemm_fp8 (host_support/gemm_fp8.h): E4M3 x E4M3 and
@@ -320,6 +326,115 @@ bool delayedScaleCase(int64_t rows, int64_t cols, bool transposed, std::mt19937_
   return ok;
 }
 
+// Case 1d: the batched casts against the same casts one by one.
+bool batchedDelayedCase(std::mt19937_64 &rng) {
+  using T = tcc_cuda::bf16;
+  using F8 = e4m3;
+  constexpr int kMembers = 41;
+  std::uniform_int_distribution<int> eighths(1, 65), layouts(0, 2);
+  std::normal_distribution<double> normal(0.0, 1.0);
+  struct Member {
+    int32_t rows, cols;
+    int layout; // 0 plain, 1 transposed, 2 both
+    std::vector<double> x;
+  };
+  std::vector<Member> members(kMembers);
+  for (int m = 0; m < kMembers; ++m) {
+    Member &mm = members[m];
+    mm.rows = m == 7 ? 36 : 8 * eighths(rng); // 36: not the vector form, launched alone
+    mm.cols = 8 * eighths(rng);
+    mm.layout = layouts(rng);
+    mm.x.resize(static_cast<size_t>(mm.rows) * mm.cols);
+    const double magnitude = std::exp2(static_cast<double>(m % 9) - 4.0);
+    for (double &v : mm.x)
+      v = normal(rng) * magnitude;
+  }
+  // Two copies of everything: [0] batched, [1] one by one.
+  // (Device owns its memory and is not movable: reserve, never reallocate.)
+  std::vector<Device> in[2], out[2], outT[2], q[2], rec[2];
+  for (int k = 0; k < 2; ++k) {
+    for (std::vector<Device> *v : {&in[k], &out[k], &outT[k], &q[k], &rec[k]})
+      v->reserve(kMembers);
+    for (const Member &mm : members) {
+      const size_t n = mm.x.size();
+      in[k].emplace_back(n * 2);
+      out[k].emplace_back(n);
+      outT[k].emplace_back(n);
+      q[k].emplace_back(tcc_cuda::kFp8ScaleBytes);
+      rec[k].emplace_back(sizeof(tcc_cuda::Fp8ScalingRecord));
+      cudaMemset(rec[k].back().p, 0, sizeof(tcc_cuda::Fp8ScalingRecord));
+    }
+  }
+  bool ok = true;
+  const double factors[3] = {1.0, 2.0, 0.5};
+  for (int cast = 0; cast < 3; ++cast) {
+    std::vector<const T *> ins;
+    std::vector<F8 *> outs, outsT;
+    std::vector<tcc_cuda::Fp8TensorScale *> qs;
+    std::vector<tcc_cuda::Fp8ScalingRecord *> records;
+    std::vector<int32_t> rows, cols;
+    for (int m = 0; m < kMembers; ++m) {
+      const Member &mm = members[m];
+      HostArray h(tcc_cuda_host::kGemmBF16, mm.x.size());
+      for (size_t i = 0; i < mm.x.size(); ++i)
+        h.set(i, mm.x[i] * factors[cast]);
+      for (int k = 0; k < 2; ++k) {
+        cudaMemcpy(in[k][m].p, h.bytes.data(), mm.x.size() * 2, cudaMemcpyHostToDevice);
+        cudaMemset(out[k][m].p, 0xFF, mm.x.size());
+        cudaMemset(outT[k][m].p, 0xFF, mm.x.size());
+        cudaMemset(q[k][m].p, 0xFF, tcc_cuda::kFp8ScaleBytes);
+      }
+      F8 *o[2], *t[2];
+      for (int k = 0; k < 2; ++k) {
+        o[k] = mm.layout != 1 ? static_cast<F8 *>(out[k][m].p) : nullptr;
+        t[k] = mm.layout != 0 ? static_cast<F8 *>(outT[k][m].p) : nullptr;
+      }
+      ins.push_back(static_cast<const T *>(in[0][m].p));
+      outs.push_back(o[0]);
+      outsT.push_back(t[0]);
+      qs.push_back(static_cast<tcc_cuda::Fp8TensorScale *>(q[0][m].p));
+      records.push_back(static_cast<tcc_cuda::Fp8ScalingRecord *>(rec[0][m].p));
+      rows.push_back(mm.rows);
+      cols.push_back(mm.cols);
+      tcc_cuda::launch_fp8_quantize_delayed<T, F8>(
+          mm.rows, mm.cols, static_cast<const T *>(in[1][m].p), o[1], t[1],
+          static_cast<tcc_cuda::Fp8TensorScale *>(q[1][m].p),
+          static_cast<tcc_cuda::Fp8ScalingRecord *>(rec[1][m].p), nullptr);
+    }
+    tcc_cuda::launch_fp8_quantize_delayed_batch<T, F8>(kMembers, ins.data(), outs.data(),
+                                                      outsT.data(), qs.data(), records.data(),
+                                                      rows.data(), cols.data(), nullptr);
+    if (cudaError_t e = cudaDeviceSynchronize(); e != cudaSuccess) {
+      std::printf("FAIL batched delayed casts: %s\n", cudaGetErrorString(e));
+      return false;
+    }
+    int wrong = 0;
+    for (int m = 0; m < kMembers; ++m) {
+      const size_t n = members[m].x.size();
+      auto same = [&](std::vector<Device> *d, size_t bytes) {
+        std::vector<uint8_t> a(bytes), b(bytes);
+        cudaMemcpy(a.data(), d[0][m].p, bytes, cudaMemcpyDeviceToHost);
+        cudaMemcpy(b.data(), d[1][m].p, bytes, cudaMemcpyDeviceToHost);
+        return a == b;
+      };
+      // The scale record's Fp8TensorScale (scale, inverse, statistics),
+      // not the amax partials behind it (left from the amax pass).
+      const bool memberOk = same(out, n) && same(outT, n) &&
+                            same(q, sizeof(tcc_cuda::Fp8TensorScale)) &&
+                            same(rec, sizeof(tcc_cuda::Fp8ScalingRecord));
+      wrong += !memberOk;
+    }
+    tcc_cuda::Fp8ScalingRecord first;
+    cudaMemcpy(&first, rec[0][0].p, sizeof(first), cudaMemcpyDeviceToHost);
+    const bool castOk = wrong == 0 && first.casts == cast + 1.0f;
+    ok &= castOk;
+    std::printf("%s batched delayed casts bf16 -> e4m3, %d operands, cast %d (x%g): %d "
+                "differ from the casts one by one\n",
+                castOk ? "ok  " : "FAIL", kMembers, cast + 1, factors[cast], wrong);
+  }
+  return ok;
+}
+
 // Case 2: delayed scaling's update.
 bool updateScaleCase() {
   float history[4] = {3.0f, 0.0f, 7.5f, 1.0f};
@@ -573,6 +688,7 @@ int main(int argc, char **argv) {
   ok &= delayedScaleCase<bf16, e4m3>(256, 768, false, rng); // the vector form
   ok &= delayedScaleCase<bf16, e5m2>(768, 256, true, rng);
   ok &= delayedScaleCase<float, e4m3>(33, 65, true, rng);   // the scalar form
+  ok &= batchedDelayedCase(rng);
   ok &= updateScaleCase();
   using tcc_cuda_host::kFp8E4M3;
   using tcc_cuda_host::kFp8E5M2;

@@ -6,6 +6,7 @@
 #include "compiler/codegen/cuda/CudaStepEmitter.h"
 
 #include "compiler/codegen/common/CTypes.h"
+#include "dialects/common/ModelAttrs.h"
 
 #include "llvm/ADT/TypeSwitch.h"
 #include "llvm/Support/FormatVariadic.h"
@@ -38,6 +39,27 @@ LogicalResult CudaStepEmitter::emit(int64_t outputScratchBase, double &flops) {
   }
   waitForReductions(os); // the loss and the control block are read back
   os << "  return 0;\n}\n\n";
+  // The batched FP8 casts' records, known once their first readers ran.
+  for (auto [cast, record] : fp8BatchRecords_) {
+    std::string placeholder = llvm::formatv("@TCC_FP8_RECORD_{0}@", cast).str();
+    std::string offset = std::to_string(record * model::kFp8ScalingRecordFloats);
+    for (size_t at = body_.find(placeholder); at != std::string::npos;
+         at = body_.find(placeholder, at + offset.size()))
+      body_.replace(at, placeholder.size(), offset);
+  }
+  // The batch launches' kernel-list shapes name those records.
+  for (auto [group, casts] : llvm::enumerate(fp8BatchGroups_)) {
+    std::string list;
+    for (int cast : casts)
+      list += (list.empty() ? "" : ", ") + std::to_string(fp8BatchRecords_.lookup(cast));
+    std::string placeholder = llvm::formatv("@TCC_FP8_BATCH_RECORDS_{0}@", group).str();
+    for (Launch &l : launches_)
+      if (size_t at = l.shape.find(placeholder); at != std::string::npos)
+        l.shape.replace(at, placeholder.size(), list);
+  }
+  if (body_.find("@TCC_FP8_RECORD_") != std::string::npos)
+    return f_.emitError("cuda codegen: a batched FP8 cast whose first reader never ran (an "
+                        "internal error)");
   return success();
 }
 

@@ -228,6 +228,11 @@ private:
   int64_t fp8RecordsUsed_ = 0;
   // The function's kept casts (Fp8Gemm.h), planned on the first product.
   std::optional<Fp8KeptPlan> fp8Kept_;
+  // The batched casts (Fp8KeptPlan): emitted at the first product; each
+  // one's record, taken at its first reader (emit() puts it in the batch).
+  bool fp8BatchEmitted_ = false;
+  llvm::DenseMap<int, int64_t> fp8BatchRecords_;
+  SmallVector<SmallVector<int>> fp8BatchGroups_; // each batch launch's casts
   // ElementwiseKernels.cpp
   LogicalResult emitElementwise(kern::ElementwiseOp e, llvm::raw_ostream &os, double &flops);
   // ReductionKernels.cpp

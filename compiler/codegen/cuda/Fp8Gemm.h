@@ -77,9 +77,20 @@ inline int64_t fp8GemmScratchBytes(mlir::Operation *root) {
 // only the first product reads goes to a slot. Regions of casts whose
 // lives do not overlap share bytes (first fit in the order the casts
 // start). Only products in the function's top-level block take part.
+//
+// Batched casts: in a function with delayed scaling, a kept cast whose
+// source nothing writes between the function's first FP8 product and the
+// cast's first reader (the step's weights) is made at that first product,
+// with the other such casts, by one launch_fp8_quantize_delayed_batch;
+// its life starts there. Its first reader's own layout, when no later
+// reader wants it, gets an entry of its own (`ownOf`: no scale record),
+// alive only until that first reader.
 struct Fp8KeptCast {
   int64_t elements = 0;            // rows x cols of the operand
   bool plain = false, transposed = false; // the layouts kept
+  bool scale = true;               // false: a batched cast's own-layout entry
+  bool batched = false;            // made by the batch at the first product
+  int ownEntry = -1;               // batched: the entry holding the own layout (or -1: here)
   int64_t offset = 0;              // in the kept region: [plain][transposed][scale record]
   int64_t bytes() const;
   int64_t plainOffset() const { return offset; }
@@ -92,6 +103,12 @@ struct Fp8KeptPlan {
   // reader, which casts it).
   llvm::DenseMap<std::pair<mlir::Operation *, int>, std::pair<int, bool>> uses;
   int64_t bytes = 0; // the region the function needs
+  // The first FP8 product, where the batched casts (batchedCasts, in
+  // order) are made; null when none is.
+  mlir::Operation *batchAt = nullptr;
+  llvm::SmallVector<int> batchedCasts;
+  // Each batched cast's source and the first reader's operand view of it.
+  llvm::DenseMap<int, std::pair<mlir::Operation *, int>> firstReader;
   static Fp8KeptPlan of(mlir::func::FuncOp f);
 };
 // The kept region the functions under `root` need (the largest; 0: none).

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 
+#include "llvm/ADT/MapVector.h"
 #include "llvm/Support/FormatVariadic.h"
 
 namespace tcc::codegen::cuda {
@@ -82,7 +83,7 @@ OperandCast operandOf(kern::GemmOp g, const Fp8Gemm &f, int which) {
 
 int64_t Fp8KeptCast::bytes() const {
   return (plain ? Fp8Slot::align(elements) : 0) + (transposed ? Fp8Slot::align(elements) : 0) +
-         Fp8Slot::kScaleBytes;
+         (scale ? Fp8Slot::kScaleBytes : 0);
 }
 int64_t Fp8KeptCast::transposedOffset() const {
   return offset + (plain ? Fp8Slot::align(elements) : 0);
@@ -91,10 +92,23 @@ int64_t Fp8KeptCast::scaleOffset() const {
   return transposedOffset() + (transposed ? Fp8Slot::align(elements) : 0);
 }
 
+// Whether `f` carries tg-fp8-scaling's records (delayed scaling).
+bool hasFp8ScalingRecords(func::FuncOp f) {
+  for (BlockArgument arg : f.getArguments()) {
+    auto state = f.getArgAttrOfType<DictionaryAttr>(arg.getArgNumber(), model::kOptStateAttr);
+    auto stateName = state ? state.getAs<StringAttr>("name") : nullptr;
+    if (stateName && stateName.getValue() == model::kFp8ScalingState)
+      return true;
+  }
+  return false;
+}
+
 Fp8KeptPlan Fp8KeptPlan::of(func::FuncOp f) {
   Fp8KeptPlan plan;
   if (f.isExternal())
     return plan;
+  const bool delayed = hasFp8ScalingRecords(f);
+  SmallVector<Operation *> ops; // by index - 1
   using Footprint = CudaStepEmitter::Footprint;
   struct Open { // a cast made, while nothing has written its source
     Footprint source;
@@ -108,10 +122,16 @@ Fp8KeptPlan Fp8KeptPlan::of(func::FuncOp f) {
   SmallVector<Open> open;
   SmallVector<std::pair<int64_t, int64_t>> life; // per cast: first and last reader
   int64_t index = 0;
+  int64_t batchIndex = 0; // the first FP8 product's
   for (Operation &op : f.getBody().front()) {
     ++index;
+    ops.push_back(&op);
     if (auto g = dyn_cast<kern::GemmOp>(&op)) {
       Fp8Gemm fg = Fp8Gemm::of(g);
+      if (fg.runs() && !plan.batchAt) {
+        plan.batchAt = &op;
+        batchIndex = index;
+      }
       for (int which = 0; fg.runs() && which < 2; ++which) {
         OperandCast c = operandOf(g, fg, which);
         Type et = mrt(c.value).getElementType();
@@ -131,6 +151,7 @@ Fp8KeptPlan Fp8KeptPlan::of(func::FuncOp f) {
           plan.casts.push_back(kept);
           life.push_back({it->firstIndex, index});
           plan.uses[{it->first, it->operand}] = {it->cast, true};
+          plan.firstReader[it->cast] = {it->first, it->operand};
         }
         Fp8KeptCast &kept = plan.casts[it->cast];
         (c.transposed ? kept.transposed : kept.plain) = true;
@@ -140,6 +161,54 @@ Fp8KeptPlan Fp8KeptPlan::of(func::FuncOp f) {
     }
     llvm::erase_if(open, [&](const Open &o) { return CudaStepEmitter::mayWrite(&op, o.source); });
   }
+  // Batched casts (Fp8Gemm.h): delayed scaling, the vector form's shapes,
+  // a source defined before the first product and written by nothing from
+  // there to the first reader.
+  if (!delayed)
+    plan.batchAt = nullptr;
+  const int madeCasts = static_cast<int>(plan.casts.size()); // own entries come after
+  llvm::DenseMap<int, int64_t> firstReaderIndex;
+  for (int k = 0; plan.batchAt && k < madeCasts; ++k) {
+    auto [reader, operand] = plan.firstReader.lookup(k);
+    auto g = cast<kern::GemmOp>(reader);
+    Fp8Gemm fg = Fp8Gemm::of(g);
+    OperandCast c = operandOf(g, fg, operand);
+    Type et = mrt(c.value).getElementType();
+    if (!(et.isBF16() || et.isF16()) || c.rows % 8 != 0 || c.cols % 8 != 0 ||
+        c.rows >= (int64_t{1} << 31) || c.cols >= (int64_t{1} << 31))
+      continue;
+    Operation *def = c.value.getDefiningOp();
+    if (def && (def->getBlock() != plan.batchAt->getBlock() ||
+                !def->isBeforeInBlock(plan.batchAt)))
+      continue;
+    Footprint source = CudaStepEmitter::footprint(c.value);
+    bool written = false;
+    for (int64_t i = life[k].first - 1; i >= batchIndex && !written; --i)
+      written = CudaStepEmitter::mayWrite(ops[i - 1], source);
+    if (written)
+      continue;
+    Fp8KeptCast &kept = plan.casts[k];
+    kept.batched = true;
+    plan.batchedCasts.push_back(k);
+    const int64_t firstIndex = life[k].first;
+    firstReaderIndex[k] = 2 * firstIndex + operand; // a before b, as their records go
+    life[k].first = batchIndex;
+    if (!(c.transposed ? kept.transposed : kept.plain)) { // the own layout, until the reader
+      Fp8KeptCast own;
+      own.elements = kept.elements;
+      (c.transposed ? own.transposed : own.plain) = true;
+      own.scale = false;
+      kept.ownEntry = static_cast<int>(plan.casts.size());
+      plan.casts.push_back(own);
+      life.push_back({batchIndex, firstIndex});
+    }
+  }
+  // In the order of their first readers (the order of their records).
+  llvm::stable_sort(plan.batchedCasts, [&](int a, int b) {
+    return firstReaderIndex.lookup(a) < firstReaderIndex.lookup(b);
+  });
+  if (plan.batchedCasts.empty())
+    plan.batchAt = nullptr;
   // Offsets: first fit, in the order the casts start, among the casts
   // still live then.
   SmallVector<int> order(plan.casts.size()), live;
@@ -282,6 +351,103 @@ LogicalResult CudaStepEmitter::emitGemmFp8(kern::GemmOp g, const Fp8Gemm &f,
     }
     return false;
   };
+  // Where a batched cast's layouts lie in the kept region ("" = not made).
+  auto batchedLayout = [&](const Fp8KeptCast &kept, bool transposed) -> std::string {
+    if (transposed ? kept.transposed : kept.plain)
+      return at(keptRegion, transposed ? kept.transposedOffset() : kept.plainOffset());
+    if (kept.ownEntry >= 0) {
+      const Fp8KeptCast &own = fp8Kept_->casts[kept.ownEntry];
+      if (transposed ? own.transposed : own.plain)
+        return at(keptRegion, transposed ? own.transposedOffset() : own.plainOffset());
+    }
+    return "";
+  };
+  if (fp8Kept_->batchAt == g.getOperation() && !fp8BatchEmitted_) {
+    fp8BatchEmitted_ = true;
+    if (!fp8Records_ || fp8Records_->second == 0)
+      return g.emitError("cuda codegen: FP8 casts batched without delayed-scaling records "
+                         "(an internal error)");
+    // One launch per (element type, format): the weights are all bf16 E4M3.
+    llvm::MapVector<std::pair<Type, unsigned>, SmallVector<int>> groups;
+    for (int k : fp8Kept_->batchedCasts) {
+      auto [reader, operand] = fp8Kept_->firstReader.lookup(k);
+      auto rg = cast<kern::GemmOp>(reader);
+      OperandCast c = operandOf(rg, Fp8Gemm::of(rg), operand);
+      groups[{mrt(c.value).getElementType(), c.e5m2 ? 1u : 0u}].push_back(k);
+    }
+    for (auto &[key, members] : groups) {
+      auto [et, e5m2] = key;
+      const char *f8 = e5m2 ? "tcc_cuda::e5m2" : "tcc_cuda::e4m3";
+      std::string params = "int32_t count, const void *const *in, void *const *out, "
+                           "void *const *out_t, void *const *q, float *const *record, "
+                           "const int32_t *rows, const int32_t *cols";
+      std::string text =
+          "extern \"C\" void @NAME@(cudaStream_t s, " + params + ") {\n  " +
+          llvm::formatv("tcc_cuda::launch_fp8_quantize_delayed_batch<{0}, {1}>(count, "
+                        "reinterpret_cast<const {0} *const *>(in), reinterpret_cast<{1} *const "
+                        "*>(out), reinterpret_cast<{1} *const *>(out_t), "
+                        "reinterpret_cast<tcc_cuda::Fp8TensorScale *const *>(q), "
+                        "reinterpret_cast<tcc_cuda::Fp8ScalingRecord *const *>(record), rows, "
+                        "cols, s);",
+                        familyElementType(et, CodeTarget::Cuda), f8)
+              .str() +
+          "\n}\n";
+      std::string kernel = kernels_.add(
+          llvm::formatv("fp8_quantize_{0}_delayed_batch", e5m2 ? "e5m2" : "e4m3").str(), text,
+          params);
+      SmallVector<std::string> ins, outs, outsT, qs, records;
+      std::string rows, cols;
+      double elements = 0, bytes = 0;
+      for (int k : members) {
+        auto [reader, operand] = fp8Kept_->firstReader.lookup(k);
+        auto rg = cast<kern::GemmOp>(reader);
+        OperandCast c = operandOf(rg, Fp8Gemm::of(rg), operand);
+        const Fp8KeptCast &kept = fp8Kept_->casts[k];
+        std::string plainAt = batchedLayout(kept, false), transAt = batchedLayout(kept, true);
+        ins.push_back(name(c.value));
+        outs.push_back(plainAt.empty() ? "nullptr" : plainAt);
+        outsT.push_back(transAt.empty() ? "nullptr" : transAt);
+        qs.push_back(at(keptRegion, kept.scaleOffset()));
+        // The record the cast would have taken at its first reader, known
+        // there (emit() fills the placeholder in).
+        records.push_back(llvm::formatv("reinterpret_cast<float *>({0}) + @TCC_FP8_RECORD_{1}@",
+                                        name(fp8Records_->first), k)
+                              .str());
+        rows += (rows.empty() ? "" : ", ") + std::to_string(c.rows);
+        cols += (cols.empty() ? "" : ", ") + std::to_string(c.cols);
+        const double n = static_cast<double>(c.rows) * c.cols;
+        elements += n;
+        bytes += bufferBytes(mrt(c.value)) + (!plainAt.empty() + !transAt.empty()) * n;
+      }
+      auto list = [](ArrayRef<std::string> xs) {
+        std::string out;
+        for (const std::string &x : xs)
+          out += (out.empty() ? "" : ", ") + x;
+        return out;
+      };
+      std::string call =
+          llvm::formatv("{{ const void *const tcc_in[] = {{{0}};\n"
+                        "    void *const tcc_out[] = {{{1}};\n"
+                        "    void *const tcc_out_t[] = {{{2}};\n"
+                        "    void *const tcc_q[] = {{{3}};\n"
+                        "    float *const tcc_record[] = {{{4}};\n"
+                        "    static const int32_t tcc_rows[] = {{{5}};\n"
+                        "    static const int32_t tcc_cols[] = {{{6}};\n"
+                        "    {7}(s, {8}, tcc_in, tcc_out, tcc_out_t, tcc_q, tcc_record, "
+                        "tcc_rows, tcc_cols); }",
+                        list(ins), list(outs), list(outsT), list(qs), list(records), rows, cols,
+                        kernel, members.size())
+              .str();
+      fp8BatchGroups_.push_back(members);
+      launch(os, g, kernel, call,
+             llvm::formatv("{0} operands nothing writes from the first FP8 product to their "
+                           "readers (the weights) cast at once, delayed scales (records "
+                           "@TCC_FP8_BATCH_RECORDS_{1}@), kept",
+                           members.size(), fp8BatchGroups_.size() - 1)
+                 .str(),
+             2.0 * elements, bytes);
+    }
+  }
   // Where a product reads one operand: its FP8 bytes and its scale record.
   struct Placed {
     std::string data, scale;
@@ -378,6 +544,15 @@ LogicalResult CudaStepEmitter::emitGemmFp8(kern::GemmOp g, const Fp8Gemm &f,
       std::string scale = at(keptRegion, kept.scaleOffset());
       if (!use->second.second) // a later reader
         return {keptAt(c.transposed), scale};
+      if (kept.batched) { // made by the batch: take the record it would have had here
+        if (!fp8Records_ || fp8RecordsUsed_ >= fp8Records_->second) {
+          g.emitError("cuda codegen: no delayed-scaling record left for a batched FP8 cast "
+                      "(an internal error)");
+          return {"", ""};
+        }
+        fp8BatchRecords_[use->second.first] = fp8RecordsUsed_++;
+        return {batchedLayout(kept, c.transposed), scale};
+      }
       // The first reader: its own layout in the kept region when kept,
       // else in a slot.
       const bool ownKept = c.transposed ? kept.transposed : kept.plain;
@@ -417,6 +592,8 @@ LogicalResult CudaStepEmitter::emitGemmFp8(kern::GemmOp g, const Fp8Gemm &f,
   };
   Placed a = quantize(0);
   Placed b = quantize(1);
+  if (a.data.empty() || b.data.empty())
+    return failure();
   MemRefType out = mrt(g.getOut());
   // Transformer Engine's choice: fast accumulation in the forward (E4M3 x
   // E4M3), promoted accumulation for the gradients (an E5M2 operand).

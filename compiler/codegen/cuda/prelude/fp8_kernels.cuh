@@ -80,14 +80,15 @@ template <class F8> __device__ __forceinline__ float fp8_current_scale(float ama
 // the cast's counts, and sets the next scale: Fp8Format<F8>::kMax over
 // the history's maximum (unchanged while that maximum is 0). Every thread
 // calls it; thread 0, which did the block's atomics, acts.
+// `blocks`: the cast's blocks (the grid, or a batch member's share).
 template <class F8>
 __device__ __forceinline__ void fp8_finish_delayed(Fp8TensorScale *current,
                                                    Fp8ScalingRecord *record,
-                                                   int64_t elements) {
+                                                   int64_t elements, uint32_t blocks) {
   if (record == nullptr || threadIdx.x != 0 || threadIdx.y != 0)
     return;
   __threadfence();
-  if (atomicAdd(&current->unused[0], 1u) != gridDim.x - 1)
+  if (atomicAdd(&current->unused[0], 1u) != blocks - 1)
     return;
   __threadfence();
   const volatile Fp8CastStats *stats = &current->stats;
@@ -128,15 +129,16 @@ static __global__ void fp8_empty_scale_kernel(Fp8TensorScale *q) { // static: on
 // *current for the product. Every thread of the block calls it first.
 // With a delayed-scaling record whose scale is set, that scale (block 0
 // records it for the product); with a record not yet set, current scaling
-// from the partials.
+// from the partials. `block`: the block's index in the cast (the grid's,
+// or within a batch member's share).
 template <class F8>
 __device__ __forceinline__ float fp8_scale_of(const float *scale, const float *partials,
                                               int32_t partial_count, Fp8TensorScale *current,
-                                              const Fp8ScalingRecord *record) {
+                                              const Fp8ScalingRecord *record, uint32_t block) {
   if (record != nullptr) {
     const float delayed = record->scale;
     if (delayed > 0.0f) {
-      if (blockIdx.x == 0 && threadIdx.x == 0 && threadIdx.y == 0) {
+      if (block == 0 && threadIdx.x == 0 && threadIdx.y == 0) {
         current->scale = delayed;
         current->scale_inv = 1.0f / delayed;
       }
@@ -160,7 +162,7 @@ __device__ __forceinline__ float fp8_scale_of(const float *scale, const float *p
   for (unsigned w = 0; w < (threads + 31) / 32; ++w)
     amax = fp8_amax(amax, warp_amax[w]);
   const float s = fp8_current_scale<F8>(amax);
-  if (blockIdx.x == 0 && thread == 0) {
+  if (block == 0 && thread == 0) {
     current->scale = s;
     current->scale_inv = 1.0f / s;
   }
@@ -180,7 +182,7 @@ __global__ void __launch_bounds__(256)
                               const float *partials, int32_t partial_count,
                               Fp8TensorScale *current, Fp8ScalingRecord *record) {
   __shared__ uint8_t tile[32][33]; // +1: no bank conflicts on the transposed read
-  const float s = fp8_scale_of<F8>(scale, partials, partial_count, current, record);
+  const float s = fp8_scale_of<F8>(scale, partials, partial_count, current, record, blockIdx.x);
   const int64_t tile_cols = (cols + 31) / 32;
   const int64_t tiles = ((rows + 31) / 32) * tile_cols;
   float amax = 0.0f;
@@ -209,7 +211,7 @@ __global__ void __launch_bounds__(256)
     }
   }
   fp8_add_stats(amax, overflows, underflows, stats);
-  fp8_finish_delayed<F8>(current, record, rows * cols);
+  fp8_finish_delayed<F8>(current, record, rows * cols, gridDim.x);
 }
 
 // Eight 16-bit elements of one 16-byte load cast to F8 (bytes in order,
@@ -271,18 +273,21 @@ __device__ __forceinline__ uint2 fp8_cast_eight(uint4 raw, float s, uint32_t &am
 // 2026-12-01). Tile coordinates in 32-bit arithmetic (the launcher takes
 // this form only below 2^31 tiles): 64-bit division was a library call
 // per tile. Same results and statistics as fp8_cast_transpose_kernel.
+// The work of block `block` of `blocks` (the grid, or a batch member's
+// share: fp8_cast_batch_kernel).
 template <class T, class F8>
-__global__ void __launch_bounds__(256)
-    fp8_cast_transpose_vec8_kernel(int64_t rows, int64_t cols, const T *__restrict__ in,
-                                   const float *__restrict__ scale, F8 *__restrict__ out,
-                                   F8 *__restrict__ out_t, Fp8CastStats *stats,
-                                   const float *partials, int32_t partial_count,
-                                   Fp8TensorScale *current, Fp8ScalingRecord *record) {
+__device__ __forceinline__ void
+fp8_cast_transpose_vec8_tiles(int64_t rows, int64_t cols, const T *__restrict__ in,
+                              const float *__restrict__ scale, F8 *__restrict__ out,
+                              F8 *__restrict__ out_t, Fp8CastStats *stats,
+                              const float *partials, int32_t partial_count,
+                              Fp8TensorScale *current, Fp8ScalingRecord *record,
+                              uint32_t block, uint32_t blocks) {
   static_assert(sizeof(T) == 2, "the vector form reads 16-bit elements");
   // 64 rows of 16 words (64 bytes) and one more: a column group's words of
   // rows 4q .. 4q + 3 fall on other banks for each q (two-way at most).
   __shared__ uint32_t tile[64][17];
-  const float s = fp8_scale_of<F8>(scale, partials, partial_count, current, record);
+  const float s = fp8_scale_of<F8>(scale, partials, partial_count, current, record, block);
   const uint32_t tile_cols = static_cast<uint32_t>((cols + 63) / 64);
   const uint32_t tiles = static_cast<uint32_t>((rows + 63) / 64) * tile_cols;
   const int i = threadIdx.x / 8, j = (threadIdx.x % 8) * 8; // tile row (and i + 32), column
@@ -301,10 +306,10 @@ __global__ void __launch_bounds__(256)
                     : make_uint4(0, 0, 0, 0);
     }
   };
-  fetch(blockIdx.x);
-  for (uint32_t t = blockIdx.x; t < tiles; t += gridDim.x) {
+  fetch(block);
+  for (uint32_t t = block; t < tiles; t += blocks) {
     const uint4 raw[2] = {next[0], next[1]};
-    fetch(t + gridDim.x);
+    fetch(t + blocks);
     const int64_t r0 = static_cast<int64_t>(t / tile_cols) * 64,
                   c0 = static_cast<int64_t>(t % tile_cols) * 64;
 #pragma unroll
@@ -347,7 +352,18 @@ __global__ void __launch_bounds__(256)
   T top;
   top.bits = static_cast<uint16_t>(amax_bits);
   fp8_add_stats(Elem<T>::load(top), overflows, underflows, stats);
-  fp8_finish_delayed<F8>(current, record, rows * cols);
+  fp8_finish_delayed<F8>(current, record, rows * cols, blocks);
+}
+
+template <class T, class F8>
+__global__ void __launch_bounds__(256)
+    fp8_cast_transpose_vec8_kernel(int64_t rows, int64_t cols, const T *__restrict__ in,
+                                   const float *__restrict__ scale, F8 *__restrict__ out,
+                                   F8 *__restrict__ out_t, Fp8CastStats *stats,
+                                   const float *partials, int32_t partial_count,
+                                   Fp8TensorScale *current, Fp8ScalingRecord *record) {
+  fp8_cast_transpose_vec8_tiles<T, F8>(rows, cols, in, scale, out, out_t, stats, partials,
+                                       partial_count, current, record, blockIdx.x, gridDim.x);
 }
 
 // partial[blockIdx.x] = max |in[i]| over the block's share of n elements
@@ -358,11 +374,12 @@ __global__ void __launch_bounds__(256)
 // delayed-scaling record whose scale is set, nothing else: the cast uses
 // that scale.
 template <class T>
-__global__ void __launch_bounds__(256)
-    fp8_amax_kernel(int64_t n, const T *__restrict__ in, bool vec, float *partial,
-                    Fp8CastStats *stats, const Fp8ScalingRecord *delayed,
-                    uint32_t *ticket) {
-  if (blockIdx.x == 0 && threadIdx.x == 0) {
+__device__ __forceinline__ void fp8_amax_blocks(int64_t n, const T *__restrict__ in, bool vec,
+                                                float *partial, Fp8CastStats *stats,
+                                                const Fp8ScalingRecord *delayed,
+                                                uint32_t *ticket, uint32_t block,
+                                                uint32_t blocks) {
+  if (block == 0 && threadIdx.x == 0) {
     stats->amax_bits = 0;
     stats->overflows = 0;
     stats->underflows = 0;
@@ -372,8 +389,8 @@ __global__ void __launch_bounds__(256)
   if (delayed != nullptr && delayed->scale > 0.0f)
     return; // the cast scales by the site's delayed scale
   float amax = 0.0f;
-  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
-  const int64_t first = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  const int64_t stride = static_cast<int64_t>(blocks) * blockDim.x;
+  const int64_t first = static_cast<int64_t>(block) * blockDim.x + threadIdx.x;
   bool done = false;
   if constexpr (sizeof(T) == 2) {
     if (vec) {
@@ -399,8 +416,56 @@ __global__ void __launch_bounds__(256)
   if (threadIdx.x == 0) {
     for (int w = 1; w < 8; ++w)
       amax = fp8_amax(amax, warp_amax[w]);
-    partial[blockIdx.x] = amax;
+    partial[block] = amax;
   }
+}
+
+template <class T>
+__global__ void __launch_bounds__(256)
+    fp8_amax_kernel(int64_t n, const T *__restrict__ in, bool vec, float *partial,
+                    Fp8CastStats *stats, const Fp8ScalingRecord *delayed,
+                    uint32_t *ticket) {
+  fp8_amax_blocks<T>(n, in, vec, partial, stats, delayed, ticket, blockIdx.x, gridDim.x);
+}
+
+// Delayed-scaling casts of several operands in two launches
+// (launch_fp8_quantize_delayed_batch): member m owns blocks
+// [first[m], first[m + 1]) of each launch, and its blocks do what the
+// grid of its own fp8_amax_kernel / fp8_cast_transpose_vec8_kernel would
+// (the same scale, bytes, statistics and record update). Vector-form
+// members only (16-bit, rows and cols multiples of 8, 16-byte aligned).
+template <class T, class F8, int Cap> struct Fp8CastBatch {
+  const T *in[Cap];
+  F8 *out[Cap];
+  F8 *out_t[Cap];
+  Fp8TensorScale *q[Cap];
+  Fp8ScalingRecord *record[Cap];
+  int32_t rows[Cap], cols[Cap];
+  uint32_t amax_first[Cap + 1], cast_first[Cap + 1];
+  int32_t count;
+};
+
+template <class T, class F8, int Cap>
+__global__ void __launch_bounds__(256) fp8_amax_batch_kernel(const Fp8CastBatch<T, F8, Cap> b) {
+  const int m = multi_member(b.amax_first, b.count, blockIdx.x);
+  Fp8TensorScale *q = b.q[m];
+  fp8_amax_blocks<T>(static_cast<int64_t>(b.rows[m]) * b.cols[m], b.in[m], true,
+                     reinterpret_cast<float *>(reinterpret_cast<char *>(q) +
+                                               sizeof(Fp8TensorScale)),
+                     &q->stats, b.record[m], &q->unused[0], blockIdx.x - b.amax_first[m],
+                     b.amax_first[m + 1] - b.amax_first[m]);
+}
+
+template <class T, class F8, int Cap>
+__global__ void __launch_bounds__(256) fp8_cast_batch_kernel(const Fp8CastBatch<T, F8, Cap> b) {
+  const int m = multi_member(b.cast_first, b.count, blockIdx.x);
+  Fp8TensorScale *q = b.q[m];
+  fp8_cast_transpose_vec8_tiles<T, F8>(
+      b.rows[m], b.cols[m], b.in[m], nullptr, b.out[m], b.out_t[m], &q->stats,
+      reinterpret_cast<const float *>(reinterpret_cast<const char *>(q) +
+                                      sizeof(Fp8TensorScale)),
+      static_cast<int32_t>(b.amax_first[m + 1] - b.amax_first[m]), q, b.record[m],
+      blockIdx.x - b.cast_first[m], b.cast_first[m + 1] - b.cast_first[m]);
 }
 
 // Delayed scaling, one thread: this step's amax goes into the history

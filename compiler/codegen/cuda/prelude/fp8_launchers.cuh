@@ -90,6 +90,61 @@ inline void launch_fp8_quantize_delayed(int64_t rows, int64_t cols, const T *in,
   launch_fp8_quantize_current<T, F8>(rows, cols, in, out, out_t, q, stream, record);
 }
 
+// Delayed scaling of `count` operands at once (the step's weights, cast at
+// its first FP8 product): member m is launch_fp8_quantize_delayed(rows[m],
+// cols[m], in[m], out[m], out_t[m], q[m], record[m]), with the same results,
+// but the members of the vector form share two launches per up to Cap of
+// them (one amax pass that, once the records hold scales, only zeroes
+// each member's statistics, then one cast pass) instead of two each; the
+// rest (misaligned or odd shapes) are launched one by one.
+template <class T, class F8>
+inline void launch_fp8_quantize_delayed_batch(int32_t count, const T *const *in, F8 *const *out,
+                                              F8 *const *out_t, Fp8TensorScale *const *q,
+                                              Fp8ScalingRecord *const *record,
+                                              const int32_t *rows, const int32_t *cols,
+                                              cudaStream_t stream) {
+  constexpr int Cap = 32; // the table stays a few KiB of kernel parameters
+  detail::Fp8CastBatch<T, F8, Cap> b{};
+  auto flush = [&] {
+    if (b.count == 0)
+      return;
+    detail::fp8_amax_batch_kernel<T, F8, Cap>
+        <<<b.amax_first[b.count], 256, 0, stream>>>(b);
+    detail::fp8_cast_batch_kernel<T, F8, Cap><<<b.cast_first[b.count], 256, 0, stream>>>(b);
+    b = detail::Fp8CastBatch<T, F8, Cap>{};
+  };
+  for (int32_t m = 0; m < count; ++m) {
+    const int64_t n = static_cast<int64_t>(rows[m]) * cols[m];
+    const bool aligned = ((reinterpret_cast<uintptr_t>(in[m]) |
+                           reinterpret_cast<uintptr_t>(out[m]) |
+                           reinterpret_cast<uintptr_t>(out_t[m])) % 16) == 0;
+    if (sizeof(T) != 2 || n <= 0 || !aligned || rows[m] % 8 != 0 || cols[m] % 8 != 0 ||
+        record[m] == nullptr) {
+      launch_fp8_quantize_delayed<T, F8>(rows[m], cols[m], in[m], out[m], out_t[m], q[m],
+                                         record[m], stream);
+      continue;
+    }
+    // The blocks each launch of its own would have had.
+    const int64_t amax_wanted = (n / 8 + 255) / 256;
+    const int64_t tiles = ((rows[m] + 63) / 64) * static_cast<int64_t>((cols[m] + 63) / 64);
+    const int i = b.count++;
+    b.in[i] = in[m];
+    b.out[i] = out[m];
+    b.out_t[i] = out_t[m];
+    b.q[i] = q[m];
+    b.record[i] = record[m];
+    b.rows[i] = rows[m];
+    b.cols[i] = cols[m];
+    b.amax_first[i + 1] = b.amax_first[i] + static_cast<uint32_t>(
+        amax_wanted < kFp8DelayedAmaxBlocks ? amax_wanted : kFp8DelayedAmaxBlocks);
+    b.cast_first[i + 1] = b.cast_first[i] +
+                          static_cast<uint32_t>(tiles < kFp8GridBlocks ? tiles : kFp8GridBlocks);
+    if (b.count == Cap)
+      flush();
+  }
+  flush();
+}
+
 // The next step's *scale and *scale_inv from this step's *stats and a
 // history of `length` amaxes (delayed scaling; see fp8_update_scale_kernel).
 template <class F8>
