@@ -261,7 +261,9 @@ def TgFuseCrossEntropy : Pass<"tg-fuse-cross-entropy", "mlir::ModuleOp"> {
     reshape(targets, (N)))), whose gradient is the fused
     softmax_cross_entropy_grad, so loss and gradient are one kernel each
     instead of tg-decompose's log-softmax and one-hot primitives. An op with
-    ignore_index is left as it is.
+    ignore_index is left as it is. The data input a cross-entropy reads as
+    its targets (through reshapes and casts) gets tg.labels, for the step
+    descriptor's label_input.
   }];
   let dependentDialects = ["tcc::tg::TgDialect"];
 }

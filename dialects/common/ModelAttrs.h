@@ -120,6 +120,11 @@ inline constexpr llvm::StringLiteral kUpdatesEntryStateAttr = "tcc.updates_entry
 // Argument attributes.
 inline constexpr llvm::StringLiteral kParamAttr = "tg.param"; // ParamInfo dict
 inline constexpr llvm::StringLiteral kInputAttr = "tg.input"; // name
+// Unit attribute beside tg.input: the loss reads this input as the class
+// labels (targets) of a cross-entropy (tg-fuse-cross-entropy marks it), so
+// the step descriptor names it (label_input) and trun takes its labels
+// from it, not from whichever integer input is shaped [batch].
+inline constexpr llvm::StringLiteral kLabelsAttr = "tg.labels";
 // A per-step scalar the runtime passes through tcc_step_args:
 // "learning_rate" (f32), "step" (i64, 0-based optimizer step), "rng_seed"
 // (i64, the run's seed for counter-based randomness such as dropout).

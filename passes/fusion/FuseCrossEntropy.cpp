@@ -11,7 +11,13 @@
 // pass over (and keep) several logits-sized tensors. A target outside
 // [0, C) then fails the step naming the kernel (the decomposed form gives a
 // NaN loss). With ignore_index the op is left to tg-decompose.
+//
+// It also marks the data input a cross-entropy reads as its targets
+// (through reshapes and casts) with tg.labels: the step descriptor's
+// label_input, from which trun takes the labels of its accuracy (an integer
+// input [batch] feeding an embedding is a feature, not labels).
 #include "passes/Passes.h"
+#include "dialects/common/ModelAttrs.h"
 #include "dialects/tg/TgStructuralBuilders.h"
 #include "mlir/IR/Builders.h"
 
@@ -29,6 +35,8 @@ namespace {
 struct TgFuseCrossEntropyPass
     : tcc::impl::TgFuseCrossEntropyBase<TgFuseCrossEntropyPass> {
   void runOnOperation() override {
+    getOperation().walk([&](tg::CrossEntropyOp op) { markLabels(op.getTargets()); });
+    getOperation().walk([&](tg::SoftmaxCrossEntropyOp op) { markLabels(op.getLabels()); });
     SmallVector<tg::CrossEntropyOp> ops;
     getOperation().walk([&](tg::CrossEntropyOp op) {
       if (!op.ignoreIndex())
@@ -50,6 +58,20 @@ struct TgFuseCrossEntropyPass
       op.getResult().replaceAllUsesWith(mean);
       op.erase();
     }
+  }
+
+  // The labels of a cross-entropy, followed back through reshapes and
+  // casts: when they are a data input of the function, it gets tg.labels.
+  static void markLabels(Value labels) {
+    while (Operation *def = labels.getDefiningOp()) {
+      if (!isa<tg::ReshapeOp, tg::CastOp>(def))
+        return; // computed labels: no input to name
+      labels = def->getOperand(0);
+    }
+    auto arg = cast<BlockArgument>(labels);
+    auto f = dyn_cast<func::FuncOp>(arg.getOwner()->getParentOp());
+    if (f && f.getArgAttr(arg.getArgNumber(), model::kInputAttr))
+      f.setArgAttr(arg.getArgNumber(), model::kLabelsAttr, UnitAttr::get(f.getContext()));
   }
 };
 

@@ -4,6 +4,8 @@
 #include "runtime/trun/io/AtomicFile.h"
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 
 #include <algorithm>
 #include <cerrno>
@@ -11,6 +13,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <map>
 #include <sstream>
 
 namespace tcc::data {
@@ -74,6 +77,15 @@ uint32_t CodePoint(const std::string &text, size_t i, size_t length) {
   return code;
 }
 
+// A character for an error message: "'é' (U+00E9)", or "U+000A" for a
+// control character, which would break the one-line message.
+std::string DescribeCharacter(uint32_t code, absl::string_view utf8) {
+  std::string hex = absl::StrFormat("U+%04X", code);
+  if (code < 0x20 || (code >= 0x7F && code < 0xA0))
+    return hex;
+  return absl::StrCat("'", utf8, "' (", hex, ")");
+}
+
 } // namespace
 
 absl::StatusOr<Corpus> ReadCorpus(const std::vector<std::string> &inputs,
@@ -101,6 +113,7 @@ absl::StatusOr<Corpus> ReadCorpus(const std::vector<std::string> &inputs,
         if (absl::Status s = CheckUtf8(path, *text); !s.ok())
           return s;
       corpus.files.push_back(path);
+      corpus.file_starts.push_back(corpus.text.size());
       corpus.text += *text;
     }
   }
@@ -169,10 +182,98 @@ absl::StatusOr<Tokenized> Tokenize(const std::string &text,
   return result;
 }
 
+absl::StatusOr<std::vector<uint16_t>>
+EncodeWithVocab(const Corpus &corpus, const trun::Vocab &vocab,
+                const std::string &vocab_path) {
+  const std::string &text = corpus.text;
+  std::vector<uint16_t> tokens;
+  tokens.reserve(text.size());
+  if (vocab.level() == trun::Vocab::Level::kByte) {
+    for (unsigned char c : text)
+      tokens.push_back(c); // every byte has its id: nothing can be missing
+    return tokens;
+  }
+  std::map<std::string, uint16_t> id_of;
+  for (size_t id = 0; id < vocab.characters().size(); ++id)
+    id_of.emplace(vocab.characters()[id], static_cast<uint16_t>(id));
+  // Missing characters by code point (their UTF-8 and count), and the
+  // first occurrence of any: one error that says everything to fix.
+  std::map<uint32_t, std::pair<std::string, int64_t>> missing;
+  size_t first_missing = std::string::npos;
+  for (size_t i = 0; i < text.size();) {
+    size_t length = trun::Utf8CharLength(text, i);
+    if (length == 0)
+      return absl::InvalidArgumentError(
+          absl::StrCat("invalid UTF-8 at byte ", i));
+    std::string character = text.substr(i, length);
+    auto found = id_of.find(character);
+    if (found != id_of.end()) {
+      tokens.push_back(found->second);
+    } else {
+      auto &[utf8, count] = missing[CodePoint(text, i, length)];
+      utf8 = std::move(character);
+      ++count;
+      if (first_missing == std::string::npos)
+        first_missing = i;
+    }
+    i += length;
+  }
+  if (missing.empty())
+    return tokens;
+  // The file holding the first missing character, and the offset in it.
+  size_t file = std::upper_bound(corpus.file_starts.begin(),
+                                 corpus.file_starts.end(), first_missing) -
+                corpus.file_starts.begin() - 1;
+  size_t length = trun::Utf8CharLength(text, first_missing);
+  constexpr int kListed = 10;
+  std::vector<std::string> listed;
+  for (const auto &[code, utf8_count] : missing) {
+    if (listed.size() == kListed) {
+      listed.push_back("...");
+      break;
+    }
+    listed.push_back(absl::StrCat(DescribeCharacter(code, utf8_count.first),
+                                  " ", utf8_count.second,
+                                  utf8_count.second == 1 ? " time" : " times"));
+  }
+  return absl::InvalidArgumentError(absl::StrCat(
+      corpus.files[file], ": character ",
+      DescribeCharacter(CodePoint(text, first_missing, length),
+                        text.substr(first_missing, length)),
+      " at byte ", first_missing - corpus.file_starts[file],
+      " is not in the vocabulary ", vocab_path, " (char level, ",
+      vocab.size(), " tokens); missing from it: ", absl::StrJoin(listed, ", "),
+      " (remove them from the text, or tokenize without --vocab for a new "
+      "vocabulary with other ids)"));
+}
+
 absl::StatusOr<TokenizeReport> RunTokenize(const TokenizeOptions &options) {
   TokenizeReport report;
-  absl::StatusOr<Corpus> corpus = ReadCorpus(
-      options.inputs, options.level == trun::Vocab::Level::kChar);
+  std::optional<trun::Vocab> given_vocab;
+  if (!options.vocab_path.empty()) {
+    absl::StatusOr<trun::Vocab> read = trun::Vocab::Read(options.vocab_path);
+    if (!read.ok())
+      return read.status();
+    if (read->size() > trun::kMaxTokenShardVocab)
+      return absl::InvalidArgumentError(absl::StrCat(
+          options.vocab_path, ": ", read->size(),
+          " tokens; token shards hold at most ", trun::kMaxTokenShardVocab,
+          " ids (uint16)"));
+    auto name = [](trun::Vocab::Level level) {
+      return level == trun::Vocab::Level::kChar ? "char" : "byte";
+    };
+    if (options.level && *options.level != read->level())
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--level ", name(*options.level), " but the vocabulary ",
+          options.vocab_path, " is ", name(read->level()),
+          " level (drop --level to use the vocabulary's)"));
+    given_vocab = std::move(*read);
+  } else if (!options.level) {
+    return absl::InvalidArgumentError("no --level and no --vocab");
+  }
+  report.level = given_vocab ? given_vocab->level() : *options.level;
+  absl::StatusOr<Corpus> corpus =
+      ReadCorpus(options.inputs, report.level == trun::Vocab::Level::kChar);
   if (!corpus.ok())
     return corpus.status();
   report.corpus = std::move(*corpus);
@@ -186,10 +287,18 @@ absl::StatusOr<TokenizeReport> RunTokenize(const TokenizeOptions &options) {
         absl::StrCat("no text to tokenize: the ", report.corpus.files.size(),
                      " files read hold 0 bytes", skipped));
   }
-  absl::StatusOr<Tokenized> tokenized =
-      Tokenize(report.corpus.text, options.level);
-  if (!tokenized.ok())
-    return tokenized.status();
+  absl::StatusOr<Tokenized> tokenized;
+  if (given_vocab) {
+    absl::StatusOr<std::vector<uint16_t>> tokens =
+        EncodeWithVocab(report.corpus, *given_vocab, options.vocab_path);
+    if (!tokens.ok())
+      return tokens.status();
+    tokenized = Tokenized{std::move(*given_vocab), std::move(*tokens)};
+  } else {
+    tokenized = Tokenize(report.corpus.text, report.level);
+    if (!tokenized.ok())
+      return tokenized.status();
+  }
   report.corpus.text.clear();
   report.corpus.text.shrink_to_fit();
 

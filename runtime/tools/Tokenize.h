@@ -8,6 +8,7 @@
 #include "absl/status/statusor.h"
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -20,6 +21,7 @@ namespace tcc::data {
 struct Corpus {
   std::string text;
   std::vector<std::string> files;   // read, in order
+  std::vector<size_t> file_starts;  // where each of `files` begins in text
   std::vector<std::string> skipped; // binary files skipped in directories
 };
 
@@ -38,8 +40,22 @@ struct Tokenized {
 absl::StatusOr<Tokenized> Tokenize(const std::string &text,
                                    trun::Vocab::Level level);
 
+// The corpus in the ids of an existing vocabulary (`vocab_path`, read into
+// `vocab`), for fine-tuning a model on new text with its own ids. A
+// character the vocabulary lacks is an error naming it, the file and the
+// byte offset in that file, and every missing character with its count:
+// ids never shift silently.
+absl::StatusOr<std::vector<uint16_t>>
+EncodeWithVocab(const Corpus &corpus, const trun::Vocab &vocab,
+                const std::string &vocab_path);
+
 struct TokenizeOptions {
-  trun::Vocab::Level level = trun::Vocab::Level::kChar;
+  // Unset: the level of `vocab_path` (which must then be given).
+  std::optional<trun::Vocab::Level> level = trun::Vocab::Level::kChar;
+  // An existing vocab.json (tcc-data's, or a checkpoint's): tokenize with
+  // its ids and write the same ids as OUT_PREFIX_vocab.json. Empty: build
+  // the vocabulary from the text.
+  std::string vocab_path;
   double val_fraction = 0.1; // the last floor(N * F) tokens go to val
   std::string out_prefix;
   std::vector<std::string> inputs;
@@ -47,6 +63,7 @@ struct TokenizeOptions {
 
 struct TokenizeReport {
   Corpus corpus; // text cleared after tokenizing
+  trun::Vocab::Level level = trun::Vocab::Level::kChar;
   int64_t vocab_size = 0;
   int64_t train_tokens = 0, val_tokens = 0;
   std::string train_path, val_path, vocab_path;

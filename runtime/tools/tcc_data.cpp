@@ -1,6 +1,7 @@
 // tcc-data: prepares data for trun. See docs/runtime.md ("Token data").
 //
-//   tcc-data tokenize --level char|byte [--val-fraction F] -o OUT_PREFIX FILES...
+//   tcc-data tokenize --level char|byte | --vocab FILE [--val-fraction F]
+//                     -o OUT_PREFIX FILES...
 #include "support/NearestName.h"
 #include "runtime/tools/Tokenize.h"
 
@@ -19,7 +20,8 @@
 namespace {
 
 const char kUsage[] =
-    R"(usage: tcc-data tokenize --level char|byte [--val-fraction F] -o OUT_PREFIX FILES...
+    R"(usage: tcc-data tokenize (--level char|byte | --vocab FILE) [--val-fraction F]
+                         -o OUT_PREFIX FILES...
 
 Tokenizes raw text for trun: writes OUT_PREFIX_train.bin and OUT_PREFIX_val.bin
 (token shards: 256 x int32 header with magic 20240520, version 1 and the token
@@ -29,6 +31,13 @@ OUT_PREFIX_vocab.json (id -> text, for trun --vocab).
   --level char          one token per distinct UTF-8 character, ids in code
                         point order (the text must be UTF-8)
   --level byte          one token per byte, id = byte value (256 ids)
+  --vocab FILE          tokenize with the ids of an existing vocabulary (a
+                        _vocab.json of tcc-data, a checkpoint's vocab.json)
+                        to fine-tune a model on new text; the same ids are
+                        written as OUT_PREFIX_vocab.json. A character it
+                        lacks is an error naming the character, the file and
+                        the byte (ids never shift). Its level is used;
+                        --level, if given, must match it
   --val-fraction F      the last floor(N * F) of the N tokens go to the
                         validation shard (0 <= F < 1, default 0.1)
   -o OUT_PREFIX         output path prefix (its folder is created if missing)
@@ -50,7 +59,8 @@ int Fail(const std::string &message, int exit_code) {
 // Parses the arguments after "tokenize"; an error is a usage message.
 std::optional<std::string> ParseTokenize(const std::vector<std::string> &args,
                                          tcc::data::TokenizeOptions &options) {
-  bool have_level = false, have_fraction = false, have_output = false;
+  bool have_level = false, have_fraction = false, have_output = false,
+       have_vocab = false;
   for (size_t i = 0; i < args.size(); ++i) {
     const std::string &arg = args[i];
     if (arg.size() < 2 || arg[0] != '-') {
@@ -59,10 +69,12 @@ std::optional<std::string> ParseTokenize(const std::vector<std::string> &args,
     }
     size_t equals = arg.find('=');
     std::string flag = arg.substr(0, equals);
-    if (flag != "--level" && flag != "--val-fraction" && flag != "-o")
+    if (flag != "--level" && flag != "--val-fraction" && flag != "-o" &&
+        flag != "--vocab")
       return "unknown flag '" + arg + "'" + tcc::DidYouMean(flag, kUsage);
     bool &seen = flag == "--level"          ? have_level
                  : flag == "--val-fraction" ? have_fraction
+                 : flag == "--vocab"        ? have_vocab
                                             : have_output;
     if (seen)
       return flag + " given twice";
@@ -87,12 +99,16 @@ std::optional<std::string> ParseTokenize(const std::vector<std::string> &args,
         return "--val-fraction expects a number in [0, 1), got '" + value +
                "'";
       options.val_fraction = f;
+    } else if (flag == "--vocab") {
+      options.vocab_path = value;
     } else {
       options.out_prefix = value;
     }
   }
+  if (!have_level && !have_vocab)
+    return "missing --level char|byte (or --vocab FILE)";
   if (!have_level)
-    return "missing --level char|byte";
+    options.level.reset(); // the vocabulary's level
   if (!have_output)
     return "missing -o OUT_PREFIX";
   if (options.inputs.empty())
@@ -130,9 +146,12 @@ int main(int argc, char **argv) {
     std::cout << " (skipped " << report->corpus.skipped.size()
               << " binary files)";
   std::cout << "\n"
-            << (options.level == tcc::trun::Vocab::Level::kChar ? "char"
+            << (report->level == tcc::trun::Vocab::Level::kChar ? "char"
                                                                 : "byte")
-            << " level: vocabulary of " << report->vocab_size << " tokens\n"
+            << " level: vocabulary of " << report->vocab_size << " tokens"
+            << (options.vocab_path.empty() ? ""
+                                           : " from " + options.vocab_path)
+            << "\n"
             << report->train_path << ": " << report->train_tokens
             << " tokens\n"
             << report->val_path << ": " << report->val_tokens << " tokens\n"

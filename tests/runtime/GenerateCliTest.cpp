@@ -176,6 +176,40 @@ TEST_P(GenerateCliTest, CacheSamplesEqualEvalSamples) {
   EXPECT_EQ(k1.out.substr(k1.out.find("\n---")), cache.out.substr(cache.out.find("\n---")));
 }
 
+// Past the 16-token context, the exact cache path re-prefills the last 16
+// tokens for every new token; --context-keep 8 restarts the cache from the
+// last 8 once per 8 new tokens and decodes in between. 30 tokens after a
+// 2-token prompt: exact, 1 + 15 prefills and 14 decodes; kept, a prefill at
+// the prompt, at 17 tokens (cache from token 9 on) and at 26 (from 18 on),
+// and 14 + 8 + 5 decodes. Up to the first restart the tokens are the exact
+// path's.
+TEST_P(GenerateCliTest, ContextKeepRestartsTheCacheOncePerWindow) {
+  std::string base = step_ + " --init-from " + weights_ + " --vocab " + vocab_ +
+                     " --sample 30 --temperature 0 --prompt cd";
+  CliResult exact = RunTrun(base);
+  CliResult kept = RunTrun(base + " --context-keep 8");
+  ASSERT_EQ(exact.exit_code, 0) << exact.err;
+  ASSERT_EQ(kept.exit_code, 0) << kept.err;
+  EXPECT_NE(exact.out.find("(16 prefill calls, "), std::string::npos) << exact.out;
+  EXPECT_NE(exact.out.find("; 14 decode calls, "), std::string::npos) << exact.out;
+  EXPECT_NE(kept.out.find("(3 prefill calls, "), std::string::npos) << kept.out;
+  EXPECT_NE(kept.out.find("; 27 decode calls, "), std::string::npos) << kept.out;
+  // The text after the "sample: ..." line: the prompt and 30 tokens.
+  auto text = [](const std::string &out) {
+    size_t at = out.find('\n', out.find("sample: "));
+    return at == std::string::npos ? std::string() : out.substr(at + 1);
+  };
+  ASSERT_GE(text(exact.out).size(), 2u + 15u) << exact.out;
+  EXPECT_EQ(text(kept.out).substr(0, 2 + 15), text(exact.out).substr(0, 2 + 15));
+
+  testing::ExpectExactError(RunTrun(base + " --context-keep 16"), 1,
+                            "--context-keep 16: expected 1 to 15 (step 'gpt' has a context of 16)");
+  testing::ExpectExactError(
+      RunTrun(base + " --context-keep 8 --sampler eval"), 1,
+      "--context-keep applies to the KV cache path (prefill / decode entries: tcc compile "
+      "--generate); the eval path always runs the last context tokens");
+}
+
 TEST_P(GenerateCliTest, PromptLongerThanTheContext) {
   testing::ExpectExactError(Sample("3 --prompt abcdefghijabcdefghij"), 1,
                             "prompt of 20 tokens; step 'gpt' has a context of 16");

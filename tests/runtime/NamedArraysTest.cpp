@@ -186,6 +186,64 @@ TEST(NamedArraysBindingTest, StepsThatAreNoImageClassifierBindNamedArrays) {
   EXPECT_EQ(two_ints.Bind().logits_output, -1);
 }
 
+// The labels are the input the step's loss reads as class labels (the
+// descriptor's label_input), not an integer input [batch] that happens to
+// be the only one: a categorical feature feeding an embedding.
+TEST(NamedArraysBindingTest, LabelsAreTheInputTheLossReads) {
+  ArraysStep regression; // x, a category, y; output 'logits' [8, 1]
+  regression.Input("x", TCC_DTYPE_F32, {8, 3})
+      .Input("cat", TCC_DTYPE_I32, {8})
+      .Input("y", TCC_DTYPE_F32, {8, 1})
+      .Logits({8, 1});
+  // A step built before label_input: the only integer input [8] was taken.
+  EXPECT_EQ(regression.Bind().target_input, 1);
+  regression.d.struct_size = sizeof(tcc_step_descriptor);
+  regression.d.label_input = nullptr; // an MSE loss reads no labels
+  StepBinding b = regression.Bind();
+  EXPECT_EQ(b.target_input, -1);
+  EXPECT_EQ(b.logits_output, -1);
+  // 'cat' holds 5 with 'logits' of width 1: fed as it is, no label check.
+  absl::StatusOr<NamedArrays> arrays = NamedArrays::Bind(
+      {Stored<float>("x", ArrayType::kF32, {8, 3}, Iota(24)),
+       Stored<int32_t>("cat", ArrayType::kI32, {8}, {5, 1, 2, 3, 4, 5, 6, 7}),
+       Stored<float>("y", ArrayType::kF32, {8}, Iota(8))},
+      "--data", regression.d, b);
+  EXPECT_TRUE(arrays.ok()) << arrays.status();
+
+  ArraysStep classifier; // the category and the labels: two integer inputs
+  classifier.Input("cat", TCC_DTYPE_I32, {8})
+      .Input("x", TCC_DTYPE_F32, {8, 3})
+      .Input("label", TCC_DTYPE_I64, {8})
+      .Logits({8, 4});
+  EXPECT_EQ(classifier.Bind().target_input, -1); // before label_input: unknown
+  classifier.d.struct_size = sizeof(tcc_step_descriptor);
+  classifier.d.label_input = "label";
+  b = classifier.Bind();
+  EXPECT_EQ(b.target_input, 2);
+  EXPECT_EQ(b.num_classes, 4);
+  // The labels are checked against 'logits', the category is not.
+  arrays = NamedArrays::Bind(
+      {Stored<int32_t>("cat", ArrayType::kI32, {2}, {9, 9}),
+       Stored<float>("x", ArrayType::kF32, {2, 3}, Iota(6)),
+       Stored<int64_t>("label", ArrayType::kI64, {2}, {3, 4})},
+      "--data", classifier.d, b);
+  ASSERT_FALSE(arrays.ok());
+  EXPECT_EQ(arrays.status().message(),
+            "label.npy: label 4 of sample 1 in array 'label' is out of range "
+            "for 'logits' width 4");
+
+  // Labels that are no integer input [batch] (token targets [batch, T]
+  // are not per sample): no accuracy. An index that is no input: the
+  // descriptor is wrong.
+  classifier.d.label_input = "x";
+  EXPECT_EQ(classifier.Bind().target_input, -1);
+  classifier.d.label_input = "labels";
+  absl::StatusOr<StepBinding> wrong = BindStep(classifier.d, true);
+  ASSERT_FALSE(wrong.ok());
+  EXPECT_EQ(wrong.status().message(),
+            "step 'reg' declares its labels input 'labels', which is not one of its inputs");
+}
+
 TEST(NamedArraysBindingTest, ImageClassifiersAndTokenModelsBindAsBeforeUnlessAsked) {
   ArraysStep image;
   image.Input("label", TCC_DTYPE_I32, {8}).Input("image", TCC_DTYPE_F32, {8, 784})

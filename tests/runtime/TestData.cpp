@@ -184,6 +184,7 @@ FakeStep::FakeStep(int64_t batch, int64_t values, int64_t classes)
   descriptor.default_learning_rate = 0.05;
   descriptor.lr_schedule = {TCC_LR_CONSTANT, 0.05, 0, 0, 0.0};
   descriptor.micro_batches = 1;
+  descriptor.label_input = "label"; // the loss's class labels
   descriptor.workspace_bytes = 100;
   descriptor.train = ReturnOk;
   descriptor.eval = ReturnOk;

@@ -158,6 +158,88 @@ TEST_F(RunTokenizeTest, ReportsBadInputs) {
                                ": Not a directory");
 }
 
+// Fine-tuning on new text with a base model's ids: text B tokenized with
+// --vocab of text A keeps A's id for every character, and A's vocabulary
+// is written unchanged beside B's shards.
+TEST_F(RunTokenizeTest, ReusesAGivenVocabulary) {
+  WriteText(dir_.File("a.txt"), "hello world\n");
+  TokenizeOptions a = Options(Level::kChar, {dir_.File("a.txt")});
+  a.val_fraction = 0;
+  ASSERT_TRUE(RunTokenize(a).ok());
+  absl::StatusOr<trun::Vocab> vocab_a = trun::Vocab::Read(dir_.File("out_vocab.json"));
+  ASSERT_TRUE(vocab_a.ok()) << vocab_a.status();
+
+  // B alone would number its characters " ", "e", "h", "l", "o", "r", "w"
+  // from 0; A's ids are "\n" 0, " " 1, "d" 2, "e" 3, "h" 4, ...
+  WriteText(dir_.File("b.txt"), "hello row");
+  TokenizeOptions b = Options(Level::kChar, {dir_.File("b.txt")});
+  b.level.reset(); // the vocabulary's level
+  b.vocab_path = dir_.File("out_vocab.json");
+  b.out_prefix = dir_.File("b");
+  b.val_fraction = 0;
+  absl::StatusOr<TokenizeReport> report = RunTokenize(b);
+  ASSERT_TRUE(report.ok()) << report.status();
+  EXPECT_EQ(report->level, Level::kChar);
+  EXPECT_EQ(report->vocab_size, vocab_a->size());
+  absl::StatusOr<std::vector<int64_t>> expected = vocab_a->Encode("hello row");
+  ASSERT_TRUE(expected.ok()) << expected.status();
+  std::vector<uint16_t> b_tokens = ShardTokens(dir_.File("b_train.bin"));
+  EXPECT_EQ(std::vector<int64_t>(b_tokens.begin(), b_tokens.end()), *expected);
+  // Without --vocab, 'h' would be id 2 in B's own vocabulary, not A's 4.
+  ASSERT_FALSE(b_tokens.empty());
+  EXPECT_EQ(b_tokens[0], 4);
+  EXPECT_EQ(trun::testing::ReadFileBytes(dir_.File("b_vocab.json")),
+            trun::testing::ReadFileBytes(dir_.File("out_vocab.json")));
+
+  // A level from --level must be the vocabulary's.
+  b.level = Level::kByte;
+  EXPECT_EQ(Error(b), "--level byte but the vocabulary " + dir_.File("out_vocab.json") +
+                          " is char level (drop --level to use the vocabulary's)");
+  b.level = Level::kChar;
+  EXPECT_TRUE(RunTokenize(b).ok());
+}
+
+// A character the given vocabulary lacks is an error that names it, the
+// file and the byte offset in that file, and lists every missing one.
+TEST_F(RunTokenizeTest, AVocabularyLackingACharacterIsAnError) {
+  WriteText(dir_.File("a.txt"), "hello world\n");
+  TokenizeOptions a = Options(Level::kChar, {dir_.File("a.txt")});
+  a.val_fraction = 0;
+  ASSERT_TRUE(RunTokenize(a).ok());
+  WriteText(dir_.File("b1.txt"), "hello\n");
+  WriteText(dir_.File("b2.txt"), "w\xC3\xA9ird\tw\xC3\xA9\n"); // é and a tab
+  TokenizeOptions b = Options(Level::kChar, {dir_.File("b1.txt"), dir_.File("b2.txt")});
+  b.level.reset();
+  b.vocab_path = dir_.File("out_vocab.json");
+  b.out_prefix = dir_.File("b");
+  EXPECT_EQ(Error(b), dir_.File("b2.txt") + ": character '\xC3\xA9' (U+00E9) at byte 1 is "
+                          "not in the vocabulary " + dir_.File("out_vocab.json") +
+                          " (char level, 9 tokens); missing from it: "
+                          "U+0009 1 time, 'i' (U+0069) 1 time, '\xC3\xA9' (U+00E9) "
+                          "2 times (remove them from the text, or tokenize without "
+                          "--vocab for a new vocabulary with other ids)");
+  EXPECT_FALSE(std::filesystem::exists(dir_.File("b_train.bin")));
+
+  // A byte vocabulary has every byte: any text fits.
+  TokenizeOptions bytes = Options(Level::kByte, {dir_.File("a.txt")});
+  bytes.out_prefix = dir_.File("bytes");
+  bytes.val_fraction = 0;
+  ASSERT_TRUE(RunTokenize(bytes).ok());
+  WriteText(dir_.File("latin1.txt"), "caf\xE9");
+  TokenizeOptions with_bytes = Options(Level::kByte, {dir_.File("latin1.txt")});
+  with_bytes.level.reset();
+  with_bytes.vocab_path = dir_.File("bytes_vocab.json");
+  with_bytes.out_prefix = dir_.File("c");
+  with_bytes.val_fraction = 0;
+  ASSERT_TRUE(RunTokenize(with_bytes).ok());
+  EXPECT_EQ(ShardTokens(dir_.File("c_train.bin")),
+            (std::vector<uint16_t>{'c', 'a', 'f', 0xE9}));
+  // A vocabulary that is no vocabulary: Vocab::Read's error.
+  with_bytes.vocab_path = dir_.File("a.txt");
+  EXPECT_EQ(Error(with_bytes), dir_.File("a.txt") + ": not valid JSON (expected a "
+                                                    "vocab.json from tcc-data tokenize)");
+}
+
 CliResult RunTccData(const std::string &args) {
   return RunCommand(TRUN_TEST_TCC_DATA_BINARY, args);
 }
@@ -168,7 +250,7 @@ TEST(TccDataCliTest, UsageErrorsExitWithTwo) {
   } cases[] = {
       {"", "missing command (see tcc-data --help)"},
       {"frob", "unknown command 'frob' (see tcc-data --help)"},
-      {"tokenize -o x f", "missing --level char|byte"},
+      {"tokenize -o x f", "missing --level char|byte (or --vocab FILE)"},
       {"tokenize --level word -o x f",
        "--level expects char or byte, got 'word'"},
       {"tokenize --level char f", "missing -o OUT_PREFIX"},
@@ -178,6 +260,8 @@ TEST(TccDataCliTest, UsageErrorsExitWithTwo) {
       {"tokenize --level char --bogus -o x f", "unknown flag '--bogus'"},
       {"tokenize --levl char -o x f", "unknown flag '--levl' (did you mean --level?)"},
       {"tokenize --level char --level byte -o x f", "--level given twice"},
+      {"tokenize --vocab a --vocab b -o x f", "--vocab given twice"},
+      {"tokenize -o x f --vocab", "--vocab needs a value"},
   };
   for (const Case &c : cases) {
     CliResult r = RunTccData(c.args);
@@ -234,6 +318,54 @@ TEST(TccDataCliTest, CreatesTheOutputFolder) {
                                  dir.File("text.txt"));
   EXPECT_EQ(blocked.exit_code, 1);
   EXPECT_NE(blocked.err.find("cannot create the output folder"), std::string::npos) << blocked.err;
+}
+
+} // namespace
+} // namespace tcc::data
+
+namespace tcc::data {
+namespace {
+
+// The command line of --vocab: ids of the given vocabulary, the vocabulary
+// copied beside the shards, exit 1 naming a missing character.
+TEST(TccDataCliTest, TokenizesWithAGivenVocabulary) {
+  TempDir dir;
+  WriteText(dir.File("a.txt"), "the cat sat on the mat\n");
+  CliResult a = RunTccData("tokenize --level char --val-fraction 0 -o " + dir.File("a") +
+                           " " + dir.File("a.txt"));
+  ASSERT_EQ(a.exit_code, 0) << a.err;
+  WriteText(dir.File("b.txt"), "a cat on a hat\n");
+  CliResult b = RunTccData("tokenize --vocab " + dir.File("a_vocab.json") +
+                           " --val-fraction 0 -o " + dir.File("b") + " " + dir.File("b.txt"));
+  ASSERT_EQ(b.exit_code, 0) << b.err;
+  EXPECT_NE(b.out.find("char level: vocabulary of 11 tokens from " + dir.File("a_vocab.json")),
+            std::string::npos)
+      << b.out;
+  absl::StatusOr<trun::Vocab> vocab = trun::Vocab::Read(dir.File("b_vocab.json"));
+  ASSERT_TRUE(vocab.ok()) << vocab.status();
+  absl::StatusOr<std::vector<int64_t>> ids = vocab->Encode("a cat on a hat\n");
+  ASSERT_TRUE(ids.ok()) << ids.status();
+  std::vector<uint16_t> tokens = ShardTokens(dir.File("b_train.bin"));
+  EXPECT_EQ(std::vector<int64_t>(tokens.begin(), tokens.end()), *ids);
+  EXPECT_EQ(trun::testing::ReadFileBytes(dir.File("b_vocab.json")),
+            trun::testing::ReadFileBytes(dir.File("a_vocab.json")));
+
+  WriteText(dir.File("c.txt"), "a dog\n");
+  CliResult missing = RunTccData("tokenize --vocab " + dir.File("a_vocab.json") + " -o " +
+                                 dir.File("c") + " " + dir.File("c.txt"));
+  EXPECT_EQ(missing.exit_code, 1);
+  EXPECT_EQ(missing.err.rfind("tcc-data: error: " + dir.File("c.txt") +
+                                  ": character 'd' (U+0064) at byte 2 is not in the "
+                                  "vocabulary " + dir.File("a_vocab.json"),
+                              0),
+            0u)
+      << missing.err;
+  CliResult level = RunTccData("tokenize --level byte --vocab " + dir.File("a_vocab.json") +
+                               " -o " + dir.File("c") + " " + dir.File("b.txt"));
+  EXPECT_EQ(level.exit_code, 1);
+  EXPECT_EQ(level.err, "tcc-data: error: --level byte but the vocabulary " +
+                           dir.File("a_vocab.json") +
+                           " is char level (drop --level to use the vocabulary's)\n");
 }
 
 } // namespace

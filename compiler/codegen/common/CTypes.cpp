@@ -77,6 +77,23 @@ std::string locName(Location loc) {
   return "";
 }
 
+std::string kernelLabel(Operation *op) {
+  std::string node = locName(op->getLoc());
+  std::string label =
+      (node.empty() ? std::string("?") : node) + ": " + op->getName().getStringRef().str();
+  if (auto conv = dyn_cast<kern::Conv2dOp>(op)) {
+    StringRef product = conv.getProduct();
+    label += product == "input_grad"    ? " input gradient"
+             : product == "weight_grad" ? " weight gradient"
+             : product == "forward"     ? " forward"
+                                        : (" " + product).str();
+  } else if (auto pool = dyn_cast<kern::Pool2dOp>(op)) {
+    StringRef mode = pool.getMode();
+    label += mode.consume_back("_grad") ? (" " + mode + " gradient").str() : (" " + mode).str();
+  }
+  return label;
+}
+
 // A C literal of `v` in the compute type of float type `t`, exact.
 std::string floatLiteral(double v, Type t) {
   std::string ct = scalarType(t);

@@ -11,6 +11,7 @@
 #include "mlir/IR/BuiltinAttributes.h"
 #include "mlir/IR/BuiltinTypes.h"
 #include "mlir/IR/Location.h"
+#include "mlir/IR/Operation.h"
 #include "mlir/IR/Value.h"
 
 namespace tcc::codegen {
@@ -41,6 +42,12 @@ std::string shapeComment(MemRefType t);
 
 // The model node(s) an op comes from: "fc1", or "ln1+gelu" for fused ops.
 std::string locName(Location loc);
+
+// A kernel's label in the profiles and the kernel list: "node: kern.op",
+// plus what the op computes where one op name covers several products
+// (a layer's three convolutions carry one node): "c1: kern.conv2d input
+// gradient", "p1: kern.pool2d max gradient".
+std::string kernelLabel(Operation *op);
 
 // A C literal of `v` in the compute type of float type `t`, exact.
 std::string floatLiteral(double v, Type t);

@@ -298,6 +298,7 @@ FailureOr<StepInterface> collectStepInterface(ModuleOp module, StringRef who) {
   if (failed(evalRoles))
     return failure();
   SmallVector<TableEntry> params, inputs, outputs, states, trainOutputs;
+  SmallVector<int32_t> labelInputs; // inputs with tg.labels
   std::string lossName = "loss", precision = "f32";
   // tg-amp's policy (bf16, fp16, tf32, fp32); modules compiled without it
   // (tcc-opt pipelines, tests) report the parameters' type.
@@ -323,6 +324,8 @@ FailureOr<StepInterface> collectStepInterface(ModuleOp module, StringRef who) {
         precision = "f64";
     } else if (role.kind == ArgumentRole::Input) {
       inputs.push_back({role.label, mrt(a), std::nullopt});
+      if (eval.getArgAttr(a.getArgNumber(), model::kLabelsAttr))
+        labelInputs.push_back(static_cast<int32_t>(inputs.size()) - 1);
     } else if (role.kind == ArgumentRole::Buffer) {
       r.buffers.push_back({role.label, mrt(a), role.param});
     } else if (role.kind == ArgumentRole::Output) {
@@ -331,6 +334,10 @@ FailureOr<StepInterface> collectStepInterface(ModuleOp module, StringRef who) {
       lossName = role.label;
     }
   }
+  // Two losses over different labels leave no one input to measure
+  // accuracy against: none is named.
+  if (labelInputs.size() == 1)
+    r.labelInput = labelInputs.front();
   if (auto ranks = module->getAttrOfType<IntegerAttr>(model::kShardOptimizerAttr))
     r.shardRanks = ranks.getInt();
   for (auto [a, role] : llvm::zip_equal(train.getArguments(), *trainRoles)) {
@@ -532,7 +539,10 @@ void emitDescriptor(llvm::raw_ostream &s, const StepInterface &iface, StringRef 
     << ", // gradients of the trainable params by dtype\n"
     << "  " << iface.shardParameterRanks << ", "
     << (shardedParams ? "tcc_whole_params" : "nullptr")
-    << ", // ZeRO-3: ranks, the whole params (params holds this rank's shards)\n};\n\n"
+    << ", // ZeRO-3: ranks, the whole params (params holds this rank's shards)\n"
+    << "  " << (iface.labelInput >= 0 ? cString(iface.inputs[iface.labelInput].name) : "nullptr")
+    << ", // the input the loss reads as class labels\n"
+    << "};\n\n"
     << "extern \"C\" __attribute__((visibility(\"default\"))) const tcc_step_descriptor *\n"
     << "tcc_step_get_descriptor(void) { return &tcc_descriptor; }\n";
 }

@@ -107,6 +107,10 @@ struct StepInterface {
   // whole_params.
   int64_t shardParameterRanks = 0;
   SmallVector<TableEntry> wholeParams;
+  // The input the loss reads as class labels (tg.labels), an index into
+  // inputs: the descriptor's label_input names it; -1 (NULL there) when
+  // none, or when several are (two losses).
+  int32_t labelInput = -1;
   // Further entry points, in module order (descriptor entries[k]; profile
   // entry index 2 + k).
   std::vector<EntryInterface> entries;

@@ -94,14 +94,12 @@ private:
   }
 
   LogicalResult emitOp(Operation *op, double &flops) {
-    std::string where = locName(op->getLoc());
     // Buffer definitions stay in the function's scope; kernels get a block
     // of their own (timed when built with -DTCC_PROFILE).
     bool kernel = !isa<kern::WorkspaceViewOp, kern::ReshapeOp, kern::ConstantOp>(op);
     if (!kernel)
       return emitKernel(op, flops);
-    std::string label = (where.empty() ? std::string("?") : where) + ": " +
-                        op->getName().getStringRef().str();
+    std::string label = kernelLabel(op);
     os_ << "  // " << label << "\n";
     std::string literal;
     llvm::raw_string_ostream escaped(literal);

@@ -189,8 +189,7 @@ void CudaStepEmitter::launch(llvm::raw_ostream &os, Operation *op, const std::st
                              double bytes, LaunchCheck check) {
   int32_t id = static_cast<int32_t>(labels_.size());
   std::string node = locName(op->getLoc());
-  labels_.push_back((node.empty() ? std::string("?") : node) + ": " +
-                    op->getName().getStringRef().str() + " (" + kernel + ")");
+  labels_.push_back(kernelLabel(op) + " (" + kernel + ")");
   os << "  " << call << "\n";
   if (check == LaunchCheck::AfterLaunch)
     os << "  if (int32_t rc = tcc_cuda_host::after_launch(s, " << id << ")) return rc;\n";
@@ -360,9 +359,7 @@ void CudaStepEmitter::waitIfTouchingReduced(Operation *op, llvm::raw_ostream &os
 
 LogicalResult CudaStepEmitter::emitOp(Operation *op, llvm::raw_ostream &os, double &flops) {
   if (!isa<kern::WorkspaceViewOp, kern::ReshapeOp, kern::ConstantOp>(op)) {
-    std::string node = locName(op->getLoc());
-    os << "  // " << (node.empty() ? std::string("?") : node) << ": "
-       << op->getName().getStringRef() << "\n";
+    os << "  // " << kernelLabel(op) << "\n";
   }
   return llvm::TypeSwitch<Operation *, LogicalResult>(op)
       .Case([&](kern::WorkspaceViewOp v) {

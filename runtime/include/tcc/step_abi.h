@@ -436,6 +436,13 @@ typedef struct tcc_step_descriptor {
      shards themselves. NULL when shard_parameter_ranks is 0. */
   int32_t shard_parameter_ranks;
   const tcc_tensor_desc *whole_params;
+
+  /* Appended after whole_params (tcc_step_descriptor_has_label_input): the
+     name of the input the loss reads as class labels (the targets of a
+     cross-entropy), or NULL when the loss reads none (a regression, an
+     autoencoder): an integer input [B] that feeds an embedding is a
+     feature, not labels. */
+  const char *label_input;
 } tcc_step_descriptor;
 
 /* Whether descriptor `d` (its struct_size) includes the memory-by-dtype
@@ -484,6 +491,11 @@ typedef struct tcc_step_descriptor {
 #define tcc_step_descriptor_has_shard_parameters(d)                   \
   ((d)->struct_size >= offsetof(tcc_step_descriptor, whole_params) + \
                            sizeof(const tcc_tensor_desc *))
+
+/* Whether descriptor `d` includes label_input. */
+#define tcc_step_descriptor_has_label_input(d)                       \
+  ((d)->struct_size >= offsetof(tcc_step_descriptor, label_input) + \
+                           sizeof(const char *))
 
 /*
  * FP8 delayed scaling (tcc compile --precision fp8 --fp8-scaling delayed,

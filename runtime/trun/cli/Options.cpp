@@ -168,7 +168,14 @@ sampling (token models with a 'logits' output; after training, if any):
                         probabilities add up to P, in (0, 1] (default 1)
   --sampler cache|eval  cache (default): the step's prefill / decode entries
                         (a KV cache) when it has them; eval: the eval entry
-                        point per token (the reference)
+                        point per token (the reference). Past the context
+                        both run a whole prefill / eval per new token (each
+                        row's last context tokens: exact, but as slow as
+                        the eval path)
+  --context-keep K      cache: past the context, restart the cache from each
+                        row's last K tokens (1 <= K < context) with one
+                        prefill and decode on: one prefill per context - K
+                        tokens; the tokens then differ from the eval path's
 other:
   --info                print the step descriptor (parameters, inputs,
                         precision, workspace, FLOPs per step) and its memory
@@ -227,11 +234,13 @@ absl::Status ApplyValue(const std::string &flag, const std::string &value,
       options.eval_sampler = value == "eval";
     else
       return BadNumber(flag, value, "cache or eval");
-  } else if (flag == "--num-samples" || flag == "--top-k") {
+  } else if (flag == "--num-samples" || flag == "--top-k" || flag == "--context-keep") {
     absl::StatusOr<int64_t> n = ParseCount(flag, value, 1);
     if (!n.ok())
       return n.status();
-    (flag == "--top-k" ? options.top_k : options.num_samples) = *n;
+    (flag == "--top-k"          ? options.top_k
+     : flag == "--context-keep" ? options.context_keep
+                                : options.num_samples) = *n;
   } else if (flag == "--top-p") {
     double p = 0;
     if (!absl::SimpleAtod(value, &p) || !(p > 0 && p <= 1))
@@ -340,7 +349,8 @@ absl::Status CheckFlagPairs(const std::set<std::string> &seen) {
       {"--prompt", "--sample"},
       {"--temperature", "--sample"},  {"--num-samples", "--sample"},
       {"--top-k", "--sample"},        {"--top-p", "--sample"},
-      {"--sampler", "--sample"},      {"--eval-every", "--val"},
+      {"--sampler", "--sample"},      {"--context-keep", "--sample"},
+      {"--eval-every", "--val"},
       {"--eval-batches", "--val"},    {"--data-order", "--data"},
       {"--test", "--data"},           {"--test-batches", "--data"},
       {"--ckpt-every", "--ckpt-dir"},
@@ -363,7 +373,8 @@ absl::StatusOr<Options> ParseOptions(const std::vector<std::string> &args) {
       "--temperature",  "--save-train-outputs", "--ckpt-dir", "--ckpt-every",
       "--keep",         "--metrics",   "--on-nan",       "--loader-depth",
       "--gpu",          "--nproc",     "--global-batch", "--num-samples",
-      "--top-k",        "--top-p",     "--sampler",      "--encode-cache",
+      "--top-k",        "--top-p",     "--sampler",      "--context-keep",
+      "--encode-cache",
       "--encode-cache-limit", "--threads"};
   Options options;
   std::set<std::string> seen;

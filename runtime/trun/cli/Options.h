@@ -42,6 +42,7 @@ struct Options {
   int64_t top_k = 0;                       // --top-k K (0: off)
   double top_p = 1.0;                      // --top-p P (1: off)
   bool eval_sampler = false;               // --sampler eval (default: cache)
+  int64_t context_keep = 0; // --context-keep K (0: re-prefill per token past T)
   std::optional<std::string> ckpt_dir;     // --ckpt-dir D
   int64_t ckpt_every = 0;                  // --ckpt-every N (0: final only)
   int64_t keep = 0;                        // --keep K (0: keep all)

@@ -85,8 +85,8 @@ absl::Status RunNamedArrays(const Options &options,
   out << "\n";
   if (binding.logits_output == -1)
     out << "note: reporting test loss only (accuracy needs an output "
-           "'logits' [batch, classes] and one integer input [batch] of "
-           "labels)\n";
+           "'logits' [batch, classes] and an integer input [batch] that the "
+           "loss reads as class labels)\n";
   // Every rank evaluates the whole test split (the same weights, the same
   // result; rank 0 reports it).
   SequentialBatches test_batches(tested, test->copier(), binding.batch_size);

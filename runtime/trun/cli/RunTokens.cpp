@@ -125,6 +125,7 @@ absl::Status Sample(const Options &options, const tcc_step_descriptor &d,
   request.params.top_k = options.top_k;
   request.params.top_p = options.top_p;
   request.seed = options.seed;
+  request.context_keep = options.context_keep;
   absl::StatusOr<GenerateResult> generated = (*sampler)->Generate(request);
   if (!generated.ok())
     return generated.status();

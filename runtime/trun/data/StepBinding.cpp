@@ -114,15 +114,44 @@ absl::StatusOr<StepBinding> BindImageClassifier(const tcc_step_descriptor &d,
   return binding;
 }
 
+// The labels of the accuracy: the input the step's loss reads as class
+// labels (its descriptor's label_input), when it is an integer input [B].
+// A step built before label_input: the only integer input, when it is [B].
+// -1: none.
+absl::StatusOr<int32_t> LabelsInput(const tcc_step_descriptor &d, int64_t batch_size) {
+  auto is_labels_shaped = [&](int32_t i) {
+    const tcc_tensor_desc &t = d.inputs[i];
+    return (t.dtype == TCC_DTYPE_I32 || t.dtype == TCC_DTYPE_I64) && t.rank == 1 &&
+           t.shape[0] == batch_size;
+  };
+  if (tcc_step_descriptor_has_label_input(&d)) {
+    if (d.label_input == nullptr)
+      return -1;
+    int32_t declared = FindInput(d, d.label_input);
+    if (declared == -1)
+      return BindError(absl::StrCat("step '", d.model_name, "' declares its labels input '",
+                                    d.label_input, "', which is not one of its inputs"));
+    return is_labels_shaped(declared) ? declared : -1;
+  }
+  int32_t label = -1, integer_inputs = 0;
+  for (int32_t i = 0; i < d.num_inputs; ++i)
+    if (d.inputs[i].dtype == TCC_DTYPE_I32 || d.inputs[i].dtype == TCC_DTYPE_I64) {
+      ++integer_inputs;
+      if (is_labels_shaped(i))
+        label = i;
+    }
+  return integer_inputs == 1 ? label : -1;
+}
+
 // Every input [B, ...] with one B; accuracy from "logits" f32 [B, C] and the
-// only integer input [B], when both are there.
+// labels input (LabelsInput), when both are there.
 absl::StatusOr<StepBinding> BindNamedArrays(const tcc_step_descriptor &d) {
   if (d.num_inputs == 0)
     return BindError(absl::StrCat("step '", d.model_name,
                                   "' has no inputs; trun has nothing to feed"));
   StepBinding binding;
   binding.kind = StepKind::kNamedArrays;
-  int32_t first = -1, label = -1, integer_inputs = 0;
+  int32_t first = -1;
   for (int32_t i = 0; i < d.num_inputs; ++i) {
     const tcc_tensor_desc &t = d.inputs[i];
     if (DtypeSize(t.dtype) == 0)
@@ -145,20 +174,18 @@ absl::StatusOr<StepBinding> BindNamedArrays(const tcc_step_descriptor &d) {
           "[batch, ...] from the same batch of samples"));
     }
     binding.array_batch_bytes.push_back(t.size_bytes);
-    if (t.dtype == TCC_DTYPE_I32 || t.dtype == TCC_DTYPE_I64) {
-      ++integer_inputs;
-      if (t.rank == 1)
-        label = i;
-    }
   }
+  absl::StatusOr<int32_t> label = LabelsInput(d, binding.batch_size);
+  if (!label.ok())
+    return label.status();
   for (int32_t i = 0; i < d.num_outputs; ++i) {
     const tcc_tensor_desc &out = d.outputs[i];
     if (std::strcmp(out.name, "logits") == 0 && out.dtype == TCC_DTYPE_F32 &&
         out.rank == 2 && out.shape[0] == binding.batch_size &&
-        out.shape[1] > 0 && integer_inputs == 1 && label != -1) {
+        out.shape[1] > 0 && *label != -1) {
       binding.logits_output = i;
       binding.num_classes = out.shape[1];
-      binding.target_input = label;
+      binding.target_input = *label;
     }
   }
   return binding;

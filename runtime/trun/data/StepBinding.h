@@ -8,8 +8,9 @@
 //   named arrays: any inputs [B, ...] of any dtype, each fed from the array
 //     of its name (NamedArrays.h); chosen when the user gives named arrays,
 //     or for a step that is neither of the above. Accuracy when there is an
-//     output "logits" f32 [B, C] and exactly one integer input [B] (the
-//     labels); loss only otherwise.
+//     output "logits" f32 [B, C] and an integer input [B] that the loss
+//     reads as class labels (the descriptor's label_input; a step built
+//     before it: the only integer input [B]); loss only otherwise.
 // B is the step's whole batch (micro-batches included).
 #ifndef TCC_RUNTIME_TRUN_DATA_STEPBINDING_H
 #define TCC_RUNTIME_TRUN_DATA_STEPBINDING_H

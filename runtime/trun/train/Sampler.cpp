@@ -128,15 +128,16 @@ absl::Status Sampler::EvalLogits(const std::vector<std::vector<int64_t>> &seqs,
 }
 
 absl::Status Sampler::PrefillLogits(const std::vector<std::vector<int64_t>> &seqs,
+                                    const std::vector<int64_t> &cache_start,
                                     std::vector<float> &logits, GenerateResult &result) {
   const int64_t B = binding_.batch_size, T = binding_.context_length();
   std::vector<int32_t> tokens(B * T, 0), lengths(B, 1);
   for (size_t b = 0; b < seqs.size(); ++b) {
     const std::vector<int64_t> &all = seqs[b];
-    int64_t length = std::min<int64_t>(static_cast<int64_t>(all.size()), T);
+    int64_t length = static_cast<int64_t>(all.size()) - cache_start[b]; // <= T
     lengths[b] = static_cast<int32_t>(length);
     for (int64_t t = 0; t < length; ++t)
-      tokens[b * T + t] = static_cast<int32_t>(all[all.size() - length + t]);
+      tokens[b * T + t] = static_cast<int32_t>(all[cache_start[b] + t]);
   }
   std::vector<const void *> inputs(2);
   inputs[prefill_tokens_] = tokens.data();
@@ -152,12 +153,13 @@ absl::Status Sampler::PrefillLogits(const std::vector<std::vector<int64_t>> &seq
 }
 
 absl::Status Sampler::DecodeLogits(const std::vector<std::vector<int64_t>> &seqs,
+                                   const std::vector<int64_t> &cache_start,
                                    std::vector<float> &logits, GenerateResult &result) {
   const int64_t B = binding_.batch_size;
   std::vector<int32_t> tokens(B, 0), pos(B, 0);
   for (size_t b = 0; b < seqs.size(); ++b) {
     tokens[b] = static_cast<int32_t>(seqs[b].back());
-    pos[b] = static_cast<int32_t>(seqs[b].size() - 1);
+    pos[b] = static_cast<int32_t>(static_cast<int64_t>(seqs[b].size()) - 1 - cache_start[b]);
   }
   std::vector<const void *> inputs(2);
   inputs[decode_tokens_] = tokens.data();
@@ -185,16 +187,26 @@ absl::Status Sampler::GenerateGroup(std::vector<std::vector<int64_t>> &seqs,
     keys.push_back(tcc_rng_stream_key(request.seed, TCC_RNG_DOMAIN_SAMPLE,
                                       static_cast<uint64_t>(r)));
   bool cached = false; // the caches hold every row's tokens but its last
+  // Cache path: row b's cache holds its tokens from cache_start[b] on.
+  std::vector<int64_t> cache_start(seqs.size(), 0);
   for (int64_t i = 0; i < request.count; ++i) {
     absl::Status s;
-    if (!uses_cache())
+    bool outgrown = false;
+    for (size_t b = 0; b < seqs.size(); ++b)
+      outgrown |= static_cast<int64_t>(seqs[b].size()) - cache_start[b] > T;
+    if (!uses_cache()) {
       s = EvalLogits(seqs, logits, result);
-    else if (!cached || std::any_of(seqs.begin(), seqs.end(), [&](const auto &q) {
-               return static_cast<int64_t>(q.size()) > T;
-             }))
-      s = PrefillLogits(seqs, logits, result);
-    else
-      s = DecodeLogits(seqs, logits, result);
+    } else if (!cached || outgrown) {
+      // The prompts, or past the context: each row's last T tokens (the
+      // eval path's window, again for every token), or with context_keep
+      // its last K, after which decoding continues.
+      const int64_t window = outgrown && request.context_keep > 0 ? request.context_keep : T;
+      for (size_t b = 0; b < seqs.size(); ++b)
+        cache_start[b] = std::max<int64_t>(0, static_cast<int64_t>(seqs[b].size()) - window);
+      s = PrefillLogits(seqs, cache_start, logits, result);
+    } else {
+      s = DecodeLogits(seqs, cache_start, logits, result);
+    }
     if (!s.ok())
       return s;
     cached = true;
@@ -229,6 +241,16 @@ absl::StatusOr<GenerateResult> Sampler::Generate(const GenerateRequest &request)
   if (request.allowed < 1 || request.allowed > V)
     return absl::InvalidArgumentError(
         absl::StrCat("sampling among ", request.allowed, " ids of 'logits' width ", V));
+  if (request.context_keep != 0) {
+    if (!uses_cache())
+      return absl::InvalidArgumentError(
+          "--context-keep applies to the KV cache path (prefill / decode entries: tcc "
+          "compile --generate); the eval path always runs the last context tokens");
+    if (request.context_keep < 1 || request.context_keep >= T)
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--context-keep ", request.context_keep, ": expected 1 to ", T - 1, " (step '",
+          descriptor_.model_name, "' has a context of ", T, ")"));
+  }
   GenerateResult result;
   const int64_t rows = static_cast<int64_t>(request.prompts.size()) * request.num_samples;
   result.rows.resize(rows);

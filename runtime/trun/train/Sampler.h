@@ -18,8 +18,13 @@
 // token is one decode call: the row's last token at its position. A row
 // whose sequence outgrows T continues on a window of its last T tokens: that
 // step is a prefill of every row's window (the eval path's context), so the
-// tokens equal the eval path's. Sampling is on the host from the (B, V)
-// logits (a GPU step downloads B * V floats per step).
+// tokens equal the eval path's, at the price of a prefill per token past
+// the context. With context_keep K (0 < K < T) the caches instead restart
+// from each row's last K tokens when a row outgrows T (one prefill, at
+// positions from 0), and decoding continues: one prefill per T - K tokens;
+// the tokens after the first restart then differ from the eval path's.
+// Sampling is on the host from the (B, V) logits (a GPU step downloads
+// B * V floats per step).
 //
 // Eval path (no entries, or --sampler eval): per token, each row's window
 // (its last min(len, T) tokens, right-padded with 0) is a row of the eval
@@ -51,6 +56,10 @@ struct GenerateRequest {
   int64_t allowed = 0; // ids drawn from [0, allowed), allowed <= V
   SamplingParams params;
   uint64_t seed = 0;
+  // Cache path, past the context T: 0 re-prefills each row's last T tokens
+  // for every token (the eval path's tokens); K in [1, T) restarts the
+  // caches from each row's last K tokens once per T - K tokens.
+  int64_t context_keep = 0;
 };
 
 struct GenerateResult {
@@ -92,11 +101,16 @@ private:
   // T tokens) by the eval entry point.
   absl::Status EvalLogits(const std::vector<std::vector<int64_t>> &seqs,
                           std::vector<float> &logits, GenerateResult &result);
-  // The same through prefill (writes the caches).
+  // The same through prefill (writes the caches) of each row's tokens from
+  // cache_start[b] on (at most T of them).
   absl::Status PrefillLogits(const std::vector<std::vector<int64_t>> &seqs,
+                             const std::vector<int64_t> &cache_start,
                              std::vector<float> &logits, GenerateResult &result);
-  // One decode call: each row's last token at position len - 1 (len <= T).
+  // One decode call: each row's last token at position len - 1 -
+  // cache_start[b] (its place in the cache, which holds the row from
+  // cache_start[b] on).
   absl::Status DecodeLogits(const std::vector<std::vector<int64_t>> &seqs,
+                            const std::vector<int64_t> &cache_start,
                             std::vector<float> &logits, GenerateResult &result);
   absl::Status GenerateGroup(std::vector<std::vector<int64_t>> &seqs,
                              const std::vector<int64_t> &row_ids,

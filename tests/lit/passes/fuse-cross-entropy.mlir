@@ -37,3 +37,20 @@ func.func @ignored(%l: tensor<2x3x4xf32>, %t: tensor<2x3xi32>) -> tensor<f32> {
   %0 = tg.cross_entropy %l, %t {ignore_index = -100 : i64} : (tensor<2x3x4xf32>, tensor<2x3xi32>) -> tensor<f32>
   return %0 : tensor<f32>
 }
+
+// -----
+
+// The data input a cross-entropy reads as its targets (through reshapes and
+// casts) gets tg.labels: the step descriptor's label_input. An integer
+// input feeding an embedding (a category) does not.
+// CHECK-LABEL: func.func @labels
+// CHECK-SAME: %arg1: tensor<4xi32> {tg.input = "cat"}
+// CHECK-SAME: %arg2: tensor<4x1xi64> {tg.input = "label", tg.labels}
+func.func @labels(%emb: tensor<10x3xf32>,
+                  %cat: tensor<4xi32> {tg.input = "cat"},
+                  %label: tensor<4x1xi64> {tg.input = "label"}) -> tensor<f32> {
+  %l = tg.gather %emb, %cat : (tensor<10x3xf32>, tensor<4xi32>) -> tensor<4x3xf32>
+  %t = tg.reshape %label : (tensor<4x1xi64>) -> tensor<4xi64>
+  %0 = tg.cross_entropy %l, %t : (tensor<4x3xf32>, tensor<4xi64>) -> tensor<f32>
+  return %0 : tensor<f32>
+}
