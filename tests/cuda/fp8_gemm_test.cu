@@ -627,6 +627,38 @@ void bench(void *workspace) {
                 r.plain, r.copy);
   std::printf("(cast: bf16 in, E4M3 out in both layouts; plain: out only; copy: "
               "cudaMemcpyAsync of the bf16 input; bytes read plus written)\n");
+  // The vector cast-transpose's grid: the launcher caps it at
+  // kFp8GridBlocks (8 blocks per SM, a grid-stride loop over 64 x 64
+  // tiles); the same kernel at other grids, on the 1B decoder's SwiGLU
+  // gradient (8192 x 5632), shows whether the cap or the last wave costs.
+  {
+    const int64_t rows = 8192, cols = 5632, tiles = (rows / 64) * (cols / 64);
+    HostArray x(tcc_cuda_host::kGemmBF16, static_cast<size_t>(rows * cols));
+    std::mt19937_64 rng(1);
+    std::normal_distribution<double> normal(0.0, 1.0);
+    for (size_t i = 0; i < x.bytes.size() / 2; ++i)
+      x.set(i, normal(rng));
+    Device in(rows * cols * 2), out(rows * cols), outT(rows * cols), stats(64), scale(4);
+    cudaMemcpy(in.p, x.bytes.data(), rows * cols * 2, cudaMemcpyHostToDevice);
+    const float one = 1.0f;
+    cudaMemcpy(scale.p, &one, 4, cudaMemcpyHostToDevice);
+    std::printf("\ncast-transpose grid (8192 x 5632 bf16 -> e4m3, both layouts, %lld tiles):",
+                static_cast<long long>(tiles));
+    for (int64_t blocks : {int64_t{132 * 4}, int64_t{132 * 8}, int64_t{132 * 16}, tiles}) {
+      float ms = time([&] {
+        cudaMemsetAsync(stats.p, 0, 64, s);
+        tcc_cuda::detail::fp8_cast_transpose_vec8_kernel<tcc_cuda::bf16, e4m3>
+            <<<static_cast<unsigned>(blocks), 256, 0, s>>>(
+                rows, cols, static_cast<const tcc_cuda::bf16 *>(in.p),
+                static_cast<const float *>(scale.p), static_cast<e4m3 *>(out.p),
+                static_cast<e4m3 *>(outT.p), static_cast<Fp8CastStats *>(stats.p), nullptr, 0,
+                nullptr, nullptr);
+      });
+      std::printf(" %lld blocks %.4f ms (%.0f GB/s);", static_cast<long long>(blocks), ms,
+                  rows * cols * 4.0 / (ms * 1e6));
+    }
+    std::printf("\n");
+  }
 }
 
 } // namespace
