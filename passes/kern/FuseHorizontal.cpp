@@ -238,11 +238,14 @@ Value squaredSource(kern::ReduceOp r, kern::ElementwiseOp &producer, unsigned &s
     v = ext.getIn();
   }
   Value source;
+  bool fromInput = false;
   if (auto arg = dyn_cast<BlockArgument>(v); arg && arg.getOwner() == &body &&
                                              arg.getArgNumber() < producer.getInputs().size()) {
     Value input = producer.getInputs()[arg.getArgNumber()];
-    if (mrt(input).getShape() == producer.getShape())
+    if (mrt(input).getShape() == producer.getShape()) {
       source = input;
+      fromInput = true;
+    }
   }
   for (auto [j, out] : llvm::enumerate(producer.getOutputs()))
     if (!source && j != slot && yield.getOperand(j) == v)
@@ -253,6 +256,11 @@ Value squaredSource(kern::ReduceOp r, kern::ElementwiseOp &producer, unsigned &s
   if (widenedFrom ? !(et.isBF16() || et.isF16()) : !et.isF32())
     return {};
   Value root = kern::rootBuffer(source);
+  // An input the kernel also writes (in place) holds the new values after
+  // it, not the x it squared.
+  for (Value out : producer.getOutputs())
+    if (fromInput && kern::rootBuffer(out) == root)
+      return {};
   for (Operation *op = producer->getNextNode(); op != r.getOperation(); op = op->getNextNode())
     for (Value operand : op->getOperands())
       if (isa<MemRefType>(operand.getType()) && kern::rootBuffer(operand) == root &&

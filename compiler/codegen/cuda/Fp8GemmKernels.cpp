@@ -8,6 +8,7 @@
 #include <algorithm>
 
 #include "llvm/ADT/MapVector.h"
+#include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/FormatVariadic.h"
 
 namespace tcc::codegen::cuda {
@@ -92,22 +93,26 @@ int64_t Fp8KeptCast::scaleOffset() const {
   return transposedOffset() + (transposed ? Fp8Slot::align(elements) : 0);
 }
 
-// Whether `f` carries tg-fp8-scaling's records (delayed scaling).
-bool hasFp8ScalingRecords(func::FuncOp f) {
+// tg-fp8-scaling's records of `f` (delayed scaling): the state argument,
+// f32 [records, 32], and how many records it holds; (null, 0) without.
+static std::pair<Value, int64_t> fp8ScalingRecords(func::FuncOp f) {
   for (BlockArgument arg : f.getArguments()) {
     auto state = f.getArgAttrOfType<DictionaryAttr>(arg.getArgNumber(), model::kOptStateAttr);
     auto stateName = state ? state.getAs<StringAttr>("name") : nullptr;
-    if (stateName && stateName.getValue() == model::kFp8ScalingState)
-      return true;
+    auto type = dyn_cast<MemRefType>(arg.getType());
+    if (stateName && stateName.getValue() == model::kFp8ScalingState && type &&
+        type.getRank() == 2 && type.getDimSize(1) == model::kFp8ScalingRecordFloats &&
+        type.getElementType().isF32())
+      return {arg, type.getDimSize(0)};
   }
-  return false;
+  return {Value(), 0};
 }
 
 Fp8KeptPlan Fp8KeptPlan::of(func::FuncOp f) {
   Fp8KeptPlan plan;
   if (f.isExternal())
     return plan;
-  const bool delayed = hasFp8ScalingRecords(f);
+  const bool delayed = fp8ScalingRecords(f).second > 0;
   SmallVector<Operation *> ops; // by index - 1
   using Footprint = CudaStepEmitter::Footprint;
   struct Open { // a cast made, while nothing has written its source
@@ -309,18 +314,8 @@ LogicalResult CudaStepEmitter::emitGemmFp8(kern::GemmOp g, const Fp8Gemm &f,
     fp8Slot_ = Fp8Slot::of(g->getParentOfType<ModuleOp>());
   if (!fp8Kept_)
     fp8Kept_ = Fp8KeptPlan::of(f_);
-  if (!fp8Records_) {
-    fp8Records_.emplace(Value(), 0);
-    for (BlockArgument arg : f_.getArguments()) {
-      auto state = f_.getArgAttrOfType<DictionaryAttr>(arg.getArgNumber(), model::kOptStateAttr);
-      auto stateName = state ? state.getAs<StringAttr>("name") : nullptr;
-      auto type = dyn_cast<MemRefType>(arg.getType());
-      if (stateName && stateName.getValue() == model::kFp8ScalingState && type &&
-          type.getRank() == 2 && type.getDimSize(1) == model::kFp8ScalingRecordFloats &&
-          type.getElementType().isF32())
-        fp8Records_.emplace(arg, type.getDimSize(0));
-    }
-  }
+  if (!fp8Records_)
+    fp8Records_ = fp8ScalingRecords(f_);
   const std::string scratch = "(ws + tcc_gemm_workspace_offset + tcc_gemm_workspace_bytes)";
   const std::string keptRegion = "(ws + tcc_fp8_kept_offset)";
   auto slotBase = [&](int slot) { return slot * fp8Slot_.bytes(); };
@@ -395,8 +390,7 @@ LogicalResult CudaStepEmitter::emitGemmFp8(kern::GemmOp g, const Fp8Gemm &f,
       std::string kernel = kernels_.add(
           llvm::formatv("fp8_quantize_{0}_delayed_batch", e5m2 ? "e5m2" : "e4m3").str(), text,
           params);
-      SmallVector<std::string> ins, outs, outsT, qs, records;
-      std::string rows, cols;
+      SmallVector<std::string> ins, outs, outsT, qs, records, rows, cols;
       double elements = 0, bytes = 0;
       for (int k : members) {
         auto [reader, operand] = fp8Kept_->firstReader.lookup(k);
@@ -413,18 +407,13 @@ LogicalResult CudaStepEmitter::emitGemmFp8(kern::GemmOp g, const Fp8Gemm &f,
         records.push_back(llvm::formatv("reinterpret_cast<float *>({0}) + @TCC_FP8_RECORD_{1}@",
                                         name(fp8Records_->first), k)
                               .str());
-        rows += (rows.empty() ? "" : ", ") + std::to_string(c.rows);
-        cols += (cols.empty() ? "" : ", ") + std::to_string(c.cols);
+        rows.push_back(std::to_string(c.rows));
+        cols.push_back(std::to_string(c.cols));
         const double n = static_cast<double>(c.rows) * c.cols;
         elements += n;
         bytes += bufferBytes(mrt(c.value)) + (!plainAt.empty() + !transAt.empty()) * n;
       }
-      auto list = [](ArrayRef<std::string> xs) {
-        std::string out;
-        for (const std::string &x : xs)
-          out += (out.empty() ? "" : ", ") + x;
-        return out;
-      };
+      auto list = [](ArrayRef<std::string> xs) { return llvm::join(xs, ", "); };
       std::string call =
           llvm::formatv("{{ const void *const tcc_in[] = {{{0}};\n"
                         "    void *const tcc_out[] = {{{1}};\n"
@@ -435,8 +424,8 @@ LogicalResult CudaStepEmitter::emitGemmFp8(kern::GemmOp g, const Fp8Gemm &f,
                         "    static const int32_t tcc_cols[] = {{{6}};\n"
                         "    {7}(s, {8}, tcc_in, tcc_out, tcc_out_t, tcc_q, tcc_record, "
                         "tcc_rows, tcc_cols); }",
-                        list(ins), list(outs), list(outsT), list(qs), list(records), rows, cols,
-                        kernel, members.size())
+                        list(ins), list(outs), list(outsT), list(qs), list(records),
+                        list(rows), list(cols), kernel, members.size())
               .str();
       fp8BatchGroups_.push_back(members);
       launch(os, g, kernel, call,

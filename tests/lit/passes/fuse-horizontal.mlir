@@ -223,7 +223,8 @@ func.func @fold_sources(%t: memref<6xf32>, %l: memref<6xbf16>, %g: memref<3xf32>
 // -----
 
 // Not folded: the square is read by another kernel too; x * y is no
-// square; the gradient is written between the square and its sum.
+// square; the gradient is written between the square and its sum; the
+// kernel itself updates the squared input in place.
 // CHECK-LABEL: func.func @not_folded
 // CHECK-NOT: squares folded
 // CHECK: kern.reduce sum
@@ -259,5 +260,14 @@ func.func @not_folded(%g: memref<4xf32>, %h: memref<4xf32>, %keep: memref<4xf32>
   kern.fill %h {value = 0.000000e+00 : f64} : memref<4xf32>
   %s2 = kern.alloc : memref<f32>
   kern.reduce sum %sq2, %s2 {axes = array<i64: 0>} : memref<4xf32>, memref<f32> loc("s2")
+  %sq3 = kern.alloc : memref<4xf32>
+  kern.elementwise ins(%keep : memref<4xf32>) outs(%sq3, %keep : memref<4xf32>, memref<4xf32>) {
+  ^bb0(%v: f32, %i: i64):
+    %q = arith.mulf %v, %v : f32
+    %n = arith.negf %v : f32
+    kern.yield %q, %n : f32, f32
+  } loc("in_place")
+  %s3 = kern.alloc : memref<f32>
+  kern.reduce sum %sq3, %s3 {axes = array<i64: 0>} : memref<4xf32>, memref<f32> loc("s3")
   return
 }
