@@ -68,9 +68,42 @@ PY
   rm -rf "$tmp"
 }
 
+# CUTLASS's headers (header-only; the Hopper epilogue GEMMs' unit of a cuda
+# step, compiler/codegen/cuda/cutlass/) from the nvidia-cutlass wheel:
+# include/ (cute, cutlass) and tools/util/include (cutlass/util) merged into
+# .deps/cutlass/include.
+fetch_cutlass() {
+  local version=4.2.0.0 dir="$root/.deps/cutlass"
+  if [ -f "$dir/include/cutlass/cutlass.h" ] && [ "$(cat "$dir/VERSION" 2>/dev/null)" = "$version" ]; then
+    return 0
+  fi
+  local tmp
+  tmp=$(mktemp -d)
+  echo "setup: fetching the CUTLASS $version headers (PyPI nvidia-cutlass)"
+  python3 -m pip download --quiet --no-deps --only-binary=:all: \
+    "nvidia-cutlass==$version" -d "$tmp"
+  rm -rf "$dir" && mkdir -p "$dir/include"
+  python3 - "$tmp" "$dir/include" <<'PY'
+import glob, os, shutil, sys, zipfile
+wheel = glob.glob(sys.argv[1] + "/*.whl")[0]
+prefixes = ("cutlass_library/source/include/", "cutlass_library/source/tools/util/include/")
+with zipfile.ZipFile(wheel) as z:
+    for name in z.namelist():
+        for prefix in prefixes:
+            if name.startswith(prefix) and not name.endswith("/"):
+                out = os.path.join(sys.argv[2], name[len(prefix):])
+                os.makedirs(os.path.dirname(out), exist_ok=True)
+                with z.open(name) as src, open(out, "wb") as dst:
+                    shutil.copyfileobj(src, dst)
+PY
+  echo "$version" > "$dir/VERSION"
+  rm -rf "$tmp"
+}
+
 if ((${#missing[@]} == 0)); then
   echo "setup: all ${#packages[@]} packages present"
   fetch_cudnn_frontend
+  fetch_cutlass
   bash "$root/python/install.sh"
   exit 0
 fi
@@ -81,4 +114,5 @@ echo "setup: installing ${missing[*]}"
 $sudo env DEBIAN_FRONTEND=noninteractive apt-get update -q
 $sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "${missing[@]}"
 fetch_cudnn_frontend
+fetch_cutlass
 bash "$root/python/install.sh"

@@ -86,15 +86,18 @@ add_custom_target(tcc_cuda_prelude DEPENDS ${TCC_CUDA_PRELUDE})
 
 # The CUDA host support pasted into the host unit, one piece per concern
 # (CUDA/cuBLAS errors and state, the tcc_device_api, running one call,
-# the cuBLASLt algorithm cache file and search, cuBLASLt products,
+# the cuBLASLt algorithm cache file and search, the CUTLASS instances'
+# declarations and their timing against cuBLASLt, cuBLASLt products,
 # profiling), concatenated the same way.
 set(TCC_CUDA_HOST_SUPPORT_PIECES
   ${TCC_CODEGEN_DIR}/cuda/cudnn/cudnn_attention.h
+  ${TCC_CODEGEN_DIR}/cuda/cutlass/gemm_sm90_epilogues.h
   ${TCC_CODEGEN_DIR}/cuda/host_support/errors.h
   ${TCC_CODEGEN_DIR}/cuda/host_support/device_api.h
   ${TCC_CODEGEN_DIR}/cuda/host_support/run_call.h
   ${TCC_CODEGEN_DIR}/cuda/host_support/gemm_cache.h
   ${TCC_CODEGEN_DIR}/cuda/host_support/gemm_search.h
+  ${TCC_CODEGEN_DIR}/cuda/host_support/gemm_cutlass.h
   ${TCC_CODEGEN_DIR}/cuda/host_support/gemm.h
   ${TCC_CODEGEN_DIR}/cuda/host_support/gemm_fp8.h
   ${TCC_CODEGEN_DIR}/cuda/host_support/attention.h
@@ -134,6 +137,17 @@ set(TCC_CUDNN_UNIT ${TCC_GENERATED_INCLUDE_DIR}/compiler/codegen/cuda/cudnn_atte
 tcc_concat_sources(${TCC_CUDNN_UNIT} "${TCC_CUDNN_UNIT_PIECES}"
   "Concatenating the cuDNN attention unit")
 
+# The CUTLASS Hopper epilogue GEMMs' unit: its header (the instances'
+# declarations, also a host-support piece) and the instances.
+set(TCC_CUTLASS_UNIT_PIECES
+  ${TCC_CODEGEN_DIR}/cuda/cutlass/gemm_sm90_epilogues.h
+  ${TCC_CODEGEN_DIR}/cuda/cutlass/gemm_sm90_epilogues.cu
+)
+set(TCC_CUTLASS_UNIT ${TCC_GENERATED_INCLUDE_DIR}/compiler/codegen/cuda/cutlass_sm90_unit.cu
+    CACHE INTERNAL "the CUTLASS sm90 unit, concatenated from its pieces")
+tcc_concat_sources(${TCC_CUTLASS_UNIT} "${TCC_CUTLASS_UNIT_PIECES}"
+  "Concatenating the CUTLASS sm90 unit")
+
 # Files pasted into generated sources, embedded at build time.
 set(TCC_EMBEDDED_CPP ${CMAKE_CURRENT_BINARY_DIR}/EmbeddedSources.cpp)
 add_custom_command(
@@ -144,11 +158,13 @@ add_custom_command(
           -DCUDA_PRELUDE=${TCC_CUDA_PRELUDE}
           -DCUDA_HOST=${TCC_CUDA_HOST_SUPPORT}
           -DCUDNN_UNIT=${TCC_CUDNN_UNIT}
+          -DCUTLASS_UNIT=${TCC_CUTLASS_UNIT}
           -DCUDA_CONTROL_LAYOUT=${TCC_CODEGEN_DIR}/cuda/ControlBlockLayout.h
           -P ${TCC_CODEGEN_DIR}/common/EmbedSources.cmake
   DEPENDS ${CMAKE_SOURCE_DIR}/runtime/include/tcc/step_abi.h
           ${TCC_CPU_PRELUDE} ${TCC_CUDA_PRELUDE}
-          ${TCC_CUDA_HOST_SUPPORT} ${TCC_CUDNN_UNIT} ${TCC_CODEGEN_DIR}/cuda/ControlBlockLayout.h
+          ${TCC_CUDA_HOST_SUPPORT} ${TCC_CUDNN_UNIT} ${TCC_CUTLASS_UNIT}
+          ${TCC_CODEGEN_DIR}/cuda/ControlBlockLayout.h
           ${TCC_CODEGEN_DIR}/common/EmbedSources.cmake
   COMMENT "Embedding the step ABI header and the CPU and CUDA preludes"
   VERBATIM)

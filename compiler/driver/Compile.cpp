@@ -75,6 +75,11 @@ absl::Status emitCuda(const CompileOptions &options, mlir::ModuleOp module,
       if (std::optional<CudaToolkit> toolkit = findCudaToolkit(*nvcc, ignored))
         codegen.cudaLibDir = toolkit->lib;
   }
+  // CUTLASS's Hopper epilogue GEMMs: sm_90 only, with its headers here.
+  std::optional<std::string> cutlass;
+  if (options.cutlass && archRunsCutlassSm90(options.arch))
+    cutlass = findCutlass();
+  codegen.cutlassSm90 = cutlass.has_value();
   mlir::FailureOr<GeneratedCudaStep> step = generateCudaStep(module, codegen);
   if (mlir::failed(step))
     return reportedByDiagnostics();
@@ -115,8 +120,18 @@ absl::Status emitCuda(const CompileOptions &options, mlir::ModuleOp module,
                  "TCC_CUDNN_FRONTEND_INCLUDE): attention runs on tcc's flash kernels only\n");
   if (!compileCudaLibrary(step->hostSource, step->kernelUnits,
                           step->cudnnAttentionSites ? *cudnnFrontend : std::string(),
+                          cutlass && step->cutlassSm90Sites ? *cutlass : std::string(),
                           options.output, compile, stats, error))
     return absl::InternalError(error);
+  if (options.verbose && step->cutlassSm90Sites)
+    std::fprintf(stderr, "tcc: cuda %s: %lld GELU epilogue products %s\n", options.arch.c_str(),
+                 static_cast<long long>(step->cutlassSm90Sites),
+                 cutlass ? "may run CUTLASS sm90 kernels (timed against cuBLASLt when run)"
+                 : !options.cutlass ? "run on cuBLASLt (--no-cutlass)"
+                 : !archRunsCutlassSm90(options.arch)
+                     ? "run on cuBLASLt (CUTLASS's kernels are sm_90 only)"
+                     : "run on cuBLASLt (CUTLASS's headers not found: scripts/setup.sh unpacks "
+                       "them into .deps/cutlass, or set TCC_CUTLASS_INCLUDE)");
   if (options.verbose)
     std::fprintf(stderr,
                  "tcc: cuda %s: %lld launches, %lld distinct kernels in %zu units; "

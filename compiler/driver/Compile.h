@@ -54,6 +54,7 @@ struct CompileOptions {
   bool fuseHorizontal = true; // false: --no-fuse-horizontal
   bool rematCopies = true;    // false: --no-remat-copies
   bool cudnn = true;          // cuda: attention, convolutions try cuDNN first; false: --no-cudnn
+  bool cutlass = true;        // cuda sm_90: CUTLASS epilogue GEMMs as candidates; false: --no-cutlass
   bool channelsLast = true;   // cuda with cuDNN: NHWC conv chains; false: --no-channels-last
   bool useCache = true;       // cuda: reuse objects from the nvcc cache
   bool verbose = false;       // cuda: a summary line on stderr

@@ -184,9 +184,26 @@ std::optional<std::string> findCudnnFrontend() {
   return std::nullopt;
 }
 
+std::optional<std::string> findCutlass() {
+  std::vector<std::string> candidates;
+  if (const char *env = std::getenv("TCC_CUTLASS_INCLUDE"); env && *env)
+    candidates.push_back(env);
+  candidates.push_back(TCC_CUTLASS_DEFAULT_INCLUDE);
+  for (const std::string &dir : candidates)
+    if (llvm::sys::fs::exists(dir + "/cutlass/cutlass.h") &&
+        llvm::sys::fs::exists(dir + "/cute/tensor.hpp") &&
+        llvm::sys::fs::exists(dir + "/cutlass/util/packed_stride.hpp"))
+      return dir;
+  return std::nullopt;
+}
+
+bool archRunsCutlassSm90(const std::string &arch) {
+  return arch == "sm_90" || arch == "sm_90a";
+}
+
 bool compileCudaLibrary(const std::string &hostSource,
                         const std::vector<std::string> &kernelUnits,
-                        const std::string &cudnnFrontend,
+                        const std::string &cudnnFrontend, const std::string &cutlassInclude,
                         const std::string &output, const CudaCompileOptions &options,
                         CudaCompileStats &stats, std::string &error) {
   auto start = std::chrono::steady_clock::now();
@@ -276,6 +293,23 @@ bool compileCudaLibrary(const std::string &hostSource,
                 cxxVersion)) {
       cleanup();
       return false;
+    }
+  }
+  // CUTLASS's Hopper epilogue GEMMs: one nvcc per instance (~1-2 minutes
+  // each), the same source in every step, so cached once per machine.
+  if (!cutlassInclude.empty()) {
+    std::vector<std::string> cutlassFlags = {
+        "-std=c++20", "-O3", "-DNDEBUG", "--expt-relaxed-constexpr", "-diag-suppress", "2908",
+        "-Xcompiler", "-fPIC,-fvisibility=hidden", "-gencode", "arch=compute_90a,code=sm_90a",
+        "-ccbin", *cxxPath, "-I" + cutlassInclude};
+    for (int i = 0; i < embedded::kCutlassSm90Instances; ++i) {
+      std::vector<std::string> flags = cutlassFlags;
+      flags.push_back("-DTCC_CUTLASS_INSTANCE=" + std::to_string(i));
+      if (!addJob("cutlass_sm90_" + std::to_string(i) + ".cu", embedded::kCutlassSm90Unit,
+                  flags, options.nvcc, nvccVersion)) {
+        cleanup();
+        return false;
+      }
     }
   }
   stats.units = static_cast<int>(jobs.size());

@@ -28,6 +28,16 @@ std::optional<CudaToolkit> findCudaToolkit(const std::string &nvcc, std::string 
 // cudnn_frontend.h.
 std::optional<std::string> findCudnnFrontend();
 
+// CUTLASS's include folder (header-only; the Hopper epilogue GEMMs' unit,
+// cuda/cutlass/gemm_sm90_epilogues.cu, needs it): $TCC_CUTLASS_INCLUDE,
+// else the one scripts/setup.sh unpacks into the source tree
+// (.deps/cutlass/include), if it holds cutlass/cutlass.h, cute/tensor.hpp
+// and cutlass/util/packed_stride.hpp.
+std::optional<std::string> findCutlass();
+
+// Whether `arch` runs the CUTLASS sm_90a instances: sm_90 or sm_90a.
+bool archRunsCutlassSm90(const std::string &arch);
+
 // The compute capability of GPU 0 as "sm_XY" (from nvidia-smi), if any.
 std::optional<std::string> detectGpuArch();
 
@@ -56,10 +66,13 @@ struct CudaCompileStats {
 // false with the failing command and its output in `error`.
 // `cudnnFrontend`: non-empty when the step uses cuDNN attention: the unit
 // embedded::kCudnnAttentionUnit is compiled (against those headers) and
-// linked in too.
+// linked in too. `cutlassInclude`: non-empty when the host unit defines
+// TCC_STEP_CUTLASS_SM90: embedded::kCutlassSm90Unit is compiled once per
+// instance (for sm_90a, against those headers; each object cached like the
+// others, so a machine compiles them once) and linked in.
 bool compileCudaLibrary(const std::string &hostSource,
                         const std::vector<std::string> &kernelUnits,
-                        const std::string &cudnnFrontend,
+                        const std::string &cudnnFrontend, const std::string &cutlassInclude,
                         const std::string &output, const CudaCompileOptions &options,
                         CudaCompileStats &stats, std::string &error);
 

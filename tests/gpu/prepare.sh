@@ -4,7 +4,8 @@
 #
 #   bash tests/gpu/prepare.sh [DIR]      (default DIR: .devrun, git-ignored)
 #
-# DIR/bin       trun and the CUDA kernel-family test
+# DIR/bin       trun and the CUDA kernel tests (cutlass_gemm_test built
+#               here with -DTCC_CUTLASS_TESTS=ON when missing)
 # DIR/lib.tar.gz  trun's shared libraries that the device machine lacks
 # DIR/steps.tar.xz  mlp and gpt_char for cpu (no -march=native) and cuda
 #               (fp32, no TF32), gpt_char also for sm_80 and sm_100, GPT-2
@@ -28,6 +29,11 @@ for tool in tcc trun tcc-data tcc-models; do
   [ -x "$build/bin/$tool" ] || { echo "prepare.sh: $build/bin/$tool missing: bash scripts/build.sh" >&2; exit 1; }
 done
 [ -x "$build/bin/kernel_families_test" ] || { echo "prepare.sh: $build/bin/kernel_families_test missing (needs nvcc): ninja -C $build tcc_cuda_kernel_test" >&2; exit 1; }
+# CUTLASS's epilogue GEMM test is built only on request (minutes of nvcc).
+if [ ! -x "$build/bin/cutlass_gemm_test" ]; then
+  cmake -S "$root" -B "$build" -DTCC_CUTLASS_TESTS=ON > /dev/null
+  ninja -C "$build" tcc_cuda_cutlass_gemm_test
+fi
 rm -rf "$dir" && mkdir -p "$dir"/{bin,lib,steps,data,models}
 for t in attention_kernels_test:tcc_cuda_attention_test norm_kernels_test:tcc_cuda_norm_test \
          batch_norm_kernels_test:tcc_cuda_batch_norm_test \
@@ -37,7 +43,7 @@ for t in attention_kernels_test:tcc_cuda_attention_test norm_kernels_test:tcc_cu
 done
 cp "$build/bin/trun" "$build/bin/kernel_families_test" "$build/bin/attention_kernels_test" \
   "$build/bin/norm_kernels_test" "$build/bin/batch_norm_kernels_test" "$build/bin/gemm_epilogue_test" "$build/bin/gemm_search_test" \
-  "$build/bin/cudnn_attention_test" "$dir/bin/"
+  "$build/bin/cudnn_attention_test" "$build/bin/cutlass_gemm_test" "$dir/bin/"
 
 # trun's libraries from Debian: the device machine runs another distribution.
 source "$root/tests/gpu/trun_libs.sh"

@@ -171,5 +171,31 @@ TEST(ProfileTest, CommunicationPerStepAndRank) {
   EXPECT_NE(text.find("     2  no profiled step"), std::string::npos) << text;
 }
 
+// An epilogue product the step ran on CUTLASS (host_support/gemm_cutlass.h)
+// keeps its cuBLASLt kernel name: its kind and timing come from the choice.
+TEST(ProfileTest, ProductsRunOnCutlassAreCountedAsCutlass) {
+  std::vector<tcc_launch_time> launches = {
+      Launch(0, 0, "cublasLtMatmul+bias+gelu_aux",
+             "fc1: kern.gemm_epilogue (cublasLtMatmul+bias+gelu_aux)", 1e12, 1e9, 1.0, 2),
+      Launch(0, 1, "cublasLtMatmul+dgelu", "fc1.grad: kern.gemm_dgelu (cublasLtMatmul+dgelu)",
+             1e12, 1e9, 1.5, 2),
+  };
+  GemmChoices gemm;
+  gemm[0] = {"bf16->bf16 64x64x64 NN gelu_aux_bias", "CUTLASS sm90 pingpong 128x128x64 c2x1",
+             "search", 0.8, 1.0};
+  gemm[1] = {"bf16->bf16 64x64x64 NT dgelu", "algo 39 tile 128x128", "cache", 1.4, 1.5};
+  std::ostringstream out;
+  PrintProfile(launches, 0, out, /*top=*/2, gemm);
+  std::string text = out.str();
+  EXPECT_NE(text.find("  matmul+epilogue (CUTLASS)        1       1.00"), std::string::npos)
+      << text;
+  EXPECT_NE(text.find("  matmul+epilogue (cuBLASLt)        1       1.50"), std::string::npos)
+      << text;
+  EXPECT_NE(text.find("[CUTLASS sm90 pingpong 128x128x64 c2x1 (search: 0.800 ms, cuBLASLt's "
+                      "1.000 ms)]"),
+            std::string::npos)
+      << text;
+}
+
 } // namespace
 } // namespace tcc::trun

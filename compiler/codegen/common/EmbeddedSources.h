@@ -16,6 +16,12 @@ extern const char *const kCudaHostSupport;
 // compiler/codegen/cuda/cudnn/cudnn_attention.{h,cpp}: the host unit of
 // cuDNN attention, compiled with the cuDNN frontend's headers.
 extern const char *const kCudnnAttentionUnit;
+// compiler/codegen/cuda/cutlass/gemm_sm90_epilogues.{h,cu}: CUTLASS's Hopper
+// GEMMs with fused epilogues, compiled once per instance with
+// -DTCC_CUTLASS_INSTANCE=0..kCutlassSm90Instances-1 (tcc_cutlass::
+// kSm90Instances: a step that links fewer misses a symbol at its link).
+extern const char *const kCutlassSm90Unit;
+constexpr int kCutlassSm90Instances = 2;
 } // namespace tcc::embedded
 
 #endif

@@ -95,6 +95,7 @@ FailureOr<GeneratedCudaStep> generateCudaStep(ModuleOp module,
     scratchEnd = std::max(scratchEnd, base + emitter->outputScratchBytes());
     controlBytes = std::max(controlBytes, emitter->controlBytes());
     step.cudnnAttentionSites += emitter->cudnnAttentionSites();
+    step.cutlassSm90Sites += emitter->cutlassSm90Sites();
     reduceScratch = std::max(reduceScratch, emitter->reduceScratchBytes());
     entries.push_back(std::move(emitter));
   }
@@ -126,6 +127,7 @@ FailureOr<GeneratedCudaStep> generateCudaStep(ModuleOp module,
   step.workspaceBytes = fp8KeptBytes ? fp8Kept + fp8KeptBytes : gemmWorkspace + sharedWorkspace;
   step.launches = static_cast<int64_t>(launches.size());
   step.cudnnAttentionSites += train.cudnnAttentionSites() + eval.cudnnAttentionSites();
+  step.cutlassSm90Sites += train.cutlassSm90Sites() + eval.cutlassSm90Sites();
 
   std::string src;
   llvm::raw_string_ostream s(src);
@@ -141,6 +143,9 @@ FailureOr<GeneratedCudaStep> generateCudaStep(ModuleOp module,
     << "#define TCC_STEP_ARCH \"" << options.arch << "\"\n"
 
     << (step.cudnnAttentionSites ? cudaLibDirDefine(options.cudaLibDir) : std::string())
+    << (options.cutlassSm90 && step.cutlassSm90Sites
+            ? "#define TCC_STEP_CUTLASS_SM90 1 // the CUTLASS unit is linked in\n"
+            : "")
     << embedded::kCudaHostSupport << "\n";
   s << "// ---- kernels (defined in the kernel units) ----\n";
   for (const std::string &d : kernels.decls())

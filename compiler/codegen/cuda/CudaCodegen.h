@@ -27,6 +27,11 @@ struct GeneratedCudaStep {
   // Attention call sites that try cuDNN first: the step then needs the cuDNN
   // unit (embedded::kCudnnAttentionUnit) linked in.
   int64_t cudnnAttentionSites = 0;
+  // Epilogue products a CUTLASS sm90 instance can run (timed against
+  // cuBLASLt at run time): with CudaCodegenOptions::cutlassSm90 the host
+  // unit defines TCC_STEP_CUTLASS_SM90 and the driver links the CUTLASS
+  // unit (embedded::kCutlassSm90Unit).
+  int64_t cutlassSm90Sites = 0;
 };
 
 mlir::FailureOr<GeneratedCudaStep>

@@ -16,6 +16,10 @@ struct CudaCodegenOptions {
   // driver sets it when the cuDNN frontend's headers are there).
   bool cudnnAttention = false;
   std::string cudaLibDir; // searched for libcudnn.so.9 at run time, after the loader's path
+  // bf16 GELU epilogue products may run CUTLASS's Hopper kernels where they
+  // time faster than cuBLASLt's (the driver sets it for sm_90 when
+  // CUTLASS's headers are there and --no-cutlass is not given).
+  bool cutlassSm90 = false;
 };
 
 } // namespace tcc

@@ -92,6 +92,10 @@ public:
   int cudnnAttentionSites() const {
     return static_cast<int>(attentionSites_.size() + convSites_.size());
   }
+  // cuBLASLt epilogue products a CUTLASS sm90 instance also computes
+  // (host_support/gemm.h cutlass_epilogue_for, the same test on the
+  // static shape): the step then links the CUTLASS unit when it can.
+  int cutlassSm90Sites() const { return cutlassSm90Sites_; }
 
   // Hyper-parameters, the loss and train outputs live in the control block.
   FailureOr<std::string> placeArgument(const ArgumentRole &role, const std::string &n,
@@ -253,6 +257,7 @@ private:
   std::vector<Launch> launches_; // in label order
   const CudaCodegenOptions &options_;
   int &gemmSites_;
+  int cutlassSm90Sites_ = 0;
   ValueNames names_;
   OutputScratch scratch_{0, 0, 256};
   std::string body_, hyper_, finish_;

@@ -118,6 +118,11 @@ LogicalResult CudaStepEmitter::emitGemmEpilogue(kern::GemmEpilogueOp g,
                          : g.getAux()  ? "tcc_cuda_host::kEpilogueGeluAuxBias"
                                        : "tcc_cuda_host::kEpilogueGeluBias";
   auto ptr = [&](Value v) { return v ? name(v) : std::string("nullptr"); };
+  // host_support/gemm.h cutlass_epilogue_for (alignment is checked there).
+  if (a.getElementType().isBF16() && out.getElementType().isBF16() && g.getAux() &&
+      act == "gelu_tanh" && !g.getResidual() && !g.getTransposeA() && !g.getTransposeB() &&
+      n % 8 == 0 && k % 8 == 0)
+    ++cutlassSm90Sites_;
   int site = gemmSites_++;
   std::string call =
       llvm::formatv(
@@ -163,6 +168,10 @@ LogicalResult CudaStepEmitter::emitGemmDgelu(kern::GemmDgeluOp g, llvm::raw_ostr
                      : et.isBF16() ? "tcc_cuda_host::kGemmBF16"
                      : et.isF16()  ? "tcc_cuda_host::kGemmF16"
                                    : "tcc_cuda_host::kGemmF32";
+  // host_support/gemm.h cutlass_epilogue_for (alignment is checked there).
+  if (et.isBF16() && a.getElementType().isBF16() && !g.getTransposeA() && g.getTransposeB() &&
+      n % 8 == 0 && k % 8 == 0)
+    ++cutlassSm90Sites_;
   int site = gemmSites_++;
   std::string call =
       llvm::formatv(

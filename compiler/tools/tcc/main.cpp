@@ -120,6 +120,14 @@ Options:
                         convolution cuDNN can run tries cuDNN first, loaded
                         at run time; the step falls back per call where it
                         cannot, and TCC_CUDNN=0 turns it off when running)
+  --no-cutlass          cuda sm_90: no CUTLASS kernels in the step (default:
+                        where CUTLASS's headers are there (scripts/setup.sh)
+                        and a bf16 product has a GELU epilogue, CUTLASS's
+                        Hopper kernels for it are linked in, built once per
+                        machine (~1.5 minutes of nvcc on 2 cores, cached), and each such product
+                        runs whichever of them and cuBLASLt times faster on
+                        its first call; TCC_GEMM_CUTLASS=0 turns them off
+                        when running)
   --no-channels-last    cuda: keep every convolution, pooling and batch norm
                         NCHW (default: tg-conv-layout makes a chain of them
                         channels-last where its convolutions are 16-bit
@@ -430,6 +438,8 @@ int compileMain(int argc, char **argv) {
       args.fuseEpilogue = false;
     } else if (a == "--no-cudnn") {
       args.cudnn = false;
+    } else if (a == "--no-cutlass") {
+      args.cutlass = false;
     } else if (a == "--no-channels-last") {
       args.channelsLast = false;
     } else if (a == "--no-fuse-horizontal") {

@@ -33,6 +33,16 @@ std::string KernelKind(const std::string &kernel) {
 
 namespace {
 
+// A launch's kind, from its kernel name and, for a product, the algorithm
+// that ran it: an epilogue product the step timed faster on CUTLASS than on
+// cuBLASLt (host_support/gemm_cutlass.h) keeps its cuBLASLt kernel name.
+std::string LaunchKind(const tcc_launch_time &l, const GemmChoices &gemm) {
+  auto it = gemm.find(l.launch);
+  if (it != gemm.end() && it->second.algorithm.rfind("CUTLASS", 0) == 0)
+    return "matmul+epilogue (CUTLASS)";
+  return KernelKind(l.kernel);
+}
+
 // GB/s and TFLOP/s of `bytes` and `flops` in `ms` ("-" when nothing moves).
 std::string Rates(double bytes, double flops, double ms) {
   if (ms <= 0)
@@ -91,9 +101,12 @@ void PrintGemmShapes(const std::vector<const tcc_launch_time *> &train,
 
 std::string DescribeGemmChoice(const GemmChoiceInfo &choice) {
   std::string timing;
+  // A CUTLASS choice's second time is cuBLASLt's chosen algorithm's.
+  bool cutlass = choice.algorithm.rfind("CUTLASS", 0) == 0;
   if (choice.best_ms > 0 && choice.heuristic_ms > 0)
-    timing = absl::StrFormat(": %.3f ms, cuBLASLt's first answer %.3f ms", choice.best_ms,
-                             choice.heuristic_ms);
+    timing = absl::StrFormat(cutlass ? ": %.3f ms, cuBLASLt's %.3f ms"
+                                     : ": %.3f ms, cuBLASLt's first answer %.3f ms",
+                             choice.best_ms, choice.heuristic_ms);
   return absl::StrFormat("%s (%s%s)", choice.algorithm, choice.source, timing);
 }
 
@@ -129,7 +142,7 @@ void PrintProfile(const std::vector<tcc_launch_time> &launches,
   std::map<std::string, Totals> kinds;
   for (const tcc_launch_time *l : train) {
     double ms = l->calls ? l->milliseconds / l->calls : 0;
-    for (Totals *t : {&step, &kinds[KernelKind(l->kernel)]}) {
+    for (Totals *t : {&step, &kinds[LaunchKind(*l, gemm)]}) {
       ++t->launches;
       t->ms += ms;
       t->bytes += l->bytes;
@@ -161,7 +174,7 @@ void PrintProfile(const std::vector<tcc_launch_time> &launches,
   for (const tcc_launch_time *l : slowest) {
     double ms = l->calls ? l->milliseconds / l->calls : 0;
     auto choice = gemm.find(l->launch);
-    out << absl::StrFormat("  %-22s %8d %10.3f %5.1f%% %s  %s%s\n", KernelKind(l->kernel),
+    out << absl::StrFormat("  %-22s %8d %10.3f %5.1f%% %s  %s%s\n", LaunchKind(*l, gemm),
                            l->launch, ms, step.ms > 0 ? 100 * ms / step.ms : 0.0,
                            Rates(l->bytes, l->flops, ms), l->label,
                            choice == gemm.end()

@@ -12,6 +12,8 @@ struct GemmPlan {
   cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr;
   cublasLtMatmulAlgo_t algo;
   const GemmChoice *choice = nullptr; // how algo was chosen (gemm_search.h)
+  // gemm_epilogue only: a CUTLASS kernel that replaces algo (gemm_cutlass.h)
+  const GemmChoice *cutlass = nullptr;
 };
 
 // The largest power of two <= 256 dividing every address and batch stride
@@ -180,6 +182,23 @@ inline bool epilogue_reads_aux(int epilogue) {
   return epilogue == kEpilogueDGelu || epilogue == kEpilogueDGeluBGrad;
 }
 
+#ifdef TCC_STEP_CUTLASS_SM90
+// The CUTLASS epilogue (gemm_cutlass.h) that computes this product, or -1:
+// bf16 in and out, no residual, 16-byte aligned, n and k multiples of 8;
+// GELU_AUX_BIAS with plain operands, DGELU with a transposed B.
+inline int cutlass_epilogue_for(GemmType in, GemmType out, bool ta, bool tb, int64_t n,
+                                int64_t k, GemmEpilogue epilogue, bool residual,
+                                uint64_t alignment) {
+  if (in != kGemmBF16 || out != kGemmBF16 || residual || alignment < 16 || n % 8 || k % 8)
+    return -1;
+  if (epilogue == kEpilogueGeluAuxBias && !ta && !tb)
+    return tcc_cutlass::kSm90GeluAuxBias;
+  if (epilogue == kEpilogueDGelu && !ta && tb)
+    return tcc_cutlass::kSm90DGelu;
+  return -1;
+}
+#endif
+
 inline uint64_t pointer_alignment(uint64_t alignment, const void *p) {
   if (!p)
     return alignment;
@@ -286,9 +305,38 @@ inline int32_t gemm_epilogue(GemmPlan &p, cudaStream_t s, int32_t kernel, GemmTy
     if (rc)
       return rc;
     p.algo = p.choice->algo;
+    p.cutlass = nullptr;
+#ifdef TCC_STEP_CUTLASS_SM90
+    if (int e = cutlass_epilogue_for(in, out, ta, tb, n, k, epilogue, residual, alignment);
+        e >= 0) {
+      tcc_cutlass::Sm90GemmArgs args;
+      args.m = m, args.n = n, args.k = k, args.A = A, args.B = B, args.bias = bias,
+      args.aux = aux, args.D = D;
+      if (int32_t rc = select_cutlass_epilogue(descriptor, o, *p.choice,
+                                               static_cast<tcc_cutlass::Sm90Epilogue>(e), args,
+                                               kernel, p.cutlass))
+        return rc;
+    }
+#endif
     p.alignment = alignment;
     p.ready = true;
   }
+#ifdef TCC_STEP_CUTLASS_SM90
+  if (p.cutlass) {
+    note_gemm_choice(kernel, p.cutlass);
+    tcc_cutlass::Sm90GemmArgs args;
+    args.m = m, args.n = n, args.k = k, args.A = A, args.B = B, args.bias = bias,
+    args.aux = aux, args.D = D, args.workspace = workspace,
+    args.workspace_bytes = workspace_bytes, args.stream = s;
+    if (int32_t rc = run_cutlass_epilogue(
+            *p.cutlass,
+            static_cast<tcc_cutlass::Sm90Epilogue>(
+                cutlass_epilogue_for(in, out, ta, tb, n, k, epilogue, false, alignment)),
+            args, kernel))
+      return rc;
+    return profile_mark(s, kernel);
+  }
+#endif
   note_gemm_choice(kernel, p.choice);
   float alpha = 1.0f, beta = residual ? 1.0f : 0.0f;
   const void *C = residual ? residual : D;

@@ -36,6 +36,9 @@ struct GemmChoice {
   std::string descriptor; // the cache key, e.g. "bf16->bf16 16384x2304x768 NN bias ..."
   std::string algorithm;  // "algo 66 tile 128x256 stages#13 splitK 1 ..."
   double best_ms = 0, heuristic_ms = 0; // search or cache: per call
+  // gemm_cutlass.h's choices only: the CUTLASS configuration that runs the
+  // product (-1: cuBLASLt's algo); heuristic_ms is then cuBLASLt's time.
+  int cutlass_config = -1;
 };
 
 // The process's choices and what the cache file held.
@@ -46,6 +49,8 @@ struct GemmSelection {
   GemmCache cache;
   std::string cache_problem; // why the file was ignored or not written
   std::unordered_map<std::string, std::unique_ptr<GemmChoice>> choices; // by descriptor
+  // gemm_cutlass.h: CUTLASS or cuBLASLt, by its cache key
+  std::unordered_map<std::string, std::unique_ptr<GemmChoice>> cutlass_choices;
   int searched = 0, cached = 0, heuristic = 0;
   double search_seconds = 0;
   std::string note;
@@ -392,6 +397,14 @@ inline const char *gemm_selection_note() {
   if (g.heuristic)
     g.note += ", " + std::to_string(g.heuristic) + " cuBLASLt's first answer (nothing to "
               "time: made while capturing a CUDA graph, or no memory for a scratch output)";
+  if (!g.cutlass_choices.empty()) {
+    int taken = 0;
+    for (const auto &[key, c] : g.cutlass_choices)
+      taken += c->cutlass_config >= 0;
+    g.note += "; CUTLASS sm90 kernels run " + std::to_string(taken) + " of the " +
+              std::to_string(g.cutlass_choices.size()) +
+              " epilogue shapes they could (timed against cuBLASLt's)";
+  }
   g.note += g.cache_path.empty() ? std::string(" (no cache file: TCC_GEMM_CACHE=0 or no "
                                                "HOME)")
                                  : " (" + g.cache_path + ")";
