@@ -42,54 +42,29 @@ missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
 done
-# The cuDNN frontend (header-only C++, MIT licence: cuDNN attention in cuda
-# steps, docs/dependencies.md), pinned, unpacked from its PyPI wheel into
-# .deps/cudnn-frontend/include (git-ignored; tcc compile finds it there).
-fetch_cudnn_frontend() {
-  local version=1.32.0 dir="$root/.deps/cudnn-frontend"
-  if [ -f "$dir/include/cudnn_frontend.h" ] && [ "$(cat "$dir/VERSION" 2>/dev/null)" = "$version" ]; then
+# Header-only C++ libraries, pinned, unpacked from their PyPI wheels into
+# .deps/NAME/include (git-ignored; tcc compile finds them there):
+# fetch_wheel_headers NAME PACKAGE VERSION CHECK PREFIX...: the wheel's files
+# under each PREFIX go into .deps/NAME/include (merged), unless CHECK (a path
+# under it) and VERSION are there already.
+fetch_wheel_headers() {
+  local name=$1 package=$2 version=$3 check=$4
+  shift 4
+  local dir="$root/.deps/$name"
+  if [ -f "$dir/include/$check" ] && [ "$(cat "$dir/VERSION" 2>/dev/null)" = "$version" ]; then
     return 0
   fi
   local tmp
   tmp=$(mktemp -d)
-  echo "setup: fetching the cuDNN frontend $version headers (PyPI nvidia-cudnn-frontend)"
-  python3 -m pip download --quiet --no-deps --only-binary=:all: \
-    "nvidia-cudnn-frontend==$version" -d "$tmp"
-  rm -rf "$dir" && mkdir -p "$dir"
-  python3 - "$tmp" "$dir" <<'PY'
-import glob, sys, zipfile
-wheel = glob.glob(sys.argv[1] + "/*.whl")[0]
-with zipfile.ZipFile(wheel) as z:
-    for name in z.namelist():
-        if name.startswith("include/"):
-            z.extract(name, sys.argv[2])
-PY
-  echo "$version" > "$dir/VERSION"
-  rm -rf "$tmp"
-}
-
-# CUTLASS's headers (header-only; the Hopper epilogue GEMMs' unit of a cuda
-# step, compiler/codegen/cuda/cutlass/) from the nvidia-cutlass wheel:
-# include/ (cute, cutlass) and tools/util/include (cutlass/util) merged into
-# .deps/cutlass/include.
-fetch_cutlass() {
-  local version=4.2.0.0 dir="$root/.deps/cutlass"
-  if [ -f "$dir/include/cutlass/cutlass.h" ] && [ "$(cat "$dir/VERSION" 2>/dev/null)" = "$version" ]; then
-    return 0
-  fi
-  local tmp
-  tmp=$(mktemp -d)
-  echo "setup: fetching the CUTLASS $version headers (PyPI nvidia-cutlass)"
-  python3 -m pip download --quiet --no-deps --only-binary=:all: \
-    "nvidia-cutlass==$version" -d "$tmp"
+  echo "setup: fetching the $name $version headers (PyPI $package)"
+  python3 -m pip download --quiet --no-deps --only-binary=:all: "$package==$version" -d "$tmp"
   rm -rf "$dir" && mkdir -p "$dir/include"
-  python3 - "$tmp" "$dir/include" <<'PY'
+  python3 - "$tmp" "$dir/include" "$@" <<'PY'
 import glob, os, shutil, sys, zipfile
 wheel = glob.glob(sys.argv[1] + "/*.whl")[0]
-prefixes = ("cutlass_library/source/include/", "cutlass_library/source/tools/util/include/")
 with zipfile.ZipFile(wheel) as z:
     for name in z.namelist():
-        for prefix in prefixes:
+        for prefix in sys.argv[3:]:
             if name.startswith(prefix) and not name.endswith("/"):
                 out = os.path.join(sys.argv[2], name[len(prefix):])
                 os.makedirs(os.path.dirname(out), exist_ok=True)
@@ -99,11 +74,19 @@ PY
   echo "$version" > "$dir/VERSION"
   rm -rf "$tmp"
 }
+# The cuDNN frontend (MIT licence: cuDNN attention in cuda steps) and
+# CUTLASS (BSD-3-Clause: the Hopper epilogue GEMMs' unit of a cuda step,
+# compiler/codegen/cuda/cutlass/; include/ and tools/util/include merged);
+# docs/dependencies.md says why each is there.
+fetch_headers() {
+  fetch_wheel_headers cudnn-frontend nvidia-cudnn-frontend 1.32.0 cudnn_frontend.h include/
+  fetch_wheel_headers cutlass nvidia-cutlass 4.2.0.0 cutlass/cutlass.h \
+    cutlass_library/source/include/ cutlass_library/source/tools/util/include/
+}
 
 if ((${#missing[@]} == 0)); then
   echo "setup: all ${#packages[@]} packages present"
-  fetch_cudnn_frontend
-  fetch_cutlass
+  fetch_headers
   bash "$root/python/install.sh"
   exit 0
 fi
@@ -113,6 +96,5 @@ if [ "$(id -u)" -ne 0 ]; then sudo="sudo"; fi
 echo "setup: installing ${missing[*]}"
 $sudo env DEBIAN_FRONTEND=noninteractive apt-get update -q
 $sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "${missing[@]}"
-fetch_cudnn_frontend
-fetch_cutlass
+fetch_headers
 bash "$root/python/install.sh"

@@ -14,6 +14,7 @@ set(TCC_CODEGEN_SOURCES
   codegen/cpu/CpuCodegen.cpp
   codegen/cpu/CpuAttention.cpp
   codegen/cpu/CpuNorm.cpp
+  codegen/cpu/CpuGemm.cpp
   codegen/cpu/CpuConv.cpp
   codegen/cuda/CudaCodegen.cpp
   codegen/cuda/CudaStepEmitter.cpp

@@ -15,20 +15,13 @@
 #ifndef TCC_PASSES_LOWERING_LOWERNORMS_H
 #define TCC_PASSES_LOWERING_LOWERNORMS_H
 
-#include "mlir/IR/Builders.h"
-#include "llvm/ADT/DenseMap.h"
-#include "llvm/ADT/STLFunctionalExtras.h"
+#include "passes/lowering/LoweringContext.h"
 
 namespace tcc {
 
-// How the norm lowering reaches the function lowering's state (as
-// AttentionLoweringContext in LowerAttention.h).
-struct NormLoweringContext {
-  mlir::OpBuilder &builder;
-  llvm::function_ref<mlir::Value(mlir::Value tensor)> bufferOf;
-  llvm::function_ref<mlir::Value(mlir::Location, mlir::MemRefType)> allocate;
-  llvm::DenseMap<mlir::Value, mlir::Value> &buffers;
-};
+// How the norm lowering reaches the function lowering's state
+// (LoweringContext.h; attention's adds the determinism flag).
+using NormLoweringContext = BufferLoweringContext;
 
 // Whether lowerNormOp handles `op`: a norm, a norm gradient, or a tg.cast
 // or tg.add folded into one (above).

@@ -25,6 +25,7 @@
 
 #include "dialects/common/ModelAttrs.h"
 #include "passes/lowering/LowerAttention.h"
+#include "passes/lowering/LowerMatmuls.h"
 #include "passes/lowering/LowerNorms.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/IR/Builders.h"
@@ -349,93 +350,6 @@ private:
     return success();
   }
 
-  // `buffer` seen as the (rows, columns) matrix of its last dimension.
-  Value matrixView(Location loc, Value buffer, int64_t columns) {
-    auto t = cast<MemRefType>(buffer.getType());
-    if (t.getRank() == 2)
-      return buffer;
-    auto matrix = MemRefType::get({t.getNumElements() / columns, columns},
-                                  t.getElementType());
-    return kern::ReshapeOp::create(b_, loc, matrix, buffer);
-  }
-
-  // One (batch * M, K) x (K, N) product with its epilogue: the batch of a
-  // shared weight folds into the rows (tg-fuse-matmul-epilogue fuses
-  // nothing else).
-  // The (batch * M, K) and (K, N) matrix views of a fused product's lhs and
-  // rhs; fails (with an error on `op`) unless rhs is one weight matrix and
-  // a batched lhs is untransposed.
-  FailureOr<std::pair<Value, Value>> foldedOperands(Operation *op, Value lhsValue,
-                                                    Value rhsValue, bool transposeLhs) {
-    auto lhs = cast<RankedTensorType>(lhsValue.getType());
-    auto rhs = cast<RankedTensorType>(rhsValue.getType());
-    if (llvm::any_of(rhs.getShape().drop_back(2), [](int64_t d) { return d != 1; }) ||
-        (transposeLhs && lhs.getRank() > 2))
-      return op->emitError("tg-lower-to-kern: ")
-             << op->getName() << " needs one weight matrix and an untransposed batched lhs";
-    Location loc = op->getLoc();
-    Value a = buf(lhsValue);
-    if (lhs.getRank() > 2)
-      a = matrixView(loc, a, lhs.getShape().back());
-    return std::make_pair(a, matrixView(loc, buf(rhsValue), rhs.getShape().back()));
-  }
-
-  LogicalResult lowerMatmulEpilogue(tg::MatmulEpilogueOp m) {
-    Location loc = m.getLoc();
-    FailureOr<std::pair<Value, Value>> ab =
-        foldedOperands(m, m.getLhs(), m.getRhs(), m.getTransposeLhs());
-    if (failed(ab))
-      return failure();
-    auto [a, b] = *ab;
-    int64_t n = cast<RankedTensorType>(m.getResult().getType()).getShape().back();
-    Value out = alloc(loc, m.getResult());
-    Value residual = m.getResidual() ? matrixView(loc, buf(m.getResidual()), n)
-                                     : Value();
-    Value aux;
-    if (Value pre = m.getPreActivation(); pre && !pre.use_empty()) {
-      Value preBuffer = alloc(loc, pre);
-      buffers_[pre] = preBuffer;
-      aux = matrixView(loc, preBuffer, n);
-    }
-    kern::GemmEpilogueOp::create(
-        b_, loc, a, b, buf(m.getBias()), residual, matrixView(loc, out, n), aux,
-        b_.getBoolAttr(m.getTransposeLhs()), b_.getBoolAttr(m.getTransposeRhs()),
-        b_.getStringAttr(m.getActivation()));
-    buffers_[m.getResult()] = out;
-    return success();
-  }
-
-  // gelu'(pre) * product: one (batch * M, K) x (K, N) product, as above.
-  LogicalResult lowerMatmulDgelu(tg::MatmulDgeluOp m) {
-    Location loc = m.getLoc();
-    FailureOr<std::pair<Value, Value>> ab =
-        foldedOperands(m, m.getLhs(), m.getRhs(), m.getTransposeLhs());
-    if (failed(ab))
-      return failure();
-    auto [a, b] = *ab;
-    int64_t n = cast<RankedTensorType>(m.getResult().getType()).getShape().back();
-    Value out = alloc(loc, m.getResult());
-    kern::GemmDgeluOp::create(b_, loc, a, b, matrixView(loc, buf(m.getPre()), n),
-                              matrixView(loc, out, n), b_.getBoolAttr(m.getTransposeLhs()),
-                              b_.getBoolAttr(m.getTransposeRhs()),
-                              b_.getStringAttr(m.getApproximate()));
-    buffers_[m.getResult()] = out;
-    return success();
-  }
-
-  // dW = op(lhs) x rhs and db = the sums of rhs over its rows: one product
-  // (rank-2 operands, the op's verifier).
-  LogicalResult lowerMatmulBiasGrad(tg::MatmulBiasGradOp m) {
-    Location loc = m.getLoc();
-    Value out = alloc(loc, m.getResult());
-    Value grad = alloc(loc, m.getBiasGrad());
-    kern::GemmBiasGradOp::create(b_, loc, buf(m.getLhs()), buf(m.getRhs()), out, grad,
-                                 b_.getBoolAttr(m.getTransposeLhs()));
-    buffers_[m.getResult()] = out;
-    buffers_[m.getBiasGrad()] = grad;
-    return success();
-  }
-
   LogicalResult lower(Operation *op) {
     Location loc = op->getLoc();
     if (isCastFoldedIntoReductions(op)) // the reductions read its source
@@ -450,6 +364,14 @@ private:
     }
     if (auto s = dyn_cast<tg::ScalarOpInterface>(op))
       return lowerScalar(s);
+    if (isLoweredAsMatmul(op)) { // LowerMatmuls.cpp
+      auto bufferOf = [&](Value tensor) { return buf(tensor); };
+      auto allocate = [&](Location l, MemRefType t) -> Value {
+        return kern::AllocOp::create(b_, l, t);
+      };
+      BufferLoweringContext ctx{b_, bufferOf, allocate, buffers_};
+      return lowerMatmulOp(op, ctx);
+    }
     if (isa<tg::AttentionOp, tg::AttentionGradOp>(op)) { // LowerAttention.cpp
       // (Named: the context's function_refs must not outlive them.)
       auto bufferOf = [&](Value tensor) { return buf(tensor); };
@@ -461,20 +383,6 @@ private:
     }
     return llvm::TypeSwitch<Operation *, LogicalResult>(op)
         .Case([&](tg::ConstantOp) { return success(); }) // lowered on demand
-        .Case([&](tg::MatmulOp m) {
-          Value out = alloc(loc, m.getResult());
-          auto gemm = kern::GemmOp::create(b_, loc, buf(m.getLhs()), buf(m.getRhs()), out,
-                                           m.getTransposeLhsAttr(), m.getTransposeRhsAttr(),
-                                           b_.getF64FloatAttr(1.0), b_.getF64FloatAttr(0.0));
-          // tg-amp's fp8 decision travels to codegen (Fp8Gemm.h).
-          if (auto fp8 = m->getAttr(model::kFp8Attr))
-            gemm->setAttr(model::kFp8GemmAttr, fp8);
-          buffers_[m.getResult()] = out;
-          return success();
-        })
-        .Case([&](tg::MatmulEpilogueOp m) { return lowerMatmulEpilogue(m); })
-        .Case([&](tg::MatmulDgeluOp m) { return lowerMatmulDgelu(m); })
-        .Case([&](tg::MatmulBiasGradOp m) { return lowerMatmulBiasGrad(m); })
         .Case([&](tg::AllReduceOp r) {
           // In place on the input's buffer when nothing else reads it (a
           // gradient), else on a copy.

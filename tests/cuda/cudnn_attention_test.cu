@@ -35,15 +35,7 @@
 #include <string>
 #include <vector>
 
-#define CUDA_CHECK(call)                                                       \
-  do {                                                                         \
-    cudaError_t err_ = (call);                                                 \
-    if (err_ != cudaSuccess) {                                                 \
-      std::fprintf(stderr, "%s:%d: %s failed: %s\n", __FILE__, __LINE__,       \
-                   #call, cudaGetErrorString(err_));                           \
-      std::exit(1);                                                            \
-    }                                                                          \
-  } while (0)
+#include "tests/cuda/cuda_check.cuh"
 
 namespace {
 

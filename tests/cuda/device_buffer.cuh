@@ -1,5 +1,5 @@
 // What the standalone device tests of the fused norm launchers share
-// (norm_kernels_test, batch_norm_kernels_test): CUDA_CHECK (a failed CUDA
+// (norm_kernels_test, batch_norm_kernels_test): CUDA_CHECK (cuda_check.cuh: a failed CUDA
 // call ends the test naming it), Host<T> (make a T from a double, read it
 // back exactly, its name) for f32, f64 and bf16, and DeviceBuffer<T>, n
 // T's on the device, `offset` elements past a 256-byte aligned base (an
@@ -12,15 +12,7 @@
 #include <cstdlib>
 #include <vector>
 
-#define CUDA_CHECK(call)                                                              \
-  do {                                                                                \
-    cudaError_t err_ = (call);                                                        \
-    if (err_ != cudaSuccess) {                                                        \
-      std::fprintf(stderr, "%s:%d: %s failed: %s\n", __FILE__, __LINE__, #call,       \
-                   cudaGetErrorString(err_));                                         \
-      std::exit(1);                                                                   \
-    }                                                                                 \
-  } while (0)
+#include "tests/cuda/cuda_check.cuh"
 
 namespace tcc_cuda_test {
 

@@ -463,14 +463,9 @@ void bench(void *workspace) {
 } // namespace
 
 int main(int argc, char **argv) {
-  uint64_t seed = std::random_device{}();
-  bool doBench = false;
-  for (int i = 1; i < argc; ++i) {
-    if (std::strcmp(argv[i], "--seed") == 0 && i + 1 < argc)
-      seed = std::strtoull(argv[++i], nullptr, 10);
-    else if (std::strcmp(argv[i], "--bench") == 0)
-      doBench = true;
-  }
+  TestArgs args = parseTestArgs(argc, argv);
+  uint64_t seed = args.seed;
+  bool doBench = args.bench;
   int devices = 0;
   if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0) {
     std::printf("no GPU: skipped\n");

@@ -175,10 +175,7 @@ bool runCase(const Case &c, std::mt19937_64 &rng, void *workspace) {
 } // namespace
 
 int main(int argc, char **argv) {
-  uint64_t seed = std::random_device{}();
-  for (int i = 1; i < argc; ++i)
-    if (std::strcmp(argv[i], "--seed") == 0 && i + 1 < argc)
-      seed = std::strtoull(argv[++i], nullptr, 10);
+  uint64_t seed = parseTestArgs(argc, argv).seed; // (no --bench here)
   int devices = 0;
   if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0) {
     std::printf("no GPU: skipped\n");

@@ -1,8 +1,9 @@
-// What the cuBLASLt device tests (gemm_epilogue_test.cu, gemm_search_test.cu)
-// share: host arrays of bf16 / f16 / f32 written from and read as doubles,
-// device buffers, the types' names and unit roundoffs, a plan's heuristic
-// candidates. Include after
-// cuda_host_support.h (GemmType), inside an anonymous namespace.
+// What the GEMM device tests (gemm_epilogue_test.cu, gemm_search_test.cu,
+// fp8_gemm_test.cu, cutlass_gemm_test.cu) share: host arrays of bf16 / f16 /
+// f32 written from and read as doubles, device buffers, the types' names and
+// unit roundoffs, a plan's heuristic candidates, the command line. Include
+// after cuda_host_support.h (GemmType) and <random>, inside an anonymous
+// namespace.
 
 using tcc_cuda_host::GemmType;
 
@@ -84,4 +85,21 @@ int heuristicCandidates(const tcc_cuda_host::GemmPlan &plan, uint64_t workspace_
                                  plan.c, pref, tcc_cuda_host::kGemmCandidates, results, &found);
   cublasLtMatmulPreferenceDestroy(pref);
   return found;
+}
+
+// The command line every GEMM device test takes: --seed N (default: a
+// fresh one) and --bench (time the GPT-2 shapes after the checks).
+struct TestArgs {
+  uint64_t seed = std::random_device{}();
+  bool bench = false;
+};
+TestArgs parseTestArgs(int argc, char **argv) {
+  TestArgs args;
+  for (int i = 1; i < argc; ++i) {
+    if (std::strcmp(argv[i], "--seed") == 0 && i + 1 < argc)
+      args.seed = std::strtoull(argv[++i], nullptr, 10);
+    else if (std::strcmp(argv[i], "--bench") == 0)
+      args.bench = true;
+  }
+  return args;
 }

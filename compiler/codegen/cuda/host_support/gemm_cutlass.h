@@ -110,16 +110,8 @@ inline int32_t select_cutlass_epilogue(const std::string &descriptor, const Gemm
                  need <= o.workspace_bytes &&
                  tcc_cutlass::sm90_gemm_bf16(e, i - 1, args, nullptr, &why) == 0;
         };
-        if (!call()) // also the warm-up
-          continue;
-        bool launched = cudaEventRecord(start, o.stream) == cudaSuccess;
-        for (int r = 0; r < kGemmTimedRuns && launched; ++r)
-          launched = call();
-        float elapsed = 0;
-        if (launched && cudaEventRecord(stop, o.stream) == cudaSuccess &&
-            cudaEventSynchronize(stop) == cudaSuccess &&
-            cudaEventElapsedTime(&elapsed, start, stop) == cudaSuccess)
-          ms[i] = elapsed / kGemmTimedRuns;
+        if (call()) // also the warm-up
+          ms[i] = time_gemm_runs(o.stream, start, stop, call);
       }
     int32_t rc = 0;
     if (cudaError_t err = cudaStreamSynchronize(o.stream); err != cudaSuccess)

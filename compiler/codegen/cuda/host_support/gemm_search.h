@@ -224,6 +224,22 @@ inline cublasStatus_t run_gemm_algo(const GemmOperands &o, const cublasLtMatmulA
                         o.c, &algo, o.workspace, o.workspace_bytes, o.stream);
 }
 
+// Milliseconds per call of `call` (true when it launched) over
+// kGemmTimedRuns calls on `stream` between the events `start` and `stop`;
+// -1 when a call failed or nothing could be timed. The caller warms up.
+template <class Call>
+double time_gemm_runs(cudaStream_t stream, cudaEvent_t start, cudaEvent_t stop, Call &&call) {
+  bool launched = cudaEventRecord(start, stream) == cudaSuccess;
+  for (int r = 0; r < kGemmTimedRuns && launched; ++r)
+    launched = call();
+  float elapsed = 0;
+  if (launched && cudaEventRecord(stop, stream) == cudaSuccess &&
+      cudaEventSynchronize(stop) == cudaSuccess &&
+      cudaEventElapsedTime(&elapsed, start, stop) == cudaSuccess)
+    return elapsed / kGemmTimedRuns;
+  return -1;
+}
+
 // Times `found` candidates on the call's operands; the index of the one to
 // use, or -1 when nothing could be timed. Candidates that fail, and split-K
 // ones that would round partial sums to 16 bits, are skipped.
@@ -248,14 +264,9 @@ inline int search_gemm_algos(const GemmOperands &o,
           (i > 0 && !gemm_algo_keeps_precision(results[i].algo, o.output16)) ||
           run_gemm_algo(o, results[i].algo, D) != CUBLAS_STATUS_SUCCESS) // also a warm-up
         continue;
-      bool launched = cudaEventRecord(start, o.stream) == cudaSuccess;
-      for (int r = 0; r < kGemmTimedRuns && launched; ++r)
-        launched = run_gemm_algo(o, results[i].algo, D) == CUBLAS_STATUS_SUCCESS;
-      float elapsed = 0;
-      if (launched && cudaEventRecord(stop, o.stream) == cudaSuccess &&
-          cudaEventSynchronize(stop) == cudaSuccess &&
-          cudaEventElapsedTime(&elapsed, start, stop) == cudaSuccess)
-        ms[i] = elapsed / kGemmTimedRuns;
+      ms[i] = time_gemm_runs(o.stream, start, stop, [&] {
+        return run_gemm_algo(o, results[i].algo, D) == CUBLAS_STATUS_SUCCESS;
+      });
     }
   if (cudaError_t e = cudaStreamSynchronize(o.stream); e != cudaSuccess)
     rc = cuda_error(e, ("GEMM algorithm search, " + where(kernel)).c_str());

@@ -272,16 +272,7 @@ __global__ void __launch_bounds__(BM * 2 / MT, MINB)
   }
 
   for (int t = 0; t < tiles; ++t) {
-    cp_async_wait_all();
-    __syncthreads();
-    if (t + 1 < tiles) {
-      const int buf = (t + 1) & 1;
-      load_tile_async<BN, D, kThreads>(sk0 + buf * BN * D * 2, kp,
-                                       int64_t(t + 1) * BN, p.S, p.k.r);
-      load_tile_async<BN, D, kThreads>(sv0 + buf * BN * D * 2, vp,
-                                       int64_t(t + 1) * BN, p.S, p.v.r);
-    }
-    cp_async_commit();
+    next_kv_tile_async<BN, D, kThreads>(sk0, sv0, kp, vp, t, tiles, p);
     const uint32_t sk = sk0 + (t & 1) * BN * D * 2;
     const uint32_t sv = sv0 + (t & 1) * BN * D * 2;
     const int64_t n0 = int64_t(t) * BN;

@@ -179,6 +179,26 @@ __device__ __forceinline__ void load_tile_async(uint32_t dst, const T *src,
   }
 }
 
+// The key loop's double buffering (forward and backward kernels): waits for
+// key/value tile t (in buffer t & 1 of sk0 / sv0, each buffer BN x D 16-bit
+// elements), then starts tile t + 1 into the other buffer (none after the
+// last); the caller reads buffer t & 1 until the next call's barrier.
+template <int BN, int D, int THREADS, class T, class Params>
+__device__ __forceinline__ void next_kv_tile_async(uint32_t sk0, uint32_t sv0, const T *kp,
+                                                   const T *vp, int t, int tiles,
+                                                   const Params &p) {
+  cp_async_wait_all();
+  __syncthreads();
+  if (t + 1 < tiles) {
+    const int buf = (t + 1) & 1;
+    load_tile_async<BN, D, THREADS>(sk0 + buf * BN * D * 2, kp, int64_t(t + 1) * BN, p.S,
+                                    p.k.r);
+    load_tile_async<BN, D, THREADS>(sv0 + buf * BN * D * 2, vp, int64_t(t + 1) * BN, p.S,
+                                    p.v.r);
+  }
+  cp_async_commit();
+}
+
 // ldmatrix lane addresses inside a tile whose rows are `row_base`.., over
 // 16-element columns block kk:
 // - a_frag: the A operand (16 rows x 16 cols, row-major in the tile);
@@ -401,16 +421,7 @@ __global__ void __launch_bounds__(BM * 2 / MT, MINB)
   const int64_t row_a = m0 + warp * 16 * MT + (lane >> 2);
 
   for (int t = 0; t < tiles; ++t) {
-    cp_async_wait_all();
-    __syncthreads();
-    if (t + 1 < tiles) {
-      const int buf = (t + 1) & 1;
-      load_tile_async<BN, D, kThreads>(sk0 + buf * BN * D * 2, kp,
-                                       int64_t(t + 1) * BN, p.S, p.k.r);
-      load_tile_async<BN, D, kThreads>(sv0 + buf * BN * D * 2, vp,
-                                       int64_t(t + 1) * BN, p.S, p.v.r);
-    }
-    cp_async_commit();
+    next_kv_tile_async<BN, D, kThreads>(sk0, sv0, kp, vp, t, tiles, p);
     const uint32_t sk = sk0 + (t & 1) * BN * D * 2;
     const uint32_t sv = sv0 + (t & 1) * BN * D * 2;
 
