@@ -15,6 +15,7 @@
 #include "compiler/codegen/cpu/cpu_prelude.h"
 #include "compiler/codegen/cpu/cpu_norm.h"
 #include "dialects/kern/NormWorkspace.h"
+#include "tests/reference/norm_reference.h"
 #include "gtest/gtest.h"
 
 #ifdef _OPENMP
@@ -56,42 +57,6 @@ void expectClose(const std::vector<T> &got, const std::vector<double> &want, con
   EXPECT_LE(maxErr / std::max(maxWant, 1e-30), tolerance<T>()) << what;
 }
 
-struct Reference {
-  std::vector<double> y, dx, dw, db;
-};
-
-Reference reference(const std::vector<double> &x, const std::vector<double> &g,
-                    const std::vector<double> *w, const std::vector<double> *b, int64_t rows,
-                    int64_t c, double eps, bool rms) {
-  Reference ref{std::vector<double>(rows * c), std::vector<double>(rows * c),
-                std::vector<double>(c), std::vector<double>(c)};
-  std::vector<double> xhat(c);
-  for (int64_t r = 0; r < rows; ++r) {
-    const double *xr = &x[r * c], *gr = &g[r * c];
-    double mean = 0, sq = 0;
-    if (!rms) {
-      for (int64_t j = 0; j < c; ++j)
-        mean += xr[j];
-      mean /= c;
-    }
-    for (int64_t j = 0; j < c; ++j)
-      sq += (xr[j] - mean) * (xr[j] - mean);
-    double rstd = 1 / std::sqrt(sq / c + eps), sumD = 0, sumDot = 0;
-    for (int64_t j = 0; j < c; ++j) {
-      xhat[j] = (xr[j] - mean) * rstd;
-      ref.y[r * c + j] = xhat[j] * (w ? (*w)[j] : 1) + (b ? (*b)[j] : 0);
-      double d = gr[j] * (w ? (*w)[j] : 1);
-      sumD += d;
-      sumDot += d * xhat[j];
-      ref.dw[j] += gr[j] * xhat[j];
-      ref.db[j] += gr[j];
-    }
-    double meanD = rms ? 0 : sumD / c, meanDot = sumDot / c;
-    for (int64_t j = 0; j < c; ++j)
-      ref.dx[r * c + j] = rstd * (gr[j] * (w ? (*w)[j] : 1) - meanD - xhat[j] * meanDot);
-  }
-  return ref;
-}
 
 template <typename T> std::vector<double> widen(const std::vector<T> &v) {
   std::vector<double> d(v.size());
@@ -120,8 +85,8 @@ void runCase(int64_t rows, int64_t c, bool rms, bool affine, bool residual = fal
   std::vector<G> g = randomRows<G>(rng, rows, c);
   std::vector<T> addend = randomRows<T>(rng, rows, c);
   std::vector<double> wd = widen(w), bd = widen(b);
-  Reference ref = reference(widen(x), widen(g), affine ? &wd : nullptr, bias ? &bd : nullptr,
-                            rows, c, eps, rms);
+  tcc_test::NormReference ref = tcc_test::normReference(
+      widen(x), widen(g), affine ? &wd : nullptr, bias ? &bd : nullptr, rows, c, eps, rms);
   if (residual)
     for (int64_t i = 0; i < rows * c; ++i)
       ref.dx[i] += get(addend[i]);

@@ -35,6 +35,7 @@
 #include "compiler/codegen/cuda/cuda_prelude.cuh" // generated: the pieces, concatenated
 #include "dialects/kern/NormWorkspace.h"
 #include "tests/cuda/device_buffer.cuh"
+#include "tests/reference/norm_reference.h"
 
 #include <cmath>
 #include <cstdio>
@@ -91,43 +92,6 @@ void check(const std::string &what, const std::vector<T> &got, const std::vector
               tolerance<T>());
 }
 
-// The float64 reference: y, and dx, dw, db of grad.
-struct Reference {
-  std::vector<double> y, dx, dw, db;
-};
-
-Reference reference(const std::vector<double> &x, const std::vector<double> &g,
-                    const std::vector<double> *w, const std::vector<double> *b, int64_t rows,
-                    int64_t c, double eps, bool rms) {
-  Reference ref{std::vector<double>(rows * c), std::vector<double>(rows * c),
-                std::vector<double>(c), std::vector<double>(c)};
-  std::vector<double> xhat(c);
-  for (int64_t r = 0; r < rows; ++r) {
-    const double *xr = &x[r * c], *gr = &g[r * c];
-    double mean = 0, sq = 0;
-    if (!rms) {
-      for (int64_t j = 0; j < c; ++j)
-        mean += xr[j];
-      mean /= c;
-    }
-    for (int64_t j = 0; j < c; ++j)
-      sq += (xr[j] - mean) * (xr[j] - mean);
-    double rstd = 1 / std::sqrt(sq / c + eps), sumD = 0, sumDot = 0;
-    for (int64_t j = 0; j < c; ++j) {
-      xhat[j] = (xr[j] - mean) * rstd;
-      ref.y[r * c + j] = xhat[j] * (w ? (*w)[j] : 1) + (b ? (*b)[j] : 0);
-      double d = gr[j] * (w ? (*w)[j] : 1);
-      sumD += d;
-      sumDot += d * xhat[j];
-      ref.dw[j] += gr[j] * xhat[j];
-      ref.db[j] += gr[j];
-    }
-    double meanD = rms ? 0 : sumD / c, meanDot = sumDot / c;
-    for (int64_t j = 0; j < c; ++j)
-      ref.dx[r * c + j] = rstd * (gr[j] * (w ? (*w)[j] : 1) - meanD - xhat[j] * meanDot);
-  }
-  return ref;
-}
 
 // The other float type: what a folded cast of dx converts to.
 template <class T> using OtherFloat = typename std::conditional<sizeof(T) == 2, float, bf16>::type;
@@ -160,8 +124,8 @@ void runCase(std::mt19937_64 &rng, int64_t rows, int64_t c, bool rms, bool affin
   std::vector<T> addend = randomRows<T>(rng, rows, c);
   std::vector<double> wd = widen(w), bd = widen(b);
   bool bias = affine && !rms;
-  Reference ref = reference(widen(x), widen(g), affine ? &wd : nullptr, bias ? &bd : nullptr,
-                            rows, c, eps, rms);
+  tcc_test::NormReference ref = tcc_test::normReference(
+      widen(x), widen(g), affine ? &wd : nullptr, bias ? &bd : nullptr, rows, c, eps, rms);
   if (residual)
     for (int64_t i = 0; i < rows * c; ++i)
       ref.dx[i] += Host<T>::get(addend[i]);
