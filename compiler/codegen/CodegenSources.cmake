@@ -15,6 +15,7 @@ set(TCC_CODEGEN_SOURCES
   codegen/cpu/CpuAttention.cpp
   codegen/cpu/CpuNorm.cpp
   codegen/cpu/CpuGemm.cpp
+  codegen/cpu/CpuReduce.cpp
   codegen/cpu/CpuConv.cpp
   codegen/cuda/CudaCodegen.cpp
   codegen/cuda/CudaStepEmitter.cpp

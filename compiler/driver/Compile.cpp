@@ -124,7 +124,7 @@ absl::Status emitCuda(const CompileOptions &options, mlir::ModuleOp module,
                           options.output, compile, stats, error))
     return absl::InternalError(error);
   if (options.verbose && step->cutlassSm90Sites)
-    std::fprintf(stderr, "tcc: cuda %s: %lld GELU epilogue products %s\n", options.arch.c_str(),
+    std::fprintf(stderr, "tcc: cuda %s: %lld epilogue products %s\n", options.arch.c_str(),
                  static_cast<long long>(step->cutlassSm90Sites),
                  cutlass ? "may run CUTLASS sm90 kernels (timed against cuBLASLt when run)"
                  : !options.cutlass ? "run on cuBLASLt (--no-cutlass)"

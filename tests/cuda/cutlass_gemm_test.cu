@@ -9,6 +9,8 @@
 // gelu_aux_bias: pre = sum_k a b + bias (exact doubles of the bf16 inputs),
 //   aux = pre, D = gelu_tanh(pre).
 // dgelu:         D = gelu_tanh'(aux) sum_k a b^T.
+// bias_residual_f32: D = residual + sum_k a b + bias, f32 D in place over
+//   the residual (u = 2^-22 there).
 // Tolerance per element: u |want| (u = 2^-8, the bf16 output's rounding) +
 // 1e-5 scale (scale = sum_k |a b| + |bias|: the fp32 accumulation) + the
 // approximate tanh's error (tanh.approx.f32, |error| <= 2^-10.98): GELU
@@ -141,11 +143,12 @@ bool launch(tcc_cutlass::Sm90Epilogue e, int config, const tcc_cutlass::Sm90Gemm
     using namespace tcc_cuda_host;
     GemmPlan plan;
     setenv("TCC_GEMM_CUTLASS", "force", 1);
-    bool gelu = e == tcc_cutlass::kSm90GeluAuxBias;
-    int32_t rc = gemm_epilogue(plan, nullptr, 0, kGemmBF16, kGemmBF16, false, false, !gelu,
-                               a.m, a.n, a.k, gelu ? kEpilogueGeluAuxBias : kEpilogueDGelu,
-                               a.A, a.B, a.bias, nullptr, a.D, a.aux, a.workspace,
-                               a.workspace_bytes);
+    bool dgelu = e == tcc_cutlass::kSm90DGelu, residual = e == tcc_cutlass::kSm90BiasResidualF32;
+    int32_t rc = gemm_epilogue(
+        plan, nullptr, 0, kGemmBF16, residual ? kGemmF32 : kGemmBF16, false, false, dgelu, a.m,
+        a.n, a.k,
+        dgelu ? kEpilogueDGelu : residual ? kEpilogueBias : kEpilogueGeluAuxBias, a.A, a.B,
+        a.bias, a.residual, a.D, a.aux, a.workspace, a.workspace_bytes);
     unsetenv("TCC_GEMM_CUTLASS");
     bool cutlass = plan.cutlass != nullptr;
     destroy_plan(plan);
@@ -236,6 +239,44 @@ bool dgeluCase(int config, int64_t m, int64_t n, int64_t k, std::mt19937_64 &rng
       double bound = u * std::fabs(want) + 1e-5 * mag[e] * (std::fabs(g) + 0.1) +
                      geluDerivativeTanhError(x) * std::fabs(dot[e]);
       cD.add(e, D.get(e), want, bound + 1e-30);
+    }
+  return cD.report(name);
+}
+
+// D = residual + (A B + bias), f32 bias, residual and D, in place (D is the
+// residual's buffer, as GPT-2's c_proj products write the residual stream).
+bool biasResidualCase(int config, int64_t m, int64_t n, int64_t k, std::mt19937_64 &rng) {
+  using tcc_cuda_host::kGemmBF16;
+  using tcc_cuda_host::kGemmF32;
+  HostArray A(kGemmBF16, m * k), B(kGemmBF16, k * n), bias(kGemmF32, n), res(kGemmF32, m * n);
+  fillRandom(A, rng, 1.0);
+  fillRandom(B, rng, 1.0 / std::sqrt(static_cast<double>(k)));
+  fillRandom(bias, rng, 0.5);
+  fillRandom(res, rng, 2.0);
+  Device dA(A.bytes.size()), dB(B.bytes.size()), dBias(bias.bytes.size()),
+      dD(res.bytes.size()), workspace(kWorkspace);
+  upload(A, dA);
+  upload(B, dB);
+  upload(bias, dBias);
+  upload(res, dD);
+  std::string name = caseName(tcc_cutlass::kSm90BiasResidualF32, config, m, n, k);
+  tcc_cutlass::Sm90GemmArgs a;
+  a.m = m, a.n = n, a.k = k, a.A = dA.p, a.B = dB.p, a.bias = dBias.p, a.residual = dD.p,
+  a.D = dD.p, a.workspace = workspace.p, a.workspace_bytes = kWorkspace;
+  if (!launch(tcc_cutlass::kSm90BiasResidualF32, config, a, name))
+    return false;
+  HostArray D(kGemmF32, m * n);
+  download(dD, D);
+  std::vector<double> dot, mag;
+  reference(A, B, false, m, n, k, dot, mag);
+  const double u = unitRoundoff(kGemmF32);
+  Check cD{"D"};
+  for (int64_t i = 0; i < m; ++i)
+    for (int64_t j = 0; j < n; ++j) {
+      size_t e = i * n + j;
+      double want = res.get(e) + dot[e] + bias.get(j);
+      double scale = mag[e] + std::fabs(bias.get(j)) + std::fabs(res.get(e));
+      cD.add(e, D.get(e), want, u * std::fabs(want) + 1e-5 * scale + 1e-30);
     }
   return cD.report(name);
 }
@@ -335,6 +376,52 @@ bool bench(void *workspace) {
                   tcc_cutlass::sm90_epilogue_name(e), tcc_cutlass::sm90_config_name(c), t,
                   tflops(t), cublas / t);
     }
+  // GPT-2's two c_proj products onto the f32 residual stream, in place.
+  for (int64_t kk : {int64_t(768), int64_t(3072)}) {
+    const int64_t nn = 768;
+    Device x2(m * kk * 2), w2(kk * nn * 2), b32(nn * 4), r32(m * nn * 4), o16(m * nn * 2);
+    cudaMemset(x2.p, 0, m * kk * 2);
+    cudaMemset(w2.p, 0, kk * nn * 2);
+    cudaMemset(b32.p, 0, nn * 4);
+    cudaMemset(r32.p, 0, m * nn * 4);
+    double f2 = 2.0 * m * nn * kk;
+    GemmPlan plainR, cublasR;
+    float tPlain = timeIt(s, [&] {
+      gemm(plainR, s, 0, kGemmBF16, false, false, false, m, nn, kk, 1, 0, 0, 0, 1.0, 0.0, x2.p,
+           w2.p, o16.p, workspace, kWorkspace);
+    });
+    setenv("TCC_GEMM_CUTLASS", "0", 1);
+    float tCublas = timeIt(s, [&] {
+      gemm_epilogue(cublasR, s, 0, kGemmBF16, kGemmF32, false, false, false, m, nn, kk,
+                    kEpilogueBias, x2.p, w2.p, b32.p, r32.p, r32.p, nullptr, workspace,
+                    kWorkspace);
+    });
+    unsetenv("TCC_GEMM_CUTLASS");
+    tcc_cutlass::Sm90GemmArgs a;
+    a.m = m, a.n = nn, a.k = kk, a.A = x2.p, a.B = w2.p, a.bias = b32.p, a.residual = r32.p,
+    a.D = r32.p, a.workspace = workspace, a.workspace_bytes = kWorkspace, a.stream = s;
+    const char *why = "";
+    int rc = 0;
+    float tCut = timeIt(s, [&] {
+      rc |= tcc_cutlass::sm90_gemm_bf16(tcc_cutlass::kSm90BiasResidualF32, 0, a, nullptr, &why);
+    });
+    if (rc) {
+      std::printf("bench   CUTLASS bias_residual_f32 %lldx%lldx%lld: failed: %s\n",
+                  static_cast<long long>(m), static_cast<long long>(nn),
+                  static_cast<long long>(kk), why);
+      ok = false;
+    } else {
+      std::printf("bench c_proj %lldx%lldx%lld bf16 -> f32 + residual: cuBLASLt product %.4f "
+                  "(%.1f TFLOP/s, bf16 out), bias+residual %.4f (%.1f); CUTLASS %s %.4f "
+                  "(%.1f): %.3fx cuBLASLt's epilogue\n",
+                  static_cast<long long>(m), static_cast<long long>(nn),
+                  static_cast<long long>(kk), tPlain, f2 / (tPlain * 1e-3) / 1e12, tCublas,
+                  f2 / (tCublas * 1e-3) / 1e12, tcc_cutlass::sm90_config_name(0), tCut,
+                  f2 / (tCut * 1e-3) / 1e12, tCublas / tCut);
+    }
+    destroy_plan(plainR);
+    destroy_plan(cublasR);
+  }
   for (GemmPlan *p : {&geluAuto, &dgeluAuto})
     std::printf("bench   gemm_epilogue's choice %.4f ms: %s\n",
                 p == &geluAuto ? tGeluAuto : tDGeluAuto,
@@ -378,6 +465,7 @@ int main(int argc, char **argv) {
     for (const Shape &sh : shapes) {
       ok &= geluAuxBiasCase(c, sh.m, sh.n, sh.k, rng);
       ok &= dgeluCase(c, sh.m, sh.n, sh.k, rng);
+      ok &= biasResidualCase(c, sh.m, sh.n, sh.k, rng);
     }
   // A shape the kernels refuse gets a message, not a launch.
   const char *why = "";

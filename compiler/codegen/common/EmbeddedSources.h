@@ -21,7 +21,7 @@ extern const char *const kCudnnAttentionUnit;
 // -DTCC_CUTLASS_INSTANCE=0..kCutlassSm90Instances-1 (tcc_cutlass::
 // kSm90Instances: a step that links fewer misses a symbol at its link).
 extern const char *const kCutlassSm90Unit;
-constexpr int kCutlassSm90Instances = 2;
+constexpr int kCutlassSm90Instances = 3;
 } // namespace tcc::embedded
 
 #endif

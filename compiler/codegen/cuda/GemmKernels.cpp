@@ -119,9 +119,12 @@ LogicalResult CudaStepEmitter::emitGemmEpilogue(kern::GemmEpilogueOp g,
                                        : "tcc_cuda_host::kEpilogueGeluBias";
   auto ptr = [&](Value v) { return v ? name(v) : std::string("nullptr"); };
   // host_support/gemm.h cutlass_epilogue_for (alignment is checked there).
-  if (a.getElementType().isBF16() && out.getElementType().isBF16() && g.getAux() &&
-      act == "gelu_tanh" && !g.getResidual() && !g.getTransposeA() && !g.getTransposeB() &&
-      n % 8 == 0 && k % 8 == 0)
+  bool plain = !g.getTransposeA() && !g.getTransposeB() && n % 8 == 0 && k % 8 == 0 &&
+               a.getElementType().isBF16();
+  if (plain && out.getElementType().isBF16() && g.getAux() && act == "gelu_tanh" &&
+      !g.getResidual())
+    ++cutlassSm90Sites_;
+  if (plain && out.getElementType().isF32() && act == "none" && g.getResidual())
     ++cutlassSm90Sites_;
   int site = gemmSites_++;
   std::string call =

@@ -122,12 +122,14 @@ Options:
                         cannot, and TCC_CUDNN=0 turns it off when running)
   --no-cutlass          cuda sm_90: no CUTLASS kernels in the step (default:
                         where CUTLASS's headers are there (scripts/setup.sh)
-                        and a bf16 product has a GELU epilogue, CUTLASS's
+                        and a bf16 product has an epilogue CUTLASS computes
+                        (bias+GELU saving the pre-activation, the GELU
+                        derivative, bias plus an f32 residual), CUTLASS's
                         Hopper kernels for it are linked in, built once per
-                        machine (~1.5 minutes of nvcc on 2 cores, cached), and each such product
-                        runs whichever of them and cuBLASLt times faster on
-                        its first call; TCC_GEMM_CUTLASS=0 turns them off
-                        when running)
+                        machine (~1.5 minutes of nvcc on 2 cores, cached),
+                        and each such product runs whichever of them and
+                        cuBLASLt times faster on its first call;
+                        TCC_GEMM_CUTLASS=0 turns them off when running)
   --no-channels-last    cuda: keep every convolution, pooling and batch norm
                         NCHW (default: tg-conv-layout makes a chain of them
                         channels-last where its convolutions are 16-bit

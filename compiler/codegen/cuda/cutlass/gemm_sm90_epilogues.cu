@@ -55,14 +55,20 @@ template <int TM, int TN, int CM, int CN, bool Pingpong> struct Config {
 // In sm90_config_name's order.
 using Config0 = Config<128, 128, 2, 1, true>;
 
-// bf16 operands, fp32 accumulation, bf16 D (no C read), fusion `Fusion`.
-template <class Cfg, class LayoutA, class LayoutB, class Fusion> struct Kernel {
+// bf16 operands, fp32 accumulation, C (void: none read) and D of the given
+// types, fusion `Fusion`.
+template <class Cfg, class LayoutA, class LayoutB, class Fusion, class ElementC = void,
+          class ElementD = Bf16>
+struct Kernel {
   using FusionOp = Fusion;
+  using C = ElementC;
+  using D = ElementD;
+  static constexpr int kAlignD = 128 / cutlass::sizeof_bits<ElementD>::value;
   using Epilogue = typename cutlass::epilogue::collective::CollectiveBuilder<
       cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, typename Cfg::Tile,
       typename Cfg::Cluster, cutlass::epilogue::collective::EpilogueTileAuto, float, float,
-      void, ColumnMajor, 8, Bf16, ColumnMajor, 8, typename Cfg::EpilogueSchedule,
-      Fusion>::CollectiveOp;
+      ElementC, ColumnMajor, kAlignD, ElementD, ColumnMajor, kAlignD,
+      typename Cfg::EpilogueSchedule, Fusion>::CollectiveOp;
   using Mainloop = typename cutlass::gemm::collective::CollectiveBuilder<
       cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, Bf16, LayoutA, 8, Bf16, LayoutB, 8,
       float, typename Cfg::Tile, typename Cfg::Cluster,
@@ -83,12 +89,18 @@ using GeluAuxBias =
 using DGelu =
     cutlass::epilogue::fusion::LinCombDeEltAct<ColumnMajor, cutlass::epilogue::thread::dGELU,
                                                Bf16, float, Bf16, void>;
+// D' = C' + (acc + bias (per row M')), all fp32 (beta = 1).
+using BiasResidualF32 = cutlass::epilogue::fusion::LinCombPerRowBias<float, float, float, float>;
 
 // tcc NN: B (k x n) row-major is A' (n x k) column-major; A (m x k)
 // row-major is B' (k x m) column-major.
 template <class Cfg> using GeluAuxBiasKernel = Kernel<Cfg, ColumnMajor, ColumnMajor, GeluAuxBias>;
 // tcc NT: B (n x k) row-major is A' (n x k) row-major.
 template <class Cfg> using DGeluKernel = Kernel<Cfg, RowMajor, ColumnMajor, DGelu>;
+// tcc NN, fp32 C (the residual) and D.
+template <class Cfg>
+using BiasResidualF32Kernel =
+    Kernel<Cfg, ColumnMajor, ColumnMajor, BiasResidualF32, float, float>;
 
 // tcc's row-major (m x n) product as CUTLASS's (n x m) column-major one,
 // with the epilogue's aux (and bias) pointers.
@@ -98,19 +110,26 @@ template <class K> typename K::Gemm::Arguments arguments(const Sm90GemmArgs &a) 
   auto strideA = cutlass::make_cute_packed_stride(typename GemmKernel::StrideA{}, {Mp, Kp, 1});
   auto strideB = cutlass::make_cute_packed_stride(typename GemmKernel::StrideB{}, {Np, Kp, 1});
   auto strideD = cutlass::make_cute_packed_stride(typename GemmKernel::StrideD{}, {Mp, Np, 1});
+  constexpr bool readsC = !std::is_void_v<typename K::C>;
   typename K::Gemm::Arguments args{
       cutlass::gemm::GemmUniversalMode::kGemm,
       {Mp, Np, Kp, 1},
       // CUTLASS's A is tcc's B (transposed), its B tcc's A.
       {static_cast<const Bf16 *>(a.B), strideA, static_cast<const Bf16 *>(a.A), strideB},
-      {{}, nullptr, strideD, static_cast<Bf16 *>(a.D), strideD}};
+      {{}, nullptr, strideD, static_cast<typename K::D *>(a.D), strideD}};
+  if constexpr (readsC)
+    args.epilogue.ptr_C = static_cast<const typename K::C *>(a.residual);
   auto &f = args.epilogue.thread;
   f.alpha = 1.0f;
-  f.beta = 0.0f;
-  f.aux_ptr = static_cast<Bf16 *>(a.aux);
-  f.dAux = cutlass::make_cute_packed_stride(decltype(f.dAux){}, {Mp, Np, 1});
+  f.beta = readsC ? 1.0f : 0.0f;
+  if constexpr (!std::is_same_v<typename K::FusionOp, BiasResidualF32>) {
+    f.aux_ptr = static_cast<Bf16 *>(a.aux);
+    f.dAux = cutlass::make_cute_packed_stride(decltype(f.dAux){}, {Mp, Np, 1});
+  }
   if constexpr (std::is_same_v<typename K::FusionOp, GeluAuxBias>)
     f.bias_ptr = static_cast<const Bf16 *>(a.bias);
+  if constexpr (std::is_same_v<typename K::FusionOp, BiasResidualF32>)
+    f.bias_ptr = static_cast<const float *>(a.bias);
   return args;
 }
 
@@ -150,6 +169,9 @@ TCC_CUTLASS_SM90_INSTANCE(0, sm90_gelu_aux_bias_bf16_c0, GeluAuxBiasKernel<Confi
 #endif
 #if !defined(TCC_CUTLASS_INSTANCE) || TCC_CUTLASS_INSTANCE == 1
 TCC_CUTLASS_SM90_INSTANCE(1, sm90_dgelu_bf16_c0, DGeluKernel<Config0>)
+#endif
+#if !defined(TCC_CUTLASS_INSTANCE) || TCC_CUTLASS_INSTANCE == 2
+TCC_CUTLASS_SM90_INSTANCE(2, sm90_bias_residual_f32_c0, BiasResidualF32Kernel<Config0>)
 #endif
 #undef TCC_CUTLASS_SM90_INSTANCE
 

@@ -19,25 +19,29 @@
 
 namespace tcc_cutlass {
 
-// One product, all row-major bf16, fp32 accumulation; n and k multiples
-// of 8 and every pointer 16-byte aligned.
-//   gelu_aux_bias (tcc NN: A (m x k), B (k x n)):
+// One product, row-major, bf16 A and B, fp32 accumulation; n and k
+// multiples of 8 and every pointer 16-byte aligned.
+//   gelu_aux_bias (tcc NN: A (m x k), B (k x n)), bf16 bias, aux, D:
 //     pre = A B + bias(n); aux = bf16(pre); D = bf16(gelu_tanh(pre))
-//   dgelu (tcc NT: A (m x k), B (n x k)):
+//   dgelu (tcc NT: A (m x k), B (n x k)), bf16 aux, D:
 //     D = bf16(gelu_tanh'(aux) * (A B^T)), aux (m x n) read
+//   bias_residual_f32 (tcc NN), f32 bias, residual and D (GPT-2's
+//   c_proj products onto the f32 residual stream; D may be the residual):
+//     D = residual + (A B + bias(n))
 struct Sm90GemmArgs {
   int64_t m = 0, n = 0, k = 0;
   const void *A = nullptr, *B = nullptr;
-  const void *bias = nullptr; // gelu_aux_bias
-  void *aux = nullptr;        // gelu_aux_bias writes it, dgelu reads it
+  const void *bias = nullptr;     // gelu_aux_bias, bias_residual_f32
+  void *aux = nullptr;            // gelu_aux_bias writes it, dgelu reads it
+  const void *residual = nullptr; // bias_residual_f32
   void *D = nullptr;
   void *workspace = nullptr;
   size_t workspace_bytes = 0;
   cudaStream_t stream = nullptr;
 };
 
-enum Sm90Epilogue { kSm90GeluAuxBias = 0, kSm90DGelu = 1 };
-constexpr int kSm90Epilogues = 2;
+enum Sm90Epilogue { kSm90GeluAuxBias = 0, kSm90DGelu = 1, kSm90BiasResidualF32 = 2 };
+constexpr int kSm90Epilogues = 3;
 // Configurations: tile M' x N' x K (M' = tcc's n), cluster, warp schedule.
 // One: on the H200 (2026-12-02, tests/cuda/cutlass_gemm_test --bench, GPT-2's
 // c_fc) a cooperative 128x256x64 c2x1 tile was slower for both epilogues
@@ -50,7 +54,8 @@ inline const char *sm90_config_name(int config) {
   return config >= 0 && config < kSm90Configs ? names[config] : "?";
 }
 inline const char *sm90_epilogue_name(Sm90Epilogue e) {
-  return e == kSm90GeluAuxBias ? "gelu_aux_bias" : "dgelu";
+  return e == kSm90GeluAuxBias ? "gelu_aux_bias" : e == kSm90DGelu ? "dgelu"
+                                                                   : "bias_residual_f32";
 }
 
 // The instances (gemm_sm90_epilogues.cu). Each returns 0 after launching;
@@ -60,6 +65,7 @@ inline const char *sm90_epilogue_name(Sm90Epilogue e) {
   int name(const Sm90GemmArgs &args, size_t *workspace_needed, const char **why);
 TCC_CUTLASS_SM90_INSTANCE_DECL(sm90_gelu_aux_bias_bf16_c0)
 TCC_CUTLASS_SM90_INSTANCE_DECL(sm90_dgelu_bf16_c0)
+TCC_CUTLASS_SM90_INSTANCE_DECL(sm90_bias_residual_f32_c0)
 #undef TCC_CUTLASS_SM90_INSTANCE_DECL
 constexpr int kSm90Instances = kSm90Epilogues * kSm90Configs;
 
@@ -68,7 +74,7 @@ inline int sm90_gemm_bf16(Sm90Epilogue e, int config, const Sm90GemmArgs &args,
                           size_t *workspace_needed, const char **why) {
   using Fn = int (*)(const Sm90GemmArgs &, size_t *, const char **);
   static const Fn table[kSm90Epilogues][kSm90Configs] = {
-      {sm90_gelu_aux_bias_bf16_c0}, {sm90_dgelu_bf16_c0}};
+      {sm90_gelu_aux_bias_bf16_c0}, {sm90_dgelu_bf16_c0}, {sm90_bias_residual_f32_c0}};
   if (e < 0 || e >= kSm90Epilogues || config < 0 || config >= kSm90Configs) {
     *why = "no such CUTLASS instance";
     return 1;
@@ -79,7 +85,7 @@ inline int sm90_gemm_bf16(Sm90Epilogue e, int config, const Sm90GemmArgs &args,
     return 1;
   }
   for (const void *p : {args.A, args.B, args.bias, static_cast<const void *>(args.aux),
-                        static_cast<const void *>(args.D)})
+                        args.residual, static_cast<const void *>(args.D)})
     if (reinterpret_cast<uintptr_t>(p) % 16) {
       *why = "an operand is not 16-byte aligned";
       return 1;

@@ -184,17 +184,20 @@ inline bool epilogue_reads_aux(int epilogue) {
 
 #ifdef TCC_STEP_CUTLASS_SM90
 // The CUTLASS epilogue (gemm_cutlass.h) that computes this product, or -1:
-// bf16 in and out, no residual, 16-byte aligned, n and k multiples of 8;
-// GELU_AUX_BIAS with plain operands, DGELU with a transposed B.
+// bf16 A and B, 16-byte aligned, n and k multiples of 8; GELU_AUX_BIAS
+// with plain operands and DGELU with a transposed B, bf16 out, no
+// residual; BIAS with an f32 residual and out, plain operands.
 inline int cutlass_epilogue_for(GemmType in, GemmType out, bool ta, bool tb, int64_t n,
                                 int64_t k, GemmEpilogue epilogue, bool residual,
                                 uint64_t alignment) {
-  if (in != kGemmBF16 || out != kGemmBF16 || residual || alignment < 16 || n % 8 || k % 8)
+  if (in != kGemmBF16 || alignment < 16 || n % 8 || k % 8)
     return -1;
-  if (epilogue == kEpilogueGeluAuxBias && !ta && !tb)
+  if (epilogue == kEpilogueGeluAuxBias && out == kGemmBF16 && !residual && !ta && !tb)
     return tcc_cutlass::kSm90GeluAuxBias;
-  if (epilogue == kEpilogueDGelu && !ta && tb)
+  if (epilogue == kEpilogueDGelu && out == kGemmBF16 && !residual && !ta && tb)
     return tcc_cutlass::kSm90DGelu;
+  if (epilogue == kEpilogueBias && out == kGemmF32 && residual && !ta && !tb)
+    return tcc_cutlass::kSm90BiasResidualF32;
   return -1;
 }
 #endif
@@ -311,7 +314,7 @@ inline int32_t gemm_epilogue(GemmPlan &p, cudaStream_t s, int32_t kernel, GemmTy
         e >= 0) {
       tcc_cutlass::Sm90GemmArgs args;
       args.m = m, args.n = n, args.k = k, args.A = A, args.B = B, args.bias = bias,
-      args.aux = aux, args.D = D;
+      args.aux = aux, args.residual = residual, args.D = D;
       if (int32_t rc = select_cutlass_epilogue(descriptor, o, *p.choice,
                                                static_cast<tcc_cutlass::Sm90Epilogue>(e), args,
                                                kernel, p.cutlass))
@@ -326,12 +329,12 @@ inline int32_t gemm_epilogue(GemmPlan &p, cudaStream_t s, int32_t kernel, GemmTy
     note_gemm_choice(kernel, p.cutlass);
     tcc_cutlass::Sm90GemmArgs args;
     args.m = m, args.n = n, args.k = k, args.A = A, args.B = B, args.bias = bias,
-    args.aux = aux, args.D = D, args.workspace = workspace,
+    args.aux = aux, args.residual = residual, args.D = D, args.workspace = workspace,
     args.workspace_bytes = workspace_bytes, args.stream = s;
     if (int32_t rc = run_cutlass_epilogue(
             *p.cutlass,
-            static_cast<tcc_cutlass::Sm90Epilogue>(
-                cutlass_epilogue_for(in, out, ta, tb, n, k, epilogue, false, alignment)),
+            static_cast<tcc_cutlass::Sm90Epilogue>(cutlass_epilogue_for(
+                in, out, ta, tb, n, k, epilogue, residual != nullptr, alignment)),
             args, kernel))
       return rc;
     return profile_mark(s, kernel);
