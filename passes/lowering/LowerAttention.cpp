@@ -4,6 +4,7 @@
 // kern-plan-memory places the lse and the workspace like any temporary:
 // nothing of size B*H*T*S exists.
 #include "passes/lowering/LowerAttention.h"
+#include "passes/lowering/LoweringContext.h"
 
 #include "dialects/kern/AttentionWorkspace.h"
 #include "dialects/kern/KernDialect.h"
@@ -15,13 +16,8 @@ namespace tcc {
 
 namespace {
 
-MemRefType bufferOfTensorType(Type tensorType) {
-  auto t = cast<RankedTensorType>(tensorType);
-  return MemRefType::get(t.getShape(), t.getElementType());
-}
-
 Value resultBuffer(AttentionLoweringContext &ctx, Location loc, Value tensor) {
-  Value b = ctx.allocate(loc, bufferOfTensorType(tensor.getType()));
+  Value b = ctx.allocate(loc, bufferTypeOf(tensor.getType()));
   ctx.buffers[tensor] = b;
   return b;
 }

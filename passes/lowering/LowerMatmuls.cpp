@@ -12,11 +12,6 @@ namespace tcc {
 
 namespace {
 
-MemRefType bufferOfTensorType(Type tensorType) {
-  auto t = cast<RankedTensorType>(tensorType);
-  return MemRefType::get(t.getShape(), t.getElementType());
-}
-
 // `buffer` seen as the (rows, columns) matrix of its last dimension.
 Value matrixView(OpBuilder &b, Location loc, Value buffer, int64_t columns) {
   auto t = cast<MemRefType>(buffer.getType());
@@ -58,12 +53,12 @@ LogicalResult lowerMatmulEpilogue(tg::MatmulEpilogueOp m, BufferLoweringContext 
     return failure();
   auto [a, b] = *ab;
   int64_t n = cast<RankedTensorType>(m.getResult().getType()).getShape().back();
-  Value out = ctx.allocate(loc, bufferOfTensorType(m.getResult().getType()));
+  Value out = ctx.allocate(loc, bufferTypeOf(m.getResult().getType()));
   Value residual = m.getResidual() ? matrixView(ctx.builder, loc, ctx.bufferOf(m.getResidual()), n)
                                    : Value();
   Value aux;
   if (Value pre = m.getPreActivation(); pre && !pre.use_empty()) {
-    Value preBuffer = ctx.allocate(loc, bufferOfTensorType(pre.getType()));
+    Value preBuffer = ctx.allocate(loc, bufferTypeOf(pre.getType()));
     ctx.buffers[pre] = preBuffer;
     aux = matrixView(ctx.builder, loc, preBuffer, n);
   }
@@ -84,7 +79,7 @@ LogicalResult lowerMatmulDgelu(tg::MatmulDgeluOp m, BufferLoweringContext &ctx) 
     return failure();
   auto [a, b] = *ab;
   int64_t n = cast<RankedTensorType>(m.getResult().getType()).getShape().back();
-  Value out = ctx.allocate(loc, bufferOfTensorType(m.getResult().getType()));
+  Value out = ctx.allocate(loc, bufferTypeOf(m.getResult().getType()));
   kern::GemmDgeluOp::create(ctx.builder, loc, a, b, matrixView(ctx.builder, loc, ctx.bufferOf(m.getPre()), n),
                             matrixView(ctx.builder, loc, out, n), ctx.builder.getBoolAttr(m.getTransposeLhs()),
                             ctx.builder.getBoolAttr(m.getTransposeRhs()),
@@ -97,8 +92,8 @@ LogicalResult lowerMatmulDgelu(tg::MatmulDgeluOp m, BufferLoweringContext &ctx) 
 // (rank-2 operands, the op's verifier).
 LogicalResult lowerMatmulBiasGrad(tg::MatmulBiasGradOp m, BufferLoweringContext &ctx) {
   Location loc = m.getLoc();
-  Value out = ctx.allocate(loc, bufferOfTensorType(m.getResult().getType()));
-  Value grad = ctx.allocate(loc, bufferOfTensorType(m.getBiasGrad().getType()));
+  Value out = ctx.allocate(loc, bufferTypeOf(m.getResult().getType()));
+  Value grad = ctx.allocate(loc, bufferTypeOf(m.getBiasGrad().getType()));
   kern::GemmBiasGradOp::create(ctx.builder, loc, ctx.bufferOf(m.getLhs()), ctx.bufferOf(m.getRhs()), out, grad,
                                ctx.builder.getBoolAttr(m.getTransposeLhs()));
   ctx.buffers[m.getResult()] = out;
@@ -109,7 +104,7 @@ LogicalResult lowerMatmulBiasGrad(tg::MatmulBiasGradOp m, BufferLoweringContext 
 // One plain product; tg-amp's fp8 decision travels to codegen (Fp8Gemm.h).
 LogicalResult lowerMatmul(tg::MatmulOp m, BufferLoweringContext &ctx) {
   Location loc = m.getLoc();
-  Value out = ctx.allocate(loc, bufferOfTensorType(m.getResult().getType()));
+  Value out = ctx.allocate(loc, bufferTypeOf(m.getResult().getType()));
   auto gemm = kern::GemmOp::create(ctx.builder, loc, ctx.bufferOf(m.getLhs()),
                                    ctx.bufferOf(m.getRhs()), out, m.getTransposeLhsAttr(),
                                    m.getTransposeRhsAttr(), ctx.builder.getF64FloatAttr(1.0),

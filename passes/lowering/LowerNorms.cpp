@@ -19,11 +19,6 @@ namespace tcc {
 
 namespace {
 
-MemRefType bufferOfTensorType(Type tensorType) {
-  auto t = cast<RankedTensorType>(tensorType);
-  return MemRefType::get(t.getShape(), t.getElementType());
-}
-
 bool isFloatTensor(Value v) {
   return isa<FloatType>(cast<RankedTensorType>(v.getType()).getElementType());
 }
@@ -150,7 +145,7 @@ Value gradBuffer(NormLoweringContext &ctx, Value grad) {
 Value resultBuffer(NormLoweringContext &ctx, Location loc, Value tensor) {
   if (!tensor)
     return Value();
-  Value b = ctx.allocate(loc, bufferOfTensorType(tensor.getType()));
+  Value b = ctx.allocate(loc, bufferTypeOf(tensor.getType()));
   ctx.buffers[tensor] = b;
   return b;
 }

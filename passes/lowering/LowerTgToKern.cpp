@@ -42,11 +42,6 @@ using namespace tcc;
 
 namespace {
 
-MemRefType bufferType(Type tensorType) {
-  auto t = cast<RankedTensorType>(tensorType);
-  return MemRefType::get(t.getShape(), t.getElementType());
-}
-
 // The splat value of `v` if it is a splat tg.constant, else null.
 TypedAttr splatConstant(Value v) {
   auto c = v.getDefiningOp<tg::ConstantOp>();
@@ -91,7 +86,7 @@ public:
     SmallVector<Type> argTypes;
     SmallVector<DictionaryAttr> argAttrs;
     for (BlockArgument a : oldBody.getArguments()) {
-      argTypes.push_back(bufferType(a.getType()));
+      argTypes.push_back(bufferTypeOf(a.getType()));
       argAttrs.push_back(old_.getArgAttrDict(a.getArgNumber()));
     }
     SmallVector<int> outArgOfResult(old_.getNumResults(), -1);
@@ -102,7 +97,7 @@ public:
           old_.getResultAttr(i, model::kUpdatesBufferAttr))
         continue;
       outArgOfResult[i] = argTypes.size();
-      argTypes.push_back(bufferType(old_.getResultTypes()[i]));
+      argTypes.push_back(bufferTypeOf(old_.getResultTypes()[i]));
       argAttrs.push_back(old_.getResultAttrDict(i));
     }
     auto fn = func::FuncOp::create(old_.getLoc(), old_.getName(),
@@ -235,7 +230,7 @@ private:
   }
 
   Value alloc(Location loc, Value tensor) {
-    return kern::AllocOp::create(b_, loc, bufferType(tensor.getType()));
+    return kern::AllocOp::create(b_, loc, bufferTypeOf(tensor.getType()));
   }
 
   // The buffer of `tensor`. Constants are materialized on first use (many
@@ -258,7 +253,7 @@ private:
         value = static_cast<double>(cast<IntegerAttr>(v).getValue().getSExtValue());
       kern::FillOp::create(b_, loc, out, b_.getF64FloatAttr(value));
     } else {
-      out = kern::ConstantOp::create(b_, loc, bufferType(c.getType()),
+      out = kern::ConstantOp::create(b_, loc, bufferTypeOf(c.getType()),
                                      c.getValue());
     }
     buffers_[tensor] = out;
@@ -451,7 +446,7 @@ private:
         .Case([&](tg::ReduceMaxOp r) { return reduce(r, kern::ReduceKind::max); })
         .Case([&](tg::ReshapeOp r) {
           buffers_[r.getResult()] = kern::ReshapeOp::create(
-              b_, loc, bufferType(r.getType()), buf(r.getInput()));
+              b_, loc, bufferTypeOf(r.getType()), buf(r.getInput()));
           return success();
         })
         .Case([&](tg::TransposeOp t) {
