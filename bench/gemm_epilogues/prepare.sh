@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Builds here (no GPU needed) what the GELU-epilogue benchmark of issue 37
+# Builds here (no GPU needed) what the CUTLASS-epilogue benchmark of issue 37
 # runs on the device machine, into one folder that travels there
 # (git-ignored):
 #
@@ -9,7 +9,7 @@
 # DIR/bin/cutlass_gemm_test      the CUTLASS kernels against float64 and,
 #                                with --bench, beside cuBLASLt's epilogues
 # DIR/steps/gpt2_bf16.so         GPT-2 124M (B16 T1024) bf16 for sm_90, its
-#                                GELU products able to run CUTLASS (the
+#                                epilogue products able to run CUTLASS (the
 #                                unit is linked in: tcc compile -v says so)
 # Then on the device machine: bash bench/gemm_epilogues/run.sh DIR.
 set -euo pipefail

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# On the device machine (one H200): the CUTLASS GELU-epilogue kernels
+# On the device machine (one H200): the CUTLASS epilogue kernels
 # against float64 and beside cuBLASLt's epilogues (cutlass_gemm_test
 # --bench), then GPT-2 124M bf16 trained by trun with the CUTLASS kernels
 # timed against cuBLASLt (the default) and with TCC_GEMM_CUTLASS=0

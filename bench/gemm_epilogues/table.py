@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """The table of bench/gemm_epilogues/run.sh: GPT-2 124M bf16 ms/step (median
-of the steps after --warmup, each run) with the CUTLASS GELU-epilogue kernels
+of the steps after --warmup, each run) with the CUTLASS epilogue kernels
 timed against cuBLASLt (default) and with cuBLASLt only (TCC_GEMM_CUTLASS=0),
 the runs alternating; tokens/s from the mean of the medians; then the two
 profiles' matmul+epilogue rows and the kernel bench's lines.
@@ -34,7 +34,7 @@ def main():
     rows = {}
     print("| GPT-2 124M bf16, B16 T1024 | runs: median ms/step | mean ms | tokens/s |")
     print("|---|---|---|---|")
-    for variant, name in (("cutlass", "CUTLASS GELU epilogues timed against cuBLASLt"),
+    for variant, name in (("cutlass", "CUTLASS epilogues timed against cuBLASLt"),
                           ("cublaslt", "cuBLASLt only (TCC_GEMM_CUTLASS=0)")):
         m = medians(a.out, variant, a.warmup)
         if not m:

@@ -53,7 +53,7 @@ device_test norm_kernels_test "fused norm kernels"
 device_test batch_norm_kernels_test "batch norm reductions"
 device_test gemm_epilogue_test "cuBLASLt GEMM epilogues"
 device_test gemm_search_test "cuBLASLt searched algorithms and candidates"
-device_test cutlass_gemm_test "CUTLASS Hopper GELU epilogue GEMMs" "77 = not an sm_90 GPU"
+device_test cutlass_gemm_test "CUTLASS Hopper epilogue GEMMs" "77 = not an sm_90 GPU"
 
 train() { # name step data... -> metrics file
   local name=$1 step=$2; shift 2

@@ -11,7 +11,7 @@
 // with leading dimension M' (= tcc's row-major D and aux).
 //
 // Measured on the H200 (2026-12-02, tests/cuda/cutlass_gemm_test --bench):
-// a third epilogue, DGELU with the bias gradient as a per-row reduction of
+// another epilogue, DGELU with the bias gradient as a per-row reduction of
 // D' (LinCombDeEltActDePerRowBias), ran at 0.19-0.22 ms on GPT-2's c_fc
 // backward against 0.131 ms for cuBLASLt's DGELU plus 0.039 ms for its
 // BGRADB on the weight gradient, so it is not built.
