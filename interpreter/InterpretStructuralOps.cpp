@@ -85,35 +85,43 @@ Tensor quantizeFp8(const Tensor &t, bool e5m2, float &inverse) {
   return q;
 }
 
-Tensor evalMatmul(tg::MatmulOp op, const Tensor &lhs, const Tensor &rhs) {
-  ArrayRef<int64_t> shape = staticShape(op.getResult());
-  // tg-amp's fp8 precision (model::kFp8Attr "<lhs>x<rhs>"): the product of
-  // the two FP8 operands, dequantized, as cuBLASLt computes it (fp32
-  // accumulation; here float64).
+// The product of a tg.matmul or tg.matmul_epilogue. tg-amp's fp8 precision
+// (model::kFp8Attr "<lhs>x<rhs>"): the product of the two FP8 operands,
+// dequantized, as cuBLASLt computes it (fp32 accumulation; here float64).
+Tensor evalMarkedProduct(Operation *op, const Tensor &lhs, const Tensor &rhs, bool ta,
+                         bool tb, ArrayRef<int64_t> shape) {
   if (auto fp8 = op->getAttrOfType<StringAttr>(model::kFp8Attr)) {
     auto [a, b] = fp8.getValue().split('x');
     float inverseA = 1.0f, inverseB = 1.0f;
     Tensor out = evalProduct(quantizeFp8(lhs, a == "e5m2", inverseA),
-                             quantizeFp8(rhs, b == "e5m2", inverseB), op.getTransposeLhs(),
-                             op.getTransposeRhs(), shape);
+                             quantizeFp8(rhs, b == "e5m2", inverseB), ta, tb, shape);
     for (double &v : out.data)
       v *= static_cast<double>(inverseA) * inverseB;
     return out;
   }
-  return evalProduct(lhs, rhs, op.getTransposeLhs(), op.getTransposeRhs(), shape);
+  return evalProduct(lhs, rhs, ta, tb, shape);
 }
 
-// pre = product + bias; result = act(pre) [+ residual] (the interpreter
+Tensor evalMatmul(tg::MatmulOp op, const Tensor &lhs, const Tensor &rhs) {
+  return evalMarkedProduct(op, lhs, rhs, op.getTransposeLhs(), op.getTransposeRhs(),
+                           staticShape(op.getResult()));
+}
+
+// pre = product [+ bias]; result = act(pre) [+ residual] (the interpreter
 // rounds each result to its type once, as the fused kernel stores it).
 OpResults evalMatmulEpilogue(tg::MatmulEpilogueOp op,
                              ArrayRef<const Tensor *> in) {
   ArrayRef<int64_t> shape = staticShape(op.getResult());
-  Tensor pre = evalProduct(*in[0], *in[1], op.getTransposeLhs(),
-                           op.getTransposeRhs(), shape);
-  const Tensor &bias = *in[2];
-  int64_t n = shape.back();
-  for (int64_t i = 0; i < pre.numElements(); ++i)
-    pre.data[i] += bias.data[i % n];
+  Tensor pre = evalMarkedProduct(op, *in[0], *in[1], op.getTransposeLhs(),
+                                 op.getTransposeRhs(), shape);
+  // Operands in order: lhs, rhs, [bias], [residual].
+  size_t next = 2;
+  if (op.getBias()) {
+    const Tensor &bias = *in[next++];
+    int64_t n = shape.back();
+    for (int64_t i = 0; i < pre.numElements(); ++i)
+      pre.data[i] += bias.data[i % n];
+  }
   StringRef act = op.getActivation();
   Tensor result = pre;
   if (act != "none")
@@ -121,7 +129,7 @@ OpResults evalMatmulEpilogue(tg::MatmulEpilogueOp op,
       x = gelu(x, act == "gelu_tanh");
   if (op.getResidual())
     for (int64_t i = 0; i < result.numElements(); ++i)
-      result.data[i] += in[3]->data[i];
+      result.data[i] += in[next]->data[i];
   std::vector<Tensor> results{std::move(result)};
   if (op.getPreActivation())
     results.push_back(std::move(pre));

@@ -21,6 +21,11 @@
 #            Python's standard library), 10 MB (1000 steps of the
 #            1B decoder read 8.2M tokens): ids < 256 in the models'
 #            larger vocabularies, the same batches for both precisions.
+# Optional, for an A/B of one compile flag in the same device call:
+#   VARIANT="NAME:FLAGS"  also compiles each model's bf16 and fp8 steps with
+#                         FLAGS as <model>_<precision>-NAME.so (e.g.
+#                         VARIANT="nofuse:--no-fuse-epilogue")
+#   MODELS="llama1b"      only these models (default: llama1b gpt2)
 # Then on the device machine: bash bench/fp8/run.sh DIR (see its header).
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
@@ -43,13 +48,22 @@ tar -C "$dir" -czf "$dir/lib.tar.gz" lib && rm -rf "$dir/lib"
   --lr 3e-4 --beta1 0.9 --beta2 0.95 --weight-decay 0.1 --grad-clip 1.0 \
   --warmup 100 --decay-steps 1000 --min-lr 3e-5 -o "$dir/models/llama1b.pb"
 cp "$root/samples/gpt2/gpt2_124m.pbtxt" "$dir/models/gpt2.pbtxt"
+variant_name="" variant_flags=()
+if [ -n "${VARIANT:-}" ]; then
+  variant_name=${VARIANT%%:*}
+  read -r -a variant_flags <<<"${VARIANT#*:}"
+fi
 for model in llama1b:pb gpt2:pbtxt; do
   name=${model%%:*}
+  [[ " ${MODELS:-llama1b gpt2} " == *" $name "* ]] || continue
   precisions="bf16 fp8"
   [ "$name" = llama1b ] && precisions="bf16 fp8 fp8current"
+  [ -n "$variant_name" ] && precisions+=" bf16-$variant_name fp8-$variant_name"
   for precision in $precisions; do
-    flags=(--precision "${precision%current}")
-    [ "$precision" = fp8current ] && flags+=(--fp8-scaling current)
+    base=${precision%%-*}
+    flags=(--precision "${base%current}")
+    [ "$base" = fp8current ] && flags+=(--fp8-scaling current)
+    [ "$precision" != "$base" ] && flags+=("${variant_flags[@]}")
     nice "$build/bin/tcc" compile --target cuda --arch "$arch" "${flags[@]}" \
       "$dir/models/$name.${model##*:}" -o "$dir/steps/${name}_$precision.so" \
       --dump-dir "$dir/dump_${name}_$precision" >/dev/null

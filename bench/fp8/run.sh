@@ -6,7 +6,8 @@
 #                                             and the 1B decoder (also fp8 with
 #                                             current scaling), one after
 #                                             another in this run, plus a
-#                                             --profile run of each
+#                                             --profile run of each (and of
+#                                             prepare.sh's VARIANT steps)
 #   bash bench/fp8/run.sh DIR loss [STEPS]    the 1B decoder, bf16 then fp8,
 #                                             STEPS (default 1000) steps from
 #                                             the same weights (--seed 0) and
@@ -35,7 +36,9 @@ case "$part" in
   speed)
     steps="${3:-30}"
     for m in gpt2 llama1b; do
-      for p in bf16 fp8 fp8current; do
+      # prepare.sh's VARIANT steps (<precision>-NAME) right after their base.
+      variants=$(cd "$dir/steps" && ls "${m}"_*-*.so 2>/dev/null | sed "s/^${m}_//; s/\.so\$//")
+      for p in bf16 $(grep '^bf16-' <<<"$variants") fp8 $(grep '^fp8-' <<<"$variants") fp8current; do
         [ -f "$dir/steps/${m}_$p.so" ] || continue
         train "speed_${m}_$p" "${m}_$p.so" "$steps"
         train "profile_${m}_$p" "${m}_$p.so" 6 --profile

@@ -3,7 +3,8 @@
 
     table.py speed --out OUT [--warmup 5]
         per model, bf16 and fp8 (and fp8current: --fp8-scaling current,
-        the 1B decoder only): the median step_ms after the warm-up
+        the 1B decoder only; and prepare.sh's VARIANT steps, bf16-NAME
+        and fp8-NAME): the median step_ms after the warm-up
         steps, tokens/s (items_per_s's unit is tokens; the median), the
         ratio fp8 / bf16, and trun's peak GPU memory (its log's
         "gpu memory" line); then each --profile run's top launches by
@@ -42,12 +43,22 @@ def peak_memory(log):
     return "?"
 
 
+def variants(out, model):
+    """prepare.sh's VARIANT steps of `model` measured in OUT: ["bf16-NAME", ...]."""
+    names = set()
+    for f in os.listdir(out):
+        m = re.fullmatch(rf"speed_{model}_((bf16|fp8)-[A-Za-z0-9_]+)\.jsonl", f)
+        if m:
+            names.add(m.group(1))
+    return sorted(names, key=lambda n: (n.split("-", 1)[1], n))
+
+
 def speed(out, warmup):
     print("| model | precision | ms/step | tokens/s | fp8 / bf16 | peak memory |")
     print("|---|---|---|---|---|---|")
     for model in ("gpt2", "llama1b"):
         rates = {}
-        for p in ("bf16", "fp8current", "fp8"):
+        for p in ("bf16", "fp8current", "fp8") + tuple(variants(out, model)):
             recs = [r for r in read(f"{out}/speed_{model}_{p}.jsonl")
                     if r.get("kind") == "step" and r["step"] > warmup]
             if not recs and p == "fp8current":
@@ -58,11 +69,17 @@ def speed(out, warmup):
             ms = statistics.median(r["step_ms"] for r in recs)
             rate = statistics.median(r["items_per_s"] for r in recs)
             rates[p] = rate
-            ratio = f"{rate / rates['bf16']:.3f}x" if p != "bf16" and "bf16" in rates else ""
+            # A variant's fp8 against the same variant's bf16; a variant
+            # against its base precision in brackets.
+            base, _, variant = p.partition("-")
+            bf16 = "bf16-" + variant if variant else "bf16"
+            ratio = f"{rate / rates[bf16]:.3f}x" if base != "bf16" and bf16 in rates else ""
+            if variant and base in rates:
+                ratio += f" ({rate / rates[base]:.3f}x {base})"
             print(f"| {model} | {p} | {ms:.2f} | {rate:,.0f} | {ratio} | "
                   f"{peak_memory(f'{out}/speed_{model}_{p}.log')} |")
     for model in ("gpt2", "llama1b"):
-        for p in ("bf16", "fp8current", "fp8"):
+        for p in ("bf16", "fp8current", "fp8") + tuple(variants(out, model)):
             prof = [r for r in read(f"{out}/profile_{model}_{p}.jsonl") if r.get("kind") == "profile"
                     and r.get("entry") == "train"]
             if not prof:

@@ -137,7 +137,7 @@ LogicalResult GemmOp::verify() {
 }
 
 LogicalResult GemmEpilogueOp::verify() {
-  auto a = mrt(getA()), b = mrt(getB()), out = mrt(getOut()), bias = mrt(getBias());
+  auto a = mrt(getA()), b = mrt(getB()), out = mrt(getOut());
   if (a.getRank() != 2 || b.getRank() != 2 || out.getRank() != 2)
     return emitOpError("expects rank-2 a, b and out (one product)");
   if (a.getElementType() != b.getElementType())
@@ -153,8 +153,13 @@ LogicalResult GemmEpilogueOp::verify() {
     return emitOpError("out must have a's element type, or f32 with 16-bit a");
   if (o != p && !getResidual() && getActivation() != "none")
     return emitOpError("an out type other than a's needs a residual or no activation");
-  if (bias.getRank() != 1 || bias.getDimSize(0) != n || bias.getElementType() != o)
-    return emitOpError("bias must be (") << n << ") of out's element type";
+  if (Value biasValue = getBias()) {
+    auto bias = mrt(biasValue);
+    if (bias.getRank() != 1 || bias.getDimSize(0) != n || bias.getElementType() != o)
+      return emitOpError("bias must be (") << n << ") of out's element type";
+  } else if (!getResidual() || getActivation() != "none") {
+    return emitOpError("without a bias, needs a residual and no activation");
+  }
   if (Value r = getResidual(); r && r.getType() != out)
     return emitOpError("residual must have out's type");
   StringRef act = getActivation();

@@ -501,6 +501,8 @@ def Kern_GemmEpilogueOp : Kern_Op<"gemm_epilogue", [AttrSizedOperandSegments]> {
     bias (N) of out's element type. With p = op(a) x op(b) accumulated in
     f32 (f64 for f64):
       pre = p + bias;  out = act(pre) (+ residual)
+    Without a bias (only with a residual and no activation): out = p +
+    residual (cuBLASLt's default epilogue with beta = 1).
     `activation` is none, gelu_tanh or gelu_erf; `aux`, when present, gets
     pre in a's element type (the backward's gelu_grad reads it). out and
     residual are (M, N) of one type: a's, or f32 with 16-bit a and b (the
@@ -511,15 +513,15 @@ def Kern_GemmEpilogueOp : Kern_Op<"gemm_epilogue", [AttrSizedOperandSegments]> {
   let arguments = (ins
     Arg<Kern_FloatBuffer, "", [MemRead]>:$a,
     Arg<Kern_FloatBuffer, "", [MemRead]>:$b,
-    Arg<Kern_FloatBuffer, "", [MemRead]>:$bias,
+    Arg<Optional<Kern_FloatBuffer>, "", [MemRead]>:$bias,
     Arg<Optional<Kern_FloatBuffer>, "", [MemRead]>:$residual,
     Arg<Kern_FloatBuffer, "", [MemWrite]>:$out,
     Arg<Optional<Kern_FloatBuffer>, "", [MemWrite]>:$aux,
     BoolAttr:$transpose_a, BoolAttr:$transpose_b, StrAttr:$activation);
   let assemblyFormat = [{
-    $a `,` $b `bias` $bias (`residual` $residual^ `:` type($residual))? `->`
+    $a `,` $b (`bias` $bias^)? (`residual` $residual^ `:` type($residual))? `->`
     $out (`aux` $aux^ `:` type($aux))? attr-dict `:` type($a) `,` type($b)
-    `,` type($bias) `->` type($out)
+    (`,` type($bias)^)? `->` type($out)
   }];
   let hasVerifier = 1;
 }

@@ -1,7 +1,7 @@
 // Verifiers of tg.matmul_epilogue, tg.matmul_dgelu and tg.matmul_bias_grad
 // (TgStructuralOps.td):
 // the product's contract is tg.matmul's. matmul_epilogue: bias (N) has the
-// result's element type; the result has the product's shape and type, or the
+// result's element type (no bias: only with a residual and no activation); the result has the product's shape and type, or the
 // residual's type; the pre-activation result exists exactly when there is an
 // activation. matmul_dgelu: pre and the result have the product's type.
 // matmul_bias_grad: rank-2 operands, rhs (K, N), bias_grad (N), one type.
@@ -50,14 +50,18 @@ LogicalResult MatmulEpilogueOp::verify() {
            << (getResidual() ? " (the residual's)"
                              : " (the operands', or f32 for 16-bit operands without an "
                                "activation)");
-  auto bias = rtt(getBias());
   int64_t n = product->back();
-  if (bias.getRank() != 1 || bias.getDimSize(0) != n)
-    return emitOpError("bias must be (") << n << "), got "
-                                         << tcc::formatShape(bias.getShape());
-  if (bias.getElementType() != resultElem)
-    return emitOpError("bias element type ")
-           << bias.getElementType() << " should be the result's " << resultElem;
+  if (Value biasValue = getBias()) {
+    auto bias = rtt(biasValue);
+    if (bias.getRank() != 1 || bias.getDimSize(0) != n)
+      return emitOpError("bias must be (") << n << "), got "
+                                           << tcc::formatShape(bias.getShape());
+    if (bias.getElementType() != resultElem)
+      return emitOpError("bias element type ")
+             << bias.getElementType() << " should be the result's " << resultElem;
+  } else if (!getResidual() || act != "none") {
+    return emitOpError("without a bias, needs a residual and no activation");
+  }
   Value pre = getPreActivation();
   if ((act == "none") != !pre)
     return emitOpError(pre ? "has a pre_activation result without an activation"

@@ -35,13 +35,14 @@ def Tg_MatmulOp : Tg_Op<"matmul", [
   let hasVerifier = 1;
 }
 
-def Tg_MatmulEpilogueOp : Tg_Op<"matmul_epilogue"> {
+def Tg_MatmulEpilogueOp : Tg_Op<"matmul_epilogue", [AttrSizedOperandSegments]> {
   let summary = "matmul with its bias, activation and residual add fused (one GEMM)";
   let description = [{
     With p = matmul(lhs, rhs) (tg.matmul's transposes and shapes; p is
     (batch..., M, N) of the operands' element type P) and `bias` (N):
 
-      pre    = p + bias                        (broadcast over the rows)
+      pre    = p + bias                        (broadcast over the rows;
+                                                pre = p without a bias)
       act    = pre, gelu_tanh(pre) or gelu_erf(pre)   (`activation`)
       result = act                              (no residual; type of p)
       result = residual + act                   (residual: p's shape, its own
@@ -52,7 +53,9 @@ def Tg_MatmulEpilogueOp : Tg_Op<"matmul_epilogue"> {
                                                  accumulator kept, as
                                                  tg-chunk-loss-head's dW sums)
 
-    `bias` has the result's element type (P, or R with a residual).
+    `bias` has the result's element type (P, or R with a residual). It
+    may be left out only with a residual and no activation (a bias-free
+    layer's product added to the residual stream, as in LLaMA).
     `pre_activation` (only with an activation) is `pre`, of p's type: what
     the backward's gelu_grad reads. Everything is computed in the
     accumulator's precision (f32 for 16-bit and f32 operands, f64 for f64)
@@ -65,14 +68,14 @@ def Tg_MatmulEpilogueOp : Tg_Op<"matmul_epilogue"> {
     a product plus an epilogue loop on cpu).
   }];
   let arguments = (ins Tg_FloatTensor:$lhs, Tg_FloatTensor:$rhs,
-                   Tg_FloatTensor:$bias, Optional<Tg_FloatTensor>:$residual,
+                   Optional<Tg_FloatTensor>:$bias, Optional<Tg_FloatTensor>:$residual,
                    DefaultValuedAttr<BoolAttr, "false">:$transpose_lhs,
                    DefaultValuedAttr<BoolAttr, "false">:$transpose_rhs,
                    DefaultValuedAttr<StrAttr, "\"none\"">:$activation);
   let results = (outs Tg_FloatTensor:$result,
                       Optional<Tg_FloatTensor>:$pre_activation);
   let assemblyFormat = [{
-    $lhs `,` $rhs `bias` $bias (`residual` $residual^)? attr-dict `:`
+    $lhs `,` $rhs (`bias` $bias^)? (`residual` $residual^)? attr-dict `:`
     functional-type(operands, results)
   }];
   let hasVerifier = 1;

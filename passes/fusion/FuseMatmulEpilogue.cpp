@@ -4,8 +4,13 @@
 //   act = gelu(pre)                                optional (tanh or erf)
 //   out = add(residual, [cast](act or pre))       optional residual
 //
+// or, for a product without a bias (LLaMA's attention and MLP outputs, the
+// two halves of SwiGLU's input gradient),
+//
+//   out = add(residual, [cast](matmul(x, w)))
+//
 // become one tg.matmul_epilogue, which lowers to one GEMM with an epilogue
-// (cuBLASLt BIAS / GELU_AUX_BIAS with beta = 1 on the residual; a product
+// (cuBLASLt BIAS / GELU_AUX_BIAS / DEFAULT with beta = 1 on the residual; a product
 // and one loop on cpu) instead of the product plus one or two kernels that
 // re-read its (M, N) result. Runs after the training recipe and the first
 // CSE, so the backward's readers of the pre-activation (gelu_grad) are
@@ -54,7 +59,7 @@ constexpr const char kFuseEpilogueAttr[] = "tg.fuse_epilogue";
 // The chain found after one matmul, and what was left out of it and why.
 struct EpilogueMatch {
   tg::MatmulOp product;
-  tg::AddOp biasAdd;
+  tg::AddOp biasAdd;       // null: no bias (then a residual add)
   Value bias;
   tg::GeluOp gelu;         // null: no activation
   tg::CastOp cast;         // null: the residual add reads the value directly
@@ -85,11 +90,17 @@ std::string productRefusal(tg::MatmulOp m, StringRef target) {
   if (isCuda(target) && elem.isF64())
     return "f64 product: cuBLASLt's bias epilogues take 16-bit and f32 "
            "products";
-  // tg-amp chose FP8 for it: the FP8 product has no epilogue yet, so its
-  // bias, activation or residual stays a separate kernel.
+  return "";
+}
+
+// tg-amp chose FP8 for it: cuBLASLt's FP8 product takes a residual (C with
+// beta = 1) but tcc gives it no bias, activation or gradient epilogue yet,
+// so those stay separate kernels.
+std::string fp8Refusal(tg::MatmulOp m) {
   if (auto fp8 = m->getAttrOfType<StringAttr>(model::kFp8Attr))
     return "an FP8 product (" + fp8.getValue().str() +
-           "): FP8 products take no epilogue yet";
+           "): FP8 products take only a residual, no bias, activation or gradient "
+           "epilogue yet";
   return "";
 }
 
@@ -208,16 +219,62 @@ void extend(EpilogueMatch &e, StringRef target) {
   e.residual = residual;
 }
 
+// A product without a bias whose value, or its cast, is added to a residual
+// of the sum's type: out = add(residual, [cast](matmul)). Sets `why` when
+// the chain is there but cannot be fused; failure without `why` when the
+// product is not followed by such an add at all.
+FailureOr<EpilogueMatch> residualOnlyOf(tg::MatmulOp m, std::string &why) {
+  Value p = m.getResult();
+  // The loss head's gradient products (reading the softmax cross-entropy's
+  // gradient, through reshapes) stay plain: tg-chunk-loss-head, later,
+  // splits exactly those into row chunks (a tied embedding's dW is added
+  // to the embedding's gradient).
+  auto readsLossGradient = [](Value v) {
+    while (auto r = v.getDefiningOp<tg::ReshapeOp>())
+      v = r.getInput();
+    return static_cast<bool>(v.getDefiningOp<tg::SoftmaxCrossEntropyGradOp>());
+  };
+  Operation *next = soleUser(p);
+  auto c = dyn_cast_or_null<tg::CastOp>(next);
+  if (c)
+    next = soleUser(c.getResult());
+  auto add = dyn_cast_or_null<tg::AddOp>(next);
+  Value fed = c ? c.getResult() : p;
+  if (!add || add.getLhs() == add.getRhs() || add.getType() != fed.getType())
+    return failure();
+  Value residual = add.getLhs() == fed ? add.getRhs() : add.getLhs();
+  Type resultElem = tg::rtt(add.getResult()).getElementType();
+  Type productElem = tg::rtt(p).getElementType();
+  if (tg::rtt(residual) != add.getType())
+    why = "the residual broadcasts";
+  else if (resultElem != productElem &&
+           !((productElem.isBF16() || productElem.isF16()) && resultElem.isF32()))
+    why = "the sum is neither of the product's type nor f32 after a 16-bit "
+          "product (the GEMM's C/D types)";
+  else if (readsLossGradient(m.getLhs()) || readsLossGradient(m.getRhs()))
+    why = "a product of the loss head's gradient (kept for tg-chunk-loss-head)";
+  if (!why.empty())
+    return failure();
+  EpilogueMatch e{m, nullptr, Value()};
+  e.cast = c;
+  e.residualAdd = add;
+  e.residual = residual;
+  return e;
+}
+
 std::string describe(EpilogueMatch e) {
+  std::string residual;
+  if (e.residualAdd) {
+    llvm::raw_string_ostream os(residual);
+    os << "residual(" << tg::rtt(e.residual).getElementType() << ")";
+  }
+  if (!e.biasAdd) // residualOnlyOf's match
+    return "fused: " + residual + ", no bias" + e.leftOut;
   std::string text = "fused: bias";
   if (e.gelu)
     text += e.gelu.getApproximate() == "tanh" ? "+gelu_tanh" : "+gelu_erf";
-  if (e.residualAdd) {
-    std::string r;
-    llvm::raw_string_ostream os(r);
-    os << tg::rtt(e.residual).getElementType();
-    text += "+residual(" + r + ")";
-  }
+  if (e.residualAdd)
+    text += "+" + residual;
   return text + e.leftOut;
 }
 
@@ -355,7 +412,9 @@ void fuse(EpilogueMatch e) {
                     : e.gelu      ? e.gelu.getOperation()
                                   : e.biasAdd.getOperation();
   OpBuilder b(last);
-  SmallVector<Location> locs{e.product.getLoc(), e.biasAdd.getLoc()};
+  SmallVector<Location> locs{e.product.getLoc()};
+  if (e.biasAdd)
+    locs.push_back(e.biasAdd.getLoc());
   if (e.gelu)
     locs.push_back(e.gelu.getLoc());
   if (e.residualAdd)
@@ -363,7 +422,7 @@ void fuse(EpilogueMatch e) {
   Location loc = FusedLoc::get(b.getContext(), locs);
   auto result = cast<RankedTensorType>(last->getResult(0).getType());
   Value bias = e.bias;
-  if (tg::rtt(bias).getElementType() != result.getElementType())
+  if (bias && tg::rtt(bias).getElementType() != result.getElementType())
     bias = tg::CastOp::create(
         b, e.biasAdd.getLoc(),
         RankedTensorType::get(tg::rtt(bias).getShape(), result.getElementType()),
@@ -413,6 +472,21 @@ struct TgFuseMatmulEpiloguePass
         refuse(m, why);
         continue;
       }
+      if (std::string fp8 = fp8Refusal(m); !fp8.empty()) {
+        std::string residualWhy;
+        auto residualOnly = residualOnlyOf(m, residualWhy);
+        if (failed(residualOnly) || m.getTransposeLhs()) {
+          refuse(m, fp8 + (residualWhy.empty() ? "" : "; residual add left out: " + residualWhy));
+          continue;
+        }
+        if (!enabled) {
+          refuse(m, "matches (" + describe(*residualOnly).substr(7) +
+                        "), but fusion is off (tcc compile --no-fuse-epilogue)");
+          continue;
+        }
+        fuse(*residualOnly);
+        continue;
+      }
       if (std::string dgelu = fuseDgelu(m, target, enabled); dgelu != "-") {
         if (!dgelu.empty())
           refuse(m, dgelu);
@@ -426,7 +500,26 @@ struct TgFuseMatmulEpiloguePass
       std::string why;
       auto biasAdd = biasAddOf(m, why);
       if (failed(biasAdd)) {
-        refuse(m, why);
+        // No bias: the residual add alone. cuBLASLt's default epilogue
+        // with beta = 1 is a plain product, so transposed operands are
+        // fine (the refusal below is about the bias epilogues).
+        std::string residualWhy;
+        auto residualOnly = residualOnlyOf(m, residualWhy);
+        if (failed(residualOnly)) {
+          refuse(m, residualWhy.empty() ? why
+                                        : "no bias; residual add left out: " + residualWhy);
+          continue;
+        }
+        if (isCuda(target) && m.getTransposeLhs()) {
+          refuse(m, "no bias; residual add left out: transposed lhs");
+          continue;
+        }
+        if (!enabled) {
+          refuse(m, "matches (" + describe(*residualOnly).substr(7) +
+                        "), but fusion is off (tcc compile --no-fuse-epilogue)");
+          continue;
+        }
+        fuse(*residualOnly);
         continue;
       }
       if (std::string why = transposeRefusal(m, target, /*backward=*/false);

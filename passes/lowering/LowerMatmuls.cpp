@@ -62,10 +62,12 @@ LogicalResult lowerMatmulEpilogue(tg::MatmulEpilogueOp m, BufferLoweringContext 
     ctx.buffers[pre] = preBuffer;
     aux = matrixView(ctx.builder, loc, preBuffer, n);
   }
-  kern::GemmEpilogueOp::create(
-      ctx.builder, loc, a, b, ctx.bufferOf(m.getBias()), residual, matrixView(ctx.builder, loc, out, n), aux,
+  auto gemm = kern::GemmEpilogueOp::create(
+      ctx.builder, loc, a, b, m.getBias() ? ctx.bufferOf(m.getBias()) : Value(), residual, matrixView(ctx.builder, loc, out, n), aux,
       ctx.builder.getBoolAttr(m.getTransposeLhs()), ctx.builder.getBoolAttr(m.getTransposeRhs()),
       ctx.builder.getStringAttr(m.getActivation()));
+  if (auto fp8 = m->getAttr(model::kFp8Attr)) // a residual-only epilogue (Fp8Gemm.h)
+    gemm->setAttr(model::kFp8GemmAttr, fp8);
   ctx.buffers[m.getResult()] = out;
   return success();
 }

@@ -596,15 +596,19 @@ void reuseLogitsForGradient(func::FuncOp f) {
   }
 }
 
-// A GEMM whose residual dies at it accumulates in place: out = residual +
-// product writes over the residual (cuBLASLt's C == D; the cpu kernel keeps
-// its product apart then). tg-chunk-loss-head's weight gradient, summed
-// over row chunks, then takes one buffer instead of two.
+// A GEMM whose f32 residual dies at it accumulates in place: out =
+// residual + product writes over the residual (cuBLASLt's C == D; the cpu
+// kernel keeps its product apart then). tg-chunk-loss-head's weight
+// gradient, summed over row chunks, then takes one buffer instead of two.
+// A 16-bit residual keeps a buffer of its own: in place, every cuBLASLt
+// candidate of a small bf16 BIAS+residual product was wrong on the H200
+// (tests/cuda/gemm_epilogue_test.cu, cuBLASLt 13.1).
 void accumulateResidualInPlace(func::FuncOp f) {
   SmallVector<kern::GemmEpilogueOp> gemms(f.getOps<kern::GemmEpilogueOp>());
   for (kern::GemmEpilogueOp g : gemms) {
     Value residual = g.getResidual();
-    if (!residual || residual.getType() != g.getOut().getType())
+    if (!residual || residual.getType() != g.getOut().getType() ||
+        !cast<MemRefType>(residual.getType()).getElementType().isF32())
       continue;
     Value resRoot = kern::rootBuffer(residual), outRoot = kern::rootBuffer(g.getOut());
     auto outAlloc = outRoot.getDefiningOp<kern::AllocOp>();

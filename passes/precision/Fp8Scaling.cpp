@@ -2,7 +2,8 @@
 //
 // tcc compile --precision fp8 (--fp8-scaling delayed, the default): each
 // train function with FP8 products (tg.matmul marked tg.fp8 by tg-amp and
-// tg-autodiff) gets one whole-step state argument, "fp8_scaling", f32
+// tg-autodiff, and the tg.matmul_epilogue a residual add was fused into)
+// gets one whole-step state argument, "fp8_scaling", f32
 // [2 * products, 32], zeros at the start: a record per operand cast (the
 // step ABI's tcc_fp8_scaling_record). The graph does not read it: the
 // cuda code generator gives each FP8 cast it emits the next record, whose
@@ -43,7 +44,9 @@ struct TgFp8ScalingPass : tcc::impl::TgFp8ScalingBase<TgFp8ScalingPass> {
         return signalPassFailure();
       }
       int64_t products = 0;
-      fn.walk([&](tg::MatmulOp m) { products += m->hasAttr(model::kFp8Attr); });
+      fn.walk([&](Operation *op) {
+        products += isa<tg::MatmulOp, tg::MatmulEpilogueOp>(op) && op->hasAttr(model::kFp8Attr);
+      });
       if (products == 0)
         continue;
       auto type = RankedTensorType::get({2 * products, model::kFp8ScalingRecordFloats},

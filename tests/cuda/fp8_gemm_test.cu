@@ -470,9 +470,13 @@ bool updateScaleCase() {
   return ok;
 }
 
-// Case 3: one FP8 product against float64.
+// Case 3: one FP8 product against float64, plus a residual (cuBLASLt's C
+// with beta = 1: kern.gemm_epilogue's residual-only form) in a buffer of
+// its own or in out itself (accumulated in place).
+enum class Residual { kNone, kApart, kInPlace };
 bool gemmCase(tcc_cuda_host::Fp8Type ta, tcc_cuda_host::Fp8Type tb, GemmType outType, bool fast,
-              int64_t m, int64_t n, int64_t k, std::mt19937_64 &rng, void *workspace) {
+              int64_t m, int64_t n, int64_t k, std::mt19937_64 &rng, void *workspace,
+              Residual residual = Residual::kNone) {
   auto from = [](tcc_cuda_host::Fp8Type t, uint8_t b) {
     return t == tcc_cuda_host::kFp8E4M3 ? Fp8Format<e4m3>::to_float(b)
                                         : Fp8Format<e5m2>::to_float(b);
@@ -493,10 +497,26 @@ bool gemmCase(tcc_cuda_host::Fp8Type ta, tcc_cuda_host::Fp8Type tb, GemmType out
   cudaMemcpy(dB.p, b.data(), b.size(), cudaMemcpyHostToDevice);
   cudaMemcpy(dDq.p, dq, sizeof(dq), cudaMemcpyHostToDevice);
   cudaMemset(dOut.p, 0xFF, static_cast<size_t>(m * n) * bytesOf(outType));
+  // The residual: random values of about the product's size.
+  HostArray res(outType, static_cast<size_t>(m * n));
+  for (size_t i = 0; i < res.size(); ++i)
+    res.set(i, normal(rng) * 100.0);
+  Device dRes(residual == Residual::kApart ? res.bytes.size() : 0);
+  const void *residualPtr = nullptr;
+  if (residual == Residual::kApart) {
+    cudaMemcpy(dRes.p, res.bytes.data(), res.bytes.size(), cudaMemcpyHostToDevice);
+    residualPtr = dRes.p;
+  } else if (residual == Residual::kInPlace) {
+    cudaMemcpy(dOut.p, res.bytes.data(), res.bytes.size(), cudaMemcpyHostToDevice);
+    residualPtr = dOut.p;
+  }
   tcc_cuda_host::GemmPlan plan;
   const float *dqA = static_cast<const float *>(dDq.p);
+  // Twice in place would add the product twice: the first call (which
+  // searches the algorithm into a scratch D) is the one checked.
   int32_t rc = tcc_cuda_host::gemm_fp8(plan, nullptr, 0, ta, tb, outType, fast, m, n, k, dqA,
-                                       dqA + 4, dA.p, dB.p, dOut.p, workspace, kWorkspace);
+                                       dqA + 4, dA.p, dB.p, residualPtr, dOut.p, workspace,
+                                       kWorkspace);
   cudaError_t e = cudaDeviceSynchronize();
   const char *names[2] = {"e4m3", "e5m2"};
   if (rc != 0 || e != cudaSuccess) {
@@ -511,7 +531,8 @@ bool gemmCase(tcc_cuda_host::Fp8Type ta, tcc_cuda_host::Fp8Type tb, GemmType out
   int64_t bad = 0;
   for (int64_t i = 0; i < m; ++i)
     for (int64_t j = 0; j < n; ++j) {
-      double want = 0, scale = 0;
+      double want = residual == Residual::kNone ? 0 : res.get(static_cast<size_t>(i * n + j));
+      double scale = 0;
       for (int64_t kk = 0; kk < k; ++kk) {
         double t = static_cast<double>(from(ta, a[i * k + kk])) * dq[0] *
                    static_cast<double>(from(tb, b[j * k + kk])) * dq[4];
@@ -519,17 +540,21 @@ bool gemmCase(tcc_cuda_host::Fp8Type ta, tcc_cuda_host::Fp8Type tb, GemmType out
         scale += std::fabs(t);
       }
       const double got = out.get(static_cast<size_t>(i * n + j));
-      const double limit = u * std::fabs(want) + std::ldexp(scale, fast ? -10 : -12);
+      // The residual is added in fp32 before the one rounding to out.
+      const double limit = u * std::fabs(want) + std::ldexp(scale, fast ? -10 : -12) +
+                           (residual == Residual::kNone ? 0 : std::ldexp(std::fabs(want), -23));
       const double err = std::fabs(got - want);
       if (!(err <= limit))
         ++bad;
       worst = std::max(worst, limit > 0 ? err / limit : err);
     }
-  std::printf("%s gemm %s x %s -> %-4s %s %lldx%lldx%lld: %lld elements off, worst %.3f of the "
-              "limit\n",
+  const char *residualName[3] = {"", " + residual", " + residual in place"};
+  std::printf("%s gemm %s x %s -> %-4s %s %lldx%lldx%lld%s: %lld elements off, worst %.3f of "
+              "the limit\n",
               bad == 0 ? "ok  " : "FAIL", names[ta], names[tb], typeName(outType),
               fast ? "fast   " : "precise", static_cast<long long>(m), static_cast<long long>(n),
-              static_cast<long long>(k), static_cast<long long>(bad), worst);
+              static_cast<long long>(k), residualName[static_cast<int>(residual)],
+              static_cast<long long>(bad), worst);
   return bad == 0;
 }
 
@@ -579,12 +604,12 @@ void bench(void *workspace) {
     float fp8 = time([&] {
       failed |= tcc_cuda_host::gemm_fp8(p1, s, 0, tcc_cuda_host::kFp8E4M3, tcc_cuda_host::kFp8E4M3,
                               tcc_cuda_host::kGemmBF16, false, m, sh.n, sh.k, dqp, dqp + 4, a8.p,
-                              b8.p, c.p, workspace, kWorkspace);
+                              b8.p, nullptr, c.p, workspace, kWorkspace);
     });
     float fp8fast = time([&] {
       failed |= tcc_cuda_host::gemm_fp8(p2, s, 0, tcc_cuda_host::kFp8E4M3, tcc_cuda_host::kFp8E4M3,
                               tcc_cuda_host::kGemmBF16, true, m, sh.n, sh.k, dqp, dqp + 4, a8.p,
-                              b8.p, c.p, workspace, kWorkspace);
+                              b8.p, nullptr, c.p, workspace, kWorkspace);
     });
     // The activation's cast (and transpose, for the weight gradient) each step.
     float cast = time([&] {
@@ -724,6 +749,14 @@ int main(int argc, char **argv) {
     ok &= gemmCase(kFp8E4M3, kFp8E4M3, tcc_cuda_host::kGemmF32, fast, 37, 128, 768, rng, workspace.p);
     ok &= gemmCase(kFp8E5M2, kFp8E4M3, tcc_cuda_host::kGemmBF16, fast, 129, 768, 256, rng, workspace.p);
     ok &= gemmCase(kFp8E4M3, kFp8E5M2, tcc_cuda_host::kGemmBF16, fast, 64, 256, 3072, rng, workspace.p);
+    // With a residual: f32 (the residual stream, in place and apart) and
+    // bf16 (one input gradient added to the other).
+    ok &= gemmCase(kFp8E4M3, kFp8E4M3, tcc_cuda_host::kGemmF32, fast, 96, 128, 256, rng,
+                   workspace.p, Residual::kInPlace);
+    ok &= gemmCase(kFp8E4M3, kFp8E4M3, tcc_cuda_host::kGemmF32, fast, 40, 64, 512, rng,
+                   workspace.p, Residual::kApart);
+    ok &= gemmCase(kFp8E5M2, kFp8E4M3, tcc_cuda_host::kGemmBF16, fast, 72, 256, 128, rng,
+                   workspace.p, Residual::kApart);
   }
   if (doBench)
     bench(workspace.p);

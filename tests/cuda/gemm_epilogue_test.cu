@@ -69,6 +69,7 @@ const char *epilogueName(tcc_cuda_host::GemmEpilogue e) {
          : e == tcc_cuda_host::kEpilogueGeluAuxBias ? "GELU_AUX_BIAS"
          : e == tcc_cuda_host::kEpilogueDGelu       ? "DGELU"
          : e == tcc_cuda_host::kEpilogueBGradB      ? "BGRADB"
+         : e == tcc_cuda_host::kEpilogueNone        ? "DEFAULT"
                                                     : "DGELU_BGRAD";
 }
 
@@ -143,7 +144,8 @@ bool runCase(const Case &c, std::mt19937_64 &rng, void *workspace,
   tcc_cuda_host::GemmPlan plan;
   int32_t rc = tcc_cuda_host::gemm_epilogue(
       plan, nullptr, 0, c.in, c.out, false, c.ta, c.tb, c.m, c.n, c.k, c.epilogue, da.p,
-      db.p, dgelu && !biasGrad ? nullptr : dbias.p, c.residual ? C : nullptr, dout.p,
+      db.p, (dgelu && !biasGrad) || c.epilogue == tcc_cuda_host::kEpilogueNone ? nullptr : dbias.p,
+      c.residual ? C : nullptr, dout.p,
       withAux || dgelu ? daux.p : nullptr,
       workspace, kWorkspace);
   cudaDeviceSynchronize();
@@ -246,7 +248,7 @@ Reference reference(const Case &c, const HostArray &a, const HostArray &b,
         sum += x * y;
         scale += std::fabs(x * y);
       }
-      bool readsBias = !dgelu && !biasGrad;
+      bool readsBias = !dgelu && !biasGrad && c.epilogue != tcc_cuda_host::kEpilogueNone;
       double pre = readsBias ? sum + bias.get(j) : sum;
       if (readsBias)
         scale += std::fabs(bias.get(j));
@@ -505,6 +507,14 @@ int main(int argc, char **argv) {
   }
   cases.push_back({kGemmBF16, kGemmF32, kEpilogueBias, true, false, false, 37, 64, 96});
   cases.push_back({kGemmF16, kGemmF32, kEpilogueBias, true, false, true, 37, 64, 96});
+  // No bias, only the residual (kEpilogueNone: a bias-free layer onto the
+  // f32 residual stream, in place; the sum of two bf16 input gradients,
+  // apart): plain and transposed B, and LLaMA's o_proj width.
+  cases.push_back({kGemmBF16, kGemmF32, kEpilogueNone, true, false, false, 37, 64, 96});
+  cases.push_back({kGemmBF16, kGemmF32, kEpilogueNone, true, false, true, 37, 64, 96});
+  cases.push_back({kGemmBF16, kGemmBF16, kEpilogueNone, true, false, true, 29, 40, 72});
+  cases.push_back({kGemmF32, kGemmF32, kEpilogueNone, true, false, false, 29, 40, 72});
+  cases.push_back({kGemmBF16, kGemmF32, kEpilogueNone, true, false, false, 129, 2048, 512});
   // GPT-2 shapes, fewer rows (the float64 reference is on the CPU).
   cases.push_back({kGemmBF16, kGemmBF16, kEpilogueBias, false, false, false, 129, 2304, 768});
   cases.push_back({kGemmBF16, kGemmBF16, kEpilogueGeluAuxBias, false, false, false, 129, 3072, 768});

@@ -4,7 +4,9 @@
 // out from primitives is differentiated by tg-autodiff, then fused; the
 // fused and unfused modules compute the same loss, gradients and eval
 // function on the float64 reference interpreter (random inputs, 1e-12).
-// The backward's gelu_grad reads the fused op's pre_activation result; in a
+// A bias-free product takes its residual add alone (and the backward's dX
+// sum dY + dY w^T). The backward's gelu_grad reads the fused op's
+// pre_activation result; in a
 // two-layer MLP it becomes tg.matmul_dgelu of the second layer's dX product.
 // Each bias gradient (reduce_sum of dY over its rows) becomes the second
 // result of its weight-gradient product, a tg.matmul_bias_grad.
@@ -120,12 +122,40 @@ TEST_P(FuseMatmulDgeluTest, FusedMlpStepComputesTheUnfusedOne) {
   ASSERT_TRUE(succeeded(pm.run(*fused))) << diagnostics_;
   EXPECT_EQ(countOps(*fused, "tg.matmul_dgelu"), 1) << "the backward's gelu_grad is not fused";
   EXPECT_EQ(countOps(*fused, "tg.gelu_grad"), 0);
-  EXPECT_EQ(countOps(*fused, "tg.matmul_epilogue"), 4); // two linears, forward and train step
+  // Two linears, forward and train step; and the backward's dX through the
+  // residual, dY + dH W1^T, one product with dY as its residual (no bias).
+  EXPECT_EQ(countOps(*fused, "tg.matmul_epilogue"), 5);
   // Both bias gradients, the second read from the DGELU product's result.
   EXPECT_EQ(countOps(*fused, "tg.matmul_bias_grad"), 2) << "a bias gradient is not fused";
   expectSameFunctions(*original, *fused, seed(), 1);
 }
 
 INSTANTIATE_TEST_SUITE_P(Gelus, FuseMatmulDgeluTest, ::testing::Values("tanh", "none"));
+
+// A bias-free residual layer, x + x w (LLaMA's attention and MLP outputs):
+// the forward's product takes the residual add without a bias, and the
+// backward's input gradient dY + dY w^T does too (the transposed weight).
+TEST_F(GradCheckTest, FusedBiasFreeResidualStepComputesTheUnfusedOne) {
+  std::vector<ArgSpec> args = {ArgSpec::param({2, 3, 4}), ArgSpec::param({4, 4})};
+  OwningOpRef<ModuleOp> original =
+      buildDifferentiated(args, [](OpBuilder &b, Location loc, ArrayRef<Value> a) {
+        return build::add(b, loc, a[0], build::matmul(b, loc, a[0], a[1], false, false));
+      });
+  ASSERT_TRUE(original) << diagnostics_;
+  OwningOpRef<ModuleOp> fused = original->clone();
+  PassManager pm(&context());
+  pm.addPass(createTgFuseMatmulEpilogue(TgFuseMatmulEpilogueOptions{"cpu", true}));
+  ASSERT_TRUE(succeeded(pm.run(*fused))) << diagnostics_;
+  // @forward's and @train_step's product, and the train step's dX.
+  EXPECT_EQ(countOps(*fused, "tg.matmul_epilogue"), 3);
+  bool transposedSeen = false;
+  fused->walk([&](tg::MatmulEpilogueOp op) {
+    EXPECT_FALSE(op.getBias());
+    EXPECT_TRUE(op.getResidual());
+    transposedSeen |= op.getTransposeRhs();
+  });
+  EXPECT_TRUE(transposedSeen) << "the backward's dY + dY w^T is not fused";
+  expectSameFunctions(*original, *fused, seed(), 1);
+}
 
 } // namespace

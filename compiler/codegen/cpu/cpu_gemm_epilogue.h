@@ -4,7 +4,7 @@
 // CodegenSources.cmake); a direct #include (tests) must include
 // cpu_prelude.h first.
 //
-// out (m, n) = act(op(a) x op(b) + bias) [+ residual], aux = the sum before
+// out (m, n) = act(op(a) x op(b) [+ bias]) [+ residual], aux = the sum before
 // the activation. The product is accumulated in Acc (float for bf16 / f16
 // and f32, double for f64) into a scratch matrix, then one loop applies the
 // epilogue and rounds each output element once, as cuBLASLt's epilogue does.
@@ -30,7 +30,7 @@ template <typename Acc> Acc gemm_activation(int act, Acc x) {
 }
 
 // P: a's and b's element type (and aux's); O: out's, bias's and residual's
-// (P, or float after a 16-bit P). residual and aux may be null.
+// (P, or float after a 16-bit P). bias, residual and aux may be null.
 // kKernelNoMemory if the scratch matrices cannot be allocated.
 template <typename P, typename O>
 int32_t gemm_epilogue(bool ta, bool tb, int m, int n, int k, const P *a, const P *b,
@@ -85,7 +85,7 @@ int32_t gemm_epilogue(bool ta, bool tb, int m, int n, int k, const P *a, const P
     for (int64_t r = 0; r < m; ++r)
       for (int64_t c = 0; c < n; ++c) {
         int64_t i = r * n + c;
-        Acc pre = product[i] + static_cast<Acc>(Elem<O>::load(bias[c]));
+        Acc pre = product[i] + (bias ? static_cast<Acc>(Elem<O>::load(bias[c])) : Acc(0));
         if (kAux)
           aux[i] = Elem<P>::store(pre);
         Acc value = gemm_activation<Acc>(kAct, pre);

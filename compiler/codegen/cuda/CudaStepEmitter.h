@@ -208,10 +208,11 @@ private:
   LogicalResult emitGemmDgelu(kern::GemmDgeluOp g, llvm::raw_ostream &os, double &flops);
   LogicalResult emitGemmBiasGrad(kern::GemmBiasGradOp g, llvm::raw_ostream &os,
                                  double &flops);
-  // Fp8GemmKernels.cpp: a kern.gemm tg-amp's fp8 precision marked; the
-  // FP8 casts held in the scratch slots (Fp8Gemm.h), forgotten after an op
-  // that writes their source or may use the shared workspace.
-  LogicalResult emitGemmFp8(kern::GemmOp g, const Fp8Gemm &f, llvm::raw_ostream &os,
+  // Fp8GemmKernels.cpp: a kern.gemm (or residual-only kern.gemm_epilogue)
+  // tg-amp's fp8 precision marked; the FP8 casts held in the scratch slots
+  // (Fp8Gemm.h), forgotten after an op that writes their source or may use
+  // the shared workspace.
+  LogicalResult emitGemmFp8(Operation *g, const Fp8Gemm &f, llvm::raw_ostream &os,
                             double &flops);
   void forgetFp8Casts(Operation *op);
   struct Fp8Cast {

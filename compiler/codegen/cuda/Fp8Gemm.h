@@ -1,4 +1,6 @@
-// A kern.gemm that tg-amp's fp8 precision marked (kern.fp8 = "<a>x<b>"):
+// A kern.gemm that tg-amp's fp8 precision marked (kern.fp8 = "<a>x<b>"),
+// or a kern.gemm_epilogue made of one with its residual add (no bias, no
+// activation: out = op(a) x op(b) + residual, cuBLASLt's C with beta = 1):
 // whether the cuda target runs it as a cuBLASLt FP8 product, and the
 // scratch that takes in the step's shared workspace.
 //
@@ -38,9 +40,12 @@ struct Fp8Gemm {
   bool aE5M2 = false, bE5M2 = false; // each operand's format (else E4M3)
   int64_t m = 0, n = 0, k = 0;       // the product, a folded batch in m
   bool ta = false, tb = false;
+  mlir::Value a, b, out;
+  mlir::Value residual; // kern.gemm_epilogue's (C, out's type), else null
 
   bool runs() const { return marked && declined.empty(); }
-  static Fp8Gemm of(kern::GemmOp g);
+  // Unmarked for any op but kern.gemm and kern.gemm_epilogue.
+  static Fp8Gemm of(mlir::Operation *op);
 };
 
 inline constexpr int kFp8Slots = 4;

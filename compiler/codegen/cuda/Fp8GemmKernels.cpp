@@ -13,10 +13,12 @@
 
 namespace tcc::codegen::cuda {
 
-Fp8Gemm Fp8Gemm::of(kern::GemmOp g) {
+Fp8Gemm Fp8Gemm::of(Operation *op) {
   Fp8Gemm f;
-  auto attr = g->getAttrOfType<StringAttr>(model::kFp8GemmAttr);
-  if (!attr)
+  auto attr = op->getAttrOfType<StringAttr>(model::kFp8GemmAttr);
+  auto g = dyn_cast<kern::GemmOp>(op);
+  auto e = dyn_cast<kern::GemmEpilogueOp>(op);
+  if (!attr || (!g && !e))
     return f;
   f.marked = true;
   auto [a, b] = attr.getValue().split('x');
@@ -27,24 +29,40 @@ Fp8Gemm Fp8Gemm::of(kern::GemmOp g) {
   }
   f.aE5M2 = a == "e5m2";
   f.bE5M2 = b == "e5m2";
-  GemmShape s = GemmShape::of(g);
-  f.ta = s.ta;
-  f.tb = s.tb;
-  f.m = s.batchCount * s.m;
-  f.n = s.n;
-  f.k = s.k;
-  Type out = mrt(g.getOut()).getElementType();
+  int64_t batchCount = 1;
+  bool folds = true;
+  if (g) {
+    GemmShape s = GemmShape::of(g);
+    f.ta = s.ta;
+    f.tb = s.tb;
+    f.m = s.batchCount * s.m;
+    f.n = s.n;
+    f.k = s.k;
+    batchCount = s.batchCount;
+    folds = s.batchCount == 1 || s.foldsBatchIntoM();
+    f.a = g.getA(), f.b = g.getB(), f.out = g.getOut();
+  } else { // rank 2 (its verifier)
+    f.ta = e.getTransposeA();
+    f.tb = e.getTransposeB();
+    MemRefType out = mrt(e.getOut());
+    f.m = out.getDimSize(0);
+    f.n = out.getDimSize(1);
+    f.k = mrt(e.getA()).getDimSize(f.ta ? 0 : 1);
+    f.a = e.getA(), f.b = e.getB(), f.out = e.getOut(), f.residual = e.getResidual();
+  }
+  Type out = mrt(f.out).getElementType();
   auto castable = [](Type t) { return t.isF32() || t.isBF16() || t.isF16(); };
   if (f.aE5M2 && f.bE5M2)
     f.declined = "two E5M2 operands (cuBLASLt has no such product)";
   else if (!out.isBF16() && !out.isF32())
     f.declined = "its result is neither bf16 nor f32";
-  else if (!castable(mrt(g.getA()).getElementType()) ||
-           !castable(mrt(g.getB()).getElementType()))
+  else if (!castable(mrt(f.a).getElementType()) || !castable(mrt(f.b).getElementType()))
     f.declined = "an operand is not f32, bf16 or f16";
-  else if (g.getAlpha().convertToDouble() != 1.0 || g.getBeta().convertToDouble() != 0.0)
+  else if (g && (g.getAlpha().convertToDouble() != 1.0 || g.getBeta().convertToDouble() != 0.0))
     f.declined = "alpha != 1 or beta != 0";
-  else if (s.batchCount > 1 && !s.foldsBatchIntoM())
+  else if (e && (e.getBias() || e.getAux() || e.getActivation() != "none" || !f.residual))
+    f.declined = "an epilogue other than a residual (tcc's FP8 products take none yet)";
+  else if (batchCount > 1 && !folds)
     f.declined = "a batch that does not fold into M";
   else if (f.k % 16 != 0 || f.n % 16 != 0)
     f.declined = llvm::formatv("K = {0} and N = {1} must be multiples of 16", f.k, f.n).str();
@@ -55,7 +73,7 @@ Fp8Gemm Fp8Gemm::of(kern::GemmOp g) {
 
 Fp8Slot Fp8Slot::of(Operation *root) {
   Fp8Slot slot;
-  root->walk([&](kern::GemmOp g) {
+  root->walk([&](Operation *g) {
     Fp8Gemm f = Fp8Gemm::of(g);
     if (f.runs())
       slot.elements = std::max({slot.elements, f.m * f.k, f.n * f.k});
@@ -73,11 +91,11 @@ struct OperandCast {
   int64_t rows = 0, cols = 0;
   bool transposed = false;
 };
-OperandCast operandOf(kern::GemmOp g, const Fp8Gemm &f, int which) {
+OperandCast operandOf(const Fp8Gemm &f, int which) {
   if (which == 0) // op(a) (M, K): a is (M, K), or (K, M) transposed
-    return {g.getA(), f.aE5M2, f.ta ? f.k : f.m, f.ta ? f.m : f.k, f.ta};
+    return {f.a, f.aE5M2, f.ta ? f.k : f.m, f.ta ? f.m : f.k, f.ta};
   // op(b)^T (N, K): b is (N, K) when transposed, else (K, N)
-  return {g.getB(), f.bE5M2, f.tb ? f.n : f.k, f.tb ? f.k : f.n, !f.tb};
+  return {f.b, f.bE5M2, f.tb ? f.n : f.k, f.tb ? f.k : f.n, !f.tb};
 }
 
 } // namespace
@@ -131,14 +149,14 @@ Fp8KeptPlan Fp8KeptPlan::of(func::FuncOp f) {
   for (Operation &op : f.getBody().front()) {
     ++index;
     ops.push_back(&op);
-    if (auto g = dyn_cast<kern::GemmOp>(&op)) {
-      Fp8Gemm fg = Fp8Gemm::of(g);
-      if (fg.runs() && !plan.batchAt) {
+    if (Fp8Gemm fg = Fp8Gemm::of(&op); fg.runs()) {
+      Operation *g = &op;
+      if (!plan.batchAt) {
         plan.batchAt = &op;
         batchIndex = index;
       }
-      for (int which = 0; fg.runs() && which < 2; ++which) {
-        OperandCast c = operandOf(g, fg, which);
+      for (int which = 0; which < 2; ++which) {
+        OperandCast c = operandOf(fg, which);
         Type et = mrt(c.value).getElementType();
         Footprint source = CudaStepEmitter::footprint(c.value);
         auto it = llvm::find_if(open, [&](const Open &o) {
@@ -146,7 +164,7 @@ Fp8KeptPlan Fp8KeptPlan::of(func::FuncOp f) {
                  o.element == et && CudaStepEmitter::sameStart(o.source, source);
         });
         if (it == open.end()) {
-          open.push_back({source, et, c, g.getOperation(), which, index});
+          open.push_back({source, et, c, g, which, index});
           continue;
         }
         if (it->cast < 0) {
@@ -161,7 +179,7 @@ Fp8KeptPlan Fp8KeptPlan::of(func::FuncOp f) {
         Fp8KeptCast &kept = plan.casts[it->cast];
         (c.transposed ? kept.transposed : kept.plain) = true;
         life[it->cast].second = index;
-        plan.uses[{g.getOperation(), which}] = {it->cast, false};
+        plan.uses[{g, which}] = {it->cast, false};
       }
     }
     llvm::erase_if(open, [&](const Open &o) { return CudaStepEmitter::mayWrite(&op, o.source); });
@@ -175,9 +193,7 @@ Fp8KeptPlan Fp8KeptPlan::of(func::FuncOp f) {
   llvm::DenseMap<int, int64_t> firstReaderIndex;
   for (int k = 0; plan.batchAt && k < madeCasts; ++k) {
     auto [reader, operand] = plan.firstReader.lookup(k);
-    auto g = cast<kern::GemmOp>(reader);
-    Fp8Gemm fg = Fp8Gemm::of(g);
-    OperandCast c = operandOf(g, fg, operand);
+    OperandCast c = operandOf(Fp8Gemm::of(reader), operand);
     Type et = mrt(c.value).getElementType();
     if (!(et.isBF16() || et.isF16()) || c.rows % 8 != 0 || c.cols % 8 != 0 ||
         c.rows >= (int64_t{1} << 31) || c.cols >= (int64_t{1} << 31))
@@ -306,7 +322,7 @@ void CudaStepEmitter::forgetFp8Casts(Operation *op) {
 
 // out (M, N) = op(a) x op(b): a as FP8 (M, K), b as FP8 (N, K), each with
 // its scale; gemm_fp8 dequantizes with their inverses.
-LogicalResult CudaStepEmitter::emitGemmFp8(kern::GemmOp g, const Fp8Gemm &f,
+LogicalResult CudaStepEmitter::emitGemmFp8(Operation *g, const Fp8Gemm &f,
                                            llvm::raw_ostream &os, double &flops) {
   double work = 2.0 * f.m * f.n * f.k;
   flops += work;
@@ -329,11 +345,11 @@ LogicalResult CudaStepEmitter::emitGemmFp8(kern::GemmOp g, const Fp8Gemm &f,
                          bool e5m2, bool transposed) {
     int scanned = 0;
     for (Operation *op = g->getNextNode(); op && scanned < 64; op = op->getNextNode(), ++scanned) {
-      if (auto later = dyn_cast<kern::GemmOp>(op)) {
-        Fp8Gemm lf = Fp8Gemm::of(later);
+      {
+        Fp8Gemm lf = Fp8Gemm::of(op);
         if (lf.runs()) {
           for (int which = 0; which < 2; ++which) {
-            OperandCast c = operandOf(later, lf, which);
+            OperandCast c = operandOf(lf, which);
             if (c.e5m2 == e5m2 && c.transposed != transposed && c.rows == rows &&
                 c.cols == cols && mrt(c.value).getElementType() == et &&
                 sameStart(footprint(c.value), source))
@@ -357,17 +373,16 @@ LogicalResult CudaStepEmitter::emitGemmFp8(kern::GemmOp g, const Fp8Gemm &f,
     }
     return "";
   };
-  if (fp8Kept_->batchAt == g.getOperation() && !fp8BatchEmitted_) {
+  if (fp8Kept_->batchAt == g && !fp8BatchEmitted_) {
     fp8BatchEmitted_ = true;
     if (!fp8Records_ || fp8Records_->second == 0)
-      return g.emitError("cuda codegen: FP8 casts batched without delayed-scaling records "
+      return g->emitError("cuda codegen: FP8 casts batched without delayed-scaling records "
                          "(an internal error)");
     // One launch per (element type, format): the weights are all bf16 E4M3.
     llvm::MapVector<std::pair<Type, unsigned>, SmallVector<int>> groups;
     for (int k : fp8Kept_->batchedCasts) {
       auto [reader, operand] = fp8Kept_->firstReader.lookup(k);
-      auto rg = cast<kern::GemmOp>(reader);
-      OperandCast c = operandOf(rg, Fp8Gemm::of(rg), operand);
+            OperandCast c = operandOf(Fp8Gemm::of(reader), operand);
       groups[{mrt(c.value).getElementType(), c.e5m2 ? 1u : 0u}].push_back(k);
     }
     for (auto &[key, members] : groups) {
@@ -394,8 +409,7 @@ LogicalResult CudaStepEmitter::emitGemmFp8(kern::GemmOp g, const Fp8Gemm &f,
       double elements = 0, bytes = 0;
       for (int k : members) {
         auto [reader, operand] = fp8Kept_->firstReader.lookup(k);
-        auto rg = cast<kern::GemmOp>(reader);
-        OperandCast c = operandOf(rg, Fp8Gemm::of(rg), operand);
+                OperandCast c = operandOf(Fp8Gemm::of(reader), operand);
         const Fp8KeptCast &kept = fp8Kept_->casts[k];
         std::string plainAt = batchedLayout(kept, false), transAt = batchedLayout(kept, true);
         ins.push_back(name(c.value));
@@ -521,11 +535,11 @@ LogicalResult CudaStepEmitter::emitGemmFp8(kern::GemmOp g, const Fp8Gemm &f,
     return slot;
   };
   auto quantize = [&](int which) -> Placed {
-    OperandCast c = operandOf(g, f, which);
+    OperandCast c = operandOf(f, which);
     Type et = mrt(c.value).getElementType();
     Footprint source = footprint(c.value);
     ++fp8Clock_;
-    if (auto use = fp8Kept_->uses.find({g.getOperation(), which}); use != fp8Kept_->uses.end()) {
+    if (auto use = fp8Kept_->uses.find({g, which}); use != fp8Kept_->uses.end()) {
       const Fp8KeptCast &kept = fp8Kept_->casts[use->second.first];
       auto keptAt = [&](bool transposed) {
         return at(keptRegion, transposed ? kept.transposedOffset() : kept.plainOffset());
@@ -535,7 +549,7 @@ LogicalResult CudaStepEmitter::emitGemmFp8(kern::GemmOp g, const Fp8Gemm &f,
         return {keptAt(c.transposed), scale};
       if (kept.batched) { // made by the batch: take the record it would have had here
         if (!fp8Records_ || fp8RecordsUsed_ >= fp8Records_->second) {
-          g.emitError("cuda codegen: no delayed-scaling record left for a batched FP8 cast "
+          g->emitError("cuda codegen: no delayed-scaling record left for a batched FP8 cast "
                       "(an internal error)");
           return {"", ""};
         }
@@ -583,7 +597,7 @@ LogicalResult CudaStepEmitter::emitGemmFp8(kern::GemmOp g, const Fp8Gemm &f,
   Placed b = quantize(1);
   if (a.data.empty() || b.data.empty())
     return failure();
-  MemRefType out = mrt(g.getOut());
+  MemRefType out = mrt(f.out);
   // Transformer Engine's choice: fast accumulation in the forward (E4M3 x
   // E4M3), promoted accumulation for the gradients (an E5M2 operand).
   const bool fast = !f.aE5M2 && !f.bE5M2;
@@ -593,19 +607,20 @@ LogicalResult CudaStepEmitter::emitGemmFp8(kern::GemmOp g, const Fp8Gemm &f,
           "static tcc_cuda_host::GemmPlan tcc_gemm_plan_{0};\n"
           "  if (int32_t rc = tcc_cuda_host::gemm_fp8(tcc_gemm_plan_{0}, s, {1}, {2}, {3}, {4}, "
           "{5}, {6}, {7}, {8}, reinterpret_cast<const float *>({9}), "
-          "reinterpret_cast<const float *>({10}), {11}, {12}, {13}, "
+          "reinterpret_cast<const float *>({10}), {11}, {12}, {13}, {14}, "
           "ws + tcc_gemm_workspace_offset, tcc_gemm_workspace_bytes)) return rc;",
           site, nextId(), f.aE5M2 ? "tcc_cuda_host::kFp8E5M2" : "tcc_cuda_host::kFp8E4M3",
           f.bE5M2 ? "tcc_cuda_host::kFp8E5M2" : "tcc_cuda_host::kFp8E4M3",
           out.getElementType().isBF16() ? "tcc_cuda_host::kGemmBF16" : "tcc_cuda_host::kGemmF32",
           fast ? "true" : "false", f.m, f.n, f.k, a.scale, b.scale, a.data, b.data,
-          name(g.getOut()))
+          f.residual ? name(f.residual) : std::string("nullptr"), name(f.out))
           .str();
   launch(os, g, "cublasLtMatmul_fp8", call,
-         llvm::formatv("{0}x{1}x{2} {3}x{4}", f.m, f.n, f.k, f.aE5M2 ? "e5m2" : "e4m3",
-                       f.bE5M2 ? "e5m2" : "e4m3")
+         llvm::formatv("{0}x{1}x{2} {3}x{4}{5}", f.m, f.n, f.k, f.aE5M2 ? "e5m2" : "e4m3",
+                       f.bE5M2 ? "e5m2" : "e4m3", f.residual ? " + residual" : "")
              .str(),
-         work, static_cast<double>(f.m * f.k + f.n * f.k) + bufferBytes(out),
+         work,
+         static_cast<double>(f.m * f.k + f.n * f.k) + (f.residual ? 2 : 1) * bufferBytes(out),
          LaunchCheck::InCall);
   return success();
 }

@@ -91,10 +91,14 @@ LogicalResult CudaStepEmitter::emitGemm(kern::GemmOp g, llvm::raw_ostream &os,
 }
 
 // out (M, N) = act(op(a) x op(b) + bias) [+ residual], aux = the
-// pre-activation: one cuBLASLt product with its epilogue
+// pre-activation, or op(a) x op(b) + residual without a bias: one cuBLASLt
+// product with its epilogue
 // (tcc_cuda_host::gemm_epilogue).
 LogicalResult CudaStepEmitter::emitGemmEpilogue(kern::GemmEpilogueOp g,
                                                 llvm::raw_ostream &os, double &flops) {
+  Fp8Gemm fp8 = Fp8Gemm::of(g);
+  if (fp8.runs())
+    return emitGemmFp8(g, fp8, os, flops);
   MemRefType a = mrt(g.getA()), out = mrt(g.getOut());
   int64_t m = out.getDimSize(0), n = out.getDimSize(1);
   int64_t k = a.getDimSize(g.getTransposeA() ? 0 : 1);
@@ -114,7 +118,8 @@ LogicalResult CudaStepEmitter::emitGemmEpilogue(kern::GemmEpilogueOp g,
            : et.isF16()  ? "tcc_cuda_host::kGemmF16"
                          : "tcc_cuda_host::kGemmF32";
   };
-  const char *epilogue = act == "none" ? "tcc_cuda_host::kEpilogueBias"
+  const char *epilogue = !g.getBias()  ? "tcc_cuda_host::kEpilogueNone"
+                         : act == "none" ? "tcc_cuda_host::kEpilogueBias"
                          : g.getAux()  ? "tcc_cuda_host::kEpilogueGeluAuxBias"
                                        : "tcc_cuda_host::kEpilogueGeluBias";
   auto ptr = [&](Value v) { return v ? name(v) : std::string("nullptr"); };
@@ -124,7 +129,8 @@ LogicalResult CudaStepEmitter::emitGemmEpilogue(kern::GemmEpilogueOp g,
   if (plain && out.getElementType().isBF16() && g.getAux() && act == "gelu_tanh" &&
       !g.getResidual())
     ++cutlassSm90Sites_;
-  if (plain && out.getElementType().isF32() && act == "none" && g.getResidual())
+  if (plain && out.getElementType().isF32() && act == "none" && g.getBias() &&
+      g.getResidual())
     ++cutlassSm90Sites_;
   int site = gemmSites_++;
   std::string call =
@@ -136,13 +142,13 @@ LogicalResult CudaStepEmitter::emitGemmEpilogue(kern::GemmEpilogueOp g,
           site, nextId(), typeName(a.getElementType()), typeName(out.getElementType()),
           options_.tf32 ? "true" : "false", g.getTransposeA() ? "true" : "false",
           g.getTransposeB() ? "true" : "false", m, n, k, epilogue, name(g.getA()),
-          name(g.getB()), name(g.getBias()), ptr(g.getResidual()), name(g.getOut()),
+          name(g.getB()), ptr(g.getBias()), ptr(g.getResidual()), name(g.getOut()),
           ptr(g.getAux()))
           .str();
   double bytes = bufferBytes(a) + bufferBytes(mrt(g.getB())) + bufferBytes(out) +
                  (g.getResidual() ? bufferBytes(out) : 0) +
                  (g.getAux() ? bufferBytes(mrt(g.getAux())) : 0);
-  std::string kind = "cublasLtMatmul+bias";
+  std::string kind = g.getBias() ? "cublasLtMatmul+bias" : "cublasLtMatmul";
   if (act != "none")
     kind += g.getAux() ? "+gelu_aux" : "+gelu";
   if (g.getResidual())

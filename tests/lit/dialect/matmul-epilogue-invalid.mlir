@@ -151,3 +151,27 @@ func.func @kern_bias_grad_size(%a: memref<8x4xbf16>, %b: memref<8x16xbf16>, %o: 
   kern.gemm_bias_grad %a, %b -> %o, %g {transpose_a = true} : memref<8x4xbf16>, memref<8x16xbf16> -> memref<4x16xbf16>, memref<4xbf16>
   return
 }
+
+// -----
+
+func.func @no_bias_no_residual(%x: tensor<4x8xf32>, %w: tensor<8x16xf32>) {
+  // expected-error @+1 {{without a bias, needs a residual and no activation}}
+  %0 = tg.matmul_epilogue %x, %w : (tensor<4x8xf32>, tensor<8x16xf32>) -> tensor<4x16xf32>
+  return
+}
+
+// -----
+
+func.func @no_bias_activation(%x: tensor<4x8xf32>, %w: tensor<8x16xf32>, %r: tensor<4x16xf32>) {
+  // expected-error @+1 {{without a bias, needs a residual and no activation}}
+  %0:2 = tg.matmul_epilogue %x, %w residual %r {activation = "gelu_tanh"} : (tensor<4x8xf32>, tensor<8x16xf32>, tensor<4x16xf32>) -> (tensor<4x16xf32>, tensor<4x16xf32>)
+  return
+}
+
+// -----
+
+func.func @kern_no_bias_no_residual(%a: memref<4x8xbf16>, %b: memref<8x16xbf16>, %o: memref<4x16xbf16>) {
+  // expected-error @+1 {{without a bias, needs a residual and no activation}}
+  kern.gemm_epilogue %a, %b -> %o {activation = "none", transpose_a = false, transpose_b = false} : memref<4x8xbf16>, memref<8x16xbf16> -> memref<4x16xbf16>
+  return
+}

@@ -124,13 +124,72 @@ func.func @product_read_twice(%x: tensor<4x8xf32>, %w: tensor<8x16xf32>, %b: ten
 
 // -----
 
-// The added operand is not an (N) vector.
+// The added operand is not an (N) vector but the product's full shape: a
+// residual, fused without a bias.
 // CHECK-LABEL: func.func @not_a_bias
-// CHECK: tg.matmul {{.*}}"not fused: the add after it is not a (16) bias of the product's type"
+// CHECK: tg.matmul_epilogue %arg0, %arg1 residual %arg2 {{.*}}"fused: residual(f32), no bias"} : (tensor<4x8xf32>, tensor<8x16xf32>, tensor<4x16xf32>) -> tensor<4x16xf32>
+// CHECK-NOT: tg.add
 func.func @not_a_bias(%x: tensor<4x8xf32>, %w: tensor<8x16xf32>, %b: tensor<4x16xf32>) -> tensor<4x16xf32> {
   %p = tg.matmul %x, %w : (tensor<4x8xf32>, tensor<8x16xf32>) -> tensor<4x16xf32>
   %s = tg.add %p, %b : (tensor<4x16xf32>, tensor<4x16xf32>) -> tensor<4x16xf32>
   return %s : tensor<4x16xf32>
+}
+
+// -----
+
+// A bias-free layer onto the f32 residual stream (LLaMA's attention and MLP
+// outputs): the product, its cast and the residual add become one GEMM
+// (cuBLASLt's default epilogue with beta = 1); no cast of a bias.
+// CHECK-LABEL: func.func @no_bias_cast_residual
+// CHECK: %[[R:.*]] = tg.matmul_epilogue %arg0, %arg1 residual %arg2 {{.*}}tg.fuse_epilogue = "fused: residual(f32), no bias"} : (tensor<2x4x8xbf16>, tensor<8x16xbf16>, tensor<2x4x16xf32>) -> tensor<2x4x16xf32>
+// CHECK-NOT: tg.cast
+// CHECK-NOT: tg.add
+// CHECK: return %[[R]]
+// CPU-LABEL: func.func @no_bias_cast_residual
+// CPU: tg.matmul_epilogue %arg0, %arg1 residual %arg2 {{.*}}"fused: residual(f32), no bias"
+// OFF-LABEL: func.func @no_bias_cast_residual
+// OFF: tg.matmul {{.*}}"not fused: matches (residual(f32), no bias), but fusion is off (tcc compile --no-fuse-epilogue)"
+// OFF: tg.add
+func.func @no_bias_cast_residual(%x: tensor<2x4x8xbf16>, %w: tensor<8x16xbf16>, %res: tensor<2x4x16xf32>) -> tensor<2x4x16xf32> {
+  %p = tg.matmul %x, %w : (tensor<2x4x8xbf16>, tensor<8x16xbf16>) -> tensor<2x4x16xbf16> loc("o_proj")
+  %c = tg.cast %p : tensor<2x4x16xbf16> to tensor<2x4x16xf32>
+  %r = tg.add %res, %c : (tensor<2x4x16xf32>, tensor<2x4x16xf32>) -> tensor<2x4x16xf32> loc("residual")
+  return %r : tensor<2x4x16xf32>
+}
+
+// -----
+
+// The backward's input gradient of SwiGLU's two products, dX = dG Wg^T +
+// dU Wu^T: the first product (in block order) takes the other as its
+// residual (C), with the transposed weight (a plain product for cuBLASLt);
+// the fused op stands where the add was.
+// CHECK-LABEL: func.func @no_bias_sum_of_products
+// CHECK: %[[U:.*]] = tg.matmul %arg1, %arg3
+// CHECK: tg.matmul_epilogue %arg0, %arg2 residual %[[U]] {tg.fuse_epilogue = "fused: residual(bf16), no bias", transpose_rhs = true}
+// CHECK-NOT: tg.add
+func.func @no_bias_sum_of_products(%dg: tensor<4x16xbf16>, %du: tensor<4x16xbf16>, %wg: tensor<8x16xbf16>, %wu: tensor<8x16xbf16>) -> tensor<4x8xbf16> {
+  %g = tg.matmul %dg, %wg {transpose_rhs = true} : (tensor<4x16xbf16>, tensor<8x16xbf16>) -> tensor<4x8xbf16> loc("gate.dx")
+  %u = tg.matmul %du, %wu {transpose_rhs = true} : (tensor<4x16xbf16>, tensor<8x16xbf16>) -> tensor<4x8xbf16> loc("up.dx")
+  %s = tg.add %g, %u : (tensor<4x8xbf16>, tensor<4x8xbf16>) -> tensor<4x8xbf16> loc("dx")
+  return %s : tensor<4x8xbf16>
+}
+
+// -----
+
+// Without a bias, a broadcast residual is refused, and on cuda a
+// transposed lhs (cpu fuses it).
+// CHECK-LABEL: func.func @no_bias_near_misses
+// CHECK: tg.matmul {{.*}}"not fused: no bias; residual add left out: the residual broadcasts"
+// CHECK: tg.matmul {{.*}}"not fused: no bias; residual add left out: transposed lhs"
+// CPU-LABEL: func.func @no_bias_near_misses
+// CPU: tg.matmul {{.*}}"not fused: no bias; residual add left out: the residual broadcasts"
+// CPU: tg.matmul_epilogue {{.*}}"fused: residual(f32), no bias"
+func.func @no_bias_near_misses(%x: tensor<4x8xf32>, %w: tensor<8x16xf32>, %v: tensor<4x1xf32>, %xt: tensor<8x4xf32>, %res: tensor<4x16xf32>) -> (tensor<4x16xf32>, tensor<4x16xf32>) {
+  %p = tg.matmul %x, %w : (tensor<4x8xf32>, tensor<8x16xf32>) -> tensor<4x16xf32>
+  %a = tg.add %v, %p : (tensor<4x1xf32>, tensor<4x16xf32>) -> tensor<4x16xf32>
+  %q = tg.matmul %xt, %w {transpose_lhs = true} : (tensor<8x4xf32>, tensor<8x16xf32>) -> tensor<4x16xf32>
+  %b = tg.add %q, %res : (tensor<4x16xf32>, tensor<4x16xf32>) -> tensor<4x16xf32>
+  return %a, %b : tensor<4x16xf32>, tensor<4x16xf32>
 }
 
 // -----

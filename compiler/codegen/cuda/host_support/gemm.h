@@ -155,14 +155,17 @@ inline int32_t gemm(GemmPlan &p, cudaStream_t s, int32_t kernel, GemmType type,
 // write the bias vector instead of reading it: kEpilogueBGradB (kern.gemm_bgrad,
 // cuBLASLt's BGRADA: our B is cuBLAS's A) = the sums of our B over K, one
 // per column N; kEpilogueDGeluBGrad (kern.gemm_dgelu with a bias gradient,
-// DGELU_BGRAD) = the sums of D over its M rows.
+// DGELU_BGRAD) = the sums of D over its M rows. kEpilogueNone: no bias, only
+// the residual (C with beta = 1; cuBLASLt's DEFAULT epilogue), for products
+// of bias-free layers added to the residual stream.
 enum GemmEpilogue {
   kEpilogueBias = 0,
   kEpilogueGeluBias = 1,
   kEpilogueGeluAuxBias = 2,
   kEpilogueDGelu = 3,
   kEpilogueBGradB = 4,
-  kEpilogueDGeluBGrad = 5
+  kEpilogueDGeluBGrad = 5,
+  kEpilogueNone = 6
 };
 
 // The epilogue's name in GEMM descriptors (gemm_search.h).
@@ -174,6 +177,7 @@ inline std::string gemm_epilogue_name(GemmEpilogue e) {
   case kEpilogueDGelu: return "dgelu";
   case kEpilogueBGradB: return "bgrad";
   case kEpilogueDGeluBGrad: return "dgelu_bgrad";
+  case kEpilogueNone: return "none";
   }
   return "epilogue#" + std::to_string(static_cast<int>(e));
 }
@@ -212,7 +216,8 @@ inline uint64_t pointer_alignment(uint64_t alignment, const void *p) {
 // Row-major D(m x n) = epilogue(op(A) op(B) + bias) [+ residual], one
 // product (no batch): A and B of type `in`, D, bias and residual of type
 // `out` (in's, or f32 with 16-bit in: cuBLASLt's C/D type; the residual is C
-// with beta = 1, added before the epilogue, so only with kEpilogueBias).
+// with beta = 1, added before the epilogue, so only with kEpilogueBias, or
+// kEpilogueNone: no bias, bias unused).
 // aux (kEpilogueGeluAuxBias) gets bias + product in D's type, leading
 // dimension n (a multiple of 8); with kEpilogueDGelu it is read (the saved
 // pre-activation) and bias is unused. With kEpilogueBGradB and
@@ -230,9 +235,13 @@ inline int32_t gemm_epilogue(GemmPlan &p, cudaStream_t s, int32_t kernel, GemmTy
                                       : t == kGemmF16  ? CUDA_R_16F
                                                        : CUDA_R_32F;
   };
-  if (in == kGemmF64 || out == kGemmF64 || (residual && epilogue != kEpilogueBias))
+  if (in == kGemmF64 || out == kGemmF64 ||
+      (residual && epilogue != kEpilogueBias && epilogue != kEpilogueNone))
     return set_error("cuBLASLt epilogue: f64, or a residual with an activation, "
                      "is not supported in %s", where(kernel).c_str());
+  if (epilogue == kEpilogueNone && !residual)
+    return set_error("cuBLASLt epilogue: no bias and no residual in %s (a plain "
+                     "product is gemm())", where(kernel).c_str());
   uint64_t alignment = gemm_alignment(A, B, D, 1, 0, 0, 0, 2);
   for (const void *q : {bias, residual, static_cast<const void *>(aux)})
     alignment = pointer_alignment(alignment, q);
@@ -255,6 +264,7 @@ inline int32_t gemm_epilogue(GemmPlan &p, cudaStream_t s, int32_t kernel, GemmTy
                            : epilogue == kEpilogueGeluAuxBias ? CUBLASLT_EPILOGUE_GELU_AUX_BIAS
                            : epilogue == kEpilogueDGelu       ? CUBLASLT_EPILOGUE_DGELU
                            : epilogue == kEpilogueBGradB      ? CUBLASLT_EPILOGUE_BGRADA
+                           : epilogue == kEpilogueNone        ? CUBLASLT_EPILOGUE_DEFAULT
                                                               : CUBLASLT_EPILOGUE_DGELU_BGRAD;
     cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_EPILOGUE, &e, sizeof(e));
     int64_t ld = n;
@@ -275,7 +285,7 @@ inline int32_t gemm_epilogue(GemmPlan &p, cudaStream_t s, int32_t kernel, GemmTy
   }
   // Pointers of the epilogue: set before the heuristic (it reads their
   // alignment) and on every call (buffers may move between calls).
-  if (epilogue != kEpilogueDGelu)
+  if (epilogue != kEpilogueDGelu && epilogue != kEpilogueNone)
     cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias,
                                    sizeof(bias));
   if (epilogue == kEpilogueGeluAuxBias || epilogue_reads_aux(epilogue))

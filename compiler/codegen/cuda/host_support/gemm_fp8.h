@@ -2,7 +2,8 @@
 
 enum Fp8Type { kFp8E4M3 = 0, kFp8E5M2 = 1 };
 
-// Row-major out(m x n) = (*dequant_a) (*dequant_b) * A(m x k) . B(n x k)^T:
+// Row-major out(m x n) = (*dequant_a) (*dequant_b) * A(m x k) . B(n x k)^T
+// [+ residual]:
 // both operands row-major FP8 with K contiguous, the one layout cuBLASLt's
 // FP8 kernels take ("TN" in its column-major terms: out^T = B A^T with its
 // A = our B transposed). fp32 accumulation; out bf16 or f32 (out_type
@@ -10,7 +11,8 @@ enum Fp8Type { kFp8E4M3 = 0, kFp8E5M2 = 1 };
 // inverses of the scales the operands were cast with (launch_fp8_cast_transpose),
 // read by the kernel, so delayed scaling updates them without a host sync;
 // each 16-byte aligned.
-// E5M2 x E5M2 is not a cuBLASLt FP8 product. fast_accum: cuBLASLt's
+// residual (m x n, out's type; may be out itself) is cuBLASLt's C with beta
+// = 1, or null. E5M2 x E5M2 is not a cuBLASLt FP8 product. fast_accum: cuBLASLt's
 // CUBLASLT_MATMUL_DESC_FAST_ACCUM (no periodic promotion of the tensor cores'
 // partial sums to fp32: faster, less accurate for long K; Transformer Engine
 // uses it in the forward only). Leading dimensions must be 16-byte aligned:
@@ -23,8 +25,8 @@ enum Fp8Type { kFp8E4M3 = 0, kFp8E5M2 = 1 };
 inline int32_t gemm_fp8(GemmPlan &p, cudaStream_t s, int32_t kernel, Fp8Type type_a,
                         Fp8Type type_b, GemmType out_type, bool fast_accum, int64_t m,
                         int64_t n, int64_t k, const float *dequant_a, const float *dequant_b,
-                        const void *A, const void *B, void *out, void *workspace,
-                        size_t workspace_bytes) {
+                        const void *A, const void *B, const void *residual, void *out,
+                        void *workspace, size_t workspace_bytes) {
   if (type_a == kFp8E5M2 && type_b == kFp8E5M2)
     return set_error("kernel %d: an FP8 product of two E5M2 operands (cuBLASLt has none)",
                      kernel);
@@ -61,20 +63,35 @@ inline int32_t gemm_fp8(GemmPlan &p, cudaStream_t s, int32_t kernel, Fp8Type typ
     cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &dequant_a,
                                    sizeof(dequant_a));
     cublasLtMatmulPreference_t pref = nullptr;
-    uint64_t alignment = gemm_alignment(A, B, out, 1, 0, 0, 0, 1);
+    uint64_t alignment = pointer_alignment(gemm_alignment(A, B, out, 1, 0, 0, 0, 1), residual);
     if (int32_t rc = gemm_preference(pref, workspace_bytes, alignment, kernel))
       return rc;
-    // Timed on this call's operands (beta 0: out is only written, and the
-    // call below writes it again).
-    const float alpha = 1.0f, beta = 0.0f;
-    GemmOperands o{p.op,  p.a,     p.b,   p.c, &alpha, &beta,     B,
-                   A,     out,     out,   0,   out_type == kGemmBF16, workspace,
-                   workspace_bytes, s};
+    // Timed on this call's operands. Beta 0: out is only written, and the
+    // call below writes it again; with a residual (beta 1), which out may
+    // be, the search writes a scratch D.
+    const float alpha = 1.0f, beta = residual ? 1.0f : 0.0f;
+    const size_t outBytes = out_type == kGemmBF16 ? 2 : 4;
+    GemmOperands o{p.op,
+                   p.a,
+                   p.b,
+                   p.c,
+                   &alpha,
+                   &beta,
+                   B,
+                   A,
+                   residual ? residual : out,
+                   out,
+                   residual ? static_cast<size_t>(m * n) * outBytes : 0,
+                   out_type == kGemmBF16,
+                   workspace,
+                   workspace_bytes,
+                   s};
     const char *name[2] = {"e4m3", "e5m2"};
     const std::string in = std::string(name[type_a]) + "x" + name[type_b];
     std::string descriptor = gemm_descriptor(
         in.c_str(), out_type == kGemmBF16 ? "bf16" : "f32", fast_accum ? "32F_FAST" : "32F",
-        false, true, m, n, k, 1, 0, 0, 0, "none", false, alignment, workspace_bytes);
+        false, true, m, n, k, 1, 0, 0, 0, "none", residual != nullptr,
+        alignment, workspace_bytes);
     int32_t rc = select_gemm_algo(descriptor, o, pref, kernel, p.choice);
     cublasLtMatmulPreferenceDestroy(pref);
     if (rc)
@@ -89,10 +106,10 @@ inline int32_t gemm_fp8(GemmPlan &p, cudaStream_t s, int32_t kernel, Fp8Type typ
                                  sizeof(dequant_b));
   cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &dequant_a,
                                  sizeof(dequant_a));
-  const float alpha = 1.0f, beta = 0.0f;
+  const float alpha = 1.0f, beta = residual ? 1.0f : 0.0f;
   if (int32_t rc = check_cublas(cublasLtMatmul(state().lt, p.op, &alpha, B, p.a, A, p.b, &beta,
-                                               out, p.c, out, p.c, &p.algo, workspace,
-                                               workspace_bytes, s),
+                                               residual ? residual : out, p.c, out, p.c,
+                                               &p.algo, workspace, workspace_bytes, s),
                                 kernel))
     return rc;
   return profile_mark(s, kernel);
