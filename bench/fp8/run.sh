@@ -8,14 +8,18 @@
 #                                             another in this run, plus a
 #                                             --profile run of each (and of
 #                                             prepare.sh's VARIANT steps)
+#   bash bench/fp8/run.sh DIR rounds [ROUNDS] [STEPS]
+#                                             the same steps alternating for
+#                                             ROUNDS rounds (default 2), no
+#                                             profiles: A/B of a VARIANT
 #   bash bench/fp8/run.sh DIR loss [STEPS]    the 1B decoder, bf16 then fp8,
 #                                             STEPS (default 1000) steps from
 #                                             the same weights (--seed 0) and
 #                                             batches, losses every step
 # Results in DIR/out; the table (bench/fp8/table.py) is printed last.
 set -uo pipefail
-dir="$(cd "${1:?usage: run.sh DIR speed|loss [STEPS]}" && pwd)"
-part="${2:?usage: run.sh DIR speed|loss [STEPS]}"
+dir="$(cd "${1:?usage: run.sh DIR speed|rounds|loss [...]}" && pwd)"
+part="${2:?usage: run.sh DIR speed|rounds|loss [...]}"
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 out="$dir/out"
 mkdir -p "$out"
@@ -45,11 +49,26 @@ case "$part" in
       done
     done
     python3 "$here/table.py" speed --out "$out" ;;
+  rounds)
+    # The same steps again, alternating (bf16, its variants, fp8, its
+    # variants) for ROUNDS rounds: an A/B whose sides see the same drift of
+    # the GPU's clocks (a whole-step figure moved 2-3% between calls).
+    rounds="${3:-2}" steps="${4:-30}"
+    for r in $(seq "$rounds"); do
+      for m in gpt2 llama1b; do
+        variants=$(cd "$dir/steps" && ls "${m}"_*-*.so 2>/dev/null | sed "s/^${m}_//; s/\.so\$//")
+        for p in bf16 $(grep '^bf16-' <<<"$variants") fp8 $(grep '^fp8-' <<<"$variants"); do
+          [ -f "$dir/steps/${m}_$p.so" ] || continue
+          train "round${r}_${m}_$p" "${m}_$p.so" "$steps"
+        done
+      done
+    done
+    python3 "$here/table.py" rounds --out "$out" ;;
   loss)
     steps="${3:-1000}"
     for p in bf16 fp8; do
       TRUN_TIMEOUT=290 train "loss_llama1b_$p" "llama1b_$p.so" "$steps"
     done
     python3 "$here/table.py" loss --out "$out" ;;
-  *) echo "run.sh: the part is speed or loss, not '$part'" >&2; exit 2 ;;
+  *) echo "run.sh: the part is speed, rounds or loss, not '$part'" >&2; exit 2 ;;
 esac

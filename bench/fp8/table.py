@@ -9,6 +9,9 @@
         ratio fp8 / bf16, and trun's peak GPU memory (its log's
         "gpu memory" line); then each --profile run's top launches by
         kind of kernel (the profile records of the metrics file).
+    table.py rounds --out OUT [--warmup 5]
+        run.sh's rounds: each step's median step_ms per round, the median
+        over the rounds, fp8 / bf16 and a VARIANT step against its base.
     table.py loss --out OUT [--every 50]
         the 1B decoder's losses, bf16 and fp8, at every 50th step and the
         last: both losses and (fp8 - bf16) / bf16; the largest relative
@@ -138,15 +141,48 @@ def loss(out, every):
           f"{100 * last_mean:+.3f}% ({'within' if abs(last_mean) <= 0.0025 else 'OUTSIDE'} 0.25%)")
 
 
+def rounds(out, warmup):
+    """run.sh's rounds: per step and round the median step_ms; the median
+    over rounds; fp8 against the same variant's bf16, a variant against
+    its base precision (ratios of tokens/s, from the round medians)."""
+    runs = collections.defaultdict(dict)  # (model, precision) -> round -> ms
+    for f in sorted(os.listdir(out)):
+        m = re.fullmatch(r"round(\d+)_(gpt2|llama1b)_([A-Za-z0-9_-]+)\.jsonl", f)
+        if not m:
+            continue
+        recs = [r for r in read(f"{out}/{f}") if r.get("kind") == "step" and r["step"] > warmup]
+        if recs:
+            runs[(m.group(2), m.group(3))][int(m.group(1))] = statistics.median(
+                r["step_ms"] for r in recs)
+    if not runs:
+        print("no rounds measured")
+        return
+    n = max(max(v) for v in runs.values())
+    print("| model | step | " + " | ".join(f"round {i} ms" for i in range(1, n + 1)) +
+          " | median ms | fp8 / bf16 | vs base |")
+    print("|---|---|" + "---|" * n + "---|---|---|")
+    med = {k: statistics.median(v.values()) for k, v in runs.items()}
+    for (model, p), per in sorted(runs.items(), key=lambda kv: (kv[0][0], kv[0][1].split("-", 1)[1:], kv[0][1])):
+        base, _, variant = p.partition("-")
+        bf16 = (model, "bf16-" + variant if variant else "bf16")
+        vs_bf16 = f"{med[bf16] / med[(model, p)]:.3f}x" if base != "bf16" and bf16 in med else ""
+        vs_base = (f"{med[(model, base)] / med[(model, p)]:.3f}x {base}"
+                   if variant and (model, base) in med else "")
+        cells = " | ".join(f"{per[i]:.2f}" if i in per else "-" for i in range(1, n + 1))
+        print(f"| {model} | {p} | {cells} | {med[(model, p)]:.2f} | {vs_bf16} | {vs_base} |")
+
+
 def main():
     p = argparse.ArgumentParser()
-    p.add_argument("part", choices=["speed", "loss"])
+    p.add_argument("part", choices=["speed", "rounds", "loss"])
     p.add_argument("--out", required=True)
     p.add_argument("--warmup", type=int, default=5)
     p.add_argument("--every", type=int, default=50)
     a = p.parse_args()
     if a.part == "speed":
         speed(a.out, a.warmup)
+    elif a.part == "rounds":
+        rounds(a.out, a.warmup)
     else:
         loss(a.out, a.every)
 

@@ -450,6 +450,29 @@ void fuse(EpilogueMatch e) {
       op->erase();
 }
 
+// The residual-only epilogue (residualOnlyOf) of `m`: "" when fused, else
+// the refusal: `noChain` when no residual add follows the product, else
+// `prefix` + why the add is left out. cuBLASLt's default epilogue with
+// beta = 1 is a plain product, so a transposed rhs is fused (the bias
+// epilogues' transpose refusal does not apply); on cuda a transposed lhs
+// is not, as for the other epilogues.
+std::string fuseResidualOnly(tg::MatmulOp m, StringRef target, bool enabled,
+                             const std::string &prefix, const std::string &noChain) {
+  std::string why;
+  FailureOr<EpilogueMatch> residualOnly = residualOnlyOf(m, why);
+  if (succeeded(residualOnly) && isCuda(target) && m.getTransposeLhs())
+    why = "transposed lhs";
+  if (!why.empty())
+    return prefix + "residual add left out: " + why;
+  if (failed(residualOnly))
+    return noChain;
+  if (!enabled)
+    return "matches (" + describe(*residualOnly).substr(7) +
+           "), but fusion is off (tcc compile --no-fuse-epilogue)";
+  fuse(*residualOnly);
+  return "";
+}
+
 struct TgFuseMatmulEpiloguePass
     : tcc::impl::TgFuseMatmulEpilogueBase<TgFuseMatmulEpiloguePass> {
   using TgFuseMatmulEpilogueBase::TgFuseMatmulEpilogueBase;
@@ -473,18 +496,9 @@ struct TgFuseMatmulEpiloguePass
         continue;
       }
       if (std::string fp8 = fp8Refusal(m); !fp8.empty()) {
-        std::string residualWhy;
-        auto residualOnly = residualOnlyOf(m, residualWhy);
-        if (failed(residualOnly) || m.getTransposeLhs()) {
-          refuse(m, fp8 + (residualWhy.empty() ? "" : "; residual add left out: " + residualWhy));
-          continue;
-        }
-        if (!enabled) {
-          refuse(m, "matches (" + describe(*residualOnly).substr(7) +
-                        "), but fusion is off (tcc compile --no-fuse-epilogue)");
-          continue;
-        }
-        fuse(*residualOnly);
+        if (std::string why = fuseResidualOnly(m, target, enabled, fp8 + "; ", fp8);
+            !why.empty())
+          refuse(m, why);
         continue;
       }
       if (std::string dgelu = fuseDgelu(m, target, enabled); dgelu != "-") {
@@ -499,27 +513,10 @@ struct TgFuseMatmulEpiloguePass
       }
       std::string why;
       auto biasAdd = biasAddOf(m, why);
-      if (failed(biasAdd)) {
-        // No bias: the residual add alone. cuBLASLt's default epilogue
-        // with beta = 1 is a plain product, so transposed operands are
-        // fine (the refusal below is about the bias epilogues).
-        std::string residualWhy;
-        auto residualOnly = residualOnlyOf(m, residualWhy);
-        if (failed(residualOnly)) {
-          refuse(m, residualWhy.empty() ? why
-                                        : "no bias; residual add left out: " + residualWhy);
-          continue;
-        }
-        if (isCuda(target) && m.getTransposeLhs()) {
-          refuse(m, "no bias; residual add left out: transposed lhs");
-          continue;
-        }
-        if (!enabled) {
-          refuse(m, "matches (" + describe(*residualOnly).substr(7) +
-                        "), but fusion is off (tcc compile --no-fuse-epilogue)");
-          continue;
-        }
-        fuse(*residualOnly);
+      if (failed(biasAdd)) { // no bias: the residual add alone
+        if (std::string refusal = fuseResidualOnly(m, target, enabled, "no bias; ", why);
+            !refusal.empty())
+          refuse(m, refusal);
         continue;
       }
       if (std::string why = transposeRefusal(m, target, /*backward=*/false);
