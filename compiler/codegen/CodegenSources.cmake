@@ -93,6 +93,7 @@ add_custom_target(tcc_cuda_prelude DEPENDS ${TCC_CUDA_PRELUDE})
 # profiling), concatenated the same way.
 set(TCC_CUDA_HOST_SUPPORT_PIECES
   ${TCC_CODEGEN_DIR}/cuda/cudnn/cudnn_attention.h
+  ${TCC_CODEGEN_DIR}/cuda/cutlass/sm90_epilogue_choice.h
   ${TCC_CODEGEN_DIR}/cuda/cutlass/gemm_sm90_epilogues.h
   ${TCC_CODEGEN_DIR}/cuda/host_support/errors.h
   ${TCC_CODEGEN_DIR}/cuda/host_support/device_api.h
@@ -142,6 +143,7 @@ tcc_concat_sources(${TCC_CUDNN_UNIT} "${TCC_CUDNN_UNIT_PIECES}"
 # The CUTLASS Hopper epilogue GEMMs' unit: its header (the instances'
 # declarations, also a host-support piece) and the instances.
 set(TCC_CUTLASS_UNIT_PIECES
+  ${TCC_CODEGEN_DIR}/cuda/cutlass/sm90_epilogue_choice.h
   ${TCC_CODEGEN_DIR}/cuda/cutlass/gemm_sm90_epilogues.h
   ${TCC_CODEGEN_DIR}/cuda/cutlass/gemm_sm90_epilogues.cu
 )

@@ -5,12 +5,21 @@
 // products over the broadcast batch.
 #include "compiler/codegen/cuda/CudaStepEmitter.h"
 #include "compiler/codegen/cuda/Fp8Gemm.h"
+#include "compiler/codegen/cuda/cutlass/sm90_epilogue_choice.h"
 
 #include <algorithm>
 
 #include "llvm/Support/FormatVariadic.h"
 
 namespace tcc::codegen::cuda {
+
+namespace {
+tcc_cutlass::Sm90Type sm90Type(Type et) {
+  return et.isBF16()  ? tcc_cutlass::Sm90Type::kBF16
+         : et.isF32() ? tcc_cutlass::Sm90Type::kF32
+                      : tcc_cutlass::Sm90Type::kOther;
+}
+} // namespace
 
 // out (batch..., M, N) = op(a) x op(b) per batch, batch dims broadcast.
 LogicalResult CudaStepEmitter::emitGemm(kern::GemmOp g, llvm::raw_ostream &os,
@@ -123,14 +132,17 @@ LogicalResult CudaStepEmitter::emitGemmEpilogue(kern::GemmEpilogueOp g,
                          : g.getAux()  ? "tcc_cuda_host::kEpilogueGeluAuxBias"
                                        : "tcc_cuda_host::kEpilogueGeluBias";
   auto ptr = [&](Value v) { return v ? name(v) : std::string("nullptr"); };
-  // host_support/gemm.h cutlass_epilogue_for (alignment is checked there).
-  bool plain = !g.getTransposeA() && !g.getTransposeB() && n % 8 == 0 && k % 8 == 0 &&
-               a.getElementType().isBF16();
-  if (plain && out.getElementType().isBF16() && g.getAux() && act == "gelu_tanh" &&
-      !g.getResidual())
-    ++cutlassSm90Sites_;
-  if (plain && out.getElementType().isF32() && act == "none" && g.getBias() &&
-      g.getResidual())
+  // The product's epilogue as the host code names it (above), then the
+  // test it applies at run time (host_support/gemm.h cutlass_epilogue_for;
+  // alignment is checked there).
+  tcc_cutlass::Sm90Product product = !g.getBias()     ? tcc_cutlass::Sm90Product::kOther
+                                     : act == "none" ? tcc_cutlass::Sm90Product::kBias
+                                     : g.getAux()    ? tcc_cutlass::Sm90Product::kGeluAuxBias
+                                                     : tcc_cutlass::Sm90Product::kOther;
+  if (tcc_cutlass::sm90_epilogue_for(product, sm90Type(a.getElementType()),
+                                     sm90Type(out.getElementType()), g.getTransposeA(),
+                                     g.getTransposeB(), n, k,
+                                     static_cast<bool>(g.getResidual())) >= 0)
     ++cutlassSm90Sites_;
   int site = gemmSites_++;
   std::string call =
@@ -178,8 +190,10 @@ LogicalResult CudaStepEmitter::emitGemmDgelu(kern::GemmDgeluOp g, llvm::raw_ostr
                      : et.isF16()  ? "tcc_cuda_host::kGemmF16"
                                    : "tcc_cuda_host::kGemmF32";
   // host_support/gemm.h cutlass_epilogue_for (alignment is checked there).
-  if (et.isBF16() && a.getElementType().isBF16() && !g.getTransposeA() && g.getTransposeB() &&
-      n % 8 == 0 && k % 8 == 0)
+  if (tcc_cutlass::sm90_epilogue_for(tcc_cutlass::Sm90Product::kDGelu,
+                                     sm90Type(a.getElementType()), sm90Type(et),
+                                     g.getTransposeA(), g.getTransposeB(), n, k,
+                                     /*residual=*/false) >= 0)
     ++cutlassSm90Sites_;
   int site = gemmSites_++;
   std::string call =

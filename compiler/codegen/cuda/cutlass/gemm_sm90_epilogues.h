@@ -17,6 +17,10 @@
 #include <cstddef>
 #include <cstdint>
 
+#ifndef TCC_CUTLASS_SM90_EPILOGUE_CHOICE_H // pasted before this file, or included
+#include "compiler/codegen/cuda/cutlass/sm90_epilogue_choice.h"
+#endif
+
 namespace tcc_cutlass {
 
 // One product, row-major, bf16 A and B, fp32 accumulation; n and k
@@ -40,8 +44,7 @@ struct Sm90GemmArgs {
   cudaStream_t stream = nullptr;
 };
 
-enum Sm90Epilogue { kSm90GeluAuxBias = 0, kSm90DGelu = 1, kSm90BiasResidualF32 = 2 };
-constexpr int kSm90Epilogues = 3;
+// Sm90Epilogue and kSm90Epilogues: sm90_epilogue_choice.h.
 // Configurations: tile M' x N' x K (M' = tcc's n), cluster, warp schedule.
 // One: on the H200 (2026-12-02, tests/cuda/cutlass_gemm_test --bench, GPT-2's
 // c_fc) a cooperative 128x256x64 c2x1 tile was slower for both epilogues

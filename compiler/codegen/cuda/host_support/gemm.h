@@ -188,21 +188,23 @@ inline bool epilogue_reads_aux(int epilogue) {
 
 #ifdef TCC_STEP_CUTLASS_SM90
 // The CUTLASS epilogue (gemm_cutlass.h) that computes this product, or -1:
-// bf16 A and B, 16-byte aligned, n and k multiples of 8; GELU_AUX_BIAS
-// with plain operands and DGELU with a transposed B, bf16 out, no
-// residual; BIAS with an f32 residual and out, plain operands.
+// tcc_cutlass::sm90_epilogue_for (the code generator's test too), and
+// every pointer 16-byte aligned.
 inline int cutlass_epilogue_for(GemmType in, GemmType out, bool ta, bool tb, int64_t n,
                                 int64_t k, GemmEpilogue epilogue, bool residual,
                                 uint64_t alignment) {
-  if (in != kGemmBF16 || alignment < 16 || n % 8 || k % 8)
+  using tcc_cutlass::Sm90Product;
+  using tcc_cutlass::Sm90Type;
+  if (alignment < 16)
     return -1;
-  if (epilogue == kEpilogueGeluAuxBias && out == kGemmBF16 && !residual && !ta && !tb)
-    return tcc_cutlass::kSm90GeluAuxBias;
-  if (epilogue == kEpilogueDGelu && out == kGemmBF16 && !residual && !ta && tb)
-    return tcc_cutlass::kSm90DGelu;
-  if (epilogue == kEpilogueBias && out == kGemmF32 && residual && !ta && !tb)
-    return tcc_cutlass::kSm90BiasResidualF32;
-  return -1;
+  auto type = [](GemmType t) {
+    return t == kGemmBF16 ? Sm90Type::kBF16 : t == kGemmF32 ? Sm90Type::kF32 : Sm90Type::kOther;
+  };
+  Sm90Product product = epilogue == kEpilogueGeluAuxBias ? Sm90Product::kGeluAuxBias
+                        : epilogue == kEpilogueDGelu     ? Sm90Product::kDGelu
+                        : epilogue == kEpilogueBias      ? Sm90Product::kBias
+                                                         : Sm90Product::kOther;
+  return tcc_cutlass::sm90_epilogue_for(product, type(in), type(out), ta, tb, n, k, residual);
 }
 #endif
 
