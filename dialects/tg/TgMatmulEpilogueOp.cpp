@@ -1,9 +1,9 @@
 // Verifiers of tg.matmul_epilogue, tg.matmul_dgelu and tg.matmul_bias_grad
 // (TgStructuralOps.td):
 // the product's contract is tg.matmul's. matmul_epilogue: bias (N) has the
-// result's element type (no bias: only with a residual and no activation); the result has the product's shape and type, or the
-// residual's type; the pre-activation result exists exactly when there is an
-// activation. matmul_dgelu: pre and the result have the product's type.
+// result's element type (no bias: only with a residual and no activation);
+// the result has the product's shape and type, or the residual's type; the
+// pre-activation result exists exactly when there is an activation. matmul_dgelu: pre and the result have the product's type.
 // matmul_bias_grad: rank-2 operands, rhs (K, N), bias_grad (N), one type.
 #include "dialects/common/ShapeHelpers.h"
 #include "dialects/tg/TgStructuralBuilders.h"

@@ -161,6 +161,43 @@ bool readBefore(Value v, Operation *at, Operation *chain) {
   });
 }
 
+// The residual add after `value` (an epilogue's last value):
+// add(residual, [cast](value)) of the fed value's type, residual either
+// operand. Null `add` when the value does not feed one.
+struct ResidualAdd {
+  tg::CastOp cast; // null: the add reads the value directly
+  tg::AddOp add;
+  Value residual;
+};
+ResidualAdd residualAddAfter(Value value) {
+  ResidualAdd r;
+  Operation *next = soleUser(value);
+  if (auto c = dyn_cast_or_null<tg::CastOp>(next)) {
+    r.cast = c;
+    next = soleUser(c.getResult());
+  }
+  auto add = dyn_cast_or_null<tg::AddOp>(next);
+  Value fed = r.cast ? r.cast.getResult() : value;
+  if (!add || add.getLhs() == add.getRhs() || add.getType() != fed.getType())
+    return {};
+  r.add = add;
+  r.residual = add.getLhs() == fed ? add.getRhs() : add.getLhs();
+  return r;
+}
+
+constexpr const char kResidualBroadcasts[] = "the residual broadcasts";
+constexpr const char kSumTypeNotCD[] =
+    "the sum is neither of the product's type nor f32 after a 16-bit product (the "
+    "GEMM's C/D types)";
+
+// Whether the sum's element type is one the GEMM's C/D can be after a
+// product of `productElem`: the same, or f32 after a 16-bit product.
+bool gemmTakesSumType(ResidualAdd r, Type productElem) {
+  Type sumElem = tg::rtt(r.add.getResult()).getElementType();
+  return sumElem == productElem ||
+         ((productElem.isBF16() || productElem.isF16()) && sumElem.isF32());
+}
+
 // Extends the bias add with a gelu and a residual add where the target can
 // run them in the epilogue.
 void extend(EpilogueMatch &e, StringRef target) {
@@ -184,39 +221,25 @@ void extend(EpilogueMatch &e, StringRef target) {
       e.gelu = g;
       break;
     }
-  Value value = e.gelu ? e.gelu.getResult() : pre;
-  Operation *next = soleUser(value);
-  if (auto c = dyn_cast_or_null<tg::CastOp>(next)) {
-    e.cast = c;
-    next = soleUser(c.getResult());
-  }
-  auto add = dyn_cast_or_null<tg::AddOp>(next);
-  Value fed = e.cast ? e.cast.getResult() : value;
-  if (!add || add.getLhs() == add.getRhs() || add.getType() != fed.getType()) {
-    e.cast = nullptr;
+  ResidualAdd r = residualAddAfter(e.gelu ? e.gelu.getResult() : pre);
+  if (!r.add)
     return;
-  }
-  Value residual = add.getLhs() == fed ? add.getRhs() : add.getLhs();
-  Type resultElem = tg::rtt(add.getResult()).getElementType();
-  Type productElem = tg::rtt(pre).getElementType();
   std::string why;
-  if (tg::rtt(residual) != add.getType())
-    why = "the residual broadcasts";
+  if (tg::rtt(r.residual) != r.add.getType())
+    why = kResidualBroadcasts;
   else if (isCuda(target) && e.gelu)
     why = "cuBLASLt applies the activation after adding C (beta * residual)";
-  else if (resultElem != productElem &&
-           !((productElem.isBF16() || productElem.isF16()) && resultElem.isF32()))
-    why = "the sum is neither of the product's type nor f32 after a 16-bit "
-          "product (the GEMM's C/D types)";
-  else if (e.gelu && readBefore(pre, add, e.gelu))
+  else if (!gemmTakesSumType(r, tg::rtt(pre).getElementType()))
+    why = kSumTypeNotCD;
+  else if (e.gelu && readBefore(pre, r.add, e.gelu))
     why = "the pre-activation is read before the residual add";
   if (!why.empty()) {
     e.leftOut += "; residual add left out: " + why;
-    e.cast = nullptr;
     return;
   }
-  e.residualAdd = add;
-  e.residual = residual;
+  e.cast = r.cast;
+  e.residualAdd = r.add;
+  e.residual = r.residual;
 }
 
 // A product without a bias whose value, or its cast, is added to a residual
@@ -234,31 +257,21 @@ FailureOr<EpilogueMatch> residualOnlyOf(tg::MatmulOp m, std::string &why) {
       v = r.getInput();
     return static_cast<bool>(v.getDefiningOp<tg::SoftmaxCrossEntropyGradOp>());
   };
-  Operation *next = soleUser(p);
-  auto c = dyn_cast_or_null<tg::CastOp>(next);
-  if (c)
-    next = soleUser(c.getResult());
-  auto add = dyn_cast_or_null<tg::AddOp>(next);
-  Value fed = c ? c.getResult() : p;
-  if (!add || add.getLhs() == add.getRhs() || add.getType() != fed.getType())
+  ResidualAdd r = residualAddAfter(p);
+  if (!r.add)
     return failure();
-  Value residual = add.getLhs() == fed ? add.getRhs() : add.getLhs();
-  Type resultElem = tg::rtt(add.getResult()).getElementType();
-  Type productElem = tg::rtt(p).getElementType();
-  if (tg::rtt(residual) != add.getType())
-    why = "the residual broadcasts";
-  else if (resultElem != productElem &&
-           !((productElem.isBF16() || productElem.isF16()) && resultElem.isF32()))
-    why = "the sum is neither of the product's type nor f32 after a 16-bit "
-          "product (the GEMM's C/D types)";
+  if (tg::rtt(r.residual) != r.add.getType())
+    why = kResidualBroadcasts;
+  else if (!gemmTakesSumType(r, tg::rtt(p).getElementType()))
+    why = kSumTypeNotCD;
   else if (readsLossGradient(m.getLhs()) || readsLossGradient(m.getRhs()))
     why = "a product of the loss head's gradient (kept for tg-chunk-loss-head)";
   if (!why.empty())
     return failure();
   EpilogueMatch e{m, nullptr, Value()};
-  e.cast = c;
-  e.residualAdd = add;
-  e.residual = residual;
+  e.cast = r.cast;
+  e.residualAdd = r.add;
+  e.residual = r.residual;
   return e;
 }
 

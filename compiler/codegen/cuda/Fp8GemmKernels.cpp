@@ -29,8 +29,7 @@ Fp8Gemm Fp8Gemm::of(Operation *op) {
   }
   f.aE5M2 = a == "e5m2";
   f.bE5M2 = b == "e5m2";
-  int64_t batchCount = 1;
-  bool folds = true;
+  bool unfoldedBatch = false; // a batch that does not fold into M
   if (g) {
     GemmShape s = GemmShape::of(g);
     f.ta = s.ta;
@@ -38,8 +37,7 @@ Fp8Gemm Fp8Gemm::of(Operation *op) {
     f.m = s.batchCount * s.m;
     f.n = s.n;
     f.k = s.k;
-    batchCount = s.batchCount;
-    folds = s.batchCount == 1 || s.foldsBatchIntoM();
+    unfoldedBatch = s.batchCount > 1 && !s.foldsBatchIntoM();
     f.a = g.getA(), f.b = g.getB(), f.out = g.getOut();
   } else { // rank 2 (its verifier)
     f.ta = e.getTransposeA();
@@ -62,7 +60,7 @@ Fp8Gemm Fp8Gemm::of(Operation *op) {
     f.declined = "alpha != 1 or beta != 0";
   else if (e && (e.getBias() || e.getAux() || e.getActivation() != "none" || !f.residual))
     f.declined = "an epilogue other than a residual (tcc's FP8 products take none yet)";
-  else if (batchCount > 1 && !folds)
+  else if (unfoldedBatch)
     f.declined = "a batch that does not fold into M";
   else if (f.k % 16 != 0 || f.n % 16 != 0)
     f.declined = llvm::formatv("K = {0} and N = {1} must be multiples of 16", f.k, f.n).str();
@@ -345,18 +343,14 @@ LogicalResult CudaStepEmitter::emitGemmFp8(Operation *g, const Fp8Gemm &f,
                          bool e5m2, bool transposed) {
     int scanned = 0;
     for (Operation *op = g->getNextNode(); op && scanned < 64; op = op->getNextNode(), ++scanned) {
-      {
-        Fp8Gemm lf = Fp8Gemm::of(op);
-        if (lf.runs()) {
-          for (int which = 0; which < 2; ++which) {
-            OperandCast c = operandOf(lf, which);
-            if (c.e5m2 == e5m2 && c.transposed != transposed && c.rows == rows &&
-                c.cols == cols && mrt(c.value).getElementType() == et &&
-                sameStart(footprint(c.value), source))
-              return true;
-          }
+      if (Fp8Gemm lf = Fp8Gemm::of(op); lf.runs())
+        for (int which = 0; which < 2; ++which) {
+          OperandCast c = operandOf(lf, which);
+          if (c.e5m2 == e5m2 && c.transposed != transposed && c.rows == rows &&
+              c.cols == cols && mrt(c.value).getElementType() == et &&
+              sameStart(footprint(c.value), source))
+            return true;
         }
-      }
       if (!keepsFp8Slots(op) || mayWrite(op, source))
         return false;
     }
@@ -382,7 +376,7 @@ LogicalResult CudaStepEmitter::emitGemmFp8(Operation *g, const Fp8Gemm &f,
     llvm::MapVector<std::pair<Type, unsigned>, SmallVector<int>> groups;
     for (int k : fp8Kept_->batchedCasts) {
       auto [reader, operand] = fp8Kept_->firstReader.lookup(k);
-            OperandCast c = operandOf(Fp8Gemm::of(reader), operand);
+      OperandCast c = operandOf(Fp8Gemm::of(reader), operand);
       groups[{mrt(c.value).getElementType(), c.e5m2 ? 1u : 0u}].push_back(k);
     }
     for (auto &[key, members] : groups) {
@@ -409,7 +403,7 @@ LogicalResult CudaStepEmitter::emitGemmFp8(Operation *g, const Fp8Gemm &f,
       double elements = 0, bytes = 0;
       for (int k : members) {
         auto [reader, operand] = fp8Kept_->firstReader.lookup(k);
-                OperandCast c = operandOf(Fp8Gemm::of(reader), operand);
+        OperandCast c = operandOf(Fp8Gemm::of(reader), operand);
         const Fp8KeptCast &kept = fp8Kept_->casts[k];
         std::string plainAt = batchedLayout(kept, false), transAt = batchedLayout(kept, true);
         ins.push_back(name(c.value));

@@ -127,18 +127,16 @@ LogicalResult CudaStepEmitter::emitGemmEpilogue(kern::GemmEpilogueOp g,
            : et.isF16()  ? "tcc_cuda_host::kGemmF16"
                          : "tcc_cuda_host::kGemmF32";
   };
-  const char *epilogue = !g.getBias()  ? "tcc_cuda_host::kEpilogueNone"
-                         : act == "none" ? "tcc_cuda_host::kEpilogueBias"
-                         : g.getAux()  ? "tcc_cuda_host::kEpilogueGeluAuxBias"
-                                       : "tcc_cuda_host::kEpilogueGeluBias";
+  // The host code's epilogue, and what it is to the CUTLASS choice.
+  using tcc_cutlass::Sm90Product;
+  auto [epilogue, product] =
+      !g.getBias()    ? std::pair{"tcc_cuda_host::kEpilogueNone", Sm90Product::kOther}
+      : act == "none" ? std::pair{"tcc_cuda_host::kEpilogueBias", Sm90Product::kBias}
+      : g.getAux()    ? std::pair{"tcc_cuda_host::kEpilogueGeluAuxBias", Sm90Product::kGeluAuxBias}
+                      : std::pair{"tcc_cuda_host::kEpilogueGeluBias", Sm90Product::kOther};
   auto ptr = [&](Value v) { return v ? name(v) : std::string("nullptr"); };
-  // The product's epilogue as the host code names it (above), then the
-  // test it applies at run time (host_support/gemm.h cutlass_epilogue_for;
-  // alignment is checked there).
-  tcc_cutlass::Sm90Product product = !g.getBias()     ? tcc_cutlass::Sm90Product::kOther
-                                     : act == "none" ? tcc_cutlass::Sm90Product::kBias
-                                     : g.getAux()    ? tcc_cutlass::Sm90Product::kGeluAuxBias
-                                                     : tcc_cutlass::Sm90Product::kOther;
+  // The test the host code applies at run time (host_support/gemm.h
+  // cutlass_epilogue_for; alignment is checked there).
   if (tcc_cutlass::sm90_epilogue_for(product, sm90Type(a.getElementType()),
                                      sm90Type(out.getElementType()), g.getTransposeA(),
                                      g.getTransposeB(), n, k,
