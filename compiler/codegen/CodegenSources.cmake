@@ -25,6 +25,7 @@ set(TCC_CODEGEN_SOURCES
   codegen/cuda/ReductionKernels.cpp
   codegen/cuda/GemmKernels.cpp
   codegen/cuda/Fp8GemmKernels.cpp
+  codegen/cuda/Fp8CastProducers.cpp
   codegen/cuda/CopyKernels.cpp
   codegen/cuda/PreludeKernels.cpp
   codegen/cuda/AttentionKernels.cpp

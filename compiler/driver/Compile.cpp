@@ -80,6 +80,7 @@ absl::Status emitCuda(const CompileOptions &options, mlir::ModuleOp module,
   if (options.cutlass && archRunsCutlassSm90(options.arch))
     cutlass = findCutlass();
   codegen.cutlassSm90 = cutlass.has_value();
+  codegen.fp8CastFusion = options.fp8CastFusion;
   mlir::FailureOr<GeneratedCudaStep> step = generateCudaStep(module, codegen);
   if (mlir::failed(step))
     return reportedByDiagnostics();

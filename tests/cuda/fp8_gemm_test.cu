@@ -25,6 +25,10 @@
 //    through three casts of one record each (the first without a scale):
 //    every output byte, scale record and Fp8TensorScale equal to the same
 //    casts made one by one by launch_fp8_quantize_delayed.
+// 1e. a cast whose source computes its input (an elementwise result left
+//    to its FP8 cast by the code generator): SwiGLU's silu(g) * u cast from
+//    g and u gives every byte, scale and record of the same product written
+//    out and cast (vector and scalar forms, delayed and current scaling).
 // 2. launch_fp8_update_scale: the next scale from an amax history, against
 //    the host formula; an all-zero history keeps the scale.
 // 3. tcc_cuda_host::gemm_fp8 (host_support/gemm_fp8.h): E4M3 x E4M3 and
@@ -435,6 +439,110 @@ bool batchedDelayedCase(std::mt19937_64 &rng) {
   return ok;
 }
 
+// Case 1e: a cast whose source computes its input (the code generator's
+// elementwise results left to their FP8 cast: Fp8CastProducers.cpp). A
+// source like the generated one computes SwiGLU's silu(g) * u, rounded to
+// bf16, from g and u; the same product written to a buffer by a kernel and
+// cast from there must give the same bytes, Fp8TensorScale and record
+// through three delayed-scaling casts (the first by its own amax), and
+// one current-scaling cast. `misaligned`: u starts 2 bytes into its
+// buffer, so the source takes the scalar forms.
+__device__ __forceinline__ float swigluOf(uint16_t g, uint16_t u) {
+  const float x = tcc_cuda::bf16_to_float(g);
+  return x / (1.0f + expf(-x)) * tcc_cuda::bf16_to_float(u);
+}
+struct SwigluSource {
+  const uint16_t *g, *u;
+  __device__ __forceinline__ uint4 load8(int64_t i) const {
+    alignas(16) uint16_t x[8], y[8], h[8];
+    *reinterpret_cast<uint4 *>(x) = __ldg(reinterpret_cast<const uint4 *>(g + i));
+    *reinterpret_cast<uint4 *>(y) = __ldg(reinterpret_cast<const uint4 *>(u + i));
+#pragma unroll
+    for (int k = 0; k < 8; ++k)
+      h[k] = tcc_cuda::float_to_bf16(swigluOf(x[k], y[k]));
+    return *reinterpret_cast<const uint4 *>(h);
+  }
+  __device__ __forceinline__ tcc_cuda::bf16 load(int64_t i) const {
+    return {tcc_cuda::float_to_bf16(swigluOf(g[i], u[i]))};
+  }
+  __host__ __device__ bool aligned16() const {
+    return (reinterpret_cast<uintptr_t>(g) | reinterpret_cast<uintptr_t>(u)) % 16 == 0;
+  }
+};
+__global__ void swigluKernel(int64_t n, const uint16_t *g, const uint16_t *u, uint16_t *h) {
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n;
+       i += int64_t{gridDim.x} * blockDim.x)
+    h[i] = tcc_cuda::float_to_bf16(swigluOf(g[i], u[i]));
+}
+
+template <class F8>
+bool computedSourceCase(int64_t rows, int64_t cols, bool misaligned, std::mt19937_64 &rng) {
+  using T = tcc_cuda::bf16;
+  const size_t n = static_cast<size_t>(rows * cols);
+  std::normal_distribution<double> normal(0.0, 1.0);
+  Device g(n * 2), u(n * 2 + 16), h(n * 2);
+  const uint16_t *gp = static_cast<const uint16_t *>(g.p);
+  const uint16_t *up = static_cast<const uint16_t *>(u.p) + (misaligned ? 1 : 0);
+  // [0] from the source, [1] from h.
+  Device out[2] = {Device(n), Device(n)}, outT[2] = {Device(n), Device(n)};
+  Device q[2] = {Device(tcc_cuda::kFp8ScaleBytes), Device(tcc_cuda::kFp8ScaleBytes)};
+  Device rec[2] = {Device(sizeof(tcc_cuda::Fp8ScalingRecord)),
+                   Device(sizeof(tcc_cuda::Fp8ScalingRecord))};
+  for (Device &r : rec)
+    cudaMemset(r.p, 0, sizeof(tcc_cuda::Fp8ScalingRecord));
+  bool ok = true;
+  const double factors[4] = {1.0, 3.0, 0.25, 1.0};
+  for (int cast = 0; cast < 4; ++cast) {
+    const bool current = cast == 3;
+    HostArray hg(tcc_cuda_host::kGemmBF16, n), hu(tcc_cuda_host::kGemmBF16, n);
+    for (size_t i = 0; i < n; ++i) {
+      hg.set(i, normal(rng) * 3.0);
+      hu.set(i, normal(rng) * factors[cast]);
+    }
+    cudaMemcpy(g.p, hg.bytes.data(), n * 2, cudaMemcpyHostToDevice);
+    cudaMemcpy(const_cast<uint16_t *>(up), hu.bytes.data(), n * 2, cudaMemcpyHostToDevice);
+    for (int k = 0; k < 2; ++k) {
+      cudaMemset(out[k].p, 0xFF, n);
+      cudaMemset(outT[k].p, 0xFF, n);
+      cudaMemset(q[k].p, 0xFF, tcc_cuda::kFp8ScaleBytes);
+    }
+    swigluKernel<<<64, 256>>>(static_cast<int64_t>(n), gp, up, static_cast<uint16_t *>(h.p));
+    auto qOf = [&](int k) { return static_cast<tcc_cuda::Fp8TensorScale *>(q[k].p); };
+    auto recOf = [&](int k) {
+      return current ? nullptr : static_cast<tcc_cuda::Fp8ScalingRecord *>(rec[k].p);
+    };
+    tcc_cuda::launch_fp8_quantize_current<T, F8, SwigluSource>(
+        rows, cols, SwigluSource{gp, up}, static_cast<F8 *>(out[0].p),
+        static_cast<F8 *>(outT[0].p), qOf(0), nullptr, recOf(0));
+    tcc_cuda::launch_fp8_quantize_current<T, F8>(
+        rows, cols, static_cast<const T *>(h.p), static_cast<F8 *>(out[1].p),
+        static_cast<F8 *>(outT[1].p), qOf(1), nullptr, recOf(1));
+    if (cudaError_t e = cudaDeviceSynchronize(); e != cudaSuccess) {
+      std::printf("FAIL computed-source casts: %s\n", cudaGetErrorString(e));
+      return false;
+    }
+    auto same = [&](Device *d, size_t bytes) {
+      std::vector<uint8_t> a(bytes), b(bytes);
+      cudaMemcpy(a.data(), d[0].p, bytes, cudaMemcpyDeviceToHost);
+      cudaMemcpy(b.data(), d[1].p, bytes, cudaMemcpyDeviceToHost);
+      return a == b;
+    };
+    tcc_cuda::Fp8TensorScale scale;
+    cudaMemcpy(&scale, q[0].p, sizeof(scale), cudaMemcpyDeviceToHost);
+    const bool castOk = same(out, n) && same(outT, n) &&
+                        same(q, sizeof(tcc_cuda::Fp8TensorScale)) &&
+                        same(rec, sizeof(tcc_cuda::Fp8ScalingRecord)) && scale.scale > 0.0f &&
+                        scale.scale != 1.0f;
+    ok &= castOk;
+    std::printf("%s computed-source cast silu(g)*u -> %s, %lldx%lld%s, cast %d (%s): the same "
+                "bytes, scale and record as from the written product\n",
+                castOk ? "ok  " : "FAIL", fp8Name<F8>(), static_cast<long long>(rows),
+                static_cast<long long>(cols), misaligned ? " (scalar forms)" : "", cast + 1,
+                current ? "current scale" : "delayed scale");
+  }
+  return ok;
+}
+
 // Case 2: delayed scaling's update.
 bool updateScaleCase() {
   float history[4] = {3.0f, 0.0f, 7.5f, 1.0f};
@@ -741,6 +849,9 @@ int main(int argc, char **argv) {
   ok &= delayedScaleCase<bf16, e5m2>(768, 256, true, rng);
   ok &= delayedScaleCase<float, e4m3>(33, 65, true, rng);   // the scalar form
   ok &= batchedDelayedCase(rng);
+  ok &= computedSourceCase<e4m3>(256, 704, false, rng); // SwiGLU's width / 8
+  ok &= computedSourceCase<e5m2>(72, 136, false, rng);
+  ok &= computedSourceCase<e4m3>(40, 64, true, rng);
   ok &= updateScaleCase();
   using tcc_cuda_host::kFp8E4M3;
   using tcc_cuda_host::kFp8E5M2;

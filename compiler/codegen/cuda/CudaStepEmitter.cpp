@@ -375,7 +375,21 @@ LogicalResult CudaStepEmitter::emitOp(Operation *op, llvm::raw_ostream &os, doub
       .Case([&](kern::GemmEpilogueOp g) { return emitGemmEpilogue(g, os, flops); })
       .Case([&](kern::GemmDgeluOp g) { return emitGemmDgelu(g, os, flops); })
       .Case([&](kern::GemmBiasGradOp g) { return emitGemmBiasGrad(g, os, flops); })
-      .Case([&](kern::ElementwiseOp e) { return emitElementwise(e, os, flops); })
+      .Case([&](kern::ElementwiseOp e) -> LogicalResult {
+        std::optional<std::string> refused;
+        if (options_.fp8CastFusion)
+          refused = fp8CastComputes(e);
+        if (refused && refused->empty()) {
+          os << "  // computed by the FP8 cast of its first reader\n";
+          return success();
+        }
+        const size_t before = launches_.size();
+        if (failed(emitElementwise(e, os, flops)))
+          return failure();
+        if (refused && launches_.size() > before)
+          launches_.back().shape += " (not computed by its FP8 cast: " + *refused + ")";
+        return success();
+      })
       .Case([&](kern::ReduceOp r) { return emitReduce(r, os, flops); })
       .Case([&](kern::FillOp f) { return emitFill(f, os); })
       .Case([&](kern::AllReduceOp r) { return emitAllReduce(r, os); })

@@ -23,6 +23,7 @@
 #define TCC_COMPILER_CODEGEN_CUDA_CUDASTEPEMITTER_H
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -43,6 +44,14 @@ namespace tcc::codegen::control {
 } // namespace tcc::codegen::control
 
 namespace tcc::codegen::cuda {
+
+// An elementwise op's body printed as a device lambda
+// (CudaStepEmitter::printElementwiseBody).
+struct ElementwiseBody {
+  std::string preamble, lambda;
+  llvm::SmallVector<size_t> perElementInput; // the inputs passed per element, in order
+  int64_t ops = 0;                           // non-constant ops per element
+};
 
 
 // A launch of one of the prelude's fixed kernel families through a
@@ -238,8 +247,31 @@ private:
   bool fp8BatchEmitted_ = false;
   llvm::DenseMap<int, int64_t> fp8BatchRecords_;
   SmallVector<SmallVector<int>> fp8BatchGroups_; // each batch launch's casts
+  // Fp8GemmKernels.cpp: an elementwise op whose one 16-bit result only FP8
+  // products read (SwiGLU's gate x up before the MLP's output product) is
+  // not launched; the first product's cast computes each element from the
+  // op's inputs instead (an Fp8Plain-like source), so the result is never
+  // written or read back in 16 bits. std::nullopt: no FP8 product reads
+  // the result; "": left to the cast (fp8Deferred_); else why not.
+  std::optional<std::string> fp8CastComputes(kern::ElementwiseOp e);
+  static bool mayRead(Operation *op, const Footprint &source);
+  struct Fp8Deferred {
+    Footprint result;
+    kern::ElementwiseOp op;
+  };
+  SmallVector<Fp8Deferred> fp8Deferred_;
+  // The cast source (prelude fp8_kernels.cuh) computing `e`'s result:
+  // `definition` defines struct @NAME@_src over e's inputs, which the
+  // launcher takes as `params` and builds as `init`; the launch passes
+  // `args`. `flops` and `bytes`: e's work and the inputs it reads.
+  struct Fp8CastSource {
+    std::string definition, params, init, args;
+    double flops = 0, bytes = 0;
+  };
+  FailureOr<Fp8CastSource> fp8ElementwiseSource(kern::ElementwiseOp e);
   // ElementwiseKernels.cpp
   LogicalResult emitElementwise(kern::ElementwiseOp e, llvm::raw_ostream &os, double &flops);
+  FailureOr<ElementwiseBody> printElementwiseBody(kern::ElementwiseOp e);
   // ReductionKernels.cpp
   LogicalResult emitReduce(kern::ReduceOp r, llvm::raw_ostream &os, double &flops);
   LogicalResult emitGenericReduce(kern::ReduceOp r, llvm::raw_ostream &os, int kind,

@@ -13,6 +13,61 @@
 
 namespace tcc::codegen::cuda {
 
+// The body of `e` as a device lambda, `auto body = [&](<per-element
+// inputs a<k>>, int64_t flat, <outputs o<j> by reference>) {...};`, after
+// `preamble` (scalar inputs in<k>[0] loaded once as a<k>, and the ops that
+// depend on nothing else, hoisted). Shared by the elementwise kernels and
+// the FP8 casts that compute an elementwise result themselves.
+FailureOr<ElementwiseBody> CudaStepEmitter::printElementwiseBody(kern::ElementwiseOp e) {
+  ElementwiseBody b;
+  Block &body = e.getBodyBlock();
+  llvm::DenseMap<Value, std::string> scalars;
+  llvm::DenseSet<Value> invariant;
+  std::string text, lambdaParams;
+  for (auto [k, in] : llvm::enumerate(e.getInputs())) {
+    MemRefType t = mrt(in);
+    Type et = t.getElementType();
+    BlockArgument arg = body.getArgument(k);
+    if (arg.use_empty())
+      continue;
+    std::string sn = "a" + std::to_string(k);
+    scalars[arg] = sn;
+    if (t.getNumElements() == 1) {
+      b.preamble += "  const " + scalarType(et) + " " + sn + " = " +
+                    load(et, "in" + std::to_string(k) + "[0]") + ";\n";
+      invariant.insert(arg);
+      continue;
+    }
+    b.perElementInput.push_back(k);
+    lambdaParams += (lambdaParams.empty() ? "" : ", ") + scalarType(et) + " " + sn;
+  }
+  scalars[e.getFlatIndex()] = "flat";
+  ScalarPrinter printer(scalars, CodeTarget::Cuda);
+  for (Operation &op : body.without_terminator()) {
+    bool hoist = llvm::all_of(op.getOperands(), [&](Value v) { return invariant.contains(v); });
+    std::string stmt;
+    if (failed(printer.print(&op, stmt)))
+      return failure();
+    if (!stmt.empty())
+      (hoist ? b.preamble : text) += (hoist ? "  " : "      ") + stmt;
+    if (hoist)
+      invariant.insert(op.getResult(0));
+    else if (!isa<arith::ConstantOp>(op))
+      ++b.ops;
+  }
+  auto yield = cast<kern::YieldOp>(body.getTerminator());
+  std::string outParams;
+  for (auto [j, pair] : llvm::enumerate(llvm::zip(e.getOutputs(), yield.getValues()))) {
+    auto [out, v] = pair;
+    Type et = mrt(out).getElementType();
+    outParams += ", " + scalarType(et) + " &o" + std::to_string(j);
+    text += "      o" + std::to_string(j) + " = " + scalars.lookup(v) + ";\n";
+  }
+  b.lambda = "  auto body = [&](" + lambdaParams + (lambdaParams.empty() ? "" : ", ") +
+             "int64_t flat" + outParams + ") {\n" + text + "  };\n";
+  return b;
+}
+
 // outputs[i] = body(inputs broadcast to the shape [i], i): one thread per
 // element (grid-stride), or per 4 elements with 16-byte loads and stores
 // when every non-scalar operand is a full, contiguous f32 / i32 buffer, or
@@ -27,16 +82,16 @@ LogicalResult CudaStepEmitter::emitElementwise(kern::ElementwiseOp e, llvm::raw_
                                                double &flops) {
   ArrayRef<int64_t> shape = e.getShape();
   int64_t n = mrt(e.getOutputs()[0]).getNumElements();
-  Block &body = e.getBodyBlock();
   SmallVector<SmallVector<int64_t>> strides;
   for (Value in : e.getInputs())
     strides.push_back(broadcastStrides(mrt(in).getShape(), shape));
   strides.push_back(contiguousStrides(shape));
   LoopNest nest = LoopNest::build(shape, strides);
 
-  llvm::DenseMap<Value, std::string> scalars;
-  llvm::DenseSet<Value> invariant;
-  std::string preamble, text, params, lambdaParams, loads, vecLoads;
+  FailureOr<ElementwiseBody> printed = printElementwiseBody(e);
+  if (failed(printed))
+    return failure();
+  std::string preamble = printed->preamble, params, loads;
   bool vectorize = n % 4 == 0 && n >= 4;
   // Groups of 8: full operands of 2 or 4 bytes, at least one of 2.
   bool vectorize8 = n % 8 == 0 && n >= 8, anyHalf = false;
@@ -45,31 +100,21 @@ LogicalResult CudaStepEmitter::emitElementwise(kern::ElementwiseOp e, llvm::raw_
     return et.isBF16() || et.isF16() || et.isF32() || et.isInteger(32);
   };
   SmallVector<std::string> perElement; // lambda argument names in order
-  SmallVector<size_t> perElementInput;
+  ArrayRef<size_t> perElementInput = printed->perElementInput;
   // Groups of 8 with broadcast operands: how each per-element input is
   // read (full: at the group's offset; once: one scalar per group;
   // along: 16-byte loads at its index of the group's first element).
   enum class GroupRead { Full, Once, Along };
   SmallVector<GroupRead> groupReads;
   const int64_t innermost = nest.sizes.empty() ? 1 : nest.sizes.back();
-  for (auto [k, in] : llvm::enumerate(e.getInputs())) {
+  for (auto [k, in] : llvm::enumerate(e.getInputs()))
+    params += llvm::formatv("{0}const {1} *in{2}", k ? ", " : "", storageType(mrt(in).getElementType()), k).str();
+  for (size_t k : perElementInput) {
+    Value in = e.getInputs()[k];
     MemRefType t = mrt(in);
     Type et = t.getElementType();
-    params += llvm::formatv("{0}const {1} *in{2}", k ? ", " : "", storageType(et), k).str();
-    BlockArgument arg = body.getArgument(k);
-    if (arg.use_empty())
-      continue;
     std::string sn = "a" + std::to_string(k);
-    scalars[arg] = sn;
-    if (t.getNumElements() == 1) {
-      preamble += "  const " + scalarType(et) + " " + sn + " = " +
-                  load(et, "in" + std::to_string(k) + "[0]") + ";\n";
-      invariant.insert(arg);
-      continue;
-    }
     perElement.push_back(sn);
-    perElementInput.push_back(k);
-    lambdaParams += (lambdaParams.empty() ? "" : ", ") + scalarType(et) + " " + sn;
     loads += "    const " + scalarType(et) + " " + sn + " = " +
              load(et, "in" + std::to_string(k) + "[" + nest.index(k) + "]") + ";\n";
     bool full = t.getNumElements() == n && kern::elementBytes(et) == 4 &&
@@ -101,28 +146,10 @@ LogicalResult CudaStepEmitter::emitElementwise(kern::ElementwiseOp e, llvm::raw_
     vectorize8 &= groupable(et);
   }
   vectorize8 &= anyHalf && !vectorize;
-  scalars[e.getFlatIndex()] = "flat";
-  ScalarPrinter printer(scalars, CodeTarget::Cuda);
-  int64_t ops = 0;
-  for (Operation &op : body.without_terminator()) {
-    bool hoist = llvm::all_of(op.getOperands(), [&](Value v) { return invariant.contains(v); });
-    std::string stmt;
-    if (failed(printer.print(&op, stmt)))
-      return failure();
-    if (!stmt.empty())
-      (hoist ? preamble : text) += (hoist ? "  " : "      ") + stmt;
-    if (hoist)
-      invariant.insert(op.getResult(0));
-    else if (!isa<arith::ConstantOp>(op))
-      ++ops;
-  }
-  auto yield = cast<kern::YieldOp>(body.getTerminator());
-  std::string outParams, outDecls, outStores, vecOut;
-  for (auto [j, pair] : llvm::enumerate(llvm::zip(e.getOutputs(), yield.getValues()))) {
-    auto [out, v] = pair;
+  const int64_t ops = printed->ops;
+  std::string outDecls, outStores;
+  for (auto [j, out] : llvm::enumerate(e.getOutputs())) {
     Type et = mrt(out).getElementType();
-    outParams += ", " + scalarType(et) + " &o" + std::to_string(j);
-    text += "      o" + std::to_string(j) + " = " + scalars.lookup(v) + ";\n";
     outDecls += "    " + scalarType(et) + " o" + std::to_string(j) + ";\n";
     outStores += "    out" + std::to_string(j) + "[i] = " + store(et, "o" + std::to_string(j)) + ";\n";
   }
@@ -137,9 +164,7 @@ LogicalResult CudaStepEmitter::emitElementwise(kern::ElementwiseOp e, llvm::raw_
     return success();
 
   std::string it = indexType(n);
-  std::string lambda = "  auto body = [&](" + lambdaParams +
-                       (lambdaParams.empty() ? "" : ", ") + "int64_t flat" + outParams +
-                       ") {\n" + text + "  };\n";
+  const std::string &lambda = printed->lambda;
   std::string argList = llvm::join(perElement, ", ");
   // The grid-stride loop's body, over elements or groups of four.
   std::string loop;

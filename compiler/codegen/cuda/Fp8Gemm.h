@@ -48,6 +48,21 @@ struct Fp8Gemm {
   static Fp8Gemm of(mlir::Operation *op);
 };
 
+// One operand of an FP8 product as its cast sees it: `rows` x `cols` as it
+// lies in memory, K along cols unless `transposed`.
+struct OperandCast {
+  mlir::Value value;
+  bool e5m2 = false;
+  int64_t rows = 0, cols = 0;
+  bool transposed = false;
+};
+inline OperandCast operandOf(const Fp8Gemm &f, int which) {
+  if (which == 0) // op(a) (M, K): a is (M, K), or (K, M) transposed
+    return {f.a, f.aE5M2, f.ta ? f.k : f.m, f.ta ? f.m : f.k, f.ta};
+  // op(b)^T (N, K): b is (N, K) when transposed, else (K, N)
+  return {f.b, f.bE5M2, f.tb ? f.n : f.k, f.tb ? f.k : f.n, !f.tb};
+}
+
 inline constexpr int kFp8Slots = 4;
 
 // One slot's layout: both forms of an operand of up to `elements` bytes,

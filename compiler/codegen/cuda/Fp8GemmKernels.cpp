@@ -79,25 +79,6 @@ Fp8Slot Fp8Slot::of(Operation *root) {
   return slot;
 }
 
-namespace {
-
-// One operand of an FP8 product as its cast sees it: `rows` x `cols` as it
-// lies in memory, K along cols unless `transposed`.
-struct OperandCast {
-  Value value;
-  bool e5m2 = false;
-  int64_t rows = 0, cols = 0;
-  bool transposed = false;
-};
-OperandCast operandOf(const Fp8Gemm &f, int which) {
-  if (which == 0) // op(a) (M, K): a is (M, K), or (K, M) transposed
-    return {f.a, f.aE5M2, f.ta ? f.k : f.m, f.ta ? f.m : f.k, f.ta};
-  // op(b)^T (N, K): b is (N, K) when transposed, else (K, N)
-  return {f.b, f.bE5M2, f.tb ? f.n : f.k, f.tb ? f.k : f.n, !f.tb};
-}
-
-} // namespace
-
 int64_t Fp8KeptCast::bytes() const {
   return (plain ? Fp8Slot::align(elements) : 0) + (transposed ? Fp8Slot::align(elements) : 0) +
          (scale ? Fp8Slot::kScaleBytes : 0);
@@ -453,7 +434,7 @@ LogicalResult CudaStepEmitter::emitGemmFp8(Operation *g, const Fp8Gemm &f,
   // not written), its scale record at `scaleAt`.
   auto cast = [&](const OperandCast &c, const std::string &plainAt,
                   const std::string &transposedAt, const std::string &scaleAt,
-                  const char *where) {
+                  const char *where) -> bool {
     Type et = mrt(c.value).getElementType();
     const bool plain = !plainAt.empty(), trans = !transposedAt.empty();
     // Delayed scaling when the function has records left (a train step
@@ -462,29 +443,53 @@ LogicalResult CudaStepEmitter::emitGemmFp8(Operation *g, const Fp8Gemm &f,
     if (fp8Records_ && fp8RecordsUsed_ < fp8Records_->second)
       record = fp8RecordsUsed_++;
     const char *f8 = c.e5m2 ? "tcc_cuda::e5m2" : "tcc_cuda::e4m3";
-    std::string params = "const " + storageType(et) + " *p0, uint8_t *p1, uint8_t *p2, void *p3" +
-                         (record ? ", float *p4" : "");
+    // The input: the buffer, or the elementwise op that fp8CastComputes
+    // left to this cast (its inputs instead; the op's result is not written).
+    std::string inParams = "const " + storageType(et) + " *p0",
+                inArg = familyPointer(et, "p0", false, CodeTarget::Cuda), inCall = name(c.value),
+                definition, source, computes;
+    double inBytes = bufferBytes(mrt(c.value));
+    auto deferred = llvm::find_if(fp8Deferred_, [&](const Fp8Deferred &d) {
+      return sameStart(d.result, footprint(c.value));
+    });
+    if (deferred != fp8Deferred_.end()) {
+      FailureOr<Fp8CastSource> src = fp8ElementwiseSource(deferred->op);
+      if (failed(src))
+        return false;
+      inParams = src->params;
+      inArg = src->init;
+      inCall = src->args;
+      definition = src->definition;
+      source = ", @NAME@_src";
+      computes = ", computes " + locName(deferred->op->getLoc());
+      inBytes = src->bytes;
+      flops += src->flops;
+      fp8Deferred_.erase(deferred);
+    }
+    std::string params =
+        inParams + ", uint8_t *p1, uint8_t *p2, void *p3" + (record ? ", float *p4" : "");
     std::string text =
-        "extern \"C\" void @NAME@(cudaStream_t s, " + params + ") {\n  " +
-        llvm::formatv("tcc_cuda::launch_fp8_quantize_{7}<{0}, {1}>({2}, {3}, {4}, {5}, {6}, "
+        definition + "extern \"C\" void @NAME@(cudaStream_t s, " + params + ") {\n  " +
+        llvm::formatv("tcc_cuda::launch_fp8_quantize_{7}<{0}, {1}{9}>({2}, {3}, {4}, {5}, {6}, "
                       "static_cast<tcc_cuda::Fp8TensorScale *>(p3), {8}s);",
-                      familyElementType(et, CodeTarget::Cuda), f8, c.rows, c.cols,
-                      familyPointer(et, "p0", false, CodeTarget::Cuda),
+                      familyElementType(et, CodeTarget::Cuda), f8, c.rows, c.cols, inArg,
                       plain ? llvm::formatv("reinterpret_cast<{0} *>(p1)", f8).str() : "nullptr",
                       trans ? llvm::formatv("reinterpret_cast<{0} *>(p2)", f8).str() : "nullptr",
                       record ? "delayed" : "current",
-                      record ? "reinterpret_cast<tcc_cuda::Fp8ScalingRecord *>(p4), " : "")
+                      record ? "reinterpret_cast<tcc_cuda::Fp8ScalingRecord *>(p4), " : "",
+                      source)
             .str() +
         "\n}\n";
     std::string kernel = kernels_.add(
-        llvm::formatv("fp8_quantize_{0}{1}", c.e5m2 ? "e5m2" : "e4m3", record ? "_delayed" : "")
+        llvm::formatv("fp8_quantize_{0}{1}{2}", c.e5m2 ? "e5m2" : "e4m3",
+                      record ? "_delayed" : "", definition.empty() ? "" : "_ew")
             .str(),
         text, params);
     auto pointer = [](const std::string &p) {
       return p.empty() ? std::string("nullptr") : "reinterpret_cast<uint8_t *>(" + p + ")";
     };
     std::string call =
-        llvm::formatv("{0}(s, {1}, {2}, {3}, {4}{5});", kernel, name(c.value),
+        llvm::formatv("{0}(s, {1}, {2}, {3}, {4}{5});", kernel, inCall,
                       pointer(plainAt), pointer(transposedAt), scaleAt,
                       record ? llvm::formatv(", reinterpret_cast<float *>({0}) + {1}",
                                              name(fp8Records_->first),
@@ -496,14 +501,14 @@ LogicalResult CudaStepEmitter::emitGemmFp8(Operation *g, const Fp8Gemm &f,
     // Delayed scaling reads the operand once (the amax launch returns at
     // once after the site's first cast).
     launch(os, g, kernel, call,
-           llvm::formatv("{0}x{1}{2}, {3}{4}", c.rows, c.cols,
+           llvm::formatv("{0}x{1}{2}, {3}{4}{5}", c.rows, c.cols,
                          plain && trans ? " and transposed" : trans ? " transposed" : "",
                          record ? llvm::formatv("delayed scale (record {0})", *record).str()
                                 : std::string("current scale"),
-                         where)
+                         where, computes)
                .str(),
-           2.0 * elements,
-           (record ? 1.0 : 2.0) * bufferBytes(mrt(c.value)) + (plain + trans) * elements);
+           2.0 * elements, (record ? 1.0 : 2.0) * inBytes + (plain + trans) * elements);
+    return true;
   };
   // One operand as the product reads it. A kept cast (Fp8KeptPlan): its
   // first reader casts it, the layouts later readers want into the kept
@@ -563,7 +568,8 @@ LogicalResult CudaStepEmitter::emitGemmFp8(Operation *g, const Fp8Gemm &f,
       }
       std::string plainAt = !c.transposed ? own : kept.plain ? keptAt(false) : "";
       std::string transAt = c.transposed ? own : kept.transposed ? keptAt(true) : "";
-      cast(c, plainAt, transAt, scale, ", kept");
+      if (!cast(c, plainAt, transAt, scale, ", kept"))
+        return {"", ""};
       return {own, scale};
     }
     for (Fp8Cast &prior : fp8Casts_)
@@ -583,7 +589,8 @@ LogicalResult CudaStepEmitter::emitGemmFp8(Operation *g, const Fp8Gemm &f,
     std::string plainAt = at(scratch, slotBase(slot)),
                 transAt = at(scratch, slotBase(slot) + fp8Slot_.transposedOffset()),
                 scale = at(scratch, slotBase(slot) + fp8Slot_.scaleOffset());
-    cast(c, plain ? plainAt : "", trans ? transAt : "", scale, "");
+    if (!cast(c, plain ? plainAt : "", trans ? transAt : "", scale, ""))
+      return {"", ""};
     fp8Casts_.push_back({source, et, c.rows, c.cols, c.e5m2, plain, trans, slot, fp8Clock_});
     return {c.transposed ? transAt : plainAt, scale};
   };

@@ -169,14 +169,39 @@ __device__ __forceinline__ float fp8_scale_of(const float *scale, const float *p
   return s;
 }
 
+// Where a cast reads its rows x cols input, by row-major element index:
+// Fp8Plain<T> reads a buffer. A cast may instead take a generated source
+// (struct with the same members) that computes each element from the
+// inputs of the elementwise op that produced it (CudaStepEmitter: an
+// elementwise result read only by FP8 products is never written in 16
+// bits): load8(i) returns elements i..i+7 as one 16-byte word (i % 8 == 0,
+// only when aligned16()), load(i) element i.
+// (Src parameters are taken as Fp8Source<Src>, where they are not
+// deduced: a pointer argument converts to the default Fp8Plain<T>.)
+template <class S> struct Fp8SourceOf {
+  using type = S;
+};
+template <class S> using Fp8Source = typename Fp8SourceOf<S>::type;
+template <class T> struct Fp8Plain {
+  const T *in;
+  __host__ __device__ Fp8Plain(const T *p) : in(p) {} // NOLINT: a pointer converts
+  __device__ __forceinline__ uint4 load8(int64_t i) const {
+    return __ldg(reinterpret_cast<const uint4 *>(in + i));
+  }
+  __device__ __forceinline__ T load(int64_t i) const { return in[i]; }
+  __host__ __device__ bool aligned16() const {
+    return reinterpret_cast<uintptr_t>(in) % 16 == 0;
+  }
+};
+
 // One 32 x 32 tile per step of a grid-stride loop, 32 x 8 threads: each
 // element of in (rows x cols, row-major) is read once, scaled, rounded to
 // F8, written to out[r][c] and, through a shared tile, to out_t[c][r]
 // (either may be null). Statistics per thread, then per warp (shuffles),
 // then one atomic per warp into *stats.
-template <class T, class F8>
+template <class T, class F8, class Src = Fp8Plain<T>>
 __global__ void __launch_bounds__(256)
-    fp8_cast_transpose_kernel(int64_t rows, int64_t cols, const T *__restrict__ in,
+    fp8_cast_transpose_kernel(int64_t rows, int64_t cols, const Fp8Source<Src> in,
                               const float *__restrict__ scale, F8 *__restrict__ out,
                               F8 *__restrict__ out_t, Fp8CastStats *stats,
                               const float *partials, int32_t partial_count,
@@ -193,7 +218,7 @@ __global__ void __launch_bounds__(256)
       const int64_t r = r0 + i, c = c0 + threadIdx.x;
       uint8_t q = 0;
       if (r < rows && c < cols) {
-        q = fp8_cast_one<F8>(static_cast<float>(Elem<T>::load(in[r * cols + c])), s, amax,
+        q = fp8_cast_one<F8>(static_cast<float>(Elem<T>::load(in.load(r * cols + c))), s, amax,
                              overflows, underflows);
         if (out != nullptr)
           out[r * cols + c].bits = q;
@@ -275,9 +300,9 @@ __device__ __forceinline__ uint2 fp8_cast_eight(uint4 raw, float s, uint32_t &am
 // per tile. Same results and statistics as fp8_cast_transpose_kernel.
 // The work of block `block` of `blocks` (the grid, or a batch member's
 // share: fp8_cast_batch_kernel).
-template <class T, class F8>
+template <class T, class F8, class Src = Fp8Plain<T>>
 __device__ __forceinline__ void
-fp8_cast_transpose_vec8_tiles(int64_t rows, int64_t cols, const T *__restrict__ in,
+fp8_cast_transpose_vec8_tiles(int64_t rows, int64_t cols, const Fp8Source<Src> in,
                               const float *__restrict__ scale, F8 *__restrict__ out,
                               F8 *__restrict__ out_t, Fp8CastStats *stats,
                               const float *partials, int32_t partial_count,
@@ -302,7 +327,7 @@ fp8_cast_transpose_vec8_tiles(int64_t rows, int64_t cols, const T *__restrict__ 
     for (int h = 0; h < 2; ++h) {
       const int64_t r = r0 + i + 32 * h, c = c0 + j;
       next[h] = t < tiles && r < rows && c < cols // all 8 or none: cols % 8 == 0
-                    ? *reinterpret_cast<const uint4 *>(in + r * cols + c)
+                    ? in.load8(r * cols + c)
                     : make_uint4(0, 0, 0, 0);
     }
   };
@@ -355,15 +380,16 @@ fp8_cast_transpose_vec8_tiles(int64_t rows, int64_t cols, const T *__restrict__ 
   fp8_finish_delayed<F8>(current, record, rows * cols, blocks);
 }
 
-template <class T, class F8>
+template <class T, class F8, class Src = Fp8Plain<T>>
 __global__ void __launch_bounds__(256)
-    fp8_cast_transpose_vec8_kernel(int64_t rows, int64_t cols, const T *__restrict__ in,
+    fp8_cast_transpose_vec8_kernel(int64_t rows, int64_t cols, const Fp8Source<Src> in,
                                    const float *__restrict__ scale, F8 *__restrict__ out,
                                    F8 *__restrict__ out_t, Fp8CastStats *stats,
                                    const float *partials, int32_t partial_count,
                                    Fp8TensorScale *current, Fp8ScalingRecord *record) {
-  fp8_cast_transpose_vec8_tiles<T, F8>(rows, cols, in, scale, out, out_t, stats, partials,
-                                       partial_count, current, record, blockIdx.x, gridDim.x);
+  fp8_cast_transpose_vec8_tiles<T, F8, Src>(rows, cols, in, scale, out, out_t, stats,
+                                            partials, partial_count, current, record,
+                                            blockIdx.x, gridDim.x);
 }
 
 // partial[blockIdx.x] = max |in[i]| over the block's share of n elements
@@ -373,8 +399,8 @@ __global__ void __launch_bounds__(256)
 // count of finished cast blocks) for the cast that follows. With a
 // delayed-scaling record whose scale is set, nothing else: the cast uses
 // that scale.
-template <class T>
-__device__ __forceinline__ void fp8_amax_blocks(int64_t n, const T *__restrict__ in, bool vec,
+template <class T, class Src = Fp8Plain<T>>
+__device__ __forceinline__ void fp8_amax_blocks(int64_t n, const Fp8Source<Src> in, bool vec,
                                                 float *partial, Fp8CastStats *stats,
                                                 const Fp8ScalingRecord *delayed,
                                                 uint32_t *ticket, uint32_t block,
@@ -395,7 +421,7 @@ __device__ __forceinline__ void fp8_amax_blocks(int64_t n, const T *__restrict__
   if constexpr (sizeof(T) == 2) {
     if (vec) {
       for (int64_t v = first; v < n / 8; v += stride) {
-        const uint4 raw = reinterpret_cast<const uint4 *>(in)[v];
+        const uint4 raw = in.load8(v * 8);
         const T *x8 = reinterpret_cast<const T *>(&raw);
 #pragma unroll
         for (int e = 0; e < 8; ++e)
@@ -406,7 +432,7 @@ __device__ __forceinline__ void fp8_amax_blocks(int64_t n, const T *__restrict__
   }
   if (!done)
     for (int64_t i = first; i < n; i += stride)
-      amax = fp8_amax(amax, fabsf(static_cast<float>(Elem<T>::load(in[i]))));
+      amax = fp8_amax(amax, fabsf(static_cast<float>(Elem<T>::load(in.load(i)))));
   __shared__ float warp_amax[8];
   for (int offset = 16; offset > 0; offset /= 2)
     amax = fp8_amax(amax, __shfl_xor_sync(0xffffffffu, amax, offset));
@@ -420,12 +446,12 @@ __device__ __forceinline__ void fp8_amax_blocks(int64_t n, const T *__restrict__
   }
 }
 
-template <class T>
+template <class T, class Src = Fp8Plain<T>>
 __global__ void __launch_bounds__(256)
-    fp8_amax_kernel(int64_t n, const T *__restrict__ in, bool vec, float *partial,
+    fp8_amax_kernel(int64_t n, const Fp8Source<Src> in, bool vec, float *partial,
                     Fp8CastStats *stats, const Fp8ScalingRecord *delayed,
                     uint32_t *ticket) {
-  fp8_amax_blocks<T>(n, in, vec, partial, stats, delayed, ticket, blockIdx.x, gridDim.x);
+  fp8_amax_blocks<T, Src>(n, in, vec, partial, stats, delayed, ticket, blockIdx.x, gridDim.x);
 }
 
 // Delayed-scaling casts of several operands in two launches

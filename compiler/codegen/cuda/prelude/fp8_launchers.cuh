@@ -10,8 +10,8 @@
 // cols are multiples of 8, all pointers 16-byte aligned, take the vector
 // form (16-byte loads, 8-byte stores); the rest the scalar one. Deterministic except for the
 // order of the statistics' atomics (their results do not depend on it).
-template <class T, class F8>
-inline void launch_fp8_cast_transpose(int64_t rows, int64_t cols, const T *in,
+template <class T, class F8, class Src = detail::Fp8Plain<T>>
+inline void launch_fp8_cast_transpose(int64_t rows, int64_t cols, const detail::Fp8Source<Src> in,
                                       const float *scale, F8 *out, F8 *out_t,
                                       Fp8CastStats *stats, cudaStream_t stream,
                                       const float *partials = nullptr,
@@ -23,25 +23,24 @@ inline void launch_fp8_cast_transpose(int64_t rows, int64_t cols, const T *in,
                 "fp8 casts read float, bf16 or f16");
   if (rows <= 0 || cols <= 0)
     return;
-  const bool aligned = ((reinterpret_cast<uintptr_t>(in) | reinterpret_cast<uintptr_t>(out) |
-                         reinterpret_cast<uintptr_t>(out_t)) % 16) == 0;
+  const bool aligned = in.aligned16() && ((reinterpret_cast<uintptr_t>(out) |
+                                           reinterpret_cast<uintptr_t>(out_t)) % 16) == 0;
   if constexpr (sizeof(T) == 2) {
     const int64_t tiles = ((rows + 63) / 64) * ((cols + 63) / 64);
     if (aligned && rows % 8 == 0 && cols % 8 == 0 && tiles < (int64_t{1} << 31)) {
       const int64_t blocks = tiles < kFp8GridBlocks ? tiles : kFp8GridBlocks;
-      detail::fp8_cast_transpose_vec8_kernel<T, F8><<<static_cast<unsigned>(blocks), 256, 0,
-                                                      stream>>>(rows, cols, in, scale, out,
-                                                                out_t, stats, partials,
-                                                                partial_count, current, record);
+      detail::fp8_cast_transpose_vec8_kernel<T, F8, Src><<<static_cast<unsigned>(blocks), 256,
+                                                           0, stream>>>(
+          rows, cols, in, scale, out, out_t, stats, partials, partial_count, current, record);
       return;
     }
   }
   const int64_t tiles = ((rows + 31) / 32) * ((cols + 31) / 32);
   const int64_t blocks = tiles < kFp8GridBlocks ? tiles : kFp8GridBlocks;
-  detail::fp8_cast_transpose_kernel<T, F8><<<static_cast<unsigned>(blocks), dim3(32, 8), 0,
-                                             stream>>>(rows, cols, in, scale, out, out_t, stats,
-                                                       partials, partial_count, current,
-                                                       record);
+  detail::fp8_cast_transpose_kernel<T, F8, Src><<<static_cast<unsigned>(blocks), dim3(32, 8), 0,
+                                                  stream>>>(rows, cols, in, scale, out, out_t,
+                                                            stats, partials, partial_count,
+                                                            current, record);
 }
 
 // Current scaling of one operand: *q's scale from in's own amax, then
@@ -60,8 +59,10 @@ inline void launch_fp8_cast_transpose(int64_t rows, int64_t cols, const T *in,
 // and next scale (fp8_finish_delayed). A record without a scale (the
 // site's first cast) is scaled as above, with the amax launch kept to
 // kFp8DelayedAmaxBlocks blocks.
-template <class T, class F8>
-inline void launch_fp8_quantize_current(int64_t rows, int64_t cols, const T *in, F8 *out,
+//
+// `in`: a pointer (detail::Fp8Plain) or a generated source (fp8_kernels.cuh).
+template <class T, class F8, class Src = detail::Fp8Plain<T>>
+inline void launch_fp8_quantize_current(int64_t rows, int64_t cols, const detail::Fp8Source<Src> in, F8 *out,
                                         F8 *out_t, Fp8TensorScale *q, cudaStream_t stream,
                                         Fp8ScalingRecord *record = nullptr) {
   const int64_t n = rows * cols;
@@ -70,24 +71,24 @@ inline void launch_fp8_quantize_current(int64_t rows, int64_t cols, const T *in,
     return;
   }
   float *partials = reinterpret_cast<float *>(reinterpret_cast<char *>(q) + sizeof(Fp8TensorScale));
-  const bool vec = sizeof(T) == 2 && n % 8 == 0 && reinterpret_cast<uintptr_t>(in) % 16 == 0;
+  const bool vec = sizeof(T) == 2 && n % 8 == 0 && in.aligned16();
   const int64_t items = vec ? n / 8 : n;
   const int64_t wanted = (items + 255) / 256;
   const int64_t cap = record != nullptr ? kFp8DelayedAmaxBlocks : kFp8AmaxPartials;
   const int64_t blocks = wanted < cap ? wanted : cap;
-  detail::fp8_amax_kernel<T><<<static_cast<unsigned>(blocks), 256, 0, stream>>>(
+  detail::fp8_amax_kernel<T, Src><<<static_cast<unsigned>(blocks), 256, 0, stream>>>(
       n, in, vec, partials, &q->stats, record, record != nullptr ? &q->unused[0] : nullptr);
-  launch_fp8_cast_transpose<T, F8>(rows, cols, in, nullptr, out, out_t, &q->stats, stream,
+  launch_fp8_cast_transpose<T, F8, Src>(rows, cols, in, nullptr, out, out_t, &q->stats, stream,
                                    partials, static_cast<int32_t>(blocks), q, record);
 }
 
 // Delayed scaling of one operand (launch_fp8_quantize_current with the
 // site's record).
-template <class T, class F8>
-inline void launch_fp8_quantize_delayed(int64_t rows, int64_t cols, const T *in, F8 *out,
+template <class T, class F8, class Src = detail::Fp8Plain<T>>
+inline void launch_fp8_quantize_delayed(int64_t rows, int64_t cols, const detail::Fp8Source<Src> in, F8 *out,
                                         F8 *out_t, Fp8TensorScale *q, Fp8ScalingRecord *record,
                                         cudaStream_t stream) {
-  launch_fp8_quantize_current<T, F8>(rows, cols, in, out, out_t, q, stream, record);
+  launch_fp8_quantize_current<T, F8, Src>(rows, cols, in, out, out_t, q, stream, record);
 }
 
 // Delayed scaling of `count` operands at once (the step's weights, cast at
