@@ -29,6 +29,9 @@
 //    to its FP8 cast by the code generator): SwiGLU's silu(g) * u cast from
 //    g and u gives every byte, scale and record of the same product written
 //    out and cast (vector and scalar forms, delayed and current scaling).
+// 1f. launch_fp8_quantize_multi: SwiGLU's backward dG and dU cast from one
+//    read of dH, g and u give the bytes, scales and records of both written
+//    out and cast one by one (vector form, and one by one when misaligned).
 // 2. launch_fp8_update_scale: the next scale from an amax history, against
 //    the host formula; an all-zero history keeps the scale.
 // 3. tcc_cuda_host::gemm_fp8 (host_support/gemm_fp8.h): E4M3 x E4M3 and
@@ -543,6 +546,126 @@ bool computedSourceCase(int64_t rows, int64_t cols, bool misaligned, std::mt1993
   return ok;
 }
 
+// Case 1f: a multi-result source (launch_fp8_quantize_multi): SwiGLU's
+// backward, dG = dH * u * silu'(g) and dU = dH * silu(g) in bf16, cast from
+// one read of dH, g and u, against both written out and cast one by one.
+__device__ __forceinline__ void swigluGradOf(uint16_t dh, uint16_t g, uint16_t u,
+                                             uint16_t &dg, uint16_t &du) {
+  const float x = tcc_cuda::bf16_to_float(g), d = tcc_cuda::bf16_to_float(dh);
+  const float sig = 1.0f / (1.0f + expf(-x));
+  dg = tcc_cuda::float_to_bf16(d * tcc_cuda::bf16_to_float(u) * sig * (1.0f + x * (1.0f - sig)));
+  du = tcc_cuda::float_to_bf16(d * x * sig);
+}
+struct SwigluGradSource {
+  const uint16_t *dh, *g, *u;
+  using Element = tcc_cuda::bf16;
+  static constexpr int kOutputs = 2;
+  __device__ __forceinline__ void load8(int64_t i, uint4 *out) const {
+    alignas(16) uint16_t a[8], b[8], c[8], y0[8], y1[8];
+    *reinterpret_cast<uint4 *>(a) = __ldg(reinterpret_cast<const uint4 *>(dh + i));
+    *reinterpret_cast<uint4 *>(b) = __ldg(reinterpret_cast<const uint4 *>(g + i));
+    *reinterpret_cast<uint4 *>(c) = __ldg(reinterpret_cast<const uint4 *>(u + i));
+#pragma unroll
+    for (int k = 0; k < 8; ++k)
+      swigluGradOf(a[k], b[k], c[k], y0[k], y1[k]);
+    out[0] = *reinterpret_cast<const uint4 *>(y0);
+    out[1] = *reinterpret_cast<const uint4 *>(y1);
+  }
+  __device__ __forceinline__ void load(int64_t i, Element *out) const {
+    swigluGradOf(dh[i], g[i], u[i], out[0].bits, out[1].bits);
+  }
+  __host__ __device__ bool aligned16() const {
+    return (reinterpret_cast<uintptr_t>(dh) | reinterpret_cast<uintptr_t>(g) |
+            reinterpret_cast<uintptr_t>(u)) % 16 == 0;
+  }
+};
+__global__ void swigluGradKernel(int64_t n, const uint16_t *dh, const uint16_t *g,
+                                 const uint16_t *u, uint16_t *dg, uint16_t *du) {
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n;
+       i += int64_t{gridDim.x} * blockDim.x)
+    swigluGradOf(dh[i], g[i], u[i], dg[i], du[i]);
+}
+
+bool multiSourceCase(int64_t rows, int64_t cols, bool misaligned, std::mt19937_64 &rng) {
+  using T = tcc_cuda::bf16;
+  using F8 = e5m2;
+  const size_t n = static_cast<size_t>(rows * cols);
+  std::normal_distribution<double> normal(0.0, 1.0);
+  Device dh(n * 2 + 16), g(n * 2), u(n * 2), written(2 * n * 2);
+  const uint16_t *dhp = static_cast<const uint16_t *>(dh.p) + (misaligned ? 1 : 0);
+  const uint16_t *gp = static_cast<const uint16_t *>(g.p), *up = static_cast<const uint16_t *>(u.p);
+  uint16_t *dgw = static_cast<uint16_t *>(written.p), *duw = dgw + n;
+  // [side][result]: side 0 from the source, 1 from the written results.
+  std::vector<Device> out, outT, q, rec;
+  for (std::vector<Device> *v : {&out, &outT, &q, &rec})
+    v->reserve(4);
+  for (int k = 0; k < 4; ++k) {
+    out.emplace_back(n);
+    outT.emplace_back(n);
+    q.emplace_back(tcc_cuda::kFp8ScaleBytes);
+    rec.emplace_back(sizeof(tcc_cuda::Fp8ScalingRecord));
+    cudaMemset(rec.back().p, 0, sizeof(tcc_cuda::Fp8ScalingRecord));
+  }
+  bool ok = true;
+  for (int cast = 0; cast < 4; ++cast) {
+    const bool current = cast == 3;
+    HostArray a(tcc_cuda_host::kGemmBF16, n), b(tcc_cuda_host::kGemmBF16, n),
+        c(tcc_cuda_host::kGemmBF16, n);
+    for (size_t i = 0; i < n; ++i) {
+      a.set(i, normal(rng) * std::exp2(cast - 12.0)); // gradients are small
+      b.set(i, normal(rng) * 3.0);
+      c.set(i, normal(rng));
+    }
+    cudaMemcpy(const_cast<uint16_t *>(dhp), a.bytes.data(), n * 2, cudaMemcpyHostToDevice);
+    cudaMemcpy(g.p, b.bytes.data(), n * 2, cudaMemcpyHostToDevice);
+    cudaMemcpy(u.p, c.bytes.data(), n * 2, cudaMemcpyHostToDevice);
+    for (int k = 0; k < 4; ++k) {
+      cudaMemset(out[k].p, 0xFF, n);
+      cudaMemset(outT[k].p, 0xFF, n);
+      cudaMemset(q[k].p, 0xFF, tcc_cuda::kFp8ScaleBytes);
+    }
+    swigluGradKernel<<<64, 256>>>(static_cast<int64_t>(n), dhp, gp, up, dgw, duw);
+    F8 *outs[4], *outsT[4];
+    tcc_cuda::Fp8TensorScale *qs[4];
+    tcc_cuda::Fp8ScalingRecord *recs[4];
+    for (int k = 0; k < 4; ++k) {
+      outs[k] = static_cast<F8 *>(out[k].p);
+      outsT[k] = k == 1 || k == 3 ? nullptr : static_cast<F8 *>(outT[k].p); // dU: plain only
+      qs[k] = static_cast<tcc_cuda::Fp8TensorScale *>(q[k].p);
+      recs[k] = current ? nullptr : static_cast<tcc_cuda::Fp8ScalingRecord *>(rec[k].p);
+    }
+    tcc_cuda::launch_fp8_quantize_multi<T, F8, SwigluGradSource>(
+        rows, cols, SwigluGradSource{dhp, gp, up}, outs, outsT, qs, recs, nullptr);
+    for (int k = 0; k < 2; ++k)
+      tcc_cuda::launch_fp8_quantize_current<T, F8>(rows, cols,
+                                                   reinterpret_cast<const T *>(k ? duw : dgw),
+                                                   outs[2 + k], outsT[2 + k], qs[2 + k],
+                                                   nullptr, recs[2 + k]);
+    if (cudaError_t e = cudaDeviceSynchronize(); e != cudaSuccess) {
+      std::printf("FAIL multi-result casts: %s\n", cudaGetErrorString(e));
+      return false;
+    }
+    auto same = [&](std::vector<Device> &d, int k, size_t bytes) {
+      std::vector<uint8_t> x(bytes), y(bytes);
+      cudaMemcpy(x.data(), d[k].p, bytes, cudaMemcpyDeviceToHost);
+      cudaMemcpy(y.data(), d[2 + k].p, bytes, cudaMemcpyDeviceToHost);
+      return x == y;
+    };
+    bool castOk = true;
+    for (int k = 0; k < 2; ++k)
+      castOk &= same(out, k, n) && (k == 1 || same(outT, k, n)) &&
+                same(q, k, sizeof(tcc_cuda::Fp8TensorScale)) &&
+                same(rec, k, sizeof(tcc_cuda::Fp8ScalingRecord));
+    ok &= castOk;
+    std::printf("%s multi-result cast SwiGLU backward -> e5m2 x2, %lldx%lld%s, cast %d (%s): "
+                "the same bytes, scales and records as from the written results\n",
+                castOk ? "ok  " : "FAIL", static_cast<long long>(rows),
+                static_cast<long long>(cols), misaligned ? " (one by one)" : "", cast + 1,
+                current ? "current scale" : "delayed scale");
+  }
+  return ok;
+}
+
 // Case 2: delayed scaling's update.
 bool updateScaleCase() {
   float history[4] = {3.0f, 0.0f, 7.5f, 1.0f};
@@ -852,6 +975,9 @@ int main(int argc, char **argv) {
   ok &= computedSourceCase<e4m3>(256, 704, false, rng); // SwiGLU's width / 8
   ok &= computedSourceCase<e5m2>(72, 136, false, rng);
   ok &= computedSourceCase<e4m3>(40, 64, true, rng);
+  ok &= multiSourceCase(256, 704, false, rng);
+  ok &= multiSourceCase(72, 136, false, rng);
+  ok &= multiSourceCase(40, 64, true, rng);
   ok &= updateScaleCase();
   using tcc_cuda_host::kFp8E4M3;
   using tcc_cuda_host::kFp8E5M2;

@@ -35,6 +35,7 @@
 #include "compiler/codegen/cuda/KernelRegistry.h"
 #include "dialects/kern/KernDialect.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "llvm/ADT/DenseSet.h"
 
 // kControlLossOffset, kControlHyperOffset, kControlHeaderBytes: the layout
 // cuda_host_support.h reads (the header is constants only, for inclusion
@@ -255,11 +256,19 @@ private:
   // the result; "": left to the cast (fp8Deferred_); else why not.
   std::optional<std::string> fp8CastComputes(kern::ElementwiseOp e);
   static bool mayRead(Operation *op, const Footprint &source);
+  static SmallVector<std::pair<Operation *, int>>
+  fp8ReadersOf(kern::ElementwiseOp e, const Footprint &result, std::string &why);
   struct Fp8Deferred {
     Footprint result;
     kern::ElementwiseOp op;
   };
   SmallVector<Fp8Deferred> fp8Deferred_;
+  // A group's casts (Fp8KeptPlan::Group) at its maker, `g`: one launch
+  // computing every result of the group's op (left to it by
+  // fp8CastComputes) into its kept casts. The groups made so far: their
+  // other members' first readers take their records and cast nothing.
+  bool emitFp8GroupCast(Operation *g, int group, llvm::raw_ostream &os, double &flops);
+  llvm::DenseSet<int> fp8GroupsMade_;
   // The cast source (prelude fp8_kernels.cuh) computing `e`'s result:
   // `definition` defines struct @NAME@_src over e's inputs, which the
   // launcher takes as `params` and builds as `init`; the launch passes

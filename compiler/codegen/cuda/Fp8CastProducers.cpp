@@ -29,26 +29,38 @@ bool CudaStepEmitter::mayRead(Operation *op, const Footprint &source) {
   return false;
 }
 
-std::optional<std::string> CudaStepEmitter::fp8CastComputes(kern::ElementwiseOp e) {
-  if (fp8Slot_.elements == 0)
-    fp8Slot_ = Fp8Slot::of(e->getParentOfType<ModuleOp>());
-  // Not looked for: FP8 readers of multi-result ops, of step arguments
-  // (their bytes outlive the step), in a module without FP8 products.
-  if (fp8Slot_.elements == 0 || e.getOutputs().size() != 1)
-    return std::nullopt;
-  Value h = e.getOutputs()[0];
-  const Footprint result = footprint(h);
-  if (result.argument)
-    return std::nullopt;
+// The FP8 products that read `result` (written by `e`) as an operand, in
+// order, up to the value's last use (the memory plan may give its bytes
+// to another buffer after that) or until something else reads it; `why`
+// says what else reads it.
+SmallVector<std::pair<Operation *, int>>
+CudaStepEmitter::fp8ReadersOf(kern::ElementwiseOp e, const Footprint &result, std::string &why) {
+  using E = CudaStepEmitter;
   auto same = [&](Value v) {
-    Footprint f = footprint(v);
+    E::Footprint f = E::footprint(v);
     return !f.argument && f.begin == result.begin && f.end == result.end;
   };
-  // The products that read the result as an FP8 operand, in order, until
-  // something else reads it or its bytes are written again.
+  // The last op of the block that uses the result or a reshape of it.
+  Operation *last = e.getOperation();
+  SmallVector<Value> views;
+  for (Value out : e.getOutputs())
+    if (E::footprint(out).begin == result.begin && E::footprint(out).end == result.end)
+      views.push_back(out);
+  while (!views.empty()) {
+    Value v = views.pop_back_val();
+    for (Operation *user : v.getUsers()) {
+      Operation *at = e->getBlock()->findAncestorOpInBlock(*user);
+      if (!at)
+        continue;
+      if (last->isBeforeInBlock(at))
+        last = at;
+      if (auto reshape = dyn_cast<kern::ReshapeOp>(user))
+        views.push_back(reshape.getResult());
+    }
+  }
   SmallVector<std::pair<Operation *, int>> readers;
-  std::string why;
-  for (Operation *op = e->getNextNode(); op; op = op->getNextNode()) {
+  for (Operation *op = e->getNextNode(); op && op != last->getNextNode();
+       op = op->getNextNode()) {
     if (Fp8Gemm f = Fp8Gemm::of(op); f.runs()) {
       const bool a = same(f.a), b = same(f.b);
       if (a && b) {
@@ -56,8 +68,8 @@ std::optional<std::string> CudaStepEmitter::fp8CastComputes(kern::ElementwiseOp 
         break;
       }
       if (a || b) {
-        if ((f.residual && overlaps(footprint(f.residual), result)) ||
-            overlaps(footprint(f.out), result)) {
+        if ((f.residual && E::overlaps(E::footprint(f.residual), result)) ||
+            E::overlaps(E::footprint(f.out), result)) {
           why = "its FP8 reader also adds or writes it";
           break;
         }
@@ -65,30 +77,59 @@ std::optional<std::string> CudaStepEmitter::fp8CastComputes(kern::ElementwiseOp 
         continue;
       }
     }
-    if (mayRead(op, result)) {
+    if (E::mayRead(op, result)) {
       why = "read by " + op->getName().getStringRef().str() + " too";
       break;
     }
-    if (mayWrite(op, result))
+    if (E::mayWrite(op, result))
       break; // its life is over
   }
-  if (readers.empty())
+  return readers;
+}
+
+std::optional<std::string> CudaStepEmitter::fp8CastComputes(kern::ElementwiseOp e) {
+  if (fp8Slot_.elements == 0)
+    fp8Slot_ = Fp8Slot::of(e->getParentOfType<ModuleOp>());
+  // Not looked for in a module without FP8 products, or for results that
+  // are step arguments (their bytes outlive the step).
+  if (fp8Slot_.elements == 0)
     return std::nullopt;
+  const size_t results = e.getOutputs().size();
+  SmallVector<Footprint> footprints;
+  SmallVector<SmallVector<std::pair<Operation *, int>>> readers;
+  std::string why;
+  for (Value result : e.getOutputs()) {
+    footprints.push_back(footprint(result));
+    if (footprints.back().argument)
+      return std::nullopt;
+    readers.push_back(fp8ReadersOf(e, footprints.back(), why));
+    if (readers.back().empty() || !why.empty())
+      break;
+  }
+  if (readers.size() != results || llvm::any_of(readers, [](auto &r) { return r.empty(); })) {
+    // Said only where a result is read by FP8 products.
+    if (llvm::none_of(readers, [](auto &r) { return !r.empty(); }))
+      return std::nullopt;
+    return why.empty() ? std::string("a result is not read by FP8 products") : why;
+  }
   if (!why.empty())
     return why;
   if (e->getParentOp() != f_.getOperation())
     return std::string("not in the step's top-level block");
-  MemRefType ht = mrt(h);
+  MemRefType ht = mrt(e.getOutputs()[0]);
   Type het = ht.getElementType();
   const int64_t n = ht.getNumElements();
   if (!het.isBF16() && !het.isF16())
     return std::string("its result is not 16-bit");
-  if (n % 8 != 0 || ht.getShape() != e.getShape())
+  for (Value result : e.getOutputs())
+    if (mrt(result).getElementType() != het || mrt(result).getShape() != e.getShape())
+      return std::string("its results differ in type or shape");
+  if (n % 8 != 0)
     return std::string("its result is not whole groups of 8");
   for (Value in : e.getInputs()) {
     MemRefType t = mrt(in);
     Type et = t.getElementType();
-    if (overlaps(footprint(in), result))
+    if (llvm::any_of(footprints, [&](const Footprint &f) { return overlaps(footprint(in), f); }))
       return std::string("it works in place");
     if (t.getNumElements() == 1)
       continue;
@@ -97,32 +138,49 @@ std::optional<std::string> CudaStepEmitter::fp8CastComputes(kern::ElementwiseOp 
     if (!et.isBF16() && !et.isF16() && !et.isF32() && !et.isInteger(32))
       return std::string("an input is not bf16, f16, f32 or i32");
   }
-  // One cast, by the first reader, serves every reader: a kept cast (the
-  // later readers take its layouts), or a slot cast with no other reader.
+  // One cast, by the first reader, serves every reader of a result: a kept
+  // cast (the later readers take its layouts), or a slot cast with no
+  // other reader. Several results: the kept casts of one group
+  // (Fp8KeptPlan::Group), all made by the group's maker.
   if (!fp8Kept_)
     fp8Kept_ = Fp8KeptPlan::of(f_);
-  auto first = fp8Kept_->uses.find(readers.front());
-  if (first == fp8Kept_->uses.end()) {
-    if (readers.size() != 1)
-      return std::string("several FP8 products read it without one kept cast");
-  } else {
-    const Fp8KeptCast &kept = fp8Kept_->casts[first->second.first];
-    if (!first->second.second || kept.batched)
+  const Fp8KeptPlan::Group *group = nullptr;
+  if (results > 1) {
+    auto it = llvm::find_if(fp8Kept_->groups, [&](const Fp8KeptPlan::Group &g) {
+      return g.op == e.getOperation();
+    });
+    if (it == fp8Kept_->groups.end())
+      return std::string("its results are not each one kept FP8 cast of one format and shape");
+    group = &*it;
+  }
+  Operation *maker = readers.front().front().first;
+  for (size_t j = 0; j < results; ++j) {
+    auto first = fp8Kept_->uses.find(readers[j].front());
+    if (first == fp8Kept_->uses.end()) {
+      if (group || readers[j].size() != 1)
+        return std::string("several FP8 products read it without one kept cast");
+      continue;
+    }
+    const int cast = first->second.first;
+    if (!first->second.second || fp8Kept_->casts[cast].batched ||
+        (group && cast != group->casts[j]))
       return std::string("its kept cast is not made by its first reader");
-    for (auto reader : llvm::drop_begin(readers)) {
+    for (auto reader : llvm::drop_begin(readers[j])) {
       auto use = fp8Kept_->uses.find(reader);
-      if (use == fp8Kept_->uses.end() || use->second.first != first->second.first ||
-          use->second.second)
+      if (use == fp8Kept_->uses.end() || use->second.first != cast || use->second.second)
         return std::string("a later FP8 reader does not take the first one's kept cast");
     }
+    if (group && cast == group->maker)
+      maker = readers[j].front().first;
   }
   // The inputs must still hold e's operands when the first reader casts.
-  for (Operation *op = e->getNextNode(); op != readers.front().first; op = op->getNextNode())
+  for (Operation *op = e->getNextNode(); op != maker; op = op->getNextNode())
     for (Value in : e.getInputs())
       if (mayWrite(op, footprint(in)))
         return "an input is written (by " + op->getName().getStringRef().str() +
                ") before the cast";
-  fp8Deferred_.push_back({result, e});
+  for (const Footprint &f : footprints)
+    fp8Deferred_.push_back({f, e});
   return std::string();
 }
 
@@ -161,6 +219,34 @@ CudaStepEmitter::fp8ElementwiseSource(kern::ElementwiseOp e) {
     scalarArgs += load(et, p + "[i]") + ", ";
   }
   const std::string out = scalarType(het);
+  const size_t results = e.getOutputs().size();
+  if (results > 1) { // a multi-result source (prelude fp8_kernels.cuh)
+    std::string outs, vecStores, scalarStores, decls;
+    for (size_t j = 0; j < results; ++j) {
+      std::string o = "o" + std::to_string(j), y = "y" + std::to_string(j);
+      outs += ", " + o;
+      decls += "      " + out + " " + o + ";\n";
+      vecStores += "      " + y + "[k] = " + store(het, o) + ";\n";
+      scalarStores += llvm::formatv("    out[{0}] = {{{1}};\n", j, store(het, o)).str();
+    }
+    std::string ys, words;
+    for (size_t j = 0; j < results; ++j) {
+      ys += llvm::formatv("    alignas(16) {0} y{1}[8];\n", storageType(het), j).str();
+      words += llvm::formatv("    out[{0}] = *reinterpret_cast<const uint4 *>(y{0});\n", j).str();
+    }
+    src.definition =
+        "struct @NAME@_src {\n" + members + "  using Element = " +
+        familyElementType(het, CodeTarget::Cuda) + ";\n  static constexpr int kOutputs = " +
+        std::to_string(results) +
+        ";\n  __device__ __forceinline__ void load8(int64_t i, uint4 *out) const {\n" +
+        printed->preamble + printed->lambda + vecLoads + ys +
+        "#pragma unroll\n    for (int k = 0; k < 8; ++k) {\n" + decls + "      body(" + vecArgs +
+        "i + k" + outs + ");\n" + vecStores + "    }\n" + words + "  }\n" +
+        "  __device__ __forceinline__ void load(int64_t i, Element *out) const {\n" +
+        printed->preamble + printed->lambda + decls + "    body(" + scalarArgs + "i" + outs +
+        ");\n" + scalarStores + "  }\n" + "  __host__ __device__ bool aligned16() const {\n    return " +
+        (aligned.empty() ? std::string("true") : "(" + aligned + ") % 16 == 0") + ";\n  }\n};\n";
+  } else {
   src.definition =
       "struct @NAME@_src {\n" + members +
       "  __device__ __forceinline__ uint4 load8(int64_t i) const {\n" + printed->preamble +
@@ -173,11 +259,97 @@ CudaStepEmitter::fp8ElementwiseSource(kern::ElementwiseOp e) {
       " o0;\n    body(" + scalarArgs + "i, o0);\n    return {" + store(het, "o0") + "};\n  }\n" +
       "  __host__ __device__ bool aligned16() const {\n    return " +
       (aligned.empty() ? std::string("true") : "(" + aligned + ") % 16 == 0") + ";\n  }\n};\n";
+  }
   src.params = llvm::join(params, ", ");
   src.init = "@NAME@_src{" + llvm::join(inits, ", ") + "}";
   src.args = llvm::join(args, ", ");
   src.flops = static_cast<double>(n) * printed->ops;
   return src;
+}
+
+bool CudaStepEmitter::emitFp8GroupCast(Operation *g, int groupIndex, llvm::raw_ostream &os,
+                                       double &flops) {
+  const Fp8KeptPlan::Group &group = fp8Kept_->groups[groupIndex];
+  auto e = cast<kern::ElementwiseOp>(group.op);
+  FailureOr<Fp8CastSource> src = fp8ElementwiseSource(e);
+  if (failed(src))
+    return false;
+  const std::string keptRegion = "(ws + tcc_fp8_kept_offset)";
+  auto at = [&](int64_t offset) { return llvm::formatv("{0} + {1}", keptRegion, offset).str(); };
+  // Delayed scaling as the maker's own cast would have it; the others'
+  // records are those their first readers take (emit() fills them in).
+  const bool delayed = fp8Records_ && fp8RecordsUsed_ < fp8Records_->second;
+  SmallVector<std::string> outs, outsT, qs, records;
+  OperandCast like;
+  double written = 0;
+  int64_t makerRecord = -1;
+  for (int k : group.casts) {
+    auto [reader, operand] = fp8Kept_->firstReader.lookup(k);
+    like = operandOf(Fp8Gemm::of(reader), operand);
+    const Fp8KeptCast &kept = fp8Kept_->casts[k];
+    outs.push_back(kept.plain ? at(kept.plainOffset()) : "nullptr");
+    outsT.push_back(kept.transposed ? at(kept.transposedOffset()) : "nullptr");
+    qs.push_back(at(kept.scaleOffset()));
+    written += (kept.plain + kept.transposed) * static_cast<double>(kept.elements);
+    if (!delayed) {
+      records.push_back("nullptr");
+    } else if (k == group.maker) {
+      makerRecord = fp8RecordsUsed_++;
+      records.push_back(llvm::formatv("reinterpret_cast<float *>({0}) + {1}",
+                                      name(fp8Records_->first),
+                                      makerRecord * model::kFp8ScalingRecordFloats)
+                            .str());
+    } else {
+      records.push_back(llvm::formatv("reinterpret_cast<float *>({0}) + @TCC_FP8_RECORD_{1}@",
+                                      name(fp8Records_->first), k)
+                            .str());
+    }
+  }
+  Type et = mrt(like.value).getElementType();
+  const char *f8 = like.e5m2 ? "tcc_cuda::e5m2" : "tcc_cuda::e4m3";
+  const size_t results = group.casts.size();
+  std::string params = src->params + ", void *const *out, void *const *out_t, void *const *q, "
+                                     "float *const *record";
+  std::string text =
+      src->definition + "extern \"C\" void @NAME@(cudaStream_t s, " + params + ") {\n  " +
+      llvm::formatv("tcc_cuda::launch_fp8_quantize_multi<{0}, {1}, @NAME@_src>({2}, {3}, {4}, "
+                    "reinterpret_cast<{1} *const *>(out), reinterpret_cast<{1} *const *>(out_t), "
+                    "reinterpret_cast<tcc_cuda::Fp8TensorScale *const *>(q), "
+                    "reinterpret_cast<tcc_cuda::Fp8ScalingRecord *const *>(record), s);",
+                    familyElementType(et, CodeTarget::Cuda), f8, like.rows, like.cols, src->init)
+          .str() +
+      "\n}\n";
+  std::string kernel = kernels_.add(llvm::formatv("fp8_quantize_{0}{1}_ew{2}",
+                                                  like.e5m2 ? "e5m2" : "e4m3",
+                                                  delayed ? "_delayed" : "", results)
+                                        .str(),
+                                    text, params);
+  auto list = [](ArrayRef<std::string> xs) { return llvm::join(xs, ", "); };
+  std::string call = llvm::formatv("{{ void *const tcc_out[] = {{{0}};\n"
+                                   "    void *const tcc_out_t[] = {{{1}};\n"
+                                   "    void *const tcc_q[] = {{{2}};\n"
+                                   "    float *const tcc_record[] = {{{3}};\n"
+                                   "    {4}(s, {5}, tcc_out, tcc_out_t, tcc_q, tcc_record); }",
+                                   list(outs), list(outsT), list(qs), list(records), kernel,
+                                   src->args)
+                         .str();
+  const double elements = static_cast<double>(like.rows) * like.cols;
+  flops += src->flops;
+  launch(os, g, kernel, call,
+         llvm::formatv("{0} results {1}x{2}, {3}, kept, computes {4}", results, like.rows,
+                       like.cols,
+                       delayed ? llvm::formatv("delayed scales (record {0}, the others' at their "
+                                               "first readers)",
+                                               makerRecord)
+                                     .str()
+                               : std::string("current scales"),
+                       locName(e->getLoc()))
+             .str(),
+         2.0 * elements * results + src->flops,
+         (delayed ? 1.0 : 1.0 + results) * src->bytes + written);
+  fp8GroupsMade_.insert(groupIndex);
+  llvm::erase_if(fp8Deferred_, [&](const Fp8Deferred &d) { return d.op == e; });
+  return true;
 }
 
 } // namespace tcc::codegen::cuda

@@ -127,8 +127,20 @@ struct Fp8KeptPlan {
   // order) are made; null when none is.
   mlir::Operation *batchAt = nullptr;
   llvm::SmallVector<int> batchedCasts;
-  // Each batched cast's source and the first reader's operand view of it.
+  // Each cast's first reader and its operand (which views the source).
   llvm::DenseMap<int, std::pair<mlir::Operation *, int>> firstReader;
+  // Casts made together (Fp8CastProducers.cpp): the kept casts of the
+  // results of one elementwise op with several (SwiGLU's backward: dG and
+  // dU), in one format and shape. The code generator may leave the op to
+  // one cast of all of them at the first of their first readers (`maker`),
+  // so each lives from there and keeps its own first reader's layout too.
+  struct Group {
+    mlir::Operation *op = nullptr; // the kern.elementwise
+    llvm::SmallVector<int> casts;  // per result
+    int maker = -1;
+  };
+  llvm::SmallVector<Group> groups;
+  llvm::DenseMap<int, int> groupOf; // cast -> its group
   static Fp8KeptPlan of(mlir::func::FuncOp f);
 };
 // The kept region the functions under `root` need (the largest; 0: none).

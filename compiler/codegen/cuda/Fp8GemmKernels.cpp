@@ -163,6 +163,51 @@ Fp8KeptPlan Fp8KeptPlan::of(func::FuncOp f) {
     }
     llvm::erase_if(open, [&](const Open &o) { return CudaStepEmitter::mayWrite(&op, o.source); });
   }
+  // Groups (Fp8Gemm.h): every result of a multi-result elementwise op is
+  // the source of a kept cast, all of one format and shape.
+  llvm::DenseMap<Operation *, int64_t> position;
+  for (auto [i, op] : llvm::enumerate(ops))
+    position[op] = static_cast<int64_t>(i) + 1;
+  for (Operation *op : ops) {
+    auto e = dyn_cast<kern::ElementwiseOp>(op);
+    if (!e || e.getOutputs().size() < 2)
+      continue;
+    Fp8KeptPlan::Group group;
+    group.op = op;
+    std::optional<OperandCast> like;
+    for (Value result : e.getOutputs()) {
+      Footprint f = CudaStepEmitter::footprint(result);
+      int found = -1;
+      for (int k = 0; k < static_cast<int>(plan.casts.size()) && !f.argument; ++k) {
+        auto [reader, operand] = plan.firstReader.lookup(k);
+        OperandCast c = operandOf(Fp8Gemm::of(reader), operand);
+        Footprint s = CudaStepEmitter::footprint(c.value);
+        if (!s.argument && s.begin == f.begin && s.end == f.end &&
+            position.lookup(reader) > position.lookup(op) &&
+            (!like || (c.e5m2 == like->e5m2 && c.rows == like->rows && c.cols == like->cols &&
+                       mrt(c.value).getElementType() == mrt(like->value).getElementType()))) {
+          found = k;
+          like = c;
+          break;
+        }
+      }
+      if (found < 0 || plan.groupOf.count(found) || llvm::is_contained(group.casts, found))
+        break;
+      group.casts.push_back(found);
+    }
+    if (group.casts.size() != e.getOutputs().size())
+      continue;
+    group.maker = *llvm::min_element(
+        group.casts, [&](int a, int b) { return life[a].first < life[b].first; });
+    for (int k : group.casts) {
+      plan.groupOf[k] = static_cast<int>(plan.groups.size());
+      life[k].first = life[group.maker].first;
+      auto [reader, operand] = plan.firstReader.lookup(k);
+      OperandCast c = operandOf(Fp8Gemm::of(reader), operand);
+      (c.transposed ? plan.casts[k].transposed : plan.casts[k].plain) = true;
+    }
+    plan.groups.push_back(std::move(group));
+  }
   // Batched casts (Fp8Gemm.h): delayed scaling, the vector form's shapes,
   // a source defined before the first product and written by nothing from
   // there to the first reader.
@@ -171,6 +216,8 @@ Fp8KeptPlan Fp8KeptPlan::of(func::FuncOp f) {
   const int madeCasts = static_cast<int>(plan.casts.size()); // own entries come after
   llvm::DenseMap<int, int64_t> firstReaderIndex;
   for (int k = 0; plan.batchAt && k < madeCasts; ++k) {
+    if (plan.groupOf.count(k))
+      continue;
     auto [reader, operand] = plan.firstReader.lookup(k);
     OperandCast c = operandOf(Fp8Gemm::of(reader), operand);
     Type et = mrt(c.value).getElementType();
@@ -449,8 +496,8 @@ LogicalResult CudaStepEmitter::emitGemmFp8(Operation *g, const Fp8Gemm &f,
                 inArg = familyPointer(et, "p0", false, CodeTarget::Cuda), inCall = name(c.value),
                 definition, source, computes;
     double inBytes = bufferBytes(mrt(c.value));
-    auto deferred = llvm::find_if(fp8Deferred_, [&](const Fp8Deferred &d) {
-      return sameStart(d.result, footprint(c.value));
+    auto deferred = llvm::find_if(fp8Deferred_, [&](Fp8Deferred d) { // (op accessors: not const)
+      return d.op.getOutputs().size() == 1 && sameStart(d.result, footprint(c.value));
     });
     if (deferred != fp8Deferred_.end()) {
       FailureOr<Fp8CastSource> src = fp8ElementwiseSource(deferred->op);
@@ -554,6 +601,30 @@ LogicalResult CudaStepEmitter::emitGemmFp8(Operation *g, const Fp8Gemm &f,
         }
         fp8BatchRecords_[use->second.first] = fp8RecordsUsed_++;
         return {batchedLayout(kept, c.transposed), scale};
+      }
+      // A group's member (Fp8KeptPlan::Group) whose op was left to the
+      // group's cast: the maker makes it, the others take their records.
+      if (auto member = fp8Kept_->groupOf.find(use->second.first);
+          member != fp8Kept_->groupOf.end()) {
+        const int group = member->second;
+        if (fp8GroupsMade_.contains(group)) {
+          if (fp8Records_ && fp8Records_->second > 0) {
+            if (fp8RecordsUsed_ >= fp8Records_->second) {
+              g->emitError("cuda codegen: no delayed-scaling record left for an FP8 cast made "
+                           "with its group (an internal error)");
+              return {"", ""};
+            }
+            fp8BatchRecords_[use->second.first] = fp8RecordsUsed_++;
+          }
+          return {keptAt(c.transposed), scale};
+        }
+        Operation *op = fp8Kept_->groups[group].op;
+        if (use->second.first == fp8Kept_->groups[group].maker &&
+            llvm::any_of(fp8Deferred_, [&](const Fp8Deferred &d) { return d.op == op; })) {
+          if (!emitFp8GroupCast(g, group, os, flops))
+            return {"", ""};
+          return {keptAt(c.transposed), scale};
+        }
       }
       // The first reader: its own layout in the kept region when kept,
       // else in a slot.

@@ -175,7 +175,10 @@ __device__ __forceinline__ float fp8_scale_of(const float *scale, const float *p
 // inputs of the elementwise op that produced it (CudaStepEmitter: an
 // elementwise result read only by FP8 products is never written in 16
 // bits): load8(i) returns elements i..i+7 as one 16-byte word (i % 8 == 0,
-// only when aligned16()), load(i) element i.
+// only when aligned16()), load(i) element i. A source of K results of the
+// same shape (a multi-result source: the backward's SwiGLU, two gradients from one
+// read of its inputs) has `using Element = T; static constexpr int
+// kOutputs = K;` and load8(i, uint4 out[K]), load(i, T out[K]) instead.
 // (Src parameters are taken as Fp8Source<Src>, where they are not
 // deduced: a pointer argument converts to the default Fp8Plain<T>.)
 template <class S> struct Fp8SourceOf {
@@ -300,63 +303,107 @@ __device__ __forceinline__ uint2 fp8_cast_eight(uint4 raw, float s, uint32_t &am
 // per tile. Same results and statistics as fp8_cast_transpose_kernel.
 // The work of block `block` of `blocks` (the grid, or a batch member's
 // share: fp8_cast_batch_kernel).
-template <class T, class F8, class Src = Fp8Plain<T>>
+//
+// K > 1 (a source computing K results at once from one read of its
+// inputs: a multi-result source): result k is cast into targets.out[k] /
+// targets.out_t[k] with its own scale and statistics, as K casts of
+// sources computing one result each would.
+template <class F8, int K> struct Fp8CastTargets {
+  F8 *out[K];
+  F8 *out_t[K];
+  Fp8CastStats *stats[K];
+  const float *scale[K]; // a given scale (launch_fp8_cast_transpose), else null
+  const float *partials[K];
+  int32_t partial_count[K];
+  Fp8TensorScale *current[K];
+  Fp8ScalingRecord *record[K];
+};
+
+template <class T, class F8, class Src, int K>
 __device__ __forceinline__ void
-fp8_cast_transpose_vec8_tiles(int64_t rows, int64_t cols, const Fp8Source<Src> in,
-                              const float *__restrict__ scale, F8 *__restrict__ out,
-                              F8 *__restrict__ out_t, Fp8CastStats *stats,
-                              const float *partials, int32_t partial_count,
-                              Fp8TensorScale *current, Fp8ScalingRecord *record,
-                              uint32_t block, uint32_t blocks) {
+fp8_cast_transpose_vec8_multi(int64_t rows, int64_t cols, const Src &in,
+                              const Fp8CastTargets<F8, K> &to, uint32_t block,
+                              uint32_t blocks) {
   static_assert(sizeof(T) == 2, "the vector form reads 16-bit elements");
   // 64 rows of 16 words (64 bytes) and one more: a column group's words of
   // rows 4q .. 4q + 3 fall on other banks for each q (two-way at most).
-  __shared__ uint32_t tile[64][17];
-  const float s = fp8_scale_of<F8>(scale, partials, partial_count, current, record, block);
+  __shared__ uint32_t tile[K][64][17];
+  float s[K];
+  bool any_t = false;
+#pragma unroll
+  for (int k = 0; k < K; ++k) {
+    if (k > 0)
+      __syncthreads(); // fp8_scale_of's shared maxima, read by all, reused
+    s[k] = fp8_scale_of<F8>(to.scale[k], to.partials[k], to.partial_count[k], to.current[k],
+                            to.record[k], block);
+    any_t |= to.out_t[k] != nullptr;
+  }
   const uint32_t tile_cols = static_cast<uint32_t>((cols + 63) / 64);
   const uint32_t tiles = static_cast<uint32_t>((rows + 63) / 64) * tile_cols;
   const int i = threadIdx.x / 8, j = (threadIdx.x % 8) * 8; // tile row (and i + 32), column
   const int q = threadIdx.x % 16, g = threadIdx.x / 16;     // out_t: rows 4q.., columns 4g..
-  uint32_t amax_bits = 0; // the largest magnitude, as T's bits
-  uint32_t overflows = 0, underflows = 0;
-  uint4 next[2];
+  uint32_t amax_bits[K]; // the largest magnitude, as T's bits
+  uint32_t overflows[K], underflows[K];
+#pragma unroll
+  for (int k = 0; k < K; ++k)
+    amax_bits[k] = overflows[k] = underflows[k] = 0;
+  uint4 next[2][K];
   auto fetch = [&](uint32_t t) { // tile t's two loads (zeros outside the tensor)
     const int64_t r0 = static_cast<int64_t>(t / tile_cols) * 64,
                   c0 = static_cast<int64_t>(t % tile_cols) * 64;
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
       const int64_t r = r0 + i + 32 * h, c = c0 + j;
-      next[h] = t < tiles && r < rows && c < cols // all 8 or none: cols % 8 == 0
-                    ? in.load8(r * cols + c)
-                    : make_uint4(0, 0, 0, 0);
+      if (t < tiles && r < rows && c < cols) { // all 8 or none: cols % 8 == 0
+        if constexpr (K == 1)
+          next[h][0] = in.load8(r * cols + c);
+        else
+          in.load8(r * cols + c, next[h]);
+      } else {
+#pragma unroll
+        for (int k = 0; k < K; ++k)
+          next[h][k] = make_uint4(0, 0, 0, 0);
+      }
     }
   };
   fetch(block);
   for (uint32_t t = block; t < tiles; t += blocks) {
-    const uint4 raw[2] = {next[0], next[1]};
+    uint4 raw[2][K];
+#pragma unroll
+    for (int h = 0; h < 2; ++h)
+#pragma unroll
+      for (int k = 0; k < K; ++k)
+        raw[h][k] = next[h][k];
     fetch(t + blocks);
     const int64_t r0 = static_cast<int64_t>(t / tile_cols) * 64,
                   c0 = static_cast<int64_t>(t % tile_cols) * 64;
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
       const int64_t r = r0 + i + 32 * h, c = c0 + j;
-      uint2 q8 = make_uint2(0, 0); // 8 bytes, little-endian
-      if (r < rows && c < cols) {
-        q8 = fp8_cast_eight<T, F8>(raw[h], s, amax_bits, overflows, underflows);
-        if (out != nullptr)
-          *reinterpret_cast<uint2 *>(&out[r * cols + c].bits) = q8;
-      }
-      if (out_t != nullptr) {
-        tile[i + 32 * h][j / 4] = q8.x;
-        tile[i + 32 * h][j / 4 + 1] = q8.y;
+#pragma unroll
+      for (int k = 0; k < K; ++k) {
+        uint2 q8 = make_uint2(0, 0); // 8 bytes, little-endian
+        if (r < rows && c < cols) {
+          q8 = fp8_cast_eight<T, F8>(raw[h][k], s[k], amax_bits[k], overflows[k],
+                                     underflows[k]);
+          if (to.out[k] != nullptr)
+            *reinterpret_cast<uint2 *>(&to.out[k][r * cols + c].bits) = q8;
+        }
+        if (to.out_t[k] != nullptr) {
+          tile[k][i + 32 * h][j / 4] = q8.x;
+          tile[k][i + 32 * h][j / 4 + 1] = q8.y;
+        }
       }
     }
-    if (out_t != nullptr) { // the same for every thread of the block
+    if (any_t) { // the same for every thread of the block
       __syncthreads();
       const int64_t r = r0 + 4 * q; // rows % 8 == 0: rows r..r+3 all or none
-      if (r < rows) {
-        const uint32_t w0 = tile[4 * q][g], w1 = tile[4 * q + 1][g], w2 = tile[4 * q + 2][g],
-                       w3 = tile[4 * q + 3][g];
+#pragma unroll
+      for (int k = 0; k < K; ++k) {
+        if (r >= rows || to.out_t[k] == nullptr)
+          continue;
+        const uint32_t w0 = tile[k][4 * q][g], w1 = tile[k][4 * q + 1][g],
+                       w2 = tile[k][4 * q + 2][g], w3 = tile[k][4 * q + 3][g];
         // Byte k of row e -> byte e of column k.
         const uint32_t lo01 = __byte_perm(w0, w1, 0x5140), hi01 = __byte_perm(w0, w1, 0x7362);
         const uint32_t lo23 = __byte_perm(w2, w3, 0x5140), hi23 = __byte_perm(w2, w3, 0x7362);
@@ -365,20 +412,63 @@ fp8_cast_transpose_vec8_tiles(int64_t rows, int64_t cols, const Fp8Source<Src> i
                                     __byte_perm(hi01, hi23, 0x5410),
                                     __byte_perm(hi01, hi23, 0x7632)};
 #pragma unroll
-        for (int k = 0; k < 4; ++k) {
-          const int64_t c = c0 + 4 * g + k;
+        for (int e = 0; e < 4; ++e) {
+          const int64_t c = c0 + 4 * g + e;
           if (c < cols)
-            *reinterpret_cast<uint32_t *>(&out_t[c * rows + r].bits) = column[k];
+            *reinterpret_cast<uint32_t *>(&to.out_t[k][c * rows + r].bits) = column[e];
         }
       }
       __syncthreads();
     }
   }
-  T top;
-  top.bits = static_cast<uint16_t>(amax_bits);
-  fp8_add_stats(Elem<T>::load(top), overflows, underflows, stats);
-  fp8_finish_delayed<F8>(current, record, rows * cols, blocks);
+#pragma unroll
+  for (int k = 0; k < K; ++k) {
+    if (k > 0)
+      __syncthreads(); // fp8_add_stats' shared sums, reused
+    T top;
+    top.bits = static_cast<uint16_t>(amax_bits[k]);
+    fp8_add_stats(Elem<T>::load(top), overflows[k], underflows[k], to.stats[k]);
+    fp8_finish_delayed<F8>(to.current[k], to.record[k], rows * cols, blocks);
+  }
 }
+
+template <class T, class F8, class Src = Fp8Plain<T>>
+__device__ __forceinline__ void
+fp8_cast_transpose_vec8_tiles(int64_t rows, int64_t cols, const Fp8Source<Src> in,
+                              const float *__restrict__ scale, F8 *__restrict__ out,
+                              F8 *__restrict__ out_t, Fp8CastStats *stats,
+                              const float *partials, int32_t partial_count,
+                              Fp8TensorScale *current, Fp8ScalingRecord *record,
+                              uint32_t block, uint32_t blocks) {
+  const Fp8CastTargets<F8, 1> to{{out},      {out_t},         {stats},   {scale},
+                                 {partials}, {partial_count}, {current}, {record}};
+  fp8_cast_transpose_vec8_multi<T, F8, Src, 1>(rows, cols, in, to, block, blocks);
+}
+
+template <class T, class F8, class Src, int K>
+__global__ void __launch_bounds__(256)
+    fp8_cast_transpose_vec8_multi_kernel(int64_t rows, int64_t cols, const Src in,
+                                         const Fp8CastTargets<F8, K> to) {
+  fp8_cast_transpose_vec8_multi<T, F8, Src, K>(rows, cols, in, to, blockIdx.x, gridDim.x);
+}
+
+// Result k of a multi-result source, as a source of
+// one: for the amax pass and the scalar form, which take one at a time.
+template <class Src, int k> struct Fp8Pick {
+  Src src;
+  using T = typename Src::Element;
+  __device__ __forceinline__ uint4 load8(int64_t i) const {
+    uint4 all[Src::kOutputs];
+    src.load8(i, all);
+    return all[k];
+  }
+  __device__ __forceinline__ T load(int64_t i) const {
+    T all[Src::kOutputs];
+    src.load(i, all);
+    return all[k];
+  }
+  __host__ __device__ bool aligned16() const { return src.aligned16(); }
+};
 
 template <class T, class F8, class Src = Fp8Plain<T>>
 __global__ void __launch_bounds__(256)

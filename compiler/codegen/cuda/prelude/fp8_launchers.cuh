@@ -91,6 +91,82 @@ inline void launch_fp8_quantize_delayed(int64_t rows, int64_t cols, const detail
   launch_fp8_quantize_current<T, F8, Src>(rows, cols, in, out, out_t, q, stream, record);
 }
 
+namespace detail {
+// Result k.. of a multi-result source, one launch_fp8_quantize_current each
+// (the scalar form), or the amax pass of each into `to` (the vector form).
+template <class T, class F8, class Src, int k>
+inline void fp8_quantize_each(int64_t rows, int64_t cols, const Src &in, bool vec,
+                              F8 *const *out, F8 *const *out_t, Fp8TensorScale *const *q,
+                              Fp8ScalingRecord *const *record, cudaStream_t stream,
+                              Fp8CastTargets<F8, Src::kOutputs> &to) {
+  if constexpr (k < Src::kOutputs) {
+    const Fp8Pick<Src, k> one{in};
+    if (!vec) {
+      launch_fp8_quantize_current<T, F8, Fp8Pick<Src, k>>(rows, cols, one, out[k], out_t[k],
+                                                          q[k], stream, record[k]);
+    } else {
+      const int64_t n = rows * cols;
+      float *partials =
+          reinterpret_cast<float *>(reinterpret_cast<char *>(q[k]) + sizeof(Fp8TensorScale));
+      const int64_t wanted = (n / 8 + 255) / 256;
+      const int64_t cap = record[k] != nullptr ? kFp8DelayedAmaxBlocks : kFp8AmaxPartials;
+      const int64_t blocks = wanted < cap ? wanted : cap;
+      fp8_amax_kernel<T, Fp8Pick<Src, k>><<<static_cast<unsigned>(blocks), 256, 0, stream>>>(
+          n, one, true, partials, &q[k]->stats, record[k],
+          record[k] != nullptr ? &q[k]->unused[0] : nullptr);
+      to.out[k] = out[k];
+      to.out_t[k] = out_t[k];
+      to.stats[k] = &q[k]->stats;
+      to.scale[k] = nullptr;
+      to.partials[k] = partials;
+      to.partial_count[k] = static_cast<int32_t>(blocks);
+      to.current[k] = q[k];
+      to.record[k] = record[k];
+    }
+    fp8_quantize_each<T, F8, Src, k + 1>(rows, cols, in, vec, out, out_t, q, record, stream,
+                                         to);
+  }
+}
+} // namespace detail
+
+// The K = Src::kOutputs results of a multi-result source (fp8_kernels.cuh:
+// an elementwise op with K 16-bit results of one shape, each read only by
+// FP8 products), result k as launch_fp8_quantize_current(rows, cols,
+// <result k>, out[k], out_t[k], q[k], stream, record[k]) would cast it,
+// with the same bytes, scales, statistics and record updates. The vector
+// form (16-bit, rows and cols multiples of 8, everything 16-byte aligned)
+// computes every result from one read of the source's inputs: an amax
+// launch per result (at once done under delayed scaling with a scale),
+// then one cast of all K. Otherwise the results are cast one by one.
+template <class T, class F8, class Src>
+inline void launch_fp8_quantize_multi(int64_t rows, int64_t cols, const Src in,
+                                      F8 *const *out, F8 *const *out_t,
+                                      Fp8TensorScale *const *q, Fp8ScalingRecord *const *record,
+                                      cudaStream_t stream) {
+  static_assert(sizeof(T) == 2, "multi-result casts read 16-bit results");
+  constexpr int K = Src::kOutputs;
+  const int64_t n = rows * cols;
+  if (n <= 0) {
+    for (int k = 0; k < K; ++k)
+      detail::fp8_empty_scale_kernel<<<1, 1, 0, stream>>>(q[k]);
+    return;
+  }
+  uintptr_t bits = 0;
+  for (int k = 0; k < K; ++k)
+    bits |= reinterpret_cast<uintptr_t>(out[k]) | reinterpret_cast<uintptr_t>(out_t[k]);
+  const int64_t tiles = ((rows + 63) / 64) * ((cols + 63) / 64);
+  const bool vec = in.aligned16() && bits % 16 == 0 && rows % 8 == 0 && cols % 8 == 0 &&
+                   tiles < (int64_t{1} << 31);
+  detail::Fp8CastTargets<F8, K> to{};
+  detail::fp8_quantize_each<T, F8, Src, 0>(rows, cols, in, vec, out, out_t, q, record, stream,
+                                           to);
+  if (!vec)
+    return;
+  const int64_t blocks = tiles < kFp8GridBlocks ? tiles : kFp8GridBlocks;
+  detail::fp8_cast_transpose_vec8_multi_kernel<T, F8, Src, K>
+      <<<static_cast<unsigned>(blocks), 256, 0, stream>>>(rows, cols, in, to);
+}
+
 // Delayed scaling of `count` operands at once (the step's weights, cast at
 // its first FP8 product): member m is launch_fp8_quantize_delayed(rows[m],
 // cols[m], in[m], out[m], out_t[m], q[m], record[m]), with the same results,
