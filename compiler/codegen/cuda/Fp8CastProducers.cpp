@@ -218,48 +218,41 @@ CudaStepEmitter::fp8ElementwiseSource(kern::ElementwiseOp e) {
     vecArgs += load(et, x + "[k]") + ", ";
     scalarArgs += load(et, p + "[i]") + ", ";
   }
-  const std::string out = scalarType(het);
+  // The body's results o<j> into y<j>[8] (8 elements), or as scalars.
+  const std::string out = scalarType(het), element = familyElementType(het, CodeTarget::Cuda);
   const size_t results = e.getOutputs().size();
-  if (results > 1) { // a multi-result source (prelude fp8_kernels.cuh)
-    std::string outs, vecStores, scalarStores, decls;
-    for (size_t j = 0; j < results; ++j) {
-      std::string o = "o" + std::to_string(j), y = "y" + std::to_string(j);
-      outs += ", " + o;
-      decls += "      " + out + " " + o + ";\n";
-      vecStores += "      " + y + "[k] = " + store(het, o) + ";\n";
-      scalarStores += llvm::formatv("    out[{0}] = {{{1}};\n", j, store(het, o)).str();
-    }
-    std::string ys, words;
-    for (size_t j = 0; j < results; ++j) {
-      ys += llvm::formatv("    alignas(16) {0} y{1}[8];\n", storageType(het), j).str();
-      words += llvm::formatv("    out[{0}] = *reinterpret_cast<const uint4 *>(y{0});\n", j).str();
-    }
-    src.definition =
-        "struct @NAME@_src {\n" + members + "  using Element = " +
-        familyElementType(het, CodeTarget::Cuda) + ";\n  static constexpr int kOutputs = " +
-        std::to_string(results) +
-        ";\n  __device__ __forceinline__ void load8(int64_t i, uint4 *out) const {\n" +
-        printed->preamble + printed->lambda + vecLoads + ys +
-        "#pragma unroll\n    for (int k = 0; k < 8; ++k) {\n" + decls + "      body(" + vecArgs +
-        "i + k" + outs + ");\n" + vecStores + "    }\n" + words + "  }\n" +
-        "  __device__ __forceinline__ void load(int64_t i, Element *out) const {\n" +
-        printed->preamble + printed->lambda + decls + "    body(" + scalarArgs + "i" + outs +
-        ");\n" + scalarStores + "  }\n" + "  __host__ __device__ bool aligned16() const {\n    return " +
-        (aligned.empty() ? std::string("true") : "(" + aligned + ") % 16 == 0") + ";\n  }\n};\n";
-  } else {
-  src.definition =
-      "struct @NAME@_src {\n" + members +
-      "  __device__ __forceinline__ uint4 load8(int64_t i) const {\n" + printed->preamble +
-      printed->lambda + vecLoads + "    alignas(16) " + storageType(het) +
-      " y[8];\n#pragma unroll\n    for (int k = 0; k < 8; ++k) {\n      " + out +
-      " o0;\n      body(" + vecArgs + "i + k, o0);\n      y[k] = " + store(het, "o0") +
-      ";\n    }\n    return *reinterpret_cast<const uint4 *>(y);\n  }\n" +
-      "  __device__ __forceinline__ " + familyElementType(het, CodeTarget::Cuda) +
-      " load(int64_t i) const {\n" + printed->preamble + printed->lambda + "    " + out +
-      " o0;\n    body(" + scalarArgs + "i, o0);\n    return {" + store(het, "o0") + "};\n  }\n" +
-      "  __host__ __device__ bool aligned16() const {\n    return " +
-      (aligned.empty() ? std::string("true") : "(" + aligned + ") % 16 == 0") + ";\n  }\n};\n";
+  std::string outs, decls, ys, stores, words, scalars;
+  for (size_t j = 0; j < results; ++j) {
+    std::string o = "o" + std::to_string(j), y = "y" + std::to_string(j);
+    outs += ", " + o;
+    decls += "      " + out + " " + o + ";\n";
+    ys += llvm::formatv("    alignas(16) {0} {1}[8];\n", storageType(het), y).str();
+    stores += "      " + y + "[k] = " + store(het, o) + ";\n";
+    words += llvm::formatv("    out[{0}] = *reinterpret_cast<const uint4 *>({1});\n", j, y).str();
+    scalars += llvm::formatv("    out[{0}] = {{{1}};\n", j, store(het, o)).str();
   }
+  const std::string eight = printed->preamble + printed->lambda + vecLoads + ys +
+                            "#pragma unroll\n    for (int k = 0; k < 8; ++k) {\n" + decls +
+                            "      body(" + vecArgs + "i + k" + outs + ");\n" + stores + "    }\n";
+  const std::string one = printed->preamble + printed->lambda + decls + "    body(" + scalarArgs +
+                          "i" + outs + ");\n";
+  // One result: load8(i) -> uint4, load(i) -> Element; several (a
+  // multi-result source, prelude fp8_kernels.cuh): into out[K].
+  std::string loads =
+      results == 1
+          ? "  __device__ __forceinline__ uint4 load8(int64_t i) const {\n" + eight +
+                "    return *reinterpret_cast<const uint4 *>(y0);\n  }\n"
+                "  __device__ __forceinline__ Element load(int64_t i) const {\n" + one +
+                "    return {" + store(het, "o0") + "};\n  }\n"
+          : "  static constexpr int kOutputs = " + std::to_string(results) +
+                ";\n  __device__ __forceinline__ void load8(int64_t i, uint4 *out) const {\n" +
+                eight + words + "  }\n" +
+                "  __device__ __forceinline__ void load(int64_t i, Element *out) const {\n" + one +
+                scalars + "  }\n";
+  src.definition = "struct @NAME@_src {\n" + members + "  using Element = " + element + ";\n" +
+                   loads + "  __host__ __device__ bool aligned16() const {\n    return " +
+                   (aligned.empty() ? std::string("true") : "(" + aligned + ") % 16 == 0") +
+                   ";\n  }\n};\n";
   src.params = llvm::join(params, ", ");
   src.init = "@NAME@_src{" + llvm::join(inits, ", ") + "}";
   src.args = llvm::join(args, ", ");
