@@ -456,14 +456,27 @@ __device__ __forceinline__ float swigluOf(uint16_t g, uint16_t u) {
 }
 struct SwigluSource {
   const uint16_t *g, *u;
-  __device__ __forceinline__ uint4 load8(int64_t i) const {
-    alignas(16) uint16_t x[8], y[8], h[8];
-    *reinterpret_cast<uint4 *>(x) = __ldg(reinterpret_cast<const uint4 *>(g + i));
-    *reinterpret_cast<uint4 *>(y) = __ldg(reinterpret_cast<const uint4 *>(u + i));
+  static constexpr int kOutputs = 1;
+  struct Raw {
+    uint4 g, u;
+  };
+  __device__ __forceinline__ Raw fetch8(int64_t i) const {
+    return {__ldg(reinterpret_cast<const uint4 *>(g + i)),
+            __ldg(reinterpret_cast<const uint4 *>(u + i))};
+  }
+  __device__ __forceinline__ void compute8(const Raw &raw, int64_t, uint4 *out) const {
+    const uint16_t *x = reinterpret_cast<const uint16_t *>(&raw.g);
+    const uint16_t *y = reinterpret_cast<const uint16_t *>(&raw.u);
+    alignas(16) uint16_t h[8];
 #pragma unroll
     for (int k = 0; k < 8; ++k)
       h[k] = tcc_cuda::float_to_bf16(swigluOf(x[k], y[k]));
-    return *reinterpret_cast<const uint4 *>(h);
+    out[0] = *reinterpret_cast<const uint4 *>(h);
+  }
+  __device__ __forceinline__ uint4 load8(int64_t i) const {
+    uint4 out;
+    compute8(fetch8(i), i, &out);
+    return out;
   }
   __device__ __forceinline__ tcc_cuda::bf16 load(int64_t i) const {
     return {tcc_cuda::float_to_bf16(swigluOf(g[i], u[i]))};
@@ -560,16 +573,27 @@ struct SwigluGradSource {
   const uint16_t *dh, *g, *u;
   using Element = tcc_cuda::bf16;
   static constexpr int kOutputs = 2;
-  __device__ __forceinline__ void load8(int64_t i, uint4 *out) const {
-    alignas(16) uint16_t a[8], b[8], c[8], y0[8], y1[8];
-    *reinterpret_cast<uint4 *>(a) = __ldg(reinterpret_cast<const uint4 *>(dh + i));
-    *reinterpret_cast<uint4 *>(b) = __ldg(reinterpret_cast<const uint4 *>(g + i));
-    *reinterpret_cast<uint4 *>(c) = __ldg(reinterpret_cast<const uint4 *>(u + i));
+  struct Raw {
+    uint4 dh, g, u;
+  };
+  __device__ __forceinline__ Raw fetch8(int64_t i) const {
+    return {__ldg(reinterpret_cast<const uint4 *>(dh + i)),
+            __ldg(reinterpret_cast<const uint4 *>(g + i)),
+            __ldg(reinterpret_cast<const uint4 *>(u + i))};
+  }
+  __device__ __forceinline__ void compute8(const Raw &raw, int64_t, uint4 *out) const {
+    const uint16_t *a = reinterpret_cast<const uint16_t *>(&raw.dh),
+                   *b = reinterpret_cast<const uint16_t *>(&raw.g),
+                   *c = reinterpret_cast<const uint16_t *>(&raw.u);
+    alignas(16) uint16_t y0[8], y1[8];
 #pragma unroll
     for (int k = 0; k < 8; ++k)
       swigluGradOf(a[k], b[k], c[k], y0[k], y1[k]);
     out[0] = *reinterpret_cast<const uint4 *>(y0);
     out[1] = *reinterpret_cast<const uint4 *>(y1);
+  }
+  __device__ __forceinline__ void load8(int64_t i, uint4 *out) const {
+    compute8(fetch8(i), i, out);
   }
   __device__ __forceinline__ void load(int64_t i, Element *out) const {
     swigluGradOf(dh[i], g[i], u[i], out[0].bits, out[1].bits);

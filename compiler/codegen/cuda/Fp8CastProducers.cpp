@@ -192,7 +192,7 @@ CudaStepEmitter::fp8ElementwiseSource(kern::ElementwiseOp e) {
   Fp8CastSource src;
   Type het = mrt(e.getOutputs()[0]).getElementType();
   const int64_t n = mrt(e.getOutputs()[0]).getNumElements();
-  std::string members, aligned, vecLoads, scalarArgs, vecArgs;
+  std::string members, aligned, raw, fetches, views, scalarArgs, vecArgs;
   SmallVector<std::string> params, inits, args;
   for (auto [k, in] : llvm::enumerate(e.getInputs())) {
     Type et = mrt(in).getElementType();
@@ -208,13 +208,17 @@ CudaStepEmitter::fp8ElementwiseSource(kern::ElementwiseOp e) {
     std::string p = "in" + std::to_string(k), x = "x" + std::to_string(k);
     aligned += (aligned.empty() ? "reinterpret_cast<uintptr_t>(" : " | reinterpret_cast<uintptr_t>(") +
                p + ")";
-    // 8 elements: one 16-byte load of a 16-bit input, two of a 32-bit one.
-    vecLoads += llvm::formatv("    alignas(16) {0} {1}[8];\n"
-                              "    for (int j = 0; j < {2}; ++j)\n"
-                              "      reinterpret_cast<uint4 *>({1})[j] = "
-                              "__ldg(reinterpret_cast<const uint4 *>({3} + i) + j);\n",
-                              storageType(et), x, kern::elementBytes(et) / 2, p)
-                    .str();
+    // 8 elements: one 16-byte load of a 16-bit input, two of a 32-bit one,
+    // fetched into Raw (fetch8), read as elements by compute8.
+    const int64_t words = kern::elementBytes(et) / 2;
+    raw += llvm::formatv("    uint4 {0}[{1}];\n", x, words).str();
+    fetches += llvm::formatv("    for (int j = 0; j < {0}; ++j)\n"
+                             "      r.{1}[j] = __ldg(reinterpret_cast<const uint4 *>({2} + i) + j);\n",
+                             words, x, p)
+                   .str();
+    views += llvm::formatv("    const {0} *{1} = reinterpret_cast<const {0} *>(raw.{1});\n",
+                           storageType(et), x)
+                 .str();
     vecArgs += load(et, x + "[k]") + ", ";
     scalarArgs += load(et, p + "[i]") + ", ";
   }
@@ -231,24 +235,30 @@ CudaStepEmitter::fp8ElementwiseSource(kern::ElementwiseOp e) {
     words += llvm::formatv("    out[{0}] = *reinterpret_cast<const uint4 *>({1});\n", j, y).str();
     scalars += llvm::formatv("    out[{0}] = {{{1}};\n", j, store(het, o)).str();
   }
-  const std::string eight = printed->preamble + printed->lambda + vecLoads + ys +
+  const std::string eight = printed->preamble + printed->lambda + views + ys +
                             "#pragma unroll\n    for (int k = 0; k < 8; ++k) {\n" + decls +
                             "      body(" + vecArgs + "i + k" + outs + ");\n" + stores + "    }\n";
   const std::string one = printed->preamble + printed->lambda + decls + "    body(" + scalarArgs +
                           "i" + outs + ");\n";
-  // One result: load8(i) -> uint4, load(i) -> Element; several (a
-  // multi-result source, prelude fp8_kernels.cuh): into out[K].
+  // The vector cast's two steps (prelude fp8_kernels.cuh), then one
+  // result's load8(i) -> uint4, load(i) -> Element, or several results'
+  // load8(i, out[K]), load(i, out[K]) (a multi-result source).
   std::string loads =
-      results == 1
-          ? "  __device__ __forceinline__ uint4 load8(int64_t i) const {\n" + eight +
-                "    return *reinterpret_cast<const uint4 *>(y0);\n  }\n"
-                "  __device__ __forceinline__ Element load(int64_t i) const {\n" + one +
-                "    return {" + store(het, "o0") + "};\n  }\n"
-          : "  static constexpr int kOutputs = " + std::to_string(results) +
-                ";\n  __device__ __forceinline__ void load8(int64_t i, uint4 *out) const {\n" +
-                eight + words + "  }\n" +
-                "  __device__ __forceinline__ void load(int64_t i, Element *out) const {\n" + one +
-                scalars + "  }\n";
+      "  static constexpr int kOutputs = " + std::to_string(results) + ";\n  struct Raw {\n" +
+      raw + "  };\n  __device__ __forceinline__ Raw fetch8(int64_t i) const {\n    Raw r;\n" +
+      fetches + "    return r;\n  }\n" +
+      "  __device__ __forceinline__ void compute8(const Raw &raw, int64_t i, uint4 *out) "
+      "const {\n" +
+      eight + words + "  }\n" +
+      (results == 1
+           ? "  __device__ __forceinline__ uint4 load8(int64_t i) const {\n    uint4 out;\n"
+             "    compute8(fetch8(i), i, &out);\n    return out;\n  }\n"
+             "  __device__ __forceinline__ Element load(int64_t i) const {\n" + one +
+                 "    return {" + store(het, "o0") + "};\n  }\n"
+           : "  __device__ __forceinline__ void load8(int64_t i, uint4 *out) const {\n"
+             "    compute8(fetch8(i), i, out);\n  }\n"
+             "  __device__ __forceinline__ void load(int64_t i, Element *out) const {\n" + one +
+                 scalars + "  }\n");
   src.definition = "struct @NAME@_src {\n" + members + "  using Element = " + element + ";\n" +
                    loads + "  __host__ __device__ bool aligned16() const {\n    return " +
                    (aligned.empty() ? std::string("true") : "(" + aligned + ") % 16 == 0") +

@@ -179,6 +179,9 @@ __device__ __forceinline__ float fp8_scale_of(const float *scale, const float *p
 // same shape (a multi-result source: the backward's SwiGLU, two gradients from one
 // read of its inputs) has `using Element = T; static constexpr int
 // kOutputs = K;` and load8(i, uint4 out[K]), load(i, T out[K]) instead.
+// The vector cast takes 8 elements in two steps, so that a tile's loads
+// stay in flight while the one before is computed and cast: Raw
+// fetch8(i) (the 16-byte loads) and compute8(raw, i, uint4 out[K]).
 // (Src parameters are taken as Fp8Source<Src>, where they are not
 // deduced: a pointer argument converts to the default Fp8Plain<T>.)
 template <class S> struct Fp8SourceOf {
@@ -188,9 +191,15 @@ template <class S> using Fp8Source = typename Fp8SourceOf<S>::type;
 template <class T> struct Fp8Plain {
   const T *in;
   __host__ __device__ Fp8Plain(const T *p) : in(p) {} // NOLINT: a pointer converts
-  __device__ __forceinline__ uint4 load8(int64_t i) const {
+  static constexpr int kOutputs = 1;
+  using Raw = uint4;
+  __device__ __forceinline__ Raw fetch8(int64_t i) const {
     return __ldg(reinterpret_cast<const uint4 *>(in + i));
   }
+  __device__ __forceinline__ void compute8(const Raw &raw, int64_t, uint4 *out) const {
+    out[0] = raw;
+  }
+  __device__ __forceinline__ uint4 load8(int64_t i) const { return fetch8(i); }
   __device__ __forceinline__ T load(int64_t i) const { return in[i]; }
   __host__ __device__ bool aligned16() const {
     return reinterpret_cast<uintptr_t>(in) % 16 == 0;
@@ -325,6 +334,7 @@ fp8_cast_transpose_vec8_multi(int64_t rows, int64_t cols, const Src &in,
                               const Fp8CastTargets<F8, K> &to, uint32_t block,
                               uint32_t blocks) {
   static_assert(sizeof(T) == 2, "the vector form reads 16-bit elements");
+  static_assert(Src::kOutputs == K, "one target per result of the source");
   // 64 rows of 16 words (64 bytes) and one more: a column group's words of
   // rows 4q .. 4q + 3 fall on other banks for each q (two-way at most).
   __shared__ uint32_t tile[K][64][17];
@@ -347,44 +357,35 @@ fp8_cast_transpose_vec8_multi(int64_t rows, int64_t cols, const Src &in,
 #pragma unroll
   for (int k = 0; k < K; ++k)
     amax_bits[k] = overflows[k] = underflows[k] = 0;
-  uint4 next[2][K];
-  auto fetch = [&](uint32_t t) { // tile t's two loads (zeros outside the tensor)
+  typename Src::Raw next[2];
+  auto fetch = [&](uint32_t t) { // tile t's two loads (none outside the tensor)
     const int64_t r0 = static_cast<int64_t>(t / tile_cols) * 64,
                   c0 = static_cast<int64_t>(t % tile_cols) * 64;
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
       const int64_t r = r0 + i + 32 * h, c = c0 + j;
-      if (t < tiles && r < rows && c < cols) { // all 8 or none: cols % 8 == 0
-        if constexpr (K == 1)
-          next[h][0] = in.load8(r * cols + c);
-        else
-          in.load8(r * cols + c, next[h]);
-      } else {
-#pragma unroll
-        for (int k = 0; k < K; ++k)
-          next[h][k] = make_uint4(0, 0, 0, 0);
-      }
+      if (t < tiles && r < rows && c < cols) // all 8 or none: cols % 8 == 0
+        next[h] = in.fetch8(r * cols + c);
     }
   };
   fetch(block);
   for (uint32_t t = block; t < tiles; t += blocks) {
-    uint4 raw[2][K];
-#pragma unroll
-    for (int h = 0; h < 2; ++h)
-#pragma unroll
-      for (int k = 0; k < K; ++k)
-        raw[h][k] = next[h][k];
+    const typename Src::Raw raw[2] = {next[0], next[1]};
     fetch(t + blocks);
     const int64_t r0 = static_cast<int64_t>(t / tile_cols) * 64,
                   c0 = static_cast<int64_t>(t % tile_cols) * 64;
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
       const int64_t r = r0 + i + 32 * h, c = c0 + j;
+      const bool inside = r < rows && c < cols;
+      uint4 words[K];
+      if (inside)
+        in.compute8(raw[h], r * cols + c, words);
 #pragma unroll
       for (int k = 0; k < K; ++k) {
         uint2 q8 = make_uint2(0, 0); // 8 bytes, little-endian
-        if (r < rows && c < cols) {
-          q8 = fp8_cast_eight<T, F8>(raw[h][k], s[k], amax_bits[k], overflows[k],
+        if (inside) {
+          q8 = fp8_cast_eight<T, F8>(words[k], s[k], amax_bits[k], overflows[k],
                                      underflows[k]);
           if (to.out[k] != nullptr)
             *reinterpret_cast<uint2 *>(&to.out[k][r * cols + c].bits) = q8;
@@ -457,6 +458,14 @@ __global__ void __launch_bounds__(256)
 template <class Src, int k> struct Fp8Pick {
   Src src;
   using T = typename Src::Element;
+  static constexpr int kOutputs = 1;
+  using Raw = typename Src::Raw;
+  __device__ __forceinline__ Raw fetch8(int64_t i) const { return src.fetch8(i); }
+  __device__ __forceinline__ void compute8(const Raw &raw, int64_t i, uint4 *out) const {
+    uint4 all[Src::kOutputs];
+    src.compute8(raw, i, all);
+    out[0] = all[k];
+  }
   __device__ __forceinline__ uint4 load8(int64_t i) const {
     uint4 all[Src::kOutputs];
     src.load8(i, all);
