@@ -10,6 +10,7 @@
 //   ReductionKernels.cpp    kern.reduce (prelude families, generated rest)
 //   GemmKernels.cpp         kern.gemm through cuBLASLt
 //   Fp8GemmKernels.cpp      kern.gemm as an FP8 product (--precision fp8)
+//   Fp8CastProducers.cpp    elementwise results computed by their FP8 casts
 //   CopyKernels.cpp         transpose / slice / concat, fill, constants
 //   PreludeKernels.cpp      wrappers of the prelude's fixed families
 //                           (gather, scatter-add, softmax cross-entropy)
