@@ -47,13 +47,28 @@ namespace tcc::codegen::control {
 
 namespace tcc::codegen::cuda {
 
-// An elementwise op's body printed as a device lambda
-// (CudaStepEmitter::printElementwiseBody).
+// An elementwise body (kern.elementwise, kern.multi_elementwise) printed
+// as a device lambda, `auto body = [&](<per-element inputs a<k>>, int64_t
+// flat, <results o<j> by reference>) {...};`, after `preamble` (the scalar
+// inputs in<k>[0] loaded once as a<k>, and the ops that depend on nothing
+// else, hoisted).
 struct ElementwiseBody {
   std::string preamble, lambda;
   llvm::SmallVector<size_t> perElementInput; // the inputs passed per element, in order
   int64_t ops = 0;                           // non-constant ops per element
 };
+// How the body reads its block argument k (input in<k>, elements of `type`).
+struct BodyArgument {
+  enum Kind { Skip, Scalar, PerElement } kind;
+  mlir::Type type;
+};
+// `flat`: the block argument of the flat index; `indent`: of the lambda's
+// statements.
+mlir::FailureOr<ElementwiseBody> printBodyLambda(mlir::Block &body,
+                                                 llvm::ArrayRef<BodyArgument> args,
+                                                 mlir::Value flat,
+                                                 llvm::ArrayRef<mlir::Type> outTypes,
+                                                 llvm::StringRef indent);
 
 
 // A launch of one of the prelude's fixed kernel families through a
@@ -144,9 +159,12 @@ private:
   static Footprint footprint(Value buffer);
   static bool overlaps(const Footprint &a, const Footprint &b);
   // Fp8GemmKernels.cpp: overlapping from the same start (a cast's source
-  // read again), and whether `op` may write `source`.
+  // read again), and whether `op` may write / read `source` (by its memory
+  // effects; an op without them may).
   static bool sameStart(const Footprint &a, const Footprint &b);
   static bool mayWrite(Operation *op, const Footprint &source);
+  static bool mayRead(Operation *op, const Footprint &source);
+  template <class Effect> static bool mayAccess(Operation *op, const Footprint &source);
   LogicalResult emitAllReduce(kern::AllReduceOp r, llvm::raw_ostream &os);
   LogicalResult emitAllReduceBucket(kern::AllReduceBucketOp bucket, llvm::raw_ostream &os);
   // ZeRO-1: kern.reduce_scatter and kern.all_gather queued like the
@@ -256,7 +274,6 @@ private:
   // written or read back in 16 bits. std::nullopt: no FP8 product reads
   // the result; "": left to the cast (fp8Deferred_); else why not.
   std::optional<std::string> fp8CastComputes(kern::ElementwiseOp e);
-  static bool mayRead(Operation *op, const Footprint &source);
   static SmallVector<std::pair<Operation *, int>>
   fp8ReadersOf(kern::ElementwiseOp e, const Footprint &result, std::string &why);
   struct Fp8Deferred {

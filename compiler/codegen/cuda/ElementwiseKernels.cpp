@@ -13,35 +13,28 @@
 
 namespace tcc::codegen::cuda {
 
-// The body of `e` as a device lambda, `auto body = [&](<per-element
-// inputs a<k>>, int64_t flat, <outputs o<j> by reference>) {...};`, after
-// `preamble` (scalar inputs in<k>[0] loaded once as a<k>, and the ops that
-// depend on nothing else, hoisted). Shared by the elementwise kernels and
-// the FP8 casts that compute an elementwise result themselves.
-FailureOr<ElementwiseBody> CudaStepEmitter::printElementwiseBody(kern::ElementwiseOp e) {
+FailureOr<ElementwiseBody> printBodyLambda(Block &body, ArrayRef<BodyArgument> args, Value flat,
+                                           ArrayRef<Type> outTypes, StringRef indent) {
   ElementwiseBody b;
-  Block &body = e.getBodyBlock();
   llvm::DenseMap<Value, std::string> scalars;
   llvm::DenseSet<Value> invariant;
   std::string text, lambdaParams;
-  for (auto [k, in] : llvm::enumerate(e.getInputs())) {
-    MemRefType t = mrt(in);
-    Type et = t.getElementType();
-    BlockArgument arg = body.getArgument(k);
-    if (arg.use_empty())
+  for (auto [k, a] : llvm::enumerate(args)) {
+    if (a.kind == BodyArgument::Skip)
       continue;
+    BlockArgument arg = body.getArgument(k);
     std::string sn = "a" + std::to_string(k);
     scalars[arg] = sn;
-    if (t.getNumElements() == 1) {
-      b.preamble += "  const " + scalarType(et) + " " + sn + " = " +
-                    load(et, "in" + std::to_string(k) + "[0]") + ";\n";
+    if (a.kind == BodyArgument::Scalar) {
+      b.preamble += "  const " + scalarType(a.type) + " " + sn + " = " +
+                    load(a.type, "in" + std::to_string(k) + "[0]") + ";\n";
       invariant.insert(arg);
       continue;
     }
     b.perElementInput.push_back(k);
-    lambdaParams += (lambdaParams.empty() ? "" : ", ") + scalarType(et) + " " + sn;
+    lambdaParams += (lambdaParams.empty() ? "" : ", ") + scalarType(a.type) + " " + sn;
   }
-  scalars[e.getFlatIndex()] = "flat";
+  scalars[flat] = "flat";
   ScalarPrinter printer(scalars, CodeTarget::Cuda);
   for (Operation &op : body.without_terminator()) {
     bool hoist = llvm::all_of(op.getOperands(), [&](Value v) { return invariant.contains(v); });
@@ -49,7 +42,7 @@ FailureOr<ElementwiseBody> CudaStepEmitter::printElementwiseBody(kern::Elementwi
     if (failed(printer.print(&op, stmt)))
       return failure();
     if (!stmt.empty())
-      (hoist ? b.preamble : text) += (hoist ? "  " : "      ") + stmt;
+      (hoist ? b.preamble : text) += (hoist ? std::string("  ") : indent.str()) + stmt;
     if (hoist)
       invariant.insert(op.getResult(0));
     else if (!isa<arith::ConstantOp>(op))
@@ -57,15 +50,33 @@ FailureOr<ElementwiseBody> CudaStepEmitter::printElementwiseBody(kern::Elementwi
   }
   auto yield = cast<kern::YieldOp>(body.getTerminator());
   std::string outParams;
-  for (auto [j, pair] : llvm::enumerate(llvm::zip(e.getOutputs(), yield.getValues()))) {
-    auto [out, v] = pair;
-    Type et = mrt(out).getElementType();
+  for (auto [j, pair] : llvm::enumerate(llvm::zip(outTypes, yield.getValues()))) {
+    auto [et, v] = pair;
     outParams += ", " + scalarType(et) + " &o" + std::to_string(j);
-    text += "      o" + std::to_string(j) + " = " + scalars.lookup(v) + ";\n";
+    text += indent.str() + "o" + std::to_string(j) + " = " + scalars.lookup(v) + ";\n";
   }
   b.lambda = "  auto body = [&](" + lambdaParams + (lambdaParams.empty() ? "" : ", ") +
              "int64_t flat" + outParams + ") {\n" + text + "  };\n";
   return b;
+}
+
+// kern.elementwise's body: unused inputs left out, single-element ones
+// loaded once. Shared by the elementwise kernels and the FP8 casts that
+// compute an elementwise result themselves.
+FailureOr<ElementwiseBody> CudaStepEmitter::printElementwiseBody(kern::ElementwiseOp e) {
+  Block &body = e.getBodyBlock();
+  SmallVector<BodyArgument> args;
+  for (auto [k, in] : llvm::enumerate(e.getInputs())) {
+    MemRefType t = mrt(in);
+    args.push_back({body.getArgument(k).use_empty()  ? BodyArgument::Skip
+                    : t.getNumElements() == 1 ? BodyArgument::Scalar
+                                              : BodyArgument::PerElement,
+                    t.getElementType()});
+  }
+  SmallVector<Type> outTypes;
+  for (Value out : e.getOutputs())
+    outTypes.push_back(mrt(out).getElementType());
+  return printBodyLambda(body, args, e.getFlatIndex(), outTypes, "      ");
 }
 
 // outputs[i] = body(inputs broadcast to the shape [i], i): one thread per

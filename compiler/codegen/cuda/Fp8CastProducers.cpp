@@ -15,20 +15,6 @@
 
 namespace tcc::codegen::cuda {
 
-// Whether `op` may read `source` (an op without memory effects may).
-bool CudaStepEmitter::mayRead(Operation *op, const Footprint &source) {
-  auto effects = dyn_cast<MemoryEffectOpInterface>(op);
-  if (!effects)
-    return true;
-  SmallVector<MemoryEffects::EffectInstance> list;
-  effects.getEffects(list);
-  for (const MemoryEffects::EffectInstance &e : list)
-    if (isa<MemoryEffects::Read>(e.getEffect()) &&
-        (!e.getValue() || overlaps(footprint(e.getValue()), source)))
-      return true;
-  return false;
-}
-
 // The FP8 products that read `result` (written by `e`) as an operand, in
 // order, up to the value's last use (the memory plan may give its bytes
 // to another buffer after that) or until something else reads it; `why`

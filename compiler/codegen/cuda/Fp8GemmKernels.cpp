@@ -320,18 +320,25 @@ bool CudaStepEmitter::sameStart(const Footprint &a, const Footprint &b) {
   return overlaps(a, b) && a.begin == b.begin;
 }
 
-// Whether `op` may write `source` (an op without memory effects may).
-bool CudaStepEmitter::mayWrite(Operation *op, const Footprint &source) {
+// Whether `op` may write (read) `source`: an op without memory effects may.
+template <class Effect>
+bool CudaStepEmitter::mayAccess(Operation *op, const Footprint &source) {
   auto effects = dyn_cast<MemoryEffectOpInterface>(op);
   if (!effects)
     return true;
   SmallVector<MemoryEffects::EffectInstance> list;
   effects.getEffects(list);
   for (const MemoryEffects::EffectInstance &e : list)
-    if (isa<MemoryEffects::Write>(e.getEffect()) &&
+    if (isa<Effect>(e.getEffect()) &&
         (!e.getValue() || overlaps(footprint(e.getValue()), source)))
       return true;
   return false;
+}
+bool CudaStepEmitter::mayWrite(Operation *op, const Footprint &source) {
+  return mayAccess<MemoryEffects::Write>(op, source);
+}
+bool CudaStepEmitter::mayRead(Operation *op, const Footprint &source) {
+  return mayAccess<MemoryEffects::Read>(op, source);
 }
 
 // After `op`: the casts whose source it may have written, or all when it

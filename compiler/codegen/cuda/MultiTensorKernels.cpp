@@ -122,47 +122,23 @@ LogicalResult CudaStepEmitter::emitMultiElementwise(kern::MultiElementwiseOp e,
                .str();
 
   // The body as a lambda; scalars and what depends only on them hoisted.
-  llvm::DenseMap<Value, std::string> scalars;
-  llvm::DenseSet<Value> invariant;
-  std::string preamble, text, lambdaParams, scalarLoads;
-  SmallVector<int64_t> fullSlots;
-  for (int64_t s = 0; s < k; ++s) {
-    BlockArgument arg = body.getArgument(s);
-    std::string sn = "a" + std::to_string(s);
-    scalars[arg] = sn;
-    if (slots[s] != Slot::Full) {
-      if (!arg.use_empty())
-        preamble += "  const " + scalarType(inType(s)) + " " + sn + " = " +
-                    load(inType(s), "in" + std::to_string(s) + "[0]") + ";\n";
-      invariant.insert(arg);
-      continue;
-    }
-    fullSlots.push_back(s);
-    lambdaParams += (lambdaParams.empty() ? "" : ", ") + scalarType(inType(s)) + " " + sn;
-  }
-  scalars[body.getArguments().back()] = "flat";
-  ScalarPrinter printer(scalars, CodeTarget::Cuda);
-  int64_t ops = 0;
-  for (Operation &op : body.without_terminator()) {
-    bool hoist = llvm::all_of(op.getOperands(), [&](Value v) { return invariant.contains(v); });
-    std::string stmt;
-    if (failed(printer.print(&op, stmt)))
-      return failure();
-    if (!stmt.empty())
-      (hoist ? preamble : text) += (hoist ? "  " : "    ") + stmt;
-    if (hoist)
-      invariant.insert(op.getResult(0));
-    else if (!isa<arith::ConstantOp>(op))
-      ++ops;
-  }
-  auto yield = cast<kern::YieldOp>(body.getTerminator());
-  std::string outParams;
-  for (auto [o, v] : llvm::enumerate(yield.getValues())) {
-    outParams += ", " + scalarType(outType(o)) + " &o" + std::to_string(o);
-    text += "    o" + std::to_string(o) + " = " + scalars.lookup(v) + ";\n";
-  }
-  std::string lambda = "  auto body = [&](" + lambdaParams + (lambdaParams.empty() ? "" : ", ") +
-                       "int64_t flat" + outParams + ") {\n" + text + "  };\n";
+  SmallVector<BodyArgument> args;
+  for (int64_t s = 0; s < k; ++s)
+    args.push_back({slots[s] == Slot::Full             ? BodyArgument::PerElement
+                    : body.getArgument(s).use_empty() ? BodyArgument::Skip
+                                                      : BodyArgument::Scalar,
+                    inType(s)});
+  SmallVector<Type> outTypes;
+  for (size_t o = 0; o < body.getTerminator()->getNumOperands(); ++o)
+    outTypes.push_back(outType(o));
+  FailureOr<ElementwiseBody> printed =
+      printBodyLambda(body, args, body.getArguments().back(), outTypes, "    ");
+  if (failed(printed))
+    return failure();
+  const std::string &preamble = printed->preamble, &lambda = printed->lambda;
+  const int64_t ops = printed->ops;
+  SmallVector<int64_t> fullSlots(printed->perElementInput.begin(),
+                                 printed->perElementInput.end());
 
   // One element at i, and four at i with one access per operand.
   std::string one = "{\n", four = "{\n", call1 = "body(", call4 = "body(", aligned;
