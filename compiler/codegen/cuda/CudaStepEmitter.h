@@ -70,7 +70,6 @@ mlir::FailureOr<ElementwiseBody> printBodyLambda(mlir::Block &body,
                                                  llvm::ArrayRef<mlir::Type> outTypes,
                                                  llvm::StringRef indent);
 
-
 // A launch of one of the prelude's fixed kernel families through a
 // generated wrapper `void (cudaStream_t s, p0, ..., pN[, status, code])`.
 struct FamilyLaunch {
@@ -267,15 +266,17 @@ private:
   bool fp8BatchEmitted_ = false;
   llvm::DenseMap<int, int64_t> fp8BatchRecords_;
   SmallVector<SmallVector<int>> fp8BatchGroups_; // each batch launch's casts
-  // Fp8GemmKernels.cpp: an elementwise op whose one 16-bit result only FP8
-  // products read (SwiGLU's gate x up before the MLP's output product) is
-  // not launched; the first product's cast computes each element from the
-  // op's inputs instead (an Fp8Plain-like source), so the result is never
-  // written or read back in 16 bits. std::nullopt: no FP8 product reads
-  // the result; "": left to the cast (fp8Deferred_); else why not.
+  // Fp8CastProducers.cpp: an elementwise op whose 16-bit results only FP8
+  // products read (SwiGLU's gate x up before the MLP's output product; its
+  // backward's dG and dU) is not launched; the first reader's cast computes
+  // each element from the op's inputs instead (a generated cast source),
+  // so the results are never written or read back in 16 bits.
+  // std::nullopt: no FP8 product reads a result; "": left to the cast
+  // (fp8Deferred_); else why not.
   std::optional<std::string> fp8CastComputes(kern::ElementwiseOp e);
-  static SmallVector<std::pair<Operation *, int>>
-  fp8ReadersOf(kern::ElementwiseOp e, const Footprint &result, std::string &why);
+  // The FP8 products reading `result` of `e` (product, operand), in order.
+  static SmallVector<std::pair<Operation *, int>> fp8ReadersOf(kern::ElementwiseOp e,
+                                                               Value result, std::string &why);
   struct Fp8Deferred {
     Footprint result;
     kern::ElementwiseOp op;

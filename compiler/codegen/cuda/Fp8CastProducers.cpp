@@ -20,18 +20,15 @@ namespace tcc::codegen::cuda {
 // to another buffer after that) or until something else reads it; `why`
 // says what else reads it.
 SmallVector<std::pair<Operation *, int>>
-CudaStepEmitter::fp8ReadersOf(kern::ElementwiseOp e, const Footprint &result, std::string &why) {
-  using E = CudaStepEmitter;
+CudaStepEmitter::fp8ReadersOf(kern::ElementwiseOp e, Value value, std::string &why) {
+  const Footprint result = footprint(value);
   auto same = [&](Value v) {
-    E::Footprint f = E::footprint(v);
+    Footprint f = footprint(v);
     return !f.argument && f.begin == result.begin && f.end == result.end;
   };
   // The last op of the block that uses the result or a reshape of it.
   Operation *last = e.getOperation();
-  SmallVector<Value> views;
-  for (Value out : e.getOutputs())
-    if (E::footprint(out).begin == result.begin && E::footprint(out).end == result.end)
-      views.push_back(out);
+  SmallVector<Value> views = {value};
   while (!views.empty()) {
     Value v = views.pop_back_val();
     for (Operation *user : v.getUsers()) {
@@ -54,8 +51,8 @@ CudaStepEmitter::fp8ReadersOf(kern::ElementwiseOp e, const Footprint &result, st
         break;
       }
       if (a || b) {
-        if ((f.residual && E::overlaps(E::footprint(f.residual), result)) ||
-            E::overlaps(E::footprint(f.out), result)) {
+        if ((f.residual && overlaps(footprint(f.residual), result)) ||
+            overlaps(footprint(f.out), result)) {
           why = "its FP8 reader also adds or writes it";
           break;
         }
@@ -63,11 +60,11 @@ CudaStepEmitter::fp8ReadersOf(kern::ElementwiseOp e, const Footprint &result, st
         continue;
       }
     }
-    if (E::mayRead(op, result)) {
+    if (mayRead(op, result)) {
       why = "read by " + op->getName().getStringRef().str() + " too";
       break;
     }
-    if (E::mayWrite(op, result))
+    if (mayWrite(op, result))
       break; // its life is over
   }
   return readers;
@@ -88,7 +85,7 @@ std::optional<std::string> CudaStepEmitter::fp8CastComputes(kern::ElementwiseOp 
     footprints.push_back(footprint(result));
     if (footprints.back().argument)
       return std::nullopt;
-    readers.push_back(fp8ReadersOf(e, footprints.back(), why));
+    readers.push_back(fp8ReadersOf(e, result, why));
     if (readers.back().empty() || !why.empty())
       break;
   }
@@ -192,16 +189,16 @@ CudaStepEmitter::fp8ElementwiseSource(kern::ElementwiseOp e) {
   for (size_t k : printed->perElementInput) {
     Type et = mrt(e.getInputs()[k]).getElementType();
     std::string p = "in" + std::to_string(k), x = "x" + std::to_string(k);
-    aligned += (aligned.empty() ? "reinterpret_cast<uintptr_t>(" : " | reinterpret_cast<uintptr_t>(") +
-               p + ")";
+    aligned += std::string(aligned.empty() ? "" : " | ") + "reinterpret_cast<uintptr_t>(" + p + ")";
     // 8 elements: one 16-byte load of a 16-bit input, two of a 32-bit one,
     // fetched into Raw (fetch8), read as elements by compute8.
     const int64_t words = kern::elementBytes(et) / 2;
     raw += llvm::formatv("    uint4 {0}[{1}];\n", x, words).str();
-    fetches += llvm::formatv("    for (int j = 0; j < {0}; ++j)\n"
-                             "      r.{1}[j] = __ldg(reinterpret_cast<const uint4 *>({2} + i) + j);\n",
-                             words, x, p)
-                   .str();
+    fetches +=
+        llvm::formatv("    for (int j = 0; j < {0}; ++j)\n"
+                      "      r.{1}[j] = __ldg(reinterpret_cast<const uint4 *>({2} + i) + j);\n",
+                      words, x, p)
+            .str();
     views += llvm::formatv("    const {0} *{1} = reinterpret_cast<const {0} *>(raw.{1});\n",
                            storageType(et), x)
                  .str();

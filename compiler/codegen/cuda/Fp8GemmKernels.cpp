@@ -502,7 +502,7 @@ LogicalResult CudaStepEmitter::emitGemmFp8(Operation *g, const Fp8Gemm &f,
     std::string inParams = "const " + storageType(et) + " *p0",
                 inArg = familyPointer(et, "p0", false, CodeTarget::Cuda), inCall = name(c.value),
                 definition, source, computes;
-    double inBytes = bufferBytes(mrt(c.value));
+    double inBytes = bufferBytes(mrt(c.value)), inFlops = 0;
     auto deferred = llvm::find_if(fp8Deferred_, [&](Fp8Deferred d) { // (op accessors: not const)
       return d.op.getOutputs().size() == 1 && sameStart(d.result, footprint(c.value));
     });
@@ -517,6 +517,7 @@ LogicalResult CudaStepEmitter::emitGemmFp8(Operation *g, const Fp8Gemm &f,
       source = ", @NAME@_src";
       computes = ", computes " + locName(deferred->op->getLoc());
       inBytes = src->bytes;
+      inFlops = src->flops;
       flops += src->flops;
       fp8Deferred_.erase(deferred);
     }
@@ -561,7 +562,7 @@ LogicalResult CudaStepEmitter::emitGemmFp8(Operation *g, const Fp8Gemm &f,
                                 : std::string("current scale"),
                          where, computes)
                .str(),
-           2.0 * elements, (record ? 1.0 : 2.0) * inBytes + (plain + trans) * elements);
+           2.0 * elements + inFlops, (record ? 1.0 : 2.0) * inBytes + (plain + trans) * elements);
     return true;
   };
   // One operand as the product reads it. A kept cast (Fp8KeptPlan): its

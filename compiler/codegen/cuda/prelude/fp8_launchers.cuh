@@ -11,8 +11,9 @@
 // form (16-byte loads, 8-byte stores); the rest the scalar one. Deterministic except for the
 // order of the statistics' atomics (their results do not depend on it).
 template <class T, class F8, class Src = detail::Fp8Plain<T>>
-inline void launch_fp8_cast_transpose(int64_t rows, int64_t cols, const detail::Fp8Source<Src> in,
-                                      const float *scale, F8 *out, F8 *out_t,
+inline void launch_fp8_cast_transpose(int64_t rows, int64_t cols,
+                                      const detail::Fp8Source<Src> in, const float *scale,
+                                      F8 *out, F8 *out_t,
                                       Fp8CastStats *stats, cudaStream_t stream,
                                       const float *partials = nullptr,
                                       int32_t partial_count = 0,
@@ -43,6 +44,25 @@ inline void launch_fp8_cast_transpose(int64_t rows, int64_t cols, const detail::
                                                             current, record);
 }
 
+namespace detail {
+// The amax launch of a cast of n elements of `in` into *q's partials
+// (launch_fp8_quantize_current, below); returns its blocks (the partials
+// the cast reduces).
+template <class T, class Src>
+inline int32_t fp8_amax_launch(int64_t n, const Src &in, bool vec, Fp8TensorScale *q,
+                               Fp8ScalingRecord *record, cudaStream_t stream) {
+  float *partials =
+      reinterpret_cast<float *>(reinterpret_cast<char *>(q) + sizeof(Fp8TensorScale));
+  const int64_t items = vec ? n / 8 : n;
+  const int64_t wanted = (items + 255) / 256;
+  const int64_t cap = record != nullptr ? kFp8DelayedAmaxBlocks : kFp8AmaxPartials;
+  const int64_t blocks = wanted < cap ? wanted : cap;
+  fp8_amax_kernel<T, Src><<<static_cast<unsigned>(blocks), 256, 0, stream>>>(
+      n, in, vec, partials, &q->stats, record, record != nullptr ? &q->unused[0] : nullptr);
+  return static_cast<int32_t>(blocks);
+}
+} // namespace detail
+
 // Current scaling of one operand: *q's scale from in's own amax, then
 // out / out_t = F8(in * scale) as launch_fp8_cast_transpose (either may be
 // null). Two launches on `stream`: the amax kernel writes one maximum per
@@ -62,31 +82,29 @@ inline void launch_fp8_cast_transpose(int64_t rows, int64_t cols, const detail::
 //
 // `in`: a pointer (detail::Fp8Plain) or a generated source (fp8_kernels.cuh).
 template <class T, class F8, class Src = detail::Fp8Plain<T>>
-inline void launch_fp8_quantize_current(int64_t rows, int64_t cols, const detail::Fp8Source<Src> in, F8 *out,
-                                        F8 *out_t, Fp8TensorScale *q, cudaStream_t stream,
+inline void launch_fp8_quantize_current(int64_t rows, int64_t cols,
+                                        const detail::Fp8Source<Src> in, F8 *out, F8 *out_t,
+                                        Fp8TensorScale *q, cudaStream_t stream,
                                         Fp8ScalingRecord *record = nullptr) {
   const int64_t n = rows * cols;
   if (n <= 0) {
     detail::fp8_empty_scale_kernel<<<1, 1, 0, stream>>>(q);
     return;
   }
-  float *partials = reinterpret_cast<float *>(reinterpret_cast<char *>(q) + sizeof(Fp8TensorScale));
   const bool vec = sizeof(T) == 2 && n % 8 == 0 && in.aligned16();
-  const int64_t items = vec ? n / 8 : n;
-  const int64_t wanted = (items + 255) / 256;
-  const int64_t cap = record != nullptr ? kFp8DelayedAmaxBlocks : kFp8AmaxPartials;
-  const int64_t blocks = wanted < cap ? wanted : cap;
-  detail::fp8_amax_kernel<T, Src><<<static_cast<unsigned>(blocks), 256, 0, stream>>>(
-      n, in, vec, partials, &q->stats, record, record != nullptr ? &q->unused[0] : nullptr);
-  launch_fp8_cast_transpose<T, F8, Src>(rows, cols, in, nullptr, out, out_t, &q->stats, stream,
-                                   partials, static_cast<int32_t>(blocks), q, record);
+  const int32_t blocks = detail::fp8_amax_launch<T, Src>(n, in, vec, q, record, stream);
+  launch_fp8_cast_transpose<T, F8, Src>(
+      rows, cols, in, nullptr, out, out_t, &q->stats, stream,
+      reinterpret_cast<const float *>(reinterpret_cast<const char *>(q) + sizeof(Fp8TensorScale)),
+      blocks, q, record);
 }
 
 // Delayed scaling of one operand (launch_fp8_quantize_current with the
 // site's record).
 template <class T, class F8, class Src = detail::Fp8Plain<T>>
-inline void launch_fp8_quantize_delayed(int64_t rows, int64_t cols, const detail::Fp8Source<Src> in, F8 *out,
-                                        F8 *out_t, Fp8TensorScale *q, Fp8ScalingRecord *record,
+inline void launch_fp8_quantize_delayed(int64_t rows, int64_t cols,
+                                        const detail::Fp8Source<Src> in, F8 *out, F8 *out_t,
+                                        Fp8TensorScale *q, Fp8ScalingRecord *record,
                                         cudaStream_t stream) {
   launch_fp8_quantize_current<T, F8, Src>(rows, cols, in, out, out_t, q, stream, record);
 }
@@ -105,21 +123,14 @@ inline void fp8_quantize_each(int64_t rows, int64_t cols, const Src &in, bool ve
       launch_fp8_quantize_current<T, F8, Fp8Pick<Src, k>>(rows, cols, one, out[k], out_t[k],
                                                           q[k], stream, record[k]);
     } else {
-      const int64_t n = rows * cols;
-      float *partials =
-          reinterpret_cast<float *>(reinterpret_cast<char *>(q[k]) + sizeof(Fp8TensorScale));
-      const int64_t wanted = (n / 8 + 255) / 256;
-      const int64_t cap = record[k] != nullptr ? kFp8DelayedAmaxBlocks : kFp8AmaxPartials;
-      const int64_t blocks = wanted < cap ? wanted : cap;
-      fp8_amax_kernel<T, Fp8Pick<Src, k>><<<static_cast<unsigned>(blocks), 256, 0, stream>>>(
-          n, one, true, partials, &q[k]->stats, record[k],
-          record[k] != nullptr ? &q[k]->unused[0] : nullptr);
+      to.partial_count[k] =
+          fp8_amax_launch<T, Fp8Pick<Src, k>>(rows * cols, one, true, q[k], record[k], stream);
       to.out[k] = out[k];
       to.out_t[k] = out_t[k];
       to.stats[k] = &q[k]->stats;
       to.scale[k] = nullptr;
-      to.partials[k] = partials;
-      to.partial_count[k] = static_cast<int32_t>(blocks);
+      to.partials[k] = reinterpret_cast<const float *>(reinterpret_cast<const char *>(q[k]) +
+                                                       sizeof(Fp8TensorScale));
       to.current[k] = q[k];
       to.record[k] = record[k];
     }
