@@ -9,6 +9,6 @@ write_cuda_prelude() {
   mkdir -p "$gen"
   pieces=$(sed -n '/^set(TCC_CUDA_PRELUDE_PIECES/,/^)/p' \
              "$root/compiler/codegen/CodegenSources.cmake" |
-           grep -o 'cuda/prelude/[a-z_]*\.cuh')
+           grep -o 'cuda/prelude/[a-z0-9_]*\.cuh')
   for p in $pieces; do cat "$root/compiler/codegen/$p"; done > "$gen/cuda_prelude.cuh"
 }

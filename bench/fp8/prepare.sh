@@ -26,6 +26,7 @@
 #                         FLAGS as <model>_<precision>-NAME.so (e.g.
 #                         VARIANT="nofuse:--no-fuse-epilogue")
 #   MODELS="llama1b"      only these models (default: llama1b gpt2)
+#   PRECISIONS="bf16 fp8" only these of bf16, fp8, fp8current (default: all)
 # Then on the device machine: bash bench/fp8/run.sh DIR (see its header).
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
@@ -60,6 +61,7 @@ for model in llama1b:pb gpt2:pbtxt; do
   [ "$name" = llama1b ] && precisions="bf16 fp8 fp8current"
   [ -n "$variant_name" ] && precisions+=" bf16-$variant_name fp8-$variant_name"
   for precision in $precisions; do
+    [[ " ${PRECISIONS:-bf16 fp8 fp8current} " == *" ${precision%%-*} "* ]] || continue
     base=${precision%%-*}
     flags=(--precision "${base%current}")
     [ "$base" = fp8current ] && flags+=(--fp8-scaling current)
