@@ -14,13 +14,15 @@
 //   bwd write       dG and dU written in bf16 (the unfused kernel)
 //   bwd cast        both computed and cast by one launch_fp8_quantize_multi
 //                   (fp8_quantize_e5m2_delayed_ew2): 6 B read, 4 written
-//   bwd cast gridN  the same kernel at N blocks (the launcher's is
-//                   kFp8GridBlocks), and without the transposed outputs
-// Each computing row twice: the body's bf16 roundings as the generated
-// code writes them (round_bf16: cvt.rn.bf16.f32, then a shift back to
-// float) and as one packed conversion whose upper half is the rounded
-// float (cvt.rn.bf16x2.f32 with a zero lower half). A check first: the
-// two roundings agree on all 2^32 float bit patterns.
+//   ... bound B     the cast kernel alone (a given scale, no amax launch)
+//                   held to B blocks an SM by __launch_bounds__, at a grid
+//                   of the blocks that stay resident and at the launcher's
+//                   kFp8GridBlocks; once without the transposed outputs
+// Each computing row twice: the body's bf16 roundings by a lone
+// cvt.rn.bf16.f32 and a shift back to float (round_bf16 until
+// 2026-12-02), and by the prelude's round_bf16 (one packed conversion
+// whose upper half is the rounded float). A check first: the two agree on
+// all 2^32 float bit patterns.
 //
 // The bodies are those tcc generates for the 1B decoder (kernels_N.cu of
 // `tcc compile --precision fp8 --dump-dir`), each op rounded to bf16.
@@ -228,7 +230,7 @@ void row(const char *name, double bytes, float ms) {
   std::printf("%-28s %9.4f ms %8.0f GB/s\n", name, ms, bytes / (ms * 1e6));
 }
 
-// The cast kernel alone (a given scale: no amax pass) held to 2..6 blocks
+// The cast kernel alone (a given scale: no amax pass) held to 3..5 blocks
 // an SM, each at a grid of what stays resident (one wave of persistent
 // blocks) and at the launcher's kFp8GridBlocks; one row without the
 // transposed outputs.
@@ -251,8 +253,8 @@ void boundRow(const char *what, const Src &src, F8 *const *outs, F8 *const *outs
   CHECK(cudaFuncGetAttributes(&attr, kernel));
   for (int grid : {sms * resident, static_cast<int>(tcc_cuda::kFp8GridBlocks)}) {
     char name[96];
-    std::snprintf(name, sizeof name, "%s bound %d (%d regs) %d blocks%s", what, B, attr.numRegs,
-                  grid, transposed ? "" : " no T");
+    std::snprintf(name, sizeof name, "%s bound %d (%d regs) %d blocks%s", what, B,
+                  attr.numRegs, grid, transposed ? "" : " no T");
     row(name, bytes, timeIt([&] {
           kernel<<<grid, 256, 0, stream>>>(8192, 5632, src, to);
         }));
@@ -265,11 +267,9 @@ void boundsRows(const char *what, const Src &src, F8 *const *outs, F8 *const *ou
   const float one = 1.0f;
   CHECK(cudaMemcpy(scale.p, &one, 4, cudaMemcpyHostToDevice));
   const float *sp = scale.as<float>();
-  boundRow<Src, F8, K, 2>(what, src, outs, outsT, qs, bytes, sp, true);
   boundRow<Src, F8, K, 3>(what, src, outs, outsT, qs, bytes, sp, true);
   boundRow<Src, F8, K, 4>(what, src, outs, outsT, qs, bytes, sp, true);
   boundRow<Src, F8, K, 5>(what, src, outs, outsT, qs, bytes, sp, true);
-  boundRow<Src, F8, K, 6>(what, src, outs, outsT, qs, bytes, sp, true);
   boundRow<Src, F8, K, 3>(what, src, outs, outsT, qs, bytes - K * 8192.0 * 5632, sp, false);
 }
 
