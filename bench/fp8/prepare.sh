@@ -61,8 +61,8 @@ for model in llama1b:pb gpt2:pbtxt; do
   [ "$name" = llama1b ] && precisions="bf16 fp8 fp8current"
   [ -n "$variant_name" ] && precisions+=" bf16-$variant_name fp8-$variant_name"
   for precision in $precisions; do
-    [[ " ${PRECISIONS:-bf16 fp8 fp8current} " == *" ${precision%%-*} "* ]] || continue
     base=${precision%%-*}
+    [[ " ${PRECISIONS:-bf16 fp8 fp8current} " == *" $base "* ]] || continue
     flags=(--precision "${base%current}")
     [ "$base" = fp8current ] && flags+=(--fp8-scaling current)
     [ "$precision" != "$base" ] && flags+=("${variant_flags[@]}")
