@@ -10,8 +10,14 @@ the same casts as the GPU (16-bit storage, f32 math, sgemm on converted
 operands), so this checks the tg-amp policy and the CPU kernels together:
 
   * the 16-bit runs' mean losses over windows of 10 steps (after the
-    first 10) stay within 2% of fp32's, the last window within 1% (single
-    steps are single small batches: their noise is printed, not judged);
+    first 10) stay within 2% of fp32's (single steps are single small
+    batches: their noise is printed, not judged);
+  * at the end, the validation loss (the same 16 held-out batches for
+    every variant) is within 1% of fp32's. Training batches are too noisy
+    for a 1% bound: the last 10-step window of rope fp16 measured 1.02%
+    away (CI, 2026-12-02) while its validation loss was 0.22% away; the
+    validation loss removes the batch-to-batch noise and leaves the drift
+    the casts cause (the windows are still printed);
   * the runs differ at all (the casts take effect);
   * the loss falls by at least 20% in every variant;
   * the step's descriptor reports its precision (trun --info).
@@ -22,11 +28,24 @@ import os
 import shutil
 import sys
 
+import json
+
 from e2e_steps import fail, losses, run
 from fortunes_text import tokenize_fortunes
 
 TCC, TCC_MODELS, TCC_DATA, TRUN, WORK = sys.argv[1:6]
 STEPS = 80
+EVAL_BATCHES = 16
+
+
+def final_val_loss(metrics):
+    """The validation loss trun logged after the last step."""
+    with open(metrics) as f:
+        evals = [json.loads(line) for line in f]
+    evals = [r for r in evals if r.get("kind") == "eval" and "val_loss" in r]
+    if not evals or evals[-1]["step"] != STEPS:
+        fail("%s: no validation loss at step %d" % (metrics, STEPS))
+    return evals[-1]["val_loss"]
 
 
 def main():
@@ -40,7 +59,7 @@ def main():
              "--layers", "2", "--width", "64", "--heads", "2", "--batch", "8",
              "--micro-batches", "2", "--positions", positions,
              "--lr", "3e-3", "-o", model])
-        curves = {}
+        curves, finals = {}, {}
         for precision in ("fp32", "bf16", "fp16"):
             step = os.path.join(WORK, "%s_%s.so" % (positions, precision))
             run([TCC, "compile", "--target", "cpu", "--precision", precision,
@@ -51,8 +70,11 @@ def main():
                      % (precision, precision, info))
             metrics = os.path.join(WORK, "%s_%s.jsonl" % (positions, precision))
             run([TRUN, step, "--data", data + "_train.bin", "--steps", str(STEPS),
+                 "--val", data + "_val.bin", "--eval-every", str(STEPS),
+                 "--eval-batches", str(EVAL_BATCHES),
                  "--seed", "3", "--log-every", "20", "--metrics", metrics])
             curves[precision] = losses(metrics)
+            finals[precision] = final_val_loss(metrics)
             if len(curves[precision]) != STEPS:
                 fail("%s %s: %d step records, expected %d"
                      % (positions, precision, len(curves[precision]), STEPS))
@@ -71,17 +93,19 @@ def main():
             windows = [(sum(curve[i:i + 10]) / 10, sum(base[i:i + 10]) / 10)
                        for i in range(10, STEPS, 10)]
             worst = max(abs(a - b) / b for a, b in windows)
-            final_error = abs(windows[-1][0] - windows[-1][1]) / windows[-1][1]
-            print("%-7s %s: worst 10-step window %.2f%% (single step %.2f%%), last "
-                  "window %.4f vs fp32 %.4f (%.2f%%)"
+            last_window = abs(windows[-1][0] - windows[-1][1]) / windows[-1][1]
+            final_error = abs(finals[precision] - finals["fp32"]) / finals["fp32"]
+            print("%-7s %s: worst 10-step window %.2f%% (single step %.2f%%, last "
+                  "window %.2f%%); validation loss at step %d %.4f vs fp32 %.4f (%.2f%%)"
                   % (positions, precision, 100 * worst, 100 * worst_step,
-                     windows[-1][0], windows[-1][1], 100 * final_error))
+                     100 * last_window, STEPS, finals[precision], finals["fp32"],
+                     100 * final_error))
             if worst > 0.02:
                 fail("%s %s: a 10-step mean loss %.2f%% away from fp32's (limit 2%%)"
                      % (positions, precision, 100 * worst))
             if final_error > 0.01:
-                fail("%s %s: last 10 steps' mean loss %.2f%% away from fp32's (limit 1%%)"
-                     % (positions, precision, 100 * final_error))
+                fail("%s %s: validation loss at step %d %.2f%% away from fp32's (limit 1%%)"
+                     % (positions, precision, STEPS, 100 * final_error))
         for precision, curve in curves.items():
             if not curve[-1] < 0.8 * curve[0]:
                 fail("%s %s: loss %.4f -> %.4f did not fall by 20%%"
