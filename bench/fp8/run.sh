@@ -16,7 +16,8 @@
 #                                             STEPS (default 1000) steps from
 #                                             the same weights (--seed 0) and
 #                                             batches, losses every step
-# Results in DIR/out; the table (bench/fp8/table.py) is printed last.
+# Results in DIR/out; the table (bench/fp8/table.py) is printed last (rounds:
+# after each round, also into DIR/out/rounds-table.md).
 set -uo pipefail
 dir="$(cd "${1:?usage: run.sh DIR speed|rounds|loss [...]}" && pwd)"
 part="${2:?usage: run.sh DIR speed|rounds|loss [...]}"
@@ -62,8 +63,11 @@ case "$part" in
           train "round${r}_${m}_$p" "${m}_$p.so" "$steps"
         done
       done
-    done
-    python3 "$here/table.py" rounds --out "$out" ;;
+      # The table so far, after each round: a call cut off by its timeout
+      # keeps the rounds it finished (session 23 lost its A/B that way).
+      python3 "$here/table.py" rounds --out "$out" > "$out/rounds-table.md"
+      echo "after round $r:"; cat "$out/rounds-table.md"
+    done ;;
   loss)
     steps="${3:-1000}"
     for p in bf16 fp8; do

@@ -63,6 +63,7 @@ set(TCC_CUDA_PRELUDE_PIECES
   ${TCC_CODEGEN_DIR}/cuda/prelude/norm_kernels.cuh
   ${TCC_CODEGEN_DIR}/cuda/prelude/batch_norm_kernels.cuh
   ${TCC_CODEGEN_DIR}/cuda/prelude/fp8_kernels.cuh
+  ${TCC_CODEGEN_DIR}/cuda/prelude/norm_fp8_kernels.cuh
   ${TCC_CODEGEN_DIR}/cuda/prelude/embedding_kernels.cuh
   ${TCC_CODEGEN_DIR}/cuda/prelude/reduce_launchers.cuh
   ${TCC_CODEGEN_DIR}/cuda/prelude/softmax_xent_launchers.cuh
@@ -73,6 +74,7 @@ set(TCC_CUDA_PRELUDE_PIECES
   ${TCC_CODEGEN_DIR}/cuda/prelude/norm_launchers.cuh
   ${TCC_CODEGEN_DIR}/cuda/prelude/batch_norm_launchers.cuh
   ${TCC_CODEGEN_DIR}/cuda/prelude/fp8_launchers.cuh
+  ${TCC_CODEGEN_DIR}/cuda/prelude/norm_fp8_launchers.cuh
   ${TCC_CODEGEN_DIR}/cuda/prelude/conv_kernels.cuh
   ${TCC_CODEGEN_DIR}/cuda/prelude/pool_kernels.cuh
   ${TCC_CODEGEN_DIR}/cuda/prelude/end.cuh

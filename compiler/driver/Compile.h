@@ -55,7 +55,7 @@ struct CompileOptions {
   bool rematCopies = true;    // false: --no-remat-copies
   bool cudnn = true;          // cuda: attention, convolutions try cuDNN first; false: --no-cudnn
   bool cutlass = true;        // cuda sm_90: CUTLASS epilogue GEMMs as candidates; false: --no-cutlass
-  bool fp8CastFusion = true;  // cuda fp8: casts compute their elementwise inputs; false: --no-fp8-cast-fusion
+  bool fp8CastFusion = true;  // cuda fp8: casts compute their elementwise and norm inputs; false: --no-fp8-cast-fusion
   bool channelsLast = true;   // cuda with cuDNN: NHWC conv chains; false: --no-channels-last
   bool useCache = true;       // cuda: reuse objects from the nvcc cache
   bool verbose = false;       // cuda: a summary line on stderr

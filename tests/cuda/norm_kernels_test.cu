@@ -49,6 +49,8 @@
 using tcc_cuda::bf16;
 using tcc_cuda_test::DeviceBuffer;
 using tcc_cuda_test::Host;
+using tcc_cuda_test::randomRows;
+using tcc_cuda_test::widen;
 
 namespace {
 
@@ -56,24 +58,6 @@ uint64_t gSeed = 0;
 int gFailures = 0;
 
 template <class T> double tolerance() { return sizeof(T) == 2 ? 1.0 / 128 : 2e-5; }
-
-template <class T> std::vector<T> randomRows(std::mt19937_64 &rng, int64_t rows, int64_t c) {
-  std::uniform_real_distribution<double> u(-1.0, 1.0);
-  std::vector<T> v(rows * c);
-  for (int64_t r = 0; r < rows; ++r) {
-    double offset = 2.0 * u(rng);
-    for (int64_t j = 0; j < c; ++j)
-      v[r * c + j] = Host<T>::make(offset + u(rng));
-  }
-  return v;
-}
-
-template <class T> std::vector<double> widen(const std::vector<T> &v) {
-  std::vector<double> d(v.size());
-  for (size_t i = 0; i < v.size(); ++i)
-    d[i] = Host<T>::get(v[i]);
-  return d;
-}
 
 template <class T>
 void check(const std::string &what, const std::vector<T> &got, const std::vector<double> &want) {
@@ -91,7 +75,6 @@ void check(const std::string &what, const std::vector<T> &got, const std::vector
   std::printf("%s %-58s rel err %.3g (tol %.3g)\n", ok ? "ok  " : "FAIL", what.c_str(), rel,
               tolerance<T>());
 }
-
 
 // The other float type: what a folded cast of dx converts to.
 template <class T> using OtherFloat = typename std::conditional<sizeof(T) == 2, float, bf16>::type;
@@ -295,29 +278,9 @@ void bench(int64_t rows, int64_t c) {
 } // namespace
 
 int main(int argc, char **argv) {
-  bool haveSeed = false, doBench = false;
-  for (int a = 1; a < argc; ++a) {
-    std::string arg = argv[a];
-    if (arg == "--seed" && a + 1 < argc) {
-      gSeed = std::strtoull(argv[++a], nullptr, 10);
-      haveSeed = true;
-    } else if (arg == "--bench") {
-      doBench = true;
-    } else {
-      std::fprintf(stderr, "usage: norm_kernels_test [--seed N] [--bench]\n");
-      return 2;
-    }
-  }
-  int devices = 0;
-  cudaError_t err = cudaGetDeviceCount(&devices);
-  if (err != cudaSuccess || devices == 0) {
-    std::printf("SKIP: no CUDA GPU (%s): norm_kernels_test needs one\n",
-                err != cudaSuccess ? cudaGetErrorString(err) : "0 devices");
-    return 77;
-  }
-  if (!haveSeed)
-    gSeed = (static_cast<uint64_t>(std::random_device{}()) << 32) ^ std::random_device{}();
-  std::printf("seed %llu\n", static_cast<unsigned long long>(gSeed));
+  bool doBench = false;
+  if (int code = tcc_cuda_test::startTest(argc, argv, "norm_kernels_test", gSeed, doBench); code >= 0)
+    return code;
   std::mt19937_64 rng(gSeed);
   for (int64_t c : {768, 100, 129, 2000}) {
     for (bool rms : {false, true}) {

@@ -50,6 +50,7 @@ device_test cudnn_attention_test "cuDNN attention (and mixed with the flash kern
   "77 = no GPU or no libcudnn.so.9"
 "$dir/bin/cudnn_attention_test" --bench 2>&1 | tail -3 | tee -a "$out/cudnn_attention.txt"
 device_test norm_kernels_test "fused norm kernels"
+device_test norm_fp8_test "norms cast to FP8 in one pass" "77 = no GPU"
 device_test batch_norm_kernels_test "batch norm reductions"
 device_test gemm_epilogue_test "cuBLASLt GEMM epilogues"
 device_test gemm_search_test "cuBLASLt searched algorithms and candidates"

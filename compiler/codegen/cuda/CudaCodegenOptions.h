@@ -20,9 +20,10 @@ struct CudaCodegenOptions {
   // time faster than cuBLASLt's (the driver sets it for sm_90 when
   // CUTLASS's headers are there and --no-cutlass is not given).
   bool cutlassSm90 = false;
-  // An elementwise op whose 16-bit result only FP8 products read is
-  // computed by their cast instead of launched (false: --no-fp8-cast-fusion;
-  // CudaStepEmitter::fp8CastComputes).
+  // An elementwise op or norm whose 16-bit result only FP8 products read
+  // is computed by their cast instead of launched (false:
+  // --no-fp8-cast-fusion; CudaStepEmitter::fp8CastComputes and
+  // fp8NormCastComputes).
   bool fp8CastFusion = true;
 };
 

@@ -357,6 +357,25 @@ void CudaStepEmitter::waitIfTouchingReduced(Operation *op, llvm::raw_ostream &os
   }
 }
 
+// An op that an FP8 cast computes (`refused` empty: fp8CastComputes,
+// fp8NormCastComputes) is not launched; otherwise `emit` launches it, its
+// launch saying why the cast does not compute it where one could have.
+LogicalResult
+CudaStepEmitter::emitUnlessCastComputes(const std::optional<std::string> &refused,
+                                        llvm::raw_ostream &os,
+                                        llvm::function_ref<LogicalResult()> emit) {
+  if (refused && refused->empty()) {
+    os << "  // computed by the FP8 cast of its first reader\n";
+    return success();
+  }
+  const size_t before = launches_.size();
+  if (failed(emit()))
+    return failure();
+  if (refused && launches_.size() > before)
+    launches_.back().shape += " (not computed by its FP8 cast: " + *refused + ")";
+  return success();
+}
+
 LogicalResult CudaStepEmitter::emitOp(Operation *op, llvm::raw_ostream &os, double &flops) {
   if (!isa<kern::WorkspaceViewOp, kern::ReshapeOp, kern::ConstantOp>(op)) {
     os << "  // " << kernelLabel(op) << "\n";
@@ -375,20 +394,9 @@ LogicalResult CudaStepEmitter::emitOp(Operation *op, llvm::raw_ostream &os, doub
       .Case([&](kern::GemmEpilogueOp g) { return emitGemmEpilogue(g, os, flops); })
       .Case([&](kern::GemmDgeluOp g) { return emitGemmDgelu(g, os, flops); })
       .Case([&](kern::GemmBiasGradOp g) { return emitGemmBiasGrad(g, os, flops); })
-      .Case([&](kern::ElementwiseOp e) -> LogicalResult {
-        std::optional<std::string> refused;
-        if (options_.fp8CastFusion)
-          refused = fp8CastComputes(e);
-        if (refused && refused->empty()) {
-          os << "  // computed by the FP8 cast of its first reader\n";
-          return success();
-        }
-        const size_t before = launches_.size();
-        if (failed(emitElementwise(e, os, flops)))
-          return failure();
-        if (refused && launches_.size() > before)
-          launches_.back().shape += " (not computed by its FP8 cast: " + *refused + ")";
-        return success();
+      .Case([&](kern::ElementwiseOp e) {
+        return emitUnlessCastComputes(options_.fp8CastFusion ? fp8CastComputes(e) : std::nullopt,
+                                      os, [&] { return emitElementwise(e, os, flops); });
       })
       .Case([&](kern::ReduceOp r) { return emitReduce(r, os, flops); })
       .Case([&](kern::FillOp f) { return emitFill(f, os); })
@@ -417,7 +425,11 @@ LogicalResult CudaStepEmitter::emitOp(Operation *op, llvm::raw_ostream &os, doub
       .Case([&](kern::RopeOp r) { return emitRope(r, os, flops); })
       .Case([&](kern::MultiElementwiseOp e) { return emitMultiElementwise(e, os, flops); })
       .Case([&](kern::MultiSumOp m) { return emitMultiSum(m, os, flops); })
-      .Case([&](kern::LayerNormOp n) { return emitLayerNorm(n, os, flops); })
+      .Case([&](kern::LayerNormOp n) {
+        return emitUnlessCastComputes(
+            options_.fp8CastFusion ? fp8NormCastComputes(n) : std::nullopt, os,
+            [&] { return emitLayerNorm(n, os, flops); });
+      })
       .Case([&](kern::LayerNormGradOp g) { return emitLayerNormGrad(g, os, flops); })
       .Case([&](kern::BatchNormStatsOp b) { return emitBatchNormStats(b, os, flops); })
       .Case([&](kern::BatchNormGradSumsOp b) { return emitBatchNormGradSums(b, os, flops); })

@@ -274,12 +274,39 @@ private:
   // std::nullopt: no FP8 product reads a result; "": left to the cast
   // (fp8Deferred_); else why not.
   std::optional<std::string> fp8CastComputes(kern::ElementwiseOp e);
-  // The FP8 products reading `result` of `e` (product, operand), in order.
-  static SmallVector<std::pair<Operation *, int>> fp8ReadersOf(kern::ElementwiseOp e,
-                                                               Value result, std::string &why);
+  // `emit` unless `refused` is "" (the cast computes the op); a refusal
+  // is added to the launch's shape.
+  LogicalResult emitUnlessCastComputes(const std::optional<std::string> &refused,
+                                       llvm::raw_ostream &os,
+                                       llvm::function_ref<LogicalResult()> emit);
+  // The FP8 products reading `result` of `producer` (product, operand), in
+  // order.
+  static SmallVector<std::pair<Operation *, int>>
+  fp8ReadersOf(Operation *producer, Value result, std::string &why);
+  // Whether the first FP8 reader of a result that FP8 products read is the
+  // maker of its one kept cast (every later reader taking that cast), or
+  // its only reader; else why not.
+  std::optional<std::string>
+  fp8OneCastFor(ArrayRef<std::pair<Operation *, int>> readers);
+  // NormKernels.cpp: a kern.layer_norm whose 16-bit output only FP8
+  // products read (LLaMA's RMSNorm before the QKV and MLP products) is not
+  // launched either; its first reader's cast normalizes and casts in one
+  // pass (prelude launch_layer_norm_fp8_quantize), so y is never written or
+  // read back. Same answers as fp8CastComputes.
+  std::optional<std::string> fp8NormCastComputes(kern::LayerNormOp n);
+  // The cast of `c` (an operand the deferred norm `n` writes) as one
+  // kernel: its definition text, parameters, call arguments, work and bytes.
+  struct Fp8NormCastKernel {
+    std::string text, params, args;
+    double flops = 0, bytes = 0;
+  };
+  Fp8NormCastKernel fp8NormCastKernel(kern::LayerNormOp n, const OperandCast &c, bool plain,
+                                      bool transposed, bool delayed);
+  // An op left to the cast of its first FP8 reader: a kern.elementwise
+  // (Fp8CastProducers.cpp) or a kern.layer_norm (NormKernels.cpp).
   struct Fp8Deferred {
     Footprint result;
-    kern::ElementwiseOp op;
+    Operation *op;
   };
   SmallVector<Fp8Deferred> fp8Deferred_;
   // A group's casts (Fp8KeptPlan::Group) at its maker, `g`: one launch

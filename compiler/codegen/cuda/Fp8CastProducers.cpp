@@ -20,14 +20,14 @@ namespace tcc::codegen::cuda {
 // to another buffer after that) or until something else reads it; `why`
 // says what else reads it.
 SmallVector<std::pair<Operation *, int>>
-CudaStepEmitter::fp8ReadersOf(kern::ElementwiseOp e, Value value, std::string &why) {
+CudaStepEmitter::fp8ReadersOf(Operation *e, Value value, std::string &why) {
   const Footprint result = footprint(value);
   auto same = [&](Value v) {
     Footprint f = footprint(v);
     return !f.argument && f.begin == result.begin && f.end == result.end;
   };
   // The last op of the block that uses the result or a reshape of it.
-  Operation *last = e.getOperation();
+  Operation *last = e;
   SmallVector<Value> views = {value};
   while (!views.empty()) {
     Value v = views.pop_back_val();
@@ -70,6 +70,27 @@ CudaStepEmitter::fp8ReadersOf(kern::ElementwiseOp e, Value value, std::string &w
   return readers;
 }
 
+std::optional<std::string>
+CudaStepEmitter::fp8OneCastFor(ArrayRef<std::pair<Operation *, int>> readers) {
+  if (!fp8Kept_)
+    fp8Kept_ = Fp8KeptPlan::of(f_);
+  auto first = fp8Kept_->uses.find(readers.front());
+  if (first == fp8Kept_->uses.end()) {
+    if (readers.size() != 1)
+      return std::string("several FP8 products read it without one kept cast");
+    return std::nullopt; // one reader casting into a slot
+  }
+  const int cast = first->second.first;
+  if (!first->second.second || fp8Kept_->casts[cast].batched)
+    return std::string("its kept cast is not made by its first reader");
+  for (auto reader : llvm::drop_begin(readers)) {
+    auto use = fp8Kept_->uses.find(reader);
+    if (use == fp8Kept_->uses.end() || use->second.first != cast || use->second.second)
+      return std::string("a later FP8 reader does not take the first one's kept cast");
+  }
+  return std::nullopt;
+}
+
 std::optional<std::string> CudaStepEmitter::fp8CastComputes(kern::ElementwiseOp e) {
   if (fp8Slot_.elements == 0)
     fp8Slot_ = Fp8Slot::of(e->getParentOfType<ModuleOp>());
@@ -85,7 +106,7 @@ std::optional<std::string> CudaStepEmitter::fp8CastComputes(kern::ElementwiseOp 
     footprints.push_back(footprint(result));
     if (footprints.back().argument)
       return std::nullopt;
-    readers.push_back(fp8ReadersOf(e, result, why));
+    readers.push_back(fp8ReadersOf(e.getOperation(), result, why));
     if (readers.back().empty() || !why.empty())
       break;
   }
@@ -138,22 +159,14 @@ std::optional<std::string> CudaStepEmitter::fp8CastComputes(kern::ElementwiseOp 
   }
   Operation *maker = readers.front().front().first;
   for (size_t j = 0; j < results; ++j) {
-    auto first = fp8Kept_->uses.find(readers[j].front());
-    if (first == fp8Kept_->uses.end()) {
-      if (group || readers[j].size() != 1)
-        return std::string("several FP8 products read it without one kept cast");
+    if (std::optional<std::string> no = fp8OneCastFor(readers[j]))
+      return no;
+    if (!group)
       continue;
-    }
-    const int cast = first->second.first;
-    if (!first->second.second || fp8Kept_->casts[cast].batched ||
-        (group && cast != group->casts[j]))
+    auto first = fp8Kept_->uses.find(readers[j].front());
+    if (first == fp8Kept_->uses.end() || first->second.first != group->casts[j])
       return std::string("its kept cast is not made by its first reader");
-    for (auto reader : llvm::drop_begin(readers[j])) {
-      auto use = fp8Kept_->uses.find(reader);
-      if (use == fp8Kept_->uses.end() || use->second.first != cast || use->second.second)
-        return std::string("a later FP8 reader does not take the first one's kept cast");
-    }
-    if (group && cast == group->maker)
+    if (first->second.first == group->maker)
       maker = readers[j].front().first;
   }
   // The inputs must still hold e's operands when the first reader casts.
@@ -334,7 +347,7 @@ bool CudaStepEmitter::emitFp8GroupCast(Operation *g, int groupIndex, llvm::raw_o
          2.0 * elements * results + src->flops,
          (delayed ? 1.0 : 1.0 + results) * src->bytes + written);
   fp8GroupsMade_.insert(groupIndex);
-  llvm::erase_if(fp8Deferred_, [&](const Fp8Deferred &d) { return d.op == e; });
+  llvm::erase_if(fp8Deferred_, [&](const Fp8Deferred &d) { return d.op == e.getOperation(); });
   return true;
 }
 

@@ -497,17 +497,66 @@ LogicalResult CudaStepEmitter::emitGemmFp8(Operation *g, const Fp8Gemm &f,
     if (fp8Records_ && fp8RecordsUsed_ < fp8Records_->second)
       record = fp8RecordsUsed_++;
     const char *f8 = c.e5m2 ? "tcc_cuda::e5m2" : "tcc_cuda::e4m3";
+    const double elements = static_cast<double>(c.rows) * c.cols;
+    auto recordArg = [&] {
+      return record ? llvm::formatv(", reinterpret_cast<float *>({0}) + {1}",
+                                    name(fp8Records_->first),
+                                    *record * model::kFp8ScalingRecordFloats)
+                          .str()
+                    : std::string();
+    };
+    auto pointer = [](const std::string &p) {
+      return p.empty() ? std::string("nullptr") : "reinterpret_cast<uint8_t *>(" + p + ")";
+    };
+    auto layouts = [&] {
+      return std::string(plain && trans ? " and transposed" : trans ? " transposed" : "");
+    };
+    auto scaling = [&] {
+      return record ? llvm::formatv("delayed scale (record {0})", *record).str()
+                    : std::string("current scale");
+    };
+    // A norm that fp8NormCastComputes left to this cast: one launch
+    // normalizes and casts (NormKernels.cpp).
+    auto norm = llvm::find_if(fp8Deferred_, [&](const Fp8Deferred &d) {
+      return isa<kern::LayerNormOp>(d.op) && sameStart(d.result, footprint(c.value));
+    });
+    if (norm != fp8Deferred_.end()) {
+      auto n = llvm::cast<kern::LayerNormOp>(norm->op);
+      Fp8NormCastKernel k = fp8NormCastKernel(n, c, plain, trans, record.has_value());
+      std::string kernel = kernels_.add(
+          llvm::formatv("fp8_quantize_{0}{1}_norm", c.e5m2 ? "e5m2" : "e4m3",
+                        record ? "_delayed" : "")
+              .str(),
+          k.text, k.params, "cudaError_t");
+      int32_t id = nextId();
+      std::string call =
+          llvm::formatv("if (cudaError_t e = {0}(s, {1}, {2}, {3}, {4}{5}); e != cudaSuccess) "
+                        "return tcc_cuda_host::cuda_error(e, tcc_cuda_host::where({6}).c_str());",
+                        kernel, k.args, pointer(plainAt), pointer(transposedAt), scaleAt,
+                        recordArg(), id)
+              .str();
+      flops += k.flops;
+      launch(os, g, kernel, call,
+             llvm::formatv("{0}x{1}{2}, {3}{4}, computes {5}", c.rows, c.cols, layouts(),
+                           scaling(), where, locName(n->getLoc()))
+                 .str(),
+             2.0 * elements + k.flops, (record ? 1.0 : 2.0) * k.bytes + (plain + trans) * elements);
+      fp8Deferred_.erase(norm);
+      return true;
+    }
     // The input: the buffer, or the elementwise op that fp8CastComputes
     // left to this cast (its inputs instead; the op's result is not written).
     std::string inParams = "const " + storageType(et) + " *p0",
                 inArg = familyPointer(et, "p0", false, CodeTarget::Cuda), inCall = name(c.value),
                 definition, source, computes;
     double inBytes = bufferBytes(mrt(c.value)), inFlops = 0;
-    auto deferred = llvm::find_if(fp8Deferred_, [&](Fp8Deferred d) { // (op accessors: not const)
-      return d.op.getOutputs().size() == 1 && sameStart(d.result, footprint(c.value));
+    auto deferred = llvm::find_if(fp8Deferred_, [&](const Fp8Deferred &d) {
+      auto e = dyn_cast<kern::ElementwiseOp>(d.op);
+      return e && e.getOutputs().size() == 1 && sameStart(d.result, footprint(c.value));
     });
     if (deferred != fp8Deferred_.end()) {
-      FailureOr<Fp8CastSource> src = fp8ElementwiseSource(deferred->op);
+      auto e = llvm::cast<kern::ElementwiseOp>(deferred->op);
+      FailureOr<Fp8CastSource> src = fp8ElementwiseSource(e);
       if (failed(src))
         return false;
       inParams = src->params;
@@ -515,7 +564,7 @@ LogicalResult CudaStepEmitter::emitGemmFp8(Operation *g, const Fp8Gemm &f,
       inCall = src->args;
       definition = src->definition;
       source = ", @NAME@_src";
-      computes = ", computes " + locName(deferred->op->getLoc());
+      computes = ", computes " + locName(e->getLoc());
       inBytes = src->bytes;
       inFlops = src->flops;
       flops += src->flops;
@@ -540,27 +589,15 @@ LogicalResult CudaStepEmitter::emitGemmFp8(Operation *g, const Fp8Gemm &f,
                       record ? "_delayed" : "", definition.empty() ? "" : "_ew")
             .str(),
         text, params);
-    auto pointer = [](const std::string &p) {
-      return p.empty() ? std::string("nullptr") : "reinterpret_cast<uint8_t *>(" + p + ")";
-    };
-    std::string call =
-        llvm::formatv("{0}(s, {1}, {2}, {3}, {4}{5});", kernel, inCall,
-                      pointer(plainAt), pointer(transposedAt), scaleAt,
-                      record ? llvm::formatv(", reinterpret_cast<float *>({0}) + {1}",
-                                             name(fp8Records_->first),
-                                             *record * model::kFp8ScalingRecordFloats)
-                                   .str()
-                             : std::string())
-            .str();
-    double elements = static_cast<double>(c.rows) * c.cols;
+    std::string call = llvm::formatv("{0}(s, {1}, {2}, {3}, {4}{5});", kernel, inCall,
+                                     pointer(plainAt), pointer(transposedAt), scaleAt,
+                                     recordArg())
+                           .str();
     // Delayed scaling reads the operand once (the amax launch returns at
     // once after the site's first cast).
     launch(os, g, kernel, call,
-           llvm::formatv("{0}x{1}{2}, {3}{4}{5}", c.rows, c.cols,
-                         plain && trans ? " and transposed" : trans ? " transposed" : "",
-                         record ? llvm::formatv("delayed scale (record {0})", *record).str()
-                                : std::string("current scale"),
-                         where, computes)
+           llvm::formatv("{0}x{1}{2}, {3}{4}{5}", c.rows, c.cols, layouts(), scaling(), where,
+                         computes)
                .str(),
            2.0 * elements + inFlops, (record ? 1.0 : 2.0) * inBytes + (plain + trans) * elements);
     return true;

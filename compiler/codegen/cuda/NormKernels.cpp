@@ -7,7 +7,10 @@
 // body turns into a step failure naming the launch. Batch norm's two
 // reductions wrap launch_batch_norm_stats / launch_batch_norm_grad_sums
 // (batch_norm_kernels.cuh / batch_norm_launchers.cuh) the same way, with
-// kern::batchNormParts blocks per channel.
+// kern::batchNormParts blocks per channel. A layer norm whose 16-bit output
+// only FP8 products read is left to its first reader's cast
+// (fp8NormCastComputes): launch_layer_norm_fp8_quantize normalizes and
+// casts in one pass (norm_fp8_kernels.cuh).
 #include "compiler/codegen/cuda/CudaStepEmitter.h"
 
 #include "dialects/kern/NormWorkspace.h"
@@ -193,6 +196,90 @@ LogicalResult CudaStepEmitter::emitBatchNormGradSums(kern::BatchNormGradSumsOp o
                                 {op.getGrad(), op.getInput(), op.getMean(), op.getRstd(),
                                  op.getGradSum(), op.getGradXhatSum(), op.getWorkspace()},
                                 /*firstWritten=*/4, "batch_norm_grad_sums", 4.0, os, flops);
+}
+
+// Vec16<T>::n of the prelude: the elements of `t` in one 16-byte access.
+static int64_t vec16(Type t) { return 16 / std::max<int64_t>(1, kern::elementBytes(t)); }
+
+std::optional<std::string> CudaStepEmitter::fp8NormCastComputes(kern::LayerNormOp n) {
+  if (fp8Slot_.elements == 0)
+    fp8Slot_ = Fp8Slot::of(n->getParentOfType<ModuleOp>());
+  // Not looked for in a module without FP8 products, or for an output that
+  // is a step argument (its bytes outlive the step).
+  if (fp8Slot_.elements == 0)
+    return std::nullopt;
+  Value y = n.getOut();
+  const Footprint out = footprint(y);
+  if (out.argument)
+    return std::nullopt;
+  std::string why;
+  SmallVector<std::pair<Operation *, int>> readers = fp8ReadersOf(n, y, why);
+  if (readers.empty()) // said only where FP8 products read it
+    return std::nullopt;
+  if (!why.empty())
+    return why;
+  if (n->getParentOp() != f_.getOperation())
+    return std::string("not in the step's top-level block");
+  Type xt = mrt(n.getInput()).getElementType(), yt = mrt(y).getElementType();
+  if (!yt.isBF16() && !yt.isF16())
+    return std::string("its output is not 16-bit");
+  if (!xt.isF32() && !xt.isBF16() && !xt.isF16())
+    return std::string("its input is not f32, bf16 or f16");
+  const Rows s = Rows::of(n.getInput());
+  // The fused kernel sums each row as the vector norm kernel does.
+  const int64_t v = std::min(vec16(xt), vec16(yt));
+  if (s.c % v != 0)
+    return llvm::formatv("its rows ({0}) are not a multiple of the vector kernel's {1}", s.c, v)
+        .str();
+  if (4 * (s.c + 4) > 96 * 1024) // prelude kNormFp8SharedBudget: a band of 4 rows
+    return std::string("its rows are too long for the fused kernel's shared band");
+  OperandCast first = operandOf(Fp8Gemm::of(readers.front().first), readers.front().second);
+  if (first.rows != s.rows || first.cols != s.c)
+    return std::string("its FP8 reader takes it in another shape");
+  for (Value in : {n.getInput(), n.getWeight(), n.getBias()})
+    if (in && overlaps(footprint(in), out))
+      return std::string("it works in place");
+  if (std::optional<std::string> no = fp8OneCastFor(readers))
+    return no;
+  // The inputs must still hold n's operands when the first reader casts.
+  for (Operation *op = n->getNextNode(); op != readers.front().first; op = op->getNextNode())
+    for (Value in : {n.getInput(), n.getWeight(), n.getBias()})
+      if (in && mayWrite(op, footprint(in)))
+        return "an input is written (by " + op->getName().getStringRef().str() +
+               ") before the cast";
+  fp8Deferred_.push_back({out, n.getOperation()});
+  return std::string();
+}
+
+CudaStepEmitter::Fp8NormCastKernel
+CudaStepEmitter::fp8NormCastKernel(kern::LayerNormOp n, const OperandCast &c, bool plain,
+                                   bool transposed, bool delayed) {
+  const Rows s = Rows::of(n.getInput());
+  Type et = mrt(n.getInput()).getElementType();
+  NormWrapper w;
+  w.add(n.getInput(), false, et, names_);
+  w.add(n.getWeight(), false, et, names_);
+  w.add(n.getBias(), false, et, names_);
+  const char *f8 = c.e5m2 ? "tcc_cuda::e5m2" : "tcc_cuda::e4m3";
+  Fp8NormCastKernel k;
+  k.params = w.params + ", uint8_t *q8, uint8_t *q8t, void *qscale" +
+             (delayed ? ", float *qrecord" : "");
+  k.text =
+      llvm::formatv(
+          "extern \"C\" cudaError_t @NAME@(cudaStream_t s, {0}) {{\n"
+          "  return tcc_cuda::launch_layer_norm_fp8_quantize<{1}, {2}, {3}>({4}, {5}, {6}, "
+          "{7:e17}, {8}, {9}, {10}, static_cast<tcc_cuda::Fp8TensorScale *>(qscale), {11}, s);\n"
+          "}\n",
+          k.params, familyType(n.getInput()), familyType(n.getOut()), f8, w.launcherArgs, s.rows,
+          s.c, n.getEps().convertToDouble(), n.getRms() ? "true" : "false",
+          plain ? llvm::formatv("reinterpret_cast<{0} *>(q8)", f8).str() : "nullptr",
+          transposed ? llvm::formatv("reinterpret_cast<{0} *>(q8t)", f8).str() : "nullptr",
+          delayed ? "reinterpret_cast<tcc_cuda::Fp8ScalingRecord *>(qrecord)" : "nullptr")
+          .str();
+  k.args = w.hostArgs.substr(2); // without the leading ", "
+  k.flops = 8.0 * s.rows * s.c;  // emitLayerNorm's
+  k.bytes = w.bytes();
+  return k;
 }
 
 } // namespace tcc::codegen::cuda

@@ -131,10 +131,11 @@ Options:
                         cuBLASLt times faster on its first call;
                         TCC_GEMM_CUTLASS=0 turns them off when running)
   --no-fp8-cast-fusion  cuda, --precision fp8: launch every elementwise op
-                        (default: one whose 16-bit result only FP8
-                        products read, such as SwiGLU's gate x up, is not
-                        launched; the products' FP8 cast computes it from
-                        its inputs, and the kernel list says so)
+                        and norm (default: one whose 16-bit result only FP8
+                        products read, such as SwiGLU's gate x up or
+                        LLaMA's RMSNorm outputs, is not launched; the
+                        products' FP8 cast computes it from its inputs, and
+                        the kernel list says so)
   --no-channels-last    cuda: keep every convolution, pooling and batch norm
                         NCHW (default: tg-conv-layout makes a chain of them
                         channels-last where its convolutions are 16-bit

@@ -1,0 +1,73 @@
+// Shared memory a block of layer_norm_fp8_cast_kernel may take for its band
+// (band x (c + 4) bytes): two blocks an SM fit in the H100/H200's 227 KiB.
+constexpr int64_t kNormFp8SharedBudget = 96 * 1024;
+
+// The band rows launch_layer_norm_fp8_quantize takes for rows of c columns:
+// the most of 32, 16, 8, 4 whose shared copy fits kNormFp8SharedBudget; 0
+// when not even 4 rows fit (c beyond ~24K).
+inline int layer_norm_fp8_band(int64_t c) {
+  for (int band = 32; band >= 4; band /= 2)
+    if (band * (c + 4) <= kNormFp8SharedBudget)
+      return band;
+  return 0;
+}
+
+// out / out_t (either may be null) = FP8 of y = layer_norm(x) rounded to Y
+// (rows x c, and its transpose c x rows), scaled as
+// launch_fp8_quantize_current / _delayed (record non-null) scale the stored
+// y: the same bytes, scale (*q) and statistics as launch_layer_norm into a
+// Y buffer followed by that cast, without y's bytes (prelude
+// norm_fp8_kernels.cuh). Two launches: the amax pass (it returns at once
+// under delayed scaling once the site has a scale), then the cast.
+// Takes the vector form of launch_layer_norm only (c a multiple of its V,
+// x, weight and bias 16-byte aligned: the statistics are summed in its
+// order) and rows of at most ~24K columns; returns cudaErrorInvalidValue
+// for others, launching nothing. `band`: rows a block casts at once (a
+// multiple of 4, at most 32; 0: layer_norm_fp8_band(c)).
+template <class T, class Y, class F8>
+inline cudaError_t launch_layer_norm_fp8_quantize(const T *x, const T *weight, const T *bias,
+                                                  int64_t rows, int64_t c, double eps, bool rms,
+                                                  F8 *out, F8 *out_t, Fp8TensorScale *q,
+                                                  Fp8ScalingRecord *record,
+                                                  cudaStream_t stream, int band = 0) {
+  static_assert(detail::IsFloating<T>::value && (sizeof(Y) == 2),
+                "layer_norm_fp8: a float input normalized into 16-bit values");
+  constexpr int V = detail::Vec16<T>::n < detail::Vec16<Y>::n ? detail::Vec16<T>::n
+                                                                : detail::Vec16<Y>::n;
+  if (band == 0)
+    band = layer_norm_fp8_band(c);
+  const bool vector = c % V == 0 && detail::aligned16(x) && (!weight || detail::aligned16(weight)) &&
+                      (!bias || detail::aligned16(bias)) &&
+                      reinterpret_cast<uintptr_t>(out) % 16 == 0;
+  if (!vector || V % 2 != 0 || band < 4 || band > 32 || band % 4 != 0 ||
+      band * (c + 4) > 227 * 1024)
+    return cudaErrorInvalidValue;
+  if (rows <= 0 || c <= 0) {
+    detail::fp8_empty_scale_kernel<<<1, 1, 0, stream>>>(q);
+    return cudaSuccess;
+  }
+  const acc_t<T> e = static_cast<acc_t<T>>(eps);
+  float *partials =
+      reinterpret_cast<float *>(reinterpret_cast<char *>(q) + sizeof(Fp8TensorScale));
+  const int64_t cap = record != nullptr ? kFp8DelayedAmaxBlocks : kFp8AmaxPartials;
+  const int64_t wanted = grid_for(rows, detail::kNormWarps);
+  const int64_t amax_blocks = wanted < cap ? wanted : cap;
+  detail::layer_norm_fp8_amax_kernel<V, T, Y>
+      <<<static_cast<unsigned>(amax_blocks), detail::kNormWarps * 32, 0, stream>>>(
+          x, weight, bias, rows, c, e, rms, partials, &q->stats, record,
+          record != nullptr ? &q->unused[0] : nullptr);
+  const size_t shared = static_cast<size_t>(band) * static_cast<size_t>(c + 4);
+  auto kernel = detail::layer_norm_fp8_cast_kernel<V, T, Y, F8>;
+  if (shared > 48 * 1024) {
+    cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                           static_cast<int>(shared));
+    if (err != cudaSuccess)
+      return err;
+  }
+  const int64_t bands = (rows + band - 1) / band;
+  const int64_t blocks = bands < kFp8GridBlocks ? bands : kFp8GridBlocks;
+  kernel<<<static_cast<unsigned>(blocks), detail::kNormWarps * 32, shared, stream>>>(
+      x, weight, bias, rows, c, e, rms, band, out, out_t, &q->stats, partials,
+      static_cast<int32_t>(amax_blocks), q, record);
+  return cudaSuccess;
+}
