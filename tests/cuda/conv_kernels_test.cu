@@ -63,6 +63,7 @@ int gFailures = 0;
 int gCases = 0;
 
 using tcc_cuda_test::Host;
+using tcc_cuda_test::widen;
 
 // Tolerance per tensor (max |got - want| / max |want|).
 template <class T> double tolerance();
@@ -84,13 +85,6 @@ std::vector<T> randomValues(std::mt19937_64 &rng, int64_t n, int grid = 0) {
     x = Host<T>::make(d);
   }
   return v;
-}
-
-template <class T> std::vector<double> widen(const std::vector<T> &v) {
-  std::vector<double> d(v.size());
-  for (size_t i = 0; i < v.size(); ++i)
-    d[i] = Host<T>::get(v[i]);
-  return d;
 }
 
 // (N, C, H, W) -> (N, H, W, C); a weight (O, C / g, KH, KW) -> (O, KH, KW,

@@ -283,6 +283,13 @@ private:
   // order.
   static SmallVector<std::pair<Operation *, int>>
   fp8ReadersOf(Operation *producer, Value result, std::string &why);
+  // Whether the module of `op` has FP8 products (fp8Slot_, planned on the
+  // first call).
+  bool fp8ProductsIn(Operation *op);
+  // Why a cast at `maker` would not find `inputs` as `producer` left them
+  // (an op between the two writes one), else std::nullopt.
+  static std::optional<std::string> fp8InputWrittenBefore(Operation *producer, ValueRange inputs,
+                                                          Operation *maker);
   // Whether the first FP8 reader of a result that FP8 products read is the
   // maker of its one kept cast (every later reader taking that cast), or
   // its only reader; else why not.

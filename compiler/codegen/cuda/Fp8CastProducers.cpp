@@ -91,12 +91,27 @@ CudaStepEmitter::fp8OneCastFor(ArrayRef<std::pair<Operation *, int>> readers) {
   return std::nullopt;
 }
 
-std::optional<std::string> CudaStepEmitter::fp8CastComputes(kern::ElementwiseOp e) {
+bool CudaStepEmitter::fp8ProductsIn(Operation *op) {
   if (fp8Slot_.elements == 0)
-    fp8Slot_ = Fp8Slot::of(e->getParentOfType<ModuleOp>());
+    fp8Slot_ = Fp8Slot::of(op->getParentOfType<ModuleOp>());
+  return fp8Slot_.elements != 0;
+}
+
+std::optional<std::string> CudaStepEmitter::fp8InputWrittenBefore(Operation *producer,
+                                                                  ValueRange inputs,
+                                                                  Operation *maker) {
+  for (Operation *op = producer->getNextNode(); op != maker; op = op->getNextNode())
+    for (Value in : inputs)
+      if (mayWrite(op, footprint(in)))
+        return "an input is written (by " + op->getName().getStringRef().str() +
+               ") before the cast";
+  return std::nullopt;
+}
+
+std::optional<std::string> CudaStepEmitter::fp8CastComputes(kern::ElementwiseOp e) {
   // Not looked for in a module without FP8 products, or for results that
   // are step arguments (their bytes outlive the step).
-  if (fp8Slot_.elements == 0)
+  if (!fp8ProductsIn(e))
     return std::nullopt;
   const size_t results = e.getOutputs().size();
   SmallVector<Footprint> footprints;
@@ -170,11 +185,8 @@ std::optional<std::string> CudaStepEmitter::fp8CastComputes(kern::ElementwiseOp 
       maker = readers[j].front().first;
   }
   // The inputs must still hold e's operands when the first reader casts.
-  for (Operation *op = e->getNextNode(); op != maker; op = op->getNextNode())
-    for (Value in : e.getInputs())
-      if (mayWrite(op, footprint(in)))
-        return "an input is written (by " + op->getName().getStringRef().str() +
-               ") before the cast";
+  if (std::optional<std::string> written = fp8InputWrittenBefore(e, e.getInputs(), maker))
+    return written;
   for (const Footprint &f : footprints)
     fp8Deferred_.push_back({f, e});
   return std::string();

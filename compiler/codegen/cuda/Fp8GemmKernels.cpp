@@ -508,96 +508,84 @@ LogicalResult CudaStepEmitter::emitGemmFp8(Operation *g, const Fp8Gemm &f,
     auto pointer = [](const std::string &p) {
       return p.empty() ? std::string("nullptr") : "reinterpret_cast<uint8_t *>(" + p + ")";
     };
-    auto layouts = [&] {
-      return std::string(plain && trans ? " and transposed" : trans ? " transposed" : "");
-    };
-    auto scaling = [&] {
-      return record ? llvm::formatv("delayed scale (record {0})", *record).str()
-                    : std::string("current scale");
-    };
-    // A norm that fp8NormCastComputes left to this cast: one launch
-    // normalizes and casts (NormKernels.cpp).
-    auto norm = llvm::find_if(fp8Deferred_, [&](const Fp8Deferred &d) {
-      return isa<kern::LayerNormOp>(d.op) && sameStart(d.result, footprint(c.value));
-    });
-    if (norm != fp8Deferred_.end()) {
-      auto n = llvm::cast<kern::LayerNormOp>(norm->op);
-      Fp8NormCastKernel k = fp8NormCastKernel(n, c, plain, trans, record.has_value());
-      std::string kernel = kernels_.add(
-          llvm::formatv("fp8_quantize_{0}{1}_norm", c.e5m2 ? "e5m2" : "e4m3",
-                        record ? "_delayed" : "")
-              .str(),
-          k.text, k.params, "cudaError_t");
-      int32_t id = nextId();
-      std::string call =
-          llvm::formatv("if (cudaError_t e = {0}(s, {1}, {2}, {3}, {4}{5}); e != cudaSuccess) "
-                        "return tcc_cuda_host::cuda_error(e, tcc_cuda_host::where({6}).c_str());",
-                        kernel, k.args, pointer(plainAt), pointer(transposedAt), scaleAt,
-                        recordArg(), id)
-              .str();
-      flops += k.flops;
-      launch(os, g, kernel, call,
-             llvm::formatv("{0}x{1}{2}, {3}{4}, computes {5}", c.rows, c.cols, layouts(),
-                           scaling(), where, locName(n->getLoc()))
-                 .str(),
-             2.0 * elements + k.flops, (record ? 1.0 : 2.0) * k.bytes + (plain + trans) * elements);
-      fp8Deferred_.erase(norm);
-      return true;
-    }
-    // The input: the buffer, or the elementwise op that fp8CastComputes
-    // left to this cast (its inputs instead; the op's result is not written).
-    std::string inParams = "const " + storageType(et) + " *p0",
-                inArg = familyPointer(et, "p0", false, CodeTarget::Cuda), inCall = name(c.value),
-                definition, source, computes;
-    double inBytes = bufferBytes(mrt(c.value)), inFlops = 0;
+    // The input: the buffer, or the op that fp8CastComputes /
+    // fp8NormCastComputes left to this cast, whose result is not written:
+    // an elementwise op's inputs instead (a cast source), or a norm's (one
+    // launch normalizes and casts, NormKernels.cpp).
     auto deferred = llvm::find_if(fp8Deferred_, [&](const Fp8Deferred &d) {
       auto e = dyn_cast<kern::ElementwiseOp>(d.op);
-      return e && e.getOutputs().size() == 1 && sameStart(d.result, footprint(c.value));
+      return (isa<kern::LayerNormOp>(d.op) || (e && e.getOutputs().size() == 1)) &&
+             sameStart(d.result, footprint(c.value));
     });
+    std::string kernel, call, computes;
+    double inBytes = bufferBytes(mrt(c.value)), inFlops = 0;
+    if (deferred != fp8Deferred_.end() && isa<kern::LayerNormOp>(deferred->op)) {
+      Fp8NormCastKernel k = fp8NormCastKernel(llvm::cast<kern::LayerNormOp>(deferred->op), c,
+                                              plain, trans, record.has_value());
+      kernel = kernels_.add(llvm::formatv("fp8_quantize_{0}{1}_norm", c.e5m2 ? "e5m2" : "e4m3",
+                                          record ? "_delayed" : "")
+                                .str(),
+                            k.text, k.params, "cudaError_t");
+      call = llvm::formatv("if (cudaError_t e = {0}(s, {1}, {2}, {3}, {4}{5}); e != cudaSuccess) "
+                           "return tcc_cuda_host::cuda_error(e, tcc_cuda_host::where({6}).c_str());",
+                           kernel, k.args, pointer(plainAt), pointer(transposedAt), scaleAt,
+                           recordArg(), nextId())
+                 .str();
+      inBytes = k.bytes;
+      inFlops = k.flops;
+    } else {
+      std::string inParams = "const " + storageType(et) + " *p0",
+                  inArg = familyPointer(et, "p0", false, CodeTarget::Cuda),
+                  inCall = name(c.value), definition, source;
+      if (deferred != fp8Deferred_.end()) {
+        FailureOr<Fp8CastSource> src =
+            fp8ElementwiseSource(llvm::cast<kern::ElementwiseOp>(deferred->op));
+        if (failed(src))
+          return false;
+        inParams = src->params;
+        inArg = src->init;
+        inCall = src->args;
+        definition = src->definition;
+        source = ", @NAME@_src";
+        inBytes = src->bytes;
+        inFlops = src->flops;
+      }
+      std::string params =
+          inParams + ", uint8_t *p1, uint8_t *p2, void *p3" + (record ? ", float *p4" : "");
+      std::string text =
+          definition + "extern \"C\" void @NAME@(cudaStream_t s, " + params + ") {\n  " +
+          llvm::formatv("tcc_cuda::launch_fp8_quantize_{7}<{0}, {1}{9}>({2}, {3}, {4}, {5}, {6}, "
+                        "static_cast<tcc_cuda::Fp8TensorScale *>(p3), {8}s);",
+                        familyElementType(et, CodeTarget::Cuda), f8, c.rows, c.cols, inArg,
+                        plain ? llvm::formatv("reinterpret_cast<{0} *>(p1)", f8).str() : "nullptr",
+                        trans ? llvm::formatv("reinterpret_cast<{0} *>(p2)", f8).str() : "nullptr",
+                        record ? "delayed" : "current",
+                        record ? "reinterpret_cast<tcc_cuda::Fp8ScalingRecord *>(p4), " : "",
+                        source)
+              .str() +
+          "\n}\n";
+      kernel = kernels_.add(llvm::formatv("fp8_quantize_{0}{1}{2}", c.e5m2 ? "e5m2" : "e4m3",
+                                          record ? "_delayed" : "",
+                                          definition.empty() ? "" : "_ew")
+                                .str(),
+                            text, params);
+      call = llvm::formatv("{0}(s, {1}, {2}, {3}, {4}{5});", kernel, inCall, pointer(plainAt),
+                           pointer(transposedAt), scaleAt, recordArg())
+                 .str();
+    }
     if (deferred != fp8Deferred_.end()) {
-      auto e = llvm::cast<kern::ElementwiseOp>(deferred->op);
-      FailureOr<Fp8CastSource> src = fp8ElementwiseSource(e);
-      if (failed(src))
-        return false;
-      inParams = src->params;
-      inArg = src->init;
-      inCall = src->args;
-      definition = src->definition;
-      source = ", @NAME@_src";
-      computes = ", computes " + locName(e->getLoc());
-      inBytes = src->bytes;
-      inFlops = src->flops;
-      flops += src->flops;
+      computes = ", computes " + locName(deferred->op->getLoc());
       fp8Deferred_.erase(deferred);
     }
-    std::string params =
-        inParams + ", uint8_t *p1, uint8_t *p2, void *p3" + (record ? ", float *p4" : "");
-    std::string text =
-        definition + "extern \"C\" void @NAME@(cudaStream_t s, " + params + ") {\n  " +
-        llvm::formatv("tcc_cuda::launch_fp8_quantize_{7}<{0}, {1}{9}>({2}, {3}, {4}, {5}, {6}, "
-                      "static_cast<tcc_cuda::Fp8TensorScale *>(p3), {8}s);",
-                      familyElementType(et, CodeTarget::Cuda), f8, c.rows, c.cols, inArg,
-                      plain ? llvm::formatv("reinterpret_cast<{0} *>(p1)", f8).str() : "nullptr",
-                      trans ? llvm::formatv("reinterpret_cast<{0} *>(p2)", f8).str() : "nullptr",
-                      record ? "delayed" : "current",
-                      record ? "reinterpret_cast<tcc_cuda::Fp8ScalingRecord *>(p4), " : "",
-                      source)
-            .str() +
-        "\n}\n";
-    std::string kernel = kernels_.add(
-        llvm::formatv("fp8_quantize_{0}{1}{2}", c.e5m2 ? "e5m2" : "e4m3",
-                      record ? "_delayed" : "", definition.empty() ? "" : "_ew")
-            .str(),
-        text, params);
-    std::string call = llvm::formatv("{0}(s, {1}, {2}, {3}, {4}{5});", kernel, inCall,
-                                     pointer(plainAt), pointer(transposedAt), scaleAt,
-                                     recordArg())
-                           .str();
+    flops += inFlops;
     // Delayed scaling reads the operand once (the amax launch returns at
     // once after the site's first cast).
     launch(os, g, kernel, call,
-           llvm::formatv("{0}x{1}{2}, {3}{4}{5}", c.rows, c.cols, layouts(), scaling(), where,
-                         computes)
+           llvm::formatv("{0}x{1}{2}, {3}{4}{5}", c.rows, c.cols,
+                         plain && trans ? " and transposed" : trans ? " transposed" : "",
+                         record ? llvm::formatv("delayed scale (record {0})", *record).str()
+                                : std::string("current scale"),
+                         where, computes)
                .str(),
            2.0 * elements + inFlops, (record ? 1.0 : 2.0) * inBytes + (plain + trans) * elements);
     return true;

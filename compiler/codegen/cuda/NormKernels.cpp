@@ -202,11 +202,9 @@ LogicalResult CudaStepEmitter::emitBatchNormGradSums(kern::BatchNormGradSumsOp o
 static int64_t vec16(Type t) { return 16 / std::max<int64_t>(1, kern::elementBytes(t)); }
 
 std::optional<std::string> CudaStepEmitter::fp8NormCastComputes(kern::LayerNormOp n) {
-  if (fp8Slot_.elements == 0)
-    fp8Slot_ = Fp8Slot::of(n->getParentOfType<ModuleOp>());
   // Not looked for in a module without FP8 products, or for an output that
   // is a step argument (its bytes outlive the step).
-  if (fp8Slot_.elements == 0)
+  if (!fp8ProductsIn(n))
     return std::nullopt;
   Value y = n.getOut();
   const Footprint out = footprint(y);
@@ -236,17 +234,18 @@ std::optional<std::string> CudaStepEmitter::fp8NormCastComputes(kern::LayerNormO
   OperandCast first = operandOf(Fp8Gemm::of(readers.front().first), readers.front().second);
   if (first.rows != s.rows || first.cols != s.c)
     return std::string("its FP8 reader takes it in another shape");
-  for (Value in : {n.getInput(), n.getWeight(), n.getBias()})
-    if (in && overlaps(footprint(in), out))
-      return std::string("it works in place");
+  SmallVector<Value> inputs = {n.getInput()};
+  for (Value in : {n.getWeight(), n.getBias()})
+    if (in)
+      inputs.push_back(in);
+  if (llvm::any_of(inputs, [&](Value in) { return overlaps(footprint(in), out); }))
+    return std::string("it works in place");
   if (std::optional<std::string> no = fp8OneCastFor(readers))
     return no;
   // The inputs must still hold n's operands when the first reader casts.
-  for (Operation *op = n->getNextNode(); op != readers.front().first; op = op->getNextNode())
-    for (Value in : {n.getInput(), n.getWeight(), n.getBias()})
-      if (in && mayWrite(op, footprint(in)))
-        return "an input is written (by " + op->getName().getStringRef().str() +
-               ") before the cast";
+  if (std::optional<std::string> written =
+          fp8InputWrittenBefore(n, inputs, readers.front().first))
+    return written;
   fp8Deferred_.push_back({out, n.getOperation()});
   return std::string();
 }
