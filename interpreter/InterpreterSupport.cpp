@@ -2,6 +2,9 @@
 // (declared in InterpreterSupport.h).
 #include "interpreter/InterpreterSupport.h"
 
+#include "tcc/counter_rng.h"
+
+#include <cmath>
 #include <cstdio>
 
 #include "mlir/IR/BuiltinTypes.h"
@@ -75,6 +78,26 @@ void roundToElementType(Tensor &t, Type elementType) {
       cast<FloatType>(elementType).getFloatSemantics();
   for (double &x : t.data)
     x = roundTo(x, semantics);
+}
+
+void roundToElementTypeAtRandom(Tensor &t, Type elementType, uint64_t seed,
+                                uint64_t &counter) {
+  if (!isRoundedElementType(elementType))
+    return;
+  const llvm::fltSemantics &semantics =
+      cast<FloatType>(elementType).getFloatSemantics();
+  for (double &x : t.data) {
+    bool up = tcc_rng_bits(seed, /*stream=*/0, counter++) & 1;
+    APFloat v(x);
+    bool losesInfo = false;
+    v.convert(semantics, up ? APFloat::rmTowardPositive : APFloat::rmTowardNegative,
+              &losesInfo);
+    v.convert(APFloat::IEEEdouble(), APFloat::rmNearestTiesToEven, &losesInfo);
+    double rounded = v.convertToDouble();
+    // Directed rounding saturates at the largest finite value; nearest
+    // rounding (what a kernel does) overflows to infinity: keep that.
+    x = std::isinf(roundTo(x, semantics)) ? roundTo(x, semantics) : rounded;
+  }
 }
 
 } // namespace tcc::interp

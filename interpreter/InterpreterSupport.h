@@ -37,6 +37,11 @@ bool isRoundedElementType(mlir::Type elementType);
 // operands and rounds once, as a compiled kernel computes in fp32 and rounds
 // once when it stores.
 void roundToElementType(Tensor &t, mlir::Type elementType);
+// The same, except that each element goes to the representable neighbour
+// below or above it, picked by counter_rng.h bits of (`seed`, `counter`++)
+// (exact values stay; overflow still gives +-inf). See interpret().
+void roundToElementTypeAtRandom(Tensor &t, mlir::Type elementType, uint64_t seed,
+                                uint64_t &counter);
 
 // gelu(x): the tanh approximation or the exact (erf) form.
 double gelu(double x, bool tanhForm);

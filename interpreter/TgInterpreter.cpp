@@ -30,6 +30,8 @@ namespace {
 
 class Interpreter {
 public:
+  explicit Interpreter(std::optional<uint64_t> randomRoundingSeed)
+      : randomRoundingSeed_(randomRoundingSeed) {}
   FailureOr<std::vector<Tensor>> run(func::FuncOp f, ArrayRef<Tensor> args);
 
 private:
@@ -37,6 +39,8 @@ private:
   OpResults evaluate(Operation *op);
 
   llvm::DenseMap<Value, Tensor> values_;
+  std::optional<uint64_t> randomRoundingSeed_;
+  uint64_t roundedValues_ = 0; // counter of the random rounding stream
 };
 
 LogicalResult Interpreter::bindArguments(func::FuncOp f,
@@ -125,8 +129,12 @@ FailureOr<std::vector<Tensor>> Interpreter::run(func::FuncOp f,
                << tcc::formatShape(result.shape) << " with " << result.data.size()
                << " elements for a result of shape " << tcc::formatShape(expected);
       // bf16/f16 results round once, as a kernel rounds when it stores.
-      roundToElementType(result,
-                         cast<RankedTensorType>(value.getType()).getElementType());
+      Type elementType = cast<RankedTensorType>(value.getType()).getElementType();
+      if (randomRoundingSeed_)
+        roundToElementTypeAtRandom(result, elementType, *randomRoundingSeed_,
+                                   roundedValues_);
+      else
+        roundToElementType(result, elementType);
       values_[value] = std::move(result);
     }
   }
@@ -137,8 +145,9 @@ FailureOr<std::vector<Tensor>> Interpreter::run(func::FuncOp f,
 } // namespace
 
 FailureOr<std::vector<Tensor>> interpret(func::FuncOp f,
-                                         ArrayRef<Tensor> args) {
-  return Interpreter().run(f, args);
+                                         ArrayRef<Tensor> args,
+                                         std::optional<uint64_t> randomRoundingSeed) {
+  return Interpreter(randomRoundingSeed).run(f, args);
 }
 
 } // namespace tcc::interp

@@ -8,6 +8,8 @@
 #ifndef TCC_INTERPRETER_TGINTERPRETER_H
 #define TCC_INTERPRETER_TGINTERPRETER_H
 
+#include <cstdint>
+#include <optional>
 #include <vector>
 
 #include "interpreter/Tensor.h"
@@ -22,8 +24,16 @@ namespace tcc::interp {
 // does not match the function type, when the body holds an op the
 // interpreter does not know, or when an op cannot be evaluated (e.g. a label
 // outside [0, C) in softmax_cross_entropy).
-mlir::FailureOr<std::vector<Tensor>> interpret(mlir::func::FuncOp f,
-                                               llvm::ArrayRef<Tensor> args);
+//
+// bf16/f16 results round to nearest even, as a kernel stores them. With
+// `randomRoundingSeed`, each op's bf16/f16 results round instead to either
+// neighbour at random (the seed picks the pattern; arguments still round to
+// nearest): comparing such runs with the nearest-rounded one measures how far
+// a result moves when its 16-bit roundings move, which is what a compiled step
+// that rounds at other points (after fusing ops) may differ by.
+mlir::FailureOr<std::vector<Tensor>>
+interpret(mlir::func::FuncOp f, llvm::ArrayRef<Tensor> args,
+          std::optional<uint64_t> randomRoundingSeed = std::nullopt);
 
 } // namespace tcc::interp
 

@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <limits>
 #include <random>
+#include <utility>
 
 #include <gtest/gtest.h>
 
@@ -169,6 +170,65 @@ TEST_F(LowPrecisionInterpreterTest, F16OverflowRoundsToInfinityLikeIeee) {
   // 255.9375 * 256 = 65520 is exactly half a quantum above 65504: the tie
   // goes to the even neighbour 65536, which overflows; 2 * 32752 = 65504 fits.
   expectExactly((*results)[0], {inf, -inf, inf, 65504});
+}
+
+// The two representable neighbours of `x` in `format` (below, above), by
+// hand as roundByHand finds its quantum; equal when x is representable.
+std::pair<double, double> neighboursByHand(double x, Format format) {
+  int exponent = 0;
+  std::frexp(x, &exponent);
+  int unbiased = std::max(exponent - 1, format.minExponent);
+  int quantumExponent = unbiased - (format.significandBits - 1);
+  double scaled = std::ldexp(x, -quantumExponent);
+  return {std::ldexp(std::floor(scaled), quantumExponent),
+          std::ldexp(std::ceil(scaled), quantumExponent)};
+}
+
+// interpret(..., randomRoundingSeed): each f16 result goes to one of its two
+// neighbours, both directions occur, exact results and the (nearest-rounded)
+// arguments stay, overflow is still inf, and the seed alone fixes the pattern.
+TEST_F(LowPrecisionInterpreterTest, RandomRoundingPicksANeighbourOfEachResult) {
+  const size_t n = 256;
+  std::vector<double> x = randomValues(2 * n);
+  std::vector<double> y(x.begin() + n, x.end());
+  x.resize(n);
+  x[0] = 0.5, y[0] = 0.25;      // an exact product
+  x[1] = 300, y[1] = 300;       // overflows f16
+  x[2] = 1.0 + 0x1p-12;         // an argument between f16 values
+  OwningOpRef<ModuleOp> module = parse(R"mlir(
+    func.func @f(%x: tensor<256xf16>, %y: tensor<256xf16>) -> (tensor<256xf16>, tensor<256xf16>) {
+      %0 = tg.mul %x, %y : (tensor<256xf16>, tensor<256xf16>) -> tensor<256xf16>
+      return %0, %x : tensor<256xf16>, tensor<256xf16>
+    })mlir");
+  ASSERT_TRUE(module);
+  auto f = module->lookupSymbol<func::FuncOp>("f");
+  std::vector<Tensor> args{{{256}, x}, {{256}, y}};
+  uint64_t roundingSeed = rng_();
+  auto once = interp::interpret(f, args, roundingSeed);
+  auto again = interp::interpret(f, args, roundingSeed);
+  auto other = interp::interpret(f, args, roundingSeed + 1);
+  ASSERT_TRUE(succeeded(once) && succeeded(again) && succeeded(other)) << diagnostics_;
+  const Tensor &product = (*once)[0];
+  int below = 0, above = 0;
+  for (size_t i = 0; i < n; ++i) {
+    double exact = roundByHand(x[i], kF16) * roundByHand(y[i], kF16);
+    if (i == 1) {
+      EXPECT_TRUE(std::isinf(product.data[i])) << "overflow must stay inf";
+      continue;
+    }
+    auto [low, high] = neighboursByHand(exact, kF16);
+    EXPECT_TRUE(product.data[i] == low || product.data[i] == high)
+        << "element " << i << ": " << product.data[i] << " is not " << low << " or " << high;
+    below += low != high && product.data[i] == low;
+    above += low != high && product.data[i] == high;
+  }
+  EXPECT_EQ(product.data[0], 0.125);
+  // 255 inexact products, each way with probability 1/2: both occur.
+  EXPECT_GT(below, 64);
+  EXPECT_GT(above, 64);
+  EXPECT_EQ((*again)[0].data, product.data) << "the seed alone fixes the pattern";
+  EXPECT_NE((*other)[0].data, product.data);
+  expectExactly((*once)[1], roundAll(x, kF16)); // arguments round to nearest
 }
 
 TEST_F(LowPrecisionInterpreterTest, Bf16ReductionSumsInFloat64AndRoundsOnce) {
