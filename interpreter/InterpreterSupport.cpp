@@ -58,10 +58,10 @@ Tensor broadcast(const Tensor &in, ArrayRef<int64_t> shape) {
   return out;
 }
 
-double roundTo(double x, const llvm::fltSemantics &semantics) {
+double roundTo(double x, const llvm::fltSemantics &semantics, APFloat::roundingMode mode) {
   APFloat v(x);
   bool losesInfo = false;
-  v.convert(semantics, APFloat::rmNearestTiesToEven, &losesInfo);
+  v.convert(semantics, mode, &losesInfo);
   v.convert(APFloat::IEEEdouble(), APFloat::rmNearestTiesToEven, &losesInfo);
   return v.convertToDouble();
 }
@@ -88,15 +88,13 @@ void roundToElementTypeAtRandom(Tensor &t, Type elementType, uint64_t seed,
       cast<FloatType>(elementType).getFloatSemantics();
   for (double &x : t.data) {
     bool up = tcc_rng_bits(seed, /*stream=*/0, counter++) & 1;
-    APFloat v(x);
-    bool losesInfo = false;
-    v.convert(semantics, up ? APFloat::rmTowardPositive : APFloat::rmTowardNegative,
-              &losesInfo);
-    v.convert(APFloat::IEEEdouble(), APFloat::rmNearestTiesToEven, &losesInfo);
-    double rounded = v.convertToDouble();
     // Directed rounding saturates at the largest finite value; nearest
     // rounding (what a kernel does) overflows to infinity: keep that.
-    x = std::isinf(roundTo(x, semantics)) ? roundTo(x, semantics) : rounded;
+    double nearest = roundTo(x, semantics);
+    x = std::isinf(nearest)
+            ? nearest
+            : roundTo(x, semantics,
+                      up ? APFloat::rmTowardPositive : APFloat::rmTowardNegative);
   }
 }
 

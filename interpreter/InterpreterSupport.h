@@ -27,8 +27,10 @@ int64_t ravel(llvm::ArrayRef<int64_t> index, llvm::ArrayRef<int64_t> shape);
 // numpy broadcast of `in` to `shape`.
 Tensor broadcast(const Tensor &in, llvm::ArrayRef<int64_t> shape);
 
-// `x` rounded to nearest even in `semantics` (overflow gives +-inf, as IEEE).
-double roundTo(double x, const llvm::fltSemantics &semantics);
+// `x` rounded to nearest even in `semantics` (overflow gives +-inf, as IEEE),
+// or by another `mode`.
+double roundTo(double x, const llvm::fltSemantics &semantics,
+               llvm::APFloat::roundingMode mode = llvm::APFloat::rmNearestTiesToEven);
 // Whether values of `elementType` are rounded after every op: the floats
 // narrower than f32 (bf16, f16). f32 and f64 results stay unrounded float64.
 bool isRoundedElementType(mlir::Type elementType);

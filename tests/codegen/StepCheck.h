@@ -151,15 +151,21 @@ std::unique_ptr<StepUnderTest> compileIR(const std::string &text,
   return s;
 }
 
-double relativeError(const std::vector<double> &got, const std::vector<double> &want) {
-  double diff = 0, norm = 0;
-  for (size_t i = 0; i < want.size(); ++i) {
-    diff += (got[i] - want[i]) * (got[i] - want[i]);
-    norm += want[i] * want[i];
-  }
+// ||got - want||, inf when the sizes differ.
+double distance(const std::vector<double> &got, const std::vector<double> &want) {
   if (got.size() != want.size())
     return std::numeric_limits<double>::infinity();
-  return std::sqrt(diff) / std::max(std::sqrt(norm), 1e-30);
+  double diff = 0;
+  for (size_t i = 0; i < want.size(); ++i)
+    diff += (got[i] - want[i]) * (got[i] - want[i]);
+  return std::sqrt(diff);
+}
+
+double relativeError(const std::vector<double> &got, const std::vector<double> &want) {
+  double norm = 0;
+  for (double w : want)
+    norm += w * w;
+  return distance(got, want) / std::max(std::sqrt(norm), 1e-30);
 }
 
 std::vector<double> toDoubles(const trun::AlignedBuffer &b, int64_t n) {
@@ -404,7 +410,7 @@ void checkStep(StepUnderTest &s, const std::string &name, const CheckOptions &o)
       if (train.getResultAttr(r, model::kLossAttr)) {
         EXPECT_TRUE(std::isfinite(ref.data[0]))
             << "the reference loss is not finite: the test's values or learning rate "
-               "leave the type's range, so nothing below is compared";
+               "leave the type's range, so the checks below compare non-finite values";
         EXPECT_NEAR(loss, ref.data[0], o.tolerance * std::max(1.0, std::abs(ref.data[0])) +
                                            spread(runs, r, scalarDistance(ref)));
       } else if (auto p = train.getResultAttrOfType<mlir::IntegerAttr>(r, model::kUpdatesParamAttr)) {
@@ -425,12 +431,8 @@ void checkStep(StepUnderTest &s, const std::string &name, const CheckOptions &o)
           rounding += std::pow(std::ldexp(std::abs(ref.data[k]), -24), 2);
         }
         // The probes' updates against the reference's (the same `old`).
-        double moved = spread(runs, r, [&](const Tensor &t) {
-          double d2 = 0;
-          for (size_t k = 0; k < t.data.size(); ++k)
-            d2 += (t.data[k] - ref.data[k]) * (t.data[k] - ref.data[k]);
-          return std::sqrt(d2);
-        });
+        double moved =
+            spread(runs, r, [&](const Tensor &t) { return distance(t.data, ref.data); });
         EXPECT_LE(std::sqrt(diff),
                   o.tolerance * std::sqrt(norm) + 2 * std::sqrt(rounding) + moved)
             << "update of " << d.params[j].name;
