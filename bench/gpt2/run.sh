@@ -5,8 +5,10 @@
 # that tests/gpu/prepare.sh compiled here with --precision fp32, tf32 (fp32
 # with TF32 products) and bf16 (tg-amp: bf16 products, fp32 master weights
 # and AdamW; with cuDNN attention, with tcc's flash kernels (TCC_CUDNN=0),
-# and --no-fuse-attention). Prints the table of bench/gpt2/table.py last: ms/step, MFU and
-# peak memory, and ratios to PyTorch eager and torch.compile.
+# and --no-fuse-attention), and llm.c (bf16, cuDNN attention) when prepare.sh
+# built it (LLMC_SRC=...: bench/gpt2/llmc.sh). Prints the table of
+# bench/gpt2/table.py last: ms/step, MFU and peak memory, and ratios to
+# PyTorch eager, torch.compile and llm.c.
 #
 #   bash bench/gpt2/run.sh DIR [OUT]    (DIR from tests/gpu/prepare.sh)
 set -uo pipefail
@@ -15,8 +17,15 @@ out="${2:-$dir/bench}"
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 steps="${STEPS:-20}"
 mkdir -p "$out"
-for part in lib steps data; do
-  [ -d "$dir/$part" ] || tar -C "$dir" -xzf "$dir/$part.tar.gz"
+# prepare.sh's parts, .tar.xz through Python's lzma (as tests/gpu/setup.sh).
+for part in lib steps data bin; do
+  [ -d "$dir/$part" ] && continue
+  if [ -f "$dir/$part.tar.xz" ]; then
+    python3 -c 'import sys, tarfile; tarfile.open(sys.argv[1]).extractall(sys.argv[2])' \
+      "$dir/$part.tar.xz" "$dir"
+  elif [ -f "$dir/$part.tar.gz" ]; then
+    tar -C "$dir" -xzf "$dir/$part.tar.gz"
+  fi
 done
 export LD_LIBRARY_PATH="$dir/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 source "$(dirname "${BASH_SOURCE[0]}")/../../tests/gpu/cudnn_path.sh"
@@ -34,10 +43,17 @@ for variant in fp32 tf32 bf16_unfused bf16_flash bf16; do
   TCC_CUDNN=$cudnn "$dir/bin/trun" "$step" --data "$tokens" --steps $((steps + 5)) --seed 0 --log-every 5 \
     --metrics "$out/tcc_$variant.jsonl" 2>&1 | tee "$out/tcc_$variant.log"
 done
+# llm.c after tcc, in its own process too.
+llmc=()
+if [ -x "$dir/bin/train_gpt2cu" ]; then
+  bash "$here/llmc.sh" run "$dir/bin/train_gpt2cu" "$tokens" "$steps" "$out/llmc.log" ||
+    { echo "llm.c failed:"; tail -n 20 "$out/llmc.log"; }
+  llmc=(--llmc "$out/llmc.log")
+fi
 PYTHONUNBUFFERED=1 python3 "$here/../torch_gpt2.py" --mode both --strict --steps "$steps" --warmup 5 \
   >"$out/torch.jsonl" 2>"$out/torch.log" || { echo "torch_gpt2.py failed:"; tail -n 20 "$out/torch.log"; }
 python3 "$here/table.py" --torch "$out/torch.jsonl" --tcc fp32="$out/tcc_fp32.jsonl" \
   --tcc "fp32 + TF32 products"="$out/tcc_tf32.jsonl" --tcc "bf16, attention written out"="$out/tcc_bf16_unfused.jsonl" \
   --tcc "bf16, tcc flash attention (cuDNN off)"="$out/tcc_bf16_flash.jsonl" \
   --tcc "bf16 (tg-amp, cuDNN attention)"="$out/tcc_bf16.jsonl" \
-  --warmup 5 | tee "$out/table.md"
+  "${llmc[@]}" --warmup 5 | tee "$out/table.md"

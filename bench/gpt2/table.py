@@ -12,7 +12,14 @@ with gradients and activations, inputs, outputs: trun's "gpu memory" line in
 the .log next to the metrics file), the PyTorch rows report
 torch.cuda.max_memory_allocated.
 
-    table.py --torch torch.jsonl --tcc NAME=metrics.jsonl [...] [--warmup 5]
+With --llmc LOG (bench/gpt2/llmc.sh run's output), llm.c is a row too, and a
+column gives each row's step time against it: its ms/step is the median of
+the "X ms" llm.c prints per step (CUDA events around the step) after
+--warmup; its memory is its "device memory usage" line (cudaMemGetInfo after
+its allocations: the CUDA context and cuDNN's and cuBLAS's workspaces
+included, so it overstates what it allocated; marked with *).
+
+    table.py --torch torch.jsonl --tcc NAME=metrics.jsonl [...] [--llmc LOG] [--warmup 5]
 
 NAME is the row's label after "tcc " (e.g. "bf16 (tg-amp)").
 """
@@ -28,10 +35,28 @@ def read_jsonl(path):
         return [json.loads(line) for line in f if line.strip()]
 
 
+def read_llmc(path, warmup):
+    """llm.c's row: (name, median ms after warmup or None, memory or None)."""
+    ms, mem = [], None
+    try:
+        with open(path) as f:
+            for line in f:
+                m = re.match(r"step\s+(\d+)/\d+ \|.*\| ([0-9.]+) ms \|", line)
+                if m and int(m.group(1)) > warmup:
+                    ms.append(float(m.group(2)))
+                m = re.search(r"device memory usage: (\d+) MiB", line)
+                if m:
+                    mem = float(m.group(1)) * 2 ** 20
+    except OSError:
+        pass
+    return ("llm.c (bf16, cuDNN attention)", statistics.median(ms) if ms else None, mem)
+
+
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("--torch", required=True)
     p.add_argument("--tcc", action="append", default=[])
+    p.add_argument("--llmc", help="llm.c's log (bench/gpt2/llmc.sh run)")
     p.add_argument("--warmup", type=int, default=5)
     a = p.parse_args()
     torch_rows = [r for r in read_jsonl(a.torch) if r.get("status") == "ok"]
@@ -43,6 +68,8 @@ def main():
     rows = []
     for r in torch_rows:
         rows.append((r["system"] + " (bf16 autocast)", r["ms_per_step"], r["peak_mem_bytes"]))
+    if a.llmc:
+        rows.append(read_llmc(a.llmc, a.warmup))
     for spec in a.tcc:
         name, path = spec.split("=", 1)
         recs = read_jsonl(path)
@@ -67,22 +94,29 @@ def main():
     print(f"GPT-2 124M, B=16, T=1024, one training step; {ref['device']}, torch {ref['torch']}, "
           f"bf16 matmul peak {peak / 1e12:.1f} TFLOP/s (measured), {flops / 1e12:.3f} TFLOP/step")
     print()
+    llmc = next((ms for n, ms, _ in rows if n.startswith("llm.c")), None)
     print("| system | ms/step | tokens/s | MFU | peak GPU memory | ms/step vs eager "
-          "| vs torch.compile | memory vs torch.compile |")
-    print("|---|---|---|---|---|---|---|---|")
+          "| vs torch.compile | vs llm.c | memory vs torch.compile |")
+    print("|---|---|---|---|---|---|---|---|---|")
     eager = next((ms for n, ms, _ in rows if n.startswith("pytorch-eager")), None)
     comp, comp_mem = next(((ms, mem) for n, ms, mem in rows if n.startswith("pytorch-compile")),
                           (None, None))
     for name, ms, mem in rows:
         ratio = lambda value, peer: f"{value / peer:.2f}x" if value and peer else "-"
         memtxt = f"{mem / 2**30:.2f} GiB" if mem else "n/a"
+        if mem and name.startswith("llm.c"):
+            memtxt += "*"
         if ms is None:
-            print(f"| {name} | failed | | | {memtxt} | | | {ratio(mem, comp_mem)} |")
+            print(f"| {name} | failed | | | {memtxt} | | | | {ratio(mem, comp_mem)} |")
             continue
         print(f"| {name} | {ms:.2f} | {tokens / ms * 1e3:,.0f} | {flops / (ms / 1e3) / peak * 100:.1f}% "
-              f"| {memtxt} | {ratio(ms, eager)} | {ratio(ms, comp)} | {ratio(mem, comp_mem)} |")
+              f"| {memtxt} | {ratio(ms, eager)} | {ratio(ms, comp)} | {ratio(ms, llmc)} "
+              f"| {ratio(mem, comp_mem)} |")
     print()
     print("ratios are system / peer (above 1: slower, or more memory).")
+    if llmc is not None or a.llmc:
+        print("* llm.c's memory is cudaMemGetInfo's use after its allocations (the CUDA "
+              "context and library workspaces included), not its allocations alone.")
 
 
 if __name__ == "__main__":

@@ -5,7 +5,8 @@
 #   bash tests/gpu/prepare.sh [DIR]      (default DIR: .devrun, git-ignored)
 #
 # DIR/bin       trun and the CUDA kernel tests (cutlass_gemm_test built
-#               here with -DTCC_CUTLASS_TESTS=ON when missing)
+#               here with -DTCC_CUTLASS_TESTS=ON when missing); llm.c's
+#               train_gpt2cu with LLMC_SRC=DIR (bench/gpt2/llmc.sh)
 # DIR/lib.tar.gz  trun's shared libraries that the device machine lacks
 # DIR/steps.tar.xz  mlp and gpt_char for cpu (no -march=native) and cuda
 #               (fp32, no TF32), gpt_char also for sm_80 and sm_100, GPT-2
@@ -146,6 +147,11 @@ cmp -s "$dir/data/fortunes_vocab.json" "$dir/data/${AMP_DATA_gpt_char}_vocab.jso
   || { echo "prepare.sh: the shuffled fortunes have another character vocabulary" >&2; exit 1; }
 # The vision ops (issue 17): conv / pool kernels, a small CNN cpu vs cuda.
 bash "$root/tests/gpu/prepare_vision.sh" "$dir/vision"
+# llm.c, the GPT-2 benchmark's hand-written peer, when LLMC_SRC names its
+# source (a work tree or git directory: bench/gpt2/llmc.sh).
+if [ -n "${LLMC_SRC:-}" ]; then
+  bash "$root/bench/gpt2/llmc.sh" build "$LLMC_SRC" "$dir/bin"
+fi
 # Packed (setup.sh unpacks them there): the device tool carries at most 64
 # MiB with the working tree.
 tar -C "$dir" -cJf "$dir/vision.tar.xz" vision && rm -rf "${dir:?}/vision"
