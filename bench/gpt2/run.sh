@@ -44,11 +44,15 @@ for variant in fp32 tf32 bf16_unfused bf16_flash bf16; do
     --metrics "$out/tcc_$variant.jsonl" 2>&1 | tee "$out/tcc_$variant.log"
 done
 # llm.c after tcc, in its own process too.
+# Twice: its defaults, and with GELU fused into cuBLASLt's epilogues (-ge 2,
+# off by default in llm.c); the "vs llm.c" column takes the faster.
 llmc=()
 if [ -x "$dir/bin/train_gpt2cu" ]; then
   bash "$here/llmc.sh" run "$dir/bin/train_gpt2cu" "$tokens" "$steps" "$out/llmc.log" ||
     { echo "llm.c failed:"; tail -n 20 "$out/llmc.log"; }
-  llmc=(--llmc "$out/llmc.log")
+  bash "$here/llmc.sh" run "$dir/bin/train_gpt2cu" "$tokens" "$steps" "$out/llmc_ge2.log" -ge 2 ||
+    { echo "llm.c -ge 2 failed:"; tail -n 20 "$out/llmc_ge2.log"; }
+  llmc=(--llmc "$out/llmc.log" --llmc "bf16, cuDNN attention, -ge 2: GELU in cuBLASLt epilogues=$out/llmc_ge2.log")
 fi
 PYTHONUNBUFFERED=1 python3 "$here/../torch_gpt2.py" --mode both --strict --steps "$steps" --warmup 5 \
   >"$out/torch.jsonl" 2>"$out/torch.log" || { echo "torch_gpt2.py failed:"; tail -n 20 "$out/torch.log"; }

@@ -12,14 +12,16 @@ with gradients and activations, inputs, outputs: trun's "gpu memory" line in
 the .log next to the metrics file), the PyTorch rows report
 torch.cuda.max_memory_allocated.
 
-With --llmc LOG (bench/gpt2/llmc.sh run's output), llm.c is a row too, and a
-column gives each row's step time against it: its ms/step is the median of
+With --llmc [NAME=]LOG (bench/gpt2/llmc.sh run's output; repeatable, one row
+each, NAME the label in the parentheses after "llm.c"), llm.c is a row too,
+and a column gives each row's step time against the fastest llm.c row (the
+peer at its best setting): its ms/step is the median of
 the "X ms" llm.c prints per step (CUDA events around the step) after
 --warmup; its memory is its "device memory usage" line (cudaMemGetInfo after
 its allocations: the CUDA context and cuDNN's and cuBLAS's workspaces
 included, so it overstates what it allocated; marked with *).
 
-    table.py --torch torch.jsonl --tcc NAME=metrics.jsonl [...] [--llmc LOG] [--warmup 5]
+    table.py --torch torch.jsonl --tcc NAME=metrics.jsonl [...] [--llmc [NAME=]LOG ...] [--warmup 5]
 
 NAME is the row's label after "tcc " (e.g. "bf16 (tg-amp)").
 """
@@ -35,8 +37,9 @@ def read_jsonl(path):
         return [json.loads(line) for line in f if line.strip()]
 
 
-def read_llmc(path, warmup):
+def read_llmc(spec, warmup):
     """llm.c's row: (name, median ms after warmup or None, memory or None)."""
+    label, path = spec.split("=", 1) if "=" in spec else ("bf16, cuDNN attention", spec)
     ms, mem = [], None
     try:
         with open(path) as f:
@@ -49,14 +52,15 @@ def read_llmc(path, warmup):
                     mem = float(m.group(1)) * 2 ** 20
     except OSError:
         pass
-    return ("llm.c (bf16, cuDNN attention)", statistics.median(ms) if ms else None, mem)
+    return (f"llm.c ({label})", statistics.median(ms) if ms else None, mem)
 
 
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("--torch", required=True)
     p.add_argument("--tcc", action="append", default=[])
-    p.add_argument("--llmc", help="llm.c's log (bench/gpt2/llmc.sh run)")
+    p.add_argument("--llmc", action="append", default=[],
+                   help="[NAME=]LOG: llm.c's log (bench/gpt2/llmc.sh run); repeatable")
     p.add_argument("--warmup", type=int, default=5)
     a = p.parse_args()
     torch_rows = [r for r in read_jsonl(a.torch) if r.get("status") == "ok"]
@@ -68,8 +72,8 @@ def main():
     rows = []
     for r in torch_rows:
         rows.append((r["system"] + " (bf16 autocast)", r["ms_per_step"], r["peak_mem_bytes"]))
-    if a.llmc:
-        rows.append(read_llmc(a.llmc, a.warmup))
+    for spec in a.llmc:
+        rows.append(read_llmc(spec, a.warmup))
     for spec in a.tcc:
         name, path = spec.split("=", 1)
         recs = read_jsonl(path)
@@ -94,9 +98,9 @@ def main():
     print(f"GPT-2 124M, B=16, T=1024, one training step; {ref['device']}, torch {ref['torch']}, "
           f"bf16 matmul peak {peak / 1e12:.1f} TFLOP/s (measured), {flops / 1e12:.3f} TFLOP/step")
     print()
-    llmc = next((ms for n, ms, _ in rows if n.startswith("llm.c")), None)
+    llmc = min((ms for n, ms, _ in rows if n.startswith("llm.c") and ms), default=None)
     print("| system | ms/step | tokens/s | MFU | peak GPU memory | ms/step vs eager "
-          "| vs torch.compile | vs llm.c | memory vs torch.compile |")
+          "| vs torch.compile | vs llm.c (fastest) | memory vs torch.compile |")
     print("|---|---|---|---|---|---|---|---|---|")
     eager = next((ms for n, ms, _ in rows if n.startswith("pytorch-eager")), None)
     comp, comp_mem = next(((ms, mem) for n, ms, mem in rows if n.startswith("pytorch-compile")),

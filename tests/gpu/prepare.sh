@@ -6,8 +6,9 @@
 #
 # DIR/bin       trun and the CUDA kernel tests (cutlass_gemm_test built
 #               here with -DTCC_CUTLASS_TESTS=ON when missing); llm.c's
-#               train_gpt2cu with LLMC_SRC=DIR (bench/gpt2/llmc.sh)
-# DIR/lib.tar.gz  trun's shared libraries that the device machine lacks
+#               train_gpt2cu with LLMC_SRC=DIR (bench/gpt2/llmc.sh) or
+#               LLMC_EXE=PATH (one built before)
+# DIR/lib.tar.xz  trun's shared libraries that the device machine lacks
 # DIR/steps.tar.xz  mlp and gpt_char for cpu (no -march=native) and cuda
 #               (fp32, no TF32), gpt_char also for sm_80 and sm_100, GPT-2
 #               124M for cuda (fp32, TF32, bf16); the AMP checks' steps
@@ -53,8 +54,8 @@ copy_trun_libs "$dir/bin/trun" "$dir/lib"
 # The cpu steps load OpenBLAS and libgomp at run time too.
 copy_cpu_step_libs "$dir/lib"
 # Packed: the working tree that travels is limited to 64 MiB (OpenBLAS alone
-# is 36 MB); run.sh unpacks it.
-tar -C "$dir" -czf "$dir/lib.tar.gz" lib && rm -rf "$dir/lib"
+# is 36 MB; xz: 5.6 MB, gzip 12.5); run.sh and bench/gpt2/run.sh unpack it.
+tar -C "$dir" -cJf "$dir/lib.tar.xz" lib && rm -rf "$dir/lib"
 
 # Debian's python: numpy and torch (amp_models.py builds on gpt_reference.py).
 py=/usr/bin/python3
@@ -149,7 +150,11 @@ cmp -s "$dir/data/fortunes_vocab.json" "$dir/data/${AMP_DATA_gpt_char}_vocab.jso
 bash "$root/tests/gpu/prepare_vision.sh" "$dir/vision"
 # llm.c, the GPT-2 benchmark's hand-written peer, when LLMC_SRC names its
 # source (a work tree or git directory: bench/gpt2/llmc.sh).
-if [ -n "${LLMC_SRC:-}" ]; then
+# LLMC_EXE=PATH copies a train_gpt2cu that llmc.sh built before instead
+# (its cuDNN unit is ~11 minutes of nvcc on 2 cores).
+if [ -n "${LLMC_EXE:-}" ]; then
+  cp "$LLMC_EXE" "$dir/bin/train_gpt2cu"
+elif [ -n "${LLMC_SRC:-}" ]; then
   bash "$root/bench/gpt2/llmc.sh" build "$LLMC_SRC" "$dir/bin"
 fi
 # Packed (setup.sh unpacks them there): the device tool carries at most 64
