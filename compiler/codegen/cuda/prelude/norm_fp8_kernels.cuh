@@ -24,6 +24,13 @@
 // segments. Needs c % 4 == 0 and, for the transposed words, rows % 4 == 0
 // and out_t 4-byte aligned (else byte stores).
 
+// Chunks of a row a lane keeps in registers here: 16 (a 2048-wide f32 row
+// whole, 64 registers), not the plain norm's 8. Two blocks an SM is what
+// the band's shared copy allows anyway, so the registers are free; with 8,
+// the row's second half was read one chunk at a time in each pass (a load,
+// then its use), and the kernel ran at 62% of the unfused pair's GB/s.
+constexpr int kNormFp8CachedChunks = 16;
+
 // The V values of one chunk (V % 2 == 0) rounded to Y, cast to F8 at scale
 // s, their bytes (little-endian) in V / 4 words (V >= 4) or the low V bytes
 // of word 0; statistics as fp8_cast_one counts them.
@@ -51,7 +58,7 @@ __device__ __forceinline__ void norm_fp8_cast_chunk(const A (&y)[V], float s, fl
 }
 
 template <int V, class T, class Y, class F8>
-__global__ void __launch_bounds__(kNormWarps * 32)
+__global__ void __launch_bounds__(kNormWarps * 32, 2)
     layer_norm_fp8_cast_kernel(const T *__restrict__ x, const T *__restrict__ weight,
                                const T *__restrict__ bias, int64_t rows, int64_t c,
                                acc_t<T> eps, bool rms, int band, F8 *__restrict__ out,
@@ -71,8 +78,14 @@ __global__ void __launch_bounds__(kNormWarps * 32)
     const int64_t r0 = b * band;
     for (int i = warp; i < band && r0 + i < rows; i += kNormWarps) {
       const int64_t r = r0 + i;
+      // The warp's next row on its way to L2 while this one is computed
+      // (its loads then wait on L2, not DRAM; no registers held).
+      const int64_t next = i + kNormWarps < band ? r + kNormWarps
+                                                 : (b + gridDim.x) * band + warp;
+      if (next < rows)
+        norm_prefetch_l2(x + next * c, c * static_cast<int64_t>(sizeof(T)), lane);
       uint32_t *shared_row = norm_fp8_band + i * stride;
-      norm_row_outputs<V, T>(x + r * c, weight, bias, c, lane, eps, rms,
+      norm_row_outputs<V, T, kNormFp8CachedChunks>(x + r * c, weight, bias, c, lane, eps, rms,
                          [&](const acc_t<T>(&y)[V], int64_t j) {
                            uint32_t q[(V + 3) / 4];
                            norm_fp8_cast_chunk<V, Y, F8>(y, s, amax, overflows, underflows, q);
@@ -163,7 +176,7 @@ __global__ void __launch_bounds__(kNormWarps * 32)
   float amax = 0.0f;
   for (int64_t r = blockIdx.x * static_cast<int64_t>(kNormWarps) + (threadIdx.x >> 5); r < rows;
        r += static_cast<int64_t>(gridDim.x) * kNormWarps)
-    norm_row_outputs<V, T>(x + r * c, weight, bias, c, lane, eps, rms,
+    norm_row_outputs<V, T, kNormFp8CachedChunks>(x + r * c, weight, bias, c, lane, eps, rms,
                        [&](const A(&y)[V], int64_t) {
 #pragma unroll
                          for (int i = 0; i < V; ++i)

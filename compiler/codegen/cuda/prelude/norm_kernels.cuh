@@ -94,18 +94,19 @@ template <class A> __device__ __forceinline__ A norm_warp_sum(A v) {
   return v;
 }
 
-// x of one row in registers (the first kNormCachedChunks chunks of a lane).
+// x of one row in registers (the first N chunks of a lane; N is
+// kNormCachedChunks but for kernels that can spend more registers on it).
 // A narrower T (bf16 under f32 math) is kept as loaded: half the registers
 // of its f32 values, widened again at each use (a shift); a T as wide as A
 // is kept as values (the same registers; the compiler schedules it better).
-template <int V, class T, class A> struct NormRow {
+template <int V, class T, class A, int N = kNormCachedChunks> struct NormRow {
   using Bits = typename NormChunkBits<V * sizeof(T)>::type;
   static constexpr bool kRaw = sizeof(T) < sizeof(A);
-  Bits raw[kRaw ? kNormCachedChunks : 1];
-  A v[kRaw ? 1 : kNormCachedChunks][V];
+  Bits raw[kRaw ? N : 1];
+  A v[kRaw ? 1 : N][V];
   __device__ __forceinline__ void load(const T *__restrict__ xr, int64_t c, int lane) {
 #pragma unroll
-    for (int k = 0; k < kNormCachedChunks; ++k) {
+    for (int k = 0; k < N; ++k) {
       const int64_t j = (static_cast<int64_t>(k) * 32 + lane) * V;
       if (j < c) {
         if constexpr (kRaw)
@@ -128,12 +129,12 @@ template <int V, class T, class A> struct NormRow {
 
 // f(x chunk, j) for every chunk of the lane, in column order: the cached
 // ones (constant indices: the array stays in registers), then the rest.
-template <int V, class T, class A, class F>
-__device__ __forceinline__ void norm_for_chunks(const NormRow<V, T, A> &row,
+template <int V, class T, class A, int N, class F>
+__device__ __forceinline__ void norm_for_chunks(const NormRow<V, T, A, N> &row,
                                                 const T *__restrict__ xr, int64_t c, int lane,
                                                 F &&f) {
 #pragma unroll
-  for (int k = 0; k < kNormCachedChunks; ++k) {
+  for (int k = 0; k < N; ++k) {
     const int64_t j = (static_cast<int64_t>(k) * 32 + lane) * V;
     if (j < c) {
       A t[V];
@@ -141,7 +142,7 @@ __device__ __forceinline__ void norm_for_chunks(const NormRow<V, T, A> &row,
       f(t, j);
     }
   }
-  for (int64_t k = kNormCachedChunks; k * 32 * V < c; ++k) {
+  for (int64_t k = N; k * 32 * V < c; ++k) {
     const int64_t j = (k * 32 + lane) * V;
     if (j < c) {
       A t[V];
@@ -226,8 +227,8 @@ norm_for_chunk_triples(const NormRow<V, T, A> &xrow, const NormRow<V, G, A> &gro
 }
 
 // Mean (0 for rms) and 1 / sqrt(var + eps) of a row, on every lane.
-template <int V, class T, class A>
-__device__ __forceinline__ void norm_statistics(const NormRow<V, T, A> &row,
+template <int V, class T, class A, int N>
+__device__ __forceinline__ void norm_statistics(const NormRow<V, T, A, N> &row,
                                                 const T *__restrict__ xr, int64_t c, int lane,
                                                 A eps, bool rms, A &mean, A &rstd) {
   A m = 0;
@@ -257,13 +258,13 @@ __device__ __forceinline__ void norm_statistics(const NormRow<V, T, A> &row,
 // forward kernel keeps its own copy of these lines: through this helper
 // nvcc gave it 56 more instructions, 2248 against 2192 at f32 -> bf16,
 // not measured; norm_fp8_test checks the two agree bit for bit.)
-template <int V, class T, class F>
+template <int V, class T, int N = kNormCachedChunks, class F>
 __device__ __forceinline__ void norm_row_outputs(const T *__restrict__ xr,
                                                  const T *__restrict__ weight,
                                                  const T *__restrict__ bias, int64_t c, int lane,
                                                  acc_t<T> eps, bool rms, F &&f) {
   using A = acc_t<T>;
-  NormRow<V, T, A> row;
+  NormRow<V, T, A, N> row;
   row.load(xr, c, lane);
   A mean, rstd;
   norm_statistics(row, xr, c, lane, eps, rms, mean, rstd);
