@@ -17,16 +17,8 @@ out="${2:-$dir/bench}"
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 steps="${STEPS:-20}"
 mkdir -p "$out"
-# prepare.sh's parts, .tar.xz through Python's lzma (as tests/gpu/setup.sh).
-for part in lib steps data bin; do
-  [ -d "$dir/$part" ] && continue
-  if [ -f "$dir/$part.tar.xz" ]; then
-    python3 -c 'import sys, tarfile; tarfile.open(sys.argv[1]).extractall(sys.argv[2])' \
-      "$dir/$part.tar.xz" "$dir"
-  elif [ -f "$dir/$part.tar.gz" ]; then
-    tar -C "$dir" -xzf "$dir/$part.tar.gz"
-  fi
-done
+source "$here/../../tests/gpu/unpack_parts.sh"
+unpack_parts "$dir" lib steps data bin
 export LD_LIBRARY_PATH="$dir/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 source "$(dirname "${BASH_SOURCE[0]}")/../../tests/gpu/cudnn_path.sh"
 tokens="$dir/data/gpt2_tokens.bin"

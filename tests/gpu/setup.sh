@@ -12,17 +12,8 @@ dir="$(cd "$1" && pwd)"
 out="${2:-$dir/out}"
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 mkdir -p "$out"
-# .tar.xz (prepare.sh's steps: half of gzip's bytes, under the 64 MiB the
-# device tool carries) through Python's lzma, whatever tools the machine has.
-for part in lib steps data bin vision; do
-  [ -d "$dir/$part" ] && continue
-  if [ -f "$dir/$part.tar.xz" ]; then
-    python3 -c 'import sys, tarfile; tarfile.open(sys.argv[1]).extractall(sys.argv[2])' \
-      "$dir/$part.tar.xz" "$dir"
-  elif [ -f "$dir/$part.tar.gz" ]; then
-    tar -C "$dir" -xzf "$dir/$part.tar.gz"
-  fi
-done
+source "$here/unpack_parts.sh"
+unpack_parts "$dir" lib steps data bin vision
 export LD_LIBRARY_PATH="$dir/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 # cuDNN (cuda steps open libcudnn.so.9 for attention at run time): on the
 # device machine it comes with PyTorch's wheels, off the loader's path.
