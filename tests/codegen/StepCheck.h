@@ -119,8 +119,8 @@ std::unique_ptr<StepUnderTest> compileModel(const model::Model &m,
 
 // From tg IR text (what the importer cannot write, e.g. non-splat
 // constants), through the same pipeline and host compiler, in process.
-std::unique_ptr<StepUnderTest> compileIR(const std::string &text,
-                                         const std::string &name) {
+[[maybe_unused]] std::unique_ptr<StepUnderTest> compileIR(const std::string &text,
+                                                          const std::string &name) {
   auto s = std::make_unique<StepUnderTest>();
   loadDialects(s->ctx);
   std::string lib = workDir() + "/" + name + ".so";
@@ -460,12 +460,14 @@ void checkStep(StepUnderTest &s, const std::string &name, const CheckOptions &o)
   }
 }
 
-void checkModel(const model::Model &m, const std::string &name, CheckOptions o = {}) {
+// (checkModel, parse and compileIR: not every test file calls each.)
+[[maybe_unused]] void checkModel(const model::Model &m, const std::string &name,
+                                 CheckOptions o = {}) {
   auto s = compileModel(m, name);
   checkStep(*s, name, o);
 }
 
-model::Model parse(const char *text, const std::string &name) {
+[[maybe_unused]] model::Model parse(const char *text, const std::string &name) {
   absl::StatusOr<model::Model> m = ParseModelText(text, name);
   EXPECT_TRUE(m.ok()) << m.status();
   return m.ok() ? *m : model::Model{};
