@@ -19,11 +19,13 @@
 #       table.py --llmc reads OUT.log.
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+build_usage="usage: llmc.sh build SRC DEST"
+run_usage="usage: llmc.sh run EXE TOKENS STEPS OUT.log [FLAGS...]"
 
 case "${1:-}" in
 build)
-  src=${2:?usage: llmc.sh build SRC DEST}
-  dest=${3:?usage: llmc.sh build SRC DEST}
+  src=${2:?$build_usage}
+  dest=${3:?$build_usage}
   frontend="$root/.deps/cudnn-frontend"
   [ -f "$frontend/include/cudnn_frontend.h" ] ||
     { echo "llmc.sh: $frontend missing: bash scripts/setup.sh fetches it" >&2; exit 1; }
@@ -58,10 +60,10 @@ build)
     git -C "$src" rev-parse --short HEAD 2>/dev/null || echo "unknown commit"))"
   ;;
 run)
-  exe=${2:?usage: llmc.sh run EXE TOKENS STEPS OUT.log}
-  tokens=${3:?usage: llmc.sh run EXE TOKENS STEPS OUT.log}
-  steps=${4:?usage: llmc.sh run EXE TOKENS STEPS OUT.log}
-  log=${5:?usage: llmc.sh run EXE TOKENS STEPS OUT.log [FLAGS...]}
+  exe=${2:?$run_usage}
+  tokens=${3:?$run_usage}
+  steps=${4:?$run_usage}
+  log=${5:?$run_usage}
   shift 5
   # llm.c reads gpt2_tokenizer.bin from its working folder only to print
   # samples; without it, it warns and goes on (sampling is off anyway).
@@ -70,7 +72,7 @@ run)
     -l 0.0006 -u 0 -c 0.1 -y 0 "$@") >"$log" 2>&1
   ;;
 *)
-  echo "usage: llmc.sh build SRC DEST | llmc.sh run EXE TOKENS STEPS OUT.log [FLAGS...]" >&2
+  echo "$build_usage | ${run_usage#usage: }" >&2
   exit 2
   ;;
 esac

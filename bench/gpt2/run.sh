@@ -5,8 +5,9 @@
 # that tests/gpu/prepare.sh compiled here with --precision fp32, tf32 (fp32
 # with TF32 products) and bf16 (tg-amp: bf16 products, fp32 master weights
 # and AdamW; with cuDNN attention, with tcc's flash kernels (TCC_CUDNN=0),
-# and --no-fuse-attention), and llm.c (bf16, cuDNN attention) when prepare.sh
-# built it (LLMC_SRC=...: bench/gpt2/llmc.sh). Prints the table of
+# and --no-fuse-attention), and llm.c (bf16, cuDNN attention; with its
+# defaults and with -ge 2) when prepare.sh put it in DIR/bin (LLMC_SRC= or
+# LLMC_EXE=: bench/gpt2/llmc.sh). Prints the table of
 # bench/gpt2/table.py last: ms/step, MFU and peak memory, and ratios to
 # PyTorch eager, torch.compile and llm.c.
 #
@@ -20,7 +21,7 @@ mkdir -p "$out"
 source "$here/../../tests/gpu/unpack_parts.sh"
 unpack_parts "$dir" lib steps data bin
 export LD_LIBRARY_PATH="$dir/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-source "$(dirname "${BASH_SOURCE[0]}")/../../tests/gpu/cudnn_path.sh"
+source "$here/../../tests/gpu/cudnn_path.sh"
 tokens="$dir/data/gpt2_tokens.bin"
 [ -f "$tokens" ] || python3 "$here/random_tokens.py" "$tokens" 4000000
 

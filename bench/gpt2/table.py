@@ -118,7 +118,7 @@ def main():
               f"| {ratio(mem, comp_mem)} |")
     print()
     print("ratios are system / peer (above 1: slower, or more memory).")
-    if llmc is not None or a.llmc:
+    if a.llmc:
         print("* llm.c's memory is cudaMemGetInfo's use after its allocations (the CUDA "
               "context and library workspaces included), not its allocations alone.")
 
