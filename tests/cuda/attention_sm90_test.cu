@@ -1,0 +1,253 @@
+// Device test of tcc's Hopper attention forward
+// (compiler/codegen/cuda/sm90/attention_sm90.cu) against the float64
+// reference of attention_kernels_test, in the strided layouts the steps use
+// (packed q, k, v when T == S; padded rows otherwise; out (B, T, H, D)).
+//
+//   attention_sm90_test [--seed N] [--filter SUBSTRING] [--bench]
+//
+// Per case (bf16 and f16; D 64 and 128; causal or not; T != S, T > S with
+// fully masked rows; grouped and multi-query heads; several key tiles with
+// ragged ends): out and lse against the reference with
+// attention_kernels_test's tolerances. Then the arguments it must refuse,
+// each with its reason. Exit 0 all passed, 1 any failure, 77 skipped (no
+// sm_90 GPU).
+//
+//   --bench   issue 37's shapes (B16 H12 T1024 D64 and B8 H16 T2048 D128,
+//             causal, bf16, packed): this kernel beside cuDNN's forward
+//             (when libcudnn.so.9 loads) and the prelude's flash forward,
+//             median of 20, and the largest difference from cuDNN's out.
+#include "compiler/codegen/cuda/cuda_prelude.cuh" // generated: the pieces, concatenated
+#include "compiler/codegen/cuda/cudnn/cudnn_attention.h"
+#include "compiler/codegen/cuda/sm90/attention_sm90.h"
+#include "runtime/include/tcc/counter_rng.h"
+
+#include <algorithm>
+#include <cinttypes>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "tests/cuda/cuda_check.cuh"
+
+namespace {
+
+using tcc_cuda::bf16;
+using tcc_cuda::f16;
+
+#include "tests/cuda/attention_reference.cuh"
+#include "tests/cuda/attention_layouts.cuh"
+
+tcc_sm90::AttnSm90Strides st(const Placement &p) { return {p.st.b, p.st.h, p.st.r}; }
+
+template <class T>
+tcc_sm90::AttnSm90Forward argsOf(const Shape &sh, const StridedPlan &p, const T *in, T *out,
+                                 float *lse, float scale) {
+  tcc_sm90::AttnSm90Forward a;
+  a.B = sh.B, a.H = sh.H, a.Hkv = sh.Hkv, a.T = sh.T, a.S = sh.S, a.D = sh.D;
+  a.q = in + p.q.offset, a.k = in + p.k.offset, a.v = in + p.v.offset;
+  a.out = out, a.lse = lse;
+  a.qs = st(p.q), a.ks = st(p.k), a.vs = st(p.v), a.os = st(p.o);
+  a.scale = scale;
+  a.causal = sh.causal;
+  a.f16 = std::is_same<T, f16>::value;
+  return a;
+}
+
+template <class T> void runCase(const Shape &sh) {
+  char name[200];
+  std::snprintf(name, sizeof name,
+                "%s D=%" PRId64 " B=%" PRId64 " H=%" PRId64 " Hkv=%" PRId64 " T=%" PRId64
+                " S=%" PRId64 "%s",
+                typeName<T>(), sh.D, sh.B, sh.H, sh.Hkv, sh.T, sh.S,
+                sh.causal ? " causal" : "");
+  if (!gFilter.empty() && std::string(name).find(gFilter) == std::string::npos)
+    return;
+  ++gCases;
+  const CaseInputs<T> drawn = caseInputs<T>(sh, name);
+  const float scale = 4.0f / std::sqrt(static_cast<float>(sh.D));
+  const Reference want = reference(sh, drawn.rq, drawn.rk, drawn.rv, drawn.rdo, scale, 0, 0);
+
+  const StridedPlan p = stridedPlan(sh);
+  std::vector<T> inputs(p.inputElems);
+  std::memset(inputs.data(), 0xFF, inputs.size() * sizeof(T)); // NaN between the rows
+  scatter(drawn.q, sh.B, sh.H, sh.T, sh.D, p.q, inputs);
+  scatter(drawn.k, sh.B, sh.Hkv, sh.S, sh.D, p.k, inputs);
+  scatter(drawn.v, sh.B, sh.Hkv, sh.S, sh.D, p.v, inputs);
+  DeviceBuf<T> in(p.inputElems), o(p.outElems);
+  DeviceBuf<float> l(sh.B * sh.H * sh.T);
+  in.upload(inputs);
+  o.poison();
+  l.poison();
+  const char *why = "";
+  std::string bad;
+  if (tcc_sm90::attention_forward_sm90(argsOf<T>(sh, p, in.ptr, o.ptr, l.ptr, scale), &why))
+    bad += std::string(" refused: ") + why;
+  CUDA_CHECK(cudaGetLastError());
+  CUDA_CHECK(cudaDeviceSynchronize());
+  const double e_out = compare(gather(o.download(), sh.B, sh.H, sh.T, sh.D, p.o), want.out, false);
+  const double e_lse = compare(l.download(), want.lse, true);
+  const double tol = tolOf<T>(), lse_tol = 1e-3;
+  if (!(e_out <= tol))
+    bad += " out=" + std::to_string(e_out);
+  if (!(e_lse <= lse_tol))
+    bad += " lse=" + std::to_string(e_lse);
+  const bool ok = bad.empty();
+  gPassed += ok;
+  std::printf("[%s] %-52s out %.2e lse %.2e (tol %.1e, %.0e)%s\n", ok ? "PASS" : "FAIL", name,
+              e_out, e_lse, tol, lse_tol, ok ? "" : (" FAILED:" + bad).c_str());
+}
+
+// Arguments the kernel must refuse, each with a reason, launching nothing.
+void refusals() {
+  const Shape sh{1, 2, 2, 64, 64, 64, false, 0.f};
+  const StridedPlan p = stridedPlan(sh);
+  DeviceBuf<bf16> in(p.inputElems + 8), o(p.outElems);
+  DeviceBuf<float> l(sh.B * sh.H * sh.T);
+  struct Bad {
+    const char *what;
+    void (*mutate)(tcc_sm90::AttnSm90Forward &);
+  };
+  const Bad bads[] = {
+      {"head size 96", [](tcc_sm90::AttnSm90Forward &a) { a.D = 96; }},
+      {"H not a multiple of Hkv", [](tcc_sm90::AttnSm90Forward &a) { a.Hkv = 3; }},
+      {"zero scale", [](tcc_sm90::AttnSm90Forward &a) { a.scale = 0.f; }},
+      {"NaN scale", [](tcc_sm90::AttnSm90Forward &a) { a.scale = NAN; }},
+      {"q misaligned", [](tcc_sm90::AttnSm90Forward &a) {
+         a.q = static_cast<const bf16 *>(a.q) + 1;
+       }},
+      {"row stride 100", [](tcc_sm90::AttnSm90Forward &a) { a.ks.r = 100; }},
+      {"negative T", [](tcc_sm90::AttnSm90Forward &a) { a.T = -1; }},
+  };
+  for (const Bad &b : bads) {
+    if (!gFilter.empty() && std::string("refuse ").append(b.what).find(gFilter) ==
+                                std::string::npos)
+      continue;
+    ++gCases;
+    tcc_sm90::AttnSm90Forward a = argsOf<bf16>(sh, p, in.ptr, o.ptr, l.ptr, 0.125f);
+    b.mutate(a);
+    const char *why = nullptr;
+    const int rc = tcc_sm90::attention_forward_sm90(a, &why);
+    const bool ok = rc == 1 && why != nullptr && *why != '\0' &&
+                    cudaPeekAtLastError() == cudaSuccess;
+    gPassed += ok;
+    std::printf("[%s] refuse %-45s %s\n", ok ? "PASS" : "FAIL", b.what,
+                rc == 1 && why ? why : "(accepted)");
+  }
+}
+
+// One issue shape, packed q, k, v: this kernel, cuDNN and the prelude's.
+void benchShape(const Shape &sh, bool haveCudnn) {
+  const StridedPlan p = stridedPlan(sh);
+  const int64_t n = sh.B * sh.H * sh.T * sh.D;
+  DeviceBuf<bf16> in(p.inputElems), o(n), o2(n);
+  DeviceBuf<float> l(sh.B * sh.H * sh.T);
+  std::vector<bf16> h(p.inputElems);
+  Rng rng{42};
+  for (bf16 &x : h)
+    x = fromD<bf16>(rng.uniform());
+  in.upload(h);
+  const float scale = 1.0f / std::sqrt(static_cast<float>(sh.D));
+  const tcc_sm90::AttnSm90Forward a = argsOf<bf16>(sh, p, in.ptr, o.ptr, l.ptr, scale);
+  const char *why = "";
+  const float ours = medianMs([&] {
+    if (tcc_sm90::attention_forward_sm90(a, &why))
+      std::printf("sm90 forward refused: %s\n", why);
+  });
+  const bf16 *q = in.ptr + p.q.offset, *k = in.ptr + p.k.offset, *v = in.ptr + p.v.offset;
+  const float flash = medianMs([&] {
+    CUDA_CHECK(tcc_cuda::launch_attention_forward_strided<bf16>(
+        q, k, v, o2.ptr, l.ptr, sh.B, sh.H, sh.Hkv, sh.T, sh.S, sh.D, layoutOf(p), scale,
+        sh.causal, 0.f, 0, 0, nullptr));
+  });
+  float cudnn = NAN;
+  double diff = NAN;
+  if (haveCudnn) {
+    tcc_cudnn::Site s{};
+    s.deterministic = true;
+    s.causal = sh.causal;
+    s.B = sh.B, s.H = sh.H, s.Hkv = sh.Hkv, s.T = sh.T, s.S = sh.S, s.D = sh.D;
+    s.scale = scale;
+    auto cs = [](const Placement &pl) { return tcc_cudnn::Strides{pl.st.b, pl.st.h, pl.st.r}; };
+    s.q = cs(p.q), s.k = cs(p.k), s.v = cs(p.v), s.o = cs(p.o);
+    s.dout = cs(p.o), s.dq = cs(p.q), s.dk = cs(p.k), s.dv = cs(p.v);
+    tcc_cudnn::Plan plan;
+    char cwhy[512] = "";
+    if (tcc_cudnn::prepare(s, plan, cwhy, sizeof cwhy) == 0) {
+      void *ws = nullptr;
+      CUDA_CHECK(cudaMalloc(&ws, std::max<int64_t>(plan.workspace_bytes, 1)));
+      DeviceBuf<float> l2(sh.B * sh.H * sh.T);
+      cudnn = medianMs([&] {
+        if (tcc_cudnn::forward(plan, nullptr, q, k, v, o2.ptr, l2.ptr, ws, cwhy, sizeof cwhy))
+          std::printf("cuDNN forward failed: %s\n", cwhy);
+      });
+      CUDA_CHECK(cudaFree(ws));
+      const std::vector<bf16> x = o.download(), y = o2.download();
+      diff = 0;
+      for (size_t i = 0; i < x.size(); ++i)
+        diff = std::max(diff, std::fabs(toD(x[i]) - toD(y[i])));
+    } else {
+      std::printf("cuDNN does not run this shape: %s\n", cwhy);
+    }
+  }
+  // Causal: half the T x S products.
+  const double flops = 4.0 * sh.B * sh.H * sh.T * sh.S * sh.D * (sh.causal ? 0.5 : 1.0);
+  auto tf = [&](float ms) { return flops / (ms * 1e-3) / 1e12; };
+  std::printf("bench B%" PRId64 " H%" PRId64 " T%" PRId64 " D%" PRId64 " %s bf16 packed, "
+              "forward (median of 20):\n"
+              "  tcc sm90   %.3f ms  %.0f TFLOP/s\n"
+              "  cuDNN      %.3f ms  %.0f TFLOP/s   (tcc sm90 / cuDNN time %.2fx)\n"
+              "  tcc flash  %.3f ms  %.0f TFLOP/s\n"
+              "  max |out - cuDNN's out| %.3e\n",
+              sh.B, sh.H, sh.T, sh.D, sh.causal ? "causal" : "", ours, tf(ours), cudnn,
+              tf(cudnn), ours / cudnn, flash, tf(flash), diff);
+}
+
+template <class T> void allCases() {
+  for (int64_t D : {64, 128})
+    for (bool causal : {false, true}) {
+      runCase<T>({2, 4, 4, 256, 256, D, causal, 0.f});  // GPT-style, packed
+      runCase<T>({2, 4, 4, 100, 333, D, causal, 0.f});  // T != S, padded rows
+      runCase<T>({1, 8, 2, 129, 129, D, causal, 0.f});  // GQA, packed
+      runCase<T>({2, 3, 1, 150, 70, D, causal, 0.f});   // MQA, T > S: masked rows
+      runCase<T>({1, 2, 1, 520, 647, D, causal, 0.f});  // several tiles, ragged ends
+    }
+}
+
+} // namespace
+
+int main(int argc, char **argv) {
+  bool benchOnly = false;
+  if (int rc = parseTestArgs(argc, argv, "attention_sm90_test", benchOnly))
+    return rc;
+  if (!haveGpu("attention_sm90_test"))
+    return 77;
+  CUDA_CHECK(cudaSetDevice(0));
+  cudaDeviceProp prop;
+  CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
+  if (prop.major != 9) {
+    std::printf("SKIP: %s is sm_%d%d; the kernel is sm_90a only\n", prop.name, prop.major,
+                prop.minor);
+    return 77;
+  }
+  char why[512] = "";
+  const bool haveCudnn = tcc_cudnn::load(TCC_CUDA_LIB_DIR, why, sizeof why) == 0;
+  std::printf("device: %s (sm_%d%d, %d SMs), cuDNN %s\nseed %" PRIu64
+              " (reproduce with --seed %" PRIu64 ")\n",
+              prop.name, prop.major, prop.minor, prop.multiProcessorCount,
+              haveCudnn ? tcc_cudnn::version() : why, gSeed, gSeed);
+  if (benchOnly) {
+    benchShape({16, 12, 12, 1024, 1024, 64, true, 0.f}, haveCudnn);
+    benchShape({8, 16, 16, 2048, 2048, 128, true, 0.f}, haveCudnn);
+    return 0;
+  }
+  allCases<bf16>();
+  allCases<f16>();
+  refusals();
+  std::printf("%d of %d cases passed: %s (seed %" PRIu64 ")\n", gPassed, gCases,
+              gPassed == gCases ? "ALL PASSED" : "FAILED", gSeed);
+  return gPassed == gCases ? 0 : 1;
+}
