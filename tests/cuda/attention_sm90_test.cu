@@ -33,6 +33,12 @@
 
 #include "tests/cuda/cuda_check.cuh"
 
+#ifdef TCC_SM90_TRACE
+namespace tcc_sm90 {
+int attention_sm90_trace(unsigned long long (*out)[8]);
+}
+#endif
+
 namespace {
 
 using tcc_cuda::bf16;
@@ -204,6 +210,19 @@ void benchShape(const Shape &sh, bool haveCudnn) {
               "  max |out - cuDNN's out| %.3e\n",
               sh.B, sh.H, sh.T, sh.D, sh.causal ? "causal" : "", ours, tf(ours), cudnn,
               tf(cudnn), ours / cudnn, flash, tf(flash), diff);
+#ifdef TCC_SM90_TRACE
+  // The last launch's first CTA (the longest), cycles per loop phase.
+  unsigned long long tr[2][8];
+  if (tcc_sm90::attention_sm90_trace(tr) == 0) {
+    const int64_t tiles = (sh.T + 127) / 128;
+    const char *names[8] = {"tile wait", "turn wait", "issue", "S wait",
+                            "softmax", "PV wait", "rescale+pack", "kernel total"};
+    std::printf("  trace of the first CTA (%" PRId64 " key tiles), cycles per tile:\n", tiles);
+    for (int i = 0; i < 8; ++i)
+      std::printf("    %-14s wg0 %8.0f  wg1 %8.0f\n", names[i], double(tr[0][i]) / tiles,
+                  double(tr[1][i]) / tiles);
+  }
+#endif
 }
 
 template <class T> void allCases() {
