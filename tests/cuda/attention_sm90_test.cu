@@ -35,7 +35,7 @@
 
 #ifdef TCC_SM90_TRACE
 namespace tcc_sm90 {
-int attention_sm90_trace(unsigned long long (*out)[8]);
+int attention_sm90_trace(unsigned long long (*out)[12]);
 }
 #endif
 
@@ -46,6 +46,8 @@ using tcc_cuda::f16;
 
 #include "tests/cuda/attention_reference.cuh"
 #include "tests/cuda/attention_layouts.cuh"
+
+int *gScheduler = nullptr;
 
 tcc_sm90::AttnSm90Strides st(const Placement &p) { return {p.st.b, p.st.h, p.st.r}; }
 
@@ -60,6 +62,11 @@ tcc_sm90::AttnSm90Forward argsOf(const Shape &sh, const StridedPlan &p, const T 
   a.scale = scale;
   a.causal = sh.causal;
   a.f16 = std::is_same<T, f16>::value;
+  if (gScheduler == nullptr) { // zeroed once; every launch leaves it zero
+    CUDA_CHECK(cudaMalloc(&gScheduler, 2 * sizeof(int)));
+    CUDA_CHECK(cudaMemset(gScheduler, 0, 2 * sizeof(int)));
+  }
+  a.scheduler = gScheduler;
   return a;
 }
 
@@ -127,6 +134,7 @@ void refusals() {
        }},
       {"row stride 100", [](tcc_sm90::AttnSm90Forward &a) { a.ks.r = 100; }},
       {"negative T", [](tcc_sm90::AttnSm90Forward &a) { a.T = -1; }},
+      {"no scheduler", [](tcc_sm90::AttnSm90Forward &a) { a.scheduler = nullptr; }},
   };
   for (const Bad &b : bads) {
     if (!gFilter.empty() && std::string("refuse ").append(b.what).find(gFilter) ==
@@ -157,12 +165,25 @@ void benchShape(const Shape &sh, bool haveCudnn) {
     x = fromD<bf16>(rng.uniform());
   in.upload(h);
   const float scale = 1.0f / std::sqrt(static_cast<float>(sh.D));
-  const tcc_sm90::AttnSm90Forward a = argsOf<bf16>(sh, p, in.ptr, o.ptr, l.ptr, scale);
+  tcc_sm90::AttnSm90Forward a = argsOf<bf16>(sh, p, in.ptr, o.ptr, l.ptr, scale);
   const char *why = "";
-  const float ours = medianMs([&] {
-    if (tcc_sm90::attention_forward_sm90(a, &why))
-      std::printf("sm90 forward refused: %s\n", why);
-  });
+  auto time = [&] {
+    return medianMs([&] {
+      if (tcc_sm90::attention_forward_sm90(a, &why))
+        std::printf("sm90 forward refused: %s\n", why);
+    });
+  };
+  // Heads grouped together (the L2 reuse of K and V) against the
+  // launcher's choice (0), last so that the trace is the default's.
+  std::string sweep;
+  for (int64_t g : {1, 4, 8, 16, 32, 64}) {
+    a.group_heads = g;
+    char cell[48];
+    std::snprintf(cell, sizeof cell, "  %" PRId64 ": %.3f", g, time());
+    sweep += cell;
+  }
+  a.group_heads = 0;
+  const float ours = time();
   const bf16 *q = in.ptr + p.q.offset, *k = in.ptr + p.k.offset, *v = in.ptr + p.v.offset;
   const float flash = medianMs([&] {
     CUDA_CHECK(tcc_cuda::launch_attention_forward_strided<bf16>(
@@ -207,20 +228,25 @@ void benchShape(const Shape &sh, bool haveCudnn) {
               "  tcc sm90   %.3f ms  %.0f TFLOP/s\n"
               "  cuDNN      %.3f ms  %.0f TFLOP/s   (tcc sm90 / cuDNN time %.2fx)\n"
               "  tcc flash  %.3f ms  %.0f TFLOP/s\n"
-              "  max |out - cuDNN's out| %.3e\n",
+              "  max |out - cuDNN's out| %.3e\n"
+              "  tcc sm90 ms by heads a group:%s\n",
               sh.B, sh.H, sh.T, sh.D, sh.causal ? "causal" : "", ours, tf(ours), cudnn,
-              tf(cudnn), ours / cudnn, flash, tf(flash), diff);
+              tf(cudnn), ours / cudnn, flash, tf(flash), diff, sweep.c_str());
 #ifdef TCC_SM90_TRACE
-  // The last launch's first CTA (the longest), cycles per loop phase.
-  unsigned long long tr[2][8];
+  // The last launch's first CTA, cycles per key tile and loop phase.
+  unsigned long long tr[2][12];
   if (tcc_sm90::attention_sm90_trace(tr) == 0) {
-    const int64_t tiles = (sh.T + 127) / 128;
-    const char *names[8] = {"tile wait", "turn wait", "issue", "S wait",
-                            "softmax", "PV wait", "rescale+pack", "kernel total"};
-    std::printf("  trace of the first CTA (%" PRId64 " key tiles), cycles per tile:\n", tiles);
-    for (int i = 0; i < 8; ++i)
-      std::printf("    %-14s wg0 %8.0f  wg1 %8.0f\n", names[i], double(tr[0][i]) / tiles,
-                  double(tr[1][i]) / tiles);
+    // Phases 0-6 per key tile, 7-8 per item; slot 9 the total, 10 the key
+    // tiles, 11 the waits for each item's first tile (part of phase 0).
+    const char *names[11] = {"tile wait", "turn wait", "issue", "S wait", "softmax",
+                             "PV wait", "rescale+pack", "last P V", "epilogue",
+                             "kernel total", "1st-tile waits"};
+    const int slot[11] = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 11};
+    std::printf("  trace of CTA 0 (%llu key tiles), cycles per key tile:\n", tr[0][10]);
+    const double n = tr[0][10] ? double(tr[0][10]) : 1.0;
+    for (int i = 0; i < 11; ++i)
+      std::printf("    %-14s wg0 %8.0f  wg1 %8.0f\n", names[i], double(tr[0][slot[i]]) / n,
+                  double(tr[1][slot[i]]) / n);
   }
 #endif
 }
@@ -265,6 +291,14 @@ int main(int argc, char **argv) {
   }
   allCases<bf16>();
   allCases<f16>();
+  if (gScheduler != nullptr) { // the launches left the work counter as they found it
+    int left[2] = {-1, -1};
+    CUDA_CHECK(cudaMemcpy(left, gScheduler, sizeof left, cudaMemcpyDeviceToHost));
+    ++gCases;
+    gPassed += left[0] == 0 && left[1] == 0;
+    std::printf("[%s] scheduler left zero by every launch (%d, %d)\n",
+                left[0] == 0 && left[1] == 0 ? "PASS" : "FAIL", left[0], left[1]);
+  }
   refusals();
   std::printf("%d of %d cases passed: %s (seed %" PRIu64 ")\n", gPassed, gCases,
               gPassed == gCases ? "ALL PASSED" : "FAILED", gSeed);

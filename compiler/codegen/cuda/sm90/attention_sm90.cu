@@ -22,6 +22,7 @@
 #include <cuda.h> // CUtensorMap and its enums (the encoder comes through the runtime)
 #include <cudaTypedefs.h>
 
+#include <algorithm>
 #include <cmath>
 #include <mutex>
 
@@ -33,8 +34,8 @@ constexpr int kKeys = 128;      // keys per tile
 constexpr int kConsumers = 256; // two warpgroups
 constexpr int kThreads = kConsumers + 128; // and the producer's warpgroup
 // Registers a thread (setmaxnreg): 384 threads start at 168; the producer
-// gives most of its share to the consumers (128 x 24 + 256 x 240 <= 64K).
-constexpr int kProducerRegs = 24, kConsumerRegs = 240;
+// gives most of its share to the consumers (128 x 40 + 256 x 232 <= 64K).
+constexpr int kProducerRegs = 40, kConsumerRegs = 232;
 constexpr float kLog2e = 1.4426950408889634f;
 constexpr float kLn2 = 0.6931471805599453f;
 
@@ -44,20 +45,25 @@ struct Params {
   int32_t B, H, Hkv, T, S;
   int64_t os_b, os_h, os_r;
   float sl2; // scale * log2(e)
+  int group;      // heads per group of items (item_of)
+  int *scheduler; // [next item - gridDim.x, CTAs done]: zero between launches
   bool causal;
   // Each map's coordinates are (column, a, b', batch) with (a, b') = (row,
   // head) or (head, row): whichever of the two has the smaller stride is
   // the map's second dimension.
-  bool q_heads_inner, k_heads_inner, v_heads_inner;
+  bool q_heads_inner, k_heads_inner, v_heads_inner, o_heads_inner;
 };
 
-// The K / V ring: 4 stages at D = 64 (144 KiB with Q), 3 at D = 128
+// Shared memory: two Q tiles (the next item's loads while this one
+// finishes), a ring of K tiles and a ring of V tiles. Key tile t's K is read
+// by S_t, its V one iteration later by P_t V_t, so the V ring is the deeper.
+// D = 64: 2 + 3 + 4 tiles of 16 KiB (144 KiB); D = 128: 2 + 2 + 3 of 32 KiB
 // (224 KiB of the 227 a CTA may have).
 template <int D> struct Smem {
-  static constexpr int kStages = D == 64 ? 4 : 3;
+  static constexpr int kStagesK = D == 64 ? 3 : 2, kStagesV = D == 64 ? 4 : 3;
   static constexpr uint32_t kQ = kRows * D * 2;
   static constexpr uint32_t kKV = kKeys * D * 2; // one K or V tile
-  static constexpr uint32_t kBytes = kQ + 2 * kStages * kKV + 1024; // + alignment slack
+  static constexpr uint32_t kBytes = 2 * kQ + (kStagesK + kStagesV) * kKV + 1024; // + alignment
 };
 
 __device__ __forceinline__ void mbar_init(uint32_t bar, uint32_t count) {
@@ -85,11 +91,23 @@ __device__ __forceinline__ void tma_load(uint32_t dst, const CUtensorMap *map, u
                "l"(reinterpret_cast<uint64_t>(map)), "r"(c0), "r"(c1), "r"(c2), "r"(c3), "r"(bar)
                : "memory");
 }
+// A 4-d box of shared `src` into `map` at (c0, c1, c2, c3) (rows past the
+// map's bounds are not written); completes with the bulk group.
+__device__ __forceinline__ void tma_store(const CUtensorMap *map, uint32_t src, int c0, int c1,
+                                          int c2, int c3) {
+  asm volatile("cp.async.bulk.tensor.4d.global.shared::cta.bulk_group"
+               " [%0, {%2, %3, %4, %5}], [%1];\n" ::"l"(reinterpret_cast<uint64_t>(map)),
+               "r"(src), "r"(c0), "r"(c1), "r"(c2), "r"(c3)
+               : "memory");
+}
 __device__ __forceinline__ void named_sync(int id) {
   asm volatile("bar.sync %0, %1;\n" ::"r"(id), "n"(kConsumers) : "memory");
 }
 __device__ __forceinline__ void named_arrive(int id) {
   asm volatile("bar.arrive %0, %1;\n" ::"r"(id), "n"(kConsumers) : "memory");
+}
+__device__ __forceinline__ void warpgroup_sync(int wg) { // ids 3, 4: one warpgroup's 128
+  asm volatile("bar.sync %0, 128;\n" ::"r"(3 + wg) : "memory");
 }
 __device__ __forceinline__ float fast_exp2(float x) {
   float y;
@@ -101,8 +119,9 @@ __device__ __forceinline__ float fast_exp2(float x) {
 // cycles per loop phase (attention_sm90_trace reads them; the bench prints
 // them). Off in every build but that bench's.
 #ifdef TCC_SM90_TRACE
-constexpr int kTracePhases = 7;
-__device__ unsigned long long g_trace[2][kTracePhases + 1];
+constexpr int kTracePhases = 9;
+// [phases..., total cycles, tiles, waits for each item's first tile]
+__device__ unsigned long long g_trace[2][kTracePhases + 3];
 #define TRACE_MARK(i)                                                                            \
   do {                                                                                           \
     if (tracing) {                                                                               \
@@ -115,38 +134,63 @@ __device__ unsigned long long g_trace[2][kTracePhases + 1];
 #define TRACE_MARK(i) ((void)0)
 #endif
 
+// One work item: query tile qt of (b, h), and the key tiles it reads.
+struct Item {
+  int b, h, hk, q0, tiles;
+};
+// Items go in groups of p.group heads, so that the CTAs running at once
+// share the K and V of few heads in L2 (all heads' K and V at once do not
+// fit: GPT-2's 192 heads hold 48 MiB); inside a group, the longest query
+// tiles first (causal), so that the last items of the grid are short ones.
+__device__ __forceinline__ Item item_of(const Params &p, int i) {
+  const int BH = p.B * p.H, tiles_q = (p.T + kRows - 1) / kRows;
+  const int grp = i / (p.group * tiles_q), j = i - grp * p.group * tiles_q;
+  const int heads = min(p.group, BH - grp * p.group); // the last group may be smaller
+  const int qt = tiles_q - 1 - j / heads;
+  const int bh = grp * p.group + j % heads;
+  Item it;
+  it.b = bh / p.H, it.h = bh % p.H;
+  it.hk = it.h / (p.H / p.Hkv);
+  it.q0 = qt * kRows;
+  int kend = p.S;
+  if (p.causal) { // key j is visible to row i iff j <= i + S - T
+    const int64_t last = int64_t{it.q0} + kRows + (p.S - p.T);
+    kend = last < 0 ? 0 : (last < p.S ? static_cast<int>(last) : p.S);
+  }
+  it.tiles = (kend + kKeys - 1) / kKeys;
+  return it;
+}
+
+// Persistent: CTA c runs items c, c + gridDim.x, ... (item_of's order), the
+// producer loading the next item's Q and first tiles while the consumers
+// finish this one. The K / V ring runs on across items.
 template <class T, int D>
 __global__ void __launch_bounds__(kThreads, 1)
     attention_forward_sm90_kernel(const __grid_constant__ CUtensorMap tq,
                                   const __grid_constant__ CUtensorMap tk,
-                                  const __grid_constant__ CUtensorMap tv, const Params p) {
-  constexpr int kStages = Smem<D>::kStages;
+                                  const __grid_constant__ CUtensorMap tv,
+                                  const __grid_constant__ CUtensorMap to, const Params p,
+                                  int items) {
+  constexpr int SK = Smem<D>::kStagesK, SV = Smem<D>::kStagesV;
   extern __shared__ uint8_t smem_raw[];
-  __shared__ __align__(8) uint64_t bars[2 * kStages + 1]; // full[], empty[], Q
+  // A full (bytes landed) and an empty (every consumer warp done) mbarrier
+  // for each Q buffer, K stage and V stage: Q 0-1, K 2.., V 2 + SK..
+  constexpr int kBars = 2 + SK + SV;
+  __shared__ __align__(8) uint64_t full_bars[kBars], empty_bars[kBars];
+  __shared__ int item_slot[2]; // the item each Q buffer's full phase announces
   const uint32_t sQ = (smem_u32(smem_raw) + 1023u) & ~1023u;
-  const uint32_t sK = sQ + Smem<D>::kQ, sV = sK + kStages * Smem<D>::kKV;
-  const uint32_t full0 = smem_u32(&bars[0]), empty0 = smem_u32(&bars[kStages]),
-                 qbar = smem_u32(&bars[2 * kStages]);
-
+  const uint32_t sK = sQ + 2 * Smem<D>::kQ, sV = sK + SK * Smem<D>::kKV;
+  const uint32_t full0 = smem_u32(&full_bars[0]), empty0 = smem_u32(&empty_bars[0]);
+  auto qbar = [&](uint32_t base, int u) { return base + 8 * (u % 2); };
+  auto kbar = [&](uint32_t base, int g) { return base + 8 * (2 + g % SK); };
+  auto vbar = [&](uint32_t base, int g) { return base + 8 * (2 + SK + g % SV); };
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
-  const int BH = p.B * p.H, tiles_q = (p.T + kRows - 1) / kRows;
-  const int qt = tiles_q - 1 - static_cast<int>(blockIdx.x / BH); // longest first
-  const int bh = static_cast<int>(blockIdx.x % BH), b = bh / p.H, h = bh % p.H;
-  const int hk = h / (p.H / p.Hkv);
-  const int q0 = qt * kRows, shift = p.S - p.T; // key j is visible to row i iff j <= i + shift
-  int kend = p.S;
-  if (p.causal) {
-    const int64_t last = int64_t{q0} + kRows + shift;
-    kend = last < 0 ? 0 : (last < p.S ? static_cast<int>(last) : p.S);
-  }
-  const int tiles = (kend + kKeys - 1) / kKeys;
 
   if (tid == 0) {
-    for (int s = 0; s < kStages; ++s) {
-      mbar_init(full0 + 8 * s, 1);
-      mbar_init(empty0 + 8 * s, kConsumers / 32);
+    for (int i = 0; i < kBars; ++i) {
+      mbar_init(full0 + 8 * i, 1);
+      mbar_init(empty0 + 8 * i, kConsumers / 32);
     }
-    mbar_init(qbar, 1);
     asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
   }
   __syncthreads();
@@ -154,30 +198,57 @@ __global__ void __launch_bounds__(kThreads, 1)
   if (warp >= kConsumers / 32) { // the producer's warpgroup: one lane works
     asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(kProducerRegs));
     if (warp == kConsumers / 32 && lane == 0) {
-      auto coords = [](bool heads_inner, int col, int row, int head, int batch,
-                       const CUtensorMap *map, uint32_t dst, uint32_t bar) {
+      auto load = [](bool heads_inner, int col, int row, int head, int batch,
+                     const CUtensorMap *map, uint32_t dst, uint32_t bar) {
         if (heads_inner)
           tma_load(dst, map, bar, col, head, row, batch);
         else
           tma_load(dst, map, bar, col, row, head, batch);
       };
-      mbar_expect_tx(qbar, Smem<D>::kQ);
-#pragma unroll
-      for (int a = 0; a < D / 64; ++a)
-        coords(p.q_heads_inner, 64 * a, q0, h, b, &tq, sQ + a * kRows * 128, qbar);
-      for (int t = 0; t < tiles; ++t) {
-        const int st = t % kStages;
-        if (t >= kStages)
-          mbar_wait(empty0 + 8 * st, ((t / kStages) - 1) & 1);
-        const uint32_t full = full0 + 8 * st;
-        mbar_expect_tx(full, 2 * Smem<D>::kKV);
-#pragma unroll
-        for (int a = 0; a < D / 64; ++a) {
-          coords(p.k_heads_inner, 64 * a, t * kKeys, hk, b, &tk,
-                 sK + st * Smem<D>::kKV + a * kKeys * 128, full);
-          coords(p.v_heads_inner, 64 * a, t * kKeys, hk, b, &tv,
-                 sV + st * Smem<D>::kKV + a * kKeys * 128, full);
+      // Items: this CTA's first is blockIdx.x, the next ones come from the
+      // shared counter (dynamic: causal items differ in length). Item u is
+      // announced in item_slot[u % 2] with its Q buffer's full phase; past
+      // the last, the slot says `items` and the consumers stop.
+      int g = 0, u = 0; // key tiles and items so far
+      for (int i = blockIdx.x;; i = atomicAdd(p.scheduler, 1) + gridDim.x, ++u) {
+        if (u >= 2) // item u - 2 is done with this Q buffer and slot
+          mbar_wait(qbar(empty0, u), ((u / 2) - 1) & 1);
+        item_slot[u % 2] = i < items ? i : items;
+        const Item it = item_of(p, i < items ? i : 0);
+        if (i >= items || it.tiles == 0) {
+          mbar_arrive(qbar(full0, u));
+          if (i >= items)
+            break;
+          continue;
         }
+        mbar_expect_tx(qbar(full0, u), Smem<D>::kQ);
+#pragma unroll
+        for (int a = 0; a < D / 64; ++a)
+          load(p.q_heads_inner, 64 * a, it.q0, it.h, it.b, &tq,
+               sQ + (u % 2) * Smem<D>::kQ + a * kRows * 128, qbar(full0, u));
+        // Tile t's K, then its V (wanted an iteration later).
+        for (int t = 0; t < it.tiles; ++t, ++g) {
+          if (g >= SK)
+            mbar_wait(kbar(empty0, g), ((g / SK) - 1) & 1);
+          mbar_expect_tx(kbar(full0, g), Smem<D>::kKV);
+#pragma unroll
+          for (int a = 0; a < D / 64; ++a)
+            load(p.k_heads_inner, 64 * a, t * kKeys, it.hk, it.b, &tk,
+                 sK + (g % SK) * Smem<D>::kKV + a * kKeys * 128, kbar(full0, g));
+          if (g >= SV)
+            mbar_wait(vbar(empty0, g), ((g / SV) - 1) & 1);
+          mbar_expect_tx(vbar(full0, g), Smem<D>::kKV);
+#pragma unroll
+          for (int a = 0; a < D / 64; ++a)
+            load(p.v_heads_inner, 64 * a, t * kKeys, it.hk, it.b, &tv,
+                 sV + (g % SV) * Smem<D>::kKV + a * kKeys * 128, vbar(full0, g));
+        }
+      }
+      // The last CTA past the counter zeroes it for the next launch.
+      __threadfence();
+      if (atomicAdd(p.scheduler + 1, 1) == static_cast<int>(gridDim.x) - 1) {
+        p.scheduler[0] = 0;
+        p.scheduler[1] = 0;
       }
     }
     return;
@@ -186,159 +257,204 @@ __global__ void __launch_bounds__(kThreads, 1)
   asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(kConsumerRegs));
 #ifdef TCC_SM90_TRACE
   const bool tracing = blockIdx.x == 0 && tid % 128 == 0;
-  long long trace[kTracePhases] = {}, last = clock64();
+  long long trace[kTracePhases] = {}, last = clock64(), first_waits = 0;
   const long long first = last;
+  int traced_tiles = 0;
 #endif
-  const int wg = tid / 128, wwarp = warp % 4;
-  float o[D / 2];
-#pragma unroll
-  for (int i = 0; i < D / 2; ++i)
-    o[i] = 0.f;
-  float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f};
-  const int row = q0 + wg * 64 + wwarp * 16 + lane / 4; // and row + 8
-  const int wg_first = q0 + wg * 64;
-  const uint32_t qbase = sQ + wg * 64 * 128;
-  uint32_t pa[kKeys / 16][4]; // P of the previous tile, the A operand of its P V
-
-  // O += P V of tile t: k-step j is keys [16j, 16j + 16), rows 16j.. of the
-  // V tile (2048 bytes each); D = 128 spans two column blocks kKeys * 128
-  // apart.
-  auto issue_pv = [&](int t) {
-    const uint32_t vt = sV + (t % kStages) * Smem<D>::kKV;
-#pragma unroll
-    for (int j = 0; j < kKeys / 16; ++j)
-      Wgmma<T>::rs(o, pa[j], wgmma_desc(vt + j * 16 * 128, kKeys * 128, 1024));
-  };
-
-  mbar_wait(qbar, 0);
-  if (wg == 1 && tiles > 0)
-    named_arrive(1); // warpgroup 0 issues first
-  for (int t = 0; t < tiles; ++t) {
-    const int st = t % kStages;
-    mbar_wait(full0 + 8 * st, (t / kStages) & 1);
-    TRACE_MARK(0);
-    named_sync(1 + wg); // this warpgroup's turn at the tensor cores
-    TRACE_MARK(1);
-    // S = Q K^T: k-step kk reads columns [16kk, 16kk + 16), 32 bytes into
-    // column block kk / 4.
-    const uint32_t kt = sK + st * Smem<D>::kKV;
-    float s[64];
-    wgmma_fence();
-#pragma unroll
-    for (int kk = 0; kk < D / 16; ++kk) {
-      const uint32_t a = qbase + (kk / 4) * kRows * 128 + (kk % 4) * 32;
-      const uint32_t bk = kt + (kk / 4) * kKeys * 128 + (kk % 4) * 32;
-      Wgmma<T>::ss128(s, wgmma_desc(a, 16, 1024), wgmma_desc(bk, 16, 1024), kk > 0);
-    }
-    wgmma_commit();
-    if (t > 0) {
-      wgmma_fence(); // (ptxas adds it anyway after the branch)
-      issue_pv(t - 1);
-      wgmma_commit();
-      named_arrive(1 + (1 - wg)); // the other warpgroup's turn
-      TRACE_MARK(2);
-      wgmma_wait<1>();
-    } else {
-      named_arrive(1 + (1 - wg));
-      TRACE_MARK(2);
-      wgmma_wait<0>();
-    }
-    wgmma_fence_operands(s);
-    TRACE_MARK(3);
-
-    const int kv0 = t * kKeys;
-    if (kv0 + kKeys > p.S || (p.causal && kv0 + kKeys - 1 > wg_first + shift)) {
-#pragma unroll
-      for (int i = 0; i < 16; ++i)
-#pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          const int col = kv0 + 8 * i + 2 * (lane % 4) + (e & 1);
-          const int r = row + 8 * (e >> 1);
-          if (col >= p.S || (p.causal && col > r + shift))
-            s[4 * i + e] = -INFINITY;
-        }
-    }
-    // Online softmax, rows row (e < 2) and row + 8; the 4 lanes of a quad
-    // share a row.
-    float corr[2];
-#pragma unroll
-    for (int hh = 0; hh < 2; ++hh) {
-      float mx = -INFINITY;
-#pragma unroll
-      for (int i = 0; i < 16; ++i)
-        mx = fmaxf(mx, fmaxf(s[4 * i + 2 * hh], s[4 * i + 2 * hh + 1]));
-      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
-      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-      const float m_new = fmaxf(m[hh], mx * p.sl2);
-      const float m_use = m_new == -INFINITY ? 0.f : m_new; // no -inf - -inf
-      corr[hh] = fast_exp2(m[hh] - m_use);
-      m[hh] = m_new;
-      float sum = 0.f;
-#pragma unroll
-      for (int i = 0; i < 16; ++i)
-#pragma unroll
-        for (int e = 0; e < 2; ++e) {
-          const float pv = fast_exp2(fmaf(s[4 * i + 2 * hh + e], p.sl2, -m_use));
-          s[4 * i + 2 * hh + e] = pv;
-          sum += pv;
-        }
-      l[hh] = l[hh] * corr[hh] + sum;
-    }
-    TRACE_MARK(4);
-    wgmma_wait<0>(); // P V of the previous tile: pa, o and its stage are free
-    wgmma_fence_operands(o);
-    TRACE_MARK(5);
-    if (t > 0) {
+  const int wg = tid / 128, wwarp = warp % 4, shift = p.S - p.T;
+  int g = 0; // as the producer's
+  for (int u = 0;; ++u) {
+    mbar_wait(qbar(full0, u), (u / 2) & 1);
+    const int i = *static_cast<volatile int *>(&item_slot[u % 2]);
+    if (i >= items)
+      break;
+    const Item it = item_of(p, i);
+    const uint32_t qbase = sQ + (u % 2) * Smem<D>::kQ + wg * 64 * 128;
+    auto release = [&](uint32_t empty_bar) { // every consumer warp is done with it
       __syncwarp();
       if (lane == 0)
-        mbar_arrive(empty0 + 8 * ((t - 1) % kStages));
-    }
+        mbar_arrive(empty_bar);
+    };
+    const int row = it.q0 + wg * 64 + wwarp * 16 + lane / 4; // and row + 8
+    const int wg_first = it.q0 + wg * 64;
+    float o[D / 2];
 #pragma unroll
-    for (int i = 0; i < D / 8; ++i) {
-      o[4 * i + 0] *= corr[0];
-      o[4 * i + 1] *= corr[0];
-      o[4 * i + 2] *= corr[1];
-      o[4 * i + 3] *= corr[1];
-    }
-#pragma unroll
-    for (int j = 0; j < kKeys / 16; ++j)
-      wgmma_pack<T>(s, j, pa[j]);
-    TRACE_MARK(6);
-  }
-  if (tiles > 0) { // the last turn: P V of the last tile
-    named_sync(1 + wg);
-    wgmma_fence();
-    issue_pv(tiles - 1);
-    wgmma_commit();
-    if (wg == 0)
-      named_arrive(2); // warpgroup 1's last turn; it has no one left to wake
-    wgmma_wait<0>();
-    wgmma_fence_operands(o);
-  }
+    for (int j = 0; j < D / 2; ++j)
+      o[j] = 0.f;
+    float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f};
+    uint32_t pa[kKeys / 16][4]; // P of the previous tile, the A operand of its P V
 
-  T *out = static_cast<T *>(p.out) + b * p.os_b + h * p.os_h;
+    // O += P V of ring tile gt: k-step j is keys [16j, 16j + 16), rows 16j..
+    // of the V tile (2048 bytes each); D = 128 spans two column blocks
+    // kKeys * 128 apart.
+    auto issue_pv = [&](int gt) {
+      const uint32_t vt = sV + (gt % SV) * Smem<D>::kKV;
 #pragma unroll
-  for (int hh = 0; hh < 2; ++hh) {
-    float sum = l[hh];
-    sum += __shfl_xor_sync(0xffffffffu, sum, 1);
-    sum += __shfl_xor_sync(0xffffffffu, sum, 2);
-    const int r = row + 8 * hh;
-    if (r >= p.T)
-      continue;
-    const float inv = sum > 0.f ? 1.f / sum : 0.f;
+      for (int j = 0; j < kKeys / 16; ++j)
+        Wgmma<T>::rs(o, pa[j], wgmma_desc(vt + j * 16 * 128, kKeys * 128, 1024));
+    };
+
+    if (it.tiles > 0 && wg == 1)
+      named_arrive(1); // warpgroup 0 issues first
+    for (int t = 0; t < it.tiles; ++t, ++g) {
+      mbar_wait(kbar(full0, g), (g / SK) & 1);
+      if (t > 0)
+        mbar_wait(vbar(full0, g - 1), ((g - 1) / SV) & 1);
+#ifdef TCC_SM90_TRACE
+      if (tracing && t == 0)
+        first_waits += clock64() - last;
+#endif
+      TRACE_MARK(0);
+      named_sync(1 + wg); // this warpgroup's turn at the tensor cores
+      TRACE_MARK(1);
+      // S = Q K^T: k-step kk reads columns [16kk, 16kk + 16), 32 bytes into
+      // column block kk / 4.
+      const uint32_t kt = sK + (g % SK) * Smem<D>::kKV;
+      float s[64];
+      wgmma_fence();
 #pragma unroll
-    for (int i = 0; i < D / 8; ++i) {
-      const uint32_t v2 = pack2<T>(o[4 * i + 2 * hh] * inv, o[4 * i + 2 * hh + 1] * inv);
-      *reinterpret_cast<uint32_t *>(out + r * p.os_r + 8 * i + 2 * (lane % 4)) = v2;
+      for (int kk = 0; kk < D / 16; ++kk) {
+        const uint32_t a = qbase + (kk / 4) * kRows * 128 + (kk % 4) * 32;
+        const uint32_t bk = kt + (kk / 4) * kKeys * 128 + (kk % 4) * 32;
+        Wgmma<T>::ss128(s, wgmma_desc(a, 16, 1024), wgmma_desc(bk, 16, 1024), kk > 0);
+      }
+      wgmma_commit();
+      if (t > 0) {
+        wgmma_fence(); // (ptxas adds it anyway after the branch)
+        issue_pv(g - 1);
+        wgmma_commit();
+        named_arrive(1 + (1 - wg)); // the other warpgroup's turn
+        TRACE_MARK(2);
+        wgmma_wait<1>();
+      } else {
+        named_arrive(1 + (1 - wg));
+        TRACE_MARK(2);
+        wgmma_wait<0>();
+      }
+      wgmma_fence_operands(s);
+      TRACE_MARK(3);
+      release(kbar(empty0, g)); // S_t is done with K_t
+
+      const int kv0 = t * kKeys;
+      if (kv0 + kKeys > p.S || (p.causal && kv0 + kKeys - 1 > wg_first + shift)) {
+#pragma unroll
+        for (int j = 0; j < 16; ++j)
+#pragma unroll
+          for (int e = 0; e < 4; ++e) {
+            const int col = kv0 + 8 * j + 2 * (lane % 4) + (e & 1);
+            const int r = row + 8 * (e >> 1);
+            if (col >= p.S || (p.causal && col > r + shift))
+              s[4 * j + e] = -INFINITY;
+          }
+      }
+      // Online softmax, rows row (e < 2) and row + 8; the 4 lanes of a quad
+      // share a row.
+      float corr[2];
+#pragma unroll
+      for (int hh = 0; hh < 2; ++hh) {
+        float mx = -INFINITY;
+#pragma unroll
+        for (int j = 0; j < 16; ++j)
+          mx = fmaxf(mx, fmaxf(s[4 * j + 2 * hh], s[4 * j + 2 * hh + 1]));
+        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+        const float m_new = fmaxf(m[hh], mx * p.sl2);
+        const float m_use = m_new == -INFINITY ? 0.f : m_new; // no -inf - -inf
+        corr[hh] = fast_exp2(m[hh] - m_use);
+        m[hh] = m_new;
+        float sum = 0.f;
+#pragma unroll
+        for (int j = 0; j < 16; ++j)
+#pragma unroll
+          for (int e = 0; e < 2; ++e) {
+            const float pv = fast_exp2(fmaf(s[4 * j + 2 * hh + e], p.sl2, -m_use));
+            s[4 * j + 2 * hh + e] = pv;
+            sum += pv;
+          }
+        l[hh] = l[hh] * corr[hh] + sum;
+      }
+      TRACE_MARK(4);
+      wgmma_wait<0>(); // P V of the previous tile: pa, o and its stage are free
+      wgmma_fence_operands(o);
+      TRACE_MARK(5);
+      if (t > 0)
+        release(vbar(empty0, g - 1)); // P V of tile t - 1 is done with its V
+#pragma unroll
+      for (int j = 0; j < D / 8; ++j) {
+        o[4 * j + 0] *= corr[0];
+        o[4 * j + 1] *= corr[0];
+        o[4 * j + 2] *= corr[1];
+        o[4 * j + 3] *= corr[1];
+      }
+#pragma unroll
+      for (int j = 0; j < kKeys / 16; ++j)
+        wgmma_pack<T>(s, j, pa[j]);
+      TRACE_MARK(6);
+#ifdef TCC_SM90_TRACE
+      traced_tiles += tracing;
+#endif
     }
-    if (lane % 4 == 0)
-      p.lse[int64_t{bh} * p.T + r] = sum > 0.f ? (m[hh] + __log2f(sum)) * kLn2 : -INFINITY;
+    if (it.tiles > 0) { // the last turn: P V of the last tile
+      named_sync(1 + wg);
+      wgmma_fence();
+      issue_pv(g - 1);
+      wgmma_commit();
+      if (wg == 0)
+        named_arrive(2); // warpgroup 1's last turn; it has no one left to wake
+      wgmma_wait<0>();
+      wgmma_fence_operands(o);
+      release(vbar(empty0, g - 1));
+    }
+    TRACE_MARK(7);
+
+    // out: this warpgroup's 64 rows, normalized, into its half of the Q
+    // buffer (every S of the item is done with it) in the tiles' swizzled
+    // layout, then one TMA store (rows past T are not written); the buffer
+    // goes back to the producer once the store has read it.
+    const uint32_t obuf = sQ + (u % 2) * Smem<D>::kQ;
+    const int64_t bh = int64_t{it.b} * p.H + it.h;
+#pragma unroll
+    for (int hh = 0; hh < 2; ++hh) {
+      float sum = l[hh];
+      sum += __shfl_xor_sync(0xffffffffu, sum, 1);
+      sum += __shfl_xor_sync(0xffffffffu, sum, 2);
+      const int rl = wg * 64 + wwarp * 16 + lane / 4 + 8 * hh; // row in the tile
+      const float inv = sum > 0.f ? 1.f / sum : 0.f;
+#pragma unroll
+      for (int j = 0; j < D / 8; ++j) {
+        const uint32_t v2 = pack2<T>(o[4 * j + 2 * hh] * inv, o[4 * j + 2 * hh + 1] * inv);
+        const uint32_t at = obuf + sw128_offset(kRows, rl, j) + 4 * (lane % 4);
+        asm volatile("st.shared.u32 [%0], %1;\n" ::"r"(at), "r"(v2) : "memory");
+      }
+      if (lane % 4 == 0 && it.q0 + rl < p.T)
+        p.lse[bh * p.T + it.q0 + rl] = sum > 0.f ? (m[hh] + __log2f(sum)) * kLn2 : -INFINITY;
+    }
+    fence_proxy_async_shared();
+    warpgroup_sync(wg);
+    if (tid % 128 == 0) {
+#pragma unroll
+      for (int a = 0; a < D / 64; ++a) {
+        const uint32_t src = obuf + a * kRows * 128 + wg * 64 * 128;
+        if (p.o_heads_inner)
+          tma_store(&to, src, 64 * a, it.h, it.q0 + wg * 64, it.b);
+        else
+          tma_store(&to, src, 64 * a, it.q0 + wg * 64, it.h, it.b);
+      }
+      asm volatile("cp.async.bulk.commit_group;\n" ::: "memory");
+      asm volatile("cp.async.bulk.wait_group.read 0;\n" ::: "memory");
+    }
+    release(qbar(empty0, u));
+    TRACE_MARK(8);
   }
+  if (tid % 128 == 0) // the last stores have landed before the kernel ends
+    asm volatile("cp.async.bulk.wait_group 0;\n" ::: "memory");
 #ifdef TCC_SM90_TRACE
   if (tracing) {
     for (int i = 0; i < kTracePhases; ++i)
       g_trace[wg][i] = trace[i];
     g_trace[wg][kTracePhases] = clock64() - first;
+    g_trace[wg][kTracePhases + 1] = traced_tiles;
+    g_trace[wg][kTracePhases + 2] = first_waits;
   }
 #endif
 }
@@ -362,7 +478,8 @@ PFN_cuTensorMapEncodeTiled_v12000 encoder() {
 // head, 128-byte swizzle. Dimensions (D, rows, heads, batch) or (D, heads,
 // rows, batch), the smaller stride second; *heads_inner says which.
 bool encode(CUtensorMap *map, const void *base, bool f16, int64_t D, int64_t rows,
-            int64_t heads, int64_t batch, const AttnSm90Strides &s, bool *heads_inner) {
+            int64_t heads, int64_t batch, const AttnSm90Strides &s, bool *heads_inner,
+            uint32_t box_rows = kRows) {
   const auto fn = encoder();
   if (fn == nullptr)
     return false;
@@ -379,8 +496,7 @@ bool encode(CUtensorMap *map, const void *base, bool f16, int64_t D, int64_t row
   const cuuint64_t strides[3] = {
       *heads_inner ? bytes(s.h, heads) : bytes(s.r, rows),
       *heads_inner ? bytes(s.r, rows) : bytes(s.h, heads), bytes(s.b, batch)};
-  const cuuint32_t box[4] = {64, static_cast<cuuint32_t>(*heads_inner ? 1 : kRows),
-                             static_cast<cuuint32_t>(*heads_inner ? kRows : 1), 1};
+  const cuuint32_t box[4] = {64, *heads_inner ? 1 : box_rows, *heads_inner ? box_rows : 1, 1};
   const cuuint32_t unit[4] = {1, 1, 1, 1};
   return fn(map, f16 ? CU_TENSOR_MAP_DATA_TYPE_FLOAT16 : CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 4,
             const_cast<void *>(base), dims, strides, box, unit, CU_TENSOR_MAP_INTERLEAVE_NONE,
@@ -398,10 +514,11 @@ template <class T, int D> int launch(const AttnSm90Forward &a, const char **why)
   p.os_b = a.os.b, p.os_h = a.os.h, p.os_r = a.os.r;
   p.sl2 = a.scale * kLog2e;
   p.causal = a.causal;
+  p.scheduler = a.scheduler;
   const int64_t blocks = ((a.T + kRows - 1) / kRows) * a.B * a.H;
   if (blocks == 0)
     return 0;
-  alignas(64) CUtensorMap tq, tk, tv;
+  alignas(64) CUtensorMap tq, tk, tv, to;
   if (!encode(&tq, a.q, a.f16, D, a.T, a.H, a.B, a.qs, &p.q_heads_inner)) {
     *why = "TMA cannot describe q's layout (or the driver has no cuTensorMapEncodeTiled)";
     return 1;
@@ -411,6 +528,10 @@ template <class T, int D> int launch(const AttnSm90Forward &a, const char **why)
   } else if (!encode(&tk, a.k, a.f16, D, a.S, a.Hkv, a.B, a.ks, &p.k_heads_inner) ||
              !encode(&tv, a.v, a.f16, D, a.S, a.Hkv, a.B, a.vs, &p.v_heads_inner)) {
     *why = "TMA cannot describe k's or v's layout";
+    return 1;
+  }
+  if (!encode(&to, a.out, a.f16, D, a.T, a.H, a.B, a.os, &p.o_heads_inner, kRows / 2)) {
+    *why = "TMA cannot describe out's layout";
     return 1;
   }
   const auto kernel = attention_forward_sm90_kernel<T, D>;
@@ -423,7 +544,27 @@ template <class T, int D> int launch(const AttnSm90Forward &a, const char **why)
     }
     configured = true;
   }
-  kernel<<<static_cast<unsigned>(blocks), kThreads, Smem<D>::kBytes, a.stream>>>(tq, tk, tv, p);
+  static int sms = 0; // one CTA an SM (its shared memory)
+  if (sms == 0) {
+    int dev = 0;
+    if (cudaGetDevice(&dev) != cudaSuccess ||
+        cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess ||
+        sms <= 0) {
+      *why = "cannot read the GPU's SM count";
+      return 1;
+    }
+  }
+  const int grid = static_cast<int>(blocks < sms ? blocks : sms);
+  // Heads per group: about two items a CTA, while the group's K and V
+  // (2 S D bytes a kv head) stay within 16 MiB of L2.
+  const int64_t tiles_q = (a.T + kRows - 1) / kRows, kv_bytes = 4 * a.S * D + 1;
+  int64_t group = (2 * grid + tiles_q - 1) / tiles_q;
+  group = std::min<int64_t>(group, std::max<int64_t>(1, (int64_t{16} << 20) / kv_bytes));
+  if (a.group_heads > 0)
+    group = a.group_heads;
+  p.group = static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(group, a.B * a.H)));
+  kernel<<<grid, kThreads, Smem<D>::kBytes, a.stream>>>(tq, tk, tv, to, p,
+                                                       static_cast<int>(blocks));
   return 0;
 }
 
@@ -434,7 +575,7 @@ bool stridesOk(const AttnSm90Strides &s) {
 } // namespace
 
 #ifdef TCC_SM90_TRACE
-int attention_sm90_trace(unsigned long long (*out)[8]) {
+int attention_sm90_trace(unsigned long long (*out)[12]) {
   return cudaMemcpyFromSymbol(out, g_trace, sizeof g_trace) == cudaSuccess ? 0 : 1;
 }
 #endif
@@ -455,6 +596,8 @@ const char *attention_forward_sm90_unsupported(const AttnSm90Forward &a) {
       return "a tensor is not 16-byte aligned";
   if (!stridesOk(a.qs) || !stridesOk(a.ks) || !stridesOk(a.vs) || !stridesOk(a.os))
     return "a stride is negative or not a multiple of 8 elements";
+  if (a.scheduler == nullptr || reinterpret_cast<uintptr_t>(a.scheduler) % 8 != 0)
+    return "no scheduler (two zeroed ints of device memory, 8-byte aligned)";
   return nullptr;
 }
 

@@ -30,12 +30,19 @@ struct AttnSm90Forward {
   float scale = 0.f;
   bool causal = false;
   bool f16 = false; // else bf16
+  // Heads whose query tiles run together (sharing K and V in L2); 0: the
+  // launcher's choice. For tuning (the test's --bench sweeps it).
+  int64_t group_heads = 0;
+  // Two ints of device memory, zero before the first launch; every launch
+  // leaves them zero (its CTAs take work items from them). Launches that
+  // may run at the same time need their own.
+  int *scheduler = nullptr;
   cudaStream_t stream = nullptr;
 };
 
 // Why `a` cannot run here (a static string), or nullptr when it can: D 64
 // or 128, positive finite scale, H a multiple of Hkv, 16-byte aligned
-// pointers, strides multiples of 8 elements.
+// pointers, strides multiples of 8 elements, a scheduler.
 const char *attention_forward_sm90_unsupported(const AttnSm90Forward &a);
 
 // Enqueues the forward on a.stream: 0, or 1 with the reason in *why
