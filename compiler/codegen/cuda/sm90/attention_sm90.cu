@@ -114,6 +114,27 @@ __device__ __forceinline__ float fast_exp2(float x) {
   asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
   return y;
 }
+// 2^x for x <= 0 on the FMA pipe, for a share of the softmax's exponentials
+// (the MUFU pipe does 16 a clock an SM, a 16th of the tensor cores' pace;
+// FlashAttention-4's trick): x = n + f, n = round(x), f in [-0.5, 0.5];
+// 2^f by a cubic (relative error 1.0e-4, fit here with p(0) = 1 exactly);
+// n added to the exponent bits. Exactly 0 for x <= -127 (masked scores).
+__device__ __forceinline__ float poly_exp2(float x) {
+  x = fmaxf(x, -127.f);
+  const float t = x + 12582912.f;      // 1.5 * 2^23: n + 2^22 in t's low bits
+  const float f = x - (t - 12582912.f); // exact
+  const float p = fmaf(fmaf(fmaf(0.05500796f, f, 0.24221061f), f, 0.69328302f), f, 1.f);
+  return __int_as_float(__float_as_int(p) + (__float_as_int(t) << 23));
+}
+// One softmax column chunk (of 16) in TCC_SM90_EXP_EVERY takes poly_exp2;
+// 0, none, is the default: on the H200 (2026-12-03, --bench, two rounds)
+// one in 4, 3 or 2 was no faster at D64 (0.106-0.110 ms against 0.107) and
+// slower at D128 (0.307-0.334 against 0.291-0.295), so the MUFU pipe is not
+// what bounds the softmax here.
+#ifndef TCC_SM90_EXP_EVERY
+#define TCC_SM90_EXP_EVERY 0
+#endif
+constexpr int kExpPeriod = TCC_SM90_EXP_EVERY > 0 ? TCC_SM90_EXP_EVERY : 1 << 30;
 
 // -DTCC_SM90_TRACE: the first CTA's warpgroup leaders add up clock64()
 // cycles per loop phase (attention_sm90_trace reads them; the bench prints
@@ -210,15 +231,23 @@ __global__ void __launch_bounds__(kThreads, 1)
       // announced in item_slot[u % 2] with its Q buffer's full phase; past
       // the last, the slot says `items` and the consumers stop.
       int g = 0, u = 0; // key tiles and items so far
-      for (int i = blockIdx.x;; i = atomicAdd(p.scheduler, 1) + gridDim.x, ++u) {
+      // The next item is asked for an item ahead (the atomic's round trip
+      // under this item's loads).
+      int next = atomicAdd(p.scheduler, 1) + gridDim.x;
+      for (int i = blockIdx.x;; ++u) {
         if (u >= 2) // item u - 2 is done with this Q buffer and slot
           mbar_wait(qbar(empty0, u), ((u / 2) - 1) & 1);
         item_slot[u % 2] = i < items ? i : items;
         const Item it = item_of(p, i < items ? i : 0);
-        if (i >= items || it.tiles == 0) {
+        if (i >= items) {
           mbar_arrive(qbar(full0, u));
-          if (i >= items)
-            break;
+          break;
+        }
+        i = next;
+        if (i < items)
+          next = atomicAdd(p.scheduler, 1) + gridDim.x;
+        if (it.tiles == 0) {
+          mbar_arrive(qbar(full0, u));
           continue;
         }
         mbar_expect_tx(qbar(full0, u), Smem<D>::kQ);
@@ -367,7 +396,8 @@ __global__ void __launch_bounds__(kThreads, 1)
         for (int j = 0; j < 16; ++j)
 #pragma unroll
           for (int e = 0; e < 2; ++e) {
-            const float pv = fast_exp2(fmaf(s[4 * j + 2 * hh + e], p.sl2, -m_use));
+            const float x = fmaf(s[4 * j + 2 * hh + e], p.sl2, -m_use);
+            const float pv = j % kExpPeriod == kExpPeriod - 1 ? poly_exp2(x) : fast_exp2(x);
             s[4 * j + 2 * hh + e] = pv;
             sum += pv;
           }
@@ -555,11 +585,12 @@ template <class T, int D> int launch(const AttnSm90Forward &a, const char **why)
     }
   }
   const int grid = static_cast<int>(blocks < sms ? blocks : sms);
-  // Heads per group: about two items a CTA, while the group's K and V
-  // (2 S D bytes a kv head) stay within 16 MiB of L2.
-  const int64_t tiles_q = (a.T + kRows - 1) / kRows, kv_bytes = 4 * a.S * D + 1;
-  int64_t group = (2 * grid + tiles_q - 1) / tiles_q;
-  group = std::min<int64_t>(group, std::max<int64_t>(1, (int64_t{16} << 20) / kv_bytes));
+  // Heads per group: 64. On the H200 (2026-12-03, --bench's sweep of 1 to
+  // 64) more heads a group was faster at both issue shapes, 64 the fastest
+  // (D64: 0.102 ms against 0.108 at 16; D128: 0.276 against 0.281): the
+  // longest-first order over more heads balances the CTAs better than
+  // fewer heads' K and V reuse L2.
+  int64_t group = 64;
   if (a.group_heads > 0)
     group = a.group_heads;
   p.group = static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(group, a.B * a.H)));
