@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # On the device machine (an NVIDIA GPU), after tests/gpu/prepare.sh here:
 #   1. the CUDA kernel-family tests (every prelude kernel vs float64, the
-#      flash attention kernels too, cuDNN attention, GEMM epilogues),
+#      flash attention kernels too, cuDNN attention, tcc's Hopper attention
+#      forward, GEMM epilogues),
 #   2. the MLP and the character GPT (also with head size 64, so that its
 #      attention runs the flash kernels) trained 100 steps on the CPU and on the
 #      GPU from the same initial weights and batches: per-step losses must
@@ -49,6 +50,8 @@ device_test attention_kernels_test "flash attention kernels"
 device_test cudnn_attention_test "cuDNN attention (and mixed with the flash kernels)" \
   "77 = no GPU or no libcudnn.so.9"
 "$dir/bin/cudnn_attention_test" --bench 2>&1 | tail -3 | tee -a "$out/cudnn_attention.txt"
+device_test attention_sm90_test "tcc's Hopper attention forward" "77 = not an sm_90 GPU"
+"$dir/bin/attention_sm90_test" --bench 2>&1 | tail -14 | tee -a "$out/attention_sm90.txt"
 device_test norm_kernels_test "fused norm kernels"
 device_test norm_fp8_test "norms cast to FP8 in one pass" "77 = no GPU"
 device_test batch_norm_kernels_test "batch norm reductions"
