@@ -1,11 +1,13 @@
 // tcc's Hopper attention forward (attention_sm90.h). nvcc for sm_90a only.
 //
-// One CTA: 128 query rows of one (b, h). Warp 8 is the producer: its first
-// lane loads Q and then each 128-key tile of K and V with TMA into a ring of
-// 128-byte swizzled shared tiles (wgmma.cuh), one mbarrier pair a stage
-// (full: the bytes landed; empty: every consumer warp is done with it).
-// Warps 0-7 are two consumer warpgroups of 64 query rows; per key tile t a
-// warpgroup computes
+// Persistent CTAs of 384 threads, one an SM. Work items are 128-row query
+// tiles of one (b, h) (item_of's order; a shared counter hands them out).
+// The producer warpgroup's first lane loads each item's Q and then its
+// 128-key tiles of K and V with TMA (async_copy.cuh) into 128-byte
+// swizzled shared tiles (wgmma.cuh): two Q buffers, a K ring and a V ring,
+// each buffer with a full mbarrier (the bytes landed) and an empty one
+// (every consumer warp is done with it). Two consumer warpgroups own 64
+// rows of the item each; per key tile t a warpgroup computes
 //   S_t (64 x 128, f32)  = Q_wg (64 x D, smem) K_t^T       (wgmma ss, D/16 k-steps)
 //   O   (64 x D, f32)   += P_{t-1} (registers) V_{t-1}     (wgmma rs, 8 k-steps)
 //   online softmax of S_t in registers (log2 units: one ex2 a score) -> P_t
@@ -13,10 +15,12 @@
 // the product with V_{t-1} (FlashAttention-3's intra-warpgroup pipelining).
 // The two warpgroups take turns issuing their products (named barriers 1
 // and 2), so one's softmax runs under the other's products (FA3's
-// ping-pong). Causal CTAs start with the last query tiles (the longest)
-// and stop at the diagonal; only tiles crossing it or the ragged end of S
-// are masked. Rows past T or S come in as zeros (TMA's out-of-bounds fill).
+// ping-pong). Causal items stop at the diagonal; only tiles crossing it or
+// the ragged end of S are masked. Rows past T or S come in as zeros (TMA's
+// out-of-bounds fill). out is normalized into the finished Q buffer and
+// written by TMA; lse by plain stores.
 #include "compiler/codegen/cuda/sm90/attention_sm90.h"
+#include "compiler/codegen/cuda/sm90/async_copy.cuh"
 #include "compiler/codegen/cuda/sm90/wgmma.cuh"
 
 #include <cuda.h> // CUtensorMap and its enums (the encoder comes through the runtime)
@@ -66,49 +70,6 @@ template <int D> struct Smem {
   static constexpr uint32_t kBytes = 2 * kQ + (kStagesK + kStagesV) * kKV + 1024; // + alignment
 };
 
-__device__ __forceinline__ void mbar_init(uint32_t bar, uint32_t count) {
-  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(bar), "r"(count));
-}
-__device__ __forceinline__ void mbar_expect_tx(uint32_t bar, uint32_t bytes) {
-  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(bar), "r"(bytes)
-               : "memory");
-}
-__device__ __forceinline__ void mbar_arrive(uint32_t bar) {
-  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(bar) : "memory");
-}
-__device__ __forceinline__ void mbar_wait(uint32_t bar, uint32_t parity) {
-  asm volatile("{\n.reg .pred p;\nWAIT:\n"
-               "mbarrier.try_wait.parity.shared::cta.b64 p, [%0], %1;\n"
-               "@!p bra WAIT;\n}\n" ::"r"(bar),
-               "r"(parity)
-               : "memory");
-}
-// A 4-d box of `map` at (c0, c1, c2, c3) into shared `dst`; completes on `bar`.
-__device__ __forceinline__ void tma_load(uint32_t dst, const CUtensorMap *map, uint32_t bar,
-                                         int c0, int c1, int c2, int c3) {
-  asm volatile("cp.async.bulk.tensor.4d.shared::cluster.global.mbarrier::complete_tx::bytes"
-               " [%0], [%1, {%2, %3, %4, %5}], [%6];\n" ::"r"(dst),
-               "l"(reinterpret_cast<uint64_t>(map)), "r"(c0), "r"(c1), "r"(c2), "r"(c3), "r"(bar)
-               : "memory");
-}
-// A 4-d box of shared `src` into `map` at (c0, c1, c2, c3) (rows past the
-// map's bounds are not written); completes with the bulk group.
-__device__ __forceinline__ void tma_store(const CUtensorMap *map, uint32_t src, int c0, int c1,
-                                          int c2, int c3) {
-  asm volatile("cp.async.bulk.tensor.4d.global.shared::cta.bulk_group"
-               " [%0, {%2, %3, %4, %5}], [%1];\n" ::"l"(reinterpret_cast<uint64_t>(map)),
-               "r"(src), "r"(c0), "r"(c1), "r"(c2), "r"(c3)
-               : "memory");
-}
-__device__ __forceinline__ void named_sync(int id) {
-  asm volatile("bar.sync %0, %1;\n" ::"r"(id), "n"(kConsumers) : "memory");
-}
-__device__ __forceinline__ void named_arrive(int id) {
-  asm volatile("bar.arrive %0, %1;\n" ::"r"(id), "n"(kConsumers) : "memory");
-}
-__device__ __forceinline__ void warpgroup_sync(int wg) { // ids 3, 4: one warpgroup's 128
-  asm volatile("bar.sync %0, 128;\n" ::"r"(3 + wg) : "memory");
-}
 __device__ __forceinline__ float fast_exp2(float x) {
   float y;
   asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
@@ -324,7 +285,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     };
 
     if (it.tiles > 0 && wg == 1)
-      named_arrive(1); // warpgroup 0 issues first
+      named_arrive<kConsumers>(1); // warpgroup 0 issues first
     for (int t = 0; t < it.tiles; ++t, ++g) {
       mbar_wait(kbar(full0, g), (g / SK) & 1);
       if (t > 0)
@@ -334,7 +295,7 @@ __global__ void __launch_bounds__(kThreads, 1)
         first_waits += clock64() - last;
 #endif
       TRACE_MARK(0);
-      named_sync(1 + wg); // this warpgroup's turn at the tensor cores
+      named_sync<kConsumers>(1 + wg); // this warpgroup's turn at the tensor cores
       TRACE_MARK(1);
       // S = Q K^T: k-step kk reads columns [16kk, 16kk + 16), 32 bytes into
       // column block kk / 4.
@@ -352,11 +313,11 @@ __global__ void __launch_bounds__(kThreads, 1)
         wgmma_fence(); // (ptxas adds it anyway after the branch)
         issue_pv(g - 1);
         wgmma_commit();
-        named_arrive(1 + (1 - wg)); // the other warpgroup's turn
+        named_arrive<kConsumers>(1 + (1 - wg)); // the other warpgroup's turn
         TRACE_MARK(2);
         wgmma_wait<1>();
       } else {
-        named_arrive(1 + (1 - wg));
+        named_arrive<kConsumers>(1 + (1 - wg));
         TRACE_MARK(2);
         wgmma_wait<0>();
       }
@@ -425,12 +386,12 @@ __global__ void __launch_bounds__(kThreads, 1)
 #endif
     }
     if (it.tiles > 0) { // the last turn: P V of the last tile
-      named_sync(1 + wg);
+      named_sync<kConsumers>(1 + wg);
       wgmma_fence();
       issue_pv(g - 1);
       wgmma_commit();
       if (wg == 0)
-        named_arrive(2); // warpgroup 1's last turn; it has no one left to wake
+        named_arrive<kConsumers>(2); // warpgroup 1's last turn; it has no one left to wake
       wgmma_wait<0>();
       wgmma_fence_operands(o);
       release(vbar(empty0, g - 1));
@@ -460,7 +421,7 @@ __global__ void __launch_bounds__(kThreads, 1)
         p.lse[bh * p.T + it.q0 + rl] = sum > 0.f ? (m[hh] + __log2f(sum)) * kLn2 : -INFINITY;
     }
     fence_proxy_async_shared();
-    warpgroup_sync(wg);
+    named_sync<128>(3 + wg); // this warpgroup's rows are in the buffer
     if (tid % 128 == 0) {
 #pragma unroll
       for (int a = 0; a < D / 64; ++a) {
