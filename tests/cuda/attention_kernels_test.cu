@@ -134,14 +134,8 @@ std::string stridedRun(const Shape &sh, const std::vector<T> &hq, const std::vec
 
 template <class T> void runCase(const Shape &sh) {
   char name[200];
-  std::snprintf(name, sizeof name,
-                "%s D=%" PRId64 " B=%" PRId64 " H=%" PRId64 " Hkv=%" PRId64
-                " T=%" PRId64 " S=%" PRId64 "%s%s",
-                typeName<T>(), sh.D, sh.B, sh.H, sh.Hkv, sh.T, sh.S,
-                sh.causal ? " causal" : "", sh.rate > 0 ? " dropout=0.1" : "");
-  if (!gFilter.empty() && std::string(name).find(gFilter) == std::string::npos)
+  if (!selectCase<T>(sh, name))
     return;
-  ++gCases;
   const size_t nq = sh.B * sh.H * sh.T * sh.D, nk = sh.B * sh.Hkv * sh.S * sh.D;
   const CaseInputs<T> drawn = caseInputs<T>(sh, name);
   const std::vector<T> &hq = drawn.q, &hk = drawn.k, &hv = drawn.v, &hdo = drawn.dout;

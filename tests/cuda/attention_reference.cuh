@@ -34,6 +34,23 @@ struct Shape {
   float rate;
 };
 
+// A case's name ("bf16 D=64 B=2 H=4 Hkv=4 T=256 S=256 causal", with
+// " dropout=R" when it has dropout) into `name`; false when --filter
+// leaves it out, else counts it in gCases.
+template <class T, size_t N> bool selectCase(const Shape &sh, char (&name)[N]) {
+  int at = std::snprintf(name, N,
+                         "%s D=%" PRId64 " B=%" PRId64 " H=%" PRId64 " Hkv=%" PRId64
+                         " T=%" PRId64 " S=%" PRId64 "%s",
+                         typeName<T>(), sh.D, sh.B, sh.H, sh.Hkv, sh.T, sh.S,
+                         sh.causal ? " causal" : "");
+  if (sh.rate > 0 && at > 0 && static_cast<size_t>(at) < N)
+    std::snprintf(name + at, N - at, " dropout=%g", sh.rate);
+  if (!gFilter.empty() && std::string(name).find(gFilter) == std::string::npos)
+    return false;
+  ++gCases;
+  return true;
+}
+
 // splitmix64 stream per (seed, case name): inputs depend only on them.
 struct Rng {
   uint64_t s;

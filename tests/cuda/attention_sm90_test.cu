@@ -76,14 +76,8 @@ tcc_sm90::AttnSm90Forward argsOf(const Shape &sh, const StridedPlan &p, const T 
 
 template <class T> void runCase(const Shape &sh) {
   char name[200];
-  std::snprintf(name, sizeof name,
-                "%s D=%" PRId64 " B=%" PRId64 " H=%" PRId64 " Hkv=%" PRId64 " T=%" PRId64
-                " S=%" PRId64 "%s",
-                typeName<T>(), sh.D, sh.B, sh.H, sh.Hkv, sh.T, sh.S,
-                sh.causal ? " causal" : "");
-  if (!gFilter.empty() && std::string(name).find(gFilter) == std::string::npos)
+  if (!selectCase<T>(sh, name))
     return;
-  ++gCases;
   const CaseInputs<T> drawn = caseInputs<T>(sh, name);
   const float scale = 4.0f / std::sqrt(static_cast<float>(sh.D));
   const Reference want = reference(sh, drawn.rq, drawn.rk, drawn.rv, drawn.rdo, scale, 0, 0);

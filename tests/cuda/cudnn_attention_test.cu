@@ -78,14 +78,8 @@ Workspace gWorkspace;
 
 template <class T> void runCase(const Shape &sh) {
   char name[200];
-  std::snprintf(name, sizeof name,
-                "%s D=%" PRId64 " B=%" PRId64 " H=%" PRId64 " Hkv=%" PRId64 " T=%" PRId64
-                " S=%" PRId64 "%s",
-                typeName<T>(), sh.D, sh.B, sh.H, sh.Hkv, sh.T, sh.S,
-                sh.causal ? " causal" : "");
-  if (!gFilter.empty() && std::string(name).find(gFilter) == std::string::npos)
+  if (!selectCase<T>(sh, name))
     return;
-  ++gCases;
   const CaseInputs<T> drawn = caseInputs<T>(sh, name);
   const std::vector<T> &hq = drawn.q, &hk = drawn.k, &hv = drawn.v, &hdo = drawn.dout;
   const std::vector<double> &rq = drawn.rq, &rk = drawn.rk, &rv = drawn.rv,
