@@ -275,7 +275,15 @@ TEST(AttentionStep, RotaryOnPackedProjectionFoldsAndMatchesReference) {
   }
   auto s = compileIR(kRopePackedIR, "rope_packed");
   ASSERT_TRUE(s->ok());
-  checkStep(*s, "rope_packed", {});
+  // Inputs and weights of standard deviation 0.5, not 1: at 1, q and k
+  // (16 products each) make scores of standard deviation ~16, the softmax
+  // is a near one-hot, and the gradient's dS = P (dP - rowsum(dP P)) cancels
+  // so much that f32 against float64 moves by 1e-4 of the update and more
+  // (seed 5570031738599500787: 2.2e-4, in CI on 2026-12-03). At 0.5 the
+  // scores are about as spread as a trained model's.
+  CheckOptions options;
+  options.valueScale = 0.5f;
+  checkStep(*s, "rope_packed", options);
 }
 
 // The CUDA source of a tg.attention step: which prelude launcher each op
