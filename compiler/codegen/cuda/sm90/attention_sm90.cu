@@ -120,10 +120,10 @@ __device__ unsigned long long g_trace[2][kTracePhases + 3];
 struct Item {
   int b, h, hk, q0, tiles;
 };
-// Items go in groups of p.group heads, so that the CTAs running at once
-// share the K and V of few heads in L2 (all heads' K and V at once do not
-// fit: GPT-2's 192 heads hold 48 MiB); inside a group, the longest query
-// tiles first (causal), so that the last items of the grid are short ones.
+// Items go in groups of p.group heads, which bounds how many heads' K and
+// V the CTAs running at once read; inside a group, the longest query tiles
+// first (causal), so that the last items of a group, and of the grid, are
+// short ones.
 __device__ __forceinline__ Item item_of(const Params &p, int i) {
   const int BH = p.B * p.H, tiles_q = (p.T + kRows - 1) / kRows;
   const int grp = i / (p.group * tiles_q), j = i - grp * p.group * tiles_q;
@@ -143,9 +143,10 @@ __device__ __forceinline__ Item item_of(const Params &p, int i) {
   return it;
 }
 
-// Persistent: CTA c runs items c, c + gridDim.x, ... (item_of's order), the
-// producer loading the next item's Q and first tiles while the consumers
-// finish this one. The K / V ring runs on across items.
+// Persistent: CTA c runs item c first, then the items p.scheduler hands
+// out (item_of's order), the producer loading the next item's Q and first
+// tiles while the consumers finish this one. The K and V rings run on
+// across items.
 template <class T, int D>
 __global__ void __launch_bounds__(kThreads, 1)
     attention_forward_sm90_kernel(const __grid_constant__ CUtensorMap tq,
@@ -506,8 +507,8 @@ template <class T, int D> int launch(const AttnSm90Forward &a, const char **why)
   p.sl2 = a.scale * kLog2e;
   p.causal = a.causal;
   p.scheduler = a.scheduler;
-  const int64_t blocks = ((a.T + kRows - 1) / kRows) * a.B * a.H;
-  if (blocks == 0)
+  const int64_t items = ((a.T + kRows - 1) / kRows) * a.B * a.H; // query tiles
+  if (items == 0)
     return 0;
   alignas(64) CUtensorMap tq, tk, tv, to;
   if (!encode(&tq, a.q, a.f16, D, a.T, a.H, a.B, a.qs, &p.q_heads_inner)) {
@@ -545,7 +546,7 @@ template <class T, int D> int launch(const AttnSm90Forward &a, const char **why)
       return 1;
     }
   }
-  const int grid = static_cast<int>(blocks < sms ? blocks : sms);
+  const int grid = static_cast<int>(items < sms ? items : sms);
   // Heads per group: 64. On the H200 (2026-12-03, --bench's sweep of 1 to
   // 64) more heads a group was faster at both issue shapes, 64 the fastest
   // (D64: 0.102 ms against 0.108 at 16; D128: 0.276 against 0.281): the
@@ -556,7 +557,7 @@ template <class T, int D> int launch(const AttnSm90Forward &a, const char **why)
     group = a.group_heads;
   p.group = static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(group, a.B * a.H)));
   kernel<<<grid, kThreads, Smem<D>::kBytes, a.stream>>>(tq, tk, tv, to, p,
-                                                       static_cast<int>(blocks));
+                                                       static_cast<int>(items));
   return 0;
 }
 

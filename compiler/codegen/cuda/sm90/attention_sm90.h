@@ -30,8 +30,9 @@ struct AttnSm90Forward {
   float scale = 0.f;
   bool causal = false;
   bool f16 = false; // else bf16
-  // Heads whose query tiles run together (sharing K and V in L2); 0: the
-  // launcher's choice. For tuning (the test's --bench sweeps it).
+  // Heads whose query tiles are handed out together, longest first (the
+  // kernel's item order); 0: the launcher's choice, 64. For tuning (the
+  // test's --bench sweeps it).
   int64_t group_heads = 0;
   // Two ints of device memory, zero before the first launch; every launch
   // leaves them zero (its CTAs take work items from them). Launches that
