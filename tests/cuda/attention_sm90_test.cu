@@ -46,6 +46,7 @@ using tcc_cuda::f16;
 
 #include "tests/cuda/attention_reference.cuh"
 #include "tests/cuda/attention_layouts.cuh"
+#include "tests/cuda/cudnn_site.cuh"
 
 int *gScheduler = nullptr;
 
@@ -194,14 +195,7 @@ void benchShape(const Shape &sh, bool haveCudnn) {
   float cudnn = NAN;
   double diff = NAN;
   if (haveCudnn) {
-    tcc_cudnn::Site s{};
-    s.deterministic = true;
-    s.causal = sh.causal;
-    s.B = sh.B, s.H = sh.H, s.Hkv = sh.Hkv, s.T = sh.T, s.S = sh.S, s.D = sh.D;
-    s.scale = scale;
-    auto cs = [](const Placement &pl) { return tcc_cudnn::Strides{pl.st.b, pl.st.h, pl.st.r}; };
-    s.q = cs(p.q), s.k = cs(p.k), s.v = cs(p.v), s.o = cs(p.o);
-    s.dout = cs(p.o), s.dq = cs(p.q), s.dk = cs(p.k), s.dv = cs(p.v);
+    const tcc_cudnn::Site s = siteOf(sh, p, false, false, scale);
     tcc_cudnn::Plan plan;
     char cwhy[512] = "";
     if (tcc_cudnn::prepare(s, plan, cwhy, sizeof cwhy) == 0) {

@@ -44,22 +44,7 @@ using tcc_cuda::f16;
 
 #include "tests/cuda/attention_reference.cuh"
 #include "tests/cuda/attention_layouts.cuh"
-
-tcc_cudnn::Strides st(const Placement &p) { return {p.st.b, p.st.h, p.st.r}; }
-
-tcc_cudnn::Site siteOf(const Shape &sh, const StridedPlan &p, bool f16, bool backward,
-                       float scale, bool deterministic = true) {
-  tcc_cudnn::Site s{};
-  s.deterministic = deterministic;
-  s.backward = backward;
-  s.f16 = f16;
-  s.causal = sh.causal;
-  s.B = sh.B, s.H = sh.H, s.Hkv = sh.Hkv, s.T = sh.T, s.S = sh.S, s.D = sh.D;
-  s.scale = scale;
-  s.q = st(p.q), s.k = st(p.k), s.v = st(p.v), s.o = st(p.o);
-  s.dout = st(p.o), s.dq = st(p.q), s.dk = st(p.k), s.dv = st(p.v);
-  return s;
-}
+#include "tests/cuda/cudnn_site.cuh"
 
 // Device workspace of at least `bytes`.
 struct Workspace {
