@@ -45,6 +45,36 @@ __device__ __forceinline__ void tma_store(const CUtensorMap *map, uint32_t src, 
                "r"(src), "r"(c0), "r"(c1), "r"(c2), "r"(c3)
                : "memory");
 }
+// `bytes` (a multiple of 16, both addresses 16-byte aligned) of global
+// `src` into shared `dst`, without a tensor map; completes on `bar`.
+__device__ __forceinline__ void bulk_load(uint32_t dst, const void *src, uint32_t bytes,
+                                          uint32_t bar) {
+  asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes"
+               " [%0], [%1], %2, [%3];\n" ::"r"(dst),
+               "l"(reinterpret_cast<uint64_t>(src)), "r"(bytes), "r"(bar)
+               : "memory");
+}
+// global `dst`[i] += shared `src`[i] for `bytes` / 4 floats (same
+// alignment rules), atomically element by element; completes with the bulk
+// group.
+__device__ __forceinline__ void bulk_reduce_add_f32(float *dst, uint32_t src, uint32_t bytes) {
+  asm volatile("cp.reduce.async.bulk.global.shared::cta.bulk_group.add.f32 [%0], [%1], %2;\n" ::"l"(
+                   reinterpret_cast<uint64_t>(dst)),
+               "r"(src), "r"(bytes)
+               : "memory");
+}
+// The bulk group: commit the stores / reductions issued so far; wait until
+// at most N groups are still reading shared memory (wait_read) or still
+// writing global memory (wait_done).
+__device__ __forceinline__ void bulk_commit() {
+  asm volatile("cp.async.bulk.commit_group;\n" ::: "memory");
+}
+template <int N> __device__ __forceinline__ void bulk_wait_read() {
+  asm volatile("cp.async.bulk.wait_group.read %0;\n" ::"n"(N) : "memory");
+}
+template <int N> __device__ __forceinline__ void bulk_wait_done() {
+  asm volatile("cp.async.bulk.wait_group %0;\n" ::"n"(N) : "memory");
+}
 // Named barrier `id` (1-15; 0 is __syncthreads) over `Threads` threads:
 // sync waits for all of them, arrive counts this warp and goes on.
 template <int Threads> __device__ __forceinline__ void named_sync(int id) {

@@ -21,14 +21,11 @@
 // written by TMA; lse by plain stores.
 #include "compiler/codegen/cuda/sm90/attention_sm90.h"
 #include "compiler/codegen/cuda/sm90/async_copy.cuh"
+#include "compiler/codegen/cuda/sm90/tensor_maps.h"
 #include "compiler/codegen/cuda/sm90/wgmma.cuh"
-
-#include <cuda.h> // CUtensorMap and its enums (the encoder comes through the runtime)
-#include <cudaTypedefs.h>
 
 #include <algorithm>
 #include <cmath>
-#include <mutex>
 
 namespace tcc_sm90 {
 namespace {
@@ -451,51 +448,6 @@ __global__ void __launch_bounds__(kThreads, 1)
 #endif
 }
 
-// cuTensorMapEncodeTiled from the driver, through the runtime (no -lcuda).
-PFN_cuTensorMapEncodeTiled_v12000 encoder() {
-  static PFN_cuTensorMapEncodeTiled_v12000 fn = nullptr;
-  static std::once_flag once;
-  std::call_once(once, [] {
-    void *ptr = nullptr;
-    cudaDriverEntryPointQueryResult q{};
-    if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &ptr, 12000,
-                                         cudaEnableDefault, &q) == cudaSuccess &&
-        q == cudaDriverEntryPointSuccess)
-      fn = reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(ptr);
-  });
-  return fn;
-}
-
-// The map of one q / k / v tensor: boxes of 64 columns x 128 rows of one
-// head, 128-byte swizzle. Dimensions (D, rows, heads, batch) or (D, heads,
-// rows, batch), the smaller stride second; *heads_inner says which.
-bool encode(CUtensorMap *map, const void *base, bool f16, int64_t D, int64_t rows,
-            int64_t heads, int64_t batch, const AttnSm90Strides &s, bool *heads_inner,
-            uint32_t box_rows = kRows) {
-  const auto fn = encoder();
-  if (fn == nullptr)
-    return false;
-  *heads_inner = s.h < s.r;
-  const cuuint64_t dims[4] = {static_cast<cuuint64_t>(D),
-                              static_cast<cuuint64_t>(*heads_inner ? heads : rows),
-                              static_cast<cuuint64_t>(*heads_inner ? rows : heads),
-                              static_cast<cuuint64_t>(batch)};
-  // A stride of a dimension of extent 1 is never stepped; TMA wants it
-  // non-zero all the same.
-  auto bytes = [](int64_t stride, int64_t extent) {
-    return static_cast<cuuint64_t>(extent == 1 && stride == 0 ? 16 : stride * 2);
-  };
-  const cuuint64_t strides[3] = {
-      *heads_inner ? bytes(s.h, heads) : bytes(s.r, rows),
-      *heads_inner ? bytes(s.r, rows) : bytes(s.h, heads), bytes(s.b, batch)};
-  const cuuint32_t box[4] = {64, *heads_inner ? 1 : box_rows, *heads_inner ? box_rows : 1, 1};
-  const cuuint32_t unit[4] = {1, 1, 1, 1};
-  return fn(map, f16 ? CU_TENSOR_MAP_DATA_TYPE_FLOAT16 : CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 4,
-            const_cast<void *>(base), dims, strides, box, unit, CU_TENSOR_MAP_INTERLEAVE_NONE,
-            CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
-            CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
-}
-
 template <class T, int D> int launch(const AttnSm90Forward &a, const char **why) {
   Params p{};
   p.out = a.out;
@@ -511,18 +463,22 @@ template <class T, int D> int launch(const AttnSm90Forward &a, const char **why)
   if (items == 0)
     return 0;
   alignas(64) CUtensorMap tq, tk, tv, to;
-  if (!encode(&tq, a.q, a.f16, D, a.T, a.H, a.B, a.qs, &p.q_heads_inner)) {
+  auto encode = [&](CUtensorMap *map, const void *base, int64_t rows, int64_t heads,
+                    const AttnSm90Strides &s, bool *heads_inner, uint32_t box_rows = kRows) {
+    return encode_attention_map(map, base, a.f16, D, rows, heads, a.B, s, heads_inner, box_rows);
+  };
+  if (!encode(&tq, a.q, a.T, a.H, a.qs, &p.q_heads_inner)) {
     *why = "TMA cannot describe q's layout (or the driver has no cuTensorMapEncodeTiled)";
     return 1;
   }
   if (a.S == 0) { // no key tile is loaded; any valid map will do
     tk = tq, tv = tq;
-  } else if (!encode(&tk, a.k, a.f16, D, a.S, a.Hkv, a.B, a.ks, &p.k_heads_inner) ||
-             !encode(&tv, a.v, a.f16, D, a.S, a.Hkv, a.B, a.vs, &p.v_heads_inner)) {
+  } else if (!encode(&tk, a.k, a.S, a.Hkv, a.ks, &p.k_heads_inner) ||
+             !encode(&tv, a.v, a.S, a.Hkv, a.vs, &p.v_heads_inner)) {
     *why = "TMA cannot describe k's or v's layout";
     return 1;
   }
-  if (!encode(&to, a.out, a.f16, D, a.T, a.H, a.B, a.os, &p.o_heads_inner, kRows / 2)) {
+  if (!encode(&to, a.out, a.T, a.H, a.os, &p.o_heads_inner, kRows / 2)) {
     *why = "TMA cannot describe out's layout";
     return 1;
   }

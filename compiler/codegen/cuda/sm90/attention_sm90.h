@@ -1,7 +1,8 @@
-// tcc's own Hopper (sm_90a) attention forward (issue 37): wgmma products
+// tcc's own Hopper (sm_90a) attention forward and backward (issue 37): wgmma products
 // with P kept in registers (FlashAttention-3's dataflow), beside cuDNN's
 // and the prelude's mma.sync flash kernels. Plain C++ here: the kernels
-// are in attention_sm90.cu, compiled for sm_90a only.
+// are in attention_sm90.cu (forward) and attention_backward_sm90.cu,
+// compiled for sm_90a only.
 //
 // Semantics are the prelude's (attention_launchers.cuh): q (B, H, T, D),
 // k and v (B, Hkv, S, D), out (B, H, T, D), each row of D contiguous
@@ -49,6 +50,32 @@ const char *attention_forward_sm90_unsupported(const AttnSm90Forward &a);
 // Enqueues the forward on a.stream: 0, or 1 with the reason in *why
 // (nothing launched). Launch errors are left to cudaGetLastError.
 int attention_forward_sm90(const AttnSm90Forward &a, const char **why);
+
+// The backward (attention_backward_sm90.cu): dq, dk, dv from q, k, v, out,
+// dout and the forward's lse, all bf16 or f16 but lse. Nondeterministic in
+// dq's last bits (f32 reductions by atomics in any order); dk and dv are
+// deterministic.
+struct AttnSm90Backward {
+  int64_t B = 0, H = 0, Hkv = 0, T = 0, S = 0, D = 0;
+  const void *q = nullptr, *k = nullptr, *v = nullptr, *out = nullptr, *dout = nullptr;
+  const float *lse = nullptr;
+  void *dq = nullptr, *dk = nullptr, *dv = nullptr;
+  AttnSm90Strides qs, ks, vs, os, dos, dqs, dks, dvs;
+  float scale = 0.f;
+  bool causal = false;
+  bool f16 = false; // else bf16
+  // attention_backward_sm90_workspace(*this) bytes of device memory,
+  // 16-byte aligned, not shared with a launch that may run at the same time
+  // (no zeroing needed: the launch initializes it).
+  void *workspace = nullptr;
+  cudaStream_t stream = nullptr;
+};
+
+const char *attention_backward_sm90_unsupported(const AttnSm90Backward &a);
+int64_t attention_backward_sm90_workspace(const AttnSm90Backward &a);
+// Enqueues the backward's three kernels on a.stream: 0, or 1 with the
+// reason in *why (nothing launched).
+int attention_backward_sm90(const AttnSm90Backward &a, const char **why);
 
 } // namespace tcc_sm90
 

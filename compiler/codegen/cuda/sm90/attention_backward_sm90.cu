@@ -1,0 +1,519 @@
+// tcc's Hopper attention backward (attention_sm90.h). nvcc for sm_90a only.
+//
+// Three launches on the caller's stream, with a workspace of
+//   lse2  (B*H, Tp) f32   the forward's lse in log2 units (+inf past T)
+//   delta (B*H, Tp) f32   rowsum(dout * out), FlashAttention-2's D
+//   dq_acc (B*H, Tp/64, 64 x D) f32   dq / scale, summed over key tiles
+// (Tp = T rounded up to 64 rows):
+//   1. backward_prepare: lse2 and delta, a warp a query row; dq_acc zeroed.
+//   2. backward_main: a CTA per (128-key tile, kv head, batch), one SM's
+//      worth of shared memory. The producer warpgroup's first lane loads
+//      the tile's K and V once, then for every query head of the kv head
+//      and every 64-row query tile the causal mask leaves (a ring of two
+//      stages) Q and dO with TMA and lse2 and delta with bulk copies. Two
+//      consumer warpgroups own 64 keys each; for query tile i a warpgroup
+//      computes, everything transposed so that keys are the rows
+//        S^T  (64 x 64)  = K_wg Q_i^T                 (wgmma ss, D/16 k-steps)
+//        dP^T (64 x 64)  = V_wg dO_i^T                (wgmma ss)
+//        P^T  = exp2(S^T * scale * log2 e - lse2)     (registers; masked)
+//        dV  (64 x D)   += P^T dO_i                   (wgmma rs: P^T in registers)
+//        dS^T = P^T * (dP^T - delta)
+//        dK  (64 x D)   += dS^T Q_i                   (wgmma rs)
+//        dQ_i (64 x D)   = dS_wg K_wg                 (wgmma ss from dS^T in shared memory)
+//      and adds dQ_i into dq_acc with one bulk reduction (cp.reduce.async.
+//      bulk .add.f32) from shared memory. dK and dV stay in registers
+//      across the loop (FlashAttention-3's layout) and are written once,
+//      dK scaled. The two warpgroups meet only at the stage's empty
+//      barrier.
+//   3. backward_finish: dq = scale * dq_acc, rows < T, in dq's layout.
+#include "compiler/codegen/cuda/sm90/async_copy.cuh"
+#include "compiler/codegen/cuda/sm90/attention_sm90.h"
+#include "compiler/codegen/cuda/sm90/tensor_maps.h"
+#include "compiler/codegen/cuda/sm90/wgmma.cuh"
+
+#include <cmath>
+
+namespace tcc_sm90 {
+namespace {
+
+constexpr int kQRows = 64;      // query rows per iteration
+constexpr int kKeys = 128;      // keys per CTA, 64 per consumer warpgroup
+constexpr int kConsumers = 256; // two warpgroups
+constexpr int kThreads = kConsumers + 128;
+constexpr int kStages = 2;
+constexpr int kProducerRegs = 40, kConsumerRegs = 232; // as the forward's
+constexpr float kLog2e = 1.4426950408889634f;
+
+__device__ __forceinline__ float fast_exp2(float x) { // 0 for -inf
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
+  return y;
+}
+
+int64_t paddedRows(int64_t T) { return (T + kQRows - 1) / kQRows * kQRows; }
+
+// Shared memory, offsets from a 1024-byte aligned base (the swizzled tiles
+// need it): K and V of the CTA's keys; Q and dO per stage; each
+// warpgroup's dS^T (64 keys x 64 queries) and its dQ partial (64 x D f32,
+// in accumulator order, for the bulk reduction); lse2 and delta per stage.
+// D = 64: 113 KiB; D = 128: 209 KiB.
+template <int D> struct BwdSmem {
+  static constexpr uint32_t kKV = kKeys * D * 2;
+  static constexpr uint32_t kQ = kQRows * D * 2;
+  static constexpr uint32_t kDS = 64 * kQRows * 2;
+  static constexpr uint32_t kDQ = kQRows * D * 4;
+  static constexpr uint32_t oK = 0, oV = kKV, oQ = 2 * kKV, oDO = oQ + kStages * kQ;
+  static constexpr uint32_t oDS = oDO + kStages * kQ, oDQ = oDS + 2 * kDS;
+  static constexpr uint32_t oStats = oDQ + 2 * kDQ; // [stage][lse2, delta][64]
+  static constexpr uint32_t kBytes = oStats + kStages * 2 * kQRows * 4 + 1024;
+};
+
+struct BwdParams {
+  const float *lse2, *delta;
+  float *dq_acc;
+  void *dk, *dv;
+  int64_t dks_b, dks_h, dks_r, dvs_b, dvs_h, dvs_r;
+  int32_t B, H, Hkv, T, S, Tp;
+  float sl2, scale;
+  bool causal;
+  // The maps' coordinate order (tensor_maps.h).
+  bool q_heads_inner, do_heads_inner, k_heads_inner, v_heads_inner;
+};
+
+// One CTA's work: key tile n of kv head hk of batch b, and its query
+// tiles: every query head of the kv head, tiles [m_first, Tp / 64) each.
+struct BwdItem {
+  int b, hk, k0, m_first, per_head, iters;
+};
+__device__ __forceinline__ BwdItem bwd_item(const BwdParams &p) {
+  BwdItem it;
+  const int bkv = blockIdx.x % (p.B * p.Hkv);
+  it.b = bkv / p.Hkv, it.hk = bkv % p.Hkv;
+  it.k0 = (blockIdx.x / (p.B * p.Hkv)) * kKeys; // tile 0 first: the longest when causal
+  it.m_first = 0;
+  if (p.causal) { // query i sees key j iff j <= i + S - T
+    const int first = it.k0 - (p.S - p.T);
+    it.m_first = first > 0 ? first / kQRows : 0;
+  }
+  const int tiles_q = p.Tp / kQRows;
+  it.per_head = it.m_first < tiles_q ? tiles_q - it.m_first : 0;
+  it.iters = it.per_head * (p.H / p.Hkv);
+  return it;
+}
+
+template <class T, int D>
+__global__ void __launch_bounds__(kThreads, 1)
+    backward_main(const __grid_constant__ CUtensorMap tq, const __grid_constant__ CUtensorMap tk,
+                  const __grid_constant__ CUtensorMap tv, const __grid_constant__ CUtensorMap tdo,
+                  const BwdParams p) {
+  using L = BwdSmem<D>;
+  extern __shared__ uint8_t smem_raw[];
+  // kv: K and V landed; full / empty per stage.
+  __shared__ __align__(8) uint64_t kv_bar, full_bars[kStages], empty_bars[kStages];
+  const uint32_t base = (smem_u32(smem_raw) + 1023u) & ~1023u;
+  const uint32_t sK = base + L::oK, sV = base + L::oV;
+  const uint32_t kv_full = smem_u32(&kv_bar);
+  auto full = [&](int s) { return smem_u32(&full_bars[s]); };
+  auto empty = [&](int s) { return smem_u32(&empty_bars[s]); };
+  const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
+  const BwdItem it = bwd_item(p);
+  const int group = p.H / p.Hkv;
+
+  if (tid == 0) {
+    mbar_init(kv_full, 1);
+    for (int s = 0; s < kStages; ++s) {
+      mbar_init(full(s), 1);
+      mbar_init(empty(s), kConsumers / 32);
+    }
+    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+  }
+  __syncthreads();
+
+  if (warp >= kConsumers / 32) { // the producer's warpgroup: one lane works
+    asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(kProducerRegs));
+    if (warp == kConsumers / 32 && lane == 0) {
+      auto load = [](bool heads_inner, int col, int row, int head, int batch,
+                     const CUtensorMap *map, uint32_t dst, uint32_t bar) {
+        if (heads_inner)
+          tma_load(dst, map, bar, col, head, row, batch);
+        else
+          tma_load(dst, map, bar, col, row, head, batch);
+      };
+      mbar_expect_tx(kv_full, 2 * L::kKV);
+#pragma unroll
+      for (int a = 0; a < D / 64; ++a) {
+        load(p.k_heads_inner, 64 * a, it.k0, it.hk, it.b, &tk, sK + a * kKeys * 128, kv_full);
+        load(p.v_heads_inner, 64 * a, it.k0, it.hk, it.b, &tv, sV + a * kKeys * 128, kv_full);
+      }
+      for (int i = 0; i < it.iters; ++i) {
+        const int s = i % kStages;
+        const int hq = it.hk * group + i / it.per_head;
+        const int q0 = (it.m_first + i % it.per_head) * kQRows;
+        if (i >= kStages)
+          mbar_wait(empty(s), ((i / kStages) - 1) & 1);
+        mbar_expect_tx(full(s), 2 * L::kQ + 2 * kQRows * 4);
+#pragma unroll
+        for (int a = 0; a < D / 64; ++a) {
+          load(p.q_heads_inner, 64 * a, q0, hq, it.b, &tq,
+               base + L::oQ + s * L::kQ + a * kQRows * 128, full(s));
+          load(p.do_heads_inner, 64 * a, q0, hq, it.b, &tdo,
+               base + L::oDO + s * L::kQ + a * kQRows * 128, full(s));
+        }
+        const int64_t row = (int64_t{it.b} * p.H + hq) * p.Tp + q0;
+        const uint32_t stats = base + L::oStats + s * 2 * kQRows * 4;
+        bulk_load(stats, p.lse2 + row, kQRows * 4, full(s));
+        bulk_load(stats + kQRows * 4, p.delta + row, kQRows * 4, full(s));
+      }
+    }
+    return;
+  }
+
+  asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(kConsumerRegs));
+  const int wg = tid / 128, wwarp = warp % 4, t128 = tid % 128, shift = p.S - p.T;
+  const uint32_t sDS = base + L::oDS + wg * L::kDS, sDQ = base + L::oDQ + wg * L::kDQ;
+  const int key = it.k0 + wg * 64 + wwarp * 16 + lane / 4; // this thread's rows: key, key + 8
+  const int wg_last_key = it.k0 + wg * 64 + 63;
+  float dk[D / 2], dv[D / 2];
+#pragma unroll
+  for (int j = 0; j < D / 2; ++j)
+    dk[j] = dv[j] = 0.f;
+  mbar_wait(kv_full, 0);
+
+  for (int i = 0; i < it.iters; ++i) {
+    const int s = i % kStages;
+    const int hq = it.hk * group + i / it.per_head;
+    const int m = it.m_first + i % it.per_head, q0 = m * kQRows;
+    const uint32_t sQ = base + L::oQ + s * L::kQ, sDO = base + L::oDO + s * L::kQ;
+    const uint32_t stats = base + L::oStats + s * 2 * kQRows * 4;
+    mbar_wait(full(s), (i / kStages) & 1);
+
+    // S^T = K_wg Q^T and dP^T = V_wg dO^T: k-step kk reads columns
+    // [16kk, 16kk + 16), 32 bytes into column block kk / 4.
+    float st[32], dpt[32];
+    wgmma_fence();
+#pragma unroll
+    for (int kk = 0; kk < D / 16; ++kk) {
+      const uint32_t col = (kk / 4) * kKeys * 128 + wg * 64 * 128 + (kk % 4) * 32;
+      const uint32_t qcol = (kk / 4) * kQRows * 128 + (kk % 4) * 32;
+      Wgmma<T>::ss64(st, wgmma_desc(sK + col, 16, 1024), wgmma_desc(sQ + qcol, 16, 1024),
+                     kk > 0);
+    }
+    wgmma_commit();
+#pragma unroll
+    for (int kk = 0; kk < D / 16; ++kk) {
+      const uint32_t col = (kk / 4) * kKeys * 128 + wg * 64 * 128 + (kk % 4) * 32;
+      const uint32_t qcol = (kk / 4) * kQRows * 128 + (kk % 4) * 32;
+      Wgmma<T>::ss64(dpt, wgmma_desc(sV + col, 16, 1024), wgmma_desc(sDO + qcol, 16, 1024),
+                     kk > 0);
+    }
+    wgmma_commit();
+    wgmma_wait<1>(); // S^T (dP^T may still run)
+    wgmma_fence_operands(st);
+
+    // P^T: element 4c + 2h + e is key `key + 8h`, query q0 + 8c + 2(lane % 4) + e.
+    const bool masked = wg_last_key >= p.S || (p.causal && wg_last_key > q0 + shift);
+#pragma unroll
+    for (int c = 0; c < 8; ++c) {
+      const int qc = 8 * c + 2 * (lane % 4);
+      float2 l2;
+      asm volatile("ld.shared.v2.f32 {%0, %1}, [%2];\n"
+                   : "=f"(l2.x), "=f"(l2.y)
+                   : "r"(stats + 4 * qc));
+#pragma unroll
+      for (int h = 0; h < 2; ++h)
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+          float pv = fast_exp2(fmaf(st[4 * c + 2 * h + e], p.sl2, -(e ? l2.y : l2.x)));
+          if (masked) {
+            const int kj = key + 8 * h, qi = q0 + qc + e;
+            if (kj >= p.S || (p.causal && kj > qi + shift))
+              pv = 0.f;
+          }
+          st[4 * c + 2 * h + e] = pv;
+        }
+    }
+    wgmma_wait<0>(); // dP^T
+    wgmma_fence_operands(dpt);
+    // dS^T = P^T * (dP^T - delta), before either product is issued: P^T in
+    // f32 and dP^T die here, which keeps D = 128 within 232 registers.
+#pragma unroll
+    for (int c = 0; c < 8; ++c) {
+      float2 dl;
+      asm volatile("ld.shared.v2.f32 {%0, %1}, [%2];\n"
+                   : "=f"(dl.x), "=f"(dl.y)
+                   : "r"(stats + kQRows * 4 + 4 * (8 * c + 2 * (lane % 4))));
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        dpt[4 * c + 2 * h] = st[4 * c + 2 * h] * (dpt[4 * c + 2 * h] - dl.x);
+        dpt[4 * c + 2 * h + 1] = st[4 * c + 2 * h + 1] * (dpt[4 * c + 2 * h + 1] - dl.y);
+      }
+    }
+    // P^T and dS^T as A operands, k-step j = queries [16j, 16j + 16).
+    uint32_t pp[4][4], dsp[4][4];
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      wgmma_pack<T>(st, j, pp[j]);
+      wgmma_pack<T>(dpt, j, dsp[j]);
+    }
+    // dV += P^T dO and dK += dS^T Q: B is dO or Q as stored (queries x D,
+    // D contiguous: MN-major).
+    wgmma_fence();
+#pragma unroll
+    for (int j = 0; j < 4; ++j)
+      Wgmma<T>::rs(dv, pp[j], wgmma_desc(sDO + j * 16 * 128, kQRows * 128, 1024));
+#pragma unroll
+    for (int j = 0; j < 4; ++j)
+      Wgmma<T>::rs(dk, dsp[j], wgmma_desc(sQ + j * 16 * 128, kQRows * 128, 1024));
+    wgmma_commit();
+
+    // dS^T into this warpgroup's tile (rows: its 64 keys; 64 queries a
+    // swizzled 128-byte row): dsp[j] = (row, chunk 2j), (row + 8, 2j),
+    // (row, 2j + 1), (row + 8, 2j + 1), 4 bytes at lane % 4.
+    const int r = wwarp * 16 + lane / 4;
+#pragma unroll
+    for (int j = 0; j < 4; ++j)
+#pragma unroll
+      for (int x = 0; x < 4; ++x) {
+        const uint32_t at = sDS + sw128_offset(64, r + 8 * (x & 1), 2 * j + (x >> 1)) +
+                            4 * (lane % 4);
+        asm volatile("st.shared.u32 [%0], %1;\n" ::"r"(at), "r"(dsp[j][x]) : "memory");
+      }
+    fence_proxy_async_shared();
+    if (t128 == 0) // the last iteration's reduction is done reading sDQ
+      bulk_wait_read<0>();
+    named_sync<128>(1 + wg);
+
+    // dQ partial = dS_wg K_wg, a 64-column block at a time: A is dS^T as
+    // stored (keys x queries: MN-major), B is K as stored (keys x D:
+    // MN-major); k-step j = keys [16j, 16j + 16) of the warpgroup's 64.
+#pragma unroll
+    for (int cb = 0; cb < D / 64; ++cb) {
+      float dq[32];
+      wgmma_fence();
+#pragma unroll
+      for (int j = 0; j < 4; ++j)
+        Wgmma<T>::ss64_mn(dq, wgmma_desc(sDS + j * 16 * 128, 64 * 128, 1024),
+                          wgmma_desc(sK + cb * kKeys * 128 + (wg * 64 + j * 16) * 128,
+                                     kKeys * 128, 1024),
+                          j > 0);
+      wgmma_commit();
+      wgmma_wait<0>();
+      wgmma_fence_operands(dq);
+      // Accumulator order: float4 i4 of thread t128 at (cb * 8 + i4) * 512 + 4 * t128.
+#pragma unroll
+      for (int i4 = 0; i4 < 8; ++i4) {
+        const uint32_t at = sDQ + 4 * ((cb * 8 + i4) * 512 + 4 * t128);
+        asm volatile("st.shared.v4.f32 [%0], {%1, %2, %3, %4};\n" ::"r"(at), "f"(dq[4 * i4]),
+                     "f"(dq[4 * i4 + 1]), "f"(dq[4 * i4 + 2]), "f"(dq[4 * i4 + 3])
+                     : "memory");
+      }
+    }
+    wgmma_fence_operands(dk);
+    wgmma_fence_operands(dv);
+    __syncwarp();
+    if (lane == 0) // every product of this stage's Q and dO is done
+      mbar_arrive(empty(s));
+    fence_proxy_async_shared();
+    named_sync<128>(1 + wg);
+    if (t128 == 0) {
+      const int64_t chunk = (int64_t{it.b} * p.H + hq) * (p.Tp / kQRows) + m;
+      bulk_reduce_add_f32(p.dq_acc + chunk * kQRows * D, sDQ, kQRows * D * 4);
+      bulk_commit();
+    }
+  }
+  if (t128 == 0) // the reductions have landed before the kernel ends
+    bulk_wait_done<0>();
+
+  // dK (scaled) and dV, rows key and key + 8, columns 8c + 2(lane % 4).
+  T *const gk = static_cast<T *>(p.dk) + it.b * p.dks_b + it.hk * p.dks_h;
+  T *const gv = static_cast<T *>(p.dv) + it.b * p.dvs_b + it.hk * p.dvs_h;
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    const int kj = key + 8 * h;
+    if (kj >= p.S)
+      continue;
+#pragma unroll
+    for (int c = 0; c < D / 8; ++c) {
+      const int col = 8 * c + 2 * (lane % 4);
+      *reinterpret_cast<uint32_t *>(gk + kj * p.dks_r + col) =
+          pack2<T>(dk[4 * c + 2 * h] * p.scale, dk[4 * c + 2 * h + 1] * p.scale);
+      *reinterpret_cast<uint32_t *>(gv + kj * p.dvs_r + col) =
+          pack2<T>(dv[4 * c + 2 * h], dv[4 * c + 2 * h + 1]);
+    }
+  }
+}
+
+// lse2 and delta for query row (bh, i), i < Tp: a warp a row.
+template <class T, int D>
+__global__ void backward_prepare(const T *out, const T *dout, const float *lse, float *lse2,
+                                 float *delta, int64_t rows, int32_t H, int32_t T_, int32_t Tp,
+                                 AttnSm90Strides os, AttnSm90Strides dos) {
+  const int64_t r = (int64_t{blockIdx.x} * blockDim.x + threadIdx.x) / 32;
+  const int lane = threadIdx.x % 32;
+  if (r >= rows)
+    return;
+  const int64_t bh = r / Tp;
+  const int i = static_cast<int>(r % Tp), b = static_cast<int>(bh / H),
+            h = static_cast<int>(bh % H);
+  float sum = 0.f;
+  if (i < T_) {
+    const T *o = out + b * os.b + h * os.h + i * os.r;
+    const T *g = dout + b * dos.b + h * dos.h + i * dos.r;
+#pragma unroll
+    for (int c = lane; c < D; c += 32)
+      sum += static_cast<float>(o[c]) * static_cast<float>(g[c]);
+  }
+#pragma unroll
+  for (int x = 16; x > 0; x /= 2)
+    sum += __shfl_xor_sync(0xffffffffu, sum, x);
+  if (lane == 0) {
+    delta[r] = sum;
+    // +inf where no key is seen (past T, or a fully masked row): P = 0.
+    const float l = i < T_ ? lse[bh * T_ + i] : -INFINITY;
+    lse2[r] = l == -INFINITY ? INFINITY : l * kLog2e;
+  }
+}
+
+// dq = scale * dq_acc for rows < T: a thread a float4 of dq_acc (the main
+// kernel's accumulator order: 64 x D chunk (bh, m), 64-column block cb,
+// float4 i4 of thread t of the warpgroup).
+template <class T, int D>
+__global__ void backward_finish(const float4 *dq_acc, T *dq, int64_t n4, int32_t H, int32_t T_,
+                                int32_t tiles_q, AttnSm90Strides s, float scale) {
+  const int64_t f = int64_t{blockIdx.x} * blockDim.x + threadIdx.x;
+  if (f >= n4)
+    return;
+  const float4 v = dq_acc[f];
+  constexpr int kChunk4 = kQRows * D / 4;
+  const int64_t chunk = f / kChunk4;
+  const int rem = static_cast<int>(f % kChunk4);
+  const int cb = rem / 1024, i4 = (rem % 1024) / 128, t = rem % 128;
+  const int bh = static_cast<int>(chunk / tiles_q), m = static_cast<int>(chunk % tiles_q);
+  const int b = bh / H, h = bh % H;
+  const int row = m * kQRows + 16 * (t / 32) + (t % 32) / 4;
+  const int col = 64 * cb + 8 * i4 + 2 * (t % 4);
+  T *const base = dq + b * s.b + h * s.h + col;
+  if (row < T_)
+    *reinterpret_cast<uint32_t *>(base + row * s.r) = pack2<T>(v.x * scale, v.y * scale);
+  if (row + 8 < T_)
+    *reinterpret_cast<uint32_t *>(base + (row + 8) * s.r) = pack2<T>(v.z * scale, v.w * scale);
+}
+
+struct Workspace {
+  float *lse2, *delta, *dq_acc;
+};
+Workspace carve(const AttnSm90Backward &a) {
+  const int64_t rows = a.B * a.H * paddedRows(a.T);
+  float *w = static_cast<float *>(a.workspace);
+  return {w, w + rows, w + 2 * rows};
+}
+
+template <class T, int D> int launch(const AttnSm90Backward &a, const char **why) {
+  const Workspace w = carve(a);
+  const int64_t Tp = paddedRows(a.T), rows = a.B * a.H * Tp;
+  if (rows > 0) {
+    if (cudaMemsetAsync(w.dq_acc, 0, rows * D * sizeof(float), a.stream) != cudaSuccess) {
+      *why = "cannot zero the dq accumulator";
+      return 1;
+    }
+    backward_prepare<T, D><<<static_cast<unsigned>((rows * 32 + 255) / 256), 256, 0, a.stream>>>(
+        static_cast<const T *>(a.out), static_cast<const T *>(a.dout), a.lse, w.lse2, w.delta,
+        rows, static_cast<int32_t>(a.H), static_cast<int32_t>(a.T), static_cast<int32_t>(Tp),
+        a.os, a.dos);
+  }
+  const int64_t tiles_k = (a.S + kKeys - 1) / kKeys, ctas = tiles_k * a.B * a.Hkv;
+  if (ctas > 0) {
+    BwdParams p{};
+    p.lse2 = w.lse2, p.delta = w.delta, p.dq_acc = w.dq_acc;
+    p.dk = a.dk, p.dv = a.dv;
+    p.dks_b = a.dks.b, p.dks_h = a.dks.h, p.dks_r = a.dks.r;
+    p.dvs_b = a.dvs.b, p.dvs_h = a.dvs.h, p.dvs_r = a.dvs.r;
+    p.B = static_cast<int32_t>(a.B), p.H = static_cast<int32_t>(a.H);
+    p.Hkv = static_cast<int32_t>(a.Hkv), p.T = static_cast<int32_t>(a.T);
+    p.S = static_cast<int32_t>(a.S), p.Tp = static_cast<int32_t>(Tp);
+    p.sl2 = a.scale * kLog2e, p.scale = a.scale;
+    p.causal = a.causal;
+    alignas(64) CUtensorMap tq, tk, tv, tdo;
+    auto encode = [&](CUtensorMap *map, const void *ptr, int64_t rows_, int64_t heads,
+                      const AttnSm90Strides &s, bool *heads_inner, uint32_t box_rows) {
+      return encode_attention_map(map, ptr, a.f16, D, rows_, heads, a.B, s, heads_inner,
+                                  box_rows);
+    };
+    if (!encode(&tk, a.k, a.S, a.Hkv, a.ks, &p.k_heads_inner, kKeys) ||
+        !encode(&tv, a.v, a.S, a.Hkv, a.vs, &p.v_heads_inner, kKeys)) {
+      *why = "TMA cannot describe k's or v's layout";
+      return 1;
+    }
+    if (a.T == 0) { // no query tile is loaded; any valid map will do
+      tq = tk, tdo = tk;
+    } else if (!encode(&tq, a.q, a.T, a.H, a.qs, &p.q_heads_inner, kQRows) ||
+               !encode(&tdo, a.dout, a.T, a.H, a.dos, &p.do_heads_inner, kQRows)) {
+      *why = "TMA cannot describe q's or dout's layout";
+      return 1;
+    }
+    const auto kernel = backward_main<T, D>;
+    // The attribute is per function and device; setting it each launch is
+    // cheap and right for any current device.
+    if (cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                             BwdSmem<D>::kBytes) != cudaSuccess) {
+      *why = "cannot reserve the kernel's shared memory (not an sm_90 GPU?)";
+      return 1;
+    }
+    kernel<<<static_cast<unsigned>(ctas), kThreads, BwdSmem<D>::kBytes, a.stream>>>(tq, tk, tv,
+                                                                                 tdo, p);
+  }
+  if (rows > 0) {
+    const int64_t n4 = rows * D / 4;
+    backward_finish<T, D><<<static_cast<unsigned>((n4 + 255) / 256), 256, 0, a.stream>>>(
+        reinterpret_cast<const float4 *>(w.dq_acc), static_cast<T *>(a.dq), n4,
+        static_cast<int32_t>(a.H), static_cast<int32_t>(a.T), static_cast<int32_t>(Tp / kQRows),
+        a.dqs, a.scale);
+  }
+  return 0;
+}
+
+bool stridesOk(const AttnSm90Strides &s) {
+  return s.b >= 0 && s.h >= 0 && s.r >= 0 && s.b % 8 == 0 && s.h % 8 == 0 && s.r % 8 == 0;
+}
+
+} // namespace
+
+int64_t attention_backward_sm90_workspace(const AttnSm90Backward &a) {
+  return a.B * a.H * paddedRows(a.T) * (2 + a.D) * static_cast<int64_t>(sizeof(float));
+}
+
+const char *attention_backward_sm90_unsupported(const AttnSm90Backward &a) {
+  if (a.D != 64 && a.D != 128)
+    return "head size is not 64 or 128";
+  if (a.B < 0 || a.H < 0 || a.T < 0 || a.S < 0 || a.Hkv <= 0 || a.H % a.Hkv != 0)
+    return "B, H, T, S must be >= 0 and H a multiple of Hkv > 0";
+  if (a.T > INT32_MAX - 2 * kQRows || a.S > INT32_MAX - 2 * kKeys || a.B * a.H > INT32_MAX ||
+      ((a.S + kKeys - 1) / kKeys) * a.B * a.Hkv >= (int64_t{1} << 31) ||
+      a.B * a.H * paddedRows(a.T) * 32 >= (int64_t{1} << 31) * 256)
+    return "T, S or the number of tiles does not fit 32 bits";
+  if (!(a.scale > 0.f) || !std::isfinite(a.scale))
+    return "scale is not positive and finite";
+  for (const void *ptr : {a.q, a.k, a.v, a.out, a.dout, static_cast<const void *>(a.lse),
+                          static_cast<const void *>(a.dq), static_cast<const void *>(a.dk),
+                          static_cast<const void *>(a.dv), static_cast<const void *>(a.workspace)})
+    if (reinterpret_cast<uintptr_t>(ptr) % 16 != 0)
+      return "a tensor or the workspace is not 16-byte aligned";
+  for (const AttnSm90Strides *s : {&a.qs, &a.ks, &a.vs, &a.os, &a.dos, &a.dqs, &a.dks, &a.dvs})
+    if (!stridesOk(*s))
+      return "a stride is negative or not a multiple of 8 elements";
+  if (a.workspace == nullptr && attention_backward_sm90_workspace(a) > 0)
+    return "no workspace (attention_backward_sm90_workspace bytes)";
+  return nullptr;
+}
+
+int attention_backward_sm90(const AttnSm90Backward &a, const char **why) {
+  if (const char *no = attention_backward_sm90_unsupported(a)) {
+    *why = no;
+    return 1;
+  }
+  if (a.f16)
+    return a.D == 64 ? launch<__half, 64>(a, why) : launch<__half, 128>(a, why);
+  return a.D == 64 ? launch<__nv_bfloat16, 64>(a, why) : launch<__nv_bfloat16, 128>(a, why);
+}
+
+} // namespace tcc_sm90
