@@ -19,12 +19,12 @@
 //        dV  (64 x D)   += P^T dO_i                   (wgmma rs: P^T in registers)
 //        dS^T = P^T * (dP^T - delta)
 //        dK  (64 x D)   += dS^T Q_i                   (wgmma rs)
-//        dQ_i (64 x D)   = dS_wg K_wg                 (wgmma ss from dS^T in shared memory)
-//      and adds dQ_i into dq_acc with one bulk reduction (cp.reduce.async.
+//      then, once both warpgroups' dS^T are in shared memory, half of
+//        dQ_i (64 x D/2) = dS K[:, half]              (wgmma ss, 128 keys deep)
+//      and adds it into dq_acc with one bulk reduction (cp.reduce.async.
 //      bulk .add.f32) from shared memory. dK and dV stay in registers
 //      across the loop (FlashAttention-3's layout) and are written once,
-//      dK scaled. The two warpgroups meet only at the stage's empty
-//      barrier.
+//      dK scaled.
 //   3. backward_finish: dq = scale * dq_acc, rows < T, in dq's layout.
 #include "compiler/codegen/cuda/sm90/async_copy.cuh"
 #include "compiler/codegen/cuda/sm90/attention_sm90.h"
@@ -53,15 +53,16 @@ __device__ __forceinline__ float fast_exp2(float x) { // 0 for -inf
 int64_t paddedRows(int64_t T) { return (T + kQRows - 1) / kQRows * kQRows; }
 
 // Shared memory, offsets from a 1024-byte aligned base (the swizzled tiles
-// need it): K and V of the CTA's keys; Q and dO per stage; each
-// warpgroup's dS^T (64 keys x 64 queries) and its dQ partial (64 x D f32,
-// in accumulator order, for the bulk reduction); lse2 and delta per stage.
-// D = 64: 113 KiB; D = 128: 209 KiB.
+// need it): K and V of the CTA's keys; Q and dO per stage; dS^T (128 keys x
+// 64 queries, both warpgroups' halves) twice, so that one iteration's is
+// written while the other warpgroup may still read the last one's; each
+// warpgroup's half of dQ (64 x D/2 f32, in accumulator order, for the bulk
+// reduction); lse2 and delta per stage. D = 64: 89 KiB; D = 128: 194 KiB.
 template <int D> struct BwdSmem {
   static constexpr uint32_t kKV = kKeys * D * 2;
   static constexpr uint32_t kQ = kQRows * D * 2;
-  static constexpr uint32_t kDS = 64 * kQRows * 2;
-  static constexpr uint32_t kDQ = kQRows * D * 4;
+  static constexpr uint32_t kDS = kKeys * kQRows * 2;
+  static constexpr uint32_t kDQ = kQRows * (D / 2) * 4;
   static constexpr uint32_t oK = 0, oV = kKV, oQ = 2 * kKV, oDO = oQ + kStages * kQ;
   static constexpr uint32_t oDS = oDO + kStages * kQ, oDQ = oDS + 2 * kDS;
   static constexpr uint32_t oStats = oDQ + 2 * kDQ; // [stage][lse2, delta][64]
@@ -170,7 +171,7 @@ __global__ void __launch_bounds__(kThreads, 1)
 
   asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(kConsumerRegs));
   const int wg = tid / 128, wwarp = warp % 4, t128 = tid % 128, shift = p.S - p.T;
-  const uint32_t sDS = base + L::oDS + wg * L::kDS, sDQ = base + L::oDQ + wg * L::kDQ;
+  const uint32_t sDQ = base + L::oDQ + wg * L::kDQ;
   const int key = it.k0 + wg * 64 + wwarp * 16 + lane / 4; // this thread's rows: key, key + 8
   const int wg_last_key = it.k0 + wg * 64 + 63;
   float dk[D / 2], dv[D / 2];
@@ -266,47 +267,45 @@ __global__ void __launch_bounds__(kThreads, 1)
       Wgmma<T>::rs(dk, dsp[j], wgmma_desc(sQ + j * 16 * 128, kQRows * 128, 1024));
     wgmma_commit();
 
-    // dS^T into this warpgroup's tile (rows: its 64 keys; 64 queries a
-    // swizzled 128-byte row): dsp[j] = (row, chunk 2j), (row + 8, 2j),
-    // (row, 2j + 1), (row + 8, 2j + 1), 4 bytes at lane % 4.
-    const int r = wwarp * 16 + lane / 4;
+    // dS^T into this warpgroup's rows of buffer i % 2 (rows: the 128 keys;
+    // 64 queries a swizzled 128-byte row): dsp[j] = (row, chunk 2j),
+    // (row + 8, 2j), (row, 2j + 1), (row + 8, 2j + 1), 4 bytes at lane % 4.
+    const uint32_t sDS = base + L::oDS + (i % 2) * L::kDS;
+    const int r = wg * 64 + wwarp * 16 + lane / 4;
 #pragma unroll
     for (int j = 0; j < 4; ++j)
 #pragma unroll
       for (int x = 0; x < 4; ++x) {
-        const uint32_t at = sDS + sw128_offset(64, r + 8 * (x & 1), 2 * j + (x >> 1)) +
+        const uint32_t at = sDS + sw128_offset(kKeys, r + 8 * (x & 1), 2 * j + (x >> 1)) +
                             4 * (lane % 4);
         asm volatile("st.shared.u32 [%0], %1;\n" ::"r"(at), "r"(dsp[j][x]) : "memory");
       }
     fence_proxy_async_shared();
     if (t128 == 0) // the last iteration's reduction is done reading sDQ
       bulk_wait_read<0>();
-    named_sync<128>(1 + wg);
+    named_sync<kConsumers>(3); // both halves of dS^T are in
 
-    // dQ partial = dS_wg K_wg, a 64-column block at a time: A is dS^T as
-    // stored (keys x queries: MN-major), B is K as stored (keys x D:
-    // MN-major); k-step j = keys [16j, 16j + 16) of the warpgroup's 64.
+    // This warpgroup's half of dQ = dS K, columns [wg D/2, wg D/2 + D/2),
+    // over all 128 keys: A is dS^T as stored (keys x queries: MN-major), B
+    // is K as stored (keys x D: MN-major); k-step j = keys [16j, 16j + 16).
+    // D = 128: column block wg; D = 64: 32 columns, 64 bytes into the rows.
+    const uint32_t kcols = sK + (D == 128 ? wg * kKeys * 128 : wg * 64);
+    float dq[D / 4];
+    wgmma_fence();
 #pragma unroll
-    for (int cb = 0; cb < D / 64; ++cb) {
-      float dq[32];
-      wgmma_fence();
+    for (int j = 0; j < kKeys / 16; ++j)
+      Wgmma<T>::ss_mn(dq, wgmma_desc(sDS + j * 16 * 128, kKeys * 128, 1024),
+                      wgmma_desc(kcols + j * 16 * 128, kKeys * 128, 1024), j > 0);
+    wgmma_commit();
+    wgmma_wait<0>();
+    wgmma_fence_operands(dq);
+    // Accumulator order: float4 i4 of thread t128 at (i4 * 128 + t128) * 4.
 #pragma unroll
-      for (int j = 0; j < 4; ++j)
-        Wgmma<T>::ss64_mn(dq, wgmma_desc(sDS + j * 16 * 128, 64 * 128, 1024),
-                          wgmma_desc(sK + cb * kKeys * 128 + (wg * 64 + j * 16) * 128,
-                                     kKeys * 128, 1024),
-                          j > 0);
-      wgmma_commit();
-      wgmma_wait<0>();
-      wgmma_fence_operands(dq);
-      // Accumulator order: float4 i4 of thread t128 at (cb * 8 + i4) * 512 + 4 * t128.
-#pragma unroll
-      for (int i4 = 0; i4 < 8; ++i4) {
-        const uint32_t at = sDQ + 4 * ((cb * 8 + i4) * 512 + 4 * t128);
-        asm volatile("st.shared.v4.f32 [%0], {%1, %2, %3, %4};\n" ::"r"(at), "f"(dq[4 * i4]),
-                     "f"(dq[4 * i4 + 1]), "f"(dq[4 * i4 + 2]), "f"(dq[4 * i4 + 3])
-                     : "memory");
-      }
+    for (int i4 = 0; i4 < D / 16; ++i4) {
+      const uint32_t at = sDQ + 16 * (i4 * 128 + t128);
+      asm volatile("st.shared.v4.f32 [%0], {%1, %2, %3, %4};\n" ::"r"(at), "f"(dq[4 * i4]),
+                   "f"(dq[4 * i4 + 1]), "f"(dq[4 * i4 + 2]), "f"(dq[4 * i4 + 3])
+                   : "memory");
     }
     wgmma_fence_operands(dk);
     wgmma_fence_operands(dv);
@@ -317,7 +316,8 @@ __global__ void __launch_bounds__(kThreads, 1)
     named_sync<128>(1 + wg);
     if (t128 == 0) {
       const int64_t chunk = (int64_t{it.b} * p.H + hq) * (p.Tp / kQRows) + m;
-      bulk_reduce_add_f32(p.dq_acc + chunk * kQRows * D, sDQ, kQRows * D * 4);
+      bulk_reduce_add_f32(p.dq_acc + chunk * kQRows * D + wg * kQRows * (D / 2), sDQ,
+                          L::kDQ);
       bulk_commit();
     }
   }
@@ -375,8 +375,8 @@ __global__ void backward_prepare(const T *out, const T *dout, const float *lse, 
 }
 
 // dq = scale * dq_acc for rows < T: a thread a float4 of dq_acc (the main
-// kernel's accumulator order: 64 x D chunk (bh, m), 64-column block cb,
-// float4 i4 of thread t of the warpgroup).
+// kernel's accumulator order: 64 x D chunk (bh, m), its column half w (the
+// warpgroup's), float4 i4 of thread t of the warpgroup).
 template <class T, int D>
 __global__ void backward_finish(const float4 *dq_acc, T *dq, int64_t n4, int32_t H, int32_t T_,
                                 int32_t tiles_q, AttnSm90Strides s, float scale) {
@@ -387,11 +387,11 @@ __global__ void backward_finish(const float4 *dq_acc, T *dq, int64_t n4, int32_t
   constexpr int kChunk4 = kQRows * D / 4;
   const int64_t chunk = f / kChunk4;
   const int rem = static_cast<int>(f % kChunk4);
-  const int cb = rem / 1024, i4 = (rem % 1024) / 128, t = rem % 128;
+  const int w = rem / (8 * D), i4 = (rem % (8 * D)) / 128, t = rem % 128;
   const int bh = static_cast<int>(chunk / tiles_q), m = static_cast<int>(chunk % tiles_q);
   const int b = bh / H, h = bh % H;
   const int row = m * kQRows + 16 * (t / 32) + (t % 32) / 4;
-  const int col = 64 * cb + 8 * i4 + 2 * (t % 4);
+  const int col = w * (D / 2) + 8 * i4 + 2 * (t % 4);
   T *const base = dq + b * s.b + h * s.h + col;
   if (row < T_)
     *reinterpret_cast<uint32_t *>(base + row * s.r) = pack2<T>(v.x * scale, v.y * scale);
