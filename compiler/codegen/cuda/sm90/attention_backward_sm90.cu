@@ -5,7 +5,7 @@
 //   delta (B*H, Tp) f32   rowsum(dout * out), FlashAttention-2's D
 //   dq_acc (B*H, Tp/64, 64 x D) f32   dq / scale, summed over key tiles
 // (Tp = T rounded up to 64 rows):
-//   1. backward_prepare: lse2 and delta, a warp a query row; dq_acc zeroed.
+//   1. backward_prepare: lse2 and delta of each query row; dq_acc zeroed.
 //   2. backward_main: a CTA per (128-key tile, kv head, batch), one SM's
 //      worth of shared memory. The producer warpgroup's first lane loads
 //      the tile's K and V once, then for every query head of the kv head
@@ -74,7 +74,7 @@ struct BwdParams {
   float *dq_acc;
   void *dk, *dv;
   int64_t dks_b, dks_h, dks_r, dvs_b, dvs_h, dvs_r;
-  int32_t B, H, Hkv, T, S, Tp;
+  int32_t B, H, Hkv, T, S, Tp, tiles_k;
   float sl2, scale;
   bool causal;
   // The maps' coordinate order (tensor_maps.h).
@@ -86,11 +86,15 @@ struct BwdParams {
 struct BwdItem {
   int b, hk, k0, m_first, per_head, iters;
 };
+// CTAs go head by head, a head's key tiles together (the CTAs running at
+// once share few heads' Q, dO and dq_acc rows, which stay in L2: in key-tile
+// order, 132 heads' dq_acc, 132 MiB at D = 128, went to DRAM and back every
+// reduction), tile 0 first: the longest when causal.
 __device__ __forceinline__ BwdItem bwd_item(const BwdParams &p) {
   BwdItem it;
-  const int bkv = blockIdx.x % (p.B * p.Hkv);
+  const int bkv = blockIdx.x / p.tiles_k;
   it.b = bkv / p.Hkv, it.hk = bkv % p.Hkv;
-  it.k0 = (blockIdx.x / (p.B * p.Hkv)) * kKeys; // tile 0 first: the longest when causal
+  it.k0 = (blockIdx.x % p.tiles_k) * kKeys;
   it.m_first = 0;
   if (p.causal) { // query i sees key j iff j <= i + S - T
     const int first = it.k0 - (p.S - p.T);
@@ -343,30 +347,36 @@ __global__ void __launch_bounds__(kThreads, 1)
   }
 }
 
-// lse2 and delta for query row (bh, i), i < Tp: a warp a row.
+// lse2 and delta for query row (bh, i), i < Tp: D / 8 lanes a row, 16
+// bytes of out and dout each (rows are 16-byte aligned: the strides are
+// multiples of 8 elements).
 template <class T, int D>
 __global__ void backward_prepare(const T *out, const T *dout, const float *lse, float *lse2,
                                  float *delta, int64_t rows, int32_t H, int32_t T_, int32_t Tp,
                                  AttnSm90Strides os, AttnSm90Strides dos) {
-  const int64_t r = (int64_t{blockIdx.x} * blockDim.x + threadIdx.x) / 32;
-  const int lane = threadIdx.x % 32;
-  if (r >= rows)
-    return;
-  const int64_t bh = r / Tp;
-  const int i = static_cast<int>(r % Tp), b = static_cast<int>(bh / H),
+  constexpr int kLanes = D / 8;
+  const int64_t thread = int64_t{blockIdx.x} * blockDim.x + threadIdx.x;
+  const int64_t r = thread / kLanes;
+  const int part = static_cast<int>(thread % kLanes);
+  const bool live = r < rows;
+  const int64_t rr = live ? r : 0;
+  const int64_t bh = rr / Tp;
+  const int i = static_cast<int>(rr % Tp), b = static_cast<int>(bh / H),
             h = static_cast<int>(bh % H);
   float sum = 0.f;
-  if (i < T_) {
-    const T *o = out + b * os.b + h * os.h + i * os.r;
-    const T *g = dout + b * dos.b + h * dos.h + i * dos.r;
+  if (live && i < T_) {
+    const uint4 o = *reinterpret_cast<const uint4 *>(out + b * os.b + h * os.h + i * os.r + 8 * part);
+    const uint4 g =
+        *reinterpret_cast<const uint4 *>(dout + b * dos.b + h * dos.h + i * dos.r + 8 * part);
+    const T *ov = reinterpret_cast<const T *>(&o), *gv = reinterpret_cast<const T *>(&g);
 #pragma unroll
-    for (int c = lane; c < D; c += 32)
-      sum += static_cast<float>(o[c]) * static_cast<float>(g[c]);
+    for (int c = 0; c < 8; ++c)
+      sum += static_cast<float>(ov[c]) * static_cast<float>(gv[c]);
   }
 #pragma unroll
-  for (int x = 16; x > 0; x /= 2)
+  for (int x = kLanes / 2; x > 0; x /= 2)
     sum += __shfl_xor_sync(0xffffffffu, sum, x);
-  if (lane == 0) {
+  if (live && part == 0) {
     delta[r] = sum;
     // +inf where no key is seen (past T, or a fully masked row): P = 0.
     const float l = i < T_ ? lse[bh * T_ + i] : -INFINITY;
@@ -416,7 +426,8 @@ template <class T, int D> int launch(const AttnSm90Backward &a, const char **why
       *why = "cannot zero the dq accumulator";
       return 1;
     }
-    backward_prepare<T, D><<<static_cast<unsigned>((rows * 32 + 255) / 256), 256, 0, a.stream>>>(
+    backward_prepare<T, D><<<static_cast<unsigned>((rows * (D / 8) + 255) / 256), 256, 0,
+                             a.stream>>>(
         static_cast<const T *>(a.out), static_cast<const T *>(a.dout), a.lse, w.lse2, w.delta,
         rows, static_cast<int32_t>(a.H), static_cast<int32_t>(a.T), static_cast<int32_t>(Tp),
         a.os, a.dos);
@@ -431,6 +442,7 @@ template <class T, int D> int launch(const AttnSm90Backward &a, const char **why
     p.B = static_cast<int32_t>(a.B), p.H = static_cast<int32_t>(a.H);
     p.Hkv = static_cast<int32_t>(a.Hkv), p.T = static_cast<int32_t>(a.T);
     p.S = static_cast<int32_t>(a.S), p.Tp = static_cast<int32_t>(Tp);
+    p.tiles_k = static_cast<int32_t>(tiles_k);
     p.sl2 = a.scale * kLog2e, p.scale = a.scale;
     p.causal = a.causal;
     alignas(64) CUtensorMap tq, tk, tv, tdo;
