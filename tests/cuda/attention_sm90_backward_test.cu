@@ -8,12 +8,13 @@
 //
 // Per case (bf16 and f16; D 64 and 128; causal or not; T != S, T > S with
 // fully masked rows; grouped and multi-query heads; several tiles with
-// ragged ends): the backward of the sm90 forward's out and lse; dq, dk, dv
-// against the reference with attention_kernels_test's tolerances, nothing
-// written outside them (the buffer between the rows is poisoned), and the
-// same dk and dv bits on a second run. First, on any machine, the arguments
-// it must refuse, each with its reason. Exit 0 all passed, 1 any failure,
-// 77 skipped (refusals passed, no sm_90 GPU).
+// ragged ends; no keys at all): the backward of the sm90 forward's out and
+// lse; dq, dk, dv against the reference with attention_kernels_test's
+// tolerances, nothing written outside them (the buffer between the rows is
+// poisoned), and a second run on the same workspace: dq right again, dk
+// and dv the same bits. First, on any machine, the arguments it must
+// refuse, each with its reason. Exit 0 all passed, 1 any failure, 77
+// skipped (refusals passed, no sm_90 GPU).
 //
 //   --bench   issue 37's shapes (B16 H12 T1024 D64 and B8 H16 T2048 D128,
 //             causal, bf16, packed): this backward beside cuDNN's
@@ -48,8 +49,8 @@ using tcc_cuda::f16;
 
 tcc_sm90::AttnSm90Strides st(const Placement &p) { return {p.st.b, p.st.h, p.st.r}; }
 
-// Device memory that grows to the largest request (the backward's
-// workspace, the forward's scheduler).
+// The backward's workspace: grows to the largest request, poisoned (NaN)
+// when allocated: the launch must initialize what it reads.
 struct Scratch {
   void *ptr = nullptr;
   size_t bytes = 0;
@@ -57,6 +58,7 @@ struct Scratch {
     if (n > bytes) {
       CUDA_CHECK(cudaFree(ptr));
       CUDA_CHECK(cudaMalloc(&ptr, n));
+      CUDA_CHECK(cudaMemset(ptr, 0xFF, n));
       bytes = n;
     }
     return ptr;
@@ -165,9 +167,13 @@ template <class T> void runCase(const Shape &sh) {
   scatter(dv, sh.B, sh.Hkv, sh.S, sh.D, p.v, expect);
   if (!sameBits(gr, expect))
     bad += " written-outside-dq/dk/dv";
-  // dk and dv are sums in a fixed order: the same bits every run (dq's
-  // tile sums are added by atomics in any order).
+  // A second run on the workspace the first left: dq right again, dk and
+  // dv the same bits (sums in a fixed order; dq's tile sums are added by
+  // atomics in any order).
   const std::vector<T> again = run();
+  const double e_dq2 = compare(gather(again, sh.B, sh.H, sh.T, sh.D, p.q), want.dq, false);
+  if (!(e_dq2 <= tol))
+    bad += " second-run-dq=" + std::to_string(e_dq2);
   if (!sameBits(gather(again, sh.B, sh.Hkv, sh.S, sh.D, p.k), dk) ||
       !sameBits(gather(again, sh.B, sh.Hkv, sh.S, sh.D, p.v), dv))
     bad += " dk/dv-differ-between-runs";
@@ -305,6 +311,7 @@ template <class T> void allCases() {
       runCase<T>({2, 3, 1, 150, 70, D, causal, 0.f});   // MQA, T > S: masked rows
       runCase<T>({1, 2, 1, 520, 647, D, causal, 0.f});  // several tiles, ragged ends
     }
+  runCase<T>({1, 2, 2, 70, 0, 64, false, 0.f}); // no keys: dq = 0
 }
 
 } // namespace

@@ -42,12 +42,14 @@ for t in attention_kernels_test:tcc_cuda_attention_test norm_kernels_test:tcc_cu
          batch_norm_kernels_test:tcc_cuda_batch_norm_test \
          gemm_epilogue_test:tcc_cuda_gemm_epilogue_test gemm_search_test:tcc_cuda_gemm_search_test \
          cudnn_attention_test:tcc_cuda_cudnn_attention_test \
-         attention_sm90_test:tcc_cuda_attention_sm90_test; do
+         attention_sm90_test:tcc_cuda_attention_sm90_test \
+         attention_sm90_backward_test:tcc_cuda_attention_sm90_backward_test; do
   [ -x "$build/bin/${t%%:*}" ] || { echo "prepare.sh: $build/bin/${t%%:*} missing (needs nvcc): ninja -C $build ${t##*:}" >&2; exit 1; }
 done
 cp "$build/bin/trun" "$build/bin/kernel_families_test" "$build/bin/attention_kernels_test" \
   "$build/bin/norm_kernels_test" "$build/bin/norm_fp8_test" "$build/bin/batch_norm_kernels_test" "$build/bin/gemm_epilogue_test" "$build/bin/gemm_search_test" \
-  "$build/bin/cudnn_attention_test" "$build/bin/attention_sm90_test" "$build/bin/cutlass_gemm_test" "$dir/bin/"
+  "$build/bin/cudnn_attention_test" "$build/bin/attention_sm90_test" \
+  "$build/bin/attention_sm90_backward_test" "$build/bin/cutlass_gemm_test" "$dir/bin/"
 
 # trun's libraries from Debian: the device machine runs another distribution.
 source "$root/tests/gpu/trun_libs.sh"

@@ -52,6 +52,8 @@ device_test cudnn_attention_test "cuDNN attention (and mixed with the flash kern
 "$dir/bin/cudnn_attention_test" --bench 2>&1 | tail -3 | tee -a "$out/cudnn_attention.txt"
 device_test attention_sm90_test "tcc's Hopper attention forward" "77 = not an sm_90 GPU"
 "$dir/bin/attention_sm90_test" --bench 2>&1 | tail -14 | tee -a "$out/attention_sm90.txt"
+device_test attention_sm90_backward_test "tcc's Hopper attention backward" "77 = not an sm_90 GPU"
+"$dir/bin/attention_sm90_backward_test" --bench 2>&1 | tail -14 | tee -a "$out/attention_sm90_backward.txt"
 device_test norm_kernels_test "fused norm kernels"
 device_test norm_fp8_test "norms cast to FP8 in one pass" "77 = no GPU"
 device_test batch_norm_kernels_test "batch norm reductions"

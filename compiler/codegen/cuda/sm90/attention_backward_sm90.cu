@@ -5,7 +5,8 @@
 //   delta (B*H, Tp) f32   rowsum(dout * out), FlashAttention-2's D
 //   dq_acc (B*H, Tp/64, 64 x D) f32   dq / scale, summed over key tiles
 // (Tp = T rounded up to 64 rows):
-//   1. backward_prepare: lse2 and delta of each query row; dq_acc zeroed.
+//   1. backward_prepare: lse2 and delta of each query row; dq_acc zeroed
+//      (one launch fewer than a cudaMemsetAsync before it).
 //   2. backward_main: a CTA per (128-key tile, kv head, batch), one SM's
 //      worth of shared memory. The producer warpgroup's first lane loads
 //      the tile's K and V once, then for every query head of the kv head
@@ -40,6 +41,9 @@ constexpr int kQRows = 64;      // query rows per iteration
 constexpr int kKeys = 128;      // keys per CTA, 64 per consumer warpgroup
 constexpr int kConsumers = 256; // two warpgroups
 constexpr int kThreads = kConsumers + 128;
+// Two stages: three at D = 128 and four at D = 64 were no faster (H200,
+// 2026-12-03), nor was a second dQ staging buffer, nor (D = 64) issuing the
+// next tile's S^T and dP^T before staging this tile's dQ.
 constexpr int kStages = 2;
 constexpr int kProducerRegs = 40, kConsumerRegs = 232; // as the forward's
 constexpr float kLog2e = 1.4426950408889634f;
@@ -349,13 +353,18 @@ __global__ void __launch_bounds__(kThreads, 1)
 
 // lse2 and delta for query row (bh, i), i < Tp: D / 8 lanes a row, 16
 // bytes of out and dout each (rows are 16-byte aligned: the strides are
-// multiples of 8 elements).
+// multiples of 8 elements); and dq_acc zeroed.
 template <class T, int D>
 __global__ void backward_prepare(const T *out, const T *dout, const float *lse, float *lse2,
-                                 float *delta, int64_t rows, int32_t H, int32_t T_, int32_t Tp,
-                                 AttnSm90Strides os, AttnSm90Strides dos) {
+                                 float *delta, float4 *dq_acc, int64_t rows, int32_t H, int32_t T_,
+                                 int32_t Tp, AttnSm90Strides os, AttnSm90Strides dos) {
   constexpr int kLanes = D / 8;
   const int64_t thread = int64_t{blockIdx.x} * blockDim.x + threadIdx.x;
+  // dq_acc: rows * D / 4 float4s, two a thread.
+  if (thread < rows * kLanes) {
+    dq_acc[2 * thread] = make_float4(0.f, 0.f, 0.f, 0.f);
+    dq_acc[2 * thread + 1] = make_float4(0.f, 0.f, 0.f, 0.f);
+  }
   const int64_t r = thread / kLanes;
   const int part = static_cast<int>(thread % kLanes);
   const bool live = r < rows;
@@ -422,14 +431,10 @@ template <class T, int D> int launch(const AttnSm90Backward &a, const char **why
   const Workspace w = carve(a);
   const int64_t Tp = paddedRows(a.T), rows = a.B * a.H * Tp;
   if (rows > 0) {
-    if (cudaMemsetAsync(w.dq_acc, 0, rows * D * sizeof(float), a.stream) != cudaSuccess) {
-      *why = "cannot zero the dq accumulator";
-      return 1;
-    }
     backward_prepare<T, D><<<static_cast<unsigned>((rows * (D / 8) + 255) / 256), 256, 0,
                              a.stream>>>(
         static_cast<const T *>(a.out), static_cast<const T *>(a.dout), a.lse, w.lse2, w.delta,
-        rows, static_cast<int32_t>(a.H), static_cast<int32_t>(a.T), static_cast<int32_t>(Tp),
+        reinterpret_cast<float4 *>(w.dq_acc), rows, static_cast<int32_t>(a.H), static_cast<int32_t>(a.T), static_cast<int32_t>(Tp),
         a.os, a.dos);
   }
   const int64_t tiles_k = (a.S + kKeys - 1) / kKeys, ctas = tiles_k * a.B * a.Hkv;
