@@ -42,8 +42,11 @@ constexpr int kKeys = 128;      // keys per CTA, 64 per consumer warpgroup
 constexpr int kConsumers = 256; // two warpgroups
 constexpr int kThreads = kConsumers + 128;
 // Two stages: three at D = 128 and four at D = 64 were no faster (H200,
-// 2026-12-03), nor was a second dQ staging buffer, nor (D = 64) issuing the
-// next tile's S^T and dP^T before staging this tile's dQ.
+// 2026-12-03), nor was a second dQ staging buffer; slower were (D = 64)
+// issuing the next tile's S^T and dP^T before staging this tile's dQ
+// (0.364 against 0.335 ms: ptxas serialized the products), and persistent
+// CTAs taking items from a counter with the next item's K and V loaded
+// early (main kernel 337 against 261 us at D64, 851 against 830 at D128).
 constexpr int kStages = 2;
 constexpr int kProducerRegs = 40, kConsumerRegs = 232; // as the forward's
 constexpr float kLog2e = 1.4426950408889634f;
