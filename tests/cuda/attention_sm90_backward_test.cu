@@ -46,6 +46,7 @@ using tcc_cuda::f16;
 #include "tests/cuda/attention_reference.cuh"
 #include "tests/cuda/attention_layouts.cuh"
 #include "tests/cuda/cudnn_site.cuh"
+#include "tests/cuda/attention_sm90_cases.cuh"
 
 tcc_sm90::AttnSm90Strides st(const Placement &p) { return {p.st.b, p.st.h, p.st.r}; }
 
@@ -303,14 +304,7 @@ void benchShape(const Shape &sh, bool haveCudnn) {
 }
 
 template <class T> void allCases() {
-  for (int64_t D : {64, 128})
-    for (bool causal : {false, true}) {
-      runCase<T>({2, 4, 4, 256, 256, D, causal, 0.f});  // GPT-style, packed
-      runCase<T>({2, 4, 4, 100, 333, D, causal, 0.f});  // T != S, padded rows
-      runCase<T>({1, 8, 2, 129, 129, D, causal, 0.f});  // GQA, packed
-      runCase<T>({2, 3, 1, 150, 70, D, causal, 0.f});   // MQA, T > S: masked rows
-      runCase<T>({1, 2, 1, 520, 647, D, causal, 0.f});  // several tiles, ragged ends
-    }
+  sm90Cases<T>([](const Shape &sh) { runCase<T>(sh); });
   runCase<T>({1, 2, 2, 70, 0, 64, false, 0.f}); // no keys: dq = 0
 }
 
@@ -326,22 +320,9 @@ int main(int argc, char **argv) {
     std::printf("%d of %d refusals passed: FAILED\n", gPassed, gCases);
     return 1;
   }
-  if (!haveGpu("attention_sm90_backward_test"))
+  bool haveCudnn = false;
+  if (!sm90Device("attention_sm90_backward_test", haveCudnn))
     return 77;
-  CUDA_CHECK(cudaSetDevice(0));
-  cudaDeviceProp prop;
-  CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
-  if (prop.major != 9) {
-    std::printf("SKIP: %s is sm_%d%d; the kernel is sm_90a only\n", prop.name, prop.major,
-                prop.minor);
-    return 77;
-  }
-  char why[512] = "";
-  const bool haveCudnn = tcc_cudnn::load(TCC_CUDA_LIB_DIR, why, sizeof why) == 0;
-  std::printf("device: %s (sm_%d%d, %d SMs), cuDNN %s\nseed %" PRIu64
-              " (reproduce with --seed %" PRIu64 ")\n",
-              prop.name, prop.major, prop.minor, prop.multiProcessorCount,
-              haveCudnn ? tcc_cudnn::version() : why, gSeed, gSeed);
   if (benchOnly) {
     benchShape({16, 12, 12, 1024, 1024, 64, true, 0.f}, haveCudnn);
     benchShape({8, 16, 16, 2048, 2048, 128, true, 0.f}, haveCudnn);

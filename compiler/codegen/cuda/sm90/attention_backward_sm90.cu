@@ -202,23 +202,19 @@ __global__ void __launch_bounds__(kThreads, 1)
     // S^T = K_wg Q^T and dP^T = V_wg dO^T: k-step kk reads columns
     // [16kk, 16kk + 16), 32 bytes into column block kk / 4.
     float st[32], dpt[32];
+    auto issue = [&](float(&acc)[32], uint32_t keys, uint32_t queries) {
+#pragma unroll
+      for (int kk = 0; kk < D / 16; ++kk) {
+        const uint32_t col = (kk / 4) * kKeys * 128 + wg * 64 * 128 + (kk % 4) * 32;
+        const uint32_t qcol = (kk / 4) * kQRows * 128 + (kk % 4) * 32;
+        Wgmma<T>::ss64(acc, wgmma_desc(keys + col, 16, 1024),
+                       wgmma_desc(queries + qcol, 16, 1024), kk > 0);
+      }
+      wgmma_commit();
+    };
     wgmma_fence();
-#pragma unroll
-    for (int kk = 0; kk < D / 16; ++kk) {
-      const uint32_t col = (kk / 4) * kKeys * 128 + wg * 64 * 128 + (kk % 4) * 32;
-      const uint32_t qcol = (kk / 4) * kQRows * 128 + (kk % 4) * 32;
-      Wgmma<T>::ss64(st, wgmma_desc(sK + col, 16, 1024), wgmma_desc(sQ + qcol, 16, 1024),
-                     kk > 0);
-    }
-    wgmma_commit();
-#pragma unroll
-    for (int kk = 0; kk < D / 16; ++kk) {
-      const uint32_t col = (kk / 4) * kKeys * 128 + wg * 64 * 128 + (kk % 4) * 32;
-      const uint32_t qcol = (kk / 4) * kQRows * 128 + (kk % 4) * 32;
-      Wgmma<T>::ss64(dpt, wgmma_desc(sV + col, 16, 1024), wgmma_desc(sDO + qcol, 16, 1024),
-                     kk > 0);
-    }
-    wgmma_commit();
+    issue(st, sK, sQ);
+    issue(dpt, sV, sDO);
     wgmma_wait<1>(); // S^T (dP^T may still run)
     wgmma_fence_operands(st);
 
@@ -509,10 +505,6 @@ template <class T, int D> int launch(const AttnSm90Backward &a, const char **why
   return 0;
 }
 
-bool stridesOk(const AttnSm90Strides &s) {
-  return s.b >= 0 && s.h >= 0 && s.r >= 0 && s.b % 8 == 0 && s.h % 8 == 0 && s.r % 8 == 0;
-}
-
 } // namespace
 
 int64_t attention_backward_sm90_workspace(const AttnSm90Backward &a) {
@@ -536,7 +528,7 @@ const char *attention_backward_sm90_unsupported(const AttnSm90Backward &a) {
     if (reinterpret_cast<uintptr_t>(ptr) % 16 != 0)
       return "a tensor or the workspace is not 16-byte aligned";
   for (const AttnSm90Strides *s : {&a.qs, &a.ks, &a.vs, &a.os, &a.dos, &a.dqs, &a.dks, &a.dvs})
-    if (!stridesOk(*s))
+    if (!tma_strides_ok(*s))
       return "a stride is negative or not a multiple of 8 elements";
   if (a.workspace == nullptr && attention_backward_sm90_workspace(a) > 0)
     return "no workspace (attention_backward_sm90_workspace bytes)";

@@ -517,10 +517,6 @@ template <class T, int D> int launch(const AttnSm90Forward &a, const char **why)
   return 0;
 }
 
-bool stridesOk(const AttnSm90Strides &s) {
-  return s.b >= 0 && s.h >= 0 && s.r >= 0 && s.b % 8 == 0 && s.h % 8 == 0 && s.r % 8 == 0;
-}
-
 } // namespace
 
 #ifdef TCC_SM90_TRACE
@@ -543,8 +539,9 @@ const char *attention_forward_sm90_unsupported(const AttnSm90Forward &a) {
                           static_cast<const void *>(a.lse)})
     if (reinterpret_cast<uintptr_t>(ptr) % 16 != 0)
       return "a tensor is not 16-byte aligned";
-  if (!stridesOk(a.qs) || !stridesOk(a.ks) || !stridesOk(a.vs) || !stridesOk(a.os))
-    return "a stride is negative or not a multiple of 8 elements";
+  for (const AttnSm90Strides *s : {&a.qs, &a.ks, &a.vs, &a.os})
+    if (!tma_strides_ok(*s))
+      return "a stride is negative or not a multiple of 8 elements";
   if (a.scheduler == nullptr || reinterpret_cast<uintptr_t>(a.scheduler) % 8 != 0)
     return "no scheduler (two zeroed ints of device memory, 8-byte aligned)";
   return nullptr;

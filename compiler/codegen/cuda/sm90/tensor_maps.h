@@ -29,6 +29,12 @@ inline PFN_cuTensorMapEncodeTiled_v12000 tensor_map_encoder() {
   return fn;
 }
 
+// Strides (elements) a map can take: not negative, multiples of 8 (TMA
+// wants 16-byte multiples).
+inline bool tma_strides_ok(const AttnSm90Strides &s) {
+  return s.b >= 0 && s.h >= 0 && s.r >= 0 && s.b % 8 == 0 && s.h % 8 == 0 && s.r % 8 == 0;
+}
+
 // The map of one 16-bit tensor: boxes of 64 columns x `box_rows` rows of
 // one head, 128-byte swizzle (wgmma.cuh's tile layout). Dimensions (D,
 // rows, heads, batch) or (D, heads, rows, batch), the smaller stride
