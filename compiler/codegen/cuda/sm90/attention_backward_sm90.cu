@@ -64,7 +64,7 @@ int64_t paddedRows(int64_t T) { return (T + kQRows - 1) / kQRows * kQRows; }
 // 64 queries, both warpgroups' halves) twice, so that one iteration's is
 // written while the other warpgroup may still read the last one's; each
 // warpgroup's half of dQ (64 x D/2 f32, in accumulator order, for the bulk
-// reduction); lse2 and delta per stage. D = 64: 89 KiB; D = 128: 194 KiB.
+// reduction); lse2 and delta per stage. D = 64: 114 KiB; D = 128: 194 KiB.
 template <int D> struct BwdSmem {
   static constexpr uint32_t kKV = kKeys * D * 2;
   static constexpr uint32_t kQ = kQRows * D * 2;
