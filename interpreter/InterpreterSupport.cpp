@@ -81,8 +81,9 @@ void roundToElementType(Tensor &t, Type elementType) {
 }
 
 void roundToElementTypeAtRandom(Tensor &t, Type elementType, uint64_t seed,
-                                uint64_t &counter) {
-  if (!isRoundedElementType(elementType))
+                                uint64_t &counter, bool includeF32) {
+  bool f32 = includeF32 && elementType.isF32();
+  if (!isRoundedElementType(elementType) && !f32)
     return;
   const llvm::fltSemantics &semantics =
       cast<FloatType>(elementType).getFloatSemantics();

@@ -41,9 +41,11 @@ bool isRoundedElementType(mlir::Type elementType);
 void roundToElementType(Tensor &t, mlir::Type elementType);
 // The same, except that each element goes to the representable neighbour
 // below or above it, picked by counter_rng.h bits of (`seed`, `counter`++)
-// (exact values stay; overflow still gives +-inf). See interpret().
+// (exact values stay; overflow still gives +-inf). With `includeF32`, f32
+// results go to an f32 neighbour too (otherwise they stay unrounded float64).
+// See interpret().
 void roundToElementTypeAtRandom(Tensor &t, mlir::Type elementType, uint64_t seed,
-                                uint64_t &counter);
+                                uint64_t &counter, bool includeF32 = false);
 
 // gelu(x): the tanh approximation or the exact (erf) form.
 double gelu(double x, bool tanhForm);

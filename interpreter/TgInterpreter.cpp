@@ -30,8 +30,8 @@ namespace {
 
 class Interpreter {
 public:
-  explicit Interpreter(std::optional<uint64_t> randomRoundingSeed)
-      : randomRoundingSeed_(randomRoundingSeed) {}
+  Interpreter(std::optional<uint64_t> randomRoundingSeed, bool randomlyRoundF32)
+      : randomRoundingSeed_(randomRoundingSeed), randomlyRoundF32_(randomlyRoundF32) {}
   FailureOr<std::vector<Tensor>> run(func::FuncOp f, ArrayRef<Tensor> args);
 
 private:
@@ -40,6 +40,7 @@ private:
 
   llvm::DenseMap<Value, Tensor> values_;
   std::optional<uint64_t> randomRoundingSeed_;
+  bool randomlyRoundF32_;
   uint64_t roundedValues_ = 0; // counter of the random rounding stream
 };
 
@@ -132,7 +133,7 @@ FailureOr<std::vector<Tensor>> Interpreter::run(func::FuncOp f,
       Type elementType = cast<RankedTensorType>(value.getType()).getElementType();
       if (randomRoundingSeed_)
         roundToElementTypeAtRandom(result, elementType, *randomRoundingSeed_,
-                                   roundedValues_);
+                                   roundedValues_, randomlyRoundF32_);
       else
         roundToElementType(result, elementType);
       values_[value] = std::move(result);
@@ -146,8 +147,9 @@ FailureOr<std::vector<Tensor>> Interpreter::run(func::FuncOp f,
 
 FailureOr<std::vector<Tensor>> interpret(func::FuncOp f,
                                          ArrayRef<Tensor> args,
-                                         std::optional<uint64_t> randomRoundingSeed) {
-  return Interpreter(randomRoundingSeed).run(f, args);
+                                         std::optional<uint64_t> randomRoundingSeed,
+                                         bool randomlyRoundF32) {
+  return Interpreter(randomRoundingSeed, randomlyRoundF32).run(f, args);
 }
 
 } // namespace tcc::interp

@@ -30,10 +30,15 @@ namespace tcc::interp {
 // neighbour at random (the seed picks the pattern; arguments still round to
 // nearest): comparing such runs with the nearest-rounded one measures how far
 // a result moves when its 16-bit roundings move, which is what a compiled step
-// that rounds at other points (after fusing ops) may differ by.
+// that rounds at other points (after fusing ops) may differ by. With
+// `randomlyRoundF32` as well, f32 results (otherwise kept as unrounded
+// float64) go to a random f32 neighbour too: the same measure for an f32
+// step, whose kernels round every result, where a value computed with
+// cancellation turns an ulp of rounding into far more than f32's precision.
 mlir::FailureOr<std::vector<Tensor>>
 interpret(mlir::func::FuncOp f, llvm::ArrayRef<Tensor> args,
-          std::optional<uint64_t> randomRoundingSeed = std::nullopt);
+          std::optional<uint64_t> randomRoundingSeed = std::nullopt,
+          bool randomlyRoundF32 = false);
 
 } // namespace tcc::interp
 

@@ -85,9 +85,10 @@ struct StepUnderTest {
   bool ok() const { return lib && module; }
 
   std::vector<Tensor> run(llvm::StringRef fn, const std::vector<Tensor> &args,
-                          std::optional<uint64_t> randomRoundingSeed = std::nullopt) {
+                          std::optional<uint64_t> randomRoundingSeed = std::nullopt,
+                          bool randomlyRoundF32 = false) {
     auto f = module->lookupSymbol<mlir::func::FuncOp>(fn);
-    auto out = interp::interpret(f, args, randomRoundingSeed);
+    auto out = interp::interpret(f, args, randomRoundingSeed, randomlyRoundF32);
     EXPECT_TRUE(mlir::succeeded(out));
     return mlir::succeeded(out) ? *out : std::vector<Tensor>{};
   }
@@ -233,6 +234,12 @@ struct CheckOptions {
   // reference; a well-conditioned value keeps the plain tolerance.
   int roundingProbes = 0;
   double roundingSpread = 2;
+  // The probes round f32 results to a random f32 neighbour too
+  // (interp::interpret's randomlyRoundF32), for f32 steps: a step whose
+  // first update moved the weights far (the tests' large learning rate)
+  // computes some gradients with cancellation, where f32 kernels differ from
+  // the float64 reference by far more than `tolerance`.
+  bool probeF32 = false;
 };
 
 // Arguments of `fn` in the reference: each argument's tensor, by its role.
@@ -351,7 +358,7 @@ void checkStep(StepUnderTest &s, const std::string &name, const CheckOptions &o)
   auto reference = [&](llvm::StringRef fn, const std::vector<Tensor> &in) {
     std::vector<std::vector<Tensor>> runs{s.run(fn, in)};
     for (int p = 0; p < o.roundingProbes; ++p)
-      runs.push_back(s.run(fn, in, probeSeed++));
+      runs.push_back(s.run(fn, in, probeSeed++, o.probeF32));
     return runs;
   };
   // The most `distance` (a metric of result r against the reference) reaches
@@ -467,7 +474,6 @@ void checkStep(StepUnderTest &s, const std::string &name, const CheckOptions &o)
   checkStep(*s, name, o);
 }
 
-[[maybe_unused]] model::Model parse(const char *text, const std::string &name) {
   absl::StatusOr<model::Model> m = ParseModelText(text, name);
   EXPECT_TRUE(m.ok()) << m.status();
   return m.ok() ? *m : model::Model{};

@@ -32,6 +32,7 @@ struct Format {
 };
 const Format kBf16{8, -126, 0x1.fep127};
 const Format kF16{11, -14, 65504.0};
+const Format kF32{24, -126, 0x1.fffffep127};
 
 // `x` rounded to nearest even in `format`, by hand: scale the significand
 // to an integer, round it (nearbyint rounds ties to even), scale back; below
@@ -229,6 +230,49 @@ TEST_F(LowPrecisionInterpreterTest, RandomRoundingPicksANeighbourOfEachResult) {
   EXPECT_EQ((*again)[0].data, product.data) << "the seed alone fixes the pattern";
   EXPECT_NE((*other)[0].data, product.data);
   expectExactly((*once)[1], roundAll(x, kF16)); // arguments round to nearest
+}
+
+// interpret(..., seed, randomlyRoundF32): f32 results go to one of their two
+// f32 neighbours, both directions occur, exact results stay; without the
+// flag (and always without a seed) f32 results are the unrounded float64.
+TEST_F(LowPrecisionInterpreterTest, RandomRoundingOfF32ResultsOnlyWhenAskedFor) {
+  const size_t n = 256;
+  std::vector<double> x = randomValues(2 * n);
+  std::vector<double> y(x.begin() + n, x.end());
+  x.resize(n);
+  x[0] = 0.5, y[0] = 0.25; // an exact product
+  OwningOpRef<ModuleOp> module = parse(R"mlir(
+    func.func @f(%x: tensor<256xf32>, %y: tensor<256xf32>) -> tensor<256xf32> {
+      %0 = tg.mul %x, %y : (tensor<256xf32>, tensor<256xf32>) -> tensor<256xf32>
+      return %0 : tensor<256xf32>
+    })mlir");
+  ASSERT_TRUE(module);
+  auto f = module->lookupSymbol<func::FuncOp>("f");
+  std::vector<Tensor> args{{{256}, x}, {{256}, y}};
+  uint64_t roundingSeed = rng_();
+  auto plain = interp::interpret(f, args);
+  auto f16Only = interp::interpret(f, args, roundingSeed);
+  auto probed = interp::interpret(f, args, roundingSeed, /*randomlyRoundF32=*/true);
+  ASSERT_TRUE(succeeded(plain) && succeeded(f16Only) && succeeded(probed)) << diagnostics_;
+  std::vector<double> exact(n);
+  for (size_t i = 0; i < n; ++i)
+    exact[i] = x[i] * y[i];
+  expectExactly((*plain)[0], exact);
+  expectExactly((*f16Only)[0], exact);
+  int below = 0, above = 0;
+  for (size_t i = 0; i < n; ++i) {
+    auto [low, high] = neighboursByHand(exact[i], kF32);
+    double got = (*probed)[0].data[i];
+    EXPECT_TRUE(got == low || got == high)
+        << "element " << i << ": " << got << " is not " << low << " or " << high;
+    below += low != high && got == low;
+    above += low != high && got == high;
+  }
+  EXPECT_EQ((*probed)[0].data[0], 0.125);
+  // Products of two random doubles are almost never f32 values: both
+  // directions occur among the 255 others.
+  EXPECT_GT(below, 64);
+  EXPECT_GT(above, 64);
 }
 
 TEST_F(LowPrecisionInterpreterTest, Bf16ReductionSumsInFloat64AndRoundsOnce) {
