@@ -474,6 +474,7 @@ void checkStep(StepUnderTest &s, const std::string &name, const CheckOptions &o)
   checkStep(*s, name, o);
 }
 
+[[maybe_unused]] model::Model parse(const char *text, const std::string &name) {
   absl::StatusOr<model::Model> m = ParseModelText(text, name);
   EXPECT_TRUE(m.ok()) << m.status();
   return m.ok() ? *m : model::Model{};
