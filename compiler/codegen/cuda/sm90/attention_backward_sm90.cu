@@ -4,24 +4,25 @@
 //   lse2  (B*H, Tp) f32   the forward's lse in log2 units (+inf past T)
 //   delta (B*H, Tp) f32   rowsum(dout * out), FlashAttention-2's D
 //   dq_acc (B*H, Tp/64, 64 x D) f32   dq / scale, summed over key tiles
-// (Tp = T rounded up to 64 rows):
+// (Tp = T rounded up to the query tile M: 128 rows at D = 64, 64 at 128):
 //   1. backward_prepare: lse2 and delta of each query row; dq_acc zeroed
 //      (one launch fewer than a cudaMemsetAsync before it).
 //   2. backward_main: a CTA per (128-key tile, kv head, batch), one SM's
 //      worth of shared memory. The producer warpgroup's first lane loads
 //      the tile's K and V once, then for every query head of the kv head
-//      and every 64-row query tile the causal mask leaves (a ring of two
+//      and every M-row query tile the causal mask leaves (a ring of two
 //      stages) Q and dO with TMA and lse2 and delta with bulk copies. Two
 //      consumer warpgroups own 64 keys each; for query tile i a warpgroup
 //      computes, everything transposed so that keys are the rows
-//        S^T  (64 x 64)  = K_wg Q_i^T                 (wgmma ss, D/16 k-steps)
-//        dP^T (64 x 64)  = V_wg dO_i^T                (wgmma ss)
+//        S^T  (64 x M)  = K_wg Q_i^T                  (wgmma ss, D/16 k-steps)
+//        dP^T (64 x M)  = V_wg dO_i^T                 (wgmma ss)
 //        P^T  = exp2(S^T * scale * log2 e - lse2)     (registers; masked)
 //        dV  (64 x D)   += P^T dO_i                   (wgmma rs: P^T in registers)
 //        dS^T = P^T * (dP^T - delta)
 //        dK  (64 x D)   += dS^T Q_i                   (wgmma rs)
-//      then, once both warpgroups' dS^T are in shared memory, half of
-//        dQ_i (64 x D/2) = dS K[:, half]              (wgmma ss, 128 keys deep)
+//      then, once both warpgroups' dS^T are in shared memory, its part of
+//        dQ_i[rows wg] (64 x D)     = dS[rows wg] K   (M = 128; wgmma ss,
+//        dQ_i[:, half wg] (64 x D/2) = dS K[:, half]   (M = 64;  128 keys deep)
 //      and adds it into dq_acc with one bulk reduction (cp.reduce.async.
 //      bulk .add.f32) from shared memory. dK and dV stay in registers
 //      across the loop (FlashAttention-3's layout) and are written once,
@@ -37,7 +38,13 @@
 namespace tcc_sm90 {
 namespace {
 
-constexpr int kQRows = 64;      // query rows per iteration
+// Query rows per iteration: 128 at D = 64, where 64 left the tensor pipe
+// idle two thirds of the time (products too small to hide the softmax and
+// the barriers between them); 64 at D = 128 (registers: S^T and dP^T of 128
+// queries would not fit beside dK and dV).
+template <int D> constexpr int kQRows = D == 64 ? 128 : 64;
+// dq_acc is kept in chunks of 64 query rows x D f32 whatever the tile.
+constexpr int kChunkRows = 64;
 constexpr int kKeys = 128;      // keys per CTA, 64 per consumer warpgroup
 constexpr int kConsumers = 256; // two warpgroups
 constexpr int kThreads = kConsumers + 128;
@@ -57,23 +64,29 @@ __device__ __forceinline__ float fast_exp2(float x) { // 0 for -inf
   return y;
 }
 
-int64_t paddedRows(int64_t T) { return (T + kQRows - 1) / kQRows * kQRows; }
+// T rounded up to whole query tiles (of head size D).
+int64_t paddedRows(int64_t T, int64_t D) {
+  const int64_t m = D == 64 ? kQRows<64> : kQRows<128>;
+  return (T + m - 1) / m * m;
+}
 
 // Shared memory, offsets from a 1024-byte aligned base (the swizzled tiles
 // need it): K and V of the CTA's keys; Q and dO per stage; dS^T (128 keys x
-// 64 queries, both warpgroups' halves) twice, so that one iteration's is
+// M queries, both warpgroups' halves) twice, so that one iteration's is
 // written while the other warpgroup may still read the last one's; each
-// warpgroup's half of dQ (64 x D/2 f32, in accumulator order, for the bulk
-// reduction); lse2 and delta per stage. D = 64: 114 KiB; D = 128: 194 KiB.
+// warpgroup's part of dQ (64 x D f32 at D = 64: its 64 query rows; 64 x D/2
+// at D = 128: its half of the columns; in accumulator order, for the bulk
+// reduction); lse2 and delta per stage. D = 64: 194 KiB; D = 128: 194 KiB.
 template <int D> struct BwdSmem {
+  static constexpr int M = kQRows<D>;
   static constexpr uint32_t kKV = kKeys * D * 2;
-  static constexpr uint32_t kQ = kQRows * D * 2;
-  static constexpr uint32_t kDS = kKeys * kQRows * 2;
-  static constexpr uint32_t kDQ = kQRows * (D / 2) * 4;
+  static constexpr uint32_t kQ = M * D * 2;
+  static constexpr uint32_t kDS = kKeys * M * 2;
+  static constexpr uint32_t kDQ = kChunkRows * (M == 128 ? D : D / 2) * 4;
   static constexpr uint32_t oK = 0, oV = kKV, oQ = 2 * kKV, oDO = oQ + kStages * kQ;
   static constexpr uint32_t oDS = oDO + kStages * kQ, oDQ = oDS + 2 * kDS;
-  static constexpr uint32_t oStats = oDQ + 2 * kDQ; // [stage][lse2, delta][64]
-  static constexpr uint32_t kBytes = oStats + kStages * 2 * kQRows * 4 + 1024;
+  static constexpr uint32_t oStats = oDQ + 2 * kDQ; // [stage][lse2, delta][M]
+  static constexpr uint32_t kBytes = oStats + kStages * 2 * M * 4 + 1024;
 };
 
 struct BwdParams {
@@ -89,7 +102,7 @@ struct BwdParams {
 };
 
 // One CTA's work: key tile n of kv head hk of batch b, and its query
-// tiles: every query head of the kv head, tiles [m_first, Tp / 64) each.
+// tiles: every query head of the kv head, tiles [m_first, Tp / M) each.
 struct BwdItem {
   int b, hk, k0, m_first, per_head, iters;
 };
@@ -97,7 +110,7 @@ struct BwdItem {
 // once share few heads' Q, dO and dq_acc rows, which stay in L2: in key-tile
 // order, 132 heads' dq_acc, 132 MiB at D = 128, went to DRAM and back every
 // reduction), tile 0 first: the longest when causal.
-__device__ __forceinline__ BwdItem bwd_item(const BwdParams &p) {
+template <int M> __device__ __forceinline__ BwdItem bwd_item(const BwdParams &p) {
   BwdItem it;
   const int bkv = blockIdx.x / p.tiles_k;
   it.b = bkv / p.Hkv, it.hk = bkv % p.Hkv;
@@ -105,9 +118,9 @@ __device__ __forceinline__ BwdItem bwd_item(const BwdParams &p) {
   it.m_first = 0;
   if (p.causal) { // query i sees key j iff j <= i + S - T
     const int first = it.k0 - (p.S - p.T);
-    it.m_first = first > 0 ? first / kQRows : 0;
+    it.m_first = first > 0 ? first / M : 0;
   }
-  const int tiles_q = p.Tp / kQRows;
+  const int tiles_q = p.Tp / M;
   it.per_head = it.m_first < tiles_q ? tiles_q - it.m_first : 0;
   it.iters = it.per_head * (p.H / p.Hkv);
   return it;
@@ -119,6 +132,7 @@ __global__ void __launch_bounds__(kThreads, 1)
                   const __grid_constant__ CUtensorMap tv, const __grid_constant__ CUtensorMap tdo,
                   const BwdParams p) {
   using L = BwdSmem<D>;
+  constexpr int M = L::M;
   extern __shared__ uint8_t smem_raw[];
   // kv: K and V landed; full / empty per stage.
   __shared__ __align__(8) uint64_t kv_bar, full_bars[kStages], empty_bars[kStages];
@@ -128,7 +142,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   auto full = [&](int s) { return smem_u32(&full_bars[s]); };
   auto empty = [&](int s) { return smem_u32(&empty_bars[s]); };
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
-  const BwdItem it = bwd_item(p);
+  const BwdItem it = bwd_item<M>(p);
   const int group = p.H / p.Hkv;
 
   if (tid == 0) {
@@ -160,21 +174,21 @@ __global__ void __launch_bounds__(kThreads, 1)
       for (int i = 0; i < it.iters; ++i) {
         const int s = i % kStages;
         const int hq = it.hk * group + i / it.per_head;
-        const int q0 = (it.m_first + i % it.per_head) * kQRows;
+        const int q0 = (it.m_first + i % it.per_head) * M;
         if (i >= kStages)
           mbar_wait(empty(s), ((i / kStages) - 1) & 1);
-        mbar_expect_tx(full(s), 2 * L::kQ + 2 * kQRows * 4);
+        mbar_expect_tx(full(s), 2 * L::kQ + 2 * M * 4);
 #pragma unroll
         for (int a = 0; a < D / 64; ++a) {
           load(p.q_heads_inner, 64 * a, q0, hq, it.b, &tq,
-               base + L::oQ + s * L::kQ + a * kQRows * 128, full(s));
+               base + L::oQ + s * L::kQ + a * M * 128, full(s));
           load(p.do_heads_inner, 64 * a, q0, hq, it.b, &tdo,
-               base + L::oDO + s * L::kQ + a * kQRows * 128, full(s));
+               base + L::oDO + s * L::kQ + a * M * 128, full(s));
         }
         const int64_t row = (int64_t{it.b} * p.H + hq) * p.Tp + q0;
-        const uint32_t stats = base + L::oStats + s * 2 * kQRows * 4;
-        bulk_load(stats, p.lse2 + row, kQRows * 4, full(s));
-        bulk_load(stats + kQRows * 4, p.delta + row, kQRows * 4, full(s));
+        const uint32_t stats = base + L::oStats + s * 2 * M * 4;
+        bulk_load(stats, p.lse2 + row, M * 4, full(s));
+        bulk_load(stats + M * 4, p.delta + row, M * 4, full(s));
       }
     }
     return;
@@ -194,21 +208,25 @@ __global__ void __launch_bounds__(kThreads, 1)
   for (int i = 0; i < it.iters; ++i) {
     const int s = i % kStages;
     const int hq = it.hk * group + i / it.per_head;
-    const int m = it.m_first + i % it.per_head, q0 = m * kQRows;
+    const int m = it.m_first + i % it.per_head, q0 = m * M;
     const uint32_t sQ = base + L::oQ + s * L::kQ, sDO = base + L::oDO + s * L::kQ;
-    const uint32_t stats = base + L::oStats + s * 2 * kQRows * 4;
+    const uint32_t stats = base + L::oStats + s * 2 * M * 4;
     mbar_wait(full(s), (i / kStages) & 1);
 
-    // S^T = K_wg Q^T and dP^T = V_wg dO^T: k-step kk reads columns
-    // [16kk, 16kk + 16), 32 bytes into column block kk / 4.
-    float st[32], dpt[32];
-    auto issue = [&](float(&acc)[32], uint32_t keys, uint32_t queries) {
+    // S^T = K_wg Q^T and dP^T = V_wg dO^T (64 x M): k-step kk reads
+    // columns [16kk, 16kk + 16), 32 bytes into column block kk / 4.
+    float st[M / 2], dpt[M / 2];
+    auto issue = [&](float(&acc)[M / 2], uint32_t keys, uint32_t queries) {
 #pragma unroll
       for (int kk = 0; kk < D / 16; ++kk) {
         const uint32_t col = (kk / 4) * kKeys * 128 + wg * 64 * 128 + (kk % 4) * 32;
-        const uint32_t qcol = (kk / 4) * kQRows * 128 + (kk % 4) * 32;
-        Wgmma<T>::ss64(acc, wgmma_desc(keys + col, 16, 1024),
-                       wgmma_desc(queries + qcol, 16, 1024), kk > 0);
+        const uint32_t qcol = (kk / 4) * M * 128 + (kk % 4) * 32;
+        if constexpr (M == 128)
+          Wgmma<T>::ss128(acc, wgmma_desc(keys + col, 16, 1024),
+                          wgmma_desc(queries + qcol, 16, 1024), kk > 0);
+        else
+          Wgmma<T>::ss64(acc, wgmma_desc(keys + col, 16, 1024),
+                         wgmma_desc(queries + qcol, 16, 1024), kk > 0);
       }
       wgmma_commit();
     };
@@ -221,7 +239,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     // P^T: element 4c + 2h + e is key `key + 8h`, query q0 + 8c + 2(lane % 4) + e.
     const bool masked = wg_last_key >= p.S || (p.causal && wg_last_key > q0 + shift);
 #pragma unroll
-    for (int c = 0; c < 8; ++c) {
+    for (int c = 0; c < M / 8; ++c) {
       const int qc = 8 * c + 2 * (lane % 4);
       float2 l2;
       asm volatile("ld.shared.v2.f32 {%0, %1}, [%2];\n"
@@ -245,11 +263,11 @@ __global__ void __launch_bounds__(kThreads, 1)
     // dS^T = P^T * (dP^T - delta), before either product is issued: P^T in
     // f32 and dP^T die here, which keeps D = 128 within 232 registers.
 #pragma unroll
-    for (int c = 0; c < 8; ++c) {
+    for (int c = 0; c < M / 8; ++c) {
       float2 dl;
       asm volatile("ld.shared.v2.f32 {%0, %1}, [%2];\n"
                    : "=f"(dl.x), "=f"(dl.y)
-                   : "r"(stats + kQRows * 4 + 4 * (8 * c + 2 * (lane % 4))));
+                   : "r"(stats + M * 4 + 4 * (8 * c + 2 * (lane % 4))));
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
         dpt[4 * c + 2 * h] = st[4 * c + 2 * h] * (dpt[4 * c + 2 * h] - dl.x);
@@ -257,9 +275,9 @@ __global__ void __launch_bounds__(kThreads, 1)
       }
     }
     // P^T and dS^T as A operands, k-step j = queries [16j, 16j + 16).
-    uint32_t pp[4][4], dsp[4][4];
+    uint32_t pp[M / 16][4], dsp[M / 16][4];
 #pragma unroll
-    for (int j = 0; j < 4; ++j) {
+    for (int j = 0; j < M / 16; ++j) {
       wgmma_pack<T>(st, j, pp[j]);
       wgmma_pack<T>(dpt, j, dsp[j]);
     }
@@ -267,20 +285,21 @@ __global__ void __launch_bounds__(kThreads, 1)
     // D contiguous: MN-major).
     wgmma_fence();
 #pragma unroll
-    for (int j = 0; j < 4; ++j)
-      Wgmma<T>::rs(dv, pp[j], wgmma_desc(sDO + j * 16 * 128, kQRows * 128, 1024));
+    for (int j = 0; j < M / 16; ++j)
+      Wgmma<T>::rs(dv, pp[j], wgmma_desc(sDO + j * 16 * 128, M * 128, 1024));
 #pragma unroll
-    for (int j = 0; j < 4; ++j)
-      Wgmma<T>::rs(dk, dsp[j], wgmma_desc(sQ + j * 16 * 128, kQRows * 128, 1024));
+    for (int j = 0; j < M / 16; ++j)
+      Wgmma<T>::rs(dk, dsp[j], wgmma_desc(sQ + j * 16 * 128, M * 128, 1024));
     wgmma_commit();
 
     // dS^T into this warpgroup's rows of buffer i % 2 (rows: the 128 keys;
-    // 64 queries a swizzled 128-byte row): dsp[j] = (row, chunk 2j),
-    // (row + 8, 2j), (row, 2j + 1), (row + 8, 2j + 1), 4 bytes at lane % 4.
+    // M queries, 64 a swizzled 128-byte row of a column block): dsp[j] =
+    // (row, chunk 2j), (row + 8, 2j), (row, 2j + 1), (row + 8, 2j + 1), 4
+    // bytes at lane % 4.
     const uint32_t sDS = base + L::oDS + (i % 2) * L::kDS;
     const int r = wg * 64 + wwarp * 16 + lane / 4;
 #pragma unroll
-    for (int j = 0; j < 4; ++j)
+    for (int j = 0; j < M / 16; ++j)
 #pragma unroll
       for (int x = 0; x < 4; ++x) {
         const uint32_t at = sDS + sw128_offset(kKeys, r + 8 * (x & 1), 2 * j + (x >> 1)) +
@@ -292,23 +311,27 @@ __global__ void __launch_bounds__(kThreads, 1)
       bulk_wait_read<0>();
     named_sync<kConsumers>(3); // both halves of dS^T are in
 
-    // This warpgroup's half of dQ = dS K, columns [wg D/2, wg D/2 + D/2),
-    // over all 128 keys: A is dS^T as stored (keys x queries: MN-major), B
-    // is K as stored (keys x D: MN-major); k-step j = keys [16j, 16j + 16).
-    // D = 128: column block wg; D = 64: 32 columns, 64 bytes into the rows.
-    const uint32_t kcols = sK + (D == 128 ? wg * kKeys * 128 : wg * 64);
-    float dq[D / 4];
+    // This warpgroup's part of dQ = dS K over all 128 keys: A is dS^T as
+    // stored (keys x queries: MN-major), B is K as stored (keys x D:
+    // MN-major); k-step j = keys [16j, 16j + 16). M = 128 (D = 64): query
+    // rows [64 wg, 64 wg + 64), all D columns (A from column block wg);
+    // M = 64 (D = 128): all 64 rows, columns [wg D/2, wg D/2 + D/2) (B from
+    // column block wg).
+    constexpr int kDqCols = M == 128 ? D : D / 2;
+    const uint32_t rows_at = sDS + (M == 128 ? wg * kKeys * 128 : 0);
+    const uint32_t kcols = sK + (M == 128 ? 0 : wg * kKeys * 128);
+    float dq[kDqCols / 2];
     wgmma_fence();
 #pragma unroll
     for (int j = 0; j < kKeys / 16; ++j)
-      Wgmma<T>::ss_mn(dq, wgmma_desc(sDS + j * 16 * 128, kKeys * 128, 1024),
+      Wgmma<T>::ss_mn(dq, wgmma_desc(rows_at + j * 16 * 128, kKeys * 128, 1024),
                       wgmma_desc(kcols + j * 16 * 128, kKeys * 128, 1024), j > 0);
     wgmma_commit();
     wgmma_wait<0>();
     wgmma_fence_operands(dq);
     // Accumulator order: float4 i4 of thread t128 at (i4 * 128 + t128) * 4.
 #pragma unroll
-    for (int i4 = 0; i4 < D / 16; ++i4) {
+    for (int i4 = 0; i4 < kDqCols / 8; ++i4) {
       const uint32_t at = sDQ + 16 * (i4 * 128 + t128);
       asm volatile("st.shared.v4.f32 [%0], {%1, %2, %3, %4};\n" ::"r"(at), "f"(dq[4 * i4]),
                    "f"(dq[4 * i4 + 1]), "f"(dq[4 * i4 + 2]), "f"(dq[4 * i4 + 3])
@@ -322,9 +345,12 @@ __global__ void __launch_bounds__(kThreads, 1)
     fence_proxy_async_shared();
     named_sync<128>(1 + wg);
     if (t128 == 0) {
-      const int64_t chunk = (int64_t{it.b} * p.H + hq) * (p.Tp / kQRows) + m;
-      bulk_reduce_add_f32(p.dq_acc + chunk * kQRows * D + wg * kQRows * (D / 2), sDQ,
-                          L::kDQ);
+      // 64-row chunk (bh, m M / 64 + wg) at M = 128; (bh, m), column half wg, at M = 64.
+      const int64_t chunk = (int64_t{it.b} * p.H + hq) * (p.Tp / kChunkRows) +
+                            (M == 128 ? 2 * m + wg : m);
+      bulk_reduce_add_f32(p.dq_acc + chunk * kChunkRows * D +
+                              (M == 128 ? 0 : wg * kChunkRows * (D / 2)),
+                          sDQ, L::kDQ);
       bulk_commit();
     }
   }
@@ -393,8 +419,9 @@ __global__ void backward_prepare(const T *out, const T *dout, const float *lse, 
 }
 
 // dq = scale * dq_acc for rows < T, a block a 64 x D chunk (bh, m) of
-// dq_acc (the main kernel's accumulator order: column half w (the
-// warpgroup's), float4 i4 of thread t of the warpgroup): read whole float4s
+// dq_acc (the main kernel's accumulator order: at D = 128 column half w
+// (the warpgroup's), float4 i4 of thread t of the warpgroup; at D = 64 all
+// columns, float4 i4 of thread t): read whole float4s
 // into a row-major tile in shared memory, then written 16 bytes (8
 // elements) of a row a thread. (A thread a float4 written straight to dq,
 // two 4-byte pieces of two rows, took 31 us at GPT-2's shape.)
@@ -403,16 +430,18 @@ __global__ void __launch_bounds__(256)
     backward_finish(const float4 *dq_acc, T *dq, int32_t H, int32_t T_, int32_t tiles_q,
                     AttnSm90Strides s, float scale) {
   constexpr int kPitch = D + 4; // floats a tile row (+4: rows 8 apart on other banks)
-  __shared__ __align__(16) float tile[kQRows * kPitch];
+  constexpr int kCols = kQRows<D> == 128 ? D : D / 2; // columns a warpgroup summed
+  __shared__ __align__(16) float tile[kChunkRows * kPitch];
   const int64_t chunk = blockIdx.x;
-  const float4 *src = dq_acc + chunk * (kQRows * D / 4);
+  const float4 *src = dq_acc + chunk * (kChunkRows * D / 4);
 #pragma unroll
-  for (int k = 0; k < kQRows * D / 4 / 256; ++k) {
+  for (int k = 0; k < kChunkRows * D / 4 / 256; ++k) {
     const int f = k * 256 + threadIdx.x;
     const float4 v = src[f];
-    const int w = f / (8 * D), i4 = (f % (8 * D)) / 128, t = f % 128;
+    constexpr int kPart = kChunkRows * kCols / 4; // float4s of one warpgroup's part
+    const int w = f / kPart, i4 = (f % kPart) / 128, t = f % 128;
     const int row = 16 * (t / 32) + (t % 32) / 4;
-    const int col = w * (D / 2) + 8 * i4 + 2 * (t % 4);
+    const int col = w * kCols + 8 * i4 + 2 * (t % 4);
     *reinterpret_cast<float2 *>(&tile[row * kPitch + col]) = make_float2(v.x, v.y);
     *reinterpret_cast<float2 *>(&tile[(row + 8) * kPitch + col]) = make_float2(v.z, v.w);
   }
@@ -421,10 +450,10 @@ __global__ void __launch_bounds__(256)
   const int b = bh / H, h = bh % H;
   T *const base = dq + b * s.b + h * s.h;
 #pragma unroll
-  for (int k = 0; k < kQRows * D / 8 / 256; ++k) {
+  for (int k = 0; k < kChunkRows * D / 8 / 256; ++k) {
     const int e = k * 256 + threadIdx.x; // 8-element piece
     const int row = e / (D / 8), col = 8 * (e % (D / 8));
-    if (m * kQRows + row >= T_)
+    if (m * kChunkRows + row >= T_)
       continue;
     const float *x = &tile[row * kPitch + col];
     uint4 out;
@@ -432,7 +461,7 @@ __global__ void __launch_bounds__(256)
     out.y = pack2<T>(x[2] * scale, x[3] * scale);
     out.z = pack2<T>(x[4] * scale, x[5] * scale);
     out.w = pack2<T>(x[6] * scale, x[7] * scale);
-    *reinterpret_cast<uint4 *>(base + (int64_t{m} * kQRows + row) * s.r + col) = out;
+    *reinterpret_cast<uint4 *>(base + (int64_t{m} * kChunkRows + row) * s.r + col) = out;
   }
 }
 
@@ -440,14 +469,14 @@ struct Workspace {
   float *lse2, *delta, *dq_acc;
 };
 Workspace carve(const AttnSm90Backward &a) {
-  const int64_t rows = a.B * a.H * paddedRows(a.T);
+  const int64_t rows = a.B * a.H * paddedRows(a.T, a.D);
   float *w = static_cast<float *>(a.workspace);
   return {w, w + rows, w + 2 * rows};
 }
 
 template <class T, int D> int launch(const AttnSm90Backward &a, const char **why) {
   const Workspace w = carve(a);
-  const int64_t Tp = paddedRows(a.T), rows = a.B * a.H * Tp;
+  const int64_t Tp = paddedRows(a.T, D), rows = a.B * a.H * Tp;
   if (rows > 0) {
     backward_prepare<T, D><<<static_cast<unsigned>((rows * (D / 8) + 255) / 256), 256, 0,
                              a.stream>>>(
@@ -481,8 +510,8 @@ template <class T, int D> int launch(const AttnSm90Backward &a, const char **why
     }
     if (a.T == 0) { // no query tile is loaded; any valid map will do
       tq = tk, tdo = tk;
-    } else if (!encode(&tq, a.q, a.T, a.H, a.qs, &p.q_heads_inner, kQRows) ||
-               !encode(&tdo, a.dout, a.T, a.H, a.dos, &p.do_heads_inner, kQRows)) {
+    } else if (!encode(&tq, a.q, a.T, a.H, a.qs, &p.q_heads_inner, kQRows<D>) ||
+               !encode(&tdo, a.dout, a.T, a.H, a.dos, &p.do_heads_inner, kQRows<D>)) {
       *why = "TMA cannot describe q's or dout's layout";
       return 1;
     }
@@ -498,9 +527,9 @@ template <class T, int D> int launch(const AttnSm90Backward &a, const char **why
                                                                                  tdo, p);
   }
   if (rows > 0)
-    backward_finish<T, D><<<static_cast<unsigned>(rows / kQRows), 256, 0, a.stream>>>(
+    backward_finish<T, D><<<static_cast<unsigned>(rows / kChunkRows), 256, 0, a.stream>>>(
         reinterpret_cast<const float4 *>(w.dq_acc), static_cast<T *>(a.dq),
-        static_cast<int32_t>(a.H), static_cast<int32_t>(a.T), static_cast<int32_t>(Tp / kQRows),
+        static_cast<int32_t>(a.H), static_cast<int32_t>(a.T), static_cast<int32_t>(Tp / kChunkRows),
         a.dqs, a.scale);
   return 0;
 }
@@ -508,7 +537,7 @@ template <class T, int D> int launch(const AttnSm90Backward &a, const char **why
 } // namespace
 
 int64_t attention_backward_sm90_workspace(const AttnSm90Backward &a) {
-  return a.B * a.H * paddedRows(a.T) * (2 + a.D) * static_cast<int64_t>(sizeof(float));
+  return a.B * a.H * paddedRows(a.T, a.D) * (2 + a.D) * static_cast<int64_t>(sizeof(float));
 }
 
 const char *attention_backward_sm90_unsupported(const AttnSm90Backward &a) {
@@ -516,9 +545,9 @@ const char *attention_backward_sm90_unsupported(const AttnSm90Backward &a) {
     return "head size is not 64 or 128";
   if (a.B < 0 || a.H < 0 || a.T < 0 || a.S < 0 || a.Hkv <= 0 || a.H % a.Hkv != 0)
     return "B, H, T, S must be >= 0 and H a multiple of Hkv > 0";
-  if (a.T > INT32_MAX - 2 * kQRows || a.S > INT32_MAX - 2 * kKeys || a.B * a.H > INT32_MAX ||
+  if (a.T > INT32_MAX - 2 * kQRows<64> || a.S > INT32_MAX - 2 * kKeys || a.B * a.H > INT32_MAX ||
       ((a.S + kKeys - 1) / kKeys) * a.B * a.Hkv >= (int64_t{1} << 31) ||
-      a.B * a.H * paddedRows(a.T) * 32 >= (int64_t{1} << 31) * 256)
+      a.B * a.H * paddedRows(a.T, a.D) * 32 >= (int64_t{1} << 31) * 256)
     return "T, S or the number of tiles does not fit 32 bits";
   if (!(a.scale > 0.f) || !std::isfinite(a.scale))
     return "scale is not positive and finite";
