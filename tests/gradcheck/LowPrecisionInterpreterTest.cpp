@@ -6,8 +6,10 @@
 // The expected values come from an independent rounding written here with
 // frexp/ldexp (not the interpreter's APFloat conversion), applied by hand to
 // a float64 transcription of each op.
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <initializer_list>
 #include <limits>
 #include <random>
 #include <utility>
@@ -68,6 +70,13 @@ protected:
     for (double &x : out)
       x = (rng_() & 1 ? -1.0 : 1.0) * magnitude(rng_);
     return out;
+  }
+  // Two operands of n random values each, element 0 an exact product
+  // (0.5 * 0.25) in every format.
+  std::pair<std::vector<double>, std::vector<double>> randomOperands(size_t n) {
+    std::vector<double> x = randomValues(n), y = randomValues(n);
+    x[0] = 0.5, y[0] = 0.25;
+    return {x, y};
   }
 
   // tg.matmul, the reductions and softmax do not admit bf16/f16 operands
@@ -185,15 +194,31 @@ std::pair<double, double> neighboursByHand(double x, Format format) {
           std::ldexp(std::ceil(scaled), quantumExponent)};
 }
 
+// For random rounding: each got[i] must be one of exact[i]'s two neighbours
+// in `format` (elements in `skip` are left out); how many went below and how
+// many above, counting only inexact values.
+std::pair<int, int> neighbourDirections(const std::vector<double> &got,
+                                        const std::vector<double> &exact, Format format,
+                                        std::initializer_list<size_t> skip = {}) {
+  int below = 0, above = 0;
+  for (size_t i = 0; i < got.size(); ++i) {
+    if (std::find(skip.begin(), skip.end(), i) != skip.end())
+      continue;
+    auto [low, high] = neighboursByHand(exact[i], format);
+    EXPECT_TRUE(got[i] == low || got[i] == high)
+        << "element " << i << ": " << got[i] << " is not " << low << " or " << high;
+    below += low != high && got[i] == low;
+    above += low != high && got[i] == high;
+  }
+  return {below, above};
+}
+
 // interpret(..., randomRoundingSeed): each f16 result goes to one of its two
 // neighbours, both directions occur, exact results and the (nearest-rounded)
 // arguments stay, overflow is still inf, and the seed alone fixes the pattern.
 TEST_F(LowPrecisionInterpreterTest, RandomRoundingPicksANeighbourOfEachResult) {
   const size_t n = 256;
-  std::vector<double> x = randomValues(2 * n);
-  std::vector<double> y(x.begin() + n, x.end());
-  x.resize(n);
-  x[0] = 0.5, y[0] = 0.25;      // an exact product
+  auto [x, y] = randomOperands(n);
   x[1] = 300, y[1] = 300;       // overflows f16
   x[2] = 1.0 + 0x1p-12;         // an argument between f16 values
   OwningOpRef<ModuleOp> module = parse(R"mlir(
@@ -210,19 +235,11 @@ TEST_F(LowPrecisionInterpreterTest, RandomRoundingPicksANeighbourOfEachResult) {
   auto other = interp::interpret(f, args, roundingSeed + 1);
   ASSERT_TRUE(succeeded(once) && succeeded(again) && succeeded(other)) << diagnostics_;
   const Tensor &product = (*once)[0];
-  int below = 0, above = 0;
-  for (size_t i = 0; i < n; ++i) {
-    double exact = roundByHand(x[i], kF16) * roundByHand(y[i], kF16);
-    if (i == 1) {
-      EXPECT_TRUE(std::isinf(product.data[i])) << "overflow must stay inf";
-      continue;
-    }
-    auto [low, high] = neighboursByHand(exact, kF16);
-    EXPECT_TRUE(product.data[i] == low || product.data[i] == high)
-        << "element " << i << ": " << product.data[i] << " is not " << low << " or " << high;
-    below += low != high && product.data[i] == low;
-    above += low != high && product.data[i] == high;
-  }
+  std::vector<double> exact(n);
+  for (size_t i = 0; i < n; ++i)
+    exact[i] = roundByHand(x[i], kF16) * roundByHand(y[i], kF16);
+  EXPECT_TRUE(std::isinf(product.data[1])) << "overflow must stay inf";
+  auto [below, above] = neighbourDirections(product.data, exact, kF16, /*skip=*/{1});
   EXPECT_EQ(product.data[0], 0.125);
   // 255 inexact products, each way with probability 1/2: both occur.
   EXPECT_GT(below, 64);
@@ -237,10 +254,7 @@ TEST_F(LowPrecisionInterpreterTest, RandomRoundingPicksANeighbourOfEachResult) {
 // flag (and always without a seed) f32 results are the unrounded float64.
 TEST_F(LowPrecisionInterpreterTest, RandomRoundingOfF32ResultsOnlyWhenAskedFor) {
   const size_t n = 256;
-  std::vector<double> x = randomValues(2 * n);
-  std::vector<double> y(x.begin() + n, x.end());
-  x.resize(n);
-  x[0] = 0.5, y[0] = 0.25; // an exact product
+  auto [x, y] = randomOperands(n);
   OwningOpRef<ModuleOp> module = parse(R"mlir(
     func.func @f(%x: tensor<256xf32>, %y: tensor<256xf32>) -> tensor<256xf32> {
       %0 = tg.mul %x, %y : (tensor<256xf32>, tensor<256xf32>) -> tensor<256xf32>
@@ -259,15 +273,7 @@ TEST_F(LowPrecisionInterpreterTest, RandomRoundingOfF32ResultsOnlyWhenAskedFor) 
     exact[i] = x[i] * y[i];
   expectExactly((*plain)[0], exact);
   expectExactly((*f16Only)[0], exact);
-  int below = 0, above = 0;
-  for (size_t i = 0; i < n; ++i) {
-    auto [low, high] = neighboursByHand(exact[i], kF32);
-    double got = (*probed)[0].data[i];
-    EXPECT_TRUE(got == low || got == high)
-        << "element " << i << ": " << got << " is not " << low << " or " << high;
-    below += low != high && got == low;
-    above += low != high && got == high;
-  }
+  auto [below, above] = neighbourDirections((*probed)[0].data, exact, kF32);
   EXPECT_EQ((*probed)[0].data[0], 0.125);
   // Products of two random doubles are almost never f32 values: both
   // directions occur among the 255 others.
