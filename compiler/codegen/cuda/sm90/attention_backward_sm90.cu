@@ -26,7 +26,8 @@
 //      and adds it into dq_acc with one bulk reduction (cp.reduce.async.
 //      bulk .add.f32) from shared memory. dK and dV stay in registers
 //      across the loop (FlashAttention-3's layout) and are written once,
-//      dK scaled.
+//      dK scaled, through the K and V tiles in shared memory (16-byte
+//      stores of whole rows).
 //   3. backward_finish: dq = scale * dq_acc, rows < T, in dq's layout.
 #include "compiler/codegen/cuda/sm90/async_copy.cuh"
 #include "compiler/codegen/cuda/sm90/attention_sm90.h"
@@ -357,22 +358,45 @@ __global__ void __launch_bounds__(kThreads, 1)
   if (t128 == 0) // the reductions have landed before the kernel ends
     bulk_wait_done<0>();
 
-  // dK (scaled) and dV, rows key and key + 8, columns 8c + 2(lane % 4).
-  T *const gk = static_cast<T *>(p.dk) + it.b * p.dks_b + it.hk * p.dks_h;
-  T *const gv = static_cast<T *>(p.dv) + it.b * p.dvs_b + it.hk * p.dvs_h;
+  // dK (scaled) and dV through shared memory, so that rows go out 16 bytes
+  // a thread: straight from the accumulators a warp stored 16 bytes of each
+  // of 8 rows, half of every 32-byte sector (ncu: 50% excess sectors). The
+  // K and V tiles take them once both warpgroups' last dQ products, which
+  // read K, are done. Accumulator rows key and key + 8, columns
+  // 8c + 2(lane % 4): 4 bytes of chunk c, as the dS^T stores above.
+  named_sync<kConsumers>(3);
+  const int r0 = wg * 64 + wwarp * 16 + lane / 4;
 #pragma unroll
-  for (int h = 0; h < 2; ++h) {
-    const int kj = key + 8 * h;
-    if (kj >= p.S)
-      continue;
+  for (int h = 0; h < 2; ++h)
 #pragma unroll
     for (int c = 0; c < D / 8; ++c) {
-      const int col = 8 * c + 2 * (lane % 4);
-      *reinterpret_cast<uint32_t *>(gk + kj * p.dks_r + col) =
-          pack2<T>(dk[4 * c + 2 * h] * p.scale, dk[4 * c + 2 * h + 1] * p.scale);
-      *reinterpret_cast<uint32_t *>(gv + kj * p.dvs_r + col) =
-          pack2<T>(dv[4 * c + 2 * h], dv[4 * c + 2 * h + 1]);
+      const uint32_t at = sw128_offset(kKeys, r0 + 8 * h, c) + 4 * (lane % 4);
+      asm volatile("st.shared.u32 [%0], %1;\n" ::"r"(sK + at),
+                   "r"(pack2<T>(dk[4 * c + 2 * h] * p.scale, dk[4 * c + 2 * h + 1] * p.scale))
+                   : "memory");
+      asm volatile("st.shared.u32 [%0], %1;\n" ::"r"(sV + at),
+                   "r"(pack2<T>(dv[4 * c + 2 * h], dv[4 * c + 2 * h + 1]))
+                   : "memory");
     }
+  named_sync<kConsumers>(3);
+  T *const gk = static_cast<T *>(p.dk) + it.b * p.dks_b + it.hk * p.dks_h;
+  T *const gv = static_cast<T *>(p.dv) + it.b * p.dvs_b + it.hk * p.dvs_h;
+  constexpr int kRowChunks = D / 8; // 16-byte pieces of a row
+#pragma unroll 4
+  for (int e = tid; e < kKeys * kRowChunks; e += kConsumers) {
+    const int r = e / kRowChunks, c = e % kRowChunks, kj = it.k0 + r;
+    if (kj >= p.S)
+      continue;
+    const uint32_t at = sw128_offset(kKeys, r, c);
+    uint4 vk, vv;
+    asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];\n"
+                 : "=r"(vk.x), "=r"(vk.y), "=r"(vk.z), "=r"(vk.w)
+                 : "r"(sK + at));
+    asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];\n"
+                 : "=r"(vv.x), "=r"(vv.y), "=r"(vv.z), "=r"(vv.w)
+                 : "r"(sV + at));
+    *reinterpret_cast<uint4 *>(gk + kj * p.dks_r + 8 * c) = vk;
+    *reinterpret_cast<uint4 *>(gv + kj * p.dvs_r + 8 * c) = vv;
   }
 }
 
