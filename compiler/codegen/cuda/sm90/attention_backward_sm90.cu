@@ -83,7 +83,10 @@ template <int D> struct BwdSmem {
   static constexpr uint32_t kKV = kKeys * D * 2;
   static constexpr uint32_t kQ = M * D * 2;
   static constexpr uint32_t kDS = kKeys * M * 2;
-  static constexpr uint32_t kDQ = kChunkRows * (M == 128 ? D : D / 2) * 4;
+  // Columns of dQ a warpgroup computes: all at M = 128 (it takes half the
+  // rows), half at M = 64.
+  static constexpr int kDqCols = M == 128 ? D : D / 2;
+  static constexpr uint32_t kDQ = kChunkRows * kDqCols * 4;
   static constexpr uint32_t oK = 0, oV = kKV, oQ = 2 * kKV, oDO = oQ + kStages * kQ;
   static constexpr uint32_t oDS = oDO + kStages * kQ, oDQ = oDS + 2 * kDS;
   static constexpr uint32_t oStats = oDQ + 2 * kDQ; // [stage][lse2, delta][M]
@@ -318,7 +321,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     // rows [64 wg, 64 wg + 64), all D columns (A from column block wg);
     // M = 64 (D = 128): all 64 rows, columns [wg D/2, wg D/2 + D/2) (B from
     // column block wg).
-    constexpr int kDqCols = M == 128 ? D : D / 2;
+    constexpr int kDqCols = L::kDqCols;
     const uint32_t rows_at = sDS + (M == 128 ? wg * kKeys * 128 : 0);
     const uint32_t kcols = sK + (M == 128 ? 0 : wg * kKeys * 128);
     float dq[kDqCols / 2];
@@ -454,7 +457,7 @@ __global__ void __launch_bounds__(256)
     backward_finish(const float4 *dq_acc, T *dq, int32_t H, int32_t T_, int32_t tiles_q,
                     AttnSm90Strides s, float scale) {
   constexpr int kPitch = D + 4; // floats a tile row (+4: rows 8 apart on other banks)
-  constexpr int kCols = kQRows<D> == 128 ? D : D / 2; // columns a warpgroup summed
+  constexpr int kCols = BwdSmem<D>::kDqCols; // columns a warpgroup summed
   __shared__ __align__(16) float tile[kChunkRows * kPitch];
   const int64_t chunk = blockIdx.x;
   const float4 *src = dq_acc + chunk * (kChunkRows * D / 4);

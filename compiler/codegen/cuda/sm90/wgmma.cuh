@@ -115,10 +115,8 @@ __device__ __forceinline__ void wgmma_pack(const float (&d)[N], int j, uint32_t 
 // For operand type TY (bf16, f16):
 //   wgmma_m64n128k16_ss_TY, wgmma_m64n64k16_ss_TY: d (64 x N, f32) = [d +]
 //     a (64 x 16, smem, K-major) b^T (N x 16, smem, K-major);
-//   wgmma_m64n64k16_ss_mn_TY, wgmma_m64n32k16_ss_mn_TY: the same from
-//     MN-major a and b (the attention backward's dQ = dS K from dS^T and K
-//     as stored; N = 32 starts 64 bytes into a swizzled row for the second
-//     half of a 64-column block);
+//   wgmma_m64n64k16_ss_mn_TY: the same from MN-major a and b (the
+//     attention backward's dQ = dS K from dS^T and K as stored);
 //   wgmma_m64nNk16_rs_mn_TY, N 64 or 128: d (64 x N, f32) += a (64 x 16,
 //     registers, wgmma_pack) b (N x 16, smem, MN-major).
 #define TCC_WGMMA_PRODUCTS(TY)                                                       \
@@ -146,14 +144,6 @@ __device__ __forceinline__ void wgmma_pack(const float (&d)[N], int j, uint32_t 
                  "wgmma.mma_async.sync.aligned.m64n64k16.f32." #TY "." #TY                         \
                  " {" TCC_WGMMA_REGS32 "}, %32, %33, p, 1, 1, 1, 1;\n}\n"                          \
                  : TCC_WGMMA_OUT32(d)                                                              \
-                 : "l"(a), "l"(b), "r"(static_cast<int>(accumulate)));                             \
-  }                                                                                                \
-  __device__ __forceinline__ void wgmma_m64n32k16_ss_mn_##TY(float(&d)[16], uint64_t a,            \
-                                                            uint64_t b, bool accumulate) {         \
-    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %18, 0;\n"                                      \
-                 "wgmma.mma_async.sync.aligned.m64n32k16.f32." #TY "." #TY                         \
-                 " {" TCC_WGMMA_REGS0 "}, %16, %17, p, 1, 1, 1, 1;\n}\n"                           \
-                 : TCC_WGMMA_OUT0(d)                                                               \
                  : "l"(a), "l"(b), "r"(static_cast<int>(accumulate)));                             \
   }                                                                                                \
   __device__ __forceinline__ void wgmma_m64n64k16_rs_mn_##TY(float(&d)[32],                        \
@@ -188,10 +178,6 @@ template <> struct Wgmma<__nv_bfloat16> {
                                                bool acc) {
     wgmma_m64n64k16_ss_mn_bf16(d, a, b, acc);
   }
-  __device__ __forceinline__ static void ss_mn(float (&d)[16], uint64_t a, uint64_t b,
-                                               bool acc) {
-    wgmma_m64n32k16_ss_mn_bf16(d, a, b, acc);
-  }
   __device__ __forceinline__ static void rs(float (&d)[32], const uint32_t (&a)[4], uint64_t b) {
     wgmma_m64n64k16_rs_mn_bf16(d, a, b);
   }
@@ -209,10 +195,6 @@ template <> struct Wgmma<__half> {
   __device__ __forceinline__ static void ss_mn(float (&d)[32], uint64_t a, uint64_t b,
                                                bool acc) {
     wgmma_m64n64k16_ss_mn_f16(d, a, b, acc);
-  }
-  __device__ __forceinline__ static void ss_mn(float (&d)[16], uint64_t a, uint64_t b,
-                                               bool acc) {
-    wgmma_m64n32k16_ss_mn_f16(d, a, b, acc);
   }
   __device__ __forceinline__ static void rs(float (&d)[32], const uint32_t (&a)[4], uint64_t b) {
     wgmma_m64n64k16_rs_mn_f16(d, a, b);
