@@ -91,11 +91,12 @@ add_custom_target(tcc_cuda_prelude DEPENDS ${TCC_CUDA_PRELUDE})
 
 # The CUDA host support pasted into the host unit, one piece per concern
 # (CUDA/cuBLAS errors and state, the tcc_device_api, running one call,
-# the cuBLASLt algorithm cache file and search, the CUTLASS instances'
-# declarations and their timing against cuBLASLt, cuBLASLt products,
+# the cuBLASLt algorithm cache file and search, the CUTLASS instances' and
+# tcc's sm90 attention's declarations and their timing against cuBLASLt, cuBLASLt products,
 # profiling), concatenated the same way.
 set(TCC_CUDA_HOST_SUPPORT_PIECES
   ${TCC_CODEGEN_DIR}/cuda/cudnn/cudnn_attention.h
+  ${TCC_CODEGEN_DIR}/cuda/sm90/attention_sm90.h
   ${TCC_CODEGEN_DIR}/cuda/cutlass/sm90_epilogue_choice.h
   ${TCC_CODEGEN_DIR}/cuda/cutlass/gemm_sm90_epilogues.h
   ${TCC_CODEGEN_DIR}/cuda/host_support/errors.h
@@ -107,6 +108,7 @@ set(TCC_CUDA_HOST_SUPPORT_PIECES
   ${TCC_CODEGEN_DIR}/cuda/host_support/gemm.h
   ${TCC_CODEGEN_DIR}/cuda/host_support/gemm_fp8.h
   ${TCC_CODEGEN_DIR}/cuda/host_support/attention.h
+  ${TCC_CODEGEN_DIR}/cuda/host_support/attention_sm90_choice.h
   ${TCC_CODEGEN_DIR}/cuda/host_support/profiling.h
 )
 set(TCC_CUDA_HOST_SUPPORT ${TCC_GENERATED_INCLUDE_DIR}/compiler/codegen/cuda/cuda_host_support.h
@@ -155,6 +157,28 @@ set(TCC_CUTLASS_UNIT ${TCC_GENERATED_INCLUDE_DIR}/compiler/codegen/cuda/cutlass_
 tcc_concat_sources(${TCC_CUTLASS_UNIT} "${TCC_CUTLASS_UNIT_PIECES}"
   "Concatenating the CUTLASS sm90 unit")
 
+# tcc's own Hopper attention (cuda/sm90/): the forward's unit and the
+# backward's, each its headers pasted in front of its .cu (whose includes
+# are guarded), compiled once per machine for sm_90a by tcc compile and
+# cached like the CUTLASS instances.
+set(TCC_SM90_DIR ${TCC_CODEGEN_DIR}/cuda/sm90)
+set(TCC_SM90_HEADER_PIECES
+  ${TCC_SM90_DIR}/attention_sm90.h
+  ${TCC_SM90_DIR}/tensor_maps.h
+  ${TCC_SM90_DIR}/async_copy.cuh
+  ${TCC_SM90_DIR}/wgmma.cuh
+)
+set(TCC_SM90_FORWARD_UNIT
+    ${TCC_GENERATED_INCLUDE_DIR}/compiler/codegen/cuda/sm90_attention_forward_unit.cu)
+tcc_concat_sources(${TCC_SM90_FORWARD_UNIT}
+  "${TCC_SM90_HEADER_PIECES};${TCC_SM90_DIR}/attention_sm90.cu"
+  "Concatenating the sm90 attention forward unit")
+set(TCC_SM90_BACKWARD_UNIT
+    ${TCC_GENERATED_INCLUDE_DIR}/compiler/codegen/cuda/sm90_attention_backward_unit.cu)
+tcc_concat_sources(${TCC_SM90_BACKWARD_UNIT}
+  "${TCC_SM90_HEADER_PIECES};${TCC_SM90_DIR}/attention_backward_sm90.cu"
+  "Concatenating the sm90 attention backward unit")
+
 # Files pasted into generated sources, embedded at build time.
 set(TCC_EMBEDDED_CPP ${CMAKE_CURRENT_BINARY_DIR}/EmbeddedSources.cpp)
 add_custom_command(
@@ -166,11 +190,14 @@ add_custom_command(
           -DCUDA_HOST=${TCC_CUDA_HOST_SUPPORT}
           -DCUDNN_UNIT=${TCC_CUDNN_UNIT}
           -DCUTLASS_UNIT=${TCC_CUTLASS_UNIT}
+          -DSM90_FORWARD_UNIT=${TCC_SM90_FORWARD_UNIT}
+          -DSM90_BACKWARD_UNIT=${TCC_SM90_BACKWARD_UNIT}
           -DCUDA_CONTROL_LAYOUT=${TCC_CODEGEN_DIR}/cuda/ControlBlockLayout.h
           -P ${TCC_CODEGEN_DIR}/common/EmbedSources.cmake
   DEPENDS ${CMAKE_SOURCE_DIR}/runtime/include/tcc/step_abi.h
           ${TCC_CPU_PRELUDE} ${TCC_CUDA_PRELUDE}
           ${TCC_CUDA_HOST_SUPPORT} ${TCC_CUDNN_UNIT} ${TCC_CUTLASS_UNIT}
+          ${TCC_SM90_FORWARD_UNIT} ${TCC_SM90_BACKWARD_UNIT}
           ${TCC_CODEGEN_DIR}/cuda/ControlBlockLayout.h
           ${TCC_CODEGEN_DIR}/common/EmbedSources.cmake
   COMMENT "Embedding the step ABI header and the CPU and CUDA preludes"

@@ -77,9 +77,11 @@ absl::Status emitCuda(const CompileOptions &options, mlir::ModuleOp module,
   }
   // CUTLASS's Hopper epilogue GEMMs: sm_90 only, with its headers here.
   std::optional<std::string> cutlass;
-  if (options.cutlass && archRunsCutlassSm90(options.arch))
+  if (options.cutlass && archRunsSm90a(options.arch))
     cutlass = findCutlass();
   codegen.cutlassSm90 = cutlass.has_value();
+  // tcc's own Hopper attention: sm_90 only (its units need no headers).
+  codegen.sm90Attention = options.sm90Attention && archRunsSm90a(options.arch);
   codegen.fp8CastFusion = options.fp8CastFusion;
   mlir::FailureOr<GeneratedCudaStep> step = generateCudaStep(module, codegen);
   if (mlir::failed(step))
@@ -122,6 +124,7 @@ absl::Status emitCuda(const CompileOptions &options, mlir::ModuleOp module,
   if (!compileCudaLibrary(step->hostSource, step->kernelUnits,
                           step->cudnnAttentionSites ? *cudnnFrontend : std::string(),
                           cutlass && step->cutlassSm90Sites ? *cutlass : std::string(),
+                          codegen.sm90Attention && step->sm90AttentionSites > 0,
                           options.output, compile, stats, error))
     return absl::InternalError(error);
   if (options.verbose && step->cutlassSm90Sites)
@@ -129,7 +132,7 @@ absl::Status emitCuda(const CompileOptions &options, mlir::ModuleOp module,
                  static_cast<long long>(step->cutlassSm90Sites),
                  cutlass ? "may run CUTLASS sm90 kernels (timed against cuBLASLt when run)"
                  : !options.cutlass ? "run on cuBLASLt (--no-cutlass)"
-                 : !archRunsCutlassSm90(options.arch)
+                 : !archRunsSm90a(options.arch)
                      ? "run on cuBLASLt (CUTLASS's kernels are sm_90 only)"
                      : "run on cuBLASLt (CUTLASS's headers not found: scripts/setup.sh unpacks "
                        "them into .deps/cutlass, or set TCC_CUTLASS_INCLUDE)");

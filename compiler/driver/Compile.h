@@ -55,6 +55,7 @@ struct CompileOptions {
   bool rematCopies = true;    // false: --no-remat-copies
   bool cudnn = true;          // cuda: attention, convolutions try cuDNN first; false: --no-cudnn
   bool cutlass = true;        // cuda sm_90: CUTLASS epilogue GEMMs as candidates; false: --no-cutlass
+  bool sm90Attention = true;  // cuda sm_90: tcc's sm90 attention as a candidate; false: --no-sm90-attention
   bool fp8CastFusion = true;  // cuda fp8: casts compute their elementwise and norm inputs; false: --no-fp8-cast-fusion
   bool channelsLast = true;   // cuda with cuDNN: NHWC conv chains; false: --no-channels-last
   bool useCache = true;       // cuda: reuse objects from the nvcc cache

@@ -197,14 +197,15 @@ std::optional<std::string> findCutlass() {
   return std::nullopt;
 }
 
-bool archRunsCutlassSm90(const std::string &arch) {
+bool archRunsSm90a(const std::string &arch) {
   return arch == "sm_90" || arch == "sm_90a";
 }
 
 bool compileCudaLibrary(const std::string &hostSource,
                         const std::vector<std::string> &kernelUnits,
                         const std::string &cudnnFrontend, const std::string &cutlassInclude,
-                        const std::string &output, const CudaCompileOptions &options,
+                        bool sm90Attention, const std::string &output,
+                        const CudaCompileOptions &options,
                         CudaCompileStats &stats, std::string &error) {
   auto start = std::chrono::steady_clock::now();
   std::optional<std::string> cxxPath = findHostCompiler(options.hostCompiler, error);
@@ -312,6 +313,21 @@ bool compileCudaLibrary(const std::string &hostSource,
       }
     }
   }
+  // tcc's Hopper attention: two units (~1 minute of nvcc each), the same
+  // source in every step, so cached once per machine like CUTLASS's.
+  if (sm90Attention) {
+    std::vector<std::string> sm90Flags = {
+        "-std=c++17", "-O3", "--expt-relaxed-constexpr", "-Xcompiler",
+        "-fPIC,-fvisibility=hidden", "-gencode", "arch=compute_90a,code=sm_90a", "-ccbin",
+        *cxxPath};
+    if (!addJob("sm90_attention_forward.cu", embedded::kSm90AttentionForwardUnit, sm90Flags,
+                options.nvcc, nvccVersion) ||
+        !addJob("sm90_attention_backward.cu", embedded::kSm90AttentionBackwardUnit, sm90Flags,
+                options.nvcc, nvccVersion)) {
+      cleanup();
+      return false;
+    }
+  }
   stats.units = static_cast<int>(jobs.size());
 
   // Reuse cached objects; run the rest, `parallel` at a time.
@@ -379,7 +395,9 @@ bool compileCudaLibrary(const std::string &hostSource,
   // Link: static CUDA runtime (no libcudart needed where it runs), cuBLASLt
   // from the toolkit (rpath to it).
   std::string tmpOut = output + ".tmp";
-  std::vector<std::string> link = {*cxxPath, "-shared", "-o", tmpOut};
+  // -z defs: a symbol no object or library defines fails here, not when
+  // trun loads the step.
+  std::vector<std::string> link = {*cxxPath, "-shared", "-Wl,-z,defs", "-o", tmpOut};
   for (const Job &job : jobs)
     link.push_back(job.object);
   link.insert(link.end(), {"-L" + lib, "-Wl,-rpath," + lib, "-lcublasLt", "-lcudart_static",

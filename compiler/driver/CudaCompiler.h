@@ -35,8 +35,9 @@ std::optional<std::string> findCudnnFrontend();
 // and cutlass/util/packed_stride.hpp.
 std::optional<std::string> findCutlass();
 
-// Whether `arch` runs the CUTLASS sm_90a instances: sm_90 or sm_90a.
-bool archRunsCutlassSm90(const std::string &arch);
+// Whether `arch` runs sm_90a code (the CUTLASS instances, tcc's sm90
+// attention): sm_90 or sm_90a.
+bool archRunsSm90a(const std::string &arch);
 
 // The compute capability of GPU 0 as "sm_XY" (from nvidia-smi), if any.
 std::optional<std::string> detectGpuArch();
@@ -69,11 +70,15 @@ struct CudaCompileStats {
 // linked in too. `cutlassInclude`: non-empty when the host unit defines
 // TCC_STEP_CUTLASS_SM90: embedded::kCutlassSm90Unit is compiled once per
 // instance (for sm_90a, against those headers; each object cached like the
-// others, so a machine compiles them once) and linked in.
+// others, so a machine compiles them once) and linked in. `sm90Attention`:
+// the host unit defines TCC_STEP_SM90_ATTENTION: the units
+// embedded::kSm90AttentionForwardUnit and kSm90AttentionBackwardUnit are
+// compiled for sm_90a (cached the same way) and linked in.
 bool compileCudaLibrary(const std::string &hostSource,
                         const std::vector<std::string> &kernelUnits,
                         const std::string &cudnnFrontend, const std::string &cutlassInclude,
-                        const std::string &output, const CudaCompileOptions &options,
+                        bool sm90Attention, const std::string &output,
+                        const CudaCompileOptions &options,
                         CudaCompileStats &stats, std::string &error);
 
 } // namespace tcc

@@ -131,7 +131,7 @@ StepMemory stepMemory(mlir::ModuleOp module, bool cuda, bool cudnn) {
     s.train = summarizeMemory(train);
     if (cuda)
       s.attention = std::max<int64_t>(
-          0, kern::cudnnAttentionWorkspaceBytes(train) - s.library - s.fp8);
+          0, kern::attentionWorkspaceBytes(train) - s.library - s.fp8);
   }
   // The shared workspace is the largest of the three (CudaCodegen); the
   // convolutions' estimate only where the step runs them through cuDNN.

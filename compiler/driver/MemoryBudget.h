@@ -44,8 +44,9 @@ struct StepMemory {
   // FP8 casts kept for later products, after the shared workspace
   // (codegen::cuda::fp8KeptCastBytes).
   int64_t fp8Kept = 0;
-  // What cuDNN's attention backward needs beyond cuBLASLt's workspace
-  // (cuda; kern::cudnnAttentionWorkspaceBytes): the step's shared
+  // What cuDNN's attention backward, or tcc's sm90 one, needs beyond
+  // cuBLASLt's workspace
+  // (cuda; kern::attentionWorkspaceBytes): the step's shared
   // workspace grows by it.
   int64_t attention = 0;
   // What cuDNN's convolutions may use beyond those two (cuda;

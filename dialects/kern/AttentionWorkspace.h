@@ -12,18 +12,23 @@ class Operation;
 
 namespace tcc::kern {
 
-// cuDNN's SDPA backward workspace, estimated as an f32 dQ accumulator and
-// an f32 row statistic, B*H*T*(D+1)*4 bytes plus 1 MiB of slack, and with
-// grouped K/V heads (GQA) f32 dK and dV for every query head, 2*B*H*S*D*4
-// more, over the kern.attention_grad ops nested in `root` (the largest; 0
-// without any). (Without the GQA term a LLaMA-style B8 T1024 H12/4 D64
-// step's cuDNN backward took ~50 MB beyond the plan: planned 4.64 GiB,
-// measured 4.69, H200 2026-11-29.)
-// cuDNN tells its size only when trun builds its plans; trun measured
-// B*H*T*(D+1)*4 and at most 492 bytes more for GPT-2 124M at batch 16 and
-// 34 (cuDNN 9.14, H200, 2026-11-25). The cuda step sizes the workspace it shares between
-// cuBLASLt and attention by it, and the memory budget counts it.
-int64_t cudnnAttentionWorkspaceBytes(mlir::Operation *root);
+// The device memory an attention backward takes beyond its operands on the
+// cuda target (the step's shared workspace is sized by it), the largest
+// over the kern.attention_grad ops nested in `root` (0 without any) of
+//  - cuDNN's SDPA backward workspace, estimated as an f32 dQ accumulator
+//    and an f32 row statistic, B*H*T*(D+1)*4 bytes plus 1 MiB of slack, and
+//    with grouped K/V heads (GQA) f32 dK and dV for every query head,
+//    2*B*H*S*D*4 more. (Without the GQA term a LLaMA-style B8 T1024 H12/4
+//    D64 step's cuDNN backward took ~50 MB beyond the plan: planned 4.64
+//    GiB, measured 4.69, H200 2026-11-29.) cuDNN tells its size only when
+//    trun builds its plans; trun measured B*H*T*(D+1)*4 and at most 492
+//    bytes more for GPT-2 124M at batch 16 and 34 (cuDNN 9.14, H200,
+//    2026-11-25).
+//  - tcc's sm90 backward (16-bit, D 64 or 128): B*H*Tp*(D+2)*4 bytes, Tp =
+//    T rounded up to 128 rows at D = 64, 64 at D = 128; must equal
+//    tcc_sm90::attention_backward_sm90_workspace (cuda/sm90/).
+// The memory budget counts it.
+int64_t attentionWorkspaceBytes(mlir::Operation *root);
 
 // Must equal tcc_cuda::attention_backward_workspace_floats of the CUDA
 // prelude (cuda/prelude/attention_launchers.cuh, the launcher's contract):

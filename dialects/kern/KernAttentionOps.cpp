@@ -195,8 +195,8 @@ LogicalResult AttentionGradOp::verify() {
   return success();
 }
 
-int64_t tcc::kern::cudnnAttentionWorkspaceBytes(Operation *root) {
-  int64_t bytes = 0;
+int64_t tcc::kern::attentionWorkspaceBytes(Operation *root) {
+  int64_t bytes = 0, sm90 = 0;
   root->walk([&](AttentionGradOp op) {
     // (B, H, T, D) q, or `sizes` [B, H, Hkv, T, S, D]
     ArrayRef<int64_t> q = mrt(op.getQ()).getShape();
@@ -209,8 +209,17 @@ int64_t tcc::kern::cudnnAttentionWorkspaceBytes(Operation *root) {
         grouped = 2 * (*sizes)[0] * (*sizes)[1] * (*sizes)[4] * d * 4;
     }
     bytes = std::max(bytes, rows * (d + 1) * 4 + grouped);
+    // tcc's sm90 backward: its rows padded to whole query tiles.
+    Type et = mrt(op.getQ()).getElementType();
+    if ((d == 64 || d == 128) && (et.isBF16() || et.isF16())) {
+      int64_t tile = d == 64 ? 128 : 64;
+      int64_t heads = q.size() == 4 ? q[0] * q[1] : 0, t = q.size() == 4 ? q[2] : 0;
+      if (auto sizes = op.getSizes())
+        heads = (*sizes)[0] * (*sizes)[1], t = (*sizes)[3];
+      sm90 = std::max(sm90, heads * ((t + tile - 1) / tile * tile) * (d + 2) * 4);
+    }
   });
-  // cuDNN asked for a few hundred bytes more than that (alignment): with a
-  // MiB of slack its workspace fits in the shared one.
-  return bytes ? bytes + (int64_t(1) << 20) : 0;
+  // cuDNN asked for a few hundred bytes more than its estimate (alignment):
+  // with a MiB of slack its workspace fits in the shared one.
+  return std::max(bytes ? bytes + (int64_t(1) << 20) : 0, sm90);
 }

@@ -435,6 +435,60 @@ TEST(AttentionCudaSource, CudnnSitesForTheCallsCudnnMayRun) {
   }
 }
 
+// With tcc's sm90 attention allowed (sm_90), each cuDNN site's host line
+// goes through tcc_cuda_host::sm90_attention_forward / _backward, the
+// cuDNN-or-flash call as its lambda, and the site's declaration lists the
+// candidates; a deterministic backward, or the option off, keeps cuDNN and
+// says why.
+TEST(AttentionCudaSource, Sm90SitesBesideCudnn) {
+  CudaCodegenOptions sm90;
+  sm90.cudnnAttention = true;
+  sm90.sm90Attention = true;
+  std::string diagnostics;
+  mlir::FailureOr<GeneratedCudaStep> step =
+      cudaSource(fusedIR({2, 4, 2, 16, 16, 64, true, 0.0}, "bf16"), diagnostics, sm90);
+  ASSERT_TRUE(mlir::succeeded(step)) << diagnostics;
+  const std::string &host = step->hostSource;
+  EXPECT_EQ(step->sm90AttentionSites, 3) << host; // train forward + backward, eval forward
+  EXPECT_NE(host.find("#define TCC_STEP_SM90_ATTENTION 1"), std::string::npos);
+  EXPECT_NE(host.find("if (int32_t rc = tcc_cuda_host::sm90_attention_forward(tcc_train_attention_"),
+            std::string::npos)
+      << host;
+  EXPECT_NE(host.find("if (int32_t rc = tcc_cuda_host::sm90_attention_backward(tcc_train_attention_"),
+            std::string::npos);
+  EXPECT_NE(host.find("ws + tcc_gemm_workspace_offset, tcc_shared_workspace_bytes, [&]() -> "
+                      "int32_t {\n    if (tcc_train_attention_"),
+            std::string::npos)
+      << "the backward's other call is its lambda";
+  EXPECT_NE(host.find("// candidates: cuDNN (else tcc flash), timed on the first call against "
+                      "tcc sm90\nstatic tcc_cuda_host::AttentionSite"),
+            std::string::npos);
+
+  // Deterministic: the forward stays a candidate, the backward does not.
+  std::string ir = fusedIR({2, 4, 2, 16, 16, 64, true, 0.0}, "bf16");
+  ir.replace(ir.find("module attributes {"), 19, "module attributes {tg.deterministic, ");
+  mlir::FailureOr<GeneratedCudaStep> det = cudaSource(ir, diagnostics, sm90);
+  ASSERT_TRUE(mlir::succeeded(det)) << diagnostics;
+  EXPECT_EQ(det->sm90AttentionSites, 2);
+  EXPECT_NE(det->hostSource.find("not tcc sm90: a deterministic backward"), std::string::npos);
+  EXPECT_EQ(det->hostSource.find("tcc_cuda_host::sm90_attention_backward(tcc_"),
+            std::string::npos);
+
+  // The option off (another architecture, --no-sm90-attention): cuDNN's
+  // sites as before, nothing of sm90 linked.
+  sm90.sm90Attention = false;
+  mlir::FailureOr<GeneratedCudaStep> off =
+      cudaSource(fusedIR({2, 4, 2, 16, 16, 64, true, 0.0}, "bf16"), diagnostics, sm90);
+  ASSERT_TRUE(mlir::succeeded(off)) << diagnostics;
+  EXPECT_EQ(off->sm90AttentionSites, 0);
+  EXPECT_EQ(off->cudnnAttentionSites, 3);
+  EXPECT_EQ(off->hostSource.find("#define TCC_STEP_SM90_ATTENTION"), std::string::npos);
+  EXPECT_EQ(off->hostSource.find("tcc_cuda_host::sm90_attention_forward(tcc_"),
+            std::string::npos);
+  EXPECT_NE(off->hostSource.find("not tcc sm90: the target is not sm_90, or --no-sm90-attention"),
+            std::string::npos);
+}
+
 TEST(AttentionCudaSource, F64AttentionIsAClearError) {
   std::string diagnostics;
   mlir::FailureOr<GeneratedCudaStep> step =

@@ -208,7 +208,7 @@ TEST(StepEntries, CudaEmitsEntries) {
   options.useCache = false;
   CudaCompileStats stats;
   std::string error;
-  EXPECT_TRUE(compileCudaLibrary(host, step->kernelUnits, "", "", workDir() + "/entries_cuda.so",
+  EXPECT_TRUE(compileCudaLibrary(host, step->kernelUnits, "", "", false, workDir() + "/entries_cuda.so",
                                  options, stats, error))
       << error;
 }

@@ -22,6 +22,11 @@ extern const char *const kCudnnAttentionUnit;
 // kSm90Instances: a step that links fewer misses a symbol at its link).
 extern const char *const kCutlassSm90Unit;
 constexpr int kCutlassSm90Instances = 3;
+// compiler/codegen/cuda/sm90/: tcc's Hopper attention forward and backward
+// (the headers pasted in front of attention_sm90.cu, of
+// attention_backward_sm90.cu), each compiled for sm_90a.
+extern const char *const kSm90AttentionForwardUnit;
+extern const char *const kSm90AttentionBackwardUnit;
 } // namespace tcc::embedded
 
 #endif

@@ -9,6 +9,13 @@
 // (host_support/attention.h); the host line runs cuDNN when the site's plan
 // was built, else the wrapper.
 //
+// tcc's sm90 kernels (cuda/sm90/): with CudaCodegenOptions::sm90Attention a
+// 16-bit site of head size 64 or 128 that cuDNN may run is also a site of
+// theirs: its host line calls tcc_cuda_host::sm90_attention_forward /
+// _backward (host_support/attention_sm90_choice.h) with the cuDNN-or-flash
+// call as a lambda, and the first call times the two on the call's
+// operands. The site's declaration in step_host.cpp lists its candidates.
+//
 // Dropout: the launchers take the seed key (rng_seed ^ mix64(op_id)) and the
 // step by value, read on the host from tcc_step_args. A CUDA graph captures
 // launch arguments, so an entry with attention dropout refuses capture
@@ -98,7 +105,8 @@ void CudaStepEmitter::launchAttention(llvm::raw_ostream &os, Operation *op,
                                       const std::string &kernel, const std::string &hostArgs,
                                       const std::string &dropoutKey, const AttentionCall &c,
                                       double flops, double bytes,
-                                      const std::string &cudnnCall) {
+                                      const std::string &cudnnCall,
+                                      const std::string &sm90Call) {
   int32_t id = nextId();
   std::string call;
   if (!cudnnCall.empty()) // (never with dropout: no capture to refuse)
@@ -112,7 +120,18 @@ void CudaStepEmitter::launchAttention(llvm::raw_ostream &os, Operation *op,
                         "return tcc_cuda_host::cuda_error(e, tcc_cuda_host::where({3}).c_str());",
                         kernel, hostArgs, dropoutKey, id)
               .str();
+  if (!sm90Call.empty()) // sm90Call's last argument: the other call, as a lambda
+    call = "if (int32_t rc = " + sm90Call + ", [&]() -> int32_t {\n    " + call +
+           "\n    return 0;\n  })) return rc;";
   launch(os, op, kernel, call, c.shapeText(), flops, bytes);
+}
+
+std::string CudaStepEmitter::sm90AttentionRefusal(const AttentionCall &c, bool backward) const {
+  if (!options_.sm90Attention)
+    return "the target is not sm_90, or --no-sm90-attention";
+  if (backward && c.deterministic)
+    return "a deterministic backward (tcc sm90 sums dq with atomics)";
+  return "";
 }
 
 // cuDNN may run a call the flash kernels also run (so a site it declines at
@@ -125,12 +144,16 @@ std::string CudaStepEmitter::cudnnAttentionSite(Operation *op, const AttentionCa
   std::string site = llvm::formatv("tcc_{0}_attention_{1}", entry_, nextId()).str();
   char scale[64]; // exact, as the launchers' float
   std::snprintf(scale, sizeof scale, "%af", static_cast<double>(static_cast<float>(c.scale)));
+  std::string refusal = sm90AttentionRefusal(c, backward);
+  std::string candidates =
+      refusal.empty() ? "cuDNN (else tcc flash), timed on the first call against tcc sm90"
+                      : "cuDNN, else tcc flash; not tcc sm90: " + refusal;
   attentionDecls_ += llvm::formatv(
-      "// {0}\nstatic tcc_cuda_host::AttentionSite {1} = {{{{{2}, {3}, {4}, {9}, {5}, {6}, "
+      "// {0}\n// candidates: {10}\nstatic tcc_cuda_host::AttentionSite {1} = {{{{{2}, {3}, {4}, {9}, {5}, {6}, "
       "{7}}, {8}};\n",
       locName(op->getLoc()), site, backward ? "true" : "false",
       element.isF16() ? "true" : "false", c.causal ? "true" : "false", c.sizeArguments(),
-      scale, c.layoutInitializer(), nextId(), c.deterministic ? "true" : "false");
+      scale, c.layoutInitializer(), nextId(), c.deterministic ? "true" : "false", candidates);
   attentionSites_.push_back(site);
   return site;
 }
@@ -160,13 +183,20 @@ LogicalResult CudaStepEmitter::emitAttention(kern::AttentionOp a, llvm::raw_ostr
   double bytes = c.tensorBytes(kern::elementBytes(mrt(a.getQ()))) + bufferBytes(mrt(a.getLse()));
   std::string cudnnCall;
   std::string site = cudnnAttentionSite(a, c, mrt(a.getQ()).getElementType(), false);
-  if (!site.empty())
+  std::string sm90Call;
+  if (!site.empty()) {
     cudnnCall = llvm::formatv("if ({0}.cudnn) {{ if (int32_t rc = "
                               "tcc_cuda_host::cudnn_attention_forward({0}, s{1}, ws + "
                               "tcc_gemm_workspace_offset, tcc_shared_workspace_bytes)) return rc; }",
                               site, w.hostArgs)
                     .str();
-  launchAttention(os, a, kernel, w.hostArgs, *key, c, c.forwardFlops(), bytes, cudnnCall);
+    if (sm90AttentionRefusal(c, false).empty()) {
+      sm90Call = "tcc_cuda_host::sm90_attention_forward(" + site + ", s" + w.hostArgs;
+      ++sm90AttentionSites_;
+    }
+  }
+  launchAttention(os, a, kernel, w.hostArgs, *key, c, c.forwardFlops(), bytes, cudnnCall,
+                  sm90Call);
   return success();
 }
 
@@ -197,7 +227,7 @@ LogicalResult CudaStepEmitter::emitAttentionGrad(kern::AttentionGradOp g, llvm::
                    "cudaError_t");
   double bytes = c.tensorBytes(kern::elementBytes(mrt(g.getQ()))) +
                  bufferBytes(mrt(g.getLse())) + bufferBytes(mrt(g.getWorkspace()));
-  std::string cudnnCall;
+  std::string cudnnCall, sm90Call;
   std::string site = cudnnAttentionSite(g, c, mrt(g.getQ()).getElementType(), true);
   if (!site.empty()) {
     // q, k, v, out, dout, lse, dq, dk, dv (the wrapper's order: q, k, v,
@@ -213,8 +243,14 @@ LogicalResult CudaStepEmitter::emitAttentionGrad(kern::AttentionGradOp g, llvm::
                               "tcc_gemm_workspace_offset, tcc_shared_workspace_bytes)) return rc; }",
                               site, args)
                     .str();
+    if (sm90AttentionRefusal(c, true).empty()) {
+      sm90Call = "tcc_cuda_host::sm90_attention_backward(" + site + ", s" + args +
+                 ", ws + tcc_gemm_workspace_offset, tcc_shared_workspace_bytes";
+      ++sm90AttentionSites_;
+    }
   }
-  launchAttention(os, g, kernel, w.hostArgs, *key, c, c.backwardFlops(), bytes, cudnnCall);
+  launchAttention(os, g, kernel, w.hostArgs, *key, c, c.backwardFlops(), bytes, cudnnCall,
+                  sm90Call);
   return success();
 }
 

@@ -96,6 +96,7 @@ FailureOr<GeneratedCudaStep> generateCudaStep(ModuleOp module,
     controlBytes = std::max(controlBytes, emitter->controlBytes());
     step.cudnnAttentionSites += emitter->cudnnAttentionSites();
     step.cutlassSm90Sites += emitter->cutlassSm90Sites();
+    step.sm90AttentionSites += emitter->sm90AttentionSites();
     reduceScratch = std::max(reduceScratch, emitter->reduceScratchBytes());
     entries.push_back(std::move(emitter));
   }
@@ -108,9 +109,9 @@ FailureOr<GeneratedCudaStep> generateCudaStep(ModuleOp module,
   // [control block][cuBLASLt workspace, shared][FP8 kept casts].
   int64_t control = (scratchEnd + 255) / 256 * 256;
   int64_t gemmWorkspace = (control + controlBytes + 255) / 256 * 256;
-  // Shared by cuBLASLt (which takes at most kGemmWorkspaceBytes), cuDNN's
-  // attention, sized for cuDNN's backward where that is larger
-  // (kern::cudnnAttentionWorkspaceBytes): cuDNN then allocates nothing,
+  // Shared by cuBLASLt (which takes at most kGemmWorkspaceBytes), the
+  // attention backward, sized for cuDNN's or tcc's sm90 one where that is
+  // larger (kern::attentionWorkspaceBytes): they then allocate nothing,
   // cuDNN's convolutions (an estimate of their engines' workspace,
   // CudnnConvWorkspace.h), and the partials of multi-phase reductions
   // (ReducePlan). All run on the step's stream, one at a time.
@@ -118,7 +119,7 @@ FailureOr<GeneratedCudaStep> generateCudaStep(ModuleOp module,
   // cuBLASLt's part (Fp8Gemm.h).
   int64_t sharedWorkspace =
       std::max({kGemmWorkspaceBytes + fp8GemmScratchBytes(module),
-                kern::cudnnAttentionWorkspaceBytes(iface->train),
+                kern::attentionWorkspaceBytes(iface->train),
                 options.cudnnAttention ? cudnnConvWorkspaceBytes(module) : 0, reduceScratch});
   // FP8 casts kept for later products (Fp8KeptPlan) after it: the shared
   // part is reused by cuDNN and the reductions between their readers.
@@ -128,6 +129,7 @@ FailureOr<GeneratedCudaStep> generateCudaStep(ModuleOp module,
   step.launches = static_cast<int64_t>(launches.size());
   step.cudnnAttentionSites += train.cudnnAttentionSites() + eval.cudnnAttentionSites();
   step.cutlassSm90Sites += train.cutlassSm90Sites() + eval.cutlassSm90Sites();
+  step.sm90AttentionSites += train.sm90AttentionSites() + eval.sm90AttentionSites();
 
   std::string src;
   llvm::raw_string_ostream s(src);
@@ -145,6 +147,9 @@ FailureOr<GeneratedCudaStep> generateCudaStep(ModuleOp module,
     << (step.cudnnAttentionSites ? cudaLibDirDefine(options.cudaLibDir) : std::string())
     << (options.cutlassSm90 && step.cutlassSm90Sites
             ? "#define TCC_STEP_CUTLASS_SM90 1 // the CUTLASS unit is linked in\n"
+            : "")
+    << (options.sm90Attention && step.sm90AttentionSites
+            ? "#define TCC_STEP_SM90_ATTENTION 1 // tcc's sm90 attention units are linked in\n"
             : "")
     << embedded::kCudaHostSupport << "\n";
   s << "// ---- kernels (defined in the kernel units) ----\n";

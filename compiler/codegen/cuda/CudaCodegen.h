@@ -32,6 +32,10 @@ struct GeneratedCudaStep {
   // unit defines TCC_STEP_CUTLASS_SM90 and the driver links the CUTLASS
   // unit (embedded::kCutlassSm90Unit).
   int64_t cutlassSm90Sites = 0;
+  // Attention sites tcc's sm90 kernels may run: with
+  // CudaCodegenOptions::sm90Attention the host unit defines
+  // TCC_STEP_SM90_ATTENTION and the driver links the sm90 attention units.
+  int64_t sm90AttentionSites = 0;
 };
 
 mlir::FailureOr<GeneratedCudaStep>

@@ -20,6 +20,10 @@ struct CudaCodegenOptions {
   // time faster than cuBLASLt's (the driver sets it for sm_90 when
   // CUTLASS's headers are there and --no-cutlass is not given).
   bool cutlassSm90 = false;
+  // 16-bit attention sites cuDNN may run are also timed against tcc's own
+  // Hopper kernels (cuda/sm90/) on their first call (the driver sets it
+  // for sm_90 unless --no-sm90-attention is given).
+  bool sm90Attention = false;
   // An elementwise op or norm whose 16-bit result only FP8 products read
   // is computed by their cast instead of launched (false:
   // --no-fp8-cast-fusion; CudaStepEmitter::fp8CastComputes and

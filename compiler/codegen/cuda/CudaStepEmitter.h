@@ -121,6 +121,10 @@ public:
   // (host_support/gemm.h cutlass_epilogue_for, the same test on the
   // static shape): the step then links the CUTLASS unit when it can.
   int cutlassSm90Sites() const { return cutlassSm90Sites_; }
+  // Attention sites tcc's sm90 kernels may run (timed against cuDNN's at
+  // run time, host_support/attention_sm90_choice.h): the step then links
+  // the sm90 attention units.
+  int sm90AttentionSites() const { return sm90AttentionSites_; }
 
   // Hyper-parameters, the loss and train outputs live in the control block.
   FailureOr<std::string> placeArgument(const ArgumentRole &role, const std::string &n,
@@ -194,7 +198,10 @@ private:
   void launchAttention(llvm::raw_ostream &os, Operation *op, const std::string &kernel,
                        const std::string &hostArgs, const std::string &dropoutKey,
                        const AttentionCall &c, double flops, double bytes,
-                       const std::string &cudnnCall = "");
+                       const std::string &cudnnCall = "",
+                       const std::string &sm90Call = "");
+  // Why tcc's sm90 kernels cannot run a cuDNN site ("" when they may).
+  std::string sm90AttentionRefusal(const AttentionCall &c, bool backward) const;
   // The AttentionSite declaration of a call cuDNN may run ("" when it may
   // not: dropout, f32, a head size the flash kernels lack, --no-cudnn).
   std::string cudnnAttentionSite(Operation *op, const AttentionCall &c, Type element,
@@ -353,6 +360,7 @@ private:
   const CudaCodegenOptions &options_;
   int &gemmSites_;
   int cutlassSm90Sites_ = 0;
+  int sm90AttentionSites_ = 0;
   ValueNames names_;
   OutputScratch scratch_{0, 0, 256};
   std::string body_, hyper_, finish_;

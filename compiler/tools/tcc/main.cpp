@@ -130,6 +130,15 @@ Options:
                         and each such product runs whichever of them and
                         cuBLASLt times faster on its first call;
                         TCC_GEMM_CUTLASS=0 turns them off when running)
+  --no-sm90-attention   cuda sm_90: no tcc sm90 attention kernels in the step
+                        (default: a bf16/f16 attention call of head size 64
+                        or 128 that cuDNN may run links tcc's own Hopper
+                        forward and backward too, built once per machine
+                        (~10 s of nvcc, cached), and each such call runs
+                        the sm90 kernel where it times at least 2% faster
+                        than cuDNN's on its first call; a deterministic
+                        backward keeps cuDNN; TCC_ATTENTION_SM90=0 turns
+                        them off when running, =force on untimed)
   --no-fp8-cast-fusion  cuda, --precision fp8: launch every elementwise op
                         and norm (default: one whose 16-bit result only FP8
                         products read, such as SwiGLU's gate x up or
@@ -448,6 +457,8 @@ int compileMain(int argc, char **argv) {
       args.cudnn = false;
     } else if (a == "--no-cutlass") {
       args.cutlass = false;
+    } else if (a == "--no-sm90-attention") {
+      args.sm90Attention = false;
     } else if (a == "--no-fp8-cast-fusion") {
       args.fp8CastFusion = false;
     } else if (a == "--no-channels-last") {

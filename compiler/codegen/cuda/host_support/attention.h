@@ -17,6 +17,10 @@ struct AttentionSite {
   int32_t kernel;          // the launch index (label, profile)
   bool cudnn = false;      // prepare_attention: cuDNN runs this site
   tcc_cudnn::Plan plan;
+  // tcc's sm90 kernels (attention_sm90_choice.h): -1 not decided yet, 1 they
+  // run this site, 0 they do not; the forward's work counters.
+  int8_t sm90 = -1;
+  int *sm90_scheduler = nullptr;
 };
 
 // Device memory for plans that need more workspace than the cuBLASLt

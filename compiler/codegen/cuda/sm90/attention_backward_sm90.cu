@@ -29,10 +29,20 @@
 //      dK scaled, through the K and V tiles in shared memory (16-byte
 //      stores of whole rows).
 //   3. backward_finish: dq = scale * dq_acc, rows < T, in dq's layout.
+// Each include guarded: a step's sm90 attention unit pastes these headers
+// in front of this file (CodegenSources.cmake) and has no include path.
+#ifndef TCC_CUDA_SM90_ASYNC_COPY_CUH
 #include "compiler/codegen/cuda/sm90/async_copy.cuh"
+#endif
+#ifndef TCC_CUDA_SM90_ATTENTION_SM90_H
 #include "compiler/codegen/cuda/sm90/attention_sm90.h"
+#endif
+#ifndef TCC_CUDA_SM90_TENSOR_MAPS_H
 #include "compiler/codegen/cuda/sm90/tensor_maps.h"
+#endif
+#ifndef TCC_CUDA_SM90_WGMMA_CUH
 #include "compiler/codegen/cuda/sm90/wgmma.cuh"
+#endif
 
 #include <cmath>
 

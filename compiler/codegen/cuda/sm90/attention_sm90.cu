@@ -19,10 +19,20 @@
 // the ragged end of S are masked. Rows past T or S come in as zeros (TMA's
 // out-of-bounds fill). out is normalized into the finished Q buffer and
 // written by TMA; lse by plain stores.
+// Each include guarded: a step's sm90 attention unit pastes these headers
+// in front of this file (CodegenSources.cmake) and has no include path.
+#ifndef TCC_CUDA_SM90_ATTENTION_SM90_H
 #include "compiler/codegen/cuda/sm90/attention_sm90.h"
+#endif
+#ifndef TCC_CUDA_SM90_ASYNC_COPY_CUH
 #include "compiler/codegen/cuda/sm90/async_copy.cuh"
+#endif
+#ifndef TCC_CUDA_SM90_TENSOR_MAPS_H
 #include "compiler/codegen/cuda/sm90/tensor_maps.h"
+#endif
+#ifndef TCC_CUDA_SM90_WGMMA_CUH
 #include "compiler/codegen/cuda/sm90/wgmma.cuh"
+#endif
 
 #include <algorithm>
 #include <cmath>

@@ -5,7 +5,9 @@
 #ifndef TCC_CUDA_SM90_TENSOR_MAPS_H
 #define TCC_CUDA_SM90_TENSOR_MAPS_H
 
+#ifndef TCC_CUDA_SM90_ATTENTION_SM90_H
 #include "compiler/codegen/cuda/sm90/attention_sm90.h"
+#endif
 
 #include <cuda.h> // CUtensorMap and its enums (the encoder comes through the runtime)
 #include <cudaTypedefs.h>
