@@ -66,7 +66,11 @@ constexpr int kThreads = kConsumers + 128;
 // CTAs taking items from a counter with the next item's K and V loaded
 // early (main kernel 337 against 261 us at D64, 851 against 830 at D128).
 constexpr int kStages = 2;
-constexpr int kProducerRegs = 40, kConsumerRegs = 232; // as the forward's
+// Registers: 240 a consumer thread (the producer's lane needs 24). At 232
+// (the forward's split) ptxas spilled 16 registers at D = 128, 4.5 M local
+// accesses a launch (ncu), and the main kernel took 2% longer (H200,
+// 2026-12-04: 0.937-0.939 against 0.919-0.922 ms for the whole backward).
+constexpr int kProducerRegs = 24, kConsumerRegs = 240;
 constexpr float kLog2e = 1.4426950408889634f;
 
 __device__ __forceinline__ float fast_exp2(float x) { // 0 for -inf
@@ -275,7 +279,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     wgmma_wait<0>(); // dP^T
     wgmma_fence_operands(dpt);
     // dS^T = P^T * (dP^T - delta), before either product is issued: P^T in
-    // f32 and dP^T die here, which keeps D = 128 within 232 registers.
+    // f32 and dP^T die here, which keeps D = 128 within 240 registers.
 #pragma unroll
     for (int c = 0; c < M / 8; ++c) {
       float2 dl;
