@@ -339,6 +339,9 @@ def TgFuseMatmulEpilogue : Pass<"tg-fuse-matmul-epilogue", "mlir::ModuleOp"> {
     Option<"enabled", "enabled", "bool", /*default=*/"true",
            "false: fuse nothing, and report each match as left unfused "
            "(tcc compile --no-fuse-epilogue)">,
+    Option<"biasGradient", "bias-gradient", "bool", /*default=*/"true",
+           "false: leave every bias gradient's reduce_sum out of its weight "
+           "gradient's product (tcc compile --no-fuse-bias-grad)">,
   ];
   let dependentDialects = ["tcc::tg::TgDialect"];
 }

@@ -382,6 +382,7 @@ absl::Status compileModel(const CompileOptions &given) {
   pipelineOptions.fuseAttention = options.fuseAttention;
   pipelineOptions.generate = options.generate;
   pipelineOptions.fuseEpilogue = options.fuseEpilogue;
+  pipelineOptions.fuseBiasGradient = options.fuseBiasGradient;
   pipelineOptions.fuseHorizontal = options.fuseHorizontal;
   pipelineOptions.rematCopies = options.rematCopies;
   pipelineOptions.lossChunks = options.lossChunks.value_or(1);

@@ -124,7 +124,8 @@ void buildPipeline(mlir::OpPassManager &pm, Phase stopAfter,
   //     one tg.matmul_epilogue (one GEMM), the backward's gelu_grad reading
   //     its saved pre-activation. After the recipe: the op has no gradient.
   pm.addPass(createTgFuseMatmulEpilogue(
-      TgFuseMatmulEpilogueOptions{options.target, options.fuseEpilogue}));
+      TgFuseMatmulEpilogueOptions{options.target, options.fuseEpilogue,
+                                  options.fuseBiasGradient}));
   // 3. Composite NN ops -> primitives (softmax, norms, cross_entropy, ...);
   //    CSE merges the forward and backward copies of their statistics.
   pm.addPass(createTgDecompose());

@@ -54,6 +54,7 @@ struct PipelineOptions {
   bool fuseAttention = true;
   // false: tg-fuse-matmul-epilogue fuses no GEMM epilogue (reported).
   bool fuseEpilogue = true;
+  bool fuseBiasGradient = true; // false: tcc compile --no-fuse-bias-grad
   // false: kern-fuse-horizontal groups nothing (tests compare both).
   bool fuseHorizontal = true;
   // tg-remat's budget: bytes @train_step's live temporaries may take (its

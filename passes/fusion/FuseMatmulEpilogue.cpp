@@ -371,7 +371,7 @@ FailureOr<SmallVector<Operation *>> readersBefore(Value v, Operation *at) {
 // The weight gradient with its bias gradient: matmul(X, dY) and the
 // reduce_sum of dY over its rows become one tg.matmul_bias_grad. Returns
 // the refusal ("" when fused, "-" when no reduce_sum sums the rhs's rows).
-std::string fuseBiasGradient(tg::MatmulOp m, bool enabled) {
+std::string fuseBiasGradient(tg::MatmulOp m, bool enabled, bool biasGradient) {
   tg::ReduceSumOp sum = biasGradientOf(m);
   if (!sum)
     return "-";
@@ -393,6 +393,9 @@ std::string fuseBiasGradient(tg::MatmulOp m, bool enabled) {
                   "side effects (it cannot follow the product)";
   if (!enabled)
     return "matches (bias_grad), but fusion is off (tcc compile --no-fuse-epilogue)";
+  if (!biasGradient)
+    return what + " left out: bias-gradient fusion is off (tcc compile "
+                  "--no-fuse-bias-grad)";
   OpBuilder b(m);
   Location loc = FusedLoc::get(b.getContext(), {m.getLoc(), sum.getLoc()});
   auto gradType = RankedTensorType::get({rhs.getDimSize(1)}, elem);
@@ -519,7 +522,7 @@ struct TgFuseMatmulEpiloguePass
           refuse(m, dgelu);
         continue;
       }
-      if (std::string grad = fuseBiasGradient(m, enabled); grad != "-") {
+      if (std::string grad = fuseBiasGradient(m, enabled, biasGradient); grad != "-") {
         if (!grad.empty())
           refuse(m, grad);
         continue;

@@ -105,6 +105,11 @@ Options:
                         separate kernels instead of tg-fuse-matmul-epilogue's
                         GEMM epilogues (before/after benchmarks; the report
                         still lists matches)
+  --no-fuse-bias-grad   leave each bias gradient (a reduce_sum of dY) out of
+                        its weight gradient's product: a plain GEMM and a
+                        reduction kernel instead of cuBLASLt's BGRADA
+                        epilogue (before/after benchmarks; the report says
+                        "left out: bias-gradient fusion is off")
   --no-fuse-horizontal  one kernel per tensor for the optimizer, the weight
                         casts and the gradient norm (kern-fuse-horizontal
                         groups nothing): for comparing
@@ -453,6 +458,8 @@ int compileMain(int argc, char **argv) {
       args.generate = true;
     } else if (a == "--no-fuse-epilogue") {
       args.fuseEpilogue = false;
+    } else if (a == "--no-fuse-bias-grad") {
+      args.fuseBiasGradient = false;
     } else if (a == "--no-cudnn") {
       args.cudnn = false;
     } else if (a == "--no-cutlass") {

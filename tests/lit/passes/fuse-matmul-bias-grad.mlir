@@ -1,6 +1,7 @@
 // RUN: tcc-opt %s -split-input-file -tg-fuse-matmul-epilogue="target=cuda" | FileCheck %s
 // RUN: tcc-opt %s -split-input-file -tg-fuse-matmul-epilogue="target=cpu" | FileCheck %s --check-prefix=CPU
 // RUN: tcc-opt %s -split-input-file -tg-fuse-matmul-epilogue="target=cuda enabled=false" | FileCheck %s --check-prefix=OFF
+// RUN: tcc-opt %s -split-input-file -tg-fuse-matmul-epilogue="target=cuda bias-gradient=false" | FileCheck %s --check-prefix=NOBG
 // The backward's bias gradient (reduce_sum of dY over its rows) joins the
 // weight-gradient product that reads the same dY: one tg.matmul_bias_grad
 // (cuBLASLt's BGRADA epilogue); each near miss with the report's reason.
@@ -18,6 +19,12 @@
 // CPU: tg.matmul_bias_grad
 // OFF-LABEL: func.func @gpt2_layout
 // OFF: tg.reduce_sum
+// Bias-gradient fusion off alone (tcc compile --no-fuse-bias-grad): the
+// product stays a tg.matmul, the report says why, the sum stays.
+// NOBG-LABEL: func.func @gpt2_layout
+// NOBG: tg.reduce_sum
+// NOBG: tg.matmul {{.*}}tg.fuse_epilogue = "not fused: bias gradient (reduce_sum 'fc.biased' of the rhs over its rows) left out: bias-gradient fusion is off (tcc compile --no-fuse-bias-grad)"
+// NOBG-NOT: = tg.matmul_bias_grad
 // OFF: tg.matmul {{.*}}"not fused: matches (bias_grad), but fusion is off (tcc compile --no-fuse-epilogue)"
 func.func @gpt2_layout(%x: tensor<2x4x8xbf16>, %dy: tensor<2x4x16xbf16>) -> (tensor<8x16xbf16>, tensor<16xbf16>) {
   %s = tg.reduce_sum %dy {axes = array<i64: 0, 1>, keep_dims = true} : (tensor<2x4x16xbf16>) -> tensor<1x1x16xbf16> loc("fc.biased")
