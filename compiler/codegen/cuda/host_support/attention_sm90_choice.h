@@ -22,17 +22,7 @@
 
 enum Sm90AttentionMode { kSm90AttentionOff, kSm90AttentionTimed, kSm90AttentionForced };
 inline Sm90AttentionMode sm90_attention_mode() {
-  static const bool hopper = [] { // sm_90a code runs on 9.0 only
-    int device = 0;
-    cudaDeviceProp prop;
-    return cudaGetDevice(&device) == cudaSuccess &&
-           cudaGetDeviceProperties(&prop, device) == cudaSuccess && prop.major == 9 &&
-           prop.minor == 0;
-  }();
-  const char *v = std::getenv("TCC_ATTENTION_SM90");
-  if (!hopper || (v && std::strcmp(v, "0") == 0))
-    return kSm90AttentionOff;
-  return v && std::strcmp(v, "force") == 0 ? kSm90AttentionForced : kSm90AttentionTimed;
+  return static_cast<Sm90AttentionMode>(sm90_family_switch("TCC_ATTENTION_SM90"));
 }
 
 // "forward B16 H12/12 T1024 S1024 D64 bf16 causal" (+ strides: the same

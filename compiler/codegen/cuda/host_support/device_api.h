@@ -27,6 +27,24 @@ inline int32_t check_arch(int ordinal) {
                    arch, ordinal, name, have, have);
 }
 
+// The switch of a kernel family timed against a library's (TCC_GEMM_CUTLASS,
+// TCC_ATTENTION_SM90): 0 off ("0", or a GPU other than compute capability
+// 9.0, which cannot run sm_90a code), 2 forced ("force": wherever it can
+// run, untimed), else 1 timed.
+inline int sm90_family_switch(const char *variable) {
+  static const bool hopper = [] {
+    int device = 0;
+    cudaDeviceProp prop;
+    return cudaGetDevice(&device) == cudaSuccess &&
+           cudaGetDeviceProperties(&prop, device) == cudaSuccess && prop.major == 9 &&
+           prop.minor == 0;
+  }();
+  const char *v = std::getenv(variable);
+  if (!hopper || (v && std::strcmp(v, "0") == 0))
+    return 0;
+  return v && std::strcmp(v, "force") == 0 ? 2 : 1;
+}
+
 inline int32_t device_init(int32_t ordinal) {
   DeviceState &s = state();
   if (s.initialized)

@@ -18,20 +18,10 @@
 // TCC_GEMM_CUTLASS: "0" no CUTLASS candidates; "force" the fastest CUTLASS
 // configuration wherever one applies, cuBLASLt or not (tests and A/B runs;
 // nothing written to the cache file); unset or anything else: by timing.
+// (The instances are sm_90a code: another GPU never runs them.)
 enum CutlassMode { kCutlassOff, kCutlassTimed, kCutlassForced };
 inline CutlassMode cutlass_mode() {
-  // The instances are sm_90a code: another GPU never runs them.
-  static const bool hopper = [] {
-    int device = 0;
-    cudaDeviceProp prop;
-    return cudaGetDevice(&device) == cudaSuccess &&
-           cudaGetDeviceProperties(&prop, device) == cudaSuccess && prop.major == 9 &&
-           prop.minor == 0;
-  }();
-  const char *v = std::getenv("TCC_GEMM_CUTLASS");
-  if (!hopper || (v && std::strcmp(v, "0") == 0))
-    return kCutlassOff;
-  return v && std::strcmp(v, "force") == 0 ? kCutlassForced : kCutlassTimed;
+  return static_cast<CutlassMode>(sm90_family_switch("TCC_GEMM_CUTLASS"));
 }
 
 inline std::string cutlass_cache_key(const std::string &descriptor) {
