@@ -91,9 +91,10 @@ add_custom_target(tcc_cuda_prelude DEPENDS ${TCC_CUDA_PRELUDE})
 
 # The CUDA host support pasted into the host unit, one piece per concern
 # (CUDA/cuBLAS errors and state, the tcc_device_api, running one call,
-# the cuBLASLt algorithm cache file and search, the CUTLASS instances' and
-# tcc's sm90 attention's declarations and their timing against cuBLASLt, cuBLASLt products,
-# profiling), concatenated the same way.
+# the cuBLASLt algorithm cache file and search, the CUTLASS instances'
+# declarations and their timing against cuBLASLt, cuBLASLt products, tcc's
+# sm90 attention's declarations and its timing against cuDNN, profiling),
+# concatenated the same way.
 set(TCC_CUDA_HOST_SUPPORT_PIECES
   ${TCC_CODEGEN_DIR}/cuda/cudnn/cudnn_attention.h
   ${TCC_CODEGEN_DIR}/cuda/sm90/attention_sm90.h
