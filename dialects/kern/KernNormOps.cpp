@@ -62,14 +62,22 @@ LogicalResult LayerNormGradOp::verify() {
                                 {"weight_grad", getWeightGrad()},
                                 {"bias_grad", getBiasGrad()}})))
     return failure();
-  bool sums = getWeightGrad() || getBiasGrad();
+  int64_t c = x.getShape().back(), rows = c == 0 ? 0 : x.getNumElements() / c;
+  if (Value sum = getInputGradSum();
+      sum && (mrt(sum).getRank() < 1 || mrt(sum).getShape().back() != c ||
+              mrt(sum).getNumElements() != c))
+    return emitOpError("input_grad_sum must be (") << c << ") (with any leading 1s), got "
+                                                    << tcc::formatShape(mrt(sum).getShape());
+  if (getSumOfCast() && (!getInputGradSum() || !getInputGradCast()))
+    return emitOpError("sum_of_cast needs input_grad_sum and input_grad_cast");
+  bool sums = getWeightGrad() || getBiasGrad() || getInputGradSum();
   if (!sums != !getWorkspace())
-    return emitOpError("a workspace comes exactly with weight_grad or bias_grad");
+    return emitOpError(
+        "a workspace comes exactly with weight_grad, bias_grad or input_grad_sum");
   if (!sums)
     return success();
-  int64_t c = x.getShape().back(), rows = c == 0 ? 0 : x.getNumElements() / c;
   Type acc = x.getElementType().isF64() ? x.getElementType() : Float32Type::get(getContext());
-  SmallVector<int64_t> want{normGradParts(rows), 2, c};
+  SmallVector<int64_t> want{normGradParts(rows), normGradSlots(getInputGradSum() != nullptr), c};
   MemRefType w = mrt(getWorkspace());
   if (w.getShape() != ArrayRef<int64_t>(want) || w.getElementType() != acc)
     return emitOpError("workspace must be ") << tcc::formatShape(want) << " of " << acc

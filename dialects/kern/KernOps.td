@@ -693,7 +693,13 @@ def Kern_LayerNormGradOp : Kern_Op<"layer_norm_grad", [AttrSizedOperandSegments]
     gets input_grad's stored values converted once more: a tg.cast of
     the input gradient folded in (the f32 residual gradient written also as
     the bf16 operand of the matmul gradients, instead of a kernel that
-    reads it back).
+    reads it back). With `sum`, input_grad_sum (C, any float type) is the
+    sum over rows of the input gradient as stored (of input_grad_cast's
+    values with `sum_of_cast`): a tg.reduce_sum of the input gradient
+    folded in (the bias gradient of the products that write the residual
+    stream, so their weight-gradient GEMMs run without cuBLASLt's slower
+    BGRADA epilogue). It takes a third row of the workspace, which is then
+    (P, 3, C).
   }];
   let arguments = (ins
     Arg<Kern_FloatBuffer, "", [MemRead]>:$grad,
@@ -704,16 +710,19 @@ def Kern_LayerNormGradOp : Kern_Op<"layer_norm_grad", [AttrSizedOperandSegments]
     Arg<Optional<Kern_FloatBuffer>, "", [MemWrite]>:$input_grad_cast,
     Arg<Optional<Kern_FloatBuffer>, "", [MemWrite]>:$weight_grad,
     Arg<Optional<Kern_FloatBuffer>, "", [MemWrite]>:$bias_grad,
+    Arg<Optional<Kern_FloatBuffer>, "", [MemWrite]>:$input_grad_sum,
     Arg<Optional<MemRefOf<[F32, F64]>>, "", [MemRead, MemWrite]>:$workspace,
-    F64Attr:$eps, UnitAttr:$rms);
+    F64Attr:$eps, UnitAttr:$rms, UnitAttr:$sum_of_cast);
   let assemblyFormat = [{
     $grad `,` $input (`weight` $weight^)? (`plus` $addend^)? `into` $input_grad
     (`cast` $input_grad_cast^)?
     (`weight_grad` $weight_grad^)? (`bias_grad` $bias_grad^)?
+    (`sum` $input_grad_sum^)?
     (`workspace` $workspace^)? attr-dict `:`
     type($grad) `,` type($input) (`weight` type($weight)^)? (`plus` type($addend)^)?
     `->` type($input_grad) (`cast` type($input_grad_cast)^)?
     (`weight_grad` type($weight_grad)^)? (`bias_grad` type($bias_grad)^)?
+    (`sum` type($input_grad_sum)^)?
     (`workspace` type($workspace)^)?
   }];
   let hasVerifier = 1;

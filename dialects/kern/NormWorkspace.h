@@ -1,5 +1,7 @@
 // The partial-sum scratch of kern.layer_norm_grad (its `workspace`
-// operand): (P, 2, C) floats, P = normGradParts(rows). One function, used by
+// operand): (P, S, C) floats, P = normGradParts(rows), S = normGradSlots
+// (weight_grad's row, bias_grad's, and input_grad_sum's when there is one).
+// One function, used by
 // tg-lower-to-kern (which allocates it) and by both code generators (whose
 // kernels split the rows into exactly P parts), so the sums of weight_grad
 // and bias_grad are added in one fixed order whatever the machine.
@@ -20,6 +22,10 @@ inline int64_t normGradParts(int64_t rows) {
   return std::max<int64_t>(
       1, std::min(kNormGradMaxParts, (rows + kNormGradRowsPerPart - 1) / kNormGradRowsPerPart));
 }
+
+// Rows of the layer-norm gradient's workspace per part: dweight and dbias
+// always (zeros when not wanted), the input gradient's column sum third.
+inline int64_t normGradSlots(bool inputGradSum) { return inputGradSum ? 3 : 2; }
 
 // Batch norm's reductions (kern.batch_norm_stats / _grad_sums) for S > 1:
 // P parts per channel of `perChannel` values (N * S), so that C * P blocks

@@ -29,7 +29,11 @@
 // dY (DGELU_BGRAD): on the H200 (2026-11-25, tests/cuda/
 // gemm_epilogue_test.cu --bench) the 16384x3072x768 DGELU_BGRAD product
 // took 0.44 ms against 0.15 ms for DGELU and 0.04 ms more for BGRADA on
-// the weight gradient.
+// the weight gradient. A bias gradient of the residual stream's gradient
+// (the products that write the residual stream) is left to the
+// layer_norm_grad that writes that dY (LowerNorms.h): the norm kernel adds
+// it up as it writes, and the weight gradient runs as a plain GEMM
+// (BGRADA cost those products ~30%: docs/performance.md).
 //
 // Every tg.matmul is reported: the tg.matmul_epilogue that replaced it
 // carries tg.fuse_epilogue = "fused: <epilogue>" (with what was left out of
@@ -38,6 +42,7 @@
 // in a --dump-dir).
 #include "passes/Passes.h"
 #include "passes/common/NodeNames.h"
+#include "passes/lowering/LowerNorms.h"
 
 #include "dialects/common/ModelAttrs.h"
 #include "dialects/tg/TgTypeHelpers.h"
@@ -384,6 +389,10 @@ std::string fuseBiasGradient(tg::MatmulOp m, bool enabled, bool biasGradient) {
   if (m.getTransposeRhs())
     return what + " left out: the rhs is transposed (cuBLASLt has no BGRADA "
                   "algorithm for a transposed B: H200, 2026-11-25)";
+  if (foldsIntoNormGradient(sum))
+    return what + " left out: the layer_norm_grad that writes dY sums it as it "
+                  "writes (tg-lower-to-kern folds it into kern.layer_norm_grad), so this "
+                  "GEMM runs without the BGRADA epilogue";
   Type elem = rhs.getElementType(); // reduce_sum keeps its input's type
   if (sum->getBlock() != m->getBlock())
     return what + " left out: the sum is in another block";

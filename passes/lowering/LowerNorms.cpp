@@ -2,8 +2,9 @@
 // tg.rms_norm_grad -> kern.layer_norm_grad with a (P, 2, C) partial-sum
 // workspace (NormWorkspace.h) when weight or bias gradients are wanted. The
 // workspace is a kern.alloc, placed by kern-plan-memory like any temporary.
-// A residual add of the input gradient folds in as the kernel's `plus`, and
-// a float cast of the (summed) input gradient as its `cast` output.
+// A residual add of the input gradient folds in as the kernel's `plus`, a
+// float cast of the (summed) input gradient as its `cast` output, and a
+// reduce_sum over the rows of either (a bias gradient) as its `sum` output.
 // tg.batch_norm_stats / tg.batch_norm_grad_sums -> kern.batch_norm_stats /
 // kern.batch_norm_grad_sums, with a (P, 2, C) workspace when the channels
 // are cut into P > 1 parts (batchNormParts).
@@ -134,6 +135,43 @@ bool castOfNormGradResult(tg::CastOp c) {
   return stored && foldedGradCast(stored) == c;
 }
 
+// A reduce_sum of `v` over every axis but the last (keep_dims or not).
+tg::ReduceSumOp firstColumnSumOf(Value v) {
+  auto type = cast<RankedTensorType>(v.getType());
+  if (type.getRank() < 2)
+    return tg::ReduceSumOp();
+  auto allButLast = llvm::to_vector(llvm::seq<int64_t>(0, type.getRank() - 1));
+  tg::ReduceSumOp first;
+  for (Operation *user : v.getUsers())
+    if (auto sum = dyn_cast<tg::ReduceSumOp>(user))
+      if (sum.getAxes() == ArrayRef<int64_t>(allButLast) && (!first || sum->isBeforeInBlock(first)))
+        first = sum;
+  return first;
+}
+
+// The column sum of a stored input gradient that the norm kernel adds up
+// as well (`sum`): the first reduce_sum over its rows of the folded cast's
+// values, else of the stored values; `ofCast` says which.
+tg::ReduceSumOp foldedGradSum(Value stored, bool &ofCast) {
+  ofCast = false;
+  if (tg::CastOp c = foldedGradCast(stored))
+    if (tg::ReduceSumOp sum = firstColumnSumOf(c.getResult())) {
+      ofCast = true;
+      return sum;
+    }
+  return firstColumnSumOf(stored);
+}
+
+// Whether `sum` is folded into the norm gradient that stores its input.
+bool sumOfNormGradResult(tg::ReduceSumOp sum) {
+  Value in = sum.getInput();
+  if (auto c = in.getDefiningOp<tg::CastOp>(); c && castOfNormGradResult(c))
+    in = c.getInput();
+  Value stored = storedGradOf(in);
+  bool ofCast;
+  return stored && foldedGradSum(stored, ofCast) == sum;
+}
+
 // The buffer a norm gradient reads as `grad`: a folded cast's source.
 Value gradBuffer(NormLoweringContext &ctx, Value grad) {
   if (auto c = grad.getDefiningOp<tg::CastOp>())
@@ -179,17 +217,23 @@ LogicalResult lowerGrad(NormLoweringContext &ctx, Operation *op, Value grad, Val
   tg::CastOp gradCast = foldedGradCast(storedGrad);
   Value dxCast = gradCast ? resultBuffer(ctx, loc, gradCast.getResult()) : Value();
   Value dw = resultBuffer(ctx, loc, weightGrad), db = resultBuffer(ctx, loc, biasGrad);
+  bool sumOfCast = false;
+  tg::ReduceSumOp gradSum = foldedGradSum(storedGrad, sumOfCast);
+  Value dxSum = gradSum ? resultBuffer(ctx, loc, gradSum.getResult()) : Value();
   Value workspace;
-  if (dw || db) {
+  if (dw || db || dxSum) {
     auto xt = cast<RankedTensorType>(input.getType());
     int64_t c = xt.getShape().back(), rows = c == 0 ? 0 : xt.getNumElements() / c;
     Type acc = xt.getElementType().isF64() ? xt.getElementType()
                                            : Float32Type::get(op->getContext());
-    workspace = ctx.allocate(loc, MemRefType::get({kern::normGradParts(rows), 2, c}, acc));
+    workspace = ctx.allocate(
+        loc, MemRefType::get({kern::normGradParts(rows), kern::normGradSlots(dxSum != nullptr), c},
+                             acc));
   }
-  kern::LayerNormGradOp::create(ctx.builder, loc, g, x, w, addend, dx, dxCast, dw, db, workspace,
-                                eps,
-                                rms ? ctx.builder.getUnitAttr() : UnitAttr());
+  UnitAttr unit = ctx.builder.getUnitAttr();
+  kern::LayerNormGradOp::create(ctx.builder, loc, g, x, w, addend, dx, dxCast, dw, db, dxSum,
+                                workspace, eps, rms ? unit : UnitAttr(),
+                                sumOfCast ? unit : UnitAttr());
   return success();
 }
 
@@ -227,6 +271,11 @@ LogicalResult lowerBatchNormGradSums(NormLoweringContext &ctx, tg::BatchNormGrad
 
 } // namespace
 
+bool foldsIntoNormGradient(Operation *op) {
+  auto sum = dyn_cast<tg::ReduceSumOp>(op);
+  return sum && sumOfNormGradResult(sum);
+}
+
 bool isLoweredAsNorm(Operation *op) {
   if (isa<tg::BatchNormStatsOp, tg::BatchNormGradSumsOp>(op))
     return true;
@@ -234,6 +283,8 @@ bool isLoweredAsNorm(Operation *op) {
     return true;
   if (auto add = dyn_cast<tg::AddOp>(op))
     return static_cast<bool>(residualAddend(add));
+  if (auto sum = dyn_cast<tg::ReduceSumOp>(op))
+    return sumOfNormGradResult(sum);
   auto c = dyn_cast<tg::CastOp>(op);
   return c && (castOfNormResult(c) || castReadAsNormGrad(c) || castOfNormGradResult(c));
 }
@@ -255,7 +306,7 @@ LogicalResult lowerNormOp(Operation *op, NormLoweringContext &ctx) {
   if (auto g = dyn_cast<tg::RmsNormGradOp>(op))
     return lowerGrad(ctx, op, g.getGrad(), g.getInput(), g.getWeight(), g.getInputGrad(),
                      g.getWeightGrad(), Value(), g.getEpsAttr(), /*rms=*/true);
-  if (isa<tg::CastOp, tg::AddOp>(op) && isLoweredAsNorm(op))
+  if (isa<tg::CastOp, tg::AddOp, tg::ReduceSumOp>(op) && isLoweredAsNorm(op))
     return success(); // folded into the norm kernel (it wrote or reads the buffer)
   return op->emitError("tg-lower-to-kern: not a norm op: ") << op->getName();
 }

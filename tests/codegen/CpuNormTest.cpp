@@ -2,7 +2,8 @@
 // float64 reference on fresh random inputs: layer and rms norm, with and
 // without weight / bias, f32 / f64 / bf16 x, a bf16 y from f32 x (the folded
 // cast) and a bf16 grad for f32 x (tg-amp's backward), widths 768, 100 and
-// 129, dx plus a residual gradient, dx also cast to another float type. The backward's weight / bias sums must be bit-identical across
+// 129, dx plus a residual gradient, dx also cast to another float type, dx's
+// column sums (of dx or of its cast). The backward's weight / bias sums must be bit-identical across
 // thread counts (fixed parts, added in order). Batch norm's two reductions
 // at the end.
 #include <cmath>
@@ -69,11 +70,33 @@ template <typename T> std::vector<double> widen(const std::vector<T> &v) {
 template <typename T>
 using OtherFloat = typename std::conditional<sizeof(T) == 2, float, bf16>::type;
 
+// What the backward adds up of dx besides (kern `sum`): nothing, dx's
+// stored values (a sum of T), or the cast's (a sum of OtherFloat<T>).
+enum class DxSum { none, stored, cast };
+
+// The column sums `got` (c) of dx (rows, c) against the float64 reference's
+// column sums, within U's rounding of each sum plus T's of every term
+// (relative to the column's sum of |dx|: the terms cancel).
+template <typename U>
+void expectColumnSums(const std::vector<U> &got, const std::vector<double> &dx, int64_t rows,
+                      int64_t c, double termTolerance, const char *what) {
+  for (int64_t j = 0; j < c; ++j) {
+    double want = 0, size = 0;
+    for (int64_t r = 0; r < rows; ++r) {
+      want += dx[r * c + j];
+      size += std::fabs(dx[r * c + j]);
+    }
+    double bound = tolerance<U>() * std::fabs(want) + termTolerance * size + 1e-30;
+    ASSERT_LE(std::fabs(get(got[j]) - want), bound) << what << " column " << j;
+  }
+}
+
 // x of T, y of Y, grad of G; castDx: dx also written as OtherFloat<T> (the
-// folded cast), which must be dx's values converted, bit for bit.
+// folded cast), which must be dx's values converted, bit for bit; sum: the
+// column sum of dx (or of its cast) written too (a folded reduce_sum).
 template <typename T, typename Y, typename G>
 void runCase(int64_t rows, int64_t c, bool rms, bool affine, bool residual = false,
-             bool castDx = false) {
+             bool castDx = false, DxSum sum = DxSum::none) {
   using C = OtherFloat<T>;
   SCOPED_TRACE(::testing::Message() << rows << "x" << c << (rms ? " rms" : " layer")
                                     << (affine ? " affine" : ""));
@@ -96,19 +119,36 @@ void runCase(int64_t rows, int64_t c, bool rms, bool affine, bool residual = fal
   expectClose(y, ref.y, "y");
 
   int64_t parts = tcc::kern::normGradParts(rows);
-  std::vector<tcc_cpu::acc_t<T>> ws(parts * 2 * c);
-  std::vector<T> results[2][3];
+  std::vector<tcc_cpu::acc_t<T>> ws(parts * tcc::kern::normGradSlots(sum != DxSum::none) * c);
+  std::vector<T> results[2][4];
   for (int threads : {1, 3}) {
 #ifdef _OPENMP
     omp_set_num_threads(threads);
 #endif
-    std::vector<T> dx(rows * c), dw(c), db(c);
-    std::vector<C> dxCast(rows * c);
+    std::vector<T> dx(rows * c), dw(c), db(c), dxSum(c);
+    std::vector<C> dxCast(rows * c), castSum(c);
+    T *storedSum = sum == DxSum::stored ? dxSum.data() : nullptr;
     tcc_cpu::layer_norm_backward(rows, c, g.data(), x.data(), affine ? w.data() : nullptr,
                                  residual ? addend.data() : nullptr, eps, rms, dx.data(),
                                  castDx ? dxCast.data() : static_cast<C *>(nullptr),
                                  affine ? dw.data() : nullptr, bias ? db.data() : nullptr,
-                                 ws.data(), parts);
+                                 storedSum, false, ws.data(), parts);
+    if (sum == DxSum::cast) { // the same call, summing the cast (C) instead
+      std::vector<T> dx2(rows * c), dw2(c), db2(c);
+      tcc_cpu::layer_norm_backward(rows, c, g.data(), x.data(), affine ? w.data() : nullptr,
+                                   residual ? addend.data() : nullptr, eps, rms, dx2.data(),
+                                   dxCast.data(), affine ? dw2.data() : nullptr,
+                                   bias ? db2.data() : nullptr, castSum.data(), true, ws.data(),
+                                   parts);
+      EXPECT_EQ(std::memcmp(dx.data(), dx2.data(), dx.size() * sizeof(T)), 0)
+          << "summing the cast changes dx";
+      // The cast's values, each rounded to C, add up to the reference's sum.
+      expectColumnSums(castSum, ref.dx, rows, c, tolerance<T>() + tolerance<C>(), "dx cast sum");
+      for (int64_t j = 0; j < c; ++j)
+        dxSum[j] = make<T>(get(castSum[j])); // compared across thread counts below
+    }
+    if (sum == DxSum::stored)
+      expectColumnSums(dxSum, ref.dx, rows, c, tolerance<T>(), "dx sum");
     if (castDx) {
       std::vector<C> want(rows * c);
       for (int64_t i = 0; i < rows * c; ++i)
@@ -119,13 +159,14 @@ void runCase(int64_t rows, int64_t c, bool rms, bool affine, bool residual = fal
     results[threads == 1 ? 0 : 1][0] = dx;
     results[threads == 1 ? 0 : 1][1] = dw;
     results[threads == 1 ? 0 : 1][2] = db;
+    results[threads == 1 ? 0 : 1][3] = dxSum;
   }
   expectClose(results[0][0], ref.dx, "dx");
   if (affine)
     expectClose(results[0][1], ref.dw, "dweight");
   if (bias)
     expectClose(results[0][2], ref.db, "dbias");
-  for (int k = 0; k < 3; ++k)
+  for (int k = 0; k < 4; ++k)
     EXPECT_EQ(std::memcmp(results[0][k].data(), results[1][k].data(),
                           results[0][k].size() * sizeof(T)),
               0)
@@ -158,6 +199,24 @@ TEST(CpuNorm, CastOfInputGradient) {
   runCase<float, bf16, bf16>(300, 768, false, true, /*residual=*/true, /*castDx=*/true);
   runCase<float, float, float>(300, 129, true, true, /*residual=*/false, /*castDx=*/true);
   runCase<bf16, bf16, bf16>(70, 100, false, true, /*residual=*/true, /*castDx=*/true);
+}
+
+// dx's column sum written too (kern `sum`: the bias gradient of the
+// products that write the residual stream), of dx as stored or of its
+// cast, with and without weight and bias gradients, over several parts.
+TEST(CpuNorm, ColumnSumOfInputGradient) {
+  runCase<float, bf16, bf16>(300, 768, false, true, /*residual=*/true, /*castDx=*/true,
+                             DxSum::cast);
+  runCase<float, bf16, bf16>(5000, 64, false, true, /*residual=*/true, /*castDx=*/true,
+                             DxSum::cast);
+  runCase<float, float, float>(300, 129, false, true, /*residual=*/true, /*castDx=*/false,
+                               DxSum::stored);
+  runCase<float, float, float>(300, 100, false, false, /*residual=*/false, /*castDx=*/false,
+                               DxSum::stored);
+  runCase<double, double, double>(50, 129, true, true, /*residual=*/true, /*castDx=*/false,
+                                  DxSum::stored);
+  runCase<bf16, bf16, bf16>(70, 100, false, true, /*residual=*/true, /*castDx=*/true,
+                            DxSum::cast);
 }
 
 } // namespace

@@ -27,7 +27,8 @@
 // in registers or read per chunk, both in one 2000-wide row); GPT-2's
 // 16384 x 768 (512 parts, several rows per warp); dx also written as the
 // other float type (the folded cast: bit-identical to dx converted on the
-// host).
+// host); dx's column sums (of dx or of the cast) against the reference's
+// column sums and bit-identical across the three runs.
 //
 // Tolerance per tensor: max |got - want| / max |want|: 2e-5 for f32
 // outputs (f32 sums of <= 2000 terms, then <= 512 parts), 2^-7 for bf16
@@ -88,19 +89,49 @@ template <class C, class T> std::vector<C> castOnHost(const std::vector<T> &dx) 
   return out;
 }
 
+// What the backward adds up of dx besides (kern `sum`): nothing, dx's
+// stored values (a sum of T), or the cast's (a sum of OtherFloat<T>).
+enum class DxSum { none, stored, cast };
+
+// Column sums `got` (c) of dx (rows, c) against the float64 reference's,
+// each within U's rounding of the sum plus termTolerance of every term
+// (relative to the column's sum of |dx|: the terms cancel).
+template <class U>
+void checkColumnSums(const std::string &what, const std::vector<U> &got,
+                     const std::vector<double> &dx, int64_t rows, int64_t c,
+                     double termTolerance) {
+  double worst = 0; // the largest error / bound
+  for (int64_t j = 0; j < c; ++j) {
+    double want = 0, size = 0;
+    for (int64_t r = 0; r < rows; ++r) {
+      want += dx[r * c + j];
+      size += std::fabs(dx[r * c + j]);
+    }
+    double g = Host<U>::get(got[j]);
+    double bound = tolerance<U>() * std::fabs(want) + termTolerance * size + 1e-30;
+    worst = std::max(worst, std::isfinite(g) ? std::fabs(g - want) / bound : INFINITY);
+  }
+  bool ok = worst <= 1;
+  if (!ok)
+    ++gFailures;
+  std::printf("%s %-58s err / bound %.3g\n", ok ? "ok  " : "FAIL", what.c_str(), worst);
+}
+
 // One case: x of T, y of Y, grad of G; castDx: dx also written as
-// OtherFloat<T> (the folded cast), compared bit for bit with dx converted.
+// OtherFloat<T> (the folded cast), compared bit for bit with dx converted;
+// sum: dx's column sums (of dx, or of the cast) written too.
 template <class T, class Y, class G>
 void runCase(std::mt19937_64 &rng, int64_t rows, int64_t c, bool rms, bool affine, int offset,
-             bool residual = false, bool castDx = false) {
+             bool residual = false, bool castDx = false, DxSum sum = DxSum::none) {
   using C = OtherFloat<T>;
   const double eps = 1e-5;
   char label[160];
-  std::snprintf(label, sizeof label, "%s %lldx%lld x %s y %s grad %s%s%s%s%s%s",
+  std::snprintf(label, sizeof label, "%s %lldx%lld x %s y %s grad %s%s%s%s%s%s%s",
                 rms ? "rms" : "layer", static_cast<long long>(rows), static_cast<long long>(c),
                 Host<T>::name(), Host<Y>::name(), Host<G>::name(), affine ? " affine" : "",
                 offset ? " misaligned" : "", residual ? " plus" : "", castDx ? " cast " : "",
-                castDx ? Host<C>::name() : "");
+                castDx ? Host<C>::name() : "",
+                sum == DxSum::none ? "" : sum == DxSum::stored ? " sum" : " sum-of-cast");
   std::vector<T> x = randomRows<T>(rng, rows, c), w = randomRows<T>(rng, 1, c),
                  b = randomRows<T>(rng, 1, c);
   std::vector<G> g = randomRows<G>(rng, rows, c);
@@ -117,7 +148,9 @@ void runCase(std::mt19937_64 &rng, int64_t rows, int64_t c, bool rms, bool affin
   DeviceBuffer<C> dCast(rows * c, offset);
   DeviceBuffer<G> dG(rows * c, offset);
   int64_t parts = tcc::kern::normGradParts(rows);
-  DeviceBuffer<float> ws(parts * 2 * c);
+  DeviceBuffer<tcc_cuda::acc_t<T>> ws(parts * tcc::kern::normGradSlots(sum != DxSum::none) * c);
+  DeviceBuffer<T> dSum(c);
+  DeviceBuffer<C> dCastSum(c);
   dX.upload(x);
   dW.upload(w);
   dB.upload(b);
@@ -131,6 +164,8 @@ void runCase(std::mt19937_64 &rng, int64_t rows, int64_t c, bool rms, bool affin
   check(std::string(label) + ": y", dY.download(), ref.y);
 
   std::vector<T> first[3];
+  std::vector<T> firstSum;
+  std::vector<C> firstCastSum;
   // Same arithmetic in the same order in every variant: all bit-identical.
   struct Variant {
     bool cacheGrad;
@@ -144,14 +179,47 @@ void runCase(std::mt19937_64 &rng, int64_t rows, int64_t c, bool rms, bool affin
     dDw.poison();
     dDb.poison();
     dCast.poison();
-    CUDA_CHECK((tcc_cuda::launch_layer_norm_backward<G, T>(
-        dG.p, dX.p, affine ? dW.p : nullptr, residual ? dA.p : nullptr, dDx.p,
-        castDx ? dCast.p : static_cast<C *>(nullptr), affine ? dDw.p : nullptr,
-        bias ? dDb.p : nullptr, (affine || bias) ? ws.p : nullptr, parts, rows, c, eps, rms, 0,
-        variants[run].cacheGrad)));
+    dSum.poison();
+    dCastSum.poison();
+    const bool sums = affine || bias || sum != DxSum::none;
+    if (sum == DxSum::cast)
+      CUDA_CHECK((tcc_cuda::launch_layer_norm_backward<G, T>(
+          dG.p, dX.p, affine ? dW.p : nullptr, residual ? dA.p : nullptr, dDx.p, dCast.p,
+          affine ? dDw.p : nullptr, bias ? dDb.p : nullptr, dCastSum.p, true, ws.p, parts, rows,
+          c, eps, rms, 0, variants[run].cacheGrad)));
+    else
+      CUDA_CHECK((tcc_cuda::launch_layer_norm_backward<G, T>(
+          dG.p, dX.p, affine ? dW.p : nullptr, residual ? dA.p : nullptr, dDx.p,
+          castDx ? dCast.p : static_cast<C *>(nullptr), affine ? dDw.p : nullptr,
+          bias ? dDb.p : nullptr, sum == DxSum::stored ? dSum.p : static_cast<T *>(nullptr),
+          false, sums ? ws.p : nullptr, parts, rows, c, eps, rms, 0,
+          variants[run].cacheGrad)));
     CUDA_CHECK(cudaGetLastError());
     CUDA_CHECK(cudaDeviceSynchronize());
     std::vector<T> got[3] = {dDx.download(), dDw.download(), dDb.download()};
+    if (sum != DxSum::none) {
+      std::vector<T> gotSum = dSum.download();
+      std::vector<C> gotCastSum = dCastSum.download();
+      if (run == 0) {
+        if (sum == DxSum::stored)
+          checkColumnSums(std::string(label) + ": dx column sum", gotSum, ref.dx, rows, c,
+                          tolerance<T>());
+        else
+          checkColumnSums(std::string(label) + ": dx cast column sum", gotCastSum, ref.dx,
+                          rows, c, tolerance<T>() + tolerance<C>());
+        firstSum = gotSum;
+        firstCastSum = gotCastSum;
+      } else {
+        bool same = sum == DxSum::stored
+                        ? std::memcmp(firstSum.data(), gotSum.data(), c * sizeof(T)) == 0
+                        : std::memcmp(firstCastSum.data(), gotCastSum.data(),
+                                      c * sizeof(C)) == 0;
+        if (!same)
+          ++gFailures;
+        std::printf("%s %-58s column sum bit-identical: %s\n", same ? "ok  " : "FAIL", label,
+                    variants[run].name);
+      }
+    }
     if (castDx) {
       std::vector<C> want = castOnHost<C>(got[0]), cast = dCast.download();
       bool same = std::memcmp(want.data(), cast.data(), want.size() * sizeof(C)) == 0;
@@ -198,9 +266,9 @@ void bench(int64_t rows, int64_t c) {
                      a = randomRows<float>(rng, rows, c);
   std::vector<bf16> g = randomRows<bf16>(rng, rows, c);
   DeviceBuffer<float> dX(rows * c), dA(rows * c), dW(c), dB(c), dDx(rows * c), dDw(c), dDb(c);
-  DeviceBuffer<bf16> dY(rows * c), dG(rows * c);
+  DeviceBuffer<bf16> dY(rows * c), dG(rows * c), dCastSum(c);
   const int64_t parts = tcc::kern::normGradParts(rows);
-  DeviceBuffer<float> ws(parts * 2 * c);
+  DeviceBuffer<float> ws(parts * 3 * c);
   dX.upload(x);
   dA.upload(a);
   dW.upload(w);
@@ -234,7 +302,7 @@ void bench(int64_t rows, int64_t c) {
     report("rms backward + residual, dx also cast to bf16, dweight", time([&] {
              CUDA_CHECK((tcc_cuda::launch_layer_norm_backward<bf16, float>(
                  dG.p, dX.p, dW.p, dA.p, dDx.p, dCast.p, dDw.p, static_cast<float *>(nullptr),
-                 ws.p, parts, rows, c, 1e-6, true, 0)));
+                 static_cast<float *>(nullptr), false, ws.p, parts, rows, c, 1e-6, true, 0)));
            }),
            n * (2 + 4 + 4 + 4 + 2) + wsBytes);
     return;
@@ -244,18 +312,24 @@ void bench(int64_t rows, int64_t c) {
                                                     0);
          }),
          n * (4 + 2));
-  auto backward = [&](const float *addend, bool sums, bool cacheGrad, bool cast = false) {
+  auto backward = [&](const float *addend, bool sums, bool cacheGrad, bool cast = false,
+                      bool castSum = false) {
     return time([&] {
       CUDA_CHECK((tcc_cuda::launch_layer_norm_backward<bf16, float>(
           dG.p, dX.p, dW.p, addend, dDx.p, cast ? dCast.p : static_cast<bf16 *>(nullptr),
-          sums ? dDw.p : nullptr, sums ? dDb.p : nullptr, sums ? ws.p : nullptr, parts, rows,
-          c, 1e-5, false, 0, cacheGrad)));
+          sums ? dDw.p : nullptr, sums ? dDb.p : nullptr,
+          castSum ? dCastSum.p : static_cast<bf16 *>(nullptr), castSum,
+          sums ? ws.p : nullptr, parts, rows, c, 1e-5, false, 0, cacheGrad)));
     });
   };
   const double plain = n * (2 + 4 + 4) + wsBytes, plus = plain + n * 4;
   report("backward + residual (defaults: rows in registers)", backward(dA.p, true, true), plus);
   report("backward + residual, dx also cast to bf16", backward(dA.p, true, true, true),
          plus + n * 2);
+  // GPT-2's residual-stream backward since the bias gradients moved here:
+  // the cast's column sum too (a third part row).
+  report("backward + residual, dx cast to bf16, the cast's column sum",
+         backward(dA.p, true, true, true, true), plus + n * 2 + wsBytes / 2);
 
   report("backward + residual, grad and addend read per chunk", backward(dA.p, true, false),
          plus);
@@ -268,9 +342,10 @@ void bench(int64_t rows, int64_t c) {
   std::snprintf(sumLabel, sizeof sumLabel, "sum of the %lld parts (second kernel alone)",
                 static_cast<long long>(parts));
   report(sumLabel, time([&] {
-           tcc_cuda::detail::layer_norm_sum_parts_kernel<float>
+           tcc_cuda::detail::layer_norm_sum_parts_kernel<float, float>
                <<<static_cast<unsigned>(tcc_cuda::grid_for(2 * c, 32)),
-                  tcc_cuda::detail::kNormSumWarps * 32>>>(ws.p, parts, c, dDw.p, dDb.p);
+                  tcc_cuda::detail::kNormSumWarps * 32>>>(ws.p, parts, c, 2, dDw.p, dDb.p,
+                                                          static_cast<float *>(nullptr));
          }),
          wsBytes / 2);
 }
@@ -306,6 +381,16 @@ int main(int argc, char **argv) {
   runCase<float, bf16, bf16>(rng, 64, 768, false, true, 1, /*residual=*/false, /*cast=*/true);
   runCase<float, bf16, bf16>(rng, 64, 768, false, true, 1);
   runCase<float, float, float>(rng, 1, 768, false, true, 0);
+  // dx's column sum (the bias gradient of the products writing the
+  // residual stream): of the bf16 cast as GPT-2 (16384 x 768, 512 parts),
+  // of dx itself, without weight / bias sums, scalar path, misaligned, and
+  // at width 2000 (three slices: fewer warps per block).
+  runCase<float, float, bf16>(rng, 16384, 768, false, true, 0, true, true, DxSum::cast);
+  runCase<float, float, float>(rng, 300, 768, false, true, 0, true, false, DxSum::stored);
+  runCase<float, float, float>(rng, 300, 129, false, false, 0, false, false, DxSum::stored);
+  runCase<float, bf16, bf16>(rng, 64, 768, false, true, 1, true, true, DxSum::cast);
+  runCase<bf16, bf16, bf16>(rng, 300, 2000, false, true, 0, true, true, DxSum::cast);
+  runCase<float, float, float>(rng, 300, 2000, true, true, 0, true, false, DxSum::stored);
   // RMSNorm at the 1B decoder's width: dweight's slice only, 8 warps.
   runCase<float, float, bf16>(rng, 8192, 2048, true, true, 0, /*residual=*/true, /*cast=*/true);
   if (doBench) {

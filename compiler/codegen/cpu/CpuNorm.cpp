@@ -56,7 +56,7 @@ LogicalResult emitCpuLayerNormGrad(kern::LayerNormGradOp op, const ValueNames &n
                                         familyElementType(et, CodeTarget::Cpu))
                               .str();
   os << llvm::formatv("  tcc_cpu::layer_norm_backward({0}, {1}, {2}, {3}, {4}, {12}, {5:e17}, "
-                      "{6}, {7}, {13}, {8}, {9}, {10}, {11});\n",
+                      "{6}, {7}, {13}, {8}, {9}, {14}, {15}, {10}, {11});\n",
                       s.rows, s.c, pointer(op.getGrad(), names, false, et),
                       pointer(op.getInput(), names, false, et),
                       pointer(op.getWeight(), names, false, et), op.getEps().convertToDouble(),
@@ -64,7 +64,9 @@ LogicalResult emitCpuLayerNormGrad(kern::LayerNormGradOp op, const ValueNames &n
                       pointer(op.getWeightGrad(), names, true, et),
                       pointer(op.getBiasGrad(), names, true, et), workspace,
                       kern::normGradParts(s.rows), pointer(op.getAddend(), names, false, et),
-                      pointer(op.getInputGradCast(), names, true, et));
+                      pointer(op.getInputGradCast(), names, true, et),
+                      pointer(op.getInputGradSum(), names, true, et),
+                      op.getSumOfCast() ? "true" : "false");
   return success();
 }
 

@@ -75,25 +75,31 @@ void layer_norm_forward(int64_t rows, int64_t c, const T *x, const T *weight, co
 // dbias = sum over rows of grad (each written when non-null); with an
 // addend (the residual gradient, of T), dx is written plus it. grad has any
 // float type G. dx_cast (of any float type Y, or null): dx's stored values
-// converted to Y as well (a cast of dx folded in). workspace: (parts, 2, c)
-// of acc_t<T>, needed when dweight or dbias is wanted; part p covers rows
-// [p * rows / parts, (p + 1) * rows / parts).
-template <typename G, typename T, typename Y>
+// converted to Y as well (a cast of dx folded in). dx_sum (c, of any float
+// type U, or null): the sum over rows of dx's stored values (of dx_cast's
+// with sum_of_cast; a bias gradient folded in). workspace: (parts, slots,
+// c) of acc_t<T>, slots 3 with dx_sum else 2, needed when dweight, dbias or
+// dx_sum is wanted; part p covers rows [p * rows / parts, (p + 1) * rows /
+// parts).
+template <typename G, typename T, typename Y, typename U>
 void layer_norm_backward(int64_t rows, int64_t c, const G *grad, const T *x, const T *weight,
                          const T *addend, double eps, bool rms, T *dx, Y *dx_cast, T *dweight,
-                         T *dbias, acc_t<T> *workspace, int64_t parts) {
+                         T *dbias, U *dx_sum, bool sum_of_cast, acc_t<T> *workspace,
+                         int64_t parts) {
   using A = acc_t<T>;
-  const bool sums = dweight || dbias;
+  const bool sums = dweight || dbias || dx_sum;
+  const int64_t slots = dx_sum ? 3 : 2;
   if (!sums)
     parts = 1;
 #ifdef _OPENMP
 #pragma omp parallel for if (static_cast<double>(rows) * c > kParallelWork)
 #endif
   for (int64_t p = 0; p < parts; ++p) {
-    A *dw_part = sums ? workspace + p * 2 * c : nullptr;
+    A *dw_part = sums ? workspace + p * slots * c : nullptr;
     A *db_part = sums ? dw_part + c : nullptr;
+    A *dx_part = dx_sum ? dw_part + 2 * c : nullptr;
     if (sums)
-      for (int64_t j = 0; j < 2 * c; ++j)
+      for (int64_t j = 0; j < slots * c; ++j)
         dw_part[j] = 0;
     const int64_t begin = p * rows / parts, end = (p + 1) * rows / parts;
     for (int64_t r = begin; r < end; ++r) {
@@ -125,21 +131,28 @@ void layer_norm_backward(int64_t rows, int64_t c, const G *grad, const T *x, con
         dx[r * c + j] = Elem<T>::store(d);
         if (dx_cast) // from the stored value, as a separate cast reads it
           dx_cast[r * c + j] = norm_detail::store_as<Y>(Elem<T>::load(dx[r * c + j]));
+        if (dx_sum) // the values the folded reduce_sum reads
+          dx_part[j] += sum_of_cast ? static_cast<A>(Elem<Y>::load(dx_cast[r * c + j]))
+                                    : static_cast<A>(Elem<T>::load(dx[r * c + j]));
       }
     }
   }
   if (!sums)
     return;
   for (int64_t j = 0; j < c; ++j) {
-    A w = 0, b = 0;
+    A w = 0, b = 0, t = 0;
     for (int64_t p = 0; p < parts; ++p) {
-      w += workspace[p * 2 * c + j];
-      b += workspace[p * 2 * c + c + j];
+      w += workspace[p * slots * c + j];
+      b += workspace[p * slots * c + c + j];
+      if (dx_sum)
+        t += workspace[p * slots * c + 2 * c + j];
     }
     if (dweight)
       dweight[j] = Elem<T>::store(w);
     if (dbias)
       dbias[j] = Elem<T>::store(b);
+    if (dx_sum)
+      dx_sum[j] = norm_detail::store_as<U>(t);
   }
 }
 

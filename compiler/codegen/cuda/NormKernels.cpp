@@ -47,6 +47,11 @@ struct NormWrapper {
     buffers.push_back(v);
   }
 
+  // A literal launcher argument between buffers (a flag).
+  void addLiteral(StringRef text) {
+    launcherArgs += (launcherArgs.empty() ? "" : ", ") + text.str();
+  }
+
   double bytes() const {
     double b = 0;
     for (Value v : buffers)
@@ -115,6 +120,8 @@ LogicalResult CudaStepEmitter::emitLayerNormGrad(kern::LayerNormGradOp g, llvm::
   w.add(g.getInputGradCast(), true, et, names_);
   w.add(g.getWeightGrad(), true, et, names_);
   w.add(g.getBiasGrad(), true, et, names_);
+  w.add(g.getInputGradSum(), true, et, names_);
+  w.addLiteral(g.getSumOfCast() ? "true" : "false");
   w.add(g.getWorkspace(), true, acc, names_);
   double work = 16.0 * s.rows * s.c;
   flops += work;
@@ -133,14 +140,20 @@ LogicalResult CudaStepEmitter::emitLayerNormGrad(kern::LayerNormGradOp g, llvm::
                     "return tcc_cuda_host::cuda_error(e, tcc_cuda_host::where({2}).c_str());",
                     kernel, w.hostArgs, id)
           .str();
-  bool sums = g.getWeightGrad() || g.getBiasGrad();
+  bool sums = g.getWeightGrad() || g.getBiasGrad() || g.getInputGradSum();
+  std::string columnSum;
+  if (Value sum = g.getInputGradSum())
+    columnSum = ", column sum of " +
+                (g.getSumOfCast() ? elementName(g.getInputGradCast()) : elementName(g.getInputGrad())) +
+                " as " + elementName(sum);
   launch(os, g, kernel, call,
-         llvm::formatv("{0} rows of {1}{2}{4}{5}{3}", s.rows, s.c, g.getRms() ? ", rms" : "",
+         llvm::formatv("{0} rows of {1}{2}{4}{5}{6}{3}", s.rows, s.c, g.getRms() ? ", rms" : "",
                        sums ? llvm::formatv(", {0} parts", kern::normGradParts(s.rows)).str()
                             : std::string(),
                        g.getAddend() ? ", plus residual" : "",
                        g.getInputGradCast() ? ", also as " + elementName(g.getInputGradCast())
-                                            : std::string())
+                                            : std::string(),
+                       columnSum)
              .str(),
          work, w.bytes());
   return success();

@@ -83,7 +83,7 @@ func.func @kern_grad_workspace(%g: memref<3x4xbf16>, %x: memref<3x4xf32>, %w: me
 // -----
 
 func.func @kern_grad_no_workspace(%g: memref<3x4xf32>, %x: memref<3x4xf32>, %dx: memref<3x4xf32>, %db: memref<4xf32>) {
-  // expected-error @+1 {{a workspace comes exactly with weight_grad or bias_grad}}
+  // expected-error @+1 {{a workspace comes exactly with weight_grad, bias_grad or input_grad_sum}}
   kern.layer_norm_grad %g, %x into %dx bias_grad %db {eps = 1.0e-5 : f64} : memref<3x4xf32>, memref<3x4xf32> -> memref<3x4xf32> bias_grad memref<4xf32>
   return
 }

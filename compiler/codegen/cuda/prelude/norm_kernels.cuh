@@ -348,23 +348,29 @@ __host__ __device__ constexpr bool norm_cache_addend() {
 // registers spill, more blocks did not run faster on an H200. dx_cast (of
 // Y, or null): dx's stored values converted to Y as well (a folded cast:
 // the f32 residual gradient also written as the bf16 matmul operand).
+// dx_sums: the column sums of dx as stored (of dx_cast's values with
+// sum_of_cast) go to a third slice and the workspace's third row, parts
+// (parts, 3, c): the bias gradient of the products that write the
+// residual stream, added up here instead of by their GEMM's epilogue.
 template <int V, class G, class T, class Y, bool CacheGrad>
 __global__ void __launch_bounds__(kNormWarps * 32, 2)
     layer_norm_backward_kernel(const G *__restrict__ grad, const T *__restrict__ x,
                                const T *__restrict__ weight, const T *__restrict__ addend,
                                T *__restrict__ dx, Y *__restrict__ dx_cast,
                                acc_t<T> *__restrict__ workspace, bool dw_sums, bool db_sums,
-                               int64_t rows, int64_t c, acc_t<T> eps, bool rms) {
+                               bool dx_sums, bool sum_of_cast, int64_t rows, int64_t c,
+                               acc_t<T> eps, bool rms) {
   using A = acc_t<T>;
   constexpr bool kCacheAddend = norm_cache_addend<V, G, T, CacheGrad>();
   extern __shared__ __align__(16) unsigned char norm_shared[];
-  // (warps, slices, c) when workspace: the dw slice, then the db slice, each
-  // only when wanted.
+  // (warps, slices, c) when workspace: the dw slice, the db slice, then the
+  // dx slice, each only when wanted.
   A *sums = reinterpret_cast<A *>(norm_shared);
-  const int64_t slices = (dw_sums ? 1 : 0) + (db_sums ? 1 : 0);
+  const int64_t slices = (dw_sums ? 1 : 0) + (db_sums ? 1 : 0) + (dx_sums ? 1 : 0);
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
   A *mine = sums + static_cast<int64_t>(warp) * slices * c;
   A *mine_db = mine + (dw_sums ? c : 0);
+  A *mine_dx = mine_db + (db_sums ? c : 0);
   if (workspace)
     for (int64_t j = lane; j < slices * c; j += 32)
       mine[j] = 0;
@@ -429,25 +435,39 @@ __global__ void __launch_bounds__(kNormWarps * 32, 2)
               d[i] += a[i];
           }
           norm_store<V>(dxr + j, d);
-          if (dx_cast) {
+          if (dx_cast || dx_sums) {
             // From the value dx holds (T rounds first), as a separate cast
-            // kernel reading dx would convert it.
+            // kernel (or reduction) reading dx would convert it.
 #pragma unroll
             for (int i = 0; i < V; ++i)
               d[i] = static_cast<A>(Elem<T>::load(Elem<T>::store(static_cast<acc_t<T>>(d[i]))));
+          }
+          if (dx_cast)
             norm_store<V>(dx_cast + r * c + j, d);
+          if (dx_sums) {
+            if (sum_of_cast) { // the values dx_cast holds
+#pragma unroll
+              for (int i = 0; i < V; ++i)
+                d[i] = static_cast<A>(
+                    Elem<Y>::load(Elem<Y>::store(static_cast<acc_t<Y>>(d[i]))));
+            }
+            norm_shared_add(mine_dx + j, d);
           }
         });
   }
   if (!workspace)
     return;
   __syncthreads();
-  A *part = workspace + static_cast<int64_t>(blockIdx.x) * 2 * c;
-  for (int64_t j = threadIdx.x; j < 2 * c; j += blockDim.x) {
-    const bool db = j >= c;
+  // The block's part (slots, c): dw, db, then dx when dx_sums; a sum not
+  // wanted is written as zeros.
+  const int64_t slots = dx_sums ? 3 : 2;
+  A *part = workspace + static_cast<int64_t>(blockIdx.x) * slots * c;
+  for (int64_t j = threadIdx.x; j < slots * c; j += blockDim.x) {
+    const int64_t slot = j / c;
+    const bool wanted = slot == 0 ? dw_sums : (slot == 1 ? db_sums : dx_sums);
     A s = 0;
-    if (db ? db_sums : dw_sums) {
-      const int64_t at = db ? j - c + (dw_sums ? c : 0) : j;
+    if (wanted) {
+      const int64_t at = (slot == 0 ? mine : slot == 1 ? mine_db : mine_dx) - mine + j % c;
       for (int w = 0; w < warps; ++w)
         s += sums[static_cast<int64_t>(w) * slices * c + at];
     }
@@ -455,22 +475,24 @@ __global__ void __launch_bounds__(kNormWarps * 32, 2)
   }
 }
 
-// weight_grad / bias_grad from the parts: column j of the workspace's (2,
-// c) rows (dweight then dbias) is the sum over parts. Block b takes columns
+// weight_grad / bias_grad (and the input gradient's column sum, with a
+// third row: slots 3) from the parts: column j of the workspace's (slots,
+// c) rows (dweight, dbias, dx) is the sum over parts. Block b takes columns
 // 32 b .. 32 b + 31 (a warp reads 128 contiguous bytes per part); warp w
 // adds parts w, w + kNormSumWarps, ... in order (many loads in flight:
 // parts are L2-resident and the old one-thread-per-column loop waited on
 // them one after another), then the warps' sums are added in warp order.
 // The order depends on (parts, c) only: deterministic on every machine.
 constexpr int kNormSumWarps = 32;
-template <class T>
+template <class T, class U>
 __global__ void __launch_bounds__(kNormSumWarps * 32)
     layer_norm_sum_parts_kernel(const acc_t<T> *__restrict__ workspace, int64_t parts,
-                                int64_t c, T *__restrict__ dweight, T *__restrict__ dbias) {
+                                int64_t c, int64_t slots, T *__restrict__ dweight,
+                                T *__restrict__ dbias, U *__restrict__ dx_sum) {
   using A = acc_t<T>;
   __shared__ A warp_sums[kNormSumWarps][32];
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  const int64_t n = 2 * c;
+  const int64_t n = slots * c;
   // Column groups grid-stride (the grid is capped); block-uniform, so the
   // barriers inside are reached by every thread.
   for (int64_t first = static_cast<int64_t>(blockIdx.x) * 32; first < n;
@@ -491,8 +513,11 @@ __global__ void __launch_bounds__(kNormSumWarps * 32)
       if (j < c) {
         if (dweight)
           dweight[j] = Elem<T>::store(t);
-      } else if (dbias) {
-        dbias[j - c] = Elem<T>::store(t);
+      } else if (j < 2 * c) {
+        if (dbias)
+          dbias[j - c] = Elem<T>::store(t);
+      } else if (dx_sum) {
+        dx_sum[j - 2 * c] = Elem<U>::store(static_cast<acc_t<U>>(t));
       }
     }
     __syncthreads(); // warp_sums is rewritten by the next group

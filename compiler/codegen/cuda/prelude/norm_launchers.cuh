@@ -29,8 +29,8 @@ inline void launch_layer_norm(const T *x, const T *weight, const T *bias, Y *out
 }
 
 // Warps per block of the backward: as many (at most 8) as fit their
-// shared-memory slices (c of acc_t<T> for each of dweight and dbias wanted)
-// in kNormBackwardSharedBudget, at least one.
+// shared-memory slices (c of acc_t<T> for each of dweight, dbias and the dx
+// sum wanted) in kNormBackwardSharedBudget, at least one.
 template <class T> inline int layer_norm_backward_warps(int64_t c, int slices) {
   if (slices == 0)
     return detail::kNormWarps;
@@ -44,8 +44,11 @@ template <class T> inline int layer_norm_backward_warps(int64_t c, int slices) {
 // dweight = sum over rows of grad * x_hat, dbias = sum of grad (each when
 // non-null); with an addend (of T: the residual stream's gradient), dx is
 // written plus it. grad has any float type G. dx_cast (of any float type Y,
-// or null): dx's stored values converted to Y as well. With dweight or dbias, `workspace`
-// is (parts, 2, c) of acc_t<T> (parts = tcc::kern::normGradParts(rows)):
+// or null): dx's stored values converted to Y as well. dx_sum (c, of any
+// float type U, or null): the sum over rows of dx's stored values (of
+// dx_cast's with sum_of_cast). With dweight, dbias or dx_sum, `workspace`
+// is (parts, slots, c) of acc_t<T> (parts = tcc::kern::normGradParts(rows),
+// slots = 3 with dx_sum, else 2: tcc::kern::normGradSlots):
 // the backward runs exactly `parts` blocks, each writing its rows' partial
 // sums there, and a second kernel adds the parts in one fixed order:
 // deterministic, no atomics. Returns the launch error of a row too long for shared memory
@@ -53,19 +56,30 @@ template <class T> inline int layer_norm_backward_warps(int64_t c, int slices) {
 // keep the grad row (and, where it fits, the addend's) in registers as
 // well as x's (both kernels are tested; the default is the faster on an
 // H200 at GPT-2's shape).
-template <class G, class T, class Y>
+template <class G, class T, class Y, class U>
 inline cudaError_t launch_layer_norm_backward(const G *grad, const T *x, const T *weight,
                                               const T *addend, T *dx, Y *dx_cast,
-                                              T *dweight, T *dbias, acc_t<T> *workspace,
+                                              T *dweight, T *dbias, U *dx_sum,
+                                              bool sum_of_cast, acc_t<T> *workspace,
                                               int64_t parts, int64_t rows, int64_t c,
                                               double eps, bool rms, cudaStream_t stream,
                                               bool cache_grad = true) {
   static_assert(detail::IsFloating<T>::value && detail::IsFloating<G>::value &&
-                    detail::IsFloating<Y>::value,
+                    detail::IsFloating<Y>::value && detail::IsFloating<U>::value,
                 "layer_norm_backward: float, double, bf16 or f16");
-  if (rows <= 0 || c <= 0)
+  if (rows <= 0 || c <= 0) {
+    // No rows: the sums are zero (a reduction over nothing).
+    for (T *v : {dweight, dbias})
+      if (v && c > 0)
+        if (cudaError_t e = cudaMemsetAsync(v, 0, c * sizeof(T), stream); e != cudaSuccess)
+          return e;
+    if (dx_sum && c > 0)
+      return cudaMemsetAsync(dx_sum, 0, c * sizeof(U), stream);
     return cudaSuccess;
-  const bool sums = dweight != nullptr || dbias != nullptr;
+  }
+  if (sum_of_cast && dx_cast == nullptr)
+    return cudaErrorInvalidValue;
+  const bool sums = dweight != nullptr || dbias != nullptr || dx_sum != nullptr;
   if (!sums)
     workspace = nullptr;
   else if (workspace == nullptr || parts < 1)
@@ -77,7 +91,8 @@ inline cudaError_t launch_layer_norm_backward(const G *grad, const T *x, const T
                       detail::aligned16(dx) && (!weight || detail::aligned16(weight)) &&
                       (!addend || detail::aligned16(addend)) &&
                       (!dx_cast || detail::aligned16(dx_cast));
-  const int slices = (dweight != nullptr ? 1 : 0) + (dbias != nullptr ? 1 : 0);
+  const int slices =
+      (dweight != nullptr ? 1 : 0) + (dbias != nullptr ? 1 : 0) + (dx_sum != nullptr ? 1 : 0);
   const int warps = layer_norm_backward_warps<T>(c, slices);
   const size_t shared = static_cast<size_t>(warps) * slices * c * sizeof(acc_t<T>);
   const int64_t grid = sums ? parts : grid_for(rows, warps);
@@ -94,11 +109,12 @@ inline cudaError_t launch_layer_norm_backward(const G *grad, const T *x, const T
   }
   kernel<<<static_cast<unsigned>(grid), warps * 32, shared, stream>>>(
       grad, x, weight, addend, dx, dx_cast, workspace, dweight != nullptr, dbias != nullptr,
-      rows, c, e, rms);
+      dx_sum != nullptr, sum_of_cast, rows, c, e, rms);
+  const int64_t slots = dx_sum != nullptr ? 3 : 2;
   if (sums)
-    detail::layer_norm_sum_parts_kernel<T>
-        <<<static_cast<unsigned>(grid_for(2 * c, 32)), detail::kNormSumWarps * 32, 0, stream>>>(
-            workspace, parts, c, dweight, dbias);
+    detail::layer_norm_sum_parts_kernel<T, U>
+        <<<static_cast<unsigned>(grid_for(slots * c, 32)), detail::kNormSumWarps * 32, 0,
+           stream>>>(workspace, parts, c, slots, dweight, dbias, dx_sum);
   return cudaSuccess;
 }
 
