@@ -33,7 +33,8 @@
 // (the products that write the residual stream) is left to the
 // layer_norm_grad that writes that dY (LowerNorms.h): the norm kernel adds
 // it up as it writes, and the weight gradient runs as a plain GEMM
-// (BGRADA cost those products ~30%: docs/performance.md).
+// (expected to run faster without BGRADA; not measured end to end yet:
+// docs/performance.md, GPT-2 section).
 //
 // Every tg.matmul is reported: the tg.matmul_epilogue that replaced it
 // carries tg.fuse_epilogue = "fused: <epilogue>" (with what was left out of
