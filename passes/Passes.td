@@ -342,6 +342,10 @@ def TgFuseMatmulEpilogue : Pass<"tg-fuse-matmul-epilogue", "mlir::ModuleOp"> {
     Option<"biasGradient", "bias-gradient", "bool", /*default=*/"true",
            "false: leave every bias gradient's reduce_sum out of its weight "
            "gradient's product (tcc compile --no-fuse-bias-grad)">,
+    Option<"normBiasGradient", "norm-bias-gradient", "bool", /*default=*/"true",
+           "false: fuse the residual stream's bias gradients into their weight "
+           "gradients' products like the others instead of leaving them to the "
+           "layer_norm_grad that writes dY (tcc compile --no-norm-bias-grad)">,
   ];
   let dependentDialects = ["tcc::tg::TgDialect"];
 }

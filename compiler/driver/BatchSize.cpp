@@ -71,7 +71,7 @@ absl::StatusOr<int64_t> stepBytesAt(const model::Model &m, const ModelImporter &
   buildPipeline(pm, Phase::Plan, options);
   if (mlir::failed(pm.run(*module)))
     return absl::InternalError(""); // diagnostics printed
-  return stepMemory(*module, options.target == "cuda", options.cudnn).total();
+  return stepMemory(*module, options).total();
 }
 
 } // namespace

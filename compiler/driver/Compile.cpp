@@ -59,8 +59,8 @@ bool hasFusedAttention(mlir::ModuleOp module) {
 }
 
 // The cuda target after the memory plan: generated sources, then nvcc.
-absl::Status emitCuda(const CompileOptions &options, mlir::ModuleOp module,
-                      std::optional<DumpDirectory> &dumps) {
+absl::Status emitCuda(const CompileOptions &options, const PipelineOptions &pipelineOptions,
+                      mlir::ModuleOp module, std::optional<DumpDirectory> &dumps) {
   CudaCodegenOptions codegen;
   codegen.arch = options.arch;
   codegen.tf32 = options.precision == "tf32";
@@ -80,8 +80,9 @@ absl::Status emitCuda(const CompileOptions &options, mlir::ModuleOp module,
   if (options.cutlass && archRunsSm90a(options.arch))
     cutlass = findCutlass();
   codegen.cutlassSm90 = cutlass.has_value();
-  // tcc's own Hopper attention: sm_90 only (its units need no headers).
-  codegen.sm90Attention = options.sm90Attention && archRunsSm90a(options.arch);
+  // tcc's own Hopper attention: sm_90 only (its units need no headers);
+  // the memory of the step counted its workspace by the same flag.
+  codegen.sm90Attention = pipelineOptions.sm90Attention;
   codegen.fp8CastFusion = options.fp8CastFusion;
   mlir::FailureOr<GeneratedCudaStep> step = generateCudaStep(module, codegen);
   if (mlir::failed(step))
@@ -195,8 +196,7 @@ absl::Status compileImported(const CompileOptions &options,
     return writeText(options.output, text);
   }
   if (options.memoryBudget)
-    if (absl::Status s = checkMemoryBudget(module, *options.memoryBudget,
-                                           options.target == "cuda", pipelineOptions.cudnn);
+    if (absl::Status s = checkMemoryBudget(module, *options.memoryBudget, pipelineOptions);
         !s.ok())
       return s;
   if (options.verbose)
@@ -207,10 +207,10 @@ absl::Status compileImported(const CompileOptions &options,
   if (options.verbose && module.lookupSymbol("train_step"))
     std::fprintf(stderr, "tcc: the step needs %s\n",
                  formatStepMemory(
-                     stepMemory(module, options.target == "cuda", pipelineOptions.cudnn))
+                     stepMemory(module, pipelineOptions))
                      .c_str());
   if (options.target == "cuda")
-    return emitCuda(options, module, dumps);
+    return emitCuda(options, pipelineOptions, module, dumps);
   return emitCpu(options, module, dumps);
 }
 
@@ -383,6 +383,7 @@ absl::Status compileModel(const CompileOptions &given) {
   pipelineOptions.generate = options.generate;
   pipelineOptions.fuseEpilogue = options.fuseEpilogue;
   pipelineOptions.fuseBiasGradient = options.fuseBiasGradient;
+  pipelineOptions.normBiasGradient = options.normBiasGradient;
   pipelineOptions.fuseHorizontal = options.fuseHorizontal;
   pipelineOptions.rematCopies = options.rematCopies;
   pipelineOptions.lossChunks = options.lossChunks.value_or(1);
@@ -398,6 +399,8 @@ absl::Status compileModel(const CompileOptions &given) {
   // (MemoryBudget, --batch).
   pipelineOptions.cudnn =
       options.target == "cuda" && options.cudnn && findCudnnFrontend().has_value();
+  pipelineOptions.sm90Attention =
+      options.target == "cuda" && options.sm90Attention && archRunsSm90a(options.arch);
   absl::StatusOr<std::optional<training::LossScalingConfig>> scaling =
       resolveLossScaling(options);
   if (!scaling.ok())

@@ -52,6 +52,7 @@ struct CompileOptions {
   bool generate = false;      // --generate: the KV-cache entries prefill / decode
   bool fuseEpilogue = true;   // false: --no-fuse-epilogue
   bool fuseBiasGradient = true; // false: --no-fuse-bias-grad
+  bool normBiasGradient = true; // false: --no-norm-bias-grad
   bool fuseHorizontal = true; // false: --no-fuse-horizontal
   bool rematCopies = true;    // false: --no-remat-copies
   bool cudnn = true;          // cuda: attention, convolutions try cuDNN first; false: --no-cudnn

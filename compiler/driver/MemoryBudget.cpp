@@ -121,7 +121,8 @@ std::string largestAtPeak(mlir::func::FuncOp f, const MemorySummary &m, size_t c
 
 } // namespace
 
-StepMemory stepMemory(mlir::ModuleOp module, bool cuda, bool cudnn) {
+StepMemory stepMemory(mlir::ModuleOp module, const PipelineOptions &options) {
+  const bool cuda = options.target == "cuda", cudnn = options.cudnn;
   StepMemory s;
   s.cuda = cuda;
   s.library = cuda ? codegen::cuda::kGemmWorkspaceBytes : 0;
@@ -131,7 +132,8 @@ StepMemory stepMemory(mlir::ModuleOp module, bool cuda, bool cudnn) {
     s.train = summarizeMemory(train);
     if (cuda)
       s.attention = std::max<int64_t>(
-          0, kern::attentionWorkspaceBytes(train) - s.library - s.fp8);
+          0, kern::attentionWorkspaceBytes(train, {cudnn, options.sm90Attention}) - s.library -
+                 s.fp8);
   }
   // The shared workspace is the largest of the three (CudaCodegen); the
   // convolutions' estimate only where the step runs them through cuDNN.
@@ -162,7 +164,8 @@ std::string formatStepMemory(const StepMemory &s) {
   if (s.fp8Kept)
     text += ", FP8 kept casts " + formatBytes(s.fp8Kept);
   if (s.attention)
-    text += ", cuDNN attention workspace " + formatBytes(s.attention) + " (estimate)";
+    text += ", attention backward workspace " + formatBytes(s.attention) +
+            " (cuDNN's estimate, or tcc sm90's need)";
   if (s.convolutions)
     text += ", cuDNN convolution workspace " + formatBytes(s.convolutions) + " (estimate)";
   text += llvm::formatv(": {0} ({1} bytes) on the device", formatBytes(s.total()), s.total()).str();
@@ -174,13 +177,13 @@ std::string formatStepMemory(const StepMemory &s) {
   return text;
 }
 
-absl::Status checkMemoryBudget(mlir::ModuleOp module, int64_t budget, bool cuda,
-                               bool cudnn) {
+absl::Status checkMemoryBudget(mlir::ModuleOp module, int64_t budget,
+                               const PipelineOptions &options) {
   auto step = lookupFunction(module, "train_step");
   if (!step)
     return absl::InvalidArgumentError(
         "--memory-budget applies to a training step; the module has no @train_step");
-  StepMemory s = stepMemory(module, cuda, cudnn);
+  StepMemory s = stepMemory(module, options);
   if (s.total() <= budget)
     return absl::OkStatus();
   std::string why = llvm::formatv("the step needs {0} over --memory-budget {1} ({2})",
@@ -257,10 +260,9 @@ absl::StatusOr<MemoryFit> fitRemat(mlir::ModuleOp imported, const PipelineOption
   absl::StatusOr<mlir::OwningOpRef<mlir::ModuleOp>> plan = planWith(imported, options, -1);
   if (!plan.ok())
     return plan.status();
-  const bool cuda = options.target == "cuda";
   if (!lookupFunction(**plan, "train_step"))
-    return checkMemoryBudget(**plan, budget, cuda, options.cudnn);
-  StepMemory m = stepMemory(**plan, cuda, options.cudnn);
+    return checkMemoryBudget(**plan, budget, options);
+  StepMemory m = stepMemory(**plan, options);
   if (log)
     std::fprintf(log, "tcc: --memory-budget %s%s: without recomputation the step needs %s\n",
                  formatBytes(budget).c_str(), chunks.c_str(), formatBytes(m.total()).c_str());
@@ -270,7 +272,7 @@ absl::StatusOr<MemoryFit> fitRemat(mlir::ModuleOp imported, const PipelineOption
   }
   // What recomputation cannot change (the parameters, eval) over the budget.
   if (m.fixed() > budget || (m.hasEval && m.fixed() + m.evalSide() > budget))
-    return checkMemoryBudget(**plan, budget, cuda, options.cudnn);
+    return checkMemoryBudget(**plan, budget, options);
   const int64_t fixed = m.fixed() + m.train.outputs;
   // tg-remat's estimate of the temporaries is not the arena (views, fused
   // kernels, alignment): search its budget. `fits` is the largest tried
@@ -287,7 +289,7 @@ absl::StatusOr<MemoryFit> fitRemat(mlir::ModuleOp imported, const PipelineOption
     plan = planWith(imported, options, remat);
     if (!plan.ok())
       return plan.status();
-    StepMemory r = stepMemory(**plan, cuda, options.cudnn);
+    StepMemory r = stepMemory(**plan, options);
     if (log)
       std::fprintf(log, "tcc: --memory-budget round %d%s: tg-remat budget %s -> plan %s\n",
                    round, chunks.c_str(), formatBytes(remat).c_str(),
@@ -330,12 +332,12 @@ absl::StatusOr<MemoryFit> fitRemat(mlir::ModuleOp imported, const PipelineOption
   plan = planWith(imported, options, 0); // everything tg-remat can drop
   if (!plan.ok())
     return plan.status();
-  if (stepMemory(**plan, cuda, options.cudnn).total() <= budget) {
+  if (stepMemory(**plan, options).total() <= budget) {
     readEstimates(**plan, fit);
     fit.remat = 0;
     return fit;
   }
-  absl::Status s = checkMemoryBudget(**plan, budget, cuda, options.cudnn);
+  absl::Status s = checkMemoryBudget(**plan, budget, options);
   return absl::Status(s.code(), std::string(s.message()) +
                                     " (after tg-remat recomputed what it could: see "
                                     "--dump-dir's tg-remat report)");

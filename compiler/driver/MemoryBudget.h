@@ -67,9 +67,10 @@ struct StepMemory {
   int64_t workspace() const { return std::max(trainSide(), evalSide()); }
   int64_t total() const { return fixed() + workspace(); }
 };
-// cudnn: the step runs convolutions through cuDNN (PipelineOptions::cudnn),
-// so their workspace estimate is part of it.
-StepMemory stepMemory(mlir::ModuleOp module, bool cuda, bool cudnn);
+// The target's libraries from `options` (PipelineOptions::target, cudnn:
+// cuDNN's convolution and attention workspace estimates are part of it;
+// sm90Attention: tcc's sm90 attention backward's).
+StepMemory stepMemory(mlir::ModuleOp module, const PipelineOptions &options);
 // One line: "parameters 474.8 MiB, ...: 8.34 GiB on the device".
 std::string formatStepMemory(const StepMemory &s);
 
@@ -78,8 +79,8 @@ std::string formatStepMemory(const StepMemory &s);
 // optimizer state and inputs alone (no plan can fit), eval's outputs and
 // temporaries (recomputation does not shrink them), or the largest
 // temporaries live at @train_step's peak.
-absl::Status checkMemoryBudget(mlir::ModuleOp module, int64_t budget, bool cuda,
-                               bool cudnn);
+absl::Status checkMemoryBudget(mlir::ModuleOp module, int64_t budget,
+                               const PipelineOptions &options);
 
 // A GPU `tcc compile --gpu NAME` knows: its memory as the driver reports
 // it (nvidia-smi's memory.total), the architecture to compile for.

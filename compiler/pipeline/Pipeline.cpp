@@ -125,7 +125,7 @@ void buildPipeline(mlir::OpPassManager &pm, Phase stopAfter,
   //     its saved pre-activation. After the recipe: the op has no gradient.
   pm.addPass(createTgFuseMatmulEpilogue(
       TgFuseMatmulEpilogueOptions{options.target, options.fuseEpilogue,
-                                  options.fuseBiasGradient}));
+                                  options.fuseBiasGradient, options.normBiasGradient}));
   // 3. Composite NN ops -> primitives (softmax, norms, cross_entropy, ...);
   //    CSE merges the forward and backward copies of their statistics.
   pm.addPass(createTgDecompose());

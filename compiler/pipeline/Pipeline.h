@@ -55,6 +55,10 @@ struct PipelineOptions {
   // false: tg-fuse-matmul-epilogue fuses no GEMM epilogue (reported).
   bool fuseEpilogue = true;
   bool fuseBiasGradient = true; // false: tcc compile --no-fuse-bias-grad
+  // false: the residual stream's bias gradients go to their weight
+  // gradients' GEMMs, not the layer_norm_grad that writes dY
+  // (tcc compile --no-norm-bias-grad).
+  bool normBiasGradient = true;
   // false: kern-fuse-horizontal groups nothing (tests compare both).
   bool fuseHorizontal = true;
   // tg-remat's budget: bytes @train_step's live temporaries may take (its
@@ -92,6 +96,10 @@ struct PipelineOptions {
   // The cuda step runs cuDNN (its frontend found, no --no-cudnn): the
   // memory of the step (MemoryBudget) counts cuDNN's convolution workspace.
   bool cudnn = false;
+  // The cuda step may run tcc's sm90 attention at cuDNN's sites (sm_90, no
+  // --no-sm90-attention): the memory of the step counts its backward's
+  // workspace (kern::attentionWorkspaceBytes), and emitCuda allows it.
+  bool sm90Attention = false;
   // tg-conv-layout may make chains channels-last: the cuda target with
   // cuDNN (its frontend found, no --no-cudnn) and no --no-channels-last.
   bool channelsLast = false;

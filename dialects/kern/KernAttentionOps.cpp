@@ -195,28 +195,30 @@ LogicalResult AttentionGradOp::verify() {
   return success();
 }
 
-int64_t tcc::kern::attentionWorkspaceBytes(Operation *root) {
+int64_t tcc::kern::attentionWorkspaceBytes(Operation *root, AttentionLibraries libraries) {
+  if (!libraries.cudnn) // the flash kernels' scratch is the op's own operand
+    return 0;
   int64_t bytes = 0, sm90 = 0;
   root->walk([&](AttentionGradOp op) {
-    // (B, H, T, D) q, or `sizes` [B, H, Hkv, T, S, D]
-    ArrayRef<int64_t> q = mrt(op.getQ()).getShape();
-    int64_t rows = q.size() == 4 ? q[0] * q[1] * q[2] : 0, d = q.empty() ? 0 : q.back();
-    int64_t grouped = 0;
-    if (auto sizes = op.getSizes()) {
-      rows = (*sizes)[0] * (*sizes)[1] * (*sizes)[3], d = (*sizes)[5];
-      // GQA: f32 dK and dV per query head, summed into the K/V heads.
-      if ((*sizes)[2] < (*sizes)[1])
-        grouped = 2 * (*sizes)[0] * (*sizes)[1] * (*sizes)[4] * d * 4;
-    }
-    bytes = std::max(bytes, rows * (d + 1) * 4 + grouped);
-    // tcc's sm90 backward: its rows padded to whole query tiles.
+    // The calls cuDNN may run (CudaStepEmitter::cudnnAttentionSite); the
+    // others run the flash kernels.
     Type et = mrt(op.getQ()).getElementType();
-    if ((d == 64 || d == 128) && (et.isBF16() || et.isF16())) {
+    if (op.getRngSeed() || !(et.isBF16() || et.isF16()))
+      return;
+    // From `sizes`, or the (B, H, T, D) q and (B, Hkv, S, D) k.
+    FailureOr<AttentionSizes> sizes = attentionSizes(op);
+    if (failed(sizes) || (sizes->dim != 64 && sizes->dim != 128))
+      return;
+    const int64_t batchHeads = sizes->batch * sizes->heads, t = sizes->queries,
+                  d = sizes->dim;
+    // GQA: f32 dK and dV per query head, summed into the K/V heads.
+    const int64_t grouped =
+        sizes->kvHeads < sizes->heads ? 2 * batchHeads * sizes->keys * d * 4 : 0;
+    bytes = std::max(bytes, batchHeads * t * (d + 1) * 4 + grouped);
+    // tcc's sm90 backward: its rows padded to whole query tiles.
+    if (libraries.sm90 && !op.getDeterministic()) {
       int64_t tile = d == 64 ? 128 : 64;
-      int64_t heads = q.size() == 4 ? q[0] * q[1] : 0, t = q.size() == 4 ? q[2] : 0;
-      if (auto sizes = op.getSizes())
-        heads = (*sizes)[0] * (*sizes)[1], t = (*sizes)[3];
-      sm90 = std::max(sm90, heads * ((t + tile - 1) / tile * tile) * (d + 2) * 4);
+      sm90 = std::max(sm90, batchHeads * ((t + tile - 1) / tile * tile) * (d + 2) * 4);
     }
   });
   // cuDNN asked for a few hundred bytes more than its estimate (alignment):

@@ -377,7 +377,8 @@ FailureOr<SmallVector<Operation *>> readersBefore(Value v, Operation *at) {
 // The weight gradient with its bias gradient: matmul(X, dY) and the
 // reduce_sum of dY over its rows become one tg.matmul_bias_grad. Returns
 // the refusal ("" when fused, "-" when no reduce_sum sums the rhs's rows).
-std::string fuseBiasGradient(tg::MatmulOp m, bool enabled, bool biasGradient) {
+std::string fuseBiasGradient(tg::MatmulOp m, bool enabled, bool biasGradient,
+                             bool normBiasGradient) {
   tg::ReduceSumOp sum = biasGradientOf(m);
   if (!sum)
     return "-";
@@ -390,7 +391,7 @@ std::string fuseBiasGradient(tg::MatmulOp m, bool enabled, bool biasGradient) {
   if (m.getTransposeRhs())
     return what + " left out: the rhs is transposed (cuBLASLt has no BGRADA "
                   "algorithm for a transposed B: H200, 2026-11-25)";
-  if (foldsIntoNormGradient(sum))
+  if (normBiasGradient && foldsIntoNormGradient(sum))
     return what + " left out: the layer_norm_grad that writes dY sums it as it "
                   "writes (tg-lower-to-kern folds it into kern.layer_norm_grad), so this "
                   "GEMM runs without the BGRADA epilogue";
@@ -532,7 +533,8 @@ struct TgFuseMatmulEpiloguePass
           refuse(m, dgelu);
         continue;
       }
-      if (std::string grad = fuseBiasGradient(m, enabled, biasGradient); grad != "-") {
+      if (std::string grad = fuseBiasGradient(m, enabled, biasGradient, normBiasGradient);
+          grad != "-") {
         if (!grad.empty())
           refuse(m, grad);
         continue;

@@ -13,6 +13,7 @@
 
 #include "StepCheck.h"
 #include "compiler/codegen/cuda/CudaCodegen.h"
+#include "dialects/kern/AttentionWorkspace.h"
 #include "tcc/counter_rng.h"
 #include "llvm/Support/FormatVariadic.h"
 
@@ -487,6 +488,64 @@ TEST(AttentionCudaSource, Sm90SitesBesideCudnn) {
             std::string::npos);
   EXPECT_NE(off->hostSource.find("not tcc sm90: the target is not sm_90, or --no-sm90-attention"),
             std::string::npos);
+}
+
+// The attention backward's share of the step's shared workspace counts only
+// the libraries the step may run: nothing with the flash kernels alone
+// (their scratch is a planned operand), cuDNN's estimate with cuDNN, and
+// tcc's sm90 workspace where it is a candidate (not deterministic). Sizes
+// from kern::attentionWorkspaceBytes's formulas: B*H*T*(D+1)*4 + 1 MiB
+// (+ GQA's f32 dK, dV per query head) for cuDNN, B*H*Tp*(D+2)*4 for sm90.
+TEST(AttentionWorkspace, CountsOnlyTheLibrariesTheStepMayRun) {
+  auto planned = [](const std::string &ir, mlir::MLIRContext &ctx) {
+    loadDialects(ctx);
+    auto module = mlir::parseSourceString<mlir::ModuleOp>(ir, &ctx);
+    EXPECT_TRUE(module);
+    mlir::PassManager pm(&ctx);
+    buildPipeline(pm, Phase::Plan);
+    EXPECT_TRUE(mlir::succeeded(pm.run(*module)));
+    return module;
+  };
+  using kern::AttentionLibraries;
+  const int64_t MiB = int64_t(1) << 20;
+  {
+    // B4 H8 Hkv2 T16 S16 D64: sm90 pads T to one 128-row tile.
+    mlir::MLIRContext ctx;
+    auto m = planned(fusedIR({4, 8, 2, 16, 16, 64, true, 0.0}, "bf16"), ctx);
+    const int64_t cudnn = 4 * 8 * 16 * 65 * 4 + 2 * 4 * 8 * 16 * 64 * 4 + MiB;
+    const int64_t sm90 = 4 * 8 * 128 * 66 * 4;
+    EXPECT_EQ(kern::attentionWorkspaceBytes(*m, AttentionLibraries{false, false}), 0);
+    EXPECT_EQ(kern::attentionWorkspaceBytes(*m, AttentionLibraries{false, true}), 0)
+        << "tcc sm90 runs only at cuDNN's sites";
+    EXPECT_EQ(kern::attentionWorkspaceBytes(*m, AttentionLibraries{true, false}), cudnn);
+    EXPECT_EQ(kern::attentionWorkspaceBytes(*m, AttentionLibraries{true, true}),
+              std::max(cudnn, sm90));
+  }
+  {
+    // B64 H16 T16 D128, no GQA: sm90's 64-row padding outgrows cuDNN's.
+    mlir::MLIRContext ctx;
+    auto m = planned(fusedIR({64, 16, 16, 16, 16, 128, false, 0.0}, "f16"), ctx);
+    const int64_t cudnn = 64 * 16 * 16 * 129 * 4 + MiB, sm90 = 64 * 16 * 64 * 130 * 4;
+    ASSERT_GT(sm90, cudnn);
+    EXPECT_EQ(kern::attentionWorkspaceBytes(*m, AttentionLibraries{true, false}), cudnn);
+    EXPECT_EQ(kern::attentionWorkspaceBytes(*m, AttentionLibraries{true, true}), sm90);
+    // A deterministic backward is not tcc sm90's.
+    std::string ir = fusedIR({64, 16, 16, 16, 16, 128, false, 0.0}, "f16");
+    ir.replace(ir.find("module attributes {"), 19, "module attributes {tg.deterministic, ");
+    mlir::MLIRContext detCtx;
+    auto det = planned(ir, detCtx);
+    EXPECT_EQ(kern::attentionWorkspaceBytes(*det, AttentionLibraries{true, true}), cudnn);
+  }
+  // What cuDNN never runs: f32, a head size other than 64/128, dropout.
+  for (auto [model, precision] :
+       {std::make_pair(AttentionModel{4, 8, 8, 16, 16, 64, true, 0.0}, "f32"),
+        std::make_pair(AttentionModel{4, 8, 8, 16, 16, 32, true, 0.0}, "bf16"),
+        std::make_pair(AttentionModel{4, 8, 8, 16, 16, 64, true, 0.1}, "bf16")}) {
+    mlir::MLIRContext ctx;
+    auto m = planned(fusedIR(model, precision), ctx);
+    EXPECT_EQ(kern::attentionWorkspaceBytes(*m, AttentionLibraries{true, true}), 0)
+        << precision << " D=" << model.dim << " dropout " << model.rate;
+  }
 }
 
 TEST(AttentionCudaSource, F64AttentionIsAClearError) {

@@ -136,11 +136,12 @@ std::string CudaStepEmitter::sm90AttentionRefusal(const AttentionCall &c, bool b
 
 // cuDNN may run a call the flash kernels also run (so a site it declines at
 // run time has them): no dropout, bf16 or f16, head size 64 or 128.
-std::string CudaStepEmitter::cudnnAttentionSite(Operation *op, const AttentionCall &c,
-                                                Type element, bool backward) {
+CudaStepEmitter::CudnnAttentionSite
+CudaStepEmitter::cudnnAttentionSite(Operation *op, const AttentionCall &c, Type element,
+                                    bool backward) {
   if (!options_.cudnnAttention || c.rngSeed || !(element.isBF16() || element.isF16()) ||
       (c.dim != 64 && c.dim != 128))
-    return "";
+    return {};
   std::string site = llvm::formatv("tcc_{0}_attention_{1}", entry_, nextId()).str();
   char scale[64]; // exact, as the launchers' float
   std::snprintf(scale, sizeof scale, "%af", static_cast<double>(static_cast<float>(c.scale)));
@@ -155,7 +156,9 @@ std::string CudaStepEmitter::cudnnAttentionSite(Operation *op, const AttentionCa
       element.isF16() ? "true" : "false", c.causal ? "true" : "false", c.sizeArguments(),
       scale, c.layoutInitializer(), nextId(), c.deterministic ? "true" : "false", candidates);
   attentionSites_.push_back(site);
-  return site;
+  if (refusal.empty())
+    ++sm90AttentionSites_;
+  return {site, refusal.empty()};
 }
 
 LogicalResult CudaStepEmitter::emitAttention(kern::AttentionOp a, llvm::raw_ostream &os,
@@ -182,18 +185,16 @@ LogicalResult CudaStepEmitter::emitAttention(kern::AttentionOp a, llvm::raw_ostr
                    "cudaError_t");
   double bytes = c.tensorBytes(kern::elementBytes(mrt(a.getQ()))) + bufferBytes(mrt(a.getLse()));
   std::string cudnnCall;
-  std::string site = cudnnAttentionSite(a, c, mrt(a.getQ()).getElementType(), false);
+  CudnnAttentionSite site = cudnnAttentionSite(a, c, mrt(a.getQ()).getElementType(), false);
   std::string sm90Call;
-  if (!site.empty()) {
+  if (!site.name.empty()) {
     cudnnCall = llvm::formatv("if ({0}.cudnn) {{ if (int32_t rc = "
                               "tcc_cuda_host::cudnn_attention_forward({0}, s{1}, ws + "
                               "tcc_gemm_workspace_offset, tcc_shared_workspace_bytes)) return rc; }",
-                              site, w.hostArgs)
+                              site.name, w.hostArgs)
                     .str();
-    if (sm90AttentionRefusal(c, false).empty()) {
-      sm90Call = "tcc_cuda_host::sm90_attention_forward(" + site + ", s" + w.hostArgs;
-      ++sm90AttentionSites_;
-    }
+    if (site.sm90)
+      sm90Call = "tcc_cuda_host::sm90_attention_forward(" + site.name + ", s" + w.hostArgs;
   }
   launchAttention(os, a, kernel, w.hostArgs, *key, c, c.forwardFlops(), bytes, cudnnCall,
                   sm90Call);
@@ -228,8 +229,8 @@ LogicalResult CudaStepEmitter::emitAttentionGrad(kern::AttentionGradOp g, llvm::
   double bytes = c.tensorBytes(kern::elementBytes(mrt(g.getQ()))) +
                  bufferBytes(mrt(g.getLse())) + bufferBytes(mrt(g.getWorkspace()));
   std::string cudnnCall, sm90Call;
-  std::string site = cudnnAttentionSite(g, c, mrt(g.getQ()).getElementType(), true);
-  if (!site.empty()) {
+  CudnnAttentionSite site = cudnnAttentionSite(g, c, mrt(g.getQ()).getElementType(), true);
+  if (!site.name.empty()) {
     // q, k, v, out, dout, lse, dq, dk, dv (the wrapper's order: q, k, v,
     // out, lse, dout, dq, dk, dv, workspace).
     auto arg = [&](Value v, int tensor) {
@@ -241,13 +242,11 @@ LogicalResult CudaStepEmitter::emitAttentionGrad(kern::AttentionGradOp g, llvm::
     cudnnCall = llvm::formatv("if ({0}.cudnn) {{ if (int32_t rc = "
                               "tcc_cuda_host::cudnn_attention_backward({0}, s{1}, ws + "
                               "tcc_gemm_workspace_offset, tcc_shared_workspace_bytes)) return rc; }",
-                              site, args)
+                              site.name, args)
                     .str();
-    if (sm90AttentionRefusal(c, true).empty()) {
-      sm90Call = "tcc_cuda_host::sm90_attention_backward(" + site + ", s" + args +
+    if (site.sm90)
+      sm90Call = "tcc_cuda_host::sm90_attention_backward(" + site.name + ", s" + args +
                  ", ws + tcc_gemm_workspace_offset, tcc_shared_workspace_bytes";
-      ++sm90AttentionSites_;
-    }
   }
   launchAttention(os, g, kernel, w.hostArgs, *key, c, c.backwardFlops(), bytes, cudnnCall,
                   sm90Call);

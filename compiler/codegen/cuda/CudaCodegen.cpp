@@ -119,7 +119,8 @@ FailureOr<GeneratedCudaStep> generateCudaStep(ModuleOp module,
   // cuBLASLt's part (Fp8Gemm.h).
   int64_t sharedWorkspace =
       std::max({kGemmWorkspaceBytes + fp8GemmScratchBytes(module),
-                kern::attentionWorkspaceBytes(iface->train),
+                kern::attentionWorkspaceBytes(
+                    iface->train, {options.cudnnAttention, options.sm90Attention}),
                 options.cudnnAttention ? cudnnConvWorkspaceBytes(module) : 0, reduceScratch});
   // FP8 casts kept for later products (Fp8KeptPlan) after it: the shared
   // part is reused by cuDNN and the reductions between their readers.

@@ -202,10 +202,16 @@ private:
                        const std::string &sm90Call = "");
   // Why tcc's sm90 kernels cannot run a cuDNN site ("" when they may).
   std::string sm90AttentionRefusal(const AttentionCall &c, bool backward) const;
-  // The AttentionSite declaration of a call cuDNN may run ("" when it may
-  // not: dropout, f32, a head size the flash kernels lack, --no-cudnn).
-  std::string cudnnAttentionSite(Operation *op, const AttentionCall &c, Type element,
-                                 bool backward);
+  // A call cuDNN may run: its AttentionSite declaration's name ("" when it
+  // may not: dropout, f32, a head size the flash kernels lack, --no-cudnn),
+  // and whether tcc's sm90 kernels are timed against it there (the
+  // declaration's comment says why not).
+  struct CudnnAttentionSite {
+    std::string name;
+    bool sm90 = false;
+  };
+  CudnnAttentionSite cudnnAttentionSite(Operation *op, const AttentionCall &c, Type element,
+                                        bool backward);
   // RopeKernels.cpp
   LogicalResult emitRope(kern::RopeOp r, llvm::raw_ostream &os, double &flops);
   // MultiTensorKernels.cpp

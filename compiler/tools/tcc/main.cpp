@@ -110,6 +110,11 @@ Options:
                         reduction kernel instead of cuBLASLt's BGRADA
                         epilogue (before/after benchmarks; the report says
                         "left out: bias-gradient fusion is off")
+  --no-norm-bias-grad   sum the bias gradients of the products that write the
+                        residual stream in their weight gradients' GEMMs
+                        (BGRADA) like the others, instead of in the
+                        layer-norm backward that writes their dY (before/
+                        after benchmarks)
   --no-fuse-horizontal  one kernel per tensor for the optimizer, the weight
                         casts and the gradient norm (kern-fuse-horizontal
                         groups nothing): for comparing
@@ -460,6 +465,8 @@ int compileMain(int argc, char **argv) {
       args.fuseEpilogue = false;
     } else if (a == "--no-fuse-bias-grad") {
       args.fuseBiasGradient = false;
+    } else if (a == "--no-norm-bias-grad") {
+      args.normBiasGradient = false;
     } else if (a == "--no-cudnn") {
       args.cudnn = false;
     } else if (a == "--no-cutlass") {
