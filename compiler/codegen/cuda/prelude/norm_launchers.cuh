@@ -39,6 +39,22 @@ template <class T> inline int layer_norm_backward_warps(int64_t c, int slices) {
   return fit < 1 ? 1 : (fit > detail::kNormWarps ? detail::kNormWarps : static_cast<int>(fit));
 }
 
+// A backward call's facts known when the step is generated: the row length
+// C, which sums are wanted (dweight, dbias, dx's column sum, of the cast
+// with SumOfCast) and rms. Given as launch_layer_norm_backward's Fixed, the
+// kernel is compiled for them (detail::layer_norm_backward_kernel says what
+// that saves); the launcher returns cudaErrorInvalidValue when the
+// arguments say otherwise.
+template <int64_t C, bool WeightSum, bool BiasSum, bool DxSum, bool SumOfCast, bool Rms>
+struct NormGradFixed {
+  static_assert(C > 0, "NormGradFixed: a row length");
+  static_assert(!SumOfCast || DxSum, "NormGradFixed: SumOfCast is of dx's column sum");
+  static constexpr bool kKnown = true;
+  static constexpr int64_t kC = C;
+  static constexpr bool kWeightSum = WeightSum, kBiasSum = BiasSum, kDxSum = DxSum,
+                        kSumOfCast = SumOfCast, kRms = Rms;
+};
+
 // dx = rstd * (dx_hat - mean(dx_hat) - x_hat * mean(dx_hat * x_hat)), dx_hat
 // = grad * weight (rms: without mean(dx_hat)), statistics recomputed from x;
 // dweight = sum over rows of grad * x_hat, dbias = sum of grad (each when
@@ -55,8 +71,9 @@ template <class T> inline int layer_norm_backward_warps(int64_t c, int slices) {
 // (c * sizeof(acc_t<T>) per sum wanted, beyond the device's opt-in limit). cache_grad:
 // keep the grad row (and, where it fits, the addend's) in registers as
 // well as x's (both kernels are tested; the default is the faster on an
-// H200 at GPT-2's shape).
-template <class G, class T, class Y, class U>
+// H200 at GPT-2's shape). Fixed: detail::NormGradRuntime, or the call's
+// NormGradFixed.
+template <class G, class T, class Fixed = detail::NormGradRuntime, class Y, class U>
 inline cudaError_t launch_layer_norm_backward(const G *grad, const T *x, const T *weight,
                                               const T *addend, T *dx, Y *dx_cast,
                                               T *dweight, T *dbias, U *dx_sum,
@@ -79,6 +96,12 @@ inline cudaError_t launch_layer_norm_backward(const G *grad, const T *x, const T
   }
   if (sum_of_cast && dx_cast == nullptr)
     return cudaErrorInvalidValue;
+  if constexpr (Fixed::kKnown) {
+    if (c != Fixed::kC || (dweight != nullptr) != Fixed::kWeightSum ||
+        (dbias != nullptr) != Fixed::kBiasSum || (dx_sum != nullptr) != Fixed::kDxSum ||
+        sum_of_cast != Fixed::kSumOfCast || rms != Fixed::kRms)
+      return cudaErrorInvalidValue;
+  }
   const bool sums = dweight != nullptr || dbias != nullptr || dx_sum != nullptr;
   if (!sums)
     workspace = nullptr;
@@ -97,10 +120,14 @@ inline cudaError_t launch_layer_norm_backward(const G *grad, const T *x, const T
   const size_t shared = static_cast<size_t>(warps) * slices * c * sizeof(acc_t<T>);
   const int64_t grid = sums ? parts : grid_for(rows, warps);
   const acc_t<T> e = static_cast<acc_t<T>>(eps);
-  auto kernel = vector ? (cache_grad ? detail::layer_norm_backward_kernel<V, G, T, Y, true>
-                                    : detail::layer_norm_backward_kernel<V, G, T, Y, false>)
-                       : (cache_grad ? detail::layer_norm_backward_kernel<1, G, T, Y, true>
-                                     : detail::layer_norm_backward_kernel<1, G, T, Y, false>);
+  auto kernel = cache_grad ? detail::layer_norm_backward_kernel<1, G, T, Y, true, Fixed>
+                           : detail::layer_norm_backward_kernel<1, G, T, Y, false, Fixed>;
+  // A fixed row length that is no multiple of V never takes the vector
+  // kernels: not compiled.
+  if constexpr (!Fixed::kKnown || Fixed::kC % V == 0)
+    if (vector)
+      kernel = cache_grad ? detail::layer_norm_backward_kernel<V, G, T, Y, true, Fixed>
+                          : detail::layer_norm_backward_kernel<V, G, T, Y, false, Fixed>;
   if (shared > 48 * 1024) {
     cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                            static_cast<int>(shared));
