@@ -135,23 +135,13 @@ inline int32_t decide_sm90_attention(AttentionSite &a, cudaStream_t s, const cha
       es->prepare_note += "; " + sm90_site_name(a.site) + ": tcc sm90 (TCC_ATTENTION_SM90=force)";
     return 0;
   }
-  cudaEvent_t start = nullptr, stop = nullptr;
-  double best[2] = {-1, -1}; // sm90, other
-  if (cudaEventCreate(&start) == cudaSuccess && cudaEventCreate(&stop) == cudaSuccess &&
-      sm90() == 0 && other() == 0) // the warm-ups
-    for (int round = 0; round < 2; ++round)
-      for (int i = 0; i < 2; ++i) {
-        double ms = time_gemm_runs(s, start, stop, [&] { return (i ? other() : sm90()) == 0; });
-        if (ms > 0 && (best[i] < 0 || ms < best[i]))
-          best[i] = ms;
-      }
+  // Two rounds in turn, each side's fastest kept: best[0] sm90, best[1] the other.
+  std::vector<double> best;
   int32_t rc = 0;
-  if (cudaError_t e = cudaStreamSynchronize(s); e != cudaSuccess)
+  if (cudaError_t e = time_candidates(
+          s, 2, 2, [&](int i) { return (i ? other() : sm90()) == 0; }, best);
+      e != cudaSuccess)
     rc = cuda_error(e, ("timing tcc sm90 attention, " + where(a.kernel)).c_str());
-  if (start)
-    cudaEventDestroy(start);
-  if (stop)
-    cudaEventDestroy(stop);
   if (rc)
     return rc;
   if (int32_t mark = profile_mark(s, -1)) // the timing is no launch's time

@@ -86,30 +86,23 @@ inline int32_t select_cutlass_epilogue(const std::string &descriptor, const Gemm
     args.workspace = o.workspace;
     args.workspace_bytes = o.workspace_bytes;
     args.stream = o.stream;
-    cudaEvent_t start = nullptr, stop = nullptr;
     // ms[0]: cuBLASLt's algorithm; ms[1 + c]: configuration c.
-    std::vector<double> ms(1 + tcc_cutlass::kSm90Configs, -1.0);
+    std::vector<double> ms;
     const char *why = "";
-    if (cudaEventCreate(&start) == cudaSuccess && cudaEventCreate(&stop) == cudaSuccess)
-      for (int i = 0; i <= tcc_cutlass::kSm90Configs; ++i) {
-        auto call = [&]() -> bool {
-          if (i == 0)
-            return run_gemm_algo(o, cublas.algo, D) == CUBLAS_STATUS_SUCCESS;
-          size_t need = 0;
-          return tcc_cutlass::sm90_gemm_bf16(e, i - 1, args, &need, &why) == 0 &&
-                 need <= o.workspace_bytes &&
-                 tcc_cutlass::sm90_gemm_bf16(e, i - 1, args, nullptr, &why) == 0;
-        };
-        if (call()) // also the warm-up
-          ms[i] = time_gemm_runs(o.stream, start, stop, call);
-      }
     int32_t rc = 0;
-    if (cudaError_t err = cudaStreamSynchronize(o.stream); err != cudaSuccess)
+    if (cudaError_t err = time_candidates(
+            o.stream, 1 + tcc_cutlass::kSm90Configs, 1,
+            [&](int i) -> bool {
+              if (i == 0)
+                return run_gemm_algo(o, cublas.algo, D) == CUBLAS_STATUS_SUCCESS;
+              size_t need = 0;
+              return tcc_cutlass::sm90_gemm_bf16(e, i - 1, args, &need, &why) == 0 &&
+                     need <= o.workspace_bytes &&
+                     tcc_cutlass::sm90_gemm_bf16(e, i - 1, args, nullptr, &why) == 0;
+            },
+            ms);
+        err != cudaSuccess)
       rc = cuda_error(err, ("CUTLASS GEMM timing, " + where(kernel)).c_str());
-    if (start)
-      cudaEventDestroy(start);
-    if (stop)
-      cudaEventDestroy(stop);
     if (scratch)
       cudaFree(scratch);
     if (rc)

@@ -240,6 +240,40 @@ double time_gemm_runs(cudaStream_t stream, cudaEvent_t start, cudaEvent_t stop, 
   return -1;
 }
 
+// Times candidates 0 .. n-1 of one call on `stream` (GEMM algorithms, the
+// CUTLASS instances against cuBLASLt, tcc's sm90 attention against cuDNN):
+// launch(i) runs candidate i and says whether it launched (false also for
+// one that cannot run this call). Each runs once untimed first (the
+// warm-up; one that fails it is never timed), then each is timed
+// (time_gemm_runs) `rounds` times in turn, its fastest kept. ms[i]:
+// milliseconds per call, -1 when untimed. Returns the stream's error after
+// the timing (cudaSuccess when none); the events are freed either way.
+template <class Launch>
+cudaError_t time_candidates(cudaStream_t stream, int n, int rounds, Launch &&launch,
+                            std::vector<double> &ms) {
+  ms.assign(n, -1.0);
+  cudaEvent_t start = nullptr, stop = nullptr;
+  if (cudaEventCreate(&start) == cudaSuccess && cudaEventCreate(&stop) == cudaSuccess) {
+    std::vector<char> warm(n, 0);
+    for (int i = 0; i < n; ++i)
+      warm[i] = launch(i) ? 1 : 0;
+    for (int r = 0; r < rounds; ++r)
+      for (int i = 0; i < n; ++i) {
+        if (!warm[i])
+          continue;
+        double t = time_gemm_runs(stream, start, stop, [&] { return launch(i); });
+        if (t >= 0 && (ms[i] < 0 || t < ms[i]))
+          ms[i] = t;
+      }
+  }
+  cudaError_t e = cudaStreamSynchronize(stream);
+  if (start)
+    cudaEventDestroy(start);
+  if (stop)
+    cudaEventDestroy(stop);
+  return e;
+}
+
 // Times `found` candidates on the call's operands; the index of the one to
 // use, or -1 when nothing could be timed. Candidates that fail, and split-K
 // ones that would round partial sums to 16 bits, are skipped.
@@ -255,25 +289,18 @@ inline int search_gemm_algos(const GemmOperands &o,
     return -1; // no room to time safely: cuBLASLt's first answer
   }
   void *D = scratch ? scratch : o.D;
-  cudaEvent_t start = nullptr, stop = nullptr;
-  std::vector<double> ms(found, -1.0);
-  if (cudaEventCreate(&start) == cudaSuccess && cudaEventCreate(&stop) == cudaSuccess)
-    for (int i = 0; i < found; ++i) {
-      if (results[i].state != CUBLAS_STATUS_SUCCESS ||
-          results[i].workspaceSize > o.workspace_bytes ||
-          (i > 0 && !gemm_algo_keeps_precision(results[i].algo, o.output16)) ||
-          run_gemm_algo(o, results[i].algo, D) != CUBLAS_STATUS_SUCCESS) // also a warm-up
-        continue;
-      ms[i] = time_gemm_runs(o.stream, start, stop, [&] {
-        return run_gemm_algo(o, results[i].algo, D) == CUBLAS_STATUS_SUCCESS;
-      });
-    }
-  if (cudaError_t e = cudaStreamSynchronize(o.stream); e != cudaSuccess)
+  std::vector<double> ms;
+  if (cudaError_t e = time_candidates(
+          o.stream, found, 1,
+          [&](int i) {
+            return results[i].state == CUBLAS_STATUS_SUCCESS &&
+                   results[i].workspaceSize <= o.workspace_bytes &&
+                   (i == 0 || gemm_algo_keeps_precision(results[i].algo, o.output16)) &&
+                   run_gemm_algo(o, results[i].algo, D) == CUBLAS_STATUS_SUCCESS;
+          },
+          ms);
+      e != cudaSuccess)
     rc = cuda_error(e, ("GEMM algorithm search, " + where(kernel)).c_str());
-  if (start)
-    cudaEventDestroy(start);
-  if (stop)
-    cudaEventDestroy(stop);
   if (scratch)
     cudaFree(scratch);
   int best = -1;
