@@ -214,35 +214,27 @@ void runCase(std::mt19937_64 &rng, int64_t rows, int64_t c, bool rms, bool affin
     dSum.poison();
     dCastSum.poison();
     const bool sums = affine || bias || sum != DxSum::none;
+    // The launch every variant makes, compiled for FixedTag's type.
+    auto launch = [&](auto tag, bool cacheGrad) {
+      using Fixed = typename decltype(tag)::type;
+      if (sum == DxSum::cast)
+        CUDA_CHECK((tcc_cuda::launch_layer_norm_backward<G, T, Fixed>(
+            dG.p, dX.p, affine ? dW.p : nullptr, residual ? dA.p : nullptr, dDx.p, dCast.p,
+            affine ? dDw.p : nullptr, bias ? dDb.p : nullptr, dCastSum.p, true, ws.p, parts,
+            rows, c, eps, rms, 0, cacheGrad)));
+      else
+        CUDA_CHECK((tcc_cuda::launch_layer_norm_backward<G, T, Fixed>(
+            dG.p, dX.p, affine ? dW.p : nullptr, residual ? dA.p : nullptr, dDx.p,
+            castDx ? dCast.p : static_cast<C *>(nullptr), affine ? dDw.p : nullptr,
+            bias ? dDb.p : nullptr, sum == DxSum::stored ? dSum.p : static_cast<T *>(nullptr),
+            false, sums ? ws.p : nullptr, parts, rows, c, eps, rms, 0, cacheGrad)));
+    };
     if (variants[run].fixed) {
-      const bool ran = withFixed(c, affine, bias, sum, rms, [&](auto tag) {
-        using Fixed = typename decltype(tag)::type;
-        if (sum == DxSum::cast)
-          CUDA_CHECK((tcc_cuda::launch_layer_norm_backward<G, T, Fixed>(
-              dG.p, dX.p, affine ? dW.p : nullptr, residual ? dA.p : nullptr, dDx.p, dCast.p,
-              affine ? dDw.p : nullptr, bias ? dDb.p : nullptr, dCastSum.p, true, ws.p, parts,
-              rows, c, eps, rms, 0)));
-        else
-          CUDA_CHECK((tcc_cuda::launch_layer_norm_backward<G, T, Fixed>(
-              dG.p, dX.p, affine ? dW.p : nullptr, residual ? dA.p : nullptr, dDx.p,
-              castDx ? dCast.p : static_cast<C *>(nullptr), affine ? dDw.p : nullptr,
-              bias ? dDb.p : nullptr, sum == DxSum::stored ? dSum.p : static_cast<T *>(nullptr),
-              false, sums ? ws.p : nullptr, parts, rows, c, eps, rms, 0)));
-      });
-      if (!ran)
+      if (!withFixed(c, affine, bias, sum, rms, [&](auto tag) { launch(tag, true); }))
         continue;
-    } else if (sum == DxSum::cast)
-      CUDA_CHECK((tcc_cuda::launch_layer_norm_backward<G, T>(
-          dG.p, dX.p, affine ? dW.p : nullptr, residual ? dA.p : nullptr, dDx.p, dCast.p,
-          affine ? dDw.p : nullptr, bias ? dDb.p : nullptr, dCastSum.p, true, ws.p, parts, rows,
-          c, eps, rms, 0, variants[run].cacheGrad)));
-    else
-      CUDA_CHECK((tcc_cuda::launch_layer_norm_backward<G, T>(
-          dG.p, dX.p, affine ? dW.p : nullptr, residual ? dA.p : nullptr, dDx.p,
-          castDx ? dCast.p : static_cast<C *>(nullptr), affine ? dDw.p : nullptr,
-          bias ? dDb.p : nullptr, sum == DxSum::stored ? dSum.p : static_cast<T *>(nullptr),
-          false, sums ? ws.p : nullptr, parts, rows, c, eps, rms, 0,
-          variants[run].cacheGrad)));
+    } else {
+      launch(FixedTag<tcc_cuda::detail::NormGradRuntime>{}, variants[run].cacheGrad);
+    }
     CUDA_CHECK(cudaGetLastError());
     CUDA_CHECK(cudaDeviceSynchronize());
     std::vector<T> got[3] = {dDx.download(), dDw.download(), dDb.download()};

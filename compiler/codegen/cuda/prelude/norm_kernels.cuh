@@ -320,16 +320,16 @@ __global__ void __launch_bounds__(kNormWarps * 32)
   }
 }
 
-// p[0, n) = 0 by threads `first`, `first + step`, ... (a warp: lane, 32;
-// a block: threadIdx.x, blockDim.x), 16 bytes a store where p and n allow.
+// p[0, n) = 0 by the calling warp's lanes, 16 bytes a store where p and n
+// allow.
 template <class A>
-__device__ __forceinline__ void norm_shared_fill_zero(A *p, int n, int first, int step) {
+__device__ __forceinline__ void norm_shared_fill_zero(A *p, int n, int lane) {
   constexpr int kPer = 16 / sizeof(A);
   if (n % kPer == 0 && reinterpret_cast<uintptr_t>(p) % 16 == 0) {
-    for (int j = first * kPer; j < n; j += step * kPer)
+    for (int j = lane * kPer; j < n; j += 32 * kPer)
       *reinterpret_cast<uint4 *>(p + j) = make_uint4(0, 0, 0, 0);
   } else {
-    for (int j = first; j < n; j += step)
+    for (int j = lane; j < n; j += 32)
       p[j] = 0;
   }
 }
@@ -448,7 +448,7 @@ __global__ void __launch_bounds__(kNormWarps * 32, 2)
   A *mine_db = mine + (dw_sums ? c : 0);
   A *mine_dx = mine_db + (db_sums ? c : 0);
   if (workspace)
-    norm_shared_fill_zero(mine, sliced, lane, 32);
+    norm_shared_fill_zero(mine, sliced, lane);
   __syncwarp();
   const int64_t stride = static_cast<int64_t>(gridDim.x) * warps;
   for (int64_t r = blockIdx.x * static_cast<int64_t>(warps) + warp; r < rows; r += stride) {
