@@ -61,6 +61,7 @@
 #include <cstring>
 #include <random>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 namespace {
@@ -333,8 +334,12 @@ bool delayedScaleCase(int64_t rows, int64_t cols, bool transposed, std::mt19937_
   return ok;
 }
 
-// Case 1d: the batched casts against the same casts one by one.
-bool batchedDelayedCase(std::mt19937_64 &rng) {
+// Case 1d: the batched casts against the same casts one by one. fromF32:
+// the batch reads f32 tensors and rounds them to bf16 (W = float: the
+// step's f32 master weights, whose bf16 copies only these casts read),
+// the casts one by one read those bf16 roundings (rounded here, nearest
+// even): the same bytes, scales and records.
+template <bool fromF32> bool batchedDelayedCase(std::mt19937_64 &rng) {
   using T = tcc_cuda::bf16;
   using F8 = e4m3;
   constexpr int kMembers = 41;
@@ -364,7 +369,7 @@ bool batchedDelayedCase(std::mt19937_64 &rng) {
       v->reserve(kMembers);
     for (const Member &mm : members) {
       const size_t n = mm.x.size();
-      in[k].emplace_back(n * 2);
+      in[k].emplace_back(n * (fromF32 && k == 0 ? 4 : 2));
       out[k].emplace_back(n);
       outT[k].emplace_back(n);
       q[k].emplace_back(tcc_cuda::kFp8ScaleBytes);
@@ -374,19 +379,28 @@ bool batchedDelayedCase(std::mt19937_64 &rng) {
   }
   bool ok = true;
   const double factors[3] = {1.0, 2.0, 0.5};
+  using W = std::conditional_t<fromF32, float, T>;
   for (int cast = 0; cast < 3; ++cast) {
-    std::vector<const T *> ins;
+    std::vector<const W *> ins;
     std::vector<F8 *> outs, outsT;
     std::vector<tcc_cuda::Fp8TensorScale *> qs;
     std::vector<tcc_cuda::Fp8ScalingRecord *> records;
     std::vector<int32_t> rows, cols;
     for (int m = 0; m < kMembers; ++m) {
       const Member &mm = members[m];
+      // fromF32: the floats, and their bf16 roundings (a float is exact
+      // in double, so HostArray rounds it once).
+      std::vector<float> f(mm.x.size());
       HostArray h(tcc_cuda_host::kGemmBF16, mm.x.size());
-      for (size_t i = 0; i < mm.x.size(); ++i)
-        h.set(i, mm.x[i] * factors[cast]);
+      for (size_t i = 0; i < mm.x.size(); ++i) {
+        f[i] = static_cast<float>(mm.x[i] * factors[cast]);
+        h.set(i, fromF32 ? static_cast<double>(f[i]) : mm.x[i] * factors[cast]);
+      }
       for (int k = 0; k < 2; ++k) {
-        cudaMemcpy(in[k][m].p, h.bytes.data(), mm.x.size() * 2, cudaMemcpyHostToDevice);
+        if (fromF32 && k == 0)
+          cudaMemcpy(in[k][m].p, f.data(), f.size() * 4, cudaMemcpyHostToDevice);
+        else
+          cudaMemcpy(in[k][m].p, h.bytes.data(), mm.x.size() * 2, cudaMemcpyHostToDevice);
         cudaMemset(out[k][m].p, 0xFF, mm.x.size());
         cudaMemset(outT[k][m].p, 0xFF, mm.x.size());
         cudaMemset(q[k][m].p, 0xFF, tcc_cuda::kFp8ScaleBytes);
@@ -396,7 +410,7 @@ bool batchedDelayedCase(std::mt19937_64 &rng) {
         o[k] = mm.layout != 1 ? static_cast<F8 *>(out[k][m].p) : nullptr;
         t[k] = mm.layout != 0 ? static_cast<F8 *>(outT[k][m].p) : nullptr;
       }
-      ins.push_back(static_cast<const T *>(in[0][m].p));
+      ins.push_back(static_cast<const W *>(in[0][m].p));
       outs.push_back(o[0]);
       outsT.push_back(t[0]);
       qs.push_back(static_cast<tcc_cuda::Fp8TensorScale *>(q[0][m].p));
@@ -408,9 +422,9 @@ bool batchedDelayedCase(std::mt19937_64 &rng) {
           static_cast<tcc_cuda::Fp8TensorScale *>(q[1][m].p),
           static_cast<tcc_cuda::Fp8ScalingRecord *>(rec[1][m].p), nullptr);
     }
-    tcc_cuda::launch_fp8_quantize_delayed_batch<T, F8>(kMembers, ins.data(), outs.data(),
-                                                      outsT.data(), qs.data(), records.data(),
-                                                      rows.data(), cols.data(), nullptr);
+    tcc_cuda::launch_fp8_quantize_delayed_batch<T, F8, W>(kMembers, ins.data(), outs.data(),
+                                                         outsT.data(), qs.data(), records.data(),
+                                                         rows.data(), cols.data(), nullptr);
     if (cudaError_t e = cudaDeviceSynchronize(); e != cudaSuccess) {
       std::printf("FAIL batched delayed casts: %s\n", cudaGetErrorString(e));
       return false;
@@ -435,9 +449,10 @@ bool batchedDelayedCase(std::mt19937_64 &rng) {
     cudaMemcpy(&first, rec[0][0].p, sizeof(first), cudaMemcpyDeviceToHost);
     const bool castOk = wrong == 0 && first.casts == cast + 1.0f;
     ok &= castOk;
-    std::printf("%s batched delayed casts bf16 -> e4m3, %d operands, cast %d (x%g): %d "
-                "differ from the casts one by one\n",
-                castOk ? "ok  " : "FAIL", kMembers, cast + 1, factors[cast], wrong);
+    std::printf("%s batched delayed casts %s -> e4m3, %d operands, cast %d (x%g): %d "
+                "differ from the casts one by one%s\n",
+                castOk ? "ok  " : "FAIL", fromF32 ? "f32 rounded to bf16" : "bf16", kMembers,
+                cast + 1, factors[cast], wrong, fromF32 ? " of the bf16 roundings" : "");
   }
   return ok;
 }
@@ -995,7 +1010,8 @@ int main(int argc, char **argv) {
   ok &= delayedScaleCase<bf16, e4m3>(256, 768, false, rng); // the vector form
   ok &= delayedScaleCase<bf16, e5m2>(768, 256, true, rng);
   ok &= delayedScaleCase<float, e4m3>(33, 65, true, rng);   // the scalar form
-  ok &= batchedDelayedCase(rng);
+  ok &= batchedDelayedCase<false>(rng);
+  ok &= batchedDelayedCase<true>(rng);
   ok &= computedSourceCase<e4m3>(256, 704, false, rng); // SwiGLU's width / 8
   ok &= computedSourceCase<e5m2>(72, 136, false, rng);
   ok &= computedSourceCase<e4m3>(40, 64, true, rng);

@@ -308,6 +308,18 @@ private:
   // its only reader; else why not.
   std::optional<std::string>
   fp8OneCastFor(ArrayRef<std::pair<Operation *, int>> readers);
+  // Fp8CastProducers.cpp: a member of a multi-tensor f32 -> 16-bit cast
+  // (the step's weight casts, one kern-fuse-horizontal group) whose result
+  // only FP8 products read, through one cast that the first product's
+  // batch makes (Fp8KeptPlan: the weights under delayed scaling), is not
+  // launched; the batch reads the f32 input and rounds it as the member
+  // would (prelude Fp8Rounded), so the 16-bit copy is never written or
+  // read (4 bytes an element less: 2 written, 2 read back). Same answers as
+  // fp8CastComputes; "" records the input in fp8BatchSources_.
+  std::optional<std::string> fp8BatchComputes(kern::MultiElementwiseOp e, int64_t member);
+  // Batched kept cast (Fp8KeptPlan::casts index) -> the f32 tensor its
+  // batch launch reads in place of the 16-bit copy left unwritten.
+  llvm::DenseMap<int, Value> fp8BatchSources_;
   // NormKernels.cpp: a kern.layer_norm whose 16-bit output only FP8
   // products read (LLaMA's RMSNorm before the QKV and MLP products) is not
   // launched either; its first reader's cast normalizes and casts in one

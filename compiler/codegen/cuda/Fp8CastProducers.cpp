@@ -10,6 +10,7 @@
 #include "compiler/codegen/cuda/CudaStepEmitter.h"
 #include "compiler/codegen/cuda/Fp8Gemm.h"
 
+#include "mlir/Dialect/Arith/IR/Arith.h"
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/FormatVariadic.h"
 
@@ -189,6 +190,57 @@ std::optional<std::string> CudaStepEmitter::fp8CastComputes(kern::ElementwiseOp 
     return written;
   for (const Footprint &f : footprints)
     fp8Deferred_.push_back({f, e});
+  return std::string();
+}
+
+std::optional<std::string> CudaStepEmitter::fp8BatchComputes(kern::MultiElementwiseOp e,
+                                                             int64_t member) {
+  if (!options_.fp8CastFusion || !fp8ProductsIn(e))
+    return std::nullopt;
+  // A plain cast: one input, one result, the body yield(truncf(x)).
+  if (e.inputsPerMember() != 1 || e.outputsPerMember() != 1)
+    return std::nullopt;
+  Block &body = e.getBodyBlock();
+  auto trunc = dyn_cast_or_null<arith::TruncFOp>(
+      body.getTerminator()->getOperand(0).getDefiningOp());
+  if (!trunc || &body.front() != trunc.getOperation() ||
+      trunc.getIn() != body.getArgument(0))
+    return std::nullopt;
+  Value in = e.memberInputs(member)[0], out = e.memberOutputs(member)[0];
+  Type ot = mrt(out).getElementType();
+  if (!mrt(in).getElementType().isF32() || (!ot.isBF16() && !ot.isF16()) ||
+      mrt(in).getNumElements() != mrt(out).getNumElements() || footprint(out).argument)
+    return std::nullopt;
+  std::string why;
+  SmallVector<std::pair<Operation *, int>> readers = fp8ReadersOf(e, out, why);
+  if (readers.empty())
+    return std::nullopt; // no FP8 product reads it (or something else first)
+  if (!why.empty())
+    return why;
+  if (e->getParentOp() != f_.getOperation())
+    return std::string("not in the step's top-level block");
+  if (!fp8Kept_)
+    fp8Kept_ = Fp8KeptPlan::of(f_);
+  if (!fp8Kept_->batchAt)
+    return std::string("the function batches no FP8 casts (no delayed scaling)");
+  auto first = fp8Kept_->uses.find(readers.front());
+  if (first == fp8Kept_->uses.end() || !first->second.second ||
+      !fp8Kept_->casts[first->second.first].batched)
+    return std::string("its FP8 cast is not made by the first product's batch");
+  const int cast = first->second.first;
+  for (auto reader : llvm::drop_begin(readers)) {
+    auto use = fp8Kept_->uses.find(reader);
+    if (use == fp8Kept_->uses.end() || use->second.first != cast || use->second.second)
+      return std::string("a later FP8 reader does not take the batch's cast");
+  }
+  if (fp8Kept_->batchAt->getBlock() != e->getBlock() ||
+      !e->isBeforeInBlock(fp8Kept_->batchAt))
+    return std::string("the batch comes before the cast");
+  // The input must still hold what the member would have rounded.
+  if (std::optional<std::string> written =
+          fp8InputWrittenBefore(e, ValueRange{in}, fp8Kept_->batchAt))
+    return written;
+  fp8BatchSources_[cast] = in;
   return std::string();
 }
 

@@ -407,32 +407,41 @@ LogicalResult CudaStepEmitter::emitGemmFp8(Operation *g, const Fp8Gemm &f,
     if (!fp8Records_ || fp8Records_->second == 0)
       return g->emitError("cuda codegen: FP8 casts batched without delayed-scaling records "
                          "(an internal error)");
-    // One launch per (element type, format): the weights are all bf16 E4M3.
-    llvm::MapVector<std::pair<Type, unsigned>, SmallVector<int>> groups;
+    // One launch per (element type, format, whether read from the f32
+    // inputs of casts left to it: fp8BatchComputes): the weights are all
+    // bf16 E4M3, and all read from their f32 masters when nothing else
+    // reads their bf16 copies.
+    llvm::MapVector<std::tuple<Type, unsigned, unsigned>, SmallVector<int>> groups;
     for (int k : fp8Kept_->batchedCasts) {
       auto [reader, operand] = fp8Kept_->firstReader.lookup(k);
       OperandCast c = operandOf(Fp8Gemm::of(reader), operand);
-      groups[{mrt(c.value).getElementType(), c.e5m2 ? 1u : 0u}].push_back(k);
+      groups[{mrt(c.value).getElementType(), c.e5m2 ? 1u : 0u, fp8BatchSources_.contains(k) ? 1u : 0u}]
+          .push_back(k);
     }
     for (auto &[key, members] : groups) {
-      auto [et, e5m2] = key;
+      auto [et, e5m2, fromF32] = key;
       const char *f8 = e5m2 ? "tcc_cuda::e5m2" : "tcc_cuda::e4m3";
+      const std::string source =
+          fromF32 ? std::string("float") : familyElementType(et, CodeTarget::Cuda);
       std::string params = "int32_t count, const void *const *in, void *const *out, "
                            "void *const *out_t, void *const *q, float *const *record, "
                            "const int32_t *rows, const int32_t *cols";
       std::string text =
           "extern \"C\" void @NAME@(cudaStream_t s, " + params + ") {\n  " +
-          llvm::formatv("tcc_cuda::launch_fp8_quantize_delayed_batch<{0}, {1}>(count, "
-                        "reinterpret_cast<const {0} *const *>(in), reinterpret_cast<{1} *const "
+          llvm::formatv("tcc_cuda::launch_fp8_quantize_delayed_batch<{0}, {1}, {2}>(count, "
+                        "reinterpret_cast<const {2} *const *>(in), reinterpret_cast<{1} *const "
                         "*>(out), reinterpret_cast<{1} *const *>(out_t), "
                         "reinterpret_cast<tcc_cuda::Fp8TensorScale *const *>(q), "
                         "reinterpret_cast<tcc_cuda::Fp8ScalingRecord *const *>(record), rows, "
                         "cols, s);",
-                        familyElementType(et, CodeTarget::Cuda), f8)
+                        familyElementType(et, CodeTarget::Cuda), f8, source)
               .str() +
           "\n}\n";
       std::string kernel = kernels_.add(
-          llvm::formatv("fp8_quantize_{0}_delayed_batch", e5m2 ? "e5m2" : "e4m3").str(), text,
+          llvm::formatv("fp8_quantize_{0}_delayed_batch{1}", e5m2 ? "e5m2" : "e4m3",
+                        fromF32 ? "_from_f32" : "")
+              .str(),
+          text,
           params);
       SmallVector<std::string> ins, outs, outsT, qs, records, rows, cols;
       double elements = 0, bytes = 0;
@@ -441,7 +450,9 @@ LogicalResult CudaStepEmitter::emitGemmFp8(Operation *g, const Fp8Gemm &f,
         OperandCast c = operandOf(Fp8Gemm::of(reader), operand);
         const Fp8KeptCast &kept = fp8Kept_->casts[k];
         std::string plainAt = batchedLayout(kept, false), transAt = batchedLayout(kept, true);
-        ins.push_back(name(c.value));
+        auto f32 = fp8BatchSources_.find(k);
+        const Value read = f32 != fp8BatchSources_.end() ? f32->second : c.value;
+        ins.push_back(name(read));
         outs.push_back(plainAt.empty() ? "nullptr" : plainAt);
         outsT.push_back(transAt.empty() ? "nullptr" : transAt);
         qs.push_back(at(keptRegion, kept.scaleOffset()));
@@ -454,7 +465,7 @@ LogicalResult CudaStepEmitter::emitGemmFp8(Operation *g, const Fp8Gemm &f,
         cols.push_back(std::to_string(c.cols));
         const double n = static_cast<double>(c.rows) * c.cols;
         elements += n;
-        bytes += bufferBytes(mrt(c.value)) + (!plainAt.empty() + !transAt.empty()) * n;
+        bytes += bufferBytes(mrt(read)) + (!plainAt.empty() + !transAt.empty()) * n;
       }
       auto list = [](ArrayRef<std::string> xs) { return llvm::join(xs, ", "); };
       std::string call =
@@ -474,8 +485,11 @@ LogicalResult CudaStepEmitter::emitGemmFp8(Operation *g, const Fp8Gemm &f,
       launch(os, g, kernel, call,
              llvm::formatv("{0} operands nothing writes from the first FP8 product to their "
                            "readers (the weights) cast at once, delayed scales (records "
-                           "@TCC_FP8_BATCH_RECORDS_{1}@), kept",
-                           members.size(), fp8BatchGroups_.size() - 1)
+                           "@TCC_FP8_BATCH_RECORDS_{1}@), kept{2}",
+                           members.size(), fp8BatchGroups_.size() - 1,
+                           fromF32 ? ", read from the f32 inputs of their 16-bit casts (left "
+                                     "out of those casts' launch) and rounded as they would be"
+                                   : "")
                  .str(),
              2.0 * elements, bytes);
     }

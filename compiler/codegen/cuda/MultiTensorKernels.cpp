@@ -45,6 +45,33 @@ std::string hostPointerList(ArrayRef<std::string> names) {
 LogicalResult CudaStepEmitter::emitMultiElementwise(kern::MultiElementwiseOp e,
                                                     llvm::raw_ostream &os, double &flops) {
   int64_t members = e.members(), k = e.inputsPerMember(), j = e.outputsPerMember();
+  // Members the first FP8 product's batched casts compute (their 16-bit
+  // results only those casts read): not launched here.
+  SmallVector<bool> leftOut(members, false);
+  int64_t launched = members;
+  std::string refused;
+  for (int64_t m = 0; m < members; ++m) {
+    std::optional<std::string> no = fp8BatchComputes(e, m);
+    if (no && no->empty()) {
+      leftOut[m] = true;
+      --launched;
+    } else if (no && refused.empty()) {
+      refused = *no;
+    }
+  }
+  std::string note;
+  if (launched < members)
+    note = llvm::formatv(" ({0} of {1} members computed by the first FP8 product's batched "
+                         "casts, which read their f32 inputs)",
+                         members - launched, members)
+               .str();
+  if (!refused.empty())
+    note += " (not computed by the FP8 batch: " + refused + ")";
+  if (launched == 0) { // every member left to the FP8 batch, which says so
+    os << "  // " << locName(e->getLoc()) << ": every member computed by the FP8 batch\n";
+    return success();
+  }
+
   Block &body = e.getBodyBlock();
   // Slot kinds, from every member.
   SmallVector<Slot> slots(k, Slot::Shared);
@@ -237,6 +264,8 @@ LogicalResult CudaStepEmitter::emitMultiElementwise(kern::MultiElementwiseOp e,
   double bytes = 0, work = 0;
   int64_t blocks = 0;
   for (int64_t m = 0; m < members; ++m) {
+    if (leftOut[m])
+      continue;
     ValueRange ins = e.memberInputs(m), outs = e.memberOutputs(m);
     for (int64_t s = 0; s < k; ++s)
       if (slots[s] != Slot::Shared)
@@ -245,7 +274,7 @@ LogicalResult CudaStepEmitter::emitMultiElementwise(kern::MultiElementwiseOp e,
       if (aliasOf[o] < 0)
         pointers.push_back(name(outs[o]));
     int64_t n = mrt(outs[0]).getNumElements();
-    counts += (m ? ", " : "") + std::to_string(n);
+    counts += (counts.empty() ? "" : ", ") + std::to_string(n);
     work += static_cast<double>(n) * ops;
     blocks += (n + kMultiChunk - 1) / kMultiChunk;
     for (Value v : ins)
@@ -261,11 +290,12 @@ LogicalResult CudaStepEmitter::emitMultiElementwise(kern::MultiElementwiseOp e,
   std::string call = llvm::formatv("{{ void *const tcc_p[] = {{{0}};\n"
                                    "    static const int64_t tcc_n[] = {{{1}};\n"
                                    "    {2}(s, {3}, tcc_p, tcc_n{4}); }",
-                                   hostPointerList(pointers), counts, kernel, members, shared)
+                                   hostPointerList(pointers), counts, kernel, launched, shared)
                          .str();
-  int64_t launches = (members + cap - 1) / cap;
+  int64_t launches = (launched + cap - 1) / cap;
   launch(os, e, kernel, call,
-         llvm::formatv("{0} tensors, {1} launch(es), {2} blocks", members, launches, blocks)
+         llvm::formatv("{0} tensors, {1} launch(es), {2} blocks{3}", launched, launches, blocks,
+                       note)
              .str(),
          work, bytes);
   return success();

@@ -206,6 +206,55 @@ template <class T> struct Fp8Plain {
   }
 };
 
+// A 16-bit operand T that is a float tensor rounded to T, read as the
+// float: the step's f32 master weights, whose bf16 copies only FP8 casts
+// read (the weight cast of kern-fuse-horizontal's group is then not
+// launched for them; CudaStepEmitter::fp8BatchComputes). Each element is
+// the T the weight cast would have stored (float_to_bf16 / float_to_f16,
+// nearest even), so the FP8 bytes, scales and statistics are those of
+// the cast from the copy. 32 bytes read for 8 elements.
+template <class T, class W> struct Fp8Rounded {
+  static_assert(std::is_same<W, float>::value && sizeof(T) == 2,
+                "Fp8Rounded: a float tensor rounded to a 16-bit T");
+  const W *in;
+  __host__ __device__ Fp8Rounded(const W *p) : in(p) {} // NOLINT: a pointer converts
+  static constexpr int kOutputs = 1;
+  struct Raw {
+    uint4 w[2];
+  };
+  __device__ __forceinline__ Raw fetch8(int64_t i) const {
+    const uint4 *p = reinterpret_cast<const uint4 *>(in + i);
+    return Raw{{__ldg(p), __ldg(p + 1)}};
+  }
+  __device__ __forceinline__ void compute8(const Raw &raw, int64_t, uint4 *out) const {
+    const float *x = reinterpret_cast<const float *>(raw.w);
+    if constexpr (std::is_same<T, bf16>::value) {
+      out[0] = make_uint4(pack_bf16x2(x[0], x[1]), pack_bf16x2(x[2], x[3]),
+                          pack_bf16x2(x[4], x[5]), pack_bf16x2(x[6], x[7]));
+    } else {
+      T t[8];
+#pragma unroll
+      for (int k = 0; k < 8; ++k)
+        t[k] = Elem<T>::store(x[k]);
+      memcpy(out, t, sizeof(t));
+    }
+  }
+  __device__ __forceinline__ uint4 load8(int64_t i) const {
+    uint4 out;
+    compute8(fetch8(i), i, &out);
+    return out;
+  }
+  __device__ __forceinline__ T load(int64_t i) const { return Elem<T>::store(in[i]); }
+  __host__ __device__ bool aligned16() const {
+    return reinterpret_cast<uintptr_t>(in) % 16 == 0;
+  }
+};
+
+// The source of a cast of T read from W: W itself, or a float rounded.
+template <class T, class W>
+using Fp8SourceFrom =
+    typename std::conditional<std::is_same<T, W>::value, Fp8Plain<T>, Fp8Rounded<T, W>>::type;
+
 // One 32 x 32 tile per step of a grid-stride loop, 32 x 8 threads: each
 // element of in (rows x cols, row-major) is read once, scaled, rounded to
 // F8, written to out[r][c] and, through a shared tile, to out_t[c][r]
@@ -562,8 +611,9 @@ __global__ void __launch_bounds__(256)
 // grid of its own fp8_amax_kernel / fp8_cast_transpose_vec8_kernel would
 // (the same scale, bytes, statistics and record update). Vector-form
 // members only (16-bit, rows and cols multiples of 8, 16-byte aligned).
-template <class T, class F8, int Cap> struct Fp8CastBatch {
-  const T *in[Cap];
+// W: what `in` points to, T itself or floats rounded to T (Fp8Rounded).
+template <class T, class F8, int Cap, class W = T> struct Fp8CastBatch {
+  const W *in[Cap];
   F8 *out[Cap];
   F8 *out_t[Cap];
   Fp8TensorScale *q[Cap];
@@ -573,23 +623,26 @@ template <class T, class F8, int Cap> struct Fp8CastBatch {
   int32_t count;
 };
 
-template <class T, class F8, int Cap>
-__global__ void __launch_bounds__(256) fp8_amax_batch_kernel(const Fp8CastBatch<T, F8, Cap> b) {
+template <class T, class F8, int Cap, class W>
+__global__ void __launch_bounds__(256)
+    fp8_amax_batch_kernel(const Fp8CastBatch<T, F8, Cap, W> b) {
   const int m = multi_member(b.amax_first, b.count, blockIdx.x);
   Fp8TensorScale *q = b.q[m];
-  fp8_amax_blocks<T>(static_cast<int64_t>(b.rows[m]) * b.cols[m], b.in[m], true,
+  fp8_amax_blocks<T, Fp8SourceFrom<T, W>>(static_cast<int64_t>(b.rows[m]) * b.cols[m],
+                     Fp8SourceFrom<T, W>(b.in[m]), true,
                      reinterpret_cast<float *>(reinterpret_cast<char *>(q) +
                                                sizeof(Fp8TensorScale)),
                      &q->stats, b.record[m], &q->unused[0], blockIdx.x - b.amax_first[m],
                      b.amax_first[m + 1] - b.amax_first[m]);
 }
 
-template <class T, class F8, int Cap>
-__global__ void __launch_bounds__(256) fp8_cast_batch_kernel(const Fp8CastBatch<T, F8, Cap> b) {
+template <class T, class F8, int Cap, class W>
+__global__ void __launch_bounds__(256)
+    fp8_cast_batch_kernel(const Fp8CastBatch<T, F8, Cap, W> b) {
   const int m = multi_member(b.cast_first, b.count, blockIdx.x);
   Fp8TensorScale *q = b.q[m];
-  fp8_cast_transpose_vec8_tiles<T, F8>(
-      b.rows[m], b.cols[m], b.in[m], nullptr, b.out[m], b.out_t[m], &q->stats,
+  fp8_cast_transpose_vec8_tiles<T, F8, Fp8SourceFrom<T, W>>(
+      b.rows[m], b.cols[m], Fp8SourceFrom<T, W>(b.in[m]), nullptr, b.out[m], b.out_t[m], &q->stats,
       reinterpret_cast<const float *>(reinterpret_cast<const char *>(q) +
                                       sizeof(Fp8TensorScale)),
       static_cast<int32_t>(b.amax_first[m + 1] - b.amax_first[m]), q, b.record[m],

@@ -184,22 +184,25 @@ inline void launch_fp8_quantize_multi(int64_t rows, int64_t cols, const Src in,
 // but the members of the vector form share two launches per up to Cap of
 // them (one amax pass that, once the records hold scales, only zeroes
 // each member's statistics, then one cast pass) instead of two each; the
-// rest (misaligned or odd shapes) are launched one by one.
-template <class T, class F8>
-inline void launch_fp8_quantize_delayed_batch(int32_t count, const T *const *in, F8 *const *out,
+// rest (misaligned or odd shapes) are launched one by one. W = float: each
+// in[m] is an f32 tensor whose values rounded to T are the operand (the
+// f32 master weights; detail::Fp8Rounded), cast as that T tensor would be.
+template <class T, class F8, class W = T>
+inline void launch_fp8_quantize_delayed_batch(int32_t count, const W *const *in, F8 *const *out,
                                               F8 *const *out_t, Fp8TensorScale *const *q,
                                               Fp8ScalingRecord *const *record,
                                               const int32_t *rows, const int32_t *cols,
                                               cudaStream_t stream) {
   constexpr int Cap = 32; // the table stays a few KiB of kernel parameters
-  detail::Fp8CastBatch<T, F8, Cap> b{};
+  using Src = detail::Fp8SourceFrom<T, W>;
+  detail::Fp8CastBatch<T, F8, Cap, W> b{};
   auto flush = [&] {
     if (b.count == 0)
       return;
-    detail::fp8_amax_batch_kernel<T, F8, Cap>
+    detail::fp8_amax_batch_kernel<T, F8, Cap, W>
         <<<b.amax_first[b.count], 256, 0, stream>>>(b);
-    detail::fp8_cast_batch_kernel<T, F8, Cap><<<b.cast_first[b.count], 256, 0, stream>>>(b);
-    b = detail::Fp8CastBatch<T, F8, Cap>{};
+    detail::fp8_cast_batch_kernel<T, F8, Cap, W><<<b.cast_first[b.count], 256, 0, stream>>>(b);
+    b = detail::Fp8CastBatch<T, F8, Cap, W>{};
   };
   for (int32_t m = 0; m < count; ++m) {
     const int64_t n = static_cast<int64_t>(rows[m]) * cols[m];
@@ -208,8 +211,8 @@ inline void launch_fp8_quantize_delayed_batch(int32_t count, const T *const *in,
                            reinterpret_cast<uintptr_t>(out_t[m])) % 16) == 0;
     if (sizeof(T) != 2 || n <= 0 || !aligned || rows[m] % 8 != 0 || cols[m] % 8 != 0 ||
         record[m] == nullptr) {
-      launch_fp8_quantize_delayed<T, F8>(rows[m], cols[m], in[m], out[m], out_t[m], q[m],
-                                         record[m], stream);
+      launch_fp8_quantize_delayed<T, F8, Src>(rows[m], cols[m], Src(in[m]), out[m], out_t[m],
+                                              q[m], record[m], stream);
       continue;
     }
     // The blocks each launch of its own would have had.
