@@ -47,12 +47,14 @@ inline void prepare_attention(AttentionSite *const *sites, int32_t count,
     return;
   }
   uint64_t need = 0;
+  int32_t beyond = 0; // sites whose plan needs more than the planned workspace
   for (int32_t i = 0; i < count; ++i) {
     AttentionSite &a = *sites[i];
     if (tcc_cudnn::prepare(a.site, a.plan, why, sizeof why) == 0) {
       a.cudnn = true;
       ++ran;
       need = std::max<uint64_t>(need, static_cast<uint64_t>(a.plan.workspace_bytes));
+      beyond += static_cast<uint64_t>(a.plan.workspace_bytes) > shared_workspace_bytes;
     } else if (declined.empty()) {
       declined = std::string("; the others keep the flash kernels: ") + why;
     }
@@ -73,6 +75,15 @@ inline void prepare_attention(AttentionSite *const *sites, int32_t count,
   }
   note = "attention: cuDNN " + std::string(tcc_cudnn::version()) + " for " +
          std::to_string(ran) + " of " + std::to_string(count) + " call sites" + declined;
+  // Memory the plan did not count (trun's measured peak shows it too):
+  // e.g. cuDNN's deterministic backward wants more than the shared
+  // workspace at the 1B decoder's shape.
+  if (beyond) {
+    char extra[96];
+    std::snprintf(extra, sizeof extra, " (%d beyond the planned workspace: +%.1f MiB)", beyond,
+                  need / 1048576.0);
+    note += extra;
+  }
 }
 
 // The workspace of a prepared site: the shared (cuBLASLt) one when large
