@@ -415,8 +415,8 @@ LogicalResult CudaStepEmitter::emitGemmFp8(Operation *g, const Fp8Gemm &f,
     for (int k : fp8Kept_->batchedCasts) {
       auto [reader, operand] = fp8Kept_->firstReader.lookup(k);
       OperandCast c = operandOf(Fp8Gemm::of(reader), operand);
-      groups[{mrt(c.value).getElementType(), c.e5m2 ? 1u : 0u, fp8BatchSources_.contains(k) ? 1u : 0u}]
-          .push_back(k);
+      const unsigned fromF32 = fp8BatchSources_.contains(k) ? 1u : 0u;
+      groups[{mrt(c.value).getElementType(), c.e5m2 ? 1u : 0u, fromF32}].push_back(k);
     }
     for (auto &[key, members] : groups) {
       auto [et, e5m2, fromF32] = key;
