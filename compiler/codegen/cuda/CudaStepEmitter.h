@@ -308,6 +308,9 @@ private:
   // its only reader; else why not.
   std::optional<std::string>
   fp8OneCastFor(ArrayRef<std::pair<Operation *, int>> readers);
+  // Whether every reader after the first takes kept cast `cast` (not as
+  // its maker); fp8Kept_ planned.
+  bool fp8LaterReadersTake(ArrayRef<std::pair<Operation *, int>> readers, int cast) const;
   // Fp8CastProducers.cpp: a member of a multi-tensor f32 -> 16-bit cast
   // (the step's weight casts, one kern-fuse-horizontal group) whose result
   // only FP8 products read, through one cast that the first product's

@@ -84,12 +84,17 @@ CudaStepEmitter::fp8OneCastFor(ArrayRef<std::pair<Operation *, int>> readers) {
   const int cast = first->second.first;
   if (!first->second.second || fp8Kept_->casts[cast].batched)
     return std::string("its kept cast is not made by its first reader");
-  for (auto reader : llvm::drop_begin(readers)) {
-    auto use = fp8Kept_->uses.find(reader);
-    if (use == fp8Kept_->uses.end() || use->second.first != cast || use->second.second)
-      return std::string("a later FP8 reader does not take the first one's kept cast");
-  }
+  if (!fp8LaterReadersTake(readers, cast))
+    return std::string("a later FP8 reader does not take the first one's kept cast");
   return std::nullopt;
+}
+
+bool CudaStepEmitter::fp8LaterReadersTake(ArrayRef<std::pair<Operation *, int>> readers,
+                                          int cast) const {
+  return llvm::all_of(llvm::drop_begin(readers), [&](std::pair<Operation *, int> reader) {
+    auto use = fp8Kept_->uses.find(reader);
+    return use != fp8Kept_->uses.end() && use->second.first == cast && !use->second.second;
+  });
 }
 
 bool CudaStepEmitter::fp8ProductsIn(Operation *op) {
@@ -228,11 +233,8 @@ std::optional<std::string> CudaStepEmitter::fp8BatchComputes(kern::MultiElementw
       !fp8Kept_->casts[first->second.first].batched)
     return std::string("its FP8 cast is not made by the first product's batch");
   const int cast = first->second.first;
-  for (auto reader : llvm::drop_begin(readers)) {
-    auto use = fp8Kept_->uses.find(reader);
-    if (use == fp8Kept_->uses.end() || use->second.first != cast || use->second.second)
-      return std::string("a later FP8 reader does not take the batch's cast");
-  }
+  if (!fp8LaterReadersTake(readers, cast))
+    return std::string("a later FP8 reader does not take the batch's cast");
   if (fp8Kept_->batchAt->getBlock() != e->getBlock() ||
       !e->isBeforeInBlock(fp8Kept_->batchAt))
     return std::string("the batch comes before the cast");
