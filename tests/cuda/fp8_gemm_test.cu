@@ -11,6 +11,9 @@
 //    Inputs span 2^-24 .. 2^8 in magnitude with a scale chosen so that some
 //    saturate and some flush; one case holds a NaN (amax must be NaN).
 //    Outputs are poisoned first (0xFF), so an element never written fails.
+//    Two shapes of more tiles than the grid's blocks (partial tiles at both
+//    edges) take the vector form's grid-stride loop through several tiles a
+//    block, stepping its tile coordinates past a row of tiles.
 // 1b. launch_fp8_quantize_current (the cast --precision fp8's products run):
 //    the scale from the tensor's own amax (kMax / amax, bit-exact against
 //    the host's float division; 1 for zeros and for a NaN), its inverse,
@@ -998,6 +1001,9 @@ int main(int argc, char **argv) {
   ok &= castCase<bf16, e4m3>(72, 136, false, rng);
   ok &= castCase<f16, e5m2>(64, 1024, false, rng);
   ok &= castCase<bf16, e4m3>(1024, 768, false, rng);
+  // More 64 x 64 tiles than kFp8GridBlocks (1056): 3315 and 1755 tiles.
+  ok &= castCase<bf16, e5m2>(4104, 3208, false, rng);
+  ok &= castCase<f16, e4m3>(4104, 1672, false, rng);
   ok &= castCase<float, e4m3>(37, 129, false, rng);
   ok &= castCase<f16, e5m2>(64, 100, false, rng);
   ok &= castCase<bf16, e4m3>(40, 40, true, rng);
@@ -1015,9 +1021,11 @@ int main(int argc, char **argv) {
   ok &= computedSourceCase<e4m3>(256, 704, false, rng); // SwiGLU's width / 8
   ok &= computedSourceCase<e5m2>(72, 136, false, rng);
   ok &= computedSourceCase<e4m3>(40, 64, true, rng);
+  ok &= computedSourceCase<e5m2>(4104, 1672, false, rng); // 1755 tiles
   ok &= multiSourceCase(256, 704, false, rng);
   ok &= multiSourceCase(72, 136, false, rng);
   ok &= multiSourceCase(40, 64, true, rng);
+  ok &= multiSourceCase(4104, 1672, false, rng); // 1755 tiles
   ok &= updateScaleCase();
   using tcc_cuda_host::kFp8E4M3;
   using tcc_cuda_host::kFp8E5M2;

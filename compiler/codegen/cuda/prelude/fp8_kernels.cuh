@@ -306,34 +306,49 @@ __global__ void __launch_bounds__(256)
 // them: 1.1-2.2 TB/s on the H200, 2026-12-01). The same results: the
 // largest magnitude as the input's bits (bf16 and f16 bits order
 // magnitudes, NaN above inf; packed halfword maxima), the elements cast
-// in pairs (cvt ...x2, the same rounding), the flushed ones as the
-// outputs of zero magnitude less the zero inputs (a zero stays zero), and
-// the saturated ones counted one by one only when the eight's largest
-// magnitude times the scale is past the format's top (or NaN).
+// in pairs (cvt ...x2, the same rounding; a bf16 pair's floats are its
+// word shifted and masked), the flushed ones as the outputs of zero
+// magnitude less the zero inputs (a zero stays zero), counted only when
+// some output byte has zero magnitude (rare, and the count was a third
+// of the cast's instructions: 2026-12-07), and the saturated ones counted
+// one by one only when the eight's largest magnitude times the scale is
+// past the format's top (or NaN).
 template <class T, class F8>
 __device__ __forceinline__ uint2 fp8_cast_eight(uint4 raw, float s, uint32_t &amax_bits,
                                                 uint32_t &overflows, uint32_t &underflows) {
   const uint32_t w[4] = {raw.x, raw.y, raw.z, raw.w};
-  uint32_t mag = 0, zeros_in = 0;
+  uint32_t mag = 0;
 #pragma unroll
-  for (int k = 0; k < 4; ++k) {
-    const uint32_t m = w[k] & 0x7fff7fffu;
-    mag = __vmaxu2(mag, m);
-    zeros_in += __popc(__vcmpeq2(m, 0u));
-  }
+  for (int k = 0; k < 4; ++k)
+    mag = __vmaxu2(mag, w[k] & 0x7fff7fffu);
   const uint32_t largest = max(mag & 0xffffu, mag >> 16);
   amax_bits = max(amax_bits, largest);
   const T *x8 = reinterpret_cast<const T *>(&raw);
   uint32_t q[2] = {0, 0};
 #pragma unroll
   for (int p = 0; p < 4; ++p) {
-    const uint32_t pair = Fp8Format<F8>::from_float2(Elem<T>::load(x8[2 * p]) * s,
-                                                     Elem<T>::load(x8[2 * p + 1]) * s);
+    float lo, hi;
+    if constexpr (std::is_same<T, bf16>::value) {
+      lo = __uint_as_float(w[p] << 16);
+      hi = __uint_as_float(w[p] & 0xffff0000u);
+    } else {
+      lo = Elem<T>::load(x8[2 * p]);
+      hi = Elem<T>::load(x8[2 * p + 1]);
+    }
+    const uint32_t pair = Fp8Format<F8>::from_float2(lo * s, hi * s);
     q[p / 2] |= pair << (16 * (p % 2));
   }
-  uint32_t zeros_out = __popc(__vcmpeq4(q[0] & 0x7f7f7f7fu, 0u)) +
-                       __popc(__vcmpeq4(q[1] & 0x7f7f7f7fu, 0u));
-  underflows += zeros_out / 8 - zeros_in / 16;
+  // A zero byte among the magnitudes (the exact has-a-zero-byte test:
+  // every byte of m is below 0x80).
+  const uint32_t m0 = q[0] & 0x7f7f7f7fu, m1 = q[1] & 0x7f7f7f7fu;
+  if ((((m0 - 0x01010101u) & ~m0) | ((m1 - 0x01010101u) & ~m1)) & 0x80808080u) {
+    uint32_t zeros_in = 0;
+#pragma unroll
+    for (int k = 0; k < 4; ++k)
+      zeros_in += __popc(__vcmpeq2(w[k] & 0x7fff7fffu, 0u));
+    const uint32_t zeros_out = __popc(__vcmpeq4(m0, 0u)) + __popc(__vcmpeq4(m1, 0u));
+    underflows += zeros_out / 8 - zeros_in / 16;
+  }
   T top;
   top.bits = static_cast<uint16_t>(largest);
   if (!(Elem<T>::load(top) * s <= Fp8Format<F8>::kMax)) { // rare: count them
@@ -401,35 +416,56 @@ fp8_cast_transpose_vec8_multi(int64_t rows, int64_t cols, const Src &in,
   const uint32_t tiles = static_cast<uint32_t>((rows + 63) / 64) * tile_cols;
   const int i = threadIdx.x / 8, j = (threadIdx.x % 8) * 8; // tile row (and i + 32), column
   const int q = threadIdx.x % 16, g = threadIdx.x / 16;     // out_t: rows 4q.., columns 4g..
+  // The thread's element offsets within a tile, and its words of the
+  // shared tiles, computed once: per tile only its corner moves, and the
+  // corner steps by the grid without a division (the addresses per
+  // element and the division per fetch were a fifth of a plain cast's
+  // instructions, 2026-12-07).
+  const int64_t load_offset = i * cols + j, half_offset = 32 * cols;
+  const int64_t t_offset = (4 * g) * rows + 4 * q;
+  constexpr int kTileWords = 64 * 17, kHalfWords = 32 * 17;
+  uint32_t *const slot = &tile[0][i][j / 4];          // + k * kTileWords + h * kHalfWords
+  const uint32_t *const t_slot = &tile[0][4 * q][g]; // + k * kTileWords + e * 17
   uint32_t amax_bits[K]; // the largest magnitude, as T's bits
   uint32_t overflows[K], underflows[K];
 #pragma unroll
   for (int k = 0; k < K; ++k)
     amax_bits[k] = overflows[k] = underflows[k] = 0;
-  typename Src::Raw next[2];
-  auto fetch = [&](uint32_t t) { // tile t's two loads (none outside the tensor)
-    const int64_t r0 = static_cast<int64_t>(t / tile_cols) * 64,
-                  c0 = static_cast<int64_t>(t % tile_cols) * 64;
+  struct Fetched { // a tile's two loads and its corner
+    typename Src::Raw raw[2];
+    int64_t r0, c0;
+  };
+  // The next tile to fetch: its index and coordinates (in tiles).
+  uint32_t fetch_t = block, fetch_row = block / tile_cols, fetch_col = block % tile_cols;
+  const uint32_t step_rows = blocks / tile_cols, step_cols = blocks % tile_cols;
+  auto fetch = [&](Fetched &f) { // none outside the tensor
+    if (fetch_t < tiles) {
+      f.r0 = static_cast<int64_t>(fetch_row) * 64;
+      f.c0 = static_cast<int64_t>(fetch_col) * 64;
+      const int64_t base = f.r0 * cols + f.c0 + load_offset;
 #pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      const int64_t r = r0 + i + 32 * h, c = c0 + j;
-      if (t < tiles && r < rows && c < cols) // all 8 or none: cols % 8 == 0
-        next[h] = in.fetch8(r * cols + c);
+      for (int h = 0; h < 2; ++h)
+        if (f.r0 + i + 32 * h < rows && f.c0 + j < cols) // all 8 or none: cols % 8 == 0
+          f.raw[h] = in.fetch8(base + h * half_offset);
+    }
+    fetch_t += blocks;
+    fetch_row += step_rows;
+    fetch_col += step_cols;
+    if (fetch_col >= tile_cols) {
+      fetch_col -= tile_cols;
+      ++fetch_row;
     }
   };
-  fetch(block);
-  for (uint32_t t = block; t < tiles; t += blocks) {
-    const typename Src::Raw raw[2] = {next[0], next[1]};
-    fetch(t + blocks);
-    const int64_t r0 = static_cast<int64_t>(t / tile_cols) * 64,
-                  c0 = static_cast<int64_t>(t % tile_cols) * 64;
+  auto cast_tile = [&](const Fetched &f) {
+    const int64_t r0 = f.r0, c0 = f.c0;
+    const int64_t base = r0 * cols + c0 + load_offset;
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
-      const int64_t r = r0 + i + 32 * h, c = c0 + j;
-      const bool inside = r < rows && c < cols;
+      const bool inside = r0 + i + 32 * h < rows && c0 + j < cols;
+      const int64_t e0 = base + h * half_offset; // element (r0 + i + 32h, c0 + j)
       uint4 words[K];
       if (inside)
-        in.compute8(raw[h], r * cols + c, words);
+        in.compute8(f.raw[h], e0, words);
 #pragma unroll
       for (int k = 0; k < K; ++k) {
         uint2 q8 = make_uint2(0, 0); // 8 bytes, little-endian
@@ -437,38 +473,65 @@ fp8_cast_transpose_vec8_multi(int64_t rows, int64_t cols, const Src &in,
           q8 = fp8_cast_eight<T, F8>(words[k], s[k], amax_bits[k], overflows[k],
                                      underflows[k]);
           if (to.out[k] != nullptr)
-            *reinterpret_cast<uint2 *>(&to.out[k][r * cols + c].bits) = q8;
+            *reinterpret_cast<uint2 *>(&to.out[k][e0].bits) = q8;
         }
         if (to.out_t[k] != nullptr) {
-          tile[k][i + 32 * h][j / 4] = q8.x;
-          tile[k][i + 32 * h][j / 4 + 1] = q8.y;
+          slot[k * kTileWords + h * kHalfWords] = q8.x;
+          slot[k * kTileWords + h * kHalfWords + 1] = q8.y;
         }
       }
     }
     if (any_t) { // the same for every thread of the block
       __syncthreads();
-      const int64_t r = r0 + 4 * q; // rows % 8 == 0: rows r..r+3 all or none
+      // rows % 8 == 0 and cols % 8 == 0: rows r0 + 4q .. + 3 and columns
+      // c0 + 4g .. + 3 are all inside or none.
+      if (r0 + 4 * q < rows && c0 + 4 * g < cols) {
+        const int64_t t_base = c0 * rows + r0 + t_offset; // (column c0 + 4g, row r0 + 4q)
 #pragma unroll
-      for (int k = 0; k < K; ++k) {
-        if (r >= rows || to.out_t[k] == nullptr)
-          continue;
-        const uint32_t w0 = tile[k][4 * q][g], w1 = tile[k][4 * q + 1][g],
-                       w2 = tile[k][4 * q + 2][g], w3 = tile[k][4 * q + 3][g];
-        // Byte k of row e -> byte e of column k.
-        const uint32_t lo01 = __byte_perm(w0, w1, 0x5140), hi01 = __byte_perm(w0, w1, 0x7362);
-        const uint32_t lo23 = __byte_perm(w2, w3, 0x5140), hi23 = __byte_perm(w2, w3, 0x7362);
-        const uint32_t column[4] = {__byte_perm(lo01, lo23, 0x5410),
-                                    __byte_perm(lo01, lo23, 0x7632),
-                                    __byte_perm(hi01, hi23, 0x5410),
-                                    __byte_perm(hi01, hi23, 0x7632)};
+        for (int k = 0; k < K; ++k) {
+          if (to.out_t[k] == nullptr)
+            continue;
+          const uint32_t *w = t_slot + k * kTileWords;
+          const uint32_t w0 = w[0], w1 = w[17], w2 = w[2 * 17], w3 = w[3 * 17];
+          // Byte k of row e -> byte e of column k.
+          const uint32_t lo01 = __byte_perm(w0, w1, 0x5140), hi01 = __byte_perm(w0, w1, 0x7362);
+          const uint32_t lo23 = __byte_perm(w2, w3, 0x5140), hi23 = __byte_perm(w2, w3, 0x7362);
+          const uint32_t column[4] = {__byte_perm(lo01, lo23, 0x5410),
+                                      __byte_perm(lo01, lo23, 0x7632),
+                                      __byte_perm(hi01, hi23, 0x5410),
+                                      __byte_perm(hi01, hi23, 0x7632)};
+          F8 *to_t = to.out_t[k] + t_base;
 #pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          const int64_t c = c0 + 4 * g + e;
-          if (c < cols)
-            *reinterpret_cast<uint32_t *>(&to.out_t[k][c * rows + r].bits) = column[e];
+          for (int e = 0; e < 4; ++e, to_t += rows)
+            *reinterpret_cast<uint32_t *>(&to_t->bits) = column[e];
         }
       }
       __syncthreads();
+    }
+  };
+  // Each tile cast while the next one's loads are in flight. Loads of up
+  // to 32 bytes a tile (a plain cast's, a 16-bit operand's): two buffers
+  // in turn, two tiles a turn, so that no copy of the loads goes from one
+  // turn to the next. Larger ones (sources reading several inputs) copy:
+  // their second buffer spilled (SwiGLU's backward, 2026-12-07).
+  if constexpr (sizeof(typename Src::Raw) <= 16) {
+    Fetched tile_a, tile_b;
+    fetch(tile_a);
+    for (uint32_t t = block; t < tiles; t += 2 * blocks) {
+      fetch(tile_b);
+      cast_tile(tile_a);
+      if (t + blocks >= tiles)
+        break;
+      fetch(tile_a);
+      cast_tile(tile_b);
+    }
+  } else {
+    Fetched next;
+    fetch(next);
+    for (uint32_t t = block; t < tiles; t += blocks) {
+      const Fetched current = next;
+      fetch(next);
+      cast_tile(current);
     }
   }
 #pragma unroll
