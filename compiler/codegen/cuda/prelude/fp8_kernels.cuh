@@ -310,7 +310,7 @@ __global__ void __launch_bounds__(256)
 // word shifted and masked), the flushed ones as the outputs of zero
 // magnitude less the zero inputs (a zero stays zero), counted only when
 // some output byte has zero magnitude (rare, and the count was a third
-// of the cast's instructions: 2026-12-07), and the saturated ones counted
+// of the cast's instructions: 2026-12-06), and the saturated ones counted
 // one by one only when the eight's largest magnitude times the scale is
 // past the format's top (or NaN).
 template <class T, class F8>
@@ -420,7 +420,7 @@ fp8_cast_transpose_vec8_multi(int64_t rows, int64_t cols, const Src &in,
   // shared tiles, computed once: per tile only its corner moves, and the
   // corner steps by the grid without a division (the addresses per
   // element and the division per fetch were a fifth of a plain cast's
-  // instructions, 2026-12-07).
+  // instructions, 2026-12-06).
   const int64_t load_offset = i * cols + j, half_offset = 32 * cols;
   const int64_t t_offset = (4 * g) * rows + 4 * q;
   constexpr int kTileWords = 64 * 17, kHalfWords = 32 * 17;
@@ -513,7 +513,7 @@ fp8_cast_transpose_vec8_multi(int64_t rows, int64_t cols, const Src &in,
   // to 32 bytes a tile (a plain cast's, a 16-bit operand's): two buffers
   // in turn, two tiles a turn, so that no copy of the loads goes from one
   // turn to the next. Larger ones (sources reading several inputs) copy:
-  // their second buffer spilled (SwiGLU's backward, 2026-12-07).
+  // their second buffer spilled (SwiGLU's backward, 2026-12-06).
   if constexpr (sizeof(typename Src::Raw) <= 16) {
     Fetched tile_a, tile_b;
     fetch(tile_a);
@@ -598,7 +598,7 @@ template <class Src, int k> struct Fp8Pick {
 // that leaves (71 for a plain cast), a plain bf16 -> E4M3 cast of 8192 x
 // 5632 took 0.0773 ms on the H100 against 0.0788 at 4 blocks and 0.0868
 // at 5; SwiGLU's forward source 0.1111 against 0.1126 and 0.1235
-// (cast_bench, 2026-12-07).
+// (cast_bench, 2026-12-06).
 template <class T, class F8, class Src = Fp8Plain<T>>
 __global__ void __launch_bounds__(256, 3)
     fp8_cast_transpose_vec8_kernel(int64_t rows, int64_t cols, const Fp8Source<Src> in,
