@@ -224,6 +224,25 @@ def main():
     print("kill -9: %d kills, resumed to step %d, losses and weights equal "
           "the uninterrupted run" % (kills, STEPS))
 
+    # 2b. A run killed after its last checkpoint and before --keep deleted
+    # the old ones (the window the kills above may hit): here every
+    # checkpoint kept, then a resume with --keep 3 that has no step left
+    # to train must still leave 3.
+    kept = os.path.join(WORK, "keep_all")
+    run(trun(["--ckpt-dir", kept, "--ckpt-every", "10"], kept + ".jsonl"))
+    if len(checkpoints(kept)) <= 3:
+        fail("--ckpt-every 10 without --keep left %d checkpoints" %
+             len(checkpoints(kept)))
+    result = run(trun(["--ckpt-dir", kept, "--keep", "3", "--resume"],
+                      kept + ".jsonl"))
+    if len(checkpoints(kept)) != 3 or \
+            check_checkpoint(checkpoints(kept)[-1]) != STEPS:
+        fail("a resume with --keep 3 left %s" %
+             [os.path.basename(c) for c in checkpoints(kept)])
+    if "removed" not in result.stdout or "beyond --keep 3" not in result.stdout:
+        fail("the resume did not say it removed checkpoints: %s" %
+             result.stdout)
+
     # 3. SIGINT and SIGTERM: final checkpoint, 128 + signal, exact resume.
     for sig, code in ((signal.SIGINT, 130), (signal.SIGTERM, 143)):
         directory = os.path.join(WORK, "signal_%d" % sig)

@@ -447,6 +447,30 @@ TEST(CheckpointTest, KeepDeletesOnlyOlderCompleteCheckpoints) {
   EXPECT_EQ(ckpt->List().back(), dir + "/step_1000000000");
 }
 
+// A run killed after writing step N and before deleting the old ones
+// leaves keep + 1; the resumed run (TrainingSession) finishes the job with
+// PruneOlder for the step it resumed from.
+TEST(CheckpointTest, PruneOlderFinishesAnInterruptedKeep) {
+  TempDir tmp;
+  std::string dir = tmp.path();
+  TinyStep step;
+  std::unique_ptr<CheckpointDir> ckpt = OpenOrDie(dir);
+  ASSERT_TRUE(ckpt);
+  for (int64_t s : {1, 2, 3, 4, 5})
+    WriteStep(*ckpt, step, s, static_cast<int>(s));
+  EXPECT_EQ(ckpt->PruneOlder(4, 0), 0); // keep 0: keep all
+  EXPECT_EQ(ckpt->List().size(), 5u);
+  // Resumed from step 4 with --keep 3: steps 2, 3, 4 stay, and step 5 (newer
+  // than the one resumed from) is not this run's to delete.
+  EXPECT_EQ(ckpt->PruneOlder(4, 3), 1);
+  EXPECT_EQ(ckpt->List(), (std::vector<std::string>{StepPath(dir, 2), StepPath(dir, 3),
+                                                    StepPath(dir, 4), StepPath(dir, 5)}));
+  EXPECT_EQ(ckpt->PruneOlder(5, 3), 1);
+  EXPECT_EQ(ckpt->List(), (std::vector<std::string>{StepPath(dir, 3), StepPath(dir, 4),
+                                                    StepPath(dir, 5)}));
+  EXPECT_EQ(ckpt->PruneOlder(5, 3), 0); // nothing left beyond --keep
+}
+
 TEST(CheckpointTest, RewritingAStepReplacesIt) {
   TempDir tmp;
   TinyStep step;

@@ -335,18 +335,24 @@ CheckpointDir::Write(const tcc_step_descriptor &d, const TrainState &state,
                         absl::StrCat(what, ": ", synced.message()));
 
   // Only now that step N is complete: drop older checkpoints beyond the
-  // newest `keep` (counting N). Newer ones, from a run that went further,
-  // are not this run's to delete. A failed removal leaves a complete one.
-  if (keep > 0) {
-    std::vector<std::pair<int64_t, std::string>> older;
-    for (auto &entry : ListSteps(dir_))
-      if (entry.first < state.step)
-        older.push_back(std::move(entry));
-    int64_t excess = static_cast<int64_t>(older.size()) - (keep - 1);
-    for (int64_t i = 0; i < excess; ++i)
-      RemoveCheckpoint(dir_, older[i].second);
-  }
+  // newest `keep` (counting N).
+  PruneOlder(state.step, keep);
   return final_path;
+}
+
+int64_t CheckpointDir::PruneOlder(int64_t step, int64_t keep) {
+  if (keep <= 0)
+    return 0;
+  // Newer ones, from a run that went further, are not this run's to
+  // delete. A failed removal leaves a complete one.
+  std::vector<std::pair<int64_t, std::string>> older;
+  for (auto &entry : ListSteps(dir_))
+    if (entry.first < step)
+      older.push_back(std::move(entry));
+  const int64_t excess = static_cast<int64_t>(older.size()) - (keep - 1);
+  for (int64_t i = 0; i < excess; ++i)
+    RemoveCheckpoint(dir_, older[i].second);
+  return std::max<int64_t>(excess, 0);
 }
 
 absl::StatusOr<LoadedCheckpoint>

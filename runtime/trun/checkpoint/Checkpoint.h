@@ -72,6 +72,13 @@ public:
         const std::vector<const void *> &params,
         const std::vector<const void *> &optimizer_state, int64_t keep);
 
+  // Write's retention alone: deletes the checkpoints of steps before `step`
+  // beyond the newest `keep` counting step's own (keep <= 0: none), and
+  // returns how many it deleted. A resumed run calls it for the checkpoint
+  // it resumed from: a run killed between writing a checkpoint and
+  // deleting the old ones leaves one too many.
+  int64_t PruneOlder(int64_t step, int64_t keep);
+
   // Loads the newest usable checkpoint into params / optimizer_state.
   // A checkpoint that cannot be read (truncated or corrupt file, bad JSON,
   // CRC mismatch) is skipped with a line in `warnings` ("D/step_N is

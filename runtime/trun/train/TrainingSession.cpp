@@ -115,6 +115,13 @@ TrainingSession::Open(const Options &options,
                              "cursor %d batches\n",
                              loaded->path, state.step, state.total_steps,
                              state.seed, state.data_cursor);
+      // --keep's retention, which a run killed after writing its last
+      // checkpoint and before deleting the old ones did not finish.
+      if (session->writes_)
+        if (const int64_t removed = dir.PruneOlder(state.step, options.keep))
+          out << absl::StrFormat("resume: removed %d older checkpoint%s beyond --keep %d "
+                                 "(an interrupted run's)\n",
+                                 removed, removed == 1 ? "" : "s", options.keep);
       if (options.init_from)
         out << "note: --init-from is ignored: the weights come from the "
                "checkpoint\n";
