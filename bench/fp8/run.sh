@@ -16,6 +16,9 @@
 #                                             STEPS (default 1000) steps from
 #                                             the same weights (--seed 0) and
 #                                             batches, losses every step
+# MODELS="llama1b" (speed, rounds) limits the runs to those models (default:
+# gpt2 llama1b, each where DIR has its steps): on a fresh machine each trun
+# takes ~30 s to start, so a call of a few minutes fits only so many.
 # Results in DIR/out; the table (bench/fp8/table.py) is printed last (rounds:
 # after each round, also into DIR/out/rounds-table.md).
 set -uo pipefail
@@ -40,7 +43,7 @@ train() { # NAME STEP STEPS [flags...]: one trun under timeout, metrics + log in
 case "$part" in
   speed)
     steps="${3:-30}"
-    for m in gpt2 llama1b; do
+    for m in ${MODELS:-gpt2 llama1b}; do
       # prepare.sh's VARIANT steps (<precision>-NAME) right after their base.
       variants=$(cd "$dir/steps" && ls "${m}"_*-*.so 2>/dev/null | sed "s/^${m}_//; s/\.so\$//")
       for p in bf16 $(grep '^bf16-' <<<"$variants") fp8 $(grep '^fp8-' <<<"$variants") fp8current; do
@@ -56,7 +59,7 @@ case "$part" in
     # the GPU's clocks (a whole-step figure moved 2-3% between calls).
     rounds="${3:-2}" steps="${4:-30}"
     for r in $(seq "$rounds"); do
-      for m in gpt2 llama1b; do
+      for m in ${MODELS:-gpt2 llama1b}; do
         variants=$(cd "$dir/steps" && ls "${m}"_*-*.so 2>/dev/null | sed "s/^${m}_//; s/\.so\$//")
         for p in bf16 $(grep '^bf16-' <<<"$variants") fp8 $(grep '^fp8-' <<<"$variants"); do
           [ -f "$dir/steps/${m}_$p.so" ] || continue
