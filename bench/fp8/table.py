@@ -18,6 +18,10 @@
         difference over those steps and the final one, against issue 37's
         bounds (0.5% at every 50th step, 0.25% at the end); then the same
         for the means over the 50 steps ending at each mark.
+    table.py loss --out OUT --floor FILE
+        the same with a second bf16 run (FILE: its metrics, e.g. the step
+        compiled without --deterministic) beside fp8: bf16 against itself,
+        the benchmark's own spread, on the same bounds.
 """
 import argparse
 import collections
@@ -98,47 +102,76 @@ def speed(out, warmup):
                 print(f"  {kind:<40} {ms:8.2f}  {100 * ms / total:5.1f}%")
 
 
-def loss(out, every):
-    runs = {}
-    for p in ("bf16", "fp8"):
-        runs[p] = {r["step"]: r["loss"] for r in read(f"{out}/loss_llama1b_{p}.jsonl")
-                   if r.get("kind") == "step"}
-    if not runs["bf16"] or not runs["fp8"]:
-        raise SystemExit("loss: a run has no steps (see loss_llama1b_*.log)")
-    last = min(max(runs["bf16"]), max(runs["fp8"]))
-    steps = [s for s in range(every, last + 1, every)] + ([last] if last % every else [])
-    print("| step | bf16 loss | fp8 loss | (fp8 - bf16) / bf16 |")
-    print("|---|---|---|---|")
-    worst = 0.0
-    for s in steps:
-        a, b = runs["bf16"].get(s), runs["fp8"].get(s)
-        if a is None or b is None:
-            print(f"| {s} | {a} | {b} | missing |")
-            continue
-        rel = (b - a) / a
-        worst = max(worst, abs(rel))
-        print(f"| {s} | {a:.4f} | {b:.4f} | {100 * rel:+.3f}% |")
-    final = (runs["fp8"][last] - runs["bf16"][last]) / runs["bf16"][last]
-    print(f"\nlargest |difference| at every {every}th step: {100 * worst:.3f}% "
-          f"({'within' if worst <= 0.005 else 'OUTSIDE'} 0.5%); at step {last}: "
-          f"{100 * final:+.3f}% ({'within' if abs(final) <= 0.0025 else 'OUTSIDE'} 0.25%)")
+def loss_runs(out, floor):
+    """step -> loss of the bf16 and fp8 runs in OUT, and of FLOOR (a second
+    bf16 run's metrics file) when given."""
+    paths = {p: f"{out}/loss_llama1b_{p}.jsonl" for p in ("bf16", "fp8")}
+    if floor:
+        paths["floor"] = floor
+    runs = {p: {r["step"]: r["loss"] for r in read(path) if r.get("kind") == "step"}
+            for p, path in paths.items()}
+    for p, steps in runs.items():
+        if not steps:
+            raise SystemExit(f"loss: no steps in {paths[p]} (see its .log)")
+    return runs
+
+
+def verdict(worst, final, at):
+    return (f"largest |difference| {100 * worst:.3f}% "
+            f"({'within' if worst <= 0.005 else 'OUTSIDE'} 0.5%); {at}: "
+            f"{100 * final:+.3f}% ({'within' if abs(final) <= 0.0025 else 'OUTSIDE'} 0.25%)")
+
+
+def loss(out, every, floor=None):
+    runs = loss_runs(out, floor)
+    others = ["fp8"] + (["floor"] if floor else [])
+    last = min(max(r) for r in runs.values())
+    # Each other run against bf16: (other - bf16) / bf16. The floor column
+    # is bf16 against itself (another run of the same precision, e.g. with
+    # atomics): how far this benchmark's curves move without any change of
+    # precision, the scale the fp8 column is to be read on.
+    head = " | ".join(f"{o} loss" for o in others)
+    rels = " | ".join(f"({o} - bf16) / bf16" for o in others)
+    marks = [s for s in range(every, last + 1, every)] + ([last] if last % every else [])
+
+    def table(title, points, value):
+        print(f"| {title} | bf16 loss | {head} | {rels} |")
+        print("|---|---|" + "---|" * (2 * len(others)))
+        worst = {o: 0.0 for o in others}
+        final = {}
+        for label, key in points:
+            a = value("bf16", key)
+            vals = {o: value(o, key) for o in others}
+            if a is None or any(v is None for v in vals.values()):
+                print(f"| {label} | missing |")
+                continue
+            rel = {o: (v - a) / a for o, v in vals.items()}
+            for o in others:
+                worst[o], final[o] = max(worst[o], abs(rel[o])), rel[o]
+            print(f"| {label} | {a:.4f} | " + " | ".join(f"{vals[o]:.4f}" for o in others) +
+                  " | " + " | ".join(f"{100 * rel[o]:+.3f}%" for o in others) + " |")
+        return worst, final
+
+    worst, final = table("step", [(s, s) for s in marks],
+                         lambda p, s: runs[p].get(s))
+    print()
+    for o in others:
+        name = "fp8" if o == "fp8" else "the floor (bf16 again)"
+        print(f"{name} at every {every}th step: " + verdict(worst[o], final[o], f"at step {last}"))
     # One batch's loss swings with the batch; the mean over the `every`
     # steps ending at each mark compares the curves.
-    print(f"\n| steps | bf16 mean loss | fp8 mean loss | (fp8 - bf16) / bf16 |")
-    print("|---|---|---|---|")
-    worst_mean, last_mean = 0.0, 0.0
-    for s in range(every, last + 1, every):
+    def mean(p, s):
         window = range(s - every + 1, s + 1)
-        if any(i not in runs["bf16"] or i not in runs["fp8"] for i in window):
-            continue
-        a = sum(runs["bf16"][i] for i in window) / every
-        b = sum(runs["fp8"][i] for i in window) / every
-        rel = (b - a) / a
-        worst_mean, last_mean = max(worst_mean, abs(rel)), rel
-        print(f"| {s - every + 1}-{s} | {a:.4f} | {b:.4f} | {100 * rel:+.3f}% |")
-    print(f"\nmeans over {every} steps: largest |difference| {100 * worst_mean:.3f}% "
-          f"({'within' if worst_mean <= 0.005 else 'OUTSIDE'} 0.5%), the last "
-          f"{100 * last_mean:+.3f}% ({'within' if abs(last_mean) <= 0.0025 else 'OUTSIDE'} 0.25%)")
+        if any(i not in runs[p] for i in window):
+            return None
+        return sum(runs[p][i] for i in window) / every
+    print()
+    worst, final = table("steps", [(f"{s - every + 1}-{s}", s) for s in range(every, last + 1, every)],
+                         mean)
+    print()
+    for o in others:
+        name = "fp8" if o == "fp8" else "the floor (bf16 again)"
+        print(f"{name}, means over {every} steps: " + verdict(worst[o], final[o], "the last"))
 
 
 def rounds(out, warmup):
@@ -178,13 +211,15 @@ def main():
     p.add_argument("--out", required=True)
     p.add_argument("--warmup", type=int, default=5)
     p.add_argument("--every", type=int, default=50)
+    p.add_argument("--floor", help="loss: a second bf16 run's metrics file (e.g. the same "
+                   "step with atomics), compared with bf16 beside fp8")
     a = p.parse_args()
     if a.part == "speed":
         speed(a.out, a.warmup)
     elif a.part == "rounds":
         rounds(a.out, a.warmup)
     else:
-        loss(a.out, a.every)
+        loss(a.out, a.every, a.floor)
 
 
 if __name__ == "__main__":
