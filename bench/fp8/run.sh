@@ -12,7 +12,8 @@
 #                                             the same steps alternating for
 #                                             ROUNDS rounds (default 2), no
 #                                             profiles: A/B of a VARIANT
-#   bash bench/fp8/run.sh DIR loss [STEPS]    the 1B decoder, bf16 then fp8,
+#   bash bench/fp8/run.sh DIR loss [STEPS [TRUN FLAGS...]]
+#                                             the 1B decoder, bf16 then fp8,
 #                                             STEPS (default 1000) steps from
 #                                             the same weights (--seed 0) and
 #                                             batches, losses every step; with
@@ -20,7 +21,10 @@
 #                                             --deterministic" those steps,
 #                                             then the floor: the plain bf16
 #                                             step (atomics) against the
-#                                             deterministic one
+#                                             deterministic one. TRUN FLAGS
+#                                             go to every run (e.g. --lr 1e-4
+#                                             --val DIR/data/text_val.bin
+#                                             --eval-every 50)
 # MODELS="llama1b" (speed, rounds) limits the runs to those models (default:
 # gpt2 llama1b, each where DIR has its steps): on a fresh machine each trun
 # takes ~30 s to start, so a call of a few minutes fits only so many.
@@ -77,19 +81,19 @@ case "$part" in
       echo "after round $r:"; cat "$out/rounds-table.md"
     done ;;
   loss)
-    steps="${3:-1000}"
+    steps="${3:-1000}"; shift $(( $# < 3 ? $# : 3 )) # the rest: trun flags for every run
     if [ -f "$dir/steps/llama1b_bf16-det.so" ] && [ -f "$dir/steps/llama1b_fp8-det.so" ]; then
       # --deterministic steps (prepare.sh VARIANT="det:--deterministic"):
       # each run bit-reproducible, so bf16 against fp8 is the precision's
       # difference alone; then the floor, the bf16 step with atomics: how
       # far the curve moves with no change of precision at all.
-      TRUN_TIMEOUT=290 train loss_llama1b_bf16 llama1b_bf16-det.so "$steps"
-      TRUN_TIMEOUT=290 train loss_llama1b_fp8 llama1b_fp8-det.so "$steps"
-      TRUN_TIMEOUT=290 train loss_llama1b_bf16-again llama1b_bf16.so "$steps"
+      TRUN_TIMEOUT=290 train loss_llama1b_bf16 llama1b_bf16-det.so "$steps" "$@"
+      TRUN_TIMEOUT=290 train loss_llama1b_fp8 llama1b_fp8-det.so "$steps" "$@"
+      TRUN_TIMEOUT=290 train loss_llama1b_bf16-again llama1b_bf16.so "$steps" "$@"
       python3 "$here/table.py" loss --out "$out" --floor "$out/loss_llama1b_bf16-again.jsonl"
     else
       for p in bf16 fp8; do
-        TRUN_TIMEOUT=290 train "loss_llama1b_$p" "llama1b_$p.so" "$steps"
+        TRUN_TIMEOUT=290 train "loss_llama1b_$p" "llama1b_$p.so" "$steps" "$@"
       done
       python3 "$here/table.py" loss --out "$out"
     fi ;;

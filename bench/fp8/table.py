@@ -17,7 +17,8 @@
         last: both losses and (fp8 - bf16) / bf16; the largest relative
         difference over those steps and the final one, against issue 37's
         bounds (0.5% at every 50th step, 0.25% at the end); then the same
-        for the means over the 50 steps ending at each mark.
+        for the means over the 50 steps ending at each mark; and, where the
+        runs have trun --eval-every records, the validation losses.
     table.py loss --out OUT --floor FILE
         the same with a second bf16 run (FILE: its metrics, e.g. the step
         compiled without --deterministic) beside fp8: bf16 against itself,
@@ -108,12 +109,18 @@ def loss_runs(out, floor):
     paths = {p: f"{out}/loss_llama1b_{p}.jsonl" for p in ("bf16", "fp8")}
     if floor:
         paths["floor"] = floor
-    runs = {p: {r["step"]: r["loss"] for r in read(path) if r.get("kind") == "step"}
-            for p, path in paths.items()}
+    records = {p: read(path) for p, path in paths.items()}
+    runs = {p: {r["step"]: r["loss"] for r in recs if r.get("kind") == "step"}
+            for p, recs in records.items()}
     for p, steps in runs.items():
         if not steps:
             raise SystemExit(f"loss: no steps in {paths[p]} (see its .log)")
-    return runs
+    # trun --eval-every: the validation loss (the same held-out batches
+    # each time) after those steps.
+    evals = {p: {r["step"]: r["val_loss"] for r in recs
+                 if r.get("kind") == "eval" and "val_loss" in r}
+             for p, recs in records.items()}
+    return runs, evals
 
 
 def verdict(worst, final, at):
@@ -123,7 +130,7 @@ def verdict(worst, final, at):
 
 
 def loss(out, every, floor=None):
-    runs = loss_runs(out, floor)
+    runs, evals = loss_runs(out, floor)
     others = ["fp8"] + (["floor"] if floor else [])
     last = min(max(r) for r in runs.values())
     # Each other run against bf16: (other - bf16) / bf16. The floor column
@@ -172,6 +179,15 @@ def loss(out, every, floor=None):
     for o in others:
         name = "fp8" if o == "fp8" else "the floor (bf16 again)"
         print(f"{name}, means over {every} steps: " + verdict(worst[o], final[o], "the last"))
+    marks = sorted(set.intersection(*(set(e) for e in evals.values())))
+    if marks:
+        print()
+        worst, final = table("eval after step", [(s, s) for s in marks],
+                             lambda p, s: evals[p].get(s))
+        print()
+        for o in others:
+            name = "fp8" if o == "fp8" else "the floor (bf16 again)"
+            print(f"{name}, validation loss: " + verdict(worst[o], final[o], f"after step {marks[-1]}"))
 
 
 def rounds(out, warmup):
