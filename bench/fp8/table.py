@@ -141,7 +141,9 @@ def loss(out, every, floor=None):
     rels = " | ".join(f"({o} - bf16) / bf16" for o in others)
     marks = [s for s in range(every, last + 1, every)] + ([last] if last % every else [])
 
-    def table(title, points, value):
+    def table(title, points, value, what, at):
+        """The rows (label, key) of value(run, key), then each other run's
+        verdict on the bounds: its largest |difference|, and its last."""
         print(f"| {title} | bf16 loss | {head} | {rels} |")
         print("|---|---|" + "---|" * (2 * len(others)))
         worst = {o: 0.0 for o in others}
@@ -157,14 +159,13 @@ def loss(out, every, floor=None):
                 worst[o], final[o] = max(worst[o], abs(rel[o])), rel[o]
             print(f"| {label} | {a:.4f} | " + " | ".join(f"{vals[o]:.4f}" for o in others) +
                   " | " + " | ".join(f"{100 * rel[o]:+.3f}%" for o in others) + " |")
-        return worst, final
+        print()
+        for o in others:
+            name = "fp8" if o == "fp8" else "the floor (bf16 again)"
+            print(f"{name}{what}: " + verdict(worst[o], final.get(o, 0.0), at))
 
-    worst, final = table("step", [(s, s) for s in marks],
-                         lambda p, s: runs[p].get(s))
-    print()
-    for o in others:
-        name = "fp8" if o == "fp8" else "the floor (bf16 again)"
-        print(f"{name} at every {every}th step: " + verdict(worst[o], final[o], f"at step {last}"))
+    table("step", [(s, s) for s in marks], lambda p, s: runs[p].get(s),
+          f" at every {every}th step", f"at step {last}")
     # One batch's loss swings with the batch; the mean over the `every`
     # steps ending at each mark compares the curves.
     def mean(p, s):
@@ -173,21 +174,13 @@ def loss(out, every, floor=None):
             return None
         return sum(runs[p][i] for i in window) / every
     print()
-    worst, final = table("steps", [(f"{s - every + 1}-{s}", s) for s in range(every, last + 1, every)],
-                         mean)
-    print()
-    for o in others:
-        name = "fp8" if o == "fp8" else "the floor (bf16 again)"
-        print(f"{name}, means over {every} steps: " + verdict(worst[o], final[o], "the last"))
+    table("steps", [(f"{s - every + 1}-{s}", s) for s in range(every, last + 1, every)], mean,
+          f", means over {every} steps", "the last")
     marks = sorted(set.intersection(*(set(e) for e in evals.values())))
     if marks:
         print()
-        worst, final = table("eval after step", [(s, s) for s in marks],
-                             lambda p, s: evals[p].get(s))
-        print()
-        for o in others:
-            name = "fp8" if o == "fp8" else "the floor (bf16 again)"
-            print(f"{name}, validation loss: " + verdict(worst[o], final[o], f"after step {marks[-1]}"))
+        table("eval after step", [(s, s) for s in marks], lambda p, s: evals[p].get(s),
+              ", validation loss", f"after step {marks[-1]}")
 
 
 def rounds(out, warmup):
