@@ -76,7 +76,7 @@ inline int32_t fp8_amax_launch(int64_t n, const Src &in, bool vec, Fp8TensorScal
 // step state): once the record holds a scale, the amax launch only zeroes
 // the statistics and the cast scales by the record's scale (one read of
 // in), records it in *q, and its last block updates the record's history
-// and next scale (fp8_finish_delayed). A record without a scale (the
+// and next scale (fp8_finish_delayed, fp8_scaling.cuh). A record without a scale (the
 // site's first cast) is scaled as above, with the amax launch kept to
 // kFp8DelayedAmaxBlocks blocks.
 //
