@@ -162,7 +162,8 @@ def loss(out, every, floor=None):
         print()
         for o in others:
             name = "fp8" if o == "fp8" else "the floor (bf16 again)"
-            print(f"{name}{what}: " + verdict(worst[o], final.get(o, 0.0), at))
+            print(f"{name}{what}: " + (verdict(worst[o], final[o], at) if o in final
+                                       else "no step has both runs"))
 
     table("step", [(s, s) for s in marks], lambda p, s: runs[p].get(s),
           f" at every {every}th step", f"at step {last}")

@@ -29,6 +29,8 @@ def check(what, ok):
 def write(path, losses, evals=None):
     with open(path, "w") as f:
         for step, loss in enumerate(losses, start=1):
+            if loss is None:  # a step this run does not have
+                continue
             f.write(json.dumps({"kind": "step", "step": step, "loss": loss, "step_ms": 1.0}) + "\n")
             if evals and step in evals:
                 f.write(json.dumps({"kind": "eval", "step": step, "val_loss": evals[step]}) + "\n")
@@ -77,6 +79,15 @@ for r in rows:
     check(f"floor at {r[0]}: {r[2]} is {frel:+.3f}%", abs(float(r[2]) - frel) < 0.0015)
 check("the floor's verdict", "the floor (bf16 again) at every 50th step: largest |difference| "
                              f"{abs(frel):.3f}% (OUTSIDE 0.5%)" in with_floor)
+
+# Runs with no step in common are not judged "within".
+gap = os.path.join(work, "gap")
+os.makedirs(gap, exist_ok=True)
+write(f"{gap}/loss_llama1b_bf16.jsonl", base[:59])
+write(f"{gap}/loss_llama1b_fp8.jsonl", [None] * 59 + base[59:])
+p = subprocess.run([sys.executable, table, "loss", "--out", gap], capture_output=True, text=True)
+check("disjoint runs: no verdict", p.returncode == 0 and "within" not in p.stdout and
+      "no step has both runs" in p.stdout)
 
 # A run without steps is an error, not an empty table.
 open(f"{work}/empty.jsonl", "w").close()
