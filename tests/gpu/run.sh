@@ -2,7 +2,8 @@
 # On the device machine (an NVIDIA GPU), after tests/gpu/prepare.sh here:
 #   1. the CUDA kernel-family tests (every prelude kernel vs float64, the
 #      flash attention kernels too, cuDNN attention, tcc's Hopper attention
-#      forward, GEMM epilogues),
+#      forward and backward, the norm and FP8 casts, FP8 products, GEMM
+#      epilogues),
 #   2. the MLP and the character GPT (also with head size 64, so that its
 #      attention runs the flash kernels) trained 100 steps on the CPU and on the
 #      GPU from the same initial weights and batches: per-step losses must
@@ -58,6 +59,8 @@ device_test attention_sm90_backward_test "tcc's Hopper attention backward" "77 =
 "$dir/bin/attention_sm90_backward_test" --bench 2>&1 | tail -14 | tee -a "$out/attention_sm90_backward.txt"
 device_test norm_kernels_test "fused norm kernels"
 device_test norm_fp8_test "norms cast to FP8 in one pass" "77 = no GPU"
+device_test fp8_gemm_test "FP8 casts, delayed scaling and cuBLASLt FP8 products" \
+  "77 = no GPU or one before sm_89"
 device_test batch_norm_kernels_test "batch norm reductions"
 device_test gemm_epilogue_test "cuBLASLt GEMM epilogues"
 device_test gemm_search_test "cuBLASLt searched algorithms and candidates"
