@@ -24,7 +24,6 @@ set(TCC_CODEGEN_SOURCES
   codegen/cuda/ReducePlan.cpp
   codegen/cuda/ReductionKernels.cpp
   codegen/cuda/GemmKernels.cpp
-  codegen/cuda/Fp8Gemm.cpp
   codegen/cuda/Fp8GemmKernels.cpp
   codegen/cuda/Fp8CastProducers.cpp
   codegen/cuda/CopyKernels.cpp

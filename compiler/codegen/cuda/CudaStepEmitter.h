@@ -10,8 +10,6 @@
 //   ReductionKernels.cpp    kern.reduce (prelude families, generated rest)
 //   GemmKernels.cpp         kern.gemm through cuBLASLt
 //   Fp8GemmKernels.cpp      kern.gemm as an FP8 product (--precision fp8)
-//   Fp8Gemm.cpp             which products are FP8, their slots and kept casts
-//                           (Fp8Gemm.h's analysis)
 //   Fp8CastProducers.cpp    elementwise results computed by their FP8 casts
 //   CopyKernels.cpp         transpose / slice / concat, fill, constants
 //   PreludeKernels.cpp      wrappers of the prelude's fixed families
@@ -133,7 +131,7 @@ public:
                                        MemRefType t) override;
 
 private:
-  friend struct Fp8KeptPlan; // footprints and write checks (Fp8Gemm.cpp)
+  friend struct Fp8KeptPlan; // footprints and write checks (Fp8GemmKernels.cpp)
   std::string fresh(Value v) { return names_.fresh(v); }
   std::string name(Value v) { return names_(v); }
 
