@@ -37,19 +37,21 @@ if [ ! -x "$build/bin/cutlass_gemm_test" ]; then
   ninja -C "$build" tcc_cuda_cutlass_gemm_test
 fi
 rm -rf "$dir" && mkdir -p "$dir"/{bin,lib,steps,data,models}
-for t in attention_kernels_test:tcc_cuda_attention_test norm_kernels_test:tcc_cuda_norm_test \
-         norm_fp8_test:tcc_cuda_norm_fp8_test fp8_gemm_test:tcc_cuda_fp8_test \
-         batch_norm_kernels_test:tcc_cuda_batch_norm_test \
-         gemm_epilogue_test:tcc_cuda_gemm_epilogue_test gemm_search_test:tcc_cuda_gemm_search_test \
-         cudnn_attention_test:tcc_cuda_cudnn_attention_test \
-         attention_sm90_test:tcc_cuda_attention_sm90_test \
-         attention_sm90_backward_test:tcc_cuda_attention_sm90_backward_test; do
+# The kernel tests (binary:ninja target), each checked, then copied.
+kernel_tests="attention_kernels_test:tcc_cuda_attention_test norm_kernels_test:tcc_cuda_norm_test
+  norm_fp8_test:tcc_cuda_norm_fp8_test fp8_gemm_test:tcc_cuda_fp8_test
+  batch_norm_kernels_test:tcc_cuda_batch_norm_test
+  gemm_epilogue_test:tcc_cuda_gemm_epilogue_test gemm_search_test:tcc_cuda_gemm_search_test
+  cudnn_attention_test:tcc_cuda_cudnn_attention_test
+  attention_sm90_test:tcc_cuda_attention_sm90_test
+  attention_sm90_backward_test:tcc_cuda_attention_sm90_backward_test"
+for t in $kernel_tests; do
   [ -x "$build/bin/${t%%:*}" ] || { echo "prepare.sh: $build/bin/${t%%:*} missing (needs nvcc): ninja -C $build ${t##*:}" >&2; exit 1; }
 done
-cp "$build/bin/trun" "$build/bin/kernel_families_test" "$build/bin/attention_kernels_test" \
-  "$build/bin/norm_kernels_test" "$build/bin/norm_fp8_test" "$build/bin/fp8_gemm_test" "$build/bin/batch_norm_kernels_test" "$build/bin/gemm_epilogue_test" "$build/bin/gemm_search_test" \
-  "$build/bin/cudnn_attention_test" "$build/bin/attention_sm90_test" \
-  "$build/bin/attention_sm90_backward_test" "$build/bin/cutlass_gemm_test" "$dir/bin/"
+cp "$build/bin/trun" "$build/bin/kernel_families_test" "$build/bin/cutlass_gemm_test" "$dir/bin/"
+for t in $kernel_tests; do
+  cp "$build/bin/${t%%:*}" "$dir/bin/"
+done
 
 # trun's libraries from Debian: the device machine runs another distribution.
 source "$root/tests/gpu/trun_libs.sh"
