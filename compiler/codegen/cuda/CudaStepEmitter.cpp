@@ -358,7 +358,7 @@ void CudaStepEmitter::waitIfTouchingReduced(Operation *op, llvm::raw_ostream &os
 }
 
 // An op that an FP8 cast computes (`refused` empty: fp8CastComputes,
-// fp8NormCastComputes) is not launched; otherwise `emit` launches it, its
+// fp8NormCastComputes, fp8NormGradCastComputes) is not launched; otherwise `emit` launches it, its
 // launch saying why the cast does not compute it where one could have.
 LogicalResult
 CudaStepEmitter::emitUnlessCastComputes(const std::optional<std::string> &refused,
@@ -430,7 +430,11 @@ LogicalResult CudaStepEmitter::emitOp(Operation *op, llvm::raw_ostream &os, doub
             options_.fp8CastFusion ? fp8NormCastComputes(n) : std::nullopt, os,
             [&] { return emitLayerNorm(n, os, flops); });
       })
-      .Case([&](kern::LayerNormGradOp g) { return emitLayerNormGrad(g, os, flops); })
+      .Case([&](kern::LayerNormGradOp g) {
+        return emitUnlessCastComputes(
+            options_.fp8CastFusion ? fp8NormGradCastComputes(g) : std::nullopt, os,
+            [&] { return emitLayerNormGrad(g, os, flops); });
+      })
       .Case([&](kern::BatchNormStatsOp b) { return emitBatchNormStats(b, os, flops); })
       .Case([&](kern::BatchNormGradSumsOp b) { return emitBatchNormGradSums(b, os, flops); })
       .Case([&](kern::Conv2dOp c) { return emitConv2d(c, os, flops); })

@@ -337,8 +337,18 @@ private:
   };
   Fp8NormCastKernel fp8NormCastKernel(kern::LayerNormOp n, const OperandCast &c, bool plain,
                                       bool transposed, bool delayed);
+  // NormKernels.cpp: a kern.layer_norm_grad whose 16-bit copy of dx (the
+  // residual stream's gradient as the next products' operand) only FP8
+  // products read runs at its first reader's cast instead of where it is:
+  // one launch writes dx, the sums and the FP8 bytes (prelude
+  // launch_layer_norm_backward_fp8_quantize), so the copy is never written
+  // or read back. Same answers as fp8CastComputes.
+  std::optional<std::string> fp8NormGradCastComputes(kern::LayerNormGradOp g);
+  Fp8NormCastKernel fp8NormGradCastKernel(kern::LayerNormGradOp g, const OperandCast &c,
+                                          bool plain, bool transposed, bool delayed);
   // An op left to the cast of its first FP8 reader: a kern.elementwise
-  // (Fp8CastProducers.cpp) or a kern.layer_norm (NormKernels.cpp).
+  // (Fp8CastProducers.cpp), a kern.layer_norm or a kern.layer_norm_grad
+  // (NormKernels.cpp).
   struct Fp8Deferred {
     Footprint result;
     Operation *op;

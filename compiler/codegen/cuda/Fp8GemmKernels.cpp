@@ -523,21 +523,27 @@ LogicalResult CudaStepEmitter::emitGemmFp8(Operation *g, const Fp8Gemm &f,
       return p.empty() ? std::string("nullptr") : "reinterpret_cast<uint8_t *>(" + p + ")";
     };
     // The input: the buffer, or the op that fp8CastComputes /
-    // fp8NormCastComputes left to this cast, whose result is not written:
-    // an elementwise op's inputs instead (a cast source), or a norm's (one
-    // launch normalizes and casts, NormKernels.cpp).
+    // fp8NormCastComputes / fp8NormGradCastComputes left to this cast,
+    // whose result is not written: an elementwise op's inputs instead (a
+    // cast source), or a norm's (one launch normalizes and casts), or a
+    // norm backward's (one launch writes dx and casts; NormKernels.cpp).
     auto deferred = llvm::find_if(fp8Deferred_, [&](const Fp8Deferred &d) {
       auto e = dyn_cast<kern::ElementwiseOp>(d.op);
-      return (isa<kern::LayerNormOp>(d.op) || (e && e.getOutputs().size() == 1)) &&
+      return (isa<kern::LayerNormOp, kern::LayerNormGradOp>(d.op) ||
+              (e && e.getOutputs().size() == 1)) &&
              sameStart(d.result, footprint(c.value));
     });
     std::string kernel, call, computes;
     double inBytes = bufferBytes(mrt(c.value)), inFlops = 0;
-    if (deferred != fp8Deferred_.end() && isa<kern::LayerNormOp>(deferred->op)) {
-      Fp8NormCastKernel k = fp8NormCastKernel(llvm::cast<kern::LayerNormOp>(deferred->op), c,
-                                              plain, trans, record.has_value());
-      kernel = kernels_.add(llvm::formatv("fp8_quantize_{0}{1}_norm", c.e5m2 ? "e5m2" : "e4m3",
-                                          record ? "_delayed" : "")
+    if (deferred != fp8Deferred_.end() &&
+        isa<kern::LayerNormOp, kern::LayerNormGradOp>(deferred->op)) {
+      auto grad = dyn_cast<kern::LayerNormGradOp>(deferred->op);
+      Fp8NormCastKernel k =
+          grad ? fp8NormGradCastKernel(grad, c, plain, trans, record.has_value())
+               : fp8NormCastKernel(llvm::cast<kern::LayerNormOp>(deferred->op), c, plain, trans,
+                                   record.has_value());
+      kernel = kernels_.add(llvm::formatv("fp8_quantize_{0}{1}_norm{2}", c.e5m2 ? "e5m2" : "e4m3",
+                                          record ? "_delayed" : "", grad ? "_grad" : "")
                                 .str(),
                             k.text, k.params, "cudaError_t");
       call = llvm::formatv("if (cudaError_t e = {0}(s, {1}, {2}, {3}, {4}{5}); e != cudaSuccess) "

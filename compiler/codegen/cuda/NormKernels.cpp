@@ -10,11 +10,15 @@
 // kern::batchNormParts blocks per channel. A layer norm whose 16-bit output
 // only FP8 products read is left to its first reader's cast
 // (fp8NormCastComputes): launch_layer_norm_fp8_quantize normalizes and
-// casts in one pass (norm_fp8_kernels.cuh).
+// casts in one pass (norm_fp8_kernels.cuh). Likewise a norm backward whose
+// 16-bit copy of dx only FP8 products read (fp8NormGradCastComputes):
+// launch_layer_norm_backward_fp8_quantize writes dx and its FP8 bytes.
 #include "compiler/codegen/cuda/CudaStepEmitter.h"
 
 #include "dialects/kern/NormWorkspace.h"
 #include "llvm/Support/FormatVariadic.h"
+
+#include <algorithm>
 
 namespace tcc::codegen::cuda {
 
@@ -81,6 +85,22 @@ std::string familyType(Value v) {
   return familyElementType(mrt(v).getElementType(), CodeTarget::Cuda);
 }
 
+// The row length, the sums wanted and rms are known when the step is
+// generated: the backward is compiled for them (NormGradFixed; its branches
+// and guards fold away). An empty row (c 0) keeps the runtime kernel,
+// which writes zero sums.
+std::string normGradFixed(kern::LayerNormGradOp g) {
+  const Rows s = Rows::of(g.getInput());
+  auto flag = [](bool b) { return b ? "true" : "false"; };
+  return s.c <= 0 ? std::string("tcc_cuda::detail::NormGradRuntime")
+                  : llvm::formatv("tcc_cuda::NormGradFixed<{0}, {1}, {2}, {3}, {4}, {5}>", s.c,
+                                  flag(g.getWeightGrad() != nullptr),
+                                  flag(g.getBiasGrad() != nullptr),
+                                  flag(g.getInputGradSum() != nullptr), flag(g.getSumOfCast()),
+                                  flag(g.getRms()))
+                        .str();
+}
+
 } // namespace
 
 LogicalResult CudaStepEmitter::emitLayerNorm(kern::LayerNormOp n, llvm::raw_ostream &os,
@@ -125,17 +145,7 @@ LogicalResult CudaStepEmitter::emitLayerNormGrad(kern::LayerNormGradOp g, llvm::
   w.add(g.getWorkspace(), true, acc, names_);
   double work = 16.0 * s.rows * s.c;
   flops += work;
-  // The row length, the sums wanted and rms are known here: the kernel is
-  // compiled for them (NormGradFixed; its branches and guards fold away).
-  // An empty row (c 0) keeps the runtime kernel, which writes zero sums.
-  auto flag = [](bool b) { return b ? "true" : "false"; };
-  std::string fixed =
-      s.c <= 0 ? std::string("tcc_cuda::detail::NormGradRuntime")
-               : llvm::formatv("tcc_cuda::NormGradFixed<{0}, {1}, {2}, {3}, {4}, {5}>", s.c,
-                                    flag(g.getWeightGrad() != nullptr),
-                                    flag(g.getBiasGrad() != nullptr),
-                                    flag(g.getInputGradSum() != nullptr),
-                                    flag(g.getSumOfCast()), flag(g.getRms()));
+  std::string fixed = normGradFixed(g);
   std::string text = llvm::formatv(
       "extern \"C\" cudaError_t @NAME@(cudaStream_t s, {0}) {{\n"
       "  return tcc_cuda::launch_layer_norm_backward<{1}, {2}, {9}>({3}, {4}, {5}, {6}, {7:e17}, "
@@ -301,6 +311,118 @@ CudaStepEmitter::fp8NormCastKernel(kern::LayerNormOp n, const OperandCast &c, bo
           .str();
   k.args = w.hostArgs.substr(2); // without the leading ", "
   k.flops = 8.0 * s.rows * s.c;  // emitLayerNorm's
+  k.bytes = w.bytes();
+  return k;
+}
+
+std::optional<std::string> CudaStepEmitter::fp8NormGradCastComputes(kern::LayerNormGradOp g) {
+  // Looked for where the backward's 16-bit copy of dx (the residual
+  // gradient as a product's operand) is not a step argument and FP8
+  // products read it; said only then.
+  Value y = g.getInputGradCast();
+  if (!y || !fp8ProductsIn(g))
+    return std::nullopt;
+  const Footprint copy = footprint(y);
+  if (copy.argument)
+    return std::nullopt;
+  std::string why;
+  SmallVector<std::pair<Operation *, int>> readers = fp8ReadersOf(g, y, why);
+  if (readers.empty())
+    return std::nullopt;
+  if (!why.empty())
+    return why;
+  if (g->getParentOp() != f_.getOperation())
+    return std::string("not in the step's top-level block");
+  Type xt = mrt(g.getInput()).getElementType(), gt = mrt(g.getGrad()).getElementType(),
+       yt = mrt(y).getElementType();
+  auto floating = [](Type t) { return t.isF32() || t.isBF16() || t.isF16(); };
+  if (!yt.isBF16() && !yt.isF16())
+    return std::string("its copy of dx is not 16-bit");
+  if (!floating(xt) || !floating(gt) || mrt(g.getInputGrad()).getElementType() != xt)
+    return std::string("its rows, gradient or dx are not f32, bf16 or f16 (dx as the rows)");
+  const Rows s = Rows::of(g.getInput());
+  // The fused kernel is the vector backward (prelude
+  // launch_layer_norm_backward_fp8_quantize): V elements a chunk, whole
+  // words of FP8 bytes.
+  const int64_t v = std::min({vec16(xt), vec16(gt), vec16(yt)});
+  if (s.c % v != 0)
+    return llvm::formatv("its rows ({0}) are not a multiple of the vector kernel's {1}", s.c, v)
+        .str();
+  // Its shared memory: the warps' sums (prelude layer_norm_backward_warps:
+  // as many of 8 as fit 64 KiB) and a band of FP8 bytes, a row a warp.
+  const int64_t slices = (g.getWeightGrad() ? 1 : 0) + (g.getBiasGrad() ? 1 : 0) +
+                         (g.getInputGradSum() ? 1 : 0);
+  const int64_t warps =
+      slices == 0 ? 8 : std::clamp<int64_t>(64 * 1024 / std::max<int64_t>(1, slices * s.c * 4),
+                                            1, 8);
+  if (warps * slices * s.c * 4 + warps * (s.c + 4) > 227 * 1024)
+    return std::string("its rows are too long for the fused kernel's shared band beside its sums");
+  OperandCast first = operandOf(Fp8Gemm::of(readers.front().first), readers.front().second);
+  if (first.rows != s.rows || first.cols != s.c)
+    return std::string("its FP8 reader takes it in another shape");
+  if (std::optional<std::string> no = fp8OneCastFor(readers))
+    return no;
+  // It runs at its first reader's cast instead: nothing between may write
+  // what it reads or writes, or read what it writes.
+  SmallVector<Value> touched = {g.getGrad(), g.getInput(), g.getInputGrad()};
+  SmallVector<Value> written = {g.getInputGrad()};
+  for (Value in : {g.getWeight(), g.getAddend()})
+    if (in)
+      touched.push_back(in);
+  for (Value out : {g.getWeightGrad(), g.getBiasGrad(), g.getInputGradSum(), g.getWorkspace()})
+    if (out) {
+      touched.push_back(out);
+      written.push_back(out);
+    }
+  Operation *maker = readers.front().first;
+  if (std::optional<std::string> no = fp8InputWrittenBefore(g, touched, maker))
+    return no;
+  for (Operation *op = g->getNextNode(); op != maker; op = op->getNextNode())
+    for (Value out : written)
+      if (mayRead(op, footprint(out)))
+        return "an output is read (by " + op->getName().getStringRef().str() +
+               ") before its FP8 reader";
+  fp8Deferred_.push_back({copy, g.getOperation()});
+  return std::string();
+}
+
+CudaStepEmitter::Fp8NormCastKernel
+CudaStepEmitter::fp8NormGradCastKernel(kern::LayerNormGradOp g, const OperandCast &c, bool plain,
+                                       bool transposed, bool delayed) {
+  const Rows s = Rows::of(g.getInput());
+  Type et = mrt(g.getInput()).getElementType();
+  Type acc = Float32Type::get(g.getContext());
+  NormWrapper w;
+  w.add(g.getGrad(), false, et, names_);
+  w.add(g.getInput(), false, et, names_);
+  w.add(g.getWeight(), false, et, names_);
+  w.add(g.getAddend(), false, et, names_);
+  w.add(g.getInputGrad(), true, et, names_);
+  w.add(g.getWeightGrad(), true, et, names_);
+  w.add(g.getBiasGrad(), true, et, names_);
+  w.add(g.getInputGradSum(), true, et, names_);
+  w.addLiteral(g.getSumOfCast() ? "true" : "false");
+  w.add(g.getWorkspace(), true, acc, names_);
+  const char *f8 = c.e5m2 ? "tcc_cuda::e5m2" : "tcc_cuda::e4m3";
+  Fp8NormCastKernel k;
+  k.params = w.params + ", uint8_t *q8, uint8_t *q8t, void *qscale" +
+             (delayed ? ", float *qrecord" : "");
+  k.text =
+      llvm::formatv(
+          "extern \"C\" cudaError_t @NAME@(cudaStream_t s, {0}) {{\n"
+          "  return tcc_cuda::launch_layer_norm_backward_fp8_quantize<{1}, {2}, {3}, {4}, {5}>("
+          "{6}, {7}, {8}, {9}, {10:e17}, {11}, {12}, {13}, "
+          "static_cast<tcc_cuda::Fp8TensorScale *>(qscale), {14}, s);\n}\n",
+          k.params, familyType(g.getGrad()), familyType(g.getInput()),
+          familyType(g.getInputGradCast()), f8, normGradFixed(g), w.launcherArgs,
+          kern::normGradParts(s.rows), s.rows, s.c, g.getEps().convertToDouble(),
+          g.getRms() ? "true" : "false",
+          plain ? llvm::formatv("reinterpret_cast<{0} *>(q8)", f8).str() : "nullptr",
+          transposed ? llvm::formatv("reinterpret_cast<{0} *>(q8t)", f8).str() : "nullptr",
+          delayed ? "reinterpret_cast<tcc_cuda::Fp8ScalingRecord *>(qrecord)" : "nullptr")
+          .str();
+  k.args = w.hostArgs.substr(2); // without the leading ", "
+  k.flops = 16.0 * s.rows * s.c; // emitLayerNormGrad's
   k.bytes = w.bytes();
   return k;
 }

@@ -71,3 +71,94 @@ inline cudaError_t launch_layer_norm_fp8_quantize(const T *x, const T *weight, c
       static_cast<int32_t>(amax_blocks), q, record);
   return cudaSuccess;
 }
+
+// dx = the norm's input gradient as launch_layer_norm_backward computes it
+// (with dweight, dbias, dx_sum and the workspace as there), and dx's
+// values rounded to Y cast to F8 as launch_fp8_quantize_current / _delayed
+// (record non-null) cast a stored Y copy: out / out_t (either may be null),
+// the scale at *q and its statistics, byte for byte those of the unfused
+// pair (launch_layer_norm_backward with a Y dx_cast, then its cast),
+// without the Y copy (prelude norm_fp8_kernels.cuh). Two launches of the
+// backward kernel: the amax pass (it returns at once under delayed scaling
+// once the site has a scale), then the backward that casts; then the
+// parts' sums. Takes the vector kernel only (c a multiple of its V, which
+// must be a multiple of 4; x, grad, dx, weight, addend and out 16-byte
+// aligned) and rows whose band of FP8 bytes fits shared memory beside the
+// sums; returns cudaErrorInvalidValue for others, launching nothing.
+template <class G, class T, class Y, class F8, class Fixed = detail::NormGradRuntime, class U>
+inline cudaError_t launch_layer_norm_backward_fp8_quantize(
+    const G *grad, const T *x, const T *weight, const T *addend, T *dx, T *dweight, T *dbias,
+    U *dx_sum, bool sum_of_cast, acc_t<T> *workspace, int64_t parts, int64_t rows, int64_t c,
+    double eps, bool rms, F8 *out, F8 *out_t, Fp8TensorScale *q, Fp8ScalingRecord *record,
+    cudaStream_t stream) {
+  static_assert(detail::IsFloating<T>::value && detail::IsFloating<G>::value && sizeof(Y) == 2,
+                "layer_norm_backward_fp8: float rows, dx cast through a 16-bit Y");
+  constexpr int VTG = detail::Vec16<T>::n < detail::Vec16<G>::n ? detail::Vec16<T>::n
+                                                                  : detail::Vec16<G>::n;
+  constexpr int V = VTG < detail::Vec16<Y>::n ? VTG : detail::Vec16<Y>::n;
+  if constexpr (V % 4 != 0) {
+    return cudaErrorInvalidValue;
+  } else {
+    if constexpr (Fixed::kKnown) {
+      if (c != Fixed::kC || (dweight != nullptr) != Fixed::kWeightSum ||
+          (dbias != nullptr) != Fixed::kBiasSum || (dx_sum != nullptr) != Fixed::kDxSum ||
+          sum_of_cast != Fixed::kSumOfCast || rms != Fixed::kRms)
+        return cudaErrorInvalidValue;
+    }
+    const bool sums = dweight != nullptr || dbias != nullptr || dx_sum != nullptr;
+    if (sums && (workspace == nullptr || parts < 1))
+      return cudaErrorInvalidValue;
+    if (!sums)
+      workspace = nullptr;
+    const bool vector = c % V == 0 && detail::aligned16(x) && detail::aligned16(grad) &&
+                        detail::aligned16(dx) && (!weight || detail::aligned16(weight)) &&
+                        (!addend || detail::aligned16(addend)) &&
+                        reinterpret_cast<uintptr_t>(out) % 16 == 0;
+    const int slices =
+        (dweight != nullptr ? 1 : 0) + (dbias != nullptr ? 1 : 0) + (dx_sum != nullptr ? 1 : 0);
+    const int warps = layer_norm_backward_warps<T>(c, slices);
+    const size_t shared = static_cast<size_t>(warps) * slices * c * sizeof(acc_t<T>) +
+                          static_cast<size_t>(warps) * (c + 4);
+    if (!vector || shared > 227 * 1024)
+      return cudaErrorInvalidValue;
+    if (rows <= 0 || c <= 0) {
+      detail::fp8_empty_scale_kernel<<<1, 1, 0, stream>>>(q);
+      return launch_layer_norm_backward<G, T, Fixed>(grad, x, weight, addend, dx,
+                                                     static_cast<Y *>(nullptr), dweight, dbias,
+                                                     dx_sum, false, workspace, parts, rows, c,
+                                                     eps, rms, stream);
+    }
+    const acc_t<T> e = static_cast<acc_t<T>>(eps);
+    float *partials =
+        reinterpret_cast<float *>(reinterpret_cast<char *>(q) + sizeof(Fp8TensorScale));
+    const int64_t cap = record != nullptr ? kFp8DelayedAmaxBlocks : kFp8AmaxPartials;
+    const int64_t wanted = grid_for(rows, warps);
+    const int64_t amax_blocks = wanted < cap ? wanted : cap;
+    detail::layer_norm_backward_kernel<V, G, T, Y, true, Fixed, detail::NormGradFp8Amax>
+        <<<static_cast<unsigned>(amax_blocks), warps * 32, 0, stream>>>(
+            grad, x, weight, addend, dx, static_cast<Y *>(nullptr), nullptr, false, false, false,
+            sum_of_cast, rows, c, e, rms,
+            detail::NormGradFp8Amax{partials, &q->stats, record,
+                                    record != nullptr ? &q->unused[0] : nullptr, 0.0f});
+    auto kernel =
+        detail::layer_norm_backward_kernel<V, G, T, Y, true, Fixed, detail::NormGradFp8Cast<F8>>;
+    if (shared > 48 * 1024) {
+      cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                             static_cast<int>(shared));
+      if (err != cudaSuccess)
+        return err;
+    }
+    const int64_t grid = sums ? parts : wanted;
+    kernel<<<static_cast<unsigned>(grid), warps * 32, shared, stream>>>(
+        grad, x, weight, addend, dx, static_cast<Y *>(nullptr), workspace, dweight != nullptr,
+        dbias != nullptr, dx_sum != nullptr, sum_of_cast, rows, c, e, rms,
+        detail::NormGradFp8Cast<F8>{out, out_t, partials, static_cast<int32_t>(amax_blocks), q,
+                                    record, 0.0f, 0.0f, 0u, 0u, nullptr});
+    const int64_t slots = dx_sum != nullptr ? 3 : 2;
+    if (sums)
+      detail::layer_norm_sum_parts_kernel<T, U>
+          <<<static_cast<unsigned>(grid_for(slots * c, 32)), detail::kNormSumWarps * 32, 0,
+             stream>>>(workspace, parts, c, slots, dweight, dbias, dx_sum);
+    return cudaSuccess;
+  }
+}

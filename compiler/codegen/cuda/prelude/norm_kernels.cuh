@@ -380,6 +380,23 @@ struct NormGradRuntime {
                         kSumOfCast = false, kRms = false;
 };
 
+// The backward's FP8 part, called by every thread of the block: none here
+// (the plain backward). norm_fp8_kernels.cuh's NormGradFp8Cast writes
+// dx's 16-bit values as FP8 bytes instead of a dx_cast copy, and
+// NormGradFp8Amax is the amax pass before it (nothing written).
+// begin(band memory after the sums, c): false when the block has nothing
+// to do; chunk<V, Y>(d, r, j, c, warp): d (dx's stored values) at row r,
+// columns j..j+V-1; band(r0, rows, c, warps): after each band of rows
+// (kBands: the rows loop goes band by band); finish(elements): at the end.
+struct NormGradNoFp8 {
+  static constexpr bool kBands = false, kWritesDx = true, kCasts = false;
+  __device__ __forceinline__ bool begin(unsigned char *, int64_t) { return true; }
+  template <int V, class Y, class A>
+  __device__ __forceinline__ void chunk(const A (&)[V], int64_t, int64_t, int64_t, int) {}
+  __device__ __forceinline__ void band(int64_t, int64_t, int64_t, int) {}
+  __device__ __forceinline__ void finish(int64_t) {}
+};
+
 // Whether the backward keeps the addend row in registers too (loaded with
 // x and grad, so the row's last pass waits on no memory): only with the
 // grad row cached and when the three rows' cached chunks fit 80 registers a
@@ -417,14 +434,18 @@ __host__ __device__ constexpr bool norm_cache_addend() {
 // launcher checks the arguments agree), so the chunk guards, the branches
 // and the index math fold away: GPT-2's case ran 14.1 M instructions
 // instead of 20.6 M, 70 us instead of 77 us under ncu on an H100.
-template <int V, class G, class T, class Y, bool CacheGrad, class Fixed = NormGradRuntime>
+// Fp8: NormGradNoFp8, or the FP8 cast of dx's Y values (or its amax pass)
+// in the same pass (norm_fp8_kernels.cuh); the rows, sums and dx are the
+// same either way.
+template <int V, class G, class T, class Y, bool CacheGrad, class Fixed = NormGradRuntime,
+          class Fp8 = NormGradNoFp8>
 __global__ void __launch_bounds__(kNormWarps * 32, 2)
     layer_norm_backward_kernel(const G *__restrict__ grad, const T *__restrict__ x,
                                const T *__restrict__ weight, const T *__restrict__ addend,
                                T *__restrict__ dx, Y *__restrict__ dx_cast,
                                acc_t<T> *__restrict__ workspace, bool dw_sums, bool db_sums,
                                bool dx_sums, bool sum_of_cast, int64_t rows, int64_t c,
-                               acc_t<T> eps, bool rms) {
+                               acc_t<T> eps, bool rms, Fp8 fp8 = {}) {
   using A = acc_t<T>;
   if constexpr (Fixed::kKnown) {
     c = Fixed::kC;
@@ -447,11 +468,23 @@ __global__ void __launch_bounds__(kNormWarps * 32, 2)
   A *mine = sums + warp * sliced;
   A *mine_db = mine + (dw_sums ? c : 0);
   A *mine_dx = mine_db + (db_sums ? c : 0);
+  if (!fp8.begin(norm_shared + static_cast<size_t>(warps) * sliced * sizeof(A), c))
+    return;
   if (workspace)
     norm_shared_fill_zero(mine, sliced, lane);
   __syncwarp();
   const int64_t stride = static_cast<int64_t>(gridDim.x) * warps;
-  for (int64_t r = blockIdx.x * static_cast<int64_t>(warps) + warp; r < rows; r += stride) {
+  // Row by row; with Fp8::kBands band by band (rb: the band's first row,
+  // each warp one row of it, then the band's turn, a __syncthreads every
+  // thread reaches). The same loop either way, so the plain kernel's code
+  // is what it was before the FP8 part (its SASS is unchanged).
+  for (int64_t rb = blockIdx.x * static_cast<int64_t>(warps) + (Fp8::kBands ? 0 : warp);
+       rb < rows; rb += stride) {
+    const int64_t r = Fp8::kBands ? rb + warp : rb;
+    if (Fp8::kBands && r >= rows) {
+      fp8.band(rb, rows, c, warps);
+      continue;
+    }
     const T *xr = x + r * c;
     const G *gr = grad + r * c;
     const T *addr = addend ? addend + r * c : nullptr;
@@ -509,17 +542,19 @@ __global__ void __launch_bounds__(kNormWarps * 32, 2)
             for (int i = 0; i < V; ++i)
               d[i] += a[i];
           }
-          norm_store<V>(dxr + j, d);
-          if (dx_cast || dx_sums) {
+          if constexpr (Fp8::kWritesDx)
+            norm_store<V>(dxr + j, d);
+          if (dx_cast || dx_sums || Fp8::kCasts) {
             // From the value dx holds (T rounds first), as a separate cast
             // kernel (or reduction) reading dx would convert it.
 #pragma unroll
             for (int i = 0; i < V; ++i)
               d[i] = static_cast<A>(Elem<T>::load(Elem<T>::store(static_cast<acc_t<T>>(d[i]))));
           }
+          fp8.template chunk<V, Y>(d, r, j, c, warp);
           if (dx_cast)
             norm_store<V>(dx_cast + r * c + j, d);
-          if (dx_sums) {
+          if (Fp8::kWritesDx && dx_sums) {
             if (sum_of_cast) { // the values dx_cast holds
 #pragma unroll
               for (int i = 0; i < V; ++i)
@@ -529,9 +564,12 @@ __global__ void __launch_bounds__(kNormWarps * 32, 2)
             norm_shared_add(mine_dx + j, d);
           }
         });
+    fp8.band(rb, rows, c, warps);
   }
-  if (!workspace)
+  if (!workspace) {
+    fp8.finish(rows * c);
     return;
+  }
   __syncthreads();
   // The block's part (slots, c): dw, db, then dx when dx_sums; a sum not
   // wanted is written as zeros. Slot by slot (no index division), each
@@ -546,6 +584,7 @@ __global__ void __launch_bounds__(kNormWarps * 32, 2)
                          part + slot * c);
     slice += wanted ? 1 : 0;
   }
+  fp8.finish(rows * c);
 }
 
 // weight_grad / bias_grad (and the input gradient's column sum, with a

@@ -136,7 +136,7 @@ inline cudaError_t launch_layer_norm_backward(const G *grad, const T *x, const T
   }
   kernel<<<static_cast<unsigned>(grid), warps * 32, shared, stream>>>(
       grad, x, weight, addend, dx, dx_cast, workspace, dweight != nullptr, dbias != nullptr,
-      dx_sum != nullptr, sum_of_cast, rows, c, e, rms);
+      dx_sum != nullptr, sum_of_cast, rows, c, e, rms, detail::NormGradNoFp8{});
   const int64_t slots = dx_sum != nullptr ? 3 : 2;
   if (sums)
     detail::layer_norm_sum_parts_kernel<T, U>
