@@ -61,6 +61,7 @@ set(TCC_CUDA_PRELUDE_PIECES
   ${TCC_CODEGEN_DIR}/cuda/prelude/rope_kernels.cuh
   ${TCC_CODEGEN_DIR}/cuda/prelude/multi_tensor_kernels.cuh
   ${TCC_CODEGEN_DIR}/cuda/prelude/norm_kernels.cuh
+  ${TCC_CODEGEN_DIR}/cuda/prelude/norm_backward_kernels.cuh
   ${TCC_CODEGEN_DIR}/cuda/prelude/batch_norm_kernels.cuh
   ${TCC_CODEGEN_DIR}/cuda/prelude/fp8_scaling.cuh
   ${TCC_CODEGEN_DIR}/cuda/prelude/fp8_kernels.cuh

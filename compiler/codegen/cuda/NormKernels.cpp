@@ -1,6 +1,6 @@
 // kern.layer_norm / kern.layer_norm_grad: wrappers around the prelude's
-// launch_layer_norm / launch_layer_norm_backward (norm_kernels.cuh /
-// norm_launchers.cuh), one per shape and type combination. Absent weight,
+// launch_layer_norm / launch_layer_norm_backward (norm_kernels.cuh,
+// norm_backward_kernels.cuh / norm_launchers.cuh), one per shape and type combination. Absent weight,
 // bias or gradient buffers are null pointers in the wrapper's text, so each
 // combination is a kernel of its own in the list. The backward's launcher
 // returns a cudaError_t (a row too long for shared memory), which the host
