@@ -18,12 +18,14 @@ set(TCC_CODEGEN_SOURCES
   codegen/cpu/CpuReduce.cpp
   codegen/cpu/CpuConv.cpp
   codegen/cuda/CudaCodegen.cpp
+  codegen/cuda/BufferFootprint.cpp
   codegen/cuda/CudaStepEmitter.cpp
   codegen/cuda/KernelRegistry.cpp
   codegen/cuda/ElementwiseKernels.cpp
   codegen/cuda/ReducePlan.cpp
   codegen/cuda/ReductionKernels.cpp
   codegen/cuda/GemmKernels.cpp
+  codegen/cuda/Fp8Gemm.cpp
   codegen/cuda/Fp8GemmKernels.cpp
   codegen/cuda/Fp8CastProducers.cpp
   codegen/cuda/CopyKernels.cpp

@@ -207,16 +207,6 @@ void CudaStepEmitter::launchGridStride(llvm::raw_ostream &os, Operation *op,
          llvm::formatv("{0}x{1}", blocksFor(k.items), kThreads).str(), flops, bytes);
 }
 
-CudaStepEmitter::Footprint CudaStepEmitter::footprint(Value buffer) {
-  while (auto reshape = buffer.getDefiningOp<kern::ReshapeOp>())
-    buffer = reshape.getInput();
-  if (auto view = buffer.getDefiningOp<kern::WorkspaceViewOp>()) {
-    int64_t begin = static_cast<int64_t>(view.getOffset());
-    return {Value(), begin, begin + bufferBytes(cast<MemRefType>(view.getType()))};
-  }
-  return {buffer, 0, 0};
-}
-
 void CudaStepEmitter::declareCollectives(llvm::raw_ostream &os) {
   if (declaredCollectives_)
     return;

@@ -10,6 +10,9 @@
 //   ReductionKernels.cpp    kern.reduce (prelude families, generated rest)
 //   GemmKernels.cpp         kern.gemm through cuBLASLt
 //   Fp8GemmKernels.cpp      kern.gemm as an FP8 product (--precision fp8)
+//   Fp8Gemm.cpp             which products are FP8, their slots and kept casts
+//                           (Fp8Gemm.h's analysis)
+//   BufferFootprint.cpp     the bytes a buffer occupies; what an op may touch
 //   Fp8CastProducers.cpp    elementwise results computed by their FP8 casts
 //   CopyKernels.cpp         transpose / slice / concat, fill, constants
 //   PreludeKernels.cpp      wrappers of the prelude's fixed families
@@ -31,6 +34,7 @@
 #include "compiler/codegen/common/AttentionCall.h"
 #include "compiler/codegen/common/LoopLayout.h"
 #include "compiler/codegen/common/StepArguments.h"
+#include "compiler/codegen/cuda/BufferFootprint.h"
 #include "compiler/codegen/cuda/CudaCodegenOptions.h"
 #include "compiler/codegen/cuda/Fp8Gemm.h"
 #include "compiler/codegen/cuda/KernelRegistry.h"
@@ -131,7 +135,6 @@ public:
                                        MemRefType t) override;
 
 private:
-  friend struct Fp8KeptPlan; // footprints and write checks (Fp8GemmKernels.cpp)
   std::string fresh(Value v) { return names_.fresh(v); }
   std::string name(Value v) { return names_(v); }
 
@@ -155,19 +158,7 @@ private:
   // runtime's communication stream and overlaps the kernels after it; the
   // step stream waits for it (tcc_collectives.wait) only before the first
   // op whose buffers overlap a buffer still being reduced, or at the end.
-  struct Footprint {
-    Value argument;            // a step argument's buffer, or
-    int64_t begin = 0, end = 0; // bytes of the workspace
-  };
-  static Footprint footprint(Value buffer);
-  static bool overlaps(const Footprint &a, const Footprint &b);
-  // Fp8GemmKernels.cpp: overlapping from the same start (a cast's source
-  // read again), and whether `op` may write / read `source` (by its memory
-  // effects; an op without them may).
-  static bool sameStart(const Footprint &a, const Footprint &b);
-  static bool mayWrite(Operation *op, const Footprint &source);
-  static bool mayRead(Operation *op, const Footprint &source);
-  template <class Effect> static bool mayAccess(Operation *op, const Footprint &source);
+  // (Buffers' bytes: BufferFootprint.h's Footprint.)
   LogicalResult emitAllReduce(kern::AllReduceOp r, llvm::raw_ostream &os);
   LogicalResult emitAllReduceBucket(kern::AllReduceBucketOp bucket, llvm::raw_ostream &os);
   // ZeRO-1: kern.reduce_scatter and kern.all_gather queued like the

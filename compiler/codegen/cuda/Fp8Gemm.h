@@ -26,6 +26,7 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 
 #include "dialects/kern/KernDialect.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -145,6 +146,9 @@ struct Fp8KeptPlan {
 };
 // The kept region the functions under `root` need (the largest; 0: none).
 int64_t fp8KeptCastBytes(mlir::Operation *root);
+// tg-fp8-scaling's records of `f` (delayed scaling): the state argument,
+// f32 [records, 32], and how many records it holds; (null, 0) without.
+std::pair<mlir::Value, int64_t> fp8ScalingRecords(mlir::func::FuncOp f);
 
 } // namespace tcc::codegen::cuda
 
