@@ -25,9 +25,9 @@
 // band), 130 x 512 (rows % 4 != 0: the transposed bytes one by one);
 // layer norm with the weight, bias and dx column sums of the cast values
 // (GPT-2's); bf16 rows (V = 8); e4m3; out only and out_t only; no sums
-// (a grid of its own); a scale that saturates (the grad times 1e4 on the
-// third delayed cast); and the refusals (a width that is not a multiple
-// of V, a misaligned grad: cudaErrorInvalidValue, nothing written).
+// (a grid of its own) and no addend (ln_f's backward); a scale that saturates (the grad times 1e4
+// on the third delayed cast); and the refusals (a width that is not a multiple of V, a misaligned
+// grad: cudaErrorInvalidValue, nothing written).
 //
 // --bench: at 8192 x 2048 (f32 x and addend, bf16 grad, e5m2, both
 // layouts, the weight's sum, delayed scaling as steps run it) the unfused
@@ -93,6 +93,7 @@ template <class T> bool sameBytes(const std::vector<T> &a, const std::vector<T> 
 struct Options {
   bool plain = true, transposed = true, delayed = false, rms = true;
   bool dw = true, db = false, dxSum = false; // the sums wanted (dxSum: of the cast values)
+  bool addend = true;                        // dx plus the residual stream's gradient
   bool fixed = false;                        // compiled for the call (NormGradFixed)
   double gradScale = 1.0; // the third delayed cast's grad times this (dx scales with it)
 };
@@ -125,7 +126,8 @@ void runCase(std::mt19937_64 &rng, int64_t rows, int64_t c, const Options &o) {
       std::to_string(rows) + "x" + std::to_string(c) + (o.plain ? "" : " (out_t only)") +
       (o.transposed ? "" : " (out only)") + (o.delayed ? " delayed" : " current") +
       (o.dw ? " dw" : "") + (o.db ? " db" : "") + (o.dxSum ? " dx-sum" : "") +
-      (o.fixed ? " fixed" : "") + (o.gradScale != 1.0 ? " saturating" : "");
+      (o.addend ? "" : " no addend") + (o.fixed ? " fixed" : "") +
+      (o.gradScale != 1.0 ? " saturating" : "");
   const int64_t n = rows * c;
   const bool sums = o.dw || o.db || o.dxSum;
   const int64_t parts = tcc::kern::normGradParts(rows);
@@ -146,7 +148,7 @@ void runCase(std::mt19937_64 &rng, int64_t rows, int64_t c, const Options &o) {
   std::vector<G> hg;
   for (int cast = 0; cast < casts; ++cast) {
     hx = randomRows<T>(rng, rows, c, 1.0);
-    ha = randomRows<T>(rng, rows, c, 1e-3);
+    ha = randomRows<T>(rng, rows, c, o.addend ? 1e-3 : 0.0);
     hg = randomRows<G>(rng, rows, c, cast == 2 ? 1e-3 * o.gradScale : 1e-3);
     x.upload(hx);
     addend.upload(ha);
@@ -162,9 +164,9 @@ void runCase(std::mt19937_64 &rng, int64_t rows, int64_t c, const Options &o) {
     sum1.poison();
     // The unfused pair.
     CUDA_CHECK((tcc_cuda::launch_layer_norm_backward<G, T>(
-        grad.p, x.p, w.p, addend.p, dx0.p, y.p, o.dw ? dw0.p : nullptr, o.db ? db0.p : nullptr,
-        o.dxSum ? sum0.p : static_cast<Y *>(nullptr), o.dxSum, sums ? ws.p : nullptr, parts,
-        rows, c, eps, o.rms, 0)));
+        grad.p, x.p, w.p, o.addend ? addend.p : nullptr, dx0.p, y.p, o.dw ? dw0.p : nullptr,
+        o.db ? db0.p : nullptr, o.dxSum ? sum0.p : static_cast<Y *>(nullptr), o.dxSum,
+        sums ? ws.p : nullptr, parts, rows, c, eps, o.rms, 0)));
     if (o.delayed)
       tcc_cuda::launch_fp8_quantize_delayed<Y, F8>(rows, c, y.p, p0, t0, q0.p(), rec0.p, 0);
     else
@@ -175,9 +177,10 @@ void runCase(std::mt19937_64 &rng, int64_t rows, int64_t c, const Options &o) {
     rec1.upload(before);
     cudaError_t err = withFixed<G, T, Y, F8>(o, c, [&](auto fixed) {
       return tcc_cuda::launch_layer_norm_backward_fp8_quantize<G, T, Y, F8, decltype(fixed)>(
-          grad.p, x.p, w.p, addend.p, dx1.p, o.dw ? dw1.p : nullptr, o.db ? db1.p : nullptr,
-          o.dxSum ? sum1.p : static_cast<Y *>(nullptr), o.dxSum, sums ? ws.p : nullptr, parts,
-          rows, c, eps, o.rms, p1, t1, q1.p(), o.delayed ? rec1.p : nullptr, 0);
+          grad.p, x.p, w.p, o.addend ? addend.p : nullptr, dx1.p, o.dw ? dw1.p : nullptr,
+          o.db ? db1.p : nullptr, o.dxSum ? sum1.p : static_cast<Y *>(nullptr), o.dxSum,
+          sums ? ws.p : nullptr, parts, rows, c, eps, o.rms, p1, t1, q1.p(),
+          o.delayed ? rec1.p : nullptr, 0);
     });
     if (err != cudaSuccess) {
       fail(what, std::string("the fused launcher: ") + cudaGetErrorString(err));
@@ -233,8 +236,8 @@ void runCase(std::mt19937_64 &rng, int64_t rows, int64_t c, const Options &o) {
       const double want = ref.dx[r * c + j] + ad[r * c + j];
       if (std::fabs(want * s) > top * (1 + Format<F8>::kHalfUlp))
         continue; // saturated: counted, not compared
-      const double bound = (Format<F8>::kHalfUlp + 1.0 / 128) * std::fabs(want) +
-                           rowMax / 131072 + Format<F8>::kSmallest / 2 / s;
+      const double bound = (Format<F8>::kHalfUlp + 1.0 / 128) * std::fabs(want) + rowMax / 131072 +
+                           Format<F8>::kSmallest / 2 / s;
       for (int layout = 0; layout < 2; ++layout) {
         if ((layout == 0 && !o.plain) || (layout == 1 && !o.transposed))
           continue;
@@ -274,8 +277,8 @@ void refusals() {
   cudaError_t misaligned =
       tcc_cuda::launch_layer_norm_backward_fp8_quantize<bf16, float, bf16, e5m2>(
           g.p + 1, x.p, w.p, a.p, dx.p, static_cast<float *>(nullptr),
-          static_cast<float *>(nullptr), static_cast<float *>(nullptr), false, nullptr, 1, rows,
-          c, 1e-5, true, out.p, static_cast<e5m2 *>(nullptr), q.p(), nullptr, 0);
+          static_cast<float *>(nullptr), static_cast<float *>(nullptr), false, nullptr, 1, rows, c,
+          1e-5, true, out.p, static_cast<e5m2 *>(nullptr), q.p(), nullptr, 0);
   CUDA_CHECK(cudaDeviceSynchronize());
   bool untouched = true;
   for (const e5m2 &v : out.download())
@@ -328,8 +331,7 @@ void bench(std::mt19937_64 &rng) {
   };
   auto pair = [&] {
     plain();
-    tcc_cuda::launch_fp8_quantize_delayed<bf16, e5m2>(rows, c, y.p, out.p, outT.p, q.p(), rec.p,
-                                                      0);
+    tcc_cuda::launch_fp8_quantize_delayed<bf16, e5m2>(rows, c, y.p, out.p, outT.p, q.p(), rec.p, 0);
   };
   pair(); // a first cast sets the record's scale: later ones are delayed casts
   CUDA_CHECK(cudaDeviceSynchronize());
@@ -373,6 +375,7 @@ int main(int argc, char **argv) {
   outOnly.transposed = false;
   transOnly.plain = false;
   noSums.dw = false;
+  noSums.addend = false;
   saturating.delayed = true;
   saturating.gradScale = 1e4;
   runCase<bf16, float, bf16, e5m2>(rng, 8192, 2048, llama);

@@ -1,17 +1,18 @@
 // kern.layer_norm / kern.layer_norm_grad: wrappers around the prelude's
 // launch_layer_norm / launch_layer_norm_backward (norm_kernels.cuh,
-// norm_backward_kernels.cuh / norm_launchers.cuh), one per shape and type combination. Absent weight,
-// bias or gradient buffers are null pointers in the wrapper's text, so each
-// combination is a kernel of its own in the list. The backward's launcher
-// returns a cudaError_t (a row too long for shared memory), which the host
-// body turns into a step failure naming the launch. Batch norm's two
-// reductions wrap launch_batch_norm_stats / launch_batch_norm_grad_sums
-// (batch_norm_kernels.cuh / batch_norm_launchers.cuh) the same way, with
-// kern::batchNormParts blocks per channel. A layer norm whose 16-bit output
-// only FP8 products read is left to its first reader's cast
-// (fp8NormCastComputes): launch_layer_norm_fp8_quantize normalizes and
-// casts in one pass (norm_fp8_kernels.cuh). Likewise a norm backward whose
-// 16-bit copy of dx only FP8 products read (fp8NormGradCastComputes):
+// norm_backward_kernels.cuh / norm_launchers.cuh), one per shape and type
+// combination. Absent weight, bias or gradient buffers are null pointers
+// in the wrapper's text, so each combination is a kernel of its own in the
+// list. The backward's launcher returns a cudaError_t (a row too long for
+// shared memory), which the host body turns into a step failure naming the
+// launch. Batch norm's two reductions wrap launch_batch_norm_stats /
+// launch_batch_norm_grad_sums (batch_norm_kernels.cuh /
+// batch_norm_launchers.cuh) the same way, with kern::batchNormParts blocks
+// per channel. A layer norm whose 16-bit output only FP8 products read is
+// left to its first reader's cast (fp8NormCastComputes):
+// launch_layer_norm_fp8_quantize normalizes and casts in one pass
+// (norm_fp8_kernels.cuh). Likewise a norm backward whose 16-bit copy of dx
+// only FP8 products read (fp8NormGradCastComputes):
 // launch_layer_norm_backward_fp8_quantize writes dx and its FP8 bytes.
 #include "compiler/codegen/cuda/CudaStepEmitter.h"
 
@@ -165,7 +166,8 @@ LogicalResult CudaStepEmitter::emitLayerNormGrad(kern::LayerNormGradOp g, llvm::
   std::string columnSum;
   if (Value sum = g.getInputGradSum())
     columnSum = ", column sum of " +
-                (g.getSumOfCast() ? elementName(g.getInputGradCast()) : elementName(g.getInputGrad())) +
+                (g.getSumOfCast() ? elementName(g.getInputGradCast())
+                                  : elementName(g.getInputGrad())) +
                 " as " + elementName(sum);
   launch(os, g, kernel, call,
          llvm::formatv("{0} rows of {1}{2}{4}{5}{6}{3}", s.rows, s.c, g.getRms() ? ", rms" : "",
