@@ -1,5 +1,6 @@
 // What the standalone device tests of the fused norm launchers share
-// (norm_kernels_test, norm_fp8_test, batch_norm_kernels_test): CUDA_CHECK (cuda_check.cuh: a failed CUDA
+// (norm_kernels_test, norm_fp8_test, norm_grad_fp8_test,
+// batch_norm_kernels_test): CUDA_CHECK (cuda_check.cuh: a failed CUDA
 // call ends the test naming it), Host<T> (make a T from a double, read it
 // back exactly, its name) for f32, f64 and bf16, and DeviceBuffer<T>, n
 // T's on the device, `offset` elements past a 256-byte aligned base (an

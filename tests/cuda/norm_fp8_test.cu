@@ -31,6 +31,7 @@
 // band height: ms and GB/s of the bytes each must move.
 #include "compiler/codegen/cuda/cuda_prelude.cuh" // generated: the pieces, concatenated
 #include "tests/cuda/device_buffer.cuh"
+#include "tests/cuda/fp8_norm_support.cuh"
 #include "tests/reference/norm_reference.h"
 
 #include <cmath>
@@ -45,8 +46,12 @@ using tcc_cuda::bf16;
 using tcc_cuda::e4m3;
 using tcc_cuda::e5m2;
 using tcc_cuda_test::DeviceBuffer;
+using tcc_cuda_test::Format;
+using tcc_cuda_test::decode;
 using tcc_cuda_test::Host;
 using tcc_cuda_test::randomRows;
+using tcc_cuda_test::ScaleBlock;
+using tcc_cuda_test::timeMs;
 using tcc_cuda_test::widen;
 
 namespace {
@@ -57,32 +62,6 @@ int gFailures = 0;
 void fail(const std::string &what, const std::string &why) {
   std::printf("FAIL %s: %s\n", what.c_str(), why.c_str());
   ++gFailures;
-}
-
-// The scale block the launchers write (kFp8ScaleBytes: the record and the
-// amax partials), and the delayed-scaling record.
-struct ScaleBlock {
-  DeviceBuffer<uint8_t> q{tcc_cuda::kFp8ScaleBytes};
-  tcc_cuda::Fp8TensorScale *p() { return reinterpret_cast<tcc_cuda::Fp8TensorScale *>(q.p); }
-  tcc_cuda::Fp8TensorScale get() const {
-    tcc_cuda::Fp8TensorScale s;
-    CUDA_CHECK(cudaMemcpy(&s, q.p, sizeof(s), cudaMemcpyDeviceToHost));
-    return s;
-  }
-};
-
-template <class F8> struct Format;
-template <> struct Format<e4m3> {
-  static constexpr double kHalfUlp = 1.0 / 16, kSmallest = 1.0 / 512; // 2^-9
-  static const char *name() { return "e4m3"; }
-};
-template <> struct Format<e5m2> {
-  static constexpr double kHalfUlp = 1.0 / 8, kSmallest = 1.0 / 65536; // 2^-16
-  static const char *name() { return "e5m2"; }
-};
-
-template <class F8> double decode(uint8_t b) {
-  return tcc_cuda::Fp8Format<F8>::to_float(b);
 }
 
 struct Options {
@@ -236,24 +215,6 @@ void refusals() {
     fail("refusals", "a width not a multiple of 4 or a misaligned x was taken");
   else
     std::printf("ok   refusals: width 98 (not a multiple of V = 4) and a misaligned x\n");
-}
-
-template <class F> float timeMs(F &&launch, int reps = 50) {
-  cudaEvent_t start, stop;
-  CUDA_CHECK(cudaEventCreate(&start));
-  CUDA_CHECK(cudaEventCreate(&stop));
-  for (int i = 0; i < 5; ++i)
-    launch();
-  CUDA_CHECK(cudaEventRecord(start));
-  for (int i = 0; i < reps; ++i)
-    launch();
-  CUDA_CHECK(cudaEventRecord(stop));
-  CUDA_CHECK(cudaEventSynchronize(stop));
-  float ms = 0;
-  CUDA_CHECK(cudaEventElapsedTime(&ms, start, stop));
-  cudaEventDestroy(start);
-  cudaEventDestroy(stop);
-  return ms / reps;
 }
 
 void bench(std::mt19937_64 &rng) {

@@ -86,6 +86,26 @@ std::string familyType(Value v) {
   return familyElementType(mrt(v).getElementType(), CodeTarget::Cuda);
 }
 
+// The backward's buffers in its launchers' order: grad, x, weight,
+// addend, dx, the 16-bit copy of dx (withCopy: launch_layer_norm_backward;
+// the FP8 launcher has none), dweight, dbias, dx's column sum, sum_of_cast,
+// the workspace.
+NormWrapper normGradBuffers(kern::LayerNormGradOp g, bool withCopy, const ValueNames &names) {
+  Type et = mrt(g.getInput()).getElementType();
+  Type acc = et.isF64() ? et : Float32Type::get(g.getContext());
+  NormWrapper w;
+  for (Value in : {g.getGrad(), g.getInput(), g.getWeight(), g.getAddend()})
+    w.add(in, false, et, names);
+  w.add(g.getInputGrad(), true, et, names);
+  if (withCopy)
+    w.add(g.getInputGradCast(), true, et, names);
+  for (Value out : {g.getWeightGrad(), g.getBiasGrad(), g.getInputGradSum()})
+    w.add(out, true, et, names);
+  w.addLiteral(g.getSumOfCast() ? "true" : "false");
+  w.add(g.getWorkspace(), true, acc, names);
+  return w;
+}
+
 // The row length, the sums wanted and rms are known when the step is
 // generated: the backward is compiled for them (NormGradFixed; its branches
 // and guards fold away). An empty row (c 0) keeps the runtime kernel,
@@ -130,20 +150,7 @@ LogicalResult CudaStepEmitter::emitLayerNorm(kern::LayerNormOp n, llvm::raw_ostr
 LogicalResult CudaStepEmitter::emitLayerNormGrad(kern::LayerNormGradOp g, llvm::raw_ostream &os,
                                                  double &flops) {
   Rows s = Rows::of(g.getInput());
-  Type et = mrt(g.getInput()).getElementType();
-  Type acc = et.isF64() ? et : Float32Type::get(g.getContext());
-  NormWrapper w;
-  w.add(g.getGrad(), false, et, names_);
-  w.add(g.getInput(), false, et, names_);
-  w.add(g.getWeight(), false, et, names_);
-  w.add(g.getAddend(), false, et, names_);
-  w.add(g.getInputGrad(), true, et, names_);
-  w.add(g.getInputGradCast(), true, et, names_);
-  w.add(g.getWeightGrad(), true, et, names_);
-  w.add(g.getBiasGrad(), true, et, names_);
-  w.add(g.getInputGradSum(), true, et, names_);
-  w.addLiteral(g.getSumOfCast() ? "true" : "false");
-  w.add(g.getWorkspace(), true, acc, names_);
+  NormWrapper w = normGradBuffers(g, /*withCopy=*/true, names_);
   double work = 16.0 * s.rows * s.c;
   flops += work;
   std::string fixed = normGradFixed(g);
@@ -392,19 +399,7 @@ CudaStepEmitter::Fp8NormCastKernel
 CudaStepEmitter::fp8NormGradCastKernel(kern::LayerNormGradOp g, const OperandCast &c, bool plain,
                                        bool transposed, bool delayed) {
   const Rows s = Rows::of(g.getInput());
-  Type et = mrt(g.getInput()).getElementType();
-  Type acc = Float32Type::get(g.getContext());
-  NormWrapper w;
-  w.add(g.getGrad(), false, et, names_);
-  w.add(g.getInput(), false, et, names_);
-  w.add(g.getWeight(), false, et, names_);
-  w.add(g.getAddend(), false, et, names_);
-  w.add(g.getInputGrad(), true, et, names_);
-  w.add(g.getWeightGrad(), true, et, names_);
-  w.add(g.getBiasGrad(), true, et, names_);
-  w.add(g.getInputGradSum(), true, et, names_);
-  w.addLiteral(g.getSumOfCast() ? "true" : "false");
-  w.add(g.getWorkspace(), true, acc, names_);
+  NormWrapper w = normGradBuffers(g, /*withCopy=*/false, names_);
   const char *f8 = c.e5m2 ? "tcc_cuda::e5m2" : "tcc_cuda::e4m3";
   Fp8NormCastKernel k;
   k.params = w.params + ", uint8_t *q8, uint8_t *q8t, void *qscale" +

@@ -99,12 +99,8 @@ inline cudaError_t launch_layer_norm_backward_fp8_quantize(
   if constexpr (V % 4 != 0) {
     return cudaErrorInvalidValue;
   } else {
-    if constexpr (Fixed::kKnown) {
-      if (c != Fixed::kC || (dweight != nullptr) != Fixed::kWeightSum ||
-          (dbias != nullptr) != Fixed::kBiasSum || (dx_sum != nullptr) != Fixed::kDxSum ||
-          sum_of_cast != Fixed::kSumOfCast || rms != Fixed::kRms)
-        return cudaErrorInvalidValue;
-    }
+    if (!layer_norm_backward_agrees<Fixed>(c, dweight, dbias, dx_sum, sum_of_cast, rms))
+      return cudaErrorInvalidValue;
     const bool sums = dweight != nullptr || dbias != nullptr || dx_sum != nullptr;
     if (sums && (workspace == nullptr || parts < 1))
       return cudaErrorInvalidValue;

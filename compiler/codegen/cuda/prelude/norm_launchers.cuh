@@ -55,6 +55,18 @@ struct NormGradFixed {
                         kSumOfCast = SumOfCast, kRms = Rms;
 };
 
+// Whether a backward call's arguments are what its Fixed says (always for
+// detail::NormGradRuntime); the launchers refuse a call that disagrees.
+template <class Fixed, class T, class U>
+inline bool layer_norm_backward_agrees(int64_t c, const T *dweight, const T *dbias,
+                                       const U *dx_sum, bool sum_of_cast, bool rms) {
+  if constexpr (Fixed::kKnown)
+    return c == Fixed::kC && (dweight != nullptr) == Fixed::kWeightSum &&
+           (dbias != nullptr) == Fixed::kBiasSum && (dx_sum != nullptr) == Fixed::kDxSum &&
+           sum_of_cast == Fixed::kSumOfCast && rms == Fixed::kRms;
+  return true;
+}
+
 // dx = rstd * (dx_hat - mean(dx_hat) - x_hat * mean(dx_hat * x_hat)), dx_hat
 // = grad * weight (rms: without mean(dx_hat)), statistics recomputed from x;
 // dweight = sum over rows of grad * x_hat, dbias = sum of grad (each when
@@ -96,12 +108,8 @@ inline cudaError_t launch_layer_norm_backward(const G *grad, const T *x, const T
   }
   if (sum_of_cast && dx_cast == nullptr)
     return cudaErrorInvalidValue;
-  if constexpr (Fixed::kKnown) {
-    if (c != Fixed::kC || (dweight != nullptr) != Fixed::kWeightSum ||
-        (dbias != nullptr) != Fixed::kBiasSum || (dx_sum != nullptr) != Fixed::kDxSum ||
-        sum_of_cast != Fixed::kSumOfCast || rms != Fixed::kRms)
-      return cudaErrorInvalidValue;
-  }
+  if (!layer_norm_backward_agrees<Fixed>(c, dweight, dbias, dx_sum, sum_of_cast, rms))
+    return cudaErrorInvalidValue;
   const bool sums = dweight != nullptr || dbias != nullptr || dx_sum != nullptr;
   if (!sums)
     workspace = nullptr;
