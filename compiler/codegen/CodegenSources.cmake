@@ -28,6 +28,7 @@ set(TCC_CODEGEN_SOURCES
   codegen/cuda/Fp8Gemm.cpp
   codegen/cuda/Fp8GemmKernels.cpp
   codegen/cuda/Fp8CastProducers.cpp
+  codegen/cuda/Fp8RopeCast.cpp
   codegen/cuda/CopyKernels.cpp
   codegen/cuda/PreludeKernels.cpp
   codegen/cuda/AttentionKernels.cpp
@@ -67,6 +68,7 @@ set(TCC_CUDA_PRELUDE_PIECES
   ${TCC_CODEGEN_DIR}/cuda/prelude/batch_norm_kernels.cuh
   ${TCC_CODEGEN_DIR}/cuda/prelude/fp8_scaling.cuh
   ${TCC_CODEGEN_DIR}/cuda/prelude/fp8_kernels.cuh
+  ${TCC_CODEGEN_DIR}/cuda/prelude/fp8_rope_source.cuh
   ${TCC_CODEGEN_DIR}/cuda/prelude/norm_fp8_kernels.cuh
   ${TCC_CODEGEN_DIR}/cuda/prelude/embedding_kernels.cuh
   ${TCC_CODEGEN_DIR}/cuda/prelude/reduce_launchers.cuh

@@ -40,6 +40,7 @@ rm -rf "$dir" && mkdir -p "$dir"/{bin,lib,steps,data,models}
 # The kernel tests (binary:ninja target), each checked, then copied.
 kernel_tests="attention_kernels_test:tcc_cuda_attention_test norm_kernels_test:tcc_cuda_norm_test
   norm_fp8_test:tcc_cuda_norm_fp8_test norm_grad_fp8_test:tcc_cuda_norm_grad_fp8_test
+  fp8_rope_cast_test:tcc_cuda_fp8_rope_cast_test
   fp8_gemm_test:tcc_cuda_fp8_test
   batch_norm_kernels_test:tcc_cuda_batch_norm_test
   gemm_epilogue_test:tcc_cuda_gemm_epilogue_test gemm_search_test:tcc_cuda_gemm_search_test

@@ -60,6 +60,7 @@ device_test attention_sm90_backward_test "tcc's Hopper attention backward" "77 =
 device_test norm_kernels_test "fused norm kernels"
 device_test norm_fp8_test "norms cast to FP8 in one pass" "77 = no GPU"
 device_test norm_grad_fp8_test "norm backwards casting dx to FP8 in the same pass" "77 = no GPU"
+device_test fp8_rope_cast_test "FP8 casts computing the backward's rotary embeddings" "77 = no GPU"
 device_test fp8_gemm_test "FP8 casts, delayed scaling and cuBLASLt FP8 products" \
   "77 = no GPU or one before sm_89"
 device_test batch_norm_kernels_test "batch norm reductions"

@@ -24,11 +24,11 @@ struct CudaCodegenOptions {
   // Hopper kernels (cuda/sm90/) on their first call (the driver sets it
   // for sm_90 unless --no-sm90-attention is given).
   bool sm90Attention = false;
-  // An elementwise op, norm, norm backward or weight cast whose 16-bit
-  // result only FP8 products read is computed by their cast instead of
-  // launched (false: --no-fp8-cast-fusion; CudaStepEmitter::
-  // fp8CastComputes, fp8NormCastComputes, fp8NormGradCastComputes and
-  // fp8BatchComputes).
+  // An elementwise op, norm, norm backward, rope or weight cast whose
+  // 16-bit result only FP8 products read is computed by their cast instead
+  // of launched (false: --no-fp8-cast-fusion; CudaStepEmitter::
+  // fp8CastComputes, fp8NormCastComputes, fp8NormGradCastComputes,
+  // fp8RopeCastComputes and fp8BatchComputes).
   bool fp8CastFusion = true;
 };
 

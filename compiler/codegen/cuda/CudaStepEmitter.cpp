@@ -37,6 +37,11 @@ LogicalResult CudaStepEmitter::emit(int64_t outputScratchBase, double &flops) {
       return failure();
     forgetFp8Casts(&op);
   }
+  // Every op left to an FP8 cast was computed by one (else its result
+  // would be missing: an internal error, never a wrong step).
+  if (!fp8Deferred_.empty())
+    return fp8Deferred_.front().op->emitError(
+        "cuda codegen: left to an FP8 cast that never ran (an internal error)");
   waitForReductions(os); // the loss and the control block are read back
   os << "  return 0;\n}\n\n";
   // The batched FP8 casts' records, known once their first readers ran.
@@ -348,7 +353,7 @@ void CudaStepEmitter::waitIfTouchingReduced(Operation *op, llvm::raw_ostream &os
 }
 
 // An op that an FP8 cast computes (`refused` empty: fp8CastComputes,
-// fp8NormCastComputes, fp8NormGradCastComputes) is not launched; otherwise `emit` launches it, its
+// fp8NormCastComputes, fp8NormGradCastComputes, fp8RopeCastComputes) is not launched; otherwise `emit` launches it, its
 // launch saying why the cast does not compute it where one could have.
 LogicalResult
 CudaStepEmitter::emitUnlessCastComputes(const std::optional<std::string> &refused,
@@ -412,7 +417,11 @@ LogicalResult CudaStepEmitter::emitOp(Operation *op, llvm::raw_ostream &os, doub
       })
       .Case([&](kern::AttentionOp a) { return emitAttention(a, os, flops); })
       .Case([&](kern::AttentionGradOp g) { return emitAttentionGrad(g, os, flops); })
-      .Case([&](kern::RopeOp r) { return emitRope(r, os, flops); })
+      .Case([&](kern::RopeOp r) {
+        return emitUnlessCastComputes(
+            options_.fp8CastFusion ? fp8RopeCastComputes(r) : std::nullopt, os,
+            [&] { return emitRope(r, os, flops); });
+      })
       .Case([&](kern::MultiElementwiseOp e) { return emitMultiElementwise(e, os, flops); })
       .Case([&](kern::MultiSumOp m) { return emitMultiSum(m, os, flops); })
       .Case([&](kern::LayerNormOp n) {

@@ -337,9 +337,16 @@ private:
   std::optional<std::string> fp8NormGradCastComputes(kern::LayerNormGradOp g);
   Fp8NormCastKernel fp8NormGradCastKernel(kern::LayerNormGradOp g, const OperandCast &c,
                                           bool plain, bool transposed, bool delayed);
+  // Fp8RopeCast.cpp: a kern.rope writing a band of columns of a buffer
+  // that only FP8 products read, through one kept cast made by the first
+  // (LLaMA's backward: dq and dk rotated back into the packed dqkv buffer)
+  // is not launched; that cast's source computes the band from the rope's
+  // input and tables (prelude Fp8RopeSource) and reads the other columns
+  // from the buffer. Same answers as fp8CastComputes.
+  std::optional<std::string> fp8RopeCastComputes(kern::RopeOp r);
   // An op left to the cast of its first FP8 reader: a kern.elementwise
   // (Fp8CastProducers.cpp), a kern.layer_norm or a kern.layer_norm_grad
-  // (NormKernels.cpp).
+  // (NormKernels.cpp), kern.rope ops (Fp8RopeCast.cpp).
   struct Fp8Deferred {
     Footprint result;
     Operation *op;
@@ -355,11 +362,16 @@ private:
   // `definition` defines struct @NAME@_src over e's inputs, which the
   // launcher takes as `params` and builds as `init`; the launch passes
   // `args`. `flops` and `bytes`: e's work and the inputs it reads.
+  // `type`: the source's type (a prelude template's instance has no
+  // definition).
   struct Fp8CastSource {
-    std::string definition, params, init, args;
+    std::string definition, params, init, args, type = "@NAME@_src";
     double flops = 0, bytes = 0;
   };
   FailureOr<Fp8CastSource> fp8ElementwiseSource(kern::ElementwiseOp e);
+  // The cast source computing the bands of the ropes left to the cast of
+  // `c` (fp8RopeCastComputes) and reading the rest of c's buffer.
+  FailureOr<Fp8CastSource> fp8RopeSource(ArrayRef<kern::RopeOp> ropes, const OperandCast &c);
   // ElementwiseKernels.cpp
   LogicalResult emitElementwise(kern::ElementwiseOp e, llvm::raw_ostream &os, double &flops);
   FailureOr<ElementwiseBody> printElementwiseBody(kern::ElementwiseOp e);

@@ -220,6 +220,12 @@ LogicalResult CudaStepEmitter::emitGemmFp8(Operation *g, const Fp8Gemm &f,
               (e && e.getOutputs().size() == 1)) &&
              sameStart(d.result, footprint(c.value));
     });
+    // Or the ropes fp8RopeCastComputes left to it, writing bands of it
+    // (Fp8RopeCast.cpp): a source computing them.
+    SmallVector<kern::RopeOp> ropes;
+    for (const Fp8Deferred &d : fp8Deferred_)
+      if (auto r = dyn_cast<kern::RopeOp>(d.op); r && sameStart(d.result, footprint(c.value)))
+        ropes.push_back(r);
     std::string kernel, call, computes;
     double inBytes = bufferBytes(mrt(c.value)), inFlops = 0;
     if (deferred != fp8Deferred_.end() &&
@@ -244,16 +250,17 @@ LogicalResult CudaStepEmitter::emitGemmFp8(Operation *g, const Fp8Gemm &f,
       std::string inParams = "const " + storageType(et) + " *p0",
                   inArg = familyPointer(et, "p0", false, CodeTarget::Cuda),
                   inCall = name(c.value), definition, source;
-      if (deferred != fp8Deferred_.end()) {
+      if (deferred != fp8Deferred_.end() || !ropes.empty()) {
         FailureOr<Fp8CastSource> src =
-            fp8ElementwiseSource(llvm::cast<kern::ElementwiseOp>(deferred->op));
+            !ropes.empty() ? fp8RopeSource(ropes, c)
+                           : fp8ElementwiseSource(llvm::cast<kern::ElementwiseOp>(deferred->op));
         if (failed(src))
           return false;
         inParams = src->params;
         inArg = src->init;
         inCall = src->args;
         definition = src->definition;
-        source = ", @NAME@_src";
+        source = ", " + src->type;
         inBytes = src->bytes;
         inFlops = src->flops;
       }
@@ -273,14 +280,25 @@ LogicalResult CudaStepEmitter::emitGemmFp8(Operation *g, const Fp8Gemm &f,
           "\n}\n";
       kernel = kernels_.add(llvm::formatv("fp8_quantize_{0}{1}{2}", c.e5m2 ? "e5m2" : "e4m3",
                                           record ? "_delayed" : "",
-                                          definition.empty() ? "" : "_ew")
+                                          !ropes.empty()        ? "_rope"
+                                          : definition.empty() ? ""
+                                                               : "_ew")
                                 .str(),
                             text, params);
       call = llvm::formatv("{0}(s, {1}, {2}, {3}, {4}{5});", kernel, inCall, pointer(plainAt),
                            pointer(transposedAt), scaleAt, recordArg())
                  .str();
     }
-    if (deferred != fp8Deferred_.end()) {
+    if (!ropes.empty()) {
+      computes = ", computes " + llvm::join(llvm::map_range(ropes,
+                                                            [](kern::RopeOp r) {
+                                                              return locName(r->getLoc());
+                                                            }),
+                                            "+");
+      llvm::erase_if(fp8Deferred_, [&](const Fp8Deferred &d) {
+        return llvm::is_contained(ropes, dyn_cast<kern::RopeOp>(d.op));
+      });
+    } else if (deferred != fp8Deferred_.end()) {
       computes = ", computes " + locName(deferred->op->getLoc());
       fp8Deferred_.erase(deferred);
     }

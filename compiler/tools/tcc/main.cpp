@@ -150,11 +150,12 @@ Options:
                         backward keeps cuDNN; TCC_ATTENTION_SM90=0 turns
                         them off when running, =force on untimed)
   --no-fp8-cast-fusion  cuda, --precision fp8: launch every elementwise op,
-                        norm, norm backward and weight cast (default: one
-                        whose 16-bit result only FP8 products read, such
-                        as SwiGLU's gate x up, LLaMA's RMSNorm outputs,
-                        the norm backwards' bf16 copy of dx or the
-                        weights' bf16 copies, is not launched; the
+                        norm, norm backward, rope and weight cast (default:
+                        one whose 16-bit result only FP8 products read,
+                        such as SwiGLU's gate x up, LLaMA's RMSNorm
+                        outputs, the norm backwards' bf16 copy of dx, the
+                        backward's rotations into dqkv or the weights'
+                        bf16 copies, is not launched; the
                         products' FP8 cast computes it from its inputs,
                         and the kernel list says so)
   --no-channels-last    cuda: keep every convolution, pooling and batch norm
