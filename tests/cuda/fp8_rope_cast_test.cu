@@ -27,7 +27,7 @@
 // ms and GB/s of the bytes each must move.
 #include "compiler/codegen/cuda/cuda_prelude.cuh" // generated: the pieces, concatenated
 #include "tests/cuda/device_buffer.cuh"
-#include "tests/cuda/fp8_norm_support.cuh"
+#include "tests/cuda/fp8_test_support.cuh"
 
 #include <cmath>
 #include <cstdio>
@@ -42,7 +42,10 @@ using tcc_cuda::e4m3;
 using tcc_cuda::e5m2;
 using tcc_cuda::RopeStrides;
 using tcc_cuda_test::DeviceBuffer;
+using tcc_cuda_test::fail;
 using tcc_cuda_test::Format;
+using tcc_cuda_test::gFailures;
+using tcc_cuda_test::sameBytes;
 using tcc_cuda_test::Host;
 using tcc_cuda_test::randomRows;
 using tcc_cuda_test::ScaleBlock;
@@ -52,17 +55,6 @@ using tcc_cuda_test::widen;
 namespace {
 
 uint64_t gSeed = 0;
-int gFailures = 0;
-
-void fail(const std::string &what, const std::string &why) {
-  std::printf("FAIL %s: %s\n", what.c_str(), why.c_str());
-  ++gFailures;
-}
-
-template <class T> bool sameBytes(const std::vector<T> &a, const std::vector<T> &b) {
-  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(T)) == 0;
-}
-
 // Cos / sin tables (T, D) of LLaMA's rotary angles, as float.
 void ropeTables(int64_t t, int64_t d, std::vector<float> &cos, std::vector<float> &sin) {
   cos.resize(t * d);
@@ -157,20 +149,9 @@ void runCase(std::mt19937_64 &rng, const std::string &name, int64_t batch,
       fail(at, "out differs from the ropes and cast's bytes");
     if (!sameBytes(outT1.download(), outT0.download()))
       fail(at, "out_t differs from the ropes and cast's bytes");
-    const tcc_cuda::Fp8TensorScale gotQ = q1.get(), wantQ = q0.get();
-    if (gotQ.scale != wantQ.scale || gotQ.scale_inv != wantQ.scale_inv ||
-        gotQ.stats.amax_bits != wantQ.stats.amax_bits ||
-        gotQ.stats.overflows != wantQ.stats.overflows ||
-        gotQ.stats.underflows != wantQ.stats.underflows) {
-      char why[256];
-      std::snprintf(why, sizeof why,
-                    "scale %g / %g, amax %g / %g, saturated %llu / %llu, flushed %llu / %llu "
-                    "(fused / unfused)",
-                    gotQ.scale, wantQ.scale, __builtin_bit_cast(float, gotQ.stats.amax_bits),
-                    __builtin_bit_cast(float, wantQ.stats.amax_bits), gotQ.stats.overflows,
-                    wantQ.stats.overflows, gotQ.stats.underflows, wantQ.stats.underflows);
+    const tcc_cuda::Fp8TensorScale wantQ = q0.get();
+    if (std::string why = tcc_cuda_test::scaleDifference(q1.get(), wantQ); !why.empty())
       fail(at, why);
-    }
     if (delayed && !sameBytes(rec1.download(), rec0.download()))
       fail(at, "the scaling record differs from the unfused cast's");
   }

@@ -31,7 +31,7 @@
 // band height: ms and GB/s of the bytes each must move.
 #include "compiler/codegen/cuda/cuda_prelude.cuh" // generated: the pieces, concatenated
 #include "tests/cuda/device_buffer.cuh"
-#include "tests/cuda/fp8_norm_support.cuh"
+#include "tests/cuda/fp8_test_support.cuh"
 #include "tests/reference/norm_reference.h"
 
 #include <cmath>
@@ -46,7 +46,9 @@ using tcc_cuda::bf16;
 using tcc_cuda::e4m3;
 using tcc_cuda::e5m2;
 using tcc_cuda_test::DeviceBuffer;
+using tcc_cuda_test::fail;
 using tcc_cuda_test::Format;
+using tcc_cuda_test::gFailures;
 using tcc_cuda_test::decode;
 using tcc_cuda_test::Host;
 using tcc_cuda_test::randomRows;
@@ -57,13 +59,6 @@ using tcc_cuda_test::widen;
 namespace {
 
 uint64_t gSeed = 0;
-int gFailures = 0;
-
-void fail(const std::string &what, const std::string &why) {
-  std::printf("FAIL %s: %s\n", what.c_str(), why.c_str());
-  ++gFailures;
-}
-
 struct Options {
   bool plain = true, transposed = true, delayed = false, bias = false, rms = true;
   double weightScale = 1.0; // the third delayed cast's weight times this (y scales with it)
@@ -138,20 +133,8 @@ void runCase(std::mt19937_64 &rng, int64_t rows, int64_t c, const Options &o) {
         fail(at, "out differs from the unfused pair's bytes");
       if (o.transposed && std::memcmp(gotT.data(), wantT.data(), n) != 0)
         fail(at, "out_t differs from the unfused pair's bytes");
-      const tcc_cuda::Fp8TensorScale gotQ = q1.get();
-      if (gotQ.scale != wantQ.scale || gotQ.scale_inv != wantQ.scale_inv ||
-          gotQ.stats.amax_bits != wantQ.stats.amax_bits ||
-          gotQ.stats.overflows != wantQ.stats.overflows ||
-          gotQ.stats.underflows != wantQ.stats.underflows) {
-        char why[256];
-        std::snprintf(why, sizeof why,
-                      "scale %g / %g, amax %g / %g, saturated %llu / %llu, flushed %llu / %llu "
-                      "(fused / unfused)",
-                      gotQ.scale, wantQ.scale, __builtin_bit_cast(float, gotQ.stats.amax_bits),
-                      __builtin_bit_cast(float, wantQ.stats.amax_bits), gotQ.stats.overflows,
-                      wantQ.stats.overflows, gotQ.stats.underflows, wantQ.stats.underflows);
+      if (std::string why = tcc_cuda_test::scaleDifference(q1.get(), wantQ); !why.empty())
         fail(at, why);
-      }
       if (o.delayed && std::memcmp(rec1.download().data(), wantRecord.data(),
                                    sizeof(tcc_cuda::Fp8ScalingRecord)) != 0)
         fail(at, "the scaling record differs from the unfused pair's");
