@@ -90,15 +90,19 @@ __device__ __forceinline__ void norm_fp8_put_chunk(const uint32_t (&q)[(V + 3) /
 // The block writes a band of `band` rows (from r0; rows beyond `rows` not
 // written), held in shared memory as `stride` words a row, to out_t (c x
 // rows): a thread takes 4 rows x 4 columns, transposes the bytes by byte
-// permutes and writes 4 column words (words_t: out_t 4-byte aligned and
-// rows % 4 == 0; else byte by byte). Called by every thread after a
-// __syncthreads.
-template <class F8>
+// permutes and writes 4 column words (words_t: out_t 4-byte aligned, rows
+// % 4 == 0 and r0 % 4 == 0; else byte by byte). Called by every thread
+// after a __syncthreads. Partial: `band` need not be a multiple of 4 (the
+// norm backward's band is its warps, 7 for GPT-2's three sums at C = 768):
+// the last group's missing rows are neither read nor written. (Without
+// it, such a band lost its last rows and, starting at r0 = 7k, wrote
+// misaligned words: a GPU fault, found 2026-12-07.)
+template <class F8, bool Partial = false>
 __device__ __forceinline__ void norm_fp8_band_transposed(const uint32_t *band_words,
                                                          int64_t stride, int band, int64_t r0,
                                                          int64_t rows, int64_t c,
                                                          F8 *__restrict__ out_t, bool words_t) {
-  const int groups = band / 4; // of 4 rows
+  const int groups = Partial ? (band + 3) / 4 : band / 4; // of 4 rows
   const int64_t blocks4 = groups * (c / 4);
   for (int64_t t = threadIdx.x; t < blocks4; t += blockDim.x) {
     const int qr = static_cast<int>(t % groups);
@@ -106,8 +110,10 @@ __device__ __forceinline__ void norm_fp8_band_transposed(const uint32_t *band_wo
     const int64_t r = r0 + 4 * qr;
     if (r >= rows)
       continue;
+    const int valid = Partial ? min(4, band - 4 * qr) : 4; // the group's rows in the band
     const uint32_t *w = band_words + 4 * qr * stride + g;
-    const uint32_t w0 = w[0], w1 = w[stride], w2 = w[2 * stride], w3 = w[3 * stride];
+    const uint32_t w0 = w[0], w1 = valid > 1 ? w[stride] : 0u,
+                   w2 = valid > 2 ? w[2 * stride] : 0u, w3 = valid > 3 ? w[3 * stride] : 0u;
     // Byte e of row k -> byte k of column e.
     const uint32_t lo01 = __byte_perm(w0, w1, 0x5140), hi01 = __byte_perm(w0, w1, 0x7362);
     const uint32_t lo23 = __byte_perm(w2, w3, 0x5140), hi23 = __byte_perm(w2, w3, 0x7362);
@@ -117,10 +123,10 @@ __device__ __forceinline__ void norm_fp8_band_transposed(const uint32_t *band_wo
 #pragma unroll
     for (int e = 0; e < 4; ++e) {
       F8 *to = out_t + (4 * g + e) * rows + r;
-      if (words_t) {
+      if (words_t && valid == 4) {
         *reinterpret_cast<uint32_t *>(&to->bits) = column[e];
       } else {
-        for (int k = 0; k < 4 && r + k < rows; ++k)
+        for (int k = 0; k < valid && r + k < rows; ++k)
           to[k].bits = (column[e] >> (8 * k)) & 0xff;
       }
     }
@@ -276,8 +282,11 @@ template <class F8> struct NormGradFp8Cast {
     if (out_t == nullptr)
       return;
     __syncthreads();
-    norm_fp8_band_transposed(band_words, c / 4 + 1, warps, r0, rows, c, out_t,
-                             rows % 4 == 0 && reinterpret_cast<uintptr_t>(out_t) % 4 == 0);
+    // A band of `warps` rows from r0 = a multiple of warps: words only
+    // when both are multiples of 4.
+    norm_fp8_band_transposed<F8, true>(band_words, c / 4 + 1, warps, r0, rows, c, out_t,
+                                       rows % 4 == 0 && warps % 4 == 0 &&
+                                           reinterpret_cast<uintptr_t>(out_t) % 4 == 0);
     __syncthreads(); // the band's shared copy is reused
   }
   __device__ __forceinline__ void finish(int64_t elements) {
