@@ -26,6 +26,10 @@ bool sameStart(const Footprint &a, const Footprint &b) {
   return overlaps(a, b) && a.begin == b.begin;
 }
 
+bool sameWorkspaceBytes(const Footprint &a, const Footprint &b) {
+  return !a.argument && !b.argument && a.begin == b.begin && a.end == b.end;
+}
+
 namespace {
 
 // Whether `op` may write (read) `source`: an op without memory effects may.

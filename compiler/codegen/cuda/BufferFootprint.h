@@ -23,6 +23,9 @@ Footprint footprint(mlir::Value buffer);
 bool overlaps(const Footprint &a, const Footprint &b);
 // Overlapping from the same start (a cast's source read again).
 bool sameStart(const Footprint &a, const Footprint &b);
+// The same bytes of the workspace (neither a step argument): a buffer as
+// a whole, not part of it.
+bool sameWorkspaceBytes(const Footprint &a, const Footprint &b);
 // Whether `op` may write / read `source` (an op without memory effects may).
 bool mayWrite(mlir::Operation *op, const Footprint &source);
 bool mayRead(mlir::Operation *op, const Footprint &source);

@@ -23,10 +23,7 @@ namespace tcc::codegen::cuda {
 SmallVector<std::pair<Operation *, int>>
 CudaStepEmitter::fp8ReadersOf(Operation *e, Value value, std::string &why) {
   const Footprint result = footprint(value);
-  auto same = [&](Value v) {
-    Footprint f = footprint(v);
-    return !f.argument && f.begin == result.begin && f.end == result.end;
-  };
+  auto same = [&](Value v) { return sameWorkspaceBytes(footprint(v), result); };
   // The last op of the block that uses the result or a reshape of it.
   Operation *last = e;
   SmallVector<Value> views = {value};

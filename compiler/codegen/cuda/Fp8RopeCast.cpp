@@ -26,6 +26,9 @@ namespace {
 // its output is not such a band.
 struct RopeBand {
   int64_t col = 0, heads = 0, dim = 0, positions = 0;
+  bool overlaps(const RopeBand &o) const {
+    return o.col < col + heads * dim && col < o.col + o.heads * o.dim;
+  }
 };
 std::optional<RopeBand> bandOf(kern::RopeOp r, int64_t rows, int64_t cols, std::string &why) {
   const kern::RopeSizes s = kern::ropeSizes(r);
@@ -55,21 +58,21 @@ std::optional<std::string> CudaStepEmitter::fp8RopeCastComputes(kern::RopeOp r) 
   const Footprint out = footprint(p);
   if (out.argument)
     return std::nullopt;
-  auto wholeBuffer = [&](Value v) {
-    const Footprint f = footprint(v);
-    return !f.argument && f.begin == out.begin && f.end == out.end;
-  };
+  auto wholeBuffer = [&](Value v) { return sameWorkspaceBytes(footprint(v), out); };
   // The first FP8 product reading the buffer, past ropes that write other
-  // bands of it (the other of q and k).
+  // bands of it (the other of q and k; their bands are checked below).
   Operation *first = nullptr;
+  SmallVector<kern::RopeOp> between;
   for (Operation *op = r->getNextNode(); op; op = op->getNextNode()) {
     if (Fp8Gemm f = Fp8Gemm::of(op); f.runs() && (wholeBuffer(f.a) || wholeBuffer(f.b))) {
       first = op;
       break;
     }
     auto other = dyn_cast<kern::RopeOp>(op);
-    if (other && wholeBuffer(other.getOut()) && !overlaps(footprint(other.getInput()), out))
+    if (other && wholeBuffer(other.getOut()) && !overlaps(footprint(other.getInput()), out)) {
+      between.push_back(other);
       continue;
+    }
     if (mayRead(op, out) || mayWrite(op, out))
       return std::nullopt; // read otherwise first (attention, forward), or overwritten
   }
@@ -113,25 +116,20 @@ std::optional<std::string> CudaStepEmitter::fp8RopeCastComputes(kern::RopeOp r) 
         mrt(other.getCos()).getElementType() != te)
       return std::string("another rope left to the cast differs in head size, positions or "
                          "table type");
-    if (ob->col < band->col + band->heads * band->dim &&
-        band->col < ob->col + ob->heads * ob->dim)
+    if (ob->overlaps(*band))
       return std::string("another rope left to the cast writes its columns");
   }
   if (std::optional<std::string> no = fp8OneCastFor(readers))
     return no;
   // Its input and tables must still hold its operands when the first
-  // reader casts, and nothing before then reads or writes its band.
-  Operation *maker = readers.front().first;
+  // reader casts, and nothing before then reads or writes its band (the
+  // scan above: only the ropes `between` touch the buffer).
   if (std::optional<std::string> written =
-          fp8InputWrittenBefore(r, {r.getInput(), r.getCos(), r.getSin()}, maker))
+          fp8InputWrittenBefore(r, {r.getInput(), r.getCos(), r.getSin()}, first))
     return written;
-  for (Operation *op = r->getNextNode(); op != maker; op = op->getNextNode()) {
-    auto other = dyn_cast<kern::RopeOp>(op);
-    if (!other || !wholeBuffer(other.getOut()))
-      continue; // (the scan above: nothing else touches the buffer)
+  for (kern::RopeOp other : between) {
     std::optional<RopeBand> ob = bandOf(other, c.rows, c.cols, why);
-    if (!ob || (ob->col < band->col + band->heads * band->dim &&
-                band->col < ob->col + ob->heads * ob->dim))
+    if (!ob || ob->overlaps(*band))
       return std::string("a later rope writes its columns before its FP8 reader");
   }
   fp8Deferred_.push_back({out, r.getOperation()});
