@@ -16,9 +16,11 @@ namespace {
 
 // result (batch..., M, N) = op(lhs) x op(rhs) per batch index, op
 // transposing the last two dimensions where the flag is set; batch
-// dimensions broadcast like numpy.
+// dimensions broadcast like numpy. With `errorSide` +1 / -1 each element
+// moves by that sign times f32 accumulation's error bound, K * 2^-24 *
+// sum |terms| (interpret's productErrorSide).
 Tensor evalProduct(const Tensor &lhs, const Tensor &rhs, bool transposeLhs,
-                   bool transposeRhs, ArrayRef<int64_t> outShape) {
+                   bool transposeRhs, ArrayRef<int64_t> outShape, int errorSide) {
   size_t batchRank = outShape.size() - 2;
   ArrayRef<int64_t> batchShape = outShape.take_front(batchRank);
   // Element (r, c) of matrix number `matrix` of `t`, or of its transpose.
@@ -46,10 +48,14 @@ Tensor evalProduct(const Tensor &lhs, const Tensor &rhs, bool transposeLhs,
     int64_t lm = matrixOf(lhs, index), rm = matrixOf(rhs, index);
     for (int64_t i = 0; i < m; ++i)
       for (int64_t j = 0; j < n; ++j) {
-        double sum = 0.0;
-        for (int64_t p = 0; p < k; ++p)
-          sum += at(lhs, lm, transposeLhs, i, p) *
-                 at(rhs, rm, transposeRhs, p, j);
+        double sum = 0.0, magnitude = 0.0;
+        for (int64_t p = 0; p < k; ++p) {
+          double term = at(lhs, lm, transposeLhs, i, p) * at(rhs, rm, transposeRhs, p, j);
+          sum += term;
+          magnitude += std::abs(term);
+        }
+        if (errorSide != 0)
+          sum += errorSide * std::ldexp(static_cast<double>(k) * magnitude, -24);
         out.data[(batch * m + i) * n + j] = sum;
       }
   }
@@ -89,31 +95,32 @@ Tensor quantizeFp8(const Tensor &t, bool e5m2, float &inverse) {
 // (model::kFp8Attr "<lhs>x<rhs>"): the product of the two FP8 operands,
 // dequantized, as cuBLASLt computes it (fp32 accumulation; here float64).
 Tensor evalMarkedProduct(Operation *op, const Tensor &lhs, const Tensor &rhs, bool ta,
-                         bool tb, ArrayRef<int64_t> shape) {
+                         bool tb, ArrayRef<int64_t> shape, int errorSide) {
   if (auto fp8 = op->getAttrOfType<StringAttr>(model::kFp8Attr)) {
     auto [a, b] = fp8.getValue().split('x');
     float inverseA = 1.0f, inverseB = 1.0f;
     Tensor out = evalProduct(quantizeFp8(lhs, a == "e5m2", inverseA),
-                             quantizeFp8(rhs, b == "e5m2", inverseB), ta, tb, shape);
+                             quantizeFp8(rhs, b == "e5m2", inverseB), ta, tb, shape,
+                             errorSide);
     for (double &v : out.data)
       v *= static_cast<double>(inverseA) * inverseB;
     return out;
   }
-  return evalProduct(lhs, rhs, ta, tb, shape);
+  return evalProduct(lhs, rhs, ta, tb, shape, errorSide);
 }
 
-Tensor evalMatmul(tg::MatmulOp op, const Tensor &lhs, const Tensor &rhs) {
+Tensor evalMatmul(tg::MatmulOp op, const Tensor &lhs, const Tensor &rhs, int errorSide) {
   return evalMarkedProduct(op, lhs, rhs, op.getTransposeLhs(), op.getTransposeRhs(),
-                           staticShape(op.getResult()));
+                           staticShape(op.getResult()), errorSide);
 }
 
 // pre = product [+ bias]; result = act(pre) [+ residual] (the interpreter
 // rounds each result to its type once, as the fused kernel stores it).
-OpResults evalMatmulEpilogue(tg::MatmulEpilogueOp op,
-                             ArrayRef<const Tensor *> in) {
+OpResults evalMatmulEpilogue(tg::MatmulEpilogueOp op, ArrayRef<const Tensor *> in,
+                             int errorSide) {
   ArrayRef<int64_t> shape = staticShape(op.getResult());
   Tensor pre = evalMarkedProduct(op, *in[0], *in[1], op.getTransposeLhs(),
-                                 op.getTransposeRhs(), shape);
+                                 op.getTransposeRhs(), shape, errorSide);
   // Operands in order: lhs, rhs, [bias], [residual].
   size_t next = 2;
   if (op.getBias()) {
@@ -138,9 +145,9 @@ OpResults evalMatmulEpilogue(tg::MatmulEpilogueOp op,
 
 // result = gelu'(pre) * product.
 Tensor evalMatmulDgelu(tg::MatmulDgeluOp op, const Tensor &lhs, const Tensor &rhs,
-                       const Tensor &pre) {
+                       const Tensor &pre, int errorSide) {
   Tensor out = evalProduct(lhs, rhs, op.getTransposeLhs(), op.getTransposeRhs(),
-                           staticShape(op.getResult()));
+                           staticShape(op.getResult()), errorSide);
   bool tanhForm = op.getApproximate() == "tanh";
   for (int64_t i = 0; i < out.numElements(); ++i)
     out.data[i] *= geluDerivative(pre.data[i], tanhForm);
@@ -149,9 +156,9 @@ Tensor evalMatmulDgelu(tg::MatmulDgeluOp op, const Tensor &lhs, const Tensor &rh
 
 // result = lhs x rhs; bias_grad[n] = sum over the rows k of rhs[k][n].
 OpResults evalMatmulBiasGrad(tg::MatmulBiasGradOp op, const Tensor &lhs,
-                             const Tensor &rhs) {
+                             const Tensor &rhs, int errorSide) {
   Tensor product = evalProduct(lhs, rhs, op.getTransposeLhs(), false,
-                               staticShape(op.getResult()));
+                               staticShape(op.getResult()), errorSide);
   int64_t rows = rhs.shape[0], n = rhs.shape[1];
   Tensor biasGrad = Tensor::zeros({n});
   for (int64_t k = 0; k < rows; ++k)
@@ -552,15 +559,18 @@ std::vector<Tensor> evalSplit(tg::SplitOp op, const Tensor &input) {
 
 } // namespace
 
-std::optional<OpResults> evaluateStructuralOp(Operation *op,
-                                              ArrayRef<const Tensor *> in) {
+std::optional<OpResults> evaluateStructuralOp(Operation *op, ArrayRef<const Tensor *> in,
+                                              int productErrorSide) {
+  const int side = productErrorSide;
   return llvm::TypeSwitch<Operation *, std::optional<OpResults>>(op)
-      .Case([&](tg::MatmulOp m) { return singleResult(evalMatmul(m, *in[0], *in[1])); })
-      .Case([&](tg::MatmulEpilogueOp m) { return evalMatmulEpilogue(m, in); })
+      .Case([&](tg::MatmulOp m) { return singleResult(evalMatmul(m, *in[0], *in[1], side)); })
+      .Case([&](tg::MatmulEpilogueOp m) { return evalMatmulEpilogue(m, in, side); })
       .Case([&](tg::MatmulDgeluOp m) {
-        return singleResult(evalMatmulDgelu(m, *in[0], *in[1], *in[2]));
+        return singleResult(evalMatmulDgelu(m, *in[0], *in[1], *in[2], side));
       })
-      .Case([&](tg::MatmulBiasGradOp m) { return evalMatmulBiasGrad(m, *in[0], *in[1]); })
+      .Case([&](tg::MatmulBiasGradOp m) {
+        return evalMatmulBiasGrad(m, *in[0], *in[1], side);
+      })
       .Case([&](tg::SoftmaxCrossEntropyOp s) {
         return singleResult(evalSoftmaxCrossEntropy(s, *in[0], *in[1]));
       })

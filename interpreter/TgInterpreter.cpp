@@ -30,8 +30,10 @@ namespace {
 
 class Interpreter {
 public:
-  Interpreter(std::optional<uint64_t> randomRoundingSeed, bool randomlyRoundF32)
-      : randomRoundingSeed_(randomRoundingSeed), randomlyRoundF32_(randomlyRoundF32) {}
+  Interpreter(std::optional<uint64_t> randomRoundingSeed, bool randomlyRoundF32,
+              int productErrorSide)
+      : randomRoundingSeed_(randomRoundingSeed), randomlyRoundF32_(randomlyRoundF32),
+        productErrorSide_(productErrorSide) {}
   FailureOr<std::vector<Tensor>> run(func::FuncOp f, ArrayRef<Tensor> args);
 
 private:
@@ -41,6 +43,7 @@ private:
   llvm::DenseMap<Value, Tensor> values_;
   std::optional<uint64_t> randomRoundingSeed_;
   bool randomlyRoundF32_;
+  int productErrorSide_;
   uint64_t roundedValues_ = 0; // counter of the random rounding stream
 };
 
@@ -85,7 +88,7 @@ OpResults Interpreter::evaluate(Operation *op) {
   // Each op group answers for its own ops (std::nullopt: not mine).
   std::optional<OpResults> results = evaluateElementwiseOp(op, operands);
   if (!results)
-    results = evaluateStructuralOp(op, operands);
+    results = evaluateStructuralOp(op, operands, productErrorSide_);
   if (!results)
     results = evaluateOptimizerOp(op, operands);
   if (!results)
@@ -148,8 +151,11 @@ FailureOr<std::vector<Tensor>> Interpreter::run(func::FuncOp f,
 FailureOr<std::vector<Tensor>> interpret(func::FuncOp f,
                                          ArrayRef<Tensor> args,
                                          std::optional<uint64_t> randomRoundingSeed,
-                                         bool randomlyRoundF32) {
-  return Interpreter(randomRoundingSeed, randomlyRoundF32).run(f, args);
+                                         bool randomlyRoundF32, int productErrorSide) {
+  if (productErrorSide < -1 || productErrorSide > 1)
+    return f.emitError("interpreter: productErrorSide must be -1, 0 or +1, not ")
+           << productErrorSide;
+  return Interpreter(randomRoundingSeed, randomlyRoundF32, productErrorSide).run(f, args);
 }
 
 } // namespace tcc::interp

@@ -35,10 +35,19 @@ namespace tcc::interp {
 // float64) go to a random f32 neighbour too: the same measure for an f32
 // step, whose kernels round every result, where a value computed with
 // cancellation turns an ulp of rounding into far more than f32's precision.
+//
+// `productErrorSide` +1 or -1 moves every element of every product
+// (tg.matmul and its fused forms) by that sign times the bound on f32
+// accumulation's error, K * 2^-24 * sum over k of |a_ik * b_kj|, which no
+// summation order of a kernel exceeds (to first order). Rounding probes move
+// a value by an ulp; this moves it as far as a compiled product may land
+// from the exact product of its operands, so a value within that distance
+// of a kink (relu's zero, a max) crosses it in one of the two runs, as it
+// may in the kernel.
 mlir::FailureOr<std::vector<Tensor>>
 interpret(mlir::func::FuncOp f, llvm::ArrayRef<Tensor> args,
           std::optional<uint64_t> randomRoundingSeed = std::nullopt,
-          bool randomlyRoundF32 = false);
+          bool randomlyRoundF32 = false, int productErrorSide = 0);
 
 } // namespace tcc::interp
 

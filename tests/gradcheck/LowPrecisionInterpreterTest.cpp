@@ -281,6 +281,59 @@ TEST_F(LowPrecisionInterpreterTest, RandomRoundingOfF32ResultsOnlyWhenAskedFor) 
   EXPECT_GT(above, 64);
 }
 
+// interpret(..., productErrorSide): each product element moves by exactly
+// +-K * 2^-24 * sum |a_ik b_kj| (f32 accumulation's error bound), the two
+// sides opposite; the relu after it sees the moved value (a pre-activation
+// planted within the bound of zero crosses it on the +1 side), and
+// elementwise ops add no error of their own.
+TEST_F(LowPrecisionInterpreterTest, ProductErrorSideMovesProductsByTheAccumulationBound) {
+  const int64_t m = 3, k = 5, n = 4;
+  std::vector<double> a = randomValues(m * k), b = randomValues(k * n);
+  // Element (0, 0): a tiny negative exact sum, a[0][4] * b[4][0] cancelling
+  // the rest to -2^-30, far inside the bound (~5 * 2^-24 * sum |terms|).
+  double rest = 0;
+  for (int64_t p = 0; p < k - 1; ++p)
+    rest += a[p] * b[p * n];
+  b[(k - 1) * n] = 1.0;
+  a[k - 1] = -rest - 0x1p-30;
+  OwningOpRef<ModuleOp> module = parse(R"mlir(
+    func.func @f(%a: tensor<3x5xf32>, %b: tensor<5x4xf32>) -> (tensor<3x4xf32>, tensor<3x4xf32>) {
+      %p = tg.matmul %a, %b : (tensor<3x5xf32>, tensor<5x4xf32>) -> tensor<3x4xf32>
+      %r = tg.relu %p : tensor<3x4xf32>
+      return %p, %r : tensor<3x4xf32>, tensor<3x4xf32>
+    })mlir");
+  ASSERT_TRUE(module);
+  auto f = module->lookupSymbol<func::FuncOp>("f");
+  std::vector<Tensor> args{{{m, k}, a}, {{k, n}, b}};
+  auto plain = interp::interpret(f, args);
+  auto up = interp::interpret(f, args, std::nullopt, false, +1);
+  auto down = interp::interpret(f, args, std::nullopt, false, -1);
+  ASSERT_TRUE(succeeded(plain) && succeeded(up) && succeeded(down)) << diagnostics_;
+  for (int64_t i = 0; i < m; ++i)
+    for (int64_t j = 0; j < n; ++j) {
+      double sum = 0, magnitude = 0;
+      for (int64_t p = 0; p < k; ++p) {
+        sum += a[i * k + p] * b[p * n + j];
+        magnitude += std::abs(a[i * k + p] * b[p * n + j]);
+      }
+      const double bound = k * magnitude / (1 << 24);
+      const int64_t e = i * n + j;
+      EXPECT_NEAR((*plain)[0].data[e], sum, 1e-15) << "element " << e;
+      EXPECT_NEAR((*up)[0].data[e] - (*plain)[0].data[e], bound, 1e-15 + 1e-12 * bound);
+      EXPECT_NEAR((*down)[0].data[e] - (*plain)[0].data[e], -bound, 1e-15 + 1e-12 * bound);
+      EXPECT_EQ((*up)[1].data[e], std::max((*up)[0].data[e], 0.0)) << "element " << e;
+    }
+  EXPECT_LT((*plain)[0].data[0], 0.0);
+  EXPECT_EQ((*plain)[1].data[0], 0.0);
+  EXPECT_GT((*up)[1].data[0], 0.0) << "the planted kink crosses on the +1 side";
+  EXPECT_EQ((*down)[1].data[0], 0.0);
+  // Anything but -1, 0, +1 is refused with a message.
+  diagnostics_.clear();
+  EXPECT_TRUE(failed(interp::interpret(f, args, std::nullopt, false, 2)));
+  EXPECT_NE(diagnostics_.find("productErrorSide must be -1, 0 or +1"), std::string::npos)
+      << diagnostics_;
+}
+
 TEST_F(LowPrecisionInterpreterTest, Bf16ReductionSumsInFloat64AndRoundsOnce) {
   std::vector<double> x = randomValues(4 * 16);
   auto results = runUnverified(R"mlir(
