@@ -19,6 +19,10 @@
 // format's smallest subnormal / scale. Outputs are poisoned (0xFF) first,
 // so a byte never written fails.
 //
+// Both layouts with rows and c multiples of 16 take the backward writing
+// out, then launch_fp8_transpose (8192 x 2048, 1024 x 768, 512 x 768);
+// other shapes, and out_t alone, the bands of FP8 bytes the kernel writes
+// transposed (1000, 1001, 130, 300 and 520 rows).
 // Cases: RMSNorm of f32 rows with a bf16 grad into e5m2 (LLaMA's residual
 // gradient: V = 4), 8192 x 2048 with the weight's sum (the 1B decoder,
 // also compiled for the call: NormGradFixed) and 1000 x 768 (partial last
@@ -28,7 +32,9 @@
 // byte by byte; also 1001 rows); bf16 rows (V = 8); e4m3; out only and out_t only; no sums
 // (a grid of its own) and no addend (ln_f's backward); a scale that saturates (the grad times 1e4
 // on the third delayed cast); and the refusals (a width that is not a multiple of V, a misaligned
-// grad: cudaErrorInvalidValue, nothing written).
+// grad: cudaErrorInvalidValue, nothing written); and launch_fp8_transpose
+// alone against the host (8192 x 2048 and 48 x 80: 16-byte pieces, whole
+// and partial tiles; 130 x 77 and a misaligned 64 x 64: byte by byte).
 //
 // --bench: at 8192 x 2048 (f32 x and addend, bf16 grad, e5m2, both
 // layouts, the weight's sum, delayed scaling as steps run it) the unfused
@@ -260,6 +266,34 @@ void refusals() {
     std::printf("ok   refusals: width 98 (not a multiple of V = 4) and a misaligned grad\n");
 }
 
+// launch_fp8_transpose (the second layout of the backward's cast when both
+// are wanted, rows and c multiples of 16): random bytes against their
+// transposition on the host, out_t poisoned first. The vector form
+// (whole and partial 64 x 64 tiles) and the byte form (odd shapes, a
+// misaligned pointer).
+void transposeCase(std::mt19937_64 &rng, int64_t rows, int64_t cols, int offset) {
+  const int64_t n = rows * cols;
+  std::vector<e5m2> h(n);
+  for (e5m2 &b : h)
+    b.bits = static_cast<uint8_t>(rng());
+  DeviceBuffer<e5m2> in(n, offset), out(n);
+  in.upload(h);
+  CUDA_CHECK(cudaMemset(out.p, 0xFF, n));
+  tcc_cuda::launch_fp8_transpose<e5m2>(rows, cols, in.p, out.p, 0);
+  CUDA_CHECK(cudaDeviceSynchronize());
+  std::vector<e5m2> t = out.download();
+  int64_t wrong = 0;
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t c = 0; c < cols; ++c)
+      wrong += t[c * rows + r].bits != h[r * cols + c].bits;
+  const std::string name = "fp8 transpose " + std::to_string(rows) + "x" + std::to_string(cols) +
+                           (offset ? " (misaligned)" : "");
+  if (wrong)
+    fail(name, std::to_string(wrong) + " bytes wrong");
+  else
+    std::printf("ok   %s\n", name.c_str());
+}
+
 void bench(std::mt19937_64 &rng) {
   const int64_t rows = 8192, c = 2048, n = rows * c;
   const int64_t parts = tcc::kern::normGradParts(rows);
@@ -343,6 +377,10 @@ int main(int argc, char **argv) {
   runCase<bf16, float, bf16, e5m2>(rng, 256, 512, transOnly);
   runCase<bf16, float, bf16, e5m2>(rng, 520, 512, noSums);
   runCase<bf16, float, bf16, e5m2>(rng, 512, 768, saturating);
+  transposeCase(rng, 8192, 2048, 0);
+  transposeCase(rng, 48, 80, 0);
+  transposeCase(rng, 130, 77, 0);
+  transposeCase(rng, 64, 64, 1);
   refusals();
   if (doBench)
     bench(rng);

@@ -551,6 +551,72 @@ __global__ void __launch_bounds__(256, 3) // as fp8_cast_transpose_vec8_kernel
       blockIdx.x - b.cast_first[m], b.cast_first[m + 1] - b.cast_first[m]);
 }
 
+// out_t (cols x rows) = the transpose of in (rows x cols), FP8 bytes as
+// they are (no scale, no statistics): the second layout of a cast whose
+// kernel writes only the first (the norm backward's cast, whose bands of
+// `warps` rows would write 8-byte pieces of each column of out_t).
+// 64 x 64 byte tiles, grid-stride, 256 threads: thread t loads 16 bytes
+// of tile row t / 4 (one 16-byte load), the tile goes through shared
+// words (rows of 17: a column's words fall in different banks), and
+// thread t writes 16 bytes of out_t row t / 4, input rows 16 (t % 4) ..
+// 16 (t % 4) + 15 (one 16-byte store; a warp writes 8 rows of 64
+// contiguous bytes). Needs rows and cols multiples of 16 and 16-byte
+// aligned pointers (the launcher checks). (Templates, as the other
+// kernels here: one definition however many kernel units include it.)
+template <class F8>
+__global__ void __launch_bounds__(256)
+    fp8_transpose_vec16_kernel(int64_t rows, int64_t cols, const uint8_t *__restrict__ in,
+                               uint8_t *__restrict__ out_t) {
+  __shared__ uint32_t tile[64 * 17];
+  const int t = threadIdx.x, tr = t >> 2, tc = (t & 3) * 16;
+  const int64_t tile_cols = (cols + 63) / 64, tiles = ((rows + 63) / 64) * tile_cols;
+  for (int64_t k = blockIdx.x; k < tiles; k += gridDim.x) {
+    const int64_t r0 = (k / tile_cols) * 64, c0 = (k % tile_cols) * 64;
+    if (r0 + tr < rows && c0 + tc < cols) {
+      const uint4 v = *reinterpret_cast<const uint4 *>(in + (r0 + tr) * cols + c0 + tc);
+      uint32_t *w = tile + tr * 17 + tc / 4;
+      w[0] = v.x, w[1] = v.y, w[2] = v.z, w[3] = v.w;
+    }
+    __syncthreads();
+    // out_t row c0 + tr (input column), input rows r0 + tc .. + 15.
+    if (c0 + tr < cols && r0 + tc < rows) {
+      const int word = tr >> 2, shift = 8 * (tr & 3);
+      uint32_t b[4];
+#pragma unroll
+      for (int q = 0; q < 4; ++q) {
+        uint32_t packed = 0;
+#pragma unroll
+        for (int e = 0; e < 4; ++e)
+          packed |= ((tile[(tc + 4 * q + e) * 17 + word] >> shift) & 0xffu) << (8 * e);
+        b[q] = packed;
+      }
+      *reinterpret_cast<uint4 *>(out_t + (c0 + tr) * rows + r0 + tc) = make_uint4(b[0], b[1], b[2], b[3]);
+    }
+    __syncthreads(); // the tile is reused
+  }
+}
+
+// The same, one byte a thread (any shape, any alignment): 32 x 32 tiles,
+// 32 x 8 threads.
+template <class F8>
+__global__ void __launch_bounds__(256)
+    fp8_transpose_kernel(int64_t rows, int64_t cols, const uint8_t *__restrict__ in,
+                         uint8_t *__restrict__ out_t) {
+  __shared__ uint8_t tile[32][33];
+  const int64_t tile_cols = (cols + 31) / 32, tiles = ((rows + 31) / 32) * tile_cols;
+  for (int64_t k = blockIdx.x; k < tiles; k += gridDim.x) {
+    const int64_t r0 = (k / tile_cols) * 32, c0 = (k % tile_cols) * 32;
+    for (int i = threadIdx.y; i < 32; i += 8)
+      if (r0 + i < rows && c0 + threadIdx.x < cols)
+        tile[i][threadIdx.x] = in[(r0 + i) * cols + c0 + threadIdx.x];
+    __syncthreads();
+    for (int i = threadIdx.y; i < 32; i += 8)
+      if (c0 + i < cols && r0 + threadIdx.x < rows)
+        out_t[(c0 + i) * rows + r0 + threadIdx.x] = tile[threadIdx.x][i];
+    __syncthreads();
+  }
+}
+
 // Delayed scaling, one thread: this step's amax goes into the history
 // (a ring of `length` entries, slot step % length); the next scale is
 // Fp8Format<F8>::kMax / (max over the history * 2^margin), so the largest

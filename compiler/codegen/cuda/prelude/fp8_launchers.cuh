@@ -44,6 +44,30 @@ inline void launch_fp8_cast_transpose(int64_t rows, int64_t cols,
                                                             current, record);
 }
 
+// out_t (cols x rows) = in (rows x cols) transposed, bytes as they are:
+// the second layout of an FP8 cast written in the first (the scale and
+// statistics are the cast's). The vector form when rows and cols are
+// multiples of 16 and both pointers 16-byte aligned.
+template <class F8>
+inline void launch_fp8_transpose(int64_t rows, int64_t cols, const F8 *in, F8 *out_t,
+                                 cudaStream_t stream) {
+  if (rows <= 0 || cols <= 0)
+    return;
+  const uint8_t *from = reinterpret_cast<const uint8_t *>(in);
+  uint8_t *to = reinterpret_cast<uint8_t *>(out_t);
+  const bool vec = rows % 16 == 0 && cols % 16 == 0 &&
+                   ((reinterpret_cast<uintptr_t>(from) | reinterpret_cast<uintptr_t>(to)) % 16) == 0;
+  const int64_t side = vec ? 64 : 32;
+  const int64_t tiles = ((rows + side - 1) / side) * ((cols + side - 1) / side);
+  const int64_t blocks = tiles < kFp8GridBlocks ? tiles : kFp8GridBlocks;
+  if (vec)
+    detail::fp8_transpose_vec16_kernel<F8><<<static_cast<unsigned>(blocks), 256, 0, stream>>>(
+        rows, cols, from, to);
+  else
+    detail::fp8_transpose_kernel<F8><<<static_cast<unsigned>(blocks), dim3(32, 8), 0, stream>>>(
+        rows, cols, from, to);
+}
+
 namespace detail {
 // The amax launch of a cast of n elements of `in` into *q's partials
 // (launch_fp8_quantize_current, below); returns its blocks (the partials
