@@ -28,7 +28,9 @@
 //
 // --bench: at 8192 x 2048 (f32 x, bf16 y, e4m3, both layouts, delayed
 // scaling as steps run it) the unfused pair against the fused launcher per
-// band height: ms and GB/s of the bytes each must move.
+// band height, and against the row-major pass followed by
+// launch_fp8_transpose (the norm backward cast's way to both layouts):
+// ms and GB/s of the bytes each must move.
 #include "compiler/codegen/cuda/cuda_prelude.cuh" // generated: the pieces, concatenated
 #include "tests/cuda/device_buffer.cuh"
 #include "tests/cuda/fp8_test_support.cuh"
@@ -236,6 +238,25 @@ void bench(std::mt19937_64 &rng) {
     std::printf("  fused, band %2d                 %.4f ms  %6.0f GB/s  (%.2fx the pair)\n", band,
                 fused, fusedBytes / fused / 1e6, pair / fused);
   }
+  // The other way to the transposed layout, which the norm backward's
+  // cast takes (norm_fp8_launchers.cuh): the row-major bytes alone, then
+  // launch_fp8_transpose of them.
+  auto rowMajor = [&] {
+    tcc_cuda::launch_layer_norm_fp8_quantize<float, bf16, e4m3>(
+        x.p, w.p, nullptr, rows, c, 1e-5, true, out.p, nullptr, q.p(), rec.p, 0);
+  };
+  auto transpose = [&] { tcc_cuda::launch_fp8_transpose<e4m3>(rows, c, out.p, outT.p, 0); };
+  const float alone = timeMs(rowMajor), moved = timeMs(transpose);
+  const float split = timeMs([&] {
+    rowMajor();
+    transpose();
+  });
+  std::printf("  fused, row-major bytes only    %.4f ms  %6.0f GB/s\n", alone,
+              n * 5.0 / alone / 1e6);
+  std::printf("  launch_fp8_transpose           %.4f ms  %6.0f GB/s\n", moved,
+              n * 2.0 / moved / 1e6);
+  std::printf("  the two                        %.4f ms  %6.0f GB/s  (%.2fx the pair)\n", split,
+              fusedBytes / split / 1e6, pair / split);
 }
 
 } // namespace

@@ -38,7 +38,9 @@
 //
 // --bench: at 8192 x 2048 (f32 x and addend, bf16 grad, e5m2, both
 // layouts, the weight's sum, delayed scaling as steps run it) the unfused
-// pair against the fused launcher: ms and GB/s of the bytes each moves.
+// pair against the fused launcher: ms and GB/s of the bytes each moves;
+// then the fused launch's parts (the row-major pass, the transpose) and
+// the transposed layout alone from the kernel's bands.
 #include "compiler/codegen/cuda/cuda_prelude.cuh" // generated: the pieces, concatenated
 #include "dialects/kern/NormWorkspace.h"
 #include "tests/cuda/device_buffer.cuh"
@@ -321,12 +323,13 @@ void bench(std::mt19937_64 &rng) {
   pair(); // a first cast sets the record's scale: later ones are delayed casts
   CUDA_CHECK(cudaDeviceSynchronize());
   const float tPlain = timeMs(plain), tPair = timeMs(pair);
-  const float tFused = timeMs([&] {
+  auto fusedInto = [&](e5m2 *plainOut, e5m2 *transposedOut) {
     CUDA_CHECK((tcc_cuda::launch_layer_norm_backward_fp8_quantize<bf16, float, bf16, e5m2, Fixed>(
         g.p, x.p, w.p, a.p, dx.p, dw.p, static_cast<float *>(nullptr),
-        static_cast<float *>(nullptr), false, ws.p, parts, rows, c, 1e-5, true, out.p, outT.p,
-        q.p(), rec.p, 0)));
-  });
+        static_cast<float *>(nullptr), false, ws.p, parts, rows, c, 1e-5, true, plainOut,
+        transposedOut, q.p(), rec.p, 0)));
+  };
+  const float tFused = timeMs([&] { fusedInto(out.p, outT.p); });
   // Bytes each must move: x, addend, dx (4 each) and grad (2); then y (2)
   // written, and read back by the cast (2), which writes the two FP8
   // layouts (1 + 1); fused, only the FP8 layouts.
@@ -340,6 +343,18 @@ void bench(std::mt19937_64 &rng) {
               pairBytes / tPair / 1e6);
   std::printf("  fused                           %.4f ms  %6.0f GB/s  (%.2fx the pair)\n", tFused,
               fusedBytes / tFused / 1e6, tPair / tFused);
+  // Its parts: the backward writing the row-major bytes alone, then
+  // launch_fp8_transpose of them; and the transposed layout alone, which
+  // the kernel writes from its shared bands (the way both layouts went
+  // before: 0.1547 ms on an H100, 2026-12-07).
+  const float tRowMajor = timeMs([&] { fusedInto(out.p, nullptr); });
+  const float tTranspose =
+      timeMs([&] { tcc_cuda::launch_fp8_transpose<e5m2>(rows, c, out.p, outT.p, 0); });
+  const float tBands = timeMs([&] { fusedInto(nullptr, outT.p); });
+  std::printf("  of which the row-major pass     %.4f ms\n", tRowMajor);
+  std::printf("  and launch_fp8_transpose        %.4f ms  %6.0f GB/s\n", tTranspose,
+              n * 2.0 / tTranspose / 1e6);
+  std::printf("  transposed layout alone (bands) %.4f ms\n", tBands);
 }
 
 } // namespace
