@@ -127,6 +127,29 @@ TEST(InitializersTest, AnyElementCanBeComputedAlone) {
     EXPECT_EQ(InitialValue(t, 3, i), values[i]);
 }
 
+// Threads fill chunks of 2^20 elements, normal pairs computed once for
+// both elements: every element must still be InitialValue's, bit for bit,
+// for any thread count, and for a shard starting at an odd index (a pair
+// split across the shard's start, and across its last element).
+TEST(InitializersTest, ThreadsAndPairsChangeNoValue) {
+  const int64_t n = (int64_t{5} << 19) + 3; // 2.5 chunks, odd
+  std::vector<int64_t> shape{n};
+  for (tcc_init_kind kind : {TCC_INIT_NORMAL, TCC_INIT_UNIFORM}) {
+    tcc_tensor_desc t = Tensor(shape, kind, 0.02, 11);
+    for (int64_t first : {int64_t{0}, int64_t{7}}) {
+      std::vector<float> one(n), four(n), automatic(n);
+      ASSERT_TRUE(InitializeTensor(t, 5, one.data(), first, 1).ok());
+      ASSERT_TRUE(InitializeTensor(t, 5, four.data(), first, 4).ok());
+      ASSERT_TRUE(InitializeTensor(t, 5, automatic.data(), first).ok());
+      int64_t differ = 0;
+      for (int64_t i = 0; i < n; ++i)
+        differ += one[i] != four[i] || one[i] != automatic[i] ||
+                  one[i] != InitialValue(t, 5, first + i);
+      EXPECT_EQ(differ, 0) << InitKindName(kind) << ", first index " << first;
+    }
+  }
+}
+
 TEST(InitializersTest, RunSeedAndParamSeedChangeTheValues) {
   std::vector<int64_t> shape{64};
   std::vector<float> base = Initialize(Tensor(shape, TCC_INIT_NORMAL, 1, 1), 0);
