@@ -557,7 +557,8 @@ __global__ void __launch_bounds__(256, 3) // as fp8_cast_transpose_vec8_kernel
 // `warps` rows would write 8-byte pieces of each column of out_t).
 // 64 x 64 byte tiles, grid-stride, 256 threads: thread t loads 16 bytes
 // of tile row t / 4 (one 16-byte load), the tile goes through shared
-// words (rows of 17: a column's words fall in different banks), and
+// words (rows of 17 words: a warp's reads at one column spread over the
+// banks, two-way at most), and
 // thread t writes 16 bytes of out_t row t / 4, input rows 16 (t % 4) ..
 // 16 (t % 4) + 15 (one 16-byte store; a warp writes 8 rows of 64
 // contiguous bytes). Needs rows and cols multiples of 16 and 16-byte
