@@ -8,6 +8,7 @@
 #include <array>
 #include <cmath>
 #include <limits>
+#include <vector>
 
 #include "interpreter/InterpreterSupport.h"
 #include "dialects/tg/TgDialect.h"
@@ -34,8 +35,14 @@ tcc::Window2d convWindow(ArrayRef<int64_t> weightShape, ArrayRef<int64_t> stride
 // x (N, C, H, W), w (O, C / groups, KH, KW), y (N, O, HO, WO). Forward
 // writes y from x and w; InputGrad writes x from y (the gradient) and w;
 // WeightGrad writes w from y and x. The written tensor starts at zero.
+// With `errorSide` +1 / -1 each written element then moves by that sign
+// times f32 accumulation's error bound, (its terms) * 2^-24 * sum |terms|
+// (interpret's productErrorSide, as for tg.matmul).
 void convLoop(ConvProduct product, Tensor &x, Tensor &w, Tensor &y, const tcc::Window2d &win,
-              int64_t groups) {
+              int64_t groups, int errorSide) {
+  Tensor &target = product == ConvProduct::Forward ? y : product == ConvProduct::InputGrad ? x : w;
+  std::vector<double> magnitude(errorSide != 0 ? target.data.size() : 0);
+  std::vector<int64_t> terms(magnitude.size());
   int64_t n = x.shape[0], c = x.shape[1], h = x.shape[2], wd = x.shape[3];
   int64_t o = w.shape[0], cg = w.shape[1];
   int64_t ho = y.shape[2], wo = y.shape[3], og = o / groups;
@@ -57,16 +64,25 @@ void convLoop(ConvProduct product, Tensor &x, Tensor &w, Tensor &y, const tcc::W
                   continue;
                 int64_t xi = ((b * c + ic) * h + iy) * wd + ix;
                 int64_t wi = ((oc * cg + ci) * win.kh + ky) * win.kw + kx;
+                int64_t at = 0;
+                double term = 0;
                 switch (product) {
-                case ConvProduct::Forward: y.data[yi] += x.data[xi] * w.data[wi]; break;
-                case ConvProduct::InputGrad: x.data[xi] += y.data[yi] * w.data[wi]; break;
-                case ConvProduct::WeightGrad: w.data[wi] += y.data[yi] * x.data[xi]; break;
+                case ConvProduct::Forward: at = yi, term = x.data[xi] * w.data[wi]; break;
+                case ConvProduct::InputGrad: at = xi, term = y.data[yi] * w.data[wi]; break;
+                case ConvProduct::WeightGrad: at = wi, term = y.data[yi] * x.data[xi]; break;
+                }
+                target.data[at] += term;
+                if (errorSide != 0) {
+                  magnitude[at] += std::abs(term);
+                  ++terms[at];
                 }
               }
             }
           }
         }
     }
+  for (size_t i = 0; i < magnitude.size(); ++i)
+    target.data[i] += errorSide * std::ldexp(static_cast<double>(terms[i]) * magnitude[i], -24);
 }
 
 // Channels-last ops (layout "NHWC") are evaluated in NCHW: operands and
@@ -101,7 +117,7 @@ std::vector<int64_t> nchwShape(std::vector<int64_t> shape) {
 
 template <typename ConvLike>
 Tensor evalConvNchw(ConvLike op, ConvProduct product, const Tensor &a, const Tensor &b,
-                    const std::vector<int64_t> &outShape) {
+                    const std::vector<int64_t> &outShape, int errorSide) {
   Tensor out = Tensor::zeros(outShape);
   Tensor x, w, y;
   switch (product) {
@@ -115,17 +131,18 @@ Tensor evalConvNchw(ConvLike op, ConvProduct product, const Tensor &a, const Ten
   target = out;
   convLoop(product, x, w, y,
            convWindow(w.shape, op.getStride(), op.getPadding(), op.getDilation()),
-           op.getGroups());
+           op.getGroups(), errorSide);
   return target;
 }
 
 template <typename ConvLike>
-Tensor evalConv(ConvLike op, ConvProduct product, const Tensor &a, const Tensor &b) {
+Tensor evalConv(ConvLike op, ConvProduct product, const Tensor &a, const Tensor &b,
+                int errorSide) {
   if (channelsLast(op)) // weight (O, KH, KW, C/g) -> (O, C/g, KH, KW): the same permutation
     return permute4(evalConvNchw(op, product, permute4(a, kToNchw), permute4(b, kToNchw),
-                                 nchwShape(staticShape(op.getResult()))),
+                                 nchwShape(staticShape(op.getResult())), errorSide),
                     kToNhwc);
-  return evalConvNchw(op, product, a, b, staticShape(op.getResult()));
+  return evalConvNchw(op, product, a, b, staticShape(op.getResult()), errorSide);
 }
 
 tcc::Window2d poolWindow(ArrayRef<int64_t> kernel, ArrayRef<int64_t> stride,
@@ -272,16 +289,18 @@ std::vector<Tensor> batchNormGradSums(const Tensor &g, const Tensor &x, const Te
 
 } // namespace
 
-std::optional<OpResults> evaluateVisionOp(Operation *op, ArrayRef<const Tensor *> in) {
+std::optional<OpResults> evaluateVisionOp(Operation *op, ArrayRef<const Tensor *> in,
+                                          int productErrorSide) {
+  const int side = productErrorSide;
   return llvm::TypeSwitch<Operation *, std::optional<OpResults>>(op)
       .Case([&](tg::Conv2dOp c) {
-        return singleResult(evalConv(c, ConvProduct::Forward, *in[0], *in[1]));
+        return singleResult(evalConv(c, ConvProduct::Forward, *in[0], *in[1], side));
       })
       .Case([&](tg::Conv2dInputGradOp c) {
-        return singleResult(evalConv(c, ConvProduct::InputGrad, *in[0], *in[1]));
+        return singleResult(evalConv(c, ConvProduct::InputGrad, *in[0], *in[1], side));
       })
       .Case([&](tg::Conv2dWeightGradOp c) {
-        return singleResult(evalConv(c, ConvProduct::WeightGrad, *in[0], *in[1]));
+        return singleResult(evalConv(c, ConvProduct::WeightGrad, *in[0], *in[1], side));
       })
       .Case([&](tg::MaxPool2dOp p) {
         return singleResult(evalPoolOp(p, *in[0], /*max=*/true));

@@ -65,8 +65,8 @@ inline OpResults singleResult(mlir::FailureOr<Tensor> t) {
 // Each evaluates the ops of its group and returns std::nullopt for others.
 std::optional<OpResults> evaluateElementwiseOp(mlir::Operation *op,
                                                llvm::ArrayRef<const Tensor *> in);
-// The products (tg.matmul and its fused forms) take interpret()'s
-// productErrorSide.
+// The products (tg.matmul and its fused forms; the convolutions of
+// evaluateVisionOp) take interpret()'s productErrorSide.
 std::optional<OpResults> evaluateStructuralOp(mlir::Operation *op,
                                               llvm::ArrayRef<const Tensor *> in,
                                               int productErrorSide);
@@ -75,7 +75,8 @@ std::optional<OpResults> evaluateOptimizerOp(mlir::Operation *op,
 std::optional<OpResults> evaluateAttentionOp(mlir::Operation *op,
                                              llvm::ArrayRef<const Tensor *> in);
 std::optional<OpResults> evaluateVisionOp(mlir::Operation *op,
-                                          llvm::ArrayRef<const Tensor *> in);
+                                          llvm::ArrayRef<const Tensor *> in,
+                                          int productErrorSide);
 std::optional<OpResults> evaluatePositionOp(mlir::Operation *op,
                                             llvm::ArrayRef<const Tensor *> in);
 

@@ -96,7 +96,7 @@ OpResults Interpreter::evaluate(Operation *op) {
   if (!results)
     results = evaluatePositionOp(op, operands);
   if (!results)
-    results = evaluateVisionOp(op, operands);
+    results = evaluateVisionOp(op, operands, productErrorSide_);
   if (!results)
     return op->emitOpError("is not supported by the tg reference interpreter");
   return std::move(*results);

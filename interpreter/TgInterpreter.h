@@ -37,8 +37,9 @@ namespace tcc::interp {
 // cancellation turns an ulp of rounding into far more than f32's precision.
 //
 // `productErrorSide` +1 or -1 moves every element of every product
-// (tg.matmul and its fused forms) by that sign times the bound on f32
-// accumulation's error, K * 2^-24 * sum over k of |a_ik * b_kj|, which no
+// (tg.matmul and its fused forms, the convolutions and their gradients) by
+// that sign times the bound on f32 accumulation's error, K * 2^-24 * sum
+// over its K terms of |a_ik * b_kj|, which no
 // summation order of a kernel exceeds (to first order). Rounding probes move
 // a value by an ulp; this moves it as far as a compiled product may land
 // from the exact product of its operands, so a value within that distance

@@ -334,6 +334,44 @@ TEST_F(LowPrecisionInterpreterTest, ProductErrorSideMovesProductsByTheAccumulati
       << diagnostics_;
 }
 
+// The same for a convolution (padding 1: the corner outputs have 4 terms,
+// the edges 6, the centre 9; the bound counts each output's own).
+TEST_F(LowPrecisionInterpreterTest, ProductErrorSideMovesConvolutionsByTheirBound) {
+  std::vector<double> x = randomValues(9), w = randomValues(9);
+  OwningOpRef<ModuleOp> module = parse(R"mlir(
+    func.func @f(%x: tensor<1x1x3x3xf32>, %w: tensor<1x1x3x3xf32>) -> tensor<1x1x3x3xf32> {
+      %0 = tg.conv2d %x, %w {stride = array<i64: 1, 1>, padding = array<i64: 1, 1>, dilation = array<i64: 1, 1>} : (tensor<1x1x3x3xf32>, tensor<1x1x3x3xf32>) -> tensor<1x1x3x3xf32>
+      return %0 : tensor<1x1x3x3xf32>
+    })mlir");
+  ASSERT_TRUE(module);
+  auto f = module->lookupSymbol<func::FuncOp>("f");
+  std::vector<Tensor> args{{{1, 1, 3, 3}, x}, {{1, 1, 3, 3}, w}};
+  auto plain = interp::interpret(f, args);
+  auto up = interp::interpret(f, args, std::nullopt, false, +1);
+  auto down = interp::interpret(f, args, std::nullopt, false, -1);
+  ASSERT_TRUE(succeeded(plain) && succeeded(up) && succeeded(down)) << diagnostics_;
+  for (int oy = 0; oy < 3; ++oy)
+    for (int ox = 0; ox < 3; ++ox) {
+      double sum = 0, magnitude = 0;
+      int terms = 0;
+      for (int ky = 0; ky < 3; ++ky)
+        for (int kx = 0; kx < 3; ++kx) {
+          int iy = oy - 1 + ky, ix = ox - 1 + kx;
+          if (iy < 0 || iy > 2 || ix < 0 || ix > 2)
+            continue;
+          double term = x[iy * 3 + ix] * w[ky * 3 + kx];
+          sum += term;
+          magnitude += std::abs(term);
+          ++terms;
+        }
+      const double bound = terms * magnitude / (1 << 24);
+      const int e = oy * 3 + ox;
+      EXPECT_NEAR((*plain)[0].data[e], sum, 1e-15) << "element " << e;
+      EXPECT_NEAR((*up)[0].data[e] - (*plain)[0].data[e], bound, 1e-15 + 1e-12 * bound);
+      EXPECT_NEAR((*down)[0].data[e] - (*plain)[0].data[e], -bound, 1e-15 + 1e-12 * bound);
+    }
+}
+
 TEST_F(LowPrecisionInterpreterTest, Bf16ReductionSumsInFloat64AndRoundsOnce) {
   std::vector<double> x = randomValues(4 * 16);
   auto results = runUnverified(R"mlir(
