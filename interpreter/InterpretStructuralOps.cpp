@@ -52,10 +52,11 @@ Tensor evalProduct(const Tensor &lhs, const Tensor &rhs, bool transposeLhs,
         for (int64_t p = 0; p < k; ++p) {
           double term = at(lhs, lm, transposeLhs, i, p) * at(rhs, rm, transposeRhs, p, j);
           sum += term;
-          magnitude += std::abs(term);
+          if (errorSide != 0)
+            magnitude += std::abs(term);
         }
         if (errorSide != 0)
-          sum += errorSide * std::ldexp(static_cast<double>(k) * magnitude, -24);
+          sum += productErrorShift(errorSide, k, magnitude);
         out.data[(batch * m + i) * n + j] = sum;
       }
   }

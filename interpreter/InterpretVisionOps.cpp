@@ -82,7 +82,7 @@ void convLoop(ConvProduct product, Tensor &x, Tensor &w, Tensor &y, const tcc::W
         }
     }
   for (size_t i = 0; i < magnitude.size(); ++i)
-    target.data[i] += errorSide * std::ldexp(static_cast<double>(terms[i]) * magnitude[i], -24);
+    target.data[i] += productErrorShift(errorSide, terms[i], magnitude[i]);
 }
 
 // Channels-last ops (layout "NHWC") are evaluated in NCHW: operands and

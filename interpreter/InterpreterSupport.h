@@ -5,6 +5,8 @@
 #ifndef TCC_INTERPRETER_INTERPRETERSUPPORT_H
 #define TCC_INTERPRETER_INTERPRETERSUPPORT_H
 
+#include <cmath>
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <vector>
@@ -46,6 +48,13 @@ void roundToElementType(Tensor &t, mlir::Type elementType);
 // See interpret().
 void roundToElementTypeAtRandom(Tensor &t, mlir::Type elementType, uint64_t seed,
                                 uint64_t &counter, bool includeF32 = false);
+
+// How far interpret()'s productErrorSide (+1, -1 or 0) moves a product
+// element of `terms` terms whose magnitudes sum to `magnitude`: that sign
+// times the bound on f32 accumulation's error, terms * 2^-24 * magnitude.
+inline double productErrorShift(int side, int64_t terms, double magnitude) {
+  return side * std::ldexp(static_cast<double>(terms) * magnitude, -24);
+}
 
 // gelu(x): the tanh approximation or the exact (erf) form.
 double gelu(double x, bool tanhForm);
