@@ -43,11 +43,11 @@ export LD_LIBRARY_PATH="$dir/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 source "$here/../../tests/gpu/cudnn_path.sh"
 data="$dir/data/text_train.bin"
 train() { # NAME STEP STEPS [flags...]: one trun under timeout, metrics + log in out/
-  local name=$1 step=$2 steps=$3; shift 3
+  local name=$1 step=$2 steps=$3 start=$SECONDS; shift 3
   rm -f "$out/$name.jsonl"
   timeout "${TRUN_TIMEOUT:-280}" "$dir/bin/trun" "$dir/steps/$step" --data "$data" --steps "$steps" \
     --seed 0 --log-every 50 --metrics "$out/$name.jsonl" "$@" >"$out/$name.log" 2>&1
-  echo "$name: exit $? ($(grep -c '"kind": *"step"' "$out/$name.jsonl" 2>/dev/null || echo 0) steps)"
+  echo "$name: exit $? ($(grep -c '"kind": *"step"' "$out/$name.jsonl" 2>/dev/null || echo 0) steps, $((SECONDS - start)) s wall)"
 }
 case "$part" in
   speed)
