@@ -24,7 +24,8 @@
 //
 // --bench: the 1B decoder's shape (8192 x 6144, D128, 16 + 16 heads; the
 // rows are B4 x T2048): the two ropes and the cast against the fused cast,
-// ms and GB/s of the bytes each must move.
+// ms and GB/s of the bytes each must move, and the buffer's plain cast
+// (the floor: no rotation).
 #include "compiler/codegen/cuda/cuda_prelude.cuh" // generated: the pieces, concatenated
 #include "tests/cuda/device_buffer.cuh"
 #include "tests/cuda/fp8_test_support.cuh"
@@ -247,6 +248,13 @@ void bench(std::mt19937_64 &rng) {
               unfusedBytes / tUnfused / 1e6);
   std::printf("  fused cast        %.4f ms  %6.0f GB/s  (%.2fx)\n", tFused,
               fusedBytes / tFused / 1e6, tUnfused / tFused);
+  // The floor: the cast of the buffer alone (no rotation).
+  const float tPlain = timeMs([&] {
+    tcc_cuda::launch_fp8_quantize_delayed<bf16, e5m2>(rows, Cols, buf.p, out.p, outT.p, q.p(),
+                                                      rec.p, 0);
+  });
+  std::printf("  the buffer's cast  %.4f ms  %6.0f GB/s  (no rotation)\n", tPlain,
+              fusedBytes / tPlain / 1e6);
 }
 
 } // namespace

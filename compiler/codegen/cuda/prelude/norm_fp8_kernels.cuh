@@ -58,15 +58,19 @@ __device__ __forceinline__ void norm_fp8_cast_chunk(const A (&y)[V], float s, fl
 }
 
 // A chunk's bytes (norm_fp8_cast_chunk's words) into the band's shared row
-// at column j and, when out is non-null, into out at element `at`.
+// at column j when shared_row is non-null (null: no transposed layout is
+// written from bands, and the launcher gave no shared memory for them)
+// and, when out is non-null, into out at element `at`.
 template <int V, class F8>
 __device__ __forceinline__ void norm_fp8_put_chunk(const uint32_t (&q)[(V + 3) / 4],
                                                    uint32_t *shared_row, int64_t j, F8 *out,
                                                    int64_t at) {
   if constexpr (V % 4 == 0) {
+    if (shared_row != nullptr) {
 #pragma unroll
-    for (int w = 0; w < V / 4; ++w)
-      shared_row[j / 4 + w] = q[w];
+      for (int w = 0; w < V / 4; ++w)
+        shared_row[j / 4 + w] = q[w];
+    }
     if (out != nullptr) {
       if constexpr (V == 4)
         *reinterpret_cast<uint32_t *>(&out[at].bits) = q[0];
@@ -77,9 +81,11 @@ __device__ __forceinline__ void norm_fp8_put_chunk(const uint32_t (&q)[(V + 3) /
           reinterpret_cast<uint32_t *>(&out[at].bits)[w] = q[w];
     }
   } else { // V == 2: two bytes
-    uint8_t *bytes = reinterpret_cast<uint8_t *>(shared_row) + j;
-    bytes[0] = q[0] & 0xff;
-    bytes[1] = (q[0] >> 8) & 0xff;
+    if (shared_row != nullptr) {
+      uint8_t *bytes = reinterpret_cast<uint8_t *>(shared_row) + j;
+      bytes[0] = q[0] & 0xff;
+      bytes[1] = (q[0] >> 8) & 0xff;
+    }
     if (out != nullptr) {
       out[at].bits = q[0] & 0xff;
       out[at + 1].bits = (q[0] >> 8) & 0xff;
@@ -160,7 +166,7 @@ __global__ void __launch_bounds__(kNormWarps * 32, 2)
                                                  : (b + gridDim.x) * band + warp;
       if (next < rows)
         norm_prefetch_l2(x + next * c, c * static_cast<int64_t>(sizeof(T)), lane);
-      uint32_t *shared_row = norm_fp8_band + i * stride;
+      uint32_t *shared_row = out_t != nullptr ? norm_fp8_band + i * stride : nullptr;
       norm_row_outputs<V, T, kNormFp8CachedChunks>(x + r * c, weight, bias, c, lane, eps, rms,
                          [&](const acc_t<T>(&y)[V], int64_t j) {
                            uint32_t q[(V + 3) / 4];
@@ -171,8 +177,8 @@ __global__ void __launch_bounds__(kNormWarps * 32, 2)
     if (out_t != nullptr) { // the same for every thread of the block
       __syncthreads();
       norm_fp8_band_transposed(norm_fp8_band, stride, band, r0, rows, c, out_t, words_t);
+      __syncthreads(); // the band's shared copy is reused
     }
-    __syncthreads(); // the band's shared copy is reused
   }
   fp8_add_stats(amax, overflows, underflows, stats);
   fp8_finish_delayed<F8>(current, record, rows * c, gridDim.x);
@@ -276,7 +282,8 @@ template <class F8> struct NormGradFp8Cast {
     static_assert(V % 4 == 0, "whole words of FP8 bytes per chunk");
     uint32_t q[V / 4];
     norm_fp8_cast_chunk<V, Y, F8>(d, s, amax, overflows, underflows, q);
-    norm_fp8_put_chunk<V>(q, band_words + warp * (c / 4 + 1), j, out, r * c + j);
+    norm_fp8_put_chunk<V>(q, out_t != nullptr ? band_words + warp * (c / 4 + 1) : nullptr, j,
+                          out, r * c + j);
   }
   __device__ __forceinline__ void band(int64_t r0, int64_t rows, int64_t c, int warps) {
     if (out_t == nullptr)

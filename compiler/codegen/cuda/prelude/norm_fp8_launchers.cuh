@@ -56,7 +56,9 @@ inline cudaError_t launch_layer_norm_fp8_quantize(const T *x, const T *weight, c
       <<<static_cast<unsigned>(amax_blocks), detail::kNormWarps * 32, 0, stream>>>(
           x, weight, bias, rows, c, e, rms, partials, &q->stats, record,
           record != nullptr ? &q->unused[0] : nullptr);
-  const size_t shared = static_cast<size_t>(band) * static_cast<size_t>(c + 4);
+  // The band's shared copy only when the kernel writes out_t from it.
+  const size_t shared =
+      out_t != nullptr ? static_cast<size_t>(band) * static_cast<size_t>(c + 4) : 0;
   auto kernel = detail::layer_norm_fp8_cast_kernel<V, T, Y, F8>;
   if (shared > 48 * 1024) {
     cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
@@ -83,8 +85,9 @@ inline cudaError_t launch_layer_norm_fp8_quantize(const T *x, const T *weight, c
 // once the site has a scale), then the backward that casts; then the
 // parts' sums. Takes the vector kernel only (c a multiple of its V, which
 // must be a multiple of 4; x, grad, dx, weight, addend and out 16-byte
-// aligned) and rows whose band of FP8 bytes fits shared memory beside the
-// sums; returns cudaErrorInvalidValue for others, launching nothing.
+// aligned) and, when the kernel writes out_t from bands, rows whose band
+// of FP8 bytes fits shared memory beside the sums; returns
+// cudaErrorInvalidValue for others, launching nothing.
 // With both layouts, rows and c multiples of 16 and out_t 16-byte aligned,
 // the backward writes out only and launch_fp8_transpose makes out_t from
 // it (the same bytes): written band by band from the kernel, a band is
@@ -120,8 +123,15 @@ inline cudaError_t launch_layer_norm_backward_fp8_quantize(
     const int slices =
         (dweight != nullptr ? 1 : 0) + (dbias != nullptr ? 1 : 0) + (dx_sum != nullptr ? 1 : 0);
     const int warps = layer_norm_backward_warps<T>(c, slices);
+    // With both layouts wanted and rows, c multiples of 16, the kernel
+    // writes out only and launch_fp8_transpose makes out_t from it; the
+    // kernel's shared band (warps x (c + 4) bytes after the sums) is then
+    // not given, nor when out_t is not wanted at all.
+    const bool transpose_after = out != nullptr && out_t != nullptr && rows % 16 == 0 &&
+                                 c % 16 == 0 && reinterpret_cast<uintptr_t>(out_t) % 16 == 0;
+    const bool bands = out_t != nullptr && !transpose_after;
     const size_t shared = static_cast<size_t>(warps) * slices * c * sizeof(acc_t<T>) +
-                          static_cast<size_t>(warps) * (c + 4);
+                          (bands ? static_cast<size_t>(warps) * (c + 4) : 0);
     if (!vector || shared > 227 * 1024)
       return cudaErrorInvalidValue;
     if (rows <= 0 || c <= 0) {
@@ -152,8 +162,6 @@ inline cudaError_t launch_layer_norm_backward_fp8_quantize(
         return err;
     }
     const int64_t grid = sums ? parts : wanted;
-    const bool transpose_after = out != nullptr && out_t != nullptr && rows % 16 == 0 &&
-                                 c % 16 == 0 && reinterpret_cast<uintptr_t>(out_t) % 16 == 0;
     kernel<<<static_cast<unsigned>(grid), warps * 32, shared, stream>>>(
         grad, x, weight, addend, dx, static_cast<Y *>(nullptr), workspace, dweight != nullptr,
         dbias != nullptr, dx_sum != nullptr, sum_of_cast, rows, c, e, rms,
