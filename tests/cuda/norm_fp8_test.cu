@@ -29,7 +29,8 @@
 // --bench: at 8192 x 2048 (f32 x, bf16 y, e4m3, both layouts, delayed
 // scaling as steps run it) the unfused pair against the fused launcher per
 // band height, and against the row-major pass followed by
-// launch_fp8_transpose (the norm backward cast's way to both layouts):
+// launch_fp8_transpose (the norm backward cast's way to both layouts),
+// whose row-major pass is also timed at smaller bands (more blocks):
 // ms and GB/s of the bytes each must move.
 #include "compiler/codegen/cuda/cuda_prelude.cuh" // generated: the pieces, concatenated
 #include "tests/cuda/device_buffer.cuh"
@@ -253,6 +254,16 @@ void bench(std::mt19937_64 &rng) {
   });
   std::printf("  fused, row-major bytes only    %.4f ms  %6.0f GB/s\n", alone,
               n * 5.0 / alone / 1e6);
+  // The row-major pass needs no band: a band only sets a block's rows
+  // (the grid: rows / band blocks, at most kFp8GridBlocks).
+  for (int band : {4, 8, 16}) {
+    const float t = timeMs([&] {
+      tcc_cuda::launch_layer_norm_fp8_quantize<float, bf16, e4m3>(
+          x.p, w.p, nullptr, rows, c, 1e-5, true, out.p, nullptr, q.p(), rec.p, 0, band);
+    });
+    std::printf("  row-major bytes only, band %2d  %.4f ms  %6.0f GB/s\n", band, t,
+                n * 5.0 / t / 1e6);
+  }
   std::printf("  launch_fp8_transpose           %.4f ms  %6.0f GB/s\n", moved,
               n * 2.0 / moved / 1e6);
   std::printf("  the two                        %.4f ms  %6.0f GB/s  (%.2fx the pair)\n", split,
