@@ -9,7 +9,9 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cerrno>
 #include <cmath>
+#include <cstdlib>
 #include <system_error>
 #include <thread>
 #include <vector>
@@ -89,8 +91,19 @@ void FillRange(const tcc_tensor_desc &t, uint64_t key, float *values, int64_t fi
     values[i] = ValueAt(t, key, first_index + i);
 }
 
-// The CPUs this process may run on (its affinity mask), at most 64.
-int DefaultThreads() {
+} // namespace
+
+int InitializerThreads() {
+  // trun sets OMP_NUM_THREADS before a step loads (--threads, else the
+  // CPUs it may use under its cgroup's quota): the fill then keeps within
+  // what the run was given. A list ("4,2") or junk is not a count.
+  if (const char *env = std::getenv("OMP_NUM_THREADS"); env != nullptr && *env != '\0') {
+    char *end = nullptr;
+    errno = 0;
+    const long n = std::strtol(env, &end, 10);
+    if (errno == 0 && *end == '\0' && n > 0)
+      return static_cast<int>(std::min<long>(n, 64));
+  }
   cpu_set_t set;
   CPU_ZERO(&set);
   int cpus = sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : 0;
@@ -98,8 +111,6 @@ int DefaultThreads() {
     cpus = static_cast<int>(std::thread::hardware_concurrency());
   return std::clamp(cpus, 1, 64);
 }
-
-} // namespace
 
 std::string InitKindName(int32_t kind) {
   switch (kind) {
@@ -145,7 +156,7 @@ absl::Status InitializeTensor(const tcc_tensor_desc &t, uint64_t run_seed,
   constexpr int64_t kChunk = int64_t{1} << 20;
   const int64_t chunks = (n + kChunk - 1) / kChunk;
   const int wanted = static_cast<int>(
-      std::min<int64_t>(threads > 0 ? threads : DefaultThreads(), chunks));
+      std::min<int64_t>(threads > 0 ? threads : InitializerThreads(), chunks));
   std::atomic<int64_t> next{0};
   auto work = [&] {
     for (int64_t c = next++; c < chunks; c = next++)

@@ -33,10 +33,16 @@ float InitialValue(const tcc_tensor_desc &t, uint64_t run_seed, int64_t index);
 // tensors are supported; other dtypes are an error naming the tensor.
 // `first_index`: the flattened index of data[0] in the tensor `t` describes
 // (a ZeRO-3 rank's shard starts at rank * its elements). `threads`: at most
-// this many threads fill it, in chunks of 2^20 elements (0: the CPUs this
-// process may run on, at most 64); the values are the same for any count.
+// this many threads fill it, in chunks of 2^20 elements (0:
+// InitializerThreads()); the values are the same for any count.
 absl::Status InitializeTensor(const tcc_tensor_desc &t, uint64_t run_seed,
                               void *data, int64_t first_index = 0, int threads = 0);
+
+// The threads InitializeTensor takes by default: OMP_NUM_THREADS when it is
+// one positive count (trun sets it before a step loads: --threads, else the
+// CPUs it may use under its cgroup's CPU quota), else the CPUs in this
+// process's affinity mask; at most 64.
+int InitializerThreads();
 
 } // namespace tcc::trun
 

@@ -6,6 +6,8 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdlib>
+#include <string>
 #include <vector>
 
 namespace tcc::trun {
@@ -148,6 +150,30 @@ TEST(InitializersTest, ThreadsAndPairsChangeNoValue) {
       EXPECT_EQ(differ, 0) << InitKindName(kind) << ", first index " << first;
     }
   }
+}
+
+// The default count follows OMP_NUM_THREADS (trun's --threads and cgroup
+// quota reach the fill through it); anything but one positive count falls
+// back to the affinity mask's CPUs.
+TEST(InitializersTest, ThreadsFollowOmpNumThreads) {
+  const char *saved = std::getenv("OMP_NUM_THREADS");
+  const std::string restore = saved != nullptr ? saved : "";
+  ::unsetenv("OMP_NUM_THREADS");
+  const int affinity = InitializerThreads();
+  EXPECT_GE(affinity, 1);
+  EXPECT_LE(affinity, 64);
+  ::setenv("OMP_NUM_THREADS", "3", 1);
+  EXPECT_EQ(InitializerThreads(), 3);
+  ::setenv("OMP_NUM_THREADS", "1000", 1);
+  EXPECT_EQ(InitializerThreads(), 64);
+  for (const char *bad : {"0", "-2", "4,2", "two", "3x"}) {
+    ::setenv("OMP_NUM_THREADS", bad, 1);
+    EXPECT_EQ(InitializerThreads(), affinity) << "OMP_NUM_THREADS=" << bad;
+  }
+  if (saved != nullptr)
+    ::setenv("OMP_NUM_THREADS", restore.c_str(), 1);
+  else
+    ::unsetenv("OMP_NUM_THREADS");
 }
 
 TEST(InitializersTest, RunSeedAndParamSeedChangeTheValues) {
