@@ -254,9 +254,11 @@ __global__ void __launch_bounds__(kNormWarps * 32)
 // unfused pair's.
 
 // The cast. Rows go band by band (a band: the block's warps' rows, one
-// each, consecutive); each row's bytes go to out (row-major) and into the
-// band's shared copy, `warps` x (c + 4) bytes after the sums, which
-// band() writes to out_t (c x rows) as the forward's cast does.
+// each, consecutive); each row's bytes go to out (row-major) and, when
+// out_t is wanted here, into the band's shared copy, `warps` x (c + 4)
+// bytes after the sums, which band() writes to out_t (c x rows) as the
+// forward's cast does. (The launcher hands out_t to launch_fp8_transpose
+// instead where it can, and then gives no band.)
 template <class F8> struct NormGradFp8Cast {
   static constexpr bool kBands = true, kWritesDx = true, kCasts = true;
   F8 *out, *out_t; // either may be null
