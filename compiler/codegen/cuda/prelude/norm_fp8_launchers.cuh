@@ -165,7 +165,7 @@ inline cudaError_t launch_layer_norm_backward_fp8_quantize(
     kernel<<<static_cast<unsigned>(grid), warps * 32, shared, stream>>>(
         grad, x, weight, addend, dx, static_cast<Y *>(nullptr), workspace, dweight != nullptr,
         dbias != nullptr, dx_sum != nullptr, sum_of_cast, rows, c, e, rms,
-        detail::NormGradFp8Cast<F8>{out, transpose_after ? nullptr : out_t, partials,
+        detail::NormGradFp8Cast<F8>{out, bands ? out_t : nullptr, partials,
                                     static_cast<int32_t>(amax_blocks), q, record, 0.0f, 0.0f, 0u,
                                     0u, nullptr});
     if (transpose_after)
