@@ -1,11 +1,10 @@
 #include "runtime/initializers/Initializers.h"
 
 #include "runtime/initializers/Dtypes.h"
+#include "support/AffinityCpus.h"
 #include "tcc/counter_rng.h"
 
 #include "absl/strings/str_cat.h"
-
-#include <sched.h>
 
 #include <algorithm>
 #include <atomic>
@@ -104,12 +103,7 @@ int InitializerThreads() {
     if (errno == 0 && *end == '\0' && n > 0)
       return static_cast<int>(std::min<long>(n, 64));
   }
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  int cpus = sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : 0;
-  if (cpus <= 0)
-    cpus = static_cast<int>(std::thread::hardware_concurrency());
-  return std::clamp(cpus, 1, 64);
+  return std::clamp(tcc::AffinityCpus(), 1, 64);
 }
 
 std::string InitKindName(int32_t kind) {

@@ -1,5 +1,7 @@
 #include "runtime/trun/cli/HostThreads.h"
 
+#include "support/AffinityCpus.h"
+
 #include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -8,7 +10,6 @@
 #include <cmath>
 #include <cstdlib>
 #include <fstream>
-#include <sched.h>
 #include <sstream>
 #include <unistd.h>
 #include <vector>
@@ -23,15 +24,6 @@ std::optional<std::string> ReadSmallFile(const std::string &path) {
   std::ostringstream text;
   text << in.rdbuf();
   return text.str();
-}
-
-int AffinityCpus() {
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  if (sched_getaffinity(0, sizeof set, &set) == 0 && CPU_COUNT(&set) > 0)
-    return CPU_COUNT(&set);
-  long online = sysconf(_SC_NPROCESSORS_ONLN);
-  return online > 0 ? static_cast<int>(online) : 1;
 }
 
 // The cgroup path of this process for `controller` ("" for v2's unified
@@ -110,7 +102,7 @@ std::string ConfigureHostThreads(std::optional<int> flag_threads) {
   } else if (const char *env = std::getenv("OMP_NUM_THREADS"); env && *env) {
     threads_part = absl::StrCat(env, " (OMP_NUM_THREADS)");
   } else {
-    int affinity = AffinityCpus();
+    int affinity = tcc::AffinityCpus();
     std::optional<double> quota = CgroupCpuLimit();
     int threads = ThreadsForCpus(affinity, quota);
     ::setenv("OMP_NUM_THREADS", std::to_string(threads).c_str(), 1);
