@@ -34,13 +34,17 @@ keep=${TCC_RESOURCES_DIR:-}
 work=${keep:-$(mktemp -d)}
 [ -n "$keep" ] || trap 'rm -rf "$work"' EXIT
 mkdir -p "$work/reports"
-# nvcc with ptxas's report: each compile (-c) appends its stderr to a file
-# of its own (units compile in parallel) and still passes it on, so tcc
-# sees nvcc's errors as before.
+# nvcc with ptxas's report: each compile (-c) writes its stderr to a file
+# of its own (units compile in parallel), then passes it on, so tcc sees
+# nvcc's errors and status as before; the file is whole when nvcc returns.
 cat > "$work/nvcc" <<WRAP
 #!/usr/bin/env bash
 case " \$* " in
-  *" -c "*) exec "$nvcc" "\$@" -Xptxas -v 2> >(tee "$work/reports/\$\$.txt" >&2) ;;
+  *" -c "*)
+    "$nvcc" "\$@" -Xptxas -v 2> "$work/reports/\$\$.txt"
+    status=\$?
+    cat "$work/reports/\$\$.txt" >&2
+    exit \$status ;;
   *) exec "$nvcc" "\$@" ;;
 esac
 WRAP
