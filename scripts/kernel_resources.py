@@ -86,7 +86,7 @@ def main(argv):
     rows = list(unique.values())
     names = demangle([n for n, _ in rows])
     table = []
-    for (mangled, p), name in zip(rows, names):
+    for (_, p), name in zip(rows, names):
         if args.spills_only and not p.get("spill_stores", 0):
             continue
         if args.match and not re.search(args.match, name):

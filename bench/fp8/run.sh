@@ -36,9 +36,8 @@ part="${2:?usage: run.sh DIR speed|rounds|loss [...]}"
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 out="$dir/out"
 mkdir -p "$out"
-for p in lib steps data; do
-  [ -d "$dir/$p" ] || tar -C "$dir" -xf "$dir/$p.tar."*
-done
+source "$here/../../tests/gpu/unpack_parts.sh"
+unpack_parts "$dir" lib steps data
 export LD_LIBRARY_PATH="$dir/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 source "$here/../../tests/gpu/cudnn_path.sh"
 data="$dir/data/text_train.bin"

@@ -40,7 +40,7 @@ if [ -d $d ]; then
   grep -h "exit" $out/rounds.txt | tee -a $summary
 fi
 if [ -d $l ]; then
-  source bench/fp8/device_env.sh $l $out > /dev/null
+  [ -d $d ] && source bench/fp8/device_env.sh $l $out > /dev/null # else sourced above
   left=$(( ${TOTAL:-575} - SECONDS ))
   echo "loss runs: $left s left" | tee -a $summary
   [ $left -ge 60 ] && timeout $left bash bench/fp8/run.sh $l loss 1000 --val $PWD/$l/data/text_val.bin --eval-every 50 \
